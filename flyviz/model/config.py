@@ -1,0 +1,59 @@
+"""Model hyper-parameters shared by every Fly LLM checkpoint layout."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and constants of one Fly LLM.
+
+    Parameters
+    ----------
+    neurons
+        Number of recurrent neurons (49,393 in the released models).
+    delay_k
+        Number of delay slots; slot ``j`` carries the token ``j`` steps back.
+    neurons_per_slot
+        Input neurons driven by each slot (1,758 in the released models).
+    d_embed
+        Token embedding width (128 for ngxson, 32 for fly-wordbrain).
+    vocabulary
+        Vocabulary size (1,024).
+    readout_rank
+        Rank of the two-factor readout, or ``None`` for one dense matrix.
+    leak
+        Leak of the state update ``x = (1 - leak) x + leak tanh(...)``.
+    layer_norm_eps
+        Epsilon of the final LayerNorm.
+    pad_token_id, bos_token_id, eos_token_id
+        Special token ids (0, 1, 2).
+    """
+
+    neurons: int
+    delay_k: int
+    neurons_per_slot: int
+    d_embed: int
+    vocabulary: int
+    readout_rank: int | None = None
+    leak: float = 0.9
+    layer_norm_eps: float = 1e-5
+    pad_token_id: int = 0
+    bos_token_id: int = 1
+    eos_token_id: int = 2
+
+    @property
+    def n_inputs(self) -> int:
+        """Number of input neurons actually driven (``delay_k * neurons_per_slot``)."""
+        return self.delay_k * self.neurons_per_slot
+
+    @property
+    def readout_kind(self) -> str:
+        """``"dense"`` or ``"rank-<r>"``."""
+        return "dense" if self.readout_rank is None else f"rank-{self.readout_rank}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form, used by ``flyviz info --json`` and recordings."""
+        return asdict(self)

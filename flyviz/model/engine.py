@@ -1,0 +1,245 @@
+"""The Fly LLM forward pass: one recurrent step per token, vectorised.
+
+Per input token ``t`` (fly-formats.md section 1.5)::
+
+    drive = concat_j( wte[token(t - j)] @ in_proj[j] )        j = 0..delay_k-1
+    pre   = rec_gain * (W @ x)          ;  pre[in_index] += drive
+    x     = (1 - leak) * x + leak * tanh(gain * pre + bias)
+    logits = head( LayerNorm(x[out_index]) )
+
+Missing history reads the PAD embedding. The recurrent product uses the
+*previous* state. The head is one dense matrix or two factors.
+
+Speed notes (measured on a 2-core machine, full size, see ``flyviz bench``):
+the step is memory-bound. ``W @ x`` streams 72 MB of CSR indices and weights;
+splitting its rows over two Python threads (scipy's sparsetools kernel
+releases the GIL) takes it from ~11 ms to ~7 ms. Everything stays float32: a
+float64 vector would silently upcast the whole matrix.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from scipy.sparse import _sparsetools  # the kernel behind csr_matrix @ vector
+
+from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.errors import InputError
+
+
+def _as_f32(array: np.ndarray) -> np.ndarray:
+    """Float32, C-contiguous; no copy when it already is (memory maps stay mapped)."""
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def default_threads() -> int:
+    """Worker threads for the sparse product: the usable cores, at most 4."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+class _RowBlock:
+    """A contiguous block of CSR rows whose product one thread computes."""
+
+    __slots__ = ("start", "stop", "indptr", "indices", "data")
+
+    def __init__(self, start: int, stop: int, offsets: np.ndarray,
+                 indices: np.ndarray, data: np.ndarray) -> None:
+        lo, hi = int(offsets[start]), int(offsets[stop])
+        self.start, self.stop = start, stop
+        index_dtype = np.int32 if hi - lo < 2**31 else np.int64
+        self.indptr = (offsets[start:stop + 1].astype(np.int64) - lo).astype(index_dtype)
+        self.indices = indices[lo:hi]
+        self.data = data[lo:hi]
+
+
+class Engine:
+    """Runs a :class:`~flyviz.model.checkpoint.Checkpoint` one token at a time.
+
+    Parameters
+    ----------
+    checkpoint
+        A validated checkpoint.
+    threads
+        Threads for the sparse product; default: the usable cores (max 4).
+
+    Notes
+    -----
+    :attr:`state` is overwritten in place by every :meth:`step`. Anyone who
+    keeps it (a recording, another thread) must copy it.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, threads: int | None = None) -> None:
+        ck = checkpoint
+        cfg = ck.config
+        self.checkpoint = ck
+        self.config = cfg
+        n = cfg.neurons
+        self.wte = _as_f32(ck.wte)
+        self.in_proj = _as_f32(ck.in_proj)
+        self.gain = _as_f32(ck.gain)
+        self.rec_gain = _as_f32(ck.rec_gain)
+        self.bias = _as_f32(ck.bias)
+        self.ln_weight = _as_f32(ck.ln_weight)
+        self.ln_bias = _as_f32(ck.ln_bias)
+        self.in_index = np.ascontiguousarray(ck.in_index, dtype=np.intp)
+        self.out_index = None if ck.out_index_is_identity() else np.ascontiguousarray(
+            ck.out_index, dtype=np.intp)
+        if ck.head is not None:
+            self.head = _as_f32(ck.head)
+            self.head_a = self.head_b = None
+        else:
+            self.head = None
+            self.head_a = _as_f32(ck.head_a)
+            self.head_b = _as_f32(ck.head_b)
+
+        # Graph: scipy's kernel wants int32/int64 indices and float32 data.
+        indices = ck.w_indices
+        if indices.dtype not in (np.int32, np.int64):
+            indices = indices.astype(np.int32)
+        indices = np.ascontiguousarray(indices)
+        values = _as_f32(ck.w_values)
+        offsets = np.asarray(ck.w_offsets)
+        self.threads = max(1, threads if threads is not None else default_threads())
+        self._blocks = self._split_rows(offsets, indices, values, self.threads)
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="flyviz-spmv") \
+            if len(self._blocks) > 1 else None
+
+        self.state = np.zeros(n, dtype=np.float32)
+        self._recurrent = np.zeros(n, dtype=np.float32)
+        self._leak = np.float32(cfg.leak)
+        self._keep = np.float32(1.0 - cfg.leak)
+        self.recent = np.full(cfg.delay_k, cfg.pad_token_id, dtype=np.int64)
+        self.tokens_seen = 0
+        self.mean_abs_state = 0.0
+        self.logits = np.zeros(cfg.vocabulary, dtype=np.float32)
+
+    @staticmethod
+    def _split_rows(offsets: np.ndarray, indices: np.ndarray, values: np.ndarray,
+                    parts: int) -> list[_RowBlock]:
+        """Split rows into ``parts`` blocks of about equal edge count."""
+        n = offsets.shape[0] - 1
+        nnz = int(offsets[-1])
+        cuts = [0]
+        for p in range(1, parts):
+            cuts.append(int(np.searchsorted(offsets, nnz * p // parts, side="left")))
+        cuts.append(n)
+        cuts = sorted(set(min(max(c, 0), n) for c in cuts))
+        return [_RowBlock(a, b, offsets, indices, values) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+    # ------------------------------------------------------------------ state
+    def reset(self) -> None:
+        """Zero the state and fill the delay line with PAD."""
+        self.state.fill(0.0)
+        self.recent.fill(self.config.pad_token_id)
+        self.tokens_seen = 0
+        self.mean_abs_state = 0.0
+
+    def close(self) -> None:
+        """Stop the worker threads (the engine is unusable afterwards)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------- step
+    def _block_matvec(self, block: _RowBlock) -> None:
+        out = self._recurrent[block.start:block.stop]
+        out.fill(0.0)
+        _sparsetools.csr_matvec(block.stop - block.start, self.config.neurons, block.indptr,
+                                block.indices, block.data, self.state, out)
+
+    def recurrent_input(self) -> np.ndarray:
+        """``W @ x`` for the current state, into an internal buffer."""
+        if self._pool is None:
+            for block in self._blocks:
+                self._block_matvec(block)
+        else:
+            for _ in self._pool.map(self._block_matvec, self._blocks):
+                pass
+        return self._recurrent
+
+    def drive(self, token: int) -> np.ndarray:
+        """Input drive for ``token`` given the delay line, shape ``(delay_k * slot,)``."""
+        k = self.config.delay_k
+        # Slot 0 is the incoming token, slot j the token j back (recent is oldest first).
+        history = np.empty(k, dtype=np.int64)
+        history[0] = token
+        history[1:] = self.recent[::-1][: k - 1]
+        embeddings = self.wte[history]                       # (k, d)
+        return np.matmul(embeddings[:, None, :], self.in_proj)[:, 0, :].reshape(-1)
+
+    def step(self, token: int) -> np.ndarray:
+        """Feed one token; update the state; return the next-token logits.
+
+        Parameters
+        ----------
+        token
+            Input token id, ``0 <= token < vocabulary``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(vocabulary,)`` float32 logits (an internal buffer: copy to keep).
+        """
+        cfg = self.config
+        token = int(token)
+        if not 0 <= token < cfg.vocabulary:
+            raise InputError(f"token id {token} is outside the vocabulary 0..{cfg.vocabulary - 1}")
+        drive = self.drive(token)
+        pre = self.recurrent_input()           # W @ x_prev
+        pre *= self.rec_gain
+        pre[self.in_index] += drive            # in_index is unique: a plain add scatters
+        pre *= self.gain
+        pre += self.bias
+        np.tanh(pre, out=pre)
+        pre *= self._leak
+        x = self.state
+        x *= self._keep
+        x += pre
+        self.recent[:-1] = self.recent[1:]
+        self.recent[-1] = token
+        self.tokens_seen += 1
+        self.mean_abs_state = float(np.abs(x).mean(dtype=np.float64))
+        self.logits = self.readout(x)
+        return self.logits
+
+    def readout(self, x: np.ndarray) -> np.ndarray:
+        """Logits for a state: LayerNorm over the read-out neurons, then the head."""
+        h = x if self.out_index is None else x[self.out_index]
+        mean = h.mean(dtype=np.float64)
+        var = np.square(h - np.float32(mean), dtype=np.float32).mean(dtype=np.float64)
+        inv = np.float32(1.0 / np.sqrt(var + self.config.layer_norm_eps))
+        normed = (h - np.float32(mean)) * inv
+        normed *= self.ln_weight
+        normed += self.ln_bias
+        if self.head is not None:
+            return self.head @ normed
+        return self.head_b @ (self.head_a @ normed)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Plain softmax in float64 (the reference's ``probabilities``)."""
+    z = np.asarray(logits, dtype=np.float64)
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def top_k(probabilities: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ids and probabilities of the ``k`` most likely tokens, most likely first.
+
+    Ties keep the lower id first, like the reference's argmax.
+    """
+    k = max(1, min(int(k), probabilities.shape[0]))
+    order = np.argsort(-probabilities, kind="stable")[:k]
+    return order, probabilities[order]

@@ -1,0 +1,84 @@
+"""The Fly LLM's byte-level BPE tokenizer, through the HF ``tokenizers`` library.
+
+The tokenizer adds no special tokens: callers prepend BOS themselves, as the
+reference does. Decoding is done on the *whole* continuation every time, since
+one token can hold half of a multi-byte character.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from flyviz.model.errors import InputError, TokenizerError
+
+#: Longest prompt accepted, in characters (the model has no context limit, but a
+#: runaway paste should not freeze the app).
+MAX_PROMPT_CHARS = 20_000
+
+
+class FlyTokenizer:
+    """Encode and decode text for a Fly LLM.
+
+    Parameters
+    ----------
+    path
+        A ``tokenizer.json`` in the HF ``tokenizers`` format.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        from tokenizers import Tokenizer
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise TokenizerError(f"tokenizer file not found: {self.path}")
+        try:
+            self._tok = Tokenizer.from_file(str(self.path))
+        except Exception as exc:  # the library raises plain Exceptions
+            raise TokenizerError(f"cannot read tokenizer {self.path}: {str(exc).splitlines()[0]}") \
+                from None
+        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        self.special_ids = {i for i in range(self.vocab_size)
+                            if self._tok.id_to_token(i) in {"<pad>", "<s>", "</s>"}}
+        self._piece_cache: dict[int, str] = {}
+
+    @classmethod
+    def from_json_text(cls, text: str, path: str | Path = "<memory>") -> "FlyTokenizer":
+        """Build from the JSON text of a tokenizer file (used by tests)."""
+        from tokenizers import Tokenizer
+
+        obj = cls.__new__(cls)
+        obj.path = Path(path)
+        try:
+            json.loads(text)
+            obj._tok = Tokenizer.from_str(text)
+        except Exception as exc:
+            raise TokenizerError(f"cannot read tokenizer: {str(exc).splitlines()[0]}") from None
+        obj.vocab_size = obj._tok.get_vocab_size(with_added_tokens=True)
+        obj.special_ids = {i for i in range(obj.vocab_size)
+                           if obj._tok.id_to_token(i) in {"<pad>", "<s>", "</s>"}}
+        obj._piece_cache = {}
+        return obj
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, without special tokens."""
+        if len(text) > MAX_PROMPT_CHARS:
+            raise InputError(f"the prompt has {len(text):,} characters; "
+                             f"the limit is {MAX_PROMPT_CHARS:,}")
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: list[int] | tuple[int, ...]) -> str:
+        """Text of ``ids`` with special tokens dropped; invalid UTF-8 shows as U+FFFD."""
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def token_text(self, token_id: int) -> str:
+        """Display text of one token (specials by name, e.g. ``</s>``)."""
+        token_id = int(token_id)
+        cached = self._piece_cache.get(token_id)
+        if cached is None:
+            if token_id in self.special_ids:
+                cached = self._tok.id_to_token(token_id) or ""
+            else:
+                cached = self._tok.decode([token_id], skip_special_tokens=False)
+            self._piece_cache[token_id] = cached
+        return cached

@@ -1,0 +1,66 @@
+"""One per-token snapshot of a run: the unit that live view, scrubbing and export share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PHASE_PROMPT = "prompt"
+PHASE_GENERATION = "generation"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The model's state right after it consumed one input token.
+
+    Parameters
+    ----------
+    position
+        Index of the input token in the sequence (0 is BOS).
+    phase
+        ``"prompt"`` while reading the prompt; ``"generation"`` from the frame
+        that consumes the last prompt token on (that frame predicts the first
+        new token), as in the fly-wordbrain replay traces.
+    input_token_id, input_text
+        The token consumed.
+    predicted_token_id, predicted_text, probability
+        The token chosen next from this state and its probability.
+    top_k_ids, top_k_probabilities, top_k_text
+        The most likely next tokens, most likely first.
+    state
+        ``(neurons,)`` float32 state after the token (a private copy).
+    mean_abs_state
+        Mean |x| over all neurons of ``state``.
+    text_so_far
+        Decoded continuation up to and including the predicted token
+        (``""`` during the prompt).
+    generation_index
+        For generation frames, the index of the predicted token among the
+        generated ones; ``None`` during the prompt.
+    """
+
+    position: int
+    phase: str
+    input_token_id: int
+    input_text: str
+    predicted_token_id: int
+    predicted_text: str
+    probability: float
+    top_k_ids: np.ndarray
+    top_k_probabilities: np.ndarray
+    top_k_text: tuple[str, ...]
+    state: np.ndarray = field(repr=False)
+    mean_abs_state: float = 0.0
+    text_so_far: str = ""
+    generation_index: int | None = None
+
+    @property
+    def is_generation(self) -> bool:
+        """True for frames that predict a generated token."""
+        return self.phase == PHASE_GENERATION
+
+    @property
+    def top1_probability(self) -> float:
+        """Probability of the most likely next token."""
+        return float(self.top_k_probabilities[0])

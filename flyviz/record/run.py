@@ -1,0 +1,135 @@
+"""Run a prompt through an engine and produce :class:`Frame` objects, one per token.
+
+This is the single producer of frames: the command line, the app's worker
+thread and headless export all call :func:`iter_frames`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from flyviz.model.engine import Engine, softmax, top_k
+from flyviz.model.errors import InputError
+from flyviz.model.sampler import Sampler
+from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, Frame
+
+#: Most new tokens one run may ask for.
+MAX_NEW_TOKENS_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How to continue a prompt.
+
+    Parameters
+    ----------
+    max_new_tokens
+        Stop after this many generated tokens (EOS stops earlier).
+    temperature, top_p, seed
+        Sampler settings (greedy when ``temperature <= 0``).
+    top_k
+        How many candidates each frame records.
+    """
+
+    max_new_tokens: int = 80
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    top_k: int = 10
+
+    def validate(self) -> "GenerationSettings":
+        """Raise :class:`InputError` for out-of-range values; return self."""
+        if not 1 <= int(self.max_new_tokens) <= MAX_NEW_TOKENS_LIMIT:
+            raise InputError(f"max new tokens {self.max_new_tokens} must be between 1 and "
+                             f"{MAX_NEW_TOKENS_LIMIT:,}")
+        if not 1 <= int(self.top_k) <= 100:
+            raise InputError(f"top-k {self.top_k} must be between 1 and 100")
+        Sampler(self.temperature, self.top_p, self.seed)  # validates the sampler values
+        return self
+
+
+def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> list[int]:
+    """``[BOS] + encode(prompt)``; an empty prompt is an error."""
+    if not prompt or not prompt.strip():
+        raise InputError("the prompt is empty: give some text for the model to continue")
+    return [int(bos_token_id)] + tokenizer.encode(prompt)
+
+
+def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
+                settings: GenerationSettings | None = None,
+                prompt_ids: list[int] | None = None) -> Iterator[Frame]:
+    """Reset the engine, read ``BOS + prompt`` and generate, yielding a frame per token.
+
+    Parameters
+    ----------
+    engine
+        The engine to run (it is reset first).
+    tokenizer
+        Tokenizer matching the engine's vocabulary.
+    prompt
+        Text to continue.
+    settings
+        Generation settings; defaults to greedy, 80 new tokens.
+    prompt_ids
+        Pre-encoded ids (BOS first) to use instead of encoding ``prompt``.
+
+    Yields
+    ------
+    Frame
+        One per consumed input token. The last generated token is not fed back
+        (as in ``generate``), so a run with ``P`` prompt ids and ``G`` generated
+        tokens yields ``P + G - 1`` frames. Generation ends at EOS or after
+        ``max_new_tokens``. Stop iterating at any time to cancel.
+    """
+    settings = (settings or GenerationSettings()).validate()
+    cfg = engine.config
+    ids = list(prompt_ids) if prompt_ids is not None else encode_prompt(
+        tokenizer, prompt, cfg.bos_token_id)
+    if not ids:
+        raise InputError("the prompt is empty")
+    bad = [i for i in ids if not 0 <= int(i) < cfg.vocabulary]
+    if bad:
+        raise InputError(f"prompt token id {bad[0]} is outside the vocabulary 0..{cfg.vocabulary - 1}")
+    sampler = Sampler(settings.temperature, settings.top_p, settings.seed)
+    engine.reset()
+    generated: list[int] = []
+    position = 0
+    token = ids[0]
+    while True:
+        logits = engine.step(token)
+        in_prompt = position < len(ids) - 1
+        probs = softmax(logits)
+        k_ids, k_probs = top_k(probs, settings.top_k)
+        if in_prompt:
+            predicted = int(k_ids[0])
+        else:
+            predicted = sampler.pick(logits)
+            generated.append(predicted)
+        frame = Frame(
+            position=position,
+            phase=PHASE_PROMPT if in_prompt else PHASE_GENERATION,
+            input_token_id=int(token),
+            input_text=tokenizer.token_text(token),
+            predicted_token_id=predicted,
+            predicted_text=tokenizer.token_text(predicted),
+            probability=float(probs[predicted]),
+            top_k_ids=k_ids.astype(np.int32),
+            top_k_probabilities=k_probs.astype(np.float32),
+            top_k_text=tuple(tokenizer.token_text(i) for i in k_ids),
+            state=engine.state.copy(),
+            mean_abs_state=engine.mean_abs_state,
+            text_so_far="" if in_prompt else tokenizer.decode(generated),
+            generation_index=None if in_prompt else len(generated) - 1,
+        )
+        yield frame
+        position += 1
+        if in_prompt:
+            token = ids[position]
+            continue
+        if predicted == cfg.eos_token_id or len(generated) >= settings.max_new_tokens:
+            return
+        token = predicted

@@ -1,0 +1,121 @@
+"""The ``flyviz`` command: the desktop app and its command-line tools.
+
+Each subcommand lives in :mod:`flyviz.commands` as a module with two
+functions, ``configure(parser)`` and ``run(args) -> int``; it is imported only
+when used, so ``flyviz generate`` never loads Qt and ``flyviz --help`` is fast.
+
+Errors the user can fix (:class:`~flyviz.model.errors.FlyvizError`) are printed
+as one line on stderr with exit status 2; so are a missing file and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from flyviz._version import __version__
+
+#: (name, module, one-line help), in the order ``--help`` lists them.
+SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("gui", "flyviz.commands.gui", "open the desktop app (the default with no subcommand)"),
+    ("generate", "flyviz.commands.generate", "continue a prompt and print the text (or JSON)"),
+    ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
+    ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
+    ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
+    ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
+)
+
+DESCRIPTION = """\
+flyviz: watch a connectome language model think.
+
+The Fly LLM's recurrent layer is the fruit-fly central brain (49,393 neurons,
+9,050,172 signed synapses), stepped once per text token. With no subcommand,
+flyviz opens the desktop app on the embedded demo brain.
+
+A model SPEC is a local folder, a Hugging Face repo id
+(ngxson/fly-llm-hf, fernandofernandes/fly-wordbrain-rank64) or "demo".
+"""
+
+EPILOG = """\
+examples:
+  flyviz                                    open the app on the demo brain
+  flyviz gui --model ngxson/fly-llm-hf      open the app on a real checkpoint
+  flyviz generate demo --prompt "Once upon a time"
+  flyviz info ./fly-llm-hf --json
+  flyviz export demo --prompt "Tom and his dog" --out run.mp4
+
+Run 'flyviz COMMAND --help' for the options of one command.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors as one line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"flyviz: error: {message} (see 'flyviz {self.prog.split()[-1]} --help')\n"
+                  if " " in self.prog else f"flyviz: error: {message} (see 'flyviz --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand's options."""
+    parser = _Parser(prog="flyviz", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"flyviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, module_name, help_text in SUBCOMMANDS:
+        sp = sub.add_parser(name, help=help_text, description=help_text,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            sp.set_defaults(_module=None)
+            continue
+        module.configure(sp)
+        sp.set_defaults(_module=module_name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``flyviz`` console script."""
+    from flyviz.model.errors import FlyvizError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["gui", *argv]
+    args = parser.parse_args(argv)
+    module_name = getattr(args, "_module", None)
+    if module_name is None:
+        print(f"flyviz: error: '{args.command}' is not available in this installation",
+              file=sys.stderr)
+        return 2
+    try:
+        return int(importlib.import_module(module_name).run(args) or 0)
+    except FlyvizError as exc:
+        print(f"flyviz: error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"flyviz: error: file not found: {exc.filename or exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("flyviz: error: out of memory; close other programs or use a smaller model",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("flyviz: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def gui_main() -> int:
+    """Entry point of the ``flyviz-gui`` launcher (no console needed)."""
+    return main(["gui", *sys.argv[1:]])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``flyviz`` subcommand, each with ``configure(parser)`` and ``run(args)``."""

@@ -1,0 +1,491 @@
+"""Write a :class:`~flyviz.model.checkpoint.Checkpoint` in the real Fly LLM layouts.
+
+Each writer produces exactly the files, names, dtypes and keys that the
+published models use (``fly-formats.md`` sections 1-4), so that whatever
+flyviz can write it can also load, and so that tests can exercise every
+loader on small models without a download:
+
+* :func:`write_fly_llm_hf` -- ngxson/fly-llm-hf: ``config.json`` and one
+  ``model.safetensors`` holding parameters and the frozen graph.
+* :func:`write_wordbrain` -- fly-wordbrain: parameters-only safetensors and
+  ``manifest.json``; the graph lives in a connectome dataset.
+* :func:`write_connectome_dataset` -- fly-connectome-49k: raw little-endian
+  graph, interface and neuron arrays with a ``manifest.json``.
+* :func:`write_recital_web` -- the Fly Recital web export: ``.f32`` arrays and
+  ``manifest.json``; the graph again comes from a dataset.
+
+The frozen-buffer digests recorded in the manifests use
+:func:`frozen_buffer_digests`. Upstream's exact digest formula is not known,
+so loaders only compare the digest strings of a model against those of its
+dataset; they never recompute them to reject a checkpoint.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+import ml_dtypes
+import numpy as np
+
+from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.safetensors_io import save_safetensors
+
+#: dtypes in which the released checkpoint stores its frozen buffers.
+FROZEN_BUFFER_DTYPES = {
+    "brain.w_offsets": "int32",
+    "brain.w_indices": "int32",
+    "brain.w_values": "float32",
+    "brain.in_index": "int64",
+    "brain.out_index": "int64",
+}
+
+#: Parameter tensor names of the released checkpoints -> Checkpoint attribute.
+PARAMETER_NAMES = {
+    "brain.wte.weight": "wte",
+    "brain.in_proj": "in_proj",
+    "brain.gain": "gain",
+    "brain.rec_gain": "rec_gain",
+    "brain.bias": "bias",
+    "ln.weight": "ln_weight",
+    "ln.bias": "ln_bias",
+}
+#: Readout tensor names: dense (ngxson) or two factors (fly-wordbrain).
+HEAD_DENSE = "lm_head.weight"
+HEAD_A = "lm_head.0.weight"
+HEAD_B = "lm_head.1.weight"
+
+#: The web export's parameter files, in the order the browser downloads them.
+WEB_PARAMETERS = ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias")
+
+_REMOTE_CODE_SENTINEL = "REMOTE_CODE_WAS_EXECUTED"
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _graph_buffers(ckpt: Checkpoint) -> dict[str, np.ndarray]:
+    return {
+        "brain.w_offsets": np.asarray(ckpt.w_offsets),
+        "brain.w_indices": np.asarray(ckpt.w_indices),
+        "brain.w_values": np.asarray(ckpt.w_values),
+        "brain.in_index": np.asarray(ckpt.in_index),
+        "brain.out_index": np.asarray(ckpt.out_index),
+    }
+
+
+def frozen_buffer_digests(ckpt: Checkpoint) -> dict[str, str]:
+    """SHA-256 of each frozen graph buffer in its original dtype.
+
+    Each digest covers the dtype name, the shape and the raw little-endian
+    bytes, e.g. ``sha256(b"int32" + b"[49394]" + bytes)``.
+
+    Returns
+    -------
+    dict
+        ``{"brain.w_offsets": hex, ...}`` for the five frozen buffers.
+    """
+    digests = {}
+    for name, array in _graph_buffers(ckpt).items():
+        dtype = FROZEN_BUFFER_DTYPES[name]
+        data = np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<"))
+        digest = hashlib.sha256()
+        digest.update(dtype.encode())
+        digest.update(json.dumps([int(s) for s in data.shape]).encode())
+        digest.update(memoryview(data.reshape(-1).view(np.uint8)))
+        digests[name] = digest.hexdigest()
+    return digests
+
+
+def _f32(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _parameter_tensors(ckpt: Checkpoint) -> dict[str, np.ndarray]:
+    tensors = {name: _f32(getattr(ckpt, attr)) for name, attr in PARAMETER_NAMES.items()}
+    if ckpt.head is not None:
+        tensors[HEAD_DENSE] = _f32(ckpt.head)
+    else:
+        tensors[HEAD_A] = _f32(ckpt.head_a)
+        tensors[HEAD_B] = _f32(ckpt.head_b)
+    return tensors
+
+
+def _tokenizer_source(ckpt: Checkpoint, tokenizer_path: str | Path | None) -> Path | None:
+    source = tokenizer_path if tokenizer_path is not None else ckpt.tokenizer_path
+    return Path(source) if source is not None else None
+
+
+def _copy_tokenizer(source: Path | None, model_dir: Path) -> None:
+    if source is not None:
+        target = model_dir / "tokenizer.json"
+        if source.resolve() != target.resolve():
+            shutil.copyfile(source, target)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _readout_rank(ckpt: Checkpoint) -> int | None:
+    return None if ckpt.head is not None else int(ckpt.head_a.shape[0])
+
+
+# --------------------------------------------------------------------------- HF
+def write_fly_llm_hf(ckpt: Checkpoint, model_dir: str | Path, dtype: str = "F32",
+                     tokenizer_path: str | Path | None = None, *,
+                     n_in_declared: int | None = None,
+                     with_remote_code: bool = False) -> Path:
+    """Write the ngxson/fly-llm-hf layout.
+
+    Parameters
+    ----------
+    ckpt
+        The model. A factored readout is stored as ``lm_head.0.weight`` and
+        ``lm_head.1.weight`` (the released model has a dense ``lm_head.weight``).
+    model_dir
+        Folder to create or fill.
+    dtype
+        ``"F32"`` (as released) or ``"BF16"`` for the floating-point tensors.
+        Offsets and presynaptic indices are I32, ``in_index``/``out_index`` I64.
+    tokenizer_path
+        ``tokenizer.json`` to copy in; default: the checkpoint's.
+    n_in_declared
+        ``config.n_in``; the release declares 14,069 although only
+        ``delay_k * (n_in // delay_k)`` = 14,064 neurons are driven.
+    with_remote_code
+        Also write ``modeling_fly.py`` and ``configuration_fly.py`` stand-ins,
+        as the real repository has. Importing them writes a sentinel file next
+        to them, so tests can prove flyviz never executes shipped code.
+
+    Returns
+    -------
+    pathlib.Path
+        ``model_dir``.
+    """
+    dtype = dtype.upper()
+    if dtype not in ("F32", "BF16"):
+        raise ValueError(f"dtype must be 'F32' or 'BF16', not {dtype!r}")
+    model_dir = Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    cfg = ckpt.config
+    tensors = _parameter_tensors(ckpt)
+    if dtype == "BF16":
+        tensors = {name: array.astype(ml_dtypes.bfloat16) for name, array in tensors.items()}
+    tensors["brain.w_values"] = (np.asarray(ckpt.w_values).astype(ml_dtypes.bfloat16)
+                                 if dtype == "BF16" else _f32(ckpt.w_values))
+    tensors["brain.w_offsets"] = np.ascontiguousarray(ckpt.w_offsets, dtype="<i4")
+    tensors["brain.w_indices"] = np.ascontiguousarray(ckpt.w_indices, dtype="<i4")
+    tensors["brain.in_index"] = np.ascontiguousarray(ckpt.in_index, dtype="<i8")
+    tensors["brain.out_index"] = np.ascontiguousarray(ckpt.out_index, dtype="<i8")
+    save_safetensors(model_dir / "model.safetensors", tensors, {"format": "pt"})
+
+    config: dict[str, Any] = {
+        "architectures": ["FlyForCausalLM"],
+        "auto_map": {"AutoConfig": "configuration_fly.FlyConfig",
+                     "AutoModelForCausalLM": "modeling_fly.FlyForCausalLM"},
+        "model_type": "fly",
+        "n_neurons": cfg.neurons,
+        "n_edges": ckpt.n_edges,
+        "n_in": int(n_in_declared if n_in_declared is not None else cfg.n_inputs),
+        "n_out": int(ckpt.out_index.shape[0]),
+        "delay_k": cfg.delay_k,
+        "d_embed": cfg.d_embed,
+        "vocab_size": cfg.vocabulary,
+        "leak": float(cfg.leak),
+        "rec_target": 5.0,
+        "input_scale": 1.0,
+        "layer_norm_eps": float(cfg.layer_norm_eps),
+        "pad_token_id": cfg.pad_token_id,
+        "bos_token_id": cfg.bos_token_id,
+        "eos_token_id": cfg.eos_token_id,
+        "use_cache": True,
+        "torch_dtype": "bfloat16" if dtype == "BF16" else "float32",
+    }
+    if ckpt.head is None:
+        config["readout_rank"] = _readout_rank(ckpt)
+    _write_json(model_dir / "config.json", config)
+    _write_json(model_dir / "generation_config.json",
+                {"bos_token_id": cfg.bos_token_id, "eos_token_id": cfg.eos_token_id,
+                 "pad_token_id": cfg.pad_token_id, "max_new_tokens": 80, "do_sample": False})
+    _copy_tokenizer(_tokenizer_source(ckpt, tokenizer_path), model_dir)
+    if with_remote_code:
+        for module in ("modeling_fly.py", "configuration_fly.py"):
+            (model_dir / module).write_text(
+                "# Stand-in for the remote code shipped with the real checkpoint.\n"
+                "# flyviz must never import it: doing so leaves a sentinel file behind.\n"
+                "from pathlib import Path\n"
+                f"(Path(__file__).parent / {_REMOTE_CODE_SENTINEL!r}).write_text('executed')\n",
+                encoding="utf-8")
+    return model_dir
+
+
+# ------------------------------------------------------------------ wordbrain
+def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
+                    filename: str = "min-ce.safetensors", *,
+                    tokenizer_path: str | Path | None = None,
+                    experiment: str = "synthetic", updates: int = 0) -> Path:
+    """Write the fly-wordbrain layout: parameters-only F32 safetensors + manifest.
+
+    The graph is not stored; write it with :func:`write_connectome_dataset`.
+    The manifest's ``frozen_buffers_sha256`` binds these weights to that graph.
+
+    Parameters
+    ----------
+    ckpt
+        The model (factored or dense readout).
+    model_dir
+        Folder to create or fill.
+    filename
+        Safetensors file name; its stem is the selector (``min-ce``).
+    tokenizer_path
+        Optional ``tokenizer.json`` to copy in (the released repository has
+        none; flyviz fetches ngxson's alongside).
+    experiment, updates
+        Recorded in the safetensors metadata and the manifest.
+
+    Returns
+    -------
+    pathlib.Path
+        ``model_dir``.
+    """
+    model_dir = Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    cfg = ckpt.config
+    selector = Path(filename).stem
+    tensors = _parameter_tensors(ckpt)
+    file = model_dir / filename
+    save_safetensors(file, tensors, {"experiment": experiment, "selector": selector,
+                                     "updates": str(updates),
+                                     "source_checkpoint_sha256": "0" * 64})
+    rank = _readout_rank(ckpt)
+    frozen = frozen_buffer_digests(ckpt)
+    parameters = int(sum(a.size for a in tensors.values()))
+    manifest_path = model_dir / "manifest.json"
+    manifest: dict[str, Any] = {}
+    if manifest_path.exists():  # a second selector joins the first
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest.update({
+        "experiment": experiment,
+        "architecture": {
+            "neurons": cfg.neurons, "edges": ckpt.n_edges, "delay_slots": cfg.delay_k,
+            "encoder_width": cfg.d_embed, "readout_rank": rank, "vocabulary": cfg.vocabulary,
+            "neurons_per_slot": cfg.neurons_per_slot, "leak": float(cfg.leak),
+            "layer_norm_eps": float(cfg.layer_norm_eps),
+            "edge_adaptation": "fixed",
+            "recurrence": "x = (1 - leak) x + leak tanh(gain (rec_gain W x + drive) + bias)",
+        },
+    })
+    manifest.setdefault("selectors", {})[selector] = {
+        "file": filename, "updates": updates, "sha256": _sha256_file(file),
+        "validation": {}, "frozen_buffers_sha256": frozen, "parameters": parameters,
+    }
+    manifest.setdefault("held_out_scores", {})
+    manifest.setdefault("web_export", {"files": [], "config": {}, "golden_prompts": []})
+    _write_json(manifest_path, manifest)
+    _copy_tokenizer(Path(tokenizer_path) if tokenizer_path is not None else None, model_dir)
+    return model_dir
+
+
+# -------------------------------------------------------------------- dataset
+def _write_raw(root: Path, relative: str, array: np.ndarray, dtype: str,
+               entries: list[dict[str, Any]]) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<"))
+    data.tofile(path)
+    entries.append({"file": relative, "dtype": np.dtype(dtype).name,
+                    "shape": [int(s) for s in data.shape], "bytes": int(data.nbytes),
+                    "sha256": _sha256_file(path)})
+
+
+def _write_json_file(root: Path, relative: str, data: Any,
+                     entries: list[dict[str, Any]]) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+    entries.append({"file": relative, "dtype": "json",
+                    "shape": [len(data)] if isinstance(data, list) else [],
+                    "bytes": path.stat().st_size, "sha256": _sha256_file(path)})
+
+
+def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
+                             n_in_declared: int | None = None) -> Path:
+    """Write the fly-connectome-49k layout: the frozen graph, interface and anatomy.
+
+    Parameters
+    ----------
+    ckpt
+        The model whose graph, ``in_index``/``out_index`` and anatomy to write.
+        Neuron files are written only when it has anatomy; the anatomy kind is
+        recorded as ``manifest["anatomy"]["kind"]``.
+    dataset_dir
+        Folder to create or fill.
+    n_in_declared
+        ``interface.n_in_declared`` (default ``delay_k * neurons_per_slot``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``dataset_dir``.
+    """
+    root = Path(dataset_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    cfg = ckpt.config
+    n = cfg.neurons
+    entries: list[dict[str, Any]] = []
+    values = _f32(ckpt.w_values)
+    _write_raw(root, "graph/edges_offsets.i32", ckpt.w_offsets, "int32", entries)
+    if n <= 65_536:
+        _write_raw(root, "graph/edges_source.u16", ckpt.w_indices, "uint16", entries)
+    else:  # uint16 cannot index more neurons; flyviz reads this wider file instead
+        _write_raw(root, "graph/edges_source.i32", ckpt.w_indices, "int32", entries)
+    _write_raw(root, "graph/edges_weight.f32", values, "float32", entries)
+    peak = float(np.abs(values).max()) if values.size else 0.0
+    scale = peak / 32767.0 if peak > 0 else 1.0
+    codes = np.rint(values / np.float32(scale)).astype(np.int16)
+    _write_raw(root, "graph/edges_weight.i16", codes, "int16", entries)
+    _write_raw(root, "interface/in_index.i32", ckpt.in_index, "int32", entries)
+    _write_raw(root, "interface/out_index.i32", ckpt.out_index, "int32", entries)
+
+    manifest: dict[str, Any] = {}
+    anatomy = ckpt.anatomy
+    if anatomy is not None:
+        body_id = anatomy.body_id if anatomy.body_id is not None else np.arange(n)
+        _write_raw(root, "neurons/body_id.i64", body_id, "int64", entries)
+        if anatomy.cell_type is not None:
+            labels = sorted(set(anatomy.cell_type))
+            lookup = {label: i for i, label in enumerate(labels)}
+            type_index = np.array([lookup[t] for t in anatomy.cell_type], dtype=np.int32)
+            _write_raw(root, "neurons/type_index.i32", type_index, "int32", entries)
+            _write_json_file(root, "neurons/type_labels.json", labels, entries)
+            _write_json_file(root, "neurons/cell_type.json", list(anatomy.cell_type), entries)
+        if anatomy.superclass is not None:
+            _write_json_file(root, "neurons/superclass.json", list(anatomy.superclass), entries)
+        if anatomy.side is not None:
+            _write_json_file(root, "neurons/side.json", list(anatomy.side), entries)
+        valid = np.asarray(anatomy.valid, dtype=bool)
+        positions = np.rint(np.asarray(anatomy.positions, dtype=np.float64)).astype(np.int32)
+        positions[~valid] = 0  # missing somata are stored as zeros, never invented
+        _write_raw(root, "neurons/soma_position.i32", positions, "int32", entries)
+        _write_raw(root, "neurons/soma_valid.u8", valid.astype(np.uint8), "uint8", entries)
+        manifest["soma"] = {"units": "8nm voxels", "with_position": int(valid.sum()),
+                            "missing": int(n - valid.sum()),
+                            "missing_rows": "zeros in soma_position.i32, 0 in soma_valid.u8"}
+        manifest["anatomy"] = {"kind": anatomy.kind}
+
+    positive = int(np.count_nonzero(values > 0))
+    negative = int(np.count_nonzero(values < 0))
+    manifest.update({
+        "neurons": n,
+        "edges": ckpt.n_edges,
+        "files": entries,
+        "csr": {"rows": n, "columns": n, "nnz": ckpt.n_edges, "row": "postsynaptic",
+                "offsets": "graph/edges_offsets.i32", "columns_file": entries[1]["file"]},
+        "weights": {"count": ckpt.n_edges, "positive": positive, "negative": negative,
+                    "zero": ckpt.n_edges - positive - negative, "canonical": "graph/edges_weight.f32",
+                    "quantised": {"file": "graph/edges_weight.i16", "scale": scale}},
+        "interface": {"n_in_declared": int(n_in_declared if n_in_declared is not None
+                                           else cfg.n_inputs),
+                      "delay_slots": cfg.delay_k, "neurons_per_slot": cfg.neurons_per_slot},
+        "frozen_buffers_sha256": frozen_buffer_digests(ckpt),
+        "frozen_buffers_original_dtype": dict(FROZEN_BUFFER_DTYPES),
+    })
+    _write_json(root / "manifest.json", manifest)
+    return root
+
+
+# ------------------------------------------------------------------ web export
+def write_recital_web(ckpt: Checkpoint, model_dir: str | Path,
+                      extra_manifest: Mapping[str, Any] | None = None) -> Path:
+    """Write the Fly Recital web export: raw float32 ``.f32`` files + ``manifest.json``.
+
+    The graph is not stored; write it with :func:`write_connectome_dataset`.
+    A dense readout is written as ``head.f32`` (the released export is
+    rank-64 and has ``head_a.f32``/``head_b.f32``). The checkpoint's
+    tokenizer, if any, is copied in as ``tokenizer.json``.
+
+    Parameters
+    ----------
+    ckpt
+        The model.
+    model_dir
+        Folder to create or fill.
+    extra_manifest
+        Keys merged into the top level of the manifest last (e.g.
+        ``experiment``, ``golden`` traces, provenance).
+
+    Returns
+    -------
+    pathlib.Path
+        ``model_dir``.
+    """
+    model_dir = Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    cfg = ckpt.config
+    arrays = {name: getattr(ckpt, name) for name in WEB_PARAMETERS}
+    if ckpt.head is not None:
+        arrays["head"] = ckpt.head
+    else:
+        arrays["head_a"] = ckpt.head_a
+        arrays["head_b"] = ckpt.head_b
+    files = {}
+    for name, array in arrays.items():
+        data = np.ascontiguousarray(array, dtype="<f4")
+        path = model_dir / f"{name}.f32"
+        data.tofile(path)
+        files[name] = {"file": path.name, "shape": [int(s) for s in data.shape],
+                       "dtype": "float32", "bytes": int(data.nbytes), "sha256": _sha256_file(path)}
+    trainable = int(sum(np.asarray(a).size for a in arrays.values()))
+    manifest: dict[str, Any] = {
+        "schema_version": 1,
+        "created_at_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "experiment": ckpt.metadata.get("experiment", ckpt.name),
+        "selector": ckpt.metadata.get("selector", "min-ce"),
+        "checkpoint_sha256": ckpt.metadata.get("checkpoint_sha256", ""),
+        "updates": int(ckpt.metadata.get("updates", 0)),
+        "trainable_parameters": trainable,
+        "config": {
+            "neurons": cfg.neurons, "delay_k": cfg.delay_k, "vocabulary": cfg.vocabulary,
+            "d_embed": cfg.d_embed, "readout_rank": _readout_rank(ckpt),
+            "neurons_per_slot": cfg.neurons_per_slot, "leak": float(cfg.leak),
+            "pad_token_id": cfg.pad_token_id, "bos_token_id": cfg.bos_token_id,
+            "eos_token_id": cfg.eos_token_id, "layer_norm_eps": float(cfg.layer_norm_eps),
+        },
+        "index_checks": {
+            "in_index_unique": bool(np.unique(ckpt.in_index).size == ckpt.in_index.size),
+            "out_index_is_identity": ckpt.out_index_is_identity(),
+        },
+        "graph": {
+            "dataset": "fly-connectome",
+            "edges": ckpt.n_edges,
+            "encoding": "graph/edges_weight.f32 (exact) with graph/edges_source.u16 and "
+                        "graph/edges_offsets.i32",
+            "quantised_alternative": {"file": "graph/edges_weight.i16"},
+            "frozen_buffers_sha256": frozen_buffer_digests(ckpt),
+        },
+        "layout": {
+            "in_index": "slot-major: slot j drives in_index[j*neurons_per_slot:(j+1)*neurons_per_slot]",
+            "out_index": "identity",
+            "drive": "concat_j wte[token(t-j)] @ in_proj[j]",
+            "recurrence": "x = (1-leak) x + leak tanh(gain (rec_gain W x + drive) + bias)",
+            "readout": ("LayerNorm(x) @ head.T" if ckpt.head is not None
+                        else "LayerNorm(x) @ head_a.T @ head_b.T"),
+        },
+        "files": files,
+        "golden": [],
+    }
+    if extra_manifest:
+        manifest.update(dict(extra_manifest))
+    _write_json(model_dir / "manifest.json", manifest)
+    _copy_tokenizer(ckpt.tokenizer_path, model_dir)
+    return model_dir

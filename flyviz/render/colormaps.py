@@ -1,0 +1,120 @@
+"""Colour lookup tables for neuron activity, shared by the cloud, colourbars and export.
+
+A table is ``(256, 4)`` float32 RGBA. The RGB part is the hue of an
+activation; the alpha part is the *display curve*: how bright a neuron of that
+activation glows on black under additive blending. Baking the curve into the
+table keeps the shader, the on-screen colourbar and the movie colourbar in
+agreement by construction.
+
+Two modes:
+
+``"signed"``
+    Entry ``i`` stands for ``h = (2 i / 255 - 1) * limit``: cool blues for
+    negative activations, warm oranges for positive ones, a neutral dim violet
+    around zero.
+``"abs"``
+    Entry ``i`` stands for ``|h| = i / 255 * limit``: a magma-like sequential
+    ramp from dim violet through red and orange to pale yellow.
+
+Brightness follows ``sqrt(|t|)`` above a small floor, so quiet neurons stay
+faintly visible (the brain's shape remains readable) while a dense region of
+quiet neurons does not add up to a bright blob.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Display modes understood by :func:`lut` and the cloud.
+MODES = ("signed", "abs")
+
+#: Brightness (alpha) of a neuron at zero activation.
+QUIET_ALPHA = 0.05
+
+# (position in [0, 1], r, g, b) control points, linearly interpolated.
+_SIGNED_STOPS = (
+    (0.00, 0.55, 0.85, 1.00),
+    (0.22, 0.20, 0.50, 1.00),
+    (0.50, 0.55, 0.50, 0.75),
+    (0.78, 1.00, 0.42, 0.12),
+    (1.00, 1.00, 0.88, 0.45),
+)
+_ABS_STOPS = (
+    (0.00, 0.45, 0.35, 0.80),
+    (0.30, 0.80, 0.22, 0.55),
+    (0.60, 1.00, 0.45, 0.15),
+    (0.85, 1.00, 0.80, 0.35),
+    (1.00, 1.00, 0.97, 0.80),
+)
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"colour mode {mode!r} must be one of {', '.join(MODES)}")
+    return mode
+
+
+def _ramp(stops: tuple[tuple[float, float, float, float], ...], t: np.ndarray) -> np.ndarray:
+    table = np.asarray(stops, dtype=np.float64)
+    return np.stack([np.interp(t, table[:, 0], table[:, c]) for c in (1, 2, 3)], axis=-1)
+
+
+def display_curve(magnitude: np.ndarray) -> np.ndarray:
+    """Brightness of a neuron whose ``|h| / limit`` is ``magnitude`` (clipped to [0, 1])."""
+    m = np.clip(np.asarray(magnitude, dtype=np.float64), 0.0, 1.0)
+    return QUIET_ALPHA + (1.0 - QUIET_ALPHA) * np.sqrt(m)
+
+
+def lut(mode: str) -> np.ndarray:
+    """The ``(256, 4)`` float32 RGBA table of a mode (see the module docstring)."""
+    _check_mode(mode)
+    t = np.linspace(0.0, 1.0, 256)
+    if mode == "signed":
+        rgb = _ramp(_SIGNED_STOPS, t)
+        magnitude = np.abs(2.0 * t - 1.0)
+    else:
+        rgb = _ramp(_ABS_STOPS, t)
+        magnitude = t
+    out = np.empty((256, 4), dtype=np.float32)
+    out[:, :3] = rgb
+    out[:, 3] = display_curve(magnitude)
+    return out
+
+
+def value_range(mode: str, limit: float) -> tuple[float, float]:
+    """The activation range a colourbar of ``mode`` spans at scale ``limit``."""
+    _check_mode(mode)
+    return (-float(limit), float(limit)) if mode == "signed" else (0.0, float(limit))
+
+
+def colorbar_image(mode: str, height: int, width: int, vertical: bool = True) -> np.ndarray:
+    """A colourbar as it looks on screen: each colour at its display brightness on black.
+
+    Parameters
+    ----------
+    mode
+        ``"signed"`` or ``"abs"``.
+    height, width
+        Image size in pixels.
+    vertical
+        Highest values at the top (True) or at the right (False).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(height, width, 4)`` uint8 RGBA, opaque.
+    """
+    if height <= 0 or width <= 0:
+        raise ValueError("colourbar size must be positive")
+    table = lut(mode)
+    shown = np.clip(table[:, :3] * table[:, 3:4], 0.0, 1.0)
+    n = height if vertical else width
+    idx = np.round(np.linspace(0, 255, n)).astype(np.int64)
+    ramp = shown[idx]
+    img = np.empty((height, width, 4), dtype=np.uint8)
+    if vertical:
+        img[:, :, :3] = (ramp[::-1, None, :] * 255.0 + 0.5).astype(np.uint8)
+    else:
+        img[:, :, :3] = (ramp[None, :, :] * 255.0 + 0.5).astype(np.uint8)
+    img[:, :, 3] = 255
+    return img

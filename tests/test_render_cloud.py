@@ -1,0 +1,205 @@
+"""Pixel facts about the neuron cloud, colormaps and camera views (rendered under Xvfb)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+vispy_scene = pytest.importorskip("vispy.scene")
+
+from flyviz.render.camera import VIEW_PRESETS, apply_view, positions_bounds  # noqa: E402
+from flyviz.render.cloud import NeuronCloud, auto_scale  # noqa: E402
+from flyviz.render.colormaps import colorbar_image, lut  # noqa: E402
+from flyviz.render.picking import project_points  # noqa: E402
+
+SIZE = (200, 160)
+
+
+def grid_positions(n_side: int = 5, spacing: float = 10.0) -> np.ndarray:
+    """Neurons on a square grid in the x-y plane (z = 0), centred on the origin."""
+    ax = (np.arange(n_side) - (n_side - 1) / 2) * spacing
+    xx, yy = np.meshgrid(ax, ax)
+    return np.stack([xx.ravel(), yy.ravel(), np.zeros(n_side * n_side)], axis=1).astype(np.float32)
+
+
+class Scene:
+    """A small offscreen canvas with one cloud, viewed from the front."""
+
+    def __init__(self, positions, visible=None, view="front"):
+        self.canvas = vispy_scene.SceneCanvas(size=SIZE, show=False, bgcolor="black")
+        self.view = self.canvas.central_widget.add_view()
+        self.view.camera = vispy_scene.TurntableCamera()
+        self.cloud = NeuronCloud(positions, visible, parent=self.view.scene)
+        self.cloud.set_scale(1.0)
+        self.cloud.set_point_size(6.0)
+        apply_view(self.view.camera, view, positions_bounds(positions, visible))
+        self.positions = positions
+
+    def render(self, values) -> np.ndarray:
+        self.cloud.set_activity(np.asarray(values, dtype=np.float32))
+        return self.canvas.render()[..., :3].astype(np.float32)
+
+    def pixel_of(self, index: int) -> tuple[int, int]:
+        xy, _, _ = project_points(self.positions[index:index + 1],
+                                  self.cloud.get_transform("visual", "canvas"))
+        return int(round(xy[0, 0])), int(round(xy[0, 1]))
+
+    def close(self):
+        self.canvas.close()
+
+
+def patch(img: np.ndarray, xy: tuple[int, int], r: int = 2) -> np.ndarray:
+    x, y = xy
+    return img[max(0, y - r):y + r + 1, max(0, x - r):x + r + 1]
+
+
+@pytest.fixture
+def grid():
+    scene = Scene(grid_positions())
+    yield scene
+    scene.close()
+
+
+def test_driven_neuron_is_bright_where_it_sits_and_far_pixels_are_dark(grid):
+    n = len(grid.positions)
+    values = np.zeros(n, np.float32)
+    top_right = int(np.argmax(grid.positions[:, 0] + grid.positions[:, 1]))
+    values[top_right] = 1.0
+    img = grid.render(values)
+    luminance = img.sum(axis=2)
+    # The brightest pixel is in the top-right quadrant: x to the right, dorsal (+y) up.
+    y, x = np.unravel_index(np.argmax(luminance), luminance.shape)
+    assert x > SIZE[0] / 2 and y < SIZE[1] / 2
+    assert patch(img, grid.pixel_of(top_right)).max() > 200
+    # A quiet neuron is a faint dot, far dimmer than the active one, but not invisible.
+    bottom_left = int(np.argmin(grid.positions[:, 0] + grid.positions[:, 1]))
+    quiet = patch(luminance, grid.pixel_of(bottom_left)).max()
+    assert 0 < quiet < 0.15 * patch(luminance, grid.pixel_of(top_right)).max()
+    # Background between neurons stays black.
+    assert luminance[:5, :5].max() == 0
+
+
+def test_signed_mode_gives_positive_and_negative_neurons_different_hues(grid):
+    n = len(grid.positions)
+    values = np.zeros(n, np.float32)
+    values[0], values[n - 1] = 1.0, -1.0
+    img = grid.render(values)
+    pos_rgb = patch(img, grid.pixel_of(0), 1).reshape(-1, 3).mean(axis=0)
+    neg_rgb = patch(img, grid.pixel_of(n - 1), 1).reshape(-1, 3).mean(axis=0)
+    assert pos_rgb[0] > pos_rgb[2] + 30  # warm
+    assert neg_rgb[2] > neg_rgb[0] + 30  # cool
+    # In |h| mode the two look alike: the sign no longer matters.
+    grid.cloud.set_mode("abs")
+    img = grid.render(values)
+    a = patch(img, grid.pixel_of(0), 1).reshape(-1, 3).mean(axis=0)
+    b = patch(img, grid.pixel_of(n - 1), 1).reshape(-1, 3).mean(axis=0)
+    assert np.abs(a - b).max() < 8
+
+
+def test_emphasis_mask_dims_the_rest(grid):
+    n = len(grid.positions)
+    values = np.full(n, 0.8, np.float32)
+    mask = grid.positions[:, 0] < 0  # left columns stay lit
+    before = grid.render(values).sum(axis=2)
+    grid.cloud.set_emphasis(mask)
+    after = grid.render(values).sum(axis=2)
+    lit = [patch(after, grid.pixel_of(i)).max() for i in np.flatnonzero(mask)]
+    dimmed = [patch(after, grid.pixel_of(i)).max() for i in np.flatnonzero(~mask)]
+    assert min(lit) > 4 * max(dimmed)
+    assert np.isclose(min(lit), min(patch(before, grid.pixel_of(i)).max()
+                                    for i in np.flatnonzero(mask)), atol=3)
+    grid.cloud.set_emphasis(None)
+    np.testing.assert_array_equal(grid.render(values).sum(axis=2), before)
+
+
+def test_activity_and_scale_change_the_image(grid):
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, len(grid.positions)).astype(np.float32)
+    b = rng.uniform(-1, 1, len(grid.positions)).astype(np.float32)
+    img_a, img_b = grid.render(a), grid.render(b)
+    assert np.abs(img_a - img_b).mean() > 1.0
+    grid.cloud.set_scale(10.0)  # everything now near zero: much darker
+    assert grid.render(a).sum() < 0.5 * img_a.sum()
+
+
+def test_hidden_neurons_are_not_drawn():
+    pos = grid_positions()
+    visible = np.ones(len(pos), bool)
+    visible[0] = False
+    scene = Scene(pos, visible)
+    try:
+        values = np.zeros(len(pos), np.float32)
+        values[0] = 1.0
+        img = scene.render(values)
+        assert img.max() < 40  # only the faint quiet neurons remain
+    finally:
+        scene.close()
+
+
+def test_selected_neuron_gets_a_ring(grid):
+    values = np.zeros(len(grid.positions), np.float32)
+    centre = len(grid.positions) // 2
+    before = grid.render(values)
+    grid.cloud.set_selected(centre)
+    after = grid.render(values)
+    diff = np.abs(after - before).sum(axis=2)
+    ys, xs = np.nonzero(diff > 30)
+    cx, cy = grid.pixel_of(centre)
+    radii = np.hypot(xs - cx, ys - cy)
+    # A ring: changed pixels lie on a circle a few pixels out, not on the centre.
+    assert xs.size > 20 and radii.min() > 3 and radii.max() < 12
+    grid.cloud.set_selected(None)
+    np.testing.assert_array_equal(grid.render(values), before)
+
+
+@pytest.mark.parametrize("view,depth_axis", [("front", 2), ("side", 0), ("top", 1)])
+def test_view_presets_look_along_the_named_axis(view, depth_axis):
+    pos = np.array([[0, 0, 0], [50, 0, 0], [0, 50, 0], [0, 0, 50]], np.float32)
+    scene = Scene(pos, view=view)
+    try:
+        xy, _, _ = project_points(pos, scene.cloud.get_transform("visual", "canvas"))
+        moves = np.linalg.norm(xy[1:] - xy[0], axis=1)
+        # The depth axis barely moves on screen (perspective only), the others do.
+        assert moves[depth_axis] < 0.5 * min(m for i, m in enumerate(moves) if i != depth_axis)
+        if view in ("front", "side"):
+            assert xy[2, 1] < xy[0, 1] - 20  # dorsal is up
+        if view in ("front", "top"):
+            assert xy[1, 0] > xy[0, 0] + 20  # x to the right
+    finally:
+        scene.close()
+    assert set(VIEW_PRESETS) == {"front", "top", "side"}
+
+
+def test_colormaps_and_colorbar():
+    signed, absolute = lut("signed"), lut("abs")
+    assert signed.shape == absolute.shape == (256, 4) and signed.dtype == np.float32
+    # Brightness grows with |h| in both directions from zero.
+    assert signed[128, 3] < signed[200, 3] < signed[255, 3]
+    assert signed[128, 3] < signed[55, 3] < signed[0, 3]
+    assert np.all(np.diff(absolute[:, 3]) >= 0)
+    bar = colorbar_image("signed", 100, 8)
+    assert bar.shape == (100, 8, 4) and bar.dtype == np.uint8
+    top, middle, bottom = bar[0, 0, :3].astype(int), bar[50, 0, :3].astype(int), bar[-1, 0, :3].astype(int)
+    assert top[0] > top[2] and bottom[2] > bottom[0]  # warm on top, cool below
+    assert middle.sum() < 0.5 * min(top.sum(), bottom.sum())
+    with pytest.raises(ValueError):
+        lut("rainbow")
+
+
+def test_auto_scale_ignores_outliers_and_handles_silence():
+    values = np.concatenate([np.full(990, 0.5), np.full(10, 100.0), [np.nan]]).astype(np.float32)
+    assert 0.5 <= auto_scale(values) < 100.0
+    assert auto_scale(np.zeros(10, np.float32)) == 1.0
+
+
+def test_bad_inputs_are_rejected(grid):
+    with pytest.raises(ValueError):
+        grid.cloud.set_activity(np.zeros(3, np.float32))
+    with pytest.raises(ValueError):
+        grid.cloud.set_mode("log")
+    with pytest.raises(ValueError):
+        grid.cloud.set_scale(0.0)
+    with pytest.raises(ValueError):
+        grid.cloud.set_selected(10_000)
+    with pytest.raises(ValueError):
+        NeuronCloud(np.zeros((4, 2), np.float32))

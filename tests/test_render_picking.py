@@ -1,0 +1,80 @@
+"""Clicking a rendered neuron picks it: pixels found by rendering, picks by CPU projection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+vispy_scene = pytest.importorskip("vispy.scene")
+
+from flyviz.render.camera import apply_view, positions_bounds  # noqa: E402
+from flyviz.render.cloud import NeuronCloud  # noqa: E402
+from flyviz.render.picking import pick_in_view, pick_neuron  # noqa: E402
+
+
+@pytest.fixture
+def scene():
+    rng = np.random.default_rng(3)
+    positions = rng.uniform(-100, 100, (40, 3)).astype(np.float32)
+    # Keep the middle of the front view clear, except for two neurons on the view
+    # axis (the bounds are centred on the origin): one in front of the other.
+    positions[:, 0] = np.where(np.abs(positions[:, 0]) < 30, positions[:, 0] + 60, positions[:, 0])
+    positions[3], positions[4] = (-100.0, -100.0, -100.0), (100.0, 100.0, 100.0)
+    positions[0] = (0.0, 0.0, -80.0)
+    positions[1] = (0.0, 0.0, 80.0)
+    visible = np.ones(len(positions), bool)
+    visible[2] = False
+    canvas = vispy_scene.SceneCanvas(size=(240, 200), show=False, bgcolor="black")
+    view = canvas.central_widget.add_view()
+    view.camera = vispy_scene.TurntableCamera()
+    cloud = NeuronCloud(positions, visible, parent=view.scene)
+    cloud.set_point_size(5.0)
+    apply_view(view.camera, "front", positions_bounds(positions, visible))
+    view.camera.azimuth += 25  # an oblique view, so the test does not rely on axis alignment
+    view.camera.elevation = 15
+    yield canvas, view, cloud, positions, visible
+    canvas.close()
+
+
+def lit_pixel(canvas, cloud, n, index):
+    """Render with only ``index`` active; return the brightest pixel (x, y)."""
+    values = np.zeros(n, np.float32)
+    values[index] = 1.0
+    cloud.set_activity(values)
+    lum = canvas.render()[..., :3].astype(int).sum(axis=2)
+    y, x = np.unravel_index(np.argmax(lum), lum.shape)
+    return int(x), int(y)
+
+
+def test_clicking_a_lit_neuron_picks_it(scene):
+    canvas, view, cloud, positions, visible = scene
+    for index in (5, 17, 33):
+        x, y = lit_pixel(canvas, cloud, len(positions), index)
+        assert pick_in_view(cloud, positions, visible, (x, y), radius_px=4) == index
+        # Also through the transform the app gets from its view.
+        tr = view.scene.node_transform(canvas.scene)
+        assert pick_neuron(positions, visible, tr, (x + 1, y), radius_px=4) == index
+
+
+def test_overlapping_neurons_pick_the_one_nearest_the_camera(scene):
+    canvas, view, cloud, positions, visible = scene
+    apply_view(view.camera, "front", positions_bounds(positions, visible))
+    x, y = lit_pixel(canvas, cloud, len(positions), 0)
+    # Camera on the +z side: neuron 1 (z = +80) is in front of neuron 0.
+    assert pick_in_view(cloud, positions, visible, (x, y), radius_px=8) == 1
+    view.camera.azimuth += 180  # now seen from behind
+    x, y = lit_pixel(canvas, cloud, len(positions), 0)
+    assert pick_in_view(cloud, positions, visible, (x, y), radius_px=8) == 0
+
+
+def test_empty_space_and_hidden_neurons_pick_nothing(scene):
+    canvas, view, cloud, positions, visible = scene
+    assert pick_in_view(cloud, positions, visible, (2, 2), radius_px=3) is None
+    all_visible = np.ones(len(positions), bool)
+    x, y = lit_pixel(canvas, cloud, len(positions), 5)
+    # Where neuron 2 would be if it were drawn: it is hidden, so it cannot be picked.
+    from flyviz.render.picking import project_points
+    xy, _, _ = project_points(positions[2:3], cloud.get_transform("visual", "canvas"))
+    hit = pick_in_view(cloud, positions, visible, tuple(xy[0]), radius_px=0.5)
+    assert hit != 2
+    assert pick_in_view(cloud, positions, all_visible, tuple(xy[0]), radius_px=0.5) == 2

@@ -1,0 +1,138 @@
+"""Loaders for every published Fly LLM layout, and layout detection.
+
+=================  ===============================================  ==========================
+layout             files                                            loader
+=================  ===============================================  ==========================
+``fly-llm-hf``     ``config.json`` + ``model.safetensors``          :func:`load_fly_llm_hf`
+``wordbrain``      ``*.safetensors`` (parameters) + manifest        :func:`load_wordbrain`
+``recital-web``    ``manifest.json`` + ``wte.f32`` ... ``head_b``   :func:`load_recital_web`
+``connectome``     ``manifest.json`` + ``graph/edges_offsets.i32``  :func:`load_connectome_dataset`
+=================  ===============================================  ==========================
+
+The last three need a connectome dataset folder for the graph. Python files
+shipped with a checkpoint are never imported.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.errors import CheckpointError
+from flyviz.model.formats.dataset import ConnectomeDataset, load_connectome_dataset
+from flyviz.model.formats.hf import load_fly_llm_hf
+from flyviz.model.formats.recital import load_recital_web
+from flyviz.model.formats.wordbrain import load_wordbrain
+
+LAYOUT_HF = "fly-llm-hf"
+LAYOUT_WORDBRAIN = "wordbrain"
+LAYOUT_RECITAL = "recital-web"
+LAYOUT_DATASET = "connectome-dataset"
+
+__all__ = ["ConnectomeDataset", "LAYOUT_DATASET", "LAYOUT_HF", "LAYOUT_RECITAL",
+           "LAYOUT_WORDBRAIN", "detect_layout", "find_dataset", "load_connectome_dataset",
+           "load_fly_llm_hf", "load_folder", "load_recital_web", "load_wordbrain"]
+
+
+def detect_layout(folder: str | Path) -> str:
+    """Which layout a folder holds, judged from the files present.
+
+    Returns
+    -------
+    str
+        One of ``"fly-llm-hf"``, ``"wordbrain"``, ``"recital-web"``,
+        ``"connectome-dataset"``.
+
+    Raises
+    ------
+    CheckpointError
+        When the folder is missing or holds none of them.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"no such folder: {folder}")
+    if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+        return LAYOUT_HF
+    if (folder / "graph" / "edges_offsets.i32").is_file():
+        return LAYOUT_DATASET
+    if (folder / "wte.f32").is_file() and (folder / "manifest.json").is_file():
+        return LAYOUT_RECITAL
+    if any(folder.glob("*.safetensors")):
+        return LAYOUT_WORDBRAIN
+    if (folder / "config.json").is_file():
+        raise CheckpointError(f"{folder} has config.json but no model.safetensors; download "
+                              "model.safetensors into it")
+    raise CheckpointError(f"{folder} holds no Fly LLM checkpoint: expected config.json + "
+                          "model.safetensors, a web export (manifest.json + wte.f32 ...) or "
+                          "fly-wordbrain weights (*.safetensors)")
+
+
+def _declared_dataset(folder: Path) -> str | None:
+    """The dataset name a wordbrain/web manifest points at, if any."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    graph = manifest.get("graph") if isinstance(manifest, dict) else None
+    if isinstance(graph, dict) and graph.get("dataset"):
+        return str(graph["dataset"]).rstrip("/").split("/")[-1]
+    return None
+
+
+def find_dataset(model_dir: str | Path) -> Path | None:
+    """Look for the connectome dataset next to or above a model folder.
+
+    Checks ``<model>/dataset``, ``<model>/connectome``, then sibling and parent
+    folders that are datasets (``graph/edges_offsets.i32`` inside), preferring
+    the name the model's manifest gives.
+    """
+    model_dir = Path(model_dir).resolve()
+    preferred = _declared_dataset(model_dir)
+    candidates: list[Path] = [model_dir / "dataset", model_dir / "connectome"]
+    for parent in (model_dir.parent, model_dir.parent.parent):
+        if preferred:
+            candidates.append(parent / preferred)
+        if parent.is_dir():
+            candidates.extend(sorted(p for p in parent.iterdir() if p.is_dir()))
+    for candidate in candidates:
+        if candidate != model_dir and (candidate / "graph" / "edges_offsets.i32").is_file():
+            return candidate
+    return None
+
+
+def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
+                tokenizer_path: str | Path | None = None, name: str | None = None) -> Checkpoint:
+    """Load whatever checkpoint layout ``folder`` holds.
+
+    Parameters
+    ----------
+    folder
+        A model folder.
+    dataset_dir
+        The connectome dataset for layouts that need one; default: found by
+        :func:`find_dataset`.
+    tokenizer_path, name
+        Passed to the loader.
+
+    Returns
+    -------
+    Checkpoint
+        Validated.
+    """
+    folder = Path(folder)
+    layout = detect_layout(folder)
+    if layout == LAYOUT_HF:
+        return load_fly_llm_hf(folder, tokenizer_path=tokenizer_path, name=name,
+                               dataset_dir=dataset_dir)
+    if layout == LAYOUT_DATASET:
+        raise CheckpointError(f"{folder} is a connectome dataset (the graph only), not a model; "
+                              "pass the model folder and this one as its dataset")
+    dataset = Path(dataset_dir) if dataset_dir is not None else find_dataset(folder)
+    if dataset is None:
+        raise CheckpointError(f"{folder} holds {layout} weights but no connectome dataset was "
+                              "found next to it; download fernandofernandes/fly-connectome-49k "
+                              "into a sibling folder or pass it explicitly")
+    if layout == LAYOUT_RECITAL:
+        return load_recital_web(folder, dataset, tokenizer_path=tokenizer_path, name=name)
+    return load_wordbrain(folder, dataset, tokenizer_path=tokenizer_path, name=name)

@@ -1,0 +1,117 @@
+"""ngxson/fly-llm-hf: ``config.json`` plus one ``model.safetensors`` with the graph inside.
+
+``fly-formats.md`` section 1. Tensor dtypes are read from the safetensors
+header (the release is F32 with I32 CSR indices and I64 in/out indices; BF16
+copies are widened to float32). The repository also ships
+``modeling_fly.py`` for ``trust_remote_code``: flyviz never imports or runs it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
+from flyviz.model.config import ModelConfig
+from flyviz.model.errors import CheckpointError
+from flyviz.model.formats._common import find_tokenizer, read_json
+from flyviz.model.safetensors_io import SafetensorsFile
+
+_TENSORS = {"brain.wte.weight": "wte", "brain.in_proj": "in_proj", "brain.gain": "gain",
+            "brain.rec_gain": "rec_gain", "brain.bias": "bias", "ln.weight": "ln_weight",
+            "ln.bias": "ln_bias", "brain.w_offsets": "w_offsets", "brain.w_indices": "w_indices",
+            "brain.w_values": "w_values", "brain.in_index": "in_index",
+            "brain.out_index": "out_index"}
+_REQUIRED_CONFIG = ("n_neurons", "delay_k", "d_embed", "vocab_size")
+
+
+def _int(config: dict[str, Any], key: str, default: int | None = None) -> int:
+    value = config.get(key, default)
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise CheckpointError(f"config.json: {key} is {value!r}, expected an integer") from None
+
+
+def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None = None,
+                    name: str | None = None, dataset_dir: str | Path | None = None) -> Checkpoint:
+    """Load an ngxson/fly-llm-hf folder.
+
+    Parameters
+    ----------
+    model_dir
+        Folder with ``config.json`` and ``model.safetensors`` (``*.py`` files
+        there are ignored).
+    tokenizer_path
+        ``tokenizer.json``; default: the one in ``model_dir``.
+    name
+        Display name; default: the folder name.
+    dataset_dir
+        Optional fly-connectome dataset whose ``neurons/`` anatomy (soma
+        positions, labels) to attach; the checkpoint's own graph is used.
+
+    Returns
+    -------
+    Checkpoint
+        Validated, layout ``"fly-llm-hf"``; F32 tensors are memory maps.
+    """
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise CheckpointError(f"model folder not found: {model_dir}")
+    config = read_json(model_dir / "config.json", "config.json")
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{model_dir / 'config.json'} is not a JSON object")
+    missing = [k for k in _REQUIRED_CONFIG if k not in config]
+    if missing:
+        raise CheckpointError(f"config.json lacks {', '.join(missing)}; this is not a Fly LLM "
+                              "config, or it is damaged")
+    st = SafetensorsFile(model_dir / "model.safetensors")
+    arrays: dict[str, np.ndarray] = {attr: st.get(tensor) for tensor, attr in _TENSORS.items()}
+    if "lm_head.weight" in st:
+        arrays["head"] = st.get("lm_head.weight")
+        rank = None
+    elif "lm_head.0.weight" in st and "lm_head.1.weight" in st:
+        arrays["head_a"] = st.get("lm_head.0.weight")
+        arrays["head_b"] = st.get("lm_head.1.weight")
+        rank = int(arrays["head_a"].shape[0])
+    else:
+        raise CheckpointError("model.safetensors has no lm_head.weight; it is not a Fly LLM "
+                              "checkpoint, or it is damaged")
+
+    neurons = _int(config, "n_neurons")
+    delay_k = _int(config, "delay_k")
+    if delay_k <= 0:
+        raise CheckpointError(f"config.json: delay_k is {delay_k}, must be positive")
+    n_in_declared = _int(config, "n_in", arrays["in_index"].shape[0])
+    # Slot width is n_in // delay_k: the release declares 14,069 and drives 14,064.
+    cfg = ModelConfig(
+        neurons=neurons, delay_k=delay_k, neurons_per_slot=n_in_declared // delay_k,
+        d_embed=_int(config, "d_embed"), vocabulary=_int(config, "vocab_size"),
+        readout_rank=rank, leak=float(config.get("leak", 0.9)),
+        layer_norm_eps=float(config.get("layer_norm_eps", 1e-5)),
+        pad_token_id=_int(config, "pad_token_id", 0), bos_token_id=_int(config, "bos_token_id", 1),
+        eos_token_id=_int(config, "eos_token_id", 2))
+    n_edges = config.get("n_edges")
+    if n_edges is not None and int(n_edges) != int(arrays["w_values"].shape[0]):
+        raise CheckpointError(f"config.json declares {int(n_edges):,} edges but model.safetensors "
+                              f"holds {int(arrays['w_values'].shape[0]):,}; the files do not "
+                              "belong together")
+    anatomy = None
+    metadata: dict[str, Any] = {"n_in_declared": n_in_declared,
+                                "dtypes": {t: st.dtype(t) for t in st.keys()}}
+    if dataset_dir is not None:
+        from flyviz.model.formats.dataset import load_connectome_dataset
+
+        dataset = load_connectome_dataset(dataset_dir)
+        if dataset.neurons != neurons:
+            raise CheckpointError(f"the dataset {dataset_dir} has {dataset.neurons:,} neurons, the "
+                                  f"checkpoint {neurons:,}; they do not belong together")
+        anatomy = dataset.anatomy
+        metadata["dataset"] = str(dataset.path)
+    tok = Path(tokenizer_path) if tokenizer_path is not None else find_tokenizer(model_dir)
+    ckpt = Checkpoint(config=cfg, name=name or model_dir.name, layout="fly-llm-hf",
+                      tokenizer_path=tok, anatomy=anatomy, metadata=metadata, source=model_dir,
+                      **arrays)
+    return validate_checkpoint(ckpt)

@@ -1,0 +1,270 @@
+"""Turn a model spec (folder, Hugging Face repo id or ``"demo"``) into a Checkpoint.
+
+Specs
+-----
+``./some/folder``
+    Any layout :func:`flyviz.model.formats.detect_layout` recognises; a
+    connectome dataset is looked for next to it when the layout needs one.
+``ngxson/fly-llm-hf``
+    The original model (284 MB): config, weights and tokenizer.
+``fernandofernandes/fly-wordbrain-rank64``
+    The rank-64 fly-wordbrain model. By default its ``corpus-10k/web`` export
+    (the weights Fly Recital runs, 16 MB), with the graph from
+    ``fernandofernandes/fly-connectome-49k`` and ngxson's tokenizer fetched
+    alongside.
+``owner/name@revision/sub/folder``
+    Any revision (branch, tag or commit) and subfolder of a hub repository,
+    e.g. ``fernandofernandes/fly-wordbrain-rank64@main/web``; ``/.`` picks the
+    repository root (the parameters-only ``min-ce.safetensors``).
+``demo``
+    The embedded demo brain (:func:`flyviz.demo.load_demo`).
+
+Downloads go through ``huggingface_hub`` into its standard cache (honouring
+``HF_HUB_CACHE``/``HF_HOME``) and fetch only the files needed. With
+``HF_HUB_OFFLINE=1`` or no network, only the cache is used; if the files are
+not there, :class:`ModelNotFoundError` says which files to fetch by hand and
+where to put them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
+from flyviz.model.errors import CheckpointError, ModelNotFoundError
+from flyviz.model.formats import LAYOUT_HF, detect_layout, load_folder
+
+#: Progress callback: ``progress(label, fraction)`` with fraction in [0, 1].
+Progress = Callable[[str, float], None]
+
+DEMO_SPEC = "demo"
+NGXSON_REPO = "ngxson/fly-llm-hf"
+WORDBRAIN_REPO = "fernandofernandes/fly-wordbrain-rank64"
+DATASET_REPO = "fernandofernandes/fly-connectome-49k"
+#: The export Fly Recital streams: I32rank64fixed10k.
+WORDBRAIN_DEFAULT_SUBFOLDER = "corpus-10k/web"
+
+#: Files of the dataset the engine and the viewer read (not the trainer's groups.npz
+#: nor the browser-only int16 weights).
+DATASET_FILES = ("manifest.json", "graph/edges_offsets.i32", "graph/edges_source.u16",
+                 "graph/edges_weight.f32", "interface/*", "neurons/*")
+HF_FILES = ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json")
+WEB_FILES = ("manifest.json", "*.f32", "tokenizer.json")
+WORDBRAIN_FILES = ("manifest.json", "min-ce.safetensors", "tokenizer.json")
+
+_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*(@[^/\s]+)?(/.*)?$")
+
+
+@dataclass(frozen=True)
+class HubSpec:
+    """A parsed hub spec: ``owner/name[@revision][/subfolder]``."""
+
+    repo_id: str
+    revision: str | None = None
+    subfolder: str = ""
+    explicit_subfolder: bool = False
+
+    @property
+    def display(self) -> str:
+        """The spec as a user would write it."""
+        text = self.repo_id + (f"@{self.revision}" if self.revision else "")
+        return text + (f"/{self.subfolder}" if self.subfolder else "")
+
+
+@dataclass
+class _Plan:
+    """What to download for a hub spec."""
+
+    model_patterns: list[str]
+    needs_dataset: bool
+    needs_tokenizer_from_ngxson: bool
+    manual_files: list[str] = field(default_factory=list)
+
+
+def parse_hub_spec(spec: str) -> HubSpec | None:
+    """Parse ``owner/name[@revision][/subfolder]``; ``None`` if it is not one."""
+    spec = spec.strip()
+    if not _REPO_RE.match(spec) or spec.startswith(("./", "../", "/", "~")):
+        return None
+    owner, rest = spec.split("/", 1)
+    name, _, subfolder = rest.partition("/")
+    revision = None
+    if "@" in name:
+        name, revision = name.split("@", 1)
+    explicit = bool(subfolder)
+    subfolder = subfolder.strip("/")
+    if subfolder in (".", ""):
+        subfolder = ""
+    if any(part in ("..",) for part in subfolder.split("/")):
+        return None
+    if not explicit and f"{owner}/{name}" == WORDBRAIN_REPO:
+        subfolder = WORDBRAIN_DEFAULT_SUBFOLDER
+    return HubSpec(f"{owner}/{name}", revision or None, subfolder, explicit)
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _cache_dir() -> str | None:
+    return os.environ.get("HF_HUB_CACHE") or None
+
+
+def _hub_error_text(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return first[:160]
+
+
+def _download(repo_id: str, patterns: list[str], *, revision: str | None,
+              repo_type: str | None, manual: str) -> Path:
+    """``snapshot_download`` with only ``patterns``, or a ModelNotFoundError naming ``manual``."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ModelNotFoundError(f"huggingface_hub is not installed; {manual}") from None
+    try:
+        path = snapshot_download(repo_id, repo_type=repo_type, revision=revision,
+                                 allow_patterns=patterns, cache_dir=_cache_dir(),
+                                 local_files_only=_offline())
+    except Exception as exc:  # network, offline, missing repo: all end the same way for a user
+        reason = "offline (HF_HUB_OFFLINE is set)" if _offline() else _hub_error_text(exc)
+        raise ModelNotFoundError(f"cannot get {repo_id} from the Hugging Face Hub and it is not "
+                                 f"in the cache ({reason}); {manual}") from None
+    return Path(path)
+
+
+def _manual_instructions(spec: HubSpec) -> str:
+    """One sentence saying which files to download by hand and where to put them."""
+    url = f"https://huggingface.co/{spec.repo_id}"
+    if spec.repo_id == NGXSON_REPO:
+        return (f"download config.json, model.safetensors and tokenizer.json from {url} into one "
+                "folder (e.g. ~/fly-models/fly-llm-hf) and pass that folder instead")
+    sub = f"{spec.subfolder}/" if spec.subfolder else ""
+    return (f"download {sub}manifest.json and the {sub}*.f32 or {sub}*.safetensors files from "
+            f"{url} into a folder (e.g. ~/fly-models/model), the dataset "
+            f"https://huggingface.co/datasets/{DATASET_REPO} (manifest.json, graph/, interface/, "
+            "neurons/) into a sibling folder (e.g. ~/fly-models/dataset), "
+            f"tokenizer.json from https://huggingface.co/{NGXSON_REPO} into the model folder, "
+            "and pass the model folder instead")
+
+
+def _plan(spec: HubSpec) -> _Plan:
+    prefix = f"{spec.subfolder}/" if spec.subfolder else ""
+    if spec.repo_id == NGXSON_REPO:
+        return _Plan([prefix + f for f in HF_FILES], needs_dataset=False,
+                     needs_tokenizer_from_ngxson=False)
+    if spec.repo_id == WORDBRAIN_REPO:
+        patterns = [prefix + f for f in (WEB_FILES + WORDBRAIN_FILES)]
+        return _Plan(sorted(set(patterns)), needs_dataset=True, needs_tokenizer_from_ngxson=True)
+    # Another repository: fetch every data file (never code) of the subfolder and detect.
+    patterns = [prefix + f for f in ("*.json", "*.safetensors", "*.f32")]
+    return _Plan(patterns, needs_dataset=True, needs_tokenizer_from_ngxson=True)
+
+
+def _tokenizer_from_ngxson(manual: str) -> Path | None:
+    """ngxson's tokenizer.json from the cache or the hub (the derived models ship none)."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(NGXSON_REPO, "tokenizer.json", cache_dir=_cache_dir(),
+                                    local_files_only=_offline()))
+    except Exception as exc:
+        reason = "offline (HF_HUB_OFFLINE is set)" if _offline() else _hub_error_text(exc)
+        raise ModelNotFoundError(f"cannot get tokenizer.json of {NGXSON_REPO} ({reason}); "
+                                 f"{manual}") from None
+
+
+def _report(progress: Progress | None, label: str, fraction: float) -> None:
+    if progress is not None:
+        progress(label, fraction)
+
+
+def load_hub_model(spec: HubSpec, progress: Progress | None = None) -> Checkpoint:
+    """Download (or find in the cache) and load a hub model."""
+    manual = _manual_instructions(spec)
+    plan = _plan(spec)
+    _report(progress, f"fetching {spec.display}", 0.0)
+    snapshot = _download(spec.repo_id, plan.model_patterns, revision=spec.revision,
+                         repo_type=None, manual=manual)
+    model_dir = snapshot / spec.subfolder if spec.subfolder else snapshot
+    if not model_dir.is_dir():
+        raise ModelNotFoundError(f"{spec.display}: the repository has no folder "
+                                 f"'{spec.subfolder}'; check the subfolder name")
+    try:
+        layout = detect_layout(model_dir)
+    except CheckpointError:
+        raise ModelNotFoundError(f"{spec.display}: the cached copy is incomplete or holds no Fly "
+                                 f"LLM checkpoint; {manual}") from None
+    dataset_dir = None
+    tokenizer = None
+    if layout != LAYOUT_HF:
+        _report(progress, f"fetching {DATASET_REPO}", 0.3)
+        dataset_dir = _download(DATASET_REPO, list(DATASET_FILES), revision=None,
+                                repo_type="dataset", manual=manual)
+        if not (model_dir / "tokenizer.json").is_file():
+            _report(progress, f"fetching the tokenizer of {NGXSON_REPO}", 0.6)
+            tokenizer = _tokenizer_from_ngxson(manual)
+    _report(progress, "loading", 0.7)
+    return load_folder(model_dir, dataset_dir=dataset_dir, tokenizer_path=tokenizer,
+                       name=spec.display)
+
+
+def _load_demo(progress: Progress | None) -> Checkpoint:
+    try:
+        from flyviz.demo import load_demo  # type: ignore[attr-defined]
+    except ImportError:
+        raise ModelNotFoundError("the demo brain is not built yet in this installation; run "
+                                 "'flyviz build-demo' or pass a model folder or hub id") from None
+    return load_demo(progress)
+
+
+def load_model(spec: str, progress: Progress | None = None) -> Checkpoint:
+    """Load a model from a folder, a hub repo id or ``"demo"``.
+
+    Parameters
+    ----------
+    spec
+        See the module documentation.
+    progress
+        Called as ``progress(label, fraction)`` while downloading and loading.
+
+    Returns
+    -------
+    Checkpoint
+        Validated.
+
+    Raises
+    ------
+    ModelNotFoundError
+        When nothing can be found locally or in the cache and the hub is out
+        of reach; the message says what to download by hand.
+    CheckpointError
+        When the files are found but damaged or inconsistent.
+    """
+    spec = str(spec).strip()
+    if not spec:
+        raise ModelNotFoundError("no model given: pass a folder, a hub repo id "
+                                 f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+    if spec.lower() == DEMO_SPEC and not Path(spec).exists():
+        ckpt = validate_checkpoint(_load_demo(progress))
+        _report(progress, "ready", 1.0)
+        return ckpt
+    local = Path(spec).expanduser()
+    if local.exists():
+        folder = local.parent if local.is_file() else local
+        _report(progress, f"loading {folder}", 0.1)
+        ckpt = load_folder(folder, name=folder.name)
+    else:
+        hub = parse_hub_spec(spec)
+        if hub is None:
+            raise ModelNotFoundError(f"no such folder: {spec}; a model is a folder, a hub repo id "
+                                     f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+        ckpt = load_hub_model(hub, progress)
+    # Every loader behind load_folder ends with validate_checkpoint; a second
+    # pass would stream the 72 MB graph again for nothing.
+    _report(progress, "ready", 1.0)
+    return ckpt

@@ -59,6 +59,18 @@ def write_tokenizer(path: str | Path, vocab_size: int = 512, seed: int = 0) -> P
     return path
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting in place: the same result, several times faster for
+    millions of int64 (NumPy 2's hash-based unique takes 8 s at full size)."""
+    values = np.sort(values)
+    if values.size == 0:
+        return values
+    keep = np.empty(values.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
 def random_csr(neurons: int, edges: int, rng: np.random.Generator,
                scale: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A random CSR graph with sorted, unique columns per row and exactly ``edges`` edges.
@@ -68,16 +80,17 @@ def random_csr(neurons: int, edges: int, rng: np.random.Generator,
     if edges > neurons * neurons:
         raise ValueError("more edges than neuron pairs")
     # Draw unique flat indices row * n + col, then sort: rows and columns come out ordered.
-    flat = np.unique(rng.integers(0, neurons * neurons, size=int(edges * 1.05) + 16, dtype=np.int64))
+    flat = _sorted_unique(rng.integers(0, neurons * neurons, size=int(edges * 1.05) + 16,
+                                       dtype=np.int64))
     while flat.size < edges:
         more = rng.integers(0, neurons * neurons, size=edges - flat.size + 16, dtype=np.int64)
-        flat = np.unique(np.concatenate([flat, more]))
+        flat = _sorted_unique(np.concatenate([flat, more]))
     flat = np.sort(rng.choice(flat, size=edges, replace=False))
     rows = (flat // neurons).astype(np.int64)
     cols = (flat % neurons).astype(np.int32)
     offsets = np.zeros(neurons + 1, dtype=np.int64)
-    np.add.at(offsets, rows + 1, 1)
-    offsets = np.cumsum(offsets).astype(np.int32)
+    offsets[1:] = np.cumsum(np.bincount(rows, minlength=neurons))
+    offsets = offsets.astype(np.int32)
     degree = np.maximum(np.diff(offsets), 1).astype(np.float32)
     sign = np.where(rng.random(edges) < 2 / 3, 1.0, -1.0).astype(np.float32)
     values = sign * rng.uniform(0.2, 1.0, edges).astype(np.float32)

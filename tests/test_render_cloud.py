@@ -25,14 +25,16 @@ def grid_positions(n_side: int = 5, spacing: float = 10.0) -> np.ndarray:
 class Scene:
     """A small offscreen canvas with one cloud, viewed from the front."""
 
-    def __init__(self, positions, visible=None, view="front"):
+    def __init__(self, positions, visible=None, view="front", bounds=None):
         self.canvas = vispy_scene.SceneCanvas(size=SIZE, show=False, bgcolor="black")
         self.view = self.canvas.central_widget.add_view()
         self.view.camera = vispy_scene.TurntableCamera()
         self.cloud = NeuronCloud(positions, visible, parent=self.view.scene)
         self.cloud.set_scale(1.0)
         self.cloud.set_point_size(6.0)
-        apply_view(self.view.camera, view, positions_bounds(positions, visible))
+        if bounds is None:
+            bounds = positions_bounds(positions, visible)
+        apply_view(self.view.camera, view, bounds, aspect=SIZE[0] / SIZE[1])
         self.positions = positions
 
     def render(self, values) -> np.ndarray:
@@ -155,7 +157,8 @@ def test_selected_neuron_gets_a_ring(grid):
 @pytest.mark.parametrize("view,depth_axis", [("front", 2), ("side", 0), ("top", 1)])
 def test_view_presets_look_along_the_named_axis(view, depth_axis):
     pos = np.array([[0, 0, 0], [50, 0, 0], [0, 50, 0], [0, 0, 50]], np.float32)
-    scene = Scene(pos, view=view)
+    # Framed as a larger brain, so that perspective is mild at these points.
+    scene = Scene(pos, view=view, bounds=np.array([[-100.0] * 3, [100.0] * 3]))
     try:
         xy, _, _ = project_points(pos, scene.cloud.get_transform("visual", "canvas"))
         moves = np.linalg.norm(xy[1:] - xy[0], axis=1)

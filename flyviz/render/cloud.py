@@ -33,6 +33,7 @@ uniform float u_glow;
 uniform float u_dim;
 uniform float u_selected;
 uniform float u_px_scale;
+uniform float u_gain;
 varying vec4 v_color;
 varying float v_core;
 varying float v_halo;
@@ -48,14 +49,15 @@ void main() {
     float lit = sqrt(mag);
     float emphasis = mix(u_dim, 1.0, a_emphasis);
     float core = u_size * (0.8 + 0.7 * lit) * mix(0.7, 1.0, a_emphasis);
-    float sprite = core * (1.0 + 1.2 * u_glow * lit * a_emphasis);
+    // Only strongly active neurons get a halo sprite: fill rate is the cost in software GL.
+    float sprite = core * (1.0 + 1.2 * u_glow * mag * mag * a_emphasis);
     v_ring = (abs(a_index - u_selected) < 0.5) ? 1.0 : 0.0;
     if (v_ring > 0.5) {
         sprite = max(sprite, max(3.0 * core, 18.0));
     }
     v_core = core / sprite;
     v_halo = clamp(u_glow, 0.0, 2.0) * 0.5 * lit;
-    v_color = vec4(c.rgb, c.a * emphasis);
+    v_color = vec4(c.rgb, c.a * emphasis * u_gain);
     gl_PointSize = sprite * u_px_scale;
 }
 """
@@ -156,6 +158,7 @@ class NeuronCloudVisual(Visual):
         prog["u_dim"] = 0.1
         prog["u_selected"] = -1.0
         prog["u_px_scale"] = 1.0
+        prog["u_gain"] = 1.0
         self._draw_mode = "points"
         if not shown.all():
             self._index_buffer = gloo.IndexBuffer(np.flatnonzero(shown).astype(np.uint32))
@@ -256,6 +259,18 @@ class NeuronCloudVisual(Visual):
         self.shared_program["u_size"] = px
         self.update()
 
+    def set_gain(self, gain: float) -> None:
+        """Brightness multiplier of every neuron (see :func:`density_gain`).
+
+        Additive blending makes regions where many neurons overlap on screen
+        saturate to white; a gain below 1 keeps dense views readable.
+        """
+        gain = float(gain)
+        if not (np.isfinite(gain) and gain > 0.0):
+            raise ValueError(f"gain must be positive, got {gain}")
+        self.shared_program["u_gain"] = gain
+        self.update()
+
     def set_glow(self, strength: float) -> None:
         """Halo strength of active neurons: 0 plain discs, 1 default, 2 strong."""
         self.shared_program["u_glow"] = float(np.clip(strength, 0.0, 2.0))
@@ -278,3 +293,38 @@ class NeuronCloudVisual(Visual):
 
 #: Scene-graph node: ``NeuronCloud(positions, visible=None, parent=view.scene)``.
 NeuronCloud = create_visual_node(NeuronCloudVisual)
+
+
+def density_gain(xy: np.ndarray, point_size_px: float, typical_alpha: float = 0.4,
+                 cell_px: float = 8.0) -> float:
+    """A brightness gain that keeps a dense view from saturating under additive blending.
+
+    Parameters
+    ----------
+    xy
+        ``(N, 2)`` canvas pixel positions of the drawn neurons (see
+        :func:`flyviz.render.picking.project_points`).
+    point_size_px
+        The cloud's point size.
+    typical_alpha
+        Mean brightness of a neuron under typical activity.
+    cell_px
+        Size of the screen cells in which crowding is measured.
+
+    Returns
+    -------
+    float
+        A gain in ``[0.05, 1]``: 1 for sparse views, less where the neurons a
+        typical neuron shares its screen cell with would add up past white.
+    """
+    pts = np.asarray(xy, dtype=np.float64)
+    pts = pts[np.isfinite(pts).all(axis=1)]
+    if pts.shape[0] == 0:
+        return 1.0
+    cells = np.floor(pts / float(cell_px)).astype(np.int64)
+    key = (cells[:, 0] - cells[:, 0].min()) * (int(np.ptp(cells[:, 1])) + 1) + (cells[:, 1] - cells[:, 1].min())
+    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    crowd = counts[inverse]
+    disc_area = np.pi * (0.5 * float(point_size_px)) ** 2
+    coverage = float(np.percentile(crowd, 75)) * disc_area / float(cell_px) ** 2
+    return float(np.clip(1.0 / max(coverage * typical_alpha, 1e-6), 0.05, 1.0))

@@ -1,0 +1,371 @@
+"""The embedded 3-D brain: a vispy ``SceneCanvas`` holding the :class:`NeuronCloud`.
+
+The view eases toward the activity it is given: on every display tick the
+shown activation moves a fraction ``1 - exp(-dt / tau)`` of the way to the
+target state (exponential smoothing), so a token rate of 5/s or 50/s both
+animate smoothly, and the canvas redraws only while something still moves.
+
+Neurons without a measured soma are hidden and the overlay says how many;
+a layout computed from the graph and the demo's synthetic somata are named
+as such, so nobody mistakes them for anatomy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+
+import numpy as np
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from vispy import scene
+
+from flyviz.app import theme
+from flyviz.model.checkpoint import Anatomy
+from flyviz.render.camera import DEFAULT_FOV, apply_view, positions_bounds
+from flyviz.render.cloud import NeuronCloud, auto_scale
+from flyviz.render.colormaps import colorbar_image, value_range
+from flyviz.render.picking import pick_neuron
+
+#: A press and release closer than this (pixels) is a click, not a drag.
+CLICK_SLOP_PX = 4.0
+
+
+def anatomy_note(anatomy: Anatomy, neurons: int) -> str:
+    """One line telling the user what the neuron positions are and how many are hidden."""
+    shown = anatomy.n_valid
+    hidden = neurons - shown
+    if anatomy.kind == "layout":
+        return "layout computed from the graph, not anatomy"
+    if anatomy.kind == "synthetic":
+        text = f"synthetic soma positions: {shown:,} of {neurons:,} neurons placed"
+    else:
+        text = f"{shown:,} of {neurons:,} neurons have a measured soma"
+    return text + (f"; {hidden:,} hidden" if hidden else "")
+
+
+class BrainView(QWidget):
+    """Every neuron as a glowing point, coloured by the shown frame's state.
+
+    Signals
+    -------
+    neuron_clicked(index)
+        A click on the cloud hit neuron ``index`` (``-1``: empty space).
+    """
+
+    neuron_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.canvas = scene.SceneCanvas(keys=None, bgcolor=theme.BACKGROUND, show=False,
+                                        parent=self, size=(800, 600))
+        self.canvas.native.setMinimumSize(QSize(240, 200))
+        self.canvas.native.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self.view = self.canvas.central_widget.add_view()
+        self.view.camera = scene.TurntableCamera(fov=DEFAULT_FOV, up="+y")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.canvas.native)
+
+        self.note = QLabel("", self)
+        self.note.setObjectName("overlay")
+        self.view_label = QLabel("", self)
+        self.view_label.setObjectName("overlay")
+        self.colorbar = QLabel(self)
+        self.colorbar_high = QLabel("", self)
+        self.colorbar_low = QLabel("", self)
+        for label in (self.colorbar_high, self.colorbar_low):
+            label.setObjectName("overlay")
+        self._overlays = (self.note, self.view_label, self.colorbar, self.colorbar_high,
+                          self.colorbar_low)
+
+        self.cloud: NeuronCloud | None = None
+        self.positions = np.zeros((0, 3), np.float32)
+        self.visible = np.zeros(0, bool)
+        self.bounds = positions_bounds(np.zeros((1, 3)))
+        self.mode = "signed"
+        self.auto = True
+        self.limit = 1.0
+        self.smoothing_s = 0.12
+        self.view_name = "front"
+        self.glow = 1.0
+        self.point_size = 3.0
+        self.emphasis: np.ndarray | None = None
+        self.selected: int | None = None
+        self._target: np.ndarray | None = None
+        self._shown: np.ndarray | None = None
+        self._dirty = False
+        self._press: tuple[float, float] | None = None
+        self.draw_count = 0
+        self.draw_times: deque[float] = deque(maxlen=240)
+        self.canvas.events.draw.connect(self._on_draw)
+        self.canvas.events.mouse_press.connect(self._on_mouse_press)
+        self.canvas.events.mouse_release.connect(self._on_mouse_release)
+        self._update_colorbar()
+
+    # ------------------------------------------------------------ anatomy
+    def set_anatomy(self, anatomy: Anatomy, neurons: int) -> None:
+        """Show a new brain: one point per neuron at its soma (hidden where unknown)."""
+        if self.cloud is not None:
+            self.cloud.parent = None
+            self.cloud = None
+        self.positions = np.ascontiguousarray(anatomy.positions_um(), dtype=np.float32)
+        self.visible = np.asarray(anatomy.valid, dtype=bool).copy()
+        self.cloud = NeuronCloud(self.positions, self.visible, parent=self.view.scene)
+        self._style(self.cloud)
+        self.emphasis = None
+        self.selected = None
+        self.bounds = positions_bounds(self.positions, self.visible)
+        self._target = np.zeros(neurons, np.float32)
+        self._shown = np.zeros(neurons, np.float32)
+        self.cloud.set_activity(self._shown)
+        self.note.setText(anatomy_note(anatomy, neurons))
+        self.note.setToolTip("Neurons without a known soma position are not drawn: "
+                             "flyviz never invents positions." if anatomy.kind == "measured"
+                             else "")
+        self.set_view(self.view_name)
+        self._place_overlays()
+
+    @property
+    def n_neurons(self) -> int:
+        """Neurons of the current brain (0 before one is set)."""
+        return 0 if self._target is None else int(self._target.shape[0])
+
+    # ------------------------------------------------------------ activity
+    def set_target(self, state: np.ndarray | None) -> None:
+        """The activity the view eases toward (``None``: all quiet)."""
+        if self._target is None:
+            return
+        if state is None:
+            self._target.fill(0.0)
+        else:
+            self._target[:] = state
+        if self.auto:
+            limit = auto_scale(self._target[self.visible]) if self.visible.any() else 1.0
+            self._set_limit(limit)
+        self._dirty = True
+
+    def snap(self) -> None:
+        """Show the target at once, skipping the easing."""
+        if self._target is not None:
+            self._shown[:] = self._target
+            self._upload()
+
+    def advance(self, dt: float) -> bool:
+        """Ease the shown activity toward the target by ``dt`` seconds; True if it moved."""
+        if self._target is None or not self._dirty:
+            return False
+        if self.smoothing_s <= 0:
+            self._shown[:] = self._target
+            self._dirty = False
+        else:
+            alpha = np.float32(1.0 - math.exp(-max(dt, 0.0) / self.smoothing_s))
+            self._shown += alpha * (self._target - self._shown)
+            if float(np.max(np.abs(self._target - self._shown), initial=0.0)) < 1e-3 * self.limit:
+                self._shown[:] = self._target
+                self._dirty = False
+        self._upload()
+        return True
+
+    @property
+    def shown_activity(self) -> np.ndarray | None:
+        """The activation currently drawn (after easing)."""
+        return self._shown
+
+    def _upload(self) -> None:
+        if self.cloud is not None and self._shown is not None:
+            self.cloud.set_activity(self._shown)
+
+    # ------------------------------------------------------------ appearance
+    def set_mode(self, mode: str) -> None:
+        """``"signed"`` (diverging colours) or ``"abs"`` (|h|, sequential)."""
+        self.mode = mode
+        if self.cloud is not None:
+            self.cloud.set_mode(mode)
+        self._update_colorbar()
+
+    def set_auto_scale(self, auto: bool, limit: float | None = None) -> None:
+        """Scale colours to each frame (auto) or to a fixed ``limit``."""
+        self.auto = bool(auto)
+        if not self.auto and limit is not None:
+            self._set_limit(limit)
+        elif self.auto and self._target is not None:
+            self.set_target(self._target.copy())
+
+    def _set_limit(self, limit: float) -> None:
+        limit = float(limit) if np.isfinite(limit) and limit > 0 else 1.0
+        if abs(limit - self.limit) > 1e-6 * max(limit, 1e-6):
+            self.limit = limit
+            if self.cloud is not None:
+                self.cloud.set_scale(limit)
+            self._update_colorbar()
+
+    def set_glow(self, strength: float) -> None:
+        """Halo strength, 0..2."""
+        self.glow = float(strength)
+        if self.cloud is not None:
+            self.cloud.set_glow(self.glow)
+
+    def set_point_size(self, px: float) -> None:
+        """Diameter of a quiet neuron in pixels."""
+        self.point_size = float(px)
+        if self.cloud is not None:
+            self.cloud.set_point_size(self.point_size)
+
+    def set_emphasis(self, mask: np.ndarray | None) -> None:
+        """Keep ``mask`` lit and dim the rest (``None``: everything lit)."""
+        self.emphasis = None if mask is None else np.asarray(mask, dtype=bool)
+        if self.cloud is not None:
+            self.cloud.set_emphasis(self.emphasis)
+
+    def set_selected(self, index: int | None) -> None:
+        """Ring the neuron ``index`` (``None``: no selection)."""
+        self.selected = None if index is None else int(index)
+        if self.cloud is not None:
+            self.cloud.set_selected(self.selected)
+
+    def _style(self, cloud: NeuronCloud, px_scale: float = 1.0) -> None:
+        """Apply the view's colour mode, scale, glow, size, emphasis and selection."""
+        cloud.set_mode(self.mode)
+        cloud.set_scale(self.limit)
+        cloud.set_glow(self.glow)
+        cloud.set_point_size(self.point_size * px_scale)
+        if self.emphasis is not None:
+            cloud.set_emphasis(self.emphasis)
+        if self.selected is not None:
+            cloud.set_selected(self.selected)
+
+    def set_view(self, name: str) -> None:
+        """Look from ``"front"``, ``"top"`` or ``"side"``."""
+        self.view_name = name
+        apply_view(self.view.camera, name, self.bounds)
+        self.view_label.setText(f"{name} view · drag to orbit, scroll to zoom, shift-drag to pan")
+        self.view_label.adjustSize()
+        self._place_overlays()
+
+    # ------------------------------------------------------------ overlays
+    def _update_colorbar(self) -> None:
+        height, width = 160, 12
+        img = colorbar_image(self.mode, height, width)
+        qimg = QImage(img.data, width, height, 4 * width, QImage.Format.Format_RGBA8888).copy()
+        self.colorbar.setPixmap(QPixmap.fromImage(qimg))
+        self.colorbar.setFixedSize(width, height)
+        lo, hi = value_range(self.mode, self.limit)
+        unit = "h" if self.mode == "signed" else "|h|"
+        self.colorbar_high.setText(f"{unit} {hi:+.2f}" if self.mode == "signed" else f"{unit} {hi:.2f}")
+        self.colorbar_low.setText(f"{lo:+.2f}" if self.mode == "signed" else f"{lo:.2f}")
+        for label in (self.colorbar_high, self.colorbar_low):
+            label.adjustSize()
+        self._place_overlays()
+
+    def _place_overlays(self) -> None:
+        w, h = self.width(), self.height()
+        self.note.adjustSize()
+        self.note.move(10, 10)
+        self.view_label.move(10, max(10, h - self.view_label.height() - 10))
+        cb_x = w - self.colorbar.width() - 16
+        cb_y = max(40, (h - self.colorbar.height()) // 2)
+        self.colorbar.move(cb_x, cb_y)
+        self.colorbar_high.move(w - self.colorbar_high.width() - 8, cb_y - self.colorbar_high.height() - 4)
+        self.colorbar_low.move(w - self.colorbar_low.width() - 8, cb_y + self.colorbar.height() + 4)
+        for label in self._overlays:
+            label.raise_()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self._place_overlays()
+
+    # ------------------------------------------------------------ geometry
+    def canvas_transform(self):
+        """Transform from cloud coordinates to canvas pixels (for picking and tests)."""
+        return self.view.scene.node_transform(self.canvas.scene)
+
+    def project(self, neuron: int) -> tuple[float, float]:
+        """Canvas pixel (logical, origin top-left) where neuron ``neuron`` is drawn."""
+        from flyviz.render.picking import project_points
+
+        xy, _, _ = project_points(self.positions[[int(neuron)]], self.canvas_transform())
+        return float(xy[0, 0]), float(xy[0, 1])
+
+    def pick(self, x: float, y: float, radius_px: float = 8.0) -> int | None:
+        """The neuron drawn at canvas pixel ``(x, y)``, nearest the camera, or None."""
+        if self.cloud is None:
+            return None
+        return pick_neuron(self.positions, self.visible, self.canvas_transform(), (x, y),
+                           radius_px)
+
+    # ------------------------------------------------------------ events
+    def _on_draw(self, event) -> None:
+        self.draw_count += 1
+        self.draw_times.append(time.perf_counter())
+
+    def _on_mouse_press(self, event) -> None:
+        self._press = (float(event.pos[0]), float(event.pos[1])) if event.button == 1 else None
+
+    def _on_mouse_release(self, event) -> None:
+        if self._press is None or event.button != 1:
+            return
+        x, y = float(event.pos[0]), float(event.pos[1])
+        moved = math.hypot(x - self._press[0], y - self._press[1])
+        self._press = None
+        if moved <= CLICK_SLOP_PX:
+            hit = self.pick(x, y)
+            self.neuron_clicked.emit(-1 if hit is None else hit)
+
+    # ------------------------------------------------------------ images
+    def render_image(self) -> np.ndarray:
+        """The canvas as ``(H, W, 4)`` uint8 RGBA at its physical pixel size."""
+        rgba = np.array(self.canvas.render(alpha=True), dtype=np.uint8)
+        rgba[..., 3] = 255
+        return rgba
+
+    def grab_image(self, scale: float = 1.0) -> QImage:
+        """The brain view with its overlays (colourbar, notes) as a QImage.
+
+        ``scale`` above 1 renders the scene again at a larger size (a sharper
+        picture, not an enlarged one) and composites the overlays on top.
+        """
+        if scale == 1.0:
+            return self.grab().toImage()
+        from PySide6.QtGui import QPainter
+
+        w, h = max(1, round(self.width() * scale)), max(1, round(self.height() * scale))
+        rgba = self.render_at(w, h)
+        image = QImage(rgba.data, w, h, 4 * w, QImage.Format.Format_RGBA8888).copy()
+        painter = QPainter(image)
+        painter.scale(scale, scale)
+        for label in self._overlays:
+            if label.isVisible() and (label.text() or label.pixmap() is not None):
+                label.render(painter, label.pos())
+        painter.end()
+        return image
+
+    def render_at(self, width: int, height: int) -> np.ndarray:
+        """Render the scene on a canvas created at ``width x height`` (RGBA uint8).
+
+        A canvas must be created at the output size: rendering a canvas at
+        another size leaves the scene unscaled in a corner.
+        """
+        canvas = scene.SceneCanvas(size=(width, height), bgcolor=theme.BACKGROUND, show=False,
+                                   keys=None)
+        # An OpenGL widget gets its context only once shown; show it off screen.
+        canvas.native.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        canvas.show()
+        try:
+            view = canvas.central_widget.add_view()
+            view.camera = scene.TurntableCamera(fov=self.view.camera.fov, up="+y")
+            cam, src = view.camera, self.view.camera
+            cam.azimuth, cam.elevation = src.azimuth, src.elevation
+            cam.center, cam.scale_factor = src.center, src.scale_factor
+            cam.distance = src.distance
+            cloud = NeuronCloud(self.positions, self.visible, parent=view.scene)
+            self._style(cloud, px_scale=width / max(1, self.canvas.size[0]))
+            if self._shown is not None:
+                cloud.set_activity(self._shown)
+            rgba = np.array(canvas.render(alpha=True), dtype=np.uint8)
+            rgba[..., 3] = 255
+            return rgba
+        finally:
+            canvas.close()

@@ -1,0 +1,89 @@
+"""Strongest inputs and outputs of one neuron, read from the checkpoint's CSR graph.
+
+Rows of the CSR graph are postsynaptic, so a neuron's inputs are one row.
+Its outputs are one *column*, which CSR cannot read without scanning every
+edge; the transposed (CSC) index is therefore built once, on the first
+question about outputs, and reused. No Qt here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flyviz.model.checkpoint import Checkpoint
+
+
+@dataclass(frozen=True)
+class Partner:
+    """One synaptic partner of a neuron."""
+
+    neuron: int
+    weight: float
+
+
+class Connectivity:
+    """Look up a neuron's strongest synaptic partners.
+
+    Parameters
+    ----------
+    checkpoint
+        The model whose graph is read (arrays are not copied).
+    """
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self._offsets = np.asarray(checkpoint.w_offsets)
+        self._indices = np.asarray(checkpoint.w_indices)
+        self._values = np.asarray(checkpoint.w_values)
+        self.neurons = int(checkpoint.config.neurons)
+        self._csc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _check(self, neuron: int) -> int:
+        neuron = int(neuron)
+        if not 0 <= neuron < self.neurons:
+            raise IndexError(f"neuron {neuron} out of range 0..{self.neurons - 1}")
+        return neuron
+
+    @staticmethod
+    def _strongest(partners: np.ndarray, weights: np.ndarray, limit: int) -> list[Partner]:
+        if partners.size == 0:
+            return []
+        weights = np.asarray(weights, dtype=np.float32)
+        order = np.argsort(-np.abs(weights), kind="stable")[:limit]
+        return [Partner(int(partners[i]), float(weights[i])) for i in order]
+
+    def inputs(self, neuron: int, limit: int = 10) -> list[Partner]:
+        """Presynaptic partners with the largest |weight|, strongest first."""
+        i = self._check(neuron)
+        lo, hi = int(self._offsets[i]), int(self._offsets[i + 1])
+        return self._strongest(self._indices[lo:hi], self._values[lo:hi], limit)
+
+    def outputs(self, neuron: int, limit: int = 10) -> list[Partner]:
+        """Postsynaptic partners with the largest |weight|, strongest first."""
+        j = self._check(neuron)
+        offsets, rows, values = self.transposed()
+        lo, hi = int(offsets[j]), int(offsets[j + 1])
+        return self._strongest(rows[lo:hi], values[lo:hi], limit)
+
+    def in_degree(self, neuron: int) -> int:
+        """Number of presynaptic partners."""
+        i = self._check(neuron)
+        return int(self._offsets[i + 1] - self._offsets[i])
+
+    def out_degree(self, neuron: int) -> int:
+        """Number of postsynaptic partners."""
+        j = self._check(neuron)
+        offsets = self.transposed()[0]
+        return int(offsets[j + 1] - offsets[j])
+
+    def transposed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(offsets, rows, values)`` of the graph by presynaptic neuron, built once."""
+        if self._csc is None:
+            from scipy.sparse import csr_matrix
+
+            n = self.neurons
+            matrix = csr_matrix((self._values, self._indices, self._offsets), shape=(n, n))
+            csc = matrix.tocsc()
+            self._csc = (csc.indptr, csc.indices, csc.data)
+        return self._csc

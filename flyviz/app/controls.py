@@ -1,0 +1,298 @@
+"""Input widgets: the prompt bar, generation and display settings, the timeline."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSlider, QSpinBox,
+                               QVBoxLayout, QWidget)
+
+from flyviz.model.checkpoint import SUPERCLASSES
+from flyviz.record.run import MAX_NEW_TOKENS_LIMIT, GenerationSettings
+
+#: Prompt suggestions: the four golden prompts of the Fly LLM's parity test.
+SUGGESTED_PROMPTS = (
+    "Once upon a time, there was a",
+    "One day, a little girl named Lily found a needle",
+    "Tom and his dog",
+    "The little bird was afraid of the rain. Its mother",
+)
+
+
+class PromptBar(QWidget):
+    """An editable prompt box with suggestions and a Run button.
+
+    Signals
+    -------
+    submitted(text)
+        Enter was pressed or Run clicked.
+    """
+
+    submitted = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.box = QComboBox()
+        self.box.setObjectName("promptBox")
+        self.box.setEditable(True)
+        self.box.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.box.addItems(SUGGESTED_PROMPTS)
+        self.box.setCurrentIndex(-1)
+        self.box.setMinimumWidth(380)
+        self.box.lineEdit().setPlaceholderText("Type a prompt and press Enter, or pick a suggestion")
+        self.box.lineEdit().setClearButtonEnabled(True)
+        self.box.setToolTip("The text the model continues (suggestions in the list)")
+        self.run_button = QPushButton("Run")
+        self.run_button.setObjectName("runButton")
+        self.run_button.setToolTip("Run the prompt (Enter)")
+        layout.addWidget(self.box, 1)
+        layout.addWidget(self.run_button)
+        self.box.lineEdit().returnPressed.connect(self._submit)
+        self.box.activated.connect(lambda _i: self._submit())
+        self.run_button.clicked.connect(self._submit)
+
+    @property
+    def line_edit(self) -> QLineEdit:
+        """The text field (tests type into it)."""
+        return self.box.lineEdit()
+
+    def text(self) -> str:
+        """The prompt as typed."""
+        return self.box.currentText()
+
+    def set_text(self, text: str) -> None:
+        """Put ``text`` in the prompt box."""
+        self.box.setEditText(text)
+
+    def _submit(self) -> None:
+        self.submitted.emit(self.text())
+
+
+class SettingsPanel(QWidget):
+    """Generation, speed and display settings, persisted with QSettings.
+
+    Signals
+    -------
+    speed_changed(tokens_per_second)
+    display_changed()
+        Colour mode, scale, glow, point size or smoothing changed.
+    filter_changed()
+        The superclass or cell-type filter changed.
+    """
+
+    speed_changed = Signal(float)
+    display_changed = Signal()
+    filter_changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(6, 6, 6, 6)
+
+        gen = QGroupBox("Generation")
+        form = QFormLayout(gen)
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.05)
+        self.temperature.setValue(0.7)
+        self.temperature.setToolTip("0 = greedy (always the most likely token)")
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.05, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(0.9)
+        self.max_new_tokens = QSpinBox()
+        self.max_new_tokens.setRange(1, MAX_NEW_TOKENS_LIMIT)
+        self.max_new_tokens.setValue(80)
+        self.seed = QSpinBox()
+        self.seed.setRange(-1, 2**31 - 1)
+        self.seed.setValue(-1)
+        self.seed.setSpecialValueText("random")
+        self.seed.setToolTip("Same seed, same text; 'random' draws a new one each run")
+        self.speed_cap = QDoubleSpinBox()
+        self.speed_cap.setRange(0.0, 1000.0)
+        self.speed_cap.setDecimals(1)
+        self.speed_cap.setValue(20.0)
+        self.speed_cap.setSuffix(" tok/s")
+        self.speed_cap.setSpecialValueText("no limit")
+        self.speed_cap.setToolTip("Most tokens per second; 0 runs as fast as the engine can")
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Max new tokens", self.max_new_tokens)
+        form.addRow("Seed", self.seed)
+        form.addRow("Speed cap", self.speed_cap)
+        outer.addWidget(gen)
+
+        disp = QGroupBox("Display")
+        form = QFormLayout(disp)
+        self.mode = QComboBox()
+        self.mode.addItem("signed h", "signed")
+        self.mode.addItem("|h|", "abs")
+        self.mode.setToolTip("Diverging colours for signed activation, or magnitude only (M)")
+        scale_row = QHBoxLayout()
+        self.auto_scale = QCheckBox("auto")
+        self.auto_scale.setChecked(True)
+        self.auto_scale.setToolTip("Scale colours to each frame's 99th percentile of |h|")
+        self.fixed_limit = QDoubleSpinBox()
+        self.fixed_limit.setRange(0.01, 10.0)
+        self.fixed_limit.setSingleStep(0.05)
+        self.fixed_limit.setValue(1.0)
+        self.fixed_limit.setEnabled(False)
+        scale_row.addWidget(self.auto_scale)
+        scale_row.addWidget(self.fixed_limit, 1)
+        self.glow = QSlider(Qt.Orientation.Horizontal)
+        self.glow.setRange(0, 200)
+        self.glow.setValue(100)
+        self.point_size = QDoubleSpinBox()
+        self.point_size.setRange(0.5, 20.0)
+        self.point_size.setValue(3.0)
+        self.point_size.setSuffix(" px")
+        self.smoothing = QSpinBox()
+        self.smoothing.setRange(0, 1000)
+        self.smoothing.setValue(120)
+        self.smoothing.setSuffix(" ms")
+        self.smoothing.setSpecialValueText("off")
+        self.smoothing.setToolTip("Time constant of the easing between frames")
+        form.addRow("Colours", self.mode)
+        form.addRow("Scale", scale_row)
+        form.addRow("Glow", self.glow)
+        form.addRow("Point size", self.point_size)
+        form.addRow("Smoothing", self.smoothing)
+        outer.addWidget(disp)
+
+        filt = QGroupBox("Highlight")
+        form = QFormLayout(filt)
+        self.superclass = QComboBox()
+        self.superclass.addItem("all neurons", "")
+        self.cell_type = QLineEdit()
+        self.cell_type.setPlaceholderText("cell type, e.g. T4")
+        self.cell_type.setClearButtonEnabled(True)
+        self.filter_note = QLabel("")
+        self.filter_note.setObjectName("hint")
+        form.addRow("Superclass", self.superclass)
+        form.addRow("Cell type", self.cell_type)
+        form.addRow("", self.filter_note)
+        outer.addWidget(filt)
+        outer.addStretch(1)
+
+        self.speed_cap.valueChanged.connect(lambda v: self.speed_changed.emit(float(v)))
+        self.auto_scale.toggled.connect(lambda on: self.fixed_limit.setEnabled(not on))
+        for signal in (self.mode.currentIndexChanged, self.auto_scale.toggled,
+                       self.fixed_limit.valueChanged, self.glow.valueChanged,
+                       self.point_size.valueChanged, self.smoothing.valueChanged):
+            signal.connect(lambda *_: self.display_changed.emit())
+        self.superclass.currentIndexChanged.connect(lambda *_: self.filter_changed.emit())
+        self.cell_type.textChanged.connect(lambda *_: self.filter_changed.emit())
+
+    # ------------------------------------------------------------ values
+    def generation_settings(self, top_k: int) -> GenerationSettings:
+        """The settings of the next run, validated."""
+        seed = int(self.seed.value())
+        return GenerationSettings(
+            max_new_tokens=int(self.max_new_tokens.value()),
+            temperature=float(self.temperature.value()), top_p=float(self.top_p.value()),
+            seed=None if seed < 0 else seed, top_k=int(top_k)).validate()
+
+    @property
+    def colour_mode(self) -> str:
+        """``"signed"`` or ``"abs"``."""
+        return str(self.mode.currentData())
+
+    def set_superclasses(self, names: list[str]) -> None:
+        """Offer the superclasses present in the model (in the dataset's order)."""
+        self.superclass.blockSignals(True)
+        self.superclass.clear()
+        self.superclass.addItem("all neurons", "")
+        ordered = [s for s in SUPERCLASSES if s in names] + sorted(set(names) - set(SUPERCLASSES))
+        for name in ordered:
+            self.superclass.addItem(name.replace("_", " "), name)
+        self.superclass.setEnabled(bool(names))
+        self.superclass.blockSignals(False)
+
+    # ------------------------------------------------------------ persistence
+    _PERSISTED = ("temperature", "top_p", "max_new_tokens", "seed", "speed_cap", "fixed_limit",
+                  "point_size", "smoothing")
+
+    def save(self, settings: QSettings) -> None:
+        """Store the values under ``settings/``."""
+        for name in self._PERSISTED:
+            settings.setValue(f"settings/{name}", getattr(self, name).value())
+        settings.setValue("settings/glow", self.glow.value())
+        settings.setValue("settings/mode", self.colour_mode)
+        settings.setValue("settings/auto_scale", self.auto_scale.isChecked())
+
+    def restore(self, settings: QSettings) -> None:
+        """Read the values stored by :meth:`save` (missing or bad ones are ignored)."""
+        for name in (*self._PERSISTED, "glow"):
+            value = settings.value(f"settings/{name}")
+            if value is None:
+                continue
+            widget = getattr(self, name)
+            try:
+                widget.setValue(type(widget.value())(float(value)))
+            except (TypeError, ValueError):
+                continue
+        mode = settings.value("settings/mode")
+        index = self.mode.findData(mode)
+        if index >= 0:
+            self.mode.setCurrentIndex(index)
+        auto = settings.value("settings/auto_scale")
+        if auto is not None:
+            self.auto_scale.setChecked(str(auto).lower() in ("true", "1"))
+
+
+class Timeline(QWidget):
+    """A slider over the recorded tokens, the token counter and a Live button.
+
+    Signals
+    -------
+    scrubbed(index)
+        The user moved the slider.
+    live_requested()
+        The Live button was pressed.
+    """
+
+    scrubbed = Signal(int)
+    live_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 2, 8, 2)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(0, 0)
+        self.slider.setEnabled(False)
+        self.slider.setToolTip("Scrub through the recorded tokens (←/→, Home/End)")
+        self.counter = QLabel("no tokens yet")
+        self.counter.setMinimumWidth(210)
+        self.counter.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.live = QPushButton("● Live")
+        self.live.setCheckable(True)
+        self.live.setChecked(True)
+        self.live.setToolTip("Follow the newest token (End)")
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.counter)
+        layout.addWidget(self.live)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.live.clicked.connect(lambda: self.live_requested.emit())
+        self._updating = False
+
+    def _on_slider(self, value: int) -> None:
+        if not self._updating:
+            self.scrubbed.emit(int(value))
+
+    def update_position(self, index: int, length: int, live: bool, phase: str = "") -> None:
+        """Reflect the session without emitting :attr:`scrubbed`."""
+        self._updating = True
+        try:
+            self.slider.setEnabled(length > 0)
+            self.slider.setRange(0, max(length - 1, 0))
+            self.slider.setValue(max(index, 0))
+        finally:
+            self._updating = False
+        self.live.setChecked(live)
+        if length == 0:
+            self.counter.setText("no tokens yet")
+        else:
+            self.counter.setText(f"token {index + 1:,} / {length:,}" + (f" · {phase}" if phase else ""))

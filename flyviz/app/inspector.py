@@ -1,0 +1,173 @@
+"""The neuron inspector: who one neuron is, what it did, and who it talks to."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QFormLayout, QHeaderView, QLabel, QTableWidget,
+                               QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+
+from flyviz.app import theme
+from flyviz.app.connectivity import Connectivity, Partner
+from flyviz.model.checkpoint import Anatomy
+from flyviz.record.recording import Recording
+
+#: Partners listed per direction.
+PARTNER_ROWS = 12
+
+
+def _label(values: list[str] | None, index: int) -> str:
+    if values is None:
+        return "—"
+    text = str(values[index]).strip()
+    return text if text else "—"
+
+
+class NeuronInspector(QWidget):
+    """Index, labels, activation over the recording and strongest partners of one neuron.
+
+    Signals
+    -------
+    neuron_requested(index)
+        The user clicked a partner: select that neuron.
+    """
+
+    neuron_requested = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        self.hint = QLabel("Click a neuron in the brain to inspect it.")
+        self.hint.setObjectName("hint")
+        self.hint.setWordWrap(True)
+        layout.addWidget(self.hint)
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        self.fields: dict[str, QLabel] = {}
+        for key, title in (("index", "Neuron"), ("body_id", "Body id"),
+                           ("superclass", "Superclass"), ("side", "Side"),
+                           ("cell_type", "Cell type"), ("position", "Soma"),
+                           ("degree", "Synapses"), ("activation", "Activation")):
+            label = QLabel("—")
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.fields[key] = label
+            form.addRow(title, label)
+        layout.addLayout(form)
+        self.trace = pg.PlotWidget()
+        self.trace.setMinimumHeight(90)
+        self.trace.setMenuEnabled(False)
+        self.trace.hideButtons()
+        self.trace.getAxis("bottom").setLabel("token")
+        self.trace.getAxis("left").setLabel("h")
+        self.trace.getAxis("left").enableAutoSIPrefix(False)
+        self.trace_curve = self.trace.plot([], [], pen=pg.mkPen(theme.ACCENT, width=2))
+        self.trace_cursor = pg.InfiniteLine(angle=90, movable=False,
+                                            pen=pg.mkPen(theme.MUTED, style=Qt.PenStyle.DashLine))
+        self.trace.addItem(self.trace_cursor)
+        self.trace.addItem(pg.InfiniteLine(angle=0, pos=0, pen=pg.mkPen(theme.BORDER)))
+        layout.addWidget(self.trace, 1)
+        self.tabs = QTabWidget()
+        self.inputs_table = self._make_table()
+        self.outputs_table = self._make_table()
+        self.tabs.addTab(self.inputs_table, "Strongest inputs")
+        self.tabs.addTab(self.outputs_table, "Strongest outputs")
+        layout.addWidget(self.tabs, 2)
+
+        self.neuron: int | None = None
+        self.anatomy: Anatomy | None = None
+        self.connectivity: Connectivity | None = None
+        self._trace_key: tuple[int, int, int] | None = None
+
+    def _make_table(self) -> QTableWidget:
+        table = QTableWidget(0, 3)
+        table.setHorizontalHeaderLabels(["Neuron", "Weight", "Superclass / type"])
+        table.verticalHeader().setVisible(False)
+        table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        table.setToolTip("Click a partner to inspect it")
+        table.cellClicked.connect(lambda row, _col, t=table: self._on_partner_clicked(t, row))
+        return table
+
+    def set_model(self, anatomy: Anatomy | None, connectivity: Connectivity | None) -> None:
+        """Inspect neurons of a new model (clears the selection)."""
+        self.anatomy = anatomy
+        self.connectivity = connectivity
+        self.show_neuron(None, None, -1)
+
+    def show_neuron(self, neuron: int | None, recording: Recording | None, index: int) -> None:
+        """Describe ``neuron`` (None clears) with its trace over ``recording``."""
+        self.neuron = neuron
+        self._trace_key = None
+        if neuron is None:
+            self.hint.setVisible(True)
+            for label in self.fields.values():
+                label.setText("—")
+            self.inputs_table.setRowCount(0)
+            self.outputs_table.setRowCount(0)
+            self.trace_curve.setData([], [])
+            return
+        self.hint.setVisible(False)
+        anat = self.anatomy
+        self.fields["index"].setText(f"#{neuron}")
+        if anat is not None:
+            self.fields["body_id"].setText("—" if anat.body_id is None else str(int(anat.body_id[neuron])))
+            self.fields["superclass"].setText(_label(anat.superclass, neuron))
+            self.fields["side"].setText(_label(anat.side, neuron))
+            self.fields["cell_type"].setText(_label(anat.cell_type, neuron))
+            if anat.kind == "layout":
+                self.fields["position"].setText("graph layout (no anatomy)")
+            elif bool(anat.valid[neuron]):
+                x, y, z = (float(v) for v in anat.positions_um()[neuron])
+                kind = " (synthetic)" if anat.kind == "synthetic" else ""
+                self.fields["position"].setText(f"{x:.0f}, {-y:.0f}, {z:.0f} µm{kind}")
+            else:
+                self.fields["position"].setText("unknown (not drawn)")
+        if self.connectivity is not None:
+            inputs = self.connectivity.inputs(neuron, PARTNER_ROWS)
+            outputs = self.connectivity.outputs(neuron, PARTNER_ROWS)
+            self.fields["degree"].setText(f"{self.connectivity.in_degree(neuron):,} in · "
+                                          f"{self.connectivity.out_degree(neuron):,} out")
+            self._fill(self.inputs_table, inputs)
+            self._fill(self.outputs_table, outputs)
+        self.update_moment(recording, index)
+
+    def _fill(self, table: QTableWidget, partners: list[Partner]) -> None:
+        table.setRowCount(len(partners))
+        anat = self.anatomy
+        for row, partner in enumerate(partners):
+            who = QTableWidgetItem(f"#{partner.neuron}")
+            who.setData(Qt.ItemDataRole.UserRole, partner.neuron)
+            weight = QTableWidgetItem(f"{partner.weight:+.3f}")
+            weight.setForeground(pg.mkColor(theme.WARM if partner.weight > 0 else "#63b3ed"))
+            kind = "—" if anat is None else " / ".join(
+                t for t in (_label(anat.superclass, partner.neuron),
+                            _label(anat.cell_type, partner.neuron)) if t != "—") or "—"
+            table.setItem(row, 0, who)
+            table.setItem(row, 1, weight)
+            table.setItem(row, 2, QTableWidgetItem(kind))
+        table.resizeColumnsToContents()
+
+    def _on_partner_clicked(self, table: QTableWidget, row: int) -> None:
+        item = table.item(row, 0)
+        if item is not None:
+            self.neuron_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)))
+
+    def update_moment(self, recording: Recording | None, index: int) -> None:
+        """Refresh the activation trace and the value at the shown frame."""
+        if self.neuron is None or recording is None:
+            return
+        n = len(recording)
+        key = (id(recording), n, self.neuron)
+        if key != self._trace_key and self.neuron < recording.neurons:
+            self._trace_key = key
+            trace = recording.neuron_trace(self.neuron)
+            self.trace_curve.setData(np.arange(n, dtype=float), trace)
+        self.trace_cursor.setPos(max(index, 0))
+        if 0 <= index < n and self.neuron < recording.neurons:
+            value = float(recording.state(index)[self.neuron])
+            self.fields["activation"].setText(f"{value:+.4f} at token {index}")
+        else:
+            self.fields["activation"].setText("—")

@@ -1,0 +1,369 @@
+"""Background threads of the app: the engine worker and the model loader.
+
+The engine never runs on the UI thread and never waits for the screen. An
+:class:`EngineWorker` lives in its own :class:`~PySide6.QtCore.QThread` and
+steps the model from a timer *inside that thread*, one token per tick, so that
+every request from the UI (pause, step, stop, a new prompt, a new speed cap)
+is an ordinary queued slot call handled between two tokens: the longest any
+request waits is one model step.
+
+Each frame leaves the worker tagged with the id of the run that produced it,
+so frames of a cancelled run still in the event queue are recognised and
+dropped by the window instead of being mixed into the new run.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+
+from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.engine import Engine
+from flyviz.model.errors import FlyvizError
+from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.record.frame import Frame
+from flyviz.record.run import GenerationSettings, iter_frames
+
+#: Worker states reported by :attr:`EngineWorker.state_changed`.
+IDLE, RUNNING, PAUSED = "idle", "running", "paused"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything the worker needs to start one run.
+
+    Parameters
+    ----------
+    run_id
+        Increasing id chosen by the window; frames carry it back.
+    prompt
+        The prompt text (kept for the record).
+    prompt_ids
+        ``BOS + encode(prompt)``, encoded on the UI thread so that a bad
+        prompt is reported at once.
+    settings
+        Validated generation settings.
+    start_paused
+        Prime the run but wait for play or step before the first token.
+    """
+
+    run_id: int
+    prompt: str
+    prompt_ids: tuple[int, ...]
+    settings: GenerationSettings
+    start_paused: bool = False
+
+
+class EngineWorker(QObject):
+    """Steps an :class:`~flyviz.model.engine.Engine` through :func:`iter_frames`.
+
+    Create it on the UI thread, then :meth:`QObject.moveToThread` it; call it
+    only through queued signals (see :class:`EngineThread`).
+
+    Signals
+    -------
+    frame_ready(run_id, frame)
+        One per consumed token; the frame owns a private copy of the state.
+    run_finished(run_id, reason)
+        ``"done"`` (EOS or the token limit) or ``"stopped"``.
+    run_failed(run_id, message)
+        The run could not continue; the message is one line for the user.
+    state_changed(state)
+        :data:`IDLE`, :data:`RUNNING` or :data:`PAUSED`.
+    """
+
+    frame_ready = Signal(int, object)
+    run_finished = Signal(int, str)
+    run_failed = Signal(int, str)
+    state_changed = Signal(str)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._engine: Engine | None = None
+        self._tokenizer: FlyTokenizer | None = None
+        self._frames: Iterator[Frame] | None = None
+        self._run_id = -1
+        self._state = IDLE
+        # Child of the worker, so it moves to the worker's thread with it.
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(False)
+        self._timer.timeout.connect(self._tick)
+        self._interval_ms = 0
+        self._last_step = 0.0
+
+    # ------------------------------------------------------------ requests
+    @Slot(object, object)
+    def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
+        """Use a new engine; any current run stops."""
+        self._end_run("stopped")
+        if self._engine is not None and self._engine is not engine:
+            self._engine.close()  # its helper threads would otherwise outlive it
+        self._engine = engine
+        self._tokenizer = tokenizer
+
+    @Slot(object)
+    def start(self, request: RunRequest) -> None:
+        """Cancel the current run and start ``request``."""
+        self._end_run("stopped")
+        if self._engine is None or self._tokenizer is None:
+            self.run_failed.emit(request.run_id, "no model is loaded yet; wait for it or open one")
+            return
+        self._run_id = request.run_id
+        self._frames = iter_frames(self._engine, self._tokenizer, request.prompt,
+                                   request.settings, prompt_ids=list(request.prompt_ids))
+        if request.start_paused:
+            self._set_state(PAUSED)
+        else:
+            self._play()
+
+    @Slot()
+    def pause(self) -> None:
+        """Stop stepping; the run can resume where it stopped."""
+        if self._frames is not None:
+            self._timer.stop()
+            self._set_state(PAUSED)
+
+    @Slot()
+    def resume(self) -> None:
+        """Continue a paused run."""
+        if self._frames is not None:
+            self._play()
+
+    @Slot()
+    def step(self) -> None:
+        """Produce exactly one more frame, then stay paused."""
+        if self._frames is None:
+            return
+        self._timer.stop()
+        self._set_state(PAUSED)
+        self._advance()
+
+    @Slot()
+    def stop(self) -> None:
+        """End the current run (its frames stay recorded)."""
+        self._end_run("stopped")
+
+    @Slot(float)
+    def set_speed_cap(self, tokens_per_second: float) -> None:
+        """Limit the token rate; ``<= 0`` means as fast as the engine goes."""
+        self._interval_ms = 0 if tokens_per_second <= 0 else int(round(1000.0 / tokens_per_second))
+        if self._timer.isActive():
+            self._timer.setInterval(self._interval_ms)
+
+    @Slot()
+    def shutdown(self) -> None:
+        """Stop everything and release the engine's helper threads."""
+        self._end_run("stopped")
+        if self._engine is not None:
+            self._engine.close()
+        self._engine = None
+        self._tokenizer = None
+
+    # ------------------------------------------------------------ internals
+    def _set_state(self, state: str) -> None:
+        if state != self._state:
+            self._state = state
+            self.state_changed.emit(state)
+
+    def _play(self) -> None:
+        self._timer.setInterval(self._interval_ms)
+        self._timer.start()
+        self._set_state(RUNNING)
+
+    def _end_run(self, reason: str) -> None:
+        self._timer.stop()
+        if self._frames is not None:
+            frames, self._frames = self._frames, None
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()
+            self.run_finished.emit(self._run_id, reason)
+        self._set_state(IDLE)
+
+    @Slot()
+    def _tick(self) -> None:
+        self._advance()
+
+    def _advance(self) -> None:
+        frames = self._frames
+        if frames is None:
+            return
+        try:
+            frame = next(frames)
+        except StopIteration:
+            self._frames = None
+            self._timer.stop()
+            self.run_finished.emit(self._run_id, "done")
+            self._set_state(IDLE)
+            return
+        except FlyvizError as exc:
+            self._fail(str(exc))
+            return
+        except Exception as exc:  # a bug: report it instead of killing the thread
+            traceback.print_exc()
+            self._fail(f"the model stopped with an unexpected error: {type(exc).__name__}: {exc}")
+            return
+        self._last_step = time.perf_counter()
+        self.frame_ready.emit(self._run_id, frame)
+
+    def _fail(self, message: str) -> None:
+        self._frames = None
+        self._timer.stop()
+        self.run_failed.emit(self._run_id, message)
+        self._set_state(IDLE)
+
+
+class EngineThread(QObject):
+    """The UI thread's handle on an :class:`EngineWorker` in its own thread.
+
+    Every method returns at once; the request runs in the worker thread
+    between two tokens.
+    """
+
+    _request_model = Signal(object, object)
+    _request_start = Signal(object)
+    _request_pause = Signal()
+    _request_resume = Signal()
+    _request_step = Signal()
+    _request_stop = Signal()
+    _request_speed = Signal(float)
+    _request_shutdown = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.thread = QThread()
+        self.thread.setObjectName("flyviz-engine")
+        self.worker = EngineWorker()
+        self.worker.moveToThread(self.thread)
+        self._request_model.connect(self.worker.set_model)
+        self._request_start.connect(self.worker.start)
+        self._request_pause.connect(self.worker.pause)
+        self._request_resume.connect(self.worker.resume)
+        self._request_step.connect(self.worker.step)
+        self._request_stop.connect(self.worker.stop)
+        self._request_speed.connect(self.worker.set_speed_cap)
+        self._request_shutdown.connect(self.worker.shutdown)
+        self.thread.start()
+        self._closed = False
+
+    def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
+        """Hand a new engine to the worker (the previous one stops)."""
+        self._request_model.emit(engine, tokenizer)
+
+    def start(self, request: RunRequest) -> None:
+        """Start a run, cancelling the current one."""
+        self._request_start.emit(request)
+
+    def pause(self) -> None:
+        """Pause the current run."""
+        self._request_pause.emit()
+
+    def resume(self) -> None:
+        """Resume a paused run."""
+        self._request_resume.emit()
+
+    def step(self) -> None:
+        """Produce one more frame and stay paused."""
+        self._request_step.emit()
+
+    def stop(self) -> None:
+        """End the current run."""
+        self._request_stop.emit()
+
+    def set_speed_cap(self, tokens_per_second: float) -> None:
+        """Limit the token rate (``<= 0``: no limit)."""
+        self._request_speed.emit(float(tokens_per_second))
+
+    def close(self, timeout_ms: int = 10_000) -> bool:
+        """Stop the run, free the engine and end the thread; True when it ended."""
+        if self._closed:
+            return True
+        self._closed = True
+        self._request_shutdown.emit()
+        self.thread.quit()
+        ended = self.thread.wait(timeout_ms)
+        return bool(ended)
+
+
+class ModelLoader(QThread):
+    """Loads a model off the UI thread and builds its engine and tokenizer.
+
+    Signals
+    -------
+    progress(label, fraction)
+        Forwarded from the loading function.
+    loaded(spec, checkpoint, engine, tokenizer)
+        The model is ready.
+    failed(spec, message)
+        One line for the user.
+    """
+
+    progress = Signal(str, float)
+    loaded = Signal(str, object, object, object)
+    failed = Signal(str, str)
+
+    def __init__(self, spec: str, load: Callable[..., Checkpoint],
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("flyviz-loader")
+        self.spec = spec
+        self._load = load
+
+    def run(self) -> None:  # noqa: D401 - QThread API
+        """Load, validate and prepare; report the outcome by signal."""
+        try:
+            checkpoint = self._load(self.spec, lambda label, fraction:
+                                    self.progress.emit(str(label), float(fraction)))
+            self.progress.emit("preparing the engine", 0.95)
+            tokenizer = load_tokenizer(checkpoint)
+            engine = Engine(checkpoint)
+        except FlyvizError as exc:
+            self.failed.emit(self.spec, str(exc))
+            return
+        except MemoryError:
+            self.failed.emit(self.spec, "out of memory while loading the model; "
+                                        "close other programs or use a smaller model")
+            return
+        except Exception as exc:  # never let a loader bug take the app down
+            traceback.print_exc()
+            self.failed.emit(self.spec, f"cannot load {self.spec!r}: {type(exc).__name__}: {exc}")
+            return
+        self.loaded.emit(self.spec, checkpoint, engine, tokenizer)
+
+
+def load_tokenizer(checkpoint: Checkpoint) -> FlyTokenizer:
+    """The checkpoint's tokenizer, checked against its vocabulary.
+
+    Raises
+    ------
+    flyviz.model.errors.TokenizerError
+        When the checkpoint names no tokenizer or it does not fit the model.
+    """
+    from flyviz.model.errors import TokenizerError
+
+    if checkpoint.tokenizer_path is None:
+        raise TokenizerError(f"model {checkpoint.name!r} comes without a tokenizer.json; "
+                             "put the model's tokenizer.json in its folder")
+    tokenizer = FlyTokenizer(checkpoint.tokenizer_path)
+    if tokenizer.vocab_size > checkpoint.config.vocabulary:
+        raise TokenizerError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+                             f"{checkpoint.config.vocabulary}; they do not belong together")
+    return tokenizer
+
+
+def default_model_loader(spec: str, progress: Callable[[str, float], None]) -> Checkpoint:
+    """Resolve ``spec`` (folder, hub id or ``"demo"``) with :mod:`flyviz.model.resolve`."""
+    try:
+        from flyviz.model.resolve import load_model
+    except ModuleNotFoundError as exc:
+        if exc.name != "flyviz.model.resolve":
+            raise
+        from flyviz.model.errors import ModelNotFoundError
+
+        raise ModelNotFoundError("model loading is not available in this installation; "
+                                 "reinstall flyviz") from None
+    return load_model(spec, progress)

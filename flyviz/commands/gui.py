@@ -1,0 +1,78 @@
+"""``flyviz gui``: open the desktop app (what plain ``flyviz`` does)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from flyviz.model.errors import InputError
+
+
+def _size(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\d+)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"size {text!r} must look like 1280x800")
+    width, height = int(match.group(1)), int(match.group(2))
+    if not (320 <= width <= 16384 and 240 <= height <= 16384):
+        raise argparse.ArgumentTypeError(f"size {width}x{height} must be at least 320x240")
+    return width, height
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``flyviz gui``."""
+    parser.add_argument("--model", default="demo", metavar="SPEC",
+                        help="model folder, Hugging Face repo id or 'demo' (default: demo)")
+    parser.add_argument("--prompt", metavar="TEXT",
+                        help="start running this prompt as soon as the model is loaded")
+    parser.add_argument("--size", type=_size, metavar="WxH",
+                        help="window size in pixels, e.g. 1600x1000")
+    parser.add_argument("--recording", metavar="FILE",
+                        help="open this recording (.flyrec) once the model is loaded")
+    parser.epilog = ("keys: Space play/pause, ←/→ step, Home/End jump, 1/2/3 views, Alt+S "
+                     "screenshot, F1 lists every shortcut")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start Qt and the main window; return the app's exit status."""
+    if args.prompt is not None and not args.prompt.strip():
+        raise InputError("--prompt is empty: give some text for the model to continue")
+    from PySide6.QtCore import QCoreApplication, Qt
+    from PySide6.QtWidgets import QApplication
+
+    from flyviz import APP_NAME, ORGANIZATION, ORGANIZATION_DOMAIN
+
+    QCoreApplication.setOrganizationName(ORGANIZATION)
+    QCoreApplication.setOrganizationDomain(ORGANIZATION_DOMAIN)
+    QCoreApplication.setApplicationName(APP_NAME)
+    QApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationDisplayName("flyviz")
+    app.setDesktopFileName("org.flyviz.flyviz")
+
+    import vispy
+
+    vispy.use(app="pyside6")
+    from flyviz.app.main_window import MainWindow, install_excepthook
+    from flyviz.app.theme import apply_dark_theme
+
+    apply_dark_theme(app)
+    window = MainWindow(model_spec=args.model, start_prompt=args.prompt)
+    install_excepthook(window)
+    if args.size is not None:
+        window.resize(*args.size)
+    if args.recording:
+        def open_when_ready(_name: str, path: str = args.recording) -> None:
+            from flyviz.model.errors import FlyvizError
+
+            window.model_ready.disconnect(open_when_ready)
+            try:
+                window.open_recording(path)
+            except FlyvizError as exc:
+                window.show_message(str(exc), error=True, dialog=True)
+
+        window.model_ready.connect(open_when_ready)
+    window.show()
+    status = app.exec()
+    window.shutdown()
+    return int(status)

@@ -1,0 +1,63 @@
+"""``flyviz bench [SPEC]``: engine speed against the memory-bandwidth floor, and load time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from flyviz.model.errors import InputError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz bench``."""
+    parser.add_argument("spec", metavar="SPEC", nargs="?", default=None,
+                        help="model to measure (default: synthetic full-size models, rank-64 "
+                             "and dense, plus the load time of a full-size checkpoint)")
+    parser.add_argument("--steps", type=int, default=60, metavar="N",
+                        help="timed steps per model (default 60; the median is reported)")
+    parser.add_argument("--threads", type=int, default=None, metavar="T",
+                        help="threads for the sparse product (default: usable cores, max 4)")
+    parser.add_argument("--no-load", action="store_true",
+                        help="skip the load-time measurement")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.epilog = "examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json"
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _table(results: dict[str, Any]) -> str:
+    lines = [f"threads: {results['threads']}"]
+    if "model" in results:
+        lines.append(f"model: {results['model']} (loaded in {results['model_load_s']:.2f} s)")
+    lines.append(f"{'readout':<10} {'ms/token':>9} {'tokens/s':>9} {'floor ms':>9} "
+                 f"{'floor GB/s':>10} {'ratio':>6}")
+    for e in results["engines"]:
+        lines.append(f"{e['readout']:<10} {e['step_ms']:9.2f} {e['tokens_per_s']:9.1f} "
+                     f"{e['floor_ms']:9.2f} {e['floor_gb_per_s']:10.1f} {e['ratio']:6.2f}")
+    lines.append("floor = time to stream the same bytes (graph, readout, input projections) once "
+                 "with the same threads, measured in this run; ratio = ms/token / floor")
+    if "load" in results:
+        load = results["load"]
+        lines.append(f"load of a full-size {load['layout']} checkpoint + dataset "
+                     f"({load['bytes_on_disk'] / 1e6:.0f} MB, page cache warm): "
+                     f"{load['load_s']:.2f} s (median of {len(load['load_s_all'])})")
+    if "synthetic_build_s" in results:
+        built = ", ".join(f"{k} {v:.1f} s" for k, v in results["synthetic_build_s"].items())
+        lines.append(f"synthetic model build: {built}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark and print the table (or JSON)."""
+    from flyviz.model.bench import run_bench
+
+    if not 1 <= args.steps <= 100_000:
+        raise InputError(f"--steps {args.steps} must be between 1 and 100,000")
+    if args.threads is not None and not 1 <= args.threads <= 64:
+        raise InputError(f"--threads {args.threads} must be between 1 and 64")
+    log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
+    results = run_bench(args.spec, steps=args.steps, threads=args.threads,
+                        load=not args.no_load, log=log)
+    print(json.dumps(results, indent=2) if args.json else _table(results))
+    return 0

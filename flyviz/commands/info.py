@@ -1,0 +1,112 @@
+"""``flyviz info SPEC``: describe a checkpoint without running it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from flyviz.model.checkpoint import Checkpoint
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz info``."""
+    parser.add_argument("spec", metavar="SPEC",
+                        help="model folder, hub repo id (ngxson/fly-llm-hf, "
+                             "fernandofernandes/fly-wordbrain-rank64[@rev][/subfolder]) or 'demo'")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.epilog = ("examples:\n  flyviz info ./fly-llm-hf\n"
+                     "  flyviz info fernandofernandes/fly-wordbrain-rank64 --json")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def describe(ckpt: Checkpoint) -> dict[str, Any]:
+    """Everything ``flyviz info`` reports, as plain JSON values."""
+    cfg = ckpt.config
+    anatomy = ckpt.anatomy
+    model_frozen = {k.split("/", 1)[1]: v for k, v in ckpt.digests.items() if k.startswith("model/")}
+    dataset_frozen = {k.split("/", 1)[1]: v for k, v in ckpt.digests.items()
+                      if k.startswith("dataset/")}
+    shared = sorted(set(model_frozen) & set(dataset_frozen))
+    if ckpt.head is not None:
+        readout = {"kind": "dense", "shape": [int(s) for s in ckpt.head.shape], "rank": None}
+    else:
+        readout = {"kind": f"rank-{int(ckpt.head_a.shape[0])}", "rank": int(ckpt.head_a.shape[0]),
+                   "shape": [[int(s) for s in ckpt.head_a.shape],
+                             [int(s) for s in ckpt.head_b.shape]]}
+    return {
+        "name": ckpt.name,
+        "layout": ckpt.layout,
+        "source": str(ckpt.source) if ckpt.source else None,
+        "neurons": cfg.neurons,
+        "edges": ckpt.n_edges,
+        "vocabulary": cfg.vocabulary,
+        "d_embed": cfg.d_embed,
+        "delay_slots": cfg.delay_k,
+        "neurons_per_slot": cfg.neurons_per_slot,
+        "input_neurons": cfg.n_inputs,
+        "n_in_declared": ckpt.metadata.get("n_in_declared"),
+        "readout_rank": cfg.readout_rank,
+        "readout": readout,
+        "parameters": ckpt.parameter_count(),
+        "leak": cfg.leak,
+        "layer_norm_eps": cfg.layer_norm_eps,
+        "special_tokens": {"pad": cfg.pad_token_id, "bos": cfg.bos_token_id,
+                           "eos": cfg.eos_token_id},
+        "positions": None if anatomy is None else {
+            "kind": anatomy.kind, "with_position": anatomy.n_valid, "neurons": cfg.neurons,
+            "coverage": anatomy.n_valid / cfg.neurons if cfg.neurons else 0.0},
+        "tokenizer": str(ckpt.tokenizer_path) if ckpt.tokenizer_path else None,
+        "frozen_buffers_sha256": {"model": model_frozen, "dataset": dataset_frozen,
+                                  "agree": all(model_frozen[k] == dataset_frozen[k] for k in shared)
+                                  if shared else None},
+        "digests": dict(ckpt.digests),
+        "metadata": {k: v for k, v in ckpt.metadata.items() if isinstance(v, (str, int, float))},
+    }
+
+
+def _text(info: dict[str, Any]) -> str:
+    def n(v: Any) -> str:
+        return f"{v:,}" if isinstance(v, int) else str(v)
+
+    lines = [("model", info["name"]), ("layout", info["layout"]), ("source", info["source"]),
+             ("neurons", n(info["neurons"])), ("edges", n(info["edges"])),
+             ("vocabulary", n(info["vocabulary"])), ("d_embed", n(info["d_embed"])),
+             ("delay slots", n(info["delay_slots"])),
+             ("neurons per slot", f"{n(info['neurons_per_slot'])} "
+                                  f"({n(info['input_neurons'])} input neurons"
+                                  + (f", {n(info['n_in_declared'])} declared)"
+                                     if info["n_in_declared"] not in (None, info["input_neurons"])
+                                     else ")"))]
+    readout = info["readout"]
+    if readout["rank"] is None:
+        lines.append(("readout", f"dense {readout['shape'][0]:,} x {readout['shape'][1]:,}"))
+    else:
+        lines.append(("readout", f"rank {readout['rank']} (head_a {readout['shape'][0]}, "
+                                 f"head_b {readout['shape'][1]})"))
+    lines.append(("parameters", n(info["parameters"])))
+    lines.append(("leak / ln eps", f"{info['leak']} / {info['layer_norm_eps']:g}"))
+    pos = info["positions"]
+    lines.append(("positions", "none" if pos is None else
+                  f"{pos['with_position']:,} of {pos['neurons']:,} ({100 * pos['coverage']:.1f} %),"
+                  f" {pos['kind']}"))
+    lines.append(("tokenizer", info["tokenizer"] or "none (pass a folder with tokenizer.json)"))
+    frozen = info["frozen_buffers_sha256"]
+    if frozen["agree"] is not None:
+        lines.append(("graph binding", "model and dataset frozen-buffer digests agree"
+                      if frozen["agree"] else "MISMATCH"))
+    width = max(len(k) for k, _ in lines)
+    out = [f"{k:<{width}}  {v}" for k, v in lines]
+    if info["digests"]:
+        out.append("digests (sha256):")
+        out.extend(f"  {k:<30} {v}" for k, v in info["digests"].items())
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the model and print its description."""
+    from flyviz.model.resolve import load_model
+
+    info = describe(load_model(args.spec))
+    print(json.dumps(info, indent=2) if args.json else _text(info))
+    return 0

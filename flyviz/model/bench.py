@@ -1,0 +1,235 @@
+"""Engine and loader benchmarks behind ``flyviz bench``.
+
+A Fly LLM step is memory-bound: per token it must read the whole CSR graph
+(72 MB at full size), the readout (12.6 MB for rank 64, 202 MB dense) and the
+input projections once. The honest yardstick is therefore the
+*memory-bandwidth floor*: the time this machine needs to stream exactly those
+bytes once with the same number of threads, measured in the same run. The
+report gives the engine's median step time beside that floor and their ratio.
+
+Timings are medians over repeated steps; nothing here asserts a speed (tests
+never time anything), it only measures and reports.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.engine import Engine, default_threads
+
+Log = Callable[[str], None]
+
+
+def _words(array: np.ndarray) -> list[np.ndarray]:
+    """A flat view of ``array``'s bytes as uint64 words (plus a uint8 tail)."""
+    raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    whole = raw.size // 8 * 8
+    parts = [raw[:whole].view(np.uint64)] if whole else []
+    if whole < raw.size:
+        parts.append(raw[whole:])
+    return parts
+
+
+def step_buffers(ckpt: Checkpoint) -> dict[str, np.ndarray]:
+    """The arrays one engine step must read in full, by name."""
+    buffers = {"w_offsets": ckpt.w_offsets, "w_indices": ckpt.w_indices,
+               "w_values": ckpt.w_values, "in_proj": ckpt.in_proj, "gain": ckpt.gain,
+               "rec_gain": ckpt.rec_gain, "bias": ckpt.bias, "ln_weight": ckpt.ln_weight,
+               "ln_bias": ckpt.ln_bias}
+    if ckpt.head is not None:
+        buffers["head"] = ckpt.head
+    else:
+        buffers["head_a"] = ckpt.head_a
+        buffers["head_b"] = ckpt.head_b
+    return {k: np.asarray(v) for k, v in buffers.items()}
+
+
+def stream_floor(buffers: list[np.ndarray], threads: int, repeats: int = 15) -> tuple[float, int]:
+    """Median seconds to read every byte of ``buffers`` once, split over ``threads``.
+
+    Each thread takes a ``max`` reduction over an equal share of the bytes
+    (viewed as 64-bit words): a SIMD loop that does nothing but load, so its
+    time is the time to stream the bytes.
+
+    Returns
+    -------
+    (float, int)
+        Median seconds per pass and the number of bytes streamed.
+    """
+    words = [w for b in buffers for w in _words(b)]
+    total = sum(int(w.nbytes) for w in words)
+    # Every buffer is cut into `threads` equal pieces, piece i going to thread i,
+    # so each thread streams the same number of bytes.
+    threads = max(1, threads)
+    shares: list[list[np.ndarray]] = [[] for _ in range(threads)]
+    for w in words:
+        for i, piece in enumerate(np.array_split(w, threads)):
+            shares[i].append(piece)
+
+    def read(parts: list[np.ndarray]) -> int:
+        acc = 0
+        for part in parts:
+            if part.size:
+                acc ^= int(part.max())
+        return acc
+
+    times = []
+    with ThreadPoolExecutor(len(shares)) as pool:
+        for _ in range(repeats + 2):
+            start = time.perf_counter()
+            list(pool.map(read, shares))
+            times.append(time.perf_counter() - start)
+    return statistics.median(times[2:]), total
+
+
+def time_steps(engine: Engine, steps: int, seed: int = 0) -> np.ndarray:
+    """Seconds per :meth:`Engine.step` for ``steps`` random tokens (after 3 warm-up steps)."""
+    rng = np.random.default_rng(seed)
+    vocab = engine.config.vocabulary
+    engine.reset()
+    for token in rng.integers(3, vocab, 3):
+        engine.step(int(token))
+    times = np.empty(steps)
+    for i, token in enumerate(rng.integers(3, vocab, steps)):
+        start = time.perf_counter()
+        engine.step(int(token))
+        times[i] = time.perf_counter() - start
+    return times
+
+
+def bench_engine(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
+                 floor_repeats: int = 15) -> dict[str, Any]:
+    """Median step time of the engine and the memory floor for the same bytes.
+
+    Returns
+    -------
+    dict
+        ``readout``, ``threads``, ``step_ms`` (median), ``step_ms_p10/p90``,
+        ``tokens_per_s``, ``floor_ms``, ``floor_bytes``, ``floor_gb_per_s``,
+        ``ratio`` (step / floor).
+    """
+    threads = threads or default_threads()
+    engine = Engine(ckpt, threads=threads)
+    try:
+        times = time_steps(engine, steps)
+    finally:
+        engine.close()
+    floor, nbytes = stream_floor(list(step_buffers(ckpt).values()), threads, floor_repeats)
+    median = float(np.median(times))
+    return {
+        "readout": ckpt.config.readout_kind,
+        "neurons": ckpt.config.neurons,
+        "edges": ckpt.n_edges,
+        "threads": threads,
+        "steps": steps,
+        "step_ms": 1e3 * median,
+        "step_ms_p10": 1e3 * float(np.percentile(times, 10)),
+        "step_ms_p90": 1e3 * float(np.percentile(times, 90)),
+        "tokens_per_s": 1.0 / median,
+        "floor_ms": 1e3 * floor,
+        "floor_bytes": nbytes,
+        "floor_gb_per_s": nbytes / floor / 1e9,
+        "ratio": median / floor,
+    }
+
+
+def bench_load(ckpt: Checkpoint, layout: str = "recital-web", repeats: int = 3,
+               workdir: str | Path | None = None) -> dict[str, Any]:
+    """Write ``ckpt`` to a temporary folder in ``layout`` and time loading it back.
+
+    The files were just written, so they are in the page cache: this measures
+    flyviz's parsing, checking and memory mapping, not the disk.
+    """
+    from flyviz.model.formats import load_folder
+    from flyviz.model.writers import (write_connectome_dataset, write_fly_llm_hf,
+                                      write_recital_web, write_wordbrain)
+
+    root = Path(tempfile.mkdtemp(prefix="flyviz-bench-", dir=workdir))
+    try:
+        model_dir = root / "model"
+        if layout == "fly-llm-hf":
+            write_fly_llm_hf(ckpt, model_dir)
+        else:
+            write_connectome_dataset(ckpt, root / "dataset")
+            if layout == "wordbrain":
+                write_wordbrain(ckpt, model_dir)
+            else:
+                write_recital_web(ckpt, model_dir)
+        nbytes = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            loaded = load_folder(model_dir)
+            times.append(time.perf_counter() - start)
+            del loaded
+        return {"layout": layout, "bytes_on_disk": nbytes, "load_s": statistics.median(times),
+                "load_s_all": times}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def full_size_checkpoint(readout_rank: int | None, seed: int = 0) -> Checkpoint:
+    """A random checkpoint with the released sizes (49,393 neurons, 9,050,172 edges)."""
+    from flyviz.model.synthetic import FULL_EDGES, FULL_NEURONS, make_random_checkpoint
+
+    d_embed = 32 if readout_rank is not None else 128
+    return make_random_checkpoint(FULL_NEURONS, FULL_EDGES, d_embed=d_embed,
+                                  readout_rank=readout_rank, seed=seed, with_anatomy=True,
+                                  name=f"synthetic full size, {'dense' if readout_rank is None else f'rank-{readout_rank}'}")
+
+
+def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = None,
+              load: bool = True, log: Log | None = None) -> dict[str, Any]:
+    """Everything ``flyviz bench`` reports.
+
+    Parameters
+    ----------
+    spec
+        A model to measure; ``None`` measures two synthetic full-size models
+        (rank-64 readout with d_embed 32, and dense 1,024 x 49,393 with
+        d_embed 128) and the load time of a full-size web export.
+    steps
+        Timed steps per model.
+    threads
+        Sparse-product threads (default: usable cores, at most 4).
+    load
+        Also time loading a full-size checkpoint from local disk.
+    log
+        Progress lines.
+    """
+    log = log or (lambda _line: None)
+    results: dict[str, Any] = {"threads": threads or default_threads(), "engines": []}
+    if spec is not None:
+        from flyviz.model.resolve import load_model
+
+        log(f"loading {spec}")
+        start = time.perf_counter()
+        ckpt = load_model(spec)
+        results["model_load_s"] = time.perf_counter() - start
+        results["model"] = ckpt.name
+        log(f"measuring {ckpt.config.readout_kind} readout")
+        results["engines"].append(bench_engine(ckpt, steps, threads))
+        return results
+    for rank in (64, None):
+        label = "dense" if rank is None else f"rank-{rank}"
+        log(f"building a full-size synthetic model ({label})")
+        start = time.perf_counter()
+        ckpt = full_size_checkpoint(rank)
+        results.setdefault("synthetic_build_s", {})[label] = time.perf_counter() - start
+        log(f"measuring {label}: {steps} steps")
+        results["engines"].append(bench_engine(ckpt, steps, threads))
+        if load and rank is not None:
+            log("timing the load of a full-size web export + dataset")
+            results["load"] = bench_load(ckpt, "recital-web")
+        del ckpt
+    return results

@@ -1,0 +1,69 @@
+"""Shared fixtures: a tiny checkpoint, a tokenizer, the shared reference folder.
+
+Other test modules rely on these names; keep them stable:
+
+``tiny_checkpoint``
+    A small random :class:`~flyviz.model.checkpoint.Checkpoint` (odd sizes)
+    with anatomy and a ``tokenizer_path``, its vocabulary matching the tokenizer.
+``tokenizer_path``
+    The real Fly LLM tokenizer from the shared reference folder when present,
+    else a byte-level BPE tokenizer trained by :mod:`flyviz.model.synthetic`.
+``shared_dir``
+    The reference folder (``../shared`` beside the repository), or a skip.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+#: The shared reference folder next to the repository (absent in a user's clone).
+SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The shared reference folder; skips the test when it is absent."""
+    if not (SHARED_DIR / "reference").is_dir():
+        pytest.skip(f"reference material not found at {SHARED_DIR}")
+    return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def real_tokenizer_path(shared_dir: Path) -> Path:
+    """The real ngxson tokenizer.json (skips without the shared folder)."""
+    path = shared_dir / "reference" / "data" / "ngxson-tokenizer.json"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tokenizer_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level BPE tokenizer.json like the Fly LLM's (the real one when available)."""
+    real = SHARED_DIR / "reference" / "data" / "ngxson-tokenizer.json"
+    if real.is_file():
+        return real
+    from flyviz.model.synthetic import write_tokenizer
+
+    return write_tokenizer(tmp_path_factory.mktemp("tokenizer") / "tokenizer.json", vocab_size=512)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_vocabulary(tokenizer_path: Path) -> int:
+    """Vocabulary size of :func:`tokenizer_path`."""
+    from flyviz.model.tokenizer import FlyTokenizer
+
+    return FlyTokenizer(tokenizer_path).vocab_size
+
+
+@pytest.fixture
+def tiny_checkpoint(tokenizer_path: Path, tokenizer_vocabulary: int):
+    """A fresh small checkpoint (523 neurons, 7,001 edges, rank-12 readout) per test."""
+    from flyviz.model.checkpoint import validate_checkpoint
+    from flyviz.model.synthetic import make_random_checkpoint
+
+    return validate_checkpoint(make_random_checkpoint(
+        neurons=523, edges=7001, d_embed=16, vocabulary=tokenizer_vocabulary, readout_rank=12,
+        seed=11, tokenizer_path=tokenizer_path, name="tiny"))

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.engine import Engine
@@ -162,6 +162,11 @@ class EngineWorker(QObject):
             self._engine.close()
         self._engine = None
         self._tokenizer = None
+        # Hand the worker (and its timer) back to the UI thread, which deletes it
+        # after this thread has ended; Qt timers must die in their own thread.
+        app = QCoreApplication.instance()
+        if app is not None:
+            self.moveToThread(app.thread())
 
     # ------------------------------------------------------------ internals
     def _set_state(self, state: str) -> None:
@@ -246,7 +251,9 @@ class EngineThread(QObject):
         self._request_step.connect(self.worker.step)
         self._request_stop.connect(self.worker.stop)
         self._request_speed.connect(self.worker.set_speed_cap)
-        self._request_shutdown.connect(self.worker.shutdown)
+        # Blocking: close() returns only once the worker has let go of the engine.
+        self._request_shutdown.connect(self.worker.shutdown,
+                                       Qt.ConnectionType.BlockingQueuedConnection)
         self.thread.start()
         self._closed = False
 
@@ -283,7 +290,10 @@ class EngineThread(QObject):
         if self._closed:
             return True
         self._closed = True
-        self._request_shutdown.emit()
+        if self.thread.isRunning():
+            self._request_shutdown.emit()
+        else:
+            self.worker.shutdown()
         self.thread.quit()
         ended = self.thread.wait(timeout_ms)
         return bool(ended)

@@ -1,0 +1,90 @@
+"""Qt fixtures shared by the app tests (imported by tests/test_app_*.py).
+
+``app_checkpoint`` is a small random model with anatomy (built once per test
+module); ``window`` is a shown :class:`MainWindow` on it with settings in a
+temporary file, so tests never read or write the user's settings.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+pytest.importorskip("vispy")
+
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from flyviz.app._testing import make_app_checkpoint  # noqa: E402
+from flyviz.model.engine import Engine  # noqa: E402
+from flyviz.model.tokenizer import FlyTokenizer  # noqa: E402
+from flyviz.record.run import GenerationSettings, iter_frames  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def app_checkpoint(tmp_path_factory):
+    """A 400-neuron model with anatomy and a tokenizer."""
+    return make_app_checkpoint(tmp_path_factory.mktemp("app-model"))
+
+
+def make_window(qtbot, checkpoint, tmp_path, name: str = "settings.ini"):
+    """A shown main window on ``checkpoint`` with settings kept under ``tmp_path``."""
+    from flyviz.app.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / name), QSettings.Format.IniFormat)
+    win = MainWindow(model_spec=None, settings=settings)
+    qtbot.addWidget(win)
+    win.resize(1200, 800)
+    win.show()
+    qtbot.waitExposed(win)
+    # Window shortcuts (Space, arrows) only fire in the active window.
+    win.activateWindow()
+    qtbot.waitUntil(lambda: win.isActiveWindow(), timeout=3000)
+    if checkpoint is not None:
+        win.set_checkpoint(checkpoint)
+    return win
+
+
+@pytest.fixture
+def window(qtbot, app_checkpoint, tmp_path):
+    """A main window on ``app_checkpoint``; closed (threads joined) after the test."""
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    yield win
+    win.close()
+
+
+def expected_frames(checkpoint, prompt: str, settings: GenerationSettings):
+    """The frames the library itself produces for this run (the test oracle)."""
+    engine = Engine(checkpoint)
+    try:
+        return list(iter_frames(engine, FlyTokenizer(checkpoint.tokenizer_path), prompt, settings))
+    finally:
+        engine.close()
+
+
+def flyviz_threads() -> list[str]:
+    """Names of live threads flyviz started (engine helpers, loaders)."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("flyviz")]
+
+
+def lit_neurons_far_apart(positions_xy: np.ndarray, visible: np.ndarray, count: int,
+                          min_gap: float, size: tuple[float, float], border: float = 40.0):
+    """Visible neurons whose screen positions are inside the canvas and far from every other."""
+    width, height = size
+    chosen: list[int] = []
+    idx = np.flatnonzero(visible)
+    xy = positions_xy[idx]
+    inside = ((xy[:, 0] > border) & (xy[:, 0] < width - border - 60)   # clear of the colourbar
+              & (xy[:, 1] > border) & (xy[:, 1] < height - border))
+    for k in np.flatnonzero(inside):
+        d = np.hypot(*(xy - xy[k]).T)
+        d[k] = np.inf
+        if d.min() < min_gap:
+            continue
+        if all(np.hypot(*(xy[k] - positions_xy[c])) > 3 * min_gap for c in chosen):
+            chosen.append(int(idx[k]))
+        if len(chosen) == count:
+            break
+    return chosen

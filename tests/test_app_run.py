@@ -1,0 +1,164 @@
+"""The app runs the model in its worker thread: prompt, pause, step, stop, reset, close."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from app_conftest import (app_checkpoint, expected_frames, flyviz_threads,  # noqa: F401
+                          make_window, window)
+from PySide6.QtCore import Qt
+
+from flyviz.app.worker import IDLE, PAUSED, RUNNING
+from flyviz.record.run import GenerationSettings
+
+pytestmark = pytest.mark.gui
+
+
+def _settle(win, qtbot, state: str) -> None:
+    qtbot.waitUntil(lambda: win.worker_state == state, timeout=5000)
+
+
+def test_prompt_typed_and_enter_produces_the_librarys_frames_and_text(window, qtbot,
+                                                                       app_checkpoint):
+    win = window
+    win.controls.temperature.setValue(0.0)
+    win.controls.max_new_tokens.setValue(12)
+    win.controls.speed_cap.setValue(0)
+    qtbot.keyClicks(win.prompt_bar.line_edit, "Tom and his dog")
+    with qtbot.waitSignal(win.run_ended, timeout=10_000) as ended:
+        qtbot.keyClick(win.prompt_bar.line_edit, Qt.Key.Key_Return)
+    assert ended.args[0] == "done"
+
+    oracle = expected_frames(app_checkpoint, "Tom and his dog",
+                             GenerationSettings(max_new_tokens=12, temperature=0.0, top_k=20))
+    rec = win.session.recording
+    assert len(rec) == len(oracle)
+    assert rec.generated_ids == [f.predicted_token_id for f in oracle if f.is_generation]
+    np.testing.assert_allclose(rec.state(len(rec) - 1), oracle[-1].state, atol=2e-3)
+
+    qtbot.waitUntil(lambda: win.text_panel.toPlainText().startswith("Tom and his dog"))
+    tokens = win.text_panel.tokens()
+    assert "".join(t.text for t in tokens if not t.generated) == "Tom and his dog"
+    assert [t.text for t in tokens if t.generated] == [f.predicted_text for f in oracle
+                                                       if f.is_generation]
+    # Live mode: the shown frame is the newest, and the timeline says so.
+    assert win.session.index == len(rec) - 1
+    assert win.timeline.counter.text().startswith(f"token {len(rec):,} / {len(rec):,}")
+
+
+def test_pause_step_resume_stop_and_reset(window, qtbot):
+    win = window
+    win.controls.max_new_tokens.setValue(5000)
+    win.controls.speed_cap.setValue(40)
+    assert win.run_prompt("Once upon a time")
+    qtbot.waitUntil(lambda: len(win.session) >= 5, timeout=5000)
+
+    win.toggle_play()                       # Space: pause
+    _settle(win, qtbot, PAUSED)
+    paused_at = len(win.session)
+    qtbot.wait(300)
+    assert len(win.session) == paused_at    # nothing arrives while paused
+
+    qtbot.keyClick(win, Qt.Key.Key_Right)   # →: one model step at the newest token
+    qtbot.waitUntil(lambda: len(win.session) == paused_at + 1, timeout=3000)
+    qtbot.wait(200)
+    assert len(win.session) == paused_at + 1
+    assert win.worker_state == PAUSED
+
+    qtbot.keyClick(win, Qt.Key.Key_Left)    # ←: scrub back, the model does not move
+    assert win.session.index == paused_at - 1 and not win.session.live
+    assert len(win.session) == paused_at + 1
+
+    qtbot.keyClick(win, Qt.Key.Key_Space)   # resume, back to live
+    _settle(win, qtbot, RUNNING)
+    qtbot.waitUntil(lambda: len(win.session) >= paused_at + 4, timeout=5000)
+    assert win.session.live
+
+    with qtbot.waitSignal(win.run_ended, timeout=3000) as ended:
+        qtbot.keyClick(win, Qt.Key.Key_Escape)
+    assert ended.args[0] == "stopped"
+    _settle(win, qtbot, IDLE)
+    stopped_at = len(win.session)
+    qtbot.wait(200)
+    assert len(win.session) == stopped_at
+
+    win.reset_run()
+    assert len(win.session) == 0 and win.session.index == -1
+
+
+def test_new_prompt_cancels_the_current_run(window, qtbot, app_checkpoint):
+    win = window
+    win.controls.temperature.setValue(0.0)
+    win.controls.max_new_tokens.setValue(5000)
+    win.controls.speed_cap.setValue(50)
+    win.run_prompt("Once upon a time")
+    qtbot.waitUntil(lambda: len(win.session) >= 3, timeout=5000)
+    first = win.session.recording
+    win.controls.max_new_tokens.setValue(6)
+    win.controls.speed_cap.setValue(0)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000,
+                          check_params_cb=lambda reason, n: reason == "done"):
+        win.run_prompt("Tom and his dog")
+    rec = win.session.recording
+    assert rec is not first
+    oracle = expected_frames(app_checkpoint, "Tom and his dog",
+                             GenerationSettings(max_new_tokens=6, temperature=0.0, top_k=20))
+    # Only the new run's frames, none left over from the cancelled one.
+    assert [f.input_token_id for f in rec] == [f.input_token_id for f in oracle]
+    assert rec.metadata["prompt"] == "Tom and his dog"
+
+
+def test_bad_prompts_are_reported_and_the_app_keeps_running(window, qtbot):
+    win = window
+    assert not win.run_prompt("   ")
+    assert "empty" in win.last_error
+    assert not win.run_prompt("x" * 20_001)
+    assert "limit" in win.last_error
+    assert win.worker_state == IDLE and len(win.session) == 0
+    win.controls.max_new_tokens.setValue(3)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        assert win.run_prompt("Tom")
+    assert len(win.session) > 0
+
+
+def test_closing_during_a_run_stops_every_thread(qtbot, app_checkpoint, tmp_path):
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    win.controls.max_new_tokens.setValue(5000)
+    win.controls.speed_cap.setValue(0)
+    win.run_prompt("Once upon a time")
+    qtbot.waitUntil(lambda: len(win.session) >= 5, timeout=5000)
+    assert win.engine_thread.thread.isRunning()
+    win.close()
+    assert not win.engine_thread.thread.isRunning()
+    assert flyviz_threads() == []
+    count = len(win.session)
+    qtbot.wait(200)                         # nothing queued arrives after close
+    assert len(win.session) == count
+
+
+def test_model_loads_in_the_background_and_a_failure_is_a_message(qtbot, app_checkpoint,
+                                                                  tmp_path):
+    from flyviz.model.errors import ModelNotFoundError
+
+    def loader(spec, progress):
+        progress("reading", 0.5)
+        if spec == "missing":
+            raise ModelNotFoundError("no model named 'missing'; give a folder or a hub id")
+        return app_checkpoint
+
+    from flyviz.app.main_window import MainWindow
+    from PySide6.QtCore import QSettings
+
+    win = MainWindow(model_spec="good", model_loader=loader, start_prompt="Tom",
+                     settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(win)
+    win.controls.max_new_tokens.setValue(3)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):   # --prompt runs once loaded
+        win.show()
+    assert win.checkpoint is app_checkpoint and len(win.session) > 0
+    assert "test-brain" in win.windowTitle()
+    win.load_model("missing")
+    qtbot.waitUntil(lambda: "missing" in win.last_error, timeout=5000)
+    assert win.checkpoint is app_checkpoint          # the old model stays usable
+    win.close()
+    assert flyviz_threads() == []

@@ -352,7 +352,7 @@ def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
     _write_raw(root, "graph/edges_weight.f32", values, "float32", entries)
     peak = float(np.abs(values).max()) if values.size else 0.0
     scale = peak / 32767.0 if peak > 0 else 1.0
-    codes = np.rint(values / np.float32(scale)).astype(np.int16)
+    codes = np.rint(values.astype(np.float64) / scale).astype(np.int16)
     _write_raw(root, "graph/edges_weight.i16", codes, "int16", entries)
     _write_raw(root, "interface/in_index.i32", ckpt.in_index, "int32", entries)
     _write_raw(root, "interface/out_index.i32", ckpt.out_index, "int32", entries)

@@ -1,0 +1,260 @@
+"""Writers and loaders for every layout: round trips, detection, integrity checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from flyviz.model.checkpoint import validate_checkpoint
+from flyviz.model.engine import Engine
+from flyviz.model.errors import CheckpointError
+from flyviz.model.formats import (detect_layout, find_dataset, load_connectome_dataset,
+                                  load_fly_llm_hf, load_folder, load_recital_web, load_wordbrain)
+from flyviz.model.safetensors_io import SafetensorsFile
+from flyviz.model.synthetic import make_random_checkpoint
+from flyviz.model.writers import (frozen_buffer_digests, write_connectome_dataset,
+                                  write_fly_llm_hf, write_recital_web, write_wordbrain)
+from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.record.run import GenerationSettings, iter_frames
+
+PARAMS = ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias")
+
+
+def _write_all(ckpt, root):
+    write_fly_llm_hf(ckpt, root / "hf")
+    write_connectome_dataset(ckpt, root / "dataset")
+    write_wordbrain(ckpt, root / "wordbrain", tokenizer_path=ckpt.tokenizer_path)
+    write_recital_web(ckpt, root / "web")
+    return root
+
+
+def _assert_same_model(a, b):
+    assert a.config == b.config
+    for name in PARAMS + ("head", "head_a", "head_b", "w_values"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=name)
+    for name in ("w_offsets", "w_indices", "in_index", "out_index"):
+        np.testing.assert_array_equal(np.asarray(getattr(a, name), dtype=np.int64),
+                                      np.asarray(getattr(b, name), dtype=np.int64), err_msg=name)
+
+
+def _trace(ckpt, prompt="the little dog saw a big red ball", n=12):
+    tokenizer = FlyTokenizer(ckpt.tokenizer_path)
+    engine = Engine(ckpt, threads=2)
+    try:
+        return [(f.predicted_token_id, f.top1_probability, f.mean_abs_state)
+                for f in iter_frames(engine, tokenizer, prompt, GenerationSettings(max_new_tokens=n))]
+    finally:
+        engine.close()
+
+
+def test_layouts_are_detected_and_round_trip_exactly(tiny_checkpoint, tmp_path):
+    root = _write_all(tiny_checkpoint, tmp_path)
+    assert detect_layout(root / "hf") == "fly-llm-hf"
+    assert detect_layout(root / "wordbrain") == "wordbrain"
+    assert detect_layout(root / "web") == "recital-web"
+    assert detect_layout(root / "dataset") == "connectome-dataset"
+    assert find_dataset(root / "web") == (root / "dataset").resolve()
+    for sub, layout in (("hf", "fly-llm-hf"), ("wordbrain", "wordbrain"), ("web", "recital-web")):
+        loaded = load_folder(root / sub)
+        assert loaded.layout == layout
+        assert loaded.tokenizer_path is not None
+        _assert_same_model(loaded, tiny_checkpoint)
+    with pytest.raises(CheckpointError, match="connectome dataset"):
+        load_folder(root / "dataset")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="no Fly LLM checkpoint"):
+        detect_layout(tmp_path / "empty")
+
+
+def test_the_same_model_in_three_layouts_gives_the_same_trace(tiny_checkpoint, tmp_path):
+    root = _write_all(tiny_checkpoint, tmp_path)
+    traces = [_trace(load_folder(root / sub)) for sub in ("hf", "wordbrain", "web")]
+    assert len(traces[0]) > 12
+    assert traces[0] == traces[1] == traces[2]
+    assert traces[0] == _trace(tiny_checkpoint)
+
+
+def test_hf_layout_matches_the_release_names_and_dtypes(tmp_path, tokenizer_path,
+                                                        tokenizer_vocabulary):
+    ckpt = make_random_checkpoint(neurons=611, edges=9001, d_embed=24, readout_rank=None,
+                                  vocabulary=tokenizer_vocabulary, seed=5,
+                                  tokenizer_path=tokenizer_path)
+    write_fly_llm_hf(ckpt, tmp_path / "m", n_in_declared=ckpt.config.n_inputs + 5)
+    file = SafetensorsFile(tmp_path / "m" / "model.safetensors")
+    assert file.metadata == {"format": "pt"}
+    assert {k: file.dtype(k) for k in file.keys()} == {
+        "brain.wte.weight": "F32", "brain.in_proj": "F32", "brain.gain": "F32",
+        "brain.rec_gain": "F32", "brain.bias": "F32", "brain.w_offsets": "I32",
+        "brain.w_indices": "I32", "brain.w_values": "F32", "brain.in_index": "I64",
+        "brain.out_index": "I64", "ln.weight": "F32", "ln.bias": "F32", "lm_head.weight": "F32"}
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["n_in"] == ckpt.config.n_inputs + 5 and config["n_neurons"] == 611
+    loaded = load_fly_llm_hf(tmp_path / "m")
+    # n_in // delay_k, as in the release (14,069 declared, 1,758 per slot).
+    assert loaded.config.neurons_per_slot == ckpt.config.neurons_per_slot
+    assert loaded.metadata["n_in_declared"] == ckpt.config.n_inputs + 5
+    assert isinstance(loaded.head, np.memmap)  # large tensors are mapped, not read
+    _assert_same_model(loaded, ckpt)
+
+
+def test_bf16_checkpoint_loads_as_the_rounded_float32_model(tiny_checkpoint, tmp_path):
+    write_fly_llm_hf(tiny_checkpoint, tmp_path / "bf16", dtype="BF16")
+    loaded = load_fly_llm_hf(tmp_path / "bf16")
+    file = SafetensorsFile(tmp_path / "bf16" / "model.safetensors")
+    assert file.dtype("brain.w_values") == "BF16" and file.dtype("brain.w_indices") == "I32"
+
+    def rounded(a):
+        return np.asarray(a, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+    expected = dataclasses.replace(
+        tiny_checkpoint, **{n: rounded(getattr(tiny_checkpoint, n))
+                            for n in PARAMS + ("head_a", "head_b", "w_values")})
+    assert not np.array_equal(expected.gain, tiny_checkpoint.gain)  # rounding did happen
+    _assert_same_model(loaded, expected)
+    assert _trace(loaded) == _trace(expected)
+
+
+def test_shipped_python_code_is_never_executed(tiny_checkpoint, tmp_path):
+    write_fly_llm_hf(tiny_checkpoint, tmp_path / "m", with_remote_code=True)
+    assert (tmp_path / "m" / "modeling_fly.py").is_file()
+    load_folder(tmp_path / "m")
+    assert not (tmp_path / "m" / "REMOTE_CODE_WAS_EXECUTED").exists()
+    assert "modeling_fly" not in sys.modules and "configuration_fly" not in sys.modules
+
+
+def test_dataset_anatomy_and_labels(tiny_checkpoint, tmp_path):
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "d")
+    data = load_connectome_dataset(tmp_path / "d", verify=True)
+    anat, ref = data.anatomy, tiny_checkpoint.anatomy
+    assert anat.kind == "synthetic"  # from the manifest; real datasets say nothing -> measured
+    np.testing.assert_array_equal(anat.valid, ref.valid)
+    np.testing.assert_array_equal(anat.positions[anat.valid], np.rint(ref.positions[ref.valid]))
+    assert not anat.positions[~anat.valid].any()  # missing somata stay zero, never invented
+    assert anat.superclass == ref.superclass and anat.side == ref.side
+    assert anat.cell_type == ref.cell_type
+    np.testing.assert_array_equal(anat.body_id, ref.body_id)
+    manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    assert data.frozen_digests == frozen_buffer_digests(tiny_checkpoint)
+    assert manifest["interface"]["neurons_per_slot"] == tiny_checkpoint.config.neurons_per_slot
+    # Without the anatomy block, a dataset is the measured connectome.
+    del manifest["anatomy"]
+    (tmp_path / "d" / "manifest.json").write_text(json.dumps(manifest))
+    assert load_connectome_dataset(tmp_path / "d").anatomy.kind == "measured"
+    # Cell types can come from type_index + type_labels alone.
+    (tmp_path / "d" / "neurons" / "cell_type.json").unlink()
+    assert load_connectome_dataset(tmp_path / "d").anatomy.cell_type == ref.cell_type
+
+
+def test_quantised_weights_are_within_the_documented_error(tiny_checkpoint, tmp_path):
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "d")
+    manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    scale = manifest["weights"]["quantised"]["scale"]
+    codes = np.fromfile(tmp_path / "d" / "graph" / "edges_weight.i16", dtype="<i2")
+    values = np.asarray(tiny_checkpoint.w_values)
+    assert np.abs(codes * scale - values).max() <= scale / 2 + 1e-9
+
+
+def test_weights_from_another_graph_are_refused(tiny_checkpoint, tmp_path):
+    root = _write_all(tiny_checkpoint, tmp_path)
+    other = make_random_checkpoint(neurons=523, edges=7001, d_embed=16, seed=99,
+                                   vocabulary=tiny_checkpoint.config.vocabulary, readout_rank=12)
+    write_connectome_dataset(other, tmp_path / "other")
+    with pytest.raises(CheckpointError, match="trained on a different graph"):
+        load_wordbrain(root / "wordbrain", tmp_path / "other")
+    with pytest.raises(CheckpointError, match="trained on a different graph"):
+        load_recital_web(root / "web", tmp_path / "other")
+    # Both digests are reported.
+    ckpt = load_recital_web(root / "web", root / "dataset")
+    assert ckpt.digests["model/brain.w_values"] == ckpt.digests["dataset/brain.w_values"]
+
+
+def test_damaged_dataset_files_are_caught(tiny_checkpoint, tmp_path):
+    root = _write_all(tiny_checkpoint, tmp_path)
+    weights = root / "dataset" / "graph" / "edges_weight.f32"
+    raw = bytearray(weights.read_bytes())
+    raw[100] ^= 0xFF
+    weights.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        load_recital_web(root / "web", root / "dataset")
+    weights.write_bytes(bytes(raw[:-4]))
+    with pytest.raises(CheckpointError, match="truncated"):
+        load_recital_web(root / "web", root / "dataset")
+    (root / "web" / "head_b.f32").write_bytes(b"\0" * 12)
+    with pytest.raises(CheckpointError, match="head_b.f32"):
+        load_recital_web(root / "web", root / "dataset", verify=False)
+
+
+def _dataset_with(ckpt, tmp_path, **changes):
+    bad = dataclasses.replace(ckpt, **changes)
+    write_recital_web(bad, tmp_path / "web")
+    write_connectome_dataset(bad, tmp_path / "dataset")
+    return tmp_path
+
+
+def test_non_monotone_offsets_are_refused(tiny_checkpoint, tmp_path):
+    offsets = np.array(tiny_checkpoint.w_offsets).copy()
+    offsets[10], offsets[11] = offsets[11] + 3, offsets[10]
+    root = _dataset_with(tiny_checkpoint, tmp_path, w_offsets=offsets)
+    with pytest.raises(CheckpointError, match="not monotone"):
+        load_folder(root / "web")
+
+
+def test_duplicate_input_neurons_are_refused(tiny_checkpoint, tmp_path):
+    in_index = np.array(tiny_checkpoint.in_index).copy()
+    in_index[1] = in_index[0]
+    root = _dataset_with(tiny_checkpoint, tmp_path, in_index=in_index)
+    with pytest.raises(CheckpointError, match="repeated"):
+        load_folder(root / "web")
+
+
+def test_wrong_shapes_are_refused(tiny_checkpoint, tmp_path):
+    root = _write_all(tiny_checkpoint, tmp_path)
+    manifest = json.loads((root / "web" / "manifest.json").read_text())
+    manifest["config"]["d_embed"] += 1
+    (root / "web" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="wte"):
+        load_folder(root / "web")
+    # A parameter file of a different model: gain has the wrong length.
+    short = make_random_checkpoint(neurons=400, edges=3000, d_embed=16, seed=1,
+                                   neurons_per_slot=13, vocabulary=tiny_checkpoint.config.vocabulary, readout_rank=12)
+    write_wordbrain(short, tmp_path / "wb2")
+    with pytest.raises(CheckpointError, match="different graph"):
+        load_wordbrain(tmp_path / "wb2", root / "dataset")
+    (tmp_path / "wb2" / "manifest.json").unlink()  # without digests, the sizes still disagree
+    with pytest.raises(CheckpointError, match="400"):
+        load_wordbrain(tmp_path / "wb2", root / "dataset")
+
+
+def test_out_of_range_presynaptic_index_and_nan_are_refused(tiny_checkpoint, tmp_path):
+    indices = np.array(tiny_checkpoint.w_indices).copy()
+    indices[-1] = tiny_checkpoint.config.neurons
+    write_fly_llm_hf(dataclasses.replace(tiny_checkpoint, w_indices=indices), tmp_path / "a")
+    with pytest.raises(CheckpointError, match="w_indices"):
+        load_folder(tmp_path / "a")
+    gain = np.array(tiny_checkpoint.gain).copy()
+    gain[7] = np.nan
+    write_fly_llm_hf(dataclasses.replace(tiny_checkpoint, gain=gain), tmp_path / "b")
+    with pytest.raises(CheckpointError, match="non-finite"):
+        load_folder(tmp_path / "b")
+
+
+def test_wordbrain_selectors_and_manifest(tiny_checkpoint, tmp_path):
+    root = _write_all(tiny_checkpoint, tmp_path)
+    write_wordbrain(dataclasses.replace(tiny_checkpoint, gain=tiny_checkpoint.gain * 1.5),
+                    root / "wordbrain", "max-accuracy.safetensors")
+    manifest = json.loads((root / "wordbrain" / "manifest.json").read_text())
+    assert set(manifest["selectors"]) == {"min-ce", "max-accuracy"}
+    assert manifest["architecture"]["readout_rank"] == 12
+    default = load_wordbrain(root / "wordbrain", root / "dataset")
+    assert default.metadata["selector"] == "min-ce"
+    other = load_wordbrain(root / "wordbrain", root / "dataset", filename="max-accuracy.safetensors")
+    np.testing.assert_allclose(other.gain, tiny_checkpoint.gain * 1.5)
+    validate_checkpoint(other)

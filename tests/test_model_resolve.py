@@ -1,0 +1,125 @@
+"""Model specs: local folders, the Hugging Face cache (offline), the demo brain."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from flyviz.model.errors import CheckpointError, ModelNotFoundError
+from flyviz.model.resolve import WORDBRAIN_DEFAULT_SUBFOLDER, load_model, parse_hub_spec
+from flyviz.model.writers import (write_connectome_dataset, write_fly_llm_hf, write_recital_web,
+                                  write_wordbrain)
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    """An empty huggingface_hub cache, offline, and a helper to lay out snapshots in it."""
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def snapshot(repo_id: str, repo_type: str = "model", revision: str = "main",
+                 commit: str = "0123456789abcdef0123456789abcdef01234567"):
+        # huggingface_hub's own layout: <type>s--owner--name/{refs/<rev>, snapshots/<commit>/}
+        base = cache / f"{repo_type}s--{repo_id.replace('/', '--')}"
+        (base / "refs").mkdir(parents=True, exist_ok=True)
+        (base / "refs" / revision).write_text(commit)
+        folder = base / "snapshots" / commit
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    return snapshot
+
+
+def test_parse_hub_specs():
+    assert parse_hub_spec("ngxson/fly-llm-hf").subfolder == ""
+    wordbrain = parse_hub_spec("fernandofernandes/fly-wordbrain-rank64")
+    assert wordbrain.subfolder == WORDBRAIN_DEFAULT_SUBFOLDER == "corpus-10k/web"
+    pinned = parse_hub_spec("fernandofernandes/fly-wordbrain-rank64@f2fb0a2/web")
+    assert (pinned.repo_id, pinned.revision, pinned.subfolder) == (
+        "fernandofernandes/fly-wordbrain-rank64", "f2fb0a2", "web")
+    assert parse_hub_spec("fernandofernandes/fly-wordbrain-rank64/.").subfolder == ""
+    for not_hub in ("demo", "./folder", "/abs/path", "a/b/../../etc", "no spaces/x y"):
+        assert parse_hub_spec(not_hub) is None
+
+
+def test_local_folder_and_file_specs(tiny_checkpoint, tmp_path):
+    write_fly_llm_hf(tiny_checkpoint, tmp_path / "m")
+    by_folder = load_model(str(tmp_path / "m"))
+    by_file = load_model(str(tmp_path / "m" / "model.safetensors"))
+    assert by_folder.layout == by_file.layout == "fly-llm-hf"
+    assert by_folder.name == "m"
+    with pytest.raises(ModelNotFoundError, match="no such folder"):
+        load_model(str(tmp_path / "missing"))
+    with pytest.raises(ModelNotFoundError, match="no model given"):
+        load_model("  ")
+
+
+def test_hub_models_load_from_the_cache_offline(tiny_checkpoint, hub_cache):
+    write_fly_llm_hf(tiny_checkpoint, hub_cache("ngxson/fly-llm-hf"))
+    events = []
+    ckpt = load_model("ngxson/fly-llm-hf", lambda label, fraction: events.append((label, fraction)))
+    assert ckpt.layout == "fly-llm-hf" and ckpt.name == "ngxson/fly-llm-hf"
+    assert [f for _, f in events] == sorted(f for _, f in events) and events[-1][1] == 1.0
+
+    # The derived model ships no tokenizer: ngxson's comes from the cache alongside.
+    no_tokenizer = tiny_checkpoint.__class__(**{**tiny_checkpoint.__dict__, "tokenizer_path": None})
+    snapshot = hub_cache("fernandofernandes/fly-wordbrain-rank64")
+    write_recital_web(no_tokenizer, snapshot / "corpus-10k" / "web")
+    write_wordbrain(no_tokenizer, snapshot)
+    write_connectome_dataset(tiny_checkpoint, hub_cache("fernandofernandes/fly-connectome-49k",
+                                                        repo_type="dataset"))
+    web = load_model("fernandofernandes/fly-wordbrain-rank64")
+    assert web.layout == "recital-web"
+    assert web.tokenizer_path.name == "tokenizer.json" and "ngxson" in str(web.tokenizer_path)
+    root = load_model("fernandofernandes/fly-wordbrain-rank64/.")
+    assert root.layout == "wordbrain"
+    np.testing.assert_array_equal(web.head_a, root.head_a)
+
+
+def test_a_pinned_revision_uses_that_snapshot(tiny_checkpoint, hub_cache):
+    write_fly_llm_hf(tiny_checkpoint, hub_cache("ngxson/fly-llm-hf", revision="v1",
+                                                commit="1" * 40))
+    assert load_model("ngxson/fly-llm-hf@v1").layout == "fly-llm-hf"
+    with pytest.raises(ModelNotFoundError):
+        load_model("ngxson/fly-llm-hf@v2")
+
+
+def test_offline_without_cache_says_what_to_download(hub_cache):
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model("ngxson/fly-llm-hf")
+    message = str(info.value)
+    assert "model.safetensors" in message and "config.json" in message
+    assert "https://huggingface.co/ngxson/fly-llm-hf" in message and "\n" not in message
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model("fernandofernandes/fly-wordbrain-rank64")
+    message = str(info.value)
+    assert "corpus-10k/web" in message and "fly-connectome-49k" in message
+    assert "tokenizer.json" in message
+
+
+def test_a_hub_model_without_its_dataset_in_the_cache(tiny_checkpoint, hub_cache):
+    write_recital_web(tiny_checkpoint, hub_cache("fernandofernandes/fly-wordbrain-rank64")
+                      / "corpus-10k" / "web")
+    with pytest.raises(ModelNotFoundError, match="fly-connectome-49k"):
+        load_model("fernandofernandes/fly-wordbrain-rank64")
+
+
+def test_demo_spec(monkeypatch, tiny_checkpoint):
+    monkeypatch.setitem(sys.modules, "flyviz.demo", types.ModuleType("flyviz.demo"))
+    with pytest.raises(ModelNotFoundError, match="demo brain is not built"):
+        load_model("demo")
+    calls = []
+    demo = types.ModuleType("flyviz.demo")
+    demo.load_demo = lambda progress=None: calls.append(progress) or tiny_checkpoint
+    monkeypatch.setitem(sys.modules, "flyviz.demo", demo)
+    assert load_model("demo") is tiny_checkpoint and len(calls) == 1
+    # Whatever the demo returns is validated like any checkpoint.
+    broken = tiny_checkpoint.__class__(**{**tiny_checkpoint.__dict__,
+                                          "bias": np.full(523, np.nan, np.float32)})
+    demo.load_demo = lambda progress=None: broken
+    with pytest.raises(CheckpointError, match="non-finite"):
+        load_model("demo")

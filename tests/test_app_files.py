@@ -1,0 +1,149 @@
+"""Recordings, settings, dialogs and errors in the app."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from app_conftest import app_checkpoint, make_window, window  # noqa: F401
+from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QTableWidget
+
+from flyviz.app._testing import one_hot_recording
+from flyviz.app.main_window import SHORTCUTS, install_excepthook
+from flyviz.model.errors import RecordingError
+
+pytestmark = pytest.mark.gui
+
+
+def _message_boxes() -> list[QMessageBox]:
+    return [w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox) and w.isVisible()]
+
+
+def _close_boxes() -> None:
+    for box in _message_boxes():
+        box.close()
+
+
+def test_save_then_open_round_trips_a_recording(window, qtbot, tmp_path):
+    win = window
+    win.controls.max_new_tokens.setValue(6)
+    win.controls.speed_cap.setValue(0)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        win.run_prompt("Tom and his dog")
+    rec = win.session.recording
+    saved = win.save_recording(tmp_path / "run")
+    assert saved.name == "run.flyrec" and saved.is_file()
+    text_before = win.text_panel.toPlainText()
+
+    win.reset_run()
+    assert len(win.session) == 0
+    opened = win.open_recording(saved)
+    assert win.session.recording is opened and len(opened) == len(rec)
+    assert opened.generated_ids == rec.generated_ids
+    np.testing.assert_allclose(opened.states(), rec.states(), atol=1e-6)
+    assert opened.metadata["prompt"] == "Tom and his dog"
+    win.refresh_panels()
+    assert win.text_panel.toPlainText() == text_before
+    assert win.prompt_bar.text() == "Tom and his dog"
+
+    # Space on a scrubbed-back recording replays it to the end.
+    win.show_token(0)
+    win.toggle_play()
+    qtbot.waitUntil(lambda: win.session.index == len(opened) - 1, timeout=5000)
+
+
+def test_a_recording_of_another_model_is_refused_with_a_dialog(window, qtbot, tmp_path,
+                                                              monkeypatch, app_checkpoint):
+    win = window
+    n = app_checkpoint.config.neurons
+    other = one_hot_recording(n + 7, [0, 1])
+    other.metadata["model_name"] = "bigger-brain"
+    path = other.save(tmp_path / "other.flyrec")
+    with pytest.raises(RecordingError, match="bigger-brain"):
+        win.open_recording(path)
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(path), ""))
+    before = win.session.recording
+    win.open_recording_dialog()
+    boxes = _message_boxes()
+    assert boxes and any("neurons" in b.text() and "open that model first" in b.text()
+                         for b in boxes)
+    assert win.session.recording is before            # nothing replaced
+    _close_boxes()
+
+    garbage = tmp_path / "garbage.flyrec"
+    garbage.write_bytes(b"not a recording at all")
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(garbage), ""))
+    win.open_recording_dialog()
+    assert any("recording" in b.text() for b in _message_boxes())
+    _close_boxes()
+    assert win.isVisible()
+
+
+def test_layout_and_settings_persist_between_runs(qtbot, app_checkpoint, tmp_path):
+    win = make_window(qtbot, app_checkpoint, tmp_path, "persist.ini")
+    win.controls.temperature.setValue(1.25)
+    win.controls.max_new_tokens.setValue(33)
+    win.docks["raster"].hide()
+    win.close()
+    again = make_window(qtbot, app_checkpoint, tmp_path, "persist.ini")
+    assert again.controls.temperature.value() == pytest.approx(1.25)
+    assert again.controls.max_new_tokens.value() == 33
+    assert not again.docks["raster"].isVisible()
+    assert again.docks["text"].isVisible()
+    again.close()
+
+
+def test_unexpected_exceptions_show_a_dialog_and_the_app_survives(window, qtbot):
+    win = window
+    previous = sys.excepthook
+    try:
+        hook = install_excepthook(win)
+        try:
+            raise ZeroDivisionError("a bug")
+        except ZeroDivisionError:
+            hook(*sys.exc_info())
+        box = hook.last_box
+        assert box.isVisible() and "ZeroDivisionError" in box.text()
+        assert "a bug" in box.detailedText()
+        box.close()
+    finally:
+        sys.excepthook = previous
+    win.controls.max_new_tokens.setValue(2)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        win.run_prompt("Tom")
+
+
+def test_shortcuts_dialog_lists_every_shortcut_and_about_credits(window, qtbot):
+    win = window
+    dialog = win.show_shortcuts()
+    table = dialog.findChild(QTableWidget, "shortcutTable")
+    listed = {table.item(r, 1).text() for r in range(table.rowCount())}
+    assert listed == {description for _name, _keys, description in SHORTCUTS}
+    keys = [win.actions_by_name[name].shortcut().toString() for name, _k, _d in SHORTCUTS]
+    assert all(keys) and len(set(keys)) == len(keys)       # every action has its own keys
+    dialog.close()
+
+    import html
+
+    from flyviz.app.main_window import CONNECTOME_CREDIT, _demo_description
+
+    about = win.about_text()
+    assert "test-brain" in about and html.escape(CONNECTOME_CREDIT) in about
+    win.model_spec = "demo"                                 # the demo says what it is instead
+    demo_about = win.about_text()
+    assert html.escape(_demo_description()) in demo_about
+    assert html.escape(CONNECTOME_CREDIT) not in demo_about
+
+
+def test_export_action_is_wired_or_explains_why_not(window):
+    import importlib.util
+
+    action = window.actions_by_name["export_movie"]
+    available = importlib.util.find_spec("flyviz.app.export_dialog") is not None
+    assert action.isEnabled() == available
+    if not available:
+        assert "not available" in action.toolTip()
+    window.session.new_recording(window.checkpoint.config.neurons)
+    window.export_movie()                                   # nothing recorded: a message only
+    assert "nothing to export" in window.last_error

@@ -1,0 +1,182 @@
+"""What the window draws: the scrubbed token's state in the cloud, picking, the inspector."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from app_conftest import app_checkpoint, lit_neurons_far_apart, window  # noqa: F401
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QImage
+
+from flyviz.app._testing import one_hot_recording
+from flyviz.render.picking import project_points
+
+pytestmark = pytest.mark.gui
+
+
+def _brightness(rgba: np.ndarray) -> np.ndarray:
+    return rgba[..., :3].astype(np.float32).max(axis=-1)
+
+
+def _disc_max(lum: np.ndarray, xy: tuple[float, float], radius: int = 4) -> float:
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    return float(lum[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1].max())
+
+
+def _screen(win) -> tuple[np.ndarray, float]:
+    """Every neuron's canvas position in physical pixels, and the pixel ratio."""
+    ratio = win.brain.canvas.native.devicePixelRatioF()
+    xy, _, _ = project_points(win.brain.positions, win.brain.canvas_transform())
+    return xy * ratio, ratio
+
+
+def _prepare(win, qtbot, lit_count: int = 3) -> list[int]:
+    """Fixed colour scale, no easing; pick isolated on-screen neurons."""
+    win.controls.smoothing.setValue(0)
+    win.controls.auto_scale.setChecked(False)
+    win.controls.fixed_limit.setValue(1.0)
+    win.controls.mode.setCurrentIndex(win.controls.mode.findData("abs"))
+    qtbot.wait(50)
+    w, h = win.brain.canvas.size
+    xy, _ = _screen(win)
+    neurons = lit_neurons_far_apart(xy / win.brain.canvas.native.devicePixelRatioF(),
+                                    win.brain.visible, lit_count, min_gap=14.0, size=(w, h))
+    assert len(neurons) == lit_count, "the test layout has too few isolated neurons"
+    return neurons
+
+
+def test_scrubbing_shows_that_tokens_state_in_the_cloud(window, qtbot, app_checkpoint):
+    win = window
+    a, b, c = _prepare(win, qtbot)
+    n = app_checkpoint.config.neurons
+    win.session.replace(one_hot_recording(n, [a, b, c]))       # frame i lights one neuron
+    xy, _ = _screen(win)
+
+    images = {}
+    for index in (0, 2, 1):
+        win.show_token(index)
+        qtbot.wait(80)                                          # one display tick at least
+        images[index] = _brightness(win.brain.render_image())
+
+    for index, lit in enumerate((a, b, c)):
+        lum = images[index]
+        others = [m for m in (a, b, c) if m != lit]
+        on = _disc_max(lum, xy[lit])
+        off = max(_disc_max(lum, xy[m]) for m in others)
+        assert on > 200, f"token {index}: driven neuron {lit} is not lit ({on})"
+        assert off < on / 3, f"token {index}: quiet neurons look lit ({off} vs {on})"
+        # Away from the driven neuron the brain is dark: quiet neurons are faint dots.
+        mask = np.ones_like(lum, bool)
+        x, y = (int(round(v)) for v in xy[lit])
+        mask[max(0, y - 30):y + 31, max(0, x - 30):x + 31] = False
+        mask[:, -90:] = False                                   # the colourbar
+        assert np.percentile(lum[mask], 99.9) < on / 3
+    # The timeline and the panels follow the same frame.
+    assert win.timeline.slider.value() == 1
+    assert win.session.index == 1 and not win.session.live
+    assert win.topk_panel.title.text().startswith("Next token after #1")
+
+
+def test_easing_moves_the_shown_activity_toward_the_new_frame(window, qtbot, app_checkpoint):
+    win = window
+    (a,) = _prepare(win, qtbot, 1)
+    win.controls.smoothing.setValue(300)
+    n = app_checkpoint.config.neurons
+    win.session.replace(one_hot_recording(n, [a, a]), index=0)
+    win.refresh_panels()
+    win.brain.snap()
+    assert float(win.brain.shown_activity[a]) == pytest.approx(1.0, abs=1e-3)
+    win.brain.set_target(np.zeros(n, np.float32))
+    moved = win.brain.advance(0.05)
+    value = float(win.brain.shown_activity[a])
+    assert moved and 0.0 < value < 1.0                          # partway, not a jump
+    for _ in range(100):
+        win.brain.advance(0.05)
+    assert float(win.brain.shown_activity[a]) == 0.0            # and it arrives
+
+
+def test_clicking_a_neuron_selects_it_and_the_inspector_shows_it(window, qtbot, app_checkpoint):
+    win = window
+    a, b = _prepare(win, qtbot, 2)
+    n = app_checkpoint.config.neurons
+    trace = np.zeros(n, np.float32)
+    win.session.replace(one_hot_recording(n, [a, b, a]))
+    x, y = win.brain.project(a)
+    qtbot.mouseClick(win.brain.canvas.native, Qt.MouseButton.LeftButton,
+                     pos=QPoint(int(round(x)), int(round(y))))
+    qtbot.waitUntil(lambda: win.selected_neuron == a, timeout=3000)
+    assert win.inspector.fields["index"].text() == f"#{a}"
+    anat = app_checkpoint.anatomy
+    assert win.inspector.fields["body_id"].text() == str(int(anat.body_id[a]))
+    assert win.inspector.fields["superclass"].text() == anat.superclass[a]
+    # Its activation over the recording: lit at tokens 0 and 2, quiet at 1.
+    trace = win.inspector.trace_curve.getData()[1]
+    np.testing.assert_allclose(trace, [1.0, 0.0, 1.0], atol=1e-3)
+    # Strongest inputs are the CSR row, strongest first.
+    off = app_checkpoint.w_offsets
+    row = slice(int(off[a]), int(off[a + 1]))
+    weights = app_checkpoint.w_values[row]
+    strongest = int(app_checkpoint.w_indices[row][np.argmax(np.abs(weights))])
+    assert win.inspector.inputs_table.item(0, 0).text() == f"#{strongest}"
+    # Outputs come from the transposed graph: every listed partner has a synapse from a.
+    table = win.inspector.outputs_table
+    for r in range(table.rowCount()):
+        post = int(table.item(r, 0).data(Qt.ItemDataRole.UserRole))
+        cols = app_checkpoint.w_indices[int(off[post]):int(off[post + 1])]
+        assert a in cols
+    # Clicking a partner selects it.
+    if table.rowCount():
+        partner = int(table.item(0, 0).data(Qt.ItemDataRole.UserRole))
+        table.cellClicked.emit(0, 0)
+        assert win.selected_neuron == partner
+        assert win.inspector.fields["index"].text() == f"#{partner}"
+    # Clicking empty space clears the selection.
+    qtbot.mouseClick(win.brain.canvas.native, Qt.MouseButton.LeftButton, pos=QPoint(3, 3))
+    qtbot.waitUntil(lambda: win.selected_neuron is None, timeout=3000)
+
+
+def test_superclass_filter_dims_the_other_neurons(window, qtbot, app_checkpoint):
+    win = window
+    _prepare(win, qtbot, 1)
+    anat = app_checkpoint.anatomy
+    n = app_checkpoint.config.neurons
+    xy, _ = _screen(win)
+    w, h = win.brain.canvas.size
+    classes = np.array(anat.superclass)
+    target = "cb_intrinsic"
+    candidates = lit_neurons_far_apart(xy / win.brain.canvas.native.devicePixelRatioF(),
+                                       anat.valid, 40, min_gap=14.0, size=(w, h))
+    inside = next(i for i in candidates if classes[i] == target)
+    outside = next(i for i in candidates if classes[i] != target)
+    state = np.zeros(n, np.float32)
+    state[[inside, outside]] = 1.0
+    rec = one_hot_recording(n, [inside])
+    rec.clear()
+    from flyviz.app._testing import make_frame
+
+    rec.append(make_frame(0, state))
+    win.session.replace(rec)
+    qtbot.wait(80)
+    before = _brightness(win.brain.render_image())
+    win.controls.superclass.setCurrentIndex(win.controls.superclass.findData(target))
+    qtbot.wait(80)
+    after = _brightness(win.brain.render_image())
+    assert _disc_max(after, xy[inside]) >= 0.9 * _disc_max(before, xy[inside])
+    assert _disc_max(after, xy[outside]) < 0.5 * _disc_max(before, xy[outside])
+    assert "match" in win.controls.filter_note.text()
+
+
+def test_screenshot_of_the_brain_at_double_scale(window, qtbot, app_checkpoint, tmp_path):
+    win = window
+    (a,) = _prepare(win, qtbot, 1)
+    win.session.replace(one_hot_recording(app_checkpoint.config.neurons, [a]))
+    qtbot.wait(80)
+    path = win.save_screenshot(tmp_path / "brain", "brain", 2.0)
+    assert path.suffix == ".png"
+    image = QImage(str(path))
+    assert (image.width(), image.height()) == (2 * win.brain.width(), 2 * win.brain.height())
+    x, y = win.brain.project(a)
+    colour = image.pixelColor(int(round(2 * x)), int(round(2 * y)))
+    assert max(colour.red(), colour.green(), colour.blue()) > 200   # the lit neuron, re-rendered
+    full = QImage(str(win.save_screenshot(tmp_path / "window.png", "window", 1.0)))
+    assert full.width() >= win.width() and full.height() >= win.height()

@@ -1,0 +1,151 @@
+"""flyviz info / generate / bench on small checkpoints, and their one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from flyviz.cli import main
+from flyviz.model.synthetic import make_random_checkpoint
+from flyviz.model.writers import write_connectome_dataset, write_fly_llm_hf, write_recital_web
+
+
+@pytest.fixture
+def web_model(tiny_checkpoint, tmp_path):
+    write_recital_web(tiny_checkpoint, tmp_path / "model")
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "dataset")
+    return tmp_path / "model"
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line_error(code, err):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flyviz: error:"), err
+    assert "Traceback" not in err
+
+
+def test_info_reports_sizes_positions_and_digests(capsys, web_model, tiny_checkpoint):
+    code, out, _ = _run(capsys, "info", str(web_model), "--json")
+    assert code == 0
+    info = json.loads(out)
+    cfg = tiny_checkpoint.config
+    assert info["layout"] == "recital-web"
+    assert (info["neurons"], info["edges"], info["vocabulary"], info["d_embed"]) == (
+        cfg.neurons, tiny_checkpoint.n_edges, cfg.vocabulary, cfg.d_embed)
+    assert (info["delay_slots"], info["neurons_per_slot"], info["readout_rank"]) == (
+        cfg.delay_k, cfg.neurons_per_slot, 12)
+    assert info["parameters"] == tiny_checkpoint.parameter_count()
+    assert info["positions"]["with_position"] == int(tiny_checkpoint.anatomy.valid.sum())
+    assert info["positions"]["kind"] == "synthetic"
+    frozen = info["frozen_buffers_sha256"]
+    assert frozen["agree"] is True and frozen["model"] == frozen["dataset"]
+    assert set(frozen["model"]) == {"brain.w_offsets", "brain.w_indices", "brain.w_values",
+                                    "brain.in_index", "brain.out_index"}
+    code, text, _ = _run(capsys, "info", str(web_model))
+    assert code == 0 and "rank 12" in text and f"{cfg.neurons:,}" in text
+
+
+def test_generate_json_matches_the_frames(capsys, web_model, tiny_checkpoint):
+    code, out, _ = _run(capsys, "generate", str(web_model), "--prompt", "the dog ran",
+                        "--max-new-tokens", "9", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["prompt"] == "the dog ran"
+    assert result["prompt_ids"][0] == tiny_checkpoint.config.bos_token_id
+    assert 1 <= len(result["tokens"]) <= 9
+    assert len(result["tokens"]) == 9 or result["tokens"][-1] == 2
+    assert [s["token"] for s in result["steps"]] == result["tokens"]
+    assert all(0 < s["top1_probability"] <= 1 and 0 < s["mean_abs_state"] < 1
+               for s in result["steps"])
+    code, text, _ = _run(capsys, "generate", str(web_model), "--prompt", "the dog ran",
+                         "--max-new-tokens", "9")
+    assert code == 0 and text == result["text"] + "\n"
+
+
+def test_generate_stops_at_eos(capsys, tmp_path, tiny_checkpoint):
+    # A readout that always prefers EOS: generation stops after one token.
+    head_b = np.zeros_like(tiny_checkpoint.head_b)
+    head_b[2] = 50.0
+    ckpt = dataclasses.replace(tiny_checkpoint, head_b=head_b,
+                               ln_bias=np.ones_like(tiny_checkpoint.ln_bias),
+                               head_a=np.abs(tiny_checkpoint.head_a))
+    write_fly_llm_hf(ckpt, tmp_path / "m")
+    code, out, _ = _run(capsys, "generate", str(tmp_path / "m"), "--prompt", "a", "--json")
+    assert code == 0 and json.loads(out)["tokens"] == [2]
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--prompt", ""], "prompt is empty"),
+    (["--prompt", "   "], "prompt is empty"),
+    (["--prompt", "a", "--max-new-tokens", "0"], "max new tokens"),
+    (["--prompt", "a", "--temperature", "-1"], "temperature"),
+    (["--prompt", "a", "--top-p", "0"], "top-p"),
+    (["--prompt", "a", "--top-p", "1.5"], "top-p"),
+])
+def test_generate_bad_options(capsys, web_model, argv, fragment):
+    code, _, err = _run(capsys, "generate", str(web_model), *argv)
+    _one_line_error(code, err)
+    assert fragment in err
+
+
+def test_unparsable_option_values_are_usage_errors(capsys, web_model):
+    with pytest.raises(SystemExit) as info:
+        main(["generate", str(web_model), "--prompt", "a", "--max-new-tokens", "many"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert "invalid int value" in err and len(err.strip().splitlines()) == 1
+
+
+def test_damaged_checkpoints_exit_2_with_one_line(capsys, tmp_path, tiny_checkpoint):
+    write_fly_llm_hf(tiny_checkpoint, tmp_path / "truncated")
+    weights = tmp_path / "truncated" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    indices = np.array(tiny_checkpoint.w_indices).copy()
+    indices[5] = 10_000
+    write_fly_llm_hf(dataclasses.replace(tiny_checkpoint, w_indices=indices), tmp_path / "index")
+    gain = np.array(tiny_checkpoint.gain).copy()
+    gain[3] = np.nan
+    write_fly_llm_hf(dataclasses.replace(tiny_checkpoint, gain=gain), tmp_path / "nan")
+    for name, fragment in (("truncated", "truncated"), ("index", "w_indices"),
+                           ("nan", "non-finite"), ("missing", "no such folder")):
+        code, _, err = _run(capsys, "info", str(tmp_path / name))
+        _one_line_error(code, err)
+        assert fragment in err
+
+
+def test_info_in_a_real_process_prints_no_traceback(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-m", "flyviz", "info", "ngxson/fly-llm-hf"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "model.safetensors" in done.stderr
+
+
+def test_bench_on_a_model_folder(capsys, tmp_path, tokenizer_vocabulary):
+    ckpt = make_random_checkpoint(neurons=3001, edges=60_000, d_embed=16, readout_rank=None,
+                                  vocabulary=tokenizer_vocabulary, seed=2)
+    write_fly_llm_hf(ckpt, tmp_path / "m")
+    code, out, _ = _run(capsys, "bench", str(tmp_path / "m"), "--steps", "5", "--json")
+    assert code == 0
+    result = json.loads(out)
+    (engine,) = result["engines"]
+    assert engine["readout"] == "dense" and engine["steps"] == 5
+    # The floor streams exactly what a step reads: graph, head, input projections, vectors.
+    expected = (ckpt.w_offsets.nbytes + ckpt.w_indices.nbytes + ckpt.w_values.nbytes
+                + ckpt.head.nbytes + ckpt.in_proj.nbytes + 5 * 4 * ckpt.config.neurons)
+    assert engine["floor_bytes"] == expected
+    assert engine["ratio"] == pytest.approx(engine["step_ms"] / engine["floor_ms"])
+    code, _, err = _run(capsys, "bench", str(tmp_path / "m"), "--steps", "0")
+    _one_line_error(code, err)

@@ -20,7 +20,7 @@ float64 vector would silently upcast the whole matrix.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from scipy.sparse import _sparsetools  # the kernel behind csr_matrix @ vector
@@ -67,14 +67,26 @@ class Engine:
         A validated checkpoint.
     threads
         Threads for the sparse product; default: the usable cores (max 4).
+    overlap
+        Start ``W @ x`` for the *next* step in the background as soon as a
+        step has updated the state: it depends only on that state, not on the
+        next token, so it runs while the readout and the caller's own work
+        (sampling, drawing) go on. Same arithmetic, same results. Default: on
+        when more than one thread is used.
+    blocks_per_thread
+        Row blocks per thread for the sparse product. More blocks let an idle
+        thread take over work when another is held up by a busy machine, at
+        a small cost per block.
 
     Notes
     -----
-    :attr:`state` is overwritten in place by every :meth:`step`. Anyone who
-    keeps it (a recording, another thread) must copy it.
+    :attr:`state` is overwritten in place by every :meth:`step` and is read
+    by the background product between steps: treat it as read-only, and copy
+    it to keep it (a recording, another thread).
     """
 
-    def __init__(self, checkpoint: Checkpoint, threads: int | None = None) -> None:
+    def __init__(self, checkpoint: Checkpoint, threads: int | None = None, *,
+                 overlap: bool | None = None, blocks_per_thread: int = 1) -> None:
         ck = checkpoint
         cfg = ck.config
         self.checkpoint = ck
@@ -106,9 +118,14 @@ class Engine:
         values = _as_f32(ck.w_values)
         offsets = np.asarray(ck.w_offsets)
         self.threads = max(1, threads if threads is not None else default_threads())
-        self._blocks = self._split_rows(offsets, indices, values, self.threads)
-        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="flyviz-spmv") \
-            if len(self._blocks) > 1 else None
+        self._blocks = self._split_rows(offsets, indices, values,
+                                        self.threads * max(1, int(blocks_per_thread)))
+        self.overlap = (self.threads > 1) if overlap is None else bool(overlap)
+        workers = self.threads if len(self._blocks) > 1 else (1 if self.overlap else 0)
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flyviz-spmv") \
+            if workers else None
+        # Futures of the background W @ x for the current state (overlap mode).
+        self._pending: list[Future] | None = None
 
         self.state = np.zeros(n, dtype=np.float32)
         self._recurrent = np.zeros(n, dtype=np.float32)
@@ -135,6 +152,7 @@ class Engine:
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
         """Zero the state and fill the delay line with PAD."""
+        self._wait_pending()
         self.state.fill(0.0)
         self.recent.fill(self.config.pad_token_id)
         self.tokens_seen = 0
@@ -142,6 +160,7 @@ class Engine:
 
     def close(self) -> None:
         """Stop the worker threads (the engine is unusable afterwards)."""
+        self._wait_pending()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -159,8 +178,24 @@ class Engine:
         _sparsetools.csr_matvec(block.stop - block.start, self.config.neurons, block.indptr,
                                 block.indices, block.data, self.state, out)
 
+    def _start_recurrent(self) -> None:
+        """Begin ``W @ x`` for the current state on the worker threads."""
+        assert self._pool is not None
+        self._pending = [self._pool.submit(self._block_matvec, b) for b in self._blocks]
+
+    def _wait_pending(self) -> bool:
+        """Finish a background product; True if there was one (its result is in the buffer)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return False
+        for future in pending:
+            future.result()
+        return True
+
     def recurrent_input(self) -> np.ndarray:
         """``W @ x`` for the current state, into an internal buffer."""
+        if self._wait_pending():
+            return self._recurrent
         if self._pool is None:
             for block in self._blocks:
                 self._block_matvec(block)
@@ -210,6 +245,9 @@ class Engine:
         self.recent[:-1] = self.recent[1:]
         self.recent[-1] = token
         self.tokens_seen += 1
+        if self.overlap:
+            # `pre` (the product buffer) is no longer needed: refill it for the next step.
+            self._start_recurrent()
         self.mean_abs_state = float(np.abs(x).mean(dtype=np.float64))
         self.logits = self.readout(x)
         return self.logits

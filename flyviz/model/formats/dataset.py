@@ -95,9 +95,10 @@ def load_connectome_dataset(dataset_dir: str | Path, *, verify: bool | None = No
         optionally ``neurons/``.
     verify
         SHA-256 policy for files the manifest gives a digest for: ``None``
-        (default) hashes files up to 64 MB, i.e. all but nothing in the real
-        dataset -- the largest is 36 MB; ``True`` all; ``False`` none. Sizes
-        are always checked.
+        (default) hashes files up to 64 MB, which is every file of the real
+        dataset (the largest is 36 MB; hashing all of it takes well under the
+        load-time budget, see ``flyviz bench``); ``True`` all; ``False`` none.
+        Sizes are always checked.
     with_anatomy
         Read ``neurons/`` (positions, labels) when present.
 

@@ -69,6 +69,10 @@ def test_layouts_are_detected_and_round_trip_exactly(tiny_checkpoint, tmp_path):
         _assert_same_model(loaded, tiny_checkpoint)
     with pytest.raises(CheckpointError, match="connectome dataset"):
         load_folder(root / "dataset")
+    # The HF checkpoint has its own graph; the dataset beside it adds the soma positions.
+    hf = load_folder(root / "hf")
+    np.testing.assert_array_equal(hf.anatomy.valid, tiny_checkpoint.anatomy.valid)
+    assert hf.anatomy.superclass == tiny_checkpoint.anatomy.superclass
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="no Fly LLM checkpoint"):
         detect_layout(tmp_path / "empty")

@@ -63,6 +63,7 @@ def test_hub_models_load_from_the_cache_offline(tiny_checkpoint, hub_cache):
     events = []
     ckpt = load_model("ngxson/fly-llm-hf", lambda label, fraction: events.append((label, fraction)))
     assert ckpt.layout == "fly-llm-hf" and ckpt.name == "ngxson/fly-llm-hf"
+    assert ckpt.anatomy is None  # no dataset in the cache: the model runs without positions
     assert [f for _, f in events] == sorted(f for _, f in events) and events[-1][1] == 1.0
 
     # The derived model ships no tokenizer: ngxson's comes from the cache alongside.
@@ -75,6 +76,9 @@ def test_hub_models_load_from_the_cache_offline(tiny_checkpoint, hub_cache):
     web = load_model("fernandofernandes/fly-wordbrain-rank64")
     assert web.layout == "recital-web"
     assert web.tokenizer_path.name == "tokenizer.json" and "ngxson" in str(web.tokenizer_path)
+    # With the dataset cached, ngxson's model gets its neurons' soma positions too.
+    with_positions = load_model("ngxson/fly-llm-hf")
+    np.testing.assert_array_equal(with_positions.anatomy.valid, tiny_checkpoint.anatomy.valid)
     root = load_model("fernandofernandes/fly-wordbrain-rank64/.")
     assert root.layout == "wordbrain"
     np.testing.assert_array_equal(web.head_a, root.head_a)

@@ -52,6 +52,7 @@ WORDBRAIN_DEFAULT_SUBFOLDER = "corpus-10k/web"
 #: nor the browser-only int16 weights).
 DATASET_FILES = ("manifest.json", "graph/edges_offsets.i32", "graph/edges_source.u16",
                  "graph/edges_weight.f32", "interface/*", "neurons/*")
+ANATOMY_FILES = ("manifest.json", "neurons/*")
 HF_FILES = ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json")
 WEB_FILES = ("manifest.json", "*.f32", "tokenizer.json")
 WORDBRAIN_FILES = ("manifest.json", "min-ce.safetensors", "tokenizer.json")
@@ -201,7 +202,16 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None) -> Checkpoin
                                  f"LLM checkpoint; {manual}") from None
     dataset_dir = None
     tokenizer = None
-    if layout != LAYOUT_HF:
+    if layout == LAYOUT_HF:
+        # ngxson's checkpoint carries the graph but no soma positions: take them from the
+        # dataset's neurons/ (2 MB) when it can be had; without it the model still runs.
+        _report(progress, f"fetching soma positions from {DATASET_REPO}", 0.5)
+        try:
+            dataset_dir = _download(DATASET_REPO, list(ANATOMY_FILES), revision=None,
+                                    repo_type="dataset", manual="")
+        except ModelNotFoundError:
+            dataset_dir = None
+    else:
         _report(progress, f"fetching {DATASET_REPO}", 0.3)
         dataset_dir = _download(DATASET_REPO, list(DATASET_FILES), revision=None,
                                 repo_type="dataset", manual=manual)

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats.dataset import ConnectomeDataset, load_connectome_dataset
+from flyviz.model.formats.dataset import (ConnectomeDataset, load_connectome_dataset,
+                                          load_dataset_anatomy)
 from flyviz.model.formats.hf import load_fly_llm_hf
 from flyviz.model.formats.recital import load_recital_web
 from flyviz.model.formats.wordbrain import load_wordbrain
@@ -32,7 +33,7 @@ LAYOUT_DATASET = "connectome-dataset"
 
 __all__ = ["ConnectomeDataset", "LAYOUT_DATASET", "LAYOUT_HF", "LAYOUT_RECITAL",
            "LAYOUT_WORDBRAIN", "detect_layout", "find_dataset", "load_connectome_dataset",
-           "load_fly_llm_hf", "load_folder", "load_recital_web", "load_wordbrain"]
+           "load_dataset_anatomy", "load_fly_llm_hf", "load_folder", "load_recital_web", "load_wordbrain"]
 
 
 def detect_layout(folder: str | Path) -> str:
@@ -80,12 +81,13 @@ def _declared_dataset(folder: Path) -> str | None:
     return None
 
 
-def find_dataset(model_dir: str | Path) -> Path | None:
+def find_dataset(model_dir: str | Path, *, anatomy_only: bool = False) -> Path | None:
     """Look for the connectome dataset next to or above a model folder.
 
     Checks ``<model>/dataset``, ``<model>/connectome``, then sibling and parent
     folders that are datasets (``graph/edges_offsets.i32`` inside), preferring
-    the name the model's manifest gives.
+    the name the model's manifest gives. With ``anatomy_only``, a folder
+    with ``neurons/soma_position.i32`` is enough.
     """
     model_dir = Path(model_dir).resolve()
     preferred = _declared_dataset(model_dir)
@@ -95,8 +97,10 @@ def find_dataset(model_dir: str | Path) -> Path | None:
             candidates.append(parent / preferred)
         if parent.is_dir():
             candidates.extend(sorted(p for p in parent.iterdir() if p.is_dir()))
+    marker = ("neurons", "soma_position.i32") if anatomy_only else ("graph", "edges_offsets.i32")
     for candidate in candidates:
-        if candidate != model_dir and (candidate / "graph" / "edges_offsets.i32").is_file():
+        if candidate != model_dir and (candidate / "manifest.json").is_file() \
+                and candidate.joinpath(*marker).is_file():
             return candidate
     return None
 
@@ -123,8 +127,11 @@ def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
     folder = Path(folder)
     layout = detect_layout(folder)
     if layout == LAYOUT_HF:
+        # The checkpoint has its own graph; a dataset next to it only adds soma positions.
+        anatomy_dir = dataset_dir if dataset_dir is not None else find_dataset(folder,
+                                                                             anatomy_only=True)
         return load_fly_llm_hf(folder, tokenizer_path=tokenizer_path, name=name,
-                               dataset_dir=dataset_dir)
+                               dataset_dir=anatomy_dir)
     if layout == LAYOUT_DATASET:
         raise CheckpointError(f"{folder} is a connectome dataset (the graph only), not a model; "
                               "pass the model folder and this one as its dataset")

@@ -8,6 +8,7 @@ this graph.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,77 @@ def _read_json_list(path: Path, n: int) -> list[str] | None:
     return ["" if v is None else str(v) for v in data]
 
 
+RawReader = Callable[[str, str, "tuple[int, ...] | int"], np.ndarray]
+
+
+def _read_anatomy(root: Path, manifest: dict[str, Any], n: int, raw: RawReader) -> Anatomy | None:
+    """Soma positions and labels from ``neurons/``, or ``None`` when absent."""
+    neurons = root / "neurons"
+    if not (neurons / "soma_position.i32").is_file():
+        return None
+    positions = np.asarray(raw("neurons/soma_position.i32", "int32", (n, 3)), dtype=np.float32)
+    if (neurons / "soma_valid.u8").is_file():
+        valid = np.asarray(raw("neurons/soma_valid.u8", "uint8", n)) != 0
+    else:  # without the mask, all-zero rows are the missing ones
+        valid = np.any(positions != 0, axis=1)
+    body_id = (np.asarray(raw("neurons/body_id.i64", "int64", n))
+               if (neurons / "body_id.i64").is_file() else None)
+    cell_type = _read_json_list(neurons / "cell_type.json", n)
+    if cell_type is None and (neurons / "type_index.i32").is_file() \
+            and (neurons / "type_labels.json").is_file():
+        labels = read_json(neurons / "type_labels.json", "type_labels.json")
+        type_index = np.asarray(raw("neurons/type_index.i32", "int32", n))
+        if not isinstance(labels, list) or (n and (type_index.min() < 0
+                                                   or type_index.max() >= len(labels))):
+            raise CheckpointError("neurons/type_index.i32 points outside type_labels.json; "
+                                  "the dataset is damaged")
+        cell_type = [str(labels[i]) for i in type_index]
+    kind = str((manifest.get("anatomy") or {}).get("kind", "measured"))
+    return Anatomy(positions=positions, valid=valid, kind=kind, body_id=body_id,
+                   superclass=_read_json_list(neurons / "superclass.json", n),
+                   side=_read_json_list(neurons / "side.json", n), cell_type=cell_type)
+
+
+def _raw_reader(root: Path, manifest: dict[str, Any], verify: bool | None) -> RawReader:
+    """A reader that checks each file's size and digest against the manifest."""
+    entries = _file_entries(manifest)
+
+    def raw(relative: str, dtype: str, shape: tuple[int, ...] | int) -> np.ndarray:
+        path = root / relative
+        entry = entries.get(relative)
+        if entry is not None and "bytes" in entry and path.is_file() \
+                and path.stat().st_size != int(entry["bytes"]):
+            raise CheckpointError(f"{relative} is {path.stat().st_size:,} bytes but the manifest "
+                                  f"says {int(entry['bytes']):,}; the file is truncated or "
+                                  "damaged, download it again")
+        array = read_raw(path, dtype, shape)
+        check_sha256(path, entry.get("sha256") if entry else None, verify)
+        return array
+
+    return raw
+
+
+def load_dataset_anatomy(dataset_dir: str | Path, *, verify: bool | None = None) -> Anatomy | None:
+    """Only the anatomy (``neurons/``) of a dataset folder; the graph files may be absent.
+
+    Used to give a checkpoint that carries its own graph (ngxson's) the soma
+    positions of the same 49,393 neurons.
+    """
+    root = Path(dataset_dir)
+    manifest = read_json(root / "manifest.json", "the dataset's manifest.json")
+    if not isinstance(manifest, dict):
+        raise CheckpointError(f"{root / 'manifest.json'} is not a JSON object; download it again")
+    valid = root / "neurons" / "soma_valid.u8"
+    positions = root / "neurons" / "soma_position.i32"
+    if valid.is_file():
+        n = valid.stat().st_size
+    elif positions.is_file():
+        n = positions.stat().st_size // 12
+    else:
+        return None
+    return _read_anatomy(root, manifest, n, _raw_reader(root, manifest, verify))
+
+
 def load_connectome_dataset(dataset_dir: str | Path, *, verify: bool | None = None,
                             with_anatomy: bool = True) -> ConnectomeDataset:
     """Load a fly-connectome dataset folder, memory-mapping the large arrays.
@@ -117,19 +189,7 @@ def load_connectome_dataset(dataset_dir: str | Path, *, verify: bool | None = No
     manifest = read_json(root / "manifest.json", "the dataset's manifest.json")
     if not isinstance(manifest, dict):
         raise CheckpointError(f"{root / 'manifest.json'} is not a JSON object; download it again")
-    entries = _file_entries(manifest)
-
-    def raw(relative: str, dtype: str, shape: tuple[int, ...] | int) -> np.ndarray:
-        path = root / relative
-        entry = entries.get(relative)
-        if entry is not None and "bytes" in entry and path.is_file() \
-                and path.stat().st_size != int(entry["bytes"]):
-            raise CheckpointError(f"{relative} is {path.stat().st_size:,} bytes but the manifest "
-                                  f"says {int(entry['bytes']):,}; the file is truncated or "
-                                  "damaged, download it again")
-        array = read_raw(path, dtype, shape)
-        check_sha256(path, entry.get("sha256") if entry else None, verify)
-        return array
+    raw = _raw_reader(root, manifest, verify)
 
     def count(relative: str, itemsize: int) -> int:
         path = root / relative
@@ -163,30 +223,7 @@ def load_connectome_dataset(dataset_dir: str | Path, *, verify: bool | None = No
         out_index = np.arange(n, dtype=np.int32)
 
     interface = manifest.get("interface") or {}
-    anatomy = None
-    neurons = root / "neurons"
-    if with_anatomy and (neurons / "soma_position.i32").is_file():
-        positions = np.asarray(raw("neurons/soma_position.i32", "int32", (n, 3)), dtype=np.float32)
-        if (neurons / "soma_valid.u8").is_file():
-            valid = np.asarray(raw("neurons/soma_valid.u8", "uint8", n)) != 0
-        else:  # without the mask, all-zero rows are the missing ones
-            valid = np.any(positions != 0, axis=1)
-        body_id = (np.asarray(raw("neurons/body_id.i64", "int64", n))
-                   if (neurons / "body_id.i64").is_file() else None)
-        cell_type = _read_json_list(neurons / "cell_type.json", n)
-        if cell_type is None and (neurons / "type_index.i32").is_file() \
-                and (neurons / "type_labels.json").is_file():
-            labels = read_json(neurons / "type_labels.json", "type_labels.json")
-            type_index = np.asarray(raw("neurons/type_index.i32", "int32", n))
-            if not isinstance(labels, list) or (n and (type_index.min() < 0
-                                                       or type_index.max() >= len(labels))):
-                raise CheckpointError("neurons/type_index.i32 points outside type_labels.json; "
-                                      "the dataset is damaged")
-            cell_type = [str(labels[i]) for i in type_index]
-        kind = str((manifest.get("anatomy") or {}).get("kind", "measured"))
-        anatomy = Anatomy(positions=positions, valid=valid, kind=kind, body_id=body_id,
-                          superclass=_read_json_list(neurons / "superclass.json", n),
-                          side=_read_json_list(neurons / "side.json", n), cell_type=cell_type)
+    anatomy = _read_anatomy(root, manifest, n, raw) if with_anatomy else None
 
     def as_int(value: Any) -> int | None:
         try:

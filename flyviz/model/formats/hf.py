@@ -50,7 +50,8 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
         Display name; default: the folder name.
     dataset_dir
         Optional fly-connectome dataset whose ``neurons/`` anatomy (soma
-        positions, labels) to attach; the checkpoint's own graph is used.
+        positions, labels) to attach; only ``manifest.json`` and ``neurons/``
+        are read, the checkpoint's own graph is used.
 
     Returns
     -------
@@ -102,14 +103,14 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
     metadata: dict[str, Any] = {"n_in_declared": n_in_declared,
                                 "dtypes": {t: st.dtype(t) for t in st.keys()}}
     if dataset_dir is not None:
-        from flyviz.model.formats.dataset import load_connectome_dataset
+        from flyviz.model.formats.dataset import load_dataset_anatomy
 
-        dataset = load_connectome_dataset(dataset_dir)
-        if dataset.neurons != neurons:
-            raise CheckpointError(f"the dataset {dataset_dir} has {dataset.neurons:,} neurons, the "
-                                  f"checkpoint {neurons:,}; they do not belong together")
-        anatomy = dataset.anatomy
-        metadata["dataset"] = str(dataset.path)
+        anatomy = load_dataset_anatomy(dataset_dir)
+        if anatomy is not None and anatomy.positions.shape[0] != neurons:
+            raise CheckpointError(f"the dataset {dataset_dir} describes "
+                                  f"{anatomy.positions.shape[0]:,} neurons, the checkpoint "
+                                  f"{neurons:,}; they do not belong together")
+        metadata["dataset"] = str(dataset_dir)
     tok = Path(tokenizer_path) if tokenizer_path is not None else find_tokenizer(model_dir)
     ckpt = Checkpoint(config=cfg, name=name or model_dir.name, layout="fly-llm-hf",
                       tokenizer_path=tok, anatomy=anatomy, metadata=metadata, source=model_dir,

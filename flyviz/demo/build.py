@@ -74,11 +74,11 @@ class DemoScale:
 
 SCALES: dict[str, DemoScale] = {
     "full": DemoScale("full", neurons=49_393, edges=9_050_172, neurons_per_slot=1_758,
-                      vocabulary=1024, corpus_chars=1_250_000, fit_tokens=120_000,
-                      streams=128, features=2048, refine_iterations=60),
+                      vocabulary=1024, corpus_chars=1_250_000, fit_tokens=64_000,
+                      streams=128, features=2048, refine_iterations=40),
     "tiny": DemoScale("tiny", neurons=3_001, edges=120_000, neurons_per_slot=96,
                       vocabulary=512, corpus_chars=160_000, fit_tokens=25_000,
-                      streams=64, features=384, refine_iterations=25),
+                      streams=64, features=384, refine_iterations=12),
 }
 
 

@@ -54,8 +54,8 @@ _MISSING_FRACTION = {"cb_intrinsic": 0.05, "cb_sensory": 0.17, "visual_projectio
 
 # The real sample's frame, in 8 nm voxels: midline and brain envelope.
 _MIDLINE_X = 48_500.0
-_CENTRE = np.array([_MIDLINE_X, 25_000.0, 27_000.0])
-_SEMI_AXES = np.array([30_000.0, 19_000.0, 15_000.0])
+_CENTRE = np.array([_MIDLINE_X, 21_500.0, 28_500.0])
+_SEMI_AXES = np.array([30_000.0, 20_000.0, 19_500.0])
 _LOWER = np.array([5_340.0, 4_758.0, 10_293.0])
 _UPPER = np.array([91_660.0, 66_949.0, 134_088.0])
 

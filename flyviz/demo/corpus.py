@@ -482,7 +482,7 @@ def make_corpus(min_chars: int, seed: int = 0,
     while total < min_chars:
         story = make_story(rng)
         stories.append(story)
-        total += len(story) + 2
+        total += len(story)
     every = max(2, round(1.0 / held_out_fraction))
     held_out = [s for i, s in enumerate(stories) if i % every == every - 1]
     train = [s for i, s in enumerate(stories) if i % every != every - 1]

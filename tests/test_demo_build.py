@@ -1,0 +1,222 @@
+"""The demo brain end to end at tiny scale: build command, asset, loader, cache, behaviour."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flyviz import cli
+from flyviz.demo import DEMO_DESCRIPTION, DEMO_NAME
+from flyviz.demo.build import DEFAULT_SEED, SCALES
+from flyviz.demo.connectome import make_connectome
+from flyviz.demo.corpus import make_corpus, split_stories
+from flyviz.demo.loader import dataset_digest, load_demo, prepare_dataset, read_demo_info
+from flyviz.demo.ngram import NGramModel, story_sequences
+from flyviz.demo.reservoir import StreamReservoir
+from flyviz.model.engine import Engine, softmax
+from flyviz.model.errors import CheckpointError, ModelNotFoundError
+from flyviz.model.formats.recital import load_recital_web
+from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.record.run import GenerationSettings, iter_frames
+
+TINY = SCALES["tiny"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One tiny build through the real command line; returns (asset dir, stderr text)."""
+    out = tmp_path_factory.mktemp("asset") / "demo"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = cli.main(["build-demo", "--scale", "tiny", "--out", str(out)])
+    assert status == 0, err.getvalue()
+    return out, err.getvalue()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def loaded(built, cache):
+    return load_demo(asset_dir=built[0])
+
+
+def _held_out(asset: Path, tokenizer: FlyTokenizer) -> list[np.ndarray]:
+    stories = split_stories((asset / "heldout.txt").read_text(encoding="utf-8"))
+    return story_sequences([tokenizer.encode(s) for s in stories], 1, 2)
+
+
+def test_build_writes_the_web_export_layout_and_reports_progress(built):
+    out, err = built
+    assert "running the reservoir" in err and "100.0%" in err
+    manifest = json.loads((out / "model" / "manifest.json").read_text())
+    assert manifest["config"]["neurons"] == TINY.neurons
+    assert manifest["config"]["readout_rank"] == 64
+    for name in ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias",
+                 "head_a", "head_b"):
+        entry = manifest["files"][name]
+        assert (out / "model" / entry["file"]).stat().st_size == entry["bytes"]
+    info = read_demo_info(out)
+    assert info["synthetic_wiring"] is True and info["seed"] == DEFAULT_SEED
+    assert info["edges"] == TINY.edges
+    # No Python, no pickles: only data files.
+    assert not list(out.rglob("*.py")) and not list(out.rglob("*.pkl"))
+
+
+def test_loaded_graph_is_the_one_built(built, loaded):
+    expected = make_connectome(TINY.neurons, TINY.edges, TINY.delay_k, TINY.neurons_per_slot,
+                               seed=DEFAULT_SEED)
+    assert loaded.layout == "recital-web"
+    assert np.array_equal(np.asarray(loaded.w_offsets), expected.offsets)
+    assert np.array_equal(np.asarray(loaded.w_indices).astype(np.int32), expected.sources)
+    assert np.array_equal(np.asarray(loaded.w_values), expected.weights())
+    assert np.array_equal(np.asarray(loaded.in_index), expected.in_index)
+    anatomy = loaded.anatomy
+    assert anatomy is not None and anatomy.kind == "synthetic"
+    assert np.array_equal(np.asarray(anatomy.valid, dtype=bool), expected.valid)
+    assert anatomy.n_valid < TINY.neurons
+
+
+def test_loads_through_the_web_export_loader_directly(built, cache):
+    out, _ = built
+    dataset = prepare_dataset(out, read_demo_info(out))
+    ckpt = load_recital_web(out / "model", dataset)
+    assert ckpt.config.neurons == TINY.neurons and ckpt.n_edges == TINY.edges
+    assert ckpt.anatomy.kind == "synthetic"  # from the dataset manifest
+
+
+def test_generates_text_with_live_recurrent_dynamics(loaded):
+    tokenizer = FlyTokenizer(loaded.tokenizer_path)
+    engine = Engine(loaded)
+    frames = list(iter_frames(engine, tokenizer, "Once upon a time",
+                              GenerationSettings(max_new_tokens=30)))
+    engine.close()
+    generated = [f.predicted_token_id for f in frames if f.generation_index is not None]
+    assert len(generated) >= 10
+    text = frames[-1].text_so_far
+    assert sum(c.isalpha() for c in text) > 20
+    mean_abs = np.array([f.mean_abs_state for f in frames])
+    assert np.all(mean_abs[2:] > 0.05), "dynamics died out"
+    assert np.all(mean_abs < 0.8), "dynamics saturated"
+    # The state keeps moving from token to token.
+    steps = [np.abs(b.state - a.state).mean() for a, b in zip(frames, frames[1:])]
+    assert min(steps) > 1e-3
+    # Neurons that receive no input drive are active too: the recurrence carries activity.
+    driven = np.zeros(loaded.config.neurons, dtype=bool)
+    driven[np.asarray(loaded.in_index)] = True
+    assert np.abs(frames[-1].state[~driven]).mean() > 0.02
+
+
+def test_engine_cross_entropy_is_below_unigram(built, loaded):
+    out, _ = built
+    tokenizer = FlyTokenizer(loaded.tokenizer_path)
+    train, _ = make_corpus(TINY.corpus_chars, seed=DEFAULT_SEED)
+    ngram = NGramModel(story_sequences([tokenizer.encode(s) for s in train], 1, 2),
+                       tokenizer.vocab_size)
+    held = _held_out(out, tokenizer)[:8]
+    engine = Engine(loaded)
+    nll, count = 0.0, 0
+    for seq in held:
+        engine.reset()
+        for cur, nxt in zip(seq[:-1], seq[1:]):
+            nll -= float(np.log(softmax(engine.step(int(cur)))[int(nxt)]))
+            count += 1
+    engine.close()
+    model_ce = nll / count
+    assert model_ce < ngram.unigram_cross_entropy(held) - 1.0
+    # The figure recorded at build time (whole held-out split) tells the same story.
+    quality = read_demo_info(out)["quality"]
+    assert quality["cross_entropy_model"] < quality["cross_entropy_unigram"]
+
+
+def test_batched_reservoir_matches_the_engine(loaded, built):
+    tokenizer = FlyTokenizer(loaded.tokenizer_path)
+    seqs = _held_out(built[0], tokenizer)[:3]
+    res = StreamReservoir(loaded.w_offsets, loaded.w_indices, loaded.w_values, loaded.wte,
+                          loaded.in_proj, loaded.gain, loaded.rec_gain, loaded.bias,
+                          loaded.in_index, streams=3, threads=2)
+    engine = Engine(loaded)
+    steps = min(s.size for s in seqs)
+    expected = []
+    for seq in seqs:
+        engine.reset()
+        for token in seq[:steps]:
+            engine.step(int(token))
+        expected.append(engine.state.copy())
+    engine.close()
+    for t in range(steps):
+        state = res.step(np.array([s[t] for s in seqs]))
+    res.close()
+    for i in range(3):
+        np.testing.assert_allclose(state[:, i], expected[i], atol=2e-5)
+
+
+def test_cache_is_checked_and_repaired(built, cache):
+    out, _ = built
+    load_demo(asset_dir=out)
+    folders = list((cache / "demo").iterdir())
+    assert len(folders) == 1 and folders[0].name.startswith("dataset-")
+    weights = folders[0] / "graph" / "edges_weight.f32"
+    good = weights.read_bytes()
+    damaged = bytearray(good)
+    damaged[100:108] = b"\xff" * 8
+    weights.write_bytes(bytes(damaged))
+    labels = []
+    ckpt = load_demo(lambda label, fraction: labels.append((label, fraction)), asset_dir=out)
+    assert weights.read_bytes() == good, "a damaged cache is rebuilt"
+    assert any("first use" in label for label, _ in labels)
+    assert [f for _, f in labels] == sorted(f for _, f in labels) and labels[-1][1] == 1.0
+    assert dataset_digest(folders[0]) == read_demo_info(out)["dataset_sha256"]
+    assert ckpt.metadata["description"] == DEMO_DESCRIPTION and ckpt.name == DEMO_NAME
+    assert not [p for p in (cache / "demo").iterdir() if p.name.endswith(".partial")]
+
+
+def test_damaged_asset_is_refused_with_one_line(built, cache, tmp_path):
+    copy = tmp_path / "demo"
+    shutil.copytree(built[0], copy)
+    info = json.loads((copy / "demo.json").read_text())
+    info["dataset_sha256"] = "0" * 64
+    (copy / "demo.json").write_text(json.dumps(info))
+    with pytest.raises(CheckpointError) as err:
+        load_demo(asset_dir=copy)
+    assert "\n" not in str(err.value) and "build-demo" in str(err.value)
+    (copy / "demo.json").unlink()
+    with pytest.raises(ModelNotFoundError):
+        load_demo(asset_dir=copy)
+
+
+def test_model_spec_demo_resolves_to_the_demo_brain(built, cache, monkeypatch):
+    from flyviz.demo import loader
+    from flyviz.model.resolve import load_model
+
+    monkeypatch.setattr(loader, "demo_asset_dir", lambda: built[0])
+    progress = []
+    ckpt = load_model("demo", lambda label, f: progress.append(label))
+    assert ckpt.name == DEMO_NAME and ckpt.anatomy.kind == "synthetic"
+    assert progress
+
+
+def test_build_command_rejects_bad_arguments(tmp_path, capsys):
+    not_a_folder = tmp_path / "file.txt"
+    not_a_folder.write_text("x")
+    assert cli.main(["build-demo", "--scale", "tiny", "--out", str(not_a_folder)]) == 2
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert cli.main(["build-demo", "--scale", "tiny", "--out", str(other)]) == 2
+    assert (other / "notes.txt").read_text() == "mine", "never wipes a folder it did not write"
+    err = capsys.readouterr().err
+    assert err.count("flyviz: error:") == 2
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["build-demo", "--scale", "huge"])
+    assert exit_info.value.code == 2

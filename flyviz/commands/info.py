@@ -95,6 +95,9 @@ def _text(info: dict[str, Any]) -> str:
     if frozen["agree"] is not None:
         lines.append(("graph binding", "model and dataset frozen-buffer digests agree"
                       if frozen["agree"] else "MISMATCH"))
+    description = info["metadata"].get("description")
+    if description:  # e.g. the demo brain says that its wiring is synthetic
+        lines.insert(1, ("about", description))
     width = max(len(k) for k, _ in lines)
     out = [f"{k:<{width}}  {v}" for k, v in lines]
     if info["digests"]:

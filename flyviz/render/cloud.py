@@ -133,7 +133,7 @@ class NeuronCloudVisual(Visual):
             raise ValueError(f"visible must have shape ({n},), got {shown.shape}")
         # Missing or non-finite somata are hidden, never drawn at a made-up place.
         shown = shown & np.isfinite(pos).all(axis=1)
-        pos = np.where(shown[:, None], pos, 0.0).astype(np.float32)
+        pos = np.ascontiguousarray(np.where(shown[:, None], pos, 0.0), dtype=np.float32)
         self._n = n
         self._positions = pos
         self._shown = shown

@@ -1,0 +1,268 @@
+"""``flyviz export``: render a run, or a saved recording, as MP4/WebM/GIF/PNG frames.
+
+Works without a display (EGL surfaceless, else a display such as Xvfb, else
+OSMesa). A progress line on stderr shows frames done and time left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from flyviz.model.errors import InputError
+
+EPILOG = """\
+output format (from --out):
+  run.mp4     H.264 (yuv420p; --quality is the x264 CRF, default 20, lower is better)
+  run.webm    VP9 (about a tenth of the MP4's size; CRF default 34)
+  run.gif     animated GIF
+  frames/     a folder of PNG frames (any name without an extension)
+
+frames: each token gets --frames-per-token frames easing from the previous state
+to the token's, plus round(--hold * --fps) hold frames at the end.
+
+examples:
+  flyviz export demo --prompt "Tom and his dog" --out run.mp4
+  flyviz export ./fly-llm-hf --prompt "Once upon a time" --out run.webm --size 1920x1080 \\
+      --orbit 12 --mode abs
+  flyviz export --recording run.flyrec --out frames/ --tokens 10:40
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz export``."""
+    parser.add_argument("spec", metavar="SPEC", nargs="?", default=None,
+                        help="model folder, hub repo id or 'demo' (with --recording: "
+                             "default is the model stored in the recording)")
+    parser.add_argument("--prompt", help="text to continue (needed without --recording)")
+    parser.add_argument("--recording", metavar="FILE", type=Path,
+                        help="render this saved .flyrec instead of running the model")
+    parser.add_argument("--out", metavar="FILE", required=True,
+                        help="output: .mp4, .webm, .gif, or a folder for PNG frames")
+    gen = parser.add_argument_group("generation")
+    gen.add_argument("--max-new-tokens", type=int, default=80, metavar="N",
+                     help="stop after N generated tokens (default 80; EOS stops earlier)")
+    gen.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                     help="0 = greedy (default); otherwise sample at temperature T")
+    gen.add_argument("--top-p", type=float, default=1.0, metavar="P",
+                     help="nucleus sampling mass in (0, 1] (default 1)")
+    gen.add_argument("--seed", type=int, default=None, metavar="S", help="random seed for sampling")
+    movie = parser.add_argument_group("movie")
+    movie.add_argument("--size", default="1280x720", metavar="WxH",
+                       help="frame size in pixels (default 1280x720)")
+    movie.add_argument("--fps", type=float, default=30.0, metavar="F",
+                       help="frames per second (default 30)")
+    movie.add_argument("--frames-per-token", type=int, default=6, metavar="K",
+                       help="frames per token, easing between states (default 6)")
+    movie.add_argument("--quality", type=int, default=None, metavar="Q",
+                       help="encoder CRF: lower is better and larger (MP4 default 20, WebM 34)")
+    movie.add_argument("--orbit", type=float, default=0.0, metavar="DEG_PER_SECOND",
+                       help="turn the brain this many degrees per second (default 0)")
+    movie.add_argument("--mode", choices=("signed", "abs"), default="signed",
+                       help="colour signed h (diverging) or |h| (sequential); default signed")
+    movie.add_argument("--view", choices=("front", "top", "side"), default="front",
+                       help="camera direction (default front)")
+    movie.add_argument("--scale", type=float, default=None, metavar="H",
+                       help="activation at the end of the colour range (default: automatic)")
+    movie.add_argument("--tokens", default=None, metavar="A:B",
+                       help="export only frames A to B-1 of the run (default all)")
+    movie.add_argument("--hold", type=float, default=1.0, metavar="SECONDS",
+                       help="keep the last frame on screen this long (default 1)")
+    movie.add_argument("--speed", default="veryfast", metavar="PRESET",
+                       help="x264 preset for MP4 (default veryfast)")
+    movie.add_argument("--no-overlays", action="store_true",
+                       help="draw only the brain (no text, bars or colourbar)")
+    parser.add_argument("--bench", action="store_true",
+                        help="also print render and encode speed and memory use")
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _token_range(text: str | None) -> tuple[int, int | None]:
+    if not text:
+        return 0, None
+    try:
+        a, _, b = text.partition(":")
+        return (int(a) if a else 0), (int(b) if b else None)
+    except ValueError:
+        raise InputError(f"--tokens {text!r} must look like A:B, e.g. 10:40") from None
+
+
+class ProgressLine:
+    """``exporting [#####.....] 120/480 frames, 9.8 fps, 0:37 left`` on stderr."""
+
+    def __init__(self, label: str, stream: Any = None) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.start = time.perf_counter()
+        self.last = 0.0
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        final = done >= total
+        # A terminal gets a live line; a log gets a line every 10 seconds.
+        if not final and now - self.last < (0.25 if self.tty else 10.0):
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = done / elapsed
+        left = (total - done) / rate if rate > 0 else math.inf
+        width = 24
+        filled = int(width * done / max(total, 1))
+        bar = "#" * filled + "." * (width - filled)
+        eta = "--:--" if not math.isfinite(left) else f"{int(left) // 60}:{int(left) % 60:02d}"
+        text = (f"{self.label} [{bar}] {done}/{total} frames, {rate:.1f} fps, "
+                f"{eta} left" if not final else
+                f"{self.label} [{bar}] {done}/{total} frames in {elapsed:.1f} s ({rate:.1f} fps)")
+        end = "\n" if final or not self.tty else ""
+        self.stream.write(("\r" if self.tty else "") + text + "\x1b[K" * self.tty + end)
+        self.stream.flush()
+
+
+def _load_progress(label: str, fraction: float) -> None:
+    sys.stderr.write(f"\rloading: {label} {100 * fraction:3.0f}%\x1b[K" if sys.stderr.isatty()
+                     else "")
+    if fraction >= 1.0 and sys.stderr.isatty():
+        sys.stderr.write("\n")
+
+
+def record_run(ckpt: Any, spec: str, prompt: str, settings: Any) -> Any:
+    """Run ``prompt`` through ``ckpt`` into a :class:`Recording`."""
+    from flyviz.model.engine import Engine
+    from flyviz.model.errors import TokenizerError
+    from flyviz.model.tokenizer import FlyTokenizer
+    from flyviz.record.recording import Recording
+    from flyviz.record.run import encode_prompt, iter_frames
+
+    if ckpt.tokenizer_path is None:
+        raise TokenizerError(f"{ckpt.name} has no tokenizer.json; copy ngxson/fly-llm-hf's "
+                             "tokenizer.json into the model folder")
+    tokenizer = FlyTokenizer(ckpt.tokenizer_path)
+    prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
+    recording = Recording(ckpt.config.neurons, {"model": spec, "model_name": ckpt.name,
+                                                "prompt": prompt})
+    engine = Engine(ckpt)
+    try:
+        for frame in iter_frames(engine, tokenizer, prompt, settings, prompt_ids=prompt_ids):
+            recording.append(frame)
+    finally:
+        engine.close()
+    return recording
+
+
+def anatomy_for(ckpt: Any) -> Any:
+    """The checkpoint's anatomy, or a graph layout when it has none."""
+    if ckpt.anatomy is not None and ckpt.anatomy.n_valid > 0:
+        return ckpt.anatomy
+    from flyviz.model.layout import graph_layout
+
+    print(f"flyviz: {ckpt.name} has no neuron positions; placing neurons by a graph layout",
+          file=sys.stderr)
+    return graph_layout(ckpt)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the options, get a recording (run the model or load one) and export it."""
+    from flyviz.export import ExportOptions, export_recording, movie_format
+    from flyviz.model.errors import RecordingError
+    from flyviz.render.offscreen import parse_size
+
+    start, stop = _token_range(args.tokens)
+    options = ExportOptions(size=parse_size(args.size), fps=args.fps,
+                            frames_per_token=args.frames_per_token, quality=args.quality,
+                            orbit=args.orbit, mode=args.mode, start=start, stop=stop,
+                            overlays=not args.no_overlays, view=args.view, scale=args.scale,
+                            hold_seconds=args.hold, speed=args.speed).validate()
+    options.crf(movie_format(args.out))  # a bad --quality fails before any work
+    t0 = time.perf_counter()
+    if args.recording is not None:
+        from flyviz.record.recording import Recording
+
+        if args.prompt:
+            raise InputError("give either --prompt (run the model) or --recording, not both")
+        recording = Recording.load(args.recording)
+        spec = args.spec or recording.metadata.get("model")
+        if spec:
+            from flyviz.model.resolve import load_model
+
+            ckpt = load_model(str(spec), _load_progress)
+            if ckpt.config.neurons != recording.neurons:
+                raise RecordingError(f"{args.recording} has {recording.neurons:,} neurons but "
+                                     f"model {spec} has {ckpt.config.neurons:,}; give the model "
+                                     "it was recorded with as SPEC")
+            anatomy = anatomy_for(ckpt)
+        else:
+            from flyviz.model.layout import ball_layout
+
+            print("flyviz: the recording names no model; neurons are placed on a generic "
+                  "layout (give SPEC to use the model's anatomy)", file=sys.stderr)
+            anatomy = ball_layout(recording.neurons)
+    else:
+        if args.spec is None:
+            raise InputError("give a model SPEC and --prompt, or --recording FILE")
+        if not args.prompt or not args.prompt.strip():
+            raise InputError("the prompt is empty: give some text for the model to continue")
+        from flyviz.model.resolve import load_model
+        from flyviz.record.run import GenerationSettings
+
+        settings = GenerationSettings(max_new_tokens=args.max_new_tokens,
+                                      temperature=args.temperature, top_p=args.top_p,
+                                      seed=args.seed).validate()
+        ckpt = load_model(args.spec, _load_progress)
+        anatomy = anatomy_for(ckpt)
+        recording = record_run(ckpt, args.spec, args.prompt, settings)
+    t1 = time.perf_counter()
+
+    from flyviz.render.offscreen import offscreen_app
+
+    _, backend = offscreen_app()
+    progress = ProgressLine(f"exporting {Path(args.out).name}")
+    rss = _Memory() if args.bench else None
+    out = export_recording(recording, anatomy, args.out, options,
+                           progress=rss.wrap(progress) if rss else progress)
+    t2 = time.perf_counter()
+    a, b = options.token_range(len(recording))
+    frames = options.frame_count(b - a)
+    print(f"wrote {out} ({frames} frames, {options.size[0]}x{options.size[1]}, "
+          f"{options.fps:g} fps, OpenGL: {backend})", file=sys.stderr)
+    if rss is not None:
+        print(f"bench: prepare {t1 - t0:.1f} s; export {frames} frames in {t2 - t1:.1f} s = "
+              f"{frames / (t2 - t1):.1f} frames/s end to end; RSS grew {rss.growth_mb():.1f} MB "
+              f"from frame 10 to the end (peak {rss.peak_mb():.0f} MB)", file=sys.stderr)
+    return 0
+
+
+class _Memory:
+    """Resident memory sampled during an export (for ``--bench``)."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+
+    @staticmethod
+    def _rss_mb() -> float:
+        try:
+            import psutil
+
+            return psutil.Process().memory_info().rss / 2**20
+        except ImportError:  # pragma: no cover - psutil is a test dependency
+            import resource
+
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def wrap(self, progress: Any) -> Any:
+        def inner(done: int, total: int) -> None:
+            if done == 10 or done % 25 == 0 or done == total:
+                self.samples.append(self._rss_mb())
+            progress(done, total)
+        return inner
+
+    def growth_mb(self) -> float:
+        return self.samples[-1] - self.samples[0] if len(self.samples) > 1 else 0.0
+
+    def peak_mb(self) -> float:
+        return max(self.samples, default=0.0)

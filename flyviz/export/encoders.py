@@ -1,0 +1,229 @@
+"""Stream RGB frames into a movie file or a folder of PNGs, atomically.
+
+Frames go straight down a pipe to the ffmpeg that ships with imageio-ffmpeg
+(no system ffmpeg needed), so memory stays flat however long the movie is
+and encoding runs in parallel with rendering. Frames are passed at their
+exact size: nothing pads 1080 to 1088.
+
+Output is written under a temporary name in the target's folder and renamed
+into place only once the encoder has finished without error; a cancel, an
+encoder failure or a full disk leaves nothing under the target name.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from flyviz.model.errors import ExportError
+
+#: File name pattern of PNG frames inside an output folder.
+PNG_PATTERN = "frame_%06d.png"
+
+
+class ExportCancelled(ExportError):
+    """The user cancelled an export; nothing was written."""
+
+
+def ffmpeg_exe() -> str:
+    """Path of the ffmpeg binary bundled with imageio-ffmpeg."""
+    try:
+        import imageio_ffmpeg
+
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no encoder"
+        raise ExportError(f"no ffmpeg available ({exc}); reinstall flyviz's imageio-ffmpeg "
+                          "dependency") from None
+
+
+def _codec_args(fmt: str, crf: int | None, fps: float, speed: str) -> list[str]:
+    if fmt == "mp4":
+        return ["-c:v", "libx264", "-preset", speed, "-crf", str(crf), "-pix_fmt", "yuv420p",
+                "-movflags", "+faststart"]
+    if fmt == "webm":
+        # realtime + high cpu-used keeps VP9 near x264 veryfast speed; CRF with -b:v 0
+        # is constant quality.
+        return ["-c:v", "libvpx-vp9", "-crf", str(crf), "-b:v", "0", "-pix_fmt", "yuv420p",
+                "-deadline", "realtime", "-cpu-used", "8", "-row-mt", "1"]
+    if fmt == "gif":
+        # A palette per frame: streams (no whole-movie buffering) and keeps the
+        # colours of each frame right.
+        return ["-filter_complex",
+                "split[a][b];[a]palettegen=stats_mode=single:reserve_transparent=0[p];"
+                "[b][p]paletteuse=new=1:dither=bayer:bayer_scale=4",
+                "-loop", "0"]
+    if fmt == "png":
+        return ["-c:v", "png", "-pix_fmt", "rgb24", "-start_number", "1"]
+    raise ExportError(f"unknown format {fmt}")
+
+
+class AtomicTarget:
+    """A temporary file or folder next to ``out`` that replaces it only on commit.
+
+    Parameters
+    ----------
+    out
+        The final path.
+    folder
+        True for a folder of frames, False for a single file.
+    """
+
+    def __init__(self, out: Path, folder: bool) -> None:
+        self.out = Path(out)
+        self.folder = folder
+        parent = self.out.parent
+        if folder and self.out.exists() and not self.out.is_dir():
+            raise ExportError(f"{self.out} is a file; give a folder name for PNG frames")
+        if not folder and self.out.is_dir():
+            raise ExportError(f"{self.out} is a folder; give a file name for the movie")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = self._create_temporary(parent)
+        except OSError as exc:
+            raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}; "
+                              "choose another folder") from None
+
+    def _create_temporary(self, parent: Path) -> Path:
+        # Not tempfile.mkstemp: its 0600 mode would stick to the finished movie;
+        # a plain create honours the user's umask like any other saved file.
+        for _ in range(100):
+            tmp = parent / f".{self.out.name}.{secrets.token_hex(4)}.part{self.out.suffix}"
+            try:
+                if self.folder:
+                    tmp.mkdir()
+                else:
+                    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+                return tmp
+            except FileExistsError:
+                continue
+        raise OSError("no free temporary name")
+
+    def commit(self) -> Path:
+        """Move the finished output into place."""
+        try:
+            if self.folder and self.out.is_dir() and any(self.out.iterdir()):
+                self._replace_folder()
+            else:
+                if self.folder and self.out.is_dir():
+                    self.out.rmdir()
+                os.replace(self.tmp, self.out)
+        except OSError as exc:
+            self.discard()
+            raise ExportError(f"cannot move the finished export to {self.out}: "
+                              f"{exc.strerror or exc}") from None
+        return self.out
+
+    def _replace_folder(self) -> None:
+        # Only a folder of earlier frames is replaced; anything else is the user's.
+        others = [p.name for p in self.out.iterdir()
+                  if not (p.name.startswith("frame_") and p.suffix == ".png")]
+        if others:
+            raise OSError(f"the folder holds other files ({others[0]}); choose an empty folder")
+        old = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".old", dir=self.out.parent))
+        os.replace(self.out, old / "frames")
+        os.replace(self.tmp, self.out)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Remove the temporary output."""
+        if self.folder:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        else:
+            try:
+                self.tmp.unlink()
+            except FileNotFoundError:
+                pass
+
+
+class FrameEncoder:
+    """Feed ``(height, width, 3)`` uint8 frames to ffmpeg.
+
+    Parameters
+    ----------
+    path
+        Output file, or output folder for ``fmt == "png"``.
+    fmt
+        ``"mp4"``, ``"webm"``, ``"gif"`` or ``"png"``.
+    size
+        ``(width, height)`` of every frame.
+    fps
+        Frame rate.
+    crf
+        Quality for MP4/WebM.
+    speed
+        x264 preset.
+    """
+
+    def __init__(self, path: Path, fmt: str, size: tuple[int, int], fps: float,
+                 crf: int | None = None, speed: str = "veryfast") -> None:
+        self.size = (int(size[0]), int(size[1]))
+        self.frames = 0
+        w, h = self.size
+        if fmt in ("mp4", "webm") and (w % 2 or h % 2):
+            raise ExportError(f"size {w}x{h}: {fmt.upper()} needs an even width and height, "
+                              f"e.g. {w + w % 2}x{h + h % 2}")
+        target = str(Path(path) / PNG_PATTERN) if fmt == "png" else str(path)
+        cmd = [ffmpeg_exe(), "-y", "-hide_banner", "-loglevel", "error", "-nostdin",
+               "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}", "-r", f"{fps:g}",
+               "-i", "-", "-an", *_codec_args(fmt, crf, fps, speed)]
+        if fmt == "png":
+            cmd += ["-f", "image2"]
+        cmd.append(target)
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                          stderr=self._stderr)
+        except OSError as exc:
+            self._stderr.close()
+            raise ExportError(f"cannot start the encoder: {exc.strerror or exc}") from None
+
+    def _failure(self, what: str) -> ExportError:
+        self._proc.wait()
+        self._stderr.seek(0)
+        lines = [ln.strip() for ln in self._stderr.read().decode("utf-8", "replace").splitlines()
+                 if ln.strip()]
+        detail = lines[-1] if lines else f"exit status {self._proc.returncode}"
+        if "No space left" in detail:
+            detail += "; free some disk space"
+        return ExportError(f"the encoder failed {what}: {detail}")
+
+    def write(self, frame: np.ndarray) -> None:
+        """Send one frame (exactly ``size``, uint8 RGB)."""
+        w, h = self.size
+        if frame.shape != (h, w, 3) or frame.dtype != np.uint8:
+            raise ValueError(f"frame of shape {frame.shape} {frame.dtype}, expected ({h}, {w}, 3) uint8")
+        try:
+            self._proc.stdin.write(np.ascontiguousarray(frame).data)
+        except (BrokenPipeError, OSError):
+            raise self._failure(f"at frame {self.frames + 1}") from None
+        self.frames += 1
+
+    def close(self) -> None:
+        """Finish the file; raise :class:`ExportError` if ffmpeg reports a failure."""
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        rc = self._proc.wait()
+        try:
+            if rc != 0:
+                raise self._failure("while finishing the file")
+        finally:
+            self._stderr.close()
+
+    def abort(self) -> None:
+        """Stop ffmpeg at once (the output is left incomplete for the caller to remove)."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        self._proc.wait()
+        self._stderr.close()

@@ -1,0 +1,177 @@
+"""Turn a :class:`~flyviz.record.recording.Recording` into a movie, one frame at a time.
+
+Frame schedule: for every exported token ``i`` there are ``K =
+frames_per_token`` frames; frame ``j`` (``1..K``) shows the state eased from
+the previous token's state to token ``i``'s with ``t = j / K`` (smoothstep), so
+the last frame of each token shows its state exactly. Before the first
+exported token the brain is at rest (zeros, as after ``Engine.reset``), or at
+the preceding token's state when the range starts later. After the last token
+come ``round(hold_seconds * fps)`` hold frames (none by default). The camera
+turns ``orbit`` degrees per second of movie time throughout.
+
+Nothing is cached: each frame is rendered, piped to the encoder and dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flyviz.export.encoders import AtomicTarget, ExportCancelled, FrameEncoder
+from flyviz.export.options import ExportOptions, movie_format
+from flyviz.model.checkpoint import Anatomy
+from flyviz.model.errors import ExportError
+from flyviz.record.recording import Recording
+
+#: ``progress(frames_done, frames_total)``.
+ExportProgress = Callable[[int, int], None]
+
+
+def recording_scale(recording: Recording, start: int = 0, stop: int | None = None,
+                    samples: int = 48, percentile: float = 99.0) -> float:
+    """A colour limit for a range of frames: a high percentile of |h| over up to ``samples`` frames."""
+    from flyviz.render.cloud import auto_scale
+
+    stop = len(recording) if stop is None else min(stop, len(recording))
+    if stop <= start:
+        return 1.0
+    picks = np.unique(np.linspace(start, stop - 1, min(samples, stop - start)).round().astype(int))
+    values = np.concatenate([np.abs(recording.state(int(i))) for i in picks])
+    return auto_scale(values, percentile)
+
+
+def _ease(t: float) -> float:
+    return t * t * (3.0 - 2.0 * t)
+
+
+def model_name_of(recording: Recording, fallback: str = "") -> str:
+    """The model name stored with a recording, for the movie's header."""
+    meta = recording.metadata or {}
+    return str(meta.get("model_name") or meta.get("model") or fallback)
+
+
+def make_renderer(anatomy: Anatomy, options: ExportOptions, scale: float, model_name: str,
+                  app: Any = None) -> Any:
+    """The :class:`~flyviz.render.offscreen.FrameRenderer` an export with ``options`` uses."""
+    from flyviz.render.offscreen import FrameRenderer
+
+    return FrameRenderer(anatomy.positions_um(), anatomy.valid, options.size, mode=options.mode,
+                         scale=scale, view=options.view, orbit=options.orbit != 0.0,
+                         overlays=options.overlays, model_name=model_name, app=app)
+
+
+def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: str | Path,
+                     options: ExportOptions | None = None, progress: ExportProgress | None = None,
+                     cancelled: Callable[[], bool] | None = None, *, model_name: str | None = None,
+                     renderer: Any = None) -> Path:
+    """Render frames ``options.start:options.stop`` of ``recording`` into a movie.
+
+    Parameters
+    ----------
+    recording
+        The run to show.
+    anatomy
+        Neuron positions for the recording's model (a graph layout for models
+        without anatomy, see :func:`flyviz.model.layout.graph_layout`).
+    out_path
+        ``.mp4`` (H.264), ``.webm`` (VP9), ``.gif``, or a folder for PNG frames
+        (a name without extension or ending in ``/``).
+    options
+        Size, frame rate, easing, quality, orbit, colours, range, overlays.
+    progress
+        Called after every frame with ``(done, total)``.
+    cancelled
+        Polled before every frame; returning True stops the export.
+    model_name
+        Header text; defaults to the name stored in the recording.
+    renderer
+        An object with ``render_state(state, overlay, azimuth)``,
+        ``base_azimuth`` and ``size`` to draw with instead of a new
+        :class:`~flyviz.render.offscreen.FrameRenderer` (the app passes one
+        that renders on its GUI thread). The caller closes it.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out_path``, written completely.
+
+    Raises
+    ------
+    ExportCancelled
+        When ``cancelled()`` returned True; nothing is left at ``out_path``.
+    ExportError
+        For bad options, a mismatched anatomy, an unwritable path or an
+        encoder failure; nothing is left at ``out_path``.
+    """
+    from flyviz.render.overlay import iter_overlays
+
+    options = (options or ExportOptions()).validate()
+    out = Path(out_path)
+    fmt = movie_format(out_path)
+    start, stop = options.token_range(len(recording))
+    if anatomy is None:
+        raise ExportError("this model has no neuron positions; compute a layout with "
+                          "flyviz.model.layout.graph_layout(checkpoint)")
+    if anatomy.positions.shape[0] != recording.neurons:
+        raise ExportError(f"the anatomy has {anatomy.positions.shape[0]:,} neurons but the "
+                          f"recording has {recording.neurons:,}; load the model it was made with")
+    crf = options.crf(fmt)
+    k = int(options.frames_per_token)
+    total = options.frame_count(stop - start)
+    scale = float(options.scale) if options.scale else recording_scale(recording, start, stop)
+    name = model_name if model_name is not None else model_name_of(recording, "flyviz")
+
+    own_renderer = renderer is None
+    if own_renderer:
+        renderer = make_renderer(anatomy, options, scale, name)
+    target: AtomicTarget | None = None
+    encoder: FrameEncoder | None = None
+    try:
+        target = AtomicTarget(out, folder=(fmt == "png"))
+        encoder = FrameEncoder(target.tmp, fmt, options.size, options.fps, crf, options.speed)
+        overlays = iter_overlays(recording, start, stop) if options.overlays else None
+        prev = recording.state(start - 1) if start > 0 else np.zeros(recording.neurons, np.float32)
+        state = np.empty(recording.neurons, dtype=np.float32)
+        base = float(renderer.base_azimuth)
+        done = 0
+
+        def emit(values: np.ndarray, overlay: Any) -> None:
+            nonlocal done
+            if cancelled is not None and cancelled():
+                raise ExportCancelled("export cancelled; nothing was written")
+            azimuth = base + options.orbit * done / options.fps
+            encoder.write(renderer.render_state(values, overlay, azimuth))
+            done += 1
+            if progress is not None:
+                progress(done, total)
+
+        overlay = None
+        for i in range(start, stop):
+            cur = recording.state(i)
+            overlay = next(overlays) if overlays is not None else None
+            for j in range(1, k + 1):
+                a = np.float32(_ease(j / k))
+                np.subtract(cur, prev, out=state)
+                state *= a
+                state += prev
+                emit(state, overlay)
+            prev = cur
+        for _ in range(options.hold_frames()):
+            emit(prev, overlay)
+        encoder.close()
+        encoder = None
+        return target.commit()
+    except BaseException as exc:
+        if encoder is not None:
+            encoder.abort()
+        if target is not None:
+            target.discard()
+        if isinstance(exc, OSError):
+            raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise
+    finally:
+        if own_renderer:
+            renderer.close()

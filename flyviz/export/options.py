@@ -1,0 +1,153 @@
+"""Movie export settings and output formats."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from flyviz.model.errors import ExportError
+
+#: Output formats by file extension; anything without an extension is a PNG folder.
+MOVIE_EXTENSIONS = {".mp4": "mp4", ".m4v": "mp4", ".webm": "webm", ".gif": "gif"}
+
+#: Default quality (the encoder's constant-rate factor: lower is better, larger).
+DEFAULT_QUALITY = {"mp4": 20, "webm": 34}
+
+#: Allowed quality (CRF) range per format.
+QUALITY_RANGE = {"mp4": (0, 51), "webm": (0, 63)}
+
+COLOR_MODES = ("signed", "abs")
+VIEWS = ("front", "top", "side")
+
+
+def movie_format(out_path: str | Path) -> str:
+    """``"mp4"``, ``"webm"``, ``"gif"`` or ``"png"`` (a folder of frames) for an output path.
+
+    A path ending in ``/``, naming an existing folder, or without an extension
+    means a folder of PNG frames.
+
+    Raises
+    ------
+    ExportError
+        For an extension flyviz cannot write.
+    """
+    text = str(out_path)
+    path = Path(text)
+    if text.endswith(("/", "\\")) or path.is_dir() or path.suffix == "":
+        return "png"
+    fmt = MOVIE_EXTENSIONS.get(path.suffix.lower())
+    if fmt is None:
+        raise ExportError(f"cannot write {path.suffix} files; use .mp4, .webm, .gif, "
+                          "or a folder name (no extension) for PNG frames")
+    return fmt
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """How to turn a recording into a movie.
+
+    Parameters
+    ----------
+    size
+        ``(width, height)`` of the movie in pixels, independent of any window.
+    fps
+        Frames per second.
+    frames_per_token
+        ``K``: each token gets ``K`` frames that ease from the previous state
+        to the token's state (the last of them shows the state exactly).
+    quality
+        Encoder constant-rate factor (lower is better and larger): x264 CRF
+        for MP4 (0-51, default 20), VP9 CRF for WebM (0-63, default 34).
+        Ignored for GIF and PNG.
+    orbit
+        Camera turn in degrees per second about the dorsal axis (0: still).
+    mode
+        ``"signed"`` (diverging colours) or ``"abs"`` (|h|, sequential).
+    start, stop
+        Range of recording frames (tokens) to export, ``stop`` exclusive;
+        ``None`` runs to the end.
+    overlays
+        Draw the model name, token counter, colourbar, top-k bars and text.
+    view
+        Camera preset: ``"front"``, ``"top"`` or ``"side"``.
+    scale
+        Activation at the end of the colour range; ``None`` takes the 99th
+        percentile of |h| over the exported frames.
+    hold_seconds
+        Extra frames at the end that keep showing the last token
+        (``round(hold_seconds * fps)`` of them), so a movie does not stop
+        abruptly. The frame count is ``tokens * frames_per_token`` plus these.
+    speed
+        x264 preset for MP4 (``"ultrafast"`` ... ``"veryslow"``); faster
+        presets make larger files at the same quality.
+    """
+
+    size: tuple[int, int] = (1280, 720)
+    fps: float = 30.0
+    frames_per_token: int = 6
+    quality: int | None = None
+    orbit: float = 0.0
+    mode: str = "signed"
+    start: int = 0
+    stop: int | None = None
+    overlays: bool = True
+    view: str = "front"
+    scale: float | None = None
+    hold_seconds: float = 0.0
+    speed: str = "veryfast"
+
+    def validate(self) -> "ExportOptions":
+        """Raise :class:`ExportError` for an out-of-range value; return self."""
+        from flyviz.render.offscreen import check_size
+
+        check_size(self.size)
+        if not (math.isfinite(self.fps) and 1.0 <= self.fps <= 240.0):
+            raise ExportError(f"fps {self.fps} must be between 1 and 240")
+        if not 1 <= int(self.frames_per_token) <= 600:
+            raise ExportError(f"frames per token {self.frames_per_token} must be between 1 and 600")
+        if not math.isfinite(self.orbit) or abs(self.orbit) > 3600:
+            raise ExportError(f"orbit {self.orbit} degrees per second is out of range (-3600..3600)")
+        if self.mode not in COLOR_MODES:
+            raise ExportError(f"colour mode {self.mode!r} must be 'signed' or 'abs'")
+        if self.view not in VIEWS:
+            raise ExportError(f"view {self.view!r} must be one of {', '.join(VIEWS)}")
+        if self.scale is not None and not (math.isfinite(self.scale) and self.scale > 0):
+            raise ExportError(f"colour scale {self.scale} must be a positive number")
+        if not (math.isfinite(self.hold_seconds) and 0.0 <= self.hold_seconds <= 60.0):
+            raise ExportError(f"hold {self.hold_seconds} s must be between 0 and 60 seconds")
+        if self.speed not in ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium",
+                              "slow", "slower", "veryslow"):
+            raise ExportError(f"speed preset {self.speed!r} is not an x264 preset")
+        if self.start < 0 or (self.stop is not None and self.stop <= self.start):
+            raise ExportError(f"token range {self.start}:{self.stop} is empty or negative")
+        return self
+
+    def token_range(self, n_frames: int) -> tuple[int, int]:
+        """The ``(start, stop)`` frame range clipped to a recording of ``n_frames``."""
+        if n_frames <= 0:
+            raise ExportError("the recording has no frames; run a prompt first")
+        stop = n_frames if self.stop is None else min(int(self.stop), n_frames)
+        if self.start >= stop:
+            raise ExportError(f"token range starts at {self.start} but the recording has only "
+                              f"{n_frames} tokens")
+        return int(self.start), stop
+
+    def hold_frames(self) -> int:
+        """Number of hold frames at the end."""
+        return int(round(self.hold_seconds * self.fps))
+
+    def frame_count(self, n_tokens: int) -> int:
+        """Frames written for ``n_tokens`` tokens."""
+        return int(n_tokens) * int(self.frames_per_token) + self.hold_frames()
+
+    def crf(self, fmt: str) -> int | None:
+        """The quality value passed to the encoder of ``fmt`` (``None`` when unused)."""
+        if fmt not in DEFAULT_QUALITY:
+            return None
+        q = DEFAULT_QUALITY[fmt] if self.quality is None else int(self.quality)
+        lo, hi = QUALITY_RANGE[fmt]
+        if not lo <= q <= hi:
+            raise ExportError(f"quality {q} for {fmt.upper()} must be between {lo} and {hi} "
+                              "(lower is better)")
+        return q

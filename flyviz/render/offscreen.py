@@ -1,0 +1,473 @@
+"""Render frames to RGB arrays of an exact size, with or without a display.
+
+:class:`FrameRenderer` draws the neuron cloud on a canvas created at the
+requested size (rendering a differently sized canvas would leave the scene
+unscaled in a corner) and, optionally, the overlays a shared movie needs:
+the model's name, a token counter, a colourbar, the top-k candidates as bars
+and the text so far with the newest token highlighted. Everything is drawn
+with vispy visuals in the same OpenGL pass; nothing else rasterises text.
+
+OpenGL without a window comes from the first backend that works, in the
+order of :data:`BACKENDS`: EGL with Mesa's surfaceless platform (no X server
+needed), the default vispy backend (Qt, needs a display such as Xvfb), then
+OSMesa. :func:`offscreen_app` reports which one was chosen.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import vispy.app
+from vispy import scene
+from vispy.visuals.transforms import STTransform
+
+from flyviz.model.errors import ExportError
+from flyviz.render.camera import DEFAULT_FOV, VIEW_PRESETS, apply_view, positions_bounds
+from flyviz.render.cloud import NeuronCloud, density_gain
+from flyviz.render.colormaps import colorbar_image, value_range
+from flyviz.render.overlay import OverlayContent, display_token
+from flyviz.render.picking import project_points
+
+#: Offscreen OpenGL backends, tried in this order.
+BACKENDS = ("egl", "default", "osmesa")
+
+#: Background of rendered frames (a very dark blue reads better than pure black).
+BACKGROUND = (0.015, 0.017, 0.03, 1.0)
+
+#: Largest frame edge, in pixels (8K); larger sizes exceed what GL drivers allow.
+MAX_EDGE = 7680
+
+_FONT = "OpenSans"  # shipped with vispy, so every machine draws the same glyphs
+_COLOR_PROMPT = (0.60, 0.64, 0.72, 1.0)
+_COLOR_TEXT = (0.95, 0.96, 0.98, 1.0)
+_COLOR_NEWEST = (1.0, 0.80, 0.32, 1.0)
+_COLOR_DIM = (0.55, 0.58, 0.66, 1.0)
+_COLOR_PANEL = (0.045, 0.05, 0.08, 0.82)
+_COLOR_TRACK = (1.0, 1.0, 1.0, 0.07)
+_COLOR_TOP_BAR = (1.0, 0.72, 0.26, 0.95)
+_COLOR_BAR = (0.42, 0.58, 0.85, 0.85)
+_COLOR_HIGHLIGHT = (1.0, 0.70, 0.20, 0.22)
+
+_apps: dict[str, Any] = {}
+
+
+def _make_app(name: str) -> Any:
+    if name == "egl":
+        # Surfaceless: an EGL context with no window system at all.
+        os.environ.setdefault("EGL_PLATFORM", "surfaceless")
+        return vispy.app.Application("egl")
+    if name == "default":
+        if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
+                                                     or os.environ.get("WAYLAND_DISPLAY")):
+            raise RuntimeError("no display")
+        return vispy.app.use_app()
+    if name == "osmesa":
+        return vispy.app.Application("osmesa")
+    raise ValueError(f"unknown backend {name!r}")
+
+
+def _probe(app: Any) -> None:
+    canvas = scene.SceneCanvas(size=(8, 8), show=False, app=app)
+    try:
+        image = canvas.render(alpha=False)
+        if image.shape[:2] != (8, 8):
+            raise RuntimeError(f"rendered {image.shape[1]}x{image.shape[0]} instead of 8x8")
+    finally:
+        canvas.close()
+
+
+def offscreen_app(order: tuple[str, ...] = BACKENDS) -> tuple[Any, str]:
+    """A vispy application that can render offscreen, and the name of its backend.
+
+    Parameters
+    ----------
+    order
+        Backends to try: ``"egl"``, ``"default"`` (vispy's usual choice,
+        normally Qt) and ``"osmesa"``. The first that renders a test frame
+        wins and is remembered for the process.
+
+    Raises
+    ------
+    ExportError
+        When none works, naming each backend's problem.
+    """
+    problems = []
+    for name in order:
+        if name in _apps:
+            return _apps[name], _apps[name].backend_name
+        try:
+            app = _make_app(name)
+            _probe(app)
+        except Exception as exc:  # noqa: BLE001 - any failure means "try the next one"
+            problems.append(f"{name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            continue
+        _apps[name] = app
+        return app, app.backend_name
+    raise ExportError("no OpenGL available for offscreen rendering (" + "; ".join(problems)
+                      + "); install Mesa's EGL (libegl1) or run under a display, e.g. xvfb-run")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"1280x720"`` -> ``(1280, 720)``; raises :class:`ExportError` when malformed."""
+    parts = str(text).lower().replace("\u00d7", "x").split("x")
+    try:
+        w, h = (int(p) for p in parts)
+    except ValueError:
+        raise ExportError(f"size {text!r} must look like WIDTHxHEIGHT, e.g. 1280x720") from None
+    return check_size((w, h))
+
+
+def check_size(size: tuple[int, int]) -> tuple[int, int]:
+    """Validate a ``(width, height)`` pair."""
+    w, h = int(size[0]), int(size[1])
+    if not (16 <= w <= MAX_EDGE and 16 <= h <= MAX_EDGE):
+        raise ExportError(f"size {w}x{h} is out of range: each side must be 16 to {MAX_EDGE} pixels")
+    return w, h
+
+
+class _TextMetrics:
+    """Glyph advances of a vispy font, to wrap and place text before drawing it."""
+
+    def __init__(self, text_visual: Any) -> None:
+        self._font = text_visual._font
+        self._em: dict[str, float] = {}
+
+    def em(self, ch: str) -> float:
+        adv = self._em.get(ch)
+        if adv is None:
+            # Advances are stored at the font's low-resolution size (an em of 64 units).
+            glyph = self._font[ch]
+            adv = float(glyph["advance"]) / self._font.ratio / float(self._font._lowres_size)
+            self._em[ch] = adv
+        return adv
+
+    def width(self, text: str, px: float) -> float:
+        return px * sum(self.em(ch) for ch in text)
+
+
+def _clean(text: str) -> str:
+    text = text.replace("\r", "").replace("\t", "  ")
+    return "".join(ch for ch in text if ch == "\n" or ch.isprintable())
+
+
+def _rect(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
+    return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
+
+
+class _Overlays:
+    """Header, colourbar, top-k bars and running text, in canvas pixels."""
+
+    def __init__(self, canvas: Any, size: tuple[int, int], mode: str, scale: float,
+                 model_name: str) -> None:
+        w, h = size
+        u = min(h / 720.0, w / 1280.0) * 1.0
+        u = max(u, 0.45)
+        self.size, self.u = size, u
+        self.margin = 22.0 * u
+        self.panel_w = max(150.0 * u, 0.25 * w)
+        self.band_h = max(90.0 * u, 0.19 * h)
+        self.cloud_rect = (0.0, 0.0, w - self.panel_w, h - self.band_h)
+        self.px_title, self.px_body, self.px_small = 24.0 * u, 20.0 * u, 14.0 * u
+        dpi = float(canvas.dpi or 96.0)
+
+        def text(px: float, bold: bool = False) -> Any:
+            t = scene.visuals.Text("", parent=canvas.scene, face=_FONT, bold=bold,
+                                   font_size=px * 72.0 / dpi, anchor_x="left",
+                                   anchor_y="baseline", color=_COLOR_TEXT)
+            t.order = 20
+            return t
+
+        self.panels = scene.visuals.Mesh(parent=canvas.scene)
+        self.panels.set_gl_state("translucent", depth_test=False, cull_face=False)
+        self.panels.order = 10
+        self.title, self.body, self.small = text(self.px_title, bold=True), text(self.px_body), text(self.px_small)
+        self.metrics_body = _TextMetrics(self.body)
+        self.metrics_small = _TextMetrics(self.small)
+        self.metrics_title = _TextMetrics(self.title)
+
+        # Colourbar: an image on the left edge above the text band, labels beside it.
+        bar_h = int(round(0.26 * h))
+        bar_w = max(4, int(round(10 * u)))
+        self.bar_x = self.margin
+        self.bar_y = h - self.band_h - self.margin - bar_h
+        self.bar_h, self.bar_w = bar_h, bar_w
+        self.colorbar = scene.visuals.Image(colorbar_image(mode, bar_h, bar_w), parent=canvas.scene,
+                                            interpolation="nearest")
+        self.colorbar.transform = STTransform(translate=(self.bar_x, self.bar_y))
+        self.colorbar.set_gl_state("translucent", depth_test=False)
+        self.colorbar.order = 15
+        self.mode, self.scale = mode, float(scale)
+        self.model_name = model_name
+        self._last: OverlayContent | None = None
+
+    # ----------------------------------------------------------------- text
+    def _wrap(self, content: OverlayContent, max_w: float, max_lines: int):
+        """Greedy word wrap of the running text; the last ``max_lines`` lines."""
+        styled: list[tuple[str, int]] = []
+        for text, style in ((content.prompt, 0), (content.generated, 1),
+                            (content.newest, 2 if content.newest_in_prompt else 3)):
+            styled.extend((ch, style) for ch in _clean(text))
+        lines: list[list[tuple[str, int]]] = []
+        line: list[tuple[str, int]] = []
+        width = 0.0
+        em = self.metrics_body.em
+        scale = self.px_body
+        for ch, style in styled:
+            if ch == "\n":
+                lines.append(line)
+                line, width = [], 0.0
+                continue
+            w = em(ch) * scale
+            if width + w > max_w and line:
+                spaces = [i for i, (c, _) in enumerate(line) if c == " "]
+                if spaces and spaces[-1] > 0:
+                    cut = spaces[-1]
+                    lines.append(line[:cut])
+                    line = line[cut + 1:]
+                else:
+                    lines.append(line)
+                    line = []
+                width = sum(em(c) * scale for c, _ in line)
+            line.append((ch, style))
+            width += w
+        lines.append(line)
+        return lines[-max_lines:]
+
+    def update(self, content: OverlayContent | None) -> None:
+        if content is not None and content == self._last:
+            return
+        self._last = content
+        w, h = self.size
+        u, m = self.u, self.margin
+        quads: list[np.ndarray] = []
+        colors: list[tuple[float, ...]] = []
+        body_s: list[str] = []
+        body_p: list[tuple[float, float]] = []
+        body_c: list[tuple[float, ...]] = []
+        small_s: list[str] = []
+        small_p: list[tuple[float, float]] = []
+        small_c: list[tuple[float, ...]] = []
+
+        def quad(x0, y0, x1, y1, color):
+            quads.append(_rect(x0, y0, x1, y1))
+            colors.append(color)
+
+        def small(s, x, y, color=_COLOR_DIM):
+            small_s.append(s)
+            small_p.append((x, y))
+            small_c.append(color)
+
+        # Header: model name and counter.
+        self.title.text = [self.model_name or "flyviz"]
+        self.title.pos = [(m, m + self.px_title)]
+        if content is not None:
+            small(content.counter, m, m + self.px_title + 1.6 * self.px_small)
+
+        # Colourbar labels.
+        lo, hi = value_range(self.mode, self.scale)
+        caption = "activation h" if self.mode == "signed" else "|activation h|"
+        small(caption, self.bar_x, self.bar_y - 0.7 * self.px_small)
+        lx = self.bar_x + self.bar_w + 6 * u
+        small(f"{hi:+.2g}" if self.mode == "signed" else f"{hi:.2g}", lx, self.bar_y + 0.8 * self.px_small)
+        small(f"{(lo + hi) / 2:.2g}", lx, self.bar_y + self.bar_h / 2 + 0.35 * self.px_small)
+        small(f"{lo:+.2g}" if self.mode == "signed" else f"{lo:.2g}", lx, self.bar_y + self.bar_h)
+
+        # Right panel: top-k candidates.
+        px0 = w - self.panel_w
+        quad(px0, 0, w, h - self.band_h, _COLOR_PANEL)
+        if content is not None and content.top_k:
+            pad = 14 * u
+            small("next token", px0 + pad, m + self.px_small)
+            row_h = 1.75 * self.px_body
+            rows = int(max(1, (h - self.band_h - m - 2.2 * self.px_small - pad) // row_h))
+            label_w = 0.36 * (self.panel_w - 2 * pad)
+            pct_w = self.metrics_small.width("100%", self.px_small) + 6 * u
+            bar_x0 = px0 + pad + label_w
+            bar_max = max(4.0, w - pad - pct_w - bar_x0)
+            for r, (token, prob) in enumerate(content.top_k[:min(rows, 10)]):
+                y = m + 2.2 * self.px_small + pad + r * row_h
+                label = display_token(token)
+                while len(label) > 1 and self.metrics_body.width(label, self.px_body) > label_w - 6 * u:
+                    label = label[:-2] + "\u2026"
+                body_s.append(label)
+                body_p.append((px0 + pad, y + 0.75 * self.px_body))
+                body_c.append(_COLOR_NEWEST if r == 0 else _COLOR_TEXT)
+                top, bottom = y + 0.1 * self.px_body, y + 0.95 * self.px_body
+                quad(bar_x0, top, bar_x0 + bar_max, bottom, _COLOR_TRACK)
+                quad(bar_x0, top, bar_x0 + max(1.0, bar_max * float(np.clip(prob, 0, 1))), bottom,
+                     _COLOR_TOP_BAR if r == 0 else _COLOR_BAR)
+                small(f"{100 * prob:.0f}%" if prob >= 0.01 else "<1%", bar_x0 + bar_max + 5 * u,
+                      bottom - 0.1 * self.px_body, _COLOR_DIM)
+
+        # Bottom band: the text so far, newest token highlighted.
+        band_y = h - self.band_h
+        quad(0, band_y, w, h, _COLOR_PANEL)
+        if content is not None:
+            line_h = 1.4 * self.px_body
+            max_lines = max(1, int((self.band_h - 1.4 * m) // line_h))
+            lines = self._wrap(content, w - 2 * m, max_lines)
+            y0 = band_y + 0.7 * m + self.px_body
+            style_color = {0: _COLOR_PROMPT, 1: _COLOR_TEXT, 2: _COLOR_NEWEST, 3: _COLOR_NEWEST}
+            for li, line in enumerate(lines):
+                x = m
+                y = y0 + li * line_h
+                run: list[str] = []
+                run_style = None
+                run_x = x
+                for ch, style in line + [("", -1)]:
+                    if style != run_style and run:
+                        text = "".join(run)
+                        body_s.append(text)
+                        body_p.append((run_x, y))
+                        body_c.append(style_color[run_style])
+                        width = self.metrics_body.width(text, self.px_body)
+                        if run_style in (2, 3):
+                            quad(run_x - 2 * u, y - 0.95 * self.px_body, run_x + width + 2 * u,
+                                 y + 0.32 * self.px_body, _COLOR_HIGHLIGHT)
+                        run_x += width
+                        run = []
+                    if style == -1:
+                        break
+                    if not run:
+                        run_style = style
+                    run.append(ch)
+
+        if quads:
+            verts = np.concatenate(quads)
+            faces = np.concatenate([np.array([[0, 1, 2], [0, 2, 3]]) + 4 * i for i in range(len(quads))])
+            vcolors = np.repeat(np.asarray(colors, dtype=np.float32), 4, axis=0)
+            self.panels.set_data(vertices=verts, faces=faces.astype(np.uint32), vertex_colors=vcolors)
+        self._set_text(self.body, body_s, body_p, body_c)
+        self._set_text(self.small, small_s, small_p, small_c)
+
+    @staticmethod
+    def _set_text(visual: Any, strings: list[str], pos: list, colors: list) -> None:
+        # vispy's Text cannot draw an empty list: keep one invisible string instead.
+        if not strings:
+            strings, pos, colors = [" "], [(0.0, 0.0)], [(0, 0, 0, 0)]
+        visual.text = strings
+        visual.pos = np.asarray(pos, dtype=np.float32)
+        visual.color = np.asarray(colors, dtype=np.float32)
+
+
+class FrameRenderer:
+    """Draw activation states of one brain to RGB arrays of a fixed size.
+
+    Parameters
+    ----------
+    positions
+        ``(N, 3)`` neuron positions in micrometres (``Anatomy.positions_um()``).
+    visible
+        ``(N,)`` bool of neurons with known positions, or ``None``.
+    size
+        ``(width, height)`` of every rendered image, in pixels.
+    mode
+        ``"signed"`` or ``"abs"`` colouring.
+    scale
+        Activation at the end of the colour range (``auto_scale`` of the
+        states to be shown is a good choice); fixed for the renderer's life so
+        that brightness means the same thing in every frame.
+    view
+        A camera preset name (see :data:`~flyviz.render.camera.VIEW_PRESETS`).
+    orbit
+        Frame the brain so that it stays in view at every azimuth.
+    overlays
+        Draw the header, colourbar, top-k bars and text.
+    model_name
+        Shown in the header.
+    point_size, glow
+        Cloud style; the point size defaults to 3 px at 720 lines, scaled with
+        the frame height.
+    app
+        A vispy application to render with; by default the first that works
+        (see :func:`offscreen_app`).
+    """
+
+    def __init__(self, positions: np.ndarray, visible: np.ndarray | None = None,
+                 size: tuple[int, int] = (1280, 720), *, mode: str = "signed", scale: float = 1.0,
+                 view: str = "front", orbit: bool = False, overlays: bool = True,
+                 model_name: str = "", point_size: float | None = None, glow: float = 1.0,
+                 app: Any = None) -> None:
+        self.size = check_size(size)
+        w, h = self.size
+        if view not in VIEW_PRESETS:
+            raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEW_PRESETS)}")
+        if app is None:
+            app, self.backend = offscreen_app()
+        else:
+            self.backend = app.backend_name
+        self.canvas = scene.SceneCanvas(size=(w, h), show=False, app=app, bgcolor=BACKGROUND,
+                                        dpi=96.0)
+        self.canvas.set_current()
+        self.overlays = _Overlays(self.canvas, self.size, mode, scale, model_name) if overlays else None
+        x, y, vw, vh = self.overlays.cloud_rect if self.overlays else (0.0, 0.0, float(w), float(h))
+        self.view = scene.widgets.ViewBox(parent=self.canvas.scene, pos=(x, y), size=(vw, vh),
+                                          border_color=None)
+        self.view.camera = scene.TurntableCamera(fov=DEFAULT_FOV)
+        self.cloud = NeuronCloud(positions, visible, parent=self.view.scene)
+        self.cloud.set_mode(mode)
+        self.cloud.set_scale(scale)
+        self.cloud.set_glow(glow)
+        size_px = float(point_size) if point_size else max(1.5, 3.0 * h / 720.0)
+        self.cloud.set_point_size(size_px)
+        shown = self.cloud.shown
+        bounds = positions_bounds(self.cloud.positions, shown, percentile=1.0)
+        apply_view(self.view.camera, view, bounds, aspect=vw / vh, orbit=orbit)
+        self.base_azimuth = float(self.view.camera.azimuth)
+        # Brightness gain from how crowded the brain is on screen in this view.
+        self.canvas.render(alpha=False)
+        xy, _, ok = project_points(self.cloud.positions[shown],
+                                   self.cloud.get_transform("visual", "canvas"))
+        self.cloud.set_gain(density_gain(xy[ok], size_px))
+
+    def render_state(self, state: np.ndarray, overlay: OverlayContent | None = None,
+                     azimuth: float | None = None) -> np.ndarray:
+        """Render one activation state.
+
+        Parameters
+        ----------
+        state
+            ``(N,)`` activations.
+        overlay
+            Words to draw (ignored when the renderer has no overlays).
+        azimuth
+            Camera azimuth in degrees (default: the view preset's).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(height, width, 3)`` uint8 RGB, exactly the requested size.
+        """
+        self.canvas.set_current()
+        self.cloud.set_activity(state)
+        self.view.camera.azimuth = self.base_azimuth if azimuth is None else float(azimuth)
+        if self.overlays is not None:
+            self.overlays.update(overlay)
+        image = self.canvas.render(alpha=False)
+        w, h = self.size
+        if image.shape[:2] != (h, w):
+            image = self._fit(image)
+        return np.ascontiguousarray(image[..., :3])
+
+    def _fit(self, image: np.ndarray) -> np.ndarray:
+        """Bring a high-DPI rendering (an integer multiple of the size) back to size."""
+        w, h = self.size
+        fy, fx = image.shape[0] / h, image.shape[1] / w
+        if fy == fx and fy == int(fy) and fy >= 1:
+            f = int(fy)
+            return image.reshape(h, f, w, f, -1).mean(axis=(1, 3)).astype(np.uint8)
+        raise ExportError(f"the OpenGL backend rendered {image.shape[1]}x{image.shape[0]} "
+                          f"instead of {w}x{h}")
+
+    def close(self) -> None:
+        """Release the canvas and its OpenGL resources."""
+        self.canvas.close()
+
+    def __enter__(self) -> "FrameRenderer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -37,10 +37,9 @@ def _table(results: dict[str, Any]) -> str:
                      f"{e['floor_ms']:9.2f} {e['floor_gb_per_s']:10.1f} {e['ratio']:6.2f}")
     lines.append("floor = time to stream the same bytes (graph, readout, input projections) once "
                  "with the same threads, measured in this run; ratio = ms/token / floor")
-    if "load" in results:
-        load = results["load"]
-        lines.append(f"load of a full-size {load['layout']} checkpoint + dataset "
-                     f"({load['bytes_on_disk'] / 1e6:.0f} MB, page cache warm): "
+    for load in results.get("loads", []):
+        lines.append(f"load, full-size {load['readout']} {load['layout']} "
+                     f"({load['bytes_on_disk'] / 1e6:.0f} MB on disk, page cache warm): "
                      f"{load['load_s']:.2f} s (median of {len(load['load_s_all'])})")
     if "synthetic_build_s" in results:
         built = ", ".join(f"{k} {v:.1f} s" for k, v in results["synthetic_build_s"].items())

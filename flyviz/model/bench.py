@@ -203,7 +203,9 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
     threads
         Sparse-product threads (default: usable cores, at most 4).
     load
-        Also time loading a full-size checkpoint from local disk.
+        Also time loading full-size checkpoints from local disk: the rank-64
+        model as a web export and as fly-wordbrain weights (each with its
+        dataset), the dense one in the ngxson layout.
     log
         Progress lines.
     """
@@ -228,8 +230,11 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
         results.setdefault("synthetic_build_s", {})[label] = time.perf_counter() - start
         log(f"measuring {label}: {steps} steps")
         results["engines"].append(bench_engine(ckpt, steps, threads))
-        if load and rank is not None:
-            log("timing the load of a full-size web export + dataset")
-            results["load"] = bench_load(ckpt, "recital-web")
+        if load:
+            layouts = ("recital-web", "wordbrain") if rank is not None else ("fly-llm-hf",)
+            for layout in layouts:
+                log(f"timing the load of a full-size {layout} checkpoint ({label})")
+                results.setdefault("loads", []).append(
+                    {"readout": label, **bench_load(ckpt, layout)})
         del ckpt
     return results

@@ -127,12 +127,16 @@ def graph_layout(checkpoint: Checkpoint, seed: int = 0, iterations: int = 12) ->
             if col[np.argmax(np.abs(col))] < 0:
                 coords[:, axis] = -col
     if isolated.any() and not isolated.all():
-        # Unconnected neurons go on an outer shell, not on top of each other.
+        positions = np.empty((n, 3), dtype=np.float32)
+        positions[~isolated] = _to_voxels(coords[~isolated])
+        # Unconnected neurons go on a shell around the rest, not on top of each other.
         shell = ball_layout(int(isolated.sum()), seed).positions.astype(np.float64)
         shell -= _CENTRE_VOXELS
         shell /= np.linalg.norm(shell, axis=1, keepdims=True).clip(1e-9)
-        coords[isolated] = shell * np.abs(coords[~isolated]).max(initial=1.0) * 1.5
-    positions = _to_voxels(coords)
+        reach = np.linalg.norm(positions[~isolated] - _CENTRE_VOXELS, axis=1).max()
+        positions[isolated] = (shell * reach * 1.1 + _CENTRE_VOXELS).astype(np.float32)
+    else:
+        positions = _to_voxels(coords)
     src = checkpoint.anatomy
     return Anatomy(positions=positions, valid=np.ones(n, dtype=bool), kind="layout",
                    body_id=None if src is None else src.body_id,

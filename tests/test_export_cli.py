@@ -1,0 +1,106 @@
+"""``flyviz export`` end to end: run a model or a saved recording into a movie."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("vispy")
+imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+iio = pytest.importorskip("imageio.v3")
+
+from flyviz.cli import main  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A small random model in the fly-llm-hf layout (no anatomy: export lays it out)."""
+    from flyviz.model.synthetic import make_random_checkpoint, write_tokenizer
+    from flyviz.model.tokenizer import FlyTokenizer
+    from flyviz.model.writers import write_fly_llm_hf
+
+    root = tmp_path_factory.mktemp("model")
+    tok = write_tokenizer(root / "tokenizer-src.json", vocab_size=300)
+    ckpt = make_random_checkpoint(neurons=400, edges=5000, vocabulary=FlyTokenizer(tok).vocab_size,
+                                  tokenizer_path=tok, seed=5, name="tiny-400")
+    return write_fly_llm_hf(ckpt, root / "tiny-400")
+
+
+def expected_frames(model_dir, prompt: str, new_tokens: int) -> int:
+    """Frames the same greedy run yields (one per consumed token)."""
+    from flyviz.model.engine import Engine
+    from flyviz.model.resolve import load_model
+    from flyviz.model.tokenizer import FlyTokenizer
+    from flyviz.record.run import GenerationSettings, iter_frames
+
+    ckpt = load_model(str(model_dir))
+    engine = Engine(ckpt)
+    n = sum(1 for _ in iter_frames(engine, FlyTokenizer(ckpt.tokenizer_path), prompt,
+                                   GenerationSettings(max_new_tokens=new_tokens)))
+    engine.close()
+    return n
+
+
+def count_frames(path) -> tuple[tuple[int, int], int]:
+    reader = imageio_ffmpeg.read_frames(str(path))
+    meta = next(reader)
+    return tuple(meta["size"]), sum(1 for _ in reader)
+
+
+def test_export_runs_the_model_into_a_movie(model_dir, tmp_path, capsys):
+    out = tmp_path / "run.mp4"
+    rc = main(["export", str(model_dir), "--prompt", "the cat", "--max-new-tokens", "3",
+               "--out", str(out), "--size", "160x90", "--frames-per-token", "2", "--fps", "10",
+               "--hold", "0.3", "--orbit", "30"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "graph layout" in err and "frames" in err  # told about the layout; progress shown
+    tokens = expected_frames(model_dir, "the cat", 3)
+    assert count_frames(out) == ((160, 90), tokens * 2 + 3)
+
+
+def test_export_renders_a_saved_recording(model_dir, tmp_path):
+    from flyviz.commands.export import record_run
+    from flyviz.model.resolve import load_model
+    from flyviz.record.run import GenerationSettings
+
+    ckpt = load_model(str(model_dir))
+    rec = record_run(ckpt, str(model_dir), "a dog", GenerationSettings(max_new_tokens=2))
+    rec.save(tmp_path / "run.flyrec")
+    rc = main(["export", "--recording", str(tmp_path / "run.flyrec"), "--out",
+               str(tmp_path / "frames"), "--size", "96x64", "--frames-per-token", "1",
+               "--hold", "0", "--tokens", "1:3", "--mode", "abs"])
+    assert rc == 0
+    frames = sorted((tmp_path / "frames").glob("frame_*.png"))
+    assert len(frames) == 2
+    assert iio.imread(frames[0]).shape == (64, 96, 3)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--size", "huge"], "WIDTHxHEIGHT"),
+    (["--fps", "0"], "fps"),
+    (["--quality", "80"], "quality"),
+    (["--tokens", "x:y"], "A:B"),
+])
+def test_bad_options_fail_with_one_line_and_status_2(model_dir, tmp_path, capsys, args, message):
+    rc = main(["export", str(model_dir), "--prompt", "the cat", "--out", str(tmp_path / "x.mp4"),
+               *args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and message in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_output_and_mismatched_recording(model_dir, tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    rc = main(["export", str(model_dir), "--prompt", "the cat", "--max-new-tokens", "1",
+               "--out", str(tmp_path / "file" / "x.mp4"), "--size", "96x64"])
+    assert rc == 2 and "cannot write" in capsys.readouterr().err
+    from flyviz.record.recording import Recording
+
+    other = Recording(7, {"model": str(model_dir)})
+    other.save(tmp_path / "other.flyrec")
+    rc = main(["export", "--recording", str(tmp_path / "other.flyrec"), "--out",
+               str(tmp_path / "y.mp4")])
+    err = capsys.readouterr().err
+    assert rc == 2 and ("neurons" in err or "no frames" in err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "other.flyrec"]

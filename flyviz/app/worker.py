@@ -105,6 +105,26 @@ class EngineWorker(QObject):
         self._engine = engine
         self._tokenizer = tokenizer
 
+    @Slot(int)
+    def lower_priority(self, niceness: int) -> None:
+        """Run this thread at a lower CPU priority (Linux; elsewhere nothing happens).
+
+        On a machine with few cores the window's drawing (software OpenGL in
+        particular) and the engine compete for the same cores; a nicer engine
+        thread lets the picture stay fluid and takes every cycle left over.
+        """
+        import os
+        import threading
+
+        setpriority = getattr(os, "setpriority", None)
+        if setpriority is None or niceness <= 0:
+            return
+        try:
+            tid = threading.get_native_id()
+            setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + niceness)
+        except OSError:
+            pass
+
     @Slot(object)
     def start(self, request: RunRequest) -> None:
         """Cancel the current run and start ``request``."""
@@ -237,6 +257,7 @@ class EngineThread(QObject):
     _request_stop = Signal()
     _request_speed = Signal(float)
     _request_shutdown = Signal()
+    _request_niceness = Signal(int)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -251,6 +272,7 @@ class EngineThread(QObject):
         self._request_step.connect(self.worker.step)
         self._request_stop.connect(self.worker.stop)
         self._request_speed.connect(self.worker.set_speed_cap)
+        self._request_niceness.connect(self.worker.lower_priority)
         # Blocking: close() returns only once the worker has let go of the engine.
         self._request_shutdown.connect(self.worker.shutdown,
                                        Qt.ConnectionType.BlockingQueuedConnection)
@@ -280,6 +302,10 @@ class EngineThread(QObject):
     def stop(self) -> None:
         """End the current run."""
         self._request_stop.emit()
+
+    def lower_priority(self, niceness: int) -> None:
+        """Make the engine thread yield the CPU to drawing (see :meth:`EngineWorker.lower_priority`)."""
+        self._request_niceness.emit(int(niceness))
 
     def set_speed_cap(self, tokens_per_second: float) -> None:
         """Limit the token rate (``<= 0``: no limit)."""
@@ -330,7 +356,7 @@ class ModelLoader(QThread):
                                     self.progress.emit(str(label), float(fraction)))
             self.progress.emit("preparing the engine", 0.95)
             tokenizer = load_tokenizer(checkpoint)
-            engine = Engine(checkpoint)
+            engine = Engine(checkpoint, threads=engine_threads())
         except FlyvizError as exc:
             self.failed.emit(self.spec, str(exc))
             return
@@ -343,6 +369,19 @@ class ModelLoader(QThread):
             self.failed.emit(self.spec, f"cannot load {self.spec!r}: {type(exc).__name__}: {exc}")
             return
         self.loaded.emit(self.spec, checkpoint, engine, tokenizer)
+
+
+def engine_threads() -> int:
+    """Threads for the engine inside the app: every usable core but one, at least one.
+
+    The window draws 49,393 points in (often software) OpenGL on the UI thread;
+    an engine that takes every core starves the drawing, and a smooth picture
+    matters more here than the last tokens per second (``flyviz bench`` and
+    ``flyviz generate`` still use every core).
+    """
+    from flyviz.model.engine import default_threads
+
+    return max(1, default_threads() - 1)
 
 
 def load_tokenizer(checkpoint: Checkpoint) -> FlyTokenizer:

@@ -1,0 +1,118 @@
+"""The app's export dialog: settings become options, the export runs off the GUI thread and cancels cleanly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+
+from flyviz.app.export_dialog import ExportDialog, ExportRunner  # noqa: E402
+from flyviz.export import ExportCancelled, ExportOptions  # noqa: E402
+from flyviz.model.layout import ball_layout  # noqa: E402
+from flyviz.record.frame import PHASE_GENERATION, Frame  # noqa: E402
+from flyviz.record.recording import Recording  # noqa: E402
+
+N = 300
+
+
+def recording(tokens: int = 4) -> Recording:
+    rec = Recording(N, {"model_name": "dialog-test"})
+    rng = np.random.default_rng(0)
+    for i in range(tokens):
+        state = rng.uniform(-1, 1, N).astype(np.float32)
+        rec.append(Frame(position=i, phase=PHASE_GENERATION, input_token_id=5, input_text="a",
+                         predicted_token_id=6, predicted_text=" b", probability=0.6,
+                         top_k_ids=np.array([6, 7], np.int32),
+                         top_k_probabilities=np.array([0.6, 0.3], np.float32),
+                         top_k_text=(" b", " c"), state=state, mean_abs_state=0.5,
+                         text_so_far="a b" * (i + 1), generation_index=i))
+    return rec
+
+
+def test_dialog_turns_settings_into_options(qtbot, tmp_path):
+    rec = recording(10)
+    dialog = ExportDialog(rec, ball_layout(N), "dialog-test")
+    qtbot.addWidget(dialog)
+    dialog.path_edit.setText(str(tmp_path / "clip.mp4"))
+    dialog.first_spin.setValue(3)
+    dialog.last_spin.setValue(7)
+    dialog.size_combo.setEditText("640x360")
+    dialog.k_spin.setValue(2)
+    dialog.fps_spin.setValue(12)
+    dialog.hold_spin.setValue(0.5)
+    dialog.mode_combo.setCurrentIndex(1)
+    opts = dialog.options()
+    assert (opts.start, opts.stop, opts.size, opts.frames_per_token, opts.mode) == (2, 7, (640, 360), 2, "abs")
+    assert "5 tokens" in dialog.summary.text() and f"{opts.frame_count(5)} frames" in dialog.summary.text()
+    # Picking WebM renames the file and switches to VP9's quality scale.
+    dialog.format_combo.setCurrentIndex(1)
+    assert dialog.output_path().suffix == ".webm"
+    assert dialog.options().quality == 34
+    dialog.format_combo.setCurrentIndex(3)
+    assert dialog.path_edit.text().endswith("clip/") and dialog.options().quality is None
+
+
+def test_export_runs_in_the_background_and_writes_the_movie(qtbot, tmp_path):
+    rec = recording(4)
+    out = tmp_path / "clip.mp4"
+    runner = ExportRunner(rec, ball_layout(N), out, ExportOptions(size=(160, 96), frames_per_token=2),
+                          "dialog-test")
+    seen = []
+    runner.progressed.connect(lambda done, total: seen.append((done, total)))
+    with qtbot.waitSignal(runner.done, timeout=60_000) as blocker:
+        runner.start()
+    path, error = blocker.args
+    assert error is None and path == out
+    reader = imageio_ffmpeg.read_frames(str(out))
+    meta = next(reader)
+    frames = [np.frombuffer(b, np.uint8) for b in reader]
+    assert tuple(meta["size"]) == (160, 96) and len(frames) == 8
+    assert min(f.mean() for f in frames) > 3  # drawn, not blank
+    assert max(np.abs(a.astype(int) - b.astype(int)).mean() for a, b in zip(frames, frames[1:])) > 0.3
+    assert seen[-1] == (8, 8)
+
+
+def test_run_export_dialog_reports_the_result_to_the_window(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QDialog, QWidget
+
+    from flyviz.app import export_dialog
+
+    class Window(QWidget):
+        messages: list = []
+
+        def show_message(self, text, error=False, dialog=False):
+            self.messages.append((text, error))
+
+    window = Window()
+    qtbot.addWidget(window)
+    out = tmp_path / "frames"
+
+    def accept(dialog):
+        dialog.format_combo.setCurrentIndex(3)
+        dialog.path_edit.setText(str(out) + "/")
+        dialog.size_combo.setEditText("96x64")
+        dialog.k_spin.setValue(1)
+        dialog.hold_spin.setValue(0.0)
+        return QDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(export_dialog.ExportDialog, "exec", accept)
+    path = export_dialog.run_export_dialog(window, recording(3), ball_layout(N), "dialog-test")
+    assert path == out and len(list(out.glob("frame_*.png"))) == 3
+    assert window.messages[-1] == (f"saved {out}", False)
+    # A model without positions is refused with a message, not a crash.
+    assert export_dialog.run_export_dialog(window, recording(3), None, "x") is None
+    assert window.messages[-1][1] is True
+
+
+def test_cancel_stops_the_export_and_leaves_nothing(qtbot, tmp_path):
+    rec = recording(4)
+    runner = ExportRunner(rec, ball_layout(N), tmp_path / "clip.webm",
+                          ExportOptions(size=(160, 96), frames_per_token=5), "dialog-test")
+    runner.progressed.connect(lambda done, total: runner.cancel() if done >= 2 else None)
+    with qtbot.waitSignal(runner.done, timeout=60_000) as blocker:
+        runner.start()
+    path, error = blocker.args
+    assert path is None and isinstance(error, ExportCancelled)
+    assert list(tmp_path.iterdir()) == []

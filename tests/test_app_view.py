@@ -180,3 +180,35 @@ def test_screenshot_of_the_brain_at_double_scale(window, qtbot, app_checkpoint, 
     assert max(colour.red(), colour.green(), colour.blue()) > 200   # the lit neuron, re-rendered
     full = QImage(str(win.save_screenshot(tmp_path / "window.png", "window", 1.0)))
     assert full.width() >= win.width() and full.height() >= win.height()
+
+
+def test_missing_somata_are_hidden_and_counted():
+    from flyviz.app.brain_view import anatomy_note
+    from flyviz.model.checkpoint import Anatomy
+
+    valid = np.zeros(49_393, bool)
+    valid[:44_279] = True
+    anatomy = Anatomy(positions=np.zeros((49_393, 3), np.float32), valid=valid, kind="measured")
+    assert anatomy_note(anatomy, 49_393) == ("44,279 of 49,393 neurons have a measured soma; "
+                                             "5,114 hidden")
+    anatomy.kind = "synthetic"
+    assert anatomy_note(anatomy, 49_393).startswith("synthetic soma positions")
+
+
+def test_model_without_anatomy_is_drawn_on_a_labelled_graph_layout(qtbot, app_checkpoint,
+                                                                   tmp_path):
+    import dataclasses
+
+    from app_conftest import make_window
+
+    win = make_window(qtbot, dataclasses.replace(app_checkpoint, anatomy=None), tmp_path)
+    assert win.anatomy.kind == "layout"
+    assert win.brain.note.text() == "layout computed from the graph, not anatomy"
+    assert win.brain.visible.any()
+    # The synthetic anatomy of the test model is labelled as such, and hidden somata counted.
+    win.set_checkpoint(app_checkpoint)
+    hidden = app_checkpoint.config.neurons - app_checkpoint.anatomy.n_valid
+    assert win.brain.note.text().startswith("synthetic soma positions")
+    assert f"{hidden:,} hidden" in win.brain.note.text()
+    assert not win.brain.visible[~app_checkpoint.anatomy.valid].any()
+    win.close()

@@ -39,7 +39,8 @@ from flyviz.app.inspector import NeuronInspector
 from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
 from flyviz.app.session import Session
 from flyviz.app.worker import (IDLE, PAUSED, RUNNING, EngineThread, ModelLoader, RunRequest,
-                               default_model_loader, engine_threads, load_tokenizer)
+                               default_model_loader, engine_threads, layout_for,
+                               load_tokenizer)
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError, RecordingError
@@ -471,30 +472,28 @@ class MainWindow(QMainWindow):
         self.show_message(f"cannot load model {spec!r}: {message}", error=True, dialog=True)
 
     def _on_model_loaded(self, spec: str, checkpoint: Checkpoint, engine: Engine,
-                         tokenizer: FlyTokenizer) -> None:
+                         tokenizer: FlyTokenizer, anatomy: Anatomy) -> None:
         if self.sender() is not self._loader or self._closing:
             engine.close()
             return
         self.progress.setVisible(False)
-        self._install_model(spec, checkpoint, engine, tokenizer)
+        self._install_model(spec, checkpoint, engine, tokenizer, anatomy)
 
     def set_checkpoint(self, checkpoint: Checkpoint, spec: str | None = None) -> None:
         """Use an in-memory checkpoint at once (scripts and tests)."""
         tokenizer = load_tokenizer(checkpoint)
         self._install_model(spec or checkpoint.name, checkpoint,
-                            Engine(checkpoint, threads=engine_threads()), tokenizer)
+                            Engine(checkpoint, threads=engine_threads()), tokenizer,
+                            checkpoint.anatomy or layout_for(checkpoint))
 
     def _install_model(self, spec: str, checkpoint: Checkpoint, engine: Engine,
-                       tokenizer: FlyTokenizer) -> None:
+                       tokenizer: FlyTokenizer, anatomy: Anatomy) -> None:
         self._run_id += 1
         self.engine_thread.set_model(engine, tokenizer)
         self.checkpoint, self.tokenizer = checkpoint, tokenizer
         self.model_spec, self.model_name = spec, checkpoint.name or spec
         self.connectivity = Connectivity(checkpoint)
         neurons = checkpoint.config.neurons
-        anatomy = checkpoint.anatomy
-        if anatomy is None:
-            anatomy = self._graph_layout(checkpoint)
         self.anatomy = anatomy
         self.brain.set_anatomy(anatomy, neurons)
         self._apply_display_settings()
@@ -516,18 +515,6 @@ class MainWindow(QMainWindow):
             prompt, self._pending_prompt = self._pending_prompt, None
             self.prompt_bar.set_text(prompt)
             self.run_prompt(prompt)
-
-    def _graph_layout(self, checkpoint: Checkpoint) -> Anatomy:
-        n = checkpoint.config.neurons
-        try:
-            from flyviz.model.layout import graph_layout
-
-            return graph_layout(checkpoint)
-        except ImportError:
-            self.show_message("this model has no anatomy and graph layout is unavailable; "
-                              "neurons cannot be drawn", error=True)
-            return Anatomy(positions=np.zeros((n, 3), np.float32), valid=np.zeros(n, bool),
-                           kind="layout")
 
     def _model_description(self) -> str:
         ck = self.checkpoint
@@ -764,7 +751,7 @@ class MainWindow(QMainWindow):
         rate = (len(ticks) - 1) / (ticks[-1] - ticks[0]) if len(ticks) > 2 and ticks[-1] > ticks[0] else 0.0
         self.status_rate.setText(f"{rate:5.1f} tok/s" if self.worker_state == RUNNING else "— tok/s")
         self.canvas_fps = self._rate_of(self.brain.draw_times, now)
-        self.status_fps.setText(f"{self.canvas_fps:4.1f} fps")
+        self.status_fps.setText(f"{self.canvas_fps:4.1f} fps" if self.canvas_fps else "— fps")
 
     @staticmethod
     def _rate_of(times: deque[float], now: float, window: float = 2.0) -> float:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError
 from flyviz.model.tokenizer import FlyTokenizer
@@ -332,14 +332,15 @@ class ModelLoader(QThread):
     -------
     progress(label, fraction)
         Forwarded from the loading function.
-    loaded(spec, checkpoint, engine, tokenizer)
-        The model is ready.
+    loaded(spec, checkpoint, engine, tokenizer, anatomy)
+        The model is ready; ``anatomy`` is the checkpoint's, or a layout
+        computed from the graph when it has none.
     failed(spec, message)
         One line for the user.
     """
 
     progress = Signal(str, float)
-    loaded = Signal(str, object, object, object)
+    loaded = Signal(str, object, object, object, object)
     failed = Signal(str, str)
 
     def __init__(self, spec: str, load: Callable[..., Checkpoint],
@@ -356,6 +357,10 @@ class ModelLoader(QThread):
                                     self.progress.emit(str(label), float(fraction)))
             self.progress.emit("preparing the engine", 0.95)
             tokenizer = load_tokenizer(checkpoint)
+            anatomy = checkpoint.anatomy
+            if anatomy is None:
+                self.progress.emit("computing a layout from the graph (no anatomy)", 0.96)
+                anatomy = layout_for(checkpoint)
             engine = Engine(checkpoint, threads=engine_threads())
         except FlyvizError as exc:
             self.failed.emit(self.spec, str(exc))
@@ -368,7 +373,24 @@ class ModelLoader(QThread):
             traceback.print_exc()
             self.failed.emit(self.spec, f"cannot load {self.spec!r}: {type(exc).__name__}: {exc}")
             return
-        self.loaded.emit(self.spec, checkpoint, engine, tokenizer)
+        self.loaded.emit(self.spec, checkpoint, engine, tokenizer, anatomy)
+
+
+def layout_for(checkpoint: Checkpoint) -> Anatomy:
+    """Positions for a model without anatomy: a layout computed from its graph.
+
+    Without :mod:`flyviz.model.layout` every neuron is marked as having no
+    position (nothing is drawn rather than something invented).
+    """
+    import numpy as np
+
+    try:
+        from flyviz.model.layout import graph_layout
+    except ImportError:
+        n = checkpoint.config.neurons
+        return Anatomy(positions=np.zeros((n, 3), np.float32), valid=np.zeros(n, bool),
+                       kind="layout")
+    return graph_layout(checkpoint)
 
 
 def engine_threads() -> int:

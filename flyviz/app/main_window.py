@@ -27,6 +27,7 @@ from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import (QApplication, QComboBox, QDialog, QDialogButtonBox, QDockWidget,
                                QFileDialog, QFormLayout, QHBoxLayout, QInputDialog, QLabel,
+                               QLineEdit,
                                QMainWindow, QMessageBox, QProgressBar, QPushButton,
                                QTableWidget, QTableWidgetItem, QToolBar, QVBoxLayout, QWidget)
 
@@ -317,19 +318,34 @@ class MainWindow(QMainWindow):
         self.model_label = QLabel("no model loaded")
         self.model_label.setWordWrap(True)
         layout.addWidget(self.model_label)
+        spec_row = QHBoxLayout()
+        self.model_field = QLineEdit()
+        self.model_field.setPlaceholderText("hub id, folder or 'demo'")
+        self.model_field.setToolTip("e.g. ngxson/fly-llm-hf, fernandofernandes/fly-wordbrain-rank64, "
+                                    "a downloaded folder, or demo")
+        self.model_field.setText(str(self.settings.value("paths/hub", "")))
+        load = QPushButton("Load")
+        self.model_field.returnPressed.connect(lambda: self._load_from_field())
+        load.clicked.connect(lambda: self._load_from_field())
+        spec_row.addWidget(self.model_field, 1)
+        spec_row.addWidget(load)
+        layout.addLayout(spec_row)
         row = QHBoxLayout()
         demo = QPushButton("Demo brain")
         demo.setToolTip("The embedded demo brain (synthetic wiring, works offline)")
         demo.clicked.connect(lambda: self.load_model("demo"))
         folder = QPushButton("Open folder…")
         folder.clicked.connect(self.open_model_dialog)
-        hub = QPushButton("Hub id…")
-        hub.setToolTip("Load a Hugging Face repo, e.g. ngxson/fly-llm-hf")
-        hub.clicked.connect(self.open_hub_dialog)
-        for button in (demo, folder, hub):
+        for button in (demo, folder):
             row.addWidget(button)
         layout.addLayout(row)
         return panel
+
+    def _load_from_field(self) -> None:
+        spec = self.model_field.text().strip()
+        if spec:
+            self.settings.setValue("paths/hub", spec)
+        self.load_model(spec)
 
     def _build_actions(self) -> None:
         handlers: dict[str, Callable[[], object]] = {
@@ -888,6 +904,8 @@ class MainWindow(QMainWindow):
             self.show_message(f"movie export is unavailable: {exc}", error=True, dialog=True)
             return
         self.replay_timer.stop()
+        if self.worker_state == RUNNING:
+            self.engine_thread.pause()   # the movie shows the recording as it is now
         run_export_dialog(self, self.session.recording, self.anatomy, self.model_name)
 
     # ================================================================= screenshots

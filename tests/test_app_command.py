@@ -1,0 +1,35 @@
+"""``flyviz gui`` options: bad values are one-line errors with exit status 2, before Qt starts."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from flyviz.cli import main
+from flyviz.commands import gui
+
+
+def test_size_option_parses_and_rejects():
+    assert gui._size("1600x1000") == (1600, 1000)
+    assert gui._size(" 1280 X 720 ") == (1280, 720)
+    for bad in ("big", "100x100", "1280x", "0x0"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            gui._size(bad)
+
+
+def test_bad_options_exit_2_with_one_line(capsys):
+    assert main(["gui", "--prompt", "   "]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("flyviz: error:") and "prompt" in err and "\n" not in err
+    with pytest.raises(SystemExit) as exc:
+        main(["gui", "--size", "huge"])
+    assert exc.value.code == 2
+    assert "1280x800" in capsys.readouterr().err
+
+
+def test_defaults_open_the_demo():
+    parser = argparse.ArgumentParser()
+    gui.configure(parser)
+    args = parser.parse_args([])
+    assert args.model == "demo" and args.prompt is None and args.size is None

@@ -233,7 +233,7 @@ def write_fly_llm_hf(ckpt: Checkpoint, model_dir: str | Path, dtype: str = "F32"
 def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
                     filename: str = "min-ce.safetensors", *,
                     tokenizer_path: str | Path | None = None,
-                    experiment: str = "synthetic", updates: int = 0) -> Path:
+                    experiment: str | None = None, updates: int | None = None) -> Path:
     """Write the fly-wordbrain layout: parameters-only F32 safetensors + manifest.
 
     The graph is not stored; write it with :func:`write_connectome_dataset`.
@@ -251,7 +251,8 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
         Optional ``tokenizer.json`` to copy in (the released repository has
         none; flyviz fetches ngxson's alongside).
     experiment, updates
-        Recorded in the safetensors metadata and the manifest.
+        Recorded in the safetensors metadata and the manifest; default: the
+        checkpoint's metadata, else its name and 0.
 
     Returns
     -------
@@ -262,11 +263,14 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
     model_dir.mkdir(parents=True, exist_ok=True)
     cfg = ckpt.config
     selector = Path(filename).stem
+    experiment = experiment if experiment is not None else str(
+        ckpt.metadata.get("experiment", ckpt.name))
+    updates = int(updates if updates is not None else ckpt.metadata.get("updates", 0))
     tensors = _parameter_tensors(ckpt)
     file = model_dir / filename
-    save_safetensors(file, tensors, {"experiment": experiment, "selector": selector,
-                                     "updates": str(updates),
-                                     "source_checkpoint_sha256": "0" * 64})
+    save_safetensors(file, tensors, {
+        "experiment": experiment, "selector": selector, "updates": str(updates),
+        "source_checkpoint_sha256": str(ckpt.metadata.get("source_checkpoint_sha256", ""))})
     rank = _readout_rank(ckpt)
     frozen = frozen_buffer_digests(ckpt)
     parameters = int(sum(a.size for a in tensors.values()))

@@ -212,3 +212,32 @@ def test_model_without_anatomy_is_drawn_on_a_labelled_graph_layout(qtbot, app_ch
     assert f"{hidden:,} hidden" in win.brain.note.text()
     assert not win.brain.visible[~app_checkpoint.anatomy.valid].any()
     win.close()
+
+
+def test_text_hover_and_top_k_bars_describe_the_shown_frame(window, qtbot, app_checkpoint):
+    from flyviz.app._testing import make_frame
+    from flyviz.record.recording import Recording
+
+    win = window
+    n = app_checkpoint.config.neurons
+    rec = Recording(n)
+    rec.append(make_frame(0, np.zeros(n), generated=False, token_text="Once"))
+    rec.append(make_frame(1, np.zeros(n), token_text=" upon", top_k=6))
+    rec.append(make_frame(2, np.zeros(n), token_text=" a", top_k=6))
+    win.session.replace(rec, index=1)
+    win.refresh_panels()
+    tokens = win.text_panel.tokens()
+    # make_frame's input and predicted token are the same text: frame 1 consumes the last
+    # prompt token " upon" and predicts " upon"; frame 2's input is that prediction.
+    assert [(t.text, t.generated) for t in tokens] == [("Once", False), (" upon", False),
+                                                       (" upon", True), (" a", True)]
+    # Frame 1 shows the text up to the token it predicted.
+    assert win.text_panel.toPlainText() == "Once upon upon"
+    tip = win.text_panel.token_tooltip(2)
+    assert f"probability {rec[1].probability:.1%}" in tip and "t0" in tip and "t4" in tip
+    win.topk_panel.k_box.setValue(3)
+    xs = win.topk_panel.bars.opts["width"]
+    assert len(xs) == 3
+    np.testing.assert_allclose(xs, rec[1].top_k_probabilities[:3])
+    shown = [label.toPlainText() for label in win.topk_panel.labels if label.isVisible()]
+    assert [s.split("'")[1] for s in shown] == list(rec[1].top_k_text[:3])

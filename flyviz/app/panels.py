@@ -25,6 +25,9 @@ from flyviz.record.frame import PHASE_GENERATION
 from flyviz.record.recording import Recording
 
 _SPECIAL_TOKENS = {"<s>", "<pad>"}
+
+#: Most tokens the text panel lays out at once (the newest ones).
+MAX_TEXT_TOKENS = 1500
 _EOS_TEXT = "</s>"
 
 
@@ -128,10 +131,16 @@ class TextPanel(QTextBrowser):
         if index < 0:
             self.show_text_placeholder()
             return
-        shown = [t for t in self._tokens if t.appears_at <= index]
+        count = sum(1 for t in self._tokens if t.appears_at <= index)
+        # Very long runs show their tail: rebuilding thousands of spans at display
+        # rate would cost more than the text is worth on screen.
+        first = max(0, count - MAX_TEXT_TOKENS)
         parts = [f"<div style='white-space: pre-wrap; line-height: 140%; color:{theme.TEXT}'>"]
-        last = len(shown) - 1
-        for k, token in enumerate(shown):
+        if first:
+            parts.append(f"<span style='color:{theme.MUTED}'>… </span>")
+        last = count - 1
+        for k in range(first, count):
+            token = self._tokens[k]
             text = token.text
             if token.generated and text == _EOS_TEXT:
                 body = "&nbsp;⏹&nbsp;end"

@@ -17,15 +17,15 @@ import numpy as np
 from vispy import gloo
 from vispy.scene.visuals import create_visual_node
 from vispy.visuals import Visual
+from vispy.visuals.shaders import Function
 
-from flyviz.render.colormaps import MODES, lut
+from flyviz.render.colormaps import MODES, glsl_colormap
 
 _VERTEX_SHADER = """
 attribute vec3 a_position;
 attribute float a_value;
 attribute float a_emphasis;
 attribute float a_index;
-uniform sampler2D u_lut;
 uniform float u_inv_limit;
 uniform float u_signed;
 uniform float u_size;
@@ -35,28 +35,24 @@ uniform float u_selected;
 uniform float u_px_scale;
 uniform float u_gain;
 varying vec4 v_color;
-varying float v_core;
-varying float v_halo;
-varying float v_ring;
+varying vec3 v_shape;  // (core radius / sprite radius, halo strength, ring flag)
 
 void main() {
     gl_Position = $transform(vec4(a_position, 1.0));
     float t = a_value * u_inv_limit;
     float mag = clamp(abs(t), 0.0, 1.0);
     float coord = (u_signed > 0.5) ? 0.5 + 0.5 * clamp(t, -1.0, 1.0) : mag;
-    // Sample texel centres so that 0 and 1 hit the table's ends exactly.
-    vec4 c = texture2D(u_lut, vec2(0.5, (coord * 255.0 + 0.5) / 256.0));
+    vec4 c = $colormap(coord);
     float lit = sqrt(mag);
     float emphasis = mix(u_dim, 1.0, a_emphasis);
     float core = u_size * (0.8 + 0.7 * lit) * mix(0.7, 1.0, a_emphasis);
     // Only strongly active neurons get a halo sprite: fill rate is the cost in software GL.
     float sprite = core * (1.0 + 1.2 * u_glow * mag * mag * a_emphasis);
-    v_ring = (abs(a_index - u_selected) < 0.5) ? 1.0 : 0.0;
-    if (v_ring > 0.5) {
+    float ring = (abs(a_index - u_selected) < 0.5) ? 1.0 : 0.0;
+    if (ring > 0.5) {
         sprite = max(sprite, max(3.0 * core, 18.0));
     }
-    v_core = core / sprite;
-    v_halo = clamp(u_glow, 0.0, 2.0) * 0.5 * lit;
+    v_shape = vec3(core / sprite, clamp(u_glow, 0.0, 2.0) * 0.5 * lit, ring);
     v_color = vec4(c.rgb, c.a * emphasis * u_gain);
     gl_PointSize = sprite * u_px_scale;
 }
@@ -64,19 +60,17 @@ void main() {
 
 _FRAGMENT_SHADER = """
 varying vec4 v_color;
-varying float v_core;
-varying float v_halo;
-varying float v_ring;
+varying vec3 v_shape;
 
 void main() {
     float r = length(gl_PointCoord * 2.0 - 1.0);
     if (r > 1.0) discard;
-    float rr = r / v_core;  // 1.0 at the edge of the neuron's disc
+    float rr = r / v_shape.x;  // 1.0 at the edge of the neuron's disc
     float disc = 1.0 - smoothstep(0.55, 1.0, rr);
-    float halo = v_halo * exp(-1.6 * rr * rr);
+    float halo = v_shape.y * exp(-1.6 * rr * rr);
     // Premultiplied colour, blended with (one, one): contributions simply add.
     vec3 rgb = v_color.rgb * v_color.a * max(disc, halo);
-    if (v_ring > 0.5) {
+    if (v_shape.z > 0.5) {
         float ring = smoothstep(0.70, 0.80, r) * (1.0 - smoothstep(0.90, 1.0, r));
         rgb += vec3(0.45, 1.0, 0.75) * ring;
     }
@@ -143,14 +137,12 @@ class NeuronCloudVisual(Visual):
 
         self._values = gloo.VertexBuffer(np.zeros(n, dtype=np.float32))
         self._emphasis = gloo.VertexBuffer(np.ones(n, dtype=np.float32))
-        self._lut = gloo.Texture2D(lut(self._mode)[:, None, :], interpolation="linear",
-                                   internalformat="rgba32f")
         prog = self.shared_program
         prog["a_position"] = gloo.VertexBuffer(pos)
         prog["a_value"] = self._values
         prog["a_emphasis"] = self._emphasis
         prog["a_index"] = gloo.VertexBuffer(np.arange(n, dtype=np.float32))
-        prog["u_lut"] = self._lut
+        prog.vert["colormap"] = Function(glsl_colormap(self._mode))
         prog["u_inv_limit"] = 1.0
         prog["u_signed"] = 1.0
         prog["u_size"] = 3.0
@@ -213,7 +205,7 @@ class NeuronCloudVisual(Visual):
         if mode not in MODES:
             raise ValueError(f"colour mode {mode!r} must be one of {', '.join(MODES)}")
         self._mode = mode
-        self._lut.set_data(lut(mode)[:, None, :])
+        self.shared_program.vert["colormap"] = Function(glsl_colormap(mode))
         self.shared_program["u_signed"] = 1.0 if mode == "signed" else 0.0
         self.update()
 

@@ -81,6 +81,29 @@ def lut(mode: str) -> np.ndarray:
     return out
 
 
+def _glsl_vec3(rgb) -> str:
+    return "vec3(" + ", ".join(f"{float(c):.6f}" for c in rgb) + ")"
+
+
+def glsl_colormap(mode: str) -> str:
+    """GLSL ``vec4 colormap(float t)`` computing :func:`lut` exactly, without a texture.
+
+    ``t`` is the table coordinate in [0, 1]. Generated from the same control
+    points as the table, so the shader and the colourbar cannot drift apart;
+    evaluating it per vertex is cheaper than a texture fetch in software GL.
+    """
+    _check_mode(mode)
+    stops = _SIGNED_STOPS if mode == "signed" else _ABS_STOPS
+    lines = ["vec4 colormap(float t) {", f"    vec3 c = {_glsl_vec3(stops[0][1:])};"]
+    for (p0, *_), (p1, *rgb) in zip(stops, stops[1:]):
+        lines.append(f"    c = mix(c, {_glsl_vec3(rgb)}, clamp((t - {p0:.6f}) / {p1 - p0:.6f}, 0.0, 1.0));")
+    magnitude = "abs(2.0 * t - 1.0)" if mode == "signed" else "t"
+    lines.append(f"    float m = clamp({magnitude}, 0.0, 1.0);")
+    lines.append(f"    return vec4(c, {QUIET_ALPHA:.6f} + {1.0 - QUIET_ALPHA:.6f} * sqrt(m));")
+    lines.append("}")
+    return "\n".join(lines)
+
+
 def value_range(mode: str, limit: float) -> tuple[float, float]:
     """The activation range a colourbar of ``mode`` spans at scale ``limit``."""
     _check_mode(mode)

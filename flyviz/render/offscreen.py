@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import vispy.app
-from vispy import scene
+from vispy import gloo, scene
 from vispy.visuals.transforms import STTransform
 
 from flyviz.model.errors import ExportError
@@ -402,6 +402,7 @@ class FrameRenderer:
         self.canvas = scene.SceneCanvas(size=(w, h), show=False, app=app, bgcolor=BACKGROUND,
                                         dpi=96.0)
         self.canvas.set_current()
+        self._fbo: Any = None
         self.overlays = _Overlays(self.canvas, self.size, mode, scale, model_name) if overlays else None
         x, y, vw, vh = self.overlays.cloud_rect if self.overlays else (0.0, 0.0, float(w), float(h))
         self.view = scene.widgets.ViewBox(parent=self.canvas.scene, pos=(x, y), size=(vw, vh),
@@ -418,7 +419,7 @@ class FrameRenderer:
         apply_view(self.view.camera, view, bounds, aspect=vw / vh, orbit=orbit)
         self.base_azimuth = float(self.view.camera.azimuth)
         # Brightness gain from how crowded the brain is on screen in this view.
-        self.canvas.render(alpha=False)
+        self._draw()
         xy, _, ok = project_points(self.cloud.positions[shown],
                                    self.cloud.get_transform("visual", "canvas"))
         self.cloud.set_gain(density_gain(xy[ok], size_px))
@@ -446,11 +447,31 @@ class FrameRenderer:
         self.view.camera.azimuth = self.base_azimuth if azimuth is None else float(azimuth)
         if self.overlays is not None:
             self.overlays.update(overlay)
-        image = self.canvas.render(alpha=False)
+        image = self._draw()
         w, h = self.size
         if image.shape[:2] != (h, w):
             image = self._fit(image)
         return np.ascontiguousarray(image[..., :3])
+
+    def _draw(self) -> np.ndarray:
+        """Draw into a framebuffer kept for the renderer's life and read it back.
+
+        ``canvas.render()`` would allocate (and clear) a new colour and depth
+        buffer for every frame; at 1080p that is 16 MB of memory traffic per
+        frame for nothing.
+        """
+        if self._fbo is None:
+            s = self.canvas.pixel_scale
+            shape = (int(self.canvas.size[1] * s), int(self.canvas.size[0] * s))
+            self._fbo = gloo.FrameBuffer(color=gloo.RenderBuffer(shape),
+                                         depth=gloo.RenderBuffer(shape))
+        self.canvas.push_fbo(self._fbo, (0, 0), self.canvas.size)
+        try:
+            self.canvas.context.clear(color=self.canvas.bgcolor, depth=True)
+            self.canvas.draw_visual(self.canvas.scene)
+            return self._fbo.read()
+        finally:
+            self.canvas.pop_fbo()
 
     def _fit(self, image: np.ndarray) -> np.ndarray:
         """Bring a high-DPI rendering (an integer multiple of the size) back to size."""

@@ -220,6 +220,7 @@ class MainWindow(QMainWindow):
 
         self.engine_thread.set_speed_cap(self.controls.speed_cap.value())
         self.engine_thread.lower_priority(ENGINE_NICENESS)
+        self._update_buttons()
         if model_spec:
             QTimer.singleShot(0, lambda: self.load_model(model_spec))
 
@@ -520,7 +521,8 @@ class MainWindow(QMainWindow):
         self.selected_neuron = None
         self.session.new_recording(neurons, self._run_metadata(""))
         demo = is_demo_model(spec, checkpoint)
-        self.setWindowTitle(f"flyviz — {self.model_name}" + (" (synthetic demo brain)" if demo else ""))
+        self.setWindowTitle(f"flyviz — {self.model_name}"
+                            + (" — synthetic demo brain, not the fly connectome" if demo else ""))
         self.status_model.setText(self.model_name + (" · demo" if demo else ""))
         self.model_label.setText(self._model_description())
         self.text_panel.show_text_placeholder("Type a prompt above and press Enter.")

@@ -160,5 +160,9 @@ def test_model_loads_in_the_background_and_a_failure_is_a_message(qtbot, app_che
     win.load_model("missing")
     qtbot.waitUntil(lambda: "missing" in win.last_error, timeout=5000)
     assert win.checkpoint is app_checkpoint          # the old model stays usable
+    assert "synthetic demo brain" not in win.windowTitle()
+    with qtbot.waitSignal(win.model_ready, timeout=10_000):
+        win.load_model("demo")
+    assert "synthetic demo brain" in win.windowTitle()
     win.close()
     assert flyviz_threads() == []

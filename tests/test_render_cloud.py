@@ -9,7 +9,7 @@ vispy_scene = pytest.importorskip("vispy.scene")
 
 from flyviz.render.camera import VIEW_PRESETS, apply_view, positions_bounds  # noqa: E402
 from flyviz.render.cloud import NeuronCloud, auto_scale  # noqa: E402
-from flyviz.render.colormaps import colorbar_image, lut  # noqa: E402
+from flyviz.render.colormaps import colorbar_image, display_curve, lut  # noqa: E402
 from flyviz.render.picking import project_points  # noqa: E402
 
 SIZE = (200, 160)
@@ -206,3 +206,27 @@ def test_bad_inputs_are_rejected(grid):
         grid.cloud.set_selected(10_000)
     with pytest.raises(ValueError):
         NeuronCloud(np.zeros((4, 2), np.float32))
+
+
+@pytest.mark.parametrize("mode", ["signed", "abs"])
+def test_shader_colours_match_the_colourbar_table(mode):
+    """The centre of a neuron shows exactly the table colour at its brightness."""
+    pos = np.zeros((1, 3), np.float32)
+    scene = Scene(pos, bounds=np.array([[-50.0] * 3, [50.0] * 3]))
+    try:
+        scene.cloud.set_mode(mode)
+        scene.cloud.set_glow(0.0)
+        scene.cloud.set_point_size(12.0)
+        table = lut(mode)
+        x, y = scene.pixel_of(0)
+        for value in (-0.8, -0.3, 0.0, 0.45, 1.0, 3.0):
+            img = scene.render(np.array([value], np.float32))
+            t = float(np.clip(value, -1, 1))
+            coord = 0.5 + 0.5 * t if mode == "signed" else abs(t)
+            # The table's hues are piecewise linear, so interpolating it is exact;
+            # its brightness column samples display_curve, evaluated here exactly.
+            rgb = np.array([np.interp(coord, np.linspace(0, 1, 256), table[:, c]) for c in range(3)])
+            expected = rgb * display_curve(abs(t)) * 255
+            np.testing.assert_allclose(img[y, x], expected, atol=4)
+    finally:
+        scene.close()

@@ -241,3 +241,18 @@ def test_text_hover_and_top_k_bars_describe_the_shown_frame(window, qtbot, app_c
     np.testing.assert_allclose(xs, rec[1].top_k_probabilities[:3])
     shown = [label.toPlainText() for label in win.topk_panel.labels if label.isVisible()]
     assert [s.split("'")[1] for s in shown] == list(rec[1].top_k_text[:3])
+
+
+def test_view_and_colour_keys(window, qtbot):
+    from flyviz.render.camera import VIEW_PRESETS
+
+    win = window
+    camera = win.brain.view.camera
+    for key, name in ((Qt.Key.Key_2, "top"), (Qt.Key.Key_3, "side"), (Qt.Key.Key_1, "front")):
+        qtbot.keyClick(win, key)
+        assert (camera.azimuth, camera.elevation) == pytest.approx(VIEW_PRESETS[name])
+        assert win.brain.view_label.text().startswith(f"{name} view")
+    mode = win.brain.mode
+    qtbot.keyClick(win, Qt.Key.Key_M)
+    assert win.brain.mode != mode and win.brain.cloud.mode == win.brain.mode
+    assert win.raster_panel._mode == win.brain.mode

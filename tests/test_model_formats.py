@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 
 import ml_dtypes
@@ -262,3 +263,33 @@ def test_wordbrain_selectors_and_manifest(tiny_checkpoint, tmp_path):
     other = load_wordbrain(root / "wordbrain", root / "dataset", filename="max-accuracy.safetensors")
     np.testing.assert_allclose(other.gain, tiny_checkpoint.gain * 1.5)
     validate_checkpoint(other)
+
+
+def test_dataset_lookup_next_to_a_model(tiny_checkpoint, tmp_path):
+    write_recital_web(tiny_checkpoint, tmp_path / "models" / "web")
+    # Two datasets beside the model: the one its manifest names wins.
+    other = make_random_checkpoint(neurons=523, edges=7001, d_embed=16, seed=5,
+                                   vocabulary=tiny_checkpoint.config.vocabulary, readout_rank=12)
+    write_connectome_dataset(other, tmp_path / "models" / "a-dataset")
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "models" / "fly-connectome")
+    assert find_dataset(tmp_path / "models" / "web") == (tmp_path / "models" / "fly-connectome").resolve()
+    assert load_folder(tmp_path / "models" / "web").layout == "recital-web"
+    # A dataset inside the model folder comes first.
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "models" / "web" / "dataset")
+    assert find_dataset(tmp_path / "models" / "web") == (tmp_path / "models" / "web" / "dataset").resolve()
+
+
+def test_hf_positions_from_a_neurons_only_dataset(tiny_checkpoint, tmp_path):
+    write_fly_llm_hf(tiny_checkpoint, tmp_path / "hf")
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "anatomy")
+    shutil.rmtree(tmp_path / "anatomy" / "graph")  # only manifest.json and neurons/ remain
+    shutil.rmtree(tmp_path / "anatomy" / "interface")
+    loaded = load_folder(tmp_path / "hf")
+    assert loaded.anatomy is not None and loaded.anatomy.n_valid == tiny_checkpoint.anatomy.n_valid
+    small = make_random_checkpoint(neurons=300, edges=2000, seed=1)
+    write_connectome_dataset(small, tmp_path / "wrong")
+    with pytest.raises(CheckpointError, match="do not belong together"):
+        load_fly_llm_hf(tmp_path / "hf", dataset_dir=tmp_path / "wrong")
+    # Found by itself, a dataset that does not fit is passed over, not fatal.
+    shutil.rmtree(tmp_path / "anatomy")
+    assert load_folder(tmp_path / "hf").anatomy is None

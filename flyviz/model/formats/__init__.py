@@ -128,10 +128,17 @@ def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
     layout = detect_layout(folder)
     if layout == LAYOUT_HF:
         # The checkpoint has its own graph; a dataset next to it only adds soma positions.
-        anatomy_dir = dataset_dir if dataset_dir is not None else find_dataset(folder,
-                                                                             anatomy_only=True)
-        return load_fly_llm_hf(folder, tokenizer_path=tokenizer_path, name=name,
-                               dataset_dir=anatomy_dir)
+        if dataset_dir is not None:
+            return load_fly_llm_hf(folder, tokenizer_path=tokenizer_path, name=name,
+                                   dataset_dir=dataset_dir)
+        found = find_dataset(folder, anatomy_only=True)
+        if found is not None:
+            try:
+                return load_fly_llm_hf(folder, tokenizer_path=tokenizer_path, name=name,
+                                       dataset_dir=found)
+            except CheckpointError:
+                pass  # a neighbour that does not fit; the model's own problems resurface below
+        return load_fly_llm_hf(folder, tokenizer_path=tokenizer_path, name=name)
     if layout == LAYOUT_DATASET:
         raise CheckpointError(f"{folder} is a connectome dataset (the graph only), not a model; "
                               "pass the model folder and this one as its dataset")

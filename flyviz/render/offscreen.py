@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import vispy.app
 from vispy import gloo, scene
+from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
 from flyviz.model.errors import ExportError
@@ -153,8 +154,59 @@ def _clean(text: str) -> str:
     return "".join(ch for ch in text if ch == "\n" or ch.isprintable())
 
 
-def _rect(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
-    return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
+class RectanglesVisual(Visual):
+    """Flat-coloured rectangles in canvas pixels, replaced wholesale every update.
+
+    vispy's ``Mesh`` relinks its shader program whenever its data is set,
+    which costs tens of milliseconds per frame in software GL; this visual's
+    program never changes, only its two vertex buffers.
+    """
+
+    _VERT = """
+    attribute vec2 a_position;
+    attribute vec4 a_color;
+    varying vec4 v_color;
+    void main() {
+        gl_Position = $transform(vec4(a_position, 0.0, 1.0));
+        v_color = a_color;
+    }
+    """
+    _FRAG = """
+    varying vec4 v_color;
+    void main() { gl_FragColor = v_color; }
+    """
+
+    def __init__(self) -> None:
+        Visual.__init__(self, vcode=self._VERT, fcode=self._FRAG)
+        self._positions = gloo.VertexBuffer(np.zeros((6, 2), np.float32))
+        self._colors = gloo.VertexBuffer(np.zeros((6, 4), np.float32))
+        self.shared_program["a_position"] = self._positions
+        self.shared_program["a_color"] = self._colors
+        self._draw_mode = "triangles"
+        self.set_gl_state("translucent", depth_test=False, cull_face=False)
+        self.freeze()
+
+    def set_rectangles(self, rects: np.ndarray, colors: np.ndarray) -> None:
+        """``rects`` ``(n, 4)`` as ``x0, y0, x1, y1``; ``colors`` ``(n, 4)`` RGBA in [0, 1]."""
+        r = np.asarray(rects, dtype=np.float32).reshape(-1, 4)
+        if r.shape[0] == 0:
+            r = np.zeros((1, 4), np.float32)
+            colors = np.zeros((1, 4), np.float32)
+        x0, y0, x1, y1 = r.T
+        corners = np.stack([np.stack(p, axis=1) for p in
+                            ((x0, y0), (x1, y0), (x1, y1), (x0, y0), (x1, y1), (x0, y1))], axis=1)
+        self._positions.set_data(np.ascontiguousarray(corners.reshape(-1, 2)))
+        self._colors.set_data(np.repeat(np.asarray(colors, dtype=np.float32), 6, axis=0))
+        self.update()
+
+    def _prepare_transforms(self, view) -> None:
+        view.view_program.vert["transform"] = view.get_transform()
+
+    def _compute_bounds(self, axis: int, view) -> None:
+        return None
+
+
+Rectangles = scene.visuals.create_visual_node(RectanglesVisual)
 
 
 class _Overlays:
@@ -180,8 +232,7 @@ class _Overlays:
             t.order = 20
             return t
 
-        self.panels = scene.visuals.Mesh(parent=canvas.scene)
-        self.panels.set_gl_state("translucent", depth_test=False, cull_face=False)
+        self.panels = Rectangles(parent=canvas.scene)
         self.panels.order = 10
         self.title, self.body, self.small = text(self.px_title, bold=True), text(self.px_body), text(self.px_small)
         self.metrics_body = _TextMetrics(self.body)
@@ -242,7 +293,7 @@ class _Overlays:
         self._last = content
         w, h = self.size
         u, m = self.u, self.margin
-        quads: list[np.ndarray] = []
+        quads: list[tuple[float, float, float, float]] = []
         colors: list[tuple[float, ...]] = []
         body_s: list[str] = []
         body_p: list[tuple[float, float]] = []
@@ -252,7 +303,7 @@ class _Overlays:
         small_c: list[tuple[float, ...]] = []
 
         def quad(x0, y0, x1, y1, color):
-            quads.append(_rect(x0, y0, x1, y1))
+            quads.append((x0, y0, x1, y1))
             colors.append(color)
 
         def small(s, x, y, color=_COLOR_DIM):
@@ -335,11 +386,7 @@ class _Overlays:
                         run_style = style
                     run.append(ch)
 
-        if quads:
-            verts = np.concatenate(quads)
-            faces = np.concatenate([np.array([[0, 1, 2], [0, 2, 3]]) + 4 * i for i in range(len(quads))])
-            vcolors = np.repeat(np.asarray(colors, dtype=np.float32), 4, axis=0)
-            self.panels.set_data(vertices=verts, faces=faces.astype(np.uint32), vertex_colors=vcolors)
+        self.panels.set_rectangles(np.array(quads, dtype=np.float32), np.array(colors, dtype=np.float32))
         self._set_text(self.body, body_s, body_p, body_c)
         self._set_text(self.small, small_s, small_p, small_c)
 
@@ -469,7 +516,7 @@ class FrameRenderer:
         try:
             self.canvas.context.clear(color=self.canvas.bgcolor, depth=True)
             self.canvas.draw_visual(self.canvas.scene)
-            return self._fbo.read()
+            return self._fbo.read(alpha=False)
         finally:
             self.canvas.pop_fbo()
 

@@ -38,6 +38,10 @@ BACKENDS = ("egl", "default", "osmesa")
 #: Background of rendered frames (a very dark blue reads better than pure black).
 BACKGROUND = (0.015, 0.017, 0.03, 1.0)
 
+#: Neurons left out at each end of each axis when framing the brain: some
+#: ascending and descending somata sit far outside it and would shrink it.
+FRAMING_PERCENTILE = 2.0
+
 #: Largest frame edge, in pixels (8K); larger sizes exceed what GL drivers allow.
 MAX_EDGE = 7680
 
@@ -209,6 +213,11 @@ class RectanglesVisual(Visual):
 Rectangles = scene.visuals.create_visual_node(RectanglesVisual)
 
 
+def m_bottom(margin: float, px_small: float) -> float:
+    """Space under the colourbar: its labels and a margin."""
+    return margin + 1.4 * px_small
+
+
 class _Overlays:
     """Header, colourbar, top-k bars and running text, in canvas pixels."""
 
@@ -239,14 +248,16 @@ class _Overlays:
         self.metrics_small = _TextMetrics(self.small)
         self.metrics_title = _TextMetrics(self.title)
 
-        # Colourbar: an image on the left edge above the text band, labels beside it.
-        bar_h = int(round(0.26 * h))
-        bar_w = max(4, int(round(10 * u)))
-        self.bar_x = self.margin
-        self.bar_y = h - self.band_h - self.margin - bar_h
+        # Colourbar: horizontal, at the foot of the right panel, labels underneath;
+        # kept off the brain so it never hides neurons.
+        pad = 14.0 * u
+        bar_w = int(round(self.panel_w - 2 * pad))
+        bar_h = max(4, int(round(10 * u)))
+        self.bar_x = w - self.panel_w + pad
+        self.bar_y = h - self.band_h - m_bottom(self.margin, self.px_small) - bar_h
         self.bar_h, self.bar_w = bar_h, bar_w
-        self.colorbar = scene.visuals.Image(colorbar_image(mode, bar_h, bar_w), parent=canvas.scene,
-                                            interpolation="nearest")
+        self.colorbar = scene.visuals.Image(colorbar_image(mode, bar_h, bar_w, vertical=False),
+                                            parent=canvas.scene, interpolation="nearest")
         self.colorbar.transform = STTransform(translate=(self.bar_x, self.bar_y))
         self.colorbar.set_gl_state("translucent", depth_test=False)
         self.colorbar.order = 15
@@ -261,6 +272,8 @@ class _Overlays:
         for text, style in ((content.prompt, 0), (content.generated, 1),
                             (content.newest, 2 if content.newest_in_prompt else 3)):
             styled.extend((ch, style) for ch in _clean(text))
+        while styled and styled[0][0] == " ":  # a run's first token often starts with a space
+            styled.pop(0)
         lines: list[list[tuple[str, int]]] = []
         line: list[tuple[str, int]] = []
         width = 0.0
@@ -320,11 +333,14 @@ class _Overlays:
         # Colourbar labels.
         lo, hi = value_range(self.mode, self.scale)
         caption = "activation h" if self.mode == "signed" else "|activation h|"
-        small(caption, self.bar_x, self.bar_y - 0.7 * self.px_small)
-        lx = self.bar_x + self.bar_w + 6 * u
-        small(f"{hi:+.2g}" if self.mode == "signed" else f"{hi:.2g}", lx, self.bar_y + 0.8 * self.px_small)
-        small(f"{(lo + hi) / 2:.2g}", lx, self.bar_y + self.bar_h / 2 + 0.35 * self.px_small)
-        small(f"{lo:+.2g}" if self.mode == "signed" else f"{lo:.2g}", lx, self.bar_y + self.bar_h)
+        small(caption, self.bar_x, self.bar_y - 0.6 * self.px_small)
+        ly = self.bar_y + self.bar_h + 1.2 * self.px_small
+        labels = ((f"{lo:+.2g}" if self.mode == "signed" else f"{lo:.2g}", 0.0),
+                  (f"{(lo + hi) / 2:.2g}", 0.5),
+                  (f"{hi:+.2g}" if self.mode == "signed" else f"{hi:.2g}", 1.0))
+        for label, where in labels:
+            width = self.metrics_small.width(label, self.px_small)
+            small(label, self.bar_x + where * (self.bar_w - width), ly)
 
         # Right panel: top-k candidates.
         px0 = w - self.panel_w
@@ -333,7 +349,8 @@ class _Overlays:
             pad = 14 * u
             small("next token", px0 + pad, m + self.px_small)
             row_h = 1.75 * self.px_body
-            rows = int(max(1, (h - self.band_h - m - 2.2 * self.px_small - pad) // row_h))
+            room = self.bar_y - 2.5 * self.px_small - (m + 2.2 * self.px_small + pad)
+            rows = int(max(1, room // row_h))
             label_w = 0.36 * (self.panel_w - 2 * pad)
             pct_w = self.metrics_small.width("100%", self.px_small) + 6 * u
             bar_x0 = px0 + pad + label_w
@@ -462,8 +479,14 @@ class FrameRenderer:
         size_px = float(point_size) if point_size else max(1.5, 3.0 * h / 720.0)
         self.cloud.set_point_size(size_px)
         shown = self.cloud.shown
-        bounds = positions_bounds(self.cloud.positions, shown, percentile=1.0)
-        apply_view(self.view.camera, view, bounds, aspect=vw / vh, orbit=orbit)
+        bounds = positions_bounds(self.cloud.positions, shown, percentile=FRAMING_PERCENTILE)
+        if shown.any():
+            # Centre on the middle of the central 80 %: outlying somata pull the
+            # box's middle off the brain, not this.
+            centre = positions_bounds(self.cloud.positions, shown, percentile=10.0).mean(axis=0)
+            half = (bounds[1] - bounds[0]) / 2.0
+            bounds = np.stack([centre - half, centre + half])
+        apply_view(self.view.camera, view, bounds, margin=1.2, aspect=vw / vh, orbit=orbit)
         self.base_azimuth = float(self.view.camera.azimuth)
         # Brightness gain from how crowded the brain is on screen in this view.
         self._draw()

@@ -77,7 +77,7 @@ def test_active_neuron_is_drawn_in_the_brain_area_not_under_the_panels(renderer)
 def test_top_k_bars_are_as_long_as_their_probabilities(renderer):
     img = renderer.render_state(np.zeros(36, np.float32), content((("cat", 0.8), (" dog", 0.2))))
     panel_x = int(SIZE[0] - renderer.overlays.panel_w)
-    band_y = int(SIZE[1] - renderer.overlays.band_h)
+    band_y = int(renderer.overlays.bar_y - 2 * renderer.overlays.px_small)  # above the colourbar
     top = amber(img[:band_y, panel_x:])
     rows = np.flatnonzero(top.sum(axis=1) > 10)
     assert rows.size > 0
@@ -146,3 +146,14 @@ def test_display_token_and_size_parsing():
     for bad in ("1920", "axb", "8x8", "100000x10"):
         with pytest.raises(ExportError):
             parse_size(bad)
+
+
+def test_colourbar_runs_from_cool_negative_to_warm_positive(renderer):
+    img = renderer.render_state(np.zeros(36, np.float32), content())
+    o = renderer.overlays
+    y = int(o.bar_y + o.bar_h / 2)
+    left = img[y, int(o.bar_x) + 2].astype(int)
+    middle = img[y, int(o.bar_x + o.bar_w / 2)].astype(int)
+    right = img[y, int(o.bar_x + o.bar_w) - 3].astype(int)
+    assert left[2] > left[0] + 60 and right[0] > right[2] + 60
+    assert middle.sum() < 0.5 * min(left.sum(), right.sum())  # zero is dark

@@ -143,7 +143,8 @@ def evaluate(asset_dir: str | Path | None = None, *, time_loading: bool = True,
 
     t = time.perf_counter()
     res = StreamReservoir(ckpt.w_offsets, ckpt.w_indices, ckpt.w_values, ckpt.wte, ckpt.in_proj,
-                          ckpt.gain, ckpt.rec_gain, ckpt.bias, ckpt.in_index, streams=128,
+                          ckpt.gain, ckpt.rec_gain, ckpt.bias, ckpt.in_index,
+                          streams=max(1, min(128, len(held_seq) // 4)),
                           leak=cfg.leak, pad_token_id=cfg.pad_token_id)
     model_ce, mean_abs = stream_cross_entropy(
         res, held_seq, np.asarray(ckpt.head_a), np.asarray(ckpt.head_b),

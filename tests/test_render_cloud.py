@@ -230,3 +230,18 @@ def test_shader_colours_match_the_colourbar_table(mode):
             np.testing.assert_allclose(img[y, x], expected, atol=4)
     finally:
         scene.close()
+
+
+def test_gain_falls_as_the_view_gets_crowded_or_busy():
+    from flyviz.render.cloud import activity_load, density_gain
+
+    rng = np.random.default_rng(0)
+    sparse = rng.uniform(0, 1000, (500, 2))
+    crowded = rng.uniform(0, 100, (5000, 2))
+    assert density_gain(sparse, 3.0) == 1.0  # nothing overlaps: full brightness
+    assert density_gain(crowded, 3.0) < 0.5
+    quiet = activity_load(rng.normal(0, 0.05, 10_000), 1.0)
+    busy = activity_load(rng.normal(0, 0.8, 10_000), 1.0)
+    assert quiet[0] < busy[0] and quiet[1] < busy[1]
+    assert density_gain(crowded, 3.0, *busy[:1], size_factor=busy[1]) < \
+        density_gain(crowded, 3.0, *quiet[:1], size_factor=quiet[1])

@@ -142,6 +142,7 @@ def test_overlay_contents_follow_the_recording():
 def test_display_token_and_size_parsing():
     assert display_token(" the\n") == "\u00b7the\u00b6"
     assert display_token("") == "(empty)"
+    assert display_token("\x1b[") == "\\x1b["
     assert parse_size("1920x1080") == (1920, 1080)
     for bad in ("1920", "axb", "8x8", "100000x10"):
         with pytest.raises(ExportError):

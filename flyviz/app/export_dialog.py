@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QWidget)
 
 from flyviz.export import ExportCancelled, ExportOptions, export_recording
-from flyviz.export.movie import make_renderer, recording_scale
+from flyviz.export.movie import make_renderer, recording_scale, sample_states
 from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError, FlyvizError
@@ -305,7 +305,8 @@ class ExportRunner(QObject):
         # Made here, on the GUI thread, with the app's own vispy backend.
         import vispy.app
 
-        self._renderer = make_renderer(anatomy, options, scale, model_name, app=vispy.app.use_app())
+        self._renderer = make_renderer(anatomy, options, scale, model_name, app=vispy.app.use_app(),
+                                       activity_sample=sample_states(recording, start, stop, 16))
         self._proxy = _GuiThreadRenderer(self._renderer)
         self._cancel = threading.Event()
         self._thread = QThread()

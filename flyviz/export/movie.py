@@ -30,17 +30,23 @@ from flyviz.record.recording import Recording
 ExportProgress = Callable[[int, int], None]
 
 
+def sample_states(recording: Recording, start: int = 0, stop: int | None = None,
+                  samples: int = 48) -> np.ndarray:
+    """Up to ``samples`` evenly spaced states of frames ``start:stop``, stacked (float32)."""
+    stop = len(recording) if stop is None else min(stop, len(recording))
+    if stop <= start:
+        return np.zeros((0, recording.neurons), np.float32)
+    picks = np.unique(np.linspace(start, stop - 1, min(samples, stop - start)).round().astype(int))
+    return np.stack([recording.state(int(i)) for i in picks])
+
+
 def recording_scale(recording: Recording, start: int = 0, stop: int | None = None,
                     samples: int = 48, percentile: float = 99.0) -> float:
     """A colour limit for a range of frames: a high percentile of |h| over up to ``samples`` frames."""
     from flyviz.render.cloud import auto_scale
 
-    stop = len(recording) if stop is None else min(stop, len(recording))
-    if stop <= start:
-        return 1.0
-    picks = np.unique(np.linspace(start, stop - 1, min(samples, stop - start)).round().astype(int))
-    values = np.concatenate([np.abs(recording.state(int(i))) for i in picks])
-    return auto_scale(values, percentile)
+    values = sample_states(recording, start, stop, samples)
+    return auto_scale(values, percentile) if values.size else 1.0
 
 
 def _ease(t: float) -> float:
@@ -54,13 +60,14 @@ def model_name_of(recording: Recording, fallback: str = "") -> str:
 
 
 def make_renderer(anatomy: Anatomy, options: ExportOptions, scale: float, model_name: str,
-                  app: Any = None) -> Any:
+                  app: Any = None, activity_sample: np.ndarray | None = None) -> Any:
     """The :class:`~flyviz.render.offscreen.FrameRenderer` an export with ``options`` uses."""
     from flyviz.render.offscreen import FrameRenderer
 
     return FrameRenderer(anatomy.positions_um(), anatomy.valid, options.size, mode=options.mode,
                          scale=scale, view=options.view, orbit=options.orbit != 0.0,
-                         overlays=options.overlays, model_name=model_name, app=app)
+                         overlays=options.overlays, model_name=model_name,
+                         activity_sample=activity_sample, app=app)
 
 
 def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: str | Path,
@@ -126,7 +133,8 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
 
     own_renderer = renderer is None
     if own_renderer:
-        renderer = make_renderer(anatomy, options, scale, name)
+        renderer = make_renderer(anatomy, options, scale, name,
+                                 activity_sample=sample_states(recording, start, stop, 16))
     target: AtomicTarget | None = None
     encoder: FrameEncoder | None = None
     try:

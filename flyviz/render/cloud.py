@@ -287,8 +287,33 @@ class NeuronCloudVisual(Visual):
 NeuronCloud = create_visual_node(NeuronCloudVisual)
 
 
+def activity_load(values: np.ndarray, limit: float) -> tuple[float, float]:
+    """How bright and how large neurons are on average under some activity.
+
+    Parameters
+    ----------
+    values
+        Activations (any shape), e.g. a few states of a run stacked.
+    limit
+        The colour limit they will be shown with.
+
+    Returns
+    -------
+    typical_alpha, size_factor
+        Mean display brightness and mean disc diameter relative to the point
+        size, as the shader computes them; inputs to :func:`density_gain`.
+    """
+    from flyviz.render.colormaps import display_curve
+
+    mags = np.abs(np.asarray(values, dtype=np.float32).ravel()) / np.float32(max(limit, 1e-12))
+    mags = np.clip(mags[np.isfinite(mags)], 0.0, 1.0)
+    if mags.size == 0:
+        return 0.4, 1.0
+    return float(display_curve(mags).mean()), float((0.8 + 0.7 * np.sqrt(mags)).mean())
+
+
 def density_gain(xy: np.ndarray, point_size_px: float, typical_alpha: float = 0.4,
-                 cell_px: float = 8.0) -> float:
+                 cell_px: float = 8.0, size_factor: float = 1.0) -> float:
     """A brightness gain that keeps a dense view from saturating under additive blending.
 
     Parameters
@@ -302,6 +327,9 @@ def density_gain(xy: np.ndarray, point_size_px: float, typical_alpha: float = 0.
         Mean brightness of a neuron under typical activity.
     cell_px
         Size of the screen cells in which crowding is measured.
+    size_factor
+        Mean disc diameter relative to the point size (active neurons are
+        drawn larger); see :func:`activity_load`.
 
     Returns
     -------
@@ -317,6 +345,6 @@ def density_gain(xy: np.ndarray, point_size_px: float, typical_alpha: float = 0.
     key = (cells[:, 0] - cells[:, 0].min()) * (int(np.ptp(cells[:, 1])) + 1) + (cells[:, 1] - cells[:, 1].min())
     _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
     crowd = counts[inverse]
-    disc_area = np.pi * (0.5 * float(point_size_px)) ** 2
+    disc_area = np.pi * (0.5 * float(point_size_px) * float(size_factor)) ** 2
     coverage = float(np.percentile(crowd, 75)) * disc_area / float(cell_px) ** 2
     return float(np.clip(1.0 / max(coverage * typical_alpha, 1e-6), 0.05, 1.0))

@@ -27,7 +27,7 @@ from vispy.visuals.transforms import STTransform
 
 from flyviz.model.errors import ExportError
 from flyviz.render.camera import DEFAULT_FOV, VIEW_PRESETS, apply_view, positions_bounds
-from flyviz.render.cloud import NeuronCloud, density_gain
+from flyviz.render.cloud import NeuronCloud, activity_load, density_gain
 from flyviz.render.colormaps import colorbar_image, value_range
 from flyviz.render.overlay import OverlayContent, display_token
 from flyviz.render.picking import project_points
@@ -445,6 +445,11 @@ class FrameRenderer:
     point_size, glow
         Cloud style; the point size defaults to 3 px at 720 lines, scaled with
         the frame height.
+    activity_sample
+        Some of the states to be shown (any shape). The brightness gain is set
+        once from how crowded the brain is on screen and how active these
+        states are, so that a busy run does not saturate to white and every
+        frame of a movie keeps the same exposure.
     app
         A vispy application to render with; by default the first that works
         (see :func:`offscreen_app`).
@@ -454,7 +459,7 @@ class FrameRenderer:
                  size: tuple[int, int] = (1280, 720), *, mode: str = "signed", scale: float = 1.0,
                  view: str = "front", orbit: bool = False, overlays: bool = True,
                  model_name: str = "", point_size: float | None = None, glow: float = 1.0,
-                 app: Any = None) -> None:
+                 activity_sample: np.ndarray | None = None, app: Any = None) -> None:
         self.size = check_size(size)
         w, h = self.size
         if view not in VIEW_PRESETS:
@@ -492,7 +497,9 @@ class FrameRenderer:
         self._draw()
         xy, _, ok = project_points(self.cloud.positions[shown],
                                    self.cloud.get_transform("visual", "canvas"))
-        self.cloud.set_gain(density_gain(xy[ok], size_px))
+        typical_alpha, size_factor = (activity_load(activity_sample, scale)
+                                      if activity_sample is not None else (0.4, 1.0))
+        self.cloud.set_gain(density_gain(xy[ok], size_px, typical_alpha, size_factor=size_factor))
 
     def render_state(self, state: np.ndarray, overlay: OverlayContent | None = None,
                      azimuth: float | None = None) -> np.ndarray:

@@ -52,8 +52,11 @@ def display_token(text: str) -> str:
     """A token's text made visible for a label: spaces as ``·``, newlines as ``¶``."""
     if text == "":
         return "(empty)"
-    return (text.replace(" ", VISIBLE_SPACE).replace("\n", VISIBLE_NEWLINE)
+    text = (text.replace(" ", VISIBLE_SPACE).replace("\n", VISIBLE_NEWLINE)
             .replace("\t", VISIBLE_SPACE * 2).replace("\r", ""))
+    # Control characters have no glyph: show their code instead of a box.
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 256
+                   else f"\\u{ord(ch):04x}" for ch in text)
 
 
 def iter_overlays(recording: Recording, start: int = 0,

@@ -237,7 +237,7 @@ def test_gain_falls_as_the_view_gets_crowded_or_busy():
 
     rng = np.random.default_rng(0)
     sparse = rng.uniform(0, 1000, (500, 2))
-    crowded = rng.uniform(0, 100, (5000, 2))
+    crowded = rng.uniform(0, 100, (20_000, 2))  # two neurons per pixel
     assert density_gain(sparse, 3.0) == 1.0  # nothing overlaps: full brightness
     assert density_gain(crowded, 3.0) < 0.5
     quiet = activity_load(rng.normal(0, 0.05, 10_000), 1.0)

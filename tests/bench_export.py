@@ -91,6 +91,8 @@ def main() -> int:
     parser.add_argument("--size", default="1280x720")
     parser.add_argument("--format", default="mp4", choices=("mp4", "webm", "gif", "png"))
     parser.add_argument("--frames-per-token", type=int, default=6)
+    parser.add_argument("--backend", choices=("egl", "default", "osmesa"), default=None,
+                        help="OpenGL to render with (default: the first that works)")
     args = parser.parse_args()
 
     from flyviz.export import ExportOptions, export_recording
@@ -98,6 +100,10 @@ def main() -> int:
     from flyviz.render.offscreen import FrameRenderer, offscreen_app, parse_size
     from flyviz.render.overlay import overlay_contents
 
+    if args.backend:
+        import os
+
+        os.environ["FLYVIZ_OFFSCREEN_GL"] = args.backend
     size = parse_size(args.size)
     rng = np.random.default_rng(0)
     pos_vox, valid, where = positions(rng)

@@ -158,3 +158,14 @@ def test_colourbar_runs_from_cool_negative_to_warm_positive(renderer):
     right = img[y, int(o.bar_x + o.bar_w) - 3].astype(int)
     assert left[2] > left[0] + 60 and right[0] > right[2] + 60
     assert middle.sum() < 0.5 * min(left.sum(), right.sum())  # zero is dark
+
+
+def test_offscreen_backend_can_be_chosen_by_environment(monkeypatch):
+    monkeypatch.setenv("FLYVIZ_OFFSCREEN_GL", "vulkan")
+    with pytest.raises(ExportError, match="FLYVIZ_OFFSCREEN_GL"):
+        offscreen_app()
+    monkeypatch.setenv("FLYVIZ_OFFSCREEN_GL", "default")  # Qt under the test's Xvfb
+    app, name = offscreen_app()
+    assert name.lower().startswith("py")
+    with FrameRenderer(grid(), size=(64, 48), overlays=False, app=app) as r:
+        assert r.render_state(np.ones(36, np.float32)).shape == (48, 64, 3)

@@ -18,12 +18,15 @@ from flyviz.model.errors import InputError
 EPILOG = """\
 output format (from --out):
   run.mp4     H.264 (yuv420p; --quality is the x264 CRF, default 20, lower is better)
-  run.webm    VP9 (about a tenth of the MP4's size; CRF default 34)
+  run.webm    VP9 (plays in web pages; --quality is the VP9 CRF, default 34)
   run.gif     animated GIF
   frames/     a folder of PNG frames (any name without an extension)
 
 frames: each token gets --frames-per-token frames easing from the previous state
 to the token's, plus round(--hold * --fps) hold frames at the end.
+
+OpenGL: EGL without a display is tried first, then the usual display (e.g. under
+xvfb-run), then OSMesa; set FLYVIZ_OFFSCREEN_GL=egl|default|osmesa to choose.
 
 examples:
   flyviz export demo --prompt "Tom and his dog" --out run.mp4

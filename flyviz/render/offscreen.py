@@ -92,13 +92,19 @@ def offscreen_app(order: tuple[str, ...] = BACKENDS) -> tuple[Any, str]:
     order
         Backends to try: ``"egl"``, ``"default"`` (vispy's usual choice,
         normally Qt) and ``"osmesa"``. The first that renders a test frame
-        wins and is remembered for the process.
+        wins and is remembered for the process. The environment variable
+        ``FLYVIZ_OFFSCREEN_GL`` names one backend to use instead.
 
     Raises
     ------
     ExportError
         When none works, naming each backend's problem.
     """
+    forced = os.environ.get("FLYVIZ_OFFSCREEN_GL", "").strip().lower()
+    if forced:
+        if forced not in BACKENDS:
+            raise ExportError(f"FLYVIZ_OFFSCREEN_GL={forced!r} must be one of {', '.join(BACKENDS)}")
+        order = (forced,)
     problems = []
     for name in order:
         if name in _apps:

@@ -74,6 +74,23 @@ def _make_app(name: str) -> Any:
     raise ValueError(f"unknown backend {name!r}")
 
 
+def _release_egl(app: Any) -> None:
+    """Leave no EGL context current on this thread.
+
+    vispy's EGL canvases never release their context, not even when closed;
+    a context left current keeps GL calls pointed at EGL and upsets any Qt
+    OpenGL widget the same thread draws later (the app, or tests).
+    """
+    if getattr(app, "backend_name", "").lower() != "egl":
+        return
+    module = sys.modules.get("vispy.app.backends._egl")
+    display = getattr(module, "_EGL_DISPLAY", None)
+    if module is None or display is None:
+        return
+    egl = module.egl
+    egl.eglMakeCurrent(display, egl.EGL_NO_SURFACE, egl.EGL_NO_SURFACE, egl.EGL_NO_CONTEXT)
+
+
 def _probe(app: Any) -> None:
     canvas = scene.SceneCanvas(size=(8, 8), show=False, app=app)
     try:
@@ -82,6 +99,7 @@ def _probe(app: Any) -> None:
             raise RuntimeError(f"rendered {image.shape[1]}x{image.shape[0]} instead of 8x8")
     finally:
         canvas.close()
+        _release_egl(app)
 
 
 def offscreen_app(order: tuple[str, ...] = BACKENDS) -> tuple[Any, str]:
@@ -474,6 +492,7 @@ class FrameRenderer:
             app, self.backend = offscreen_app()
         else:
             self.backend = app.backend_name
+        self._app = app
         self.canvas = scene.SceneCanvas(size=(w, h), show=False, app=app, bgcolor=BACKGROUND,
                                         dpi=96.0)
         self.canvas.set_current()
@@ -569,6 +588,7 @@ class FrameRenderer:
     def close(self) -> None:
         """Release the canvas and its OpenGL resources."""
         self.canvas.close()
+        _release_egl(self._app)
 
     def __enter__(self) -> "FrameRenderer":
         return self

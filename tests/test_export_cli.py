@@ -104,3 +104,27 @@ def test_unwritable_output_and_mismatched_recording(model_dir, tmp_path, capsys)
     err = capsys.readouterr().err
     assert rc == 2 and ("neurons" in err or "no frames" in err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "other.flyrec"]
+
+
+def test_progress_line_reports_frames_and_time_left():
+    import io
+
+    from flyviz.commands.export import ProgressLine
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    line = ProgressLine("exporting run.mp4", out)
+    line.last = -1.0  # let the first update through at once
+    line(30, 120)
+    line(120, 120)
+    text = out.getvalue().replace("\x1b[K", "")
+    assert "30/120 frames" in text and "left" in text
+    assert text.rstrip().endswith("fps)") and "120/120 frames in" in text
+    log = io.StringIO()  # not a terminal: plain lines, the first at once, then every 10 s
+    quiet = ProgressLine("exporting", log)
+    quiet(1, 50)
+    quiet(50, 50)
+    assert "\r" not in log.getvalue() and log.getvalue().count("\n") == 2

@@ -189,3 +189,17 @@ def test_format_follows_the_output_name(tmp_path):
     assert movie_format("frames.d/") == "png"
     (tmp_path / "existing.dir").mkdir()
     assert movie_format(tmp_path / "existing.dir") == "png"
+
+
+def test_png_folder_is_replaced_whole_but_never_over_other_files(run, tmp_path):
+    rec, anatomy = run
+    out = tmp_path / "frames"
+    export_recording(rec, anatomy, out, ExportOptions(size=(64, 48), frames_per_token=2, stop=3))
+    assert len(list(out.glob("frame_*.png"))) == 6
+    export_recording(rec, anatomy, out, ExportOptions(size=(64, 48), frames_per_token=1, stop=2))
+    assert sorted(p.name for p in out.iterdir()) == ["frame_000001.png", "frame_000002.png"]
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="other files"):
+        export_recording(rec, anatomy, out, ExportOptions(size=(64, 48), frames_per_token=1, stop=2))
+    assert (out / "notes.txt").read_text() == "mine" and len(list(out.glob("*.png"))) == 2
+    assert leftovers(tmp_path) == ["frames"]

@@ -82,6 +82,11 @@ class AtomicTarget:
             raise ExportError(f"{self.out} is a file; give a folder name for PNG frames")
         if not folder and self.out.is_dir():
             raise ExportError(f"{self.out} is a folder; give a file name for the movie")
+        if folder and self.out.is_dir():
+            other = self._other_files()
+            if other:
+                raise ExportError(f"{self.out} holds other files ({other[0]}); choose an empty "
+                                  "folder or one with only earlier frames")
         try:
             parent.mkdir(parents=True, exist_ok=True)
             self.tmp = self._create_temporary(parent)
@@ -121,14 +126,17 @@ class AtomicTarget:
 
     def _replace_folder(self) -> None:
         # Only a folder of earlier frames is replaced; anything else is the user's.
-        others = [p.name for p in self.out.iterdir()
-                  if not (p.name.startswith("frame_") and p.suffix == ".png")]
+        others = self._other_files()
         if others:
             raise OSError(f"the folder holds other files ({others[0]}); choose an empty folder")
         old = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".old", dir=self.out.parent))
         os.replace(self.out, old / "frames")
         os.replace(self.tmp, self.out)
         shutil.rmtree(old, ignore_errors=True)
+
+    def _other_files(self) -> list[str]:
+        return sorted(p.name for p in self.out.iterdir()
+                      if not (p.name.startswith("frame_") and p.suffix == ".png"))
 
     def discard(self) -> None:
         """Remove the temporary output."""

@@ -203,3 +203,23 @@ def test_png_folder_is_replaced_whole_but_never_over_other_files(run, tmp_path):
         export_recording(rec, anatomy, out, ExportOptions(size=(64, 48), frames_per_token=1, stop=2))
     assert (out / "notes.txt").read_text() == "mine" and len(list(out.glob("*.png"))) == 2
     assert leftovers(tmp_path) == ["frames"]
+
+
+def test_encoder_dying_midway_is_an_export_error_and_leaves_nothing(run, tmp_path, monkeypatch):
+    """Like a full disk: ffmpeg exits while frames are still coming."""
+    from flyviz.export import encoders
+
+    rec, anatomy = run
+    original = encoders.FrameEncoder.write
+
+    def write(self, frame):
+        if self.frames == 2:
+            self._proc.kill()
+            self._proc.wait()
+        original(self, frame)
+
+    monkeypatch.setattr(encoders.FrameEncoder, "write", write)
+    with pytest.raises(ExportError, match="encoder failed"):
+        export_recording(rec, anatomy, tmp_path / "run.mp4",
+                         ExportOptions(size=(96, 64), frames_per_token=4))
+    assert leftovers(tmp_path) == []

@@ -104,6 +104,14 @@ class ProgressLine:
         self.start = time.perf_counter()
         self.last = 0.0
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.open_line = False
+
+    def end_line(self) -> None:
+        """Finish a live line left open (before an error message is printed)."""
+        if self.open_line:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.open_line = False
 
     def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter()
@@ -125,6 +133,7 @@ class ProgressLine:
         end = "\n" if final or not self.tty else ""
         self.stream.write(("\r" if self.tty else "") + text + "\x1b[K" * self.tty + end)
         self.stream.flush()
+        self.open_line = not end
 
 
 def _load_progress(label: str, fraction: float) -> None:
@@ -226,8 +235,11 @@ def run(args: argparse.Namespace) -> int:
     _, backend = offscreen_app()
     progress = ProgressLine(f"exporting {Path(args.out).name}")
     rss = _Memory() if args.bench else None
-    out = export_recording(recording, anatomy, args.out, options,
-                           progress=rss.wrap(progress) if rss else progress)
+    try:
+        out = export_recording(recording, anatomy, args.out, options,
+                               progress=rss.wrap(progress) if rss else progress)
+    finally:
+        progress.end_line()
     t2 = time.perf_counter()
     a, b = options.token_range(len(recording))
     frames = options.frame_count(b - a)

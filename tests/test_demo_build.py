@@ -220,3 +220,18 @@ def test_build_command_rejects_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["build-demo", "--scale", "huge"])
     assert exit_info.value.code == 2
+
+
+def test_evaluation_script_measures_the_quality_bar(built, cache):
+    from flyviz.demo.evaluate import distinct_ngram_ratio, evaluate, loop_period
+
+    assert loop_period([5, 6, 7] * 20) == 3
+    assert loop_period(list(range(60))) == 0
+    assert distinct_ngram_ratio([1, 2, 3, 4] * 5) < 0.3 < distinct_ngram_ratio(list(range(20)))
+    lines: list[str] = []
+    result = evaluate(built[0], time_loading=False, log=lines.append)
+    ce = result["cross_entropy"]
+    assert ce["model"] < ce["unigram"] and ce["engine_vs_batch_difference"] < 1e-4
+    assert result["held_out_matches_seed"]
+    assert result["greedy"]["tokens"] > 0 and len(result["samples"]["texts"]) == 3
+    assert any("held-out cross-entropy" in line for line in lines)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -235,11 +237,14 @@ def run(args: argparse.Namespace) -> int:
     _, backend = offscreen_app()
     progress = ProgressLine(f"exporting {Path(args.out).name}")
     rss = _Memory() if args.bench else None
+    previous = _exit_on_sigterm()
     try:
         out = export_recording(recording, anatomy, args.out, options,
                                progress=rss.wrap(progress) if rss else progress)
     finally:
         progress.end_line()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     t2 = time.perf_counter()
     a, b = options.token_range(len(recording))
     frames = options.frame_count(b - a)
@@ -250,6 +255,17 @@ def run(args: argparse.Namespace) -> int:
               f"{frames / (t2 - t1):.1f} frames/s end to end; RSS grew {rss.growth_mb():.1f} MB "
               f"from frame 10 to the end (peak {rss.peak_mb():.0f} MB)", file=sys.stderr)
     return 0
+
+
+def _exit_on_sigterm() -> Any:
+    """Turn SIGTERM into SystemExit so that an export killed politely cleans up after itself."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 class _Memory:

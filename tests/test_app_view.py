@@ -99,7 +99,6 @@ def test_clicking_a_neuron_selects_it_and_the_inspector_shows_it(window, qtbot, 
     win = window
     a, b = _prepare(win, qtbot, 2)
     n = app_checkpoint.config.neurons
-    trace = np.zeros(n, np.float32)
     win.session.replace(one_hot_recording(n, [a, b, a]))
     x, y = win.brain.project(a)
     qtbot.mouseClick(win.brain.canvas.native, Qt.MouseButton.LeftButton,

@@ -108,18 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     window.controls.speed_cap.setValue(0)
     window.controls.temperature.setValue(0.0)
     window.controls.max_new_tokens.setValue(args.tokens)
-    deadline = time.perf_counter() + 2.0
-    while time.perf_counter() < deadline:     # let the window settle
-        app.processEvents()
+    from PySide6.QtCore import QTimer
+
+    # exit(), not quit(): since Qt 6, quit() first closes every window.
+    QTimer.singleShot(2000, lambda: app.exit(0))   # let the window settle
+    app.exec()
     arrivals: list[float] = []
     window.session.frames_appended.connect(lambda _n: arrivals.append(time.perf_counter()))
-    done: list[str] = []
-    window.run_ended.connect(lambda reason, _n: done.append(reason))
+    window.run_ended.connect(lambda _reason, _n: app.exit(0))
+    QTimer.singleShot(600_000, lambda: app.exit(0))
     draws_before = len(window.brain.draw_times)
     start = time.perf_counter()
     window.run_prompt(prompt)
-    while not done and time.perf_counter() - start < 600:
-        app.processEvents()
+    app.exec()                                # the real event loop, as in the app
     end = time.perf_counter()
     draws = [t for t in list(window.brain.draw_times)[draws_before:] if start <= t <= end]
     canvas_size = tuple(int(v) for v in window.brain.canvas.physical_size)

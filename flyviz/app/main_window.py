@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (QApplication, QComboBox, QDialog, QDialogButtonBo
                                QTableWidget, QTableWidgetItem, QToolBar, QVBoxLayout, QWidget)
 
 from flyviz import APP_NAME, ORGANIZATION, __version__
-from flyviz.app import theme
 from flyviz.app.brain_view import BrainView
 from flyviz.app.connectivity import Connectivity
 from flyviz.app.controls import PromptBar, SettingsPanel, Timeline
@@ -578,6 +577,8 @@ class MainWindow(QMainWindow):
     def run_prompt(self, text: str | None = None) -> bool:
         """Start a run on ``text`` (default: the prompt box); False if it could not start."""
         text = self.prompt_bar.text() if text is None else text
+        if self._closing:
+            return False
         if self.checkpoint is None or self.tokenizer is None:
             self._pending_prompt = text
             self.show_message("the model is still loading; the prompt runs when it is ready")

@@ -169,3 +169,15 @@ def test_offscreen_backend_can_be_chosen_by_environment(monkeypatch):
     assert name.lower().startswith("py")
     with FrameRenderer(grid(), size=(64, 48), overlays=False, app=app) as r:
         assert r.render_state(np.ones(36, np.float32)).shape == (48, 64, 3)
+
+
+@pytest.mark.parametrize("factor", [1.5, 2.0, 1.25])
+def test_high_dpi_renderings_are_brought_back_to_the_exact_size(factor):
+    """A Qt canvas on a scaled screen renders more pixels; frames keep the movie's size."""
+    with FrameRenderer(grid(), size=(64, 40), overlays=False) as r:
+        big = np.zeros((int(40 * factor), int(64 * factor), 3), np.uint8)
+        big[:, : big.shape[1] // 2] = 200  # left half lit
+        out = r._fit(big)
+    assert out.shape == (40, 64, 3)
+    assert np.all(out[:, :31] == 200) and np.all(out[:, 33:] == 0)
+    assert abs(float(out.mean()) - 100.0) < 2.0  # area averaging keeps the brightness

@@ -441,6 +441,23 @@ class _Overlays:
         visual.color = np.asarray(colors, dtype=np.float32)
 
 
+def _area_matrix(n_in: int, n_out: int) -> Any:
+    """Sparse ``(n_out, n_in)`` box-filter resampling: each output pixel averages what it covers."""
+    import scipy.sparse as sp
+
+    scale = n_in / n_out
+    rows, cols, weights = [], [], []
+    for i in range(n_out):
+        lo, hi = i * scale, (i + 1) * scale
+        for j in range(int(np.floor(lo)), min(n_in, int(np.ceil(hi)))):
+            overlap = min(hi, j + 1) - max(lo, j)
+            if overlap > 0:
+                rows.append(i)
+                cols.append(j)
+                weights.append(overlap / scale)
+    return sp.csr_matrix((np.asarray(weights, np.float32), (rows, cols)), shape=(n_out, n_in))
+
+
 class FrameRenderer:
     """Draw activation states of one brain to RGB arrays of a fixed size.
 
@@ -497,6 +514,7 @@ class FrameRenderer:
                                         dpi=96.0)
         self.canvas.set_current()
         self._fbo: Any = None
+        self._resize: Any = None
         self.overlays = _Overlays(self.canvas, self.size, mode, scale, model_name) if overlays else None
         x, y, vw, vh = self.overlays.cloud_rect if self.overlays else (0.0, 0.0, float(w), float(h))
         self.view = scene.widgets.ViewBox(parent=self.canvas.scene, pos=(x, y), size=(vw, vh),
@@ -563,8 +581,11 @@ class FrameRenderer:
         frame for nothing.
         """
         if self._fbo is None:
+            # At the canvas's physical size: vispy lays the scene out for it. On
+            # a high-DPI screen (Qt backend) that is larger than the movie and
+            # _fit brings it back to size.
             s = self.canvas.pixel_scale
-            shape = (int(self.canvas.size[1] * s), int(self.canvas.size[0] * s))
+            shape = (int(round(self.canvas.size[1] * s)), int(round(self.canvas.size[0] * s)))
             self._fbo = gloo.FrameBuffer(color=gloo.RenderBuffer(shape),
                                          depth=gloo.RenderBuffer(shape))
         self.canvas.push_fbo(self._fbo, (0, 0), self.canvas.size)
@@ -576,14 +597,20 @@ class FrameRenderer:
             self.canvas.pop_fbo()
 
     def _fit(self, image: np.ndarray) -> np.ndarray:
-        """Bring a high-DPI rendering (an integer multiple of the size) back to size."""
+        """Bring a high-DPI rendering back to the requested size (area averaging)."""
         w, h = self.size
         fy, fx = image.shape[0] / h, image.shape[1] / w
         if fy == fx and fy == int(fy) and fy >= 1:
             f = int(fy)
-            return image.reshape(h, f, w, f, -1).mean(axis=(1, 3)).astype(np.uint8)
-        raise ExportError(f"the OpenGL backend rendered {image.shape[1]}x{image.shape[0]} "
-                          f"instead of {w}x{h}")
+            return image.reshape(h, f, w, f, -1).mean(axis=(1, 3)).round().astype(np.uint8)
+        if self._resize is None:
+            self._resize = (_area_matrix(image.shape[0], h), _area_matrix(image.shape[1], w))
+        rows, cols = self._resize
+        c = image.shape[2]
+        tall = rows @ image.reshape(image.shape[0], -1).astype(np.float32)
+        tall = tall.reshape(h, image.shape[1], c).transpose(1, 0, 2).reshape(image.shape[1], -1)
+        out = (cols @ tall).reshape(w, h, c).transpose(1, 0, 2)
+        return np.clip(np.round(out), 0, 255).astype(np.uint8)
 
     def close(self) -> None:
         """Release the canvas and its OpenGL resources."""

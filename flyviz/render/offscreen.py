@@ -237,19 +237,15 @@ class RectanglesVisual(Visual):
 Rectangles = scene.visuals.create_visual_node(RectanglesVisual)
 
 
-def m_bottom(margin: float, px_small: float) -> float:
-    """Space under the colourbar: its labels and a margin."""
-    return margin + 1.4 * px_small
-
-
 class _Overlays:
     """Header, colourbar, top-k bars and running text, in canvas pixels."""
 
     def __init__(self, canvas: Any, size: tuple[int, int], mode: str, scale: float,
                  model_name: str) -> None:
         w, h = size
-        u = min(h / 720.0, w / 1280.0) * 1.0
-        u = max(u, 0.45)
+        # One layout unit: a pixel at 1280x720, scaled with the frame (not below
+        # the size at which text stays legible).
+        u = max(min(h / 720.0, w / 1280.0), 0.45)
         self.size, self.u = size, u
         self.margin = 22.0 * u
         self.panel_w = max(150.0 * u, 0.25 * w)
@@ -270,7 +266,6 @@ class _Overlays:
         self.title, self.body, self.small = text(self.px_title, bold=True), text(self.px_body), text(self.px_small)
         self.metrics_body = _TextMetrics(self.body)
         self.metrics_small = _TextMetrics(self.small)
-        self.metrics_title = _TextMetrics(self.title)
 
         # Colourbar: horizontal, at the foot of the right panel, labels underneath;
         # kept off the brain so it never hides neurons.
@@ -278,7 +273,8 @@ class _Overlays:
         bar_w = int(round(self.panel_w - 2 * pad))
         bar_h = max(4, int(round(10 * u)))
         self.bar_x = w - self.panel_w + pad
-        self.bar_y = h - self.band_h - m_bottom(self.margin, self.px_small) - bar_h
+        below = self.margin + 1.4 * self.px_small  # room for the labels under the bar
+        self.bar_y = h - self.band_h - below - bar_h
         self.bar_h, self.bar_w = bar_h, bar_w
         self.colorbar = scene.visuals.Image(colorbar_image(mode, bar_h, bar_w, vertical=False),
                                             parent=canvas.scene, interpolation="nearest")

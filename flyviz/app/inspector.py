@@ -56,7 +56,7 @@ class NeuronInspector(QWidget):
             form.addRow(title, label)
         layout.addLayout(form)
         self.trace = pg.PlotWidget()
-        self.trace.setMinimumHeight(90)
+        self.trace.setMinimumHeight(70)
         self.trace.setMenuEnabled(False)
         self.trace.hideButtons()
         self.trace.getAxis("bottom").setLabel("token")

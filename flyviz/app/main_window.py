@@ -432,7 +432,12 @@ class MainWindow(QMainWindow):
         if geometry is not None:
             self.restoreGeometry(geometry)
         else:
-            self.resize(1440, 900)
+            screen = QApplication.primaryScreen()
+            room = screen.availableGeometry() if screen is not None else None
+            width, height = 1440, 900
+            if room is not None:   # first start on a small screen: fit, leave a margin
+                width, height = min(width, room.width() - 40), min(height, room.height() - 60)
+            self.resize(width, height)
         if state is not None:
             self.restoreState(state)
 

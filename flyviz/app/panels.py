@@ -299,7 +299,7 @@ class RasterPanel(QWidget):
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()
-        self.plot.setMinimumHeight(120)
+        self.plot.setMinimumHeight(80)
         self.plot.getAxis("left").setLabel("neuron")
         self.plot.getAxis("bottom").setLabel("token")
         layout.addWidget(self.plot, 1)
@@ -377,7 +377,7 @@ class TracePanel(QWidget):
         self.plot.setMouseEnabled(True, False)
         self.plot.hideButtons()
         self.plot.getAxis("bottom").setLabel("token")
-        self.plot.setMinimumHeight(120)
+        self.plot.setMinimumHeight(80)
         self.plot.addLegend(offset=(-8, 4), labelTextColor=theme.TEXT, brush=pg.mkBrush(18, 21, 28, 200))
         self.plot.setYRange(0, 1, padding=0.03)
         self.probability = self.plot.plot([], [], pen=pg.mkPen(theme.VIOLET, width=2),

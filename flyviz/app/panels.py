@@ -143,7 +143,7 @@ class TextPanel(QTextBrowser):
             token = self._tokens[k]
             text = token.text
             if token.generated and text == _EOS_TEXT:
-                body = "&nbsp;⏹&nbsp;end"
+                body = "&nbsp;[end]"
                 style = f"color:{theme.MUTED}; font-size: small"
             else:
                 body = html.escape(_visible_token_text(text)).replace("\n", "<br>")

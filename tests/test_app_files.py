@@ -147,3 +147,29 @@ def test_export_action_is_wired_or_explains_why_not(window):
     window.session.new_recording(window.checkpoint.config.neurons)
     window.export_movie()                                   # nothing recorded: a message only
     assert "nothing to export" in window.last_error
+
+
+def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtbot, tmp_path,
+                                                                      monkeypatch):
+    import importlib.util
+
+    win = window
+    win.controls.max_new_tokens.setValue(3)
+    win.controls.speed_cap.setValue(0)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        win.run_prompt("Tom")
+    target = tmp_path / "chosen"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
+    win.save_recording_dialog()
+    saved = tmp_path / "chosen.flyrec"
+    assert saved.is_file() and str(saved) in win.statusBar().currentMessage()
+
+    if importlib.util.find_spec("flyviz.app.export_dialog") is None:
+        pytest.skip("movie export is not part of this installation")
+    import flyviz.app.export_dialog as export_dialog
+
+    calls = []
+    monkeypatch.setattr(export_dialog, "run_export_dialog",
+                        lambda parent, rec, anatomy, name: calls.append((parent, rec, anatomy, name)))
+    win.actions_by_name["export_movie"].trigger()
+    assert calls == [(win, win.session.recording, win.anatomy, win.model_name)]

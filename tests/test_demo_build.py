@@ -235,3 +235,12 @@ def test_evaluation_script_measures_the_quality_bar(built, cache):
     assert result["held_out_matches_seed"]
     assert result["greedy"]["tokens"] > 0 and len(result["samples"]["texts"]) == 3
     assert any("held-out cross-entropy" in line for line in lines)
+
+
+def test_unwritable_cache_is_reported_with_one_line(built, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(CheckpointError) as err:
+        load_demo(asset_dir=built[0])
+    assert "FLYVIZ_CACHE_DIR" in str(err.value) and "\n" not in str(err.value)

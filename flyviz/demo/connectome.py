@@ -440,12 +440,10 @@ def pack_connectome(conn: SyntheticConnectome, path: str | Path) -> Path:
     numbers that compress well); synapse counts are small integers.
     """
     path = Path(path)
-    row_start = np.repeat(conn.offsets[:-1], np.diff(conn.offsets))
     deltas = np.diff(conn.sources.astype(np.int64), prepend=0)
     first = np.zeros(conn.edges, dtype=bool)
     first[conn.offsets[:-1][np.diff(conn.offsets) > 0]] = True
     deltas[first] = conn.sources[first]
-    del row_start
     delta_dtype = np.uint16 if deltas.max(initial=0) < 2**16 else np.uint32
     count_dtype = np.uint8 if conn.counts.max(initial=0) < 256 else np.uint16
     np.savez_compressed(

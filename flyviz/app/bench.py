@@ -2,7 +2,7 @@
 
 Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
 
-    python -m flyviz.app.bench [--tokens 150] [--size 1280x720] [--json]
+    python -m flyviz.app.bench [--tokens 150] [--size 1280x720] [--speed-cap 0] [--json]
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
 9,050,172 synapses, rank-64 readout), then in one process:
@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=150, help="new tokens per run (default 150)")
     parser.add_argument("--size", default="1280x720", help="brain view size WxH (default 1280x720)")
+    parser.add_argument("--speed-cap", type=float, default=0.0,
+                        help="the window's speed cap in tokens/s (default 0: none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     width, height = (int(v) for v in args.size.lower().split("x"))
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     window.set_checkpoint(checkpoint)
     window.brain.setFixedSize(width, height)
     window.adjustSize()
-    window.controls.speed_cap.setValue(0)
+    window.controls.speed_cap.setValue(args.speed_cap)
     window.controls.temperature.setValue(0.0)
     window.controls.max_new_tokens.setValue(args.tokens)
     from PySide6.QtCore import QTimer
@@ -136,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine_alone_tokens_per_s": round(engine_rate, 1),
         "engine_alone_median_tokens_per_s": round(engine_median, 1),
         "engine_alone_app_threads_tokens_per_s": round(app_threads_rate, 1),
+        "window_speed_cap": args.speed_cap,
         "window_tokens_per_s": round(window_rate, 1),
         "window_vs_engine": round(window_rate / engine_rate, 2) if engine_rate else None,
         "redraws_per_s_median": round(_median_rate(draws), 1),

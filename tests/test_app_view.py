@@ -234,6 +234,26 @@ def test_text_hover_and_top_k_bars_describe_the_shown_frame(window, qtbot, app_c
     assert win.text_panel.toPlainText() == "Once upon upon"
     tip = win.text_panel.token_tooltip(2)
     assert f"probability {rec[1].probability:.1%}" in tip and "t0" in tip and "t4" in tip
+    # Hovering the third token ("Once" + " upon" before it) shows that tooltip.
+    from PySide6.QtGui import QTextCursor
+    from PySide6.QtWidgets import QToolTip
+
+    panel = win.text_panel
+    cursor = QTextCursor(panel.document())
+    cursor.setPosition(len("Once upon") + 2)
+    point = panel.cursorRect(cursor).center()
+    assert panel.anchorAt(point) == "tok:2"
+    from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtWidgets import QApplication
+
+    local = QPointF(point)
+    move = QMouseEvent(QEvent.Type.MouseMove, local, panel.viewport().mapToGlobal(local),
+                       Qt.MouseButton.NoButton, Qt.MouseButton.NoButton,
+                       Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(panel.viewport(), move)
+    qtbot.waitUntil(lambda: QToolTip.isVisible(), timeout=2000)
+    assert f"{rec[1].probability:.1%}" in QToolTip.text()
     win.topk_panel.k_box.setValue(3)
     xs = win.topk_panel.bars.opts["width"]
     assert len(xs) == 3

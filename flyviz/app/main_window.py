@@ -763,11 +763,11 @@ class MainWindow(QMainWindow):
         moved = self._drawn is None or self._drawn[:2] != key[:2]
         self._drawn = key
         if moved:
-            self.text_panel.show(rec, index)
-            self.topk_panel.show(rec, index)
+            self.text_panel.show_frame(rec, index)
+            self.topk_panel.show_frame(rec, index)
             self.raster_panel.set_mode(self.brain.mode, self.brain.limit)
-            self.raster_panel.show(rec, index)
-        self.trace_panel.show(rec, index)
+            self.raster_panel.show_frame(rec, index)
+        self.trace_panel.show_frame(rec, index)
         self.inspector.update_moment(rec, index)
 
     def _update_status(self, now: float) -> None:

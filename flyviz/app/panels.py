@@ -1,7 +1,7 @@
 """The 2-D panels beside the brain: text, next-token bars, state raster and traces.
 
 Each panel shows one moment of a :class:`~flyviz.record.recording.Recording`
-through ``show(recording, index)``; the window calls it from its display-rate
+through ``show_frame(recording, index)``; the window calls it from its display-rate
 timer only when the shown frame changed, never once per produced token.
 The pyqtgraph items are created once and their data replaced (one reused
 ``ImageItem`` with fixed levels, one ``BarGraphItem``, ``PlotDataItem`` traces),
@@ -93,7 +93,7 @@ class TextPanel(QTextBrowser):
         self.setObjectName("textPanel")
         self.setReadOnly(True)
         self.setOpenLinks(False)
-        self.setMouseTracking(True)
+        self.viewport().setMouseTracking(True)   # hover tooltips without a button held
         font = QFont()
         font.setPointSize(13)
         self.setFont(font)
@@ -115,7 +115,7 @@ class TextPanel(QTextBrowser):
         """Every token of the current recording known so far."""
         return self._tokens
 
-    def show(self, recording: Recording, index: int) -> None:  # type: ignore[override]
+    def show_frame(self, recording: Recording, index: int) -> None:
         """Show the text as it stood at frame ``index``."""
         if recording is not self._recording:
             self._recording = recording
@@ -246,10 +246,10 @@ class TopKPanel(QWidget):
     def _on_k_change(self, k: int) -> None:
         self._last = None
         if self._recording is not None and self._index >= 0:
-            self.show(self._recording, self._index)
+            self.show_frame(self._recording, self._index)
         self.k_changed.emit(int(k))
 
-    def show(self, recording: Recording, index: int) -> None:  # type: ignore[override]
+    def show_frame(self, recording: Recording, index: int) -> None:
         """Bars of frame ``index``'s candidates (empty when ``index < 0``)."""
         self._recording, self._index = recording, index
         key = (id(recording), index, self.k)
@@ -338,7 +338,7 @@ class RasterPanel(QWidget):
         self.image.setLevels(levels)
         self._last = None
 
-    def show(self, recording: Recording, index: int) -> None:  # type: ignore[override]
+    def show_frame(self, recording: Recording, index: int) -> None:
         """Columns are tokens ``index - window + 1 .. index``, newest on the right."""
         key = (id(recording), index)
         if key == self._last:
@@ -392,7 +392,7 @@ class TracePanel(QWidget):
         self._recording: Recording | None = None
         self.plot.scene().sigMouseClicked.connect(self._on_click)
 
-    def show(self, recording: Recording, index: int) -> None:  # type: ignore[override]
+    def show_frame(self, recording: Recording, index: int) -> None:
         """Curves over the whole recording; the cursor at ``index``."""
         n = len(recording)
         if recording is not self._recording or n != self._length:

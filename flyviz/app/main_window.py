@@ -771,14 +771,14 @@ class MainWindow(QMainWindow):
         self.inspector.update_moment(rec, index)
 
     def _update_status(self, now: float) -> None:
-        ticks = [t for t in self._frame_times if now - t <= 2.0]
-        rate = (len(ticks) - 1) / (ticks[-1] - ticks[0]) if len(ticks) > 2 and ticks[-1] > ticks[0] else 0.0
+        rate = self._rate_of(self._frame_times, now)
         self.status_rate.setText(f"{rate:5.1f} tok/s" if self.worker_state == RUNNING else "— tok/s")
         self.canvas_fps = self._rate_of(self.brain.draw_times, now)
         self.status_fps.setText(f"{self.canvas_fps:4.1f} fps" if self.canvas_fps else "— fps")
 
     @staticmethod
     def _rate_of(times: deque[float], now: float, window: float = 2.0) -> float:
+        """Events per second over the last ``window`` seconds of ``times``."""
         recent = [t for t in times if now - t <= window]
         if len(recent) < 2 or recent[-1] <= recent[0]:
             return 0.0

@@ -3,6 +3,7 @@
 Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
 
     python -m flyviz.app.bench [--tokens 150] [--size 1280x720] [--speed-cap 0] [--json]
+    python -m flyviz.app.bench --startup demo     # time to a usable window / to the model
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
 9,050,172 synapses, rank-64 readout), then in one process:
@@ -27,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+_PROCESS_START = time.perf_counter()
 
 
 def _median_rate(times: list[float]) -> float:
@@ -54,6 +57,42 @@ def _engine_alone(checkpoint, tokenizer, prompt, settings, threads: int) -> tupl
     return _overall_rate(start, stamps), _median_rate(stamps), len(stamps)
 
 
+def startup(spec: str) -> dict[str, float | str]:
+    """Seconds from the start of this process until the window is up and until ``spec`` is ready.
+
+    The model loads in the background, so the window is usable before it is.
+    """
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    from flyviz.app.main_window import MainWindow
+    from flyviz.app.theme import apply_dark_theme
+
+    apply_dark_theme(app)
+    settings = QSettings(str(Path(tempfile.mkdtemp(prefix="flyviz-bench-")) / "settings.ini"),
+                         QSettings.Format.IniFormat)
+    window = MainWindow(model_spec=spec, settings=settings)
+    times: dict[str, float | str] = {"model": spec}
+
+    def shown() -> None:
+        times["window_interactive_s"] = round(time.perf_counter() - _PROCESS_START, 2)
+
+    def ready(_name: str) -> None:
+        times["model_ready_s"] = round(time.perf_counter() - _PROCESS_START, 2)
+        app.exit(0)
+
+    window.model_ready.connect(ready)
+    window.message_shown.connect(lambda text: times.update(message=text)
+                                 if window.last_error == text else None)
+    window.show()
+    QTimer.singleShot(0, shown)          # runs once the first events (the paint) are handled
+    QTimer.singleShot(120_000, lambda: app.exit(0))
+    app.exec()
+    window.close()
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m flyviz.app.bench", description=__doc__,
@@ -63,7 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed-cap", type=float, default=0.0,
                         help="the window's speed cap in tokens/s (default 0: none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--startup", metavar="SPEC",
+                        help="only measure the time to an interactive window and to SPEC loaded")
     args = parser.parse_args(argv)
+    if args.startup:
+        result = startup(args.startup)
+        print(json.dumps(result) if args.json else
+              "\n".join(f"{key:28s} {value}" for key, value in result.items()))
+        return 0
     width, height = (int(v) for v in args.size.lower().split("x"))
 
     from flyviz.model.synthetic import FULL_EDGES, FULL_NEURONS, make_random_checkpoint, write_tokenizer

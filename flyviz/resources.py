@@ -26,13 +26,9 @@ def assets_dir() -> Path:
     bundle = getattr(sys, "_MEIPASS", None)
     if bundle:
         candidates.append(Path(bundle) / "assets")
-    candidates.append(Path(__file__).resolve().parents[1] / "assets")
-    try:
-        from importlib.resources import files
-
-        candidates.append(Path(str(files("flyviz._assets"))))
-    except (ModuleNotFoundError, TypeError):
-        pass
+    here = Path(__file__).resolve().parent
+    candidates.append(here.parent / "assets")  # a source checkout
+    candidates.append(here / "_assets")        # an installed wheel
     for path in candidates:
         if path.is_dir() and any(path.iterdir()):
             return path

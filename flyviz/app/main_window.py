@@ -55,7 +55,7 @@ DISPLAY_HZ = 30
 ENGINE_NICENESS = 5
 
 #: Most refreshes per second of the 2-D panels while a run streams in.
-PANEL_HZ = 8
+PANEL_HZ = 4
 
 #: Licence and credit of the real connectome, shown when a real model is loaded.
 CONNECTOME_CREDIT = (

@@ -70,4 +70,6 @@ def apply_dark_theme(app: QApplication) -> None:
         palette.setColor(role, QColor(colour))
     app.setPalette(palette)
     app.setStyleSheet(STYLE_SHEET)
-    pg.setConfigOptions(background=PANEL, foreground=MUTED, antialias=True)
+    # No antialiasing: the panels repaint several times a second beside a software-
+    # rendered brain, and smooth lines cost more CPU than they add here.
+    pg.setConfigOptions(background=PANEL, foreground=MUTED, antialias=False)

@@ -30,13 +30,15 @@ def _table(results: dict[str, Any]) -> str:
     lines = [f"threads: {results['threads']}"]
     if "model" in results:
         lines.append(f"model: {results['model']} (loaded in {results['model_load_s']:.2f} s)")
-    lines.append(f"{'readout':<10} {'ms/token':>9} {'tokens/s':>9} {'floor ms':>9} "
-                 f"{'floor GB/s':>10} {'ratio':>6}")
+    lines.append(f"{'readout':<10} {'ms/token':>9} {'(p10)':>7} {'tokens/s':>9} {'floor ms':>9} "
+                 f"{'(p10)':>7} {'floor MB':>9} {'GB/s':>6} {'ratio':>6}")
     for e in results["engines"]:
-        lines.append(f"{e['readout']:<10} {e['step_ms']:9.2f} {e['tokens_per_s']:9.1f} "
-                     f"{e['floor_ms']:9.2f} {e['floor_gb_per_s']:10.1f} {e['ratio']:6.2f}")
-    lines.append("floor = time to stream the same bytes (graph, readout, input projections) once "
-                 "with the same threads, measured in this run; ratio = ms/token / floor")
+        lines.append(f"{e['readout']:<10} {e['step_ms']:9.2f} {e['step_ms_p10']:7.2f} "
+                     f"{e['tokens_per_s']:9.1f} {e['floor_ms']:9.2f} {e['floor_ms_p10']:7.2f} "
+                     f"{e['floor_bytes'] / 1e6:9.1f} {e['floor_gb_per_s']:6.1f} {e['ratio']:6.2f}")
+    lines.append("medians over the steps; floor = time to stream the same bytes (graph, readout, "
+                 "input projections, per-neuron vectors) once with the same threads, measured "
+                 "in rounds alternating with the steps of this run; ratio = median ms/token / median floor")
     for load in results.get("loads", []):
         lines.append(f"load, full-size {load['readout']} {load['layout']} "
                      f"({load['bytes_on_disk'] / 1e6:.0f} MB on disk, page cache warm): "

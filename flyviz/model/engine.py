@@ -124,8 +124,10 @@ class Engine:
         workers = self.threads if len(self._blocks) > 1 else (1 if self.overlap else 0)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="flyviz-spmv") \
             if workers else None
-        # Futures of the background W @ x for the current state (overlap mode).
+        # Futures of the background W @ x for the current state (overlap mode), and
+        # whether the product buffer already holds W @ x for the current state.
         self._pending: list[Future] | None = None
+        self._ready = False
 
         self.state = np.zeros(n, dtype=np.float32)
         self._recurrent = np.zeros(n, dtype=np.float32)
@@ -152,7 +154,8 @@ class Engine:
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
         """Zero the state and fill the delay line with PAD."""
-        self._wait_pending()
+        self.wait_background()
+        self._ready = False
         self.state.fill(0.0)
         self.recent.fill(self.config.pad_token_id)
         self.tokens_seen = 0
@@ -160,7 +163,7 @@ class Engine:
 
     def close(self) -> None:
         """Stop the worker threads (the engine is unusable afterwards)."""
-        self._wait_pending()
+        self.wait_background()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -183,18 +186,24 @@ class Engine:
         assert self._pool is not None
         self._pending = [self._pool.submit(self._block_matvec, b) for b in self._blocks]
 
-    def _wait_pending(self) -> bool:
-        """Finish a background product; True if there was one (its result is in the buffer)."""
+    def wait_background(self) -> None:
+        """Block until the background ``W @ x`` (overlap mode) has finished.
+
+        Its result is kept for the next :meth:`step`. ``flyviz bench`` calls
+        this after each step so that a step's time includes all of its work.
+        """
         pending, self._pending = self._pending, None
         if pending is None:
-            return False
+            return
         for future in pending:
             future.result()
-        return True
+        self._ready = True
 
     def recurrent_input(self) -> np.ndarray:
         """``W @ x`` for the current state, into an internal buffer."""
-        if self._wait_pending():
+        self.wait_background()
+        if self._ready:
+            self._ready = False
             return self._recurrent
         if self._pool is None:
             for block in self._blocks:

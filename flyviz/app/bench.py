@@ -11,8 +11,10 @@ It builds a synthetic model with the real sizes (49,393 neurons with somata,
 1. runs :func:`~flyviz.record.run.iter_frames` with no window (the engine
    alone, producing the same frames the app gets) and times each token;
 2. opens the main window with the brain view at ``--size``, runs the same
-   prompt with no speed cap and records when each frame arrives and when the
-   canvas redraws.
+   prompt (no speed cap unless ``--speed-cap``) and records when each frame
+   arrives and when the canvas redraws;
+3. scrubs through the finished run, one token per display tick, and records
+   the redraws again (the drawing cost with no engine working).
 
 It prints medians (per-token and per-redraw intervals) and the ratio of the
 window's token rate to the engine's. Nothing here is a test: figures depend on
@@ -172,6 +174,17 @@ def main(argv: list[str] | None = None) -> int:
     end = time.perf_counter()
     draws = [t for t in list(window.brain.draw_times)[draws_before:] if start <= t <= end]
     canvas_size = tuple(int(v) for v in window.brain.canvas.physical_size)
+
+    # 3. Scrubbing the finished run (no engine working): one token per display tick.
+    scrub = QTimer()
+    scrub.timeout.connect(lambda: window.show_token((window.session.index + 1) % len(window.session)))
+    scrub.start(33)
+    scrub_start = time.perf_counter()
+    scrub_before = len(window.brain.draw_times)
+    QTimer.singleShot(5000, lambda: app.exit(0))
+    app.exec()
+    scrub.stop()
+    scrub_draws = [t for t in list(window.brain.draw_times)[scrub_before:] if t >= scrub_start]
     window.close()
 
     window_rate = _overall_rate(start, arrivals)
@@ -191,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         "redraws_per_s_mean": round((len(draws) - 1) / (draws[-1] - draws[0]), 1)
         if len(draws) > 2 else 0.0,
         "run_wall_s": round(end - start, 2),
+        "scrubbing_redraws_per_s_median": round(_median_rate(scrub_draws), 1),
     }
     if args.json:
         print(json.dumps(result))

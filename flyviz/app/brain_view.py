@@ -78,6 +78,7 @@ class BrainView(QWidget):
         self.colorbar_low = QLabel("", self)
         for label in (self.colorbar_high, self.colorbar_low):
             label.setObjectName("overlay")
+        self._colorbar_mode = ""
         self._overlays = (self.note, self.view_label, self.colorbar, self.colorbar_high,
                           self.colorbar_low)
 
@@ -247,15 +248,24 @@ class BrainView(QWidget):
 
     # ------------------------------------------------------------ overlays
     def _update_colorbar(self) -> None:
-        height, width = 160, 12
-        img = colorbar_image(self.mode, height, width)
-        qimg = QImage(img.data, width, height, 4 * width, QImage.Format.Format_RGBA8888).copy()
-        self.colorbar.setPixmap(QPixmap.fromImage(qimg))
-        self.colorbar.setFixedSize(width, height)
+        # Called whenever the automatic scale moves (every frame of a run): touch the
+        # widgets only when what they show changes, since each repaint of an overlay
+        # makes Qt compose the OpenGL view again.
+        if self._colorbar_mode != self.mode:
+            self._colorbar_mode = self.mode
+            height, width = 160, 12
+            img = colorbar_image(self.mode, height, width)
+            qimg = QImage(img.data, width, height, 4 * width, QImage.Format.Format_RGBA8888).copy()
+            self.colorbar.setPixmap(QPixmap.fromImage(qimg))
+            self.colorbar.setFixedSize(width, height)
         lo, hi = value_range(self.mode, self.limit)
         unit = "h" if self.mode == "signed" else "|h|"
-        self.colorbar_high.setText(f"{unit} {hi:+.2f}" if self.mode == "signed" else f"{unit} {hi:.2f}")
-        self.colorbar_low.setText(f"{lo:+.2f}" if self.mode == "signed" else f"{lo:.2f}")
+        high = f"{unit} {hi:+.2f}" if self.mode == "signed" else f"{unit} {hi:.2f}"
+        low = f"{lo:+.2f}" if self.mode == "signed" else f"{lo:.2f}"
+        if (high, low) == (self.colorbar_high.text(), self.colorbar_low.text()):
+            return
+        self.colorbar_high.setText(high)
+        self.colorbar_low.setText(low)
         for label in (self.colorbar_high, self.colorbar_low):
             label.adjustSize()
         self._place_overlays()

@@ -10,11 +10,15 @@ Per input token ``t`` (fly-formats.md section 1.5)::
 Missing history reads the PAD embedding. The recurrent product uses the
 *previous* state. The head is one dense matrix or two factors.
 
-Speed notes (measured on a 2-core machine, full size, see ``flyviz bench``):
-the step is memory-bound. ``W @ x`` streams 72 MB of CSR indices and weights;
-splitting its rows over two Python threads (scipy's sparsetools kernel
-releases the GIL) takes it from ~11 ms to ~7 ms. Everything stays float32: a
-float64 vector would silently upcast the whole matrix.
+Speed notes (full size, 2 cores; ``flyviz bench`` measures them): ``W @ x``
+reads 72 MB of CSR indices and weights and dominates the step. scipy's
+sparsetools kernel (it releases the GIL) runs one scalar multiply-add chain
+per row, about 1 ns per edge per thread, so it is bound by that chain rather
+than by memory bandwidth: rows are split over threads (~9 ms on one thread,
+~6.5 ms on two). ``W @ x_t`` needs only the new state, not the next token, so
+with ``overlap`` it starts in the background as soon as the state is
+updated, alongside the readout of ``x_t`` and the caller's work. Everything
+stays float32: a float64 vector would silently upcast the whole matrix.
 """
 
 from __future__ import annotations

@@ -146,3 +146,36 @@ def test_save_to_unwritable_path_is_a_recording_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(RecordingError, match="cannot write"):
         rec.save(blocker / "sub" / "run.flyrec")
+
+
+def test_continuation_text_matches_whole_decoding_across_split_characters(tmp_path):
+    from flyviz.model.synthetic import write_tokenizer
+    from flyviz.record.run import ContinuationText
+
+    tokenizer = FlyTokenizer(write_tokenizer(tmp_path / "tok.json", vocab_size=300))
+    # Multi-byte characters are not merges of this tokenizer: they split over byte tokens.
+    ids = tokenizer.encode("the cat ’ saw a 🐝 and a wörd.") * 3
+    text = ContinuationText(tokenizer)
+    for n, token in enumerate(ids, start=1):
+        assert text.append(token) == tokenizer.decode(ids[:n])
+
+
+def test_recording_texts_are_stored_as_changes_and_rebuilt_exactly(tmp_path):
+    from flyviz.record.frame import Frame
+
+    rec = Recording(4)
+    texts = []
+    text = ""
+    rng = np.random.default_rng(0)
+    for i in range(300):
+        # Mostly growth, sometimes a replaced last character (a completed multi-byte char).
+        text = text[:-1] + "é" if i % 17 == 5 and text else text + rng.choice(["a", " b", "\ufffd"])
+        texts.append(text)
+        rec.append(Frame(i, "generation", 5, "x", 6, "y", 0.1, np.array([6]), np.array([0.1]),
+                         ("y",), np.zeros(4, np.float32), 0.0, text, i))
+    assert [rec[i].text_so_far for i in (0, 1, 63, 64, 65, 200, 299)] == \
+           [texts[i] for i in (0, 1, 63, 64, 65, 200, 299)]
+    back = Recording.load(rec.save(tmp_path / "t.flyrec"))
+    assert [f.text_so_far for f in back] == texts
+    # Stored per frame: only the change, so memory stays linear in the run's length.
+    assert sum(len(info.text_tail) for info in rec._infos) < 2 * len(texts[-1])

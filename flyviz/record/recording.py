@@ -47,7 +47,8 @@ class _FrameInfo:
     top_k_probabilities: np.ndarray
     top_k_text: tuple[str, ...]
     mean_abs_state: float
-    text_so_far: str
+    text_keep: int          # characters kept from the previous frame's text_so_far
+    text_tail: str          # what follows them
     generation_index: int | None
 
 
@@ -70,6 +71,11 @@ class Recording:
         self.metadata: dict[str, Any] = dict(metadata or {})
         self._infos: list[_FrameInfo] = []
         self._chunks: list[np.ndarray] = []
+        # text_so_far grows with the run; storing it whole per frame would make a long
+        # run's memory quadratic. Frames store what changed, plus the whole text every
+        # _CHUNK_FRAMES frames to rebuild any frame's text quickly.
+        self._text_anchors: list[str] = []
+        self._last_text = ""
 
     # ------------------------------------------------------------ container
     def __len__(self) -> int:
@@ -88,7 +94,7 @@ class Recording:
             predicted_text=info.predicted_text, probability=info.probability,
             top_k_ids=info.top_k_ids, top_k_probabilities=info.top_k_probabilities,
             top_k_text=info.top_k_text, state=self.state(index),
-            mean_abs_state=info.mean_abs_state, text_so_far=info.text_so_far,
+            mean_abs_state=info.mean_abs_state, text_so_far=self.text_so_far(index),
             generation_index=info.generation_index)
 
     def append(self, frame: Frame) -> int:
@@ -101,6 +107,13 @@ class Recording:
         if row == 0:
             self._chunks.append(np.empty((_CHUNK_FRAMES, self.neurons), dtype=np.float16))
         self._chunks[-1][row] = state
+        text = str(frame.text_so_far)
+        previous = self._last_text
+        keep = len(previous) if text.startswith(previous) else \
+            len(os.path.commonprefix([previous, text]))
+        if row == 0:
+            self._text_anchors.append(text)
+        self._last_text = text
         self._infos.append(_FrameInfo(
             position=int(frame.position), phase=str(frame.phase),
             input_token_id=int(frame.input_token_id), input_text=str(frame.input_text),
@@ -109,15 +122,29 @@ class Recording:
             top_k_ids=np.asarray(frame.top_k_ids, dtype=np.int32).copy(),
             top_k_probabilities=np.asarray(frame.top_k_probabilities, dtype=np.float32).copy(),
             top_k_text=tuple(frame.top_k_text), mean_abs_state=float(frame.mean_abs_state),
-            text_so_far=str(frame.text_so_far), generation_index=frame.generation_index))
+            text_keep=keep, text_tail=text[keep:], generation_index=frame.generation_index))
         return i
 
     def clear(self) -> None:
         """Drop every frame (metadata is kept)."""
         self._infos.clear()
         self._chunks.clear()
+        self._text_anchors.clear()
+        self._last_text = ""
 
     # --------------------------------------------------------------- access
+    def text_so_far(self, index: int) -> str:
+        """Decoded continuation up to frame ``index``."""
+        n = len(self._infos)
+        if not -n <= index < n:
+            raise IndexError(f"frame {index} out of range 0..{n - 1}")
+        index %= n
+        anchor = index - index % _CHUNK_FRAMES
+        text = self._text_anchors[anchor // _CHUNK_FRAMES]
+        for info in self._infos[anchor + 1:index + 1]:
+            text = text[:info.text_keep] + info.text_tail
+        return text
+
     def state(self, index: int) -> np.ndarray:
         """The float32 state of frame ``index`` (a new array)."""
         n = len(self._infos)
@@ -204,8 +231,9 @@ class Recording:
             "top_k_probabilities": top_probs,
         }
         texts = [{"phase": f.phase, "input_text": f.input_text, "predicted_text": f.predicted_text,
-                  "top_k_text": list(f.top_k_text), "text_so_far": f.text_so_far,
-                  "generation_index": f.generation_index} for f in self._infos]
+                  "top_k_text": list(f.top_k_text), "text_keep": f.text_keep,
+                  "text_tail": f.text_tail, "generation_index": f.generation_index}
+                 for f in self._infos]
         header = {"format": FORMAT_NAME, "format_version": str(FORMAT_VERSION),
                   "flyviz_version": __version__, "neurons": str(self.neurons),
                   "metadata": json.dumps(self.metadata), "frames": json.dumps(texts)}
@@ -278,7 +306,13 @@ class Recording:
             raise RecordingError(f"{path} is inconsistent: {n} frames but states of shape "
                                  f"{list(states.shape)}")
         rec = cls(neurons, metadata)
+        text = ""
         for i, t in enumerate(texts):
+            try:
+                text = text[:int(t["text_keep"])] + str(t["text_tail"])
+            except (KeyError, TypeError, ValueError):
+                raise RecordingError(f"{path} is an incomplete recording (frame {i} has no text)") \
+                    from None
             ids = arrays["top_k_ids"][i]
             valid = ids >= 0
             rec.append(Frame(
@@ -290,5 +324,5 @@ class Recording:
                 top_k_ids=ids[valid], top_k_probabilities=arrays["top_k_probabilities"][i][valid],
                 top_k_text=tuple(t["top_k_text"]), state=states[i],
                 mean_abs_state=float(arrays["mean_abs_state"][i]),
-                text_so_far=str(t["text_so_far"]), generation_index=t["generation_index"]))
+                text_so_far=text, generation_index=t["generation_index"]))
         return rec

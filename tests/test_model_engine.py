@@ -61,7 +61,8 @@ def test_overlap_threads_and_blocks_do_not_change_a_single_bit():
     baseline = Engine(ckpt, threads=1, overlap=False)
     expected = _run(baseline, TOKENS)
     for options in (dict(threads=2, overlap=True), dict(threads=2, overlap=False),
-                    dict(threads=3, overlap=True, blocks_per_thread=4), dict(threads=1, overlap=True)):
+                    dict(threads=3, overlap=True, blocks_per_thread=4), dict(threads=1, overlap=True),
+                    dict(threads=2, overlap=True, single_threaded_blas=False)):
         engine = Engine(ckpt, **options)
         assert engine.overlap == options["overlap"]
         # Run, reset half-way (a pending background product must not leak in), run again.
@@ -76,6 +77,20 @@ def test_overlap_threads_and_blocks_do_not_change_a_single_bit():
             np.testing.assert_array_equal(a, b)
         engine.close()
     baseline.close()
+
+
+def test_blas_thread_limit_is_restored_after_steps():
+    from threadpoolctl import ThreadpoolController
+
+    controller = ThreadpoolController()
+    before = [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers]
+    engine = Engine(make_random_checkpoint(neurons=211, edges=2000, seed=4), threads=2)
+    for token in TOKENS:
+        engine.step(token)
+    engine.close()
+    after = [lib.num_threads for lib in ThreadpoolController().select(
+        user_api="blas").lib_controllers]
+    assert after == before
 
 
 def test_bad_token_ids_are_input_errors():

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
@@ -74,16 +74,6 @@ class HubSpec:
         """The spec as a user would write it."""
         text = self.repo_id + (f"@{self.revision}" if self.revision else "")
         return text + (f"/{self.subfolder}" if self.subfolder else "")
-
-
-@dataclass
-class _Plan:
-    """What to download for a hub spec."""
-
-    model_patterns: list[str]
-    needs_dataset: bool
-    needs_tokenizer_from_ngxson: bool
-    manual_files: list[str] = field(default_factory=list)
 
 
 def parse_hub_spec(spec: str) -> HubSpec | None:
@@ -153,17 +143,16 @@ def _manual_instructions(spec: HubSpec) -> str:
             "and pass the model folder instead")
 
 
-def _plan(spec: HubSpec) -> _Plan:
+def _model_patterns(spec: HubSpec) -> list[str]:
+    """The files of the model repository to fetch (data only, never code)."""
     prefix = f"{spec.subfolder}/" if spec.subfolder else ""
     if spec.repo_id == NGXSON_REPO:
-        return _Plan([prefix + f for f in HF_FILES], needs_dataset=False,
-                     needs_tokenizer_from_ngxson=False)
-    if spec.repo_id == WORDBRAIN_REPO:
-        patterns = [prefix + f for f in (WEB_FILES + WORDBRAIN_FILES)]
-        return _Plan(sorted(set(patterns)), needs_dataset=True, needs_tokenizer_from_ngxson=True)
-    # Another repository: fetch every data file (never code) of the subfolder and detect.
-    patterns = [prefix + f for f in ("*.json", "*.safetensors", "*.f32")]
-    return _Plan(patterns, needs_dataset=True, needs_tokenizer_from_ngxson=True)
+        files: tuple[str, ...] = HF_FILES
+    elif spec.repo_id == WORDBRAIN_REPO:
+        files = WEB_FILES + WORDBRAIN_FILES
+    else:  # another repository: every data file of the subfolder; the layout is detected
+        files = ("*.json", "*.safetensors", "*.f32")
+    return sorted({prefix + f for f in files})
 
 
 def _tokenizer_from_ngxson(manual: str) -> Path | None:
@@ -187,9 +176,8 @@ def _report(progress: Progress | None, label: str, fraction: float) -> None:
 def load_hub_model(spec: HubSpec, progress: Progress | None = None) -> Checkpoint:
     """Download (or find in the cache) and load a hub model."""
     manual = _manual_instructions(spec)
-    plan = _plan(spec)
     _report(progress, f"fetching {spec.display}", 0.0)
-    snapshot = _download(spec.repo_id, plan.model_patterns, revision=spec.revision,
+    snapshot = _download(spec.repo_id, _model_patterns(spec), revision=spec.revision,
                          repo_type=None, manual=manual)
     model_dir = snapshot / spec.subfolder if spec.subfolder else snapshot
     if not model_dir.is_dir():

@@ -137,13 +137,15 @@ def test_bench_on_a_model_folder(capsys, tmp_path, tokenizer_vocabulary):
     ckpt = make_random_checkpoint(neurons=3001, edges=60_000, d_embed=16, readout_rank=None,
                                   vocabulary=tokenizer_vocabulary, seed=2)
     write_fly_llm_hf(ckpt, tmp_path / "m")
-    code, out, _ = _run(capsys, "bench", str(tmp_path / "m"), "--steps", "5", "--json")
+    code, out, _ = _run(capsys, "bench", str(tmp_path / "m"), "--steps", "5", "--threads", "2",
+                        "--json")
     assert code == 0
     result = json.loads(out)
     (engine,) = result["engines"]
     assert engine["readout"] == "dense" and engine["steps"] == 5
-    # The floor streams exactly what a step reads: graph, head, input projections, vectors.
-    expected = (ckpt.w_offsets.nbytes + ckpt.w_indices.nbytes + ckpt.w_values.nbytes
+    # The floor streams exactly what a step reads: graph (row offsets once per thread's
+    # block, hence the +1), head, input projections and the five per-neuron vectors.
+    expected = (4 * (ckpt.w_offsets.size + 1) + ckpt.w_indices.nbytes + ckpt.w_values.nbytes
                 + ckpt.head.nbytes + ckpt.in_proj.nbytes + 5 * 4 * ckpt.config.neurons)
     assert engine["floor_bytes"] == expected
     assert engine["ratio"] == pytest.approx(engine["step_ms"] / engine["floor_ms"])

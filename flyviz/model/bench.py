@@ -40,17 +40,22 @@ def _words(array: np.ndarray) -> list[np.ndarray]:
     return parts
 
 
-def step_buffers(ckpt: Checkpoint) -> dict[str, np.ndarray]:
-    """The arrays one engine step must read in full, by name."""
-    buffers = {"w_offsets": ckpt.w_offsets, "w_indices": ckpt.w_indices,
-               "w_values": ckpt.w_values, "in_proj": ckpt.in_proj, "gain": ckpt.gain,
-               "rec_gain": ckpt.rec_gain, "bias": ckpt.bias, "ln_weight": ckpt.ln_weight,
-               "ln_bias": ckpt.ln_bias}
-    if ckpt.head is not None:
-        buffers["head"] = ckpt.head
-    else:
-        buffers["head_a"] = ckpt.head_a
-        buffers["head_b"] = ckpt.head_b
+def step_buffers(engine: Engine) -> dict[str, np.ndarray]:
+    """The arrays one step of ``engine`` reads in full, by name, as the engine holds them.
+
+    Taken from the engine itself, so that a dataset's 16-bit presynaptic
+    indices count as the 32-bit copy the sparse kernel actually reads.
+    """
+    buffers: dict[str, np.ndarray] = {}
+    for i, block in enumerate(engine._blocks):
+        buffers[f"w_offsets[{i}]"] = block.indptr
+        buffers[f"w_indices[{i}]"] = block.indices
+        buffers[f"w_values[{i}]"] = block.data
+    for name in ("in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias",
+                 "head", "head_a", "head_b"):
+        array = getattr(engine, name)
+        if array is not None:
+            buffers[name] = array
     return {k: np.asarray(v) for k, v in buffers.items()}
 
 
@@ -141,7 +146,7 @@ def bench_engine(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
     """
     threads = threads or default_threads()
     engine = Engine(ckpt, threads=threads)
-    floor = StreamFloor(list(step_buffers(ckpt).values()), threads)
+    floor = StreamFloor(list(step_buffers(engine).values()), threads)
     rounds = max(1, min(rounds, steps))
     times: list[np.ndarray] = []
     floors: list[float] = []

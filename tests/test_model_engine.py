@@ -56,8 +56,10 @@ def _run(engine, tokens, settle=False):
     return out
 
 
-def test_overlap_threads_and_blocks_do_not_change_a_single_bit():
-    ckpt = make_random_checkpoint(neurons=1201, edges=30_011, d_embed=16, seed=8)
+@pytest.mark.parametrize("rank", [12, None])
+def test_overlap_threads_and_blocks_do_not_change_a_single_bit(rank):
+    ckpt = make_random_checkpoint(neurons=1201, edges=30_011, d_embed=16, seed=8,
+                                  readout_rank=rank, vocabulary=1001)
     baseline = Engine(ckpt, threads=1, overlap=False)
     expected = _run(baseline, TOKENS)
     for options in (dict(threads=2, overlap=True), dict(threads=2, overlap=False),

@@ -134,7 +134,9 @@ class Engine:
         a small cost per block.
     single_threaded_blas
         Keep BLAS (input projection, readout) in the stepping thread during
-        a step, see :class:`_SingleThreadedBlas`. Same results either way.
+        a step, see :class:`_SingleThreadedBlas`. Same results, except that
+        multi-threaded BLAS may round the last bit of a dense-head logit
+        differently.
 
     Notes
     -----

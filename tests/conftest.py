@@ -67,3 +67,25 @@ def tiny_checkpoint(tokenizer_path: Path, tokenizer_vocabulary: int):
     return validate_checkpoint(make_random_checkpoint(
         neurons=523, edges=7001, d_embed=16, vocabulary=tokenizer_vocabulary, readout_rank=12,
         seed=11, tokenizer_path=tokenizer_path, name="tiny"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _collect_garbage_on_the_main_thread():
+    """Collect garbage between tests on the main thread only, as the app does.
+
+    Engine and export workers run in threads; an automatic collection that
+    starts there and frees a Qt object from an earlier test aborts the process.
+    """
+    import gc
+
+    gc.disable()
+    yield
+    gc.enable()
+
+
+@pytest.fixture(autouse=True)
+def _collect_after_each_test():
+    yield
+    import gc
+
+    gc.collect()

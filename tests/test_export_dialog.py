@@ -116,3 +116,34 @@ def test_cancel_stops_the_export_and_leaves_nothing(qtbot, tmp_path):
     path, error = blocker.args
     assert path is None and isinstance(error, ExportCancelled)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_export_from_a_window_with_a_live_brain_view(qtbot, tmp_path):
+    """The user's path: the main window's OpenGL brain view is on screen while the export draws."""
+    import dataclasses
+
+    from app_conftest import make_window
+
+    from flyviz.app._testing import make_app_checkpoint
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    n = checkpoint.config.neurons
+    win = make_window(qtbot, checkpoint, tmp_path)
+    try:
+        rec = Recording(n, {"model_name": "dialog-test"})
+        for frame in recording(3):
+            rec.append(dataclasses.replace(frame, state=np.resize(frame.state, n)))
+        out = tmp_path / "from-window.mp4"
+        runner = ExportRunner(rec, checkpoint.anatomy, out,
+                              ExportOptions(size=(160, 96), frames_per_token=1), "dialog-test")
+        with qtbot.waitSignal(runner.done, timeout=60_000) as blocker:
+            runner.start()
+        path, error = blocker.args
+        assert error is None and path == out
+        frames = [np.frombuffer(f, np.uint8) for f in list(imageio_ffmpeg.read_frames(str(out)))[1:]]
+        assert len(frames) == 3
+        assert max(int(f.max()) for f in frames) > 60
+        # The brain view still draws afterwards.
+        assert win.brain.canvas.render()[..., :3].max() > 0
+    finally:
+        win.close()

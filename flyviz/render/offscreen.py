@@ -91,6 +91,24 @@ def _release_egl(app: Any) -> None:
     egl.eglMakeCurrent(display, egl.EGL_NO_SURFACE, egl.EGL_NO_SURFACE, egl.EGL_NO_CONTEXT)
 
 
+def _initialise_hidden_qt_canvas(canvas: Any) -> None:
+    """Give a hidden Qt canvas an OpenGL context of its own.
+
+    A QOpenGLWidget that was never shown has no context: its ``makeCurrent``
+    does nothing and GL calls land in whichever context is current, so its
+    draws fail ("Shader compilation error") once the app's brain view exists.
+    Showing it with ``WA_DontShowOnScreen`` creates the context without
+    putting a window on screen.
+    """
+    native = getattr(canvas, "native", None)
+    if native is None or not hasattr(native, "setAttribute"):
+        return  # EGL or OSMesa: the canvas has its own context already
+    from vispy.app.backends._qt import QtCore
+
+    native.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+    native.show()
+
+
 def _probe(app: Any) -> None:
     canvas = scene.SceneCanvas(size=(8, 8), show=False, app=app)
     try:
@@ -508,6 +526,7 @@ class FrameRenderer:
         self._app = app
         self.canvas = scene.SceneCanvas(size=(w, h), show=False, app=app, bgcolor=BACKGROUND,
                                         dpi=96.0)
+        _initialise_hidden_qt_canvas(self.canvas)
         self.canvas.set_current()
         self._fbo: Any = None
         self._resize: Any = None

@@ -47,7 +47,9 @@ def test_save_then_open_round_trips_a_recording(window, qtbot, tmp_path):
     assert win.text_panel.toPlainText() == text_before
     assert win.prompt_bar.text() == "Tom and his dog"
 
-    # Space on a scrubbed-back recording replays it to the end.
+    # Space on a scrubbed-back recording replays it to the end (once the worker,
+    # which reports its state by signal, is idle; before that Space pauses the run).
+    qtbot.waitUntil(lambda: win.worker_state == "idle", timeout=5000)
     win.show_token(0)
     win.toggle_play()
     qtbot.waitUntil(lambda: win.session.index == len(opened) - 1, timeout=5000)

@@ -688,6 +688,9 @@ class MainWindow(QMainWindow):
         if run_id != self._run_id:
             return
         n = len(self.session)
+        # Show the finished run at once; during the run the panels were throttled.
+        self._display_dirty = False
+        self.refresh_panels()
         if reason == "done":
             self.show_message(f"done: {n:,} tokens recorded")
         else:

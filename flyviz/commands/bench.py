@@ -19,10 +19,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="timed steps per model (default 60; the median is reported)")
     parser.add_argument("--threads", type=int, default=None, metavar="T",
                         help="threads for the sparse product (default: usable cores, max 4)")
+    parser.add_argument("--kernel", choices=("auto", "scipy", "llvm", "both"), default="auto",
+                        help="sparse kernel for W @ x: auto (as the app: FLYVIZ_KERNEL, else "
+                             "the default, scipy), one of them, or both, measured "
+                             "interleaved in this process")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the load-time measurement")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.epilog = "examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json"
+    parser.epilog = ("examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json\n"
+                     "  flyviz bench --kernel both --steps 200 --no-load")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -30,15 +35,24 @@ def _table(results: dict[str, Any]) -> str:
     lines = [f"threads: {results['threads']}"]
     if "model" in results:
         lines.append(f"model: {results['model']} (loaded in {results['model_load_s']:.2f} s)")
-    lines.append(f"{'readout':<10} {'ms/token':>9} {'(p10)':>7} {'tokens/s':>9} {'floor ms':>9} "
-                 f"{'(p10)':>7} {'floor MB':>9} {'GB/s':>6} {'ratio':>6}")
+    lines.append(f"{'readout':<10} {'kernel':<6} {'ms/token':>9} {'(p10)':>7} {'tokens/s':>9} "
+                 f"{'floor ms':>9} {'(p10)':>7} {'floor MB':>9} {'GB/s':>6} {'ratio':>6}")
     for e in results["engines"]:
-        lines.append(f"{e['readout']:<10} {e['step_ms']:9.2f} {e['step_ms_p10']:7.2f} "
-                     f"{e['tokens_per_s']:9.1f} {e['floor_ms']:9.2f} {e['floor_ms_p10']:7.2f} "
+        lines.append(f"{e['readout']:<10} {e['kernel']:<6} {e['step_ms']:9.2f} "
+                     f"{e['step_ms_p10']:7.2f} {e['tokens_per_s']:9.1f} {e['floor_ms']:9.2f} {e['floor_ms_p10']:7.2f} "
                      f"{e['floor_bytes'] / 1e6:9.1f} {e['floor_gb_per_s']:6.1f} {e['ratio']:6.2f}")
     lines.append("medians over the steps; floor = time to stream the same bytes (graph, readout, "
                  "input projections, per-neuron vectors) once with the same threads, measured "
-                 "in rounds alternating with the steps of this run; ratio = median ms/token / median floor")
+                 "in rounds alternating with the steps of this run (and with the other kernel's, "
+                 "if any); ratio = median ms/token / median floor")
+    llvm = results.get("llvm_kernel") or {}
+    if llvm.get("compile_s") is not None:
+        lines.append(f"llvm kernel: compiled in {1e3 * llvm['compile_s']:.0f} ms on first use")
+    elif llvm.get("error"):
+        lines.append(f"llvm kernel unavailable, scipy ran instead: {llvm['error']}")
+    for e in results["engines"]:
+        lines.append(f"{e['readout']} {e['kernel']}: first-use preparation (kernel choice, "
+                     f"graph layout) {e['prepare_s']:.2f} s")
     for load in results.get("loads", []):
         lines.append(f"load, full-size {load['readout']} {load['layout']} "
                      f"({load['bytes_on_disk'] / 1e6:.0f} MB on disk, page cache warm): "
@@ -58,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise InputError(f"--threads {args.threads} must be between 1 and 64")
     log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
+    kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
     results = run_bench(args.spec, steps=args.steps, threads=args.threads,
-                        load=not args.no_load, log=log)
+                        load=not args.no_load, log=log, kernels=kernels)
     print(json.dumps(results, indent=2) if args.json else _table(results))
     return 0

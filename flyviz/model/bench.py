@@ -8,16 +8,19 @@ bytes once with the same number of threads, measured in the same run. The
 report gives the engine's median step time beside that floor and their ratio.
 
 Timings are medians over repeated steps; nothing here asserts a speed (tests
-never time anything), it only measures and reports.
+never time anything), it only measures and reports. Engines with different
+sparse kernels (:mod:`flyviz.model.kernels`) can be measured side by side,
+interleaved, each against the floor of the bytes its own kernel reads.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ import numpy as np
 
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.engine import Engine, default_threads
+from flyviz.model.kernels import status as kernel_status
 
 Log = Callable[[str], None]
 
@@ -43,14 +47,16 @@ def _words(array: np.ndarray) -> list[np.ndarray]:
 def step_buffers(engine: Engine) -> dict[str, np.ndarray]:
     """The arrays one step of ``engine`` reads in full, by name, as the engine holds them.
 
-    Taken from the engine itself, so that a dataset's 16-bit presynaptic
-    indices count as the 32-bit copy the sparse kernel actually reads.
+    Taken from the engine itself, so that the graph counts as the sparse
+    kernel's own layout reads it (for scipy, a dataset's 16-bit presynaptic
+    indices as the 32-bit copy it reads; for llvm, its SELL-8 arrays).
     """
+    engine.prepare()
     buffers: dict[str, np.ndarray] = {}
     for i, block in enumerate(engine._blocks):
-        buffers[f"w_offsets[{i}]"] = block.indptr
-        buffers[f"w_indices[{i}]"] = block.indices
-        buffers[f"w_values[{i}]"] = block.data
+        assert block.layout is not None
+        for name, array in block.layout.buffers().items():
+            buffers[f"{name}[{i}]"] = array
     for name in ("in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias",
                  "head", "head_a", "head_b"):
         array = getattr(engine, name)
@@ -130,55 +136,95 @@ def time_steps(engine: Engine, steps: int, seed: int = 0) -> np.ndarray:
 
 
 def bench_engine(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
-                 rounds: int = 5) -> dict[str, Any]:
+                 rounds: int = 10, kernel: str | None = None) -> dict[str, Any]:
     """Median step time of the engine and the memory floor for the same bytes.
 
+    One engine; see :func:`bench_engines`, which this calls, for the
+    measurement and the keys of the result.
+    """
+    return bench_engines(ckpt, steps, threads, rounds, kernels=(kernel,))[0]
+
+
+def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
+                  rounds: int = 10,
+                  kernels: Sequence[str | None] = (None,)) -> list[dict[str, Any]]:
+    """Median step times of engines with the given sparse kernels, and their memory floors.
+
     Steps and floor passes are measured in alternating rounds (a run of
-    steps, then a run of back-to-back floor passes), so that both see the
-    same machine when other programs come and go.
+    steps of each engine in turn, each followed by a run of back-to-back
+    passes over the bytes that engine reads), so that all see the same
+    machine when other programs come and go: with several kernels this is
+    an interleaved A/B comparison in one process.
+
+    Parameters
+    ----------
+    kernels
+        One engine per entry: ``"scipy"``, ``"llvm"`` or ``None`` (the
+        engine's default choice). The kernel that actually ran is reported.
 
     Returns
     -------
-    dict
-        ``readout``, ``threads``, ``step_ms`` (median), ``step_ms_p10/p90``,
-        ``tokens_per_s``, ``floor_ms`` (median), ``floor_bytes``,
-        ``floor_gb_per_s``, ``ratio`` (median step / median floor).
+    list of dict
+        Per engine: ``readout``, ``kernel``, ``threads``, ``step_ms``
+        (median), ``step_ms_p10/p90``, ``tokens_per_s``, ``floor_ms``
+        (median), ``floor_bytes``, ``floor_gb_per_s``, ``ratio`` (median
+        step / median floor), ``prepare_s`` (:meth:`Engine.prepare`: choosing
+        the kernel, compiling it if this process had not yet, laying out the
+        graph for it).
     """
     threads = threads or default_threads()
-    engine = Engine(ckpt, threads=threads)
-    floor = StreamFloor(list(step_buffers(engine).values()), threads)
-    rounds = max(1, min(rounds, steps))
-    times: list[np.ndarray] = []
-    floors: list[float] = []
+    engines: list[Engine] = []
+    floors: list[StreamFloor] = []
+    prepare_s: list[float] = []
     try:
+        for kernel in kernels:
+            engine = Engine(ckpt, threads=threads, kernel=kernel)
+            engines.append(engine)
+            start = time.perf_counter()
+            # Before the floor is set up: the floor streams the arrays this kernel reads.
+            engine.prepare()
+            prepare_s.append(time.perf_counter() - start)
+            floors.append(StreamFloor(list(step_buffers(engine).values()), threads))
+        rounds = max(1, min(rounds, steps))
+        times: list[list[np.ndarray]] = [[] for _ in engines]
+        floor_times: list[list[float]] = [[] for _ in engines]
         for r in range(rounds):
             count = steps // rounds + (1 if r < steps % rounds else 0)
-            times.append(time_steps(engine, count, seed=r))
-            floor.run()  # warm: the first pass after the steps wakes the threads
-            floors.extend(floor.run() for _ in range(4))
+            for i, (engine, floor) in enumerate(zip(engines, floors)):
+                times[i].append(time_steps(engine, count, seed=r))
+                floor.run()  # warm: the first pass after the steps wakes the threads
+                floor_times[i].extend(floor.run() for _ in range(4))
     finally:
-        engine.close()
-        floor.close()
-    all_times = np.concatenate(times)
-    median = float(np.median(all_times))
-    floor_s = float(np.median(floors))
-    return {
-        "readout": ckpt.config.readout_kind,
-        "neurons": ckpt.config.neurons,
-        "edges": ckpt.n_edges,
-        "threads": threads,
-        "overlap": engine.overlap,
-        "steps": int(all_times.size),
-        "step_ms": 1e3 * median,
-        "step_ms_p10": 1e3 * float(np.percentile(all_times, 10)),
-        "step_ms_p90": 1e3 * float(np.percentile(all_times, 90)),
-        "tokens_per_s": 1.0 / median,
-        "floor_ms": 1e3 * floor_s,
-        "floor_ms_p10": 1e3 * float(np.percentile(floors, 10)),
-        "floor_bytes": floor.nbytes,
-        "floor_gb_per_s": floor.nbytes / floor_s / 1e9,
-        "ratio": median / floor_s,
-    }
+        for engine in engines:
+            engine.close()
+        for floor in floors:
+            floor.close()
+    results = []
+    for engine, floor, step_times, passes, seconds in zip(engines, floors, times,
+                                                          floor_times, prepare_s):
+        all_times = np.concatenate(step_times)
+        median = float(np.median(all_times))
+        floor_s = float(np.median(passes))
+        results.append({
+            "readout": ckpt.config.readout_kind,
+            "kernel": engine.kernel,
+            "neurons": ckpt.config.neurons,
+            "edges": ckpt.n_edges,
+            "threads": threads,
+            "overlap": engine.overlap,
+            "steps": int(all_times.size),
+            "step_ms": 1e3 * median,
+            "step_ms_p10": 1e3 * float(np.percentile(all_times, 10)),
+            "step_ms_p90": 1e3 * float(np.percentile(all_times, 90)),
+            "tokens_per_s": 1.0 / median,
+            "floor_ms": 1e3 * floor_s,
+            "floor_ms_p10": 1e3 * float(np.percentile(passes, 10)),
+            "floor_bytes": floor.nbytes,
+            "floor_gb_per_s": floor.nbytes / floor_s / 1e9,
+            "ratio": median / floor_s,
+            "prepare_s": seconds,
+        })
+    return results
 
 
 def bench_load(ckpt: Checkpoint, layout: str = "recital-web", repeats: int = 3,
@@ -217,17 +263,27 @@ def bench_load(ckpt: Checkpoint, layout: str = "recital-web", repeats: int = 3,
 
 
 def full_size_checkpoint(readout_rank: int | None, seed: int = 0) -> Checkpoint:
-    """A random checkpoint with the released sizes (49,393 neurons, 9,050,172 edges)."""
+    """A random checkpoint with the released sizes (49,393 neurons, 9,050,172 edges).
+
+    The rank-64 one holds 16-bit presynaptic indices and the dense one 32-bit
+    ones, as the released checkpoints do when loaded.
+    """
     from flyviz.model.synthetic import FULL_EDGES, FULL_NEURONS, make_random_checkpoint
 
     d_embed = 32 if readout_rank is not None else 128
-    return make_random_checkpoint(FULL_NEURONS, FULL_EDGES, d_embed=d_embed,
+    ckpt = make_random_checkpoint(FULL_NEURONS, FULL_EDGES, d_embed=d_embed,
                                   readout_rank=readout_rank, seed=seed, with_anatomy=True,
                                   name=f"synthetic full size, {'dense' if readout_rank is None else f'rank-{readout_rank}'}")
+    if readout_rank is not None:
+        # As the released rank-64 models load them: from the connectome dataset's
+        # edges_source.u16 (the dense ngxson checkpoint stores int32 indices).
+        ckpt = dataclasses.replace(ckpt, w_indices=ckpt.w_indices.astype(np.uint16))
+    return ckpt
 
 
 def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = None,
-              load: bool = True, log: Log | None = None) -> dict[str, Any]:
+              load: bool = True, log: Log | None = None,
+              kernels: Sequence[str | None] = (None,)) -> dict[str, Any]:
     """Everything ``flyviz bench`` reports.
 
     Parameters
@@ -246,6 +302,9 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
         dataset), the dense one in the ngxson layout.
     log
         Progress lines.
+    kernels
+        Sparse kernels to measure, one engine each, interleaved (see
+        :func:`bench_engines`); ``None`` is the engine's own choice.
     """
     log = log or (lambda _line: None)
     results: dict[str, Any] = {"threads": threads or default_threads(), "engines": []}
@@ -258,7 +317,8 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
         results["model_load_s"] = time.perf_counter() - start
         results["model"] = ckpt.name
         log(f"measuring {ckpt.config.readout_kind} readout")
-        results["engines"].append(bench_engine(ckpt, steps, threads))
+        results["engines"].extend(bench_engines(ckpt, steps, threads, kernels=kernels))
+        results["llvm_kernel"] = kernel_status()
         return results
     for rank in (64, None):
         label = "dense" if rank is None else f"rank-{rank}"
@@ -266,8 +326,8 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
         start = time.perf_counter()
         ckpt = full_size_checkpoint(rank)
         results.setdefault("synthetic_build_s", {})[label] = time.perf_counter() - start
-        log(f"measuring {label}: {steps} steps")
-        results["engines"].append(bench_engine(ckpt, steps, threads))
+        log(f"measuring {label}: {steps} steps per engine")
+        results["engines"].extend(bench_engines(ckpt, steps, threads, kernels=kernels))
         if load:
             layouts = ("recital-web", "wordbrain") if rank is not None else ("fly-llm-hf",)
             for layout in layouts:
@@ -275,4 +335,5 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
                 results.setdefault("loads", []).append(
                     {"readout": label, **bench_load(ckpt, layout)})
         del ckpt
+    results["llvm_kernel"] = kernel_status()
     return results

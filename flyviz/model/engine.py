@@ -22,6 +22,26 @@ stays in the stepping thread (see :class:`_SingleThreadedBlas`). Together
 they took a full-size step from ~9.2 to ~6.0 ms (rank-64) and from ~17 to
 ~11.5 ms (dense). Everything stays float32: a float64 vector would silently
 upcast the whole matrix.
+
+Compiled kernels for ``W @ x`` (``kernel=``, ``flyviz bench --kernel both``;
+medians of 200 steps each, scipy and the other engine interleaved in one
+process, 2 threads, on a machine another job kept about one core busy):
+
+- numba 0.68 (numpy 2.4 works): a plain loop or 4-8 explicit partial sums
+  with fastmath off is not vectorised and ran 0-15% faster than scipy per
+  edge (signed indices were slower than scipy: numba wraps negative indices
+  on every load). ``fastmath`` reassociation vectorises it (~25% faster
+  step) but changes the rounding, so multi-threaded-BLAS logits no longer
+  stayed within the 1e-6 that the option test allows; not adopted.
+- llvm (:mod:`flyviz.model.kernels`): SELL-8 layout, one vector gather per
+  8 edges, each lane summing its row in CSR order: bit-identical to scipy.
+  ``W @ x`` ~30% faster; whole rank-64 step in five runs 9.85 -> 7.75,
+  8.88 -> 6.63, 8.97 -> 5.87, 7.82 -> 6.07 and 15.66 -> 11.58 ms (21-35%
+  faster, median 25%); dense 0-7% faster (its 202 MB head dominates). The
+  floor falls with it (70.6 instead of 88.3 MB: 16-bit indices), so the
+  step/floor ratio stays ~2.1-2.6 for both. Compiles in ~50 ms; laying out a
+  full-size graph takes ~0.3 s and 54 MB. Opt-in (``FLYVIZ_KERNEL=llvm``):
+  see :data:`~flyviz.model.kernels.DEFAULT_KERNEL`.
 """
 
 from __future__ import annotations
@@ -32,8 +52,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from scipy.sparse import _sparsetools  # the kernel behind csr_matrix @ vector
 
+from flyviz.model import kernels
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import InputError
 
@@ -99,9 +119,13 @@ _SINGLE_THREADED_BLAS = _SingleThreadedBlas()
 
 
 class _RowBlock:
-    """A contiguous block of CSR rows whose product one thread computes."""
+    """A contiguous block of CSR rows whose product one thread computes.
 
-    __slots__ = ("start", "stop", "indptr", "indices", "data")
+    ``layout`` is the block laid out for the chosen kernel, made on first
+    use (:meth:`Engine.prepare`); the CSR slices are then dropped.
+    """
+
+    __slots__ = ("start", "stop", "indptr", "indices", "data", "layout")
 
     def __init__(self, start: int, stop: int, offsets: np.ndarray,
                  indices: np.ndarray, data: np.ndarray) -> None:
@@ -109,8 +133,9 @@ class _RowBlock:
         self.start, self.stop = start, stop
         index_dtype = np.int32 if hi - lo < 2**31 else np.int64
         self.indptr = (offsets[start:stop + 1].astype(np.int64) - lo).astype(index_dtype)
-        self.indices = indices[lo:hi]
-        self.data = data[lo:hi]
+        self.indices: np.ndarray | None = indices[lo:hi]
+        self.data: np.ndarray | None = data[lo:hi]
+        self.layout: kernels.RowBlock | None = None
 
 
 class Engine:
@@ -137,6 +162,14 @@ class Engine:
         a step, see :class:`_SingleThreadedBlas`. Same results, except that
         multi-threaded BLAS may round the last bit of a dense-head logit
         differently.
+    kernel
+        Sparse kernel: ``"scipy"``, ``"llvm"`` or ``None`` (``FLYVIZ_KERNEL``,
+        else :data:`~flyviz.model.kernels.DEFAULT_KERNEL`), see
+        :mod:`flyviz.model.kernels`; llvm falls back to scipy where it
+        cannot compile. It is
+        chosen, compiled and the graph laid out for it on the first step (or
+        :meth:`prepare`), in the stepping thread; :attr:`kernel` then says
+        which one runs. Both give bit-identical results.
 
     Notes
     -----
@@ -147,7 +180,7 @@ class Engine:
 
     def __init__(self, checkpoint: Checkpoint, threads: int | None = None, *,
                  overlap: bool | None = None, blocks_per_thread: int = 1,
-                 single_threaded_blas: bool = True) -> None:
+                 single_threaded_blas: bool = True, kernel: str | None = None) -> None:
         ck = checkpoint
         cfg = ck.config
         self.checkpoint = ck
@@ -171,11 +204,14 @@ class Engine:
             self.head_a = _as_f32(ck.head_a)
             self.head_b = _as_f32(ck.head_b)
 
-        # Graph: scipy's kernel wants int32/int64 indices and float32 data.
-        indices = ck.w_indices
-        if indices.dtype not in (np.int32, np.int64):
-            indices = indices.astype(np.int32)
-        indices = np.ascontiguousarray(indices)
+        # Graph: float32 weights; laid out for the kernel on first use (prepare()).
+        if kernel is not None and kernel not in kernels.KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r}; expected one of "
+                             f"{', '.join(kernels.KERNELS)}")
+        self._kernel_request = kernel
+        self.kernel: str | None = None
+        self._kernel_lock = threading.Lock()
+        indices = np.asarray(ck.w_indices)
         values = _as_f32(ck.w_values)
         offsets = np.asarray(ck.w_offsets)
         self.threads = max(1, threads if threads is not None else default_threads())
@@ -213,6 +249,27 @@ class Engine:
         cuts = sorted(set(min(max(c, 0), n) for c in cuts))
         return [_RowBlock(a, b, offsets, indices, values) for a, b in zip(cuts, cuts[1:]) if b > a]
 
+    def prepare(self) -> str:
+        """Choose the sparse kernel and lay the graph out for it now; return its name.
+
+        :meth:`step` does this itself the first time (the llvm kernel: ~50 ms
+        to compile once per process, ~0.3 s to lay out a full-size graph);
+        call it to pay that up front, in a thread of your choice.
+        """
+        if self.kernel is None:
+            with self._kernel_lock:
+                if self.kernel is None:
+                    name = kernels.resolve(self._kernel_request)
+                    n = self.config.neurons
+                    for block in self._blocks:
+                        assert block.indices is not None and block.data is not None
+                        block.layout = kernels.make_block(name, block.indptr, block.indices,
+                                                          block.data, n)
+                        # The layout holds what it reads; the CSR slices may be copies.
+                        block.indices = block.data = None
+                    self.kernel = name
+        return self.kernel
+
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
         """Zero the state and fill the delay line with PAD."""
@@ -238,10 +295,8 @@ class Engine:
 
     # ------------------------------------------------------------------- step
     def _block_matvec(self, block: _RowBlock) -> None:
-        out = self._recurrent[block.start:block.stop]
-        out.fill(0.0)
-        _sparsetools.csr_matvec(block.stop - block.start, self.config.neurons, block.indptr,
-                                block.indices, block.data, self.state, out)
+        assert block.layout is not None
+        block.layout.matvec(self.state, self._recurrent[block.start:block.stop])
 
     def _start_recurrent(self) -> None:
         """Begin ``W @ x`` for the current state on the worker threads."""
@@ -267,6 +322,7 @@ class Engine:
         if self._ready:
             self._ready = False
             return self._recurrent
+        self.prepare()
         if self._pool is None:
             for block in self._blocks:
                 self._block_matvec(block)

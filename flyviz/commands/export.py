@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flyviz.commands._options import add_generation_options, generation_settings
 from flyviz.model.errors import InputError
 
 EPILOG = """\
@@ -48,14 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="render this saved .flyrec instead of running the model")
     parser.add_argument("--out", metavar="FILE", required=True,
                         help="output: .mp4, .webm, .gif, or a folder for PNG frames")
-    gen = parser.add_argument_group("generation")
-    gen.add_argument("--max-new-tokens", type=int, default=80, metavar="N",
-                     help="stop after N generated tokens (default 80; EOS stops earlier)")
-    gen.add_argument("--temperature", type=float, default=0.0, metavar="T",
-                     help="0 = greedy (default); otherwise sample at temperature T")
-    gen.add_argument("--top-p", type=float, default=1.0, metavar="P",
-                     help="nucleus sampling mass in (0, 1] (default 1)")
-    gen.add_argument("--seed", type=int, default=None, metavar="S", help="random seed for sampling")
+    add_generation_options(parser.add_argument_group("generation"))
     movie = parser.add_argument_group("movie")
     movie.add_argument("--size", default="1280x720", metavar="WxH",
                        help="frame size in pixels (default 1280x720)")
@@ -148,15 +142,11 @@ def _load_progress(label: str, fraction: float) -> None:
 def record_run(ckpt: Any, spec: str, prompt: str, settings: Any) -> Any:
     """Run ``prompt`` through ``ckpt`` into a :class:`Recording`."""
     from flyviz.model.engine import Engine
-    from flyviz.model.errors import TokenizerError
-    from flyviz.model.tokenizer import FlyTokenizer
+    from flyviz.model.tokenizer import tokenizer_for
     from flyviz.record.recording import Recording
     from flyviz.record.run import encode_prompt, iter_frames
 
-    if ckpt.tokenizer_path is None:
-        raise TokenizerError(f"{ckpt.name} has no tokenizer.json; copy ngxson/fly-llm-hf's "
-                             "tokenizer.json into the model folder")
-    tokenizer = FlyTokenizer(ckpt.tokenizer_path)
+    tokenizer = tokenizer_for(ckpt)
     prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
     recording = Recording(ckpt.config.neurons, {"model": spec, "model_name": ckpt.name,
                                                 "prompt": prompt})
@@ -222,11 +212,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.prompt or not args.prompt.strip():
             raise InputError("the prompt is empty: give some text for the model to continue")
         from flyviz.model.resolve import load_model
-        from flyviz.record.run import GenerationSettings
 
-        settings = GenerationSettings(max_new_tokens=args.max_new_tokens,
-                                      temperature=args.temperature, top_p=args.top_p,
-                                      seed=args.seed).validate()
+        settings = generation_settings(args)
         ckpt = load_model(args.spec, _load_progress)
         anatomy = anatomy_for(ckpt)
         recording = record_run(ckpt, args.spec, args.prompt, settings)

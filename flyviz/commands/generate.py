@@ -7,21 +7,15 @@ import json
 import sys
 from typing import Any
 
-from flyviz.model.errors import InputError, TokenizerError
+from flyviz.commands._options import add_generation_options, generation_settings
+from flyviz.model.errors import InputError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz generate``."""
     parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
     parser.add_argument("--prompt", required=True, help="text to continue (BOS is added once)")
-    parser.add_argument("--max-new-tokens", type=int, default=80, metavar="N",
-                        help="stop after N generated tokens (default 80; EOS stops earlier)")
-    parser.add_argument("--temperature", type=float, default=0.0, metavar="T",
-                        help="0 = greedy (default); otherwise sample at temperature T")
-    parser.add_argument("--top-p", type=float, default=1.0, metavar="P",
-                        help="nucleus sampling mass in (0, 1] (default 1)")
-    parser.add_argument("--seed", type=int, default=None, metavar="S",
-                        help="random seed for sampling (reproducible runs)")
+    add_generation_options(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object with ids, text and per-step statistics")
     parser.epilog = ('examples:\n  flyviz generate demo --prompt "Once upon a time, there was a"\n'
@@ -33,16 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def generate(ckpt: Any, prompt: str, settings: Any) -> dict[str, Any]:
     """Run ``prompt`` through ``ckpt`` and collect what ``--json`` prints."""
     from flyviz.model.engine import Engine
-    from flyviz.model.tokenizer import FlyTokenizer
+    from flyviz.model.tokenizer import tokenizer_for
     from flyviz.record.run import encode_prompt, iter_frames
 
-    if ckpt.tokenizer_path is None:
-        raise TokenizerError(f"{ckpt.name} has no tokenizer.json; copy ngxson/fly-llm-hf's "
-                             "tokenizer.json into the model folder")
-    tokenizer = FlyTokenizer(ckpt.tokenizer_path)
-    if tokenizer.vocab_size > ckpt.config.vocabulary:
-        raise TokenizerError(f"the tokenizer has {tokenizer.vocab_size:,} tokens but the model only "
-                             f"{ckpt.config.vocabulary:,}; they do not belong together")
+    tokenizer = tokenizer_for(ckpt)
     prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
     engine = Engine(ckpt)
     tokens: list[int] = []
@@ -63,14 +51,11 @@ def generate(ckpt: Any, prompt: str, settings: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, generate and print."""
     from flyviz.model.resolve import load_model
-    from flyviz.record.run import GenerationSettings
 
     # Bad options fail before a (possibly long) model load.
     if not args.prompt or not args.prompt.strip():
         raise InputError("the prompt is empty: give some text for the model to continue")
-    settings = GenerationSettings(max_new_tokens=args.max_new_tokens,
-                                  temperature=args.temperature, top_p=args.top_p,
-                                  seed=args.seed).validate()
+    settings = generation_settings(args)
     result = generate(load_model(args.spec), args.prompt, settings)
     if args.json:
         print(json.dumps(result))

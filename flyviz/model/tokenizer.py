@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flyviz.model.errors import InputError, TokenizerError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.checkpoint import Checkpoint
 
 #: Longest prompt accepted, in characters (the model has no context limit, but a
 #: runaway paste should not freeze the app).
@@ -82,3 +86,23 @@ class FlyTokenizer:
                 cached = self._tok.decode([token_id], skip_special_tokens=False)
             self._piece_cache[token_id] = cached
         return cached
+
+
+def tokenizer_for(checkpoint: "Checkpoint") -> FlyTokenizer:
+    """The checkpoint's tokenizer, checked against its vocabulary.
+
+    Raises
+    ------
+    TokenizerError
+        When the checkpoint names no tokenizer, or one with more tokens than
+        the model's vocabulary (they do not belong together).
+    """
+    if checkpoint.tokenizer_path is None:
+        raise TokenizerError(f"model {checkpoint.name!r} comes without a tokenizer.json; put the "
+                             "model's tokenizer.json (ngxson/fly-llm-hf's for the released "
+                             "models) in its folder")
+    tokenizer = FlyTokenizer(checkpoint.tokenizer_path)
+    if tokenizer.vocab_size > checkpoint.config.vocabulary:
+        raise TokenizerError(f"the tokenizer has {tokenizer.vocab_size:,} tokens but the model only "
+                             f"{checkpoint.config.vocabulary:,}; they do not belong together")
+    return tokenizer

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (QFormLayout, QHeaderView, QLabel, QTableWidget,
 
 from flyviz.app import theme
 from flyviz.app.connectivity import Connectivity, Partner
+from flyviz.app.panels import paint_on_demand
 from flyviz.model.checkpoint import Anatomy
 from flyviz.record.recording import Recording
 
@@ -67,6 +68,7 @@ class NeuronInspector(QWidget):
                                             pen=pg.mkPen(theme.MUTED, style=Qt.PenStyle.DashLine))
         self.trace.addItem(self.trace_cursor)
         self.trace.addItem(pg.InfiniteLine(angle=0, pos=0, pen=pg.mkPen(theme.BORDER)))
+        paint_on_demand(self.trace)
         layout.addWidget(self.trace, 1)
         self.tabs = QTabWidget()
         self.inputs_table = self._make_table()
@@ -108,6 +110,7 @@ class NeuronInspector(QWidget):
             self.inputs_table.setRowCount(0)
             self.outputs_table.setRowCount(0)
             self.trace_curve.setData([], [])
+            self.trace.viewport().update()
             return
         self.hint.setVisible(False)
         anat = self.anatomy
@@ -132,6 +135,7 @@ class NeuronInspector(QWidget):
                                           f"{self.connectivity.out_degree(neuron):,} out")
             self._fill(self.inputs_table, inputs)
             self._fill(self.outputs_table, outputs)
+        self.trace.viewport().update()
         self.update_moment(recording, index)
 
     def _fill(self, table: QTableWidget, partners: list[Partner]) -> None:
@@ -166,6 +170,7 @@ class NeuronInspector(QWidget):
             trace = recording.neuron_trace(self.neuron)
             self.trace_curve.setData(np.arange(n, dtype=float), trace)
         self.trace_cursor.setPos(max(index, 0))
+        self.trace.viewport().update()
         if 0 <= index < n and self.neuron < recording.neurons:
             value = float(recording.state(index)[self.neuron])
             self.fields["activation"].setText(f"{value:+.4f} at token {index}")

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QFont, QMouseEvent
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QSpinBox, QTextBrowser, QToolTip,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QTextBrowser,
+                               QToolTip, QVBoxLayout, QWidget)
 
 from flyviz.app import theme
 from flyviz.record.frame import PHASE_GENERATION
@@ -34,6 +34,46 @@ _EOS_TEXT = "</s>"
 def _visible_token_text(text: str) -> str:
     """Token text with invisible characters made visible (newlines kept)."""
     return text.replace("\t", "→").replace("\r", "")
+
+
+# ------------------------------------------------------------ plot repaints
+_INPUT_EVENTS = frozenset({QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease,
+                           QEvent.Type.MouseButtonDblClick, QEvent.Type.Wheel})
+
+
+class _RepaintOnInput(QObject):
+    """Event filter repainting a plot's viewport when the mouse may have changed it."""
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        kind = event.type()
+        if kind in _INPUT_EVENTS or (kind == QEvent.Type.MouseMove
+                                     and event.buttons() != Qt.MouseButton.NoButton):
+            watched.update()
+        return False
+
+
+def paint_on_demand(plot: pg.PlotWidget) -> None:
+    """Repaint ``plot`` only when asked (``plot.viewport().update()``) or used with the mouse.
+
+    Parameters
+    ----------
+    plot
+        A plot whose owner calls ``plot.viewport().update()`` after changing what it shows.
+
+    Notes
+    -----
+    After handling its changed items, a ``QGraphicsScene`` at once flushes the whole
+    window's pending repaints. In a window holding an OpenGL view every flush composes
+    the full window (about 20 ms with software OpenGL at 1730x980), so each plot that
+    changes in a display tick cost one more composition. A view that leaves its
+    viewport alone on scene changes adds only a dirty region, and the window is
+    composed once per tick with everything that changed.
+    """
+    plot.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.NoViewportUpdate)
+    viewport = plot.viewport()
+    viewport_filter = _RepaintOnInput(plot)
+    viewport.installEventFilter(viewport_filter)
+    plot._repaint_on_input = viewport_filter   # keep the filter alive with the plot
 
 
 # ---------------------------------------------------------------- text panel
@@ -224,6 +264,7 @@ class TopKPanel(QWidget):
         self.plot.getAxis("left").setTicks([])
         self.plot.getAxis("bottom").setLabel("probability")
         self.plot.setXRange(0, 1, padding=0)
+        paint_on_demand(self.plot)
         layout.addWidget(self.plot, 1)
         self.bars = pg.BarGraphItem(x0=[], y=[], height=0.72, width=[],
                                     brush=pg.mkBrush(theme.ACCENT), pen=pg.mkPen(None))
@@ -282,6 +323,7 @@ class TopKPanel(QWidget):
                 label.setVisible(False)
         self.plot.setYRange(-max(k, 1) + 0.5, 0.5, padding=0.02)
         self.plot.setXRange(0, 1, padding=0)
+        self.plot.viewport().update()
 
 
 # --------------------------------------------------------------- raster panel
@@ -302,6 +344,7 @@ class RasterPanel(QWidget):
         self.plot.setMinimumHeight(80)
         self.plot.getAxis("left").setLabel("neuron")
         self.plot.getAxis("bottom").setLabel("token")
+        paint_on_demand(self.plot)
         layout.addWidget(self.plot, 1)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
@@ -336,6 +379,7 @@ class RasterPanel(QWidget):
         self.image.setLookupTable((rgb * 255).astype(np.uint8))
         levels = (-self._limit, self._limit) if mode == "signed" else (0.0, self._limit)
         self.image.setLevels(levels)
+        self.plot.viewport().update()
         self._last = None
 
     def show_frame(self, recording: Recording, index: int) -> None:
@@ -359,6 +403,7 @@ class RasterPanel(QWidget):
         self.image.setRect(left, 0, self.window, buf.shape[0])
         self.plot.setXRange(left, left + self.window, padding=0)
         self.plot.setYRange(0, buf.shape[0], padding=0)
+        self.plot.viewport().update()
 
 
 # --------------------------------------------------------------- trace panel
@@ -387,6 +432,7 @@ class TracePanel(QWidget):
         self.cursor = pg.InfiniteLine(angle=90, movable=False,
                                       pen=pg.mkPen(theme.ACCENT, width=1, style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.cursor)
+        paint_on_demand(self.plot)
         layout.addWidget(self.plot, 1)
         self._length = -1
         self._recording: Recording | None = None
@@ -403,6 +449,7 @@ class TracePanel(QWidget):
             self.plot.setXRange(0, max(n - 1, 1), padding=0.02)
         self.cursor.setVisible(index >= 0)
         self.cursor.setPos(max(index, 0))
+        self.plot.viewport().update()
 
     def _on_click(self, event) -> None:
         if self._length <= 0:

@@ -59,8 +59,12 @@ class BrainView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        # No buffer swap after drawing: the canvas is a QOpenGLWidget, which draws into
+        # its own framebuffer that Qt composes into the window. vispy's swap of the
+        # context's surface only waits for the frame and copies it where nobody looks
+        # (about 10 ms a frame with software OpenGL at 1280x720).
         self.canvas = scene.SceneCanvas(keys=None, bgcolor=theme.BACKGROUND, show=False,
-                                        parent=self, size=(800, 600))
+                                        parent=self, size=(800, 600), autoswap=False)
         self.canvas.native.setMinimumSize(QSize(240, 200))
         self.canvas.native.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self.view = self.canvas.central_widget.add_view()

@@ -39,12 +39,11 @@ from flyviz.app.inspector import NeuronInspector
 from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
 from flyviz.app.session import Session
 from flyviz.app.worker import (IDLE, PAUSED, RUNNING, EngineThread, ModelLoader, RunRequest,
-                               default_model_loader, engine_threads, layout_for,
-                               load_tokenizer)
+                               default_model_loader, engine_threads, layout_for)
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError, RecordingError
-from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
 from flyviz.record.recording import FILE_SUFFIX, Recording
 from flyviz.record.run import encode_prompt
 
@@ -502,7 +501,7 @@ class MainWindow(QMainWindow):
 
     def set_checkpoint(self, checkpoint: Checkpoint, spec: str | None = None) -> None:
         """Use an in-memory checkpoint at once (scripts and tests)."""
-        tokenizer = load_tokenizer(checkpoint)
+        tokenizer = tokenizer_for(checkpoint)
         self._install_model(spec or checkpoint.name, checkpoint,
                             Engine(checkpoint, threads=engine_threads()), tokenizer,
                             checkpoint.anatomy or layout_for(checkpoint))

@@ -24,7 +24,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signa
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError
-from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
 from flyviz.record.frame import Frame
 from flyviz.record.run import GenerationSettings, iter_frames
 
@@ -356,7 +356,7 @@ class ModelLoader(QThread):
             checkpoint = self._load(self.spec, lambda label, fraction:
                                     self.progress.emit(str(label), float(fraction)))
             self.progress.emit("preparing the engine", 0.95)
-            tokenizer = load_tokenizer(checkpoint)
+            tokenizer = tokenizer_for(checkpoint)
             anatomy = checkpoint.anatomy
             if anatomy is None:
                 self.progress.emit("computing a layout from the graph (no anatomy)", 0.96)
@@ -404,26 +404,6 @@ def engine_threads() -> int:
     from flyviz.model.engine import default_threads
 
     return max(1, default_threads() - 1)
-
-
-def load_tokenizer(checkpoint: Checkpoint) -> FlyTokenizer:
-    """The checkpoint's tokenizer, checked against its vocabulary.
-
-    Raises
-    ------
-    flyviz.model.errors.TokenizerError
-        When the checkpoint names no tokenizer or it does not fit the model.
-    """
-    from flyviz.model.errors import TokenizerError
-
-    if checkpoint.tokenizer_path is None:
-        raise TokenizerError(f"model {checkpoint.name!r} comes without a tokenizer.json; "
-                             "put the model's tokenizer.json in its folder")
-    tokenizer = FlyTokenizer(checkpoint.tokenizer_path)
-    if tokenizer.vocab_size > checkpoint.config.vocabulary:
-        raise TokenizerError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
-                             f"{checkpoint.config.vocabulary}; they do not belong together")
-    return tokenizer
 
 
 def default_model_loader(spec: str, progress: Callable[[str, float], None]) -> Checkpoint:

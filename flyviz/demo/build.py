@@ -107,16 +107,9 @@ class _Stages:
 def train_tokenizer(stories: list[str], vocabulary: int) -> str:
     """A byte-level BPE tokenizer like the Fly LLM's (``<pad>``=0, ``<s>``=1,
     ``</s>``=2, the 256 byte symbols, then merges), as JSON text."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from flyviz.model.tokenizer import train_byte_level_bpe
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocabulary, special_tokens=["<pad>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(stories, trainer=trainer)
-    return tok.to_str()
+    return train_byte_level_bpe(stories, vocabulary)
 
 
 def build_demo(out_dir: str | Path, scale: str | DemoScale = "full", seed: int = DEFAULT_SEED,

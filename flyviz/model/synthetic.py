@@ -37,19 +37,12 @@ def make_tokenizer_json(vocab_size: int = 512, seed: int = 0) -> str:
         The tokenizer's JSON text (the vocabulary may come out smaller than
         ``vocab_size`` if the text runs out of merges; read it back).
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from flyviz.model.tokenizer import train_byte_level_bpe
 
     rng = np.random.default_rng(seed)
     lines = [" ".join(rng.choice(_WORDS, size=rng.integers(4, 14))).capitalize() + "."
              for _ in range(3000)]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(lines, trainer=trainer)
-    return tok.to_str()
+    return train_byte_level_bpe(lines, vocab_size)
 
 
 def write_tokenizer(path: str | Path, vocab_size: int = 512, seed: int = 0) -> Path:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from flyviz.model.errors import InputError, TokenizerError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Iterable
+
     from flyviz.model.checkpoint import Checkpoint
 
 #: Longest prompt accepted, in characters (the model has no context limit, but a
@@ -106,3 +108,22 @@ def tokenizer_for(checkpoint: "Checkpoint") -> FlyTokenizer:
         raise TokenizerError(f"the tokenizer has {tokenizer.vocab_size:,} tokens but the model only "
                              f"{checkpoint.config.vocabulary:,}; they do not belong together")
     return tokenizer
+
+
+def train_byte_level_bpe(texts: "Iterable[str]", vocab_size: int) -> str:
+    """Train a byte-level BPE tokenizer laid out like the Fly LLM's; return its JSON.
+
+    Special tokens come first (``<pad>`` = 0, ``<s>`` = 1, ``</s>`` = 2), then
+    the 256 byte symbols, then merges. The vocabulary may come out smaller than
+    ``vocab_size`` when the text runs out of merges.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok.to_str()

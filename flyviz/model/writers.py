@@ -33,6 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.formats._common import sha256_file
 from flyviz.model.safetensors_io import save_safetensors
 
 #: dtypes in which the released checkpoint stores its frozen buffers.
@@ -63,14 +64,6 @@ HEAD_B = "lm_head.1.weight"
 WEB_PARAMETERS = ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias")
 
 _REMOTE_CODE_SENTINEL = "REMOTE_CODE_WAS_EXECUTED"
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _graph_buffers(ckpt: Checkpoint) -> dict[str, np.ndarray]:
@@ -290,7 +283,7 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
         },
     })
     manifest.setdefault("selectors", {})[selector] = {
-        "file": filename, "updates": updates, "sha256": _sha256_file(file),
+        "file": filename, "updates": updates, "sha256": sha256_file(file),
         "validation": {}, "frozen_buffers_sha256": frozen, "parameters": parameters,
     }
     manifest.setdefault("held_out_scores", {})
@@ -309,7 +302,7 @@ def _write_raw(root: Path, relative: str, array: np.ndarray, dtype: str,
     data.tofile(path)
     entries.append({"file": relative, "dtype": np.dtype(dtype).name,
                     "shape": [int(s) for s in data.shape], "bytes": int(data.nbytes),
-                    "sha256": _sha256_file(path)})
+                    "sha256": sha256_file(path)})
 
 
 def _write_json_file(root: Path, relative: str, data: Any,
@@ -319,7 +312,7 @@ def _write_json_file(root: Path, relative: str, data: Any,
     path.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
     entries.append({"file": relative, "dtype": "json",
                     "shape": [len(data)] if isinstance(data, list) else [],
-                    "bytes": path.stat().st_size, "sha256": _sha256_file(path)})
+                    "bytes": path.stat().st_size, "sha256": sha256_file(path)})
 
 
 def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
@@ -448,7 +441,7 @@ def write_recital_web(ckpt: Checkpoint, model_dir: str | Path,
         path = model_dir / f"{name}.f32"
         data.tofile(path)
         files[name] = {"file": path.name, "shape": [int(s) for s in data.shape],
-                       "dtype": "float32", "bytes": int(data.nbytes), "sha256": _sha256_file(path)}
+                       "dtype": "float32", "bytes": int(data.nbytes), "sha256": sha256_file(path)}
     trainable = int(sum(np.asarray(a).size for a in arrays.values()))
     manifest: dict[str, Any] = {
         "schema_version": 1,

@@ -107,3 +107,28 @@ def compare_frozen_digests(model_digests: dict[str, str] | None,
 def prefixed(prefix: str, digests: dict[str, str] | None) -> dict[str, str]:
     """``{"<prefix>/<name>": digest}`` for ``Checkpoint.digests``."""
     return {f"{prefix}/{name}": str(value) for name, value in (digests or {}).items()}
+
+
+def read_readout(st: Any, source: str) -> tuple[dict[str, np.ndarray], int | None]:
+    """The readout of a safetensors checkpoint: a dense head or two factors.
+
+    Parameters
+    ----------
+    st
+        An open :class:`~flyviz.model.safetensors_io.SafetensorsFile`.
+    source
+        The file's name, for the error message.
+
+    Returns
+    -------
+    (arrays, rank)
+        ``{"head": ...}`` with rank ``None``, or ``{"head_a": ..., "head_b": ...}``
+        with the factors' rank.
+    """
+    if "lm_head.weight" in st:
+        return {"head": st.get("lm_head.weight")}, None
+    if "lm_head.0.weight" in st and "lm_head.1.weight" in st:
+        head_a = st.get("lm_head.0.weight")
+        return {"head_a": head_a, "head_b": st.get("lm_head.1.weight")}, int(head_a.shape[0])
+    raise CheckpointError(f"{source} has no readout (lm_head.weight or lm_head.0.weight + "
+                          "lm_head.1.weight); it is not a Fly LLM checkpoint, or it is damaged")

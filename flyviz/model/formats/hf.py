@@ -16,7 +16,7 @@ import numpy as np
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats._common import find_tokenizer, read_json
+from flyviz.model.formats._common import find_tokenizer, read_json, read_readout
 from flyviz.model.safetensors_io import SafetensorsFile
 
 _TENSORS = {"brain.wte.weight": "wte", "brain.in_proj": "in_proj", "brain.gain": "gain",
@@ -70,16 +70,8 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
                               "config, or it is damaged")
     st = SafetensorsFile(model_dir / "model.safetensors")
     arrays: dict[str, np.ndarray] = {attr: st.get(tensor) for tensor, attr in _TENSORS.items()}
-    if "lm_head.weight" in st:
-        arrays["head"] = st.get("lm_head.weight")
-        rank = None
-    elif "lm_head.0.weight" in st and "lm_head.1.weight" in st:
-        arrays["head_a"] = st.get("lm_head.0.weight")
-        arrays["head_b"] = st.get("lm_head.1.weight")
-        rank = int(arrays["head_a"].shape[0])
-    else:
-        raise CheckpointError("model.safetensors has no lm_head.weight; it is not a Fly LLM "
-                              "checkpoint, or it is damaged")
+    readout, rank = read_readout(st, "model.safetensors")
+    arrays.update(readout)
 
     neurons = _int(config, "n_neurons")
     delay_k = _int(config, "delay_k")

@@ -17,7 +17,8 @@ import numpy as np
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats._common import check_sha256, find_tokenizer, read_json
+from flyviz.model.formats._common import (check_sha256, find_tokenizer, read_json,
+                                          read_readout)
 from flyviz.model.formats.dataset import load_connectome_dataset
 from flyviz.model.formats.recital import checkpoint_from_parts
 from flyviz.model.safetensors_io import SafetensorsFile
@@ -107,16 +108,8 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     params: dict[str, np.ndarray] = {}
     for tensor, attr in _PARAMETERS.items():
         params[attr] = st.get(tensor)
-    if "lm_head.weight" in st:
-        params["head"] = st.get("lm_head.weight")
-        rank = None
-    elif "lm_head.0.weight" in st and "lm_head.1.weight" in st:
-        params["head_a"] = st.get("lm_head.0.weight")
-        params["head_b"] = st.get("lm_head.1.weight")
-        rank = int(params["head_a"].shape[0])
-    else:
-        raise CheckpointError(f"{weights.name} has no readout (lm_head.weight or "
-                              "lm_head.0.weight + lm_head.1.weight); it is not a Fly LLM checkpoint")
+    readout, rank = read_readout(st, weights.name)
+    params.update(readout)
     in_proj, wte = params["in_proj"], params["wte"]
     if in_proj.ndim != 3 or wte.ndim != 2:
         raise CheckpointError(f"{weights.name}: brain.in_proj has shape {list(in_proj.shape)} and "

@@ -6,13 +6,15 @@ thread and headless export all call :func:`iter_frames`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from flyviz.model.engine import Engine, softmax, top_k
 from flyviz.model.errors import InputError
+from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.sampler import Sampler
 from flyviz.model.tokenizer import FlyTokenizer
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, Frame
@@ -89,13 +91,15 @@ def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> li
 
 def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
                 settings: GenerationSettings | None = None,
-                prompt_ids: list[int] | None = None) -> Iterator[Frame]:
+                prompt_ids: list[int] | None = None,
+                forced_ids: Sequence[int] | None = None) -> Iterator[Frame]:
     """Reset the engine, read ``BOS + prompt`` and generate, yielding a frame per token.
 
     Parameters
     ----------
     engine
-        The engine to run (it is reset first).
+        The engine to run (it is reset first), with its interventions if it
+        has any (:meth:`~flyviz.model.engine.Engine.set_interventions`).
     tokenizer
         Tokenizer matching the engine's vocabulary.
     prompt
@@ -104,6 +108,13 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
         Generation settings; defaults to greedy, 80 new tokens.
     prompt_ids
         Pre-encoded ids (BOS first) to use instead of encoding ``prompt``.
+    forced_ids
+        Teacher forcing: the generated tokens are taken from this sequence
+        instead of the sampler (each frame still records this model's own
+        distribution). It is read lazily, one item per generated token, so it
+        may grow while the frames are consumed: the comparison runner appends
+        the untouched run's tokens as they come. Generation also ends when the
+        sequence has no next item.
 
     Yields
     ------
@@ -130,14 +141,22 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
     position = 0
     token = ids[0]
     while True:
-        logits = engine.step(token)
         in_prompt = position < len(ids) - 1
+        if not in_prompt and forced_ids is not None and len(generated) >= len(forced_ids):
+            return
+        logits = engine.step(token)
         probs = softmax(logits)
         k_ids, k_probs = top_k(probs, settings.top_k)
         if in_prompt:
             predicted = int(k_ids[0])
         else:
-            predicted = sampler.pick(logits)
+            if forced_ids is None:
+                predicted = sampler.pick(logits)
+            else:
+                predicted = int(forced_ids[len(generated)])
+                if not 0 <= predicted < cfg.vocabulary:
+                    raise InputError(f"forced token id {predicted} is outside the vocabulary "
+                                     f"0..{cfg.vocabulary - 1}")
             generated.append(predicted)
             text_so_far = continuation.append(predicted)
         frame = Frame(
@@ -155,6 +174,7 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
             mean_abs_state=engine.mean_abs_state,
             text_so_far=text_so_far,
             generation_index=None if in_prompt else len(generated) - 1,
+            probabilities=probs,
         )
         yield frame
         position += 1
@@ -164,3 +184,59 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
         if predicted == cfg.eos_token_id or len(generated) >= settings.max_new_tokens:
             return
         token = predicted
+
+
+
+class RunSummary:
+    """What ``flyviz generate --json`` prints, gathered one frame at a time (no states kept).
+
+    Parameters
+    ----------
+    prompt, prompt_ids
+        The prompt and its ids (BOS first).
+    tokenizer
+        Decodes the generated tokens.
+    interventions
+        The run's interventions, if any.
+    """
+
+    def __init__(self, prompt: str, prompt_ids: Sequence[int], tokenizer: FlyTokenizer,
+                 interventions: ResolvedInterventions | None = None) -> None:
+        self.prompt = prompt
+        self.prompt_ids = [int(i) for i in prompt_ids]
+        self.tokenizer = tokenizer
+        self.interventions = interventions
+        self.frames = 0
+        self.tokens: list[int] = []
+        self.steps: list[dict[str, Any]] = []
+
+    def add(self, frame: Frame) -> None:
+        """Count one frame (and its generated token)."""
+        self.frames += 1
+        if frame.is_generation:
+            self.tokens.append(frame.predicted_token_id)
+            self.steps.append({"token": frame.predicted_token_id,
+                               "top1_probability": frame.top1_probability,
+                               "mean_abs_state": frame.mean_abs_state})
+
+    def to_json(self) -> dict[str, Any]:
+        """``prompt``, ``prompt_ids`` (BOS first), ``tokens`` (generated ids, EOS included
+        if reached), ``text`` (their decoded text), ``steps`` (one ``{token,
+        top1_probability, mean_abs_state}`` per generated token) and ``interventions``
+        (their JSON form with the neurons or synapses each selected and on how many of
+        the run's steps it acted; ``[]`` for none)."""
+        return {"prompt": self.prompt, "prompt_ids": list(self.prompt_ids),
+                "tokens": list(self.tokens), "text": self.tokenizer.decode(self.tokens),
+                "steps": list(self.steps),
+                "interventions": self.interventions.to_json(steps=self.frames)
+                if self.interventions else []}
+
+
+def run_summary(prompt: str, prompt_ids: Sequence[int], frames: Iterable[Frame],
+                tokenizer: FlyTokenizer, interventions: ResolvedInterventions | None = None
+                ) -> dict[str, Any]:
+    """:class:`RunSummary` of all ``frames``, as ``flyviz generate --json`` prints it."""
+    summary = RunSummary(prompt, prompt_ids, tokenizer, interventions)
+    for frame in frames:
+        summary.add(frame)
+    return summary.to_json()

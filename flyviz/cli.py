@@ -21,6 +21,9 @@ from flyviz._version import __version__
 SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("gui", "flyviz.commands.gui", "open the desktop app (the default with no subcommand)"),
     ("generate", "flyviz.commands.generate", "continue a prompt and print the text (or JSON)"),
+    ("compare", "flyviz.commands.compare",
+     "run the untouched and an intervened model on one prompt and compare them"),
+    ("select", "flyviz.commands.select", "count the neurons a selection query picks"),
     ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
@@ -43,6 +46,8 @@ examples:
   flyviz                                    open the app on the demo brain
   flyviz gui --model ngxson/fly-llm-hf      open the app on a real checkpoint
   flyviz generate demo --prompt "Once upon a time"
+  flyviz compare demo --prompt "Once upon a time" --silence 'sign:inhibitory'
+  flyviz select demo 'superclass:cb_sensory & side:left'
   flyviz info ./fly-llm-hf --json
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
 

@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import add_generation_options, generation_settings
+from flyviz.commands._options import (add_generation_options, add_intervention_options,
+                                      generation_settings, interventions_from_args,
+                                      warn_idle_interventions)
 from flyviz.model.errors import InputError
 
 EPILOG = """\
@@ -36,6 +38,10 @@ examples:
   flyviz export ./fly-llm-hf --prompt "Once upon a time" --out run.webm --size 1920x1080 \\
       --orbit 12 --mode abs
   flyviz export --recording run.flyrec --out frames/ --tokens 10:40
+  flyviz export demo --prompt "Tom and his dog" --silence 'sign:inhibitory@10:' --out silenced.mp4
+
+With interventions, the recording's metadata keeps them (JSON, under
+"interventions"), so the run can be reopened with them.
 """
 
 
@@ -65,7 +71,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="colour signed h (diverging) or |h| (sequential); default signed")
     movie.add_argument("--view", choices=("front", "top", "side"), default="front",
                        help="camera direction (default front)")
-    movie.add_argument("--scale", type=float, default=None, metavar="H",
+    movie.add_argument("--color-scale", type=float, default=None, metavar="H",
                        help="activation at the end of the colour range (default: automatic)")
     movie.add_argument("--tokens", default=None, metavar="A:B",
                        help="export only frames A to B-1 of the run (default all)")
@@ -77,6 +83,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="draw only the brain (no text, bars or colourbar)")
     parser.add_argument("--bench", action="store_true",
                         help="also print render and encode speed and memory use")
+    add_intervention_options(parser)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -139,8 +146,14 @@ def _load_progress(label: str, fraction: float) -> None:
         sys.stderr.write("\n")
 
 
-def record_run(ckpt: Any, spec: str, prompt: str, settings: Any) -> Any:
-    """Run ``prompt`` through ``ckpt`` into a :class:`Recording`."""
+def record_run(ckpt: Any, spec: str, prompt: str, settings: Any,
+               interventions: Any = ()) -> Any:
+    """Run ``prompt`` through ``ckpt`` (with ``interventions``) into a :class:`Recording`.
+
+    The metadata holds the model, the prompt and, with interventions, their JSON
+    form under ``"interventions"`` (with what each selected and on how many
+    steps it acted), which :func:`flyviz.model.interventions.from_json` reads back.
+    """
     from flyviz.model.engine import Engine
     from flyviz.model.tokenizer import tokenizer_for
     from flyviz.record.recording import Recording
@@ -148,14 +161,16 @@ def record_run(ckpt: Any, spec: str, prompt: str, settings: Any) -> Any:
 
     tokenizer = tokenizer_for(ckpt)
     prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
+    engine = Engine(ckpt, interventions=interventions)
     recording = Recording(ckpt.config.neurons, {"model": spec, "model_name": ckpt.name,
                                                 "prompt": prompt})
-    engine = Engine(ckpt)
     try:
         for frame in iter_frames(engine, tokenizer, prompt, settings, prompt_ids=prompt_ids):
             recording.append(frame)
     finally:
         engine.close()
+    if engine.interventions:
+        recording.metadata["interventions"] = engine.interventions.to_json(steps=len(recording))
     return recording
 
 
@@ -180,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     options = ExportOptions(size=parse_size(args.size), fps=args.fps,
                             frames_per_token=args.frames_per_token, quality=args.quality,
                             orbit=args.orbit, mode=args.mode, start=start, stop=stop,
-                            overlays=not args.no_overlays, view=args.view, scale=args.scale,
+                            overlays=not args.no_overlays, view=args.view, scale=args.color_scale,
                             hold_seconds=args.hold, speed=args.speed).validate()
     options.crf(movie_format(args.out))  # a bad --quality fails before any work
     t0 = time.perf_counter()
@@ -189,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
 
         if args.prompt:
             raise InputError("give either --prompt (run the model) or --recording, not both")
+        if args.interventions:
+            raise InputError("interventions apply when the model runs: give SPEC and --prompt "
+                             "instead of --recording")
         recording = Recording.load(args.recording)
         spec = args.spec or recording.metadata.get("model")
         if spec:
@@ -214,9 +232,11 @@ def run(args: argparse.Namespace) -> int:
         from flyviz.model.resolve import load_model
 
         settings = generation_settings(args)
+        interventions = interventions_from_args(args)
         ckpt = load_model(args.spec, _load_progress)
         anatomy = anatomy_for(ckpt)
-        recording = record_run(ckpt, args.spec, args.prompt, settings)
+        recording = record_run(ckpt, args.spec, args.prompt, settings, interventions)
+        warn_idle_interventions(recording.metadata.get("interventions", []))
     t1 = time.perf_counter()
 
     from flyviz.render.offscreen import offscreen_app

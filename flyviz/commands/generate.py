@@ -7,7 +7,9 @@ import json
 import sys
 from typing import Any
 
-from flyviz.commands._options import add_generation_options, generation_settings
+from flyviz.commands._options import (add_generation_options, add_intervention_options,
+                                      generation_settings, interventions_from_args,
+                                      warn_idle_interventions)
 from flyviz.model.errors import InputError
 
 
@@ -17,35 +19,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", required=True, help="text to continue (BOS is added once)")
     add_generation_options(parser)
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object with ids, text and per-step statistics")
+                        help="print one JSON object with ids, text, per-step statistics and "
+                             "the interventions applied")
+    add_intervention_options(parser)
     parser.epilog = ('examples:\n  flyviz generate demo --prompt "Once upon a time, there was a"\n'
                      '  flyviz generate ./fly-llm-hf --prompt "Tom and his dog" --temperature 0.7 '
-                     "--top-p 0.9 --seed 1 --json")
+                     "--top-p 0.9 --seed 1 --json\n"
+                     '  flyviz generate demo --prompt "Once upon a time" --silence '
+                     "'sign:inhibitory'\n"
+                     '  flyviz generate demo --prompt "Once upon a time" --stimulate '
+                     "'input=0.5@8:13' --cut 'superclass:visual_projection->all'")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
-def generate(ckpt: Any, prompt: str, settings: Any) -> dict[str, Any]:
-    """Run ``prompt`` through ``ckpt`` and collect what ``--json`` prints."""
+def generate(ckpt: Any, prompt: str, settings: Any, interventions: Any = ()) -> dict[str, Any]:
+    """Run ``prompt`` through ``ckpt`` (with ``interventions``) and collect what ``--json``
+    prints (:class:`~flyviz.record.run.RunSummary`)."""
     from flyviz.model.engine import Engine
     from flyviz.model.tokenizer import tokenizer_for
-    from flyviz.record.run import encode_prompt, iter_frames
+    from flyviz.record.run import RunSummary, encode_prompt, iter_frames
 
     tokenizer = tokenizer_for(ckpt)
     prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
-    engine = Engine(ckpt)
-    tokens: list[int] = []
-    steps: list[dict[str, Any]] = []
+    engine = Engine(ckpt, interventions=interventions)
+    summary = RunSummary(prompt, prompt_ids, tokenizer, engine.interventions)
     try:
         for frame in iter_frames(engine, tokenizer, prompt, settings, prompt_ids=prompt_ids):
-            if frame.is_generation:
-                tokens.append(frame.predicted_token_id)
-                steps.append({"token": frame.predicted_token_id,
-                              "top1_probability": frame.top1_probability,
-                              "mean_abs_state": frame.mean_abs_state})
+            summary.add(frame)
     finally:
         engine.close()
-    return {"prompt": prompt, "prompt_ids": prompt_ids, "tokens": tokens,
-            "text": tokenizer.decode(tokens), "steps": steps}
+    return summary.to_json()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.prompt or not args.prompt.strip():
         raise InputError("the prompt is empty: give some text for the model to continue")
     settings = generation_settings(args)
-    result = generate(load_model(args.spec), args.prompt, settings)
+    interventions = interventions_from_args(args)
+    result = generate(load_model(args.spec), args.prompt, settings, interventions)
+    warn_idle_interventions(result["interventions"])
     if args.json:
         print(json.dumps(result))
     else:

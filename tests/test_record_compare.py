@@ -207,3 +207,19 @@ def test_export_recording_keeps_the_interventions(tiny_checkpoint, tmp_path):
     for frame in recording:
         held = np.allclose(frame.state[sensory], 0.25, atol=1e-3)
         assert held == (3 <= frame.position < 9)
+
+
+def test_bench_measures_interventions_against_the_plain_step(capsys, web_model):
+    code, out, _ = _run(capsys, "bench", web_model, "--interventions", "--steps", "4",
+                        "--threads", "2", "--silence", "input", "--cut", "all->side:left",
+                        "--json")
+    assert code == 0
+    results = json.loads(out)
+    plain, intervened = results["engines"]
+    assert plain["interventions"] == [] and plain["steps"] == intervened["steps"] == 4
+    assert intervened["interventions"] == ["silence input", "cut all->side:left"]
+    (ratio,) = results["intervention_ratios"].values()
+    assert ratio == pytest.approx(intervened["step_ms"] / plain["step_ms"])
+    code, _, err = _run(capsys, "bench", web_model, "--silence", "input")
+    _one_line_error(code, err)
+    assert "--interventions" in err

@@ -38,7 +38,7 @@ class _AppendIntervention(argparse.Action):
 
 
 INTERVENTIONS_HELP = """\
-interventions (each repeatable, applied in the order given; QUERY selects neurons):
+each repeatable, applied in the order given; QUERY selects neurons:
   QUERY terms: id:3,17,100-199  body:ID,...  superclass:NAME  type:GLOB (KC*)
   side:left|right|center  sign:excitatory|inhibitory  input  all
   combined with & | ! and parentheses, e.g. 'superclass:cb_sensory & !side:left'

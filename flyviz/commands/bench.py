@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from flyviz.commands._options import add_intervention_options, interventions_from_args
 from flyviz.model.errors import InputError
 
 
@@ -25,9 +26,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "interleaved in this process")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the load-time measurement")
+    parser.add_argument("--interventions", action="store_true", dest="measure_interventions",
+                        help="measure the step with interventions against the step without, "
+                             "interleaved in one run, on SPEC (default: the demo brain); the "
+                             "interventions are the options below, by default --silence "
+                             "'sign:inhibitory' --stimulate 'input=0.5' --cut "
+                             "'superclass:visual_projection->all'")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_intervention_options(parser)
     parser.epilog = ("examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json\n"
-                     "  flyviz bench --kernel both --steps 200 --no-load")
+                     "  flyviz bench --kernel both --steps 200 --no-load\n"
+                     "  flyviz bench --interventions --steps 300\n"
+                     "  flyviz bench ./fly-llm-hf --interventions --silence 'id:0-9999'")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -40,7 +50,11 @@ def _table(results: dict[str, Any]) -> str:
     for e in results["engines"]:
         lines.append(f"{e['readout']:<10} {e['kernel']:<6} {e['step_ms']:9.2f} "
                      f"{e['step_ms_p10']:7.2f} {e['tokens_per_s']:9.1f} {e['floor_ms']:9.2f} {e['floor_ms_p10']:7.2f} "
-                     f"{e['floor_bytes'] / 1e6:9.1f} {e['floor_gb_per_s']:6.1f} {e['ratio']:6.2f}")
+                     f"{e['floor_bytes'] / 1e6:9.1f} {e['floor_gb_per_s']:6.1f} {e['ratio']:6.2f}"
+                     + (f"  with {'; '.join(e['interventions'])}" if e.get("interventions") else ""))
+    for kernel, ratio in results.get("intervention_ratios", {}).items():
+        lines.append(f"{kernel}: a step with the interventions takes {ratio:.3f} x the plain "
+                     f"step ({100 * (ratio - 1):+.1f} %), medians of steps interleaved in this run")
     lines.append("medians over the steps; floor = time to stream the same bytes (graph, readout, "
                  "input projections, per-neuron vectors) once with the same threads, measured "
                  "in rounds alternating with the steps of this run (and with the other kernel's, "
@@ -73,7 +87,17 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--threads {args.threads} must be between 1 and 64")
     log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
     kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
-    results = run_bench(args.spec, steps=args.steps, threads=args.threads,
-                        load=not args.no_load, log=log, kernels=kernels)
+    interventions = interventions_from_args(args)
+    if interventions and not args.measure_interventions:
+        raise InputError("intervention options need --interventions (measure the step with "
+                         "them against the plain step)")
+    if args.measure_interventions:
+        from flyviz.model.bench import run_intervention_bench
+
+        results = run_intervention_bench(args.spec, steps=args.steps, threads=args.threads,
+                                         log=log, kernels=kernels, interventions=interventions)
+    else:
+        results = run_bench(args.spec, steps=args.steps, threads=args.threads,
+                            load=not args.no_load, log=log, kernels=kernels)
     print(json.dumps(results, indent=2) if args.json else _table(results))
     return 0

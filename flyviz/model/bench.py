@@ -16,6 +16,7 @@ interleaved, each against the floor of the bytes its own kernel reads.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import shutil
 import statistics
 import tempfile
@@ -147,20 +148,25 @@ def bench_engine(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
 
 def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
                   rounds: int = 10,
-                  kernels: Sequence[str | None] = (None,)) -> list[dict[str, Any]]:
+                  kernels: Sequence[str | None] = (None,),
+                  interventions: Sequence[Sequence[Any]] = ((),)) -> list[dict[str, Any]]:
     """Median step times of engines with the given sparse kernels, and their memory floors.
 
     Steps and floor passes are measured in alternating rounds (a run of
     steps of each engine in turn, each followed by a run of back-to-back
     passes over the bytes that engine reads), so that all see the same
-    machine when other programs come and go: with several kernels this is
-    an interleaved A/B comparison in one process.
+    machine when other programs come and go: with several kernels (or
+    sets of interventions) this is an interleaved A/B comparison in one
+    process.
 
     Parameters
     ----------
     kernels
         One engine per entry: ``"scipy"``, ``"llvm"`` or ``None`` (the
         engine's default choice). The kernel that actually ran is reported.
+    interventions
+        For each kernel, one engine per entry with these interventions
+        (:mod:`flyviz.model.interventions`; ``()`` for none).
 
     Returns
     -------
@@ -170,15 +176,15 @@ def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
         (median), ``floor_bytes``, ``floor_gb_per_s``, ``ratio`` (median
         step / median floor), ``prepare_s`` (:meth:`Engine.prepare`: choosing
         the kernel, compiling it if this process had not yet, laying out the
-        graph for it).
+        graph for it), ``interventions`` (their command-line form).
     """
     threads = threads or default_threads()
     engines: list[Engine] = []
     floors: list[StreamFloor] = []
     prepare_s: list[float] = []
     try:
-        for kernel in kernels:
-            engine = Engine(ckpt, threads=threads, kernel=kernel)
+        for kernel, applied in itertools.product(kernels, interventions):
+            engine = Engine(ckpt, threads=threads, kernel=kernel, interventions=applied)
             engines.append(engine)
             start = time.perf_counter()
             # Before the floor is set up: the floor streams the arrays this kernel reads.
@@ -223,6 +229,7 @@ def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
             "floor_gb_per_s": floor.nbytes / floor_s / 1e9,
             "ratio": median / floor_s,
             "prepare_s": seconds,
+            "interventions": [str(iv) for iv in engine.interventions.interventions],
         })
     return results
 
@@ -335,5 +342,56 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
                 results.setdefault("loads", []).append(
                     {"readout": label, **bench_load(ckpt, layout)})
         del ckpt
+    results["llvm_kernel"] = kernel_status()
+    return results
+
+
+def default_bench_interventions() -> tuple[Any, ...]:
+    """What ``flyviz bench --interventions`` applies unless told otherwise: a silence, a
+    stimulation and a cut, all acting on every step (on the demo brain: 16,677 silenced
+    neurons, 14,064 stimulated, 1,039,345 synapses cut)."""
+    from flyviz.model.interventions import Cut, Silence, Stimulate
+
+    return (Silence("sign:inhibitory"), Stimulate("input", 0.5),
+            Cut("superclass:visual_projection", "all"))
+
+
+def run_intervention_bench(spec: str | None = None, steps: int = 60,
+                           threads: int | None = None, log: Log | None = None,
+                           kernels: Sequence[str | None] = (None,),
+                           interventions: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Per-step cost of an engine with interventions against one without, interleaved.
+
+    Parameters
+    ----------
+    spec
+        The model (default: the demo brain, full size, with labels).
+    interventions
+        Default: :func:`default_bench_interventions`.
+
+    Returns
+    -------
+    dict
+        As :func:`run_bench` (``engines`` holds the plain and the intervened
+        engine of each kernel, in that order), plus ``intervention_ratios``:
+        per kernel, median intervened step / median plain step.
+    """
+    from flyviz.model.resolve import load_model
+
+    log = log or (lambda _line: None)
+    spec = spec or "demo"
+    applied = tuple(interventions) if interventions else default_bench_interventions()
+    results: dict[str, Any] = {"threads": threads or default_threads(), "engines": []}
+    log(f"loading {spec}")
+    start = time.perf_counter()
+    ckpt = load_model(spec)
+    results["model_load_s"] = time.perf_counter() - start
+    results["model"] = ckpt.name
+    log(f"measuring {steps} steps without and with {len(applied)} interventions, interleaved")
+    engines = bench_engines(ckpt, steps, threads, kernels=kernels, interventions=((), applied))
+    results["engines"] = engines
+    results["intervention_ratios"] = {
+        str(plain["kernel"]): intervened["step_ms"] / plain["step_ms"]
+        for plain, intervened in zip(engines[::2], engines[1::2])}
     results["llvm_kernel"] = kernel_status()
     return results

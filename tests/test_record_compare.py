@@ -223,3 +223,16 @@ def test_bench_measures_interventions_against_the_plain_step(capsys, web_model):
     code, _, err = _run(capsys, "bench", web_model, "--silence", "input")
     _one_line_error(code, err)
     assert "--interventions" in err
+
+
+def test_selections_interventions_and_comparisons_load_no_gui_code():
+    import subprocess
+    import sys
+
+    code = ("import sys, flyviz.model, flyviz.record, flyviz.commands.compare, "
+            "flyviz.commands.select; "
+            "print([m for m in sys.modules if m.split('.')[0] in ('PySide6', 'vispy', "
+            "'pyqtgraph')])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr

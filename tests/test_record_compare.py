@@ -211,15 +211,18 @@ def test_export_recording_keeps_the_interventions(tiny_checkpoint, tmp_path):
 
 def test_bench_measures_interventions_against_the_plain_step(capsys, web_model):
     code, out, _ = _run(capsys, "bench", web_model, "--interventions", "--steps", "4",
-                        "--threads", "2", "--silence", "input", "--cut", "all->side:left",
-                        "--json")
+                        "--threads", "2", "--kernel", "scipy", "--silence", "input",
+                        "--cut", "all->side:left", "--json")
     assert code == 0
     results = json.loads(out)
-    plain, intervened = results["engines"]
-    assert plain["interventions"] == [] and plain["steps"] == intervened["steps"] == 4
-    assert intervened["interventions"] == ["silence input", "cut all->side:left"]
-    (ratio,) = results["intervention_ratios"].values()
-    assert ratio == pytest.approx(intervened["step_ms"] / plain["step_ms"])
+    assert [i["kind"] for i in results["interventions"]] == ["silence", "cut"]
+    (entry,) = results["kernels"]
+    assert entry["kernel"] == "scipy" and entry["steps"] == 4
+    assert entry["ratio"] == pytest.approx(entry["intervened_ms"] / entry["plain_ms"])
+    assert entry["plain_ms_p10"] <= entry["plain_ms"] <= entry["plain_ms_p90"]
+    code, text, _ = _run(capsys, "bench", web_model, "--interventions", "--steps", "2",
+                         "--kernel", "scipy", "--stimulate", "input=0.5")
+    assert code == 0 and "stimulate input" in text and "ratio" in text
     code, _, err = _run(capsys, "bench", web_model, "--silence", "input")
     _one_line_error(code, err)
     assert "--interventions" in err

@@ -55,14 +55,10 @@ def _token(tokenizer: Any, token_id: int) -> str:
 def format_comparison(result: dict[str, Any], tokenizer: Any) -> str:
     """The text report: the interventions, both texts with the divergence marked, and a
     per-token table of the teacher-forced comparison."""
-    lines = ["interventions:"]
-    for item in result["interventions"]:
-        from flyviz.model.interventions import from_json
+    from flyviz.model.interventions import describe_applied
 
-        (iv,) = from_json([item])
-        what = (f"{item['synapses']:,} synapses" if "synapses" in item
-                else f"{item['neurons_selected']:,} neurons")
-        lines.append(f"  {iv} ({what}, {item['steps']} steps)")
+    lines = ["interventions:"]
+    lines.extend(f"  {describe_applied(item)}" for item in result["interventions"])
     base, other = result["baseline"]["tokens"], result["intervened"]["tokens"]
     parted = result["parted_at"]
     lines.append("")

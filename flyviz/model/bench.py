@@ -16,7 +16,6 @@ interleaved, each against the floor of the bytes its own kernel reads.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import shutil
 import statistics
 import tempfile
@@ -148,25 +147,20 @@ def bench_engine(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
 
 def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
                   rounds: int = 10,
-                  kernels: Sequence[str | None] = (None,),
-                  interventions: Sequence[Sequence[Any]] = ((),)) -> list[dict[str, Any]]:
+                  kernels: Sequence[str | None] = (None,)) -> list[dict[str, Any]]:
     """Median step times of engines with the given sparse kernels, and their memory floors.
 
     Steps and floor passes are measured in alternating rounds (a run of
     steps of each engine in turn, each followed by a run of back-to-back
     passes over the bytes that engine reads), so that all see the same
-    machine when other programs come and go: with several kernels (or
-    sets of interventions) this is an interleaved A/B comparison in one
-    process.
+    machine when other programs come and go: with several kernels this is
+    an interleaved A/B comparison in one process.
 
     Parameters
     ----------
     kernels
         One engine per entry: ``"scipy"``, ``"llvm"`` or ``None`` (the
         engine's default choice). The kernel that actually ran is reported.
-    interventions
-        For each kernel, one engine per entry with these interventions
-        (:mod:`flyviz.model.interventions`; ``()`` for none).
 
     Returns
     -------
@@ -176,15 +170,15 @@ def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
         (median), ``floor_bytes``, ``floor_gb_per_s``, ``ratio`` (median
         step / median floor), ``prepare_s`` (:meth:`Engine.prepare`: choosing
         the kernel, compiling it if this process had not yet, laying out the
-        graph for it), ``interventions`` (their command-line form).
+        graph for it).
     """
     threads = threads or default_threads()
     engines: list[Engine] = []
     floors: list[StreamFloor] = []
     prepare_s: list[float] = []
     try:
-        for kernel, applied in itertools.product(kernels, interventions):
-            engine = Engine(ckpt, threads=threads, kernel=kernel, interventions=applied)
+        for kernel in kernels:
+            engine = Engine(ckpt, threads=threads, kernel=kernel)
             engines.append(engine)
             start = time.perf_counter()
             # Before the floor is set up: the floor streams the arrays this kernel reads.
@@ -229,7 +223,6 @@ def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
             "floor_gb_per_s": floor.nbytes / floor_s / 1e9,
             "ratio": median / floor_s,
             "prepare_s": seconds,
-            "interventions": [str(iv) for iv in engine.interventions.interventions],
         })
     return results
 
@@ -356,11 +349,39 @@ def default_bench_interventions() -> tuple[Any, ...]:
             Cut("superclass:visual_projection", "all"))
 
 
-def run_intervention_bench(spec: str | None = None, steps: int = 60,
+def time_interleaved(engines: Sequence[Engine], steps: int, seed: int = 0,
+                     warmup: int = 5) -> list[np.ndarray]:
+    """Seconds per token of each engine, the engines taking turns token by token.
+
+    All read the same random tokens from a reset state; the order of the turn
+    alternates from token to token, so that machine load and caches treat all
+    alike. A token's time covers :meth:`Engine.step` and the background
+    product it starts. The first ``warmup`` tokens are not counted.
+    """
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(3, engines[0].config.vocabulary, steps + warmup)
+    times = [np.empty(steps) for _ in engines]
+    for engine in engines:
+        engine.reset()
+    order = list(range(len(engines)))
+    for t, token in enumerate(tokens):
+        for i in (order if t % 2 == 0 else order[::-1]):
+            start = time.perf_counter()
+            engines[i].step(int(token))
+            engines[i].wait_background()
+            if t >= warmup:
+                times[i][t - warmup] = time.perf_counter() - start
+    return times
+
+
+def run_intervention_bench(spec: str | None = None, steps: int = 200,
                            threads: int | None = None, log: Log | None = None,
                            kernels: Sequence[str | None] = (None,),
                            interventions: Sequence[Any] | None = None) -> dict[str, Any]:
-    """Per-step cost of an engine with interventions against one without, interleaved.
+    """Per-step cost of an engine with interventions against one without, in one run.
+
+    For each kernel, a plain engine and one with the interventions step in
+    turn, token by token (:func:`time_interleaved`).
 
     Parameters
     ----------
@@ -372,26 +393,45 @@ def run_intervention_bench(spec: str | None = None, steps: int = 60,
     Returns
     -------
     dict
-        As :func:`run_bench` (``engines`` holds the plain and the intervened
-        engine of each kernel, in that order), plus ``intervention_ratios``:
-        per kernel, median intervened step / median plain step.
+        ``threads``, ``model``, ``model_load_s``, ``interventions`` (JSON form
+        with what each selected), ``kernels``: per kernel ``kernel``,
+        ``steps``, ``plain_ms`` and ``intervened_ms`` (medians, with ``_p10``
+        and ``_p90``), ``ratio`` (median intervened / median plain) and
+        ``prepare_s`` (laying out the graph and its cut/scaled variants).
     """
     from flyviz.model.resolve import load_model
 
     log = log or (lambda _line: None)
     spec = spec or "demo"
     applied = tuple(interventions) if interventions else default_bench_interventions()
-    results: dict[str, Any] = {"threads": threads or default_threads(), "engines": []}
+    threads = threads or default_threads()
+    results: dict[str, Any] = {"threads": threads, "kernels": []}
     log(f"loading {spec}")
     start = time.perf_counter()
     ckpt = load_model(spec)
     results["model_load_s"] = time.perf_counter() - start
     results["model"] = ckpt.name
-    log(f"measuring {steps} steps without and with {len(applied)} interventions, interleaved")
-    engines = bench_engines(ckpt, steps, threads, kernels=kernels, interventions=((), applied))
-    results["engines"] = engines
-    results["intervention_ratios"] = {
-        str(plain["kernel"]): intervened["step_ms"] / plain["step_ms"]
-        for plain, intervened in zip(engines[::2], engines[1::2])}
+    for kernel in kernels:
+        plain = Engine(ckpt, threads=threads, kernel=kernel)
+        intervened = Engine(ckpt, threads=threads, kernel=kernel, interventions=applied)
+        try:
+            results["interventions"] = intervened.interventions.to_json()
+            plain.prepare()
+            start = time.perf_counter()
+            intervened.prepare()
+            prepare_s = time.perf_counter() - start
+            log(f"{plain.kernel}: {steps} steps without and with {len(applied)} interventions, "
+                "taking turns token by token")
+            base_times, other_times = time_interleaved([plain, intervened], steps)
+        finally:
+            plain.close()
+            intervened.close()
+        entry: dict[str, Any] = {"kernel": plain.kernel, "steps": steps, "prepare_s": prepare_s}
+        for name, times in (("plain", base_times), ("intervened", other_times)):
+            entry[f"{name}_ms"] = 1e3 * float(np.median(times))
+            entry[f"{name}_ms_p10"] = 1e3 * float(np.percentile(times, 10))
+            entry[f"{name}_ms_p90"] = 1e3 * float(np.percentile(times, 90))
+        entry["ratio"] = entry["intervened_ms"] / entry["plain_ms"]
+        results["kernels"].append(entry)
     results["llvm_kernel"] = kernel_status()
     return results

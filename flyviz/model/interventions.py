@@ -410,6 +410,20 @@ def from_json(items: Any) -> tuple[Intervention, ...]:
     return tuple(out)
 
 
+def describe_applied(item: dict[str, Any]) -> str:
+    """One line for an applied intervention's JSON (:meth:`ResolvedInterventions.to_json`):
+    ``silence sign:inhibitory (16,677 neurons, 53 steps)``."""
+    (intervention,) = from_json([item])
+    parts = []
+    if "synapses" in item:
+        parts.append(f"{item['synapses']:,} synapses")
+    elif "neurons_selected" in item:
+        parts.append(f"{item['neurons_selected']:,} neurons")
+    if "steps" in item:
+        parts.append(f"{item['steps']} steps")
+    return f"{intervention}" + (f" ({', '.join(parts)})" if parts else "")
+
+
 # --------------------------------------------------------------- resolved
 @dataclass(frozen=True)
 class StateSet:

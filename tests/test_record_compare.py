@@ -8,36 +8,15 @@ import json
 import numpy as np
 import pytest
 
-from flyviz.cli import main
 from flyviz.model.engine import Engine, softmax
 from flyviz.model.interventions import Clamp, Cut, Silence, Stimulate, from_json
 from flyviz.model.tokenizer import tokenizer_for
-from flyviz.model.writers import write_connectome_dataset, write_recital_web
 from flyviz.record.compare import Comparison, kl_divergence, parted_at
 from flyviz.record.recording import Recording
 from flyviz.record.run import GenerationSettings, iter_frames
+from test_cli_commands import _one_line_error, _run, web_model  # noqa: F401
 
 PROMPT = "the dog ran to the park"
-
-
-@pytest.fixture
-def web_model(tiny_checkpoint, tmp_path):
-    write_recital_web(tiny_checkpoint, tmp_path / "model")
-    write_connectome_dataset(tiny_checkpoint, tmp_path / "dataset")
-    return tmp_path / "model"
-
-
-def _run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _one_line_error(code, err):
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("flyviz: error:"), err
-    assert "Traceback" not in err
 
 
 def _distributions(ckpt, ids, interventions=()):
@@ -55,16 +34,16 @@ def test_compare_json_values_equal_those_recomputed_from_both_runs(capsys, web_m
                                                                    tiny_checkpoint):
     options = ["--silence", "superclass:cb_intrinsic@4:", "--stimulate", "input=0.6@:6",
                "--max-new-tokens", "12"]
-    code, out, _ = _run(capsys, "compare", web_model, "--prompt", PROMPT, *options, "--json")
+    code, out, _ = _run(capsys, "compare", str(web_model), "--prompt", PROMPT, *options, "--json")
     assert code == 0
     result = json.loads(out)
     assert list(result) == ["prompt", "interventions", "baseline", "intervened", "parted_at",
                             "forced"]
     # baseline and intervened are exactly what generate --json prints.
-    code, plain, _ = _run(capsys, "generate", web_model, "--prompt", PROMPT,
+    code, plain, _ = _run(capsys, "generate", str(web_model), "--prompt", PROMPT,
                           "--max-new-tokens", "12", "--json")
     assert code == 0 and json.loads(plain) == result["baseline"]
-    code, intervened, _ = _run(capsys, "generate", web_model, "--prompt", PROMPT, *options,
+    code, intervened, _ = _run(capsys, "generate", str(web_model), "--prompt", PROMPT, *options,
                                "--json")
     assert code == 0 and json.loads(intervened) == result["intervened"]
     assert result["interventions"] == result["intervened"]["interventions"]
@@ -91,12 +70,12 @@ def test_compare_json_values_equal_those_recomputed_from_both_runs(capsys, web_m
 
 
 def test_compare_text_marks_where_the_runs_part(capsys, web_model, tiny_checkpoint):
-    code, out, _ = _run(capsys, "compare", web_model, "--prompt", PROMPT, "--clamp", "all=0.5",
+    code, out, _ = _run(capsys, "compare", str(web_model), "--prompt", PROMPT, "--clamp", "all=0.5",
                         "--max-new-tokens", "8", "--json")
     result = json.loads(out)
     parted = result["parted_at"]
     assert parted is not None  # clamping every neuron changes the text
-    code, text, _ = _run(capsys, "compare", web_model, "--prompt", PROMPT, "--clamp", "all=0.5",
+    code, text, _ = _run(capsys, "compare", str(web_model), "--prompt", PROMPT, "--clamp", "all=0.5",
                          "--max-new-tokens", "8")
     assert code == 0
     tokenizer = tokenizer_for(tiny_checkpoint)
@@ -121,13 +100,13 @@ def test_compare_text_marks_where_the_runs_part(capsys, web_model, tiny_checkpoi
     (["--stimulate", "type:ZZZ*=1"], "matches no cell type"),
 ])
 def test_compare_refuses_bad_interventions_with_one_line(capsys, web_model, argv, fragment):
-    code, _, err = _run(capsys, "compare", web_model, "--prompt", "a", *argv)
+    code, _, err = _run(capsys, "compare", str(web_model), "--prompt", "a", *argv)
     _one_line_error(code, err)
     assert fragment in err
 
 
 def test_generate_json_lists_the_interventions_in_order(capsys, web_model, tiny_checkpoint):
-    code, out, err = _run(capsys, "generate", web_model, "--prompt", PROMPT, "--max-new-tokens",
+    code, out, err = _run(capsys, "generate", str(web_model), "--prompt", PROMPT, "--max-new-tokens",
                           "5", "--clamp", "input=0.5", "--silence", "input@2:4",
                           "--cut", "superclass:cb_sensory->all", "--scale", "all->all=0.5@90:",
                           "--json")
@@ -140,7 +119,7 @@ def test_generate_json_lists_the_interventions_in_order(capsys, web_model, tiny_
     assert applied[2]["synapses"] > 0
     # The window that never opened is pointed out.
     assert "never acted" in err and "scale" in err
-    code, out, _ = _run(capsys, "generate", web_model, "--prompt", PROMPT, "--max-new-tokens",
+    code, out, _ = _run(capsys, "generate", str(web_model), "--prompt", PROMPT, "--max-new-tokens",
                         "5", "--json")
     assert json.loads(out)["interventions"] == []
 
@@ -210,7 +189,7 @@ def test_export_recording_keeps_the_interventions(tiny_checkpoint, tmp_path):
 
 
 def test_bench_measures_interventions_against_the_plain_step(capsys, web_model):
-    code, out, _ = _run(capsys, "bench", web_model, "--interventions", "--steps", "4",
+    code, out, _ = _run(capsys, "bench", str(web_model), "--interventions", "--steps", "4",
                         "--threads", "2", "--kernel", "scipy", "--silence", "input",
                         "--cut", "all->side:left", "--json")
     assert code == 0
@@ -220,10 +199,10 @@ def test_bench_measures_interventions_against_the_plain_step(capsys, web_model):
     assert entry["kernel"] == "scipy" and entry["steps"] == 4
     assert entry["ratio"] == pytest.approx(entry["intervened_ms"] / entry["plain_ms"])
     assert entry["plain_ms_p10"] <= entry["plain_ms"] <= entry["plain_ms_p90"]
-    code, text, _ = _run(capsys, "bench", web_model, "--interventions", "--steps", "2",
+    code, text, _ = _run(capsys, "bench", str(web_model), "--interventions", "--steps", "2",
                          "--kernel", "scipy", "--stimulate", "input=0.5")
     assert code == 0 and "stimulate input" in text and "ratio" in text
-    code, _, err = _run(capsys, "bench", web_model, "--silence", "input")
+    code, _, err = _run(capsys, "bench", str(web_model), "--silence", "input")
     _one_line_error(code, err)
     assert "--interventions" in err
 

@@ -65,6 +65,8 @@ from flyviz.model.selection import NeuronIndex, SelectionError, neuron_index
 Target = Union[str, Sequence[int], np.ndarray]
 
 KINDS = ("silence", "clamp", "stimulate", "cut", "scale")
+#: The selection fields and what they are called in messages.
+_ROLES = {"neurons": "neurons", "pre": "presynaptic neurons", "post": "postsynaptic neurons"}
 
 
 def _target(value: Any, what: str) -> "str | tuple[int, ...]":
@@ -143,8 +145,7 @@ class _Intervention:
 
     def active(self, position: int) -> bool:
         """True when the step at ``position`` (0 is BOS) lies in the token window."""
-        return (self.start is None or position >= self.start) and \
-            (self.stop is None or position < self.stop)
+        return _in_window(self, position)
 
     def steps_in(self, steps: int) -> int:
         """How many of the positions ``0..steps-1`` lie in the window."""
@@ -157,11 +158,33 @@ class _Intervention:
         """``@FROM:TO`` (empty without a window)."""
         if self.start is None and self.stop is None:
             return ""
-        return f"@{'' if self.start is None else self.start}:{'' if self.stop is None else self.stop}"
+        start = "" if self.start is None else self.start
+        stop = "" if self.stop is None else self.stop
+        return f"@{start}:{stop}"
+
+    def __post_init__(self) -> None:
+        # Normalise the fields in place (the dataclasses are frozen): selections to a query
+        # string or a tuple of indices, numbers to finite floats, the window to ints.
+        for name in self._json_fields:
+            value = getattr(self, name)
+            if name in _ROLES:
+                value = _target(value, f"the {_ROLES[name]} to {self.kind}")
+            else:
+                value = _finite(value, f"{self.kind} {name}")
+            object.__setattr__(self, name, value)
+        self._check()
+        _init_window(self)
+
+    def _check(self) -> None:
+        """Checks of one kind beyond the field types (none by default)."""
 
     def cli_value(self) -> str:
-        """The option value ``--KIND`` takes for this intervention."""
-        raise NotImplementedError
+        """The option value ``--KIND`` takes: ``QUERY``, ``QUERY=VALUE``,
+        ``QUERY->QUERY`` or ``QUERY->QUERY=FACTOR``, then ``@FROM:TO`` if windowed."""
+        fields = self._json_fields
+        targets = "->".join(_target_text(getattr(self, n)) for n in fields if n in _ROLES)
+        numbers = "".join(f"={getattr(self, n):g}" for n in fields if n not in _ROLES)
+        return targets + numbers + self.window_text
 
     def __str__(self) -> str:
         return f"{self.kind} {self.cli_value()}"
@@ -199,14 +222,6 @@ class Silence(_Intervention):
     kind: ClassVar[str] = "silence"
     _json_fields: ClassVar[tuple[str, ...]] = ("neurons",)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "neurons", _target(self.neurons, "the neurons to silence"))
-        _init_window(self)
-
-    def cli_value(self) -> str:
-        """``QUERY[@FROM:TO]``."""
-        return f"{_target_text(self.neurons)}{self.window_text}"
-
 
 @dataclass(frozen=True)
 class Clamp(_Intervention):
@@ -219,18 +234,10 @@ class Clamp(_Intervention):
     kind: ClassVar[str] = "clamp"
     _json_fields: ClassVar[tuple[str, ...]] = ("neurons", "value")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "neurons", _target(self.neurons, "the neurons to clamp"))
-        value = _finite(self.value, "clamp value")
-        if not abs(value) < 1.0:
-            raise InputError(f"clamp value {value:g} is outside (-1, 1), the range a "
+    def _check(self) -> None:
+        if not abs(self.value) < 1.0:
+            raise InputError(f"clamp value {self.value:g} is outside (-1, 1), the range a "
                              "neuron's state can take")
-        object.__setattr__(self, "value", value)
-        _init_window(self)
-
-    def cli_value(self) -> str:
-        """``QUERY=VALUE[@FROM:TO]``."""
-        return f"{_target_text(self.neurons)}={self.value:g}{self.window_text}"
 
 
 @dataclass(frozen=True)
@@ -243,15 +250,6 @@ class Stimulate(_Intervention):
     stop: int | None = None
     kind: ClassVar[str] = "stimulate"
     _json_fields: ClassVar[tuple[str, ...]] = ("neurons", "amount")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "neurons", _target(self.neurons, "the neurons to stimulate"))
-        object.__setattr__(self, "amount", _finite(self.amount, "stimulation"))
-        _init_window(self)
-
-    def cli_value(self) -> str:
-        """``QUERY=AMOUNT[@FROM:TO]``."""
-        return f"{_target_text(self.neurons)}={self.amount:g}{self.window_text}"
 
 
 @dataclass(frozen=True)
@@ -266,15 +264,6 @@ class Cut(_Intervention):
     _json_fields: ClassVar[tuple[str, ...]] = ("pre", "post")
     factor: ClassVar[float] = 0.0
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "pre", _target(self.pre, "the presynaptic neurons to cut"))
-        object.__setattr__(self, "post", _target(self.post, "the postsynaptic neurons to cut"))
-        _init_window(self)
-
-    def cli_value(self) -> str:
-        """``QUERY->QUERY[@FROM:TO]``."""
-        return f"{_target_text(self.pre)}->{_target_text(self.post)}{self.window_text}"
-
 
 @dataclass(frozen=True)
 class Scale(_Intervention):
@@ -288,17 +277,6 @@ class Scale(_Intervention):
     stop: int | None = None
     kind: ClassVar[str] = "scale"
     _json_fields: ClassVar[tuple[str, ...]] = ("pre", "post", "factor")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "pre", _target(self.pre, "the presynaptic neurons to scale"))
-        object.__setattr__(self, "post", _target(self.post, "the postsynaptic neurons to scale"))
-        object.__setattr__(self, "factor", _finite(self.factor, "scale factor"))
-        _init_window(self)
-
-    def cli_value(self) -> str:
-        """``QUERY->QUERY=FACTOR[@FROM:TO]``."""
-        return (f"{_target_text(self.pre)}->{_target_text(self.post)}={self.factor:g}"
-                f"{self.window_text}")
 
 
 Intervention = Union[Silence, Clamp, Stimulate, Cut, Scale]
@@ -571,8 +549,8 @@ def synapses_between(checkpoint: Checkpoint, pre: np.ndarray, post: np.ndarray) 
     return edges[is_pre[np.asarray(checkpoint.w_indices)[edges]]]
 
 
-def resolve(checkpoint: Checkpoint,
-            interventions: "Iterable[Intervention] | ResolvedInterventions") -> ResolvedInterventions:
+def resolve(checkpoint: Checkpoint, interventions: "Iterable[Intervention] | ResolvedInterventions"
+            ) -> ResolvedInterventions:
     """Turn interventions into index arrays for ``checkpoint``.
 
     Raises

@@ -58,6 +58,7 @@ import functools
 import re
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Union
 
@@ -74,6 +75,9 @@ SIGNS = ("excitatory", "inhibitory")
 _SIDE_ALIASES = {"l": "left", "left": "left", "r": "right", "right": "right",
                  "c": "center", "center": "center", "centre": "center", "middle": "center",
                  "m": "center"}
+#: Term key -> (NeuronIndex attribute, what the labels are called in messages).
+_LABELS = {"superclass": ("superclass", "superclass"), "type": ("cell_type", "cell type"),
+           "side": ("side", "side")}
 _SIGN_ALIASES = {"excitatory": 1, "exc": 1, "+": 1, "inhibitory": -1, "inh": -1, "-": -1}
 
 
@@ -172,18 +176,18 @@ class _Parser:
         return node
 
     def parse_or(self) -> Node:
-        operands = [self.parse_and()]
-        while self.peek() == "|":
-            self.pos += 1
-            operands.append(self.parse_and())
-        return operands[0] if len(operands) == 1 else Or(tuple(operands))
+        return self._chain("|", self.parse_and, Or)
 
     def parse_and(self) -> Node:
-        operands = [self.parse_unary()]
-        while self.peek() == "&":
+        return self._chain("&", self.parse_unary, And)
+
+    def _chain(self, operator: str, operand: "Callable[[], Node]", node: type) -> Node:
+        """``operand (operator operand)*``, one node for two or more operands."""
+        operands = [operand()]
+        while self.peek() == operator:
             self.pos += 1
-            operands.append(self.parse_unary())
-        return operands[0] if len(operands) == 1 else And(tuple(operands))
+            operands.append(operand())
+        return operands[0] if len(operands) == 1 else node(tuple(operands))
 
     def parse_unary(self) -> Node:
         char = self.peek()
@@ -459,41 +463,15 @@ class NeuronIndex:
             for lo, hi in ranges:
                 mask |= (self.body_id >= lo) & (self.body_id <= hi)
             return mask
-        if key == "superclass":
-            if self.superclass is None:
-                raise self._missing("superclass")
-            lowered = {name.lower(): code for code, name in enumerate(self.superclass.names)}
-            codes = []
+        if key in _LABELS:
+            attribute, what = _LABELS[key]
+            labels: _Labels | None = getattr(self, attribute)
+            if labels is None:
+                raise self._missing(what)
+            codes: list[int] = []
             for value in values:
-                code = lowered.get(value.lower())
-                if code is None:
-                    raise SelectionError(f"unknown superclass {value!r}; "
-                                         f"{_closest(value, self.superclass.names, 'superclasses')}")
-                codes.append(code)
-            return self.superclass.mask_of(codes)
-        if key == "type":
-            if self.cell_type is None:
-                raise self._missing("cell type")
-            codes = []
-            for value in values:
-                matched = self._type_codes(value)
-                if not matched:
-                    raise SelectionError(f"type {value!r} matches no cell type; "
-                                         f"{_closest(value.strip('*?'), self.cell_type.names, 'types')}")
-                codes.extend(matched)
-            return self.cell_type.mask_of(codes)
-        if key == "side":
-            if self.side is None:
-                raise self._missing("side")
-            codes = []
-            for value in values:
-                side = _SIDE_ALIASES.get(value.lower())
-                if side is None:
-                    raise SelectionError(f"unknown side {value!r}; valid sides: "
-                                         f"{', '.join(SIDES)}")
-                if side in self.side.names:
-                    codes.append(self.side.names.index(side))
-            return self.side.mask_of(codes)
+                codes.extend(self._label_codes(key, labels, value))
+            return labels.mask_of(codes)
         assert key == "sign"
         mask = np.zeros(n, dtype=bool)
         for value in values:
@@ -502,6 +480,25 @@ class NeuronIndex:
                 raise SelectionError(f"unknown sign {value!r}; valid signs: {', '.join(SIGNS)}")
             mask |= self.sign == sign
         return mask
+
+    def _label_codes(self, key: str, labels: _Labels, value: str) -> list[int]:
+        """The label codes one value of a ``superclass``, ``type`` or ``side`` term names."""
+        if key == "type":
+            matched = self._type_codes(value)
+            if not matched:
+                closest = _closest(value.strip("*?"), labels.names, "types")
+                raise SelectionError(f"type {value!r} matches no cell type; {closest}")
+            return matched
+        if key == "superclass":
+            code = {name.lower(): c for c, name in enumerate(labels.names)}.get(value.lower())
+            if code is None:
+                closest = _closest(value, labels.names, "superclasses")
+                raise SelectionError(f"unknown superclass {value!r}; {closest}")
+            return [code]
+        side = _SIDE_ALIASES.get(value.lower())
+        if side is None:
+            raise SelectionError(f"unknown side {value!r}; valid sides: {', '.join(SIDES)}")
+        return [labels.names.index(side)] if side in labels.names else []
 
     def _type_codes(self, pattern: str) -> list[int]:
         """Codes of the cell types ``pattern`` matches (remembered: the app asks again

@@ -21,8 +21,7 @@ from flyviz._version import __version__
 SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("gui", "flyviz.commands.gui", "open the desktop app (the default with no subcommand)"),
     ("generate", "flyviz.commands.generate", "continue a prompt and print the text (or JSON)"),
-    ("compare", "flyviz.commands.compare",
-     "run the untouched and an intervened model on one prompt and compare them"),
+    ("compare", "flyviz.commands.compare", "compare an intervened run with the untouched one"),
     ("select", "flyviz.commands.select", "count the neurons a selection query picks"),
     ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),

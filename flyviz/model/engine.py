@@ -321,6 +321,8 @@ class Engine:
             empty sequence / ``None`` for none. With none, a step is exactly
             the plain forward pass (the same code, bit for bit).
 
+        Call it between runs or from the thread that steps the engine (a
+        worker thread, say), not while another thread is in :meth:`step`.
         Everything is checked and precomputed here: the neuron index arrays,
         and for cuts and scales one copy of the graph's weights per
         combination of edits that is active at some token (laid out for the

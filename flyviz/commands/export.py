@@ -41,7 +41,8 @@ examples:
   flyviz export demo --prompt "Tom and his dog" --silence 'sign:inhibitory@10:' --out silenced.mp4
 
 With interventions, the recording's metadata keeps them (JSON, under
-"interventions"), so the run can be reopened with them.
+"interventions"), so the run can be reopened with them. The colour range,
+once --scale, is --color-scale; --scale scales synapses.
 """
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from flyviz.commands._options import add_dataset_option
 from flyviz.model.errors import InputError
 
 
@@ -15,6 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC", nargs="?", default=None,
                         help="model to measure (default: synthetic full-size models, rank-64 "
                              "and dense, plus the load time of a full-size checkpoint)")
+    add_dataset_option(parser)
     parser.add_argument("--steps", type=int, default=60, metavar="N",
                         help="timed steps per model (default 60; the median is reported)")
     parser.add_argument("--threads", type=int, default=None, metavar="T",
@@ -71,9 +73,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--steps {args.steps} must be between 1 and 100,000")
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise InputError(f"--threads {args.threads} must be between 1 and 64")
+    if args.dataset is not None and args.spec is None:
+        raise InputError("--dataset goes with a model SPEC; without one, bench measures "
+                         "synthetic models")
     log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
     kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
     results = run_bench(args.spec, steps=args.steps, threads=args.threads,
-                        load=not args.no_load, log=log, kernels=kernels)
+                        load=not args.no_load, log=log, kernels=kernels,
+                        dataset_dir=args.dataset)
     print(json.dumps(results, indent=2) if args.json else _table(results))
     return 0

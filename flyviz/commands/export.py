@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import add_generation_options, generation_settings
+from flyviz.commands._options import (add_dataset_option, add_generation_options,
+                                     add_recording_options, generation_settings,
+                                     load_model_from_args, recording_model)
 from flyviz.model.errors import InputError
 
 EPILOG = """\
@@ -36,6 +38,8 @@ examples:
   flyviz export ./fly-llm-hf --prompt "Once upon a time" --out run.webm --size 1920x1080 \\
       --orbit 12 --mode abs
   flyviz export --recording run.flyrec --out frames/ --tokens 10:40
+  flyviz export ./web --dataset ./dataset --prompt "Tom and his dog" --out tom.webm \\
+      --record tom.flyrec
 """
 
 
@@ -49,7 +53,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="render this saved .flyrec instead of running the model")
     parser.add_argument("--out", metavar="FILE", required=True,
                         help="output: .mp4, .webm, .gif, or a folder for PNG frames")
-    add_generation_options(parser.add_argument_group("generation"))
+    add_dataset_option(parser)
+    generation = parser.add_argument_group("generation")
+    add_generation_options(generation)
+    add_recording_options(generation)
     movie = parser.add_argument_group("movie")
     movie.add_argument("--size", default="1280x720", metavar="WxH",
                        help="frame size in pixels (default 1280x720)")
@@ -139,24 +146,12 @@ def _load_progress(label: str, fraction: float) -> None:
         sys.stderr.write("\n")
 
 
-def record_run(ckpt: Any, spec: str, prompt: str, settings: Any) -> Any:
-    """Run ``prompt`` through ``ckpt`` into a :class:`Recording`."""
-    from flyviz.model.engine import Engine
-    from flyviz.model.tokenizer import tokenizer_for
-    from flyviz.record.recording import Recording
-    from flyviz.record.run import encode_prompt, iter_frames
+def record_run(ckpt: Any, spec: str, prompt: str, settings: Any, *,
+               states_dtype: str = "float16") -> Any:
+    """Run ``prompt`` through ``ckpt`` into a :class:`Recording` (with its seed and model identity)."""
+    from flyviz.record.run import record_prompt
 
-    tokenizer = tokenizer_for(ckpt)
-    prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
-    recording = Recording(ckpt.config.neurons, {"model": spec, "model_name": ckpt.name,
-                                                "prompt": prompt})
-    engine = Engine(ckpt)
-    try:
-        for frame in iter_frames(engine, tokenizer, prompt, settings, prompt_ids=prompt_ids):
-            recording.append(frame)
-    finally:
-        engine.close()
-    return recording
+    return record_prompt(ckpt, prompt, settings, spec=spec, states_dtype=states_dtype)
 
 
 def anatomy_for(ckpt: Any) -> Any:
@@ -189,16 +184,22 @@ def run(args: argparse.Namespace) -> int:
 
         if args.prompt:
             raise InputError("give either --prompt (run the model) or --recording, not both")
+        if args.record is not None:
+            raise InputError("--record saves a run of the model; with --recording there is none")
         recording = Recording.load(args.recording)
-        spec = args.spec or recording.metadata.get("model")
+        spec, args.dataset = recording_model(recording, args.spec, args.dataset)
         if spec:
-            from flyviz.model.resolve import load_model
+            from flyviz.model.identity import identity_mismatch
 
-            ckpt = load_model(str(spec), _load_progress)
+            ckpt = load_model_from_args(args, str(spec), _load_progress)
             if ckpt.config.neurons != recording.neurons:
                 raise RecordingError(f"{args.recording} has {recording.neurons:,} neurons but "
                                      f"model {spec} has {ckpt.config.neurons:,}; give the model "
                                      "it was recorded with as SPEC")
+            note = identity_mismatch(recording.metadata.get("model_identity"), ckpt,
+                                     args.recording.name)
+            if note:
+                print(f"flyviz: note: {note}", file=sys.stderr)
             anatomy = anatomy_for(ckpt)
         else:
             from flyviz.model.layout import ball_layout
@@ -211,12 +212,13 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("give a model SPEC and --prompt, or --recording FILE")
         if not args.prompt or not args.prompt.strip():
             raise InputError("the prompt is empty: give some text for the model to continue")
-        from flyviz.model.resolve import load_model
-
         settings = generation_settings(args)
-        ckpt = load_model(args.spec, _load_progress)
+        ckpt = load_model_from_args(args, args.spec, _load_progress)
         anatomy = anatomy_for(ckpt)
-        recording = record_run(ckpt, args.spec, args.prompt, settings)
+        recording = record_run(ckpt, args.spec, args.prompt, settings, states_dtype=args.states)
+        if args.record is not None:
+            recording.save(args.record)
+            print(f"flyviz: saved {args.record} (seed {settings.seed})", file=sys.stderr)
     t1 = time.perf_counter()
 
     from flyviz.render.offscreen import offscreen_app

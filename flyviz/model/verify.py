@@ -173,12 +173,15 @@ class _Run:
         self.report = report
         self._progress = progress
         self._should_stop = should_stop
+        self._fraction = 0.0
 
     def step(self, label: str, fraction: float) -> None:
         if self._should_stop is not None and self._should_stop():
             raise _Stopped
+        # Never backwards, whatever the stages' rounding.
+        self._fraction = max(self._fraction, float(min(1.0, max(0.0, fraction))))
         if self._progress is not None:
-            self._progress(label, float(min(1.0, max(0.0, fraction))))
+            self._progress(label, self._fraction)
 
     def add(self, group: str, name: str, status: str, detail: str = "") -> None:
         self.report.checks.append(CheckResult(group, name, status, detail))

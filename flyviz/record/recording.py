@@ -44,7 +44,7 @@ FILE_SUFFIX = ".flyrec"
 STATE_DTYPES = ("float16", "float32")
 _CHUNK_FRAMES = 64
 #: Bytes read at a time when a file's states are checked.
-_CHECK_BLOCK_BYTES = 8 << 20
+_CHECK_BLOCK_BYTES = 4 << 20
 #: Largest state a recording may claim (a guard against absurd headers).
 _MAX_NEURONS = 50_000_000
 _PHASES = (PHASE_PROMPT, PHASE_GENERATION)

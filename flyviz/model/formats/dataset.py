@@ -78,24 +78,23 @@ def _as_int(value: Any) -> int | None:
 def _normalise_entries(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``files`` as ``{logical name: entry}``.
 
-    Real manifests key the entries by logical name. flyviz 0.1 wrote a list
-    of ``{file, ...}``; such entries are matched to logical names by path, so
-    that datasets written then still load.
+    The released manifest keys its entries by logical name (``edges_offsets``
+    ...); an entry under another key is matched to a logical name by its
+    ``file``. flyviz 0.1 wrote a list here, with frozen digests in another
+    convention: such a folder is refused by the digest check, so the list
+    form is not read at all.
     """
-    files = manifest.get("files") or {}
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return {}
     by_path = {path: name for name, path in DATASET_FILES.items()}
     by_path[WIDE_SOURCE_FILE] = "edges_source"
     entries: dict[str, dict[str, Any]] = {}
-    if isinstance(files, dict):
-        for key, entry in files.items():
-            if isinstance(entry, dict):
-                name = str(key) if str(key) in DATASET_FILES else by_path.get(
-                    str(entry.get("file", "")), str(key))
-                entries[name] = entry
-    elif isinstance(files, list):
-        for entry in files:
-            if isinstance(entry, dict) and "file" in entry:
-                entries[by_path.get(str(entry["file"]), str(entry["file"]))] = entry
+    for key, entry in files.items():
+        if isinstance(entry, dict):
+            name = str(key) if str(key) in DATASET_FILES else by_path.get(
+                str(entry.get("file", "")), str(key))
+            entries[name] = entry
     return entries
 
 

@@ -84,7 +84,7 @@ def replay_settings(recording: Recording) -> GenerationSettings:
     ------
     InputError
         When the recording generated nothing, or sampled without storing its
-        seed (flyviz before 0.2 with a random seed).
+        seed (a format 1.0 recording of a run with a random seed).
     """
     meta = recording.metadata
     generated = len(recording.generated_ids)
@@ -102,8 +102,8 @@ def replay_settings(recording: Recording) -> GenerationSettings:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise InputError(f"the recording's seed is {seed!r}, not a whole number")
     if temperature > 0 and seed is None:
-        raise InputError("the recording sampled with a random seed it did not store (made with "
-                         "flyviz before 0.2), so it cannot be replayed exactly")
+        raise InputError("the recording sampled with a random seed it did not store (a format "
+                         "1.0 recording), so it cannot be replayed exactly")
     top_k = max((len(f.top_k_ids) for f in recording), default=1)
     return GenerationSettings(max_new_tokens=generated, temperature=temperature,
                               top_p=number("top_p", 1.0), seed=seed,

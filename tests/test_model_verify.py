@@ -420,3 +420,33 @@ def test_other_models_graph_is_not_this_ones(tiny_checkpoint, tmp_path):
     write_wordbrain(tiny_checkpoint, tmp_path / "wb")
     with pytest.raises(CheckpointError, match="different graph"):
         load_folder(tmp_path / "wb", dataset_dir=tmp_path / "other")
+
+
+def test_gui_joins_only_its_own_model_to_dataset(released):
+    from flyviz.commands.gui import _loader_with_dataset
+
+    web = released / "models" / "web"
+    shutil.copytree(web, released / "lonely" / "web")  # no dataset anywhere near it
+    load = _loader_with_dataset(str(web), released / "data" / "connectome")
+    assert load(str(web), None).metadata["dataset"] == str(released / "data" / "connectome")
+    with pytest.raises(CheckpointError, match="no connectome dataset was found"):
+        load(str(released / "lonely" / "web"), None)
+
+
+def test_verify_checks_that_an_hf_checkpoints_anatomy_belongs_to_its_graph(tiny_checkpoint,
+                                                                          tmp_path, capsys):
+    write_fly_llm_hf(tiny_checkpoint, tmp_path / "hf")
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "same")
+    rc = main(["verify", str(tmp_path / "hf"), "--dataset", str(tmp_path / "same"),
+               "--no-golden", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    binding = [c for c in report["checks"] if c["group"] == "binding"]
+    assert rc == 0 and len(binding) == 5 and all(c["status"] == "pass" for c in binding)
+    # Same neurons, another graph: the positions would be drawn for the wrong neurons.
+    other = make_random_checkpoint(neurons=523, edges=7001, d_embed=16, seed=99,
+                                   vocabulary=tiny_checkpoint.config.vocabulary, readout_rank=12)
+    write_connectome_dataset(other, tmp_path / "other")
+    rc = main(["verify", str(tmp_path / "hf"), "--dataset", str(tmp_path / "other"),
+               "--no-golden"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "anatomy belongs to another graph" in out

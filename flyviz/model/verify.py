@@ -42,6 +42,7 @@ import numpy as np
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.checks import FAIL, PASS, SKIP, CheckResult, Progress
 from flyviz.model.errors import CheckpointError, FlyvizError
+from flyviz.model.formats._common import hash_file, sha256_file
 
 #: Golden-trace tolerances of ``space/test/parity.mjs`` (fly-formats.md section 4.3).
 PROBABILITY_TOLERANCE = 2e-4
@@ -188,18 +189,9 @@ class _Run:
 
 
 # ----------------------------------------------------------------------------- files
-def _sha256(path: Path) -> str:
-    from flyviz.model.formats._common import sha256_file
-
-    return sha256_file(path)
-
-
 def _git_blob_sha1(path: Path) -> str:
-    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """The git object id of a file (how a hub cache names a small file's blob)."""
+    return hash_file(path, hashlib.sha1(f"blob {path.stat().st_size}\0".encode()))
 
 
 def _check_file(run: _Run, path: Path, expected: str | None, size: int | None = None,
@@ -234,7 +226,7 @@ def _check_file(run: _Run, path: Path, expected: str | None, size: int | None = 
     if not expected:
         run.add("files", f"sha256 {name}", SKIP, "no digest is recorded for this file")
         return
-    actual = _sha256(path)
+    actual = sha256_file(path)
     ok = actual.lower() == str(expected).lower()
     run.add("files", f"sha256 {name}", PASS if ok else FAIL,
             f"{actual[:16]}... ({source})" if ok else

@@ -33,13 +33,17 @@ def read_json(path: Path, what: str) -> Any:
                               "damaged, download it again") from None
 
 
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 4 MB chunks."""
-    digest = hashlib.sha256()
+def hash_file(path: Path, digest: Any) -> str:
+    """Feed a file to a ``hashlib`` object in 4 MB chunks; return its hex digest."""
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file."""
+    return hash_file(path, hashlib.sha256())
 
 
 #: dtypes in which the released checkpoints store their frozen buffers; the

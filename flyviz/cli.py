@@ -22,10 +22,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("gui", "flyviz.commands.gui", "open the desktop app (the default with no subcommand)"),
     ("generate", "flyviz.commands.generate", "continue a prompt and print the text (or JSON)"),
     ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
-    ("verify", "flyviz.commands.verify", "check every file, the graph and the golden traces of "
-                                         "a model"),
-    ("replay", "flyviz.commands.replay", "re-run a recording with its settings and seed and "
-                                         "compare the tokens"),
+    ("verify", "flyviz.commands.verify", "check a model's files, graph and golden traces"),
+    ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),

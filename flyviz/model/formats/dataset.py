@@ -314,7 +314,6 @@ def check_dataset(files: DatasetFiles, *, hash_files: bool | None = None,
     """
     checks = _Checks()
     report = progress or (lambda _label, _fraction: None)
-    manifest = files.manifest
 
     # 1. File hashes.
     report("hashing files", 0.0)

@@ -24,6 +24,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("compare", "flyviz.commands.compare", "compare an intervened run with the untouched one"),
     ("select", "flyviz.commands.select", "count the neurons a selection query picks"),
     ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
+    ("verify", "flyviz.commands.verify", "check a model's files, graph and golden traces"),
+    ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
@@ -48,6 +50,7 @@ examples:
   flyviz compare demo --prompt "Once upon a time" --silence 'sign:inhibitory'
   flyviz select demo 'superclass:cb_sensory & side:left'
   flyviz info ./fly-llm-hf --json
+  flyviz verify ./web --dataset ./dataset   check files, graph and golden traces
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
 
 Run 'flyviz COMMAND --help' for the options of one command.

@@ -33,7 +33,7 @@ def _distributions(ckpt, ids, interventions=()):
 def test_compare_json_values_equal_those_recomputed_from_both_runs(capsys, web_model,
                                                                    tiny_checkpoint):
     options = ["--silence", "superclass:cb_intrinsic@4:", "--stimulate", "input=0.6@:6",
-               "--max-new-tokens", "12"]
+               "--max-new-tokens", "12", "--seed", "7"]
     code, out, _ = _run(capsys, "compare", str(web_model), "--prompt", PROMPT, *options, "--json")
     assert code == 0
     result = json.loads(out)
@@ -41,7 +41,7 @@ def test_compare_json_values_equal_those_recomputed_from_both_runs(capsys, web_m
                             "forced"]
     # baseline and intervened are exactly what generate --json prints.
     code, plain, _ = _run(capsys, "generate", str(web_model), "--prompt", PROMPT,
-                          "--max-new-tokens", "12", "--json")
+                          "--max-new-tokens", "12", "--seed", "7", "--json")
     assert code == 0 and json.loads(plain) == result["baseline"]
     code, intervened, _ = _run(capsys, "generate", str(web_model), "--prompt", PROMPT, *options,
                                "--json")
@@ -49,6 +49,7 @@ def test_compare_json_values_equal_those_recomputed_from_both_runs(capsys, web_m
     assert result["interventions"] == result["intervened"]["interventions"]
     assert [i["kind"] for i in result["interventions"]] == ["silence", "stimulate"]
     assert result["baseline"]["interventions"] == []
+    assert result["baseline"]["seed"] == result["intervened"]["seed"] == 7
     assert result["parted_at"] == parted_at(result["baseline"]["tokens"],
                                             result["intervened"]["tokens"])
     # Teacher forcing: the intervened model reads the untouched tokens. Recompute both
@@ -169,23 +170,41 @@ def test_teacher_forced_frames_read_the_given_tokens(tiny_checkpoint):
     engine.close()
 
 
-def test_export_recording_keeps_the_interventions(tiny_checkpoint, tmp_path):
+def test_recordings_keep_the_interventions_and_replay_with_them(tiny_checkpoint, tmp_path):
     from flyviz.commands.export import record_run
+    from flyviz.record.replay import replay_recording
 
     chosen = [Clamp("superclass:cb_sensory", 0.25, 3, 9), Cut("side:left", "all")]
-    recording = record_run(tiny_checkpoint, "tiny", PROMPT, GenerationSettings(max_new_tokens=6),
-                           chosen)
+    settings = GenerationSettings(max_new_tokens=6, temperature=0.9, seed=5)
+    recording = record_run(tiny_checkpoint, "tiny", PROMPT, settings, interventions=chosen)
     path = recording.save(tmp_path / "run.flyrec")
-    metadata = Recording.load(path).metadata
-    assert from_json(metadata["interventions"]) == tuple(chosen)
-    assert metadata["interventions"][0]["steps"] == 6
-    plain = record_run(tiny_checkpoint, "tiny", PROMPT, GenerationSettings(max_new_tokens=6))
+    loaded = Recording.load(path)
+    assert from_json(loaded.metadata["interventions"]) == tuple(chosen)
+    assert loaded.metadata["interventions"][1]["synapses"] > 0
+    plain = record_run(tiny_checkpoint, "tiny", PROMPT, settings)
     assert "interventions" not in plain.metadata
+    assert plain.generated_ids != recording.generated_ids
+    # A replay runs with the stored interventions, so every token matches.
+    assert replay_recording(loaded, tiny_checkpoint).matched
     # The recorded states are the intervened ones: the clamp holds inside its window.
     sensory = [i for i, s in enumerate(tiny_checkpoint.anatomy.superclass) if s == "cb_sensory"]
-    for frame in recording:
+    for frame in loaded:
         held = np.allclose(frame.state[sensory], 0.25, atol=1e-3)
         assert held == (3 <= frame.position < 9)
+
+
+def test_generate_record_stores_the_interventions(capsys, web_model, tmp_path):
+    path = tmp_path / "silenced.flyrec"
+    code, out, _ = _run(capsys, "generate", str(web_model), "--prompt", PROMPT,
+                        "--max-new-tokens", "5", "--silence", "input@2:", "--record", str(path),
+                        "--json")
+    assert code == 0
+    result = json.loads(out)
+    stored = Recording.load(path).metadata["interventions"]
+    assert [{k: v for k, v in item.items() if k != "steps"} for item in result["interventions"]] \
+        == stored
+    code, out, _ = _run(capsys, "replay", str(path), "--json")
+    assert code == 0 and json.loads(out)["matched"] is True
 
 
 def test_bench_measures_interventions_against_the_plain_step(capsys, web_model):

@@ -7,7 +7,8 @@ import json
 import sys
 from typing import Any
 
-from flyviz.commands._options import add_intervention_options, interventions_from_args
+from flyviz.commands._options import (add_dataset_option, add_intervention_options,
+                                      interventions_from_args)
 from flyviz.model.errors import InputError
 
 
@@ -16,6 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC", nargs="?", default=None,
                         help="model to measure (default: synthetic full-size models, rank-64 "
                              "and dense, plus the load time of a full-size checkpoint)")
+    add_dataset_option(parser)
     parser.add_argument("--steps", type=int, default=60, metavar="N",
                         help="timed steps per model (default 60; the median is reported)")
     parser.add_argument("--threads", type=int, default=None, metavar="T",
@@ -102,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--steps {args.steps} must be between 1 and 100,000")
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise InputError(f"--threads {args.threads} must be between 1 and 64")
+    if args.dataset is not None and args.spec is None:
+        raise InputError("--dataset goes with a model SPEC; without one, bench measures "
+                         "synthetic models")
     log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
     kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
     interventions = interventions_from_args(args)
@@ -112,10 +117,12 @@ def run(args: argparse.Namespace) -> int:
         from flyviz.model.bench import run_intervention_bench
 
         results = run_intervention_bench(args.spec, steps=args.steps, threads=args.threads,
-                                         log=log, kernels=kernels, interventions=interventions)
+                                         log=log, kernels=kernels, interventions=interventions,
+                                         dataset_dir=args.dataset)
     else:
         results = run_bench(args.spec, steps=args.steps, threads=args.threads,
-                            load=not args.no_load, log=log, kernels=kernels)
+                            load=not args.no_load, log=log, kernels=kernels,
+                            dataset_dir=args.dataset)
     table = _intervention_table if args.measure_interventions else _table
     print(json.dumps(results, indent=2) if args.json else table(results))
     return 0

@@ -8,8 +8,9 @@ import json
 import sys
 from typing import Any
 
-from flyviz.commands._options import (add_generation_options, add_intervention_options,
-                                      generation_settings, interventions_from_args,
+from flyviz.commands._options import (add_dataset_option, add_generation_options,
+                                      add_intervention_options, generation_settings,
+                                      interventions_from_args, load_model_from_args,
                                       warn_idle_interventions)
 from flyviz.model.errors import InputError
 
@@ -26,7 +27,7 @@ what it runs:
 --json prints one object: {"prompt", "interventions", "baseline", "intervened",
 "parted_at", "forced": {"steps": [{"token", "kl", "baseline_top1",
 "intervened_top1", "mean_abs_delta"}]}}; baseline and intervened have exactly
-the fields of 'flyviz generate --json'; parted_at is the index of the first
+the fields of 'flyviz generate --json' (the same seed); parted_at is the index of the first
 generated token where the free-running texts differ (null if never).
 
 examples:
@@ -41,6 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz compare``."""
     parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
     parser.add_argument("--prompt", required=True, help="text to continue (BOS is added once)")
+    add_dataset_option(parser)
     add_generation_options(parser.add_argument_group("generation (both runs)"))
     parser.add_argument("--json", action="store_true", help="print one JSON object (see below)")
     add_intervention_options(parser)
@@ -96,7 +98,6 @@ def format_comparison(result: dict[str, Any], tokenizer: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, run both and print."""
-    from flyviz.model.resolve import load_model
     from flyviz.model.tokenizer import tokenizer_for
     from flyviz.record.compare import compare
 
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if not interventions:
         raise InputError("give at least one intervention (--silence, --clamp, --stimulate, "
                          "--cut or --scale) to compare with the untouched run")
-    ckpt = load_model(args.spec)
+    ckpt = load_model_from_args(args)
     result = compare(ckpt, args.prompt, interventions, settings)
     warn_idle_interventions(result["interventions"])
     if args.json:

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from flyviz.commands._options import add_dataset_option, load_model_from_args
+
 EPILOG = """\
 query terms:
   id:3,17,100-199          neuron indices (inclusive ranges)
@@ -29,6 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz select``."""
     parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
     parser.add_argument("query", metavar="QUERY", help="selection query (quote it for the shell)")
+    add_dataset_option(parser)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object with the count, the breakdown by "
                              "superclass and the selected neuron indices")
@@ -50,11 +53,10 @@ def describe(checkpoint: Any, query: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the query, load the model, select and print."""
-    from flyviz.model.resolve import load_model
     from flyviz.model.selection import parse
 
     parse(args.query)  # a malformed query fails before the model loads
-    result = describe(load_model(args.spec), args.query)
+    result = describe(load_model_from_args(args), args.query)
     if args.json:
         print(json.dumps(result))
         return 0

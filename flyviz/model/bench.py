@@ -283,7 +283,8 @@ def full_size_checkpoint(readout_rank: int | None, seed: int = 0) -> Checkpoint:
 
 def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = None,
               load: bool = True, log: Log | None = None,
-              kernels: Sequence[str | None] = (None,)) -> dict[str, Any]:
+              kernels: Sequence[str | None] = (None,),
+              dataset_dir: str | Path | None = None) -> dict[str, Any]:
     """Everything ``flyviz bench`` reports.
 
     Parameters
@@ -305,6 +306,9 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
     kernels
         Sparse kernels to measure, one engine each, interleaved (see
         :func:`bench_engines`); ``None`` is the engine's own choice.
+    dataset_dir
+        The connectome dataset to join ``spec`` to (see
+        :func:`flyviz.model.resolve.load_model`).
     """
     log = log or (lambda _line: None)
     results: dict[str, Any] = {"threads": threads or default_threads(), "engines": []}
@@ -313,7 +317,7 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
 
         log(f"loading {spec}")
         start = time.perf_counter()
-        ckpt = load_model(spec)
+        ckpt = load_model(spec, dataset_dir=dataset_dir)
         results["model_load_s"] = time.perf_counter() - start
         results["model"] = ckpt.name
         log(f"measuring {ckpt.config.readout_kind} readout")
@@ -377,7 +381,8 @@ def time_interleaved(engines: Sequence[Engine], steps: int, seed: int = 0,
 def run_intervention_bench(spec: str | None = None, steps: int = 200,
                            threads: int | None = None, log: Log | None = None,
                            kernels: Sequence[str | None] = (None,),
-                           interventions: Sequence[Any] | None = None) -> dict[str, Any]:
+                           interventions: Sequence[Any] | None = None,
+                           dataset_dir: str | Path | None = None) -> dict[str, Any]:
     """Per-step cost of an engine with interventions against one without, in one run.
 
     For each kernel, a plain engine and one with the interventions step in
@@ -389,6 +394,8 @@ def run_intervention_bench(spec: str | None = None, steps: int = 200,
         The model (default: the demo brain, full size, with labels).
     interventions
         Default: :func:`default_bench_interventions`.
+    dataset_dir
+        The connectome dataset to join ``spec`` to, if it needs one.
 
     Returns
     -------
@@ -408,7 +415,7 @@ def run_intervention_bench(spec: str | None = None, steps: int = 200,
     results: dict[str, Any] = {"threads": threads, "kernels": []}
     log(f"loading {spec}")
     start = time.perf_counter()
-    ckpt = load_model(spec)
+    ckpt = load_model(spec, dataset_dir=dataset_dir)
     results["model_load_s"] = time.perf_counter() - start
     results["model"] = ckpt.name
     for kernel in kernels:

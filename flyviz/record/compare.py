@@ -244,7 +244,7 @@ def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
     try:
         tokenizer = comparison.tokenizer
         ids = encode_prompt(tokenizer, prompt, checkpoint.config.bos_token_id)
-        baseline = RunSummary(prompt, ids, tokenizer)
+        baseline = RunSummary(prompt, ids, tokenizer, settings.seed)
         forced = []
         for step in comparison.run(prompt, settings, mode="forced", prompt_ids=ids):
             if step.baseline is not None:
@@ -252,7 +252,8 @@ def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
             item = forced_step(step)
             if item is not None:
                 forced.append(item)
-        intervened = RunSummary(prompt, ids, tokenizer, comparison.interventions)
+        intervened = RunSummary(prompt, ids, tokenizer, settings.seed,
+                                comparison.interventions)
         for frame in iter_frames(comparison.intervened, tokenizer, prompt, settings,
                                  prompt_ids=ids):
             intervened.add(frame)

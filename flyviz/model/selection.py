@@ -65,7 +65,7 @@ from typing import Union
 import numpy as np
 
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.errors import InputError
+from flyviz.errors import InputError, SelectionError
 
 #: The term keys with a value, and the bare words, in the order error messages list them.
 KEYS = ("id", "body", "superclass", "type", "side", "sign")
@@ -79,10 +79,6 @@ _SIDE_ALIASES = {"l": "left", "left": "left", "r": "right", "right": "right",
 _LABELS = {"superclass": ("superclass", "superclass"), "type": ("cell_type", "cell type"),
            "side": ("side", "side")}
 _SIGN_ALIASES = {"excitatory": 1, "exc": 1, "+": 1, "inhibitory": -1, "inh": -1, "-": -1}
-
-
-class SelectionError(InputError):
-    """A query cannot be parsed, names an unknown label, or selects no neurons."""
 
 
 # ------------------------------------------------------------------ the tree

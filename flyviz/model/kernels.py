@@ -287,6 +287,23 @@ def _compiled_functions() -> dict[str, _Sell] | None:
     return _compiled
 
 
+def requested_kernel() -> str:
+    """The kernel ``FLYVIZ_KERNEL`` names, else :data:`DEFAULT_KERNEL`.
+
+    Raises
+    ------
+    InputError
+        When ``FLYVIZ_KERNEL`` names no kernel (a user's setting, not a bug).
+    """
+    from flyviz.errors import InputError
+
+    kind = os.environ.get(ENV_VAR, "").strip().lower() or DEFAULT_KERNEL
+    if kind not in KERNELS:
+        raise InputError(f"{ENV_VAR}={os.environ.get(ENV_VAR)!r} names no sparse kernel; set it "
+                         f"to one of {', '.join(KERNELS)} or unset it")
+    return kind
+
+
 def resolve(kind: str | None = None) -> str:
     """The kernel that will run: ``kind``, else ``FLYVIZ_KERNEL``, else :data:`DEFAULT_KERNEL`.
 
@@ -294,7 +311,7 @@ def resolve(kind: str | None = None) -> str:
     for llvm where it cannot compile gives scipy; :func:`status` says why.
     """
     if kind is None:
-        kind = os.environ.get(ENV_VAR, "").strip().lower() or DEFAULT_KERNEL
+        kind = requested_kernel()
     if kind not in KERNELS:
         raise ValueError(f"unknown kernel {kind!r}; expected one of {', '.join(KERNELS)}")
     if kind == "llvm" and _compiled_functions() is None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
-from flyviz.model.errors import CheckpointError, InputError, ModelNotFoundError
+from flyviz.errors import CheckpointError, InputError, ModelNotFoundError
 from flyviz.model.formats import LAYOUT_HF, detect_layout, load_folder
 from flyviz.model.formats._common import find_tokenizer
 
@@ -106,6 +106,28 @@ def _cache_dir() -> str | None:
     return os.environ.get("HF_HUB_CACHE") or None
 
 
+def _hub_errors() -> tuple[type[BaseException], ...]:
+    """What ``huggingface_hub`` raises when a repository or file cannot be had.
+
+    Network failures, HTTP errors, files missing from the cache or the hub
+    and offline mode are all ``OSError`` subclasses there; a malformed repo id
+    is its ``HFValidationError`` (a ``ValueError``), and in some versions a
+    missing file is an ``EntryNotFoundError`` that is neither. Anything else
+    is a bug and must not be reported as "model not found".
+    """
+    errors: list[type[BaseException]] = [OSError]
+    for module_name in ("huggingface_hub.errors", "huggingface_hub.utils"):
+        try:
+            module = __import__(module_name, fromlist=["_"])
+        except ImportError:
+            continue
+        for name in ("HFValidationError", "EntryNotFoundError", "HfHubHTTPError"):
+            error = getattr(module, name, None)
+            if isinstance(error, type) and issubclass(error, BaseException):
+                errors.append(error)
+    return tuple(dict.fromkeys(errors))
+
+
 def _hub_error_text(exc: BaseException) -> str:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return first[:160]
@@ -122,7 +144,7 @@ def _download(repo_id: str, patterns: list[str], *, revision: str | None,
         path = snapshot_download(repo_id, repo_type=repo_type, revision=revision,
                                  allow_patterns=patterns, cache_dir=_cache_dir(),
                                  local_files_only=_offline())
-    except Exception as exc:  # network, offline, missing repo: all end the same way for a user
+    except _hub_errors() as exc:  # network, offline, missing repo: all end the same way
         reason = "offline (HF_HUB_OFFLINE is set)" if _offline() else _hub_error_text(exc)
         raise ModelNotFoundError(f"cannot get {repo_id} from the Hugging Face Hub and it is not "
                                  f"in the cache ({reason}); {manual}") from None
@@ -163,7 +185,7 @@ def _tokenizer_from_ngxson(manual: str) -> Path | None:
 
         return Path(hf_hub_download(NGXSON_REPO, "tokenizer.json", cache_dir=_cache_dir(),
                                     local_files_only=_offline()))
-    except Exception as exc:
+    except _hub_errors() as exc:
         reason = "offline (HF_HUB_OFFLINE is set)" if _offline() else _hub_error_text(exc)
         raise ModelNotFoundError(f"cannot get tokenizer.json of {NGXSON_REPO} ({reason}); "
                                  f"{manual}") from None
@@ -219,7 +241,9 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
 def _load_demo(progress: Progress | None) -> Checkpoint:
     try:
         from flyviz.demo import load_demo  # type: ignore[attr-defined]
-    except ImportError:
+    except ImportError as exc:
+        if exc.name != "flyviz.demo":  # a module the demo needs is missing: a real problem
+            raise
         raise ModelNotFoundError("the demo brain is not built yet in this installation; run "
                                  "'flyviz build-demo' or pass a model folder or hub id") from None
     return load_demo(progress)

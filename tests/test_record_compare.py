@@ -171,21 +171,23 @@ def test_teacher_forced_frames_read_the_given_tokens(tiny_checkpoint):
 
 
 def test_recordings_keep_the_interventions_and_replay_with_them(tiny_checkpoint, tmp_path):
-    from flyviz.commands.export import record_run
     from flyviz.record.replay import replay_recording
+    from flyviz.record.runner import Model
 
     chosen = [Clamp("superclass:cb_sensory", 0.25, 3, 9), Cut("side:left", "all")]
     settings = GenerationSettings(max_new_tokens=6, temperature=0.9, seed=5)
-    recording = record_run(tiny_checkpoint, "tiny", PROMPT, settings, interventions=chosen)
+    model = Model(tiny_checkpoint, spec="tiny")
+    recording = model.record(PROMPT, settings, interventions=chosen)
     path = recording.save(tmp_path / "run.flyrec")
     loaded = Recording.load(path)
     assert from_json(loaded.metadata["interventions"]) == tuple(chosen)
     assert loaded.metadata["interventions"][1]["synapses"] > 0
-    plain = record_run(tiny_checkpoint, "tiny", PROMPT, settings)
+    plain = model.record(PROMPT, settings)  # the same engine, without the interventions
     assert "interventions" not in plain.metadata
     assert plain.generated_ids != recording.generated_ids
     # A replay runs with the stored interventions, so every token matches.
     assert replay_recording(loaded, tiny_checkpoint).matched
+    model.close()
     # The recorded states are the intervened ones: the clamp holds inside its window.
     sensory = [i for i, s in enumerate(tiny_checkpoint.anatomy.superclass) if s == "cb_sensory"]
     for frame in loaded:

@@ -1,8 +1,9 @@
-"""Options shared by the subcommands: the model's dataset, generation, recordings.
+"""Options shared by the subcommands: the model's dataset and kernel, generation, recordings.
 
 Every command that loads a model adds ``--dataset`` with
-:func:`add_dataset_option` and loads through :func:`load_model_from_args`, so
-the option means the same everywhere.
+:func:`add_dataset_option` and loads through :func:`load_model_from_args`
+(or :func:`model_from_args`, which also applies ``--kernel``, for the commands
+that run it), so the options mean the same everywhere.
 """
 
 from __future__ import annotations
@@ -29,6 +30,40 @@ def load_model_from_args(args: argparse.Namespace, spec: str | None = None,
 
     return load_model(str(spec if spec is not None else args.spec), progress,
                       dataset_dir=getattr(args, "dataset", None))
+
+
+KERNEL_HELP = ("sparse kernel for W @ x: auto (default: the FLYVIZ_KERNEL environment "
+               "variable, else scipy), scipy, or llvm (compiled on first use, bit-identical "
+               "results; scipy runs where it cannot compile). Example: --kernel llvm")
+
+
+def add_kernel_option(parser: Any) -> None:
+    """Add ``--kernel {auto,scipy,llvm}`` (what ``FLYVIZ_KERNEL`` sets, as an option)."""
+    parser.add_argument("--kernel", choices=("auto", "scipy", "llvm"), default="auto",
+                        help=KERNEL_HELP)
+
+
+def kernel_from_args(args: argparse.Namespace) -> str | None:
+    """The kernel ``--kernel`` names, ``None`` for auto (``FLYVIZ_KERNEL`` decides, and is
+    checked now, so that a bad value fails before the model loads)."""
+    from flyviz.model.kernels import requested_kernel
+
+    kernel = getattr(args, "kernel", "auto") or "auto"
+    if kernel == "auto":
+        requested_kernel()
+        return None
+    return str(kernel)
+
+
+def model_from_args(args: argparse.Namespace, spec: str | None = None,
+                    progress: Any = None) -> Any:
+    """A :class:`~flyviz.record.runner.Model` for ``spec`` (default ``args.spec``), with
+    the dataset ``--dataset`` and the kernel ``--kernel`` name."""
+    from flyviz.record.runner import Model
+
+    kernel = kernel_from_args(args)
+    checkpoint = load_model_from_args(args, spec, progress)
+    return Model(checkpoint, spec=str(spec if spec is not None else args.spec), kernel=kernel)
 
 
 def add_generation_options(group: Any) -> None:

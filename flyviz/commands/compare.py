@@ -9,10 +9,11 @@ import sys
 from typing import Any
 
 from flyviz.commands._options import (add_dataset_option, add_generation_options,
-                                      add_intervention_options, generation_settings,
-                                      interventions_from_args, load_model_from_args,
+                                      add_intervention_options, add_kernel_option,
+                                      generation_settings, interventions_from_args,
+                                      kernel_from_args, load_model_from_args,
                                       warn_idle_interventions)
-from flyviz.model.errors import InputError
+from flyviz.errors import InputError
 
 EPILOG = """\
 what it runs:
@@ -43,6 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
     parser.add_argument("--prompt", required=True, help="text to continue (BOS is added once)")
     add_dataset_option(parser)
+    add_kernel_option(parser)
     add_generation_options(parser.add_argument_group("generation (both runs)"))
     parser.add_argument("--json", action="store_true", help="print one JSON object (see below)")
     add_intervention_options(parser)
@@ -108,8 +110,9 @@ def run(args: argparse.Namespace) -> int:
     if not interventions:
         raise InputError("give at least one intervention (--silence, --clamp, --stimulate, "
                          "--cut or --scale) to compare with the untouched run")
+    kernel = kernel_from_args(args)
     ckpt = load_model_from_args(args)
-    result = compare(ckpt, args.prompt, interventions, settings)
+    result = compare(ckpt, args.prompt, interventions, settings, kernel=kernel)
     warn_idle_interventions(result["interventions"])
     if args.json:
         print(json.dumps(result))

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from flyviz.commands._options import (add_dataset_option, add_generation_options,
-                                      add_intervention_options, add_recording_options,
-                                      generation_settings, interventions_from_args,
-                                      load_model_from_args, recording_model,
+                                      add_intervention_options, add_kernel_option,
+                                      add_recording_options, generation_settings,
+                                      interventions_from_args, model_from_args, recording_model,
                                       warn_idle_interventions)
-from flyviz.model.errors import InputError
+from flyviz.errors import InputError
 
 EPILOG = """\
 output format (from --out):
@@ -62,6 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="output: .mp4, .webm, .gif, or a folder for PNG frames")
     add_dataset_option(parser)
     generation = parser.add_argument_group("generation")
+    add_kernel_option(generation)
     add_generation_options(generation)
     add_recording_options(generation)
     movie = parser.add_argument_group("movie")
@@ -154,31 +155,20 @@ def _load_progress(label: str, fraction: float) -> None:
         sys.stderr.write("\n")
 
 
-def record_run(ckpt: Any, spec: str, prompt: str, settings: Any, *,
-               states_dtype: str = "float16", interventions: Any = ()) -> Any:
-    """Run ``prompt`` through ``ckpt`` (with ``interventions``) into a :class:`Recording`
-    (with its seed, model identity and interventions)."""
-    from flyviz.record.run import record_prompt
-
-    return record_prompt(ckpt, prompt, settings, spec=spec, states_dtype=states_dtype,
-                         interventions=interventions)
-
-
-def anatomy_for(ckpt: Any) -> Any:
-    """The checkpoint's anatomy, or a graph layout when it has none."""
-    if ckpt.anatomy is not None and ckpt.anatomy.n_valid > 0:
-        return ckpt.anatomy
-    from flyviz.model.layout import graph_layout
-
-    print(f"flyviz: {ckpt.name} has no neuron positions; placing neurons by a graph layout",
-          file=sys.stderr)
-    return graph_layout(ckpt)
+def anatomy_for(model: Any) -> Any:
+    """Where to draw the model's neurons (:meth:`~flyviz.record.runner.Model.drawing_anatomy`),
+    saying so on stderr when it has no positions and a graph layout stands in."""
+    anatomy = model.anatomy
+    if anatomy is None or anatomy.n_valid == 0:
+        print(f"flyviz: {model.name} has no neuron positions; placing neurons by a graph layout",
+              file=sys.stderr)
+    return model.drawing_anatomy()
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, get a recording (run the model or load one) and export it."""
+    from flyviz.errors import RecordingError
     from flyviz.export import ExportOptions, export_recording, movie_format
-    from flyviz.model.errors import RecordingError
     from flyviz.render.offscreen import parse_size
 
     start, stop = _token_range(args.tokens)
@@ -204,16 +194,16 @@ def run(args: argparse.Namespace) -> int:
         if spec:
             from flyviz.model.identity import identity_mismatch
 
-            ckpt = load_model_from_args(args, str(spec), _load_progress)
-            if ckpt.config.neurons != recording.neurons:
+            model = model_from_args(args, str(spec), _load_progress)
+            if model.neurons != recording.neurons:
                 raise RecordingError(f"{args.recording} has {recording.neurons:,} neurons but "
-                                     f"model {spec} has {ckpt.config.neurons:,}; give the model "
+                                     f"model {spec} has {model.neurons:,}; give the model "
                                      "it was recorded with as SPEC")
-            note = identity_mismatch(recording.metadata.get("model_identity"), ckpt,
+            note = identity_mismatch(recording.metadata.get("model_identity"), model.checkpoint,
                                      args.recording.name)
             if note:
                 print(f"flyviz: note: {note}", file=sys.stderr)
-            anatomy = anatomy_for(ckpt)
+            anatomy = anatomy_for(model)
         else:
             from flyviz.model.layout import ball_layout
 
@@ -227,10 +217,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("the prompt is empty: give some text for the model to continue")
         settings = generation_settings(args)
         interventions = interventions_from_args(args)
-        ckpt = load_model_from_args(args, args.spec, _load_progress)
-        anatomy = anatomy_for(ckpt)
-        recording = record_run(ckpt, args.spec, args.prompt, settings, states_dtype=args.states,
-                               interventions=interventions)
+        with model_from_args(args, args.spec, _load_progress) as model:
+            anatomy = anatomy_for(model)
+            recording = model.record(args.prompt, settings, interventions=interventions,
+                                     states_dtype=args.states)
         steps = len(recording)
         warn_idle_interventions([{**item, "steps": iv.steps_in(steps)} for item, iv in zip(
             recording.metadata.get("interventions", []), interventions)])

@@ -8,10 +8,11 @@ import sys
 from typing import Any
 
 from flyviz.commands._options import (add_dataset_option, add_generation_options,
-                                      add_intervention_options, add_recording_options,
-                                      generation_settings, interventions_from_args,
-                                      load_model_from_args, warn_idle_interventions)
-from flyviz.model.errors import InputError
+                                      add_intervention_options, add_kernel_option,
+                                      add_recording_options, generation_settings,
+                                      interventions_from_args, model_from_args,
+                                      warn_idle_interventions)
+from flyviz.errors import InputError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
     parser.add_argument("--prompt", required=True, help="text to continue (BOS is added once)")
     add_dataset_option(parser)
+    add_kernel_option(parser)
     add_generation_options(parser)
     add_recording_options(parser)
     parser.add_argument("--json", action="store_true",
@@ -37,29 +39,33 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
-def generate(ckpt: Any, prompt: str, settings: Any, *, record: Any = None,
+def generate(model: Any, prompt: str, settings: Any, *, record: Any = None,
              states_dtype: str = "float16", interventions: Any = ()) -> dict[str, Any]:
-    """Run ``prompt`` through ``ckpt`` (with ``interventions``) and collect what ``--json``
-    prints (:class:`~flyviz.record.run.RunSummary`).
+    """Run ``prompt`` through ``model`` (a :class:`~flyviz.record.runner.Model` or a
+    checkpoint; with ``interventions``) and collect what ``--json`` prints
+    (:class:`~flyviz.record.run.RunSummary`).
 
     With ``record`` (a path), the run is also saved there as a recording, with
     its interventions.
     """
-    from flyviz.model.interventions import resolve
-    from flyviz.model.tokenizer import tokenizer_for
-    from flyviz.record.recording import Recording
-    from flyviz.record.run import RunSummary, encode_prompt, run_frames, run_metadata
+    from flyviz.record.run import RunSummary, encode_prompt
+    from flyviz.record.runner import as_model
 
-    settings = settings.validate()
-    tokenizer = tokenizer_for(ckpt)
-    resolved = resolve(ckpt, interventions)
-    recording = None if record is None else Recording(
-        ckpt.config.neurons, run_metadata(ckpt, prompt, settings, interventions=resolved),
-        states_dtype=states_dtype)
-    summary = RunSummary(prompt, encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id),
-                         tokenizer, settings.seed, resolved)
-    for frame in run_frames(ckpt, prompt, settings, recording, resolved):
-        summary.add(frame)
+    model, owned = as_model(model)
+    try:
+        settings = settings.validate()
+        resolved = model.resolve_interventions(interventions)
+        recording = None if record is None else model.new_recording(
+            prompt, settings, resolved, states_dtype=states_dtype)
+        tokenizer = model.tokenizer
+        summary = RunSummary(prompt, encode_prompt(tokenizer, prompt,
+                                                   model.checkpoint.config.bos_token_id),
+                             tokenizer, settings.seed, resolved)
+        for frame in model.frames(prompt, settings, interventions=resolved, recording=recording):
+            summary.add(frame)
+    finally:
+        if owned:
+            model.close()
     result = summary.to_json()
     if recording is not None:
         result["recording"] = str(recording.save(record))
@@ -73,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("the prompt is empty: give some text for the model to continue")
     settings = generation_settings(args)
     interventions = interventions_from_args(args)
-    result = generate(load_model_from_args(args), args.prompt, settings, record=args.record,
-                      states_dtype=args.states, interventions=interventions)
+    with model_from_args(args) as model:
+        result = generate(model, args.prompt, settings, record=args.record,
+                          states_dtype=args.states, interventions=interventions)
     warn_idle_interventions(result["interventions"])
     if args.json:
         print(json.dumps(result))

@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from flyviz.commands._options import (add_dataset_option, load_model_from_args,
-                                     recording_model)
-from flyviz.model.errors import InputError
+from flyviz.commands._options import (add_dataset_option, add_kernel_option, model_from_args,
+                                      recording_model)
+from flyviz.errors import InputError
 
 EPILOG = """\
 The model is the one the recording names (its folder, hub id or 'demo');
@@ -35,6 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="model to replay on (default: the one the recording names), "
                              "e.g. --model ngxson/fly-llm-hf")
     add_dataset_option(parser)
+    add_kernel_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -50,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
     spec, args.dataset = recording_model(recording, args.model, args.dataset)
     if spec is None:
         raise InputError(f"{args.recording.name} names no model; give one with --model SPEC")
-    ckpt = load_model_from_args(args, spec)
-    result = replay_recording(recording, ckpt)
+    with model_from_args(args, spec) as model:
+        result = replay_recording(recording, model)
+    ckpt = model.checkpoint
     if result.identity_note:
         print(f"flyviz: note: {result.identity_note}", file=sys.stderr)
     if args.json:

@@ -7,7 +7,8 @@ import json
 import sys
 from typing import Any
 
-from flyviz.commands._options import add_dataset_option, load_model_from_args
+from flyviz.commands._options import (add_dataset_option, add_kernel_option, kernel_from_args,
+                                      load_model_from_args)
 
 EPILOG = """\
 what is checked:
@@ -37,6 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC",
                         help="model folder, hub repo id or 'demo'")
     add_dataset_option(parser)
+    add_kernel_option(parser)
     parser.add_argument("--no-golden", action="store_true",
                         help="skip the golden-trace replays (the slow part)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     """Load the model, verify it and print the table (or JSON)."""
     from flyviz.model.verify import verify_checkpoint
 
+    kernel = kernel_from_args(args)
     ckpt = load_model_from_args(args)
     tty = sys.stderr.isatty()
 
@@ -77,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
             if fraction >= 1.0:
                 sys.stderr.write("\r\x1b[K")
 
-    report = verify_checkpoint(ckpt, golden=not args.no_golden, progress=progress)
+    report = verify_checkpoint(ckpt, golden=not args.no_golden, progress=progress,
+                               kernel=kernel)
     print(json.dumps(report.to_dict(), indent=2) if args.json else table(report))
     return 0 if report.passed else 1

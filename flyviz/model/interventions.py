@@ -77,7 +77,7 @@ def _target(value: Any, what: str) -> "str | tuple[int, ...]":
         return value.strip()
     try:
         array = np.asarray(value)
-    except Exception:  # noqa: BLE001 - anything that is not array-like
+    except (TypeError, ValueError, OverflowError):  # not array-like, ragged, or too large
         array = None
     if array is None or array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
         raise InputError(f"{what} must be a query string or a list of neuron indices")
@@ -344,6 +344,70 @@ def parse_intervention(kind: str, text: str) -> Intervention:
         if str(exc).startswith(option):
             raise
         raise InputError(f"{option}: {exc}") from None
+
+
+def intervention_from_text(text: str) -> Intervention:
+    """An intervention from its text form: ``"KIND VALUE"``, what ``str()`` of one gives.
+
+    ``KIND`` may be written as the option (``--silence``) and joined to the
+    value by ``=`` (``"--silence=sign:inhibitory"``), so that a command line's
+    option can be pasted as it is. Examples: ``"silence sign:inhibitory@10:"``,
+    ``"clamp type:KC*=0.5"``, ``"--cut superclass:visual_projection->all"``.
+
+    Raises
+    ------
+    InputError
+        When the kind is unknown or the value malformed (see
+        :func:`parse_intervention`).
+    """
+    body = str(text).strip()
+    kind, _, value = body.partition(" ")
+    word = kind.lstrip("-")
+    if "=" in word and word.split("=", 1)[0] in _CLASSES:  # --clamp=type:KC*=0.5
+        word, _, head = word.partition("=")
+        value = head + (" " + value if value else "")
+    if word not in _CLASSES:
+        raise InputError(f"{body!r} is not an intervention; write KIND VALUE with KIND one of "
+                         f"{', '.join(KINDS)}, e.g. 'silence sign:inhibitory@10:'")
+    return parse_intervention(word, value)
+
+
+def as_interventions(items: Any) -> "tuple[Intervention, ...] | ResolvedInterventions":
+    """Interventions given in any of the forms the library accepts, as objects.
+
+    Parameters
+    ----------
+    items
+        ``None``; a :class:`ResolvedInterventions` (returned as is); or a
+        sequence whose items are intervention objects (:class:`Silence`,
+        :class:`Clamp`, :class:`Stimulate`, :class:`Cut`, :class:`Scale`),
+        text forms (:func:`intervention_from_text`) or ``(kind, value)``
+        pairs of the command-line options (:func:`parse_intervention`). A
+        single object or string counts as a sequence of one.
+
+    Raises
+    ------
+    InputError
+        For anything else, or a malformed text form.
+    """
+    if items is None:
+        return ()
+    if isinstance(items, (ResolvedInterventions, *_CLASSES.values())):
+        return items if isinstance(items, ResolvedInterventions) else (items,)
+    if isinstance(items, str):
+        items = (items,)
+    out: list[Intervention] = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(intervention_from_text(item))
+        elif isinstance(item, tuple) and len(item) == 2 and all(isinstance(v, str) for v in item):
+            out.append(parse_intervention(*item))
+        elif isinstance(item, tuple(_CLASSES.values())):
+            out.append(item)
+        else:
+            raise InputError(f"{item!r} is not an intervention: give Silence, Clamp, Stimulate, "
+                             "Cut or Scale objects, or text such as 'silence sign:inhibitory'")
+    return tuple(out)
 
 
 _CLI_EXAMPLES = {"silence": "--silence 'sign:inhibitory@10:20'",

@@ -429,7 +429,8 @@ def replay_golden(engine: Any, trace: dict[str, Any], tokenizer: Any = None,
     return result
 
 
-def _check_golden(run: _Run, ckpt: Checkpoint, manifest: dict[str, Any]) -> None:
+def _check_golden(run: _Run, ckpt: Checkpoint, manifest: dict[str, Any],
+                  kernel: str | None = None) -> None:
     traces = golden_traces(manifest)
     if not traces:
         run.add("golden", "golden traces", SKIP, "the manifest carries no golden traces")
@@ -441,7 +442,7 @@ def _check_golden(run: _Run, ckpt: Checkpoint, manifest: dict[str, Any]) -> None
         from flyviz.model.tokenizer import tokenizer_for
 
         tokenizer = tokenizer_for(ckpt)
-    engine = Engine(ckpt)
+    engine = Engine(ckpt, kernel=kernel)
     try:
         for i, trace in enumerate(traces):
             run.step(f"replaying golden trace {i + 1} of {len(traces)}",
@@ -462,7 +463,8 @@ def _check_golden(run: _Run, ckpt: Checkpoint, manifest: dict[str, Any]) -> None
 
 # ------------------------------------------------------------------------ the whole
 def verify_checkpoint(ckpt: Checkpoint, *, golden: bool = True, progress: Progress | None = None,
-                      should_stop: Callable[[], bool] | None = None) -> VerificationReport:
+                      should_stop: Callable[[], bool] | None = None,
+                      kernel: str | None = None) -> VerificationReport:
     """Run every check on a loaded checkpoint and replay its golden traces.
 
     Parameters
@@ -477,6 +479,9 @@ def verify_checkpoint(ckpt: Checkpoint, *, golden: bool = True, progress: Progre
     should_stop
         Polled between checks; when it returns True the report comes back
         with ``cancelled`` set.
+    kernel
+        Sparse kernel of the engine that replays the golden traces
+        (``None``: ``FLYVIZ_KERNEL``, else the default).
 
     Returns
     -------
@@ -518,7 +523,7 @@ def verify_checkpoint(ckpt: Checkpoint, *, golden: bool = True, progress: Progre
             run.add("checkpoint", "shapes, index ranges, finite values", FAIL, str(exc))
         if golden:
             try:
-                _check_golden(run, ckpt, manifest)
+                _check_golden(run, ckpt, manifest, kernel)
             except FlyvizError as exc:
                 run.add("golden", "golden traces", FAIL, str(exc))
         else:

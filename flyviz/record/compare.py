@@ -30,7 +30,7 @@ import numpy as np
 
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.engine import Engine
-from flyviz.model.errors import InputError
+from flyviz.errors import InputError
 from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
 from flyviz.record.frame import Frame
@@ -222,7 +222,7 @@ def forced_step(step: ComparedStep) -> dict[str, Any] | None:
 
 def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
             settings: GenerationSettings | None = None, *,
-            threads: int | None = None) -> dict[str, Any]:
+            threads: int | None = None, kernel: str | None = None) -> dict[str, Any]:
     """What ``flyviz compare --json`` prints.
 
     Runs the untouched model and the intervened one teacher-forced on its
@@ -238,9 +238,13 @@ def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
         index of the first generated token where they differ (``None`` if
         never); ``forced``: ``{"steps": [...]}``, one :func:`forced_step` per
         generated position.
+
+    ``threads`` and ``kernel`` are those of both engines (see
+    :class:`~flyviz.model.engine.Engine`).
     """
     settings = (settings or GenerationSettings()).validate()
-    comparison = Comparison.for_checkpoint(checkpoint, interventions, threads=threads)
+    comparison = Comparison.for_checkpoint(checkpoint, interventions, threads=threads,
+                                           kernel=kernel)
     try:
         tokenizer = comparison.tokenizer
         ids = encode_prompt(tokenizer, prompt, checkpoint.config.bos_token_id)

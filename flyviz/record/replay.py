@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from flyviz.errors import InputError
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.errors import InputError
 from flyviz.record.recording import Recording
 from flyviz.record.run import GenerationSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.record.runner import Model
 
 
 @dataclass
@@ -130,7 +133,7 @@ def recording_interventions(recording: Recording) -> tuple[Any, ...]:
         raise InputError(f"the recording's interventions cannot be read: {exc}") from None
 
 
-def replay_recording(recording: Recording, checkpoint: Checkpoint, *,
+def replay_recording(recording: Recording, checkpoint: "Checkpoint | Model", *,
                      should_stop: Callable[[], bool] | None = None) -> ReplayResult:
     """Run the recorded prompt again on ``checkpoint`` and compare every generated token.
 
@@ -139,7 +142,9 @@ def replay_recording(recording: Recording, checkpoint: Checkpoint, *,
     recording
         A recording with its settings and seed in the metadata.
     checkpoint
-        The model to run (normally the one the recording names).
+        The model to run (normally the one the recording names): a
+        :class:`~flyviz.record.runner.Model` (its engine and kernel are used)
+        or a checkpoint (run on an engine made for this replay).
     should_stop
         Polled after every token; when it returns True the replay stops and
         the tokens so far are compared.
@@ -148,27 +153,36 @@ def replay_recording(recording: Recording, checkpoint: Checkpoint, *,
     -------
     ReplayResult
     """
-    from flyviz.model.engine import Engine
     from flyviz.model.identity import identity_mismatch
-    from flyviz.model.tokenizer import tokenizer_for
-    from flyviz.record.run import iter_frames
+    from flyviz.record.runner import as_model
 
     settings = replay_settings(recording)
+    model, owned = as_model(checkpoint)
+    try:
+        return _replay(recording, model, settings, should_stop, identity_mismatch)
+    finally:
+        if owned:
+            model.close()
+
+
+def _replay(recording: Recording, model: "Model", settings: GenerationSettings,
+            should_stop: Callable[[], bool] | None, identity_mismatch: Any) -> ReplayResult:
+    checkpoint = model.checkpoint
     prompt_ids = recording.prompt_ids
     vocabulary = checkpoint.config.vocabulary
     if any(not 0 <= t < vocabulary for t in prompt_ids):
         raise InputError(f"the recording's prompt holds token ids outside {checkpoint.name}'s "
                          f"vocabulary 0..{vocabulary - 1}; it was made with another model")
-    tokenizer = tokenizer_for(checkpoint)
+    tokenizer = model.tokenizer
     recorded = recording.generated_ids
     recorded_frames = [i for i, f in enumerate(recording) if f.is_generation]
     recorded_probabilities = [recording[i].probability for i in recorded_frames]
     replayed: list[int] = []
     max_error = 0.0
-    engine = Engine(checkpoint, interventions=recording_interventions(recording))
+    frames = model.frames(str(recording.metadata.get("prompt", "")), settings,
+                          interventions=recording_interventions(recording), prompt_ids=prompt_ids)
     try:
-        for frame in iter_frames(engine, tokenizer, str(recording.metadata.get("prompt", "")),
-                                 settings, prompt_ids=prompt_ids):
+        for frame in frames:
             if not frame.is_generation:
                 continue
             i = len(replayed)
@@ -179,7 +193,7 @@ def replay_recording(recording: Recording, checkpoint: Checkpoint, *,
                     or (should_stop is not None and should_stop()):
                 break
     finally:
-        engine.close()
+        frames.close()  # type: ignore[attr-defined]
     first = next((i for i, (a, b) in enumerate(zip(recorded, replayed)) if a != b), None)
     if first is None and len(recorded) != len(replayed):
         first = min(len(recorded), len(replayed))

@@ -1,7 +1,8 @@
 """Run a prompt through an engine and produce :class:`Frame` objects, one per token.
 
-This is the single producer of frames: the command line, the app's worker
-thread and headless export all call :func:`iter_frames`.
+This is the single producer of frames: :class:`flyviz.record.runner.Model`
+(the command line, the library, the app's engine thread) and the comparison
+runner all step an engine through :func:`iter_frames`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from flyviz.errors import InputError
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.engine import Engine, softmax, top_k
-from flyviz.model.errors import InputError
 from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.sampler import Sampler
 from flyviz.model.tokenizer import FlyTokenizer
@@ -208,7 +209,6 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
         token = predicted
 
 
-
 class RunSummary:
     """What ``flyviz generate --json`` prints, gathered one frame at a time (no states kept).
 
@@ -257,7 +257,6 @@ class RunSummary:
                 if self.interventions else []}
 
 
-
 def run_metadata(checkpoint: Checkpoint, prompt: str, settings: GenerationSettings,
                  spec: str | None = None,
                  interventions: ResolvedInterventions | None = None) -> dict[str, Any]:
@@ -300,47 +299,19 @@ def run_metadata(checkpoint: Checkpoint, prompt: str, settings: GenerationSettin
             **({"interventions": interventions.to_json()} if interventions else {})}
 
 
-def run_frames(checkpoint: Checkpoint, prompt: str, settings: GenerationSettings,
-               recording: "Recording | None" = None,
-               interventions: "ResolvedInterventions | Sequence[Any]" = ()) -> Iterator[Frame]:
-    """Run ``prompt`` on a fresh engine (with ``interventions``), yielding frames and
-    appending them to ``recording``.
-
-    ``settings`` should be validated (:meth:`GenerationSettings.validate`) so
-    that the seed stored with the recording is the one used.
-    """
-    from flyviz.model.tokenizer import tokenizer_for
-
-    tokenizer = tokenizer_for(checkpoint)
-    prompt_ids = encode_prompt(tokenizer, prompt, checkpoint.config.bos_token_id)
-    engine = Engine(checkpoint, interventions=interventions)
-    try:
-        for frame in iter_frames(engine, tokenizer, prompt, settings, prompt_ids=prompt_ids):
-            if recording is not None:
-                recording.append(frame)
-            yield frame
-    finally:
-        engine.close()
-
-
 def record_prompt(checkpoint: Checkpoint, prompt: str, settings: GenerationSettings | None = None,
                   *, spec: str | None = None, states_dtype: str = "float16",
                   interventions: "ResolvedInterventions | Sequence[Any]" = ()) -> "Recording":
-    """Run ``prompt`` through ``checkpoint`` (with ``interventions``) into a
-    :class:`Recording` with its metadata.
+    """Run ``prompt`` through ``checkpoint`` (with ``interventions``) on a fresh engine
+    into a :class:`Recording` with its metadata: :meth:`flyviz.record.runner.Model.record`
+    on a model made for this one run.
 
     The settings are validated first, so a random seed is drawn here and
     stored, as are the interventions: the run can be replayed
     (:func:`flyviz.record.replay.replay_recording`).
     """
-    from flyviz.model.interventions import resolve
-    from flyviz.record.recording import Recording
+    from flyviz.record.runner import Model
 
-    settings = (settings or GenerationSettings()).validate()
-    resolved = resolve(checkpoint, interventions)
-    recording = Recording(checkpoint.config.neurons,
-                          run_metadata(checkpoint, prompt, settings, spec, resolved),
-                          states_dtype=states_dtype)
-    for _frame in run_frames(checkpoint, prompt, settings, recording, resolved):
-        pass
-    return recording
+    with Model(checkpoint, spec=spec) as model:
+        return model.record(prompt, settings, interventions=interventions,
+                            states_dtype=states_dtype)

@@ -27,6 +27,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("verify", "flyviz.commands.verify", "check a model's files, graph and golden traces"),
     ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
+    ("convert", "flyviz.commands.convert", "write a recording as Zarr, NWB or .npz for other tools"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )
@@ -52,6 +53,7 @@ examples:
   flyviz info ./fly-llm-hf --json
   flyviz verify ./web --dataset ./dataset   check files, graph and golden traces
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
+  flyviz convert run.flyrec --to zarr run.zarr
 
 Run 'flyviz COMMAND --help' for the options of one command.
 """
@@ -88,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flyviz`` console script."""
-    from flyviz.model.errors import FlyvizError
+    from flyviz.errors import FlyvizError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()

@@ -286,6 +286,120 @@ class Recording:
             out[i - start] = self._row(i)[cols]
         return out
 
+    def state_blocks(self) -> list[np.ndarray]:
+        """The stored states as they are held, (frames, neurons) blocks in
+        :attr:`states_dtype`, in order, without copying: a loaded file's
+        memory map (read-only; checked first when it was opened with
+        ``verify=False``, block by block, memory staying flat), then the
+        blocks of frames appended since."""
+        blocks: list[np.ndarray] = []
+        if self._stored_len:
+            assert self._stored is not None
+            if self._unchecked is not None:
+                rows = max(1, _CHECK_BLOCK_BYTES // (self.neurons * self.states_dtype.itemsize))
+                for first in range(0, self._stored_len, rows):
+                    self._check_stored(first, min(first + rows, self._stored_len))
+            blocks.append(self._stored)
+        appended = len(self) - self._stored_len
+        for i, chunk in enumerate(self._chunks):
+            rows = min(_CHUNK_FRAMES, appended - i * _CHUNK_FRAMES)
+            if rows > 0:
+                view = chunk[:rows]
+                view.flags.writeable = False
+                blocks.append(view)
+        return blocks
+
+    # ------------------------------------------------------------ per token
+    @property
+    def token_ids(self) -> np.ndarray:
+        """The token each frame consumed (int64, one per frame; BOS first)."""
+        return np.array([f.input_token_id for f in self._infos], dtype=np.int64)
+
+    @property
+    def token_texts(self) -> list[str]:
+        """The text of the token each frame consumed."""
+        return [f.input_text for f in self._infos]
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Each frame's position in the sequence (int64; 0 is BOS)."""
+        return np.array([f.position for f in self._infos], dtype=np.int64)
+
+    @property
+    def phases(self) -> list[str]:
+        """``"prompt"`` or ``"generation"`` per frame."""
+        return [f.phase for f in self._infos]
+
+    @property
+    def predicted_ids(self) -> np.ndarray:
+        """The next token chosen from each frame's state (int64)."""
+        return np.array([f.predicted_token_id for f in self._infos], dtype=np.int64)
+
+    @property
+    def predicted_texts(self) -> list[str]:
+        """The text of each frame's chosen next token."""
+        return [f.predicted_text for f in self._infos]
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """The probability of each frame's chosen next token (float64)."""
+        return np.array([f.probability for f in self._infos], dtype=np.float64)
+
+    def top_k_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, probabilities)`` of every frame's most likely next tokens, (frames, k)
+        int32 and float32, most likely first; ``-1`` and ``0`` pad shorter rows."""
+        k = max((len(f.top_k_ids) for f in self._infos), default=0)
+        ids = np.full((len(self), k), -1, dtype=np.int32)
+        probabilities = np.zeros((len(self), k), dtype=np.float32)
+        for i, f in enumerate(self._infos):
+            ids[i, :len(f.top_k_ids)] = f.top_k_ids
+            probabilities[i, :len(f.top_k_probabilities)] = f.top_k_probabilities
+        return ids, probabilities
+
+    @property
+    def prompt(self) -> str:
+        """The prompt text the run continued (from the metadata; ``""`` if none)."""
+        return str(self.metadata.get("prompt", ""))
+
+    @property
+    def text(self) -> str:
+        """The generated continuation, decoded (``""`` before any generated token)."""
+        return self.text_so_far(len(self) - 1) if len(self) else ""
+
+    # ------------------------------------------------------------ data export
+    def to_xarray(self, model: Any = None) -> Any:
+        """The run as an :class:`xarray.Dataset`, ``state`` (token × neuron) with token
+        and neuron coordinates and the run's description as attributes; the states
+        are not copied. ``model`` (what :func:`flyviz.load` returned) adds the
+        neurons' labels and positions, which the recording does not store. See
+        :func:`flyviz.record.convert.to_xarray`."""
+        from flyviz.record.convert import to_xarray
+
+        return to_xarray(self, model)
+
+    def to_zarr(self, path: str | Path, model: Any = None) -> Path:
+        """Write :meth:`to_xarray`'s dataset as a Zarr store, chunked along tokens
+        (:func:`flyviz.record.convert.to_zarr`; read it back with
+        :func:`flyviz.record.convert.open_zarr`)."""
+        from flyviz.record.convert import to_zarr
+
+        return to_zarr(self, path, model)
+
+    def to_nwb(self, path: str | Path, model: Any = None) -> Path:
+        """Write the run as an NWB file: the states as a time-first response series over
+        a table of the neurons, the tokens as intervals
+        (:func:`flyviz.record.convert.to_nwb`; needs ``flyviz[nwb]``)."""
+        from flyviz.record.convert import to_nwb
+
+        return to_nwb(self, path, model)
+
+    def to_npz(self, path: str | Path, model: Any = None) -> Path:
+        """Write the run as one ``.npz`` of plain arrays, readable with
+        ``allow_pickle=False`` (:func:`flyviz.record.convert.to_npz`)."""
+        from flyviz.record.convert import to_npz
+
+        return to_npz(self, path, model)
+
     @property
     def mean_abs_states(self) -> np.ndarray:
         """Mean |h| of every frame."""

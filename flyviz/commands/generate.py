@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_intervention_options(parser)
     parser.epilog = ('examples:\n  flyviz generate demo --prompt "Once upon a time, there was a"\n'
                      '  flyviz generate ./fly-llm-hf --prompt "Tom and his dog" --temperature 0.7 '
-                     "--top-p 0.9 --seed 1 --json\n"
+                     "--top-p 0.9 --seed 1 --json --kernel llvm\n"
                      '  flyviz generate ./web --dataset ./dataset --prompt "Tom and his dog" '
                      "--temperature 0.8 --record run.flyrec --states float32\n"
                      '  flyviz generate demo --prompt "Once upon a time" --silence '

@@ -390,10 +390,13 @@ def as_interventions(items: Any) -> "tuple[Intervention, ...] | ResolvedInterven
     InputError
         For anything else, or a malformed text form.
     """
+    kinds = (Silence, Clamp, Stimulate, Cut, Scale)
     if items is None:
         return ()
-    if isinstance(items, (ResolvedInterventions, *_CLASSES.values())):
-        return items if isinstance(items, ResolvedInterventions) else (items,)
+    if isinstance(items, ResolvedInterventions):
+        return items
+    if isinstance(items, kinds):
+        return (items,)
     if isinstance(items, str):
         items = (items,)
     out: list[Intervention] = []
@@ -402,7 +405,7 @@ def as_interventions(items: Any) -> "tuple[Intervention, ...] | ResolvedInterven
             out.append(intervention_from_text(item))
         elif isinstance(item, tuple) and len(item) == 2 and all(isinstance(v, str) for v in item):
             out.append(parse_intervention(*item))
-        elif isinstance(item, tuple(_CLASSES.values())):
+        elif isinstance(item, kinds):
             out.append(item)
         else:
             raise InputError(f"{item!r} is not an intervention: give Silence, Clamp, Stimulate, "

@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.errors import CheckpointError, InputError, ModelNotFoundError
+from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.formats import LAYOUT_HF, detect_layout, load_folder
 from flyviz.model.formats._common import find_tokenizer
 

@@ -84,6 +84,7 @@ def _require(module: str, feature: str, extra: str) -> Any:
 
 def _anatomy_of(model: Any, neurons: int) -> Anatomy | None:
     """The anatomy of ``model`` (a flyviz Model, a Checkpoint, an Anatomy or None)."""
+    anatomy: Anatomy | None
     if model is None:
         return None
     if isinstance(model, Anatomy):
@@ -387,8 +388,9 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
     path = Path(path)
 
     def write(tmp: Path) -> None:
+        savez: Any = np.savez  # its stub types **arrays as its keyword options
         with open(tmp, "wb") as handle:
-            np.savez(handle, **{k: np.asarray(v) for k, v in arrays.items()})
+            savez(handle, **{k: np.asarray(v) for k, v in arrays.items()})
 
     return _write_file_atomically(path, write)
 
@@ -457,8 +459,13 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     from hdmf.data_utils import DataChunkIterator
     from pynwb import NWBFile
     from pynwb.epoch import TimeIntervals
-    from pynwb.ophys import (Fluorescence, ImageSegmentation, OpticalChannel, PlaneSegmentation,
-                             RoiResponseSeries)
+    from pynwb.ophys import (
+        Fluorescence,
+        ImageSegmentation,
+        OpticalChannel,
+        PlaneSegmentation,
+        RoiResponseSeries,
+    )
 
     attrs = run_attributes(recording, anatomy)
     model_name = attrs["model_name"] or attrs["model"] or "a Fly LLM"
@@ -517,7 +524,7 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     module.add(fluorescence)
     tokens = TimeIntervals(name="tokens", description="one interval per consumed token: "
                            "[position, position + 1)")
-    columns = token_table(recording)
+    token_columns = token_table(recording)
     token_descriptions = {"position": "position in the sequence (0 is BOS)",
                           "token_id": "the token consumed", "token_text": "its text",
                           "phase": "prompt or generation",
@@ -527,7 +534,7 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
         tokens.add_column(name, description)
     for i in range(len(recording)):
         tokens.add_row(start_time=float(i), stop_time=float(i + 1),
-                       **{name: columns[name][i].item() for name in token_descriptions})
+                       **{name: token_columns[name][i].item() for name in token_descriptions})
     nwbfile.add_time_intervals(tokens)
     return nwbfile
 

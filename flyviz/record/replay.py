@@ -193,7 +193,7 @@ def _replay(recording: Recording, model: "Model", settings: GenerationSettings,
                     or (should_stop is not None and should_stop()):
                 break
     finally:
-        frames.close()  # type: ignore[attr-defined]
+        frames.close()
     first = next((i for i, (a, b) in enumerate(zip(recorded, replayed)) if a != b), None)
     if first is None and len(recorded) != len(replayed):
         first = min(len(recorded), len(replayed))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -115,7 +115,7 @@ def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> li
 def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
                 settings: GenerationSettings | None = None,
                 prompt_ids: list[int] | None = None,
-                forced_ids: Sequence[int] | None = None) -> Iterator[Frame]:
+                forced_ids: Sequence[int] | None = None) -> Generator[Frame, None, None]:
     """Reset the engine, read ``BOS + prompt`` and generate, yielding a frame per token.
 
     Parameters

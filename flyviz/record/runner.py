@@ -28,7 +28,7 @@ Example
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -192,7 +192,7 @@ class Model:
 
     def frames(self, prompt: str, settings: GenerationSettings | None = None, *,
                interventions: Any = (), prompt_ids: Sequence[int] | None = None,
-               recording: "Recording | None" = None) -> Iterator[Frame]:
+               recording: "Recording | None" = None) -> Generator[Frame, None, None]:
         """Run ``prompt``, yielding one frame per consumed token.
 
         The prompt, the settings and the interventions are checked now, so a
@@ -216,8 +216,8 @@ class Model:
 
         Returns
         -------
-        Iterator[Frame]
-            A generator: stop iterating, or call its ``close()``, to cancel
+        Generator[Frame, None, None]
+            Stop iterating, or call its ``close()``, to cancel
             between two tokens. Starting another run on this model ends it
             before its next token. See :func:`~flyviz.record.run.iter_frames`
             for what each frame holds and how many there are.
@@ -242,7 +242,8 @@ class Model:
         return self._run(self._run_serial, prompt, settings, ids, resolved, recording)
 
     def _run(self, serial: int, prompt: str, settings: GenerationSettings, ids: list[int],
-             resolved: ResolvedInterventions, recording: "Recording | None") -> Iterator[Frame]:
+             resolved: ResolvedInterventions, recording: "Recording | None"
+             ) -> Generator[Frame, None, None]:
         engine = self.engine
         if serial != self._run_serial:  # superseded before its first token
             return

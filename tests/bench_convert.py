@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-NEURONS = 49_393
+# The large recording is written as bench_recording writes it (same folder: on sys.path).
+from bench_recording import NEURONS, ROOT, WRITE, _python
+
 STEPS = ("xarray", "zarr", "nwb", "npz")
 
 STEP = r"""
@@ -78,29 +77,6 @@ print(json.dumps({"s": seconds, "anon_added_mb": after - before,
                   "anon_peak_added_mb": max(peak[0], after) - before, "frames": len(rec)}))
 """
 
-WRITE = r"""
-import sys
-import numpy as np
-from flyviz.record.frame import Frame
-from flyviz.record.recording import Recording
-path, frames = sys.argv[1], int(sys.argv[2])
-rec = Recording(49_393, {"model_name": "benchmark", "prompt": "benchmark"})
-state = np.random.default_rng(0).uniform(-1, 1, 49_393).astype(np.float32)
-for i in range(frames):
-    state = np.roll(state, 1)
-    rec.append(Frame(i, "generation", 3, "a", 4, " b", 0.5, np.arange(10), np.full(10, 0.05),
-                     tuple("abcdefghij"), state, 0.5, " b" * (i + 1), i))
-rec.save(path)
-"""
-
-
-def _python(code: str, *args: str) -> dict | None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
-    out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True, cwd=ROOT,
-                         capture_output=True, text=True).stdout
-    return json.loads(out) if out.strip() else None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -113,13 +89,13 @@ def main() -> None:
         path = work / "big.flyrec"
         frames = int(args.gb * 1e9 / (NEURONS * 2))
         print(f"writing {path.name}: {frames:,} frames", file=sys.stderr)
-        _python(WRITE, str(path), str(frames))
+        _python(ROOT, WRITE, str(path), str(frames))
         results: dict[str, list[dict]] = {step: [] for step in STEPS}
         for r in range(args.rounds):
             for step in (STEPS if r % 2 == 0 else tuple(reversed(STEPS))):
                 out = work / f"out-{step}"
                 out.mkdir()
-                results[step].append(_python(STEP, str(path), step, str(out)))
+                results[step].append(_python(ROOT, STEP, str(path), step, str(out)))
                 shutil.rmtree(out)
         summary = {"file_gb": path.stat().st_size / 1e9, "frames": frames}
         for step, rows in results.items():

@@ -310,40 +310,45 @@ class Recording:
         return blocks
 
     # ------------------------------------------------------------ per token
+    def _column(self, field: str, dtype: Any = None) -> Any:
+        """One field of every frame: an array of ``dtype``, or a list without one."""
+        values = [getattr(info, field) for info in self._infos]
+        return values if dtype is None else np.array(values, dtype=dtype)
+
     @property
     def token_ids(self) -> np.ndarray:
         """The token each frame consumed (int64, one per frame; BOS first)."""
-        return np.array([f.input_token_id for f in self._infos], dtype=np.int64)
+        return self._column("input_token_id", np.int64)
 
     @property
     def token_texts(self) -> list[str]:
         """The text of the token each frame consumed."""
-        return [f.input_text for f in self._infos]
+        return self._column("input_text")
 
     @property
     def positions(self) -> np.ndarray:
         """Each frame's position in the sequence (int64; 0 is BOS)."""
-        return np.array([f.position for f in self._infos], dtype=np.int64)
+        return self._column("position", np.int64)
 
     @property
     def phases(self) -> list[str]:
         """``"prompt"`` or ``"generation"`` per frame."""
-        return [f.phase for f in self._infos]
+        return self._column("phase")
 
     @property
     def predicted_ids(self) -> np.ndarray:
         """The next token chosen from each frame's state (int64)."""
-        return np.array([f.predicted_token_id for f in self._infos], dtype=np.int64)
+        return self._column("predicted_token_id", np.int64)
 
     @property
     def predicted_texts(self) -> list[str]:
         """The text of each frame's chosen next token."""
-        return [f.predicted_text for f in self._infos]
+        return self._column("predicted_text")
 
     @property
     def probabilities(self) -> np.ndarray:
         """The probability of each frame's chosen next token (float64)."""
-        return np.array([f.probability for f in self._infos], dtype=np.float64)
+        return self._column("probability", np.float64)
 
     def top_k_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, probabilities)`` of every frame's most likely next tokens, (frames, k)

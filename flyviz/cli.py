@@ -23,6 +23,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("generate", "flyviz.commands.generate", "continue a prompt and print the text (or JSON)"),
     ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
+    ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
+    ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )

@@ -34,7 +34,7 @@ def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("asset") / "demo"
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        status = cli.main(["build-demo", "--scale", "tiny", "--out", str(out)])
+        status = cli.main(["build-demo", "--scale", "tiny", "--out", str(out), "--workers", "0"])
     assert status == 0, err.getvalue()
     return out, err.getvalue()
 

@@ -76,9 +76,21 @@ def usable_cores() -> int:
 
 
 # ------------------------------------------------------------------ worker side
+#: Spec prefix naming a demo-brain asset folder other than the installed one.
+DEMO_FOLDER_PREFIX = "demo:"
+
+
 @functools.lru_cache(maxsize=2)
 def worker_model(spec: str):
-    """The model of ``spec``, loaded once per process (memory-mapped where the layout allows)."""
+    """The model of ``spec``, loaded once per process (memory-mapped where the layout allows).
+
+    ``spec`` is anything :func:`~flyviz.model.resolve.load_model` takes, or
+    ``demo:FOLDER`` for a demo-brain asset folder (``flyviz build-demo --out``).
+    """
+    if spec.startswith(DEMO_FOLDER_PREFIX):
+        from flyviz.demo.loader import load_demo
+
+        return load_demo(asset_dir=spec[len(DEMO_FOLDER_PREFIX):])
     from flyviz.model.resolve import load_model
 
     return load_model(spec)
@@ -406,8 +418,14 @@ def _connect(workers: int | None, scheduler: str | None):
 
     n = usable_cores() if workers is None else int(workers)
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.ERROR)
     return Client(cluster, set_as_default=False), cluster
+
+
+def check_scheduler(scheduler: str) -> None:
+    """Raise :class:`ClusterError` now if the scheduler cannot be reached (before any work)."""
+    client, _ = _connect(None, scheduler)
+    client.close()
 
 
 def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chunk],

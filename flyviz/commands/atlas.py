@@ -80,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
                              samples_per_band=0 if args.compact else AtlasSettings.samples_per_band,
                              chunk_tokens=args.chunk_tokens).validate()
     check_output(args.out.expanduser())
+    if args.scheduler:
+        from flyviz.analysis.cluster import check_scheduler
+
+        check_scheduler(args.scheduler)  # fail in one line before reading anything
 
     def log(line: str) -> None:
         print(f"flyviz atlas: {line}", file=sys.stderr, flush=True)

@@ -365,3 +365,31 @@ def test_io_errors_are_one_line(tmp_path):
     with contextlib.redirect_stderr(err):
         assert cli.main(["neuron", str(tmp_path / "junk"), "1"]) == 2
     assert err.getvalue().count("\n") == 1
+
+
+def test_compiled_and_numpy_statistics_give_the_same_partial():
+    from flyviz.analysis import _kernels
+    from flyviz.analysis.atlas import ChunkStatistics
+
+    if _kernels.compiled() is None:
+        pytest.skip("llvmlite cannot build the statistics loops here")
+    rng = np.random.default_rng(5)
+    neurons, vocab, streams = 2500, 40, 16  # more than one block of rows
+    settings = AtlasSettings(top_k=3, streams=streams, samples_per_band=2)
+    partials = []
+    for compiled in (False, True):
+        stats = ChunkStatistics(neurons, vocab, streams, settings, compiled=compiled)
+        step_rng = np.random.default_rng(9)
+        for step in range(12):
+            x = np.tanh(3 * step_rng.standard_normal((neurons, streams))).astype(np.float32)
+            x[:5, :3] = [[-1.0, 1.0, 0.2]] * 5  # the edges of the range and of a bin
+            tokens = step_rng.integers(0, 6, streams)  # many repeats within a step
+            position = np.where(step_rng.random(streams) < 0.2, -1, step % 4)
+            stats.start_windows(np.flatnonzero(position == 0))
+            stats.add(x, tokens, 100 * step + np.arange(streams), position)
+            stats.end_windows(np.flatnonzero(position == 3))
+        partials.append(stats.partial())
+    assert rng is not None and sorted(partials[0]) == sorted(partials[1])
+    for name in partials[0]:
+        np.testing.assert_array_equal(partials[0][name], partials[1][name], err_msg=name)
+    assert partials[0]["histogram"][:5, HIST_BINS - 1].min() >= 1  # x = 1.0 counted in bin 49

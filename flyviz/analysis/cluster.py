@@ -389,6 +389,8 @@ class RunResult:
     seconds: float
     resumed_chunks: int
     workers: int
+    #: Seconds from the cluster being ready (or the start, in process) to the last merge.
+    compute_seconds: float = 0.0
 
 
 def _connect(workers: int | None, scheduler: str | None):
@@ -478,6 +480,7 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
     if covered:
         tree.restored_pending()
     used_workers = 0
+    ready = [started]
     try:
         if workers == 0 and scheduler is None:
             used_workers = 1
@@ -495,7 +498,7 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
                 show()
         elif pending:
             used_workers = _run_on_dask(function, args, pending, tree, done_tokens, show,
-                                        workers, scheduler)
+                                        workers, scheduler, ready)
     except FlyvizError:
         if store is not None and not store.nodes():
             store.remove()  # nothing finished: nothing to resume
@@ -506,14 +509,17 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
         raise Interrupted(f"interrupted: {saved} of {len(chunks)} chunks are saved{where}; "
                           "run the same command with --resume to continue") from None
     show(force=True)
+    finished = time.perf_counter()
     return RunResult(partial=tree.result(), tokens=sum(c.n_tokens for c in chunks),
-                     seconds=time.perf_counter() - started, resumed_chunks=len(covered),
-                     workers=used_workers)
+                     seconds=finished - started, resumed_chunks=len(covered),
+                     workers=used_workers, compute_seconds=finished - ready[-1])
 
 
 def _run_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
-                 show: Callable[..., None], workers: int | None, scheduler: str | None) -> int:
-    """The Dask part of :func:`run_tree`; returns the number of workers used."""
+                 show: Callable[..., None], workers: int | None, scheduler: str | None,
+                 ready: list[float]) -> int:
+    """The Dask part of :func:`run_tree`; returns the number of workers used and appends
+    the time the cluster was ready to ``ready``."""
     import uuid
 
     from distributed import wait
@@ -530,7 +536,12 @@ def _run_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int
                                          next(c.n_tokens for c in pending if c.index == index))
 
         client.subscribe_topic(PROGRESS_TOPIC, on_event)
-        n_workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+        try:
+            info = client.scheduler_info(n_workers=-1)  # all workers, not the first few
+        except TypeError:  # older distributed lists them all anyway
+            info = client.scheduler_info()
+        n_workers = max(1, len(info.get("workers", {})))
+        ready.append(time.perf_counter())
         window = 2 * n_workers
         queue = list(pending)
         while queue or futures:

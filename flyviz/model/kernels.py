@@ -223,13 +223,19 @@ _error: str | None = None
 _compile_s: float | None = None
 
 
-def _compile() -> dict[str, _Sell]:
-    """Compile the IR for this CPU; return the functions by index type."""
+def compile_ir(ir: str, functions: dict[str, Any]) -> dict[str, Any]:
+    """Compile LLVM IR for this CPU; return ``{name: ctypes function}``.
+
+    ``functions`` maps each function's name in the IR to its ctypes
+    signature (``ctypes.CFUNCTYPE(...)``). The machine code is kept alive for
+    the life of the process. Raises whatever llvmlite raises when it is
+    missing or cannot build the IR.
+    """
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    module = llvm.parse_assembly(_ir(LANES))
+    module = llvm.parse_assembly(ir)
     module.verify()
     target = llvm.Target.from_default_triple()
     try:  # the host's own vector units (AVX2/AVX-512 gathers where there are some)
@@ -240,9 +246,15 @@ def _compile() -> dict[str, _Sell]:
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     _keep.append((engine, module, machine))
+    return {name: signature(engine.get_function_address(name))
+            for name, signature in functions.items()}
+
+
+def _compile() -> dict[str, _Sell]:
+    """Compile the SELL kernels for this CPU; return the functions by index type."""
     signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, *[ctypes.c_void_p] * 6)
-    return {ity: signature(engine.get_function_address(f"sell{LANES}_{ity}"))
-            for ity in ("i16", "i32")}
+    found = compile_ir(_ir(LANES), {f"sell{LANES}_{ity}": signature for ity in ("i16", "i32")})
+    return {ity: found[f"sell{LANES}_{ity}"] for ity in ("i16", "i32")}
 
 
 def _compiled_functions() -> dict[str, _Sell] | None:
@@ -302,7 +314,9 @@ def status() -> dict[str, object]:
 # results are bit-identical to scipy's (and so to one column at a time through
 # ``csr_matvec``).
 
-MULTI_LANES = 8  # floats per accumulator vector
+MULTI_LANES = 8  # columns must be a multiple of this (floats per narrow vector)
+MULTI_VECTOR = 16  # floats per accumulator vector where the group allows (one AVX-512
+                   # register; two AVX2 registers elsewhere, legalised by LLVM)
 MULTI_GROUP_MAX = 64  # columns one pass over a row keeps in registers (8 accumulators)
 
 _MULTI_IR = r"""
@@ -336,8 +350,8 @@ edge:
   %j = zext {ity} %j0 to i64
   %pw = getelementptr float, ptr %val, i64 %e
   %w = load float, ptr %pw, align 4
-  %wv0 = insertelement <8 x float> poison, float %w, i64 0
-  %wv = shufflevector <8 x float> %wv0, <8 x float> poison, <8 x i32> zeroinitializer
+  %wv0 = insertelement <{vw} x float> poison, float %w, i64 0
+  %wv = shufflevector <{vw} x float> %wv0, <{vw} x float> poison, <{vw} x i32> zeroinitializer
   %xrow = mul i64 %j, %ld
   %xbase = add i64 %xrow, %col
 {acc_body}
@@ -366,20 +380,22 @@ def _multi_ir(group: int) -> str:
     not touched), so calling it panel after panel on a zeroed ``out`` adds
     every row's products in CSR order when the panels follow the column order.
     """
-    accs = group // MULTI_LANES
-    loads = "\n".join(f"  %q{k} = add i64 %ob, {k * MULTI_LANES}\n"
+    width = MULTI_VECTOR if group % MULTI_VECTOR == 0 else MULTI_LANES
+    vt = f"<{width} x float>"
+    accs = group // width
+    loads = "\n".join(f"  %q{k} = add i64 %ob, {k * width}\n"
                       f"  %pq{k} = getelementptr float, ptr %out, i64 %q{k}\n"
-                      f"  %i{k} = load <8 x float>, ptr %pq{k}, align 4" for k in range(accs))
-    phis = "\n".join(f"  %a{k} = phi <8 x float> [%i{k}, %group], [%n{k}, %edge]"
+                      f"  %i{k} = load {vt}, ptr %pq{k}, align 4" for k in range(accs))
+    phis = "\n".join(f"  %a{k} = phi {vt} [%i{k}, %group], [%n{k}, %edge]"
                      for k in range(accs))
     body = "\n".join(
-        f"  %o{k} = add i64 %xbase, {k * MULTI_LANES}\n"
+        f"  %o{k} = add i64 %xbase, {k * width}\n"
         f"  %px{k} = getelementptr float, ptr %x, i64 %o{k}\n"
-        f"  %x{k} = load <8 x float>, ptr %px{k}, align 4\n"
-        f"  %p{k} = fmul <8 x float> %wv, %x{k}\n"
-        f"  %n{k} = fadd <8 x float> %a{k}, %p{k}" for k in range(accs))
-    stores = "\n".join(f"  store <8 x float> %n{k}, ptr %pq{k}, align 4" for k in range(accs))
-    return "".join(_MULTI_IR.format(ity=ity, ialign=align, group=group, loads=loads,
+        f"  %x{k} = load {vt}, ptr %px{k}, align 4\n"
+        f"  %p{k} = fmul {vt} %wv, %x{k}\n"
+        f"  %n{k} = fadd {vt} %a{k}, %p{k}" for k in range(accs))
+    stores = "\n".join(f"  store {vt} %n{k}, ptr %pq{k}, align 4" for k in range(accs))
+    return "".join(_MULTI_IR.format(ity=ity, ialign=align, group=group, vw=width, loads=loads,
                                     acc_phis=phis, acc_body=body, stores=stores)
                    for ity, align in (("i16", 2), ("i32", 4)))
 
@@ -397,25 +413,11 @@ _multi_error: str | None = None
 
 
 def _compile_multi(group: int) -> dict[str, _Csrmm]:
-    import llvmlite.binding as llvm
-
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    module = llvm.parse_assembly(_multi_ir(group))
-    module.verify()
-    target = llvm.Target.from_default_triple()
-    try:
-        cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    except Exception:  # generic code, same results
-        cpu, features = "", ""
-    machine = target.create_target_machine(cpu=cpu, features=features, opt=3)
-    engine = llvm.create_mcjit_compiler(module, machine)
-    engine.finalize_object()
-    _keep.append((engine, module, machine))
     signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                  *[ctypes.c_void_p] * 5)
-    return {ity: signature(engine.get_function_address(f"csrmm_{ity}_g{group}"))
-            for ity in ("i16", "i32")}
+    names = {ity: f"csrmm_{ity}_g{group}" for ity in ("i16", "i32")}
+    found = compile_ir(_multi_ir(group), {name: signature for name in names.values()})
+    return {ity: found[name] for ity, name in names.items()}
 
 
 def _multi_functions(group: int) -> dict[str, _Csrmm] | None:

@@ -1,7 +1,7 @@
 """Benchmark: the neuron atlas on Dask (not a test; run by hand, under the shared lock).
 
     python tests/bench_atlas.py scaling [--tokens 65536] [--chunk-tokens 16384]
-    python tests/bench_atlas.py memory [--small 100000] [--large 400000]
+    python tests/bench_atlas.py memory [--sizes 100000,400000]
     python tests/bench_atlas.py demo
 
 ``scaling``
@@ -9,9 +9,9 @@
     corpus with a LocalCluster of 1 worker process, then of 2; tokens/s of
     each (the cluster's start-up excluded) and their ratio.
 ``memory``
-    Peak resident memory of each worker process (sampled every 0.2 s) for a
-    ``--small`` and a ``--large`` corpus with 2 workers: it should not grow
-    with the corpus.
+    Peak resident memory of each worker process (sampled every 0.2 s) for
+    corpora of each of ``--sizes`` tokens with 2 workers: it should not grow
+    with the corpus (run the sizes one at a time to keep each locked run short).
 ``demo``
     ``flyviz build-demo --atlas-only`` on a copy of ``assets/demo``: the
     whole story corpus, the usable cores.
@@ -79,9 +79,11 @@ class _PeakMemory:
         return self.peak
 
 
-def _run(ckpt, corpus, workers: int, chunk_tokens: int) -> tuple[float, float, dict[int, int]]:
+def _run(ckpt, corpus, workers: int, chunk_tokens: int | None
+         ) -> tuple[float, float, dict[int, int]]:
     from flyviz.analysis.atlas import AtlasSettings, build_atlas
 
+    chunk_tokens = chunk_tokens or AtlasSettings.chunk_tokens
     out = Path(tempfile.mkdtemp(prefix="flyviz-bench-out-")) / "a.atlas"
     memory = _PeakMemory()
     try:
@@ -97,9 +99,9 @@ def _run(ckpt, corpus, workers: int, chunk_tokens: int) -> tuple[float, float, d
 def scaling(args) -> dict:
     ckpt, corpus, folder = _demo_corpus(args.tokens)
     try:
-        result = {"tokens": corpus.n_tokens, "chunk_tokens": args.chunk_tokens}
+        result = {"tokens": corpus.n_tokens, "chunk_tokens": args.chunk_tokens or 16_384}
         for workers in (1, 2):
-            total, compute, _ = _run(ckpt, corpus, workers, args.chunk_tokens)
+            total, compute, _ = _run(ckpt, corpus, workers, args.chunk_tokens or 16_384)
             result[f"workers_{workers}"] = {"seconds": round(total, 1),
                                             "compute_seconds": round(compute, 1),
                                             "tokens_per_s": round(corpus.n_tokens / compute)}
@@ -114,18 +116,15 @@ def scaling(args) -> dict:
 
 def memory(args) -> dict:
     result = {}
-    for label, tokens in (("small", args.small), ("large", args.large)):
+    for tokens in (int(t) for t in args.sizes.split(",")):
         ckpt, corpus, folder = _demo_corpus(tokens)
         try:
-            total, compute, peak = _run(ckpt, corpus, 2, args.chunk_tokens)
+            total, _, peak = _run(ckpt, corpus, 2, args.chunk_tokens)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        result[label] = {"tokens": corpus.n_tokens, "seconds": round(total, 1),
-                         "peak_worker_mb": sorted(round(v / 2**20) for v in peak.values())}
-        print(f"{label}: {corpus.n_tokens:,} tokens, peak RSS per worker "
-              f"{result[label]['peak_worker_mb']} MB", file=sys.stderr)
-    small, large = max(result["small"]["peak_worker_mb"]), max(result["large"]["peak_worker_mb"])
-    result["large_over_small"] = round(large / small, 3)
+        mb = sorted(round(v / 2**20) for v in peak.values())
+        result[str(corpus.n_tokens)] = {"seconds": round(total, 1), "peak_worker_mb": mb}
+        print(f"{corpus.n_tokens:,} tokens: peak RSS per worker {mb} MB", file=sys.stderr)
     return result
 
 
@@ -149,9 +148,10 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("scaling", "memory", "demo"))
     parser.add_argument("--tokens", type=int, default=65_536)
-    parser.add_argument("--chunk-tokens", type=int, default=16_384)
-    parser.add_argument("--small", type=int, default=100_000)
-    parser.add_argument("--large", type=int, default=400_000)
+    parser.add_argument("--chunk-tokens", type=int, default=None,
+                        help="tokens per task (default: 16,384 for scaling, the atlas "
+                             "default for memory)")
+    parser.add_argument("--sizes", default="100000,400000")
     args = parser.parse_args()
     result = {"scaling": scaling, "memory": memory, "demo": demo}[args.what](args)
     print(json.dumps(result, indent=1))

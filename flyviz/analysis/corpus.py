@@ -166,8 +166,25 @@ def iter_documents(files: Sequence[Path]) -> Iterator[tuple[int, str]]:
             yield index, text
 
 
+class _Windows:
+    """Sizes of windows stored back to back in ``tokens`` with boundaries ``offsets``."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens fed, BOS included."""
+        return int(self.tokens.shape[0])
+
+    @property
+    def n_windows(self) -> int:
+        """Number of windows."""
+        return int(self.offsets.shape[0] - 1)
+
+
 @dataclass
-class CorpusChunk:
+class CorpusChunk(_Windows):
     """A contiguous run of windows, as sent to a worker.
 
     Attributes
@@ -190,19 +207,9 @@ class CorpusChunk:
     tokens: np.ndarray
     offsets: np.ndarray
 
-    @property
-    def n_tokens(self) -> int:
-        """Tokens fed, BOS included."""
-        return int(self.tokens.shape[0])
-
-    @property
-    def n_windows(self) -> int:
-        """Windows in the chunk."""
-        return int(self.offsets.shape[0] - 1)
-
 
 @dataclass
-class Corpus:
+class Corpus(_Windows):
     """A tokenized corpus as windows (see the module documentation).
 
     Attributes
@@ -230,16 +237,6 @@ class Corpus:
     sources: list[str] = field(default_factory=list)
     context: int = DEFAULT_CONTEXT
     bos_token_id: int = 1
-
-    @property
-    def n_tokens(self) -> int:
-        """Tokens fed, BOS included."""
-        return int(self.tokens.shape[0])
-
-    @property
-    def n_windows(self) -> int:
-        """Number of windows."""
-        return int(self.offsets.shape[0] - 1)
 
     @property
     def n_documents(self) -> int:

@@ -16,7 +16,7 @@ array's name and shape hashed before its bytes:
 
 So a web export, fly-wordbrain weights and a Hugging Face copy of the same
 model have the same identity; a graph stored with 16-bit indices hashes like
-its 32-bit copy. Hashing a full-size model takes about 0.2 s.
+its 32-bit copy. Hashing a full-size model takes about 0.1 s.
 """
 
 from __future__ import annotations

@@ -21,7 +21,11 @@ from flyviz._version import __version__
 SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("gui", "flyviz.commands.gui", "open the desktop app (the default with no subcommand)"),
     ("generate", "flyviz.commands.generate", "continue a prompt and print the text (or JSON)"),
+    ("compare", "flyviz.commands.compare", "compare an intervened run with the untouched one"),
+    ("select", "flyviz.commands.select", "count the neurons a selection query picks"),
     ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
+    ("verify", "flyviz.commands.verify", "check a model's files, graph and golden traces"),
+    ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
@@ -45,7 +49,10 @@ examples:
   flyviz                                    open the app on the demo brain
   flyviz gui --model ngxson/fly-llm-hf      open the app on a real checkpoint
   flyviz generate demo --prompt "Once upon a time"
+  flyviz compare demo --prompt "Once upon a time" --silence 'sign:inhibitory'
+  flyviz select demo 'superclass:cb_sensory & side:left'
   flyviz info ./fly-llm-hf --json
+  flyviz verify ./web --dataset ./dataset   check files, graph and golden traces
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
 
 Run 'flyviz COMMAND --help' for the options of one command.

@@ -246,6 +246,26 @@ def test_unwritable_cache_is_reported_with_one_line(built, tmp_path, monkeypatch
     assert "FLYVIZ_CACHE_DIR" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_cache_follows_the_real_dataset_schema_and_replaces_an_old_one(built, cache):
+    """The cached folder passes the dataset authors' 18 checks; a cache in flyviz 0.1's
+    layout (another manifest schema and digest convention) is rebuilt, not read."""
+    from flyviz.model.formats.dataset import DatasetFiles, check_dataset
+
+    out, _ = built
+    expected = read_demo_info(out)["dataset_sha256"]
+    old = cache / "demo" / f"dataset-{expected[:16]}"
+    old.mkdir(parents=True)
+    (old / "manifest.json").write_text(json.dumps({"files": [], "frozen_buffers_sha256": {}}))
+    ckpt = load_demo(asset_dir=out)
+    assert not old.exists()
+    folder = Path(ckpt.metadata["dataset"])
+    results = check_dataset(DatasetFiles.open(folder), hash_files=True, quantised=True)
+    assert results and all(r.status == "pass" for r in results), \
+        [r for r in results if r.status != "pass"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert isinstance(manifest["files"], dict) and "edges_offsets" in manifest["files"]
+
+
 def test_build_ships_a_compact_atlas_that_atlas_only_reproduces(built, cache, tmp_path):
     import zarr
 

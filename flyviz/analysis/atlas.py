@@ -85,7 +85,6 @@ from flyviz.model.errors import FlyvizError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Checkpoint
-    from flyviz.model.identity import ModelIdentity
 
 FORMAT = "flyviz-atlas"
 FORMAT_VERSION = 1
@@ -621,9 +620,10 @@ class AtlasRun:
     compute_seconds: float = 0.0
 
 
-def _store_key(identity: "ModelIdentity", corpus: Corpus, settings: AtlasSettings,
+def _store_key(identity: dict[str, Any], corpus: Corpus, settings: AtlasSettings,
                chunks: list[CorpusChunk]) -> dict[str, Any]:
-    return {"format": FORMAT, "model": identity.to_dict(), "corpus": corpus.digest(),
+    model = {"weights_sha256": identity["weights_sha256"], "graph_sha256": identity["graph_sha256"]}
+    return {"format": FORMAT, "model": model, "corpus": corpus.digest(),
             "settings": settings.run_key(), "chunks": len(chunks)}
 
 
@@ -765,7 +765,7 @@ def _zarr_array(group: Any, name: str, data: np.ndarray, dims: tuple[str, ...],
 
 
 def write_atlas(out: Path, partial: cluster.Partial, ckpt: "Checkpoint", corpus: Corpus,
-                settings: AtlasSettings, identity: "ModelIdentity", *,
+                settings: AtlasSettings, identity: dict[str, Any], *,
                 compact: bool = False) -> None:
     """Write the finished atlas as a Zarr store at ``out`` (replacing an old atlas there)."""
     import shutil
@@ -828,8 +828,8 @@ def write_atlas(out: Path, partial: cluster.Partial, ckpt: "Checkpoint", corpus:
                 ("tokenizer_byte",), (1 << 20,))
     group.attrs["flyviz_atlas"] = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "model": {"name": ckpt.name, **identity.to_dict(), "neurons": n,
-                  "vocabulary": ckpt.config.vocabulary},
+        # The model's identity (flyviz.model.identity), less the machine's dataset folder.
+        "model": {k: v for k, v in identity.items() if k != "dataset"},
         "settings": {**settings.run_key(), "compact": bool(compact)},
         "density_threshold": settings.density_threshold,
         "counted_tokens": int(arrays["count"]),
@@ -990,13 +990,14 @@ class Atlas:
     # ------------------------------------------------------------- identity
     @property
     def weights_sha256(self) -> str:
-        """Digest of the trained weights of the atlas's model."""
+        """Digest of the trained weights of the atlas's model (:mod:`flyviz.model.identity`)."""
         return str(self.info.get("model", {}).get("weights_sha256", ""))
 
     @property
-    def graph_sha256(self) -> str:
-        """Digest of the graph of the atlas's model."""
-        return str(self.info.get("model", {}).get("graph_sha256", ""))
+    def graph_sha256(self) -> dict[str, str]:
+        """The frozen-buffer digests of the graph of the atlas's model."""
+        graph = self.info.get("model", {}).get("graph_sha256")
+        return {str(k): str(v) for k, v in graph.items()} if isinstance(graph, dict) else {}
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -1008,32 +1009,41 @@ class Atlas:
         """True when it holds quantile samples (a full atlas, not a compact one)."""
         return "sample_window" in self._names()
 
-    def matches(self, checkpoint_or_identity: Any) -> bool:
-        """True when the atlas was made with this model (same weight and graph digests)."""
-        identity = self._identity(checkpoint_or_identity)
-        return (identity.weights_sha256 == self.weights_sha256
-                and identity.graph_sha256 == self.graph_sha256)
+    def mismatch(self, checkpoint: "Checkpoint") -> str | None:
+        """``None`` when the atlas was made with ``checkpoint`` (same weight and graph
+        digests), else one line saying what differs and what to do."""
+        from flyviz.model.identity import graph_digests, weights_digest
 
-    def check_model(self, checkpoint_or_identity: Any) -> None:
-        """Raise :class:`AtlasError` unless the atlas was made with this model."""
-        identity = self._identity(checkpoint_or_identity)
-        if identity.weights_sha256 != self.weights_sha256 or \
-                identity.graph_sha256 != self.graph_sha256:
-            what = ("weights and graph" if identity.graph_sha256 != self.graph_sha256
-                    and identity.weights_sha256 != self.weights_sha256 else
-                    "graph" if identity.graph_sha256 != self.graph_sha256 else "weights")
-            raise AtlasError(f"the atlas {self.path.name} was made with another model "
-                             f"({self.model_name or 'unnamed'}: its {what} differ from the "
-                             "loaded model's); open it with the model it was made with, or "
-                             "build an atlas of this model with 'flyviz atlas'")
+        if self.neurons != checkpoint.config.neurons:
+            what = (f"a model of {self.neurons:,} neurons, not {checkpoint.config.neurons:,}")
+        else:
+            own = graph_digests(checkpoint)
+            graph = self.graph_sha256
+            differ = [] if not graph else [k for k, v in graph.items() if own.get(k) != v.lower()]
+            weights = self.weights_sha256 != weights_digest(checkpoint)
+            if not graph or not self.weights_sha256:
+                what = "a model it does not name (no digests)"
+            elif differ and weights:
+                what = "another model: its weights and graph differ from the loaded model's"
+            elif differ:
+                what = f"another model: its graph differs from the loaded model's ({differ[0]})"
+            elif weights:
+                what = "another model: its weights differ from the loaded model's"
+            else:
+                return None
+        return (f"the atlas {self.path.name} was made with {what} "
+                f"({self.model_name or 'unnamed'}); open it with that model, or build an atlas "
+                "of this one with 'flyviz atlas'")
 
-    @staticmethod
-    def _identity(checkpoint_or_identity: Any) -> "ModelIdentity":
-        from flyviz.model.identity import ModelIdentity, model_identity
+    def matches(self, checkpoint: "Checkpoint") -> bool:
+        """True when the atlas was made with ``checkpoint`` (same weight and graph digests)."""
+        return self.mismatch(checkpoint) is None
 
-        if isinstance(checkpoint_or_identity, ModelIdentity):
-            return checkpoint_or_identity
-        return model_identity(checkpoint_or_identity)
+    def check_model(self, checkpoint: "Checkpoint") -> None:
+        """Raise :class:`AtlasError` (one line) unless the atlas was made with ``checkpoint``."""
+        note = self.mismatch(checkpoint)
+        if note is not None:
+            raise AtlasError(note)
 
     # --------------------------------------------------------------- arrays
     def _names(self) -> set[str]:

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from flyviz.commands._options import (add_dataset_option, add_intervention_options,
+                                      interventions_from_args)
 from flyviz.model.errors import InputError
 
 
@@ -15,6 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC", nargs="?", default=None,
                         help="model to measure (default: synthetic full-size models, rank-64 "
                              "and dense, plus the load time of a full-size checkpoint)")
+    add_dataset_option(parser)
     parser.add_argument("--steps", type=int, default=60, metavar="N",
                         help="timed steps per model (default 60; the median is reported)")
     parser.add_argument("--threads", type=int, default=None, metavar="T",
@@ -29,9 +32,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "their ratio), instead of the floor comparison")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the load-time measurement")
+    parser.add_argument("--interventions", action="store_true", dest="measure_interventions",
+                        help="measure the step with interventions against the step without, "
+                             "token by token in one run, on SPEC (default: the demo brain); the "
+                             "interventions are the options below, by default --silence "
+                             "'sign:inhibitory' --stimulate 'input=0.5' --cut "
+                             "'superclass:visual_projection->all'")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_intervention_options(parser)
     parser.epilog = ("examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json\n"
                      "  flyviz bench --kernel both --steps 200 --no-load\n"
+                     "  flyviz bench --interventions --steps 300\n"
+                     "  flyviz bench ./fly-llm-hf --interventions --silence 'id:0-9999'\n"
                      "  flyviz bench --batch 64 --steps 40")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -68,6 +80,27 @@ def _table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _intervention_table(results: dict[str, Any]) -> str:
+    from flyviz.model.interventions import describe_applied
+
+    lines = [f"threads: {results['threads']}",
+             f"model: {results['model']} (loaded in {results['model_load_s']:.2f} s)",
+             "interventions:"]
+    lines.extend(f"  {describe_applied(item)}" for item in results["interventions"])
+    lines.append(f"{'kernel':<7} {'plain ms':>9} {'(p10-p90)':>13} {'intervened ms':>14} "
+                 f"{'(p10-p90)':>13} {'ratio':>7}")
+    for k in results["kernels"]:
+        lines.append(f"{k['kernel']:<7} {k['plain_ms']:9.2f} "
+                     f"{k['plain_ms_p10']:6.2f}-{k['plain_ms_p90']:<6.2f} {k['intervened_ms']:14.2f} "
+                     f"{k['intervened_ms_p10']:6.2f}-{k['intervened_ms_p90']:<6.2f} {k['ratio']:7.3f}")
+    lines.append("medians over the steps; the two engines took turns token by token on the same "
+                 "tokens in this run; ratio = median intervened / median plain")
+    for k in results["kernels"]:
+        lines.append(f"{k['kernel']}: laying out the graph and its cut/scaled copies took "
+                     f"{k['prepare_s']:.2f} s once")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark and print the table (or JSON)."""
     from flyviz.model.bench import run_bench
@@ -76,13 +109,29 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--steps {args.steps} must be between 1 and 100,000")
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise InputError(f"--threads {args.threads} must be between 1 and 64")
+    if args.dataset is not None and args.spec is None:
+        raise InputError("--dataset goes with a model SPEC; without one, bench measures "
+                         "synthetic models")
     log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
     if args.batch is not None:
         return _run_batch(args, log)
     kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
-    results = run_bench(args.spec, steps=args.steps, threads=args.threads,
-                        load=not args.no_load, log=log, kernels=kernels)
-    print(json.dumps(results, indent=2) if args.json else _table(results))
+    interventions = interventions_from_args(args)
+    if interventions and not args.measure_interventions:
+        raise InputError("intervention options need --interventions (measure the step with "
+                         "them against the plain step)")
+    if args.measure_interventions:
+        from flyviz.model.bench import run_intervention_bench
+
+        results = run_intervention_bench(args.spec, steps=args.steps, threads=args.threads,
+                                         log=log, kernels=kernels, interventions=interventions,
+                                         dataset_dir=args.dataset)
+    else:
+        results = run_bench(args.spec, steps=args.steps, threads=args.threads,
+                            load=not args.no_load, log=log, kernels=kernels,
+                            dataset_dir=args.dataset)
+    table = _intervention_table if args.measure_interventions else _table
+    print(json.dumps(results, indent=2) if args.json else table(results))
     return 0
 
 

@@ -15,7 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import add_generation_options, generation_settings
+from flyviz.commands._options import (add_dataset_option, add_generation_options,
+                                      add_intervention_options, add_recording_options,
+                                      generation_settings, interventions_from_args,
+                                      load_model_from_args, recording_model,
+                                      warn_idle_interventions)
 from flyviz.model.errors import InputError
 
 EPILOG = """\
@@ -36,6 +40,13 @@ examples:
   flyviz export ./fly-llm-hf --prompt "Once upon a time" --out run.webm --size 1920x1080 \\
       --orbit 12 --mode abs
   flyviz export --recording run.flyrec --out frames/ --tokens 10:40
+  flyviz export ./web --dataset ./dataset --prompt "Tom and his dog" --out tom.webm \\
+      --record tom.flyrec
+  flyviz export demo --prompt "Tom and his dog" --silence 'sign:inhibitory@10:' --out silenced.mp4
+
+With interventions, the recording (--record) keeps them in its metadata (JSON,
+under "interventions"), so the run can be reopened and replayed with them. The
+colour range, once --scale, is --color-scale; --scale scales synapses.
 """
 
 
@@ -49,7 +60,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="render this saved .flyrec instead of running the model")
     parser.add_argument("--out", metavar="FILE", required=True,
                         help="output: .mp4, .webm, .gif, or a folder for PNG frames")
-    add_generation_options(parser.add_argument_group("generation"))
+    add_dataset_option(parser)
+    generation = parser.add_argument_group("generation")
+    add_generation_options(generation)
+    add_recording_options(generation)
     movie = parser.add_argument_group("movie")
     movie.add_argument("--size", default="1280x720", metavar="WxH",
                        help="frame size in pixels (default 1280x720)")
@@ -65,7 +79,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="colour signed h (diverging) or |h| (sequential); default signed")
     movie.add_argument("--view", choices=("front", "top", "side"), default="front",
                        help="camera direction (default front)")
-    movie.add_argument("--scale", type=float, default=None, metavar="H",
+    movie.add_argument("--color-scale", type=float, default=None, metavar="H",
                        help="activation at the end of the colour range (default: automatic)")
     movie.add_argument("--tokens", default=None, metavar="A:B",
                        help="export only frames A to B-1 of the run (default all)")
@@ -77,6 +91,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="draw only the brain (no text, bars or colourbar)")
     parser.add_argument("--bench", action="store_true",
                         help="also print render and encode speed and memory use")
+    add_intervention_options(parser)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -139,24 +154,14 @@ def _load_progress(label: str, fraction: float) -> None:
         sys.stderr.write("\n")
 
 
-def record_run(ckpt: Any, spec: str, prompt: str, settings: Any) -> Any:
-    """Run ``prompt`` through ``ckpt`` into a :class:`Recording`."""
-    from flyviz.model.engine import Engine
-    from flyviz.model.tokenizer import tokenizer_for
-    from flyviz.record.recording import Recording
-    from flyviz.record.run import encode_prompt, iter_frames
+def record_run(ckpt: Any, spec: str, prompt: str, settings: Any, *,
+               states_dtype: str = "float16", interventions: Any = ()) -> Any:
+    """Run ``prompt`` through ``ckpt`` (with ``interventions``) into a :class:`Recording`
+    (with its seed, model identity and interventions)."""
+    from flyviz.record.run import record_prompt
 
-    tokenizer = tokenizer_for(ckpt)
-    prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
-    recording = Recording(ckpt.config.neurons, {"model": spec, "model_name": ckpt.name,
-                                                "prompt": prompt})
-    engine = Engine(ckpt)
-    try:
-        for frame in iter_frames(engine, tokenizer, prompt, settings, prompt_ids=prompt_ids):
-            recording.append(frame)
-    finally:
-        engine.close()
-    return recording
+    return record_prompt(ckpt, prompt, settings, spec=spec, states_dtype=states_dtype,
+                         interventions=interventions)
 
 
 def anatomy_for(ckpt: Any) -> Any:
@@ -180,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     options = ExportOptions(size=parse_size(args.size), fps=args.fps,
                             frames_per_token=args.frames_per_token, quality=args.quality,
                             orbit=args.orbit, mode=args.mode, start=start, stop=stop,
-                            overlays=not args.no_overlays, view=args.view, scale=args.scale,
+                            overlays=not args.no_overlays, view=args.view, scale=args.color_scale,
                             hold_seconds=args.hold, speed=args.speed).validate()
     options.crf(movie_format(args.out))  # a bad --quality fails before any work
     t0 = time.perf_counter()
@@ -189,16 +194,25 @@ def run(args: argparse.Namespace) -> int:
 
         if args.prompt:
             raise InputError("give either --prompt (run the model) or --recording, not both")
+        if args.record is not None:
+            raise InputError("--record saves a run of the model; with --recording there is none")
+        if args.interventions:
+            raise InputError("interventions apply when the model runs: give SPEC and --prompt "
+                             "instead of --recording")
         recording = Recording.load(args.recording)
-        spec = args.spec or recording.metadata.get("model")
+        spec, args.dataset = recording_model(recording, args.spec, args.dataset)
         if spec:
-            from flyviz.model.resolve import load_model
+            from flyviz.model.identity import identity_mismatch
 
-            ckpt = load_model(str(spec), _load_progress)
+            ckpt = load_model_from_args(args, str(spec), _load_progress)
             if ckpt.config.neurons != recording.neurons:
                 raise RecordingError(f"{args.recording} has {recording.neurons:,} neurons but "
                                      f"model {spec} has {ckpt.config.neurons:,}; give the model "
                                      "it was recorded with as SPEC")
+            note = identity_mismatch(recording.metadata.get("model_identity"), ckpt,
+                                     args.recording.name)
+            if note:
+                print(f"flyviz: note: {note}", file=sys.stderr)
             anatomy = anatomy_for(ckpt)
         else:
             from flyviz.model.layout import ball_layout
@@ -211,12 +225,18 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("give a model SPEC and --prompt, or --recording FILE")
         if not args.prompt or not args.prompt.strip():
             raise InputError("the prompt is empty: give some text for the model to continue")
-        from flyviz.model.resolve import load_model
-
         settings = generation_settings(args)
-        ckpt = load_model(args.spec, _load_progress)
+        interventions = interventions_from_args(args)
+        ckpt = load_model_from_args(args, args.spec, _load_progress)
         anatomy = anatomy_for(ckpt)
-        recording = record_run(ckpt, args.spec, args.prompt, settings)
+        recording = record_run(ckpt, args.spec, args.prompt, settings, states_dtype=args.states,
+                               interventions=interventions)
+        steps = len(recording)
+        warn_idle_interventions([{**item, "steps": iv.steps_in(steps)} for item, iv in zip(
+            recording.metadata.get("interventions", []), interventions)])
+        if args.record is not None:
+            recording.save(args.record)
+            print(f"flyviz: saved {args.record} (seed {settings.seed})", file=sys.stderr)
     t1 = time.perf_counter()
 
     from flyviz.render.offscreen import offscreen_app

@@ -31,6 +31,7 @@ wanted but llvmlite is missing or cannot compile the IR, scipy runs and
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import os
 import threading
@@ -58,6 +59,9 @@ class RowBlock(Protocol):
     def buffers(self) -> dict[str, np.ndarray]:
         """The arrays one product reads in full, by name."""
 
+    def with_values(self, data: np.ndarray) -> "RowBlock":
+        """The same rows with other weights (same sparsity structure): shares the indices."""
+
 
 class CsrBlock:
     """CSR rows for scipy's kernel (int32 or int64 indices, as it requires)."""
@@ -79,6 +83,12 @@ class CsrBlock:
     def buffers(self) -> dict[str, np.ndarray]:
         """Row offsets, indices, weights."""
         return {"w_offsets": self.indptr, "w_indices": self.indices, "w_values": self.data}
+
+    def with_values(self, data: np.ndarray) -> "CsrBlock":
+        """The same rows with the weights ``data`` (one per edge, in CSR order)."""
+        if data.shape != self.data.shape:
+            raise ValueError("with_values needs one weight per edge of the block")
+        return CsrBlock(self.indptr, self.indices, data, self.neurons)
 
 
 # One function per source-index type, {w} lanes. Per slice s: one row per lane,
@@ -183,8 +193,21 @@ class SellBlock:
         total = int(sptr[-1])
         wide = neurons > 2**16
         self._function = functions["i32" if wide else "i16"]
+        self.indptr = indptr
+        self.sptr = sptr
+        self.slen = slen.astype(np.int32)
+        self.position = position
+        self.slices = slices
         self.sidx = np.zeros(total, dtype=np.uint32 if wide else np.uint16)
         self.sval = np.zeros(total, dtype=np.float32)
+        self._scatter((indices, self.sidx), (data, self.sval))
+        self._result = np.zeros(slices * LANES, dtype=np.float32)
+
+    def _scatter(self, *pairs: tuple[np.ndarray, np.ndarray]) -> None:
+        """Copy per-edge arrays from CSR order into the SELL-8 layout (``(source, dest)``)."""
+        indptr, position, sptr = self.indptr, self.position, self.sptr
+        rows = indptr.shape[0] - 1
+        lengths = np.diff(indptr.astype(np.int64))
         # In pieces of rows, so the temporary edge arrays stay small.
         step = max(1, (1 << 20) * rows // max(1, int(indptr[-1])))
         for a in range(0, rows, step):
@@ -193,13 +216,19 @@ class SellBlock:
             row = np.repeat(np.arange(a, b, dtype=np.int64), lengths[a:b])
             edge = np.arange(lo, hi, dtype=np.int64) - indptr[row].astype(np.int64)
             dest = sptr[position[row] // LANES] + LANES * edge + position[row] % LANES
-            self.sidx[dest] = indices[lo:hi]
-            self.sval[dest] = data[lo:hi]
-        self.sptr = sptr
-        self.slen = slen.astype(np.int32)
-        self.position = position
-        self.slices = slices
-        self._result = np.zeros(slices * LANES, dtype=np.float32)
+            for source, target in pairs:
+                target[dest] = source[lo:hi]
+
+    def with_values(self, data: np.ndarray) -> "SellBlock":
+        """The same rows with the weights ``data`` (CSR order): shares the indices and
+        offsets, lays out only the weights."""
+        if data.shape[0] != int(self.indptr[-1]):
+            raise ValueError("with_values needs one weight per edge of the block")
+        other = copy.copy(self)
+        other.sval = np.zeros_like(self.sval)
+        other._scatter((data, other.sval))
+        other._result = np.zeros_like(self._result)
+        return other
 
     def matvec(self, x: np.ndarray, out: np.ndarray) -> None:
         """``out = W_block @ x``: the kernel fills lanes, then each row takes its lane."""

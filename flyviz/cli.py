@@ -28,6 +28,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
     ("convert", "flyviz.commands.convert", "write a recording as Zarr, NWB or .npz for other tools"),
+    ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
+    ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )

@@ -34,7 +34,7 @@ def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("asset") / "demo"
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        status = cli.main(["build-demo", "--scale", "tiny", "--out", str(out)])
+        status = cli.main(["build-demo", "--scale", "tiny", "--out", str(out), "--workers", "0"])
     assert status == 0, err.getvalue()
     return out, err.getvalue()
 
@@ -264,3 +264,29 @@ def test_cache_follows_the_real_dataset_schema_and_replaces_an_old_one(built, ca
         [r for r in results if r.status != "pass"]
     manifest = json.loads((folder / "manifest.json").read_text())
     assert isinstance(manifest["files"], dict) and "edges_offsets" in manifest["files"]
+
+
+def test_build_ships_a_compact_atlas_that_atlas_only_reproduces(built, cache, tmp_path):
+    import zarr
+
+    from flyviz.analysis.atlas import Atlas
+
+    out, err = built
+    atlas = Atlas(out / "atlas")
+    atlas.check_model(load_demo(asset_dir=out))
+    assert atlas.settings["top_k"] == 10 and not atlas.has_samples
+    info = read_demo_info(out)
+    assert atlas.info["corpus"]["documents"] == (info["corpus"]["train_stories"]
+                                                 + info["corpus"]["held_out_stories"])
+    card = atlas.card(TINY.neurons - 1)
+    assert len(card.top_contexts) == 10 and card.top_contexts[0].text
+    copy = tmp_path / "demo"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("atlas"))
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["build-demo", "--atlas-only", "--out", str(copy), "--workers", "0"]) == 0
+    first = zarr.open_group(str(out / "atlas"), mode="r")
+    again = zarr.open_group(str(copy / "atlas"), mode="r")
+    assert sorted(first.array_keys()) == sorted(again.array_keys())
+    for name in first.array_keys():
+        np.testing.assert_array_equal(np.asarray(first[name][...]), np.asarray(again[name][...]),
+                                      err_msg=name)

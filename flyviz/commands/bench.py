@@ -26,6 +26,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sparse kernel for W @ x: auto (as the app: FLYVIZ_KERNEL, else "
                              "the default, scipy), one of them, or both, measured "
                              "interleaved in this process")
+    parser.add_argument("--batch", type=int, default=None, metavar="B",
+                        help="measure the batched engine with B streams against the "
+                             "single-stream engine, interleaved in this run (tokens/s and "
+                             "their ratio), instead of the floor comparison")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the load-time measurement")
     parser.add_argument("--interventions", action="store_true", dest="measure_interventions",
@@ -39,7 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json\n"
                      "  flyviz bench --kernel both --steps 200 --no-load\n"
                      "  flyviz bench --interventions --steps 300\n"
-                     "  flyviz bench ./fly-llm-hf --interventions --silence 'id:0-9999'")
+                     "  flyviz bench ./fly-llm-hf --interventions --silence 'id:0-9999'\n"
+                     "  flyviz bench --batch 64 --steps 40")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -108,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--dataset goes with a model SPEC; without one, bench measures "
                          "synthetic models")
     log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
+    if args.batch is not None:
+        return _run_batch(args, log)
     kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
     interventions = interventions_from_args(args)
     if interventions and not args.measure_interventions:
@@ -125,4 +132,34 @@ def run(args: argparse.Namespace) -> int:
                             dataset_dir=args.dataset)
     table = _intervention_table if args.measure_interventions else _table
     print(json.dumps(results, indent=2) if args.json else table(results))
+    return 0
+
+
+def _run_batch(args: argparse.Namespace, log) -> int:
+    """``--batch B``: batched against single-stream tokens/s on one model."""
+    from flyviz.model.bench import bench_batch, full_size_checkpoint
+
+    if not 1 <= args.batch <= 4096:
+        raise InputError(f"--batch {args.batch} must be between 1 and 4096")
+    kernel = None if args.kernel in ("auto", "both") else args.kernel
+    if args.spec is not None:
+        from flyviz.model.resolve import load_model
+
+        log(f"loading {args.spec}")
+        ckpt = load_model(args.spec)
+    else:
+        log("building a full-size synthetic model (rank-64)")
+        ckpt = full_size_checkpoint(64)
+    log(f"measuring: single-stream and {args.batch} streams, interleaved")
+    result = bench_batch(ckpt, args.batch, steps=args.steps, threads=args.threads, kernel=kernel)
+    result["model"] = ckpt.name
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"model: {result['model']} ({result['readout']}), threads: {result['threads']}\n"
+              f"single-stream ({result['single_kernel']}): {result['single_ms']:.2f} ms/token, "
+              f"{result['single_tokens_per_s']:,.0f} tokens/s\n"
+              f"batched, {result['streams']} streams ({result['batch_kernel']}): "
+              f"{result['batch_ms']:.1f} ms/step, {result['batch_tokens_per_s']:,.0f} tokens/s\n"
+              f"speed-up: {result['speedup']:.1f}x (medians; rounds of both interleaved)")
     return 0

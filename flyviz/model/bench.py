@@ -442,3 +442,58 @@ def run_intervention_bench(spec: str | None = None, steps: int = 200,
         results["kernels"].append(entry)
     results["llvm_kernel"] = kernel_status()
     return results
+
+
+def bench_batch(ckpt: Checkpoint, streams: int = 64, steps: int = 40,
+                threads: int | None = None, rounds: int = 5,
+                kernel: str | None = None) -> dict[str, Any]:
+    """Tokens/s of the batched engine against the single-stream engine, in one run.
+
+    Rounds alternate: a run of single-stream steps (:func:`time_steps`), then
+    a run of batched steps (``streams`` random tokens each), so both see the
+    same machine. Both engines use ``threads`` for the sparse product and
+    ``kernel`` (single-stream: the default choice when ``None``, as the app;
+    batched: :data:`~flyviz.model.kernels.DEFAULT_MULTI_KERNEL`).
+
+    Returns
+    -------
+    dict
+        ``single_ms`` and ``batch_ms`` (median per step), ``single_tokens_per_s``,
+        ``batch_tokens_per_s``, ``speedup`` (their ratio), the kernels that ran,
+        ``streams``, ``threads``, ``steps``.
+    """
+    from flyviz.model.batch import BatchEngine
+
+    threads = threads or default_threads()
+    single = Engine(ckpt, threads=threads, kernel=kernel)
+    batch = BatchEngine(ckpt, streams, threads=threads, kernel=kernel)
+    single.prepare()
+    batch.prepare()
+    rng = np.random.default_rng(0)
+    vocab = ckpt.config.vocabulary
+    single_times: list[np.ndarray] = []
+    batch_times: list[float] = []
+    try:
+        for _ in range(3):  # warm-up
+            batch.step(rng.integers(3, vocab, streams))
+        rounds = max(1, min(rounds, steps))
+        for r in range(rounds):
+            count = steps // rounds + (1 if r < steps % rounds else 0)
+            single_times.append(time_steps(single, count * 4, seed=r))
+            for _ in range(count):
+                tokens = rng.integers(3, vocab, streams)
+                start = time.perf_counter()
+                batch.step(tokens)
+                batch_times.append(time.perf_counter() - start)
+    finally:
+        single.close()
+        batch.close()
+    single_s = float(np.median(np.concatenate(single_times)))
+    batch_s = float(np.median(batch_times))
+    return {
+        "readout": ckpt.config.readout_kind, "threads": threads, "streams": streams,
+        "steps": len(batch_times), "single_kernel": single.kernel, "batch_kernel": batch.kernel,
+        "single_ms": 1e3 * single_s, "batch_ms": 1e3 * batch_s,
+        "single_tokens_per_s": 1.0 / single_s, "batch_tokens_per_s": streams / batch_s,
+        "speedup": (streams / batch_s) / (1.0 / single_s),
+    }

@@ -627,9 +627,8 @@ def _store_key(identity: dict[str, Any], corpus: Corpus, settings: AtlasSettings
             "settings": settings.run_key(), "chunks": len(chunks)}
 
 
-def parts_folder(out: Path) -> Path:
-    """Where an atlas run keeps its finished chunks until it is written."""
-    return out.with_name(out.name + ".parts")
+#: Where an atlas run keeps its finished chunks until it is written.
+parts_folder = cluster.parts_folder
 
 
 def check_output(out: Path) -> None:
@@ -684,10 +683,7 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
     check_output(out)
     identity = model_identity(ckpt)
     chunks = corpus.chunks(settings.chunk_tokens)
-    store = cluster.PartialStore(parts_folder(out), _store_key(identity, corpus, settings, chunks))
-    if not resume and store.exists():
-        raise InputError(f"an interrupted atlas run is kept in {store.folder}: add --resume to "
-                         f"continue it, or delete {store.folder} to start over")
+    store = cluster.open_store(out, _store_key(identity, corpus, settings, chunks), resume)
     if log is not None:
         log(f"{corpus.n_tokens:,} tokens in {corpus.n_windows:,} windows of "
             f"{corpus.n_documents:,} documents; {len(chunks)} chunks")

@@ -80,20 +80,26 @@ def usable_cores() -> int:
 DEMO_FOLDER_PREFIX = "demo:"
 
 
-@functools.lru_cache(maxsize=2)
-def worker_model(spec: str):
+def worker_model(spec: str, dataset: str | None = None):
     """The model of ``spec``, loaded once per process (memory-mapped where the layout allows).
 
     ``spec`` is anything :func:`~flyviz.model.resolve.load_model` takes, or
-    ``demo:FOLDER`` for a demo-brain asset folder (``flyviz build-demo --out``).
+    ``demo:FOLDER`` for a demo-brain asset folder (``flyviz build-demo --out``);
+    ``dataset`` the connectome dataset folder to join it to (``--dataset``),
+    which must exist at that path on every worker.
     """
+    return _cached_model(str(spec), None if dataset is None else str(dataset))
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_model(spec: str, dataset: str | None):
     if spec.startswith(DEMO_FOLDER_PREFIX):
         from flyviz.demo.loader import load_demo
 
         return load_demo(asset_dir=spec[len(DEMO_FOLDER_PREFIX):])
     from flyviz.model.resolve import load_model
 
-    return load_model(spec)
+    return load_model(spec, dataset_dir=dataset)
 
 
 _task = threading.local()
@@ -215,6 +221,28 @@ class PartialStore:
     def remove(self) -> None:
         """Delete the whole store (after a successful run)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def parts_folder(out: Path) -> Path:
+    """Where a run that writes ``out`` keeps its finished nodes until it is written
+    (``OUT.parts`` beside it)."""
+    return out.with_name(out.name + ".parts")
+
+
+def open_store(out: Path, key: dict[str, Any], resume: bool) -> PartialStore:
+    """The :class:`PartialStore` of a run that writes ``out``.
+
+    Raises
+    ------
+    InputError
+        When an interrupted run is kept there and ``resume`` is off: a fresh
+        start would silently throw its finished chunks away.
+    """
+    store = PartialStore(parts_folder(out), key)
+    if not resume and store.exists():
+        raise InputError(f"an interrupted run is kept in {store.folder}: add --resume to "
+                         f"continue it, or delete {store.folder} to start over")
+    return store
 
 
 class MergeTree:

@@ -107,7 +107,7 @@ class AtlasError(FlyvizError):
 
 
 @dataclass(frozen=True)
-class AtlasSettings:
+class AtlasSettings(cluster.RunSettings):
     """How an atlas is computed.
 
     Attributes
@@ -153,21 +153,12 @@ class AtlasSettings:
                   ("--chunk-tokens", self.chunk_tokens, 64, 1 << 30),
                   ("samples per band", self.samples_per_band, 0, 2 * SLOTS_PER_BIN * HIST_BINS),
                   ("threads", self.threads, 1, 64), ("min token count", self.min_token_count, 1, 1 << 30))
-        for name, value, lo, hi in checks:
-            if not lo <= int(value) <= hi:
-                raise InputError(f"{name} {value} must be between {lo} and {hi}")
+        self.check_ranges(checks)
         steps = self.density_threshold / 0.04
         if not (0 < self.density_threshold < 1 and abs(steps - round(steps)) < 1e-9):
             raise InputError(f"--density-threshold {self.density_threshold} must be a multiple "
                              "of 0.04 between 0 and 1 (a histogram edge), e.g. 0.2")
         return self
-
-    def run_key(self) -> dict[str, Any]:
-        """The settings a partial depends on (kernel and threads give the same bits)."""
-        key = asdict(self)
-        key.pop("kernel")
-        key.pop("threads")
-        return key
 
 
 # ---------------------------------------------------------------- small tools

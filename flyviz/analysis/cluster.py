@@ -75,6 +75,28 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class RunSettings:
+    """What the settings dataclasses of corpus runs share (:class:`~flyviz.analysis.atlas.
+    AtlasSettings`, :class:`~flyviz.analysis.sweep.SweepSettings`): a ``kernel`` and
+    ``threads`` that never change the results, and range checks."""
+
+    def run_key(self) -> dict[str, Any]:
+        """The settings the results depend on (kernel and threads give the same bits)."""
+        from dataclasses import asdict
+
+        key = asdict(self)  # type: ignore[call-overload]
+        key.pop("kernel")
+        key.pop("threads")
+        return key
+
+    @staticmethod
+    def check_ranges(checks: "Sequence[tuple[str, Any, int, int]]") -> None:
+        """Raise :class:`InputError` for the first ``(name, value, lo, hi)`` out of range."""
+        for name, value, lo, hi in checks:
+            if not lo <= int(value) <= hi:
+                raise InputError(f"{name} {value} must be between {lo} and {hi}")
+
+
 # ------------------------------------------------------------------ worker side
 #: Spec prefix naming a demo-brain asset folder other than the installed one.
 DEMO_FOLDER_PREFIX = "demo:"

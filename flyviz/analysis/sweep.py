@@ -290,7 +290,7 @@ def groups_digest(groups: list[Group]) -> str:
 
 # -------------------------------------------------------------------- settings
 @dataclass(frozen=True)
-class SweepSettings:
+class SweepSettings(cluster.RunSettings):
     """How a sweep runs.
 
     Attributes
@@ -326,17 +326,8 @@ class SweepSettings:
         checks = (("--batch", self.streams, 2, 4096), ("--context", self.context, 2, 1 << 20),
                   ("--chunk-tokens", self.chunk_tokens, 16, 1 << 30),
                   ("min tasks", self.min_tasks, 1, 1 << 20), ("threads", self.threads, 1, 64))
-        for name, value, lo, hi in checks:
-            if not lo <= int(value) <= hi:
-                raise InputError(f"{name} {value} must be between {lo} and {hi}")
+        self.check_ranges(checks)
         return self
-
-    def run_key(self) -> dict[str, Any]:
-        """The settings the numbers depend on (kernel and threads give the same bits)."""
-        key = asdict(self)
-        key.pop("kernel")
-        key.pop("threads")
-        return key
 
 
 # ----------------------------------------------------------------------- tasks
@@ -347,7 +338,7 @@ class SweepTask:
     Attributes
     ----------
     index
-        The task's number (its leaf): ``block * chunks + chunk``.
+        The task's number (its leaf of the merge tree; see :func:`plan_tasks`).
     block
         The block of groups.
     chunk
@@ -393,19 +384,27 @@ def plan_tasks(groups: list[Group], corpus: Corpus, settings: SweepSettings
     """The tasks of a sweep, and the number of chunks the text is cut into.
 
     Groups ``0 .. B-2`` form block 0, the next ``B - 1`` block 1, and so on.
+    The tasks are numbered largest first (group-tokens; ties by block, then
+    chunk), the order they are handed to the workers in, so that no large
+    task is left to run alone at the end.
     """
     per_pass = settings.streams - 1
     starts = range(0, len(groups), per_pass)
     chunks = plan_chunks(corpus, len(starts), settings)
-    tasks = []
-    for block, start in enumerate(starts):
+    blocks = []
+    for start in starts:
         members = groups[start:start + per_pass]
-        neurons = np.concatenate([g.neurons for g in members]).astype(np.int32)
-        offsets = np.concatenate([[0], np.cumsum([g.size for g in members])]).astype(np.int64)
-        numbers = np.arange(start, start + len(members), dtype=np.int64)
-        for chunk in chunks:
-            tasks.append(SweepTask(index=len(tasks), block=block, chunk=chunk, groups=numbers,
-                                   neurons=neurons, offsets=offsets))
+        blocks.append((np.arange(start, start + len(members), dtype=np.int64),
+                       np.concatenate([g.neurons for g in members]).astype(np.int32),
+                       np.concatenate([[0], np.cumsum([g.size for g in members])]
+                                      ).astype(np.int64)))
+    pairs = sorted(((b, c) for b in range(len(blocks)) for c in range(len(chunks))),
+                   key=lambda bc: (-blocks[bc[0]][0].size * (chunks[bc[1]].n_tokens
+                                                             - chunks[bc[1]].n_windows),
+                                   bc[0], bc[1]))
+    tasks = [SweepTask(index=index, block=b, chunk=chunks[c], groups=blocks[b][0],
+                       neurons=blocks[b][1], offsets=blocks[b][2])
+             for index, (b, c) in enumerate(pairs)]
     return tasks, len(chunks)
 
 
@@ -810,12 +809,19 @@ def format_table(rows: list[GroupResult], limit: int | None = 30) -> str:
 
 
 # ---------------------------------------------------------------------- reader
+def _checkpoint_of(model: Any) -> "Checkpoint":
+    """The checkpoint of a :class:`~flyviz.record.runner.Model` (``flyviz.load``), or the
+    checkpoint itself."""
+    return getattr(model, "checkpoint", model)
+
+
 class LesionMap:
     """A lesion map file (CSV or Parquet), read: its groups, their measures, the settings.
 
     Everything is read when it is opened (one row per group). Resolving groups
-    to neurons needs the model: :meth:`check_model` first, then
-    :meth:`neurons_of` and :meth:`importance`.
+    to neurons needs the model (a checkpoint, or a :class:`~flyviz.record.runner.Model`
+    from ``flyviz.load``): :meth:`check_model` first, then :meth:`neurons_of`
+    and :meth:`importance`.
 
     Parameters
     ----------
@@ -853,7 +859,7 @@ class LesionMap:
                              f"format {info.get('format_version')}); update flyviz")
         self.info: dict[str, Any] = info
         self.rows: list[GroupResult] = self._rows(records)
-        self._resolved: dict[tuple[int, str], list[np.ndarray]] = {}
+        self._resolved: tuple[Any, list[np.ndarray]] | None = None
 
     # --------------------------------------------------------------- reading
     def _damaged(self, why: str) -> SweepError:
@@ -956,39 +962,44 @@ class LesionMap:
         return np.array([getattr(r, metric) for r in self.rows], dtype=np.float64)
 
     # ----------------------------------------------------------------- model
-    def mismatch(self, checkpoint: "Checkpoint") -> str | None:
-        """``None`` when the map was made with ``checkpoint`` (same weight and graph
-        digests), else one line saying what differs."""
+    def mismatch(self, model: Any) -> str | None:
+        """``None`` when the map was made with ``model`` (same weight and graph digests),
+        else one line saying what differs."""
         from flyviz.model.identity import identity_mismatch
 
+        checkpoint = _checkpoint_of(model)
         if not self.model.get("weights_sha256") or not self.model.get("graph_sha256"):
             return (f"the lesion map {self.path.name} does not name its model (no digests); "
                     "run 'flyviz sweep' again")
         return identity_mismatch(self.model, checkpoint, f"the lesion map {self.path.name}")
 
-    def matches(self, checkpoint: "Checkpoint") -> bool:
-        """True when the map was made with ``checkpoint``."""
-        return self.mismatch(checkpoint) is None
+    def matches(self, model: Any) -> bool:
+        """True when the map was made with ``model``."""
+        return self.mismatch(model) is None
 
-    def check_model(self, checkpoint: "Checkpoint") -> None:
-        """Raise :class:`SweepError` (one line) unless the map was made with ``checkpoint``."""
-        note = self.mismatch(checkpoint)
+    def check_model(self, model: Any) -> None:
+        """Raise :class:`SweepError` (one line) unless the map was made with ``model``."""
+        note = self.mismatch(model)
         if note is not None:
             raise SweepError(note)
 
-    def _neurons(self, checkpoint: "Checkpoint") -> list[np.ndarray]:
-        """Every row's neurons in ``checkpoint`` (resolved once per model)."""
+    def _neurons(self, model: Any) -> list[np.ndarray]:
+        """Every row's neurons in ``model`` (resolved once per model)."""
         from flyviz.model.selection import neuron_index
 
-        key = (id(checkpoint), checkpoint.name)
-        if key in self._resolved:
-            return self._resolved[key]
-        index = neuron_index(checkpoint)
+        checkpoint = _checkpoint_of(model)
+        if self._resolved is not None and self._resolved[0] is checkpoint:
+            return self._resolved[1]
+        found: list[np.ndarray | None]
         if self.by in BY_LABELS:
             # By label: one pass over the labels instead of thousands of queries.
-            by_name = {g.name: g.neurons for g in label_groups(checkpoint, self.by)}
+            try:
+                by_name = {g.name: g.neurons for g in label_groups(checkpoint, self.by)}
+            except SelectionError as exc:
+                raise SweepError(f"{self.path.name}: {exc}") from None
             found = [by_name.get(r.group) for r in self.rows]
         else:
+            index = neuron_index(checkpoint)
             found = []
             for r in self.rows:
                 try:
@@ -1001,24 +1012,24 @@ class LesionMap:
                 raise SweepError(f"the group {r.group!r} of {self.path.name} ({r.neurons:,} "
                                  f"neurons) selects {got} of {checkpoint.name}; open the map "
                                  "with the model it was made with")
-        self._resolved = {key: found}  # type: ignore[dict-item]
-        return found  # type: ignore[return-value]
+        resolved = [np.asarray(n) for n in found if n is not None]
+        self._resolved = (checkpoint, resolved)
+        return resolved
 
-    def neurons_of(self, group: "GroupResult | str | int", checkpoint: "Checkpoint"
-                   ) -> np.ndarray:
+    def neurons_of(self, group: "GroupResult | str | int", model: Any) -> np.ndarray:
         """Sorted neuron indices of a group (a row, its name, or its position)."""
         row = group if isinstance(group, GroupResult) else self.row(group)
-        return self._neurons(checkpoint)[self.rows.index(row)]
+        return self._neurons(model)[self.rows.index(row)]
 
-    def importance(self, checkpoint: "Checkpoint", metric: str = "delta_ce") -> np.ndarray:
+    def importance(self, model: Any, metric: str = "delta_ce") -> np.ndarray:
         """``(neurons,)`` float32: each neuron's group's measure, for colouring.
 
         A neuron in several groups (a groups file may overlap) takes the
         largest value among them; a neuron in none is NaN.
         """
         values = self.values(metric)
-        out = np.full(checkpoint.config.neurons, -np.inf, dtype=np.float64)
-        for neurons, value in zip(self._neurons(checkpoint), values):
+        out = np.full(_checkpoint_of(model).config.neurons, -np.inf, dtype=np.float64)
+        for neurons, value in zip(self._neurons(model), values):
             out[neurons] = np.maximum(out[neurons], value)
         out[out == -np.inf] = np.nan
         return out.astype(np.float32)

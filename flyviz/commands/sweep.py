@@ -13,7 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from flyviz.commands._options import (add_dataset_option, add_kernel_option, kernel_from_args,
+from flyviz.commands._options import (BATCH_KERNEL_HELP, add_cluster_options,
+                                      add_dataset_option, add_kernel_option,
+                                      check_cluster_options, kernel_from_args,
                                       load_model_from_args)
 from flyviz.errors import InputError
 
@@ -71,16 +73,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="RESULT",
                         help="the result, .csv or .parquet (by extension), e.g. lesions.csv")
     add_dataset_option(parser)
-    add_kernel_option(parser)
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="worker processes of a local Dask cluster (default: the usable "
-                            "cores); 0 runs in this process without Dask, e.g. --workers 2")
-    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                       help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an interrupted run from its finished tasks (kept in "
-                             "RESULT.parts)")
+    add_kernel_option(parser, BATCH_KERNEL_HELP)
+    add_cluster_options(parser, "RESULT.parts")
     parser.add_argument("--batch", type=int, default=d.streams, metavar="B",
                         help=f"columns stepped together per pass: B-1 groups and the untouched "
                              f"model (default {d.streams}), e.g. --batch 33")
@@ -112,8 +106,6 @@ def run(args: argparse.Namespace) -> int:
                                        run_sweep, sweep_groups)
     from flyviz.model.tokenizer import tokenizer_for
 
-    if args.workers is not None and not 0 <= args.workers <= 1024:
-        raise InputError(f"--workers {args.workers} must be between 0 and 1024")
     if args.show < 0:
         raise InputError(f"--show {args.show} must be 0 (all rows) or more")
     settings = SweepSettings(mode=args.mode, streams=args.batch, context=args.context,
@@ -122,10 +114,7 @@ def run(args: argparse.Namespace) -> int:
     check_by(args.by)
     out = args.out.expanduser()
     check_output(out)
-    if args.scheduler:
-        from flyviz.analysis.cluster import check_scheduler
-
-        check_scheduler(args.scheduler)  # fail in one line before reading anything
+    check_cluster_options(args)  # fail in one line before reading anything
 
     def log(line: str) -> None:
         print(f"flyviz sweep: {line}", file=sys.stderr, flush=True)

@@ -413,6 +413,7 @@ class _Scores:
     """The sums of one task: per group ΔCE, CE, KL, top-1 agreement; the untouched CE."""
 
     def __init__(self, groups: int) -> None:
+        self._work: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.delta_ce = np.zeros(groups, dtype=np.float64)
         self.cross_entropy = np.zeros(groups, dtype=np.float64)
         self.kl = np.zeros(groups, dtype=np.float64)
@@ -423,15 +424,23 @@ class _Scores:
     def add(self, logits: np.ndarray, target: int) -> None:
         """One position: ``logits`` ``(1 + groups, vocabulary)`` (row 0 untouched) predicting
         ``target``."""
-        z = logits.astype(np.float64)
+        if self._work is None:  # kept between positions (see BatchEngine's scratch)
+            rows, vocabulary = logits.shape
+            self._work = (np.empty((rows, vocabulary)), np.empty((rows, vocabulary)),
+                          np.empty((rows - 1, vocabulary)))
+        z, e, gap = self._work
+        np.copyto(z, logits)                                   # float64
         z -= z.max(axis=1, keepdims=True)
-        e = np.exp(z)
+        np.exp(z, out=e)
         total = e.sum(axis=1)
-        log_p = z - np.log(total)[:, None]                     # log-softmax of every column
+        z -= np.log(total)[:, None]                            # log-softmax of every column
+        log_p = z
         ce = -np.maximum(log_p[:, target], LOG_FLOOR)
         untouched = e[0] / total[0]
         # KL(p || q) = sum_v p_v (ln p_v - ln q_v); where p_v underflows to 0 its term is 0.
-        kl = (log_p[0] - np.maximum(log_p[1:], LOG_FLOOR)) @ untouched
+        np.maximum(log_p[1:], LOG_FLOOR, out=gap)
+        np.subtract(log_p[0], gap, out=gap)
+        kl = gap @ untouched
         top = logits.argmax(axis=1)
         self.delta_ce += ce[1:] - ce[0]
         self.cross_entropy += ce[1:]

@@ -312,6 +312,7 @@ def test_sweep_command_prints_the_sorted_table_and_writes_parquet(capsys, world,
     assert meta["model"]["weights_sha256"] == lesions.model["weights_sha256"]
     assert meta["settings"]["streams"] == 3 and "dataset" not in meta["model"]
     assert str(lesions.intervention("left")) == "cut all->side:left"
+    assert str(lesions.intervention("left", "silence")) == "silence side:left"
     # The CSV table reads with any CSV reader once its metadata line is skipped; the
     # default kernel (the compiled one, where it builds) gives scipy's numbers.
     csv_out = tmp_path / "side.csv"

@@ -105,6 +105,7 @@ from flyviz.analysis import cluster
 from flyviz.analysis.corpus import Corpus, CorpusChunk
 from flyviz.errors import FlyvizError, InputError, MissingDependencyError, SelectionError
 from flyviz.model.batch import LESION_MODES, LesionHooks
+from flyviz.record.compare import PROBABILITY_FLOOR
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.batch import BatchEngine
@@ -127,8 +128,8 @@ CSV_PREFIX = "# flyviz-sweep "
 PARQUET_KEY = b"flyviz_sweep"
 CSV_SUFFIXES = (".csv",)
 PARQUET_SUFFIXES = (".parquet", ".pq")
-#: ``ln 1e-300``: the floor of a probability, as in :mod:`flyviz.record.compare`.
-LOG_FLOOR = math.log(1e-300)
+#: The log of the floor of a probability, as in :func:`flyviz.record.compare.kl_divergence`.
+LOG_FLOOR = math.log(PROBABILITY_FLOOR)
 _GROUP_FIELDS = ("group", "chunk", "delta_ce", "cross_entropy", "kl", "agree", "positions")
 _BASE_FIELDS = ("base_chunk", "base_ce", "base_positions")
 _LABEL_KEYS = {"superclass": ("superclass", "superclass"), "type": ("cell_type", "cell type"),
@@ -191,9 +192,12 @@ def label_groups(checkpoint: "Checkpoint", by: str) -> list[Group]:
         members = np.sort(order[bounds[code]:bounds[code + 1]]).astype(np.int64)
         if members.size == 0:
             continue
-        if name and '"' not in name:
-            query = _label_query(by, name)
-        else:  # no label, or one the query language cannot quote: the neurons themselves
+        query = _label_query(by, name) if name and '"' not in name else ""
+        # Superclasses match without regard to case: two names that differ only in case
+        # cannot be told apart by a query (a handful of groups: checked, not assumed).
+        if query and by != "type" and index.count(query) != members.size:
+            query = ""
+        if not query:  # no label, or one a query cannot name: the neurons themselves
             query = _target_text(members)
         members.setflags(write=False)
         groups.append(Group(name or UNLABELLED, query, members))
@@ -506,10 +510,10 @@ def pass_partial(ckpt: "Checkpoint", settings: SweepSettings, task: SweepTask) -
                 for p in range(ids.size - 1):
                     logits = engine.step(int(ids[p]), logits=True)
                     scores.add(logits, int(ids[p + 1]))
-                now = time.perf_counter()
-                if now - last > 1.0:  # progress about once a second
-                    cluster.report_progress((scores.positions - reported) * k)
-                    reported, last = scores.positions, now
+                    now = time.perf_counter()
+                    if now - last > 1.0:  # progress about once a second
+                        cluster.report_progress((scores.positions - reported) * k)
+                        reported, last = scores.positions, now
     finally:
         engine.hooks = None
     cluster.report_progress((scores.positions - reported) * k)
@@ -1043,15 +1047,19 @@ class LesionMap:
         out[out == -np.inf] = np.nan
         return out.astype(np.float32)
 
-    def intervention(self, group: "GroupResult | str | int") -> "Intervention":
-        """The intervention the sweep applied to a group (to replay it with ``flyviz
-        compare`` or :class:`~flyviz.record.compare.Comparison`)."""
+    def intervention(self, group: "GroupResult | str | int", mode: str | None = None
+                     ) -> "Intervention":
+        """The intervention the sweep applied to a group, or the lesion ``mode`` of it (to
+        replay it with ``flyviz compare`` or :class:`~flyviz.record.compare.Comparison`)."""
         from flyviz.model.interventions import Cut, Silence
 
         row = group if isinstance(group, GroupResult) else self.row(group)
-        if self.mode == "cut-out":
+        mode = self.mode if mode is None else mode
+        if mode not in MODES:
+            raise InputError(f"unknown lesion {mode!r}; expected one of {', '.join(MODES)}")
+        if mode == "cut-out":
             return Cut(row.query, "all")
-        if self.mode == "cut-in":
+        if mode == "cut-in":
             return Cut("all", row.query)
         return Silence(row.query)
 

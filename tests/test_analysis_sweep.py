@@ -124,6 +124,20 @@ def test_one_and_two_worker_processes_give_identical_tables(world, by_type, tmp_
         assert _table(out) == _table(reference)  # every float, bit for bit
 
 
+def test_a_sweep_on_a_running_cluster_equals_the_one_in_process(world, by_type, tmp_path):
+    """--scheduler: the workers of a cluster started elsewhere (here a scheduler and one
+    worker process the test starts) load the model from the spec and give the same bits."""
+    distributed = pytest.importorskip("distributed")
+    reference, in_process = by_type
+    out = tmp_path / "s.csv"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as running:
+        result = _sweep(world, out, by="type", workers=None,
+                        scheduler=running.scheduler_address)
+    assert result.tasks == in_process.tasks
+    assert _table(out) == _table(reference)
+
+
 def test_a_resumed_sweep_equals_an_uninterrupted_one(world, by_type, tmp_path,
                                                     interrupt_after):
     reference, in_process = by_type

@@ -381,6 +381,26 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
     assert not out.exists()
 
 
+def test_workers_that_cannot_start_give_one_line_and_exit_2(capsys, world, tmp_path,
+                                                            monkeypatch):
+    distributed = pytest.importorskip("distributed")
+
+    def failing_cluster(*args, **kwargs):
+        raise RuntimeError("Nanny failed to start.") from RuntimeError(
+            "Nanny failed to start worker process")
+
+    monkeypatch.setattr(distributed, "LocalCluster", failing_cluster)
+    out = tmp_path / "x.csv"
+    code, _, err = _cli(capsys, "sweep", world["spec"], "--dataset", world["dataset"], "--by",
+                        "side", "--text", str(world["text"]), "--out", str(out), "--workers", "2")
+    assert code == 2, err
+    last = err.splitlines()[-1]
+    assert "Traceback" not in err and err.count("flyviz: error:") == 1
+    assert last.startswith("flyviz: error: could not start 2 local Dask worker process(es)")
+    assert "--workers 0" in last and not out.exists()
+    assert not (tmp_path / "x.csv.parts").exists()  # nothing to --resume
+
+
 def test_the_demo_brains_numbers_equal_flyviz_compare_at_full_size(tmp_path, monkeypatch):
     """The same check on the full-size demo brain (49,393 neurons) and its held-out stories:
     the batched readout and the single-stream one round differently, within 1e-6."""

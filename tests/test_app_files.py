@@ -128,13 +128,14 @@ def test_shortcuts_dialog_lists_every_shortcut_and_about_credits(window, qtbot):
 
     import html
 
-    from flyviz.app.main_window import CONNECTOME_CREDIT, _demo_description
+    import dataclasses
+
+    from flyviz.app.dialogs import CONNECTOME_CREDIT, about_text, demo_description
 
     about = win.about_text()
     assert "test-brain" in about and html.escape(CONNECTOME_CREDIT) in about
-    win.model_spec = "demo"                                 # the demo says what it is instead
-    demo_about = win.about_text()
-    assert html.escape(_demo_description()) in demo_about
+    demo_about = about_text(dataclasses.replace(win.bundle, spec="demo"))   # says what it is
+    assert html.escape(demo_description()) in demo_about
     assert html.escape(CONNECTOME_CREDIT) not in demo_about
 
 

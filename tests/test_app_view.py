@@ -274,4 +274,4 @@ def test_view_and_colour_keys(window, qtbot):
     mode = win.brain.mode
     qtbot.keyClick(win, Qt.Key.Key_M)
     assert win.brain.mode != mode and win.brain.cloud.mode == win.brain.mode
-    assert win.raster_panel._mode == win.brain.mode
+    qtbot.waitUntil(lambda: win.raster_panel._mode == win.brain.mode, timeout=3000)

@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "neurons": FULL_NEURONS, "synapses": FULL_EDGES,
         "shown_neurons": int(checkpoint.anatomy.n_valid), "canvas_px": list(canvas_size),
+        "window_px": [window.width(), window.height()],
         "model_build_s": round(build_s, 2), "frames": frames_expected,
         "frames_in_window": len(arrivals),
         "engine_threads": default_threads(), "app_engine_threads": engine_threads(),

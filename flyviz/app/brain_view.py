@@ -103,6 +103,7 @@ class BrainView(QWidget):
         self._shown: np.ndarray | None = None
         self._dirty = False
         self._press: tuple[float, float] | None = None
+        self._last_tick = time.perf_counter()
         self.draw_count = 0
         self.draw_times: deque[float] = deque(maxlen=240)
         self.canvas.events.draw.connect(self._on_draw)
@@ -173,6 +174,12 @@ class BrainView(QWidget):
                 self._dirty = False
         self._upload()
         return True
+
+    def tick(self) -> None:
+        """One display tick: ease toward the target by the time since the last tick."""
+        now = time.perf_counter()
+        dt, self._last_tick = now - self._last_tick, now
+        self.advance(dt)
 
     @property
     def shown_activity(self) -> np.ndarray | None:

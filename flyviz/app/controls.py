@@ -66,6 +66,11 @@ class PromptBar(QWidget):
         """Put ``text`` in the prompt box."""
         self.box.setEditText(text)
 
+    def focus_text(self) -> None:
+        """Put the keyboard focus in the prompt box with its text selected."""
+        self.line_edit.setFocus()
+        self.line_edit.selectAll()
+
     def _submit(self) -> None:
         self.submitted.emit(self.text())
 

@@ -11,6 +11,7 @@ which is what keeps them cheap at display rate.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,7 +144,13 @@ class TextPanel(QTextBrowser):
         self._scanned = 0
         self._shown_index = -2
         self._placeholder = "Type a prompt above and press Enter."
+        self._decode: Callable[[list[int]], str] | None = None
         self.show_text_placeholder()
+
+    def set_decoder(self, decode: Callable[[list[int]], str] | None) -> None:
+        """How token ids become text (the model tokenizer's ``decode``)."""
+        self._decode = decode
+        self._recording = None
 
     def show_text_placeholder(self, message: str | None = None) -> None:
         """Show a hint instead of text (no recording yet)."""
@@ -353,6 +360,8 @@ class RasterPanel(QWidget):
         self.neurons = np.zeros(0, dtype=np.int64)
         self._mode = "signed"
         self._limit = 1.0
+        self._lut_mode = ""
+        self._scale_source: Callable[[], tuple[str, float]] | None = None
         self._last: tuple[int, int] | None = None
         self._buffer = np.zeros((max(1, rows), window), dtype=np.float32)
         self.set_mode("signed", 1.0)
@@ -373,7 +382,10 @@ class RasterPanel(QWidget):
         """Colour like the cloud: ``"signed"`` or ``"abs"`` with fixed levels."""
         from flyviz.render.colormaps import lut
 
-        self._mode, self._limit = mode, max(float(limit), 1e-6)
+        limit = max(float(limit), 1e-6)
+        if (mode, limit) == (self._mode, self._limit) and self._lut_mode == mode:
+            return
+        self._mode, self._limit, self._lut_mode = mode, limit, mode
         table = lut(mode)
         rgb = np.clip(table[:, :3] * table[:, 3:4], 0, 1)
         self.image.setLookupTable((rgb * 255).astype(np.uint8))
@@ -382,8 +394,14 @@ class RasterPanel(QWidget):
         self.plot.viewport().update()
         self._last = None
 
+    def follow_scale(self, source: Callable[[], tuple[str, float]] | None) -> None:
+        """Take the colour mode and limit from ``source()`` at each refresh (the brain's)."""
+        self._scale_source = source
+
     def show_frame(self, recording: Recording, index: int) -> None:
         """Columns are tokens ``index - window + 1 .. index``, newest on the right."""
+        if self._scale_source is not None:
+            self.set_mode(*self._scale_source())
         key = (id(recording), index)
         if key == self._last:
             return

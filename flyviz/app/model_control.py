@@ -1,0 +1,272 @@
+"""Loading models for the app, off the UI thread: everything a model needs before it is shown.
+
+A :class:`ModelBundle` is a model ready for the window: the checkpoint, its
+engine and tokenizer, the positions to draw (the anatomy, or a layout computed
+from the graph) and the graph lookups of the inspector. :class:`ModelController`
+makes one in a background :class:`ModelLoader` thread, including the slow parts
+(the engine's buffers, the transposed graph), so that nothing the user does
+waits for them; only the newest request counts when several overlap.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QThread, Signal
+
+from flyviz.app.connectivity import Connectivity
+from flyviz.app.worker import engine_threads
+from flyviz.model.checkpoint import Anatomy, Checkpoint
+from flyviz.model.engine import Engine
+from flyviz.model.errors import FlyvizError
+from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
+
+#: ``load(spec, progress) -> Checkpoint``: resolves a folder, hub id or "demo".
+ModelLoadFunction = Callable[[str, Callable[[str, float], None]], Checkpoint]
+
+
+@dataclass(frozen=True)
+class ModelBundle:
+    """A model with everything the window needs to show and run it.
+
+    Parameters
+    ----------
+    spec
+        What the user asked for (folder, hub id, ``"demo"``).
+    checkpoint, engine, tokenizer
+        The model, its engine (owned by whoever installs the bundle) and tokenizer.
+    anatomy
+        The checkpoint's anatomy, or a layout computed from the graph.
+    connectivity
+        Partner lookups; :attr:`Connectivity.ready` once its transposed index is built.
+    """
+
+    spec: str
+    checkpoint: Checkpoint
+    engine: Engine
+    tokenizer: FlyTokenizer
+    anatomy: Anatomy
+    connectivity: Connectivity
+
+    @property
+    def name(self) -> str:
+        """The model's display name."""
+        return self.checkpoint.name or self.spec
+
+    @property
+    def is_demo(self) -> bool:
+        """True for the embedded demo brain (synthetic wiring)."""
+        return is_demo_model(self.spec, self.checkpoint)
+
+
+def is_demo_model(spec: str, checkpoint: Checkpoint) -> bool:
+    """True for the embedded demo brain (synthetic wiring)."""
+    return spec == "demo" or checkpoint.name == "demo" or bool(checkpoint.metadata.get("demo"))
+
+
+def layout_for(checkpoint: Checkpoint) -> Anatomy:
+    """Positions for a model without anatomy: a layout computed from its graph.
+
+    Without :mod:`flyviz.model.layout` every neuron is marked as having no
+    position (nothing is drawn rather than something invented).
+    """
+    import numpy as np
+
+    try:
+        from flyviz.model.layout import graph_layout
+    except ImportError:
+        n = checkpoint.config.neurons
+        return Anatomy(positions=np.zeros((n, 3), np.float32), valid=np.zeros(n, bool),
+                       kind="layout")
+    return graph_layout(checkpoint)
+
+
+def default_model_loader(spec: str, progress: Callable[[str, float], None]) -> Checkpoint:
+    """Resolve ``spec`` (folder, hub id or ``"demo"``) with :mod:`flyviz.model.resolve`."""
+    try:
+        from flyviz.model.resolve import load_model
+    except ModuleNotFoundError as exc:
+        if exc.name != "flyviz.model.resolve":
+            raise
+        from flyviz.model.errors import ModelNotFoundError
+
+        raise ModelNotFoundError("model loading is not available in this installation; "
+                                 "reinstall flyviz") from None
+    return load_model(spec, progress)
+
+
+def prepare_bundle(spec: str, checkpoint: Checkpoint,
+                   progress: Callable[[str, float], None] | None = None,
+                   prepare_graph: bool = True) -> ModelBundle:
+    """Tokenizer, anatomy (or layout), engine and graph lookups of ``checkpoint``.
+
+    ``prepare_graph`` builds the transposed graph now (in a loading thread);
+    otherwise the caller builds it later, off the UI thread.
+    """
+    report = progress or (lambda _label, _fraction: None)
+    report("preparing the engine", 0.95)
+    tokenizer = tokenizer_for(checkpoint)
+    anatomy = checkpoint.anatomy
+    if anatomy is None:
+        report("computing a layout from the graph (no anatomy)", 0.96)
+        anatomy = layout_for(checkpoint)
+    engine = Engine(checkpoint, threads=engine_threads())
+    connectivity = Connectivity(checkpoint)
+    if prepare_graph:
+        report("indexing the graph's outputs", 0.98)
+        connectivity.prepare()
+    return ModelBundle(spec, checkpoint, engine, tokenizer, anatomy, connectivity)
+
+
+class ModelLoader(QThread):
+    """Loads a model off the UI thread and prepares its :class:`ModelBundle`.
+
+    Signals
+    -------
+    progress(label, fraction)
+        Forwarded from the loading function.
+    loaded(bundle)
+        The model is ready.
+    failed(spec, message)
+        One line for the user.
+    """
+
+    progress = Signal(str, float)
+    loaded = Signal(object)
+    failed = Signal(str, str)
+
+    def __init__(self, spec: str, load: ModelLoadFunction, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("flyviz-loader")
+        self.spec = spec
+        self._load = load
+
+    def run(self) -> None:  # noqa: D401 - QThread API
+        """Load, validate and prepare; report the outcome by signal."""
+        def report(label: str, fraction: float) -> None:
+            self.progress.emit(str(label), float(fraction))
+
+        try:
+            checkpoint = self._load(self.spec, report)
+            bundle = prepare_bundle(self.spec, checkpoint, report)
+        except FlyvizError as exc:
+            self.failed.emit(self.spec, str(exc))
+            return
+        except MemoryError:
+            self.failed.emit(self.spec, "out of memory while loading the model; "
+                                        "close other programs or use a smaller model")
+            return
+        except Exception as exc:  # never let a loader bug take the app down
+            traceback.print_exc()
+            self.failed.emit(self.spec, f"cannot load {self.spec!r}: {type(exc).__name__}: {exc}")
+            return
+        self.loaded.emit(bundle)
+
+
+class ModelController(QObject):
+    """Loads models in the background; only the newest request is reported.
+
+    Parameters
+    ----------
+    load
+        ``load(spec, progress) -> Checkpoint``, run off the UI thread.
+
+    Signals
+    -------
+    loading(spec)
+        A load started.
+    progress(spec, label, fraction)
+        How far the newest load is.
+    loaded(bundle)
+        The newest load finished; the receiver owns ``bundle.engine``.
+    failed(spec, message)
+        The newest load failed; one line for the user.
+    graph_ready(connectivity)
+        The transposed graph of a bundle made by :meth:`bundle_now` is built.
+    """
+
+    loading = Signal(str)
+    progress = Signal(str, str, float)
+    loaded = Signal(object)
+    failed = Signal(str, str)
+    graph_ready = Signal(object)
+
+    def __init__(self, load: ModelLoadFunction = default_model_loader,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._load = load
+        self._loader: ModelLoader | None = None
+        self._old_loaders: list[ModelLoader] = []
+        self._helpers: list[threading.Thread] = []
+        self._closed = False
+
+    @property
+    def busy(self) -> bool:
+        """True while a load is under way."""
+        return self._loader is not None and self._loader.isRunning()
+
+    def load(self, spec: str) -> None:
+        """Start loading ``spec`` in the background."""
+        if self._loader is not None and self._loader.isRunning():
+            # The earlier load finishes unseen: only the newest request counts.
+            self._old_loaders.append(self._loader)
+        loader = ModelLoader(spec, self._load, self)
+        loader.progress.connect(self._on_progress)
+        loader.loaded.connect(self._on_loaded)
+        loader.failed.connect(self._on_failed)
+        loader.finished.connect(self._forget_finished_loaders)
+        self._loader = loader
+        self.loading.emit(spec)
+        loader.start()
+
+    def bundle_now(self, checkpoint: Checkpoint, spec: str | None = None) -> ModelBundle:
+        """A bundle of an in-memory checkpoint, at once (scripts and tests).
+
+        The engine is built here; the transposed graph is built by a helper
+        thread, and :attr:`graph_ready` says when it is there.
+        """
+        bundle = prepare_bundle(spec or checkpoint.name, checkpoint, prepare_graph=False)
+        connectivity = bundle.connectivity
+
+        def build() -> None:
+            connectivity.prepare()
+            if not self._closed:
+                self.graph_ready.emit(connectivity)
+
+        helper = threading.Thread(target=build, name="flyviz-graph-index", daemon=True)
+        self._helpers = [h for h in self._helpers if h.is_alive()] + [helper]
+        helper.start()
+        return bundle
+
+    def shutdown(self) -> None:
+        """Wait for every load and helper thread; safe to call twice."""
+        self._closed = True
+        for loader in [self._loader, *self._old_loaders]:
+            if loader is not None and loader.isRunning():
+                # A load cannot be interrupted; wait for it so no thread outlives the window.
+                loader.wait()
+        for helper in self._helpers:
+            helper.join()
+        self._helpers = []
+
+    # ------------------------------------------------------------ loader signals
+    def _forget_finished_loaders(self) -> None:
+        self._old_loaders = [ld for ld in self._old_loaders if ld.isRunning()]
+
+    def _on_progress(self, label: str, fraction: float) -> None:
+        loader = self.sender()
+        if loader is self._loader:
+            self.progress.emit(loader.spec, label, fraction)
+
+    def _on_failed(self, spec: str, message: str) -> None:
+        if self.sender() is self._loader:
+            self.failed.emit(spec, message)
+
+    def _on_loaded(self, bundle: ModelBundle) -> None:
+        if self.sender() is not self._loader or self._closed:
+            bundle.engine.close()
+            return
+        self.loaded.emit(bundle)

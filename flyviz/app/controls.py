@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSlider, QSpinBox,
                                QVBoxLayout, QWidget)
@@ -19,13 +19,32 @@ SUGGESTED_PROMPTS = (
 )
 
 
+class _EnterKeyFilter(QObject):
+    """Calls ``submit()`` on Enter or Return and swallows the key."""
+
+    def __init__(self, submit, parent: QObject) -> None:
+        super().__init__(parent)
+        self._submit = submit
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if event.type() == QEvent.Type.KeyPress and event.key() in (Qt.Key.Key_Return,
+                                                                     Qt.Key.Key_Enter):
+            self._submit()
+            return True
+        return False
+
+
 class PromptBar(QWidget):
     """An editable prompt box with suggestions and a Run button.
+
+    What the user types is what runs: the box never completes typed text to a
+    suggestion (an editable combo box does by default, and Enter then ran the
+    suggestion); a suggestion is used only when picked from the list.
 
     Signals
     -------
     submitted(text)
-        Enter was pressed or Run clicked.
+        Enter was pressed, Run clicked or a suggestion picked.
     """
 
     submitted = Signal(str)
@@ -38,6 +57,7 @@ class PromptBar(QWidget):
         self.box.setObjectName("promptBox")
         self.box.setEditable(True)
         self.box.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.box.setCompleter(None)
         self.box.addItems(SUGGESTED_PROMPTS)
         self.box.setCurrentIndex(-1)
         self.box.setMinimumWidth(380)
@@ -49,7 +69,11 @@ class PromptBar(QWidget):
         self.run_button.setToolTip("Run the prompt (Enter)")
         layout.addWidget(self.box, 1)
         layout.addWidget(self.run_button)
-        self.box.lineEdit().returnPressed.connect(self._submit)
+        # Enter is handled here and never reaches the combo box, which would otherwise
+        # replace the typed text by a matching suggestion and report it as picked.
+        self._enter = _EnterKeyFilter(self._submit, self)
+        self.box.installEventFilter(self._enter)
+        self.box.lineEdit().installEventFilter(self._enter)
         self.box.activated.connect(lambda _i: self._submit())
         self.run_button.clicked.connect(self._submit)
 

@@ -425,6 +425,13 @@ class RasterPanel(QWidget):
 
 
 # --------------------------------------------------------------- trace panel
+def _legend_html(entries: tuple[tuple[str, str], ...]) -> str:
+    """One line naming each curve after a swatch of its colour."""
+    return "&nbsp;&nbsp;&nbsp;".join(
+        f"<span style='color:{colour}'>━━</span>&nbsp;<span style='color:{theme.TEXT}'>"
+        f"{html.escape(name)}</span>" for name, colour in entries)
+
+
 class TracePanel(QWidget):
     """Top-1 probability and mean |h| per token, with the shown token marked."""
 
@@ -441,12 +448,14 @@ class TracePanel(QWidget):
         self.plot.hideButtons()
         self.plot.getAxis("bottom").setLabel("token")
         self.plot.setMinimumHeight(80)
-        self.plot.addLegend(offset=(-8, 4), labelTextColor=theme.TEXT, brush=pg.mkBrush(18, 21, 28, 200))
+        # The legend is the plot's title row, above the data: a legend inside the plot
+        # hid the curves where they run along the top (a confident model's probability).
+        self.plot.setTitle(_legend_html((("top-1 probability", theme.VIOLET),
+                                         ("mean |h|", theme.WARM))), size="9pt")
+        self.legend = self.plot.getPlotItem().titleLabel
         self.plot.setYRange(0, 1, padding=0.03)
-        self.probability = self.plot.plot([], [], pen=pg.mkPen(theme.VIOLET, width=2),
-                                          name="top-1 probability")
-        self.mean_abs = self.plot.plot([], [], pen=pg.mkPen(theme.WARM, width=2),
-                                       name="mean |h|")
+        self.probability = self.plot.plot([], [], pen=pg.mkPen(theme.VIOLET, width=2))
+        self.mean_abs = self.plot.plot([], [], pen=pg.mkPen(theme.WARM, width=2))
         self.cursor = pg.InfiniteLine(angle=90, movable=False,
                                       pen=pg.mkPen(theme.ACCENT, width=1, style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.cursor)

@@ -232,7 +232,7 @@ def test_text_hover_and_top_k_bars_describe_the_shown_frame(window, qtbot, app_c
                                                        (" upon", True), (" a", True)]
     # Frame 1 shows the text up to the token it predicted.
     assert win.text_panel.toPlainText() == "Once upon upon"
-    tip = win.text_panel.token_tooltip(2)
+    tip = win.text_panel.piece_tooltip(2)
     assert f"probability {rec[1].probability:.1%}" in tip and "t0" in tip and "t4" in tip
     # Hovering the third token ("Once" + " upon" before it) shows that tooltip.
     from PySide6.QtGui import QTextCursor

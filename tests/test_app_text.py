@@ -47,8 +47,9 @@ def test_a_typed_prompt_with_split_characters_shows_whole_while_running(window, 
     _split_ids(win.tokenizer, prompt)
     with qtbot.waitSignal(win.run_ended, timeout=10_000):
         assert win.run_prompt(prompt)
+    # The prompt's characters are whole (the random test model may well continue with
+    # bytes that are no character at all; those honestly show as U+FFFD).
     qtbot.waitUntil(lambda: win.text_panel.toPlainText().startswith(prompt), timeout=3000)
-    assert "\ufffd" not in win.text_panel.toPlainText()
 
 
 def _generated_recording(tokenizer, neurons: int, text: str) -> Recording:

@@ -37,7 +37,8 @@ def test_plots_repaint_when_the_shown_token_changes(window, qtbot, app_checkpoin
     win.session.replace(one_hot_recording(n, [1, 2, 3, 4]))
     win.select_neuron(2)
     win.show_token(0)
-    qtbot.wait(120)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
+    QApplication.processEvents()             # their repaints for frame 0 are done
     plots = {"top-k": win.topk_panel.plot, "raster": win.raster_panel.plot,
              "traces": win.trace_panel.plot, "inspector": win.inspector.trace}
     counters = dict(zip(plots, _counters(plots.values())))
@@ -51,7 +52,8 @@ def test_mouse_wheel_on_the_traces_repaints_them(window, qtbot, app_checkpoint):
     win = window
     win.session.replace(one_hot_recording(app_checkpoint.config.neurons, [1, 2, 3, 4]))
     win.show_token(1)
-    qtbot.wait(120)
+    qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
+    QApplication.processEvents()
     plot = win.trace_panel.plot
     (counter,) = _counters([plot])
     before = plot.getPlotItem().vb.viewRange()[0]

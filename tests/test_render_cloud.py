@@ -245,3 +245,29 @@ def test_gain_falls_as_the_view_gets_crowded_or_busy():
     assert quiet[0] < busy[0] and quiet[1] < busy[1]
     assert density_gain(crowded, 3.0, *busy[:1], size_factor=busy[1]) < \
         density_gain(crowded, 3.0, *quiet[:1], size_factor=quiet[1])
+
+
+def test_lower_detail_draws_a_fixed_subset_of_the_shown_neurons():
+    pos = grid_positions(n_side=8)
+    visible = np.ones(len(pos), bool)
+    visible[:8] = False                               # the first row has no soma
+    scene = Scene(pos, visible)
+    try:
+        values = np.ones(len(pos), np.float32)
+
+        shown = [int(i) for i in np.flatnonzero(visible)]
+
+        def lit() -> set[int]:
+            img = scene.render(values).sum(axis=2)
+            return {i for i in shown if patch(img, scene.pixel_of(i), 1).max() > 150}
+
+        everything = lit()
+        assert everything == set(shown)
+        scene.cloud.set_detail(0.25)
+        quarter = lit()
+        assert quarter < everything and abs(len(quarter) - 0.25 * len(everything)) <= 1
+        assert lit() == quarter                       # the same neurons every frame
+        scene.cloud.set_detail(1.0)
+        assert lit() == everything
+    finally:
+        scene.close()

@@ -1,9 +1,15 @@
 """The embedded 3-D brain: a vispy ``SceneCanvas`` holding the :class:`NeuronCloud`.
 
-The view eases toward the activity it is given: on every display tick the
+The view eases toward the activity it is given: just before each draw the
 shown activation moves a fraction ``1 - exp(-dt / tau)`` of the way to the
-target state (exponential smoothing), so a token rate of 5/s or 50/s both
-animate smoothly, and the canvas redraws only while something still moves.
+target state (exponential smoothing, ``dt`` the time since the last draw), so
+a token rate of 5/s or 50/s both animate smoothly, each draw uploads the
+activity once, and the canvas redraws only while something still moves.
+
+With a software OpenGL (Mesa llvmpipe and the like) the view is a native
+child window: Qt then composes only the brain through OpenGL and flushes the
+rest of the window as plain pixels where it changed, instead of composing the
+whole window through OpenGL at every frame of the brain.
 
 Neurons without a measured soma are hidden and the overlay says how many;
 a layout computed from the graph and the demo's synthetic somata are named
@@ -17,7 +23,7 @@ import time
 from collections import deque
 
 import numpy as np
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from vispy import scene
@@ -31,6 +37,36 @@ from flyviz.render.picking import pick_neuron
 
 #: A press and release closer than this (pixels) is a click, not a drag.
 CLICK_SLOP_PX = 4.0
+
+#: Longest easing step (s): after an idle spell a new frame still eases in.
+MAX_EASE_STEP_S = 0.1
+
+#: Fraction of the neurons drawn while the camera moves or the view is resized, with a
+#: software OpenGL (see :meth:`flyviz.render.cloud.NeuronCloudVisual.set_detail`).
+INTERACTION_DETAIL = 0.25
+
+#: Every neuron is drawn again this long after the last camera move or resize (ms).
+INTERACTION_SETTLE_MS = 250
+
+#: Renderer names of OpenGL implementations that draw on the CPU.
+SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swrast", "swiftshader", "software rasterizer",
+                      "basic render")
+
+
+def current_renderer() -> str:
+    """The ``GL_RENDERER`` string of the OpenGL context current now (``""`` if none)."""
+    try:
+        from vispy.gloo import gl
+
+        return str(gl.glGetParameter(gl.GL_RENDERER) or "")
+    except Exception:  # no current context, or a driver that refuses the query
+        return ""
+
+
+def is_software_renderer(renderer: str) -> bool:
+    """True when ``renderer`` names an OpenGL that draws on the CPU."""
+    name = renderer.lower()
+    return any(word in name for word in SOFTWARE_RENDERERS)
 
 
 def anatomy_note(anatomy: Anatomy, neurons: int) -> str:
@@ -46,6 +82,23 @@ def anatomy_note(anatomy: Anatomy, neurons: int) -> str:
     return text + (f"; {hidden:,} hidden" if hidden else "")
 
 
+class _ResizeWatch(QObject):
+    """Calls ``callback()`` when the watched widget is about to be resized.
+
+    An event filter runs before the widget's layout resizes (and repaints) the
+    OpenGL canvas, which :meth:`QWidget.resizeEvent` would be too late for.
+    """
+
+    def __init__(self, callback, parent: QObject) -> None:
+        super().__init__(parent)
+        self._callback = callback
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if event.type() == QEvent.Type.Resize:
+            self._callback()
+        return False
+
+
 class BrainView(QWidget):
     """Every neuron as a glowing point, coloured by the shown frame's state.
 
@@ -57,7 +110,7 @@ class BrainView(QWidget):
 
     neuron_clicked = Signal(int)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, native_window: bool | None = None) -> None:
         super().__init__(parent)
         # No buffer swap after drawing: the canvas is a QOpenGLWidget, which draws into
         # its own framebuffer that Qt composes into the window. vispy's swap of the
@@ -67,6 +120,19 @@ class BrainView(QWidget):
                                         parent=self, size=(800, 600), autoswap=False)
         self.canvas.native.setMinimumSize(QSize(240, 200))
         self.canvas.native.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        # vispy made its context current on an offscreen surface: ask who renders.
+        self.renderer = current_renderer()
+        self.software_gl = is_software_renderer(self.renderer)
+        if self.software_gl if native_window is None else native_window:
+            self.setAttribute(Qt.WidgetAttribute.WA_NativeWindow, True)
+        #: Fraction of the neurons drawn while the user moves the camera or resizes.
+        self.interaction_detail = INTERACTION_DETAIL if self.software_gl else 1.0
+        self._settle = QTimer(self)
+        self._settle.setSingleShot(True)
+        self._settle.setInterval(INTERACTION_SETTLE_MS)
+        self._settle.timeout.connect(self._full_detail)
+        self._resize_watch = _ResizeWatch(self._interacting, self)
+        self.installEventFilter(self._resize_watch)
         self.view = self.canvas.central_widget.add_view()
         self.view.camera = scene.TurntableCamera(fov=DEFAULT_FOV, up="+y")
         layout = QVBoxLayout(self)
@@ -103,12 +169,15 @@ class BrainView(QWidget):
         self._shown: np.ndarray | None = None
         self._dirty = False
         self._press: tuple[float, float] | None = None
-        self._last_tick = time.perf_counter()
+        self._last_draw = time.perf_counter()
         self.draw_count = 0
         self.draw_times: deque[float] = deque(maxlen=240)
+        self.canvas.events.draw.connect(self._before_draw, position="first")
         self.canvas.events.draw.connect(self._on_draw)
         self.canvas.events.mouse_press.connect(self._on_mouse_press)
         self.canvas.events.mouse_release.connect(self._on_mouse_release)
+        self.canvas.events.mouse_move.connect(self._on_mouse_move)
+        self.canvas.events.mouse_wheel.connect(lambda _event: self._interacting())
         self._update_colorbar()
 
     # ------------------------------------------------------------ anatomy
@@ -176,10 +245,14 @@ class BrainView(QWidget):
         return True
 
     def tick(self) -> None:
-        """One display tick: ease toward the target by the time since the last tick."""
-        now = time.perf_counter()
-        dt, self._last_tick = now - self._last_tick, now
-        self.advance(dt)
+        """One display tick: ask for a draw while the shown activity still moves."""
+        if self._dirty and self.cloud is not None:
+            self.canvas.update()
+
+    @property
+    def animating(self) -> bool:
+        """True while the shown activity has not reached the target yet."""
+        return self._dirty
 
     @property
     def shown_activity(self) -> np.ndarray | None:
@@ -318,9 +391,36 @@ class BrainView(QWidget):
                            radius_px)
 
     # ------------------------------------------------------------ events
+    def _before_draw(self, event) -> None:
+        # Ease by the time since the last draw and upload once, just before drawing;
+        # the upload must not ask for yet another draw.
+        self._ease_to_now()
+
+    def _ease_to_now(self) -> None:
+        now = time.perf_counter()
+        dt, self._last_draw = min(now - self._last_draw, MAX_EASE_STEP_S), now
+        if self._dirty and self.cloud is not None:
+            with self.cloud.events.update.blocker():
+                self.advance(dt)
+
     def _on_draw(self, event) -> None:
         self.draw_count += 1
         self.draw_times.append(time.perf_counter())
+
+    def _on_mouse_move(self, event) -> None:
+        if event.is_dragging:
+            self._interacting()
+
+    def _interacting(self) -> None:
+        """The camera moves or the view resizes: draw fewer neurons until it settles."""
+        if self.cloud is None or self.interaction_detail >= 1.0:
+            return
+        self.cloud.set_detail(self.interaction_detail)
+        self._settle.start()
+
+    def _full_detail(self) -> None:
+        if self.cloud is not None:
+            self.cloud.set_detail(1.0)
 
     def _on_mouse_press(self, event) -> None:
         self._press = (float(event.pos[0]), float(event.pos[1])) if event.button == 1 else None
@@ -337,7 +437,10 @@ class BrainView(QWidget):
 
     # ------------------------------------------------------------ images
     def render_image(self) -> np.ndarray:
-        """The canvas as ``(H, W, 4)`` uint8 RGBA at its physical pixel size."""
+        """The canvas as ``(H, W, 4)`` uint8 RGBA at its physical pixel size, every neuron drawn."""
+        self._settle.stop()
+        self._full_detail()
+        self._ease_to_now()     # render() draws without the draw event that eases
         rgba = np.array(self.canvas.render(alpha=True), dtype=np.uint8)
         rgba[..., 3] = 255
         return rgba
@@ -348,6 +451,7 @@ class BrainView(QWidget):
         ``scale`` above 1 renders the scene again at a larger size (a sharper
         picture, not an enlarged one) and composites the overlays on top.
         """
+        self._ease_to_now()
         if scale == 1.0:
             return self.grab().toImage()
         from PySide6.QtGui import QPainter

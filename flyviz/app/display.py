@@ -31,7 +31,7 @@ from flyviz.record.recording import Recording
 
 #: Rate of the display timer (Hz). The brain draws at most this often, and only
 #: while something changes; the engine's token rate is independent.
-DISPLAY_HZ = 30
+DISPLAY_HZ = 60
 
 #: Most refreshes per second of the 2-D views while a run streams in.
 PANEL_HZ = 4
@@ -87,6 +87,8 @@ class DisplayController(QObject):
         self._brain_source: BrainSource = recorded_state
         self._dirty = True
         self._brain_key: tuple[int, int] | None = None
+        #: ``(id(recording), index)`` the frame views last showed (None: not yet).
+        self.views_at: tuple[int, int] | None = None
         self._last_views = 0.0
         session.index_changed.connect(lambda _index: self.mark_dirty())
         session.recording_replaced.connect(self._on_recording_replaced)
@@ -140,6 +142,17 @@ class DisplayController(QObject):
         recording, index = self.session.recording, self.session.index
         for view in self.views:
             view.show_frame(recording, index)
+        self.views_at = (id(recording), index)
+
+    @property
+    def brain_at(self) -> tuple[int, int] | None:
+        """``(id(recording), index)`` whose state the brain shows or eases toward."""
+        return self._brain_key
+
+    def showing(self, index: int) -> bool:
+        """True once the brain and every view show frame ``index`` of the session's recording."""
+        key = (id(self.session.recording), index)
+        return self._brain_key == key and self.views_at == key
 
     def _refresh_brain(self) -> None:
         recording, index = self.session.recording, self.session.index

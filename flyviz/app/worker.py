@@ -36,7 +36,7 @@ from flyviz.record.run import GenerationSettings, iter_frames
 IDLE, RUNNING, PAUSED = "idle", "running", "paused"
 
 #: Most frames the worker produces that the UI thread has not taken yet.
-MAX_FRAMES_AHEAD = 4
+MAX_FRAMES_AHEAD = 8
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,8 @@ class EngineWorker(QObject):
         #: Most frames that were ever in flight at once (for tests and diagnostics).
         self.peak_in_flight = 0
         self._waiting_for_receiver = False
+        #: Set by :meth:`report_stepping` (see :meth:`EngineThread.stepping`).
+        self.stepping = False
         self._engine: Engine | None = None
         self._tokenizer: FlyTokenizer | None = None
         self._frames: Iterator[Frame] | None = None
@@ -190,6 +192,12 @@ class EngineWorker(QObject):
             self._waiting_for_receiver = False
             if self._frames is not None and self._state == RUNNING:
                 self._timer.start()
+
+    @Slot()
+    def report_stepping(self) -> None:
+        """Note in :attr:`stepping` whether the worker will produce frames on its own."""
+        self.stepping = self._timer.isActive() or (
+            self._waiting_for_receiver and self._frames is not None and self._state == RUNNING)
 
     @property
     def in_flight(self) -> int:
@@ -296,6 +304,7 @@ class EngineThread(QObject):
     _request_shutdown = Signal()
     _request_niceness = Signal(int)
     _frames_taken = Signal(int)
+    _request_report = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -312,6 +321,8 @@ class EngineThread(QObject):
         self._request_speed.connect(self.worker.set_speed_cap)
         self._request_niceness.connect(self.worker.lower_priority)
         self._frames_taken.connect(self.worker.frames_taken)
+        self._request_report.connect(self.worker.report_stepping,
+                                     Qt.ConnectionType.BlockingQueuedConnection)
         # Blocking: close() returns only once the worker has let go of the engine.
         self._request_shutdown.connect(self.worker.shutdown,
                                        Qt.ConnectionType.BlockingQueuedConnection)
@@ -341,6 +352,17 @@ class EngineThread(QObject):
     def stop(self) -> None:
         """End the current run."""
         self._request_stop.emit()
+
+    def stepping(self) -> bool:
+        """Whether the worker will produce more frames without being asked (step, resume).
+
+        Waits until the worker has handled every request sent before this call,
+        so a test can check that a pause or stop took effect without sleeping.
+        """
+        if not self.thread.isRunning():
+            return False
+        self._request_report.emit()
+        return bool(self.worker.stepping)
 
     def frame_taken(self, count: int = 1) -> None:
         """Tell the worker the UI took ``count`` frames (see :data:`MAX_FRAMES_AHEAD`)."""

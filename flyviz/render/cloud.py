@@ -154,6 +154,9 @@ class NeuronCloudVisual(Visual):
         self._draw_mode = "points"
         if not shown.all():
             self._index_buffer = gloo.IndexBuffer(np.flatnonzero(shown).astype(np.uint32))
+        self._all_shown = self._index_buffer
+        self._detail = 1.0
+        self._detail_buffers: dict[float, gloo.IndexBuffer] = {}
         self.set_gl_state(depth_test=False, depth_mask=False, cull_face=False, blend=True,
                           blend_func=("one", "one"))
         self.freeze()
@@ -185,6 +188,11 @@ class NeuronCloudVisual(Visual):
         return self._limit
 
     @property
+    def detail(self) -> float:
+        """Fraction of the shown neurons drawn (1: all; see :meth:`set_detail`)."""
+        return self._detail
+
+    @property
     def selected(self) -> int | None:
         """Index of the highlighted neuron, or ``None``."""
         return self._selected
@@ -198,6 +206,30 @@ class NeuronCloudVisual(Visual):
         if not np.isfinite(vals).all():
             vals = np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0)
         self._values.set_data(vals)
+        self.update()
+
+    def set_detail(self, fraction: float) -> None:
+        """Draw only a fixed random ``fraction`` of the shown neurons (1: all of them).
+
+        In software OpenGL the cost of a frame grows with the number of points;
+        a quarter of them keeps the brain's shape and lets a camera move or a
+        window resize redraw several times faster.
+        """
+        fraction = float(np.clip(fraction, 0.01, 1.0))
+        if fraction == self._detail:
+            return
+        self._detail = fraction
+        if fraction >= 1.0:
+            self._index_buffer = self._all_shown
+        else:
+            buffer = self._detail_buffers.get(fraction)
+            if buffer is None:
+                shown = np.flatnonzero(self._shown)
+                count = max(1, int(round(fraction * shown.size)))
+                subset = np.sort(np.random.default_rng(0).permutation(shown)[:count])
+                buffer = gloo.IndexBuffer(subset.astype(np.uint32))
+                self._detail_buffers[fraction] = buffer
+            self._index_buffer = buffer
         self.update()
 
     def set_mode(self, mode: str) -> None:

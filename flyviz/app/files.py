@@ -8,6 +8,7 @@ remembers the folders the user chose and tells the window how it went.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,15 +110,8 @@ class FileController:
         start = str(Path(str(self._settings.value("paths/recordings", ""))) / f"run{FILE_SUFFIX}")
         path, _ = QFileDialog.getSaveFileName(self.window, "Save recording", start,
                                               f"flyviz recordings (*{FILE_SUFFIX})")
-        if not path:
-            return
-        try:
-            saved = self.save_recording(path)
-        except FlyvizError as exc:
-            self.window.show_message(str(exc), error=True, dialog=True)
-            return
-        self._settings.setValue("paths/recordings", str(saved.parent))
-        self.window.show_message(f"saved {saved}")
+        if path:
+            self._write(lambda: self.save_recording(path), "paths/recordings")
 
     def open_recording_dialog(self) -> None:
         """Ask for a recording and open it."""
@@ -159,14 +153,18 @@ class FileController:
         start = str(Path(str(self._settings.value("paths/screenshots", ""))) / "flyviz.png")
         path, _ = QFileDialog.getSaveFileName(self.window, "Save screenshot", start,
                                               "PNG images (*.png)")
-        if not path:
-            return
+        if path:
+            self._write(lambda: save_screenshot(self.window, path, target, scale),
+                        "paths/screenshots")
+
+    def _write(self, write: Callable[[], Path], folder_setting: str) -> None:
+        """Call ``write()``; remember the folder it wrote in, or tell the user why it could not."""
         try:
-            saved = save_screenshot(self.window, path, target, scale)
+            saved = write()
         except FlyvizError as exc:
             self.window.show_message(str(exc), error=True, dialog=True)
             return
-        self._settings.setValue("paths/screenshots", str(saved.parent))
+        self._settings.setValue(folder_setting, str(saved.parent))
         self.window.show_message(f"saved {saved}")
 
     # ------------------------------------------------------------ models

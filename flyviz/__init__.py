@@ -1,22 +1,93 @@
-"""flyviz: watch a connectome language model think.
+"""flyviz: watch a connectome language model think, and analyse what it did.
 
-The package is split so that the numerical core can be used without a GUI:
+From Python (no Qt, no vispy: ``import flyviz`` loads neither)::
+
+    import flyviz
+
+    model = flyviz.load("demo")                       # checkpoint, tokenizer, anatomy
+    recording = flyviz.run(model, "Once upon a time", max_new_tokens=20)
+    states = recording.states()                       # (tokens, neurons) float32
+    dataset = recording.to_xarray(model)              # labelled: token x neuron
+    recording.save("run.flyrec")
+    flyviz.export_movie(recording, "run.mp4", model=model)
+
+The public API:
+
+:func:`load`
+    A model from ``"demo"``, a folder or a Hugging Face repo id
+    (:class:`Model`: checkpoint, tokenizer, anatomy, and one engine reused
+    by every run).
+:func:`run`
+    A prompt's run, with optional interventions (:class:`Silence`,
+    :class:`Clamp`, :class:`Stimulate`, :class:`Cut`, :class:`Scale`, or
+    their command-line text), as a :class:`Recording`.
+:func:`compare`
+    The untouched and the intervened model on one prompt.
+:func:`export_movie`
+    A recording as MP4, WebM, GIF or PNG frames (imports vispy when called).
+:class:`Recording`
+    States, tokens, texts and probabilities of a run; ``save``/``load``
+    (``.flyrec``), ``to_xarray``, ``to_zarr``, ``to_nwb``, ``to_npz``.
+:mod:`flyviz.errors`
+    Every error a user can fix is a :class:`FlyvizError` with a one-line
+    message.
+
+The package's parts, for more than the API offers:
 
 ``flyviz.model``
-    Checkpoint loaders, tokenizer, engine and sampler (NumPy/SciPy only).
+    Checkpoint loaders, tokenizer, engine and sampler, selections and
+    interventions (NumPy/SciPy only).
 ``flyviz.record``
-    Per-token :class:`~flyviz.record.frame.Frame` snapshots, the
-    :class:`~flyviz.record.recording.Recording` they form, and movie export.
+    Per-token frames, the recording they form, the runner, comparisons,
+    replays and data export.
+``flyviz.export``
+    Movie export.
 ``flyviz.render``
     vispy visuals and the offscreen renderer.
 ``flyviz.app``
     The Qt desktop application.
 """
 
+import importlib as _importlib
+import typing as _typing
+
+from flyviz import errors
 from flyviz._version import __version__
+from flyviz.errors import FlyvizError
+
+if _typing.TYPE_CHECKING:  # pragma: no cover
+    from flyviz.api import compare, export_movie, load, run
+    from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
+    from flyviz.record.recording import Recording
+    from flyviz.record.runner import Model
 
 APP_NAME = "flyviz"
 ORGANIZATION = "flyviz"
 ORGANIZATION_DOMAIN = "flyviz.org"
 
-__all__ = ["__version__", "APP_NAME", "ORGANIZATION", "ORGANIZATION_DOMAIN"]
+#: Public names imported on first use, so that ``import flyviz`` stays fast: the
+#: model code (NumPy, SciPy, tokenizers) loads only when something is used.
+_LAZY = {
+    "load": "flyviz.api", "run": "flyviz.api", "compare": "flyviz.api",
+    "export_movie": "flyviz.api",
+    "Model": "flyviz.record.runner", "Recording": "flyviz.record.recording",
+    "Silence": "flyviz.model.interventions", "Clamp": "flyviz.model.interventions",
+    "Stimulate": "flyviz.model.interventions", "Cut": "flyviz.model.interventions",
+    "Scale": "flyviz.model.interventions",
+}
+
+__all__ = ["Clamp", "Cut", "FlyvizError", "Model", "Recording", "Scale", "Silence", "Stimulate",
+           "__version__", "compare", "errors", "export_movie", "load", "run"]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flyviz' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -21,8 +21,15 @@ from flyviz._version import __version__
 SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("gui", "flyviz.commands.gui", "open the desktop app (the default with no subcommand)"),
     ("generate", "flyviz.commands.generate", "continue a prompt and print the text (or JSON)"),
+    ("compare", "flyviz.commands.compare", "compare an intervened run with the untouched one"),
+    ("select", "flyviz.commands.select", "count the neurons a selection query picks"),
     ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
+    ("verify", "flyviz.commands.verify", "check a model's files, graph and golden traces"),
+    ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
+    ("convert", "flyviz.commands.convert", "write a recording as Zarr, NWB or .npz for other tools"),
+    ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
+    ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )
@@ -43,8 +50,12 @@ examples:
   flyviz                                    open the app on the demo brain
   flyviz gui --model ngxson/fly-llm-hf      open the app on a real checkpoint
   flyviz generate demo --prompt "Once upon a time"
+  flyviz compare demo --prompt "Once upon a time" --silence 'sign:inhibitory'
+  flyviz select demo 'superclass:cb_sensory & side:left'
   flyviz info ./fly-llm-hf --json
+  flyviz verify ./web --dataset ./dataset   check files, graph and golden traces
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
+  flyviz convert run.flyrec --to zarr run.zarr
 
 Run 'flyviz COMMAND --help' for the options of one command.
 """
@@ -81,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flyviz`` console script."""
-    from flyviz.model.errors import FlyvizError
+    from flyviz.errors import FlyvizError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()

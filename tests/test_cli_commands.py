@@ -151,3 +151,73 @@ def test_bench_on_a_model_folder(capsys, tmp_path, tokenizer_vocabulary):
     assert engine["ratio"] == pytest.approx(engine["step_ms"] / engine["floor_ms"])
     code, _, err = _run(capsys, "bench", str(tmp_path / "m"), "--steps", "0")
     _one_line_error(code, err)
+
+
+class _Engines(list):
+    """The kernel each engine was asked for (the list), and the engines (``made``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list = []
+
+
+@pytest.fixture
+def engines_made(monkeypatch):
+    """Every engine built during the test, whoever built it, with the kernel it was asked for."""
+    from flyviz.model import engine as engine_module
+
+    engines = _Engines()
+    original = engine_module.Engine.__init__
+
+    def spy(self, *args, **kwargs):
+        engines.append(kwargs.get("kernel"))
+        engines.made.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module.Engine, "__init__", spy)
+    return engines
+
+
+def test_kernel_option_on_the_commands_that_run_a_model(capsys, web_model, tmp_path,
+                                                        engines_made, monkeypatch):
+    monkeypatch.delenv("FLYVIZ_KERNEL", raising=False)
+    outputs = {}
+    for kernel in ("scipy", "llvm", "auto"):
+        code, out, _ = _run(capsys, "generate", str(web_model), "--prompt", "the cat",
+                            "--max-new-tokens", "4", "--seed", "1", "--json", "--kernel", kernel)
+        assert code == 0
+        outputs[kernel] = json.loads(out)["tokens"]
+    assert engines_made == ["scipy", "llvm", None]
+    assert outputs["scipy"] == outputs["llvm"] == outputs["auto"]
+    record = tmp_path / "run.flyrec"
+    assert _run(capsys, "generate", str(web_model), "--prompt", "the cat", "--max-new-tokens",
+                "3", "--record", str(record))[0] == 0
+    engines_made.clear()
+    assert _run(capsys, "replay", str(record), "--kernel", "llvm")[0] == 0
+    assert _run(capsys, "compare", str(web_model), "--prompt", "the cat", "--max-new-tokens",
+                "2", "--silence", "side:left", "--kernel", "llvm", "--json")[0] == 0
+    assert _run(capsys, "verify", str(web_model), "--kernel", "scipy")[0] in (0, 1)
+    assert engines_made[:3] == ["llvm", "llvm", "llvm"]
+    for command in ("generate", "export", "compare", "replay", "verify"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "--kernel {auto,scipy,llvm}" in capsys.readouterr().out
+
+
+def test_flyviz_kernel_is_the_default_and_a_bad_one_is_one_line(capsys, web_model, monkeypatch,
+                                                                 engines_made):
+    from flyviz.model import kernels
+
+    monkeypatch.setenv("FLYVIZ_KERNEL", "llvm")
+    code, out, _ = _run(capsys, "generate", str(web_model), "--prompt", "the cat",
+                        "--max-new-tokens", "2", "--json")
+    assert code == 0 and engines_made == [None]
+    assert engines_made.made[0].kernel == kernels.resolve("llvm")
+    monkeypatch.setenv("FLYVIZ_KERNEL", "fortran")
+    code, _, err = _run(capsys, "generate", str(web_model), "--prompt", "the cat")
+    _one_line_error(code, err)
+    assert "FLYVIZ_KERNEL='fortran'" in err
+    # The option wins over the variable.
+    assert _run(capsys, "generate", str(web_model), "--prompt", "the cat", "--max-new-tokens",
+                "2", "--kernel", "scipy")[0] == 0
+    assert engines_made.made[-1].kernel == "scipy"

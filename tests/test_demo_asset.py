@@ -40,7 +40,7 @@ def demo(tmp_path_factory):
 
 def test_assets_stay_within_the_size_budget():
     total = sum(p.stat().st_size for p in ASSETS.rglob("*") if p.is_file())
-    assert total < 40 * 2**20
+    assert total < 48 * 2**20  # the demo brain with its compact atlas
 
 
 def test_real_sizes_and_synthetic_labels(demo):

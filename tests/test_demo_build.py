@@ -34,7 +34,7 @@ def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("asset") / "demo"
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        status = cli.main(["build-demo", "--scale", "tiny", "--out", str(out)])
+        status = cli.main(["build-demo", "--scale", "tiny", "--out", str(out), "--workers", "0"])
     assert status == 0, err.getvalue()
     return out, err.getvalue()
 
@@ -244,3 +244,49 @@ def test_unwritable_cache_is_reported_with_one_line(built, tmp_path, monkeypatch
     with pytest.raises(CheckpointError) as err:
         load_demo(asset_dir=built[0])
     assert "FLYVIZ_CACHE_DIR" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cache_follows_the_real_dataset_schema_and_replaces_an_old_one(built, cache):
+    """The cached folder passes the dataset authors' 18 checks; a cache in flyviz 0.1's
+    layout (another manifest schema and digest convention) is rebuilt, not read."""
+    from flyviz.model.formats.dataset import DatasetFiles, check_dataset
+
+    out, _ = built
+    expected = read_demo_info(out)["dataset_sha256"]
+    old = cache / "demo" / f"dataset-{expected[:16]}"
+    old.mkdir(parents=True)
+    (old / "manifest.json").write_text(json.dumps({"files": [], "frozen_buffers_sha256": {}}))
+    ckpt = load_demo(asset_dir=out)
+    assert not old.exists()
+    folder = Path(ckpt.metadata["dataset"])
+    results = check_dataset(DatasetFiles.open(folder), hash_files=True, quantised=True)
+    assert results and all(r.status == "pass" for r in results), \
+        [r for r in results if r.status != "pass"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert isinstance(manifest["files"], dict) and "edges_offsets" in manifest["files"]
+
+
+def test_build_ships_a_compact_atlas_that_atlas_only_reproduces(built, cache, tmp_path):
+    import zarr
+
+    from flyviz.analysis.atlas import Atlas
+
+    out, err = built
+    atlas = Atlas(out / "atlas")
+    atlas.check_model(load_demo(asset_dir=out))
+    assert atlas.settings["top_k"] == 10 and not atlas.has_samples
+    info = read_demo_info(out)
+    assert atlas.info["corpus"]["documents"] == (info["corpus"]["train_stories"]
+                                                 + info["corpus"]["held_out_stories"])
+    card = atlas.card(TINY.neurons - 1)
+    assert len(card.top_contexts) == 10 and card.top_contexts[0].text
+    copy = tmp_path / "demo"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("atlas"))
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(["build-demo", "--atlas-only", "--out", str(copy), "--workers", "0"]) == 0
+    first = zarr.open_group(str(out / "atlas"), mode="r")
+    again = zarr.open_group(str(copy / "atlas"), mode="r")
+    assert sorted(first.array_keys()) == sorted(again.array_keys())
+    for name in first.array_keys():
+        np.testing.assert_array_equal(np.asarray(first[name][...]), np.asarray(again[name][...]),
+                                      err_msg=name)

@@ -60,12 +60,11 @@ def test_export_runs_the_model_into_a_movie(model_dir, tmp_path, capsys):
 
 
 def test_export_renders_a_saved_recording(model_dir, tmp_path):
-    from flyviz.commands.export import record_run
     from flyviz.model.resolve import load_model
-    from flyviz.record.run import GenerationSettings
+    from flyviz.record.run import GenerationSettings, record_prompt
 
     ckpt = load_model(str(model_dir))
-    rec = record_run(ckpt, str(model_dir), "a dog", GenerationSettings(max_new_tokens=2))
+    rec = record_prompt(ckpt, "a dog", GenerationSettings(max_new_tokens=2), spec=str(model_dir))
     rec.save(tmp_path / "run.flyrec")
     rc = main(["export", "--recording", str(tmp_path / "run.flyrec"), "--out",
                str(tmp_path / "frames"), "--size", "96x64", "--frames-per-token", "1",

@@ -208,7 +208,7 @@ def test_non_monotone_offsets_are_refused(tiny_checkpoint, tmp_path):
     offsets = np.array(tiny_checkpoint.w_offsets).copy()
     offsets[10], offsets[11] = offsets[11] + 3, offsets[10]
     root = _dataset_with(tiny_checkpoint, tmp_path, w_offsets=offsets)
-    with pytest.raises(CheckpointError, match="not monotone"):
+    with pytest.raises(CheckpointError, match="edges_offsets.i32 decreases at row 10"):
         load_folder(root / "web")
 
 
@@ -256,7 +256,10 @@ def test_wordbrain_selectors_and_manifest(tiny_checkpoint, tmp_path):
     write_wordbrain(dataclasses.replace(tiny_checkpoint, gain=tiny_checkpoint.gain * 1.5),
                     root / "wordbrain", "max-accuracy.safetensors")
     manifest = json.loads((root / "wordbrain" / "manifest.json").read_text())
-    assert set(manifest["selectors"]) == {"min-ce", "max-accuracy"}
+    # As a release manifest: keyed by selector name, each entry naming its file.
+    assert {k: v["file"] for k, v in manifest["selectors"].items()} == {
+        "minimum_validation_ce": "min-ce.safetensors",
+        "maximum_validation_accuracy": "max-accuracy.safetensors"}
     assert manifest["architecture"]["readout_rank"] == 12
     default = load_wordbrain(root / "wordbrain", root / "dataset")
     assert default.metadata["selector"] == "min-ce"

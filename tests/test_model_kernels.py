@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from flyviz.errors import InputError
 from flyviz.model import kernels
 from flyviz.model.engine import Engine
 from flyviz.model.synthetic import make_random_checkpoint
@@ -96,7 +97,8 @@ def test_environment_variable_chooses_a_kernel(monkeypatch):
         assert engine.kernel == kernels.resolve(kind)
         engine.close()
     monkeypatch.setenv(kernels.ENV_VAR, "fortran")
-    with pytest.raises(ValueError, match="fortran"):
+    # A bad setting is the user's to fix: one line, not a traceback.
+    with pytest.raises(InputError, match="FLYVIZ_KERNEL='fortran' names no sparse kernel"):
         Engine(_checkpoint(), threads=1).step(5)
     with pytest.raises(ValueError, match="unknown kernel"):
         Engine(_checkpoint(), kernel="fortran")

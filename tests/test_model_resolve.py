@@ -127,3 +127,34 @@ def test_demo_spec(monkeypatch, tiny_checkpoint):
     demo.load_demo = lambda progress=None: broken
     with pytest.raises(CheckpointError, match="non-finite"):
         load_model("demo")
+
+
+def test_only_hub_failures_read_as_model_not_found(monkeypatch, hub_cache):
+    import huggingface_hub
+
+    def unreachable(*args, **kwargs):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", unreachable)
+    with pytest.raises(ModelNotFoundError, match="network is unreachable|offline"):
+        load_model("ngxson/fly-llm-hf")
+
+    def buggy(*args, **kwargs):
+        raise KeyError("a bug, not a missing model")
+
+    # A bug surfaces as itself, not as "cannot get ... from the Hugging Face Hub".
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", buggy)
+    with pytest.raises(KeyError, match="a bug"):
+        load_model("ngxson/fly-llm-hf")
+
+
+def test_a_module_the_demo_needs_is_not_reported_as_an_unbuilt_demo(monkeypatch):
+    demo = types.ModuleType("flyviz.demo")
+
+    def __getattr__(name):
+        raise ModuleNotFoundError("No module named 'somedependency'", name="somedependency")
+
+    demo.__getattr__ = __getattr__
+    monkeypatch.setitem(sys.modules, "flyviz.demo", demo)
+    with pytest.raises(ModuleNotFoundError, match="somedependency"):
+        load_model("demo")

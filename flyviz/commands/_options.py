@@ -1,9 +1,69 @@
-"""Options shared by the subcommands that run a model (``generate``, ``export``)."""
+"""Options shared by the subcommands: the model's dataset and kernel, generation, recordings.
+
+Every command that loads a model adds ``--dataset`` with
+:func:`add_dataset_option` and loads through :func:`load_model_from_args`
+(or :func:`model_from_args`, which also applies ``--kernel``, for the commands
+that run it), so the options mean the same everywhere.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+DATASET_HELP = ("connectome dataset folder (fernandofernandes/fly-connectome-49k: manifest.json, "
+                "graph/, interface/, neurons/) to join fly-wordbrain weights or a web export "
+                "to; for ngxson's checkpoint it adds soma positions. Default: a dataset folder "
+                "next to the model, or the hub's. Example: --dataset ~/fly-models/dataset")
+
+
+def add_dataset_option(parser: Any) -> None:
+    """Add ``--dataset DIR``."""
+    parser.add_argument("--dataset", metavar="DIR", type=Path, default=None, help=DATASET_HELP)
+
+
+def load_model_from_args(args: argparse.Namespace, spec: str | None = None,
+                         progress: Any = None) -> Any:
+    """Load ``spec`` (default ``args.spec``) with the dataset ``--dataset`` names."""
+    from flyviz.model.resolve import load_model
+
+    return load_model(str(spec if spec is not None else args.spec), progress,
+                      dataset_dir=getattr(args, "dataset", None))
+
+
+KERNEL_HELP = ("sparse kernel for W @ x: auto (default: the FLYVIZ_KERNEL environment "
+               "variable, else scipy), scipy, or llvm (compiled on first use, bit-identical "
+               "results; scipy runs where it cannot compile). Example: --kernel llvm")
+
+
+def add_kernel_option(parser: Any) -> None:
+    """Add ``--kernel {auto,scipy,llvm}`` (what ``FLYVIZ_KERNEL`` sets, as an option)."""
+    parser.add_argument("--kernel", choices=("auto", "scipy", "llvm"), default="auto",
+                        help=KERNEL_HELP)
+
+
+def kernel_from_args(args: argparse.Namespace) -> str | None:
+    """The kernel ``--kernel`` names, ``None`` for auto (``FLYVIZ_KERNEL`` decides, and is
+    checked now, so that a bad value fails before the model loads)."""
+    from flyviz.model.kernels import requested_kernel
+
+    kernel = getattr(args, "kernel", "auto") or "auto"
+    if kernel == "auto":
+        requested_kernel()
+        return None
+    return str(kernel)
+
+
+def model_from_args(args: argparse.Namespace, spec: str | None = None,
+                    progress: Any = None) -> Any:
+    """A :class:`~flyviz.record.runner.Model` for ``spec`` (default ``args.spec``), with
+    the dataset ``--dataset`` and the kernel ``--kernel`` name."""
+    from flyviz.record.runner import Model
+
+    kernel = kernel_from_args(args)
+    checkpoint = load_model_from_args(args, spec, progress)
+    return Model(checkpoint, spec=str(spec if spec is not None else args.spec), kernel=kernel)
 
 
 def add_generation_options(group: Any) -> None:
@@ -15,7 +75,8 @@ def add_generation_options(group: Any) -> None:
     group.add_argument("--top-p", type=float, default=1.0, metavar="P",
                        help="nucleus sampling mass in (0, 1] (default 1)")
     group.add_argument("--seed", type=int, default=None, metavar="S",
-                       help="random seed for sampling (reproducible runs)")
+                       help="random seed for sampling (default: drawn at random and stored "
+                            "in a saved recording, so the run can be replayed)")
 
 
 def generation_settings(args: argparse.Namespace) -> Any:
@@ -24,3 +85,103 @@ def generation_settings(args: argparse.Namespace) -> Any:
 
     return GenerationSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                               top_p=args.top_p, seed=args.seed).validate()
+
+
+def add_recording_options(group: Any) -> None:
+    """Add ``--record FILE`` and ``--states {float16,float32}``."""
+    group.add_argument("--record", metavar="FILE", type=Path, default=None,
+                       help="also save the run as a recording (.flyrec), with its settings, "
+                            "seed and model identity, e.g. --record run.flyrec; "
+                            "'flyviz replay run.flyrec' re-runs it")
+    group.add_argument("--states", choices=("float16", "float32"), default="float16",
+                       help="precision of the states stored in --record: float16 (default, "
+                            "half the size, about 1e-3 relative error) or float32 (exact, "
+                            "for analysis)")
+
+
+def recording_model(recording: Any, spec: str | None, dataset: Path | None) -> tuple[str | None,
+                                                                                   Path | None]:
+    """The model SPEC and dataset to load for a recording.
+
+    ``spec``/``dataset`` given on the command line win; otherwise the model
+    the recording names (its identity's spec, else its ``model``), with the
+    dataset it was recorded with when that folder still exists.
+    """
+    identity = recording.metadata.get("model_identity")
+    identity = identity if isinstance(identity, dict) else {}
+    if spec:
+        return spec, dataset
+    named = identity.get("spec") or recording.metadata.get("model")
+    if not isinstance(named, str) or not named:
+        return None, dataset
+    recorded_dataset = identity.get("dataset")
+    if dataset is None and named != "demo" and isinstance(recorded_dataset, str) \
+            and Path(recorded_dataset).is_dir():
+        dataset = Path(recorded_dataset)
+    return named, dataset
+
+
+class _AppendIntervention(argparse.Action):
+    """Collect every intervention option into one list, in command-line order (the
+    order decides which of two overlapping silences/clamps wins)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        items = list(getattr(namespace, self.dest, None) or [])
+        items.append((self.const, values))
+        setattr(namespace, self.dest, items)
+
+
+INTERVENTIONS_HELP = """\
+each repeatable, applied in the order given; QUERY selects neurons:
+  QUERY terms: id:3,17,100-199  body:ID,...  superclass:NAME  type:GLOB (KC*)
+  side:left|right|center  sign:excitatory|inhibitory  input  all
+  combined with & | ! and parentheses, e.g. 'superclass:cb_sensory & !side:left'
+  (quote the whole value for the shell; 'flyviz select SPEC QUERY' counts a query).
+  A token window @FROM:TO ends any of them: positions as in the run (0 is BOS),
+  half-open like a Python slice: @10:20 acts on tokens 10..19, @10: from 10 on,
+  @:5 on the first five.
+  Silences and clamps act after each step (the later option wins on a shared
+  neuron); a stimulation is added to the neuron's input after the recurrent
+  gain and the input drive, before gain * pre + bias; cuts and scales change
+  the synapses W @ x uses (several on one synapse multiply).
+"""
+
+
+def add_intervention_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--silence``, ``--clamp``, ``--stimulate``, ``--cut`` and ``--scale``."""
+    group = parser.add_argument_group("interventions", INTERVENTIONS_HELP)
+    options = (
+        ("silence", "QUERY[@FROM:TO]", "set these neurons' state to 0 after every step, "
+         "e.g. --silence 'sign:inhibitory'"),
+        ("clamp", "QUERY=VALUE[@FROM:TO]", "hold these neurons' state at VALUE, |VALUE| < 1, "
+         "e.g. --clamp 'type:KC*=0.5@10:20'"),
+        ("stimulate", "QUERY=VALUE[@FROM:TO]", "add VALUE to these neurons' input before the "
+         "tanh, e.g. --stimulate 'input=0.8@10:15'"),
+        ("cut", "QUERY->QUERY[@FROM:TO]", "remove every synapse from the first selection "
+         "onto the second, e.g. --cut 'superclass:visual_projection->all'"),
+        ("scale", "QUERY->QUERY=FACTOR[@FROM:TO]", "multiply those synapses by FACTOR, "
+         "e.g. --scale 'superclass:cb_sensory->superclass:cb_intrinsic=0.5'"),
+    )
+    for kind, metavar, help_text in options:
+        group.add_argument(f"--{kind}", action=_AppendIntervention, const=kind,
+                           dest="interventions", default=[], metavar=metavar, help=help_text)
+
+
+def interventions_from_args(args: argparse.Namespace) -> list[Any]:
+    """The interventions the options name, in order, checked for form (queries are
+    checked against the model when it is loaded)."""
+    from flyviz.model.interventions import parse_intervention
+
+    return [parse_intervention(kind, text) for kind, text in getattr(args, "interventions", [])]
+
+
+def warn_idle_interventions(applied: list[dict[str, Any]]) -> None:
+    """Say on stderr which interventions never acted (their token window lies past the run)."""
+    import sys
+
+    for item in applied:
+        if item.get("steps") == 0:
+            window = f"@{item.get('from', '')}:{item.get('to', '')}"
+            print(f"flyviz: note: the {item['kind']} with window {window} never acted: the run "
+                  f"has only positions before {item.get('from', 0)}", file=sys.stderr)

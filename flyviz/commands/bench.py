@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from flyviz.commands._options import (add_dataset_option, add_intervention_options,
+                                      interventions_from_args)
 from flyviz.model.errors import InputError
 
 
@@ -15,6 +17,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC", nargs="?", default=None,
                         help="model to measure (default: synthetic full-size models, rank-64 "
                              "and dense, plus the load time of a full-size checkpoint)")
+    add_dataset_option(parser)
     parser.add_argument("--steps", type=int, default=60, metavar="N",
                         help="timed steps per model (default 60; the median is reported)")
     parser.add_argument("--threads", type=int, default=None, metavar="T",
@@ -23,11 +26,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="sparse kernel for W @ x: auto (as the app: FLYVIZ_KERNEL, else "
                              "the default, scipy), one of them, or both, measured "
                              "interleaved in this process")
+    parser.add_argument("--batch", type=int, default=None, metavar="B",
+                        help="measure the batched engine with B streams against the "
+                             "single-stream engine, interleaved in this run (tokens/s and "
+                             "their ratio), instead of the floor comparison")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the load-time measurement")
+    parser.add_argument("--interventions", action="store_true", dest="measure_interventions",
+                        help="measure the step with interventions against the step without, "
+                             "token by token in one run, on SPEC (default: the demo brain); the "
+                             "interventions are the options below, by default --silence "
+                             "'sign:inhibitory' --stimulate 'input=0.5' --cut "
+                             "'superclass:visual_projection->all'")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_intervention_options(parser)
     parser.epilog = ("examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json\n"
-                     "  flyviz bench --kernel both --steps 200 --no-load")
+                     "  flyviz bench --kernel both --steps 200 --no-load\n"
+                     "  flyviz bench --interventions --steps 300\n"
+                     "  flyviz bench ./fly-llm-hf --interventions --silence 'id:0-9999'\n"
+                     "  flyviz bench --batch 64 --steps 40")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -63,6 +80,27 @@ def _table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _intervention_table(results: dict[str, Any]) -> str:
+    from flyviz.model.interventions import describe_applied
+
+    lines = [f"threads: {results['threads']}",
+             f"model: {results['model']} (loaded in {results['model_load_s']:.2f} s)",
+             "interventions:"]
+    lines.extend(f"  {describe_applied(item)}" for item in results["interventions"])
+    lines.append(f"{'kernel':<7} {'plain ms':>9} {'(p10-p90)':>13} {'intervened ms':>14} "
+                 f"{'(p10-p90)':>13} {'ratio':>7}")
+    for k in results["kernels"]:
+        lines.append(f"{k['kernel']:<7} {k['plain_ms']:9.2f} "
+                     f"{k['plain_ms_p10']:6.2f}-{k['plain_ms_p90']:<6.2f} {k['intervened_ms']:14.2f} "
+                     f"{k['intervened_ms_p10']:6.2f}-{k['intervened_ms_p90']:<6.2f} {k['ratio']:7.3f}")
+    lines.append("medians over the steps; the two engines took turns token by token on the same "
+                 "tokens in this run; ratio = median intervened / median plain")
+    for k in results["kernels"]:
+        lines.append(f"{k['kernel']}: laying out the graph and its cut/scaled copies took "
+                     f"{k['prepare_s']:.2f} s once")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark and print the table (or JSON)."""
     from flyviz.model.bench import run_bench
@@ -71,9 +109,57 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--steps {args.steps} must be between 1 and 100,000")
     if args.threads is not None and not 1 <= args.threads <= 64:
         raise InputError(f"--threads {args.threads} must be between 1 and 64")
+    if args.dataset is not None and args.spec is None:
+        raise InputError("--dataset goes with a model SPEC; without one, bench measures "
+                         "synthetic models")
     log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
+    if args.batch is not None:
+        return _run_batch(args, log)
     kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
-    results = run_bench(args.spec, steps=args.steps, threads=args.threads,
-                        load=not args.no_load, log=log, kernels=kernels)
-    print(json.dumps(results, indent=2) if args.json else _table(results))
+    interventions = interventions_from_args(args)
+    if interventions and not args.measure_interventions:
+        raise InputError("intervention options need --interventions (measure the step with "
+                         "them against the plain step)")
+    if args.measure_interventions:
+        from flyviz.model.bench import run_intervention_bench
+
+        results = run_intervention_bench(args.spec, steps=args.steps, threads=args.threads,
+                                         log=log, kernels=kernels, interventions=interventions,
+                                         dataset_dir=args.dataset)
+    else:
+        results = run_bench(args.spec, steps=args.steps, threads=args.threads,
+                            load=not args.no_load, log=log, kernels=kernels,
+                            dataset_dir=args.dataset)
+    table = _intervention_table if args.measure_interventions else _table
+    print(json.dumps(results, indent=2) if args.json else table(results))
+    return 0
+
+
+def _run_batch(args: argparse.Namespace, log) -> int:
+    """``--batch B``: batched against single-stream tokens/s on one model."""
+    from flyviz.model.bench import bench_batch, full_size_checkpoint
+
+    if not 1 <= args.batch <= 4096:
+        raise InputError(f"--batch {args.batch} must be between 1 and 4096")
+    kernel = None if args.kernel in ("auto", "both") else args.kernel
+    if args.spec is not None:
+        from flyviz.model.resolve import load_model
+
+        log(f"loading {args.spec}")
+        ckpt = load_model(args.spec)
+    else:
+        log("building a full-size synthetic model (rank-64)")
+        ckpt = full_size_checkpoint(64)
+    log(f"measuring: single-stream and {args.batch} streams, interleaved")
+    result = bench_batch(ckpt, args.batch, steps=args.steps, threads=args.threads, kernel=kernel)
+    result["model"] = ckpt.name
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"model: {result['model']} ({result['readout']}), threads: {result['threads']}\n"
+              f"single-stream ({result['single_kernel']}): {result['single_ms']:.2f} ms/token, "
+              f"{result['single_tokens_per_s']:,.0f} tokens/s\n"
+              f"batched, {result['streams']} streams ({result['batch_kernel']}): "
+              f"{result['batch_ms']:.1f} ms/step, {result['batch_tokens_per_s']:,.0f} tokens/s\n"
+              f"speed-up: {result['speedup']:.1f}x (medians; rounds of both interleaved)")
     return 0

@@ -37,6 +37,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "minutes); tiny: a few thousand neurons (seconds)")
     parser.add_argument("--seed", type=int, default=None, metavar="S",
                         help="seed of every random choice (default: the shipped brain's)")
+    parser.add_argument("--atlas-only", action="store_true",
+                        help="only (re)compute the demo brain's atlas in an existing asset "
+                             "folder (minutes instead of the ~10-minute full build)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="Dask worker processes for the atlas (default: the usable cores; "
+                             "0: in this process)")
     parser.add_argument("--evaluate", action="store_true",
                         help="measure the result against the quality bar afterwards")
 
@@ -80,12 +86,27 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and any(out.iterdir()) and not (out / "demo.json").is_file():
         raise InputError(f"--out {out} holds files that are not a demo brain; "
                          "give an empty or new folder")
+    if args.atlas_only:
+        from flyviz.demo.build import build_demo_atlas
+
+        if not (out / "demo.json").is_file():
+            raise InputError(f"--atlas-only needs a built demo brain in {out}; run "
+                             "'flyviz build-demo' first")
+        started = time.perf_counter()
+        bar = _ProgressLine()
+        try:
+            atlas = build_demo_atlas(out, workers=args.workers, progress=bar)
+        finally:
+            bar.close()
+        print(f"demo atlas written to {atlas} in {time.perf_counter() - started:.0f} s")
+        return 0
     seed = DEFAULT_SEED if args.seed is None else int(args.seed)
     if seed < 0:
         raise InputError(f"--seed {seed} must be >= 0")
     bar = _ProgressLine()
     try:
-        info = build_demo(out, scale=args.scale, seed=seed, progress=bar)
+        info = build_demo(out, scale=args.scale, seed=seed, progress=bar,
+                          atlas_workers=args.workers)
     finally:
         bar.close()
     q = info["quality"]

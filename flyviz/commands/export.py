@@ -15,8 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import add_generation_options, generation_settings
-from flyviz.model.errors import InputError
+from flyviz.commands._options import (add_dataset_option, add_generation_options,
+                                      add_intervention_options, add_kernel_option,
+                                      add_recording_options, generation_settings,
+                                      interventions_from_args, model_from_args, recording_model,
+                                      warn_idle_interventions)
+from flyviz.errors import InputError
 
 EPILOG = """\
 output format (from --out):
@@ -36,6 +40,13 @@ examples:
   flyviz export ./fly-llm-hf --prompt "Once upon a time" --out run.webm --size 1920x1080 \\
       --orbit 12 --mode abs
   flyviz export --recording run.flyrec --out frames/ --tokens 10:40
+  flyviz export ./web --dataset ./dataset --prompt "Tom and his dog" --out tom.webm \\
+      --record tom.flyrec
+  flyviz export demo --prompt "Tom and his dog" --silence 'sign:inhibitory@10:' --out silenced.mp4
+
+With interventions, the recording (--record) keeps them in its metadata (JSON,
+under "interventions"), so the run can be reopened and replayed with them. The
+colour range, once --scale, is --color-scale; --scale scales synapses.
 """
 
 
@@ -49,7 +60,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="render this saved .flyrec instead of running the model")
     parser.add_argument("--out", metavar="FILE", required=True,
                         help="output: .mp4, .webm, .gif, or a folder for PNG frames")
-    add_generation_options(parser.add_argument_group("generation"))
+    add_dataset_option(parser)
+    generation = parser.add_argument_group("generation")
+    add_kernel_option(generation)
+    add_generation_options(generation)
+    add_recording_options(generation)
     movie = parser.add_argument_group("movie")
     movie.add_argument("--size", default="1280x720", metavar="WxH",
                        help="frame size in pixels (default 1280x720)")
@@ -65,7 +80,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="colour signed h (diverging) or |h| (sequential); default signed")
     movie.add_argument("--view", choices=("front", "top", "side"), default="front",
                        help="camera direction (default front)")
-    movie.add_argument("--scale", type=float, default=None, metavar="H",
+    movie.add_argument("--color-scale", type=float, default=None, metavar="H",
                        help="activation at the end of the colour range (default: automatic)")
     movie.add_argument("--tokens", default=None, metavar="A:B",
                        help="export only frames A to B-1 of the run (default all)")
@@ -77,6 +92,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="draw only the brain (no text, bars or colourbar)")
     parser.add_argument("--bench", action="store_true",
                         help="also print render and encode speed and memory use")
+    add_intervention_options(parser)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -139,48 +155,27 @@ def _load_progress(label: str, fraction: float) -> None:
         sys.stderr.write("\n")
 
 
-def record_run(ckpt: Any, spec: str, prompt: str, settings: Any) -> Any:
-    """Run ``prompt`` through ``ckpt`` into a :class:`Recording`."""
-    from flyviz.model.engine import Engine
-    from flyviz.model.tokenizer import tokenizer_for
-    from flyviz.record.recording import Recording
-    from flyviz.record.run import encode_prompt, iter_frames
-
-    tokenizer = tokenizer_for(ckpt)
-    prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
-    recording = Recording(ckpt.config.neurons, {"model": spec, "model_name": ckpt.name,
-                                                "prompt": prompt})
-    engine = Engine(ckpt)
-    try:
-        for frame in iter_frames(engine, tokenizer, prompt, settings, prompt_ids=prompt_ids):
-            recording.append(frame)
-    finally:
-        engine.close()
-    return recording
-
-
-def anatomy_for(ckpt: Any) -> Any:
-    """The checkpoint's anatomy, or a graph layout when it has none."""
-    if ckpt.anatomy is not None and ckpt.anatomy.n_valid > 0:
-        return ckpt.anatomy
-    from flyviz.model.layout import graph_layout
-
-    print(f"flyviz: {ckpt.name} has no neuron positions; placing neurons by a graph layout",
-          file=sys.stderr)
-    return graph_layout(ckpt)
+def anatomy_for(model: Any) -> Any:
+    """Where to draw the model's neurons (:meth:`~flyviz.record.runner.Model.drawing_anatomy`),
+    saying so on stderr when it has no positions and a graph layout stands in."""
+    anatomy = model.anatomy
+    if anatomy is None or anatomy.n_valid == 0:
+        print(f"flyviz: {model.name} has no neuron positions; placing neurons by a graph layout",
+              file=sys.stderr)
+    return model.drawing_anatomy()
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, get a recording (run the model or load one) and export it."""
+    from flyviz.errors import RecordingError
     from flyviz.export import ExportOptions, export_recording, movie_format
-    from flyviz.model.errors import RecordingError
     from flyviz.render.offscreen import parse_size
 
     start, stop = _token_range(args.tokens)
     options = ExportOptions(size=parse_size(args.size), fps=args.fps,
                             frames_per_token=args.frames_per_token, quality=args.quality,
                             orbit=args.orbit, mode=args.mode, start=start, stop=stop,
-                            overlays=not args.no_overlays, view=args.view, scale=args.scale,
+                            overlays=not args.no_overlays, view=args.view, scale=args.color_scale,
                             hold_seconds=args.hold, speed=args.speed).validate()
     options.crf(movie_format(args.out))  # a bad --quality fails before any work
     t0 = time.perf_counter()
@@ -189,17 +184,26 @@ def run(args: argparse.Namespace) -> int:
 
         if args.prompt:
             raise InputError("give either --prompt (run the model) or --recording, not both")
+        if args.record is not None:
+            raise InputError("--record saves a run of the model; with --recording there is none")
+        if args.interventions:
+            raise InputError("interventions apply when the model runs: give SPEC and --prompt "
+                             "instead of --recording")
         recording = Recording.load(args.recording)
-        spec = args.spec or recording.metadata.get("model")
+        spec, args.dataset = recording_model(recording, args.spec, args.dataset)
         if spec:
-            from flyviz.model.resolve import load_model
+            from flyviz.model.identity import identity_mismatch
 
-            ckpt = load_model(str(spec), _load_progress)
-            if ckpt.config.neurons != recording.neurons:
+            model = model_from_args(args, str(spec), _load_progress)
+            if model.neurons != recording.neurons:
                 raise RecordingError(f"{args.recording} has {recording.neurons:,} neurons but "
-                                     f"model {spec} has {ckpt.config.neurons:,}; give the model "
+                                     f"model {spec} has {model.neurons:,}; give the model "
                                      "it was recorded with as SPEC")
-            anatomy = anatomy_for(ckpt)
+            note = identity_mismatch(recording.metadata.get("model_identity"), model.checkpoint,
+                                     args.recording.name)
+            if note:
+                print(f"flyviz: note: {note}", file=sys.stderr)
+            anatomy = anatomy_for(model)
         else:
             from flyviz.model.layout import ball_layout
 
@@ -211,12 +215,18 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("give a model SPEC and --prompt, or --recording FILE")
         if not args.prompt or not args.prompt.strip():
             raise InputError("the prompt is empty: give some text for the model to continue")
-        from flyviz.model.resolve import load_model
-
         settings = generation_settings(args)
-        ckpt = load_model(args.spec, _load_progress)
-        anatomy = anatomy_for(ckpt)
-        recording = record_run(ckpt, args.spec, args.prompt, settings)
+        interventions = interventions_from_args(args)
+        with model_from_args(args, args.spec, _load_progress) as model:
+            anatomy = anatomy_for(model)
+            recording = model.record(args.prompt, settings, interventions=interventions,
+                                     states_dtype=args.states)
+        steps = len(recording)
+        warn_idle_interventions([{**item, "steps": iv.steps_in(steps)} for item, iv in zip(
+            recording.metadata.get("interventions", []), interventions)])
+        if args.record is not None:
+            recording.save(args.record)
+            print(f"flyviz: saved {args.record} (seed {settings.seed})", file=sys.stderr)
     t1 = time.perf_counter()
 
     from flyviz.render.offscreen import offscreen_app

@@ -7,58 +7,86 @@ import json
 import sys
 from typing import Any
 
-from flyviz.commands._options import add_generation_options, generation_settings
-from flyviz.model.errors import InputError
+from flyviz.commands._options import (add_dataset_option, add_generation_options,
+                                      add_intervention_options, add_kernel_option,
+                                      add_recording_options, generation_settings,
+                                      interventions_from_args, model_from_args,
+                                      warn_idle_interventions)
+from flyviz.errors import InputError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz generate``."""
     parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
     parser.add_argument("--prompt", required=True, help="text to continue (BOS is added once)")
+    add_dataset_option(parser)
+    add_kernel_option(parser)
     add_generation_options(parser)
+    add_recording_options(parser)
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object with ids, text and per-step statistics")
+                        help="print one JSON object with ids, text, per-step statistics, the "
+                             "seed and the interventions applied")
+    add_intervention_options(parser)
     parser.epilog = ('examples:\n  flyviz generate demo --prompt "Once upon a time, there was a"\n'
                      '  flyviz generate ./fly-llm-hf --prompt "Tom and his dog" --temperature 0.7 '
-                     "--top-p 0.9 --seed 1 --json")
+                     "--top-p 0.9 --seed 1 --json --kernel llvm\n"
+                     '  flyviz generate ./web --dataset ./dataset --prompt "Tom and his dog" '
+                     "--temperature 0.8 --record run.flyrec --states float32\n"
+                     '  flyviz generate demo --prompt "Once upon a time" --silence '
+                     "'sign:inhibitory'\n"
+                     '  flyviz generate demo --prompt "Once upon a time" --stimulate '
+                     "'input=0.5@8:13' --cut 'superclass:visual_projection->all'")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
-def generate(ckpt: Any, prompt: str, settings: Any) -> dict[str, Any]:
-    """Run ``prompt`` through ``ckpt`` and collect what ``--json`` prints."""
-    from flyviz.model.engine import Engine
-    from flyviz.model.tokenizer import tokenizer_for
-    from flyviz.record.run import encode_prompt, iter_frames
+def generate(model: Any, prompt: str, settings: Any, *, record: Any = None,
+             states_dtype: str = "float16", interventions: Any = ()) -> dict[str, Any]:
+    """Run ``prompt`` through ``model`` (a :class:`~flyviz.record.runner.Model` or a
+    checkpoint; with ``interventions``) and collect what ``--json`` prints
+    (:class:`~flyviz.record.run.RunSummary`).
 
-    tokenizer = tokenizer_for(ckpt)
-    prompt_ids = encode_prompt(tokenizer, prompt, ckpt.config.bos_token_id)
-    engine = Engine(ckpt)
-    tokens: list[int] = []
-    steps: list[dict[str, Any]] = []
+    With ``record`` (a path), the run is also saved there as a recording, with
+    its interventions.
+    """
+    from flyviz.record.run import RunSummary, encode_prompt
+    from flyviz.record.runner import as_model
+
+    model, owned = as_model(model)
     try:
-        for frame in iter_frames(engine, tokenizer, prompt, settings, prompt_ids=prompt_ids):
-            if frame.is_generation:
-                tokens.append(frame.predicted_token_id)
-                steps.append({"token": frame.predicted_token_id,
-                              "top1_probability": frame.top1_probability,
-                              "mean_abs_state": frame.mean_abs_state})
+        settings = settings.validate()
+        resolved = model.resolve_interventions(interventions)
+        recording = None if record is None else model.new_recording(
+            prompt, settings, resolved, states_dtype=states_dtype)
+        tokenizer = model.tokenizer
+        summary = RunSummary(prompt, encode_prompt(tokenizer, prompt,
+                                                   model.checkpoint.config.bos_token_id),
+                             tokenizer, settings.seed, resolved)
+        for frame in model.frames(prompt, settings, interventions=resolved, recording=recording):
+            summary.add(frame)
     finally:
-        engine.close()
-    return {"prompt": prompt, "prompt_ids": prompt_ids, "tokens": tokens,
-            "text": tokenizer.decode(tokens), "steps": steps}
+        if owned:
+            model.close()
+    result = summary.to_json()
+    if recording is not None:
+        result["recording"] = str(recording.save(record))
+    return result
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, generate and print."""
-    from flyviz.model.resolve import load_model
-
     # Bad options fail before a (possibly long) model load.
     if not args.prompt or not args.prompt.strip():
         raise InputError("the prompt is empty: give some text for the model to continue")
     settings = generation_settings(args)
-    result = generate(load_model(args.spec), args.prompt, settings)
+    interventions = interventions_from_args(args)
+    with model_from_args(args) as model:
+        result = generate(model, args.prompt, settings, record=args.record,
+                          states_dtype=args.states, interventions=interventions)
+    warn_idle_interventions(result["interventions"])
     if args.json:
         print(json.dumps(result))
     else:
         sys.stdout.write(result["text"] + "\n")
+        if args.record is not None:
+            print(f"flyviz: saved {result['recording']} (seed {result['seed']})", file=sys.stderr)
     return 0

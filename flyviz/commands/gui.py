@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import Any
 
+from flyviz.commands._options import add_dataset_option
 from flyviz.model.errors import InputError
 
 
@@ -23,6 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Options of ``flyviz gui``."""
     parser.add_argument("--model", default="demo", metavar="SPEC",
                         help="model folder, Hugging Face repo id or 'demo' (default: demo)")
+    add_dataset_option(parser)
     parser.add_argument("--prompt", metavar="TEXT",
                         help="start running this prompt as soon as the model is loaded")
     parser.add_argument("--size", type=_size, metavar="WxH",
@@ -33,10 +36,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      "screenshot, F1 lists every shortcut")
 
 
+def _loader_with_dataset(model: str, dataset: Any) -> Any:
+    """The app's model loader, joining ``--model`` (only) to ``--dataset``."""
+    def load(spec: str, progress: Any) -> Any:
+        from flyviz.model.resolve import load_model
+
+        return load_model(spec, progress,
+                          dataset_dir=dataset if dataset is not None and spec == model else None)
+
+    return load
+
+
 def run(args: argparse.Namespace) -> int:
     """Start Qt and the main window; return the app's exit status."""
     if args.prompt is not None and not args.prompt.strip():
         raise InputError("--prompt is empty: give some text for the model to continue")
+    if args.recording:
+        # A damaged recording is one line and exit status 2, before any window opens.
+        from flyviz.record.recording import Recording
+
+        Recording.load(args.recording)
+    if args.dataset is not None and not args.dataset.is_dir():
+        raise InputError(f"--dataset {args.dataset} is not a folder")
     from PySide6.QtCore import QCoreApplication, Qt
     from PySide6.QtWidgets import QApplication
 
@@ -61,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.app.theme import apply_dark_theme
 
     apply_dark_theme(app)
-    window = MainWindow(model_spec=args.model, start_prompt=args.prompt)
+    window = MainWindow(model_spec=args.model, start_prompt=args.prompt,
+                        model_loader=_loader_with_dataset(args.model, args.dataset))
     install_excepthook(window)
     if args.size is not None:
         window.resize(*args.size)

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from flyviz.commands._options import add_dataset_option, load_model_from_args
 from flyviz.model.checkpoint import Checkpoint
 
 
@@ -14,9 +15,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC",
                         help="model folder, hub repo id (ngxson/fly-llm-hf, "
                              "fernandofernandes/fly-wordbrain-rank64[@rev][/subfolder]) or 'demo'")
+    add_dataset_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.epilog = ("examples:\n  flyviz info ./fly-llm-hf\n"
-                     "  flyviz info fernandofernandes/fly-wordbrain-rank64 --json")
+                     "  flyviz info fernandofernandes/fly-wordbrain-rank64 --json\n"
+                     "  flyviz info ./web --dataset ./dataset")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -27,7 +30,8 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
     model_frozen = {k.split("/", 1)[1]: v for k, v in ckpt.digests.items() if k.startswith("model/")}
     dataset_frozen = {k.split("/", 1)[1]: v for k, v in ckpt.digests.items()
                       if k.startswith("dataset/")}
-    shared = sorted(set(model_frozen) & set(dataset_frozen))
+    recomputed = {k.split("/", 1)[1]: v for k, v in ckpt.digests.items() if k.startswith("graph/")}
+    shared = sorted(set(model_frozen) & set(recomputed or dataset_frozen))
     if ckpt.head is not None:
         readout = {"kind": "dense", "shape": [int(s) for s in ckpt.head.shape], "rank": None}
     else:
@@ -58,8 +62,9 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
             "coverage": anatomy.n_valid / cfg.neurons if cfg.neurons else 0.0},
         "tokenizer": str(ckpt.tokenizer_path) if ckpt.tokenizer_path else None,
         "frozen_buffers_sha256": {"model": model_frozen, "dataset": dataset_frozen,
-                                  "agree": all(model_frozen[k] == dataset_frozen[k] for k in shared)
-                                  if shared else None},
+                                  "recomputed": recomputed,
+                                  "agree": all(model_frozen[k] == (recomputed or dataset_frozen)[k]
+                                               for k in shared) if shared else None},
         "digests": dict(ckpt.digests),
         "metadata": {k: v for k, v in ckpt.metadata.items() if isinstance(v, (str, int, float))},
     }
@@ -93,8 +98,8 @@ def _text(info: dict[str, Any]) -> str:
     lines.append(("tokenizer", info["tokenizer"] or "none (pass a folder with tokenizer.json)"))
     frozen = info["frozen_buffers_sha256"]
     if frozen["agree"] is not None:
-        lines.append(("graph binding", "model and dataset frozen-buffer digests agree"
-                      if frozen["agree"] else "MISMATCH"))
+        lines.append(("graph binding", "the model's frozen-buffer digests match the graph's "
+                      "(recomputed)" if frozen["agree"] else "MISMATCH"))
     description = info["metadata"].get("description")
     if description:  # e.g. the demo brain says that its wiring is synthetic
         lines.insert(1, ("about", description))
@@ -108,8 +113,6 @@ def _text(info: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Load the model and print its description."""
-    from flyviz.model.resolve import load_model
-
-    info = describe(load_model(args.spec))
+    info = describe(load_model_from_args(args))
     print(json.dumps(info, indent=2) if args.json else _text(info))
     return 0

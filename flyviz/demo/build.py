@@ -112,8 +112,58 @@ def train_tokenizer(stories: list[str], vocabulary: int) -> str:
     return train_byte_level_bpe(stories, vocabulary)
 
 
+#: The demo brain's atlas: compact (statistics and the top 10 contexts per neuron).
+DEMO_ATLAS_SETTINGS = dict(top_k=10, samples_per_band=0)
+
+
+def build_demo_atlas(out_dir: str | Path, *, workers: int | None = None,
+                     progress: Progress | None = None, log: Callable[[str], None] | None = None
+                     ) -> Path:
+    """Compute the demo brain's compact atlas over its whole story corpus into ``out_dir/atlas``.
+
+    The corpus (training and held-out stories) is regenerated from the seed and
+    size in ``demo.json``, so this runs on its own against a built asset folder
+    (``flyviz build-demo --atlas-only``) in minutes.
+    """
+    from flyviz.analysis.atlas import AtlasSettings, build_atlas
+    from flyviz.analysis.cluster import DEMO_FOLDER_PREFIX
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.demo.loader import load_demo, read_demo_info
+    from flyviz.model.tokenizer import tokenizer_for
+
+    out = Path(out_dir).resolve()
+    info = read_demo_info(out)
+    train, held_out = make_corpus(int(info["sizes"]["corpus_chars"]), seed=int(info["seed"]))
+    ckpt = load_demo(asset_dir=out)
+    settings = AtlasSettings(**DEMO_ATLAS_SETTINGS)
+    scratch = Path(tempfile.mkdtemp(prefix="flyviz-demo-atlas-"))
+    try:
+        stories = scratch / "stories.txt"
+        stories.write_text(join_stories(train + held_out), encoding="utf-8")
+        corpus = build_corpus([stories], tokenizer_for(ckpt), context=settings.context,
+                              bos_token_id=ckpt.config.bos_token_id)
+        corpus.sources = ["flyviz demo stories (training and held out)"]
+        bar = None
+        if progress is not None:
+            total = corpus.n_tokens
+
+            class _Bar:
+                done = 0
+
+                def update(self, done: int, force: bool = False) -> None:
+                    progress(f"atlas: {done:,} of {total:,} tokens", done / total)
+            bar = _Bar()
+        atlas_dir = out / "atlas"
+        build_atlas(f"{DEMO_FOLDER_PREFIX}{out}", ckpt, corpus, atlas_dir, settings,
+                    workers=workers, progress=bar, compact=True, log=log)  # type: ignore[arg-type]
+        return atlas_dir
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def build_demo(out_dir: str | Path, scale: str | DemoScale = "full", seed: int = DEFAULT_SEED,
-               progress: Progress | None = None) -> dict[str, Any]:
+               progress: Progress | None = None, atlas_workers: int | None = None
+               ) -> dict[str, Any]:
     """Build the demo brain into ``out_dir`` (replacing what is there).
 
     Parameters
@@ -127,6 +177,9 @@ def build_demo(out_dir: str | Path, scale: str | DemoScale = "full", seed: int =
         Seed of every random choice.
     progress
         Called as ``progress(label, fraction)``.
+    atlas_workers
+        Dask workers for the atlas (:func:`build_demo_atlas`); ``None``: the
+        usable cores, 0: in this process.
 
     Returns
     -------
@@ -141,7 +194,7 @@ def build_demo(out_dir: str | Path, scale: str | DemoScale = "full", seed: int =
     started = time.perf_counter()
     timings: dict[str, float] = {}
     stages = _Stages(progress, {"corpus": 1, "graph": 4, "parameters": 1, "reservoir": 30,
-                                "readout": 15, "evaluate": 5, "write": 2})
+                                "readout": 15, "evaluate": 5, "write": 2, "atlas": 25})
 
     def lap(name: str, t0: float) -> float:
         now = time.perf_counter()
@@ -267,6 +320,8 @@ def build_demo(out_dir: str | Path, scale: str | DemoScale = "full", seed: int =
             "build_seconds": round(time.perf_counter() - started, 1),
         }
         (out / "demo.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        report = stages("atlas")
+        build_demo_atlas(out, workers=atlas_workers, progress=report)
         if progress is not None:
             progress("done", 1.0)
         return info

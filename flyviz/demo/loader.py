@@ -16,8 +16,10 @@ The shipped asset (``assets/demo``) holds:
 
 On first use the graph is written as a fly-connectome-49k-style folder under
 the user cache (``platformdirs.user_cache_dir("flyviz")``, or
-``$FLYVIZ_CACHE_DIR``), in a folder named after the digest. Every load checks
-the digest and rebuilds the folder if it does not match.
+``$FLYVIZ_CACHE_DIR``), in a folder named after the digest and the version of
+the folder's layout. Every load checks the digest and rebuilds the folder if it
+does not match; a folder written in an older layout (flyviz 0.1 wrote its
+manifest in another schema) is replaced, not read.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import CheckpointError, ModelNotFoundError
 
 Progress = Callable[[str, float], None]
+
+#: Version of the cached folder's layout: the raw files are the same for a
+#: digest, but the manifest written beside them follows the real schema since
+#: version 2 (``files`` keyed by logical name, recomputable frozen digests).
+CACHE_LAYOUT = 2
 
 #: Dataset files whose bytes the digest covers: the canonical raw arrays. The
 #: JSON label files and the int16 browser copy are left out so that a change in
@@ -166,7 +173,10 @@ def prepare_dataset(asset_dir: Path, info: dict[str, Any],
     """
     expected = str(info["dataset_sha256"])
     root = cache_root() / "demo"
-    target = root / f"dataset-{expected[:16]}"
+    target = root / f"dataset-{expected[:16]}-v{CACHE_LAYOUT}"
+    legacy = root / f"dataset-{expected[:16]}"  # flyviz 0.1's layout: rebuilt, not read
+    if legacy.is_dir():
+        shutil.rmtree(legacy, ignore_errors=True)
     if target.is_dir():
         _report(progress, "checking the demo brain's graph", 0.1)
         if dataset_digest(target) == expected:

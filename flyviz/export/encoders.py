@@ -21,14 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from flyviz.model.errors import ExportError
+from flyviz.errors import ExportCancelled, ExportError
 
 #: File name pattern of PNG frames inside an output folder.
 PNG_PATTERN = "frame_%06d.png"
-
-
-class ExportCancelled(ExportError):
-    """The user cancelled an export; nothing was written."""
 
 
 def ffmpeg_exe() -> str:
@@ -37,7 +33,7 @@ def ffmpeg_exe() -> str:
         import imageio_ffmpeg
 
         return imageio_ffmpeg.get_ffmpeg_exe()
-    except Exception as exc:  # noqa: BLE001 - any failure means "no encoder"
+    except (ImportError, RuntimeError, OSError) as exc:  # not installed, or no binary in it
         raise ExportError(f"no ffmpeg available ({exc}); reinstall flyviz's imageio-ffmpeg "
                           "dependency") from None
 

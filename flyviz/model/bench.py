@@ -283,7 +283,8 @@ def full_size_checkpoint(readout_rank: int | None, seed: int = 0) -> Checkpoint:
 
 def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = None,
               load: bool = True, log: Log | None = None,
-              kernels: Sequence[str | None] = (None,)) -> dict[str, Any]:
+              kernels: Sequence[str | None] = (None,),
+              dataset_dir: str | Path | None = None) -> dict[str, Any]:
     """Everything ``flyviz bench`` reports.
 
     Parameters
@@ -305,6 +306,9 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
     kernels
         Sparse kernels to measure, one engine each, interleaved (see
         :func:`bench_engines`); ``None`` is the engine's own choice.
+    dataset_dir
+        The connectome dataset to join ``spec`` to (see
+        :func:`flyviz.model.resolve.load_model`).
     """
     log = log or (lambda _line: None)
     results: dict[str, Any] = {"threads": threads or default_threads(), "engines": []}
@@ -313,7 +317,7 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
 
         log(f"loading {spec}")
         start = time.perf_counter()
-        ckpt = load_model(spec)
+        ckpt = load_model(spec, dataset_dir=dataset_dir)
         results["model_load_s"] = time.perf_counter() - start
         results["model"] = ckpt.name
         log(f"measuring {ckpt.config.readout_kind} readout")
@@ -337,3 +341,159 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
         del ckpt
     results["llvm_kernel"] = kernel_status()
     return results
+
+
+def default_bench_interventions() -> tuple[Any, ...]:
+    """What ``flyviz bench --interventions`` applies unless told otherwise: a silence, a
+    stimulation and a cut, all acting on every step (on the demo brain: 16,677 silenced
+    neurons, 14,064 stimulated, 1,039,345 synapses cut)."""
+    from flyviz.model.interventions import Cut, Silence, Stimulate
+
+    return (Silence("sign:inhibitory"), Stimulate("input", 0.5),
+            Cut("superclass:visual_projection", "all"))
+
+
+def time_interleaved(engines: Sequence[Engine], steps: int, seed: int = 0,
+                     warmup: int = 5) -> list[np.ndarray]:
+    """Seconds per token of each engine, the engines taking turns token by token.
+
+    All read the same random tokens from a reset state; the order of the turn
+    alternates from token to token, so that machine load and caches treat all
+    alike. A token's time covers :meth:`Engine.step` and the background
+    product it starts. The first ``warmup`` tokens are not counted.
+    """
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(3, engines[0].config.vocabulary, steps + warmup)
+    times = [np.empty(steps) for _ in engines]
+    for engine in engines:
+        engine.reset()
+    order = list(range(len(engines)))
+    for t, token in enumerate(tokens):
+        for i in (order if t % 2 == 0 else order[::-1]):
+            start = time.perf_counter()
+            engines[i].step(int(token))
+            engines[i].wait_background()
+            if t >= warmup:
+                times[i][t - warmup] = time.perf_counter() - start
+    return times
+
+
+def run_intervention_bench(spec: str | None = None, steps: int = 200,
+                           threads: int | None = None, log: Log | None = None,
+                           kernels: Sequence[str | None] = (None,),
+                           interventions: Sequence[Any] | None = None,
+                           dataset_dir: str | Path | None = None) -> dict[str, Any]:
+    """Per-step cost of an engine with interventions against one without, in one run.
+
+    For each kernel, a plain engine and one with the interventions step in
+    turn, token by token (:func:`time_interleaved`).
+
+    Parameters
+    ----------
+    spec
+        The model (default: the demo brain, full size, with labels).
+    interventions
+        Default: :func:`default_bench_interventions`.
+    dataset_dir
+        The connectome dataset to join ``spec`` to, if it needs one.
+
+    Returns
+    -------
+    dict
+        ``threads``, ``model``, ``model_load_s``, ``interventions`` (JSON form
+        with what each selected), ``kernels``: per kernel ``kernel``,
+        ``steps``, ``plain_ms`` and ``intervened_ms`` (medians, with ``_p10``
+        and ``_p90``), ``ratio`` (median intervened / median plain) and
+        ``prepare_s`` (laying out the graph and its cut/scaled variants).
+    """
+    from flyviz.model.resolve import load_model
+
+    log = log or (lambda _line: None)
+    spec = spec or "demo"
+    applied = tuple(interventions) if interventions else default_bench_interventions()
+    threads = threads or default_threads()
+    results: dict[str, Any] = {"threads": threads, "kernels": []}
+    log(f"loading {spec}")
+    start = time.perf_counter()
+    ckpt = load_model(spec, dataset_dir=dataset_dir)
+    results["model_load_s"] = time.perf_counter() - start
+    results["model"] = ckpt.name
+    for kernel in kernels:
+        plain = Engine(ckpt, threads=threads, kernel=kernel)
+        intervened = Engine(ckpt, threads=threads, kernel=kernel, interventions=applied)
+        try:
+            results["interventions"] = intervened.interventions.to_json()
+            plain.prepare()
+            start = time.perf_counter()
+            intervened.prepare()
+            prepare_s = time.perf_counter() - start
+            log(f"{plain.kernel}: {steps} steps without and with {len(applied)} interventions, "
+                "taking turns token by token")
+            base_times, other_times = time_interleaved([plain, intervened], steps)
+        finally:
+            plain.close()
+            intervened.close()
+        entry: dict[str, Any] = {"kernel": plain.kernel, "steps": steps, "prepare_s": prepare_s}
+        for name, times in (("plain", base_times), ("intervened", other_times)):
+            entry[f"{name}_ms"] = 1e3 * float(np.median(times))
+            entry[f"{name}_ms_p10"] = 1e3 * float(np.percentile(times, 10))
+            entry[f"{name}_ms_p90"] = 1e3 * float(np.percentile(times, 90))
+        entry["ratio"] = entry["intervened_ms"] / entry["plain_ms"]
+        results["kernels"].append(entry)
+    results["llvm_kernel"] = kernel_status()
+    return results
+
+
+def bench_batch(ckpt: Checkpoint, streams: int = 64, steps: int = 40,
+                threads: int | None = None, rounds: int = 5,
+                kernel: str | None = None) -> dict[str, Any]:
+    """Tokens/s of the batched engine against the single-stream engine, in one run.
+
+    Rounds alternate: a run of single-stream steps (:func:`time_steps`), then
+    a run of batched steps (``streams`` random tokens each), so both see the
+    same machine. Both engines use ``threads`` for the sparse product and
+    ``kernel`` (single-stream: the default choice when ``None``, as the app;
+    batched: :data:`~flyviz.model.kernels.DEFAULT_MULTI_KERNEL`).
+
+    Returns
+    -------
+    dict
+        ``single_ms`` and ``batch_ms`` (median per step), ``single_tokens_per_s``,
+        ``batch_tokens_per_s``, ``speedup`` (their ratio), the kernels that ran,
+        ``streams``, ``threads``, ``steps``.
+    """
+    from flyviz.model.batch import BatchEngine
+
+    threads = threads or default_threads()
+    single = Engine(ckpt, threads=threads, kernel=kernel)
+    batch = BatchEngine(ckpt, streams, threads=threads, kernel=kernel)
+    single.prepare()
+    batch.prepare()
+    rng = np.random.default_rng(0)
+    vocab = ckpt.config.vocabulary
+    single_times: list[np.ndarray] = []
+    batch_times: list[float] = []
+    try:
+        for _ in range(3):  # warm-up
+            batch.step(rng.integers(3, vocab, streams))
+        rounds = max(1, min(rounds, steps))
+        for r in range(rounds):
+            count = steps // rounds + (1 if r < steps % rounds else 0)
+            single_times.append(time_steps(single, count * 4, seed=r))
+            for _ in range(count):
+                tokens = rng.integers(3, vocab, streams)
+                start = time.perf_counter()
+                batch.step(tokens)
+                batch_times.append(time.perf_counter() - start)
+    finally:
+        single.close()
+        batch.close()
+    single_s = float(np.median(np.concatenate(single_times)))
+    batch_s = float(np.median(batch_times))
+    return {
+        "readout": ckpt.config.readout_kind, "threads": threads, "streams": streams,
+        "steps": len(batch_times), "single_kernel": single.kernel, "batch_kernel": batch.kernel,
+        "single_ms": 1e3 * single_s, "batch_ms": 1e3 * batch_s,
+        "single_tokens_per_s": 1.0 / single_s, "batch_tokens_per_s": streams / batch_s,
+        "speedup": (streams / batch_s) / (1.0 / single_s),
+    }

@@ -31,6 +31,7 @@ wanted but llvmlite is missing or cannot compile the IR, scipy runs and
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import os
 import threading
@@ -58,6 +59,9 @@ class RowBlock(Protocol):
     def buffers(self) -> dict[str, np.ndarray]:
         """The arrays one product reads in full, by name."""
 
+    def with_values(self, data: np.ndarray) -> "RowBlock":
+        """The same rows with other weights (same sparsity structure): shares the indices."""
+
 
 class CsrBlock:
     """CSR rows for scipy's kernel (int32 or int64 indices, as it requires)."""
@@ -79,6 +83,12 @@ class CsrBlock:
     def buffers(self) -> dict[str, np.ndarray]:
         """Row offsets, indices, weights."""
         return {"w_offsets": self.indptr, "w_indices": self.indices, "w_values": self.data}
+
+    def with_values(self, data: np.ndarray) -> "CsrBlock":
+        """The same rows with the weights ``data`` (one per edge, in CSR order)."""
+        if data.shape != self.data.shape:
+            raise ValueError("with_values needs one weight per edge of the block")
+        return CsrBlock(self.indptr, self.indices, data, self.neurons)
 
 
 # One function per source-index type, {w} lanes. Per slice s: one row per lane,
@@ -183,8 +193,21 @@ class SellBlock:
         total = int(sptr[-1])
         wide = neurons > 2**16
         self._function = functions["i32" if wide else "i16"]
+        self.indptr = indptr
+        self.sptr = sptr
+        self.slen = slen.astype(np.int32)
+        self.position = position
+        self.slices = slices
         self.sidx = np.zeros(total, dtype=np.uint32 if wide else np.uint16)
         self.sval = np.zeros(total, dtype=np.float32)
+        self._scatter((indices, self.sidx), (data, self.sval))
+        self._result = np.zeros(slices * LANES, dtype=np.float32)
+
+    def _scatter(self, *pairs: tuple[np.ndarray, np.ndarray]) -> None:
+        """Copy per-edge arrays from CSR order into the SELL-8 layout (``(source, dest)``)."""
+        indptr, position, sptr = self.indptr, self.position, self.sptr
+        rows = indptr.shape[0] - 1
+        lengths = np.diff(indptr.astype(np.int64))
         # In pieces of rows, so the temporary edge arrays stay small.
         step = max(1, (1 << 20) * rows // max(1, int(indptr[-1])))
         for a in range(0, rows, step):
@@ -193,13 +216,19 @@ class SellBlock:
             row = np.repeat(np.arange(a, b, dtype=np.int64), lengths[a:b])
             edge = np.arange(lo, hi, dtype=np.int64) - indptr[row].astype(np.int64)
             dest = sptr[position[row] // LANES] + LANES * edge + position[row] % LANES
-            self.sidx[dest] = indices[lo:hi]
-            self.sval[dest] = data[lo:hi]
-        self.sptr = sptr
-        self.slen = slen.astype(np.int32)
-        self.position = position
-        self.slices = slices
-        self._result = np.zeros(slices * LANES, dtype=np.float32)
+            for source, target in pairs:
+                target[dest] = source[lo:hi]
+
+    def with_values(self, data: np.ndarray) -> "SellBlock":
+        """The same rows with the weights ``data`` (CSR order): shares the indices and
+        offsets, lays out only the weights."""
+        if data.shape[0] != int(self.indptr[-1]):
+            raise ValueError("with_values needs one weight per edge of the block")
+        other = copy.copy(self)
+        other.sval = np.zeros_like(self.sval)
+        other._scatter((data, other.sval))
+        other._result = np.zeros_like(self._result)
+        return other
 
     def matvec(self, x: np.ndarray, out: np.ndarray) -> None:
         """``out = W_block @ x``: the kernel fills lanes, then each row takes its lane."""
@@ -223,13 +252,19 @@ _error: str | None = None
 _compile_s: float | None = None
 
 
-def _compile() -> dict[str, _Sell]:
-    """Compile the IR for this CPU; return the functions by index type."""
+def compile_ir(ir: str, functions: dict[str, Any]) -> dict[str, Any]:
+    """Compile LLVM IR for this CPU; return ``{name: ctypes function}``.
+
+    ``functions`` maps each function's name in the IR to its ctypes
+    signature (``ctypes.CFUNCTYPE(...)``). The machine code is kept alive for
+    the life of the process. Raises whatever llvmlite raises when it is
+    missing or cannot build the IR.
+    """
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    module = llvm.parse_assembly(_ir(LANES))
+    module = llvm.parse_assembly(ir)
     module.verify()
     target = llvm.Target.from_default_triple()
     try:  # the host's own vector units (AVX2/AVX-512 gathers where there are some)
@@ -240,9 +275,15 @@ def _compile() -> dict[str, _Sell]:
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     _keep.append((engine, module, machine))
+    return {name: signature(engine.get_function_address(name))
+            for name, signature in functions.items()}
+
+
+def _compile() -> dict[str, _Sell]:
+    """Compile the SELL kernels for this CPU; return the functions by index type."""
     signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, *[ctypes.c_void_p] * 6)
-    return {ity: signature(engine.get_function_address(f"sell{LANES}_{ity}"))
-            for ity in ("i16", "i32")}
+    found = compile_ir(_ir(LANES), {f"sell{LANES}_{ity}": signature for ity in ("i16", "i32")})
+    return {ity: found[f"sell{LANES}_{ity}"] for ity in ("i16", "i32")}
 
 
 def _compiled_functions() -> dict[str, _Sell] | None:
@@ -258,6 +299,23 @@ def _compiled_functions() -> dict[str, _Sell] | None:
     return _compiled
 
 
+def requested_kernel() -> str:
+    """The kernel ``FLYVIZ_KERNEL`` names, else :data:`DEFAULT_KERNEL`.
+
+    Raises
+    ------
+    InputError
+        When ``FLYVIZ_KERNEL`` names no kernel (a user's setting, not a bug).
+    """
+    from flyviz.errors import InputError
+
+    kind = os.environ.get(ENV_VAR, "").strip().lower() or DEFAULT_KERNEL
+    if kind not in KERNELS:
+        raise InputError(f"{ENV_VAR}={os.environ.get(ENV_VAR)!r} names no sparse kernel; set it "
+                         f"to one of {', '.join(KERNELS)} or unset it")
+    return kind
+
+
 def resolve(kind: str | None = None) -> str:
     """The kernel that will run: ``kind``, else ``FLYVIZ_KERNEL``, else :data:`DEFAULT_KERNEL`.
 
@@ -265,7 +323,7 @@ def resolve(kind: str | None = None) -> str:
     for llvm where it cannot compile gives scipy; :func:`status` says why.
     """
     if kind is None:
-        kind = os.environ.get(ENV_VAR, "").strip().lower() or DEFAULT_KERNEL
+        kind = requested_kernel()
     if kind not in KERNELS:
         raise ValueError(f"unknown kernel {kind!r}; expected one of {', '.join(KERNELS)}")
     if kind == "llvm" and _compiled_functions() is None:
@@ -285,4 +343,253 @@ def make_block(kind: str, indptr: np.ndarray, indices: np.ndarray, data: np.ndar
 
 def status() -> dict[str, object]:
     """What compiling the llvm kernel took in this process (seconds), or why it failed."""
-    return {"compile_s": _compile_s, "error": _error}
+    return {"compile_s": _compile_s, "error": _error or _multi_error}
+
+
+# --------------------------------------------------------------------------- multi-vector
+# ``W @ X`` for a dense (neurons, columns) float32 X, row-major: the batched engine's product
+# (:mod:`flyviz.model.batch`), one column per token stream.
+#
+# scipy's ``csr_matvecs`` adds ``w * X[j, :]`` into the output row edge by edge; on the
+# development machine it ran at ~0.2 ns per edge and column on one thread (126 ms for a
+# full-size graph and 64 columns), bound by its scalar inner loop over the columns. The
+# compiled kernel keeps a group of up to 64 columns of one output row in vector registers
+# (<8 x float> accumulators, independent chains), loads the edge's weight and source
+# index once and streams the source row of X in vectors. Per column it multiplies and
+# adds separately, in CSR order, from +0: the same operations as scipy's loop, so the
+# results are bit-identical to scipy's (and so to one column at a time through
+# ``csr_matvec``).
+
+MULTI_LANES = 8  # columns must be a multiple of this (floats per narrow vector)
+MULTI_VECTOR = 16  # floats per accumulator vector where the group allows (one AVX-512
+                   # register; two AVX2 registers elsewhere, legalised by LLVM)
+MULTI_GROUP_MAX = 64  # columns one pass over a row keeps in registers (8 accumulators)
+
+_MULTI_IR = r"""
+define void @csrmm_{ity}_g{group}(i64 %rows, i64 %ngroups, i64 %ld, ptr noalias %indptr,
+                               ptr noalias %idx, ptr noalias %val, ptr noalias %x,
+                               ptr noalias %out) nounwind {{
+entry:
+  %anyrow = icmp sgt i64 %rows, 0
+  br i1 %anyrow, label %row, label %done
+row:
+  %r = phi i64 [0, %entry], [%r1, %rowend]
+  %plo = getelementptr i64, ptr %indptr, i64 %r
+  %lo = load i64, ptr %plo, align 8
+  %r1 = add i64 %r, 1
+  %phi = getelementptr i64, ptr %indptr, i64 %r1
+  %hi = load i64, ptr %phi, align 8
+  %obase = mul i64 %r, %ld
+  %nonempty = icmp ult i64 %lo, %hi
+  br i1 %nonempty, label %group, label %rowend
+group:
+  %g = phi i64 [0, %row], [%g1, %store]
+  %col = mul i64 %g, {group}
+  %ob = add i64 %obase, %col
+{loads}
+  br label %edge
+edge:
+  %e = phi i64 [%lo, %group], [%e1, %edge]
+{acc_phis}
+  %pi = getelementptr {ity}, ptr %idx, i64 %e
+  %j0 = load {ity}, ptr %pi, align {ialign}
+  %j = zext {ity} %j0 to i64
+  %pw = getelementptr float, ptr %val, i64 %e
+  %w = load float, ptr %pw, align 4
+  %wv0 = insertelement <{vw} x float> poison, float %w, i64 0
+  %wv = shufflevector <{vw} x float> %wv0, <{vw} x float> poison, <{vw} x i32> zeroinitializer
+  %xrow = mul i64 %j, %ld
+  %xbase = add i64 %xrow, %col
+{acc_body}
+  %e1 = add i64 %e, 1
+  %more = icmp ult i64 %e1, %hi
+  br i1 %more, label %edge, label %store
+store:
+{stores}
+  %g1 = add i64 %g, 1
+  %moreg = icmp ult i64 %g1, %ngroups
+  br i1 %moreg, label %group, label %rowend
+rowend:
+  %again = icmp ult i64 %r1, %rows
+  br i1 %again, label %row, label %done
+done:
+  ret void
+}}
+"""
+
+
+def _multi_ir(group: int) -> str:
+    """The module for ``group`` columns per pass (a multiple of 8): one function per index type.
+
+    Each function *adds* a panel of edges into ``out``: per row with edges, the
+    accumulators start from the row's current values (rows without edges are
+    not touched), so calling it panel after panel on a zeroed ``out`` adds
+    every row's products in CSR order when the panels follow the column order.
+    """
+    width = MULTI_VECTOR if group % MULTI_VECTOR == 0 else MULTI_LANES
+    vt = f"<{width} x float>"
+    accs = group // width
+    loads = "\n".join(f"  %q{k} = add i64 %ob, {k * width}\n"
+                      f"  %pq{k} = getelementptr float, ptr %out, i64 %q{k}\n"
+                      f"  %i{k} = load {vt}, ptr %pq{k}, align 4" for k in range(accs))
+    phis = "\n".join(f"  %a{k} = phi {vt} [%i{k}, %group], [%n{k}, %edge]"
+                     for k in range(accs))
+    body = "\n".join(
+        f"  %o{k} = add i64 %xbase, {k * width}\n"
+        f"  %px{k} = getelementptr float, ptr %x, i64 %o{k}\n"
+        f"  %x{k} = load {vt}, ptr %px{k}, align 4\n"
+        f"  %p{k} = fmul {vt} %wv, %x{k}\n"
+        f"  %n{k} = fadd {vt} %a{k}, %p{k}" for k in range(accs))
+    stores = "\n".join(f"  store {vt} %n{k}, ptr %pq{k}, align 4" for k in range(accs))
+    return "".join(_MULTI_IR.format(ity=ity, ialign=align, group=group, vw=width, loads=loads,
+                                    acc_phis=phis, acc_body=body, stores=stores)
+                   for ity, align in (("i16", 2), ("i32", 4)))
+
+
+def multi_group(columns: int) -> int:
+    """Columns the compiled kernel keeps in registers per pass for ``columns`` (a multiple of 8)."""
+    if columns <= 0 or columns % MULTI_LANES:
+        raise ValueError(f"the compiled kernel needs a positive multiple of {MULTI_LANES} columns")
+    return max(g for g in range(MULTI_LANES, MULTI_GROUP_MAX + 1, MULTI_LANES) if columns % g == 0)
+
+
+_Csrmm = Any  # a ctypes function: (rows, ngroups, ld, indptr, idx, val, x, out) -> None
+_multi_compiled: dict[int, dict[str, _Csrmm]] = {}
+_multi_error: str | None = None
+
+
+def _compile_multi(group: int) -> dict[str, _Csrmm]:
+    signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                 *[ctypes.c_void_p] * 5)
+    names = {ity: f"csrmm_{ity}_g{group}" for ity in ("i16", "i32")}
+    found = compile_ir(_multi_ir(group), {name: signature for name in names.values()})
+    return {ity: found[name] for ity, name in names.items()}
+
+
+def _multi_functions(group: int) -> dict[str, _Csrmm] | None:
+    global _multi_error
+    with _lock:
+        if group not in _multi_compiled and _multi_error is None:
+            try:
+                _multi_compiled[group] = _compile_multi(group)
+            except Exception as exc:  # no llvmlite, or one that cannot build this IR
+                _multi_error = f"{type(exc).__name__}: {exc}"
+        return _multi_compiled.get(group)
+
+
+class RowBlockMulti(Protocol):
+    """What the batched engine needs from a block of rows laid out for one kernel."""
+
+    def matmul(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Write this block's rows of ``W @ X`` into ``out`` (rows of the block, all columns)."""
+
+
+class CsrMultiBlock:
+    """CSR rows for scipy's ``csr_matvecs``."""
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                 neurons: int) -> None:
+        self.indptr = indptr
+        self.indices = np.ascontiguousarray(indices, dtype=indptr.dtype)
+        self.data = data
+        self.neurons = neurons
+
+    def matmul(self, x: np.ndarray, out: np.ndarray) -> None:
+        """``out = W_block @ x`` for C-contiguous ``x`` (neurons, B) and ``out`` (rows, B)."""
+        out.fill(0.0)
+        _sparsetools.csr_matvecs(out.shape[0], self.neurons, x.shape[1], self.indptr,
+                                 self.indices, self.data, x.reshape(-1), out.reshape(-1))
+
+
+#: Bytes of ``X`` one panel of source neurons spans: about half an L2 cache, so that
+#: the rows of ``X`` a panel gathers stay in L2 instead of being fetched from L3 or
+#: memory for every synapse (measured on 2 cores: with two processes each holding a
+#: 12.6 MB ``X``, L3 alone could not hold both).
+PANEL_BYTES = 512 * 1024
+
+
+class LlvmMultiBlock:
+    """The same CSR rows for the compiled multi-column kernel (16-bit indices when they fit).
+
+    The edges are split into *panels* of consecutive source neurons
+    (:data:`PANEL_BYTES` of ``X`` each) and the product runs panel after
+    panel. Where every row lists its sources in increasing order (as the
+    released graphs do), each row still adds its products in CSR order, so
+    the bits equal scipy's; otherwise one panel holds everything.
+    """
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                 neurons: int, columns: int, functions: dict[str, _Csrmm]) -> None:
+        if indices.size and (int(indices.max()) >= neurons or int(indices.min()) < 0):
+            raise ValueError(f"presynaptic indices must lie in 0..{neurons - 1}")
+        wide = neurons > 2**16
+        rows = int(indptr.shape[0] - 1)
+        indptr = np.asarray(indptr, dtype=np.int64)
+        indices = np.asarray(indices)
+        data = np.asarray(data, dtype=np.float32)
+        span = max(1024, PANEL_BYTES // (4 * columns))
+        row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
+        ascending = bool(np.all((np.diff(indices.astype(np.int64)) >= 0)
+                                | (np.diff(row_of) != 0))) if indices.size > 1 else True
+        panels = -(-neurons // span) if ascending else 1
+        panel = (indices.astype(np.int64) // span) if panels > 1 else np.zeros(indices.size,
+                                                                                np.int64)
+        order = np.argsort(panel, kind="stable")  # by panel, then CSR order
+        counts = np.bincount(panel * rows + row_of, minlength=panels * rows).reshape(panels, rows)
+        self.indptr = np.zeros((panels, rows + 1), dtype=np.int64)
+        flat = np.concatenate([[0], np.cumsum(counts.reshape(-1))])
+        for p in range(panels):
+            self.indptr[p] = flat[p * rows:(p + 1) * rows + 1]
+        self.indices = np.ascontiguousarray(indices[order], dtype=np.uint32 if wide else np.uint16)
+        self.data = np.ascontiguousarray(data[order])
+        self.panels = panels
+        self.neurons = neurons
+        self.columns = columns
+        self.group = multi_group(columns)
+        self._function = functions["i32" if wide else "i16"]
+
+    def matmul(self, x: np.ndarray, out: np.ndarray) -> None:
+        """``out = W_block @ x`` for C-contiguous float32 ``x`` and ``out`` of ``columns`` columns."""
+        rows = self.indptr.shape[1] - 1
+        if (x.dtype != np.float32 or not x.flags.c_contiguous
+                or x.shape != (self.neurons, self.columns)):
+            raise ValueError(f"x must be a contiguous float32 ({self.neurons}, {self.columns}) array")
+        if (out.dtype != np.float32 or not out.flags.c_contiguous
+                or out.shape != (rows, self.columns)):
+            raise ValueError(f"out must be a contiguous float32 ({rows}, {self.columns}) array")
+        out.fill(0.0)
+        for p in range(self.panels):
+            self._function(rows, self.columns // self.group, self.columns,
+                           self.indptr[p].ctypes.data, self.indices.ctypes.data,
+                           self.data.ctypes.data, x.ctypes.data, out.ctypes.data)
+
+
+#: The multi-column kernel a batched engine runs when neither its caller nor
+#: ``FLYVIZ_KERNEL`` chooses: the compiled one where llvmlite is installed (the
+#: ``fast`` and ``atlas`` extras). It gives scipy's bits and is ~2.5x faster.
+DEFAULT_MULTI_KERNEL = "llvm"
+
+
+def resolve_multi(kind: str | None, columns: int) -> str:
+    """The multi-column kernel that will run for ``columns`` columns.
+
+    ``kind``, else ``FLYVIZ_KERNEL``, else :data:`DEFAULT_MULTI_KERNEL`. llvm
+    needs a multiple of :data:`MULTI_LANES` columns; otherwise, or where it
+    cannot compile, scipy runs and :func:`status` says why.
+    """
+    if kind is None:
+        kind = os.environ.get(ENV_VAR, "").strip().lower() or DEFAULT_MULTI_KERNEL
+    kind = resolve(kind)
+    if kind == "llvm" and (columns % MULTI_LANES or _multi_functions(multi_group(columns)) is None):
+        return "scipy"
+    return kind
+
+
+def make_multi_block(kind: str, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                     neurons: int, columns: int) -> RowBlockMulti:
+    """Lay out one block of CSR rows for ``kind`` (a name :func:`resolve_multi` returned)."""
+    if kind == "llvm":
+        functions = _multi_functions(multi_group(columns))
+        assert functions is not None
+        return LlvmMultiBlock(indptr, indices, data, neurons, columns, functions)
+    return CsrMultiBlock(indptr, indices, data, neurons)

@@ -34,9 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from flyviz.errors import CheckpointError, InputError, ModelNotFoundError
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
-from flyviz.model.errors import CheckpointError, ModelNotFoundError
 from flyviz.model.formats import LAYOUT_HF, detect_layout, load_folder
+from flyviz.model.formats._common import find_tokenizer
 
 #: Progress callback: ``progress(label, fraction)`` with fraction in [0, 1].
 Progress = Callable[[str, float], None]
@@ -105,6 +106,28 @@ def _cache_dir() -> str | None:
     return os.environ.get("HF_HUB_CACHE") or None
 
 
+def _hub_errors() -> tuple[type[BaseException], ...]:
+    """What ``huggingface_hub`` raises when a repository or file cannot be had.
+
+    Network failures, HTTP errors, files missing from the cache or the hub
+    and offline mode are all ``OSError`` subclasses there; a malformed repo id
+    is its ``HFValidationError`` (a ``ValueError``), and in some versions a
+    missing file is an ``EntryNotFoundError`` that is neither. Anything else
+    is a bug and must not be reported as "model not found".
+    """
+    errors: list[type[BaseException]] = [OSError]
+    for module_name in ("huggingface_hub.errors", "huggingface_hub.utils"):
+        try:
+            module = __import__(module_name, fromlist=["_"])
+        except ImportError:
+            continue
+        for name in ("HFValidationError", "EntryNotFoundError", "HfHubHTTPError"):
+            error = getattr(module, name, None)
+            if isinstance(error, type) and issubclass(error, BaseException):
+                errors.append(error)
+    return tuple(dict.fromkeys(errors))
+
+
 def _hub_error_text(exc: BaseException) -> str:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return first[:160]
@@ -121,7 +144,7 @@ def _download(repo_id: str, patterns: list[str], *, revision: str | None,
         path = snapshot_download(repo_id, repo_type=repo_type, revision=revision,
                                  allow_patterns=patterns, cache_dir=_cache_dir(),
                                  local_files_only=_offline())
-    except Exception as exc:  # network, offline, missing repo: all end the same way for a user
+    except _hub_errors() as exc:  # network, offline, missing repo: all end the same way
         reason = "offline (HF_HUB_OFFLINE is set)" if _offline() else _hub_error_text(exc)
         raise ModelNotFoundError(f"cannot get {repo_id} from the Hugging Face Hub and it is not "
                                  f"in the cache ({reason}); {manual}") from None
@@ -162,7 +185,7 @@ def _tokenizer_from_ngxson(manual: str) -> Path | None:
 
         return Path(hf_hub_download(NGXSON_REPO, "tokenizer.json", cache_dir=_cache_dir(),
                                     local_files_only=_offline()))
-    except Exception as exc:
+    except _hub_errors() as exc:
         reason = "offline (HF_HUB_OFFLINE is set)" if _offline() else _hub_error_text(exc)
         raise ModelNotFoundError(f"cannot get tokenizer.json of {NGXSON_REPO} ({reason}); "
                                  f"{manual}") from None
@@ -173,8 +196,13 @@ def _report(progress: Progress | None, label: str, fraction: float) -> None:
         progress(label, fraction)
 
 
-def load_hub_model(spec: HubSpec, progress: Progress | None = None) -> Checkpoint:
-    """Download (or find in the cache) and load a hub model."""
+def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
+                   dataset_dir: str | Path | None = None) -> Checkpoint:
+    """Download (or find in the cache) and load a hub model.
+
+    ``dataset_dir`` is a local connectome dataset to use instead of
+    downloading ``fernandofernandes/fly-connectome-49k``.
+    """
     manual = _manual_instructions(spec)
     _report(progress, f"fetching {spec.display}", 0.0)
     snapshot = _download(spec.repo_id, _model_patterns(spec), revision=spec.revision,
@@ -188,9 +216,8 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None) -> Checkpoin
     except CheckpointError:
         raise ModelNotFoundError(f"{spec.display}: the cached copy is incomplete or holds no Fly "
                                  f"LLM checkpoint; {manual}") from None
-    dataset_dir = None
     tokenizer = None
-    if layout == LAYOUT_HF:
+    if dataset_dir is None and layout == LAYOUT_HF:
         # ngxson's checkpoint carries the graph but no soma positions: take them from the
         # dataset's neurons/ (2 MB) when it can be had; without it the model still runs.
         _report(progress, f"fetching soma positions from {DATASET_REPO}", 0.5)
@@ -199,13 +226,13 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None) -> Checkpoin
                                     repo_type="dataset", manual="")
         except ModelNotFoundError:
             dataset_dir = None
-    else:
+    elif dataset_dir is None:
         _report(progress, f"fetching {DATASET_REPO}", 0.3)
         dataset_dir = _download(DATASET_REPO, list(DATASET_FILES), revision=None,
                                 repo_type="dataset", manual=manual)
-        if not (model_dir / "tokenizer.json").is_file():
-            _report(progress, f"fetching the tokenizer of {NGXSON_REPO}", 0.6)
-            tokenizer = _tokenizer_from_ngxson(manual)
+    if layout != LAYOUT_HF and find_tokenizer(model_dir, Path(dataset_dir)) is None:
+        _report(progress, f"fetching the tokenizer of {NGXSON_REPO}", 0.6)
+        tokenizer = _tokenizer_from_ngxson(manual)
     _report(progress, "loading", 0.7)
     return load_folder(model_dir, dataset_dir=dataset_dir, tokenizer_path=tokenizer,
                        name=spec.display)
@@ -214,13 +241,16 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None) -> Checkpoin
 def _load_demo(progress: Progress | None) -> Checkpoint:
     try:
         from flyviz.demo import load_demo  # type: ignore[attr-defined]
-    except ImportError:
+    except ImportError as exc:
+        if exc.name != "flyviz.demo":  # a module the demo needs is missing: a real problem
+            raise
         raise ModelNotFoundError("the demo brain is not built yet in this installation; run "
                                  "'flyviz build-demo' or pass a model folder or hub id") from None
     return load_demo(progress)
 
 
-def load_model(spec: str, progress: Progress | None = None) -> Checkpoint:
+def load_model(spec: str, progress: Progress | None = None, *,
+               dataset_dir: str | Path | None = None) -> Checkpoint:
     """Load a model from a folder, a hub repo id or ``"demo"``.
 
     Parameters
@@ -229,6 +259,11 @@ def load_model(spec: str, progress: Progress | None = None) -> Checkpoint:
         See the module documentation.
     progress
         Called as ``progress(label, fraction)`` while downloading and loading.
+    dataset_dir
+        The connectome dataset folder to join the model to (fly-wordbrain
+        weights and web exports need one; for ngxson's checkpoint it only adds
+        soma positions). Default: one found next to a model folder, or the
+        hub's ``fernandofernandes/fly-connectome-49k``.
 
     Returns
     -------
@@ -247,7 +282,14 @@ def load_model(spec: str, progress: Progress | None = None) -> Checkpoint:
     if not spec:
         raise ModelNotFoundError("no model given: pass a folder, a hub repo id "
                                  f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+    if dataset_dir is not None:
+        dataset_dir = Path(dataset_dir).expanduser()
+        if not dataset_dir.is_dir():
+            raise CheckpointError(f"connectome dataset folder not found: {dataset_dir}")
     if spec.lower() == DEMO_SPEC and not Path(spec).exists():
+        if dataset_dir is not None:
+            raise InputError("the demo brain brings its own graph; a dataset folder applies to "
+                             "fly-wordbrain weights, web exports and ngxson's checkpoint")
         ckpt = validate_checkpoint(_load_demo(progress))
         _report(progress, "ready", 1.0)
         return ckpt
@@ -255,13 +297,16 @@ def load_model(spec: str, progress: Progress | None = None) -> Checkpoint:
     if local.exists():
         folder = local.parent if local.is_file() else local
         _report(progress, f"loading {folder}", 0.1)
-        ckpt = load_folder(folder, name=folder.name)
+        ckpt = load_folder(folder, name=folder.name, dataset_dir=dataset_dir)
+        # Absolute, so that a recording can find the model again from anywhere.
+        ckpt.metadata["spec"] = str(folder.resolve())
     else:
         hub = parse_hub_spec(spec)
         if hub is None:
             raise ModelNotFoundError(f"no such folder: {spec}; a model is a folder, a hub repo id "
                                      f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
-        ckpt = load_hub_model(hub, progress)
+        ckpt = load_hub_model(hub, progress, dataset_dir=dataset_dir)
+        ckpt.metadata["spec"] = hub.display
     # Every loader behind load_folder ends with validate_checkpoint; a second
     # pass would stream the 72 MB graph again for nothing.
     _report(progress, "ready", 1.0)

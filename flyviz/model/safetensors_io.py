@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Union
 
 import numpy as np
 
-from flyviz.model.errors import CheckpointError
+from flyviz.model.errors import CheckpointError, FlyvizError
 
 #: safetensors dtype names -> NumPy dtypes (little-endian). BF16 is handled apart.
 DTYPES: dict[str, np.dtype] = {
@@ -53,7 +55,40 @@ def _dtype_name(array: np.ndarray) -> str:
     raise TypeError(f"cannot store dtype {array.dtype} in safetensors")
 
 
-def save_safetensors(path: str | Path, tensors: Mapping[str, np.ndarray],
+@dataclass(frozen=True)
+class ChunkedTensor:
+    """A tensor that :func:`save_safetensors` writes piece by piece, never whole in memory.
+
+    Parameters
+    ----------
+    dtype, shape
+        Of the whole tensor.
+    chunks
+        Returns the pieces in order (arrays of ``dtype``, row blocks of the
+        C-ordered tensor); their bytes must add up to the tensor's.
+    """
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    chunks: Callable[[], Iterable[np.ndarray]]
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+Tensor = Union[np.ndarray, ChunkedTensor]
+
+
+def _little_endian_bytes(array: np.ndarray, dtype: np.dtype) -> memoryview:
+    array = np.ascontiguousarray(array, dtype=dtype)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return memoryview(array.reshape(-1).view(np.uint8))
+
+
+def save_safetensors(path: str | Path, tensors: Mapping[str, Tensor],
                      metadata: Mapping[str, str] | None = None) -> Path:
     """Write ``tensors`` as a safetensors file.
 
@@ -65,7 +100,8 @@ def save_safetensors(path: str | Path, tensors: Mapping[str, np.ndarray],
     path
         File to write.
     tensors
-        Name -> array. BF16 arrays use ``ml_dtypes.bfloat16``.
+        Name -> array (BF16 arrays use ``ml_dtypes.bfloat16``) or
+        :class:`ChunkedTensor`.
     metadata
         String -> string pairs stored under ``__metadata__``.
 
@@ -75,15 +111,16 @@ def save_safetensors(path: str | Path, tensors: Mapping[str, np.ndarray],
         ``path``.
     """
     path = Path(path)
-    order = sorted(tensors, key=lambda name: (-tensors[name].dtype.itemsize, name))
+    order = sorted(tensors, key=lambda name: (-np.dtype(tensors[name].dtype).itemsize, name))
     header: dict[str, Any] = {}
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     offset = 0
     for name in order:
-        array = tensors[name]
-        nbytes = int(array.size * array.dtype.itemsize)
-        header[name] = {"dtype": _dtype_name(array), "shape": [int(s) for s in array.shape],
+        tensor = tensors[name]
+        nbytes = int(tensor.size * np.dtype(tensor.dtype).itemsize)
+        header[name] = {"dtype": _dtype_name(np.empty(0, dtype=tensor.dtype)),
+                        "shape": [int(s) for s in tensor.shape],
                         "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -92,10 +129,17 @@ def save_safetensors(path: str | Path, tensors: Mapping[str, np.ndarray],
         handle.write(struct.pack("<Q", len(text)))
         handle.write(text)
         for name in order:
-            array = np.ascontiguousarray(tensors[name])
-            if array.dtype.byteorder == ">":
-                array = array.astype(array.dtype.newbyteorder("<"))
-            handle.write(memoryview(array.reshape(-1).view(np.uint8)))
+            tensor = tensors[name]
+            if isinstance(tensor, ChunkedTensor):
+                expected = tensor.size * np.dtype(tensor.dtype).itemsize
+                written = 0
+                for chunk in tensor.chunks():
+                    written += handle.write(_little_endian_bytes(chunk, np.dtype(tensor.dtype)))
+                if written != expected:
+                    raise ValueError(f"tensor {name!r}: chunks gave {written} bytes, the shape "
+                                     f"needs {expected}")
+            else:
+                handle.write(_little_endian_bytes(tensor, tensor.dtype))
     return path
 
 
@@ -120,6 +164,11 @@ class SafetensorsFile:
     ----------
     path
         The ``.safetensors`` file.
+    error
+        The :class:`FlyvizError` subclass to raise (a recording's reader
+        raises :class:`~flyviz.model.errors.RecordingError`).
+    remedy
+        What the messages tell the user to do about a damaged file.
 
     Raises
     ------
@@ -129,34 +178,38 @@ class SafetensorsFile:
         or byte ranges that overlap or run past the end of the file.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, error: type[FlyvizError] = CheckpointError,
+                 remedy: str = "download it again") -> None:
         self.path = Path(path)
         name = self.path.name
+        self._error = error
+        self._remedy = remedy
         try:
             size = os.path.getsize(self.path)
         except OSError:
-            raise CheckpointError(f"{self.path}: file not found; check the path or download it "
-                                  "again") from None
+            raise error(f"{self.path}: file not found; check the path or {remedy}") from None
         if size < 8:
-            raise CheckpointError(f"{name}: only {size} bytes, too short for a safetensors "
-                                  "file; download it again")
+            raise error(f"{name}: only {size} bytes, too short for a safetensors file; {remedy}")
         with open(self.path, "rb") as handle:
             (header_len,) = struct.unpack("<Q", handle.read(8))
             if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
-                raise CheckpointError(f"{name}: header length {header_len} does not fit in the "
-                                      f"{size}-byte file; the file is truncated or not "
-                                      "safetensors, download it again")
+                raise error(f"{name}: header length {header_len} does not fit in the "
+                            f"{size}-byte file; the file is truncated or not safetensors, "
+                            f"{remedy}")
             raw_header = handle.read(header_len)
         try:
             header = json.loads(raw_header.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise CheckpointError(f"{name}: the header is not valid JSON; the file is damaged, "
-                                  "download it again") from None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            raise error(f"{name}: the header is not valid JSON; the file is damaged, "
+                        f"{remedy}") from None
         if not isinstance(header, dict):
-            raise CheckpointError(f"{name}: the header is not a JSON object; download it again")
+            raise error(f"{name}: the header is not a JSON object; {remedy}")
         meta = header.pop("__metadata__", None) or {}
+        #: ``__metadata__`` exactly as stored (the format allows only strings).
+        self.raw_metadata: Any = meta
         self.metadata: dict[str, str] = {str(k): str(v) for k, v in meta.items()} \
             if isinstance(meta, dict) else {}
+        self.size = size
         self._data_start = 8 + header_len
         data_size = size - self._data_start
         self._entries: dict[str, tuple[str, tuple[int, ...], int, int]] = {}
@@ -167,32 +220,31 @@ class SafetensorsFile:
                 shape = tuple(int(s) for s in info["shape"])
                 begin, end = (int(v) for v in info["data_offsets"])
             except (KeyError, TypeError, ValueError):
-                raise CheckpointError(f"{name}: tensor {tensor!r} has a malformed header entry; "
-                                      "download the file again") from None
+                raise error(f"{name}: tensor {tensor!r} has a malformed header entry; "
+                            f"{remedy}") from None
             if dtype not in _ITEMSIZE:
-                raise CheckpointError(f"{name}: tensor {tensor!r} has unsupported dtype {dtype}; "
-                                      "flyviz reads F32, F16, BF16, I64, I32, I16, U16, U8 and BOOL")
+                raise error(f"{name}: tensor {tensor!r} has unsupported dtype {dtype}; "
+                            "flyviz reads F32, F16, BF16, I64, I32, I16, U16, U8 and BOOL")
             if any(s < 0 for s in shape):
-                raise CheckpointError(f"{name}: tensor {tensor!r} has a negative dimension")
+                raise error(f"{name}: tensor {tensor!r} has a negative dimension; {remedy}")
             expected = int(np.prod(shape, dtype=np.int64)) * _ITEMSIZE[dtype]
             if not 0 <= begin <= end:
-                raise CheckpointError(f"{name}: tensor {tensor!r} has invalid byte range "
-                                      f"[{begin}, {end}]; the file is damaged")
+                raise error(f"{name}: tensor {tensor!r} has invalid byte range [{begin}, {end}]; "
+                            f"the file is damaged, {remedy}")
             if end - begin != expected:
-                raise CheckpointError(f"{name}: tensor {tensor!r} is {end - begin} bytes but shape "
-                                      f"{list(shape)} of {dtype} needs {expected}; the file is "
-                                      "damaged")
+                raise error(f"{name}: tensor {tensor!r} is {end - begin} bytes but shape "
+                            f"{list(shape)} of {dtype} needs {expected}; the file is damaged, "
+                            f"{remedy}")
             if end > data_size:
-                raise CheckpointError(f"{name}: tensor {tensor!r} ends at byte {end} but the file "
-                                      f"holds only {data_size} data bytes; the file is truncated, "
-                                      "download it again")
+                raise error(f"{name}: tensor {tensor!r} ends at byte {end} but the file holds "
+                            f"only {data_size} data bytes; the file is truncated, {remedy}")
             self._entries[tensor] = (dtype, shape, begin, end)
             spans.append((begin, end, tensor))
         spans.sort()
         for (b0, e0, t0), (b1, e1, t1) in zip(spans, spans[1:]):
             if b1 < e0:
-                raise CheckpointError(f"{name}: tensors {t0!r} and {t1!r} overlap; the file is "
-                                      "damaged or not a safetensors file")
+                raise error(f"{name}: tensors {t0!r} and {t1!r} overlap; the file is damaged or "
+                            f"not a safetensors file, {remedy}")
 
     def keys(self) -> list[str]:
         """Tensor names in file order."""
@@ -209,14 +261,19 @@ class SafetensorsFile:
         """The stored shape."""
         return self._entries[tensor][1]
 
+    def byte_range(self, tensor: str) -> tuple[int, int]:
+        """``(begin, end)`` of the tensor's bytes in the file (absolute offsets)."""
+        _, _, begin, end = self._entries[tensor]
+        return self._data_start + begin, self._data_start + end
+
     def get(self, tensor: str) -> np.ndarray:
         """The tensor as a read-only array (a memory map unless it is BF16).
 
         BF16 tensors come back as float32; every other dtype as stored.
         """
         if tensor not in self._entries:
-            raise CheckpointError(f"{self.path.name}: tensor {tensor!r} is missing; the file is "
-                                  "not this kind of checkpoint")
+            raise self._error(f"{self.path.name}: tensor {tensor!r} is missing; the file is "
+                              "not this kind of file, or it is damaged")
         dtype, shape, begin, end = self._entries[tensor]
         count = int(np.prod(shape, dtype=np.int64))
         if count == 0:

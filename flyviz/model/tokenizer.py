@@ -73,6 +73,10 @@ class FlyTokenizer:
                              f"the limit is {MAX_PROMPT_CHARS:,}")
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of many texts (no length limit, no special tokens), encoded in parallel."""
+        return [list(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
     def decode(self, ids: list[int] | tuple[int, ...]) -> str:
         """Text of ``ids`` with special tokens dropped; invalid UTF-8 shows as U+FFFD."""
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=True)

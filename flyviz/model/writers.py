@@ -14,16 +14,18 @@ loader on small models without a download:
 * :func:`write_recital_web` -- the Fly Recital web export: ``.f32`` arrays and
   ``manifest.json``; the graph again comes from a dataset.
 
-The frozen-buffer digests recorded in the manifests use
-:func:`frozen_buffer_digests`. Upstream's exact digest formula is not known,
-so loaders only compare the digest strings of a model against those of its
-dataset; they never recompute them to reject a checkpoint.
+The manifests follow the real schemas (fly-formats.md sections 2.2, 3 and
+4.2): the dataset's ``files`` is an object keyed by logical name, a
+wordbrain manifest's ``selectors`` an object keyed by selector name with the
+weights' ``safetensors_sha256``, and the frozen-buffer digests
+(:func:`frozen_buffer_digests`) use the convention the released values were
+computed with, so the loaders' recomputation and the dataset authors' own 18
+checks (:func:`flyviz.model.formats.dataset.check_dataset`) accept them.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -32,18 +34,15 @@ from typing import Any, Mapping
 import ml_dtypes
 import numpy as np
 
-from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.formats._common import sha256_file
+from flyviz.model.checkpoint import Anatomy, Checkpoint
+from flyviz.model.formats._common import (EDGE_GROUP_INDEX, FROZEN_BUFFER_DTYPES,
+                                          NODE_TYPE_INDEX, array_digest, sha256_file)
+from flyviz.model.formats.wordbrain import SELECTOR_NAMES
 from flyviz.model.safetensors_io import save_safetensors
 
-#: dtypes in which the released checkpoint stores its frozen buffers.
-FROZEN_BUFFER_DTYPES = {
-    "brain.w_offsets": "int32",
-    "brain.w_indices": "int32",
-    "brain.w_values": "float32",
-    "brain.in_index": "int64",
-    "brain.out_index": "int64",
-}
+__all__ = ["FROZEN_BUFFER_DTYPES", "frozen_buffer_digests", "selector_digests",
+           "write_connectome_dataset", "write_fly_llm_hf", "write_recital_web",
+           "write_wordbrain"]
 
 #: Parameter tensor names of the released checkpoints -> Checkpoint attribute.
 PARAMETER_NAMES = {
@@ -79,23 +78,43 @@ def _graph_buffers(ckpt: Checkpoint) -> dict[str, np.ndarray]:
 def frozen_buffer_digests(ckpt: Checkpoint) -> dict[str, str]:
     """SHA-256 of each frozen graph buffer in its original dtype.
 
-    Each digest covers the dtype name, the shape and the raw little-endian
-    bytes, e.g. ``sha256(b"int32" + b"[49394]" + bytes)``.
+    Each digest covers the dtype name, Python's ``str(tuple(shape))`` and the
+    raw little-endian bytes, e.g. ``sha256(b"int32" + b"(49394,)" + bytes)``
+    (:func:`~flyviz.model.formats._common.array_digest`).
 
     Returns
     -------
     dict
         ``{"brain.w_offsets": hex, ...}`` for the five frozen buffers.
     """
-    digests = {}
-    for name, array in _graph_buffers(ckpt).items():
-        dtype = FROZEN_BUFFER_DTYPES[name]
-        data = np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<"))
-        digest = hashlib.sha256()
-        digest.update(dtype.encode())
-        digest.update(json.dumps([int(s) for s in data.shape]).encode())
-        digest.update(memoryview(data.reshape(-1).view(np.uint8)))
-        digests[name] = digest.hexdigest()
+    return {name: array_digest(array, FROZEN_BUFFER_DTYPES[name])
+            for name, array in _graph_buffers(ckpt).items()}
+
+
+def cell_type_index(anatomy: Anatomy | None) -> tuple[list[str], np.ndarray] | None:
+    """``(type_labels, type_index)`` as the dataset stores cell types, or ``None``.
+
+    Labels are sorted; ``type_index[i]`` is neuron ``i``'s label's position.
+    """
+    if anatomy is None or anatomy.cell_type is None:
+        return None
+    labels = sorted(set(anatomy.cell_type))
+    lookup = {label: i for i, label in enumerate(labels)}
+    return labels, np.array([lookup[t] for t in anatomy.cell_type], dtype=np.int32)
+
+
+def selector_digests(ckpt: Checkpoint) -> dict[str, str]:
+    """The frozen-buffer digests of a wordbrain selector entry.
+
+    The five graph buffers, the empty ``brain.edge_group_index`` of the
+    fixed-plasticity arms and, when the checkpoint has cell types,
+    ``brain.node_type_index`` (the dataset's ``type_index`` as int64).
+    """
+    digests = frozen_buffer_digests(ckpt)
+    digests[EDGE_GROUP_INDEX] = array_digest(np.zeros(0, dtype=np.int64), "int64")
+    types = cell_type_index(ckpt.anatomy)
+    if types is not None:
+        digests[NODE_TYPE_INDEX] = array_digest(types[1], "int64")
     return digests
 
 
@@ -230,7 +249,10 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
     """Write the fly-wordbrain layout: parameters-only F32 safetensors + manifest.
 
     The graph is not stored; write it with :func:`write_connectome_dataset`.
-    The manifest's ``frozen_buffers_sha256`` binds these weights to that graph.
+    The manifest's ``selectors`` entry (keyed ``minimum_validation_ce`` for
+    ``min-ce.safetensors``, ``maximum_validation_accuracy`` for
+    ``max-accuracy.safetensors``) records the file's ``safetensors_sha256``
+    and the seven frozen-buffer digests that bind these weights to that graph.
 
     Parameters
     ----------
@@ -265,7 +287,6 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
         "experiment": experiment, "selector": selector, "updates": str(updates),
         "source_checkpoint_sha256": str(ckpt.metadata.get("source_checkpoint_sha256", ""))})
     rank = _readout_rank(ckpt)
-    frozen = frozen_buffer_digests(ckpt)
     parameters = int(sum(a.size for a in tensors.values()))
     manifest_path = model_dir / "manifest.json"
     manifest: dict[str, Any] = {}
@@ -282,42 +303,48 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
             "recurrence": "x = (1 - leak) x + leak tanh(gain (rec_gain W x + drive) + bias)",
         },
     })
-    manifest.setdefault("selectors", {})[selector] = {
-        "file": filename, "updates": updates, "sha256": sha256_file(file),
-        "validation": {}, "frozen_buffers_sha256": frozen, "parameters": parameters,
+    selector_name = SELECTOR_NAMES.get(selector, selector)
+    manifest.setdefault("selectors", {})[selector_name] = {
+        "file": filename, "selector": selector_name, "updates": updates,
+        "source_checkpoint_sha256": str(ckpt.metadata.get("source_checkpoint_sha256", "")),
+        "safetensors_sha256": sha256_file(file), "validation": {},
+        "frozen_buffers_sha256": selector_digests(ckpt), "parameters": parameters,
     }
     manifest.setdefault("held_out_scores", {})
-    manifest.setdefault("web_export", {"files": [], "config": {}, "golden_prompts": []})
+    manifest.setdefault("web_export", None)  # no web export made alongside
     _write_json(manifest_path, manifest)
     _copy_tokenizer(Path(tokenizer_path) if tokenizer_path is not None else None, model_dir)
     return model_dir
 
 
 # -------------------------------------------------------------------- dataset
-def _write_raw(root: Path, relative: str, array: np.ndarray, dtype: str,
-               entries: list[dict[str, Any]]) -> None:
+def _write_raw(root: Path, relative: str, array: np.ndarray, dtype: str) -> dict[str, Any]:
     path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)
     data = np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<"))
     data.tofile(path)
-    entries.append({"file": relative, "dtype": np.dtype(dtype).name,
-                    "shape": [int(s) for s in data.shape], "bytes": int(data.nbytes),
-                    "sha256": sha256_file(path)})
+    return {"file": relative, "dtype": np.dtype(dtype).name,
+            "shape": [int(s) for s in data.shape], "bytes": int(data.nbytes),
+            "sha256": sha256_file(path)}
 
 
-def _write_json_file(root: Path, relative: str, data: Any,
-                     entries: list[dict[str, Any]]) -> None:
+def _write_json_file(root: Path, relative: str, data: Any) -> dict[str, Any]:
     path = root / relative
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-    entries.append({"file": relative, "dtype": "json",
-                    "shape": [len(data)] if isinstance(data, list) else [],
-                    "bytes": path.stat().st_size, "sha256": sha256_file(path)})
+    return {"file": relative, "bytes": path.stat().st_size, "sha256": sha256_file(path)}
 
 
 def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
                              n_in_declared: int | None = None) -> Path:
     """Write the fly-connectome-49k layout: the frozen graph, interface and anatomy.
+
+    The manifest has the real schema: ``files`` keyed by logical name
+    (``edges_offsets`` ... ``side``), top-level ``neurons`` and ``edges``,
+    ``weights`` with the sign counts and the int16 copy's ``scale`` and
+    ``max_absolute_error``, ``soma.positioned``, and the frozen-buffer
+    digests with their original dtypes, so that the dataset passes all 18
+    checks of :func:`flyviz.model.formats.dataset.check_dataset`.
 
     Parameters
     ----------
@@ -339,64 +366,70 @@ def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
     root.mkdir(parents=True, exist_ok=True)
     cfg = ckpt.config
     n = cfg.neurons
-    entries: list[dict[str, Any]] = []
+    files: dict[str, dict[str, Any]] = {}
     values = _f32(ckpt.w_values)
-    _write_raw(root, "graph/edges_offsets.i32", ckpt.w_offsets, "int32", entries)
+    files["edges_offsets"] = _write_raw(root, "graph/edges_offsets.i32", ckpt.w_offsets, "int32")
     if n <= 65_536:
-        _write_raw(root, "graph/edges_source.u16", ckpt.w_indices, "uint16", entries)
+        files["edges_source"] = _write_raw(root, "graph/edges_source.u16", ckpt.w_indices,
+                                           "uint16")
     else:  # uint16 cannot index more neurons; flyviz reads this wider file instead
-        _write_raw(root, "graph/edges_source.i32", ckpt.w_indices, "int32", entries)
-    _write_raw(root, "graph/edges_weight.f32", values, "float32", entries)
+        files["edges_source"] = _write_raw(root, "graph/edges_source.i32", ckpt.w_indices,
+                                           "int32")
+    files["edges_weight_f32"] = _write_raw(root, "graph/edges_weight.f32", values, "float32")
     peak = float(np.abs(values).max()) if values.size else 0.0
     scale = peak / 32767.0 if peak > 0 else 1.0
     codes = np.rint(values.astype(np.float64) / scale).astype(np.int16)
-    _write_raw(root, "graph/edges_weight.i16", codes, "int16", entries)
-    _write_raw(root, "interface/in_index.i32", ckpt.in_index, "int32", entries)
-    _write_raw(root, "interface/out_index.i32", ckpt.out_index, "int32", entries)
-
-    manifest: dict[str, Any] = {}
-    anatomy = ckpt.anatomy
-    if anatomy is not None:
-        body_id = anatomy.body_id if anatomy.body_id is not None else np.arange(n)
-        _write_raw(root, "neurons/body_id.i64", body_id, "int64", entries)
-        if anatomy.cell_type is not None:
-            labels = sorted(set(anatomy.cell_type))
-            lookup = {label: i for i, label in enumerate(labels)}
-            type_index = np.array([lookup[t] for t in anatomy.cell_type], dtype=np.int32)
-            _write_raw(root, "neurons/type_index.i32", type_index, "int32", entries)
-            _write_json_file(root, "neurons/type_labels.json", labels, entries)
-            _write_json_file(root, "neurons/cell_type.json", list(anatomy.cell_type), entries)
-        if anatomy.superclass is not None:
-            _write_json_file(root, "neurons/superclass.json", list(anatomy.superclass), entries)
-        if anatomy.side is not None:
-            _write_json_file(root, "neurons/side.json", list(anatomy.side), entries)
-        valid = np.asarray(anatomy.valid, dtype=bool)
-        positions = np.rint(np.asarray(anatomy.positions, dtype=np.float64)).astype(np.int32)
-        positions[~valid] = 0  # missing somata are stored as zeros, never invented
-        _write_raw(root, "neurons/soma_position.i32", positions, "int32", entries)
-        _write_raw(root, "neurons/soma_valid.u8", valid.astype(np.uint8), "uint8", entries)
-        manifest["soma"] = {"units": "8nm voxels", "with_position": int(valid.sum()),
-                            "missing": int(n - valid.sum()),
-                            "missing_rows": "zeros in soma_position.i32, 0 in soma_valid.u8"}
-        manifest["anatomy"] = {"kind": anatomy.kind}
+    quantisation_error = float(np.abs(codes * scale - values.astype(np.float64)).max(initial=0.0))
+    files["edges_weight_i16"] = _write_raw(root, "graph/edges_weight.i16", codes, "int16")
+    files["input_neurons"] = _write_raw(root, "interface/in_index.i32", ckpt.in_index, "int32")
+    files["output_neurons"] = _write_raw(root, "interface/out_index.i32", ckpt.out_index, "int32")
 
     positive = int(np.count_nonzero(values > 0))
     negative = int(np.count_nonzero(values < 0))
-    manifest.update({
+    manifest: dict[str, Any] = {
         "neurons": n,
         "edges": ckpt.n_edges,
-        "files": entries,
+        "files": files,
         "csr": {"rows": n, "columns": n, "nnz": ckpt.n_edges, "row": "postsynaptic",
-                "offsets": "graph/edges_offsets.i32", "columns_file": entries[1]["file"]},
-        "weights": {"count": ckpt.n_edges, "positive": positive, "negative": negative,
-                    "zero": ckpt.n_edges - positive - negative, "canonical": "graph/edges_weight.f32",
-                    "quantised": {"file": "graph/edges_weight.i16", "scale": scale}},
+                "offsets": "graph/edges_offsets.i32", "columns_file": files["edges_source"]["file"]},
+        "weights": {"count": ckpt.n_edges, "positive_edges": positive, "negative_edges": negative,
+                    "zero_edges": ckpt.n_edges - positive - negative,
+                    "canonical": "graph/edges_weight.f32",
+                    "quantised": {"file": "graph/edges_weight.i16", "scale": scale,
+                                  "max_absolute_error": quantisation_error}},
         "interface": {"n_in_declared": int(n_in_declared if n_in_declared is not None
                                            else cfg.n_inputs),
                       "delay_slots": cfg.delay_k, "neurons_per_slot": cfg.neurons_per_slot},
-        "frozen_buffers_sha256": frozen_buffer_digests(ckpt),
-        "frozen_buffers_original_dtype": dict(FROZEN_BUFFER_DTYPES),
-    })
+    }
+    anatomy = ckpt.anatomy
+    if anatomy is not None:
+        body_id = anatomy.body_id if anatomy.body_id is not None else np.arange(n)
+        files["body_id"] = _write_raw(root, "neurons/body_id.i64", body_id, "int64")
+        types = cell_type_index(anatomy)
+        if types is not None:
+            labels, type_index = types
+            files["type_index"] = _write_raw(root, "neurons/type_index.i32", type_index, "int32")
+        valid = np.asarray(anatomy.valid, dtype=bool)
+        positions = np.rint(np.asarray(anatomy.positions, dtype=np.float64)).astype(np.int32)
+        positions[~valid] = 0  # missing somata are stored as zeros, never invented
+        files["soma_position"] = _write_raw(root, "neurons/soma_position.i32", positions, "int32")
+        files["soma_valid"] = _write_raw(root, "neurons/soma_valid.u8", valid.astype(np.uint8),
+                                         "uint8")
+        if types is not None:
+            files["type_labels"] = _write_json_file(root, "neurons/type_labels.json", labels)
+            files["cell_type"] = _write_json_file(root, "neurons/cell_type.json",
+                                                  list(anatomy.cell_type))
+        if anatomy.superclass is not None:
+            files["superclass"] = _write_json_file(root, "neurons/superclass.json",
+                                                   list(anatomy.superclass))
+        if anatomy.side is not None:
+            files["side"] = _write_json_file(root, "neurons/side.json", list(anatomy.side))
+        manifest["soma"] = {"units": "8nm voxels", "positioned": int(valid.sum()),
+                            "missing": int(n - valid.sum()),
+                            "missing_rows": "zeros in soma_position.i32, 0 in soma_valid.u8"}
+        manifest["anatomy"] = {"kind": anatomy.kind}
+    manifest["frozen_buffers_sha256"] = frozen_buffer_digests(ckpt)
+    manifest["frozen_buffers_original_dtype"] = dict(FROZEN_BUFFER_DTYPES)
     _write_json(root / "manifest.json", manifest)
     return root
 

@@ -38,6 +38,11 @@ class Frame:
     generation_index
         For generation frames, the index of the predicted token among the
         generated ones; ``None`` during the prompt.
+    probabilities
+        The whole ``(vocabulary,)`` float64 next-token distribution, as
+        :func:`~flyviz.record.run.iter_frames` computed it (for comparing two
+        runs); ``None`` in frames read back from a recording, which keeps only
+        the top-k.
     """
 
     position: int
@@ -54,6 +59,7 @@ class Frame:
     mean_abs_state: float = 0.0
     text_so_far: str = ""
     generation_index: int | None = None
+    probabilities: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def is_generation(self) -> bool:

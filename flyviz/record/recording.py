@@ -1,20 +1,28 @@
 """A run as a sequence of frames, stored compactly, saved to and loaded from one file.
 
-States are kept as float16 in fixed-size chunks (half the bytes of float32,
-about 1e-3 relative precision, plenty for display and inspection), so a long
-run grows memory by what its frames need and nothing is ever re-copied when it
-grows. Everything else per frame is a few numbers and short strings.
+States are kept as float16 by default (half the bytes of float32, about 1e-3
+relative precision: plenty for display and inspection) or float32 on
+request (for analysis), in fixed-size chunks, so a long run grows memory by
+what its frames need and nothing is ever re-copied when it grows.
+Everything else per frame is a few numbers and short strings.
 
-File format (``.flyrec``): a safetensors file with the per-frame arrays as
-tensors and the strings and run metadata as JSON in the safetensors metadata.
-Loading never unpickles anything.
+File format (``.flyrec``, specified in ``docs/recording-format.md``): a
+safetensors file with the per-frame arrays as tensors and the strings and run
+metadata as JSON in the safetensors metadata, sealed by a CRC-32 per state
+row and a SHA-256 over everything else. Opening one is lazy: the states stay
+in the file, memory-mapped, and are checked by streaming them once (or, with
+``verify=False``, each frame when first read). Loading never unpickles
+anything, and any damage is one :class:`RecordingError` line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +31,35 @@ from typing import Any
 import numpy as np
 
 from flyviz._version import __version__
-from flyviz.model.errors import RecordingError
+from flyviz.model.errors import FlyvizError, RecordingError
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, Frame
 
 FORMAT_NAME = "flyviz-recording"
-FORMAT_VERSION = 1
+#: ``MAJOR.MINOR``. A reader opens any minor version of its major (newer minors
+#: only add what it may ignore) and refuses a newer major.
+FORMAT_VERSION = "1.2"
+FORMAT_MAJOR = 1
 FILE_SUFFIX = ".flyrec"
+#: State dtypes a recording may store.
+STATE_DTYPES = ("float16", "float32")
 _CHUNK_FRAMES = 64
+#: Bytes read at a time when a file's states are checked.
+_CHECK_BLOCK_BYTES = 4 << 20
+#: Largest state a recording may claim (a guard against absurd headers).
+_MAX_NEURONS = 50_000_000
+_PHASES = (PHASE_PROMPT, PHASE_GENERATION)
+_REMEDY = "record the run again or use an intact copy"
+#: Per-frame number tensors: name -> (dtype, rank). top-k tensors are (frames, k).
+_FRAME_TENSORS = {
+    "position": ("int64", 1),
+    "input_token_id": ("int64", 1),
+    "predicted_token_id": ("int64", 1),
+    "probability": ("float64", 1),
+    "mean_abs_state": ("float64", 1),
+    "top_k_ids": ("int32", 2),
+    "top_k_probabilities": ("float32", 2),
+}
+_VERSION_RE = re.compile(r"^(\d{1,6})(?:\.(\d{1,6}))?$")
 
 
 @dataclass
@@ -52,6 +82,49 @@ class _FrameInfo:
     generation_index: int | None
 
 
+def _non_finite_rows(block: np.ndarray) -> np.ndarray:
+    """Rows of a float16/float32 block holding NaN or inf, by their exponent bits.
+
+    Testing the bits is several times faster than ``np.isfinite`` on float16.
+    """
+    if block.dtype == np.float16:
+        bits, mask = block.view(np.uint16), np.uint16(0x7C00)
+    else:
+        bits, mask = block.view(np.uint32), np.uint32(0x7F800000)
+    return np.flatnonzero(((bits & mask) == mask).any(axis=1))
+
+
+def _crc_rows(block: np.ndarray) -> np.ndarray:
+    """CRC-32 of each row's bytes."""
+    raw = np.ascontiguousarray(block).view(np.uint8).reshape(block.shape[0], -1)
+    return np.fromiter((zlib.crc32(row) for row in raw), dtype=np.uint32, count=block.shape[0])
+
+
+def _field(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "little") + data
+
+
+def content_digest(metadata: dict[str, str], tensors: dict[str, tuple[str, list[int], bytes]]) -> str:
+    """SHA-256 sealing a recording: every metadata string but the digest, every
+    tensor's name, dtype and shape, and the bytes of every tensor but ``states``
+    (whose rows ``state_crc32`` covers).
+
+    Each item is length-prefixed (8 bytes, little-endian), keys and tensor
+    names in sorted order; see ``docs/recording-format.md``.
+    """
+    digest = hashlib.sha256()
+    for key in sorted(metadata):
+        if key != "content_sha256":
+            digest.update(_field(key.encode("utf-8")) + _field(metadata[key].encode("utf-8")))
+    for name in sorted(tensors):
+        dtype, shape, data = tensors[name]
+        digest.update(_field(name.encode("utf-8")) + _field(dtype.encode("utf-8"))
+                      + _field(json.dumps(shape).encode("utf-8")))
+        if name != "states":
+            digest.update(_field(data))
+    return digest.hexdigest()
+
+
 class Recording:
     """An append-only list of frames for one model.
 
@@ -60,16 +133,31 @@ class Recording:
     neurons
         State length every frame must have.
     metadata
-        Free-form run description (model name, prompt, settings); saved with
-        the recording.
+        Run description (model, prompt, settings, ...; the documented keys
+        are listed in ``docs/recording-format.md``); saved with the recording.
+        Any JSON object: new keys may be added freely.
+    states_dtype
+        ``"float16"`` (default) or ``"float32"``: how states are stored in
+        memory and in the file.
     """
 
-    def __init__(self, neurons: int, metadata: dict[str, Any] | None = None) -> None:
+    def __init__(self, neurons: int, metadata: dict[str, Any] | None = None, *,
+                 states_dtype: str = "float16") -> None:
         if neurons <= 0:
             raise ValueError("neurons must be positive")
+        if str(states_dtype) not in STATE_DTYPES:
+            raise ValueError(f"states_dtype must be one of {', '.join(STATE_DTYPES)}, "
+                             f"not {states_dtype!r}")
         self.neurons = int(neurons)
         self.metadata: dict[str, Any] = dict(metadata or {})
+        self.states_dtype = np.dtype(str(states_dtype))
         self._infos: list[_FrameInfo] = []
+        # States of a loaded file (memory-mapped, frames 0..len-1 of it), then
+        # appended frames in chunks.
+        self._stored: np.ndarray | None = None
+        self._stored_crc: np.ndarray | None = None
+        self._unchecked: np.ndarray | None = None   # stored rows not checked yet (lazy open)
+        self._source: Path | None = None
         self._chunks: list[np.ndarray] = []
         # text_so_far grows with the run; storing it whole per frame would make a long
         # run's memory quadratic. Frames store what changed, plus the whole text every
@@ -97,73 +185,89 @@ class Recording:
             mean_abs_state=info.mean_abs_state, text_so_far=self.text_so_far(index),
             generation_index=info.generation_index)
 
+    @property
+    def _stored_len(self) -> int:
+        return 0 if self._stored is None else int(self._stored.shape[0])
+
     def append(self, frame: Frame) -> int:
-        """Store ``frame`` (its state is converted to float16); return its index."""
+        """Store ``frame`` (its state in :attr:`states_dtype`); return its index."""
         state = np.asarray(frame.state)
         if state.shape != (self.neurons,):
             raise ValueError(f"frame state has shape {state.shape}, expected ({self.neurons},)")
         i = len(self._infos)
-        row = i % _CHUNK_FRAMES
+        row = (i - self._stored_len) % _CHUNK_FRAMES
         if row == 0:
-            self._chunks.append(np.empty((_CHUNK_FRAMES, self.neurons), dtype=np.float16))
+            self._chunks.append(np.empty((_CHUNK_FRAMES, self.neurons), dtype=self.states_dtype))
         self._chunks[-1][row] = state
         text = str(frame.text_so_far)
         previous = self._last_text
         keep = len(previous) if text.startswith(previous) else \
             len(os.path.commonprefix([previous, text]))
-        if row == 0:
+        if i % _CHUNK_FRAMES == 0:
             self._text_anchors.append(text)
         self._last_text = text
-        self._infos.append(_FrameInfo(
-            position=int(frame.position), phase=str(frame.phase),
-            input_token_id=int(frame.input_token_id), input_text=str(frame.input_text),
-            predicted_token_id=int(frame.predicted_token_id),
-            predicted_text=str(frame.predicted_text), probability=float(frame.probability),
-            top_k_ids=np.asarray(frame.top_k_ids, dtype=np.int32).copy(),
-            top_k_probabilities=np.asarray(frame.top_k_probabilities, dtype=np.float32).copy(),
-            top_k_text=tuple(frame.top_k_text), mean_abs_state=float(frame.mean_abs_state),
-            text_keep=keep, text_tail=text[keep:], generation_index=frame.generation_index))
+        self._add_info(frame.position, frame.phase, frame.input_token_id, frame.input_text,
+                       frame.predicted_token_id, frame.predicted_text, frame.probability,
+                       frame.top_k_ids, frame.top_k_probabilities, frame.top_k_text,
+                       frame.mean_abs_state, keep, text[keep:], frame.generation_index)
         return i
+
+    def _add_info(self, position: int, phase: str, input_token_id: int, input_text: str,
+                  predicted_token_id: int, predicted_text: str, probability: float,
+                  top_k_ids: Any, top_k_probabilities: Any, top_k_text: Any,
+                  mean_abs_state: float, keep: int, tail: str,
+                  generation_index: int | None) -> None:
+        self._infos.append(_FrameInfo(
+            position=int(position), phase=str(phase), input_token_id=int(input_token_id),
+            input_text=str(input_text), predicted_token_id=int(predicted_token_id),
+            predicted_text=str(predicted_text), probability=float(probability),
+            top_k_ids=np.asarray(top_k_ids, dtype=np.int32).copy(),
+            top_k_probabilities=np.asarray(top_k_probabilities, dtype=np.float32).copy(),
+            top_k_text=tuple(top_k_text), mean_abs_state=float(mean_abs_state),
+            text_keep=keep, text_tail=tail, generation_index=generation_index))
 
     def clear(self) -> None:
         """Drop every frame (metadata is kept)."""
         self._infos.clear()
         self._chunks.clear()
+        self._stored = self._stored_crc = self._unchecked = None
         self._text_anchors.clear()
         self._last_text = ""
 
     # --------------------------------------------------------------- access
-    def text_so_far(self, index: int) -> str:
-        """Decoded continuation up to frame ``index``."""
+    def _index(self, index: int) -> int:
         n = len(self._infos)
         if not -n <= index < n:
             raise IndexError(f"frame {index} out of range 0..{n - 1}")
-        index %= n
+        return index % n
+
+    def text_so_far(self, index: int) -> str:
+        """Decoded continuation up to frame ``index``."""
+        index = self._index(index)
         anchor = index - index % _CHUNK_FRAMES
         text = self._text_anchors[anchor // _CHUNK_FRAMES]
         for info in self._infos[anchor + 1:index + 1]:
             text = text[:info.text_keep] + info.text_tail
         return text
 
+    def _row(self, index: int) -> np.ndarray:
+        """The stored row of frame ``index`` (a view; checked first if opened lazily)."""
+        if index < self._stored_len:
+            assert self._stored is not None
+            self._check_stored(index, index + 1)
+            return self._stored[index]
+        j = index - self._stored_len
+        return self._chunks[j // _CHUNK_FRAMES][j % _CHUNK_FRAMES]
+
     def state(self, index: int) -> np.ndarray:
         """The float32 state of frame ``index`` (a new array)."""
-        n = len(self._infos)
-        if not -n <= index < n:
-            raise IndexError(f"frame {index} out of range 0..{n - 1}")
-        index %= n
-        return self._chunks[index // _CHUNK_FRAMES][index % _CHUNK_FRAMES].astype(np.float32)
+        return self._row(self._index(index)).astype(np.float32)
 
     def neuron_trace(self, neuron: int) -> np.ndarray:
         """Activation of one neuron over every frame, float32 ``(len(self),)``."""
         if not 0 <= neuron < self.neurons:
             raise IndexError(f"neuron {neuron} out of range 0..{self.neurons - 1}")
-        n = len(self._infos)
-        out = np.empty(n, dtype=np.float32)
-        for c, chunk in enumerate(self._chunks):
-            start = c * _CHUNK_FRAMES
-            rows = min(_CHUNK_FRAMES, n - start)
-            out[start:start + rows] = chunk[:rows, neuron]
-        return out
+        return self.states(np.array([neuron]))[:, 0]
 
     def states(self, neurons: np.ndarray | None = None, start: int = 0,
                stop: int | None = None) -> np.ndarray:
@@ -173,9 +277,133 @@ class Recording:
         cols = slice(None) if neurons is None else np.asarray(neurons)
         width = self.neurons if neurons is None else len(cols)
         out = np.empty((max(0, stop - start), width), dtype=np.float32)
-        for i in range(start, stop):
-            out[i - start] = self._chunks[i // _CHUNK_FRAMES][i % _CHUNK_FRAMES][cols]
+        split = min(max(start, self._stored_len), stop)
+        if split > start:
+            assert self._stored is not None
+            self._check_stored(start, split)
+            out[:split - start] = self._stored[start:split][:, cols]
+        for i in range(split, stop):
+            out[i - start] = self._row(i)[cols]
         return out
+
+    def state_blocks(self) -> list[np.ndarray]:
+        """The stored states as they are held, (frames, neurons) blocks in
+        :attr:`states_dtype`, in order, without copying: a loaded file's
+        memory map (read-only; checked first when it was opened with
+        ``verify=False``, block by block, memory staying flat), then the
+        blocks of frames appended since."""
+        blocks: list[np.ndarray] = []
+        if self._stored_len:
+            assert self._stored is not None
+            if self._unchecked is not None:
+                rows = max(1, _CHECK_BLOCK_BYTES // (self.neurons * self.states_dtype.itemsize))
+                for first in range(0, self._stored_len, rows):
+                    self._check_stored(first, min(first + rows, self._stored_len))
+            blocks.append(self._stored)
+        appended = len(self) - self._stored_len
+        for i, chunk in enumerate(self._chunks):
+            rows = min(_CHUNK_FRAMES, appended - i * _CHUNK_FRAMES)
+            if rows > 0:
+                view = chunk[:rows]
+                view.flags.writeable = False
+                blocks.append(view)
+        return blocks
+
+    # ------------------------------------------------------------ per token
+    def _column(self, field: str, dtype: Any = None) -> Any:
+        """One field of every frame: an array of ``dtype``, or a list without one."""
+        values = [getattr(info, field) for info in self._infos]
+        return values if dtype is None else np.array(values, dtype=dtype)
+
+    @property
+    def token_ids(self) -> np.ndarray:
+        """The token each frame consumed (int64, one per frame; BOS first)."""
+        return self._column("input_token_id", np.int64)
+
+    @property
+    def token_texts(self) -> list[str]:
+        """The text of the token each frame consumed."""
+        return self._column("input_text")
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Each frame's position in the sequence (int64; 0 is BOS)."""
+        return self._column("position", np.int64)
+
+    @property
+    def phases(self) -> list[str]:
+        """``"prompt"`` or ``"generation"`` per frame."""
+        return self._column("phase")
+
+    @property
+    def predicted_ids(self) -> np.ndarray:
+        """The next token chosen from each frame's state (int64)."""
+        return self._column("predicted_token_id", np.int64)
+
+    @property
+    def predicted_texts(self) -> list[str]:
+        """The text of each frame's chosen next token."""
+        return self._column("predicted_text")
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """The probability of each frame's chosen next token (float64)."""
+        return self._column("probability", np.float64)
+
+    def top_k_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, probabilities)`` of every frame's most likely next tokens, (frames, k)
+        int32 and float32, most likely first; ``-1`` and ``0`` pad shorter rows."""
+        k = max((len(f.top_k_ids) for f in self._infos), default=0)
+        ids = np.full((len(self), k), -1, dtype=np.int32)
+        probabilities = np.zeros((len(self), k), dtype=np.float32)
+        for i, f in enumerate(self._infos):
+            ids[i, :len(f.top_k_ids)] = f.top_k_ids
+            probabilities[i, :len(f.top_k_probabilities)] = f.top_k_probabilities
+        return ids, probabilities
+
+    @property
+    def prompt(self) -> str:
+        """The prompt text the run continued (from the metadata; ``""`` if none)."""
+        return str(self.metadata.get("prompt", ""))
+
+    @property
+    def text(self) -> str:
+        """The generated continuation, decoded (``""`` before any generated token)."""
+        return self.text_so_far(len(self) - 1) if len(self) else ""
+
+    # ------------------------------------------------------------ data export
+    def to_xarray(self, model: Any = None) -> Any:
+        """The run as an :class:`xarray.Dataset`, ``state`` (token × neuron) with token
+        and neuron coordinates and the run's description as attributes; the states
+        are not copied. ``model`` (what :func:`flyviz.load` returned) adds the
+        neurons' labels and positions, which the recording does not store. See
+        :func:`flyviz.record.convert.to_xarray`."""
+        from flyviz.record.convert import to_xarray
+
+        return to_xarray(self, model)
+
+    def to_zarr(self, path: str | Path, model: Any = None) -> Path:
+        """Write :meth:`to_xarray`'s dataset as a Zarr store, chunked along tokens
+        (:func:`flyviz.record.convert.to_zarr`; read it back with
+        :func:`flyviz.record.convert.open_zarr`)."""
+        from flyviz.record.convert import to_zarr
+
+        return to_zarr(self, path, model)
+
+    def to_nwb(self, path: str | Path, model: Any = None) -> Path:
+        """Write the run as an NWB file: the states as a time-first response series over
+        a table of the neurons, the tokens as intervals
+        (:func:`flyviz.record.convert.to_nwb`; needs ``flyviz[nwb]``)."""
+        from flyviz.record.convert import to_nwb
+
+        return to_nwb(self, path, model)
+
+    def to_npz(self, path: str | Path, model: Any = None) -> Path:
+        """Write the run as one ``.npz`` of plain arrays, readable with
+        ``allow_pickle=False`` (:func:`flyviz.record.convert.to_npz`)."""
+        from flyviz.record.convert import to_npz
+
+        return to_npz(self, path, model)
 
     @property
     def mean_abs_states(self) -> np.ndarray:
@@ -185,7 +413,8 @@ class Recording:
     @property
     def top1_probabilities(self) -> np.ndarray:
         """Top-1 probability of every frame."""
-        return np.array([float(f.top_k_probabilities[0]) for f in self._infos], dtype=np.float32)
+        return np.array([float(f.top_k_probabilities[0]) if len(f.top_k_probabilities) else 0.0
+                         for f in self._infos], dtype=np.float32)
 
     @property
     def generated_ids(self) -> list[int]:
@@ -202,13 +431,59 @@ class Recording:
         return ids
 
     def nbytes(self) -> int:
-        """Bytes held by the stored states."""
+        """Bytes of states held in memory (a loaded file's states stay in the file)."""
         return sum(chunk.nbytes for chunk in self._chunks)
 
+    # ------------------------------------------------------------- checking
+    def _check_stored(self, start: int, stop: int) -> None:
+        """Check rows ``start:stop`` of a lazily opened file before they are used."""
+        if self._unchecked is None or not self._unchecked[start:stop].any():
+            return
+        assert self._stored is not None
+        rows = np.flatnonzero(self._unchecked[start:stop]) + start
+        first, last = int(rows[0]), int(rows[-1]) + 1
+        block = np.asarray(self._stored[first:last])
+        problem = self._row_problem(block, first)
+        if problem:
+            raise RecordingError(f"{self._name()} is damaged ({problem}); {_REMEDY}")
+        self._unchecked[first:last] = False
+
+    def _row_problem(self, block: np.ndarray, first: int) -> str | None:
+        """What is wrong with stored rows ``first:first+len(block)``, or ``None``."""
+        if self._stored_crc is not None:
+            crc = _crc_rows(block)
+            bad = np.flatnonzero(crc != self._stored_crc[first:first + block.shape[0]])
+            if bad.size:
+                return f"the state of frame {first + int(bad[0])} fails its checksum"
+        bad = _non_finite_rows(block)
+        if bad.size:
+            return f"the state of frame {first + int(bad[0])} holds NaN or inf"
+        return None
+
+    def _name(self) -> str:
+        return self._source.name if self._source is not None else "the recording"
+
     # ------------------------------------------------------------- file I/O
+    def _state_blocks(self) -> Iterator[np.ndarray]:
+        """All states in order, a few MB at a time (for :meth:`save`)."""
+        n, stored = len(self), self._stored_len
+        rows = max(1, _CHECK_BLOCK_BYTES // (self.neurons * self.states_dtype.itemsize))
+        for start in range(0, stored, rows):
+            self._check_stored(start, min(stored, start + rows))
+            yield np.asarray(self._stored[start:start + rows])  # type: ignore[index]
+        for c, chunk in enumerate(self._chunks):
+            first = stored + c * _CHUNK_FRAMES
+            yield chunk[:min(_CHUNK_FRAMES, n - first)]
+
     def save(self, path: str | Path) -> Path:
-        """Write the recording to ``path`` atomically (a temporary file, then a rename)."""
-        from safetensors.numpy import save as st_save
+        """Write the recording to ``path`` atomically (a temporary file, then a rename).
+
+        The states stream from memory or from the file this recording was
+        opened from; a 2 GB recording is never copied whole. Non-finite
+        states are refused (:class:`RecordingError`): they could not be
+        opened again.
+        """
+        from flyviz.model.safetensors_io import ChunkedTensor, save_safetensors
 
         path = Path(path)
         n = len(self)
@@ -218,32 +493,53 @@ class Recording:
         for i, f in enumerate(self._infos):
             top_ids[i, :len(f.top_k_ids)] = f.top_k_ids
             top_probs[i, :len(f.top_k_probabilities)] = f.top_k_probabilities
-        tensors = {
-            "states": self.states_f16(),
+        crc = np.empty(n, dtype=np.uint32)
+        done = 0
+        for block in self._state_blocks():
+            if _non_finite_rows(block).size:
+                raise RecordingError(f"cannot save the recording: frame "
+                                     f"{done + int(_non_finite_rows(block)[0])} has a NaN or "
+                                     "inf state")
+            crc[done:done + block.shape[0]] = _crc_rows(block)
+            done += block.shape[0]
+        tensors: dict[str, Any] = {
             "position": np.array([f.position for f in self._infos], dtype=np.int64).reshape(n),
-            "input_token_id": np.array([f.input_token_id for f in self._infos], dtype=np.int64).reshape(n),
+            "input_token_id": np.array([f.input_token_id for f in self._infos],
+                                       dtype=np.int64).reshape(n),
             "predicted_token_id": np.array([f.predicted_token_id for f in self._infos],
                                            dtype=np.int64).reshape(n),
-            "probability": np.array([f.probability for f in self._infos], dtype=np.float64).reshape(n),
+            "probability": np.array([f.probability for f in self._infos],
+                                    dtype=np.float64).reshape(n),
             "mean_abs_state": np.array([f.mean_abs_state for f in self._infos],
                                        dtype=np.float64).reshape(n),
             "top_k_ids": top_ids,
             "top_k_probabilities": top_probs,
+            "state_crc32": crc,
         }
         texts = [{"phase": f.phase, "input_text": f.input_text, "predicted_text": f.predicted_text,
                   "top_k_text": list(f.top_k_text), "text_keep": f.text_keep,
                   "text_tail": f.text_tail, "generation_index": f.generation_index}
                  for f in self._infos]
-        header = {"format": FORMAT_NAME, "format_version": str(FORMAT_VERSION),
+        try:
+            metadata_json = json.dumps(self.metadata, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise RecordingError(f"cannot save the recording: its metadata is not plain JSON "
+                                 f"({exc})") from None
+        header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
                   "flyviz_version": __version__, "neurons": str(self.neurons),
-                  "metadata": json.dumps(self.metadata), "frames": json.dumps(texts)}
-        data = st_save(tensors, metadata=header)
+                  "metadata": metadata_json, "frames": json.dumps(texts)}
+        state_shape = [n, self.neurons]
+        sealed = {name: (str(a.dtype), [int(s) for s in a.shape], a.tobytes())
+                  for name, a in tensors.items()}
+        sealed["states"] = (self.states_dtype.name, state_shape, b"")
+        header["content_sha256"] = content_digest(header, sealed)
+        tensors["states"] = ChunkedTensor(self.states_dtype, (n, self.neurons), self._state_blocks)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+            os.close(fd)
             try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
+                save_safetensors(tmp, tensors, header)
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
@@ -252,77 +548,242 @@ class Recording:
             raise RecordingError(f"cannot write recording {path}: {exc.strerror or exc}") from None
         return path
 
-    def states_f16(self) -> np.ndarray:
-        """All states as one ``(frames, neurons)`` float16 array (a copy)."""
-        n = len(self)
-        out = np.empty((n, self.neurons), dtype=np.float16)
-        for c, chunk in enumerate(self._chunks):
-            start = c * _CHUNK_FRAMES
-            rows = min(_CHUNK_FRAMES, n - start)
-            out[start:start + rows] = chunk[:rows]
-        return out
-
     @classmethod
-    def load(cls, path: str | Path) -> "Recording":
-        """Read a recording written by :meth:`save`.
+    def load(cls, path: str | Path, *, verify: bool = True) -> "Recording":
+        """Open a recording written by :meth:`save` (or by flyviz 0.1).
+
+        The states are memory-mapped, not read into memory. Everything else is
+        read and checked at once: the header, every frame's fields, the seal
+        (``content_sha256``) of files that carry one.
+
+        Parameters
+        ----------
+        path
+            The ``.flyrec`` file.
+        verify
+            Stream every state row through its CRC-32 and a finiteness check
+            now (about 1 s for 2 GB from the page cache; memory stays flat).
+            ``False`` checks each frame when it is first read instead, so that
+            opening takes milliseconds whatever the size; a damaged frame then
+            raises :class:`RecordingError` when it is read.
 
         Raises
         ------
         RecordingError
-            If the file is missing, not a recording, truncated or inconsistent.
+            If the file is missing, not a recording, from a newer major
+            version, truncated, damaged or inconsistent: one line.
         """
-        from safetensors import SafetensorError
-        from safetensors.numpy import load as st_load
-
         path = Path(path)
         try:
-            raw = path.read_bytes()
+            return cls._load(path, verify)
+        except FlyvizError as exc:
+            if isinstance(exc, RecordingError):
+                raise
+            raise RecordingError(str(exc)) from None
+        except MemoryError:
+            raise RecordingError(f"{path.name} is too large to open in this much memory") from None
         except OSError as exc:
             raise RecordingError(f"cannot read recording {path}: {exc.strerror or exc}") from None
+
+    @classmethod
+    def _load(cls, path: Path, verify: bool) -> "Recording":
+        from flyviz.model.safetensors_io import SafetensorsFile
+
+        name = path.name
+        if not path.is_file():
+            raise RecordingError(f"cannot read recording {path}: "
+                                 f"{'it is a folder' if path.exists() else 'no such file'}")
+        if not os.access(path, os.R_OK):
+            raise RecordingError(f"cannot read recording {path}: permission denied")
+
+        def damaged(problem: str) -> RecordingError:
+            return RecordingError(f"{name} is damaged ({problem}); {_REMEDY}")
+
         try:
-            tensors = st_load(raw)
-            header_len = int.from_bytes(raw[:8], "little")
-            header = json.loads(raw[8:8 + header_len])
-            meta = header.get("__metadata__", {})
-        except (SafetensorError, ValueError, UnicodeDecodeError) as exc:
-            raise RecordingError(f"{path} is not a flyviz recording or is damaged "
-                                 f"({str(exc).splitlines()[0]})") from None
-        if meta.get("format") != FORMAT_NAME:
-            raise RecordingError(f"{path} is not a flyviz recording")
-        if int(meta.get("format_version", "0")) > FORMAT_VERSION:
-            raise RecordingError(f"{path} was written by a newer flyviz; upgrade to open it")
+            st = SafetensorsFile(path, error=RecordingError,
+                                 remedy="it is not a flyviz recording or it is damaged")
+        except RecordingError as exc:
+            raise RecordingError(f"{exc} (not a flyviz recording, or a damaged one)") from None
+        meta = st.raw_metadata
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+            raise RecordingError(f"{name} is not a flyviz recording")
+        if not all(isinstance(v, str) for v in meta.values()):
+            raise damaged("its header holds a value that is not a string")
+        version = _VERSION_RE.match(meta.get("format_version", ""))
+        if version is None:
+            raise damaged(f"its format_version {meta.get('format_version')!r} is not MAJOR.MINOR")
+        major, minor = int(version.group(1)), int(version.group(2) or 0)
+        if major > FORMAT_MAJOR:
+            raise RecordingError(f"{name} is a format {major}.{minor} recording, written by a "
+                                 f"newer flyviz than this one ({__version__}, format "
+                                 f"{FORMAT_VERSION}); upgrade flyviz to open it")
+        if major < FORMAT_MAJOR:
+            raise damaged(f"its format_version {meta['format_version']!r} is unknown")
+        sealed = (major, minor) >= (1, 1)
+
+        # Header fields.
         try:
             neurons = int(meta["neurons"])
             metadata = json.loads(meta.get("metadata", "{}"))
             texts = json.loads(meta["frames"])
-            states = tensors["states"]
-            n = len(texts)
-            arrays = {name: tensors[name] for name in (
-                "position", "input_token_id", "predicted_token_id", "probability",
-                "mean_abs_state", "top_k_ids", "top_k_probabilities")}
-        except (KeyError, ValueError, TypeError) as exc:
-            raise RecordingError(f"{path} is an incomplete recording (missing {exc})") from None
-        if states.shape != (n, neurons) or any(a.shape[0] != n for a in arrays.values()):
-            raise RecordingError(f"{path} is inconsistent: {n} frames but states of shape "
-                                 f"{list(states.shape)}")
-        rec = cls(neurons, metadata)
-        text = ""
+        except KeyError as exc:
+            raise damaged(f"its header lacks {exc}") from None
+        except (ValueError, RecursionError):
+            raise damaged("its header is not valid JSON") from None
+        if not 0 < neurons <= _MAX_NEURONS:
+            raise damaged(f"it claims {neurons} neurons per state")
+        if not isinstance(metadata, dict):
+            raise damaged("its metadata is not a JSON object")
+        if not isinstance(texts, list):
+            raise damaged("its frame list is not a JSON list")
+        n = len(texts)
+
+        # Tensors: names, dtypes, shapes.
+        if "states" not in st:
+            raise damaged("it has no states")
+        states_dtype = {"F16": "float16", "F32": "float32"}.get(st.dtype("states"))
+        if states_dtype is None or (not sealed and states_dtype != "float16"):
+            raise damaged(f"its states are {st.dtype('states')}, not float16 or float32")
+        if st.shape("states") != (n, neurons):
+            raise damaged(f"it lists {n} frames of {neurons} neurons but its states have shape "
+                          f"{list(st.shape('states'))}")
+        expected = dict(_FRAME_TENSORS)
+        if sealed:
+            expected["state_crc32"] = ("uint32", 1)
+        arrays: dict[str, np.ndarray] = {}
+        for tensor, (dtype, rank) in expected.items():
+            if tensor not in st:
+                raise damaged(f"it has no {tensor} tensor")
+            array = st.get(tensor)
+            if array.dtype != np.dtype(dtype) or array.ndim != rank or array.shape[0] != n:
+                raise damaged(f"its {tensor} tensor is {array.dtype} {list(array.shape)}, "
+                              f"expected {dtype} with {n} rows")
+            arrays[tensor] = np.array(array)  # small: a copy, so the file may be replaced
+        k = arrays["top_k_ids"].shape[1]
+        if arrays["top_k_probabilities"].shape != (n, k):
+            raise damaged("its top_k_ids and top_k_probabilities differ in shape")
+
+        # The seal.
+        if sealed:
+            if "content_sha256" not in meta:
+                raise damaged("it lacks its content_sha256 seal")
+            contents = {t: (str(st.get(t).dtype) if t != "states" else states_dtype,
+                            [int(s) for s in st.shape(t)],
+                            b"" if t == "states" else np.ascontiguousarray(st.get(t)).tobytes())
+                        for t in st.keys()}
+            if content_digest(meta, contents) != meta["content_sha256"]:
+                raise damaged("its contents do not match their content_sha256 seal")
+
+        # Per-frame numbers.
+        ints = ("position", "input_token_id", "predicted_token_id")
+        for tensor in ints:
+            if n and int(arrays[tensor].min()) < 0:
+                raise damaged(f"its {tensor} holds a negative value")
+        for tensor in ("probability", "mean_abs_state", "top_k_probabilities"):
+            values = arrays[tensor]
+            if not np.isfinite(values).all() or (values.size and float(values.min()) < 0):
+                raise damaged(f"its {tensor} holds a NaN, inf or negative value")
+        if n and (float(arrays["probability"].max()) > 1 + 1e-6
+                  or float(arrays["top_k_probabilities"].max(initial=0.0)) > 1 + 1e-6):
+            raise damaged("it holds a probability above 1")
+        if n and int(arrays["top_k_ids"].min(initial=0)) < -1:
+            raise damaged("its top_k_ids hold an id below -1")
+
+        try:
+            states_dt = np.dtype(states_dtype)
+            rec = cls(neurons, metadata, states_dtype=states_dtype)
+        except ValueError as exc:
+            raise damaged(str(exc)) from None
+        rec._source = path
+        # Rebuild the text as edits on a list of characters: applying each frame's change
+        # costs what changed, and the whole text is joined only for the anchors.
+        chars: list[str] = []
         for i, t in enumerate(texts):
-            try:
-                text = text[:int(t["text_keep"])] + str(t["text_tail"])
-            except (KeyError, TypeError, ValueError):
-                raise RecordingError(f"{path} is an incomplete recording (frame {i} has no text)") \
-                    from None
+            problem = _frame_problem(t, len(chars))
+            if problem:
+                raise damaged(f"frame {i} {problem}")
+            del chars[t["text_keep"]:]
+            chars.extend(t["text_tail"])
+            if i % _CHUNK_FRAMES == 0:
+                rec._text_anchors.append("".join(chars))
             ids = arrays["top_k_ids"][i]
             valid = ids >= 0
-            rec.append(Frame(
-                position=int(arrays["position"][i]), phase=str(t["phase"]),
-                input_token_id=int(arrays["input_token_id"][i]), input_text=str(t["input_text"]),
-                predicted_token_id=int(arrays["predicted_token_id"][i]),
-                predicted_text=str(t["predicted_text"]),
-                probability=float(arrays["probability"][i]),
-                top_k_ids=ids[valid], top_k_probabilities=arrays["top_k_probabilities"][i][valid],
-                top_k_text=tuple(t["top_k_text"]), state=states[i],
-                mean_abs_state=float(arrays["mean_abs_state"][i]),
-                text_so_far=text, generation_index=t["generation_index"]))
+            count = int(valid.sum())
+            if count != len(t["top_k_text"]) or not valid[:count].all():
+                raise damaged(f"frame {i} has {count} top-k ids but {len(t['top_k_text'])} "
+                              "top-k texts")
+            rec._add_info(int(arrays["position"][i]), t["phase"],
+                          int(arrays["input_token_id"][i]), t["input_text"],
+                          int(arrays["predicted_token_id"][i]), t["predicted_text"],
+                          float(arrays["probability"][i]), ids[valid],
+                          arrays["top_k_probabilities"][i][valid], t["top_k_text"],
+                          float(arrays["mean_abs_state"][i]), t["text_keep"], t["text_tail"],
+                          t["generation_index"])
+        rec._last_text = "".join(chars)
+
+        # States: mapped, then checked (now, or frame by frame when first read).
+        if n:
+            begin, _end = st.byte_range("states")
+            rec._stored = np.memmap(path, dtype=states_dt.newbyteorder("<"), mode="r",
+                                    offset=begin, shape=(n, neurons))
+            rec._stored_crc = arrays.get("state_crc32")
+            if verify:
+                _check_file_states(rec, path, begin)
+            else:
+                rec._unchecked = np.ones(n, dtype=bool)
         return rec
+
+
+def _frame_problem(t: Any, previous_length: int) -> str | None:
+    """What is wrong with one frame's JSON entry, or ``None``."""
+    if not isinstance(t, dict):
+        return "is not a JSON object"
+    for key in ("phase", "input_text", "predicted_text", "top_k_text", "text_keep", "text_tail",
+                "generation_index"):
+        if key not in t:
+            return f"has no {key}"
+    if t["phase"] not in _PHASES:
+        return f"has an unknown phase {t['phase']!r}"
+    if not all(isinstance(t[key], str) for key in ("input_text", "predicted_text", "text_tail")):
+        return "has a text that is not a string"
+    if not isinstance(t["top_k_text"], list) or not all(isinstance(s, str)
+                                                        for s in t["top_k_text"]):
+        return "has top-k texts that are not a list of strings"
+    keep = t["text_keep"]
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= previous_length:
+        return f"keeps {keep!r} characters of a {previous_length}-character text"
+    index = t["generation_index"]
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        return f"has a bad generation_index {index!r}"
+    return None
+
+
+def _check_file_states(rec: Recording, path: Path, begin: int) -> None:
+    """Stream a file's state rows through their checks without mapping them.
+
+    The rows are read into one reused buffer, so the process's memory stays
+    flat: a 2 GB file is checked with about 8 MB of it resident.
+    """
+    n = len(rec)
+    row_bytes = rec.neurons * rec.states_dtype.itemsize
+    rows = max(1, _CHECK_BLOCK_BYTES // row_bytes)
+    buffer = bytearray(rows * row_bytes)
+    view = memoryview(buffer)
+    dtype = rec.states_dtype.newbyteorder("<")
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(begin)
+        for first in range(0, n, rows):
+            count = min(rows, n - first)
+            want = count * row_bytes
+            got = 0
+            while got < want:
+                read = handle.readinto(view[got:want])
+                if not read:
+                    raise RecordingError(f"{path.name} is damaged (the file ends inside frame "
+                                         f"{first + got // row_bytes}); {_REMEDY}")
+                got += read
+            block = np.frombuffer(buffer, dtype=dtype, count=count * rec.neurons).reshape(
+                count, rec.neurons)
+            problem = rec._row_problem(block, first)
+            if problem:
+                raise RecordingError(f"{path.name} is damaged ({problem}); {_REMEDY}")

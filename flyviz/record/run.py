@@ -1,24 +1,40 @@
 """Run a prompt through an engine and produce :class:`Frame` objects, one per token.
 
-This is the single producer of frames: the command line, the app's worker
-thread and headless export all call :func:`iter_frames`.
+This is the single producer of frames: :class:`flyviz.record.runner.Model`
+(the command line, the library, the app's engine thread) and the comparison
+runner all step an engine through :func:`iter_frames`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+import secrets
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from flyviz.errors import InputError
+from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.engine import Engine, softmax, top_k
-from flyviz.model.errors import InputError
+from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.sampler import Sampler
 from flyviz.model.tokenizer import FlyTokenizer
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, Frame
 
+if TYPE_CHECKING:
+    from flyviz.record.recording import Recording
+
 #: Most new tokens one run may ask for.
 MAX_NEW_TOKENS_LIMIT = 100_000
+#: Seeds are drawn below this (the app's seed box holds any of them).
+SEED_LIMIT = 2**31
+
+
+def draw_seed() -> int:
+    """A fresh random sampler seed in ``[0, 2**31)``."""
+    return secrets.randbelow(SEED_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -30,7 +46,9 @@ class GenerationSettings:
     max_new_tokens
         Stop after this many generated tokens (EOS stops earlier).
     temperature, top_p, seed
-        Sampler settings (greedy when ``temperature <= 0``).
+        Sampler settings (greedy when ``temperature <= 0``). ``seed=None``
+        means "random": :meth:`validate` draws one, so that the seed a run
+        actually used is always known and can be stored with it.
     top_k
         How many candidates each frame records.
     """
@@ -42,14 +60,21 @@ class GenerationSettings:
     top_k: int = 10
 
     def validate(self) -> "GenerationSettings":
-        """Raise :class:`InputError` for out-of-range values; return self."""
+        """The settings to run with: checked, and with a concrete seed.
+
+        Raises :class:`InputError` for out-of-range values. Returns ``self``
+        when the seed is set, else a copy with a seed drawn by
+        :func:`draw_seed`.
+        """
         if not 1 <= int(self.max_new_tokens) <= MAX_NEW_TOKENS_LIMIT:
             raise InputError(f"max new tokens {self.max_new_tokens} must be between 1 and "
                              f"{MAX_NEW_TOKENS_LIMIT:,}")
         if not 1 <= int(self.top_k) <= 100:
             raise InputError(f"top-k {self.top_k} must be between 1 and 100")
+        if self.seed is not None and not 0 <= int(self.seed) < 2**63:
+            raise InputError(f"seed {self.seed} must be a whole number >= 0")
         Sampler(self.temperature, self.top_p, self.seed)  # validates the sampler values
-        return self
+        return self if self.seed is not None else dataclasses.replace(self, seed=draw_seed())
 
 
 class ContinuationText:
@@ -89,13 +114,15 @@ def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> li
 
 def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
                 settings: GenerationSettings | None = None,
-                prompt_ids: list[int] | None = None) -> Iterator[Frame]:
+                prompt_ids: list[int] | None = None,
+                forced_ids: Sequence[int] | None = None) -> Generator[Frame, None, None]:
     """Reset the engine, read ``BOS + prompt`` and generate, yielding a frame per token.
 
     Parameters
     ----------
     engine
-        The engine to run (it is reset first).
+        The engine to run (it is reset first), with its interventions if it
+        has any (:meth:`~flyviz.model.engine.Engine.set_interventions`).
     tokenizer
         Tokenizer matching the engine's vocabulary.
     prompt
@@ -104,6 +131,13 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
         Generation settings; defaults to greedy, 80 new tokens.
     prompt_ids
         Pre-encoded ids (BOS first) to use instead of encoding ``prompt``.
+    forced_ids
+        Teacher forcing: the generated tokens are taken from this sequence
+        instead of the sampler (each frame still records this model's own
+        distribution). It is read lazily, one item per generated token, so it
+        may grow while the frames are consumed: the comparison runner appends
+        the untouched run's tokens as they come. Generation also ends when the
+        sequence has no next item.
 
     Yields
     ------
@@ -130,14 +164,22 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
     position = 0
     token = ids[0]
     while True:
-        logits = engine.step(token)
         in_prompt = position < len(ids) - 1
+        if not in_prompt and forced_ids is not None and len(generated) >= len(forced_ids):
+            return
+        logits = engine.step(token)
         probs = softmax(logits)
         k_ids, k_probs = top_k(probs, settings.top_k)
         if in_prompt:
             predicted = int(k_ids[0])
         else:
-            predicted = sampler.pick(logits)
+            if forced_ids is None:
+                predicted = sampler.pick(logits)
+            else:
+                predicted = int(forced_ids[len(generated)])
+                if not 0 <= predicted < cfg.vocabulary:
+                    raise InputError(f"forced token id {predicted} is outside the vocabulary "
+                                     f"0..{cfg.vocabulary - 1}")
             generated.append(predicted)
             text_so_far = continuation.append(predicted)
         frame = Frame(
@@ -155,6 +197,7 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
             mean_abs_state=engine.mean_abs_state,
             text_so_far=text_so_far,
             generation_index=None if in_prompt else len(generated) - 1,
+            probabilities=probs,
         )
         yield frame
         position += 1
@@ -164,3 +207,111 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
         if predicted == cfg.eos_token_id or len(generated) >= settings.max_new_tokens:
             return
         token = predicted
+
+
+class RunSummary:
+    """What ``flyviz generate --json`` prints, gathered one frame at a time (no states kept).
+
+    Parameters
+    ----------
+    prompt, prompt_ids
+        The prompt and its ids (BOS first).
+    tokenizer
+        Decodes the generated tokens.
+    seed
+        The sampler seed the run used (validated settings always have one).
+    interventions
+        The run's interventions, if any.
+    """
+
+    def __init__(self, prompt: str, prompt_ids: Sequence[int], tokenizer: FlyTokenizer,
+                 seed: int | None, interventions: ResolvedInterventions | None = None) -> None:
+        self.prompt = prompt
+        self.prompt_ids = [int(i) for i in prompt_ids]
+        self.tokenizer = tokenizer
+        self.seed = seed
+        self.interventions = interventions
+        self.frames = 0
+        self.tokens: list[int] = []
+        self.steps: list[dict[str, Any]] = []
+
+    def add(self, frame: Frame) -> None:
+        """Count one frame (and its generated token)."""
+        self.frames += 1
+        if frame.is_generation:
+            self.tokens.append(frame.predicted_token_id)
+            self.steps.append({"token": frame.predicted_token_id,
+                               "top1_probability": frame.top1_probability,
+                               "mean_abs_state": frame.mean_abs_state})
+
+    def to_json(self) -> dict[str, Any]:
+        """``prompt``, ``prompt_ids`` (BOS first), ``tokens`` (generated ids, EOS included
+        if reached), ``text`` (their decoded text), ``steps`` (one ``{token,
+        top1_probability, mean_abs_state}`` per generated token), ``seed`` and
+        ``interventions`` (their JSON form with the neurons or synapses each selected and
+        on how many of the run's steps it acted; ``[]`` for none)."""
+        return {"prompt": self.prompt, "prompt_ids": list(self.prompt_ids),
+                "tokens": list(self.tokens), "text": self.tokenizer.decode(self.tokens),
+                "steps": list(self.steps), "seed": self.seed,
+                "interventions": self.interventions.to_json(steps=self.frames)
+                if self.interventions else []}
+
+
+def run_metadata(checkpoint: Checkpoint, prompt: str, settings: GenerationSettings,
+                 spec: str | None = None,
+                 interventions: ResolvedInterventions | None = None) -> dict[str, Any]:
+    """The metadata a recording of one run stores (see ``docs/recording-format.md``).
+
+    Parameters
+    ----------
+    checkpoint
+        The model that runs.
+    prompt
+        The prompt text.
+    settings
+        The validated settings (so the seed is the one actually used).
+    spec
+        How the user named the model; default: the checkpoint's own spec
+        (an absolute folder, a hub id or ``"demo"``).
+    interventions
+        The run's interventions (resolved for ``checkpoint``), if any.
+
+    Returns
+    -------
+    dict
+        ``model``, ``model_name``, ``prompt``, ``neurons``, ``layout``, the
+        generation settings (``temperature``, ``top_p``, ``seed``,
+        ``max_new_tokens``, ``top_k``), ``model_identity``
+        (:func:`flyviz.model.identity.model_identity`) and, for an intervened
+        run, ``interventions``: their JSON form with what each selected
+        (:func:`flyviz.model.interventions.from_json` reads it back).
+    """
+    from flyviz.model.identity import model_identity
+
+    identity = model_identity(checkpoint)
+    return {"model": str(checkpoint.metadata.get("spec") or spec or checkpoint.name),
+            "model_name": checkpoint.name, "prompt": prompt,
+            "neurons": checkpoint.config.neurons, "layout": checkpoint.layout,
+            "temperature": float(settings.temperature), "top_p": float(settings.top_p),
+            "seed": None if settings.seed is None else int(settings.seed),
+            "max_new_tokens": int(settings.max_new_tokens), "top_k": int(settings.top_k),
+            "model_identity": identity,
+            **({"interventions": interventions.to_json()} if interventions else {})}
+
+
+def record_prompt(checkpoint: Checkpoint, prompt: str, settings: GenerationSettings | None = None,
+                  *, spec: str | None = None, states_dtype: str = "float16",
+                  interventions: "ResolvedInterventions | Sequence[Any]" = ()) -> "Recording":
+    """Run ``prompt`` through ``checkpoint`` (with ``interventions``) on a fresh engine
+    into a :class:`Recording` with its metadata: :meth:`flyviz.record.runner.Model.record`
+    on a model made for this one run.
+
+    The settings are validated first, so a random seed is drawn here and
+    stored, as are the interventions: the run can be replayed
+    (:func:`flyviz.record.replay.replay_recording`).
+    """
+    from flyviz.record.runner import Model
+
+    with Model(checkpoint, spec=spec) as model:
+        return model.record(prompt, settings, interventions=interventions,
+                            states_dtype=states_dtype)

@@ -33,13 +33,64 @@ def read_json(path: Path, what: str) -> Any:
                               "damaged, download it again") from None
 
 
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 4 MB chunks."""
-    digest = hashlib.sha256()
+def hash_file(path: Path, digest: Any) -> str:
+    """Feed a file to a ``hashlib`` object in 4 MB chunks; return its hex digest."""
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file."""
+    return hash_file(path, hashlib.sha256())
+
+
+#: dtypes in which the released checkpoints store their frozen buffers; the
+#: dataset manifest repeats them as ``frozen_buffers_original_dtype``.
+FROZEN_BUFFER_DTYPES = {
+    "brain.w_offsets": "int32",
+    "brain.w_indices": "int32",
+    "brain.w_values": "float32",
+    "brain.in_index": "int64",
+    "brain.out_index": "int64",
+}
+#: The two extra frozen buffers a fly-wordbrain selector entry digests:
+#: ``neurons/type_index.i32`` as int64, and the edge-group index (empty for the
+#: fixed-plasticity arms flyviz runs).
+NODE_TYPE_INDEX = "brain.node_type_index"
+EDGE_GROUP_INDEX = "brain.edge_group_index"
+EXTRA_BUFFER_DTYPES = {NODE_TYPE_INDEX: "int64", EDGE_GROUP_INDEX: "int64"}
+
+#: Elements cast and hashed at a time by :func:`array_digest`.
+_DIGEST_CHUNK = 1 << 22
+
+
+def array_digest(array: np.ndarray, dtype: str | np.dtype) -> str:
+    """The fly-wordbrain frozen-buffer digest of ``array`` cast to ``dtype``.
+
+    One SHA-256 over the UTF-8 dtype name (``int32``), the UTF-8 text of
+    Python's ``str(tuple(shape))`` (``(49394,)``, trailing comma for 1-D) and
+    the raw little-endian bytes of the cast array (fly-formats.md section 2.2,
+    verified by recomputing the released values). The cast runs in chunks, so
+    a memory-mapped 9M-edge array is streamed, not copied whole.
+    """
+    dt = np.dtype(dtype)
+    little = dt.newbyteorder("<") if dt.itemsize > 1 else dt
+    digest = hashlib.sha256()
+    digest.update(dt.name.encode("utf-8"))
+    digest.update(str(tuple(int(s) for s in array.shape)).encode("utf-8"))
+    flat = array.reshape(-1)
+    for start in range(0, flat.shape[0], _DIGEST_CHUNK):
+        chunk = np.ascontiguousarray(flat[start:start + _DIGEST_CHUNK], dtype=little)
+        digest.update(memoryview(chunk.view(np.uint8)))
+    return digest.hexdigest()
+
+
+def empty_index_digests() -> set[str]:
+    """Digests an empty index buffer may have (its integer dtype is not recorded)."""
+    empty = np.zeros(0, dtype=np.int64)
+    return {array_digest(empty, dtype) for dtype in ("int64", "int32")}
 
 
 def check_sha256(path: Path, expected: str | None, verify: bool | None) -> None:
@@ -86,22 +137,40 @@ def find_tokenizer(*folders: Path | None) -> Path | None:
     return None
 
 
-def compare_frozen_digests(model_digests: dict[str, str] | None,
-                           dataset_digests: dict[str, str] | None) -> None:
-    """Refuse weights trained on another graph.
+def frozen_digest_mismatch(model_digests: dict[str, str] | None,
+                           graph_digests: dict[str, str] | None) -> str | None:
+    """Why weights do not belong to a graph, or ``None`` when they do.
 
-    Both digest sets are strings written upstream; flyviz does not recompute
-    them. Only buffers named in both are compared.
+    Parameters
+    ----------
+    model_digests
+        The frozen-buffer digests the weights' manifest records.
+    graph_digests
+        The same digests recomputed from the arrays flyviz will run (see
+        :func:`array_digest`). Only buffers named in both are compared; an
+        empty ``brain.edge_group_index`` matches its empty-array digest.
     """
-    if not model_digests or not dataset_digests:
-        return
+    if not model_digests or not graph_digests:
+        return None
     for name, digest in model_digests.items():
-        other = dataset_digests.get(name)
+        other = graph_digests.get(name)
+        if other is None and name == EDGE_GROUP_INDEX:
+            continue  # the dataset has no edge groups; verify reports whether it is empty
         if other is not None and str(other).lower() != str(digest).lower():
-            raise CheckpointError(
-                f"these weights were trained on a different graph: {name} digest "
-                f"{str(digest)[:12]}... differs from the dataset's {str(other)[:12]}...; "
-                "use the connectome dataset these weights were released with")
+            what = ("another cell-type index" if name == NODE_TYPE_INDEX
+                    else "a different graph")
+            return (f"these weights were trained on {what}: {name} digest {str(digest)[:12]}... "
+                    f"differs from the dataset's {str(other)[:12]}... (recomputed from its "
+                    "arrays); use the connectome dataset these weights were released with")
+    return None
+
+
+def compare_frozen_digests(model_digests: dict[str, str] | None,
+                           graph_digests: dict[str, str] | None) -> None:
+    """Refuse weights trained on another graph (see :func:`frozen_digest_mismatch`)."""
+    problem = frozen_digest_mismatch(model_digests, graph_digests)
+    if problem:
+        raise CheckpointError(problem)
 
 
 def prefixed(prefix: str, digests: dict[str, str] | None) -> dict[str, str]:

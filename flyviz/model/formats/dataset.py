@@ -1,14 +1,19 @@
 """The fly-connectome-49k graph dataset: raw CSR graph, interface and anatomy arrays.
 
 ``fly-formats.md`` section 3. All files are headerless little-endian arrays;
-``manifest.json`` gives each file's dtype, shape, byte count and SHA-256, the
+``manifest.json`` gives each file (``files``, an object keyed by logical name:
+``{file, dtype, shape, bytes, sha256}``), the counts of the graph, the
 interface sizes and the frozen-buffer digests that bind trained weights to
 this graph.
+
+:func:`check_dataset` is the one implementation of the 18 checks the
+dataset's authors run on it (their ``verify_connectome_package.py``): the
+loader runs the cheap ones on every load, ``flyviz verify`` all of them, and
+the tests run them over what :mod:`flyviz.model.writers` produces.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +21,537 @@ from typing import Any
 import numpy as np
 
 from flyviz.model.checkpoint import Anatomy
+from flyviz.model.checks import FAIL, PASS, SKIP, CheckResult, Progress, raise_first_failure
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats._common import check_sha256, read_json, read_raw
+from flyviz.model.formats._common import (FROZEN_BUFFER_DTYPES, HASH_LIMIT_BYTES,
+                                          NODE_TYPE_INDEX, array_digest, read_json, read_raw,
+                                          sha256_file)
+
+#: Logical file names of the dataset manifest and where the files lie.
+DATASET_FILES = {
+    "edges_offsets": "graph/edges_offsets.i32",
+    "edges_source": "graph/edges_source.u16",
+    "edges_weight_f32": "graph/edges_weight.f32",
+    "edges_weight_i16": "graph/edges_weight.i16",
+    "input_neurons": "interface/in_index.i32",
+    "output_neurons": "interface/out_index.i32",
+    "body_id": "neurons/body_id.i64",
+    "type_index": "neurons/type_index.i32",
+    "soma_position": "neurons/soma_position.i32",
+    "soma_valid": "neurons/soma_valid.u8",
+    "type_labels": "neurons/type_labels.json",
+    "cell_type": "neurons/cell_type.json",
+    "superclass": "neurons/superclass.json",
+    "side": "neurons/side.json",
+}
+#: flyviz's own extension for graphs of more than 65,536 neurons (uint16 cannot index them).
+WIDE_SOURCE_FILE = "graph/edges_source.i32"
+
+#: Raw array dtypes by file extension, as the authors' verifier reads them.
+EXTENSION_DTYPES = {"i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+                    "u16": "uint16", "f32": "float32"}
+
+#: Frozen buffer -> the logical file it is computed from.
+FROZEN_BUFFER_FILES = {
+    "brain.w_offsets": "edges_offsets",
+    "brain.w_indices": "edges_source",
+    "brain.w_values": "edges_weight_f32",
+    "brain.in_index": "input_neurons",
+    "brain.out_index": "output_neurons",
+}
+
+#: Files the engine and the viewer read; the loader hashes these (up to
+#: :data:`HASH_LIMIT_BYTES` each). The int16 weights are the browser's copy.
+_READ_ON_LOAD = frozenset(DATASET_FILES) - {"edges_weight_i16"}
+_GRAPH_FILES = ("edges_offsets", "edges_source", "edges_weight_f32", "input_neurons",
+                "output_neurons")
+_REDOWNLOAD = "the dataset is damaged or was modified; download fernandofernandes/fly-connectome-49k again"
 
 
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _normalise_entries(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``files`` as ``{logical name: entry}``.
+
+    The released manifest keys its entries by logical name (``edges_offsets``
+    ...); an entry under another key is matched to a logical name by its
+    ``file``. flyviz 0.1 wrote a list here, with frozen digests in another
+    convention: such a folder is refused by the digest check, so the list
+    form is not read at all.
+    """
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return {}
+    by_path = {path: name for name, path in DATASET_FILES.items()}
+    by_path[WIDE_SOURCE_FILE] = "edges_source"
+    entries: dict[str, dict[str, Any]] = {}
+    for key, entry in files.items():
+        if isinstance(entry, dict):
+            name = str(key) if str(key) in DATASET_FILES else by_path.get(
+                str(entry.get("file", "")), str(key))
+            entries[name] = entry
+    return entries
+
+
+@dataclass
+class DatasetFiles:
+    """The files of a dataset folder, memory-mapped on demand with their sizes checked.
+
+    Parameters
+    ----------
+    root
+        The dataset folder.
+    manifest
+        Its parsed ``manifest.json``.
+    """
+
+    root: Path
+    manifest: dict[str, Any]
+    entries: dict[str, dict[str, Any]] = field(init=False)
+    _arrays: dict[str, np.ndarray] = field(init=False, default_factory=dict, repr=False)
+    _graph_digests: dict[str, str] | None = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.entries = _normalise_entries(self.manifest)
+
+    @classmethod
+    def open(cls, dataset_dir: str | Path) -> "DatasetFiles":
+        """Read ``manifest.json`` of a dataset folder.
+
+        Raises
+        ------
+        CheckpointError
+            When the folder or its manifest is missing or not a JSON object.
+        """
+        root = Path(dataset_dir)
+        if not root.is_dir():
+            raise CheckpointError(f"connectome dataset folder not found: {root}")
+        manifest = read_json(root / "manifest.json", "the dataset's manifest.json")
+        if not isinstance(manifest, dict):
+            raise CheckpointError(f"{root / 'manifest.json'} is not a JSON object; download it "
+                                  "again")
+        return cls(root, manifest)
+
+    # ------------------------------------------------------------------ files
+    def relative(self, name: str) -> str:
+        """The path of logical file ``name`` inside the dataset."""
+        entry = self.entries.get(name)
+        if entry is not None and entry.get("file"):
+            return str(entry["file"])
+        if name == "edges_source" and not (self.root / DATASET_FILES[name]).is_file() \
+                and (self.root / WIDE_SOURCE_FILE).is_file():
+            return WIDE_SOURCE_FILE
+        return DATASET_FILES.get(name, name)
+
+    def path(self, name: str) -> Path:
+        """Absolute path of logical file ``name``."""
+        return self.root / self.relative(name)
+
+    def present(self, name: str) -> bool:
+        """True when the file is there."""
+        return self.path(name).is_file()
+
+    @property
+    def neurons(self) -> int:
+        """Neuron count: the manifest's ``neurons``, else the offsets' length - 1."""
+        n = _as_int(self.manifest.get("neurons"))
+        if n is not None:
+            return n
+        return max(0, self._count("edges_offsets") - 1)
+
+    @property
+    def edges(self) -> int:
+        """Edge count: the manifest's ``edges``, else the float32 weights' length."""
+        e = _as_int(self.manifest.get("edges"))
+        return e if e is not None else self._count("edges_weight_f32")
+
+    def _count(self, name: str) -> int:
+        path = self.path(name)
+        if not path.is_file():
+            raise CheckpointError(f"{path} is missing; the dataset folder is incomplete, "
+                                  "download it again")
+        itemsize = np.dtype(self.dtype(name)).itemsize
+        size = path.stat().st_size
+        if size % itemsize:
+            raise CheckpointError(f"{self.relative(name)} is {size:,} bytes, not a whole number "
+                                  f"of {itemsize}-byte values; the file is truncated")
+        return size // itemsize
+
+    def dtype(self, name: str) -> str:
+        """The array dtype, from the file extension (as the authors' verifier reads it)."""
+        ext = self.relative(name).rsplit(".", 1)[-1]
+        if ext not in EXTENSION_DTYPES:
+            raise CheckpointError(f"{self.relative(name)}: unknown array file extension .{ext}; "
+                                  "the manifest is damaged")
+        return EXTENSION_DTYPES[ext]
+
+    def array(self, name: str, shape: tuple[int, ...] | int | None = None) -> np.ndarray:
+        """Memory-map logical file ``name`` after checking its size.
+
+        The shape is the manifest entry's, else ``shape``, else the whole file
+        as a vector. A file whose byte count differs from the manifest's, or
+        that does not hold the shape, raises :class:`CheckpointError`.
+        """
+        if name in self._arrays:
+            return self._arrays[name]
+        path = self.path(name)
+        entry = self.entries.get(name) or {}
+        if not path.is_file():
+            raise CheckpointError(f"{path} is missing; the dataset folder is incomplete, "
+                                  "download it again")
+        if "bytes" in entry and _as_int(entry["bytes"]) is not None \
+                and path.stat().st_size != int(entry["bytes"]):
+            raise CheckpointError(f"{self.relative(name)} is {path.stat().st_size:,} bytes but "
+                                  f"the manifest says {int(entry['bytes']):,}; the file is "
+                                  "truncated or damaged, download it again")
+        if isinstance(entry.get("shape"), list) and all(_as_int(s) is not None
+                                                        for s in entry["shape"]):
+            shape = tuple(int(s) for s in entry["shape"])
+        elif shape is None:
+            shape = self._count(name)
+        array = read_raw(path, self.dtype(name), shape)
+        self._arrays[name] = array
+        return array
+
+    # --------------------------------------------------------------- digests
+    def original_dtypes(self) -> dict[str, str]:
+        """``frozen_buffers_original_dtype`` of the manifest (the released dtypes if absent)."""
+        dtypes = dict(FROZEN_BUFFER_DTYPES)
+        given = self.manifest.get("frozen_buffers_original_dtype")
+        if isinstance(given, dict):
+            for key, value in given.items():
+                try:
+                    dtypes[str(key)] = np.dtype(str(value)).name
+                except TypeError:
+                    raise CheckpointError(f"the dataset manifest names an unknown dtype {value!r} "
+                                          f"for {key}; {_REDOWNLOAD}") from None
+        return dtypes
+
+    def buffer(self, name: str) -> np.ndarray:
+        """The array a frozen buffer is computed from (the identity for an absent out_index)."""
+        if name == NODE_TYPE_INDEX:
+            return self.array("type_index", self.neurons)
+        logical = FROZEN_BUFFER_FILES[name]
+        if logical == "output_neurons" and not self.present(logical):
+            return np.arange(self.neurons, dtype=np.int32)  # the browser export omits it
+        return self.array(logical)
+
+    def graph_digests(self, progress: Progress | None = None) -> dict[str, str]:
+        """The frozen-buffer digests recomputed from the arrays (cached).
+
+        The five graph buffers, plus ``brain.node_type_index`` when the
+        dataset has ``neurons/type_index.i32``.
+        """
+        if self._graph_digests is None:
+            dtypes = self.original_dtypes()
+            digests: dict[str, str] = {}
+            names = list(FROZEN_BUFFER_FILES) + ([NODE_TYPE_INDEX] if self.present("type_index")
+                                                 else [])
+            for i, name in enumerate(names):
+                if progress is not None:
+                    progress(f"recomputing {name}", i / len(names))
+                digests[name] = array_digest(self.buffer(name), dtypes.get(name, "int64"))
+            self._graph_digests = digests
+        return self._graph_digests
+
+
+# ---------------------------------------------------------------------------- checks
+class _Checks:
+    """Collects :class:`CheckResult` rows for one dataset."""
+
+    def __init__(self) -> None:
+        self.results: list[CheckResult] = []
+
+    def add(self, name: str, ok: bool | None, detail: str, skip_reason: str = "") -> None:
+        status = SKIP if ok is None else PASS if ok else FAIL
+        self.results.append(CheckResult("dataset", name, status,
+                                        skip_reason if ok is None else detail))
+
+
+def check_dataset(files: DatasetFiles, *, hash_files: bool | None = None,
+                  quantised: bool = False, graph: bool = True,
+                  progress: Progress | None = None) -> list[CheckResult]:
+    """The 18 checks of the dataset's authors, run over a dataset folder.
+
+    1. every file's SHA-256 equals its ``files`` entry; 2. offsets have
+    ``neurons + 1`` values, sources and weights ``edges``; 3. offsets never
+    decrease; 4. they run from 0 to ``edges``; 5. every source is a neuron;
+    6. every weight is finite; 7. the negative and positive weight counts
+    equal the manifest's; 8-12. the five frozen-buffer digests recomputed
+    from the arrays equal ``frozen_buffers_sha256``; 13. the int16 weights
+    times the scale are within ``max_absolute_error`` of the float32 ones,
+    14. with the same signs; 15. ``type_index`` runs from 0 to the last label;
+    16. ``soma_valid`` sums to ``soma.positioned``; 17. somata without a
+    position are zeros; 18. body ids are unique.
+
+    Parameters
+    ----------
+    files
+        The dataset.
+    hash_files
+        1: ``None`` hashes the files the loader reads, up to 64 MB each (every
+        file of the real dataset; the load-time cost is in ``flyviz bench``);
+        ``True`` every file present; ``False`` none.
+    quantised
+        Run 13-14 (the browser's int16 copy, which flyviz neither downloads
+        nor reads); ``flyviz verify`` does.
+    graph
+        Run 2-14; ``False`` checks only the anatomy (a dataset with only
+        ``neurons/``).
+    progress
+        ``progress(label, fraction)``.
+
+    Returns
+    -------
+    list of CheckResult
+        A check whose data or manifest field is absent is skipped, with the reason.
+        A file that cannot be read as its manifest describes is a failure.
+    """
+    checks = _Checks()
+    report = progress or (lambda _label, _fraction: None)
+
+    # 1. File hashes.
+    report("hashing files", 0.0)
+    names = [n for n in files.entries if n in DATASET_FILES] + \
+        [n for n in files.entries if n not in DATASET_FILES]
+    for i, name in enumerate(names):
+        entry = files.entries[name]
+        rel = files.relative(name)
+        path = files.root / rel
+        label = f"sha256 {rel}"
+        if not graph and not rel.startswith("neurons/"):
+            continue
+        if not path.is_file():
+            if hash_files is True:
+                checks.add(label, None, "", "not present (flyviz does not need it)")
+            continue
+        expected = entry.get("sha256")
+        if not expected:
+            if hash_files is True:
+                checks.add(label, None, "", "the manifest records no digest")
+            continue
+        if hash_files is False:
+            continue
+        if hash_files is None and (name not in _READ_ON_LOAD
+                                   or path.stat().st_size > HASH_LIMIT_BYTES):
+            continue
+        report(f"hashing {rel}", 0.5 * i / max(1, len(names)))
+        if "bytes" in entry and _as_int(entry["bytes"]) is not None \
+                and path.stat().st_size != int(entry["bytes"]):
+            checks.add(label, False, f"{rel} is {path.stat().st_size:,} bytes but the manifest "
+                                     f"says {int(entry['bytes']):,}; the file is truncated or "
+                                     "damaged, download it again")
+            continue
+        actual = sha256_file(path)
+        checks.add(label, actual.lower() == str(expected).lower(),
+                   f"{rel}: SHA-256 {actual[:12]}... does not match the manifest's "
+                   f"{str(expected)[:12]}...; the file is damaged or from another release, "
+                   "download it again" if actual.lower() != str(expected).lower()
+                   else f"{actual[:16]}...")
+
+    if graph:
+        _check_graph(files, checks, quantised, report)
+    _check_anatomy(files, checks)
+    report("dataset checked", 1.0)
+    return checks.results
+
+
+def _check_graph(files: DatasetFiles, checks: _Checks, quantised: bool,
+                 report: Progress) -> None:
+    """Checks 2-14."""
+    manifest = files.manifest
+    n, e = files.neurons, files.edges
+    offsets = files.array("edges_offsets")
+    source = files.array("edges_source")
+    weights = files.array("edges_weight_f32")
+
+    # 2. Counts.
+    counts_ok = offsets.shape[0] == n + 1 and source.shape[0] == e and weights.shape[0] == e
+    checks.add("counts", counts_ok,
+               f"offsets {offsets.shape[0]:,} = neurons + 1, sources and weights {e:,}"
+               if counts_ok else
+               f"the graph files hold {offsets.shape[0]:,} offsets, {source.shape[0]:,} sources "
+               f"and {weights.shape[0]:,} weights but the manifest says {n:,} neurons and "
+               f"{e:,} edges; {_REDOWNLOAD}")
+    if not counts_ok:
+        return
+    # 3-4. Offsets.
+    report("checking the graph", 0.55)
+    off = np.asarray(offsets, dtype=np.int64)
+    monotone = bool(np.all(off[1:] >= off[:-1])) if off.size > 1 else True
+    checks.add("offsets non-decreasing", monotone,
+               "" if monotone else f"graph/edges_offsets.i32 decreases at row "
+               f"{int(np.flatnonzero(off[1:] < off[:-1])[0])}; {_REDOWNLOAD}")
+    span_ok = int(off[0]) == 0 and int(off[-1]) == e
+    checks.add("offsets span", span_ok,
+               f"0 to {e:,}" if span_ok else f"graph/edges_offsets.i32 runs from {int(off[0])} "
+               f"to {int(off[-1])}, not 0 to {e:,}; {_REDOWNLOAD}")
+    # 5. Source range, in chunks (9M values).
+    low, high = _min_max(source)
+    source_ok = e == 0 or (low >= 0 and high < n)
+    checks.add("sources in range", source_ok,
+               f"all in 0..{n - 1}" if source_ok else
+               f"{files.relative('edges_source')} holds neuron {high if high >= n else low}, "
+               f"outside 0..{n - 1}; {_REDOWNLOAD}")
+    # 6-7. Weights.
+    finite, negative, positive = _weight_stats(weights)
+    checks.add("weights finite", finite,
+               "" if finite else f"graph/edges_weight.f32 holds NaN or inf; {_REDOWNLOAD}")
+    block = manifest.get("weights") if isinstance(manifest.get("weights"), dict) else {}
+    want_neg, want_pos = _as_int(block.get("negative_edges")), _as_int(block.get("positive_edges"))
+    if want_neg is None or want_pos is None:
+        checks.add("weight signs", None, "", "the manifest records no negative_edges/"
+                                             "positive_edges")
+    else:
+        signs_ok = negative == want_neg and positive == want_pos
+        checks.add("weight signs", signs_ok,
+                   f"{negative:,} negative, {positive:,} positive" if signs_ok else
+                   f"graph/edges_weight.f32 has {negative:,} negative and {positive:,} positive "
+                   f"weights but the manifest says {want_neg:,} and {want_pos:,}; {_REDOWNLOAD}")
+    # 8-12. Frozen-buffer digests, recomputed.
+    recorded = manifest.get("frozen_buffers_sha256")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    digests = files.graph_digests(lambda label, f: report(label, 0.6 + 0.3 * f))
+    for name in FROZEN_BUFFER_FILES:
+        expected = recorded.get(name)
+        label = f"frozen digest {name}"
+        if not expected:
+            checks.add(label, None, "", "the manifest records no frozen-buffer digest")
+            continue
+        ok = digests[name].lower() == str(expected).lower()
+        checks.add(label, ok, f"{digests[name][:16]}..." if ok else
+                   f"{files.relative(FROZEN_BUFFER_FILES[name])} does not give the manifest's "
+                   f"frozen digest for {name} (recomputed {digests[name][:12]}..., recorded "
+                   f"{str(expected)[:12]}...); {_REDOWNLOAD}")
+    # 13-14. The browser's int16 copy.
+    if quantised:
+        _check_quantised(files, checks, weights, block)
+
+
+def _min_max(array: np.ndarray, step: int = 1 << 22) -> tuple[int, int]:
+    low, high = 0, -1
+    for start in range(0, array.shape[0], step):
+        chunk = array[start:start + step]
+        if chunk.size:
+            lo, hi = int(chunk.min()), int(chunk.max())
+            low, high = (lo, hi) if high < low else (min(low, lo), max(high, hi))
+    return low, high
+
+
+def _weight_stats(weights: np.ndarray, step: int = 1 << 22) -> tuple[bool, int, int]:
+    finite, negative, positive = True, 0, 0
+    for start in range(0, weights.shape[0], step):
+        chunk = weights[start:start + step]
+        finite &= bool(np.isfinite(chunk).all())
+        negative += int(np.count_nonzero(chunk < 0))
+        positive += int(np.count_nonzero(chunk > 0))
+    return finite, negative, positive
+
+
+def _check_quantised(files: DatasetFiles, checks: _Checks, weights: np.ndarray,
+                     block: dict[str, Any]) -> None:
+    rel = files.relative("edges_weight_i16")
+    if not files.present("edges_weight_i16"):
+        for name in ("int16 weights error", "int16 weights signs"):
+            checks.add(name, None, "", f"{rel} not downloaded (flyviz does not read it)")
+        return
+    quant = block.get("quantised") if isinstance(block.get("quantised"), dict) else {}
+    scale, bound = quant.get("scale"), quant.get("max_absolute_error")
+    try:
+        codes = files.array("edges_weight_i16")
+    except CheckpointError as exc:
+        checks.add("int16 weights error", False, str(exc))
+        return
+    if codes.shape != weights.shape:
+        checks.add("int16 weights error", False, f"{rel} holds {codes.shape[0]:,} weights, the "
+                                                 f"float32 file {weights.shape[0]:,}; {_REDOWNLOAD}")
+        return
+    if scale is None or bound is None:
+        checks.add("int16 weights error", None, "", "the manifest records no quantised scale "
+                                                    "and max_absolute_error")
+    else:
+        worst = 0.0
+        step = 1 << 22
+        for start in range(0, weights.shape[0], step):
+            diff = np.abs(codes[start:start + step].astype(np.float64) * float(scale)
+                          - weights[start:start + step].astype(np.float64))
+            worst = max(worst, float(diff.max(initial=0.0)))
+        ok = worst <= float(bound)
+        checks.add("int16 weights error", ok, f"max {worst:.3g} <= {float(bound):.3g}" if ok else
+                   f"{rel} differs from the float32 weights by up to {worst:.3g}, more than the "
+                   f"manifest's {float(bound):.3g}; {_REDOWNLOAD}")
+    same = all(np.array_equal(np.sign(codes[s:s + (1 << 22)]),
+                              np.sign(weights[s:s + (1 << 22)]).astype(np.int16))
+               for s in range(0, weights.shape[0], 1 << 22))
+    checks.add("int16 weights signs", same, "" if same else
+               f"{rel} has weights whose sign differs from the float32 ones; {_REDOWNLOAD}")
+
+
+def _check_anatomy(files: DatasetFiles, checks: _Checks) -> None:
+    """Checks 15-18, each skipped when its files are absent."""
+    manifest = files.manifest
+    n = files.neurons if (files.present("edges_offsets") or "neurons" in manifest) \
+        else _anatomy_neurons(files)
+    # 15. Cell-type index.
+    if files.present("type_index") and files.present("type_labels"):
+        labels = read_json(files.path("type_labels"), "type_labels.json")
+        index = files.array("type_index", n)
+        count = len(labels) if isinstance(labels, list) else -1
+        lo, hi = _min_max(index)
+        ok = count > 0 and lo == 0 and hi == count - 1
+        checks.add("type_index range", ok, f"0..{hi} over {count:,} labels" if ok else
+                   f"neurons/type_index.i32 runs from {lo} to {hi} but type_labels.json has "
+                   f"{max(count, 0):,} labels; {_REDOWNLOAD}")
+    else:
+        checks.add("type_index range", None, "", "no neurons/type_index.i32 + type_labels.json")
+    # 16-17. Somata.
+    soma = manifest.get("soma") if isinstance(manifest.get("soma"), dict) else {}
+    if files.present("soma_valid"):
+        valid = np.asarray(files.array("soma_valid", n)) != 0
+        positioned = _as_int(soma.get("positioned"))
+        if positioned is None:
+            checks.add("somata positioned", None, "", "the manifest records no soma.positioned")
+        else:
+            ok = int(valid.sum()) == positioned
+            checks.add("somata positioned", ok, f"{positioned:,}" if ok else
+                       f"neurons/soma_valid.u8 marks {int(valid.sum()):,} somata but the manifest "
+                       f"says {positioned:,}; {_REDOWNLOAD}")
+        if files.present("soma_position"):
+            positions = files.array("soma_position", (n, 3))
+            ok = not np.any(np.asarray(positions)[~valid])
+            checks.add("missing somata are zero", ok, "" if ok else
+                       f"neurons/soma_position.i32 has a position for a soma marked missing; "
+                       f"{_REDOWNLOAD}")
+        else:
+            checks.add("missing somata are zero", None, "", "no neurons/soma_position.i32")
+    else:
+        checks.add("somata positioned", None, "", "no neurons/soma_valid.u8")
+        checks.add("missing somata are zero", None, "", "no neurons/soma_valid.u8")
+    # 18. Body ids.
+    if files.present("body_id"):
+        ids = np.sort(np.asarray(files.array("body_id", n)))
+        ok = ids.size < 2 or bool(np.all(ids[1:] != ids[:-1]))
+        checks.add("body ids unique", ok, "" if ok else
+                   f"neurons/body_id.i64 repeats a body id; {_REDOWNLOAD}")
+    else:
+        checks.add("body ids unique", None, "", "no neurons/body_id.i64")
+
+
+def _anatomy_neurons(files: DatasetFiles) -> int:
+    """Neuron count of a dataset that has only ``neurons/``."""
+    if files.present("soma_valid"):
+        return files.path("soma_valid").stat().st_size
+    if files.present("soma_position"):
+        return files.path("soma_position").stat().st_size // 12
+    return 0
+
+
+# --------------------------------------------------------------------------- loading
 @dataclass
 class ConnectomeDataset:
     """What a connectome dataset folder holds.
@@ -37,6 +569,10 @@ class ConnectomeDataset:
         The interface block of the manifest (``None`` where absent).
     frozen_digests
         ``manifest["frozen_buffers_sha256"]`` as written upstream.
+    graph_digests
+        The same digests recomputed from the arrays above (plus
+        ``brain.node_type_index`` when the dataset has cell types): what
+        trained weights are bound to.
     manifest
         The whole manifest.
     path
@@ -53,6 +589,7 @@ class ConnectomeDataset:
     delay_slots: int | None
     neurons_per_slot: int | None
     frozen_digests: dict[str, str] = field(default_factory=dict)
+    graph_digests: dict[str, str] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
@@ -60,19 +597,6 @@ class ConnectomeDataset:
     def neurons(self) -> int:
         """Number of neurons (CSR rows)."""
         return int(self.offsets.shape[0]) - 1
-
-
-def _file_entries(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    files = manifest.get("files") or {}
-    if isinstance(files, dict):
-        entries = {}
-        for key, entry in files.items():
-            if isinstance(entry, dict):
-                entries[str(entry.get("file", key))] = entry
-        return entries
-    if isinstance(files, list):
-        return {str(e["file"]): e for e in files if isinstance(e, dict) and "file" in e}
-    return {}
 
 
 def _read_json_list(path: Path, n: int) -> list[str] | None:
@@ -85,75 +609,53 @@ def _read_json_list(path: Path, n: int) -> list[str] | None:
     return ["" if v is None else str(v) for v in data]
 
 
-RawReader = Callable[[str, str, "tuple[int, ...] | int"], np.ndarray]
-
-
-def _read_anatomy(root: Path, manifest: dict[str, Any], n: int, raw: RawReader) -> Anatomy | None:
+def _read_anatomy(files: DatasetFiles, n: int) -> Anatomy | None:
     """Soma positions and labels from ``neurons/``, or ``None`` when absent."""
-    neurons = root / "neurons"
-    if not (neurons / "soma_position.i32").is_file():
+    if not files.present("soma_position"):
         return None
-    positions = np.asarray(raw("neurons/soma_position.i32", "int32", (n, 3)), dtype=np.float32)
-    if (neurons / "soma_valid.u8").is_file():
-        valid = np.asarray(raw("neurons/soma_valid.u8", "uint8", n)) != 0
+    positions = np.asarray(files.array("soma_position", (n, 3)), dtype=np.float32)
+    if positions.shape != (n, 3):
+        raise CheckpointError(f"neurons/soma_position.i32 has shape {list(positions.shape)}, "
+                              f"expected [{n}, 3]; the dataset is damaged")
+    if files.present("soma_valid"):
+        valid = np.asarray(files.array("soma_valid", n)) != 0
     else:  # without the mask, all-zero rows are the missing ones
         valid = np.any(positions != 0, axis=1)
-    body_id = (np.asarray(raw("neurons/body_id.i64", "int64", n))
-               if (neurons / "body_id.i64").is_file() else None)
-    cell_type = _read_json_list(neurons / "cell_type.json", n)
-    if cell_type is None and (neurons / "type_index.i32").is_file() \
-            and (neurons / "type_labels.json").is_file():
-        labels = read_json(neurons / "type_labels.json", "type_labels.json")
-        type_index = np.asarray(raw("neurons/type_index.i32", "int32", n))
+    body_id = np.asarray(files.array("body_id", n)) if files.present("body_id") else None
+    cell_type = _read_json_list(files.path("cell_type"), n)
+    if cell_type is None and files.present("type_index") and files.present("type_labels"):
+        labels = read_json(files.path("type_labels"), "type_labels.json")
+        type_index = np.asarray(files.array("type_index", n))
         if not isinstance(labels, list) or (n and (type_index.min() < 0
                                                    or type_index.max() >= len(labels))):
             raise CheckpointError("neurons/type_index.i32 points outside type_labels.json; "
                                   "the dataset is damaged")
         cell_type = [str(labels[i]) for i in type_index]
-    kind = str((manifest.get("anatomy") or {}).get("kind", "measured"))
+    for name, array in (("soma_valid", valid), ("body_id", body_id)):
+        if array is not None and array.shape != (n,):
+            raise CheckpointError(f"neurons/{name} holds {array.shape[0]:,} values for {n:,} "
+                                  "neurons; the dataset is damaged")
+    kind = str((files.manifest.get("anatomy") or {}).get("kind", "measured"))
     return Anatomy(positions=positions, valid=valid, kind=kind, body_id=body_id,
-                   superclass=_read_json_list(neurons / "superclass.json", n),
-                   side=_read_json_list(neurons / "side.json", n), cell_type=cell_type)
-
-
-def _raw_reader(root: Path, manifest: dict[str, Any], verify: bool | None) -> RawReader:
-    """A reader that checks each file's size and digest against the manifest."""
-    entries = _file_entries(manifest)
-
-    def raw(relative: str, dtype: str, shape: tuple[int, ...] | int) -> np.ndarray:
-        path = root / relative
-        entry = entries.get(relative)
-        if entry is not None and "bytes" in entry and path.is_file() \
-                and path.stat().st_size != int(entry["bytes"]):
-            raise CheckpointError(f"{relative} is {path.stat().st_size:,} bytes but the manifest "
-                                  f"says {int(entry['bytes']):,}; the file is truncated or "
-                                  "damaged, download it again")
-        array = read_raw(path, dtype, shape)
-        check_sha256(path, entry.get("sha256") if entry else None, verify)
-        return array
-
-    return raw
+                   superclass=_read_json_list(files.path("superclass"), n),
+                   side=_read_json_list(files.path("side"), n), cell_type=cell_type)
 
 
 def load_dataset_anatomy(dataset_dir: str | Path, *, verify: bool | None = None) -> Anatomy | None:
     """Only the anatomy (``neurons/``) of a dataset folder; the graph files may be absent.
 
     Used to give a checkpoint that carries its own graph (ngxson's) the soma
-    positions of the same 49,393 neurons.
+    positions of the same 49,393 neurons. The anatomy checks of
+    :func:`check_dataset` (hashes of ``neurons/``, 15-18) run first.
     """
-    root = Path(dataset_dir)
-    manifest = read_json(root / "manifest.json", "the dataset's manifest.json")
-    if not isinstance(manifest, dict):
-        raise CheckpointError(f"{root / 'manifest.json'} is not a JSON object; download it again")
-    valid = root / "neurons" / "soma_valid.u8"
-    positions = root / "neurons" / "soma_position.i32"
-    if valid.is_file():
-        n = valid.stat().st_size
-    elif positions.is_file():
-        n = positions.stat().st_size // 12
-    else:
+    files = DatasetFiles.open(dataset_dir)
+    n = _anatomy_neurons(files)
+    if n == 0:
         return None
-    return _read_anatomy(root, manifest, n, _raw_reader(root, manifest, verify))
+    if "neurons" not in files.manifest:
+        files.manifest["neurons"] = n
+    raise_first_failure(check_dataset(files, hash_files=verify, graph=False))
+    return _read_anatomy(files, n)
 
 
 def load_connectome_dataset(dataset_dir: str | Path, *, verify: bool | None = None,
@@ -167,10 +669,11 @@ def load_connectome_dataset(dataset_dir: str | Path, *, verify: bool | None = No
         optionally ``neurons/``.
     verify
         SHA-256 policy for files the manifest gives a digest for: ``None``
-        (default) hashes files up to 64 MB, which is every file of the real
-        dataset (the largest is 36 MB; hashing all of it takes well under the
-        load-time budget, see ``flyviz bench``); ``True`` all; ``False`` none.
-        Sizes are always checked.
+        (default) hashes the files flyviz reads up to 64 MB each, which is
+        every one of the real dataset; ``True`` every file present; ``False``
+        none. Sizes are always checked, and so are checks 2-12 and 15-18 of
+        :func:`check_dataset`, including the frozen-buffer digests recomputed
+        from the arrays.
     with_anatomy
         Read ``neurons/`` (positions, labels) when present.
 
@@ -181,62 +684,28 @@ def load_connectome_dataset(dataset_dir: str | Path, *, verify: bool | None = No
     Raises
     ------
     CheckpointError
-        For a missing, truncated or damaged file.
+        For a missing, truncated, damaged or inconsistent file, with the first
+        problem found.
     """
-    root = Path(dataset_dir)
-    if not root.is_dir():
-        raise CheckpointError(f"connectome dataset folder not found: {root}")
-    manifest = read_json(root / "manifest.json", "the dataset's manifest.json")
-    if not isinstance(manifest, dict):
-        raise CheckpointError(f"{root / 'manifest.json'} is not a JSON object; download it again")
-    raw = _raw_reader(root, manifest, verify)
-
-    def count(relative: str, itemsize: int) -> int:
-        path = root / relative
-        if not path.is_file():
-            raise CheckpointError(f"{path} is missing; the dataset folder is incomplete, "
-                                  "download it again")
-        size = path.stat().st_size
-        if size % itemsize:
-            raise CheckpointError(f"{relative} is {size:,} bytes, not a whole number of "
-                                  f"{itemsize}-byte values; the file is truncated")
-        return size // itemsize
-
-    n_offsets = count("graph/edges_offsets.i32", 4)
-    if n_offsets < 2:
+    files = DatasetFiles.open(dataset_dir)
+    if files._count("edges_offsets") < 2:
         raise CheckpointError("graph/edges_offsets.i32 is empty; the dataset is damaged")
-    n = n_offsets - 1
-    offsets = raw("graph/edges_offsets.i32", "int32", n_offsets)
-    nnz = count("graph/edges_weight.f32", 4)
-    if (root / "graph/edges_source.u16").is_file():
-        indices = raw("graph/edges_source.u16", "uint16", nnz)
-    elif (root / "graph/edges_source.i32").is_file():
-        indices = raw("graph/edges_source.i32", "int32", nnz)
-    else:
-        raise CheckpointError(f"{root / 'graph/edges_source.u16'} is missing; the dataset folder "
-                              "is incomplete, download it again")
-    values = raw("graph/edges_weight.f32", "float32", nnz)
-    in_index = raw("interface/in_index.i32", "int32", count("interface/in_index.i32", 4))
-    if (root / "interface/out_index.i32").is_file():
-        out_index = raw("interface/out_index.i32", "int32", count("interface/out_index.i32", 4))
-    else:  # the browser export omits it because it is the identity
-        out_index = np.arange(n, dtype=np.int32)
-
-    interface = manifest.get("interface") or {}
-    anatomy = _read_anatomy(root, manifest, n, raw) if with_anatomy else None
-
-    def as_int(value: Any) -> int | None:
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            return None
-
-    digests = manifest.get("frozen_buffers_sha256")
+    raise_first_failure(check_dataset(files, hash_files=verify, quantised=verify is True))
+    n = files.neurons
+    offsets = files.array("edges_offsets")
+    in_index = files.array("input_neurons")
+    out_index = files.array("output_neurons") if files.present("output_neurons") \
+        else np.arange(n, dtype=np.int32)  # the browser export omits it: it is the identity
+    interface = files.manifest.get("interface") or {}
+    interface = interface if isinstance(interface, dict) else {}
+    recorded = files.manifest.get("frozen_buffers_sha256")
     return ConnectomeDataset(
-        offsets=offsets, indices=indices, values=values, in_index=in_index, out_index=out_index,
-        anatomy=anatomy, n_in_declared=as_int(interface.get("n_in_declared")),
-        delay_slots=as_int(interface.get("delay_slots")),
-        neurons_per_slot=as_int(interface.get("neurons_per_slot")),
-        frozen_digests={str(k): str(v) for k, v in digests.items()} if isinstance(digests, dict)
-        else {},
-        manifest=manifest, path=root)
+        offsets=offsets, indices=files.array("edges_source"),
+        values=files.array("edges_weight_f32"), in_index=in_index, out_index=out_index,
+        anatomy=_read_anatomy(files, n) if with_anatomy else None,
+        n_in_declared=_as_int(interface.get("n_in_declared")),
+        delay_slots=_as_int(interface.get("delay_slots")),
+        neurons_per_slot=_as_int(interface.get("neurons_per_slot")),
+        frozen_digests={str(k): str(v) for k, v in recorded.items()}
+        if isinstance(recorded, dict) else {},
+        graph_digests=dict(files.graph_digests()), manifest=files.manifest, path=files.root)

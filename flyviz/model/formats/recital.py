@@ -52,14 +52,21 @@ def checkpoint_from_parts(params: dict[str, np.ndarray], config: ModelConfig,
                           tokenizer_path: Path | None, source: Path,
                           model_digests: dict[str, str] | None,
                           metadata: dict[str, Any]) -> Checkpoint:
-    """Join parameters with a dataset's graph, refusing weights from another graph."""
-    compare_frozen_digests(model_digests, dataset.frozen_digests)
+    """Join parameters with a dataset's graph, refusing weights from another graph.
+
+    The weights' frozen-buffer digests are compared with the digests
+    recomputed from the dataset's arrays (which the dataset's own manifest
+    digests were checked against on load), so a graph edited after its
+    manifest was written is refused too.
+    """
+    compare_frozen_digests(model_digests, dataset.graph_digests)
     if dataset.neurons != config.neurons:
         raise CheckpointError(f"the weights are for {config.neurons:,} neurons but the dataset "
                               f"{dataset.path} has {dataset.neurons:,}; use the dataset these "
                               "weights were released with")
     digests = prefixed("model", model_digests)
     digests.update(prefixed("dataset", dataset.frozen_digests))
+    digests.update(prefixed("graph", dataset.graph_digests))
     metadata = dict(metadata)
     metadata["dataset"] = str(dataset.path)
     if dataset.n_in_declared is not None:

@@ -31,19 +31,41 @@ _PARAMETERS = {"brain.wte.weight": "wte", "brain.in_proj": "in_proj", "brain.gai
                "ln.bias": "ln_bias"}
 
 
-def _selector_entry(manifest: dict[str, Any], filename: str) -> dict[str, Any]:
+#: Selector names of a release manifest by weights file stem (``package_model_release.py``).
+SELECTOR_NAMES = {"min-ce": "minimum_validation_ce",
+                  "max-accuracy": "maximum_validation_accuracy"}
+
+
+def selector_entry(manifest: dict[str, Any], filename: str) -> dict[str, Any]:
+    """The ``selectors`` entry of a weights file (``{}`` when the manifest has none).
+
+    Release manifests key ``selectors`` by selector name
+    (``minimum_validation_ce``) and name the file in each entry; a list of
+    entries, or keys equal to the file stem, are accepted too.
+    """
     selectors = manifest.get("selectors")
     stem = Path(filename).stem
-    if isinstance(selectors, dict):
-        for key, entry in selectors.items():
-            if isinstance(entry, dict) and (key == stem or entry.get("file") == filename):
-                return entry
-    elif isinstance(selectors, list):
-        for entry in selectors:
-            if isinstance(entry, dict) and (entry.get("file") == filename
-                                            or entry.get("selector") == stem):
-                return entry
+    entries: list[tuple[str, Any]] = (list(selectors.items()) if isinstance(selectors, dict)
+                                      else [("", e) for e in selectors]
+                                      if isinstance(selectors, list) else [])
+    for _key, entry in entries:  # the file an entry names decides
+        if isinstance(entry, dict) and entry.get("file") \
+                and Path(str(entry["file"])).name == filename:
+            return entry
+    for key, entry in entries:  # else an entry without a file, by name
+        if isinstance(entry, dict) and not entry.get("file") \
+                and (stem in (key, entry.get("selector")) or key == SELECTOR_NAMES.get(stem)):
+            return entry
     return {}
+
+
+def weights_digest(entry: dict[str, Any]) -> str | None:
+    """The SHA-256 a selector entry records for its weights file.
+
+    Release manifests call it ``safetensors_sha256``; flyviz 0.1 wrote ``sha256``.
+    """
+    value = entry.get("safetensors_sha256") or entry.get("sha256")
+    return str(value) if value else None
 
 
 def pick_selector_file(model_dir: Path, filename: str | None = None) -> Path:
@@ -102,8 +124,9 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     manifest = read_json(manifest_path, "manifest.json") if manifest_path.is_file() else {}
     if not isinstance(manifest, dict):
         manifest = {}
-    entry = _selector_entry(manifest, weights.name)
-    check_sha256(weights, entry.get("sha256"), verify)
+    entry = selector_entry(manifest, weights.name)
+    expected_sha256 = weights_digest(entry)
+    check_sha256(weights, expected_sha256, verify)
     st = SafetensorsFile(weights)
     params: dict[str, np.ndarray] = {}
     for tensor, attr in _PARAMETERS.items():
@@ -143,14 +166,14 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     metadata: dict[str, Any] = {k: meta[k] for k in ("experiment", "selector", "updates",
                                                      "source_checkpoint_sha256") if k in meta}
     metadata["weights_file"] = weights.name
-    if entry.get("sha256"):
-        metadata["weights_sha256_manifest"] = str(entry["sha256"])
+    if expected_sha256:
+        metadata["weights_sha256_manifest"] = expected_sha256
     tok = Path(tokenizer_path) if tokenizer_path is not None else find_tokenizer(
         model_dir, Path(dataset_dir))
     ckpt = checkpoint_from_parts(
         params, config, dataset, name=name or str(meta.get("experiment") or model_dir.name),
         layout="wordbrain", tokenizer_path=tok, source=model_dir,
         model_digests=frozen if isinstance(frozen, dict) else None, metadata=metadata)
-    if entry.get("sha256"):
-        ckpt.digests[f"file/{weights.name}"] = str(entry["sha256"])
+    if expected_sha256:
+        ckpt.digests[f"file/{weights.name}"] = expected_sha256
     return ckpt

@@ -1,0 +1,10 @@
+"""Whole-corpus analyses of a Fly LLM (no Qt): corpora, Dask plumbing, the neuron atlas.
+
+:mod:`flyviz.analysis.corpus`
+    Reading and tokenizing corpora into windows and chunks.
+:mod:`flyviz.analysis.cluster`
+    Tasks over chunks on a Dask LocalCluster or cluster, partials merged in a
+    fixed tree, progress, Ctrl+C and ``--resume``.
+:mod:`flyviz.analysis.atlas`
+    The neuron atlas: statistics, their merge, the Zarr store and its reader.
+"""

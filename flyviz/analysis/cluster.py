@@ -1,0 +1,583 @@
+"""Run per-chunk tasks of a corpus analysis on Dask, merge their partials in a fixed tree.
+
+The same code runs on one laptop and on a cluster:
+
+* ``workers=N`` starts a :class:`distributed.LocalCluster` of ``N`` worker
+  processes (one thread each) for the run and closes it afterwards;
+* ``scheduler="tcp://HOST:PORT"`` connects a :class:`distributed.Client` to
+  a running cluster (``dask scheduler`` and ``dask worker`` on the machines);
+* ``workers=0`` runs every task in this process, without Dask.
+
+A task is a module-level function called on a worker as
+``function(*args, chunk)``; it returns a *partial*: a ``dict`` of NumPy
+arrays. The model is never shipped inside a task: tasks carry the model's spec
+(a path or ``"demo"``) and load it with :func:`worker_model`, once per worker
+process (the loaders memory-map the large arrays, so this is cheap). Tasks
+report progress with :func:`report_progress`; on a cluster the reports travel
+as Dask events to the client's progress bar.
+
+Partials are merged in a binary tree whose shape depends only on the number of
+chunks (chunk ``i`` is leaf ``i``; node ``(level, j)`` merges nodes
+``(level - 1, 2j)`` and ``(level - 1, 2j + 1)``), never on which worker
+finished first, so 1 worker, 2 workers and a resumed run give the same bits.
+Each finished node is written to a :class:`PartialStore` on disk (and its
+children deleted) as soon as it exists, so an interrupted run loses only the
+chunks in flight: ``resume`` continues from the stored nodes. At most about
+twice as many tasks as workers are in flight, so client memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from flyviz.model.errors import FlyvizError, InputError
+
+Partial = dict[str, np.ndarray]
+Merge = Callable[[Partial, Partial], Partial]
+PROGRESS_TOPIC = "flyviz-progress"
+
+
+class ClusterError(FlyvizError):
+    """The Dask scheduler cannot be reached, or the cluster failed."""
+
+
+class Interrupted(FlyvizError):
+    """The run was stopped (Ctrl+C); the finished chunks are kept for ``--resume``."""
+
+
+class Chunk(Protocol):
+    """What the runner needs to know about a chunk."""
+
+    index: int
+
+    @property
+    def n_tokens(self) -> int: ...
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+# ------------------------------------------------------------------ worker side
+#: Spec prefix naming a demo-brain asset folder other than the installed one.
+DEMO_FOLDER_PREFIX = "demo:"
+
+
+@functools.lru_cache(maxsize=2)
+def worker_model(spec: str):
+    """The model of ``spec``, loaded once per process (memory-mapped where the layout allows).
+
+    ``spec`` is anything :func:`~flyviz.model.resolve.load_model` takes, or
+    ``demo:FOLDER`` for a demo-brain asset folder (``flyviz build-demo --out``).
+    """
+    if spec.startswith(DEMO_FOLDER_PREFIX):
+        from flyviz.demo.loader import load_demo
+
+        return load_demo(asset_dir=spec[len(DEMO_FOLDER_PREFIX):])
+    from flyviz.model.resolve import load_model
+
+    return load_model(spec)
+
+
+_task = threading.local()
+
+
+def report_progress(tokens: int) -> None:
+    """Called by a running task: ``tokens`` more tokens of its chunk are done."""
+    sink = getattr(_task, "sink", None)
+    if sink is not None:
+        sink(int(tokens))
+
+
+def _run_task(function: Callable[..., Partial], args: tuple, chunk: Any, run_id: str) -> Partial:
+    """Run one task on a Dask worker, sending its progress reports as events."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    _task.sink = lambda tokens: worker.log_event(PROGRESS_TOPIC, (run_id, chunk.index, tokens))
+    try:
+        return function(*args, chunk)
+    finally:
+        _task.sink = None
+
+
+# ----------------------------------------------------------------------- store
+def _save_npz(path: Path, partial: Partial) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        np.savez(handle, **partial)
+    os.replace(tmp, path)
+
+
+def _load_npz(path: Path) -> Partial:
+    with np.load(path, allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}
+
+
+class PartialStore:
+    """A folder of finished tree nodes (``node-<level>-<j>.npz``) and the run's key.
+
+    Parameters
+    ----------
+    folder
+        Where the nodes live.
+    key
+        What the partials depend on (model, corpus, settings, chunk plan); a
+        store made under another key cannot be resumed.
+    """
+
+    def __init__(self, folder: str | Path, key: dict[str, Any]) -> None:
+        self.folder = Path(folder)
+        self.key = json.loads(json.dumps(key, sort_keys=True))
+
+    @property
+    def manifest(self) -> Path:
+        return self.folder / "run.json"
+
+    def exists(self) -> bool:
+        """True when a store (of any key) is at the folder."""
+        return self.manifest.is_file()
+
+    def create(self) -> None:
+        """Start an empty store (replacing any old one)."""
+        if self.folder.exists():
+            shutil.rmtree(self.folder)
+        try:
+            self.folder.mkdir(parents=True)
+            self.manifest.write_text(json.dumps(self.key, indent=1, sort_keys=True) + "\n",
+                                     encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {self.folder}: {exc.strerror or exc}") from None
+
+    def check_resumable(self) -> None:
+        """Raise unless the store was made under the same key."""
+        if not self.exists():
+            raise InputError(f"nothing to resume: {self.folder} does not exist; run without "
+                             "--resume")
+        try:
+            key = json.loads(self.manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise InputError(f"{self.manifest} is damaged; delete {self.folder} and start "
+                             "over") from None
+        if key != self.key:
+            changed = sorted(k for k in set(key) | set(self.key) if key.get(k) != self.key.get(k))
+            raise InputError(f"cannot resume: the interrupted run in {self.folder} used another "
+                             f"{', '.join(changed)}; run with the same options, or delete "
+                             f"{self.folder} to start over")
+
+    def _path(self, node: tuple[int, int]) -> Path:
+        return self.folder / f"node-{node[0]}-{node[1]}.npz"
+
+    def nodes(self) -> list[tuple[int, int]]:
+        """The stored nodes."""
+        found = []
+        for path in self.folder.glob("node-*-*.npz"):
+            try:
+                _, level, j = path.stem.split("-")
+                found.append((int(level), int(j)))
+            except ValueError:
+                continue
+        return sorted(found)
+
+    def save(self, node: tuple[int, int], partial: Partial) -> None:
+        _save_npz(self._path(node), partial)
+
+    def load(self, node: tuple[int, int]) -> Partial:
+        try:
+            return _load_npz(self._path(node))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{self._path(node)} is damaged ({exc}); delete {self.folder} "
+                             "and start over") from None
+
+    def rename(self, old: tuple[int, int], new: tuple[int, int]) -> None:
+        os.replace(self._path(old), self._path(new))
+
+    def delete(self, node: tuple[int, int]) -> None:
+        self._path(node).unlink(missing_ok=True)
+
+    def remove(self) -> None:
+        """Delete the whole store (after a successful run)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class MergeTree:
+    """The fixed binary tree over ``leaves`` chunks; merges partials as they arrive.
+
+    ``merge(left, right)`` is always called with the lower-numbered node on
+    the left, and a node without a sibling moves up unchanged.
+    """
+
+    def __init__(self, leaves: int, merge: Merge, store: PartialStore | None = None) -> None:
+        if leaves < 1:
+            raise ValueError("a merge tree needs at least one leaf")
+        self.leaves = leaves
+        self.levels = max(0, math.ceil(math.log2(leaves)))
+        self.merge = merge
+        self.store = store
+        self.held: dict[tuple[int, int], Partial | None] = {}  # None: on disk, not loaded
+
+    def exists(self, node: tuple[int, int]) -> bool:
+        level, j = node
+        return j >= 0 and j * (1 << level) < self.leaves
+
+    def covers(self, node: tuple[int, int]) -> range:
+        level, j = node
+        return range(j << level, min((j + 1) << level, self.leaves))
+
+    def restore(self) -> set[int]:
+        """Take the nodes of the store; return the leaves they already cover."""
+        assert self.store is not None
+        nodes = [n for n in self.store.nodes() if self.exists(n) and n[0] <= self.levels]
+        covered: set[int] = set()
+        # Highest first: a node whose ancestor is stored too (a run stopped between
+        # saving a parent and deleting its children) is dropped.
+        for node in sorted(nodes, key=lambda n: -n[0]):
+            leaves = set(self.covers(node))
+            if leaves & covered:
+                self.store.delete(node)
+                continue
+            covered |= leaves
+            self.held[node] = None
+        return covered
+
+    def _value(self, node: tuple[int, int]) -> Partial:
+        value = self.held.pop(node)
+        if value is None:
+            assert self.store is not None
+            value = self.store.load(node)
+        return value
+
+    def add(self, node: tuple[int, int], value: Partial, *, stored: bool = False) -> None:
+        """A finished node: merge upwards as far as the siblings allow."""
+        while node[0] < self.levels:
+            level, j = node
+            sibling = (level, j ^ 1)
+            parent = (level + 1, j >> 1)
+            if not self.exists(sibling):
+                if self.store is not None:
+                    if not stored:
+                        self.store.save(node, value)
+                    self.store.rename(node, parent)
+                    stored = True
+                node = parent
+                continue
+            if sibling not in self.held:
+                self.held[node] = value
+                if self.store is not None and not stored:
+                    self.store.save(node, value)
+                return
+            other = self._value(sibling)
+            left, right = (value, other) if j < sibling[1] else (other, value)
+            value = self.merge(left, right)
+            if self.store is not None:
+                self.store.save(parent, value)
+                self.store.delete(node)
+                self.store.delete(sibling)
+            stored = True
+            node = parent
+        self.held[node] = value
+        if self.store is not None and not stored:
+            self.store.save(node, value)
+
+    def restored_pending(self) -> None:
+        """Combine nodes restored from disk that are siblings of each other."""
+        for node in sorted(self.held, key=lambda n: (n[0], n[1])):
+            if node in self.held and self.held.get(node) is None:
+                value = self._value(node)
+                self.add(node, value, stored=True)
+
+    def result(self) -> Partial:
+        """The root, once every leaf has arrived."""
+        root = (self.levels, 0)
+        if root not in self.held:
+            raise RuntimeError("the merge tree is not complete")
+        return self._value(root)
+
+
+# ------------------------------------------------------------------ progress
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class ProgressBar:
+    """A self-overwriting progress line on stderr: tokens, tokens/s, time left.
+
+    In a log (no terminal) it prints one line every ``log_every`` seconds.
+    """
+
+    def __init__(self, total: int, label: str = "tokens", stream=None,
+                 log_every: float = 10.0) -> None:
+        self.total = max(1, int(total))
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.log_every = log_every
+        self.started = time.perf_counter()
+        self.initial: int | None = None
+        self._last_print = 0.0
+        self.done = 0
+
+    def line(self, done: int) -> str:
+        """The text shown for ``done`` tokens."""
+        elapsed = time.perf_counter() - self.started
+        if self.initial is None:
+            self.initial = done
+        fresh = done - self.initial
+        rate = fresh / elapsed if elapsed > 0 else 0.0
+        left = (self.total - done) / rate if rate > 0 else float("nan")
+        width = 24
+        filled = int(width * done / self.total)
+        bar = "#" * filled + "-" * (width - filled)
+        eta = _duration(left) if math.isfinite(left) else "?"
+        return (f"[{bar}] {done / self.total:6.1%}  {done:,}/{self.total:,} {self.label}  "
+                f"{rate:,.0f} {self.label}/s  {eta} left")
+
+    def update(self, done: int, force: bool = False) -> None:
+        """Show ``done`` tokens (at most every 0.2 s on a terminal)."""
+        self.done = done
+        now = time.perf_counter()
+        interval = 0.2 if self.tty else self.log_every
+        if not force and now - self._last_print < interval:
+            if self.initial is None:
+                self.initial = done
+            return
+        self._last_print = now
+        text = self.line(done)
+        if self.tty:
+            self.stream.write("\r" + text.ljust(100)[:120])
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the line."""
+        self.update(self.done, force=True)
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ----------------------------------------------------------------------- runs
+@dataclass
+class RunResult:
+    """What :func:`run_tree` returns."""
+
+    partial: Partial
+    tokens: int
+    seconds: float
+    resumed_chunks: int
+    workers: int
+    #: Seconds from the cluster being ready (or the start, in process) to the last merge.
+    compute_seconds: float = 0.0
+
+
+def _connect(workers: int | None, scheduler: str | None):
+    """A Client (and the LocalCluster it owns, if any)."""
+    try:
+        import dask  # noqa: F401
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("running on Dask needs dask.distributed: pip install 'flyviz[atlas]' "
+                         "(or use --workers 0 to run in this process)") from None
+    if scheduler:
+        address = scheduler.strip()
+        if "://" not in address:
+            address = "tcp://" + address
+        try:
+            client = Client(address, timeout="5s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} ({reason[:120]}); "
+                               "start one with 'dask scheduler' and workers with 'dask worker "
+                               f"{address}', or leave out --scheduler") from None
+        except ValueError as exc:
+            raise ClusterError(f"--scheduler {scheduler!r} is not a scheduler address "
+                               f"({exc}); give tcp://HOST:PORT") from None
+        return client, None
+    import logging
+
+    n = usable_cores() if workers is None else int(workers)
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    return Client(cluster, set_as_default=False), cluster
+
+
+def check_scheduler(scheduler: str) -> None:
+    """Raise :class:`ClusterError` now if the scheduler cannot be reached (before any work)."""
+    client, _ = _connect(None, scheduler)
+    client.close()
+
+
+def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chunk],
+             merge: Merge, *, workers: int | None = None, scheduler: str | None = None,
+             store: PartialStore | None = None, resume: bool = False,
+             progress: ProgressBar | None = None) -> RunResult:
+    """Run ``function(*args, chunk)`` for every chunk and merge the partials in the fixed tree.
+
+    Parameters
+    ----------
+    function, args
+        A module-level function (importable on the workers) and its leading
+        arguments (small: a spec, settings); the chunk comes last.
+    chunks
+        The work, in order (chunk ``i`` is leaf ``i``).
+    merge
+        Merges two partials (left = lower chunks).
+    workers, scheduler
+        See the module documentation (``workers=None``: the usable cores).
+    store, resume
+        Keep finished nodes on disk; continue from them with ``resume``.
+    progress
+        A progress bar over the chunks' tokens.
+
+    Raises
+    ------
+    Interrupted
+        On Ctrl+C, after the cluster is closed (stored nodes are kept).
+    ClusterError
+        When the scheduler cannot be reached.
+    """
+    tree = MergeTree(len(chunks), merge, store)
+    covered: set[int] = set()
+    if store is not None:
+        if resume:
+            store.check_resumable()
+            covered = tree.restore()
+        else:
+            store.create()
+    pending = [c for c in chunks if c.index not in covered]
+    resumed_tokens = sum(c.n_tokens for c in chunks if c.index in covered)
+    done_tokens = {c.index: 0 for c in pending}
+    started = time.perf_counter()
+
+    def show(force: bool = False) -> None:
+        if progress is not None:
+            progress.update(resumed_tokens + sum(done_tokens.values()), force=force)
+
+    show(force=True)
+    if covered:
+        tree.restored_pending()
+    used_workers = 0
+    ready = [started]
+    try:
+        if workers == 0 and scheduler is None:
+            used_workers = 1
+            for chunk in pending:
+                def sink(tokens: int, index: int = chunk.index) -> None:
+                    done_tokens[index] += tokens
+                    show()
+                _task.sink = sink
+                try:
+                    partial = function(*args, chunk)
+                finally:
+                    _task.sink = None
+                done_tokens[chunk.index] = chunk.n_tokens
+                tree.add((0, chunk.index), partial)
+                show()
+        elif pending:
+            used_workers = _run_on_dask(function, args, pending, tree, done_tokens, show,
+                                        workers, scheduler, ready)
+    except FlyvizError:
+        if store is not None and not store.nodes():
+            store.remove()  # nothing finished: nothing to resume
+        raise
+    except KeyboardInterrupt:
+        saved = len(covered) + sum(1 for c in pending if done_tokens[c.index] >= c.n_tokens)
+        where = f" in {store.folder}" if store is not None else ""
+        raise Interrupted(f"interrupted: {saved} of {len(chunks)} chunks are saved{where}; "
+                          "run the same command with --resume to continue") from None
+    show(force=True)
+    finished = time.perf_counter()
+    return RunResult(partial=tree.result(), tokens=sum(c.n_tokens for c in chunks),
+                     seconds=finished - started, resumed_chunks=len(covered),
+                     workers=used_workers, compute_seconds=finished - ready[-1])
+
+
+def _run_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
+                 show: Callable[..., None], workers: int | None, scheduler: str | None,
+                 ready: list[float]) -> int:
+    """The Dask part of :func:`run_tree`; returns the number of workers used and appends
+    the time the cluster was ready to ``ready``."""
+    import uuid
+
+    from distributed import wait
+
+    client, cluster = _connect(workers, scheduler)
+    run_id = uuid.uuid4().hex
+    futures: dict[Any, Any] = {}
+    try:
+        def on_event(event: Any) -> None:
+            _, message = event
+            rid, index, tokens = message
+            if rid == run_id and index in done_tokens:
+                done_tokens[index] = min(done_tokens[index] + int(tokens),
+                                         next(c.n_tokens for c in pending if c.index == index))
+
+        client.subscribe_topic(PROGRESS_TOPIC, on_event)
+        try:
+            info = client.scheduler_info(n_workers=-1)  # all workers, not the first few
+        except TypeError:  # older distributed lists them all anyway
+            info = client.scheduler_info()
+        n_workers = max(1, len(info.get("workers", {})))
+        ready.append(time.perf_counter())
+        window = 2 * n_workers
+        queue = list(pending)
+        while queue or futures:
+            while queue and len(futures) < window:
+                chunk = queue.pop(0)
+                future = client.submit(_run_task, function, args, chunk, run_id,
+                                       key=f"flyviz-chunk-{chunk.index}-{run_id}", pure=False)
+                futures[future] = chunk
+            try:
+                with client.as_current():
+                    finished = wait(list(futures), timeout=0.5,
+                                    return_when="FIRST_COMPLETED").done
+            except TimeoutError:  # none finished within the half second: refresh the bar
+                finished = set()
+            for future in sorted(finished, key=lambda f: futures[f].index):
+                chunk = futures.pop(future)
+                try:
+                    partial = future.result()
+                except Exception as exc:
+                    if isinstance(exc, FlyvizError):
+                        raise
+                    raise ClusterError(f"a task of chunk {chunk.index} failed on the cluster: "
+                                       f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                                       ) from None
+                future.release()
+                done_tokens[chunk.index] = chunk.n_tokens
+                tree.add((0, chunk.index), partial)
+            show()
+        return n_workers
+    finally:
+        for future in futures:
+            future.cancel()
+        try:
+            client.unsubscribe_topic(PROGRESS_TOPIC)
+        except Exception:
+            pass
+        client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,265 @@
+"""The functions of flyviz's public API: :func:`load`, :func:`run`, :func:`compare`,
+:func:`export_movie`.
+
+They are re-exported by the package, so a script or a notebook needs only
+``import flyviz``::
+
+    import flyviz
+
+    model = flyviz.load("demo")
+    recording = flyviz.run(model, "Once upon a time", max_new_tokens=20)
+    recording.save("run.flyrec")
+    flyviz.export_movie(recording, "run.mp4", model=model)
+
+Everything here runs through :class:`flyviz.record.runner.Model`, the same
+path as the command line and the app. Importing this module loads NumPy and
+the model code but no Qt and no vispy; :func:`export_movie` imports the
+offscreen renderer (vispy) when it is called.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flyviz.errors import InputError, RecordingError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.checkpoint import Checkpoint
+    from flyviz.record.recording import Recording
+    from flyviz.record.runner import Model
+
+__all__ = ["compare", "export_movie", "load", "run"]
+
+
+def load(spec: str | Path, dataset: str | Path | None = None, *,
+         progress: Callable[[str, float], None] | None = None, kernel: str | None = None,
+         threads: int | None = None) -> "Model":
+    """Load a Fly LLM: its checkpoint, tokenizer and anatomy, ready to run.
+
+    Parameters
+    ----------
+    spec
+        ``"demo"`` (the embedded demo brain, offline), a model folder (any of
+        the three released layouts), or a Hugging Face repo id such as
+        ``"ngxson/fly-llm-hf"`` or ``"fernandofernandes/fly-wordbrain-rank64"``
+        (downloaded once into the hub's cache; ``owner/name@revision/sub``
+        picks a revision and subfolder).
+    dataset
+        The connectome dataset folder (fernandofernandes/fly-connectome-49k)
+        to join fly-wordbrain weights or a web export to; for ngxson's
+        checkpoint it adds soma positions. Default: a ``dataset`` folder next
+        to the model, or the hub's.
+    progress
+        Called as ``progress(label, fraction)`` while downloading and loading.
+    kernel
+        Sparse kernel of the engine: ``"scipy"``, ``"llvm"`` or ``None``
+        (``FLYVIZ_KERNEL``, else scipy). Both give bit-identical results.
+    threads
+        Threads of the engine's sparse product (default: usable cores, max 4).
+
+    Returns
+    -------
+    Model
+        ``model.checkpoint`` (weights and graph), ``model.tokenizer``,
+        ``model.anatomy`` (soma positions and labels, or ``None``),
+        ``model.neurons``; its engine is built on the first run and reused.
+
+    Raises
+    ------
+    flyviz.errors.ModelNotFoundError
+        Nothing found locally, in the cache or on the hub: the message says
+        which files to download by hand.
+    flyviz.errors.CheckpointError
+        The files are found but damaged or inconsistent.
+
+    Examples
+    --------
+    >>> model = flyviz.load("demo")                                  # doctest: +SKIP
+    >>> model.neurons
+    49393
+    """
+    from flyviz.record.runner import Model
+
+    return Model.load(spec, dataset, progress=progress, kernel=kernel, threads=threads)
+
+
+def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens: int = 80,
+        temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
+        top_k: int = 10, interventions: Any = (), states_dtype: str = "float16") -> "Recording":
+    """Run a prompt and record the whole brain after every token.
+
+    Parameters
+    ----------
+    model
+        What :func:`load` returned (its engine is reused), or a model spec
+        such as ``"demo"`` (loaded for this call only).
+    prompt
+        Text to continue (BOS is added).
+    max_new_tokens
+        Stop after this many generated tokens (EOS stops earlier).
+    temperature, top_p, seed
+        Sampler settings: ``temperature=0`` is greedy; ``seed=None`` draws a
+        seed, which the recording stores so the run can be replayed.
+    top_k
+        How many next-token candidates each frame keeps.
+    interventions
+        Applied during this run: objects of :mod:`flyviz.model.interventions`
+        (``flyviz.Silence("sign:inhibitory")``, ``flyviz.Clamp("type:KC*",
+        0.5, start=10)``, ...) or their command-line text (``"silence
+        sign:inhibitory@10:"``, ``"cut superclass:visual_projection->all"``).
+    states_dtype
+        ``"float16"`` (half the size, about 1e-3 relative error) or
+        ``"float32"`` (the engine's states bit for bit, for analysis).
+
+    Returns
+    -------
+    Recording
+        One frame per consumed token: ``recording.states()`` is a
+        (tokens × neurons) float32 array, ``recording.token_ids``,
+        ``recording.token_texts``, ``recording.probabilities``,
+        ``recording.text``; ``recording.save(path)`` writes a ``.flyrec``,
+        ``recording.to_xarray(model)`` a labelled dataset.
+
+    Raises
+    ------
+    flyviz.errors.InputError
+        For an empty prompt, an out-of-range setting, a bad intervention.
+
+    Examples
+    --------
+    >>> recording = flyviz.run(model, "Once upon a time", max_new_tokens=20)  # doctest: +SKIP
+    >>> recording.states().shape                                             # doctest: +SKIP
+    (24, 49393)
+    """
+    from flyviz.record.run import GenerationSettings
+    from flyviz.record.runner import as_model
+
+    settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, seed=seed, top_k=top_k)
+    runner, owned = as_model(model)
+    try:
+        return runner.record(prompt, settings, interventions=interventions,
+                             states_dtype=states_dtype)
+    finally:
+        if owned:
+            runner.close()
+
+
+def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions: Any, *,
+            max_new_tokens: int = 80, temperature: float = 0.0, top_p: float = 1.0,
+            seed: int | None = None) -> dict[str, Any]:
+    """Run the untouched and the intervened model on one prompt and compare them.
+
+    Parameters
+    ----------
+    model, prompt, max_new_tokens, temperature, top_p, seed
+        As for :func:`run`; both runs use the same settings and seed.
+    interventions
+        At least one, in the forms :func:`run` accepts.
+
+    Returns
+    -------
+    dict
+        What ``flyviz compare --json`` prints: ``baseline`` and ``intervened``
+        (the two free-running continuations, each with ``tokens``, ``text``,
+        ``steps``, ``seed``), ``parted_at`` (the first generated token where
+        they differ, or ``None``), ``interventions`` (with what each
+        selected) and ``forced``: per generated token of the untouched run,
+        the KL divergence of the intervened model's next-token distribution
+        when it reads the same tokens, both top-1 tokens and the mean |Δx|.
+        See :mod:`flyviz.record.compare` for token-by-token comparisons.
+    """
+    from flyviz.model.interventions import as_interventions
+    from flyviz.record.compare import compare as compare_runs
+    from flyviz.record.run import GenerationSettings
+    from flyviz.record.runner import as_model
+
+    settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, seed=seed)
+    runner, owned = as_model(model)
+    try:
+        return compare_runs(runner.checkpoint, prompt, as_interventions(interventions), settings,
+                            threads=runner.threads, kernel=runner.kernel_request)
+    finally:
+        if owned:
+            runner.close()
+
+
+def export_movie(recording: "Recording | str | Path", path: str | Path, *,
+                 model: "Model | None" = None,
+                 progress: Callable[[int, int], None] | None = None,
+                 **options: Any) -> Path:
+    """Render a recording as a movie (MP4, WebM, GIF) or a folder of PNG frames.
+
+    Works without a display (EGL, else a display such as Xvfb, else OSMesa).
+
+    Parameters
+    ----------
+    recording
+        A :class:`~flyviz.record.recording.Recording`, or the path of a saved one.
+    path
+        ``run.mp4`` (H.264), ``run.webm`` (VP9), ``run.gif``, or a name
+        without an extension for a folder of PNG frames.
+    model
+        The model the recording was made with (what :func:`load` returned):
+        its anatomy places the neurons. Without it (the recording only names
+        its model; nothing is loaded behind your back) the neurons are spread
+        on a generic ball and a warning says so.
+    progress
+        Called after every frame as ``progress(frames_done, frames_total)``.
+    **options
+        Any field of :class:`flyviz.export.ExportOptions`: ``size`` (``(w,
+        h)`` or ``"1280x720"``), ``fps`` (30), ``frames_per_token`` (6),
+        ``quality`` (encoder CRF), ``orbit`` (degrees per second), ``mode``
+        (``"signed"`` or ``"abs"``), ``view`` (``"front"``, ``"top"``,
+        ``"side"``), ``scale`` (end of the colour range), ``start``/``stop``
+        (frames), ``overlays``, ``hold_seconds``, ``speed`` (x264 preset).
+
+    Returns
+    -------
+    pathlib.Path
+        The file or folder written (atomically: nothing is left under its
+        name if the export fails).
+
+    Raises
+    ------
+    flyviz.errors.ExportError
+        For a bad option, an unwritable path or an encoder failure.
+    flyviz.errors.RecordingError
+        When the recording cannot be read, or ``model`` has another number of
+        neurons.
+    """
+    import dataclasses
+
+    from flyviz.export import ExportOptions, export_recording, movie_format
+    from flyviz.record.recording import Recording
+
+    fields = {f.name for f in dataclasses.fields(ExportOptions)}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise InputError(f"export_movie got unknown option(s) {', '.join(unknown)}; the options "
+                         f"are {', '.join(sorted(fields))}")
+    if isinstance(options.get("size"), str):
+        from flyviz.render.offscreen import parse_size
+
+        options["size"] = parse_size(options["size"])
+    export_options = ExportOptions(**options).validate()
+    export_options.crf(movie_format(path))  # a bad quality fails before any rendering
+    if not isinstance(recording, Recording):
+        recording = Recording.load(recording)
+    if model is not None:
+        if model.neurons != recording.neurons:
+            raise RecordingError(f"the recording has {recording.neurons:,} neurons but "
+                                 f"{model.name} has {model.neurons:,}; pass the model it was "
+                                 "recorded with")
+        anatomy = model.drawing_anatomy()
+    else:
+        from flyviz.model.layout import ball_layout
+
+        warnings.warn("export_movie got no model: neurons are placed on a generic layout; pass "
+                      "model=flyviz.load(...) to draw them where they are", stacklevel=2)
+        anatomy = ball_layout(recording.neurons)
+    return export_recording(recording, anatomy, path, export_options, progress=progress)

@@ -1,0 +1,110 @@
+"""``flyviz atlas SPEC --corpus PATH... --out ATLAS``: what every neuron responds to over a corpus.
+
+Runs the model over the corpus with the batched engine on Dask (a
+LocalCluster of ``--workers`` processes, or an existing cluster with
+``--scheduler``) and writes a Zarr store (see :mod:`flyviz.analysis.atlas`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from flyviz.model.errors import InputError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz atlas``."""
+    from flyviz.analysis.atlas import AtlasSettings
+
+    d = AtlasSettings()
+    parser.add_argument("spec", metavar="SPEC",
+                        help="model: a folder, a hub repo id or 'demo' (on a cluster every "
+                             "worker must be able to load it from the same spec)")
+    parser.add_argument("--corpus", nargs="+", required=True, metavar="PATH", type=Path,
+                        help="text files (documents separated by blank lines), JSON Lines with "
+                             "a 'text' field, Parquet with a 'text' column, or folders of them")
+    parser.add_argument("--out", required=True, type=Path, metavar="ATLAS",
+                        help="the atlas to write (a Zarr folder, e.g. stories.atlas)")
+    parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                        help="read at most N tokens of the corpus (default: all of it)")
+    parser.add_argument("--context", type=int, default=d.context, metavar="T",
+                        help=f"longest window fed from the zero state, BOS included (default "
+                             f"{d.context}); longer documents are cut into several windows")
+    parser.add_argument("--batch", type=int, default=d.streams, metavar="B",
+                        help=f"token streams stepped together per worker (default {d.streams})")
+    parser.add_argument("--top-k", type=int, default=d.top_k, metavar="K",
+                        help=f"top contexts kept per neuron (default {d.top_k})")
+    parser.add_argument("--density-threshold", type=float, default=d.density_threshold,
+                        metavar="X", help="|x| that counts as active for the density, a "
+                                          f"multiple of 0.04 (default {d.density_threshold})")
+    parser.add_argument("--compact", action="store_true",
+                        help="keep no quantile samples (a smaller atlas, as the demo brain's)")
+    parser.add_argument("--chunk-tokens", type=int, default=d.chunk_tokens, metavar="N",
+                        help=f"tokens per task, the unit of work and of --resume (default "
+                             f"{d.chunk_tokens:,})")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="worker processes of a local Dask cluster (default: the usable "
+                            "cores); 0 runs in this process without Dask")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run from its finished chunks "
+                             "(kept in ATLAS.parts)")
+    parser.epilog = (
+        "examples:\n"
+        "  flyviz atlas demo --corpus stories.txt --out stories.atlas\n"
+        "  flyviz atlas ./fly-llm-hf --corpus wiki/ --max-tokens 2000000 --out wiki.atlas "
+        "--workers 8\n"
+        "  flyviz atlas ./fly-llm-hf --corpus wiki/ --out wiki.atlas --scheduler "
+        "tcp://10.0.0.5:8786\n"
+        "  flyviz atlas demo --corpus stories.txt --out stories.atlas --resume\n"
+        "  flyviz neuron stories.atlas 1234")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the atlas."""
+    from flyviz.analysis.atlas import AtlasSettings, build_atlas, check_output
+    from flyviz.analysis.cluster import Interrupted, ProgressBar
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.model.resolve import load_model
+    from flyviz.model.tokenizer import tokenizer_for
+
+    if args.workers is not None and not 0 <= args.workers <= 1024:
+        raise InputError(f"--workers {args.workers} must be between 0 and 1024")
+    settings = AtlasSettings(top_k=args.top_k, context=args.context, streams=args.batch,
+                             density_threshold=args.density_threshold,
+                             samples_per_band=0 if args.compact else AtlasSettings.samples_per_band,
+                             chunk_tokens=args.chunk_tokens).validate()
+    check_output(args.out.expanduser())
+    if args.scheduler:
+        from flyviz.analysis.cluster import check_scheduler
+
+        check_scheduler(args.scheduler)  # fail in one line before reading anything
+
+    def log(line: str) -> None:
+        print(f"flyviz atlas: {line}", file=sys.stderr, flush=True)
+
+    ckpt = load_model(args.spec)
+    corpus = build_corpus(args.corpus, tokenizer_for(ckpt), context=settings.context,
+                          max_tokens=args.max_tokens, bos_token_id=ckpt.config.bos_token_id)
+    bar = ProgressBar(corpus.n_tokens)
+    try:
+        result = build_atlas(args.spec, ckpt, corpus, args.out, settings, workers=args.workers,
+                             scheduler=args.scheduler, resume=args.resume, progress=bar,
+                             compact=args.compact, log=log)
+    except Interrupted as exc:
+        bar.close()
+        print(f"flyviz atlas: {exc}", file=sys.stderr)
+        return 130
+    bar.close()
+    rate = result.tokens / result.seconds if result.seconds > 0 else 0.0
+    resumed = f", {result.resumed_chunks} of {result.chunks} chunks resumed" \
+        if result.resumed_chunks else ""
+    print(f"atlas written to {result.path}: {result.counted_tokens:,} positions counted, "
+          f"{result.tokens:,} tokens in {result.seconds:.1f} s ({rate:,.0f} tokens/s, "
+          f"{result.workers} worker(s){resumed})")
+    return 0

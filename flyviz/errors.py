@@ -1,0 +1,83 @@
+"""Errors a user can act on: the one home of flyviz's error classes.
+
+Every problem with user input (a missing file, a corrupt checkpoint, a bad
+argument, an optional package that is not installed) is raised as a
+:class:`FlyvizError` subclass whose message is one line that says what is
+wrong and what to do. The command line prints that line and exits with status
+2; the app shows it in a dialog. Anything else is a bug.
+
+This module imports nothing but the standard library, so ``import flyviz``
+and ``except flyviz.FlyvizError`` stay cheap. ``flyviz.model.errors`` re-exports
+these classes for code written against flyviz 0.1.
+
+Hierarchy::
+
+    FlyvizError
+    ├── CheckpointError          a model's files are missing, damaged or inconsistent
+    │   └── ModelNotFoundError   a model spec names nothing that can be found
+    ├── TokenizerError           the tokenizer file is missing or malformed
+    ├── InputError               a value (prompt, option, index) is out of range
+    │   └── SelectionError       a neuron selection query is bad or selects nothing
+    ├── RecordingError           a saved recording is missing, damaged or mismatched
+    ├── ExportError              a movie or data file could not be written
+    │   └── ExportCancelled      the user cancelled an export
+    └── MissingDependencyError   an optional package a feature needs is not installed
+"""
+
+from __future__ import annotations
+
+__all__ = ["CheckpointError", "ExportCancelled", "ExportError", "FlyvizError", "InputError",
+           "MissingDependencyError", "ModelNotFoundError", "RecordingError", "SelectionError",
+           "TokenizerError"]
+
+
+class FlyvizError(Exception):
+    """Base class for errors caused by input the user can fix."""
+
+    def __init__(self, message: str) -> None:
+        # Keep it to one line: the CLI prints str(error) as is.
+        super().__init__(" ".join(str(message).split()))
+
+
+class CheckpointError(FlyvizError):
+    """A checkpoint is missing, unreadable, truncated or inconsistent."""
+
+
+class ModelNotFoundError(CheckpointError):
+    """A model spec names nothing that can be found locally or in the cache."""
+
+
+class TokenizerError(FlyvizError):
+    """The tokenizer file is missing or malformed, or text cannot be encoded."""
+
+
+class InputError(FlyvizError):
+    """A user-supplied value (prompt, token id, option) is out of range."""
+
+
+class SelectionError(InputError):
+    """A neuron selection query cannot be parsed, names an unknown label, or selects no
+    neurons (:mod:`flyviz.model.selection`)."""
+
+
+class RecordingError(FlyvizError):
+    """A saved recording is missing, corrupt or from an incompatible model."""
+
+
+class ExportError(FlyvizError):
+    """A movie or data file could not be written (bad path, encoder failure, cancelled)."""
+
+
+class ExportCancelled(ExportError):
+    """The user cancelled an export; nothing was written."""
+
+
+class MissingDependencyError(FlyvizError):
+    """A feature needs an optional package that is not installed; the message names the
+    ``pip install`` line that adds it."""
+
+    @classmethod
+    def for_feature(cls, feature: str, package: str, extra: str) -> "MissingDependencyError":
+        """``"<feature> needs <package>: pip install 'flyviz[<extra>]'"``."""
+        return cls(f"{feature} needs {package}, which is not installed; install it with "
+                   f"pip install 'flyviz[{extra}]'")

@@ -1,0 +1,534 @@
+"""Verify a loaded checkpoint as its authors do: every file, the graph, the golden traces.
+
+:func:`verify_checkpoint` goes further than loading (which already checks
+sizes, the hashes of files up to 64 MB, the cheap dataset checks and the
+recomputed frozen-buffer digests):
+
+``files``
+    Every file's size and SHA-256 against its manifest, whatever its size;
+    for the ngxson layout, against the digests of the release
+    (fly-formats.md section 1.1) or the Hugging Face cache's own blob name.
+``dataset``
+    All 18 checks of the dataset authors' verifier
+    (:func:`~flyviz.model.formats.dataset.check_dataset`), the browser's int16
+    weights included.
+``binding``
+    The weights' frozen-buffer digests against the ones recomputed from the
+    graph they run with.
+``checkpoint``
+    Shapes, index ranges and finite values (:func:`validate_checkpoint`).
+``golden``
+    A replay of every golden trace the manifest carries (section 4.3):
+    identical tokens, top-1 probability within 2e-4, mean |x| within 2e-5,
+    as ``space/test/parity.mjs`` demands.
+
+The report is plain data for ``flyviz verify`` (table or ``--json``) and for
+the app, which can run it in a background thread: ``progress`` reports each
+stage and ``should_stop`` ends it early.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
+from flyviz.model.checks import FAIL, PASS, SKIP, CheckResult, Progress
+from flyviz.model.errors import CheckpointError, FlyvizError
+from flyviz.model.formats._common import hash_file, sha256_file
+
+#: Golden-trace tolerances of ``space/test/parity.mjs`` (fly-formats.md section 4.3).
+PROBABILITY_TOLERANCE = 2e-4
+MEAN_ABS_TOLERANCE = 2e-5
+
+#: SHA-256 of released files whose digest fly-formats.md records, by (name, size).
+RELEASED_FILES = {
+    ("model.safetensors", 284_134_372):
+        "355f06c44d14e38af50e9c801f51839c37a0a56ac4ca016da2be9b3ae6f215ad",
+    ("tokenizer.json", 54_528):
+        "23fa13e034934738acffb418c9cbaa36d2f95e4d14b576e5d5313857feb81efb",
+}
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass
+class GoldenResult:
+    """The replay of one golden trace.
+
+    Parameters
+    ----------
+    prompt
+        The trace's prompt.
+    expected_tokens, replayed_tokens
+        Generated ids of the trace and of the replay.
+    max_probability_error, max_mean_abs_error
+        Largest |difference| of the top-1 probability and of mean |x| over
+        the steps compared.
+    failure
+        ``None`` when the trace matched, else one line naming the step.
+    failed_step
+        The first step that did not match (0-based), or ``None``.
+    """
+
+    prompt: str
+    expected_tokens: list[int]
+    replayed_tokens: list[int]
+    max_probability_error: float = 0.0
+    max_mean_abs_error: float = 0.0
+    failure: str | None = None
+    failed_step: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        """True when every token matched within the tolerances."""
+        return self.failure is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON form."""
+        return {"prompt": self.prompt, "passed": self.passed, "failure": self.failure,
+                "failed_step": self.failed_step, "expected_tokens": self.expected_tokens,
+                "replayed_tokens": self.replayed_tokens,
+                "max_probability_error": self.max_probability_error,
+                "max_mean_abs_error": self.max_mean_abs_error}
+
+
+@dataclass
+class VerificationReport:
+    """Everything :func:`verify_checkpoint` found.
+
+    Parameters
+    ----------
+    model, layout, source, dataset
+        What was verified.
+    checks
+        Every check, in order (golden traces included, group ``"golden"``).
+    golden
+        The golden-trace replays in detail.
+    cancelled
+        True when ``should_stop`` ended the verification early.
+    """
+
+    model: str
+    layout: str
+    source: str | None
+    dataset: str | None
+    checks: list[CheckResult] = field(default_factory=list)
+    golden: list[GoldenResult] = field(default_factory=list)
+    cancelled: bool = False
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        """The failed checks."""
+        return [c for c in self.checks if c.status == FAIL]
+
+    @property
+    def passed(self) -> bool:
+        """True when verification ran to the end and no check failed."""
+        return not self.cancelled and not self.failures
+
+    def counts(self) -> dict[str, int]:
+        """``{"pass": .., "fail": .., "skip": ..}``."""
+        return {status: sum(c.status == status for c in self.checks)
+                for status in (PASS, FAIL, SKIP)}
+
+    def summary(self) -> str:
+        """One line for a status bar or the end of ``flyviz verify``."""
+        c = self.counts()
+        golden = (f"; {sum(g.passed for g in self.golden)} of {len(self.golden)} golden traces "
+                  "match" if self.golden else "; no golden traces to replay")
+        if self.cancelled:
+            return f"verification stopped after {sum(c.values())} checks"
+        if self.failures:
+            first = self.failures[0]
+            return (f"NOT verified: {c[FAIL]} of {sum(c.values())} checks failed, the first: "
+                    f"{first.name}: {first.detail}")
+        return f"verified: {c[PASS]} checks passed, {c[SKIP]} skipped{golden}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON form (``flyviz verify --json``)."""
+        return {"model": self.model, "layout": self.layout, "source": self.source,
+                "dataset": self.dataset, "passed": self.passed, "cancelled": self.cancelled,
+                "counts": self.counts(), "summary": self.summary(),
+                "checks": [c.to_dict() for c in self.checks],
+                "golden": [g.to_dict() for g in self.golden]}
+
+
+class _Stopped(Exception):
+    """``should_stop`` asked to end the verification."""
+
+
+class _Run:
+    """State of one verification: results, progress, cancellation."""
+
+    def __init__(self, report: VerificationReport, progress: Progress | None,
+                 should_stop: Callable[[], bool] | None) -> None:
+        self.report = report
+        self._progress = progress
+        self._should_stop = should_stop
+        self._fraction = 0.0
+
+    def step(self, label: str, fraction: float) -> None:
+        if self._should_stop is not None and self._should_stop():
+            raise _Stopped
+        # Never backwards, whatever the stages' rounding.
+        self._fraction = max(self._fraction, float(min(1.0, max(0.0, fraction))))
+        if self._progress is not None:
+            self._progress(label, self._fraction)
+
+    def add(self, group: str, name: str, status: str, detail: str = "") -> None:
+        self.report.checks.append(CheckResult(group, name, status, detail))
+
+
+# ----------------------------------------------------------------------------- files
+def _git_blob_sha1(path: Path) -> str:
+    """The git object id of a file (how a hub cache names a small file's blob)."""
+    return hash_file(path, hashlib.sha1(f"blob {path.stat().st_size}\0".encode()))
+
+
+def _check_file(run: _Run, path: Path, expected: str | None, size: int | None = None,
+                label: str | None = None) -> None:
+    """Size and SHA-256 of one file against a recorded digest, the release's or the hub cache's."""
+    name = label or path.name
+    if not path.is_file():
+        run.add("files", f"sha256 {name}", FAIL, f"{path} is missing; download it again")
+        return
+    actual_size = path.stat().st_size
+    if size is not None and actual_size != int(size):
+        run.add("files", f"sha256 {name}", FAIL, f"{name} is {actual_size:,} bytes but the "
+                                                  f"manifest says {int(size):,}; the file is "
+                                                  "truncated or damaged, download it again")
+        return
+    source = "manifest"
+    if not expected:
+        expected = RELEASED_FILES.get((path.name, actual_size))
+        source = "release"
+    blob = path.resolve()
+    if not expected and blob.parent.name == "blobs" and _HEX64.match(blob.name):
+        expected, source = blob.name, "Hugging Face cache"  # an LFS file is stored by its SHA-256
+    if not expected and blob.parent.name == "blobs" and _HEX40.match(blob.name):
+        actual = _git_blob_sha1(path)  # a small file is stored by its git blob SHA-1
+        ok = actual == blob.name
+        run.add("files", f"git sha1 {name}", PASS if ok else FAIL,
+                f"{actual[:16]}... (Hugging Face cache)" if ok else
+                f"{name}: git blob SHA-1 {actual[:12]}... does not match the Hugging Face "
+                f"cache's {blob.name[:12]}...; the download is damaged, delete it from the "
+                "cache and download it again")
+        return
+    if not expected:
+        run.add("files", f"sha256 {name}", SKIP, "no digest is recorded for this file")
+        return
+    actual = sha256_file(path)
+    ok = actual.lower() == str(expected).lower()
+    run.add("files", f"sha256 {name}", PASS if ok else FAIL,
+            f"{actual[:16]}... ({source})" if ok else
+            f"{name}: SHA-256 {actual[:12]}... does not match the {source}'s "
+            f"{str(expected)[:12]}...; the file is damaged or from another release, download it "
+            "again")
+
+
+def _read_manifest(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _check_model_files(run: _Run, ckpt: Checkpoint) -> dict[str, Any]:
+    """The model folder's files; returns its manifest (``{}`` if none)."""
+    source = Path(ckpt.source) if ckpt.source is not None else None
+    if source is None or not source.is_dir():
+        run.add("files", "model files", SKIP, "the checkpoint was not loaded from a folder")
+        return {}
+    manifest = _read_manifest(source)
+    if ckpt.layout == "fly-llm-hf":
+        for name in ("config.json", "model.safetensors"):
+            _check_file(run, source / name, None)
+    elif ckpt.layout == "wordbrain":
+        from flyviz.model.formats.wordbrain import selector_entry, weights_digest
+
+        weights = str(ckpt.metadata.get("weights_file", "min-ce.safetensors"))
+        entry = selector_entry(manifest, weights)
+        if not manifest:
+            run.add("files", "manifest.json", SKIP, "the folder has no manifest.json, so the "
+                                                    "weights' digest is unknown")
+        _check_file(run, source / weights, weights_digest(entry))
+    elif ckpt.layout == "recital-web":
+        files = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
+        for key, entry in files.items():
+            if isinstance(entry, dict):
+                _check_file(run, source / str(entry.get("file", f"{key}.f32")),
+                            entry.get("sha256"), entry.get("bytes"))
+    tokenizer = ckpt.tokenizer_path
+    if tokenizer is not None and Path(tokenizer).is_file():
+        _check_file(run, Path(tokenizer), None, label="tokenizer.json")
+    return manifest
+
+
+# ----------------------------------------------------------------------- graph binding
+def _model_frozen_digests(ckpt: Checkpoint) -> dict[str, str]:
+    return {k.split("/", 1)[1]: v for k, v in ckpt.digests.items() if k.startswith("model/")}
+
+
+def _check_binding(run: _Run, ckpt: Checkpoint, dataset_files: Any) -> None:
+    """The weights' frozen-buffer digests against the graph they run with."""
+    from flyviz.model.formats._common import EDGE_GROUP_INDEX, empty_index_digests
+    from flyviz.model.writers import frozen_buffer_digests
+
+    if ckpt.layout == "fly-llm-hf":
+        # The checkpoint carries its graph; a dataset beside it must describe the same one.
+        if dataset_files is None:
+            run.add("binding", "graph", SKIP, "model.safetensors carries its own graph")
+            return
+        recorded = dataset_files.manifest.get("frozen_buffers_sha256") or {}
+        own = frozen_buffer_digests(ckpt)
+        for name, digest in own.items():
+            want = recorded.get(name) if isinstance(recorded, dict) else None
+            if not want:
+                run.add("binding", name, SKIP, "the dataset records no digest for it")
+                continue
+            ok = str(want).lower() == digest
+            run.add("binding", name, PASS if ok else FAIL, f"{digest[:16]}..." if ok else
+                    f"the dataset's anatomy belongs to another graph: {name} of "
+                    f"model.safetensors is {digest[:12]}..., the dataset records "
+                    f"{str(want)[:12]}...; use the dataset released with this model")
+        return
+    model = _model_frozen_digests(ckpt)
+    if not model:
+        run.add("binding", "frozen digests", SKIP, "the model's manifest records no frozen-buffer "
+                                                   "digests")
+        return
+    graph = dataset_files.graph_digests() if dataset_files is not None else {
+        k.split("/", 1)[1]: v for k, v in ckpt.digests.items() if k.startswith("graph/")}
+    for name, digest in model.items():
+        if name == EDGE_GROUP_INDEX:
+            empty = str(digest).lower() in empty_index_digests()
+            run.add("binding", name, PASS if empty else SKIP,
+                    "empty (no edge groups: fixed plasticity)" if empty else
+                    "not the empty index: flyviz cannot check edge groups")
+            continue
+        have = graph.get(name)
+        if have is None:
+            run.add("binding", name, SKIP, "the dataset has no file to recompute it from")
+            continue
+        ok = str(digest).lower() == have.lower()
+        run.add("binding", name, PASS if ok else FAIL, f"{have[:16]}... (recomputed)" if ok else
+                f"these weights were trained on another graph: {name} is {str(digest)[:12]}... "
+                f"in the model's manifest but {have[:12]}... recomputed from the dataset; use "
+                "the dataset these weights were released with")
+
+
+# ---------------------------------------------------------------------- golden traces
+def golden_traces(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The golden traces a manifest carries (web export ``golden``, or a wordbrain
+    manifest's ``web_export.golden``)."""
+    candidates: list[Any] = [manifest.get("golden")]
+    web = manifest.get("web_export")
+    if isinstance(web, dict):
+        candidates.append(web.get("golden"))
+    for value in candidates:
+        if isinstance(value, list) and value:
+            return [t for t in value if isinstance(t, dict)]
+    return []
+
+
+def replay_golden(engine: Any, trace: dict[str, Any], tokenizer: Any = None,
+                  eos_token_id: int | None = None) -> GoldenResult:
+    """Replay one golden trace greedily and compare it step by step.
+
+    Parameters
+    ----------
+    engine
+        An :class:`~flyviz.model.engine.Engine` (reset here).
+    trace
+        ``{prompt, prompt_ids, tokens, steps: [{token, top1_probability,
+        mean_abs_state}], final_state_mean_abs, ...}``.
+    tokenizer
+        Used only when the trace has no ``prompt_ids``.
+    eos_token_id
+        Generation stops here (default: the engine's config).
+
+    Returns
+    -------
+    GoldenResult
+        Fails on the first differing token (the replay stops there), on any
+        step outside the tolerances, or on a different length.
+    """
+    from flyviz.model.engine import softmax
+
+    prompt = str(trace.get("prompt", ""))
+    eos = engine.config.eos_token_id if eos_token_id is None else int(eos_token_id)
+    try:
+        prompt_ids = [int(t) for t in trace["prompt_ids"]] if trace.get("prompt_ids") else None
+        if prompt_ids is None:
+            if tokenizer is None:
+                raise KeyError("prompt_ids")
+            prompt_ids = [engine.config.bos_token_id] + tokenizer.encode(prompt)
+        steps = trace.get("steps") or [{"token": t} for t in trace.get("tokens", [])]
+        expected = [int(s["token"]) for s in steps]
+    except (KeyError, TypeError, ValueError) as exc:
+        return GoldenResult(prompt, [], [], failure=f"the golden trace is malformed ({exc})")
+    if not prompt_ids or any(not 0 <= t < engine.config.vocabulary for t in prompt_ids):
+        return GoldenResult(prompt, expected, [], failure="the golden trace's prompt ids are "
+                                                          "outside the vocabulary")
+    result = GoldenResult(prompt, expected, [])
+
+    def fail(step: int, text: str) -> None:
+        if result.failure is None:
+            result.failure, result.failed_step = f"step {step}: {text}", step
+
+    engine.reset()
+    logits = None
+    for token in prompt_ids:
+        logits = engine.step(token)
+    for i, step in enumerate(steps):
+        probabilities = softmax(logits)
+        token = int(np.argmax(logits))
+        result.replayed_tokens.append(token)
+        if token != expected[i]:
+            fail(i, f"token {token} replayed, {expected[i]} expected")
+            break
+        if step.get("top1_probability") is not None:
+            error = abs(float(probabilities[token]) - float(step["top1_probability"]))
+            result.max_probability_error = max(result.max_probability_error, error)
+            if error > PROBABILITY_TOLERANCE:
+                fail(i, f"top-1 probability {float(probabilities[token]):.6f}, expected "
+                        f"{float(step['top1_probability']):.6f} (|diff| {error:.2g} > "
+                        f"{PROBABILITY_TOLERANCE:g})")
+        if step.get("mean_abs_state") is not None:
+            error = abs(engine.mean_abs_state - float(step["mean_abs_state"]))
+            result.max_mean_abs_error = max(result.max_mean_abs_error, error)
+            if error > MEAN_ABS_TOLERANCE:
+                fail(i, f"mean |x| {engine.mean_abs_state:.7f}, expected "
+                        f"{float(step['mean_abs_state']):.7f} (|diff| {error:.2g} > "
+                        f"{MEAN_ABS_TOLERANCE:g})")
+        if token == eos:
+            break
+        if i + 1 < len(steps):
+            logits = engine.step(token)
+    if result.failure is None and len(result.replayed_tokens) != len(expected):
+        fail(len(result.replayed_tokens), f"the replay stopped after "
+                                          f"{len(result.replayed_tokens)} tokens, the trace has "
+                                          f"{len(expected)}")
+    final = trace.get("final_state_mean_abs")
+    if result.failure is None and final is not None:
+        error = abs(engine.mean_abs_state - float(final))
+        result.max_mean_abs_error = max(result.max_mean_abs_error, error)
+        if error > MEAN_ABS_TOLERANCE:
+            fail(len(expected) - 1, f"final mean |x| {engine.mean_abs_state:.7f}, expected "
+                                    f"{float(final):.7f}")
+    return result
+
+
+def _check_golden(run: _Run, ckpt: Checkpoint, manifest: dict[str, Any],
+                  kernel: str | None = None) -> None:
+    traces = golden_traces(manifest)
+    if not traces:
+        run.add("golden", "golden traces", SKIP, "the manifest carries no golden traces")
+        return
+    from flyviz.model.engine import Engine
+
+    tokenizer = None
+    if any(not t.get("prompt_ids") for t in traces):
+        from flyviz.model.tokenizer import tokenizer_for
+
+        tokenizer = tokenizer_for(ckpt)
+    engine = Engine(ckpt, kernel=kernel)
+    try:
+        for i, trace in enumerate(traces):
+            run.step(f"replaying golden trace {i + 1} of {len(traces)}",
+                     0.7 + 0.3 * i / len(traces))
+            result = replay_golden(engine, trace, tokenizer)
+            run.report.golden.append(result)
+            label = f"golden {result.prompt[:40]!r}"
+            if result.passed:
+                run.add("golden", label, PASS,
+                        f"{len(result.expected_tokens)} tokens identical; max |dp| "
+                        f"{result.max_probability_error:.2g}, max |d mean|x|| "
+                        f"{result.max_mean_abs_error:.2g}")
+            else:
+                run.add("golden", label, FAIL, f"prompt {result.prompt!r}, {result.failure}")
+    finally:
+        engine.close()
+
+
+# ------------------------------------------------------------------------ the whole
+def verify_checkpoint(ckpt: Checkpoint, *, golden: bool = True, progress: Progress | None = None,
+                      should_stop: Callable[[], bool] | None = None,
+                      kernel: str | None = None) -> VerificationReport:
+    """Run every check on a loaded checkpoint and replay its golden traces.
+
+    Parameters
+    ----------
+    ckpt
+        A checkpoint from :func:`flyviz.model.resolve.load_model` (it knows its
+        folder, layout and dataset).
+    golden
+        Replay the golden traces (the slow part: one engine run per trace).
+    progress
+        ``progress(label, fraction)`` before each stage.
+    should_stop
+        Polled between checks; when it returns True the report comes back
+        with ``cancelled`` set.
+    kernel
+        Sparse kernel of the engine that replays the golden traces
+        (``None``: ``FLYVIZ_KERNEL``, else the default).
+
+    Returns
+    -------
+    VerificationReport
+        :attr:`VerificationReport.passed` is True only when nothing failed.
+    """
+    dataset = ckpt.metadata.get("dataset")
+    report = VerificationReport(model=ckpt.name, layout=ckpt.layout,
+                                source=str(ckpt.source) if ckpt.source is not None else None,
+                                dataset=str(dataset) if dataset else None)
+    run = _Run(report, progress, should_stop)
+    try:
+        run.step("hashing the model's files", 0.0)
+        manifest = _check_model_files(run, ckpt)
+        dataset_files = None
+        if dataset and Path(str(dataset)).is_dir():
+            from flyviz.model.formats.dataset import DatasetFiles, check_dataset
+
+            run.step("checking the connectome dataset", 0.2)
+            try:
+                dataset_files = DatasetFiles.open(str(dataset))
+                anatomy_only = ckpt.layout == "fly-llm-hf"
+                for result in check_dataset(
+                        dataset_files, hash_files=True, quantised=not anatomy_only,
+                        graph=not anatomy_only,
+                        progress=lambda label, f: run.step(label, 0.2 + 0.4 * f)):
+                    report.checks.append(result)
+            except CheckpointError as exc:
+                run.add("dataset", "dataset files", FAIL, str(exc))
+        run.step("comparing the frozen-graph digests", 0.6)
+        _check_binding(run, ckpt, dataset_files)
+        run.step("checking shapes, index ranges and values", 0.65)
+        try:
+            validate_checkpoint(ckpt)
+            run.add("checkpoint", "shapes, index ranges, finite values", PASS,
+                    f"{ckpt.config.neurons:,} neurons, {ckpt.n_edges:,} edges, "
+                    f"{ckpt.parameter_count():,} parameters")
+        except CheckpointError as exc:
+            run.add("checkpoint", "shapes, index ranges, finite values", FAIL, str(exc))
+        if golden:
+            try:
+                _check_golden(run, ckpt, manifest, kernel)
+            except FlyvizError as exc:
+                run.add("golden", "golden traces", FAIL, str(exc))
+        else:
+            run.add("golden", "golden traces", SKIP, "not replayed (asked not to)")
+        run.step("verified", 1.0)
+    except _Stopped:
+        report.cancelled = True
+    return report

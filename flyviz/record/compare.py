@@ -1,0 +1,270 @@
+"""Run the untouched and the intervened model side by side, token by token.
+
+:class:`Comparison` holds two engines on one checkpoint, the untouched one and
+one with interventions (:mod:`flyviz.model.interventions`), and
+:meth:`Comparison.run` steps them in lockstep through
+:func:`~flyviz.record.run.iter_frames`, yielding one :class:`ComparedStep` (a
+pair of frames with their KL divergence and mean |Δx|) per token, so a
+GUI worker thread can show them as they come and stop at any time:
+
+``"forced"`` (teacher forcing, the default)
+    the untouched model continues the prompt with the sampler; the
+    intervened model reads the same tokens, so the two are comparable
+    position by position: the same input history, two next-token
+    distributions and two states.
+``"free"``
+    both continue freely with the same sampler settings and seed, so they
+    write the same text until the intervention makes them part.
+
+:func:`compare` is what ``flyviz compare --json`` prints: both free-running
+runs and the teacher-forced per-token statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.engine import Engine
+from flyviz.errors import InputError
+from flyviz.model.interventions import ResolvedInterventions
+from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
+from flyviz.record.frame import Frame
+from flyviz.record.run import GenerationSettings, RunSummary, encode_prompt, iter_frames
+
+MODES = ("forced", "free")
+
+#: Where the intervened model gives a token no probability at all (float64
+#: underflow), its probability counts as this, so that KL stays finite.
+PROBABILITY_FLOOR = 1e-300
+
+
+def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p ‖ q) in nats: ``sum(p * (log p - log q))`` over the tokens where ``p > 0``
+    (``q`` floored at :data:`PROBABILITY_FLOOR`)."""
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    keep = p > 0
+    pk = p[keep]
+    return float(np.sum(pk * (np.log(pk) - np.log(np.maximum(q[keep], PROBABILITY_FLOOR)))))
+
+
+@dataclass(frozen=True)
+class ComparedStep:
+    """One position of a comparison: the two frames and how far apart they are.
+
+    Parameters
+    ----------
+    position
+        Input position (0 is BOS), as in :attr:`Frame.position`.
+    baseline, intervened
+        The untouched and the intervened frame; in ``"free"`` mode one may be
+        ``None`` once its run has ended (EOS) and the other goes on.
+    kl
+        KL(p_untouched ‖ p_intervened) of the next-token distributions in
+        nats, or ``None`` when a frame is missing.
+    mean_abs_delta
+        Mean over all neurons of |x_intervened − x_untouched|, or ``None``.
+    """
+
+    position: int
+    baseline: Frame | None
+    intervened: Frame | None
+    kl: float | None
+    mean_abs_delta: float | None
+
+    @property
+    def is_generation(self) -> bool:
+        """True when the step predicts a generated token (in the untouched run, if any)."""
+        frame = self.baseline if self.baseline is not None else self.intervened
+        return frame is not None and frame.is_generation
+
+    def delta(self) -> np.ndarray | None:
+        """``x_intervened − x_untouched`` (float32, per neuron), or ``None``."""
+        if self.baseline is None or self.intervened is None:
+            return None
+        return self.intervened.state - self.baseline.state
+
+
+def _pair(position: int, baseline: Frame | None, intervened: Frame | None) -> ComparedStep:
+    if baseline is None or intervened is None:
+        return ComparedStep(position, baseline, intervened, None, None)
+    kl = None
+    if baseline.probabilities is not None and intervened.probabilities is not None:
+        kl = kl_divergence(baseline.probabilities, intervened.probabilities)
+    delta = float(np.abs(intervened.state - baseline.state).mean(dtype=np.float64))
+    return ComparedStep(position, baseline, intervened, kl, delta)
+
+
+class Comparison:
+    """An untouched and an intervened engine on one checkpoint, run in lockstep.
+
+    Parameters
+    ----------
+    baseline
+        The untouched engine (it must have no interventions).
+    intervened
+        An engine on the same checkpoint with the interventions to study.
+    tokenizer
+        The checkpoint's tokenizer.
+
+    Use :meth:`for_checkpoint` to build both engines. The engines are reset
+    by every :meth:`run`; call :meth:`close` when done with them (or let
+    the caller who made them close them).
+    """
+
+    def __init__(self, baseline: Engine, intervened: Engine, tokenizer: FlyTokenizer) -> None:
+        if baseline.checkpoint is not intervened.checkpoint:
+            raise InputError("the untouched and the intervened engine must run the same model")
+        if baseline.interventions:
+            raise InputError("the untouched engine has interventions; give it none")
+        self.baseline = baseline
+        self.intervened = intervened
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def for_checkpoint(cls, checkpoint: Checkpoint, interventions: Any,
+                       threads: int | None = None, kernel: str | None = None,
+                       tokenizer: FlyTokenizer | None = None) -> "Comparison":
+        """Two new engines on ``checkpoint``, the second with ``interventions``.
+
+        Raises
+        ------
+        InputError
+            For bad interventions, or none at all.
+        """
+        intervened = Engine(checkpoint, threads, kernel=kernel, interventions=interventions)
+        if not intervened.interventions:
+            intervened.close()
+            raise InputError("give at least one intervention to compare with the untouched run")
+        return cls(Engine(checkpoint, threads, kernel=kernel), intervened,
+                   tokenizer or tokenizer_for(checkpoint))
+
+    @property
+    def interventions(self) -> ResolvedInterventions:
+        """The intervened engine's interventions, resolved."""
+        return self.intervened.interventions
+
+    def set_interventions(self, interventions: Any) -> ResolvedInterventions:
+        """Change the intervened engine's interventions (between runs)."""
+        return self.intervened.set_interventions(interventions)
+
+    def run(self, prompt: str, settings: GenerationSettings | None = None, *,
+            mode: str = "forced", prompt_ids: list[int] | None = None) -> Iterator[ComparedStep]:
+        """Run both engines on ``prompt``, yielding one :class:`ComparedStep` per position.
+
+        Parameters
+        ----------
+        prompt, settings, prompt_ids
+            As for :func:`~flyviz.record.run.iter_frames`; both runs use the
+            same settings (and so the same sampler seed).
+        mode
+            ``"forced"``: the intervened model reads the untouched run's
+            tokens; ``"free"``: both continue on their own.
+
+        Stop iterating at any time to cancel; both engines are then left
+        between steps, ready for the next run.
+        """
+        if mode not in MODES:
+            raise InputError(f"comparison mode {mode!r} must be one of {', '.join(MODES)}")
+        settings = (settings or GenerationSettings()).validate()
+        ids = list(prompt_ids) if prompt_ids is not None else encode_prompt(
+            self.tokenizer, prompt, self.baseline.config.bos_token_id)
+        forced: list[int] | None = [] if mode == "forced" else None
+        base_frames = iter_frames(self.baseline, self.tokenizer, prompt, settings, prompt_ids=ids)
+        int_frames = iter_frames(self.intervened, self.tokenizer, prompt, settings,
+                                 prompt_ids=ids, forced_ids=forced)
+        try:
+            position = 0
+            while True:
+                base = next(base_frames, None)
+                if base is not None and forced is not None and base.is_generation:
+                    forced.append(base.predicted_token_id)
+                other = next(int_frames, None)
+                if base is None and other is None:
+                    return
+                yield _pair(position, base, other)
+                position += 1
+        finally:
+            base_frames.close()
+            int_frames.close()
+
+    def close(self) -> None:
+        """Stop both engines' threads."""
+        self.baseline.close()
+        self.intervened.close()
+
+
+def parted_at(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first generated token where two continuations differ (one ending
+    before the other counts), or ``None`` when they are identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def forced_step(step: ComparedStep) -> dict[str, Any] | None:
+    """A teacher-forced comparison's generated position as ``flyviz compare --json`` lists
+    it: ``token`` (the untouched run's), ``kl``, ``baseline_top1``, ``intervened_top1``,
+    ``mean_abs_delta``; ``None`` for a prompt position."""
+    if not step.is_generation or step.baseline is None or step.intervened is None:
+        return None
+    return {"token": step.baseline.predicted_token_id, "kl": step.kl,
+            "baseline_top1": int(step.baseline.top_k_ids[0]),
+            "intervened_top1": int(step.intervened.top_k_ids[0]),
+            "mean_abs_delta": step.mean_abs_delta}
+
+
+def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
+            settings: GenerationSettings | None = None, *,
+            threads: int | None = None, kernel: str | None = None) -> dict[str, Any]:
+    """What ``flyviz compare --json`` prints.
+
+    Runs the untouched model and the intervened one teacher-forced on its
+    tokens (in lockstep), then the intervened one free-running with the same
+    settings.
+
+    Returns
+    -------
+    dict
+        ``prompt``; ``interventions`` (JSON form, with what each selected);
+        ``baseline`` and ``intervened``: the two free-running runs, each with
+        exactly the fields of ``flyviz generate --json``; ``parted_at``: the
+        index of the first generated token where they differ (``None`` if
+        never); ``forced``: ``{"steps": [...]}``, one :func:`forced_step` per
+        generated position.
+
+    ``threads`` and ``kernel`` are those of both engines (see
+    :class:`~flyviz.model.engine.Engine`).
+    """
+    settings = (settings or GenerationSettings()).validate()
+    comparison = Comparison.for_checkpoint(checkpoint, interventions, threads=threads,
+                                           kernel=kernel)
+    try:
+        tokenizer = comparison.tokenizer
+        ids = encode_prompt(tokenizer, prompt, checkpoint.config.bos_token_id)
+        baseline = RunSummary(prompt, ids, tokenizer, settings.seed)
+        forced = []
+        for step in comparison.run(prompt, settings, mode="forced", prompt_ids=ids):
+            if step.baseline is not None:
+                baseline.add(step.baseline)
+            item = forced_step(step)
+            if item is not None:
+                forced.append(item)
+        intervened = RunSummary(prompt, ids, tokenizer, settings.seed,
+                                comparison.interventions)
+        for frame in iter_frames(comparison.intervened, tokenizer, prompt, settings,
+                                 prompt_ids=ids):
+            intervened.add(frame)
+    finally:
+        comparison.close()
+    base, other = baseline.to_json(), intervened.to_json()
+    return {"prompt": prompt, "interventions": other["interventions"],
+            "baseline": base, "intervened": other,
+            "parted_at": parted_at(base["tokens"], other["tokens"]),
+            "forced": {"steps": forced}}

@@ -1,0 +1,579 @@
+"""Recordings as data other tools read: xarray, Zarr, NWB and NumPy's ``.npz``.
+
+:func:`to_xarray` is the one description of a recording as labelled data;
+the file formats are written from it (Zarr, ``.npz``) or from the same
+pieces (NWB):
+
+``state`` (token, neuron)
+    The model's state ``x`` after each consumed token, in the recording's
+    dtype (float16 or float32). Not copied: a loaded recording's states stay
+    in its file, memory-mapped (dask-backed when dask is installed and the
+    run is still in memory in several blocks).
+``top_k_id``, ``top_k_probability`` (token, rank)
+    The most likely next tokens at each step (``-1``/``0`` pad short rows).
+token coordinates
+    ``position`` (0 is BOS), ``token_id`` and ``token_text`` (the token
+    consumed), ``phase`` (``"prompt"`` or ``"generation"``), ``predicted_id``,
+    ``predicted_text`` and ``probability`` (the next token chosen and its
+    probability), ``mean_abs_state``, ``generation_index`` (-1 in the prompt).
+neuron coordinates
+    ``neuron`` (the index, always); with a model: ``body_id``,
+    ``superclass``, ``side``, ``cell_type`` where the model has labels, and
+    ``x``, ``y``, ``z`` (soma position in micrometres, NaN where unknown)
+    where it has measured or synthetic positions.
+attributes
+    ``prompt``, ``text`` (the generated continuation), ``model``,
+    ``model_name``, ``model_identity`` (JSON), the sampler settings
+    (``temperature``, ``top_p``, ``seed``, ``max_new_tokens``, ``top_k``),
+    ``interventions`` (JSON, for an intervened run), ``states_dtype``,
+    ``anatomy`` (``"measured"``, ``"synthetic"`` or ``"none"``) and
+    ``flyviz_version``.
+
+A recording stores its model's identity but not its anatomy, so the neuron
+labels and positions come from a model passed in (``model=``); nothing is
+loaded behind the caller's back.
+
+Zarr cannot yet store text portably (Zarr 3 has no specified string type),
+so :func:`to_zarr` stores every text coordinate as integer codes into a table
+kept in the variable's attributes (``flyviz_labels``): ``token_id`` with the
+texts of the tokens that occur is such a vocabulary table.
+:func:`open_zarr` turns the codes back into text; any Zarr reader sees the
+codes and the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flyviz._version import __version__
+from flyviz.errors import ExportError, InputError, MissingDependencyError, RecordingError
+from flyviz.model.checkpoint import VOXEL_UM, Anatomy, Checkpoint
+from flyviz.record.frame import PHASE_GENERATION
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.record.recording import Recording
+
+#: Formats :func:`convert` writes, by name, with their usual file suffix.
+FORMATS = {"zarr": ".zarr", "nwb": ".nwb", "npz": ".npz"}
+#: Attribute of a Zarr variable holding the texts its integer codes stand for.
+LABELS_ATTR = "flyviz_labels"
+#: Frames per Zarr chunk along ``token`` (a chunk of a full-size float16 run is ~6 MB).
+ZARR_TOKENS_PER_CHUNK = 64
+#: Bytes of states handed to a writer at a time.
+_BLOCK_BYTES = 8 << 20
+#: Anatomy kinds whose positions are soma positions (a graph layout's are not).
+_POSITION_KINDS = ("measured", "synthetic")
+
+
+def _require(module: str, feature: str, extra: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError:
+        raise MissingDependencyError.for_feature(feature, module, extra) from None
+
+
+def _anatomy_of(model: Any, neurons: int) -> Anatomy | None:
+    """The anatomy of ``model`` (a flyviz Model, a Checkpoint, an Anatomy or None)."""
+    anatomy: Anatomy | None
+    if model is None:
+        return None
+    if isinstance(model, Anatomy):
+        anatomy = model
+    elif isinstance(model, Checkpoint):
+        anatomy = model.anatomy
+    elif hasattr(model, "checkpoint") and isinstance(model.checkpoint, Checkpoint):
+        anatomy = model.checkpoint.anatomy
+    else:
+        raise InputError(f"model= takes what flyviz.load returned (or a checkpoint or an "
+                         f"anatomy), not {type(model).__name__}")
+    if anatomy is not None and len(anatomy.positions) != neurons:
+        raise RecordingError(f"the recording has {neurons:,} neurons but the model has "
+                             f"{len(anatomy.positions):,}; pass the model it was recorded with")
+    return anatomy
+
+
+# ------------------------------------------------------------------ pieces
+def token_table(recording: "Recording") -> dict[str, np.ndarray]:
+    """Per-frame values, one array each: ``position``, ``token_id``, ``token_text``,
+    ``phase``, ``predicted_id``, ``predicted_text``, ``probability``,
+    ``mean_abs_state``, ``generation_index`` (-1 in the prompt)."""
+    phases = recording.phases
+    generation = np.array([p == PHASE_GENERATION for p in phases], dtype=bool)
+    return {
+        "position": recording.positions,
+        "token_id": recording.token_ids,
+        "token_text": _texts(recording.token_texts),
+        "phase": _texts(phases),
+        "predicted_id": recording.predicted_ids,
+        "predicted_text": _texts(recording.predicted_texts),
+        "probability": recording.probabilities,
+        "mean_abs_state": recording.mean_abs_states.astype(np.float64),
+        "generation_index": np.where(generation, np.cumsum(generation) - 1, -1).astype(np.int64),
+    }
+
+
+def neuron_table(anatomy: Anatomy | None, neurons: int) -> dict[str, np.ndarray]:
+    """Per-neuron values: ``neuron`` (the index), and from ``anatomy`` where it has
+    them ``body_id``, ``superclass``, ``side``, ``cell_type`` and ``x``, ``y``,
+    ``z`` (soma position in micrometres, NaN where unknown)."""
+    table: dict[str, np.ndarray] = {"neuron": np.arange(neurons, dtype=np.int64)}
+    if anatomy is None:
+        return table
+    if anatomy.body_id is not None:
+        table["body_id"] = np.asarray(anatomy.body_id, dtype=np.int64)
+    for name in ("superclass", "side", "cell_type"):
+        labels = getattr(anatomy, name)
+        if labels is not None:
+            table[name] = _texts(labels)
+    if anatomy.kind in _POSITION_KINDS and anatomy.n_valid:
+        um = np.asarray(anatomy.positions, dtype=np.float64) * VOXEL_UM
+        um[~np.asarray(anatomy.valid, dtype=bool)] = np.nan
+        for axis, name in enumerate("xyz"):
+            table[name] = um[:, axis].astype(np.float32)
+    return table
+
+
+def run_attributes(recording: "Recording", anatomy: Anatomy | None) -> dict[str, Any]:
+    """The run's description as flat attributes (numbers and strings; nested values
+    as JSON text), for formats whose attributes cannot nest."""
+    meta = recording.metadata
+    attrs: dict[str, Any] = {"flyviz_version": __version__, "prompt": str(meta.get("prompt", "")),
+                             "text": recording.text, "model": str(meta.get("model", "")),
+                             "model_name": str(meta.get("model_name", "")),
+                             "states_dtype": recording.states_dtype.name,
+                             "anatomy": anatomy.kind if anatomy is not None and anatomy.kind
+                             in _POSITION_KINDS else ("labels" if anatomy is not None else "none")}
+    for key in ("temperature", "top_p"):
+        if isinstance(meta.get(key), (int, float)):
+            attrs[key] = float(meta[key])
+    for key in ("seed", "max_new_tokens", "top_k"):
+        if isinstance(meta.get(key), int) and not isinstance(meta.get(key), bool):
+            attrs[key] = int(meta[key])
+    for key in ("model_identity", "interventions"):
+        if meta.get(key) is not None:
+            attrs[key] = json.dumps(meta[key], sort_keys=True)
+    if anatomy is None:
+        attrs["neuron_labels"] = ("none: the recording stores no anatomy; pass the model it was "
+                                  "recorded with to add labels and positions")
+    return attrs
+
+
+def _texts(values: Any) -> np.ndarray:
+    """A fixed-width unicode array (``<U``, never an object array: no pickling anywhere)."""
+    values = [str(v) for v in values]
+    width = max((len(v) for v in values), default=1) or 1
+    return np.array(values, dtype=f"<U{width}")
+
+
+# ------------------------------------------------------------------ xarray
+def to_xarray(recording: "Recording", model: Any = None) -> Any:
+    """The recording as an :class:`xarray.Dataset` with dims ``token`` × ``neuron``.
+
+    See the module documentation for its variables, coordinates and
+    attributes. The states are not copied: a loaded recording's are its
+    file's memory map (checked first if it was opened with
+    ``verify=False``); a run still in memory shares its blocks (through dask
+    when installed, else they are joined once).
+
+    Parameters
+    ----------
+    recording
+        The run.
+    model
+        The model it was recorded with (what :func:`flyviz.load` returned, a
+        checkpoint, or an anatomy): adds the neuron labels and positions.
+        Without it the neurons carry only their index (the recording does
+        not store the anatomy), and the attribute ``neuron_labels`` says so.
+
+    Raises
+    ------
+    MissingDependencyError
+        When xarray is not installed (``pip install 'flyviz[data]'``).
+    RecordingError
+        When ``model`` has another number of neurons.
+    """
+    xr = _require("xarray", "Recording.to_xarray", "data")
+    anatomy = _anatomy_of(model, recording.neurons)
+    tokens = token_table(recording)
+    top_ids, top_probabilities = recording.top_k_arrays()
+    neurons = neuron_table(anatomy, recording.neurons)
+    coords: dict[str, Any] = {"token": np.arange(len(recording), dtype=np.int64)}
+    coords.update({name: ("token", values) for name, values in tokens.items()})
+    coords["neuron"] = neurons.pop("neuron")
+    coords.update({name: ("neuron", values) for name, values in neurons.items()})
+    dataset = xr.Dataset(
+        {"state": (("token", "neuron"), _lazy_states(recording),
+                   {"long_name": "state x after the token", "units": "1"}),
+         "top_k_id": (("token", "rank"), top_ids,
+                      {"long_name": "most likely next tokens (-1 pads)"}),
+         "top_k_probability": (("token", "rank"), top_probabilities,
+                               {"long_name": "their probabilities (0 pads)"})},
+        coords=coords, attrs=run_attributes(recording, anatomy))
+    for name in "xyz":
+        if name in dataset.coords:
+            dataset[name].attrs.update(units="um", long_name=f"soma {name} (NaN: unknown)")
+    return dataset
+
+
+def _lazy_states(recording: "Recording") -> Any:
+    """The stored states, (frames, neurons), with no copy where that can be avoided."""
+    parts = recording.state_blocks()
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.zeros((0, recording.neurons), dtype=recording.states_dtype)
+    try:
+        import dask.array as da
+    except ImportError:
+        return np.concatenate(parts)
+    return da.concatenate([da.from_array(p, chunks=(ZARR_TOKENS_PER_CHUNK, -1)) for p in parts])
+
+
+# ------------------------------------------------------------------ Zarr
+def to_zarr(recording: "Recording", path: str | Path, model: Any = None) -> Path:
+    """Write the recording as a Zarr store (chunked along tokens), readable lazily.
+
+    The dataset is :func:`to_xarray`'s with every text coordinate stored as
+    integer codes plus a table of the texts (attribute ``flyviz_labels``);
+    :func:`open_zarr` reads it back as :func:`to_xarray` made it. An existing
+    Zarr store at ``path`` is replaced once the new one is complete; any
+    other existing file or folder is left alone and refused.
+
+    Raises
+    ------
+    MissingDependencyError
+        When xarray or zarr is not installed (``pip install 'flyviz[data]'``).
+    ExportError
+        When ``path`` cannot be written.
+    """
+    _require("zarr", "Recording.to_zarr", "data")
+    dataset = to_xarray(recording, model)
+    encoded = _encode_texts(dataset)
+    chunk = max(1, min(ZARR_TOKENS_PER_CHUNK, len(recording)))
+    encoding = {"state": {"chunks": (chunk, recording.neurons)}}
+    path = Path(path)
+
+    def write(tmp: Path) -> None:
+        encoded.to_zarr(tmp, mode="w", encoding=encoding, consolidated=False)
+
+    return _write_folder_atomically(path, write, _is_zarr_store)
+
+
+def open_zarr(path: str | Path) -> Any:
+    """Open a store :func:`to_zarr` wrote as the dataset :func:`to_xarray` made (lazily:
+    the states are read when used).
+
+    Raises
+    ------
+    RecordingError
+        When ``path`` is not a Zarr store.
+    """
+    xr = _require("xarray", "flyviz.record.convert.open_zarr", "data")
+    _require("zarr", "flyviz.record.convert.open_zarr", "data")
+    path = Path(path)
+    if not _is_zarr_store(path):
+        raise RecordingError(f"{path} is not a Zarr store")
+    try:
+        import dask  # noqa: F401
+        chunks: Any = {}
+    except ImportError:
+        chunks = None
+    dataset = xr.open_zarr(path, consolidated=False, chunks=chunks)
+    return _decode_texts(dataset)
+
+
+def _encode_texts(dataset: Any) -> Any:
+    """Every text variable as int32 codes into a table stored in its attributes."""
+    out = dataset.copy()
+    for name, variable in dataset.variables.items():
+        if variable.dtype.kind not in "UO":
+            continue
+        labels, codes = np.unique(np.asarray(variable.values, dtype=str), return_inverse=True)
+        attrs = dict(variable.attrs)
+        attrs[LABELS_ATTR] = [str(label) for label in labels]
+        out[name] = (variable.dims, codes.astype(np.int32).reshape(variable.shape), attrs)
+    return out
+
+
+def _decode_texts(dataset: Any) -> Any:
+    out = dataset.copy()
+    for name, variable in dataset.variables.items():
+        labels = variable.attrs.get(LABELS_ATTR)
+        if labels is None:
+            continue
+        attrs = {k: v for k, v in variable.attrs.items() if k != LABELS_ATTR}
+        table = _texts(labels)
+        out[name] = (variable.dims, table[np.asarray(variable.values, dtype=np.intp)], attrs)
+    return out
+
+
+def _is_zarr_store(path: Path) -> bool:
+    return path.is_dir() and any((path / marker).is_file()
+                                 for marker in ("zarr.json", ".zgroup", ".zattrs"))
+
+
+def _write_folder_atomically(path: Path, write: Callable[[Path], None],
+                             replaceable: Callable[[Path], bool]) -> Path:
+    """``write`` into a temporary folder beside ``path``, then move it into place."""
+    if path.exists() and not replaceable(path):
+        raise ExportError(f"{path} exists and is not a store flyviz wrote; remove it or choose "
+                          "another name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent))
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        write(tmp / "store")
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp / "store", path)
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def _write_file_atomically(path: Path, write: Callable[[Path], None]) -> Path:
+    """``write`` into a temporary file beside ``path``, then rename it into place."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The temporary name keeps the suffix: some writers check it.
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".part{path.suffix}",
+                                    dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+# ------------------------------------------------------------------ NumPy
+def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
+    """Write the recording as one ``.npz`` of plain arrays (no pickles: ``np.load(path)``
+    reads it with ``allow_pickle=False``).
+
+    Arrays: ``state`` (tokens, neurons) in the recording's dtype, the token
+    table (``position``, ``token_id``, ``token_text``, ``phase``,
+    ``predicted_id``, ``predicted_text``, ``probability``, ``mean_abs_state``,
+    ``generation_index``), ``top_k_id``, ``top_k_probability``, the neuron
+    table (``neuron``, and with ``model`` its labels and ``x``/``y``/``z`` in
+    micrometres) and ``attributes``: the run's description as JSON text.
+    """
+    anatomy = _anatomy_of(model, recording.neurons)
+    top_ids, top_probabilities = recording.top_k_arrays()
+    arrays: dict[str, np.ndarray] = {"state": _lazy_states(recording)}
+    arrays.update(token_table(recording))
+    arrays["top_k_id"], arrays["top_k_probability"] = top_ids, top_probabilities
+    arrays.update(neuron_table(anatomy, recording.neurons))
+    arrays["attributes"] = np.array(json.dumps(run_attributes(recording, anatomy)))
+    path = Path(path)
+
+    def write(tmp: Path) -> None:
+        savez: Any = np.savez  # its stub types **arrays as its keyword options
+        with open(tmp, "wb") as handle:
+            savez(handle, **{k: np.asarray(v) for k, v in arrays.items()})
+
+    return _write_file_atomically(path, write)
+
+
+# ------------------------------------------------------------------ NWB
+def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
+           session_start_time: Any = None) -> Path:
+    """Write the recording as an NWB file (HDF5), for neuroscience tools.
+
+    Layout:
+
+    - ``processing/flyviz/Fluorescence/states``: a ``RoiResponseSeries``,
+      data (tokens, neurons), time first, one token per second
+      (``rate=1``, time = the token's position), over
+    - ``processing/flyviz/ImageSegmentation/neurons``: a table of the model's
+      neurons (a ``PlaneSegmentation``; NWB's table of cells) with columns
+      ``body_id``, ``superclass``, ``side``, ``cell_type``, ``x``/``y``/``z``
+      (µm, NaN where unknown) when ``model`` is given, and each neuron's soma
+      voxel (8 nm voxels, weight 0 where unknown) as its ``voxel_mask``;
+    - ``intervals/tokens``: one interval per token ``[t, t+1)`` with its
+      ``position``, ``token_id``, ``token_text``, ``phase``, ``predicted_id``,
+      ``predicted_text`` and ``probability``;
+    - ``notes``: the run's description (:func:`run_attributes`) as JSON.
+
+    The device, optical channel and imaging plane NWB requires around a
+    ``PlaneSegmentation`` say that the states were computed by flyviz, not
+    imaged. The states are written as float32 (NWB has no float16), in
+    blocks, never all in memory.
+
+    Parameters
+    ----------
+    session_start_time
+        The NWB session start (timezone-aware ``datetime``); default: now.
+
+    Raises
+    ------
+    MissingDependencyError
+        When pynwb is not installed (``pip install 'flyviz[nwb]'``).
+    ExportError
+        When ``path`` cannot be written.
+    """
+    _require("pynwb", "Recording.to_nwb", "nwb")
+    anatomy = _anatomy_of(model, recording.neurons)
+    path = Path(path)
+    if len(recording) == 0:
+        raise ExportError("the recording has no frames; run a prompt first")
+
+    def write(tmp: Path) -> None:
+        from pynwb import NWBHDF5IO
+
+        with warnings.catch_warnings():
+            # The response series is built before it is placed in the file; hdmf
+            # warns that its table region has no common parent yet.
+            warnings.filterwarnings("ignore", message=".*does not share an ancestor.*")
+            nwbfile = _nwb_file(recording, anatomy, session_start_time)
+            with NWBHDF5IO(str(tmp), "w") as io:
+                io.write(nwbfile)
+
+    return _write_file_atomically(path, write)
+
+
+def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> Any:
+    import datetime
+
+    from hdmf.common import VectorData, VectorIndex
+    from hdmf.data_utils import DataChunkIterator
+    from pynwb import NWBFile
+    from pynwb.epoch import TimeIntervals
+    from pynwb.ophys import (
+        Fluorescence,
+        ImageSegmentation,
+        OpticalChannel,
+        PlaneSegmentation,
+        RoiResponseSeries,
+    )
+
+    attrs = run_attributes(recording, anatomy)
+    model_name = attrs["model_name"] or attrs["model"] or "a Fly LLM"
+    nwbfile = NWBFile(
+        session_description=f"flyviz run of {model_name} on the prompt {attrs['prompt']!r}",
+        identifier=str(uuid.uuid4()),
+        session_start_time=start or datetime.datetime.now(datetime.timezone.utc),
+        experiment_description="States of a connectome language model (a Fly LLM: the fruit-fly "
+                               "central brain as its recurrent layer), one per text token, "
+                               "computed by flyviz",
+        notes=json.dumps(attrs, sort_keys=True),
+        source_script=f"flyviz {__version__}", source_script_file_name="flyviz")
+    device = nwbfile.create_device(name="flyviz", description=f"flyviz {__version__}: the "
+                                   "model run in software; nothing was imaged")
+    channel = OpticalChannel(name="none", description="no optical channel: the states are "
+                             "computed, not imaged", emission_lambda=float("nan"))
+    plane = nwbfile.create_imaging_plane(
+        name="brain", optical_channel=channel, device=device, excitation_lambda=float("nan"),
+        description="every neuron of the model's brain (computed, not imaged)",
+        indicator="none (model state)", location="central brain (model)", imaging_rate=1.0)
+    table = neuron_table(anatomy, recording.neurons)
+    ids = table.pop("neuron")
+    descriptions = {"body_id": "connectome body id", "superclass": "superclass",
+                    "side": "hemisphere side", "cell_type": "cell type",
+                    "x": "soma x in micrometres (NaN: unknown)",
+                    "y": "soma y in micrometres (NaN: unknown)",
+                    "z": "soma z in micrometres (NaN: unknown)"}
+    columns: list[Any] = [VectorData(name=name, description=descriptions[name],
+                                     data=values.tolist() if values.dtype.kind == "U" else values)
+                          for name, values in table.items()]
+    # One voxel per neuron, so the ragged column's index is 1, 2, 3, ...
+    voxels = VectorData(name="voxel_mask", data=_soma_voxels(anatomy, recording.neurons),
+                        description="the soma's voxel (x, y, z in 8 nm voxels, weight 1), or "
+                                    "(0, 0, 0) with weight 0 where the position is unknown")
+    columns += [voxels, VectorIndex(name="voxel_mask_index", target=voxels,
+                                    data=np.arange(1, recording.neurons + 1, dtype=np.int64))]
+    neurons = PlaneSegmentation(name="neurons", imaging_plane=plane, id=ids, columns=columns,
+                                description="the model's neurons, one row each, in state order "
+                                            "(row i is neuron i)")
+    module = nwbfile.create_processing_module(name="flyviz", description="the model's states")
+    segmentation = ImageSegmentation(name="ImageSegmentation")
+    segmentation.add_plane_segmentation(neurons)
+    module.add(segmentation)
+    region = neurons.create_roi_table_region(region=list(range(recording.neurons)),
+                                             description="every neuron, in state order")
+    states = RoiResponseSeries(
+        name="states", rois=region, unit="1", rate=1.0, starting_time=0.0,
+        description="state x of every neuron after each token (time first; time = the token's "
+                    "position, one token per second)",
+        data=DataChunkIterator(data=_state_rows(recording),
+                               maxshape=(len(recording), recording.neurons),
+                               dtype=np.dtype(np.float32),
+                               buffer_size=_rows_per_block(recording)))
+    fluorescence = Fluorescence(name="Fluorescence")
+    fluorescence.add_roi_response_series(states)
+    module.add(fluorescence)
+    tokens = TimeIntervals(name="tokens", description="one interval per consumed token: "
+                           "[position, position + 1)")
+    token_columns = token_table(recording)
+    token_descriptions = {"position": "position in the sequence (0 is BOS)",
+                          "token_id": "the token consumed", "token_text": "its text",
+                          "phase": "prompt or generation",
+                          "predicted_id": "the next token chosen from this state",
+                          "predicted_text": "its text", "probability": "its probability"}
+    for name, description in token_descriptions.items():
+        tokens.add_column(name, description)
+    for i in range(len(recording)):
+        tokens.add_row(start_time=float(i), stop_time=float(i + 1),
+                       **{name: token_columns[name][i].item() for name in token_descriptions})
+    nwbfile.add_time_intervals(tokens)
+    return nwbfile
+
+
+def _soma_voxels(anatomy: Anatomy | None, neurons: int) -> list[tuple[int, int, int, float]]:
+    """Each neuron's soma voxel ``(x, y, z, weight)``: weight 1 where known, else 0."""
+    if anatomy is None or anatomy.kind not in _POSITION_KINDS:
+        return [(0, 0, 0, 0.0)] * neurons
+    voxels = np.rint(np.asarray(anatomy.positions, dtype=np.float64))
+    known = np.asarray(anatomy.valid, dtype=bool) & (voxels >= 0).all(axis=1) \
+        & (voxels < 2**32).all(axis=1)
+    return [(int(v[0]), int(v[1]), int(v[2]), 1.0) if ok else (0, 0, 0, 0.0)
+            for v, ok in zip(voxels, known)]
+
+
+def _rows_per_block(recording: "Recording") -> int:
+    return max(1, _BLOCK_BYTES // (recording.neurons * 4))
+
+
+def _state_rows(recording: "Recording") -> Iterator[np.ndarray]:
+    """Every state row as float32 (NWB's numeric types have no float16)."""
+    for block in recording.state_blocks():
+        for row in block:
+            yield np.asarray(row, dtype=np.float32)
+
+
+# ------------------------------------------------------------------ any
+def convert(recording: "Recording", path: str | Path, to: str | None = None,
+            model: Any = None) -> Path:
+    """Write ``recording`` as ``to`` (``"zarr"``, ``"nwb"`` or ``"npz"``; default: from
+    ``path``'s suffix). See :func:`to_zarr`, :func:`to_nwb`, :func:`to_npz`."""
+    path = Path(path)
+    if to is None:
+        to = next((name for name, suffix in FORMATS.items()
+                   if path.suffix.lower() == suffix), None)
+        if to is None:
+            raise InputError(f"cannot tell the format from {path.name!r}; name it .zarr, .nwb "
+                             "or .npz, or say which with --to")
+    writers = {"zarr": to_zarr, "nwb": to_nwb, "npz": to_npz}
+    if to not in writers:
+        raise InputError(f"unknown format {to!r}; choose one of {', '.join(FORMATS)}")
+    return writers[to](recording, path, model)

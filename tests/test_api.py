@@ -1,0 +1,268 @@
+"""The public API: ``import flyviz`` stays Qt-free, load/run/save/load/compare/export_movie
+behave as documented, and the one runner reuses its engine without mixing runs."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import flyviz
+from flyviz.errors import FlyvizError, InputError, ModelNotFoundError
+from flyviz.record.run import GenerationSettings
+from flyviz.record.runner import Model
+
+PROMPT = "the cat and the dog"
+GUI_MODULES = ("PySide6", "shiboken6", "vispy", "pyqtgraph", "OpenGL")
+
+
+def _modules_loaded_by(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; the top-level modules it loaded, and its output."""
+    script = textwrap.dedent(code) + textwrap.dedent("""
+        import json, sys
+        print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {"modules": set(json.loads(done.stdout.strip().splitlines()[-1])),
+            "stdout": done.stdout}
+
+
+def test_import_flyviz_loads_no_gui_and_not_even_numpy():
+    loaded = _modules_loaded_by("import flyviz")["modules"]
+    assert not loaded & set(GUI_MODULES)
+    # The API's modules load on first use: importing the package costs milliseconds.
+    assert "numpy" not in loaded and "scipy" not in loaded
+
+
+def test_loading_and_running_the_demo_loads_no_gui():
+    result = _modules_loaded_by("""
+        import flyviz
+        model = flyviz.load("demo")
+        recording = flyviz.run(model, "Once upon a time", max_new_tokens=3, seed=1)
+        print(len(recording), recording.states().shape)
+    """)
+    assert not result["modules"] & set(GUI_MODULES)
+    frames, shape = result["stdout"].splitlines()[0].split(" ", 1)
+    assert shape == f"({frames}, 49393)" and int(frames) >= 5
+
+
+def test_the_public_names_are_documented():
+    for name in flyviz.__all__:
+        value = getattr(flyviz, name)
+        assert inspect.getdoc(value), name
+    for function in (flyviz.load, flyviz.run, flyviz.compare, flyviz.export_movie):
+        doc = inspect.getdoc(function)
+        assert "Parameters\n----------" in doc and "Returns\n-------" in doc, function.__name__
+    assert flyviz.errors.FlyvizError is FlyvizError
+    with pytest.raises(AttributeError):
+        flyviz.no_such_name  # noqa: B018
+
+
+def test_the_error_classes_have_one_home():
+    import flyviz.model.errors as old
+    from flyviz.export import ExportCancelled
+    from flyviz.model.selection import SelectionError
+
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(flyviz.errors, name)
+    assert SelectionError is flyviz.errors.SelectionError
+    assert ExportCancelled is flyviz.errors.ExportCancelled
+    assert issubclass(flyviz.errors.MissingDependencyError, FlyvizError)
+
+
+@pytest.fixture
+def model(tiny_checkpoint):
+    with Model(tiny_checkpoint, spec="tiny") as loaded:
+        yield loaded
+
+
+def test_run_records_states_tokens_texts_and_probabilities(model):
+    recording = flyviz.run(model, PROMPT, max_new_tokens=6, temperature=0.8, seed=3)
+    frames = list(model.frames(PROMPT, GenerationSettings(max_new_tokens=6, temperature=0.8,
+                                                          seed=3)))
+    assert len(recording) == len(frames)
+    states = recording.states()
+    assert states.shape == (len(frames), model.neurons) and states.dtype == np.float32
+    # float16 storage: within its precision of the engine's states.
+    np.testing.assert_allclose(states, np.stack([f.state for f in frames]), atol=2e-3)
+    assert list(recording.token_ids) == [f.input_token_id for f in frames]
+    assert recording.token_ids[0] == model.checkpoint.config.bos_token_id
+    assert recording.token_texts == [f.input_text for f in frames]
+    assert list(recording.predicted_ids) == [f.predicted_token_id for f in frames]
+    np.testing.assert_array_equal(recording.probabilities, [f.probability for f in frames])
+    generated = [f.predicted_token_id for f in frames if f.is_generation]
+    assert recording.text == model.tokenizer.decode(generated) == frames[-1].text_so_far
+    assert recording.prompt == PROMPT and recording.metadata["seed"] == 3
+    assert recording.metadata["model"] == "tiny"
+
+
+def test_save_and_load_give_back_the_same_run(model, tmp_path):
+    recording = flyviz.run(model, PROMPT, max_new_tokens=5, states_dtype="float32")
+    path = recording.save(tmp_path / "run.flyrec")
+    loaded = flyviz.Recording.load(path)
+    np.testing.assert_array_equal(loaded.states(), recording.states())
+    assert loaded.text == recording.text and loaded.token_texts == recording.token_texts
+    np.testing.assert_array_equal(loaded.probabilities, recording.probabilities)
+    assert loaded.metadata == recording.metadata
+    # A random seed was drawn, stored, and replays the run.
+    from flyviz.record.replay import replay_recording
+
+    assert isinstance(loaded.metadata["seed"], int)
+    assert replay_recording(loaded, model).matched
+
+
+def test_interventions_as_objects_or_text_are_the_same_run(model):
+    settings = dict(max_new_tokens=5, seed=2)
+    as_objects = flyviz.run(model, PROMPT, interventions=[
+        flyviz.Silence("superclass:cb_sensory"), flyviz.Clamp("side:left", 0.25, start=3)],
+        **settings)
+    as_text = flyviz.run(model, PROMPT, interventions=[
+        "silence superclass:cb_sensory", "--clamp=side:left=0.25@3:"], **settings)
+    np.testing.assert_array_equal(as_objects.states(), as_text.states())
+    assert as_objects.metadata["interventions"] == as_text.metadata["interventions"]
+    anatomy = model.anatomy
+    sensory = np.array([s == "cb_sensory" for s in anatomy.superclass])
+    left = np.array([s == "left" for s in anatomy.side])
+    states = as_objects.states()
+    # Silenced throughout; from token 3 on the later clamp wins where both apply.
+    assert np.all(states[:, sensory & ~left] == 0) and np.all(states[:3, sensory] == 0)
+    np.testing.assert_allclose(states[3:, left], 0.25, atol=1e-3)
+    plain = flyviz.run(model, PROMPT, **settings)
+    assert not np.array_equal(plain.states(), as_objects.states())
+    with pytest.raises(InputError, match="not an intervention"):
+        flyviz.run(model, PROMPT, interventions=["shout superclass:cb_sensory"])
+    with pytest.raises(InputError, match="not an intervention"):
+        flyviz.run(model, PROMPT, interventions=[42])
+
+
+def test_one_engine_serves_every_run_and_runs_do_not_leak_into_each_other(model):
+    settings = GenerationSettings(max_new_tokens=6, seed=4, temperature=0.7)
+    first = model.record(PROMPT, settings, interventions=["silence side:left"])
+    engine = model.engine
+    second = model.record(PROMPT, settings)
+    third = model.record(PROMPT, settings)
+    assert model.engine is engine
+    np.testing.assert_array_equal(second.states(), third.states())
+    assert not np.array_equal(first.states(), second.states())
+    with Model(model.checkpoint) as fresh:
+        np.testing.assert_array_equal(fresh.record(PROMPT, settings).states(), second.states())
+
+
+def test_a_new_run_ends_the_previous_one_between_two_tokens(model):
+    settings = GenerationSettings(max_new_tokens=8, seed=5)
+    reference = [f.state for f in model.frames(PROMPT, settings)]
+    old = model.frames(PROMPT, settings, interventions=["silence all"])
+    assert np.all(next(old).state == 0)
+    new = model.frames(PROMPT, settings)
+    assert next(old, None) is None  # superseded: it never steps the engine again
+    states = [f.state for f in new]
+    assert len(states) == len(reference)
+    for got, want in zip(states, reference):
+        np.testing.assert_array_equal(got, want)
+    # A run stopped by its consumer leaves the engine ready for the next one.
+    cancelled = model.frames(PROMPT, settings)
+    next(cancelled)
+    cancelled.close()
+    np.testing.assert_array_equal(next(model.frames(PROMPT, settings)).state, reference[0])
+
+
+def test_bad_input_is_checked_when_the_run_is_asked_for(model):
+    with pytest.raises(InputError, match="prompt is empty"):
+        model.frames("   ")
+    with pytest.raises(InputError, match="max new tokens"):
+        flyviz.run(model, PROMPT, max_new_tokens=0)
+    with pytest.raises(InputError, match="outside|selects no"):
+        model.frames(PROMPT, interventions=["silence id:999999"])
+    with pytest.raises(InputError, match="not a model"):
+        flyviz.run(object(), PROMPT)
+    with pytest.raises(ModelNotFoundError):
+        flyviz.load("/no/such/model/folder")
+
+
+def test_run_and_compare_accept_a_spec(tmp_path, tiny_checkpoint):
+    from flyviz.model.writers import write_connectome_dataset, write_recital_web
+
+    write_recital_web(tiny_checkpoint, tmp_path / "model")
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "dataset")
+    recording = flyviz.run(str(tmp_path / "model"), PROMPT, max_new_tokens=4)
+    assert recording.metadata["model"] == str((tmp_path / "model").resolve())
+    result = flyviz.compare(str(tmp_path / "model"), PROMPT, "silence superclass:cb_sensory",
+                            max_new_tokens=4)
+    assert result["baseline"]["tokens"] == list(recording.generated_ids)
+    assert result["interventions"][0]["kind"] == "silence"
+    steps = result["forced"]["steps"]
+    assert len(steps) == len(recording.generated_ids)
+    assert all(step["kl"] >= 0 for step in steps) and any(step["kl"] > 0 for step in steps)
+
+
+def test_load_takes_a_kernel_and_both_kernels_agree(tiny_checkpoint):
+    from flyviz.model import kernels
+
+    settings = GenerationSettings(max_new_tokens=5, seed=1)
+    runs = {}
+    for kernel in ("scipy", "llvm"):
+        with Model(tiny_checkpoint, kernel=kernel, threads=1) as model:
+            runs[kernel] = model.record(PROMPT, settings, states_dtype="float32")
+            assert model.engine.kernel == kernels.resolve(kernel)
+    np.testing.assert_array_equal(runs["scipy"].states(), runs["llvm"].states())
+
+
+def test_export_movie_writes_frames_drawn_where_the_model_puts_its_neurons(tmp_path):
+    """In a fresh interpreter, as a script would: the offscreen renderer is process-wide
+    (once EGL is set up, Qt's OpenGL widgets of later tests share the process with it)."""
+    pytest.importorskip("vispy")
+    iio = pytest.importorskip("imageio.v3")
+    script = textwrap.dedent(f"""
+        import json, warnings
+        import flyviz
+        from flyviz.errors import FlyvizError, InputError, RecordingError
+        from flyviz.model.synthetic import make_random_checkpoint, write_tokenizer
+        from flyviz.record.runner import Model
+
+        out = {str(tmp_path)!r}
+        tokenizer = write_tokenizer(out + "/tokenizer.json", vocab_size=300)
+        checkpoint = make_random_checkpoint(neurons=523, edges=7001, vocabulary=300,
+                                            tokenizer_path=tokenizer, seed=11)
+        model = Model(checkpoint)
+        recording = flyviz.run(model, "the cat and the dog", max_new_tokens=2)
+        flyviz.export_movie(recording, out + "/frames", model=model, size="96x64",
+                            frames_per_token=1, overlays=False, start=1, stop=3)
+        saved = recording.save(out + "/run.flyrec")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            flyviz.export_movie(saved, out + "/ball", size=(96, 64), frames_per_token=1, stop=1)
+        errors = []
+        for bad in (dict(colour="red"), dict(fps=0)):
+            try:
+                flyviz.export_movie(recording, out + "/x.mp4", **bad)
+            except FlyvizError as exc:
+                errors.append([type(exc).__name__, str(exc)])
+        try:
+            flyviz.export_movie(out + "/missing.flyrec", out + "/x.mp4")
+        except RecordingError as exc:
+            errors.append([type(exc).__name__, str(exc)])
+        print(json.dumps({{"warnings": [str(w.message) for w in caught], "errors": errors}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    pngs = sorted((tmp_path / "frames").glob("*.png"))
+    assert len(pngs) == 2
+    image = iio.imread(pngs[-1])
+    assert image.shape == (64, 96, 3)
+    # Something is drawn: not one flat background colour.
+    assert len(np.unique(image.reshape(-1, 3), axis=0)) > 10
+    assert any("generic layout" in w for w in result["warnings"])
+    assert len(list((tmp_path / "ball").glob("*.png"))) == 1
+    kinds = [kind for kind, _ in result["errors"]]
+    assert kinds == ["InputError", "ExportError", "RecordingError"], result["errors"]
+    assert "unknown option(s) colour" in result["errors"][0][1]
+    assert not (tmp_path / "x.mp4").exists()

@@ -1,0 +1,246 @@
+"""Recordings as xarray, Zarr, NWB and .npz: the same numbers and labels come back, the
+states are not copied, and ``flyviz convert`` fails on bad input with one line."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from flyviz.cli import main
+from flyviz.errors import ExportError, MissingDependencyError, RecordingError
+from flyviz.record.recording import Recording
+from flyviz.record.run import GenerationSettings
+from flyviz.record.runner import Model
+
+xr = pytest.importorskip("xarray")
+PROMPT = "the little dog saw"
+
+
+@pytest.fixture
+def model(tiny_checkpoint):
+    with Model(tiny_checkpoint, spec="tiny") as loaded:
+        yield loaded
+
+
+@pytest.fixture
+def recording(model):
+    return model.record(PROMPT, GenerationSettings(max_new_tokens=6, temperature=0.9, seed=7),
+                        interventions=["silence side:left@2:"])
+
+
+def test_to_xarray_labels_tokens_and_neurons(recording, model):
+    ds = recording.to_xarray(model)
+    assert ds["state"].dims == ("token", "neuron")
+    assert ds["state"].shape == (len(recording), model.neurons)
+    assert ds["state"].dtype == np.float16
+    np.testing.assert_array_equal(ds["state"].values.astype(np.float32), recording.states())
+    np.testing.assert_array_equal(ds["token_id"], recording.token_ids)
+    assert list(ds["token_text"].values) == recording.token_texts
+    assert list(ds["phase"].values) == recording.phases
+    np.testing.assert_array_equal(ds["probability"], recording.probabilities)
+    generation = ds["generation_index"].values[ds["phase"].values == "generation"]
+    assert list(generation) == list(range(len(recording.generated_ids)))
+    ids, probabilities = recording.top_k_arrays()
+    np.testing.assert_array_equal(ds["top_k_id"], ids)
+    anatomy = model.anatomy
+    assert list(ds["superclass"].values) == anatomy.superclass
+    assert list(ds["cell_type"].values) == anatomy.cell_type
+    np.testing.assert_array_equal(ds["body_id"], anatomy.body_id)
+    x = ds["x"].values
+    assert np.isnan(x[~anatomy.valid]).all()
+    np.testing.assert_allclose(x[anatomy.valid], anatomy.positions[anatomy.valid, 0] * 0.008,
+                               rtol=1e-6)
+    assert ds.attrs["prompt"] == PROMPT and ds.attrs["text"] == recording.text
+    assert ds.attrs["seed"] == 7 and ds.attrs["anatomy"] == "synthetic"
+    assert '"kind": "silence"' in ds.attrs["interventions"]
+    # Selections by label work as in any xarray dataset.
+    left = ds["state"].where(ds["side"] == "left", drop=True)
+    assert np.all(left.isel(token=slice(2, None)).values == 0)
+
+
+def test_without_a_model_the_neurons_carry_only_their_index(recording):
+    ds = recording.to_xarray()
+    assert set(ds["state"].coords) >= {"token", "neuron", "token_id", "phase"}
+    assert not {"superclass", "x", "body_id"} & set(ds.coords)
+    assert "pass the model" in ds.attrs["neuron_labels"]
+    with pytest.raises(RecordingError, match="neurons"):
+        recording.to_xarray(_other_checkpoint())
+
+
+def _other_checkpoint():
+    from flyviz.model.synthetic import make_random_checkpoint
+
+    return make_random_checkpoint(neurons=77, edges=500, vocabulary=300, with_anatomy=True)
+
+
+def test_a_saved_recording_is_exported_from_its_memory_map(recording, model, tmp_path):
+    path = recording.save(tmp_path / "run.flyrec")
+    for verify in (True, False):
+        loaded = Recording.load(path, verify=verify)
+        state = loaded.to_xarray(model)["state"].variable._data
+        assert isinstance(state, np.memmap)  # the file's pages, not a copy
+        np.testing.assert_array_equal(np.asarray(state), recording.state_blocks()[0][:len(loaded)])
+    # A lazily opened file is checked before its states are handed out.
+    raw = bytearray(path.read_bytes())
+    raw[-3] ^= 0xFF
+    damaged = tmp_path / "damaged.flyrec"
+    damaged.write_bytes(bytes(raw))
+    with pytest.raises(RecordingError, match="checksum"):
+        Recording.load(damaged, verify=False).to_xarray()
+
+
+def test_a_long_run_in_memory_spans_several_blocks(tiny_checkpoint):
+    with Model(tiny_checkpoint) as model:
+        long = model.record("the", GenerationSettings(max_new_tokens=150, seed=1),
+                            states_dtype="float32")
+    assert len(long) > 64 and len(long.state_blocks()) > 1
+    np.testing.assert_array_equal(np.asarray(long.to_xarray()["state"]), long.states())
+
+
+def test_zarr_round_trip(recording, model, tmp_path):
+    pytest.importorskip("zarr")
+    from flyviz.record.convert import LABELS_ATTR, open_zarr
+
+    out = recording.to_zarr(tmp_path / "run.zarr", model)
+    back = open_zarr(out)
+    xr.testing.assert_identical(back.load(), recording.to_xarray(model).load())
+    # Other readers see integer codes and the table of texts, not Zarr strings.
+    raw = xr.open_zarr(out, consolidated=False)
+    assert raw["token_text"].dtype.kind == "i" and raw["superclass"].dtype.kind == "i"
+    table = raw["token_text"].attrs[LABELS_ATTR]
+    assert [table[i] for i in raw["token_text"].values] == recording.token_texts
+    assert raw["state"].encoding["chunks"] == (len(recording), model.neurons)
+    # Writing again replaces the store; a folder that is not one is left alone.
+    shorter = Model(model.checkpoint).record("the", GenerationSettings(max_new_tokens=1))
+    shorter.to_zarr(out)
+    assert open_zarr(out).sizes["token"] == len(shorter)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(ExportError, match="not a store flyviz wrote"):
+        recording.to_zarr(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "run.zarr"]
+
+
+def test_npz_round_trip_without_pickles(recording, model, tmp_path):
+    import json
+
+    out = recording.to_npz(tmp_path / "run.npz", model)
+    with np.load(out, allow_pickle=False) as data:
+        np.testing.assert_array_equal(data["state"], recording.state_blocks()[0])
+        np.testing.assert_array_equal(data["token_id"], recording.token_ids)
+        assert list(data["token_text"]) == recording.token_texts
+        assert list(data["superclass"]) == model.anatomy.superclass
+        attributes = json.loads(str(data["attributes"]))
+    assert attributes["prompt"] == PROMPT and attributes["seed"] == 7
+
+
+def test_nwb_round_trip_and_validation(recording, model, tmp_path):
+    pynwb = pytest.importorskip("pynwb")
+    out = recording.to_nwb(tmp_path / "run.nwb", model)
+    assert pynwb.validate(path=str(out)) == []
+    with pynwb.NWBHDF5IO(str(out), "r") as io:
+        nwb = io.read()
+        series = nwb.processing["flyviz"]["Fluorescence"]["states"]
+        data = np.asarray(series.data[:])
+        assert data.shape == (len(recording), model.neurons)  # time first
+        np.testing.assert_array_equal(data, recording.states())
+        assert series.rate == 1.0 and series.starting_time == 0.0
+        table = series.rois.table
+        assert list(series.rois.data[:]) == list(range(model.neurons))
+        assert list(table["superclass"][:]) == model.anatomy.superclass
+        assert list(table["side"][:]) == model.anatomy.side
+        x = np.asarray(table["x"][:])
+        np.testing.assert_allclose(x[model.anatomy.valid],
+                                   model.anatomy.positions[model.anatomy.valid, 0] * 0.008,
+                                   rtol=1e-6)
+        first = table["voxel_mask"][int(np.flatnonzero(model.anatomy.valid)[0])]
+        assert first[0][3] == 1.0
+        tokens = nwb.intervals["tokens"]
+        assert list(tokens["token_text"][:]) == recording.token_texts
+        assert list(tokens["token_id"][:]) == list(recording.token_ids)
+        assert list(tokens["start_time"][:]) == list(range(len(recording)))
+        assert '"prompt": "the little dog saw"' in nwb.notes
+    bare = recording.to_nwb(tmp_path / "bare.nwb")
+    assert pynwb.validate(path=str(bare)) == []
+    with pynwb.NWBHDF5IO(str(bare), "r") as io:
+        assert "superclass" not in io.read().processing["flyviz"]["ImageSegmentation"][
+            "neurons"].colnames
+
+
+def test_a_missing_optional_package_is_one_line(recording, monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "pynwb", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'flyviz\[nwb\]'"):
+        recording.to_nwb(tmp_path / "run.nwb")
+    path = recording.save(tmp_path / "run.flyrec")
+    assert main(["convert", str(path), str(tmp_path / "run.nwb"), "--no-labels"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "flyviz[nwb]" in err[0]
+    assert not (tmp_path / "run.nwb").exists()
+
+
+@pytest.fixture
+def saved_run(tiny_checkpoint, tmp_path):
+    """A recording of a model saved as a folder, which the recording names."""
+    from flyviz.model.writers import write_connectome_dataset, write_recital_web
+    from flyviz.record.run import record_prompt
+
+    write_recital_web(tiny_checkpoint, tmp_path / "model")
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "dataset")
+    model = Model.load(tmp_path / "model")
+    recording = record_prompt(model.checkpoint, PROMPT, GenerationSettings(max_new_tokens=3))
+    return recording.save(tmp_path / "run.flyrec"), model
+
+
+@pytest.mark.parametrize("fmt", ["zarr", "npz", "nwb"])
+def test_convert_command_writes_each_format_with_the_recorded_models_labels(
+        saved_run, tmp_path, capsys, fmt):
+    path, model = saved_run
+    out = tmp_path / f"out.{fmt}"
+    assert main(["convert", str(path), "--to", fmt, str(out)]) == 0
+    assert f"with the neurons of {model.name}" in capsys.readouterr().err
+    if fmt == "zarr":
+        from flyviz.record.convert import open_zarr
+
+        assert list(open_zarr(out)["superclass"].values) == model.anatomy.superclass
+    elif fmt == "npz":
+        with np.load(out, allow_pickle=False) as data:
+            assert list(data["cell_type"]) == model.anatomy.cell_type
+    else:
+        import pynwb
+
+        assert pynwb.validate(path=str(out)) == []
+
+
+def _one_line_error(code, capsys, fragment):
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("flyviz: error:"), err
+    assert fragment in lines[0], lines[0]
+
+
+def test_convert_bad_input_is_one_line_and_exit_2(saved_run, tmp_path, capsys):
+    path, _ = saved_run
+    cases = [
+        (["convert", str(tmp_path / "nope.flyrec"), str(tmp_path / "a.zarr")], "no such file"),
+        (["convert", str(path), str(tmp_path / "a.txt")], "cannot tell the format"),
+        (["convert", str(path), "--to", "hdf", str(tmp_path / "a.h5")], "invalid choice"),
+        (["convert", str(path), str(tmp_path / "a.npz"), "--model", str(tmp_path / "none")],
+         "--no-labels"),
+        (["convert", str(path), str(tmp_path / "a.npz"), "--no-labels", "--model", "demo"],
+         "leave out --model"),
+        (["convert", str(path), str(tmp_path / "run.flyrec" / "x.npz"), "--no-labels"],
+         "cannot write"),
+    ]
+    for argv, fragment in cases:
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # a usage error, from argparse
+            code = exc.code
+        _one_line_error(code, capsys, fragment)
+    (tmp_path / "garbage.flyrec").write_bytes(b"\x00" * 100)
+    _one_line_error(main(["convert", str(tmp_path / "garbage.flyrec"), str(tmp_path / "a.npz")]),
+                    capsys, "garbage.flyrec")
+    assert not (tmp_path / "a.npz").exists() and not (tmp_path / "a.zarr").exists()

@@ -79,6 +79,22 @@ class TextPiece:
     last: int
 
 
+#: From this many new frames on, the text is read column by column (no frame states).
+_BULK_FRAMES = 32
+
+
+def _token_columns(recording: Recording, start: int):
+    """(phase, input text, input id, predicted text, predicted id) of frames ``start:``."""
+    if len(recording) - start >= _BULK_FRAMES:
+        # A whole (possibly lazily loaded) recording: read its columns, not every state.
+        return list(zip(recording.phases[start:], recording.token_texts[start:],
+                        recording.token_ids[start:].tolist(), recording.predicted_texts[start:],
+                        recording.predicted_ids[start:].tolist()))
+    frames = (recording[i] for i in range(start, len(recording)))
+    return [(f.phase, f.input_text, f.input_token_id, f.predicted_text, f.predicted_token_id)
+            for f in frames]
+
+
 def text_tokens(recording: Recording, start: int = 0) -> list[TextToken]:
     """Tokens of the running text contributed by frames ``start:`` of ``recording``.
 
@@ -88,16 +104,14 @@ def text_tokens(recording: Recording, start: int = 0) -> list[TextToken]:
     """
     tokens: list[TextToken] = []
     seen_generation = start > 0 and recording[start - 1].phase == PHASE_GENERATION
-    for i in range(start, len(recording)):
-        frame = recording[i]
-        if not seen_generation or frame.phase != PHASE_GENERATION:
-            if not (i == 0 and frame.input_text in SPECIAL_TOKENS):
-                tokens.append(TextToken(frame.input_text, False, i, i - 1,
-                                        int(frame.input_token_id)))
-        if frame.phase == PHASE_GENERATION:
+    for i, (phase, input_text, input_id, predicted_text, predicted_id) in enumerate(
+            _token_columns(recording, start), start=start):
+        if not seen_generation or phase != PHASE_GENERATION:
+            if not (i == 0 and input_text in SPECIAL_TOKENS):
+                tokens.append(TextToken(input_text, False, i, i - 1, int(input_id)))
+        if phase == PHASE_GENERATION:
             seen_generation = True
-            tokens.append(TextToken(frame.predicted_text, True, i, i,
-                                    int(frame.predicted_token_id)))
+            tokens.append(TextToken(predicted_text, True, i, i, int(predicted_id)))
     return tokens
 
 

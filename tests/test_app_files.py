@@ -176,3 +176,22 @@ def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtb
                         lambda parent, rec, anatomy, name: calls.append((parent, rec, anatomy, name)))
     win.actions_by_name["export_movie"].trigger()
     assert calls == [(win, win.session.recording, win.anatomy, win.model_name)]
+
+
+def test_a_new_dock_and_action_take_a_few_lines_and_appear_in_the_menus(window, qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QLabel
+
+    win = window
+    calls = []
+    dock = win.add_dock("extra", "Extra panel", QLabel("extra"), Qt.DockWidgetArea.RightDockWidgetArea)
+    action = win.actions_registry.add("extra_action", "E&xtra action", lambda: calls.append(1),
+                                      "Ctrl+Shift+X", "Do the extra thing")
+    win.actions_registry.menu("Run").addAction(action)
+    view_titles = [a.text() for a in win.actions_registry.menu("View").actions()]
+    assert dock.toggleViewAction().text() in view_titles
+    assert view_titles.index("Extra panel") < view_titles.index("Reset &layout")
+    action.trigger()
+    assert calls == [1]
+    rows = win.actions_registry.shortcut_rows()
+    assert ("Ctrl+Shift+X", "Do the extra thing") in rows

@@ -389,15 +389,13 @@ class MainWindow(QMainWindow):
 
     def _install_model(self, bundle: ModelBundle) -> None:
         if self.closing:
-            bundle.engine.close()
+            bundle.close()
             return
         self.progress.setVisible(False)
         self.bundle = bundle
         checkpoint, anatomy = bundle.checkpoint, bundle.anatomy
         neurons = checkpoint.config.neurons
-        self.runs.set_model(bundle.engine, bundle.tokenizer, checkpoint.config,
-                            {"model": bundle.spec, "model_name": bundle.name,
-                             "layout": checkpoint.layout})
+        self.runs.set_model(bundle.model)
         self.brain.set_anatomy(anatomy, neurons)
         self.text_panel.set_decoder(bundle.tokenizer.decode)
         self._apply_display_settings()
@@ -435,7 +433,7 @@ class MainWindow(QMainWindow):
         except FlyvizError as exc:
             self.show_message(str(exc), error=True)
             return False
-        return self.runs.start(text, settings)
+        return self.runs.start(text, settings, states_dtype=self.controls.states_dtype)
 
     def toggle_play(self) -> None:
         """Space: pause or resume the run; replay a finished recording; or start the prompt."""

@@ -42,6 +42,7 @@ from flyviz.app.model_control import ModelBundle, ModelController, default_model
 from flyviz.app.model_panel import ModelPanel
 from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
+from flyviz.app.verification import VerificationController
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
@@ -116,6 +117,7 @@ class MainWindow(QMainWindow):
             pass
 
         self.models = ModelController(model_loader, self)
+        self.verifier = VerificationController(self.settings, self)
         self.runs = RunController(self, engine_niceness=ENGINE_NICENESS)
         self.files = FileController(self)
         self.actions_registry = ActionRegistry(self)
@@ -187,7 +189,7 @@ class MainWindow(QMainWindow):
         area = Qt.DockWidgetArea
         self.add_dock("text", "Text", self.text_panel, area.RightDockWidgetArea)
         self.add_dock("topk", "Next token", self.topk_panel, area.RightDockWidgetArea)
-        self.add_dock("model", "Model", self.model_panel, area.LeftDockWidgetArea)
+        self.add_dock("model", "Model", self.model_panel, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("controls", "Settings", self.controls, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("inspector", "Neuron", self.inspector, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("raster", "State raster", self.raster_panel, area.BottomDockWidgetArea)
@@ -199,6 +201,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([docks["text"], docks["topk"]], [330, 260], Qt.Orientation.Vertical)
         self.resizeDocks([docks["text"]], [380], Qt.Orientation.Horizontal)
         self.resizeDocks([docks["controls"]], [270], Qt.Orientation.Horizontal)
+        self.resizeDocks([docks["model"]], [300], Qt.Orientation.Vertical)
         self.resizeDocks([docks["raster"]], [190], Qt.Orientation.Vertical)
         self._default_state = self.saveState()
 
@@ -285,6 +288,8 @@ class MainWindow(QMainWindow):
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.spec_entered.connect(self._load_entered_spec)
         self.model_panel.open_folder_requested.connect(self.files.open_model_dialog)
+        self.model_panel.verification.bind(self.verifier)
+        self.verifier.finished.connect(lambda line: self.show_message(f"{self.model_name}: {line}"))
 
         runs.state_changed.connect(self._on_run_state)
         runs.run_ended.connect(self._on_run_ended)
@@ -370,6 +375,7 @@ class MainWindow(QMainWindow):
         self.load_model(spec)
 
     def _on_model_loading(self, spec: str) -> None:
+        self.verifier.cancel("verification cancelled: another model is loading")
         self.progress.setVisible(True)
         self.progress.setValue(0)
         self.show_message(f"loading {spec}…")
@@ -396,6 +402,7 @@ class MainWindow(QMainWindow):
         checkpoint, anatomy = bundle.checkpoint, bundle.anatomy
         neurons = checkpoint.config.neurons
         self.runs.set_model(bundle.model)
+        self.verifier.set_model(checkpoint, bundle.name)
         self.brain.set_anatomy(anatomy, neurons)
         self.text_panel.set_decoder(bundle.tokenizer.decode)
         self._apply_display_settings()
@@ -598,6 +605,7 @@ class MainWindow(QMainWindow):
         self.display.stop()
         self.status_timer.stop()
         self.runs.shutdown()
+        self.verifier.shutdown()
         self.models.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API

@@ -1,0 +1,160 @@
+"""The app's side of trusting models and recordings: verification in the Model dock,
+models that need their connectome dataset, stored-state precision, and recordings
+made with another model or damaged."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from app_conftest import app_checkpoint, make_window  # noqa: F401
+from PySide6.QtCore import Qt, QTimer
+
+from flyviz.app import verification
+from flyviz.app.verification import FAILED, NOT_VERIFIED, VERIFIED, VERIFYING
+from flyviz.model.formats import load_folder
+from flyviz.model.verify import VerificationReport
+from flyviz.model.writers import write_connectome_dataset, write_recital_web
+
+GREEN, RED = (0x48, 0xBB, 0x78), (0xF5, 0x65, 0x65)
+
+
+@pytest.fixture
+def released(app_checkpoint, tmp_path):  # noqa: F811
+    """The app's model as a release: a web export and its connectome dataset apart."""
+    write_connectome_dataset(app_checkpoint, tmp_path / "data" / "connectome")
+    write_recital_web(app_checkpoint, tmp_path / "models" / "web")
+    return tmp_path
+
+
+def load_released(released: Path):
+    return load_folder(released / "models" / "web",
+                       dataset_dir=released / "data" / "connectome")
+
+
+def count_colour(image, colour, tolerance: int = 30) -> int:
+    """How many pixels of a QImage are within ``tolerance`` of ``colour`` (RGB)."""
+    from PySide6.QtGui import QImage
+
+    image = image.convertToFormat(QImage.Format.Format_RGB32)
+    width, height = image.width(), image.height()
+    raw = np.frombuffer(image.constBits(), np.uint8).reshape(height, image.bytesPerLine())
+    bgra = raw[:, :width * 4].reshape(height, width, 4)
+    rgb = bgra[..., [2, 1, 0]].astype(int)
+    return int((np.abs(rgb - np.array(colour)).max(axis=2) <= tolerance).sum())
+
+
+def state_pixels(win, colour) -> int:
+    return count_colour(win.model_panel.verification.state_label.grab().toImage(), colour)
+
+
+def test_verify_runs_in_the_background_and_is_remembered(qtbot, released, tmp_path):
+    ckpt = load_released(released)
+    win = make_window(qtbot, ckpt, tmp_path, "verified.ini")
+    status = win.model_panel.verification
+    try:
+        assert win.verifier.state == NOT_VERIFIED
+        assert "never verified" in status.label.text()
+        assert status.action.text() == "Verify" and status.action.isEnabled()
+        qtbot.mouseClick(status.action, Qt.MouseButton.LeftButton)
+        assert win.verifier.state == VERIFYING and status.action.text() == "Cancel"
+        qtbot.waitUntil(lambda: win.verifier.state != VERIFYING, timeout=30_000)
+        assert win.verifier.state == VERIFIED, win.verifier.text
+        assert "checks passed" in status.label.text()
+        assert status.details.isVisible() and status.action.text() == "Verify again"
+        assert "verified" in win.statusBar().currentMessage()
+        win.model_panel.grab().save(str(tmp_path / "verified.png"))
+        assert state_pixels(win, GREEN) > 20 and state_pixels(win, RED) == 0
+        dialog = status.show_details()
+        qtbot.waitExposed(dialog)
+        table = dialog.findChild(verification.QTableWidget, "verificationTable")
+        assert table.rowCount() == len(win.verifier.report.checks) > 5
+        assert {table.item(r, 2).text() for r in range(table.rowCount())} <= {"PASS", "SKIP"}
+        dialog.close()
+    finally:
+        win.close()
+
+    # The next launch, the same model (in memory again): verified, with the date.
+    again = make_window(qtbot, load_released(released), tmp_path, "verified.ini")
+    try:
+        assert again.verifier.state == VERIFIED
+        text = again.model_panel.verification.label.text()
+        assert text.startswith("on ") and "checks passed" in text
+        assert state_pixels(again, GREEN) > 20
+    finally:
+        again.close()
+
+
+def test_a_failed_verification_names_the_first_check_next_launch_too(qtbot, released,
+                                                                     tmp_path):
+    ckpt = load_released(released)
+    # The download went bad after loading: the file on disk no longer matches its hash.
+    weights = max((released / "models" / "web").glob("*.f32"), key=lambda p: p.stat().st_size)
+    raw = bytearray(weights.read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    weights.write_bytes(bytes(raw))
+    win = make_window(qtbot, ckpt, tmp_path, "failed.ini")
+    status = win.model_panel.verification
+    try:
+        assert win.verifier.verify()
+        qtbot.waitUntil(lambda: win.verifier.state != VERIFYING, timeout=30_000)
+        assert win.verifier.state == FAILED
+        first = win.verifier.report.failures[0]
+        assert weights.name in first.name
+        assert f"the first: {first.name}" in status.label.text()
+        win.model_panel.grab().save(str(tmp_path / "failed.png"))
+        assert state_pixels(win, RED) > 20 and state_pixels(win, GREEN) == 0
+    finally:
+        win.close()
+    again = make_window(qtbot, ckpt, tmp_path, "failed.ini")
+    try:
+        assert again.verifier.state == FAILED
+        assert f"the first failed check: {first.name}" in \
+            again.model_panel.verification.label.text()
+    finally:
+        again.close()
+
+
+def slow_verify(seconds: float):
+    """A stand-in for verify_checkpoint that takes ``seconds`` in 20 stages."""
+    def verify(ckpt, *, golden=True, progress=None, should_stop=None):
+        report = VerificationReport(model=ckpt.name, layout=ckpt.layout, source=None, dataset=None)
+        for i in range(20):
+            if should_stop is not None and should_stop():
+                report.cancelled = True
+                return report
+            if progress is not None:
+                progress(f"stage {i}", i / 20)
+            time.sleep(seconds / 20)
+        return report
+
+    return verify
+
+
+def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot, app_checkpoint,  # noqa: F811
+                                                                   tmp_path, monkeypatch):
+    monkeypatch.setattr(verification, "verify_checkpoint", slow_verify(2.0))
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    status = win.model_panel.verification
+    try:
+        ticks: list[float] = []
+        timer = QTimer()
+        timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+        timer.start(20)
+        assert win.verifier.verify()
+        qtbot.waitUntil(lambda: win.verifier.fraction >= 0.3, timeout=5000)
+        assert status.progress.isVisible() and status.progress.value() >= 30
+        assert "stage" in status.label.text()
+        timer.stop()
+        gaps = np.diff(ticks)
+        assert len(ticks) > 10 and gaps.max() < 0.25, gaps.max()
+        qtbot.mouseClick(status.action, Qt.MouseButton.LeftButton)
+        assert win.verifier.state == NOT_VERIFIED
+        assert "cancelled" in status.label.text() and not status.progress.isVisible()
+        # A cancelled verification leaves nothing remembered.
+        assert win.verifier.memory.recall(win.verifier.key) is None
+    finally:
+        win.close()
+

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from app_conftest import app_checkpoint, make_window  # noqa: F401
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QPushButton
 
 from flyviz.app import verification
 from flyviz.app.verification import FAILED, NOT_VERIFIED, VERIFIED, VERIFYING
@@ -158,3 +159,96 @@ def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot, app_c
     finally:
         win.close()
 
+
+
+# ----------------------------------------------------------------- models that need a dataset
+@pytest.fixture
+def lonely(released):
+    """The web export copied where no dataset is near it."""
+    import shutil
+
+    target = released / "lonely" / "web"
+    shutil.copytree(released / "models" / "web", target)
+    return target
+
+
+def test_a_model_without_its_dataset_offers_to_choose_it(qtbot, released, lonely, tmp_path,
+                                                         monkeypatch):
+    from flyviz.app import files
+
+    dataset = released / "data" / "connectome"
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.load_model(str(lonely))
+        qtbot.waitUntil(lambda: win.files.dataset_question is not None, timeout=20_000)
+        box = win.files.dataset_question
+        qtbot.waitExposed(box)
+        assert "connectome dataset" in box.text() and "--dataset" in box.informativeText()
+        assert "no connectome dataset was found" in box.detailedText()
+        assert "Traceback" not in box.detailedText() and win.bundle is None
+        box.grab().save(str(tmp_path / "dataset-question.png"))
+        asked: list[str] = []
+
+        def pick(parent, title, start):
+            asked.append(title)
+            return str(dataset)
+
+        monkeypatch.setattr(files.QFileDialog, "getExistingDirectory", pick)
+        qtbot.mouseClick(box.findChild(QPushButton, "chooseDataset"),
+                         Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: win.bundle is not None, timeout=20_000)
+        assert asked and "connectome dataset" in asked[0]
+        assert win.bundle.checkpoint.metadata["dataset"] == str(dataset)
+        assert f"dataset: {dataset}" in win.model_panel.label.text()
+        assert win.settings.value("paths/datasets") == str(dataset)
+        assert win.files.model_needing_dataset is None
+    finally:
+        win.close()
+
+
+def test_open_model_takes_the_dataset_folder_of_the_model_that_needs_it(qtbot, released,
+                                                                        lonely, tmp_path):
+    dataset = released / "data" / "connectome"
+    win = make_window(qtbot, None, tmp_path)
+    messages: list[str] = []
+    win.message_shown.connect(messages.append)
+    try:
+        # Nothing waits for a dataset: picking one as a model says what to do.
+        win.files.open_model_folder(dataset)
+        assert win.bundle is None and "is a connectome dataset" in messages[-1]
+        assert "open the model folder" in messages[-1]
+        win.files.open_model_folder(lonely)
+        qtbot.waitUntil(lambda: win.files.model_needing_dataset == str(lonely), timeout=20_000)
+        win.files.dataset_question.close()
+        # A folder that is not a dataset: a message, and the model still waits for one.
+        assert not win.files.load_with_dataset(str(lonely), released / "models")
+        assert "is not a connectome dataset folder" in messages[-1]
+        win.files.open_model_folder(dataset)   # File -> Open model, the dataset folder
+        qtbot.waitUntil(lambda: win.bundle is not None, timeout=20_000)
+        assert win.bundle.checkpoint.metadata["dataset"] == str(dataset)
+    finally:
+        win.close()
+
+
+def test_gui_dataset_option_joins_the_model_and_a_chosen_dataset_wins(qtbot, released, lonely,
+                                                                      tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from flyviz.app.main_window import MainWindow
+    from flyviz.commands.gui import _loader_with_dataset
+
+    dataset = released / "data" / "connectome"
+    settings = QSettings(str(tmp_path / "gui.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(model_spec=str(lonely), settings=settings,
+                     model_loader=_loader_with_dataset(str(lonely), dataset))
+    qtbot.addWidget(win)
+    try:
+        with qtbot.waitSignal(win.model_ready, timeout=20_000):
+            win.show()
+        assert win.bundle.checkpoint.metadata["dataset"] == str(dataset)
+        assert win.verifier.state == NOT_VERIFIED and win.verifier.checkpoint is not None
+    finally:
+        win.close()
+    # The loader takes a dataset chosen in the app for any model.
+    load = _loader_with_dataset("another", None)
+    assert load(str(lonely), None, dataset_dir=dataset).metadata["dataset"] == str(dataset)

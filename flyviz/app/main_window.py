@@ -300,6 +300,7 @@ class MainWindow(QMainWindow):
         models.loading.connect(self._on_model_loading)
         models.progress.connect(self._on_load_progress)
         models.failed.connect(self._on_model_failed)
+        models.dataset_needed.connect(self._on_dataset_needed)
         models.loaded.connect(self._install_model)
         models.graph_ready.connect(self.inspector.graph_ready)
 
@@ -386,12 +387,19 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"loading {spec}: {label}")
 
     def _on_model_failed(self, spec: str, message: str) -> None:
+        self._show_load_ended(spec)
+        self.show_message(f"cannot load model {spec!r}: {message}", error=True, dialog=True)
+
+    def _on_dataset_needed(self, spec: str, message: str) -> None:
+        self._show_load_ended(spec)
+        self.files.ask_for_dataset(spec, message)
+
+    def _show_load_ended(self, spec: str) -> None:
         self.progress.setVisible(False)
         if self.bundle is None:
             self.model_panel.show_failed(spec)
         else:
             self.model_panel.describe(self.bundle, self.brain.note.text())
-        self.show_message(f"cannot load model {spec!r}: {message}", error=True, dialog=True)
 
     def _install_model(self, bundle: ModelBundle) -> None:
         if self.closing:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from app_conftest import app_checkpoint, make_window  # noqa: F401
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QMessageBox, QPushButton
 
 from flyviz.app import verification
 from flyviz.app.verification import FAILED, NOT_VERIFIED, VERIFIED, VERIFYING
@@ -134,7 +134,8 @@ def slow_verify(seconds: float):
     return verify
 
 
-def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot, app_checkpoint,  # noqa: F811
+def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot,  # noqa: F811
+                                                                   app_checkpoint,
                                                                    tmp_path, monkeypatch):
     monkeypatch.setattr(verification, "verify_checkpoint", slow_verify(2.0))
     win = make_window(qtbot, app_checkpoint, tmp_path)
@@ -252,3 +253,151 @@ def test_gui_dataset_option_joins_the_model_and_a_chosen_dataset_wins(qtbot, rel
     # The loader takes a dataset chosen in the app for any model.
     load = _loader_with_dataset("another", None)
     assert load(str(lonely), None, dataset_dir=dataset).metadata["dataset"] == str(dataset)
+
+
+# ----------------------------------------------------------------- recordings
+def record_run(win, qtbot, prompt: str = "Tom and his dog", tokens: int = 6,
+               temperature: float = 0.0) -> None:
+    win.controls.temperature.setValue(temperature)
+    win.controls.max_new_tokens.setValue(tokens)
+    win.controls.speed_cap.setValue(0)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        assert win.run_prompt(prompt)
+
+
+def test_the_stored_states_setting_decides_what_saved_recordings_hold(qtbot, app_checkpoint,  # noqa: F811
+                                                                     tmp_path):
+    from flyviz.app.worker import IDLE
+    from flyviz.record.recording import Recording
+
+    win = make_window(qtbot, app_checkpoint, tmp_path, "states.ini")
+    try:
+        assert win.controls.states_dtype == "float16"
+        record_run(win, qtbot)
+        half = Recording.load(win.save_recording(tmp_path / "half"))
+        assert half.states_dtype == np.float16
+        win.controls.states.setCurrentIndex(win.controls.states.findData("float32"))
+        assert win.controls.states_dtype == "float32"
+        qtbot.waitUntil(lambda: win.worker_state == IDLE)
+        record_run(win, qtbot, temperature=0.8)   # sampled, the seed left random
+        exact = Recording.load(win.save_recording(tmp_path / "exact"))
+        assert exact.states_dtype == np.float32
+        live = win.session.recording
+        np.testing.assert_array_equal(exact.state(len(exact) - 1), live.state(len(live) - 1))
+        # The run's metadata is Model.new_recording's: identity, and the seed it used.
+        meta = exact.metadata
+        assert meta["model_identity"]["weights_sha256"] and meta["prompt"] == "Tom and his dog"
+        assert isinstance(meta["seed"], int) and meta["temperature"] == pytest.approx(0.8)
+    finally:
+        win.close()
+    again = make_window(qtbot, app_checkpoint, tmp_path, "states.ini")
+    try:
+        assert again.controls.states_dtype == "float32"
+    finally:
+        again.close()
+
+
+@pytest.fixture
+def saved_run(qtbot, app_checkpoint, tmp_path):  # noqa: F811
+    """A recording of a short run of the app's model, saved."""
+    win = make_window(qtbot, app_checkpoint, tmp_path, "saved.ini")
+    try:
+        record_run(win, qtbot)
+        return win.save_recording(tmp_path / "run")
+    finally:
+        win.close()
+
+
+def open_with_dialog(win, monkeypatch, path) -> str:
+    """File -> Open recording on ``path``; the text of the warning it shows ('' if none)."""
+    from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+    for box in win.findChildren(QMessageBox):
+        box.close()
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(path), ""))
+    win.last_error = ""
+    win.open_recording_dialog()
+    boxes = [b for b in win.findChildren(QMessageBox) if b.isVisible()]
+    if not boxes:
+        return ""
+    assert len(boxes) == 1 and boxes[0].icon() == QMessageBox.Icon.Warning
+    return boxes[0].text()
+
+
+def test_a_recording_of_another_model_says_so(qtbot, saved_run, tmp_path, monkeypatch):
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.app.worker import IDLE
+
+    # The same size, another graph: shown, with a warning naming what differs.
+    other = make_app_checkpoint(tmp_path / "other", seed=7, name="other-brain")
+    win = make_window(qtbot, other, tmp_path, "other.ini")
+    try:
+        text = open_with_dialog(win, monkeypatch, saved_run)
+        assert "run.flyrec was made with test-brain on a different graph" in text, text
+        assert "other-brain" in text and "Traceback" not in text and len(text.splitlines()) == 1
+        assert len(win.session) > 0 and win.prompt_bar.text() == "Tom and his dog"
+        qtbot.waitUntil(lambda: win.text_panel.toPlainText().startswith("Tom and his dog"))
+        qtbot.wait(300)
+        # The message took the focus from the prompt box: that must not start a run.
+        assert win.worker_state == IDLE and win.session.recording.metadata["model_name"] == \
+            "test-brain"
+        win.grab().save(str(tmp_path / "other-model.png"))
+        box = next(b for b in win.findChildren(QMessageBox) if b.isVisible())
+        box.grab().save(str(tmp_path / "other-model-message.png"))
+    finally:
+        win.close()
+    # Another size: refused with a message, the window keeps what it had.
+    smaller = make_app_checkpoint(tmp_path / "small", neurons=300, edges=2000, name="small")
+    win = make_window(qtbot, smaller, tmp_path, "small.ini")
+    try:
+        text = open_with_dialog(win, monkeypatch, saved_run)
+        assert "was recorded with test-brain (" in text and "small has 300" in text, text
+        assert len(win.session) == 0
+    finally:
+        win.close()
+
+
+def damaged_copies(path: Path, folder: Path) -> dict[str, Path]:
+    """``path`` damaged in the ways a disk, a download or an editor damages files."""
+    raw = path.read_bytes()
+    header_len = int.from_bytes(raw[:8], "little")
+    copies = {
+        "empty": b"",
+        "truncated to the header": raw[:8 + header_len],
+        "truncated in the states": raw[:len(raw) - len(raw) // 5],
+        "last byte gone": raw[:-1],
+        "header not JSON": raw[:8] + b"{" * header_len + raw[8 + header_len:],
+        "header length huge": (10 ** 12).to_bytes(8, "little") + raw[8:],
+        "not a recording": b"hello, world\n" * 50,
+    }
+    for fraction in (0.02, 0.3, 0.55, 0.8, 0.97):
+        flipped = bytearray(raw)
+        flipped[int(len(raw) * fraction)] ^= 0x5A
+        copies[f"byte flipped at {fraction:.0%}"] = bytes(flipped)
+    paths = {}
+    for name, data in copies.items():
+        target = folder / (name.replace(" ", "-").replace("%", "pc") + ".flyrec")
+        target.write_bytes(data)
+        paths[name] = target
+    paths["a folder"] = folder / "folder.flyrec"
+    paths["a folder"].mkdir()
+    paths["missing"] = folder / "missing.flyrec"
+    return paths
+
+
+def test_damaged_recordings_give_a_message_in_the_app(qtbot, app_checkpoint, saved_run,  # noqa: F811
+                                                      tmp_path, monkeypatch):
+    win = make_window(qtbot, app_checkpoint, tmp_path, "damaged.ini")
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    try:
+        assert open_with_dialog(win, monkeypatch, saved_run) == ""   # the intact file opens
+        assert len(win.session) > 0
+        for name, path in damaged_copies(saved_run, folder).items():
+            text = open_with_dialog(win, monkeypatch, path)
+            assert text, f"{name}: no message"
+            assert len(text.splitlines()) == 1 and "Traceback" not in text, (name, text)
+            assert text == win.last_error, name
+            assert path.name in text or str(path) in text, (name, text)
+    finally:
+        win.close()

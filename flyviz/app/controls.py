@@ -88,6 +88,11 @@ class PromptBar(QWidget):
 
     def set_text(self, text: str) -> None:
         """Put ``text`` in the prompt box."""
+        # Select a suggestion with the same text: otherwise the combo box reports it as
+        # picked (and the prompt runs) as soon as the field loses focus, e.g. to a dialog.
+        index = self.box.findText(text, Qt.MatchFlag.MatchExactly | Qt.MatchFlag.MatchCaseSensitive)
+        if index >= 0:
+            self.box.setCurrentIndex(index)
         self.box.setEditText(text)
 
     def focus_text(self) -> None:

@@ -17,6 +17,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
 
 from flyviz.app.dialogs import ScreenshotDialog
+from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import ExportError, FlyvizError, RecordingError
 from flyviz.record.recording import FILE_SUFFIX, Recording
 
@@ -36,11 +37,26 @@ def check_recording_fits(recording: Recording, neurons: int | None, model_name: 
     if neurons is None:
         raise RecordingError("load the model this recording was made with first")
     if recording.neurons != neurons:
-        made_with = (recording.metadata.get("model_name") or recording.metadata.get("model")
+        identity = recording.metadata.get("model_identity")
+        made_with = ((identity.get("name") if isinstance(identity, dict) else None)
+                     or recording.metadata.get("model_name") or recording.metadata.get("model")
                      or "another model")
+        spec = identity.get("spec") if isinstance(identity, dict) else None
         raise RecordingError(
             f"{Path(path).name} was recorded with {made_with} ({recording.neurons:,} neurons) "
-            f"but {model_name} has {neurons:,}; open that model first")
+            f"but {model_name} has {neurons:,}; open "
+            f"{spec if spec and spec != made_with else 'that model'} first")
+
+
+def recording_model_mismatch(recording: Recording, checkpoint: Checkpoint,
+                             path: str | Path) -> str | None:
+    """How the loaded model differs from the one ``recording`` was made with (its stored
+    identity: graph and weights digests), one line; ``None`` when it is the same model or
+    the recording stores no identity."""
+    from flyviz.model.identity import identity_mismatch
+
+    return identity_mismatch(recording.metadata.get("model_identity"), checkpoint,
+                             Path(path).name)
 
 
 def is_dataset_folder(folder: str | Path) -> bool:
@@ -102,15 +118,26 @@ class FileController:
         return session.recording.save(recording_path(path))
 
     def open_recording(self, path: str | Path) -> Recording:
-        """Load a recording of the current model and show its last frame."""
+        """Load a recording of the current model and show its last frame.
+
+        A recording of another model of the same size is shown too, and the
+        window says how that model differs (graph or weights); one of another
+        size, or a damaged file, raises :class:`RecordingError` (one line).
+        """
         recording = Recording.load(path)
         bundle = self.window.bundle
         check_recording_fits(recording, None if bundle is None else bundle.checkpoint.config.neurons,
                              self.window.model_name, path)
+        mismatch = recording_model_mismatch(recording, bundle.checkpoint, path)
         self.window.runs.show_recording(recording)
         prompt = recording.metadata.get("prompt")
         if prompt:
             self.window.prompt_bar.set_text(str(prompt))
+        if mismatch:
+            self.window.show_message(f"{mismatch}. It is shown as recorded, on "
+                                     f"{self.window.model_name}'s neurons.",
+                                     error=True, dialog=True)
+            return recording
         other = recording.metadata.get("model_name")
         note = "" if not other or other == self.window.model_name else f" (recorded with {other})"
         self.window.show_message(f"opened {Path(path).name}: {len(recording):,} tokens{note}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, make_window  # noqa: F401
+from app_conftest import app_checkpoint, make_window, window  # noqa: F401
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QMessageBox, QPushButton
 
@@ -401,3 +401,27 @@ def test_damaged_recordings_give_a_message_in_the_app(qtbot, app_checkpoint, sav
             assert path.name in text or str(path) in text, (name, text)
     finally:
         win.close()
+
+
+def test_app_runs_are_model_frames_into_model_new_recording(qtbot, window):  # noqa: F811
+    """One orchestration: the worker steps Model.frames and the run's recording (and so
+    its metadata) is Model.new_recording's."""
+    model = window.bundle.model
+    calls: list[str] = []
+    made = []
+    frames, new_recording = model.frames, model.new_recording
+
+    def spy_frames(*args, **kwargs):
+        calls.append("frames")
+        return frames(*args, **kwargs)
+
+    def spy_new_recording(*args, **kwargs):
+        calls.append("new_recording")
+        made.append(new_recording(*args, **kwargs))
+        return made[-1]
+
+    model.frames, model.new_recording = spy_frames, spy_new_recording
+    record_run(window, qtbot, "Once upon a time", tokens=4)
+    assert calls == ["new_recording", "frames"]
+    assert window.session.recording is made[0] and len(made[0]) > 4
+    assert made[0].metadata["prompt"] == "Once upon a time"

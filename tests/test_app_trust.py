@@ -70,6 +70,7 @@ def test_verify_runs_in_the_background_and_is_remembered(qtbot, released, tmp_pa
         assert state_pixels(win, GREEN) > 20 and state_pixels(win, RED) == 0
         dialog = status.show_details()
         qtbot.waitExposed(dialog)
+        dialog.grab().save(str(tmp_path / "verification-details.png"))
         table = dialog.findChild(verification.QTableWidget, "verificationTable")
         assert table.rowCount() == len(win.verifier.report.checks) > 5
         assert {table.item(r, 2).text() for r in range(table.rowCount())} <= {"PASS", "SKIP"}
@@ -157,6 +158,13 @@ def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot,  # no
         assert "cancelled" in status.label.text() and not status.progress.isVisible()
         # A cancelled verification leaves nothing remembered.
         assert win.verifier.memory.recall(win.verifier.key) is None
+        # Closing the window while verifying stops the verification and waits for it.
+        assert win.verifier.verify()
+        thread = win.verifier._thread
+        qtbot.waitUntil(lambda: win.verifier.fraction > 0, timeout=5000)
+        started = time.perf_counter()
+        win.close()
+        assert thread.isFinished() and time.perf_counter() - started < 1.0
     finally:
         win.close()
 

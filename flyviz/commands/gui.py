@@ -37,12 +37,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _loader_with_dataset(model: str, dataset: Any) -> Any:
-    """The app's model loader, joining ``--model`` (only) to ``--dataset``."""
-    def load(spec: str, progress: Any) -> Any:
+    """The app's model loader, joining ``--model`` (only) to ``--dataset``; a dataset the
+    user chooses in the app (``dataset_dir``) comes first."""
+    def load(spec: str, progress: Any, dataset_dir: Any = None) -> Any:
         from flyviz.model.resolve import load_model
 
-        return load_model(spec, progress,
-                          dataset_dir=dataset if dataset is not None and spec == model else None)
+        if dataset_dir is None and dataset is not None and spec == model:
+            dataset_dir = dataset
+        return load_model(spec, progress, dataset_dir=dataset_dir)
 
     return load
 

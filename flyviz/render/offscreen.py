@@ -160,6 +160,12 @@ class FrameRenderer:
             frame_brain(self.view.camera, view, self.cloud.positions, self.cloud.shown,
                         aspect=vw / vh, orbit=orbit)
         self.base_azimuth = float(self.view.camera.azimuth)
+        # The view clips the cloud to its rectangle in framebuffer pixels, a rectangle
+        # vispy computes when the view moves, not when the canvas's framebuffer
+        # transform settles; a Qt canvas's settles after the view is made (it was
+        # a 1x1 pixel rectangle: Qt movies had no brain). Compute it now.
+        self.view._update_scene_clipper()
+        self.view._update_clipper()
         if style.gain is None:
             # Brightness gain from how crowded the brain is on screen in this view.
             self._draw()

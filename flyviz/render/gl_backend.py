@@ -14,6 +14,9 @@ after it painted) is current on the thread, and the other way round. So
 every use of an EGL canvas is bracketed by :func:`egl_current`: it releases
 a Qt context that is current first, and releases the EGL context after, so
 Qt's views keep working and later exports in the same process do too.
+
+vispy is imported on first use: the command line reads the names here
+(``--gl``'s choices and help) without loading it.
 """
 
 from __future__ import annotations
@@ -23,9 +26,6 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-
-import vispy.app
-from vispy import scene
 
 from flyviz.model.errors import ExportError
 
@@ -45,6 +45,8 @@ _apps: dict[str, Any] = {}
 
 
 def _make_app(name: str) -> Any:
+    import vispy.app
+
     if name == "egl":
         # Surfaceless: an EGL context with no window system at all.
         os.environ.setdefault("EGL_PLATFORM", "surfaceless")
@@ -132,6 +134,8 @@ def initialise_hidden_qt_canvas(canvas: Any) -> None:
 
 
 def _probe(app: Any) -> None:
+    from vispy import scene
+
     with egl_current(app):
         canvas = scene.SceneCanvas(size=(8, 8), show=False, app=app)
         try:

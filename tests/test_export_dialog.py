@@ -147,3 +147,51 @@ def test_export_from_a_window_with_a_live_brain_view(qtbot, tmp_path):
         assert win.brain.canvas.render()[..., :3].max() > 0
     finally:
         win.close()
+
+
+def test_dialog_starts_from_the_windows_display_settings(qtbot):
+    """Colours, range, point size, glow, gain, background and camera: what the window shows."""
+    from flyviz.render.camera import CameraPose
+    from flyviz.render.style import CloudStyle, ColourLayer, ColourScale, activation_layer
+
+    shown = CloudStyle(layer=activation_layer("abs", ColourScale.fixed(0.5)), point_size=6.5,
+                       glow=0.4, gain=1.7, background=(0.1, 0.2, 0.3, 1.0))
+    camera = CameraPose(azimuth=30.0, elevation=10.0, center=(1.0, 2.0, 3.0), scale_factor=400.0)
+    dialog = ExportDialog(recording(4), ball_layout(N), "dialog-test", style=shown, camera=camera)
+    qtbot.addWidget(dialog)
+    assert dialog.mode_combo.currentData() == "abs" and dialog.range_spin.value() == 0.5
+    assert dialog.style() == shown and dialog.camera() == camera
+    opts = dialog.options()
+    assert (opts.mode, opts.scale, opts.point_size, opts.glow) == ("abs", 0.5, 6.5, 0.4)
+    # The user changes some of them; the rest stays the window's.
+    dialog.mode_combo.setCurrentIndex(dialog.mode_combo.findData("signed"))
+    dialog.range_spin.setValue(0.0)
+    dialog.glow_spin.setValue(1.5)
+    dialog.view_combo.setCurrentIndex(dialog.view_combo.findData("top"))
+    style = dialog.style()
+    assert style.layer == activation_layer("signed", ColourScale.auto())
+    assert (style.glow, style.point_size, style.gain, style.background) == (
+        1.5, 6.5, 1.7, (0.1, 0.2, 0.3, 1.0))
+    assert dialog.camera() is None and dialog.options().view == "top"
+    assert dialog.options().scale is None
+
+    # A colour layer shown in the window is what the movie shows, over its own range.
+    importance = ColourLayer.static("importance", np.linspace(0, 1, N), label="lesion ΔCE",
+                                    scale=ColourScale.given(0.0, 1.0))
+    dialog = ExportDialog(recording(4), ball_layout(N), "dialog-test",
+                          style=shown.with_layer(importance))
+    qtbot.addWidget(dialog)
+    assert dialog.mode_combo.currentData() == "layer" and not dialog.range_spin.isEnabled()
+    assert "lesion ΔCE" in dialog.mode_combo.currentText()
+    assert dialog.style().layer is importance
+    assert dialog.view_combo.findData("window") == -1 and dialog.camera() is None
+
+
+def test_dialog_without_a_window_keeps_flyvizs_defaults(qtbot):
+    from flyviz.render.style import CloudStyle
+
+    dialog = ExportDialog(recording(4), ball_layout(N), "dialog-test")
+    qtbot.addWidget(dialog)
+    assert dialog.style() == CloudStyle() and dialog.camera() is None
+    assert dialog.options() == dialog.options().__class__(
+        size=(1280, 720), quality=20, stop=4, hold_seconds=1.0)

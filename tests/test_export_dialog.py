@@ -195,3 +195,35 @@ def test_dialog_without_a_window_keeps_flyvizs_defaults(qtbot):
     assert dialog.style() == CloudStyle() and dialog.camera() is None
     assert dialog.options() == dialog.options().__class__(
         size=(1280, 720), quality=20, stop=4, hold_seconds=1.0)
+
+
+def test_an_export_bug_is_named_as_one_and_logged(qtbot, tmp_path, monkeypatch, caplog):
+    """A bad setting is the setting's message; a bug says it is one and logs its traceback."""
+    import logging
+
+    from PySide6.QtWidgets import QDialog, QWidget
+
+    import flyviz.app.export_dialog as export_dialog
+    from flyviz.model.errors import ExportError
+
+    class Parent(QWidget):
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages: list[tuple[str, bool]] = []
+
+        def show_message(self, text: str, error: bool = False, dialog: bool = False) -> None:
+            self.messages.append((text, error))
+
+    parent = Parent()
+    qtbot.addWidget(parent)
+    monkeypatch.setattr(ExportDialog, "exec", lambda self: QDialog.DialogCode.Accepted)
+    outcomes = iter([(None, ExportError("cannot write .xyz files")),
+                     (None, ZeroDivisionError("division by zero"))])
+    monkeypatch.setattr(export_dialog, "run_export", lambda *a, **k: next(outcomes))
+    with caplog.at_level(logging.ERROR, logger="flyviz.app.export_dialog"):
+        for _ in range(2):
+            assert export_dialog.run_export_dialog(parent, recording(2), ball_layout(N), "x") is None
+    (setting, _), (bug, _) = parent.messages
+    assert setting == "cannot write .xyz files"
+    assert "unexpected error" in bug and "ZeroDivisionError: division by zero" in bug
+    assert [r.exc_info[0] for r in caplog.records] == [ZeroDivisionError]

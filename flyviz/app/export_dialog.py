@@ -13,6 +13,7 @@ leaves nothing under the chosen file name.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ from flyviz.model.errors import ExportError, FlyvizError
 from flyviz.record.recording import Recording
 from flyviz.render.camera import CameraPose
 from flyviz.render.style import CloudStyle, ColourScale, activation_layer
+
+log = logging.getLogger(__name__)
 
 #: (label, format, extension) in the format menu.
 FORMATS = (("MP4 (H.264)", "mp4", ".mp4"), ("WebM (VP9, smallest)", "webm", ".webm"),
@@ -479,12 +482,19 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
     except FlyvizError as exc:
         path, error = None, exc
     except Exception as exc:  # noqa: BLE001 - the app never crashes on an export
-        path, error = None, ExportError(f"export failed: {exc}")
+        path, error = None, exc
     if isinstance(error, ExportCancelled):
         tell("export cancelled; nothing was written")
         return None
     if error is not None:
-        message = str(error) if isinstance(error, FlyvizError) else f"export failed: {error}"
+        if isinstance(error, FlyvizError):
+            message = str(error)
+        else:
+            # A bug, not a bad setting: name it, and keep its traceback in the log.
+            log.error("export failed with an unexpected error",
+                      exc_info=(type(error), error, error.__traceback__))
+            message = f"export failed (an unexpected error, please report it): " \
+                      f"{type(error).__name__}: {error}"
         tell(message, error=True)
         return None
     tell(f"saved {path}")

@@ -10,8 +10,8 @@ waits for them; only the newest request counts when several overlap.
 
 from __future__ import annotations
 
+import logging
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +23,8 @@ from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
+
+log = logging.getLogger(__name__)
 
 #: ``load(spec, progress) -> Checkpoint``: resolves a folder, hub id or "demo".
 ModelLoadFunction = Callable[[str, Callable[[str, float], None]], Checkpoint]
@@ -159,9 +161,12 @@ class ModelLoader(QThread):
             self.failed.emit(self.spec, "out of memory while loading the model; "
                                         "close other programs or use a smaller model")
             return
-        except Exception as exc:  # never let a loader bug take the app down
-            traceback.print_exc()
-            self.failed.emit(self.spec, f"cannot load {self.spec!r}: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - never let a loader bug take the app down
+            # A bug, not a missing model: the message names the error and the log keeps
+            # its traceback.
+            log.exception("loading %r failed with an unexpected error", self.spec)
+            self.failed.emit(self.spec, f"cannot load {self.spec!r} (an unexpected error, "
+                                        f"please report it): {type(exc).__name__}: {exc}")
             return
         self.loaded.emit(bundle)
 

@@ -240,6 +240,8 @@ def test_export_movie_writes_frames_drawn_where_the_model_puts_its_neurons(tmp_p
     assert type(bad_fps.value).__name__ == "ExportError"
     with pytest.raises(RecordingError):
         flyviz.export_movie(out / "missing.flyrec", out / "x.mp4")
+    with pytest.raises(FlyvizError, match="OpenGL 'vulkan'.* auto, egl, default, osmesa"):
+        flyviz.export_movie(recording, out / "x.mp4", gl="vulkan")
     pngs = sorted((out / "frames").glob("*.png"))
     assert len(pngs) == 2
     image = iio.imread(pngs[-1])

@@ -162,7 +162,7 @@ def requested_backend(name: str | None = None) -> str | None:
     if not name:
         return None
     if name not in BACKENDS:
-        shown = f"--gl {name}" if source == "--gl" else f"{GL_ENVIRONMENT}={name!r}"
+        shown = f"OpenGL {name!r}" if source == "--gl" else f"{GL_ENVIRONMENT}={name!r}"
         raise ExportError(f"{shown}: the offscreen OpenGL must be one of auto, "
                           f"{', '.join(BACKENDS)}")
     return name

@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     QApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
     use_gl(getattr(args, "gl", "auto"))
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
     app.setApplicationDisplayName("flyviz")
     app.setDesktopFileName("org.flyviz.flyviz")
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
     # The engine and export run in worker threads; a garbage collection that starts
     # there and frees a Qt object aborts the process. Collect on the GUI thread only.
-    app._flyviz_gc = GarbageCollector(interval=1.0)
+    app._flyviz_gc = GarbageCollector(interval=1.0)  # type: ignore[attr-defined]
     vispy.use(app="pyside6")
     from flyviz.app.main_window import MainWindow, install_excepthook
     from flyviz.app.theme import apply_dark_theme

@@ -63,7 +63,7 @@ def _dialog_frame(win, qtbot, recording: Recording, index: int, size: tuple[int,
     dialog.hold_spin.setValue(0.0)
     dialog.overlays_check.setChecked(False)
     runner = ExportRunner(recording, win.anatomy, dialog.output_path(), dialog.options(),
-                          "agreement", style=dialog.style(), camera=dialog.camera())
+                          "agreement", style=dialog.cloud_style(), camera=dialog.camera())
     with qtbot.waitSignal(runner.done, timeout=60_000) as blocker:
         runner.start()
     assert blocker.args[1] is None, blocker.args[1]

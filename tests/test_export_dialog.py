@@ -160,7 +160,7 @@ def test_dialog_starts_from_the_windows_display_settings(qtbot):
     dialog = ExportDialog(recording(4), ball_layout(N), "dialog-test", style=shown, camera=camera)
     qtbot.addWidget(dialog)
     assert dialog.mode_combo.currentData() == "abs" and dialog.range_spin.value() == 0.5
-    assert dialog.style() == shown and dialog.camera() == camera
+    assert dialog.cloud_style() == shown and dialog.camera() == camera
     opts = dialog.options()
     assert (opts.mode, opts.scale, opts.point_size, opts.glow) == ("abs", 0.5, 6.5, 0.4)
     # The user changes some of them; the rest stays the window's.
@@ -168,7 +168,7 @@ def test_dialog_starts_from_the_windows_display_settings(qtbot):
     dialog.range_spin.setValue(0.0)
     dialog.glow_spin.setValue(1.5)
     dialog.view_combo.setCurrentIndex(dialog.view_combo.findData("top"))
-    style = dialog.style()
+    style = dialog.cloud_style()
     assert style.layer == activation_layer("signed", ColourScale.auto())
     assert (style.glow, style.point_size, style.gain, style.background) == (
         1.5, 6.5, 1.7, (0.1, 0.2, 0.3, 1.0))
@@ -183,7 +183,7 @@ def test_dialog_starts_from_the_windows_display_settings(qtbot):
     qtbot.addWidget(dialog)
     assert dialog.mode_combo.currentData() == "layer" and not dialog.range_spin.isEnabled()
     assert "lesion ΔCE" in dialog.mode_combo.currentText()
-    assert dialog.style().layer is importance
+    assert dialog.cloud_style().layer is importance
     assert dialog.view_combo.findData("window") == -1 and dialog.camera() is None
 
 
@@ -192,7 +192,7 @@ def test_dialog_without_a_window_keeps_flyvizs_defaults(qtbot):
 
     dialog = ExportDialog(recording(4), ball_layout(N), "dialog-test")
     qtbot.addWidget(dialog)
-    assert dialog.style() == CloudStyle() and dialog.camera() is None
+    assert dialog.cloud_style() == CloudStyle() and dialog.camera() is None
     assert dialog.options() == dialog.options().__class__(
         size=(1280, 720), quality=20, stop=4, hold_seconds=1.0)
 

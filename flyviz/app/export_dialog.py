@@ -200,8 +200,9 @@ class ExportDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(self.summary)
         layout.addWidget(buttons)
-        for spin in (self.first_spin, self.last_spin, self.fps_spin, self.k_spin, self.hold_spin):
+        for spin in (self.first_spin, self.last_spin, self.fps_spin, self.k_spin):
             spin.valueChanged.connect(self._update_summary)
+        self.hold_spin.valueChanged.connect(self._update_summary)
         self._on_format_change()
         self._on_colours_change()
 
@@ -235,7 +236,7 @@ class ExportDialog(QDialog):
             scale=self.range_spin.value() or None, hold_seconds=self.hold_spin.value(),
             point_size=self.point_spin.value(), glow=self.glow_spin.value()).validate()
 
-    def style(self) -> CloudStyle:
+    def cloud_style(self) -> CloudStyle:
         """How the movie draws the brain: the window's style with the form's changes.
 
         The colours (the state as signed or |h| over the form's range, or the
@@ -463,8 +464,9 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
     settings (see :class:`ExportDialog`).
     """
     def tell(text: str, error: bool = False) -> None:
-        if hasattr(parent, "show_message"):
-            parent.show_message(text, error=error, dialog=error)
+        show_message = getattr(parent, "show_message", None)  # the main window's
+        if show_message is not None:
+            show_message(text, error=error, dialog=error)
         elif error:
             QMessageBox.warning(parent, "Export movie", text)
         else:
@@ -478,7 +480,7 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
         return None
     try:
         path, error = run_export(parent, recording, anatomy, dialog.output_path(), dialog.options(),
-                                 model_name, style=dialog.style(), camera=dialog.camera())
+                                 model_name, style=dialog.cloud_style(), camera=dialog.camera())
     except FlyvizError as exc:
         path, error = None, exc
     except Exception as exc:  # noqa: BLE001 - the app never crashes on an export

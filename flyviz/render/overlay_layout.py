@@ -284,7 +284,7 @@ class OverlayLayout:
                 x = m
                 y = y0 + li * line_h
                 run: list[str] = []
-                run_style = None
+                run_style = -1
                 run_x = x
                 for ch, style in line + [("", -1)]:
                     if style != run_style and run:

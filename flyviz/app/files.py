@@ -182,8 +182,11 @@ class FileController:
             window.show_message(f"movie export is unavailable: {exc}", error=True, dialog=True)
             return
         window.runs.pause()   # the movie shows the recording as it is now
+        # The form starts from what the window shows: its colours, range, size, glow,
+        # gain, background and camera.
         export_dialog.run_export_dialog(window, session.recording, window.anatomy,
-                                        window.model_name)
+                                        window.model_name, style=window.brain.style,
+                                        camera=window.brain.camera_pose())
 
     def screenshot_dialog(self) -> None:
         """Alt+S: choose what and how large, then where."""

@@ -128,13 +128,14 @@ def test_shortcuts_dialog_lists_every_shortcut_and_about_credits(window, qtbot):
 
     import html
 
-    from flyviz.app.main_window import CONNECTOME_CREDIT, _demo_description
+    import dataclasses
+
+    from flyviz.app.dialogs import CONNECTOME_CREDIT, about_text, demo_description
 
     about = win.about_text()
     assert "test-brain" in about and html.escape(CONNECTOME_CREDIT) in about
-    win.model_spec = "demo"                                 # the demo says what it is instead
-    demo_about = win.about_text()
-    assert html.escape(_demo_description()) in demo_about
+    demo_about = about_text(dataclasses.replace(win.bundle, spec="demo"))   # says what it is
+    assert html.escape(demo_description()) in demo_about
     assert html.escape(CONNECTOME_CREDIT) not in demo_about
 
 
@@ -172,6 +173,28 @@ def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtb
 
     calls = []
     monkeypatch.setattr(export_dialog, "run_export_dialog",
-                        lambda parent, rec, anatomy, name: calls.append((parent, rec, anatomy, name)))
+                        lambda parent, rec, anatomy, name, **kw: calls.append(
+                            (parent, rec, anatomy, name, kw)))
     win.actions_by_name["export_movie"].trigger()
-    assert calls == [(win, win.session.recording, win.anatomy, win.model_name)]
+    # The form starts from the window's display settings and camera.
+    assert calls == [(win, win.session.recording, win.anatomy, win.model_name,
+                      {"style": win.brain.style, "camera": win.brain.camera_pose()})]
+
+
+def test_a_new_dock_and_action_take_a_few_lines_and_appear_in_the_menus(window, qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QLabel
+
+    win = window
+    calls = []
+    dock = win.add_dock("extra", "Extra panel", QLabel("extra"), Qt.DockWidgetArea.RightDockWidgetArea)
+    action = win.actions_registry.add("extra_action", "E&xtra action", lambda: calls.append(1),
+                                      "Ctrl+Shift+X", "Do the extra thing")
+    win.actions_registry.menu("Run").addAction(action)
+    view_titles = [a.text() for a in win.actions_registry.menu("View").actions()]
+    assert dock.toggleViewAction().text() in view_titles
+    assert view_titles.index("Extra panel") < view_titles.index("Reset &layout")
+    action.trigger()
+    assert calls == [1]
+    rows = win.actions_registry.shortcut_rows()
+    assert ("Ctrl+Shift+X", "Do the extra thing") in rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
@@ -36,7 +37,8 @@ def test_plots_repaint_when_the_shown_token_changes(window, qtbot, app_checkpoin
     win.session.replace(one_hot_recording(n, [1, 2, 3, 4]))
     win.select_neuron(2)
     win.show_token(0)
-    qtbot.wait(120)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
+    QApplication.processEvents()             # their repaints for frame 0 are done
     plots = {"top-k": win.topk_panel.plot, "raster": win.raster_panel.plot,
              "traces": win.trace_panel.plot, "inspector": win.inspector.trace}
     counters = dict(zip(plots, _counters(plots.values())))
@@ -50,7 +52,8 @@ def test_mouse_wheel_on_the_traces_repaints_them(window, qtbot, app_checkpoint):
     win = window
     win.session.replace(one_hot_recording(app_checkpoint.config.neurons, [1, 2, 3, 4]))
     win.show_token(1)
-    qtbot.wait(120)
+    qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
+    QApplication.processEvents()
     plot = win.trace_panel.plot
     (counter,) = _counters([plot])
     before = plot.getPlotItem().vb.viewRange()[0]
@@ -61,3 +64,48 @@ def test_mouse_wheel_on_the_traces_repaints_them(window, qtbot, app_checkpoint):
     QApplication.sendEvent(plot.viewport(), wheel)
     qtbot.waitUntil(lambda: counter.paints > 0, timeout=3000)
     assert plot.getPlotItem().vb.viewRange()[0] != before      # the wheel zoomed the x axis
+
+
+def _near(colour, rgb, tolerance: int = 40) -> bool:
+    return all(abs(c - v) <= tolerance for c, v in zip((colour.red(), colour.green(), colour.blue()),
+                                                      rgb))
+
+
+def test_the_traces_legend_keeps_off_the_curves(window, qtbot, app_checkpoint):
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QColor
+
+    from flyviz.app import theme
+    from flyviz.app._testing import make_frame
+    from flyviz.record.recording import Recording
+
+    win = window
+    n = app_checkpoint.config.neurons
+    rec = Recording(n)
+    for i in range(60):    # top-1 probability 1.0 throughout: the curve runs along the top
+        frame = make_frame(i, np.zeros(n), top_k=1)
+        frame.top_k_probabilities[:] = 1.0
+        rec.append(frame)
+    win.docks["traces"].setFloating(True)
+    win.docks["traces"].resize(700, 260)
+    win.session.replace(rec)
+    win.refresh_panels()
+    panel = win.trace_panel
+    plot = panel.plot
+    qtbot.waitUntil(lambda: plot.viewport().width() >= 600, timeout=3000)
+    vb = plot.getPlotItem().vb
+    violet = QColor(theme.VIOLET)
+    rgb = (violet.red(), violet.green(), violet.blue())
+    image = plot.grab().toImage()
+    covered = 0
+    xs = np.linspace(1, 58, 200)
+    for x in xs:
+        point = plot.mapFromScene(vb.mapViewToScene(QPointF(float(x), 1.0)))
+        column = [image.pixelColor(point.x(), y) for y in range(point.y() - 3, point.y() + 4)]
+        if not any(_near(c, rgb) for c in column):
+            covered += 1
+    assert covered == 0, f"{covered} of {len(xs)} points of the curve are hidden"
+    # The legend is shown, outside the data area.
+    legend = panel.legend
+    assert legend.isVisible() and "top-1 probability" in legend.text
+    assert not legend.sceneBoundingRect().intersects(vb.sceneBoundingRect())

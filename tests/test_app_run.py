@@ -7,6 +7,7 @@ import pytest
 from app_conftest import (app_checkpoint, expected_frames, flyviz_threads,  # noqa: F401
                           make_window, window)
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from flyviz.app.worker import IDLE, PAUSED, RUNNING
 from flyviz.record.run import GenerationSettings
@@ -55,13 +56,15 @@ def test_pause_step_resume_stop_and_reset(window, qtbot):
 
     win.toggle_play()                       # Space: pause
     _settle(win, qtbot, PAUSED)
-    paused_at = len(win.session)
-    qtbot.wait(300)
-    assert len(win.session) == paused_at    # nothing arrives while paused
+    assert not win.engine_thread.stepping()  # nothing more will come...
+    QApplication.processEvents()
+    paused_at = len(win.session)             # ...once what was on its way arrived
+    assert len(win.session) == paused_at
 
     qtbot.keyClick(win, Qt.Key.Key_Right)   # →: one model step at the newest token
     qtbot.waitUntil(lambda: len(win.session) == paused_at + 1, timeout=3000)
-    qtbot.wait(200)
+    assert not win.engine_thread.stepping()
+    QApplication.processEvents()
     assert len(win.session) == paused_at + 1
     assert win.worker_state == PAUSED
 
@@ -78,8 +81,10 @@ def test_pause_step_resume_stop_and_reset(window, qtbot):
         qtbot.keyClick(win, Qt.Key.Key_Escape)
     assert ended.args[0] == "stopped"
     _settle(win, qtbot, IDLE)
+    assert not win.engine_thread.stepping()
+    QApplication.processEvents()
     stopped_at = len(win.session)
-    qtbot.wait(200)
+    QApplication.processEvents()
     assert len(win.session) == stopped_at
 
     win.reset_run()
@@ -132,7 +137,7 @@ def test_closing_during_a_run_stops_every_thread(qtbot, app_checkpoint, tmp_path
     assert not win.engine_thread.thread.isRunning()
     assert flyviz_threads() == []
     count = len(win.session)
-    qtbot.wait(200)                         # nothing queued arrives after close
+    QApplication.processEvents()            # frames still queued are not taken after close
     assert len(win.session) == count
 
 

@@ -36,7 +36,7 @@ def _prepare(win, qtbot, lit_count: int = 3) -> list[int]:
     win.controls.auto_scale.setChecked(False)
     win.controls.fixed_limit.setValue(1.0)
     win.controls.mode.setCurrentIndex(win.controls.mode.findData("abs"))
-    qtbot.wait(50)
+    assert win.brain.mode == "abs" and not win.brain.auto and win.brain.smoothing_s == 0
     w, h = win.brain.canvas.size
     xy, _ = _screen(win)
     neurons = lit_neurons_far_apart(xy / win.brain.canvas.native.devicePixelRatioF(),
@@ -55,7 +55,7 @@ def test_scrubbing_shows_that_tokens_state_in_the_cloud(window, qtbot, app_check
     images = {}
     for index in (0, 2, 1):
         win.show_token(index)
-        qtbot.wait(80)                                          # one display tick at least
+        qtbot.waitUntil(lambda: win.display.showing(index), timeout=3000)  # noqa: B023
         images[index] = _brightness(win.brain.render_image())
 
     for index, lit in enumerate((a, b, c)):
@@ -155,10 +155,10 @@ def test_superclass_filter_dims_the_other_neurons(window, qtbot, app_checkpoint)
 
     rec.append(make_frame(0, state))
     win.session.replace(rec)
-    qtbot.wait(80)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
     before = _brightness(win.brain.render_image())
     win.controls.superclass.setCurrentIndex(win.controls.superclass.findData(target))
-    qtbot.wait(80)
+    assert win.brain.emphasis is not None                      # applied at once
     after = _brightness(win.brain.render_image())
     assert _disc_max(after, xy[inside]) >= 0.9 * _disc_max(before, xy[inside])
     assert _disc_max(after, xy[outside]) < 0.5 * _disc_max(before, xy[outside])
@@ -169,7 +169,7 @@ def test_screenshot_of_the_brain_at_double_scale(window, qtbot, app_checkpoint, 
     win = window
     (a,) = _prepare(win, qtbot, 1)
     win.session.replace(one_hot_recording(app_checkpoint.config.neurons, [a]))
-    qtbot.wait(80)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
     path = win.save_screenshot(tmp_path / "brain", "brain", 2.0)
     assert path.suffix == ".png"
     image = QImage(str(path))
@@ -232,7 +232,7 @@ def test_text_hover_and_top_k_bars_describe_the_shown_frame(window, qtbot, app_c
                                                        (" upon", True), (" a", True)]
     # Frame 1 shows the text up to the token it predicted.
     assert win.text_panel.toPlainText() == "Once upon upon"
-    tip = win.text_panel.token_tooltip(2)
+    tip = win.text_panel.piece_tooltip(2)
     assert f"probability {rec[1].probability:.1%}" in tip and "t0" in tip and "t4" in tip
     # Hovering the third token ("Once" + " upon" before it) shows that tooltip.
     from PySide6.QtGui import QTextCursor
@@ -274,4 +274,33 @@ def test_view_and_colour_keys(window, qtbot):
     mode = win.brain.mode
     qtbot.keyClick(win, Qt.Key.Key_M)
     assert win.brain.mode != mode and win.brain.cloud.mode == win.brain.mode
-    assert win.raster_panel._mode == win.brain.mode
+    qtbot.waitUntil(lambda: win.raster_panel._mode == win.brain.mode, timeout=3000)
+
+
+def test_dragging_the_camera_draws_fewer_neurons_until_it_settles(window, qtbot):
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtWidgets import QApplication
+
+    win = window
+    brain = win.brain
+    if not brain.software_gl:
+        pytest.skip("fewer neurons while moving only with a software OpenGL")
+    canvas = brain.canvas.native
+    camera = brain.view.camera
+    azimuth = camera.azimuth
+    start = QPointF(canvas.width() / 2, canvas.height() / 2)
+
+    def send(kind, point, buttons):
+        event = QMouseEvent(kind, point, canvas.mapToGlobal(point), Qt.MouseButton.LeftButton,
+                            buttons, Qt.KeyboardModifier.NoModifier)
+        QApplication.sendEvent(canvas, event)
+
+    send(QMouseEvent.Type.MouseButtonPress, start, Qt.MouseButton.LeftButton)
+    for dx in range(10, 110, 10):
+        send(QMouseEvent.Type.MouseMove, start + QPointF(dx, 0), Qt.MouseButton.LeftButton)
+    assert camera.azimuth != azimuth                           # the drag orbited the camera
+    assert brain.cloud.detail == brain.interaction_detail < 1.0
+    send(QMouseEvent.Type.MouseButtonRelease, start + QPointF(100, 0), Qt.MouseButton.NoButton)
+    qtbot.waitUntil(lambda: brain.cloud.detail == 1.0, timeout=3000)
+    assert win.selected_neuron is None                         # a drag is not a click

@@ -78,3 +78,32 @@ def test_empty_space_and_hidden_neurons_pick_nothing(scene):
     hit = pick_in_view(cloud, positions, visible, tuple(xy[0]), radius_px=0.5)
     assert hit != 2
     assert pick_in_view(cloud, positions, all_visible, tuple(xy[0]), radius_px=0.5) == 2
+
+
+def test_a_camera_chain_is_one_matrix_and_projects_the_same():
+    from vispy import scene
+
+    from flyviz.render.picking import transform_matrix
+
+    canvas = scene.SceneCanvas(size=(320, 240), show=False)
+    try:
+        view = canvas.central_widget.add_view()
+        view.camera = scene.TurntableCamera(fov=40, azimuth=33, elevation=21)
+        view.camera.set_range(x=(-50, 50), y=(-30, 30), z=(-20, 20))
+        chain = view.scene.node_transform(canvas.scene)
+        matrix = transform_matrix(chain)
+        assert matrix is not None
+        points = np.random.default_rng(2).uniform(-60, 60, (500, 3))
+        homogeneous = np.concatenate([points, np.ones((500, 1))], axis=1)
+        expected = np.asarray(chain.map(homogeneous))
+        np.testing.assert_allclose(homogeneous @ matrix, expected, rtol=1e-9, atol=1e-9)
+    finally:
+        canvas.close()
+
+
+def test_a_transform_that_is_not_linear_has_no_matrix():
+    from vispy.visuals.transforms import LogTransform
+
+    from flyviz.render.picking import transform_matrix
+
+    assert transform_matrix(LogTransform(base=(10, 0, 0))) is None

@@ -4,11 +4,22 @@ Nothing outside this package imports Qt: :mod:`flyviz.model` and
 :mod:`flyviz.record` stay usable from scripts and notebooks. The main pieces:
 
 :mod:`flyviz.app.main_window`
-    The window, its docks, actions and shortcuts.
+    The window: which widget goes in which dock, which action goes where.
+:mod:`flyviz.app.run_control`
+    Runs, pauses, steps, replays and scrubbing, without a window.
+:mod:`flyviz.app.model_control`
+    Loading a model and preparing it off the UI thread.
+:mod:`flyviz.app.display`
+    Keeps the brain and the panels on the shown frame, at display rate.
+:mod:`flyviz.app.actions`, :mod:`flyviz.app.window_layout`
+    Commands, shortcuts and menus; docks and a window that fits the screen.
+:mod:`flyviz.app.files`, :mod:`flyviz.app.dialogs`
+    Recordings, screenshots and movies; the small dialogs.
 :mod:`flyviz.app.worker`
-    The engine thread and the background model loader.
+    The engine thread.
 :mod:`flyviz.app.session`
     The recording every view reads and the frame it shows.
-:mod:`flyviz.app.brain_view`, :mod:`flyviz.app.panels`, :mod:`flyviz.app.inspector`
+:mod:`flyviz.app.brain_view`, :mod:`flyviz.app.panels`, :mod:`flyviz.app.inspector`,
+:mod:`flyviz.app.model_panel`
     The views.
 """

@@ -1,9 +1,10 @@
-"""Benchmark of the desktop app at full size: redraw rate and token rate, window vs engine.
+"""Benchmark of the desktop app at full size: redraw rate, token rate, and event-loop stalls.
 
 Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
 
-    python -m flyviz.app.bench [--tokens 150] [--size 1280x720] [--speed-cap 0] [--json]
-    python -m flyviz.app.bench --startup demo     # time to a usable window / to the model
+    python -m flyviz.app.bench [--tokens 150] [--size 1280x720] [--repeat 3] [--json]
+    python -m flyviz.app.bench --stalls [--tokens 300]   # worst event-loop stall under use
+    python -m flyviz.app.bench --startup demo            # time to a usable window / to the model
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
 9,050,172 synapses, rank-64 readout), then in one process:
@@ -13,18 +14,27 @@ It builds a synthetic model with the real sizes (49,393 neurons with somata,
 2. opens the main window with the brain view at ``--size``, runs the same
    prompt (no speed cap unless ``--speed-cap``) and records when each frame
    arrives and when the canvas redraws;
-3. scrubs through the finished run, one token per display tick, and records
-   the redraws again (the drawing cost with no engine working).
+3. scrubs through the finished run, one token per tick of a ``--scrub-hz``
+   timer, and records the redraws again (the drawing cost with no engine working).
 
-It prints medians (per-token and per-redraw intervals) and the ratio of the
-window's token rate to the engine's. Nothing here is a test: figures depend on
-the machine, so they are reported, not asserted.
+Steps 2 and 3 are repeated ``--repeat`` times; it prints the median of each
+figure and its range over the repeats.
+
+``--stalls`` instead runs the prompt in a window of ``--window`` size while
+clicking neurons, scrubbing the timeline, going live and resizing the window,
+and measures how long the event loop was blocked: a 5 ms heartbeat timer
+records its own lateness. It prints the worst and the 99th-percentile stall and
+the actions during the worst ones.
+
+Nothing here is a test: figures depend on the machine, so they are reported,
+not asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -32,6 +42,9 @@ import time
 from pathlib import Path
 
 _PROCESS_START = time.perf_counter()
+
+#: Interval of the stall monitor's heartbeat (ms).
+HEARTBEAT_MS = 5
 
 
 def _median_rate(times: list[float]) -> float:
@@ -47,6 +60,11 @@ def _overall_rate(start: float, times: list[float]) -> float:
     return len(times) / (times[-1] - start) if times and times[-1] > start else 0.0
 
 
+def _mean_rate(times: list[float]) -> float:
+    """Events per second from the first to the last event."""
+    return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 2 else 0.0
+
+
 def _engine_alone(checkpoint, tokenizer, prompt, settings, threads: int) -> tuple[float, float, int]:
     """(overall tokens/s, median tokens/s, frames) of iter_frames with no window."""
     from flyviz.model.engine import Engine
@@ -59,19 +77,35 @@ def _engine_alone(checkpoint, tokenizer, prompt, settings, threads: int) -> tupl
     return _overall_rate(start, stamps), _median_rate(stamps), len(stamps)
 
 
+def _app():
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    from flyviz.app.theme import apply_dark_theme
+
+    apply_dark_theme(app)
+    return app
+
+
+def _run_loop(app, seconds: float) -> None:
+    """Run the real event loop for ``seconds`` (or until something calls ``app.exit``)."""
+    from PySide6.QtCore import QTimer
+
+    # exit(), not quit(): since Qt 6, quit() first closes every window.
+    QTimer.singleShot(int(seconds * 1000), lambda: app.exit(0))
+    app.exec()
+
+
 def startup(spec: str) -> dict[str, float | str]:
     """Seconds from the start of this process until the window is up and until ``spec`` is ready.
 
     The model loads in the background, so the window is usable before it is.
     """
     from PySide6.QtCore import QSettings, QTimer
-    from PySide6.QtWidgets import QApplication
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = _app()
     from flyviz.app.main_window import MainWindow
-    from flyviz.app.theme import apply_dark_theme
 
-    apply_dark_theme(app)
     settings = QSettings(str(Path(tempfile.mkdtemp(prefix="flyviz-bench-")) / "settings.ini"),
                          QSettings.Format.IniFormat)
     window = MainWindow(model_spec=spec, settings=settings)
@@ -95,6 +129,261 @@ def startup(spec: str) -> dict[str, float | str]:
     return times
 
 
+def _full_size_model(tokens: int):
+    """(checkpoint, tokenizer, prompt, settings, seconds to build) of the synthetic full brain."""
+    from flyviz.model.synthetic import FULL_EDGES, FULL_NEURONS, make_random_checkpoint, write_tokenizer
+    from flyviz.model.tokenizer import FlyTokenizer
+    from flyviz.record.run import GenerationSettings
+
+    prompt = "Once upon a time, there was a"
+    settings = GenerationSettings(max_new_tokens=tokens, temperature=0.0, top_k=20)
+    tmp = Path(tempfile.mkdtemp(prefix="flyviz-bench-"))
+    tokenizer_path = write_tokenizer(tmp / "tokenizer.json", vocab_size=1024)
+    vocabulary = FlyTokenizer(tokenizer_path).vocab_size
+    t0 = time.perf_counter()
+    checkpoint = make_random_checkpoint(FULL_NEURONS, FULL_EDGES, readout_rank=64,
+                                        vocabulary=vocabulary, tokenizer_path=tokenizer_path,
+                                        name="synthetic full size")
+    return checkpoint, FlyTokenizer(tokenizer_path), prompt, settings, time.perf_counter() - t0
+
+
+def _window(app, checkpoint, tokens: int, speed_cap: float):
+    """A shown main window on ``checkpoint`` with greedy settings and user settings kept apart."""
+    from PySide6.QtCore import QSettings
+
+    from flyviz.app.main_window import MainWindow
+
+    folder = Path(tempfile.mkdtemp(prefix="flyviz-bench-"))
+    window = MainWindow(model_spec=None,
+                        settings=QSettings(str(folder / "settings.ini"), QSettings.Format.IniFormat))
+    window.show()
+    window.set_checkpoint(checkpoint)
+    window.controls.speed_cap.setValue(speed_cap)
+    window.controls.temperature.setValue(0.0)
+    window.controls.max_new_tokens.setValue(tokens)
+    return window
+
+
+def _measure_run_and_scrub(app, window, prompt: str, scrub_hz: float,
+                           scrub_s: float) -> dict[str, float]:
+    """One run in the window and one scrubbing pass: token and redraw rates."""
+    from PySide6.QtCore import QTimer
+
+    arrivals: list[float] = []
+    drawn: list[float] = []
+    on_frame = lambda _n: arrivals.append(time.perf_counter())  # noqa: E731
+    on_end = lambda _reason, _n: app.exit(0)  # noqa: E731
+    on_draw = lambda _event: drawn.append(time.perf_counter())  # noqa: E731
+    window.session.frames_appended.connect(on_frame)
+    window.run_ended.connect(on_end)
+    window.brain.canvas.events.draw.connect(on_draw)
+    QTimer.singleShot(600_000, lambda: app.exit(0))
+    start = time.perf_counter()
+    window.run_prompt(prompt)
+    app.exec()                                # the real event loop, as in the app
+    end = time.perf_counter()
+    window.session.frames_appended.disconnect(on_frame)
+    window.run_ended.disconnect(on_end)
+    draws = [t for t in drawn if start <= t <= end]
+
+    # Scrubbing the finished run (no engine working): one token per scrub tick.
+    scrub = QTimer()
+    scrub.timeout.connect(lambda: window.show_token((window.session.index + 1)
+                                                    % len(window.session)))
+    scrub.start(max(1, int(round(1000.0 / scrub_hz))))
+    scrub_start = time.perf_counter()
+    cpu_start, ui_cpu_start = time.process_time(), time.thread_time()
+    _run_loop(app, scrub_s)
+    cpu, ui_cpu = time.process_time() - cpu_start, time.thread_time() - ui_cpu_start
+    scrub.stop()
+    window.brain.canvas.events.draw.disconnect(on_draw)
+    scrub_draws = [t for t in drawn if t >= scrub_start]
+    per_draw = 1000.0 / max(1, len(scrub_draws))
+    return {
+        "frames_in_window": len(arrivals),
+        "window_tokens_per_s": _overall_rate(start, arrivals),
+        "redraws_per_s_median": _median_rate(draws),
+        "redraws_per_s_mean": _mean_rate(draws),
+        "run_wall_s": end - start,
+        "scrubbing_redraws_per_s_median": _median_rate(scrub_draws),
+        "scrubbing_redraws_per_s_mean": _mean_rate(scrub_draws),
+        # CPU time per redraw while scrubbing (no engine): the cost of a frame, whatever
+        # else the machine is doing; all threads (llvmpipe's too), and the UI thread alone.
+        "scrubbing_cpu_ms_per_redraw": cpu * per_draw,
+        "scrubbing_ui_thread_cpu_ms_per_redraw": ui_cpu * per_draw,
+    }
+
+
+def frame_rates(args: argparse.Namespace) -> dict:
+    """Steps 1-3 of the module docstring; medians and ranges over ``args.repeat`` repeats."""
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    checkpoint, tokenizer, prompt, settings, build_s = _full_size_model(args.tokens)
+    from flyviz.app.worker import engine_threads
+    from flyviz.model.engine import default_threads
+
+    result: dict = {"neurons": checkpoint.config.neurons, "synapses": checkpoint.n_edges,
+                    "shown_neurons": int(checkpoint.anatomy.n_valid),
+                    "model_build_s": round(build_s, 2)}
+    engine_rate = 0.0
+    if not args.skip_engine:
+        engine_rate, engine_median, frames = _engine_alone(checkpoint, tokenizer, prompt, settings,
+                                                           default_threads())
+        app_threads_rate, _, _ = _engine_alone(checkpoint, tokenizer, prompt, settings,
+                                               engine_threads())
+        result.update(frames=frames, engine_threads=default_threads(),
+                      app_engine_threads=engine_threads(),
+                      engine_alone_tokens_per_s=round(engine_rate, 1),
+                      engine_alone_median_tokens_per_s=round(engine_median, 1),
+                      engine_alone_app_threads_tokens_per_s=round(app_threads_rate, 1))
+
+    app = _app()
+    window = _window(app, checkpoint, args.tokens, args.speed_cap)
+    window.brain.setFixedSize(width, height)
+    window.adjustSize()
+    _run_loop(app, 2.0)                       # let the window settle
+    runs = [_measure_run_and_scrub(app, window, prompt, args.scrub_hz, args.scrub_seconds)
+            for _ in range(max(1, args.repeat))]
+    result.update(canvas_px=[int(v) for v in window.brain.canvas.physical_size],
+                  window_px=[window.width(), window.height()], window_speed_cap=args.speed_cap,
+                  repeats=len(runs), scrub_hz=args.scrub_hz)
+    window.close()
+    for key in runs[0]:
+        values = [run[key] for run in runs]
+        result[key] = round(statistics.median(values), 1)
+        if len(values) > 1:
+            result[key + "_range"] = [round(min(values), 1), round(max(values), 1)]
+    if engine_rate:
+        result["window_vs_engine"] = round(result["window_tokens_per_s"] / engine_rate, 2)
+    return result
+
+
+# ---------------------------------------------------------------- stalls
+class StallMonitor:
+    """How late a fast heartbeat timer on the UI thread fires: the event loop's stalls.
+
+    Each heartbeat records when it ran; a gap longer than the interval means the
+    event loop was busy (an event handler, a paint, a relayout) for that long.
+    """
+
+    def __init__(self, interval_ms: int = HEARTBEAT_MS) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.interval_s = interval_ms / 1000.0
+        self.beats: list[float] = []
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(lambda: self.beats.append(time.perf_counter()))
+
+    def start(self) -> None:
+        self.beats.clear()
+        self.beats.append(time.perf_counter())
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def stalls(self) -> list[tuple[float, float]]:
+        """``(end time, stall seconds)`` for every heartbeat: its gap beyond the interval."""
+        return [(b, max(0.0, b - a - self.interval_s)) for a, b in zip(self.beats, self.beats[1:])]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, int(round(q / 100.0 * (len(ordered) - 1))))]
+
+
+def stalls(args: argparse.Namespace) -> dict:
+    """Run the prompt while clicking, scrubbing and resizing; report the event loop's stalls."""
+    from PySide6.QtCore import QPoint, Qt, QTimer
+    from PySide6.QtTest import QTest
+
+    width, height = (int(v) for v in args.window.lower().split("x"))
+    checkpoint, _tokenizer, prompt, _settings, _build_s = _full_size_model(args.tokens)
+    app = _app()
+    window = _window(app, checkpoint, args.tokens, args.speed_cap)
+    window.resize(width, height)
+    _run_loop(app, 2.0)
+    rng = random.Random(0)
+    visible = [int(i) for i in range(len(window.brain.visible)) if window.brain.visible[i]]
+    actions: list[tuple[float, float, str]] = []     # (start, end, name)
+
+    def click_neuron() -> None:
+        canvas = window.brain.canvas.native
+        for _ in range(20):
+            x, y = window.brain.project(rng.choice(visible))
+            if 5 <= x < canvas.width() - 5 and 5 <= y < canvas.height() - 5:
+                QTest.mouseClick(canvas, Qt.MouseButton.LeftButton, Qt.KeyboardModifier(0),
+                                 QPoint(int(x), int(y)))
+                return
+
+    def scrub() -> None:
+        slider = window.timeline.slider
+        if slider.maximum() > 0:
+            slider.setValue(rng.randint(0, slider.maximum()))
+
+    sizes = [(width, height), (width - 160, height - 120)]
+
+    def resize() -> None:
+        sizes.reverse()
+        window.resize(*sizes[0])
+
+    cycle = [("click", click_neuron), ("scrub", scrub), ("scrub", scrub), ("scrub", scrub),
+             ("live", window.go_live), ("resize", resize), ("scrub", scrub), ("live", window.go_live)]
+    step = {"i": 0}
+
+    def act() -> None:
+        name, action = cycle[step["i"] % len(cycle)]
+        step["i"] += 1
+        t0 = time.perf_counter()
+        action()
+        actions.append((t0, time.perf_counter(), name))
+
+    monitor = StallMonitor()
+    driver = QTimer()
+    driver.timeout.connect(act)
+    ended = {"run": None}
+    window.run_ended.connect(lambda reason, n: ended.update(run=time.perf_counter()))
+    monitor.start()
+    start = time.perf_counter()
+    window.run_prompt(prompt)
+    driver.start(args.action_ms)
+    # During the run, then as long again on the finished recording (scrubbing, no engine).
+    deadline = time.perf_counter() + 600
+    while ended["run"] is None and time.perf_counter() < deadline:
+        _run_loop(app, 0.25)
+    run_s = time.perf_counter() - start
+    _run_loop(app, max(2.0, min(run_s, 10.0)))
+    driver.stop()
+    monitor.stop()
+    frames = len(window.session)
+    window.close()
+
+    events = monitor.stalls()
+    values = [s for _, s in events]
+    worst = sorted(events, key=lambda e: -e[1])[:5]
+
+    def during(end: float, stall: float) -> str:
+        begun = [name for a, b, name in actions if a <= end and b >= end - stall - 0.05]
+        return "+".join(sorted(set(begun))) or "(drawing, no action)"
+
+    per_action: dict[str, float] = {}
+    for a, b, name in actions:
+        per_action[name] = max(per_action.get(name, 0.0), b - a)
+    return {
+        "window_px": [width, height], "frames": frames, "run_s": round(run_s, 2),
+        "actions": len(actions), "heartbeats": len(values),
+        "worst_stall_ms": round(1000 * max(values, default=0.0), 1),
+        "p99_stall_ms": round(1000 * _percentile(values, 99), 1),
+        "p50_stall_ms": round(1000 * _percentile(values, 50), 1),
+        "stalls_over_100ms": sum(v > 0.1 for v in values),
+        "worst_stalls": [[round(1000 * s, 1), during(t, s)] for t, s in worst],
+        "longest_action_handler_ms": {k: round(1000 * v, 1) for k, v in sorted(per_action.items())},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m flyviz.app.bench", description=__doc__,
@@ -103,114 +392,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="1280x720", help="brain view size WxH (default 1280x720)")
     parser.add_argument("--speed-cap", type=float, default=0.0,
                         help="the window's speed cap in tokens/s (default 0: none)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs and scrubbing passes in the window (default 1)")
+    parser.add_argument("--scrub-hz", type=float, default=30.0,
+                        help="tokens per second while scrubbing (default 30)")
+    parser.add_argument("--scrub-seconds", type=float, default=5.0,
+                        help="how long each scrubbing pass lasts (default 5)")
+    parser.add_argument("--skip-engine", action="store_true",
+                        help="do not time the engine alone first")
+    parser.add_argument("--stalls", action="store_true",
+                        help="measure event-loop stalls while clicking, scrubbing and resizing")
+    parser.add_argument("--window", default="1600x1000",
+                        help="window size WxH for --stalls (default 1600x1000)")
+    parser.add_argument("--action-ms", type=int, default=150,
+                        help="one user action every this many ms for --stalls (default 150)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--startup", metavar="SPEC",
                         help="only measure the time to an interactive window and to SPEC loaded")
     args = parser.parse_args(argv)
     if args.startup:
         result = startup(args.startup)
-        print(json.dumps(result) if args.json else
-              "\n".join(f"{key:28s} {value}" for key, value in result.items()))
-        return 0
-    width, height = (int(v) for v in args.size.lower().split("x"))
-
-    from flyviz.model.synthetic import FULL_EDGES, FULL_NEURONS, make_random_checkpoint, write_tokenizer
-    from flyviz.model.tokenizer import FlyTokenizer
-    from flyviz.record.run import GenerationSettings
-
-    prompt = "Once upon a time, there was a"
-    settings = GenerationSettings(max_new_tokens=args.tokens, temperature=0.0, top_k=20)
-    tmp = Path(tempfile.mkdtemp(prefix="flyviz-bench-"))
-    tokenizer_path = write_tokenizer(tmp / "tokenizer.json", vocab_size=1024)
-    vocabulary = FlyTokenizer(tokenizer_path).vocab_size
-    t0 = time.perf_counter()
-    checkpoint = make_random_checkpoint(FULL_NEURONS, FULL_EDGES, readout_rank=64,
-                                        vocabulary=vocabulary, tokenizer_path=tokenizer_path,
-                                        name="synthetic full size")
-    build_s = time.perf_counter() - t0
-
-    # 1. The engine alone, producing frames exactly as the app's worker does: with
-    #    every core (as `flyviz bench`) and with the app's thread count.
-    from flyviz.app.worker import engine_threads
-    from flyviz.model.engine import default_threads
-
-    tokenizer = FlyTokenizer(tokenizer_path)
-    engine_rate, engine_median, frames_expected = _engine_alone(
-        checkpoint, tokenizer, prompt, settings, default_threads())
-    app_threads_rate, _, _ = _engine_alone(checkpoint, tokenizer, prompt, settings,
-                                           engine_threads())
-
-    # 2. The same run in the window.
-    from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    from flyviz.app.main_window import MainWindow
-    from flyviz.app.theme import apply_dark_theme
-
-    apply_dark_theme(app)
-    window = MainWindow(model_spec=None,
-                        settings=QSettings(str(tmp / "settings.ini"), QSettings.Format.IniFormat))
-    window.show()
-    window.set_checkpoint(checkpoint)
-    window.brain.setFixedSize(width, height)
-    window.adjustSize()
-    window.controls.speed_cap.setValue(args.speed_cap)
-    window.controls.temperature.setValue(0.0)
-    window.controls.max_new_tokens.setValue(args.tokens)
-    from PySide6.QtCore import QTimer
-
-    # exit(), not quit(): since Qt 6, quit() first closes every window.
-    QTimer.singleShot(2000, lambda: app.exit(0))   # let the window settle
-    app.exec()
-    arrivals: list[float] = []
-    window.session.frames_appended.connect(lambda _n: arrivals.append(time.perf_counter()))
-    window.run_ended.connect(lambda _reason, _n: app.exit(0))
-    QTimer.singleShot(600_000, lambda: app.exit(0))
-    draws_before = len(window.brain.draw_times)
-    start = time.perf_counter()
-    window.run_prompt(prompt)
-    app.exec()                                # the real event loop, as in the app
-    end = time.perf_counter()
-    draws = [t for t in list(window.brain.draw_times)[draws_before:] if start <= t <= end]
-    canvas_size = tuple(int(v) for v in window.brain.canvas.physical_size)
-
-    # 3. Scrubbing the finished run (no engine working): one token per display tick.
-    scrub = QTimer()
-    scrub.timeout.connect(lambda: window.show_token((window.session.index + 1) % len(window.session)))
-    scrub.start(33)
-    scrub_start = time.perf_counter()
-    scrub_before = len(window.brain.draw_times)
-    QTimer.singleShot(5000, lambda: app.exit(0))
-    app.exec()
-    scrub.stop()
-    scrub_draws = [t for t in list(window.brain.draw_times)[scrub_before:] if t >= scrub_start]
-    window.close()
-
-    window_rate = _overall_rate(start, arrivals)
-    result = {
-        "neurons": FULL_NEURONS, "synapses": FULL_EDGES,
-        "shown_neurons": int(checkpoint.anatomy.n_valid), "canvas_px": list(canvas_size),
-        "model_build_s": round(build_s, 2), "frames": frames_expected,
-        "frames_in_window": len(arrivals),
-        "engine_threads": default_threads(), "app_engine_threads": engine_threads(),
-        "engine_alone_tokens_per_s": round(engine_rate, 1),
-        "engine_alone_median_tokens_per_s": round(engine_median, 1),
-        "engine_alone_app_threads_tokens_per_s": round(app_threads_rate, 1),
-        "window_speed_cap": args.speed_cap,
-        "window_tokens_per_s": round(window_rate, 1),
-        "window_vs_engine": round(window_rate / engine_rate, 2) if engine_rate else None,
-        "redraws_per_s_median": round(_median_rate(draws), 1),
-        "redraws_per_s_mean": round((len(draws) - 1) / (draws[-1] - draws[0]), 1)
-        if len(draws) > 2 else 0.0,
-        "run_wall_s": round(end - start, 2),
-        "scrubbing_redraws_per_s_median": round(_median_rate(scrub_draws), 1),
-    }
+    elif args.stalls:
+        result = stalls(args)
+    else:
+        result = frame_rates(args)
     if args.json:
         print(json.dumps(result))
     else:
         for key, value in result.items():
-            print(f"{key:28s} {value}")
+            print(f"{key:34s} {value}")
     return 0
 
 

@@ -2,12 +2,16 @@
 
 Rows of the CSR graph are postsynaptic, so a neuron's inputs are one row.
 Its outputs are one *column*, which CSR cannot read without scanning every
-edge; the transposed (CSC) index is therefore built once, on the first
-question about outputs, and reused. No Qt here.
+edge; the transposed (CSC) index is therefore built once and reused. For the
+full brain (9 million synapses) that takes a good part of a second, so the
+app builds it off the UI thread (:meth:`Connectivity.prepare` in the model
+loader or a helper thread) and asks :attr:`Connectivity.ready` before it
+looks up outputs. No Qt here.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +42,17 @@ class Connectivity:
         self._values = np.asarray(checkpoint.w_values)
         self.neurons = int(checkpoint.config.neurons)
         self._csc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def ready(self) -> bool:
+        """True once the transposed index exists: output lookups are then instant."""
+        return self._csc is not None
+
+    def prepare(self) -> "Connectivity":
+        """Build the transposed index now (call it from a background thread); returns self."""
+        self.transposed()
+        return self
 
     def _check(self, neuron: int) -> int:
         neuron = int(neuron)
@@ -80,10 +95,13 @@ class Connectivity:
     def transposed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(offsets, rows, values)`` of the graph by presynaptic neuron, built once."""
         if self._csc is None:
-            from scipy.sparse import csr_matrix
+            with self._lock:   # a second caller waits for the first build, never repeats it
+                if self._csc is None:
+                    from scipy.sparse import csr_matrix
 
-            n = self.neurons
-            matrix = csr_matrix((self._values, self._indices, self._offsets), shape=(n, n))
-            csc = matrix.tocsc()
-            self._csc = (csc.indptr, csc.indices, csc.data)
+                    n = self.neurons
+                    matrix = csr_matrix((self._values, self._indices, self._offsets),
+                                        shape=(n, n))
+                    csc = matrix.tocsc()
+                    self._csc = (csc.indptr, csc.indices, csc.data)
         return self._csc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSlider, QSpinBox,
                                QVBoxLayout, QWidget)
@@ -19,13 +19,32 @@ SUGGESTED_PROMPTS = (
 )
 
 
+class _EnterKeyFilter(QObject):
+    """Calls ``submit()`` on Enter or Return and swallows the key."""
+
+    def __init__(self, submit, parent: QObject) -> None:
+        super().__init__(parent)
+        self._submit = submit
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if event.type() == QEvent.Type.KeyPress and event.key() in (Qt.Key.Key_Return,
+                                                                     Qt.Key.Key_Enter):
+            self._submit()
+            return True
+        return False
+
+
 class PromptBar(QWidget):
     """An editable prompt box with suggestions and a Run button.
+
+    What the user types is what runs: the box never completes typed text to a
+    suggestion (an editable combo box does by default, and Enter then ran the
+    suggestion); a suggestion is used only when picked from the list.
 
     Signals
     -------
     submitted(text)
-        Enter was pressed or Run clicked.
+        Enter was pressed, Run clicked or a suggestion picked.
     """
 
     submitted = Signal(str)
@@ -38,6 +57,7 @@ class PromptBar(QWidget):
         self.box.setObjectName("promptBox")
         self.box.setEditable(True)
         self.box.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.box.setCompleter(None)
         self.box.addItems(SUGGESTED_PROMPTS)
         self.box.setCurrentIndex(-1)
         self.box.setMinimumWidth(380)
@@ -49,7 +69,11 @@ class PromptBar(QWidget):
         self.run_button.setToolTip("Run the prompt (Enter)")
         layout.addWidget(self.box, 1)
         layout.addWidget(self.run_button)
-        self.box.lineEdit().returnPressed.connect(self._submit)
+        # Enter is handled here and never reaches the combo box, which would otherwise
+        # replace the typed text by a matching suggestion and report it as picked.
+        self._enter = _EnterKeyFilter(self._submit, self)
+        self.box.installEventFilter(self._enter)
+        self.box.lineEdit().installEventFilter(self._enter)
         self.box.activated.connect(lambda _i: self._submit())
         self.run_button.clicked.connect(self._submit)
 
@@ -64,7 +88,17 @@ class PromptBar(QWidget):
 
     def set_text(self, text: str) -> None:
         """Put ``text`` in the prompt box."""
+        # Select a suggestion with the same text: otherwise the combo box reports it as
+        # picked (and the prompt runs) as soon as the field loses focus, e.g. to a dialog.
+        index = self.box.findText(text, Qt.MatchFlag.MatchExactly | Qt.MatchFlag.MatchCaseSensitive)
+        if index >= 0:
+            self.box.setCurrentIndex(index)
         self.box.setEditText(text)
+
+    def focus_text(self) -> None:
+        """Put the keyboard focus in the prompt box with its text selected."""
+        self.line_edit.setFocus()
+        self.line_edit.selectAll()
 
     def _submit(self) -> None:
         self.submitted.emit(self.text())
@@ -122,6 +156,14 @@ class SettingsPanel(QWidget):
         form.addRow("Max new tokens", self.max_new_tokens)
         form.addRow("Seed", self.seed)
         form.addRow("Speed cap", self.speed_cap)
+        self.states = QComboBox()
+        self.states.setObjectName("statesPrecision")
+        self.states.addItem("float16 (half the size)", "float16")
+        self.states.addItem("float32 (exact)", "float32")
+        self.states.setToolTip("How new recordings store the brain states: float16 keeps about "
+                               "1e-3 relative precision in half the bytes; float32 is the "
+                               "engine's states bit for bit, for analysis")
+        form.addRow("Stored states", self.states)
         outer.addWidget(gen)
 
         disp = QGroupBox("Display")
@@ -195,6 +237,11 @@ class SettingsPanel(QWidget):
             seed=None if seed < 0 else seed, top_k=int(top_k)).validate()
 
     @property
+    def states_dtype(self) -> str:
+        """How new recordings store their states: ``"float16"`` or ``"float32"``."""
+        return str(self.states.currentData())
+
+    @property
     def colour_mode(self) -> str:
         """``"signed"`` or ``"abs"``."""
         return str(self.mode.currentData())
@@ -220,6 +267,7 @@ class SettingsPanel(QWidget):
             settings.setValue(f"settings/{name}", getattr(self, name).value())
         settings.setValue("settings/glow", self.glow.value())
         settings.setValue("settings/mode", self.colour_mode)
+        settings.setValue("settings/states", self.states_dtype)
         settings.setValue("settings/auto_scale", self.auto_scale.isChecked())
 
     def restore(self, settings: QSettings) -> None:
@@ -233,10 +281,10 @@ class SettingsPanel(QWidget):
                 widget.setValue(type(widget.value())(float(value)))
             except (TypeError, ValueError):
                 continue
-        mode = settings.value("settings/mode")
-        index = self.mode.findData(mode)
-        if index >= 0:
-            self.mode.setCurrentIndex(index)
+        for box, key in ((self.mode, "settings/mode"), (self.states, "settings/states")):
+            index = box.findData(settings.value(key))
+            if index >= 0:
+                box.setCurrentIndex(index)
         auto = settings.value("settings/auto_scale")
         if auto is not None:
             self.auto_scale.setChecked(str(auto).lower() in ("true", "1"))

@@ -128,14 +128,33 @@ class NeuronInspector(QWidget):
                 self.fields["position"].setText(f"{x:.0f}, {-y:.0f}, {z:.0f} µm{kind}")
             else:
                 self.fields["position"].setText("unknown (not drawn)")
-        if self.connectivity is not None:
-            inputs = self.connectivity.inputs(neuron, PARTNER_ROWS)
-            outputs = self.connectivity.outputs(neuron, PARTNER_ROWS)
-            self.fields["degree"].setText(f"{self.connectivity.in_degree(neuron):,} in · "
-                                          f"{self.connectivity.out_degree(neuron):,} out")
-            self._fill(self.inputs_table, inputs)
-            self._fill(self.outputs_table, outputs)
+        self._show_partners(neuron)
         self.trace.viewport().update()
+        self.update_moment(recording, index)
+
+    def _show_partners(self, neuron: int) -> None:
+        graph = self.connectivity
+        if graph is None:
+            return
+        self._fill(self.inputs_table, graph.inputs(neuron, PARTNER_ROWS))
+        if graph.ready:
+            self._fill(self.outputs_table, graph.outputs(neuron, PARTNER_ROWS))
+            self.fields["degree"].setText(f"{graph.in_degree(neuron):,} in · "
+                                          f"{graph.out_degree(neuron):,} out")
+            self.tabs.setTabText(1, "Strongest outputs")
+        else:
+            # The graph's outputs are still being indexed off the UI thread (graph_ready).
+            self.outputs_table.setRowCount(0)
+            self.fields["degree"].setText(f"{graph.in_degree(neuron):,} in · … out")
+            self.tabs.setTabText(1, "Strongest outputs (indexing…)")
+
+    def graph_ready(self, connectivity: Connectivity) -> None:
+        """The transposed graph of ``connectivity`` is built: show the outputs too."""
+        if connectivity is self.connectivity and self.neuron is not None:
+            self._show_partners(self.neuron)
+
+    def show_frame(self, recording: Recording | None, index: int) -> None:
+        """Follow the shown frame (the display calls this; see :meth:`update_moment`)."""
         self.update_moment(recording, index)
 
     def _fill(self, table: QTableWidget, partners: list[Partner]) -> None:

@@ -1,4 +1,4 @@
-"""The 2-D panels beside the brain: text, next-token bars, state raster and traces.
+"""The 2-D panels beside the brain: next-token bars, state raster and traces (and the text).
 
 Each panel shows one moment of a :class:`~flyviz.record.recording.Recording`
 through ``show_frame(recording, index)``; the window calls it from its display-rate
@@ -11,30 +11,19 @@ which is what keeps them cheap at display rate.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QPoint, Qt, Signal
-from PySide6.QtGui import QFont, QMouseEvent
-from PySide6.QtWidgets import (QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QTextBrowser,
-                               QToolTip, QVBoxLayout, QWidget)
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtWidgets import QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from flyviz.app import theme
-from flyviz.record.frame import PHASE_GENERATION
+from flyviz.app.text_panel import TextPanel, TextToken, text_tokens, visible_token_text
 from flyviz.record.recording import Recording
 
-_SPECIAL_TOKENS = {"<s>", "<pad>"}
-
-#: Most tokens the text panel lays out at once (the newest ones).
-MAX_TEXT_TOKENS = 1500
-_EOS_TEXT = "</s>"
-
-
-def _visible_token_text(text: str) -> str:
-    """Token text with invisible characters made visible (newlines kept)."""
-    return text.replace("\t", "→").replace("\r", "")
-
+__all__ = ["RasterPanel", "TextPanel", "TextToken", "TopKPanel", "TracePanel", "paint_on_demand",
+           "text_tokens"]
 
 # ------------------------------------------------------------ plot repaints
 _INPUT_EVENTS = frozenset({QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease,
@@ -74,161 +63,6 @@ def paint_on_demand(plot: pg.PlotWidget) -> None:
     viewport_filter = _RepaintOnInput(plot)
     viewport.installEventFilter(viewport_filter)
     plot._repaint_on_input = viewport_filter   # keep the filter alive with the plot
-
-
-# ---------------------------------------------------------------- text panel
-@dataclass(frozen=True)
-class TextToken:
-    """One token of the running text.
-
-    Parameters
-    ----------
-    text
-        Display text of the token.
-    generated
-        True for model output, False for the prompt.
-    appears_at
-        Index of the first frame at which it is part of the text.
-    scored_by
-        Index of the frame whose prediction it answers (``-1`` for the first
-        prompt token, which nothing predicted).
-    """
-
-    text: str
-    generated: bool
-    appears_at: int
-    scored_by: int
-
-
-def text_tokens(recording: Recording, start: int = 0) -> list[TextToken]:
-    """Tokens of the running text contributed by frames ``start:`` of ``recording``.
-
-    A prompt token enters the text when a frame consumes it; a generated token
-    enters when the frame that predicted it is produced (the next frame's
-    input is that same token and adds nothing).
-    """
-    tokens: list[TextToken] = []
-    seen_generation = start > 0 and any(recording[i].phase == PHASE_GENERATION
-                                        for i in range(max(0, start - 1), start))
-    for i in range(start, len(recording)):
-        frame = recording[i]
-        if not seen_generation or frame.phase != PHASE_GENERATION:
-            if not (i == 0 and frame.input_text in _SPECIAL_TOKENS):
-                tokens.append(TextToken(frame.input_text, False, i, i - 1))
-        if frame.phase == PHASE_GENERATION:
-            seen_generation = True
-            tokens.append(TextToken(frame.predicted_text, True, i, i))
-    return tokens
-
-
-class TextPanel(QTextBrowser):
-    """Prompt and continuation up to the shown frame, newest token highlighted.
-
-    Hovering a token shows the probability the model gave it and the model's
-    top candidates at that point.
-    """
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("textPanel")
-        self.setReadOnly(True)
-        self.setOpenLinks(False)
-        self.viewport().setMouseTracking(True)   # hover tooltips without a button held
-        font = QFont()
-        font.setPointSize(13)
-        self.setFont(font)
-        self.document().setDocumentMargin(12)
-        self._recording: Recording | None = None
-        self._tokens: list[TextToken] = []
-        self._scanned = 0
-        self._shown_index = -2
-        self._placeholder = "Type a prompt above and press Enter."
-        self.show_text_placeholder()
-
-    def show_text_placeholder(self, message: str | None = None) -> None:
-        """Show a hint instead of text (no recording yet)."""
-        if message is not None:
-            self._placeholder = message
-        self.setHtml(f"<p style='color:{theme.MUTED}'>{html.escape(self._placeholder)}</p>")
-
-    def tokens(self) -> list[TextToken]:
-        """Every token of the current recording known so far."""
-        return self._tokens
-
-    def show_frame(self, recording: Recording, index: int) -> None:
-        """Show the text as it stood at frame ``index``."""
-        if recording is not self._recording:
-            self._recording = recording
-            self._tokens = []
-            self._scanned = 0
-            self._shown_index = -2
-        if len(recording) > self._scanned:
-            self._tokens.extend(text_tokens(recording, self._scanned))
-            self._scanned = len(recording)
-        if index == self._shown_index:
-            return
-        self._shown_index = index
-        if index < 0:
-            self.show_text_placeholder()
-            return
-        count = sum(1 for t in self._tokens if t.appears_at <= index)
-        # Very long runs show their tail: rebuilding thousands of spans at display
-        # rate would cost more than the text is worth on screen.
-        first = max(0, count - MAX_TEXT_TOKENS)
-        parts = [f"<div style='white-space: pre-wrap; line-height: 140%; color:{theme.TEXT}'>"]
-        if first:
-            parts.append(f"<span style='color:{theme.MUTED}'>… </span>")
-        last = count - 1
-        for k in range(first, count):
-            token = self._tokens[k]
-            text = token.text
-            if token.generated and text == _EOS_TEXT:
-                body = "&nbsp;[end]"
-                style = f"color:{theme.MUTED}; font-size: small"
-            else:
-                body = html.escape(_visible_token_text(text)).replace("\n", "<br>")
-                style = f"color:{theme.TEXT if token.generated else theme.PROMPT_TEXT}"
-            if k == last:
-                style += f"; background-color:{theme.ACCENT}; color:{theme.BACKGROUND}"
-            parts.append(f"<a href='tok:{k}' style='text-decoration:none; {style}'>{body}</a>")
-        parts.append("</div>")
-        self.setHtml("".join(parts))
-        bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
-
-    def token_tooltip(self, k: int) -> str:
-        """Tooltip text of token ``k``: its probability and the top candidates."""
-        if self._recording is None or not 0 <= k < len(self._tokens):
-            return ""
-        token = self._tokens[k]
-        label = "generated" if token.generated else "prompt"
-        lines = [f"<b>{html.escape(repr(token.text))}</b> &nbsp;({label})"]
-        if token.scored_by < 0:
-            lines.append("first token: nothing predicted it")
-            return "<br>".join(lines)
-        frame = self._recording[token.scored_by]
-        ids = [int(i) for i in frame.top_k_ids]
-        target = frame.predicted_token_id if token.generated else (
-            self._recording[token.appears_at].input_token_id)
-        if token.generated:
-            lines.append(f"probability {frame.probability:.1%}")
-        elif target in ids:
-            lines.append(f"the model gave it {float(frame.top_k_probabilities[ids.index(target)]):.1%}")
-        else:
-            lines.append(f"not among the model's top {len(ids)}")
-        for tid, text, p in list(zip(ids, frame.top_k_text, frame.top_k_probabilities))[:5]:
-            mark = "▸ " if tid == target else "&nbsp;&nbsp;"
-            lines.append(f"{mark}{html.escape(repr(text))} &nbsp;{float(p):.1%}")
-        return "<br>".join(lines)
-
-    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
-        anchor = self.anchorAt(event.position().toPoint())
-        if anchor.startswith("tok:"):
-            tip = self.token_tooltip(int(anchor[4:]))
-            QToolTip.showText(event.globalPosition().toPoint() + QPoint(12, 12), tip, self)
-        else:
-            QToolTip.hideText()
-        super().mouseMoveEvent(event)
 
 
 # -------------------------------------------------------------- top-k panel
@@ -315,7 +149,7 @@ class TopKPanel(QWidget):
         self.bars.setOpts(x0=np.zeros(n), y=y, width=probs, height=0.72, brushes=brushes)
         for j, label in enumerate(self.labels):
             if j < n:
-                shown = _visible_token_text(texts[j]).replace("\n", "⏎")
+                shown = visible_token_text(texts[j]).replace("\n", "⏎")
                 label.setText(f"{shown!r}  {probs[j]:.1%}")
                 label.setPos(0.01, y[j])
                 label.setVisible(True)
@@ -353,6 +187,8 @@ class RasterPanel(QWidget):
         self.neurons = np.zeros(0, dtype=np.int64)
         self._mode = "signed"
         self._limit = 1.0
+        self._lut_mode = ""
+        self._scale_source: Callable[[], tuple[str, float]] | None = None
         self._last: tuple[int, int] | None = None
         self._buffer = np.zeros((max(1, rows), window), dtype=np.float32)
         self.set_mode("signed", 1.0)
@@ -373,7 +209,10 @@ class RasterPanel(QWidget):
         """Colour like the cloud: ``"signed"`` or ``"abs"`` with fixed levels."""
         from flyviz.render.colormaps import lut
 
-        self._mode, self._limit = mode, max(float(limit), 1e-6)
+        limit = max(float(limit), 1e-6)
+        if (mode, limit) == (self._mode, self._limit) and self._lut_mode == mode:
+            return
+        self._mode, self._limit, self._lut_mode = mode, limit, mode
         table = lut(mode)
         rgb = np.clip(table[:, :3] * table[:, 3:4], 0, 1)
         self.image.setLookupTable((rgb * 255).astype(np.uint8))
@@ -382,8 +221,14 @@ class RasterPanel(QWidget):
         self.plot.viewport().update()
         self._last = None
 
+    def follow_scale(self, source: Callable[[], tuple[str, float]] | None) -> None:
+        """Take the colour mode and limit from ``source()`` at each refresh (the brain's)."""
+        self._scale_source = source
+
     def show_frame(self, recording: Recording, index: int) -> None:
         """Columns are tokens ``index - window + 1 .. index``, newest on the right."""
+        if self._scale_source is not None:
+            self.set_mode(*self._scale_source())
         key = (id(recording), index)
         if key == self._last:
             return
@@ -407,6 +252,13 @@ class RasterPanel(QWidget):
 
 
 # --------------------------------------------------------------- trace panel
+def _legend_html(entries: tuple[tuple[str, str], ...]) -> str:
+    """One line naming each curve after a swatch of its colour."""
+    return "&nbsp;&nbsp;&nbsp;".join(
+        f"<span style='color:{colour}'>━━</span>&nbsp;<span style='color:{theme.TEXT}'>"
+        f"{html.escape(name)}</span>" for name, colour in entries)
+
+
 class TracePanel(QWidget):
     """Top-1 probability and mean |h| per token, with the shown token marked."""
 
@@ -423,12 +275,14 @@ class TracePanel(QWidget):
         self.plot.hideButtons()
         self.plot.getAxis("bottom").setLabel("token")
         self.plot.setMinimumHeight(80)
-        self.plot.addLegend(offset=(-8, 4), labelTextColor=theme.TEXT, brush=pg.mkBrush(18, 21, 28, 200))
+        # The legend is the plot's title row, above the data: a legend inside the plot
+        # hid the curves where they run along the top (a confident model's probability).
+        self.plot.setTitle(_legend_html((("top-1 probability", theme.VIOLET),
+                                         ("mean |h|", theme.WARM))), size="9pt")
+        self.legend = self.plot.getPlotItem().titleLabel
         self.plot.setYRange(0, 1, padding=0.03)
-        self.probability = self.plot.plot([], [], pen=pg.mkPen(theme.VIOLET, width=2),
-                                          name="top-1 probability")
-        self.mean_abs = self.plot.plot([], [], pen=pg.mkPen(theme.WARM, width=2),
-                                       name="mean |h|")
+        self.probability = self.plot.plot([], [], pen=pg.mkPen(theme.VIOLET, width=2))
+        self.mean_abs = self.plot.plot([], [], pen=pg.mkPen(theme.WARM, width=2))
         self.cursor = pg.InfiniteLine(angle=90, movable=False,
                                       pen=pg.mkPen(theme.ACCENT, width=1, style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.cursor)

@@ -1,35 +1,46 @@
-"""Background threads of the app: the engine worker and the model loader.
+"""The engine's background thread: the worker that steps the model, and its handle.
 
 The engine never runs on the UI thread and never waits for the screen. An
 :class:`EngineWorker` lives in its own :class:`~PySide6.QtCore.QThread` and
-steps the model from a timer *inside that thread*, one token per tick, so that
-every request from the UI (pause, step, stop, a new prompt, a new speed cap)
-is an ordinary queued slot call handled between two tokens: the longest any
-request waits is one model step.
+steps a :class:`~flyviz.record.runner.Model` (the one orchestration every
+runner uses: its engine is built once and reused by every run) through
+:meth:`~flyviz.record.runner.Model.frames`, from a timer *inside that
+thread*, one token per tick, so that every request from the UI (pause, step,
+stop, a new prompt, a new speed cap) is an ordinary queued slot call handled
+between two tokens: the longest any request waits is one model step.
 
 Each frame leaves the worker tagged with the id of the run that produced it,
 so frames of a cancelled run still in the event queue are recognised and
 dropped by the window instead of being mixed into the new run.
+
+The worker never runs more than :data:`MAX_FRAMES_AHEAD` frames ahead of what
+the UI thread has taken (:meth:`EngineThread.frame_taken`): when the window
+falls behind, the engine waits instead of queueing frames (each holds a full
+state) without bound, and the window always shows a recent frame.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from flyviz.model.checkpoint import Anatomy, Checkpoint
-from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError
-from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
+from flyviz.model.interventions import ResolvedInterventions
 from flyviz.record.frame import Frame
-from flyviz.record.run import GenerationSettings, iter_frames
+from flyviz.record.run import GenerationSettings
+from flyviz.record.runner import Model
+
+log = logging.getLogger(__name__)
 
 #: Worker states reported by :attr:`EngineWorker.state_changed`.
 IDLE, RUNNING, PAUSED = "idle", "running", "paused"
+
+#: Most frames the worker produces that the UI thread has not taken yet.
+MAX_FRAMES_AHEAD = 8
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,11 @@ class RunRequest:
         ``BOS + encode(prompt)``, encoded on the UI thread so that a bad
         prompt is reported at once.
     settings
-        Validated generation settings.
+        Validated generation settings (with the seed the recording stores).
     start_paused
         Prime the run but wait for play or step before the first token.
+    interventions
+        The run's interventions, resolved for the model (``None``: none).
     """
 
     run_id: int
@@ -56,10 +69,11 @@ class RunRequest:
     prompt_ids: tuple[int, ...]
     settings: GenerationSettings
     start_paused: bool = False
+    interventions: ResolvedInterventions | None = None
 
 
 class EngineWorker(QObject):
-    """Steps an :class:`~flyviz.model.engine.Engine` through :func:`iter_frames`.
+    """Steps a :class:`~flyviz.record.runner.Model` through its :meth:`~Model.frames`.
 
     Create it on the UI thread, then :meth:`QObject.moveToThread` it; call it
     only through queued signals (see :class:`EngineThread`).
@@ -68,6 +82,7 @@ class EngineWorker(QObject):
     -------
     frame_ready(run_id, frame)
         One per consumed token; the frame owns a private copy of the state.
+        The receiver acknowledges each with :meth:`frames_taken`.
     run_finished(run_id, reason)
         ``"done"`` (EOS or the token limit) or ``"stopped"``.
     run_failed(run_id, message)
@@ -81,10 +96,18 @@ class EngineWorker(QObject):
     run_failed = Signal(int, str)
     state_changed = Signal(str)
 
-    def __init__(self) -> None:
+    def __init__(self, max_ahead: int = MAX_FRAMES_AHEAD) -> None:
         super().__init__()
-        self._engine: Engine | None = None
-        self._tokenizer: FlyTokenizer | None = None
+        self.max_ahead = max(1, int(max_ahead))
+        #: Frames emitted and frames the receiver took, over the worker's life.
+        self.frames_sent = 0
+        self.frames_acknowledged = 0
+        #: Most frames that were ever in flight at once (for tests and diagnostics).
+        self.peak_in_flight = 0
+        self._waiting_for_receiver = False
+        #: Set by :meth:`report_stepping` (see :meth:`EngineThread.stepping`).
+        self.stepping = False
+        self._model: Model | None = None
         self._frames: Iterator[Frame] | None = None
         self._run_id = -1
         self._state = IDLE
@@ -96,14 +119,13 @@ class EngineWorker(QObject):
         self._last_step = 0.0
 
     # ------------------------------------------------------------ requests
-    @Slot(object, object)
-    def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
-        """Use a new engine; any current run stops."""
+    @Slot(object)
+    def set_model(self, model: Model | None) -> None:
+        """Run ``model`` from now on; any current run stops."""
         self._end_run("stopped")
-        if self._engine is not None and self._engine is not engine:
-            self._engine.close()  # its helper threads would otherwise outlive it
-        self._engine = engine
-        self._tokenizer = tokenizer
+        if self._model is not None and self._model is not model:
+            self._model.close()  # its engine's helper threads would otherwise outlive it
+        self._model = model
 
     @Slot(int)
     def lower_priority(self, niceness: int) -> None:
@@ -129,12 +151,17 @@ class EngineWorker(QObject):
     def start(self, request: RunRequest) -> None:
         """Cancel the current run and start ``request``."""
         self._end_run("stopped")
-        if self._engine is None or self._tokenizer is None:
+        if self._model is None:
             self.run_failed.emit(request.run_id, "no model is loaded yet; wait for it or open one")
             return
         self._run_id = request.run_id
-        self._frames = iter_frames(self._engine, self._tokenizer, request.prompt,
-                                   request.settings, prompt_ids=list(request.prompt_ids))
+        try:
+            self._frames = self._model.frames(request.prompt, request.settings,
+                                              interventions=request.interventions or (),
+                                              prompt_ids=request.prompt_ids)
+        except FlyvizError as exc:
+            self._fail(str(exc))
+            return
         if request.start_paused:
             self._set_state(PAUSED)
         else:
@@ -167,6 +194,26 @@ class EngineWorker(QObject):
         """End the current run (its frames stay recorded)."""
         self._end_run("stopped")
 
+    @Slot(int)
+    def frames_taken(self, count: int) -> None:
+        """The receiver took ``count`` frames off the queue: room for as many more."""
+        self.frames_acknowledged += int(count)
+        if self._waiting_for_receiver and self.in_flight < self.max_ahead:
+            self._waiting_for_receiver = False
+            if self._frames is not None and self._state == RUNNING:
+                self._timer.start()
+
+    @Slot()
+    def report_stepping(self) -> None:
+        """Note in :attr:`stepping` whether the worker will produce frames on its own."""
+        self.stepping = self._timer.isActive() or (
+            self._waiting_for_receiver and self._frames is not None and self._state == RUNNING)
+
+    @property
+    def in_flight(self) -> int:
+        """Frames emitted that the receiver has not taken yet."""
+        return self.frames_sent - self.frames_acknowledged
+
     @Slot(float)
     def set_speed_cap(self, tokens_per_second: float) -> None:
         """Limit the token rate; ``<= 0`` means as fast as the engine goes."""
@@ -178,10 +225,9 @@ class EngineWorker(QObject):
     def shutdown(self) -> None:
         """Stop everything and release the engine's helper threads."""
         self._end_run("stopped")
-        if self._engine is not None:
-            self._engine.close()
-        self._engine = None
-        self._tokenizer = None
+        if self._model is not None:
+            self._model.close()
+        self._model = None
         # Hand the worker (and its timer) back to the UI thread, which deletes it
         # after this thread has ended; Qt timers must die in their own thread.
         app = QCoreApplication.instance()
@@ -196,6 +242,7 @@ class EngineWorker(QObject):
 
     def _play(self) -> None:
         self._timer.setInterval(self._interval_ms)
+        self._waiting_for_receiver = False
         self._timer.start()
         self._set_state(RUNNING)
 
@@ -211,6 +258,11 @@ class EngineWorker(QObject):
 
     @Slot()
     def _tick(self) -> None:
+        if self.in_flight >= self.max_ahead:
+            # The receiver is behind: wait (without spinning) until it takes a frame.
+            self._timer.stop()
+            self._waiting_for_receiver = True
+            return
         self._advance()
 
     def _advance(self) -> None:
@@ -228,11 +280,14 @@ class EngineWorker(QObject):
         except FlyvizError as exc:
             self._fail(str(exc))
             return
-        except Exception as exc:  # a bug: report it instead of killing the thread
-            traceback.print_exc()
+        except Exception as exc:  # noqa: BLE001 - a bug: say so (with its traceback in the log)
+            # instead of killing the thread; the message names the error, not a user mistake.
+            log.exception("the model stopped with an unexpected error")
             self._fail(f"the model stopped with an unexpected error: {type(exc).__name__}: {exc}")
             return
         self._last_step = time.perf_counter()
+        self.frames_sent += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         self.frame_ready.emit(self._run_id, frame)
 
     def _fail(self, message: str) -> None:
@@ -249,7 +304,7 @@ class EngineThread(QObject):
     between two tokens.
     """
 
-    _request_model = Signal(object, object)
+    _request_model = Signal(object)
     _request_start = Signal(object)
     _request_pause = Signal()
     _request_resume = Signal()
@@ -258,6 +313,8 @@ class EngineThread(QObject):
     _request_speed = Signal(float)
     _request_shutdown = Signal()
     _request_niceness = Signal(int)
+    _frames_taken = Signal(int)
+    _request_report = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -273,15 +330,18 @@ class EngineThread(QObject):
         self._request_stop.connect(self.worker.stop)
         self._request_speed.connect(self.worker.set_speed_cap)
         self._request_niceness.connect(self.worker.lower_priority)
+        self._frames_taken.connect(self.worker.frames_taken)
+        self._request_report.connect(self.worker.report_stepping,
+                                     Qt.ConnectionType.BlockingQueuedConnection)
         # Blocking: close() returns only once the worker has let go of the engine.
         self._request_shutdown.connect(self.worker.shutdown,
                                        Qt.ConnectionType.BlockingQueuedConnection)
         self.thread.start()
         self._closed = False
 
-    def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
-        """Hand a new engine to the worker (the previous one stops)."""
-        self._request_model.emit(engine, tokenizer)
+    def set_model(self, model: Model | None) -> None:
+        """Hand a new model to the worker (the previous one stops and its engine closes)."""
+        self._request_model.emit(model)
 
     def start(self, request: RunRequest) -> None:
         """Start a run, cancelling the current one."""
@@ -302,6 +362,21 @@ class EngineThread(QObject):
     def stop(self) -> None:
         """End the current run."""
         self._request_stop.emit()
+
+    def stepping(self) -> bool:
+        """Whether the worker will produce more frames without being asked (step, resume).
+
+        Waits until the worker has handled every request sent before this call,
+        so a test can check that a pause or stop took effect without sleeping.
+        """
+        if not self.thread.isRunning():
+            return False
+        self._request_report.emit()
+        return bool(self.worker.stepping)
+
+    def frame_taken(self, count: int = 1) -> None:
+        """Tell the worker the UI took ``count`` frames (see :data:`MAX_FRAMES_AHEAD`)."""
+        self._frames_taken.emit(int(count))
 
     def lower_priority(self, niceness: int) -> None:
         """Make the engine thread yield the CPU to drawing (see :meth:`EngineWorker.lower_priority`)."""
@@ -325,74 +400,6 @@ class EngineThread(QObject):
         return bool(ended)
 
 
-class ModelLoader(QThread):
-    """Loads a model off the UI thread and builds its engine and tokenizer.
-
-    Signals
-    -------
-    progress(label, fraction)
-        Forwarded from the loading function.
-    loaded(spec, checkpoint, engine, tokenizer, anatomy)
-        The model is ready; ``anatomy`` is the checkpoint's, or a layout
-        computed from the graph when it has none.
-    failed(spec, message)
-        One line for the user.
-    """
-
-    progress = Signal(str, float)
-    loaded = Signal(str, object, object, object, object)
-    failed = Signal(str, str)
-
-    def __init__(self, spec: str, load: Callable[..., Checkpoint],
-                 parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("flyviz-loader")
-        self.spec = spec
-        self._load = load
-
-    def run(self) -> None:  # noqa: D401 - QThread API
-        """Load, validate and prepare; report the outcome by signal."""
-        try:
-            checkpoint = self._load(self.spec, lambda label, fraction:
-                                    self.progress.emit(str(label), float(fraction)))
-            self.progress.emit("preparing the engine", 0.95)
-            tokenizer = tokenizer_for(checkpoint)
-            anatomy = checkpoint.anatomy
-            if anatomy is None:
-                self.progress.emit("computing a layout from the graph (no anatomy)", 0.96)
-                anatomy = layout_for(checkpoint)
-            engine = Engine(checkpoint, threads=engine_threads())
-        except FlyvizError as exc:
-            self.failed.emit(self.spec, str(exc))
-            return
-        except MemoryError:
-            self.failed.emit(self.spec, "out of memory while loading the model; "
-                                        "close other programs or use a smaller model")
-            return
-        except Exception as exc:  # never let a loader bug take the app down
-            traceback.print_exc()
-            self.failed.emit(self.spec, f"cannot load {self.spec!r}: {type(exc).__name__}: {exc}")
-            return
-        self.loaded.emit(self.spec, checkpoint, engine, tokenizer, anatomy)
-
-
-def layout_for(checkpoint: Checkpoint) -> Anatomy:
-    """Positions for a model without anatomy: a layout computed from its graph.
-
-    Without :mod:`flyviz.model.layout` every neuron is marked as having no
-    position (nothing is drawn rather than something invented).
-    """
-    import numpy as np
-
-    try:
-        from flyviz.model.layout import graph_layout
-    except ImportError:
-        n = checkpoint.config.neurons
-        return Anatomy(positions=np.zeros((n, 3), np.float32), valid=np.zeros(n, bool),
-                       kind="layout")
-    return graph_layout(checkpoint)
-
-
 def engine_threads() -> int:
     """Threads for the engine inside the app: every usable core but one, at least one.
 
@@ -404,17 +411,3 @@ def engine_threads() -> int:
     from flyviz.model.engine import default_threads
 
     return max(1, default_threads() - 1)
-
-
-def default_model_loader(spec: str, progress: Callable[[str, float], None]) -> Checkpoint:
-    """Resolve ``spec`` (folder, hub id or ``"demo"``) with :mod:`flyviz.model.resolve`."""
-    try:
-        from flyviz.model.resolve import load_model
-    except ModuleNotFoundError as exc:
-        if exc.name != "flyviz.model.resolve":
-            raise
-        from flyviz.model.errors import ModelNotFoundError
-
-        raise ModelNotFoundError("model loading is not available in this installation; "
-                                 "reinstall flyviz") from None
-    return load_model(spec, progress)

@@ -3,8 +3,8 @@
 As napari's ``_get_value_3d`` does for points: every drawn neuron is mapped to
 canvas pixels, the ones within a pixel radius of the click are candidates, and
 the candidate nearest to the camera wins (the one the user sees in front).
-Projecting 49,393 points is a few milliseconds of NumPy, cheap enough for a
-click and free of a GPU picking pass.
+Projecting 49,393 points is one matrix product (about a millisecond of NumPy),
+cheap enough for a click and free of a GPU picking pass.
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ def project_points(positions: np.ndarray, transform: Any) -> tuple[np.ndarray, n
     """
     pos = np.asarray(positions, dtype=np.float64)
     homogeneous = np.concatenate([pos, np.ones((pos.shape[0], 1))], axis=1)
-    if hasattr(transform, "map"):
+    matrix = transform_matrix(transform) if hasattr(transform, "map") else transform
+    if matrix is None:
         mapped = np.asarray(transform.map(homogeneous), dtype=np.float64)
     else:
-        mapped = homogeneous @ np.asarray(transform, dtype=np.float64)
+        mapped = homogeneous @ np.asarray(matrix, dtype=np.float64)
     w = mapped[:, 3]
     in_front = w > 0
     safe_w = np.where(in_front, w, 1.0)
@@ -47,6 +48,27 @@ def project_points(positions: np.ndarray, transform: Any) -> tuple[np.ndarray, n
     depth = mapped[:, 2] / safe_w
     in_front &= np.isfinite(xy).all(axis=1) & (depth >= -1.0) & (depth <= 1.0)
     return xy, depth, in_front
+
+
+def transform_matrix(transform: Any) -> np.ndarray | None:
+    """The ``(4, 4)`` matrix of a vispy transform chain, or None if it is not one.
+
+    A camera's chain (matrices, scales, translations, the perspective) is linear
+    in homogeneous coordinates, so mapping the four unit vectors gives its matrix,
+    and one matrix product then projects every neuron: about ten times faster
+    than mapping the points through each transform of the chain. The matrix is
+    checked against the chain on a few points; a chain that is not linear
+    (a non-linear transform in it) gives None.
+    """
+    probe = np.array([[1.0, 2.0, 3.0, 1.0], [-40.0, 7.0, 250.0, 1.0], [500.0, -300.0, -20.0, 1.0]])
+    with np.errstate(all="ignore"):   # a non-linear transform may not take the unit vectors
+        matrix = np.asarray(transform.map(np.eye(4)), dtype=np.float64)
+        if matrix.shape != (4, 4) or not np.isfinite(matrix).all():
+            return None
+        expected = np.asarray(transform.map(probe), dtype=np.float64)
+    if not np.allclose(probe @ matrix, expected, rtol=1e-6, atol=1e-9 * np.abs(expected).max()):
+        return None
+    return matrix
 
 
 def pick_neuron(positions: np.ndarray, visible: np.ndarray | None, transform: Any,

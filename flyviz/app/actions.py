@@ -1,0 +1,125 @@
+"""The window's actions: every command with its title, shortcut and help line, and the menus.
+
+Actions live in one :class:`ActionRegistry`, so that the menus, the keyboard
+shortcuts and the shortcut list in Help cannot disagree, and a new feature adds
+its command with one :meth:`ActionRegistry.add` call and puts it in a menu by
+name (``registry.menu("View").addAction(...)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMainWindow, QMenu
+
+#: (action name, shortcut, description): the app's shortcuts, in the order the help lists them.
+SHORTCUTS: tuple[tuple[str, str, str], ...] = (
+    ("run", "Ctrl+Return", "Run the prompt (Enter in the prompt box)"),
+    ("play", "Space", "Play / pause (replays a finished recording)"),
+    ("step_back", "Left", "One token back"),
+    ("step_forward", "Right", "One token forward (steps the model at the newest token)"),
+    ("first", "Home", "First token"),
+    ("last", "End", "Newest token (live)"),
+    ("stop", "Esc", "Stop the run"),
+    ("reset", "Ctrl+R", "Reset: stop and clear the recording"),
+    ("view_front", "1", "Front view"),
+    ("view_top", "2", "Top view"),
+    ("view_side", "3", "Side view"),
+    ("toggle_mode", "M", "Switch colours: signed h / |h|"),
+    ("clear_selection", "Ctrl+D", "Clear the selected neuron"),
+    ("focus_prompt", "Ctrl+L", "Go to the prompt box"),
+    ("open_model", "Ctrl+O", "Open a model folder (or the connectome dataset it asks for)"),
+    ("open_recording", "Ctrl+Shift+O", "Open a recording (.flyrec)"),
+    ("save_recording", "Ctrl+S", "Save the recording"),
+    ("export_movie", "Ctrl+E", "Export a movie"),
+    ("screenshot", "Alt+S", "Save a screenshot"),
+    ("shortcuts", "F1", "This list"),
+    ("quit", "Ctrl+Q", "Quit"),
+)
+
+#: Menu titles of the actions above.
+TITLES = {
+    "run": "&Run prompt", "play": "&Play / pause", "step_back": "Step &back",
+    "step_forward": "Step &forward", "first": "&First token", "last": "&Newest token (live)",
+    "stop": "&Stop", "reset": "R&eset", "view_front": "&Front view", "view_top": "&Top view",
+    "view_side": "&Side view", "toggle_mode": "Toggle &colours (h / |h|)",
+    "clear_selection": "C&lear selected neuron", "focus_prompt": "&Go to prompt",
+    "open_model": "Open &model folder…", "open_recording": "&Open recording…",
+    "save_recording": "&Save recording…", "export_movie": "&Export movie…",
+    "screenshot": "Save scree&nshot…", "shortcuts": "&Keyboard shortcuts", "quit": "&Quit",
+}
+
+#: The menus, left to right, and which actions they start with.
+MENUS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("&File", ("open_model", "open_hub", "open_demo", "-", "open_recording", "save_recording",
+               "-", "export_movie", "screenshot", "-", "quit")),
+    ("&Run", ("run", "play", "step_back", "step_forward", "first", "last", "stop", "reset",
+              "focus_prompt")),
+    ("&View", ("view_front", "view_top", "view_side", "toggle_mode", "clear_selection")),
+    ("&Help", ("shortcuts", "about")),
+)
+
+
+class ActionRegistry:
+    """Named window actions and the menus that hold them.
+
+    Parameters
+    ----------
+    window
+        The window the actions belong to (shortcuts work anywhere in it).
+    """
+
+    def __init__(self, window: QMainWindow) -> None:
+        self.window = window
+        self.by_name: dict[str, QAction] = {}
+        self.menus: dict[str, QMenu] = {}
+
+    def add(self, name: str, title: str, handler: Callable[[], object], keys: str = "",
+            description: str = "") -> QAction:
+        """A new action ``name`` calling ``handler()``, with optional shortcut and help line."""
+        if name in self.by_name:
+            raise ValueError(f"an action named {name!r} already exists")
+        action = QAction(title, self.window)
+        if keys:
+            action.setShortcut(QKeySequence(keys))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        if description:
+            action.setStatusTip(description)
+            action.setToolTip(description)
+        action.triggered.connect(lambda _checked=False, f=handler: f())
+        self.window.addAction(action)
+        self.by_name[name] = action
+        return action
+
+    def add_shortcuts(self, handlers: dict[str, Callable[[], object]]) -> None:
+        """Add every action of :data:`SHORTCUTS` with its handler from ``handlers``."""
+        for name, keys, description in SHORTCUTS:
+            self.add(name, TITLES[name], handlers[name], keys, description)
+
+    def __getitem__(self, name: str) -> QAction:
+        return self.by_name[name]
+
+    def build_menus(self) -> None:
+        """Create the menu bar from :data:`MENUS` (actions named there must exist)."""
+        bar = self.window.menuBar()
+        for title, names in MENUS:
+            menu = bar.addMenu(title)
+            self.menus[title.replace("&", "")] = menu
+            for name in names:
+                if name == "-":
+                    menu.addSeparator()
+                else:
+                    menu.addAction(self.by_name[name])
+
+    def menu(self, title: str) -> QMenu:
+        """The menu called ``title`` ("File", "Run", "View", "Help")."""
+        return self.menus[title]
+
+    def shortcut_rows(self) -> list[tuple[str, str]]:
+        """(keys, description) of every action with a shortcut, in the order they were added."""
+        from PySide6.QtGui import QKeySequence as Keys
+
+        return [(action.shortcut().toString(Keys.SequenceFormat.NativeText), action.statusTip())
+                for action in self.by_name.values() if not action.shortcut().isEmpty()]

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (QFormLayout, QHeaderView, QLabel, QTableWidget,
                                QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from flyviz.app import theme
+from flyviz.app.atlas_card import AtlasCard
 from flyviz.app.connectivity import Connectivity, Partner
 from flyviz.app.panels import paint_on_demand
 from flyviz.model.checkpoint import Anatomy
@@ -76,6 +77,8 @@ class NeuronInspector(QWidget):
         self.tabs.addTab(self.inputs_table, "Strongest inputs")
         self.tabs.addTab(self.outputs_table, "Strongest outputs")
         layout.addWidget(self.tabs, 2)
+        self.atlas_card = AtlasCard()
+        layout.addWidget(self.atlas_card)
 
         self.neuron: int | None = None
         self.anatomy: Anatomy | None = None
@@ -103,6 +106,7 @@ class NeuronInspector(QWidget):
         """Describe ``neuron`` (None clears) with its trace over ``recording``."""
         self.neuron = neuron
         self._trace_key = None
+        self.atlas_card.show_neuron(neuron)
         if neuron is None:
             self.hint.setVisible(True)
             for label in self.fields.values():

@@ -32,6 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="window size in pixels, e.g. 1600x1000")
     parser.add_argument("--recording", metavar="FILE",
                         help="open this recording (.flyrec) once the model is loaded")
+    parser.add_argument("--atlas", metavar="PATH",
+                        help="open this neuron atlas (made with 'flyviz atlas' for the same "
+                             "model) once the model is loaded, e.g. --atlas stories.atlas; "
+                             "the demo brain opens its own")
     parser.epilog = ("keys: Space play/pause, ←/→ step, Home/End jump, 1/2/3 views, Alt+S "
                      "screenshot, F1 lists every shortcut")
 
@@ -56,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
         from flyviz.record.recording import Recording
 
         Recording.load(args.recording)
+    if args.atlas:
+        # A missing or damaged atlas is one line and exit status 2, before any window opens;
+        # whether it belongs to the model is checked once the model is loaded.
+        from flyviz.app.atlas_panel import check_atlas
+
+        check_atlas(args.atlas)
     if args.dataset is not None and not args.dataset.is_dir():
         raise InputError(f"--dataset {args.dataset} is not a folder")
     from PySide6.QtCore import QCoreApplication, Qt
@@ -87,15 +97,21 @@ def run(args: argparse.Namespace) -> int:
     install_excepthook(window)
     if args.size is not None:
         window.resize(*args.size)
+    opens = []
     if args.recording:
-        def open_when_ready(_name: str, path: str = args.recording) -> None:
+        opens.append(lambda path=args.recording: window.open_recording(path))
+    if args.atlas:
+        opens.append(lambda path=args.atlas: window.atlas.open(path))
+    if opens:
+        def open_when_ready(_name: str) -> None:
             from flyviz.model.errors import FlyvizError
 
             window.model_ready.disconnect(open_when_ready)
-            try:
-                window.open_recording(path)
-            except FlyvizError as exc:
-                window.show_message(str(exc), error=True, dialog=True)
+            for open_file in opens:
+                try:
+                    open_file()
+                except FlyvizError as exc:
+                    window.show_message(str(exc), error=True, dialog=True)
 
         window.model_ready.connect(open_when_ready)
     window.show()

@@ -63,8 +63,9 @@ def test_the_card_shows_the_picked_neurons_top_context(window, qtbot, app_checkp
     x, y = win.brain.project(neuron)
     qtbot.mouseClick(win.brain.canvas.native, Qt.MouseButton.LeftButton,
                      pos=QPoint(int(round(x)), int(round(y))))
-    qtbot.waitUntil(lambda: win.selected_neuron == neuron, timeout=3000)
     card = win.inspector.atlas_card
+    qtbot.waitUntil(lambda: card.card is not None and card.card.neuron == neuron, timeout=3000)
+    assert win.selected_neuron == neuron
     assert card.card is not None and card.card.neuron == neuron
     assert card.contexts.isVisible() and not card.note.isVisible()
     # Its best context, from the store: the window, the position, the token read there.
@@ -90,7 +91,7 @@ def test_the_card_shows_the_picked_neurons_top_context(window, qtbot, app_checkp
                  if n != neuron and stored["top_window"][n, 0] >= 0
                  and (stored["top_window"][n, 0], stored["top_position"][n, 0]) != (w, p))
     win.select_neuron(other)
-    assert card.card.neuron == other
+    qtbot.waitUntil(lambda: card.card.neuron == other, timeout=3000)
     assert f"{float(stored['top_value'][other, 0]):+.3f}" in card.contexts.text().split("<tr>")[1]
     # Clearing the selection leaves a hint, not a stale card.
     win.select_neuron(None)
@@ -154,6 +155,7 @@ def test_a_driving_token_in_the_card_finds_its_neurons(window, qtbot, app_atlas)
     stored = _stored(app_atlas)
     win.select_neuron(7)
     card = win.inspector.atlas_card
+    qtbot.waitUntil(lambda: card.card is not None, timeout=3000)
     token = card.card.driving_tokens[0].token_id
     card.tokens.linkActivated.emit(f"token:{token}")
     want = np.flatnonzero((stored["driving_token"] == token).any(axis=1))
@@ -229,6 +231,7 @@ def test_the_demo_brain_opens_its_own_atlas(qtbot, tmp_path, monkeypatch):
     assert win.atlas.atlas is not None and win.atlas.atlas.path == demo_atlas_path()
     win.select_neuron(123)
     card = win.inspector.atlas_card
+    qtbot.waitUntil(lambda: card.card is not None, timeout=3000)
     assert card.card.neuron == 123 and len(card.card.top_contexts) == 10
     assert card.card.top_contexts[0].text[:20] in html.unescape(card.contexts.text())
     win.close()

@@ -18,7 +18,7 @@ import html
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from flyviz.analysis.atlas import Atlas, Context, NeuronCard, TokenScore
@@ -131,6 +131,11 @@ class AtlasCard(QWidget):
         layout.addWidget(self.tokens)
         self.atlas: Atlas | None = None
         self.card: NeuronCard | None = None
+        self._pending: int | None = None
+        self._fill_timer = QTimer(self)
+        self._fill_timer.setSingleShot(True)
+        self._fill_timer.setInterval(0)
+        self._fill_timer.timeout.connect(self._fill)
         self.set_atlas(None)
 
     @staticmethod
@@ -148,6 +153,7 @@ class AtlasCard(QWidget):
         """Read cards from ``atlas`` (``None``: show ``note``, or how to open one)."""
         self.atlas = atlas
         self.card = None
+        self._fill_timer.stop()
         if atlas is None:
             self.title.setText("<b>Atlas</b>")
             self._show_note(note or "No atlas open. File → Open atlas… reads one made with "
@@ -161,12 +167,30 @@ class AtlasCard(QWidget):
             self._show_note("Click a neuron to see what it responds to.")
 
     def show_neuron(self, neuron: int | None) -> None:
-        """Show ``neuron``'s card from the atlas (``None``: nothing picked)."""
+        """Show ``neuron``'s card from the atlas (``None``: nothing picked).
+
+        The card is read and laid out just after the current event (a click)
+        is handled, so the brain shows the selection first; several picks in a
+        row read only the last one's card.
+        """
         if self.atlas is None:
             return
+        self._pending = neuron
         if neuron is None:
+            self._fill_timer.stop()
             self.card = None
             self._show_note("Click a neuron to see what it responds to.")
+            return
+        self._fill_timer.start()
+
+    @property
+    def pending(self) -> bool:
+        """True while a picked neuron's card is still to be shown."""
+        return self._fill_timer.isActive()
+
+    def _fill(self) -> None:
+        neuron = self._pending
+        if self.atlas is None or neuron is None:
             return
         try:
             card = self.atlas.card(int(neuron))

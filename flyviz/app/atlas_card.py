@@ -74,6 +74,13 @@ def tokens_html(scores: list[TokenScore], links: bool = False, counts: bool = Fa
     return " · ".join(parts)
 
 
+def atlas_name(atlas: Atlas) -> str:
+    """How to name an atlas: its folder, with the parent's name for a folder called
+    ``atlas`` (the demo brain's is ``demo/atlas``)."""
+    path = atlas.path
+    return f"{path.parent.name}/{path.name}" if path.name == "atlas" else path.name
+
+
 def summary_text(card: NeuronCard) -> str:
     """The card's statistics in two lines."""
     return (f"mean {card.mean:+.3f} · std {card.std:.3f} · max {card.max:+.3f}\n"
@@ -82,7 +89,7 @@ def summary_text(card: NeuronCard) -> str:
 
 
 class AtlasCard(QWidget):
-    """The picked neuron's atlas card, or a line saying why there is none.
+    """The picked neuron's atlas card (hidden while no atlas is open or no neuron picked).
 
     Signals
     -------
@@ -104,12 +111,19 @@ class AtlasCard(QWidget):
         layout.addWidget(self.note)
         self.summary = self._text_label(rich=False)
         layout.addWidget(self.summary)
+        self.contexts = self._text_label()
+        layout.addWidget(self.contexts)
+        self.tokens = self._text_label()
+        self.tokens.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.tokens.linkActivated.connect(self._on_link)
+        self.tokens.setToolTip("Click a driving token to find every neuron it drives")
+        layout.addWidget(self.tokens)
         self.histogram = pg.PlotWidget()
-        self.histogram.setFixedHeight(84)
+        self.histogram.setFixedHeight(76)
         self.histogram.setMenuEnabled(False)
         self.histogram.hideButtons()
         self.histogram.setMouseEnabled(False, False)
-        self.histogram.getAxis("bottom").setLabel("x")
+        self.histogram.getAxis("bottom").setLabel("h over the corpus")
         self.histogram.getAxis("left").setStyle(showValues=False)
         self.histogram.setXRange(-1.0, 1.0, padding=0.02)
         self.bars = pg.BarGraphItem(x=[0.0], height=[0.0], width=0.04,
@@ -120,15 +134,8 @@ class AtlasCard(QWidget):
         self.histogram.addItem(self.mean_line)
         paint_on_demand(self.histogram)
         layout.addWidget(self.histogram)
-        self.contexts = self._text_label()
-        layout.addWidget(self.contexts)
         self.samples = self._text_label()
         layout.addWidget(self.samples)
-        self.tokens = self._text_label()
-        self.tokens.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
-        self.tokens.linkActivated.connect(self._on_link)
-        self.tokens.setToolTip("Click a driving token to find every neuron it drives")
-        layout.addWidget(self.tokens)
         self.atlas: Atlas | None = None
         self.card: NeuronCard | None = None
         self._pending: int | None = None
@@ -149,22 +156,19 @@ class AtlasCard(QWidget):
         return label
 
     # ------------------------------------------------------------ state
-    def set_atlas(self, atlas: Atlas | None, note: str = "") -> None:
-        """Read cards from ``atlas`` (``None``: show ``note``, or how to open one)."""
+    def set_atlas(self, atlas: Atlas | None) -> None:
+        """Read cards from ``atlas``; without one the card is hidden."""
         self.atlas = atlas
         self.card = None
+        self._pending = None
         self._fill_timer.stop()
-        if atlas is None:
-            self.title.setText("<b>Atlas</b>")
-            self._show_note(note or "No atlas open. File → Open atlas… reads one made with "
-                                    "'flyviz atlas' for this model (the demo brain has its own).")
-        else:
+        self.setVisible(False)
+        if atlas is not None:
             corpus = atlas.info.get("corpus", {})
             tokens = corpus.get("tokens") if isinstance(corpus, dict) else None
             over = f" · {int(tokens):,} corpus tokens" if isinstance(tokens, int) else ""
             self.title.setText(f"<b>Atlas</b> <span style='color:{theme.MUTED};'>"
-                               f"{html.escape(atlas.path.name)}{over}</span>")
-            self._show_note("Click a neuron to see what it responds to.")
+                               f"{html.escape(atlas_name(atlas))}{over}</span>")
 
     def show_neuron(self, neuron: int | None) -> None:
         """Show ``neuron``'s card from the atlas (``None``: nothing picked).
@@ -179,7 +183,7 @@ class AtlasCard(QWidget):
         if neuron is None:
             self._fill_timer.stop()
             self.card = None
-            self._show_note("Click a neuron to see what it responds to.")
+            self.setVisible(False)
             return
         self._fill_timer.start()
 
@@ -208,6 +212,7 @@ class AtlasCard(QWidget):
     def show_card(self, card: NeuronCard) -> None:
         """Fill the card from ``card``."""
         self.card = card
+        self.setVisible(True)
         self.note.setVisible(False)
         self.summary.setText(summary_text(card) + f"\nover {card.count:,} positions")
         counts = np.asarray(card.histogram, dtype=float)
@@ -226,9 +231,9 @@ class AtlasCard(QWidget):
                              + "".join(context_html(c) for c in found) + "</table>")
         self.samples.setText("<b>Samples by quantile</b><br>" + "".join(bands) if bands else "")
         self.tokens.setText(
-            f"<b>Driving tokens</b> (mean x when read)<br>"
+            f"<b>Driving tokens</b> (mean h when read)<br>"
             f"{tokens_html(card.driving_tokens, links=True, counts=True)}<br>"
-            f"<b>Promotes</b> (logit per unit x)<br>{tokens_html(card.promoted_tokens)}<br>"
+            f"<b>Promotes</b> (logit per unit h)<br>{tokens_html(card.promoted_tokens)}<br>"
             f"<b>Suppresses</b><br>{tokens_html(card.suppressed_tokens)}")
         for widget in (self.summary, self.histogram, self.contexts, self.tokens):
             widget.setVisible(True)
@@ -236,6 +241,7 @@ class AtlasCard(QWidget):
         self.histogram.viewport().update()
 
     def _show_note(self, text: str) -> None:
+        self.setVisible(True)
         self.note.setText(text)
         self.note.setVisible(True)
         for widget in (self.summary, self.histogram, self.contexts, self.samples, self.tokens):

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (QFileDialog, QGroupBox, QHBoxLayout, QLabel, QLin
                                QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
 
 from flyviz.analysis.atlas import Atlas, AtlasError
+from flyviz.app.atlas_card import atlas_name
 from flyviz.app.background import BackgroundCalls
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError, InputError
@@ -275,7 +276,7 @@ class AtlasPanel(QWidget):
             corpus = atlas.info.get("corpus", {})
             tokens = corpus.get("tokens") if isinstance(corpus, dict) else None
             size = f", {int(tokens):,} corpus tokens" if isinstance(tokens, int) else ""
-            self.status.setText(f"Atlas {atlas.path.name}: {atlas.neurons:,} neurons{size}")
+            self.status.setText(f"Atlas {atlas_name(atlas)}: {atlas.neurons:,} neurons{size}")
         for widget in (self.search, self.find_button):
             widget.setEnabled(atlas is not None)
         self.show_found(None)
@@ -414,12 +415,12 @@ class AtlasFeature:
         self.panel.set_atlas(atlas)
         self.card.set_atlas(atlas)
         self.card.show_neuron(self.window.selected_neuron)
-        self.window.show_message(f"atlas {atlas.path.name} open: click a neuron for its card")
+        self.window.show_message(f"atlas {atlas_name(atlas)} open: click a neuron for its card")
 
     def _on_closed(self, note: str) -> None:
         self.window.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(None, note)
-        self.card.set_atlas(None, note)
+        self.card.set_atlas(None)
         if note:
             self.window.show_message(f"atlas closed: {note}")
 

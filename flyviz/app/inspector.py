@@ -57,6 +57,8 @@ class NeuronInspector(QWidget):
             self.fields[key] = label
             form.addRow(title, label)
         layout.addLayout(form)
+        self.atlas_card = AtlasCard()       # shown while an atlas is open and a neuron picked
+        layout.addWidget(self.atlas_card)
         self.trace = pg.PlotWidget()
         self.trace.setMinimumHeight(70)
         self.trace.setMenuEnabled(False)
@@ -77,8 +79,6 @@ class NeuronInspector(QWidget):
         self.tabs.addTab(self.inputs_table, "Strongest inputs")
         self.tabs.addTab(self.outputs_table, "Strongest outputs")
         layout.addWidget(self.tabs, 2)
-        self.atlas_card = AtlasCard()
-        layout.addWidget(self.atlas_card)
 
         self.neuron: int | None = None
         self.anatomy: Anatomy | None = None

@@ -11,8 +11,12 @@ loaded, so its cards work offline on first launch.
 the neurons whose driving tokens include a token or word, listed (click one
 to inspect it) and lit in the brain view while the rest is dimmed.
 
+:func:`statistic_layer` colours the cloud by one of the atlas's per-neuron
+statistics (mean, standard deviation, density, maximum, selectivity), with its
+colourbar; the View → Colour by menu offers them while an atlas is open.
+
 :func:`install` wires both into the main window (File → Open atlas…, the
-Inspector's atlas card, the highlight).
+Inspector's atlas card, the highlight, the Colour by entries).
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (QFileDialog, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
 
-from flyviz.analysis.atlas import Atlas, AtlasError
+from flyviz.analysis.atlas import STATISTICS, Atlas, AtlasError
 from flyviz.app.atlas_card import atlas_name
 from flyviz.app.background import BackgroundCalls
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError, InputError
+from flyviz.render.style import ColourLayer, ColourScale
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.main_window import MainWindow
@@ -41,6 +46,16 @@ MAX_LISTED = 2000
 
 #: The highlight source name of *Find neurons* (see :class:`~flyviz.app.highlight.Highlights`).
 HIGHLIGHT = "find"
+
+#: Per statistic: its menu title, colormap and colourbar caption (``{threshold}`` filled in).
+STATISTIC_LAYERS: dict[str, tuple[str, str, str]] = {
+    "mean": ("Atlas: &mean activation", "signed", "atlas mean h"),
+    "std": ("Atlas: &standard deviation", "sequential", "atlas std of h"),
+    "density": ("Atlas: &density", "sequential", "atlas density (share of tokens |h| > {threshold})"),
+    "max": ("Atlas: ma&ximum", "sequential", "atlas largest h"),
+    "selectivity": ("Atlas: s&electivity", "sequential",
+                    "atlas selectivity ((top token mean − mean) / std)"),
+}
 
 _TOKEN_ID = re.compile(r"(?:id|token)\s*[:=#]?\s*(\d+)", re.IGNORECASE)
 
@@ -85,6 +100,25 @@ def open_checked(path: str | Path, checkpoint: Checkpoint) -> Atlas:
     atlas = Atlas(path)
     atlas.check_model(checkpoint)
     return _read_lookups(atlas)
+
+
+def statistic_layer(atlas: Atlas, name: str) -> ColourLayer:
+    """A colour layer of the atlas statistic ``name`` (one of :data:`STATISTIC_LAYERS`).
+
+    The mean is an activation, shown in the signed activation colours on a
+    symmetric scale; the others are amounts, shown on the sequential colormap
+    from zero (automatic scale: the 99th percentile is the top of the bar).
+    A neuron the atlas never saw active (NaN) is drawn at zero.
+    """
+    if name not in STATISTIC_LAYERS:
+        raise InputError(f"unknown atlas statistic {name!r}; choose one of "
+                         f"{', '.join(STATISTIC_LAYERS)}")
+    _title, colormap, caption = STATISTIC_LAYERS[name]
+    threshold = atlas.info.get("density_threshold")
+    caption = caption.format(threshold=f"{float(threshold):g}" if threshold is not None else "t")
+    values = np.nan_to_num(atlas.statistic(name), nan=0.0, posinf=0.0, neginf=0.0)
+    return ColourLayer.static(f"atlas:{name}", values, colormap=colormap, label=caption,
+                              scale=ColourScale.auto())
 
 
 def parse_search(text: str) -> int | str:
@@ -363,6 +397,19 @@ class AtlasFeature:
         self.panel.neuron_requested.connect(window.select_neuron)
         self.card.token_requested.connect(self._find_token)
         window.model_ready.connect(self._on_model_ready)
+        #: The View → Colour by entries of the atlas statistics (offered while one is open).
+        self.colour_keys: tuple[str, ...] = ()
+        colour_by = getattr(window, "colour_by", None)
+        if colour_by is not None:
+            keys = []
+            for name in (n for n in STATISTICS if n in STATISTIC_LAYERS):
+                key = f"atlas:{name}"
+                colour_by.add(key, STATISTIC_LAYERS[name][0],
+                              lambda name=name: self.statistic_layer(name),
+                              "Colour every neuron by this statistic of the open atlas",
+                              enabled=False)
+                keys.append(key)
+            self.colour_keys = tuple(keys)
 
     @property
     def atlas(self) -> Atlas | None:
@@ -397,6 +444,18 @@ class AtlasFeature:
         self.window.show_message(found.describe())
         return found
 
+    def statistic_layer(self, name: str) -> ColourLayer:
+        """The open atlas's statistic ``name`` as a colour layer (see :func:`statistic_layer`)."""
+        if self.atlas is None:
+            raise InputError("open an atlas first (File → Open atlas…)")
+        return statistic_layer(self.atlas, name)
+
+    def colour_by(self, name: str | None) -> bool:
+        """Colour the brain by the atlas statistic ``name`` (``None``: the live state again)."""
+        from flyviz.app.colouring import STATE
+
+        return self.window.colour_by.choose(STATE if name is None else f"atlas:{name}")
+
     def _find_token(self, token_id: int) -> None:
         self.panel.search.setText(f"id:{token_id}")
         self.find(token_id)
@@ -415,14 +474,24 @@ class AtlasFeature:
         self.panel.set_atlas(atlas)
         self.card.set_atlas(atlas)
         self.card.show_neuron(self.window.selected_neuron)
+        self._offer_colours(True)
         self.window.show_message(f"atlas {atlas_name(atlas)} open: click a neuron for its card")
 
     def _on_closed(self, note: str) -> None:
         self.window.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(None, note)
         self.card.set_atlas(None)
+        self._offer_colours(False)
         if note:
             self.window.show_message(f"atlas closed: {note}")
+
+    def _offer_colours(self, available: bool) -> None:
+        colour_by = getattr(self.window, "colour_by", None)
+        if colour_by is None or not self.colour_keys:
+            return
+        colour_by.set_enabled(self.colour_keys, available)
+        if available and colour_by.current in self.colour_keys:
+            colour_by.refresh(colour_by.current)       # the newly opened atlas's values
 
     def _on_failed(self, message: str, quiet: bool) -> None:
         self.window.show_message(f"cannot open the atlas: {message}", error=True,

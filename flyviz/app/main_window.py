@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
 
 from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app import atlas_panel, window_layout
+from flyviz.app.colouring import ColourBy
 from flyviz.app.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.background import BackgroundCalls
 from flyviz.app.brain_view import BrainView
@@ -129,6 +130,7 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._build_status_bar()
         self._build_actions()
+        self.colour_by = ColourBy(self)
         self.atlas = atlas_panel.install(self)
         self._default_state = self.saveState()
         self.display = DisplayController(self.runs.session, self.brain, self._streaming, self)

@@ -85,3 +85,33 @@ def make_app_atlas(checkpoint: Checkpoint, folder: str | Path, stories: int = 60
     out = folder / "brain.atlas"
     build_atlas(str(folder / "model"), checkpoint, corpus, out, settings, workers=0)
     return out
+
+
+def make_app_lesion_map(checkpoint: Checkpoint, folder: str | Path, by: str = "superclass",
+                        name: str = "lesions.csv", stories: int = 12, seed: int = 5) -> Path:
+    """A lesion map of ``checkpoint`` (each group silenced) over random stories, in ``folder``.
+
+    The model is written to ``folder/model`` (sweep tasks load it by path); the
+    sweep runs in this process. ``name`` ends in ``.csv`` or ``.parquet``.
+    """
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.sweep import SweepSettings, run_sweep, sweep_groups
+    from flyviz.model.synthetic import _WORDS
+    from flyviz.model.writers import write_fly_llm_hf
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    text = "\n\n".join(" ".join(rng.choice(_WORDS, rng.integers(3, 12))).capitalize() + "."
+                       for _ in range(stories)) + "\n"
+    text_path = folder / "story.txt"
+    text_path.write_text(text, encoding="utf-8")
+    if not (folder / "model").exists():
+        write_fly_llm_hf(checkpoint, folder / "model")
+    settings = SweepSettings(streams=16, context=24, chunk_tokens=400, min_tasks=1)
+    corpus = build_corpus([text_path], FlyTokenizer(checkpoint.tokenizer_path),
+                          context=settings.context)
+    out = folder / name
+    run_sweep(str(folder / "model"), checkpoint, corpus, sweep_groups(checkpoint, by), out,
+              settings, by=by, workers=0)
+    return out

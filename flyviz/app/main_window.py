@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
                                QPushButton, QToolBar, QWidget)
 
 from flyviz import APP_NAME, ORGANIZATION
-from flyviz.app import atlas_panel, window_layout
+from flyviz.app import atlas_panel, lesion_panel, window_layout
 from flyviz.app.colouring import ColourBy
 from flyviz.app.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.background import BackgroundCalls
@@ -132,6 +132,7 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self.colour_by = ColourBy(self)
         self.atlas = atlas_panel.install(self)
+        self.lesions = lesion_panel.install(self)
         self._default_state = self.saveState()
         self.display = DisplayController(self.runs.session, self.brain, self._streaming, self)
         for view in (TimelineFollower(self.timeline, self.runs), self.text_panel, self.topk_panel,

@@ -101,6 +101,9 @@ class RunController(QObject):
         self._metadata: dict[str, Any] = {}
         self._replay_rate = DEFAULT_REPLAY_RATE
         self._closed = False
+        #: Interventions for the next run only (see :meth:`set_next_interventions`).
+        self.next_interventions: tuple = ()
+        self.next_description = ""
 
     # ------------------------------------------------------------ state
     @property
@@ -170,8 +173,20 @@ class RunController(QObject):
         return meta
 
     # ------------------------------------------------------------ runs
+    def set_next_interventions(self, interventions, description: str = "") -> None:
+        """Apply ``interventions`` (Silence, Cut...) to the next run only; ``()`` clears them.
+
+        ``description`` says what they do, for the user (e.g. "group T4 silenced").
+        """
+        self.next_interventions = tuple(interventions or ())
+        self.next_description = description if self.next_interventions else ""
+
     def start(self, prompt: str, settings: GenerationSettings) -> bool:
-        """Run ``prompt``, cancelling the current run; False (and a message) if it cannot start."""
+        """Run ``prompt``, cancelling the current run; False (and a message) if it cannot start.
+
+        Interventions set with :meth:`set_next_interventions` apply to this run
+        (and are recorded in its metadata), then are forgotten.
+        """
         if self._closed:
             return False
         if self._config is None or self._tokenizer is None:
@@ -188,11 +203,19 @@ class RunController(QObject):
         meta.update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed,
                     max_new_tokens=settings.max_new_tokens)
         self.end_reason = ""
+        interventions, note = self.next_interventions, self.next_description
+        self.set_next_interventions(())
+        if interventions:
+            from flyviz.model.interventions import to_json
+
+            meta["interventions"] = to_json(interventions)
         self.session.new_recording(self._config.neurons, meta)
         self.frame_times.clear()
-        self.engine_thread.start(RunRequest(self._run_id, prompt, tuple(prompt_ids), settings))
+        self.engine_thread.start(RunRequest(self._run_id, prompt, tuple(prompt_ids), settings,
+                                            interventions=interventions))
         self.message.emit(f"running: {len(prompt_ids) - 1} prompt tokens, "
-                          f"up to {settings.max_new_tokens} new", False)
+                          f"up to {settings.max_new_tokens} new"
+                          + (f", {note}" if note else ""), False)
         self.run_started.emit(prompt)
         return True
 

@@ -56,6 +56,9 @@ class RunRequest:
         Validated generation settings.
     start_paused
         Prime the run but wait for play or step before the first token.
+    interventions
+        Silences, cuts... (:mod:`flyviz.model.interventions`) applied to this
+        run; none: the untouched model.
     """
 
     run_id: int
@@ -63,6 +66,7 @@ class RunRequest:
     prompt_ids: tuple[int, ...]
     settings: GenerationSettings
     start_paused: bool = False
+    interventions: tuple = ()
 
 
 class EngineWorker(QObject):
@@ -102,6 +106,7 @@ class EngineWorker(QObject):
         self.stepping = False
         self._engine: Engine | None = None
         self._tokenizer: FlyTokenizer | None = None
+        self._intervened = False
         self._frames: Iterator[Frame] | None = None
         self._run_id = -1
         self._state = IDLE
@@ -121,6 +126,7 @@ class EngineWorker(QObject):
             self._engine.close()  # its helper threads would otherwise outlive it
         self._engine = engine
         self._tokenizer = tokenizer
+        self._intervened = False
 
     @Slot(int)
     def lower_priority(self, niceness: int) -> None:
@@ -150,6 +156,16 @@ class EngineWorker(QObject):
             self.run_failed.emit(request.run_id, "no model is loaded yet; wait for it or open one")
             return
         self._run_id = request.run_id
+        if request.interventions or self._intervened:
+            # Between runs, on the thread that steps the engine (as Engine asks).
+            try:
+                self._engine.set_interventions(request.interventions)
+            except FlyvizError as exc:
+                self._engine.set_interventions(())
+                self._intervened = False
+                self.run_failed.emit(request.run_id, str(exc))
+                return
+            self._intervened = bool(request.interventions)
         self._frames = iter_frames(self._engine, self._tokenizer, request.prompt,
                                    request.settings, prompt_ids=list(request.prompt_ids))
         if request.start_paused:

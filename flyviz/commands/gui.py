@@ -36,6 +36,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="open this neuron atlas (made with 'flyviz atlas' for the same "
                              "model) once the model is loaded, e.g. --atlas stories.atlas; "
                              "the demo brain opens its own")
+    parser.add_argument("--lesion-map", metavar="PATH",
+                        help="open this lesion map (a .csv or .parquet made with 'flyviz sweep' "
+                             "for the same model) once the model is loaded, colour the brain "
+                             "by importance and list its groups")
     parser.epilog = ("keys: Space play/pause, ←/→ step, Home/End jump, 1/2/3 views, Alt+S "
                      "screenshot, F1 lists every shortcut")
 
@@ -66,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
         from flyviz.app.atlas_panel import check_atlas
 
         check_atlas(args.atlas)
+    if args.lesion_map:
+        # Likewise for a lesion map: missing or damaged is one line and exit status 2.
+        from flyviz.app.lesion_panel import check_lesion_map
+
+        check_lesion_map(args.lesion_map)
     if args.dataset is not None and not args.dataset.is_dir():
         raise InputError(f"--dataset {args.dataset} is not a folder")
     from PySide6.QtCore import QCoreApplication, Qt
@@ -102,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         opens.append(lambda path=args.recording: window.open_recording(path))
     if args.atlas:
         opens.append(lambda path=args.atlas: window.atlas.open(path))
+    if args.lesion_map:
+        opens.append(lambda path=args.lesion_map: window.lesions.open(path, importance=True))
     if opens:
         def open_when_ready(_name: str) -> None:
             from flyviz.model.errors import FlyvizError

@@ -55,7 +55,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("neurons", "Neurons"),
     ("delta_ce", "ΔCE"),
     ("kl", "KL"),
-    ("top1_agreement", "Top-1 same"),
+    ("top1_agreement", "Top-1"),
 )
 
 #: What each lesion mode does to a group, in words.
@@ -187,7 +187,7 @@ class LesionPanel(QWidget):
         self.status.setWordWrap(True)
         layout.addWidget(self.status)
         row = QHBoxLayout()
-        self.open_button = QPushButton("Open lesion map…")
+        self.open_button = QPushButton("Open…")
         self.open_button.setToolTip("Open a lesion map made with 'flyviz sweep' for this model")
         self.open_button.clicked.connect(self.open_requested.emit)
         self.importance_button = QPushButton("Colour by importance")
@@ -201,7 +201,7 @@ class LesionPanel(QWidget):
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels([title for _, title in COLUMNS])
-        tips = ("The group of neurons lesioned", "Its neurons",
+        tips = ("The group of neurons lesioned (its query in the tooltip)", "Its neurons",
                 "Mean increase in cross-entropy, nats/token", "Mean KL divergence, nats/token",
                 "Share of positions where the most likely next token stays the same")
         for column, tip in enumerate(tips):
@@ -210,11 +210,17 @@ class LesionPanel(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(22)
         self.table.setAlternatingRowColors(True)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        # Names keep a readable width (drag to widen); numbers take what they need and the
+        # table scrolls sideways in a narrow dock.
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        header.resizeSection(0, 130)
+        header.setStretchLastSection(False)
         for column in range(1, len(COLUMNS)):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.setSortingEnabled(True)
         self.table.itemSelectionChanged.connect(self._on_selection)
         layout.addWidget(self.table, 1)
@@ -257,7 +263,8 @@ class LesionPanel(QWidget):
             self.status.setText(
                 f"{lesions.path.name}: {len(lesions.rows):,} groups by {lesions.by}, each "
                 f"{what}{over}; untouched cross-entropy "
-                f"{lesions.baseline_cross_entropy:.3f} nats/token")
+                f"{lesions.baseline_cross_entropy:.3f} nats/token; ΔCE and KL in nats/token, "
+                "top-1: how often the most likely next token stays the same")
             self.compare_button.setText(f"Compare with untouched, this group {what}")
             self.table.setRowCount(len(lesions.rows))
             for r, row in enumerate(lesions.rows):
@@ -342,10 +349,11 @@ class LesionFeature(QObject):
         self._importance_on_open = False
         self.controller = LesionController(window.background, lambda: window.checkpoint, self)
         self.panel = LesionPanel()
+        # Beside the text, where a table of five columns has room.
         self.dock = window.add_dock("lesions", "Lesion map", self.panel,
-                                    Qt.DockWidgetArea.LeftDockWidgetArea)
-        anchor = window.docks.get("atlas") or window.docks["inspector"]
-        window.tabifyDockWidget(anchor, self.dock)
+                                    Qt.DockWidgetArea.RightDockWidgetArea)
+        window.tabifyDockWidget(window.docks["text"], self.dock)
+        window.docks["text"].raise_()
         registry = window.actions_registry
         self.action = registry.add("open_lesion_map", "Open &lesion map…", self.open_dialog,
                                    description="Open a lesion map of this model "

@@ -138,7 +138,9 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
 
     # Selecting a row lights exactly that group in the view.
     n = app_checkpoint.config.neurons
-    group = lesions.rows[1]
+    # A group with a lone neuron on screen (not the largest: the rest must show too).
+    group = next(r for r in lesions.rows if r.neurons < n // 2 and isolated_neurons(
+        win, lesions.neurons_of(r, app_checkpoint), 1))
     members = lesions.neurons_of(group, app_checkpoint)
     _all_lit(win, qtbot, n)
     before = brightness(_drawn(win, qtbot))

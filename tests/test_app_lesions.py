@@ -251,3 +251,25 @@ def test_atlas_statistic_colouring_lights_the_neurons_the_statistic_says(
     win.atlas.colour_by("density")
     win.atlas.controller.close("closed for the test")
     assert win.colour_by.current == "state" and not action.isEnabled()
+
+
+def test_a_parquet_lesion_map_opens_like_its_csv(window, qtbot, app_checkpoint, lesion_map):
+    pytest.importorskip("pyarrow")
+    parquet = make_app_lesion_map(app_checkpoint, lesion_map.parent, name="lesions.parquet")
+    lesions = _open_lesions(window, qtbot, parquet)
+    assert lesions.path == parquet
+    assert window.lesions.panel.shown_groups() == [r.group for r in LesionMap(lesion_map).rows]
+    assert window.colour_by.actions["importance"].isEnabled()
+
+
+def test_gui_refuses_a_missing_or_damaged_lesion_map_before_the_window(capsys, tmp_path):
+    from flyviz.cli import main
+
+    assert main(["gui", "--lesion-map", str(tmp_path / "none.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("flyviz: error:") and "does not exist" in err and "\n" not in err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("group,delta_ce\nT4,0.1\n", encoding="utf-8")
+    assert main(["gui", "--lesion-map", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "bad.csv" in err and "not a flyviz lesion map" in err and "\n" not in err

@@ -51,7 +51,8 @@ HIGHLIGHT = "find"
 STATISTIC_LAYERS: dict[str, tuple[str, str, str]] = {
     "mean": ("Atlas: &mean activation", "signed", "atlas mean h"),
     "std": ("Atlas: &standard deviation", "sequential", "atlas std of h"),
-    "density": ("Atlas: &density", "sequential", "atlas density (share of tokens |h| > {threshold})"),
+    "density": ("Atlas: &density", "sequential",
+                "atlas density (share of tokens |h| > {threshold})"),
     "max": ("Atlas: ma&ximum", "sequential", "atlas largest h"),
     "selectivity": ("Atlas: s&electivity", "sequential",
                     "atlas selectivity ((top token mean − mean) / std)"),

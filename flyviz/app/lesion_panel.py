@@ -134,7 +134,8 @@ class LesionController(QObject):
         return self._calls.busy("lesions")
 
     def open(self, path: str | Path) -> None:
-        """Open the lesion map at ``path`` for the loaded model; :attr:`opened` or :attr:`failed`."""
+        """Open the lesion map at ``path`` for the loaded model: :attr:`opened` or
+        :attr:`failed` follows."""
         checkpoint = self._checkpoint()
         if checkpoint is None:
             self.failed.emit("load the model the lesion map was made with first, then open it")
@@ -503,8 +504,8 @@ class LesionFeature(QObject):
 
 
 def check_lesion_map(path: str | Path) -> LesionMap:
-    """The lesion map at ``path``, read; :class:`~flyviz.analysis.sweep.SweepError` (one line) when it is missing or
-    damaged (the model is not checked)."""
+    """The lesion map at ``path``, read; :class:`~flyviz.analysis.sweep.SweepError` (one
+    line) when it is missing or damaged (the model is not checked)."""
     return LesionMap(path)
 
 

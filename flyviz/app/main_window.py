@@ -30,10 +30,10 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
 
 from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app import atlas_panel, lesion_panel, window_layout
-from flyviz.app.colouring import ColourBy
 from flyviz.app.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.background import BackgroundCalls
 from flyviz.app.brain_view import BrainView
+from flyviz.app.colouring import ColourBy
 from flyviz.app.controls import PromptBar, SettingsPanel, Timeline
 from flyviz.app.dialogs import (CONNECTOME_CREDIT, about_text, demo_description,
                                 install_excepthook, shortcuts_dialog, show_about)

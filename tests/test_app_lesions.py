@@ -89,6 +89,7 @@ def test_importance_colours_each_silenced_groups_neurons_by_its_delta_ce(
     cross-entropy stays at the bottom of the bar; the colourbar says so."""
     win = window
     _plain_display(win)
+    win.lesions.panel.log_scale.setChecked(False)          # ΔCE from 0 to the largest
     lesions = _open_lesions(win, qtbot, lesion_map, importance=True)
     assert win.colour_by.current == "importance" and win.brain.colormap == "sequential"
     rows = lesions.rows
@@ -112,6 +113,18 @@ def test_importance_colours_each_silenced_groups_neurons_by_its_delta_ce(
     assert any(v <= 0 for v in checked.values()) or any(0 < v < top for v in checked.values())
     bright = expected_colour("sequential", top, 0.0, top)
     assert bright[1] > 200 and bright[2] < 120
+    # On the log scale (the default): log10 ΔCE from a third of the smallest positive ΔCE.
+    win.lesions.panel.log_scale.setChecked(True)
+    floor = min(r.delta_ce for r in rows if r.delta_ce > 0) / 3
+    low, high = np.log10(floor), np.log10(top)
+    assert win.brain.value_range == pytest.approx((low, high))
+    assert win.brain.colorbar_caption.text() == "log10 ΔCE, group silenced (nats/token)"
+    image = _drawn(win, qtbot)
+    for row in rows:
+        for neuron in isolated_neurons(win, lesions.neurons_of(row, app_checkpoint), 2):
+            want = expected_colour("sequential", np.log10(max(row.delta_ce, floor)), low, high)
+            got = centre_colour(image, xy[neuron])
+            assert np.abs(got - want).max() <= TOLERANCE, (row.group, neuron, got, want)
     # Live state again: the state's colours and colourbar.
     win.lesions.show_importance(False)
     assert win.colour_by.current == "state" and win.brain.colormap == win.brain.mode

@@ -9,8 +9,8 @@ agreement). In the app:
   with another model in one line, and resolves its groups to neurons once;
 * the *importance* colouring (View → Colour by → Lesion importance, or the
   dock's button) colours each neuron by its group's ΔCE on the sequential
-  colormap, from 0 to the largest ΔCE of the map, with its colourbar
-  (:func:`importance_layer`);
+  colormap, with its colourbar: on a log scale by default (a map's ΔCE often
+  spans decades), or from 0 to the largest ΔCE (:func:`importance_layer`);
 * :class:`LesionPanel`, the *Lesion map* dock: the groups in a sortable table
   (name, neurons, ΔCE, KL, top-1 agreement). Selecting a row lights that
   group in the brain view and offers *Compare with untouched* with the group
@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxLayout,
+                               QHeaderView, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
 
 from flyviz.analysis.sweep import GroupResult, LesionMap
 from flyviz.app.background import BackgroundCalls
@@ -75,17 +76,28 @@ def open_checked(path: str | Path, checkpoint: Checkpoint) -> LesionMap:
     return lesions
 
 
-def importance_layer(lesions: LesionMap, checkpoint: Checkpoint) -> ColourLayer:
-    """Each neuron coloured by its group's ΔCE: sequential colormap over ``[0, largest ΔCE]``.
+def importance_layer(lesions: LesionMap, checkpoint: Checkpoint, log: bool = False
+                     ) -> ColourLayer:
+    """Each neuron coloured by its group's ΔCE, on the sequential colormap, with its colourbar.
 
-    A group whose lesion lowered the cross-entropy (ΔCE < 0) and a neuron in
-    no group are drawn at the bottom of the colourbar.
+    Linear (``log=False``): over ``[0, largest ΔCE]``. Logarithmic: ``log10 ΔCE``
+    over ``[log10 floor, log10 largest]``, the floor a third of the smallest
+    positive ΔCE, so groups whose ΔCE differ by decades (a sensory group that
+    blinds the model beside interneurons that blur it) are all told apart.
+    A group whose lesion did not raise the cross-entropy (ΔCE ≤ 0) and a
+    neuron in no group are drawn at the bottom of the colourbar.
     """
-    values = lesions.importance(checkpoint).astype(np.float32)
+    values = lesions.importance(checkpoint).astype(np.float64)
     finite = values[np.isfinite(values)]
     top = float(finite.max()) if finite.size else 0.0
     values = np.where(np.isfinite(values), values, 0.0)
     what = LESION_WORDS.get(lesions.mode, lesions.mode)
+    if log and top > 0.0:
+        floor = float(finite[finite > 0.0].min()) / 3.0
+        logs = np.log10(np.maximum(values, floor))
+        return ColourLayer.static(IMPORTANCE, logs, colormap="sequential",
+                                  label=f"log10 ΔCE, group {what}", units="nats/token",
+                                  scale=ColourScale.given(np.log10(floor), np.log10(top)))
     return ColourLayer.static(IMPORTANCE, values, colormap="sequential",
                               label=f"ΔCE, group {what}", units="nats/token",
                               scale=ColourScale.given(0.0, top if top > 0.0 else 1e-3))
@@ -166,6 +178,8 @@ class LesionPanel(QWidget):
         The user wants to pick a lesion map.
     importance_requested()
         Colour the brain by importance.
+    log_scale_changed()
+        The importance colours' log scale was switched.
     group_selected(row)
         A group was selected (its :class:`~flyviz.analysis.sweep.GroupResult`, or ``None``).
     compare_requested(row)
@@ -176,6 +190,7 @@ class LesionPanel(QWidget):
 
     open_requested = Signal()
     importance_requested = Signal()
+    log_scale_changed = Signal()
     group_selected = Signal(object)
     compare_requested = Signal(object)
     clear_next_requested = Signal()
@@ -197,6 +212,12 @@ class LesionPanel(QWidget):
         self.importance_button.clicked.connect(self.importance_requested.emit)
         row.addWidget(self.open_button)
         row.addWidget(self.importance_button)
+        self.log_scale = QCheckBox("log scale")
+        self.log_scale.setChecked(True)
+        self.log_scale.setToolTip("Colour by log10 ΔCE, so groups whose ΔCE differ by decades "
+                                  "are told apart (off: ΔCE from 0 to the largest)")
+        self.log_scale.toggled.connect(lambda _on: self.log_scale_changed.emit())
+        row.addWidget(self.log_scale)
         row.addStretch(1)
         layout.addLayout(row)
 
@@ -373,6 +394,7 @@ class LesionFeature(QObject):
         p = self.panel
         p.open_requested.connect(self.open_dialog)
         p.importance_requested.connect(lambda: self.show_importance(True))
+        p.log_scale_changed.connect(lambda: self.window.colour_by.refresh(IMPORTANCE))
         p.group_selected.connect(self._on_group_selected)
         p.compare_requested.connect(self._compare_row)
         p.clear_next_requested.connect(self._clear_next)
@@ -409,7 +431,7 @@ class LesionFeature(QObject):
         checkpoint = self.window.checkpoint
         if self.lesions is None or checkpoint is None:
             raise InputError("open a lesion map first (File → Open lesion map…)")
-        return importance_layer(self.lesions, checkpoint)
+        return importance_layer(self.lesions, checkpoint, self.panel.log_scale.isChecked())
 
     def show_importance(self, on: bool = True) -> bool:
         """Colour the brain by importance (``False``: by the live state again)."""

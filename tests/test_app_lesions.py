@@ -258,9 +258,16 @@ def test_atlas_statistic_colouring_lights_the_neurons_the_statistic_says(
     _drawn(win, qtbot)
     lo, hi = win.brain.value_range
     assert win.brain.colormap == "signed" and lo == -hi
+    assert win.atlas.panel.colour.currentData() == "mean"       # the dock follows the menu
+    # The Atlas dock's Colour by box does the same as the menu.
+    box = win.atlas.panel.colour
+    box.activated.emit(box.findData("selectivity"))
+    assert win.colour_by.current == "atlas:selectivity"
+    assert win.colour_by.actions["atlas:selectivity"].isChecked()
     # Live state again, then closing the atlas withdraws its colourings.
-    win.atlas.colour_by(None)
+    box.activated.emit(box.findData(""))
     assert win.colour_by.current == "state" and "activation h" in win.brain.colorbar_caption.text()
+    assert win.colour_by.actions["state"].isChecked()
     win.atlas.colour_by("density")
     win.atlas.controller.close("closed for the test")
     assert win.colour_by.current == "state" and not action.isEnabled()

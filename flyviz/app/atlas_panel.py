@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import (QFileDialog, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
 
 from flyviz.analysis.atlas import STATISTICS, Atlas, AtlasError
@@ -241,12 +241,15 @@ class AtlasPanel(QWidget):
         The user cleared the search.
     neuron_requested(index)
         The user clicked a listed neuron.
+    colour_requested(name)
+        Colour the brain by the atlas statistic ``name`` (``None``: the live state).
     """
 
     open_requested = Signal()
     search_requested = Signal(object)
     cleared = Signal()
     neuron_requested = Signal(int)
+    colour_requested = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -262,6 +265,18 @@ class AtlasPanel(QWidget):
         row.addWidget(self.open_button)
         row.addStretch(1)
         layout.addLayout(row)
+        colour_row = QHBoxLayout()
+        colour_row.addWidget(QLabel("Colour by"))
+        self.colour = QComboBox()
+        self.colour.addItem("live state", "")
+        for name, (title, _map, _caption) in STATISTIC_LAYERS.items():
+            self.colour.addItem(title.replace("Atlas: ", "atlas ").replace("&", ""), name)
+        self.colour.setToolTip("Colour the brain by a statistic of the atlas, or by the live "
+                               "state (also View → Colour by)")
+        self.colour.activated.connect(
+            lambda i: self.colour_requested.emit(self.colour.itemData(i) or None))
+        colour_row.addWidget(self.colour, 1)
+        layout.addLayout(colour_row)
 
         box = QGroupBox("Find neurons")
         inner = QVBoxLayout(box)
@@ -312,9 +327,16 @@ class AtlasPanel(QWidget):
             tokens = corpus.get("tokens") if isinstance(corpus, dict) else None
             size = f", {int(tokens):,} corpus tokens" if isinstance(tokens, int) else ""
             self.status.setText(f"Atlas {atlas_name(atlas)}: {atlas.neurons:,} neurons{size}")
-        for widget in (self.search, self.find_button):
+        for widget in (self.search, self.find_button, self.colour):
             widget.setEnabled(atlas is not None)
         self.show_found(None)
+
+    def show_colouring(self, key: str) -> None:
+        """Show which colouring the brain has (``"atlas:NAME"``, or anything else: live state
+        or another feature's)."""
+        name = key.split(":", 1)[1] if key.startswith("atlas:") else ""
+        index = self.colour.findData(name)
+        self.colour.setCurrentIndex(max(0, index))
 
     def show_found(self, found: FoundNeurons | None, message: str = "") -> None:
         """List ``found`` (``None``: clear the list; ``message``: say why)."""
@@ -411,6 +433,8 @@ class AtlasFeature:
                               enabled=False)
                 keys.append(key)
             self.colour_keys = tuple(keys)
+            colour_by.changed.connect(self.panel.show_colouring)
+            self.panel.colour_requested.connect(self.colour_by)
 
     @property
     def atlas(self) -> Atlas | None:

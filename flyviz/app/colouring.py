@@ -98,6 +98,7 @@ class ColourBy(QObject):
             except FlyvizError as exc:
                 self.window.show_message(f"cannot colour by {self._plain(key)}: {exc}", error=True)
                 self.actions[self.current].setChecked(True)
+                self.changed.emit(self.current)
                 return False
         self.current = key
         self.actions[key].setChecked(True)

@@ -293,3 +293,18 @@ def test_gui_refuses_a_missing_or_damaged_lesion_map_before_the_window(capsys, t
     assert main(["gui", "--lesion-map", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert "bad.csv" in err and "not a flyviz lesion map" in err and "\n" not in err
+
+
+def test_another_model_closes_the_map_and_its_colours(window, qtbot, lesion_map, tmp_path):
+    win = window
+    _open_lesions(win, qtbot, lesion_map, importance=True)
+    win.lesions.select_group(win.lesions.lesions.rows[0].group)
+    assert win.colour_by.current == "importance" and win.brain.emphasis is not None
+    other = make_app_checkpoint(tmp_path / "other", neurons=300, seed=4, name="other-brain")
+    win.set_checkpoint(other)
+    assert win.lesions.lesions is None and win.colour_by.current == "state"
+    assert not win.colour_by.actions["importance"].isEnabled()
+    assert win.brain.emphasis is None and "activation h" in win.brain.colorbar_caption.text()
+    assert "previous model" in win.lesions.panel.status.text()
+    qtbot.waitUntil(lambda: win.display.brain_at is not None, timeout=3000)
+    assert win.brain.render_image().shape[2] == 4

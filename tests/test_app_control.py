@@ -11,9 +11,8 @@ from app_conftest import app_checkpoint, expected_frames, window  # noqa: F401
 
 from flyviz.app.run_control import REPLAYING, RunController
 from flyviz.app.worker import IDLE, MAX_FRAMES_AHEAD, PAUSED, RUNNING
-from flyviz.model.engine import Engine
-from flyviz.model.tokenizer import tokenizer_for
 from flyviz.record.run import GenerationSettings
+from flyviz.record.runner import Model
 
 pytestmark = pytest.mark.gui
 
@@ -22,8 +21,7 @@ pytestmark = pytest.mark.gui
 def runs(qtbot, app_checkpoint):
     """A run controller on the test model, with no window anywhere."""
     controller = RunController()
-    controller.set_model(Engine(app_checkpoint), tokenizer_for(app_checkpoint),
-                         app_checkpoint.config, {"model_name": "test-brain"})
+    controller.set_model(Model(app_checkpoint, spec="test-brain"))
     yield controller
     controller.shutdown()
 
@@ -169,3 +167,33 @@ def test_the_graph_index_is_built_off_the_ui_thread(qtbot, app_checkpoint, monke
     bundle.engine.close()
     in_memory.engine.close()
     assert len(built_on) == 2 and threading.main_thread().name not in built_on
+
+
+def test_a_loader_bug_is_named_as_one_and_logged_not_passed_off_as_a_missing_model(qtbot, caplog):
+    """A missing model is a user's message; a bug in the loader says it is one, and the log
+    keeps its traceback."""
+    import logging
+
+    from flyviz.app.model_control import ModelController
+    from flyviz.model.errors import ModelNotFoundError
+
+    def missing(spec, progress):
+        raise ModelNotFoundError(f"no model at {spec}")
+
+    def buggy(spec, progress):
+        return {}["anatomy"]  # a KeyError: a bug, not a missing model
+
+    for load, expected in ((missing, "no model at nowhere"), (buggy, "KeyError")):
+        models = ModelController(load)
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="flyviz.app.model_control"):
+            with qtbot.waitSignal(models.failed, timeout=10_000) as failed:
+                models.load("nowhere")
+        message = failed.args[1]
+        assert expected in message
+        if load is buggy:
+            assert "unexpected error" in message and "not found" not in message
+            assert any(r.exc_info and r.exc_info[0] is KeyError for r in caplog.records)
+        else:
+            assert "unexpected" not in message and not caplog.records
+        models.shutdown()

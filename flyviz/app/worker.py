@@ -2,10 +2,12 @@
 
 The engine never runs on the UI thread and never waits for the screen. An
 :class:`EngineWorker` lives in its own :class:`~PySide6.QtCore.QThread` and
-steps the model from a timer *inside that thread*, one token per tick, so that
-every request from the UI (pause, step, stop, a new prompt, a new speed cap)
-is an ordinary queued slot call handled between two tokens: the longest any
-request waits is one model step.
+steps a :class:`~flyviz.record.runner.Model` (the one orchestration every
+runner uses: its engine is built once and reused by every run) through
+:meth:`~flyviz.record.runner.Model.frames`, from a timer *inside that
+thread*, one token per tick, so that every request from the UI (pause, step,
+stop, a new prompt, a new speed cap) is an ordinary queued slot call handled
+between two tokens: the longest any request waits is one model step.
 
 Each frame leaves the worker tagged with the id of the run that produced it,
 so frames of a cancelled run still in the event queue are recognised and
@@ -19,18 +21,20 @@ state) without bound, and the window always shows a recent frame.
 
 from __future__ import annotations
 
+import logging
 import time
-import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError
-from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.model.interventions import ResolvedInterventions
 from flyviz.record.frame import Frame
-from flyviz.record.run import GenerationSettings, iter_frames
+from flyviz.record.run import GenerationSettings
+from flyviz.record.runner import Model
+
+log = logging.getLogger(__name__)
 
 #: Worker states reported by :attr:`EngineWorker.state_changed`.
 IDLE, RUNNING, PAUSED = "idle", "running", "paused"
@@ -53,12 +57,11 @@ class RunRequest:
         ``BOS + encode(prompt)``, encoded on the UI thread so that a bad
         prompt is reported at once.
     settings
-        Validated generation settings.
+        Validated generation settings (with the seed the recording stores).
     start_paused
         Prime the run but wait for play or step before the first token.
     interventions
-        Silences, cuts... (:mod:`flyviz.model.interventions`) applied to this
-        run; none: the untouched model.
+        The run's interventions, resolved for the model (``None``: none).
     """
 
     run_id: int
@@ -66,11 +69,11 @@ class RunRequest:
     prompt_ids: tuple[int, ...]
     settings: GenerationSettings
     start_paused: bool = False
-    interventions: tuple = ()
+    interventions: ResolvedInterventions | None = None
 
 
 class EngineWorker(QObject):
-    """Steps an :class:`~flyviz.model.engine.Engine` through :func:`iter_frames`.
+    """Steps a :class:`~flyviz.record.runner.Model` through its :meth:`~Model.frames`.
 
     Create it on the UI thread, then :meth:`QObject.moveToThread` it; call it
     only through queued signals (see :class:`EngineThread`).
@@ -104,9 +107,7 @@ class EngineWorker(QObject):
         self._waiting_for_receiver = False
         #: Set by :meth:`report_stepping` (see :meth:`EngineThread.stepping`).
         self.stepping = False
-        self._engine: Engine | None = None
-        self._tokenizer: FlyTokenizer | None = None
-        self._intervened = False
+        self._model: Model | None = None
         self._frames: Iterator[Frame] | None = None
         self._run_id = -1
         self._state = IDLE
@@ -118,15 +119,13 @@ class EngineWorker(QObject):
         self._last_step = 0.0
 
     # ------------------------------------------------------------ requests
-    @Slot(object, object)
-    def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
-        """Use a new engine; any current run stops."""
+    @Slot(object)
+    def set_model(self, model: Model | None) -> None:
+        """Run ``model`` from now on; any current run stops."""
         self._end_run("stopped")
-        if self._engine is not None and self._engine is not engine:
-            self._engine.close()  # its helper threads would otherwise outlive it
-        self._engine = engine
-        self._tokenizer = tokenizer
-        self._intervened = False
+        if self._model is not None and self._model is not model:
+            self._model.close()  # its engine's helper threads would otherwise outlive it
+        self._model = model
 
     @Slot(int)
     def lower_priority(self, niceness: int) -> None:
@@ -152,22 +151,17 @@ class EngineWorker(QObject):
     def start(self, request: RunRequest) -> None:
         """Cancel the current run and start ``request``."""
         self._end_run("stopped")
-        if self._engine is None or self._tokenizer is None:
+        if self._model is None:
             self.run_failed.emit(request.run_id, "no model is loaded yet; wait for it or open one")
             return
         self._run_id = request.run_id
-        if request.interventions or self._intervened:
-            # Between runs, on the thread that steps the engine (as Engine asks).
-            try:
-                self._engine.set_interventions(request.interventions)
-            except FlyvizError as exc:
-                self._engine.set_interventions(())
-                self._intervened = False
-                self.run_failed.emit(request.run_id, str(exc))
-                return
-            self._intervened = bool(request.interventions)
-        self._frames = iter_frames(self._engine, self._tokenizer, request.prompt,
-                                   request.settings, prompt_ids=list(request.prompt_ids))
+        try:
+            self._frames = self._model.frames(request.prompt, request.settings,
+                                              interventions=request.interventions or (),
+                                              prompt_ids=request.prompt_ids)
+        except FlyvizError as exc:
+            self._fail(str(exc))
+            return
         if request.start_paused:
             self._set_state(PAUSED)
         else:
@@ -231,10 +225,9 @@ class EngineWorker(QObject):
     def shutdown(self) -> None:
         """Stop everything and release the engine's helper threads."""
         self._end_run("stopped")
-        if self._engine is not None:
-            self._engine.close()
-        self._engine = None
-        self._tokenizer = None
+        if self._model is not None:
+            self._model.close()
+        self._model = None
         # Hand the worker (and its timer) back to the UI thread, which deletes it
         # after this thread has ended; Qt timers must die in their own thread.
         app = QCoreApplication.instance()
@@ -287,8 +280,9 @@ class EngineWorker(QObject):
         except FlyvizError as exc:
             self._fail(str(exc))
             return
-        except Exception as exc:  # a bug: report it instead of killing the thread
-            traceback.print_exc()
+        except Exception as exc:  # noqa: BLE001 - a bug: say so (with its traceback in the log)
+            # instead of killing the thread; the message names the error, not a user mistake.
+            log.exception("the model stopped with an unexpected error")
             self._fail(f"the model stopped with an unexpected error: {type(exc).__name__}: {exc}")
             return
         self._last_step = time.perf_counter()
@@ -310,7 +304,7 @@ class EngineThread(QObject):
     between two tokens.
     """
 
-    _request_model = Signal(object, object)
+    _request_model = Signal(object)
     _request_start = Signal(object)
     _request_pause = Signal()
     _request_resume = Signal()
@@ -345,9 +339,9 @@ class EngineThread(QObject):
         self.thread.start()
         self._closed = False
 
-    def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
-        """Hand a new engine to the worker (the previous one stops)."""
-        self._request_model.emit(engine, tokenizer)
+    def set_model(self, model: Model | None) -> None:
+        """Hand a new model to the worker (the previous one stops and its engine closes)."""
+        self._request_model.emit(model)
 
     def start(self, request: RunRequest) -> None:
         """Start a run, cancelling the current one."""

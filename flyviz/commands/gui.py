@@ -10,6 +10,25 @@ from typing import Any
 from flyviz.commands._options import add_dataset_option
 from flyviz.model.errors import InputError
 
+#: ``flyviz gui --gl`` choices.
+GL_CHOICES = ("auto", "software")
+
+
+def use_gl(choice: str) -> None:
+    """Choose the app's OpenGL before Qt starts (``--gl``).
+
+    ``software`` asks Mesa for its CPU renderer (``LIBGL_ALWAYS_SOFTWARE``,
+    read when the first OpenGL context is made) and Qt for its software
+    OpenGL where it ships one (Windows); ``auto`` leaves both to the system.
+    """
+    if choice == "software":
+        import os
+
+        from PySide6.QtCore import QCoreApplication, Qt
+
+        os.environ["LIBGL_ALWAYS_SOFTWARE"] = "1"
+        QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_UseSoftwareOpenGL)
+
 
 def _size(text: str) -> tuple[int, int]:
     match = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\d+)\s*", text)
@@ -40,17 +59,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="open this lesion map (a .csv or .parquet made with 'flyviz sweep' "
                              "for the same model) once the model is loaded, colour the brain "
                              "by importance and list its groups")
+    parser.add_argument("--gl", choices=GL_CHOICES, default="auto",
+                        help="OpenGL for the brain view, screenshots and movies: auto (the "
+                             "system's, default) or software (Mesa's llvmpipe on the CPU: "
+                             "slower, for a missing or broken graphics driver or a remote "
+                             "desktop; the same as LIBGL_ALWAYS_SOFTWARE=1), e.g. --gl software")
     parser.epilog = ("keys: Space play/pause, ←/→ step, Home/End jump, 1/2/3 views, Alt+S "
                      "screenshot, F1 lists every shortcut")
 
 
 def _loader_with_dataset(model: str, dataset: Any) -> Any:
-    """The app's model loader, joining ``--model`` (only) to ``--dataset``."""
-    def load(spec: str, progress: Any) -> Any:
+    """The app's model loader, joining ``--model`` (only) to ``--dataset``; a dataset the
+    user chooses in the app (``dataset_dir``) comes first."""
+    def load(spec: str, progress: Any, dataset_dir: Any = None) -> Any:
         from flyviz.model.resolve import load_model
 
-        return load_model(spec, progress,
-                          dataset_dir=dataset if dataset is not None and spec == model else None)
+        if dataset_dir is None and dataset is not None and spec == model:
+            dataset_dir = dataset
+        return load_model(spec, progress, dataset_dir=dataset_dir)
 
     return load
 
@@ -86,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     QCoreApplication.setOrganizationDomain(ORGANIZATION_DOMAIN)
     QCoreApplication.setApplicationName(APP_NAME)
     QApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
+    use_gl(getattr(args, "gl", "auto"))
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
     app.setApplicationDisplayName("flyviz")
     app.setDesktopFileName("org.flyviz.flyviz")
 
@@ -95,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 
     # The engine and export run in worker threads; a garbage collection that starts
     # there and frees a Qt object aborts the process. Collect on the GUI thread only.
-    app._flyviz_gc = GarbageCollector(interval=1.0)
+    app._flyviz_gc = GarbageCollector(interval=1.0)  # type: ignore[attr-defined]
     vispy.use(app="pyside6")
     from flyviz.app.main_window import MainWindow, install_excepthook
     from flyviz.app.theme import apply_dark_theme

@@ -182,7 +182,7 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
     assert win.run_prompt("Tom and his dog")
     assert win.runs.next_interventions == () and not panel.next_label.isVisible()
     assert win.session.recording.metadata["interventions"] == [
-        {"kind": "silence", "neurons": group.query}]
+        {"kind": "silence", "neurons": group.query, "neurons_selected": group.neurons}]
     qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=20_000)
     assert win.runs.end_reason == "done" and len(win.session.recording) > 0
     # The silenced group's neurons stayed at zero through the run.

@@ -80,6 +80,7 @@ def make_app_atlas(checkpoint: Checkpoint, folder: str | Path, stories: int = 60
     write_fly_llm_hf(checkpoint, folder / "model")
     settings = AtlasSettings(top_k=5, streams=5, context=24, chunk_tokens=600,
                              min_token_count=3, samples_per_band=2)
+    assert checkpoint.tokenizer_path is not None
     corpus = build_corpus([corpus_path], FlyTokenizer(checkpoint.tokenizer_path),
                           context=settings.context)
     out = folder / "brain.atlas"
@@ -109,6 +110,7 @@ def make_app_lesion_map(checkpoint: Checkpoint, folder: str | Path, by: str = "s
     if not (folder / "model").exists():
         write_fly_llm_hf(checkpoint, folder / "model")
     settings = SweepSettings(streams=16, context=24, chunk_tokens=400, min_tasks=1)
+    assert checkpoint.tokenizer_path is not None
     corpus = build_corpus([text_path], FlyTokenizer(checkpoint.tokenizer_path),
                           context=settings.context)
     out = folder / name

@@ -76,7 +76,7 @@ def _read_lookups(atlas: Atlas) -> Atlas:
     """Read the tokenizer and index the driving tokens now, so that neither a card nor a
     search pays for them later; a damaged store is an :class:`AtlasError` (one line)."""
     try:
-        atlas.tokenizer
+        _ = atlas.tokenizer  # read now: a damaged tokenizer fails here, not in a card
         atlas.neurons_driven_by(0)       # builds the token -> neurons index once
     except FlyvizError as exc:
         raise AtlasError(f"{atlas.path.name} is damaged: {exc}") from None

@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: The key of the recorded state (always available).
 STATE = "state"
 
-#: ``build() -> layer``: the layer of an entry, built when it is chosen.
-LayerBuilder = Callable[[], ColourLayer]
+#: ``build() -> layer``: the layer of an entry, built when it is chosen (``None``: the state).
+LayerBuilder = Callable[[], "ColourLayer | None"]
 
 
 class ColourBy(QObject):
@@ -59,7 +59,7 @@ class ColourBy(QObject):
         self._builders: dict[str, LayerBuilder] = {}
         #: The entry shown now.
         self.current = STATE
-        self.add(STATE, "&Live state (activation h)", lambda: None,  # type: ignore[arg-type]
+        self.add(STATE, "&Live state (activation h)", lambda: None,
                  "The recorded activation at the shown token (the Settings' colours)")
         self.actions[STATE].setChecked(True)
         self.menu.addSeparator()

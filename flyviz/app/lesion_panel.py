@@ -227,7 +227,9 @@ class LesionPanel(QWidget):
                 "Mean increase in cross-entropy, nats/token", "Mean KL divergence, nats/token",
                 "Share of positions where the most likely next token stays the same")
         for column, tip in enumerate(tips):
-            self.table.horizontalHeaderItem(column).setToolTip(tip)
+            header_item = self.table.horizontalHeaderItem(column)
+            if header_item is not None:
+                header_item.setToolTip(tip)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -310,14 +312,19 @@ class LesionPanel(QWidget):
         self.next_label.setVisible(bool(description))
         self.clear_next_button.setVisible(bool(description))
 
+    def _name_item(self, row: int) -> QTableWidgetItem:
+        item = self.table.item(row, 0)
+        assert item is not None     # every row is filled when the map is shown
+        return item
+
     def shown_groups(self) -> list[str]:
         """The groups' names in the table's order (as sorted now)."""
-        return [self.table.item(r, 0).text() for r in range(self.table.rowCount())]
+        return [self._name_item(r).text() for r in range(self.table.rowCount())]
 
     def select_group(self, name: str) -> bool:
         """Select the row of group ``name``; False if there is none."""
         for r in range(self.table.rowCount()):
-            if self.table.item(r, 0).text() == name:
+            if self._name_item(r).text() == name:
                 self.table.selectRow(r)
                 return True
         return False
@@ -330,7 +337,7 @@ class LesionPanel(QWidget):
         rows = self.table.selectionModel().selectedRows()
         if not rows:
             return None
-        item = self.table.item(rows[0].row(), 0)
+        item = self._name_item(rows[0].row())
         return self.lesions.rows[int(item.data(Qt.ItemDataRole.UserRole))]
 
     # ------------------------------------------------------------ input

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from flyviz.commands._options import add_dataset_option
@@ -134,13 +136,13 @@ def run(args: argparse.Namespace) -> int:
     install_excepthook(window)
     if args.size is not None:
         window.resize(*args.size)
-    opens = []
+    opens: list[Callable[[], object]] = []
     if args.recording:
-        opens.append(lambda path=args.recording: window.open_recording(path))
+        opens.append(partial(window.open_recording, args.recording))
     if args.atlas:
-        opens.append(lambda path=args.atlas: window.atlas.open(path))
+        opens.append(partial(window.atlas.open, args.atlas))
     if args.lesion_map:
-        opens.append(lambda path=args.lesion_map: window.lesions.open(path, importance=True))
+        opens.append(partial(window.lesions.open, args.lesion_map, importance=True))
     if opens:
         def open_when_ready(_name: str) -> None:
             from flyviz.model.errors import FlyvizError

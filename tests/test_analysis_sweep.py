@@ -124,6 +124,20 @@ def test_one_and_two_worker_processes_give_identical_tables(world, by_type, tmp_
         assert _table(out) == _table(reference)  # every float, bit for bit
 
 
+def test_a_sweep_on_a_running_cluster_equals_the_one_in_process(world, by_type, tmp_path):
+    """--scheduler: the workers of a cluster started elsewhere (here a scheduler and one
+    worker process the test starts) load the model from the spec and give the same bits."""
+    distributed = pytest.importorskip("distributed")
+    reference, in_process = by_type
+    out = tmp_path / "s.csv"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as running:
+        result = _sweep(world, out, by="type", workers=None,
+                        scheduler=running.scheduler_address)
+    assert result.tasks == in_process.tasks
+    assert _table(out) == _table(reference)
+
+
 def test_a_resumed_sweep_equals_an_uninterrupted_one(world, by_type, tmp_path,
                                                     interrupt_after):
     reference, in_process = by_type
@@ -365,6 +379,26 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
                 "no-labels": "no superclass labels"}[case]
     assert expected in err
     assert not out.exists()
+
+
+def test_workers_that_cannot_start_give_one_line_and_exit_2(capsys, world, tmp_path,
+                                                            monkeypatch):
+    distributed = pytest.importorskip("distributed")
+
+    def failing_cluster(*args, **kwargs):
+        raise RuntimeError("Nanny failed to start.") from RuntimeError(
+            "Nanny failed to start worker process")
+
+    monkeypatch.setattr(distributed, "LocalCluster", failing_cluster)
+    out = tmp_path / "x.csv"
+    code, _, err = _cli(capsys, "sweep", world["spec"], "--dataset", world["dataset"], "--by",
+                        "side", "--text", str(world["text"]), "--out", str(out), "--workers", "2")
+    assert code == 2, err
+    last = err.splitlines()[-1]
+    assert "Traceback" not in err and err.count("flyviz: error:") == 1
+    assert last.startswith("flyviz: error: could not start 2 local Dask worker process(es)")
+    assert "--workers 0" in last and not out.exists()
+    assert not (tmp_path / "x.csv.parts").exists()  # nothing to --resume
 
 
 def test_the_demo_brains_numbers_equal_flyviz_compare_at_full_size(tmp_path, monkeypatch):

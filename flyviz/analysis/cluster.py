@@ -469,8 +469,16 @@ def _connect(workers: int | None, scheduler: str | None):
     import logging
 
     n = usable_cores() if workers is None else int(workers)
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", silence_logs=logging.ERROR)
+    try:
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=":0", silence_logs=logging.ERROR)
+    except (RuntimeError, OSError) as exc:
+        # A worker process that cannot start (too little memory, a main script that runs
+        # again in the child) surfaces as "Nanny failed to start": one line, and the way out.
+        cause = exc.__cause__ or exc
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        raise ClusterError(f"could not start {n} local Dask worker process(es) ({reason[:120]}); "
+                           "use --workers 0 to compute in this process") from None
     return Client(cluster, set_as_default=False), cluster
 
 

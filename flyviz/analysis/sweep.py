@@ -198,7 +198,7 @@ def label_groups(checkpoint: "Checkpoint", by: str) -> list[Group]:
         if query and by != "type" and index.count(query) != members.size:
             query = ""
         if not query:  # no label, or one a query cannot name: the neurons themselves
-            query = _target_text(members)
+            query = _target_text(tuple(members.tolist()))
         members.setflags(write=False)
         groups.append(Group(name or UNLABELLED, query, members))
     return groups
@@ -509,6 +509,7 @@ def pass_partial(ckpt: "Checkpoint", settings: SweepSettings, task: SweepTask) -
                 engine.reset()
                 for p in range(ids.size - 1):
                     logits = engine.step(int(ids[p]), logits=True)
+                    assert logits is not None  # asked for
                     scores.add(logits, int(ids[p + 1]))
                     now = time.perf_counter()
                     if now - last > 1.0:  # progress about once a second
@@ -927,7 +928,7 @@ class LesionMap:
                           for c in COLUMNS}
             except (TypeError, ValueError):
                 raise self._damaged(f"row {number} holds a value that is not a number") from None
-            rows.append(GroupResult(**values))
+            rows.append(GroupResult(**values))  # type: ignore[arg-type]  # typed per column above
         if not rows:
             raise self._damaged("it holds no group")
         return rows

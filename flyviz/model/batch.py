@@ -166,6 +166,7 @@ class LesionHooks(StepHooks):
             np.copyto(self._source, x)
             self._source.reshape(-1)[self.flat] = 0.0
         else:
+            assert self.mask is not None  # no flat indices: the group is a mask
             np.multiply(x, self.mask, out=self._source)
         return self._source
 

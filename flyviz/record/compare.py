@@ -22,7 +22,7 @@ runs and the teacher-forced per-token statistics.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,7 +154,8 @@ class Comparison:
         return self.intervened.set_interventions(interventions)
 
     def run(self, prompt: str, settings: GenerationSettings | None = None, *,
-            mode: str = "forced", prompt_ids: list[int] | None = None) -> Iterator[ComparedStep]:
+            mode: str = "forced",
+            prompt_ids: list[int] | None = None) -> Generator[ComparedStep, None, None]:
         """Run both engines on ``prompt``, yielding one :class:`ComparedStep` per position.
 
         Parameters

@@ -308,3 +308,26 @@ def test_another_model_closes_the_map_and_its_colours(window, qtbot, lesion_map,
     assert "previous model" in win.lesions.panel.status.text()
     qtbot.waitUntil(lambda: win.display.brain_at is not None, timeout=3000)
     assert win.brain.render_image().shape[2] == 4
+
+
+def test_compare_goes_to_the_interventions_dock_when_the_window_has_one(
+        window, qtbot, app_checkpoint, lesion_map):
+    """With a comparison feature on the window (``window.interventions.compare_with``), the
+    group's lesion goes there and nothing is left over for the next plain run."""
+    win = window
+    lesions = _open_lesions(win, qtbot, lesion_map)
+    asked = []
+
+    class Interventions:
+        def compare_with(self, interventions, mode=None, prompt=None):
+            asked.append(interventions)
+            return True
+
+    win.interventions = Interventions()
+    group = lesions.rows[0]
+    assert win.lesions.select_group(group.group)
+    win.lesions.panel.compare_button.click()
+    assert asked == [(Silence(group.query),)]
+    assert win.runs.next_interventions == () and not win.lesions.panel.next_label.isVisible()
+    win.lesions.compare_with_silenced("superclass:cb_intrinsic")
+    assert asked[-1] == (Silence("superclass:cb_intrinsic"),)

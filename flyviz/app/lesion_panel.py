@@ -18,9 +18,9 @@ agreement). In the app:
 
 *Compare with untouched* goes through :meth:`LesionFeature.compare_with_lesion`:
 it emits :attr:`LesionFeature.compare_requested` with the interventions, hands
-them to the window's comparison controller when there is one
-(``window.compare.compare_with(interventions, description)``), and otherwise
-sets them up for the window's next run
+them to the window's Interventions dock when there is one
+(``window.interventions.compare_with(interventions)``: the prompt runs beside
+the untouched model), and otherwise sets them up for the window's next run
 (:meth:`~flyviz.app.run_control.RunController.set_next_interventions`).
 """
 
@@ -477,15 +477,18 @@ class LesionFeature(QObject):
     def compare_with_lesion(self, interventions: tuple[Any, ...], description: str) -> None:
         """*Compare with untouched* with ``interventions`` applied.
 
-        Emits :attr:`compare_requested`; a comparison controller on the window
-        (``window.compare`` with ``compare_with(interventions, description)``)
-        runs the comparison. Without one, the interventions are set up for the
+        Emits :attr:`compare_requested`. When the window has the Interventions
+        dock (``window.interventions.compare_with(interventions)``, which puts
+        them in its list and runs the prompt beside the untouched model), it
+        runs the comparison; without one, the interventions are set up for the
         window's next run, which the user starts with Run.
         """
-        self.compare_requested.emit(tuple(interventions), description)
-        compare = getattr(self.window, "compare", None)
-        if compare is not None and hasattr(compare, "compare_with"):
-            compare.compare_with(tuple(interventions), description)
+        interventions = tuple(interventions)
+        self.compare_requested.emit(interventions, description)
+        feature = getattr(self.window, "interventions", None)
+        if feature is not None and hasattr(feature, "compare_with"):
+            if feature.compare_with(interventions):
+                self.window.show_message(f"comparing with the untouched model: {description}")
             return
         self.window.runs.set_next_interventions(interventions, description)
         self.panel.show_next(description)

@@ -247,7 +247,6 @@ class LesionPanel(QWidget):
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.setSortingEnabled(True)
         self.table.itemSelectionChanged.connect(self._on_selection)
-        layout.addWidget(self.table, 1)
 
         self.selected_label = QLabel("")
         self.selected_label.setObjectName("hint")
@@ -265,6 +264,9 @@ class LesionPanel(QWidget):
         next_row.addWidget(self.next_label, 1)
         next_row.addWidget(self.clear_next_button)
         layout.addLayout(next_row)
+        # The table last: it takes the dock's height and scrolls its own rows, so the
+        # buttons above stay in view in a short dock.
+        layout.addWidget(self.table, 1)
         self.lesions: LesionMap | None = None
         self.set_lesions(None)
         self.show_next("")
@@ -380,7 +382,7 @@ class LesionFeature(QObject):
         self.panel = LesionPanel()
         # Beside the text, where a table of five columns has room.
         self.dock = window.add_dock("lesions", "Lesion map", self.panel,
-                                    Qt.DockWidgetArea.RightDockWidgetArea)
+                                    Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
         window.tabifyDockWidget(window.docks["text"], self.dock)
         window.docks["text"].raise_()
         registry = window.actions_registry
@@ -517,6 +519,9 @@ class LesionFeature(QObject):
             self.show_importance(True)
         self.dock.show()
         self.dock.raise_()
+        # Room for the table: most of the side column's height (the user can drag it back).
+        self.window.resizeDocks([self.dock], [int(self.window.height() * 0.6)],
+                                Qt.Orientation.Vertical)
         top = lesions.rows[0]
         self.window.show_message(
             f"lesion map {lesions.path.name} open: {len(lesions.rows):,} groups, the largest "

@@ -88,3 +88,44 @@ def lit_neurons_far_apart(positions_xy: np.ndarray, visible: np.ndarray, count: 
         if len(chosen) == count:
             break
     return chosen
+
+
+def brightness(rgba: np.ndarray) -> np.ndarray:
+    """Per-pixel brightness (the largest of R, G, B) of an RGBA image."""
+    return rgba[..., :3].astype(np.float32).max(axis=-1)
+
+
+def disc_max(lum: np.ndarray, xy, radius: int = 4) -> float:
+    """The brightest pixel within ``radius`` of ``xy``."""
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    return float(lum[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1].max())
+
+
+def screen_positions(win) -> np.ndarray:
+    """Every neuron's position on the brain canvas, in physical pixels."""
+    from flyviz.render.picking import project_points
+
+    ratio = win.brain.canvas.native.devicePixelRatioF()
+    xy, _, _ = project_points(win.brain.positions, win.brain.canvas_transform())
+    return xy * ratio
+
+
+def fixed_display(win) -> None:
+    """Colours on a fixed scale of 1 (|h|), no easing: what is drawn is the frame's state."""
+    win.controls.smoothing.setValue(0)
+    win.controls.auto_scale.setChecked(False)
+    win.controls.fixed_limit.setValue(1.0)
+    win.controls.mode.setCurrentIndex(win.controls.mode.findData("abs"))
+
+
+def isolated_neurons(win, candidates: np.ndarray, count: int, min_gap: float = 14.0) -> list[int]:
+    """Up to ``count`` of ``candidates`` drawn inside the canvas and far from every neuron."""
+    ratio = win.brain.canvas.native.devicePixelRatioF()
+    visible = win.brain.visible.copy()
+    keep = np.zeros_like(visible)
+    keep[np.asarray(candidates, dtype=np.int64)] = True
+    xy = screen_positions(win) / ratio
+    # Far from every drawn neuron, not only from the other candidates.
+    chosen = lit_neurons_far_apart(xy, visible, int(visible.sum()), min_gap,
+                                   tuple(win.brain.canvas.size))
+    return [n for n in chosen if keep[n]][:count]

@@ -54,3 +54,66 @@ def one_hot_recording(neurons: int, lit: list[int], value: float = 1.0) -> Recor
         state[neuron] = value
         rec.append(make_frame(i, state))
     return rec
+
+
+def make_app_atlas(checkpoint: Checkpoint, folder: str | Path, stories: int = 60,
+                   seed: int = 7) -> Path:
+    """A small neuron atlas of ``checkpoint`` over random stories, written into ``folder``.
+
+    The model is written to ``folder/model`` first (atlas tasks load it by path);
+    the atlas keeps 5 top contexts and 2 quantile samples per band.
+    """
+    from flyviz.analysis.atlas import AtlasSettings, build_atlas
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.model.synthetic import _WORDS
+    from flyviz.model.writers import write_fly_llm_hf
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    text = "\n\n".join(
+        "\n".join(" ".join(rng.choice(_WORDS, rng.integers(2, 14))).capitalize() + "."
+                  for _ in range(rng.integers(1, 4)))
+        for _ in range(stories)) + "\n"
+    corpus_path = folder / "stories.txt"
+    corpus_path.write_text(text, encoding="utf-8")
+    write_fly_llm_hf(checkpoint, folder / "model")
+    settings = AtlasSettings(top_k=5, streams=5, context=24, chunk_tokens=600,
+                             min_token_count=3, samples_per_band=2)
+    assert checkpoint.tokenizer_path is not None
+    corpus = build_corpus([corpus_path], FlyTokenizer(checkpoint.tokenizer_path),
+                          context=settings.context)
+    out = folder / "brain.atlas"
+    build_atlas(str(folder / "model"), checkpoint, corpus, out, settings, workers=0)
+    return out
+
+
+def make_app_lesion_map(checkpoint: Checkpoint, folder: str | Path, by: str = "superclass",
+                        name: str = "lesions.csv", stories: int = 12, seed: int = 5) -> Path:
+    """A lesion map of ``checkpoint`` (each group silenced) over random stories, in ``folder``.
+
+    The model is written to ``folder/model`` (sweep tasks load it by path); the
+    sweep runs in this process. ``name`` ends in ``.csv`` or ``.parquet``.
+    """
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.sweep import SweepSettings, run_sweep, sweep_groups
+    from flyviz.model.synthetic import _WORDS
+    from flyviz.model.writers import write_fly_llm_hf
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    text = "\n\n".join(" ".join(rng.choice(_WORDS, rng.integers(3, 12))).capitalize() + "."
+                       for _ in range(stories)) + "\n"
+    text_path = folder / "story.txt"
+    text_path.write_text(text, encoding="utf-8")
+    if not (folder / "model").exists():
+        write_fly_llm_hf(checkpoint, folder / "model")
+    settings = SweepSettings(streams=16, context=24, chunk_tokens=400, min_tasks=1)
+    assert checkpoint.tokenizer_path is not None
+    corpus = build_corpus([text_path], FlyTokenizer(checkpoint.tokenizer_path),
+                          context=settings.context)
+    out = folder / name
+    run_sweep(str(folder / "model"), checkpoint, corpus, sweep_groups(checkpoint, by), out,
+              settings, by=by, workers=0)
+    return out

@@ -4,6 +4,7 @@ Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
 
     python -m flyviz.app.bench [--tokens 150] [--size 1280x720] [--repeat 3] [--json]
     python -m flyviz.app.bench --stalls [--tokens 300]   # worst event-loop stall under use
+    python -m flyviz.app.bench --stalls --demo           # the same on the demo brain and its atlas
     python -m flyviz.app.bench --startup demo            # time to a usable window / to the model
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
@@ -24,7 +25,9 @@ figure and its range over the repeats.
 clicking neurons, scrubbing the timeline, going live and resizing the window,
 and measures how long the event loop was blocked: a 5 ms heartbeat timer
 records its own lateness. It prints the worst and the 99th-percentile stall and
-the actions during the worst ones.
+the actions during the worst ones. With ``--demo`` it uses the demo brain
+instead of the synthetic model, and the actions also open the demo brain's
+atlas again and run *Find neurons* (the atlas card shows on every click).
 
 Nothing here is a test: figures depend on the machine, so they are reported,
 not asserted.
@@ -301,7 +304,12 @@ def stalls(args: argparse.Namespace) -> dict:
     from PySide6.QtTest import QTest
 
     width, height = (int(v) for v in args.window.lower().split("x"))
-    checkpoint, _tokenizer, prompt, _settings, _build_s = _full_size_model(args.tokens)
+    if args.demo:
+        from flyviz.model.resolve import load_model
+
+        checkpoint, prompt = load_model("demo"), "Once upon a time, there was a"
+    else:
+        checkpoint, _tokenizer, prompt, _settings, _build_s = _full_size_model(args.tokens)
     app = _app()
     window = _window(app, checkpoint, args.tokens, args.speed_cap)
     window.resize(width, height)
@@ -332,6 +340,16 @@ def stalls(args: argparse.Namespace) -> dict:
 
     cycle = [("click", click_neuron), ("scrub", scrub), ("scrub", scrub), ("scrub", scrub),
              ("live", window.go_live), ("resize", resize), ("scrub", scrub), ("live", window.go_live)]
+    if args.demo:
+        from flyviz.app.atlas_panel import demo_atlas_path
+
+        words = ["dog", "cat", "rain", "happy", "the", "tree", "ball", "Lily"]
+        cycle += [("find", lambda: window.atlas.find(rng.choice(words))), ("click", click_neuron),
+                  ("open_atlas", lambda: window.atlas.open(demo_atlas_path()))]
+        for _ in range(200):                  # the demo brain's own atlas opens by itself
+            if window.atlas.atlas is not None:
+                break
+            _run_loop(app, 0.1)
     step = {"i": 0}
 
     def act() -> None:
@@ -406,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="window size WxH for --stalls (default 1600x1000)")
     parser.add_argument("--action-ms", type=int, default=150,
                         help="one user action every this many ms for --stalls (default 150)")
+    parser.add_argument("--demo", action="store_true",
+                        help="--stalls on the demo brain, opening its atlas and finding neurons")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--startup", metavar="SPEC",
                         help="only measure the time to an interactive window and to SPEC loaded")

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (QFormLayout, QHeaderView, QLabel, QTableWidget,
                                QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from flyviz.app import theme
+from flyviz.app.atlas_card import AtlasCard
 from flyviz.app.connectivity import Connectivity, Partner
 from flyviz.app.panels import paint_on_demand
 from flyviz.model.checkpoint import Anatomy
@@ -56,6 +57,8 @@ class NeuronInspector(QWidget):
             self.fields[key] = label
             form.addRow(title, label)
         layout.addLayout(form)
+        self.atlas_card = AtlasCard()       # shown while an atlas is open and a neuron picked
+        layout.addWidget(self.atlas_card)
         self.trace = pg.PlotWidget()
         self.trace.setMinimumHeight(70)
         self.trace.setMenuEnabled(False)
@@ -103,6 +106,7 @@ class NeuronInspector(QWidget):
         """Describe ``neuron`` (None clears) with its trace over ``recording``."""
         self.neuron = neuron
         self._trace_key = None
+        self.atlas_card.show_neuron(neuron)
         if neuron is None:
             self.hint.setVisible(True)
             for label in self.fields.values():

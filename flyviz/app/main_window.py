@@ -29,14 +29,17 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
                                QPushButton, QToolBar, QWidget)
 
 from flyviz import APP_NAME, ORGANIZATION
-from flyviz.app import window_layout
+from flyviz.app import atlas_panel, lesion_panel, window_layout
 from flyviz.app.actions import SHORTCUTS, ActionRegistry
+from flyviz.app.background import BackgroundCalls
 from flyviz.app.brain_view import BrainView
+from flyviz.app.colouring import ColourBy
 from flyviz.app.controls import PromptBar, SettingsPanel, Timeline
 from flyviz.app.dialogs import (CONNECTOME_CREDIT, about_text, demo_description,
                                 install_excepthook, shortcuts_dialog, show_about)
 from flyviz.app.display import DisplayController
 from flyviz.app.files import FileController, save_screenshot
+from flyviz.app.highlight import Highlights
 from flyviz.app.inspector import NeuronInspector
 from flyviz.app.model_control import ModelBundle, ModelController, default_model_loader
 from flyviz.app.model_panel import ModelPanel
@@ -122,12 +125,17 @@ class MainWindow(QMainWindow):
         self.runs = RunController(self, engine_niceness=ENGINE_NICENESS)
         self.files = FileController(self)
         self.actions_registry = ActionRegistry(self)
+        self.background = BackgroundCalls(self)
         self.docks: dict[str, QDockWidget] = {}
 
         self._build_central()
         self._build_docks()
         self._build_status_bar()
         self._build_actions()
+        self.colour_by = ColourBy(self)
+        self.atlas = atlas_panel.install(self)
+        self.lesions = lesion_panel.install(self)
+        self._default_state = self.saveState()
         self.display = DisplayController(self.runs.session, self.brain, self._streaming, self)
         for view in (TimelineFollower(self.timeline, self.runs), self.text_panel, self.topk_panel,
                      self.raster_panel, self.trace_panel, self.inspector):
@@ -153,6 +161,7 @@ class MainWindow(QMainWindow):
     def _build_central(self) -> None:
         self.brain = BrainView(self)
         self.setCentralWidget(self.brain)
+        self.highlights = Highlights(self.brain.set_emphasis, lambda: self.brain.n_neurons)
 
         bar = QToolBar("Prompt", self)
         bar.setObjectName("promptToolbar")
@@ -204,7 +213,6 @@ class MainWindow(QMainWindow):
         self.resizeDocks([docks["controls"]], [270], Qt.Orientation.Horizontal)
         self.resizeDocks([docks["model"]], [300], Qt.Orientation.Vertical)
         self.resizeDocks([docks["raster"]], [190], Qt.Orientation.Vertical)
-        self._default_state = self.saveState()
 
     def add_dock(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
                  scroll: bool = False) -> QDockWidget:
@@ -557,7 +565,7 @@ class MainWindow(QMainWindow):
             types = np.fromiter((str(t).lower().startswith(cell_type) for t in anat.cell_type), bool,
                                 len(anat.cell_type))
             mask = types if mask is None else mask & types
-        self.brain.set_emphasis(mask)
+        self.highlights.set("filter", mask)
         if mask is None:
             self.controls.filter_note.setText("")
         else:
@@ -616,6 +624,7 @@ class MainWindow(QMainWindow):
         self.runs.shutdown()
         self.verifier.shutdown()
         self.models.shutdown()
+        self.background.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API
         if not self.closing:

@@ -103,6 +103,9 @@ class RunController(QObject):
         self._model: Model | None = None
         self._replay_rate = DEFAULT_REPLAY_RATE
         self._closed = False
+        #: Interventions for the next run only (see :meth:`set_next_interventions`).
+        self.next_interventions: tuple = ()
+        self.next_description = ""
 
     # ------------------------------------------------------------ state
     @property
@@ -170,6 +173,14 @@ class RunController(QObject):
         self._emit_state()
 
     # ------------------------------------------------------------ runs
+    def set_next_interventions(self, interventions: Any, description: str = "") -> None:
+        """Apply ``interventions`` (Silence, Cut...) to the next run only; ``()`` clears them.
+
+        ``description`` says what they do, for the user (e.g. "group T4 silenced").
+        """
+        self.next_interventions = tuple(interventions or ())
+        self.next_description = description if self.next_interventions else ""
+
     def start(self, prompt: str, settings: GenerationSettings, *, interventions: Any = (),
               states_dtype: str = "float16") -> bool:
         """Run ``prompt``, cancelling the current run; False (and a message) if it cannot start.
@@ -187,6 +198,9 @@ class RunController(QObject):
         states_dtype
             ``"float16"`` (the default) or ``"float32"``: how the recording
             stores the states (and how a saved recording carries them).
+
+        Without ``interventions``, those set with :meth:`set_next_interventions`
+        apply to this run, then are forgotten.
         """
         if self._closed:
             return False
@@ -194,6 +208,9 @@ class RunController(QObject):
         if model is None:
             self.message.emit("no model is loaded yet; wait for it or open one", True)
             return False
+        note = ""
+        if not interventions and self.next_interventions:
+            interventions, note = self.next_interventions, self.next_description
         try:
             settings = settings.validate()
             prompt_ids = encode_prompt(model.tokenizer, prompt,
@@ -204,6 +221,8 @@ class RunController(QObject):
         except FlyvizError as exc:
             self.message.emit(str(exc), True)
             return False
+        if note:
+            self.set_next_interventions(())
         self.replay_timer.stop()
         self._run_id += 1
         self.end_reason = ""
@@ -212,7 +231,8 @@ class RunController(QObject):
         self.engine_thread.start(RunRequest(self._run_id, prompt, tuple(prompt_ids), settings,
                                             interventions=resolved or None))
         self.message.emit(f"running: {len(prompt_ids) - 1} prompt tokens, "
-                          f"up to {settings.max_new_tokens} new", False)
+                          f"up to {settings.max_new_tokens} new"
+                          + (f", {note}" if note else ""), False)
         self.run_started.emit(prompt)
         return True
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from flyviz.commands._options import add_dataset_option
@@ -51,6 +53,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="window size in pixels, e.g. 1600x1000")
     parser.add_argument("--recording", metavar="FILE",
                         help="open this recording (.flyrec) once the model is loaded")
+    parser.add_argument("--atlas", metavar="PATH",
+                        help="open this neuron atlas (made with 'flyviz atlas' for the same "
+                             "model) once the model is loaded, e.g. --atlas stories.atlas; "
+                             "the demo brain opens its own")
+    parser.add_argument("--lesion-map", metavar="PATH",
+                        help="open this lesion map (a .csv or .parquet made with 'flyviz sweep' "
+                             "for the same model) once the model is loaded, colour the brain "
+                             "by importance and list its groups")
     parser.add_argument("--gl", choices=GL_CHOICES, default="auto",
                         help="OpenGL for the brain view, screenshots and movies: auto (the "
                              "system's, default) or software (Mesa's llvmpipe on the CPU: "
@@ -82,6 +92,17 @@ def run(args: argparse.Namespace) -> int:
         from flyviz.record.recording import Recording
 
         Recording.load(args.recording)
+    if args.atlas:
+        # A missing or damaged atlas is one line and exit status 2, before any window opens;
+        # whether it belongs to the model is checked once the model is loaded.
+        from flyviz.app.atlas_panel import check_atlas
+
+        check_atlas(args.atlas)
+    if args.lesion_map:
+        # Likewise for a lesion map: missing or damaged is one line and exit status 2.
+        from flyviz.app.lesion_panel import check_lesion_map
+
+        check_lesion_map(args.lesion_map)
     if args.dataset is not None and not args.dataset.is_dir():
         raise InputError(f"--dataset {args.dataset} is not a folder")
     from PySide6.QtCore import QCoreApplication, Qt
@@ -115,15 +136,23 @@ def run(args: argparse.Namespace) -> int:
     install_excepthook(window)
     if args.size is not None:
         window.resize(*args.size)
+    opens: list[Callable[[], object]] = []
     if args.recording:
-        def open_when_ready(_name: str, path: str = args.recording) -> None:
+        opens.append(partial(window.open_recording, args.recording))
+    if args.atlas:
+        opens.append(partial(window.atlas.open, args.atlas))
+    if args.lesion_map:
+        opens.append(partial(window.lesions.open, args.lesion_map, importance=True))
+    if opens:
+        def open_when_ready(_name: str) -> None:
             from flyviz.model.errors import FlyvizError
 
             window.model_ready.disconnect(open_when_ready)
-            try:
-                window.open_recording(path)
-            except FlyvizError as exc:
-                window.show_message(str(exc), error=True, dialog=True)
+            for open_file in opens:
+                try:
+                    open_file()
+                except FlyvizError as exc:
+                    window.show_message(str(exc), error=True, dialog=True)
 
         window.model_ready.connect(open_when_ready)
     window.show()

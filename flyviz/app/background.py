@@ -1,0 +1,103 @@
+"""Opening files off the UI thread: one call per purpose, only the newest one reported.
+
+Opening an atlas or a lesion map reads metadata from disk, checks the model's
+digests and builds lookup tables: tens to hundreds of milliseconds that must
+not freeze the window. :class:`BackgroundCalls` runs such a call in a helper
+thread and hands its result (or a one-line error) back on the UI thread. A
+newer call for the same purpose makes the older one's result stale: it is
+dropped when it arrives, so the user always sees what they asked for last.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from flyviz.model.errors import FlyvizError
+
+
+def one_line_error(exc: BaseException) -> str:
+    """What to tell the user about ``exc``: a :class:`FlyvizError`'s own line, else its type."""
+    if isinstance(exc, FlyvizError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return "out of memory; close other programs and try again"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+class BackgroundCalls(QObject):
+    """Runs ``work()`` in helper threads; results come back on the UI thread.
+
+    Parameters
+    ----------
+    parent
+        Owner (the window); call :meth:`shutdown` before it goes.
+    """
+
+    _finished = Signal(object)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._serial: dict[str, int] = {}
+        self._threads: list[threading.Thread] = []
+        self._callbacks: dict[tuple[str, int], tuple[Callable, Callable]] = {}
+        self._closed = False
+        self._finished.connect(self._deliver)
+
+    def run(self, purpose: str, work: Callable[[], Any], done: Callable[[Any], None],
+            failed: Callable[[str], None]) -> None:
+        """Start ``work()``; later ``done(result)`` or ``failed(message)`` on the UI thread.
+
+        An earlier call with the same ``purpose`` that has not finished is
+        forgotten: its result or error is never reported.
+        """
+        if self._closed:
+            return
+        serial = self._serial.get(purpose, 0) + 1
+        self._serial[purpose] = serial
+        self._callbacks = {k: v for k, v in self._callbacks.items() if k[0] != purpose}
+        self._callbacks[(purpose, serial)] = (done, failed)
+
+        def call() -> None:
+            try:
+                outcome = (True, work())
+            except Exception as exc:  # every failure becomes a message, never a crash
+                if not isinstance(exc, (FlyvizError, MemoryError)):
+                    traceback.print_exc()
+                outcome = (False, one_line_error(exc))
+            if not self._closed:
+                self._finished.emit((purpose, serial, *outcome))
+
+        thread = threading.Thread(target=call, name=f"flyviz-open-{purpose}", daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def cancel(self, purpose: str) -> None:
+        """Forget the pending call for ``purpose`` (its outcome is dropped)."""
+        self._serial[purpose] = self._serial.get(purpose, 0) + 1
+        self._callbacks = {k: v for k, v in self._callbacks.items() if k[0] != purpose}
+
+    def busy(self, purpose: str) -> bool:
+        """True while a call for ``purpose`` has not reported yet."""
+        return (purpose, self._serial.get(purpose, 0)) in self._callbacks
+
+    def shutdown(self) -> None:
+        """Drop every pending outcome and wait for the helper threads; safe to call twice."""
+        self._closed = True
+        self._callbacks.clear()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+
+    def _deliver(self, outcome: tuple[str, int, bool, Any]) -> None:
+        purpose, serial, ok, value = outcome
+        callbacks = self._callbacks.pop((purpose, serial), None)
+        if callbacks is None or self._closed:
+            return
+        done, failed = callbacks
+        (done if ok else failed)(value)

@@ -1,0 +1,333 @@
+"""Colouring the brain by an atlas statistic or a lesion map's importance, and the groups' table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from app_conftest import (app_checkpoint, brightness, disc_max, isolated_neurons,  # noqa: F401
+                          make_window, screen_positions, window)
+from PySide6.QtCore import Qt
+
+from flyviz.analysis.sweep import LesionMap
+from flyviz.app._testing import (make_app_atlas, make_app_checkpoint, make_app_lesion_map,
+                                 make_frame)
+from flyviz.model.interventions import Silence
+from flyviz.record.recording import Recording
+from flyviz.render.colormaps import lut
+from flyviz.render.style import BACKGROUND
+
+pytestmark = pytest.mark.gui
+
+#: Per channel, how far a drawn pixel may be from the colour computed here (8-bit rounding
+#: of the framebuffer, the colormap's table against the shader's exact ramp).
+TOLERANCE = 10
+
+
+@pytest.fixture(scope="module")
+def app_atlas(app_checkpoint, tmp_path_factory):  # noqa: F811
+    """An atlas of the test model over a few random stories."""
+    return make_app_atlas(app_checkpoint, tmp_path_factory.mktemp("app-atlas"))
+
+
+@pytest.fixture(scope="module")
+def lesion_map(app_checkpoint, tmp_path_factory):  # noqa: F811
+    """A superclass lesion map of the test model (each superclass silenced in turn)."""
+    return make_app_lesion_map(app_checkpoint, tmp_path_factory.mktemp("app-lesions"))
+
+
+def _plain_display(win) -> None:
+    """No easing, a fixed gain of 1: a neuron's disc centre is exactly its colour."""
+    win.controls.smoothing.setValue(0)
+    win.controls.point_size.setValue(4.0)
+    win.brain.set_gain(1.0)
+
+
+def _drawn(win, qtbot) -> np.ndarray:
+    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+                    timeout=3000)
+    return win.brain.render_image()
+
+
+def expected_colour(colormap: str, value: float, low: float, high: float) -> np.ndarray:
+    """The RGB (0-255) of a lone neuron's disc centre of ``value`` on ``colormap`` over
+    ``[low, high]`` at gain 1: the table's colour at its display brightness, added to the
+    background (additive blending)."""
+    coord = float(np.clip((value - low) / (high - low), 0.0, 1.0))
+    entry = lut(colormap)[int(round(coord * 255))]
+    return np.clip(255.0 * (np.array(BACKGROUND[:3]) + entry[:3] * entry[3]), 0, 255)
+
+
+def centre_colour(image: np.ndarray, xy, radius: int = 2) -> np.ndarray:
+    """The brightest pixel's RGB within ``radius`` of ``xy`` (the disc's centre)."""
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    patch = image[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3]
+    flat = patch.reshape(-1, 3).astype(np.float64)
+    return flat[flat.max(axis=1).argmax()]
+
+
+def _all_lit(win, qtbot, neurons: int) -> None:
+    """Show a frame with every neuron at 1 (the live state lights the whole brain)."""
+    rec = Recording(neurons)
+    rec.append(make_frame(0, np.ones(neurons, np.float32)))
+    win.session.replace(rec)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
+
+
+def _open_lesions(win, qtbot, path, importance: bool = False) -> LesionMap:
+    win.last_error = ""
+    win.lesions.open(path, importance=importance)
+    qtbot.waitUntil(lambda: win.lesions.lesions is not None or bool(win.last_error),
+                    timeout=10_000)
+    assert win.lesions.lesions is not None, win.last_error
+    return win.lesions.lesions
+
+
+def test_importance_colours_each_silenced_groups_neurons_by_its_delta_ce(
+        window, qtbot, app_checkpoint, lesion_map):
+    """Pixel facts: a group's lone neurons are drawn in the sequential colormap's colour of
+    the group's ΔCE over [0, largest ΔCE]; a group whose lesion did not raise the
+    cross-entropy stays at the bottom of the bar; the colourbar says so."""
+    win = window
+    _plain_display(win)
+    win.lesions.panel.log_scale.setChecked(False)          # ΔCE from 0 to the largest
+    lesions = _open_lesions(win, qtbot, lesion_map, importance=True)
+    assert win.colour_by.current == "importance" and win.brain.colormap == "sequential"
+    rows = lesions.rows
+    top = rows[0].delta_ce
+    assert top > 0 and len(rows) >= 3
+    assert win.brain.value_range == pytest.approx((0.0, top))
+    assert win.brain.colorbar_caption.text() == "ΔCE, group silenced (nats/token)"
+    assert win.brain.colorbar_high.text() == f"{top:.2f}"
+    image = _drawn(win, qtbot)
+    xy = screen_positions(win)
+    checked = {}
+    for row in rows:
+        members = lesions.neurons_of(row, app_checkpoint)
+        for neuron in isolated_neurons(win, members, 2):
+            want = expected_colour("sequential", row.delta_ce, 0.0, top)
+            got = centre_colour(image, xy[neuron])
+            assert np.abs(got - want).max() <= TOLERANCE, (row.group, neuron, got, want)
+            checked[row.group] = row.delta_ce
+    # The most important group is bright yellow-green, a middling one teal, a harmless one dim.
+    assert rows[0].group in checked and len(checked) >= 3
+    assert any(v <= 0 for v in checked.values()) or any(0 < v < top for v in checked.values())
+    bright = expected_colour("sequential", top, 0.0, top)
+    assert bright[1] > 200 and bright[2] < 120
+    # On the log scale (the default): log10 ΔCE from a third of the smallest positive ΔCE.
+    win.lesions.panel.log_scale.setChecked(True)
+    floor = min(r.delta_ce for r in rows if r.delta_ce > 0) / 3
+    low, high = np.log10(floor), np.log10(top)
+    assert win.brain.value_range == pytest.approx((low, high))
+    assert win.brain.colorbar_caption.text() == "log10 ΔCE, group silenced (nats/token)"
+    image = _drawn(win, qtbot)
+    for row in rows:
+        for neuron in isolated_neurons(win, lesions.neurons_of(row, app_checkpoint), 2):
+            want = expected_colour("sequential", np.log10(max(row.delta_ce, floor)), low, high)
+            got = centre_colour(image, xy[neuron])
+            assert np.abs(got - want).max() <= TOLERANCE, (row.group, neuron, got, want)
+    # Live state again: the state's colours and colourbar.
+    win.lesions.show_importance(False)
+    assert win.colour_by.current == "state" and win.brain.colormap == win.brain.mode
+    assert "activation h" in win.brain.colorbar_caption.text()
+
+
+def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silence(
+        window, qtbot, app_checkpoint, lesion_map):
+    win = window
+    _plain_display(win)
+    lesions = _open_lesions(win, qtbot, lesion_map)
+    panel = win.lesions.panel
+    assert win.lesions.dock.isVisible()
+    # Sorted by ΔCE, largest first; sorting by another column reorders the rows.
+    assert panel.shown_groups() == [r.group for r in lesions.rows]
+    by_size = sorted(lesions.rows, key=lambda r: r.neurons)
+    panel.table.sortItems(1, Qt.SortOrder.AscendingOrder)
+    assert [int(panel.table.item(r, 1).text().replace(",", ""))
+            for r in range(len(by_size))] == [r.neurons for r in by_size]
+    cells = [panel.table.item(0, c).text() for c in range(5)]
+    small = by_size[0]
+    assert cells == [small.group, f"{small.neurons:,}", f"{small.delta_ce:+.4f}",
+                     f"{small.kl:.4f}", f"{small.top1_agreement:.1%}"]
+
+    # Selecting a row lights exactly that group in the view.
+    n = app_checkpoint.config.neurons
+    # A group with a lone neuron on screen (not the largest: the rest must show too).
+    group = next(r for r in lesions.rows if r.neurons < n // 2 and isolated_neurons(
+        win, lesions.neurons_of(r, app_checkpoint), 1))
+    members = lesions.neurons_of(group, app_checkpoint)
+    _all_lit(win, qtbot, n)
+    before = brightness(_drawn(win, qtbot))
+    assert not panel.compare_button.isEnabled()
+    assert panel.select_group(group.group)
+    mask = win.brain.emphasis
+    assert mask is not None and np.array_equal(np.flatnonzero(mask), members)
+    after = brightness(win.brain.render_image())
+    xy = screen_positions(win)
+    lit = isolated_neurons(win, members, 2)
+    dark = isolated_neurons(win, np.setdiff1d(np.arange(n), members), 2)
+    assert lit and dark
+    for neuron in lit:
+        assert disc_max(after, xy[neuron]) >= 0.9 * disc_max(before, xy[neuron])
+    for neuron in dark:
+        assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])
+
+    # Compare with untouched: without a comparison view, the next run has the group silenced.
+    requests = []
+    win.lesions.compare_requested.connect(lambda ivs, text: requests.append((ivs, text)))
+    assert panel.compare_button.isEnabled()
+    qtbot.mouseClick(panel.compare_button, Qt.MouseButton.LeftButton)
+    assert requests and requests[0][0] == (Silence(group.query),)
+    assert win.runs.next_interventions == (Silence(group.query),)
+    assert group.group in panel.next_label.text() and panel.next_label.isVisible()
+    assert win.run_prompt("Tom and his dog")
+    assert win.runs.next_interventions == () and not panel.next_label.isVisible()
+    assert win.session.recording.metadata["interventions"] == [
+        {"kind": "silence", "neurons": group.query, "neurons_selected": group.neurons}]
+    qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=20_000)
+    assert win.runs.end_reason == "done" and len(win.session.recording) > 0
+    # The silenced group's neurons stayed at zero through the run.
+    states = np.stack([win.session.recording.state(i) for i in range(len(win.session.recording))])
+    assert np.all(states[:, members] == 0) and np.any(states != 0)
+    # The next run is untouched again.
+    assert win.run_prompt("Tom and his dog")
+    assert "interventions" not in win.session.recording.metadata
+    qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=20_000)
+    states = np.stack([win.session.recording.state(i) for i in range(len(win.session.recording))])
+    assert np.any(states[:, members] != 0)
+
+
+def test_a_lesion_map_of_another_model_is_refused_in_one_line(qtbot, tmp_path, lesion_map):
+    other = make_app_checkpoint(tmp_path / "other", seed=3, name="other-brain")
+    win = make_window(qtbot, other, tmp_path)
+    try:
+        win.last_error = ""
+        win.lesions.open(lesion_map)
+        qtbot.waitUntil(lambda: bool(win.last_error), timeout=10_000)
+        assert win.lesions.lesions is None
+        assert "lesion map" in win.last_error and "\n" not in win.last_error
+        assert not win.colour_by.actions["importance"].isEnabled()
+        # Not a lesion map at all: also one line.
+        bad = tmp_path / "notes.csv"
+        bad.write_text("a,b\n1,2\n", encoding="utf-8")
+        win.last_error = ""
+        win.lesions.open(bad)
+        qtbot.waitUntil(lambda: bool(win.last_error), timeout=10_000)
+        assert "not a flyviz lesion map" in win.last_error
+    finally:
+        win.close()
+
+
+def test_atlas_statistic_colouring_lights_the_neurons_the_statistic_says(
+        window, qtbot, app_checkpoint, app_atlas):
+    """Pixel facts: coloured by the atlas's density, the densest lone neurons are bright and
+    drawn in the colormap's colour of their density, the least dense are dim; the colourbar
+    is the statistic's; Live state goes back; closing the atlas withdraws the entries."""
+    import zarr
+
+    win = window
+    _plain_display(win)
+    win.atlas.open(app_atlas)
+    qtbot.waitUntil(lambda: win.atlas.atlas is not None or bool(win.last_error), timeout=10_000)
+    assert win.atlas.atlas is not None, win.last_error
+    action = win.colour_by.actions["atlas:density"]
+    assert action.isEnabled()
+    action.trigger()
+    assert win.colour_by.current == "atlas:density"
+    density = np.asarray(zarr.open_group(str(app_atlas), mode="r")["density"][...], np.float64)
+    image = _drawn(win, qtbot)
+    low, high = win.brain.value_range          # automatic: the 99th percentile of the drawn
+    assert low == 0.0 and high == pytest.approx(np.percentile(density[win.brain.visible], 99),
+                                                rel=1e-5)
+    assert win.brain.colormap == "sequential"
+    assert win.brain.colorbar_caption.text().startswith("atlas density")
+    lum = brightness(image)
+    xy = screen_positions(win)
+    order = np.argsort(density)
+    densest = isolated_neurons(win, order[-len(order) // 5:], 3)
+    sparsest = isolated_neurons(win, order[:len(order) // 5], 3)
+    assert densest and sparsest
+    for neuron in densest + sparsest:
+        want = expected_colour("sequential", density[neuron], low, high)
+        got = centre_colour(image, xy[neuron])
+        assert np.abs(got - want).max() <= TOLERANCE, (neuron, got, want)
+    assert max(density[sparsest]) < 0.5 * min(density[densest])
+    assert min(disc_max(lum, xy[n]) for n in densest) > 1.4 * max(disc_max(lum, xy[n])
+                                                                  for n in sparsest)
+    # The mean, on the signed activation colours and a symmetric scale.
+    win.atlas.colour_by("mean")
+    _drawn(win, qtbot)
+    lo, hi = win.brain.value_range
+    assert win.brain.colormap == "signed" and lo == -hi
+    assert win.atlas.panel.colour.currentData() == "mean"       # the dock follows the menu
+    # The Atlas dock's Colour by box does the same as the menu.
+    box = win.atlas.panel.colour
+    box.activated.emit(box.findData("selectivity"))
+    assert win.colour_by.current == "atlas:selectivity"
+    assert win.colour_by.actions["atlas:selectivity"].isChecked()
+    # Live state again, then closing the atlas withdraws its colourings.
+    box.activated.emit(box.findData(""))
+    assert win.colour_by.current == "state" and "activation h" in win.brain.colorbar_caption.text()
+    assert win.colour_by.actions["state"].isChecked()
+    win.atlas.colour_by("density")
+    win.atlas.controller.close("closed for the test")
+    assert win.colour_by.current == "state" and not action.isEnabled()
+
+
+def test_a_parquet_lesion_map_opens_like_its_csv(window, qtbot, app_checkpoint, lesion_map):
+    pytest.importorskip("pyarrow")
+    parquet = make_app_lesion_map(app_checkpoint, lesion_map.parent, name="lesions.parquet")
+    lesions = _open_lesions(window, qtbot, parquet)
+    assert lesions.path == parquet
+    assert window.lesions.panel.shown_groups() == [r.group for r in LesionMap(lesion_map).rows]
+    assert window.colour_by.actions["importance"].isEnabled()
+
+
+def test_gui_refuses_a_missing_or_damaged_lesion_map_before_the_window(capsys, tmp_path):
+    from flyviz.cli import main
+
+    assert main(["gui", "--lesion-map", str(tmp_path / "none.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("flyviz: error:") and "does not exist" in err and "\n" not in err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("group,delta_ce\nT4,0.1\n", encoding="utf-8")
+    assert main(["gui", "--lesion-map", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "bad.csv" in err and "not a flyviz lesion map" in err and "\n" not in err
+
+
+def test_another_model_closes_the_map_and_its_colours(window, qtbot, lesion_map, tmp_path):
+    win = window
+    _open_lesions(win, qtbot, lesion_map, importance=True)
+    win.lesions.select_group(win.lesions.lesions.rows[0].group)
+    assert win.colour_by.current == "importance" and win.brain.emphasis is not None
+    other = make_app_checkpoint(tmp_path / "other", neurons=300, seed=4, name="other-brain")
+    win.set_checkpoint(other)
+    assert win.lesions.lesions is None and win.colour_by.current == "state"
+    assert not win.colour_by.actions["importance"].isEnabled()
+    assert win.brain.emphasis is None and "activation h" in win.brain.colorbar_caption.text()
+    assert "previous model" in win.lesions.panel.status.text()
+    qtbot.waitUntil(lambda: win.display.brain_at is not None, timeout=3000)
+    assert win.brain.render_image().shape[2] == 4
+
+
+def test_compare_goes_to_the_interventions_dock_when_the_window_has_one(
+        window, qtbot, app_checkpoint, lesion_map):
+    """With a comparison feature on the window (``window.interventions.compare_with``), the
+    group's lesion goes there and nothing is left over for the next plain run."""
+    win = window
+    lesions = _open_lesions(win, qtbot, lesion_map)
+    asked = []
+
+    class Interventions:
+        def compare_with(self, interventions, mode=None, prompt=None):
+            asked.append(interventions)
+            return True
+
+    win.interventions = Interventions()
+    group = lesions.rows[0]
+    assert win.lesions.select_group(group.group)
+    win.lesions.panel.compare_button.click()
+    assert asked == [(Silence(group.query),)]
+    assert win.runs.next_interventions == () and not win.lesions.panel.next_label.isVisible()
+    win.lesions.compare_with_silenced("superclass:cb_intrinsic")
+    assert asked[-1] == (Silence("superclass:cb_intrinsic"),)

@@ -208,28 +208,72 @@ def test_bad_inputs_are_rejected(grid):
         NeuronCloud(np.zeros((4, 2), np.float32))
 
 
-@pytest.mark.parametrize("mode", ["signed", "abs"])
-def test_shader_colours_match_the_colourbar_table(mode):
-    """The centre of a neuron shows exactly the table colour at its brightness."""
+@pytest.mark.parametrize("colormap, value_range", [
+    ("signed", (-1.0, 1.0)), ("abs", (0.0, 1.0)), ("difference", (-0.5, 0.5)),
+    ("sequential", (-0.25, 1.25)), ("signed", (0.0, 2.0))])
+def test_shader_colours_match_the_colourbar_table(colormap, value_range):
+    """The centre of a neuron shows exactly the table colour at its brightness, for every colormap."""
+    from flyviz.render.colormaps import magnitude
+
     pos = np.zeros((1, 3), np.float32)
     scene = Scene(pos, bounds=np.array([[-50.0] * 3, [50.0] * 3]))
     try:
-        scene.cloud.set_mode(mode)
+        scene.cloud.set_colormap(colormap)
+        scene.cloud.set_range(*value_range)
         scene.cloud.set_glow(0.0)
         scene.cloud.set_point_size(12.0)
-        table = lut(mode)
+        table = lut(colormap)
         x, y = scene.pixel_of(0)
-        for value in (-0.8, -0.3, 0.0, 0.45, 1.0, 3.0):
+        lo, hi = value_range
+        for value in (-0.8, -0.3, 0.0, 0.2, 0.45, 1.0, 3.0):
             img = scene.render(np.array([value], np.float32))
-            t = float(np.clip(value, -1, 1))
-            coord = 0.5 + 0.5 * t if mode == "signed" else abs(t)
+            v = abs(value) if colormap == "abs" else value
+            coord = float(np.clip((v - lo) / (hi - lo), 0.0, 1.0))
             # The table's hues are piecewise linear, so interpolating it is exact;
             # its brightness column samples display_curve, evaluated here exactly.
             rgb = np.array([np.interp(coord, np.linspace(0, 1, 256), table[:, c]) for c in range(3)])
-            expected = rgb * display_curve(abs(t)) * 255
-            np.testing.assert_allclose(img[y, x], expected, atol=4)
+            expected = rgb * display_curve(magnitude(value, colormap, lo, hi)) * 255
+            np.testing.assert_allclose(img[y, x], expected, atol=4,
+                                       err_msg=f"{colormap} {value_range} at {value}")
+            # And the colourbar image is made from the same table.
+            bar = colorbar_image(colormap, 256, 1)[::-1, 0, :3].astype(float)
+            i = int(round(coord * 255))
+            np.testing.assert_allclose(bar[i], table[i, :3] * table[i, 3] * 255, atol=1)
     finally:
         scene.close()
+
+
+def _hue(rgb) -> float:
+    import colorsys
+
+    return 360.0 * colorsys.rgb_to_hsv(*np.clip(rgb, 0, 1))[0]
+
+
+def _hue_gap(a, b) -> float:
+    d = abs(_hue(a) - _hue(b)) % 360.0
+    return min(d, 360.0 - d)
+
+
+def test_difference_and_sequential_colormaps_are_told_apart_from_the_activation_ones():
+    from flyviz.render.colormaps import COLORMAPS, is_diverging
+
+    assert set(COLORMAPS) >= {"signed", "abs", "difference", "sequential"}
+    signed, diff = lut("signed"), lut("difference")
+    absolute, seq = lut("abs"), lut("sequential")
+    # Diverging: dark in the middle, bright at both ends, blue below and red above.
+    assert diff[128, 3] < 0.2 and diff[0, 3] > 0.9 and diff[255, 3] > 0.9
+    low, high = diff[10, :3], diff[245, :3]
+    assert low[2] > low[0] + 0.4 and high[0] > high[2] + 0.4
+    # ...and at every strong value a hue clearly apart from the signed activation map's.
+    for i in (0, 30, 60, 195, 225, 255):
+        assert _hue_gap(diff[i, :3], signed[i, :3]) > 20, i
+    # Sequential: brightness grows with the value; its hues are not the magma-like |h| map's.
+    assert np.all(np.diff(seq[:, 3]) >= 0) and seq[0, 3] < 0.1
+    assert np.mean([_hue_gap(seq[i, :3], absolute[i, :3]) for i in range(40, 240, 20)]) > 45
+    # Readable on the dark background: the ends are bright, not navy on black.
+    for table in (diff, seq):
+        assert (table[-1, :3] * table[-1, 3]).max() > 0.8
+    assert is_diverging("difference") and not is_diverging("sequential")
 
 
 def test_gain_falls_as_the_view_gets_crowded_or_busy():

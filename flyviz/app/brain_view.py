@@ -11,6 +11,13 @@ child window: Qt then composes only the brain through OpenGL and flushes the
 rest of the window as plain pixels where it changed, instead of composing the
 whole window through OpenGL at every frame of the brain.
 
+What the view draws is a :class:`~flyviz.render.style.CloudStyle` (its
+:attr:`BrainView.style`): the same value screenshots and movies apply, so the
+three show the same picture. Its colour layer is the recorded state as the
+settings say (:attr:`BrainView.activation`), or another layer set with
+:meth:`BrainView.set_layer` (a difference of two runs, importance, an atlas
+statistic), with its own colormap and colourbar.
+
 Neurons without a measured soma are hidden and the overlay says how many;
 a layout computed from the graph and the demo's synthetic somata are named
 as such, so nobody mistakes them for anatomy.
@@ -18,6 +25,7 @@ as such, so nobody mistakes them for anatomy.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import deque
@@ -28,12 +36,13 @@ from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from vispy import scene
 
-from flyviz.app import theme
 from flyviz.model.checkpoint import Anatomy
-from flyviz.render.camera import DEFAULT_FOV, apply_view, positions_bounds
-from flyviz.render.cloud import NeuronCloud, auto_scale
-from flyviz.render.colormaps import colorbar_image, value_range
+from flyviz.render.camera import DEFAULT_FOV, CameraPose, frame_brain, positions_bounds
+from flyviz.render.cloud import NeuronCloud, crowding_gain
+from flyviz.render.colormaps import colorbar_image, is_diverging
 from flyviz.render.picking import pick_neuron
+from flyviz.render.style import (CloudStyle, ColourLayer, ColourScale, activation_layer,
+                                 apply_style)
 
 #: A press and release closer than this (pixels) is a click, not a drag.
 CLICK_SLOP_PX = 4.0
@@ -116,7 +125,7 @@ class BrainView(QWidget):
         # its own framebuffer that Qt composes into the window. vispy's swap of the
         # context's surface only waits for the frame and copies it where nobody looks
         # (about 10 ms a frame with software OpenGL at 1280x720).
-        self.canvas = scene.SceneCanvas(keys=None, bgcolor=theme.BACKGROUND, show=False,
+        self.canvas = scene.SceneCanvas(keys=None, bgcolor=CloudStyle().background, show=False,
                                         parent=self, size=(800, 600), autoswap=False)
         self.canvas.native.setMinimumSize(QSize(240, 200))
         self.canvas.native.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
@@ -144,25 +153,36 @@ class BrainView(QWidget):
         self.view_label = QLabel("", self)
         self.view_label.setObjectName("overlay")
         self.colorbar = QLabel(self)
+        self.colorbar_caption = QLabel("", self)
         self.colorbar_high = QLabel("", self)
         self.colorbar_low = QLabel("", self)
-        for label in (self.colorbar_high, self.colorbar_low):
+        for label in (self.colorbar_caption, self.colorbar_high, self.colorbar_low):
             label.setObjectName("overlay")
-        self._colorbar_mode = ""
-        self._overlays = (self.note, self.view_label, self.colorbar, self.colorbar_high,
-                          self.colorbar_low)
+        self._colorbar_map = ""
+        self._overlays = (self.note, self.view_label, self.colorbar, self.colorbar_caption,
+                          self.colorbar_high, self.colorbar_low)
 
         self.cloud: NeuronCloud | None = None
         self.positions = np.zeros((0, 3), np.float32)
         self.visible = np.zeros(0, bool)
         self.bounds = positions_bounds(np.zeros((1, 3)))
-        self.mode = "signed"
-        self.auto = True
-        self.limit = 1.0
+        #: The recorded state's colour layer, as the display settings say.
+        self.activation: ColourLayer = activation_layer("signed")
+        #: Another layer shown instead of the state (see :meth:`set_layer`), or None.
+        self.layer_override: ColourLayer | None = None
+        #: The colour range shown now (the layer's, resolved for the shown values).
+        self.value_range: tuple[float, float] = (-1.0, 1.0)
         self.smoothing_s = 0.12
         self.view_name = "front"
         self.glow = 1.0
         self.point_size = 3.0
+        #: Brightness gain setting: None for automatic (see :class:`CloudStyle`).
+        self.gain_setting: float | None = None
+        #: The gain applied now (the setting, or the automatic one).
+        self.gain = 1.0
+        #: ``activity_sample() -> values``: some of the values to be shown, for the
+        #: automatic gain (the display controller sets it); None: a typical activity.
+        self.activity_sample = None
         self.emphasis: np.ndarray | None = None
         self.selected: int | None = None
         self._target: np.ndarray | None = None
@@ -178,6 +198,7 @@ class BrainView(QWidget):
         self.canvas.events.mouse_release.connect(self._on_mouse_release)
         self.canvas.events.mouse_move.connect(self._on_mouse_move)
         self.canvas.events.mouse_wheel.connect(lambda _event: self._interacting())
+        self.canvas.events.resize.connect(lambda _event: self._on_canvas_resize())
         self._update_colorbar()
 
     # ------------------------------------------------------------ anatomy
@@ -189,7 +210,6 @@ class BrainView(QWidget):
         self.positions = np.ascontiguousarray(anatomy.positions_um(), dtype=np.float32)
         self.visible = np.asarray(anatomy.valid, dtype=bool).copy()
         self.cloud = NeuronCloud(self.positions, self.visible, parent=self.view.scene)
-        self._style(self.cloud)
         self.emphasis = None
         self.selected = None
         self.bounds = positions_bounds(self.positions, self.visible)
@@ -200,6 +220,7 @@ class BrainView(QWidget):
         self.note.setToolTip("Neurons without a known soma position are not drawn: "
                              "flyviz never invents positions." if anatomy.kind == "measured"
                              else "")
+        self._style_cloud(self.cloud, self._canvas_height())
         self.set_view(self.view_name)
         self._place_overlays()
 
@@ -218,8 +239,8 @@ class BrainView(QWidget):
         else:
             self._target[:] = state
         if self.auto:
-            limit = auto_scale(self._target[self.visible]) if self.visible.any() else 1.0
-            self._set_limit(limit)
+            self._set_range(self.layer.value_range(self._target[self.visible]
+                                                   if self.visible.any() else None))
         self._dirty = True
 
     def snap(self) -> None:
@@ -238,7 +259,7 @@ class BrainView(QWidget):
         else:
             alpha = np.float32(1.0 - math.exp(-max(dt, 0.0) / self.smoothing_s))
             self._shown += alpha * (self._target - self._shown)
-            if float(np.max(np.abs(self._target - self._shown), initial=0.0)) < 1e-3 * self.limit:
+            if float(np.max(np.abs(self._target - self._shown), initial=0.0)) < 1e-3 * self.span:
                 self._shown[:] = self._target
                 self._dirty = False
         self._upload()
@@ -264,27 +285,116 @@ class BrainView(QWidget):
             self.cloud.set_activity(self._shown)
 
     # ------------------------------------------------------------ appearance
-    def set_mode(self, mode: str) -> None:
-        """``"signed"`` (diverging colours) or ``"abs"`` (|h|, sequential)."""
-        self.mode = mode
+    @property
+    def layer(self) -> ColourLayer:
+        """The colour layer shown: :attr:`layer_override` if set, else :attr:`activation`."""
+        return self.layer_override or self.activation
+
+    @property
+    def style(self) -> CloudStyle:
+        """Everything about how the cloud is drawn (what screenshots and movies start from)."""
+        return CloudStyle(layer=self.layer, point_size=self.point_size, glow=self.glow,
+                          gain=self.gain_setting,
+                          background=tuple(float(c) for c in self.canvas.bgcolor.rgba))
+
+    @property
+    def mode(self) -> str:
+        """The recorded state's colormap: ``"signed"`` or ``"abs"``."""
+        return self.activation.colormap
+
+    @property
+    def colormap(self) -> str:
+        """The colormap shown now (the layer's)."""
+        return self.layer.colormap
+
+    @property
+    def auto(self) -> bool:
+        """True when the shown layer's colour range follows the shown values."""
+        return self.layer.scale.kind == "auto"
+
+    @property
+    def limit(self) -> float:
+        """The largest magnitude of the shown colour range."""
+        return max(abs(self.value_range[0]), abs(self.value_range[1]))
+
+    @property
+    def span(self) -> float:
+        """The width of the shown colour range."""
+        return self.value_range[1] - self.value_range[0]
+
+    def set_style(self, style: CloudStyle) -> None:
+        """Draw as ``style`` says: its layer (as the state's or as an override), size, glow, gain."""
+        self.point_size, self.glow, self.gain_setting = style.point_size, style.glow, style.gain
+        self.canvas.bgcolor = style.background
+        if style.layer.is_state and style.layer.colormap in ("signed", "abs"):
+            self.activation, self.layer_override = style.layer, None
+        else:
+            self.layer_override = style.layer
+        self._layer_changed()
+
+    def apply_settings(self, activation: ColourLayer, point_size: float, glow: float) -> None:
+        """The display settings at once: the state's layer, point size and glow.
+
+        A layer set with :meth:`set_layer` stays shown; the state's layer is
+        what the view shows again once it is cleared.
+        """
+        self.activation = activation
+        self.point_size, self.glow = float(point_size), float(glow)
         if self.cloud is not None:
-            self.cloud.set_mode(mode)
-        self._update_colorbar()
+            self.cloud.set_glow(self.glow)
+            self.cloud.set_point_size(self.style.point_px(self._canvas_height()))
+        self._layer_changed()
+
+    def set_layer(self, layer: ColourLayer | None) -> None:
+        """Colour by ``layer`` instead of the recorded state (``None``: the state again).
+
+        The view is handed the layer's values by whoever drives it
+        (:meth:`flyviz.app.display.DisplayController.set_colour_layer`).
+        """
+        self.layer_override = layer
+        self._layer_changed()
+
+    def set_mode(self, mode: str) -> None:
+        """The recorded state's colours: ``"signed"`` (diverging) or ``"abs"`` (|h|, sequential)."""
+        self.activation = activation_layer(mode, self.activation.scale)
+        self._layer_changed()
 
     def set_auto_scale(self, auto: bool, limit: float | None = None) -> None:
-        """Scale colours to each frame (auto) or to a fixed ``limit``."""
-        self.auto = bool(auto)
-        if not self.auto and limit is not None:
-            self._set_limit(limit)
-        elif self.auto and self._target is not None:
-            self.set_target(self._target.copy())
+        """Scale the state's colours to each frame (auto) or to a fixed ``limit``."""
+        if auto:
+            scale = ColourScale.auto(self.activation.scale.percentile)
+        elif limit is not None:
+            scale = ColourScale.fixed(limit)
+        elif self.activation.scale.kind != "auto":
+            scale = self.activation.scale
+        else:
+            scale = ColourScale.fixed(max(self.limit, 1e-6))
+        self.activation = dataclasses.replace(self.activation, scale=scale)
+        self._layer_changed()
 
-    def _set_limit(self, limit: float) -> None:
-        limit = float(limit) if np.isfinite(limit) and limit > 0 else 1.0
-        if abs(limit - self.limit) > 1e-6 * max(limit, 1e-6):
-            self.limit = limit
+    def _layer_changed(self) -> None:
+        layer = self.layer
+        if self.cloud is not None:
+            self.cloud.set_colormap(layer.colormap)
+        if self.auto:
+            shown = self._target[self.visible] if self._target is not None and self.visible.any() \
+                else None
+            self._set_range(layer.value_range(shown))
+        else:
+            self._set_range(layer.value_range(None))
+        self._update_colorbar(force=True)
+        self.update_gain()
+
+    def _set_range(self, value_range: tuple[float, float]) -> None:
+        lo, hi = (float(v) for v in value_range)
+        if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
+            lo, hi = self.layer.value_range(None) if self.auto else (-1.0, 1.0)
+        old_lo, old_hi = self.value_range
+        tolerance = 1e-6 * max(hi - lo, 1e-6)
+        if abs(lo - old_lo) > tolerance or abs(hi - old_hi) > tolerance or self.cloud is None:
+            self.value_range = (lo, hi)
             if self.cloud is not None:
-                self.cloud.set_scale(limit)
+                self.cloud.set_range(lo, hi)
             self._update_colorbar()
 
     def set_glow(self, strength: float) -> None:
@@ -294,10 +404,36 @@ class BrainView(QWidget):
             self.cloud.set_glow(self.glow)
 
     def set_point_size(self, px: float) -> None:
-        """Diameter of a quiet neuron in pixels."""
+        """Diameter of a quiet neuron in pixels at 720 lines (scaled with the view's height)."""
         self.point_size = float(px)
         if self.cloud is not None:
-            self.cloud.set_point_size(self.point_size)
+            self.cloud.set_point_size(self.style.point_px(self._canvas_height()))
+            self.update_gain()
+
+    def set_gain(self, gain: float | None) -> None:
+        """Brightness gain of every neuron; ``None``: automatic from the crowding on screen."""
+        self.gain_setting = None if gain is None else float(gain)
+        self.update_gain()
+
+    def update_gain(self) -> None:
+        """Set the automatic gain again for the view as the camera shows it now."""
+        if self.cloud is None:
+            return
+        if self.gain_setting is not None:
+            gain = self.gain_setting
+        else:
+            sample = self.activity_sample() if self.activity_sample is not None else None
+            if sample is not None and not np.asarray(sample).size:
+                sample = None
+            layer = self.layer
+            value_range = self.value_range if not self.auto or sample is None \
+                else layer.value_range(sample)
+            height = self._canvas_height()
+            gain = crowding_gain(self.cloud, height, self.style.point_px(height), sample,
+                                 layer.colormap, value_range)
+        if gain != self.gain:
+            self.gain = gain
+        self.cloud.set_gain(gain)
 
     def set_emphasis(self, mask: np.ndarray | None) -> None:
         """Keep ``mask`` lit and dim the rest (``None``: everything lit)."""
@@ -311,46 +447,64 @@ class BrainView(QWidget):
         if self.cloud is not None:
             self.cloud.set_selected(self.selected)
 
-    def _style(self, cloud: NeuronCloud, px_scale: float = 1.0) -> None:
-        """Apply the view's colour mode, scale, glow, size, emphasis and selection."""
-        cloud.set_mode(self.mode)
-        cloud.set_scale(self.limit)
-        cloud.set_glow(self.glow)
-        cloud.set_point_size(self.point_size * px_scale)
+    def _canvas_height(self) -> float:
+        return float(max(1, self.canvas.size[1]))
+
+    def _on_canvas_resize(self) -> None:
+        # Points keep their size relative to the view (see CloudStyle.point_size).
+        if self.cloud is not None:
+            self.cloud.set_point_size(self.style.point_px(self._canvas_height()))
+
+    def _style_cloud(self, cloud: NeuronCloud, canvas_height: float, gain: float | None = None) -> None:
+        """Apply the view's style (at its colour range and gain), emphasis and selection."""
+        apply_style(cloud, self.style, canvas_height, self.value_range)
+        cloud.set_gain(self.gain if gain is None else gain)
         if self.emphasis is not None:
             cloud.set_emphasis(self.emphasis)
         if self.selected is not None:
             cloud.set_selected(self.selected)
 
+    def camera_pose(self) -> CameraPose:
+        """Where the view looks from now (for screenshots and movies of the same view)."""
+        return CameraPose.of(self.view.camera)
+
     def set_view(self, name: str) -> None:
         """Look from ``"front"``, ``"top"`` or ``"side"``."""
         self.view_name = name
-        apply_view(self.view.camera, name, self.bounds)
+        w, h = self.canvas.size
+        frame_brain(self.view.camera, name, self.positions, self.visible,
+                    aspect=w / max(1, h))
         self.view_label.setText(f"{name} view · drag to orbit, scroll to zoom, shift-drag to pan")
         self.view_label.adjustSize()
         self._place_overlays()
+        self.update_gain()
 
     # ------------------------------------------------------------ overlays
-    def _update_colorbar(self) -> None:
+    def _update_colorbar(self, force: bool = False) -> None:
         # Called whenever the automatic scale moves (every frame of a run): touch the
         # widgets only when what they show changes, since each repaint of an overlay
         # makes Qt compose the OpenGL view again.
-        if self._colorbar_mode != self.mode:
-            self._colorbar_mode = self.mode
+        layer = self.layer
+        if self._colorbar_map != layer.colormap:
+            self._colorbar_map = layer.colormap
             height, width = 160, 12
-            img = colorbar_image(self.mode, height, width)
+            img = colorbar_image(layer.colormap, height, width)
             qimg = QImage(img.data, width, height, 4 * width, QImage.Format.Format_RGBA8888).copy()
             self.colorbar.setPixmap(QPixmap.fromImage(qimg))
             self.colorbar.setFixedSize(width, height)
-        lo, hi = value_range(self.mode, self.limit)
-        unit = "h" if self.mode == "signed" else "|h|"
-        high = f"{unit} {hi:+.2f}" if self.mode == "signed" else f"{unit} {hi:.2f}"
-        low = f"{lo:+.2f}" if self.mode == "signed" else f"{lo:.2f}"
-        if (high, low) == (self.colorbar_high.text(), self.colorbar_low.text()):
+        lo, hi = self.value_range
+        signed = is_diverging(layer.colormap)
+        high = f"{hi:+.2f}" if signed else f"{hi:.2f}"
+        low = f"{lo:+.2f}" if signed and lo != 0 else f"{lo:.2f}"
+        caption = layer.caption
+        if not force and (caption, high, low) == (self.colorbar_caption.text(),
+                                                  self.colorbar_high.text(),
+                                                  self.colorbar_low.text()):
             return
+        self.colorbar_caption.setText(caption)
         self.colorbar_high.setText(high)
         self.colorbar_low.setText(low)
-        for label in (self.colorbar_high, self.colorbar_low):
+        for label in (self.colorbar_caption, self.colorbar_high, self.colorbar_low):
             label.adjustSize()
         self._place_overlays()
 
@@ -360,9 +514,12 @@ class BrainView(QWidget):
         self.note.move(10, 10)
         self.view_label.move(10, max(10, h - self.view_label.height() - 10))
         cb_x = w - self.colorbar.width() - 16
-        cb_y = max(40, (h - self.colorbar.height()) // 2)
+        cb_y = max(40 + self.colorbar_caption.height(), (h - self.colorbar.height()) // 2)
         self.colorbar.move(cb_x, cb_y)
-        self.colorbar_high.move(w - self.colorbar_high.width() - 8, cb_y - self.colorbar_high.height() - 4)
+        high_y = cb_y - self.colorbar_high.height() - 4
+        self.colorbar_high.move(w - self.colorbar_high.width() - 8, high_y)
+        self.colorbar_caption.move(w - self.colorbar_caption.width() - 8,
+                                   high_y - self.colorbar_caption.height())
         self.colorbar_low.move(w - self.colorbar_low.width() - 8, cb_y + self.colorbar.height() + 4)
         for label in self._overlays:
             label.raise_()
@@ -420,6 +577,9 @@ class BrainView(QWidget):
 
     def _full_detail(self) -> None:
         if self.cloud is not None:
+            if self.cloud.detail < 1.0:
+                # The camera or the size settled: the crowding on screen may have changed.
+                self.update_gain()
             self.cloud.set_detail(1.0)
 
     def _on_mouse_press(self, event) -> None:
@@ -470,10 +630,12 @@ class BrainView(QWidget):
     def render_at(self, width: int, height: int) -> np.ndarray:
         """Render the scene on a canvas created at ``width x height`` (RGBA uint8).
 
-        A canvas must be created at the output size: rendering a canvas at
+        The same picture as the view at another resolution: the same style
+        (points scale with the height), colour range, gain and camera. A
+        canvas must be created at the output size: rendering a canvas at
         another size leaves the scene unscaled in a corner.
         """
-        canvas = scene.SceneCanvas(size=(width, height), bgcolor=theme.BACKGROUND, show=False,
+        canvas = scene.SceneCanvas(size=(width, height), bgcolor=self.canvas.bgcolor, show=False,
                                    keys=None)
         # An OpenGL widget gets its context only once shown; show it off screen.
         canvas.native.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
@@ -481,12 +643,9 @@ class BrainView(QWidget):
         try:
             view = canvas.central_widget.add_view()
             view.camera = scene.TurntableCamera(fov=self.view.camera.fov, up="+y")
-            cam, src = view.camera, self.view.camera
-            cam.azimuth, cam.elevation = src.azimuth, src.elevation
-            cam.center, cam.scale_factor = src.center, src.scale_factor
-            cam.distance = src.distance
+            self.camera_pose().apply(view.camera)
             cloud = NeuronCloud(self.positions, self.visible, parent=view.scene)
-            self._style(cloud, px_scale=width / max(1, self.canvas.size[0]))
+            self._style_cloud(cloud, height)
             if self._shown is not None:
                 cloud.set_activity(self._shown)
             rgba = np.array(canvas.render(alpha=True), dtype=np.uint8)

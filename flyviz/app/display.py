@@ -14,7 +14,10 @@ Data flow, in one direction:
 So the engine never waits for drawing, drawing never queues one redraw per
 token, and scrubbing a recording is the same code path as watching live. A new
 view (a dock, a comparison) is one :meth:`DisplayController.add_view` call; a
-new colouring of the brain is one :meth:`DisplayController.set_brain_source`.
+new colouring of the brain is one :meth:`DisplayController.set_colour_layer`
+(values, colormap, colourbar and scale policy: a
+:class:`~flyviz.render.style.ColourLayer`), or
+:meth:`DisplayController.set_brain_source` for other values in the state's colours.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from PySide6.QtCore import QObject, QTimer
 
 from flyviz.app.session import Session
 from flyviz.record.recording import Recording
+from flyviz.render.style import ColourLayer, recorded_state
 
 #: Rate of the display timer (Hz). The brain draws at most this often, and only
 #: while something changes; the engine's token rate is independent.
@@ -38,6 +42,9 @@ PANEL_HZ = 4
 
 #: ``source(recording, index) -> state``: the values the brain is coloured by.
 BrainSource = Callable[[Recording, int], "np.ndarray | None"]
+
+#: Frames of the shown recording sampled for the brain's automatic brightness gain.
+GAIN_SAMPLES = 16
 
 
 class FrameView(Protocol):
@@ -56,10 +63,11 @@ class BrainTarget(Protocol):
     def tick(self) -> None:
         """Called every display tick: draw again if something still moves."""
 
+    def set_layer(self, layer: ColourLayer | None) -> None:
+        """Colour by ``layer``'s colormap, range and colourbar (``None``: the state's)."""
 
-def recorded_state(recording: Recording, index: int) -> np.ndarray | None:
-    """The state the model had at frame ``index`` (the default brain source)."""
-    return None if index < 0 or index >= len(recording) else recording.state(index)
+    def update_gain(self) -> None:
+        """Set the automatic brightness gain again (the values to be shown changed)."""
 
 
 class DisplayController(QObject):
@@ -85,6 +93,8 @@ class DisplayController(QObject):
         self.views: list[FrameView] = []
         self._streaming = streaming
         self._brain_source: BrainSource = recorded_state
+        #: The colour layer shown instead of the recorded state, or None.
+        self.layer: ColourLayer | None = None
         self._dirty = True
         self._brain_key: tuple[int, int] | None = None
         #: ``(id(recording), index)`` the frame views last showed (None: not yet).
@@ -94,6 +104,8 @@ class DisplayController(QObject):
         session.recording_replaced.connect(self._on_recording_replaced)
         session.frames_appended.connect(lambda _n: self.mark_dirty())
         session.live_changed.connect(lambda _live: self.mark_dirty())
+        if hasattr(brain, "activity_sample"):
+            brain.activity_sample = self.activity_sample
         self.timer = QTimer(self)
         self.timer.setInterval(max(1, int(round(1000.0 / hz))))
         self.timer.timeout.connect(self.tick)
@@ -106,9 +118,38 @@ class DisplayController(QObject):
         self.mark_dirty()
 
     def set_brain_source(self, source: BrainSource | None) -> None:
-        """Colour the brain by ``source(recording, index)`` (``None``: the recorded state)."""
+        """Colour the brain by ``source(recording, index)`` in the state's colours.
+
+        ``None``: the recorded state. For values with colours, a colourbar
+        and a scale of their own, use :meth:`set_colour_layer`.
+        """
+        self.layer = None
         self._brain_source = source or recorded_state
+        self.brain.set_layer(None)
         self.redraw_brain()
+
+    def set_colour_layer(self, layer: ColourLayer | None) -> None:
+        """Colour the brain by ``layer``: its values at the shown frame, colormap, colourbar, scale.
+
+        ``None`` shows the recorded state again, as the display settings say.
+        Example: ``display.set_colour_layer(ColourLayer(name="delta",
+        colormap="difference", label="Δh", source=lambda rec, i: ...))``.
+        """
+        self.layer = layer
+        self._brain_source = layer.values if layer is not None else recorded_state
+        self.brain.set_layer(layer)
+        self.redraw_brain()
+
+    def activity_sample(self) -> np.ndarray | None:
+        """Up to :data:`GAIN_SAMPLES` frames of the shown recording as the brain colours them."""
+        recording = self.session.recording
+        n = len(recording)
+        if n == 0:
+            return None
+        picks = np.unique(np.linspace(0, n - 1, min(GAIN_SAMPLES, n)).round().astype(int))
+        rows = [self._brain_source(recording, int(i)) for i in picks]
+        rows = [np.asarray(r, np.float32) for r in rows if r is not None]
+        return np.stack(rows) if rows else None
 
     def mark_dirty(self) -> None:
         """Something shown changed: refresh at the next tick."""
@@ -164,3 +205,4 @@ class DisplayController(QObject):
     def _on_recording_replaced(self) -> None:
         self._brain_key = None
         self._dirty = True
+        self.brain.update_gain()

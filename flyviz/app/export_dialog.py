@@ -12,7 +12,6 @@ leaves nothing under the chosen file name.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QWidget)
 
 from flyviz.export import ExportCancelled, ExportOptions, export_recording
-from flyviz.export.movie import make_renderer, recording_scale, sample_states
+from flyviz.export.movie import make_renderer
 from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError, FlyvizError
@@ -296,23 +295,23 @@ class ExportRunner(QObject):
     done = Signal(object, object)
 
     def __init__(self, recording: Recording, anatomy: Anatomy, out: Path, options: ExportOptions,
-                 model_name: str, parent: QObject | None = None) -> None:
+                 model_name: str, parent: QObject | None = None, *, style: Any = None,
+                 camera: Any = None) -> None:
         super().__init__(parent)
         options = options.validate()
         start, stop = options.token_range(len(recording))
-        scale = options.scale or recording_scale(recording, start, stop)
-        options = dataclasses.replace(options, scale=scale)
+        style = style or options.cloud_style()
         # Made here, on the GUI thread, with the app's own vispy backend.
         import vispy.app
 
-        self._renderer = make_renderer(anatomy, options, scale, model_name, app=vispy.app.use_app(),
-                                       activity_sample=sample_states(recording, start, stop, 16))
+        self._renderer = make_renderer(recording, anatomy, options, model_name, style=style,
+                                       camera=camera, app=vispy.app.use_app())
         self._proxy = _GuiThreadRenderer(self._renderer)
         self._cancel = threading.Event()
         self._thread = QThread()
         self._worker = _ExportWorker(dict(recording=recording, anatomy=anatomy, out_path=out,
                                           options=options, model_name=model_name,
-                                          renderer=self._proxy), self._cancel)
+                                          renderer=self._proxy, style=style), self._cancel)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
         self._worker.progressed.connect(self.progressed)

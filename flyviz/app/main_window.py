@@ -45,6 +45,7 @@ from flyviz.app.run_control import RUNNING, RunController, events_per_second
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
+from flyviz.render.style import ColourScale, activation_layer
 
 __all__ = ["CONNECTOME_CREDIT", "SHORTCUTS", "MainWindow", "demo_description",
            "install_excepthook"]
@@ -504,10 +505,10 @@ class MainWindow(QMainWindow):
 
     def _apply_display_settings(self) -> None:
         c = self.controls
-        self.brain.set_mode(c.colour_mode)
-        self.brain.set_auto_scale(c.auto_scale.isChecked(), c.fixed_limit.value())
-        self.brain.set_glow(c.glow.value() / 100.0)
-        self.brain.set_point_size(c.point_size.value())
+        scale = (ColourScale.auto() if c.auto_scale.isChecked()
+                 else ColourScale.fixed(c.fixed_limit.value()))
+        self.brain.apply_settings(activation_layer(c.colour_mode, scale), c.point_size.value(),
+                                  c.glow.value() / 100.0)
         self.brain.smoothing_s = c.smoothing.value() / 1000.0
         self.display.redraw_brain()
 

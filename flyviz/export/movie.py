@@ -5,7 +5,9 @@ frames_per_token`` frames; frame ``j`` (``1..K``) shows the state eased from
 the previous token's state to token ``i``'s with ``t = j / K`` (smoothstep), so
 the last frame of each token shows its state exactly. Before the first
 exported token the brain is at rest (zeros, as after ``Engine.reset``), or at
-the preceding token's state when the range starts later. After the last token
+the preceding token's state when the range starts later. "State" is the
+values of the style's colour layer (:class:`~flyviz.render.style.ColourLayer`):
+the recorded state by default, or e.g. a difference of two runs. After the last token
 come ``round(hold_seconds * fps)`` hold frames (none by default). The camera
 turns ``orbit`` degrees per second of movie time throughout.
 
@@ -14,7 +16,7 @@ Nothing is cached: each frame is rendered, piped to the encoder and dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +35,18 @@ ExportProgress = Callable[[int, int], None]
 def sample_states(recording: Recording, start: int = 0, stop: int | None = None,
                   samples: int = 48) -> np.ndarray:
     """Up to ``samples`` evenly spaced states of frames ``start:stop``, stacked (float32)."""
-    stop = len(recording) if stop is None else min(stop, len(recording))
-    if stop <= start:
-        return np.zeros((0, recording.neurons), np.float32)
-    picks = np.unique(np.linspace(start, stop - 1, min(samples, stop - start)).round().astype(int))
-    return np.stack([recording.state(int(i)) for i in picks])
+    from flyviz.render.style import ColourLayer
+
+    return ColourLayer().sample(recording, start, stop, samples)
 
 
 def recording_scale(recording: Recording, start: int = 0, stop: int | None = None,
                     samples: int = 48, percentile: float = 99.0) -> float:
     """A colour limit for a range of frames: a high percentile of |h| over up to ``samples`` frames."""
-    from flyviz.render.cloud import auto_scale
+    from flyviz.render.style import percentile_limit
 
     values = sample_states(recording, start, stop, samples)
-    return auto_scale(values, percentile) if values.size else 1.0
+    return percentile_limit(values if values.size else None, percentile)
 
 
 def _ease(t: float) -> float:
@@ -59,21 +59,32 @@ def model_name_of(recording: Recording, fallback: str = "") -> str:
     return str(meta.get("model_name") or meta.get("model") or fallback)
 
 
-def make_renderer(anatomy: Anatomy, options: ExportOptions, scale: float, model_name: str,
-                  app: Any = None, activity_sample: np.ndarray | None = None) -> Any:
-    """The :class:`~flyviz.render.offscreen.FrameRenderer` an export with ``options`` uses."""
+def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions,
+                  model_name: str, *, style: Any = None, camera: Any = None,
+                  app: Any = None) -> Any:
+    """The :class:`~flyviz.render.offscreen.FrameRenderer` an export of ``recording`` uses.
+
+    Its colour range is fixed for the whole movie: the layer's fixed or given
+    range, or its automatic policy over up to 48 frames of the exported range;
+    its automatic brightness gain comes from 16 of them.
+    """
     from flyviz.render.offscreen import FrameRenderer
 
-    return FrameRenderer(anatomy.positions_um(), anatomy.valid, options.size, mode=options.mode,
-                         scale=scale, view=options.view, orbit=options.orbit != 0.0,
+    style = style or options.cloud_style()
+    start, stop = options.token_range(len(recording))
+    layer = style.layer
+    return FrameRenderer(anatomy.positions_um(), anatomy.valid, options.size, style=style,
+                         value_range=layer.recording_range(recording, start, stop),
+                         view=options.view, camera=camera, orbit=options.orbit != 0.0,
                          overlays=options.overlays, model_name=model_name,
-                         activity_sample=activity_sample, app=app)
+                         activity_sample=layer.sample(recording, start, stop, 16), app=app)
 
 
 def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: str | Path,
                      options: ExportOptions | None = None, progress: ExportProgress | None = None,
                      cancelled: Callable[[], bool] | None = None, *, model_name: str | None = None,
-                     renderer: Any = None) -> Path:
+                     renderer: Any = None, style: Any = None, camera: Any = None,
+                     overlay_contents: Iterable[Any] | None = None) -> Path:
     """Render frames ``options.start:options.stop`` of ``recording`` into a movie.
 
     Parameters
@@ -99,6 +110,21 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
         ``base_azimuth`` and ``size`` to draw with instead of a new
         :class:`~flyviz.render.offscreen.FrameRenderer` (the app passes one
         that renders on its GUI thread). The caller closes it.
+    style
+        A :class:`~flyviz.render.style.CloudStyle`: what colours the neurons
+        (its colour layer's values replace the recorded state) and how the
+        cloud looks. It replaces ``options.mode``, ``options.scale``,
+        ``options.point_size`` and ``options.glow``, which only make the
+        default style (:meth:`ExportOptions.cloud_style`). With ``renderer``,
+        give the style that renderer was made with.
+    camera
+        A :class:`~flyviz.render.camera.CameraPose` to look from instead of
+        ``options.view`` (e.g. the app's current view).
+    overlay_contents
+        What the overlays say at each exported token, in order
+        (:class:`~flyviz.render.overlay.OverlayContent`, e.g. two runs' texts
+        for a comparison); default: :func:`~flyviz.render.overlay.iter_overlays`
+        of ``recording``.
 
     Returns
     -------
@@ -128,20 +154,33 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
     crf = options.crf(fmt)
     k = int(options.frames_per_token)
     total = options.frame_count(stop - start)
-    scale = float(options.scale) if options.scale else recording_scale(recording, start, stop)
     name = model_name if model_name is not None else model_name_of(recording, "flyviz")
+    style = style or options.cloud_style()
+    layer = style.layer
+
+    def values_at(index: int) -> np.ndarray:
+        values = layer.values(recording, index)
+        if values is None:
+            return np.zeros(recording.neurons, np.float32)
+        values = np.asarray(values, dtype=np.float32)
+        if values.shape != (recording.neurons,):
+            raise ExportError(f"colour layer {layer.name!r} gave {values.shape} values at token "
+                              f"{index}; it must give one per neuron ({recording.neurons:,})")
+        return values
 
     own_renderer = renderer is None
     if own_renderer:
-        renderer = make_renderer(anatomy, options, scale, name,
-                                 activity_sample=sample_states(recording, start, stop, 16))
+        renderer = make_renderer(recording, anatomy, options, name, style=style, camera=camera)
     target: AtomicTarget | None = None
     encoder: FrameEncoder | None = None
     try:
         target = AtomicTarget(out, folder=(fmt == "png"))
         encoder = FrameEncoder(target.tmp, fmt, options.size, options.fps, crf, options.speed)
-        overlays = iter_overlays(recording, start, stop) if options.overlays else None
-        prev = recording.state(start - 1) if start > 0 else np.zeros(recording.neurons, np.float32)
+        overlays = None
+        if options.overlays:
+            overlays = iter(overlay_contents if overlay_contents is not None
+                            else iter_overlays(recording, start, stop))
+        prev = values_at(start - 1) if start > 0 else np.zeros(recording.neurons, np.float32)
         state = np.empty(recording.neurons, dtype=np.float32)
         base = float(renderer.base_azimuth)
         done = 0
@@ -158,8 +197,8 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
 
         overlay = None
         for i in range(start, stop):
-            cur = recording.state(i)
-            overlay = next(overlays) if overlays is not None else None
+            cur = values_at(i)
+            overlay = next(overlays, None) if overlays is not None else None
             for j in range(1, k + 1):
                 a = np.float32(_ease(j / k))
                 np.subtract(cur, prev, out=state)

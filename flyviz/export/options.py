@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from flyviz.model.errors import ExportError
 
@@ -81,6 +82,14 @@ class ExportOptions:
     speed
         x264 preset for MP4 (``"ultrafast"`` ... ``"veryslow"``); faster
         presets make larger files at the same quality.
+    point_size
+        Diameter of a quiet neuron in pixels at 720 lines (scaled with the
+        movie's height; see :class:`~flyviz.render.style.CloudStyle`).
+    glow
+        Halo strength of active neurons, 0 to 2.
+
+    ``mode``, ``scale``, ``point_size`` and ``glow`` make the movie's
+    :meth:`cloud_style`; an export given a whole style uses that instead.
     """
 
     size: tuple[int, int] = (1280, 720)
@@ -96,6 +105,8 @@ class ExportOptions:
     scale: float | None = None
     hold_seconds: float = 0.0
     speed: str = "veryfast"
+    point_size: float = 3.0
+    glow: float = 1.0
 
     def validate(self) -> "ExportOptions":
         """Raise :class:`ExportError` for an out-of-range value; return self."""
@@ -119,9 +130,26 @@ class ExportOptions:
         if self.speed not in ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium",
                               "slow", "slower", "veryslow"):
             raise ExportError(f"speed preset {self.speed!r} is not an x264 preset")
+        if not (math.isfinite(self.point_size) and 0.1 <= self.point_size <= 100.0):
+            raise ExportError(f"point size {self.point_size} must be between 0.1 and 100 pixels")
+        if not (math.isfinite(self.glow) and 0.0 <= self.glow <= 2.0):
+            raise ExportError(f"glow {self.glow} must be between 0 and 2")
         if self.start < 0 or (self.stop is not None and self.stop <= self.start):
             raise ExportError(f"token range {self.start}:{self.stop} is empty or negative")
         return self
+
+    def cloud_style(self) -> Any:
+        """The :class:`~flyviz.render.style.CloudStyle` these options describe.
+
+        The recorded state in colormap ``mode``, over ``±scale`` (``[0,
+        scale]`` for ``"abs"``) or, without a scale, the 99th percentile of
+        |h| over the exported frames; automatic brightness gain.
+        """
+        from flyviz.render.style import CloudStyle, ColourScale, activation_layer
+
+        scale = ColourScale.fixed(self.scale) if self.scale else ColourScale.auto()
+        return CloudStyle(layer=activation_layer(self.mode, scale), point_size=self.point_size,
+                          glow=self.glow)
 
     def token_range(self, n_frames: int) -> tuple[int, int]:
         """The ``(start, stop)`` frame range clipped to a recording of ``n_frames``."""

@@ -8,6 +8,8 @@ about its dorsal-ventral axis, the way people turn a specimen.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 #: name -> (azimuth, elevation) in degrees for a camera with ``up="+y"``.
@@ -23,6 +25,13 @@ VIEW_PRESETS: dict[str, tuple[float, float]] = {
 
 #: Vertical field of view used by flyviz views (degrees): mild perspective.
 DEFAULT_FOV = 30.0
+
+#: Neurons left out at each end of each axis when framing the brain: some
+#: ascending and descending somata sit far outside it and would shrink it.
+FRAMING_PERCENTILE = 2.0
+
+#: Room around the brain when a view frames it (1.0 fits tightly).
+FRAMING_MARGIN = 1.15
 
 
 def positions_bounds(positions: np.ndarray, visible: np.ndarray | None = None,
@@ -97,3 +106,76 @@ def apply_view(camera, name: str, bounds: np.ndarray, margin: float = 1.08,
     fit = max(up, across / aspect) if aspect >= 1.0 else max(up * aspect, across)
     camera.scale_factor = float(fit) * float(margin)
     camera.distance = None
+
+
+def brain_bounds(positions: np.ndarray, visible: np.ndarray | None = None) -> np.ndarray:
+    """``(2, 3)`` box to frame the brain by: robust to outlying somata.
+
+    The box's size is that of the neurons between the
+    :data:`FRAMING_PERCENTILE` and ``100 - FRAMING_PERCENTILE`` percentiles;
+    it is centred on the middle of the central 80 %, which outlying somata do
+    not pull off the brain as they pull the middle of the whole box.
+    """
+    bounds = positions_bounds(positions, visible, percentile=FRAMING_PERCENTILE)
+    shown = np.ones(len(positions), bool) if visible is None else np.asarray(visible, bool)
+    if shown.any():
+        centre = positions_bounds(positions, shown, percentile=10.0).mean(axis=0)
+        half = (bounds[1] - bounds[0]) / 2.0
+        bounds = np.stack([centre - half, centre + half])
+    return bounds
+
+
+def frame_brain(camera, name: str, positions: np.ndarray, visible: np.ndarray | None,
+                aspect: float, orbit: bool = False) -> None:
+    """Point ``camera`` at the brain from view ``name`` and fit it: the app's and movies' framing.
+
+    See :func:`brain_bounds` and :func:`apply_view`; ``aspect`` is the width
+    / height of the area the brain is drawn in.
+    """
+    apply_view(camera, name, brain_bounds(positions, visible), margin=FRAMING_MARGIN,
+               aspect=aspect, orbit=orbit)
+
+
+@dataclass(frozen=True)
+class CameraPose:
+    """Where a ``TurntableCamera`` looks from, to show another canvas the same view.
+
+    Parameters
+    ----------
+    azimuth, elevation
+        Degrees.
+    center
+        The point looked at (micrometres).
+    scale_factor
+        Size of the scene that fits the shorter side of the view.
+    fov
+        Vertical field of view in degrees.
+    distance
+        Camera distance, or ``None`` to derive it from ``scale_factor`` and ``fov``.
+    """
+
+    azimuth: float
+    elevation: float
+    center: tuple[float, float, float]
+    scale_factor: float
+    fov: float = DEFAULT_FOV
+    distance: float | None = None
+
+    @classmethod
+    def of(cls, camera) -> "CameraPose":
+        """The pose of a vispy ``TurntableCamera``."""
+        distance = camera.distance
+        return cls(azimuth=float(camera.azimuth), elevation=float(camera.elevation),
+                   center=tuple(float(c) for c in camera.center),
+                   scale_factor=float(camera.scale_factor), fov=float(camera.fov),
+                   distance=None if distance is None else float(distance))
+
+    def apply(self, camera) -> None:
+        """Give a vispy ``TurntableCamera`` this pose (dorsal up)."""
+        camera.fov = self.fov
+        camera.up = "+y"
+        camera.azimuth = self.azimuth
+        camera.elevation = self.elevation
+        camera.center = self.center
+        camera.scale_factor = self.scale_factor
+        camera.distance = self.distance

@@ -5,10 +5,16 @@ activation) and the colormap, display curve and glow are applied in the
 shader. This is what lets 49,393 neurons animate at display rate in software
 OpenGL, where rebuilding a ``Markers`` buffer every frame cannot.
 
+Values map onto the colormap linearly over a range ``[low, high]`` (see
+:meth:`NeuronCloudVisual.set_range`); how the range is chosen is a colour
+layer's scale policy (:mod:`flyviz.render.style`).
+
 Glow is additive blending with depth writes off: overlapping neurons add up,
 so draw order does not matter and no sorting is needed. Brightness and sprite
-size grow with ``sqrt(|h| / limit)`` (see :mod:`flyviz.render.colormaps`):
-a quiet neuron is a faint dot, an active one a bright spot with a halo.
+size grow with ``sqrt(m)``, ``m`` the distance from the middle of a diverging
+colormap or from the start of a sequential one (see
+:mod:`flyviz.render.colormaps`): a quiet neuron is a faint dot, an active one
+a bright spot with a halo.
 """
 
 from __future__ import annotations
@@ -19,15 +25,18 @@ from vispy.scene.visuals import create_visual_node
 from vispy.visuals import Visual
 from vispy.visuals.shaders import Function
 
-from flyviz.render.colormaps import MODES, glsl_colormap
+from flyviz.render.colormaps import COLORMAPS, glsl_colormap, is_diverging, value_range
+from flyviz.render.style import percentile_limit
 
 _VERTEX_SHADER = """
 attribute vec3 a_position;
 attribute float a_value;
 attribute float a_emphasis;
 attribute float a_index;
-uniform float u_inv_limit;
-uniform float u_signed;
+uniform float u_low;       // the value at the start of the colormap
+uniform float u_inv_span;  // 1 / (high - low)
+uniform float u_fold;      // 1: colour |value| (the "abs" colormap)
+uniform float u_diverging; // 1: brightness grows both ways from the middle of the range
 uniform float u_size;
 uniform float u_glow;
 uniform float u_dim;
@@ -39,9 +48,9 @@ varying vec3 v_shape;  // (core radius / sprite radius, halo strength, ring flag
 
 void main() {
     gl_Position = $transform(vec4(a_position, 1.0));
-    float t = a_value * u_inv_limit;
-    float mag = clamp(abs(t), 0.0, 1.0);
-    float coord = (u_signed > 0.5) ? 0.5 + 0.5 * clamp(t, -1.0, 1.0) : mag;
+    float v = (u_fold > 0.5) ? abs(a_value) : a_value;
+    float coord = clamp((v - u_low) * u_inv_span, 0.0, 1.0);
+    float mag = (u_diverging > 0.5) ? abs(2.0 * coord - 1.0) : coord;
     vec4 c = $colormap(coord);
     float lit = sqrt(mag);
     float emphasis = mix(u_dim, 1.0, a_emphasis);
@@ -94,14 +103,7 @@ def auto_scale(values: np.ndarray, percentile: float = 99.0) -> float:
     float
         A positive limit (1.0 when every value is zero or non-finite).
     """
-    mags = np.abs(np.asarray(values, dtype=np.float32).ravel())
-    mags = mags[np.isfinite(mags)]
-    if mags.size == 0:
-        return 1.0
-    limit = float(np.percentile(mags, percentile))
-    if not limit > 0.0:
-        limit = float(mags.max())
-    return limit if limit > 0.0 else 1.0
+    return percentile_limit(values, percentile)
 
 
 class NeuronCloudVisual(Visual):
@@ -131,8 +133,8 @@ class NeuronCloudVisual(Visual):
         self._n = n
         self._positions = pos
         self._shown = shown
-        self._mode = "signed"
-        self._limit = 1.0
+        self._colormap = "signed"
+        self._range = (-1.0, 1.0)
         self._selected: int | None = None
 
         self._values = gloo.VertexBuffer(np.zeros(n, dtype=np.float32))
@@ -142,9 +144,11 @@ class NeuronCloudVisual(Visual):
         prog["a_value"] = self._values
         prog["a_emphasis"] = self._emphasis
         prog["a_index"] = gloo.VertexBuffer(np.arange(n, dtype=np.float32))
-        prog.vert["colormap"] = Function(glsl_colormap(self._mode))
-        prog["u_inv_limit"] = 1.0
-        prog["u_signed"] = 1.0
+        prog.vert["colormap"] = Function(glsl_colormap(self._colormap))
+        prog["u_low"] = -1.0
+        prog["u_inv_span"] = 0.5
+        prog["u_fold"] = 0.0
+        prog["u_diverging"] = 1.0
         prog["u_size"] = 3.0
         prog["u_glow"] = 1.0
         prog["u_dim"] = 0.1
@@ -178,14 +182,24 @@ class NeuronCloudVisual(Visual):
         return self._shown
 
     @property
+    def colormap(self) -> str:
+        """The colormap's name (see :data:`~flyviz.render.colormaps.COLORMAPS`)."""
+        return self._colormap
+
+    @property
     def mode(self) -> str:
-        """``"signed"`` or ``"abs"``."""
-        return self._mode
+        """The colormap's name (the activation modes are ``"signed"`` and ``"abs"``)."""
+        return self._colormap
+
+    @property
+    def value_range(self) -> tuple[float, float]:
+        """The values at the two ends of the colormap."""
+        return self._range
 
     @property
     def scale(self) -> float:
-        """The activation that maps to the end of the colour range."""
-        return self._limit
+        """The largest magnitude of the colour range (the limit of ``±limit`` or ``[0, limit]``)."""
+        return max(abs(self._range[0]), abs(self._range[1]))
 
     @property
     def detail(self) -> float:
@@ -232,23 +246,43 @@ class NeuronCloudVisual(Visual):
             self._index_buffer = buffer
         self.update()
 
-    def set_mode(self, mode: str) -> None:
-        """Colour signed activations (diverging) or their magnitude (sequential)."""
-        if mode not in MODES:
-            raise ValueError(f"colour mode {mode!r} must be one of {', '.join(MODES)}")
-        self._mode = mode
-        self.shared_program.vert["colormap"] = Function(glsl_colormap(mode))
-        self.shared_program["u_signed"] = 1.0 if mode == "signed" else 0.0
+    def set_colormap(self, colormap: str) -> None:
+        """Colour with ``colormap`` (the range stays; see :meth:`set_range`)."""
+        if colormap not in COLORMAPS:
+            raise ValueError(f"colormap {colormap!r} must be one of {', '.join(COLORMAPS)}")
+        if colormap == self._colormap:
+            return
+        self._colormap = colormap
+        prog = self.shared_program
+        prog.vert["colormap"] = Function(glsl_colormap(colormap))
+        prog["u_fold"] = 1.0 if colormap == "abs" else 0.0
+        prog["u_diverging"] = 1.0 if is_diverging(colormap) else 0.0
         self.update()
 
+    def set_range(self, low: float, high: float) -> None:
+        """Map values ``low..high`` onto the colormap (``|value|`` for ``"abs"``)."""
+        low, high = float(low), float(high)
+        if not (np.isfinite(low) and np.isfinite(high) and high > low):
+            raise ValueError(f"colour range {low}..{high} must be finite and increasing")
+        if (low, high) == self._range:
+            return
+        self._range = (low, high)
+        self.shared_program["u_low"] = low
+        self.shared_program["u_inv_span"] = 1.0 / (high - low)
+        self.update()
+
+    def set_mode(self, mode: str) -> None:
+        """Colour with the colormap ``mode``, keeping the scale (``±limit`` or ``[0, limit]``)."""
+        limit = self.scale
+        self.set_colormap(mode)
+        self.set_range(*value_range(mode, limit))
+
     def set_scale(self, limit: float) -> None:
-        """Map ``[-limit, limit]`` (signed) or ``[0, limit]`` (abs) onto the colormap."""
+        """Map ``[-limit, limit]`` (diverging colormaps) or ``[0, limit]`` onto the colormap."""
         limit = float(limit)
         if not (np.isfinite(limit) and limit > 0.0):
             raise ValueError(f"colour limit must be a positive number, got {limit}")
-        self._limit = limit
-        self.shared_program["u_inv_limit"] = 1.0 / limit
-        self.update()
+        self.set_range(*value_range(self._colormap, limit))
 
     def set_emphasis(self, mask: np.ndarray | None) -> None:
         """Keep neurons where ``mask`` is True lit and dim the rest; ``None`` clears."""
@@ -319,15 +353,19 @@ class NeuronCloudVisual(Visual):
 NeuronCloud = create_visual_node(NeuronCloudVisual)
 
 
-def activity_load(values: np.ndarray, limit: float) -> tuple[float, float]:
+def activity_load(values: np.ndarray, limit: float | None = None, *, colormap: str = "abs",
+                  value_range: tuple[float, float] | None = None) -> tuple[float, float]:
     """How bright and how large neurons are on average under some activity.
 
     Parameters
     ----------
     values
-        Activations (any shape), e.g. a few states of a run stacked.
+        Values of a colour layer (any shape), e.g. a few states of a run stacked.
     limit
-        The colour limit they will be shown with.
+        The colour limit they will be shown with (``|values| / limit``, as the
+        activation colormaps show them); or give ``colormap`` and ``value_range``.
+    colormap, value_range
+        The colormap and range they will be shown with.
 
     Returns
     -------
@@ -335,12 +373,16 @@ def activity_load(values: np.ndarray, limit: float) -> tuple[float, float]:
         Mean display brightness and mean disc diameter relative to the point
         size, as the shader computes them; inputs to :func:`density_gain`.
     """
-    from flyviz.render.colormaps import display_curve
+    from flyviz.render.colormaps import display_curve, magnitude
 
-    mags = np.abs(np.asarray(values, dtype=np.float32).ravel()) / np.float32(max(limit, 1e-12))
-    mags = np.clip(mags[np.isfinite(mags)], 0.0, 1.0)
-    if mags.size == 0:
+    vals = np.asarray(values, dtype=np.float32).ravel()
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
         return 0.4, 1.0
+    if value_range is None:
+        value_range = (0.0, float(max(limit if limit is not None else 1.0, 1e-12)))
+        colormap = "abs"
+    mags = magnitude(vals, colormap, *value_range)
     return float(display_curve(mags).mean()), float((0.8 + 0.7 * np.sqrt(mags)).mean())
 
 
@@ -380,3 +422,46 @@ def density_gain(xy: np.ndarray, point_size_px: float, typical_alpha: float = 0.
     disc_area = np.pi * (0.5 * float(point_size_px) * float(size_factor)) ** 2
     coverage = float(np.percentile(crowd, 75)) * disc_area / float(cell_px) ** 2
     return float(np.clip(1.0 / max(coverage * typical_alpha, 1e-6), 0.05, 1.0))
+
+
+#: Size of the screen cells in which crowding is measured, in pixels at the
+#: style's reference height (720); scaled with the canvas like the points, so
+#: the automatic gain does not depend on the resolution.
+CROWDING_CELL_PX = 8.0
+
+
+def crowding_gain(cloud, canvas_height: float, point_px: float,
+                  activity: np.ndarray | None = None, colormap: str = "abs",
+                  value_range: tuple[float, float] | None = None) -> float:
+    """The automatic brightness gain of a cloud as its camera shows it now.
+
+    Parameters
+    ----------
+    cloud
+        A :class:`NeuronCloud` node in a view whose camera is set.
+    canvas_height
+        Logical height of the canvas (the crowding cells scale with it).
+    point_px
+        The cloud's point size in pixels.
+    activity
+        Some of the values to be shown (any shape), or ``None`` for a typical
+        activity; with ``colormap`` and ``value_range`` they set how bright
+        and large neurons are on average (:func:`activity_load`).
+
+    Returns
+    -------
+    float
+        :func:`density_gain` of the projected neurons.
+    """
+    from flyviz.render.picking import project_points
+    from flyviz.render.style import REFERENCE_HEIGHT
+
+    shown = cloud.shown
+    xy, _, ok = project_points(cloud.positions[shown], cloud.get_transform("visual", "canvas"))
+    if activity is not None and np.asarray(activity).size:
+        typical_alpha, size_factor = activity_load(activity, colormap=colormap,
+                                                   value_range=value_range or (0.0, 1.0))
+    else:
+        typical_alpha, size_factor = 0.4, 1.0
+    cell = max(2.0, CROWDING_CELL_PX * float(canvas_height) / REFERENCE_HEIGHT)
+    return density_gain(xy[ok], point_px, typical_alpha, cell_px=cell, size_factor=size_factor)

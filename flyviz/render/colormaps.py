@@ -6,27 +6,44 @@ activation glows on black under additive blending. Baking the curve into the
 table keeps the shader, the on-screen colourbar and the movie colourbar in
 agreement by construction.
 
-Two modes:
+Four colormaps, two for the recorded activation and two for other values
+(see :class:`flyviz.render.style.ColourLayer`):
 
-``"signed"``
+``"signed"`` (diverging)
     Entry ``i`` stands for ``h = (2 i / 255 - 1) * limit``: cool blues for
     negative activations, warm oranges for positive ones, a neutral dim violet
     around zero.
-``"abs"``
+``"abs"`` (sequential, of ``|value|``)
     Entry ``i`` stands for ``|h| = i / 255 * limit``: a magma-like sequential
     ramp from dim violet through red and orange to pale yellow.
+``"difference"`` (diverging)
+    For differences such as Δx (intervened − untouched state): saturated blue
+    below zero, pale grey at zero, crimson above. Its hues are chosen to be
+    told apart from ``"signed"`` at a glance (deep blue against sky blue,
+    crimson against orange), so a difference is never mistaken for a state.
+``"sequential"``
+    For amounts such as importance or an atlas statistic: a viridis-like
+    ramp from deep blue through teal and green to yellow, distinct from the
+    magma-like ``"abs"``.
 
-Brightness follows ``sqrt(|t|)`` above a small floor, so quiet neurons stay
-faintly visible (the brain's shape remains readable) while a dense region of
-quiet neurons does not add up to a bright blob.
+On a diverging map brightness grows with the distance from the middle of the
+range, on a sequential one with the value. It follows ``sqrt(m)`` above a
+small floor, so quiet neurons stay faintly visible (the brain's shape remains
+readable) while a dense region of quiet neurons does not add up to a bright blob.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: Display modes understood by :func:`lut` and the cloud.
+#: Activation display modes (the colormaps of the recorded state).
 MODES = ("signed", "abs")
+
+#: Every colormap understood by :func:`lut`, the cloud and the colourbars.
+COLORMAPS = ("signed", "abs", "difference", "sequential")
+
+#: Colormaps centred on the middle of their range (brightness grows both ways from it).
+DIVERGING = ("signed", "difference")
 
 #: Brightness (alpha) of a neuron at zero activation.
 QUIET_ALPHA = 0.05
@@ -46,12 +63,33 @@ _ABS_STOPS = (
     (0.85, 1.00, 0.80, 0.35),
     (1.00, 1.00, 0.97, 0.80),
 )
+_DIFFERENCE_STOPS = (
+    (0.00, 0.46, 0.38, 1.00),
+    (0.25, 0.34, 0.28, 0.98),
+    (0.50, 0.82, 0.80, 0.84),
+    (0.75, 0.96, 0.16, 0.30),
+    (1.00, 1.00, 0.42, 0.52),
+)
+_SEQUENTIAL_STOPS = (
+    (0.00, 0.27, 0.20, 0.62),
+    (0.30, 0.17, 0.45, 0.75),
+    (0.55, 0.10, 0.70, 0.62),
+    (0.80, 0.50, 0.86, 0.30),
+    (1.00, 0.99, 0.93, 0.25),
+)
+_STOPS = {"signed": _SIGNED_STOPS, "abs": _ABS_STOPS, "difference": _DIFFERENCE_STOPS,
+          "sequential": _SEQUENTIAL_STOPS}
 
 
 def _check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"colour mode {mode!r} must be one of {', '.join(MODES)}")
+    if mode not in COLORMAPS:
+        raise ValueError(f"colormap {mode!r} must be one of {', '.join(COLORMAPS)}")
     return mode
+
+
+def is_diverging(colormap: str) -> bool:
+    """True for a colormap centred on the middle of its range (``"signed"``, ``"difference"``)."""
+    return _check_mode(colormap) in DIVERGING
 
 
 def _ramp(stops: tuple[tuple[float, float, float, float], ...], t: np.ndarray) -> np.ndarray:
@@ -65,16 +103,25 @@ def display_curve(magnitude: np.ndarray) -> np.ndarray:
     return QUIET_ALPHA + (1.0 - QUIET_ALPHA) * np.sqrt(m)
 
 
+def magnitude(values: np.ndarray, colormap: str, low: float, high: float) -> np.ndarray:
+    """How far ``values`` are along ``colormap`` over ``[low, high]``, in [0, 1], as the shader computes it.
+
+    The distance from the middle on a diverging colormap, from the start on a
+    sequential one; brightness is :func:`display_curve` of it.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if colormap == "abs":
+        v = np.abs(v)
+    coord = np.clip((v - float(low)) / (float(high) - float(low)), 0.0, 1.0)
+    return np.abs(2.0 * coord - 1.0) if is_diverging(colormap) else coord
+
+
 def lut(mode: str) -> np.ndarray:
-    """The ``(256, 4)`` float32 RGBA table of a mode (see the module docstring)."""
+    """The ``(256, 4)`` float32 RGBA table of a colormap (see the module docstring)."""
     _check_mode(mode)
     t = np.linspace(0.0, 1.0, 256)
-    if mode == "signed":
-        rgb = _ramp(_SIGNED_STOPS, t)
-        magnitude = np.abs(2.0 * t - 1.0)
-    else:
-        rgb = _ramp(_ABS_STOPS, t)
-        magnitude = t
+    rgb = _ramp(_STOPS[mode], t)
+    magnitude = np.abs(2.0 * t - 1.0) if is_diverging(mode) else t
     out = np.empty((256, 4), dtype=np.float32)
     out[:, :3] = rgb
     out[:, 3] = display_curve(magnitude)
@@ -92,12 +139,11 @@ def glsl_colormap(mode: str) -> str:
     points as the table, so the shader and the colourbar cannot drift apart;
     evaluating it per vertex is cheaper than a texture fetch in software GL.
     """
-    _check_mode(mode)
-    stops = _SIGNED_STOPS if mode == "signed" else _ABS_STOPS
+    stops = _STOPS[_check_mode(mode)]
     lines = ["vec4 colormap(float t) {", f"    vec3 c = {_glsl_vec3(stops[0][1:])};"]
     for (p0, *_), (p1, *rgb) in zip(stops, stops[1:]):
         lines.append(f"    c = mix(c, {_glsl_vec3(rgb)}, clamp((t - {p0:.6f}) / {p1 - p0:.6f}, 0.0, 1.0));")
-    magnitude = "abs(2.0 * t - 1.0)" if mode == "signed" else "t"
+    magnitude = "abs(2.0 * t - 1.0)" if is_diverging(mode) else "t"
     lines.append(f"    float m = clamp({magnitude}, 0.0, 1.0);")
     lines.append(f"    return vec4(c, {QUIET_ALPHA:.6f} + {1.0 - QUIET_ALPHA:.6f} * sqrt(m));")
     lines.append("}")
@@ -105,9 +151,8 @@ def glsl_colormap(mode: str) -> str:
 
 
 def value_range(mode: str, limit: float) -> tuple[float, float]:
-    """The activation range a colourbar of ``mode`` spans at scale ``limit``."""
-    _check_mode(mode)
-    return (-float(limit), float(limit)) if mode == "signed" else (0.0, float(limit))
+    """The range a colourbar of ``mode`` spans at scale ``limit``: ``±limit`` or ``[0, limit]``."""
+    return (-float(limit), float(limit)) if is_diverging(mode) else (0.0, float(limit))
 
 
 def colorbar_image(mode: str, height: int, width: int, vertical: bool = True) -> np.ndarray:
@@ -116,7 +161,7 @@ def colorbar_image(mode: str, height: int, width: int, vertical: bool = True) ->
     Parameters
     ----------
     mode
-        ``"signed"`` or ``"abs"``.
+        A colormap name (see :data:`COLORMAPS`).
     height, width
         Image size in pixels.
     vertical

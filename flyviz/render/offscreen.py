@@ -15,6 +15,7 @@ OSMesa. :func:`offscreen_app` reports which one was chosen.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Any
@@ -26,21 +27,15 @@ from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
 from flyviz.model.errors import ExportError
-from flyviz.render.camera import DEFAULT_FOV, VIEW_PRESETS, apply_view, positions_bounds
-from flyviz.render.cloud import NeuronCloud, activity_load, density_gain
-from flyviz.render.colormaps import colorbar_image, value_range
+from flyviz.render.camera import DEFAULT_FOV, VIEW_PRESETS, CameraPose, frame_brain
+from flyviz.render.cloud import NeuronCloud, crowding_gain
+from flyviz.render.colormaps import colorbar_image, is_diverging
 from flyviz.render.overlay import OverlayContent, display_token
-from flyviz.render.picking import project_points
+from flyviz.render.style import (REFERENCE_HEIGHT, CloudStyle, ColourScale, activation_layer,
+                                 apply_style)
 
 #: Offscreen OpenGL backends, tried in this order.
 BACKENDS = ("egl", "default", "osmesa")
-
-#: Background of rendered frames (a very dark blue reads better than pure black).
-BACKGROUND = (0.015, 0.017, 0.03, 1.0)
-
-#: Neurons left out at each end of each axis when framing the brain: some
-#: ascending and descending somata sit far outside it and would shrink it.
-FRAMING_PERCENTILE = 2.0
 
 #: Largest frame edge, in pixels (8K); larger sizes exceed what GL drivers allow.
 MAX_EDGE = 7680
@@ -258,8 +253,8 @@ Rectangles = scene.visuals.create_visual_node(RectanglesVisual)
 class _Overlays:
     """Header, colourbar, top-k bars and running text, in canvas pixels."""
 
-    def __init__(self, canvas: Any, size: tuple[int, int], mode: str, scale: float,
-                 model_name: str) -> None:
+    def __init__(self, canvas: Any, size: tuple[int, int], colormap: str,
+                 value_range: tuple[float, float], caption: str, model_name: str) -> None:
         w, h = size
         # One layout unit: a pixel at 1280x720, scaled with the frame (not below
         # the size at which text stays legible).
@@ -294,12 +289,12 @@ class _Overlays:
         below = self.margin + 1.4 * self.px_small  # room for the labels under the bar
         self.bar_y = h - self.band_h - below - bar_h
         self.bar_h, self.bar_w = bar_h, bar_w
-        self.colorbar = scene.visuals.Image(colorbar_image(mode, bar_h, bar_w, vertical=False),
+        self.colorbar = scene.visuals.Image(colorbar_image(colormap, bar_h, bar_w, vertical=False),
                                             parent=canvas.scene, interpolation="nearest")
         self.colorbar.transform = STTransform(translate=(self.bar_x, self.bar_y))
         self.colorbar.set_gl_state("translucent", depth_test=False)
         self.colorbar.order = 15
-        self.mode, self.scale = mode, float(scale)
+        self.colormap, self.value_range, self.caption = colormap, value_range, caption
         self.model_name = model_name
         self._last: OverlayContent | None = None
 
@@ -369,14 +364,9 @@ class _Overlays:
             small(content.counter, m, m + self.px_title + 1.6 * self.px_small)
 
         # Colourbar labels.
-        lo, hi = value_range(self.mode, self.scale)
-        caption = "activation h" if self.mode == "signed" else "|activation h|"
-        small(caption, self.bar_x, self.bar_y - 0.6 * self.px_small)
+        small(self.caption, self.bar_x, self.bar_y - 0.6 * self.px_small)
         ly = self.bar_y + self.bar_h + 1.2 * self.px_small
-        labels = ((f"{lo:+.2g}" if self.mode == "signed" else f"{lo:.2g}", 0.0),
-                  (f"{(lo + hi) / 2:.2g}", 0.5),
-                  (f"{hi:+.2g}" if self.mode == "signed" else f"{hi:.2g}", 1.0))
-        for label, where in labels:
+        for label, where in colorbar_labels(self.colormap, self.value_range):
             width = self.metrics_small.width(label, self.px_small)
             small(label, self.bar_x + where * (self.bar_w - width), ly)
 
@@ -455,6 +445,23 @@ class _Overlays:
         visual.color = np.asarray(colors, dtype=np.float32)
 
 
+def colorbar_labels(colormap: str, value_range: tuple[float, float],
+                    digits: int = 2) -> tuple[tuple[str, float], ...]:
+    """``(text, position along the bar)`` of the low, middle and high ticks of a colourbar.
+
+    Diverging colormaps show signs (``-0.8``, ``0``, ``+0.8``).
+    """
+    lo, hi = (float(v) for v in value_range)
+    signed = is_diverging(colormap)
+
+    def fmt(v: float) -> str:
+        if abs(v) < 1e-12 * max(abs(lo), abs(hi), 1e-30):
+            v = 0.0
+        return f"{v:+.{digits}g}" if signed and v != 0.0 else f"{v:.{digits}g}"
+
+    return ((fmt(lo), 0.0), (fmt((lo + hi) / 2.0), 0.5), (fmt(hi), 1.0))
+
+
 def _area_matrix(n_in: int, n_out: int) -> Any:
     """Sparse ``(n_out, n_in)`` box-filter resampling: each output pixel averages what it covers."""
     import scipy.sparse as sp
@@ -473,7 +480,7 @@ def _area_matrix(n_in: int, n_out: int) -> Any:
 
 
 class FrameRenderer:
-    """Draw activation states of one brain to RGB arrays of a fixed size.
+    """Draw states (or any colour layer's values) of one brain to RGB arrays of a fixed size.
 
     Parameters
     ----------
@@ -483,81 +490,96 @@ class FrameRenderer:
         ``(N,)`` bool of neurons with known positions, or ``None``.
     size
         ``(width, height)`` of every rendered image, in pixels.
-    mode
-        ``"signed"`` or ``"abs"`` colouring.
-    scale
-        Activation at the end of the colour range (``auto_scale`` of the
-        states to be shown is a good choice); fixed for the renderer's life so
-        that brightness means the same thing in every frame.
+    style
+        How the cloud looks and what the colours mean (see
+        :class:`~flyviz.render.style.CloudStyle`): the same value the app's
+        brain view and screenshots apply. By default it is made from
+        ``mode``, ``scale``, ``point_size`` and ``glow``.
+    value_range
+        The colour range, fixed for the renderer's life so that brightness
+        means the same thing in every frame. By default the style's layer
+        resolves it: its fixed or given range, or its automatic policy over
+        ``activity_sample``.
     view
         A camera preset name (see :data:`~flyviz.render.camera.VIEW_PRESETS`).
+    camera
+        A :class:`~flyviz.render.camera.CameraPose` to look from instead of
+        the preset (e.g. the app's current view).
     orbit
         Frame the brain so that it stays in view at every azimuth.
     overlays
         Draw the header, colourbar, top-k bars and text.
     model_name
         Shown in the header.
-    point_size, glow
-        Cloud style; the point size defaults to 3 px at 720 lines, scaled with
-        the frame height.
     activity_sample
-        Some of the states to be shown (any shape). The brightness gain is set
-        once from how crowded the brain is on screen and how active these
-        states are, so that a busy run does not saturate to white and every
-        frame of a movie keeps the same exposure.
+        Some of the values to be shown (any shape). With an automatic
+        ``style.gain`` the brightness gain is set once from how crowded the
+        brain is on screen and how active these values are, so that a busy
+        run does not saturate to white and every frame of a movie keeps the
+        same exposure.
+    mode, scale, point_size, glow
+        Without ``style``: the activation colormap (``"signed"`` or
+        ``"abs"``), the activation at the end of the colour range, the disc
+        diameter in pixels on this frame (default 3 px at 720 lines, scaled
+        with the height) and the halo strength.
     app
         A vispy application to render with; by default the first that works
         (see :func:`offscreen_app`).
     """
 
     def __init__(self, positions: np.ndarray, visible: np.ndarray | None = None,
-                 size: tuple[int, int] = (1280, 720), *, mode: str = "signed", scale: float = 1.0,
-                 view: str = "front", orbit: bool = False, overlays: bool = True,
-                 model_name: str = "", point_size: float | None = None, glow: float = 1.0,
+                 size: tuple[int, int] = (1280, 720), *, style: CloudStyle | None = None,
+                 value_range: tuple[float, float] | None = None, mode: str = "signed",
+                 scale: float = 1.0, view: str = "front", camera: CameraPose | None = None,
+                 orbit: bool = False, overlays: bool = True, model_name: str = "",
+                 point_size: float | None = None, glow: float = 1.0,
                  activity_sample: np.ndarray | None = None, app: Any = None) -> None:
         self.size = check_size(size)
         w, h = self.size
         if view not in VIEW_PRESETS:
             raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEW_PRESETS)}")
+        if style is None:
+            style = CloudStyle(layer=activation_layer(mode, ColourScale.fixed(scale)), glow=glow)
+            if point_size:
+                style = dataclasses.replace(style, point_size=float(point_size) * REFERENCE_HEIGHT / h)
+        self.style = style
+        layer = style.layer
+        if value_range is None:
+            value_range = layer.value_range(activity_sample)
+        self.value_range = (float(value_range[0]), float(value_range[1]))
         if app is None:
             app, self.backend = offscreen_app()
         else:
             self.backend = app.backend_name
         self._app = app
-        self.canvas = scene.SceneCanvas(size=(w, h), show=False, app=app, bgcolor=BACKGROUND,
-                                        dpi=96.0)
+        self.canvas = scene.SceneCanvas(size=(w, h), show=False, app=app,
+                                        bgcolor=style.background, dpi=96.0)
         _initialise_hidden_qt_canvas(self.canvas)
         self.canvas.set_current()
         self._fbo: Any = None
         self._resize: Any = None
-        self.overlays = _Overlays(self.canvas, self.size, mode, scale, model_name) if overlays else None
+        self.overlays = (_Overlays(self.canvas, self.size, layer.colormap, self.value_range,
+                                   layer.caption, model_name) if overlays else None)
         x, y, vw, vh = self.overlays.cloud_rect if self.overlays else (0.0, 0.0, float(w), float(h))
         self.view = scene.widgets.ViewBox(parent=self.canvas.scene, pos=(x, y), size=(vw, vh),
                                           border_color=None)
         self.view.camera = scene.TurntableCamera(fov=DEFAULT_FOV)
         self.cloud = NeuronCloud(positions, visible, parent=self.view.scene)
-        self.cloud.set_mode(mode)
-        self.cloud.set_scale(scale)
-        self.cloud.set_glow(glow)
-        size_px = float(point_size) if point_size else max(1.5, 3.0 * h / 720.0)
-        self.cloud.set_point_size(size_px)
-        shown = self.cloud.shown
-        bounds = positions_bounds(self.cloud.positions, shown, percentile=FRAMING_PERCENTILE)
-        if shown.any():
-            # Centre on the middle of the central 80 %: outlying somata pull the
-            # box's middle off the brain, not this.
-            centre = positions_bounds(self.cloud.positions, shown, percentile=10.0).mean(axis=0)
-            half = (bounds[1] - bounds[0]) / 2.0
-            bounds = np.stack([centre - half, centre + half])
-        apply_view(self.view.camera, view, bounds, margin=1.2, aspect=vw / vh, orbit=orbit)
+        apply_style(self.cloud, style, h, self.value_range)
+        if camera is not None:
+            camera.apply(self.view.camera)
+        else:
+            frame_brain(self.view.camera, view, self.cloud.positions, self.cloud.shown,
+                        aspect=vw / vh, orbit=orbit)
         self.base_azimuth = float(self.view.camera.azimuth)
-        # Brightness gain from how crowded the brain is on screen in this view.
-        self._draw()
-        xy, _, ok = project_points(self.cloud.positions[shown],
-                                   self.cloud.get_transform("visual", "canvas"))
-        typical_alpha, size_factor = (activity_load(activity_sample, scale)
-                                      if activity_sample is not None else (0.4, 1.0))
-        self.cloud.set_gain(density_gain(xy[ok], size_px, typical_alpha, size_factor=size_factor))
+        if style.gain is None:
+            # Brightness gain from how crowded the brain is on screen in this view.
+            self._draw()
+            self.gain = crowding_gain(self.cloud, h, style.point_px(h), activity_sample,
+                                      layer.colormap, self.value_range)
+        else:
+            self.gain = float(style.gain)
+        self.cloud.set_gain(self.gain)
 
     def render_state(self, state: np.ndarray, overlay: OverlayContent | None = None,
                      azimuth: float | None = None) -> np.ndarray:
@@ -566,7 +588,7 @@ class FrameRenderer:
         Parameters
         ----------
         state
-            ``(N,)`` activations.
+            ``(N,)`` values of the style's colour layer (activations by default).
         overlay
             Words to draw (ignored when the renderer has no overlays).
         azimuth

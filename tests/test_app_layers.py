@@ -1,0 +1,107 @@
+"""Colour layers in the window: the brain, its colourbar and screenshots follow the layer shown."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from app_conftest import app_checkpoint, lit_neurons_far_apart, window  # noqa: F401
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+
+from flyviz.app._testing import one_hot_recording
+from flyviz.render.colormaps import colorbar_image
+from flyviz.render.picking import project_points
+from flyviz.render.style import ColourLayer, ColourScale
+
+pytestmark = pytest.mark.gui
+
+
+def _lum(rgba: np.ndarray) -> np.ndarray:
+    return rgba[..., :3].astype(np.float32).max(axis=-1)
+
+
+def _at(img: np.ndarray, xy, radius: int = 4) -> np.ndarray:
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    return img[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1]
+
+
+def _setup(win, count: int):
+    win.controls.smoothing.setValue(0)
+    win.controls.auto_scale.setChecked(False)
+    win.controls.fixed_limit.setValue(1.0)
+    win.controls.point_size.setValue(4.0)
+    ratio = win.brain.canvas.native.devicePixelRatioF()
+    xy, _, _ = project_points(win.brain.positions, win.brain.canvas_transform())
+    neurons = lit_neurons_far_apart(xy, win.brain.visible, count, min_gap=14.0,
+                                    size=win.brain.canvas.size)
+    assert len(neurons) == count
+    return neurons, xy * ratio
+
+
+def _show(win, qtbot, index: int = 0) -> np.ndarray:
+    win.show_token(index)
+    qtbot.waitUntil(lambda: win.display.showing(index), timeout=3000)
+    return win.brain.render_image()
+
+
+def test_a_static_layer_replaces_the_state_with_its_colours_and_colourbar(window, qtbot,
+                                                                          app_checkpoint):
+    win = window
+    (a, b), xy = _setup(win, 2)
+    n = app_checkpoint.config.neurons
+    win.session.replace(one_hot_recording(n, [a]))              # the state lights a
+    state_img = _show(win, qtbot)
+    assert _lum(_at(state_img, xy[a])).max() > 200 > 3 * _lum(_at(state_img, xy[b])).max()
+
+    importance = np.zeros(n, np.float32)
+    importance[b] = 0.6
+    layer = ColourLayer.static("importance", importance, label="lesion ΔCE", units="nats",
+                               scale=ColourScale.given(0.0, 1.0))
+    win.display.set_colour_layer(layer)
+    img = _show(win, qtbot)
+    lit, quiet = _at(img, xy[b]), _at(img, xy[a])
+    assert _lum(lit).max() > 150 and _lum(quiet).max() < _lum(lit).max() / 3
+    r, g, bl = lit.reshape(-1, 4)[_lum(lit).argmax()][:3].astype(int)
+    assert g > r + 40                                           # sequential teal-green at 0.6
+    # The colourbar is the layer's: its colormap, caption and range.
+    assert win.brain.colormap == "sequential" and win.brain.cloud.colormap == "sequential"
+    assert win.brain.colorbar_caption.text() == "lesion ΔCE (nats)"
+    assert (win.brain.colorbar_low.text(), win.brain.colorbar_high.text()) == ("0.00", "1.00")
+    bar = win.brain.colorbar.pixmap().toImage().convertToFormat(QImage.Format.Format_RGBA8888)
+    pixels = np.frombuffer(bar.constBits(), np.uint8).reshape(bar.height(), bar.width(), 4)
+    np.testing.assert_array_equal(pixels, colorbar_image("sequential", bar.height(), bar.width()))
+
+    # The colour key switches the state's colours; the layer stays shown meanwhile.
+    mode = win.brain.mode
+    qtbot.keyClick(win, Qt.Key.Key_M)
+    assert win.brain.mode != mode and win.brain.cloud.colormap == "sequential"
+
+    win.display.set_colour_layer(None)                          # back to the state
+    img = _show(win, qtbot)
+    assert _lum(_at(img, xy[a])).max() > 200 and win.brain.cloud.colormap == win.brain.mode
+    assert "activation h" in win.brain.colorbar_caption.text()
+
+
+def test_a_layer_of_each_frame_follows_scrubbing_and_shows_in_screenshots(window, qtbot,
+                                                                         app_checkpoint, tmp_path):
+    win = window
+    (a, b), xy = _setup(win, 2)
+    n = app_checkpoint.config.neurons
+    win.session.replace(one_hot_recording(n, [a, b]))
+    # A difference-like layer: minus the state, on the diverging difference map.
+    negative = ColourLayer(name="delta", colormap="difference", label="Δh",
+                           source=lambda recording, i: -recording.state(i))
+    win.display.set_colour_layer(negative)
+    for index, lit, other in ((0, a, b), (1, b, a)):
+        img = _show(win, qtbot, index)
+        spot = _at(img, xy[lit])
+        r, g, bl = spot.reshape(-1, 4)[_lum(spot).argmax()][:3].astype(int)
+        assert _lum(spot).max() > 150 and bl > r + 40 and bl > g + 40  # negative: blue-violet
+        assert _lum(_at(img, xy[other])).max() < _lum(spot).max() / 3
+    lo, hi = win.brain.value_range
+    assert win.brain.auto and lo == -hi                          # symmetric automatic scale
+    path = win.save_screenshot(tmp_path / "layer.png", "brain", 2.0)
+    shot = QImage(str(path))
+    x, y = win.brain.project(b)
+    colour = shot.pixelColor(int(round(2 * x)), int(round(2 * y)))
+    assert colour.blue() > colour.red() + 40                     # re-rendered with the layer

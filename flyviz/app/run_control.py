@@ -170,8 +170,12 @@ class RunController(QObject):
         return meta
 
     # ------------------------------------------------------------ runs
-    def start(self, prompt: str, settings: GenerationSettings) -> bool:
-        """Run ``prompt``, cancelling the current run; False (and a message) if it cannot start."""
+    def start(self, prompt: str, settings: GenerationSettings, interventions: Any = None) -> bool:
+        """Run ``prompt``, cancelling the current run; False (and a message) if it cannot start.
+
+        ``interventions`` (resolved, :class:`~flyviz.model.interventions.ResolvedInterventions`)
+        apply to this run and are stored in its recording.
+        """
         if self._closed:
             return False
         if self._config is None or self._tokenizer is None:
@@ -187,10 +191,13 @@ class RunController(QObject):
         meta = self.run_metadata(prompt)
         meta.update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed,
                     max_new_tokens=settings.max_new_tokens)
+        if interventions:
+            meta["interventions"] = interventions.to_json()
         self.end_reason = ""
         self.session.new_recording(self._config.neurons, meta)
         self.frame_times.clear()
-        self.engine_thread.start(RunRequest(self._run_id, prompt, tuple(prompt_ids), settings))
+        self.engine_thread.start(RunRequest(self._run_id, prompt, tuple(prompt_ids), settings,
+                                            interventions=interventions or None))
         self.message.emit(f"running: {len(prompt_ids) - 1} prompt tokens, "
                           f"up to {settings.max_new_tokens} new", False)
         self.run_started.emit(prompt)

@@ -23,11 +23,12 @@ import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
 from flyviz.model.engine import Engine
-from flyviz.model.errors import FlyvizError
+from flyviz.model.errors import FlyvizError, InputError
 from flyviz.model.tokenizer import FlyTokenizer
 from flyviz.record.frame import Frame
 from flyviz.record.run import GenerationSettings, iter_frames
@@ -56,6 +57,8 @@ class RunRequest:
         Validated generation settings.
     start_paused
         Prime the run but wait for play or step before the first token.
+    interventions
+        Resolved interventions to run with (``None``: the untouched model).
     """
 
     run_id: int
@@ -63,6 +66,7 @@ class RunRequest:
     prompt_ids: tuple[int, ...]
     settings: GenerationSettings
     start_paused: bool = False
+    interventions: Any = None
 
 
 class EngineWorker(QObject):
@@ -117,9 +121,18 @@ class EngineWorker(QObject):
     def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
         """Use a new engine; any current run stops."""
         self._end_run("stopped")
-        if self._engine is not None and self._engine is not engine:
+        self._install(engine, tokenizer)
+
+    def _install(self, model: object, tokenizer: FlyTokenizer | None) -> None:
+        """Take the model to run from now on (a subclass may take another kind of model).
+
+        The slots call hooks like this one rather than being overridden: PySide
+        does not deliver a queued call to a slot overridden in a subclass in the
+        receiver's thread.
+        """
+        if self._engine is not None and self._engine is not model:
             self._engine.close()  # its helper threads would otherwise outlive it
-        self._engine = engine
+        self._engine = model  # type: ignore[assignment]
         self._tokenizer = tokenizer
 
     @Slot(int)
@@ -146,16 +159,32 @@ class EngineWorker(QObject):
     def start(self, request: RunRequest) -> None:
         """Cancel the current run and start ``request``."""
         self._end_run("stopped")
-        if self._engine is None or self._tokenizer is None:
-            self.run_failed.emit(request.run_id, "no model is loaded yet; wait for it or open one")
-            return
         self._run_id = request.run_id
-        self._frames = iter_frames(self._engine, self._tokenizer, request.prompt,
-                                   request.settings, prompt_ids=list(request.prompt_ids))
+        try:
+            self._frames = self._open_run(request)
+        except FlyvizError as exc:
+            self._fail(str(exc))
+            return
+        except Exception as exc:  # a bug: report it instead of killing the thread
+            traceback.print_exc()
+            self._fail(f"the run could not start: {type(exc).__name__}: {exc}")
+            return
         if request.start_paused:
             self._set_state(PAUSED)
         else:
             self._play()
+
+    def _open_run(self, request: RunRequest) -> Iterator[object]:
+        """What the run steps through, one item (a frame) per tick; subclasses step
+        other things with the same pacing and back-pressure."""
+        if self._engine is None or self._tokenizer is None:
+            raise InputError("no model is loaded yet; wait for it or open one")
+        wanted, current = request.interventions, self._engine.interventions
+        if wanted is not current and (wanted or current):
+            # Cuts are laid out once per set: the same set for the next run costs nothing.
+            self._engine.set_interventions(wanted or ())
+        return iter_frames(self._engine, self._tokenizer, request.prompt, request.settings,
+                           prompt_ids=list(request.prompt_ids))
 
     @Slot()
     def pause(self) -> None:
@@ -215,10 +244,7 @@ class EngineWorker(QObject):
     def shutdown(self) -> None:
         """Stop everything and release the engine's helper threads."""
         self._end_run("stopped")
-        if self._engine is not None:
-            self._engine.close()
-        self._engine = None
-        self._tokenizer = None
+        self._install(None, None)
         # Hand the worker (and its timer) back to the UI thread, which deletes it
         # after this thread has ended; Qt timers must die in their own thread.
         app = QCoreApplication.instance()
@@ -306,11 +332,12 @@ class EngineThread(QObject):
     _frames_taken = Signal(int)
     _request_report = Signal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, worker: "EngineWorker | None" = None,
+                 name: str = "flyviz-engine") -> None:
         super().__init__(parent)
         self.thread = QThread()
-        self.thread.setObjectName("flyviz-engine")
-        self.worker = EngineWorker()
+        self.thread.setObjectName(name)
+        self.worker = worker if worker is not None else EngineWorker()
         self.worker.moveToThread(self.thread)
         self._request_model.connect(self.worker.set_model)
         self._request_start.connect(self.worker.start)

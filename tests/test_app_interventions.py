@@ -1,0 +1,68 @@
+"""The Interventions dock: interventions change runs, comparisons show Δx, recordings keep both."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from app_conftest import app_checkpoint, lit_neurons_far_apart, make_window, window  # noqa: F401
+from PySide6.QtCore import Qt
+
+from flyviz.model.checkpoint import SUPERCLASSES  # noqa: F401
+from flyviz.model.interventions import Silence
+from flyviz.model.selection import neuron_index
+
+pytestmark = pytest.mark.gui
+
+
+def _run(win, qtbot, prompt: str = "Tom and his dog", tokens: int = 10):
+    win.controls.temperature.setValue(0.0)
+    win.controls.max_new_tokens.setValue(tokens)
+    win.controls.speed_cap.setValue(0)
+    with qtbot.waitSignal(win.run_ended, timeout=20_000) as ended:
+        assert win.run_prompt(prompt)
+    assert ended.args[0] == "done"
+    return win.session.recording
+
+
+def _biggest_superclass(checkpoint) -> str:
+    labels = list(checkpoint.anatomy.superclass) if hasattr(checkpoint, "anatomy") else []
+    return max(set(labels), key=labels.count)
+
+
+def test_silencing_a_superclass_from_the_dock_changes_the_run(window, qtbot, app_checkpoint):
+    win = window
+    panel = win.interventions.panel
+    plain = _run(win, qtbot)
+    plain_states = np.stack([plain.state(i) for i in range(len(plain))])
+
+    # The superclass highlight fills the query; the count is live; Add puts it in the list.
+    superclass = win.controls.superclass.itemData(1)
+    win.controls.superclass.setCurrentIndex(1)
+    panel.highlight_button.click()
+    assert panel.query.text() == f"superclass:{superclass}"
+    expected = neuron_index(app_checkpoint).select(f"superclass:{superclass}")
+    assert panel.count.text() == f"{expected.size:,} neurons selected"
+    panel.add_button.click()
+    assert panel.list.count() == 1 and panel.list.item(0).text() == f"silence superclass:{superclass}"
+
+    run = _run(win, qtbot)
+    assert run.metadata["interventions"][0]["kind"] == "silence"
+    states = np.stack([run.state(i) for i in range(len(run))])
+    assert np.all(states[:, expected] == 0)                 # silenced after every step
+    assert np.abs(plain_states[:, expected]).max() > 0.01
+    assert not np.allclose(states, plain_states, atol=1e-3)
+
+    # Switched off: the untouched run again.
+    panel.set_enabled(0, False)
+    again = _run(win, qtbot)
+    assert "interventions" not in again.metadata
+    np.testing.assert_allclose(np.stack([again.state(i) for i in range(len(again))]),
+                               plain_states, atol=2e-3)
+
+
+def test_a_bad_query_is_one_line_under_the_field(window, qtbot):
+    panel = window.interventions.panel
+    panel.query.setText("superclas:foo")
+    panel.update_count()
+    assert "\n" not in panel.count.text() and "superclass" in panel.count.text()
+    assert panel.add_from_form() is None and panel.list.count() == 0

@@ -66,3 +66,24 @@ def test_a_bad_query_is_one_line_under_the_field(window, qtbot):
     panel.update_count()
     assert "\n" not in panel.count.text() and "superclass" in panel.count.text()
     assert panel.add_from_form() is None and panel.list.count() == 0
+
+
+def test_compare_with_untouched_runs_both_and_shows_delta(window, qtbot, app_checkpoint, tmp_path):
+    win = window
+    superclass = win.controls.superclass.itemData(1)
+    win.controls.temperature.setValue(0.0)
+    win.controls.max_new_tokens.setValue(10)
+    win.controls.speed_cap.setValue(0)
+    with qtbot.waitSignal(win.run_ended, timeout=20_000) as ended:
+        ok = win.interventions.compare_with([Silence(f"superclass:{superclass}")],
+                                            prompt="Tom and his dog")
+        assert ok, win.last_error
+    assert ended.args[0] == "done"
+    rec = win.session.recording
+    assert rec.baseline is not None and len(rec.baseline) == len(rec)
+    info = rec.metadata["comparison"]
+    assert info["mode"] == "forced" and len(info["kl"]) == len(rec)
+    assert win.display.layer is win.interventions.delta
+    assert win.brain.colormap == "difference"
+    win.grab().save(str(tmp_path / "compare.png"))
+    win.grab().save("/tmp/interapp/compare.png")

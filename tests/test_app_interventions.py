@@ -87,3 +87,12 @@ def test_compare_with_untouched_runs_both_and_shows_delta(window, qtbot, app_che
     assert win.brain.colormap == "difference"
     win.grab().save(str(tmp_path / "compare.png"))
     win.grab().save("/tmp/interapp/compare.png")
+    # The panels show both runs: two texts, paired bars, the KL trace.
+    qtbot.waitUntil(lambda: "untouched" in win.text_panel.toPlainText(), timeout=3000)
+    text = win.text_panel.toPlainText()
+    assert text.count("Tom and his dog") == 2
+    assert "untouched (grey) → intervened" in win.topk_panel.title.text()
+    assert len(win.topk_panel.untouched_bars.opts["width"]) == win.topk_panel.k
+    kl_x, kl_y = win.trace_panel.kl.getData()
+    np.testing.assert_allclose(kl_y, np.nan_to_num(np.array(info["kl"], float)), rtol=1e-6)
+    win.grab().save("/tmp/interapp/compare2.png")

@@ -96,3 +96,75 @@ def test_compare_with_untouched_runs_both_and_shows_delta(window, qtbot, app_che
     kl_x, kl_y = win.trace_panel.kl.getData()
     np.testing.assert_allclose(kl_y, np.nan_to_num(np.array(info["kl"], float)), rtol=1e-6)
     win.grab().save("/tmp/interapp/compare2.png")
+
+
+def _lum(rgba: np.ndarray) -> np.ndarray:
+    return rgba[..., :3].astype(np.float32).max(axis=-1)
+
+
+def _at(img: np.ndarray, xy, radius: int = 4) -> np.ndarray:
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    return img[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1]
+
+
+def _hand_made_comparison(neurons: int, changed: dict[int, float], frames: int = 3):
+    """Both runs share a busy state; the intervened one differs at ``changed`` only."""
+    from flyviz.app._testing import make_frame
+    from flyviz.record.recording import Recording
+
+    rng = np.random.default_rng(1)
+    shared = rng.uniform(0.4, 0.8, neurons).astype(np.float32) * rng.choice([-1, 1], neurons)
+    meta = {"model_name": "hand-made", "prompt": "ab",
+            "comparison": {"mode": "forced", "kl": [], "mean_abs_delta": []}}
+    rec = Recording(neurons, meta)
+    rec.baseline = Recording(neurons, {"model_name": "hand-made", "prompt": "ab"})
+    for i in range(frames):
+        other = shared.copy()
+        for neuron, delta in changed.items():
+            other[neuron] += delta
+        rec.baseline.append(make_frame(i, shared))
+        rec.metadata["comparison"]["kl"].append(0.1 * i)
+        rec.metadata["comparison"]["mean_abs_delta"].append(0.01)
+        rec.append(make_frame(i, other))
+    return rec
+
+
+def test_in_delta_mode_only_the_changed_neurons_are_lit(window, qtbot, app_checkpoint):
+    from flyviz.render.picking import project_points
+
+    win = window
+    win.controls.smoothing.setValue(0)
+    win.controls.point_size.setValue(4.0)
+    ratio = win.brain.canvas.native.devicePixelRatioF()
+    xy, _, _ = project_points(win.brain.positions, win.brain.canvas_transform())
+    a, b, quiet = lit_neurons_far_apart(xy, win.brain.visible, 3, min_gap=14.0,
+                                        size=win.brain.canvas.size)
+    xy = xy * ratio
+    n = app_checkpoint.config.neurons
+    win.session.replace(_hand_made_comparison(n, {a: 0.9, b: -0.9}))
+    win.show_token(1)
+    qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
+    assert win.display.layer is win.interventions.delta
+    img = win.brain.render_image()
+    spot_a, spot_b = _at(img, xy[a]), _at(img, xy[b])
+    assert _lum(spot_a).max() > 150 and _lum(spot_b).max() > 150
+    ra, ga, ba = spot_a.reshape(-1, 4)[_lum(spot_a).argmax()][:3].astype(int)
+    rb, gb, bb = spot_b.reshape(-1, 4)[_lum(spot_b).argmax()][:3].astype(int)
+    assert ra > ba + 40 and bb > rb + 40                   # positive warm, negative blue-violet
+    # Every other neuron is unchanged, so dark: nothing lit away from a and b.
+    lit = _lum(img) > 60
+    ys, xs = np.nonzero(lit)
+    near = np.minimum(np.hypot(xs - xy[a][0], ys - xy[a][1]),
+                      np.hypot(xs - xy[b][0], ys - xy[b][1]))
+    far = np.zeros_like(lit)
+    far[ys, xs] = near > 12 * ratio
+    assert not far.any(), f"{int(far.sum())} lit pixels away from the changed neurons"
+    assert _lum(_at(img, xy[quiet])).max() < 40
+    assert win.brain.colormap == "difference"
+    assert "intervened − untouched" in win.brain.colorbar_caption.text()
+
+    # The same recording in the state's colours lights the whole brain.
+    win.interventions.panel.delta_box.setChecked(False)
+    qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
+    state_img = win.brain.render_image()
+    assert _lum(_at(state_img, xy[quiet])).max() > 100

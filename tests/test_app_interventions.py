@@ -168,3 +168,28 @@ def test_in_delta_mode_only_the_changed_neurons_are_lit(window, qtbot, app_check
     qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
     state_img = win.brain.render_image()
     assert _lum(_at(state_img, xy[quiet])).max() > 100
+
+
+def test_inspector_shows_the_strongest_currents_into_the_neuron_now(window, qtbot,
+                                                                    app_checkpoint):
+    win = window
+    rec = _run(win, qtbot, tokens=6)
+    ck = app_checkpoint
+    offsets, indices = np.asarray(ck.w_offsets), np.asarray(ck.w_indices)
+    values = np.asarray(ck.w_values, np.float32)
+    neuron = int(np.argmax(np.diff(offsets)))              # the neuron with most inputs
+    win.select_neuron(neuron)
+    index = 5
+    win.show_token(index)
+    qtbot.waitUntil(lambda: win.display.showing(index), timeout=3000)
+    table = win.inspector.currents_table
+    lo, hi = offsets[neuron], offsets[neuron + 1]
+    flows = values[lo:hi] * rec.state(index - 1)[indices[lo:hi]]
+    strongest = indices[lo:hi][np.argsort(-np.abs(flows), kind="stable")]
+    assert table.rowCount() == min(12, hi - lo)
+    shown = [int(table.item(r, 0).text()[1:]) for r in range(table.rowCount())]
+    assert shown == [int(i) for i in strongest[:table.rowCount()]]
+    top = float(table.item(0, 3).text())
+    assert top == pytest.approx(float(flows[np.argmax(np.abs(flows))]), abs=1e-3)
+    w, act = float(table.item(0, 1).text()), float(table.item(0, 2).text())
+    assert w * act == pytest.approx(top, abs=2e-3)

@@ -173,7 +173,8 @@ def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtb
 
     calls = []
     monkeypatch.setattr(export_dialog, "run_export_dialog",
-                        lambda parent, rec, anatomy, name: calls.append((parent, rec, anatomy, name)))
+                        lambda parent, rec, anatomy, name, **_style: calls.append(
+                            (parent, rec, anatomy, name)))
     win.actions_by_name["export_movie"].trigger()
     assert calls == [(win, win.session.recording, win.anatomy, win.model_name)]
 

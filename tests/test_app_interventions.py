@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from app_conftest import app_checkpoint, lit_neurons_far_apart, make_window, window  # noqa: F401
@@ -193,3 +197,109 @@ def test_inspector_shows_the_strongest_currents_into_the_neuron_now(window, qtbo
     assert top == pytest.approx(float(flows[np.argmax(np.abs(flows))]), abs=1e-3)
     w, act = float(table.item(0, 1).text()), float(table.item(0, 2).text())
     assert w * act == pytest.approx(top, abs=2e-3)
+
+
+def test_a_saved_comparison_reopens_with_its_interventions(window, qtbot, app_checkpoint,
+                                                           tmp_path):
+    win = window
+    superclass = win.controls.superclass.itemData(1)
+    win.controls.temperature.setValue(0.0)
+    win.controls.max_new_tokens.setValue(6)
+    win.controls.speed_cap.setValue(0)
+    with qtbot.waitSignal(win.run_ended, timeout=20_000):
+        assert win.interventions.compare_with([Silence(f"superclass:{superclass}")],
+                                              mode="free", prompt="Tom and his dog")
+    rec = win.session.recording
+    path = win.save_recording(tmp_path / "cmp")
+    # Another window (a fresh start) opens it: interventions, mode, both runs, Δx.
+    other = make_window(qtbot, app_checkpoint, tmp_path, "other.ini")
+    try:
+        assert other.interventions.panel.list.count() == 0
+        opened = other.open_recording(path)
+        panel = other.interventions.panel
+        assert [str(i) for i in panel.enabled()] == [f"silence superclass:{superclass}"]
+        assert panel.mode.currentData() == "free"
+        assert opened.baseline is not None and len(opened.baseline) == len(rec.baseline)
+        assert opened.metadata["comparison"]["kl"] == pytest.approx(
+            rec.metadata["comparison"]["kl"], nan_ok=True)
+        assert other.display.layer is other.interventions.delta
+        qtbot.waitUntil(lambda: "untouched" in other.text_panel.toPlainText(), timeout=3000)
+        # Rings show what was silenced.
+        silenced = neuron_index(app_checkpoint).select(f"superclass:{superclass}")
+        assert set(other.interventions.marks.intervened.tolist()) == set(silenced.tolist())
+    finally:
+        other.close()
+
+
+def test_a_comparison_movie_is_in_delta_colours_with_both_texts(window, qtbot, app_checkpoint,
+                                                                tmp_path, monkeypatch):
+    from PIL import Image
+
+    import flyviz.app.export_dialog as export_dialog
+    from flyviz.app.compare_views import comparison_overlays
+    from flyviz.export import ExportOptions, export_recording
+
+    win = window
+    n = app_checkpoint.config.neurons
+    rec = _hand_made_comparison(n, {5: 0.9, 17: -0.9}, frames=3)
+    win.session.replace(rec)
+    # File > Export movie hands the dialog the Δx layer and both texts.
+    calls = []
+    monkeypatch.setattr(export_dialog, "run_export_dialog",
+                        lambda parent, recording, anatomy, name, **style: calls.append(style))
+    win.actions_by_name["export_movie"].trigger()
+    layer, overlays = calls[0]["layer"], calls[0]["overlays"]
+    assert layer is win.interventions.delta
+    lines = overlays(0, 3)[-1]
+    assert lines.prompt.startswith("untouched: ab") and "intervened (top-1): " in lines.prompt
+
+    # What the export then draws: only the changed neurons lit, both texts at the bottom.
+    # Rendered in a process of its own: offscreen GL beside a shown Qt window is the
+    # renderer's business, not this test's.
+    rec.save(tmp_path / "cmp.flyrec")
+    script = tmp_path / "render.py"
+    script.write_text(RENDER_SCRIPT)
+    result = subprocess.run([sys.executable, str(script), str(app_checkpoint_dir(tmp_path)),
+                             str(tmp_path)], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lit = json.loads(result.stdout.strip().splitlines()[-1])
+    assert lit["state"] > 300 and 0 < lit["delta"] < lit["state"] / 10
+    assert lit["text_rows"] > 14                               # two lines of text (one: ~10)
+
+
+def app_checkpoint_dir(tmp_path):
+    """A fresh copy of the test model (the same seed as ``app_checkpoint``) on disk."""
+    return tmp_path / "model"
+
+
+RENDER_SCRIPT = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from PIL import Image
+from flyviz.app._testing import make_app_checkpoint
+from flyviz.app.compare_views import comparison_overlays
+from flyviz.app.interventions_dock import delta_layer
+from flyviz.export import ExportOptions, export_recording
+from flyviz.record.recording import Recording
+
+model, folder = Path(sys.argv[1]), Path(sys.argv[2])
+checkpoint = make_app_checkpoint(model)
+rec = Recording.load(folder / "cmp.flyrec")
+options = ExportOptions(size=(640, 480), fps=4, frames_per_token=1, orbit=0.0, point_size=6.0)
+frames = {}
+for name in ("delta", "state"):
+    style = options.cloud_style()
+    if name == "delta":
+        style = style.with_layer(delta_layer())
+    path = export_recording(rec, checkpoint.anatomy, folder / (name + "/"), options, style=style,
+                            overlay_contents=comparison_overlays(rec) if name == "delta" else None)
+    frames[name] = np.asarray(Image.open(sorted(path.glob("*.png"))[-1]).convert("RGB"))
+Image.fromarray(frames["delta"]).save(folder / "delta.png")
+cloud = (slice(80, 360), slice(0, 460))
+out = {k: int((v[cloud].max(axis=-1) > 100).sum()) for k, v in frames.items()}
+band = frames["delta"][400:].max(axis=-1)
+rows = np.flatnonzero((band > 120).sum(axis=1) > 3)
+out["text_rows"] = int(rows.max() - rows.min()) if rows.size else 0
+print(json.dumps(out))
+"""

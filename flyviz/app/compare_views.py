@@ -167,3 +167,32 @@ def paired_candidates(recording: Recording, index: int, k: int) -> PairedCandida
     return PairedCandidates([row[0] for row in order],
                             np.array([row[1] for row in order], dtype=float),
                             np.array([row[2] for row in order], dtype=float))
+
+
+#: Most characters of each text the movie overlay keeps (its tail).
+OVERLAY_CHARS = 90
+
+
+def _tail(text: str, limit: int = OVERLAY_CHARS) -> str:
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+def comparison_overlays(recording: Recording, start: int = 0, stop: int | None = None) -> list:
+    """Movie overlays of a comparison's frames ``start:stop``: both texts, one line each
+    (the tail of each when long), the intervened run's newest token highlighted."""
+    from flyviz.render.overlay import iter_overlays
+
+    out = []
+    for i, own in enumerate(iter_overlays(recording, start, stop), start):
+        if own.newest_in_prompt:                 # both read the same prompt
+            out.append(own)
+            continue
+        text = compared_text(recording, i)
+        label = "intervened" if text.mode == "free" else "intervened (top-1)"
+        newest = text.intervened[-1] if text.intervened else ""
+        untouched = _tail(text.prompt + "".join(text.untouched)).replace("\n", " ")
+        mine = _tail(text.prompt + "".join(text.intervened[:-1] if newest else text.intervened))
+        out.append(type(own)(prompt=f"untouched: {untouched}\n{label}: ",
+                             generated=mine.replace("\n", " "), newest=newest or own.newest,
+                             newest_in_prompt=False, top_k=own.top_k, counter=own.counter))
+    return out

@@ -296,7 +296,7 @@ class ExportRunner(QObject):
 
     def __init__(self, recording: Recording, anatomy: Anatomy, out: Path, options: ExportOptions,
                  model_name: str, parent: QObject | None = None, *, style: Any = None,
-                 camera: Any = None) -> None:
+                 camera: Any = None, overlay_contents: Any = None) -> None:
         super().__init__(parent)
         options = options.validate()
         start, stop = options.token_range(len(recording))
@@ -311,7 +311,8 @@ class ExportRunner(QObject):
         self._thread = QThread()
         self._worker = _ExportWorker(dict(recording=recording, anatomy=anatomy, out_path=out,
                                           options=options, model_name=model_name,
-                                          renderer=self._proxy, style=style), self._cancel)
+                                          renderer=self._proxy, style=style,
+                                          overlay_contents=overlay_contents), self._cancel)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
         self._worker.progressed.connect(self.progressed)
@@ -338,9 +339,22 @@ class ExportRunner(QObject):
 
 
 def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, out: Path,
-               options: ExportOptions, model_name: str) -> tuple[Path | None, BaseException | None]:
-    """Export with a cancellable progress dialog; return ``(path, error)`` when finished."""
-    runner = ExportRunner(recording, anatomy, out, options, model_name)
+               options: ExportOptions, model_name: str, *, layer: Any = None,
+               overlays: Any = None) -> tuple[Path | None, BaseException | None]:
+    """Export with a cancellable progress dialog; return ``(path, error)`` when finished.
+
+    ``layer`` (a :class:`~flyviz.render.style.ColourLayer`) colours the neurons
+    instead of the recorded state; ``overlays(start, stop)`` gives what the
+    overlays say at each exported token (default: the recording's own text).
+    """
+    style = options.cloud_style()
+    if layer is not None:
+        style = style.with_layer(layer)
+    contents = None
+    if overlays is not None and options.overlays:
+        contents = list(overlays(*options.validate().token_range(len(recording))))
+    runner = ExportRunner(recording, anatomy, out, options, model_name, style=style,
+                          overlay_contents=contents)
     dialog = QProgressDialog(f"Exporting {out.name}…", "Cancel", 0, runner.total, parent)
     dialog.setWindowTitle("Export movie")
     dialog.setWindowModality(Qt.WindowModality.ApplicationModal)
@@ -366,8 +380,12 @@ def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, o
 
 
 def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Anatomy | None,
-                      model_name: str) -> Path | None:
-    """Ask for settings, export, and tell the user how it went; return the written path."""
+                      model_name: str, *, layer: Any = None,
+                      overlays: Any = None) -> Path | None:
+    """Ask for settings, export, and tell the user how it went; return the written path.
+
+    ``layer`` and ``overlays``: as for :func:`run_export` (a comparison's Δx and both texts).
+    """
     def tell(text: str, error: bool = False) -> None:
         if hasattr(parent, "show_message"):
             parent.show_message(text, error=error, dialog=error)
@@ -384,7 +402,7 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
         return None
     try:
         path, error = run_export(parent, recording, anatomy, dialog.output_path(), dialog.options(),
-                                 model_name)
+                                 model_name, layer=layer, overlays=overlays)
     except FlyvizError as exc:
         path, error = None, exc
     except Exception as exc:  # noqa: BLE001 - the app never crashes on an export

@@ -141,8 +141,16 @@ class FileController:
             window.show_message(f"movie export is unavailable: {exc}", error=True, dialog=True)
             return
         window.runs.pause()   # the movie shows the recording as it is now
-        export_dialog.run_export_dialog(window, session.recording, window.anatomy,
-                                        window.model_name)
+        recording = session.recording
+        layer = window.display.layer       # Δx of a comparison, or another layer shown
+        overlays = None
+        if recording.baseline is not None:
+            from flyviz.app.compare_views import comparison_overlays
+
+            def overlays(start: int, stop: int, rec: Recording = recording):
+                return comparison_overlays(rec, start, stop)
+        export_dialog.run_export_dialog(window, recording, window.anatomy, window.model_name,
+                                        layer=layer, overlays=overlays)
 
     def screenshot_dialog(self) -> None:
         """Alt+S: choose what and how large, then where."""

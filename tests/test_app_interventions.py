@@ -303,3 +303,39 @@ rows = np.flatnonzero((band > 120).sum(axis=1) > 3)
 out["text_rows"] = int(rows.max() - rows.min()) if rows.size else 0
 print(json.dumps(out))
 """
+
+
+def test_picking_in_the_view_fills_the_query(window, qtbot, app_checkpoint):
+    from flyviz.render.picking import project_points
+
+    win = window
+    feature, panel = win.interventions, win.interventions.panel
+    a, b = [int(i) for i in np.flatnonzero(win.brain.visible)[:2]]
+    win.brain.pick_clicked.emit(a, False)
+    win.brain.pick_clicked.emit(b, True)                     # shift-click adds
+    assert feature.pick.neurons.tolist() == sorted([a, b])
+    assert panel.pick_button.text() == "From pick (2)"
+    assert set(feature.marks.picked.tolist()) == {a, b}     # ringed in the view
+    win.brain.pick_clicked.emit(-1, True)                    # a missed shift-click keeps them
+    assert len(feature.pick) == 2
+    # An outline around the left half of the canvas picks every drawn neuron in it.
+    w, h = win.brain.canvas.size
+    outline = np.array([[0, 0], [w / 2, 0], [w / 2, h], [0, h]], float)
+    xy, _, in_front = project_points(win.brain.positions, win.brain.canvas_transform())
+    expected = np.flatnonzero(win.brain.visible & in_front & (xy[:, 0] > 0) & (xy[:, 0] < w / 2)
+                              & (xy[:, 1] > 0) & (xy[:, 1] < h))
+    inside = feature.lasso.select(outline)
+    assert set(inside.tolist()) == set(expected.tolist()) and inside.size > 10
+    feature.lasso.picked.emit(inside.tolist(), False)
+    assert len(feature.pick) == inside.size
+    panel.kind.setCurrentIndex(panel.kind.findData("clamp"))
+    panel.pick_button.click()
+    assert panel.query.text().startswith("id:")
+    panel.update_count()
+    assert panel.count.text() == f"{inside.size:,} neurons selected"
+    panel.value.setValue(0.3)
+    panel.start.setValue(2)
+    panel.stop.setValue(5)
+    item = panel.add_from_form()
+    assert item is not None and item.kind == "clamp" and (item.start, item.stop) == (2, 5)
+    assert set(feature.marks.intervened.tolist()) == set(inside.tolist())

@@ -314,7 +314,7 @@ def test_picking_in_the_view_fills_the_query(window, qtbot, app_checkpoint):
     win.brain.pick_clicked.emit(a, False)
     win.brain.pick_clicked.emit(b, True)                     # shift-click adds
     assert feature.pick.neurons.tolist() == sorted([a, b])
-    assert panel.pick_button.text() == "From pick (2)"
+    assert panel.pick_button.text() == "Pick (2)"
     assert set(feature.marks.picked.tolist()) == {a, b}     # ringed in the view
     win.brain.pick_clicked.emit(-1, True)                    # a missed shift-click keeps them
     assert len(feature.pick) == 2

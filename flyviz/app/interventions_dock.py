@@ -105,7 +105,7 @@ class InterventionsPanel(QWidget):
         self.value.setSingleStep(0.1)
         self.start = QSpinBox()
         self.stop = QSpinBox()
-        for box, word in ((self.start, "first token"), (self.stop, "last token")):
+        for box, word in ((self.start, "start"), (self.stop, "end")):
             box.setRange(-1, 100_000)
             box.setValue(-1)
             box.setSpecialValueText(word)
@@ -125,17 +125,39 @@ class InterventionsPanel(QWidget):
         buttons = QHBoxLayout()
         self.add_button = QPushButton("Add")
         self.add_button.setToolTip("Add the intervention on the neurons of the query")
-        self.highlight_button = QPushButton("From highlight")
+        self.highlight_button = QPushButton("Highlight")
         self.highlight_button.setToolTip("Fill the query from the Settings dock's superclass / "
                                          "cell type")
-        self.pick_button = QPushButton("From pick")
+        self.pick_button = QPushButton("Pick")
         self.pick_button.setToolTip("Fill the query with the neurons picked in the view "
                                     "(Shift+click adds one, Ctrl+drag draws around many)")
         for button in (self.add_button, self.highlight_button, self.pick_button):
             buttons.addWidget(button)
         layout.addLayout(buttons)
+        self.compare_box = QCheckBox("Compare with untouched")
+        self.compare_box.setToolTip("Runs go with the untouched model beside them; the brain "
+                                    "shows Δx (intervened − untouched)")
+        self.mode = QComboBox()
+        for mode, title in MODE_TITLES.items():
+            self.mode.addItem(title.split(",")[0].replace(" on the untouched text", ""), mode)
+            self.mode.setItemData(self.mode.count() - 1, title, Qt.ItemDataRole.ToolTipRole)
+        self.delta_box = QCheckBox("Δx")
+        self.delta_box.setToolTip("Colour the brain by intervened − untouched while a "
+                                  "comparison is shown")
+        self.delta_box.setChecked(True)
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setToolTip("Run the prompt intervened and untouched side by side")
+        compare_row = QHBoxLayout()
+        compare_row.addWidget(self.compare_box)
+        compare_row.addWidget(self.delta_box)
+        layout.addLayout(compare_row)
+        mode_row = QHBoxLayout()
+        mode_row.addWidget(self.mode, 1)
+        mode_row.addWidget(self.compare_button)
+        layout.addLayout(mode_row)
         self.list = QListWidget()
         self.list.setToolTip("Runs use the interventions switched on")
+        self.list.setMinimumHeight(70)
         layout.addWidget(self.list, 1)
         row = QHBoxLayout()
         self.remove_button = QPushButton("Remove")
@@ -144,19 +166,6 @@ class InterventionsPanel(QWidget):
         row.addWidget(self.clear_button)
         row.addStretch(1)
         layout.addLayout(row)
-        self.compare_box = QCheckBox("Compare with untouched")
-        self.compare_box.setToolTip("Runs go with the untouched model beside them; the brain "
-                                    "shows Δx (intervened − untouched)")
-        self.mode = QComboBox()
-        for mode, title in MODE_TITLES.items():
-            self.mode.addItem(title, mode)
-        self.delta_box = QCheckBox("Show Δx in the brain")
-        self.delta_box.setChecked(True)
-        self.compare_button = QPushButton("Compare now")
-        layout.addWidget(self.compare_box)
-        layout.addWidget(self.mode)
-        layout.addWidget(self.delta_box)
-        layout.addWidget(self.compare_button)
         self._count_timer = QTimer(self)
         self._count_timer.setSingleShot(True)
         self._count_timer.setInterval(COUNT_DELAY_MS)
@@ -453,7 +462,7 @@ class InterventionsFeature(QObject):
 
     def _on_pick_changed(self, count: int) -> None:
         self.marks.set_picked(self.pick.neurons)
-        self.panel.pick_button.setText(f"From pick ({count})" if count else "From pick")
+        self.panel.pick_button.setText(f"Pick ({count})" if count else "Pick")
 
     def _on_recording_replaced(self) -> None:
         recording = self.window.session.recording

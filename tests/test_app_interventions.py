@@ -339,3 +339,38 @@ def test_picking_in_the_view_fills_the_query(window, qtbot, app_checkpoint):
     item = panel.add_from_form()
     assert item is not None and item.kind == "clamp" and (item.start, item.stop) == (2, 5)
     assert set(feature.marks.intervened.tolist()) == set(inside.tolist())
+
+
+def test_pause_step_and_stop_work_in_a_comparison_and_a_plain_run_follows(window, qtbot):
+    from flyviz.app.worker import IDLE, PAUSED, RUNNING
+
+    win = window
+    superclass = win.controls.superclass.itemData(1)
+    win.controls.temperature.setValue(0.0)
+    win.controls.max_new_tokens.setValue(200)
+    win.controls.speed_cap.setValue(20)
+    assert win.interventions.compare_with([Silence(f"superclass:{superclass}")],
+                                          prompt="Tom and his dog")
+    qtbot.waitUntil(lambda: len(win.session) >= 5 and win.worker_state == RUNNING, timeout=5000)
+    win.toggle_play()
+    qtbot.waitUntil(lambda: win.worker_state == PAUSED, timeout=3000)
+    paused_at = len(win.session)
+    win.runs.step_forward()
+    qtbot.waitUntil(lambda: len(win.session) == paused_at + 1, timeout=3000)
+    assert len(win.session.recording.baseline) == len(win.session)
+    with qtbot.waitSignal(win.run_ended, timeout=3000) as ended:
+        win.runs.stop()
+    assert ended.args[0] == "stopped"
+    qtbot.waitUntil(lambda: win.worker_state == IDLE, timeout=3000)
+
+    # Comparing switched off: a plain run with the interventions, the state's colours.
+    win.interventions.panel.compare_box.setChecked(False)
+    win.controls.max_new_tokens.setValue(4)
+    win.controls.speed_cap.setValue(0)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000) as ended:
+        assert win.run_prompt("Tom")
+    assert ended.args[0] == "done"
+    assert win.session.recording.baseline is None
+    assert win.session.recording.metadata["interventions"][0]["kind"] == "silence"
+    assert win.display.layer is None
+    qtbot.waitUntil(lambda: win.worker_state == IDLE, timeout=3000)

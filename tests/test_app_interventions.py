@@ -9,9 +9,7 @@ import sys
 import numpy as np
 import pytest
 from app_conftest import app_checkpoint, lit_neurons_far_apart, make_window, window  # noqa: F401
-from PySide6.QtCore import Qt
 
-from flyviz.model.checkpoint import SUPERCLASSES  # noqa: F401
 from flyviz.model.interventions import Silence
 from flyviz.model.selection import neuron_index
 
@@ -26,11 +24,6 @@ def _run(win, qtbot, prompt: str = "Tom and his dog", tokens: int = 10):
         assert win.run_prompt(prompt)
     assert ended.args[0] == "done"
     return win.session.recording
-
-
-def _biggest_superclass(checkpoint) -> str:
-    labels = list(checkpoint.anatomy.superclass) if hasattr(checkpoint, "anatomy") else []
-    return max(set(labels), key=labels.count)
 
 
 def test_silencing_a_superclass_from_the_dock_changes_the_run(window, qtbot, app_checkpoint):
@@ -259,17 +252,13 @@ def test_a_comparison_movie_is_in_delta_colours_with_both_texts(window, qtbot, a
     rec.save(tmp_path / "cmp.flyrec")
     script = tmp_path / "render.py"
     script.write_text(RENDER_SCRIPT)
-    result = subprocess.run([sys.executable, str(script), str(app_checkpoint_dir(tmp_path)),
+    # The script rebuilds the test model (the same seed) in a folder of its own.
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "model"),
                              str(tmp_path)], capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
     lit = json.loads(result.stdout.strip().splitlines()[-1])
     assert lit["state"] > 300 and 0 < lit["delta"] < lit["state"] / 10
     assert lit["text_rows"] > 14                               # two lines of text (one: ~10)
-
-
-def app_checkpoint_dir(tmp_path):
-    """A fresh copy of the test model (the same seed as ``app_checkpoint``) on disk."""
-    return tmp_path / "model"
 
 
 RENDER_SCRIPT = """

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import (QFormLayout, QHeaderView, QLabel, QTableWidget,
                                QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from flyviz.app import theme
-from flyviz.app.connectivity import Connectivity, Current, Partner
+from flyviz.app.connectivity import Connectivity, Partner
 from flyviz.app.panels import paint_on_demand
 from flyviz.model.checkpoint import Anatomy
 from flyviz.record.recording import Recording

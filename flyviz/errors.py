@@ -14,7 +14,8 @@ Hierarchy::
 
     FlyvizError
     ├── CheckpointError          a model's files are missing, damaged or inconsistent
-    │   └── ModelNotFoundError   a model spec names nothing that can be found
+    │   ├── ModelNotFoundError   a model spec names nothing that can be found
+    │   └── DatasetNotFoundError a model needs a connectome dataset and none was found
     ├── TokenizerError           the tokenizer file is missing or malformed
     ├── InputError               a value (prompt, option, index) is out of range
     │   └── SelectionError       a neuron selection query is bad or selects nothing
@@ -26,9 +27,9 @@ Hierarchy::
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "ExportCancelled", "ExportError", "FlyvizError", "InputError",
-           "MissingDependencyError", "ModelNotFoundError", "RecordingError", "SelectionError",
-           "TokenizerError"]
+__all__ = ["CheckpointError", "DatasetNotFoundError", "ExportCancelled", "ExportError",
+           "FlyvizError", "InputError", "MissingDependencyError", "ModelNotFoundError",
+           "RecordingError", "SelectionError", "TokenizerError"]
 
 
 class FlyvizError(Exception):
@@ -45,6 +46,12 @@ class CheckpointError(FlyvizError):
 
 class ModelNotFoundError(CheckpointError):
     """A model spec names nothing that can be found locally or in the cache."""
+
+
+class DatasetNotFoundError(CheckpointError):
+    """A model's weights need a connectome dataset (the graph) and none was given or found
+    next to them; the user can name the dataset folder (``--dataset``, or the app's
+    Open model dialog)."""
 
 
 class TokenizerError(FlyvizError):

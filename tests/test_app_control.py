@@ -11,9 +11,8 @@ from app_conftest import app_checkpoint, expected_frames, window  # noqa: F401
 
 from flyviz.app.run_control import REPLAYING, RunController
 from flyviz.app.worker import IDLE, MAX_FRAMES_AHEAD, PAUSED, RUNNING
-from flyviz.model.engine import Engine
-from flyviz.model.tokenizer import tokenizer_for
 from flyviz.record.run import GenerationSettings
+from flyviz.record.runner import Model
 
 pytestmark = pytest.mark.gui
 
@@ -22,8 +21,7 @@ pytestmark = pytest.mark.gui
 def runs(qtbot, app_checkpoint):
     """A run controller on the test model, with no window anywhere."""
     controller = RunController()
-    controller.set_model(Engine(app_checkpoint), tokenizer_for(app_checkpoint),
-                         app_checkpoint.config, {"model_name": "test-brain"})
+    controller.set_model(Model(app_checkpoint, spec="test-brain"))
     yield controller
     controller.shutdown()
 

@@ -55,7 +55,7 @@ def test_scrubbing_shows_that_tokens_state_in_the_cloud(window, qtbot, app_check
     images = {}
     for index in (0, 2, 1):
         win.show_token(index)
-        qtbot.waitUntil(lambda: win.display.showing(index), timeout=3000)
+        qtbot.waitUntil(lambda: win.display.showing(index), timeout=3000)  # noqa: B023
         images[index] = _brightness(win.brain.render_image())
 
     for index, lit in enumerate((a, b, c)):

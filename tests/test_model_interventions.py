@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from flyviz.model import kernels
-from flyviz.model.engine import Engine, softmax
+from flyviz.model.engine import Engine
 from flyviz.model.errors import InputError
 from flyviz.model.interventions import (Clamp, Cut, GraphEdit, ResolvedInterventions, Scale,
                                         Silence, Stimulate, from_json, parse_intervention,

@@ -97,7 +97,7 @@ def test_sampling_follows_the_reference_semantics(engine_js, tmp_path, tiny_chec
 
         class _Draws:
             def random(self):
-                return next(draws)
+                return next(draws)  # noqa: B023 (used within this iteration)
 
         sampler._rng = _Draws()  # feed both samplers the same uniform numbers
         picks = [sampler.pick(np.asarray(case["logits"], dtype=np.float32)) for _ in case["draws"]]

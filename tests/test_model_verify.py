@@ -124,7 +124,7 @@ def test_writers_satisfy_every_manifest_rule(released, tiny_checkpoint):
     # Section 4.2: the web manifest's files and graph digests.
     web = json.loads((released / "models" / "web" / "manifest.json").read_text())
     assert web["graph"]["frozen_buffers_sha256"] == frozen
-    for name, f in web["files"].items():
+    for f in web["files"].values():
         path = released / "models" / "web" / f["file"]
         assert f["dtype"] == "float32" and f["bytes"] == path.stat().st_size
         assert f["sha256"] == sha256(path) and np.prod(f["shape"]) * 4 == f["bytes"]

@@ -778,8 +778,9 @@ def write_atlas(out: Path, partial: cluster.Partial, ckpt: "Checkpoint", corpus:
     if tmp.exists():
         shutil.rmtree(tmp)
     try:
-        group = zarr.open_group(str(tmp), mode="w", **({"zarr_format": 2}
-                                                        if _zarr_major() >= 3 else {}))
+        # Zarr 3 writes its own format unless told; the atlas stays readable by Zarr 2.
+        format_option: dict[str, Any] = {"zarr_format": 2} if _zarr_major() >= 3 else {}
+        group = zarr.open_group(str(tmp), mode="w", **format_option)
     except OSError as exc:
         raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
     nc = NEURON_CHUNK

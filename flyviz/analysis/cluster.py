@@ -122,7 +122,7 @@ def _run_task(function: Callable[..., Partial], args: tuple, chunk: Any, run_id:
 def _save_npz(path: Path, partial: Partial) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as handle:
-        np.savez(handle, **partial)
+        np.savez(handle, **partial)  # type: ignore[arg-type]  # numpy's stub types the first kwarg
     os.replace(tmp, path)
 
 

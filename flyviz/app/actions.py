@@ -30,7 +30,7 @@ SHORTCUTS: tuple[tuple[str, str, str], ...] = (
     ("toggle_mode", "M", "Switch colours: signed h / |h|"),
     ("clear_selection", "Ctrl+D", "Clear the selected neuron"),
     ("focus_prompt", "Ctrl+L", "Go to the prompt box"),
-    ("open_model", "Ctrl+O", "Open a model folder"),
+    ("open_model", "Ctrl+O", "Open a model folder (or the connectome dataset it asks for)"),
     ("open_recording", "Ctrl+Shift+O", "Open a recording (.flyrec)"),
     ("save_recording", "Ctrl+S", "Save the recording"),
     ("export_movie", "Ctrl+E", "Export a movie"),

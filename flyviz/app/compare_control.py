@@ -29,15 +29,12 @@ from PySide6.QtCore import QObject
 
 from flyviz.app.run_control import RunController
 from flyviz.app.worker import IDLE, EngineThread, EngineWorker, RunRequest, engine_threads
-from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.config import ModelConfig
-from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError, InputError
 from flyviz.model.interventions import ResolvedInterventions
-from flyviz.model.tokenizer import FlyTokenizer
 from flyviz.record.compare import (MODES, ComparedStep, Comparison, new_comparison_recording,
                                    record_step)
 from flyviz.record.run import GenerationSettings, encode_prompt
+from flyviz.record.runner import Model
 
 #: What the comparison modes are called in the window.
 MODE_TITLES = {"forced": "teacher-forced on the untouched text",
@@ -57,31 +54,31 @@ class CompareWorker(EngineWorker):
 
     Its two engines are built on the first comparison (in this thread) and kept
     for the next ones, which only change the intervened engine's interventions;
-    a new model closes them. Each item it emits is a
+    a new model closes them. The model itself belongs to the plain runs' worker,
+    which closes it. Each item it emits is a
     :class:`~flyviz.record.compare.ComparedStep`.
     """
 
     def __init__(self, threads: int | None = None) -> None:
         super().__init__()
-        self._checkpoint: Checkpoint | None = None
         self._comparison: Comparison | None = None
         self._threads = threads
 
-    def _install(self, model: object, tokenizer: FlyTokenizer | None) -> None:
-        """Compare runs of the checkpoint ``model`` from now on (``None``: release all)."""
+    def _install(self, model: Model | None) -> None:
+        """Compare runs of ``model`` from now on (``None``: release the engines)."""
         self._close_comparison()
-        self._checkpoint = model if isinstance(model, Checkpoint) else None
-        self._tokenizer = tokenizer
+        self._model = model
 
     def _open_run(self, request: RunRequest) -> Iterator[ComparedStep]:
-        if self._checkpoint is None or self._tokenizer is None:
+        model = self._model
+        if model is None:
             raise InputError("no model is loaded yet; wait for it or open one")
         mode = getattr(request, "mode", "forced")
         if self._comparison is None:
             threads = self._threads if self._threads is not None else engine_threads()
             self._comparison = Comparison.for_checkpoint(
-                self._checkpoint, request.interventions, threads=threads,
-                tokenizer=self._tokenizer)
+                model.checkpoint, request.interventions, threads=threads,
+                tokenizer=model.tokenizer)
         elif request.interventions is not self._comparison.interventions:
             self._comparison.set_interventions(request.interventions)
         return self._comparison.run(request.prompt, request.settings, mode=mode,
@@ -126,7 +123,6 @@ class CompareController(RunController):
         self.interventions: ResolvedInterventions | None = None
         self.comparing = False
         self.mode = "forced"
-        self._checkpoint: Checkpoint | None = None
 
     # ------------------------------------------------------------ what runs
     @property
@@ -147,17 +143,15 @@ class CompareController(RunController):
         self.comparing = bool(comparing)
 
     # ------------------------------------------------------------ model and runs
-    def set_model(self, engine: Engine, tokenizer: FlyTokenizer, config: ModelConfig,
-                  metadata: dict[str, Any] | None = None) -> None:
+    def set_model(self, model: Model) -> None:
         """A new model: both threads stop; the interventions are dropped."""
         self._use(self.single_thread)
-        self.compare_thread.set_model(engine.checkpoint, tokenizer)
-        self._checkpoint = engine.checkpoint
+        self.compare_thread.set_model(model)
         self.interventions = None
-        super().set_model(engine, tokenizer, config, metadata)
+        super().set_model(model)
 
-    def start(self, prompt: str, settings: GenerationSettings,
-              interventions: Any = None) -> bool:
+    def start(self, prompt: str, settings: GenerationSettings, *, interventions: Any = None,
+              states_dtype: str = "float16") -> bool:
         """Run ``prompt`` with the interventions, or compare it with the untouched run.
 
         ``interventions`` default to :attr:`interventions`. Returns False (and
@@ -166,20 +160,24 @@ class CompareController(RunController):
         interventions = self.interventions if interventions is None else interventions
         if not self.comparing:
             self._use(self.single_thread)
-            return super().start(prompt, settings, interventions)
+            return super().start(prompt, settings, interventions=interventions or (),
+                                 states_dtype=states_dtype)
         if self._closed:
             return False
-        if self._checkpoint is None or self._tokenizer is None or self._config is None:
+        model = self._model
+        if model is None:
             self.message.emit("no model is loaded yet; wait for it or open one", True)
             return False
-        if not interventions:
-            self.message.emit("nothing to compare: add an intervention and switch it on", True)
-            return False
         try:
-            prompt_ids = encode_prompt(self._tokenizer, prompt, self._config.bos_token_id)
-            recording = new_comparison_recording(self._checkpoint, prompt, settings,
-                                                 interventions, self.mode,
-                                                 spec=self._metadata.get("model"))
+            settings = settings.validate()
+            resolved = model.resolve_interventions(interventions or ())
+            if not resolved:
+                raise InputError("nothing to compare: add an intervention and switch it on")
+            prompt_ids = encode_prompt(model.tokenizer, prompt,
+                                       model.checkpoint.config.bos_token_id)
+            recording = new_comparison_recording(model.checkpoint, prompt, settings, resolved,
+                                                 self.mode, spec=model.spec,
+                                                 states_dtype=states_dtype)
         except FlyvizError as exc:
             self.message.emit(str(exc), True)
             return False
@@ -190,7 +188,7 @@ class CompareController(RunController):
         self.session.replace(recording)
         self.frame_times.clear()
         self.compare_thread.start(CompareRequest(self._run_id, prompt, tuple(prompt_ids),
-                                                 settings, interventions=interventions,
+                                                 settings, interventions=resolved,
                                                  mode=self.mode))
         self.message.emit(f"comparing with the untouched run ({MODE_TITLES[self.mode]}): "
                           f"{len(prompt_ids) - 1} prompt tokens, up to "

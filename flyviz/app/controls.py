@@ -88,6 +88,11 @@ class PromptBar(QWidget):
 
     def set_text(self, text: str) -> None:
         """Put ``text`` in the prompt box."""
+        # Select a suggestion with the same text: otherwise the combo box reports it as
+        # picked (and the prompt runs) as soon as the field loses focus, e.g. to a dialog.
+        index = self.box.findText(text, Qt.MatchFlag.MatchExactly | Qt.MatchFlag.MatchCaseSensitive)
+        if index >= 0:
+            self.box.setCurrentIndex(index)
         self.box.setEditText(text)
 
     def focus_text(self) -> None:
@@ -151,6 +156,14 @@ class SettingsPanel(QWidget):
         form.addRow("Max new tokens", self.max_new_tokens)
         form.addRow("Seed", self.seed)
         form.addRow("Speed cap", self.speed_cap)
+        self.states = QComboBox()
+        self.states.setObjectName("statesPrecision")
+        self.states.addItem("float16 (half the size)", "float16")
+        self.states.addItem("float32 (exact)", "float32")
+        self.states.setToolTip("How new recordings store the brain states: float16 keeps about "
+                               "1e-3 relative precision in half the bytes; float32 is the "
+                               "engine's states bit for bit, for analysis")
+        form.addRow("Stored states", self.states)
         outer.addWidget(gen)
 
         disp = QGroupBox("Display")
@@ -224,6 +237,11 @@ class SettingsPanel(QWidget):
             seed=None if seed < 0 else seed, top_k=int(top_k)).validate()
 
     @property
+    def states_dtype(self) -> str:
+        """How new recordings store their states: ``"float16"`` or ``"float32"``."""
+        return str(self.states.currentData())
+
+    @property
     def colour_mode(self) -> str:
         """``"signed"`` or ``"abs"``."""
         return str(self.mode.currentData())
@@ -249,6 +267,7 @@ class SettingsPanel(QWidget):
             settings.setValue(f"settings/{name}", getattr(self, name).value())
         settings.setValue("settings/glow", self.glow.value())
         settings.setValue("settings/mode", self.colour_mode)
+        settings.setValue("settings/states", self.states_dtype)
         settings.setValue("settings/auto_scale", self.auto_scale.isChecked())
 
     def restore(self, settings: QSettings) -> None:
@@ -262,10 +281,10 @@ class SettingsPanel(QWidget):
                 widget.setValue(type(widget.value())(float(value)))
             except (TypeError, ValueError):
                 continue
-        mode = settings.value("settings/mode")
-        index = self.mode.findData(mode)
-        if index >= 0:
-            self.mode.setCurrentIndex(index)
+        for box, key in ((self.mode, "settings/mode"), (self.states, "settings/states")):
+            index = box.findData(settings.value(key))
+            if index >= 0:
+                box.setCurrentIndex(index)
         auto = settings.value("settings/auto_scale")
         if auto is not None:
             self.auto_scale.setChecked(str(auto).lower() in ("true", "1"))

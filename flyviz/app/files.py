@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog
+from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
 
 from flyviz.app.dialogs import ScreenshotDialog
+from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import ExportError, FlyvizError, RecordingError
 from flyviz.record.recording import FILE_SUFFIX, Recording
 
@@ -36,11 +37,36 @@ def check_recording_fits(recording: Recording, neurons: int | None, model_name: 
     if neurons is None:
         raise RecordingError("load the model this recording was made with first")
     if recording.neurons != neurons:
-        made_with = (recording.metadata.get("model_name") or recording.metadata.get("model")
+        identity = recording.metadata.get("model_identity")
+        made_with = ((identity.get("name") if isinstance(identity, dict) else None)
+                     or recording.metadata.get("model_name") or recording.metadata.get("model")
                      or "another model")
+        spec = identity.get("spec") if isinstance(identity, dict) else None
         raise RecordingError(
             f"{Path(path).name} was recorded with {made_with} ({recording.neurons:,} neurons) "
-            f"but {model_name} has {neurons:,}; open that model first")
+            f"but {model_name} has {neurons:,}; open "
+            f"{spec if spec and spec != made_with else 'that model'} first")
+
+
+def recording_model_mismatch(recording: Recording, checkpoint: Checkpoint,
+                             path: str | Path) -> str | None:
+    """How the loaded model differs from the one ``recording`` was made with (its stored
+    identity: graph and weights digests), one line; ``None`` when it is the same model or
+    the recording stores no identity."""
+    from flyviz.model.identity import identity_mismatch
+
+    return identity_mismatch(recording.metadata.get("model_identity"), checkpoint,
+                             Path(path).name)
+
+
+def is_dataset_folder(folder: str | Path) -> bool:
+    """True when ``folder`` holds a connectome dataset (a graph without weights)."""
+    from flyviz.model.formats import LAYOUT_DATASET, detect_layout
+
+    try:
+        return detect_layout(folder) == LAYOUT_DATASET
+    except FlyvizError:
+        return False
 
 
 def save_screenshot(window: "MainWindow", path: str | Path, target: str = "brain",
@@ -74,6 +100,10 @@ class FileController:
 
     def __init__(self, window: "MainWindow") -> None:
         self.window = window
+        #: The model that needs a connectome dataset the user has not chosen yet.
+        self.model_needing_dataset: str | None = None
+        #: The open "choose its dataset" question, if any (tests press its buttons).
+        self.dataset_question: QMessageBox | None = None
 
     @property
     def _settings(self):
@@ -88,15 +118,26 @@ class FileController:
         return session.recording.save(recording_path(path))
 
     def open_recording(self, path: str | Path) -> Recording:
-        """Load a recording of the current model and show its last frame."""
+        """Load a recording of the current model and show its last frame.
+
+        A recording of another model of the same size is shown too, and the
+        window says how that model differs (graph or weights); one of another
+        size, or a damaged file, raises :class:`RecordingError` (one line).
+        """
         recording = Recording.load(path)
         bundle = self.window.bundle
         check_recording_fits(recording, None if bundle is None else bundle.checkpoint.config.neurons,
                              self.window.model_name, path)
+        mismatch = recording_model_mismatch(recording, bundle.checkpoint, path)
         self.window.runs.show_recording(recording)
         prompt = recording.metadata.get("prompt")
         if prompt:
             self.window.prompt_bar.set_text(str(prompt))
+        if mismatch:
+            self.window.show_message(f"{mismatch}. It is shown as recorded, on "
+                                     f"{self.window.model_name}'s neurons.",
+                                     error=True, dialog=True)
+            return recording
         other = recording.metadata.get("model_name")
         note = "" if not other or other == self.window.model_name else f" (recorded with {other})"
         self.window.show_message(f"opened {Path(path).name}: {len(recording):,} tokens{note}")
@@ -177,12 +218,84 @@ class FileController:
 
     # ------------------------------------------------------------ models
     def open_model_dialog(self) -> None:
-        """Pick a model folder and load it."""
+        """Pick a model folder and load it; a connectome dataset folder picked here joins
+        the model that was waiting for one."""
         folder = QFileDialog.getExistingDirectory(self.window, "Open a Fly LLM model folder",
                                                   str(self._settings.value("paths/models", "")))
         if folder:
-            self._settings.setValue("paths/models", folder)
-            self.window.load_model(folder)
+            self.open_model_folder(folder)
+
+    def open_model_folder(self, folder: str | Path) -> None:
+        """Load the model in ``folder``; if it is a connectome dataset instead, load the
+        model that needed one with it, or say what to open."""
+        folder = str(folder)
+        if is_dataset_folder(folder):
+            self._settings.setValue("paths/datasets", folder)
+            if self.model_needing_dataset is not None:
+                self.load_with_dataset(self.model_needing_dataset, folder)
+            else:
+                self.window.show_message(
+                    f"{folder} is a connectome dataset (the graph only), not a model: open the "
+                    "model folder (fly-wordbrain weights or a web export); when it needs this "
+                    "dataset flyviz asks for it", error=True, dialog=True)
+            return
+        self._settings.setValue("paths/models", folder)
+        self.window.load_model(folder)
+
+    def ask_for_dataset(self, spec: str, message: str) -> QMessageBox:
+        """``spec`` needs a connectome dataset that was not found: say so and offer to
+        choose its folder (a non-modal question; :meth:`choose_dataset` on yes)."""
+        self.model_needing_dataset = spec
+        self.window.show_message(f"{spec} needs its connectome dataset: choose its folder")
+        if self.dataset_question is not None:
+            self.dataset_question.close()
+        box = QMessageBox(QMessageBox.Icon.Question, "flyviz: connectome dataset needed",
+                          f"{spec} holds only the weights; the graph they run on is in a "
+                          "separate connectome dataset folder (fly-connectome-49k, with "
+                          "manifest.json and graph/), which was not found next to it.",
+                          QMessageBox.StandardButton.NoButton, self.window)
+        box.setInformativeText("Choose that folder to load the model with it, or download "
+                               "fernandofernandes/fly-connectome-49k into a folder next to the "
+                               "model's (flyviz then finds it by itself). From a terminal: "
+                               f"flyviz gui --model {spec} --dataset DIR.")
+        box.setDetailedText(message)
+        choose = box.addButton("Choose dataset folder…", QMessageBox.ButtonRole.AcceptRole)
+        choose.setObjectName("chooseDataset")
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(choose)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.accepted.connect(lambda: self.choose_dataset(spec))
+        box.finished.connect(lambda _result: self._forget_question(box))
+        self.dataset_question = box
+        box.open()
+        return box
+
+    def _forget_question(self, box: QMessageBox) -> None:
+        if self.dataset_question is box:
+            self.dataset_question = None
+
+    def choose_dataset(self, spec: str) -> None:
+        """Ask for the connectome dataset folder of ``spec`` and load it with it."""
+        start = str(self._settings.value("paths/datasets", "")) or str(Path(spec).parent)
+        folder = QFileDialog.getExistingDirectory(
+            self.window, f"Choose the connectome dataset of {Path(spec).name}", start)
+        if folder:
+            self.load_with_dataset(spec, folder)
+
+    def load_with_dataset(self, spec: str, dataset: str | Path) -> bool:
+        """Load ``spec`` joined to the connectome dataset ``dataset``; False (and a
+        message) when ``dataset`` is not one."""
+        dataset = str(dataset)
+        if not is_dataset_folder(dataset):
+            self.window.show_message(
+                f"{dataset} is not a connectome dataset folder (it has no "
+                "graph/edges_offsets.i32); choose the fly-connectome-49k folder",
+                error=True, dialog=True)
+            return False
+        self._settings.setValue("paths/datasets", dataset)
+        self.model_needing_dataset = None
+        self.window.models.load(spec, dataset=dataset)
+        return True
 
     def open_hub_dialog(self) -> None:
         """Ask for a Hugging Face repo id and load it."""

@@ -43,6 +43,7 @@ from flyviz.app.model_panel import ModelPanel
 from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
 from flyviz.app.compare_control import CompareController
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
+from flyviz.app.verification import VerificationController
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
@@ -118,6 +119,7 @@ class MainWindow(QMainWindow):
             pass
 
         self.models = ModelController(model_loader, self)
+        self.verifier = VerificationController(self.settings, self)
         self.runs = CompareController(self, engine_niceness=ENGINE_NICENESS)
         self.files = FileController(self)
         self.actions_registry = ActionRegistry(self)
@@ -191,7 +193,7 @@ class MainWindow(QMainWindow):
         area = Qt.DockWidgetArea
         self.add_dock("text", "Text", self.text_panel, area.RightDockWidgetArea)
         self.add_dock("topk", "Next token", self.topk_panel, area.RightDockWidgetArea)
-        self.add_dock("model", "Model", self.model_panel, area.LeftDockWidgetArea)
+        self.add_dock("model", "Model", self.model_panel, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("controls", "Settings", self.controls, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("inspector", "Neuron", self.inspector, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("raster", "State raster", self.raster_panel, area.BottomDockWidgetArea)
@@ -203,6 +205,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([docks["text"], docks["topk"]], [330, 260], Qt.Orientation.Vertical)
         self.resizeDocks([docks["text"]], [380], Qt.Orientation.Horizontal)
         self.resizeDocks([docks["controls"]], [270], Qt.Orientation.Horizontal)
+        self.resizeDocks([docks["model"]], [300], Qt.Orientation.Vertical)
         self.resizeDocks([docks["raster"]], [190], Qt.Orientation.Vertical)
         self._default_state = self.saveState()
 
@@ -289,6 +292,8 @@ class MainWindow(QMainWindow):
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.spec_entered.connect(self._load_entered_spec)
         self.model_panel.open_folder_requested.connect(self.files.open_model_dialog)
+        self.model_panel.verification.bind(self.verifier)
+        self.verifier.finished.connect(lambda line: self.show_message(f"{self.model_name}: {line}"))
 
         runs.state_changed.connect(self._on_run_state)
         runs.run_ended.connect(self._on_run_ended)
@@ -299,6 +304,7 @@ class MainWindow(QMainWindow):
         models.loading.connect(self._on_model_loading)
         models.progress.connect(self._on_load_progress)
         models.failed.connect(self._on_model_failed)
+        models.dataset_needed.connect(self._on_dataset_needed)
         models.loaded.connect(self._install_model)
         models.graph_ready.connect(self.inspector.graph_ready)
 
@@ -374,6 +380,7 @@ class MainWindow(QMainWindow):
         self.load_model(spec)
 
     def _on_model_loading(self, spec: str) -> None:
+        self.verifier.cancel("verification cancelled: another model is loading")
         self.progress.setVisible(True)
         self.progress.setValue(0)
         self.show_message(f"loading {spec}…")
@@ -384,24 +391,30 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"loading {spec}: {label}")
 
     def _on_model_failed(self, spec: str, message: str) -> None:
+        self._show_load_ended(spec)
+        self.show_message(f"cannot load model {spec!r}: {message}", error=True, dialog=True)
+
+    def _on_dataset_needed(self, spec: str, message: str) -> None:
+        self._show_load_ended(spec)
+        self.files.ask_for_dataset(spec, message)
+
+    def _show_load_ended(self, spec: str) -> None:
         self.progress.setVisible(False)
         if self.bundle is None:
             self.model_panel.show_failed(spec)
         else:
             self.model_panel.describe(self.bundle, self.brain.note.text())
-        self.show_message(f"cannot load model {spec!r}: {message}", error=True, dialog=True)
 
     def _install_model(self, bundle: ModelBundle) -> None:
         if self.closing:
-            bundle.engine.close()
+            bundle.close()
             return
         self.progress.setVisible(False)
         self.bundle = bundle
         checkpoint, anatomy = bundle.checkpoint, bundle.anatomy
         neurons = checkpoint.config.neurons
-        self.runs.set_model(bundle.engine, bundle.tokenizer, checkpoint.config,
-                            {"model": bundle.spec, "model_name": bundle.name,
-                             "layout": checkpoint.layout})
+        self.runs.set_model(bundle.model)
+        self.verifier.set_model(checkpoint, bundle.name)
         self.brain.set_anatomy(anatomy, neurons)
         self.text_panel.set_decoder(bundle.tokenizer.decode)
         self._apply_display_settings()
@@ -439,7 +452,7 @@ class MainWindow(QMainWindow):
         except FlyvizError as exc:
             self.show_message(str(exc), error=True)
             return False
-        return self.runs.start(text, settings)
+        return self.runs.start(text, settings, states_dtype=self.controls.states_dtype)
 
     def toggle_play(self) -> None:
         """Space: pause or resume the run; replay a finished recording; or start the prompt."""
@@ -604,6 +617,7 @@ class MainWindow(QMainWindow):
         self.display.stop()
         self.status_timer.stop()
         self.runs.shutdown()
+        self.verifier.shutdown()
         self.models.shutdown()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API

@@ -1,11 +1,13 @@
 """Loading models for the app, off the UI thread: everything a model needs before it is shown.
 
-A :class:`ModelBundle` is a model ready for the window: the checkpoint, its
-engine and tokenizer, the positions to draw (the anatomy, or a layout computed
-from the graph) and the graph lookups of the inspector. :class:`ModelController`
-makes one in a background :class:`ModelLoader` thread, including the slow parts
-(the engine's buffers, the transposed graph), so that nothing the user does
-waits for them; only the newest request counts when several overlap.
+A :class:`ModelBundle` is a model ready for the window: the
+:class:`~flyviz.record.runner.Model` that runs it (checkpoint, tokenizer, one
+engine), the positions to draw (the anatomy, or a layout computed from the
+graph) and the graph lookups of the inspector. :class:`ModelController` makes
+one in a background :class:`ModelLoader` thread, including the slow parts (the
+engine's buffers, the transposed graph, the model's identity digests), so that
+nothing the user does waits for them; only the newest request counts when
+several overlap.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal
 
@@ -21,11 +24,13 @@ from flyviz.app.connectivity import Connectivity
 from flyviz.app.worker import engine_threads
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.engine import Engine
-from flyviz.model.errors import FlyvizError
+from flyviz.model.errors import DatasetNotFoundError, FlyvizError
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
+from flyviz.record.runner import Model
 
-#: ``load(spec, progress) -> Checkpoint``: resolves a folder, hub id or "demo".
-ModelLoadFunction = Callable[[str, Callable[[str, float], None]], Checkpoint]
+#: ``load(spec, progress) -> Checkpoint``: resolves a folder, hub id or "demo". A loader
+#: that also accepts ``dataset_dir=`` is given the dataset folder the user chose, if any.
+ModelLoadFunction = Callable[..., Checkpoint]
 
 
 @dataclass(frozen=True)
@@ -36,8 +41,13 @@ class ModelBundle:
     ----------
     spec
         What the user asked for (folder, hub id, ``"demo"``).
-    checkpoint, engine, tokenizer
-        The model, its engine (owned by whoever installs the bundle) and tokenizer.
+    checkpoint
+        The model's checkpoint.
+    model
+        The :class:`~flyviz.record.runner.Model` that runs it (its engine is
+        owned by whoever installs the bundle: :meth:`close` releases it).
+    tokenizer
+        The model's tokenizer.
     anatomy
         The checkpoint's anatomy, or a layout computed from the graph.
     connectivity
@@ -46,10 +56,15 @@ class ModelBundle:
 
     spec: str
     checkpoint: Checkpoint
-    engine: Engine
+    model: Model
     tokenizer: FlyTokenizer
     anatomy: Anatomy
     connectivity: Connectivity
+
+    @property
+    def engine(self) -> Engine:
+        """The engine every run of this model steps."""
+        return self.model.engine
 
     @property
     def name(self) -> str:
@@ -60,6 +75,10 @@ class ModelBundle:
     def is_demo(self) -> bool:
         """True for the embedded demo brain (synthetic wiring)."""
         return is_demo_model(self.spec, self.checkpoint)
+
+    def close(self) -> None:
+        """Stop the engine's worker threads (for a bundle that is not installed)."""
+        self.model.close()
 
 
 def is_demo_model(spec: str, checkpoint: Checkpoint) -> bool:
@@ -84,8 +103,10 @@ def layout_for(checkpoint: Checkpoint) -> Anatomy:
     return graph_layout(checkpoint)
 
 
-def default_model_loader(spec: str, progress: Callable[[str, float], None]) -> Checkpoint:
-    """Resolve ``spec`` (folder, hub id or ``"demo"``) with :mod:`flyviz.model.resolve`."""
+def default_model_loader(spec: str, progress: Callable[[str, float], None], *,
+                         dataset_dir: str | Path | None = None) -> Checkpoint:
+    """Resolve ``spec`` (folder, hub id or ``"demo"``) with :mod:`flyviz.model.resolve`,
+    joined to the connectome dataset ``dataset_dir`` when one is given."""
     try:
         from flyviz.model.resolve import load_model
     except ModuleNotFoundError as exc:
@@ -95,17 +116,19 @@ def default_model_loader(spec: str, progress: Callable[[str, float], None]) -> C
 
         raise ModelNotFoundError("model loading is not available in this installation; "
                                  "reinstall flyviz") from None
-    return load_model(spec, progress)
+    return load_model(spec, progress, dataset_dir=dataset_dir)
 
 
 def prepare_bundle(spec: str, checkpoint: Checkpoint,
                    progress: Callable[[str, float], None] | None = None,
                    prepare_graph: bool = True) -> ModelBundle:
-    """Tokenizer, anatomy (or layout), engine and graph lookups of ``checkpoint``.
+    """Tokenizer, anatomy (or layout), engine, identity and graph lookups of ``checkpoint``.
 
     ``prepare_graph`` builds the transposed graph now (in a loading thread);
     otherwise the caller builds it later, off the UI thread.
     """
+    from flyviz.model.identity import model_identity
+
     report = progress or (lambda _label, _fraction: None)
     report("preparing the engine", 0.95)
     tokenizer = tokenizer_for(checkpoint)
@@ -113,16 +136,29 @@ def prepare_bundle(spec: str, checkpoint: Checkpoint,
     if anatomy is None:
         report("computing a layout from the graph (no anatomy)", 0.96)
         anatomy = layout_for(checkpoint)
-    engine = Engine(checkpoint, threads=engine_threads())
+    model = Model(checkpoint, tokenizer=tokenizer, spec=spec, threads=engine_threads())
+    model.engine  # noqa: B018 - built here, off the UI thread, and reused by every run
+    # Every recording stores the model's identity: digest the weights and graph once, now.
+    model_identity(checkpoint)
     connectivity = Connectivity(checkpoint)
     if prepare_graph:
         report("indexing the graph's outputs", 0.98)
         connectivity.prepare()
-    return ModelBundle(spec, checkpoint, engine, tokenizer, anatomy, connectivity)
+    return ModelBundle(spec, checkpoint, model, tokenizer, anatomy, connectivity)
 
 
 class ModelLoader(QThread):
     """Loads a model off the UI thread and prepares its :class:`ModelBundle`.
+
+    Parameters
+    ----------
+    spec
+        The model to load.
+    load
+        The loading function (see :data:`ModelLoadFunction`).
+    dataset
+        The connectome dataset folder the user chose, or ``None`` (the loader
+        looks for one).
 
     Signals
     -------
@@ -132,16 +168,21 @@ class ModelLoader(QThread):
         The model is ready.
     failed(spec, message)
         One line for the user.
+    dataset_needed(spec, message)
+        Instead of :attr:`failed`: the model needs a connectome dataset and none was found.
     """
 
     progress = Signal(str, float)
     loaded = Signal(object)
     failed = Signal(str, str)
+    dataset_needed = Signal(str, str)
 
-    def __init__(self, spec: str, load: ModelLoadFunction, parent: QObject | None = None) -> None:
+    def __init__(self, spec: str, load: ModelLoadFunction, parent: QObject | None = None,
+                 dataset: str | Path | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("flyviz-loader")
         self.spec = spec
+        self.dataset = dataset
         self._load = load
 
     def run(self) -> None:  # noqa: D401 - QThread API
@@ -150,8 +191,14 @@ class ModelLoader(QThread):
             self.progress.emit(str(label), float(fraction))
 
         try:
-            checkpoint = self._load(self.spec, report)
+            if self.dataset is None:
+                checkpoint = self._load(self.spec, report)
+            else:
+                checkpoint = self._load(self.spec, report, dataset_dir=self.dataset)
             bundle = prepare_bundle(self.spec, checkpoint, report)
+        except DatasetNotFoundError as exc:
+            self.dataset_needed.emit(self.spec, str(exc))
+            return
         except FlyvizError as exc:
             self.failed.emit(self.spec, str(exc))
             return
@@ -172,7 +219,8 @@ class ModelController(QObject):
     Parameters
     ----------
     load
-        ``load(spec, progress) -> Checkpoint``, run off the UI thread.
+        ``load(spec, progress) -> Checkpoint``, run off the UI thread (see
+        :data:`ModelLoadFunction`).
 
     Signals
     -------
@@ -181,9 +229,12 @@ class ModelController(QObject):
     progress(spec, label, fraction)
         How far the newest load is.
     loaded(bundle)
-        The newest load finished; the receiver owns ``bundle.engine``.
+        The newest load finished; the receiver owns ``bundle.model`` (and its engine).
     failed(spec, message)
         The newest load failed; one line for the user.
+    dataset_needed(spec, message)
+        The newest load failed because the model needs a connectome dataset
+        and none was found: the user can choose one (:meth:`load` with ``dataset``).
     graph_ready(connectivity)
         The transposed graph of a bundle made by :meth:`bundle_now` is built.
     """
@@ -192,6 +243,7 @@ class ModelController(QObject):
     progress = Signal(str, str, float)
     loaded = Signal(object)
     failed = Signal(str, str)
+    dataset_needed = Signal(str, str)
     graph_ready = Signal(object)
 
     def __init__(self, load: ModelLoadFunction = default_model_loader,
@@ -208,15 +260,16 @@ class ModelController(QObject):
         """True while a load is under way."""
         return self._loader is not None and self._loader.isRunning()
 
-    def load(self, spec: str) -> None:
-        """Start loading ``spec`` in the background."""
+    def load(self, spec: str, dataset: str | Path | None = None) -> None:
+        """Start loading ``spec`` in the background, joined to ``dataset`` if given."""
         if self._loader is not None and self._loader.isRunning():
             # The earlier load finishes unseen: only the newest request counts.
             self._old_loaders.append(self._loader)
-        loader = ModelLoader(spec, self._load, self)
+        loader = ModelLoader(spec, self._load, self, dataset=dataset)
         loader.progress.connect(self._on_progress)
         loader.loaded.connect(self._on_loaded)
         loader.failed.connect(self._on_failed)
+        loader.dataset_needed.connect(self._on_dataset_needed)
         loader.finished.connect(self._forget_finished_loaders)
         self._loader = loader
         self.loading.emit(spec)
@@ -265,8 +318,12 @@ class ModelController(QObject):
         if self.sender() is self._loader:
             self.failed.emit(spec, message)
 
+    def _on_dataset_needed(self, spec: str, message: str) -> None:
+        if self.sender() is self._loader:
+            self.dataset_needed.emit(spec, message)
+
     def _on_loaded(self, bundle: ModelBundle) -> None:
         if self.sender() is not self._loader or self._closed:
-            bundle.engine.close()
+            bundle.close()
             return
         self.loaded.emit(bundle)

@@ -1,4 +1,4 @@
-"""The Model dock: what is loaded, and where to load another model from."""
+"""The Model dock: what is loaded, whether it is verified, and where to load another model from."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ import html
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
+from flyviz.app.verification import VerificationStatus
+
 
 class ModelPanel(QWidget):
-    """The loaded model's description, a hub id / folder field, Demo and Open folder buttons.
+    """The loaded model's description and verification, a hub id / folder field, Demo and
+    Open folder buttons.
+
+    :attr:`verification` is the verification status line; the window binds it
+    to its :class:`~flyviz.app.verification.VerificationController`.
 
     Signals
     -------
@@ -32,6 +38,8 @@ class ModelPanel(QWidget):
         self.label = QLabel("no model loaded")
         self.label.setWordWrap(True)
         layout.addWidget(self.label)
+        self.verification = VerificationStatus()
+        layout.addWidget(self.verification)
         spec_row = QHBoxLayout()
         self.field = QLineEdit()
         self.field.setPlaceholderText("hub id, folder or 'demo'")
@@ -49,6 +57,7 @@ class ModelPanel(QWidget):
         demo.setToolTip("The embedded demo brain (synthetic wiring, works offline)")
         demo.clicked.connect(lambda: self.load_requested.emit("demo"))
         folder = QPushButton("Open folder…")
+        folder.setToolTip("A model folder, and its connectome dataset folder if it needs one")
         folder.clicked.connect(self.open_folder_requested.emit)
         for button in (demo, folder):
             row.addWidget(button)
@@ -78,6 +87,9 @@ class ModelPanel(QWidget):
                  f"vocabulary {cfg.vocabulary:,} · {cfg.delay_k} delay slots · "
                  f"{cfg.readout_kind} readout",
                  f"layout: {html.escape(ck.layout)}"]
+        dataset = ck.metadata.get("dataset")
+        if dataset:
+            lines.append(f"dataset: {html.escape(str(dataset))}")
         if anatomy_note:
             lines.append(html.escape(anatomy_note))
         if bundle.is_demo:

@@ -7,6 +7,12 @@ walks through a finished recording. The window only forwards user actions
 to it and shows what it reports; tests drive it with no window at all, and a
 second controller can run a second engine beside the first.
 
+Every run goes through the one orchestration, :class:`~flyviz.record.runner.Model`:
+its recording is made by :meth:`~flyviz.record.runner.Model.new_recording`, so
+a saved run carries the prompt, the settings with the seed actually used, the
+model's identity and the interventions, and the worker steps
+:meth:`~flyviz.record.runner.Model.frames` on the model's one engine.
+
 Frames carry the id of the run that produced them: frames of a cancelled run
 that are still queued are dropped here, never mixed into the new run. Every
 frame that arrives is acknowledged to the worker, which never runs more than
@@ -24,13 +30,11 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from flyviz.app.session import Session
 from flyviz.app.worker import IDLE, PAUSED, RUNNING, EngineThread, RunRequest
-from flyviz.model.config import ModelConfig
-from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError
-from flyviz.model.tokenizer import FlyTokenizer
 from flyviz.record.frame import Frame
 from flyviz.record.recording import Recording
 from flyviz.record.run import GenerationSettings, encode_prompt
+from flyviz.record.runner import Model
 
 #: State reported while a finished recording is played back (no engine involved).
 REPLAYING = "replaying"
@@ -96,9 +100,7 @@ class RunController(QObject):
         self.end_reason = ""
         self.frame_times: deque[float] = deque(maxlen=240)
         self._run_id = 0
-        self._config: ModelConfig | None = None
-        self._tokenizer: FlyTokenizer | None = None
-        self._metadata: dict[str, Any] = {}
+        self._model: Model | None = None
         self._replay_rate = DEFAULT_REPLAY_RATE
         self._closed = False
 
@@ -112,8 +114,13 @@ class RunController(QObject):
 
     @property
     def has_model(self) -> bool:
-        """True once :meth:`set_model` gave the controller an engine."""
-        return self._config is not None
+        """True once :meth:`set_model` gave the controller a model."""
+        return self._model is not None
+
+    @property
+    def model(self) -> Model | None:
+        """The model runs use (its engine lives in the worker thread)."""
+        return self._model
 
     @property
     def active(self) -> bool:
@@ -148,56 +155,62 @@ class RunController(QObject):
         return events_per_second(self.frame_times, time.perf_counter() if now is None else now)
 
     # ------------------------------------------------------------ model
-    def set_model(self, engine: Engine, tokenizer: FlyTokenizer, config: ModelConfig,
-                  metadata: dict[str, Any] | None = None) -> None:
-        """Run ``engine`` from now on; the current run stops and the recording empties.
+    def set_model(self, model: Model) -> None:
+        """Run ``model`` from now on; the current run stops and the recording empties.
 
-        ``metadata`` describes the model in every recording (name, layout, ...).
+        The worker thread owns ``model`` from now on: it closes the model's
+        engine when another model replaces it or the controller shuts down.
         """
         self.replay_timer.stop()
         self._run_id += 1
-        self.engine_thread.set_model(engine, tokenizer)
-        self._config, self._tokenizer = config, tokenizer
-        self._metadata = dict(metadata or {})
+        self.engine_thread.set_model(model)
+        self._model = model
         self.end_reason = ""
-        self.session.new_recording(config.neurons, self.run_metadata(""))
+        self.session.new_recording(model.neurons)
         self._emit_state()
 
-    def run_metadata(self, prompt: str) -> dict[str, Any]:
-        """What a recording of ``prompt`` says about itself (model, prompt, sizes)."""
-        meta = dict(self._metadata)
-        meta.update(prompt=prompt, neurons=0 if self._config is None else self._config.neurons)
-        return meta
-
     # ------------------------------------------------------------ runs
-    def start(self, prompt: str, settings: GenerationSettings, interventions: Any = None) -> bool:
+    def start(self, prompt: str, settings: GenerationSettings, *, interventions: Any = (),
+              states_dtype: str = "float16") -> bool:
         """Run ``prompt``, cancelling the current run; False (and a message) if it cannot start.
 
-        ``interventions`` (resolved, :class:`~flyviz.model.interventions.ResolvedInterventions`)
-        apply to this run and are stored in its recording.
+        Parameters
+        ----------
+        prompt
+            The text to continue.
+        settings
+            Generation settings; a random seed is drawn here, so that the
+            recording stores the seed the run uses.
+        interventions
+            Interventions for this run, in any form
+            :meth:`~flyviz.record.runner.Model.resolve_interventions` accepts.
+        states_dtype
+            ``"float16"`` (the default) or ``"float32"``: how the recording
+            stores the states (and how a saved recording carries them).
         """
         if self._closed:
             return False
-        if self._config is None or self._tokenizer is None:
+        model = self._model
+        if model is None:
             self.message.emit("no model is loaded yet; wait for it or open one", True)
             return False
         try:
-            prompt_ids = encode_prompt(self._tokenizer, prompt, self._config.bos_token_id)
+            settings = settings.validate()
+            prompt_ids = encode_prompt(model.tokenizer, prompt,
+                                       model.checkpoint.config.bos_token_id)
+            resolved = model.resolve_interventions(interventions)
+            recording = model.new_recording(prompt, settings, resolved,
+                                            states_dtype=states_dtype)
         except FlyvizError as exc:
             self.message.emit(str(exc), True)
             return False
         self.replay_timer.stop()
         self._run_id += 1
-        meta = self.run_metadata(prompt)
-        meta.update(temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed,
-                    max_new_tokens=settings.max_new_tokens)
-        if interventions:
-            meta["interventions"] = interventions.to_json()
         self.end_reason = ""
-        self.session.new_recording(self._config.neurons, meta)
+        self.session.replace(recording)
         self.frame_times.clear()
         self.engine_thread.start(RunRequest(self._run_id, prompt, tuple(prompt_ids), settings,
-                                            interventions=interventions or None))
+                                            interventions=resolved or None))
         self.message.emit(f"running: {len(prompt_ids) - 1} prompt tokens, "
                           f"up to {settings.max_new_tokens} new", False)
         self.run_started.emit(prompt)
@@ -267,8 +280,8 @@ class RunController(QObject):
         self._run_id += 1
         self.engine_thread.stop()
         self.end_reason = ""
-        if self._config is not None:
-            self.session.new_recording(self._config.neurons, self.run_metadata(""))
+        if self._model is not None:
+            self.session.new_recording(self._model.neurons)
         self._emit_state()
 
     def show_recording(self, recording: Recording) -> None:

@@ -2,10 +2,12 @@
 
 The engine never runs on the UI thread and never waits for the screen. An
 :class:`EngineWorker` lives in its own :class:`~PySide6.QtCore.QThread` and
-steps the model from a timer *inside that thread*, one token per tick, so that
-every request from the UI (pause, step, stop, a new prompt, a new speed cap)
-is an ordinary queued slot call handled between two tokens: the longest any
-request waits is one model step.
+steps a :class:`~flyviz.record.runner.Model` (the one orchestration every
+runner uses: its engine is built once and reused by every run) through
+:meth:`~flyviz.record.runner.Model.frames`, from a timer *inside that
+thread*, one token per tick, so that every request from the UI (pause, step,
+stop, a new prompt, a new speed cap) is an ordinary queued slot call handled
+between two tokens: the longest any request waits is one model step.
 
 Each frame leaves the worker tagged with the id of the run that produced it,
 so frames of a cancelled run still in the event queue are recognised and
@@ -27,11 +29,11 @@ from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from flyviz.model.engine import Engine
 from flyviz.model.errors import FlyvizError, InputError
-from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.model.interventions import ResolvedInterventions
 from flyviz.record.frame import Frame
-from flyviz.record.run import GenerationSettings, iter_frames
+from flyviz.record.run import GenerationSettings
+from flyviz.record.runner import Model
 
 #: Worker states reported by :attr:`EngineWorker.state_changed`.
 IDLE, RUNNING, PAUSED = "idle", "running", "paused"
@@ -54,11 +56,11 @@ class RunRequest:
         ``BOS + encode(prompt)``, encoded on the UI thread so that a bad
         prompt is reported at once.
     settings
-        Validated generation settings.
+        Validated generation settings (with the seed the recording stores).
     start_paused
         Prime the run but wait for play or step before the first token.
     interventions
-        Resolved interventions to run with (``None``: the untouched model).
+        The run's interventions, resolved for the model (``None``: none).
     """
 
     run_id: int
@@ -66,11 +68,11 @@ class RunRequest:
     prompt_ids: tuple[int, ...]
     settings: GenerationSettings
     start_paused: bool = False
-    interventions: Any = None
+    interventions: ResolvedInterventions | None = None
 
 
 class EngineWorker(QObject):
-    """Steps an :class:`~flyviz.model.engine.Engine` through :func:`iter_frames`.
+    """Steps a :class:`~flyviz.record.runner.Model` through its :meth:`~Model.frames`.
 
     Create it on the UI thread, then :meth:`QObject.moveToThread` it; call it
     only through queued signals (see :class:`EngineThread`).
@@ -104,9 +106,8 @@ class EngineWorker(QObject):
         self._waiting_for_receiver = False
         #: Set by :meth:`report_stepping` (see :meth:`EngineThread.stepping`).
         self.stepping = False
-        self._engine: Engine | None = None
-        self._tokenizer: FlyTokenizer | None = None
-        self._frames: Iterator[Frame] | None = None
+        self._model: Model | None = None
+        self._frames: Iterator[Any] | None = None   # frames (a subclass may step other items)
         self._run_id = -1
         self._state = IDLE
         # Child of the worker, so it moves to the worker's thread with it.
@@ -117,23 +118,22 @@ class EngineWorker(QObject):
         self._last_step = 0.0
 
     # ------------------------------------------------------------ requests
-    @Slot(object, object)
-    def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
-        """Use a new engine; any current run stops."""
+    @Slot(object)
+    def set_model(self, model: Model | None) -> None:
+        """Run ``model`` from now on; any current run stops."""
         self._end_run("stopped")
-        self._install(engine, tokenizer)
+        self._install(model)
 
-    def _install(self, model: object, tokenizer: FlyTokenizer | None) -> None:
-        """Take the model to run from now on (a subclass may take another kind of model).
+    def _install(self, model: Model | None) -> None:
+        """Take ``model`` to run from now on (``None``: release the current one).
 
         The slots call hooks like this one rather than being overridden: PySide
         does not deliver a queued call to a slot overridden in a subclass in the
         receiver's thread.
         """
-        if self._engine is not None and self._engine is not model:
-            self._engine.close()  # its helper threads would otherwise outlive it
-        self._engine = model  # type: ignore[assignment]
-        self._tokenizer = tokenizer
+        if self._model is not None and self._model is not model:
+            self._model.close()  # its engine's helper threads would otherwise outlive it
+        self._model = model
 
     @Slot(int)
     def lower_priority(self, niceness: int) -> None:
@@ -174,17 +174,14 @@ class EngineWorker(QObject):
         else:
             self._play()
 
-    def _open_run(self, request: RunRequest) -> Iterator[object]:
-        """What the run steps through, one item (a frame) per tick; subclasses step
-        other things with the same pacing and back-pressure."""
-        if self._engine is None or self._tokenizer is None:
+    def _open_run(self, request: RunRequest) -> Iterator[Any]:
+        """What the run steps through, one item (a frame) per tick; a subclass steps
+        other items with the same pacing and back-pressure."""
+        if self._model is None:
             raise InputError("no model is loaded yet; wait for it or open one")
-        wanted, current = request.interventions, self._engine.interventions
-        if wanted is not current and (wanted or current):
-            # Cuts are laid out once per set: the same set for the next run costs nothing.
-            self._engine.set_interventions(wanted or ())
-        return iter_frames(self._engine, self._tokenizer, request.prompt, request.settings,
-                           prompt_ids=list(request.prompt_ids))
+        return self._model.frames(request.prompt, request.settings,
+                                  interventions=request.interventions or (),
+                                  prompt_ids=request.prompt_ids)
 
     @Slot()
     def pause(self) -> None:
@@ -244,7 +241,7 @@ class EngineWorker(QObject):
     def shutdown(self) -> None:
         """Stop everything and release the engine's helper threads."""
         self._end_run("stopped")
-        self._install(None, None)
+        self._install(None)
         # Hand the worker (and its timer) back to the UI thread, which deletes it
         # after this thread has ended; Qt timers must die in their own thread.
         app = QCoreApplication.instance()
@@ -320,7 +317,7 @@ class EngineThread(QObject):
     between two tokens.
     """
 
-    _request_model = Signal(object, object)
+    _request_model = Signal(object)
     _request_start = Signal(object)
     _request_pause = Signal()
     _request_resume = Signal()
@@ -356,9 +353,9 @@ class EngineThread(QObject):
         self.thread.start()
         self._closed = False
 
-    def set_model(self, engine: Engine | None, tokenizer: FlyTokenizer | None) -> None:
-        """Hand a new engine to the worker (the previous one stops)."""
-        self._request_model.emit(engine, tokenizer)
+    def set_model(self, model: Model | None) -> None:
+        """Hand a new model to the worker (the previous one stops and its engine closes)."""
+        self._request_model.emit(model)
 
     def start(self, request: RunRequest) -> None:
         """Start a run, cancelling the current one."""

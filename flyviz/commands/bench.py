@@ -112,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dataset is not None and args.spec is None:
         raise InputError("--dataset goes with a model SPEC; without one, bench measures "
                          "synthetic models")
-    log = (lambda line: print(f"flyviz bench: {line}", file=sys.stderr, flush=True))
+    def log(line: str) -> None:
+        print(f"flyviz bench: {line}", file=sys.stderr, flush=True)
+
     if args.batch is not None:
         return _run_batch(args, log)
     kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))

@@ -37,12 +37,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _loader_with_dataset(model: str, dataset: Any) -> Any:
-    """The app's model loader, joining ``--model`` (only) to ``--dataset``."""
-    def load(spec: str, progress: Any) -> Any:
+    """The app's model loader, joining ``--model`` (only) to ``--dataset``; a dataset the
+    user chooses in the app (``dataset_dir``) comes first."""
+    def load(spec: str, progress: Any, dataset_dir: Any = None) -> Any:
         from flyviz.model.resolve import load_model
 
-        return load_model(spec, progress,
-                          dataset_dir=dataset if dataset is not None and spec == model else None)
+        if dataset_dir is None and dataset is not None and spec == model:
+            dataset_dir = dataset
+        return load_model(spec, progress, dataset_dir=dataset_dir)
 
     return load
 
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     QCoreApplication.setApplicationName(APP_NAME)
     QApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
     app.setApplicationDisplayName("flyviz")
     app.setDesktopFileName("org.flyviz.flyviz")
 
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     # The engine and export run in worker threads; a garbage collection that starts
     # there and frees a Qt object aborts the process. Collect on the GUI thread only.
-    app._flyviz_gc = GarbageCollector(interval=1.0)
+    app._flyviz_gc = GarbageCollector(interval=1.0)  # type: ignore[attr-defined]
     vispy.use(app="pyside6")
     from flyviz.app.main_window import MainWindow, install_excepthook
     from flyviz.app.theme import apply_dark_theme

@@ -32,9 +32,11 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
                       if k.startswith("dataset/")}
     recomputed = {k.split("/", 1)[1]: v for k, v in ckpt.digests.items() if k.startswith("graph/")}
     shared = sorted(set(model_frozen) & set(recomputed or dataset_frozen))
+    readout: dict[str, Any]
     if ckpt.head is not None:
         readout = {"kind": "dense", "shape": [int(s) for s in ckpt.head.shape], "rank": None}
     else:
+        assert ckpt.head_a is not None and ckpt.head_b is not None
         readout = {"kind": f"rank-{int(ckpt.head_a.shape[0])}", "rank": int(ckpt.head_a.shape[0]),
                    "shape": [[int(s) for s in ckpt.head_a.shape],
                              [int(s) for s in ckpt.head_b.shape]]}

@@ -49,8 +49,9 @@ def format_card(card: Any) -> str:
         lines.append(f"  {label}: {shown}")
 
     tokens("driving tokens (mean x)", card.driving_tokens, "+.3f")
-    tokens("promotes", card.promoted_tokens, "+.3f")
-    tokens("suppresses", card.suppressed_tokens, "+.3f")
+    # Direct logit effects can be far below 1e-3 per unit of x: significant digits, not decimals.
+    tokens("promotes (logit per unit x)", card.promoted_tokens, "+.3g")
+    tokens("suppresses (logit per unit x)", card.suppressed_tokens, "+.3g")
     return "\n".join(lines)
 
 

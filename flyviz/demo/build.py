@@ -113,7 +113,7 @@ def train_tokenizer(stories: list[str], vocabulary: int) -> str:
 
 
 #: The demo brain's atlas: compact (statistics and the top 10 contexts per neuron).
-DEMO_ATLAS_SETTINGS = dict(top_k=10, samples_per_band=0)
+DEMO_ATLAS_SETTINGS: dict[str, Any] = dict(top_k=10, samples_per_band=0)
 
 
 def build_demo_atlas(out_dir: str | Path, *, workers: int | None = None,
@@ -146,12 +146,13 @@ def build_demo_atlas(out_dir: str | Path, *, workers: int | None = None,
         bar = None
         if progress is not None:
             total = corpus.n_tokens
+            report = progress
 
             class _Bar:
                 done = 0
 
                 def update(self, done: int, force: bool = False) -> None:
-                    progress(f"atlas: {done:,} of {total:,} tokens", done / total)
+                    report(f"atlas: {done:,} of {total:,} tokens", done / total)
             bar = _Bar()
         atlas_dir = out / "atlas"
         build_atlas(f"{DEMO_FOLDER_PREFIX}{out}", ckpt, corpus, atlas_dir, settings,

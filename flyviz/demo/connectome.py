@@ -159,9 +159,12 @@ class _Regions:
 def _make_regions(rng: np.random.Generator, paired: int = 18, core: int = 6) -> _Regions:
     """Region centres: mirrored pairs in the hemispheres, a central core, lateral
     optic-lobe-facing regions and the neck tail."""
-    centres, spreads, kinds, sides = [], [], [], []
+    centres: list[np.ndarray] = []
+    spreads: list[np.ndarray] = []
+    kinds: list[int] = []
+    sides: list[int] = []
     # Paired regions: one hemisphere's centres inside the half-ellipsoid, mirrored.
-    half = []
+    half: list[np.ndarray] = []
     while len(half) < paired:
         u = rng.uniform(-1.0, 1.0, 3)
         u[0] = rng.uniform(0.3, 0.85)
@@ -171,24 +174,31 @@ def _make_regions(rng: np.random.Generator, paired: int = 18, core: int = 6) -> 
         spread = _SEMI_AXES * rng.uniform(0.09, 0.16, 3)
         for sign, side in ((-1.0, 0), (1.0, 1)):
             c = _CENTRE + _SEMI_AXES * u * np.array([sign, 1.0, 1.0])
-            centres.append(c); spreads.append(spread); kinds.append(0); sides.append(side)
+            centres.append(c)
+            spreads.append(spread)
+            kinds.append(0)
+            sides.append(side)
     # Central core: unpaired, near the midline, deep.
     for _ in range(core):
         u = rng.uniform(-0.35, 0.35, 3)
         u[0] = rng.uniform(-0.08, 0.08)
         centres.append(_CENTRE + _SEMI_AXES * u)
         spreads.append(_SEMI_AXES * np.array([0.07, 0.11, 0.11]))
-        kinds.append(1); sides.append(2)
+        kinds.append(1)
+        sides.append(2)
     # Optic-lobe-facing regions at the lateral edges.
     for sign, side in ((-1.0, 0), (1.0, 1)):
         for dy in (-0.1, 0.35):
             c = _CENTRE + np.array([sign * 40_500.0, dy * _SEMI_AXES[1], -0.1 * _SEMI_AXES[2]])
-            centres.append(c); spreads.append(np.array([2_500.0, 7_000.0, 5_000.0]))
-            kinds.append(2); sides.append(side)
+            centres.append(c)
+            spreads.append(np.array([2_500.0, 7_000.0, 5_000.0]))
+            kinds.append(2)
+            sides.append(side)
     # Neck tail (somata of ascending neurons, outside the brain).
     centres.append(np.array([_MIDLINE_X, 56_000.0, 90_000.0]))
     spreads.append(np.array([3_500.0, 4_000.0, 22_000.0]))
-    kinds.append(3); sides.append(2)
+    kinds.append(3)
+    sides.append(2)
     return _Regions(np.array(centres), np.array(spreads), np.array(kinds), np.array(sides))
 
 

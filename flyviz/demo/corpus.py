@@ -151,7 +151,7 @@ def _ending(s: _Story, c: Character, friend: Character | None, lesson: str) -> N
     s.say(f"From that day on, {both} {'were' if friend else 'was'} always {s.pick(GOOD_FEELINGS)}.",
           f"{_cap(both)} learned that {lesson}.",
           f"And from then on, {c.name} knew that {lesson}.",
-          f"It was the best day ever.",
+          "It was the best day ever.",
           f"{_cap(both)} smiled all the way home.",
           f"That night, {c.name} went to sleep with a big smile.")
     if s.chance(0.35):
@@ -242,8 +242,8 @@ def _plot_share(s: _Story) -> None:
           f'"You can play with it first," said {c.name}.',
           f"So they took turns with the {thing}.")
     s.say(f"{f.name} smiled. \"Thank you, {c.name}!\"",
-          f"Soon they were laughing and playing together.",
-          f"Playing together was much more fun.")
+          "Soon they were laughing and playing together.",
+          "Playing together was much more fun.")
     s.paragraph()
     _ending(s, c, f, s.pick(("sharing is caring", "it is better to share",
                                "taking turns makes playing more fun")))
@@ -268,7 +268,7 @@ def _plot_fear(s: _Story) -> None:
     s.say(f'"Let us be brave together," said {helper}.',
           f'"Take a deep breath and hold my hand," said {helper}.')
     s.say(f"{c.name} took a deep breath.", f"{c.name} held {helper}'s hand tight.")
-    s.say(f"It was not so bad after all!", f"Soon {c.subject} was not scared anymore.",
+    s.say("It was not so bad after all!", f"Soon {c.subject} was not scared anymore.",
           f"{c.Subject} felt brave and strong.")
     s.paragraph()
     _ending(s, c, None, s.pick(("being brave means trying even when you are scared",
@@ -311,12 +311,12 @@ def _plot_gift(s: _Story) -> None:
           f'"I will make {food} as a surprise," {c.name} said.')
     s.paragraph()
     s.say(f"{c.Subject} worked very hard.", f"{c.Subject} got everything ready on the table.")
-    s.say(f"But then, oops! Everything fell on the floor.",
+    s.say("But then, oops! Everything fell on the floor.",
           f"But it did not look right, and {c.name} felt {s.pick(BAD_FEELINGS)}.",
           f"But {c.subject} made a big mess.")
     s.say(f'"I will try again," said {c.name}.', f"{c.name} did not give up.",
           f"{c.Subject} cleaned up and tried one more time.")
-    s.say(f"This time, it was perfect.", f"The second time, it was even better.")
+    s.say("This time, it was perfect.", "The second time, it was even better.")
     s.paragraph()
     s.say(f'When {who} saw it, {who} said, "What a lovely surprise! Thank you!"',
           f"{_cap(who)} was so happy and gave {c.name} a big hug.")
@@ -332,18 +332,18 @@ def _plot_weather(s: _Story) -> None:
     s.say(f"One sunny day, {c.name} and {f.name} went to {place}.",
           f"It was a bright morning, so {c.name} went to {place} with {f.name}.")
     s.say(f"They played {s.pick(GAMES)} and picked {s.pick(COLOURS)} flowers.",
-          f"They ran in the grass and looked at the clouds.")
+          "They ran in the grass and looked at the clouds.")
     s.paragraph()
-    s.say(f"Suddenly, the sky got dark and it began to rain.",
-          f"Then the wind blew hard, and big drops of rain fell.",
-          f"But then, dark clouds came and it started to rain.")
+    s.say("Suddenly, the sky got dark and it began to rain.",
+          "Then the wind blew hard, and big drops of rain fell.",
+          "But then, dark clouds came and it started to rain.")
     s.say(f'"Quick, let us hide!" said {f.name}.', f'"Oh no, we will get wet!" cried {c.name}.')
-    s.say(f"They ran under a big tree.", f"They hid in a small cave.",
-          f"They stood under an old roof and waited.")
-    s.say(f"They told stories while they waited.", f"They sang a song to feel brave.")
+    s.say("They ran under a big tree.", "They hid in a small cave.",
+          "They stood under an old roof and waited.")
+    s.say("They told stories while they waited.", "They sang a song to feel brave.")
     s.paragraph()
-    s.say(f"Soon the rain stopped, and the sun came out.", f"After a while, the rain went away.")
-    s.say(f"They saw a big rainbow in the sky!", f"The grass was shiny and the air smelled fresh.")
+    s.say("Soon the rain stopped, and the sun came out.", "After a while, the rain went away.")
+    s.say("They saw a big rainbow in the sky!", "The grass was shiny and the air smelled fresh.")
     s.say(f'"Look, a rainbow!" said {c.name}.', f'"How pretty!" said {f.name}.')
     _ending(s, c, f, s.pick(("after the rain comes the sun", "every day can be an adventure",
                                "good friends make bad days better")))
@@ -366,7 +366,7 @@ def _plot_race(s: _Story) -> None:
     s.say(f"{c.name} {s.pick(('walked past', 'stopped to help', 'came along'))}.",
           f"{c.name} saw {f.object} and came closer.")
     s.say(f'"Are you okay?" asked {c.name}.', f'"Come on, let us finish together," said {c.name}.')
-    s.say(f"In the end, they crossed the line together.", f"In the end, {c.name} won the race.")
+    s.say("In the end, they crossed the line together.", f"In the end, {c.name} won the race.")
     s.paragraph()
     _ending(s, c, f, s.pick(("slow and steady wins the race", "being kind is better than winning",
                                "it is fun to play fair")))
@@ -398,14 +398,14 @@ def _plot_mess(s: _Story) -> None:
     _introduce(s, c, s.pick(PLACES))
     s.say(f"{c.name} played all morning and made a big mess in the {room}.",
           f"One day, the {room} was full of toys, paper and crumbs.")
-    s.say(f'Mom said, "Please clean up the {room}."', f'"Time to tidy up," said dad.')
+    s.say(f'Mom said, "Please clean up the {room}."', '"Time to tidy up," said dad.')
     s.say(f'"But cleaning is boring," said {c.name}.', f"{c.name} did not want to clean.")
     s.paragraph()
     s.say(f"Then {c.subject} had an idea. {c.Subject} made cleaning a game.",
           f"So {c.name} sang a song while {c.subject} cleaned.")
     s.say(f"{c.Subject} put the blocks in the box and the books on the shelf.",
           f"{c.Subject} picked up every toy, one by one.")
-    s.say(f"Soon the {room} was clean and shiny.", f"In no time, everything was neat.")
+    s.say(f"Soon the {room} was clean and shiny.", "In no time, everything was neat.")
     s.say(f'Mom smiled. "Good job, {c.name}!"', f'"Look how nice it is!" said {c.name}.')
     _ending(s, c, None, s.pick(("cleaning up can be fun", "a little work can make a big difference",
                                   "helping at home is a good thing")))
@@ -418,16 +418,16 @@ def _plot_treasure(s: _Story) -> None:
     _introduce(s, c, place)
     s.say(f"One day, {c.name} found an old map.", f"One day, {c.name} and {f.name} found a strange note.")
     s.say(f'"It is a treasure map!" said {f.name}.', f"The map showed a big X near {place}.")
-    s.say(f"They walked past the tall trees and over the little bridge.",
+    s.say("They walked past the tall trees and over the little bridge.",
           f"They followed the path to {place}.")
     s.paragraph()
-    s.say(f"They dug and dug in the sand.", f"They looked under every rock.")
-    s.say(f"At last, they found a small box.", f"Then they saw an old box under the leaves.")
+    s.say("They dug and dug in the sand.", "They looked under every rock.")
+    s.say("At last, they found a small box.", "Then they saw an old box under the leaves.")
     inside = s.pick(("shiny stones", "old toys", "a note that said: friends are the real treasure",
                      "seeds for a garden", "a little silver bell"))
     s.say(f"Inside the box, there were {inside}." if not inside.startswith("a ")
           else f"Inside the box, there was {inside}.")
-    s.say(f'"We did it!" they said.', f"They jumped and cheered.")
+    s.say('"We did it!" they said.', "They jumped and cheered.")
     s.paragraph()
     _ending(s, c, f, s.pick(("friends are the best treasure", "adventures are better with a friend",
                                "it is fun to explore")))
@@ -438,13 +438,13 @@ def _plot_bedtime(s: _Story) -> None:
     _introduce(s, c, s.pick(PLACES))
     s.say(f"One night, {c.name} could not sleep.", f"It was bedtime, but {c.name} was not sleepy.")
     s.say(f"{c.Subject} looked out of the window at the big round moon.",
-          f"The stars were bright in the sky.")
+          "The stars were bright in the sky.")
     s.say(f'"Moon, are you lonely up there?" {c.subject} asked.',
           f'"I wish I could fly to the stars," said {c.name}.')
     s.paragraph()
-    s.say(f"Mom came in and sat on the bed.", f"Dad came and read {c.object} a story.")
-    s.say(f'"The moon watches over you every night," said mom.',
-          f'"Close your eyes and dream of the stars," said dad.')
+    s.say("Mom came in and sat on the bed.", f"Dad came and read {c.object} a story.")
+    s.say('"The moon watches over you every night," said mom.',
+          '"Close your eyes and dream of the stars," said dad.')
     s.say(f"{c.name} closed {c.possessive} eyes.", f"{c.name} hugged {c.possessive} teddy bear.")
     s.say(f"Soon {c.subject} was fast asleep.", f"{c.Subject} dreamed of flying to the moon.")
     _ending(s, c, None, s.pick(("the night is quiet and safe", "dreams can take you anywhere",

@@ -129,6 +129,7 @@ def evaluate(asset_dir: str | Path | None = None, *, time_loading: bool = True,
             f"warm {result['loading']['warm_load_seconds_median']:.2f} s (medians)")
     ckpt = load_demo(asset_dir=asset_dir)
     cfg = ckpt.config
+    assert ckpt.tokenizer_path is not None  # the demo ships its tokenizer
     tokenizer = FlyTokenizer(ckpt.tokenizer_path)
 
     # The corpus is regenerated from the recorded seed; its held-out split must
@@ -181,7 +182,7 @@ def evaluate(asset_dir: str | Path | None = None, *, time_loading: bool = True,
     ws = words(text)
     known = sum(w in corpus_words for w in ws) / max(len(ws), 1)
     period = loop_period(ids)
-    greedy = {"prompt": PROMPT, "text": text, "tokens": len(ids),
+    greedy: dict[str, Any] = {"prompt": PROMPT, "text": text, "tokens": len(ids),
               "known_word_fraction": round(known, 4), "loop_period": period,
               "distinct_4gram_ratio": round(distinct_ngram_ratio(ids), 3),
               "mean_abs_state": {"min": round(min(trace), 4),

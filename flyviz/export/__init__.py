@@ -4,7 +4,7 @@ No Qt here: the command line, scripts and the app's export dialog all call
 :func:`export_recording`.
 """
 
-from flyviz.export.encoders import ExportCancelled
+from flyviz.errors import ExportCancelled
 from flyviz.export.movie import export_recording, recording_scale
 from flyviz.export.options import ExportOptions, movie_format
 

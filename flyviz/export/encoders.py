@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flyviz.errors import ExportCancelled, ExportError
+from flyviz.errors import ExportError
 
 #: File name pattern of PNG frames inside an output folder.
 PNG_PATTERN = "frame_%06d.png"
@@ -202,6 +202,7 @@ class FrameEncoder:
         w, h = self.size
         if frame.shape != (h, w, 3) or frame.dtype != np.uint8:
             raise ValueError(f"frame of shape {frame.shape} {frame.dtype}, expected ({h}, {w}, 3) uint8")
+        assert self._proc.stdin is not None  # opened with stdin=PIPE
         try:
             self._proc.stdin.write(np.ascontiguousarray(frame).data)
         except (BrokenPipeError, OSError):
@@ -210,6 +211,7 @@ class FrameEncoder:
 
     def close(self) -> None:
         """Finish the file; raise :class:`ExportError` if ffmpeg reports a failure."""
+        assert self._proc.stdin is not None
         try:
             self._proc.stdin.close()
         except OSError:
@@ -225,6 +227,7 @@ class FrameEncoder:
         """Stop ffmpeg at once (the output is left incomplete for the caller to remove)."""
         if self._proc.poll() is None:
             self._proc.kill()
+        assert self._proc.stdin is not None
         try:
             self._proc.stdin.close()
         except OSError:

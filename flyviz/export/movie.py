@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from flyviz.export.encoders import AtomicTarget, ExportCancelled, FrameEncoder
+from flyviz.errors import ExportCancelled
+from flyviz.export.encoders import AtomicTarget, FrameEncoder
 from flyviz.export.options import ExportOptions, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError
@@ -190,6 +191,7 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
             if cancelled is not None and cancelled():
                 raise ExportCancelled("export cancelled; nothing was written")
             azimuth = base + options.orbit * done / options.fps
+            assert encoder is not None
             encoder.write(renderer.render_state(values, overlay, azimuth))
             done += 1
             if progress is not None:

@@ -162,8 +162,9 @@ class BatchEngine:
             n = self.config.neurons
             for block in self._blocks:
                 assert block.indices is not None and block.data is not None
-                block.layout = kernels.make_multi_block(name, block.indptr, block.indices,
-                                                        block.data, n, self.columns)
+                # The batched engine's own blocks hold multi-column layouts.
+                block.layout = kernels.make_multi_block(  # type: ignore[assignment]
+                    name, block.indptr, block.indices, block.data, n, self.columns)
                 block.indices = block.data = None
             self.kernel = name
         return self.kernel

@@ -38,7 +38,7 @@ def _words(array: np.ndarray) -> list[np.ndarray]:
     """A flat view of ``array``'s bytes as uint64 words (plus a uint8 tail)."""
     raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
     whole = raw.size // 8 * 8
-    parts = [raw[:whole].view(np.uint64)] if whole else []
+    parts: list[np.ndarray] = [raw[:whole].view(np.uint64)] if whole else []
     if whole < raw.size:
         parts.append(raw[whole:])
     return parts

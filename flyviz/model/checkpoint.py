@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -165,7 +165,7 @@ class Checkpoint:
         return idx.shape[0] == n and bool(np.array_equal(idx, np.arange(n, dtype=idx.dtype)))
 
 
-def _fail(name: str, problem: str) -> None:
+def _fail(name: str, problem: str) -> NoReturn:
     raise CheckpointError(f"{name}: {problem}")
 
 

@@ -224,9 +224,11 @@ class Engine:
         self.out_index = None if ck.out_index_is_identity() else np.ascontiguousarray(
             ck.out_index, dtype=np.intp)
         if ck.head is not None:
-            self.head = _as_f32(ck.head)
-            self.head_a = self.head_b = None
+            self.head: np.ndarray | None = _as_f32(ck.head)
+            self.head_a: np.ndarray | None = None
+            self.head_b: np.ndarray | None = None
         else:
+            assert ck.head_a is not None and ck.head_b is not None  # validate_checkpoint's rule
             self.head = None
             self.head_a = _as_f32(ck.head_a)
             self.head_b = _as_f32(ck.head_b)
@@ -515,6 +517,7 @@ class Engine:
         normed += self.ln_bias
         if self.head is not None:
             return self.head @ normed
+        assert self.head_a is not None and self.head_b is not None
         return self.head_b @ (self.head_a @ normed)
 
 

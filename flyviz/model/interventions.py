@@ -89,7 +89,7 @@ def _target(value: Any, what: str) -> "str | tuple[int, ...]":
 
 
 def _window(start: Any, stop: Any) -> tuple[int | None, int | None]:
-    out = []
+    out: list[int | None] = []
     for name, value in (("start", start), ("stop", stop)):
         if value is None:
             out.append(None)
@@ -280,7 +280,7 @@ class Scale(_Intervention):
 
 
 Intervention = Union[Silence, Clamp, Stimulate, Cut, Scale]
-_CLASSES: dict[str, type] = {c.kind: c for c in (Silence, Clamp, Stimulate, Cut, Scale)}
+_CLASSES: dict[str, type[Intervention]] = {c.kind: c for c in (Silence, Clamp, Stimulate, Cut, Scale)}
 
 
 # ------------------------------------------------------------ command line
@@ -312,7 +312,7 @@ def parse_intervention(kind: str, text: str) -> Intervention:
         start = int(match.group(1)) if match.group(1) else None
         stop = int(match.group(2)) if match.group(2) else None
         body = body[:match.start()].strip()
-    number = None
+    number = 0.0  # silence and cut take no value
     if kind != "silence" and kind != "cut":
         query, eq, value = body.rpartition("=")
         if not eq:
@@ -451,7 +451,8 @@ def from_json(items: Any) -> tuple[Intervention, ...]:
         missing = [n for n in names if n not in item]
         if missing:
             raise InputError(f"intervention {i + 1} ({item['kind']}) lacks {missing[0]!r}")
-        out.append(cls(*(item[n] for n in names), start=item.get("from"), stop=item.get("to")))
+        values = [item[n] for n in names] + [item.get("from"), item.get("to")]
+        out.append(cls(*values))
     return tuple(out)
 
 
@@ -584,7 +585,7 @@ class ResolvedInterventions:
         return out
 
 
-def _selection(index: NeuronIndex, target: "str | tuple[int, ...]", what: str) -> np.ndarray:
+def _selection(index: NeuronIndex, target: Target, what: str) -> np.ndarray:
     """Sorted unique intp indices of a target (a query, or checked explicit indices)."""
     if isinstance(target, str):
         try:

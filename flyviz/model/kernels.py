@@ -207,7 +207,7 @@ class SellBlock:
         """Copy per-edge arrays from CSR order into the SELL-8 layout (``(source, dest)``)."""
         indptr, position, sptr = self.indptr, self.position, self.sptr
         rows = indptr.shape[0] - 1
-        lengths = np.diff(indptr.astype(np.int64))
+        lengths: np.ndarray = np.diff(indptr.astype(np.int64))
         # In pieces of rows, so the temporary edge arrays stay small.
         step = max(1, (1 << 20) * rows // max(1, int(indptr[-1])))
         for a in range(0, rows, step):

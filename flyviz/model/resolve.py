@@ -230,7 +230,8 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
         _report(progress, f"fetching {DATASET_REPO}", 0.3)
         dataset_dir = _download(DATASET_REPO, list(DATASET_FILES), revision=None,
                                 repo_type="dataset", manual=manual)
-    if layout != LAYOUT_HF and find_tokenizer(model_dir, Path(dataset_dir)) is None:
+    if layout != LAYOUT_HF and find_tokenizer(
+            model_dir, Path(dataset_dir) if dataset_dir is not None else None) is None:
         _report(progress, f"fetching the tokenizer of {NGXSON_REPO}", 0.6)
         tokenizer = _tokenizer_from_ngxson(manual)
     _report(progress, "loading", 0.7)
@@ -240,7 +241,7 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
 
 def _load_demo(progress: Progress | None) -> Checkpoint:
     try:
-        from flyviz.demo import load_demo  # type: ignore[attr-defined]
+        from flyviz.demo import load_demo
     except ImportError as exc:
         if exc.name != "flyviz.demo":  # a module the demo needs is missing: a real problem
             raise

@@ -241,7 +241,7 @@ class SafetensorsFile:
             self._entries[tensor] = (dtype, shape, begin, end)
             spans.append((begin, end, tensor))
         spans.sort()
-        for (b0, e0, t0), (b1, e1, t1) in zip(spans, spans[1:]):
+        for (_b0, e0, t0), (b1, _e1, t1) in zip(spans, spans[1:]):
             if b1 < e0:
                 raise error(f"{name}: tensors {t0!r} and {t1!r} overlap; the file is damaged or "
                             f"not a safetensors file, {remedy}")

@@ -65,7 +65,7 @@ from typing import Union
 import numpy as np
 
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.errors import InputError, SelectionError
+from flyviz.errors import SelectionError
 
 #: The term keys with a value, and the bare words, in the order error messages list them.
 KEYS = ("id", "body", "superclass", "type", "side", "sign")
@@ -535,7 +535,10 @@ def neuron_index(checkpoint: Checkpoint) -> NeuronIndex:
         entry = _cache.get(key)
         if entry is not None and entry[0]() is checkpoint:
             return entry[1]
-        _cache[key] = (weakref.ref(checkpoint, lambda _ref, key=key: _cache.pop(key, None)), index)
+        def forget(_ref: object, key: int = key) -> None:
+            _cache.pop(key, None)
+
+        _cache[key] = (weakref.ref(checkpoint, forget), index)
     return index
 
 

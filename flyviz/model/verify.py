@@ -263,8 +263,8 @@ def _check_model_files(run: _Run, ckpt: Checkpoint) -> dict[str, Any]:
                                                     "weights' digest is unknown")
         _check_file(run, source / weights, weights_digest(entry))
     elif ckpt.layout == "recital-web":
-        files = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
-        for key, entry in files.items():
+        files = manifest.get("files")
+        for key, entry in (files.items() if isinstance(files, dict) else ()):
             if isinstance(entry, dict):
                 _check_file(run, source / str(entry.get("file", f"{key}.f32")),
                             entry.get("sha256"), entry.get("bytes"))
@@ -387,7 +387,7 @@ def replay_golden(engine: Any, trace: dict[str, Any], tokenizer: Any = None,
             result.failure, result.failed_step = f"step {step}: {text}", step
 
     engine.reset()
-    logits = None
+    logits: np.ndarray = np.zeros(0, np.float32)
     for token in prompt_ids:
         logits = engine.step(token)
     for i, step in enumerate(steps):

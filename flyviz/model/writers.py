@@ -127,6 +127,7 @@ def _parameter_tensors(ckpt: Checkpoint) -> dict[str, np.ndarray]:
     if ckpt.head is not None:
         tensors[HEAD_DENSE] = _f32(ckpt.head)
     else:
+        assert ckpt.head_a is not None and ckpt.head_b is not None
         tensors[HEAD_A] = _f32(ckpt.head_a)
         tensors[HEAD_B] = _f32(ckpt.head_b)
     return tensors
@@ -149,7 +150,10 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def _readout_rank(ckpt: Checkpoint) -> int | None:
-    return None if ckpt.head is not None else int(ckpt.head_a.shape[0])
+    if ckpt.head is not None:
+        return None
+    assert ckpt.head_a is not None
+    return int(ckpt.head_a.shape[0])
 
 
 # --------------------------------------------------------------------------- HF
@@ -418,7 +422,7 @@ def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
         if types is not None:
             files["type_labels"] = _write_json_file(root, "neurons/type_labels.json", labels)
             files["cell_type"] = _write_json_file(root, "neurons/cell_type.json",
-                                                  list(anatomy.cell_type))
+                                                  list(anatomy.cell_type or ()))
         if anatomy.superclass is not None:
             files["superclass"] = _write_json_file(root, "neurons/superclass.json",
                                                    list(anatomy.superclass))

@@ -93,9 +93,9 @@ def _non_finite_rows(block: np.ndarray) -> np.ndarray:
     Testing the bits is several times faster than ``np.isfinite`` on float16.
     """
     if block.dtype == np.float16:
-        bits, mask = block.view(np.uint16), np.uint16(0x7C00)
+        bits, mask = block.view(np.uint16), 0x7C00
     else:
-        bits, mask = block.view(np.uint32), np.uint32(0x7F800000)
+        bits, mask = block.view(np.uint32), 0x7F800000
     return np.flatnonzero(((bits & mask) == mask).any(axis=1))
 
 
@@ -283,8 +283,8 @@ class Recording:
         """States of frames ``start:stop`` (optionally a subset of neurons), float32."""
         stop = len(self) if stop is None else min(stop, len(self))
         start = max(0, start)
-        cols = slice(None) if neurons is None else np.asarray(neurons)
-        width = self.neurons if neurons is None else len(cols)
+        cols: slice | np.ndarray = slice(None) if neurons is None else np.asarray(neurons)
+        width = self.neurons if neurons is None else len(np.asarray(neurons))
         out = np.empty((max(0, stop - start), width), dtype=np.float32)
         split = min(max(start, self._stored_len), stop)
         if split > start:

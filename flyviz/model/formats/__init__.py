@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.errors import CheckpointError
+from flyviz.model.errors import CheckpointError, DatasetNotFoundError
 from flyviz.model.formats.dataset import (ConnectomeDataset, load_connectome_dataset,
                                           load_dataset_anatomy)
 from flyviz.model.formats.hf import load_fly_llm_hf
@@ -144,9 +144,10 @@ def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
                               "pass the model folder and this one as its dataset")
     dataset = Path(dataset_dir) if dataset_dir is not None else find_dataset(folder)
     if dataset is None:
-        raise CheckpointError(f"{folder} holds {layout} weights but no connectome dataset was "
-                              "found next to it; download fernandofernandes/fly-connectome-49k "
-                              "into a sibling folder or pass it explicitly")
+        raise DatasetNotFoundError(f"{folder} holds {layout} weights but no connectome dataset "
+                                   "was found next to it; download "
+                                   "fernandofernandes/fly-connectome-49k into a sibling folder "
+                                   "or pass it explicitly")
     if layout == LAYOUT_RECITAL:
         return load_recital_web(folder, dataset, tokenizer_path=tokenizer_path, name=name)
     return load_wordbrain(folder, dataset, tokenizer_path=tokenizer_path, name=name)

@@ -402,7 +402,8 @@ def _check_graph(files: DatasetFiles, checks: _Checks, quantised: bool,
     finite, negative, positive = _weight_stats(weights)
     checks.add("weights finite", finite,
                "" if finite else f"graph/edges_weight.f32 holds NaN or inf; {_REDOWNLOAD}")
-    block = manifest.get("weights") if isinstance(manifest.get("weights"), dict) else {}
+    block: dict[str, Any] = manifest.get("weights") or {}
+    block = block if isinstance(block, dict) else {}
     want_neg, want_pos = _as_int(block.get("negative_edges")), _as_int(block.get("positive_edges"))
     if want_neg is None or want_pos is None:
         checks.add("weight signs", None, "", "the manifest records no negative_edges/"
@@ -460,7 +461,8 @@ def _check_quantised(files: DatasetFiles, checks: _Checks, weights: np.ndarray,
         for name in ("int16 weights error", "int16 weights signs"):
             checks.add(name, None, "", f"{rel} not downloaded (flyviz does not read it)")
         return
-    quant = block.get("quantised") if isinstance(block.get("quantised"), dict) else {}
+    quant = block.get("quantised")
+    quant = quant if isinstance(quant, dict) else {}
     scale, bound = quant.get("scale"), quant.get("max_absolute_error")
     try:
         codes = files.array("edges_weight_i16")
@@ -510,7 +512,8 @@ def _check_anatomy(files: DatasetFiles, checks: _Checks) -> None:
     else:
         checks.add("type_index range", None, "", "no neurons/type_index.i32 + type_labels.json")
     # 16-17. Somata.
-    soma = manifest.get("soma") if isinstance(manifest.get("soma"), dict) else {}
+    soma = manifest.get("soma")
+    soma = soma if isinstance(soma, dict) else {}
     if files.present("soma_valid"):
         valid = np.asarray(files.array("soma_valid", n)) != 0
         positioned = _as_int(soma.get("positioned"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
@@ -69,7 +68,7 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
         raise CheckpointError(f"config.json lacks {', '.join(missing)}; this is not a Fly LLM "
                               "config, or it is damaged")
     st = SafetensorsFile(model_dir / "model.safetensors")
-    arrays: dict[str, np.ndarray] = {attr: st.get(tensor) for tensor, attr in _TENSORS.items()}
+    arrays: dict[str, Any] = {attr: st.get(tensor) for tensor, attr in _TENSORS.items()}
     readout, rank = read_readout(st, "model.safetensors")
     arrays.update(readout)
 

@@ -137,10 +137,12 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     if in_proj.ndim != 3 or wte.ndim != 2:
         raise CheckpointError(f"{weights.name}: brain.in_proj has shape {list(in_proj.shape)} and "
                               f"brain.wte.weight {list(wte.shape)}; expected 3 and 2 dimensions")
-    arch = manifest.get("architecture") if isinstance(manifest.get("architecture"), dict) else {}
+    arch: dict[str, Any] = manifest.get("architecture") or {}
+    arch = arch if isinstance(arch, dict) else {}
     web_cfg = (manifest.get("web_export") or {}).get("config") if isinstance(
         manifest.get("web_export"), dict) else None
     web_cfg = web_cfg if isinstance(web_cfg, dict) else {}
+    assert isinstance(web_cfg, dict)
 
     def pick(key: str, default: Any) -> Any:
         for source in (web_cfg, arch):

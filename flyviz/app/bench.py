@@ -29,7 +29,7 @@ the actions during the worst ones.
 
 ``--compare`` instead runs the prompt in the window alternately as a single
 untouched run and as *Compare with untouched* (two engines in lockstep, the
-intervened one with ``--compare-query`` silenced, teacher-forced), ``--repeat``
+intervened one with ``--compare-query`` silenced (``superclass:cb_sensory``), teacher-forced), ``--repeat``
 times each, and prints the median token rate of each and their ratio.
 
 Nothing here is a test: figures depend on the machine, so they are reported,
@@ -306,7 +306,8 @@ def compare_rates(args: argparse.Namespace) -> dict:
         single.append(rate)
         panel.set_interventions([Silence(args.compare_query)])
         panel.compare_box.setChecked(True)
-        feature.apply()
+        if not feature.apply():
+            raise RuntimeError(f"the interventions are not valid: {window.last_error}")
         rate, frames["compare"] = _time_run(app, window, prompt)
         compared.append(rate)
         _run_loop(app, 0.5)
@@ -476,8 +477,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="one user action every this many ms for --stalls (default 150)")
     parser.add_argument("--compare", action="store_true",
                         help="token rate comparing with the untouched run against a single run")
-    parser.add_argument("--compare-query", default="sign:inhibitory",
-                        help="neurons silenced in --compare (default sign:inhibitory)")
+    parser.add_argument("--compare-query", default="superclass:cb_sensory",
+                        help="neurons silenced in --compare (default superclass:cb_sensory; "
+                             "the synthetic full-size brain has no inhibitory neurons)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--startup", metavar="SPEC",
                         help="only measure the time to an interactive window and to SPEC loaded")

@@ -27,8 +27,8 @@ and measures how long the event loop was blocked: a 5 ms heartbeat timer
 records its own lateness. It prints the worst and the 99th-percentile stall and
 the actions during the worst ones.
 
-``--compare`` instead runs the prompt in the window alternately as a single
-untouched run and as *Compare with untouched* (two engines in lockstep, the
+``--compare`` instead runs the prompt in the window (after one warm-up run of
+each) alternately as a single untouched run and as *Compare with untouched* (two engines in lockstep, the
 intervened one with ``--compare-query`` silenced (``superclass:cb_sensory``), teacher-forced), ``--repeat``
 times each, and prints the median token rate of each and their ratio.
 
@@ -295,19 +295,27 @@ def compare_rates(args: argparse.Namespace) -> dict:
     window.adjustSize()
     _run_loop(app, 2.0)
     feature, panel = window.interventions, window.interventions.panel
+    panel.set_interventions([Silence(args.compare_query)])
+
+    def use(comparing: bool) -> None:
+        # The same interventions throughout: a plain run leaves them switched off.
+        panel.set_enabled(0, comparing)
+        panel.compare_box.setChecked(comparing)
+        if not feature.apply():
+            raise RuntimeError(f"the interventions are not valid: {window.last_error}")
+
     single: list[float] = []
     compared: list[float] = []
     frames = {}
+    # One run of each first: the comparison builds its two engines on its first run.
+    for comparing in (False, True):
+        use(comparing)
+        _time_run(app, window, prompt)
     for _ in range(max(1, args.repeat)):
-        panel.compare_box.setChecked(False)
-        panel.clear()
-        feature.apply()
+        use(False)
         rate, frames["single"] = _time_run(app, window, prompt)
         single.append(rate)
-        panel.set_interventions([Silence(args.compare_query)])
-        panel.compare_box.setChecked(True)
-        if not feature.apply():
-            raise RuntimeError(f"the interventions are not valid: {window.last_error}")
+        use(True)
         rate, frames["compare"] = _time_run(app, window, prompt)
         compared.append(rate)
         _run_loop(app, 0.5)

@@ -191,7 +191,7 @@ def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions
 def export_movie(recording: "Recording | str | Path", path: str | Path, *,
                  model: "Model | None" = None,
                  progress: Callable[[int, int], None] | None = None,
-                 **options: Any) -> Path:
+                 gl: str | None = None, **options: Any) -> Path:
     """Render a recording as a movie (MP4, WebM, GIF) or a folder of PNG frames.
 
     Works without a display (EGL, else a display such as Xvfb, else OSMesa).
@@ -210,6 +210,11 @@ def export_movie(recording: "Recording | str | Path", path: str | Path, *,
         on a generic ball and a warning says so.
     progress
         Called after every frame as ``progress(frames_done, frames_total)``.
+    gl
+        The OpenGL to render with: ``"egl"`` (no display needed),
+        ``"default"`` (vispy's usual backend, Qt, needs a display),
+        ``"osmesa"``, or ``None``/``"auto"``: the environment variable
+        ``FLYVIZ_OFFSCREEN_GL``, else the first that works, in that order.
     **options
         Any field of :class:`flyviz.export.ExportOptions`: ``size`` (``(w,
         h)`` or ``"1280x720"``), ``fps`` (30), ``frames_per_token`` (6),
@@ -248,6 +253,9 @@ def export_movie(recording: "Recording | str | Path", path: str | Path, *,
         options["size"] = parse_size(options["size"])
     export_options = ExportOptions(**options).validate()
     export_options.crf(movie_format(path))  # a bad quality fails before any rendering
+    from flyviz.render.gl_backend import requested_backend
+
+    requested_backend(gl)  # and so does an unknown OpenGL
     if not isinstance(recording, Recording):
         recording = Recording.load(recording)
     if model is not None:
@@ -262,4 +270,4 @@ def export_movie(recording: "Recording | str | Path", path: str | Path, *,
         warnings.warn("export_movie got no model: neurons are placed on a generic layout; pass "
                       "model=flyviz.load(...) to draw them where they are", stacklevel=2)
         anatomy = ball_layout(recording.neurons)
-    return export_recording(recording, anatomy, path, export_options, progress=progress)
+    return export_recording(recording, anatomy, path, export_options, progress=progress, gl=gl)

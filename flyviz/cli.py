@@ -30,6 +30,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("convert", "flyviz.commands.convert", "write a recording as Zarr, NWB or .npz for other tools"),
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
+    ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )
@@ -56,6 +57,7 @@ examples:
   flyviz verify ./web --dataset ./dataset   check files, graph and golden traces
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
   flyviz convert run.flyrec --to zarr run.zarr
+  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out lesions.csv
 
 Run 'flyviz COMMAND --help' for the options of one command.
 """

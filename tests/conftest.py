@@ -10,6 +10,8 @@ Other test modules rely on these names; keep them stable:
     else a byte-level BPE tokenizer trained by :mod:`flyviz.model.synthetic`.
 ``shared_dir``
     The reference folder (``../shared`` beside the repository), or a skip.
+``interrupt_after``
+    Makes a function raise KeyboardInterrupt after some calls (``--resume`` tests).
 """
 
 from __future__ import annotations
@@ -67,6 +69,28 @@ def tiny_checkpoint(tokenizer_path: Path, tokenizer_vocabulary: int):
     return validate_checkpoint(make_random_checkpoint(
         neurons=523, edges=7001, d_embed=16, vocabulary=tokenizer_vocabulary, readout_rank=12,
         seed=11, tokenizer_path=tokenizer_path, name="tiny"))
+
+
+@pytest.fixture
+def interrupt_after(monkeypatch: pytest.MonkeyPatch):
+    """``interrupt_after(module, name, calls)``: ``module.name`` runs ``calls`` times, then
+    raises KeyboardInterrupt (Ctrl+C in the middle of a corpus run); returns a function that
+    puts the real one back."""
+
+    def install(module, name: str, calls: int):
+        real = getattr(module, name)
+        made: list[int] = []
+
+        def stop(*args, **kwargs):
+            made.append(1)
+            if len(made) > calls:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, stop)
+        return lambda: monkeypatch.setattr(module, name, real)
+
+    return install
 
 
 @pytest.fixture(autouse=True, scope="session")

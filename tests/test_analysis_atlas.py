@@ -172,25 +172,16 @@ def test_one_and_two_worker_processes_give_the_same_atlas(world, in_process, tmp
             np.testing.assert_array_equal(other[name], one[name], err_msg=name)
 
 
-def test_a_resumed_run_equals_an_uninterrupted_one(world, in_process, tmp_path, monkeypatch):
+def test_a_resumed_run_equals_an_uninterrupted_one(world, in_process, tmp_path,
+                                                   interrupt_after):
     out = tmp_path / "r.atlas"
-    real = atlas_module.chunk_statistics
-    calls = []
-
-    def stop_after_three(*args):
-        calls.append(args[-1].index)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return real(*args)
-
-    monkeypatch.setattr(atlas_module, "chunk_statistics", stop_after_three)
+    restore = interrupt_after(atlas_module, "chunk_statistics", 3)
     with pytest.raises(cluster.Interrupted, match="3 of .* chunks are saved"):
         _build(world, out, workers=0)
     assert not out.exists() and (tmp_path / "r.atlas.parts").is_dir()
     with pytest.raises(InputError, match="--resume"):
         _build(world, out, workers=0)
-    monkeypatch.setattr(atlas_module, "chunk_statistics", real)
-    calls.clear()
+    restore()
     result = _build(world, out, workers=0, resume=True)
     assert result.resumed_chunks == 3
     assert not (tmp_path / "r.atlas.parts").exists()

@@ -33,3 +33,19 @@ def test_defaults_open_the_demo():
     gui.configure(parser)
     args = parser.parse_args([])
     assert args.model == "demo" and args.prompt is None and args.size is None
+
+
+def test_gl_option_asks_for_software_opengl_before_qt_starts(monkeypatch):
+    parser = argparse.ArgumentParser()
+    gui.configure(parser)
+    assert parser.parse_args([]).gl == "auto"
+    assert parser.parse_args(["--gl", "software"]).gl == "software"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--gl", "vulkan"])
+    monkeypatch.delenv("LIBGL_ALWAYS_SOFTWARE", raising=False)
+    gui.use_gl("auto")
+    import os
+
+    assert "LIBGL_ALWAYS_SOFTWARE" not in os.environ
+    gui.use_gl("software")
+    assert os.environ["LIBGL_ALWAYS_SOFTWARE"] == "1"

@@ -167,3 +167,33 @@ def test_the_graph_index_is_built_off_the_ui_thread(qtbot, app_checkpoint, monke
     bundle.engine.close()
     in_memory.engine.close()
     assert len(built_on) == 2 and threading.main_thread().name not in built_on
+
+
+def test_a_loader_bug_is_named_as_one_and_logged_not_passed_off_as_a_missing_model(qtbot, caplog):
+    """A missing model is a user's message; a bug in the loader says it is one, and the log
+    keeps its traceback."""
+    import logging
+
+    from flyviz.app.model_control import ModelController
+    from flyviz.model.errors import ModelNotFoundError
+
+    def missing(spec, progress):
+        raise ModelNotFoundError(f"no model at {spec}")
+
+    def buggy(spec, progress):
+        return {}["anatomy"]  # a KeyError: a bug, not a missing model
+
+    for load, expected in ((missing, "no model at nowhere"), (buggy, "KeyError")):
+        models = ModelController(load)
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="flyviz.app.model_control"):
+            with qtbot.waitSignal(models.failed, timeout=10_000) as failed:
+                models.load("nowhere")
+        message = failed.args[1]
+        assert expected in message
+        if load is buggy:
+            assert "unexpected error" in message and "not found" not in message
+            assert any(r.exc_info and r.exc_info[0] is KeyError for r in caplog.records)
+        else:
+            assert "unexpected" not in message and not caplog.records
+        models.shutdown()

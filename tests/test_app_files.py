@@ -176,10 +176,12 @@ def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtb
 
     calls = []
     monkeypatch.setattr(export_dialog, "run_export_dialog",
-                        lambda parent, rec, anatomy, name, **_style: calls.append(
-                            (parent, rec, anatomy, name)))
+                        lambda parent, rec, anatomy, name, **kw: calls.append(
+                            (parent, rec, anatomy, name, kw)))
     win.actions_by_name["export_movie"].trigger()
-    assert calls == [(win, win.session.recording, win.anatomy, win.model_name)]
+    # The form starts from the window's display settings and camera.
+    assert calls == [(win, win.session.recording, win.anatomy, win.model_name,
+                      {"style": win.brain.style, "camera": win.brain.camera_pose()})]
 
 
 def test_a_new_dock_and_action_take_a_few_lines_and_appear_in_the_menus(window, qtbot):

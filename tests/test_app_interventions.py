@@ -241,7 +241,7 @@ def test_a_comparison_movie_is_in_delta_colours_with_both_texts(window, qtbot, a
     monkeypatch.setattr(export_dialog, "run_export_dialog",
                         lambda parent, recording, anatomy, name, **style: calls.append(style))
     win.actions_by_name["export_movie"].trigger()
-    layer, overlays = calls[0]["layer"], calls[0]["overlays"]
+    layer, overlays = calls[0]["style"].layer, calls[0]["overlays"]
     assert layer is win.interventions.delta
     lines = overlays(0, 3)[-1]
     assert lines.prompt.startswith("untouched: ab") and "intervened (top-1): " in lines.prompt

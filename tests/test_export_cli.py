@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 pytest.importorskip("vispy")
@@ -126,3 +127,35 @@ def test_progress_line_reports_frames_and_time_left():
     quiet(1, 50)
     quiet(50, 50)
     assert "\r" not in log.getvalue() and log.getvalue().count("\n") == 2
+
+
+def test_gl_option_chooses_the_offscreen_opengl_and_the_variable_still_works(
+        model_dir, tmp_path, capsys, monkeypatch):
+    """--gl names the OpenGL the export reports; FLYVIZ_OFFSCREEN_GL still chooses without it,
+    and --gl wins over it."""
+    common = ["export", str(model_dir), "--prompt", "the cat", "--max-new-tokens", "1",
+              "--size", "64x48", "--frames-per-token", "1", "--no-overlays"]
+    assert main([*common, "--out", str(tmp_path / "qt"), "--gl", "default"]) == 0
+    assert "OpenGL: PySide6" in capsys.readouterr().err  # Qt under the test's Xvfb
+    assert main([*common, "--out", str(tmp_path / "egl"), "--gl", "egl"]) == 0
+    assert "OpenGL: egl" in capsys.readouterr().err
+    monkeypatch.setenv("FLYVIZ_OFFSCREEN_GL", "default")
+    assert main([*common, "--out", str(tmp_path / "env")]) == 0
+    assert "OpenGL: PySide6" in capsys.readouterr().err
+    assert main([*common, "--out", str(tmp_path / "both"), "--gl", "egl"]) == 0
+    assert "OpenGL: egl" in capsys.readouterr().err
+    # The same frame whichever OpenGL drew it (both are Mesa's llvmpipe here).
+    qt, egl = (iio.imread(next((tmp_path / d).glob("*.png"))).astype(int) for d in ("qt", "egl"))
+    assert np.abs(qt - egl).max() <= 8
+
+
+def test_bad_gl_is_one_line_before_the_model_loads(model_dir, tmp_path, capsys, monkeypatch):
+    with pytest.raises(SystemExit) as exc:
+        main(["export", str(model_dir), "--prompt", "x", "--out", str(tmp_path / "x.mp4"),
+              "--gl", "vulkan"])
+    assert exc.value.code == 2 and "--gl" in capsys.readouterr().err
+    monkeypatch.setenv("FLYVIZ_OFFSCREEN_GL", "vulkan")
+    rc = main(["export", str(tmp_path / "no-such-model"), "--prompt", "x",
+               "--out", str(tmp_path / "x.mp4")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "FLYVIZ_OFFSCREEN_GL='vulkan'" in err and len(err.splitlines()) == 1

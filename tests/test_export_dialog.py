@@ -147,3 +147,83 @@ def test_export_from_a_window_with_a_live_brain_view(qtbot, tmp_path):
         assert win.brain.canvas.render()[..., :3].max() > 0
     finally:
         win.close()
+
+
+def test_dialog_starts_from_the_windows_display_settings(qtbot):
+    """Colours, range, point size, glow, gain, background and camera: what the window shows."""
+    from flyviz.render.camera import CameraPose
+    from flyviz.render.style import CloudStyle, ColourLayer, ColourScale, activation_layer
+
+    shown = CloudStyle(layer=activation_layer("abs", ColourScale.fixed(0.5)), point_size=6.5,
+                       glow=0.4, gain=1.7, background=(0.1, 0.2, 0.3, 1.0))
+    camera = CameraPose(azimuth=30.0, elevation=10.0, center=(1.0, 2.0, 3.0), scale_factor=400.0)
+    dialog = ExportDialog(recording(4), ball_layout(N), "dialog-test", style=shown, camera=camera)
+    qtbot.addWidget(dialog)
+    assert dialog.mode_combo.currentData() == "abs" and dialog.range_spin.value() == 0.5
+    assert dialog.cloud_style() == shown and dialog.camera() == camera
+    opts = dialog.options()
+    assert (opts.mode, opts.scale, opts.point_size, opts.glow) == ("abs", 0.5, 6.5, 0.4)
+    # The user changes some of them; the rest stays the window's.
+    dialog.mode_combo.setCurrentIndex(dialog.mode_combo.findData("signed"))
+    dialog.range_spin.setValue(0.0)
+    dialog.glow_spin.setValue(1.5)
+    dialog.view_combo.setCurrentIndex(dialog.view_combo.findData("top"))
+    style = dialog.cloud_style()
+    assert style.layer == activation_layer("signed", ColourScale.auto())
+    assert (style.glow, style.point_size, style.gain, style.background) == (
+        1.5, 6.5, 1.7, (0.1, 0.2, 0.3, 1.0))
+    assert dialog.camera() is None and dialog.options().view == "top"
+    assert dialog.options().scale is None
+
+    # A colour layer shown in the window is what the movie shows, over its own range.
+    importance = ColourLayer.static("importance", np.linspace(0, 1, N), label="lesion ΔCE",
+                                    scale=ColourScale.given(0.0, 1.0))
+    dialog = ExportDialog(recording(4), ball_layout(N), "dialog-test",
+                          style=shown.with_layer(importance))
+    qtbot.addWidget(dialog)
+    assert dialog.mode_combo.currentData() == "layer" and not dialog.range_spin.isEnabled()
+    assert "lesion ΔCE" in dialog.mode_combo.currentText()
+    assert dialog.cloud_style().layer is importance
+    assert dialog.view_combo.findData("window") == -1 and dialog.camera() is None
+
+
+def test_dialog_without_a_window_keeps_flyvizs_defaults(qtbot):
+    from flyviz.render.style import CloudStyle
+
+    dialog = ExportDialog(recording(4), ball_layout(N), "dialog-test")
+    qtbot.addWidget(dialog)
+    assert dialog.cloud_style() == CloudStyle() and dialog.camera() is None
+    assert dialog.options() == dialog.options().__class__(
+        size=(1280, 720), quality=20, stop=4, hold_seconds=1.0)
+
+
+def test_an_export_bug_is_named_as_one_and_logged(qtbot, tmp_path, monkeypatch, caplog):
+    """A bad setting is the setting's message; a bug says it is one and logs its traceback."""
+    import logging
+
+    from PySide6.QtWidgets import QDialog, QWidget
+
+    import flyviz.app.export_dialog as export_dialog
+    from flyviz.model.errors import ExportError
+
+    class Parent(QWidget):
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages: list[tuple[str, bool]] = []
+
+        def show_message(self, text: str, error: bool = False, dialog: bool = False) -> None:
+            self.messages.append((text, error))
+
+    parent = Parent()
+    qtbot.addWidget(parent)
+    monkeypatch.setattr(ExportDialog, "exec", lambda self: QDialog.DialogCode.Accepted)
+    outcomes = iter([(None, ExportError("cannot write .xyz files")),
+                     (None, ZeroDivisionError("division by zero"))])
+    monkeypatch.setattr(export_dialog, "run_export", lambda *a, **k: next(outcomes))
+    with caplog.at_level(logging.ERROR, logger="flyviz.app.export_dialog"):
+        for _ in range(2):
+            assert export_dialog.run_export_dialog(parent, recording(2), ball_layout(N), "x") is None
+    (setting, _), (bug, _) = parent.messages
+    assert setting == "cannot write .xyz files"
+    assert "unexpected error" in bug and "ZeroDivisionError: division by zero" in bug
+    assert [r.exc_info[0] for r in caplog.records] == [ZeroDivisionError]

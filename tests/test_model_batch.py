@@ -9,8 +9,9 @@ import pytest
 import scipy.sparse as sp
 
 from flyviz.model import kernels
-from flyviz.model.batch import BatchEngine, StepHooks
+from flyviz.model.batch import BatchEngine, LesionHooks, StepHooks
 from flyviz.model.engine import Engine
+from flyviz.model.interventions import Cut, Silence
 from flyviz.model.errors import InputError
 from flyviz.model.synthetic import make_random_checkpoint
 
@@ -123,6 +124,56 @@ def test_hooks_on_the_product_are_cut_out_and_cut_in(kind):
     np.testing.assert_array_equal(engine.state[:, 0], untouched[-1])
     np.testing.assert_allclose(engine.state[:, 1], lesioned[-1], atol=1e-6)
     assert not np.allclose(untouched[-1], lesioned[-1], atol=1e-3)
+
+
+@pytest.mark.parametrize("kernel", kernels.KERNELS)
+@pytest.mark.parametrize("mode", ["silence", "cut-out", "cut-in"])
+def test_lesion_hooks_equal_the_single_stream_engine_with_that_intervention(mode, kernel):
+    """Column 0 untouched; columns 1..4 each lose one group, as Engine does with Silence,
+    Cut(group, all) or Cut(all, group): the same states, bit for bit."""
+    ckpt = _checkpoint(neurons=300)
+    rng = np.random.default_rng(5)
+    groups = [np.sort(rng.choice(300, size, replace=False)) for size in (1, 7, 40, 150)]
+    tokens = [5, 9, 200, 17, 44, 3, 3, 120]
+    interventions = {"silence": lambda g: Silence(g), "cut-out": lambda g: Cut(g, "all"),
+                     "cut-in": lambda g: Cut("all", g)}[mode]
+    states = {}
+    for path in ("flat", "mask"):
+        engine = BatchEngine(ckpt, 5, threads=1, kernel=kernel)
+        hooks = LesionHooks(mode, 300, engine.columns, groups, [1, 2, 3, 4])
+        # Force each way of writing the zeros once; both must give the same values.
+        if path == "mask" and hooks.mask is None:
+            rows = np.concatenate(groups)
+            hooks.mask = np.ones(hooks.shape, dtype=np.float32)
+            hooks.mask[rows, np.repeat([1, 2, 3, 4], [g.size for g in groups])] = 0.0
+            hooks.flat = None
+        engine.hooks = hooks
+        for token in tokens:
+            engine.step(token)
+        states[path] = engine.state.copy()
+        engine.close()
+    np.testing.assert_array_equal(states["flat"], states["mask"])
+    untouched, _ = _single(ckpt, np.array(tokens))
+    np.testing.assert_array_equal(states["flat"][:, 0], untouched[-1])
+    for column, group in enumerate(groups, start=1):
+        engine = Engine(ckpt, threads=1, kernel=kernel, interventions=[interventions(group)])
+        for token in tokens:
+            engine.step(token)
+        np.testing.assert_array_equal(states["flat"][:, column], engine.state,
+                                      err_msg=f"group {column}")
+        engine.close()
+    assert not np.allclose(states["flat"][:, 4], untouched[-1], atol=1e-3)
+
+
+def test_lesion_hooks_choose_a_mask_for_large_groups_and_check_their_input():
+    big = LesionHooks("silence", 100, 8, [np.arange(60), np.arange(50)], [1, 2])
+    small = LesionHooks("silence", 100, 8, [np.arange(3)], [7])
+    assert big.mask is not None and big.flat is None
+    assert small.flat is not None and small.flat.tolist() == [7, 15, 23]
+    with pytest.raises(InputError, match="unknown lesion"):
+        LesionHooks("remove", 100, 8, [np.arange(3)], [1])
+    with pytest.raises(ValueError):
+        LesionHooks("silence", 100, 8, [np.arange(3), np.arange(2)], [1, 1])
 
 
 @pytest.mark.parametrize("columns", [8, 24, 72, 136])

@@ -168,7 +168,11 @@ def test_offscreen_backend_can_be_chosen_by_environment(monkeypatch):
     app, name = offscreen_app()
     assert name.lower().startswith("py")
     with FrameRenderer(grid(), size=(64, 48), overlays=False, app=app) as r:
-        assert r.render_state(np.ones(36, np.float32)).shape == (48, 64, 3)
+        image = r.render_state(np.ones(36, np.float32))
+    assert image.shape == (48, 64, 3)
+    # The neurons are drawn, not only the background (the view's clip rectangle once
+    # shut them all out on Qt).
+    assert (image.astype(int).sum(axis=-1) > 3 * 60).sum() >= 20
 
 
 @pytest.mark.parametrize("factor", [1.5, 2.0, 1.25])

@@ -1,4 +1,5 @@
-"""Whole-corpus analyses of a Fly LLM (no Qt): corpora, Dask plumbing, the neuron atlas.
+"""Whole-corpus analyses of a Fly LLM (no Qt): corpora, Dask plumbing, the neuron atlas,
+the lesion map.
 
 :mod:`flyviz.analysis.corpus`
     Reading and tokenizing corpora into windows and chunks.
@@ -7,4 +8,7 @@
     fixed tree, progress, Ctrl+C and ``--resume``.
 :mod:`flyviz.analysis.atlas`
     The neuron atlas: statistics, their merge, the Zarr store and its reader.
+:mod:`flyviz.analysis.sweep`
+    The lesion map: every group of neurons lesioned in turn over a text, the
+    result file and its reader.
 """

@@ -107,7 +107,7 @@ class AtlasError(FlyvizError):
 
 
 @dataclass(frozen=True)
-class AtlasSettings:
+class AtlasSettings(cluster.RunSettings):
     """How an atlas is computed.
 
     Attributes
@@ -153,21 +153,12 @@ class AtlasSettings:
                   ("--chunk-tokens", self.chunk_tokens, 64, 1 << 30),
                   ("samples per band", self.samples_per_band, 0, 2 * SLOTS_PER_BIN * HIST_BINS),
                   ("threads", self.threads, 1, 64), ("min token count", self.min_token_count, 1, 1 << 30))
-        for name, value, lo, hi in checks:
-            if not lo <= int(value) <= hi:
-                raise InputError(f"{name} {value} must be between {lo} and {hi}")
+        self.check_ranges(checks)
         steps = self.density_threshold / 0.04
         if not (0 < self.density_threshold < 1 and abs(steps - round(steps)) < 1e-9):
             raise InputError(f"--density-threshold {self.density_threshold} must be a multiple "
                              "of 0.04 between 0 and 1 (a histogram edge), e.g. 0.2")
         return self
-
-    def run_key(self) -> dict[str, Any]:
-        """The settings a partial depends on (kernel and threads give the same bits)."""
-        key = asdict(self)
-        key.pop("kernel")
-        key.pop("threads")
-        return key
 
 
 # ---------------------------------------------------------------- small tools
@@ -627,9 +618,8 @@ def _store_key(identity: dict[str, Any], corpus: Corpus, settings: AtlasSettings
             "settings": settings.run_key(), "chunks": len(chunks)}
 
 
-def parts_folder(out: Path) -> Path:
-    """Where an atlas run keeps its finished chunks until it is written."""
-    return out.with_name(out.name + ".parts")
+#: Where an atlas run keeps its finished chunks until it is written.
+parts_folder = cluster.parts_folder
 
 
 def check_output(out: Path) -> None:
@@ -684,10 +674,7 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
     check_output(out)
     identity = model_identity(ckpt)
     chunks = corpus.chunks(settings.chunk_tokens)
-    store = cluster.PartialStore(parts_folder(out), _store_key(identity, corpus, settings, chunks))
-    if not resume and store.exists():
-        raise InputError(f"an interrupted atlas run is kept in {store.folder}: add --resume to "
-                         f"continue it, or delete {store.folder} to start over")
+    store = cluster.open_store(out, _store_key(identity, corpus, settings, chunks), resume)
     if log is not None:
         log(f"{corpus.n_tokens:,} tokens in {corpus.n_windows:,} windows of "
             f"{corpus.n_documents:,} documents; {len(chunks)} chunks")

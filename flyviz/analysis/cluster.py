@@ -75,25 +75,53 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class RunSettings:
+    """What the settings dataclasses of corpus runs share (:class:`~flyviz.analysis.atlas.
+    AtlasSettings`, :class:`~flyviz.analysis.sweep.SweepSettings`): a ``kernel`` and
+    ``threads`` that never change the results, and range checks."""
+
+    def run_key(self) -> dict[str, Any]:
+        """The settings the results depend on (kernel and threads give the same bits)."""
+        from dataclasses import asdict
+
+        key = asdict(self)  # type: ignore[call-overload]
+        key.pop("kernel")
+        key.pop("threads")
+        return key
+
+    @staticmethod
+    def check_ranges(checks: "Sequence[tuple[str, Any, int, int]]") -> None:
+        """Raise :class:`InputError` for the first ``(name, value, lo, hi)`` out of range."""
+        for name, value, lo, hi in checks:
+            if not lo <= int(value) <= hi:
+                raise InputError(f"{name} {value} must be between {lo} and {hi}")
+
+
 # ------------------------------------------------------------------ worker side
 #: Spec prefix naming a demo-brain asset folder other than the installed one.
 DEMO_FOLDER_PREFIX = "demo:"
 
 
-@functools.lru_cache(maxsize=2)
-def worker_model(spec: str):
+def worker_model(spec: str, dataset: str | None = None):
     """The model of ``spec``, loaded once per process (memory-mapped where the layout allows).
 
     ``spec`` is anything :func:`~flyviz.model.resolve.load_model` takes, or
-    ``demo:FOLDER`` for a demo-brain asset folder (``flyviz build-demo --out``).
+    ``demo:FOLDER`` for a demo-brain asset folder (``flyviz build-demo --out``);
+    ``dataset`` the connectome dataset folder to join it to (``--dataset``),
+    which must exist at that path on every worker.
     """
+    return _cached_model(str(spec), None if dataset is None else str(dataset))
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_model(spec: str, dataset: str | None):
     if spec.startswith(DEMO_FOLDER_PREFIX):
         from flyviz.demo.loader import load_demo
 
         return load_demo(asset_dir=spec[len(DEMO_FOLDER_PREFIX):])
     from flyviz.model.resolve import load_model
 
-    return load_model(spec)
+    return load_model(spec, dataset_dir=dataset)
 
 
 _task = threading.local()
@@ -215,6 +243,28 @@ class PartialStore:
     def remove(self) -> None:
         """Delete the whole store (after a successful run)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def parts_folder(out: Path) -> Path:
+    """Where a run that writes ``out`` keeps its finished nodes until it is written
+    (``OUT.parts`` beside it)."""
+    return out.with_name(out.name + ".parts")
+
+
+def open_store(out: Path, key: dict[str, Any], resume: bool) -> PartialStore:
+    """The :class:`PartialStore` of a run that writes ``out``.
+
+    Raises
+    ------
+    InputError
+        When an interrupted run is kept there and ``resume`` is off: a fresh
+        start would silently throw its finished chunks away.
+    """
+    store = PartialStore(parts_folder(out), key)
+    if not resume and store.exists():
+        raise InputError(f"an interrupted run is kept in {store.folder}: add --resume to "
+                         f"continue it, or delete {store.folder} to start over")
+    return store
 
 
 class MergeTree:
@@ -419,8 +469,16 @@ def _connect(workers: int | None, scheduler: str | None):
     import logging
 
     n = usable_cores() if workers is None else int(workers)
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", silence_logs=logging.ERROR)
+    try:
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=":0", silence_logs=logging.ERROR)
+    except (RuntimeError, OSError) as exc:
+        # A worker process that cannot start (too little memory, a main script that runs
+        # again in the child) surfaces as "Nanny failed to start": one line, and the way out.
+        cause = exc.__cause__ or exc
+        reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        raise ClusterError(f"could not start {n} local Dask worker process(es) ({reason[:120]}); "
+                           "use --workers 0 to compute in this process") from None
     return Client(cluster, set_as_default=False), cluster
 
 

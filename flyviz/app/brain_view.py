@@ -26,6 +26,7 @@ as such, so nobody mistakes them for anatomy.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from collections import deque
@@ -57,6 +58,8 @@ INTERACTION_DETAIL = 0.25
 #: Every neuron is drawn again this long after the last camera move or resize (ms).
 INTERACTION_SETTLE_MS = 250
 
+log = logging.getLogger(__name__)
+
 #: Renderer names of OpenGL implementations that draw on the CPU.
 SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swrast", "swiftshader", "software rasterizer",
                       "basic render")
@@ -68,7 +71,8 @@ def current_renderer() -> str:
         from vispy.gloo import gl
 
         return str(gl.glGetParameter(gl.GL_RENDERER) or "")
-    except Exception:  # no current context, or a driver that refuses the query
+    except Exception:  # noqa: BLE001 - a driver that refuses the query must not stop the app
+        log.warning("cannot ask OpenGL which renderer draws", exc_info=True)
         return ""
 
 

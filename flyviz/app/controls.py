@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSlider, QSpinBox,
                                QVBoxLayout, QWidget)
@@ -27,8 +28,8 @@ class _EnterKeyFilter(QObject):
         self._submit = submit
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
-        if event.type() == QEvent.Type.KeyPress and event.key() in (Qt.Key.Key_Return,
-                                                                     Qt.Key.Key_Enter):
+        if isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress and \
+                event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             self._submit()
             return True
         return False
@@ -57,12 +58,12 @@ class PromptBar(QWidget):
         self.box.setObjectName("promptBox")
         self.box.setEditable(True)
         self.box.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.box.setCompleter(None)
+        self.box.setCompleter(None)  # type: ignore[arg-type]  # None removes it (Qt docs)
         self.box.addItems(SUGGESTED_PROMPTS)
         self.box.setCurrentIndex(-1)
         self.box.setMinimumWidth(380)
-        self.box.lineEdit().setPlaceholderText("Type a prompt and press Enter, or pick a suggestion")
-        self.box.lineEdit().setClearButtonEnabled(True)
+        self.line_edit.setPlaceholderText("Type a prompt and press Enter, or pick a suggestion")
+        self.line_edit.setClearButtonEnabled(True)
         self.box.setToolTip("The text the model continues (suggestions in the list)")
         self.run_button = QPushButton("Run")
         self.run_button.setObjectName("runButton")
@@ -73,14 +74,16 @@ class PromptBar(QWidget):
         # replace the typed text by a matching suggestion and report it as picked.
         self._enter = _EnterKeyFilter(self._submit, self)
         self.box.installEventFilter(self._enter)
-        self.box.lineEdit().installEventFilter(self._enter)
+        self.line_edit.installEventFilter(self._enter)
         self.box.activated.connect(lambda _i: self._submit())
         self.run_button.clicked.connect(self._submit)
 
     @property
     def line_edit(self) -> QLineEdit:
         """The text field (tests type into it)."""
-        return self.box.lineEdit()
+        edit = self.box.lineEdit()
+        assert edit is not None  # the box is editable
+        return edit
 
     def text(self) -> str:
         """The prompt as typed."""

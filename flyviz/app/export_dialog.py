@@ -12,6 +12,8 @@ leaves nothing under the chosen file name.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,10 @@ from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError, FlyvizError
 from flyviz.record.recording import Recording
+from flyviz.render.camera import CameraPose
+from flyviz.render.style import CloudStyle, ColourScale, activation_layer
+
+log = logging.getLogger(__name__)
 
 #: (label, format, extension) in the format menu.
 FORMATS = (("MP4 (H.264)", "mp4", ".mp4"), ("WebM (VP9, smallest)", "webm", ".webm"),
@@ -51,13 +57,24 @@ class ExportDialog(QDialog):
         Shown in the movie's header.
     parent
         Parent widget.
+    style
+        The window's display settings (its brain view's
+        :class:`~flyviz.render.style.CloudStyle`): the form starts from its
+        colours, colour range, point size and glow, and the movie keeps its
+        brightness gain and background. Without it, flyviz's defaults.
+    camera
+        The window's camera: the form offers "as in the window" as the view,
+        chosen at first.
     """
 
     def __init__(self, recording: Recording, anatomy: Anatomy, model_name: str,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, style: CloudStyle | None = None,
+                 camera: CameraPose | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Export movie")
         self.recording, self.anatomy, self.model_name = recording, anatomy, model_name
+        self.window_style, self.window_camera = style or CloudStyle(), camera
+        layer = self.window_style.layer
         n = len(recording)
         form = QFormLayout()
 
@@ -119,11 +136,48 @@ class ExportDialog(QDialog):
         self.mode_combo = QComboBox()
         self.mode_combo.addItem("signed h (blue − / orange +)", "signed")
         self.mode_combo.addItem("|h| (magnitude)", "abs")
+        if not (layer.is_state and layer.colormap in ("signed", "abs")):
+            # A colour layer (importance, a difference, ...) is shown: the movie can show it too.
+            self.mode_combo.addItem(f"as shown: {layer.caption}", "layer")
+        self.mode_combo.setCurrentIndex(self.mode_combo.findData(
+            layer.colormap if layer.is_state and layer.colormap in ("signed", "abs") else "layer"))
+        self.mode_combo.currentIndexChanged.connect(self._on_colours_change)
         form.addRow("Colours", self.mode_combo)
+
+        self.range_spin = QDoubleSpinBox()
+        self.range_spin.setRange(0.0, 1000.0)
+        self.range_spin.setDecimals(3)
+        self.range_spin.setSingleStep(0.05)
+        self.range_spin.setSpecialValueText("auto")
+        self.range_spin.setToolTip("The activation at the end of the colour range (auto: the "
+                                   "99th percentile of |h| over the exported tokens)")
+        scale = self.window_style.layer.scale if layer.is_state else ColourScale.auto()
+        self.range_spin.setValue(scale.limit if scale.kind == "fixed" else 0.0)
+        form.addRow("Colour range ±", self.range_spin)
+
+        self.point_spin = QDoubleSpinBox()
+        self.point_spin.setRange(0.1, 100.0)
+        self.point_spin.setDecimals(1)
+        self.point_spin.setSuffix(" px")
+        self.point_spin.setToolTip("Diameter of a quiet neuron at 720 lines (scaled with the "
+                                   "movie's height, as in the window)")
+        self.point_spin.setValue(self.window_style.point_size)
+        form.addRow("Point size", self.point_spin)
+
+        self.glow_spin = QDoubleSpinBox()
+        self.glow_spin.setRange(0.0, 2.0)
+        self.glow_spin.setDecimals(2)
+        self.glow_spin.setSingleStep(0.1)
+        self.glow_spin.setToolTip("Halo strength of active neurons, 0 to 2")
+        self.glow_spin.setValue(self.window_style.glow)
+        form.addRow("Glow", self.glow_spin)
 
         self.view_combo = QComboBox()
         for view in ("front", "top", "side"):
             self.view_combo.addItem(view, view)
+        if camera is not None:
+            self.view_combo.addItem("as in the window", "window")
+            self.view_combo.setCurrentIndex(self.view_combo.count() - 1)
         form.addRow("View", self.view_combo)
 
         self.hold_spin = QDoubleSpinBox()
@@ -146,9 +200,11 @@ class ExportDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(self.summary)
         layout.addWidget(buttons)
-        for spin in (self.first_spin, self.last_spin, self.fps_spin, self.k_spin, self.hold_spin):
+        for spin in (self.first_spin, self.last_spin, self.fps_spin, self.k_spin):
             spin.valueChanged.connect(self._update_summary)
+        self.hold_spin.valueChanged.connect(self._update_summary)
         self._on_format_change()
+        self._on_colours_change()
 
     # ------------------------------------------------------------- reading
     def _default_path(self) -> str:
@@ -168,16 +224,44 @@ class ExportDialog(QDialog):
         from flyviz.render.offscreen import parse_size
 
         fmt = self.current_format()
+        mode = str(self.mode_combo.currentData())
+        view = str(self.view_combo.currentData())
         return ExportOptions(
             size=parse_size(self.size_combo.currentText()), fps=float(self.fps_spin.value()),
             frames_per_token=self.k_spin.value(),
             quality=self.quality_spin.value() if fmt in DEFAULT_QUALITY else None,
-            orbit=self.orbit_spin.value(), mode=str(self.mode_combo.currentData()),
+            orbit=self.orbit_spin.value(), mode=mode if mode in ("signed", "abs") else "signed",
             start=self.first_spin.value() - 1, stop=self.last_spin.value(),
-            overlays=self.overlays_check.isChecked(), view=str(self.view_combo.currentData()),
-            hold_seconds=self.hold_spin.value()).validate()
+            overlays=self.overlays_check.isChecked(), view=view if view != "window" else "front",
+            scale=self.range_spin.value() or None, hold_seconds=self.hold_spin.value(),
+            point_size=self.point_spin.value(), glow=self.glow_spin.value()).validate()
+
+    def cloud_style(self) -> CloudStyle:
+        """How the movie draws the brain: the window's style with the form's changes.
+
+        The colours (the state as signed or |h| over the form's range, or the
+        colour layer the window shows), point size and glow come from the
+        form; the brightness gain and background stay the window's.
+        """
+        if self.mode_combo.currentData() == "layer":
+            layer = self.window_style.layer
+        else:
+            limit = self.range_spin.value()
+            layer = activation_layer(str(self.mode_combo.currentData()),
+                                     ColourScale.fixed(limit) if limit else ColourScale.auto())
+        return dataclasses.replace(self.window_style, layer=layer,
+                                   point_size=self.point_spin.value(),
+                                   glow=self.glow_spin.value())
+
+    def camera(self) -> CameraPose | None:
+        """The window's camera when the view is "as in the window", else ``None`` (a preset)."""
+        return self.window_camera if self.view_combo.currentData() == "window" else None
 
     # ------------------------------------------------------------- reacting
+    def _on_colours_change(self) -> None:
+        # A colour layer brings its own range; the range applies to the state's colours.
+        self.range_spin.setEnabled(self.mode_combo.currentData() != "layer")
+
     def _on_format_change(self) -> None:
         fmt = self.current_format()
         ext = dict((f, e) for _, f, e in FORMATS)[fmt]
@@ -339,22 +423,21 @@ class ExportRunner(QObject):
 
 
 def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, out: Path,
-               options: ExportOptions, model_name: str, *, layer: Any = None,
+               options: ExportOptions, model_name: str, *, style: CloudStyle | None = None,
+               camera: CameraPose | None = None,
                overlays: Any = None) -> tuple[Path | None, BaseException | None]:
     """Export with a cancellable progress dialog; return ``(path, error)`` when finished.
 
-    ``layer`` (a :class:`~flyviz.render.style.ColourLayer`) colours the neurons
-    instead of the recorded state; ``overlays(start, stop)`` gives what the
-    overlays say at each exported token (default: the recording's own text).
+    ``style`` and ``camera`` replace the options' colours, point size, glow
+    and view (see :class:`ExportRunner`). ``overlays(start, stop)`` gives what
+    the overlays say at each exported token (default: the recording's own text;
+    a comparison gives both texts).
     """
-    style = options.cloud_style()
-    if layer is not None:
-        style = style.with_layer(layer)
     contents = None
     if overlays is not None and options.overlays:
         contents = list(overlays(*options.validate().token_range(len(recording))))
     runner = ExportRunner(recording, anatomy, out, options, model_name, style=style,
-                          overlay_contents=contents)
+                          camera=camera, overlay_contents=contents)
     dialog = QProgressDialog(f"Exporting {out.name}…", "Cancel", 0, runner.total, parent)
     dialog.setWindowTitle("Export movie")
     dialog.setWindowModality(Qt.WindowModality.ApplicationModal)
@@ -380,15 +463,17 @@ def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, o
 
 
 def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Anatomy | None,
-                      model_name: str, *, layer: Any = None,
-                      overlays: Any = None) -> Path | None:
+                      model_name: str, *, style: CloudStyle | None = None,
+                      camera: CameraPose | None = None, overlays: Any = None) -> Path | None:
     """Ask for settings, export, and tell the user how it went; return the written path.
 
-    ``layer`` and ``overlays``: as for :func:`run_export` (a comparison's Δx and both texts).
+    The form starts from ``style`` and ``camera``, the window's display
+    settings (see :class:`ExportDialog`); ``overlays`` as for :func:`run_export`.
     """
     def tell(text: str, error: bool = False) -> None:
-        if hasattr(parent, "show_message"):
-            parent.show_message(text, error=error, dialog=error)
+        show_message = getattr(parent, "show_message", None)  # the main window's
+        if show_message is not None:
+            show_message(text, error=error, dialog=error)
         elif error:
             QMessageBox.warning(parent, "Export movie", text)
         else:
@@ -397,21 +482,29 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
     if anatomy is None or not len(recording):
         tell("nothing to export yet: run a prompt first", error=True)
         return None
-    dialog = ExportDialog(recording, anatomy, model_name, parent)
+    dialog = ExportDialog(recording, anatomy, model_name, parent, style=style, camera=camera)
     if dialog.exec() != QDialog.DialogCode.Accepted:
         return None
     try:
         path, error = run_export(parent, recording, anatomy, dialog.output_path(), dialog.options(),
-                                 model_name, layer=layer, overlays=overlays)
+                                 model_name, style=dialog.cloud_style(), camera=dialog.camera(),
+                                 overlays=overlays)
     except FlyvizError as exc:
         path, error = None, exc
     except Exception as exc:  # noqa: BLE001 - the app never crashes on an export
-        path, error = None, ExportError(f"export failed: {exc}")
+        path, error = None, exc
     if isinstance(error, ExportCancelled):
         tell("export cancelled; nothing was written")
         return None
     if error is not None:
-        message = str(error) if isinstance(error, FlyvizError) else f"export failed: {error}"
+        if isinstance(error, FlyvizError):
+            message = str(error)
+        else:
+            # A bug, not a bad setting: name it, and keep its traceback in the log.
+            log.error("export failed with an unexpected error",
+                      exc_info=(type(error), error, error.__traceback__))
+            message = f"export failed (an unexpected error, please report it): " \
+                      f"{type(error).__name__}: {error}"
         tell(message, error=True)
         return None
     tell(f"saved {path}")

@@ -182,16 +182,17 @@ class FileController:
             window.show_message(f"movie export is unavailable: {exc}", error=True, dialog=True)
             return
         window.runs.pause()   # the movie shows the recording as it is now
+        # The form starts from what the window shows: its colours (Δx while a comparison
+        # is shown), range, size, glow, gain, background and camera.
         recording = session.recording
-        layer = window.display.layer       # Δx of a comparison, or another layer shown
-        overlays = None
-        if recording.baseline is not None:
+        extra = {}
+        if recording.baseline is not None:      # a comparison: both texts in the overlay
             from flyviz.app.compare_views import comparison_overlays
 
-            def overlays(start: int, stop: int, rec: Recording = recording):
-                return comparison_overlays(rec, start, stop)
-        export_dialog.run_export_dialog(window, recording, window.anatomy, window.model_name,
-                                        layer=layer, overlays=overlays)
+            extra["overlays"] = lambda start, stop: comparison_overlays(recording, start, stop)
+        export_dialog.run_export_dialog(window, recording, window.anatomy,
+                                        window.model_name, style=window.brain.style,
+                                        camera=window.brain.camera_pose(), **extra)
 
     def screenshot_dialog(self) -> None:
         """Alt+S: choose what and how large, then where."""

@@ -115,7 +115,7 @@ class MainWindow(QMainWindow):
             from flyviz.resources import asset_path
 
             self.setWindowIcon(QIcon(str(asset_path("icons", "flyviz.svg"))))
-        except (ImportError, FileNotFoundError):
+        except FileNotFoundError:  # an installation without the icon still works
             pass
 
         self.models = ModelController(model_loader, self)

@@ -12,8 +12,8 @@ several overlap.
 
 from __future__ import annotations
 
+import logging
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,8 @@ from flyviz.model.engine import Engine
 from flyviz.model.errors import DatasetNotFoundError, FlyvizError
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
 from flyviz.record.runner import Model
+
+log = logging.getLogger(__name__)
 
 #: ``load(spec, progress) -> Checkpoint``: resolves a folder, hub id or "demo". A loader
 #: that also accepts ``dataset_dir=`` is given the dataset folder the user chose, if any.
@@ -206,9 +208,12 @@ class ModelLoader(QThread):
             self.failed.emit(self.spec, "out of memory while loading the model; "
                                         "close other programs or use a smaller model")
             return
-        except Exception as exc:  # never let a loader bug take the app down
-            traceback.print_exc()
-            self.failed.emit(self.spec, f"cannot load {self.spec!r}: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - never let a loader bug take the app down
+            # A bug, not a missing model: the message names the error and the log keeps
+            # its traceback.
+            log.exception("loading %r failed with an unexpected error", self.spec)
+            self.failed.emit(self.spec, f"cannot load {self.spec!r} (an unexpected error, "
+                                        f"please report it): {type(exc).__name__}: {exc}")
             return
         self.loaded.emit(bundle)
 

@@ -494,7 +494,9 @@ def report_dialog(parent: QWidget | None, report: VerificationReport,
     failed_rows = [row for row, check in enumerate(report.checks) if check.status == FAIL]
     if failed_rows:
         table.selectRow(failed_rows[0])
-        table.scrollToItem(table.item(failed_rows[0], 0))
+        first = table.item(failed_rows[0], 0)
+        if first is not None:
+            table.scrollToItem(first)
     layout.addWidget(table)
     buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
     buttons.rejected.connect(dialog.reject)

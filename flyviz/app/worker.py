@@ -21,8 +21,8 @@ state) without bound, and the window always shows a recent frame.
 
 from __future__ import annotations
 
+import logging
 import time
-import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +34,8 @@ from flyviz.model.interventions import ResolvedInterventions
 from flyviz.record.frame import Frame
 from flyviz.record.run import GenerationSettings
 from flyviz.record.runner import Model
+
+log = logging.getLogger(__name__)
 
 #: Worker states reported by :attr:`EngineWorker.state_changed`.
 IDLE, RUNNING, PAUSED = "idle", "running", "paused"
@@ -294,8 +296,9 @@ class EngineWorker(QObject):
         except FlyvizError as exc:
             self._fail(str(exc))
             return
-        except Exception as exc:  # a bug: report it instead of killing the thread
-            traceback.print_exc()
+        except Exception as exc:  # noqa: BLE001 - a bug: say so (with its traceback in the log)
+            # instead of killing the thread; the message names the error, not a user mistake.
+            log.exception("the model stopped with an unexpected error")
             self._fail(f"the model stopped with an unexpected error: {type(exc).__name__}: {exc}")
             return
         self._last_step = time.perf_counter()

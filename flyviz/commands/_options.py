@@ -37,10 +37,17 @@ KERNEL_HELP = ("sparse kernel for W @ x: auto (default: the FLYVIZ_KERNEL enviro
                "results; scipy runs where it cannot compile). Example: --kernel llvm")
 
 
-def add_kernel_option(parser: Any) -> None:
+#: ``--kernel`` of the commands that run the batched engine, whose default is llvm.
+BATCH_KERNEL_HELP = ("sparse kernel for W @ X: auto (default: the FLYVIZ_KERNEL environment "
+                     "variable, else llvm, the compiled multi-column kernel, where it compiles, "
+                     "else scipy), scipy, or llvm; all give bit-identical results. "
+                     "Example: --kernel scipy")
+
+
+def add_kernel_option(parser: Any, help_text: str = KERNEL_HELP) -> None:
     """Add ``--kernel {auto,scipy,llvm}`` (what ``FLYVIZ_KERNEL`` sets, as an option)."""
     parser.add_argument("--kernel", choices=("auto", "scipy", "llvm"), default="auto",
-                        help=KERNEL_HELP)
+                        help=help_text)
 
 
 def kernel_from_args(args: argparse.Namespace) -> str | None:
@@ -64,6 +71,32 @@ def model_from_args(args: argparse.Namespace, spec: str | None = None,
     kernel = kernel_from_args(args)
     checkpoint = load_model_from_args(args, spec, progress)
     return Model(checkpoint, spec=str(spec if spec is not None else args.spec), kernel=kernel)
+
+
+def add_cluster_options(parser: argparse.ArgumentParser, parts: str) -> None:
+    """Add ``--workers N | --scheduler ADDRESS`` and ``--resume`` (the commands that run on
+    Dask); ``parts`` names where an interrupted run keeps its finished tasks."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="worker processes of a local Dask cluster (default: the usable "
+                            "cores); 0 runs in this process without Dask, e.g. --workers 2")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786")
+    parser.add_argument("--resume", action="store_true",
+                        help=f"continue an interrupted run from its finished tasks (kept in "
+                             f"{parts})")
+
+
+def check_cluster_options(args: argparse.Namespace) -> None:
+    """Check ``--workers``, and that ``--scheduler`` can be reached (before any work)."""
+    from flyviz.errors import InputError
+
+    if args.workers is not None and not 0 <= args.workers <= 1024:
+        raise InputError(f"--workers {args.workers} must be between 0 and 1024")
+    if args.scheduler:
+        from flyviz.analysis.cluster import check_scheduler
+
+        check_scheduler(args.scheduler)
 
 
 def add_generation_options(group: Any) -> None:

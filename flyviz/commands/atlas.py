@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flyviz.model.errors import InputError
+from flyviz.commands._options import add_cluster_options, check_cluster_options
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -44,15 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-tokens", type=int, default=d.chunk_tokens, metavar="N",
                         help=f"tokens per task, the unit of work and of --resume (default "
                              f"{d.chunk_tokens:,})")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="worker processes of a local Dask cluster (default: the usable "
-                            "cores); 0 runs in this process without Dask")
-    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                       help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue an interrupted run from its finished chunks "
-                             "(kept in ATLAS.parts)")
+    add_cluster_options(parser, "ATLAS.parts")
     parser.epilog = (
         "examples:\n"
         "  flyviz atlas demo --corpus stories.txt --out stories.atlas\n"
@@ -73,17 +65,12 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.model.resolve import load_model
     from flyviz.model.tokenizer import tokenizer_for
 
-    if args.workers is not None and not 0 <= args.workers <= 1024:
-        raise InputError(f"--workers {args.workers} must be between 0 and 1024")
     settings = AtlasSettings(top_k=args.top_k, context=args.context, streams=args.batch,
                              density_threshold=args.density_threshold,
                              samples_per_band=0 if args.compact else AtlasSettings.samples_per_band,
                              chunk_tokens=args.chunk_tokens).validate()
     check_output(args.out.expanduser())
-    if args.scheduler:
-        from flyviz.analysis.cluster import check_scheduler
-
-        check_scheduler(args.scheduler)  # fail in one line before reading anything
+    check_cluster_options(args)  # fail in one line before reading anything
 
     def log(line: str) -> None:
         print(f"flyviz atlas: {line}", file=sys.stderr, flush=True)

@@ -21,6 +21,7 @@ from flyviz.commands._options import (add_dataset_option, add_generation_options
                                       interventions_from_args, model_from_args, recording_model,
                                       warn_idle_interventions)
 from flyviz.errors import InputError
+from flyviz.render.gl_backend import BACKENDS, GL_HELP
 
 EPILOG = """\
 output format (from --out):
@@ -33,7 +34,7 @@ frames: each token gets --frames-per-token frames easing from the previous state
 to the token's, plus round(--hold * --fps) hold frames at the end.
 
 OpenGL: EGL without a display is tried first, then the usual display (e.g. under
-xvfb-run), then OSMesa; set FLYVIZ_OFFSCREEN_GL=egl|default|osmesa to choose.
+xvfb-run), then OSMesa; --gl egl|default|osmesa (or FLYVIZ_OFFSCREEN_GL) chooses.
 
 examples:
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
@@ -88,6 +89,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="keep the last frame on screen this long (default 1)")
     movie.add_argument("--speed", default="veryfast", metavar="PRESET",
                        help="x264 preset for MP4 (default veryfast)")
+    movie.add_argument("--gl", choices=("auto",) + BACKENDS, default="auto", help=GL_HELP)
     movie.add_argument("--no-overlays", action="store_true",
                        help="draw only the brain (no text, bars or colourbar)")
     parser.add_argument("--bench", action="store_true",
@@ -171,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.export import ExportOptions, export_recording, movie_format
     from flyviz.render.offscreen import parse_size
 
+    from flyviz.render.gl_backend import requested_backend
+
+    requested_backend(args.gl)  # a bad FLYVIZ_OFFSCREEN_GL fails before the model loads
     start, stop = _token_range(args.tokens)
     options = ExportOptions(size=parse_size(args.size), fps=args.fps,
                             frames_per_token=args.frames_per_token, quality=args.quality,
@@ -231,13 +236,13 @@ def run(args: argparse.Namespace) -> int:
 
     from flyviz.render.offscreen import offscreen_app
 
-    _, backend = offscreen_app()
+    _, backend = offscreen_app(backend=args.gl)
     progress = ProgressLine(f"exporting {Path(args.out).name}")
     rss = _Memory() if args.bench else None
     previous = _exit_on_sigterm()
     try:
         out = export_recording(recording, anatomy, args.out, options,
-                               progress=rss.wrap(progress) if rss else progress)
+                               progress=rss.wrap(progress) if rss else progress, gl=args.gl)
     finally:
         progress.end_line()
         if previous is not None:

@@ -10,6 +10,25 @@ from typing import Any
 from flyviz.commands._options import add_dataset_option
 from flyviz.model.errors import InputError
 
+#: ``flyviz gui --gl`` choices.
+GL_CHOICES = ("auto", "software")
+
+
+def use_gl(choice: str) -> None:
+    """Choose the app's OpenGL before Qt starts (``--gl``).
+
+    ``software`` asks Mesa for its CPU renderer (``LIBGL_ALWAYS_SOFTWARE``,
+    read when the first OpenGL context is made) and Qt for its software
+    OpenGL where it ships one (Windows); ``auto`` leaves both to the system.
+    """
+    if choice == "software":
+        import os
+
+        from PySide6.QtCore import QCoreApplication, Qt
+
+        os.environ["LIBGL_ALWAYS_SOFTWARE"] = "1"
+        QCoreApplication.setAttribute(Qt.ApplicationAttribute.AA_UseSoftwareOpenGL)
+
 
 def _size(text: str) -> tuple[int, int]:
     match = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\d+)\s*", text)
@@ -32,6 +51,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="window size in pixels, e.g. 1600x1000")
     parser.add_argument("--recording", metavar="FILE",
                         help="open this recording (.flyrec) once the model is loaded")
+    parser.add_argument("--gl", choices=GL_CHOICES, default="auto",
+                        help="OpenGL for the brain view, screenshots and movies: auto (the "
+                             "system's, default) or software (Mesa's llvmpipe on the CPU: "
+                             "slower, for a missing or broken graphics driver or a remote "
+                             "desktop; the same as LIBGL_ALWAYS_SOFTWARE=1), e.g. --gl software")
     parser.epilog = ("keys: Space play/pause, ←/→ step, Home/End jump, 1/2/3 views, Alt+S "
                      "screenshot, F1 lists every shortcut")
 
@@ -69,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     QCoreApplication.setOrganizationDomain(ORGANIZATION_DOMAIN)
     QCoreApplication.setApplicationName(APP_NAME)
     QApplication.setAttribute(Qt.ApplicationAttribute.AA_ShareOpenGLContexts)
+    use_gl(getattr(args, "gl", "auto"))
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     app.setApplicationDisplayName("flyviz")

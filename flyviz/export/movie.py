@@ -62,15 +62,19 @@ def model_name_of(recording: Recording, fallback: str = "") -> str:
 
 def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions,
                   model_name: str, *, style: Any = None, camera: Any = None,
-                  app: Any = None) -> Any:
+                  app: Any = None, gl: str | None = None) -> Any:
     """The :class:`~flyviz.render.offscreen.FrameRenderer` an export of ``recording`` uses.
 
+    It renders with ``app`` (a vispy application), else with the offscreen
+    OpenGL ``gl`` names (see :func:`~flyviz.render.gl_backend.offscreen_app`).
     Its colour range is fixed for the whole movie: the layer's fixed or given
     range, or its automatic policy over up to 48 frames of the exported range;
     its automatic brightness gain comes from 16 of them.
     """
-    from flyviz.render.offscreen import FrameRenderer
+    from flyviz.render.offscreen import FrameRenderer, offscreen_app
 
+    if app is None:
+        app, _ = offscreen_app(backend=gl)
     style = style or options.cloud_style()
     start, stop = options.token_range(len(recording))
     layer = style.layer
@@ -85,7 +89,8 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
                      options: ExportOptions | None = None, progress: ExportProgress | None = None,
                      cancelled: Callable[[], bool] | None = None, *, model_name: str | None = None,
                      renderer: Any = None, style: Any = None, camera: Any = None,
-                     overlay_contents: Iterable[Any] | None = None) -> Path:
+                     overlay_contents: Iterable[Any] | None = None,
+                     gl: str | None = None) -> Path:
     """Render frames ``options.start:options.stop`` of ``recording`` into a movie.
 
     Parameters
@@ -126,6 +131,11 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
         (:class:`~flyviz.render.overlay.OverlayContent`, e.g. two runs' texts
         for a comparison); default: :func:`~flyviz.render.overlay.iter_overlays`
         of ``recording``.
+    gl
+        The offscreen OpenGL to render with: ``"egl"``, ``"default"``,
+        ``"osmesa"``, or ``None``/``"auto"`` (``FLYVIZ_OFFSCREEN_GL``, else the
+        first that works; see :func:`~flyviz.render.gl_backend.offscreen_app`).
+        Ignored with ``renderer``.
 
     Returns
     -------
@@ -171,7 +181,8 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
 
     own_renderer = renderer is None
     if own_renderer:
-        renderer = make_renderer(recording, anatomy, options, name, style=style, camera=camera)
+        renderer = make_renderer(recording, anatomy, options, name, style=style, camera=camera,
+                                 gl=gl)
     target: AtomicTarget | None = None
     encoder: FrameEncoder | None = None
     try:

@@ -22,7 +22,7 @@ runs and the teacher-forced per-token statistics.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -158,7 +158,8 @@ class Comparison:
         return self.intervened.set_interventions(interventions)
 
     def run(self, prompt: str, settings: GenerationSettings | None = None, *,
-            mode: str = "forced", prompt_ids: list[int] | None = None) -> Iterator[ComparedStep]:
+            mode: str = "forced",
+            prompt_ids: list[int] | None = None) -> Generator[ComparedStep, None, None]:
         """Run both engines on ``prompt``, yielding one :class:`ComparedStep` per position.
 
         Parameters
@@ -305,6 +306,74 @@ def comparison_trace(recording: "Recording") -> ComparisonTrace | None:
 
     return ComparisonTrace(str(info.get("mode", "forced")), column("kl"),
                            column("mean_abs_delta"))
+
+
+
+def _cross_entropy(probabilities: np.ndarray, target: int) -> float:
+    """``-ln p(target)`` in nats, ``p`` floored at :data:`PROBABILITY_FLOOR` as in KL."""
+    return -float(np.log(max(float(probabilities[target]), PROBABILITY_FLOOR)))
+
+
+@dataclass(frozen=True)
+class TextPosition:
+    """One position of a comparison teacher-forced on a given text (:func:`forced_on_text`).
+
+    Parameters
+    ----------
+    position
+        Input position (0 is BOS).
+    target
+        The text's next token, the one this position predicts.
+    kl
+        KL(p_untouched ‖ p_intervened) in nats, as :func:`kl_divergence`.
+    cross_entropy_untouched, cross_entropy_intervened
+        ``-ln p(target)`` under each model's next-token distribution (nats; ``p``
+        floored at :data:`PROBABILITY_FLOOR`, as in :func:`kl_divergence`).
+    top1_untouched, top1_intervened
+        Each model's most likely next token (the lower id on a tie).
+    """
+
+    position: int
+    target: int
+    kl: float
+    cross_entropy_untouched: float
+    cross_entropy_intervened: float
+    top1_untouched: int
+    top1_intervened: int
+
+
+def forced_on_text(comparison: Comparison, token_ids: Sequence[int]) -> Iterator[TextPosition]:
+    """Both models read ``token_ids`` (BOS first); one :class:`TextPosition` per position
+    that predicts a token of the text.
+
+    Position ``p`` (0 is BOS) has read ``token_ids[:p + 1]`` and predicts
+    ``token_ids[p + 1]``, so a text of ``L`` ids gives positions ``0 .. L - 2``;
+    the last id predicts nothing of the text. The text is fed as the prompt of
+    :meth:`Comparison.run`, so the numbers are the ones its frames carry (the
+    cross-entropies read off their float64 distributions). ``flyviz sweep``'s
+    lesion map is defined as the mean of these over a corpus
+    (:mod:`flyviz.analysis.sweep`).
+    """
+    ids = [int(i) for i in token_ids]
+    if len(ids) < 2:
+        return
+    settings = GenerationSettings(max_new_tokens=1, seed=0, top_k=1)
+    steps = comparison.run("", settings, prompt_ids=ids)
+    try:
+        for step in steps:
+            if step.position >= len(ids) - 1:
+                return
+            base, other = step.baseline, step.intervened
+            assert base is not None and other is not None and step.kl is not None
+            assert base.probabilities is not None and other.probabilities is not None
+            target = ids[step.position + 1]
+            yield TextPosition(
+                position=step.position, target=target, kl=step.kl,
+                cross_entropy_untouched=_cross_entropy(base.probabilities, target),
+                cross_entropy_intervened=_cross_entropy(other.probabilities, target),
+                top1_untouched=int(base.top_k_ids[0]), top1_intervened=int(other.top_k_ids[0]))
+    finally:
+        steps.close()
 
 
 def parted_at(a: Sequence[int], b: Sequence[int]) -> int | None:

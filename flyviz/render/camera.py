@@ -165,8 +165,9 @@ class CameraPose:
     def of(cls, camera) -> "CameraPose":
         """The pose of a vispy ``TurntableCamera``."""
         distance = camera.distance
+        x, y, z = (float(c) for c in camera.center)
         return cls(azimuth=float(camera.azimuth), elevation=float(camera.elevation),
-                   center=tuple(float(c) for c in camera.center),
+                   center=(x, y, z),
                    scale_factor=float(camera.scale_factor), fov=float(camera.fov),
                    distance=None if distance is None else float(distance))
 

@@ -268,8 +268,8 @@ class ColourLayer:
         if stop <= start:
             return np.zeros((0, recording.neurons), np.float32)
         picks = np.unique(np.linspace(start, stop - 1, min(samples, stop - start)).round().astype(int))
-        rows = [self.values(recording, int(i)) for i in picks]
-        rows = [np.asarray(r, np.float32) for r in rows if r is not None]
+        values = [self.values(recording, int(i)) for i in picks]
+        rows = [np.asarray(r, np.float32) for r in values if r is not None]
         return np.stack(rows) if rows else np.zeros((0, recording.neurons), np.float32)
 
     def recording_range(self, recording: "Recording", start: int = 0,

@@ -1,0 +1,148 @@
+"""``flyviz sweep SPEC --by superclass|type|side|FILE --text PATH... --out RESULT``: the lesion map.
+
+Lesions every group in turn (silence, cut-out or cut-in), teacher-forced over a
+text, on Dask (a LocalCluster of ``--workers`` processes, or an existing
+cluster with ``--scheduler``); writes one row per group to CSV or Parquet and
+prints the groups sorted by how much the text's cross-entropy rises (see
+:mod:`flyviz.analysis.sweep`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from flyviz.commands._options import (BATCH_KERNEL_HELP, add_cluster_options,
+                                      add_dataset_option, add_kernel_option,
+                                      check_cluster_options, kernel_from_args,
+                                      load_model_from_args)
+from flyviz.errors import InputError
+
+EPILOG = """\
+what it measures, per group (teacher-forced: every column reads the text's tokens):
+  delta_ce        mean increase in cross-entropy over the untouched model (nats/token)
+  kl              mean KL(p_untouched || p_lesioned) of the next-token distributions
+  top1_agreement  fraction of positions where both predict the same most likely token
+Each window of the text is read as BOS + tokens from the zero state; position p
+predicts token p+1 (the BOS predicts the first token; the last predicts nothing).
+These are the numbers 'flyviz compare' gives for the same intervention.
+
+a FILE for --by holds one group per line, NAME: QUERY (the query language of
+--silence; '#' starts a comment line), e.g.
+  sensory left:   superclass:cb_sensory & side:left
+  kenyon cells:   type:KC*
+  inhibitory:     sign:inhibitory
+
+RESULT is .csv or .parquet; its settings and the model's digests are in the
+Parquet metadata (key flyviz_sweep), or in the CSV's first line
+('# flyviz-sweep {...}'; pandas.read_csv(RESULT, skiprows=1) reads the table).
+
+examples:
+  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --max-tokens 2000 \\
+      --out superclass.csv
+  flyviz sweep demo --by type --text stories/ --mode cut-out --out types.parquet --workers 8
+  flyviz sweep ./fly-llm-hf --by type --text wiki.jsonl --max-tokens 100000 \\
+      --out types.parquet --scheduler tcp://10.0.0.5:8786
+  flyviz sweep demo --by groups.txt --text story.txt --out mine.csv --resume
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz sweep``."""
+    from flyviz.analysis.sweep import MODES, SweepSettings
+
+    d = SweepSettings()
+    parser.add_argument("spec", metavar="SPEC",
+                        help="model: a folder, a hub repo id or 'demo' (on a cluster every "
+                             "worker must be able to load it from the same spec)")
+    parser.add_argument("--by", required=True, metavar="superclass|type|side|FILE",
+                        help="the groups: every superclass, every cell type, each side, or the "
+                             "named queries of FILE (one 'NAME: QUERY' per line), e.g. --by type")
+    parser.add_argument("--text", nargs="+", required=True, metavar="PATH", type=Path,
+                        help="the text: files (documents separated by blank lines), JSON Lines "
+                             "with a 'text' field, Parquet with a 'text' column, or folders of "
+                             "them, e.g. --text assets/demo/heldout.txt")
+    parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                        help="read at most N tokens of the text, BOS tokens included (default: "
+                             "all of it), e.g. --max-tokens 2000")
+    parser.add_argument("--mode", choices=MODES, default=d.mode,
+                        help="the lesion: silence (state 0 after every step, the default), "
+                             "cut-out (every synapse from the group removed) or cut-in (every "
+                             "synapse onto it removed), e.g. --mode cut-out")
+    parser.add_argument("--out", required=True, type=Path, metavar="RESULT",
+                        help="the result, .csv or .parquet (by extension), e.g. lesions.csv")
+    add_dataset_option(parser)
+    add_kernel_option(parser, BATCH_KERNEL_HELP)
+    add_cluster_options(parser, "RESULT.parts")
+    parser.add_argument("--batch", type=int, default=d.streams, metavar="B",
+                        help=f"columns stepped together per pass: B-1 groups and the untouched "
+                             f"model (default {d.streams}), e.g. --batch 33")
+    parser.add_argument("--context", type=int, default=d.context, metavar="T",
+                        help=f"longest window fed from the zero state, BOS included (default "
+                             f"{d.context}); longer documents are cut into several windows")
+    parser.add_argument("--chunk-tokens", type=int, default=d.chunk_tokens, metavar="N",
+                        help=f"tokens per chunk of the text; a block of groups over a chunk is "
+                             f"one task, the unit of work and of --resume (default "
+                             f"{d.chunk_tokens:,}; cut finer when there are few groups)")
+    parser.add_argument("--show", type=int, default=30, metavar="N",
+                        help="rows of the sorted table to print (default 30; 0 prints all)")
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _worker_spec(spec: str) -> str:
+    """The spec workers load: a local folder as an absolute path (workers may start
+    elsewhere), anything else as given."""
+    local = Path(spec).expanduser()
+    return str(local.resolve()) if local.exists() else spec
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the options, load the model and the text, sweep, write and print."""
+    from flyviz.analysis.cluster import Interrupted, ProgressBar
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.sweep import (SweepSettings, check_by, check_output, format_table,
+                                       run_sweep, sweep_groups)
+    from flyviz.model.tokenizer import tokenizer_for
+
+    if args.show < 0:
+        raise InputError(f"--show {args.show} must be 0 (all rows) or more")
+    settings = SweepSettings(mode=args.mode, streams=args.batch, context=args.context,
+                             chunk_tokens=args.chunk_tokens,
+                             kernel=kernel_from_args(args)).validate()
+    check_by(args.by)
+    out = args.out.expanduser()
+    check_output(out)
+    check_cluster_options(args)  # fail in one line before reading anything
+
+    def log(line: str) -> None:
+        print(f"flyviz sweep: {line}", file=sys.stderr, flush=True)
+
+    ckpt = load_model_from_args(args)
+    groups = sweep_groups(ckpt, args.by)
+    corpus = build_corpus(args.text, tokenizer_for(ckpt), context=settings.context,
+                          max_tokens=args.max_tokens, bos_token_id=ckpt.config.bos_token_id)
+    bar = ProgressBar(len(groups) * corpus.counted_tokens, label="group-tokens")
+    dataset = None if args.dataset is None else str(Path(args.dataset).expanduser().resolve())
+    try:
+        result = run_sweep(_worker_spec(args.spec), ckpt, corpus, groups, out, settings,
+                           by=str(args.by), dataset=dataset, workers=args.workers,
+                           scheduler=args.scheduler, resume=args.resume, progress=bar, log=log)
+    except Interrupted as exc:
+        bar.close()
+        print(f"flyviz sweep: {exc}", file=sys.stderr)
+        return 130
+    bar.close()
+    what = args.by if args.by in ("superclass", "type", "side") else f"group of {args.by}"
+    print(f"lesion map of {ckpt.name}: {settings.mode} each {what}; {result.positions:,} "
+          f"positions of {', '.join(Path(s).name for s in corpus.sources[:3])}"
+          f"{'...' if len(corpus.sources) > 3 else ''}; untouched cross-entropy "
+          f"{result.baseline_cross_entropy:.4f} nats/token")
+    print(format_table(result.rows, args.show or None))
+    resumed = f", {result.resumed_tasks} of {result.tasks} tasks resumed" \
+        if result.resumed_tasks else ""
+    print(f"written to {result.path}: {len(result.rows):,} groups in {result.passes:,} pass(es), "
+          f"{result.seconds:.1f} s ({result.group_tokens_per_second:,.0f} group-tokens/s, "
+          f"{result.workers} worker(s){resumed})")
+    return 0

@@ -1,0 +1,141 @@
+"""A movie frame looks like the app's brain view: the same neurons lit, the same colours.
+
+The window's brain view and a movie frame, rendered at the same size: from
+File → Export movie with the form as it opens on the window's display
+settings (automatic gain, the window's camera), and from the export path
+given the view's style, gain and camera, through the app's Qt OpenGL (as
+the dialog draws) and through EGL (as ``flyviz export`` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+from app_conftest import app_checkpoint, window  # noqa: F401
+
+from flyviz.app._testing import make_frame
+from flyviz.record.recording import Recording
+
+pytestmark = pytest.mark.gui
+
+iio = pytest.importorskip("imageio.v3")
+
+#: Where to leave the compared images to look at (unset: nowhere).
+DUMP = os.environ.get("FLYVIZ_TEST_IMAGES")
+
+
+def _recording(n: int, seed: int = 3) -> Recording:
+    """Three frames with a third of the neurons active, of both signs."""
+    rng = np.random.default_rng(seed)
+    rec = Recording(n, {"model_name": "agreement"})
+    for i in range(3):
+        state = np.zeros(n, np.float32)
+        lit = rng.choice(n, size=n // 3, replace=False)
+        state[lit] = rng.uniform(0.3, 1.0, lit.size) * rng.choice([-1.0, 1.0], lit.size)
+        rec.append(make_frame(i, state))
+    return rec
+
+
+def _lit(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
+    """Pixels clearly off the background colour."""
+    return np.abs(rgb[..., :3].astype(int) - background).max(axis=-1) > 40
+
+
+def _dialog_frame(win, qtbot, recording: Recording, index: int, size: tuple[int, int],
+                  tmp_path) -> np.ndarray:
+    """Frame ``index`` exported as File → Export movie does: the dialog opened on the window's
+    display settings, left as they are, and its runner."""
+    from flyviz.app.export_dialog import ExportDialog, ExportRunner
+
+    brain = win.brain
+    dialog = ExportDialog(recording, win.anatomy, "agreement", win, style=brain.style,
+                          camera=brain.camera_pose())
+    qtbot.addWidget(dialog)
+    dialog.format_combo.setCurrentIndex(dialog.format_combo.findData("png"))
+    dialog.path_edit.setText(str(tmp_path / "dialog") + "/")
+    dialog.size_combo.setEditText(f"{size[0]}x{size[1]}")
+    dialog.first_spin.setValue(index + 1)
+    dialog.last_spin.setValue(index + 1)
+    dialog.k_spin.setValue(1)
+    dialog.hold_spin.setValue(0.0)
+    dialog.overlays_check.setChecked(False)
+    runner = ExportRunner(recording, win.anatomy, dialog.output_path(), dialog.options(),
+                          "agreement", style=dialog.cloud_style(), camera=dialog.camera())
+    with qtbot.waitSignal(runner.done, timeout=60_000) as blocker:
+        runner.start()
+    assert blocker.args[1] is None, blocker.args[1]
+    frames = sorted((tmp_path / "dialog").glob("*.png"))
+    assert len(frames) == 1
+    return iio.imread(frames[0])[..., :3]
+
+
+def _export_frame(win, recording: Recording, index: int, size: tuple[int, int], tmp_path,
+                  gl: str | None) -> np.ndarray:
+    """Frame ``index`` of a PNG export with the window's style, gain and camera."""
+    from flyviz.export import ExportOptions, export_recording
+    from flyviz.export.movie import make_renderer
+
+    brain = win.brain
+    style = dataclasses.replace(brain.style, gain=brain.gain)
+    options = ExportOptions(size=size, frames_per_token=1, overlays=False, start=index,
+                            stop=index + 1)
+    out = tmp_path / f"frames-{gl or 'qt'}"
+    if gl is None:  # as the export dialog does: the app's own OpenGL, on the GUI thread
+        import vispy.app
+
+        renderer = make_renderer(recording, win.anatomy, options, "agreement", style=style,
+                                 camera=brain.camera_pose(), app=vispy.app.use_app())
+        try:
+            export_recording(recording, win.anatomy, out, options, renderer=renderer, style=style)
+        finally:
+            renderer.close()
+    else:
+        export_recording(recording, win.anatomy, out, options, style=style,
+                         camera=brain.camera_pose(), gl=gl)
+    frames = sorted(out.glob("*.png"))
+    assert len(frames) == 1
+    return iio.imread(frames[0])[..., :3]
+
+
+@pytest.mark.parametrize("gl", [None, "egl", "dialog"], ids=["qt", "egl", "dialog"])
+@pytest.mark.parametrize("mode", ["signed", "abs"])
+def test_a_movie_frame_agrees_with_the_brain_view(window, qtbot, tmp_path, app_checkpoint,
+                                                 gl, mode):
+    from flyviz.model.errors import ExportError
+
+    win = window
+    n = app_checkpoint.config.neurons
+    recording = _recording(n)
+    win.controls.smoothing.setValue(0)
+    win.controls.auto_scale.setChecked(False)
+    win.controls.fixed_limit.setValue(1.0)
+    win.controls.point_size.setValue(5.0)
+    win.brain.set_mode(mode)
+    win.session.replace(recording)
+    win.show_token(1)
+    qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
+    view = win.brain.render_image()[..., :3]
+    size = (view.shape[1], view.shape[0])
+    try:
+        movie = (_dialog_frame(win, qtbot, recording, 1, size, tmp_path) if gl == "dialog"
+                 else _export_frame(win, recording, 1, size, tmp_path, gl))
+    except ExportError as exc:
+        pytest.skip(f"no {gl} OpenGL here: {exc}")
+    if DUMP:
+        for name, image in (("view", view), ("movie", movie)):
+            iio.imwrite(os.path.join(DUMP, f"agreement-{mode}-{gl or 'qt'}-{name}.png"), image)
+    assert movie.shape == view.shape
+
+    background = np.round(np.asarray(win.brain.style.background[:3]) * 255).astype(int)
+    lit_view, lit_movie = _lit(view, background), _lit(movie, background)
+    assert lit_view.sum() > 1000  # a real picture, not a few stray pixels
+    iou = (lit_view & lit_movie).sum() / (lit_view | lit_movie).sum()
+    difference = np.abs(view.astype(int) - movie.astype(int)).max(axis=-1)
+    print(f"{mode} {gl or 'qt'}: lit {lit_view.sum()} / {lit_movie.sum()} px, IoU {iou:.4f}, "
+          f"colour difference on lit pixels: median {np.median(difference[lit_view]):.0f}, "
+          f"99th percentile {np.percentile(difference[lit_view], 99):.0f}, max {difference.max()}")
+    assert iou > 0.98
+    assert np.percentile(difference[lit_view | lit_movie], 99) <= 6

@@ -71,6 +71,7 @@ def rewrite(path: Path, out: Path, *, meta: dict | None = None, tensors: dict | 
     header, _ = parts(path)
     metadata = dict(header["__metadata__"])
     metadata.update(meta or {})
+    metadata = {k: v for k, v in metadata.items() if v is not None}
     arrays = load_file(str(path))
     for name, value in (tensors or {}).items():
         if value is None:
@@ -86,11 +87,12 @@ def rewrite(path: Path, out: Path, *, meta: dict | None = None, tensors: dict | 
     return out
 
 
-def edit_frames(path: Path, out: Path, change, *, reseal: bool = False) -> Path:
+def edit_frames(path: Path, out: Path, change, *, reseal: bool = False,
+                key: str = "frames") -> Path:
     header, _ = parts(path)
-    frames = json.loads(header["__metadata__"]["frames"])
+    frames = json.loads(header["__metadata__"][key])
     change(frames)
-    return rewrite(path, out, meta={"frames": json.dumps(frames)}, reseal=reseal)
+    return rewrite(path, out, meta={key: json.dumps(frames)}, reseal=reseal)
 
 
 def write_v1_0(rec: Recording, path: Path) -> Path:
@@ -130,7 +132,23 @@ def saved(model_a, tmp_path_factory):
         rec = record_prompt(model_a, "the little dog saw", settings, states_dtype=dtype)
         out[dtype] = rec.save(root / f"run-{dtype}.flyrec")
     out["v1.0"] = write_v1_0(Recording.load(out["float16"]), root / "run-v1.0.flyrec")
+    out["comparison"] = compared(model_a, "free", settings).save(root / "compared.flyrec")
     return out
+
+
+def compared(model, mode: str, settings: GenerationSettings | None = None) -> Recording:
+    """A comparison recording: the model with a third of its neurons silenced against
+    itself untouched."""
+    from flyviz.model.interventions import Silence
+    from flyviz.record.compare import Comparison
+
+    comparison = Comparison.for_checkpoint(model, [Silence("id:0-100"), Silence([200, 201])])
+    try:
+        return comparison.record("the little dog saw",
+                                 settings or GenerationSettings(max_new_tokens=10, top_k=5),
+                                 mode=mode)
+    finally:
+        comparison.close()
 
 
 # --------------------------------------------------------------- versions and states
@@ -160,6 +178,60 @@ def test_a_flyviz_0_1_recording_still_opens(saved):
     assert len(old) == len(new) and old.metadata == new.metadata
     np.testing.assert_array_equal(old.states(), new.states())
     assert [f.text_so_far for f in old] == [f.text_so_far for f in new]
+
+
+@pytest.mark.parametrize("mode", ["forced", "free"])
+def test_a_comparison_reopens_with_both_runs_its_interventions_and_kl(model_a, tmp_path, mode):
+    from flyviz.model.interventions import from_json
+    from flyviz.record.compare import comparison_trace
+
+    rec = compared(model_a, mode)
+    assert rec.baseline is not None and len(rec) > 5
+    path = rec.save(tmp_path / "c.flyrec")
+    back = Recording.load(path)
+    for a, b in ((rec, back), (rec.baseline, back.baseline)):
+        assert b is not None and len(a) == len(b) and a.metadata == b.metadata
+        np.testing.assert_array_equal(a.states(), b.states())
+        assert [f.text_so_far for f in a] == [f.text_so_far for f in b]
+        assert a.generated_ids == b.generated_ids
+    assert [str(i) for i in from_json(back.metadata["interventions"])] == \
+        ["silence id:0-100", "silence id:200,201"]
+    assert "interventions" not in back.baseline.metadata
+    trace = comparison_trace(back)
+    assert trace.mode == mode and trace.kl.shape == (len(back),)
+    assert np.isfinite(trace.kl).all() and trace.kl[-1] > 0
+    # The silenced neurons are 0 in the intervened run only.
+    assert not back.states()[:, :101].any() and back.baseline.states()[:, :101].any()
+    np.testing.assert_allclose(trace.mean_abs_delta,
+                               np.abs(rec.states() - rec.baseline.states()).mean(axis=1),
+                               atol=2e-3)
+    if mode == "forced":     # the intervened model read the untouched run's tokens
+        assert back.generated_ids == back.baseline.generated_ids
+    # Opened lazily, the untouched states come from the file too.
+    lazy = Recording.load(path, verify=False)
+    np.testing.assert_array_equal(lazy.baseline.state(3), rec.baseline.state(3))
+
+
+def test_a_comparison_is_sealed_as_a_1_2_reader_checks_it(saved):
+    """The untouched run is extra tensors and keys: a 1.2 reader ignores them, and its
+    seal (every tensor's bytes but ``states``) still matches."""
+    path = saved["comparison"]
+    header, _ = parts(path)
+    meta = header["__metadata__"]
+    assert meta["format_version"] == "1.3"
+    arrays = load_file(str(path))
+    assert {"baseline.states", "baseline.state_crc32", "baseline.top_k_ids"} <= set(arrays)
+    assert {"baseline.frames", "baseline.metadata"} <= set(meta)
+    contents = {k: (str(a.dtype), [int(s) for s in a.shape], b"" if k == "states" else
+                    a.tobytes()) for k, a in arrays.items()}
+    assert content_digest(meta, contents) == meta["content_sha256"]
+    # Without the untouched run it is the intervened run alone, as 1.2 had it.
+    alone = Recording.load(rewrite(path, path.with_name("alone.flyrec"), reseal=True, meta={
+        "baseline.frames": None, "baseline.metadata": None,
+        "metadata": json.dumps({k: v for k, v in json.loads(meta["metadata"]).items()
+                                if k != "comparison"})},
+        tensors={k: None for k in arrays if k.startswith("baseline.")}))
+    assert alone.baseline is None and len(alone) == len(Recording.load(path))
 
 
 def test_version_rules(saved, tmp_path):
@@ -294,12 +366,63 @@ def _variants(path: Path, rng: np.random.Generator, tmp: Path) -> list[tuple[str
     for label, change in frame_edits.items():
         target = edit_frames(path, tmp / "variant.flyrec", change, reseal=True)
         out.append((f"frames: {label} (resealed)", target.read_bytes()))
+    if "baseline.frames" in meta:
+        out.extend(_comparison_variants(path, meta, arrays, frame_edits, tmp))
     return out
 
 
-@pytest.mark.parametrize("states", ["float16", "float32"])
+def _comparison_variants(path: Path, meta: dict, arrays: dict, frame_edits: dict,
+                         tmp: Path) -> list[tuple[str, bytes]]:
+    """Damaged copies of a comparison's untouched run and of its per-frame numbers, each
+    resealed (a writer that means it) so that only the checks can tell."""
+    out: list[tuple[str, bytes]] = []
+    target = tmp / "variant.flyrec"
+    for label, change in frame_edits.items():
+        edit_frames(path, target, change, reseal=True, key="baseline.frames")
+        out.append((f"untouched frames: {label}", target.read_bytes()))
+    states = arrays["baseline.states"]
+    nan_states = states.copy()
+    nan_states[1, 2] = np.nan
+    nan_crc = np.array([zlib.crc32(row.tobytes()) for row in nan_states], dtype=np.uint32)
+    for label, tensors in {
+        "states one neuron short": {"baseline.states": states[:, :-1]},
+        "states one frame short": {"baseline.states": states[:-1]},
+        "states missing": {"baseline.states": None},
+        "checksums missing": {"baseline.state_crc32": None},
+        "checksums wrong": {"baseline.state_crc32": arrays["baseline.state_crc32"] + 1},
+        "NaN states with their checksums": {"baseline.states": nan_states,
+                                            "baseline.state_crc32": nan_crc},
+        "probability above 1": {"baseline.probability": arrays["baseline.probability"] + 1.5},
+        "position negative": {"baseline.position": arrays["baseline.position"] - 100},
+    }.items():
+        rewrite(path, target, tensors=tensors, reseal=True)
+        out.append((f"untouched tensors: {label}", target.read_bytes()))
+    metadata = json.loads(meta["metadata"])
+
+    def compared(label: str, change) -> None:
+        edited = json.loads(json.dumps(metadata))
+        change(edited)
+        rewrite(path, target, reseal=True, meta={"metadata": json.dumps(edited)})
+        out.append((f"comparison: {label}", target.read_bytes()))
+
+    compared("removed", lambda m: m.pop("comparison"))
+    compared("not an object", lambda m: m.update(comparison=[1]))
+    compared("mode unknown", lambda m: m["comparison"].update(mode="sideways"))
+    compared("kl one short", lambda m: m["comparison"]["kl"].pop())
+    compared("kl negative", lambda m: m["comparison"]["kl"].__setitem__(0, -1.0))
+    compared("kl text", lambda m: m["comparison"]["kl"].__setitem__(0, "big"))
+    compared("delta not a list", lambda m: m["comparison"].update(mean_abs_delta=3))
+    for label, changes in {"untouched metadata a list": {"baseline.metadata": "[1]"},
+                           "untouched metadata not JSON": {"baseline.metadata": "{"},
+                           "untouched frames removed": {"baseline.frames": None}}.items():
+        rewrite(path, target, reseal=True, meta=changes)
+        out.append((f"header: {label}", target.read_bytes()))
+    return out
+
+
+@pytest.mark.parametrize("states", ["float16", "float32", "comparison"])
 def test_fuzzed_recordings_give_only_one_line(saved, tmp_path, states):
-    rng = np.random.default_rng(2026 if states == "float16" else 7)
+    rng = np.random.default_rng({"float16": 2026, "float32": 7, "comparison": 13}[states])
     variants = _variants(saved[states], rng, tmp_path)
     assert len(variants) > 200
     target = tmp_path / "damaged.flyrec"
@@ -311,9 +434,11 @@ def test_fuzzed_recordings_give_only_one_line(saved, tmp_path, states):
         # Opened lazily, the damage is still found: on open, or when the frame is read.
         with pytest.raises(RecordingError):
             lazy = Recording.load(target, verify=False)
-            lazy.states()
-            for frame in lazy:
-                assert frame.text_so_far is not None
+            for run in (lazy, lazy.baseline):
+                if run is not None:
+                    run.states()
+                    for frame in run:
+                        assert frame.text_so_far is not None
 
 
 def test_fuzzed_recordings_through_the_command_line(saved, tmp_path, capsys):

@@ -6,6 +6,7 @@ Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
     python -m flyviz.app.bench --stalls [--tokens 300]   # worst event-loop stall under use
     python -m flyviz.app.bench --stalls --demo           # the same on the demo brain and its atlas
     python -m flyviz.app.bench --startup demo            # time to a usable window / to the model
+    python -m flyviz.app.bench --compare [--repeat 3]    # comparison mode against a single run
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
 9,050,172 synapses, rank-64 readout), then in one process:
@@ -28,6 +29,11 @@ records its own lateness. It prints the worst and the 99th-percentile stall and
 the actions during the worst ones. With ``--demo`` it uses the demo brain
 instead of the synthetic model, and the actions also open the demo brain's
 atlas again and run *Find neurons* (the atlas card shows on every click).
+
+``--compare`` instead runs the prompt in the window (after one warm-up run of
+each) alternately as a single untouched run and as *Compare with untouched* (two engines in lockstep, the
+intervened one with ``--compare-query`` silenced (``superclass:cb_sensory``), teacher-forced), ``--repeat``
+times each, and prints the median token rate of each and their ratio.
 
 Nothing here is a test: figures depend on the machine, so they are reported,
 not asserted.
@@ -260,6 +266,77 @@ def frame_rates(args: argparse.Namespace) -> dict:
     return result
 
 
+# ---------------------------------------------------------------- comparison mode
+def _time_run(app, window, prompt: str) -> tuple[float, int]:
+    """(tokens per second, frames) of one run of ``prompt`` in the window, as it arrives."""
+    from PySide6.QtCore import QTimer
+
+    arrivals: list[float] = []
+    on_frame = lambda _n: arrivals.append(time.perf_counter())  # noqa: E731
+    on_end = lambda _reason, _n: app.exit(0)  # noqa: E731
+    window.session.frames_appended.connect(on_frame)
+    window.run_ended.connect(on_end)
+    QTimer.singleShot(600_000, lambda: app.exit(0))
+    start = time.perf_counter()
+    if not window.run_prompt(prompt):
+        raise RuntimeError(f"the run did not start: {window.last_error}")
+    app.exec()
+    window.session.frames_appended.disconnect(on_frame)
+    window.run_ended.disconnect(on_end)
+    return _overall_rate(start, arrivals), len(arrivals)
+
+
+def compare_rates(args: argparse.Namespace) -> dict:
+    """The window's token rate comparing with the untouched run against a single run."""
+    from flyviz.model.interventions import Silence
+
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    checkpoint, _tokenizer, prompt, _settings, build_s = _full_size_model(args.tokens)
+    app = _app()
+    window = _window(app, checkpoint, args.tokens, args.speed_cap)
+    window.brain.setFixedSize(width, height)
+    window.adjustSize()
+    _run_loop(app, 2.0)
+    feature, panel = window.interventions, window.interventions.panel
+    panel.set_interventions([Silence(args.compare_query)])
+
+    def use(comparing: bool) -> None:
+        # The same interventions throughout: a plain run leaves them switched off.
+        panel.set_enabled(0, comparing)
+        panel.compare_box.setChecked(comparing)
+        if not feature.apply():
+            raise RuntimeError(f"the interventions are not valid: {window.last_error}")
+
+    single: list[float] = []
+    compared: list[float] = []
+    frames = {}
+    # One run of each first: the comparison builds its two engines on its first run.
+    for comparing in (False, True):
+        use(comparing)
+        _time_run(app, window, prompt)
+    for _ in range(max(1, args.repeat)):
+        use(False)
+        rate, frames["single"] = _time_run(app, window, prompt)
+        single.append(rate)
+        use(True)
+        rate, frames["compare"] = _time_run(app, window, prompt)
+        compared.append(rate)
+        _run_loop(app, 0.5)
+    window.close()
+    result = {"neurons": checkpoint.config.neurons, "synapses": checkpoint.n_edges,
+              "model_build_s": round(build_s, 2), "tokens": args.tokens,
+              "repeats": len(single), "intervention": f"silence {args.compare_query}",
+              "mode": "forced", "frames_single": frames["single"],
+              "frames_compare": frames["compare"],
+              "single_tokens_per_s": round(statistics.median(single), 2),
+              "compare_tokens_per_s": round(statistics.median(compared), 2),
+              "single_range": [round(min(single), 2), round(max(single), 2)],
+              "compare_range": [round(min(compared), 2), round(max(compared), 2)]}
+    result["compare_vs_single"] = round(result["compare_tokens_per_s"]
+                                        / max(result["single_tokens_per_s"], 1e-9), 2)
+    return result
+
+
 # ---------------------------------------------------------------- stalls
 class StallMonitor:
     """How late a fast heartbeat timer on the UI thread fires: the event loop's stalls.
@@ -426,6 +503,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="one user action every this many ms for --stalls (default 150)")
     parser.add_argument("--demo", action="store_true",
                         help="--stalls on the demo brain, opening its atlas and finding neurons")
+    parser.add_argument("--compare", action="store_true",
+                        help="token rate comparing with the untouched run against a single run")
+    parser.add_argument("--compare-query", default="superclass:cb_sensory",
+                        help="neurons silenced in --compare (default superclass:cb_sensory; "
+                             "the synthetic full-size brain has no inhibitory neurons)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--startup", metavar="SPEC",
                         help="only measure the time to an interactive window and to SPEC loaded")
@@ -434,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         result = startup(args.startup)
     elif args.stalls:
         result = stalls(args)
+    elif args.compare:
+        result = compare_rates(args)
     else:
         result = frame_rates(args)
     if args.json:

@@ -119,9 +119,12 @@ class BrainView(QWidget):
     -------
     neuron_clicked(index)
         A click on the cloud hit neuron ``index`` (``-1``: empty space).
+    pick_clicked(index, add)
+        The same click for picking: ``add`` when Shift was held (add to the pick).
     """
 
     neuron_clicked = Signal(int)
+    pick_clicked = Signal(int, bool)
 
     def __init__(self, parent: QWidget | None = None, native_window: bool | None = None) -> None:
         super().__init__(parent)
@@ -597,7 +600,11 @@ class BrainView(QWidget):
         self._press = None
         if moved <= CLICK_SLOP_PX:
             hit = self.pick(x, y)
-            self.neuron_clicked.emit(-1 if hit is None else hit)
+            add = any(str(getattr(m, "name", m)).lower() == "shift"
+                      for m in (event.modifiers or ()))
+            if hit is not None or not add:     # a missed shift-click keeps the selection
+                self.neuron_clicked.emit(-1 if hit is None else hit)
+            self.pick_clicked.emit(-1 if hit is None else hit, add)
 
     # ------------------------------------------------------------ images
     def render_image(self) -> np.ndarray:

@@ -27,6 +27,16 @@ class Partner:
     weight: float
 
 
+@dataclass(frozen=True)
+class Current:
+    """One synapse's current into a neuron at one step: ``weight × activation``."""
+
+    neuron: int
+    weight: float
+    activation: float
+    current: float
+
+
 class Connectivity:
     """Look up a neuron's strongest synaptic partners.
 
@@ -80,6 +90,21 @@ class Connectivity:
         offsets, rows, values = self.transposed()
         lo, hi = int(offsets[j]), int(offsets[j + 1])
         return self._strongest(rows[lo:hi], values[lo:hi], limit)
+
+    def currents(self, neuron: int, state: np.ndarray, limit: int = 10) -> list["Current"]:
+        """The presynaptic currents into ``neuron`` from ``state`` (the previous step's
+        activations): ``weight × activation`` per synapse, largest |current| first."""
+        i = self._check(neuron)
+        lo, hi = int(self._offsets[i]), int(self._offsets[i + 1])
+        partners = np.asarray(self._indices[lo:hi])
+        if partners.size == 0:
+            return []
+        weights = np.asarray(self._values[lo:hi], dtype=np.float32)
+        activations = np.asarray(state, dtype=np.float32)[partners]
+        flows = weights * activations
+        order = np.argsort(-np.abs(flows), kind="stable")[:limit]
+        return [Current(int(partners[k]), float(weights[k]), float(activations[k]),
+                        float(flows[k])) for k in order]
 
     def in_degree(self, neuron: int) -> int:
         """Number of presynaptic partners."""

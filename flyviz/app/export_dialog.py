@@ -380,7 +380,7 @@ class ExportRunner(QObject):
 
     def __init__(self, recording: Recording, anatomy: Anatomy, out: Path, options: ExportOptions,
                  model_name: str, parent: QObject | None = None, *, style: Any = None,
-                 camera: Any = None) -> None:
+                 camera: Any = None, overlay_contents: Any = None) -> None:
         super().__init__(parent)
         options = options.validate()
         start, stop = options.token_range(len(recording))
@@ -395,7 +395,8 @@ class ExportRunner(QObject):
         self._thread = QThread()
         self._worker = _ExportWorker(dict(recording=recording, anatomy=anatomy, out_path=out,
                                           options=options, model_name=model_name,
-                                          renderer=self._proxy, style=style), self._cancel)
+                                          renderer=self._proxy, style=style,
+                                          overlay_contents=overlay_contents), self._cancel)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
         self._worker.progressed.connect(self.progressed)
@@ -423,14 +424,20 @@ class ExportRunner(QObject):
 
 def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, out: Path,
                options: ExportOptions, model_name: str, *, style: CloudStyle | None = None,
-               camera: CameraPose | None = None) -> tuple[Path | None, BaseException | None]:
+               camera: CameraPose | None = None,
+               overlays: Any = None) -> tuple[Path | None, BaseException | None]:
     """Export with a cancellable progress dialog; return ``(path, error)`` when finished.
 
     ``style`` and ``camera`` replace the options' colours, point size, glow
-    and view (see :class:`ExportRunner`).
+    and view (see :class:`ExportRunner`). ``overlays(start, stop)`` gives what
+    the overlays say at each exported token (default: the recording's own text;
+    a comparison gives both texts).
     """
+    contents = None
+    if overlays is not None and options.overlays:
+        contents = list(overlays(*options.validate().token_range(len(recording))))
     runner = ExportRunner(recording, anatomy, out, options, model_name, style=style,
-                          camera=camera)
+                          camera=camera, overlay_contents=contents)
     dialog = QProgressDialog(f"Exporting {out.name}…", "Cancel", 0, runner.total, parent)
     dialog.setWindowTitle("Export movie")
     dialog.setWindowModality(Qt.WindowModality.ApplicationModal)
@@ -457,11 +464,11 @@ def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, o
 
 def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Anatomy | None,
                       model_name: str, *, style: CloudStyle | None = None,
-                      camera: CameraPose | None = None) -> Path | None:
+                      camera: CameraPose | None = None, overlays: Any = None) -> Path | None:
     """Ask for settings, export, and tell the user how it went; return the written path.
 
     The form starts from ``style`` and ``camera``, the window's display
-    settings (see :class:`ExportDialog`).
+    settings (see :class:`ExportDialog`); ``overlays`` as for :func:`run_export`.
     """
     def tell(text: str, error: bool = False) -> None:
         show_message = getattr(parent, "show_message", None)  # the main window's
@@ -480,7 +487,8 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
         return None
     try:
         path, error = run_export(parent, recording, anatomy, dialog.output_path(), dialog.options(),
-                                 model_name, style=dialog.cloud_style(), camera=dialog.camera())
+                                 model_name, style=dialog.cloud_style(), camera=dialog.camera(),
+                                 overlays=overlays)
     except FlyvizError as exc:
         path, error = None, exc
     except Exception as exc:  # noqa: BLE001 - the app never crashes on an export

@@ -182,11 +182,17 @@ class FileController:
             window.show_message(f"movie export is unavailable: {exc}", error=True, dialog=True)
             return
         window.runs.pause()   # the movie shows the recording as it is now
-        # The form starts from what the window shows: its colours, range, size, glow,
-        # gain, background and camera.
-        export_dialog.run_export_dialog(window, session.recording, window.anatomy,
+        # The form starts from what the window shows: its colours (Δx while a comparison
+        # is shown), range, size, glow, gain, background and camera.
+        recording = session.recording
+        extra = {}
+        if recording.baseline is not None:      # a comparison: both texts in the overlay
+            from flyviz.app.compare_views import comparison_overlays
+
+            extra["overlays"] = lambda start, stop: comparison_overlays(recording, start, stop)
+        export_dialog.run_export_dialog(window, recording, window.anatomy,
                                         window.model_name, style=window.brain.style,
-                                        camera=window.brain.camera_pose())
+                                        camera=window.brain.camera_pose(), **extra)
 
     def screenshot_dialog(self) -> None:
         """Alt+S: choose what and how large, then where."""

@@ -78,6 +78,13 @@ class NeuronInspector(QWidget):
         self.outputs_table = self._make_table()
         self.tabs.addTab(self.inputs_table, "Strongest inputs")
         self.tabs.addTab(self.outputs_table, "Strongest outputs")
+        self.currents_table = self._make_table(
+            ["Neuron", "Weight", "Activation", "Weight × act."])
+        self.currents_table.setToolTip("The strongest currents into this neuron at the shown "
+                                       "token: weight × the presynaptic neuron's activation "
+                                       "one token earlier. Click a row to inspect it")
+        self.tabs.addTab(self.currents_table, "Currents now")
+        self._currents_key: tuple[int, int, int] | None = None
         layout.addWidget(self.tabs, 2)
 
         self.neuron: int | None = None
@@ -85,13 +92,15 @@ class NeuronInspector(QWidget):
         self.connectivity: Connectivity | None = None
         self._trace_key: tuple[int, int, int] | None = None
 
-    def _make_table(self) -> QTableWidget:
-        table = QTableWidget(0, 3)
-        table.setHorizontalHeaderLabels(["Neuron", "Weight", "Superclass / type"])
+    def _make_table(self, headers: list[str] | None = None) -> QTableWidget:
+        headers = headers or ["Neuron", "Weight", "Superclass / type"]
+        table = QTableWidget(0, len(headers))
+        table.setHorizontalHeaderLabels(headers)
         table.verticalHeader().setVisible(False)
         table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        table.horizontalHeader().setSectionResizeMode(len(headers) - 1,
+                                                      QHeaderView.ResizeMode.Stretch)
         table.setToolTip("Click a partner to inspect it")
         table.cellClicked.connect(lambda row, _col, t=table: self._on_partner_clicked(t, row))
         return table
@@ -113,6 +122,8 @@ class NeuronInspector(QWidget):
                 label.setText("—")
             self.inputs_table.setRowCount(0)
             self.outputs_table.setRowCount(0)
+            self.currents_table.setRowCount(0)
+            self._currents_key = None
             self.trace_curve.setData([], [])
             self.trace.viewport().update()
             return
@@ -177,6 +188,33 @@ class NeuronInspector(QWidget):
             table.setItem(row, 2, QTableWidgetItem(kind))
         table.resizeColumnsToContents()
 
+    def show_currents(self, recording: Recording | None, index: int) -> None:
+        """The strongest currents into the neuron at frame ``index``: from the state one
+        frame earlier (zero before the first), as the step of fly-formats §1.5 reads it."""
+        table, graph = self.currents_table, self.connectivity
+        if self.neuron is None or recording is None or graph is None \
+                or not 0 <= index < len(recording) or self.neuron >= recording.neurons:
+            self._currents_key = None
+            table.setRowCount(0)
+            return
+        key = (id(recording), index, self.neuron)
+        if key == self._currents_key:
+            return
+        self._currents_key = key
+        previous = recording.state(index - 1) if index > 0 else np.zeros(recording.neurons,
+                                                                          np.float32)
+        currents = graph.currents(self.neuron, previous, PARTNER_ROWS)
+        table.setRowCount(len(currents))
+        for row, current in enumerate(currents):
+            who = QTableWidgetItem(f"#{current.neuron}")
+            who.setData(Qt.ItemDataRole.UserRole, current.neuron)
+            cells = [who] + [QTableWidgetItem(f"{v:+.3f}") for v in
+                             (current.weight, current.activation, current.current)]
+            cells[3].setForeground(pg.mkColor(theme.WARM if current.current > 0 else "#63b3ed"))
+            for col, cell in enumerate(cells):
+                table.setItem(row, col, cell)
+        table.resizeColumnsToContents()
+
     def _on_partner_clicked(self, table: QTableWidget, row: int) -> None:
         item = table.item(row, 0)
         if item is not None:
@@ -194,6 +232,7 @@ class NeuronInspector(QWidget):
             self.trace_curve.setData(np.arange(n, dtype=float), trace)
         self.trace_cursor.setPos(max(index, 0))
         self.trace.viewport().update()
+        self.show_currents(recording, index)
         if 0 <= index < n and self.neuron < recording.neurons:
             value = float(recording.state(index)[self.neuron])
             self.fields["activation"].setText(f"{value:+.4f} at token {index}")

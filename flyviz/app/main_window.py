@@ -44,6 +44,7 @@ from flyviz.app.inspector import NeuronInspector
 from flyviz.app.model_control import ModelBundle, ModelController, default_model_loader
 from flyviz.app.model_panel import ModelPanel
 from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
+from flyviz.app.compare_control import CompareController
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.verification import VerificationController
 from flyviz.model.checkpoint import Anatomy, Checkpoint
@@ -122,7 +123,7 @@ class MainWindow(QMainWindow):
 
         self.models = ModelController(model_loader, self)
         self.verifier = VerificationController(self.settings, self)
-        self.runs = RunController(self, engine_niceness=ENGINE_NICENESS)
+        self.runs = CompareController(self, engine_niceness=ENGINE_NICENESS)
         self.files = FileController(self)
         self.actions_registry = ActionRegistry(self)
         self.background = BackgroundCalls(self)
@@ -142,6 +143,8 @@ class MainWindow(QMainWindow):
             self.display.add_view(view)
         self.raster_panel.follow_scale(lambda: (self.brain.mode, self.brain.limit))
         self._connect()
+        from flyviz.app.interventions_dock import InterventionsFeature
+        self.interventions = InterventionsFeature(self)
         window_layout.place_window(self, self.settings)
         state = self.settings.value("window/state")
         if state is not None:

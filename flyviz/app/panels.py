@@ -109,6 +109,10 @@ class TopKPanel(QWidget):
             item.setZValue(10)
             self.plot.addItem(item)
             self.labels.append(item)
+        # A comparison's untouched probabilities, beside the intervened ones.
+        self.untouched_bars = pg.BarGraphItem(x0=[], y=[], height=0.36, width=[],
+                                              brush=pg.mkBrush("#8f98aa"), pen=pg.mkPen(None))
+        self.plot.addItem(self.untouched_bars)
         self._last: tuple[int, int, int] | None = None
         self._recording: Recording | None = None
         self.k_box.valueChanged.connect(self._on_k_change)
@@ -132,6 +136,9 @@ class TopKPanel(QWidget):
             return
         self._last = key
         k = self.k
+        if recording.baseline is not None and self._show_pairs(recording, index, k):
+            return
+        self.untouched_bars.setOpts(x0=[], y=[], width=[])
         if index < 0:
             ids, probs, texts = np.zeros(0, int), np.zeros(0), ()
         else:
@@ -158,6 +165,36 @@ class TopKPanel(QWidget):
         self.plot.setYRange(-max(k, 1) + 0.5, 0.5, padding=0.02)
         self.plot.setXRange(0, 1, padding=0)
         self.plot.viewport().update()
+
+
+    def _show_pairs(self, recording: Recording, index: int, k: int) -> bool:
+        """Both runs' probabilities of the likeliest candidates, untouched (grey) above
+        intervened (accent); False when there is no pair at ``index``."""
+        from flyviz.app.compare_views import paired_candidates
+
+        pairs = paired_candidates(recording, index, k)
+        if pairs is None:
+            return False
+        n = len(pairs.texts)
+        y = -np.arange(n, dtype=float)
+        self.untouched_bars.setOpts(x0=np.zeros(n), y=y + 0.19, width=pairs.untouched,
+                                    height=0.36)
+        self.bars.setOpts(x0=np.zeros(n), y=y - 0.19, width=pairs.intervened, height=0.36,
+                          brushes=[pg.mkBrush(theme.ACCENT)] * n)
+        for j, label in enumerate(self.labels):
+            if j < n:
+                shown = visible_token_text(pairs.texts[j]).replace("\n", "⏎")
+                label.setText(f"{shown!r}  {pairs.untouched[j]:.1%} → {pairs.intervened[j]:.1%}")
+                label.setPos(0.01, y[j])
+                label.setVisible(True)
+            else:
+                label.setVisible(False)
+        self.title.setText(f"Next token after #{recording[index].position}: "
+                           "untouched (grey) → intervened")
+        self.plot.setYRange(-max(k, 1) + 0.5, 0.5, padding=0.02)
+        self.plot.setXRange(0, 1, padding=0)
+        self.plot.viewport().update()
+        return True
 
 
 # --------------------------------------------------------------- raster panel
@@ -283,6 +320,8 @@ class TracePanel(QWidget):
         self.plot.setYRange(0, 1, padding=0.03)
         self.probability = self.plot.plot([], [], pen=pg.mkPen(theme.VIOLET, width=2))
         self.mean_abs = self.plot.plot([], [], pen=pg.mkPen(theme.WARM, width=2))
+        #: A comparison's per-token KL(p_untouched ‖ p_intervened), in nats.
+        self.kl = self.plot.plot([], [], pen=pg.mkPen("#ff7a9a", width=2))
         self.cursor = pg.InfiniteLine(angle=90, movable=False,
                                       pen=pg.mkPen(theme.ACCENT, width=1, style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.cursor)
@@ -300,10 +339,27 @@ class TracePanel(QWidget):
             x = np.arange(n, dtype=float)
             self.probability.setData(x, recording.top1_probabilities)
             self.mean_abs.setData(x, recording.mean_abs_states)
+            self._show_kl(recording, x)
             self.plot.setXRange(0, max(n - 1, 1), padding=0.02)
         self.cursor.setVisible(index >= 0)
         self.cursor.setPos(max(index, 0))
         self.plot.viewport().update()
+
+    def _show_kl(self, recording: Recording, x: np.ndarray) -> None:
+        from flyviz.record.compare import comparison_trace
+
+        trace = comparison_trace(recording)
+        entries = [("top-1 probability", theme.VIOLET), ("mean |h|", theme.WARM)]
+        if trace is None:
+            self.kl.setData([], [])
+            self.plot.setYRange(0, 1, padding=0.03)
+        else:
+            kl = trace.kl
+            self.kl.setData(x, np.nan_to_num(kl, nan=0.0))
+            top = float(np.nanmax(kl)) if np.isfinite(kl).any() else 0.0
+            self.plot.setYRange(0, max(1.0, top), padding=0.03)
+            entries.append(("KL untouched ‖ intervened (nats)", "#ff7a9a"))
+        self.plot.setTitle(_legend_html(tuple(entries)), size="9pt")
 
     def _on_click(self, event) -> None:
         if self._length <= 0:

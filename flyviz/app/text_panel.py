@@ -227,7 +227,11 @@ class TextPanel(QTextBrowser):
         self._shown_index = -2
 
     def show_frame(self, recording: Recording, index: int) -> None:
-        """Show the text as it stood at frame ``index``."""
+        """Show the text as it stood at frame ``index`` (both texts for a comparison)."""
+        if recording.baseline is not None and index >= 0:
+            self._show_comparison(recording, index)
+            return
+        self._compared_at = None
         self._scan(recording)
         if index == self._shown_index:
             return
@@ -239,6 +243,18 @@ class TextPanel(QTextBrowser):
         # Very long runs show their tail: thousands of pieces cost more than they show.
         first = max(0, count - MAX_TEXT_PIECES)
         self._show_pieces(first, count)
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _show_comparison(self, recording: Recording, index: int) -> None:
+        from flyviz.app.compare_views import comparison_html
+
+        key = (id(recording), index, len(recording))
+        if key == getattr(self, "_compared_at", None):
+            return
+        self._reset(None)                      # the next single run rebuilds its document
+        self._compared_at = key
+        self.setHtml(comparison_html(recording, index))
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
 

@@ -25,10 +25,11 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from flyviz.model.errors import FlyvizError
+from flyviz.model.errors import FlyvizError, InputError
 from flyviz.model.interventions import ResolvedInterventions
 from flyviz.record.frame import Frame
 from flyviz.record.run import GenerationSettings
@@ -108,7 +109,7 @@ class EngineWorker(QObject):
         #: Set by :meth:`report_stepping` (see :meth:`EngineThread.stepping`).
         self.stepping = False
         self._model: Model | None = None
-        self._frames: Iterator[Frame] | None = None
+        self._frames: Iterator[Any] | None = None   # frames (a subclass may step other items)
         self._run_id = -1
         self._state = IDLE
         # Child of the worker, so it moves to the worker's thread with it.
@@ -123,6 +124,15 @@ class EngineWorker(QObject):
     def set_model(self, model: Model | None) -> None:
         """Run ``model`` from now on; any current run stops."""
         self._end_run("stopped")
+        self._install(model)
+
+    def _install(self, model: Model | None) -> None:
+        """Take ``model`` to run from now on (``None``: release the current one).
+
+        The slots call hooks like this one rather than being overridden: PySide
+        does not deliver a queued call to a slot overridden in a subclass in the
+        receiver's thread.
+        """
         if self._model is not None and self._model is not model:
             self._model.close()  # its engine's helper threads would otherwise outlive it
         self._model = model
@@ -151,21 +161,29 @@ class EngineWorker(QObject):
     def start(self, request: RunRequest) -> None:
         """Cancel the current run and start ``request``."""
         self._end_run("stopped")
-        if self._model is None:
-            self.run_failed.emit(request.run_id, "no model is loaded yet; wait for it or open one")
-            return
         self._run_id = request.run_id
         try:
-            self._frames = self._model.frames(request.prompt, request.settings,
-                                              interventions=request.interventions or (),
-                                              prompt_ids=request.prompt_ids)
+            self._frames = self._open_run(request)
         except FlyvizError as exc:
             self._fail(str(exc))
+            return
+        except Exception as exc:  # a bug: report it instead of killing the thread
+            traceback.print_exc()
+            self._fail(f"the run could not start: {type(exc).__name__}: {exc}")
             return
         if request.start_paused:
             self._set_state(PAUSED)
         else:
             self._play()
+
+    def _open_run(self, request: RunRequest) -> Iterator[Any]:
+        """What the run steps through, one item (a frame) per tick; a subclass steps
+        other items with the same pacing and back-pressure."""
+        if self._model is None:
+            raise InputError("no model is loaded yet; wait for it or open one")
+        return self._model.frames(request.prompt, request.settings,
+                                  interventions=request.interventions or (),
+                                  prompt_ids=request.prompt_ids)
 
     @Slot()
     def pause(self) -> None:
@@ -225,9 +243,7 @@ class EngineWorker(QObject):
     def shutdown(self) -> None:
         """Stop everything and release the engine's helper threads."""
         self._end_run("stopped")
-        if self._model is not None:
-            self._model.close()
-        self._model = None
+        self._install(None)
         # Hand the worker (and its timer) back to the UI thread, which deletes it
         # after this thread has ended; Qt timers must die in their own thread.
         app = QCoreApplication.instance()
@@ -316,11 +332,12 @@ class EngineThread(QObject):
     _frames_taken = Signal(int)
     _request_report = Signal()
 
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None, worker: "EngineWorker | None" = None,
+                 name: str = "flyviz-engine") -> None:
         super().__init__(parent)
         self.thread = QThread()
-        self.thread.setObjectName("flyviz-engine")
-        self.worker = EngineWorker()
+        self.thread.setObjectName(name)
+        self.worker = worker if worker is not None else EngineWorker()
         self.worker.moveToThread(self.thread)
         self._request_model.connect(self.worker.set_model)
         self._request_start.connect(self.worker.start)

@@ -22,9 +22,9 @@ runs and the teacher-forced per-token statistics.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,7 +34,11 @@ from flyviz.errors import InputError
 from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
 from flyviz.record.frame import Frame
-from flyviz.record.run import GenerationSettings, RunSummary, encode_prompt, iter_frames
+from flyviz.record.run import (GenerationSettings, RunSummary, encode_prompt, iter_frames,
+                               run_metadata)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.record.recording import Recording
 
 MODES = ("forced", "free")
 
@@ -194,10 +198,115 @@ class Comparison:
             base_frames.close()
             int_frames.close()
 
+    def record(self, prompt: str, settings: GenerationSettings | None = None, *,
+               mode: str = "forced", spec: str | None = None,
+               states_dtype: str = "float16") -> "Recording":
+        """Run both engines to the end into one comparison recording
+        (:func:`new_comparison_recording`), to save and reopen as a whole."""
+        settings = (settings or GenerationSettings()).validate()
+        recording = new_comparison_recording(self.baseline.checkpoint, prompt, settings,
+                                             self.interventions, mode, spec=spec,
+                                             states_dtype=states_dtype)
+        for step in self.run(prompt, settings, mode=mode):
+            record_step(recording, step)
+        return recording
+
     def close(self) -> None:
         """Stop both engines' threads."""
         self.baseline.close()
         self.intervened.close()
+
+
+# ------------------------------------------------------------ recordings of comparisons
+def new_comparison_recording(checkpoint: Checkpoint, prompt: str, settings: GenerationSettings,
+                             interventions: ResolvedInterventions, mode: str, *,
+                             spec: str | None = None,
+                             states_dtype: str = "float16") -> "Recording":
+    """An empty recording of a comparison: the intervened run, with the untouched one as
+    its :attr:`~flyviz.record.recording.Recording.baseline`.
+
+    The intervened run's metadata is :func:`~flyviz.record.run.run_metadata` with
+    the interventions, plus ``comparison``: ``{"mode": "forced"|"free", "kl": [],
+    "mean_abs_delta": []}``, one KL and one mean |dx| per intervened frame
+    (``null`` where the untouched run has no frame), filled by :func:`record_step`.
+    The untouched run's metadata is the same run's without interventions.
+    ``settings`` must be validated (the seed stored is the one used).
+    """
+    from flyviz.record.recording import Recording
+
+    if mode not in MODES:
+        raise InputError(f"comparison mode {mode!r} must be one of {', '.join(MODES)}")
+    neurons = checkpoint.config.neurons
+    metadata = run_metadata(checkpoint, prompt, settings, spec, interventions or None)
+    metadata["comparison"] = {"mode": mode, "kl": [], "mean_abs_delta": []}
+    recording = Recording(neurons, metadata, states_dtype=states_dtype)
+    recording.baseline = Recording(neurons, run_metadata(checkpoint, prompt, settings, spec),
+                                   states_dtype=states_dtype)
+    return recording
+
+
+def record_step(recording: "Recording", step: ComparedStep,
+                append: Callable[[Frame], Any] | None = None) -> bool:
+    """Add one compared position to a comparison recording (:func:`new_comparison_recording`).
+
+    The untouched frame goes to ``recording.baseline``; the KL and mean |dx| to
+    ``metadata["comparison"]``; then the intervened frame to the recording, through
+    ``append`` if given (the app's session, which tells its views). Returns whether
+    the intervened run grew (in ``"free"`` mode it may have ended before the
+    untouched one).
+    """
+    baseline = recording.baseline
+    if baseline is None:
+        raise InputError("this recording is not a comparison: it has no untouched run")
+    if step.baseline is not None:
+        baseline.append(step.baseline)
+    if step.intervened is None:
+        return False
+    info = recording.metadata["comparison"]
+    info["kl"].append(step.kl)
+    info["mean_abs_delta"].append(step.mean_abs_delta)
+    (append or recording.append)(step.intervened)
+    return True
+
+
+@dataclass(frozen=True)
+class ComparisonTrace:
+    """What a comparison recording says per intervened frame (NaN where it says nothing).
+
+    Parameters
+    ----------
+    mode
+        ``"forced"`` or ``"free"``.
+    kl
+        KL(p_untouched ‖ p_intervened) in nats per frame, float64.
+    mean_abs_delta
+        Mean |x_intervened − x_untouched| per frame, float64.
+    """
+
+    mode: str
+    kl: np.ndarray
+    mean_abs_delta: np.ndarray
+
+
+def comparison_trace(recording: "Recording") -> ComparisonTrace | None:
+    """The per-frame KL and mean |dx| of a comparison recording, or ``None`` for a
+    recording of one run. Entries past what was recorded so far are NaN."""
+    info = recording.metadata.get("comparison")
+    if recording.baseline is None or not isinstance(info, dict):
+        return None
+    n = len(recording)
+
+    def column(key: str) -> np.ndarray:
+        values = info.get(key) or []
+        out = np.full(n, np.nan)
+        for i, value in enumerate(values[:n]):
+            if value is not None:
+                out[i] = float(value)
+        return out
+
+    return ComparisonTrace(str(info.get("mode", "forced")), column("kl"),
+                           column("mean_abs_delta"))
+
 
 
 def _cross_entropy(probabilities: np.ndarray, target: int) -> float:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -37,9 +38,13 @@ from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, Frame
 FORMAT_NAME = "flyviz-recording"
 #: ``MAJOR.MINOR``. A reader opens any minor version of its major (newer minors
 #: only add what it may ignore) and refuses a newer major.
-FORMAT_VERSION = "1.2"
+FORMAT_VERSION = "1.3"
 FORMAT_MAJOR = 1
 FILE_SUFFIX = ".flyrec"
+#: Name prefix of a comparison's untouched run: its tensors and header keys (format 1.3).
+BASELINE_PREFIX = "baseline."
+#: How a comparison was run (``metadata["comparison"]["mode"]``; see flyviz.record.compare).
+COMPARISON_MODES = ("forced", "free")
 #: State dtypes a recording may store.
 STATE_DTYPES = ("float16", "float32")
 _CHUNK_FRAMES = 64
@@ -164,6 +169,10 @@ class Recording:
         # _CHUNK_FRAMES frames to rebuild any frame's text quickly.
         self._text_anchors: list[str] = []
         self._last_text = ""
+        #: A comparison's untouched run, stored beside this (intervened) one, or ``None``;
+        #: ``metadata["comparison"]`` then holds the per-frame KL and mean |dx|
+        #: (:mod:`flyviz.record.compare`, ``docs/recording-format.md``).
+        self.baseline: Recording | None = None
 
     # ------------------------------------------------------------ container
     def __len__(self) -> int:
@@ -475,17 +484,9 @@ class Recording:
             first = stored + c * _CHUNK_FRAMES
             yield chunk[:min(_CHUNK_FRAMES, n - first)]
 
-    def save(self, path: str | Path) -> Path:
-        """Write the recording to ``path`` atomically (a temporary file, then a rename).
-
-        The states stream from memory or from the file this recording was
-        opened from; a 2 GB recording is never copied whole. Non-finite
-        states are refused (:class:`RecordingError`): they could not be
-        opened again.
-        """
-        from flyviz.model.safetensors_io import ChunkedTensor, save_safetensors
-
-        path = Path(path)
+    def _file_parts(self, who: str = "") -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+        """Every per-frame tensor but ``states`` (with ``state_crc32``) and the frames'
+        JSON list, as :meth:`save` writes them; refuses non-finite states."""
         n = len(self)
         k = max((len(f.top_k_ids) for f in self._infos), default=1)
         top_ids = np.full((n, k), -1, dtype=np.int32)
@@ -497,7 +498,7 @@ class Recording:
         done = 0
         for block in self._state_blocks():
             if _non_finite_rows(block).size:
-                raise RecordingError(f"cannot save the recording: frame "
+                raise RecordingError(f"cannot save the recording: {who}frame "
                                      f"{done + int(_non_finite_rows(block)[0])} has a NaN or "
                                      "inf state")
             crc[done:done + block.shape[0]] = _crc_rows(block)
@@ -520,14 +521,50 @@ class Recording:
                   "top_k_text": list(f.top_k_text), "text_keep": f.text_keep,
                   "text_tail": f.text_tail, "generation_index": f.generation_index}
                  for f in self._infos]
+        return tensors, texts
+
+    def _metadata_json(self, who: str = "") -> str:
         try:
-            metadata_json = json.dumps(self.metadata, allow_nan=False)
+            return json.dumps(self.metadata, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise RecordingError(f"cannot save the recording: its metadata is not plain JSON "
+            raise RecordingError(f"cannot save the recording: {who}metadata is not plain JSON "
                                  f"({exc})") from None
+
+    def save(self, path: str | Path) -> Path:
+        """Write the recording to ``path`` atomically (a temporary file, then a rename).
+
+        The states stream from memory or from the file this recording was
+        opened from; a 2 GB recording is never copied whole. Non-finite
+        states are refused (:class:`RecordingError`): they could not be
+        opened again. A comparison's untouched run (:attr:`baseline`) is
+        written into the same file (format 1.3, see
+        ``docs/recording-format.md``).
+        """
+        from flyviz.model.safetensors_io import ChunkedTensor, save_safetensors
+
+        path = Path(path)
+        n = len(self)
+        tensors, texts = self._file_parts()
         header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
                   "flyviz_version": __version__, "neurons": str(self.neurons),
-                  "metadata": metadata_json, "frames": json.dumps(texts)}
+                  "metadata": self._metadata_json(), "frames": json.dumps(texts)}
+        baseline = self.baseline
+        if baseline is not None:
+            who = "the untouched run's "
+            if baseline.neurons != self.neurons:
+                raise RecordingError(f"cannot save the recording: the untouched run has "
+                                     f"{baseline.neurons:,} neurons per state, the intervened "
+                                     f"one {self.neurons:,}")
+            base_tensors, base_texts = baseline._file_parts(who)
+            header[BASELINE_PREFIX + "metadata"] = baseline._metadata_json(who)
+            header[BASELINE_PREFIX + "frames"] = json.dumps(base_texts)
+            tensors.update({BASELINE_PREFIX + name: a for name, a in base_tensors.items()})
+            # The untouched states are sealed by content_sha256 like any tensor but
+            # ``states``, so that a format 1.2 reader, which ignores them, still finds the
+            # seal intact. A comparison is short; they are held whole only while writing.
+            blocks = list(baseline._state_blocks())
+            tensors[BASELINE_PREFIX + "states"] = np.concatenate(blocks) if blocks else \
+                np.zeros((0, self.neurons), dtype=baseline.states_dtype)
         state_shape = [n, self.neurons]
         sealed = {name: (str(a.dtype), [int(s) for s in a.shape], a.tobytes())
                   for name, a in tensors.items()}
@@ -624,74 +661,58 @@ class Recording:
         # Header fields.
         try:
             neurons = int(meta["neurons"])
-            metadata = json.loads(meta.get("metadata", "{}"))
-            texts = json.loads(meta["frames"])
         except KeyError as exc:
             raise damaged(f"its header lacks {exc}") from None
-        except (ValueError, RecursionError):
+        except ValueError:
             raise damaged("its header is not valid JSON") from None
         if not 0 < neurons <= _MAX_NEURONS:
             raise damaged(f"it claims {neurons} neurons per state")
-        if not isinstance(metadata, dict):
-            raise damaged("its metadata is not a JSON object")
-        if not isinstance(texts, list):
-            raise damaged("its frame list is not a JSON list")
-        n = len(texts)
-
-        # Tensors: names, dtypes, shapes.
-        if "states" not in st:
-            raise damaged("it has no states")
-        states_dtype = {"F16": "float16", "F32": "float32"}.get(st.dtype("states"))
-        if states_dtype is None or (not sealed and states_dtype != "float16"):
-            raise damaged(f"its states are {st.dtype('states')}, not float16 or float32")
-        if st.shape("states") != (n, neurons):
-            raise damaged(f"it lists {n} frames of {neurons} neurons but its states have shape "
-                          f"{list(st.shape('states'))}")
-        expected = dict(_FRAME_TENSORS)
-        if sealed:
-            expected["state_crc32"] = ("uint32", 1)
-        arrays: dict[str, np.ndarray] = {}
-        for tensor, (dtype, rank) in expected.items():
-            if tensor not in st:
-                raise damaged(f"it has no {tensor} tensor")
-            array = st.get(tensor)
-            if array.dtype != np.dtype(dtype) or array.ndim != rank or array.shape[0] != n:
-                raise damaged(f"its {tensor} tensor is {array.dtype} {list(array.shape)}, "
-                              f"expected {dtype} with {n} rows")
-            arrays[tensor] = np.array(array)  # small: a copy, so the file may be replaced
-        k = arrays["top_k_ids"].shape[1]
-        if arrays["top_k_probabilities"].shape != (n, k):
-            raise damaged("its top_k_ids and top_k_probabilities differ in shape")
+        runs = [_read_run(st, meta, "", neurons, sealed, damaged)]
+        if any(key.startswith(BASELINE_PREFIX) for key in [*meta, *st.keys()]):
+            runs.append(_read_run(st, meta, BASELINE_PREFIX, neurons, sealed, damaged))
 
         # The seal.
         if sealed:
             if "content_sha256" not in meta:
                 raise damaged("it lacks its content_sha256 seal")
-            contents = {t: (str(st.get(t).dtype) if t != "states" else states_dtype,
+            contents = {t: (str(st.get(t).dtype) if t != "states" else runs[0].states_dtype,
                             [int(s) for s in st.shape(t)],
                             b"" if t == "states" else np.ascontiguousarray(st.get(t)).tobytes())
                         for t in st.keys()}
             if content_digest(meta, contents) != meta["content_sha256"]:
                 raise damaged("its contents do not match their content_sha256 seal")
 
-        # Per-frame numbers.
+        recordings = [cls._from_run(run, path, neurons, verify, damaged) for run in runs]
+        rec = recordings[0]
+        rec.baseline = recordings[1] if len(recordings) > 1 else None
+        problem = _comparison_problem(rec)
+        if problem:
+            raise damaged(problem)
+        return rec
+
+    @classmethod
+    def _from_run(cls, run: "_StoredRun", path: Path, neurons: int, verify: bool,
+                  damaged: Any) -> "Recording":
+        """A recording of one run read by :func:`_read_run`: frames checked, states mapped."""
+        arrays, texts, n = run.arrays, run.texts, len(run.texts)
+        its, whose = run.its, run.whose
         ints = ("position", "input_token_id", "predicted_token_id")
         for tensor in ints:
             if n and int(arrays[tensor].min()) < 0:
-                raise damaged(f"its {tensor} holds a negative value")
+                raise damaged(f"{its} {tensor} holds a negative value")
         for tensor in ("probability", "mean_abs_state", "top_k_probabilities"):
             values = arrays[tensor]
             if not np.isfinite(values).all() or (values.size and float(values.min()) < 0):
-                raise damaged(f"its {tensor} holds a NaN, inf or negative value")
+                raise damaged(f"{its} {tensor} holds a NaN, inf or negative value")
         if n and (float(arrays["probability"].max()) > 1 + 1e-6
                   or float(arrays["top_k_probabilities"].max(initial=0.0)) > 1 + 1e-6):
-            raise damaged("it holds a probability above 1")
+            raise damaged(f"{run.it} holds a probability above 1")
         if n and int(arrays["top_k_ids"].min(initial=0)) < -1:
-            raise damaged("its top_k_ids hold an id below -1")
+            raise damaged(f"{its} top_k_ids hold an id below -1")
 
         try:
-            states_dt = np.dtype(states_dtype)
-            rec = cls(neurons, metadata, states_dtype=states_dtype)
+            states_dt = np.dtype(run.states_dtype)
+            rec = cls(neurons, run.metadata, states_dtype=run.states_dtype)
         except ValueError as exc:
             raise damaged(str(exc)) from None
         rec._source = path
@@ -701,7 +722,7 @@ class Recording:
         for i, t in enumerate(texts):
             problem = _frame_problem(t, len(chars))
             if problem:
-                raise damaged(f"frame {i} {problem}")
+                raise damaged(f"{whose}frame {i} {problem}")
             del chars[t["text_keep"]:]
             chars.extend(t["text_tail"])
             if i % _CHUNK_FRAMES == 0:
@@ -710,8 +731,8 @@ class Recording:
             valid = ids >= 0
             count = int(valid.sum())
             if count != len(t["top_k_text"]) or not valid[:count].all():
-                raise damaged(f"frame {i} has {count} top-k ids but {len(t['top_k_text'])} "
-                              "top-k texts")
+                raise damaged(f"{whose}frame {i} has {count} top-k ids but "
+                              f"{len(t['top_k_text'])} top-k texts")
             rec._add_info(int(arrays["position"][i]), t["phase"],
                           int(arrays["input_token_id"][i]), t["input_text"],
                           int(arrays["predicted_token_id"][i]), t["predicted_text"],
@@ -723,7 +744,7 @@ class Recording:
 
         # States: mapped, then checked (now, or frame by frame when first read).
         if n:
-            begin, _end = st.byte_range("states")
+            begin, _end = run.states_range
             rec._stored = np.memmap(path, dtype=states_dt.newbyteorder("<"), mode="r",
                                     offset=begin, shape=(n, neurons))
             rec._stored_crc = arrays.get("state_crc32")
@@ -732,6 +753,105 @@ class Recording:
             else:
                 rec._unchecked = np.ones(n, dtype=bool)
         return rec
+
+
+@dataclass
+class _StoredRun:
+    """One run's header fields and small tensors, read from a file but not yet checked."""
+
+    prefix: str
+    metadata: dict[str, Any]
+    texts: list[Any]
+    arrays: dict[str, np.ndarray]
+    states_dtype: str
+    states_range: tuple[int, int]
+
+    @property
+    def it(self) -> str:
+        """How messages name the run: "it" (the recording) or "the untouched run"."""
+        return "the untouched run" if self.prefix else "it"
+
+    @property
+    def its(self) -> str:
+        return "the untouched run's" if self.prefix else "its"
+
+    @property
+    def whose(self) -> str:
+        """Prefix of a frame's name in messages."""
+        return "the untouched run's " if self.prefix else ""
+
+
+def _read_run(st: Any, meta: dict[str, str], prefix: str, neurons: int, sealed: bool,
+              damaged: Any) -> _StoredRun:
+    """The header fields and tensors of the run stored under ``prefix`` (``""``, or
+    :data:`BASELINE_PREFIX` for a comparison's untouched run), their presence, dtypes
+    and shapes checked."""
+    its = "the untouched run's" if prefix else "its"
+    it = "the untouched run" if prefix else "it"
+    try:
+        metadata = json.loads(meta.get(prefix + "metadata", "{}"))
+        texts = json.loads(meta[prefix + "frames"])
+    except KeyError as exc:
+        raise damaged(f"its header lacks {exc}") from None
+    except (ValueError, RecursionError):
+        raise damaged("its header is not valid JSON") from None
+    if not isinstance(metadata, dict):
+        raise damaged(f"{its} metadata is not a JSON object")
+    if not isinstance(texts, list):
+        raise damaged(f"{its} frame list is not a JSON list")
+    n = len(texts)
+    states = prefix + "states"
+    if states not in st:
+        raise damaged(f"{it} has no states")
+    states_dtype = {"F16": "float16", "F32": "float32"}.get(st.dtype(states))
+    if states_dtype is None or (not sealed and states_dtype != "float16"):
+        raise damaged(f"{its} states are {st.dtype(states)}, not float16 or float32")
+    if st.shape(states) != (n, neurons):
+        raise damaged(f"{it} lists {n} frames of {neurons} neurons but {its} states have "
+                      f"shape {list(st.shape(states))}")
+    expected = dict(_FRAME_TENSORS)
+    if sealed:
+        expected["state_crc32"] = ("uint32", 1)
+    arrays: dict[str, np.ndarray] = {}
+    for tensor, (dtype, rank) in expected.items():
+        if prefix + tensor not in st:
+            raise damaged(f"it has no {prefix + tensor} tensor")
+        array = st.get(prefix + tensor)
+        if array.dtype != np.dtype(dtype) or array.ndim != rank or array.shape[0] != n:
+            raise damaged(f"its {prefix + tensor} tensor is {array.dtype} "
+                          f"{list(array.shape)}, expected {dtype} with {n} rows")
+        arrays[tensor] = np.array(array)  # small: a copy, so the file may be replaced
+    k = arrays["top_k_ids"].shape[1]
+    if arrays["top_k_probabilities"].shape != (n, k):
+        raise damaged(f"{its} top_k_ids and top_k_probabilities differ in shape")
+    return _StoredRun(prefix, metadata, texts, arrays, states_dtype, st.byte_range(states))
+
+
+def _comparison_problem(rec: Recording) -> str | None:
+    """What is wrong with a comparison's ``metadata["comparison"]``, or ``None``.
+
+    A comparison (an untouched run stored beside the intervened one) must say how it
+    was run and give one KL and one mean |dx| (a number, or null) per intervened frame.
+    """
+    info = rec.metadata.get("comparison")
+    if info is None:
+        return None if rec.baseline is None else \
+            "it holds an untouched run but no comparison in its metadata"
+    if rec.baseline is None:
+        return "its metadata describes a comparison but it holds no untouched run"
+    if not isinstance(info, dict) or info.get("mode") not in COMPARISON_MODES:
+        return "its comparison is not an object with a mode 'forced' or 'free'"
+    for key in ("kl", "mean_abs_delta"):
+        values = info.get(key)
+        if not isinstance(values, list) or len(values) != len(rec):
+            return f"its comparison's {key} is not a list of one value per frame"
+        for value in values:
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value < 0:
+                return f"its comparison's {key} holds {value!r}, not a number >= 0 or null"
+    return None
 
 
 def _frame_problem(t: Any, previous_length: int) -> str | None:

@@ -140,7 +140,9 @@ def replay_recording(recording: Recording, checkpoint: "Checkpoint | Model", *,
     Parameters
     ----------
     recording
-        A recording with its settings and seed in the metadata.
+        A recording with its settings and seed in the metadata. Of a
+        teacher-forced comparison, the untouched run is replayed (the
+        intervened one only read its tokens).
     checkpoint
         The model to run (normally the one the recording names): a
         :class:`~flyviz.record.runner.Model` (its engine and kernel are used)
@@ -156,6 +158,12 @@ def replay_recording(recording: Recording, checkpoint: "Checkpoint | Model", *,
     from flyviz.model.identity import identity_mismatch
     from flyviz.record.runner import as_model
 
+    comparison = recording.metadata.get("comparison")
+    if recording.baseline is not None and isinstance(comparison, dict) \
+            and comparison.get("mode") == "forced":
+        # The intervened run read the untouched run's tokens: the untouched run is
+        # what generated them, and what a replay can check.
+        recording = recording.baseline
     settings = replay_settings(recording)
     model, owned = as_model(checkpoint)
     try:

@@ -1,0 +1,246 @@
+"""Runs with interventions, and *Compare with untouched*: two engines in lockstep.
+
+:class:`CompareController` is the window's :class:`~flyviz.app.run_control.RunController`
+with a second engine thread beside the first. A plain run goes to the first
+thread as before, with the interventions the user switched on (if any). A
+comparison goes to a :class:`CompareWorker` in its own thread, which steps a
+:class:`~flyviz.record.compare.Comparison` (the untouched and the intervened
+engine on the same checkpoint) one position per tick, with the same pacing,
+speed cap and back-pressure as a plain run: it is an
+:class:`~flyviz.app.worker.EngineWorker` whose items are
+:class:`~flyviz.record.compare.ComparedStep` objects instead of frames.
+
+Every transport request (pause, step, stop, speed cap) goes to whichever thread
+holds the current run, so the window's buttons and keys work the same in both.
+A comparison fills one recording (:func:`~flyviz.record.compare.new_comparison_recording`):
+the session shows the intervened run, its ``baseline`` is the untouched run,
+and ``metadata["comparison"]`` gathers the per-token KL; the views that know
+about comparisons read them from there, and saving it saves all of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QObject
+
+from flyviz.app.run_control import RunController
+from flyviz.app.worker import IDLE, EngineThread, EngineWorker, RunRequest, engine_threads
+from flyviz.model.errors import FlyvizError, InputError
+from flyviz.model.interventions import ResolvedInterventions
+from flyviz.record.compare import (MODES, ComparedStep, Comparison, new_comparison_recording,
+                                   record_step)
+from flyviz.record.run import GenerationSettings, encode_prompt
+from flyviz.record.runner import Model
+
+#: What the comparison modes are called in the window.
+MODE_TITLES = {"forced": "teacher-forced on the untouched text",
+               "free": "free-running, both sampling"}
+
+
+@dataclass(frozen=True)
+class CompareRequest(RunRequest):
+    """A :class:`~flyviz.app.worker.RunRequest` for a comparison, with its ``mode``
+    (``"forced"`` or ``"free"``; see :class:`~flyviz.record.compare.Comparison`)."""
+
+    mode: str = "forced"
+
+
+class CompareWorker(EngineWorker):
+    """Steps a :class:`~flyviz.record.compare.Comparison` in the worker thread.
+
+    Its two engines are built on the first comparison (in this thread) and kept
+    for the next ones, which only change the intervened engine's interventions;
+    a new model closes them. The model itself belongs to the plain runs' worker,
+    which closes it. Each item it emits is a
+    :class:`~flyviz.record.compare.ComparedStep`.
+    """
+
+    def __init__(self, threads: int | None = None) -> None:
+        super().__init__()
+        self._comparison: Comparison | None = None
+        self._threads = threads
+
+    def _install(self, model: Model | None) -> None:
+        """Compare runs of ``model`` from now on (``None``: release the engines)."""
+        self._close_comparison()
+        self._model = model
+
+    def _open_run(self, request: RunRequest) -> Iterator[ComparedStep]:
+        model = self._model
+        if model is None:
+            raise InputError("no model is loaded yet; wait for it or open one")
+        mode = getattr(request, "mode", "forced")
+        if self._comparison is None:
+            threads = self._threads if self._threads is not None else engine_threads()
+            self._comparison = Comparison.for_checkpoint(
+                model.checkpoint, request.interventions, threads=threads,
+                tokenizer=model.tokenizer)
+        elif request.interventions is not self._comparison.interventions:
+            self._comparison.set_interventions(request.interventions)
+        return self._comparison.run(request.prompt, request.settings, mode=mode,
+                                    prompt_ids=list(request.prompt_ids))
+
+    def _close_comparison(self) -> None:
+        if self._comparison is not None:
+            self._comparison.close()
+            self._comparison = None
+
+
+class CompareController(RunController):
+    """The window's runs: plain ones (with interventions) and comparisons.
+
+    Parameters
+    ----------
+    parent, engine_niceness
+        As for :class:`~flyviz.app.run_control.RunController`.
+
+    Attributes
+    ----------
+    interventions
+        The resolved interventions runs use (``None``: none).
+    comparing
+        True when :meth:`start` compares with the untouched run.
+    mode
+        ``"forced"`` or ``"free"``: how a comparison runs.
+    """
+
+    def __init__(self, parent: QObject | None = None, engine_niceness: int = 0) -> None:
+        super().__init__(parent, engine_niceness)
+        #: The thread of plain runs, and the thread of comparisons.
+        self.single_thread = self.engine_thread
+        self.compare_thread = EngineThread(self, CompareWorker(), name="flyviz-compare")
+        worker = self.compare_thread.worker
+        worker.frame_ready.connect(self._on_compared_step)
+        worker.run_finished.connect(self._on_run_finished)
+        worker.run_failed.connect(self._on_run_failed)
+        worker.state_changed.connect(self._on_compare_state)
+        if engine_niceness > 0:
+            self.compare_thread.lower_priority(engine_niceness)
+        self.interventions: ResolvedInterventions | None = None
+        self.comparing = False
+        self.mode = "forced"
+
+    # ------------------------------------------------------------ what runs
+    @property
+    def is_comparison(self) -> bool:
+        """True while the current (or last) run is a comparison."""
+        return self.engine_thread is self.compare_thread
+
+    def set_interventions(self, interventions: ResolvedInterventions | None) -> None:
+        """Use ``interventions`` from the next run on (``None`` or empty: none)."""
+        self.interventions = interventions if interventions else None
+
+    def set_comparing(self, comparing: bool, mode: str | None = None) -> None:
+        """Compare the next runs with the untouched run (or not), in ``mode``."""
+        if mode is not None:
+            if mode not in MODES:
+                raise ValueError(f"comparison mode {mode!r} must be one of {', '.join(MODES)}")
+            self.mode = mode
+        self.comparing = bool(comparing)
+
+    # ------------------------------------------------------------ model and runs
+    def set_model(self, model: Model) -> None:
+        """A new model: both threads stop; the interventions are dropped."""
+        self._use(self.single_thread)
+        self.compare_thread.set_model(model)
+        self.interventions = None
+        super().set_model(model)
+
+    def start(self, prompt: str, settings: GenerationSettings, *, interventions: Any = None,
+              states_dtype: str = "float16") -> bool:
+        """Run ``prompt`` with the interventions, or compare it with the untouched run.
+
+        ``interventions`` default to :attr:`interventions`. Returns False (and
+        says why) when the run cannot start.
+        """
+        interventions = self.interventions if interventions is None else interventions
+        if not self.comparing:
+            self._use(self.single_thread)
+            return super().start(prompt, settings, interventions=interventions or (),
+                                 states_dtype=states_dtype)
+        if self._closed:
+            return False
+        model = self._model
+        if model is None:
+            self.message.emit("no model is loaded yet; wait for it or open one", True)
+            return False
+        try:
+            settings = settings.validate()
+            resolved = model.resolve_interventions(interventions or ())
+            if not resolved:
+                raise InputError("nothing to compare: add an intervention and switch it on")
+            prompt_ids = encode_prompt(model.tokenizer, prompt,
+                                       model.checkpoint.config.bos_token_id)
+            recording = new_comparison_recording(model.checkpoint, prompt, settings, resolved,
+                                                 self.mode, spec=model.spec,
+                                                 states_dtype=states_dtype)
+        except FlyvizError as exc:
+            self.message.emit(str(exc), True)
+            return False
+        self._use(self.compare_thread)
+        self.replay_timer.stop()
+        self._run_id += 1
+        self.end_reason = ""
+        self.session.replace(recording)
+        self.frame_times.clear()
+        self.compare_thread.start(CompareRequest(self._run_id, prompt, tuple(prompt_ids),
+                                                 settings, interventions=resolved,
+                                                 mode=self.mode))
+        self.message.emit(f"comparing with the untouched run ({MODE_TITLES[self.mode]}): "
+                          f"{len(prompt_ids) - 1} prompt tokens, up to "
+                          f"{settings.max_new_tokens} new", False)
+        self.run_started.emit(prompt)
+        return True
+
+    def set_speed_cap(self, tokens_per_second: float) -> None:
+        """Most tokens per second, for plain runs and comparisons alike."""
+        super().set_speed_cap(tokens_per_second)
+        other = self.compare_thread if self.engine_thread is self.single_thread \
+            else self.single_thread
+        other.set_speed_cap(tokens_per_second)
+
+    def shutdown(self) -> None:
+        """Stop both threads; safe to call twice."""
+        if self._closed:
+            return
+        super().shutdown()
+        self.single_thread.close()
+        self.compare_thread.close()
+
+    # ------------------------------------------------------------ internals
+    def _use(self, thread: EngineThread) -> None:
+        """Send transport requests to ``thread`` from now on; the other one's run stops."""
+        if self.engine_thread is thread:
+            return
+        self.engine_thread.stop()
+        self.engine_thread = thread
+        self.worker_state = IDLE      # until the thread reports otherwise
+        self._emit_state()
+
+    def _on_frame(self, run_id: int, frame: Any) -> None:
+        if self.engine_thread is self.single_thread:
+            super()._on_frame(run_id, frame)
+        else:
+            self.single_thread.frame_taken()   # a stopped plain run's frame, still queued
+
+    def _on_compared_step(self, run_id: int, step: ComparedStep) -> None:
+        self.compare_thread.frame_taken()
+        if run_id != self._run_id or self._closed or not self.is_comparison:
+            return
+        recording = self.session.recording
+        if recording.baseline is None:
+            return
+        if record_step(recording, step, append=self.session.append):
+            self.frame_times.append(time.perf_counter())
+
+    def _on_worker_state(self, state: str) -> None:
+        if self.engine_thread is self.single_thread:
+            super()._on_worker_state(state)
+
+    def _on_compare_state(self, state: str) -> None:
+        if self.engine_thread is self.compare_thread:
+            super()._on_worker_state(state)

@@ -57,6 +57,12 @@ class CompareWorker(EngineWorker):
     a new model closes them. The model itself belongs to the plain runs' worker,
     which closes it. Each item it emits is a
     :class:`~flyviz.record.compare.ComparedStep`.
+
+    Each engine gets half of the app's engine threads (at least one) and
+    overlaps its next ``W @ x`` with the other engine's step
+    (``overlap=True``, see :meth:`Comparison.for_checkpoint`): stepped one
+    after the other without it, the two products queued behind each other and
+    a compared token cost three to four plain ones in the window instead of two.
     """
 
     def __init__(self, threads: int | None = None) -> None:
@@ -75,10 +81,11 @@ class CompareWorker(EngineWorker):
             raise InputError("no model is loaded yet; wait for it or open one")
         mode = getattr(request, "mode", "forced")
         if self._comparison is None:
-            threads = self._threads if self._threads is not None else engine_threads()
+            threads = self._threads if self._threads is not None \
+                else max(1, (engine_threads() + 1) // 2)
             self._comparison = Comparison.for_checkpoint(
                 model.checkpoint, request.interventions, threads=threads,
-                tokenizer=model.tokenizer)
+                tokenizer=model.tokenizer, overlap=True)
         elif request.interventions is not self._comparison.interventions:
             self._comparison.set_interventions(request.interventions)
         return self._comparison.run(request.prompt, request.settings, mode=mode,

@@ -133,19 +133,29 @@ class Comparison:
     @classmethod
     def for_checkpoint(cls, checkpoint: Checkpoint, interventions: Any,
                        threads: int | None = None, kernel: str | None = None,
-                       tokenizer: FlyTokenizer | None = None) -> "Comparison":
+                       tokenizer: FlyTokenizer | None = None,
+                       overlap: bool | None = None) -> "Comparison":
         """Two new engines on ``checkpoint``, the second with ``interventions``.
+
+        ``threads``, ``kernel`` and ``overlap`` are each engine's (see
+        :class:`~flyviz.model.engine.Engine`). With ``overlap``, each engine
+        starts its next ``W @ x`` in its own background thread as soon as its
+        state is updated, so the two products run side by side while the
+        stepping thread reads out the other engine: on two cores a lockstep
+        position then costs about one product instead of two, with the same
+        arithmetic.
 
         Raises
         ------
         InputError
             For bad interventions, or none at all.
         """
-        intervened = Engine(checkpoint, threads, kernel=kernel, interventions=interventions)
+        intervened = Engine(checkpoint, threads, kernel=kernel, interventions=interventions,
+                            overlap=overlap)
         if not intervened.interventions:
             intervened.close()
             raise InputError("give at least one intervention to compare with the untouched run")
-        return cls(Engine(checkpoint, threads, kernel=kernel), intervened,
+        return cls(Engine(checkpoint, threads, kernel=kernel, overlap=overlap), intervened,
                    tokenizer or tokenizer_for(checkpoint))
 
     @property

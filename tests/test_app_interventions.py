@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from app_conftest import app_checkpoint, lit_neurons_far_apart, make_window, window  # noqa: F401
@@ -229,8 +225,7 @@ def test_a_comparison_movie_is_in_delta_colours_with_both_texts(window, qtbot, a
     from PIL import Image
 
     import flyviz.app.export_dialog as export_dialog
-    from flyviz.app.compare_views import comparison_overlays
-    from flyviz.export import ExportOptions, export_recording
+    from flyviz.export import ExportOptions
 
     win = window
     n = app_checkpoint.config.neurons
@@ -246,52 +241,29 @@ def test_a_comparison_movie_is_in_delta_colours_with_both_texts(window, qtbot, a
     lines = overlays(0, 3)[-1]
     assert lines.prompt.startswith("untouched: ab") and "intervened (top-1): " in lines.prompt
 
-    # What the export then draws: only the changed neurons lit, both texts at the bottom.
-    # Rendered in a process of its own: offscreen GL beside a shown Qt window is the
-    # renderer's business, not this test's.
-    rec.save(tmp_path / "cmp.flyrec")
-    script = tmp_path / "render.py"
-    script.write_text(RENDER_SCRIPT)
-    # The script rebuilds the test model (the same seed) in a folder of its own.
-    result = subprocess.run([sys.executable, str(script), str(tmp_path / "model"),
-                             str(tmp_path)], capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stderr[-2000:]
-    lit = json.loads(result.stdout.strip().splitlines()[-1])
+    # What the app's export (run_export, in this process, beside the shown window)
+    # then draws: only the changed neurons lit, both texts at the bottom.
+    options = ExportOptions(size=(640, 480), fps=4, frames_per_token=1, orbit=0.0,
+                            point_size=6.0)
+    frames = {}
+    for name, style, contents in (("delta", options.cloud_style().with_layer(layer), overlays),
+                                  ("state", options.cloud_style(), None)):
+        path, error = export_dialog.run_export(win, rec, app_checkpoint.anatomy, tmp_path / name,
+                                               options, "test", style=style, overlays=contents)
+        assert error is None, error
+        last = sorted(path.glob("*.png"))[-1]
+        frames[name] = np.asarray(Image.open(last).convert("RGB"))
+    Image.fromarray(frames["delta"]).save(tmp_path / "delta.png")
+    cloud = (slice(80, 360), slice(0, 460))                   # the brain, above the text
+    lit = {k: int((v[cloud].max(axis=-1) > 100).sum()) for k, v in frames.items()}
+    # The state movie lights the busy brain; the Δx movie only neurons 5 and 17.
     assert lit["state"] > 300 and 0 < lit["delta"] < lit["state"] / 10
-    assert lit["text_rows"] > 14                               # two lines of text (one: ~10)
-
-
-RENDER_SCRIPT = """
-import json, sys
-from pathlib import Path
-import numpy as np
-from PIL import Image
-from flyviz.app._testing import make_app_checkpoint
-from flyviz.app.compare_views import comparison_overlays
-from flyviz.app.interventions_dock import delta_layer
-from flyviz.export import ExportOptions, export_recording
-from flyviz.record.recording import Recording
-
-model, folder = Path(sys.argv[1]), Path(sys.argv[2])
-checkpoint = make_app_checkpoint(model)
-rec = Recording.load(folder / "cmp.flyrec")
-options = ExportOptions(size=(640, 480), fps=4, frames_per_token=1, orbit=0.0, point_size=6.0)
-frames = {}
-for name in ("delta", "state"):
-    style = options.cloud_style()
-    if name == "delta":
-        style = style.with_layer(delta_layer())
-    path = export_recording(rec, checkpoint.anatomy, folder / (name + "/"), options, style=style,
-                            overlay_contents=comparison_overlays(rec) if name == "delta" else None)
-    frames[name] = np.asarray(Image.open(sorted(path.glob("*.png"))[-1]).convert("RGB"))
-Image.fromarray(frames["delta"]).save(folder / "delta.png")
-cloud = (slice(80, 360), slice(0, 460))
-out = {k: int((v[cloud].max(axis=-1) > 100).sum()) for k, v in frames.items()}
-band = frames["delta"][400:].max(axis=-1)
-rows = np.flatnonzero((band > 120).sum(axis=1) > 3)
-out["text_rows"] = int(rows.max() - rows.min()) if rows.size else 0
-print(json.dumps(out))
-"""
+    brain = frames["delta"][cloud].astype(int)
+    red, blue = brain[..., 0] - brain[..., 2], brain[..., 2] - brain[..., 0]
+    assert (red > 80).sum() > 3 and (blue > 80).sum() > 3     # +0.9 red, -0.9 blue
+    band = frames["delta"][400:].max(axis=-1)
+    rows = np.flatnonzero((band > 120).sum(axis=1) > 3)
+    assert rows.size and rows.max() - rows.min() > 14          # two lines of text (one: ~10)
 
 
 def test_picking_in_the_view_fills_the_query(window, qtbot, app_checkpoint):

@@ -130,12 +130,6 @@ class _SingleThreadedBlas:
 _SINGLE_THREADED_BLAS = _SingleThreadedBlas()
 
 
-def single_threaded_blas() -> _SingleThreadedBlas:
-    """The context in which every engine steps (see :class:`_SingleThreadedBlas`): hold it
-    across many steps to keep BLAS in one thread between them as well."""
-    return _SINGLE_THREADED_BLAS
-
-
 class _RowBlock:
     """A contiguous block of CSR rows whose product one thread computes.
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.engine import Engine, single_threaded_blas
+from flyviz.model.engine import Engine
 from flyviz.errors import InputError
 from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
@@ -183,12 +183,6 @@ class Comparison:
 
         Stop iterating at any time to cancel; both engines are then left
         between steps, ready for the next run.
-
-        While the run is open, BLAS stays in one thread (as during each
-        engine's step) also between the steps: released between the two
-        engines' steps, OpenBLAS's threads woke and spun for a while each
-        time, and took the cores from the two products (in the app, about a
-        core's worth at a full-size brain).
         """
         if mode not in MODES:
             raise InputError(f"comparison mode {mode!r} must be one of {', '.join(MODES)}")
@@ -199,10 +193,6 @@ class Comparison:
         base_frames = iter_frames(self.baseline, self.tokenizer, prompt, settings, prompt_ids=ids)
         int_frames = iter_frames(self.intervened, self.tokenizer, prompt, settings,
                                  prompt_ids=ids, forced_ids=forced)
-        blas = single_threaded_blas() if (self.baseline.single_threaded_blas
-                                          and self.intervened.single_threaded_blas) else None
-        if blas is not None:
-            blas.__enter__()
         try:
             position = 0
             while True:
@@ -217,8 +207,6 @@ class Comparison:
         finally:
             base_frames.close()
             int_frames.close()
-            if blas is not None:
-                blas.__exit__(None, None, None)
 
     def record(self, prompt: str, settings: GenerationSettings | None = None, *,
                mode: str = "forced", spec: str | None = None,

@@ -167,8 +167,8 @@ class EngineWorker(QObject):
         except FlyvizError as exc:
             self._fail(str(exc))
             return
-        except Exception as exc:  # a bug: report it instead of killing the thread
-            traceback.print_exc()
+        except Exception as exc:  # noqa: BLE001 - a bug: report it instead of killing the thread
+            log.exception("the run could not start")
             self._fail(f"the run could not start: {type(exc).__name__}: {exc}")
             return
         if request.start_paused:
@@ -335,10 +335,10 @@ class EngineThread(QObject):
     def __init__(self, parent: QObject | None = None, worker: "EngineWorker | None" = None,
                  name: str = "flyviz-engine") -> None:
         super().__init__(parent)
-        self.thread = QThread()
-        self.thread.setObjectName(name)
+        self.worker_thread = QThread()
+        self.worker_thread.setObjectName(name)
         self.worker = worker if worker is not None else EngineWorker()
-        self.worker.moveToThread(self.thread)
+        self.worker.moveToThread(self.worker_thread)
         self._request_model.connect(self.worker.set_model)
         self._request_start.connect(self.worker.start)
         self._request_pause.connect(self.worker.pause)
@@ -353,7 +353,7 @@ class EngineThread(QObject):
         # Blocking: close() returns only once the worker has let go of the engine.
         self._request_shutdown.connect(self.worker.shutdown,
                                        Qt.ConnectionType.BlockingQueuedConnection)
-        self.thread.start()
+        self.worker_thread.start()
         self._closed = False
 
     def set_model(self, model: Model | None) -> None:
@@ -386,7 +386,7 @@ class EngineThread(QObject):
         Waits until the worker has handled every request sent before this call,
         so a test can check that a pause or stop took effect without sleeping.
         """
-        if not self.thread.isRunning():
+        if not self.worker_thread.isRunning():
             return False
         self._request_report.emit()
         return bool(self.worker.stepping)
@@ -408,12 +408,12 @@ class EngineThread(QObject):
         if self._closed:
             return True
         self._closed = True
-        if self.thread.isRunning():
+        if self.worker_thread.isRunning():
             self._request_shutdown.emit()
         else:
             self.worker.shutdown()
-        self.thread.quit()
-        ended = self.thread.wait(timeout_ms)
+        self.worker_thread.quit()
+        ended = self.worker_thread.wait(timeout_ms)
         return bool(ended)
 
 

@@ -226,11 +226,8 @@ def test_a_saved_comparison_reopens_with_its_interventions(window, qtbot, app_ch
 
 def test_a_comparison_movie_is_in_delta_colours_with_both_texts(window, qtbot, app_checkpoint,
                                                                 tmp_path, monkeypatch):
-    from PIL import Image
 
     import flyviz.app.export_dialog as export_dialog
-    from flyviz.app.compare_views import comparison_overlays
-    from flyviz.export import ExportOptions, export_recording
 
     win = window
     n = app_checkpoint.config.neurons

@@ -31,7 +31,6 @@ from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signa
 
 from flyviz.model.errors import FlyvizError, InputError
 from flyviz.model.interventions import ResolvedInterventions
-from flyviz.record.frame import Frame
 from flyviz.record.run import GenerationSettings
 from flyviz.record.runner import Model
 
@@ -168,7 +167,7 @@ class EngineWorker(QObject):
             self._fail(str(exc))
             return
         except Exception as exc:  # a bug: report it instead of killing the thread
-            traceback.print_exc()
+            log.exception("the run could not start")
             self._fail(f"the run could not start: {type(exc).__name__}: {exc}")
             return
         if request.start_paused:

@@ -334,10 +334,10 @@ class EngineThread(QObject):
     def __init__(self, parent: QObject | None = None, worker: "EngineWorker | None" = None,
                  name: str = "flyviz-engine") -> None:
         super().__init__(parent)
-        self.thread = QThread()
-        self.thread.setObjectName(name)
+        self.qthread = QThread()
+        self.qthread.setObjectName(name)
         self.worker = worker if worker is not None else EngineWorker()
-        self.worker.moveToThread(self.thread)
+        self.worker.moveToThread(self.qthread)
         self._request_model.connect(self.worker.set_model)
         self._request_start.connect(self.worker.start)
         self._request_pause.connect(self.worker.pause)
@@ -352,7 +352,7 @@ class EngineThread(QObject):
         # Blocking: close() returns only once the worker has let go of the engine.
         self._request_shutdown.connect(self.worker.shutdown,
                                        Qt.ConnectionType.BlockingQueuedConnection)
-        self.thread.start()
+        self.qthread.start()
         self._closed = False
 
     def set_model(self, model: Model | None) -> None:
@@ -385,7 +385,7 @@ class EngineThread(QObject):
         Waits until the worker has handled every request sent before this call,
         so a test can check that a pause or stop took effect without sleeping.
         """
-        if not self.thread.isRunning():
+        if not self.qthread.isRunning():
             return False
         self._request_report.emit()
         return bool(self.worker.stepping)
@@ -407,12 +407,12 @@ class EngineThread(QObject):
         if self._closed:
             return True
         self._closed = True
-        if self.thread.isRunning():
+        if self.qthread.isRunning():
             self._request_shutdown.emit()
         else:
             self.worker.shutdown()
-        self.thread.quit()
-        ended = self.thread.wait(timeout_ms)
+        self.qthread.quit()
+        ended = self.qthread.wait(timeout_ms)
         return bool(ended)
 
 

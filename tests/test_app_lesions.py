@@ -171,7 +171,9 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
     for neuron in dark:
         assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])
 
-    # Compare with untouched: without a comparison view, the next run has the group silenced.
+    # Compare with untouched, in a window without the Interventions dock (the lesion panel
+    # works on its own): the next run has the group silenced.
+    win.interventions, dock = None, win.interventions
     requests = []
     win.lesions.compare_requested.connect(lambda ivs, text: requests.append((ivs, text)))
     assert panel.compare_button.isEnabled()
@@ -194,6 +196,7 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
     qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=20_000)
     states = np.stack([win.session.recording.state(i) for i in range(len(win.session.recording))])
     assert np.any(states[:, members] != 0)
+    win.interventions = dock
 
 
 def test_a_lesion_map_of_another_model_is_refused_in_one_line(qtbot, tmp_path, lesion_map):
@@ -331,3 +334,32 @@ def test_compare_goes_to_the_interventions_dock_when_the_window_has_one(
     assert win.runs.next_interventions == () and not win.lesions.panel.next_label.isVisible()
     win.lesions.compare_with_silenced("superclass:cb_intrinsic")
     assert asked[-1] == (Silence("superclass:cb_intrinsic"),)
+
+
+def test_compare_from_the_lesion_table_runs_the_interventions_docks_comparison(
+        window, qtbot, app_checkpoint, lesion_map):
+    """The real Interventions dock: a row's *Compare with untouched* runs the prompt beside
+    the untouched model with exactly that group silenced (its states 0 at every step, the
+    untouched run's not), and the dock lists the lesion."""
+    from flyviz.model.selection import neuron_index
+
+    win = window
+    lesions = _open_lesions(win, qtbot, lesion_map)
+    win.controls.temperature.setValue(0.0)
+    win.controls.max_new_tokens.setValue(6)
+    win.controls.speed_cap.setValue(0)
+    win.prompt_bar.set_text("Tom and his dog")
+    group = max(lesions.rows, key=lambda row: row.neurons)
+    assert win.lesions.select_group(group.group)
+    with qtbot.waitSignal(win.run_ended, timeout=20_000) as ended:
+        win.lesions.panel.compare_button.click()
+    assert ended.args[0] == "done", win.last_error
+    rec = win.session.recording
+    assert rec.baseline is not None and len(rec.baseline) == len(rec) > 1
+    silenced = neuron_index(app_checkpoint).select(group.query)
+    intervened = np.stack([rec.state(i) for i in range(len(rec))])
+    untouched = np.stack([rec.baseline.state(i) for i in range(len(rec))])
+    assert np.all(intervened[:, silenced] == 0)
+    assert np.abs(untouched[:, silenced]).max() > 0.01
+    assert win.interventions.panel.enabled() == [Silence(group.query)]
+    assert win.runs.next_interventions == ()

@@ -44,7 +44,7 @@ def test_plots_repaint_when_the_shown_token_changes(window, qtbot, app_checkpoin
     counters = dict(zip(plots, _counters(plots.values())))
     win.show_token(2)
     qtbot.waitUntil(lambda: all(c.paints for c in counters.values()), timeout=3000)
-    assert win.trace_panel.cursor.value() == 2
+    assert win.trace_panel.token_line.value() == 2
     assert win.inspector.trace_cursor.value() == 2
 
 

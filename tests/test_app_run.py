@@ -132,9 +132,9 @@ def test_closing_during_a_run_stops_every_thread(qtbot, app_checkpoint, tmp_path
     win.controls.speed_cap.setValue(0)
     win.run_prompt("Once upon a time")
     qtbot.waitUntil(lambda: len(win.session) >= 5, timeout=5000)
-    assert win.engine_thread.worker_thread.isRunning()
+    assert win.engine_thread.qthread.isRunning()
     win.close()
-    assert not win.engine_thread.worker_thread.isRunning()
+    assert not win.engine_thread.qthread.isRunning()
     assert flyviz_threads() == []
     count = len(win.session)
     QApplication.processEvents()            # frames still queued are not taken after close

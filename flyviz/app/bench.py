@@ -439,7 +439,7 @@ def stalls(args: argparse.Namespace) -> dict:
     monitor = StallMonitor()
     driver = QTimer()
     driver.timeout.connect(act)
-    ended = {"run": None}
+    ended: dict[str, float | None] = {"run": None}
     window.run_ended.connect(lambda reason, n: ended.update(run=time.perf_counter()))
     monitor.start()
     start = time.perf_counter()

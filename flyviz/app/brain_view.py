@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import math
 import time
+from typing import Any
 from collections import deque
 
 import numpy as np
@@ -94,6 +95,12 @@ def anatomy_note(anatomy: Anatomy, neurons: int) -> str:
         text = f"{shown:,} of {neurons:,} neurons have a measured soma"
     return text + (f"; {hidden:,} hidden" if hidden else "")
 
+
+
+def _rgba(values: Any) -> tuple[float, float, float, float]:
+    """An RGBA colour as four floats."""
+    r, g, b, a = (float(c) for c in values)
+    return (r, g, b, a)
 
 class _ResizeWatch(QObject):
     """Calls ``callback()`` when the watched widget is about to be resized.
@@ -252,13 +259,13 @@ class BrainView(QWidget):
 
     def snap(self) -> None:
         """Show the target at once, skipping the easing."""
-        if self._target is not None:
+        if self._target is not None and self._shown is not None:
             self._shown[:] = self._target
             self._upload()
 
     def advance(self, dt: float) -> bool:
         """Ease the shown activity toward the target by ``dt`` seconds; True if it moved."""
-        if self._target is None or not self._dirty:
+        if self._target is None or self._shown is None or not self._dirty:
             return False
         if self.smoothing_s <= 0:
             self._shown[:] = self._target
@@ -298,11 +305,11 @@ class BrainView(QWidget):
         return self.layer_override or self.activation
 
     @property
-    def style(self) -> CloudStyle:
+    def style(self) -> CloudStyle:  # type: ignore[override]  # a view, not Qt's QStyle
         """Everything about how the cloud is drawn (what screenshots and movies start from)."""
         return CloudStyle(layer=self.layer, point_size=self.point_size, glow=self.glow,
                           gain=self.gain_setting,
-                          background=tuple(float(c) for c in self.canvas.bgcolor.rgba))
+                          background=_rgba(self.canvas.bgcolor.rgba))
 
     @property
     def mode(self) -> str:

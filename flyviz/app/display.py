@@ -147,8 +147,8 @@ class DisplayController(QObject):
         if n == 0:
             return None
         picks = np.unique(np.linspace(0, n - 1, min(GAIN_SAMPLES, n)).round().astype(int))
-        rows = [self._brain_source(recording, int(i)) for i in picks]
-        rows = [np.asarray(r, np.float32) for r in rows if r is not None]
+        sources = [self._brain_source(recording, int(i)) for i in picks]
+        rows = [np.asarray(r, np.float32) for r in sources if r is not None]
         return np.stack(rows) if rows else None
 
     def mark_dirty(self) -> None:

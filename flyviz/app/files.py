@@ -84,7 +84,7 @@ def save_screenshot(window: "MainWindow", path: str | Path, target: str = "brain
                                    Qt.AspectRatioMode.KeepAspectRatio,
                                    Qt.TransformationMode.SmoothTransformation)
         image = pixmap.toImage()
-    if not image.save(str(path), "PNG"):
+    if not image.save(str(path), "PNG"):  # type: ignore[call-overload]  # (fileName, format)
         raise ExportError(f"cannot write {path}; choose a folder you can write to")
     return path
 
@@ -128,7 +128,8 @@ class FileController:
         bundle = self.window.bundle
         check_recording_fits(recording, None if bundle is None else bundle.checkpoint.config.neurons,
                              self.window.model_name, path)
-        mismatch = recording_model_mismatch(recording, bundle.checkpoint, path)
+        mismatch = None if bundle is None else recording_model_mismatch(recording, bundle.checkpoint,
+                                                                        path)
         self.window.runs.show_recording(recording)
         prompt = recording.metadata.get("prompt")
         if prompt:

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QSpinBox, QVBoxLayout, QWidget)
 
 from flyviz.app.compare_control import MODE_TITLES
+from flyviz.app.colouring import STATE
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.model.interventions import (KINDS, Intervention, ResolvedInterventions, from_json,
@@ -49,6 +50,9 @@ PATHWAY_KINDS = ("cut", "scale")
 
 #: Delay before the live count re-evaluates a query being typed (ms).
 COUNT_DELAY_MS = 150
+
+#: View → Colour by's key of the comparison's difference.
+DELTA = "delta"
 
 
 def quoted(value: str) -> str:
@@ -228,13 +232,16 @@ class InterventionsPanel(QWidget):
 
     def describe_query(self, text: str) -> str:
         """What ``text`` selects, in words (raises :class:`FlyvizError` when it is bad)."""
-        index = neuron_index(self._checkpoint)
+        checkpoint = self._checkpoint
+        if checkpoint is None:
+            raise FlyvizError("no model yet")
+        index = neuron_index(checkpoint)
         if self.kind.currentData() in PATHWAY_KINDS:
             if "->" not in text:
                 raise FlyvizError("a cut or scale needs 'PRE -> POST'")
             pre_text, post_text = (t.strip() for t in text.split("->", 1))
             pre, post = index.select(pre_text), index.select(post_text)
-            edges = synapses_between(self._checkpoint, pre, post)
+            edges = synapses_between(checkpoint, pre, post)
             return f"{pre.size:,} → {post.size:,} neurons: {edges.size:,} synapses"
         return f"{index.count(text):,} neurons selected"
 
@@ -327,7 +334,7 @@ def touched_neurons(resolved: ResolvedInterventions | None) -> np.ndarray:
     """Every neuron an intervention acts on: the selected ones, and both ends of a cut."""
     if not resolved:
         return np.zeros(0, dtype=np.int64)
-    parts = [op.indices for op in (*resolved.post_state, *resolved.pre_add)]
+    parts = [op.indices for op in resolved.post_state] + [op.indices for op in resolved.pre_add]
     parts += [np.concatenate([edit.pre, edit.post]) for edit in resolved.graph_edits]
     return np.unique(np.concatenate(parts).astype(np.int64)) if parts else \
         np.zeros(0, dtype=np.int64)
@@ -357,6 +364,9 @@ class InterventionsFeature(QObject):
         self.lasso = LassoTool(window.brain)
         self.marks = NeuronMarks(window.brain)
         self.delta = delta_layer()
+        # Δx is one of View → Colour by's entries, offered while a comparison is shown.
+        window.colour_by.add(DELTA, "&Δx: intervened − untouched", lambda: self.delta,
+                             "The comparison's difference at the shown token", enabled=False)
         window.brain.pick_clicked.connect(self._on_pick_click)
         self.lasso.picked.connect(lambda neurons, add: self.pick.apply(neurons, add))
         self.pick.changed.connect(self._on_pick_changed)
@@ -434,13 +444,14 @@ class InterventionsFeature(QObject):
 
     def show_layer(self) -> None:
         """Colour the brain by Δx while a comparison is shown (and Δx is wanted)."""
-        display = self.window.display
-        want = self.window.session.recording.baseline is not None \
-            and self.panel.delta_box.isChecked()
-        if want and display.layer is not self.delta:
-            display.set_colour_layer(self.delta)
-        elif not want and display.layer is self.delta:
-            display.set_colour_layer(None)
+        colour_by = self.window.colour_by
+        comparing = self.window.session.recording.baseline is not None
+        colour_by.set_enabled((DELTA,), comparing)
+        want = comparing and self.panel.delta_box.isChecked()
+        if want and colour_by.current != DELTA:
+            colour_by.choose(DELTA)
+        elif not want and colour_by.current == DELTA:
+            colour_by.choose(STATE)
 
     # ------------------------------------------------------------ events
     def _on_compare_settings(self, *_args: object) -> None:

@@ -193,6 +193,10 @@ class LassoTool(QObject):
         self.picked.emit(self.select(np.array(points)).tolist(), self._add)
 
 
+#: Up to this many rings are drawn at full strength; more fade (see NeuronMarks._draw).
+RINGS_AT_FULL_STRENGTH = 300
+
+
 class NeuronMarks:
     """Rings around neurons in the brain view: the picked ones and the intervened ones.
 
@@ -250,7 +254,11 @@ class NeuronMarks:
             markers.set_gl_state("translucent", depth_test=False)
             markers.order = 10
             self._layers[layer] = markers
+        # Thousands of full-strength rings would hide the colours they surround (a silenced
+        # superclass): rings fade as there are more of them, down to a quarter.
+        alpha = color[3] * float(np.clip(np.sqrt(RINGS_AT_FULL_STRENGTH / neurons.size), 0.25, 1.0))
+        faded = (*color[:3], alpha)
         markers.set_data(self.brain.positions[neurons], symbol="ring", size=size,
-                         edge_width=0.0, face_color=color, edge_color=color)
+                         edge_width=0.0, face_color=faded, edge_color=faded)
         markers.visible = True
         self.brain.canvas.update()

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from flyviz.app import theme
@@ -35,9 +36,10 @@ class _RepaintOnInput(QObject):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
         kind = event.type()
-        if kind in _INPUT_EVENTS or (kind == QEvent.Type.MouseMove
+        if kind in _INPUT_EVENTS or (isinstance(event, QMouseEvent) and kind == QEvent.Type.MouseMove
                                      and event.buttons() != Qt.MouseButton.NoButton):
-            watched.update()
+            if isinstance(watched, QWidget):
+                watched.update()
         return False
 
 
@@ -140,12 +142,13 @@ class TopKPanel(QWidget):
             return
         self.untouched_bars.setOpts(x0=[], y=[], width=[])
         if index < 0:
-            ids, probs, texts = np.zeros(0, int), np.zeros(0), ()
+            ids, probs = np.zeros(0, int), np.zeros(0)
+            texts: tuple[str, ...] = ()
         else:
             frame = recording[index]
             ids = np.asarray(frame.top_k_ids)[:k]
             probs = np.asarray(frame.top_k_probabilities, dtype=float)[:k]
-            texts = frame.top_k_text[:k]
+            texts = tuple(frame.top_k_text[:k])
             chosen = frame.predicted_token_id
             self.title.setText(f"Next token after #{frame.position}"
                                + ("" if frame.is_generation else " (reading the prompt)"))
@@ -220,7 +223,7 @@ class RasterPanel(QWidget):
         self.image = pg.ImageItem(axisOrder="row-major")
         self.plot.addItem(self.image)
         self.rows = rows
-        self.window = window
+        self.window_tokens = window
         self.neurons = np.zeros(0, dtype=np.int64)
         self._mode = "signed"
         self._limit = 1.0
@@ -237,8 +240,8 @@ class RasterPanel(QWidget):
             pick = np.linspace(0, neurons.size - 1, self.rows).round().astype(np.int64)
             neurons = neurons[pick]
         self.neurons = neurons
-        self._buffer = np.zeros((max(1, neurons.size), self.window), dtype=np.float32)
-        self.caption.setText(f"State raster: {neurons.size} neurons × last {self.window} tokens"
+        self._buffer = np.zeros((max(1, neurons.size), self.window_tokens), dtype=np.float32)
+        self.caption.setText(f"State raster: {neurons.size} neurons × last {self.window_tokens} tokens"
                              " (rates, not spikes)")
         self._last = None
 
@@ -274,16 +277,16 @@ class RasterPanel(QWidget):
         buf.fill(0.0)
         count = 0
         if index >= 0 and self.neurons.size:
-            start = max(0, index - self.window + 1)
+            start = max(0, index - self.window_tokens + 1)
             states = recording.states(self.neurons, start, index + 1)   # (tokens, rows)
             values = np.abs(states) if self._mode == "abs" else states
             count = values.shape[0]
             # Fill from the left until the window is full, then scroll: newest on the right.
             buf[:, :count] = values.T
-        left = -0.5 if index + 1 <= self.window else index + 0.5 - self.window
+        left = -0.5 if index + 1 <= self.window_tokens else index + 0.5 - self.window_tokens
         self.image.setImage(buf, autoLevels=False)
-        self.image.setRect(left, 0, self.window, buf.shape[0])
-        self.plot.setXRange(left, left + self.window, padding=0)
+        self.image.setRect(left, 0, self.window_tokens, buf.shape[0])
+        self.plot.setXRange(left, left + self.window_tokens, padding=0)
         self.plot.setYRange(0, buf.shape[0], padding=0)
         self.plot.viewport().update()
 
@@ -322,9 +325,9 @@ class TracePanel(QWidget):
         self.mean_abs = self.plot.plot([], [], pen=pg.mkPen(theme.WARM, width=2))
         #: A comparison's per-token KL(p_untouched ‖ p_intervened), in nats.
         self.kl = self.plot.plot([], [], pen=pg.mkPen("#ff7a9a", width=2))
-        self.cursor = pg.InfiniteLine(angle=90, movable=False,
+        self.token_line = pg.InfiniteLine(angle=90, movable=False,
                                       pen=pg.mkPen(theme.ACCENT, width=1, style=Qt.PenStyle.DashLine))
-        self.plot.addItem(self.cursor)
+        self.plot.addItem(self.token_line)
         paint_on_demand(self.plot)
         layout.addWidget(self.plot, 1)
         self._length = -1
@@ -341,8 +344,8 @@ class TracePanel(QWidget):
             self.mean_abs.setData(x, recording.mean_abs_states)
             self._show_kl(recording, x)
             self.plot.setXRange(0, max(n - 1, 1), padding=0.02)
-        self.cursor.setVisible(index >= 0)
-        self.cursor.setPos(max(index, 0))
+        self.token_line.setVisible(index >= 0)
+        self.token_line.setPos(max(index, 0))
         self.plot.viewport().update()
 
     def _show_kl(self, recording: Recording, x: np.ndarray) -> None:

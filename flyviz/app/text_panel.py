@@ -142,6 +142,7 @@ class PieceBuilder:
             done.append(TextPiece(token.text, token.generated, token.appears_at, k, k))
             return done
         self._pending.append((k, token))
+        assert self._decode is not None  # not alone: there is a decoder
         text = self._decode([t.token_id for _, t in self._pending])
         if text.endswith(_REPLACEMENT) and len(self._pending) < self.MAX_PENDING:
             return done                               # the character goes on in the next token
@@ -151,6 +152,7 @@ class PieceBuilder:
     def _flush(self, text: str | None = None) -> TextPiece:
         pending, self._pending = self._pending, []
         if text is None:
+            assert self._decode is not None  # only decoded tokens are ever pending
             text = self._decode([t.token_id for _, t in pending])
         last = pending[-1][1]
         return TextPiece(text, last.generated, last.appears_at, pending[0][0], pending[-1][0])
@@ -231,7 +233,7 @@ class TextPanel(QTextBrowser):
         if recording.baseline is not None and index >= 0:
             self._show_comparison(recording, index)
             return
-        self._compared_at = None
+        self._compared_at: tuple[int, int, int] | None = None
         self._scan(recording)
         if index == self._shown_index:
             return
@@ -370,10 +372,12 @@ class TextPanel(QTextBrowser):
         lines = [f"token {html.escape(repr(token.text))}:"] if several else []
         if token.scored_by < 0:
             return lines + ["first token: nothing predicted it"]
-        frame = self._recording[token.scored_by]
+        recording = self._recording
+        assert recording is not None  # tooltips exist only for a shown recording
+        frame = recording[token.scored_by]
         ids = [int(i) for i in frame.top_k_ids]
         target = frame.predicted_token_id if token.generated else (
-            self._recording[token.appears_at].input_token_id)
+            recording[token.appears_at].input_token_id)
         if token.generated:
             lines.append(f"probability {frame.probability:.1%}")
         elif target in ids:

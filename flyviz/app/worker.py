@@ -31,7 +31,6 @@ from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signa
 
 from flyviz.model.errors import FlyvizError, InputError
 from flyviz.model.interventions import ResolvedInterventions
-from flyviz.record.frame import Frame
 from flyviz.record.run import GenerationSettings
 from flyviz.record.runner import Model
 
@@ -167,7 +166,7 @@ class EngineWorker(QObject):
         except FlyvizError as exc:
             self._fail(str(exc))
             return
-        except Exception as exc:  # noqa: BLE001 - a bug: report it instead of killing the thread
+        except Exception as exc:  # a bug: report it instead of killing the thread
             log.exception("the run could not start")
             self._fail(f"the run could not start: {type(exc).__name__}: {exc}")
             return
@@ -335,10 +334,10 @@ class EngineThread(QObject):
     def __init__(self, parent: QObject | None = None, worker: "EngineWorker | None" = None,
                  name: str = "flyviz-engine") -> None:
         super().__init__(parent)
-        self.worker_thread = QThread()
-        self.worker_thread.setObjectName(name)
+        self.qthread = QThread()
+        self.qthread.setObjectName(name)
         self.worker = worker if worker is not None else EngineWorker()
-        self.worker.moveToThread(self.worker_thread)
+        self.worker.moveToThread(self.qthread)
         self._request_model.connect(self.worker.set_model)
         self._request_start.connect(self.worker.start)
         self._request_pause.connect(self.worker.pause)
@@ -353,7 +352,7 @@ class EngineThread(QObject):
         # Blocking: close() returns only once the worker has let go of the engine.
         self._request_shutdown.connect(self.worker.shutdown,
                                        Qt.ConnectionType.BlockingQueuedConnection)
-        self.worker_thread.start()
+        self.qthread.start()
         self._closed = False
 
     def set_model(self, model: Model | None) -> None:
@@ -386,7 +385,7 @@ class EngineThread(QObject):
         Waits until the worker has handled every request sent before this call,
         so a test can check that a pause or stop took effect without sleeping.
         """
-        if not self.worker_thread.isRunning():
+        if not self.qthread.isRunning():
             return False
         self._request_report.emit()
         return bool(self.worker.stepping)
@@ -408,12 +407,12 @@ class EngineThread(QObject):
         if self._closed:
             return True
         self._closed = True
-        if self.worker_thread.isRunning():
+        if self.qthread.isRunning():
             self._request_shutdown.emit()
         else:
             self.worker.shutdown()
-        self.worker_thread.quit()
-        ended = self.worker_thread.wait(timeout_ms)
+        self.qthread.quit()
+        ended = self.qthread.wait(timeout_ms)
         return bool(ended)
 
 

@@ -570,7 +570,9 @@ class Recording:
                   for name, a in tensors.items()}
         sealed["states"] = (self.states_dtype.name, state_shape, b"")
         header["content_sha256"] = content_digest(header, sealed)
-        tensors["states"] = ChunkedTensor(self.states_dtype, (n, self.neurons), self._state_blocks)
+        # The states are written block by block, never joined into one array.
+        tensors["states"] = ChunkedTensor(  # type: ignore[assignment]
+            self.states_dtype, (n, self.neurons), self._state_blocks)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)

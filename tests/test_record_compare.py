@@ -155,6 +155,25 @@ def test_comparison_runner_pairs_frames_token_by_token(tiny_checkpoint):
     comparison.close()
 
 
+def test_overlapped_engines_compare_bit_for_bit_like_serial_ones(tiny_checkpoint):
+    # The app steps both engines with overlap on one thread each (CompareWorker).
+    settings = GenerationSettings(max_new_tokens=12, temperature=0.9, seed=7)
+    runs = {}
+    for overlap in (False, True):
+        comparison = Comparison.for_checkpoint(tiny_checkpoint, [Silence("superclass:cb_sensory")],
+                                               threads=1, overlap=overlap)
+        assert comparison.baseline.overlap is overlap and comparison.intervened.overlap is overlap
+        runs[overlap] = list(comparison.run(PROMPT, settings))
+        comparison.close()
+    assert len(runs[False]) == len(runs[True])
+    for a, b in zip(runs[False], runs[True]):
+        assert (a.kl, a.mean_abs_delta) == (b.kl, b.mean_abs_delta)
+        for x, y in ((a.baseline, b.baseline), (a.intervened, b.intervened)):
+            assert x.predicted_token_id == y.predicted_token_id
+            assert np.array_equal(x.state, y.state)
+            assert np.array_equal(x.probabilities, y.probabilities)
+
+
 def test_teacher_forced_frames_read_the_given_tokens(tiny_checkpoint):
     tokenizer = tokenizer_for(tiny_checkpoint)
     engine = Engine(tiny_checkpoint, interventions=[Stimulate("input", 1.0)])

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
 
 from flyviz.analysis.atlas import STATISTICS, Atlas, AtlasError
 from flyviz.app.atlas_card import atlas_name
-from flyviz.app.background import BackgroundCalls
+from flyviz.app.background import ModelFileController
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError, InputError
 from flyviz.render.style import ColourLayer, ColourScale
@@ -150,7 +150,7 @@ class FoundNeurons:
         return f"{count:,} neuron{'s' if count != 1 else ''} driven by {tokens}"
 
 
-class AtlasController(QObject):
+class AtlasController(ModelFileController):
     """The open atlas of the window: opened off the UI thread, checked against the model.
 
     Parameters
@@ -171,44 +171,22 @@ class AtlasController(QObject):
         not ask for it (the demo brain's own), so no dialog is wanted.
     """
 
-    opened = Signal(object)
-    closed = Signal(str)
     failed = Signal(str, bool)
 
-    def __init__(self, calls: BackgroundCalls, checkpoint, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._calls = calls
-        self._checkpoint = checkpoint
-        self.atlas: Atlas | None = None
+    PURPOSE = "atlas"
+    NO_MODEL = "load the model the atlas was made with first, then open the atlas"
 
     @property
-    def opening(self) -> bool:
-        """True while an atlas is being opened."""
-        return self._calls.busy("atlas")
+    def atlas(self) -> Atlas | None:
+        """The open atlas, or ``None``."""
+        return self.current
+
+    def read(self, path: str | Path, checkpoint: Checkpoint) -> Atlas:
+        return open_checked(path, checkpoint)
 
     def open(self, path: str | Path, quiet: bool = False) -> None:
         """Open the atlas at ``path`` for the loaded model; :attr:`opened` or :attr:`failed`."""
-        checkpoint = self._checkpoint()
-        if checkpoint is None:
-            self.failed.emit("load the model the atlas was made with first, then open the atlas",
-                             quiet)
-            return
-
-        def done(atlas: Atlas) -> None:
-            if checkpoint is not self._checkpoint():
-                return                      # the model changed meanwhile: not its atlas
-            self.atlas = atlas
-            self.opened.emit(atlas)
-
-        self._calls.run("atlas", lambda: open_checked(path, checkpoint), done,
-                        lambda message: self.failed.emit(message, quiet))
-
-    def close(self, note: str = "") -> None:
-        """Close the atlas (and forget one being opened)."""
-        self._calls.cancel("atlas")
-        if self.atlas is not None:
-            self.atlas = None
-            self.closed.emit(note)
+        self.open_file(path, lambda message: self.failed.emit(message, quiet))
 
     def model_changed(self, is_demo: bool) -> None:
         """A new model is loaded: its atlas, if it ships one; otherwise none."""

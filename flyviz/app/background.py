@@ -101,3 +101,74 @@ class BackgroundCalls(QObject):
             return
         done, failed = callbacks
         (done if ok else failed)(value)
+
+
+class ModelFileController(QObject):
+    """The open file of one kind that belongs to the loaded model (an atlas, a lesion map).
+
+    Opening runs off the UI thread through :class:`BackgroundCalls`; a result
+    that arrives after the model changed is dropped, since it was checked
+    against the previous model. Subclasses set :attr:`PURPOSE` and
+    :attr:`NO_MODEL`, implement :meth:`read`, declare their own ``failed``
+    signal and call :meth:`open_file` with how a failure is reported.
+
+    Parameters
+    ----------
+    calls
+        Where the opening runs (off the UI thread).
+    checkpoint
+        ``checkpoint()``: the loaded model (``None`` before one is loaded).
+
+    Signals
+    -------
+    opened(item)
+        A file is open (it was made with the loaded model).
+    closed(note)
+        No file is open any more (``note``: why, or ``""``).
+    """
+
+    opened = Signal(object)
+    closed = Signal(str)
+
+    #: The :class:`BackgroundCalls` purpose (one open at a time per kind).
+    PURPOSE = ""
+    #: What the user is told when no model is loaded yet.
+    NO_MODEL = ""
+
+    def __init__(self, calls: BackgroundCalls, checkpoint: Callable[[], Any],
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._calls = calls
+        self._checkpoint = checkpoint
+        self.current: Any = None
+
+    def read(self, path: Any, checkpoint: Any) -> Any:
+        """Open ``path`` and check it against ``checkpoint`` (runs off the UI thread)."""
+        raise NotImplementedError
+
+    @property
+    def opening(self) -> bool:
+        """True while a file is being opened."""
+        return self._calls.busy(self.PURPOSE)
+
+    def open_file(self, path: Any, failed: Callable[[str], None]) -> None:
+        """Open ``path`` for the loaded model: :attr:`opened`, or ``failed(message)``."""
+        checkpoint = self._checkpoint()
+        if checkpoint is None:
+            failed(self.NO_MODEL)
+            return
+
+        def done(item: Any) -> None:
+            if checkpoint is not self._checkpoint():
+                return                      # the model changed meanwhile: not its file
+            self.current = item
+            self.opened.emit(item)
+
+        self._calls.run(self.PURPOSE, lambda: self.read(path, checkpoint), done, failed)
+
+    def close(self, note: str = "") -> None:
+        """Close the file (and forget one being opened)."""
+        self._calls.cancel(self.PURPOSE)
+        if self.current is not None:
+            self.current = None
+            self.closed.emit(note)

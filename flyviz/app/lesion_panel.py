@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxL
                                QVBoxLayout, QWidget)
 
 from flyviz.analysis.sweep import GroupResult, LesionMap
-from flyviz.app.background import BackgroundCalls
+from flyviz.app.background import ModelFileController
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import InputError
 from flyviz.render.style import ColourLayer, ColourScale
@@ -117,7 +117,7 @@ class _NumberItem(QTableWidgetItem):
         return super().__lt__(other)
 
 
-class LesionController(QObject):
+class LesionController(ModelFileController):
     """The open lesion map of the window: opened off the UI thread, checked against the model.
 
     Signals
@@ -130,43 +130,23 @@ class LesionController(QObject):
         A map could not be opened (one line).
     """
 
-    opened = Signal(object)
-    closed = Signal(str)
     failed = Signal(str)
 
-    def __init__(self, calls: BackgroundCalls, checkpoint, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._calls = calls
-        self._checkpoint = checkpoint
-        self.lesions: LesionMap | None = None
+    PURPOSE = "lesions"
+    NO_MODEL = "load the model the lesion map was made with first, then open it"
 
     @property
-    def opening(self) -> bool:
-        """True while a map is being opened."""
-        return self._calls.busy("lesions")
+    def lesions(self) -> LesionMap | None:
+        """The open lesion map, or ``None``."""
+        return self.current
+
+    def read(self, path: str | Path, checkpoint: Checkpoint) -> LesionMap:
+        return open_checked(path, checkpoint)
 
     def open(self, path: str | Path) -> None:
         """Open the lesion map at ``path`` for the loaded model: :attr:`opened` or
         :attr:`failed` follows."""
-        checkpoint = self._checkpoint()
-        if checkpoint is None:
-            self.failed.emit("load the model the lesion map was made with first, then open it")
-            return
-
-        def done(lesions: LesionMap) -> None:
-            if checkpoint is not self._checkpoint():
-                return                      # the model changed meanwhile: not its map
-            self.lesions = lesions
-            self.opened.emit(lesions)
-
-        self._calls.run("lesions", lambda: open_checked(path, checkpoint), done, self.failed.emit)
-
-    def close(self, note: str = "") -> None:
-        """Close the map (and forget one being opened)."""
-        self._calls.cancel("lesions")
-        if self.lesions is not None:
-            self.lesions = None
-            self.closed.emit(note)
+        self.open_file(path, self.failed.emit)
 
 
 class LesionPanel(QWidget):

@@ -119,14 +119,9 @@ class CompareController(RunController):
         super().__init__(parent, engine_niceness)
         #: The thread of plain runs, and the thread of comparisons.
         self.single_thread = self.engine_thread
-        self.compare_thread = EngineThread(self, CompareWorker(), name="flyviz-compare")
-        worker = self.compare_thread.worker
-        worker.frame_ready.connect(self._on_compared_step)
-        worker.run_finished.connect(self._on_run_finished)
-        worker.run_failed.connect(self._on_run_failed)
-        worker.state_changed.connect(self._on_compare_state)
-        if engine_niceness > 0:
-            self.compare_thread.lower_priority(engine_niceness)
+        self.compare_thread = self._attach(
+            EngineThread(self, CompareWorker(), name="flyviz-compare"), self._on_compared_step,
+            self._on_compare_state, engine_niceness)
         self.interventions: ResolvedInterventions | None = None
         self.comparing = False
         self.mode = "forced"

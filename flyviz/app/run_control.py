@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -85,14 +85,8 @@ class RunController(QObject):
     def __init__(self, parent: QObject | None = None, engine_niceness: int = 0) -> None:
         super().__init__(parent)
         self.session = Session(parent=self)
-        self.engine_thread = EngineThread(self)
-        worker = self.engine_thread.worker
-        worker.frame_ready.connect(self._on_frame)
-        worker.run_finished.connect(self._on_run_finished)
-        worker.run_failed.connect(self._on_run_failed)
-        worker.state_changed.connect(self._on_worker_state)
-        if engine_niceness > 0:
-            self.engine_thread.lower_priority(engine_niceness)
+        self.engine_thread = self._attach(EngineThread(self), self._on_frame,
+                                          self._on_worker_state, engine_niceness)
         self.replay_timer = QTimer(self)
         self.replay_timer.timeout.connect(self._on_replay_tick)
         self.worker_state = IDLE
@@ -358,6 +352,18 @@ class RunController(QObject):
         self.end_reason = "failed"
         self.run_failed.emit(message)
         self.run_ended.emit("failed", len(self.session))
+
+    def _attach(self, thread: EngineThread, on_frame: Callable[..., None],
+                on_state: Callable[[str], None], niceness: int) -> EngineThread:
+        """Connect an engine thread's worker to this controller (its frames, end, state)."""
+        worker = thread.worker
+        worker.frame_ready.connect(on_frame)
+        worker.run_finished.connect(self._on_run_finished)
+        worker.run_failed.connect(self._on_run_failed)
+        worker.state_changed.connect(on_state)
+        if niceness > 0:
+            thread.lower_priority(niceness)
+        return thread
 
     def _on_worker_state(self, state: str) -> None:
         self.worker_state = state

@@ -166,11 +166,8 @@ class CompareController(RunController):
             self._use(self.single_thread)
             return super().start(prompt, settings, interventions=interventions or (),
                                  states_dtype=states_dtype)
-        if self._closed:
-            return False
-        model = self._model
+        model = self._startable_model()
         if model is None:
-            self.message.emit("no model is loaded yet; wait for it or open one", True)
             return False
         try:
             settings = settings.validate()

@@ -196,11 +196,8 @@ class RunController(QObject):
         Without ``interventions``, those set with :meth:`set_next_interventions`
         apply to this run, then are forgotten.
         """
-        if self._closed:
-            return False
-        model = self._model
+        model = self._startable_model()
         if model is None:
-            self.message.emit("no model is loaded yet; wait for it or open one", True)
             return False
         note = ""
         if not interventions and self.next_interventions:
@@ -352,6 +349,14 @@ class RunController(QObject):
         self.end_reason = "failed"
         self.run_failed.emit(message)
         self.run_ended.emit("failed", len(self.session))
+
+    def _startable_model(self) -> Model | None:
+        """The model a new run can start on; ``None`` (said to the user) when there is none."""
+        if self._closed:
+            return None
+        if self._model is None:
+            self.message.emit("no model is loaded yet; wait for it or open one", True)
+        return self._model
 
     def _attach(self, thread: EngineThread, on_frame: Callable[..., None],
                 on_state: Callable[[str], None], niceness: int) -> EngineThread:

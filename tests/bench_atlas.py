@@ -3,6 +3,7 @@
     python tests/bench_atlas.py scaling [--tokens 65536] [--chunk-tokens 16384]
     python tests/bench_atlas.py memory [--sizes 100000,400000]
     python tests/bench_atlas.py demo
+    python tests/bench_atlas.py cards [--rounds 20]
 
 ``scaling``
     The demo brain's atlas over the first ``--tokens`` tokens of its story
@@ -15,6 +16,10 @@
 ``demo``
     ``flyviz build-demo --atlas-only`` on a copy of ``assets/demo``: the
     whole story corpus, the usable cores.
+``cards``
+    The shipped demo atlas opened, then the Inspector's card of ``--rounds``
+    random neurons read from it: the first (cold) card's time and the median
+    of the others (the app reads one per click; target well under 100 ms).
 """
 
 from __future__ import annotations
@@ -143,17 +148,40 @@ def demo(args) -> dict:
     return {"seconds": round(seconds, 1)}
 
 
+def cards(args) -> dict:
+    import numpy as np
+
+    from flyviz.analysis.atlas import Atlas
+
+    started = time.perf_counter()
+    atlas = Atlas(ASSET / "atlas")
+    opened = time.perf_counter() - started
+    neurons = np.random.default_rng(0).choice(49_393, size=args.rounds + 1, replace=False)
+    seconds = []
+    for neuron in neurons:
+        started = time.perf_counter()
+        atlas.card(int(neuron))
+        seconds.append(time.perf_counter() - started)
+    warm = float(np.median(seconds[1:]))
+    print(f"atlas open {opened * 1e3:.0f} ms, first card {seconds[0] * 1e3:.0f} ms, "
+          f"median card {warm * 1e3:.1f} ms over {args.rounds}", file=sys.stderr)
+    return {"open_ms": round(opened * 1e3, 1), "first_card_ms": round(seconds[0] * 1e3, 1),
+            "median_card_ms": round(warm * 1e3, 2), "cards": args.rounds}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("scaling", "memory", "demo"))
+    parser.add_argument("what", choices=("scaling", "memory", "demo", "cards"))
     parser.add_argument("--tokens", type=int, default=65_536)
     parser.add_argument("--chunk-tokens", type=int, default=None,
                         help="tokens per task (default: 16,384 for scaling, the atlas "
                              "default for memory)")
     parser.add_argument("--sizes", default="100000,400000")
+    parser.add_argument("--rounds", type=int, default=20, help="cards to read (cards)")
     args = parser.parse_args()
-    result = {"scaling": scaling, "memory": memory, "demo": demo}[args.what](args)
+    result = {"scaling": scaling, "memory": memory, "demo": demo,
+              "cards": cards}[args.what](args)
     print(json.dumps(result, indent=1))
     return 0
 

@@ -6,8 +6,11 @@ Other test modules rely on these names; keep them stable:
     A small random :class:`~flyviz.model.checkpoint.Checkpoint` (odd sizes)
     with anatomy and a ``tokenizer_path``, its vocabulary matching the tokenizer.
 ``tokenizer_path``
-    The real Fly LLM tokenizer from the shared reference folder when present,
-    else a byte-level BPE tokenizer trained by :mod:`flyviz.model.synthetic`.
+    A byte-level BPE tokenizer like the Fly LLM's, trained by
+    :mod:`flyviz.model.synthetic`: the same in every clone, so that no test
+    but the reference-material ones depends on whether ``../shared`` exists.
+``real_tokenizer_path``
+    The real Fly LLM tokenizer from the shared reference folder, or a skip.
 ``shared_dir``
     The reference folder (``../shared`` beside the repository), or a skip.
 ``interrupt_after``
@@ -43,10 +46,11 @@ def real_tokenizer_path(shared_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A byte-level BPE tokenizer.json like the Fly LLM's (the real one when available)."""
-    real = SHARED_DIR / "reference" / "data" / "ngxson-tokenizer.json"
-    if real.is_file():
-        return real
+    """A byte-level BPE tokenizer.json like the Fly LLM's, written for this session.
+
+    Never the real one, even where ``../shared`` holds it: a user's clone has no
+    ``../shared``, and the suite must behave the same there.
+    """
     from flyviz.model.synthetic import write_tokenizer
 
     return write_tokenizer(tmp_path_factory.mktemp("tokenizer") / "tokenizer.json", vocab_size=512)
@@ -104,12 +108,34 @@ def _collect_garbage_on_the_main_thread():
 
     gc.disable()
     yield
+    gc.unfreeze()
     gc.enable()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_everything_after_each_module():
+    """A full collection once a module's fixtures are gone (they may hold cycles that
+    were frozen while they were alive), then freeze what survives."""
+    yield
+    import gc
+
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
 def _collect_after_each_test():
+    """Collect what the test left, then freeze the survivors.
+
+    A full collection walks every tracked object, and with Qt, vispy, Dask and
+    xarray imported that is millions of them: per test it cost more than the
+    tests themselves. Frozen objects are skipped, so each collection walks only
+    what the test made; reference counting still frees frozen objects, and the
+    module-level collection above takes the cycles among them.
+    """
     yield
     import gc
 
     gc.collect()
+    gc.freeze()

@@ -42,10 +42,12 @@ def world(tmp_path_factory, tokenizer_path):
     model = load_model(str(root / "model"))
     rng = np.random.default_rng(7)
     stories = ["\n".join(" ".join(rng.choice(_WORDS, rng.integers(2, 14))).capitalize() + "."
-                         for _ in range(rng.integers(1, 4))) for _ in range(90)]
+                         for _ in range(rng.integers(1, 4))) for _ in range(130)]
     text = root / "stories.txt"
     text.write_text("\n\n".join(stories) + "\n", encoding="utf-8")
     corpus = build_corpus([text], FlyTokenizer(tokenizer_path), context=SETTINGS.context)
+    # The workers and resume tests need several chunks; how many depends on the tokenizer.
+    assert len(corpus.chunks(SETTINGS.chunk_tokens)) >= 4, corpus.n_tokens
     return {"root": root, "spec": str(root / "model"), "model": model, "text": text,
             "corpus": corpus}
 
@@ -165,7 +167,8 @@ def test_one_and_two_worker_processes_give_the_same_atlas(world, in_process, tmp
     for workers in (2, 1):
         out = tmp_path / f"w{workers}.atlas"
         result = _build(world, out, workers=workers)
-        assert result.workers == workers and result.chunks >= 4
+        assert result.workers == workers
+        assert result.chunks == len(world["corpus"].chunks(SETTINGS.chunk_tokens))
         other = _arrays(out)
         assert sorted(other) == sorted(one)
         for name in one:
@@ -200,13 +203,10 @@ def test_schedule_keeps_streams_busy_and_covers_every_token(world):
 
 
 def test_reader_cards_search_statistics_and_model_check(world, in_process, tokenizer_path):
-    import time
 
     atlas = Atlas(in_process)
-    started = time.perf_counter()
     card = atlas.card(17)
     card = atlas.card(18)
-    assert time.perf_counter() - started < 1.0
     top = card.top_contexts[0]
     corpus = world["corpus"]
     token = int(corpus.tokens[corpus.offsets[top.window] + top.position])
@@ -331,17 +331,14 @@ def test_the_shipped_demo_atlas_matches_the_demo_brain(tmp_path, monkeypatch):
     demo_atlas = Path(__file__).resolve().parents[1] / "assets" / "demo" / "atlas"
     if not demo_atlas.is_dir():
         pytest.skip("the demo atlas is not built")
-    import time
 
     monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(tmp_path / "cache"))
     atlas = Atlas(demo_atlas)
     atlas.check_model(load_model("demo"))
     assert atlas.settings["top_k"] == 10 and not atlas.has_samples
     card = atlas.card(0)
-    started = time.perf_counter()
-    for neuron in (123, 40_000, 49_392):
+    for neuron in (123, 40_000, 49_392):   # its speed: tests/bench_atlas.py cards
         card = atlas.card(neuron)
-    assert (time.perf_counter() - started) / 3 < 0.25  # well under 100 ms when warm
     assert len(card.top_contexts) == 10 and card.top_contexts[0].text
     assert atlas.info["corpus"]["tokens"] > 300_000
 

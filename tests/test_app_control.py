@@ -106,16 +106,13 @@ def test_a_stalled_ui_does_not_grow_the_workers_queue(runs, qtbot):
     runs.set_speed_cap(0)
     runs.start("Once upon a time", _settings(100_000))
     qtbot.waitUntil(lambda: len(runs.session) >= 10, timeout=5000)
-    start, t0 = len(runs.session), time.perf_counter()
-    qtbot.waitUntil(lambda: len(runs.session) >= start + 40, timeout=5000)
-    rate = (len(runs.session) - start) / (time.perf_counter() - t0)
-    # The premise: unthrottled, a one-second stall would queue dozens of frames.
-    assert rate > 10 * MAX_FRAMES_AHEAD
     sent_before = worker.frames_sent
     time.sleep(1.0)                                  # the UI thread is busy for a second
     sent_during = worker.frames_sent - sent_before
     assert sent_during <= MAX_FRAMES_AHEAD
-    assert worker.in_flight <= MAX_FRAMES_AHEAD
+    # The premise: the worker went on until the queue was full, and no further
+    # (unthrottled, the tiny model makes hundreds of frames a second).
+    assert worker.in_flight == MAX_FRAMES_AHEAD
     assert worker.peak_in_flight <= MAX_FRAMES_AHEAD
     # And the run goes on once the UI takes frames again.
     after = len(runs.session)

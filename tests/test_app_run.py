@@ -57,9 +57,14 @@ def test_pause_step_resume_stop_and_reset(window, qtbot):
     win.toggle_play()                       # Space: pause
     _settle(win, qtbot, PAUSED)
     assert not win.engine_thread.stepping()  # nothing more will come...
+    QApplication.processEvents()             # ...once what was on its way arrived
+    paused_at = len(win.session)
+    sent = win.engine_thread.worker.frames_sent
+    assert sent == paused_at                 # the window has every frame the worker made
+    # Another round trip through the worker's queue and back: it made nothing new.
+    assert not win.engine_thread.stepping()
     QApplication.processEvents()
-    paused_at = len(win.session)             # ...once what was on its way arrived
-    assert len(win.session) == paused_at
+    assert win.engine_thread.worker.frames_sent == sent and len(win.session) == paused_at
 
     qtbot.keyClick(win, Qt.Key.Key_Right)   # →: one model step at the newest token
     qtbot.waitUntil(lambda: len(win.session) == paused_at + 1, timeout=3000)

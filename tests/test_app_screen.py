@@ -19,8 +19,8 @@ import pytest
 pytestmark = pytest.mark.gui
 
 _PROBE = textwrap.dedent('''
-    import json, sys
-    from PySide6.QtCore import QSettings, QTimer
+    import json, sys, time
+    from PySide6.QtCore import QEventLoop, QRect, QSettings
     from PySide6.QtWidgets import QApplication
     from flyviz.app.main_window import MainWindow
     from flyviz.app.theme import PANEL, apply_dark_theme
@@ -30,12 +30,33 @@ _PROBE = textwrap.dedent('''
     settings_path, steps = sys.argv[1], json.loads(sys.argv[2])
     report = []
 
+    def settle(done, seconds=10.0):
+        """Run the event loop until done() holds (at most ``seconds``), then once more."""
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 20)
+            time.sleep(0.005)
+        app.processEvents()
+
+    def status_pixel(win):
+        bar = win.statusBar()
+        top_left = bar.mapToGlobal(bar.rect().topLeft())
+        shot = app.primaryScreen().grabWindow(0).toImage()
+        x, y = top_left.x() + 4, top_left.y() + bar.height() // 2
+        inside = 0 <= x < shot.width() and 0 <= y < shot.height()
+        return shot.pixelColor(x, y).name() if inside else None
+
+    def shown(win):
+        """Exposed, and the status bar painted on the screen (or 10 s gone by)."""
+        handle = win.windowHandle()
+        return (handle is not None and handle.isExposed() and win.statusBar().isVisible()
+                and status_pixel(win) == PANEL)
+
     def open_window():
         win = MainWindow(model_spec=None,
                          settings=QSettings(settings_path, QSettings.Format.IniFormat))
         win.show()
-        QTimer.singleShot(700, lambda: app.exit(0))          # shown, placed, painted
-        app.exec()
+        settle(lambda: shown(win))                             # shown, placed, painted
         return win
 
     for step in steps:
@@ -43,21 +64,19 @@ _PROBE = textwrap.dedent('''
         screen = app.primaryScreen()
         bar = win.statusBar()
         top_left = bar.mapToGlobal(bar.rect().topLeft())
-        shot = screen.grabWindow(0).toImage()
-        x, y = top_left.x() + 4, top_left.y() + bar.height() // 2
-        inside = 0 <= x < shot.width() and 0 <= y < shot.height()
         report.append({
             "available": screen.availableGeometry().getRect(),
             "frame": win.frameGeometry().getRect(),
             "status_bar": [top_left.x(), top_left.y(), bar.width(), bar.height()],
             "status_bar_visible": bar.isVisible(),
-            "status_pixel": shot.pixelColor(x, y).name() if inside else None,
+            "status_pixel": status_pixel(win),
             "panel": PANEL,
         })
         if step.get("resize"):
             win.setGeometry(*step["resize"])
-            QTimer.singleShot(300, lambda: app.exit(0))
-            app.exec()
+            want = QRect(*step["resize"])
+            # The window manager may refuse a size; then the one it gave is what is saved.
+            settle(lambda: win.geometry() == want, seconds=3.0)
         win.close()                               # saves the geometry
     print("REPORT " + json.dumps(report))
 ''')

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from app_conftest import app_checkpoint, make_window, window  # noqa: F401
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QMessageBox, QPushButton
+from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton
 
 from flyviz.app import verification
 from flyviz.app.verification import FAILED, NOT_VERIFIED, VERIFIED, VERIFYING
@@ -119,13 +119,23 @@ def test_a_failed_verification_names_the_first_check_next_launch_too(qtbot, rele
         again.close()
 
 
-def slow_verify(seconds: float):
-    """A stand-in for verify_checkpoint that takes ``seconds`` in 20 stages."""
+def slow_verify(seconds: float, log: list | None = None):
+    """A stand-in for verify_checkpoint that takes ``seconds`` in 20 stages.
+
+    ``log`` (if given) gets ``("thread", ident)`` when a verification starts and
+    ``("cancelled", stage)`` when one stops early.
+    """
+    import threading
+
     def verify(ckpt, *, golden=True, progress=None, should_stop=None):
         report = VerificationReport(model=ckpt.name, layout=ckpt.layout, source=None, dataset=None)
+        if log is not None:
+            log.append(("thread", threading.get_ident()))
         for i in range(20):
             if should_stop is not None and should_stop():
                 report.cancelled = True
+                if log is not None:
+                    log.append(("cancelled", i))
                 return report
             if progress is not None:
                 progress(f"stage {i}", i / 20)
@@ -138,7 +148,10 @@ def slow_verify(seconds: float):
 def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot,  # noqa: F811
                                                                    app_checkpoint,
                                                                    tmp_path, monkeypatch):
-    monkeypatch.setattr(verification, "verify_checkpoint", slow_verify(2.0))
+    import threading
+
+    log: list = []
+    monkeypatch.setattr(verification, "verify_checkpoint", slow_verify(2.0, log))
     win = make_window(qtbot, app_checkpoint, tmp_path)
     status = win.model_panel.verification
     try:
@@ -151,8 +164,9 @@ def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot,  # no
         assert status.progress.isVisible() and status.progress.value() >= 30
         assert "stage" in status.label.text()
         timer.stop()
-        gaps = np.diff(ticks)
-        assert len(ticks) > 10 and gaps.max() < 0.25, gaps.max()
+        # It ran in another thread, and the UI's own timer kept firing meanwhile.
+        assert log[0][0] == "thread" and log[0][1] != threading.get_ident()
+        assert len(ticks) >= 5, ticks
         qtbot.mouseClick(status.action, Qt.MouseButton.LeftButton)
         assert win.verifier.state == NOT_VERIFIED
         assert "cancelled" in status.label.text() and not status.progress.isVisible()
@@ -162,9 +176,10 @@ def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot,  # no
         assert win.verifier.verify()
         thread = win.verifier._thread
         qtbot.waitUntil(lambda: win.verifier.fraction > 0, timeout=5000)
-        started = time.perf_counter()
+        del log[:]
         win.close()
-        assert thread.isFinished() and time.perf_counter() - started < 1.0
+        assert thread.isFinished()
+        assert log[-1][0] == "cancelled" and log[-1][1] < 19, log   # stopped, not waited out
     finally:
         win.close()
 
@@ -345,12 +360,15 @@ def test_a_recording_of_another_model_says_so(qtbot, saved_run, tmp_path, monkey
         assert "other-brain" in text and "Traceback" not in text and len(text.splitlines()) == 1
         assert len(win.session) > 0 and win.prompt_bar.text() == "Tom and his dog"
         qtbot.waitUntil(lambda: win.text_panel.toPlainText().startswith("Tom and his dog"))
-        qtbot.wait(300)
         # The message took the focus from the prompt box: that must not start a run.
+        box = next(b for b in win.findChildren(QMessageBox) if b.isVisible())
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not win.prompt_bar.line_edit)
+        QApplication.processEvents()
+        assert not win.engine_thread.stepping()   # every request made so far was handled
+        QApplication.processEvents()
         assert win.worker_state == IDLE and win.session.recording.metadata["model_name"] == \
             "test-brain"
         win.grab().save(str(tmp_path / "other-model.png"))
-        box = next(b for b in win.findChildren(QMessageBox) if b.isVisible())
         box.grab().save(str(tmp_path / "other-model-message.png"))
     finally:
         win.close()

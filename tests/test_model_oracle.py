@@ -53,12 +53,13 @@ def _oracle(engine_js: Path, model_dir: Path, dataset_dir: Path, request: dict, 
     (1999, 40_003, 24, 16, 7),
     (777, 15_551, 32, 64, 3),
 ])
-def test_greedy_traces_match_the_reference_engine(engine_js, tmp_path, tokenizer_path,
-                                                   tokenizer_vocabulary, neurons, edges,
-                                                   d_embed, rank, seed):
+def test_greedy_traces_match_the_reference_engine(engine_js, tmp_path, real_tokenizer_path,
+                                                   neurons, edges, d_embed, rank, seed):
+    # The real tokenizer: the reference engine then tokenizes exactly as the Fly LLM does.
     ckpt = make_random_checkpoint(neurons=neurons, edges=edges, d_embed=d_embed,
-                                  readout_rank=rank, vocabulary=tokenizer_vocabulary, seed=seed,
-                                  tokenizer_path=tokenizer_path)
+                                  readout_rank=rank,
+                                  vocabulary=FlyTokenizer(real_tokenizer_path).vocab_size,
+                                  seed=seed, tokenizer_path=real_tokenizer_path)
     write_recital_web(ckpt, tmp_path / "web")
     write_connectome_dataset(ckpt, tmp_path / "dataset")
     loaded = load_recital_web(tmp_path / "web", tmp_path / "dataset")

@@ -237,7 +237,10 @@ def test_bench_measures_interventions_against_the_plain_step(capsys, web_model):
     assert [i["kind"] for i in results["interventions"]] == ["silence", "cut"]
     (entry,) = results["kernels"]
     assert entry["kernel"] == "scipy" and entry["steps"] == 4
-    assert entry["ratio"] == pytest.approx(entry["intervened_ms"] / entry["plain_ms"])
+    assert entry["plain_ms"] > 0 and entry["intervened_ms"] > 0
+    # The timed engine really ran with the interventions: silencing the input neurons
+    # changed the state that the same tokens gave.
+    assert entry["mean_abs_state_difference"] > 1e-3
     assert entry["plain_ms_p10"] <= entry["plain_ms"] <= entry["plain_ms_p90"]
     code, text, _ = _run(capsys, "bench", str(web_model), "--interventions", "--steps", "2",
                          "--kernel", "scipy", "--stimulate", "input=0.5")

@@ -404,7 +404,9 @@ def run_intervention_bench(spec: str | None = None, steps: int = 200,
         with what each selected), ``kernels``: per kernel ``kernel``,
         ``steps``, ``plain_ms`` and ``intervened_ms`` (medians, with ``_p10``
         and ``_p90``), ``ratio`` (median intervened / median plain) and
-        ``prepare_s`` (laying out the graph and its cut/scaled variants).
+        ``prepare_s`` (laying out the graph and its cut/scaled variants) and
+        ``mean_abs_state_difference`` (mean |x_plain - x_intervened| after the
+        last step: above zero when the interventions acted).
     """
     from flyviz.model.resolve import load_model
 
@@ -430,10 +432,13 @@ def run_intervention_bench(spec: str | None = None, steps: int = 200,
             log(f"{plain.kernel}: {steps} steps without and with {len(applied)} interventions, "
                 "taking turns token by token")
             base_times, other_times = time_interleaved([plain, intervened], steps)
+            # Both read the same tokens: a difference in state says the interventions acted.
+            difference = float(np.abs(plain.state - intervened.state).mean())
         finally:
             plain.close()
             intervened.close()
-        entry: dict[str, Any] = {"kernel": plain.kernel, "steps": steps, "prepare_s": prepare_s}
+        entry: dict[str, Any] = {"kernel": plain.kernel, "steps": steps, "prepare_s": prepare_s,
+                                 "mean_abs_state_difference": difference}
         for name, times in (("plain", base_times), ("intervened", other_times)):
             entry[f"{name}_ms"] = 1e3 * float(np.median(times))
             entry[f"{name}_ms_p10"] = 1e3 * float(np.percentile(times, 10))

@@ -360,11 +360,12 @@ def group_time_courses(states: np.ndarray, labels: Sequence[str],
     source = np.abs(x) if quantity == "abs" else x
     values = np.asarray((average.T @ source.T.astype(np.float64)), dtype=np.float32)
     if parents is not None:
-        parent_of = []
-        for g in range(names.size):
-            members = np.flatnonzero(codes == g)
-            found, counts = np.unique([str(parents[i]) for i in members], return_counts=True)
-            parent_of.append(str(found[np.argmax(counts)]))
+        parent_names, parent_codes = np.unique(np.asarray([str(v) for v in parents]),
+                                               return_inverse=True)
+        pairs = np.bincount(codes * parent_names.size + parent_codes,
+                            minlength=names.size * parent_names.size)
+        most = pairs.reshape(names.size, parent_names.size).argmax(axis=1)
+        parent_of = [str(parent_names[m]) for m in most]
     else:
         parent_of = [""] * names.size
     if order == "similarity" and names.size >= 3 and values.shape[1] >= 2:

@@ -551,8 +551,9 @@ def _check_golden(run: _Run, ckpt: Checkpoint, manifest: dict[str, Any],
                      else "EOS not fed")
             if result.final_state_failure is None:
                 run.add("golden", final, PASS,
-                        f"mean |x| within {result.final_state_error:.2g} ({where}){bits}; "
-                        "flyviz's own, stricter than parity.mjs on purpose")
+                        f"mean |x| off by {result.final_state_error:.2g} <= "
+                        f"{MEAN_ABS_TOLERANCE:g} ({where}){bits}; flyviz's own, stricter than "
+                        "parity.mjs on purpose")
             else:
                 run.add("golden", final, FAIL,
                         f"prompt {result.prompt!r}, {result.final_state_failure}; flyviz "
@@ -590,7 +591,7 @@ def _check_selector(run: _Run, ckpt: Checkpoint) -> None:
         run.add("release", "selector name", PASS, f"{name} (the authors' name)")
     elif name in SELECTOR_NAMES:
         run.add("release", "selector name", PASS,
-                f"note: {name!r} is the name flyviz wrote before 0.3, read as "
+                f"note: {name!r} is the name older flyviz versions wrote, read as "
                 f"{SELECTOR_NAMES[str(name)]!r} (the authors' name); not an error")
     else:
         run.add("release", "selector name", PASS,

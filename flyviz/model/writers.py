@@ -25,6 +25,31 @@ weights' ``safetensors_sha256``, and the frozen-buffer digests
 (:func:`frozen_buffer_digests`) use the convention the released values were
 computed with, so the loaders' recomputation and the dataset authors' own 18
 checks (:func:`flyviz.model.formats.dataset.check_dataset`) accept them.
+
+What the authors' own tools write, these write too (their scripts
+``package_connectome.py``, ``export_web_model.py`` and
+``package_model_release.py`` were read for their conventions):
+
+* the int16 weights, their scale and recorded error in float32
+  (:func:`~flyviz.model.checks.quantise_int16`), so that the authors'
+  verifier accepts them on every seed;
+* golden traces (:func:`golden_traces_for`: the four Fly Recital prompts,
+  60 greedy tokens, from flyviz's float32 engine with the exact weights) in
+  every web export, the one a release carries in ``web/`` included; the
+  final state is the state after the last step the generator ran (the last
+  token fed unless it is EOS);
+* every manifest key of the real files. Where flyviz cannot know a value it
+  writes ``null``: a release's ``training`` and ``license`` and a dataset's
+  ``provenance`` and ``license`` (unless the checkpoint's metadata carries
+  them), the update count and source checkpoint SHA-256 of a model flyviz
+  did not train, a dataset's ``name`` unless given, ``soma.semantics``, the
+  ``types`` annotation counts, and ``verification.numpy_matches_torch``
+  (flyviz runs no PyTorch); ``held_out_scores`` is ``{}``. ``golden`` is
+  ``[]`` only when the checkpoint has no tokenizer to encode the prompts;
+* the authors' selector names (``minimum_validation_ce``,
+  ``maximum_validation_accuracy``) in the safetensors metadata as in the
+  manifest. Older flyviz versions wrote the file stem (``min-ce``) there;
+  ``flyviz verify`` reads it with a note.
 """
 
 from __future__ import annotations

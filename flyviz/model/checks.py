@@ -226,8 +226,13 @@ def quantised_checks(files: Any) -> list[CheckResult]:
         rows.append(CheckResult("dataset", error_name, SKIP, "the manifest records no quantised "
                                                             "scale and max_absolute_error", 13))
     else:
-        error = int16_round_trip_error(codes, weights, float(scale))
-        ok = within_quantised_bound(error, float(bound))
+        try:
+            scale, bound = float(scale), float(bound)
+        except (TypeError, ValueError):
+            return [CheckResult("dataset", error_name, FAIL, "the manifest's quantised scale or "
+                                f"max_absolute_error is not a number; {redownload}", 13)]
+        error = int16_round_trip_error(codes, weights, scale)
+        ok = within_quantised_bound(error, bound)
         rows.append(CheckResult(
             "dataset", error_name, PASS if ok else FAIL,
             f"max {error:.6g} <= {float(bound):.6g} x {QUANTISED_SLACK} (float32, as the "

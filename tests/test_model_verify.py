@@ -614,6 +614,16 @@ def test_flyviz_writes_golden_traces_into_every_web_export_and_release(released,
                for c in report["checks"])
     assert next(c for c in report["checks"] if c["name"] == "selector name")[
         "detail"] == "minimum_validation_ce (the authors' name)"
+    # Without the replays, web/ is still hashed: a damaged file there fails.
+    head_a = released / "models" / "wordbrain" / "web" / "head_a.f32"
+    raw = bytearray(head_a.read_bytes())
+    raw[0] ^= 0x01
+    head_a.write_bytes(bytes(raw))
+    rc = main(["verify", str(released / "models" / "wordbrain"), "--dataset",
+               str(released / "data" / "connectome"), "--no-golden"])
+    out = capsys.readouterr().out
+    assert rc == 1 and any(line.startswith("files") and "web/head_a.f32" in line
+                           and " FAIL " in line for line in out.splitlines())
 
 
 def test_a_release_manifest_has_every_key_the_authors_write(released):

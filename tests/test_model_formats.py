@@ -164,7 +164,8 @@ def test_quantised_weights_are_within_the_documented_error(tiny_checkpoint, tmp_
     scale = manifest["weights"]["quantised"]["scale"]
     codes = np.fromfile(tmp_path / "d" / "graph" / "edges_weight.i16", dtype="<i2")
     values = np.asarray(tiny_checkpoint.w_values)
-    assert np.abs(codes * scale - values).max() <= scale / 2 + 1e-9
+    # Half a step, plus the float32 rounding of w / scale the authors' packager has too.
+    assert np.abs(codes * scale - values).max() <= scale / 2 + np.abs(values).max() * 2.0 ** -23
 
 
 def test_weights_from_another_graph_are_refused(tiny_checkpoint, tmp_path):
@@ -262,7 +263,7 @@ def test_wordbrain_selectors_and_manifest(tiny_checkpoint, tmp_path):
         "maximum_validation_accuracy": "max-accuracy.safetensors"}
     assert manifest["architecture"]["readout_rank"] == 12
     default = load_wordbrain(root / "wordbrain", root / "dataset")
-    assert default.metadata["selector"] == "min-ce"
+    assert default.metadata["selector"] == "minimum_validation_ce"  # the authors' name
     other = load_wordbrain(root / "wordbrain", root / "dataset", filename="max-accuracy.safetensors")
     np.testing.assert_allclose(other.gain, tiny_checkpoint.gain * 1.5)
     validate_checkpoint(other)

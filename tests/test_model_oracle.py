@@ -81,6 +81,34 @@ def test_greedy_traces_match_the_reference_engine(engine_js, tmp_path, real_toke
     assert max(s["mean_abs_state"] for o in ours for s in o["steps"]) > 0.05
 
 
+def test_the_reference_engine_replays_the_golden_traces_flyviz_writes(engine_js, tmp_path,
+                                                                     tokenizer_path,
+                                                                     tokenizer_vocabulary):
+    """A flyviz web export's golden traces (four prompts, 60 tokens, from flyviz's float32
+    engine) replayed by engine.js: same tokens, parity.mjs's tolerances, final state too."""
+    ckpt = make_random_checkpoint(neurons=1999, edges=40_003, d_embed=24, readout_rank=16,
+                                  vocabulary=tokenizer_vocabulary, seed=7,
+                                  tokenizer_path=tokenizer_path)
+    write_recital_web(ckpt, tmp_path / "web")
+    write_connectome_dataset(ckpt, tmp_path / "dataset")
+    golden = json.loads((tmp_path / "web" / "manifest.json").read_text())["golden"]
+    assert [g["prompt"] for g in golden] == list(PROMPTS)
+    assert all(g["steps"] and (len(g["steps"]) == 60 or g["tokens"][-1] == 2) for g in golden)
+    reference = _oracle(engine_js, tmp_path / "web", tmp_path / "dataset",
+                        {"prompts": [g["prompt_ids"] for g in golden], "max_new_tokens": 60},
+                        tmp_path)["traces"]
+    for ours, theirs in zip(golden, reference, strict=True):
+        assert ours["tokens"] == theirs["tokens"]
+        for a, b in zip(ours["steps"], theirs["steps"], strict=True):
+            assert abs(a["top1_probability"] - b["top1_probability"]) <= 2e-4
+            assert abs(a["mean_abs_state"] - b["mean_abs_state"]) <= 2e-5
+        assert abs(ours["final_state_mean_abs"] - theirs["final_state_mean_abs"]) <= 2e-5
+    assert len({t for g in golden for t in g["tokens"]}) > 5
+    # The final state compared is not the last step's: the last token was fed.
+    assert any(abs(g["final_state_mean_abs"] - g["steps"][-1]["mean_abs_state"]) > 2e-5
+               for g in golden if len(g["steps"]) == 60)
+
+
 def test_sampling_follows_the_reference_semantics(engine_js, tmp_path, tiny_checkpoint):
     write_recital_web(tiny_checkpoint, tmp_path / "web")
     write_connectome_dataset(tiny_checkpoint, tmp_path / "dataset")

@@ -11,18 +11,27 @@ from flyviz.commands._options import (add_dataset_option, add_kernel_option, ker
                                       load_model_from_args)
 
 EPILOG = """\
-what is checked:
+what is checked (the origin column says "authors N" for check N of the dataset
+authors' own verifier, verify_connectome_package.py, and "flyviz" for flyviz's own):
   files        every file's size and SHA-256 against its manifest (ngxson's
                model.safetensors against the release's digest or the Hugging
                Face cache's), whatever its size
-  dataset      the 18 checks of the dataset authors' own verifier: hashes,
-               counts, offsets, index ranges, finite weights, sign counts,
-               frozen-buffer digests recomputed from the arrays, int16 copy,
-               cell-type index, somata, unique body ids
+  dataset      the 18 checks of the dataset authors' own verifier, computed as
+               theirs: hashes, counts, offsets, index ranges, finite weights,
+               sign counts, frozen-buffer digests recomputed from the arrays,
+               the int16 copy (in float32, within the recorded error x
+               1.000001), cell-type index, somata, unique body ids
   binding      the weights' frozen-buffer digests against the graph they run on
   checkpoint   shapes, index ranges, finite values
-  golden       a replay of every golden trace the manifest carries: tokens
-               identical, top-1 probability within 2e-4, mean |x| within 2e-5
+  release      a wordbrain release's selector name (older flyviz names such as
+               min-ce are read with a note, never failed)
+  golden       a replay of every golden trace the manifest (or a release's
+               web/) carries: tokens identical, top-1 probability within 2e-4,
+               mean |x| within 2e-5 (as parity.mjs); then, stricter on purpose,
+               the final state (after the last token fed, unless it is EOS)
+
+flyviz's own checks only add to the authors': a dataset their verifier passes,
+flyviz's dataset checks pass too (what flyviz does not need is skipped).
 
 exit status: 0 every check passed (skipped ones say why), 1 a check failed,
 2 the model could not be loaded (the first problem found is printed).
@@ -47,7 +56,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def table(report: Any) -> str:
-    """The report as a text table, one check per line, then the summary."""
+    """The report as a text table, one check per line, then the summary.
+
+    Each row names its origin: ``authors N`` for check N of the dataset
+    authors' 18, ``flyviz`` for flyviz's own.
+    """
     lines = [f"model    {report.model} ({report.layout})"]
     if report.source:
         lines.append(f"source   {report.source}")
@@ -56,9 +69,9 @@ def table(report: Any) -> str:
     lines.append("")
     width = max((len(c.name) for c in report.checks), default=10)
     width = min(width, 44)
-    lines.append(f"{'group':<11} {'check':<{width}}  {'result':<6}  detail")
+    lines.append(f"{'group':<11} {'origin':<10} {'check':<{width}}  {'result':<6}  detail")
     for check in report.checks:
-        lines.append(f"{check.group:<11} {check.name[:width]:<{width}}  "
+        lines.append(f"{check.group:<11} {check.origin:<10} {check.name[:width]:<{width}}  "
                      f"{check.status.upper() if check.status == 'fail' else check.status:<6}  "
                      f"{check.detail}")
     lines.append("")

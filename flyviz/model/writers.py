@@ -1,5 +1,9 @@
 """Write a :class:`~flyviz.model.checkpoint.Checkpoint` in the real Fly LLM layouts.
 
+(Longer than most modules on purpose: the four writers, the golden traces
+they embed and the manifests they fill belong together, so that one file
+says everything flyviz writes and how it matches the authors' tools.)
+
 Each writer produces exactly the files, names, dtypes and keys that the
 published models use (``fly-formats.md`` sections 1-4), so that whatever
 flyviz can write it can also load, and so that tests can exercise every
@@ -21,13 +25,41 @@ weights' ``safetensors_sha256``, and the frozen-buffer digests
 (:func:`frozen_buffer_digests`) use the convention the released values were
 computed with, so the loaders' recomputation and the dataset authors' own 18
 checks (:func:`flyviz.model.formats.dataset.check_dataset`) accept them.
+
+What the authors' own tools write, these write too (their scripts
+``package_connectome.py``, ``export_web_model.py`` and
+``package_model_release.py`` were read for their conventions):
+
+* the int16 weights, their scale and recorded error in float32
+  (:func:`~flyviz.model.checks.quantise_int16`), so that the authors'
+  verifier accepts them on every seed;
+* golden traces (:func:`golden_traces_for`: the four Fly Recital prompts,
+  60 greedy tokens, from flyviz's float32 engine with the exact weights) in
+  every web export, the one a release carries in ``web/`` included; the
+  final state is the state after the last step the generator ran (the last
+  token fed unless it is EOS);
+* every manifest key of the real files. Where flyviz cannot know a value it
+  writes ``null``: a release's ``training`` and ``license`` and a dataset's
+  ``provenance`` and ``license`` (unless the checkpoint's metadata carries
+  them), the update count and source checkpoint SHA-256 of a model flyviz
+  did not train, a dataset's ``name`` unless given, ``soma.semantics``, the
+  ``types`` annotation counts, and ``verification.numpy_matches_torch``
+  (flyviz runs no PyTorch); ``held_out_scores`` is ``{}``. ``golden`` is
+  ``[]`` only when the checkpoint has no tokenizer to encode the prompts;
+* the authors' selector names (``minimum_validation_ce``,
+  ``maximum_validation_accuracy``) in the safetensors metadata as in the
+  manifest. Older flyviz versions wrote the file stem (``min-ce``) there;
+  ``flyviz verify`` reads it with a note.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -35,14 +67,16 @@ import ml_dtypes
 import numpy as np
 
 from flyviz.model.checkpoint import Anatomy, Checkpoint
+from flyviz.model.checks import INT16_TOP, quantise_int16
 from flyviz.model.formats._common import (EDGE_GROUP_INDEX, FROZEN_BUFFER_DTYPES,
                                           NODE_TYPE_INDEX, array_digest, sha256_file)
 from flyviz.model.formats.wordbrain import SELECTOR_NAMES
 from flyviz.model.safetensors_io import save_safetensors
 
-__all__ = ["FROZEN_BUFFER_DTYPES", "frozen_buffer_digests", "selector_digests",
-           "write_connectome_dataset", "write_fly_llm_hf", "write_recital_web",
-           "write_wordbrain"]
+__all__ = ["FROZEN_BUFFER_DTYPES", "GOLDEN_MAX_NEW_TOKENS", "GOLDEN_PROMPTS",
+           "frozen_buffer_digests", "golden_traces_for", "parameter_digests",
+           "selector_digests", "write_connectome_dataset", "write_fly_llm_hf",
+           "write_recital_web", "write_wordbrain"]
 
 #: Parameter tensor names of the released checkpoints -> Checkpoint attribute.
 PARAMETER_NAMES = {
@@ -63,6 +97,18 @@ HEAD_B = "lm_head.1.weight"
 WEB_PARAMETERS = ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias")
 
 _REMOTE_CODE_SENTINEL = "REMOTE_CODE_WAS_EXECUTED"
+
+#: The golden-trace prompts of ``export_web_model.py`` (fly-formats.md section 4.3).
+GOLDEN_PROMPTS = ("Once upon a time, there was a",
+                  "One day, a little girl named Lily found a needle",
+                  "Tom and his dog",
+                  "The little bird was afraid of the rain. Its mother")
+#: Greedy tokens per golden trace, as the authors' exporter writes them.
+GOLDEN_MAX_NEW_TOKENS = 60
+
+
+def _now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat()
 
 
 def _graph_buffers(ckpt: Checkpoint) -> dict[str, np.ndarray]:
@@ -116,6 +162,119 @@ def selector_digests(ckpt: Checkpoint) -> dict[str, str]:
     if types is not None:
         digests[NODE_TYPE_INDEX] = array_digest(types[1], "int64")
     return digests
+
+
+def parameter_digests(ckpt: Checkpoint) -> dict[str, str]:
+    """SHA-256 of each parameter as the web export stores it (raw little-endian float32).
+
+    Keyed like the web manifest's ``files`` (``wte`` ... ``head_a``,
+    ``head_b``, or ``head`` for a dense readout); equal digests mean a web
+    export holds exactly these weights.
+    """
+    arrays = {name: getattr(ckpt, name) for name in WEB_PARAMETERS}
+    if ckpt.head is not None:
+        arrays["head"] = ckpt.head
+    else:
+        arrays["head_a"], arrays["head_b"] = ckpt.head_a, ckpt.head_b
+    return {name: hashlib.sha256(np.ascontiguousarray(a, dtype="<f4").tobytes()).hexdigest()
+            for name, a in arrays.items()}
+
+
+def _greedy(engine: Any, prompt_ids: list[int], max_new_tokens: int,
+            eos: int) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """Greedy steps ``{token, top1_probability, mean_abs_state}`` and the final state.
+
+    As the authors' generator: each step records the state that produced its
+    logits; a token other than EOS is fed, so after ``max_new_tokens`` the
+    final state is one step past the last entry's, and after EOS it is not.
+    """
+    from flyviz.model.engine import softmax
+
+    engine.reset()
+    logits = np.zeros(0, np.float32)
+    for token in prompt_ids:
+        logits = engine.step(token)
+    steps: list[dict[str, Any]] = []
+    for _ in range(max_new_tokens):
+        token = int(np.argmax(logits))
+        steps.append({"token": token, "top1_probability": float(softmax(logits)[token]),
+                      "mean_abs_state": float(engine.mean_abs_state)})
+        if token == eos:
+            break
+        logits = engine.step(token)
+    return steps, np.array(engine.state, dtype="<f4")
+
+
+def golden_traces_for(ckpt: Checkpoint, prompts: Sequence[str] = GOLDEN_PROMPTS,
+                      max_new_tokens: int = GOLDEN_MAX_NEW_TOKENS, *,
+                      drift: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Golden traces of a model, as ``export_web_model.py`` writes them, from flyviz's engine.
+
+    Parameters
+    ----------
+    ckpt
+        The model, with the exact float32 graph weights (what the browser
+        downloads). Its tokenizer encodes the prompts.
+    prompts, max_new_tokens
+        The four Fly Recital prompts and 60 tokens by default.
+    drift
+        Also generate with the int16 weights and record where they part
+        from the exact ones (the manifest's ``verification.quantisation_drift``).
+
+    Returns
+    -------
+    golden, drift
+        ``golden``: per prompt ``{prompt, prompt_ids (BOS + encode), tokens,
+        text, continuation, steps, final_state_sha256, final_state_mean_abs}``;
+        ``drift``: per prompt ``{prompt, exact_tokens, quantised_tokens,
+        identical, first_divergent_step}``. Both are empty when the checkpoint
+        has no tokenizer, or one whose ids do not fit its vocabulary.
+    """
+    from flyviz.model.engine import Engine
+    from flyviz.model.errors import FlyvizError
+    from flyviz.model.tokenizer import tokenizer_for
+
+    if not prompts or max_new_tokens <= 0 or ckpt.tokenizer_path is None:
+        return [], []
+    try:
+        tokenizer = tokenizer_for(ckpt)
+    except FlyvizError:
+        return [], []
+    cfg = ckpt.config
+    encoded = [[cfg.bos_token_id] + list(tokenizer.encode(p)) for p in prompts]
+    if any(not 0 <= t < cfg.vocabulary for ids in encoded for t in ids):
+        return [], []
+    golden: list[dict[str, Any]] = []
+    engine = Engine(ckpt, threads=1)
+    try:
+        for prompt, ids in zip(prompts, encoded):
+            steps, state = _greedy(engine, ids, max_new_tokens, cfg.eos_token_id)
+            tokens = [s["token"] for s in steps]
+            golden.append({
+                "prompt": prompt, "prompt_ids": ids, "tokens": tokens,
+                "text": tokenizer.decode(ids + tokens), "continuation": tokenizer.decode(tokens),
+                "steps": steps, "final_state_sha256": hashlib.sha256(state.tobytes()).hexdigest(),
+                "final_state_mean_abs": float(np.abs(state).mean(dtype=np.float64))})
+    finally:
+        engine.close()
+    rows: list[dict[str, Any]] = []
+    if drift:
+        codes, scale, _error = quantise_int16(ckpt.w_values)
+        quantised = dataclasses.replace(
+            ckpt, w_values=codes.astype(np.float32) * np.float32(scale))
+        engine = Engine(quantised, threads=1)
+        try:
+            for trace in golden:
+                steps, _state = _greedy(engine, trace["prompt_ids"], max_new_tokens,
+                                        cfg.eos_token_id)
+                exact, other = trace["tokens"], [s["token"] for s in steps]
+                first = next((i for i, (a, b) in enumerate(zip(exact, other)) if a != b), None)
+                rows.append({"prompt": trace["prompt"], "exact_tokens": len(exact),
+                             "quantised_tokens": len(other), "identical": exact == other,
+                             "first_divergent_step": first})
+        finally:
+            engine.close()
+    return golden, rows
 
 
 def _f32(array: np.ndarray) -> np.ndarray:
@@ -246,10 +405,22 @@ def write_fly_llm_hf(ckpt: Checkpoint, model_dir: str | Path, dtype: str = "F32"
 
 
 # ------------------------------------------------------------------ wordbrain
+def _parameter_counts(tensors: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Trainable, encoder (``wte`` + ``in_proj``) and readout (head) parameter counts."""
+    encoder = int(tensors["brain.wte.weight"].size + tensors["brain.in_proj"].size)
+    readout = int(sum(a.size for name, a in tensors.items() if name.startswith("lm_head.")))
+    return {"trainable_parameters": int(sum(a.size for a in tensors.values())),
+            "encoder_parameters": encoder, "readout_parameters": readout}
+
+
 def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
                     filename: str = "min-ce.safetensors", *,
                     tokenizer_path: str | Path | None = None,
-                    experiment: str | None = None, updates: int | None = None) -> Path:
+                    experiment: str | None = None, updates: int | None = None,
+                    web_export: bool | None = None,
+                    golden_prompts: Sequence[str] = GOLDEN_PROMPTS,
+                    golden_tokens: int = GOLDEN_MAX_NEW_TOKENS,
+                    dataset: str = "fly-connectome") -> Path:
     """Write the fly-wordbrain layout: parameters-only F32 safetensors + manifest.
 
     The graph is not stored; write it with :func:`write_connectome_dataset`.
@@ -257,6 +428,16 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
     ``min-ce.safetensors``, ``maximum_validation_accuracy`` for
     ``max-accuracy.safetensors``) records the file's ``safetensors_sha256``
     and the seven frozen-buffer digests that bind these weights to that graph.
+    The safetensors metadata's ``selector`` is that name too, as the
+    authors' ``package_model_release.py`` writes it.
+
+    As a release carries it, the web export of these weights (golden traces
+    included) goes into ``web/`` and is summarised in the manifest's
+    ``web_export``. Every key of the authors' release manifest is written;
+    ``training`` and ``license`` are ``null`` unless the checkpoint's
+    metadata has them, as are ``updates`` and ``source_checkpoint_sha256``
+    when unknown (the safetensors metadata then leaves them out), and
+    ``held_out_scores`` is ``{}``: flyviz did not train or score the model.
 
     Parameters
     ----------
@@ -265,13 +446,20 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
     model_dir
         Folder to create or fill.
     filename
-        Safetensors file name; its stem is the selector (``min-ce``).
+        Safetensors file name (``min-ce.safetensors`` or
+        ``max-accuracy.safetensors`` for the two selectors).
     tokenizer_path
         Optional ``tokenizer.json`` to copy in (the released repository has
         none; flyviz fetches ngxson's alongside).
     experiment, updates
         Recorded in the safetensors metadata and the manifest; default: the
-        checkpoint's metadata, else its name and 0.
+        checkpoint's metadata, else its name and ``null``.
+    web_export
+        Write ``web/``: ``None`` (default) when the folder has none yet (a
+        second selector joins a release whose web export is the first's),
+        ``True`` always, ``False`` never.
+    golden_prompts, golden_tokens, dataset
+        As for :func:`write_recital_web`.
 
     Returns
     -------
@@ -281,22 +469,30 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
     cfg = ckpt.config
-    selector = Path(filename).stem
+    stem = Path(filename).stem
+    selector_name = SELECTOR_NAMES.get(stem, stem)
     experiment = experiment if experiment is not None else str(
         ckpt.metadata.get("experiment", ckpt.name))
-    updates = int(updates if updates is not None else ckpt.metadata.get("updates", 0))
+    known_updates = updates if updates is not None else ckpt.metadata.get("updates")
+    update_count = int(known_updates) if known_updates is not None else None
+    source_sha256 = ckpt.metadata.get("source_checkpoint_sha256") or None
     tensors = _parameter_tensors(ckpt)
     file = model_dir / filename
-    save_safetensors(file, tensors, {
-        "experiment": experiment, "selector": selector, "updates": str(updates),
-        "source_checkpoint_sha256": str(ckpt.metadata.get("source_checkpoint_sha256", ""))})
+    metadata = {"experiment": experiment, "selector": selector_name}
+    if update_count is not None:
+        metadata["updates"] = str(update_count)
+    if source_sha256:
+        metadata["source_checkpoint_sha256"] = str(source_sha256)
+    save_safetensors(file, tensors, metadata)
     rank = _readout_rank(ckpt)
-    parameters = int(sum(a.size for a in tensors.values()))
+    counts = _parameter_counts(tensors)
     manifest_path = model_dir / "manifest.json"
     manifest: dict[str, Any] = {}
     if manifest_path.exists():  # a second selector joins the first
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     manifest.update({
+        "schema_version": 1,
+        "created_at_utc": _now_utc(),
         "experiment": experiment,
         "architecture": {
             "neurons": cfg.neurons, "edges": ckpt.n_edges, "delay_slots": cfg.delay_k,
@@ -306,15 +502,35 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
             "edge_adaptation": "fixed",
             "recurrence": "x = (1 - leak) x + leak tanh(gain (rec_gain W x + drive) + bias)",
         },
+        **counts,
+        "graph": {"dataset": dataset,
+                  "note": "The connectome is not duplicated here. The frozen-buffer digests of "
+                          "each selector identify the exact graph these weights run on; the "
+                          "dataset manifest carries the same digests."},
     })
-    selector_name = SELECTOR_NAMES.get(selector, selector)
     manifest.setdefault("selectors", {})[selector_name] = {
-        "file": filename, "selector": selector_name, "updates": updates,
-        "source_checkpoint_sha256": str(ckpt.metadata.get("source_checkpoint_sha256", "")),
-        "safetensors_sha256": sha256_file(file), "validation": {},
-        "frozen_buffers_sha256": selector_digests(ckpt), "parameters": parameters,
+        "file": filename, "selector": selector_name, "updates": update_count,
+        "source_checkpoint_sha256": source_sha256,
+        "safetensors_sha256": sha256_file(file),
+        "validation": ckpt.metadata.get("validation"),
+        "frozen_buffers_sha256": selector_digests(ckpt),
+        "parameters": counts["trainable_parameters"],
     }
     manifest.setdefault("held_out_scores", {})
+    manifest.setdefault("training", ckpt.metadata.get("training"))
+    manifest.setdefault("license", ckpt.metadata.get("license"))
+    web_dir = model_dir / "web"
+    if web_export or (web_export is None and not (web_dir / "manifest.json").exists()):
+        write_recital_web(ckpt, web_dir, {"selector": selector_name, "updates": update_count},
+                          golden_prompts=golden_prompts, golden_tokens=golden_tokens,
+                          dataset=dataset)
+        web = json.loads((web_dir / "manifest.json").read_text(encoding="utf-8"))
+        manifest["web_export"] = {
+            "files": list(web["files"]), "config": web["config"],
+            "golden_prompts": [entry["prompt"] for entry in web["golden"]],
+            "note": "Raw little-endian float32 arrays in web/, streamed by the browser demo; "
+                    "web/manifest.json carries the golden traces, computed by flyviz's "
+                    "float32 engine."}
     manifest.setdefault("web_export", None)  # no web export made alongside
     _write_json(manifest_path, manifest)
     _copy_tokenizer(Path(tokenizer_path) if tokenizer_path is not None else None, model_dir)
@@ -340,7 +556,8 @@ def _write_json_file(root: Path, relative: str, data: Any) -> dict[str, Any]:
 
 
 def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
-                             n_in_declared: int | None = None) -> Path:
+                             n_in_declared: int | None = None, name: str | None = None,
+                             description: str | None = None) -> Path:
     """Write the fly-connectome-49k layout: the frozen graph, interface and anatomy.
 
     The manifest has the real schema: ``files`` keyed by logical name
@@ -360,6 +577,17 @@ def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
         Folder to create or fill.
     n_in_declared
         ``interface.n_in_declared`` (default ``delay_k * neurons_per_slot``).
+    name, description
+        The manifest's ``name`` (``null`` unless given: flyviz does not know
+        what the graph is called) and ``description``.
+
+    Notes
+    -----
+    Every key of the authors' ``package_connectome.py`` manifest is written;
+    those flyviz cannot fill are ``null``: ``provenance`` and ``license``
+    (unless the checkpoint's metadata has them), ``soma.semantics``, and
+    ``types.annotated``/``untyped_nodes``/``policy``. The int16 copy is made
+    in float32 (:func:`~flyviz.model.checks.quantise_int16`), as theirs.
 
     Returns
     -------
@@ -380,30 +608,54 @@ def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
         files["edges_source"] = _write_raw(root, "graph/edges_source.i32", ckpt.w_indices,
                                            "int32")
     files["edges_weight_f32"] = _write_raw(root, "graph/edges_weight.f32", values, "float32")
+    # The browser's int16 copy in the packager's float32 arithmetic: float64 codes differ
+    # from the authors' by one here and there, and their verifier then rejects the file.
+    codes, scale, quantisation_error = quantise_int16(values)
     peak = float(np.abs(values).max()) if values.size else 0.0
-    scale = peak / 32767.0 if peak > 0 else 1.0
-    codes = np.rint(values.astype(np.float64) / scale).astype(np.int16)
-    quantisation_error = float(np.abs(codes * scale - values.astype(np.float64)).max(initial=0.0))
     files["edges_weight_i16"] = _write_raw(root, "graph/edges_weight.i16", codes, "int16")
     files["input_neurons"] = _write_raw(root, "interface/in_index.i32", ckpt.in_index, "int32")
     files["output_neurons"] = _write_raw(root, "interface/out_index.i32", ckpt.out_index, "int32")
 
     positive = int(np.count_nonzero(values > 0))
     negative = int(np.count_nonzero(values < 0))
+    round_trip = codes.astype(np.float32) * np.float32(scale)
+    source_file = files["edges_source"]["file"]
     manifest: dict[str, Any] = {
+        "schema_version": 1,
+        "created_at_utc": _now_utc(),
+        "name": name,
+        "description": (description if description is not None else
+                        f"A {n:,}-neuron / {ckpt.n_edges:,}-edge graph written by flyviz "
+                        f"from the checkpoint {ckpt.name!r}"),
         "neurons": n,
         "edges": ckpt.n_edges,
         "files": files,
-        "csr": {"rows": n, "columns": n, "nnz": ckpt.n_edges, "row": "postsynaptic",
-                "offsets": "graph/edges_offsets.i32", "columns_file": files["edges_source"]["file"]},
-        "weights": {"count": ckpt.n_edges, "positive_edges": positive, "negative_edges": negative,
-                    "zero_edges": ckpt.n_edges - positive - negative,
+        "csr": {"orientation": f"row = destination neuron, {Path(source_file).stem} = "
+                               "presynaptic neuron index",
+                "offsets_length": n + 1,
+                "reconstruct": f"for dst in range({n}): for e in range(offsets[dst], "
+                               "offsets[dst+1]): W[dst, edges_source[e]] = edges_weight[e]",
+                "rows": n, "columns": n, "nnz": ckpt.n_edges, "row": "postsynaptic",
+                "offsets": "graph/edges_offsets.i32", "columns_file": source_file},
+        "weights": {"signed": True, "count": ckpt.n_edges, "positive_edges": positive,
+                    "negative_edges": negative, "zero_edges": ckpt.n_edges - positive - negative,
+                    "absolute_max": peak,
                     "canonical": "graph/edges_weight.f32",
-                    "quantised": {"file": "graph/edges_weight.i16", "scale": scale,
-                                  "max_absolute_error": quantisation_error}},
+                    "quantised": {
+                        "encoding": "symmetric fixed point, value = code * scale",
+                        "file": "graph/edges_weight.i16", "scale": scale,
+                        "max_absolute_error": quantisation_error,
+                        "max_relative_error": quantisation_error / peak if peak > 0 else 0.0,
+                        "sign_preserved": bool(np.array_equal(np.sign(round_trip),
+                                                              np.sign(values))),
+                        "arithmetic": f"float32: codes = rint(w / scale), scale = max|w| / "
+                                      f"{INT16_TOP:g}, error = max|codes * scale - w|"}},
         "interface": {"n_in_declared": int(n_in_declared if n_in_declared is not None
                                            else cfg.n_inputs),
-                      "delay_slots": cfg.delay_k, "neurons_per_slot": cfg.neurons_per_slot},
+                      "in_index_length": int(np.asarray(ckpt.in_index).shape[0]),
+                      "delay_slots": cfg.delay_k, "neurons_per_slot": cfg.neurons_per_slot,
+                      "note": "Each delay slot drives neurons_per_slot neurons; the remainder "
+                              "of the declared n_in is unused by integer division."},
     }
     anatomy = ckpt.anatomy
     if anatomy is not None:
@@ -428,25 +680,60 @@ def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
                                                    list(anatomy.superclass))
         if anatomy.side is not None:
             files["side"] = _write_json_file(root, "neurons/side.json", list(anatomy.side))
-        manifest["soma"] = {"units": "8nm voxels", "positioned": int(valid.sum()),
-                            "missing": int(n - valid.sum()),
-                            "missing_rows": "zeros in soma_position.i32, 0 in soma_valid.u8"}
+        manifest["soma"] = {"positioned": int(valid.sum()), "missing": int(n - valid.sum()),
+                            "units": "8nm voxels",
+                            "semantics": ckpt.metadata.get("soma_semantics"),
+                            "missing_encoding": "soma_position rows are zero where soma_valid "
+                                                "is 0",
+                            "missing_rows": "zeros in soma_position.i32, 0 in soma_valid.u8",
+                            "qualification": None if anatomy.kind == "measured" else
+                            f"{anatomy.kind} positions, not measured somata"}
+        if types is not None:
+            manifest["types"] = {"groups": len(types[0]), "annotated": None,
+                                 "untyped_nodes": None, "policy": None}
         manifest["anatomy"] = {"kind": anatomy.kind}
+    manifest["provenance"] = ckpt.metadata.get("provenance")
     manifest["frozen_buffers_sha256"] = frozen_buffer_digests(ckpt)
     manifest["frozen_buffers_original_dtype"] = dict(FROZEN_BUFFER_DTYPES)
+    manifest["frozen_buffers_rebuild"] = {
+        "brain.w_offsets": "graph/edges_offsets.i32", "brain.w_indices": source_file,
+        "brain.w_values": "graph/edges_weight.f32", "brain.in_index": "interface/in_index.i32",
+        "brain.out_index": "interface/out_index.i32",
+        "note": "Cast each packed array back to its original dtype, then hash dtype + shape + "
+                "raw bytes to reproduce the checkpoint digest."}
+    manifest["license"] = ckpt.metadata.get("license")
     _write_json(root / "manifest.json", manifest)
     return root
 
 
 # ------------------------------------------------------------------ web export
+def _web_config(ckpt: Checkpoint) -> dict[str, Any]:
+    cfg = ckpt.config
+    return {"neurons": cfg.neurons, "delay_k": cfg.delay_k, "vocabulary": cfg.vocabulary,
+            "d_embed": cfg.d_embed, "readout_rank": _readout_rank(ckpt),
+            "neurons_per_slot": cfg.neurons_per_slot, "leak": float(cfg.leak),
+            "pad_token_id": cfg.pad_token_id, "bos_token_id": cfg.bos_token_id,
+            "eos_token_id": cfg.eos_token_id, "layer_norm_eps": float(cfg.layer_norm_eps)}
+
+
 def write_recital_web(ckpt: Checkpoint, model_dir: str | Path,
-                      extra_manifest: Mapping[str, Any] | None = None) -> Path:
+                      extra_manifest: Mapping[str, Any] | None = None, *,
+                      golden_prompts: Sequence[str] = GOLDEN_PROMPTS,
+                      golden_tokens: int = GOLDEN_MAX_NEW_TOKENS,
+                      dataset: str = "fly-connectome") -> Path:
     """Write the Fly Recital web export: raw float32 ``.f32`` files + ``manifest.json``.
 
     The graph is not stored; write it with :func:`write_connectome_dataset`.
     A dense readout is written as ``head.f32`` (the released export is
     rank-64 and has ``head_a.f32``/``head_b.f32``). The checkpoint's
     tokenizer, if any, is copied in as ``tokenizer.json``.
+
+    The manifest has every key of ``export_web_model.py``'s: ``golden``
+    traces (:func:`golden_traces_for`), ``verification`` with the int16
+    weights' ``quantisation_drift`` (``numpy_matches_torch`` is ``null``:
+    flyviz runs no PyTorch) and ``graph.quantised_alternative.scale`` (the
+    dataset's int16 scale). ``selector``, ``checkpoint_sha256`` and
+    ``updates`` come from the checkpoint's metadata, else ``null``.
 
     Parameters
     ----------
@@ -456,7 +743,13 @@ def write_recital_web(ckpt: Checkpoint, model_dir: str | Path,
         Folder to create or fill.
     extra_manifest
         Keys merged into the top level of the manifest last (e.g.
-        ``experiment``, ``golden`` traces, provenance).
+        ``experiment``, provenance). ``golden`` given here replaces the
+        computed traces (none are computed then).
+    golden_prompts, golden_tokens
+        The golden traces' prompts and greedy tokens (the authors': four
+        prompts, 60 tokens); an empty ``golden_prompts`` writes none.
+    dataset
+        ``graph.dataset``: the name of the dataset folder to find beside it.
 
     Returns
     -------
@@ -465,7 +758,6 @@ def write_recital_web(ckpt: Checkpoint, model_dir: str | Path,
     """
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
-    cfg = ckpt.config
     arrays = {name: getattr(ckpt, name) for name in WEB_PARAMETERS}
     if ckpt.head is not None:
         arrays["head"] = ckpt.head
@@ -480,43 +772,53 @@ def write_recital_web(ckpt: Checkpoint, model_dir: str | Path,
         files[name] = {"file": path.name, "shape": [int(s) for s in data.shape],
                        "dtype": "float32", "bytes": int(data.nbytes), "sha256": sha256_file(path)}
     trainable = int(sum(np.asarray(a).size for a in arrays.values()))
+    golden: list[dict[str, Any]] = []
+    drift: list[dict[str, Any]] = []
+    if not (extra_manifest and "golden" in extra_manifest):
+        golden, drift = golden_traces_for(ckpt, golden_prompts, golden_tokens)
+    _codes, scale, _error = quantise_int16(ckpt.w_values)
+    updates = ckpt.metadata.get("updates")
     manifest: dict[str, Any] = {
         "schema_version": 1,
-        "created_at_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_at_utc": _now_utc(),
         "experiment": ckpt.metadata.get("experiment", ckpt.name),
-        "selector": ckpt.metadata.get("selector", "min-ce"),
-        "checkpoint_sha256": ckpt.metadata.get("checkpoint_sha256", ""),
-        "updates": int(ckpt.metadata.get("updates", 0)),
+        "selector": ckpt.metadata.get("selector"),
+        "checkpoint_sha256": ckpt.metadata.get("checkpoint_sha256") or None,
+        "updates": int(updates) if updates is not None else None,
         "trainable_parameters": trainable,
-        "config": {
-            "neurons": cfg.neurons, "delay_k": cfg.delay_k, "vocabulary": cfg.vocabulary,
-            "d_embed": cfg.d_embed, "readout_rank": _readout_rank(ckpt),
-            "neurons_per_slot": cfg.neurons_per_slot, "leak": float(cfg.leak),
-            "pad_token_id": cfg.pad_token_id, "bos_token_id": cfg.bos_token_id,
-            "eos_token_id": cfg.eos_token_id, "layer_norm_eps": float(cfg.layer_norm_eps),
-        },
+        "config": _web_config(ckpt),
         "index_checks": {
             "in_index_unique": bool(np.unique(ckpt.in_index).size == ckpt.in_index.size),
             "out_index_is_identity": ckpt.out_index_is_identity(),
         },
         "graph": {
-            "dataset": "fly-connectome",
+            "dataset": dataset,
             "edges": ckpt.n_edges,
             "encoding": "graph/edges_weight.f32 (exact) with graph/edges_source.u16 and "
                         "graph/edges_offsets.i32",
-            "quantised_alternative": {"file": "graph/edges_weight.i16"},
+            "quantised_alternative": {"file": "graph/edges_weight.i16", "scale": scale,
+                                      "halves_the_edge_payload": True},
             "frozen_buffers_sha256": frozen_buffer_digests(ckpt),
         },
         "layout": {
             "in_index": "slot-major: slot j drives in_index[j*neurons_per_slot:(j+1)*neurons_per_slot]",
-            "out_index": "identity",
+            "out_index": "identity" if ckpt.out_index_is_identity() else "interface/out_index.i32",
             "drive": "concat_j wte[token(t-j)] @ in_proj[j]",
             "recurrence": "x = (1-leak) x + leak tanh(gain (rec_gain W x + drive) + bias)",
             "readout": ("LayerNorm(x) @ head.T" if ckpt.head is not None
                         else "LayerNorm(x) @ head_a.T @ head_b.T"),
         },
         "files": files,
-        "golden": [],
+        "verification": {
+            "numpy_matches_torch": None,
+            "quantisation_drift": drift,
+            "note": "Golden traces were computed by flyviz's float32 engine with the exact "
+                    "float32 graph the browser downloads; the final state is the state after "
+                    "the last step the generator ran (the last token fed unless it is EOS). "
+                    "flyviz runs no PyTorch, so numpy_matches_torch is null. The drift rows "
+                    "record what the int16 edge file would change.",
+        },
+        "golden": golden,
     }
     if extra_manifest:
         manifest.update(dict(extra_manifest))

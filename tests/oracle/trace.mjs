@@ -9,6 +9,8 @@
 // or {"picks": [{"logits": [...], "temperature": t, "top_p": p, "draws": [u, ...]}, ...]}.
 // Prints one JSON object: {"traces": [{prompt_ids, tokens, steps: [{token,
 // top1_probability, mean_abs_state}], final_state_mean_abs}]} or {"picks": [[id, ...], ...]}.
+// final_state_mean_abs is the state after the last step run: the last token fed unless it
+// is EOS (fly-formats.md section 4.3).
 // The engine is imported from the path given, never copied.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -69,7 +71,9 @@ if (request.picks) {
       const token = engine.pick(logits);
       steps.push({ token, top1_probability: argmaxProbability(logits), mean_abs_state: engine.meanAbsState });
       tokens.push(token);
-      if (token === config.eos_token_id || tokens.length >= request.max_new_tokens) break;
+      if (token === config.eos_token_id) break;
+      // As the authors' generator: every token but EOS is fed, the last one too, so the
+      // final state is the state after the last step it ran.
       logits = engine.step(token);
       stepsRun += 1;
     }

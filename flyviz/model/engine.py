@@ -264,6 +264,9 @@ class Engine:
         self.tokens_seen = 0
         self.mean_abs_state = 0.0
         self.logits = np.zeros(cfg.vocabulary, dtype=np.float32)
+        #: A :class:`~flyviz.model.attribution.Tape` (or anything with its two
+        #: ``record_*`` methods) that every step reports to, or ``None``.
+        self.tape: Any = None
 
         # Interventions: None when there are none, so that the step takes the plain path.
         self.interventions: ResolvedInterventions = ResolvedInterventions(neurons=n)
@@ -489,6 +492,9 @@ class Engine:
             self._stimulate(pre, position)
         pre *= self.gain
         pre += self.bias
+        tape = self.tape
+        if tape is not None:  # the backward sweep needs u_t (a copy: pre is reused)
+            tape.record_input(position, pre)
         np.tanh(pre, out=pre)
         pre *= self._leak
         x = self.state
@@ -504,6 +510,8 @@ class Engine:
             self._start_recurrent()
         self.mean_abs_state = float(np.abs(x).mean(dtype=np.float64))
         self.logits = self.readout(x)
+        if tape is not None:
+            tape.record_state(position, x, self.logits)
         return self.logits
 
     def readout(self, x: np.ndarray) -> np.ndarray:

@@ -483,9 +483,8 @@ class BackwardEngine:
         for t in range(last, first - 1, -1):
             if should_stop is not None and should_stop():
                 raise InterruptedError("the backward sweep was cancelled")
-            seed = seeds.get(t)
-            if seed is not None:
-                v += np.asarray(seed, dtype=np.float32)
+            if t in seeds:
+                v += np.asarray(seeds[t], dtype=np.float32)
             row = t - first
             if cotangents is not None:
                 cotangents[row] = v

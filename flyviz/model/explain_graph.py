@@ -119,7 +119,7 @@ def _threshold_count(scores: np.ndarray, share: float) -> int:
     if total <= 0 or scores.size == 0:
         return 0
     cumulative = np.cumsum(np.sort(scores)[::-1]) / total
-    return int(min(scores.size, np.searchsorted(cumulative, share) + 1))
+    return min(int(scores.size), int(np.searchsorted(cumulative, share)) + 1)
 
 
 def prune(att: "Attribution", *, nodes: int = 500, node_threshold: float = 0.8,
@@ -163,8 +163,8 @@ def prune(att: "Attribution", *, nodes: int = 500, node_threshold: float = 0.8,
         factor = att.post_factor(t)[i]
         previous = by_step.get(t - 1, set())
         if previous:
-            edges = att.edge_flows(i, t)
-            for j, flow in zip(edges["pre"], edges["flow"]):
+            incoming = att.edge_flows(i, t)
+            for j, flow in zip(incoming["pre"], incoming["flow"]):
                 if int(j) in previous and flow != 0:
                     candidates.append({"kind": "synapse", "pre": int(j), "pre_position": t - 1,
                                        "post": i, "post_position": t, "flow": float(flow),
@@ -270,7 +270,7 @@ def to_json(att: "Attribution", *, nodes: int = 500, top: int = 50) -> dict[str,
     groups: dict[str, list[dict[str, Any]]] = {}
     for by in ("superclass", "cell_type", "side"):
         names, flows = att.group_flows(by)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for r, t in enumerate(att.positions):
             order = np.argsort(-np.abs(flows[r]), kind="stable")
             if by == "cell_type":

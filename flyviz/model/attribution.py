@@ -43,7 +43,7 @@ import numpy as np
 
 from flyviz.model import kernels
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.engine import Engine, _RowBlock, default_threads
+from flyviz.model.engine import _SINGLE_THREADED_BLAS, Engine, _RowBlock, default_threads
 from flyviz.model.errors import InputError
 from flyviz.model.interventions import ResolvedInterventions
 
@@ -299,6 +299,8 @@ class BackwardEngine:
         self.gain = np.ascontiguousarray(ck.gain, dtype=f32)
         self.rec_gain = np.ascontiguousarray(ck.rec_gain, dtype=f32)
         self.bias = np.ascontiguousarray(ck.bias, dtype=f32)
+        # Dot products mix no dtypes: a mixed float64 . float32 dot skips BLAS.
+        self._bias64 = self.bias.astype(np.float64)
         self.wte = np.ascontiguousarray(ck.wte, dtype=f32)
         self.in_proj = np.ascontiguousarray(ck.in_proj, dtype=f32)
         self.in_index = np.ascontiguousarray(ck.in_index, dtype=np.intp)
@@ -458,6 +460,14 @@ class BackwardEngine:
         check_mode(mode)
         if not seeds:
             raise InputError("a backward sweep needs at least one seed")
+        # As in the engine's step: OpenBLAS's spinning threads would take the cores from
+        # the sparse product's (a 49,393-value dot product took 15 ms beside them).
+        with _SINGLE_THREADED_BLAS:
+            return self._sweep(tape, seeds, mode, first, keep, on_step, should_stop)
+
+    def _sweep(self, tape: Tape, seeds: Mapping[int, np.ndarray], mode: str, first: int,
+               keep: bool, on_step: StepCallback | None,
+               should_stop: Callable[[], bool] | None) -> Sweep:
         n = self.neurons
         last = max(int(t) for t in seeds)
         if not 0 <= first <= last < tape.steps:
@@ -498,13 +508,14 @@ class BackwardEngine:
             w = d * self.leak
             w *= m
             # The bias is added after the gain (u = g * (...) + b); everything else is gained.
-            bias_flow[row] = float(np.dot(w.astype(np.float64), self.bias))
+            bias_flow[row] = float(np.dot(w.astype(np.float64), self._bias64))
             w *= self.gain
             if interventions.pre_add:
                 stim = self.stimulation_at(interventions, t)
-                stimulation_flow[row] = float(np.dot(w.astype(np.float64), stim))
+                stimulation_flow[row] = float(np.dot(w.astype(np.float64),
+                                                     stim.astype(np.float64)))
             z = w[in_index].reshape(k, slot).astype(np.float64)
-            drive = self.slot_drive(tape.tokens, t)
+            drive = self.slot_drive(tape.tokens, t).astype(np.float64)
             slot_flow[row] = np.einsum("js,js->j", z, drive)
             if on_step is not None:
                 on_step(t, v, m, w)
@@ -512,7 +523,7 @@ class BackwardEngine:
             v = self.transposed_product(interventions, t, scratch)
             m *= self.keep
             v += m
-        before = float(np.dot(v.astype(np.float64), tape.x(first - 1)))
+        before = float(np.dot(v.astype(np.float64), tape.x(first - 1).astype(np.float64)))
         return Sweep(mode, first, last, cotangents, bias_flow, stimulation_flow, clamp_flow,
                      slot_flow, before, v, time.perf_counter() - start)
 

@@ -73,6 +73,13 @@ class Graph:
 def node_influence(att: "Attribution") -> tuple[np.ndarray, np.ndarray]:
     """``(neurons, tokens)``: each (neuron, position) node's influence on the logit,
     ``(window, neurons)``, and each input position's, ``(position + 1,)``."""
+    from flyviz.model.engine import _SINGLE_THREADED_BLAS
+
+    with _SINGLE_THREADED_BLAS:  # see BackwardEngine.sweep
+        return _node_influence(att)
+
+
+def _node_influence(att: "Attribution") -> tuple[np.ndarray, np.ndarray]:
     bw, tape = att.backward, att.tape
     interventions = tape.interventions
     first, last = att.window_start, att.position

@@ -109,3 +109,19 @@ def test_trace_needs_a_prompt_or_a_recording(capsys, web_model):
     _one_line_error(exit_info.value.code, capsys.readouterr().err, "--prompt --recording")
     code, _, err = _run(capsys, "trace", web_model, "--prompt", "   ")
     _one_line_error(code, err, "empty")
+
+
+def test_bench_trace_measures_a_trace_against_forward_steps(capsys, web_model):
+    code, out, _ = _run(capsys, "bench", web_model, "--trace", "6", "--threads", "2", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["window"] == 6
+    (entry,) = result["kernels"]
+    assert entry["forward_ms"] > 0 and entry["sweep_ms"] > 0
+    assert entry["trace_ratio"] == pytest.approx(entry["trace_ms"] / entry["forward_ms"])
+    neurons = 523
+    assert entry["tape_bytes"] >= 6 * 2 * neurons * 4          # x and s, float32, per step
+    assert entry["tape_bytes_gradient"] >= entry["tape_bytes"] + 6 * neurons * 4
+    assert abs(entry["completeness_error"]) < 1e-3
+    code, _, err = _run(capsys, "bench", web_model, "--trace", "1")
+    _one_line_error(code, err, "--trace 1")

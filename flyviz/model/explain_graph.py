@@ -194,20 +194,25 @@ def prune(att: "Attribution", *, nodes: int = 500, node_threshold: float = 0.8,
                                "pre_position": t - j, "post": i, "post_position": t,
                                "flow": float(flow), "_s": token_node[t - j], "_t": target})
     # Edge scores as circuit-tracer's compute_edge_influence, on the pruned graph.
-    matrix = np.zeros((size, size))
-    for e in candidates:
-        matrix[e["_t"], e["_s"]] += abs(e["flow"])
-    sums = matrix.sum(axis=1, keepdims=True)
-    normed = np.divide(matrix, sums, out=np.zeros_like(matrix), where=sums > 0)
-    weights = np.zeros(size)
-    weights[0] = 1.0
-    reach, current = weights.copy(), weights.copy()
+    # Sparse: a graph of thousands of nodes has only their edges.
+    from scipy.sparse import csr_matrix
+
+    targets = np.array([e["_t"] for e in candidates], dtype=np.int64)
+    sources = np.array([e["_s"] for e in candidates], dtype=np.int64)
+    magnitudes = np.abs(np.array([e["flow"] for e in candidates], dtype=np.float64))
+    sums = np.bincount(targets, weights=magnitudes, minlength=size)
+    shares = np.divide(magnitudes, sums[targets], out=np.zeros_like(magnitudes),
+                       where=sums[targets] > 0)
+    normed = csr_matrix((shares, (targets, sources)), shape=(size, size))
+    reach = np.zeros(size)
+    reach[0] = 1.0
+    current = reach.copy()
     for _ in range(last - first + 3):
-        current = current @ normed
+        current = normed.T @ current            # the row vector current @ normed
         if not current.any():
             break
         reach += current
-    scores = np.array([normed[e["_t"], e["_s"]] * reach[e["_t"]] for e in candidates])
+    scores = shares * reach[targets]
     kept = _threshold_count(scores, edge_threshold) if scores.size else 0
     chosen = np.argsort(-scores, kind="stable")[:kept] if kept else np.zeros(0, np.int64)
     edges = [candidates[c] for c in chosen]

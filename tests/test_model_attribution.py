@@ -358,6 +358,26 @@ def test_the_graph_is_pruned_and_written_for_circuit_tracer(tiny_checkpoint):
         att = flyviz.trace(model, PROMPT)
         graph = att.graph(nodes=40)
         assert 0 < graph.neurons.size <= 40
+        big = att.graph(nodes=400)
+        assert {e["kind"] for e in big.edges} == {"synapse", "leak", "token", "logit"}
+        ref = Reference(tiny_checkpoint)
+        expected = ref.attribution(att.prompt_ids, att.position, att.target)
+        scale = max(1.0, abs(att.value))
+        for edge in big.edges:
+            t, i = edge["post_position"], edge["post"]
+            if edge["kind"] == "logit":
+                want = expected["nodes"][edge["pre_position"], edge["pre"]]
+            else:
+                s = np.tanh(expected["us"][t][i]) / expected["us"][t][i]
+                v = expected["vs"][t][i]
+                if edge["kind"] == "leak":
+                    want = v * (1 - ref.lam) * expected["xs"][t - 1][i]
+                elif edge["kind"] == "token":
+                    slot = t - edge["pre_position"]
+                    want = v * ref.lam * s * ref.g[i] * ref.slot_drive(att.prompt_ids, t, slot)[i]
+                else:
+                    continue
+            assert edge["flow"] == pytest.approx(want, abs=1e-5 * scale), edge
         # Influence shares of the whole unrolled graph: the kept nodes are the most influential.
         assert graph.influence.min() > 0 and graph.influence.sum() <= graph.node_influence_total
         for edge in graph.edges:

@@ -177,6 +177,8 @@ class Attribution:
         self.completeness_error: float | None = (float(self.value - total)
                                                  if mode == DECOMPOSITION else None)
         self._node_flows: np.ndarray | None = None
+        self._masks: dict[int, np.ndarray] = {}
+        self._factors: dict[int, np.ndarray] = {}
         self._graphs: dict[tuple[Any, ...], "Graph"] = {}
 
     # ------------------------------------------------------------ the window
@@ -216,17 +218,21 @@ class Attribution:
 
     def mask(self, t: int) -> np.ndarray:
         """``m_t / v_t``: False where a silence or clamp set the neuron at step ``t``."""
-        mask, _ = self.backward.set_at(self.tape.interventions, t)
-        return ~mask
+        if t not in self._masks:
+            mask, _ = self.backward.set_at(self.tape.interventions, t)
+            self._masks[t] = ~mask
+        return self._masks[t]
 
     def post_factor(self, t: int) -> np.ndarray:
         """``m_t(i) lam d_i g_i r_i`` (float64): turns a current ``W'_ij x_j(t-1)`` into
-        units of ``L``."""
+        units of ``L`` (kept per step: the graph asks for it node by node)."""
         self._check_position(t)
-        bw = self.backward
-        d = self.tape.s(t) if self.mode == DECOMPOSITION else self.tape.slope(t)
-        m = self.cotangent(t).astype(np.float64) * self.mask(t)
-        return m * float(bw.leak) * d * bw.gain * bw.rec_gain
+        if t not in self._factors:
+            bw = self.backward
+            d = self.tape.s(t) if self.mode == DECOMPOSITION else self.tape.slope(t)
+            m = self.cotangent(t).astype(np.float64) * self.mask(t)
+            self._factors[t] = m * float(bw.leak) * d * bw.gain * bw.rec_gain
+        return self._factors[t]
 
     # ------------------------------------------------------------ edges
     def edge_flows(self, post: int, position: int | None = None,

@@ -157,18 +157,16 @@ def prune(att: "Attribution", *, nodes: int = 500, node_threshold: float = 0.8,
     for i, t in index:
         by_step.setdefault(t, set()).add(i)
     k, slot = att.checkpoint.config.delay_k, att.checkpoint.config.neurons_per_slot
-    slot_of = np.full(att.neurons, -1, dtype=np.int64)
-    slot_of[att.backward.in_index] = np.arange(k * slot) // slot
+    place_of = np.full(att.neurons, -1, dtype=np.int64)     # where in the drive vector
+    place_of[att.backward.in_index] = np.arange(k * slot)
+    slot_of = np.where(place_of >= 0, place_of // slot, -1)
     drive_cache: dict[int, np.ndarray] = {}
     for (i, t), target in index.items():
         if t == last:
             candidates.append({"kind": "logit", "pre": i, "pre_position": t, "post": -1,
                                "post_position": last, "flow": float(att.node_flow(t)[i]),
                                "_s": target, "_t": 0})
-        if t <= first:
-            continue
-        factor = att.post_factor(t)[i]
-        previous = by_step.get(t - 1, set())
+        previous = by_step.get(t - 1, set()) if t > first else set()
         if previous:
             incoming = att.edge_flows(i, t)
             for j, flow in zip(incoming["pre"], incoming["flow"]):
@@ -187,9 +185,11 @@ def prune(att: "Attribution", *, nodes: int = 500, node_threshold: float = 0.8,
         if j >= 0 and t - j >= 0 and (t - j) in token_node:
             if t not in drive_cache:
                 drive_cache[t] = att.backward.slot_drive(att.tape.tokens, t).reshape(-1)
-            place = int(np.flatnonzero(att.backward.in_index == i)[0])
-            flow = factor / float(att.backward.rec_gain[i]) * float(drive_cache[t][place]) \
-                if att.backward.rec_gain[i] != 0 else 0.0
+            bw = att.backward
+            d = att.tape.s(t) if att.mode == DECOMPOSITION else att.tape.slope(t)
+            # m_t(i) lam d_i g_i D_i: the drive is gained but not rec_gained.
+            flow = float(att.cotangent(t)[i]) * float(att.mask(t)[i]) * float(bw.leak) \
+                * float(d[i]) * float(bw.gain[i]) * float(drive_cache[t][place_of[i]])
             candidates.append({"kind": "token", "pre": att.prompt_ids[t - j],
                                "pre_position": t - j, "post": i, "post_position": t,
                                "flow": float(flow), "_s": token_node[t - j], "_t": target})

@@ -451,3 +451,25 @@ def test_node_influence_equals_circuit_tracers_on_the_dense_unrolled_graph(tiny_
             expected += current
         np.testing.assert_allclose(influence.reshape(-1), expected[:-1], rtol=1e-4,
                                    atol=1e-9)
+
+
+def test_a_saved_recording_is_traced_on_its_own_tokens(tiny_checkpoint, tmp_path):
+    xr = pytest.importorskip("xarray")
+    with _model(tiny_checkpoint) as model:
+        recording = flyviz.run(model, "the dog saw", max_new_tokens=4, states_dtype="float32",
+                               interventions=["silence id:0-4"])
+        path = recording.save(tmp_path / "run.flyrec")
+        last = len(recording) - 1
+        att = flyviz.trace(model, path, position=last)
+        # The default target is the token the run chose there; the states are the run's.
+        assert att.target == recording[last].predicted_token_id
+        np.testing.assert_array_equal(att.tape.x(last), recording.state(last))
+        assert not att.node_flows()[:, :5].any()
+        with pytest.raises(InputError, match="interventions it was made with"):
+            flyviz.trace(model, recording, interventions=["silence id:7"])
+        data = att.to_xarray(model)
+        assert isinstance(data, xr.Dataset)
+        assert data["node_flow"].dims == ("position", "neuron")
+        np.testing.assert_array_equal(data["node_flow"].values, att.node_flows())
+        assert list(data["superclass"].values) == list(tiny_checkpoint.anatomy.superclass)
+        assert data.attrs["target"] == att.target

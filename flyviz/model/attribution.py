@@ -321,7 +321,7 @@ class BackwardEngine:
         #: CSR position of that synapse in W (so edited weights transpose by a gather).
         self._t_offsets = position.indptr.astype(np.int64)
         self._t_indices = position.indices
-        self._t_edge = position.data
+        self._t_edge = position.data.astype(np.int32) if nnz < 2**31 else position.data
         self.transpose_s = time.perf_counter() - start
         self._transposed: dict[tuple[Any, ...], _Product] = {}
         self._for: ResolvedInterventions | None = None

@@ -473,3 +473,48 @@ def test_a_saved_recording_is_traced_on_its_own_tokens(tiny_checkpoint, tmp_path
         np.testing.assert_array_equal(data["node_flow"].values, att.node_flows())
         assert list(data["superclass"].values) == list(tiny_checkpoint.anatomy.superclass)
         assert data.attrs["target"] == att.target
+
+
+def test_a_teacher_forced_loss_is_one_sweep_seeded_at_every_position(tiny_checkpoint):
+    """The cross-entropy of a text, every position's term entering at its own step, against
+    central finite differences: the gradient estimated lesions are built on."""
+    from flyviz.model.explain import logit_cotangent
+
+    ck = tiny_checkpoint
+    ref = Reference(ck)
+    with _model(ck) as model:
+        ids = [ck.config.bos_token_id] + model.tokenizer.encode(PROMPT)
+        tape = record_tape(model.engine, ids, slopes=True)
+        seeds = {}
+        for t in range(len(ids) - 1):
+            z = tape.logits(t).astype(np.float64)
+            p = np.exp(z - z.max())
+            p /= p.sum()
+            p[ids[t + 1]] -= 1.0                       # d CE_t / d logits_t
+            seeds[t], _ = logit_cotangent(ck, tape.x(t), p)
+        sweep = model.backward.sweep(tape, seeds, mode="gradient")
+
+        def loss(xs, first=0):
+            total = 0.0
+            for t, x in enumerate(xs, start=first):
+                if t < len(ids) - 1:
+                    h = x[ref.out]
+                    zn = (h - h.mean()) / np.sqrt(h.var() + ck.config.layer_norm_eps)
+                    z = ref.head @ (zn * np.asarray(ck.ln_weight, np.float64)
+                                    + np.asarray(ck.ln_bias, np.float64))
+                    total += np.log(np.exp(z - z.max()).sum()) + z.max() - z[ids[t + 1]]
+            return total
+
+        xs, _ = ref.forward(ids)
+        rng = np.random.default_rng(1)
+        for t in (1, len(ids) // 2):
+            direction = rng.standard_normal(ck.config.neurons)
+            eps = 1e-4
+            values = []
+            for sign in (1, -1):
+                x = xs[t] + sign * eps * direction
+                later, _ = ref.forward(ids, start=(t, x))
+                values.append(loss(xs[:t], 0) + loss([x], t) + loss(later, t + 1))
+            numeric = (values[0] - values[1]) / (2 * eps)
+            assert float(sweep.cotangent(t).astype(np.float64) @ direction) == pytest.approx(
+                numeric, rel=1e-3)

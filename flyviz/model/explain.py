@@ -47,9 +47,8 @@ def readout_cotangent(checkpoint: Checkpoint, x: np.ndarray, target: int,
     would be. ``c`` is float64.
     """
     check_mode(mode)
-    cfg = checkpoint.config
-    vocabulary = cfg.vocabulary
-    # a = head^T e with e = one-hot(target) - 1/V (or - one-hot(versus)).
+    vocabulary = checkpoint.config.vocabulary
+    # a = head^T e with e = one-hot(target) - 1/V (or - one-hot(versus)), by rows.
     if checkpoint.head is not None:
         head = np.asarray(checkpoint.head)
         a = head[target].astype(np.float64)
@@ -61,6 +60,35 @@ def readout_cotangent(checkpoint: Checkpoint, x: np.ndarray, target: int,
         e = head_b[target] - (head_b[versus] if versus is not None
                               else head_b.sum(axis=0) / vocabulary)
         a = head_a.T @ e
+    return _through_layer_norm(checkpoint, x, a, mode)
+
+
+def logit_cotangent(checkpoint: Checkpoint, x: np.ndarray, weights: np.ndarray,
+                    mode: str = GRADIENT) -> tuple[np.ndarray, float]:
+    """``(c, const)`` for ``L = weights . logits(x)``, any weights over the vocabulary.
+
+    The seed of a sweep for any readout-side quantity: with ``weights =
+    softmax(logits) - one_hot(next token)`` it is the cross-entropy's gradient
+    at one position (teacher-forced losses, estimated lesions), with a one-hot
+    minus the mean what :func:`readout_cotangent` computes.
+    """
+    check_mode(mode)
+    e = np.asarray(weights, dtype=np.float64)
+    if e.shape != (checkpoint.config.vocabulary,):
+        raise InputError(f"logit weights must be one value per token "
+                         f"({checkpoint.config.vocabulary})")
+    if checkpoint.head is not None:
+        a = (e.astype(np.float32) @ np.asarray(checkpoint.head)).astype(np.float64)
+    else:
+        a = np.asarray(checkpoint.head_a, dtype=np.float64).T @ (
+            e @ np.asarray(checkpoint.head_b, dtype=np.float64))
+    return _through_layer_norm(checkpoint, x, a, mode)
+
+
+def _through_layer_norm(checkpoint: Checkpoint, x: np.ndarray, a: np.ndarray,
+                        mode: str) -> tuple[np.ndarray, float]:
+    """``(c, const)`` of ``a . LayerNorm(x[out_index])``: ``a`` is the head's cotangent."""
+    cfg = checkpoint.config
     out_index = None if checkpoint.out_index_is_identity() else np.asarray(
         checkpoint.out_index, dtype=np.intp)
     h = np.asarray(x, dtype=np.float32)

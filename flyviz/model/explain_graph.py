@@ -271,7 +271,7 @@ def to_json(att: "Attribution", *, nodes: int = 500, top: int = 50) -> dict[str,
     edges = [dict(e, kept=True) for e in graph.edges]
     seen = {(e["pre"], e["pre_position"], e["post"], e["post_position"]) for e in edges
             if e["kind"] == "synapse"}
-    if att.position > att.window_start:
+    if att.position > 0:  # before BOS there is no state to flow from
         strongest = att.step_edge_flows(att.position, top)
         for j, i, flow in zip(strongest["pre"], strongest["post"], strongest["flow"]):
             key = (int(j), att.position - 1, int(i), att.position)

@@ -59,6 +59,9 @@ def test_trace_prints_the_explanation_and_writes_json_and_the_graph(capsys, web_
     code, out, _ = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--target", target,
                         "--versus", "<s>", "--json")
     assert code == 0 and json.loads(out)["target"]["versus"]["text"] == "<s>"
+    code, out, _ = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--target",
+                        f"id:{data['target']['token']}", "--json")
+    assert code == 0 and json.loads(out)["target"]["value"] == data["target"]["value"]
     code, out, _ = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--mode", "gradient")
     assert code == 0 and "gradient mode" in out
 
@@ -94,6 +97,7 @@ def test_trace_of_a_recording_and_its_errors(capsys, web_model, tmp_path, tiny_c
     (("--position", "-1"), ("negative",)),
     (("--target", " little dog saw"), ("not one token",)),
     (("--target", ""), ("no token",)),
+    (("--target", "id:999999"), ("outside the vocabulary",)),
     (("--window", "0"), ("--window 0", "empty")),
     (("--nodes", "0"), ("--nodes 0",)),
     (("--silence", "superclass:nothing_like_this"), ("superclass",)),

@@ -46,7 +46,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "whose prediction is the first generated token)")
     parser.add_argument("--target", default=None, metavar="TOKEN",
                         help="the token to explain, as text that is one token (often with its "
-                             "leading space, e.g. ' Lily'); default: the token chosen there")
+                             "leading space, e.g. ' Lily') or as id:N; default: the token "
+                             "chosen there")
     parser.add_argument("--versus", default=None, metavar="TOKEN",
                         help="explain logit[target] - logit[versus] instead of target - mean")
     parser.add_argument("--window", type=int, default=None, metavar="K",

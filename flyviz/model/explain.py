@@ -117,7 +117,9 @@ def explained_value(logits: np.ndarray, target: int, versus: int | None = None) 
 
 
 def token_id(tokenizer: "FlyTokenizer", vocabulary: int, value: int | str, what: str) -> int:
-    """One token id from an id or a text that is exactly one token."""
+    """One token id from an id, ``"id:N"``, or a text that is exactly one token."""
+    if isinstance(value, str) and value.startswith("id:") and value[3:].strip().isdigit():
+        value = int(value[3:])
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         if not 0 <= int(value) < vocabulary:
             raise InputError(f"{what} token id {int(value)} is outside the vocabulary "

@@ -14,7 +14,9 @@ Interventions (:mod:`flyviz.model.interventions`, see there for the exact
 step) are checked and precomputed by :meth:`Engine.set_interventions`: a
 stimulation adds to ``pre`` before ``gain * pre + bias``, silences and clamps
 overwrite ``x`` after the update, and cuts and scales switch ``W`` to a copy
-with edited weights laid out once. Measured on the full-size demo brain
+with edited weights laid out once. A :class:`~flyviz.model.attribution.Tape`
+attached as :attr:`Engine.tape` is told every step's ``u`` and ``x`` (what a
+backward sweep reads, ``flyviz trace``). Measured on the full-size demo brain
 (``flyviz bench --interventions``), a silence of 16,677 neurons, a
 stimulation of 14,064 and a cut of 1.04M synapses cost ~30 us per step
 together, within the noise of a 4 ms step. Without interventions the step

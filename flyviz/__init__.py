@@ -23,8 +23,14 @@ The public API:
     their command-line text), as a :class:`Recording`.
 :func:`compare`
     The untouched and the intervened model on one prompt.
+:func:`trace`
+    Why this token? One logit split exactly into the flows of the earlier
+    tokens, neurons and synapses (an :class:`~flyviz.model.explain.Attribution`).
 :func:`export_movie`
     A recording as MP4, WebM, GIF or PNG frames (imports vispy when called).
+:class:`Attribution`
+    What :func:`trace` returns: token, node, group and edge flows, the pruned
+    graph, JSON and xarray forms.
 :class:`Recording`
     States, tokens, texts and probabilities of a run; ``save``/``load``
     (``.flyrec``), ``to_xarray``, ``to_zarr``, ``to_nwb``, ``to_npz``.
@@ -56,7 +62,8 @@ from flyviz._version import __version__
 from flyviz.errors import FlyvizError
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
-    from flyviz.api import compare, export_movie, load, run
+    from flyviz.api import compare, export_movie, load, run, trace
+    from flyviz.model.explain import Attribution
     from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
@@ -69,15 +76,16 @@ ORGANIZATION_DOMAIN = "flyviz.org"
 #: model code (NumPy, SciPy, tokenizers) loads only when something is used.
 _LAZY = {
     "load": "flyviz.api", "run": "flyviz.api", "compare": "flyviz.api",
-    "export_movie": "flyviz.api",
+    "export_movie": "flyviz.api", "trace": "flyviz.api",
     "Model": "flyviz.record.runner", "Recording": "flyviz.record.recording",
+    "Attribution": "flyviz.model.explain",
     "Silence": "flyviz.model.interventions", "Clamp": "flyviz.model.interventions",
     "Stimulate": "flyviz.model.interventions", "Cut": "flyviz.model.interventions",
     "Scale": "flyviz.model.interventions",
 }
 
-__all__ = ["Clamp", "Cut", "FlyvizError", "Model", "Recording", "Scale", "Silence", "Stimulate",
-           "__version__", "compare", "errors", "export_movie", "load", "run"]
+__all__ = ["Attribution", "Clamp", "Cut", "FlyvizError", "Model", "Recording", "Scale", "Silence",
+           "Stimulate", "__version__", "compare", "errors", "export_movie", "load", "run", "trace"]
 
 
 def __getattr__(name: str) -> _typing.Any:

@@ -1,5 +1,5 @@
 """The functions of flyviz's public API: :func:`load`, :func:`run`, :func:`compare`,
-:func:`export_movie`.
+:func:`trace`, :func:`export_movie`.
 
 They are re-exported by the package, so a script or a notebook needs only
 ``import flyviz``::
@@ -28,10 +28,11 @@ from flyviz.errors import InputError, RecordingError
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Checkpoint
+    from flyviz.model.explain import Attribution
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
 
-__all__ = ["compare", "export_movie", "load", "run"]
+__all__ = ["compare", "export_movie", "load", "run", "trace"]
 
 
 def load(spec: str | Path, dataset: str | Path | None = None, *,
@@ -183,6 +184,80 @@ def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions
     try:
         return compare_runs(runner.checkpoint, prompt, as_interventions(interventions), settings,
                             threads=runner.threads, kernel=runner.kernel_request)
+    finally:
+        if owned:
+            runner.close()
+
+
+def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | Recording | Path",
+          position: int | None = None, target: int | str | None = None,
+          versus: int | str | None = None, window: int | None = None,
+          mode: str = "decomposition", interventions: Any = ()) -> "Attribution":
+    """Why this token? Split one logit into what the earlier tokens, neurons and synapses
+    brought, exactly.
+
+    The explained value at ``position`` is ``L = logit[target] - mean(logits)``
+    (or ``logit[target] - logit[versus]``). With every neuron's tanh gain
+    ``tanh(u)/u`` and the LayerNorm scale frozen at the run's values, one
+    backward sweep through the connectome (one sparse product with ``W^T``
+    per step) splits ``L`` into the flows of the input tokens, the padding,
+    the biases (and any stimulation or clamp), which add up to ``L``.
+
+    Parameters
+    ----------
+    model
+        What :func:`load` returned (its engines are reused), a checkpoint or a
+        spec such as ``"demo"`` (loaded for this call only).
+    prompt_or_recording
+        A prompt (text, BOS is added), a :class:`Recording` or the
+        :class:`pathlib.Path` of a saved one (traced teacher-forced on its own
+        tokens, with its interventions; it must come from this model).
+    position
+        The step explained (0 is BOS); default: the last prompt token, whose
+        prediction is the first generated token.
+    target
+        A token id or a one-token text (``" Lily"``); default: the token
+        chosen there.
+    versus
+        Explain ``logit[target] - logit[versus]``.
+    window
+        Sweep back only this many steps (default: the whole run); what the
+        state before the window carries is :attr:`Attribution.earlier_flow`.
+    mode
+        ``"decomposition"`` (exact flows that add up) or ``"gradient"``
+        (``dL/dx_t`` with the true ``sech^2``: a sensitivity).
+    interventions
+        Applied to a prompt's run, in the forms :func:`run` accepts.
+
+    Returns
+    -------
+    Attribution
+        ``.value``, ``.token_flows``, ``.pad_flow``, ``.bias_flow``,
+        ``.constant``, ``.completeness_error``, ``.node_flows()`` (position ×
+        neuron), ``.group_flows(by="superclass"|"cell_type"|"side")``,
+        ``.edge_flows(neuron)``, ``.graph(nodes=500)``, ``.to_json()``,
+        ``.to_circuit_tracer_json()``, ``.to_xarray(model)``.
+
+    Raises
+    ------
+    flyviz.errors.InputError
+        A position outside the run, a target that is not one token, an empty
+        window, an unknown mode.
+    flyviz.errors.RecordingError
+        A recording made with another model.
+
+    Examples
+    --------
+    >>> why = flyviz.trace(model, "there was a little girl named")     # doctest: +SKIP
+    >>> why.target_text, round(why.value, 2)                            # doctest: +SKIP
+    """
+    from flyviz.record.runner import as_model
+    from flyviz.record.trace import trace as trace_run
+
+    runner, owned = as_model(model)
+    try:
+        return trace_run(runner, prompt_or_recording, position=position, target=target,
+                         versus=versus, window=window, mode=mode, interventions=interventions)
     finally:
         if owned:
             runner.close()

@@ -22,6 +22,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("gui", "flyviz.commands.gui", "open the desktop app (the default with no subcommand)"),
     ("generate", "flyviz.commands.generate", "continue a prompt and print the text (or JSON)"),
     ("compare", "flyviz.commands.compare", "compare an intervened run with the untouched one"),
+    ("trace", "flyviz.commands.trace", "why this token: split a logit exactly by token, neuron, "
+     "synapse"),
     ("select", "flyviz.commands.select", "count the neurons a selection query picks"),
     ("info", "flyviz.commands.info", "describe a checkpoint: sizes, layout, anatomy, digests"),
     ("verify", "flyviz.commands.verify", "check a model's files, graph and golden traces"),
@@ -52,6 +54,7 @@ examples:
   flyviz gui --model ngxson/fly-llm-hf      open the app on a real checkpoint
   flyviz generate demo --prompt "Once upon a time"
   flyviz compare demo --prompt "Once upon a time" --silence 'sign:inhibitory'
+  flyviz trace demo --prompt "there was a little girl named"
   flyviz select demo 'superclass:cb_sensory & side:left'
   flyviz info ./fly-llm-hf --json
   flyviz verify ./web --dataset ./dataset   check files, graph and golden traces

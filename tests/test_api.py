@@ -57,7 +57,7 @@ def test_the_public_names_are_documented():
     for name in flyviz.__all__:
         value = getattr(flyviz, name)
         assert inspect.getdoc(value), name
-    for function in (flyviz.load, flyviz.run, flyviz.compare, flyviz.export_movie):
+    for function in (flyviz.load, flyviz.run, flyviz.compare, flyviz.trace, flyviz.export_movie):
         doc = inspect.getdoc(function)
         assert "Parameters\n----------" in doc and "Returns\n-------" in doc, function.__name__
     assert flyviz.errors.FlyvizError is FlyvizError

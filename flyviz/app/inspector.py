@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -12,7 +15,9 @@ from flyviz.app import theme
 from flyviz.app.atlas_card import AtlasCard
 from flyviz.app.connectivity import Connectivity, Partner
 from flyviz.app.panels import paint_on_demand
-from flyviz.model.checkpoint import Anatomy
+from flyviz.model.attribution import incoming_currents
+from flyviz.model.checkpoint import Anatomy, Checkpoint
+from flyviz.model.interventions import ResolvedInterventions
 from flyviz.record.recording import Recording
 
 #: Partners listed per direction.
@@ -82,7 +87,8 @@ class NeuronInspector(QWidget):
             ["Neuron", "Weight", "Activation", "Weight × act."])
         self.currents_table.setToolTip("The strongest currents into this neuron at the shown "
                                        "token: weight × the presynaptic neuron's activation "
-                                       "one token earlier. Click a row to inspect it")
+                                       "one token earlier, with the weights the run used (cut "
+                                       "or scaled where it did). Click a row to inspect it")
         self.tabs.addTab(self.currents_table, "Currents now")
         self._currents_key: tuple[int, int, int] | None = None
         layout.addWidget(self.tabs, 2)
@@ -90,7 +96,11 @@ class NeuronInspector(QWidget):
         self.neuron: int | None = None
         self.anatomy: Anatomy | None = None
         self.connectivity: Connectivity | None = None
+        self.checkpoint: Checkpoint | None = None
         self._trace_key: tuple[int, int, int] | None = None
+        # The shown recording's interventions, resolved once per recording.
+        self._resolved_key: tuple[int, str] | None = None
+        self._resolved: ResolvedInterventions | None = None
 
     def _make_table(self, headers: list[str] | None = None) -> QTableWidget:
         headers = headers or ["Neuron", "Weight", "Superclass / type"]
@@ -105,11 +115,47 @@ class NeuronInspector(QWidget):
         table.cellClicked.connect(lambda row, _col, t=table: self._on_partner_clicked(t, row))
         return table
 
-    def set_model(self, anatomy: Anatomy | None, connectivity: Connectivity | None) -> None:
-        """Inspect neurons of a new model (clears the selection)."""
+    def set_model(self, anatomy: Anatomy | None, connectivity: Connectivity | None,
+                  checkpoint: Checkpoint | None = None) -> None:
+        """Inspect neurons of a new model (clears the selection).
+
+        ``checkpoint`` lets *Currents now* resolve a run's cuts and scales; without it
+        the window's model is used (see :meth:`_model_checkpoint`).
+        """
         self.anatomy = anatomy
         self.connectivity = connectivity
+        self.checkpoint = checkpoint
+        self._resolved_key = self._resolved = None
         self.show_neuron(None, None, -1)
+
+    def _model_checkpoint(self) -> Checkpoint | None:
+        """The checkpoint of the inspected model: the one :meth:`set_model` got, else the
+        main window's (until the window passes it itself)."""
+        if self.checkpoint is not None:
+            return self.checkpoint
+        bundle = getattr(self.window(), "bundle", None)
+        checkpoint = getattr(bundle, "checkpoint", None)
+        return checkpoint if isinstance(checkpoint, Checkpoint) \
+            and checkpoint.config.neurons == (self.connectivity.neurons if self.connectivity
+                                              else -1) else None
+
+    def _interventions(self, recording: Recording, checkpoint: Checkpoint
+                       ) -> ResolvedInterventions | None:
+        """The recording's interventions resolved against ``checkpoint`` (once per recording),
+        or ``None`` when it ran without any or they cannot be resolved here."""
+        stored: Any = recording.metadata.get("interventions") or []
+        key = (id(recording), json.dumps(stored, sort_keys=True, default=str))
+        if key != self._resolved_key:
+            self._resolved_key, self._resolved = key, None
+            if stored:
+                from flyviz.errors import FlyvizError
+                from flyviz.model.interventions import from_json, resolve
+
+                try:
+                    self._resolved = resolve(checkpoint, from_json(stored))
+                except FlyvizError:
+                    self._resolved = None
+        return self._resolved
 
     def show_neuron(self, neuron: int | None, recording: Recording | None, index: int) -> None:
         """Describe ``neuron`` (None clears) with its trace over ``recording``."""
@@ -190,7 +236,10 @@ class NeuronInspector(QWidget):
 
     def show_currents(self, recording: Recording | None, index: int) -> None:
         """The strongest currents into the neuron at frame ``index``: from the state one
-        frame earlier (zero before the first), as the step of fly-formats §1.5 reads it."""
+        frame earlier (zero before the first), as the step of fly-formats §1.5 reads it,
+        through the synapses as that step used them (the run's cuts and scales applied:
+        :func:`flyviz.model.attribution.incoming_currents`, the computation of a trace's
+        edge flows)."""
         table, graph = self.currents_table, self.connectivity
         if self.neuron is None or recording is None or graph is None \
                 or not 0 <= index < len(recording) or self.neuron >= recording.neurons:
@@ -203,14 +252,22 @@ class NeuronInspector(QWidget):
         self._currents_key = key
         previous = recording.state(index - 1) if index > 0 else np.zeros(recording.neurons,
                                                                           np.float32)
-        currents = graph.currents(self.neuron, previous, PARTNER_ROWS)
-        table.setRowCount(len(currents))
-        for row, current in enumerate(currents):
-            who = QTableWidgetItem(f"#{current.neuron}")
-            who.setData(Qt.ItemDataRole.UserRole, current.neuron)
-            cells = [who] + [QTableWidgetItem(f"{v:+.3f}") for v in
-                             (current.weight, current.activation, current.current)]
-            cells[3].setForeground(pg.mkColor(theme.WARM if current.current > 0 else "#63b3ed"))
+        checkpoint = self._model_checkpoint()
+        if checkpoint is not None:
+            found = incoming_currents(checkpoint, self.neuron, previous,
+                                      interventions=self._interventions(recording, checkpoint),
+                                      position=index, limit=PARTNER_ROWS)
+            rows = list(zip(found.pre.tolist(), found.weights.tolist(),
+                            found.activations.tolist(), found.currents.tolist()))
+        else:
+            rows = [(c.neuron, c.weight, c.activation, c.current)
+                    for c in graph.currents(self.neuron, previous, PARTNER_ROWS)]
+        table.setRowCount(len(rows))
+        for row, (neuron, weight, activation, current) in enumerate(rows):
+            who = QTableWidgetItem(f"#{neuron}")
+            who.setData(Qt.ItemDataRole.UserRole, neuron)
+            cells = [who] + [QTableWidgetItem(f"{v:+.3f}") for v in (weight, activation, current)]
+            cells[3].setForeground(pg.mkColor(theme.WARM if current > 0 else "#63b3ed"))
             for col, cell in enumerate(cells):
                 table.setItem(row, col, cell)
         table.resizeColumnsToContents()

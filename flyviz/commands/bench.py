@@ -38,13 +38,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "interventions are the options below, by default --silence "
                              "'sign:inhibitory' --stimulate 'input=0.5' --cut "
                              "'superclass:visual_projection->all'")
+    parser.add_argument("--trace", type=int, nargs="?", const=64, default=None, metavar="K",
+                        help="measure one trace (the taped forward run and the backward "
+                             "sweep) over a K-token window (default 64) against K forward "
+                             "steps, in one run, on SPEC (default: the demo brain), and the "
+                             "memory of its tape")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_intervention_options(parser)
     parser.epilog = ("examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json\n"
                      "  flyviz bench --kernel both --steps 200 --no-load\n"
                      "  flyviz bench --interventions --steps 300\n"
                      "  flyviz bench ./fly-llm-hf --interventions --silence 'id:0-9999'\n"
-                     "  flyviz bench --batch 64 --steps 40")
+                     "  flyviz bench --batch 64 --steps 40\n"
+                     "  flyviz bench --trace\n"
+                     "  flyviz bench --trace 32 --kernel both")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -117,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch is not None:
         return _run_batch(args, log)
+    if args.trace is not None:
+        return _run_trace(args, log)
     kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
     interventions = interventions_from_args(args)
     if interventions and not args.measure_interventions:
@@ -164,4 +173,37 @@ def _run_batch(args: argparse.Namespace, log) -> int:
               f"batched, {result['streams']} streams ({result['batch_kernel']}): "
               f"{result['batch_ms']:.1f} ms/step, {result['batch_tokens_per_s']:,.0f} tokens/s\n"
               f"speed-up: {result['speedup']:.1f}x (medians; rounds of both interleaved)")
+    return 0
+
+
+def _run_trace(args: argparse.Namespace, log) -> int:
+    """``--trace K``: one trace over K tokens against K forward steps."""
+    from flyviz.model.bench import run_trace_bench
+
+    if not 2 <= args.trace <= 4096:
+        raise InputError(f"--trace {args.trace} must be between 2 and 4,096 tokens")
+    kernels = {"auto": (None,), "both": ("scipy", "llvm")}.get(args.kernel, (args.kernel,))
+    results = run_trace_bench(args.spec, window=args.trace, threads=args.threads, log=log,
+                              kernels=kernels, dataset_dir=args.dataset)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    k = results["window"]
+    lines = [f"threads: {results['threads']}",
+             f"model: {results['model']} (loaded in {results['model_load_s']:.2f} s)",
+             f"{'kernel':<7} {f'{k} fwd ms':>10} {'tape ms':>9} {'sweep ms':>9} {'trace ms':>9} "
+             f"{'sweep/fwd':>10} {'trace/fwd':>10}"]
+    for e in results["kernels"]:
+        lines.append(f"{e['kernel']:<7} {e['forward_ms']:10.1f} {e['tape_ms']:9.1f} "
+                     f"{e['sweep_ms']:9.1f} {e['trace_ms']:9.1f} {e['sweep_ratio']:10.2f} "
+                     f"{e['trace_ratio']:10.2f}")
+    lines.append(f"medians of rounds alternating {k} forward steps with one trace of the same "
+                 "tokens; trace = the forward run recording the tape + the backward sweep")
+    for e in results["kernels"]:
+        lines.append(f"{e['kernel']}: tape {e['tape_bytes'] / 1e6:.1f} MB (x and s; "
+                     f"{e['tape_bytes_gradient'] / 1e6:.1f} MB with the gradient's slopes), "
+                     f"cotangents {e['cotangent_bytes'] / 1e6:.1f} MB; W^T laid out in "
+                     f"{e['prepare_s']:.2f} s once; pruned graph {e['graph_s']:.2f} s; "
+                     f"completeness error {e['completeness_error']:+.1e}")
+    print("\n".join(lines))
     return 0

@@ -502,3 +502,104 @@ def bench_batch(ckpt: Checkpoint, streams: int = 64, steps: int = 40,
         "single_tokens_per_s": 1.0 / single_s, "batch_tokens_per_s": streams / batch_s,
         "speedup": (streams / batch_s) / (1.0 / single_s),
     }
+
+
+def run_trace_bench(spec: str | None = None, window: int = 64, threads: int | None = None,
+                    rounds: int = 5, log: Log | None = None,
+                    kernels: Sequence[str | None] = (None,),
+                    dataset_dir: str | Path | None = None) -> dict[str, Any]:
+    """One trace over a ``window``-token run against ``window`` forward steps, in one run.
+
+    Per kernel, rounds alternate: ``window`` plain forward steps (one run from
+    a reset state, the engine as every run uses it), then one trace of the
+    same tokens: the forward run that records the tape
+    (:func:`~flyviz.model.attribution.record_tape`) and the backward sweep
+    over the whole window (:meth:`~flyviz.model.attribution.BackwardEngine.sweep`).
+    The pruned graph (two more sparse products per step, once) and the
+    ``W^T`` layout are timed once.
+
+    Returns
+    -------
+    dict
+        ``threads``, ``model``, ``window``, ``model_load_s``, and per kernel:
+        ``forward_ms`` (the plain steps, median over rounds), ``tape_ms`` (the
+        recorded forward run), ``sweep_ms``, ``trace_ms`` (tape + readout +
+        sweep), ``sweep_ratio`` (sweep / forward), ``trace_ratio`` (trace /
+        forward), ``graph_s``, ``prepare_s`` (laying out ``W^T``), and
+        ``tape_bytes`` / ``tape_bytes_gradient`` (x and s; with the slopes too).
+    """
+    from flyviz.model.attribution import BackwardEngine, record_tape
+    from flyviz.model.explain import Attribution, readout_cotangent
+    from flyviz.model.resolve import load_model
+
+    log = log or (lambda _line: None)
+    spec = spec or "demo"
+    threads = threads or default_threads()
+    results: dict[str, Any] = {"threads": threads, "window": window, "kernels": []}
+    log(f"loading {spec}")
+    start = time.perf_counter()
+    ckpt = load_model(spec, dataset_dir=dataset_dir)
+    results["model_load_s"] = time.perf_counter() - start
+    results["model"] = ckpt.name
+    rng = np.random.default_rng(0)
+    ids = [ckpt.config.bos_token_id] + [int(t) for t in rng.integers(3, ckpt.config.vocabulary,
+                                                                     window - 1)]
+    position = len(ids) - 1
+    for kernel in kernels:
+        engine = Engine(ckpt, threads=threads, kernel=kernel)
+        start = time.perf_counter()
+        backward = BackwardEngine(ckpt, threads=threads, kernel=kernel)
+        backward.transposed_product(engine.interventions, 0, np.zeros(ckpt.config.neurons,
+                                                                      np.float32))
+        prepare_s = time.perf_counter() - start
+        engine.prepare()
+        forward, tape_times, sweeps, traces = [], [], [], []
+        try:
+            log(f"{backward.kernel}: {rounds} rounds of {window} forward steps and one trace")
+            for _ in range(rounds):
+                engine.reset()
+                start = time.perf_counter()
+                for token in ids:
+                    engine.step(token)
+                engine.wait_background()
+                forward.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                tape = record_tape(engine, ids)
+                engine.wait_background()
+                taped = time.perf_counter()
+                c, const = readout_cotangent(ckpt, tape.x(position), int(np.argmax(
+                    tape.logits(position))))
+                sweep = backward.sweep(tape, {position: c})
+                done = time.perf_counter()
+                tape_times.append(taped - start)
+                sweeps.append(done - taped)
+                traces.append(done - start)
+            target = int(np.argmax(tape.logits(position)))
+            attribution = Attribution(
+                checkpoint=ckpt, backward=backward, tape=tape, sweep=sweep, mode="decomposition",
+                position=position, target=target, versus=None,
+                value=float(tape.logits(position)[target] - tape.logits(position).mean()),
+                constant=const, token_texts=[str(t) for t in ids], target_text=str(target),
+                versus_text=None)
+            log(f"{backward.kernel}: pruning the graph once")
+            start = time.perf_counter()
+            attribution.graph()
+            graph_s = time.perf_counter() - start
+            slopes = record_tape(engine, ids, slopes=True).nbytes
+        finally:
+            engine.close()
+            backward.close()
+        median = {name: 1e3 * float(np.median(values)) for name, values in
+                  (("forward_ms", forward), ("tape_ms", tape_times), ("sweep_ms", sweeps),
+                   ("trace_ms", traces))}
+        results["kernels"].append({
+            "kernel": backward.kernel, **median,
+            "sweep_ratio": median["sweep_ms"] / median["forward_ms"],
+            "trace_ratio": median["trace_ms"] / median["forward_ms"],
+            "graph_s": graph_s, "prepare_s": prepare_s, "transpose_s": backward.transpose_s,
+            "completeness_error": attribution.completeness_error,
+            "tape_bytes": tape.nbytes, "tape_bytes_gradient": slopes,
+            "cotangent_bytes": int(sweep.cotangents.nbytes) if sweep.cotangents is not None
+            else 0})
+    results["llvm_kernel"] = kernel_status()
+    return results

@@ -41,6 +41,7 @@ from flyviz.record.frame import Frame
 from flyviz.record.run import GenerationSettings, encode_prompt, iter_frames, run_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.attribution import BackwardEngine
     from flyviz.record.recording import Recording
 
 #: Progress callback of loading: ``progress(label, fraction)``.
@@ -86,6 +87,7 @@ class Model:
         self.kernel_request = kernel
         self.threads = threads
         self._engine: Engine | None = None
+        self._backward: "BackwardEngine | None" = None
         self._engine_lock = threading.Lock()
         self._layout: Anatomy | None = None
         self._run_serial = 0
@@ -156,6 +158,18 @@ class Model:
                     self._engine = Engine(self.checkpoint, self.threads,
                                           kernel=self.kernel_request)
         return self._engine
+
+    @property
+    def backward(self) -> "BackwardEngine":
+        """The backward engine of every trace (``W^T`` laid out once), built on first use."""
+        if self._backward is None:
+            from flyviz.model.attribution import BackwardEngine
+
+            with self._engine_lock:
+                if self._backward is None:
+                    self._backward = BackwardEngine(self.checkpoint, threads=self.threads,
+                                                    kernel=self.kernel_request)
+        return self._backward
 
     def prepare(self) -> str:
         """Build the engine, choose its sparse kernel and lay the graph out for it now
@@ -296,8 +310,11 @@ class Model:
         self._run_serial += 1  # a run still open ends before its next token
         with self._engine_lock:
             engine, self._engine = self._engine, None
+            backward, self._backward = self._backward, None
         if engine is not None:
             engine.close()
+        if backward is not None:
+            backward.close()
 
     def __enter__(self) -> "Model":
         return self

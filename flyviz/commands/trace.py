@@ -1,0 +1,166 @@
+"""``flyviz trace SPEC --prompt TEXT``: why the model chose a token, split exactly by source."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from flyviz.commands._options import (add_dataset_option, add_intervention_options,
+                                      add_kernel_option, interventions_from_args,
+                                      model_from_args, recording_model)
+from flyviz.errors import InputError
+
+EPILOG = """\
+The explained value is L = logit[target] - mean(logits) at the position (or
+logit[target] - logit[versus] with --versus). Each neuron's tanh gain and the
+LayerNorm scale are frozen at the run's values, which makes L an exact sum of
+what every input token, the padding and the biases brought, carried by neurons
+and synapses step by step; the completeness error says how exactly they add up.
+--mode gradient gives dL/dx instead (a sensitivity; flows do not add up).
+
+examples:
+  flyviz trace demo --prompt "there was a little girl named"
+  flyviz trace demo --prompt "there was a little girl named" --target " Lily" --versus " Tom"
+  flyviz trace demo --prompt "Tom and his dog" --window 4 --json > why.json
+  flyviz trace demo --prompt "Tom and his dog" --graph graph.json   (Neuronpedia's viewer)
+  flyviz trace demo --prompt "Once upon a time" --silence 'sign:inhibitory'
+  flyviz trace --recording run.flyrec --position 12
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz trace``."""
+    parser.add_argument("spec", metavar="SPEC", nargs="?", default=None,
+                        help="model folder, hub repo id or 'demo' (with --recording: default "
+                             "the model the recording names)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", default=None, help="text to read (BOS is added once)")
+    source.add_argument("--recording", metavar="REC", type=Path, default=None,
+                        help="a saved run (.flyrec) to trace on its own tokens, with its "
+                             "interventions")
+    parser.add_argument("--position", type=int, default=None, metavar="P",
+                        help="the step to explain, 0 is BOS (default: the last prompt token, "
+                             "whose prediction is the first generated token)")
+    parser.add_argument("--target", default=None, metavar="TOKEN",
+                        help="the token to explain, as text that is one token (often with its "
+                             "leading space, e.g. ' Lily') or as id:N; default: the token "
+                             "chosen there")
+    parser.add_argument("--versus", default=None, metavar="TOKEN",
+                        help="explain logit[target] - logit[versus] instead of target - mean")
+    parser.add_argument("--window", type=int, default=None, metavar="K",
+                        help="sweep back K steps (default: the whole run)")
+    parser.add_argument("--nodes", type=int, default=500, metavar="N",
+                        help="node cap of the pruned graph (default 500)")
+    parser.add_argument("--mode", choices=("decomposition", "gradient"), default="decomposition",
+                        help="decomposition (exact flows that add up to L, default) or "
+                             "gradient (dL/dx with the true tanh slope)")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object: target and value, token flows, the kept "
+                             "nodes and edges, group flows")
+    parser.add_argument("--graph", metavar="OUT.json", type=Path, default=None,
+                        help="also write the pruned graph as circuit-tracer / Neuronpedia "
+                             "graph JSON")
+    add_dataset_option(parser)
+    add_kernel_option(parser)
+    add_intervention_options(parser)
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Options that are wrong whatever the model (before it loads)."""
+    if args.prompt is not None and not args.prompt.strip():
+        raise InputError("the prompt is empty: give some text for the model to read")
+    if args.window is not None and args.window < 1:
+        raise InputError(f"--window {args.window} is empty: give at least 1 step back (or "
+                         "leave it out for the whole run)")
+    if args.position is not None and args.position < 0:
+        raise InputError(f"--position {args.position} is negative; positions count from 0 "
+                         "(BOS)")
+    if args.nodes < 1:
+        raise InputError(f"--nodes {args.nodes} must be at least 1")
+    if args.recording is not None and getattr(args, "interventions", None):
+        raise InputError("--recording is traced with the interventions it was made with; "
+                         "leave out --silence/--clamp/--stimulate/--cut/--scale")
+    if args.spec is None and args.recording is None:
+        raise InputError("give a model SPEC with --prompt, e.g. flyviz trace demo --prompt "
+                         "'Tom and his dog'")
+
+
+def _summary(att: Any, top: int = 10) -> str:
+    versus = f" - logit[{att.versus_text!r}]" if att.versus is not None else " - mean(logits)"
+    lines = [f"{att.model_name}: position {att.position}, target {att.target_text!r} "
+             f"(id {att.target}), {att.mode}",
+             f"L = logit[{att.target_text!r}]{versus} = {att.value:+.4f}",
+             "", f"{'pos':>4}  {'token':<16} {'flow':>10}"]
+    for p in range(att.position + 1):
+        lines.append(f"{p:>4}  {att.token_texts[p]!r:<16} {att.token_flows[p]:+10.4f}")
+    lines.append(f"      {'(padding)':<16} {att.pad_flow:+10.4f}")
+    lines.append(f"      {'(biases)':<16} {att.bias_flow:+10.4f}")
+    for name, value in (("(stimulation)", att.stimulation_flow), ("(clamps)", att.clamp_flow),
+                        ("(before window)", att.earlier_flow)):
+        if value:
+            lines.append(f"      {name:<16} {value:+10.4f}")
+    lines.append(f"      {'(constant)':<16} {att.constant:+10.4f}")
+    anatomy = att.checkpoint.anatomy
+    for t in (att.position, att.position - 1):
+        if t < att.window_start:
+            continue
+        f = att.node_flow(t)
+        lines.append("")
+        lines.append(f"neurons carrying most at position {t} ({att.token_texts[t]!r}):")
+        for i in att.top_neurons(t, top):
+            label = ""
+            if anatomy is not None and anatomy.cell_type is not None:
+                label = f"{anatomy.cell_type[i]}"
+                if anatomy.superclass is not None:
+                    label += f" / {anatomy.superclass[i]}"
+            lines.append(f"  #{i:<7} {f[i]:+10.4f}  {label}")
+        names, flows = att.group_flows("cell_type")
+        row = flows[t - att.window_start]
+        order = sorted(range(len(names)), key=lambda g: -abs(row[g]))[:top]
+        lines.append(f"cell types carrying most at position {t}:")
+        lines.extend(f"  {names[g]:<20} {row[g]:+10.4f}" for g in order)
+    lines.append("")
+    if att.completeness_error is None:
+        lines.append("gradient mode: flows are gradient x activation and do not add up to L")
+    else:
+        lines.append(f"completeness error: {att.completeness_error:+.2e} (L minus the sum of "
+                     "all sources and the constant)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the model, trace, print (and write the graph)."""
+    from flyviz.record.trace import trace
+
+    _check(args)
+    interventions = interventions_from_args(args)
+    source: Any = args.prompt
+    spec = args.spec
+    if args.recording is not None:
+        from flyviz.record.recording import Recording
+
+        source = Recording.load(args.recording)
+        spec, args.dataset = recording_model(source, args.spec, args.dataset)
+        if spec is None:
+            raise InputError(f"{args.recording.name} names no model; give one as SPEC")
+    if args.graph is not None and args.graph.suffix.lower() != ".json":
+        raise InputError(f"--graph {args.graph} should end in .json")
+    with model_from_args(args, spec) as model:
+        att = trace(model, source, position=args.position, target=args.target,
+                    versus=args.versus, window=args.window, mode=args.mode,
+                    interventions=interventions)
+        if args.graph is not None:
+            graph = att.to_circuit_tracer_json(nodes=args.nodes)
+            args.graph.write_text(json.dumps(graph), encoding="utf-8")
+            print(f"flyviz: wrote the graph ({len(graph['nodes'])} nodes, "
+                  f"{len(graph['links'])} links) to {args.graph}", file=sys.stderr)
+        if args.json:
+            print(json.dumps(att.to_json(nodes=args.nodes)))
+        else:
+            print(_summary(att))
+    return 0

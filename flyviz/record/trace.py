@@ -1,0 +1,122 @@
+"""Trace a prompt or a saved run: which earlier tokens, neurons and synapses made a logit.
+
+:func:`trace` is what :func:`flyviz.trace` and ``flyviz trace`` run: it reads
+the tokens (a prompt with BOS, or a recording's tokens teacher-forced with its
+interventions) through the model's engine while a
+:class:`~flyviz.model.attribution.Tape` records the run, then sweeps back
+through the model's :class:`~flyviz.model.attribution.BackwardEngine`
+(:func:`flyviz.model.explain.explain`). No Qt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flyviz.errors import InputError, RecordingError
+from flyviz.model.explain import Attribution, explain
+from flyviz.record.recording import Recording
+from flyviz.record.run import encode_prompt
+from flyviz.record.runner import Model
+
+#: Largest |x| difference between a recording's stored state (float16 by default) and
+#: the same model's re-run of its tokens that still counts as the same run.
+STATE_TOLERANCE = 1e-2
+
+
+def recording_ids(recording: Recording, model: Model, what: str = "the recording") -> list[int]:
+    """The tokens a recording's frames read, checked against ``model``.
+
+    Raises
+    ------
+    RecordingError
+        When the recording was made with another model (size, graph, weights or
+        vocabulary).
+    """
+    from flyviz.model.identity import identity_mismatch
+
+    if recording.neurons != model.neurons:
+        raise RecordingError(f"{what} holds {recording.neurons:,} neurons per state but "
+                             f"{model.name} has {model.neurons:,}: it was made with another "
+                             "model")
+    note = identity_mismatch(recording.metadata.get("model_identity"), model.checkpoint, what)
+    if note:
+        raise RecordingError(note)
+    ids = [int(t) for t in recording.token_ids]
+    vocabulary = model.checkpoint.config.vocabulary
+    if not ids:
+        raise RecordingError(f"{what} holds no frames to trace")
+    if any(not 0 <= t < vocabulary for t in ids):
+        raise RecordingError(f"{what} reads token ids outside {model.name}'s vocabulary "
+                             f"0..{vocabulary - 1}: it was made with another model")
+    return ids
+
+
+def trace(model: Model, source: "str | Recording | Path", *, position: int | None = None,
+          target: int | str | None = None, versus: int | str | None = None,
+          window: int | None = None, mode: str = "decomposition", interventions: Any = (),
+          should_stop: Callable[[], bool] | None = None) -> Attribution:
+    """Explain the logit of one position of a prompt's run or of a saved run.
+
+    Parameters
+    ----------
+    model
+        The loaded model.
+    source
+        A prompt (text; BOS is added), a :class:`Recording`, or the path of a
+        saved one (a :class:`pathlib.Path`).
+    position
+        The step explained (0 is BOS). Default: the last prompt token, whose
+        prediction is the first generated token.
+    target
+        Token id or one-token text. Default: the token chosen there (the
+        most likely one for a prompt; the recorded one for a recording).
+    versus, window, mode
+        See :func:`flyviz.model.explain.explain`.
+    interventions
+        Applied to a prompt's run (the forms :func:`flyviz.run` accepts). A
+        recording is traced with its own interventions.
+    should_stop
+        Polled between the backward steps (cancel).
+    """
+    if isinstance(source, Path):
+        source = Recording.load(source)
+    if isinstance(source, Recording):
+        if interventions:
+            raise InputError("a recording is traced with the interventions it was made with; "
+                             "give no others")
+        from flyviz.record.replay import recording_interventions
+
+        recording = source
+        ids = recording_ids(recording, model)
+        prompt_last = len(recording.prompt_ids) - 1
+        if position is None:
+            position = max(0, min(prompt_last, len(ids) - 1))
+        if not isinstance(position, (int, np.integer)) or not 0 <= int(position) < len(ids):
+            raise InputError(f"position {position} is outside the recording: give one of "
+                             f"0..{len(ids) - 1} (0 is BOS)")
+        if target is None:
+            target = int(recording[int(position)].predicted_token_id)
+        resolved = model.resolve_interventions(recording_interventions(recording))
+        attribution = explain(model.engine, model.backward, model.tokenizer, ids,
+                              position=int(position), target=target, versus=versus,
+                              window=window, mode=mode, interventions=resolved,
+                              model_name=model.name, should_stop=should_stop)
+        stored = recording.state(int(position))
+        drift = float(np.max(np.abs(attribution.tape.x(int(position)) - stored)))
+        if drift > STATE_TOLERANCE:
+            raise RecordingError(f"{model.name} does not reproduce the recording's states "
+                                 f"(|dx| up to {drift:.3g} at position {position}): it was made "
+                                 "with another model or other interventions")
+        return attribution
+    if not isinstance(source, str):
+        raise InputError(f"trace takes a prompt, a Recording or a recording's path, not "
+                         f"{type(source).__name__}")
+    ids = encode_prompt(model.tokenizer, source, model.checkpoint.config.bos_token_id)
+    resolved = model.resolve_interventions(interventions)
+    return explain(model.engine, model.backward, model.tokenizer, ids, position=position,
+                   target=target, versus=versus, window=window, mode=mode,
+                   interventions=resolved, model_name=model.name, should_stop=should_stop)

@@ -1,0 +1,131 @@
+"""``flyviz trace``: the printed explanation, its JSON, the graph file, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flyviz.cli import main
+from flyviz.model.synthetic import make_random_checkpoint
+from flyviz.model.writers import write_connectome_dataset, write_recital_web
+
+PROMPT = "the little dog saw a big red ball"
+
+
+@pytest.fixture
+def web_model(tiny_checkpoint, tmp_path):
+    write_recital_web(tiny_checkpoint, tmp_path / "model")
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "dataset")
+    return tmp_path / "model"
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line_error(code, err, *words):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flyviz: error:"), err
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_trace_prints_the_explanation_and_writes_json_and_the_graph(capsys, web_model,
+                                                                    tmp_path):
+    code, out, _ = _run(capsys, "trace", web_model, "--prompt", PROMPT)
+    assert code == 0
+    assert "L = logit[" in out and "completeness error" in out
+    assert "neurons carrying most at position" in out and "cell types carrying most" in out
+    graph_path = tmp_path / "graph.json"
+    code, out, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--json", "--nodes",
+                          "30", "--window", "5", "--graph", graph_path)
+    assert code == 0
+    data = json.loads(out)
+    assert data["window"] == [data["position"] - 4, data["position"]]
+    total = (sum(t["flow"] for t in data["token_flows"]) + data["pad_flow"] + data["bias_flow"]
+             + data["earlier_flow"] + data["constant"])
+    assert total == pytest.approx(data["target"]["value"], abs=1e-4 * max(1, abs(total)))
+    assert data["completeness_error"] == pytest.approx(data["target"]["value"] - total, abs=1e-6)
+    assert sum(n["kept"] for n in data["nodes"]) <= 30
+    graph = json.loads(graph_path.read_text())
+    assert graph["metadata"]["prompt_tokens"][0] == "<s>"
+    assert "wrote the graph" in err
+    # The same trace with a target and a rival named as text.
+    target = data["target"]["text"]
+    code, out, _ = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--target", target,
+                        "--versus", "<s>", "--json")
+    assert code == 0 and json.loads(out)["target"]["versus"]["text"] == "<s>"
+    code, out, _ = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--target",
+                        f"id:{data['target']['token']}", "--json")
+    assert code == 0 and json.loads(out)["target"]["value"] == data["target"]["value"]
+    code, out, _ = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--mode", "gradient")
+    assert code == 0 and "gradient mode" in out
+
+
+def test_trace_of_a_recording_and_its_errors(capsys, web_model, tmp_path, tiny_checkpoint,
+                                             tokenizer_path):
+    rec = tmp_path / "run.flyrec"
+    code, _, _ = _run(capsys, "generate", web_model, "--prompt", "the dog", "--max-new-tokens",
+                      "4", "--record", rec, "--states", "float32", "--silence", "id:0-9")
+    assert code == 0
+    code, out, _ = _run(capsys, "trace", "--recording", rec, "--position", "3", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["position"] == 3 and data["interventions"][0]["kind"] == "silence"
+    assert abs(data["completeness_error"]) <= 1e-4 * max(1, abs(data["target"]["value"]))
+    silenced = [n for n in data["nodes"] if n["neuron"] < 10]
+    assert all(n["flow"] == 0 for n in silenced)
+    # The same recording traced on another model with as many neurons.
+    other = make_random_checkpoint(neurons=tiny_checkpoint.config.neurons, edges=7001,
+                                   d_embed=16, vocabulary=tiny_checkpoint.config.vocabulary,
+                                   seed=99, tokenizer_path=tokenizer_path)
+    write_recital_web(other, tmp_path / "other" / "model")
+    write_connectome_dataset(other, tmp_path / "other" / "dataset")
+    code, _, err = _run(capsys, "trace", tmp_path / "other" / "model", "--recording", rec,
+                        "--position", "3")
+    _one_line_error(code, err, "recording")
+    code, _, err = _run(capsys, "trace", "--recording", rec, "--position", "40")
+    _one_line_error(code, err, "position 40")
+
+
+@pytest.mark.parametrize("options, words", [
+    (("--position", "99"), ("position 99", "0..")),
+    (("--position", "-1"), ("negative",)),
+    (("--target", " little dog saw"), ("not one token",)),
+    (("--target", ""), ("no token",)),
+    (("--target", "id:999999"), ("outside the vocabulary",)),
+    (("--window", "0"), ("--window 0", "empty")),
+    (("--nodes", "0"), ("--nodes 0",)),
+    (("--silence", "superclass:nothing_like_this"), ("superclass",)),
+])
+def test_bad_trace_options_are_one_line_errors(capsys, web_model, options, words):
+    code, _, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, *options)
+    _one_line_error(code, err, *words)
+
+
+def test_trace_needs_a_prompt_or_a_recording(capsys, web_model):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["trace", str(web_model)])
+    _one_line_error(exit_info.value.code, capsys.readouterr().err, "--prompt --recording")
+    code, _, err = _run(capsys, "trace", web_model, "--prompt", "   ")
+    _one_line_error(code, err, "empty")
+
+
+def test_bench_trace_measures_a_trace_against_forward_steps(capsys, web_model):
+    code, out, _ = _run(capsys, "bench", web_model, "--trace", "6", "--threads", "2", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["window"] == 6
+    (entry,) = result["kernels"]
+    assert entry["forward_ms"] > 0 and entry["sweep_ms"] > 0
+    assert entry["trace_ratio"] == pytest.approx(entry["trace_ms"] / entry["forward_ms"])
+    neurons = 523
+    assert entry["tape_bytes"] >= 6 * 2 * neurons * 4          # x and s, float32, per step
+    assert entry["tape_bytes_gradient"] >= entry["tape_bytes"] + 6 * neurons * 4
+    assert abs(entry["completeness_error"]) < 1e-3
+    code, _, err = _run(capsys, "bench", web_model, "--trace", "1")
+    _one_line_error(code, err, "--trace 1")

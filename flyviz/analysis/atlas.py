@@ -70,9 +70,11 @@ the settings (attribute ``flyviz_atlas``). :class:`Atlas` reads it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -846,6 +848,17 @@ def write_atlas(out: Path, partial: cluster.Partial, ckpt: "Checkpoint", corpus:
     tmp.rename(out)
 
 
+@contextlib.contextmanager
+def _quiet_zarr() -> Iterator[None]:
+    """A context in which zarr's warnings (a folder with both format-2 and format-3
+    metadata, ...) stay off stderr: a problem with an atlas is flyviz's one line."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"(zarr|numcodecs)(\..*)?$")
+        yield
+
+
 def _zarr_major() -> int:
     import zarr
 
@@ -971,10 +984,11 @@ class Atlas:
         try:
             import zarr
 
-            try:
-                self._group = zarr.open_consolidated(str(self.path), mode="r")
-            except Exception:
-                self._group = zarr.open_group(str(self.path), mode="r")
+            with _quiet_zarr():
+                try:
+                    self._group = zarr.open_consolidated(str(self.path), mode="r")
+                except Exception:
+                    self._group = zarr.open_group(str(self.path), mode="r")
             attrs = dict(self._group.attrs)
             info = attrs.get("flyviz_atlas")
         except Exception as exc:
@@ -1091,9 +1105,10 @@ class Atlas:
         array = self._array(name)
         self._verifier.check(name, start, stop)
         try:
-            if start is None and stop is None:
-                return np.asarray(array[...])
-            return np.asarray(array[start:stop])
+            with _quiet_zarr():
+                if start is None and stop is None:
+                    return np.asarray(array[...])
+                return np.asarray(array[start:stop])
         except FlyvizError:
             raise
         except Exception as exc:  # a damaged chunk of an atlas without digests

@@ -505,7 +505,7 @@ def _connect(workers: int | None, scheduler: str | None):
 
     n = usable_cores() if workers is None else int(workers)
     try:
-        with quiet_dask():
+        with quiet_dask(), _signals_ignored():
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    dashboard_address=":0", silence_logs=logging.CRITICAL)
     except (RuntimeError, OSError) as exc:
@@ -525,6 +525,33 @@ def _connect(workers: int | None, scheduler: str | None):
     except Exception:  # pragma: no cover - an older distributed: tracebacks, nothing worse
         pass
     return client, cluster
+
+
+class _signals_ignored:
+    """Ignore SIGINT and SIGTERM while the local worker processes are started.
+
+    A spawned process inherits an ignored signal through ``exec``, and Python then
+    leaves it ignored, so a Ctrl+C in the terminal (sent to the whole process group)
+    never interrupts a worker halfway through its imports (a traceback each) or this
+    process halfway through starting the cluster (a traceback at exit). The price: a
+    Ctrl+C in those few seconds is dropped; the next one stops the run. Workers started
+    later (replacing one that died) ignore them through :class:`QuietWorkerSignals`.
+    """
+
+    def __enter__(self) -> None:
+        import signal
+
+        self._saved: list[tuple[int, Any]] = []
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._saved.append((signum, signal.signal(signum, signal.SIG_IGN)))
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        for signum, handler in self._saved:
+            signal.signal(signum, handler)
 
 
 _ADDRESS = r"(?:tcp|tls|ucx|ws|wss|inproc)://[A-Za-z0-9_.\-\[\]:%]+"
@@ -620,7 +647,8 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
     progress
         A progress bar over the chunks' tokens.
     log
-        ``log(line)`` for notes (damaged part files dropped on resume).
+        ``log(line)`` for status lines (the workers are ready) and notes (damaged
+        part files dropped on resume).
 
     Raises
     ------
@@ -673,7 +701,7 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
                 show()
         elif pending:
             used_workers = _run_on_dask(function, args, pending, tree, done_tokens, show,
-                                        workers, scheduler, ready)
+                                        workers, scheduler, ready, log)
     except KeyboardInterrupt:
         saved = len(covered) + sum(1 for c in pending if done_tokens[c.index] >= c.n_tokens)
         if store is not None and not store.nodes():
@@ -722,17 +750,17 @@ def _restore_term(previous: Any) -> None:
 
 def _run_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
                  show: Callable[..., None], workers: int | None, scheduler: str | None,
-                 ready: list[float]) -> int:
+                 ready: list[float], log: Callable[[str], None] | None = None) -> int:
     """The Dask part of :func:`run_tree`; returns the number of workers used and appends
     the time the cluster was ready to ``ready``."""
     with quiet_dask():
         return _run_quietly_on_dask(function, args, pending, tree, done_tokens, show, workers,
-                                    scheduler, ready)
+                                    scheduler, ready, log)
 
 
 def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
                          show: Callable[..., None], workers: int | None, scheduler: str | None,
-                         ready: list[float]) -> int:
+                         ready: list[float], log: Callable[[str], None] | None) -> int:
     import uuid
 
     from distributed import wait
@@ -755,6 +783,9 @@ def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: 
             info = client.scheduler_info()
         n_workers = max(1, len(info.get("workers", {})))
         ready.append(time.perf_counter())
+        if log is not None:  # from here on Ctrl+C stops the run (see _signals_ignored)
+            where = f"at {scheduler_address(scheduler)}" if scheduler else "local"
+            log(f"{n_workers} {where} Dask worker(s) ready")
         window = 2 * n_workers
         queue = list(pending)
         while queue or futures:

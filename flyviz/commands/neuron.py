@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.atlas import Atlas
 
     atlas = Atlas(args.atlas)
-    if atlas.integrity_note:
-        print(f"flyviz: note: {atlas.integrity_note}", file=sys.stderr)
     card = atlas.card(args.neuron)
     print(json.dumps(card.to_dict(), indent=1) if args.json else format_card(card))
+    if atlas.integrity_note:  # after the card: an error reading it stays the only line
+        print(f"flyviz: note: {atlas.integrity_note}", file=sys.stderr)
     return 0

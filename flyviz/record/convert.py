@@ -502,6 +502,9 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
             # The response series is built before it is placed in the file; hdmf
             # warns that its table region has no common parent yet.
             warnings.filterwarnings("ignore", message=".*does not share an ancestor.*")
+            # pynwb's advice on the file name (the temporary file's, not the user's) and
+            # hdmf's notes would come before flyviz's own line on stderr.
+            warnings.filterwarnings("ignore", module=r"(pynwb|hdmf)(\..*)?$")
             nwbfile = _nwb_file(recording, anatomy, session_start_time)
             with NWBHDF5IO(str(tmp), "w") as io:
                 io.write(nwbfile)

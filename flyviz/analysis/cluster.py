@@ -43,6 +43,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from flyviz.analysis.quiet import (quiet_dask, restore_term, signals_ignored,
+                                   term_as_interrupt)
 from flyviz.model.errors import FlyvizError, InputError
 
 Partial = dict[str, np.ndarray]
@@ -505,7 +507,7 @@ def _connect(workers: int | None, scheduler: str | None):
 
     n = usable_cores() if workers is None else int(workers)
     try:
-        with quiet_dask(), _signals_ignored():
+        with quiet_dask(), signals_ignored():
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    dashboard_address=":0", silence_logs=logging.CRITICAL)
     except (RuntimeError, OSError) as exc:
@@ -525,33 +527,6 @@ def _connect(workers: int | None, scheduler: str | None):
     except Exception:  # pragma: no cover - an older distributed: tracebacks, nothing worse
         pass
     return client, cluster
-
-
-class _signals_ignored:
-    """Ignore SIGINT and SIGTERM while the local worker processes are started.
-
-    A spawned process inherits an ignored signal through ``exec``, and Python then
-    leaves it ignored, so a Ctrl+C in the terminal (sent to the whole process group)
-    never interrupts a worker halfway through its imports (a traceback each) or this
-    process halfway through starting the cluster (a traceback at exit). The price: a
-    Ctrl+C in those few seconds is dropped; the next one stops the run. Workers started
-    later (replacing one that died) ignore them through :class:`QuietWorkerSignals`.
-    """
-
-    def __enter__(self) -> None:
-        import signal
-
-        self._saved: list[tuple[int, Any]] = []
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._saved.append((signum, signal.signal(signum, signal.SIG_IGN)))
-
-    def __exit__(self, *exc: Any) -> None:
-        import signal
-
-        for signum, handler in self._saved:
-            signal.signal(signum, handler)
 
 
 _ADDRESS = r"(?:tcp|tls|ucx|ws|wss|inproc)://[A-Za-z0-9_.\-\[\]:%]+"
@@ -578,31 +553,6 @@ def scheduler_address(scheduler: str) -> str:
         raise ClusterError(f"--scheduler {scheduler!r} is not a scheduler address; give "
                            "tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
     return address
-
-
-class quiet_dask:
-    """A context in which Dask's and distributed's log lines and warnings stay off stderr
-    (flyviz says in one line what went wrong; theirs would come first)."""
-
-    _LOGGERS = ("distributed", "dask", "tornado", "asyncio", "bokeh")
-
-    def __enter__(self) -> "quiet_dask":
-        import logging
-        import warnings
-
-        self._levels = [(logging.getLogger(n), logging.getLogger(n).level)
-                        for n in self._LOGGERS]
-        for logger, _ in self._levels:
-            logger.setLevel(logging.CRITICAL + 1)
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.filterwarnings("ignore", module=r"(distributed|dask|tornado|bokeh)(\..*)?$")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._warnings.__exit__(*exc)
-        for logger, level in self._levels:
-            logger.setLevel(level)
 
 
 def require_dask(feature: str, workers: int | None = None,
@@ -683,7 +633,7 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
         tree.restored_pending()
     used_workers = 0
     ready = [started]
-    previous_term = _term_as_interrupt()
+    previous_term = term_as_interrupt()
     try:
         if workers == 0 and scheduler is None:
             used_workers = 1
@@ -716,36 +666,12 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
             store.remove()  # nothing finished: nothing to resume
         raise
     finally:
-        _restore_term(previous_term)
+        restore_term(previous_term)
     show(force=True)
     finished = time.perf_counter()
     return RunResult(partial=tree.result(), tokens=sum(c.n_tokens for c in chunks),
                      seconds=finished - started, resumed_chunks=len(covered),
                      workers=used_workers, compute_seconds=finished - ready[-1])
-
-
-def _term_as_interrupt() -> Any:
-    """Make SIGTERM stop a run as Ctrl+C does (the cluster is closed, finished chunks are
-    kept, no semaphore leaks); return the handler it replaced (None off the main thread)."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        return signal.signal(signal.SIGTERM, interrupt)
-    except (ValueError, OSError):  # pragma: no cover - no signals here
-        return None
-
-
-def _restore_term(previous: Any) -> None:
-    import signal
-
-    if previous is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
@@ -783,7 +709,7 @@ def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: 
             info = client.scheduler_info()
         n_workers = max(1, len(info.get("workers", {})))
         ready.append(time.perf_counter())
-        if log is not None:  # from here on Ctrl+C stops the run (see _signals_ignored)
+        if log is not None:  # from here on Ctrl+C stops the run (see flyviz.analysis.quiet)
             where = f"at {scheduler_address(scheduler)}" if scheduler else "local"
             log(f"{n_workers} {where} Dask worker(s) ready")
         window = 2 * n_workers

@@ -133,7 +133,7 @@ def check_output(source: str | Path, path: str | Path, to: str | None = None,
         same = path.exists() and source.exists() and os.path.samefile(source, path)
     except OSError:
         same = False
-    if same or (not path.exists() and path.absolute() == source.absolute()):
+    if same:
         raise InputError(f"the output {path} is the recording itself; writing it would destroy "
                          "the recording: give another file name")
     return to

@@ -102,6 +102,10 @@ EXTRA_CASES = {
                           "pip install 'flyviz[data]'"),
     "llvm": (("llvmlite",), "--kernel llvm needs llvmlite; install it with pip install "
                             "'flyviz[fast]'"),
+    "parquet corpus": (("pyarrow",), "reading Parquet (c.parquet) needs pyarrow; install it "
+                                     "with pip install 'flyviz[atlas]'"),
+    "parquet result": (("pyarrow",), "writing a Parquet lesion map needs pyarrow; install it "
+                                     "with pip install 'flyviz[atlas]'"),
 }
 
 
@@ -119,7 +123,14 @@ def test_a_missing_extra_is_one_line_before_any_work(capsys, monkeypatch, world,
         "nwb": ["convert", str(world["recording"]), "--to", "nwb", str(out.with_suffix(".nwb"))],
         "zarr": ["convert", str(world["recording"]), str(out.with_suffix(".zarr"))],
         "llvm": ["generate", world["spec"], "--prompt", "the", "--kernel", "llvm"],
+        "parquet corpus": ["atlas", world["spec"], "--corpus", str(world["text"]),
+                           str(world["root"] / "c.parquet"), "--out",
+                           str(out.with_suffix(".atlas")), "--workers", "0"],
+        "parquet result": ["sweep", world["spec"], "--by", str(world["groups"]), "--text",
+                           str(world["text"]), "--out", str(out.with_suffix(".parquet")),
+                           "--workers", "0"],
     }[case]
+    (world["root"] / "c.parquet").write_bytes(b"never read")
     code, stdout, err = _cli(capsys, *argv)
     _one_line(code, err, line)
     assert stdout == ""

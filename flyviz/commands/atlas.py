@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the atlas."""
     from flyviz.analysis.atlas import AtlasSettings, build_atlas, check_output
     from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
-    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.model.resolve import load_model
     from flyviz.model.tokenizer import tokenizer_for
 
@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     check_cluster_options(args)  # fail in one line before reading anything
     check_output(args.out.expanduser())
     check_parts(args.out.expanduser(), args.resume)
+    corpus_files(args.corpus)  # missing files, and Parquet without pyarrow: before the model
 
     def log(line: str) -> None:
         print(f"flyviz atlas: {line}", file=sys.stderr, flush=True)

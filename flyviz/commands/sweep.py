@@ -101,7 +101,7 @@ def _worker_spec(spec: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, sweep, write and print."""
     from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
-    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.sweep import (SweepSettings, check_by, check_output, format_table,
                                        run_sweep, sweep_groups)
     from flyviz.model.tokenizer import tokenizer_for
@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out.expanduser()
     check_output(out)
     check_parts(out, args.resume)
+    corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
 
     def log(line: str) -> None:
         print(f"flyviz sweep: {line}", file=sys.stderr, flush=True)

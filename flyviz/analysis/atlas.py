@@ -1264,8 +1264,11 @@ class Atlas:
             np.zeros(0, dtype=np.int64)
 
     def open_xarray(self):  # pragma: no cover - thin convenience
-        """The store as a lazily-loaded :class:`xarray.Dataset` (needs xarray)."""
+        """The store as a lazily-loaded :class:`xarray.Dataset` (needs xarray); every chunk
+        is checked against its digest first (xarray reads the store itself)."""
         import xarray as xr
+
+        self._verifier.check_all()
 
         return xr.open_zarr(str(self.path))
 

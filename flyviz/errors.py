@@ -85,6 +85,6 @@ class MissingDependencyError(FlyvizError):
 
     @classmethod
     def for_feature(cls, feature: str, package: str, extra: str) -> "MissingDependencyError":
-        """``"<feature> needs <package>: pip install 'flyviz[<extra>]'"``."""
-        return cls(f"{feature} needs {package}, which is not installed; install it with "
-                   f"pip install 'flyviz[{extra}]'")
+        """``"<feature> needs <package>; install it with pip install 'flyviz[<extra>]'"``
+        (the line :func:`flyviz.extras.require` gives)."""
+        return cls(f"{feature} needs {package}; install it with pip install 'flyviz[{extra}]'")

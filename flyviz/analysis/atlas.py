@@ -70,16 +70,18 @@ the settings (attribute ``flyviz_atlas``). :class:`Atlas` reads it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flyviz.analysis import _kernels, cluster
+from flyviz.analysis import _kernels, cluster, integrity
 from flyviz.analysis.corpus import Corpus, CorpusChunk, StreamSchedule
 from flyviz.model.errors import FlyvizError, InputError
 
@@ -623,13 +625,21 @@ parts_folder = cluster.parts_folder
 
 
 def check_output(out: Path) -> None:
-    """Refuse an output path that holds something other than an atlas."""
+    """Refuse an output path that holds something other than an atlas, or that cannot be
+    written (checked before the model or the corpus is read)."""
+    import os
+
     if out.exists():
         if not out.is_dir():
             raise InputError(f"--out {out} is a file; give a new folder name (e.g. corpus.atlas)")
         if any(out.iterdir()) and not _is_atlas(out):
             raise InputError(f"--out {out} holds files that are not a flyviz atlas; give a new "
                              "or empty folder")
+    parent = out.parent
+    if not parent.is_dir():
+        raise InputError(f"--out {out}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--out {out}: the folder {parent} is not writable")
 
 
 def _is_atlas(path: Path) -> bool:
@@ -669,6 +679,7 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
     """
     from flyviz.model.identity import model_identity
 
+    cluster.require_dask("flyviz atlas", workers, scheduler)
     settings = settings.validate()
     out = Path(out).expanduser()
     check_output(out)
@@ -680,7 +691,7 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
             f"{corpus.n_documents:,} documents; {len(chunks)} chunks")
     result = cluster.run_tree(atlas_chunk, (spec, asdict(settings)), chunks, merge_partials,
                               workers=workers, scheduler=scheduler, store=store, resume=resume,
-                              progress=progress)
+                              progress=progress, log=log)
     write_atlas(out, result.partial, ckpt, corpus, settings, identity, compact=compact)
     store.remove()
     return AtlasRun(path=out, tokens=corpus.n_tokens, counted_tokens=corpus.counted_tokens,
@@ -829,9 +840,23 @@ def write_atlas(out: Path, partial: cluster.Partial, ckpt: "Checkpoint", corpus:
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     zarr.consolidate_metadata(str(tmp))
+    # Every chunk's size and CRC-32, so that a reader refuses a missing or damaged chunk
+    # rather than reading it as zeros (flyviz.analysis.integrity).
+    integrity.seal_store(tmp)
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
+
+
+@contextlib.contextmanager
+def _quiet_zarr() -> Iterator[None]:
+    """A context in which zarr's warnings (a folder with both format-2 and format-3
+    metadata, ...) stay off stderr: a problem with an atlas is flyviz's one line."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"(zarr|numcodecs)(\..*)?$")
+        yield
 
 
 def _zarr_major() -> int:
@@ -926,21 +951,31 @@ class Atlas:
     falls in (kept in a small cache) and the corpus tokens around its
     contexts. Everything it returns is plain data (no arrays of the store).
 
+    Every chunk read is first checked against the size and CRC-32 the atlas
+    keeps for it (:mod:`flyviz.analysis.integrity`): a missing chunk or array
+    folder, a flipped byte or a truncated chunk is an :class:`AtlasError`
+    (one line), never zeros or a decoder traceback. An atlas written before
+    flyviz kept digests opens with :attr:`integrity_note` set and is read
+    unchecked (``flyviz.analysis.integrity.seal_store`` seals it in place).
+
     Parameters
     ----------
     path
         The atlas folder.
     context_before, context_after
         Tokens shown before and after an example's token.
+    verify
+        Check every chunk now (about 1 GB/s), so that a damaged atlas fails to
+        open; ``False`` checks each chunk when it is first read instead.
 
     Raises
     ------
     AtlasError
-        When the folder is missing or not a readable atlas.
+        When the folder is missing, not a readable atlas, or damaged.
     """
 
     def __init__(self, path: str | Path, context_before: int = 16,
-                 context_after: int = 4) -> None:
+                 context_after: int = 4, *, verify: bool = True) -> None:
         self.path = Path(path).expanduser()
         self.context_before = int(context_before)
         self.context_after = int(context_after)
@@ -949,11 +984,13 @@ class Atlas:
         try:
             import zarr
 
-            try:
-                self._group = zarr.open_consolidated(str(self.path), mode="r")
-            except Exception:
-                self._group = zarr.open_group(str(self.path), mode="r")
-            info = dict(self._group.attrs).get("flyviz_atlas")
+            with _quiet_zarr():
+                try:
+                    self._group = zarr.open_consolidated(str(self.path), mode="r")
+                except Exception:
+                    self._group = zarr.open_group(str(self.path), mode="r")
+            attrs = dict(self._group.attrs)
+            info = attrs.get("flyviz_atlas")
         except Exception as exc:
             raise AtlasError(f"{self.path} is not a readable flyviz atlas "
                              f"({type(exc).__name__}: {str(exc)[:100]})") from None
@@ -974,6 +1011,19 @@ class Atlas:
         self._offsets: np.ndarray | None = None
         self._token_count: np.ndarray | None = None
         self._driving_index: dict[int, np.ndarray] | None = None
+        self._verifier = integrity.StoreVerifier(self.path, attrs.get(integrity.ATTRIBUTE),
+                                                 self._damaged)
+        #: One line for the user when the atlas cannot be checked (no digests), else None.
+        self.integrity_note: str | None = None if self._verifier.sealed else (
+            f"the atlas {self.path.name} carries no chunk digests (written before flyviz "
+            "kept them), so damage to it cannot be detected; build it again with "
+            "'flyviz atlas' to have them")
+        if verify:
+            self._verifier.check_all()
+
+    def _damaged(self, why: str) -> AtlasError:
+        return AtlasError(f"{self.path.name} is damaged ({why}); build it again with "
+                          "'flyviz atlas'")
 
     # ------------------------------------------------------------- identity
     @property
@@ -1048,6 +1098,24 @@ class Atlas:
                 raise AtlasError(f"{self.path} is damaged: it has no '{name}' array") from None
         return self._arrays[name]
 
+    def _read(self, name: str, start: int | None = None, stop: int | None = None
+              ) -> np.ndarray:
+        """Rows ``start:stop`` of array ``name`` (all of it by default), its chunks checked
+        against their digests first; any failure to decode is one :class:`AtlasError`."""
+        array = self._array(name)
+        self._verifier.check(name, start, stop)
+        try:
+            with _quiet_zarr():
+                if start is None and stop is None:
+                    return np.asarray(array[...])
+                return np.asarray(array[start:stop])
+        except FlyvizError:
+            raise
+        except Exception as exc:  # a damaged chunk of an atlas without digests
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:100]
+            raise self._damaged(f"its '{name}' array cannot be read: {type(exc).__name__}: "
+                                f"{why}") from None
+
     def _block(self, neuron: int) -> dict[str, np.ndarray]:
         """The chunk-aligned block of per-neuron arrays that holds ``neuron``."""
         start = neuron // NEURON_CHUNK * NEURON_CHUNK
@@ -1060,7 +1128,7 @@ class Atlas:
                      "suppressed_effect"]
             if self.has_samples:
                 names += ["band_edges", "sample_window", "sample_position", "sample_value"]
-            block = {name: np.asarray(self._array(name)[start:stop]) for name in names}
+            block = {name: self._read(name, start, stop) for name in names}
             self._blocks[start] = block
             while len(self._blocks) > 8:
                 self._blocks.popitem(last=False)
@@ -1072,7 +1140,7 @@ class Atlas:
         if name not in STATISTICS:
             raise InputError(f"unknown atlas statistic {name!r}; choose one of "
                              f"{', '.join(STATISTICS)}")
-        return np.asarray(self._array(name)[...], dtype=np.float32)
+        return np.asarray(self._read(name), dtype=np.float32)
 
     @property
     def tokenizer(self):
@@ -1080,7 +1148,7 @@ class Atlas:
         if self._tokenizer is None:
             from flyviz.model.tokenizer import FlyTokenizer
 
-            raw = np.asarray(self._array("tokenizer_json")[...], dtype=np.uint8).tobytes()
+            raw = np.asarray(self._read("tokenizer_json"), dtype=np.uint8).tobytes()
             if not raw:
                 raise AtlasError(f"{self.path} holds no tokenizer")
             self._tokenizer = FlyTokenizer.from_json_text(raw.decode("utf-8"),
@@ -1090,19 +1158,19 @@ class Atlas:
     def token_counts(self) -> np.ndarray:
         """How often each token was read in the corpus."""
         if self._token_count is None:
-            self._token_count = np.asarray(self._array("token_count")[...])
+            self._token_count = self._read("token_count")
         return self._token_count
 
     def _window_tokens(self, window: int) -> np.ndarray:
         if self._offsets is None:
-            self._offsets = np.asarray(self._array("corpus_offsets")[...])
+            self._offsets = self._read("corpus_offsets")
         lo, hi = int(self._offsets[window]), int(self._offsets[window + 1])
         if self._corpus_tokens is None and int(self._offsets[-1]) <= 1 << 24:
             # Small corpora (up to 16M tokens, 32 MB) are read once.
-            self._corpus_tokens = np.asarray(self._array("corpus_tokens")[...])
+            self._corpus_tokens = self._read("corpus_tokens")
         if self._corpus_tokens is not None:
             return self._corpus_tokens[lo:hi]
-        return np.asarray(self._array("corpus_tokens")[lo:hi])
+        return self._read("corpus_tokens", lo, hi)
 
     def context(self, window: int, position: int, value: float) -> Context:
         """The text around ``position`` of ``window``, with the token's span."""
@@ -1179,7 +1247,7 @@ class Atlas:
     def neurons_driven_by(self, token_or_word: int | str) -> np.ndarray:
         """Neurons (sorted ids) whose driving tokens include the token, or any token of the word."""
         if self._driving_index is None:
-            table = np.asarray(self._array("driving_token")[...])
+            table = self._read("driving_token")
             neuron_ids = np.repeat(np.arange(table.shape[0]), table.shape[1])
             flat = table.reshape(-1)
             keep = flat >= 0
@@ -1196,8 +1264,11 @@ class Atlas:
             np.zeros(0, dtype=np.int64)
 
     def open_xarray(self):  # pragma: no cover - thin convenience
-        """The store as a lazily-loaded :class:`xarray.Dataset` (needs xarray)."""
+        """The store as a lazily-loaded :class:`xarray.Dataset` (needs xarray); every chunk
+        is checked against its digest first (xarray reads the store itself)."""
         import xarray as xr
+
+        self._verifier.check_all()
 
         return xr.open_zarr(str(self.path))
 

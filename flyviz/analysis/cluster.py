@@ -43,6 +43,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from flyviz.analysis.quiet import (quiet_dask, restore_term, signals_ignored,
+                                   term_as_interrupt)
 from flyviz.model.errors import FlyvizError, InputError
 
 Partial = dict[str, np.ndarray]
@@ -230,9 +232,21 @@ class PartialStore:
     def load(self, node: tuple[int, int]) -> Partial:
         try:
             return _load_npz(self._path(node))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{self._path(node)} is damaged ({exc}); delete {self.folder} "
+        except Exception as exc:  # zipfile, zlib and numpy each raise their own on damage
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:100]
+            raise InputError(f"{self._path(node)} is damaged ({why}); delete {self.folder} "
                              "and start over") from None
+
+    def intact(self, node: tuple[int, int]) -> bool:
+        """True when the node's file is a whole ``.npz`` whose members pass their CRC-32
+        (read through once; nothing is kept in memory)."""
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(self._path(node)) as archive:
+                return bool(archive.namelist()) and archive.testzip() is None
+        except Exception:  # empty, truncated, not a zip, unreadable
+            return False
 
     def rename(self, old: tuple[int, int], new: tuple[int, int]) -> None:
         os.replace(self._path(old), self._path(new))
@@ -251,19 +265,36 @@ def parts_folder(out: Path) -> Path:
     return out.with_name(out.name + ".parts")
 
 
+def check_parts(out: Path, resume: bool) -> None:
+    """Refuse now (before the model or the corpus is read) a run whose ``--resume`` cannot
+    work: nothing to resume with ``resume``, or an interrupted run that a fresh start would
+    throw away without it. Whether a kept run matches is known only with the corpus
+    (:func:`open_store`)."""
+    store = PartialStore(parts_folder(out), {})
+    if resume and not store.exists():
+        raise InputError(f"nothing to resume: {store.folder} does not exist; run without "
+                         "--resume")
+    if not resume and store.exists():
+        raise InputError(f"an interrupted run is kept in {store.folder}: add --resume to "
+                         f"continue it, or delete {store.folder} to start over")
+
+
 def open_store(out: Path, key: dict[str, Any], resume: bool) -> PartialStore:
-    """The :class:`PartialStore` of a run that writes ``out``.
+    """The :class:`PartialStore` of a run that writes ``out``, checked (before any status
+    line is printed) against ``resume``.
 
     Raises
     ------
     InputError
         When an interrupted run is kept there and ``resume`` is off: a fresh
-        start would silently throw its finished chunks away.
+        start would silently throw its finished chunks away; when ``resume``
+        is on and there is nothing to resume, or the kept run was made with
+        other options.
     """
+    check_parts(out, resume)
     store = PartialStore(parts_folder(out), key)
-    if not resume and store.exists():
-        raise InputError(f"an interrupted run is kept in {store.folder}: add --resume to "
-                         f"continue it, or delete {store.folder} to start over")
+    if resume:
+        store.check_resumable()
     return store
 
 
@@ -291,10 +322,22 @@ class MergeTree:
         level, j = node
         return range(j << level, min((j + 1) << level, self.leaves))
 
-    def restore(self) -> set[int]:
-        """Take the nodes of the store; return the leaves they already cover."""
+    def restore(self, log: Callable[[str], None] | None = None) -> set[int]:
+        """Take the nodes of the store; return the leaves they already cover.
+
+        A node whose file is damaged (empty, truncated, failing its CRC) is
+        deleted and its chunks are computed again; ``log`` is told so.
+        """
         assert self.store is not None
         nodes = [n for n in self.store.nodes() if self.exists(n) and n[0] <= self.levels]
+        damaged = [n for n in nodes if not self.store.intact(n)]
+        for node in damaged:
+            self.store.delete(node)
+            nodes.remove(node)
+        if damaged and log is not None:
+            chunks = sum(len(self.covers(n)) for n in damaged)
+            log(f"note: {len(damaged)} saved part file(s) were damaged and are computed again "
+                f"({chunks} chunk(s))")
         covered: set[int] = set()
         # Highest first: a node whose ancestor is stored too (a run stopped between
         # saving a parent and deleting its children) is dropped.
@@ -445,16 +488,10 @@ class RunResult:
 
 def _connect(workers: int | None, scheduler: str | None):
     """A Client (and the LocalCluster it owns, if any)."""
-    try:
-        import dask  # noqa: F401
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise InputError("running on Dask needs dask.distributed: pip install 'flyviz[atlas]' "
-                         "(or use --workers 0 to run in this process)") from None
+    require_dask("running on Dask")
+    from distributed import Client, LocalCluster
     if scheduler:
-        address = scheduler.strip()
-        if "://" not in address:
-            address = "tcp://" + address
+        address = scheduler_address(scheduler)
         try:
             client = Client(address, timeout="5s", set_as_default=False)
         except (OSError, TimeoutError) as exc:
@@ -470,8 +507,9 @@ def _connect(workers: int | None, scheduler: str | None):
 
     n = usable_cores() if workers is None else int(workers)
     try:
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=logging.ERROR)
+        with quiet_dask(), signals_ignored():
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
     except (RuntimeError, OSError) as exc:
         # A worker process that cannot start (too little memory, a main script that runs
         # again in the child) surfaces as "Nanny failed to start": one line, and the way out.
@@ -479,19 +517,68 @@ def _connect(workers: int | None, scheduler: str | None):
         reason = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
         raise ClusterError(f"could not start {n} local Dask worker process(es) ({reason[:120]}); "
                            "use --workers 0 to compute in this process") from None
-    return Client(cluster, set_as_default=False), cluster
+    client = Client(cluster, set_as_default=False)
+    from flyviz.analysis._worker_plugin import QuietWorkerSignals
+
+    try:
+        # Ctrl+C in a terminal reaches the whole process group: the workers leave it to
+        # this process, which closes them (else each prints its KeyboardInterrupt).
+        client.register_plugin(QuietWorkerSignals(), name="flyviz-quiet-signals")
+    except Exception:  # pragma: no cover - an older distributed: tracebacks, nothing worse
+        pass
+    return client, cluster
+
+
+_ADDRESS = r"(?:tcp|tls|ucx|ws|wss|inproc)://[A-Za-z0-9_.\-\[\]:%]+"
+
+
+def scheduler_address(scheduler: str) -> str:
+    """``--scheduler`` as a full address (``tcp://`` added), checked for form before any
+    Client exists (a Client that fails to parse its address prints a traceback later).
+
+    Raises
+    ------
+    ClusterError
+        When it is not ``[PROTOCOL://]HOST:PORT``.
+    """
+    import re
+
+    address = scheduler.strip()
+    if "://" not in address:
+        address = "tcp://" + address
+    match = re.fullmatch(_ADDRESS, address)
+    port = address.rsplit(":", 1)[-1] if match else ""
+    if match is None or (not address.startswith("inproc://")
+                         and not (port.isdigit() and 0 < int(port) < 65536)):
+        raise ClusterError(f"--scheduler {scheduler!r} is not a scheduler address; give "
+                           "tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
+    return address
+
+
+def require_dask(feature: str, workers: int | None = None,
+                 scheduler: str | None = None) -> None:
+    """Raise :class:`~flyviz.errors.MissingDependencyError` (one line, naming
+    ``flyviz[atlas]``) when a run on ``workers``/``scheduler`` needs Dask and it is not
+    installed; ``workers=0`` without a scheduler runs in this process and needs none."""
+    from flyviz.extras import require
+
+    if workers == 0 and not scheduler:
+        return
+    require("dask", feature, hint="or compute in this process with --workers 0")
 
 
 def check_scheduler(scheduler: str) -> None:
     """Raise :class:`ClusterError` now if the scheduler cannot be reached (before any work)."""
-    client, _ = _connect(None, scheduler)
-    client.close()
+    with quiet_dask():
+        client, _ = _connect(None, scheduler)
+        client.close()
 
 
 def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chunk],
              merge: Merge, *, workers: int | None = None, scheduler: str | None = None,
              store: PartialStore | None = None, resume: bool = False,
-             progress: ProgressBar | None = None) -> RunResult:
+             progress: ProgressBar | None = None,
+             log: Callable[[str], None] | None = None) -> RunResult:
     """Run ``function(*args, chunk)`` for every chunk and merge the partials in the fixed tree.
 
     Parameters
@@ -509,20 +596,27 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
         Keep finished nodes on disk; continue from them with ``resume``.
     progress
         A progress bar over the chunks' tokens.
+    log
+        ``log(line)`` for status lines (the workers are ready) and notes (damaged
+        part files dropped on resume).
 
     Raises
     ------
     Interrupted
-        On Ctrl+C, after the cluster is closed (stored nodes are kept).
+        On Ctrl+C or SIGTERM, after the cluster is closed (stored nodes are
+        kept; a run that finished none leaves no store behind).
     ClusterError
         When the scheduler cannot be reached.
+    MissingDependencyError
+        Before anything is written, when Dask is needed and not installed.
     """
+    require_dask("running on Dask", workers, scheduler)
     tree = MergeTree(len(chunks), merge, store)
     covered: set[int] = set()
     if store is not None:
         if resume:
             store.check_resumable()
-            covered = tree.restore()
+            covered = tree.restore(log)
         else:
             store.create()
     pending = [c for c in chunks if c.index not in covered]
@@ -539,6 +633,7 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
         tree.restored_pending()
     used_workers = 0
     ready = [started]
+    previous_term = term_as_interrupt()
     try:
         if workers == 0 and scheduler is None:
             used_workers = 1
@@ -556,16 +651,22 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
                 show()
         elif pending:
             used_workers = _run_on_dask(function, args, pending, tree, done_tokens, show,
-                                        workers, scheduler, ready)
-    except FlyvizError:
-        if store is not None and not store.nodes():
-            store.remove()  # nothing finished: nothing to resume
-        raise
+                                        workers, scheduler, ready, log)
     except KeyboardInterrupt:
         saved = len(covered) + sum(1 for c in pending if done_tokens[c.index] >= c.n_tokens)
+        if store is not None and not store.nodes():
+            store.remove()  # nothing finished: nothing to resume, no OUT.parts left behind
+            raise Interrupted("interrupted before any chunk was finished; nothing is saved"
+                              ) from None
         where = f" in {store.folder}" if store is not None else ""
         raise Interrupted(f"interrupted: {saved} of {len(chunks)} chunks are saved{where}; "
                           "run the same command with --resume to continue") from None
+    except BaseException:
+        if store is not None and not store.nodes():
+            store.remove()  # nothing finished: nothing to resume
+        raise
+    finally:
+        restore_term(previous_term)
     show(force=True)
     finished = time.perf_counter()
     return RunResult(partial=tree.result(), tokens=sum(c.n_tokens for c in chunks),
@@ -575,9 +676,17 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
 
 def _run_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
                  show: Callable[..., None], workers: int | None, scheduler: str | None,
-                 ready: list[float]) -> int:
+                 ready: list[float], log: Callable[[str], None] | None = None) -> int:
     """The Dask part of :func:`run_tree`; returns the number of workers used and appends
     the time the cluster was ready to ``ready``."""
+    with quiet_dask():
+        return _run_quietly_on_dask(function, args, pending, tree, done_tokens, show, workers,
+                                    scheduler, ready, log)
+
+
+def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
+                         show: Callable[..., None], workers: int | None, scheduler: str | None,
+                         ready: list[float], log: Callable[[str], None] | None) -> int:
     import uuid
 
     from distributed import wait
@@ -600,6 +709,9 @@ def _run_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int
             info = client.scheduler_info()
         n_workers = max(1, len(info.get("workers", {})))
         ready.append(time.perf_counter())
+        if log is not None:  # from here on Ctrl+C stops the run (see flyviz.analysis.quiet)
+            where = f"at {scheduler_address(scheduler)}" if scheduler else "local"
+            log(f"{n_workers} {where} Dask worker(s) ready")
         window = 2 * n_workers
         queue = list(pending)
         while queue or futures:

@@ -85,6 +85,11 @@ def corpus_files(paths: Iterable[str | Path]) -> list[Path]:
     if not files:
         raise InputError("no corpus given: pass --corpus with text, JSON Lines or Parquet "
                          "files or folders")
+    parquet = next((f for f in files if f.suffix.lower() in PARQUET_SUFFIXES), None)
+    if parquet is not None:  # say so now, not after the text files before it are read
+        from flyviz.extras import require
+
+        require("parquet", f"reading Parquet ({parquet.name})")
     return files
 
 

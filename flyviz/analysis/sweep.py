@@ -727,6 +727,7 @@ def run_sweep(spec: str, ckpt: "Checkpoint", corpus: Corpus, groups: list[Group]
     """
     from flyviz.model.identity import model_identity
 
+    cluster.require_dask("flyviz sweep", workers, scheduler)
     settings = settings.validate()
     if not groups:
         raise InputError("there are no groups to sweep")
@@ -746,7 +747,7 @@ def run_sweep(spec: str, ckpt: "Checkpoint", corpus: Corpus, groups: list[Group]
     try:
         result = cluster.run_tree(sweep_task, args, tasks, merge_partials, workers=workers,
                                   scheduler=scheduler, store=store, resume=resume,
-                                  progress=progress)
+                                  progress=progress, log=log)
     finally:
         if workers == 0 and scheduler is None:
             release_engines()
@@ -775,11 +776,23 @@ def run_sweep(spec: str, ckpt: "Checkpoint", corpus: Corpus, groups: list[Group]
 
 
 # ----------------------------------------------------------------------- files
+def rows_digest(rows: list[GroupResult]) -> str:
+    """SHA-256 of the rows' values in column order (floats as their shortest exact text),
+    kept in the metadata as ``rows_sha256``: a reader refuses a lesion map whose rows were
+    edited, cut short or damaged."""
+    import hashlib
+
+    table = [[getattr(row, c) for c in COLUMNS] for row in rows]
+    return hashlib.sha256(json.dumps(table, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
 def write_result(out: Path, rows: list[GroupResult], info: dict[str, Any],
                  kind: str | None = None) -> None:
-    """Write the rows and ``info`` as CSV or Parquet (see the module documentation)."""
+    """Write the rows and ``info`` (with the rows' digest, ``rows_sha256``) as CSV or
+    Parquet (see the module documentation)."""
     kind = kind or result_format(out)
     tmp = out.with_name(out.name + ".writing")
+    info = {**info, "rows_sha256": rows_digest(rows)}
     meta = json.dumps(info, sort_keys=True, separators=(",", ":"))
     try:
         if kind == "csv":
@@ -873,6 +886,16 @@ class LesionMap:
                              f"format {info.get('format_version')}); update flyviz")
         self.info: dict[str, Any] = info
         self.rows: list[GroupResult] = self._rows(records)
+        expected = info.get("rows_sha256")
+        #: One line for the user when the file cannot be checked (no digest), else None.
+        self.integrity_note: str | None = None
+        if expected is None:
+            self.integrity_note = (f"the lesion map {self.path.name} carries no digest of its "
+                                   "rows (written before flyviz kept one), so damage to it "
+                                   "cannot be detected")
+        elif expected != rows_digest(self.rows):
+            raise self._damaged("its rows do not match their rows_sha256 digest: edited, cut "
+                                "short or corrupted")
         self._resolved: tuple[Any, list[np.ndarray]] | None = None
 
     # --------------------------------------------------------------- reading

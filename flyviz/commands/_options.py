@@ -34,7 +34,8 @@ def load_model_from_args(args: argparse.Namespace, spec: str | None = None,
 
 KERNEL_HELP = ("sparse kernel for W @ x: auto (default: the FLYVIZ_KERNEL environment "
                "variable, else scipy), scipy, or llvm (compiled on first use, bit-identical "
-               "results; scipy runs where it cannot compile). Example: --kernel llvm")
+               "results; needs flyviz[fast]; scipy runs where it cannot compile). "
+               "Example: --kernel llvm")
 
 
 #: ``--kernel`` of the commands that run the batched engine, whose default is llvm.
@@ -59,6 +60,10 @@ def kernel_from_args(args: argparse.Namespace) -> str | None:
     if kernel == "auto":
         requested_kernel()
         return None
+    if kernel == "llvm":  # asked for by name: say how to get it rather than run scipy
+        from flyviz.extras import require
+
+        require("llvm", "--kernel llvm")
     return str(kernel)
 
 

@@ -60,8 +60,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the atlas."""
     from flyviz.analysis.atlas import AtlasSettings, build_atlas, check_output
-    from flyviz.analysis.cluster import Interrupted, ProgressBar
-    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
+    from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.model.resolve import load_model
     from flyviz.model.tokenizer import tokenizer_for
 
@@ -69,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
                              density_threshold=args.density_threshold,
                              samples_per_band=0 if args.compact else AtlasSettings.samples_per_band,
                              chunk_tokens=args.chunk_tokens).validate()
-    check_output(args.out.expanduser())
+    require_dask("flyviz atlas", args.workers, args.scheduler)  # before any work
     check_cluster_options(args)  # fail in one line before reading anything
+    check_output(args.out.expanduser())
+    check_parts(args.out.expanduser(), args.resume)
+    corpus_files(args.corpus)  # missing files, and Parquet without pyarrow: before the model
 
     def log(line: str) -> None:
         print(f"flyviz atlas: {line}", file=sys.stderr, flush=True)

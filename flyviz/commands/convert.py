@@ -53,11 +53,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the recording (and its model, for the labels) and write it."""
     from flyviz.errors import InputError
-    from flyviz.record.convert import convert
+    from flyviz.record.convert import check_output, convert
     from flyviz.record.recording import Recording
 
     if args.no_labels and (args.model or args.dataset):
         raise InputError("--no-labels loads no model; leave out --model and --dataset")
+    # The format, its extra, and an output that is the recording itself: before any work.
+    args.to = check_output(args.recording, args.out, args.to)
     recording = Recording.load(args.recording)
     model = None
     if not args.no_labels:

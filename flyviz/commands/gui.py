@@ -37,8 +37,11 @@ def _size(text: str) -> tuple[int, int]:
     if not match:
         raise argparse.ArgumentTypeError(f"size {text!r} must look like 1280x800")
     width, height = int(match.group(1)), int(match.group(2))
-    if not (320 <= width <= 16384 and 240 <= height <= 16384):
-        raise argparse.ArgumentTypeError(f"size {width}x{height} must be at least 320x240")
+    if width > 16384 or height > 16384:
+        raise argparse.ArgumentTypeError(f"size {width}x{height} is too large: at most "
+                                         "16384x16384")
+    if width < 320 or height < 240:
+        raise argparse.ArgumentTypeError(f"size {width}x{height} is too small: at least 320x240")
     return width, height
 
 
@@ -87,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
     """Start Qt and the main window; return the app's exit status."""
     if args.prompt is not None and not args.prompt.strip():
         raise InputError("--prompt is empty: give some text for the model to continue")
+    from flyviz.model.resolve import check_spec
+
+    check_spec(args.model)  # a model that cannot exist is one line, before any window
     if args.recording:
         # A damaged recording is one line and exit status 2, before any window opens.
         from flyviz.record.recording import Recording

@@ -57,8 +57,13 @@ def format_card(card: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the card."""
+    import sys
+
     from flyviz.analysis.atlas import Atlas
 
-    card = Atlas(args.atlas).card(args.neuron)
+    atlas = Atlas(args.atlas)
+    card = atlas.card(args.neuron)
     print(json.dumps(card.to_dict(), indent=1) if args.json else format_card(card))
+    if atlas.integrity_note:  # after the card: an error reading it stays the only line
+        print(f"flyviz: note: {atlas.integrity_note}", file=sys.stderr)
     return 0

@@ -100,8 +100,8 @@ def _worker_spec(spec: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, sweep, write and print."""
-    from flyviz.analysis.cluster import Interrupted, ProgressBar
-    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
+    from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.sweep import (SweepSettings, check_by, check_output, format_table,
                                        run_sweep, sweep_groups)
     from flyviz.model.tokenizer import tokenizer_for
@@ -112,9 +112,12 @@ def run(args: argparse.Namespace) -> int:
                              chunk_tokens=args.chunk_tokens,
                              kernel=kernel_from_args(args)).validate()
     check_by(args.by)
+    require_dask("flyviz sweep", args.workers, args.scheduler)  # before any work
+    check_cluster_options(args)  # fail in one line before reading anything
     out = args.out.expanduser()
     check_output(out)
-    check_cluster_options(args)  # fail in one line before reading anything
+    check_parts(out, args.resume)
+    corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
 
     def log(line: str) -> None:
         print(f"flyviz sweep: {line}", file=sys.stderr, flush=True)

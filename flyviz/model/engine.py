@@ -58,6 +58,7 @@ process, 2 threads, on a machine another job kept about one core busy):
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -478,10 +479,13 @@ class Engine:
         token = int(token)
         if not 0 <= token < cfg.vocabulary:
             raise InputError(f"token id {token} is outside the vocabulary 0..{cfg.vocabulary - 1}")
-        if not self.single_threaded_blas:
-            return self._step(token)
-        with _SINGLE_THREADED_BLAS:
-            return self._step(token)
+        # A huge (float32-finite) scale or stimulation overflows to inf, which tanh takes to
+        # +-1: no warning for that; a state that is not finite is an error (in _step).
+        with np.errstate(over="ignore", invalid="ignore"):
+            if not self.single_threaded_blas:
+                return self._step(token)
+            with _SINGLE_THREADED_BLAS:
+                return self._step(token)
 
     def _step(self, token: int) -> np.ndarray:
         plan = self._plan                      # None without interventions
@@ -511,6 +515,12 @@ class Engine:
             # `pre` (the product buffer) is no longer needed: refill it for the next step.
             self._start_recurrent()
         self.mean_abs_state = float(np.abs(x).mean(dtype=np.float64))
+        if not math.isfinite(self.mean_abs_state):
+            # One NaN or inf anywhere makes the mean so (a check that costs nothing): say so
+            # rather than run on with NaN logits and token 0 forever.
+            raise InputError(f"the state is no longer finite after position {position} "
+                             "(NaN or infinity, in float32): an intervention's value is too "
+                             "large for this model; use a smaller one")
         self.logits = self.readout(x)
         if tape is not None:
             tape.record_state(position, x, self.logits)

@@ -120,7 +120,13 @@ def _finite(value: Any, what: str) -> float:
         raise InputError(f"{what} {value!r} is not a number") from None
     if not math.isfinite(number):
         raise InputError(f"{what} {value!r} must be a finite number")
+    if abs(number) > _FLOAT32_MAX:  # the engine computes in float32: it would be inf there
+        raise InputError(f"{what} {value!r} is too large: the engine computes in float32, "
+                         f"where numbers end at about {_FLOAT32_MAX:.3g}")
     return number
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _target_text(target: "str | tuple[int, ...]") -> str:

@@ -250,6 +250,23 @@ def _load_demo(progress: Progress | None) -> Checkpoint:
     return load_demo(progress)
 
 
+def check_spec(spec: str) -> None:
+    """Raise :class:`ModelNotFoundError` now (nothing is loaded or downloaded) when ``spec``
+    can name no model: empty, or neither ``demo``, an existing path nor a hub repo id.
+
+    What :func:`load_model` would refuse first; the app calls it before its window opens.
+    """
+    text = str(spec).strip()
+    if not text:
+        raise ModelNotFoundError("no model given: pass a folder, a hub repo id "
+                                 f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+    if text.lower() == DEMO_SPEC or Path(text).expanduser().exists():
+        return
+    if parse_hub_spec(text) is None:
+        raise ModelNotFoundError(f"no such folder: {text}; a model is a folder, a hub repo id "
+                                 f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+
+
 def load_model(spec: str, progress: Progress | None = None, *,
                dataset_dir: str | Path | None = None) -> Checkpoint:
     """Load a model from a folder, a hub repo id or ``"demo"``.

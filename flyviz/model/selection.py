@@ -138,13 +138,20 @@ def _quote(value: str) -> str:
 _OPERATORS = "&|!()"
 
 
+#: Deepest nesting of parentheses a query may have (Python's recursion limit is far off).
+MAX_DEPTH = 64
+
+
 class _Parser:
     """Recursive descent over the query text: or := and ('|' and)*, and := unary ('&' unary)*,
-    unary := '!' unary | '(' or ')' | term."""
+    unary := '!'* ('(' or ')' | term). A run of '!' is read in a loop (an even number
+    cancels), and parentheses nest at most :data:`MAX_DEPTH` deep, so no query can
+    exhaust the stack."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def fail(self, what: str, at: int | None = None) -> SelectionError:
         at = self.pos if at is None else at
@@ -186,14 +193,23 @@ class _Parser:
         return operands[0] if len(operands) == 1 else node(tuple(operands))
 
     def parse_unary(self) -> Node:
-        char = self.peek()
-        if char == "!":
+        negations = 0
+        while self.peek() == "!":
             self.pos += 1
-            return Not(self.parse_unary())
+            negations += 1
+        node = self._parse_primary()
+        return Not(node) if negations % 2 else node
+
+    def _parse_primary(self) -> Node:
+        char = self.peek()
         if char == "(":
             opened = self.pos
+            if self.depth >= MAX_DEPTH:
+                raise self.fail(f"parentheses nest more than {MAX_DEPTH} deep")
             self.pos += 1
+            self.depth += 1
             node = self.parse_or()
+            self.depth -= 1
             if self.peek() != ")":
                 shown = self.text if len(self.text) <= 60 else self.text[:57] + "..."
                 raise SelectionError(f"bad query {shown!r}: the '(' at character {opened + 1} "
@@ -291,19 +307,29 @@ def _closest(word: str, names: "list[str] | tuple[str, ...]", what: str, limit: 
     return f"closest {what}: {', '.join(close)}"
 
 
-def _parse_numbers(values: tuple[str, ...], what: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """Single numbers and inclusive ``a-b`` ranges of a term's values."""
+_INT64_MAX = 2**63 - 1
+
+
+def _parse_numbers(values: tuple[str, ...], what: str, too_large: "Callable[[str], str]"
+                   ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Single numbers and inclusive ``a-b`` ranges of a term's values; a number beyond
+    int64 is refused with the line ``too_large(its text)`` rather than overflowing."""
     singles: list[int] = []
     ranges: list[tuple[int, int]] = []
     for value in values:
         match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", value)
         if match is None:
             raise SelectionError(f"{what} {value!r} is not a number or a range like 100-199")
-        lo = int(match.group(1))
+        for number in (match.group(1), match.group(2)):
+            digits = (number or "0").lstrip("0") or "0"
+            if len(digits) > 19 or int(digits) > _INT64_MAX:
+                raise SelectionError(too_large(digits if len(digits) <= 24
+                                               else digits[:21] + "..."))
+        lo = int(match.group(1).lstrip("0") or "0")
         if match.group(2) is None:
             singles.append(lo)
             continue
-        hi = int(match.group(2))
+        hi = int(match.group(2).lstrip("0") or "0")
         if hi < lo:
             raise SelectionError(f"{what} range {value!r} runs backwards; write {hi}-{lo}")
         ranges.append((lo, hi))
@@ -435,7 +461,8 @@ class NeuronIndex:
         if key == "input":
             return self.input.copy()
         if key == "id":
-            singles, ranges = _parse_numbers(values, "neuron index")
+            singles, ranges = _parse_numbers(
+                values, "neuron index", lambda big: f"neuron index {big} is outside 0..{n - 1}")
             for bad in [*singles.tolist(), *(hi for _, hi in ranges)]:
                 if bad >= n:
                     raise SelectionError(f"neuron index {bad} is outside 0..{n - 1}")
@@ -447,7 +474,9 @@ class NeuronIndex:
         if key == "body":
             if self.body_id is None:
                 raise self._missing("body id")
-            singles, ranges = _parse_numbers(values, "body id")
+            singles, ranges = _parse_numbers(
+                values, "body id", lambda big: f"body id {big} is not a neuron of "
+                                               f"{self.model_name}")
             sorted_ids = self.body_id[self._body_order]
             mask = np.zeros(n, dtype=bool)
             at = np.searchsorted(sorted_ids, singles)

@@ -68,14 +68,20 @@ class FlyTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``, without special tokens."""
+        if not isinstance(text, str):
+            raise InputError(f"the prompt is text, not {type(text).__name__}")
         if len(text) > MAX_PROMPT_CHARS:
             raise InputError(f"the prompt has {len(text):,} characters; "
                              f"the limit is {MAX_PROMPT_CHARS:,}")
+        _check_unicode(text, "the prompt")
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Token ids of many texts (no length limit, no special tokens), encoded in parallel."""
-        return [list(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+        texts = list(texts)
+        for number, text in enumerate(texts, start=1):
+            _check_unicode(text, f"text {number}")
+        return [list(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
     def decode(self, ids: list[int] | tuple[int, ...]) -> str:
         """Text of ``ids`` with special tokens dropped; invalid UTF-8 shows as U+FFFD."""
@@ -92,6 +98,19 @@ class FlyTokenizer:
                 cached = self._tok.decode([token_id], skip_special_tokens=False)
             self._piece_cache[token_id] = cached
         return cached
+
+
+def _check_unicode(text: str, what: str) -> None:
+    """Refuse text that is not valid Unicode: a lone surrogate, which is what Python makes
+    of bytes that are not UTF-8 in a command-line argument (the tokenizer cannot take it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = text[exc.start]
+        raw = f"byte 0x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF else \
+            f"lone surrogate U+{ord(char):04X}"
+        raise InputError(f"{what} is not valid UTF-8 text ({raw} at character "
+                         f"{exc.start + 1}); give it as UTF-8") from None
 
 
 def tokenizer_for(checkpoint: "Checkpoint") -> FlyTokenizer:

@@ -75,11 +75,68 @@ _BLOCK_BYTES = 8 << 20
 _POSITION_KINDS = ("measured", "synthetic")
 
 
+#: The optional extra (a key of :data:`flyviz.extras.EXTRAS`) each format needs.
+FORMAT_NEEDS = {"zarr": "zarr", "nwb": "nwb"}
+
+
 def _require(module: str, feature: str, extra: str) -> Any:
+    from flyviz.extras import require
+
+    require({"xarray": "xarray", "zarr": "zarr", "pynwb": "nwb"}[module], feature)
     try:
         return __import__(module)
-    except ImportError:
+    except ImportError:  # found but broken: say the same
         raise MissingDependencyError.for_feature(feature, module, extra) from None
+
+
+def output_format(path: str | Path, to: str | None = None) -> str:
+    """The format :func:`convert` writes ``path`` as: ``to``, else ``path``'s suffix.
+
+    Raises
+    ------
+    InputError
+        When neither names one of :data:`FORMATS`.
+    """
+    path = Path(path)
+    if to is None:
+        to = next((name for name, suffix in FORMATS.items()
+                   if path.suffix.lower() == suffix), None)
+        if to is None:
+            raise InputError(f"cannot tell the format from {path.name!r}; name it .zarr, .nwb "
+                             "or .npz, or say which with --to")
+    if to not in FORMATS:
+        raise InputError(f"unknown format {to!r}; choose one of {', '.join(FORMATS)}")
+    return to
+
+
+def check_output(source: str | Path, path: str | Path, to: str | None = None,
+                 feature: str = "flyviz convert") -> str:
+    """Check, before anything is read, that ``source`` can be converted to ``path``: the
+    format is known, its extra is installed, and ``path`` is not ``source`` itself (the
+    same file, or a hard link to it: writing it would destroy the recording). Returns the
+    format.
+
+    Raises
+    ------
+    InputError
+        For an unknown format or an output that is the input.
+    MissingDependencyError
+        When the format's optional extra is not installed.
+    """
+    from flyviz.extras import require
+
+    to = output_format(path, to)
+    if to in FORMAT_NEEDS:
+        require(FORMAT_NEEDS[to], f"{feature} --to {to}")
+    source, path = Path(source), Path(path)
+    try:
+        same = path.exists() and source.exists() and os.path.samefile(source, path)
+    except OSError:
+        same = False
+    if same:
+        raise InputError(f"the output {path} is the recording itself; writing it would destroy "
+                         "the recording: give another file name")
+    return to
 
 
 def _anatomy_of(model: Any, neurons: int) -> Anatomy | None:
@@ -445,6 +502,9 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
             # The response series is built before it is placed in the file; hdmf
             # warns that its table region has no common parent yet.
             warnings.filterwarnings("ignore", message=".*does not share an ancestor.*")
+            # pynwb's advice on the file name (the temporary file's, not the user's) and
+            # hdmf's notes would come before flyviz's own line on stderr.
+            warnings.filterwarnings("ignore", module=r"(pynwb|hdmf)(\..*)?$")
             nwbfile = _nwb_file(recording, anatomy, session_start_time)
             with NWBHDF5IO(str(tmp), "w") as io:
                 io.write(nwbfile)
@@ -567,13 +627,9 @@ def convert(recording: "Recording", path: str | Path, to: str | None = None,
     """Write ``recording`` as ``to`` (``"zarr"``, ``"nwb"`` or ``"npz"``; default: from
     ``path``'s suffix). See :func:`to_zarr`, :func:`to_nwb`, :func:`to_npz`."""
     path = Path(path)
-    if to is None:
-        to = next((name for name, suffix in FORMATS.items()
-                   if path.suffix.lower() == suffix), None)
-        if to is None:
-            raise InputError(f"cannot tell the format from {path.name!r}; name it .zarr, .nwb "
-                             "or .npz, or say which with --to")
+    source = getattr(recording, "_source", None)  # the file a loaded recording maps
+    if source is not None:
+        to = check_output(source, path, to, feature="convert")
+    to = output_format(path, to)
     writers = {"zarr": to_zarr, "nwb": to_nwb, "npz": to_npz}
-    if to not in writers:
-        raise InputError(f"unknown format {to!r}; choose one of {', '.join(FORMATS)}")
     return writers[to](recording, path, model)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -140,7 +141,7 @@ def load_mesh(path: str | Path, *, scale: float = 1.0,
         raise InputError("reading meshes needs trimesh; install it with "
                          "pip install 'flyviz[meshes]'") from None
     try:
-        loaded = trimesh.load(str(path), force="mesh", process=False)
+        loaded: Any = trimesh.load(str(path), force="mesh", process=False)
         vertices = np.asarray(loaded.vertices, dtype=np.float64)
         faces = np.asarray(loaded.faces, dtype=np.int64)
     except Exception as exc:  # noqa: BLE001 - trimesh raises many kinds for a damaged file

@@ -17,6 +17,7 @@ anything, and any damage is one :class:`RecordingError` line.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -200,6 +201,8 @@ class Recording:
 
     def append(self, frame: Frame) -> int:
         """Store ``frame`` (its state in :attr:`states_dtype`); return its index."""
+        if self.__dict__.get("_frozen"):
+            raise RecordingError("this recording is a frozen snapshot; append to the original")
         state = np.asarray(frame.state)
         if state.shape != (self.neurons,):
             raise ValueError(f"frame state has shape {state.shape}, expected ({self.neurons},)")
@@ -242,6 +245,25 @@ class Recording:
         self._stored = self._stored_crc = self._unchecked = None
         self._text_anchors.clear()
         self._last_text = ""
+
+    def snapshot(self) -> "Recording":
+        """A frozen copy of the frames recorded so far, cheap to take, safe to read off-thread.
+
+        The frames are shared, not copied: a recording is append-only (a frame's
+        row is written once, when it is appended), so the snapshot's frames never
+        change while this recording goes on growing on another thread. Appending
+        to the snapshot is refused. Export jobs read a snapshot (see the threading
+        rules in :mod:`flyviz.viewer`), never the recording a run still appends to.
+        """
+        frozen = Recording.__new__(Recording)
+        frozen.__dict__.update(self.__dict__)
+        frozen.metadata = copy.deepcopy(self.metadata)
+        frozen._infos = list(self._infos)
+        frozen._chunks = list(self._chunks)
+        frozen._text_anchors = list(self._text_anchors)
+        frozen.baseline = None if self.baseline is None else self.baseline.snapshot()
+        frozen.__dict__["_frozen"] = True
+        return frozen
 
     # --------------------------------------------------------------- access
     def _index(self, index: int) -> int:

@@ -252,7 +252,7 @@ def test_gui_refuses_a_missing_or_damaged_atlas_before_the_window(capsys, tmp_pa
 
 
 def test_highlights_show_the_newest_mask_and_drop_stale_ones():
-    from flyviz.app.highlight import Highlights
+    from flyviz.viewer.highlight import Highlights
 
     shown = []
     size = [5]

@@ -31,6 +31,7 @@ import math
 import time
 from typing import Any
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
@@ -128,10 +129,14 @@ class BrainView(QWidget):
         A click on the cloud hit neuron ``index`` (``-1``: empty space).
     pick_clicked(index, add)
         The same click for picking: ``add`` when Shift was held (add to the pick).
+    camera_moved()
+        The user moved the camera (after a drag or a scroll).
     """
 
     neuron_clicked = Signal(int)
     pick_clicked = Signal(int, bool)
+    #: The user moved the camera (orbit, pan or zoom ended); :meth:`camera_pose` says where.
+    camera_moved = Signal()
 
     def __init__(self, parent: QWidget | None = None, native_window: bool | None = None) -> None:
         super().__init__(parent)
@@ -154,6 +159,11 @@ class BrainView(QWidget):
         self._settle.setSingleShot(True)
         self._settle.setInterval(INTERACTION_SETTLE_MS)
         self._settle.timeout.connect(self._full_detail)
+        # Tell the viewer state where the camera went once a drag or scroll ends.
+        self._camera_settle = QTimer(self)
+        self._camera_settle.setSingleShot(True)
+        self._camera_settle.setInterval(0)
+        self._camera_settle.timeout.connect(self.camera_moved.emit)
         self._resize_watch = _ResizeWatch(self._interacting, self)
         self.installEventFilter(self._resize_watch)
         self.view = self.canvas.central_widget.add_view()
@@ -196,7 +206,7 @@ class BrainView(QWidget):
         self.gain = 1.0
         #: ``activity_sample() -> values``: some of the values to be shown, for the
         #: automatic gain (the display controller sets it); None: a typical activity.
-        self.activity_sample = None
+        self.activity_sample: Callable[[], np.ndarray | None] | None = None
         self.emphasis: np.ndarray | None = None
         self.selected: int | None = None
         self._target: np.ndarray | None = None
@@ -211,7 +221,7 @@ class BrainView(QWidget):
         self.canvas.events.mouse_press.connect(self._on_mouse_press)
         self.canvas.events.mouse_release.connect(self._on_mouse_release)
         self.canvas.events.mouse_move.connect(self._on_mouse_move)
-        self.canvas.events.mouse_wheel.connect(lambda _event: self._interacting())
+        self.canvas.events.mouse_wheel.connect(lambda _event: self._on_wheel())
         self.canvas.events.resize.connect(lambda _event: self._on_canvas_resize())
         self._update_colorbar()
 
@@ -578,6 +588,10 @@ class BrainView(QWidget):
         self.draw_count += 1
         self.draw_times.append(time.perf_counter())
 
+    def _on_wheel(self) -> None:
+        self._interacting()
+        self._camera_settle.start()
+
     def _on_mouse_move(self, event) -> None:
         if event.is_dragging:
             self._interacting()
@@ -600,6 +614,7 @@ class BrainView(QWidget):
         self._press = (float(event.pos[0]), float(event.pos[1])) if event.button == 1 else None
 
     def _on_mouse_release(self, event) -> None:
+        self._camera_settle.start()     # any button's drag may have moved the camera
         if self._press is None or event.button != 1:
             return
         x, y = float(event.pos[0]), float(event.pos[1])
@@ -649,25 +664,26 @@ class BrainView(QWidget):
         """Render the scene on a canvas created at ``width x height`` (RGBA uint8).
 
         The same picture as the view at another resolution: the same style
-        (points scale with the height), colour range, gain and camera. A
-        canvas must be created at the output size: rendering a canvas at
-        another size leaves the scene unscaled in a corner.
+        (points scale with the height), colour range, gain, highlight,
+        selection and camera, drawn by the one offscreen scene builder movies
+        and figures use (:class:`~flyviz.render.offscreen.FrameRenderer`), with
+        the app's own OpenGL.
         """
-        canvas = scene.SceneCanvas(size=(width, height), bgcolor=self.canvas.bgcolor, show=False,
-                                   keys=None)
-        # An OpenGL widget gets its context only once shown; show it off screen.
-        canvas.native.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-        canvas.show()
+        import vispy.app
+
+        from flyviz.render.offscreen import FrameRenderer
+
+        style = dataclasses.replace(self.style, gain=self.gain)
+        renderer = FrameRenderer(self.positions, self.visible, (width, height), style=style,
+                                 value_range=self.value_range, camera=self.camera_pose(),
+                                 overlays=False, emphasis=self.emphasis, selected=self.selected,
+                                 app=vispy.app.use_app())
         try:
-            view = canvas.central_widget.add_view()
-            view.camera = scene.TurntableCamera(fov=self.view.camera.fov, up="+y")
-            self.camera_pose().apply(view.camera)
-            cloud = NeuronCloud(self.positions, self.visible, parent=view.scene)
-            self._style_cloud(cloud, height)
-            if self._shown is not None:
-                cloud.set_activity(self._shown)
-            rgba = np.array(canvas.render(alpha=True), dtype=np.uint8)
-            rgba[..., 3] = 255
-            return rgba
+            shown = self._shown if self._shown is not None else \
+                np.zeros(self.positions.shape[0], np.float32)
+            rgb = renderer.render_state(shown)
         finally:
-            canvas.close()
+            renderer.close()
+        rgba = np.full((rgb.shape[0], rgb.shape[1], 4), 255, dtype=np.uint8)
+        rgba[..., :3] = rgb
+        return rgba

@@ -69,6 +69,10 @@ class BrainTarget(Protocol):
     def update_gain(self) -> None:
         """Set the automatic brightness gain again (the values to be shown changed)."""
 
+    #: ``activity_sample() -> values``: some of the values to be shown, for the automatic
+    #: gain (the display controller sets it).
+    activity_sample: Callable[[], "np.ndarray | None"] | None
+
 
 class DisplayController(QObject):
     """Keeps the brain and the frame views on the session's shown frame.
@@ -104,8 +108,7 @@ class DisplayController(QObject):
         session.recording_replaced.connect(self._on_recording_replaced)
         session.frames_appended.connect(lambda _n: self.mark_dirty())
         session.live_changed.connect(lambda _live: self.mark_dirty())
-        if hasattr(brain, "activity_sample"):
-            brain.activity_sample = self.activity_sample
+        brain.activity_sample = self.activity_sample
         self.timer = QTimer(self)
         self.timer.setInterval(max(1, int(round(1000.0 / hz))))
         self.timer.timeout.connect(self.tick)

@@ -412,8 +412,10 @@ class EngineThread(QObject):
         else:
             self.worker.shutdown()
         self.qthread.quit()
-        ended = self.qthread.wait(timeout_ms)
-        return bool(ended)
+        from flyviz.app.background import wait_qthread
+
+        return wait_qthread(self.qthread, f"the engine thread {self.qthread.objectName()!r}",
+                            timeout_ms / 1000.0)
 
 
 def engine_threads() -> int:

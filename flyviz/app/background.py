@@ -186,11 +186,6 @@ class ModelFileController(QObject):
         """Open ``path`` and check it against ``checkpoint`` (runs off the UI thread)."""
         raise NotImplementedError
 
-    @property
-    def opening(self) -> bool:
-        """True while a file is being opened."""
-        return self._calls.busy(self.PURPOSE)
-
     def open_file(self, path: Any, failed: Callable[[str], None]) -> None:
         """Open ``path`` for the loaded model: :attr:`opened`, or ``failed(message)``."""
         checkpoint = self._checkpoint()

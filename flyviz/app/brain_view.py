@@ -44,7 +44,7 @@ from flyviz.render.camera import DEFAULT_FOV, CameraPose, frame_brain, positions
 from flyviz.render.cloud import NeuronCloud, crowding_gain
 from flyviz.render.colormaps import colorbar_image, is_diverging
 from flyviz.render.picking import pick_neuron
-from flyviz.render.style import (CloudStyle, ColourLayer, ColourScale, activation_layer,
+from flyviz.render.style import (CloudStyle, ColourLayer, activation_layer,
                                  apply_style)
 
 #: A press and release closer than this (pixels) is a click, not a drag.
@@ -214,7 +214,6 @@ class BrainView(QWidget):
         self._dirty = False
         self._press: tuple[float, float] | None = None
         self._last_draw = time.perf_counter()
-        self.draw_count = 0
         self.draw_times: deque[float] = deque(maxlen=240)
         self.canvas.events.draw.connect(self._before_draw, position="first")
         self.canvas.events.draw.connect(self._on_draw)
@@ -247,11 +246,6 @@ class BrainView(QWidget):
         self._style_cloud(self.cloud, self._canvas_height())
         self.set_view(self.view_name)
         self._place_overlays()
-
-    @property
-    def n_neurons(self) -> int:
-        """Neurons of the current brain (0 before one is set)."""
-        return 0 if self._target is None else int(self._target.shape[0])
 
     # ------------------------------------------------------------ activity
     def set_target(self, state: np.ndarray | None) -> None:
@@ -346,16 +340,6 @@ class BrainView(QWidget):
         """The width of the shown colour range."""
         return self.value_range[1] - self.value_range[0]
 
-    def set_style(self, style: CloudStyle) -> None:
-        """Draw as ``style`` says: its layer (as the state's or as an override), size, glow, gain."""
-        self.point_size, self.glow, self.gain_setting = style.point_size, style.glow, style.gain
-        self.canvas.bgcolor = style.background
-        if style.layer.is_state and style.layer.colormap in ("signed", "abs"):
-            self.activation, self.layer_override = style.layer, None
-        else:
-            self.layer_override = style.layer
-        self._layer_changed()
-
     def apply_settings(self, activation: ColourLayer, point_size: float, glow: float) -> None:
         """The display settings at once: the state's layer, point size and glow.
 
@@ -381,19 +365,6 @@ class BrainView(QWidget):
     def set_mode(self, mode: str) -> None:
         """The recorded state's colours: ``"signed"`` (diverging) or ``"abs"`` (|h|, sequential)."""
         self.activation = activation_layer(mode, self.activation.scale)
-        self._layer_changed()
-
-    def set_auto_scale(self, auto: bool, limit: float | None = None) -> None:
-        """Scale the state's colours to each frame (auto) or to a fixed ``limit``."""
-        if auto:
-            scale = ColourScale.auto(self.activation.scale.percentile)
-        elif limit is not None:
-            scale = ColourScale.fixed(limit)
-        elif self.activation.scale.kind != "auto":
-            scale = self.activation.scale
-        else:
-            scale = ColourScale.fixed(max(self.limit, 1e-6))
-        self.activation = dataclasses.replace(self.activation, scale=scale)
         self._layer_changed()
 
     def _layer_changed(self) -> None:
@@ -585,7 +556,6 @@ class BrainView(QWidget):
                 self.advance(dt)
 
     def _on_draw(self, event) -> None:
-        self.draw_count += 1
         self.draw_times.append(time.perf_counter())
 
     def _on_wheel(self) -> None:

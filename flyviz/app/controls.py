@@ -249,7 +249,6 @@ class SettingsPanel(QWidget):
         ``state.display.point_size = 4`` and the spin box follows; a spin box the
         user turns sets the state field (a value the state refuses is put back).
         """
-        self._display, self._run = display, run
         # (widget's value signal, read the widget, write it to the state, show the state)
         self._bindings: dict[str, tuple[Any, Callable[[], None], Callable[[], None]]] = {}
 
@@ -305,11 +304,6 @@ class SettingsPanel(QWidget):
     def states_dtype(self) -> str:
         """How new recordings store their states: ``"float16"`` or ``"float32"``."""
         return str(self.states.currentData())
-
-    @property
-    def colour_mode(self) -> str:
-        """``"signed"`` or ``"abs"``."""
-        return str(self.mode.currentData())
 
     def set_superclasses(self, names: list[str]) -> None:
         """Offer the superclasses present in the model (in the dataset's order)."""

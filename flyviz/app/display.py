@@ -16,8 +16,8 @@ token, and scrubbing a recording is the same code path as watching live. A new
 view (a dock, a comparison) is one :meth:`DisplayController.add_view` call; a
 new colouring of the brain is one :meth:`DisplayController.set_colour_layer`
 (values, colormap, colourbar and scale policy: a
-:class:`~flyviz.render.style.ColourLayer`), or
-:meth:`DisplayController.set_brain_source` for other values in the state's colours.
+:class:`~flyviz.render.style.ColourLayer`; the window hands it the viewer
+state's layer).
 """
 
 from __future__ import annotations
@@ -119,17 +119,6 @@ class DisplayController(QObject):
         """Show every shown frame in ``view`` too (it is refreshed at once)."""
         self.views.append(view)
         self.mark_dirty()
-
-    def set_brain_source(self, source: BrainSource | None) -> None:
-        """Colour the brain by ``source(recording, index)`` in the state's colours.
-
-        ``None``: the recorded state. For values with colours, a colourbar
-        and a scale of their own, use :meth:`set_colour_layer`.
-        """
-        self.layer = None
-        self._brain_source = source or recorded_state
-        self.brain.set_layer(None)
-        self.redraw_brain()
 
     def set_colour_layer(self, layer: ColourLayer | None) -> None:
         """Colour the brain by ``layer``: its values at the shown frame, colormap, colourbar, scale.

@@ -312,11 +312,6 @@ class InterventionsPanel(QWidget):
             del self._items[row]
             self.changed.emit()
 
-    @property
-    def all_interventions(self) -> list[Intervention]:
-        """Every intervention in the list, on or off."""
-        return list(self._items)
-
     def enabled(self) -> list[Intervention]:
         """The interventions switched on, in list order."""
         return [item for row, item in enumerate(self._items)

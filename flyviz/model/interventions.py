@@ -542,10 +542,6 @@ class ResolvedInterventions:
     def __len__(self) -> int:
         return len(self.interventions)
 
-    def active_state_sets(self, position: int) -> list[StateSet]:
-        """The silences and clamps acting after the step at ``position``."""
-        return [op for op in self.post_state if _in_window(op, position)]
-
     def graph_key(self, position: int) -> tuple[int, ...]:
         """Indices into :attr:`graph_edits` of the cuts/scales active at ``position``."""
         return tuple(i for i, op in enumerate(self.graph_edits) if _in_window(op, position))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,13 +56,11 @@ from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
 from flyviz.app.compare_control import CompareController
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.verification import VerificationController
+from flyviz.app.window_features import FeatureWindow
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
 from flyviz.viewer.state import ViewerState
-
-if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.host import WindowHost
 
 __all__ = ["FEATURES", "CONNECTOME_CREDIT", "SHORTCUTS", "MainWindow", "demo_description",
            "install_excepthook"]
@@ -94,7 +91,7 @@ class TimelineFollower:
                                       self.runs.phase_label())
 
 
-class MainWindow(QMainWindow):
+class MainWindow(FeatureWindow):
     """The flyviz desktop app.
 
     Parameters
@@ -247,59 +244,6 @@ class MainWindow(QMainWindow):
             self.actions_registry.menu("View").insertAction(self._dock_menu_end,
                                                             dock.toggleViewAction())
         return dock
-
-    def widget(self) -> QWidget:
-        """The window as a widget (the parent of features' dialogs)."""
-        return self
-
-    def tabify_dock(self, beside: str, dock: QDockWidget, keep_front: bool = True) -> None:
-        """Put ``dock`` in a tab beside the dock ``beside`` (which stays in front if ``keep_front``)."""
-        self.tabifyDockWidget(self.docks[beside], dock)
-        if keep_front:
-            self.docks[beside].raise_()
-
-    def show_dock(self, dock: QDockWidget, height_fraction: float | None = None) -> None:
-        """Show ``dock`` in front, as tall as ``height_fraction`` of the window if given."""
-        dock.show()
-        dock.raise_()
-        if height_fraction is not None:
-            self.resizeDocks([dock], [int(self.height() * height_fraction)],
-                             Qt.Orientation.Vertical)
-
-    def filter_terms(self) -> tuple[str, str]:
-        """The Settings dock's highlight: ``(superclass, cell-type prefix)`` (``""``: none)."""
-        return (str(self.controls.superclass.currentData() or ""),
-                self.controls.cell_type.text().strip())
-
-    def register_feature(self, name: str, install: Callable[[WindowHost], Any]) -> Any:
-        """Install a feature: ``install(host)`` with this window as its
-        :class:`~flyviz.app.host.WindowHost`; it is then ``window.features[name]``."""
-        if name in self.features:
-            raise ValueError(f"a feature named {name!r} is installed already")
-        feature = install(self)
-        self.features[name] = feature
-        return feature
-
-    def _wire_features(self) -> None:
-        # Lesion maps compare "with untouched" through the Interventions dock when there is one.
-        lesions, interventions = self.features.get("lesions"), self.features.get("interventions")
-        if lesions is not None and interventions is not None:
-            lesions.compare = interventions.compare_with
-
-    @property
-    def atlas(self) -> Any:
-        """The atlas feature (:class:`~flyviz.app.atlas_panel.AtlasFeature`)."""
-        return self.features["atlas"]
-
-    @property
-    def lesions(self) -> Any:
-        """The lesion-map feature (:class:`~flyviz.app.lesion_panel.LesionFeature`)."""
-        return self.features["lesions"]
-
-    @property
-    def interventions(self) -> Any:
-        """The interventions feature (:class:`~flyviz.app.interventions_dock.InterventionsFeature`)."""
-        return self.features["interventions"]
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
@@ -743,3 +687,11 @@ class MainWindow(QMainWindow):
             self.settings.sync()
         self.shutdown()
         super().closeEvent(event)
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.app.host import WindowHost
+
+    def _a_main_window_is_a_host(window: MainWindow) -> WindowHost:
+        """mypy checks here that the window has every member the feature protocol names."""
+        return window

@@ -107,3 +107,22 @@ def test_a_feature_is_one_registration_against_the_host(window):
     with pytest.raises(ValueError, match="already"):
         win.register_feature("toy", Feature)
     assert set(win.features) >= {"atlas", "lesions", "interventions", "toy"}
+
+
+def test_interventions_comparison_and_picks_set_on_the_state_show_in_the_dock(window):
+    from flyviz.model.interventions import Silence
+
+    win = window
+    panel = win.interventions.panel
+    superclass = win.controls.superclass.itemData(1)
+    win.state.interventions = [Silence(f"superclass:{superclass}")]
+    assert panel.enabled() == [Silence(f"superclass:{superclass}")]
+    assert win.runs.interventions is not None and len(win.runs.interventions.post_state) == 1
+    win.state.set_comparing(True, "free")
+    assert panel.compare_box.isChecked() and panel.mode.currentData() == "free"
+    assert (win.runs.comparing, win.runs.mode) == (True, "free")
+    win.state.picked = [3, 4]
+    assert panel.pick_button.text() == "Pick (2)"
+    # And the other way: the dock's list writes the state.
+    panel.clear()
+    assert win.state.interventions == ()

@@ -381,6 +381,12 @@ class InterventionsFeature(QObject):
         registry.add("compare", "&Compare with untouched", lambda: self.compare_with(None),
                      "Ctrl+Shift+C", "Run the prompt intervened and untouched side by side")
         registry.menu("Run").addAction(registry["compare"])
+        # The state's interventions, comparison and picks show here when set elsewhere.
+        self._syncing = False
+        state = host.state
+        state.events.interventions.connect(self._on_state_interventions)
+        state.events.comparing.connect(self._on_state_comparing)
+        state.events.picked.connect(self._on_state_picked)
 
     # ------------------------------------------------------------ public
     def compare_with(self, interventions: Any = None, mode: str | None = None,
@@ -410,7 +416,8 @@ class InterventionsFeature(QObject):
         except FlyvizError as exc:
             host.show_message(str(exc), error=True)
             return False
-        host.state.interventions = self.panel.enabled()
+        if not self._syncing:
+            host.state.interventions = self.panel.enabled()
         host.runs.set_interventions(resolved)
         self.marks.set_intervened(touched_neurons(resolved))
         self._on_compare_settings()
@@ -455,6 +462,26 @@ class InterventionsFeature(QObject):
         comparing, mode = self.panel.compare_box.isChecked(), self.panel.mode.currentData()
         self.host.runs.set_comparing(comparing, mode)
         self.host.state.set_comparing(comparing, mode)
+
+    def _on_state_interventions(self, items: tuple[Intervention, ...]) -> None:
+        if self._syncing or tuple(self.panel.enabled()) == tuple(items):
+            return
+        self._syncing = True
+        try:
+            self.panel.set_interventions(list(items))
+        finally:
+            self._syncing = False
+        self.apply()
+
+    def _on_state_comparing(self, comparing: bool, mode: str) -> None:
+        panel = self.panel
+        if panel.mode.currentData() != mode:
+            panel.mode.setCurrentIndex(max(0, panel.mode.findData(mode)))
+        panel.compare_box.setChecked(comparing)
+
+    def _on_state_picked(self, neurons: np.ndarray) -> None:
+        if not np.array_equal(self.pick.neurons, neurons):
+            self.pick.set(neurons)
 
     def _on_model(self, _name: str = "") -> None:
         self.panel.set_checkpoint(self.host.checkpoint)

@@ -169,7 +169,7 @@ def test_search_and_filter_share_the_highlight(window, qtbot, app_checkpoint, ap
     win = window
     _open(win, qtbot, app_atlas)
     superclass = app_checkpoint.anatomy.superclass[0]
-    win.controls.superclass.setCurrentIndex(win.controls.superclass.findData(superclass))
+    win.state.set_filter(superclass)
     by_class = win.brain.emphasis.copy()
     assert by_class[0]
     found = win.atlas.find("dog")

@@ -30,7 +30,7 @@ def test_silencing_a_superclass_from_the_dock_changes_the_run(window, qtbot, app
 
     # The superclass highlight fills the query; the count is live; Add puts it in the list.
     superclass = win.controls.superclass.itemData(1)
-    win.controls.superclass.setCurrentIndex(1)
+    win.state.set_filter(superclass)
     panel.highlight_button.click()
     assert panel.query.text() == f"superclass:{superclass}"
     expected = neuron_index(app_checkpoint).select(f"superclass:{superclass}")

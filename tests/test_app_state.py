@@ -47,6 +47,25 @@ def test_a_user_turning_a_widget_writes_the_state(window):
     assert win.brain.auto is False and win.brain.value_range == pytest.approx((-0.4, 0.4))
     win.toggle_colour_mode()                       # the M key
     assert d.mode == "abs" and win.controls.mode.currentData() == "abs"
+    superclass = win.controls.superclass.itemData(1)
+    win.controls.superclass.setCurrentIndex(1)     # the highlight filter, too
+    assert win.state.filter_superclass == superclass and win.brain.emphasis is not None
+    win.controls.cell_type.setText("no-such-type")
+    assert win.state.filter_cell_type == "no-such-type"
+
+
+def test_the_highlight_filter_set_on_the_state_shows_in_the_dock_and_lights_its_neurons(window):
+    win = window
+    superclass = win.controls.superclass.itemData(2)
+    win.state.set_filter(superclass)
+    assert win.controls.superclass.currentData() == superclass
+    members = np.asarray(win.anatomy.superclass) == superclass
+    np.testing.assert_array_equal(win.brain.emphasis, members)
+    assert "match" in win.controls.filter_note.text()
+    with pytest.raises(ViewerError, match="unknown superclass 'dragons'"):
+        win.state.set_filter("dragons")
+    win.state.set_filter("")
+    assert win.brain.emphasis is None and win.controls.superclass.currentIndex() == 0
 
 
 def test_token_selection_view_and_camera_follow_the_state(window, qtbot, app_checkpoint):

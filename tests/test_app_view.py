@@ -157,7 +157,7 @@ def test_superclass_filter_dims_the_other_neurons(window, qtbot, app_checkpoint)
     win.session.replace(rec)
     qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
     before = _brightness(win.brain.render_image())
-    win.controls.superclass.setCurrentIndex(win.controls.superclass.findData(target))
+    win.state.set_filter(target)
     assert win.brain.emphasis is not None                      # applied at once
     after = _brightness(win.brain.render_image())
     assert _disc_max(after, xy[inside]) >= 0.9 * _disc_max(before, xy[inside])

@@ -240,3 +240,22 @@ def test_a_snapshot_is_frozen_while_the_recording_grows(state):
 
     with pytest.raises(RecordingError, match="frozen snapshot"):
         frozen.append(_frame(3, np.zeros(N, np.float32)))
+
+
+def test_the_highlight_filter_is_checked_against_the_models_superclasses():
+    from flyviz.model.checkpoint import Anatomy
+
+    anatomy = ball_layout(N)
+    anatomy = Anatomy(positions=anatomy.positions, valid=anatomy.valid, kind=anatomy.kind,
+                      superclass=["optic"] * 25 + ["central"] * 25)
+    state = ViewerState()
+    state.set_model(None, anatomy=anatomy)
+    seen = _record(state.events.filter)
+    state.set_filter("optic", " T4 ")
+    assert (state.filter_superclass, state.filter_cell_type) == ("optic", "T4")
+    assert seen == [("optic", "T4")]
+    with pytest.raises(ViewerError, match="unknown superclass 'dragons'; this model's are "
+                                          "central, optic"):
+        state.set_filter("dragons")
+    state.set_filter(cell_type="")
+    assert (state.filter_superclass, state.filter_cell_type) == ("optic", "")

@@ -305,6 +305,19 @@ class SettingsPanel(QWidget):
         """How new recordings store their states: ``"float16"`` or ``"float32"``."""
         return str(self.states.currentData())
 
+    def show_filter(self, superclass: str, cell_type: str) -> None:
+        """Show the state's highlight filter (without announcing it as the user's change)."""
+        for widget in (self.superclass, self.cell_type):
+            widget.blockSignals(True)
+        try:
+            if self.superclass.currentData() != superclass:
+                self.superclass.setCurrentIndex(max(0, self.superclass.findData(superclass)))
+            if self.cell_type.text().strip() != cell_type:
+                self.cell_type.setText(cell_type)
+        finally:
+            for widget in (self.superclass, self.cell_type):
+                widget.blockSignals(False)
+
     def set_superclasses(self, names: list[str]) -> None:
         """Offer the superclasses present in the model (in the dataset's order)."""
         self.superclass.blockSignals(True)

@@ -90,9 +90,6 @@ class WindowHost(Protocol):
     def show_dock(self, dock: "QDockWidget", height_fraction: float | None = None) -> None:
         """Show ``dock`` in front (as tall as ``height_fraction`` of the window if given)."""
 
-    def filter_terms(self) -> tuple[str, str]:
-        """The Settings dock's highlight: ``(superclass, cell-type prefix)``."""
-
     def show_message(self, message: str, error: bool = False, dialog: bool = False) -> None:
         """Tell the user something (status bar; a dialog for errors if asked)."""
 

@@ -426,7 +426,8 @@ class InterventionsFeature(QObject):
     def fill_from_highlight(self) -> None:
         """Fill the query from the Settings dock's superclass / cell-type highlight."""
         terms = []
-        superclass, cell_type = self.host.filter_terms()
+        state = self.host.state
+        superclass, cell_type = state.filter_superclass, state.filter_cell_type
         if superclass:
             terms.append(f"superclass:{quoted(superclass)}")
         if cell_type:

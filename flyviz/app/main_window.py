@@ -313,7 +313,7 @@ class MainWindow(FeatureWindow):
         self.trace_panel.token_clicked.connect(self.show_token)
         self.brain.neuron_clicked.connect(lambda i: self.select_neuron(None if i < 0 else i))
         self.inspector.neuron_requested.connect(self.select_neuron)
-        self.controls.filter_changed.connect(self._apply_filter)
+        self.controls.filter_changed.connect(self._filter_from_dock)
         state = self.state
         state.run.events.speed_cap.connect(runs.set_speed_cap)
         state.display.events.connect(lambda *_: self._apply_display_settings())
@@ -321,6 +321,7 @@ class MainWindow(FeatureWindow):
         state.events.selected.connect(self._on_selected)
         state.events.view.connect(self.brain.set_view)
         state.events.camera.connect(self._on_camera)
+        state.events.filter.connect(self._apply_filter)
         self.brain.camera_moved.connect(self._camera_from_view)
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.spec_entered.connect(self._load_entered_spec)
@@ -604,12 +605,20 @@ class MainWindow(FeatureWindow):
             self.docks["inspector"].raise_()
             self.statusBar().showMessage(f"neuron #{index} selected", 5000)
 
-    def _apply_filter(self) -> None:
+    def _filter_from_dock(self) -> None:
+        try:
+            self.state.set_filter(str(self.controls.superclass.currentData() or ""),
+                                  self.controls.cell_type.text())
+        except FlyvizError as exc:
+            self.show_message(str(exc), error=True)
+
+    def _apply_filter(self, superclass: str = "", cell_type: str = "") -> None:
+        """Show the state's filter in the Settings dock and light its neurons."""
+        self.controls.show_filter(superclass, cell_type)
         anat = self.anatomy
         if anat is None:
             return
-        superclass = str(self.controls.superclass.currentData() or "")
-        cell_type = self.controls.cell_type.text().strip().lower()
+        cell_type = cell_type.lower()
         mask = None
         if superclass and anat.superclass is not None:
             mask = np.fromiter((s == superclass for s in anat.superclass), bool, len(anat.superclass))

@@ -2,8 +2,7 @@
 
 :class:`FeatureWindow` is the part of :class:`~flyviz.app.main_window.MainWindow`
 that :class:`~flyviz.app.host.WindowHost` promises features beyond the shared
-objects: putting docks beside others, showing one, the Settings dock's
-highlight terms, and installing features (:meth:`FeatureWindow.register_feature`)
+objects: putting docks beside others, showing one, and installing features (:meth:`FeatureWindow.register_feature`)
 and wiring them to each other (:meth:`FeatureWindow._wire_features`).
 """
 
@@ -17,7 +16,6 @@ from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.atlas_panel import AtlasFeature
-    from flyviz.app.controls import SettingsPanel
     from flyviz.app.host import WindowHost
     from flyviz.app.interventions_dock import InterventionsFeature
     from flyviz.app.lesion_panel import LesionFeature
@@ -32,8 +30,6 @@ class FeatureWindow(QMainWindow):
     docks: dict[str, QDockWidget]
     #: The installed features by name.
     features: dict[str, Any]
-    #: The Settings dock (its highlight filter).
-    controls: "SettingsPanel"
 
     def widget(self) -> QWidget:
         """The window as a widget (the parent of features' dialogs)."""
@@ -52,11 +48,6 @@ class FeatureWindow(QMainWindow):
         if height_fraction is not None:
             self.resizeDocks([dock], [int(self.height() * height_fraction)],
                              Qt.Orientation.Vertical)
-
-    def filter_terms(self) -> tuple[str, str]:
-        """The Settings dock's highlight: ``(superclass, cell-type prefix)`` (``""``: none)."""
-        return (str(self.controls.superclass.currentData() or ""),
-                self.controls.cell_type.text().strip())
 
     def register_feature(self, name: str, install: Callable[[WindowHost], Any]) -> Any:
         """Install a feature: ``install(host)`` with this window as its

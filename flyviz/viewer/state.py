@@ -22,8 +22,8 @@ The state holds
   :class:`~flyviz.render.style.ColourLayer` drawn, :meth:`~ViewerState.value_range`
   its range at the shown token;
 * the display, run and mesh settings (:mod:`flyviz.viewer.settings`);
-* the highlight (named emphasis masks, :class:`~flyviz.viewer.highlight.Highlights`),
-  the selected neuron and the picked neurons;
+* the highlight (named emphasis masks, :class:`~flyviz.viewer.highlight.Highlights`,
+  and the superclass / cell-type filter), the selected neuron and the picked neurons;
 * the camera: a view preset and, once the user moved it, a
   :class:`~flyviz.render.camera.CameraPose`;
 * the interventions of the next run and whether runs compare with the untouched model.
@@ -99,6 +99,8 @@ class ViewerEvents(SignalGroup):
     selected = Signal(object)
     #: The picked neurons (sorted indices).
     picked = Signal(object)
+    #: The superclass / cell-type highlight filter: ``(superclass, cell-type prefix)``.
+    filter = Signal(str, str)
     #: The camera preset the view was framed with.
     view = Signal(str)
     #: The camera pose (``None``: the preset's framing).
@@ -146,6 +148,7 @@ class ViewerState:
         self.highlights = Highlights(self.events.highlight.emit, lambda: self._neurons)
         self._selected: int | None = None
         self._picked = np.zeros(0, np.int64)
+        self._filter = ("", "")
         self._view = "front"
         self._camera: CameraPose | None = None
         self._interventions: tuple[Any, ...] = ()
@@ -189,6 +192,7 @@ class ViewerState:
         self._neurons = count
         self._selected = None
         self._picked = np.zeros(0, np.int64)
+        self._filter = ("", "")
         self._camera = None
         self.highlights.clear()
         self._recording = Recording(max(1, count))
@@ -199,6 +203,7 @@ class ViewerState:
         self.events.index.emit(-1)
         self.events.selected.emit(None)
         self.events.picked.emit(self._picked)
+        self.events.filter.emit("", "")
 
     # ------------------------------------------------------------ recording and token
     @property
@@ -402,6 +407,31 @@ class ViewerState:
         if not np.array_equal(picks, self._picked):
             self._picked = picks
             self.events.picked.emit(picks.copy())
+
+    @property
+    def filter_superclass(self) -> str:
+        """The superclass the highlight filter keeps lit (``""``: any)."""
+        return self._filter[0]
+
+    @property
+    def filter_cell_type(self) -> str:
+        """The cell-type prefix the highlight filter keeps lit (``""``: any)."""
+        return self._filter[1]
+
+    def set_filter(self, superclass: str | None = None, cell_type: str | None = None) -> None:
+        """Light the neurons of ``superclass`` whose cell type starts with ``cell_type``
+        (``None``: leave that part as it is; ``""``: any). The window turns the filter
+        into the highlight source ``"filter"``."""
+        sc = self._filter[0] if superclass is None else str(superclass)
+        ct = self._filter[1] if cell_type is None else str(cell_type).strip()
+        known = None if self.anatomy is None or self.anatomy.superclass is None \
+            else set(self.anatomy.superclass)
+        if sc and known is not None and sc not in known:
+            raise ViewerError(f"unknown superclass {sc!r}; this model's are "
+                              f"{', '.join(sorted(known)) or 'none'}")
+        if (sc, ct) != self._filter:
+            self._filter = (sc, ct)
+            self.events.filter.emit(sc, ct)
 
     @property
     def highlight(self) -> np.ndarray | None:

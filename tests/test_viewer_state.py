@@ -259,3 +259,17 @@ def test_the_highlight_filter_is_checked_against_the_models_superclasses():
         state.set_filter("dragons")
     state.set_filter(cell_type="")
     assert (state.filter_superclass, state.filter_cell_type) == ("optic", "")
+
+
+def test_the_filter_mask_lights_the_superclass_and_the_cell_type_prefix():
+    from flyviz.model.checkpoint import Anatomy
+    from flyviz.viewer.highlight import filter_mask
+
+    base = ball_layout(4)
+    anatomy = Anatomy(positions=base.positions, valid=base.valid, kind=base.kind,
+                      superclass=["optic", "optic", "central", "optic"],
+                      cell_type=["T4a", "Mi1", "T4b", "T5"])
+    assert filter_mask(anatomy) is None
+    assert filter_mask(anatomy, "optic").tolist() == [True, True, False, True]
+    assert filter_mask(anatomy, "", " t4").tolist() == [True, False, True, False]
+    assert filter_mask(anatomy, "optic", "T4").tolist() == [True, False, False, False]

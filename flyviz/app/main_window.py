@@ -60,6 +60,7 @@ from flyviz.app.window_features import FeatureWindow
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
+from flyviz.viewer.highlight import filter_mask
 from flyviz.viewer.state import ViewerState
 
 __all__ = ["FEATURES", "CONNECTOME_CREDIT", "SHORTCUTS", "MainWindow", "demo_description",
@@ -618,14 +619,7 @@ class MainWindow(FeatureWindow):
         anat = self.anatomy
         if anat is None:
             return
-        cell_type = cell_type.lower()
-        mask = None
-        if superclass and anat.superclass is not None:
-            mask = np.fromiter((s == superclass for s in anat.superclass), bool, len(anat.superclass))
-        if cell_type and anat.cell_type is not None:
-            types = np.fromiter((str(t).lower().startswith(cell_type) for t in anat.cell_type), bool,
-                                len(anat.cell_type))
-            mask = types if mask is None else mask & types
+        mask = filter_mask(anat, superclass, cell_type)
         self.highlights.set("filter", mask)
         if mask is None:
             self.controls.filter_note.setText("")

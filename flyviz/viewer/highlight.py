@@ -13,8 +13,24 @@ no Qt here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
+
+def filter_mask(anatomy: Any, superclass: str = "", cell_type: str = "") -> np.ndarray | None:
+    """The neurons of ``superclass`` whose cell type starts with ``cell_type`` (either ``""``:
+    any), as a mask over ``anatomy``'s neurons; ``None`` when neither narrows anything."""
+    cell_type = cell_type.strip().lower()
+    mask = None
+    if superclass and anatomy.superclass is not None:
+        mask = np.fromiter((s == superclass for s in anatomy.superclass), bool,
+                           len(anatomy.superclass))
+    if cell_type and anatomy.cell_type is not None:
+        types = np.fromiter((str(t).lower().startswith(cell_type) for t in anatomy.cell_type),
+                            bool, len(anatomy.cell_type))
+        mask = types if mask is None else mask & types
+    return mask
 
 
 class Highlights:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.explain import Attribution
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
+    from flyviz.viewer.state import ViewerState
 
 __all__ = ["compare", "export_movie", "load", "run", "trace"]
 
@@ -263,7 +264,7 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
             runner.close()
 
 
-def export_movie(recording: "Recording | str | Path", path: str | Path, *,
+def export_movie(recording: "Recording | ViewerState | str | Path", path: str | Path, *,
                  model: "Model | None" = None,
                  progress: Callable[[int, int], None] | None = None,
                  gl: str | None = None, **options: Any) -> Path:
@@ -274,7 +275,11 @@ def export_movie(recording: "Recording | str | Path", path: str | Path, *,
     Parameters
     ----------
     recording
-        A :class:`~flyviz.record.recording.Recording`, or the path of a saved one.
+        A :class:`~flyviz.record.recording.Recording`, or the path of a saved
+        one, or a :class:`~flyviz.viewer.state.ViewerState`: then the movie
+        shows what the state shows (its model, recording, colours, display
+        settings and camera; ``model`` is not given, and ``mode``, ``scale``,
+        ``point_size`` and ``glow`` are the state's).
     path
         ``run.mp4`` (H.264), ``run.webm`` (VP9), ``run.gif``, or a name
         without an extension for a folder of PNG frames.
@@ -331,6 +336,18 @@ def export_movie(recording: "Recording | str | Path", path: str | Path, *,
     from flyviz.render.gl_backend import requested_backend
 
     requested_backend(gl)  # and so does an unknown OpenGL
+    if not isinstance(recording, (Recording, str, Path)):
+        from flyviz.viewer.state import ViewerState
+
+        if isinstance(recording, ViewerState):
+            if model is not None:
+                raise InputError("export_movie of a viewer state takes its model from the state "
+                                 "(state.set_model); leave model= out")
+            from flyviz.export import export_state
+
+            if "view" not in options:
+                export_options = dataclasses.replace(export_options, view=recording.view)
+            return export_state(recording, path, export_options, progress=progress, gl=gl)
     if not isinstance(recording, Recording):
         recording = Recording.load(recording)
     if model is not None:

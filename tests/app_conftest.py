@@ -112,10 +112,10 @@ def screen_positions(win) -> np.ndarray:
 
 def fixed_display(win) -> None:
     """Colours on a fixed scale of 1 (|h|), no easing: what is drawn is the frame's state."""
-    win.controls.smoothing.setValue(0)
-    win.controls.auto_scale.setChecked(False)
-    win.controls.fixed_limit.setValue(1.0)
-    win.controls.mode.setCurrentIndex(win.controls.mode.findData("abs"))
+    win.state.display.smoothing_s = 0.0
+    win.state.display.auto_scale = False
+    win.state.display.limit = 1.0
+    win.state.display.mode = "abs"
 
 
 def isolated_neurons(win, candidates: np.ndarray, count: int, min_gap: float = 14.0) -> list[int]:

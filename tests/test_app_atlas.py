@@ -169,7 +169,7 @@ def test_search_and_filter_share_the_highlight(window, qtbot, app_checkpoint, ap
     win = window
     _open(win, qtbot, app_atlas)
     superclass = app_checkpoint.anatomy.superclass[0]
-    win.controls.superclass.setCurrentIndex(win.controls.superclass.findData(superclass))
+    win.state.set_filter(superclass)
     by_class = win.brain.emphasis.copy()
     assert by_class[0]
     found = win.atlas.find("dog")
@@ -252,7 +252,7 @@ def test_gui_refuses_a_missing_or_damaged_atlas_before_the_window(capsys, tmp_pa
 
 
 def test_highlights_show_the_newest_mask_and_drop_stale_ones():
-    from flyviz.app.highlight import Highlights
+    from flyviz.viewer.highlight import Highlights
 
     shown = []
     size = [5]

@@ -123,14 +123,14 @@ def test_a_stalled_ui_does_not_grow_the_workers_queue(runs, qtbot):
 
 def test_the_timeline_says_how_the_run_ended(window, qtbot):
     win = window
-    win.controls.max_new_tokens.setValue(5)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 5
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=10_000):
         win.run_prompt("Tom")
     n = len(win.session)
     qtbot.waitUntil(lambda: win.timeline.counter.text() == f"token {n} / {n} · done", timeout=3000)
-    win.controls.speed_cap.setValue(30)
-    win.controls.max_new_tokens.setValue(5000)
+    win.state.run.speed_cap = 30
+    win.state.run.max_new_tokens = 5000
     win.run_prompt("Once upon a time")
     qtbot.waitUntil(lambda: "generating" in win.timeline.counter.text(), timeout=5000)
     with qtbot.waitSignal(win.run_ended, timeout=3000):

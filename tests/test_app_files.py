@@ -27,8 +27,8 @@ def _close_boxes() -> None:
 
 def test_save_then_open_round_trips_a_recording(window, qtbot, tmp_path):
     win = window
-    win.controls.max_new_tokens.setValue(6)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 6
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=10_000):
         win.run_prompt("Tom and his dog")
     rec = win.session.recording
@@ -84,11 +84,14 @@ def test_a_recording_of_another_model_is_refused_with_a_dialog(window, qtbot, tm
 
 def test_layout_and_settings_persist_between_runs(qtbot, app_checkpoint, tmp_path):
     win = make_window(qtbot, app_checkpoint, tmp_path, "persist.ini")
-    win.controls.temperature.setValue(1.25)
-    win.controls.max_new_tokens.setValue(33)
+    win.state.run.temperature = 1.25
+    win.state.run.max_new_tokens = 33
     win.docks["raster"].hide()
     win.close()
     again = make_window(qtbot, app_checkpoint, tmp_path, "persist.ini")
+    assert again.state.run.temperature == pytest.approx(1.25)
+    assert again.state.run.max_new_tokens == 33
+    # The Settings dock shows the restored state.
     assert again.controls.temperature.value() == pytest.approx(1.25)
     assert again.controls.max_new_tokens.value() == 33
     assert not again.docks["raster"].isVisible()
@@ -111,7 +114,7 @@ def test_unexpected_exceptions_show_a_dialog_and_the_app_survives(window, qtbot)
         box.close()
     finally:
         sys.excepthook = previous
-    win.controls.max_new_tokens.setValue(2)
+    win.state.run.max_new_tokens = 2
     with qtbot.waitSignal(win.run_ended, timeout=10_000):
         win.run_prompt("Tom")
 
@@ -160,8 +163,8 @@ def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtb
     import importlib.util
 
     win = window
-    win.controls.max_new_tokens.setValue(3)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 3
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=10_000):
         win.run_prompt("Tom")
     target = tmp_path / "chosen"
@@ -179,9 +182,15 @@ def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtb
                         lambda parent, rec, anatomy, name, **kw: calls.append(
                             (parent, rec, anatomy, name, kw)))
     win.actions_by_name["export_movie"].trigger()
-    # The form starts from the window's display settings and camera.
-    assert calls == [(win, win.session.recording, win.anatomy, win.model_name,
-                      {"style": win.brain.style, "camera": win.brain.camera_pose()})]
+    # The form starts from the window's viewer state: its style and camera, on a frozen
+    # snapshot of the recording (frames still arriving do not reach the export thread).
+    ((parent, rec, anatomy, name, kw),) = calls
+    assert (parent, anatomy, name) == (win, win.anatomy, win.model_name)
+    assert rec is not win.session.recording and len(rec) == len(win.session.recording)
+    np.testing.assert_array_equal(rec.states(), win.session.recording.states())
+    assert kw["style"] == win.state.style() and kw["style"].layer == win.brain.style.layer
+    assert kw["style"].point_size == win.brain.style.point_size
+    assert kw["camera"] == win.brain.camera_pose() == win.state.camera
 
 
 def test_a_new_dock_and_action_take_a_few_lines_and_appear_in_the_menus(window, qtbot):

@@ -13,9 +13,9 @@ pytestmark = pytest.mark.gui
 
 
 def _run(win, qtbot, prompt: str = "Tom and his dog", tokens: int = 10):
-    win.controls.temperature.setValue(0.0)
-    win.controls.max_new_tokens.setValue(tokens)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = tokens
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=20_000) as ended:
         assert win.run_prompt(prompt)
     assert ended.args[0] == "done"
@@ -30,7 +30,7 @@ def test_silencing_a_superclass_from_the_dock_changes_the_run(window, qtbot, app
 
     # The superclass highlight fills the query; the count is live; Add puts it in the list.
     superclass = win.controls.superclass.itemData(1)
-    win.controls.superclass.setCurrentIndex(1)
+    win.state.set_filter(superclass)
     panel.highlight_button.click()
     assert panel.query.text() == f"superclass:{superclass}"
     expected = neuron_index(app_checkpoint).select(f"superclass:{superclass}")
@@ -64,9 +64,9 @@ def test_a_bad_query_is_one_line_under_the_field(window, qtbot):
 def test_compare_with_untouched_runs_both_and_shows_delta(window, qtbot, app_checkpoint, tmp_path):
     win = window
     superclass = win.controls.superclass.itemData(1)
-    win.controls.temperature.setValue(0.0)
-    win.controls.max_new_tokens.setValue(10)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = 10
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=20_000) as ended:
         ok = win.interventions.compare_with([Silence(f"superclass:{superclass}")],
                                             prompt="Tom and his dog")
@@ -125,8 +125,8 @@ def test_in_delta_mode_only_the_changed_neurons_are_lit(window, qtbot, app_check
     from flyviz.render.picking import project_points
 
     win = window
-    win.controls.smoothing.setValue(0)
-    win.controls.point_size.setValue(4.0)
+    win.state.display.smoothing_s = 0.0
+    win.state.display.point_size = 4.0
     ratio = win.brain.canvas.native.devicePixelRatioF()
     xy, _, _ = project_points(win.brain.positions, win.brain.canvas_transform())
     a, b, quiet = lit_neurons_far_apart(xy, win.brain.visible, 3, min_gap=14.0,
@@ -194,9 +194,9 @@ def test_a_saved_comparison_reopens_with_its_interventions(window, qtbot, app_ch
                                                            tmp_path):
     win = window
     superclass = win.controls.superclass.itemData(1)
-    win.controls.temperature.setValue(0.0)
-    win.controls.max_new_tokens.setValue(6)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = 6
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=20_000):
         assert win.interventions.compare_with([Silence(f"superclass:{superclass}")],
                                               mode="free", prompt="Tom and his dog")
@@ -309,9 +309,9 @@ def test_pause_step_and_stop_work_in_a_comparison_and_a_plain_run_follows(window
 
     win = window
     superclass = win.controls.superclass.itemData(1)
-    win.controls.temperature.setValue(0.0)
-    win.controls.max_new_tokens.setValue(200)
-    win.controls.speed_cap.setValue(20)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = 200
+    win.state.run.speed_cap = 20
     assert win.interventions.compare_with([Silence(f"superclass:{superclass}")],
                                           prompt="Tom and his dog")
     qtbot.waitUntil(lambda: len(win.session) >= 5 and win.worker_state == RUNNING, timeout=5000)
@@ -328,8 +328,8 @@ def test_pause_step_and_stop_work_in_a_comparison_and_a_plain_run_follows(window
 
     # Comparing switched off: a plain run with the interventions, the state's colours.
     win.interventions.panel.compare_box.setChecked(False)
-    win.controls.max_new_tokens.setValue(4)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 4
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=10_000) as ended:
         assert win.run_prompt("Tom")
     assert ended.args[0] == "done"

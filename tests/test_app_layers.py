@@ -26,10 +26,10 @@ def _at(img: np.ndarray, xy, radius: int = 4) -> np.ndarray:
 
 
 def _setup(win, count: int):
-    win.controls.smoothing.setValue(0)
-    win.controls.auto_scale.setChecked(False)
-    win.controls.fixed_limit.setValue(1.0)
-    win.controls.point_size.setValue(4.0)
+    win.state.display.smoothing_s = 0.0
+    win.state.display.auto_scale = False
+    win.state.display.limit = 1.0
+    win.state.display.point_size = 4.0
     ratio = win.brain.canvas.native.devicePixelRatioF()
     xy, _, _ = project_points(win.brain.positions, win.brain.canvas_transform())
     neurons = lit_neurons_far_apart(xy, win.brain.visible, count, min_gap=14.0,

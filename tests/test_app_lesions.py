@@ -37,8 +37,8 @@ def lesion_map(app_checkpoint, tmp_path_factory):  # noqa: F811
 
 def _plain_display(win) -> None:
     """No easing, a fixed gain of 1: a neuron's disc centre is exactly its colour."""
-    win.controls.smoothing.setValue(0)
-    win.controls.point_size.setValue(4.0)
+    win.state.display.smoothing_s = 0.0
+    win.state.display.point_size = 4.0
     win.brain.set_gain(1.0)
 
 
@@ -171,9 +171,9 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
     for neuron in dark:
         assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])
 
-    # Compare with untouched, in a window without the Interventions dock (the lesion panel
-    # works on its own): the next run has the group silenced.
-    win.interventions, dock = None, win.interventions
+    # Compare with untouched, with no comparison wired in (a window without the Interventions
+    # dock: the lesion panel works on its own): the next run has the group silenced.
+    win.lesions.compare, wired = None, win.lesions.compare
     requests = []
     win.lesions.compare_requested.connect(lambda ivs, text: requests.append((ivs, text)))
     assert panel.compare_button.isEnabled()
@@ -196,7 +196,7 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
     qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=20_000)
     states = np.stack([win.session.recording.state(i) for i in range(len(win.session.recording))])
     assert np.any(states[:, members] != 0)
-    win.interventions = dock
+    win.lesions.compare = wired
 
 
 def test_a_lesion_map_of_another_model_is_refused_in_one_line(qtbot, tmp_path, lesion_map):
@@ -315,8 +315,9 @@ def test_another_model_closes_the_map_and_its_colours(window, qtbot, lesion_map,
 
 def test_compare_goes_to_the_interventions_dock_when_the_window_has_one(
         window, qtbot, app_checkpoint, lesion_map):
-    """With a comparison feature on the window (``window.interventions.compare_with``), the
-    group's lesion goes there and nothing is left over for the next plain run."""
+    """With a comparison wired in (the window wires the Interventions dock's
+    ``compare_with`` into ``lesions.compare``), the group's lesion goes there and nothing is
+    left over for the next plain run."""
     win = window
     lesions = _open_lesions(win, qtbot, lesion_map)
     asked = []
@@ -326,7 +327,7 @@ def test_compare_goes_to_the_interventions_dock_when_the_window_has_one(
             asked.append(interventions)
             return True
 
-    win.interventions = Interventions()
+    win.lesions.compare = Interventions().compare_with
     group = lesions.rows[0]
     assert win.lesions.select_group(group.group)
     win.lesions.panel.compare_button.click()
@@ -345,9 +346,9 @@ def test_compare_from_the_lesion_table_runs_the_interventions_docks_comparison(
 
     win = window
     lesions = _open_lesions(win, qtbot, lesion_map)
-    win.controls.temperature.setValue(0.0)
-    win.controls.max_new_tokens.setValue(6)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = 6
+    win.state.run.speed_cap = 0
     win.prompt_bar.set_text("Tom and his dog")
     group = max(lesions.rows, key=lambda row: row.neurons)
     assert win.lesions.select_group(group.group)

@@ -109,11 +109,11 @@ def test_a_movie_frame_agrees_with_the_brain_view(window, qtbot, tmp_path, app_c
     win = window
     n = app_checkpoint.config.neurons
     recording = _recording(n)
-    win.controls.smoothing.setValue(0)
-    win.controls.auto_scale.setChecked(False)
-    win.controls.fixed_limit.setValue(1.0)
-    win.controls.point_size.setValue(5.0)
-    win.brain.set_mode(mode)
+    win.state.display.smoothing_s = 0.0
+    win.state.display.auto_scale = False
+    win.state.display.limit = 1.0
+    win.state.display.point_size = 5.0
+    win.state.display.mode = mode
     win.session.replace(recording)
     win.show_token(1)
     qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
@@ -139,3 +139,64 @@ def test_a_movie_frame_agrees_with_the_brain_view(window, qtbot, tmp_path, app_c
           f"99th percentile {np.percentile(difference[lit_view], 99):.0f}, max {difference.max()}")
     assert iou > 0.98
     assert np.percentile(difference[lit_view | lit_movie], 99) <= 6
+
+
+def _iou(a: np.ndarray, b: np.ndarray, background: np.ndarray) -> float:
+    lit_a, lit_b = _lit(a, background), _lit(b, background)
+    return float((lit_a & lit_b).sum() / (lit_a | lit_b).sum())
+
+
+@pytest.mark.parametrize("mode", ["signed", "abs"])
+def test_one_state_looks_the_same_in_the_window_a_movie_frame_and_an_offscreen_figure(
+        window, qtbot, tmp_path, app_checkpoint, mode):
+    """The viewer state is the one source of the picture: the window bound to it, a movie
+    frame of it (``export_state``, EGL) and a still of it (``render_state_image``) agree."""
+    import vispy.app
+
+    from flyviz.export import ExportOptions, export_state
+    from flyviz.model.errors import ExportError
+    from flyviz.render.offscreen import render_state_image
+
+    win = window
+    state = win.state
+    n = app_checkpoint.config.neurons
+    recording = _recording(n, seed=5)
+    state.display.smoothing_s = 0.0
+    state.display.auto_scale = False
+    state.display.limit = 1.0
+    state.display.point_size = 5.0
+    state.display.mode = mode
+    state.set_recording(recording, index=1)
+    if mode == "abs":          # a highlight and a selection are part of the picture too
+        state.highlights.set_neurons("find", np.arange(0, n, 2))
+        state.selected = 4
+    qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
+    view = win.brain.render_image()[..., :3]
+    size = (view.shape[1], view.shape[0])
+    win.sync_camera()                              # the window writes where it looks from
+    assert state.camera == win.brain.camera_pose()
+
+    figure = render_state_image(state, size, app=vispy.app.use_app())
+    out = tmp_path / "state-frames"
+    try:
+        export_state(state, out, ExportOptions(size=size, frames_per_token=1, overlays=False,
+                                               start=1, stop=2), gl="egl")
+    except ExportError as exc:
+        pytest.skip(f"no EGL here: {exc}")
+    (frame,) = sorted(out.glob("*.png"))
+    movie = iio.imread(frame)[..., :3]
+    if DUMP:
+        for name, image in (("view", view), ("figure", figure), ("movie", movie)):
+            iio.imwrite(os.path.join(DUMP, f"state-{mode}-{name}.png"), image)
+    assert figure.shape == movie.shape == view.shape
+
+    background = np.round(np.asarray(state.style().background[:3]) * 255).astype(int)
+    assert _lit(view, background).sum() > 1000
+    pairs = {"view-figure": (view, figure), "view-movie": (view, movie),
+             "figure-movie": (figure, movie)}
+    ious = {name: _iou(a, b, background) for name, (a, b) in pairs.items()}
+    print(mode, {name: round(iou, 4) for name, iou in ious.items()})
+    assert min(ious.values()) > 0.98, ious
+    lit = _lit(view, background)
+    difference = np.abs(view.astype(int) - figure.astype(int)).max(axis=-1)
+    assert np.percentile(difference[lit], 99) <= 6

@@ -22,8 +22,8 @@ def _started(win) -> list[str]:
 def test_typed_prefix_of_a_suggestion_runs_as_typed(window, qtbot, typed):
     win = window
     assert any(s.lower().startswith(typed.lower()) and s != typed for s in SUGGESTED_PROMPTS)
-    win.controls.max_new_tokens.setValue(2)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 2
+    win.state.run.speed_cap = 0
     started = _started(win)
     qtbot.keyClicks(win.prompt_bar.line_edit, typed)
     assert win.prompt_bar.line_edit.text() == typed          # nothing completed inline
@@ -39,8 +39,8 @@ def test_typed_prefix_of_a_suggestion_runs_as_typed(window, qtbot, typed):
 
 def test_a_suggestion_runs_when_picked_from_the_list(window, qtbot):
     win = window
-    win.controls.max_new_tokens.setValue(2)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 2
+    win.state.run.speed_cap = 0
     started = _started(win)
     box = win.prompt_bar.box
     box.showPopup()

@@ -22,9 +22,9 @@ def _settle(win, qtbot, state: str) -> None:
 def test_prompt_typed_and_enter_produces_the_librarys_frames_and_text(window, qtbot,
                                                                        app_checkpoint):
     win = window
-    win.controls.temperature.setValue(0.0)
-    win.controls.max_new_tokens.setValue(12)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = 12
+    win.state.run.speed_cap = 0
     qtbot.keyClicks(win.prompt_bar.line_edit, "Tom and his dog")
     with qtbot.waitSignal(win.run_ended, timeout=10_000) as ended:
         qtbot.keyClick(win.prompt_bar.line_edit, Qt.Key.Key_Return)
@@ -49,8 +49,8 @@ def test_prompt_typed_and_enter_produces_the_librarys_frames_and_text(window, qt
 
 def test_pause_step_resume_stop_and_reset(window, qtbot):
     win = window
-    win.controls.max_new_tokens.setValue(5000)
-    win.controls.speed_cap.setValue(40)
+    win.state.run.max_new_tokens = 5000
+    win.state.run.speed_cap = 40
     assert win.run_prompt("Once upon a time")
     qtbot.waitUntil(lambda: len(win.session) >= 5, timeout=5000)
 
@@ -98,14 +98,14 @@ def test_pause_step_resume_stop_and_reset(window, qtbot):
 
 def test_new_prompt_cancels_the_current_run(window, qtbot, app_checkpoint):
     win = window
-    win.controls.temperature.setValue(0.0)
-    win.controls.max_new_tokens.setValue(5000)
-    win.controls.speed_cap.setValue(50)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = 5000
+    win.state.run.speed_cap = 50
     win.run_prompt("Once upon a time")
     qtbot.waitUntil(lambda: len(win.session) >= 3, timeout=5000)
     first = win.session.recording
-    win.controls.max_new_tokens.setValue(6)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 6
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=10_000,
                           check_params_cb=lambda reason, n: reason == "done"):
         win.run_prompt("Tom and his dog")
@@ -125,7 +125,7 @@ def test_bad_prompts_are_reported_and_the_app_keeps_running(window, qtbot):
     assert not win.run_prompt("x" * 20_001)
     assert "limit" in win.last_error
     assert win.worker_state == IDLE and len(win.session) == 0
-    win.controls.max_new_tokens.setValue(3)
+    win.state.run.max_new_tokens = 3
     with qtbot.waitSignal(win.run_ended, timeout=10_000):
         assert win.run_prompt("Tom")
     assert len(win.session) > 0
@@ -133,8 +133,8 @@ def test_bad_prompts_are_reported_and_the_app_keeps_running(window, qtbot):
 
 def test_closing_during_a_run_stops_every_thread(qtbot, app_checkpoint, tmp_path):
     win = make_window(qtbot, app_checkpoint, tmp_path)
-    win.controls.max_new_tokens.setValue(5000)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 5000
+    win.state.run.speed_cap = 0
     win.run_prompt("Once upon a time")
     qtbot.waitUntil(lambda: len(win.session) >= 5, timeout=5000)
     assert win.engine_thread.qthread.isRunning()
@@ -162,7 +162,7 @@ def test_model_loads_in_the_background_and_a_failure_is_a_message(qtbot, app_che
     win = MainWindow(model_spec="good", model_loader=loader, start_prompt="Tom",
                      settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
     qtbot.addWidget(win)
-    win.controls.max_new_tokens.setValue(3)
+    win.state.run.max_new_tokens = 3
     with qtbot.waitSignal(win.run_ended, timeout=10_000):   # --prompt runs once loaded
         win.show()
     assert win.checkpoint is app_checkpoint and len(win.session) > 0

@@ -41,8 +41,8 @@ def test_pieces_join_the_tokens_of_one_character(app_checkpoint):
 
 def test_a_typed_prompt_with_split_characters_shows_whole_while_running(window, qtbot):
     win = window
-    win.controls.max_new_tokens.setValue(3)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.max_new_tokens = 3
+    win.state.run.speed_cap = 0
     prompt = f"Tom {SPLIT}"
     _split_ids(win.tokenizer, prompt)
     with qtbot.waitSignal(win.run_ended, timeout=10_000):

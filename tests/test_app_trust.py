@@ -281,9 +281,9 @@ def test_gui_dataset_option_joins_the_model_and_a_chosen_dataset_wins(qtbot, rel
 # ----------------------------------------------------------------- recordings
 def record_run(win, qtbot, prompt: str = "Tom and his dog", tokens: int = 6,
                temperature: float = 0.0) -> None:
-    win.controls.temperature.setValue(temperature)
-    win.controls.max_new_tokens.setValue(tokens)
-    win.controls.speed_cap.setValue(0)
+    win.state.run.temperature = temperature
+    win.state.run.max_new_tokens = tokens
+    win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=10_000):
         assert win.run_prompt(prompt)
 
@@ -295,12 +295,12 @@ def test_the_stored_states_setting_decides_what_saved_recordings_hold(qtbot, app
 
     win = make_window(qtbot, app_checkpoint, tmp_path, "states.ini")
     try:
-        assert win.controls.states_dtype == "float16"
+        assert win.state.run.states_dtype == "float16"
         record_run(win, qtbot)
         half = Recording.load(win.save_recording(tmp_path / "half"))
         assert half.states_dtype == np.float16
-        win.controls.states.setCurrentIndex(win.controls.states.findData("float32"))
-        assert win.controls.states_dtype == "float32"
+        win.state.run.states_dtype = "float32"
+        assert win.controls.states_dtype == "float32"    # the Settings dock follows
         qtbot.waitUntil(lambda: win.worker_state == IDLE)
         record_run(win, qtbot, temperature=0.8)   # sampled, the seed left random
         exact = Recording.load(win.save_recording(tmp_path / "exact"))
@@ -315,7 +315,7 @@ def test_the_stored_states_setting_decides_what_saved_recordings_hold(qtbot, app
         win.close()
     again = make_window(qtbot, app_checkpoint, tmp_path, "states.ini")
     try:
-        assert again.controls.states_dtype == "float32"
+        assert again.state.run.states_dtype == "float32"
     finally:
         again.close()
 

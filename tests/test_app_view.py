@@ -32,10 +32,10 @@ def _screen(win) -> tuple[np.ndarray, float]:
 
 def _prepare(win, qtbot, lit_count: int = 3) -> list[int]:
     """Fixed colour scale, no easing; pick isolated on-screen neurons."""
-    win.controls.smoothing.setValue(0)
-    win.controls.auto_scale.setChecked(False)
-    win.controls.fixed_limit.setValue(1.0)
-    win.controls.mode.setCurrentIndex(win.controls.mode.findData("abs"))
+    win.state.display.smoothing_s = 0.0
+    win.state.display.auto_scale = False
+    win.state.display.limit = 1.0
+    win.state.display.mode = "abs"
     assert win.brain.mode == "abs" and not win.brain.auto and win.brain.smoothing_s == 0
     w, h = win.brain.canvas.size
     xy, _ = _screen(win)
@@ -80,7 +80,7 @@ def test_scrubbing_shows_that_tokens_state_in_the_cloud(window, qtbot, app_check
 def test_easing_moves_the_shown_activity_toward_the_new_frame(window, qtbot, app_checkpoint):
     win = window
     (a,) = _prepare(win, qtbot, 1)
-    win.controls.smoothing.setValue(300)
+    win.state.display.smoothing_s = 0.3
     n = app_checkpoint.config.neurons
     win.session.replace(one_hot_recording(n, [a, a]), index=0)
     win.refresh_panels()
@@ -157,7 +157,7 @@ def test_superclass_filter_dims_the_other_neurons(window, qtbot, app_checkpoint)
     win.session.replace(rec)
     qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
     before = _brightness(win.brain.render_image())
-    win.controls.superclass.setCurrentIndex(win.controls.superclass.findData(target))
+    win.state.set_filter(target)
     assert win.brain.emphasis is not None                      # applied at once
     after = _brightness(win.brain.render_image())
     assert _disc_max(after, xy[inside]) >= 0.9 * _disc_max(before, xy[inside])

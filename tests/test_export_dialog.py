@@ -98,11 +98,13 @@ def test_run_export_dialog_reports_the_result_to_the_window(qtbot, tmp_path, mon
         return QDialog.DialogCode.Accepted
 
     monkeypatch.setattr(export_dialog.ExportDialog, "exec", accept)
-    path = export_dialog.run_export_dialog(window, recording(3), ball_layout(N), "dialog-test")
+    path = export_dialog.run_export_dialog(window, recording(3), ball_layout(N), "dialog-test",
+                                           tell=window.show_message)
     assert path == out and len(list(out.glob("frame_*.png"))) == 3
     assert window.messages[-1] == (f"saved {out}", False)
     # A model without positions is refused with a message, not a crash.
-    assert export_dialog.run_export_dialog(window, recording(3), None, "x") is None
+    assert export_dialog.run_export_dialog(window, recording(3), None, "x",
+                                           tell=window.show_message) is None
     assert window.messages[-1][1] is True
 
 
@@ -222,7 +224,8 @@ def test_an_export_bug_is_named_as_one_and_logged(qtbot, tmp_path, monkeypatch, 
     monkeypatch.setattr(export_dialog, "run_export", lambda *a, **k: next(outcomes))
     with caplog.at_level(logging.ERROR, logger="flyviz.app.export_dialog"):
         for _ in range(2):
-            assert export_dialog.run_export_dialog(parent, recording(2), ball_layout(N), "x") is None
+            assert export_dialog.run_export_dialog(parent, recording(2), ball_layout(N), "x",
+                                                  tell=parent.show_message) is None
     (setting, _), (bug, _) = parent.messages
     assert setting == "cannot write .xyz files"
     assert "unexpected error" in bug and "ZeroDivisionError: division by zero" in bug

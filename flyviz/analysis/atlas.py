@@ -1048,30 +1048,25 @@ class Atlas:
         return "sample_window" in self._names()
 
     def mismatch(self, checkpoint: "Checkpoint") -> str | None:
-        """``None`` when the atlas was made with ``checkpoint`` (same weight and graph
-        digests), else one line saying what differs and what to do."""
-        from flyviz.model.identity import graph_digests, weights_digest
+        """``None`` when the atlas was made with ``checkpoint`` (same size, weight and graph
+        digests), else one line saying what differs and what to do.
 
-        if self.neurons != checkpoint.config.neurons:
-            what = (f"a model of {self.neurons:,} neurons, not {checkpoint.config.neurons:,}")
-        else:
-            own = graph_digests(checkpoint)
-            graph = self.graph_sha256
-            differ = [] if not graph else [k for k, v in graph.items() if own.get(k) != v.lower()]
-            weights = self.weights_sha256 != weights_digest(checkpoint)
-            if not graph or not self.weights_sha256:
-                what = "a model it does not name (no digests)"
-            elif differ and weights:
-                what = "another model: its weights and graph differ from the loaded model's"
-            elif differ:
-                what = f"another model: its graph differs from the loaded model's ({differ[0]})"
-            elif weights:
-                what = "another model: its weights differ from the loaded model's"
-            else:
-                return None
-        return (f"the atlas {self.path.name} was made with {what} "
-                f"({self.model_name or 'unnamed'}); open it with that model, or build an atlas "
-                "of this one with 'flyviz atlas'")
+        The comparison is :func:`~flyviz.model.identity.identity_mismatch`'s, as
+        for recordings and lesion maps; unlike a recording, an atlas that names
+        no digests is refused (its statistics would be trusted blindly).
+        """
+        from flyviz.model.identity import identity_mismatch
+
+        advice = "open it with that model, or build an atlas of this one with 'flyviz atlas'"
+        if self.neurons == checkpoint.config.neurons and \
+                (not self.graph_sha256 or not self.weights_sha256):
+            return (f"the atlas {self.path.name} was made with a model it does not name (no "
+                    f"digests) ({self.model_name or 'unnamed'}); {advice}")
+        recorded = {"name": self.model_name or "an unnamed model", "neurons": self.neurons,
+                    "graph_sha256": self.graph_sha256, "weights_sha256": self.weights_sha256}
+        problem = identity_mismatch(recorded, checkpoint,
+                                    what=f"the atlas {self.path.name}, another model's,")
+        return None if problem is None else f"{problem}; {advice}"
 
     def matches(self, checkpoint: "Checkpoint") -> bool:
         """True when the atlas was made with ``checkpoint`` (same weight and graph digests)."""

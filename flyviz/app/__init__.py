@@ -18,7 +18,13 @@ Nothing outside this package imports Qt: :mod:`flyviz.model` and
 :mod:`flyviz.app.worker`
     The engine thread.
 :mod:`flyviz.app.session`
-    The recording every view reads and the frame it shows.
+    The Qt signals of the viewer state's recording and shown frame
+    (the state itself, :mod:`flyviz.viewer`, is Qt-free).
+:mod:`flyviz.app.host`, :mod:`flyviz.app.window_features`
+    The :class:`~flyviz.app.host.WindowHost` protocol features are installed
+    against, and the window's side of it (docks, the feature registry).
+:mod:`flyviz.app.gc_policy`
+    The one garbage-collection policy, set at app entry.
 :mod:`flyviz.app.brain_view`, :mod:`flyviz.app.panels`, :mod:`flyviz.app.inspector`,
 :mod:`flyviz.app.model_panel`
     The views.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,12 +40,12 @@ from flyviz.model.errors import FlyvizError, InputError
 from flyviz.render.style import ColourLayer, ColourScale
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.host import WindowHost
 
 #: Most neurons listed after a search (all of them are highlighted).
 MAX_LISTED = 2000
 
-#: The highlight source name of *Find neurons* (see :class:`~flyviz.app.highlight.Highlights`).
+#: The highlight source name of *Find neurons* (see :class:`~flyviz.viewer.highlight.Highlights`).
 HIGHLIGHT = "find"
 
 #: Per statistic: its menu title, colormap and colourbar caption (``{threshold}`` filled in).
@@ -370,19 +371,20 @@ class AtlasFeature:
 
     Parameters
     ----------
-    window
-        The main window (its inspector, highlights, messages and background calls).
+    host
+        The window (its inspector, highlights, messages and background calls).
     """
 
-    def __init__(self, window: "MainWindow") -> None:
-        self.window = window
-        self.controller = AtlasController(window.background, lambda: window.checkpoint, window)
+    def __init__(self, host: "WindowHost") -> None:
+        self.host = host
+        self.controller = AtlasController(host.background, lambda: host.checkpoint,
+                                          host.widget())
         self.panel = AtlasPanel()
-        self.card = window.inspector.atlas_card
-        self.dock = window.add_dock("atlas", "Atlas", self.panel,
-                                    Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
-        window.tabifyDockWidget(window.docks["inspector"], self.dock)
-        registry = window.actions_registry
+        self.card = host.inspector.atlas_card
+        self.dock = host.add_dock("atlas", "Atlas", self.panel,
+                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        host.tabify_dock("inspector", self.dock, keep_front=False)
+        registry = host.actions_registry
         self.action = registry.add("open_atlas", "Open &atlas…", self.open_dialog,
                                    description="Open a neuron atlas of this model "
                                                "(made with 'flyviz atlas')")
@@ -394,25 +396,22 @@ class AtlasFeature:
         c.failed.connect(self._on_failed)
         self.panel.open_requested.connect(self.open_dialog)
         self.panel.search_requested.connect(self.find)
-        self.panel.cleared.connect(lambda: window.highlights.set(HIGHLIGHT, None))
-        self.panel.neuron_requested.connect(window.select_neuron)
+        self.panel.cleared.connect(lambda: host.highlights.set(HIGHLIGHT, None))
+        self.panel.neuron_requested.connect(host.select_neuron)
         self.card.token_requested.connect(self._find_token)
-        window.model_ready.connect(self._on_model_ready)
+        host.model_ready.connect(self._on_model_ready)
         #: The View → Colour by entries of the atlas statistics (offered while one is open).
-        self.colour_keys: tuple[str, ...] = ()
-        colour_by = getattr(window, "colour_by", None)
-        if colour_by is not None:
-            keys = []
-            for name in (n for n in STATISTICS if n in STATISTIC_LAYERS):
-                key = f"atlas:{name}"
-                colour_by.add(key, STATISTIC_LAYERS[name][0],
-                              lambda name=name: self.statistic_layer(name),
-                              "Colour every neuron by this statistic of the open atlas",
-                              enabled=False)
-                keys.append(key)
-            self.colour_keys = tuple(keys)
-            colour_by.changed.connect(self.panel.show_colouring)
-            self.panel.colour_requested.connect(self.colour_by)
+        colour_by = host.colour_by
+        keys = []
+        for name in (n for n in STATISTICS if n in STATISTIC_LAYERS):
+            key = f"atlas:{name}"
+            colour_by.add(key, STATISTIC_LAYERS[name][0], partial(self.statistic_layer, name),
+                          "Colour every neuron by this statistic of the open atlas",
+                          enabled=False)
+            keys.append(key)
+        self.colour_keys: tuple[str, ...] = tuple(keys)
+        colour_by.changed.connect(self.panel.show_colouring)
+        self.panel.colour_requested.connect(self.colour_by)
 
     @property
     def atlas(self) -> Atlas | None:
@@ -421,13 +420,13 @@ class AtlasFeature:
 
     def open(self, path: str | Path) -> None:
         """Open the atlas at ``path`` (refused with a message when it is another model's)."""
-        self.window.show_message(f"opening the atlas {Path(path).name}…")
+        self.host.show_message(f"opening the atlas {Path(path).name}…")
         self.controller.open(path)
 
     def open_dialog(self) -> None:
         """File → Open atlas: pick an atlas folder."""
-        settings = self.window.settings
-        folder = QFileDialog.getExistingDirectory(self.window, "Open a neuron atlas",
+        settings = self.host.settings
+        folder = QFileDialog.getExistingDirectory(self.host.widget(), "Open a neuron atlas",
                                                   str(settings.value("paths/atlases", "")))
         if folder:
             settings.setValue("paths/atlases", str(Path(folder).parent))
@@ -439,12 +438,12 @@ class AtlasFeature:
             found = self.controller.find(term)
         except FlyvizError as exc:
             self.panel.show_found(None, str(exc))
-            self.window.highlights.set(HIGHLIGHT, None)
+            self.host.highlights.set(HIGHLIGHT, None)
             return None
         self.panel.show_found(found)
-        self.window.highlights.set_neurons(HIGHLIGHT, found.neurons if found.neurons.size
+        self.host.highlights.set_neurons(HIGHLIGHT, found.neurons if found.neurons.size
                                            else None)
-        self.window.show_message(found.describe())
+        self.host.show_message(found.describe())
         return found
 
     def statistic_layer(self, name: str) -> ColourLayer:
@@ -457,50 +456,49 @@ class AtlasFeature:
         """Colour the brain by the atlas statistic ``name`` (``None``: the live state again)."""
         from flyviz.app.colouring import STATE
 
-        return self.window.colour_by.choose(STATE if name is None else f"atlas:{name}")
+        return self.host.colour_by.choose(STATE if name is None else f"atlas:{name}")
 
     def _find_token(self, token_id: int) -> None:
         self.panel.search.setText(f"id:{token_id}")
         self.find(token_id)
-        self.dock.show()
-        self.dock.raise_()
+        self.host.show_dock(self.dock)
 
     # ------------------------------------------------------------ controller
     def _on_model_ready(self, _name: str) -> None:
-        bundle = self.window.bundle
-        self.window.highlights.set(HIGHLIGHT, None)
+        bundle = self.host.bundle
+        self.host.highlights.set(HIGHLIGHT, None)
         self.panel.set_model(None if bundle is None else bundle.anatomy)
         self.controller.model_changed(bundle is not None and bundle.is_demo)
 
     def _on_opened(self, atlas: Atlas) -> None:
-        self.window.highlights.set(HIGHLIGHT, None)
+        self.host.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(atlas)
         self.card.set_atlas(atlas)
-        self.card.show_neuron(self.window.selected_neuron)
+        self.card.show_neuron(self.host.selected_neuron)
         self._offer_colours(True)
-        self.window.show_message(f"atlas {atlas_name(atlas)} open: click a neuron for its card")
+        self.host.show_message(f"atlas {atlas_name(atlas)} open: click a neuron for its card")
 
     def _on_closed(self, note: str) -> None:
-        self.window.highlights.set(HIGHLIGHT, None)
+        self.host.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(None, note)
         self.card.set_atlas(None)
         self._offer_colours(False)
         if note:
-            self.window.show_message(f"atlas closed: {note}")
+            self.host.show_message(f"atlas closed: {note}")
 
     def _offer_colours(self, available: bool) -> None:
-        colour_by = getattr(self.window, "colour_by", None)
-        if colour_by is None or not self.colour_keys:
+        colour_by = self.host.colour_by
+        if not self.colour_keys:
             return
         colour_by.set_enabled(self.colour_keys, available)
         if available and colour_by.current in self.colour_keys:
             colour_by.refresh(colour_by.current)       # the newly opened atlas's values
 
     def _on_failed(self, message: str, quiet: bool) -> None:
-        self.window.show_message(f"cannot open the atlas: {message}", error=True,
+        self.host.show_message(f"cannot open the atlas: {message}", error=True,
                                  dialog=not quiet)
 
 
-def install(window: "MainWindow") -> AtlasFeature:
-    """Add the atlas to ``window`` (see :class:`AtlasFeature`)."""
-    return AtlasFeature(window)
+def install(host: "WindowHost") -> AtlasFeature:
+    """Add the atlas to the window ``host`` (see :class:`AtlasFeature`)."""
+    return AtlasFeature(host)

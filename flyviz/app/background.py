@@ -6,18 +6,58 @@ not freeze the window. :class:`BackgroundCalls` runs such a call in a helper
 thread and hands its result (or a one-line error) back on the UI thread. A
 newer call for the same purpose makes the older one's result stale: it is
 dropped when it arrives, so the user always sees what they asked for last.
+
+Every background shutdown in the app waits through :func:`join_thread` or
+:func:`wait_qthread`: at most :data:`JOIN_TIMEOUT_S`, then the thread is
+logged as left running (and kept referenced, so Qt never destroys a running
+thread) instead of hanging the window's close.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QThread, Signal
 
 from flyviz.model.errors import FlyvizError
+
+log = logging.getLogger(__name__)
+
+#: Longest wait for one background thread when the window closes (s). Loading a model or
+#: building its graph index cannot be interrupted; past this the close goes on without it.
+JOIN_TIMEOUT_S = 30.0
+
+#: Threads a shutdown gave up waiting for, kept referenced until the process ends.
+LEFT_RUNNING: list[Any] = []
+
+
+def join_thread(thread: threading.Thread, what: str, timeout_s: float = JOIN_TIMEOUT_S) -> bool:
+    """Wait for ``thread`` at most ``timeout_s``; False (and a warning) if it is still running."""
+    thread.join(timeout_s)
+    if thread.is_alive():
+        log.warning("%s (thread %s) still runs after %.0f s; closing without it",
+                    what, thread.name, timeout_s)
+        LEFT_RUNNING.append(thread)
+        return False
+    return True
+
+
+def wait_qthread(thread: QThread, what: str, timeout_s: float = JOIN_TIMEOUT_S) -> bool:
+    """Wait for ``thread`` at most ``timeout_s``; False (and a warning) if it is still running.
+
+    A thread still running is detached from its parent and kept referenced:
+    a QThread destroyed while it runs aborts the process.
+    """
+    if thread.wait(int(timeout_s * 1000)):
+        return True
+    log.warning("%s still runs after %.0f s; closing without it", what, timeout_s)
+    thread.setParent(None)
+    LEFT_RUNNING.append(thread)
+    return False
 
 
 def one_line_error(exc: BaseException) -> str:
@@ -91,7 +131,7 @@ class BackgroundCalls(QObject):
         self._closed = True
         self._callbacks.clear()
         for thread in self._threads:
-            thread.join()
+            join_thread(thread, "a background call")
         self._threads = []
 
     def _deliver(self, outcome: tuple[str, int, bool, Any]) -> None:
@@ -145,11 +185,6 @@ class ModelFileController(QObject):
     def read(self, path: Any, checkpoint: Any) -> Any:
         """Open ``path`` and check it against ``checkpoint`` (runs off the UI thread)."""
         raise NotImplementedError
-
-    @property
-    def opening(self) -> bool:
-        """True while a file is being opened."""
-        return self._calls.busy(self.PURPOSE)
 
     def open_file(self, path: Any, failed: Callable[[str], None]) -> None:
         """Open ``path`` for the loaded model: :attr:`opened`, or ``failed(message)``."""

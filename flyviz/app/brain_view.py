@@ -31,6 +31,7 @@ import math
 import time
 from typing import Any
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
@@ -43,7 +44,7 @@ from flyviz.render.camera import DEFAULT_FOV, CameraPose, frame_brain, positions
 from flyviz.render.cloud import NeuronCloud, crowding_gain
 from flyviz.render.colormaps import colorbar_image, is_diverging
 from flyviz.render.picking import pick_neuron
-from flyviz.render.style import (CloudStyle, ColourLayer, ColourScale, activation_layer,
+from flyviz.render.style import (CloudStyle, ColourLayer, activation_layer,
                                  apply_style)
 
 #: A press and release closer than this (pixels) is a click, not a drag.
@@ -128,10 +129,14 @@ class BrainView(QWidget):
         A click on the cloud hit neuron ``index`` (``-1``: empty space).
     pick_clicked(index, add)
         The same click for picking: ``add`` when Shift was held (add to the pick).
+    camera_moved()
+        The user moved the camera (after a drag or a scroll).
     """
 
     neuron_clicked = Signal(int)
     pick_clicked = Signal(int, bool)
+    #: The user moved the camera (orbit, pan or zoom ended); :meth:`camera_pose` says where.
+    camera_moved = Signal()
 
     def __init__(self, parent: QWidget | None = None, native_window: bool | None = None) -> None:
         super().__init__(parent)
@@ -154,6 +159,11 @@ class BrainView(QWidget):
         self._settle.setSingleShot(True)
         self._settle.setInterval(INTERACTION_SETTLE_MS)
         self._settle.timeout.connect(self._full_detail)
+        # Tell the viewer state where the camera went once a drag or scroll ends.
+        self._camera_settle = QTimer(self)
+        self._camera_settle.setSingleShot(True)
+        self._camera_settle.setInterval(0)
+        self._camera_settle.timeout.connect(self.camera_moved.emit)
         self._resize_watch = _ResizeWatch(self._interacting, self)
         self.installEventFilter(self._resize_watch)
         self.view = self.canvas.central_widget.add_view()
@@ -196,7 +206,7 @@ class BrainView(QWidget):
         self.gain = 1.0
         #: ``activity_sample() -> values``: some of the values to be shown, for the
         #: automatic gain (the display controller sets it); None: a typical activity.
-        self.activity_sample = None
+        self.activity_sample: Callable[[], np.ndarray | None] | None = None
         self.emphasis: np.ndarray | None = None
         self.selected: int | None = None
         self._target: np.ndarray | None = None
@@ -204,14 +214,13 @@ class BrainView(QWidget):
         self._dirty = False
         self._press: tuple[float, float] | None = None
         self._last_draw = time.perf_counter()
-        self.draw_count = 0
         self.draw_times: deque[float] = deque(maxlen=240)
         self.canvas.events.draw.connect(self._before_draw, position="first")
         self.canvas.events.draw.connect(self._on_draw)
         self.canvas.events.mouse_press.connect(self._on_mouse_press)
         self.canvas.events.mouse_release.connect(self._on_mouse_release)
         self.canvas.events.mouse_move.connect(self._on_mouse_move)
-        self.canvas.events.mouse_wheel.connect(lambda _event: self._interacting())
+        self.canvas.events.mouse_wheel.connect(lambda _event: self._on_wheel())
         self.canvas.events.resize.connect(lambda _event: self._on_canvas_resize())
         self._update_colorbar()
 
@@ -237,11 +246,6 @@ class BrainView(QWidget):
         self._style_cloud(self.cloud, self._canvas_height())
         self.set_view(self.view_name)
         self._place_overlays()
-
-    @property
-    def n_neurons(self) -> int:
-        """Neurons of the current brain (0 before one is set)."""
-        return 0 if self._target is None else int(self._target.shape[0])
 
     # ------------------------------------------------------------ activity
     def set_target(self, state: np.ndarray | None) -> None:
@@ -336,16 +340,6 @@ class BrainView(QWidget):
         """The width of the shown colour range."""
         return self.value_range[1] - self.value_range[0]
 
-    def set_style(self, style: CloudStyle) -> None:
-        """Draw as ``style`` says: its layer (as the state's or as an override), size, glow, gain."""
-        self.point_size, self.glow, self.gain_setting = style.point_size, style.glow, style.gain
-        self.canvas.bgcolor = style.background
-        if style.layer.is_state and style.layer.colormap in ("signed", "abs"):
-            self.activation, self.layer_override = style.layer, None
-        else:
-            self.layer_override = style.layer
-        self._layer_changed()
-
     def apply_settings(self, activation: ColourLayer, point_size: float, glow: float) -> None:
         """The display settings at once: the state's layer, point size and glow.
 
@@ -371,19 +365,6 @@ class BrainView(QWidget):
     def set_mode(self, mode: str) -> None:
         """The recorded state's colours: ``"signed"`` (diverging) or ``"abs"`` (|h|, sequential)."""
         self.activation = activation_layer(mode, self.activation.scale)
-        self._layer_changed()
-
-    def set_auto_scale(self, auto: bool, limit: float | None = None) -> None:
-        """Scale the state's colours to each frame (auto) or to a fixed ``limit``."""
-        if auto:
-            scale = ColourScale.auto(self.activation.scale.percentile)
-        elif limit is not None:
-            scale = ColourScale.fixed(limit)
-        elif self.activation.scale.kind != "auto":
-            scale = self.activation.scale
-        else:
-            scale = ColourScale.fixed(max(self.limit, 1e-6))
-        self.activation = dataclasses.replace(self.activation, scale=scale)
         self._layer_changed()
 
     def _layer_changed(self) -> None:
@@ -575,8 +556,11 @@ class BrainView(QWidget):
                 self.advance(dt)
 
     def _on_draw(self, event) -> None:
-        self.draw_count += 1
         self.draw_times.append(time.perf_counter())
+
+    def _on_wheel(self) -> None:
+        self._interacting()
+        self._camera_settle.start()
 
     def _on_mouse_move(self, event) -> None:
         if event.is_dragging:
@@ -600,6 +584,7 @@ class BrainView(QWidget):
         self._press = (float(event.pos[0]), float(event.pos[1])) if event.button == 1 else None
 
     def _on_mouse_release(self, event) -> None:
+        self._camera_settle.start()     # any button's drag may have moved the camera
         if self._press is None or event.button != 1:
             return
         x, y = float(event.pos[0]), float(event.pos[1])
@@ -649,25 +634,26 @@ class BrainView(QWidget):
         """Render the scene on a canvas created at ``width x height`` (RGBA uint8).
 
         The same picture as the view at another resolution: the same style
-        (points scale with the height), colour range, gain and camera. A
-        canvas must be created at the output size: rendering a canvas at
-        another size leaves the scene unscaled in a corner.
+        (points scale with the height), colour range, gain, highlight,
+        selection and camera, drawn by the one offscreen scene builder movies
+        and figures use (:class:`~flyviz.render.offscreen.FrameRenderer`), with
+        the app's own OpenGL.
         """
-        canvas = scene.SceneCanvas(size=(width, height), bgcolor=self.canvas.bgcolor, show=False,
-                                   keys=None)
-        # An OpenGL widget gets its context only once shown; show it off screen.
-        canvas.native.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
-        canvas.show()
+        import vispy.app
+
+        from flyviz.render.offscreen import FrameRenderer
+
+        style = dataclasses.replace(self.style, gain=self.gain)
+        renderer = FrameRenderer(self.positions, self.visible, (width, height), style=style,
+                                 value_range=self.value_range, camera=self.camera_pose(),
+                                 overlays=False, emphasis=self.emphasis, selected=self.selected,
+                                 app=vispy.app.use_app())
         try:
-            view = canvas.central_widget.add_view()
-            view.camera = scene.TurntableCamera(fov=self.view.camera.fov, up="+y")
-            self.camera_pose().apply(view.camera)
-            cloud = NeuronCloud(self.positions, self.visible, parent=view.scene)
-            self._style_cloud(cloud, height)
-            if self._shown is not None:
-                cloud.set_activity(self._shown)
-            rgba = np.array(canvas.render(alpha=True), dtype=np.uint8)
-            rgba[..., 3] = 255
-            return rgba
+            shown = self._shown if self._shown is not None else \
+                np.zeros(self.positions.shape[0], np.float32)
+            rgb = renderer.render_state(shown)
         finally:
-            canvas.close()
+            renderer.close()
+        rgba = np.full((rgb.shape[0], rgb.shape[1], 4), 255, dtype=np.uint8)
+        rgba[..., :3] = rgb
+        return rgba

@@ -4,39 +4,41 @@ The brain is coloured by the recorded state unless the user picks another
 colouring here: an atlas statistic (mean, density, selectivity...) or a lesion
 map's importance. Each feature registers its entries with :meth:`ColourBy.add`
 (a title and a function that builds a :class:`~flyviz.render.style.ColourLayer`)
-and enables them while it has the data; choosing one hands its layer to
-:meth:`~flyviz.app.display.DisplayController.set_colour_layer`, which also
-shows its colourbar. *Live state* goes back to the recorded activation.
+and enables them while it has the data. The entries and the chosen one live
+in the :class:`~flyviz.viewer.state.ViewerState`; the window hands the state's
+layer to :meth:`~flyviz.app.display.DisplayController.set_colour_layer`, which
+also shows its colourbar. *Live state* goes back to the recorded activation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QActionGroup
 
+from flyviz.app.actions import ActionRegistry
 from flyviz.model.errors import FlyvizError
-from flyviz.render.style import ColourLayer
+from flyviz.viewer.state import STATE, LayerBuilder, ViewerState
 
-if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.main_window import MainWindow
-
-#: The key of the recorded state (always available).
-STATE = "state"
-
-#: ``build() -> layer``: the layer of an entry, built when it is chosen (``None``: the state).
-LayerBuilder = Callable[[], "ColourLayer | None"]
+__all__ = ["STATE", "ColourBy", "LayerBuilder"]
 
 
 class ColourBy(QObject):
-    """The View → Colour by menu and what the brain is coloured by now.
+    """The View → Colour by menu, showing and choosing the viewer state's colour layer.
+
+    The entries and the chosen one live in the state
+    (:meth:`~flyviz.viewer.state.ViewerState.add_colour_layer`,
+    :attr:`~flyviz.viewer.state.ViewerState.colour_by`); this is their menu.
 
     Parameters
     ----------
-    window
-        The main window (its View menu, display controller and messages).
+    state
+        The viewer state.
+    registry
+        The window's actions (the View menu).
+    tell
+        ``tell(message, error)``: a line for the user.
 
     Signals
     -------
@@ -46,67 +48,53 @@ class ColourBy(QObject):
 
     changed = Signal(str)
 
-    def __init__(self, window: "MainWindow") -> None:
-        super().__init__(window)
-        self.window = window
-        view = window.actions_registry.menu("View")
+    def __init__(self, state: ViewerState, registry: ActionRegistry,
+                 tell: Callable[..., None], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self._tell = tell
+        view = registry.menu("View")
         self.menu = view.addMenu("Colour &by")
         self.menu.setToolTipsVisible(True)
-        view.insertMenu(window.actions_registry["clear_selection"], self.menu)
+        view.insertMenu(registry["clear_selection"], self.menu)
         self.group = QActionGroup(self)
         self.group.setExclusive(True)
         self.actions: dict[str, QAction] = {}
-        self._builders: dict[str, LayerBuilder] = {}
-        #: The entry shown now.
-        self.current = STATE
-        self.add(STATE, "&Live state (activation h)", lambda: None,
-                 "The recorded activation at the shown token (the Settings' colours)")
-        self.actions[STATE].setChecked(True)
+        for key in state.colour_layers:
+            self._on_entry(key)
+        self.actions[state.colour_by].setChecked(True)
         self.menu.addSeparator()
+        state.events.colour_layers.connect(self._on_entry)
+        state.events.colour_by.connect(self._on_chosen)
+
+    @property
+    def current(self) -> str:
+        """The entry shown now (the state's)."""
+        return self.state.colour_by
 
     def add(self, key: str, title: str, build: LayerBuilder, tip: str = "",
             enabled: bool = True) -> QAction:
         """A new entry ``key`` whose layer ``build()`` makes when it is chosen."""
-        if key in self.actions:
-            raise ValueError(f"a colouring named {key!r} already exists")
-        action = QAction(title, self.menu)
-        action.setCheckable(True)
-        action.setEnabled(enabled)
-        if tip:
-            action.setToolTip(tip)
-            action.setStatusTip(tip)
-        action.triggered.connect(lambda _checked=False, k=key: self.choose(k))
-        self.group.addAction(action)
-        self.menu.addAction(action)
-        self.actions[key] = action
-        self._builders[key] = build
-        return action
+        self.state.add_colour_layer(key, title, build, tip, enabled)
+        return self.actions[key]
 
     def set_enabled(self, keys: list[str] | tuple[str, ...], enabled: bool) -> None:
         """Offer ``keys`` or not; a withdrawn entry that is shown goes back to the live state."""
-        for key in keys:
-            self.actions[key].setEnabled(enabled)
-        if not enabled and self.current in keys:
-            self.choose(STATE)
+        self.state.set_available(keys, enabled)
 
     def choose(self, key: str) -> bool:
         """Colour the brain by entry ``key``; False (and a message) if its layer cannot be made."""
-        layer = None
-        if key != STATE:
-            try:
-                layer = self._builders[key]()
-            except FlyvizError as exc:
-                self.window.show_message(f"cannot colour by {self._plain(key)}: {exc}", error=True)
-                self.actions[self.current].setChecked(True)
-                self.changed.emit(self.current)
-                return False
-        self.current = key
-        self.actions[key].setChecked(True)
-        self.window.display.set_colour_layer(layer)
+        try:
+            self.state.colour_by = key
+        except FlyvizError as exc:
+            self._tell(f"cannot colour by {self._plain(key)}: {exc}", error=True)
+            self.actions[self.current].setChecked(True)
+            self.changed.emit(self.current)
+            return False
+        layer = self.state.layer_override
         if layer is not None:
-            self.window.show_message(f"colouring the brain by {layer.caption}; "
-                                     "View → Colour by → Live state goes back")
-        self.changed.emit(key)
+            self._tell(f"colouring the brain by {layer.caption}; "
+                       "View → Colour by → Live state goes back")
         return True
 
     def refresh(self, key: str) -> None:
@@ -114,5 +102,26 @@ class ColourBy(QObject):
         if self.current == key:
             self.choose(key)
 
+    # ------------------------------------------------------------ the state
+    def _on_entry(self, key: str) -> None:
+        entry = self.state.colour_layers[key]
+        action = self.actions.get(key)
+        if action is None:
+            action = QAction(entry.title, self.menu)
+            action.setCheckable(True)
+            if entry.tip:
+                action.setToolTip(entry.tip)
+                action.setStatusTip(entry.tip)
+            action.triggered.connect(lambda _checked=False, k=key: self.choose(k))
+            self.group.addAction(action)
+            self.menu.addAction(action)
+            self.actions[key] = action
+        action.setEnabled(entry.available)
+
+    def _on_chosen(self, key: str) -> None:
+        self.actions[key].setChecked(True)
+        self.changed.emit(key)
+
     def _plain(self, key: str) -> str:
-        return self.actions[key].text().replace("&", "")
+        action = self.actions.get(key)
+        return key if action is None else action.text().replace("&", "")

@@ -115,8 +115,9 @@ class CompareController(RunController):
         ``"forced"`` or ``"free"``: how a comparison runs.
     """
 
-    def __init__(self, parent: QObject | None = None, engine_niceness: int = 0) -> None:
-        super().__init__(parent, engine_niceness)
+    def __init__(self, parent: QObject | None = None, engine_niceness: int = 0,
+                 state: Any = None) -> None:
+        super().__init__(parent, engine_niceness, state)
         #: The thread of plain runs, and the thread of comparisons.
         self.single_thread = self.engine_thread
         self.compare_thread = self._attach(
@@ -254,7 +255,7 @@ class CompareController(RunController):
         between steps from the engine threads, OpenBLAS's worker thread kept
         running and spinning during comparisons, taking about a core-second per
         60-token run from the two engines on two cores (``python -m
-        flyviz.app.bench --compare``: ~22 compared tokens/s with it, ~30 without;
+        tests.bench_app --compare``: ~22 compared tokens/s with it, ~30 without;
         plain runs unchanged). Set once, from the window's thread, for the
         controller's life, the engines' own limits then find one thread and
         leave it so. The window's BLAS work (small matrices) loses nothing.

@@ -29,9 +29,6 @@ from flyviz.record.recording import Recording
 #: Colour of what differs from the untouched run.
 DIVERGED = "#ff7a9a"
 
-#: Colour of the untouched run in paired bars and texts.
-UNTOUCHED = "#8f98aa"
-
 
 def is_comparison(recording: Recording | None) -> bool:
     """True for a recording of an intervened run with its untouched run beside it."""

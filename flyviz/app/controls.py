@@ -1,6 +1,14 @@
-"""Input widgets: the prompt bar, generation and display settings, the timeline."""
+"""Input widgets: the prompt bar, generation and display settings, the timeline.
+
+The Settings dock shows the viewer state's :class:`~flyviz.viewer.settings.RunSettings`
+and :class:`~flyviz.viewer.settings.DisplaySettings` (:meth:`SettingsPanel.bind`);
+:func:`save_settings` and :func:`restore_settings` keep them between sessions.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QSettings, Qt, Signal
 from PySide6.QtGui import QKeyEvent
@@ -9,7 +17,10 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QVBoxLayout, QWidget)
 
 from flyviz.model.checkpoint import SUPERCLASSES
-from flyviz.record.run import MAX_NEW_TOKENS_LIMIT, GenerationSettings
+from flyviz.model.errors import FlyvizError
+from flyviz.record.run import MAX_NEW_TOKENS_LIMIT
+from flyviz.viewer.settings import DisplaySettings, RunSettings
+from flyviz.viewer.state import ViewerState
 
 #: Prompt suggestions: the four golden prompts of the Fly LLM's parity test.
 SUGGESTED_PROMPTS = (
@@ -230,24 +241,82 @@ class SettingsPanel(QWidget):
         self.superclass.currentIndexChanged.connect(lambda *_: self.filter_changed.emit())
         self.cell_type.textChanged.connect(lambda *_: self.filter_changed.emit())
 
-    # ------------------------------------------------------------ values
-    def generation_settings(self, top_k: int) -> GenerationSettings:
-        """The settings of the next run, validated."""
-        seed = int(self.seed.value())
-        return GenerationSettings(
-            max_new_tokens=int(self.max_new_tokens.value()),
-            temperature=float(self.temperature.value()), top_p=float(self.top_p.value()),
-            seed=None if seed < 0 else seed, top_k=int(top_k)).validate()
+    # ------------------------------------------------------------ the state
+    def bind(self, display: DisplaySettings, run: RunSettings) -> None:
+        """Show ``display`` and ``run`` in the widgets and write the user's changes to them.
+
+        The settings live in the viewer state, not here: code and tests set
+        ``state.display.point_size = 4`` and the spin box follows; a spin box the
+        user turns sets the state field (a value the state refuses is put back).
+        """
+        # (widget's value signal, read the widget, write it to the state, show the state)
+        self._bindings: dict[str, tuple[Any, Callable[[], None], Callable[[], None]]] = {}
+
+        def bind(group: Any, field: str, changed: Any, read: Callable[[], Any],
+                 show: Callable[[Any], None]) -> None:
+            def write(*_args: Any) -> None:
+                try:
+                    setattr(group, field, read())
+                except FlyvizError:
+                    show_state()
+
+            def show_state(*_args: Any) -> None:
+                if read() != getattr(group, field):
+                    was = self.blockSignals(True)
+                    try:
+                        show(getattr(group, field))
+                    finally:
+                        self.blockSignals(was)
+
+            changed.connect(write)
+            getattr(group.events, field).connect(show_state)
+            self._bindings[field] = (changed, write, show_state)
+            show_state()
+
+        def combo(box: QComboBox) -> tuple[Callable[[], Any], Callable[[Any], None]]:
+            return (lambda: box.currentData(),
+                    lambda value: box.setCurrentIndex(max(0, box.findData(value))))
+
+        bind(run, "temperature", self.temperature.valueChanged, self.temperature.value,
+             self.temperature.setValue)
+        bind(run, "top_p", self.top_p.valueChanged, self.top_p.value, self.top_p.setValue)
+        bind(run, "max_new_tokens", self.max_new_tokens.valueChanged, self.max_new_tokens.value,
+             self.max_new_tokens.setValue)
+        bind(run, "seed", self.seed.valueChanged, self.seed.value, self.seed.setValue)
+        bind(run, "speed_cap", self.speed_cap.valueChanged, self.speed_cap.value,
+             self.speed_cap.setValue)
+        bind(run, "states_dtype", self.states.currentIndexChanged, *combo(self.states))
+        bind(display, "mode", self.mode.currentIndexChanged, *combo(self.mode))
+        bind(display, "auto_scale", self.auto_scale.toggled, self.auto_scale.isChecked,
+             self.auto_scale.setChecked)
+        bind(display, "limit", self.fixed_limit.valueChanged, self.fixed_limit.value,
+             self.fixed_limit.setValue)
+        bind(display, "point_size", self.point_size.valueChanged, self.point_size.value,
+             self.point_size.setValue)
+        bind(display, "glow", self.glow.valueChanged, lambda: self.glow.value() / 100.0,
+             lambda glow: self.glow.setValue(int(round(glow * 100))))
+        bind(display, "smoothing_s", self.smoothing.valueChanged,
+             lambda: self.smoothing.value() / 1000.0,
+             lambda s: self.smoothing.setValue(int(round(s * 1000))))
+        self.fixed_limit.setEnabled(not display.auto_scale)
 
     @property
     def states_dtype(self) -> str:
         """How new recordings store their states: ``"float16"`` or ``"float32"``."""
         return str(self.states.currentData())
 
-    @property
-    def colour_mode(self) -> str:
-        """``"signed"`` or ``"abs"``."""
-        return str(self.mode.currentData())
+    def show_filter(self, superclass: str, cell_type: str) -> None:
+        """Show the state's highlight filter (without announcing it as the user's change)."""
+        for widget in (self.superclass, self.cell_type):
+            widget.blockSignals(True)
+        try:
+            if self.superclass.currentData() != superclass:
+                self.superclass.setCurrentIndex(max(0, self.superclass.findData(superclass)))
+            if self.cell_type.text().strip() != cell_type:
+                self.cell_type.setText(cell_type)
+        finally:
+            for widget in (self.superclass, self.cell_type):
+                widget.blockSignals(False)
 
     def set_superclasses(self, names: list[str]) -> None:
         """Offer the superclasses present in the model (in the dataset's order)."""
@@ -260,37 +329,54 @@ class SettingsPanel(QWidget):
         self.superclass.setEnabled(bool(names))
         self.superclass.blockSignals(False)
 
-    # ------------------------------------------------------------ persistence
-    _PERSISTED = ("temperature", "top_p", "max_new_tokens", "seed", "speed_cap", "fixed_limit",
-                  "point_size", "smoothing")
 
-    def save(self, settings: QSettings) -> None:
-        """Store the values under ``settings/``."""
-        for name in self._PERSISTED:
-            settings.setValue(f"settings/{name}", getattr(self, name).value())
-        settings.setValue("settings/glow", self.glow.value())
-        settings.setValue("settings/mode", self.colour_mode)
-        settings.setValue("settings/states", self.states_dtype)
-        settings.setValue("settings/auto_scale", self.auto_scale.isChecked())
+#: The viewer state's settings kept between sessions: (QSettings key, group, field, how
+#: the value was stored). Glow and smoothing keep the units the Settings dock showed.
+PERSISTED: tuple[tuple[str, str, str, float], ...] = (
+    ("temperature", "run", "temperature", 1.0), ("top_p", "run", "top_p", 1.0),
+    ("max_new_tokens", "run", "max_new_tokens", 1.0), ("seed", "run", "seed", 1.0),
+    ("speed_cap", "run", "speed_cap", 1.0), ("fixed_limit", "display", "limit", 1.0),
+    ("point_size", "display", "point_size", 1.0), ("smoothing", "display", "smoothing_s", 1000.0),
+    ("glow", "display", "glow", 100.0))
 
-    def restore(self, settings: QSettings) -> None:
-        """Read the values stored by :meth:`save` (missing or bad ones are ignored)."""
-        for name in (*self._PERSISTED, "glow"):
-            value = settings.value(f"settings/{name}")
-            if value is None:
-                continue
-            widget = getattr(self, name)
+
+def save_settings(state: ViewerState, settings: QSettings) -> None:
+    """Store the state's display and run settings under ``settings/``."""
+    for key, group, field, unit in PERSISTED:
+        value = getattr(getattr(state, group), field) * unit
+        settings.setValue(f"settings/{key}", int(round(value)) if unit != 1.0 or
+                          isinstance(value, int) else value)
+    settings.setValue("settings/mode", state.display.mode)
+    settings.setValue("settings/states", state.run.states_dtype)
+    settings.setValue("settings/auto_scale", state.display.auto_scale)
+
+
+def restore_settings(state: ViewerState, settings: QSettings) -> None:
+    """Read the values :func:`save_settings` stored into the state (missing or bad ones are
+    ignored)."""
+    for key, group, field, unit in PERSISTED:
+        value = settings.value(f"settings/{key}")
+        if value is None:
+            continue
+        target = getattr(state, group)
+        try:
+            number = float(value) / unit
+            if isinstance(getattr(target, field), int):
+                number = int(round(number))
+            setattr(target, field, number)
+        except (TypeError, ValueError, FlyvizError):
+            continue
+    for group, field, key in (("display", "mode", "settings/mode"),
+                              ("run", "states_dtype", "settings/states")):
+        value = settings.value(key)
+        if value is not None:
             try:
-                widget.setValue(type(widget.value())(float(value)))
-            except (TypeError, ValueError):
-                continue
-        for box, key in ((self.mode, "settings/mode"), (self.states, "settings/states")):
-            index = box.findData(settings.value(key))
-            if index >= 0:
-                box.setCurrentIndex(index)
-        auto = settings.value("settings/auto_scale")
-        if auto is not None:
-            self.auto_scale.setChecked(str(auto).lower() in ("true", "1"))
+                setattr(getattr(state, group), field, str(value))
+            except FlyvizError:
+                pass
+    auto = settings.value("settings/auto_scale")
+    if auto is not None:
+        state.display.auto_scale = str(auto).lower() in ("true", "1")
 
 
 class Timeline(QWidget):

@@ -147,7 +147,7 @@ def install_excepthook(window: QMainWindow | None = None) -> Callable:
         else:
             text = (f"Something went wrong inside flyviz ({exc_type.__name__}: {exc}). "
                     "The app keeps running; please report this with the details below.")
-        closing = bool(getattr(window, "closing", False))
+        closing = window is not None and bool(window.property("closing"))
         parent = window if window is not None and not closing else None
         if window is not None:
             window.statusBar().showMessage(text, 20_000)

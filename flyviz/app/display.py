@@ -16,8 +16,8 @@ token, and scrubbing a recording is the same code path as watching live. A new
 view (a dock, a comparison) is one :meth:`DisplayController.add_view` call; a
 new colouring of the brain is one :meth:`DisplayController.set_colour_layer`
 (values, colormap, colourbar and scale policy: a
-:class:`~flyviz.render.style.ColourLayer`), or
-:meth:`DisplayController.set_brain_source` for other values in the state's colours.
+:class:`~flyviz.render.style.ColourLayer`; the window hands it the viewer
+state's layer).
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ class BrainTarget(Protocol):
     def update_gain(self) -> None:
         """Set the automatic brightness gain again (the values to be shown changed)."""
 
+    #: ``activity_sample() -> values``: some of the values to be shown, for the automatic
+    #: gain (the display controller sets it).
+    activity_sample: Callable[[], "np.ndarray | None"] | None
+
 
 class DisplayController(QObject):
     """Keeps the brain and the frame views on the session's shown frame.
@@ -104,8 +108,7 @@ class DisplayController(QObject):
         session.recording_replaced.connect(self._on_recording_replaced)
         session.frames_appended.connect(lambda _n: self.mark_dirty())
         session.live_changed.connect(lambda _live: self.mark_dirty())
-        if hasattr(brain, "activity_sample"):
-            brain.activity_sample = self.activity_sample
+        brain.activity_sample = self.activity_sample
         self.timer = QTimer(self)
         self.timer.setInterval(max(1, int(round(1000.0 / hz))))
         self.timer.timeout.connect(self.tick)
@@ -116,17 +119,6 @@ class DisplayController(QObject):
         """Show every shown frame in ``view`` too (it is refreshed at once)."""
         self.views.append(view)
         self.mark_dirty()
-
-    def set_brain_source(self, source: BrainSource | None) -> None:
-        """Colour the brain by ``source(recording, index)`` in the state's colours.
-
-        ``None``: the recorded state. For values with colours, a colourbar
-        and a scale of their own, use :meth:`set_colour_layer`.
-        """
-        self.layer = None
-        self._brain_source = source or recorded_state
-        self.brain.set_layer(None)
-        self.redraw_brain()
 
     def set_colour_layer(self, layer: ColourLayer | None) -> None:
         """Colour the brain by ``layer``: its values at the shown frame, colormap, colourbar, scale.

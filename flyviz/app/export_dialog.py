@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QMessageBox, QProgressDialog, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
+from flyviz.app.background import wait_qthread
 from flyviz.export import ExportCancelled, ExportOptions, export_recording
 from flyviz.export.movie import make_renderer
 from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
@@ -416,7 +418,7 @@ class ExportRunner(QObject):
     @Slot(object, object)
     def _on_finished(self, path: Any, error: Any) -> None:
         self._thread.quit()
-        self._thread.wait()
+        wait_qthread(self._thread, "an export thread")
         self._renderer.close()
         self.running = False
         self.done.emit(path, error)
@@ -464,20 +466,22 @@ def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, o
 
 def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Anatomy | None,
                       model_name: str, *, style: CloudStyle | None = None,
-                      camera: CameraPose | None = None, overlays: Any = None) -> Path | None:
+                      camera: CameraPose | None = None, overlays: Any = None,
+                      tell: Callable[..., None] | None = None) -> Path | None:
     """Ask for settings, export, and tell the user how it went; return the written path.
 
     The form starts from ``style`` and ``camera``, the window's display
     settings (see :class:`ExportDialog`); ``overlays`` as for :func:`run_export`.
+    ``tell(text, error=False)`` says how it went (the window's status bar);
+    by default a message box does.
     """
-    def tell(text: str, error: bool = False) -> None:
-        show_message = getattr(parent, "show_message", None)  # the main window's
-        if show_message is not None:
-            show_message(text, error=error, dialog=error)
-        elif error:
+    def boxed(text: str, error: bool = False) -> None:
+        if error:
             QMessageBox.warning(parent, "Export movie", text)
         else:
             QMessageBox.information(parent, "Export movie", text)
+
+    tell = tell or boxed
 
     if anatomy is None or not len(recording):
         tell("nothing to export yet: run a prompt first", error=True)

@@ -183,17 +183,23 @@ class FileController:
             window.show_message(f"movie export is unavailable: {exc}", error=True, dialog=True)
             return
         window.runs.pause()   # the movie shows the recording as it is now
-        # The form starts from what the window shows: its colours (Δx while a comparison
-        # is shown), range, size, glow, gain, background and camera.
-        recording = session.recording
+        # The form starts from what the window shows (the viewer state): its colours (Δx
+        # while a comparison is shown), range, size, glow, gain, background and camera.
+        # The export thread reads a frozen snapshot: frames still in flight from the
+        # paused run are appended to the window's recording, not to the movie's.
+        window.sync_camera()
+        state = window.state
+        recording = state.snapshot()
         extra = {}
         if recording.baseline is not None:      # a comparison: both texts in the overlay
             from flyviz.app.compare_views import comparison_overlays
 
             extra["overlays"] = lambda start, stop: comparison_overlays(recording, start, stop)
-        export_dialog.run_export_dialog(window, recording, window.anatomy,
-                                        window.model_name, style=window.brain.style,
-                                        camera=window.brain.camera_pose(), **extra)
+        export_dialog.run_export_dialog(
+            window, recording, state.anatomy, state.model_name, style=state.style(),
+            camera=state.camera,
+            tell=lambda text, error=False: window.show_message(text, error=error, dialog=error),
+            **extra)
 
     def screenshot_dialog(self) -> None:
         """Alt+S: choose what and how large, then where."""

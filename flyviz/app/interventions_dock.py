@@ -38,7 +38,7 @@ from flyviz.model.selection import neuron_index
 from flyviz.render.style import ColourLayer, ColourScale
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.host import WindowHost
     from flyviz.record.recording import Recording
 
 #: Kinds that take a number, with its label, range and default.
@@ -312,11 +312,6 @@ class InterventionsPanel(QWidget):
             del self._items[row]
             self.changed.emit()
 
-    @property
-    def all_interventions(self) -> list[Intervention]:
-        """Every intervention in the list, on or off."""
-        return list(self._items)
-
     def enabled(self) -> list[Intervention]:
         """The interventions switched on, in list order."""
         return [item for row, item in enumerate(self._items)
@@ -345,29 +340,32 @@ class InterventionsFeature(QObject):
 
     Parameters
     ----------
-    window
-        The main window; its ``runs`` must be a
+    host
+        The window; its ``runs`` must be a
         :class:`~flyviz.app.compare_control.CompareController`.
+
+    The interventions switched on and the comparison settings are written to
+    the viewer state (``state.interventions``, ``state.comparing``), the
+    picked neurons to ``state.picked``.
     """
 
-    def __init__(self, window: "MainWindow") -> None:
-        super().__init__(window)
+    def __init__(self, host: "WindowHost") -> None:
+        super().__init__(host.widget())
         from flyviz.app.neuron_pick import LassoTool, NeuronMarks, NeuronPick
 
-        self.window = window
+        self.host = host
         self.panel = InterventionsPanel()
-        self.dock = window.add_dock("interventions", "Interventions", self.panel,
-                                    Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
-        window.tabifyDockWidget(window.docks["controls"], self.dock)
-        window.docks["controls"].raise_()
+        self.dock = host.add_dock("interventions", "Interventions", self.panel,
+                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        host.tabify_dock("controls", self.dock)
         self.pick = NeuronPick(self)
-        self.lasso = LassoTool(window.brain)
-        self.marks = NeuronMarks(window.brain)
+        self.lasso = LassoTool(host.brain)
+        self.marks = NeuronMarks(host.brain)
         self.delta = delta_layer()
         # Δx is one of View → Colour by's entries, offered while a comparison is shown.
-        window.colour_by.add(DELTA, "&Δx: intervened − untouched", lambda: self.delta,
-                             "The comparison's difference at the shown token", enabled=False)
-        window.brain.pick_clicked.connect(self._on_pick_click)
+        host.colour_by.add(DELTA, "&Δx: intervened − untouched", lambda: self.delta,
+                           "The comparison's difference at the shown token", enabled=False)
+        host.brain.pick_clicked.connect(self._on_pick_click)
         self.lasso.picked.connect(lambda neurons, add: self.pick.apply(neurons, add))
         self.pick.changed.connect(self._on_pick_changed)
         self.panel.changed.connect(self.apply)
@@ -377,12 +375,18 @@ class InterventionsFeature(QObject):
         self.panel.delta_box.toggled.connect(lambda _on: self.show_layer())
         self.panel.highlight_button.clicked.connect(self.fill_from_highlight)
         self.panel.pick_button.clicked.connect(self.fill_from_pick)
-        window.model_ready.connect(self._on_model)
-        window.session.recording_replaced.connect(self._on_recording_replaced)
-        window.actions_registry.add("compare", "&Compare with untouched",
-                                    lambda: self.compare_with(None), "Ctrl+Shift+C",
-                                    "Run the prompt intervened and untouched side by side")
-        window.actions_registry.menu("Run").addAction(window.actions_registry["compare"])
+        host.model_ready.connect(self._on_model)
+        host.session.recording_replaced.connect(self._on_recording_replaced)
+        registry = host.actions_registry
+        registry.add("compare", "&Compare with untouched", lambda: self.compare_with(None),
+                     "Ctrl+Shift+C", "Run the prompt intervened and untouched side by side")
+        registry.menu("Run").addAction(registry["compare"])
+        # The state's interventions, comparison and picks show here when set elsewhere.
+        self._syncing = False
+        state = host.state
+        state.events.interventions.connect(self._on_state_interventions)
+        state.events.comparing.connect(self._on_state_comparing)
+        state.events.picked.connect(self._on_state_picked)
 
     # ------------------------------------------------------------ public
     def compare_with(self, interventions: Any = None, mode: str | None = None,
@@ -402,33 +406,34 @@ class InterventionsFeature(QObject):
         panel.compare_box.setChecked(True)
         if not self.apply():
             return False
-        return self.window.run_prompt(prompt)
+        return self.host.run_prompt(prompt)
 
     def apply(self) -> bool:
         """Hand the switched-on interventions to the runs; False (and a message) if bad."""
-        window = self.window
+        host = self.host
         try:
             resolved = self.panel.resolved()
         except FlyvizError as exc:
-            window.show_message(str(exc), error=True)
+            host.show_message(str(exc), error=True)
             return False
-        window.runs.set_interventions(resolved)
+        if not self._syncing:
+            host.state.interventions = self.panel.enabled()
+        host.runs.set_interventions(resolved)
         self.marks.set_intervened(touched_neurons(resolved))
         self._on_compare_settings()
         return True
 
     def fill_from_highlight(self) -> None:
         """Fill the query from the Settings dock's superclass / cell-type highlight."""
-        controls = self.window.controls
         terms = []
-        superclass = str(controls.superclass.currentData() or "")
-        cell_type = controls.cell_type.text().strip()
+        state = self.host.state
+        superclass, cell_type = state.filter_superclass, state.filter_cell_type
         if superclass:
             terms.append(f"superclass:{quoted(superclass)}")
         if cell_type:
             terms.append(f"type:{quoted(cell_type + '*')}")
         if not terms:
-            self.window.show_message("nothing is highlighted: choose a superclass or cell type "
+            self.host.show_message("nothing is highlighted: choose a superclass or cell type "
                                      "in Settings", error=True)
             return
         self.panel.fill_query(" & ".join(terms))
@@ -437,15 +442,15 @@ class InterventionsFeature(QObject):
         """Fill the query with the picked neurons."""
         neurons = self.pick.neurons
         if neurons.size == 0:
-            self.window.show_message("no neurons picked: click one (Shift+click adds, "
+            self.host.show_message("no neurons picked: click one (Shift+click adds, "
                                      "Ctrl+drag draws around many)", error=True)
             return
         self.panel.fill_query("id:" + ",".join(str(int(i)) for i in neurons))
 
     def show_layer(self) -> None:
         """Colour the brain by Δx while a comparison is shown (and Δx is wanted)."""
-        colour_by = self.window.colour_by
-        comparing = self.window.session.recording.baseline is not None
+        colour_by = self.host.colour_by
+        comparing = self.host.session.recording.baseline is not None
         colour_by.set_enabled((DELTA,), comparing)
         want = comparing and self.panel.delta_box.isChecked()
         if want and colour_by.current != DELTA:
@@ -455,11 +460,32 @@ class InterventionsFeature(QObject):
 
     # ------------------------------------------------------------ events
     def _on_compare_settings(self, *_args: object) -> None:
-        self.window.runs.set_comparing(self.panel.compare_box.isChecked(),
-                                       self.panel.mode.currentData())
+        comparing, mode = self.panel.compare_box.isChecked(), self.panel.mode.currentData()
+        self.host.runs.set_comparing(comparing, mode)
+        self.host.state.set_comparing(comparing, mode)
+
+    def _on_state_interventions(self, items: tuple[Intervention, ...]) -> None:
+        if self._syncing or tuple(self.panel.enabled()) == tuple(items):
+            return
+        self._syncing = True
+        try:
+            self.panel.set_interventions(list(items))
+        finally:
+            self._syncing = False
+        self.apply()
+
+    def _on_state_comparing(self, comparing: bool, mode: str) -> None:
+        panel = self.panel
+        if panel.mode.currentData() != mode:
+            panel.mode.setCurrentIndex(max(0, panel.mode.findData(mode)))
+        panel.compare_box.setChecked(comparing)
+
+    def _on_state_picked(self, neurons: np.ndarray) -> None:
+        if not np.array_equal(self.pick.neurons, neurons):
+            self.pick.set(neurons)
 
     def _on_model(self, _name: str = "") -> None:
-        self.panel.set_checkpoint(self.window.checkpoint)
+        self.panel.set_checkpoint(self.host.checkpoint)
         self.pick.clear()
         self.marks.refresh()
         self.apply()
@@ -472,17 +498,18 @@ class InterventionsFeature(QObject):
         self.pick.apply([neuron], add)
 
     def _on_pick_changed(self, count: int) -> None:
+        self.host.state.picked = self.pick.neurons
         self.marks.set_picked(self.pick.neurons)
         self.panel.pick_button.setText(f"Pick ({count})" if count else "Pick")
 
     def _on_recording_replaced(self) -> None:
-        recording = self.window.session.recording
+        recording = self.host.session.recording
         stored = recording.metadata.get("interventions")
         if stored and len(recording) > 0:      # opened from a file (a new run starts empty)
             try:
                 items = list(from_json(stored))
             except FlyvizError as exc:
-                self.window.show_message(f"the recording's interventions: {exc}", error=True)
+                self.host.show_message(f"the recording's interventions: {exc}", error=True)
             else:
                 self.panel.set_interventions(items)
                 if recording.baseline is not None:
@@ -490,3 +517,8 @@ class InterventionsFeature(QObject):
                     mode = info.get("mode", "forced")
                     self.panel.mode.setCurrentIndex(max(0, self.panel.mode.findData(mode)))
         self.show_layer()
+
+
+def install(host: "WindowHost") -> InterventionsFeature:
+    """Add the Interventions dock to the window ``host`` (see :class:`InterventionsFeature`)."""
+    return InterventionsFeature(host)

@@ -18,14 +18,15 @@ agreement). In the app:
 
 *Compare with untouched* goes through :meth:`LesionFeature.compare_with_lesion`:
 it emits :attr:`LesionFeature.compare_requested` with the interventions, hands
-them to the window's Interventions dock when there is one
-(``window.interventions.compare_with(interventions)``: the prompt runs beside
-the untouched model), and otherwise sets them up for the window's next run
+them to :attr:`LesionFeature.compare` when the window wired one in (the
+Interventions dock's: the prompt runs beside the untouched model), and
+otherwise sets them up for the window's next run
 (:meth:`~flyviz.app.run_control.RunController.set_next_interventions`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +43,9 @@ from flyviz.model.errors import InputError
 from flyviz.render.style import ColourLayer, ColourScale
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.host import WindowHost
 
-#: The highlight source name of the selected group (see :class:`~flyviz.app.highlight.Highlights`).
+#: The highlight source name of the selected group (see :class:`~flyviz.viewer.highlight.Highlights`).
 HIGHLIGHT = "lesion"
 
 #: The View → Colour by entry of the importance colours.
@@ -354,27 +355,27 @@ class LesionFeature(QObject):
 
     compare_requested = Signal(object, str)
 
-    def __init__(self, window: "MainWindow") -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(self, host: "WindowHost") -> None:
+        super().__init__(host.widget())
+        self.host = host
+        #: ``compare(interventions) -> started``: runs *Compare with untouched* (the window
+        #: wires the Interventions dock's here); ``None``: set up the next run instead.
+        self.compare: Callable[[tuple[Any, ...]], bool] | None = None
         self._importance_on_open = False
-        self.controller = LesionController(window.background, lambda: window.checkpoint, self)
+        self.controller = LesionController(host.background, lambda: host.checkpoint, self)
         self.panel = LesionPanel()
         # Beside the text, where a table of five columns has room.
-        self.dock = window.add_dock("lesions", "Lesion map", self.panel,
-                                    Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
-        window.tabifyDockWidget(window.docks["text"], self.dock)
-        window.docks["text"].raise_()
-        registry = window.actions_registry
+        self.dock = host.add_dock("lesions", "Lesion map", self.panel,
+                                  Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
+        host.tabify_dock("text", self.dock)
+        registry = host.actions_registry
         self.action = registry.add("open_lesion_map", "Open &lesion map…", self.open_dialog,
                                    description="Open a lesion map of this model "
                                                "(made with 'flyviz sweep')")
         registry.menu("File").insertAction(registry["open_recording"], self.action)
-        colour_by = getattr(window, "colour_by", None)
-        if colour_by is not None:
-            colour_by.add(IMPORTANCE, "Lesion &importance (ΔCE)", self.importance_layer,
-                          "Colour every neuron by its group's ΔCE in the open lesion map",
-                          enabled=False)
+        host.colour_by.add(IMPORTANCE, "Lesion &importance (ΔCE)", self.importance_layer,
+                           "Colour every neuron by its group's ΔCE in the open lesion map",
+                           enabled=False)
 
         c = self.controller
         c.opened.connect(self._on_opened)
@@ -383,12 +384,12 @@ class LesionFeature(QObject):
         p = self.panel
         p.open_requested.connect(self.open_dialog)
         p.importance_requested.connect(lambda: self.show_importance(True))
-        p.log_scale_changed.connect(lambda: self.window.colour_by.refresh(IMPORTANCE))
+        p.log_scale_changed.connect(lambda: self.host.colour_by.refresh(IMPORTANCE))
         p.group_selected.connect(self._on_group_selected)
         p.compare_requested.connect(self._compare_row)
         p.clear_next_requested.connect(self._clear_next)
-        window.runs.run_started.connect(lambda _prompt: self.panel.show_next(""))
-        window.model_ready.connect(lambda _name: self.controller.close(
+        host.runs.run_started.connect(lambda _prompt: self.panel.show_next(""))
+        host.model_ready.connect(lambda _name: self.controller.close(
             "the lesion map belonged to the previous model"))
 
     @property
@@ -400,15 +401,15 @@ class LesionFeature(QObject):
     def open(self, path: str | Path, importance: bool = False) -> None:
         """Open the lesion map at ``path`` (refused with a message when it is another model's);
         ``importance``: colour the brain by it once it is open."""
-        self.window.show_message(f"opening the lesion map {Path(path).name}…")
+        self.host.show_message(f"opening the lesion map {Path(path).name}…")
         self._importance_on_open = importance
         self.controller.open(path)
 
     def open_dialog(self) -> None:
         """File → Open lesion map: pick a CSV or Parquet file from ``flyviz sweep``."""
-        settings = self.window.settings
+        settings = self.host.settings
         path, _ = QFileDialog.getOpenFileName(
-            self.window, "Open a lesion map", str(settings.value("paths/lesion_maps", "")),
+            self.host.widget(), "Open a lesion map", str(settings.value("paths/lesion_maps", "")),
             "Lesion maps (*.csv *.parquet);;All files (*)")
         if path:
             settings.setValue("paths/lesion_maps", str(Path(path).parent))
@@ -417,7 +418,7 @@ class LesionFeature(QObject):
     # ------------------------------------------------------------ colours
     def importance_layer(self) -> ColourLayer:
         """The importance colours of the open map (see :func:`importance_layer`)."""
-        checkpoint = self.window.checkpoint
+        checkpoint = self.host.checkpoint
         if self.lesions is None or checkpoint is None:
             raise InputError("open a lesion map first (File → Open lesion map…)")
         return importance_layer(self.lesions, checkpoint, self.panel.log_scale.isChecked())
@@ -426,7 +427,7 @@ class LesionFeature(QObject):
         """Colour the brain by importance (``False``: by the live state again)."""
         from flyviz.app.colouring import STATE
 
-        return self.window.colour_by.choose(IMPORTANCE if on else STATE)
+        return self.host.colour_by.choose(IMPORTANCE if on else STATE)
 
     # ------------------------------------------------------------ groups
     def select_group(self, name: str) -> bool:
@@ -434,13 +435,13 @@ class LesionFeature(QObject):
         return self.panel.select_group(name)
 
     def _on_group_selected(self, row: GroupResult | None) -> None:
-        checkpoint = self.window.checkpoint
+        checkpoint = self.host.checkpoint
         if row is None or self.lesions is None or checkpoint is None:
-            self.window.highlights.set(HIGHLIGHT, None)
+            self.host.highlights.set(HIGHLIGHT, None)
             return
         neurons = self.lesions.neurons_of(row, checkpoint)
-        self.window.highlights.set_neurons(HIGHLIGHT, neurons)
-        self.window.show_message(f"{row.group}: {row.neurons:,} neurons lit, "
+        self.host.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.host.show_message(f"{row.group}: {row.neurons:,} neurons lit, "
                                  f"ΔCE {row.delta_ce:+.4f} nats/token")
 
     def _compare_row(self, row: GroupResult) -> None:
@@ -459,64 +460,59 @@ class LesionFeature(QObject):
     def compare_with_lesion(self, interventions: tuple[Any, ...], description: str) -> None:
         """*Compare with untouched* with ``interventions`` applied.
 
-        Emits :attr:`compare_requested`. When the window has the Interventions
-        dock (``window.interventions.compare_with(interventions)``, which puts
-        them in its list and runs the prompt beside the untouched model), it
-        runs the comparison; without one, the interventions are set up for the
+        Emits :attr:`compare_requested`. When the window wired a comparison
+        in (:attr:`compare`: the Interventions dock's, which puts them in its
+        list and runs the prompt beside the untouched model), it runs the
+        comparison; without one, the interventions are set up for the
         window's next run, which the user starts with Run.
         """
         interventions = tuple(interventions)
         self.compare_requested.emit(interventions, description)
-        feature = getattr(self.window, "interventions", None)
-        if feature is not None and hasattr(feature, "compare_with"):
-            if feature.compare_with(interventions):
-                self.window.show_message(f"comparing with the untouched model: {description}")
+        if self.compare is not None:
+            if self.compare(interventions):
+                self.host.show_message(f"comparing with the untouched model: {description}")
             return
-        self.window.runs.set_next_interventions(interventions, description)
+        self.host.runs.set_next_interventions(interventions, description)
         self.panel.show_next(description)
-        self.window.show_message(f"the next run has the {description}; press Run "
+        self.host.show_message(f"the next run has the {description}; press Run "
                                  "(untouched runs again after it)")
 
     def _clear_next(self) -> None:
-        self.window.runs.set_next_interventions(())
+        self.host.runs.set_next_interventions(())
         self.panel.show_next("")
-        self.window.show_message("the next run is untouched")
+        self.host.show_message("the next run is untouched")
 
     # ------------------------------------------------------------ controller
     def _offer_importance(self, available: bool) -> None:
-        colour_by = getattr(self.window, "colour_by", None)
-        if colour_by is not None:
-            colour_by.set_enabled((IMPORTANCE,), available)
-            if available:
-                colour_by.refresh(IMPORTANCE)   # a newly opened map's values
+        colour_by = self.host.colour_by
+        colour_by.set_enabled((IMPORTANCE,), available)
+        if available:
+            colour_by.refresh(IMPORTANCE)   # a newly opened map's values
 
     def _on_opened(self, lesions: LesionMap) -> None:
-        self.window.highlights.set(HIGHLIGHT, None)
+        self.host.highlights.set(HIGHLIGHT, None)
         self.panel.set_lesions(lesions)
         self._offer_importance(True)
         if self._importance_on_open:
             self._importance_on_open = False
             self.show_importance(True)
-        self.dock.show()
-        self.dock.raise_()
         # Room for the table: most of the side column's height (the user can drag it back).
-        self.window.resizeDocks([self.dock], [int(self.window.height() * 0.6)],
-                                Qt.Orientation.Vertical)
+        self.host.show_dock(self.dock, 0.6)
         top = lesions.rows[0]
-        self.window.show_message(
+        self.host.show_message(
             f"lesion map {lesions.path.name} open: {len(lesions.rows):,} groups, the largest "
             f"ΔCE {top.delta_ce:+.4f} nats/token ({top.group}); Colour by importance shows it "
             "on the brain")
 
     def _on_closed(self, note: str) -> None:
-        self.window.highlights.set(HIGHLIGHT, None)
+        self.host.highlights.set(HIGHLIGHT, None)
         self.panel.set_lesions(None, note)
         self._offer_importance(False)
         if note:
-            self.window.show_message(f"lesion map closed: {note}")
+            self.host.show_message(f"lesion map closed: {note}")
 
     def _on_failed(self, message: str) -> None:
-        self.window.show_message(f"cannot open the lesion map: {message}", error=True,
+        self.host.show_message(f"cannot open the lesion map: {message}", error=True,
                                  dialog=True)
 
 
@@ -526,9 +522,9 @@ def check_lesion_map(path: str | Path) -> LesionMap:
     return LesionMap(path)
 
 
-def install(window: "MainWindow") -> LesionFeature:
-    """Add lesion maps to ``window`` (see :class:`LesionFeature`)."""
-    return LesionFeature(window)
+def install(host: "WindowHost") -> LesionFeature:
+    """Add lesion maps to the window ``host`` (see :class:`LesionFeature`)."""
+    return LesionFeature(host)
 
 
 __all__ = ["COLUMNS", "HIGHLIGHT", "IMPORTANCE", "LesionController", "LesionFeature",

@@ -11,9 +11,17 @@ The window assembles parts that each do one job and can be used without it:
 * :class:`~flyviz.app.files.FileController` reads and writes recordings,
   screenshots and movies.
 
+What is shown lives in one Qt-free :class:`~flyviz.viewer.state.ViewerState`
+(:attr:`MainWindow.state`): the widgets show it and write the user's changes to
+it; tests and scripts set it directly.
+
 What is left here is wiring: which widget goes in which dock, and which user
 action goes to which part. A new dock is :meth:`MainWindow.add_dock` plus
 :meth:`~flyviz.app.display.DisplayController.add_view` if it follows the shown frame.
+A new feature (a dock with its menus, colourings and highlights) is one entry
+in :data:`FEATURES`: ``install(host)`` gets the window as a
+:class:`~flyviz.app.host.WindowHost` and nothing more; :meth:`MainWindow._wire_features`
+connects features to each other.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import importlib.util
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
@@ -29,17 +38,17 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
                                QPushButton, QToolBar, QWidget)
 
 from flyviz import APP_NAME, ORGANIZATION
-from flyviz.app import atlas_panel, lesion_panel, window_layout
+from flyviz.app import atlas_panel, interventions_dock, lesion_panel, window_layout
 from flyviz.app.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.background import BackgroundCalls
 from flyviz.app.brain_view import BrainView
 from flyviz.app.colouring import ColourBy
-from flyviz.app.controls import PromptBar, SettingsPanel, Timeline
+from flyviz.app.controls import (PromptBar, SettingsPanel, Timeline, restore_settings,
+                                 save_settings)
 from flyviz.app.dialogs import (CONNECTOME_CREDIT, about_text, demo_description,
                                 install_excepthook, shortcuts_dialog, show_about)
 from flyviz.app.display import DisplayController
 from flyviz.app.files import FileController, save_screenshot
-from flyviz.app.highlight import Highlights
 from flyviz.app.inspector import NeuronInspector
 from flyviz.app.model_control import ModelBundle, ModelController, default_model_loader
 from flyviz.app.model_panel import ModelPanel
@@ -47,12 +56,14 @@ from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
 from flyviz.app.compare_control import CompareController
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.verification import VerificationController
+from flyviz.app.window_features import FeatureWindow
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
-from flyviz.render.style import ColourScale, activation_layer
+from flyviz.viewer.highlight import filter_mask
+from flyviz.viewer.state import ViewerState
 
-__all__ = ["CONNECTOME_CREDIT", "SHORTCUTS", "MainWindow", "demo_description",
+__all__ = ["FEATURES", "CONNECTOME_CREDIT", "SHORTCUTS", "MainWindow", "demo_description",
            "install_excepthook"]
 
 #: How much nicer than the UI the engine thread runs, so drawing wins a busy CPU.
@@ -60,6 +71,11 @@ ENGINE_NICENESS = 5
 
 #: Refresh rate of the status bar's token and frame rates (Hz).
 STATUS_HZ = 2
+
+#: The window's features, installed in this order: ``(name, install(host) -> feature)``.
+#: Each reaches the window only through :class:`~flyviz.app.host.WindowHost`.
+FEATURES = (("atlas", atlas_panel.install), ("lesions", lesion_panel.install),
+            ("interventions", interventions_dock.install))
 
 
 class TimelineFollower:
@@ -76,7 +92,7 @@ class TimelineFollower:
                                       self.runs.phase_label())
 
 
-class MainWindow(QMainWindow):
+class MainWindow(FeatureWindow):
     """The flyviz desktop app.
 
     Parameters
@@ -103,8 +119,12 @@ class MainWindow(QMainWindow):
                  settings: QSettings | None = None, start_prompt: str | None = None) -> None:
         super().__init__()
         self.settings = settings if settings is not None else QSettings(ORGANIZATION, APP_NAME)
+        #: What the window shows (the widgets bind to it; tests and scripts set it).
+        self.state = ViewerState()
+        restore_settings(self.state, self.settings)
         self.bundle: ModelBundle | None = None
-        self.selected_neuron: int | None = None
+        #: The installed features by name (see :data:`FEATURES`).
+        self.features: dict[str, Any] = {}
         self.last_error = ""
         self.closing = False
         self.canvas_fps = 0.0
@@ -123,7 +143,7 @@ class MainWindow(QMainWindow):
 
         self.models = ModelController(model_loader, self)
         self.verifier = VerificationController(self.settings, self)
-        self.runs = CompareController(self, engine_niceness=ENGINE_NICENESS)
+        self.runs = CompareController(self, engine_niceness=ENGINE_NICENESS, state=self.state)
         self.files = FileController(self)
         self.actions_registry = ActionRegistry(self)
         self.background = BackgroundCalls(self)
@@ -133,18 +153,18 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._build_status_bar()
         self._build_actions()
-        self.colour_by = ColourBy(self)
-        self.atlas = atlas_panel.install(self)
-        self.lesions = lesion_panel.install(self)
+        self.colour_by = ColourBy(self.state, self.actions_registry, self.show_message, self)
+        for name, install in FEATURES:
+            self.register_feature(name, install)
+        self._wire_features()
         self._default_state = self.saveState()
         self.display = DisplayController(self.runs.session, self.brain, self._streaming, self)
         for view in (TimelineFollower(self.timeline, self.runs), self.text_panel, self.topk_panel,
                      self.raster_panel, self.trace_panel, self.inspector):
             self.display.add_view(view)
+        self.state.events.layer.connect(self.display.set_colour_layer)
         self.raster_panel.follow_scale(lambda: (self.brain.mode, self.brain.limit))
         self._connect()
-        from flyviz.app.interventions_dock import InterventionsFeature
-        self.interventions = InterventionsFeature(self)
         window_layout.place_window(self, self.settings)
         state = self.settings.value("window/state")
         if state is not None:
@@ -155,7 +175,7 @@ class MainWindow(QMainWindow):
         self.status_timer.setInterval(int(1000 / STATUS_HZ))
         self.status_timer.timeout.connect(self._update_status)
         self.status_timer.start()
-        self.runs.set_speed_cap(self.controls.speed_cap.value())
+        self.runs.set_speed_cap(self.state.run.speed_cap)
         self._update_buttons()
         if model_spec:
             QTimer.singleShot(0, lambda: self.load_model(model_spec))
@@ -164,7 +184,7 @@ class MainWindow(QMainWindow):
     def _build_central(self) -> None:
         self.brain = BrainView(self)
         self.setCentralWidget(self.brain)
-        self.highlights = Highlights(self.brain.set_emphasis, lambda: self.brain.n_neurons)
+        self.highlights = self.state.highlights
 
         bar = QToolBar("Prompt", self)
         bar.setObjectName("promptToolbar")
@@ -196,7 +216,7 @@ class MainWindow(QMainWindow):
         self.raster_panel = RasterPanel()
         self.trace_panel = TracePanel()
         self.controls = SettingsPanel()
-        self.controls.restore(self.settings)
+        self.controls.bind(self.state.display, self.state.run)
         self.inspector = NeuronInspector()
         self.model_panel = ModelPanel(str(self.settings.value("paths/hub", "")))
         area = Qt.DockWidgetArea
@@ -248,9 +268,9 @@ class MainWindow(QMainWindow):
             "play": self.toggle_play, "step_back": runs.step_back,
             "step_forward": runs.step_forward, "first": lambda: self.show_token(0),
             "last": runs.go_live, "stop": runs.stop, "reset": self.reset_run,
-            "view_front": lambda: self.brain.set_view("front"),
-            "view_top": lambda: self.brain.set_view("top"),
-            "view_side": lambda: self.brain.set_view("side"),
+            "view_front": lambda: self.set_view("front"),
+            "view_top": lambda: self.set_view("top"),
+            "view_side": lambda: self.set_view("side"),
             "toggle_mode": self.toggle_colour_mode,
             "clear_selection": lambda: self.select_neuron(None),
             "focus_prompt": self.prompt_bar.focus_text,
@@ -294,9 +314,16 @@ class MainWindow(QMainWindow):
         self.trace_panel.token_clicked.connect(self.show_token)
         self.brain.neuron_clicked.connect(lambda i: self.select_neuron(None if i < 0 else i))
         self.inspector.neuron_requested.connect(self.select_neuron)
-        self.controls.speed_changed.connect(runs.set_speed_cap)
-        self.controls.display_changed.connect(self._apply_display_settings)
-        self.controls.filter_changed.connect(self._apply_filter)
+        self.controls.filter_changed.connect(self._filter_from_dock)
+        state = self.state
+        state.run.events.speed_cap.connect(runs.set_speed_cap)
+        state.display.events.connect(lambda *_: self._apply_display_settings())
+        state.events.highlight.connect(self.brain.set_emphasis)
+        state.events.selected.connect(self._on_selected)
+        state.events.view.connect(self.brain.set_view)
+        state.events.camera.connect(self._on_camera)
+        state.events.filter.connect(self._apply_filter)
+        self.brain.camera_moved.connect(self._camera_from_view)
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.spec_entered.connect(self._load_entered_spec)
         self.model_panel.open_folder_requested.connect(self.files.open_model_dialog)
@@ -331,6 +358,11 @@ class MainWindow(QMainWindow):
     def worker_state(self) -> str:
         """The engine worker's state: idle, running or paused."""
         return self.runs.worker_state
+
+    @property
+    def selected_neuron(self) -> int | None:
+        """The selected neuron (the state's), or None."""
+        return self.state.selected
 
     @property
     def checkpoint(self) -> Checkpoint | None:
@@ -421,6 +453,7 @@ class MainWindow(QMainWindow):
         self.bundle = bundle
         checkpoint, anatomy = bundle.checkpoint, bundle.anatomy
         neurons = checkpoint.config.neurons
+        self.state.set_model(bundle.model, anatomy, bundle.name, neurons=neurons)
         self.runs.set_model(bundle.model)
         self.verifier.set_model(checkpoint, bundle.name)
         self.brain.set_anatomy(anatomy, neurons)
@@ -430,7 +463,6 @@ class MainWindow(QMainWindow):
                                       else np.arange(neurons))
         self.controls.set_superclasses(sorted(set(anatomy.superclass)) if anatomy.superclass else [])
         self.inspector.set_model(anatomy, bundle.connectivity)
-        self.selected_neuron = None
         self.setWindowTitle(f"flyviz — {bundle.name}"
                             + (" — synthetic demo brain, not the fly connectome"
                                if bundle.is_demo else ""))
@@ -456,11 +488,11 @@ class MainWindow(QMainWindow):
             self.show_message("the model is still loading; the prompt runs when it is ready")
             return False
         try:
-            settings = self.controls.generation_settings(TopKPanel.MAX_K)
+            settings = self.state.run.generation_settings(TopKPanel.MAX_K)
         except FlyvizError as exc:
             self.show_message(str(exc), error=True)
             return False
-        return self.runs.start(text, settings, states_dtype=self.controls.states_dtype)
+        return self.runs.start(text, settings, states_dtype=self.state.run.states_dtype)
 
     def toggle_play(self) -> None:
         """Space: pause or resume the run; replay a finished recording; or start the prompt."""
@@ -528,18 +560,32 @@ class MainWindow(QMainWindow):
         self.status_fps.setText(f"{self.canvas_fps:4.1f} fps" if self.canvas_fps else "— fps")
 
     def _apply_display_settings(self) -> None:
-        c = self.controls
-        scale = (ColourScale.auto() if c.auto_scale.isChecked()
-                 else ColourScale.fixed(c.fixed_limit.value()))
-        self.brain.apply_settings(activation_layer(c.colour_mode, scale), c.point_size.value(),
-                                  c.glow.value() / 100.0)
-        self.brain.smoothing_s = c.smoothing.value() / 1000.0
+        d = self.state.display
+        self.brain.apply_settings(d.activation_layer(), d.point_size, d.glow)
+        self.brain.smoothing_s = d.smoothing_s
+        self.brain.set_gain(d.gain)
         self.display.redraw_brain()
 
     def toggle_colour_mode(self) -> None:
         """Switch between signed h and |h|."""
-        box = self.controls.mode
-        box.setCurrentIndex(1 - box.currentIndex())
+        display = self.state.display
+        display.mode = "abs" if display.mode == "signed" else "signed"
+
+    def set_view(self, name: str) -> None:
+        """Look from ``"front"``, ``"top"`` or ``"side"`` (the state's camera preset)."""
+        self.state.view = name
+
+    def _on_camera(self, pose: Any) -> None:
+        if pose is not None and pose != self.brain.camera_pose():
+            pose.apply(self.brain.view.camera)
+            self.brain.update_gain()
+
+    def _camera_from_view(self) -> None:
+        self.state.camera = self.brain.camera_pose()
+
+    def sync_camera(self) -> None:
+        """Write where the brain view looks from now into the state (before exports read it)."""
+        self._camera_from_view()
 
     # ================================================================= neurons
     def select_neuron(self, index: int | None) -> None:
@@ -547,7 +593,12 @@ class MainWindow(QMainWindow):
         if index is not None and (self.checkpoint is None
                                   or not 0 <= index < self.checkpoint.config.neurons):
             return
-        self.selected_neuron = index
+        if index == self.state.selected:
+            self._on_selected(index)        # the same neuron again: show it again
+        else:
+            self.state.selected = index
+
+    def _on_selected(self, index: int | None) -> None:
         self.brain.set_selected(index)
         self.inspector.show_neuron(index, self.session.recording, self.session.index)
         if index is not None:
@@ -555,19 +606,20 @@ class MainWindow(QMainWindow):
             self.docks["inspector"].raise_()
             self.statusBar().showMessage(f"neuron #{index} selected", 5000)
 
-    def _apply_filter(self) -> None:
+    def _filter_from_dock(self) -> None:
+        try:
+            self.state.set_filter(str(self.controls.superclass.currentData() or ""),
+                                  self.controls.cell_type.text())
+        except FlyvizError as exc:
+            self.show_message(str(exc), error=True)
+
+    def _apply_filter(self, superclass: str = "", cell_type: str = "") -> None:
+        """Show the state's filter in the Settings dock and light its neurons."""
+        self.controls.show_filter(superclass, cell_type)
         anat = self.anatomy
         if anat is None:
             return
-        superclass = str(self.controls.superclass.currentData() or "")
-        cell_type = self.controls.cell_type.text().strip().lower()
-        mask = None
-        if superclass and anat.superclass is not None:
-            mask = np.fromiter((s == superclass for s in anat.superclass), bool, len(anat.superclass))
-        if cell_type and anat.cell_type is not None:
-            types = np.fromiter((str(t).lower().startswith(cell_type) for t in anat.cell_type), bool,
-                                len(anat.cell_type))
-            mask = types if mask is None else mask & types
+        mask = filter_mask(anat, superclass, cell_type)
         self.highlights.set("filter", mask)
         if mask is None:
             self.controls.filter_note.setText("")
@@ -622,6 +674,7 @@ class MainWindow(QMainWindow):
         if self.closing:
             return
         self.closing = True
+        self.setProperty("closing", True)   # for the exception dialog (no reach-in)
         self.display.stop()
         self.status_timer.stop()
         self.runs.shutdown()
@@ -633,7 +686,15 @@ class MainWindow(QMainWindow):
         if not self.closing:
             self.settings.setValue("window/geometry", self.saveGeometry())
             self.settings.setValue("window/state", self.saveState())
-            self.controls.save(self.settings)
+            save_settings(self.state, self.settings)
             self.settings.sync()
         self.shutdown()
         super().closeEvent(event)
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.app.host import WindowHost
+
+    def _a_main_window_is_a_host(window: MainWindow) -> WindowHost:
+        """mypy checks here that the window has every member the feature protocol names."""
+        return window

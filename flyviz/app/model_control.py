@@ -20,6 +20,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal
 
+from flyviz.app.background import join_thread, wait_qthread
 from flyviz.app.connectivity import Connectivity
 from flyviz.app.worker import engine_threads
 from flyviz.model.checkpoint import Anatomy, Checkpoint
@@ -304,10 +305,11 @@ class ModelController(QObject):
         self._closed = True
         for loader in [self._loader, *self._old_loaders]:
             if loader is not None and loader.isRunning():
-                # A load cannot be interrupted; wait for it so no thread outlives the window.
-                loader.wait()
+                # A load cannot be interrupted; wait for it (so no thread outlives the
+                # window), at most JOIN_TIMEOUT_S.
+                wait_qthread(loader, "loading a model")
         for helper in self._helpers:
-            helper.join()
+            join_thread(helper, "building the graph index")
         self._helpers = []
 
     # ------------------------------------------------------------ loader signals

@@ -29,6 +29,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from flyviz.app.session import Session
+from flyviz.viewer.state import ViewerState
 from flyviz.app.worker import IDLE, PAUSED, RUNNING, EngineThread, RunRequest
 from flyviz.model.errors import FlyvizError
 from flyviz.record.frame import Frame
@@ -61,6 +62,9 @@ class RunController(QObject):
     engine_niceness
         How much nicer than the caller the engine thread runs (see
         :meth:`~flyviz.app.worker.EngineWorker.lower_priority`).
+    state
+        The :class:`~flyviz.viewer.state.ViewerState` whose recording and token the
+        runs fill and move (default: a new one, for tests without a window).
 
     Signals
     -------
@@ -82,9 +86,10 @@ class RunController(QObject):
     run_failed = Signal(str)
     message = Signal(str, bool)
 
-    def __init__(self, parent: QObject | None = None, engine_niceness: int = 0) -> None:
+    def __init__(self, parent: QObject | None = None, engine_niceness: int = 0,
+                 state: ViewerState | None = None) -> None:
         super().__init__(parent)
-        self.session = Session(parent=self)
+        self.session = Session(parent=self, state=state)
         self.engine_thread = self._attach(EngineThread(self), self._on_frame,
                                           self._on_worker_state, engine_niceness)
         self.replay_timer = QTimer(self)

@@ -1,5 +1,8 @@
 """The app's model: the recording being shown and which frame of it is shown.
 
+Both live in the window's :class:`~flyviz.viewer.state.ViewerState`; the
+:class:`Session` is its Qt adapter (signals for widgets, input clamped to range).
+
 Every view in the window reads ``session.recording[session.index]``; none of
 them keeps its own copy of the run. Live mode follows the newest frame;
 scrubbing picks any frame and leaves live mode; jumping to the end returns to it.
@@ -15,15 +18,22 @@ from PySide6.QtCore import QObject, Signal
 
 from flyviz.record.frame import Frame
 from flyviz.record.recording import Recording
+from flyviz.viewer.state import ViewerState
 
 
 class Session(QObject):
-    """A :class:`~flyviz.record.recording.Recording` plus the shown frame index.
+    """The Qt face of a :class:`~flyviz.viewer.state.ViewerState`'s recording and token.
+
+    The state holds the recording and the shown index; the session forwards its
+    changes as Qt signals (for widgets and queued connections) and clamps what
+    user input asks for (a slider, a key) into range before setting it.
 
     Parameters
     ----------
     neurons
-        State length of the current model (the empty recording's size).
+        State length of the empty recording (without ``state``).
+    state
+        The viewer state to show (default: a new one).
 
     Signals
     -------
@@ -42,36 +52,41 @@ class Session(QObject):
     index_changed = Signal(int)
     live_changed = Signal(bool)
 
-    def __init__(self, neurons: int = 1, parent: QObject | None = None) -> None:
+    def __init__(self, neurons: int = 1, parent: QObject | None = None,
+                 state: ViewerState | None = None) -> None:
         super().__init__(parent)
-        self._recording = Recording(max(1, int(neurons)))
-        self._index = -1
-        self._live = True
+        if state is None:
+            state = ViewerState()
+            state.set_recording(Recording(max(1, int(neurons))))
+        self.state = state
+        events = state.events
+        events.recording.connect(self.recording_replaced.emit)
+        events.frames_appended.connect(self.frames_appended.emit)
+        events.index.connect(self.index_changed.emit)
+        events.live.connect(self.live_changed.emit)
 
     # ------------------------------------------------------------ properties
     @property
     def recording(self) -> Recording:
         """The recording every view reads."""
-        return self._recording
+        return self.state.recording
 
     @property
     def index(self) -> int:
         """Index of the shown frame, ``-1`` when there is none."""
-        return self._index
+        return self.state.index
 
     @property
     def live(self) -> bool:
         """True while the view follows the newest frame."""
-        return self._live
+        return self.state.live
 
     def __len__(self) -> int:
-        return len(self._recording)
+        return len(self.state.recording)
 
     def current_frame(self) -> Frame | None:
         """The shown frame, or None."""
-        if self._index < 0 or self._index >= len(self._recording):
-            return None
-        return self._recording[self._index]
+        return self.state.frame()
 
     # ------------------------------------------------------------ mutation
     def new_recording(self, neurons: int, metadata: dict[str, Any] | None = None) -> Recording:
@@ -79,44 +94,26 @@ class Session(QObject):
         return self.replace(Recording(int(neurons), metadata))
 
     def replace(self, recording: Recording, index: int | None = None) -> Recording:
-        """Show ``recording``; at ``index`` or, by default, its last frame in live mode."""
-        self._recording = recording
+        """Show ``recording``; at ``index`` (clamped) or, by default, its last frame in live mode."""
         n = len(recording)
-        self._index = n - 1 if index is None else max(-1, min(int(index), n - 1))
-        self.recording_replaced.emit()
-        self._set_live(self._index == n - 1)
-        self.index_changed.emit(self._index)
-        return recording
+        if index is not None:
+            index = max(0, min(int(index), n - 1)) if n else None
+        return self.state.set_recording(recording, index)
 
     def append(self, frame: Frame) -> int:
         """Add a frame; in live mode it becomes the shown one. Returns its index."""
-        i = self._recording.append(frame)
-        self.frames_appended.emit(len(self._recording))
-        if self._live:
-            self._index = i
-            self.index_changed.emit(i)
-        return i
+        return self.state.append(frame)
 
     def set_index(self, index: int) -> None:
         """Show frame ``index`` (clamped); live mode is on only at the last frame."""
-        n = len(self._recording)
-        index = max(0, min(int(index), n - 1)) if n else -1
-        self._set_live(index == n - 1)
-        if index != self._index:
-            self._index = index
-            self.index_changed.emit(index)
+        n = len(self.state.recording)
+        self.state.index = max(0, min(int(index), n - 1)) if n else -1
 
     def step(self, delta: int) -> None:
         """Move the shown frame by ``delta`` tokens."""
-        if len(self._recording):
-            self.set_index(self._index + int(delta))
+        if len(self.state.recording):
+            self.set_index(self.state.index + int(delta))
 
     def go_live(self) -> None:
         """Follow the newest frame again."""
-        self.set_index(len(self._recording) - 1)
-        self._set_live(True)
-
-    def _set_live(self, live: bool) -> None:
-        if live != self._live:
-            self._live = live
-            self.live_changed.emit(live)
+        self.state.go_live()

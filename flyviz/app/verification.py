@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from flyviz.app.background import wait_qthread
 from flyviz import __version__
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.checks import FAIL, PASS
@@ -309,7 +310,7 @@ class VerificationController(QObject):
         self._closed = True
         self.cancel("the window closed")
         for thread in self._old_threads:
-            thread.wait()
+            wait_qthread(thread, "verifying a model")
         self._old_threads = []
 
     # ------------------------------------------------------------ thread signals

@@ -22,7 +22,6 @@ state) without bound, and the window always shows a recent frame.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +115,6 @@ class EngineWorker(QObject):
         self._timer.setSingleShot(False)
         self._timer.timeout.connect(self._tick)
         self._interval_ms = 0
-        self._last_step = 0.0
 
     # ------------------------------------------------------------ requests
     @Slot(object)
@@ -300,7 +298,6 @@ class EngineWorker(QObject):
             log.exception("the model stopped with an unexpected error")
             self._fail(f"the model stopped with an unexpected error: {type(exc).__name__}: {exc}")
             return
-        self._last_step = time.perf_counter()
         self.frames_sent += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         self.frame_ready.emit(self._run_id, frame)
@@ -412,8 +409,10 @@ class EngineThread(QObject):
         else:
             self.worker.shutdown()
         self.qthread.quit()
-        ended = self.qthread.wait(timeout_ms)
-        return bool(ended)
+        from flyviz.app.background import wait_qthread
+
+        return wait_qthread(self.qthread, f"the engine thread {self.qthread.objectName()!r}",
+                            timeout_ms / 1000.0)
 
 
 def engine_threads() -> int:

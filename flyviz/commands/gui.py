@@ -127,11 +127,10 @@ def run(args: argparse.Namespace) -> int:
     app.setDesktopFileName("org.flyviz.flyviz")
 
     import vispy
-    from pyqtgraph.util.garbage_collector import GarbageCollector
 
-    # The engine and export run in worker threads; a garbage collection that starts
-    # there and frees a Qt object aborts the process. Collect on the GUI thread only.
-    app._flyviz_gc = GarbageCollector(interval=1.0)  # type: ignore[attr-defined]
+    from flyviz.app.gc_policy import install_gc_policy
+
+    install_gc_policy(app)      # collect on the GUI thread only (see flyviz.app.gc_policy)
     vispy.use(app="pyside6")
     from flyviz.app.main_window import MainWindow, install_excepthook
     from flyviz.app.theme import apply_dark_theme

@@ -12,6 +12,10 @@ come ``round(hold_seconds * fps)`` hold frames (none by default). The camera
 turns ``orbit`` degrees per second of movie time throughout.
 
 Nothing is cached: each frame is rendered, piped to the encoder and dropped.
+
+:func:`export_state` makes the movie of what a
+:class:`~flyviz.viewer.state.ViewerState` shows (the window's, a notebook's):
+its recording (a frozen snapshot), colours, display settings and camera.
 """
 
 from __future__ import annotations
@@ -62,14 +66,16 @@ def model_name_of(recording: Recording, fallback: str = "") -> str:
 
 def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions,
                   model_name: str, *, style: Any = None, camera: Any = None,
-                  app: Any = None, gl: str | None = None) -> Any:
+                  app: Any = None, gl: str | None = None, emphasis: Any = None,
+                  selected: int | None = None) -> Any:
     """The :class:`~flyviz.render.offscreen.FrameRenderer` an export of ``recording`` uses.
 
     It renders with ``app`` (a vispy application), else with the offscreen
     OpenGL ``gl`` names (see :func:`~flyviz.render.gl_backend.offscreen_app`).
     Its colour range is fixed for the whole movie: the layer's fixed or given
     range, or its automatic policy over up to 48 frames of the exported range;
-    its automatic brightness gain comes from 16 of them.
+    its automatic brightness gain comes from 16 of them. ``emphasis`` and
+    ``selected``: a highlight mask and a ringed neuron, as the window shows them.
     """
     from flyviz.render.offscreen import FrameRenderer, offscreen_app
 
@@ -82,7 +88,8 @@ def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions
                          value_range=layer.recording_range(recording, start, stop),
                          view=options.view, camera=camera, orbit=options.orbit != 0.0,
                          overlays=options.overlays, model_name=model_name,
-                         activity_sample=layer.sample(recording, start, stop, 16), app=app)
+                         activity_sample=layer.sample(recording, start, stop, 16), app=app,
+                         emphasis=emphasis, selected=selected)
 
 
 def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: str | Path,
@@ -232,6 +239,44 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
         if isinstance(exc, OSError):
             raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
         raise
+    finally:
+        if own_renderer:
+            renderer.close()
+
+
+def export_state(state: Any, out_path: str | Path, options: ExportOptions | None = None,
+                 progress: ExportProgress | None = None,
+                 cancelled: Callable[[], bool] | None = None, *,
+                 overlay_contents: Iterable[Any] | None = None, renderer: Any = None,
+                 gl: str | None = None) -> Path:
+    """Render what the viewer ``state`` shows into a movie.
+
+    The state gives everything but the movie's own settings: a frozen
+    snapshot of its recording (a run still appending to it does not reach the
+    movie), the neuron positions, the model's name, the colour layer and
+    display settings (:meth:`~flyviz.viewer.state.ViewerState.style`), its
+    highlight and selection, and the camera (its pose; else its view preset,
+    when ``options`` is not given).
+    ``options`` says the size, frame rate, easing, range, quality and
+    overlays; its colour fields are not used. The rest as for
+    :func:`export_recording`.
+    """
+    if state.anatomy is None:
+        raise ExportError("the viewer state shows no model with neuron positions; "
+                          "state.set_model(model) first")
+    options = (options or ExportOptions(view=state.view)).validate()
+    recording, style = state.snapshot(), state.style()
+    name = state.model_name or model_name_of(recording, "flyviz")
+    own_renderer = renderer is None
+    if own_renderer:
+        # The state's highlight and selection are part of the picture, as in the window.
+        renderer = make_renderer(recording, state.anatomy, options, name, style=style,
+                                 camera=state.camera, gl=gl, emphasis=state.highlight,
+                                 selected=state.selected)
+    try:
+        return export_recording(recording, state.anatomy, out_path, options, progress,
+                                cancelled, model_name=name, renderer=renderer, style=style,
+                                overlay_contents=overlay_contents)
     finally:
         if own_renderer:
             renderer.close()

@@ -104,16 +104,6 @@ class StreamFloor:
         self._pool.shutdown(wait=True)
 
 
-def stream_floor(buffers: list[np.ndarray], threads: int, repeats: int = 15) -> tuple[float, int]:
-    """Median seconds to read every byte of ``buffers`` once, and the byte count."""
-    floor = StreamFloor(buffers, threads)
-    try:
-        times = [floor.run() for _ in range(repeats + 2)]
-    finally:
-        floor.close()
-    return statistics.median(times[2:]), floor.nbytes
-
-
 def time_steps(engine: Engine, steps: int, seed: int = 0) -> np.ndarray:
     """Seconds per token for ``steps`` random tokens, after 3 warm-up steps.
 
@@ -133,16 +123,6 @@ def time_steps(engine: Engine, steps: int, seed: int = 0) -> np.ndarray:
         engine.wait_background()
         times[i] = time.perf_counter() - start
     return times
-
-
-def bench_engine(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
-                 rounds: int = 10, kernel: str | None = None) -> dict[str, Any]:
-    """Median step time of the engine and the memory floor for the same bytes.
-
-    One engine; see :func:`bench_engines`, which this calls, for the
-    measurement and the keys of the result.
-    """
-    return bench_engines(ckpt, steps, threads, rounds, kernels=(kernel,))[0]
 
 
 def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,

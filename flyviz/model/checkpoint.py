@@ -147,11 +147,6 @@ class Checkpoint:
         """Number of stored synapses (CSR non-zeros)."""
         return int(self.w_values.shape[0])
 
-    @property
-    def is_factored(self) -> bool:
-        """True for a two-factor (rank-r) readout."""
-        return self.head is None
-
     def parameter_count(self) -> int:
         """Number of trainable parameters (the frozen graph excluded)."""
         arrays = [self.wte, self.in_proj, self.gain, self.rec_gain, self.bias,

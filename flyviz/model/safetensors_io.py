@@ -183,7 +183,6 @@ class SafetensorsFile:
         self.path = Path(path)
         name = self.path.name
         self._error = error
-        self._remedy = remedy
         try:
             size = os.path.getsize(self.path)
         except OSError:
@@ -286,8 +285,3 @@ class SafetensorsFile:
         return np.memmap(self.path, dtype=DTYPES[dtype], mode="r",
                          offset=self._data_start + begin, shape=shape)
 
-
-def load_safetensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """All tensors of a file (memory-mapped) and its metadata."""
-    file = SafetensorsFile(path)
-    return {name: file.get(name) for name in file.keys()}, file.metadata

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -70,3 +70,11 @@ class Frame:
     def top1_probability(self) -> float:
         """Probability of the most likely next token."""
         return float(self.top_k_probabilities[0])
+
+
+#: The fields of a :class:`Frame` a recording keeps per frame beside its state and its
+#: text (stored apart, see :mod:`flyviz.record.recording`), in :class:`Frame`'s order;
+#: ``probabilities`` is not kept. Code that copies a frame's fields uses this list, so a
+#: new field is written in one place (and in the recording's storage record).
+STORED_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(Frame) if f.name not in ("state", "text_so_far", "probabilities"))

@@ -17,6 +17,7 @@ anything, and any damage is one :class:`RecordingError` line.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -33,7 +34,7 @@ import numpy as np
 
 from flyviz._version import __version__
 from flyviz.model.errors import FlyvizError, RecordingError
-from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, Frame
+from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, Frame
 
 FORMAT_NAME = "flyviz-recording"
 #: ``MAJOR.MINOR``. A reader opens any minor version of its major (newer minors
@@ -69,7 +70,8 @@ _VERSION_RE = re.compile(r"^(\d{1,6})(?:\.(\d{1,6}))?$")
 
 @dataclass
 class _FrameInfo:
-    """Everything in a frame but its state."""
+    """Everything in a frame but its state (the fields :data:`STORED_FIELDS` names), and its
+    text as what changed since the previous frame."""
 
     position: int
     phase: str
@@ -85,6 +87,22 @@ class _FrameInfo:
     text_keep: int          # characters kept from the previous frame's text_so_far
     text_tail: str          # what follows them
     generation_index: int | None
+
+    @classmethod
+    def of(cls, values: Any, keep: int, tail: str) -> "_FrameInfo":
+        """The record of a frame's :data:`STORED_FIELDS` values (a mapping), normalised."""
+        generation = values["generation_index"]
+        return cls(
+            position=int(values["position"]), phase=str(values["phase"]),
+            input_token_id=int(values["input_token_id"]), input_text=str(values["input_text"]),
+            predicted_token_id=int(values["predicted_token_id"]),
+            predicted_text=str(values["predicted_text"]),
+            probability=float(values["probability"]),
+            top_k_ids=np.asarray(values["top_k_ids"], dtype=np.int32).copy(),
+            top_k_probabilities=np.asarray(values["top_k_probabilities"], dtype=np.float32).copy(),
+            top_k_text=tuple(values["top_k_text"]), mean_abs_state=float(values["mean_abs_state"]),
+            text_keep=int(keep), text_tail=str(tail),
+            generation_index=None if generation is None else int(generation))
 
 
 def _non_finite_rows(block: np.ndarray) -> np.ndarray:
@@ -185,14 +203,8 @@ class Recording:
     def __getitem__(self, index: int) -> Frame:
         info = self._infos[index]  # IndexError for out-of-range, negatives allowed
         index = index % len(self._infos)
-        return Frame(
-            position=info.position, phase=info.phase, input_token_id=info.input_token_id,
-            input_text=info.input_text, predicted_token_id=info.predicted_token_id,
-            predicted_text=info.predicted_text, probability=info.probability,
-            top_k_ids=info.top_k_ids, top_k_probabilities=info.top_k_probabilities,
-            top_k_text=info.top_k_text, state=self.state(index),
-            mean_abs_state=info.mean_abs_state, text_so_far=self.text_so_far(index),
-            generation_index=info.generation_index)
+        return Frame(**{name: getattr(info, name) for name in STORED_FIELDS},
+                     state=self.state(index), text_so_far=self.text_so_far(index))
 
     @property
     def _stored_len(self) -> int:
@@ -200,6 +212,8 @@ class Recording:
 
     def append(self, frame: Frame) -> int:
         """Store ``frame`` (its state in :attr:`states_dtype`); return its index."""
+        if self.__dict__.get("_frozen"):
+            raise RecordingError("this recording is a frozen snapshot; append to the original")
         state = np.asarray(frame.state)
         if state.shape != (self.neurons,):
             raise ValueError(f"frame state has shape {state.shape}, expected ({self.neurons},)")
@@ -215,25 +229,9 @@ class Recording:
         if i % _CHUNK_FRAMES == 0:
             self._text_anchors.append(text)
         self._last_text = text
-        self._add_info(frame.position, frame.phase, frame.input_token_id, frame.input_text,
-                       frame.predicted_token_id, frame.predicted_text, frame.probability,
-                       frame.top_k_ids, frame.top_k_probabilities, frame.top_k_text,
-                       frame.mean_abs_state, keep, text[keep:], frame.generation_index)
+        self._infos.append(_FrameInfo.of({name: getattr(frame, name) for name in STORED_FIELDS},
+                                         keep, text[keep:]))
         return i
-
-    def _add_info(self, position: int, phase: str, input_token_id: int, input_text: str,
-                  predicted_token_id: int, predicted_text: str, probability: float,
-                  top_k_ids: Any, top_k_probabilities: Any, top_k_text: Any,
-                  mean_abs_state: float, keep: int, tail: str,
-                  generation_index: int | None) -> None:
-        self._infos.append(_FrameInfo(
-            position=int(position), phase=str(phase), input_token_id=int(input_token_id),
-            input_text=str(input_text), predicted_token_id=int(predicted_token_id),
-            predicted_text=str(predicted_text), probability=float(probability),
-            top_k_ids=np.asarray(top_k_ids, dtype=np.int32).copy(),
-            top_k_probabilities=np.asarray(top_k_probabilities, dtype=np.float32).copy(),
-            top_k_text=tuple(top_k_text), mean_abs_state=float(mean_abs_state),
-            text_keep=keep, text_tail=tail, generation_index=generation_index))
 
     def clear(self) -> None:
         """Drop every frame (metadata is kept)."""
@@ -242,6 +240,25 @@ class Recording:
         self._stored = self._stored_crc = self._unchecked = None
         self._text_anchors.clear()
         self._last_text = ""
+
+    def snapshot(self) -> "Recording":
+        """A frozen copy of the frames recorded so far, cheap to take, safe to read off-thread.
+
+        The frames are shared, not copied: a recording is append-only (a frame's
+        row is written once, when it is appended), so the snapshot's frames never
+        change while this recording goes on growing on another thread. Appending
+        to the snapshot is refused. Export jobs read a snapshot (see the threading
+        rules in :mod:`flyviz.viewer`), never the recording a run still appends to.
+        """
+        frozen = Recording.__new__(Recording)
+        frozen.__dict__.update(self.__dict__)
+        frozen.metadata = copy.deepcopy(self.metadata)
+        frozen._infos = list(self._infos)
+        frozen._chunks = list(self._chunks)
+        frozen._text_anchors = list(self._text_anchors)
+        frozen.baseline = None if self.baseline is None else self.baseline.snapshot()
+        frozen.__dict__["_frozen"] = True
+        return frozen
 
     # --------------------------------------------------------------- access
     def _index(self, index: int) -> int:
@@ -735,13 +752,12 @@ class Recording:
             if count != len(t["top_k_text"]) or not valid[:count].all():
                 raise damaged(f"{whose}frame {i} has {count} top-k ids but "
                               f"{len(t['top_k_text'])} top-k texts")
-            rec._add_info(int(arrays["position"][i]), t["phase"],
-                          int(arrays["input_token_id"][i]), t["input_text"],
-                          int(arrays["predicted_token_id"][i]), t["predicted_text"],
-                          float(arrays["probability"][i]), ids[valid],
-                          arrays["top_k_probabilities"][i][valid], t["top_k_text"],
-                          float(arrays["mean_abs_state"][i]), t["text_keep"], t["text_tail"],
-                          t["generation_index"])
+            # Number fields come from the file's tensors, the rest from its frame texts.
+            stored = {name: arrays[name][i] if name in _FRAME_TENSORS else t[name]
+                      for name in STORED_FIELDS}
+            stored["top_k_ids"] = ids[valid]
+            stored["top_k_probabilities"] = arrays["top_k_probabilities"][i][valid]
+            rec._infos.append(_FrameInfo.of(stored, t["text_keep"], t["text_tail"]))
         rec._last_text = "".join(chars)
 
         # States: mapped, then checked (now, or frame by frame when first read).

@@ -296,11 +296,6 @@ class NeuronCloudVisual(Visual):
         self._emphasis.set_data(weights)
         self.update()
 
-    def set_dim(self, factor: float) -> None:
-        """Brightness factor of neurons outside the emphasis mask (default 0.1)."""
-        self.shared_program["u_dim"] = float(np.clip(factor, 0.0, 1.0))
-        self.update()
-
     def set_selected(self, index: int | None) -> None:
         """Draw a ring around neuron ``index`` (``None`` removes it)."""
         if index is not None and not 0 <= int(index) < self._n:

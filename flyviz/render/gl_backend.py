@@ -76,12 +76,9 @@ def release_egl(app: Any) -> None:
     """
     if not is_egl(app):
         return
-    module = sys.modules.get("vispy.app.backends._egl")
-    display = getattr(module, "_EGL_DISPLAY", None)
-    if module is None or display is None:
-        return
-    egl = module.egl
-    egl.eglMakeCurrent(display, egl.EGL_NO_SURFACE, egl.EGL_NO_SURFACE, egl.EGL_NO_CONTEXT)
+    from flyviz.render._vispy_compat import release_egl_context
+
+    release_egl_context()
 
 
 def release_qt_context() -> None:
@@ -127,8 +124,9 @@ def initialise_hidden_qt_canvas(canvas: Any) -> None:
     native = getattr(canvas, "native", None)
     if native is None or not hasattr(native, "setAttribute"):
         return  # EGL or OSMesa: the canvas has its own context already
-    from vispy.app.backends._qt import QtCore
+    from flyviz.render._vispy_compat import vispy_qt_core
 
+    QtCore = vispy_qt_core()
     native.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)
     native.show()
 

@@ -23,6 +23,7 @@ import numpy as np
 from vispy import gloo, scene
 
 from flyviz.model.errors import ExportError
+from flyviz.render._vispy_compat import update_view_clipper
 from flyviz.render.camera import DEFAULT_FOV, VIEW_PRESETS, CameraPose, frame_brain
 from flyviz.render.cloud import NeuronCloud, crowding_gain
 from flyviz.render.gl_backend import (BACKENDS, egl_current, initialise_hidden_qt_canvas,
@@ -34,7 +35,10 @@ from flyviz.render.style import (BACKGROUND, REFERENCE_HEIGHT, CloudStyle, Colou
                                  activation_layer, apply_style)
 
 __all__ = ["BACKENDS", "BACKGROUND", "MAX_EDGE", "FrameRenderer", "check_size", "colorbar_labels",
-           "offscreen_app", "parse_size"]
+           "offscreen_app", "parse_size", "render_state_image"]
+
+#: Frames of a recording sampled for a still's automatic brightness gain (as the app's view).
+GAIN_SAMPLES = 16
 
 #: Largest frame edge, in pixels (8K); larger sizes exceed what GL drivers allow.
 MAX_EDGE = 7680
@@ -104,6 +108,14 @@ class FrameRenderer:
     app
         A vispy application to render with; by default the first that works
         (see :func:`offscreen_app`).
+    emphasis
+        ``(N,)`` bool: keep these neurons lit and dim the rest (a highlight), or ``None``.
+    selected
+        A neuron to ring (the selection), or ``None``.
+    gain_range
+        The colour range the automatic gain is computed with (default:
+        ``value_range``); the app's view computes its gain over a sample of
+        the recording, not over the shown frame's range.
     """
 
     def __init__(self, positions: np.ndarray, visible: np.ndarray | None = None,
@@ -112,7 +124,9 @@ class FrameRenderer:
                  scale: float = 1.0, view: str = "front", camera: CameraPose | None = None,
                  orbit: bool = False, overlays: bool = True, model_name: str = "",
                  point_size: float | None = None, glow: float = 1.0,
-                 activity_sample: np.ndarray | None = None, app: Any = None) -> None:
+                 activity_sample: np.ndarray | None = None, app: Any = None,
+                 emphasis: np.ndarray | None = None, selected: int | None = None,
+                 gain_range: tuple[float, float] | None = None) -> None:
         self.size = check_size(size)
         w, h = self.size
         if view not in VIEW_PRESETS:
@@ -132,6 +146,10 @@ class FrameRenderer:
             self.backend = app.backend_name
         self._app = app
         self._fit = AreaResampler(self.size)
+        self._emphasis = None if emphasis is None else np.asarray(emphasis, dtype=bool)
+        self._selected = None if selected is None else int(selected)
+        self._gain_range = self.value_range if gain_range is None else \
+            (float(gain_range[0]), float(gain_range[1]))
         with egl_current(app):
             self._build(positions, visible, model_name, overlays, view, camera, orbit,
                         activity_sample)
@@ -139,6 +157,7 @@ class FrameRenderer:
     def _build(self, positions: np.ndarray, visible: np.ndarray | None, model_name: str,
                overlays: bool, view: str, camera: CameraPose | None, orbit: bool,
                activity_sample: np.ndarray | None) -> None:
+        """Set up the one offscreen scene every still, movie frame and re-rendered view uses."""
         style, layer = self.style, self.style.layer
         w, h = self.size
         self.canvas = scene.SceneCanvas(size=(w, h), show=False, app=self._app,
@@ -154,6 +173,10 @@ class FrameRenderer:
         self.view.camera = scene.TurntableCamera(fov=DEFAULT_FOV)
         self.cloud = NeuronCloud(positions, visible, parent=self.view.scene)
         apply_style(self.cloud, style, h, self.value_range)
+        if self._emphasis is not None:
+            self.cloud.set_emphasis(self._emphasis)
+        if self._selected is not None:
+            self.cloud.set_selected(self._selected)
         if camera is not None:
             camera.apply(self.view.camera)
         else:
@@ -164,13 +187,12 @@ class FrameRenderer:
         # vispy computes when the view moves, not when the canvas's framebuffer
         # transform settles; a Qt canvas's settles after the view is made (it was
         # a 1x1 pixel rectangle: Qt movies had no brain). Compute it now.
-        self.view._update_scene_clipper()
-        self.view._update_clipper()
+        update_view_clipper(self.view)
         if style.gain is None:
             # Brightness gain from how crowded the brain is on screen in this view.
             self._draw()
             self.gain = crowding_gain(self.cloud, h, style.point_px(h), activity_sample,
-                                      layer.colormap, self.value_range)
+                                      layer.colormap, self._gain_range)
         else:
             self.gain = float(style.gain)
         self.cloud.set_gain(self.gain)
@@ -235,3 +257,68 @@ class FrameRenderer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def render_state_image(state: Any, size: tuple[int, int] = (1280, 720), index: int | None = None,
+                       *, overlays: bool = False, app: Any = None,
+                       gl: str | None = None) -> np.ndarray:
+    """What a :class:`~flyviz.viewer.state.ViewerState` shows, rendered offscreen to an image.
+
+    The picture the app's brain view shows for the same state at the same
+    size, with no window: the state's colour layer and range at token
+    ``index`` (default: the shown one; the exact frame, not eased), its
+    display settings, highlight, selection and camera (its pose, else its
+    view preset), and the automatic brightness gain computed as the view
+    computes it. The base of ``flyviz figure``.
+
+    Parameters
+    ----------
+    state
+        The viewer state (a model with neuron positions must be shown).
+    size
+        ``(width, height)`` in pixels.
+    index
+        The token to show (default: the state's).
+    overlays
+        Draw the movie overlays (header, colourbar, top-k and text) too.
+    app, gl
+        The vispy application to render with, else the offscreen OpenGL to use
+        (see :func:`~flyviz.render.gl_backend.offscreen_app`).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(height, width, 3)`` uint8 RGB.
+    """
+    from flyviz.render.overlay import iter_overlays
+
+    anatomy = state.anatomy
+    if anatomy is None:
+        raise ExportError("the viewer state shows no model with neuron positions; "
+                          "state.set_model(model) first")
+    recording = state.recording
+    index = state.index if index is None else int(index)
+    if len(recording) and not 0 <= index < len(recording):
+        raise ExportError(f"token {index} is out of range: the recording has "
+                          f"{len(recording):,} tokens")
+    values = state.values(index)
+    values = np.zeros(state.neurons, np.float32) if values is None else \
+        np.asarray(values, np.float32)
+    layer = state.layer
+    sample = layer.sample(recording, 0, None, GAIN_SAMPLES)
+    sample = sample if sample.size else None
+    value_range = state.value_range(index)
+    gain_range = layer.value_range(sample) if layer.scale.kind == "auto" and sample is not None \
+        else value_range
+    if app is None:
+        app, _ = offscreen_app(backend=gl)
+    renderer = FrameRenderer(anatomy.positions_um(), anatomy.valid, size, style=state.style(),
+                             value_range=value_range, view=state.view, camera=state.camera,
+                             overlays=overlays, model_name=state.model_name,
+                             activity_sample=sample, app=app, emphasis=state.highlight,
+                             selected=state.selected, gain_range=gain_range)
+    with renderer:
+        overlay = None
+        if overlays and 0 <= index < len(recording):
+            overlay = next(iter(iter_overlays(recording, index, index + 1)), None)
+        return renderer.render_state(values, overlay)

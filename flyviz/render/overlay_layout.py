@@ -16,6 +16,7 @@ from vispy import gloo, scene
 from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
+from flyviz.render._vispy_compat import glyph_advance, text_font
 from flyviz.render.colormaps import colorbar_image, is_diverging
 from flyviz.render.overlay import OverlayContent, display_token
 
@@ -35,15 +36,13 @@ class _TextMetrics:
     """Glyph advances of a vispy font, to wrap and place text before drawing it."""
 
     def __init__(self, text_visual: Any) -> None:
-        self._font = text_visual._font
+        self._font = text_font(text_visual)
         self._em: dict[str, float] = {}
 
     def em(self, ch: str) -> float:
         adv = self._em.get(ch)
         if adv is None:
-            # Advances are stored at the font's low-resolution size (an em of 64 units).
-            glyph = self._font[ch]
-            adv = float(glyph["advance"]) / self._font.ratio / float(self._font._lowres_size)
+            adv = glyph_advance(self._font, ch)
             self._em[ch] = adv
         return adv
 

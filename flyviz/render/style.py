@@ -244,11 +244,6 @@ class ColourLayer:
         return is_diverging(self.colormap)
 
     @property
-    def folds_sign(self) -> bool:
-        """True when colours show ``|value|`` (the ``"abs"`` colormap)."""
-        return self.colormap == "abs"
-
-    @property
     def caption(self) -> str:
         """The colourbar's caption: label and units."""
         return f"{self.label} ({self.units})" if self.units else self.label

@@ -60,7 +60,6 @@ FROZEN_BUFFER_DTYPES = {
 #: fixed-plasticity arms flyviz runs).
 NODE_TYPE_INDEX = "brain.node_type_index"
 EDGE_GROUP_INDEX = "brain.edge_group_index"
-EXTRA_BUFFER_DTYPES = {NODE_TYPE_INDEX: "int64", EDGE_GROUP_INDEX: "int64"}
 
 #: Elements cast and hashed at a time by :func:`array_digest`.
 _DIGEST_CHUNK = 1 << 22

@@ -5,13 +5,32 @@ selected group each want to light some neurons and dim the rest. They share
 the brain view's one emphasis mask through :class:`Highlights`: each source
 sets or clears its own mask by name, and the view shows the newest one set,
 so clearing a search brings back the filter that was there before it.
+
+Each :class:`~flyviz.viewer.state.ViewerState` holds one (``state.highlights``);
+no Qt here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
+
+def filter_mask(anatomy: Any, superclass: str = "", cell_type: str = "") -> np.ndarray | None:
+    """The neurons of ``superclass`` whose cell type starts with ``cell_type`` (either ``""``:
+    any), as a mask over ``anatomy``'s neurons; ``None`` when neither narrows anything."""
+    cell_type = cell_type.strip().lower()
+    mask = None
+    if superclass and anatomy.superclass is not None:
+        mask = np.fromiter((s == superclass for s in anatomy.superclass), bool,
+                           len(anatomy.superclass))
+    if cell_type and anatomy.cell_type is not None:
+        types = np.fromiter((str(t).lower().startswith(cell_type) for t in anatomy.cell_type),
+                            bool, len(anatomy.cell_type))
+        mask = types if mask is None else mask & types
+    return mask
 
 
 class Highlights:
@@ -48,6 +67,13 @@ class Highlights:
         mask = np.zeros(self._neurons(), dtype=bool)
         mask[np.asarray(neurons, dtype=np.int64)] = True
         self.set(source, mask)
+
+    def clear(self) -> None:
+        """Drop every source's mask (a new model: masks of the old one mean nothing)."""
+        had = bool(self._masks)
+        self._masks.clear()
+        if had:
+            self._show()
 
     def mask(self, source: str) -> np.ndarray | None:
         """The mask ``source`` set (``None`` if it has none)."""

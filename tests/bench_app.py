@@ -2,11 +2,11 @@
 
 Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
 
-    python -m flyviz.app.bench [--tokens 150] [--size 1280x720] [--repeat 3] [--json]
-    python -m flyviz.app.bench --stalls [--tokens 300]   # worst event-loop stall under use
-    python -m flyviz.app.bench --stalls --demo           # the same on the demo brain and its atlas
-    python -m flyviz.app.bench --startup demo            # time to a usable window / to the model
-    python -m flyviz.app.bench --compare [--repeat 3]    # comparison mode against a single run
+    python -m tests.bench_app [--tokens 150] [--size 1280x720] [--repeat 3] [--json]
+    python -m tests.bench_app --stalls [--tokens 300]   # worst event-loop stall under use
+    python -m tests.bench_app --stalls --demo           # the same on the demo brain and its atlas
+    python -m tests.bench_app --startup demo            # time to a usable window / to the model
+    python -m tests.bench_app --compare [--repeat 3]    # comparison mode against a single run
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
 9,050,172 synapses, rank-64 readout), then in one process:
@@ -167,9 +167,9 @@ def _window(app, checkpoint, tokens: int, speed_cap: float):
                         settings=QSettings(str(folder / "settings.ini"), QSettings.Format.IniFormat))
     window.show()
     window.set_checkpoint(checkpoint)
-    window.controls.speed_cap.setValue(speed_cap)
-    window.controls.temperature.setValue(0.0)
-    window.controls.max_new_tokens.setValue(tokens)
+    window.state.run.speed_cap = speed_cap
+    window.state.run.temperature = 0.0
+    window.state.run.max_new_tokens = tokens
     return window
 
 
@@ -481,7 +481,7 @@ def stalls(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m flyviz.app.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tests.bench_app", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=150, help="new tokens per run (default 150)")
     parser.add_argument("--size", default="1280x720", help="brain view size WxH (default 1280x720)")

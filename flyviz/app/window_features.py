@@ -1,0 +1,81 @@
+"""The window's side of the feature protocol: docks, services and the feature registry.
+
+:class:`FeatureWindow` is the part of :class:`~flyviz.app.main_window.MainWindow`
+that :class:`~flyviz.app.host.WindowHost` promises features beyond the shared
+objects: putting docks beside others, showing one, and installing features (:meth:`FeatureWindow.register_feature`)
+and wiring them to each other (:meth:`FeatureWindow._wire_features`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.app.atlas_panel import AtlasFeature
+    from flyviz.app.host import WindowHost
+    from flyviz.app.interventions_dock import InterventionsFeature
+    from flyviz.app.lesion_panel import LesionFeature
+
+__all__ = ["FeatureWindow"]
+
+
+class FeatureWindow(QMainWindow):
+    """A main window that hosts features (see :class:`~flyviz.app.host.WindowHost`)."""
+
+    #: The window's docks by key (filled by the window).
+    docks: dict[str, QDockWidget]
+    #: The installed features by name.
+    features: dict[str, Any]
+
+    def widget(self) -> QWidget:
+        """The window as a widget (the parent of features' dialogs)."""
+        return self
+
+    def tabify_dock(self, beside: str, dock: QDockWidget, keep_front: bool = True) -> None:
+        """Put ``dock`` in a tab beside the dock ``beside`` (which stays in front if ``keep_front``)."""
+        self.tabifyDockWidget(self.docks[beside], dock)
+        if keep_front:
+            self.docks[beside].raise_()
+
+    def show_dock(self, dock: QDockWidget, height_fraction: float | None = None) -> None:
+        """Show ``dock`` in front, as tall as ``height_fraction`` of the window if given."""
+        dock.show()
+        dock.raise_()
+        if height_fraction is not None:
+            self.resizeDocks([dock], [int(self.height() * height_fraction)],
+                             Qt.Orientation.Vertical)
+
+    def register_feature(self, name: str, install: Callable[[WindowHost], Any]) -> Any:
+        """Install a feature: ``install(host)`` with this window as its
+        :class:`~flyviz.app.host.WindowHost`; it is then ``window.features[name]``."""
+        if name in self.features:
+            raise ValueError(f"a feature named {name!r} is installed already")
+        # The concrete window (MainWindow) has every member the protocol names.
+        feature = install(cast("WindowHost", self))
+        self.features[name] = feature
+        return feature
+
+    def _wire_features(self) -> None:
+        # Lesion maps compare "with untouched" through the Interventions dock when there is one.
+        lesions, interventions = self.features.get("lesions"), self.features.get("interventions")
+        if lesions is not None and interventions is not None:
+            lesions.compare = interventions.compare_with
+
+    @property
+    def atlas(self) -> "AtlasFeature":
+        """The atlas feature (:class:`~flyviz.app.atlas_panel.AtlasFeature`)."""
+        return self.features["atlas"]
+
+    @property
+    def lesions(self) -> "LesionFeature":
+        """The lesion-map feature (:class:`~flyviz.app.lesion_panel.LesionFeature`)."""
+        return self.features["lesions"]
+
+    @property
+    def interventions(self) -> "InterventionsFeature":
+        """The interventions feature (:class:`~flyviz.app.interventions_dock.InterventionsFeature`)."""
+        return self.features["interventions"]

@@ -1,0 +1,74 @@
+"""Every use of vispy's private API, in one place, for the vispy versions it was written for.
+
+flyviz needs four things vispy does not offer publicly:
+
+* a view's clipping rectangle computed now (:func:`update_view_clipper`): vispy
+  computes it when the view moves, not when a Qt canvas's framebuffer transform
+  settles, which left a 1x1 pixel rectangle (movies without a brain);
+* a font's glyph advances (:func:`glyph_advance`), to wrap overlay text before drawing it;
+* the EGL display of vispy's EGL backend (:func:`release_egl_context`), to leave no
+  EGL context current on a thread that Qt draws on next;
+* the Qt module vispy's Qt backend uses (:func:`vispy_qt_core`), to show a hidden
+  canvas off screen with the same binding.
+
+Each relies on names vispy may rename in any release. :data:`TESTED_VISPY`
+lists the versions these were written and checked against;
+``tests/test_vispy_compat.py`` fails on any other version, so an upgrade
+is a conscious step: check each function here against the new vispy, then
+add its version.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["TESTED_VISPY", "glyph_advance", "is_tested_vispy", "release_egl_context",
+           "update_view_clipper", "vispy_qt_core"]
+
+#: The vispy ``major.minor`` versions whose private names are used here as they are.
+TESTED_VISPY = ("0.14", "0.15", "0.16", "0.17")
+
+
+def is_tested_vispy(version: str | None = None) -> bool:
+    """True when vispy ``version`` (default: the installed one) is one of :data:`TESTED_VISPY`."""
+    if version is None:
+        import vispy
+
+        version = str(vispy.__version__)
+    return ".".join(version.split(".")[:2]) in TESTED_VISPY
+
+
+def update_view_clipper(view: Any) -> None:
+    """Compute a ``ViewBox``'s clipping rectangle in framebuffer pixels now."""
+    view._update_scene_clipper()
+    view._update_clipper()
+
+
+def text_font(text_visual: Any) -> Any:
+    """The font object of a ``TextVisual`` (its glyph table)."""
+    return text_visual._font
+
+
+def glyph_advance(font: Any, ch: str) -> float:
+    """The advance of glyph ``ch`` in ems of ``font`` (vispy stores advances at its
+    low-resolution size, an em of 64 units)."""
+    glyph = font[ch]
+    return float(glyph["advance"]) / font.ratio / float(font._lowres_size)
+
+
+def release_egl_context() -> None:
+    """Make no EGL context current on this thread (vispy's EGL canvases never release theirs)."""
+    module = sys.modules.get("vispy.app.backends._egl")
+    display = None if module is None else getattr(module, "_EGL_DISPLAY", None)
+    if module is None or display is None:
+        return
+    egl = module.egl
+    egl.eglMakeCurrent(display, egl.EGL_NO_SURFACE, egl.EGL_NO_SURFACE, egl.EGL_NO_CONTEXT)
+
+
+def vispy_qt_core() -> Any:
+    """The ``QtCore`` module of the Qt binding vispy's Qt backend uses."""
+    from vispy.app.backends._qt import QtCore
+
+    return QtCore

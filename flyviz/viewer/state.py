@@ -1,0 +1,506 @@
+"""What is shown, as one evented Qt-free value: :class:`ViewerState`.
+
+The window, the movie exporter, offscreen figures and (to come) the notebook
+widget and the napari plugin all read the same state; none of them keeps its
+own copy of "what is on screen". Views bind to :attr:`ViewerState.events`
+(psygnal signals, emitted synchronously after a change) and write back to the
+state when the user changes something. Setting a bad value raises
+:class:`~flyviz.viewer.settings.ViewerError` (one line, a
+:class:`~flyviz.errors.InputError`) and changes nothing.
+
+The state holds
+
+* the model (:meth:`~ViewerState.set_model`: a :class:`~flyviz.record.runner.Model`
+  or anything with ``neurons`` and ``name``) and where its neurons are drawn
+  (``anatomy``);
+* the recording shown (a comparison is a recording with a ``baseline``), the
+  shown token (:attr:`~ViewerState.index`) and whether it follows the newest
+  frame (:attr:`~ViewerState.live`);
+* the colour layer: *Colour by* entries registered by features
+  (:meth:`~ViewerState.add_colour_layer`) and the chosen one
+  (:attr:`~ViewerState.colour_by`); :attr:`~ViewerState.layer` is the
+  :class:`~flyviz.render.style.ColourLayer` drawn, :meth:`~ViewerState.value_range`
+  its range at the shown token;
+* the display, run and mesh settings (:mod:`flyviz.viewer.settings`);
+* the highlight (named emphasis masks, :class:`~flyviz.viewer.highlight.Highlights`,
+  and the superclass / cell-type filter), the selected neuron and the picked neurons;
+* the camera: a view preset and, once the user moved it, a
+  :class:`~flyviz.render.camera.CameraPose`;
+* the interventions of the next run and whether runs compare with the untouched model.
+
+Threading: a state belongs to one thread (the app's UI thread); every setter
+runs there and its signals fire there. Workers never touch it (see
+:mod:`flyviz.viewer` for the app's threading rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from psygnal import Signal, SignalGroup
+
+from flyviz.model.checkpoint import Anatomy
+from flyviz.record.frame import Frame
+from flyviz.record.recording import Recording
+from flyviz.render.camera import VIEW_PRESETS, CameraPose
+from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
+from flyviz.viewer.highlight import Highlights
+from flyviz.viewer.settings import DisplaySettings, MeshSettings, RunSettings, ViewerError
+
+__all__ = ["COMPARE_MODES", "STATE", "ColourLayerEntry", "LayerBuilder", "ViewerEvents",
+           "ViewerState"]
+
+#: The *Colour by* key of the recorded state (always registered).
+STATE = "state"
+
+#: How a comparison runs the untouched model: teacher-forced on the intervened text, or free.
+COMPARE_MODES = ("forced", "free")
+
+#: ``build() -> layer``: an entry's colour layer, built when it is chosen (``None``: the state).
+LayerBuilder = Callable[[], "ColourLayer | None"]
+
+
+@dataclass(frozen=True)
+class ColourLayerEntry:
+    """One *Colour by* entry: its key, menu title, builder, tooltip and whether it is offered."""
+
+    key: str
+    title: str
+    build: LayerBuilder
+    tip: str = ""
+    available: bool = True
+
+
+class ViewerEvents(SignalGroup):
+    """The signals of a :class:`ViewerState` (each fires after the change, on the state's thread)."""
+
+    #: A new model (or none) is shown; the recording was replaced too.
+    model = Signal()
+    #: A different recording is shown (new run, opened file, reset).
+    recording = Signal()
+    #: Frames were appended to the shown recording: its new length.
+    frames_appended = Signal(int)
+    #: The shown token changed (``-1``: none).
+    index = Signal(int)
+    #: Following the newest frame was switched on or off.
+    live = Signal(bool)
+    #: The *Colour by* entry chosen now (its key).
+    colour_by = Signal(str)
+    #: The colour layer drawn instead of the recorded state changed (``None``: the state).
+    layer = Signal(object)
+    #: A *Colour by* entry was registered, or offered or withdrawn: its key.
+    colour_layers = Signal(str)
+    #: The emphasis mask shown (``None``: every neuron lit).
+    highlight = Signal(object)
+    #: The selected neuron (``None``: none).
+    selected = Signal(object)
+    #: The picked neurons (sorted indices).
+    picked = Signal(object)
+    #: The superclass / cell-type highlight filter: ``(superclass, cell-type prefix)``.
+    filter = Signal(str, str)
+    #: The camera preset the view was framed with.
+    view = Signal(str)
+    #: The camera pose (``None``: the preset's framing).
+    camera = Signal(object)
+    #: The interventions of the next runs (a tuple).
+    interventions = Signal(object)
+    #: Whether runs compare with the untouched model, and how.
+    comparing = Signal(bool, str)
+
+
+class ViewerState:
+    """Everything a view of the brain shows, with validation and change signals.
+
+    Parameters
+    ----------
+    display, run, mesh
+        The settings groups (defaults: the app's first-launch settings).
+
+    Examples
+    --------
+    >>> state = ViewerState()
+    >>> state.set_model(model)                  # doctest: +SKIP
+    >>> state.set_recording(flyviz.run(model, "the cat"))  # doctest: +SKIP
+    >>> state.index = 3                         # doctest: +SKIP
+    >>> state.display.mode = "abs"
+    >>> state.events.index.connect(print)       # doctest: +SKIP
+    """
+
+    def __init__(self, display: DisplaySettings | None = None, run: RunSettings | None = None,
+                 mesh: MeshSettings | None = None) -> None:
+        self.events = ViewerEvents()
+        self.display = display or DisplaySettings()
+        self.run = run or RunSettings()
+        self.mesh = mesh or MeshSettings()
+        self.model: Any = None
+        self.anatomy: Anatomy | None = None
+        self.model_name = ""
+        self._neurons = 0
+        self._recording = Recording(1)
+        self._index = -1
+        self._live = True
+        self._entries: dict[str, ColourLayerEntry] = {}
+        self._colour_by = STATE
+        self._override: ColourLayer | None = None
+        self.highlights = Highlights(self.events.highlight.emit, lambda: self._neurons)
+        self._selected: int | None = None
+        self._picked = np.zeros(0, np.int64)
+        self._filter = ("", "")
+        self._view = "front"
+        self._camera: CameraPose | None = None
+        self._interventions: tuple[Any, ...] = ()
+        self._comparing = False
+        self._compare_mode = COMPARE_MODES[0]
+        self.background = BACKGROUND
+        self.add_colour_layer(STATE, "&Live state (activation h)", lambda: None,
+                              "The recorded activation at the shown token (the Settings' colours)")
+
+    # ------------------------------------------------------------ model
+    @property
+    def neurons(self) -> int:
+        """Neurons of the model shown (0 before one is set)."""
+        return self._neurons
+
+    def set_model(self, model: Any, anatomy: Anatomy | None = None, name: str | None = None,
+                  neurons: int | None = None) -> None:
+        """Show ``model`` (``None``: none): picks, selection and highlights are cleared and
+        the recording is an empty one of the model's size.
+
+        ``anatomy`` places the neurons (default: ``model.drawing_anatomy()``);
+        ``neurons`` is needed only without a model.
+        """
+        if model is None and neurons is None and anatomy is None:
+            count = 0
+        elif neurons is not None:
+            count = int(neurons)
+        elif model is not None:
+            count = int(model.neurons)
+        else:
+            assert anatomy is not None
+            count = int(anatomy.positions.shape[0])
+        if anatomy is None and model is not None and hasattr(model, "drawing_anatomy"):
+            anatomy = model.drawing_anatomy()
+        if anatomy is not None and anatomy.positions.shape[0] != count:
+            raise ViewerError(f"the anatomy places {anatomy.positions.shape[0]:,} neurons but the "
+                              f"model has {count:,}")
+        self.model = model
+        self.anatomy = anatomy
+        self.model_name = str(name if name is not None else getattr(model, "name", "") or "")
+        self._neurons = count
+        self._selected = None
+        self._picked = np.zeros(0, np.int64)
+        self._filter = ("", "")
+        self._camera = None
+        self.highlights.clear()
+        self._recording = Recording(max(1, count))
+        self._index = -1
+        self._live = True
+        self.events.model.emit()
+        self.events.recording.emit()
+        self.events.index.emit(-1)
+        self.events.selected.emit(None)
+        self.events.picked.emit(self._picked)
+        self.events.filter.emit("", "")
+
+    # ------------------------------------------------------------ recording and token
+    @property
+    def recording(self) -> Recording:
+        """The recording shown (empty before a run)."""
+        return self._recording
+
+    @property
+    def index(self) -> int:
+        """The shown token's frame index; ``-1`` while the recording is empty."""
+        return self._index
+
+    @index.setter
+    def index(self, index: int) -> None:
+        n = len(self._recording)
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise ViewerError(f"token index must be a whole number, got {index!r}")
+        index = int(index)
+        if n == 0 and index != -1:
+            raise ViewerError(f"token {index} is out of range: the recording is empty")
+        if n and not 0 <= index < n:
+            raise ViewerError(f"token {index} is out of range: the recording has {n:,} "
+                              f"tokens (0 to {n - 1:,})")
+        self._set_live(index == n - 1)
+        if index != self._index:
+            self._index = index
+            self.events.index.emit(index)
+
+    @property
+    def live(self) -> bool:
+        """True while the shown token follows the newest frame."""
+        return self._live
+
+    def set_recording(self, recording: Recording, index: int | None = None) -> Recording:
+        """Show ``recording``: at ``index``, or by default its last frame, following new ones."""
+        if self._neurons and recording.neurons != self._neurons:
+            raise ViewerError(f"the recording has {recording.neurons:,} neurons but the model "
+                              f"shown has {self._neurons:,}; show the model it was made with")
+        n = len(recording)
+        if index is not None and n and not 0 <= int(index) < n:
+            raise ViewerError(f"token {index} is out of range: the recording has {n:,} "
+                              f"tokens (0 to {n - 1:,})")
+        self._recording = recording
+        self._index = n - 1 if index is None or not n else int(index)
+        self.events.recording.emit()
+        self._set_live(self._index == n - 1)
+        self.events.index.emit(self._index)
+        return recording
+
+    def append(self, frame: Frame) -> int:
+        """Add a frame to the shown recording; while live it becomes the shown one."""
+        i = self._recording.append(frame)
+        self.events.frames_appended.emit(len(self._recording))
+        if self._live:
+            self._index = i
+            self.events.index.emit(i)
+        return i
+
+    def go_live(self) -> None:
+        """Show the newest frame and follow the next ones."""
+        n = len(self._recording)
+        if n:
+            self.index = n - 1
+        self._set_live(True)
+
+    def _set_live(self, live: bool) -> None:
+        if live != self._live:
+            self._live = live
+            self.events.live.emit(live)
+
+    def frame(self) -> Frame | None:
+        """The shown frame, or ``None``."""
+        if not 0 <= self._index < len(self._recording):
+            return None
+        return self._recording[self._index]
+
+    def snapshot(self) -> Recording:
+        """A frozen copy of the shown recording (for an export running beside a live run)."""
+        return self._recording.snapshot()
+
+    # ------------------------------------------------------------ colours
+    def add_colour_layer(self, key: str, title: str, build: LayerBuilder, tip: str = "",
+                         available: bool = True) -> ColourLayerEntry:
+        """Offer a *Colour by* entry ``key`` whose layer ``build()`` makes when it is chosen."""
+        if key in self._entries:
+            raise ViewerError(f"a colour layer named {key!r} already exists")
+        entry = ColourLayerEntry(key, title, build, tip, bool(available))
+        self._entries[key] = entry
+        self.events.colour_layers.emit(key)
+        return entry
+
+    @property
+    def colour_layers(self) -> dict[str, ColourLayerEntry]:
+        """Every registered *Colour by* entry, by key, in registration order."""
+        return dict(self._entries)
+
+    def set_available(self, keys: Iterable[str], available: bool) -> None:
+        """Offer ``keys`` or not; a withdrawn entry that is shown goes back to the live state."""
+        keys = tuple(keys)
+        for key in keys:
+            entry = self._entry(key)
+            if entry.available != available:
+                self._entries[key] = ColourLayerEntry(entry.key, entry.title, entry.build,
+                                                      entry.tip, bool(available))
+                self.events.colour_layers.emit(key)
+        if not available and self._colour_by in keys:
+            self.colour_by = STATE
+
+    def _entry(self, key: str) -> ColourLayerEntry:
+        try:
+            return self._entries[key]
+        except KeyError:
+            raise ViewerError(f"unknown colour layer {key!r}; the colour layers are "
+                              f"{', '.join(self._entries)}") from None
+
+    @property
+    def colour_by(self) -> str:
+        """The *Colour by* entry shown (:data:`STATE`: the recorded state)."""
+        return self._colour_by
+
+    @colour_by.setter
+    def colour_by(self, key: str) -> None:
+        entry = self._entry(key)
+        layer = entry.build() if key != STATE else None    # a FlyvizError leaves all as it was
+        self._colour_by = key
+        self._override = layer
+        self.events.layer.emit(layer)
+        self.events.colour_by.emit(key)
+
+    def refresh_layer(self, key: str) -> None:
+        """Build entry ``key``'s layer again if it is shown (its values changed)."""
+        if self._colour_by == key:
+            self.colour_by = key
+
+    @property
+    def layer_override(self) -> ColourLayer | None:
+        """The layer drawn instead of the recorded state (``None``: the state)."""
+        return self._override
+
+    @property
+    def layer(self) -> ColourLayer:
+        """The colour layer drawn: the chosen entry's, or the state's as the display says."""
+        return self._override or self.display.activation_layer()
+
+    def values(self, index: int | None = None) -> np.ndarray | None:
+        """The drawn layer's values at token ``index`` (default: the shown one)."""
+        index = self._index if index is None else int(index)
+        if not 0 <= index < len(self._recording):
+            return None
+        return self.layer.values(self._recording, index)
+
+    def value_range(self, index: int | None = None) -> tuple[float, float]:
+        """The colour range at token ``index`` (default: the shown one), as the layer's policy
+        resolves it over the drawn neurons."""
+        values = self.values(index)
+        if values is not None and self.anatomy is not None and np.asarray(values).shape == \
+                self.anatomy.valid.shape and self.anatomy.valid.any():
+            values = np.asarray(values)[self.anatomy.valid]
+        return self.layer.value_range(None if values is None else np.asarray(values))
+
+    def style(self) -> CloudStyle:
+        """The :class:`~flyviz.render.style.CloudStyle` every picture of this state applies."""
+        d = self.display
+        return CloudStyle(layer=self.layer, point_size=d.point_size, glow=d.glow, gain=d.gain,
+                          background=self.background)
+
+    # ------------------------------------------------------------ neurons
+    def _neuron(self, index: Any, what: str) -> int:
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise ViewerError(f"{what} must be a neuron index, got {index!r}")
+        if not 0 <= int(index) < self._neurons:
+            raise ViewerError(f"neuron {index} is out of range: the model has {self._neurons:,} "
+                              "neurons" if self._neurons else f"no model is shown to {what} in")
+        return int(index)
+
+    @property
+    def selected(self) -> int | None:
+        """The selected neuron (ringed, described in the inspector), or ``None``."""
+        return self._selected
+
+    @selected.setter
+    def selected(self, index: int | None) -> None:
+        index = None if index is None else self._neuron(index, "select")
+        if index != self._selected:
+            self._selected = index
+            self.events.selected.emit(index)
+
+    @property
+    def picked(self) -> np.ndarray:
+        """The picked neurons, sorted (a copy)."""
+        return self._picked.copy()
+
+    @picked.setter
+    def picked(self, neurons: Iterable[int] | np.ndarray) -> None:
+        picks = np.unique(np.asarray(list(neurons) if not isinstance(neurons, np.ndarray)
+                                     else neurons, dtype=np.int64).ravel())
+        if picks.size and (picks[0] < 0 or picks[-1] >= self._neurons):
+            bad = int(picks[0] if picks[0] < 0 else picks[-1])
+            raise ViewerError(f"neuron {bad} is out of range: the model has {self._neurons:,} "
+                              "neurons")
+        if not np.array_equal(picks, self._picked):
+            self._picked = picks
+            self.events.picked.emit(picks.copy())
+
+    @property
+    def filter_superclass(self) -> str:
+        """The superclass the highlight filter keeps lit (``""``: any)."""
+        return self._filter[0]
+
+    @property
+    def filter_cell_type(self) -> str:
+        """The cell-type prefix the highlight filter keeps lit (``""``: any)."""
+        return self._filter[1]
+
+    def set_filter(self, superclass: str | None = None, cell_type: str | None = None) -> None:
+        """Light the neurons of ``superclass`` whose cell type starts with ``cell_type``
+        (``None``: leave that part as it is; ``""``: any). The window turns the filter
+        into the highlight source ``"filter"``."""
+        sc = self._filter[0] if superclass is None else str(superclass)
+        ct = self._filter[1] if cell_type is None else str(cell_type).strip()
+        known = None if self.anatomy is None or self.anatomy.superclass is None \
+            else set(self.anatomy.superclass)
+        if sc and known is not None and sc not in known:
+            raise ViewerError(f"unknown superclass {sc!r}; this model's are "
+                              f"{', '.join(sorted(known)) or 'none'}")
+        if (sc, ct) != self._filter:
+            self._filter = (sc, ct)
+            self.events.filter.emit(sc, ct)
+
+    @property
+    def highlight(self) -> np.ndarray | None:
+        """The emphasis mask shown (``None``: every neuron lit); set through :attr:`highlights`."""
+        source = self.highlights.shown
+        return None if source is None else self.highlights.mask(source)
+
+    # ------------------------------------------------------------ camera
+    @property
+    def view(self) -> str:
+        """The camera preset (``"front"``, ``"top"``, ``"side"``)."""
+        return self._view
+
+    @view.setter
+    def view(self, name: str) -> None:
+        if name not in VIEW_PRESETS:
+            raise ViewerError(f"unknown view {name!r}; choose one of {', '.join(VIEW_PRESETS)}")
+        self._view = str(name)
+        self._camera = None
+        self.events.view.emit(self._view)
+        self.events.camera.emit(None)
+
+    @property
+    def camera(self) -> CameraPose | None:
+        """Where the camera looks from (``None``: the preset's framing of the brain)."""
+        return self._camera
+
+    @camera.setter
+    def camera(self, pose: CameraPose | None) -> None:
+        if pose is not None and not isinstance(pose, CameraPose):
+            raise ViewerError(f"camera must be a CameraPose or None, got {type(pose).__name__}")
+        if pose != self._camera:
+            self._camera = pose
+            self.events.camera.emit(pose)
+
+    # ------------------------------------------------------------ interventions
+    @property
+    def interventions(self) -> tuple[Any, ...]:
+        """The interventions the next runs apply (:mod:`flyviz.model.interventions` objects)."""
+        return self._interventions
+
+    @interventions.setter
+    def interventions(self, items: Iterable[Any]) -> None:
+        from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
+
+        items = tuple(items)
+        for item in items:
+            if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale)):
+                raise ViewerError(f"an intervention must be a flyviz.model.interventions object, "
+                                  f"got {type(item).__name__}")
+        if items != self._interventions:
+            self._interventions = items
+            self.events.interventions.emit(items)
+
+    @property
+    def comparing(self) -> bool:
+        """True when runs go beside the untouched model."""
+        return self._comparing
+
+    @property
+    def compare_mode(self) -> str:
+        """How the untouched model runs beside: one of :data:`COMPARE_MODES`."""
+        return self._compare_mode
+
+    def set_comparing(self, comparing: bool, mode: str | None = None) -> None:
+        """Compare runs with the untouched model (``mode``: one of :data:`COMPARE_MODES`)."""
+        mode = self._compare_mode if mode is None else mode
+        if mode not in COMPARE_MODES:
+            raise ViewerError(f"comparison mode {mode!r} must be one of {', '.join(COMPARE_MODES)}")
+        if (bool(comparing), mode) != (self._comparing, self._compare_mode):
+            self._comparing, self._compare_mode = bool(comparing), mode
+            self.events.comparing.emit(self._comparing, mode)

@@ -45,6 +45,10 @@ EXTRAS: dict[str, Extra] = {
     "nwb": Extra("nwb", ("pynwb",), "pynwb"),
     # --kernel llvm: the compiled sparse kernel.
     "llvm": Extra("fast", ("llvmlite",), "llvmlite"),
+    # Mesh files (.obj, .ply, .stl) for the brain's outline and neuropils.
+    "meshes": Extra("meshes", ("trimesh",), "trimesh"),
+    # flyviz figure: figures with axes, labels and colour bars.
+    "figures": Extra("figures", ("matplotlib",), "matplotlib"),
 }
 
 

@@ -135,11 +135,10 @@ def load_mesh(path: str | Path, *, scale: float = 1.0,
         raise InputError(f"{path}: no such mesh file")
     if not np.isfinite(scale) or scale == 0:
         raise InputError(f"the mesh scale must be a finite non-zero number, got {scale}")
-    try:
-        import trimesh
-    except ImportError:
-        raise InputError("reading meshes needs trimesh; install it with "
-                         "pip install 'flyviz[meshes]'") from None
+    from flyviz.extras import require
+
+    require("meshes", "reading a mesh file")
+    import trimesh
     try:
         loaded: Any = trimesh.load(str(path), force="mesh", process=False)
         vertices = np.asarray(loaded.vertices, dtype=np.float64)

@@ -120,7 +120,7 @@ class NeuronInspector(QWidget):
         """Inspect neurons of a new model (clears the selection).
 
         ``checkpoint`` lets *Currents now* resolve a run's cuts and scales; without it
-        the window's model is used (see :meth:`_model_checkpoint`).
+        the currents are those of the uncut weights.
         """
         self.anatomy = anatomy
         self.connectivity = connectivity
@@ -129,15 +129,12 @@ class NeuronInspector(QWidget):
         self.show_neuron(None, None, -1)
 
     def _model_checkpoint(self) -> Checkpoint | None:
-        """The checkpoint of the inspected model: the one :meth:`set_model` got, else the
-        main window's (until the window passes it itself)."""
-        if self.checkpoint is not None:
-            return self.checkpoint
-        bundle = getattr(self.window(), "bundle", None)
-        checkpoint = getattr(bundle, "checkpoint", None)
-        return checkpoint if isinstance(checkpoint, Checkpoint) \
-            and checkpoint.config.neurons == (self.connectivity.neurons if self.connectivity
-                                              else -1) else None
+        """The checkpoint of the inspected model (given to :meth:`set_model`), if it has the
+        size of the connectivity shown."""
+        checkpoint = self.checkpoint
+        if checkpoint is None or self.connectivity is None:
+            return None
+        return checkpoint if checkpoint.config.neurons == self.connectivity.neurons else None
 
     def _interventions(self, recording: Recording, checkpoint: Checkpoint
                        ) -> ResolvedInterventions | None:

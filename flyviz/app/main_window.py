@@ -462,7 +462,7 @@ class MainWindow(FeatureWindow):
         self.raster_panel.set_neurons(np.flatnonzero(anatomy.valid) if anatomy.valid.any()
                                       else np.arange(neurons))
         self.controls.set_superclasses(sorted(set(anatomy.superclass)) if anatomy.superclass else [])
-        self.inspector.set_model(anatomy, bundle.connectivity)
+        self.inspector.set_model(anatomy, bundle.connectivity, checkpoint)
         self.setWindowTitle(f"flyviz — {bundle.name}"
                             + (" — synthetic demo brain, not the fly connectome"
                                if bundle.is_demo else ""))

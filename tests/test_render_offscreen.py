@@ -185,3 +185,23 @@ def test_high_dpi_renderings_are_brought_back_to_the_exact_size(factor):
     assert out.shape == (40, 64, 3)
     assert np.all(out[:, :31] == 200) and np.all(out[:, 33:] == 0)
     assert abs(float(out.mean()) - 100.0) < 2.0  # area averaging keeps the brightness
+
+
+def test_egl_frames_draw_while_vispy_calls_opengl_through_pyopengl():
+    """napari switches vispy to PyOpenGL's functions ('gl+') when imported; EGL frames
+    must still draw, and vispy is left on the functions it had."""
+    pytest.importorskip("OpenGL")
+    from vispy.gloo import gl
+
+    from flyviz.render.gl_backend import is_egl
+
+    gl.use_gl("gl+")
+    try:
+        with FrameRenderer(grid(), size=(320, 240), overlays=False) as r:
+            if not is_egl(r._app):
+                pytest.skip("this machine renders offscreen without EGL")
+            img = r.render_state(np.ones(36, np.float32))
+        assert img.max() > 100
+        assert gl.current_backend.__name__.endswith("glplus")
+    finally:
+        gl.use_gl("gl2")

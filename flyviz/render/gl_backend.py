@@ -107,9 +107,35 @@ def egl_current(app: Any) -> Iterator[None]:
         return
     release_qt_context()
     try:
-        yield
+        with _vispy_gl_functions():
+            yield
     finally:
         release_egl(app)
+
+
+@contextmanager
+def _vispy_gl_functions() -> Iterator[None]:
+    """Call OpenGL through vispy's own ctypes functions (``gl2``) inside.
+
+    Importing napari switches vispy, process-wide, to PyOpenGL's functions
+    (``gl+``, for its instanced markers); PyOpenGL looks them up through GLX
+    unless ``PYOPENGL_PLATFORM=egl`` was set before it was imported, so every
+    call on an EGL context then fails ("Attempt to call an undefined
+    function glGenFramebuffers"). vispy looks the functions up at each call,
+    so switching for the EGL work and back afterwards leaves napari's own
+    drawing as it was.
+    """
+    from vispy.gloo import gl
+
+    previous = getattr(gl.current_backend, "__name__", "").rsplit(".", 1)[-1]
+    if previous in ("", "gl2"):
+        yield
+        return
+    gl.use_gl("gl2")
+    try:
+        yield
+    finally:
+        gl.use_gl({"glplus": "gl+"}.get(previous, previous))
 
 
 def initialise_hidden_qt_canvas(canvas: Any) -> None:

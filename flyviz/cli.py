@@ -30,6 +30,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
     ("convert", "flyviz.commands.convert", "write a recording as Zarr, NWB or .npz for other tools"),
+    ("figure", "flyviz.commands.figure", "draw a recording's raster, cell types, trajectory or "
+     "brain as PNG/SVG/PDF"),
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
@@ -60,6 +62,7 @@ examples:
   flyviz verify ./web --dataset ./dataset   check files, graph and golden traces
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
   flyviz convert run.flyrec --to zarr run.zarr
+  flyviz figure run.flyrec --kind raster --out raster.png
   flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out lesions.csv
 
 Run 'flyviz COMMAND --help' for the options of one command.

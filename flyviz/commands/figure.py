@@ -1,0 +1,105 @@
+"""``flyviz figure REC --kind raster|celltypes|trajectory|brain --out FIG``: figures for a paper."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from flyviz.commands._options import add_dataset_option, load_model_from_args, recording_model
+
+EPILOG = """\
+kinds:
+  raster      every neuron x every token as one image (rows pooled to the figure's
+              height, keeping each cell's largest |x|); --sort anatomy (superclass
+              bands, cell types within; the default) or similarity (neurons with
+              similar activity adjacent); a comparison draws untouched, intervened, dx
+  celltypes   each cell type's (--by superclass: superclass's) mean activation per
+              token (--quantity abs: mean |x|; a comparison: mean dx), rows by similarity
+  trajectory  the states on their first three principal axes, as a 3-D path; a
+              comparison adds the intervened run on the untouched run's axes
+  brain       the 3-D view of one token (--token, default the last), as the app draws it
+
+The neurons' labels and positions come from the model the recording names
+(--model picks another). The format follows OUT's suffix: .png, .svg or .pdf.
+Needs flyviz[figures] (matplotlib).
+
+examples:
+  flyviz figure run.flyrec --kind raster --out raster.png
+  flyviz figure run.flyrec --kind raster --sort similarity --out raster.svg --size 2400x1400
+  flyviz figure compared.flyrec --kind celltypes --by superclass --out dx.pdf
+  flyviz figure run.flyrec --kind brain --token 12 --out brain.png
+"""
+
+
+def _size(text: str) -> tuple[int, int]:
+    import re
+
+    match = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\d+)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"size {text!r} must look like 1600x1000")
+    return int(match.group(1)), int(match.group(2))
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz figure``."""
+    from flyviz.figures import KINDS, QUANTITIES, SORTS
+
+    parser.add_argument("recording", metavar="REC", type=Path, help="a .flyrec recording")
+    parser.add_argument("--kind", required=True, choices=KINDS, help="what to draw, e.g. --kind raster")
+    parser.add_argument("--out", required=True, type=Path, metavar="FIG",
+                        help="the figure to write: .png, .svg or .pdf, e.g. --out raster.png")
+    parser.add_argument("--sort", choices=SORTS, default="anatomy",
+                        help="a raster's row order (default: anatomy)")
+    parser.add_argument("--by", choices=("cell_type", "superclass"), default="cell_type",
+                        help="a celltypes figure's groups (default: cell_type)")
+    parser.add_argument("--quantity", choices=QUANTITIES, default=None,
+                        help="a celltypes figure's value: mean, abs (mean |x|) or dx (a "
+                             "comparison's mean dx; its default)")
+    parser.add_argument("--token", type=int, default=None,
+                        help="a brain figure's token, counted from 0 (default: the last)")
+    parser.add_argument("--size", type=_size, default=(1600, 1000), metavar="WxH",
+                        help="figure size in pixels (default: 1600x1000)")
+    parser.add_argument("--dpi", type=int, default=100, help="dots per inch (default: 100)")
+    parser.add_argument("--model", metavar="SPEC", default=None,
+                        help="the model whose neuron labels and positions to use (default: the "
+                             "one the recording names)")
+    add_dataset_option(parser)
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the request and the output, load the recording and its model, draw."""
+    from flyviz.errors import InputError, RecordingError
+    from flyviz.extras import require
+    from flyviz.figures import FigureOptions, check_output, write_figure
+    from flyviz.record.recording import Recording
+
+    options = FigureOptions(kind=args.kind, size=args.size, sort=args.sort, by=args.by,
+                            quantity=args.quantity, token=args.token, dpi=args.dpi).checked()
+    check_output(args.out)
+    require("figures", "flyviz figure")
+    recording = Recording.load(args.recording)
+    model = None
+    spec, args.dataset = recording_model(recording, args.model, args.dataset)
+    needs_labels = args.kind in ("celltypes", "brain") or (args.kind == "raster"
+                                                           and args.sort == "anatomy")
+    if spec is None and needs_labels:
+        raise InputError(f"{args.recording.name} names no model; give one with --model SPEC")
+    if spec is not None:
+        from flyviz.record.runner import Model
+
+        model = Model(load_model_from_args(args, spec))
+        if model.neurons != recording.neurons:
+            raise RecordingError(f"{args.recording.name} has {recording.neurons:,} neurons but "
+                                 f"model {spec} has {model.neurons:,}; give the model it was "
+                                 "recorded with as --model")
+    try:
+        out = write_figure(recording, args.out, options, model=model)
+    finally:
+        if model is not None:
+            model.close()
+    print(f"flyviz: wrote {out} ({args.kind}, {len(recording)} tokens x "
+          f"{recording.neurons:,} neurons)", file=sys.stderr)
+    return 0

@@ -304,3 +304,29 @@ def test_dragging_the_camera_draws_fewer_neurons_until_it_settles(window, qtbot)
     send(QMouseEvent.Type.MouseButtonRelease, start + QPointF(100, 0), Qt.MouseButton.NoButton)
     qtbot.waitUntil(lambda: brain.cloud.detail == 1.0, timeout=3000)
     assert win.selected_neuron is None                         # a drag is not a click
+
+
+def test_the_brain_outline_is_drawn_behind_the_cloud_and_toggles_from_the_view_menu(window,
+                                                                                     qtbot):
+    win = window
+    win.state.display.smoothing_s = 0.0
+    action = win.actions_registry["toggle_outline"]
+    assert not action.isChecked() and not win.state.mesh.outline_shown
+    bare = _brightness(win.brain.render_image())
+    action.trigger()                                   # View → Brain outline (O)
+    assert win.state.mesh.outline_shown and action.isChecked()
+    assert len(win.brain.meshes) == 1 and win.brain.shell is not None
+    shelled = _brightness(win.brain.render_image())
+    xy, _ = _screen(win)
+    inside = xy[win.brain.visible].mean(axis=0).round().astype(int)
+    lighter = shelled - bare > 4
+    x, y = inside
+    assert lighter[y - 20:y + 21, x - 20:x + 21].mean() > 0.5   # the shell around the brain
+    assert not lighter[:10, :10].any()                           # not in the empty corner
+    # The same picture in a screenshot of another size (the offscreen renderer draws it too).
+    big = _brightness(win.brain.render_at(640, 400))
+    small_bare = win.brain
+    win.state.mesh.outline_shown = False                         # the state drives the menu
+    assert not action.isChecked() and win.brain.meshes == ()
+    unshelled_big = _brightness(small_bare.render_at(640, 400))
+    assert (big - unshelled_big > 4)[150:250, 270:370].mean() > 0.5

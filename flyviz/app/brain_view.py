@@ -44,6 +44,7 @@ from flyviz.render.camera import DEFAULT_FOV, CameraPose, frame_brain, positions
 from flyviz.render.cloud import NeuronCloud, crowding_gain
 from flyviz.render.colormaps import colorbar_image, is_diverging
 from flyviz.render.picking import pick_neuron
+from flyviz.render.shell import BrainShell
 from flyviz.render.style import (CloudStyle, ColourLayer, activation_layer,
                                  apply_style)
 
@@ -187,6 +188,10 @@ class BrainView(QWidget):
                           self.colorbar_high, self.colorbar_low)
 
         self.cloud: NeuronCloud | None = None
+        #: Translucent meshes behind the cloud (outline, neuropils): set_meshes.
+        self.shell: BrainShell | None = None
+        self.meshes: tuple[Any, ...] = ()
+        self.mesh_opacity = 0.12
         self.positions = np.zeros((0, 3), np.float32)
         self.visible = np.zeros(0, bool)
         self.bounds = positions_bounds(np.zeros((1, 3)))
@@ -246,6 +251,18 @@ class BrainView(QWidget):
         self._style_cloud(self.cloud, self._canvas_height())
         self.set_view(self.view_name)
         self._place_overlays()
+
+    def set_meshes(self, meshes: Any, opacity: float) -> None:
+        """Draw ``meshes`` (:class:`~flyviz.analysis.outline.Mesh`) behind the neurons."""
+        self.meshes = tuple(meshes)
+        self.mesh_opacity = float(opacity)
+        if self.shell is None:
+            self.shell = BrainShell(self.view.scene, self.meshes, self.mesh_opacity)
+        else:
+            self.shell.opacity = self.mesh_opacity
+            self.shell.set_meshes(self.meshes)
+        self._dirty = True
+        self.canvas.update()
 
     # ------------------------------------------------------------ activity
     def set_target(self, state: np.ndarray | None) -> None:
@@ -647,7 +664,8 @@ class BrainView(QWidget):
         renderer = FrameRenderer(self.positions, self.visible, (width, height), style=style,
                                  value_range=self.value_range, camera=self.camera_pose(),
                                  overlays=False, emphasis=self.emphasis, selected=self.selected,
-                                 app=vispy.app.use_app())
+                                 app=vispy.app.use_app(), meshes=self.meshes,
+                                 mesh_opacity=self.mesh_opacity)
         try:
             shown = self._shown if self._shown is not None else \
                 np.zeros(self.positions.shape[0], np.float32)

@@ -214,6 +214,21 @@ class FileController:
             self._write(lambda: save_screenshot(self.window, path, target, scale),
                         "paths/screenshots")
 
+    def add_mesh_dialog(self) -> None:
+        """View → Add mesh: read a mesh file into the brain view (a damaged one is a message)."""
+        start = str(self._settings.value("paths/meshes", ""))
+        path, _ = QFileDialog.getOpenFileName(self.window, "Add a mesh", start,
+                                              "Meshes (*.obj *.ply *.stl)")
+        if not path:
+            return
+        try:
+            mesh = self.window.state.add_mesh(path)
+        except FlyvizError as exc:
+            self.window.show_message(str(exc), error=True, dialog=True)
+            return
+        self._settings.setValue("paths/meshes", str(Path(path).parent))
+        self.window.show_message(f"added {mesh.name} ({len(mesh.faces):,} triangles)")
+
     def _write(self, write: Callable[[], Path], folder_setting: str) -> None:
         """Call ``write()``; remember the folder it wrote in, or tell the user why it could not."""
         try:

@@ -282,6 +282,16 @@ class MainWindow(FeatureWindow):
         registry.add("open_hub", "Open model from the &Hub…", files.open_hub_dialog)
         registry.add("open_demo", "Open the &demo brain", lambda: self.load_model("demo"))
         registry.add("about", "&About flyviz", lambda: show_about(self, self.about_text()))
+        outline = registry.add("toggle_outline", "Brain &outline", self._toggle_outline, "O",
+                               "Show the brain's outline, computed from the somas, behind the "
+                               "neurons")
+        outline.setCheckable(True)
+        outline.setChecked(self.state.mesh.outline_shown)
+        registry.add("add_mesh", "Add &mesh…", self.files.add_mesh_dialog, "",
+                     "Draw a mesh file (.obj, .ply, .stl: a brain outline or neuropils) behind "
+                     "the neurons")
+        registry.add("clear_meshes", "Remove mesh&es", self.state.clear_meshes, "",
+                     "Forget the mesh files added")
         export = registry["export_movie"]
         if importlib.util.find_spec("flyviz.app.export_dialog") is None:
             export.setEnabled(False)
@@ -290,6 +300,9 @@ class MainWindow(FeatureWindow):
             export.setStatusTip(export.toolTip())
         registry.build_menus()
         view = registry.menu("View")
+        view.addSeparator()
+        for name in ("toggle_outline", "add_mesh", "clear_meshes"):
+            view.addAction(registry[name])
         view.addSeparator()
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())
@@ -323,6 +336,7 @@ class MainWindow(FeatureWindow):
         state.events.view.connect(self.brain.set_view)
         state.events.camera.connect(self._on_camera)
         state.events.filter.connect(self._apply_filter)
+        state.events.meshes.connect(self._apply_meshes)
         self.brain.camera_moved.connect(self._camera_from_view)
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.spec_entered.connect(self._load_entered_spec)
@@ -445,6 +459,23 @@ class MainWindow(FeatureWindow):
         else:
             self.model_panel.describe(self.bundle, self.brain.note.text())
 
+    def _toggle_outline(self) -> None:
+        self.state.mesh.outline_shown = self.actions_registry["toggle_outline"].isChecked()
+
+    def _apply_meshes(self) -> None:
+        """Draw what the state shows behind the cloud (the outline is computed once per model)."""
+        action = self.actions_registry.by_name.get("toggle_outline")
+        if action is not None and action.isChecked() != self.state.mesh.outline_shown:
+            action.setChecked(self.state.mesh.outline_shown)
+        if self.state.anatomy is None:
+            return
+        try:
+            meshes = self.state.shown_meshes()
+        except FlyvizError as exc:
+            self.show_message(str(exc), error=True)
+            return
+        self.brain.set_meshes(meshes, self.state.mesh.mesh_opacity)
+
     def _install_model(self, bundle: ModelBundle) -> None:
         if self.closing:
             bundle.close()
@@ -457,6 +488,7 @@ class MainWindow(FeatureWindow):
         self.runs.set_model(bundle.model)
         self.verifier.set_model(checkpoint, bundle.name)
         self.brain.set_anatomy(anatomy, neurons)
+        self._apply_meshes()
         self.text_panel.set_decoder(bundle.tokenizer.decode)
         self._apply_display_settings()
         self.raster_panel.set_neurons(np.flatnonzero(anatomy.valid) if anatomy.valid.any()

@@ -17,6 +17,7 @@ bars), :mod:`flyviz.render.resample` (back to the exact size).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from flyviz.render.gl_backend import (BACKENDS, egl_current, initialise_hidden_q
 from flyviz.render.overlay import OverlayContent
 from flyviz.render.overlay_layout import OverlayLayout, colorbar_labels
 from flyviz.render.resample import AreaResampler
+from flyviz.render.shell import BrainShell
 from flyviz.render.style import (BACKGROUND, REFERENCE_HEIGHT, CloudStyle, ColourScale,
                                  activation_layer, apply_style)
 
@@ -116,6 +118,9 @@ class FrameRenderer:
         The colour range the automatic gain is computed with (default:
         ``value_range``); the app's view computes its gain over a sample of
         the recording, not over the shown frame's range.
+    meshes, mesh_opacity
+        Translucent meshes drawn behind the neurons (the brain's outline,
+        neuropils: :mod:`flyviz.analysis.outline`) and their alpha.
     """
 
     def __init__(self, positions: np.ndarray, visible: np.ndarray | None = None,
@@ -126,8 +131,11 @@ class FrameRenderer:
                  point_size: float | None = None, glow: float = 1.0,
                  activity_sample: np.ndarray | None = None, app: Any = None,
                  emphasis: np.ndarray | None = None, selected: int | None = None,
-                 gain_range: tuple[float, float] | None = None) -> None:
+                 gain_range: tuple[float, float] | None = None,
+                 meshes: Sequence[Any] = (), mesh_opacity: float = 0.12) -> None:
         self.size = check_size(size)
+        self._meshes = tuple(meshes)
+        self._mesh_opacity = float(mesh_opacity)
         w, h = self.size
         if view not in VIEW_PRESETS:
             raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEW_PRESETS)}")
@@ -173,6 +181,7 @@ class FrameRenderer:
         self.view.camera = scene.TurntableCamera(fov=DEFAULT_FOV)
         self.cloud = NeuronCloud(positions, visible, parent=self.view.scene)
         apply_style(self.cloud, style, h, self.value_range)
+        self.shell = BrainShell(self.view.scene, self._meshes, self._mesh_opacity)
         if self._emphasis is not None:
             self.cloud.set_emphasis(self._emphasis)
         if self._selected is not None:
@@ -316,7 +325,8 @@ def render_state_image(state: Any, size: tuple[int, int] = (1280, 720), index: i
                              value_range=value_range, view=state.view, camera=state.camera,
                              overlays=overlays, model_name=state.model_name,
                              activity_sample=sample, app=app, emphasis=state.highlight,
-                             selected=state.selected, gain_range=gain_range)
+                             selected=state.selected, gain_range=gain_range,
+                             meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity)
     with renderer:
         overlay = None
         if overlays and 0 <= index < len(recording):

@@ -167,11 +167,12 @@ class RunSettings:
 
 @dataclass
 class MeshSettings:
-    """Brain meshes and outlines around the cloud (placeholders: no view draws them yet).
+    """Translucent meshes behind the cloud: the soma outline and the user's mesh files.
 
-    The neuropil-mesh and outline visuals to come (see the design notes'
-    render/ sketch) read these; until then they are kept, validated and
-    evented like the rest so that the views can be written against them.
+    ``outline_shown`` draws the shell computed from the somas
+    (:func:`flyviz.analysis.outline.soma_outline`, cached per model by the
+    viewer state), ``mesh_shown`` the meshes added to the state
+    (:meth:`~flyviz.viewer.state.ViewerState.add_mesh`), both at ``mesh_opacity``.
     """
 
     events: ClassVar[SignalGroupDescriptor] = SignalGroupDescriptor()

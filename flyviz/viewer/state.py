@@ -109,6 +109,8 @@ class ViewerEvents(SignalGroup):
     interventions = Signal(object)
     #: Whether runs compare with the untouched model, and how.
     comparing = Signal(bool, str)
+    #: The meshes drawn behind the cloud changed (outline or mesh files shown or added).
+    meshes = Signal()
 
 
 class ViewerState:
@@ -155,8 +157,59 @@ class ViewerState:
         self._comparing = False
         self._compare_mode = COMPARE_MODES[0]
         self.background = BACKGROUND
+        self._mesh_files: list[Any] = []
+        self._outline: tuple[int, Any] | None = None     # (id of the anatomy, its outline)
+        self.mesh.events.connect(lambda *_: self.events.meshes.emit())
         self.add_colour_layer(STATE, "&Live state (activation h)", lambda: None,
                               "The recorded activation at the shown token (the Settings' colours)")
+
+    # ------------------------------------------------------------ meshes
+    def add_mesh(self, path: Any, *, scale: float = 1.0,
+                 offset: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> Any:
+        """Read a mesh file (.obj, .ply, .stl) into the model's frame and show it.
+
+        A damaged file is a one-line :class:`~flyviz.errors.InputError` and
+        changes nothing. Returns the :class:`~flyviz.analysis.outline.Mesh`.
+        """
+        from flyviz.analysis.outline import load_mesh
+
+        mesh = load_mesh(path, scale=scale, offset=offset)
+        self._mesh_files.append(mesh)
+        self.mesh.mesh_shown = True
+        self.events.meshes.emit()
+        return mesh
+
+    def clear_meshes(self) -> None:
+        """Forget the mesh files added (the soma outline stays available)."""
+        self._mesh_files = []
+        self.events.meshes.emit()
+
+    @property
+    def mesh_files(self) -> tuple[Any, ...]:
+        """The meshes read from files, in the order they were added."""
+        return tuple(self._mesh_files)
+
+    def outline(self) -> Any:
+        """The shown model's soma outline, computed once per model, or ``None``."""
+        anatomy = self.anatomy
+        if anatomy is None or anatomy.n_valid < 10:
+            return None
+        if self._outline is None or self._outline[0] != id(anatomy):
+            from flyviz.analysis.outline import soma_outline
+
+            self._outline = (id(anatomy), soma_outline(anatomy.positions_um()[anatomy.valid]))
+        return self._outline[1]
+
+    def shown_meshes(self) -> list[Any]:
+        """What is drawn behind the cloud now: the outline and the mesh files, if shown."""
+        shown = []
+        if self.mesh.outline_shown:
+            outline = self.outline()
+            if outline is not None:
+                shown.append(outline)
+        if self.mesh.mesh_shown:
+            shown.extend(self._mesh_files)
+        return shown
 
     # ------------------------------------------------------------ model
     @property

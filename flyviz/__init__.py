@@ -22,7 +22,11 @@ The public API:
     :class:`Clamp`, :class:`Stimulate`, :class:`Cut`, :class:`Scale`, or
     their command-line text), as a :class:`Recording`.
 :func:`compare`
-    The untouched and the intervened model on one prompt.
+    The untouched and the intervened model on one prompt (a :class:`Patch`
+    copies another run's states into this one: activation patching).
+:func:`causal_trace`
+    Which group of neurons, at which position, carries what makes a clean
+    prompt's answer: a (positions x groups) grid.
 :func:`export_movie`
     A recording as MP4, WebM, GIF or PNG frames (imports vispy when called).
 :class:`Recording`
@@ -56,8 +60,9 @@ from flyviz._version import __version__
 from flyviz.errors import FlyvizError
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
-    from flyviz.api import compare, export_movie, load, run
+    from flyviz.api import causal_trace, compare, export_movie, load, run
     from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
+    from flyviz.model.patching import Patch, PatchSource
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
 
@@ -69,15 +74,17 @@ ORGANIZATION_DOMAIN = "flyviz.org"
 #: model code (NumPy, SciPy, tokenizers) loads only when something is used.
 _LAZY = {
     "load": "flyviz.api", "run": "flyviz.api", "compare": "flyviz.api",
-    "export_movie": "flyviz.api",
+    "export_movie": "flyviz.api", "causal_trace": "flyviz.api",
     "Model": "flyviz.record.runner", "Recording": "flyviz.record.recording",
     "Silence": "flyviz.model.interventions", "Clamp": "flyviz.model.interventions",
     "Stimulate": "flyviz.model.interventions", "Cut": "flyviz.model.interventions",
     "Scale": "flyviz.model.interventions",
+    "Patch": "flyviz.model.patching", "PatchSource": "flyviz.model.patching",
 }
 
-__all__ = ["Clamp", "Cut", "FlyvizError", "Model", "Recording", "Scale", "Silence", "Stimulate",
-           "__version__", "compare", "errors", "export_movie", "load", "run"]
+__all__ = ["Clamp", "Cut", "FlyvizError", "Model", "Patch", "PatchSource", "Recording", "Scale",
+           "Silence", "Stimulate", "__version__", "causal_trace", "compare", "errors",
+           "export_movie", "load", "run"]
 
 
 def __getattr__(name: str) -> _typing.Any:

@@ -31,6 +31,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
+    ("patch", "flyviz.commands.patch", "causal trace: restore each group of a clean run at each "
+     "position (on Dask)"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )

@@ -390,13 +390,13 @@ def as_interventions(items: Any) -> "tuple[Intervention, ...] | ResolvedInterven
     InputError
         For anything else, or a malformed text form.
     """
-    kinds = (Silence, Clamp, Stimulate, Cut, Scale)
+    kinds: tuple[type, ...] = (Silence, Clamp, Stimulate, Cut, Scale, _patch_class())
     if items is None:
         return ()
     if isinstance(items, ResolvedInterventions):
         return items
     if isinstance(items, kinds):
-        return (items,)
+        return (items,)  # type: ignore[return-value]  # a Patch is an intervention too
     if isinstance(items, str):
         items = (items,)
     out: list[Intervention] = []
@@ -406,7 +406,7 @@ def as_interventions(items: Any) -> "tuple[Intervention, ...] | ResolvedInterven
         elif isinstance(item, tuple) and len(item) == 2 and all(isinstance(v, str) for v in item):
             out.append(parse_intervention(*item))
         elif isinstance(item, kinds):
-            out.append(item)
+            out.append(item)  # type: ignore[arg-type]  # a Patch is an intervention too
         else:
             raise InputError(f"{item!r} is not an intervention: give Silence, Clamp, Stimulate, "
                              "Cut or Scale objects, or text such as 'silence sign:inhibitory'")
@@ -443,6 +443,9 @@ def from_json(items: Any) -> tuple[Intervention, ...]:
         raise InputError("interventions must be a JSON list of objects")
     out = []
     for i, item in enumerate(items):
+        if isinstance(item, dict) and item.get("kind") == "patch":
+            out.append(_patch_from_json(item, i))
+            continue
         if not isinstance(item, dict) or item.get("kind") not in _CLASSES:
             raise InputError(f"intervention {i + 1} has no valid 'kind' (one of "
                              f"{', '.join(KINDS)})")
@@ -633,19 +636,34 @@ def resolve(checkpoint: Checkpoint, interventions: "Iterable[Intervention] | Res
             raise InputError("these interventions were resolved for another model")
         return interventions
     items = tuple(interventions)
+    patch = _patch_class()
     for item in items:
-        if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale)):
+        if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale, patch)):
             raise InputError(f"{item!r} is not an intervention (Silence, Clamp, Stimulate, "
                              "Cut or Scale)")
     if not items:
         return ResolvedInterventions(neurons=checkpoint.config.neurons)
     index = neuron_index(checkpoint)
-    post_state: list[StateSet] = []
+    post_state: list[Any] = []  # StateSet, and StatePatch for a patch
     pre_add: list[PreAdd] = []
     graph_edits: list[GraphEdit] = []
     selected: list[int] = []
+    applied: list[Any] = []
     for item in items:
+        applied.append(item)
         label = f"{item.kind} {item.cli_value()}"
+        if isinstance(item, patch):
+            # A patch is a clamp to the source's values: it acts among the silences and
+            # clamps, in list order (flyviz.model.patching).
+            from flyviz.model.patching import resolve_patch
+
+            patched: Any = item
+            ids = _selection(index, patched.neurons, label)
+            ids.setflags(write=False)
+            applied[-1], op = resolve_patch(checkpoint, patched, ids)
+            post_state.append(op)
+            selected.append(int(ids.size))
+            continue
         if isinstance(item, (Silence, Clamp, Stimulate)):
             ids = _selection(index, item.neurons, label)
             ids.setflags(write=False)
@@ -666,5 +684,23 @@ def resolve(checkpoint: Checkpoint, interventions: "Iterable[Intervention] | Res
             array.setflags(write=False)
         selected.append(int(edges.size))
         graph_edits.append(GraphEdit(pre, post, edges, item.factor, item.start, item.stop))
-    return ResolvedInterventions(tuple(items), tuple(post_state), tuple(pre_add),
+    return ResolvedInterventions(tuple(applied), tuple(post_state), tuple(pre_add),
                                  tuple(graph_edits), tuple(selected), checkpoint.config.neurons)
+
+
+# ----------------------------------------------------------------- patches
+def _patch_class() -> type:
+    """:class:`flyviz.model.patching.Patch` (imported on use: that module builds on this one)."""
+    from flyviz.model.patching import Patch
+
+    return Patch
+
+
+def _patch_from_json(item: dict[str, Any], i: int) -> Any:
+    """A patch from its JSON form (its source prompt is run again when it is resolved)."""
+    from flyviz.model.patching import Patch, PatchSource
+
+    if "neurons" not in item:
+        raise InputError(f"intervention {i + 1} (patch) lacks 'neurons'")
+    return Patch(item["neurons"], PatchSource.from_json(item.get("source", {})),
+                 item.get("from"), item.get("to"))

@@ -31,8 +31,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
-    ("patch", "flyviz.commands.patch", "causal trace: restore each group of a clean run at each "
-     "position (on Dask)"),
+    ("patch", "flyviz.commands.patch", "causal trace: where and when a prompt keeps its answer"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )
@@ -60,6 +59,8 @@ examples:
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
   flyviz convert run.flyrec --to zarr run.zarr
   flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out lesions.csv
+  flyviz patch demo --clean "... girl named Lily." --corrupt "... boy named Tom." \\
+      --answer " She" --versus " He" --by superclass --out trace.csv --figure trace.png
 
 Run 'flyviz COMMAND --help' for the options of one command.
 """

@@ -175,6 +175,28 @@ def test_one_and_two_workers_give_identical_files(world, by_superclass, tmp_path
     assert [r.to_dict() for r in one.trace.rows] == [r.to_dict() for r in a.rows]
 
 
+def test_a_resumed_trace_equals_an_uninterrupted_one(world, by_superclass, tmp_path,
+                                                    interrupt_after):
+    from flyviz.analysis import causal as causal_module
+    from flyviz.analysis import cluster
+    from flyviz.errors import InputError
+
+    reference, in_process = by_superclass
+    out = tmp_path / "r.csv"
+    restore = interrupt_after(causal_module, "trace_partial", 2)
+    with pytest.raises(cluster.Interrupted, match="2 of .* are saved"):
+        _trace(world, out)
+    assert not out.exists() and (tmp_path / "r.csv.parts").is_dir()
+    with pytest.raises(InputError, match="--resume"):
+        _trace(world, out)
+    restore()
+    result = _trace(world, out, resume=True)
+    assert result.resumed_tasks == 2 and result.tasks == in_process.tasks
+    assert not (tmp_path / "r.csv.parts").exists()
+    assert [r.to_dict() for r in CausalTrace(out).rows] == \
+        [r.to_dict() for r in CausalTrace(reference).rows]
+
+
 def test_merge_is_the_same_in_any_order():
     rng = np.random.default_rng(0)
     parts = []

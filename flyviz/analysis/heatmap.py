@@ -38,6 +38,7 @@ _NAMES = {"p_answer": "p(answer)", "logit_diff": "logit difference",
           "logit difference, normalised"}
 CELL_W, CELL_H = 14, 18
 FONT_SIZE = 12
+LINE_H = FONT_SIZE + 4
 PAD = 10
 BAR_W = 16
 NAN_RGB = (200, 200, 200)
@@ -92,7 +93,7 @@ class _Layout:
     width: int
     height: int
     bar_x: int
-    title: str
+    title: tuple[str, str]
 
 
 def _layout(trace: "CausalTrace", metric: str, font: Any) -> _Layout:
@@ -102,15 +103,16 @@ def _layout(trace: "CausalTrace", metric: str, font: Any) -> _Layout:
     answer, versus = trace.info.get("answer", ""), trace.info.get("versus", "")
     window = int(trace.info.get("settings", {}).get("window", 1))
     where = "one position" if window == 1 else f"{window} positions"
-    title = (f"{_NAMES.get(metric, metric)}, answer {answer!r} vs {versus!r}: the corrupted "
-             f"prompt with one group restored at {where}")
-    top = PAD + FONT_SIZE + PAD + head_h
+    title = (f"{_NAMES.get(metric, metric)}: answer {answer!r} vs {versus!r}",
+             f"the corrupted prompt with one group restored at {where}")
+    top = PAD + 2 * LINE_H + PAD + head_h
     left = PAD + label_w
     bar_x = left + cols * CELL_W + 2 * PAD
     ends = trace.span(metric)
     bar_text = max(_text_width(font, f"clean {ends[1]:.4g}"),
                    _text_width(font, f"corrupted {ends[0]:.4g}"))
-    width = max(bar_x + BAR_W + 6 + bar_text + PAD, PAD + _text_width(font, title) + PAD)
+    width = max(bar_x + BAR_W + 6 + bar_text + PAD,
+                PAD + max(_text_width(font, line) for line in title) + PAD)
     height = top + rows * CELL_H + PAD
     return _Layout(left, top, width, height, bar_x, title)
 
@@ -129,7 +131,8 @@ def heatmap_image(trace: "CausalTrace", metric: str = "p_answer") -> np.ndarray:
                                                 Image.Resampling.NEAREST)
     image.paste(cells, (lay.left, lay.top))
     draw = ImageDraw.Draw(image)
-    draw.text((PAD, PAD), lay.title, fill="black", font=font)
+    for i, line in enumerate(lay.title):
+        draw.text((PAD, PAD + i * LINE_H), line, fill="black", font=font)
     for r, label in enumerate(trace.token_labels()):
         y = lay.top + r * CELL_H + CELL_H // 2
         draw.text((lay.left - PAD // 2, y), label, fill="black", font=font, anchor="rm")
@@ -163,7 +166,8 @@ def heatmap_svg(trace: "CausalTrace", metric: str = "p_answer") -> str:
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{lay.width}" height="{lay.height}" '
            f'font-family="sans-serif" font-size="{FONT_SIZE}">',
            f'<rect width="{lay.width}" height="{lay.height}" fill="white"/>',
-           f'<text x="{PAD}" y="{PAD + FONT_SIZE}">{escape(lay.title)}</text>']
+           *(f'<text x="{PAD}" y="{PAD + FONT_SIZE + i * LINE_H}">{escape(line)}</text>'
+             for i, line in enumerate(lay.title))]
     for r, label in enumerate(trace.token_labels()):
         y = lay.top + r * CELL_H + CELL_H // 2
         out.append(f'<text x="{lay.left - PAD // 2}" y="{y}" text-anchor="end" '

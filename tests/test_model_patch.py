@@ -198,6 +198,10 @@ def test_generate_and_compare_take_a_patch_from_a_prompt_or_a_recording(capsys, 
         assert result["interventions"][0]["steps"] == 2
         runs[name] = Recording.load(out).states()
     np.testing.assert_array_equal(runs["prompt"], runs["recording"])
+    # A recording keeps a source prompt with the patch: replaying it runs the source again.
+    code, stdout, err = _cli(capsys, ["replay", str(tmp_path / "prompt.flyrec"), "--model",
+                                      str(model_dir)])
+    assert code == 0 and "match" in stdout, err
     np.testing.assert_array_equal(runs["prompt"][2:4], Recording.load(rec).states()[2:4])
     code, stdout, err = _cli(capsys, ["compare", str(model_dir), "--prompt", corrupt,
                                       "--max-new-tokens", "2", "--patch", "all@1:",

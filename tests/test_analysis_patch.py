@@ -335,3 +335,33 @@ def test_groups_from_a_mapping_and_an_empty_one_is_refused(world):
                                 by={"first": "id:0-9"}, positions="1:2")
     assert trace.groups == ["first"] and len(trace.rows) == 1
     assert json.loads(json.dumps(trace.info))["positions"] == [1, 2]
+
+
+def test_many_groups_get_narrower_columns_in_their_colours():
+    from flyviz.analysis.causal import TraceCell
+    from flyviz.analysis.heatmap import MAX_GRID_W, cell_width
+
+    groups, positions = 1500, 2
+    rng = np.random.default_rng(1)
+    values = rng.random((positions, groups))
+    rows = [TraceCell(position=p, token=f"t{p}", group=f"g{g}", query=f"id:{g}", neurons=1,
+                      window=1, p_answer=float(values[p, g]), logit_diff=0.0,
+                      p_normalised=float(values[p, g]), logit_diff_normalised=0.0)
+            for p in range(positions) for g in range(groups)]
+    info = {"answer": " a", "versus": " b", "settings": {"window": 1},
+            "references": {"p_clean": 1.0, "p_corrupt": 0.0, "logit_diff_clean": 1.0,
+                           "logit_diff_corrupt": 0.0}}
+    trace = CausalTrace.from_rows(rows, info)
+    width = cell_width(groups)
+    assert width * groups <= MAX_GRID_W and width >= 1
+    image = heatmap_image(trace)
+    assert image.shape[1] < MAX_GRID_W + 400
+    svg = ET.fromstring(heatmap_svg(trace))
+    cells = [r for r in svg.iter("{http://www.w3.org/2000/svg}rect")
+             if r.find("{http://www.w3.org/2000/svg}title") is not None]
+    x0, y0 = int(cells[0].get("x")), int(cells[0].get("y"))
+    want = colours(values, 0.0, 1.0)
+    for p in range(positions):
+        for g in (0, 1, 700, groups - 1):
+            pixel = image[y0 + p * CELL_H + CELL_H // 2, x0 + g * width + width // 2]
+            assert tuple(pixel) == tuple(want[p, g])

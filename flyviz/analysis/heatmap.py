@@ -37,6 +37,10 @@ _NAMES = {"p_answer": "p(answer)", "logit_diff": "logit difference",
           "p_normalised": "p(answer), normalised", "logit_diff_normalised":
           "logit difference, normalised"}
 CELL_W, CELL_H = 14, 18
+#: The grid is kept this wide at most: many groups (9,143 cell types) get narrower columns,
+#: and below LABELLED_W pixels the group names are left out (the table has them).
+MAX_GRID_W = 8000
+LABELLED_W = 10
 FONT_SIZE = 12
 LINE_H = FONT_SIZE + 4
 PAD = 10
@@ -94,12 +98,19 @@ class _Layout:
     height: int
     bar_x: int
     title: tuple[str, str]
+    cell_w: int
+
+
+def cell_width(groups: int) -> int:
+    """Pixels per column for ``groups`` columns (:data:`CELL_W`, narrower for many)."""
+    return max(1, min(CELL_W, MAX_GRID_W // max(1, groups)))
 
 
 def _layout(trace: "CausalTrace", metric: str, font: Any) -> _Layout:
     rows, cols = len(trace.positions), len(trace.groups)
+    cell_w = cell_width(cols)
     label_w = max(_text_width(font, t) for t in trace.token_labels()) + PAD
-    head_h = max(_text_width(font, g) for g in trace.groups) + PAD
+    head_h = (max(_text_width(font, g) for g in trace.groups) if cell_w >= LABELLED_W else 0) + PAD
     answer, versus = trace.info.get("answer", ""), trace.info.get("versus", "")
     window = int(trace.info.get("settings", {}).get("window", 1))
     where = "one position" if window == 1 else f"{window} positions"
@@ -107,14 +118,14 @@ def _layout(trace: "CausalTrace", metric: str, font: Any) -> _Layout:
              f"the corrupted prompt with one group restored at {where}")
     top = PAD + 2 * LINE_H + PAD + head_h
     left = PAD + label_w
-    bar_x = left + cols * CELL_W + 2 * PAD
+    bar_x = left + cols * cell_w + 2 * PAD
     ends = trace.span(metric)
     bar_text = max(_text_width(font, f"clean {ends[1]:.4g}"),
                    _text_width(font, f"corrupted {ends[0]:.4g}"))
     width = max(bar_x + BAR_W + 6 + bar_text + PAD,
                 PAD + max(_text_width(font, line) for line in title) + PAD)
     height = top + rows * CELL_H + PAD
-    return _Layout(left, top, width, height, bar_x, title)
+    return _Layout(left, top, width, height, bar_x, title, cell_w)
 
 
 def heatmap_image(trace: "CausalTrace", metric: str = "p_answer") -> np.ndarray:
@@ -127,7 +138,8 @@ def heatmap_image(trace: "CausalTrace", metric: str = "p_answer") -> np.ndarray:
     grid = colours(trace.grid(metric), low, high)
     image = Image.new("RGB", (lay.width, lay.height), "white")
     # The cells: one block per value, scaled up without smoothing.
-    cells = Image.fromarray(grid, "RGB").resize((grid.shape[1] * CELL_W, grid.shape[0] * CELL_H),
+    cell_w = lay.cell_w
+    cells = Image.fromarray(grid, "RGB").resize((grid.shape[1] * cell_w, grid.shape[0] * CELL_H),
                                                 Image.Resampling.NEAREST)
     image.paste(cells, (lay.left, lay.top))
     draw = ImageDraw.Draw(image)
@@ -136,12 +148,12 @@ def heatmap_image(trace: "CausalTrace", metric: str = "p_answer") -> np.ndarray:
     for r, label in enumerate(trace.token_labels()):
         y = lay.top + r * CELL_H + CELL_H // 2
         draw.text((lay.left - PAD // 2, y), label, fill="black", font=font, anchor="rm")
-    for c, name in enumerate(trace.groups):
+    for c, name in enumerate(trace.groups if cell_w >= LABELLED_W else []):
         # Column labels upwards: drawn on their own strip, rotated.
-        strip = Image.new("L", (_text_width(font, name) + 4, CELL_W), 0)
-        ImageDraw.Draw(strip).text((0, CELL_W // 2), name, fill=255, font=font, anchor="lm")
+        strip = Image.new("L", (_text_width(font, name) + 4, cell_w), 0)
+        ImageDraw.Draw(strip).text((0, cell_w // 2), name, fill=255, font=font, anchor="lm")
         strip = strip.rotate(90, expand=True)
-        x = lay.left + c * CELL_W
+        x = lay.left + c * cell_w
         y = lay.top - PAD // 2 - strip.size[1]
         image.paste((0, 0, 0), (x, y, x + strip.size[0], y + strip.size[1]), strip)
     bar_h = len(trace.positions) * CELL_H
@@ -172,8 +184,9 @@ def heatmap_svg(trace: "CausalTrace", metric: str = "p_answer") -> str:
         y = lay.top + r * CELL_H + CELL_H // 2
         out.append(f'<text x="{lay.left - PAD // 2}" y="{y}" text-anchor="end" '
                    f'dominant-baseline="middle">{escape(label)}</text>')
-    for c, name in enumerate(trace.groups):
-        x = lay.left + c * CELL_W + CELL_W // 2
+    cell_w = lay.cell_w
+    for c, name in enumerate(trace.groups if cell_w >= LABELLED_W else []):
+        x = lay.left + c * cell_w + cell_w // 2
         y = lay.top - PAD // 2
         out.append(f'<text transform="translate({x},{y}) rotate(-90)" '
                    f'dominant-baseline="middle">{escape(name)}</text>')
@@ -181,8 +194,8 @@ def heatmap_svg(trace: "CausalTrace", metric: str = "p_answer") -> str:
         for c in range(grid.shape[1]):
             rgb = "#%02x%02x%02x" % tuple(int(v) for v in grid[r, c])
             value = values[r, c]
-            out.append(f'<rect x="{lay.left + c * CELL_W}" y="{lay.top + r * CELL_H}" '
-                       f'width="{CELL_W}" height="{CELL_H}" fill="{rgb}"><title>'
+            out.append(f'<rect x="{lay.left + c * cell_w}" y="{lay.top + r * CELL_H}" '
+                       f'width="{cell_w}" height="{CELL_H}" fill="{rgb}"><title>'
                        f'{escape(trace.groups[c])} at {escape(trace.token_labels()[r])}: '
                        f'{value:.6g}</title></rect>')
     bar_h = len(trace.positions) * CELL_H
@@ -221,4 +234,5 @@ def write_heatmap(trace: "CausalTrace", path: str | Path, metric: str = "p_answe
     return path
 
 
-__all__ = ["check_figure", "colours", "heatmap_image", "heatmap_svg", "write_heatmap"]
+__all__ = ["cell_width", "check_figure", "colours", "heatmap_image", "heatmap_svg",
+           "write_heatmap"]

@@ -441,10 +441,12 @@ def from_json(items: Any) -> tuple[Intervention, ...]:
     """
     if not isinstance(items, list):
         raise InputError("interventions must be a JSON list of objects")
-    out = []
+    out: list[Any] = []
     for i, item in enumerate(items):
         if isinstance(item, dict) and item.get("kind") == "patch":
-            out.append(_patch_from_json(item, i))
+            from flyviz.model.patching import patch_from_json
+
+            out.append(patch_from_json(item, i))
             continue
         if not isinstance(item, dict) or item.get("kind") not in _CLASSES:
             raise InputError(f"intervention {i + 1} has no valid 'kind' (one of "
@@ -522,7 +524,9 @@ class ResolvedInterventions:
     interventions
         What was asked for, in order.
     post_state
-        The silences and clamps, in order (the later wins on a shared neuron).
+        The silences and clamps, in order (the later wins on a shared neuron),
+        and the patches among them (:class:`flyviz.model.patching.StatePatch`:
+        their values change with the position).
     pre_add
         The stimulations.
     graph_edits
@@ -694,13 +698,3 @@ def _patch_class() -> type:
     from flyviz.model.patching import Patch
 
     return Patch
-
-
-def _patch_from_json(item: dict[str, Any], i: int) -> Any:
-    """A patch from its JSON form (its source prompt is run again when it is resolved)."""
-    from flyviz.model.patching import Patch, PatchSource
-
-    if "neurons" not in item:
-        raise InputError(f"intervention {i + 1} (patch) lacks 'neurons'")
-    return Patch(item["neurons"], PatchSource.from_json(item.get("source", {})),
-                 item.get("from"), item.get("to"))

@@ -379,6 +379,15 @@ def bind_patches(interventions: Any, target_length: int) -> Any:
     return tuple(out)
 
 
+def patch_from_json(item: dict[str, Any], number: int = 0) -> Patch:
+    """A patch from its JSON form (``number``: its 0-based place in the list, for messages);
+    a source prompt is run again when it is resolved."""
+    if "neurons" not in item:
+        raise InputError(f"intervention {number + 1} (patch) lacks 'neurons'")
+    return Patch(item["neurons"], PatchSource.from_json(item.get("source", {})),
+                 item.get("from"), item.get("to"))
+
+
 def parse_patch(text: str, source: PatchSource) -> Patch:
     """A patch from the value of ``--patch QUERY[@FROM:TO]`` and its source."""
     from flyviz.model.interventions import _WINDOW
@@ -409,4 +418,4 @@ def patches_in(interventions: Iterable[Any]) -> list[Patch]:
 
 
 __all__ = ["ALIGNS", "Patch", "PatchSource", "StatePatch", "bind_patches", "parse_patch",
-           "patches_in", "resolve_patch", "source_states"]
+           "patch_from_json", "patches_in", "resolve_patch", "source_states"]

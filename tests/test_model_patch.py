@@ -235,3 +235,20 @@ def test_bad_patch_options_give_one_line_and_exit_2(capsys, tmp_path, model_dir,
         assert "--align end" in lines[0]
         code, _, err = _cli(capsys, argv + ["--align", "end"])
         assert code == 0, err
+
+
+def test_export_renders_a_patched_run_and_refuses_a_length_mismatch(capsys, tmp_path, model_dir,
+                                                                    tiny_checkpoint):
+    pytest.importorskip("vispy")
+    pytest.importorskip("imageio_ffmpeg")
+    from flyviz.model.tokenizer import tokenizer_for
+
+    clean, corrupt = _same_length_prompts(tokenizer_for(tiny_checkpoint))
+    out = tmp_path / "patched.gif"
+    base = ["export", str(model_dir), "--prompt", corrupt, "--max-new-tokens", "2", "--size",
+            "96x64", "--frames-per-token", "1", "--hold", "0", "--out", str(out)]
+    code, _, err = _cli(capsys, base + ["--patch", "all@1:3", "--source-prompt", clean])
+    assert code == 0, err
+    assert out.is_file() and out.stat().st_size > 0
+    code, _, err = _cli(capsys, base + ["--patch", "all", "--source-prompt", clean + " the cat"])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--align end" in err

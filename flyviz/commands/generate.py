@@ -58,7 +58,8 @@ def generate(model: Any, prompt: str, settings: Any, *, record: Any = None,
         settings = settings.validate()
         tokenizer = model.tokenizer
         ids = encode_prompt(tokenizer, prompt, model.checkpoint.config.bos_token_id)
-        resolved = model.resolve_interventions(bind_patches(interventions, len(ids)))
+        resolved = model.resolve_interventions(bind_patches(interventions, len(ids),
+                                                                model.checkpoint))
         recording = None if record is None else model.new_recording(
             prompt, settings, resolved, states_dtype=states_dtype)
         summary = RunSummary(prompt, ids, tokenizer, settings.seed, resolved)

@@ -353,9 +353,13 @@ def resolve_patch(checkpoint: "Checkpoint", patch: Patch, indices: np.ndarray
     return bound, StatePatch(indices, values, source.shift, patch.start, patch.stop)
 
 
-def bind_patches(interventions: Any, target_length: int) -> Any:
+def bind_patches(interventions: Any, target_length: int,
+                 checkpoint: "Checkpoint | None" = None) -> Any:
     """``interventions`` with every :class:`Patch`'s source aligned to a patched prompt of
     ``target_length`` tokens (BOS included); anything else is returned as it is.
+
+    With ``checkpoint``, a source prompt is run now (its length is known only then), so
+    that a mismatch is found before any other work.
 
     Raises
     ------
@@ -374,7 +378,8 @@ def bind_patches(interventions: Any, target_length: int) -> Any:
     for item in items:
         if isinstance(item, Patch):
             patch: Any = item
-            item = replace(patch, source=patch.source.bind(target_length))
+            source = patch.source if checkpoint is None else patch.source.with_states(checkpoint)
+            item = replace(patch, source=source.bind(target_length))
         out.append(item)
     return tuple(out)
 

@@ -433,8 +433,9 @@ def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
 
     settings = (settings or GenerationSettings()).validate()
     ids = encode_prompt(tokenizer_for(checkpoint), prompt, checkpoint.config.bos_token_id)
-    comparison = Comparison.for_checkpoint(checkpoint, bind_patches(interventions, len(ids)),
-                                           threads=threads, kernel=kernel)
+    # A patch's positions are aligned to this prompt (flyviz.model.patching).
+    bound = bind_patches(interventions, len(ids), checkpoint)
+    comparison = Comparison.for_checkpoint(checkpoint, bound, threads=threads, kernel=kernel)
     try:
         tokenizer = comparison.tokenizer
         baseline = RunSummary(prompt, ids, tokenizer, settings.seed)

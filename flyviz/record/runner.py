@@ -233,7 +233,8 @@ class Model:
         ids = [int(i) for i in prompt_ids] if prompt_ids is not None else encode_prompt(
             self.tokenizer, prompt, self.checkpoint.config.bos_token_id)
         # A patch's positions are aligned to this prompt (flyviz.model.patching).
-        resolved = self.resolve_interventions(bind_patches(interventions, len(ids)))
+        resolved = self.resolve_interventions(bind_patches(interventions, len(ids),
+                                                               self.checkpoint))
         vocabulary = self.checkpoint.config.vocabulary
         if not ids or any(not 0 <= i < vocabulary for i in ids):
             raise InputError(f"prompt ids must be a non-empty list of ids in 0..{vocabulary - 1}")
@@ -286,7 +287,8 @@ class Model:
         """
         settings = (settings or GenerationSettings()).validate()
         ids = encode_prompt(self.tokenizer, prompt, self.checkpoint.config.bos_token_id)
-        resolved = self.resolve_interventions(bind_patches(interventions, len(ids)))
+        resolved = self.resolve_interventions(bind_patches(interventions, len(ids),
+                                                               self.checkpoint))
         recording = self.new_recording(prompt, settings, resolved, states_dtype=states_dtype)
         for frame in self.frames(prompt, settings, interventions=resolved, recording=recording):
             if on_frame is not None:

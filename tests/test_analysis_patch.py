@@ -276,6 +276,11 @@ def test_the_patch_command_writes_the_table_and_the_figure(capsys, world, tmp_pa
     assert trace.positions == [1, 2] and set(trace.groups) == {"left", "right", "center"} & set(
         trace.groups)
     assert {r.window for r in trace.rows} == {2}
+    source = PatchSource.from_prompt(world["clean"])
+    for cell in trace.rows:  # a window of two positions is one run patched at both
+        _, probabilities = _final_logits(world["model"], trace.info["corrupt_ids"], [
+            Patch(cell.query, source, cell.position, cell.position + 2)])
+        assert abs(cell.p_answer - probabilities[trace.info["answer_id"]]) < 1e-6, cell
     from PIL import Image
 
     assert Image.open(figure).size[0] > len(trace.groups) * CELL_W
@@ -365,3 +370,20 @@ def test_many_groups_get_narrower_columns_in_their_colours():
         for g in (0, 1, 700, groups - 1):
             pixel = image[y0 + p * CELL_H + CELL_H // 2, x0 + g * width + width // 2]
             assert tuple(pixel) == tuple(want[p, g])
+
+
+def test_prompts_aligned_from_the_end_restore_the_shifted_clean_state(world, tmp_path):
+    clean = "and then " + world["clean"]
+    groups = sweep_groups(world["model"], "side")
+    result = run_causal_trace(world["spec"], world["model"], clean, world["corrupt"],
+                              world["answer"], groups, tmp_path / "end.csv", SETTINGS,
+                              align="end", workers=0)
+    trace = result.trace
+    shift = trace.info["shift"]
+    assert shift == len(trace.info["clean_ids"]) - len(trace.info["corrupt_ids"]) > 0
+    assert trace.positions == list(range(len(trace.info["corrupt_ids"])))
+    source = PatchSource.from_prompt(clean, align="end")
+    for cell in trace.rows[::3]:
+        _, probabilities = _final_logits(world["model"], trace.info["corrupt_ids"], [
+            Patch(cell.query, source, cell.position, cell.position + 1)])
+        assert abs(cell.p_answer - probabilities[trace.info["answer_id"]]) < 1e-6, cell

@@ -8,7 +8,9 @@ groups are its ``--groups`` largest cell types (written as a groups file), the s
 columns as the real model's 63 superclasses. Each round runs the trace on a LocalCluster of 1
 worker, then of 2 (alternating over the rounds); what is compared is the time from the cluster
 being ready to the last merge (the cluster's start excluded), cells/s, the ratio of the
-medians and each round's ratio. Prints one JSON object.
+medians and each round's ratio, and the cores the workers actually had (their CPU seconds over
+the wall time: on a shared machine two workers may get far less than two cores). Prints one
+JSON object.
 """
 
 from __future__ import annotations
@@ -58,17 +60,29 @@ def main() -> int:
     settings = TraceSettings(streams=args.batch)
     span = (1, 1 + args.positions)
     cells = len(groups) * args.positions
+    import resource
+
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers, once reaped
+        return usage.ru_utime + usage.ru_stime
+
     seconds: dict[int, list[float]] = {1: [], 2: []}
+    cores: dict[int, list[float]] = {1: [], 2: []}
     tables: dict[int, list] = {}
     for _ in range(args.rounds):
         for workers in (1, 2):
             out = folder / f"trace-{workers}.csv"
+            before = children_cpu()
             result = run_causal_trace("demo", ckpt, CLEAN, CORRUPT, ANSWER, groups, out, settings,
                                       positions=span, by=str(groups_file), workers=workers)
             seconds[workers].append(result.compute_seconds)
+            # The cores the workers had: their CPU seconds over the run's wall time (2 workers
+            # on a busy 2-core machine get far less than 2).
+            cores[workers].append((children_cpu() - before) / result.seconds)
             tables[workers] = [r.to_dict() for r in result.trace.rows]
             print(f"  {workers} worker(s): {result.compute_seconds:.1f} s "
-                  f"({cells / result.compute_seconds:.1f} cells/s, {result.tasks} tasks)",
+                  f"({cells / result.compute_seconds:.1f} cells/s, {result.tasks} tasks, "
+                  f"{cores[workers][-1]:.2f} cores used)",
                   file=sys.stderr, flush=True)
     one, two = statistics.median(seconds[1]), statistics.median(seconds[2])
     print(json.dumps({
@@ -79,6 +93,7 @@ def main() -> int:
         # Each round's 1-worker time over its 2-worker time: the two runs of a round are
         # neighbours in time, so a busy machine moves them together more than it moves medians.
         "round_ratios": [a / b for a, b in zip(seconds[1], seconds[2])],
+        "cores_used_1": cores[1], "cores_used_2": cores[2],
         "identical_tables": tables[1] == tables[2]}, indent=1))
     return 0
 

@@ -109,8 +109,9 @@ class PatchSource:
             if states.ndim != 2 or states.shape[0] == 0:
                 raise InputError("a patch source's states must be a (positions, neurons) array "
                                  f"with at least one position, not shape {list(states.shape)}")
-            if states.dtype != np.float32:
-                states = states.astype(np.float32)
+            if states.dtype != np.float32 or states.flags.writeable:
+                # A copy of the caller's array: it is frozen below, and must not change.
+                states = np.array(states, dtype=np.float32)
             if not np.isfinite(states).all():
                 raise InputError("a patch source's states hold NaN or infinite values")
             states.setflags(write=False)

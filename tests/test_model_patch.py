@@ -247,8 +247,10 @@ def test_export_renders_a_patched_run_and_refuses_a_length_mismatch(capsys, tmp_
     out = tmp_path / "patched.gif"
     base = ["export", str(model_dir), "--prompt", corrupt, "--max-new-tokens", "2", "--size",
             "96x64", "--frames-per-token", "1", "--hold", "0", "--out", str(out)]
+    # A length mismatch is found before the layout and any OpenGL.
+    code, _, err = _cli(capsys, base + ["--patch", "all", "--source-prompt", clean + " the cat"])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--align end" in err
+    assert not out.exists()
     code, _, err = _cli(capsys, base + ["--patch", "all@1:3", "--source-prompt", clean])
     assert code == 0, err
     assert out.is_file() and out.stat().st_size > 0
-    code, _, err = _cli(capsys, base + ["--patch", "all", "--source-prompt", clean + " the cat"])
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "--align end" in err

@@ -26,6 +26,10 @@ The public API:
 :func:`trace`
     Why this token? One logit split exactly into the flows of the earlier
     tokens, neurons and synapses (an :class:`~flyviz.model.explain.Attribution`).
+:func:`causal_trace`
+    Which group of neurons, at which position, carries what makes a clean
+    prompt's answer: a (positions x groups) grid (a :class:`Patch` copies
+    another run's states into this one: activation patching).
 :func:`export_movie`
     A recording as MP4, WebM, GIF or PNG frames (imports vispy when called).
 :class:`Attribution`
@@ -62,9 +66,10 @@ from flyviz._version import __version__
 from flyviz.errors import FlyvizError
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
-    from flyviz.api import compare, export_movie, load, run, trace
+    from flyviz.api import causal_trace, compare, export_movie, load, run, trace
     from flyviz.model.explain import Attribution
     from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
+    from flyviz.model.patching import Patch, PatchSource
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
 
@@ -76,16 +81,18 @@ ORGANIZATION_DOMAIN = "flyviz.org"
 #: model code (NumPy, SciPy, tokenizers) loads only when something is used.
 _LAZY = {
     "load": "flyviz.api", "run": "flyviz.api", "compare": "flyviz.api",
-    "export_movie": "flyviz.api", "trace": "flyviz.api",
+    "export_movie": "flyviz.api", "trace": "flyviz.api", "causal_trace": "flyviz.api",
     "Model": "flyviz.record.runner", "Recording": "flyviz.record.recording",
     "Attribution": "flyviz.model.explain",
     "Silence": "flyviz.model.interventions", "Clamp": "flyviz.model.interventions",
     "Stimulate": "flyviz.model.interventions", "Cut": "flyviz.model.interventions",
     "Scale": "flyviz.model.interventions",
+    "Patch": "flyviz.model.patching", "PatchSource": "flyviz.model.patching",
 }
 
-__all__ = ["Attribution", "Clamp", "Cut", "FlyvizError", "Model", "Recording", "Scale", "Silence",
-           "Stimulate", "__version__", "compare", "errors", "export_movie", "load", "run", "trace"]
+__all__ = ["Attribution", "Clamp", "Cut", "FlyvizError", "Model", "Patch", "PatchSource",
+           "Recording", "Scale", "Silence", "Stimulate", "__version__", "causal_trace", "compare",
+           "errors", "export_movie", "load", "run", "trace"]
 
 
 def __getattr__(name: str) -> _typing.Any:

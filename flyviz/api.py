@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.runner import Model
     from flyviz.viewer.state import ViewerState
 
-__all__ = ["compare", "export_movie", "load", "run", "trace"]
+__all__ = ["causal_trace", "compare", "export_movie", "load", "run", "trace"]
 
 
 def load(spec: str | Path, dataset: str | Path | None = None, *,
@@ -363,3 +363,91 @@ def export_movie(recording: "Recording | ViewerState | str | Path", path: str | 
                       "model=flyviz.load(...) to draw them where they are", stacklevel=2)
         anatomy = ball_layout(recording.neurons)
     return export_recording(recording, anatomy, path, export_options, progress=progress, gl=gl)
+
+
+def causal_trace(model: "Model | Checkpoint | str | Path", clean: str, corrupt: str,
+                 answer: str, *, by: Any = "superclass", positions: "str | tuple[int, int] | None" = None,
+                 window: int = 1, align: str = "start", versus: str | None = None,
+                 out: str | Path | None = None, workers: int = 0, scheduler: str | None = None,
+                 batch: int = 64) -> Any:
+    """Causal tracing: restore each group of neurons, at each position, to the clean run's
+    state while the corrupted prompt runs, and measure how much of the answer comes back.
+
+    Parameters
+    ----------
+    model
+        What :func:`load` returned, a checkpoint, or a spec such as ``"demo"``.
+    clean, corrupt
+        The two prompts (the same length in tokens, unless ``align="end"``).
+    answer
+        The clean answer: one token, e.g. ``" She"``.
+    by
+        The groups: ``"superclass"``, ``"type"``, ``"side"``, the path of a
+        file of ``NAME: QUERY`` lines, or a mapping ``{name: query}``.
+    positions
+        ``"A:B"`` or ``(A, B)``: the corrupted positions to restore at
+        (default all; 0 is BOS).
+    window
+        Positions restored per cell, from its position on.
+    align
+        ``"start"`` or ``"end"``.
+    versus
+        The token the logit difference is taken against (default: the
+        corrupted run's most likely token).
+    out
+        Also keep the result file (``.csv`` or ``.parquet``); by default it is
+        written to a temporary folder and removed.
+    workers, scheduler
+        ``workers=0`` (the default) computes in this process; ``N`` starts a
+        local Dask cluster, ``scheduler`` uses a running one (workers load the
+        model from its spec).
+    batch
+        Cells stepped together per pass of the batched engine.
+
+    Returns
+    -------
+    flyviz.analysis.causal.CausalTrace
+        ``trace.grid("p_answer")`` is a (positions x groups) array,
+        ``trace.groups``, ``trace.token_labels()``, ``trace.references``;
+        ``trace.rows`` the cells. See :mod:`flyviz.analysis.causal`.
+
+    Raises
+    ------
+    flyviz.errors.InputError
+        Prompts of different lengths aligned from the start, an answer that
+        is not one token, an empty group, bad positions.
+
+    Examples
+    --------
+    >>> trace = flyviz.causal_trace(model, "Once upon a time, there was a little girl named Lily.",
+    ...                             "Once upon a time, there was a little boy named Tom.",
+    ...                             " She", versus=" He")                  # doctest: +SKIP
+    """
+    import tempfile
+
+    from flyviz.analysis.causal import TraceSettings, run_causal_trace
+    from flyviz.analysis.sweep import Group, sweep_groups
+    from flyviz.record.runner import as_model
+
+    runner, owned = as_model(model)
+    try:
+        ckpt = runner.checkpoint
+        if isinstance(by, dict):
+            from flyviz.model.selection import neuron_index
+
+            index = neuron_index(ckpt)
+            groups = [Group(str(name), str(query), index.select(str(query)).astype("int64"))
+                      for name, query in by.items()]
+        else:
+            groups = sweep_groups(ckpt, by)
+        settings = TraceSettings(streams=batch, window=window, kernel=runner.kernel_request)
+        with tempfile.TemporaryDirectory(prefix="flyviz-trace-") as folder:
+            path = Path(out) if out is not None else Path(folder) / "trace.csv"
+            result = run_causal_trace(runner.spec, ckpt, clean, corrupt, answer, groups, path,
+                                      settings, positions=positions, align=align,
+                                      versus=versus, by=str(by) if not isinstance(by, dict)
+                                      else "", workers=workers, scheduler=scheduler)
+        return result.trace
+    finally:
+        if owned:
+            runner.close()

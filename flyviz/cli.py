@@ -35,6 +35,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
+    ("patch", "flyviz.commands.patch", "causal trace: where and when a prompt keeps its answer"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )
@@ -64,6 +65,8 @@ examples:
   flyviz convert run.flyrec --to zarr run.zarr
   flyviz figure run.flyrec --kind raster --out raster.png
   flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out lesions.csv
+  flyviz patch demo --clean "... girl named Lily." --corrupt "... boy named Tom." \\
+      --answer " She" --versus " He" --by superclass --out trace.csv --figure trace.png
 
 Run 'flyviz COMMAND --help' for the options of one command.
 """

@@ -11,4 +11,9 @@ the lesion map.
 :mod:`flyviz.analysis.sweep`
     The lesion map: every group of neurons lesioned in turn over a text, the
     result file and its reader.
+:mod:`flyviz.analysis.causal`
+    The causal trace: every group restored to a clean run's state at every
+    position of a corrupted prompt, the result file and its reader.
+:mod:`flyviz.analysis.heatmap`
+    A causal trace's heatmap as PNG or SVG, without a window.
 """

@@ -204,14 +204,58 @@ def add_intervention_options(parser: argparse.ArgumentParser) -> None:
     for kind, metavar, help_text in options:
         group.add_argument(f"--{kind}", action=_AppendIntervention, const=kind,
                            dest="interventions", default=[], metavar=metavar, help=help_text)
+    group.add_argument("--patch", action=_AppendIntervention, const="patch",
+                       dest="interventions", default=[], metavar="QUERY[@FROM:TO]",
+                       help="set these neurons' state to the source run's state at the same "
+                            "position after every step (activation patching; the source is "
+                            "--source-prompt or --source), e.g. --patch 'superclass:cb_intrinsic@12:13'")
+    source = group.add_mutually_exclusive_group()
+    source.add_argument("--source-prompt", default=None, metavar="TEXT",
+                        help="the prompt whose untouched run --patch copies from, e.g. "
+                             "--source-prompt 'Once upon a time, there was a little girl named Lily'")
+    source.add_argument("--source", type=Path, default=None, metavar="REC",
+                        help="a recording (.flyrec) whose states --patch copies (record it with "
+                             "--states float32 for exact values)")
+    group.add_argument("--align", choices=("start", "end"), default="start",
+                       help="how --patch lines up the two runs' positions: start (default; the "
+                            "prompts must have the same length in tokens) or end (the last "
+                            "prompt tokens line up)")
+
+
+def patch_source_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~flyviz.model.patching.PatchSource` of ``--source-prompt``/``--source``
+    and ``--align``, or ``None`` when neither is given."""
+    from flyviz.model.patching import PatchSource
+
+    text, path = getattr(args, "source_prompt", None), getattr(args, "source", None)
+    align = getattr(args, "align", "start")
+    if text is not None:
+        return PatchSource.from_prompt(text, align)
+    if path is not None:
+        return PatchSource.from_recording(Path(path).expanduser(), align)
+    return None
 
 
 def interventions_from_args(args: argparse.Namespace) -> list[Any]:
     """The interventions the options name, in order, checked for form (queries are
-    checked against the model when it is loaded)."""
+    checked against the model when it is loaded; a patch's source is read now)."""
+    from flyviz.errors import InputError
     from flyviz.model.interventions import parse_intervention
+    from flyviz.model.patching import parse_patch
 
-    return [parse_intervention(kind, text) for kind, text in getattr(args, "interventions", [])]
+    items = getattr(args, "interventions", [])
+    patches = [text for kind, text in items if kind == "patch"]
+    given = getattr(args, "source_prompt", None) is not None or \
+        getattr(args, "source", None) is not None
+    if patches and not given:
+        raise InputError("--patch needs the run to copy from: --source-prompt TEXT or "
+                         "--source REC")
+    if given and not patches:
+        raise InputError("--source-prompt/--source name the run that --patch copies from; "
+                         "add --patch QUERY[@FROM:TO]")
+    source = patch_source_from_args(args) if patches else None
+    return [parse_patch(text, source) if kind == "patch" and source is not None
+            else parse_intervention(kind, text) for kind, text in items]
 
 
 def warn_idle_interventions(applied: list[dict[str, Any]]) -> None:

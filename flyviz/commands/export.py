@@ -223,6 +223,12 @@ def run(args: argparse.Namespace) -> int:
         settings = generation_settings(args)
         interventions = interventions_from_args(args)
         with model_from_args(args, args.spec, _load_progress) as model:
+            from flyviz.model.patching import bind_patches
+            from flyviz.record.run import encode_prompt
+
+            # A patch's prompts are checked before the (possibly long) layout.
+            ids = encode_prompt(model.tokenizer, args.prompt, model.checkpoint.config.bos_token_id)
+            interventions = list(bind_patches(interventions, len(ids), model.checkpoint))
             anatomy = anatomy_for(model)
             recording = model.record(args.prompt, settings, interventions=interventions,
                                      states_dtype=args.states)

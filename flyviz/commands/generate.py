@@ -53,14 +53,16 @@ def generate(model: Any, prompt: str, settings: Any, *, record: Any = None,
 
     model, owned = as_model(model)
     try:
+        from flyviz.model.patching import bind_patches
+
         settings = settings.validate()
-        resolved = model.resolve_interventions(interventions)
+        tokenizer = model.tokenizer
+        ids = encode_prompt(tokenizer, prompt, model.checkpoint.config.bos_token_id)
+        resolved = model.resolve_interventions(bind_patches(interventions, len(ids),
+                                                                model.checkpoint))
         recording = None if record is None else model.new_recording(
             prompt, settings, resolved, states_dtype=states_dtype)
-        tokenizer = model.tokenizer
-        summary = RunSummary(prompt, encode_prompt(tokenizer, prompt,
-                                                   model.checkpoint.config.bos_token_id),
-                             tokenizer, settings.seed, resolved)
+        summary = RunSummary(prompt, ids, tokenizer, settings.seed, resolved)
         for frame in model.frames(prompt, settings, interventions=resolved, recording=recording):
             summary.add(frame)
     finally:

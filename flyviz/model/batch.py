@@ -179,6 +179,85 @@ class LesionHooks(StepHooks):
             self._zero(x)
 
 
+class PatchHooks(StepHooks):
+    """One activation patch per column: column ``columns[c]`` has group ``c`` restored to a
+    source run's state over its window of positions.
+
+    After the step at position ``p`` (counted by the hooks since :meth:`rewind`),
+    for every column ``c`` whose window ``[lo_c, hi_c)`` holds ``p``::
+
+        x[group_c, column_c] = source[p + shift, group_c]
+
+    which is what the single-stream engine's
+    :class:`~flyviz.model.patching.Patch` does (the same float32 values copied,
+    so the same bits; ``tests/test_analysis_patch.py``). Columns without a group
+    are left alone.
+
+    Parameters
+    ----------
+    neurons, columns
+        The engine's state shape, ``(neurons, BatchEngine.columns)``.
+    source
+        ``(positions, neurons)`` float32 states of the source run.
+    groups
+        Neuron indices of each group.
+    group_columns
+        The column each group acts on (distinct).
+    windows
+        ``(groups, 2)`` half-open position windows ``[lo, hi)``.
+    shift
+        Source row = position + ``shift`` (positions aligned from the end).
+    """
+
+    def __init__(self, neurons: int, columns: int, source: np.ndarray,
+                 groups: "list[np.ndarray]", group_columns: "list[int] | np.ndarray",
+                 windows: "np.ndarray | list[tuple[int, int]]", shift: int = 0) -> None:
+        group_columns = np.asarray(group_columns, dtype=np.intp)
+        windows = np.asarray(windows, dtype=np.int64).reshape(-1, 2)
+        if len(groups) != group_columns.size or windows.shape[0] != group_columns.size or \
+                np.unique(group_columns).size != group_columns.size:
+            raise ValueError("give one distinct column and one window per group")
+        if group_columns.size and (group_columns.min() < 0 or group_columns.max() >= columns):
+            raise ValueError(f"group columns must lie in 0..{columns - 1}")
+        source = np.ascontiguousarray(source, dtype=np.float32)
+        if source.ndim != 2 or source.shape[1] != neurons:
+            raise ValueError(f"the source must be (positions, {neurons}) states")
+        self.shape = (int(neurons), int(columns))
+        self.source = source
+        self.groups = [np.asarray(g, dtype=np.intp) for g in groups]
+        self.group_columns = group_columns
+        self.windows = windows
+        self.shift = int(shift)
+        self.position = 0
+        self._plans: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def rewind(self) -> None:
+        """The next step is position 0 again (call it with :meth:`BatchEngine.reset`)."""
+        self.position = 0
+
+    def _plan(self, position: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Flat indices into the state and into the source of the entries patched after the
+        step at ``position`` (kept: a trace steps through the same positions every pass)."""
+        if position in self._plans:
+            return self._plans[position]
+        row = position + self.shift
+        active = np.flatnonzero((self.windows[:, 0] <= position) & (position < self.windows[:, 1]))
+        plan = None
+        if active.size and 0 <= row < self.source.shape[0]:
+            rows = np.concatenate([self.groups[i] for i in active])
+            cols = np.repeat(self.group_columns[active], [self.groups[i].size for i in active])
+            plan = (rows * self.shape[1] + cols, row * self.shape[0] + rows)
+        self._plans[position] = plan
+        return plan
+
+    def after_update(self, x: np.ndarray) -> None:
+        assert x.flags.c_contiguous and x.shape == self.shape
+        plan = self._plan(self.position)
+        self.position += 1
+        if plan is not None:
+            x.reshape(-1)[plan[0]] = self.source.reshape(-1)[plan[1]]
+
+
 class BatchEngine:
     """Runs a checkpoint on ``streams`` token streams at once.
 

@@ -275,7 +275,7 @@ class Engine:
         self.interventions: ResolvedInterventions = ResolvedInterventions(neurons=n)
         self._plan: ResolvedInterventions | None = None
         self._pre_scratch: list[np.ndarray] = []
-        self._state_values: list[np.float32] = []
+        self._state_values: list[np.float32 | None] = []
         self._variants: dict[tuple[int, ...], list[_RowBlock]] = {}
         if interventions is not None:
             self.set_interventions(interventions)
@@ -350,7 +350,9 @@ class Engine:
             self.interventions = resolved
             self._pre_scratch = [np.empty(op.indices.size, dtype=np.float32)
                                  for op in resolved.pre_add]
-            self._state_values = [np.float32(op.value) for op in resolved.post_state]
+            # None for a patch: its values change with the position (StatePatch.values_at).
+            self._state_values = [np.float32(op.value) if hasattr(op, "value") else None
+                                  for op in resolved.post_state]
             self._variants = {}
             if self.kernel is not None:
                 self._layout_variants()
@@ -387,6 +389,11 @@ class Engine:
         """``x[S] = value`` for every silence/clamp active at ``position``, in order."""
         for op, value in zip(self.interventions.post_state, self._state_values):
             if (op.start is None or position >= op.start) and (op.stop is None or position < op.stop):
+                if value is None:  # a patch: the source's values at this position, if any
+                    values = op.values_at(position)  # type: ignore[attr-defined]
+                    if values is not None:
+                        x[op.indices] = values
+                    continue
                 x[op.indices] = value
 
     # ------------------------------------------------------------------ state

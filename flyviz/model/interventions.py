@@ -396,13 +396,13 @@ def as_interventions(items: Any) -> "tuple[Intervention, ...] | ResolvedInterven
     InputError
         For anything else, or a malformed text form.
     """
-    kinds = (Silence, Clamp, Stimulate, Cut, Scale)
+    kinds: tuple[type, ...] = (Silence, Clamp, Stimulate, Cut, Scale, _patch_class())
     if items is None:
         return ()
     if isinstance(items, ResolvedInterventions):
         return items
     if isinstance(items, kinds):
-        return (items,)
+        return (items,)  # type: ignore[return-value]  # a Patch is an intervention too
     if isinstance(items, str):
         items = (items,)
     out: list[Intervention] = []
@@ -412,7 +412,7 @@ def as_interventions(items: Any) -> "tuple[Intervention, ...] | ResolvedInterven
         elif isinstance(item, tuple) and len(item) == 2 and all(isinstance(v, str) for v in item):
             out.append(parse_intervention(*item))
         elif isinstance(item, kinds):
-            out.append(item)
+            out.append(item)  # type: ignore[arg-type]  # a Patch is an intervention too
         else:
             raise InputError(f"{item!r} is not an intervention: give Silence, Clamp, Stimulate, "
                              "Cut or Scale objects, or text such as 'silence sign:inhibitory'")
@@ -447,8 +447,13 @@ def from_json(items: Any) -> tuple[Intervention, ...]:
     """
     if not isinstance(items, list):
         raise InputError("interventions must be a JSON list of objects")
-    out = []
+    out: list[Any] = []
     for i, item in enumerate(items):
+        if isinstance(item, dict) and item.get("kind") == "patch":
+            from flyviz.model.patching import patch_from_json
+
+            out.append(patch_from_json(item, i))
+            continue
         if not isinstance(item, dict) or item.get("kind") not in _CLASSES:
             raise InputError(f"intervention {i + 1} has no valid 'kind' (one of "
                              f"{', '.join(KINDS)})")
@@ -525,7 +530,9 @@ class ResolvedInterventions:
     interventions
         What was asked for, in order.
     post_state
-        The silences and clamps, in order (the later wins on a shared neuron).
+        The silences and clamps, in order (the later wins on a shared neuron),
+        and the patches among them (:class:`flyviz.model.patching.StatePatch`:
+        their values change with the position).
     pre_add
         The stimulations.
     graph_edits
@@ -639,19 +646,34 @@ def resolve(checkpoint: Checkpoint, interventions: "Iterable[Intervention] | Res
             raise InputError("these interventions were resolved for another model")
         return interventions
     items = tuple(interventions)
+    patch = _patch_class()
     for item in items:
-        if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale)):
+        if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale, patch)):
             raise InputError(f"{item!r} is not an intervention (Silence, Clamp, Stimulate, "
                              "Cut or Scale)")
     if not items:
         return ResolvedInterventions(neurons=checkpoint.config.neurons)
     index = neuron_index(checkpoint)
-    post_state: list[StateSet] = []
+    post_state: list[Any] = []  # StateSet, and StatePatch for a patch
     pre_add: list[PreAdd] = []
     graph_edits: list[GraphEdit] = []
     selected: list[int] = []
+    applied: list[Any] = []
     for item in items:
+        applied.append(item)
         label = f"{item.kind} {item.cli_value()}"
+        if isinstance(item, patch):
+            # A patch is a clamp to the source's values: it acts among the silences and
+            # clamps, in list order (flyviz.model.patching).
+            from flyviz.model.patching import resolve_patch
+
+            patched: Any = item
+            ids = _selection(index, patched.neurons, label)
+            ids.setflags(write=False)
+            applied[-1], op = resolve_patch(checkpoint, patched, ids)
+            post_state.append(op)
+            selected.append(int(ids.size))
+            continue
         if isinstance(item, (Silence, Clamp, Stimulate)):
             ids = _selection(index, item.neurons, label)
             ids.setflags(write=False)
@@ -672,5 +694,13 @@ def resolve(checkpoint: Checkpoint, interventions: "Iterable[Intervention] | Res
             array.setflags(write=False)
         selected.append(int(edges.size))
         graph_edits.append(GraphEdit(pre, post, edges, item.factor, item.start, item.stop))
-    return ResolvedInterventions(tuple(items), tuple(post_state), tuple(pre_add),
+    return ResolvedInterventions(tuple(applied), tuple(post_state), tuple(pre_add),
                                  tuple(graph_edits), tuple(selected), checkpoint.config.neurons)
+
+
+# ----------------------------------------------------------------- patches
+def _patch_class() -> type:
+    """:class:`flyviz.model.patching.Patch` (imported on use: that module builds on this one)."""
+    from flyviz.model.patching import Patch
+
+    return Patch

@@ -429,12 +429,15 @@ def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
     ``threads`` and ``kernel`` are those of both engines (see
     :class:`~flyviz.model.engine.Engine`).
     """
+    from flyviz.model.patching import bind_patches
+
     settings = (settings or GenerationSettings()).validate()
-    comparison = Comparison.for_checkpoint(checkpoint, interventions, threads=threads,
-                                           kernel=kernel)
+    ids = encode_prompt(tokenizer_for(checkpoint), prompt, checkpoint.config.bos_token_id)
+    # A patch's positions are aligned to this prompt (flyviz.model.patching).
+    bound = bind_patches(interventions, len(ids), checkpoint)
+    comparison = Comparison.for_checkpoint(checkpoint, bound, threads=threads, kernel=kernel)
     try:
         tokenizer = comparison.tokenizer
-        ids = encode_prompt(tokenizer, prompt, checkpoint.config.bos_token_id)
         baseline = RunSummary(prompt, ids, tokenizer, settings.seed)
         forced = []
         for step in comparison.run(prompt, settings, mode="forced", prompt_ids=ids):

@@ -36,6 +36,7 @@ from flyviz.errors import InputError
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.engine import Engine
 from flyviz.model.interventions import ResolvedInterventions, as_interventions, resolve
+from flyviz.model.patching import bind_patches
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
 from flyviz.record.frame import Frame
 from flyviz.record.run import GenerationSettings, encode_prompt, iter_frames, run_metadata
@@ -243,9 +244,11 @@ class Model:
             interventions.
         """
         settings = (settings or GenerationSettings()).validate()
-        resolved = self.resolve_interventions(interventions)
         ids = [int(i) for i in prompt_ids] if prompt_ids is not None else encode_prompt(
             self.tokenizer, prompt, self.checkpoint.config.bos_token_id)
+        # A patch's positions are aligned to this prompt (flyviz.model.patching).
+        resolved = self.resolve_interventions(bind_patches(interventions, len(ids),
+                                                               self.checkpoint))
         vocabulary = self.checkpoint.config.vocabulary
         if not ids or any(not 0 <= i < vocabulary for i in ids):
             raise InputError(f"prompt ids must be a non-empty list of ids in 0..{vocabulary - 1}")
@@ -297,7 +300,9 @@ class Model:
             replayed (:func:`flyviz.record.replay.replay_recording`).
         """
         settings = (settings or GenerationSettings()).validate()
-        resolved = self.resolve_interventions(interventions)
+        ids = encode_prompt(self.tokenizer, prompt, self.checkpoint.config.bos_token_id)
+        resolved = self.resolve_interventions(bind_patches(interventions, len(ids),
+                                                               self.checkpoint))
         recording = self.new_recording(prompt, settings, resolved, states_dtype=states_dtype)
         for frame in self.frames(prompt, settings, interventions=resolved, recording=recording):
             if on_frame is not None:

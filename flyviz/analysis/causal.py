@@ -1,0 +1,518 @@
+"""Causal tracing: where, and when, a prompt keeps what makes the answer.
+
+``flyviz patch`` runs the *corrupted* prompt again and again, each time with one
+group of neurons (a superclass, a cell type, a side, or a named query)
+restored, at one position (or a window of positions), to the state it had in
+the *clean* run, and records how much of the clean answer comes back
+(ROME's causal trace, TransformerLens's activation patching; see
+``explain.md`` section 3). Every (position, group) is a *cell*.
+
+What is measured
+----------------
+At the corrupted prompt's last position (the one that predicts the next
+token), with ``z`` the logits and ``q = softmax(z)`` in float64::
+
+    p_answer   = q[answer]
+    logit_diff = z[answer] - z[versus]       versus: --versus, or the corrupted run's top token
+
+and each normalised as ``(m - m_corrupt) / (m_clean - m_corrupt)``: 0 is the
+corrupted run, 1 the clean one (NaN when the two runs agree on ``m``). The
+clean and corrupted references are single-stream runs of the untouched model.
+A cell's run equals ``flyviz generate --prompt CORRUPT --patch
+'QUERY@P:P+W' --source-prompt CLEAN`` (``tests/test_analysis_patch.py`` checks
+it to 1e-6).
+
+How it runs
+-----------
+Each cell is one column of the batched engine
+(:class:`~flyviz.model.batch.BatchEngine`), all columns reading the corrupted
+prompt; :class:`~flyviz.model.batch.PatchHooks` copies the clean run's states
+into each column's group after the steps of its window. A *task* is one block
+of ``--batch`` cells; the tasks run on Dask through the lesion map's plumbing
+(:func:`flyviz.analysis.cluster.run_tree`: ``--workers``, ``--scheduler``,
+``--resume``), and their partials are merged by the union of their cells,
+sorted: exact and order-free, so 1 worker, 2 workers and a resumed run give
+the same bits.
+
+Result file
+-----------
+CSV or Parquet (by the extension of ``--out``), one row per cell, positions
+first, with the columns of :data:`COLUMNS`; the prompts, the answer, the
+references, the settings and the model's identity are one JSON object: the CSV's
+first line ``# flyviz-patch {...}`` (``pandas.read_csv(path, skiprows=1)``), or
+the Parquet schema metadata key ``flyviz_patch``. :class:`CausalTrace` reads it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flyviz.analysis import cluster
+from flyviz.analysis.causal_file import (COLUMNS, FORMAT, FORMAT_VERSION, METRICS, CausalTrace,
+                                         TraceCell, TraceError, open_causal_trace, write_trace)
+from flyviz.analysis.sweep import (BY_LABELS, Group, _engine, check_output, groups_digest,
+                                   release_engines)
+from flyviz.errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.checkpoint import Checkpoint
+
+@dataclass(frozen=True)
+class TraceSettings(cluster.RunSettings):
+    """How a causal trace runs.
+
+    Attributes
+    ----------
+    streams
+        Cells per pass of the batched engine (``--batch``).
+    window
+        Positions restored per cell, from its position on (``--window``).
+    kernel, threads
+        Sparse kernel and threads per task (the same results for every choice).
+    """
+
+    streams: int = 64
+    window: int = 1
+    kernel: str | None = None
+    threads: int = 1
+
+    def validate(self) -> "TraceSettings":
+        """Raise :class:`InputError` for out-of-range values; return ``self``."""
+        self.check_ranges((("--batch", self.streams, 1, 4096), ("--window", self.window, 1, 1 << 20),
+                           ("threads", self.threads, 1, 64)))
+        return self
+
+
+# ----------------------------------------------------------------- the prompts
+@dataclass(frozen=True)
+class TracePrompts:
+    """The two prompts, tokenized (BOS first), and how their positions line up.
+
+    Attributes
+    ----------
+    clean, corrupt
+        Token ids of the clean and the corrupted prompt.
+    answer
+        The answer token's id; ``versus`` the token it is measured against (by
+        default, -1 until :func:`references` sets it, the corrupted run's most
+        likely token).
+    shift
+        Clean position = corrupted position + shift (0 unless aligned from the end).
+    """
+
+    clean: tuple[int, ...]
+    corrupt: tuple[int, ...]
+    answer: int
+    shift: int = 0
+    versus: int = -1
+
+    @property
+    def covered(self) -> tuple[int, int]:
+        """The corrupted positions ``[lo, hi)`` that have a clean counterpart."""
+        return max(0, -self.shift), min(len(self.corrupt), len(self.clean) - self.shift)
+
+
+def _one_token(tokenizer: Any, text: str, option: str) -> int:
+    if not isinstance(text, str) or text == "":
+        raise InputError(f"{option} is empty: give one token, e.g. {option} ' She'")
+    ids = tokenizer.encode(text)
+    if len(ids) != 1:
+        pieces = " + ".join(repr(tokenizer.token_text(i)) for i in ids) or "nothing"
+        raise InputError(f"{option} {text!r} is {len(ids)} tokens ({pieces}), not one; "
+                         "give a single token (mind the leading space, e.g. ' She')")
+    return int(ids[0])
+
+
+def encode_prompts(tokenizer: Any, bos: int, clean: str, corrupt: str, answer: str,
+                   align: str = "start", versus: str | None = None) -> TracePrompts:
+    """Tokenize and check the prompts and the answer.
+
+    Raises
+    ------
+    InputError
+        One line: an empty prompt, prompts of different lengths aligned from the
+        start, an answer that is not exactly one token.
+    """
+    from flyviz.model.patching import ALIGNS
+
+    if align not in ALIGNS:
+        raise InputError(f"--align {align!r}: expected one of {', '.join(ALIGNS)}")
+    for name, text in (("--clean", clean), ("--corrupt", corrupt)):
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{name} is empty: give the prompt's text")
+    answer_id = _one_token(tokenizer, answer, "--answer")
+    versus_id = -1 if versus is None else _one_token(tokenizer, versus, "--versus")
+    a = (int(bos),) + tuple(int(i) for i in tokenizer.encode(clean))
+    b = (int(bos),) + tuple(int(i) for i in tokenizer.encode(corrupt))
+    if align == "start" and len(a) != len(b):
+        raise InputError(f"the clean prompt is {len(a)} tokens long and the corrupted one "
+                         f"{len(b)} (BOS included); a causal trace aligns positions from the start "
+                         "and needs the same length: give prompts of equal length, or --align end")
+    shift = len(a) - len(b) if align == "end" else 0
+    return TracePrompts(a, b, answer_id, shift, versus_id)
+
+
+def parse_positions(text: str | None, prompts: TracePrompts) -> tuple[int, int]:
+    """The corrupted positions ``[lo, hi)`` of ``--positions A:B`` (either end may be left
+    out; default: every position that has a clean counterpart)."""
+    lo, hi = prompts.covered
+    if text is None:
+        return lo, hi
+    a, colon, b = str(text).partition(":")
+    try:
+        start = int(a) if a.strip() else lo
+        stop = int(b) if b.strip() else hi
+    except ValueError:
+        start = stop = -1
+    if not colon or start < 0 or stop < 0:
+        raise InputError(f"--positions {text!r} must look like A:B (positions, 0 is BOS, "
+                         "half-open), e.g. --positions 5:13")
+    if not lo <= start < stop <= hi:
+        raise InputError(f"--positions {text!r}: the prompts have positions {lo}..{hi - 1} to "
+                         "patch (0 is BOS); keep A < B inside them")
+    return start, stop
+
+
+# ----------------------------------------------------------------------- tasks
+@dataclass
+class TraceTask:
+    """One block of cells: a leaf of the merge tree.
+
+    Attributes
+    ----------
+    index
+        The task's number (its leaf).
+    cells
+        Global cell numbers (``position_index * groups + group_index``).
+    neurons, offsets
+        The cells' groups' neurons back to back; cell ``i`` restores
+        ``neurons[offsets[i]:offsets[i + 1]]``.
+    windows
+        ``(cells, 2)`` corrupted positions ``[lo, hi)`` each cell restores.
+    steps
+        Positions the corrupted prompt is run for.
+    """
+
+    index: int
+    cells: np.ndarray
+    neurons: np.ndarray
+    offsets: np.ndarray
+    windows: np.ndarray
+    steps: int
+
+    @property
+    def n_tokens(self) -> int:
+        """The work: cells x steps (what progress counts)."""
+        return int(self.cells.size) * self.steps
+
+    def groups(self) -> list[np.ndarray]:
+        """Each cell's neurons."""
+        return [self.neurons[a:b] for a, b in zip(self.offsets[:-1], self.offsets[1:])]
+
+
+def plan_tasks(groups: list[Group], positions: tuple[int, int], prompts: TracePrompts,
+               settings: TraceSettings) -> list[TraceTask]:
+    """The tasks: cells in order (positions, then groups), ``settings.streams`` per task."""
+    lo, hi = positions
+    cover_hi = prompts.covered[1]
+    count = (hi - lo) * len(groups)
+    tasks = []
+    for index, start in enumerate(range(0, count, settings.streams)):
+        cells = np.arange(start, min(count, start + settings.streams), dtype=np.int64)
+        members = [groups[int(c) % len(groups)] for c in cells]
+        first = lo + cells // len(groups)
+        windows = np.stack([first, np.minimum(first + settings.window, cover_hi)], axis=1)
+        tasks.append(TraceTask(
+            index=index, cells=cells,
+            neurons=np.concatenate([g.neurons for g in members]).astype(np.int32),
+            offsets=np.concatenate([[0], np.cumsum([g.size for g in members])]).astype(np.int64),
+            windows=windows.astype(np.int64), steps=len(prompts.corrupt)))
+    return tasks
+
+
+_CLEAN: dict[tuple[int, tuple[int, ...], str | None], tuple[Any, np.ndarray]] = {}
+
+
+def _clean_states(ckpt: "Checkpoint", ids: tuple[int, ...], kernel: str | None) -> np.ndarray:
+    """The clean run's states, once per worker process, model and prompt."""
+    from flyviz.model.patching import source_states
+
+    key = (id(ckpt), tuple(ids), kernel)
+    entry = _CLEAN.get(key)
+    if entry is not None and entry[0] is ckpt:
+        return entry[1]
+    while len(_CLEAN) >= 4:
+        _CLEAN.pop(next(iter(_CLEAN)))
+    states = source_states(ckpt, ids, kernel=kernel, threads=1)
+    _CLEAN[key] = (ckpt, states)
+    return states
+
+
+def _measures(logits: np.ndarray, answer: int, versus: int) -> tuple[np.ndarray, np.ndarray]:
+    """``p(answer)`` and ``z[answer] - z[versus]`` of each row of logits, float64."""
+    z = np.asarray(logits, dtype=np.float64)
+    top = z.max(axis=1, keepdims=True)
+    log_total = np.log(np.exp(z - top).sum(axis=1)) + top[:, 0]
+    return np.exp(z[:, answer] - log_total), z[:, answer] - z[:, versus]
+
+
+def trace_partial(ckpt: "Checkpoint", settings: TraceSettings, prompts: TracePrompts,
+                  task: TraceTask) -> cluster.Partial:
+    """Run one task: its cells, one per column, over the corrupted prompt."""
+    from flyviz.model.batch import PatchHooks
+    from flyviz.model.engine import _SINGLE_THREADED_BLAS
+
+    groups = task.groups()
+    k = len(groups)
+    source = _clean_states(ckpt, prompts.clean, settings.kernel)
+    engine = _engine(ckpt, k, settings)  # type: ignore[arg-type]  # kernel and threads suffice
+    hooks = PatchHooks(ckpt.config.neurons, engine.columns, source, groups, np.arange(k),
+                       task.windows, prompts.shift)
+    engine.hooks = hooks
+    logits = None
+    try:
+        with _SINGLE_THREADED_BLAS:
+            engine.reset()
+            hooks.rewind()
+            last = len(prompts.corrupt) - 1
+            for p, token in enumerate(prompts.corrupt):
+                logits = engine.step(token, logits=p == last)
+                cluster.report_progress(k)
+    finally:
+        engine.hooks = None
+    assert logits is not None
+    p_answer, logit_diff = _measures(logits, prompts.answer, prompts.versus)
+    return {"cell": np.asarray(task.cells, dtype=np.int64), "p_answer": p_answer,
+            "logit_diff": logit_diff}
+
+
+def trace_task(spec: str, dataset: str | None, weights_sha256: str, settings: dict[str, Any],
+               prompts: dict[str, Any], task: TraceTask) -> cluster.Partial:
+    """One task on a worker: the model comes from ``spec`` (loaded once per process) and
+    must have the client's weights."""
+    from flyviz.model.identity import weights_digest
+
+    ckpt = cluster.worker_model(spec, dataset)
+    if weights_digest(ckpt) != weights_sha256:
+        raise InputError(f"a worker loaded another model from {spec!r} (its weights differ "
+                         "from the client's); give every worker the same model files")
+    trace = TracePrompts(tuple(prompts["clean"]), tuple(prompts["corrupt"]), prompts["answer"],
+                         prompts["shift"], prompts["versus"])
+    return trace_partial(ckpt, TraceSettings(**settings), trace, task)
+
+
+def merge_partials(a: cluster.Partial, b: cluster.Partial) -> cluster.Partial:
+    """The union of two partials' cells, sorted: exact and the same for either order."""
+    out = {name: np.concatenate([a[name], b[name]]) for name in ("cell", "p_answer", "logit_diff")}
+    order = np.argsort(out["cell"], kind="stable")
+    return {name: value[order] for name, value in out.items()}
+
+
+# ------------------------------------------------------------------ references
+@dataclass(frozen=True)
+class References:
+    """The untouched clean and corrupted runs' measures (single-stream engine)."""
+
+    p_clean: float
+    p_corrupt: float
+    logit_diff_clean: float
+    logit_diff_corrupt: float
+    versus: int
+
+    def normalised(self, p: np.ndarray, logit_diff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(m - m_corrupt) / (m_clean - m_corrupt)`` of both measures (NaN where the
+        references agree)."""
+        def scale(m: np.ndarray, clean: float, corrupt: float) -> np.ndarray:
+            span = clean - corrupt
+            if span == 0.0:
+                return np.full(np.shape(m), np.nan)
+            return (np.asarray(m, dtype=np.float64) - corrupt) / span
+        return (scale(p, self.p_clean, self.p_corrupt),
+                scale(logit_diff, self.logit_diff_clean, self.logit_diff_corrupt))
+
+
+def references(ckpt: "Checkpoint", prompts: TracePrompts, kernel: str | None = None
+               ) -> tuple[References, TracePrompts]:
+    """The references, and the prompts with ``versus`` set (when not given: the corrupted
+    run's top token)."""
+    from dataclasses import replace
+
+    from flyviz.model.engine import Engine
+
+    finals = []
+    for ids in (prompts.clean, prompts.corrupt):
+        engine = Engine(ckpt, kernel=kernel, overlap=False)
+        try:
+            engine.reset()
+            for token in ids:
+                logits = engine.step(token)
+            finals.append(np.array(logits, dtype=np.float32))
+        finally:
+            engine.close()
+    versus = int(np.argmax(finals[1])) if prompts.versus < 0 else prompts.versus
+    p, d = _measures(np.stack(finals), prompts.answer, versus)
+    return (References(float(p[0]), float(p[1]), float(d[0]), float(d[1]), versus),
+            replace(prompts, versus=versus))
+
+
+# --------------------------------------------------------------------- results
+@dataclass
+class TraceRun:
+    """What :func:`run_causal_trace` did."""
+
+    path: Path
+    trace: "CausalTrace"
+    tasks: int
+    seconds: float
+    workers: int
+    resumed_tasks: int
+    compute_seconds: float = 0.0
+
+
+def _rows(partial: cluster.Partial, groups: list[Group], positions: tuple[int, int],
+          refs: References, labels: list[str], settings: TraceSettings,
+          cover_hi: int) -> list[TraceCell]:
+    count = (positions[1] - positions[0]) * len(groups)
+    if not np.array_equal(partial["cell"], np.arange(count)):
+        raise RuntimeError("the merged causal trace does not hold every cell once")
+    p_norm, d_norm = refs.normalised(partial["p_answer"], partial["logit_diff"])
+    rows = []
+    for cell in range(count):
+        position = positions[0] + cell // len(groups)
+        group = groups[cell % len(groups)]
+        rows.append(TraceCell(
+            position=position, token=labels[position], group=group.name, query=group.query,
+            neurons=group.size, window=min(settings.window, cover_hi - position),
+            p_answer=float(partial["p_answer"][cell]),
+            logit_diff=float(partial["logit_diff"][cell]),
+            p_normalised=float(p_norm[cell]), logit_diff_normalised=float(d_norm[cell])))
+    return rows
+
+
+def _store_key(identity: dict[str, Any], prompts: TracePrompts, groups: list[Group],
+               positions: tuple[int, int], settings: TraceSettings, tasks: int) -> dict[str, Any]:
+    return {"format": FORMAT,
+            "model": {"weights_sha256": identity["weights_sha256"],
+                      "graph_sha256": identity["graph_sha256"]},
+            "prompts": {"clean": list(prompts.clean), "corrupt": list(prompts.corrupt),
+                        "answer": prompts.answer, "shift": prompts.shift},
+            "groups": groups_digest(groups), "positions": list(positions),
+            "settings": settings.run_key(), "tasks": tasks}
+
+
+def run_causal_trace(spec: str, ckpt: "Checkpoint", clean: str, corrupt: str, answer: str,
+                     groups: list[Group], out: str | Path,
+                     settings: TraceSettings = TraceSettings(), *,
+                     positions: str | tuple[int, int] | None = None, align: str = "start",
+                     versus: str | None = None, by: str = "", dataset: str | Path | None = None,
+                     workers: int | None = None, scheduler: str | None = None,
+                     resume: bool = False, progress: cluster.ProgressBar | None = None,
+                     log: Callable[[str], None] | None = None) -> TraceRun:
+    """Trace ``groups`` of ``ckpt`` (loaded from ``spec``) between two prompts; write ``out``.
+
+    Parameters
+    ----------
+    spec, dataset
+        How workers load the model (each checks that its weights are ``ckpt``'s).
+    ckpt
+        The same model, loaded here.
+    clean, corrupt, answer
+        The prompts and the answer token's text (see :func:`encode_prompts`).
+    groups
+        The groups (:func:`flyviz.analysis.sweep.sweep_groups`); none may be empty.
+    out
+        ``.csv`` or ``.parquet`` (replaced if it exists).
+    settings
+        See :class:`TraceSettings`.
+    positions
+        ``"A:B"`` or ``(A, B)``: the corrupted positions to restore at (default all).
+    align
+        ``"start"`` (same lengths) or ``"end"``.
+    versus
+        The token the logit difference is taken against (one token); default
+        the corrupted run's most likely token.
+    by
+        What the groups are, stored with the result.
+    workers, scheduler, resume, progress
+        As for :func:`flyviz.analysis.sweep.run_sweep`; ``progress`` counts
+        cell-steps.
+    log
+        ``log(line)`` for status lines.
+    """
+    from flyviz.model.identity import model_identity
+    from flyviz.model.tokenizer import tokenizer_for
+    from flyviz.render.overlay import display_token
+
+    settings = settings.validate()
+    if not groups:
+        raise InputError("there are no groups to patch")
+    empty = [g.name for g in groups if g.size == 0]
+    if empty:
+        raise InputError(f"the group {empty[0]!r} holds no neuron; every group needs at least one")
+    out = Path(out).expanduser()
+    kind = check_output(out)
+    tokenizer = tokenizer_for(ckpt)
+    prompts = encode_prompts(tokenizer, ckpt.config.bos_token_id, clean, corrupt, answer, align,
+                             versus)
+    span = positions if isinstance(positions, tuple) else parse_positions(positions, prompts)
+    refs, prompts = references(ckpt, prompts, settings.kernel)
+    identity = model_identity(ckpt)
+    tasks = plan_tasks(groups, span, prompts, settings)
+    store = cluster.open_store(out, _store_key(identity, prompts, groups, span, settings,
+                                               len(tasks)), resume)
+    if log is not None:
+        log(f"{len(groups):,} groups x {span[1] - span[0]} positions = "
+            f"{len(groups) * (span[1] - span[0]):,} cells in {len(tasks):,} pass(es) of up to "
+            f"{settings.streams}; p(answer) clean {refs.p_clean:.4f}, corrupted {refs.p_corrupt:.4f}")
+    shipped = {"clean": list(prompts.clean), "corrupt": list(prompts.corrupt),
+               "answer": prompts.answer, "shift": prompts.shift, "versus": prompts.versus}
+    args = (spec, None if dataset is None else str(dataset), identity["weights_sha256"],
+            asdict(settings), shipped)
+    function: Callable[..., cluster.Partial] = trace_task
+    if workers == 0 and scheduler is None:
+        # In this process the model is at hand: no worker needs to load it from its spec.
+        def function(*_args: Any) -> cluster.Partial:
+            return trace_partial(ckpt, settings, prompts, _args[-1])
+    try:
+        result = cluster.run_tree(function, args, tasks, merge_partials, workers=workers,
+                                  scheduler=scheduler, store=store, resume=resume,
+                                  progress=progress)
+    finally:
+        if workers == 0 and scheduler is None:
+            release_engines()
+            _CLEAN.clear()
+    labels = [display_token(tokenizer.token_text(i)) if p else "<s>"
+              for p, i in enumerate(prompts.corrupt)]
+    rows = _rows(result.partial, groups, span, refs, labels, settings, prompts.covered[1])
+    info = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "by": str(by) if str(by) in BY_LABELS else "file",
+        **({"groups_file": Path(by).name} if by and str(by) not in BY_LABELS else {}),
+        "groups": [g.name for g in groups], "positions": list(span),
+        "clean": clean, "corrupt": corrupt, "answer": answer, "align": align,
+        "clean_ids": list(prompts.clean), "corrupt_ids": list(prompts.corrupt),
+        "answer_id": prompts.answer, "versus_id": refs.versus,
+        "versus": tokenizer.token_text(refs.versus), "shift": prompts.shift,
+        "tokens": labels,
+        "references": asdict(refs),
+        "model": {k: v for k, v in identity.items() if k != "dataset"},
+        "settings": settings.run_key(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_trace(out, rows, info, kind)
+    store.remove()
+    return TraceRun(path=out, trace=CausalTrace.from_rows(rows, info, out), tasks=len(tasks),
+                    seconds=result.seconds, workers=result.workers,
+                    resumed_tasks=result.resumed_chunks, compute_seconds=result.compute_seconds)
+
+
+__all__ = ["COLUMNS", "CausalTrace", "METRICS", "References", "TraceCell", "TraceError",
+           "TracePrompts", "TraceRun", "TraceSettings", "TraceTask", "encode_prompts",
+           "merge_partials", "open_causal_trace", "parse_positions", "plan_tasks",
+           "references", "run_causal_trace", "trace_partial", "write_trace"]

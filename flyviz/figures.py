@@ -66,6 +66,8 @@ class FigureOptions:
         The brain figure's token (default: the last).
     dpi
         Dots per inch of the written file.
+    outline
+        The brain figure draws the brain's outline (computed from the somas) behind the neurons.
     """
 
     kind: str = "raster"
@@ -75,6 +77,7 @@ class FigureOptions:
     quantity: str | None = None
     token: int | None = None
     dpi: int = 100
+    outline: bool = False
 
     def checked(self) -> "FigureOptions":
         """These options, or a one-line :class:`InputError` naming what is wrong."""
@@ -324,6 +327,7 @@ def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> N
     state = ViewerState()
     state.set_model(model, model.anatomy, getattr(model, "name", None))
     state.set_recording(recording, index=token)
+    state.mesh.outline_shown = options.outline
     width, height = options.size
     image = render_state_image(state, (max(320, int(width * 0.85)), max(240, height - 80)),
                                index=token)

@@ -117,3 +117,19 @@ def test_the_trajectory_is_numpys_svd():
     np.testing.assert_allclose(trajectory.project(states), trajectory.coordinates, atol=1e-6)
     with pytest.raises(InputError, match="at least two tokens"):
         principal_trajectory(states[:1])
+
+
+def test_thousands_of_groups_are_ordered_by_similarity_too():
+    """Above the optimal-leaf limit the groups are sorted like neurons: the two families of
+    time courses end up as two runs of rows."""
+    rng = np.random.default_rng(5)
+    tokens, groups = 80, 400
+    family = rng.integers(0, 2, groups)
+    signals = np.stack([np.sin(np.linspace(0, 6, tokens)), np.cos(np.linspace(0, 11, tokens))])
+    labels = [f"g{i}" for i in range(groups) for _ in range(3)]
+    states = np.repeat(signals[family].T, 3, axis=1) + 0.2 * rng.standard_normal(
+        (tokens, groups * 3))
+    courses = group_time_courses(states.astype(np.float32), labels)
+    assert sorted(courses.names) == sorted(set(labels))
+    shown = family[[int(name[1:]) for name in courses.names]]
+    assert np.count_nonzero(np.diff(shown)) <= 3        # families stay together

@@ -18,7 +18,8 @@ kinds:
               token (--quantity abs: mean |x|; a comparison: mean dx), rows by similarity
   trajectory  the states on their first three principal axes, as a 3-D path; a
               comparison adds the intervened run on the untouched run's axes
-  brain       the 3-D view of one token (--token, default the last), as the app draws it
+  brain       the 3-D view of one token (--token, default the last), as the app draws it;
+              --outline adds the brain's outline computed from the somas
 
 The neurons' labels and positions come from the model the recording names
 (--model picks another). The format follows OUT's suffix: .png, .svg or .pdf.
@@ -28,7 +29,7 @@ examples:
   flyviz figure run.flyrec --kind raster --out raster.png
   flyviz figure run.flyrec --kind raster --sort similarity --out raster.svg --size 2400x1400
   flyviz figure compared.flyrec --kind celltypes --by superclass --out dx.pdf
-  flyviz figure run.flyrec --kind brain --token 12 --out brain.png
+  flyviz figure run.flyrec --kind brain --token 12 --outline --out brain.png
 """
 
 
@@ -61,6 +62,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=_size, default=(1600, 1000), metavar="WxH",
                         help="figure size in pixels (default: 1600x1000)")
     parser.add_argument("--dpi", type=int, default=100, help="dots per inch (default: 100)")
+    parser.add_argument("--outline", action="store_true",
+                        help="a brain figure draws the brain's outline (from the somas) behind "
+                             "the neurons")
     parser.add_argument("--model", metavar="SPEC", default=None,
                         help="the model whose neuron labels and positions to use (default: the "
                              "one the recording names)")
@@ -77,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.record.recording import Recording
 
     options = FigureOptions(kind=args.kind, size=args.size, sort=args.sort, by=args.by,
-                            quantity=args.quantity, token=args.token, dpi=args.dpi).checked()
+                            quantity=args.quantity, token=args.token, dpi=args.dpi,
+                            outline=args.outline).checked()
     check_output(args.out)
     require("figures", "flyviz figure")
     recording = Recording.load(args.recording)

@@ -40,6 +40,7 @@ def layer_data(source: BrainSource, token: int = 0) -> list[tuple[Any, dict[str,
     coords = napari_coordinates(source.positions_um)
     features = source.features()
     out: list[tuple[Any, dict[str, Any], str]] = []
+    quantities: list[str | None]
     if source.tokens:
         centre = coords.mean(axis=0) if len(coords) else np.zeros(3, np.float32)
         out.append((np.zeros((source.tokens, 1, 1, 1), np.uint8),
@@ -48,7 +49,7 @@ def layer_data(source: BrainSource, token: int = 0) -> list[tuple[Any, dict[str,
                      "translate": (0.0, *map(float, centre)),
                      "metadata": {METADATA_KEY: {"source": source, "role": "tokens"}}},
                     "image"))
-        quantities: list[str | None] = ["signed"] + ([DELTA] if DELTA in source.quantities else [])
+        quantities = ["signed", *([DELTA] if DELTA in source.quantities else [])]
     else:
         quantities = [source.quantities[0]] if source.quantities else [None]
     for quantity in quantities:

@@ -99,20 +99,38 @@ def release_qt_context() -> None:
         context.doneCurrent()
 
 
+def _use_vispy_gl(target: str) -> str | None:
+    """Point vispy's GL functions at ``target``; returns the one they pointed at before."""
+    from vispy.gloo import gl
+
+    module = gl.current_backend
+    previous = module.__name__.rsplit(".", 1)[-1] if module is not None else None
+    if previous != target:
+        gl.use_gl(target)
+    return previous
+
+
 @contextmanager
 def egl_current(app: Any) -> Iterator[None]:
     """Bracket OpenGL work on a canvas of ``app``: the thread is EGL's only inside.
 
+    Inside, vispy calls OpenGL through its own ``gl2`` functions: napari
+    switches vispy to ``gl+`` (PyOpenGL) when it draws points, and PyOpenGL
+    resolves functions through GLX, which an EGL context does not have, so
+    the first framebuffer would fail. The previous choice is restored after.
     For other backends nothing is done: their contexts are the toolkit's own.
     """
     if not is_egl(app):
         yield
         return
     release_qt_context()
+    previous = _use_vispy_gl("gl2")
     try:
         yield
     finally:
         release_egl(app)
+        if previous is not None and previous != "gl2":
+            _use_vispy_gl(previous)
 
 
 def initialise_hidden_qt_canvas(canvas: Any) -> None:

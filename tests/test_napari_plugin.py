@@ -206,3 +206,37 @@ def test_missing_napari_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "napari", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'flyviz\[napari\]'"):
         require_napari()
+
+
+def save_screenshot(image: np.ndarray, name: str) -> None:
+    """Keep a screenshot for the README when ``FLYVIZ_SCREENSHOTS`` names a folder."""
+    import os
+
+    folder = os.environ.get("FLYVIZ_SCREENSHOTS")
+    if folder:
+        import imageio.v3 as iio
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        iio.imwrite(Path(folder) / name, image)
+
+
+def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, recording_path):
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer(show=True)
+    viewer.window.resize(1100, 700)
+    viewer.open(str(recording_path), plugin=None)
+    widget = FlyvizWidget(viewer)
+    viewer.window.add_dock_widget(widget, name="flyviz", area="right")
+    set_token(viewer, 5)
+    (points,) = points_layers(viewer)
+    viewer.layers.selection.active = points
+    canvas = np.asarray(viewer.screenshot(canvas_only=True, flash=False))
+    h, w = canvas.shape[:2]
+    bright = canvas[..., :3].max(axis=-1) > 40
+    # The brain fills the middle of the canvas; the corners are napari's background.
+    middle = bright[h // 4: 3 * h // 4, w // 4: 3 * w // 4]
+    assert middle.mean() > 0.05
+    assert bright[: h // 10, : w // 10].mean() < middle.mean() / 4
+    assert "t=5" in widget.token_label.text()
+    save_screenshot(np.asarray(viewer.screenshot(canvas_only=False, flash=False)), "napari.png")

@@ -61,6 +61,7 @@ def layer_data(source: BrainSource, token: int = 0) -> list[tuple[Any, dict[str,
             "features": features,
             "face_color": face,
             "border_width": 0.0,
+            "border_color": "transparent",
             "size": POINT_SIZE_UM,
             "blending": "additive",
             "axis_labels": ("z", "y", "x"),
@@ -134,6 +135,10 @@ def bind(viewer: Any) -> None:
 def _show_three_d(viewer: Any) -> Any:
     def on_inserted(event: Any) -> None:
         layer = event.value
-        if isinstance(layer.metadata.get(METADATA_KEY), dict) and viewer.dims.ndisplay != 3:
-            viewer.dims.ndisplay = 3
+        info = layer.metadata.get(METADATA_KEY)
+        if isinstance(info, dict) and info.get("role") == "points":
+            if viewer.dims.ndisplay != 3:
+                viewer.dims.ndisplay = 3
+            # napari frames the first layer added; the token axis is one voxel.
+            viewer.reset_view()
     return on_inserted

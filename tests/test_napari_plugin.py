@@ -220,11 +220,12 @@ def save_screenshot(image: np.ndarray, name: str) -> None:
         iio.imwrite(Path(folder) / name, image)
 
 
-def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, recording_path):
+def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, recording_path,
+                                                           qtbot):
     from flyviz.napari._widget import FlyvizWidget
 
     viewer = make_napari_viewer(show=True)
-    viewer.window.resize(1100, 700)
+    viewer.window.resize(1400, 760)
     viewer.open(str(recording_path), plugin=None)
     widget = FlyvizWidget(viewer)
     viewer.window.add_dock_widget(widget, name="flyviz", area="right")
@@ -239,4 +240,22 @@ def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, r
     assert middle.mean() > 0.05
     assert bright[: h // 10, : w // 10].mean() < middle.mean() / 4
     assert "t=5" in widget.token_label.text()
+    assert widget.quantity.count() == 2  # signed and abs, for the active layer
+    qtbot.wait(300)  # the dock widget's layout settles
     save_screenshot(np.asarray(viewer.screenshot(canvas_only=False, flash=False)), "napari.png")
+
+
+def test_dock_widget_contribution_and_view(make_napari_viewer, recording_path, monkeypatch):
+    import napari
+
+    import flyviz.napari
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer()
+    _dock, widget = viewer.window.add_plugin_dock_widget("flyviz", "flyviz brain")
+    assert isinstance(widget, FlyvizWidget)
+
+    monkeypatch.setattr(napari, "Viewer", lambda: make_napari_viewer())
+    shown = flyviz.napari.view(str(recording_path))
+    assert sorted(layer._type_string for layer in shown.layers) == ["image", "points"]
+    assert shown.dims.ndisplay == 3

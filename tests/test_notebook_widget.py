@@ -133,6 +133,14 @@ def test_live_fills_the_widget_as_the_model_runs(demo):
     assert widget.token == widget.slider.max == len(reference) - 1
     np.testing.assert_array_equal(widget.source.recording.state(widget.token),
                                   reference.state(widget.token))
+    frame = widget.snapshot()
+    assert frame.shape == (SIZE[1], SIZE[0], 3) and lit(frame).mean() > 0.05
+    folder = os.environ.get("FLYVIZ_SCREENSHOTS")
+    if folder:  # for the README
+        import imageio.v3 as iio
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        iio.imwrite(Path(folder) / "notebook.png", frame)
     widget.close()
 
 

@@ -82,6 +82,9 @@ class FlyvizWidget(QWidget):
         self.viewer.dims.events.current_step.connect(self._show_token)
         self.viewer.layers.selection.events.active.connect(self._active_changed)
         self.viewer.layers.events.inserted.connect(self._show_token)
+        self.viewer.layers.events.inserted.connect(self._active_changed)
+        self._active_changed()
+        self._show_token()
 
     # ------------------------------------------------------------ model and runs
     def set_model(self, model: Any) -> None:

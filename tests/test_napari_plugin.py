@@ -108,6 +108,8 @@ def test_reader_layer_is_the_brain_coloured_at_the_slider_token(make_napari_view
         seen.append(points.face_color.copy())
         assert repr(rec.token_texts[token]) in viewer.canvas.overlays.text.text
     assert not np.allclose(seen[0], seen[1]), "the slider must change the colours"
+    # The layer's recording is the file, memory-mapped, not a copy of its states.
+    assert isinstance(points.metadata["flyviz"]["source"].recording._stored, np.memmap)
 
 
 def test_damaged_recording_is_napari_reader_error(make_napari_viewer, recording_path, tmp_path):
@@ -259,3 +261,26 @@ def test_dock_widget_contribution_and_view(make_napari_viewer, recording_path, m
     shown = flyviz.napari.view(str(recording_path))
     assert sorted(layer._type_string for layer in shown.layers) == ["image", "points"]
     assert shown.dims.ndisplay == 3
+
+
+def test_napari_animation_keyframes_over_the_token_slider_make_a_movie(make_napari_viewer,
+                                                                       recording_path, tmp_path):
+    animation = pytest.importorskip("napari_animation")
+    import imageio.v3 as iio
+
+    viewer = make_napari_viewer(show=True)  # a hidden canvas renders black frames
+    viewer.open(str(recording_path), plugin=None)
+    movie = animation.Animation(viewer)
+    set_token(viewer, 0)
+    movie.capture_keyframe()
+    set_token(viewer, viewer.dims.nsteps[0] - 1)  # the same camera: only the colours change
+    movie.capture_keyframe(steps=3)
+    viewer.camera.angles = (0.0, 40.0, 90.0)  # the same token: only the camera moves
+    movie.capture_keyframe(steps=3)
+    movie.animate(str(tmp_path / "tokens"), canvas_only=True, fps=6, scale_factor=0.5)
+    # The brain, above the token text in the bottom corner.
+    frames = [iio.imread(p)[: 150, :, :3].astype(int) for p in sorted(tmp_path.glob("tokens/*.png"))]
+    assert len(frames) == 7
+    assert np.abs(frames[0] - frames[3]).mean() > 0.5   # recoloured at the slider's token
+    assert np.abs(frames[3] - frames[6]).mean() > 0.5   # turned
+    assert viewer.dims.current_step[0] == viewer.dims.nsteps[0] - 1

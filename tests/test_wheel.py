@@ -27,12 +27,24 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+    # As a release is built: the sdist, then the wheel from the sdist.
+    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         pytest.fail(f"the wheel did not build:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     (path,) = out.glob("flyviz-*-py3-none-any.whl")
     return path
+
+
+def test_sdist_carries_the_sources_assets_and_manifest(wheel):
+    import tarfile
+
+    (sdist,) = wheel.parent.glob("flyviz-*.tar.gz")
+    with tarfile.open(sdist) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    for needed in ("pyproject.toml", "flyviz/napari/napari.yaml", "assets/demo/connectome.npz",
+                   "assets/demo/atlas/.zmetadata"):
+        assert needed in names, needed
 
 
 def test_wheel_carries_the_demo_brain_the_manifest_and_the_entry_point(wheel):

@@ -225,6 +225,27 @@ class BrainSource:
         """The colour quantities this source can show, the default first."""
         return tuple(self._layers)
 
+    def add_quantity(self, name: str, values: np.ndarray, *, colormap: str = "sequential",
+                     label: str = "") -> str:
+        """Add a quantity with the same per-neuron ``values`` at every token (e.g. a trace's
+        summed node flows, an importance); returns its name.
+
+        Raises
+        ------
+        InputError
+            For values that are not one number per neuron, or an unknown colormap.
+        """
+        values = np.asarray(values, dtype=np.float32)
+        if values.shape != (self.anatomy.positions.shape[0],):
+            raise InputError(f"{name}: {values.shape} values given; colouring needs one per neuron "
+                             f"({self.anatomy.positions.shape[0]:,})")
+        try:
+            self._layers[name] = ColourLayer.static(name, values, colormap=colormap, label=label)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        self._ranges.pop(name, None)
+        return name
+
     def layer(self, quantity: str) -> ColourLayer:
         """The :class:`~flyviz.render.style.ColourLayer` of a quantity."""
         try:

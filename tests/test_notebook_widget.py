@@ -171,3 +171,34 @@ def test_example_notebook_executes(tmp_path):
     shapes = [json.loads(o["text"]) for o in outputs
               if o.get("output_type") == "stream" and o["text"].startswith("[")]
     assert [200, 320, 3] in shapes
+    texts = [o.get("text", "") for o in outputs if o.get("output_type") == "stream"]
+    assert len(texts) >= 2  # the shape, and the trace's target and value
+
+
+def test_comparison_and_added_quantities_colour_the_widget(demo):
+    from flyviz.errors import InputError
+    from flyviz.model.interventions import as_interventions
+    from flyviz.notebook import BrainWidget
+    from flyviz.record.compare import Comparison
+    from flyviz.record.run import GenerationSettings
+
+    comparison = Comparison.for_checkpoint(demo.checkpoint, as_interventions("silence sign:inhibitory"))
+    try:
+        rec = comparison.record("Once upon a time", GenerationSettings(max_new_tokens=3), spec="demo")
+    finally:
+        comparison.close()
+    widget = BrainWidget(rec, demo, size=SIZE, quantity="delta")
+    assert "delta" in widget.quantity_control.options
+    delta = widget.snapshot()
+    widget.quantity_control.value = "signed"
+    assert np.abs(widget.snapshot().astype(int) - delta).mean() > 1.0
+    # A per-neuron amount: only the first thousand neurons carry it.
+    values = np.zeros(rec.neurons, np.float32)
+    values[:1000] = 1.0
+    widget.add_quantity("first thousand", values)
+    assert widget.quantity == "first thousand" and "first thousand" in widget.quantity_control.options
+    few = lit(widget.snapshot())
+    assert 0 < few.sum() < lit(delta).sum()
+    with pytest.raises(InputError, match="one per neuron"):
+        widget.add_quantity("wrong", np.zeros(3))
+    widget.close()

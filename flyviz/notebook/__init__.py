@@ -142,6 +142,19 @@ class BrainWidget(RemoteFrameBuffer):
             self._close_renderer()
         self.request_draw()
 
+    def add_quantity(self, name: str, values: np.ndarray, *, colormap: str = "sequential",
+                     label: str = "", show: bool = True) -> None:
+        """Offer per-neuron ``values`` (the same at every token) as a colour quantity.
+
+        E.g. a trace's flows summed over positions,
+        ``widget.add_quantity("flow", why.node_flows().sum(0), colormap="difference")``;
+        ``show`` colours by it now.
+        """
+        self.source.add_quantity(name, values, colormap=colormap, label=label)
+        self.quantity_control.options = list(self.source.quantities)
+        if show:
+            self.quantity_control.value = name
+
     @property
     def camera(self) -> dict[str, float]:
         """The camera: ``azimuth``, ``elevation`` (degrees) and ``scale_factor`` (zoom)."""

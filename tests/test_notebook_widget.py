@@ -202,3 +202,31 @@ def test_comparison_and_added_quantities_colour_the_widget(demo):
     with pytest.raises(InputError, match="one per neuron"):
         widget.add_quantity("wrong", np.zeros(3))
     widget.close()
+
+
+def test_live_in_an_event_loop_updates_the_widget_on_the_loop(demo, monkeypatch):
+    import asyncio
+    import threading
+
+    from flyviz.notebook import BrainWidget
+
+    threads = []
+    show = BrainWidget.show_token
+
+    def spy(self, token):
+        threads.append(threading.current_thread())
+        show(self, token)
+
+    monkeypatch.setattr(BrainWidget, "show_token", spy)
+
+    async def notebook_cell():
+        widget = BrainWidget.live(demo, "Once upon a time", max_new_tokens=3, size=SIZE)
+        while widget._thread.is_alive():
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)  # the last token's update, queued on the loop
+        return widget
+
+    widget = asyncio.run(notebook_cell())
+    assert threads and all(t is threading.main_thread() for t in threads)
+    assert widget.token == widget.slider.max == widget.source.tokens - 1 > 0
+    widget.close()

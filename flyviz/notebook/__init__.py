@@ -22,6 +22,7 @@ What is drawn comes from :class:`flyviz.brain_source.BrainSource`.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -243,7 +244,8 @@ class BrainWidget(RemoteFrameBuffer):
         """A widget over a new run of ``prompt`` that fills in, token by token, as the model runs.
 
         The run goes on a worker thread (``background=False``: before this returns);
-        :meth:`wait` waits for its end and ``widget.source.recording`` is the run.
+        :meth:`wait` waits for its end and ``widget.source.recording`` is the run. In a
+        notebook (a running event loop) the widget follows on the loop, after each token.
         """
         require_notebook()
         from flyviz.record.run import GenerationSettings
@@ -252,10 +254,23 @@ class BrainWidget(RemoteFrameBuffer):
         recording = model.new_recording(prompt, settings, model.resolve_interventions(()))
         widget = cls(recording, model, **kwargs)
 
+        try:
+            # In a notebook the kernel's event loop runs the cell: the widget is updated,
+            # and drawn, there (jupyter_rfb schedules draws on the running loop only).
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+
+        def grew(count: int) -> None:
+            widget.slider.max = max(count - 1, 0)
+            widget.show_token(count - 1)
+
         def run() -> None:
             for _frame in model.frames(prompt, settings, recording=recording):
-                widget.slider.max = max(len(recording) - 1, 0)
-                widget.show_token(len(recording) - 1)
+                if loop is not None and background:
+                    loop.call_soon_threadsafe(grew, len(recording))
+                else:
+                    grew(len(recording))
 
         if background:
             widget._thread = threading.Thread(target=run, name="flyviz-live", daemon=True)

@@ -230,3 +230,14 @@ def test_live_in_an_event_loop_updates_the_widget_on_the_loop(demo, monkeypatch)
     assert threads and all(t is threading.main_thread() for t in threads)
     assert widget.token == widget.slider.max == widget.source.tokens - 1 > 0
     widget.close()
+
+
+def test_the_embedding_modules_import_neither_qt_nor_vispy():
+    code = ("import sys, flyviz.brain_source, flyviz.napari, flyviz.napari._reader, flyviz.notebook\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'vispy', 'PySide6', 'qtpy', 'napari', 'OpenGL'}))")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"

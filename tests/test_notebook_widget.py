@@ -241,3 +241,27 @@ def test_the_embedding_modules_import_neither_qt_nor_vispy():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_highlight_keeps_the_selected_neurons_lit(demo, halves):
+    from flyviz.errors import SelectionError
+    from flyviz.notebook import BrainWidget
+
+    widget = BrainWidget(halves, demo, size=SIZE)
+    widget.show_token(1)
+    full = lit(widget.snapshot()).sum()
+    superclass = demo.drawing_anatomy().superclass[0]
+    picked = widget.highlight(f"superclass:{superclass}")
+    assert picked is not None and 0 < picked.size < halves.neurons
+    some = lit(widget.snapshot()).sum()
+    assert 0 < some < full
+    widget.quantity_control.value = "abs"  # a new renderer keeps the highlight
+    assert lit(widget.snapshot()).sum() < full
+    widget.highlight_control.value = "superclass:no_such_thing"
+    assert "flyviz: error:" in widget.text.value
+    with pytest.raises(SelectionError):
+        widget.highlight("superclass:no_such_thing")
+    widget.highlight("")
+    widget.quantity_control.value = "signed"
+    assert lit(widget.snapshot()).sum() == full
+    widget.close()

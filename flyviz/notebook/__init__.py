@@ -103,6 +103,8 @@ class BrainWidget(RemoteFrameBuffer):
         self._camera: dict[str, float] = {}
         self._drag: tuple[float, float] | None = None
         self._thread: threading.Thread | None = None
+        self._model = model
+        self._emphasis: np.ndarray | None = None
         self.token = max(self.source.tokens - 1, 0)
         self.quantity = self.source.layer(quantity).name and quantity
 
@@ -110,13 +112,18 @@ class BrainWidget(RemoteFrameBuffer):
                                            description="token", continuous_update=True)
         self.quantity_control = ipywidgets.Dropdown(options=list(self.source.quantities),
                                                     value=self.quantity, description="colour")
+        self.highlight_control = ipywidgets.Text(value="", description="highlight",
+                                                 placeholder="e.g. superclass:visual_projection",
+                                                 continuous_update=False)
         self.text = ipywidgets.HTML(value=self._text_html())
         self.slider.observe(lambda change: self.show_token(int(change["new"])), names="value")
         self.quantity_control.observe(lambda change: self.set_quantity(str(change["new"])),
                                       names="value")
+        self.highlight_control.observe(lambda change: self._highlight_typed(str(change["new"])),
+                                       names="value")
         #: The widget with its controls under it (what the cell shows).
         self.ui = ipywidgets.VBox([self, ipywidgets.HBox([self.slider, self.quantity_control]),
-                                   self.text])
+                                   self.highlight_control, self.text])
 
     # ------------------------------------------------------------ showing
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -142,6 +149,50 @@ class BrainWidget(RemoteFrameBuffer):
             self.quantity = quantity
             self._close_renderer()
         self.request_draw()
+
+    def highlight(self, query: str | None) -> np.ndarray | None:
+        """Keep the neurons a selection query picks lit and dim the others (``""``/``None``: all).
+
+        ``query`` is flyviz's selection syntax (``"superclass:visual_projection"``,
+        ``"type:KC*"``, ``"id:12"``...; see ``flyviz select --help``). Returns the
+        neurons' indices.
+
+        Raises
+        ------
+        flyviz.errors.SelectionError
+            For a bad query or one that selects nothing.
+        flyviz.errors.InputError
+            Without the model (it knows the neurons' names).
+        """
+        from flyviz.errors import InputError
+
+        if not query:
+            self._emphasis = None
+            picked = None
+        else:
+            if self._model is None:
+                raise InputError("highlighting needs the model: BrainWidget(recording, model)")
+            from flyviz.model.selection import select
+
+            picked = select(self._model.checkpoint, query)
+            self._emphasis = np.zeros(self.source.anatomy.positions.shape[0], dtype=bool)
+            self._emphasis[picked] = True
+        with self._lock:
+            if self._renderer is not None:
+                self._renderer.cloud.set_emphasis(self._emphasis)
+        self.request_draw()
+        return picked
+
+    def _highlight_typed(self, query: str) -> None:
+        from flyviz.errors import FlyvizError
+
+        try:
+            picked = self.highlight(query.strip())
+        except FlyvizError as exc:
+            self.text.value = f"<pre>flyviz: error: {exc}</pre>"
+            return
+        self.text.value = self._text_html() + (f"<i>{picked.size:,} neurons highlighted</i>"
+                                               if picked is not None else "")
 
     def add_quantity(self, name: str, values: np.ndarray, *, colormap: str = "sequential",
                      label: str = "", show: bool = True) -> None:
@@ -180,6 +231,8 @@ class BrainWidget(RemoteFrameBuffer):
                     anatomy.positions_um(), anatomy.valid, self.size, style=CloudStyle(layer=layer),
                     value_range=self.source.value_range(self.quantity), overlays=False,
                     activity_sample=sample if sample.size else None, app=self._app)
+                if self._emphasis is not None:
+                    self._renderer.cloud.set_emphasis(self._emphasis)
                 cam = self._renderer.view.camera
                 if "elevation" in self._camera:
                     cam.elevation = self._camera["elevation"]

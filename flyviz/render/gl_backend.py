@@ -100,7 +100,8 @@ def release_qt_context() -> None:
 def egl_current(app: Any) -> Iterator[None]:
     """Bracket OpenGL work on a canvas of ``app``: the thread is EGL's only inside.
 
-    For other backends nothing is done: their contexts are the toolkit's own.
+    Inside, vispy calls OpenGL through its own ``gl2`` functions (see
+    :func:`_vispy_gl_functions`). For other backends nothing is done: their contexts are the toolkit's own.
     """
     if not is_egl(app):
         yield

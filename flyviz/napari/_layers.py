@@ -1,0 +1,144 @@
+"""The napari layers of a flyviz brain, and the binding that colours them at the shown token.
+
+The brain is one 3-D Points layer per colour quantity (the recorded state;
+a comparison's Δx as a second one), at the somas, with the neurons' labels as
+``features``. The token axis is napari's own: a tiny hidden 4-D "token axis"
+layer (one byte per token) gives the viewer a leading dims axis as long as
+the recording, and napari broadcasts the 3-D points over it.
+
+Why not a 4-D Points array with the token as its first coordinate? It would
+hold every neuron at every token (49,393 × tokens points, about 1.6 MB per
+token in coordinates alone, plus a colour each): not lazy. Here the recording
+stays memory-mapped and :func:`bind` recolours the points from the shown
+token's state alone, on napari's dims event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from flyviz.brain_source import DELTA, BrainSource
+
+#: Key of the layers' ``metadata`` entry that :func:`bind` looks for.
+METADATA_KEY = "flyviz"
+#: Disc diameter of a neuron, in micrometres.
+POINT_SIZE_UM = 4.0
+
+_LAYER_NAMES = {"signed": "state", "abs": "|state|", DELTA: "Δx"}
+
+
+def napari_coordinates(positions_um: np.ndarray) -> np.ndarray:
+    """flyviz's (x, y dorsal up, z) micrometres as napari's (z, y, x) with dorsal at the top."""
+    p = np.asarray(positions_um, dtype=np.float32)
+    return np.ascontiguousarray(np.stack([p[:, 2], -p[:, 1], p[:, 0]], axis=1))
+
+
+def layer_data(source: BrainSource, token: int = 0) -> list[tuple[Any, dict[str, Any], str]]:
+    """napari LayerData tuples for ``source``: the token axis (if any), the brain, Δx."""
+    coords = napari_coordinates(source.positions_um)
+    features = source.features()
+    out: list[tuple[Any, dict[str, Any], str]] = []
+    quantities: list[str | None]
+    if source.tokens:
+        centre = coords.mean(axis=0) if len(coords) else np.zeros(3, np.float32)
+        out.append((np.zeros((source.tokens, 1, 1, 1), np.uint8),
+                    {"name": f"{source.name} tokens", "visible": False,
+                     "axis_labels": ("token", "z", "y", "x"),
+                     "translate": (0.0, *map(float, centre)),
+                     "metadata": {METADATA_KEY: {"source": source, "role": "tokens"}}},
+                    "image"))
+        quantities = ["signed", *([DELTA] if DELTA in source.quantities else [])]
+    else:
+        quantities = [source.quantities[0]] if source.quantities else [None]
+    for quantity in quantities:
+        face = (source.rgba(quantity, token) if quantity is not None
+                else np.full((len(coords), 4), 0.6, np.float32))
+        label = _LAYER_NAMES.get(quantity or "", quantity or "neurons")
+        out.append((coords, {
+            "name": f"{source.name} {label}",
+            "features": features,
+            "face_color": face,
+            "border_width": 0.0,
+            "border_color": "transparent",
+            "size": POINT_SIZE_UM,
+            "blending": "additive",
+            "axis_labels": ("z", "y", "x"),
+            "metadata": {METADATA_KEY: {"source": source, "role": "points",
+                                        "quantity": quantity}},
+        }, "points"))
+    return out
+
+
+def _flyviz_layers(viewer: Any) -> list[Any]:
+    return [layer for layer in viewer.layers
+            if isinstance(layer.metadata.get(METADATA_KEY), dict)]
+
+
+def shown_token(viewer: Any) -> int:
+    """The token napari's dims show (the leading axis of a 4-D world; 0 in 3-D)."""
+    dims = viewer.dims
+    if dims.ndim < 4:
+        return 0
+    return int(dims.current_step[dims.ndim - 4])
+
+
+def recolour(viewer: Any, token: int | None = None) -> None:
+    """Colour every flyviz Points layer of ``viewer`` by its quantity at ``token`` (default: shown)."""
+    token = shown_token(viewer) if token is None else int(token)
+    text = ""
+    for layer in _flyviz_layers(viewer):
+        info = layer.metadata[METADATA_KEY]
+        source: BrainSource = info["source"]
+        if info.get("role") != "points":
+            continue
+        if info.get("quantity") is not None:
+            layer.face_color = source.rgba(info["quantity"], min(token, max(source.tokens - 1, 0)))
+        if layer.visible and source.tokens and not text:
+            text = source.token_text(token)
+    overlay = viewer.canvas.overlays.text if hasattr(viewer, "canvas") else viewer.text_overlay
+    overlay.text = text
+    overlay.visible = bool(text)
+
+
+def set_quantity(layer: Any, quantity: str) -> None:
+    """Colour a flyviz Points layer by another quantity (one of its source's ``quantities``)."""
+    info = layer.metadata[METADATA_KEY]
+    source: BrainSource = info["source"]
+    source.layer(quantity)  # an unknown quantity fails here, with the ones there are
+    info["quantity"] = quantity
+
+
+_bound: set[int] = set()
+
+
+def bind(viewer: Any) -> None:
+    """Recolour ``viewer``'s flyviz layers whenever its dims move or a layer is added (once per viewer)."""
+    if id(viewer) in _bound:
+        return
+    _bound.add(id(viewer))
+
+    def on_change(event: Any = None) -> None:
+        recolour(viewer)
+
+    viewer.dims.events.current_step.connect(on_change)
+    viewer.layers.events.inserted.connect(on_change)
+    viewer.layers.events.removed.connect(on_change)
+    viewer.layers.events.inserted.connect(_show_three_d(viewer))
+    try:
+        viewer.window._qt_window.destroyed.connect(lambda *_: _bound.discard(id(viewer)))
+    except (AttributeError, RuntimeError):  # a headless viewer model: no window
+        pass
+
+
+def _show_three_d(viewer: Any) -> Any:
+    def on_inserted(event: Any) -> None:
+        layer = event.value
+        info = layer.metadata.get(METADATA_KEY)
+        if isinstance(info, dict) and info.get("role") == "points":
+            if viewer.dims.ndisplay != 3:
+                viewer.dims.ndisplay = 3
+            # napari frames the first layer added; the token axis is one voxel.
+            viewer.reset_view()
+    return on_inserted

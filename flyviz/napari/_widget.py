@@ -1,0 +1,177 @@
+"""The napari dock widget (npe2 command ``flyviz.brain_widget``): load a model, run a prompt.
+
+The model loads and the prompt runs on a worker thread (napari's
+``thread_worker``), so the viewer stays responsive; the finished run becomes
+a new brain layer (:func:`flyviz.napari._layers.layer_data`) and the token
+slider moves to its last token. The widget also picks the colour quantity of
+the selected flyviz layer and shows the text at the slider's token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from napari.qt.threading import thread_worker
+from qtpy.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                            QSpinBox, QVBoxLayout, QWidget)
+
+from flyviz.brain_source import BrainSource
+from flyviz.napari._layers import METADATA_KEY, bind, layer_data, recolour, set_quantity, shown_token
+
+
+def add_source(viewer: Any, source: BrainSource) -> list[Any]:
+    """Add a source's layers to ``viewer`` (bound to its token slider); returns the layers."""
+    bind(viewer)
+    layers = []
+    for data, kwargs, kind in layer_data(source):
+        layers.append(getattr(viewer, f"add_{kind}")(data, **kwargs))
+    if source.tokens and viewer.dims.ndim >= 4:
+        axis = viewer.dims.ndim - 4
+        step = list(viewer.dims.current_step)
+        step[axis] = source.tokens - 1
+        viewer.dims.current_step = tuple(step)
+    recolour(viewer)
+    return layers
+
+
+class FlyvizWidget(QWidget):
+    """Load a Fly LLM, run a prompt into a new layer, choose the colours, read the token.
+
+    Parameters
+    ----------
+    napari_viewer
+        The viewer (napari passes it).
+    """
+
+    def __init__(self, napari_viewer: Any) -> None:
+        super().__init__()
+        self.viewer = napari_viewer
+        self.model: Any = None
+        self.worker: Any = None
+        self.model_spec = QLineEdit("demo")
+        self.load_button = QPushButton("Load")
+        self.prompt = QLineEdit("Once upon a time")
+        self.max_new_tokens = QSpinBox()
+        self.max_new_tokens.setRange(1, 4096)
+        self.max_new_tokens.setValue(20)
+        self.run_button = QPushButton("Run")
+        self.quantity = QComboBox()
+        self.status = QLabel("no model loaded")
+        self.token_label = QLabel("")
+        self.token_label.setWordWrap(True)
+
+        row = QHBoxLayout()
+        row.addWidget(self.model_spec)
+        row.addWidget(self.load_button)
+        form = QFormLayout()
+        form.addRow("Model", row)
+        form.addRow("Prompt", self.prompt)
+        form.addRow("New tokens", self.max_new_tokens)
+        form.addRow("", self.run_button)
+        form.addRow("Colour by", self.quantity)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.status)
+        layout.addWidget(self.token_label)
+        layout.addStretch(1)
+
+        self.load_button.clicked.connect(lambda: self.load(self.model_spec.text()))
+        self.run_button.clicked.connect(lambda: self.run_prompt(self.prompt.text()))
+        self.quantity.currentTextChanged.connect(self._quantity_chosen)
+        bind(self.viewer)
+        self.viewer.dims.events.current_step.connect(self._show_token)
+        self.viewer.layers.selection.events.active.connect(self._active_changed)
+        self.viewer.layers.events.inserted.connect(self._show_token)
+        self.viewer.layers.events.inserted.connect(self._active_changed)
+        self._active_changed()
+        self._show_token()
+
+    # ------------------------------------------------------------ model and runs
+    def set_model(self, model: Any) -> None:
+        """Use an already loaded model (what :func:`flyviz.load` returned)."""
+        self.model = model
+        self.status.setText(f"model {model.name}: {model.neurons:,} neurons")
+
+    def load(self, spec: str) -> Any:
+        """Load the model ``spec`` on a worker thread; returns the started worker."""
+        import flyviz
+
+        self.status.setText(f"loading {spec}…")
+        worker = thread_worker(flyviz.load, start_thread=False)(spec)
+        worker.returned.connect(self.set_model)
+        worker.errored.connect(self._failed)
+        self.worker = worker
+        worker.start()
+        return worker
+
+    def run_prompt(self, prompt: str, max_new_tokens: int | None = None) -> Any:
+        """Run ``prompt`` on a worker thread into a new brain layer; returns the started worker."""
+        if self.model is None:
+            self.status.setText("load a model first")
+            return None
+        model = self.model
+        count = int(max_new_tokens or self.max_new_tokens.value())
+
+        def work() -> Any:
+            from flyviz.record.run import GenerationSettings
+
+            settings = GenerationSettings(max_new_tokens=count).validate()
+            recording = model.new_recording(prompt, settings, model.resolve_interventions(()))
+            for i, _frame in enumerate(model.frames(prompt, settings, recording=recording)):
+                yield i + 1
+            return recording
+
+        worker = thread_worker(work, start_thread=False)()
+        worker.yielded.connect(lambda n: self.status.setText(f"running: {n} tokens"))
+        worker.returned.connect(lambda rec: self._add_run(rec, prompt))
+        worker.errored.connect(self._failed)
+        self.run_button.setEnabled(False)
+        worker.finished.connect(lambda: self.run_button.setEnabled(True))
+        self.worker = worker
+        worker.start()
+        return worker
+
+    def _add_run(self, recording: Any, prompt: str) -> None:
+        name = prompt.strip()[:24] or "run"
+        source = BrainSource(self.model.drawing_anatomy(), recording, name=name)
+        add_source(self.viewer, source)
+        self.status.setText(f"{name}: {len(recording)} tokens")
+
+    def _failed(self, exc: BaseException) -> None:
+        # Errors a user can fix are one line; show it where the user looks.
+        self.status.setText(f"flyviz: error: {exc}")
+
+    # ------------------------------------------------------------ colours and text
+    def _active_flyviz_layer(self) -> Any:
+        layer = self.viewer.layers.selection.active
+        if layer is not None and isinstance(layer.metadata.get(METADATA_KEY), dict) \
+                and layer.metadata[METADATA_KEY].get("role") == "points":
+            return layer
+        return None
+
+    def _active_changed(self, event: Any = None) -> None:
+        layer = self._active_flyviz_layer()
+        self.quantity.blockSignals(True)
+        self.quantity.clear()
+        if layer is not None:
+            info = layer.metadata[METADATA_KEY]
+            self.quantity.addItems(list(info["source"].quantities))
+            if info.get("quantity"):
+                self.quantity.setCurrentText(info["quantity"])
+        self.quantity.blockSignals(False)
+
+    def _quantity_chosen(self, quantity: str) -> None:
+        layer = self._active_flyviz_layer()
+        if layer is None or not quantity:
+            return
+        set_quantity(layer, quantity)
+        recolour(self.viewer)
+
+    def _show_token(self, event: Any = None) -> None:
+        token = shown_token(self.viewer)
+        for layer in self.viewer.layers:
+            info = layer.metadata.get(METADATA_KEY)
+            if isinstance(info, dict) and info.get("role") == "points" and info["source"].tokens:
+                self.token_label.setText(info["source"].token_text(token))
+                return
+        self.token_label.setText("")

@@ -1,0 +1,286 @@
+"""The napari plugin: npe2 finds the reader, its layers are the brain, the slider colours them.
+
+Needs napari (the ``napari`` extra, in the ``test`` extra); skipped without it.
+Runs on the demo brain (offline) under Xvfb with napari's ``make_napari_viewer``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("napari")
+npe2 = pytest.importorskip("npe2")
+
+import flyviz  # noqa: E402
+from flyviz.render.colormaps import lut  # noqa: E402
+from flyviz.render.style import ColourLayer  # noqa: E402
+
+pytestmark = pytest.mark.gui
+
+MANIFEST = Path(flyviz.__file__).parent / "napari" / "napari.yaml"
+
+
+@pytest.fixture(scope="module")
+def demo():
+    model = flyviz.load("demo")
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def recording_path(demo, tmp_path_factory) -> Path:
+    rec = flyviz.run(demo, "Once upon a time", max_new_tokens=4)
+    return rec.save(tmp_path_factory.mktemp("napari") / "run.flyrec")
+
+
+@pytest.fixture(autouse=True)
+def plugin():
+    """The flyviz manifest registered with npe2 (an editable install of another checkout may
+    not carry its entry point; the wheel test checks the entry point itself)."""
+    pm = npe2.PluginManager.instance()
+    if "flyviz" not in pm._manifests:
+        pm.register(npe2.PluginManifest.from_file(MANIFEST))
+    return pm
+
+
+def expected_rgba(values: np.ndarray, colormap: str, value_range: tuple[float, float]) -> np.ndarray:
+    """flyviz's colormap table at each value's place in the range, as the cloud's shader places it."""
+    low, high = value_range
+    v = np.abs(values) if colormap == "abs" else values
+    index = np.rint(np.clip((v - low) / (high - low), 0, 1) * 255).astype(int)
+    return lut(colormap)[index]
+
+
+def set_token(viewer, token: int) -> None:
+    step = list(viewer.dims.current_step)
+    step[0] = token
+    viewer.dims.current_step = tuple(step)
+
+
+def points_layers(viewer):
+    return [layer for layer in viewer.layers if layer._type_string == "points"]
+
+
+def test_npe2_finds_the_reader_for_a_recording(plugin, recording_path, tmp_path):
+    readers = [r.command for r in plugin.iter_compatible_readers([str(recording_path)])]
+    assert "flyviz.read_flyviz" in readers
+    from flyviz.napari._reader import get_reader
+
+    assert get_reader(str(recording_path)) is not None
+    other = tmp_path / "image.tif"
+    other.write_bytes(b"II*\x00")
+    assert get_reader(str(other)) is None
+    assert "flyviz.read_flyviz" not in [r.command for r in plugin.iter_compatible_readers([str(other)])]
+
+
+def test_reader_layer_is_the_brain_coloured_at_the_slider_token(make_napari_viewer, demo,
+                                                                 recording_path):
+    from flyviz.record.recording import Recording
+
+    viewer = make_napari_viewer()
+    viewer.open(str(recording_path), plugin=None)  # napari picks flyviz's reader by itself
+    rec = Recording.load(recording_path)
+    anatomy = demo.drawing_anatomy()
+    shown = np.flatnonzero(anatomy.valid)
+    (points,) = points_layers(viewer)
+
+    # Data: the somas in napari's (z, y, x), dorsal up; features: the labels.
+    um = anatomy.positions_um()[shown]
+    np.testing.assert_allclose(points.data, np.stack([um[:, 2], -um[:, 1], um[:, 0]], 1), rtol=1e-6)
+    assert list(points.features["superclass"]) == [anatomy.superclass[i] for i in shown]
+    assert list(points.features["cell_type"]) == [anatomy.cell_type[i] for i in shown]
+    assert list(points.features["side"]) == [anatomy.side[i] for i in shown]
+    np.testing.assert_array_equal(points.features["body_id"].to_numpy(), anatomy.body_id[shown])
+
+    # The token axis is napari's dims slider, as long as the recording.
+    assert viewer.dims.ndim == 4 and viewer.dims.nsteps[0] == len(rec)
+    assert viewer.dims.ndisplay == 3
+    value_range = ColourLayer().recording_range(rec)
+    seen = []
+    for token in (1, len(rec) - 1):
+        set_token(viewer, token)
+        want = expected_rgba(rec.state(token)[shown], "signed", value_range)
+        np.testing.assert_allclose(points.face_color, want, atol=1e-6)
+        seen.append(points.face_color.copy())
+        assert repr(rec.token_texts[token]) in viewer.canvas.overlays.text.text
+    assert not np.allclose(seen[0], seen[1]), "the slider must change the colours"
+    # The layer's recording is the file, memory-mapped, not a copy of its states.
+    assert isinstance(points.metadata["flyviz"]["source"].recording._stored, np.memmap)
+
+
+def test_damaged_recording_is_napari_reader_error(make_napari_viewer, recording_path, tmp_path):
+    from napari.errors import ReaderPluginError
+
+    from flyviz.errors import RecordingError
+
+    damaged = tmp_path / "damaged.flyrec"
+    data = bytearray(recording_path.read_bytes())
+    damaged.write_bytes(bytes(data[: len(data) // 2]))
+    viewer = make_napari_viewer()
+    with pytest.raises(ReaderPluginError) as info:
+        viewer.open(str(damaged), plugin=None)  # as File > Open does: napari picks the reader
+    assert isinstance(info.value.__cause__, RecordingError)
+    assert "damaged" in str(info.value.__cause__) or "truncated" in str(info.value.__cause__)
+    assert len(viewer.layers) == 0
+
+
+def test_comparison_adds_the_delta_layer(make_napari_viewer, demo, tmp_path):
+    from flyviz.model.interventions import as_interventions
+    from flyviz.record.compare import Comparison
+    from flyviz.record.recording import Recording
+    from flyviz.record.run import GenerationSettings
+
+    comparison = Comparison.for_checkpoint(demo.checkpoint, as_interventions("silence sign:inhibitory"))
+    try:
+        rec = comparison.record("Once upon a time", GenerationSettings(max_new_tokens=3), spec="demo")
+    finally:
+        comparison.close()
+    path = rec.save(tmp_path / "compare.flyrec")
+    rec = Recording.load(path)
+    viewer = make_napari_viewer()
+    viewer.open(str(path), plugin="flyviz")
+    state, delta = points_layers(viewer)
+    assert delta.name.endswith("Δx")
+    shown = np.flatnonzero(demo.drawing_anatomy().valid)
+    token = len(rec) - 1
+    set_token(viewer, token)
+    dx = rec.state(token) - rec.baseline.state(token)
+    layer = ColourLayer(colormap="difference",
+                        source=lambda r, i: r.state(i) - r.baseline.state(i))
+    want = expected_rgba(dx[shown], "difference", layer.recording_range(rec))
+    np.testing.assert_allclose(delta.face_color, want, atol=1e-6)
+    assert np.abs(dx).max() > 0
+
+
+def test_atlas_statistics_become_features(make_napari_viewer, demo):
+    from flyviz.analysis.atlas import Atlas
+    from flyviz.resources import assets_dir
+
+    path = assets_dir() / "demo" / "atlas"
+    atlas = Atlas(path)
+    viewer = make_napari_viewer()
+    viewer.open(str(path), plugin="flyviz")
+    (points,) = points_layers(viewer)
+    shown = np.flatnonzero(demo.drawing_anatomy().valid)
+    for stat in ("mean", "density", "selectivity"):
+        np.testing.assert_allclose(points.features[stat].to_numpy(), atlas.statistic(stat)[shown])
+    # Coloured by the atlas's first statistic (the mean), in flyviz's colormap.
+    mean = atlas.statistic("mean")
+    want = expected_rgba(mean[shown], "signed", ColourLayer.static("m", mean, colormap="signed")
+                         .value_range(mean[shown]))
+    np.testing.assert_allclose(points.face_color, want, atol=1e-6)
+
+
+def test_widget_runs_a_prompt_into_a_new_layer(make_napari_viewer, demo, qtbot):
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer()
+    widget = FlyvizWidget(viewer)
+    widget.set_model(demo)
+    worker = widget.run_prompt("Once upon a time", max_new_tokens=3)
+    qtbot.waitUntil(lambda: len(points_layers(viewer)) == 1, timeout=60_000)
+    qtbot.waitUntil(lambda: not worker.is_running, timeout=10_000)
+    (points,) = points_layers(viewer)
+    source = points.metadata["flyviz"]["source"]
+    # The run the API makes of the same prompt, the slider at its last token.
+    reference = flyviz.run(demo, "Once upon a time", max_new_tokens=3)
+    last = len(reference) - 1
+    assert source.tokens == len(reference) and viewer.dims.current_step[0] == last
+    np.testing.assert_array_equal(source.recording.state(last), reference.state(last))
+    assert repr(reference.token_texts[last]) in widget.token_label.text()
+    # Colour by |h|, chosen in the widget.
+    viewer.layers.selection.active = points
+    assert widget.quantity.count() >= 2
+    widget.quantity.setCurrentText("abs")
+    want = expected_rgba(source.recording.state(last)[source.shown], "abs",
+                         ColourLayer(colormap="abs").recording_range(source.recording))
+    np.testing.assert_allclose(points.face_color, want, atol=1e-6)
+
+
+def test_missing_napari_names_the_extra(monkeypatch):
+    from flyviz.errors import MissingDependencyError
+    from flyviz.napari import require_napari
+
+    monkeypatch.setitem(sys.modules, "napari", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'flyviz\[napari\]'"):
+        require_napari()
+
+
+def save_screenshot(image: np.ndarray, name: str) -> None:
+    """Keep a screenshot for the README when ``FLYVIZ_SCREENSHOTS`` names a folder."""
+    import os
+
+    folder = os.environ.get("FLYVIZ_SCREENSHOTS")
+    if folder:
+        import imageio.v3 as iio
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        iio.imwrite(Path(folder) / name, image)
+
+
+def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, recording_path,
+                                                           qtbot):
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer(show=True)
+    viewer.window.resize(1400, 760)
+    viewer.open(str(recording_path), plugin=None)
+    widget = FlyvizWidget(viewer)
+    viewer.window.add_dock_widget(widget, name="flyviz", area="right")
+    set_token(viewer, 5)
+    (points,) = points_layers(viewer)
+    viewer.layers.selection.active = points
+    canvas = np.asarray(viewer.screenshot(canvas_only=True, flash=False))
+    h, w = canvas.shape[:2]
+    bright = canvas[..., :3].max(axis=-1) > 40
+    # The brain fills the middle of the canvas; the corners are napari's background.
+    middle = bright[h // 4: 3 * h // 4, w // 4: 3 * w // 4]
+    assert middle.mean() > 0.05
+    assert bright[: h // 10, : w // 10].mean() < middle.mean() / 4
+    assert "t=5" in widget.token_label.text()
+    assert widget.quantity.count() == 2  # signed and abs, for the active layer
+    qtbot.wait(300)  # the dock widget's layout settles
+    save_screenshot(np.asarray(viewer.screenshot(canvas_only=False, flash=False)), "napari.png")
+
+
+def test_dock_widget_contribution_and_view(make_napari_viewer, recording_path, monkeypatch):
+    import napari
+
+    import flyviz.napari
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer()
+    _dock, widget = viewer.window.add_plugin_dock_widget("flyviz", "flyviz brain")
+    assert isinstance(widget, FlyvizWidget)
+
+    monkeypatch.setattr(napari, "Viewer", lambda: make_napari_viewer())
+    shown = flyviz.napari.view(str(recording_path))
+    assert sorted(layer._type_string for layer in shown.layers) == ["image", "points"]
+    assert shown.dims.ndisplay == 3
+
+
+def test_napari_animation_keyframes_over_the_token_slider_make_a_movie(make_napari_viewer,
+                                                                       recording_path, tmp_path):
+    animation = pytest.importorskip("napari_animation")
+    import imageio.v3 as iio
+
+    viewer = make_napari_viewer(show=True)  # a hidden canvas renders black frames
+    viewer.open(str(recording_path), plugin=None)
+    movie = animation.Animation(viewer)
+    set_token(viewer, 0)
+    movie.capture_keyframe()
+    set_token(viewer, viewer.dims.nsteps[0] - 1)  # the same camera: only the colours change
+    movie.capture_keyframe(steps=3)
+    viewer.camera.angles = (0.0, 40.0, 90.0)  # the same token: only the camera moves
+    movie.capture_keyframe(steps=3)
+    movie.animate(str(tmp_path / "tokens"), canvas_only=True, fps=6, scale_factor=0.5)
+    # The brain, above the token text in the bottom corner.
+    frames = [iio.imread(p)[: 150, :, :3].astype(int) for p in sorted(tmp_path.glob("tokens/*.png"))]
+    assert len(frames) == 7
+    assert np.abs(frames[0] - frames[3]).mean() > 0.5   # recoloured at the slider's token
+    assert np.abs(frames[3] - frames[6]).mean() > 0.5   # turned
+    assert viewer.dims.current_step[0] == viewer.dims.nsteps[0] - 1

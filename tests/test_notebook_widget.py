@@ -1,0 +1,267 @@
+"""flyviz.notebook.BrainWidget: frames with the lit neurons where they are, mouse, slider, live runs.
+
+Needs the ``notebook`` extra (jupyter_rfb, ipywidgets; in the ``test`` extra) and an
+offscreen OpenGL (EGL, else Xvfb); skipped without the extra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jupyter_rfb")
+pytest.importorskip("ipywidgets")
+
+import flyviz  # noqa: E402
+
+SIZE = (320, 200)
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    model = flyviz.load("demo")
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def halves(demo):
+    """A recording of the demo brain whose token 1 lights the neurons left of the midline
+    (x below the median) and token 2 those right of it; token 0 is at rest."""
+    from flyviz.record.recording import Recording
+
+    run = flyviz.run(demo, "Once upon a time", max_new_tokens=2)
+    anatomy = demo.drawing_anatomy()
+    x = anatomy.positions_um()[:, 0]
+    middle = float(np.median(x[anatomy.valid]))
+    states = [np.zeros(run.neurons, np.float32),
+              np.where(x < middle, 0.9, 0.0).astype(np.float32),
+              np.where(x >= middle, 0.9, 0.0).astype(np.float32)]
+    rec = Recording(run.neurons, run.metadata)
+    for frame, state in zip(run, states):
+        rec.append(dataclasses.replace(frame, state=state))
+    return rec
+
+
+def lit(image: np.ndarray, level: int = 60) -> np.ndarray:
+    return image.max(axis=-1) > level
+
+
+def test_lit_pixels_are_where_the_lit_neurons_are_and_match_a_movie_frame(demo, halves, tmp_path):
+    from flyviz.export import ExportOptions, export_recording
+    from flyviz.notebook import BrainWidget
+
+    widget = BrainWidget(halves, demo, size=SIZE)
+    frames = {}
+    for token in (1, 2):
+        widget.show_token(token)
+        frames[token] = widget.snapshot()
+        assert frames[token].shape == (SIZE[1], SIZE[0], 3) and frames[token].dtype == np.uint8
+    left, right = (np.nonzero(lit(frames[t]))[1].mean() for t in (1, 2))
+    # One half of the brain lights one side of the picture, the other half the other side.
+    assert lit(frames[1]).sum() > 500 and lit(frames[2]).sum() > 500
+    assert abs(left - right) > SIZE[0] / 4
+
+    # The same token in a movie of the recording (PNG frames, one per token).
+    out = export_recording(halves, demo.drawing_anatomy(), tmp_path / "frames",
+                           ExportOptions(size=SIZE, frames_per_token=1, overlays=False))
+    import imageio.v3 as iio
+
+    movie = iio.imread(sorted(out.glob("frame_*.png"))[2])[..., :3]  # frame k: token k
+    a, b = lit(frames[2]), lit(movie)
+    assert (a & b).sum() / (a | b).sum() > 0.98
+    widget.close()
+
+
+def test_drag_orbits_and_wheel_zooms(demo, halves):
+    from flyviz.notebook import BrainWidget
+
+    widget = BrainWidget(halves, demo, size=SIZE)
+    widget.show_token(1)
+    before, camera = widget.snapshot(), widget.camera
+    widget.handle_event({"event_type": "pointer_down", "x": 100, "y": 100, "button": 1})
+    widget.handle_event({"event_type": "pointer_move", "x": 150, "y": 110, "button": 1})
+    widget.handle_event({"event_type": "pointer_up", "x": 150, "y": 110, "button": 1})
+    turned = widget.camera
+    assert turned["azimuth"] == pytest.approx(camera["azimuth"] - 50 * 0.4)
+    assert turned["elevation"] == pytest.approx(camera["elevation"] + 10 * 0.4)
+    after = widget.snapshot()
+    assert np.abs(after.astype(int) - before).mean() > 1.0
+    # A move without a button held does nothing.
+    widget.handle_event({"event_type": "pointer_move", "x": 300, "y": 10})
+    assert widget.camera == turned
+    widget.handle_event({"event_type": "wheel", "dx": 0, "dy": 200, "x": 10, "y": 10})
+    assert widget.camera["scale_factor"] == pytest.approx(turned["scale_factor"] * 1.21)
+    zoomed = widget.snapshot()
+    assert lit(zoomed).sum() < lit(after).sum()  # zoomed out: the brain covers fewer pixels
+    widget.close()
+
+
+def test_slider_and_quantity_change_the_frame_and_the_text(demo, halves):
+    from flyviz.notebook import BrainWidget
+
+    widget = BrainWidget(halves, demo, size=SIZE)
+    assert widget.slider.max == len(halves) - 1 and widget.token == len(halves) - 1
+    widget.slider.value = 0
+    assert widget.token == 0
+    rest = widget.snapshot()
+    widget.slider.value = 1
+    assert html.escape(repr(halves.token_texts[1])) in widget.text.value
+    assert lit(widget.snapshot()).sum() > 10 * max(1, lit(rest).sum())
+    assert list(widget.quantity_control.options) == ["signed", "abs"]
+    widget.quantity_control.value = "abs"
+    assert widget.quantity == "abs" and widget.snapshot().shape == (SIZE[1], SIZE[0], 3)
+    widget.close()
+
+
+def test_live_fills_the_widget_as_the_model_runs(demo):
+    from flyviz.notebook import BrainWidget
+
+    widget = BrainWidget.live(demo, "Once upon a time", max_new_tokens=3, size=SIZE)
+    widget.wait(120)
+    reference = flyviz.run(demo, "Once upon a time", max_new_tokens=3)
+    assert widget.source.tokens == len(reference)
+    assert widget.token == widget.slider.max == len(reference) - 1
+    np.testing.assert_array_equal(widget.source.recording.state(widget.token),
+                                  reference.state(widget.token))
+    frame = widget.snapshot()
+    assert frame.shape == (SIZE[1], SIZE[0], 3) and lit(frame).mean() > 0.05
+    folder = os.environ.get("FLYVIZ_SCREENSHOTS")
+    if folder:  # for the README
+        import imageio.v3 as iio
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        iio.imwrite(Path(folder) / "notebook.png", frame)
+    widget.close()
+
+
+def test_without_the_extra_one_line_names_it(tmp_path):
+    code = ("import sys; sys.modules['jupyter_rfb'] = None\n"
+            "from flyviz.errors import MissingDependencyError\n"
+            "from flyviz.notebook import BrainWidget\n"
+            "try:\n    BrainWidget(None)\nexcept MissingDependencyError as exc:\n    print(exc)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pip install 'flyviz[notebook]'" in out.stdout
+
+
+@pytest.mark.slow
+def test_example_notebook_executes(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    notebook = nbformat.read(REPO / "examples" / "notebook.ipynb", as_version=4)
+    os.environ.setdefault("PYTHONPATH", str(REPO))
+    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    outputs = [o for cell in notebook.cells for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    shapes = [json.loads(o["text"]) for o in outputs
+              if o.get("output_type") == "stream" and o["text"].startswith("[")]
+    assert [200, 320, 3] in shapes
+    texts = [o.get("text", "") for o in outputs if o.get("output_type") == "stream"]
+    assert len(texts) >= 2  # the shape, and the trace's target and value
+
+
+def test_comparison_and_added_quantities_colour_the_widget(demo):
+    from flyviz.errors import InputError
+    from flyviz.model.interventions import as_interventions
+    from flyviz.notebook import BrainWidget
+    from flyviz.record.compare import Comparison
+    from flyviz.record.run import GenerationSettings
+
+    comparison = Comparison.for_checkpoint(demo.checkpoint, as_interventions("silence sign:inhibitory"))
+    try:
+        rec = comparison.record("Once upon a time", GenerationSettings(max_new_tokens=3), spec="demo")
+    finally:
+        comparison.close()
+    widget = BrainWidget(rec, demo, size=SIZE, quantity="delta")
+    assert "delta" in widget.quantity_control.options
+    delta = widget.snapshot()
+    widget.quantity_control.value = "signed"
+    assert np.abs(widget.snapshot().astype(int) - delta).mean() > 1.0
+    # A per-neuron amount: only the first thousand neurons carry it.
+    values = np.zeros(rec.neurons, np.float32)
+    values[:1000] = 1.0
+    widget.add_quantity("first thousand", values)
+    assert widget.quantity == "first thousand" and "first thousand" in widget.quantity_control.options
+    few = lit(widget.snapshot())
+    assert 0 < few.sum() < lit(delta).sum()
+    with pytest.raises(InputError, match="one per neuron"):
+        widget.add_quantity("wrong", np.zeros(3))
+    widget.close()
+
+
+def test_live_in_an_event_loop_updates_the_widget_on_the_loop(demo, monkeypatch):
+    import asyncio
+    import threading
+
+    from flyviz.notebook import BrainWidget
+
+    threads = []
+    show = BrainWidget.show_token
+
+    def spy(self, token):
+        threads.append(threading.current_thread())
+        show(self, token)
+
+    monkeypatch.setattr(BrainWidget, "show_token", spy)
+
+    async def notebook_cell():
+        widget = BrainWidget.live(demo, "Once upon a time", max_new_tokens=3, size=SIZE)
+        while widget._thread.is_alive():
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)  # the last token's update, queued on the loop
+        return widget
+
+    widget = asyncio.run(notebook_cell())
+    assert threads and all(t is threading.main_thread() for t in threads)
+    assert widget.token == widget.slider.max == widget.source.tokens - 1 > 0
+    widget.close()
+
+
+def test_the_embedding_modules_import_neither_qt_nor_vispy():
+    code = ("import sys, flyviz.brain_source, flyviz.napari, flyviz.napari._reader, flyviz.notebook\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'vispy', 'PySide6', 'qtpy', 'napari', 'OpenGL'}))")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_highlight_keeps_the_selected_neurons_lit(demo, halves):
+    from flyviz.errors import SelectionError
+    from flyviz.notebook import BrainWidget
+
+    widget = BrainWidget(halves, demo, size=SIZE)
+    widget.show_token(1)
+    full = lit(widget.snapshot()).sum()
+    superclass = demo.drawing_anatomy().superclass[0]
+    picked = widget.highlight(f"superclass:{superclass}")
+    assert picked is not None and 0 < picked.size < halves.neurons
+    some = lit(widget.snapshot()).sum()
+    assert 0 < some < full
+    widget.quantity_control.value = "abs"  # a new renderer keeps the highlight
+    assert lit(widget.snapshot()).sum() < full
+    widget.highlight_control.value = "superclass:no_such_thing"
+    assert "flyviz: error:" in widget.text.value
+    with pytest.raises(SelectionError):
+        widget.highlight("superclass:no_such_thing")
+    widget.highlight("")
+    widget.quantity_control.value = "signed"
+    assert lit(widget.snapshot()).sum() == full
+    widget.close()

@@ -30,8 +30,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
     ("convert", "flyviz.commands.convert", "write a recording as Zarr, NWB or .npz for other tools"),
-    ("figure", "flyviz.commands.figure", "draw a recording's raster, cell types, trajectory or "
-     "brain as PNG/SVG/PDF"),
+    ("figure", "flyviz.commands.figure", "figures of a run: raster, cell types, trajectory, brain"),
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),

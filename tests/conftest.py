@@ -112,16 +112,29 @@ def _collect_garbage_on_the_main_thread():
     gc.enable()
 
 
+#: A full collection (frozen objects included) once the process has grown this much since
+#: the last one: each walks every object the session holds (seconds, late in the suite).
+FULL_COLLECTION_GROWTH = 1 << 30
+_last_full_collection_rss = [0]
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _collect_everything_after_each_module():
-    """A full collection once a module's fixtures are gone (they may hold cycles that
-    were frozen while they were alive), then freeze what survives."""
+def _collect_everything_after_some_modules():
+    """Once a module's fixtures are gone, collect the frozen objects too if the process has
+    grown by :data:`FULL_COLLECTION_GROWTH` since the last time (cycles among objects that
+    were frozen while alive are freed only so), then freeze what survives."""
     yield
     import gc
 
+    import psutil
+
+    rss = psutil.Process().memory_info().rss
+    if rss - _last_full_collection_rss[0] < FULL_COLLECTION_GROWTH:
+        return
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+    _last_full_collection_rss[0] = psutil.Process().memory_info().rss
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +145,7 @@ def _collect_after_each_test():
     xarray imported that is millions of them: per test it cost more than the
     tests themselves. Frozen objects are skipped, so each collection walks only
     what the test made; reference counting still frees frozen objects, and the
-    module-level collection above takes the cycles among them.
+    module-level collection above takes the cycles among them when they add up.
     """
     yield
     import gc

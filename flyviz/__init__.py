@@ -26,6 +26,9 @@ The public API:
 :func:`trace`
     Why this token? One logit split exactly into the flows of the earlier
     tokens, neurons and synapses (an :class:`~flyviz.model.explain.Attribution`).
+:func:`importance`
+    Estimated lesions: every neuron's first-order cost to a text's
+    cross-entropy if it were silenced, and any grouping's sum.
 :func:`export_movie`
     A recording as MP4, WebM, GIF or PNG frames (imports vispy when called).
 :class:`Attribution`
@@ -62,7 +65,7 @@ from flyviz._version import __version__
 from flyviz.errors import FlyvizError
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
-    from flyviz.api import compare, export_movie, load, run, trace
+    from flyviz.api import compare, export_movie, importance, load, run, trace
     from flyviz.model.explain import Attribution
     from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
     from flyviz.record.recording import Recording
@@ -76,7 +79,7 @@ ORGANIZATION_DOMAIN = "flyviz.org"
 #: model code (NumPy, SciPy, tokenizers) loads only when something is used.
 _LAZY = {
     "load": "flyviz.api", "run": "flyviz.api", "compare": "flyviz.api",
-    "export_movie": "flyviz.api", "trace": "flyviz.api",
+    "export_movie": "flyviz.api", "trace": "flyviz.api", "importance": "flyviz.api",
     "Model": "flyviz.record.runner", "Recording": "flyviz.record.recording",
     "Attribution": "flyviz.model.explain",
     "Silence": "flyviz.model.interventions", "Clamp": "flyviz.model.interventions",
@@ -85,7 +88,8 @@ _LAZY = {
 }
 
 __all__ = ["Attribution", "Clamp", "Cut", "FlyvizError", "Model", "Recording", "Scale", "Silence",
-           "Stimulate", "__version__", "compare", "errors", "export_movie", "load", "run", "trace"]
+           "Stimulate", "__version__", "compare", "errors", "export_movie", "importance", "load",
+           "run", "trace"]
 
 
 def __getattr__(name: str) -> _typing.Any:

@@ -33,6 +33,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
+    ("importance", "flyviz.commands.importance",
+     "estimated lesions: every neuron's first-order cost to a text (on Dask)"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )
@@ -61,6 +63,7 @@ examples:
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
   flyviz convert run.flyrec --to zarr run.zarr
   flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out lesions.csv
+  flyviz importance demo --text assets/demo/heldout.txt --out estimate.csv
 
 Run 'flyviz COMMAND --help' for the options of one command.
 """

@@ -82,6 +82,7 @@ from flyviz.analysis.corpus import DEFAULT_CONTEXT, Corpus, CorpusChunk
 from flyviz.analysis.sweep import (BY_LABELS, FORMAT, FORMAT_VERSION, LOG_FLOOR, Group,
                                    GroupResult, check_output, write_result)
 from flyviz.errors import InputError, MissingDependencyError
+from flyviz.model.kernels import ENV_VAR
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.attribution import BackwardEngine
@@ -150,8 +151,11 @@ def _engines(ckpt: "Checkpoint", settings: ImportanceSettings
     entry = cache.get(key)
     if entry is not None and entry[0] is ckpt:
         return entry[1], entry[2], entry[3]
-    engine = Engine(ckpt, settings.threads, kernel=settings.kernel)
-    backward = BackwardEngine(ckpt, threads=settings.threads, kernel=settings.kernel)
+    # As the lesion map's batched engine: the compiled kernel unless FLYVIZ_KERNEL or the
+    # settings say otherwise (scipy where it cannot compile; the same bits either way).
+    kernel = settings.kernel or os.environ.get(ENV_VAR, "").strip().lower() or "llvm"
+    engine = Engine(ckpt, settings.threads, kernel=kernel)
+    backward = BackwardEngine(ckpt, threads=settings.threads, kernel=kernel)
     scratch: dict[str, Any] = {}
     cache[key] = (ckpt, engine, backward, scratch)
     while len(cache) > 1:
@@ -187,6 +191,44 @@ def _head_cotangents(ckpt: "Checkpoint", weights: np.ndarray, scratch: dict[str,
     return (weights @ scratch["head_b"]) @ scratch["head_a"]
 
 
+#: Positions whose seeds are computed together (float64 blocks of this many states).
+_SEED_ROWS = 32
+
+
+def _layer_norm_cotangents(ckpt: "Checkpoint", states: np.ndarray, heads: np.ndarray,
+                           scratch: dict[str, Any]) -> np.ndarray:
+    """``(rows, neurons)`` float32: ``d(a_t . LayerNorm(x_t[out]))/dx_t`` for each row, the
+    LayerNorm's scale differentiated too (what :func:`flyviz.model.explain.logit_cotangent`
+    gives in the gradient mode, for a block of positions at once; the scale is computed
+    as the engine's readout computes it)."""
+    cfg = ckpt.config
+    if "out_index" not in scratch:
+        out = None if ckpt.out_index_is_identity() else np.asarray(ckpt.out_index, np.intp)
+        unique = out is None or np.unique(out).size == out.size
+        scratch["out_index"] = (out, unique, np.asarray(ckpt.ln_weight, dtype=np.float64))
+    out, unique, ln_weight = scratch["out_index"]
+    h = states if out is None else states[:, out]
+    mean = h.mean(axis=1, dtype=np.float64)
+    var = np.square(h - mean.astype(np.float32)[:, None], dtype=np.float32).mean(
+        axis=1, dtype=np.float64)
+    inv = (1.0 / np.sqrt(var + cfg.layer_norm_eps)).astype(np.float32).astype(np.float64)
+    q = heads * ln_weight
+    q -= q.mean(axis=1, keepdims=True)
+    normed = (h.astype(np.float64) - mean[:, None]) * inv[:, None]
+    # mean(q * normed) is the same with q centred: normed sums to 0 along each row.
+    c_h = q - normed * np.mean(q * normed, axis=1, keepdims=True)
+    c_h *= inv[:, None]
+    if out is None:
+        return c_h.astype(np.float32)
+    c = np.zeros((states.shape[0], cfg.neurons), dtype=np.float64)
+    if unique:
+        c[:, out] = c_h
+    else:
+        for row in range(states.shape[0]):
+            np.add.at(c[row], out, c_h[row])
+    return c.astype(np.float32)
+
+
 def self_weights(ckpt: "Checkpoint") -> np.ndarray:
     """``(neurons,)`` float64: each neuron's synapse onto itself (0 where it has none)."""
     offsets = np.asarray(ckpt.w_offsets, dtype=np.int64)
@@ -212,7 +254,6 @@ def window_scores(ckpt: "Checkpoint", engine: "Engine", backward: "BackwardEngin
     x_i(t-1))``, computed as the second form while the sweep passes.
     """
     from flyviz.model.attribution import GRADIENT, record_tape
-    from flyviz.model.explain import _through_layer_norm
 
     scratch = {} if scratch is None else scratch
     ids = [int(t) for t in ids]
@@ -232,8 +273,12 @@ def window_scores(ckpt: "Checkpoint", engine: "Engine", backward: "BackwardEngin
     weights = np.exp(log_p)
     weights[rows, targets] -= 1.0
     heads = _head_cotangents(ckpt, weights, scratch)
-    seeds = {t: _through_layer_norm(ckpt, tape.x(t), heads[t], GRADIENT)[0]
-             for t in range(counted)}
+    seeds: dict[int, np.ndarray] = {}
+    for start in range(0, counted, _SEED_ROWS):
+        rows_here = range(start, min(counted, start + _SEED_ROWS))
+        block = _layer_norm_cotangents(ckpt, np.stack([tape.x(t) for t in rows_here]),
+                                       heads[start:start + len(rows_here)], scratch)
+        seeds.update(zip(rows_here, block))
 
     if "self_weight" not in scratch:
         scratch["self_weight"] = self_weights(ckpt)

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flyviz.commands._options import (KERNEL_HELP, add_cluster_options, add_dataset_option,
+from flyviz.commands._options import (add_cluster_options, add_dataset_option,
                                       add_kernel_option, check_cluster_options, kernel_from_args,
                                       load_model_from_args)
 from flyviz.errors import InputError
@@ -58,7 +58,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the groups' result, .csv or .parquet; the per-neuron table and "
                              "the Zarr array are written beside it")
     add_dataset_option(parser)
-    add_kernel_option(parser, KERNEL_HELP)
+    add_kernel_option(parser, "sparse kernel for W @ x and W^T v: auto (default: the "
+                      "FLYVIZ_KERNEL environment variable, else llvm, the compiled kernel, "
+                      "where it compiles, else scipy), scipy, or llvm; all give the same "
+                      "results. Example: --kernel scipy")
     add_cluster_options(parser, "RESULT.parts")
     parser.add_argument("--context", type=int, default=d.context, metavar="T",
                         help=f"longest window fed from the zero state, BOS included (default "

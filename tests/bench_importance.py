@@ -1,0 +1,102 @@
+"""Benchmark: estimated lesions of every neuron against the exact superclass sweep (not a test).
+
+    python tests/bench_importance.py [--tokens 2000] [--workers 0] [--types] [--out FOLDER]
+
+In one run, over the first ``--tokens`` tokens of the demo brain's held-out
+stories (the same windows and positions for both):
+
+* the exact lesion map of the 63 superclasses (``flyviz sweep --by superclass``:
+  one batched pass of 64 columns per chunk);
+* the estimate of all 49,393 single-neuron silences (``flyviz importance``:
+  one forward tape and one gradient sweep of one column per window), summed
+  per superclass (and per cell type with ``--types``);
+
+on ``--workers`` Dask processes (0: in this process, no Dask). Prints the
+seconds of each (computing, and with the cluster's start), their ratio (the
+target: the estimate of every neuron in less time than the exact sweep of the
+superclasses), and the estimate's agreement with the exact table: Spearman's
+rank correlation and the fraction of groups with the same sign. ``--types``
+adds the exact cell-type sweep (252 groups, four passes) and its agreement.
+``--out`` keeps the result files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HELDOUT = ROOT / "assets" / "demo" / "heldout.txt"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--types", action="store_true")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.importance import (ImportanceSettings, agreement, estimate_rows,
+                                            run_importance)
+    from flyviz.analysis.sweep import SweepSettings, run_sweep, sweep_groups
+    from flyviz.model.resolve import load_model
+    from flyviz.model.tokenizer import tokenizer_for
+
+    ckpt = load_model("demo")
+    corpus = build_corpus([HELDOUT], tokenizer_for(ckpt), max_tokens=args.tokens)
+    folder = args.out or Path(tempfile.mkdtemp(prefix="flyviz-bench-importance-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    result: dict = {"tokens": corpus.n_tokens, "positions": corpus.counted_tokens,
+                    "windows": corpus.n_windows, "workers": args.workers}
+    try:
+        superclasses = sweep_groups(ckpt, "superclass")
+        exact = run_sweep("demo", ckpt, corpus, superclasses, folder / "superclass.csv",
+                          SweepSettings(), by="superclass", workers=args.workers)
+        print(f"exact superclass sweep: {exact.compute_seconds:.1f} s computing "
+              f"({exact.seconds:.1f} s with the cluster's start)", file=sys.stderr)
+        estimate = run_importance("demo", ckpt, corpus, superclasses,
+                                  folder / "estimate.csv", ImportanceSettings(),
+                                  by="superclass", workers=args.workers, exact=exact.rows)
+        print(f"estimate of {ckpt.config.neurons:,} neurons: {estimate.compute_seconds:.1f} s "
+              f"computing ({estimate.seconds:.1f} s with the cluster's start)", file=sys.stderr)
+        found = agreement(exact.rows, estimate.rows)
+        print("superclasses: " + found.line(), file=sys.stderr)
+        result.update({
+            "exact_superclass_seconds": round(exact.compute_seconds, 1),
+            "estimate_seconds": round(estimate.compute_seconds, 1),
+            "estimate_over_exact": round(estimate.compute_seconds / exact.compute_seconds, 2),
+            "baseline_cross_entropy": {"exact": exact.baseline_cross_entropy,
+                                       "estimate": estimate.baseline_cross_entropy},
+            "superclass": found.to_dict(),
+            "superclass_rows": [(r.group, round(r.delta_ce, 5),
+                                 round(next(e.delta_ce for e in estimate.rows
+                                            if e.group == r.group), 5))
+                                for r in exact.rows[:10]]})
+        if args.types:
+            types = sweep_groups(ckpt, "type")
+            exact_types = run_sweep("demo", ckpt, corpus, types, folder / "type.csv",
+                                    SweepSettings(), by="type", workers=args.workers)
+            rows = estimate_rows(estimate.estimate, types, estimate.baseline_cross_entropy,
+                                 estimate.positions)
+            found = agreement(exact_types.rows, rows)
+            print(f"exact cell-type sweep: {exact_types.compute_seconds:.1f} s computing",
+                  file=sys.stderr)
+            print("cell types: " + found.line(), file=sys.stderr)
+            result.update({"exact_type_seconds": round(exact_types.compute_seconds, 1),
+                           "type": found.to_dict()})
+    finally:
+        if args.out is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -46,6 +46,8 @@ examples:
   flyviz sweep ./fly-llm-hf --by type --text wiki.jsonl --max-tokens 100000 \\
       --out types.parquet --scheduler tcp://10.0.0.5:8786
   flyviz sweep demo --by groups.txt --text story.txt --out mine.csv --resume
+  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --max-tokens 2000 \
+      --out superclass.csv --estimate     # and the first-order estimate beside it
 """
 
 
@@ -167,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
 def _estimate(args: argparse.Namespace, ckpt: Any, corpus: Any, groups: list, out: Path,
               settings: Any, dataset: str | None, exact: list, log: Any) -> int:
     """``--estimate``: the first-order estimate of the same groups, and its agreement."""
-    from flyviz.analysis.cluster import Interrupted, ProgressBar
+    from flyviz.analysis.cluster import Interrupted, ProgressBar, parts_folder
     from flyviz.analysis.importance import ImportanceSettings, agreement, run_importance
 
     estimate_out = out.with_name(f"{out.stem}.estimate{out.suffix}")
@@ -178,8 +180,11 @@ def _estimate(args: argparse.Namespace, ckpt: Any, corpus: Any, groups: list, ou
                                                 chunk_tokens=settings.chunk_tokens,
                                                 kernel=settings.kernel),
                              by=str(args.by), dataset=dataset, workers=args.workers,
-                             scheduler=args.scheduler, resume=args.resume, progress=bar,
-                             log=log, exact=exact)
+                             scheduler=args.scheduler,
+                             # The sweep may have been the part interrupted: the estimate
+                             # resumes only what it kept itself.
+                             resume=args.resume and parts_folder(estimate_out).exists(),
+                             progress=bar, log=log, exact=exact)
     except Interrupted as exc:
         bar.close()
         print(f"flyviz sweep: {exc}", file=sys.stderr)

@@ -59,6 +59,9 @@ Beside it ``RESULT.neurons.csv`` (or ``.parquet``): one row per neuron
 and ``RESULT.zarr``: an xarray Dataset with ``delta_ce_est[neuron]`` and the
 neurons' labels as coordinates (texts as integer codes, read back with
 :func:`flyviz.record.convert.open_zarr`).
+
+(A little over 700 lines: the estimate, its run and its three files are read
+together, and each part is short.)
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ The public API:
     Which group of neurons, at which position, carries what makes a clean
     prompt's answer: a (positions x groups) grid (a :class:`Patch` copies
     another run's states into this one: activation patching).
+:func:`importance`
+    Estimated lesions: every neuron's first-order cost to a text's
+    cross-entropy if it were silenced, and any grouping's sum.
 :func:`export_movie`
     A recording as MP4, WebM, GIF or PNG frames (imports vispy when called).
 :class:`Attribution`
@@ -66,7 +69,7 @@ from flyviz._version import __version__
 from flyviz.errors import FlyvizError
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
-    from flyviz.api import causal_trace, compare, export_movie, load, run, trace
+    from flyviz.api import causal_trace, compare, export_movie, importance, load, run, trace
     from flyviz.model.explain import Attribution
     from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
     from flyviz.model.patching import Patch, PatchSource
@@ -82,6 +85,7 @@ ORGANIZATION_DOMAIN = "flyviz.org"
 _LAZY = {
     "load": "flyviz.api", "run": "flyviz.api", "compare": "flyviz.api",
     "export_movie": "flyviz.api", "trace": "flyviz.api", "causal_trace": "flyviz.api",
+    "importance": "flyviz.api",
     "Model": "flyviz.record.runner", "Recording": "flyviz.record.recording",
     "Attribution": "flyviz.model.explain",
     "Silence": "flyviz.model.interventions", "Clamp": "flyviz.model.interventions",
@@ -92,7 +96,7 @@ _LAZY = {
 
 __all__ = ["Attribution", "Clamp", "Cut", "FlyvizError", "Model", "Patch", "PatchSource",
            "Recording", "Scale", "Silence", "Stimulate", "__version__", "causal_trace", "compare",
-           "errors", "export_movie", "load", "run", "trace"]
+           "errors", "export_movie", "importance", "load", "run", "trace"]
 
 
 def __getattr__(name: str) -> _typing.Any:

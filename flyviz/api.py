@@ -20,20 +20,21 @@ offscreen renderer (vispy) when it is called.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flyviz.errors import InputError, RecordingError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.analysis.importance import ImportanceRun
     from flyviz.model.checkpoint import Checkpoint
     from flyviz.model.explain import Attribution
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
     from flyviz.viewer.state import ViewerState
 
-__all__ = ["causal_trace", "compare", "export_movie", "load", "run", "trace"]
+__all__ = ["causal_trace", "compare", "export_movie", "importance", "load", "run", "trace"]
 
 
 def load(spec: str | Path, dataset: str | Path | None = None, *,
@@ -259,6 +260,86 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
     try:
         return trace_run(runner, prompt_or_recording, position=position, target=target,
                          versus=versus, window=window, mode=mode, interventions=interventions)
+    finally:
+        if owned:
+            runner.close()
+
+
+def importance(model: "Model | Checkpoint | str | Path",
+               text: "str | Path | Sequence[str | Path]",
+               by: "str | Path | dict[str, str] | None" = "superclass", *,
+               max_tokens: int | None = None, context: int = 512,
+               out: str | Path | None = None, workers: int = 0, scheduler: str | None = None,
+               resume: bool = False) -> "ImportanceRun":
+    """Estimated lesions: what silencing each neuron would cost a text, to first order.
+
+    For every neuron ``i``, ``ΔCE_est(i) = sum_t (0 - x_i(t)) dCE/dx_i(t)``
+    (nats/token): the rise of the text's mean next-token cross-entropy if the
+    neuron's state were 0 after every step, from one teacher-forced forward
+    pass and one backward sweep (the true gradient) per window. A group's
+    estimate is the sum over its neurons. The text is read as ``flyviz sweep``
+    reads it, so the estimate can be set beside the exact lesion map
+    (``flyviz sweep --estimate`` measures how well it ranks the groups).
+
+    Parameters
+    ----------
+    model
+        What :func:`load` returned (its engines are reused in this process),
+        a checkpoint or a spec such as ``"demo"``.
+    text
+        The text itself (a ``str``), or a :class:`pathlib.Path` (or a list of
+        paths) of text, JSON Lines or Parquet files or folders.
+    by
+        Groups to sum over: ``"superclass"``, ``"type"``, ``"side"``, a groups
+        file (``NAME: QUERY`` lines), a ``{name: query}`` dict, or ``None``.
+    max_tokens, context
+        Read at most this many tokens; the longest window (BOS included).
+    out
+        Also write the lesion-map file (``.csv``/``.parquet``), the per-neuron
+        table and the Zarr array (see :mod:`flyviz.analysis.importance`).
+    workers, scheduler, resume
+        ``workers=0`` (default) runs here; ``N`` local Dask processes or a
+        scheduler address need ``model`` to be loadable from its spec.
+
+    Returns
+    -------
+    ImportanceRun
+        ``.estimate`` (one float64 per neuron), ``.rows`` (the groups, largest
+        first), ``.baseline_cross_entropy``, ``.positions``, ``.paths``.
+
+    Examples
+    --------
+    >>> est = flyviz.importance(model, "Once upon a time, there was a girl.")   # doctest: +SKIP
+    >>> est.rows[0].group, est.estimate.argmax()                                # doctest: +SKIP
+    """
+    import tempfile
+
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.importance import ImportanceSettings, importance_groups, run_importance
+    from flyviz.record.runner import as_model
+
+    settings = ImportanceSettings(context=int(context)).validate()
+    runner, owned = as_model(model)
+    try:
+        ckpt = runner.checkpoint
+        groups = importance_groups(ckpt, by)
+        with tempfile.TemporaryDirectory(prefix="flyviz-importance-") as folder:
+            if isinstance(text, str):
+                if not text.strip():
+                    raise InputError("the text is empty; give some text or a file's Path")
+                paths: list[str | Path] = [Path(folder) / "text.txt"]
+                Path(paths[0]).write_text(text, encoding="utf-8")
+            elif isinstance(text, Path):
+                paths = [text]
+            else:
+                paths = list(text)
+            corpus = build_corpus(paths, runner.tokenizer, context=settings.context,
+                                  max_tokens=max_tokens, bos_token_id=ckpt.config.bos_token_id)
+        in_process = workers == 0 and scheduler is None
+        return run_importance(None if in_process else runner.spec, ckpt, corpus, groups, out,
+                              settings, by="" if isinstance(by, dict) or by is None else str(by),
+                              workers=workers, scheduler=scheduler, resume=resume,
+                              engines=(runner.engine, runner.backward) if in_process else None)
     finally:
         if owned:
             runner.close()

@@ -35,6 +35,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
     ("patch", "flyviz.commands.patch", "causal trace: where and when a prompt keeps its answer"),
+    ("importance", "flyviz.commands.importance",
+     "estimated lesions: every neuron's first-order cost to a text (on Dask)"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )
@@ -66,6 +68,7 @@ examples:
   flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out lesions.csv
   flyviz patch demo --clean "... girl named Lily." --corrupt "... boy named Tom." \\
       --answer " She" --versus " He" --by superclass --out trace.csv --figure trace.png
+  flyviz importance demo --text assets/demo/heldout.txt --out estimate.csv
 
 Run 'flyviz COMMAND --help' for the options of one command.
 """

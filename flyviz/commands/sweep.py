@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from flyviz.commands._options import (BATCH_KERNEL_HELP, add_cluster_options,
                                       add_dataset_option, add_kernel_option,
@@ -45,6 +46,8 @@ examples:
   flyviz sweep ./fly-llm-hf --by type --text wiki.jsonl --max-tokens 100000 \\
       --out types.parquet --scheduler tcp://10.0.0.5:8786
   flyviz sweep demo --by groups.txt --text story.txt --out mine.csv --resume
+  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --max-tokens 2000 \
+      --out superclass.csv --estimate     # and the first-order estimate beside it
 """
 
 
@@ -87,6 +90,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              f"{d.chunk_tokens:,}; cut finer when there are few groups)")
     parser.add_argument("--show", type=int, default=30, metavar="N",
                         help="rows of the sorted table to print (default 30; 0 prints all)")
+    parser.add_argument("--estimate", action="store_true",
+                        help="also estimate every neuron's silencing to first order over the "
+                             "same text (as 'flyviz importance'; written beside RESULT as "
+                             "RESULT.estimate.EXT, .estimate.neurons.EXT and .estimate.zarr) "
+                             "and print the Spearman rank correlation and the sign agreement "
+                             "of the estimate with the exact table (silence only)")
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -118,6 +127,13 @@ def run(args: argparse.Namespace) -> int:
     check_output(out)
     check_parts(out, args.resume)
     corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
+    if args.estimate:
+        from flyviz.analysis.importance import _require_xarray
+
+        if settings.mode != "silence":
+            raise InputError(f"--estimate estimates silencing; it cannot be compared with "
+                             f"--mode {settings.mode}")
+        _require_xarray()
 
     def log(line: str) -> None:
         print(f"flyviz sweep: {line}", file=sys.stderr, flush=True)
@@ -148,4 +164,44 @@ def run(args: argparse.Namespace) -> int:
     print(f"written to {result.path}: {len(result.rows):,} groups in {result.passes:,} pass(es), "
           f"{result.seconds:.1f} s ({result.group_tokens_per_second:,.0f} group-tokens/s, "
           f"{result.workers} worker(s){resumed})")
+    if args.estimate:
+        return _estimate(args, ckpt, corpus, groups, out, settings, dataset, result.rows, log)
+    return 0
+
+
+def _estimate(args: argparse.Namespace, ckpt: Any, corpus: Any, groups: list, out: Path,
+              settings: Any, dataset: str | None, exact: list, log: Any) -> int:
+    """``--estimate``: the first-order estimate of the same groups, and its agreement."""
+    from flyviz.analysis.cluster import Interrupted, ProgressBar, parts_folder
+    from flyviz.analysis.importance import ImportanceSettings, agreement, run_importance
+
+    estimate_out = out.with_name(f"{out.stem}.estimate{out.suffix}")
+    bar = ProgressBar(corpus.n_tokens, label="tokens")
+    try:
+        run = run_importance(_worker_spec(args.spec), ckpt, corpus, groups, estimate_out,
+                             ImportanceSettings(context=settings.context,
+                                                chunk_tokens=settings.chunk_tokens,
+                                                kernel=settings.kernel),
+                             by=str(args.by), dataset=dataset, workers=args.workers,
+                             scheduler=args.scheduler,
+                             # The sweep may have been the part interrupted: the estimate
+                             # resumes only what it kept itself.
+                             resume=args.resume and parts_folder(estimate_out).exists(),
+                             progress=bar, log=log, exact=exact)
+    except Interrupted as exc:
+        bar.close()
+        print(f"flyviz sweep: {exc}", file=sys.stderr)
+        return 130
+    bar.close()
+    found = agreement(exact, run.rows)
+    by_name = {r.group: r.delta_ce for r in run.rows}
+    shown = exact if not args.show else exact[:args.show]
+    width = min(32, max([5] + [len(r.group) for r in shown]))
+    print(f"\nestimated (first order, {run.seconds:.1f} s) beside exact, nats/token:")
+    print(f"{'rank':>5}  {'group':<{width}}  {'exact dCE':>10}  {'estimate':>10}")
+    for r in shown:
+        name = r.group if len(r.group) <= width else r.group[:width - 1] + "~"
+        print(f"{r.rank:>5}  {name:<{width}}  {r.delta_ce:>10.4f}  {by_name[r.group]:>10.4f}")
+    print(found.line())
+    print(f"estimate written to {', '.join(str(p) for p in run.paths.values())}")
     return 0

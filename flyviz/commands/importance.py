@@ -76,8 +76,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, estimate, write and print."""
-    from flyviz.analysis.cluster import Interrupted, ProgressBar
-    from flyviz.analysis.corpus import build_corpus
+    from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
+    from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.importance import (ImportanceSettings, _require_xarray,
                                             run_importance)
     from flyviz.analysis.sweep import check_by, check_output, format_table, sweep_groups
@@ -89,10 +89,13 @@ def run(args: argparse.Namespace) -> int:
     settings = ImportanceSettings(context=args.context, chunk_tokens=args.chunk_tokens,
                                   kernel=kernel_from_args(args)).validate()
     check_by(args.by)
+    require_dask("flyviz importance", args.workers, args.scheduler)  # before any work
+    check_cluster_options(args)
     out = args.out.expanduser()
     check_output(out)
     _require_xarray()
-    check_cluster_options(args)
+    check_parts(out, args.resume)
+    corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
 
     def log(line: str) -> None:
         print(f"flyviz importance: {line}", file=sys.stderr, flush=True)

@@ -159,3 +159,27 @@ def test_bad_gl_is_one_line_before_the_model_loads(model_dir, tmp_path, capsys, 
                "--out", str(tmp_path / "x.mp4")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "FLYVIZ_OFFSCREEN_GL='vulkan'" in err and len(err.splitlines()) == 1
+
+
+def test_outline_and_meshes_are_drawn_behind_the_movies_neurons(model_dir, tmp_path, capsys):
+    def frames(*extra):
+        out = tmp_path / f"frames{len(list(tmp_path.iterdir()))}"
+        rc = main(["export", str(model_dir), "--prompt", "a dog", "--max-new-tokens", "1",
+                   "--out", str(out), "--size", "160x120", "--frames-per-token", "1",
+                   "--hold", "0", "--no-overlays", "--seed", "0", *extra])
+        assert rc == 0, capsys.readouterr().err
+        return [iio.imread(p).astype(int).sum(axis=2) for p in sorted(out.glob("frame_*.png"))]
+
+    bare, shelled = frames()[-1], frames("--outline")[-1]
+    lighter = shelled - bare > 6
+    assert lighter[45:75, 60:100].mean() > 0.5          # a shell around the brain's centre
+    assert not lighter[:8, :8].any() and not lighter[-8:, -8:].any()
+    # A mesh file that cannot be read is one line, before the model runs or anything is written.
+    broken = tmp_path / "broken.ply"
+    broken.write_bytes(b"ply\nformat ascii 1.0\nelement vertex 3\nend_header\n1 2\n")
+    capsys.readouterr()
+    rc = main(["export", str(model_dir), "--prompt", "a dog", "--out", str(tmp_path / "m.mp4"),
+               "--mesh", str(broken)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "broken.ply" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "m.mp4").exists()

@@ -382,7 +382,8 @@ class ExportRunner(QObject):
 
     def __init__(self, recording: Recording, anatomy: Anatomy, out: Path, options: ExportOptions,
                  model_name: str, parent: QObject | None = None, *, style: Any = None,
-                 camera: Any = None, overlay_contents: Any = None) -> None:
+                 camera: Any = None, overlay_contents: Any = None, meshes: Any = (),
+                 mesh_opacity: float = 0.12) -> None:
         super().__init__(parent)
         options = options.validate()
         start, stop = options.token_range(len(recording))
@@ -391,7 +392,8 @@ class ExportRunner(QObject):
         import vispy.app
 
         self._renderer = make_renderer(recording, anatomy, options, model_name, style=style,
-                                       camera=camera, app=vispy.app.use_app())
+                                       camera=camera, app=vispy.app.use_app(), meshes=meshes,
+                                       mesh_opacity=mesh_opacity)
         self._proxy = _GuiThreadRenderer(self._renderer)
         self._cancel = threading.Event()
         self._thread = QThread()
@@ -426,12 +428,13 @@ class ExportRunner(QObject):
 
 def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, out: Path,
                options: ExportOptions, model_name: str, *, style: CloudStyle | None = None,
-               camera: CameraPose | None = None,
-               overlays: Any = None) -> tuple[Path | None, BaseException | None]:
+               camera: CameraPose | None = None, overlays: Any = None,
+               meshes: Any = (), mesh_opacity: float = 0.12
+               ) -> tuple[Path | None, BaseException | None]:
     """Export with a cancellable progress dialog; return ``(path, error)`` when finished.
 
     ``style`` and ``camera`` replace the options' colours, point size, glow
-    and view (see :class:`ExportRunner`). ``overlays(start, stop)`` gives what
+    and view (see :class:`ExportRunner`); ``meshes`` are drawn behind the neurons. ``overlays(start, stop)`` gives what
     the overlays say at each exported token (default: the recording's own text;
     a comparison gives both texts).
     """
@@ -439,7 +442,8 @@ def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, o
     if overlays is not None and options.overlays:
         contents = list(overlays(*options.validate().token_range(len(recording))))
     runner = ExportRunner(recording, anatomy, out, options, model_name, style=style,
-                          camera=camera, overlay_contents=contents)
+                          camera=camera, overlay_contents=contents, meshes=meshes,
+                          mesh_opacity=mesh_opacity)
     dialog = QProgressDialog(f"Exporting {out.name}…", "Cancel", 0, runner.total, parent)
     dialog.setWindowTitle("Export movie")
     dialog.setWindowModality(Qt.WindowModality.ApplicationModal)
@@ -467,7 +471,8 @@ def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, o
 def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Anatomy | None,
                       model_name: str, *, style: CloudStyle | None = None,
                       camera: CameraPose | None = None, overlays: Any = None,
-                      tell: Callable[..., None] | None = None) -> Path | None:
+                      tell: Callable[..., None] | None = None,
+                      meshes: Any = (), mesh_opacity: float = 0.12) -> Path | None:
     """Ask for settings, export, and tell the user how it went; return the written path.
 
     The form starts from ``style`` and ``camera``, the window's display
@@ -492,7 +497,7 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
     try:
         path, error = run_export(parent, recording, anatomy, dialog.output_path(), dialog.options(),
                                  model_name, style=dialog.cloud_style(), camera=dialog.camera(),
-                                 overlays=overlays)
+                                 overlays=overlays, meshes=meshes, mesh_opacity=mesh_opacity)
     except FlyvizError as exc:
         path, error = None, exc
     except Exception as exc:  # noqa: BLE001 - the app never crashes on an export

@@ -199,7 +199,7 @@ class FileController:
             window, recording, state.anatomy, state.model_name, style=state.style(),
             camera=state.camera,
             tell=lambda text, error=False: window.show_message(text, error=error, dialog=error),
-            **extra)
+            meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity, **extra)
 
     def screenshot_dialog(self) -> None:
         """Alt+S: choose what and how large, then where."""

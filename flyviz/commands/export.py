@@ -92,6 +92,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     movie.add_argument("--gl", choices=("auto",) + BACKENDS, default="auto", help=GL_HELP)
     movie.add_argument("--no-overlays", action="store_true",
                        help="draw only the brain (no text, bars or colourbar)")
+    movie.add_argument("--outline", action="store_true",
+                       help="draw the brain's outline, computed from the somas, behind the "
+                            "neurons")
+    movie.add_argument("--mesh", action="append", type=Path, metavar="FILE",
+                       help="a mesh (.obj, .ply, .stl: a brain outline or neuropils) drawn "
+                            "behind the neurons; repeatable; needs flyviz[meshes]")
+    movie.add_argument("--mesh-scale", type=float, default=1.0, metavar="S",
+                       help="multiply --mesh coordinates by S to get micrometres (e.g. 0.008 "
+                            "for 8 nm voxels; default 1)")
     parser.add_argument("--bench", action="store_true",
                         help="also print render and encode speed and memory use")
     add_intervention_options(parser)
@@ -167,6 +176,25 @@ def anatomy_for(model: Any) -> Any:
     return model.drawing_anatomy()
 
 
+def check_meshes(args: argparse.Namespace) -> None:
+    """Mesh files that cannot be read fail in one line before the model runs."""
+    from flyviz.analysis.outline import load_mesh
+
+    args.loaded_meshes = [load_mesh(path, scale=args.mesh_scale) for path in args.mesh or ()]
+
+
+def movie_meshes(args: argparse.Namespace, anatomy: Any) -> list[Any]:
+    """The brain's outline (``--outline``) and the ``--mesh`` files, drawn behind the neurons."""
+    meshes = []
+    if args.outline:
+        from flyviz.analysis.outline import soma_outline
+
+        if anatomy.n_valid < 10:
+            raise InputError("--outline needs the neurons' soma positions; this model has none")
+        meshes.append(soma_outline(anatomy.positions_um()[anatomy.valid]))
+    return meshes + list(getattr(args, "loaded_meshes", []))
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the options, get a recording (run the model or load one) and export it."""
     from flyviz.errors import RecordingError
@@ -183,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
                             overlays=not args.no_overlays, view=args.view, scale=args.color_scale,
                             hold_seconds=args.hold, speed=args.speed).validate()
     options.crf(movie_format(args.out))  # a bad --quality fails before any work
+    check_meshes(args)
     t0 = time.perf_counter()
     if args.recording is not None:
         from flyviz.record.recording import Recording
@@ -242,13 +271,15 @@ def run(args: argparse.Namespace) -> int:
 
     from flyviz.render.offscreen import offscreen_app
 
+    meshes = movie_meshes(args, anatomy)
     _, backend = offscreen_app(backend=args.gl)
     progress = ProgressLine(f"exporting {Path(args.out).name}")
     rss = _Memory() if args.bench else None
     previous = _exit_on_sigterm()
     try:
         out = export_recording(recording, anatomy, args.out, options,
-                               progress=rss.wrap(progress) if rss else progress, gl=args.gl)
+                               progress=rss.wrap(progress) if rss else progress, gl=args.gl,
+                               meshes=meshes)
     finally:
         progress.end_line()
         if previous is not None:

@@ -20,7 +20,7 @@ its recording (a frozen snapshot), colours, display settings and camera.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,8 @@ def model_name_of(recording: Recording, fallback: str = "") -> str:
 def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions,
                   model_name: str, *, style: Any = None, camera: Any = None,
                   app: Any = None, gl: str | None = None, emphasis: Any = None,
-                  selected: int | None = None) -> Any:
+                  selected: int | None = None, meshes: Sequence[Any] = (),
+                  mesh_opacity: float = 0.12) -> Any:
     """The :class:`~flyviz.render.offscreen.FrameRenderer` an export of ``recording`` uses.
 
     It renders with ``app`` (a vispy application), else with the offscreen
@@ -75,7 +76,8 @@ def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions
     Its colour range is fixed for the whole movie: the layer's fixed or given
     range, or its automatic policy over up to 48 frames of the exported range;
     its automatic brightness gain comes from 16 of them. ``emphasis`` and
-    ``selected``: a highlight mask and a ringed neuron, as the window shows them.
+    ``selected``: a highlight mask and a ringed neuron, as the window shows them;
+    ``meshes``: the brain's outline or mesh files drawn behind the neurons.
     """
     from flyviz.render.offscreen import FrameRenderer, offscreen_app
 
@@ -89,7 +91,8 @@ def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions
                          view=options.view, camera=camera, orbit=options.orbit != 0.0,
                          overlays=options.overlays, model_name=model_name,
                          activity_sample=layer.sample(recording, start, stop, 16), app=app,
-                         emphasis=emphasis, selected=selected)
+                         emphasis=emphasis, selected=selected, meshes=meshes,
+                         mesh_opacity=mesh_opacity)
 
 
 def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: str | Path,
@@ -97,7 +100,7 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
                      cancelled: Callable[[], bool] | None = None, *, model_name: str | None = None,
                      renderer: Any = None, style: Any = None, camera: Any = None,
                      overlay_contents: Iterable[Any] | None = None,
-                     gl: str | None = None) -> Path:
+                     gl: str | None = None, meshes: Sequence[Any] = ()) -> Path:
     """Render frames ``options.start:options.stop`` of ``recording`` into a movie.
 
     Parameters
@@ -143,6 +146,9 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
         ``"osmesa"``, or ``None``/``"auto"`` (``FLYVIZ_OFFSCREEN_GL``, else the
         first that works; see :func:`~flyviz.render.gl_backend.offscreen_app`).
         Ignored with ``renderer``.
+    meshes
+        Drawn behind the neurons (:mod:`flyviz.analysis.outline`: the brain's
+        outline, mesh files). Ignored with ``renderer``.
 
     Returns
     -------
@@ -189,7 +195,7 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
     own_renderer = renderer is None
     if own_renderer:
         renderer = make_renderer(recording, anatomy, options, name, style=style, camera=camera,
-                                 gl=gl)
+                                 gl=gl, meshes=meshes)
     target: AtomicTarget | None = None
     encoder: FrameEncoder | None = None
     try:
@@ -272,7 +278,8 @@ def export_state(state: Any, out_path: str | Path, options: ExportOptions | None
         # The state's highlight and selection are part of the picture, as in the window.
         renderer = make_renderer(recording, state.anatomy, options, name, style=style,
                                  camera=state.camera, gl=gl, emphasis=state.highlight,
-                                 selected=state.selected)
+                                 selected=state.selected, meshes=state.shown_meshes(),
+                                 mesh_opacity=state.mesh.mesh_opacity)
     try:
         return export_recording(recording, state.anatomy, out_path, options, progress,
                                 cancelled, model_name=name, renderer=renderer, style=style,

@@ -118,3 +118,13 @@ def test_an_outline_needs_somas_and_meshes_need_triangles():
         Mesh(np.zeros((3, 3), np.float32), np.array([[0, 1, 5]], np.int32), "bad")
     with pytest.raises(InputError, match="non-finite"):
         Mesh(np.full((3, 3), np.nan, np.float32), np.array([[0, 1, 2]], np.int32), "nan")
+
+
+def test_the_app_refuses_an_unreadable_mesh_before_any_window(tmp_path, capsys):
+    from flyviz import cli
+
+    broken = tmp_path / "neuropil.obj"
+    broken.write_text("v 0 0\nf 1 2 9\n")
+    code = cli.main(["gui", "--mesh", str(broken)])
+    err = capsys.readouterr().err
+    assert code == 2 and "neuropil.obj" in err and len(err.strip().splitlines()) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -60,6 +61,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="open this neuron atlas (made with 'flyviz atlas' for the same "
                              "model) once the model is loaded, e.g. --atlas stories.atlas; "
                              "the demo brain opens its own")
+    parser.add_argument("--mesh", metavar="FILE", action="append", type=Path,
+                        help="draw a mesh (.obj, .ply, .stl: a brain outline or neuropils, in "
+                             "the model's micrometres) behind the neurons; repeatable; needs "
+                             "flyviz[meshes]")
+    parser.add_argument("--outline", action="store_true",
+                        help="start with the brain's outline (View → Brain outline, O) shown")
     parser.add_argument("--lesion-map", metavar="PATH",
                         help="open this lesion map (a .csv or .parquet made with 'flyviz sweep' "
                              "for the same model) once the model is loaded, colour the brain "
@@ -109,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
         from flyviz.app.lesion_panel import check_lesion_map
 
         check_lesion_map(args.lesion_map)
+    meshes = []
+    if args.mesh:
+        # A mesh that cannot be read is one line and exit status 2, before any window opens.
+        from flyviz.analysis.outline import load_mesh
+
+        meshes = [load_mesh(path) for path in args.mesh]
     if args.dataset is not None and not args.dataset.is_dir():
         raise InputError(f"--dataset {args.dataset} is not a folder")
     from PySide6.QtCore import QCoreApplication, Qt
@@ -141,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
     install_excepthook(window)
     if args.size is not None:
         window.resize(*args.size)
+    for mesh in meshes:
+        window.state.add_mesh_object(mesh)
+    if args.outline:
+        window.state.mesh.outline_shown = True
     opens: list[Callable[[], object]] = []
     if args.recording:
         opens.append(partial(window.open_recording, args.recording))

@@ -173,7 +173,10 @@ class ViewerState:
         """
         from flyviz.analysis.outline import load_mesh
 
-        mesh = load_mesh(path, scale=scale, offset=offset)
+        return self.add_mesh_object(load_mesh(path, scale=scale, offset=offset))
+
+    def add_mesh_object(self, mesh: Any) -> Any:
+        """Show a :class:`~flyviz.analysis.outline.Mesh` already read (or made) behind the cloud."""
         self._mesh_files.append(mesh)
         self.mesh.mesh_shown = True
         self.events.meshes.emit()

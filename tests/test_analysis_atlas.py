@@ -380,3 +380,33 @@ def test_compiled_and_numpy_statistics_give_the_same_partial():
     for name in partials[0]:
         np.testing.assert_array_equal(partials[0][name], partials[1][name], err_msg=name)
     assert partials[0]["histogram"][:5, HIST_BINS - 1].min() >= 1  # x = 1.0 counted in bin 49
+
+
+def test_a_worker_with_other_weights_is_refused(world):
+    from dataclasses import asdict
+
+    chunk = world["corpus"].chunks(SETTINGS.chunk_tokens)[0]
+    with pytest.raises(InputError, match="another model"):
+        atlas_module.atlas_chunk(world["spec"], None, "0" * 64, asdict(SETTINGS), chunk)
+
+
+def test_atlas_joins_a_model_to_its_dataset(world, tmp_path, tokenizer_path, capsys):
+    """fly-wordbrain weights need the connectome dataset: --dataset gives it, as elsewhere."""
+    from flyviz.model.checkpoint import validate_checkpoint
+    from flyviz.model.synthetic import make_random_checkpoint
+    from flyviz.model.writers import write_connectome_dataset, write_wordbrain
+
+    ckpt = validate_checkpoint(make_random_checkpoint(
+        neurons=211, edges=3001, d_embed=16, vocabulary=FlyTokenizer(tokenizer_path).vocab_size,
+        readout_rank=7, seed=9, tokenizer_path=tokenizer_path, name="wordbrain-small"))
+    write_wordbrain(ckpt, tmp_path / "model", tokenizer_path=tokenizer_path)
+    dataset = tmp_path / "elsewhere" / "graph"        # not where the loader looks by itself
+    write_connectome_dataset(ckpt, dataset)
+    argv = ["atlas", str(tmp_path / "model"), "--corpus", str(world["text"]), "--workers", "0",
+            "--context", "24", "--batch", "5", "--max-tokens", "400"]
+    code = cli.main(argv + ["--out", str(tmp_path / "without.atlas")])
+    assert code == 2 and "dataset" in capsys.readouterr().err
+    code = cli.main(argv + ["--out", str(tmp_path / "with.atlas"), "--dataset", str(dataset)])
+    assert code == 0, capsys.readouterr().err
+    atlas = Atlas(tmp_path / "with.atlas")
+    atlas.check_model(load_model(str(tmp_path / "model"), dataset_dir=dataset))

@@ -434,9 +434,16 @@ def merge_partials(a: cluster.Partial, b: cluster.Partial) -> cluster.Partial:
     return out
 
 
-def atlas_chunk(spec: str, settings: dict[str, Any], chunk: CorpusChunk) -> cluster.Partial:
-    """The partial statistics of one chunk (runs on a worker; the model comes from ``spec``)."""
-    ckpt = cluster.worker_model(spec)
+def atlas_chunk(spec: str, dataset: str | None, weights_sha256: str, settings: dict[str, Any],
+                chunk: CorpusChunk) -> cluster.Partial:
+    """The partial statistics of one chunk (runs on a worker): the model comes from ``spec``
+    (joined to ``dataset``, loaded once per process) and must have the client's weights."""
+    from flyviz.model.identity import weights_digest
+
+    ckpt = cluster.worker_model(spec, dataset)
+    if weights_digest(ckpt) != weights_sha256:
+        raise InputError(f"a worker loaded another model from {spec!r} (its weights differ "
+                         "from the client's); give every worker the same model files")
     return chunk_statistics(ckpt, AtlasSettings(**settings), chunk)
 
 
@@ -654,14 +661,14 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
                 settings: AtlasSettings = AtlasSettings(), *, workers: int | None = None,
                 scheduler: str | None = None, resume: bool = False,
                 progress: cluster.ProgressBar | None = None, compact: bool = False,
-                log=None) -> AtlasRun:
+                log=None, dataset: str | Path | None = None) -> AtlasRun:
     """Compute an atlas of ``ckpt`` (loaded from ``spec``) over ``corpus`` and write it to ``out``.
 
     Parameters
     ----------
     spec
         How workers load the model (a path or ``"demo"``): every worker loads it
-        itself, once.
+        itself, once, and refuses to work if its weights are not ``ckpt``'s.
     ckpt
         The same model, loaded here (identity, readout, tokenizer).
     corpus
@@ -672,6 +679,8 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
         See :class:`AtlasSettings`.
     workers, scheduler, resume, progress
         See :func:`flyviz.analysis.cluster.run_tree`.
+    dataset
+        The connectome dataset folder workers join ``spec`` to (``--dataset``).
     compact
         Store no quantile samples (the settings should then ask for none).
     log
@@ -689,7 +698,9 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
     if log is not None:
         log(f"{corpus.n_tokens:,} tokens in {corpus.n_windows:,} windows of "
             f"{corpus.n_documents:,} documents; {len(chunks)} chunks")
-    result = cluster.run_tree(atlas_chunk, (spec, asdict(settings)), chunks, merge_partials,
+    task_args = (spec, None if dataset is None else str(dataset), identity["weights_sha256"],
+                 asdict(settings))
+    result = cluster.run_tree(atlas_chunk, task_args, chunks, merge_partials,
                               workers=workers, scheduler=scheduler, store=store, resume=resume,
                               progress=progress, log=log)
     write_atlas(out, result.partial, ckpt, corpus, settings, identity, compact=compact)

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flyviz.commands._options import add_cluster_options, check_cluster_options
+from flyviz.commands._options import add_cluster_options, add_dataset_option, check_cluster_options
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", nargs="+", required=True, metavar="PATH", type=Path,
                         help="text files (documents separated by blank lines), JSON Lines with "
                              "a 'text' field, Parquet with a 'text' column, or folders of them")
+    add_dataset_option(parser)
     parser.add_argument("--out", required=True, type=Path, metavar="ATLAS",
                         help="the atlas to write (a Zarr folder, e.g. stories.atlas)")
     parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.atlas import AtlasSettings, build_atlas, check_output
     from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
     from flyviz.analysis.corpus import build_corpus, corpus_files
+    from flyviz.commands.sweep import _worker_spec
     from flyviz.model.resolve import load_model
     from flyviz.model.tokenizer import tokenizer_for
 
@@ -78,14 +80,16 @@ def run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(f"flyviz atlas: {line}", file=sys.stderr, flush=True)
 
-    ckpt = load_model(args.spec)
+    ckpt = load_model(args.spec, dataset_dir=args.dataset)
     corpus = build_corpus(args.corpus, tokenizer_for(ckpt), context=settings.context,
                           max_tokens=args.max_tokens, bos_token_id=ckpt.config.bos_token_id)
     bar = ProgressBar(corpus.n_tokens)
     try:
-        result = build_atlas(args.spec, ckpt, corpus, args.out, settings, workers=args.workers,
-                             scheduler=args.scheduler, resume=args.resume, progress=bar,
-                             compact=args.compact, log=log)
+        result = build_atlas(_worker_spec(args.spec), ckpt, corpus, args.out, settings,
+                             workers=args.workers, scheduler=args.scheduler, resume=args.resume,
+                             progress=bar, compact=args.compact, log=log,
+                             dataset=None if args.dataset is None
+                             else args.dataset.expanduser().resolve())
     except Interrupted as exc:
         bar.close()
         print(f"flyviz atlas: {exc}", file=sys.stderr)

@@ -35,8 +35,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("neuron", "flyviz.commands.neuron", "print one neuron's atlas card"),
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
     ("patch", "flyviz.commands.patch", "causal trace: where and when a prompt keeps its answer"),
-    ("importance", "flyviz.commands.importance",
-     "estimated lesions: every neuron's first-order cost to a text (on Dask)"),
+    ("importance", "flyviz.commands.importance", "estimated lesions: every neuron's cost to a text"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )

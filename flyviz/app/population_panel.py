@@ -1,0 +1,611 @@
+"""The population docks: the whole brain as a sorted raster, and cell types over time.
+
+Two docks that make 49,393 neurons legible as a population (issue 19, parts 1-2),
+drawn from the Qt-free computations in :mod:`flyviz.analysis.population`:
+
+* **Whole brain** (:class:`WholeBrainRaster`): every neuron x every token of the
+  shown run as one ``ImageItem``, the ordered neurons pooled into as many rows as
+  the plot has pixels (:class:`~flyviz.analysis.population.RasterPooler`, the
+  value of largest magnitude, so a single neuron that fires is not averaged
+  away). Rows by anatomy (superclass bands named on the left axis), by
+  similarity (sorted off the UI thread) or by the colour layer's importance;
+  a comparison shows the intervened run, the untouched one or Δx. Hover names
+  the neuron and token; a click selects both. A new frame pools only its own
+  column (:meth:`~flyviz.analysis.population.RasterPooler.pool_one`).
+* **Cell types** (:class:`CellTypePanel`): each cell type's (or superclass's)
+  mean activation, mean |x| or mean Δx per token, rows in similarity order
+  with a strip coloured by superclass; a click on a row lights that group's
+  neurons in the brain (highlight source :data:`CELL_TYPE_HIGHLIGHT`).
+
+Both follow the viewer state's events (recording, appended frames, shown
+token) and coalesce them into at most :data:`REFRESH_HZ` redraws a second.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, QPointF, Qt, QTimer, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from flyviz.analysis.population import (RasterPooler, RowOrder, anatomy_order,
+                                        group_time_courses, importance_order, similarity_order)
+from flyviz.app import theme
+from flyviz.record.recording import Recording
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.app.host import WindowHost
+    from flyviz.viewer.state import ViewerState
+
+__all__ = ["CELL_TYPE_HIGHLIGHT", "CellTypePanel", "PopulationFeature", "REFRESH_HZ",
+           "WholeBrainRaster", "install", "shown_states"]
+
+#: Most redraws per second of the population docks (a run streams faster than that).
+REFRESH_HZ = 4
+
+#: The highlight source a clicked cell-type row sets.
+CELL_TYPE_HIGHLIGHT = "cell type"
+
+#: What a comparison's raster shows: the intervened run, the untouched one, or their difference.
+COMPARE_VIEWS = (("intervened", "Intervened"), ("untouched", "Untouched"), ("delta", "Δx"))
+
+
+def _signed_lut() -> np.ndarray:
+    from flyviz.render.colormaps import lut
+
+    table = lut("signed")
+    return (np.clip(table[:, :3] * table[:, 3:4], 0, 1) * 255).astype(np.uint8)
+
+
+def shown_states(recording: Recording, view: str, start: int = 0,
+                 stop: int | None = None) -> np.ndarray:
+    """The ``(T, N)`` states a population view draws for frames ``start:stop``.
+
+    ``view`` is ``"intervened"`` (the recording itself), ``"untouched"`` (a
+    comparison's baseline) or ``"delta"`` (recording - baseline); without a
+    baseline every view is the recording. Frames the baseline does not have
+    yet are cut off.
+    """
+    baseline = recording.baseline
+    stop = len(recording) if stop is None else min(stop, len(recording))
+    if baseline is None or view == "intervened":
+        return recording.states(start=start, stop=stop)
+    stop = min(stop, len(baseline))
+    if view == "untouched":
+        return baseline.states(start=start, stop=stop)
+    return recording.states(start=start, stop=stop) - baseline.states(start=start, stop=stop)
+
+
+def _drawn_length(recording: Recording, view: str) -> int:
+    if recording.baseline is None or view == "intervened":
+        return len(recording)
+    return min(len(recording), len(recording.baseline))
+
+
+class _Coalescer(QObject):
+    """Runs ``refresh()`` soon after :meth:`poke`, at most ``hz`` times a second."""
+
+    def __init__(self, refresh: Any, hz: float, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._refresh = refresh
+        self._period = 1.0 / hz
+        self._last = 0.0
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.timeout.connect(self._fire)
+
+    def poke(self) -> None:
+        if not self.timer.isActive():
+            wait = max(0.0, self._period - (time.perf_counter() - self._last))
+            self.timer.start(int(wait * 1000))
+
+    def _fire(self) -> None:
+        self._last = time.perf_counter()
+        self._refresh()
+
+
+def _plot() -> pg.PlotWidget:
+    from flyviz.app.panels import paint_on_demand
+
+    plot = pg.PlotWidget()
+    plot.setMenuEnabled(False)
+    plot.hideButtons()
+    plot.setMinimumHeight(80)
+    plot.getAxis("bottom").setLabel("token")
+    paint_on_demand(plot)
+    return plot
+
+
+# ----------------------------------------------------------------------------- raster
+class WholeBrainRaster(QWidget):
+    """Every neuron x every token of a run, rows pooled to the plot's pixel height.
+
+    The image lives in ordered-neuron coordinates: x is the token, y the row
+    of the ordered neurons (0 at the top), so zooming and panning on either
+    axis and the band labels need no bookkeeping of the pooling.
+
+    Signals
+    -------
+    neuron_clicked(neuron, token)
+        The user clicked the raster: the neuron that drew the clicked pixel
+        (the largest |x| of its pooled row at that token) and the token.
+    order_requested(name)
+        The user chose a row order (``"anatomy"``, ``"similarity"``, ``"importance"``).
+    """
+
+    neuron_clicked = Signal(int, int)
+    order_requested = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Rows:"))
+        self.order_box = QComboBox()
+        for key, title in (("anatomy", "Superclass → cell type"), ("similarity", "Similar activity"),
+                           ("importance", "Colour layer's importance")):
+            self.order_box.addItem(title, key)
+        self.order_box.setToolTip("How neurons are ordered into rows (similarity is sorted in "
+                                  "the background; importance needs a colour layer)")
+        bar.addWidget(self.order_box)
+        bar.addWidget(QLabel("Show:"))
+        self.view_box = QComboBox()
+        for key, title in COMPARE_VIEWS:
+            self.view_box.addItem(title, key)
+        self.view_box.setToolTip("For a comparison: the intervened run, the untouched one, or Δx")
+        self.view_box.setEnabled(False)
+        bar.addWidget(self.view_box)
+        bar.addStretch(1)
+        self.hover = QLabel("")
+        self.hover.setObjectName("hint")
+        bar.addWidget(self.hover)
+        layout.addLayout(bar)
+        self.plot = _plot()
+        self.plot.getAxis("left").setLabel("neurons (ordered)")
+        self.plot.setMouseEnabled(True, True)
+        self.plot.getViewBox().invertY(True)
+        layout.addWidget(self.plot, 1)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setLookupTable(_signed_lut())
+        self.plot.addItem(self.image)
+        self.token_line = pg.InfiniteLine(angle=90, movable=False,
+                                      pen=pg.mkPen(theme.ACCENT, width=1))
+        self.plot.addItem(self.token_line)
+
+        #: The row order shown, its pooler, and the pooled image (rows x capacity tokens).
+        self.order: RowOrder | None = None
+        self.pooler: RasterPooler | None = None
+        self.pooled = np.zeros((1, 0), dtype=np.float32)
+        self.columns = 0
+        self.limit = 1.0
+        self._recording: Recording | None = None
+        self._recording_length = 0
+        self._index = -1
+        self._fitted = False
+        self.order_box.currentIndexChanged.connect(
+            lambda _i: self.order_requested.emit(str(self.order_box.currentData())))
+        self.view_box.currentIndexChanged.connect(lambda _i: self.redraw())
+        self.plot.scene().sigMouseMoved.connect(self._on_moved)
+        self.plot.scene().sigMouseClicked.connect(self._on_clicked)
+
+    # ------------------------------------------------------------ choices
+    @property
+    def view(self) -> str:
+        """What a comparison shows: ``"intervened"``, ``"untouched"`` or ``"delta"``."""
+        return str(self.view_box.currentData()) if self.view_box.isEnabled() else "intervened"
+
+    def pixel_rows(self) -> int:
+        """Rows the image is pooled into: the plot's data area in physical pixels."""
+        box = self.plot.getViewBox().sceneBoundingRect()
+        return max(16, int(box.height() * self.devicePixelRatioF()))
+
+    def set_order(self, order: RowOrder | None) -> None:
+        """Draw rows in ``order`` (``None``: nothing); the run is pooled again."""
+        self.order = order
+        self.pooler = None if order is None else RasterPooler(order, self.pixel_rows())
+        axis = self.plot.getAxis("left")
+        if order is not None and order.bands and len(order.bands) <= 60:
+            axis.setTicks([[((b.start + b.stop) / 2, b.label) for b in order.bands],
+                           [(b.start, "") for b in order.bands]])
+        else:
+            axis.setTicks(None)
+        self._fitted = False
+        self.redraw()
+
+    def show_frame(self, recording: Recording, index: int) -> None:
+        """Show ``recording`` with token ``index`` marked; new frames pool only their columns."""
+        self.view_box.setEnabled(recording.baseline is not None)
+        if recording is not self._recording:
+            self._recording = recording
+            self._fitted = False
+            self.redraw(index)
+            return
+        self._index = index
+        length = _drawn_length(recording, self.view)
+        if self.pooler is not None and length > self.columns:
+            self._append_columns(recording, length)
+        self._show_image()
+
+    def redraw(self, index: int | None = None) -> None:
+        """Pool the whole run again (new recording, order, view or height)."""
+        if index is not None:
+            self._index = index
+        recording = self._recording
+        self.columns = 0
+        if recording is None or self.pooler is None:
+            self.pooled = np.zeros((1, 0), dtype=np.float32)
+            self._show_image()
+            return
+        length = _drawn_length(recording, self.view)
+        capacity = max(64, 2 * length)
+        self.pooled = np.zeros((self.pooler.rows, capacity), dtype=np.float32)
+        if length:
+            block = self.pooler.pool(shown_states(recording, self.view, 0, length))
+            self.pooled[:, :length] = block
+            self.limit = max(float(np.abs(block).max()), 1e-6)
+        self.columns = length
+        self._show_image()
+
+    def _append_columns(self, recording: Recording, length: int) -> None:
+        assert self.pooler is not None
+        if length > self.pooled.shape[1]:
+            grown = np.zeros((self.pooled.shape[0], 2 * length), dtype=np.float32)
+            grown[:, :self.columns] = self.pooled[:, :self.columns]
+            self.pooled = grown
+        for i in range(self.columns, length):
+            column = self.pooler.pool_one(shown_states(recording, self.view, i, i + 1)[0])
+            self.pooled[:, i] = column
+            self.limit = max(self.limit, float(np.abs(column).max()))
+        self.columns = length
+
+    def _show_image(self) -> None:
+        n = 1 if self.order is None else self.order.order.size
+        image = self.pooled[:, :self.columns]
+        if image.shape[1] == 0:
+            self.image.clear()
+        else:
+            self.image.setImage(image, autoLevels=False, levels=(-self.limit, self.limit))
+            self.image.setRect(-0.5, 0, image.shape[1], n)
+        if not self._fitted and self.columns:
+            self.plot.setXRange(-0.5, max(self.columns, 8) - 0.5, padding=0)
+            self.plot.setYRange(0, n, padding=0)
+            self._fitted = True
+        self.token_line.setValue(self._index)
+        self.token_line.setVisible(self._index >= 0)
+        self.plot.viewport().update()
+
+    # ------------------------------------------------------------ pointing
+    def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
+        """``(neuron, token)`` under a scene position: the neuron that drew that pixel."""
+        if self.pooler is None or self.order is None or not self.columns:
+            return None
+        point = self.plot.getViewBox().mapSceneToView(scene_pos)
+        token = int(round(point.x()))
+        rank = int(np.floor(point.y()))
+        if not (0 <= token < self.columns and 0 <= rank < self.order.order.size):
+            return None
+        row = int(np.searchsorted(self.pooler.edges, rank, side="right") - 1)
+        neurons = self.pooler.neurons_in_row(row)
+        if neurons.size > 1 and self._recording is not None:
+            values = shown_states(self._recording, self.view, token, token + 1)[0][neurons]
+            return int(neurons[int(np.argmax(np.abs(values)))]), token
+        return int(neurons[0]), token
+
+    def _on_moved(self, scene_pos: QPointF) -> None:
+        cell = self.cell_at(scene_pos)
+        if cell is None:
+            self.hover.setText("")
+            return
+        neuron, token = cell
+        text = ""
+        if self._recording is not None and token < len(self._recording):
+            text = repr(self._recording[token].input_text)
+        self.hover.setText(f"neuron #{neuron} · token {token} {text}")
+
+    def _on_clicked(self, event: Any) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        cell = self.cell_at(event.scenePos())
+        if cell is not None:
+            self.neuron_clicked.emit(*cell)
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        if self.order is not None and self.pooler is not None \
+                and abs(self.pixel_rows() - self.pooler.rows) > 8 \
+                and self.pooler.rows < self.order.order.size:
+            self.pooler = RasterPooler(self.order, self.pixel_rows())
+            self.redraw()
+
+
+# ----------------------------------------------------------------------------- cell types
+class CellTypePanel(QWidget):
+    """Each cell type's (or superclass's) mean activity per token, one row a group.
+
+    Signals
+    -------
+    group_clicked(name)
+        The user clicked the row of group ``name``.
+    """
+
+    group_clicked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Groups:"))
+        self.grouping_box = QComboBox()
+        self.grouping_box.addItem("Cell types", "cell_type")
+        self.grouping_box.addItem("Superclasses", "superclass")
+        bar.addWidget(self.grouping_box)
+        bar.addWidget(QLabel("Value:"))
+        self.quantity_box = QComboBox()
+        self.quantity_box.addItem("Mean x", "mean")
+        self.quantity_box.addItem("Mean |x|", "abs")
+        self.quantity_box.addItem("Mean Δx (comparison)", "delta")
+        bar.addWidget(self.quantity_box)
+        bar.addStretch(1)
+        self.hover = QLabel("")
+        self.hover.setObjectName("hint")
+        bar.addWidget(self.hover)
+        layout.addLayout(bar)
+        self.plot = _plot()
+        self.plot.getAxis("left").setLabel("groups (similar adjacent)")
+        self.plot.setMouseEnabled(True, True)
+        self.plot.getViewBox().invertY(True)
+        layout.addWidget(self.plot, 1)
+        self.strip = pg.ImageItem(axisOrder="row-major")     # each row's superclass colour
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setLookupTable(_signed_lut())
+        self.plot.addItem(self.strip)
+        self.plot.addItem(self.image)
+        self.token_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.ACCENT, width=1))
+        self.plot.addItem(self.token_line)
+
+        self.labels: list[str] | None = None
+        self.parents: list[str] | None = None
+        #: Group names in row order, their superclass, and the ``(groups, T)`` values drawn.
+        self.names: list[str] = []
+        self.row_parents: list[str] = []
+        self.values = np.zeros((0, 0), dtype=np.float32)
+        self._row_of_neuron = np.zeros(0, dtype=np.int64)
+        self._sizes = np.zeros(0)
+        self._recording: Recording | None = None
+        self._sorted_at = 0
+        self._index = -1
+        self.grouping_box.currentIndexChanged.connect(lambda _i: self.redraw())
+        self.quantity_box.currentIndexChanged.connect(lambda _i: self.redraw())
+        self.plot.scene().sigMouseMoved.connect(self._on_moved)
+        self.plot.scene().sigMouseClicked.connect(self._on_clicked)
+
+    @property
+    def grouping(self) -> str:
+        """``"cell_type"`` or ``"superclass"``."""
+        return str(self.grouping_box.currentData())
+
+    @property
+    def quantity(self) -> str:
+        """``"mean"``, ``"abs"`` or ``"delta"`` (the mean Δx of a comparison)."""
+        return str(self.quantity_box.currentData())
+
+    def set_anatomy(self, cell_type: Any, superclass: Any) -> None:
+        """The neurons' cell types and superclasses (``None`` where the model has none)."""
+        self.labels = None if cell_type is None else [str(t) for t in cell_type]
+        self.parents = None if superclass is None else [str(s) for s in superclass]
+        self.redraw()
+
+    def group_labels(self) -> list[str] | None:
+        """Each neuron's group under the chosen grouping."""
+        return self.labels if self.grouping == "cell_type" else self.parents
+
+    def show_frame(self, recording: Recording, index: int) -> None:
+        """Show ``recording``; frames added since are averaged into new columns only,
+        and the rows are sorted again whenever the run has doubled since the last sort."""
+        self._index = index
+        length = _drawn_length(recording, self._view())
+        if recording is not self._recording or length >= 2 * max(self._sorted_at, 1) \
+                or length < self.values.shape[1]:
+            self._recording = recording
+            self.redraw()
+            return
+        if length > self.values.shape[1] and self.names:
+            new = shown_states(recording, self._view(), self.values.shape[1], length)
+            if self.quantity == "abs":
+                new = np.abs(new)
+            columns = np.stack([np.bincount(self._row_of_neuron, weights=row,
+                                            minlength=len(self.names)) / self._sizes
+                                for row in new], axis=1).astype(np.float32)
+            self.values = np.concatenate([self.values, columns], axis=1)
+        self._show()
+
+    def _view(self) -> str:
+        return "delta" if self.quantity == "delta" else "intervened"
+
+    def redraw(self) -> None:
+        """Average and sort every group again."""
+        labels, recording = self.group_labels(), self._recording
+        self.names, self.row_parents = [], []
+        self.values = np.zeros((0, 0), dtype=np.float32)
+        if labels is None or recording is None or _drawn_length(recording, self._view()) == 0:
+            self._sorted_at = 0
+            self._show()
+            return
+        states = shown_states(recording, self._view())
+        courses = group_time_courses(states, labels, self.parents,
+                                     quantity="abs" if self.quantity == "abs" else "mean")
+        self.names, self.row_parents = courses.names, courses.parents
+        self.values = courses.values
+        row_of = {name: r for r, name in enumerate(self.names)}
+        self._row_of_neuron = np.array([row_of[lab if lab else "unlabelled"] for lab in labels],
+                                       dtype=np.int64)
+        self._sizes = np.maximum(courses.sizes.astype(np.float64), 1.0)
+        self._sorted_at = states.shape[0]
+        self._show()
+
+    def _show(self) -> None:
+        rows, tokens = self.values.shape if self.values.size else (0, 0)
+        axis = self.plot.getAxis("left")
+        if rows == 0:
+            self.image.clear()
+            self.strip.clear()
+            axis.setTicks(None)
+            self.plot.viewport().update()
+            return
+        limit = max(float(np.abs(self.values).max()), 1e-6)
+        self.image.setImage(self.values, autoLevels=False, levels=(-limit, limit))
+        self.image.setRect(-0.5, 0, tokens, rows)
+        supers = sorted(set(self.row_parents))
+        colours = np.array([pg.intColor(supers.index(p), hues=max(len(supers), 1)).getRgb()[:3]
+                            for p in self.row_parents], dtype=np.uint8)
+        self.strip.setImage(colours[:, None, :])
+        width = max(tokens, 8) * 0.03
+        self.strip.setRect(-0.5 - 1.5 * width, 0, width, rows)
+        if rows <= 40:
+            axis.setTicks([[(r + 0.5, f"{n} · {p}" if p and p != n else n)
+                            for r, (n, p) in enumerate(zip(self.names, self.row_parents))]])
+        else:
+            axis.setTicks(None)
+        self.plot.setXRange(-0.5 - 1.5 * width, max(tokens, 8) - 0.5, padding=0)
+        self.plot.setYRange(0, rows, padding=0)
+        self.token_line.setValue(self._index)
+        self.plot.viewport().update()
+
+    def row_at(self, scene_pos: QPointF) -> int | None:
+        """The group row under a scene position (``None``: outside the rows)."""
+        if not self.names:
+            return None
+        point = self.plot.getViewBox().mapSceneToView(scene_pos)
+        row = int(np.floor(point.y()))
+        return row if 0 <= row < len(self.names) else None
+
+    def _on_moved(self, scene_pos: QPointF) -> None:
+        row = self.row_at(scene_pos)
+        if row is None:
+            self.hover.setText("")
+            return
+        point = self.plot.getViewBox().mapSceneToView(scene_pos)
+        token = int(round(point.x()))
+        value = f" · token {token}: {self.values[row, token]:+.3f}" \
+            if 0 <= token < self.values.shape[1] else ""
+        self.hover.setText(f"{self.names[row]} ({self.row_parents[row] or 'no superclass'}, "
+                           f"{int(self._sizes[row])} neurons){value}")
+
+    def _on_clicked(self, event: Any) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        row = self.row_at(event.scenePos())
+        if row is not None:
+            self.group_clicked.emit(self.names[row])
+
+
+# ----------------------------------------------------------------------------- feature
+class PopulationFeature(QObject):
+    """The two population docks wired to the window's viewer state."""
+
+    #: The :class:`~flyviz.app.background.BackgroundCalls` purpose of the similarity sort.
+    SORT = "population-sort"
+
+    def __init__(self, host: "WindowHost") -> None:
+        super().__init__(host.widget())
+        self.host = host
+        self.state: ViewerState = host.state
+        self.raster = WholeBrainRaster()
+        self.cell_types = CellTypePanel()
+        area = Qt.DockWidgetArea.BottomDockWidgetArea
+        self.raster_dock = host.add_dock("population", "Whole brain", self.raster, area)
+        self.cell_type_dock = host.add_dock("cell_types", "Cell types", self.cell_types, area)
+        host.tabify_dock("raster", self.raster_dock)
+        host.tabify_dock("traces", self.cell_type_dock)
+        self._anatomy: Any = None
+        self.refresher = _Coalescer(self.refresh, REFRESH_HZ, self)
+        events = self.state.events
+        events.model.connect(self._on_model)
+        for signal in (events.recording, events.frames_appended, events.index):
+            signal.connect(lambda *_: self.refresher.poke())
+        self.raster.order_requested.connect(self.choose_order)
+        self.raster.neuron_clicked.connect(self._on_neuron_clicked)
+        self.cell_types.group_clicked.connect(self.highlight_group)
+        self._on_model()
+
+    # ------------------------------------------------------------ following the state
+    def refresh(self) -> None:
+        """Show the state's recording and token in both docks, now."""
+        recording, index = self.state.recording, self.state.index
+        self.raster.show_frame(recording, index)
+        self.cell_types.show_frame(recording, index)
+
+    def _on_model(self) -> None:
+        anatomy = self.state.anatomy
+        self._anatomy = anatomy
+        self.host.background.cancel(self.SORT)
+        cell_type = None if anatomy is None else anatomy.cell_type
+        superclass = None if anatomy is None else anatomy.superclass
+        self.cell_types.set_anatomy(cell_type, superclass)
+        self.raster.order_box.blockSignals(True)
+        self.raster.order_box.setCurrentIndex(0)
+        self.raster.order_box.blockSignals(False)
+        self.choose_order("anatomy")
+
+    def choose_order(self, name: str) -> None:
+        """Order the raster's rows by ``"anatomy"``, ``"similarity"`` or ``"importance"``."""
+        n = self.state.neurons
+        if n == 0:
+            self.raster.set_order(None)
+            return
+        if name == "similarity":
+            recording = self.state.recording
+            if len(recording) < 2:
+                self.host.show_message("sorting by similarity needs a run of two tokens or more")
+                return
+            states = shown_states(recording, self.raster.view)
+            self.host.show_message(f"sorting {n:,} neurons by similarity…")
+            self.host.background.run(self.SORT, lambda: similarity_order(states),
+                                     self._sorted, lambda msg: self.host.show_message(msg, True))
+            return
+        if name == "importance":
+            layer = self.state.layer
+            values = None if layer is None or len(self.state.recording) == 0 \
+                else layer.values(self.state.recording, max(self.state.index, 0))
+            if values is None:
+                self.host.show_message("ordering by importance needs a colour layer (View → "
+                                       "Colour by, e.g. a lesion map's importance)")
+                return
+            self.raster.set_order(importance_order(np.asarray(values)))
+            return
+        anatomy = self._anatomy
+        self.raster.set_order(anatomy_order(
+            None if anatomy is None else anatomy.superclass,
+            None if anatomy is None else anatomy.cell_type, n=n))
+        self.raster.show_frame(self.state.recording, self.state.index)
+
+    def _sorted(self, order: RowOrder) -> None:
+        if order.order.size != self.state.neurons:
+            return     # the sort of an earlier model
+        self.raster.set_order(order)
+        self.host.show_message(f"rows sorted by similarity ({len(order.bands)} groups)")
+
+    # ------------------------------------------------------------ user actions
+    def _on_neuron_clicked(self, neuron: int, token: int) -> None:
+        if 0 <= token < len(self.state.recording):
+            self.state.index = token
+        self.host.select_neuron(neuron)
+
+    def highlight_group(self, name: str) -> None:
+        """Light the neurons of the group ``name`` (a cell type or superclass) in the brain."""
+        labels = self.cell_types.group_labels()
+        if labels is None:
+            return
+        mask = np.array([(lab or "unlabelled") == name for lab in labels], dtype=bool)
+        self.host.highlights.set(CELL_TYPE_HIGHLIGHT, mask)
+        self.host.show_message(f"{name}: {int(mask.sum()):,} neurons lit")
+
+
+def install(host: "WindowHost") -> PopulationFeature:
+    """Add the whole-brain raster and cell-type docks to the window ``host``."""
+    return PopulationFeature(host)

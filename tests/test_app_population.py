@@ -153,6 +153,7 @@ def test_the_cell_type_heatmap_is_the_groups_means_and_a_click_lights_a_type(
     rec, states = _random_recording(n, 9)
     feature = _shown(window, qtbot, rec)
     panel = feature.cell_types
+    qtbot.waitUntil(lambda: panel.values.shape[1:] == (9,), timeout=5000)   # sorted off-thread
     anatomy = window.state.anatomy
     types = np.asarray(anatomy.cell_type)
     assert sorted(panel.names) == sorted(set(types.tolist()))

@@ -24,6 +24,7 @@ token) and coalesce them into at most :data:`REFRESH_HZ` redraws a second.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -182,6 +183,9 @@ class WholeBrainRaster(QWidget):
         self.pooled = np.zeros((1, 0), dtype=np.float32)
         self.columns = 0
         self.limit = 1.0
+        #: ``background(work, done)``: where the averaging and sorting runs (``None``: here).
+        self.background: Callable[[Callable[[], Any], Callable[[Any], None]], None] | None = None
+        self._pending: Any = None
         self._recording: Recording | None = None
         self._recording_length = 0
         self._index = -1
@@ -363,6 +367,9 @@ class CellTypePanel(QWidget):
         self.strip = pg.ImageItem(axisOrder="row-major")     # each row's superclass colour
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setLookupTable(_signed_lut())
+        # Thousands of cell types in a few hundred pixels: averaged down before the colour
+        # table (a full 9,143 x 500 conversion per token cost ~60 ms).
+        self.image.setAutoDownsample(True)
         self.plot.addItem(self.strip)
         self.plot.addItem(self.image)
         self.token_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.ACCENT, width=1))
@@ -376,6 +383,10 @@ class CellTypePanel(QWidget):
         self.values = np.zeros((0, 0), dtype=np.float32)
         self._row_of_neuron = np.zeros(0, dtype=np.int64)
         self._sizes = np.zeros(0)
+        self.limit = 1.0
+        #: ``background(work, done)``: where the averaging and sorting runs (``None``: here).
+        self.background: Callable[[Callable[[], Any], Callable[[Any], None]], None] | None = None
+        self._pending: Any = None
         self._recording: Recording | None = None
         self._sorted_at = 0
         self._index = -1
@@ -408,10 +419,14 @@ class CellTypePanel(QWidget):
         """Show ``recording``; frames added since are averaged into new columns only,
         and the rows are sorted again whenever the run has doubled since the last sort."""
         self._index = index
-        length = _drawn_length(recording, self._view())
-        if recording is not self._recording or length >= 2 * max(self._sorted_at, 1) \
-                or length < self.values.shape[1]:
+        if recording is not self._recording:
             self._recording = recording
+            self.redraw()
+            return
+        if self._pending is not None:
+            return             # the groups are being averaged: their result catches up
+        length = _drawn_length(recording, self._view())
+        if length >= 2 * max(self._sorted_at, 1) or length < self.values.shape[1]:
             self.redraw()
             return
         if length > self.values.shape[1] and self.names:
@@ -422,33 +437,55 @@ class CellTypePanel(QWidget):
                                             minlength=len(self.names)) / self._sizes
                                 for row in new], axis=1).astype(np.float32)
             self.values = np.concatenate([self.values, columns], axis=1)
-        self._show()
+            self.limit = max(self.limit, float(np.abs(columns).max()))
+        self._show(rows_changed=False)
 
     def _view(self) -> str:
         return "delta" if self.quantity == "delta" else "intervened"
 
     def redraw(self) -> None:
-        """Average and sort every group again."""
-        labels, recording = self.group_labels(), self._recording
-        self.names, self.row_parents = [], []
-        self.values = np.zeros((0, 0), dtype=np.float32)
+        """Average and sort every group again (through :attr:`background` when it is set)."""
+        labels, recording, parents = self.group_labels(), self._recording, self.parents
         if labels is None or recording is None or _drawn_length(recording, self._view()) == 0:
-            self._sorted_at = 0
-            self._show()
+            self._pending = None
+            self._apply(None, None)
             return
         states = shown_states(recording, self._view())
-        courses = group_time_courses(states, labels, self.parents,
-                                     quantity="abs" if self.quantity == "abs" else "mean")
+        quantity: Any = "abs" if self.quantity == "abs" else "mean"
+        key = (id(recording), self.grouping, self.quantity, states.shape[0])
+        self._pending = key
+
+        def work() -> tuple[Any, np.ndarray, int]:
+            courses = group_time_courses(states, labels, parents, quantity=quantity)
+            row_of = {name: r for r, name in enumerate(courses.names)}
+            rows = np.array([row_of[lab if lab else "unlabelled"] for lab in labels],
+                            dtype=np.int64)
+            return courses, rows, int(states.shape[0])
+
+        if self.background is None:
+            self._apply(key, work())
+        else:
+            self.background(work, lambda result: self._apply(key, result))
+
+    def _apply(self, key: Any, result: tuple[Any, np.ndarray, int] | None) -> None:
+        if key != self._pending:
+            return             # an earlier recording's or grouping's averages
+        self._pending = None
+        if result is None:
+            self.names, self.row_parents, self._sorted_at = [], [], 0
+            self.values = np.zeros((0, 0), dtype=np.float32)
+            self._show()
+            return
+        courses, self._row_of_neuron, self._sorted_at = result
         self.names, self.row_parents = courses.names, courses.parents
         self.values = courses.values
-        row_of = {name: r for r, name in enumerate(self.names)}
-        self._row_of_neuron = np.array([row_of[lab if lab else "unlabelled"] for lab in labels],
-                                       dtype=np.int64)
         self._sizes = np.maximum(courses.sizes.astype(np.float64), 1.0)
-        self._sorted_at = states.shape[0]
         self._show()
+        if self._recording is not None:     # frames that came while averaging
+            self.show_frame(self._recording, self._index)
 
-    def _show(self) -> None:
+    def _show(self, rows_changed: bool = True) -> None:
+        """Draw the values; ``rows_changed``: the rows too (strip, labels, framing)."""
         rows, tokens = self.values.shape if self.values.size else (0, 0)
         axis = self.plot.getAxis("left")
         if rows == 0:
@@ -457,22 +494,26 @@ class CellTypePanel(QWidget):
             axis.setTicks(None)
             self.plot.viewport().update()
             return
-        limit = max(float(np.abs(self.values).max()), 1e-6)
-        self.image.setImage(self.values, autoLevels=False, levels=(-limit, limit))
+        if rows_changed:
+            self.limit = max(float(np.abs(self.values).max()), 1e-6)
+        self.image.setImage(self.values, autoLevels=False, levels=(-self.limit, self.limit))
         self.image.setRect(-0.5, 0, tokens, rows)
-        supers = sorted(set(self.row_parents))
-        colours = np.array([pg.intColor(supers.index(p), hues=max(len(supers), 1)).getRgb()[:3]
-                            for p in self.row_parents], dtype=np.uint8)
-        self.strip.setImage(colours[:, None, :])
-        width = max(tokens, 8) * 0.03
-        self.strip.setRect(-0.5 - 1.5 * width, 0, width, rows)
-        if rows <= 40:
-            axis.setTicks([[(r + 0.5, f"{n} · {p}" if p and p != n else n)
-                            for r, (n, p) in enumerate(zip(self.names, self.row_parents))]])
-        else:
-            axis.setTicks(None)
-        self.plot.setXRange(-0.5 - 1.5 * width, max(tokens, 8) - 0.5, padding=0)
-        self.plot.setYRange(0, rows, padding=0)
+        if rows_changed:
+            supers = sorted(set(self.row_parents))
+            palette = np.array([pg.intColor(i, hues=max(len(supers), 1)).getRgb()[:3]
+                                for i in range(len(supers))], dtype=np.uint8)
+            code = {name: i for i, name in enumerate(supers)}
+            colours = palette[np.array([code[p] for p in self.row_parents], dtype=np.int64)]
+            self.strip.setImage(colours[:, None, :])
+            width = max(tokens, 8) * 0.03
+            self.strip.setRect(-0.5 - 1.5 * width, 0, width, rows)
+            if rows <= 40:
+                axis.setTicks([[(r + 0.5, f"{n} · {p}" if p and p != n else n)
+                                for r, (n, p) in enumerate(zip(self.names, self.row_parents))]])
+            else:
+                axis.setTicks(None)
+            self.plot.setXRange(-0.5 - 1.5 * width, max(tokens, 8) - 0.5, padding=0)
+            self.plot.setYRange(0, rows, padding=0)
         self.token_line.setValue(self._index)
         self.plot.viewport().update()
 
@@ -531,6 +572,9 @@ class PopulationFeature(QObject):
         self.raster.order_requested.connect(self.choose_order)
         self.raster.neuron_clicked.connect(self._on_neuron_clicked)
         self.cell_types.group_clicked.connect(self.highlight_group)
+        # Thousands of cell types take seconds to sort: off the UI thread.
+        self.cell_types.background = lambda work, done: host.background.run(
+            "population-cell-types", work, done, lambda message: host.show_message(message, True))
         self._on_model()
 
     # ------------------------------------------------------------ following the state

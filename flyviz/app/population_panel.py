@@ -116,6 +116,10 @@ def _plot() -> pg.PlotWidget:
     plot.hideButtons()
     plot.setMinimumHeight(80)
     plot.getAxis("bottom").setLabel("token")
+    # Framed on the whole run as it grows, until the user zooms or pans (pyqtgraph's
+    # auto range stops then); a new recording frames it again.
+    plot.getViewBox().setDefaultPadding(0.0)
+    plot.getViewBox().enableAutoRange()
     paint_on_demand(plot)
     return plot
 
@@ -166,7 +170,6 @@ class WholeBrainRaster(QWidget):
         bar.addWidget(self.hover)
         layout.addLayout(bar)
         self.plot = _plot()
-        self.plot.getAxis("left").setLabel("neurons (ordered)")
         self.plot.setMouseEnabled(True, True)
         self.plot.getViewBox().invertY(True)
         layout.addWidget(self.plot, 1)
@@ -183,11 +186,8 @@ class WholeBrainRaster(QWidget):
         self.pooled = np.zeros((1, 0), dtype=np.float32)
         self.columns = 0
         self.limit = 1.0
-        #: ``background(work, done)``: where the averaging and sorting runs (``None``: here).
-        self.background: Callable[[Callable[[], Any], Callable[[Any], None]], None] | None = None
-        self._pending: Any = None
+        self._limit_at = 0
         self._recording: Recording | None = None
-        self._recording_length = 0
         self._index = -1
         self._fitted = False
         self.order_box.currentIndexChanged.connect(
@@ -213,7 +213,10 @@ class WholeBrainRaster(QWidget):
         self.pooler = None if order is None else RasterPooler(order, self.pixel_rows())
         axis = self.plot.getAxis("left")
         if order is not None and order.bands and len(order.bands) <= 60:
-            axis.setTicks([[((b.start + b.stop) / 2, b.label) for b in order.bands],
+            # Named where a band is a text line tall, so labels never overprint.
+            per_row = self.pixel_rows() / order.order.size
+            axis.setTicks([[((b.start + b.stop) / 2, b.label) for b in order.bands
+                            if (b.stop - b.start) * per_row >= 12],
                            [(b.start, "") for b in order.bands]])
         else:
             axis.setTicks(None)
@@ -250,8 +253,9 @@ class WholeBrainRaster(QWidget):
         if length:
             block = self.pooler.pool(shown_states(recording, self.view, 0, length))
             self.pooled[:, :length] = block
-            self.limit = max(float(np.abs(block).max()), 1e-6)
         self.columns = length
+        self._limit_at = 0
+        self._update_limit()
         self._show_image()
 
     def _append_columns(self, recording: Recording, length: int) -> None:
@@ -263,8 +267,16 @@ class WholeBrainRaster(QWidget):
         for i in range(self.columns, length):
             column = self.pooler.pool_one(shown_states(recording, self.view, i, i + 1)[0])
             self.pooled[:, i] = column
-            self.limit = max(self.limit, float(np.abs(column).max()))
         self.columns = length
+        self._update_limit()
+
+    def _update_limit(self) -> None:
+        # A robust colour range (one neuron far out would dim the whole brain), set again
+        # each time the run has doubled: amortised, a token's redraw stays one column.
+        if self.columns and self.columns >= 2 * self._limit_at:
+            drawn = np.abs(self.pooled[:, :self.columns])
+            self.limit = max(float(np.percentile(drawn, 99.5)), 1e-6)
+            self._limit_at = self.columns
 
     def _show_image(self) -> None:
         n = 1 if self.order is None else self.order.order.size
@@ -275,8 +287,7 @@ class WholeBrainRaster(QWidget):
             self.image.setImage(image, autoLevels=False, levels=(-self.limit, self.limit))
             self.image.setRect(-0.5, 0, image.shape[1], n)
         if not self._fitted and self.columns:
-            self.plot.setXRange(-0.5, max(self.columns, 8) - 0.5, padding=0)
-            self.plot.setYRange(0, n, padding=0)
+            self.plot.getViewBox().enableAutoRange()
             self._fitted = True
         self.token_line.setValue(self._index)
         self.token_line.setVisible(self._index >= 0)
@@ -360,7 +371,6 @@ class CellTypePanel(QWidget):
         bar.addWidget(self.hover)
         layout.addLayout(bar)
         self.plot = _plot()
-        self.plot.getAxis("left").setLabel("groups (similar adjacent)")
         self.plot.setMouseEnabled(True, True)
         self.plot.getViewBox().invertY(True)
         layout.addWidget(self.plot, 1)
@@ -421,6 +431,7 @@ class CellTypePanel(QWidget):
         self._index = index
         if recording is not self._recording:
             self._recording = recording
+            self.plot.getViewBox().enableAutoRange()
             self.redraw()
             return
         if self._pending is not None:
@@ -437,7 +448,6 @@ class CellTypePanel(QWidget):
                                             minlength=len(self.names)) / self._sizes
                                 for row in new], axis=1).astype(np.float32)
             self.values = np.concatenate([self.values, columns], axis=1)
-            self.limit = max(self.limit, float(np.abs(columns).max()))
         self._show(rows_changed=False)
 
     def _view(self) -> str:
@@ -495,7 +505,8 @@ class CellTypePanel(QWidget):
             self.plot.viewport().update()
             return
         if rows_changed:
-            self.limit = max(float(np.abs(self.values).max()), 1e-6)
+            # A robust range: a few groups of one or two neurons would dim the rest.
+            self.limit = max(float(np.percentile(np.abs(self.values), 99.5)), 1e-6)
         self.image.setImage(self.values, autoLevels=False, levels=(-self.limit, self.limit))
         self.image.setRect(-0.5, 0, tokens, rows)
         if rows_changed:
@@ -512,8 +523,6 @@ class CellTypePanel(QWidget):
                                 for r, (n, p) in enumerate(zip(self.names, self.row_parents))]])
             else:
                 axis.setTicks(None)
-            self.plot.setXRange(-0.5 - 1.5 * width, max(tokens, 8) - 0.5, padding=0)
-            self.plot.setYRange(0, rows, padding=0)
         self.token_line.setValue(self._index)
         self.plot.viewport().update()
 

@@ -191,3 +191,25 @@ def test_a_comparison_shows_untouched_intervened_or_the_difference(window, qtbot
         raster.view_box.setCurrentIndex(raster.view_box.findData(view))
         np.testing.assert_allclose(raster.image.image, _numpy_pooled(expected, order, edges),
                                    rtol=1e-6, atol=1e-6)
+
+
+def test_rows_by_importance_follow_the_colour_layer(window, qtbot, app_checkpoint):
+    from flyviz.analysis.population import importance_order
+    from flyviz.render.style import ColourLayer
+
+    n = app_checkpoint.config.neurons
+    rec, states = _random_recording(n, 5)
+    feature = _shown(window, qtbot, rec)
+    raster = feature.raster
+    # Without a colour layer the choice is refused and the menu shows the rows drawn.
+    raster.order_box.setCurrentIndex(raster.order_box.findData("importance"))
+    assert raster.order.name == "anatomy" and raster.order_box.currentData() == "anatomy"
+    score = np.random.default_rng(8).normal(0, 1, n).astype(np.float32)
+    window.state.add_colour_layer("test-score", "Test score",
+                                  lambda: ColourLayer.static("test-score", score))
+    window.state.colour_by = "test-score"
+    raster.order_box.setCurrentIndex(raster.order_box.findData("importance"))
+    assert raster.order.name == "importance"
+    np.testing.assert_array_equal(raster.order.order, importance_order(score).order)
+    np.testing.assert_array_equal(raster.image.image,
+                                  _numpy_pooled(states, raster.order.order, raster.pooler.edges))

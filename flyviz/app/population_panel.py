@@ -600,13 +600,20 @@ class PopulationFeature(QObject):
         cell_type = None if anatomy is None else anatomy.cell_type
         superclass = None if anatomy is None else anatomy.superclass
         self.cell_types.set_anatomy(cell_type, superclass)
-        self.raster.order_box.blockSignals(True)
-        self.raster.order_box.setCurrentIndex(0)
-        self.raster.order_box.blockSignals(False)
         self.choose_order("anatomy")
 
+    def _show_order_choice(self, name: str) -> None:
+        box = self.raster.order_box
+        box.blockSignals(True)
+        box.setCurrentIndex(max(0, box.findData(name)))
+        box.blockSignals(False)
+
     def choose_order(self, name: str) -> None:
-        """Order the raster's rows by ``"anatomy"``, ``"similarity"`` or ``"importance"``."""
+        """Order the raster's rows by ``"anatomy"``, ``"similarity"`` or ``"importance"``
+        (the similarity sort runs off the UI thread; the rows shown stay until it is done)."""
+        # The menu shows the order drawn; a refused choice goes back to it.
+        self._show_order_choice(name)
+        shown = "anatomy" if self.raster.order is None else self.raster.order.name
         n = self.state.neurons
         if n == 0:
             self.raster.set_order(None)
@@ -615,19 +622,26 @@ class PopulationFeature(QObject):
             recording = self.state.recording
             if len(recording) < 2:
                 self.host.show_message("sorting by similarity needs a run of two tokens or more")
+                self._show_order_choice(shown)
                 return
             states = shown_states(recording, self.raster.view)
             self.host.show_message(f"sorting {n:,} neurons by similarity…")
-            self.host.background.run(self.SORT, lambda: similarity_order(states),
-                                     self._sorted, lambda msg: self.host.show_message(msg, True))
+
+            def failed(message: str) -> None:
+                self.host.show_message(message, True)
+                self._show_order_choice(shown)
+
+            self.host.background.run(self.SORT, lambda: similarity_order(states), self._sorted,
+                                     failed)
             return
         if name == "importance":
-            layer = self.state.layer
+            layer = self.state.layer_override      # a lesion map's, an atlas's...
             values = None if layer is None or len(self.state.recording) == 0 \
                 else layer.values(self.state.recording, max(self.state.index, 0))
             if values is None:
                 self.host.show_message("ordering by importance needs a colour layer (View → "
                                        "Colour by, e.g. a lesion map's importance)")
+                self._show_order_choice(shown)
                 return
             self.raster.set_order(importance_order(np.asarray(values)))
             return
@@ -641,6 +655,7 @@ class PopulationFeature(QObject):
         if order.order.size != self.state.neurons:
             return     # the sort of an earlier model
         self.raster.set_order(order)
+        self._show_order_choice("similarity")
         self.host.show_message(f"rows sorted by similarity ({len(order.bands)} groups)")
 
     # ------------------------------------------------------------ user actions

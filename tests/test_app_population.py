@@ -213,3 +213,25 @@ def test_rows_by_importance_follow_the_colour_layer(window, qtbot, app_checkpoin
     np.testing.assert_array_equal(raster.order.order, importance_order(score).order)
     np.testing.assert_array_equal(raster.image.image,
                                   _numpy_pooled(states, raster.order.order, raster.pooler.edges))
+
+
+def test_zooming_in_pools_the_rows_in_view_down_to_single_neurons(window, qtbot, app_checkpoint):
+    n = app_checkpoint.config.neurons
+    rec, states = _random_recording(n, 7)
+    feature = _shown(window, qtbot, rec)
+    raster = feature.raster
+    assert raster.pooler.rows < n                 # the whole brain: several neurons a row
+    raster.plot.setYRange(120, 150, padding=0)
+    qtbot.waitUntil(lambda: raster.rows_shown == (120, 150), timeout=3000)
+    order = raster.order.order
+    # One neuron a row now, each row exactly its neuron's states.
+    np.testing.assert_array_equal(raster.image.image, states[:, order[120:150]].T)
+    rect = raster.image.mapRectToParent(raster.image.boundingRect())
+    assert (rect.top(), rect.height()) == pytest.approx((120.0, 30.0))
+    _click(qtbot, raster.plot, 3, 131.5)
+    qtbot.waitUntil(lambda: window.state.selected == int(order[131]), timeout=3000)
+    # A new frame still pools only its column, of the rows in view.
+    window.session.append(make_frame(7, np.linspace(-1, 1, n)))
+    feature.refresh()
+    np.testing.assert_array_equal(raster.image.image[:, 7],
+                                  window.session.recording.state(7)[order[120:150]])

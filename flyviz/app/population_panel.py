@@ -54,10 +54,11 @@ CELL_TYPE_HIGHLIGHT = "cell type"
 COMPARE_VIEWS = (("intervened", "Intervened"), ("untouched", "Untouched"), ("delta", "Δx"))
 
 
-def _signed_lut() -> np.ndarray:
+def _signed_lut(mode: str = "signed") -> np.ndarray:
+    """The cloud's colour table ``mode`` as 8-bit RGB (Δx in the brain's difference colours)."""
     from flyviz.render.colormaps import lut
 
-    table = lut("signed")
+    table = lut(mode)
     return (np.clip(table[:, :3] * table[:, 3:4], 0, 1) * 255).astype(np.uint8)
 
 
@@ -183,6 +184,8 @@ class WholeBrainRaster(QWidget):
         #: The row order shown, its pooler, and the pooled image (rows x capacity tokens).
         self.order: RowOrder | None = None
         self.pooler: RasterPooler | None = None
+        #: The ordered rows ``first, stop`` pooled into the image (those in view).
+        self.rows_shown = (0, 0)
         self.pooled = np.zeros((1, 0), dtype=np.float32)
         self.columns = 0
         self.limit = 1.0
@@ -195,6 +198,11 @@ class WholeBrainRaster(QWidget):
         self.view_box.currentIndexChanged.connect(lambda _i: self.redraw())
         self.plot.scene().sigMouseMoved.connect(self._on_moved)
         self.plot.scene().sigMouseClicked.connect(self._on_clicked)
+        self.zoom_timer = QTimer(self)
+        self.zoom_timer.setSingleShot(True)
+        self.zoom_timer.setInterval(150)       # once the wheel or drag has settled
+        self.zoom_timer.timeout.connect(self._follow_zoom)
+        self.plot.getViewBox().sigYRangeChanged.connect(lambda *_: self.zoom_timer.start())
 
     # ------------------------------------------------------------ choices
     @property
@@ -210,7 +218,7 @@ class WholeBrainRaster(QWidget):
     def set_order(self, order: RowOrder | None) -> None:
         """Draw rows in ``order`` (``None``: nothing); the run is pooled again."""
         self.order = order
-        self.pooler = None if order is None else RasterPooler(order, self.pixel_rows())
+        self._set_window(0, 0 if order is None else order.order.size)
         axis = self.plot.getAxis("left")
         if order is not None and order.bands and len(order.bands) <= 60:
             # Named where a band is a text line tall, so labels never overprint.
@@ -229,6 +237,8 @@ class WholeBrainRaster(QWidget):
         if recording is not self._recording:
             self._recording = recording
             self._fitted = False
+            if self.order is not None:
+                self._set_window(0, self.order.order.size)
             self.redraw(index)
             return
         self._index = index
@@ -243,6 +253,7 @@ class WholeBrainRaster(QWidget):
             self._index = index
         recording = self._recording
         self.columns = 0
+        self.image.setLookupTable(_signed_lut("difference" if self.view == "delta" else "signed"))
         if recording is None or self.pooler is None:
             self.pooled = np.zeros((1, 0), dtype=np.float32)
             self._show_image()
@@ -278,14 +289,36 @@ class WholeBrainRaster(QWidget):
             self.limit = max(float(np.percentile(drawn, 99.5)), 1e-6)
             self._limit_at = self.columns
 
+    def _set_window(self, first: int, stop: int) -> None:
+        """Pool the ordered neurons ``first:stop`` (the rows in view) into the pixel rows."""
+        self.rows_shown = (first, stop)
+        if self.order is None or stop <= first:
+            self.pooler = None
+            return
+        shown = RowOrder(self.order.order[first:stop], self.order.name)
+        self.pooler = RasterPooler(shown, self.pixel_rows())
+
+    def _follow_zoom(self) -> None:
+        # Zoomed in, the rows in view are pooled again at the screen's resolution, down to
+        # one neuron a row: zooming shows neurons, not magnified blocks of a few hundred.
+        if self.order is None:
+            return
+        n = self.order.order.size
+        low, high = self.plot.getViewBox().viewRange()[1]
+        first, stop = max(0, int(np.floor(low))), min(n, int(np.ceil(high)))
+        if stop - first < 1 or (first, stop) == self.rows_shown:
+            return
+        self._set_window(first, stop)
+        self.redraw()
+
     def _show_image(self) -> None:
-        n = 1 if self.order is None else self.order.order.size
+        first, stop = self.rows_shown
         image = self.pooled[:, :self.columns]
-        if image.shape[1] == 0:
+        if image.shape[1] == 0 or stop <= first:
             self.image.clear()
         else:
             self.image.setImage(image, autoLevels=False, levels=(-self.limit, self.limit))
-            self.image.setRect(-0.5, 0, image.shape[1], n)
+            self.image.setRect(-0.5, first, image.shape[1], stop - first)
         if not self._fitted and self.columns:
             self.plot.getViewBox().enableAutoRange()
             self._fitted = True
@@ -301,9 +334,10 @@ class WholeBrainRaster(QWidget):
         point = self.plot.getViewBox().mapSceneToView(scene_pos)
         token = int(round(point.x()))
         rank = int(np.floor(point.y()))
-        if not (0 <= token < self.columns and 0 <= rank < self.order.order.size):
+        first, stop = self.rows_shown
+        if not (0 <= token < self.columns and first <= rank < stop):
             return None
-        row = int(np.searchsorted(self.pooler.edges, rank, side="right") - 1)
+        row = int(np.searchsorted(self.pooler.edges, rank - first, side="right") - 1)
         neurons = self.pooler.neurons_in_row(row)
         if neurons.size > 1 and self._recording is not None:
             values = shown_states(self._recording, self.view, token, token + 1)[0][neurons]
@@ -330,10 +364,11 @@ class WholeBrainRaster(QWidget):
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)
+        first, stop = self.rows_shown
         if self.order is not None and self.pooler is not None \
                 and abs(self.pixel_rows() - self.pooler.rows) > 8 \
-                and self.pooler.rows < self.order.order.size:
-            self.pooler = RasterPooler(self.order, self.pixel_rows())
+                and self.pooler.rows < stop - first:
+            self._set_window(first, stop)
             self.redraw()
 
 
@@ -464,6 +499,8 @@ class CellTypePanel(QWidget):
         quantity: Any = "abs" if self.quantity == "abs" else "mean"
         key = (id(recording), self.grouping, self.quantity, states.shape[0])
         self._pending = key
+        self.image.setLookupTable(_signed_lut("difference" if self.quantity == "delta"
+                                              else "signed"))
 
         def work() -> tuple[Any, np.ndarray, int]:
             courses = group_time_courses(states, labels, parents, quantity=quantity)

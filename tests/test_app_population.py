@@ -235,3 +235,22 @@ def test_zooming_in_pools_the_rows_in_view_down_to_single_neurons(window, qtbot,
     feature.refresh()
     np.testing.assert_array_equal(raster.image.image[:, 7],
                                   window.session.recording.state(7)[order[120:150]])
+
+
+def test_the_docks_follow_a_run_and_hover_names_neuron_and_token(window, qtbot, app_checkpoint):
+    n = app_checkpoint.config.neurons
+    rec, states = _random_recording(n, 4)
+    feature = _shown(window, qtbot, rec)
+    raster = feature.raster
+    # Frames appended to the shown recording reach both docks without being asked.
+    window.session.append(make_frame(4, np.ones(n), token_text="dog"))
+    qtbot.waitUntil(lambda: raster.columns == 5 and feature.cell_types.values.shape[1] == 5,
+                    timeout=3000)
+    neuron = int(raster.order.order[raster.pooler.edges[2]])
+    states = window.session.recording.states()
+    row = raster.pooler.neurons_in_row(2)
+    drawn = int(row[np.abs(states[4, row]).argmax()])
+    vb = raster.plot.getViewBox()
+    raster._on_moved(vb.mapViewToScene(QPointF(4, raster.pooler.edges[2] + 0.1)))
+    assert raster.hover.text() == f"neuron #{drawn} · token 4 'dog'"
+    assert neuron in row

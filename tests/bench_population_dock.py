@@ -9,6 +9,7 @@ times as medians:
 - the whole-brain raster's first drawing of the run (every token pooled);
 - its redraw when the token advances: one frame appended, its column pooled
   (``pool_one``), the image replaced and the plot painted (target <= 30 ms);
+- its redraw after zooming in on 1,000 neurons (the rows in view pooled again);
 - the cell-type heatmap's first drawing and its redraw when the token advances.
 
 Runs with Qt's offscreen platform unless ``QT_QPA_PLATFORM`` says otherwise.
@@ -84,11 +85,20 @@ def main() -> int:
         cell_types.show_frame(recording, i)
         cell_types.plot.viewport().repaint()
         type_times.append(time.perf_counter() - start)
+    # Zoomed in on 1,000 of the ordered neurons: the rows in view pooled again.
+    zoom_times = []
+    for k in range(3):
+        raster.plot.setYRange(10_000 + k, 11_000 + k, padding=0)
+        start = time.perf_counter()
+        raster._follow_zoom()
+        raster.plot.viewport().repaint()
+        zoom_times.append(time.perf_counter() - start)
     assert raster.pooler is not None
     result = {"neurons": n, "tokens": args.tokens, "size": f"{width}x{height}",
               "raster_rows": raster.pooler.rows, "cell_types": len(cell_types.names),
               "raster_first_draw_ms": round(raster_first * 1e3, 1),
               "raster_token_advance_ms": _median_ms(raster_times),
+              "raster_zoom_to_1000_neurons_ms": _median_ms(zoom_times),
               "cell_types_first_draw_ms": round(types_first * 1e3, 1),
               "cell_types_token_advance_ms": _median_ms(type_times)}
     print(json.dumps(result, indent=1))

@@ -93,7 +93,7 @@ def test_clicking_a_raster_row_selects_its_neuron_and_token(window, qtbot, app_c
     # Another neuron's row selects that one instead.
     other = int(raster.order.order[0])
     _click(qtbot, raster.plot, 1, 0.2)
-    pooled_row = raster.pooler.neurons_in_row(0)
+    pooled_row = raster.neurons_in_row(0)
     expected = int(pooled_row[np.abs(states[1, pooled_row]).argmax()])
     qtbot.waitUntil(lambda: window.state.selected == expected, timeout=3000)
     assert other in pooled_row and window.state.index == 1
@@ -248,7 +248,7 @@ def test_the_docks_follow_a_run_and_hover_names_neuron_and_token(window, qtbot, 
                     timeout=3000)
     neuron = int(raster.order.order[raster.pooler.edges[2]])
     states = window.session.recording.states()
-    row = raster.pooler.neurons_in_row(2)
+    row = raster.neurons_in_row(2)
     drawn = int(row[np.abs(states[4, row]).argmax()])
     vb = raster.plot.getViewBox()
     raster._on_moved(vb.mapViewToScene(QPointF(4, raster.pooler.edges[2] + 0.1)))

@@ -62,9 +62,10 @@ def _signed_lut(mode: str = "signed") -> np.ndarray:
     return (np.clip(table[:, :3] * table[:, 3:4], 0, 1) * 255).astype(np.uint8)
 
 
-def shown_states(recording: Recording, view: str, start: int = 0,
-                 stop: int | None = None) -> np.ndarray:
-    """The ``(T, N)`` states a population view draws for frames ``start:stop``.
+def shown_states(recording: Recording, view: str, start: int = 0, stop: int | None = None,
+                 neurons: np.ndarray | None = None) -> np.ndarray:
+    """The ``(T, N)`` states a population view draws for frames ``start:stop``
+    (of ``neurons`` only, in that order, if given).
 
     ``view`` is ``"intervened"`` (the recording itself), ``"untouched"`` (a
     comparison's baseline) or ``"delta"`` (recording - baseline); without a
@@ -74,11 +75,11 @@ def shown_states(recording: Recording, view: str, start: int = 0,
     baseline = recording.baseline
     stop = len(recording) if stop is None else min(stop, len(recording))
     if baseline is None or view == "intervened":
-        return recording.states(start=start, stop=stop)
+        return recording.states(neurons, start, stop)
     stop = min(stop, len(baseline))
     if view == "untouched":
-        return baseline.states(start=start, stop=stop)
-    return recording.states(start=start, stop=stop) - baseline.states(start=start, stop=stop)
+        return baseline.states(neurons, start, stop)
+    return recording.states(neurons, start, stop) - baseline.states(neurons, start, stop)
 
 
 def _drawn_length(recording: Recording, view: str) -> int:
@@ -186,6 +187,7 @@ class WholeBrainRaster(QWidget):
         self.pooler: RasterPooler | None = None
         #: The ordered rows ``first, stop`` pooled into the image (those in view).
         self.rows_shown = (0, 0)
+        self._neurons_shown = np.zeros(0, dtype=np.int64)
         self.pooled = np.zeros((1, 0), dtype=np.float32)
         self.columns = 0
         self.limit = 1.0
@@ -262,7 +264,8 @@ class WholeBrainRaster(QWidget):
         capacity = max(64, 2 * length)
         self.pooled = np.zeros((self.pooler.rows, capacity), dtype=np.float32)
         if length:
-            block = self.pooler.pool(shown_states(recording, self.view, 0, length))
+            block = self.pooler.pool(shown_states(recording, self.view, 0, length,
+                                                  self._neurons_shown))
             self.pooled[:, :length] = block
         self.columns = length
         self._limit_at = 0
@@ -276,7 +279,8 @@ class WholeBrainRaster(QWidget):
             grown[:, :self.columns] = self.pooled[:, :self.columns]
             self.pooled = grown
         for i in range(self.columns, length):
-            column = self.pooler.pool_one(shown_states(recording, self.view, i, i + 1)[0])
+            column = self.pooler.pool_one(
+                shown_states(recording, self.view, i, i + 1, self._neurons_shown)[0])
             self.pooled[:, i] = column
         self.columns = length
         self._update_limit()
@@ -295,8 +299,11 @@ class WholeBrainRaster(QWidget):
         if self.order is None or stop <= first:
             self.pooler = None
             return
-        shown = RowOrder(self.order.order[first:stop], self.order.name)
-        self.pooler = RasterPooler(shown, self.pixel_rows())
+        # Pooled from the states of the neurons in view only (a zoomed-in view reads a few
+        # columns, not the whole brain): the pooler's positions are those neurons' places.
+        self._neurons_shown = self.order.order[first:stop]
+        local = RowOrder(np.arange(stop - first, dtype=np.int64), self.order.name)
+        self.pooler = RasterPooler(local, self.pixel_rows())
 
     def _follow_zoom(self) -> None:
         # Zoomed in, the rows in view are pooled again at the screen's resolution, down to
@@ -338,11 +345,17 @@ class WholeBrainRaster(QWidget):
         if not (0 <= token < self.columns and first <= rank < stop):
             return None
         row = int(np.searchsorted(self.pooler.edges, rank - first, side="right") - 1)
-        neurons = self.pooler.neurons_in_row(row)
+        neurons = self.neurons_in_row(row)
         if neurons.size > 1 and self._recording is not None:
-            values = shown_states(self._recording, self.view, token, token + 1)[0][neurons]
+            values = shown_states(self._recording, self.view, token, token + 1, neurons)[0]
             return int(neurons[int(np.argmax(np.abs(values)))]), token
         return int(neurons[0]), token
+
+    def neurons_in_row(self, row: int) -> np.ndarray:
+        """The neurons pooled into pixel row ``row`` of the image."""
+        if self.pooler is None:
+            return np.zeros(0, dtype=np.int64)
+        return self._neurons_shown[self.pooler.neurons_in_row(row)]
 
     def _on_moved(self, scene_pos: QPointF) -> None:
         cell = self.cell_at(scene_pos)

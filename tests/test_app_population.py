@@ -254,3 +254,24 @@ def test_the_docks_follow_a_run_and_hover_names_neuron_and_token(window, qtbot, 
     raster._on_moved(vb.mapViewToScene(QPointF(4, raster.pooler.edges[2] + 0.1)))
     assert raster.hover.text() == f"neuron #{drawn} · token 4 'dog'"
     assert neuron in row
+
+
+def test_another_model_starts_the_docks_afresh(window, qtbot, app_checkpoint, tmp_path):
+    from flyviz.app._testing import make_app_checkpoint
+
+    rec, _ = _random_recording(app_checkpoint.config.neurons, 6)
+    feature = _shown(window, qtbot, rec)
+    qtbot.waitUntil(lambda: feature.cell_types.values.shape[1:] == (6,), timeout=5000)
+    messages: list[str] = []
+    window.message_shown.connect(messages.append)
+    smaller = make_app_checkpoint(tmp_path / "other", neurons=300, edges=2000, seed=2)
+    window.set_checkpoint(smaller)
+    qtbot.wait(300)
+    assert feature.raster.order.order.size == 300 and feature.raster.columns == 0
+    assert feature.cell_types.names == []
+    assert not [m for m in messages if "error" in m.lower() or "match" in m]
+    rec, states = _random_recording(300, 3)
+    feature = _shown(window, qtbot, rec)
+    np.testing.assert_array_equal(
+        feature.raster.image.image,
+        _numpy_pooled(states, feature.raster.order.order, feature.raster.pooler.edges))

@@ -647,6 +647,9 @@ class PopulationFeature(QObject):
         anatomy = self.state.anatomy
         self._anatomy = anatomy
         self.host.background.cancel(self.SORT)
+        # The previous model's run means nothing for this one's neurons (nor fits them).
+        self.raster.show_frame(self.state.recording, self.state.index)
+        self.cell_types.show_frame(self.state.recording, self.state.index)
         cell_type = None if anatomy is None else anatomy.cell_type
         superclass = None if anatomy is None else anatomy.superclass
         self.cell_types.set_anatomy(cell_type, superclass)

@@ -83,8 +83,10 @@ class TopKPanel(QWidget):
         header = QHBoxLayout()
         self.title = QLabel("Next token")
         self.title.setObjectName("hint")
-        header.addWidget(self.title)
-        header.addStretch(1)
+        # Wrapped, not widened: a comparison's longer title ("... untouched (grey) →
+        # intervened") widened the whole right column and moved the brain view.
+        self.title.setWordWrap(True)
+        header.addWidget(self.title, 1)
         header.addWidget(QLabel("k"))
         self.k_box = QSpinBox()
         self.k_box.setRange(1, self.MAX_K)

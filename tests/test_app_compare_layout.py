@@ -1,0 +1,38 @@
+"""Starting a comparison leaves the window's layout alone: the brain view keeps its width."""
+
+from __future__ import annotations
+
+from app_conftest import app_checkpoint, window  # noqa: F401
+from PySide6.QtWidgets import QApplication
+
+from flyviz.model.interventions import Silence
+
+
+def _widths(win) -> dict[str, int]:
+    QApplication.processEvents()
+    widths = {"brain": win.brain.width()}
+    widths.update({key: dock.width() for key, dock in win.docks.items()
+                   if dock.isVisible() and not dock.isFloating()})
+    return widths
+
+
+def test_the_brain_view_keeps_its_width_when_a_comparison_starts(window, qtbot):
+    win = window
+    win.resize(1280, 800)
+    qtbot.waitUntil(lambda: win.width() == 1280, timeout=3000)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = 8
+    win.state.run.speed_cap = 0
+    with qtbot.waitSignal(win.run_ended, timeout=20_000):
+        assert win.run_prompt("Tom and his dog"), win.last_error
+    qtbot.wait(200)
+    before = _widths(win)
+    superclass = win.controls.superclass.itemData(1)
+    with qtbot.waitSignal(win.run_ended, timeout=20_000):
+        assert win.interventions.compare_with([Silence(f"superclass:{superclass}")],
+                                              prompt="Tom and his dog"), win.last_error
+    qtbot.waitUntil(lambda: "untouched" in win.text_panel.toPlainText(), timeout=3000)
+    qtbot.wait(200)
+    after = _widths(win)
+    assert after["brain"] == before["brain"], (before, after)
+    assert {k: after.get(k) for k in before} == before

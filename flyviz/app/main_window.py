@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
                                QPushButton, QToolBar, QWidget)
 
 from flyviz import APP_NAME, ORGANIZATION
-from flyviz.app import atlas_panel, interventions_dock, lesion_panel, window_layout
+from flyviz.app import atlas_panel, interventions_dock, lesion_panel, why_panel, window_layout
 from flyviz.app.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.background import BackgroundCalls
 from flyviz.app.brain_view import BrainView
@@ -75,7 +75,7 @@ STATUS_HZ = 2
 #: The window's features, installed in this order: ``(name, install(host) -> feature)``.
 #: Each reaches the window only through :class:`~flyviz.app.host.WindowHost`.
 FEATURES = (("atlas", atlas_panel.install), ("lesions", lesion_panel.install),
-            ("interventions", interventions_dock.install))
+            ("interventions", interventions_dock.install), ("why", why_panel.install))
 
 
 class TimelineFollower:

@@ -1,0 +1,212 @@
+"""Why? in the app: the flow layer, the shaded text, the Graph dock and Cancel."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from app_conftest import (app_checkpoint, isolated_neurons, screen_positions,  # noqa: F401
+                          window)
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtTest import QTest
+
+from flyviz.app import theme, why_panel
+from flyviz.render.colormaps import lut
+from flyviz.render.style import BACKGROUND
+
+pytestmark = pytest.mark.gui
+
+#: Per channel, how far a drawn pixel may be from the colour computed here.
+TOLERANCE = 10
+
+PROMPT = "Once upon a time there was"
+
+
+def _run(win, qtbot, tokens: int = 4) -> None:
+    win.state.display.smoothing_s = 0.0
+    win.state.display.point_size = 4.0
+    win.state.run.max_new_tokens = tokens
+    win.state.run.speed_cap = 0
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        assert win.run_prompt(PROMPT)
+    qtbot.waitUntil(lambda: win.state.index == len(win.state.recording) - 1, timeout=3000)
+
+
+def _why(win, qtbot):
+    feature = win.features["why"]
+    with qtbot.waitSignal(feature.traced, timeout=20_000) as traced:
+        assert feature.why()
+    return traced.args[0]
+
+
+def _expected(value: float, limit: float) -> np.ndarray:
+    """RGB of a lone neuron's disc centre of ``value`` on the flow colormap over ±limit."""
+    coord = float(np.clip((value + limit) / (2 * limit), 0.0, 1.0))
+    entry = lut("difference")[int(round(coord * 255))]
+    return np.clip(255.0 * (np.array(BACKGROUND[:3]) + entry[:3] * entry[3]), 0, 255)
+
+
+def _centre(image: np.ndarray, xy, radius: int = 2) -> np.ndarray:
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    patch = image[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3]
+    flat = patch.reshape(-1, 3).astype(np.float64)
+    return flat[flat.max(axis=1).argmax()]
+
+
+def _drawn(win, qtbot) -> np.ndarray:
+    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+                    timeout=3000)
+    return win.brain.render_image()
+
+
+def test_why_lights_the_neurons_that_carry_most_of_the_logit(window, qtbot, app_checkpoint):
+    """Pixel facts: each lone neuron is drawn in the flow colormap's colour of its node flow
+    over ± the largest |flow|, so the brightest are those carrying most; the lag slider
+    shows an earlier step's flows."""
+    win = window
+    _run(win, qtbot)
+    win.brain.set_gain(1.0)
+    att = _why(win, qtbot)
+    position = win.state.index
+    assert att.position == position and att.target == win.state.recording[position].predicted_token_id
+    assert abs(att.completeness_error) <= 1e-4 * max(1.0, abs(att.value))
+    assert win.colour_by.current == "flow" and win.brain.colormap == "difference"
+    assert win.brain.colorbar_caption.text() == "flow (units of L)"
+    xy = screen_positions(win)
+    for lag in (0, 2):
+        if lag:
+            win.features["why"].panel.lag.setValue(lag)
+        f = att.node_flow(position - lag)
+        limit = float(np.abs(f).max())
+        assert win.brain.value_range == pytest.approx((-limit, limit), rel=1e-5)
+        image = _drawn(win, qtbot)
+        lone = isolated_neurons(win, np.arange(app_checkpoint.config.neurons), 40)
+        assert len(lone) >= 15
+        lum = {}
+        for neuron in lone:
+            got = _centre(image, xy[neuron])
+            lum[neuron] = got.max()
+            if abs(f[neuron]) >= 0.1 * limit:
+                want = _expected(float(f[neuron]), limit)
+                assert np.abs(got - want).max() <= TOLERANCE, (lag, neuron, got, want)
+            else:   # near 0 the ramp is steep (sqrt): quiet neurons stay dim
+                assert got.max() <= _expected(0.1 * limit, limit).max() + TOLERANCE
+        # The brightest lone neurons are exactly those with the largest |flow|.
+        by_flow = sorted(lone, key=lambda n: -abs(f[n]))[:3]
+        by_light = sorted(lone, key=lambda n: -lum[n])[:3]
+        assert set(by_flow) == set(by_light) or \
+            min(lum[n] for n in by_flow) >= max(lum[n] for n in lone if n not in by_flow) - 2
+        dim = sorted(lone, key=lambda n: abs(f[n]))[0]
+        assert lum[by_flow[0]] > lum[dim] + 40
+
+
+def _shades(text_panel) -> dict[int, "tuple[int, int, int, int]"]:
+    """The background drawn behind each piece of the Text panel (its anchor's number)."""
+    shades = {}
+    block = text_panel.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            fmt = fragment.charFormat()
+            href = fmt.anchorHref()
+            if href.startswith("tok:") and fmt.background().style() != Qt.BrushStyle.NoBrush:
+                c = fmt.background().color()
+                shades[int(href[4:])] = (c.red(), c.green(), c.blue(), c.alpha())
+            it += 1
+        block = block.next()
+    return shades
+
+
+def test_the_input_tokens_are_shaded_in_the_order_of_their_flows(window, qtbot):
+    win = window
+    _run(win, qtbot, tokens=3)
+    win.state.index = len(win.state.recording) - 2      # a generated token that is not the last
+    att = _why(win, qtbot)
+    panel = win.text_panel
+    shades = _shades(panel)
+    accent = QColor(theme.ACCENT)
+    accent = (accent.red(), accent.green(), accent.blue(), accent.alpha())
+    flows = {}
+    for k, piece in enumerate(panel.pieces()):
+        positions = [panel.token_position(t) for t in panel.tokens()[piece.first:piece.last + 1]]
+        # The shown piece is drawn in the accent colour instead (it marks the shown token).
+        if all(p <= att.position for p in positions) and shades.get(k) != accent:
+            flows[k] = float(sum(att.token_flows[p] for p in positions))
+    assert len(flows) >= 4 and set(flows) <= set(shades)
+    # Opacity follows |flow|, hue its sign (red adds to L, blue takes from it).
+    order_by_flow = sorted(flows, key=lambda k: abs(flows[k]))
+    alphas = [shades[k][3] for k in order_by_flow]
+    assert alphas == sorted(alphas) and alphas[-1] > alphas[0]
+    for k, flow in flows.items():
+        r, _g, b, _a = shades[k]
+        assert (r > b) == (flow > 0), (k, flow, shades[k])
+    tip = panel.piece_tooltip(order_by_flow[-1])
+    assert f"flow {flows[order_by_flow[-1]]:+.4f}" in tip
+    # A new run clears the shading.
+    _run(win, qtbot, tokens=2)
+    assert [v for v in _shades(win.text_panel).values() if v != accent] == []
+    assert win.features["why"].attribution is None
+
+
+def test_the_graph_dock_shows_the_kept_nodes_and_a_click_selects_the_neuron(window, qtbot):
+    win = window
+    _run(win, qtbot)
+    att = _why(win, qtbot)
+    feature = win.features["why"]
+    graph = feature.graph
+    assert graph is not None and len(graph.neurons) > 0
+    panel = feature.graph_panel
+    points = panel.scatter.points()
+    assert len(points) == len(graph.neurons)
+    assert [p.pos().x() for p in points] == pytest.approx(graph.positions.astype(float))
+    # Larger |flow|, larger node; red for a positive flow.
+    sizes = np.array([p.size() for p in points])
+    order = np.argsort(np.abs(graph.flows))
+    assert np.all(np.diff(sizes[order]) >= -1e-9)
+    k = int(np.argmax(np.abs(graph.flows)))
+    assert f"neuron {int(graph.neurons[k])} " in panel.node_tip(k)
+    assert panel.node_tip(k).count("flow") == 1
+    win.docks["graph"].show()
+    win.docks["graph"].raise_()
+    qtbot.waitUntil(lambda: panel.plot.isVisible(), timeout=3000)
+    # Click the node drawn at that spot (the largest; a smaller one may lie under it).
+    win.state.selected = None
+    QTest.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton,
+                     pos=panel.node_widget_pos(k))
+    qtbot.waitUntil(lambda: win.state.selected is not None, timeout=3000)
+    clicked = win.state.selected
+    near = [int(graph.neurons[j]) for j in range(len(graph.neurons))
+            if (panel.node_widget_pos(j) - panel.node_widget_pos(k)).manhattanLength() <= 4]
+    assert clicked in near and int(graph.neurons[k]) in near
+    assert att.position == win.state.index
+
+
+def test_cancel_stops_a_trace(window, qtbot, monkeypatch):
+    win = window
+    _run(win, qtbot)
+    stopped = threading.Event()
+
+    def slow_trace(model, recording, *, position, window, should_stop):
+        for _ in range(2000):           # a stand-in that would take 20 s
+            if should_stop():
+                stopped.set()
+                raise InterruptedError("trace cancelled")
+            time.sleep(0.01)
+        raise AssertionError("the trace was not cancelled")
+
+    monkeypatch.setattr(why_panel, "trace", slow_trace)
+    feature = win.features["why"]
+    assert feature.why()
+    qtbot.waitUntil(lambda: feature.panel.progress.value() > 0, timeout=5000)
+    assert feature.busy and feature.panel.cancel_button.isVisible()
+    with qtbot.waitSignal(feature.cancelled, timeout=3000):
+        QTest.mouseClick(feature.panel.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(stopped.is_set, timeout=3000)
+    assert not feature.busy and feature.attribution is None
+    assert not feature.panel.cancel_button.isVisible()
+    assert not win.colour_by.actions["flow"].isEnabled()
+    assert "cancelled" in feature.panel.status.text()

@@ -75,7 +75,7 @@ def test_why_lights_the_neurons_that_carry_most_of_the_logit(window, qtbot, app_
     assert abs(att.completeness_error) <= 1e-4 * max(1.0, abs(att.value))
     assert win.colour_by.current == "flow" and win.brain.colormap == "difference"
     assert win.brain.colorbar_caption.text() == "flow (units of L)"
-    xy = screen_positions(win)
+    qtbot.wait(200)                 # the docks shown for the result settle the canvas size
     for lag in (0, 2):
         if lag:
             win.features["why"].panel.lag.setValue(lag)
@@ -83,6 +83,9 @@ def test_why_lights_the_neurons_that_carry_most_of_the_logit(window, qtbot, app_
         limit = float(np.abs(f).max())
         assert win.brain.value_range == pytest.approx((-limit, limit), rel=1e-5)
         image = _drawn(win, qtbot)
+        xy = screen_positions(win)
+        assert image.shape[:2] == (win.brain.canvas.physical_size[1],
+                                   win.brain.canvas.physical_size[0])
         lone = isolated_neurons(win, np.arange(app_checkpoint.config.neurons), 40)
         assert len(lone) >= 15
         lum = {}
@@ -170,18 +173,26 @@ def test_the_graph_dock_shows_the_kept_nodes_and_a_click_selects_the_neuron(wind
     k = int(np.argmax(np.abs(graph.flows)))
     assert f"neuron {int(graph.neurons[k])} " in panel.node_tip(k)
     assert panel.node_tip(k).count("flow") == 1
-    win.docks["graph"].show()
-    win.docks["graph"].raise_()
-    qtbot.waitUntil(lambda: panel.plot.isVisible(), timeout=3000)
-    # Click the node drawn at that spot (the largest; a smaller one may lie under it).
+    qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.height() > 120, timeout=3000)
+    qtbot.wait(200)
+    # Click the largest node: the neuron selected is one whose disc lies under the click.
     win.state.selected = None
-    QTest.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton,
-                     pos=panel.node_widget_pos(k))
+    spot = panel.node_widget_pos(k)
+    QTest.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton, pos=spot)
     qtbot.waitUntil(lambda: win.state.selected is not None, timeout=3000)
-    clicked = win.state.selected
-    near = [int(graph.neurons[j]) for j in range(len(graph.neurons))
-            if (panel.node_widget_pos(j) - panel.node_widget_pos(k)).manhattanLength() <= 4]
-    assert clicked in near and int(graph.neurons[k]) in near
+    under = {int(graph.neurons[j]) for j in range(len(graph.neurons))
+             if (panel.node_widget_pos(j) - spot).manhattanLength() <= sizes[j] / 2 + 1}
+    assert int(graph.neurons[k]) in under and win.state.selected in under
+    assert len(under) < len(graph.neurons)
+    # A node on its own: clicking it selects exactly its neuron.
+    alone = [j for j in range(len(graph.neurons))
+             if all((panel.node_widget_pos(j) - panel.node_widget_pos(i)).manhattanLength()
+                    > (sizes[i] + sizes[j]) for i in range(len(graph.neurons)) if i != j)]
+    if alone:
+        j = alone[0]
+        QTest.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton,
+                         pos=panel.node_widget_pos(j))
+        qtbot.waitUntil(lambda: win.state.selected == int(graph.neurons[j]), timeout=3000)
     assert att.position == win.state.index
 
 
@@ -210,3 +221,22 @@ def test_cancel_stops_a_trace(window, qtbot, monkeypatch):
     assert not feature.panel.cancel_button.isVisible()
     assert not win.colour_by.actions["flow"].isEnabled()
     assert "cancelled" in feature.panel.status.text()
+
+
+def test_why_on_a_generated_token_of_the_text_panel_traces_that_token(window, qtbot):
+    win = window
+    _run(win, qtbot, tokens=4)
+    panel = win.text_panel
+    generated = [k for k, p in enumerate(panel.pieces()) if p.generated]
+    assert len(generated) >= 2
+    assert panel.why_frame(0) is None                       # a prompt piece: nothing to ask
+    k = generated[0]
+    frame = panel.why_frame(k)
+    assert frame is not None and frame < len(win.state.recording) - 1
+    feature = win.features["why"]
+    with qtbot.waitSignal(feature.traced, timeout=20_000) as traced:
+        panel.why_requested.emit(frame)      # what the context menu's "Why this token?" sends
+    att = traced.args[0]
+    assert win.state.index == frame and att.position == frame
+    piece = panel.pieces()[k]
+    assert att.target == panel.tokens()[piece.last].token_id

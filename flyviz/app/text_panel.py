@@ -19,9 +19,9 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPoint
-from PySide6.QtGui import (QColor, QFont, QMouseEvent, QTextBlockFormat, QTextCharFormat,
-                           QTextCursor)
+from PySide6.QtCore import QPoint, Signal
+from PySide6.QtGui import (QAction, QColor, QContextMenuEvent, QFont, QMouseEvent, QTextBlockFormat,
+                           QTextCharFormat, QTextCursor)
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from flyviz.app import theme
@@ -163,7 +163,15 @@ class TextPanel(QTextBrowser):
 
     Hovering a piece shows the probability the model gave its tokens and the
     model's top candidates at that point.
+
+    Signals
+    -------
+    why_requested(frame)
+        *Why this token?* was chosen on a generated piece: the frame whose
+        prediction it is.
     """
+
+    why_requested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -350,6 +358,7 @@ class TextPanel(QTextBrowser):
             shade = self.piece_shade(k)
             if shade is not None:
                 fmt.setBackground(shade)
+                fmt.setForeground(QColor(theme.TEXT))      # readable on the shade
         return text, fmt
 
     # ------------------------------------------------------------ flows (Why?)
@@ -438,6 +447,28 @@ class TextPanel(QTextBrowser):
                 mark = "▸ " if tid == target else "&nbsp;&nbsp;"
                 lines.append(f"{mark}{html.escape(repr(text))} &nbsp;{float(p):.1%}")
         return lines
+
+    def why_frame(self, k: int) -> int | None:
+        """The frame that predicted generated piece ``k`` (its last token), or None."""
+        if not 0 <= k < len(self._pieces) or not self._pieces[k].generated:
+            return None
+        return self._tokens[self._pieces[k].last].scored_by
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 - Qt API
+        menu = self.createStandardContextMenu(event.pos())
+        anchor = self.anchorAt(event.pos())
+        frame = self.why_frame(int(anchor[4:])) if anchor.startswith("tok:") else None
+        if frame is not None:
+            first = menu.actions()[0] if menu.actions() else None
+            action = QAction("Why this token?", menu)
+            action.triggered.connect(lambda _c=False, f=frame: self.why_requested.emit(f))
+            if first is None:
+                menu.addAction(action)
+            else:
+                menu.insertAction(first, action)
+                menu.insertSeparator(first)
+        menu.exec(event.globalPos())
+        menu.deleteLater()
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
         anchor = self.anchorAt(event.position().toPoint())

@@ -315,6 +315,7 @@ class WhyFeature(QObject):
         p.cancel_requested.connect(self.cancel)
         p.lag_changed.connect(self.set_lag)
         self.graph_panel.neuron_clicked.connect(host.select_neuron)
+        host.text_panel.why_requested.connect(self.why_at)
         self._progress.connect(self._on_progress)
         host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
         host.state.events.recording.connect(lambda: self._forget(""))
@@ -390,6 +391,14 @@ class WhyFeature(QObject):
         host.background.run(PURPOSE, work, self._on_done, self._on_failed)
         return True
 
+    def why_at(self, frame: int) -> bool:
+        """Show frame ``frame`` and trace its prediction (the Text panel's *Why this token?*)."""
+        state = self.host.state
+        if not 0 <= frame < len(state.recording):
+            return False
+        state.index = int(frame)
+        return self.why()
+
     def cancel(self) -> None:
         """Stop the trace going on (its result, if it still comes, is dropped)."""
         if self._stop is not None:
@@ -438,7 +447,7 @@ class WhyFeature(QObject):
         else:
             colour_by.choose(FLOW)
         self.host.show_dock(self.dock)
-        self.host.show_dock(self.graph_dock)
+        self.host.show_dock(self.graph_dock, 0.35)     # rows need the height
         error = attribution.completeness_error
         self.host.show_message(
             f"why {attribution.target_text!r}: L = {attribution.value:+.4f}; the brain shows "

@@ -75,6 +75,7 @@ def test_why_lights_the_neurons_that_carry_most_of_the_logit(window, qtbot, app_
     assert abs(att.completeness_error) <= 1e-4 * max(1.0, abs(att.value))
     assert win.colour_by.current == "flow" and win.brain.colormap == "difference"
     assert win.brain.colorbar_caption.text() == "flow (units of L)"
+    win.features["why"].panel.synapses.setChecked(False)    # only the neurons (lines: below)
     qtbot.wait(200)                 # the docks shown for the result settle the canvas size
     for lag in (0, 2):
         if lag:
@@ -240,3 +241,39 @@ def test_why_on_a_generated_token_of_the_text_panel_traces_that_token(window, qt
     assert win.state.index == frame and att.position == frame
     piece = panel.pieces()[k]
     assert att.target == panel.tokens()[piece.last].token_id
+
+
+def test_the_strongest_synapses_are_drawn_as_lines_between_their_somas(window, qtbot):
+    """Pixel facts: along the strongest synapse the brain is brighter with the lines on than
+    off; the lines are the strongest edge flows into the shown step."""
+    win = window
+    _run(win, qtbot)
+    win.brain.set_gain(1.0)
+    att = _why(win, qtbot)
+    feature = win.features["why"]
+    edges = feature.synapse_edges
+    assert edges is not None and len(edges["flow"]) > 0
+    strongest = att.step_edge_flows(att.position, top=why_panel.SYNAPSE_LINES)
+    shown = set(zip(edges["pre"].tolist(), edges["post"].tolist()))
+    assert shown <= set(zip(strongest["pre"].tolist(), strongest["post"].tolist()))
+    qtbot.wait(200)
+    lit = _drawn(win, qtbot)
+    xy = screen_positions(win)
+    # The strongest drawn synapse whose somas lie far apart on screen: sample its middle.
+    lengths = np.hypot(*(xy[edges["pre"]] - xy[edges["post"]]).T)
+    order = [j for j in np.argsort(-np.abs(edges["flow"])) if lengths[j] > 60]
+    assert order
+    j = order[0]
+    a, b = xy[edges["pre"][j]], xy[edges["post"][j]]
+    samples = [a + (b - a) * s for s in (0.3, 0.4, 0.5, 0.6, 0.7)]
+    feature.panel.synapses.setChecked(False)
+    assert feature.synapse_edges is None
+    dark = win.brain.render_image()
+    gain = [lit[..., :3].max(axis=-1)[int(round(p[1])), int(round(p[0]))].astype(float)
+            - dark[..., :3].max(axis=-1)[int(round(p[1])), int(round(p[0]))] for p in samples]
+    assert np.median(gain) > 40, gain
+    # Positive flow in red, negative in blue, at the middle of the line.
+    mid = samples[2]
+    r, _g, bl = (lit[int(round(mid[1])), int(round(mid[0])), :3].astype(float)
+                 - dark[int(round(mid[1])), int(round(mid[0])), :3])
+    assert (r > bl) == (edges["flow"][j] > 0)

@@ -14,6 +14,9 @@ Cancel. The result:
   signal can be followed backwards through the window, step by step;
 * the Text panel shades each input token by its flow (red adds to L, blue takes
   from it; hover shows the value);
+* the strongest synapses into the shown step drawn as lines between the
+  somas in the brain view (bright: a large edge flow; red adds to L, blue
+  takes from it), following the lag slider;
 * the **Graph** dock: the pruned attribution graph as a scatter, the position
   on x and the superclass (or cell type) on y, each node sized by ``|flow|``
   and coloured by its sign; hovering names the neuron, clicking selects it.
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPoint, QPointF, Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
                                QSlider, QVBoxLayout, QWidget)
 
 from flyviz.model.errors import InputError
@@ -56,6 +59,9 @@ WINDOW = 64
 #: Most neuron nodes in the Graph dock (the pruning's node cap).
 GRAPH_NODES = 200
 
+#: Synapses drawn as lines in the brain view (the strongest by |edge flow| at the shown step).
+SYNAPSE_LINES = 40
+
 #: Colours of the graph's nodes: adds to L, takes from it (the flow colormap's hues).
 POSITIVE = (240, 50, 90)
 NEGATIVE = (80, 90, 250)
@@ -78,6 +84,29 @@ def graph_rows(attribution: "Attribution", graph: "Graph", by: str) -> tuple[lis
     names = sorted(set(node_labels))
     index = {name: i for i, name in enumerate(names)}
     return names, np.array([index[name] for name in node_labels], dtype=np.float64)
+
+
+def synapse_segments(attribution: "Attribution", position: int, positions: np.ndarray,
+                     visible: np.ndarray, top: int = SYNAPSE_LINES
+                     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """``(points, colours, edges)``: the ``top`` synapses into ``position`` by ``|flow|``
+    whose two somas are drawn, as line segments (``2 k`` points, pre then post) with an
+    RGBA per point (alpha grows with ``|flow|``)."""
+    edges = attribution.step_edge_flows(position, top=top)
+    keep = visible[edges["pre"]] & visible[edges["post"]] & (edges["pre"] != edges["post"])
+    edges = {key: value[keep] for key, value in edges.items()}
+    flows = edges["flow"]
+    if not flows.size:
+        return np.zeros((0, 3), np.float32), np.zeros((0, 4), np.float32), edges
+    points = np.empty((2 * flows.size, 3), np.float32)
+    points[0::2] = positions[edges["pre"]]
+    points[1::2] = positions[edges["post"]]
+    strength = np.abs(flows) / float(np.abs(flows).max())
+    colours = np.empty((flows.size, 4), np.float32)
+    colours[:, :3] = np.where((flows > 0)[:, None], np.array(POSITIVE) / 255.0,
+                              np.array(NEGATIVE) / 255.0)
+    colours[:, 3] = 0.15 + 0.85 * strength
+    return points, np.repeat(colours, 2, axis=0), edges
 
 
 class GraphPanel(QWidget):
@@ -240,6 +269,11 @@ class WhyPanel(QWidget):
         self.lag_label.setMinimumWidth(150)
         lag_row.addWidget(self.lag_label)
         layout.addLayout(lag_row)
+        self.synapses = QCheckBox(f"draw the {SYNAPSE_LINES} strongest synapses")
+        self.synapses.setChecked(True)
+        self.synapses.setToolTip("Lines between the somas of the synapses that carry most of "
+                                 "the logit into the shown step (bright: a large flow)")
+        layout.addWidget(self.synapses)
         self.tops = QLabel("")
         self.tops.setWordWrap(True)
         self.tops.setTextFormat(Qt.TextFormat.RichText)
@@ -292,6 +326,9 @@ class WhyFeature(QObject):
         #: Set while a trace's thread runs (its model must not be closed under it).
         self._running = threading.Event()
         self._retired: list["Model"] = []
+        #: The synapses drawn as lines now (``{"pre", "post", "flow"}``), or None.
+        self.synapse_edges: dict[str, np.ndarray] | None = None
+        self._lines: Any = None
         self._steps = 1
         self.panel = WhyPanel()
         self.graph_panel = GraphPanel()
@@ -314,6 +351,7 @@ class WhyFeature(QObject):
         p.why_requested.connect(self.why)
         p.cancel_requested.connect(self.cancel)
         p.lag_changed.connect(self.set_lag)
+        p.synapses.toggled.connect(lambda _on: self._draw_synapses())
         self.graph_panel.neuron_clicked.connect(host.select_neuron)
         host.text_panel.why_requested.connect(self.why_at)
         self._progress.connect(self._on_progress)
@@ -440,6 +478,7 @@ class WhyFeature(QObject):
         self._describe()
         self.host.text_panel.set_flows(list(attribution.token_flows))
         self.graph_panel.set_graph(attribution, graph)
+        self._draw_synapses()
         colour_by = self.host.colour_by
         colour_by.set_enabled((FLOW,), True)
         if colour_by.current == FLOW:
@@ -470,7 +509,31 @@ class WhyFeature(QObject):
         if self.panel.lag.value() != self.lag:
             self.panel.lag.setValue(self.lag)
         self._describe()
+        self._draw_synapses()
         self.host.colour_by.refresh(FLOW)
+
+    def _draw_synapses(self) -> None:
+        """The strongest synapses into the shown step as lines in the brain view."""
+        brain = self.host.brain
+        att = self.attribution
+        edges = None
+        if att is not None and self.panel.synapses.isChecked() \
+                and att.position - self.lag >= 1 and brain.positions.shape[0] == att.neurons:
+            points, colours, edges = synapse_segments(att, att.position - self.lag,
+                                                      brain.positions, brain.visible)
+            if len(points):
+                if self._lines is None:
+                    from vispy import scene
+
+                    self._lines = scene.visuals.Line(parent=brain.view.scene,
+                                                     connect="segments", method="gl")
+                    # Added light, over the cloud: a line shows where it crosses neurons.
+                    self._lines.set_gl_state("additive", depth_test=False)
+                self._lines.set_data(pos=points, color=colours, width=2.0)
+        self.synapse_edges = edges
+        if self._lines is not None:
+            self._lines.visible = edges is not None and len(edges["flow"]) > 0
+            brain.canvas.update()
 
     def _describe(self) -> None:
         att = self.attribution
@@ -498,6 +561,7 @@ class WhyFeature(QObject):
         self.attribution = self.graph = None
         self.host.text_panel.set_flows(None)
         self.graph_panel.set_graph(None, None)
+        self._draw_synapses()
         self.panel.set_window(0)
         self.panel.tops.setText("")
         self.panel.lag_label.setText("")
@@ -519,5 +583,5 @@ def install(host: "WindowHost") -> WhyFeature:
     return WhyFeature(host)
 
 
-__all__ = ["FLOW", "GRAPH_NODES", "GraphPanel", "WINDOW", "WhyFeature", "WhyPanel",
-           "flow_layer", "graph_rows", "install"]
+__all__ = ["FLOW", "GRAPH_NODES", "SYNAPSE_LINES", "GraphPanel", "WINDOW", "WhyFeature",
+           "WhyPanel", "flow_layer", "graph_rows", "install", "synapse_segments"]

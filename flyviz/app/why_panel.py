@@ -105,7 +105,7 @@ def synapse_segments(attribution: "Attribution", position: int, positions: np.nd
     colours = np.empty((flows.size, 4), np.float32)
     colours[:, :3] = np.where((flows > 0)[:, None], np.array(POSITIVE) / 255.0,
                               np.array(NEGATIVE) / 255.0)
-    colours[:, 3] = 0.15 + 0.85 * strength
+    colours[:, 3] = 0.1 + 0.6 * strength
     return points, np.repeat(colours, 2, axis=0), edges
 
 
@@ -529,7 +529,7 @@ class WhyFeature(QObject):
                                                      connect="segments", method="gl")
                     # Added light, over the cloud: a line shows where it crosses neurons.
                     self._lines.set_gl_state("additive", depth_test=False)
-                self._lines.set_data(pos=points, color=colours, width=2.0)
+                self._lines.set_data(pos=points, color=colours, width=1.5)
         self.synapse_edges = edges
         if self._lines is not None:
             self._lines.visible = edges is not None and len(edges["flow"]) > 0

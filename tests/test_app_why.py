@@ -277,3 +277,26 @@ def test_the_strongest_synapses_are_drawn_as_lines_between_their_somas(window, q
     r, _g, bl = (lit[int(round(mid[1])), int(round(mid[0])), :3].astype(float)
                  - dark[int(round(mid[1])), int(round(mid[0])), :3])
     assert (r > bl) == (edges["flow"][j] > 0)
+
+
+def test_closing_the_window_stops_a_trace(qtbot, app_checkpoint, tmp_path, monkeypatch):  # noqa: F811
+    from app_conftest import make_window
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    _run(win, qtbot)
+    stopped = threading.Event()
+
+    def slow_trace(model, recording, *, position, window, should_stop):
+        for _ in range(6000):           # a stand-in that would take a minute
+            if should_stop():
+                stopped.set()
+                raise InterruptedError("trace cancelled")
+            time.sleep(0.01)
+        raise AssertionError("the trace was not stopped")
+
+    monkeypatch.setattr(why_panel, "trace", slow_trace)
+    feature = win.features["why"]
+    assert feature.why()
+    qtbot.waitUntil(lambda: feature.panel.progress.value() > 0, timeout=5000)
+    win.close()                         # joins the background threads
+    assert stopped.is_set()

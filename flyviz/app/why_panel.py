@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QPoint, QPointF, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
                                QSlider, QVBoxLayout, QWidget)
 
@@ -354,9 +354,16 @@ class WhyFeature(QObject):
         p.synapses.toggled.connect(lambda _on: self._draw_synapses())
         self.graph_panel.neuron_clicked.connect(host.select_neuron)
         host.text_panel.why_requested.connect(self.why_at)
+        # The window's close waits for background calls: stop a trace first.
+        host.widget().installEventFilter(self)
         self._progress.connect(self._on_progress)
         host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
         host.state.events.recording.connect(lambda: self._forget(""))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if event.type() == QEvent.Type.Close and self._stop is not None:
+            self._stop.set()
+        return False
 
     # ------------------------------------------------------------ tracing
     @property

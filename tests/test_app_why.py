@@ -300,3 +300,46 @@ def test_closing_the_window_stops_a_trace(qtbot, app_checkpoint, tmp_path, monke
     qtbot.waitUntil(lambda: feature.panel.progress.value() > 0, timeout=5000)
     win.close()                         # joins the background threads
     assert stopped.is_set()
+
+
+def test_the_graphs_cell_type_supernodes_sum_their_flows_and_expand_on_a_click(window, qtbot):
+    win = window
+    _run(win, qtbot)
+    att = _why(win, qtbot)
+    feature = win.features["why"]
+    graph, panel = feature.graph, feature.graph_panel
+    win.docks["graph"].show()
+    win.docks["graph"].raise_()
+    panel.supernodes.setChecked(True)
+    cell_types = att.labels("cell_type")
+    groups: dict = {}
+    for k, neuron in enumerate(graph.neurons):
+        groups.setdefault((int(graph.positions[k]), cell_types[int(neuron)]), []).append(k)
+    several = {key: m for key, m in groups.items() if len(m) > 1}
+    assert several, "the test graph has no cell type with two nodes at one position"
+    points = panel.scatter.points()
+    assert len(points) == len(groups)
+    flows = {round(p.pos().x()): [] for p in points}
+    for i, (key, members) in enumerate(panel.items):
+        want = sum(float(graph.flows[k]) for k in members)
+        if key is not None:
+            assert sorted(members.tolist()) == sorted(several[key])
+            assert f"flow {want:+.4f}" in panel.item_tip(i) and f"{len(members)} neurons" in \
+                panel.item_tip(i)
+        flows[round(points[i].pos().x())].append(want)
+    # Every kept node's flow is in exactly one drawn item.
+    assert sum(sum(v) for v in flows.values()) == pytest.approx(float(np.sum(graph.flows)))
+    qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.height() > 120, timeout=3000)
+    qtbot.wait(200)
+    # Click a supernode where no other item is drawn under the pointer: it expands.
+    sizes = [p.size() for p in panel.scatter.points()]
+    alone = [i for i, (key, _m) in enumerate(panel.items) if key is not None and all(
+        (panel.item_widget_pos(i) - panel.item_widget_pos(j)).manhattanLength()
+        > sizes[j] / 2 + 2 for j in range(len(panel.items)) if j != i)]
+    assert alone
+    key, members = panel.items[alone[0]]
+    QTest.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton,
+                     pos=panel.item_widget_pos(alone[0]))
+    qtbot.waitUntil(lambda: key in panel.expanded, timeout=3000)
+    assert len(panel.scatter.points()) == len(groups) - 1 + len(members)
+    assert win.state.selected is None

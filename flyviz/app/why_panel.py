@@ -134,6 +134,11 @@ class GraphPanel(QWidget):
         self.rows_by.setToolTip("What the rows of the graph group the neurons by")
         self.rows_by.currentIndexChanged.connect(lambda _i: self._draw())
         row.addWidget(self.rows_by)
+        self.supernodes = QCheckBox("cell-type supernodes")
+        self.supernodes.setToolTip("Draw the neurons of one cell type at one position as one "
+                                   "node (ringed); click one to expand it")
+        self.supernodes.toggled.connect(self._on_grouping)
+        row.addWidget(self.supernodes)
         layout.addLayout(row)
         self.plot = pg.PlotWidget()
         self.plot.setMenuEnabled(False)
@@ -148,10 +153,19 @@ class GraphPanel(QWidget):
         self.graph: "Graph | None" = None
         self.rows = np.zeros(0)
         self.row_names: list[str] = []
+        #: What is drawn: ``(supernode key (position, cell type) or None, graph node indices)``.
+        self.items: list[tuple[tuple[int, str] | None, np.ndarray]] = []
+        #: The supernodes the user expanded.
+        self.expanded: set[tuple[int, str]] = set()
+
+    def _on_grouping(self, _on: bool) -> None:
+        self.expanded.clear()
+        self._draw()
 
     def set_graph(self, attribution: "Attribution | None", graph: "Graph | None") -> None:
         """Show ``graph`` (``None``: nothing)."""
         self.attribution, self.graph = attribution, graph
+        self.expanded.clear()
         self._draw()
 
     @property
@@ -162,6 +176,7 @@ class GraphPanel(QWidget):
     def _draw(self) -> None:
         att, graph = self.attribution, self.graph
         self.scatter.clear()
+        self.items = []
         if att is None or graph is None or not len(graph.neurons):
             self.rows, self.row_names = np.zeros(0), []
             self.plot.getAxis("left").setTicks(None)
@@ -169,25 +184,54 @@ class GraphPanel(QWidget):
                 self.status.setText("The pruned graph keeps no neuron node.")
             return
         names, rows = graph_rows(att, graph, self.by)
-        # Nodes of one row at one position side by side, a little apart.
-        y = rows.copy()
-        for key in set(zip(graph.positions.tolist(), rows.tolist())):
-            same = np.flatnonzero((graph.positions == key[0]) & (rows == key[1]))
+        positions = graph.positions.astype(np.int64)
+        flows = np.asarray(graph.flows, dtype=np.float64)
+        # What is drawn: single nodes, or the cell types' supernodes (one per position)
+        # that the user has not expanded.
+        items: list[tuple[tuple[int, str] | None, np.ndarray]] = []
+        if self.supernodes.isChecked():
+            cell_types = att.labels("cell_type")
+            groups: dict[tuple[int, str], list[int]] = {}
+            for k, neuron in enumerate(graph.neurons):
+                groups.setdefault((int(positions[k]), cell_types[int(neuron)]), []).append(k)
+            for key, members in groups.items():
+                if len(members) > 1 and key not in self.expanded:
+                    items.append((key, np.array(members)))
+                else:
+                    items.extend((None, np.array([k])) for k in members)
+        else:
+            items = [(None, np.array([k])) for k in range(len(flows))]
+        self.items = items
+        x = np.array([positions[m[0]] for _, m in items], dtype=np.float64)
+        y = np.array([rows[m[0]] for _, m in items], dtype=np.float64)
+        # Items of one row at one position side by side, a little apart.
+        base = y.copy()
+        for key in set(zip(x.tolist(), base.tolist())):
+            same = np.flatnonzero((x == key[0]) & (base == key[1]))
             if same.size > 1:
                 y[same] += np.linspace(-0.3, 0.3, same.size)
-        self.rows, self.row_names = y, names
-        flows = np.asarray(graph.flows, dtype=np.float64)
-        top = float(np.abs(flows).max()) or 1.0
-        sizes = 6.0 + 22.0 * np.sqrt(np.abs(flows) / top)
-        brushes = [pg.mkBrush(*(POSITIVE if f > 0 else NEGATIVE), 220) for f in flows]
-        self.scatter.setData(x=graph.positions.astype(np.float64), y=y, size=sizes,
-                             brush=brushes, pen=pg.mkPen(None), data=list(range(len(flows))))
+        self.rows = np.zeros(len(flows))
+        for i, (_, part) in enumerate(items):
+            self.rows[part] = y[i]
+        self.row_names = names
+        item_flows = np.array([flows[m].sum() for _, m in items])
+        top = float(np.abs(item_flows).max()) or 1.0
+        sizes = 6.0 + 22.0 * np.sqrt(np.abs(item_flows) / top)
+        brushes = [pg.mkBrush(*(POSITIVE if f > 0 else NEGATIVE), 220) for f in item_flows]
+        pens = [pg.mkPen("w", width=1.5) if key is not None else pg.mkPen(None)
+                for key, _ in items]
+        self.scatter.setData(x=x, y=y, size=sizes, brush=brushes, pen=pens,
+                             data=list(range(len(items))))
         self.plot.getAxis("left").setTicks([list(enumerate(names))])
         self.plot.setXRange(att.window_start - 0.5, att.position + 0.5, padding=0.02)
         self.plot.setYRange(-0.6, len(names) - 0.4, padding=0.02)
+        grouped = sum(key is not None for key, _ in items)
         self.status.setText(f"{len(flows)} neuron nodes kept of the graph explaining "
-                            f"{att.target_text!r} at position {att.position}; red adds to L, "
-                            "blue takes from it. Click a node to select its neuron.")
+                            f"{att.target_text!r} at position {att.position}"
+                            + (f", {grouped} cell-type supernodes (ringed; click to expand)"
+                               if grouped else "")
+                            + "; red adds to L, blue takes from it. Click a node to select "
+                            "its neuron.")
 
     # ------------------------------------------------------------ nodes
     def node_tip(self, k: int) -> str:
@@ -203,8 +247,24 @@ class GraphPanel(QWidget):
                 f"position {position} (after {token!r})\nflow {float(graph.flows[k]):+.4f} "
                 "(units of L)")
 
+    def item_tip(self, i: int) -> str:
+        """What hovering drawn item ``i`` says (a node's neuron, or a supernode's group)."""
+        if not 0 <= i < len(self.items) or self.graph is None:
+            return ""
+        key, members = self.items[i]
+        if key is None:
+            return self.node_tip(int(members[0]))
+        flow = float(np.asarray(self.graph.flows, dtype=np.float64)[members].sum())
+        return (f"cell type {key[1]} at position {key[0]}: {len(members)} neurons\n"
+                f"flow {flow:+.4f} (units of L); click to expand")
+
     def _tip(self, x: float, y: float, data: Any) -> str:
-        return self.node_tip(int(data))
+        return self.item_tip(int(data))
+
+    def item_widget_pos(self, i: int) -> QPoint:
+        """Where drawn item ``i`` is, in the plot widget's coordinates (tests click there)."""
+        key, members = self.items[i]
+        return self.node_widget_pos(int(members[0]))
 
     def node_widget_pos(self, k: int) -> QPoint:
         """Where node ``k`` is drawn, in the plot widget's coordinates (tests click there)."""
@@ -216,8 +276,12 @@ class GraphPanel(QWidget):
     def _on_clicked(self, _item: Any, points: Any, _ev: Any = None) -> None:
         if self.graph is None or points is None or not len(points):
             return
-        k = int(points[0].data())
-        self.neuron_clicked.emit(int(self.graph.neurons[k]))
+        key, members = self.items[int(points[0].data())]
+        if key is not None:                 # a supernode: show its neurons
+            self.expanded.add(key)
+            self._draw()
+            return
+        self.neuron_clicked.emit(int(self.graph.neurons[int(members[0])]))
 
 
 class WhyPanel(QWidget):

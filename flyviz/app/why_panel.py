@@ -1,7 +1,7 @@
 """*Why?* in the app: which earlier words and which neurons made the shown token.
 
-Run → *Why this token?* (key ``W``, or the *Why?* dock's button) traces the
-shown frame's prediction through the connectome
+Run → *Why this token?* (key ``W``, the *Why?* dock's button, or a right-click
+on a generated word in the Text panel) traces the shown frame's prediction through the connectome
 (:func:`flyviz.record.trace.trace`, the exact decomposition of
 ``L = logit[token] - mean(logits)``) off the UI thread, with progress and
 Cancel. The result:
@@ -19,7 +19,9 @@ Cancel. The result:
   takes from it), following the lag slider;
 * the **Graph** dock: the pruned attribution graph as a scatter, the position
   on x and the superclass (or cell type) on y, each node sized by ``|flow|``
-  and coloured by its sign; hovering names the neuron, clicking selects it.
+  and coloured by its sign; hovering names the neuron, clicking selects it;
+  *cell-type supernodes* draws each cell type at each position as one ringed
+  node (their flows summed) that expands into its neurons on a click.
 
 The trace runs on a model of its own (its own engine), so it never disturbs a
 run that is going on; the shown recording is traced from a frozen snapshot.

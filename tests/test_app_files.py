@@ -124,11 +124,12 @@ def test_shortcuts_dialog_lists_every_shortcut_and_about_credits(window, qtbot):
     dialog = win.show_shortcuts()
     table = dialog.findChild(QTableWidget, "shortcutTable")
     listed = {table.item(r, 1).text() for r in range(table.rowCount())}
-    # Every standard shortcut, and those added with the registry (Compare, Brain outline).
+    # Every standard shortcut, and those added with the registry (Compare, Brain outline, Why?).
     assert listed >= {description for _name, _keys, description in SHORTCUTS}
     assert listed - {description for _name, _keys, description in SHORTCUTS} == {
         win.actions_by_name["compare"].statusTip(),
-        win.actions_by_name["toggle_outline"].statusTip()}
+        win.actions_by_name["toggle_outline"].statusTip(),
+        win.actions_by_name["why"].statusTip()}
     keys = [action.shortcut().toString() for action in win.actions_by_name.values()
             if not action.shortcut().isEmpty()]
     assert len(set(keys)) == len(keys)                     # every action has its own keys

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.inspector import NeuronInspector
     from flyviz.app.model_control import ModelBundle
     from flyviz.app.session import Session
+    from flyviz.app.text_panel import TextPanel
     from flyviz.model.checkpoint import Checkpoint
     from flyviz.viewer.highlight import Highlights
     from flyviz.viewer.state import ViewerState
@@ -56,6 +57,8 @@ class WindowHost(Protocol):
     runs: "CompareController"
     #: The neuron inspector (its atlas card).
     inspector: "NeuronInspector"
+    #: The running text (features shade its tokens).
+    text_panel: "TextPanel"
     #: The window's docks by key.
     docks: "dict[str, QDockWidget]"
     #: ``model_ready(name)``: a model is ready (a Qt signal).

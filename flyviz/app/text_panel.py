@@ -19,9 +19,9 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPoint
-from PySide6.QtGui import (QColor, QFont, QMouseEvent, QTextBlockFormat, QTextCharFormat,
-                           QTextCursor)
+from PySide6.QtCore import QPoint, Signal
+from PySide6.QtGui import (QAction, QColor, QContextMenuEvent, QFont, QMouseEvent, QTextBlockFormat,
+                           QTextCharFormat, QTextCursor)
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from flyviz.app import theme
@@ -163,7 +163,15 @@ class TextPanel(QTextBrowser):
 
     Hovering a piece shows the probability the model gave its tokens and the
     model's top candidates at that point.
+
+    Signals
+    -------
+    why_requested(frame)
+        *Why this token?* was chosen on a generated piece: the frame whose
+        prediction it is.
     """
+
+    why_requested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -178,6 +186,10 @@ class TextPanel(QTextBrowser):
         self._decode: Callable[[list[int]], str] | None = None
         self._placeholder = "Type a prompt above and press Enter."
         self._formats = self._make_formats()
+        #: Flow of the token read at each input position (the *Why?* shading), or None.
+        self._flows: list[float] | None = None
+        self._flow_limit = 0.0
+        self._last_index = -1
         self._reset(None)
         self.show_text_placeholder()
 
@@ -238,6 +250,7 @@ class TextPanel(QTextBrowser):
         if index == self._shown_index:
             return
         self._shown_index = index
+        self._last_index = index
         if index < 0:
             self.show_text_placeholder()
             return
@@ -341,7 +354,49 @@ class TextPanel(QTextBrowser):
         if highlighted:
             fmt.setBackground(QColor(theme.ACCENT))
             fmt.setForeground(QColor(theme.BACKGROUND))
+        else:
+            shade = self.piece_shade(k)
+            if shade is not None:
+                fmt.setBackground(shade)
+                fmt.setForeground(QColor(theme.TEXT))      # readable on the shade
         return text, fmt
+
+    # ------------------------------------------------------------ flows (Why?)
+    @staticmethod
+    def token_position(token: TextToken) -> int:
+        """The input position at which ``token`` is read: a prompt token at the frame that
+        consumes it, a generated one at the frame after the one that predicted it."""
+        return token.appears_at + 1 if token.generated else token.appears_at
+
+    def set_flows(self, flows: "list[float] | None") -> None:
+        """Shade each input token by its flow (``flows[p]``: the token read at position
+        ``p``, in units of L; red adds to L, blue takes from it); ``None`` clears."""
+        self._flows = None if flows is None else [float(f) for f in flows]
+        self._flow_limit = max((abs(f) for f in self._flows), default=0.0) if self._flows else 0.0
+        if self._recording is not None and self._last_index >= 0:
+            recording, index = self._recording, self._last_index
+            self._doc_first, self._shown_index = -1, -2    # restyle every piece
+            self.show_frame(recording, index)
+
+    def piece_flow(self, k: int) -> float | None:
+        """The flow of piece ``k``'s tokens (summed), or None when none of them was traced."""
+        if self._flows is None or not 0 <= k < len(self._pieces):
+            return None
+        piece = self._pieces[k]
+        values = [self._flows[p] for p in (self.token_position(t)
+                                           for t in self._tokens[piece.first:piece.last + 1])
+                  if 0 <= p < len(self._flows)]
+        return float(sum(values)) if values else None
+
+    def piece_shade(self, k: int) -> QColor | None:
+        """The background of piece ``k``: its flow's sign in hue, ``|flow|`` in opacity."""
+        flow = self.piece_flow(k)
+        if flow is None or self._flow_limit <= 0.0:
+            return None
+        strength = min(1.0, abs(flow) / self._flow_limit)
+        colour = QColor(220, 40, 70) if flow > 0 else QColor(70, 90, 240)
+        colour.setAlpha(int(round(30 + 200 * strength)))
+        return colour
 
     @staticmethod
     def _make_formats() -> dict[str, QTextCharFormat]:
@@ -364,6 +419,9 @@ class TextPanel(QTextBrowser):
         tokens = self._tokens[piece.first:piece.last + 1]
         lines = [f"<b>{html.escape(repr(piece.text))}</b> &nbsp;({label}"
                  + (f", {len(tokens)} tokens" if len(tokens) > 1 else "") + ")"]
+        flow = self.piece_flow(k)
+        if flow is not None:
+            lines.append(f"flow {flow:+.4f} (units of L)")
         for token in tokens:
             lines.extend(self._token_lines(token, several=len(tokens) > 1))
         return "<br>".join(lines)
@@ -389,6 +447,28 @@ class TextPanel(QTextBrowser):
                 mark = "▸ " if tid == target else "&nbsp;&nbsp;"
                 lines.append(f"{mark}{html.escape(repr(text))} &nbsp;{float(p):.1%}")
         return lines
+
+    def why_frame(self, k: int) -> int | None:
+        """The frame that predicted generated piece ``k`` (its last token), or None."""
+        if not 0 <= k < len(self._pieces) or not self._pieces[k].generated:
+            return None
+        return self._tokens[self._pieces[k].last].scored_by
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 - Qt API
+        menu = self.createStandardContextMenu(event.pos())
+        anchor = self.anchorAt(event.pos())
+        frame = self.why_frame(int(anchor[4:])) if anchor.startswith("tok:") else None
+        if frame is not None:
+            first = menu.actions()[0] if menu.actions() else None
+            action = QAction("Why this token?", menu)
+            action.triggered.connect(lambda _c=False, f=frame: self.why_requested.emit(f))
+            if first is None:
+                menu.addAction(action)
+            else:
+                menu.insertAction(first, action)
+                menu.insertSeparator(first)
+        menu.exec(event.globalPos())
+        menu.deleteLater()
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt API
         anchor = self.anchorAt(event.position().toPoint())

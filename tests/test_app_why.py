@@ -1,0 +1,345 @@
+"""Why? in the app: the flow layer, the shaded text, the Graph dock and Cancel."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from app_conftest import (app_checkpoint, isolated_neurons, screen_positions,  # noqa: F401
+                          window)
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtTest import QTest
+
+from flyviz.app import theme, why_panel
+from flyviz.render.colormaps import lut
+from flyviz.render.style import BACKGROUND
+
+pytestmark = pytest.mark.gui
+
+#: Per channel, how far a drawn pixel may be from the colour computed here.
+TOLERANCE = 10
+
+PROMPT = "Once upon a time there was"
+
+
+def _run(win, qtbot, tokens: int = 4) -> None:
+    win.state.display.smoothing_s = 0.0
+    win.state.display.point_size = 4.0
+    win.state.run.max_new_tokens = tokens
+    win.state.run.speed_cap = 0
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        assert win.run_prompt(PROMPT)
+    qtbot.waitUntil(lambda: win.state.index == len(win.state.recording) - 1, timeout=3000)
+
+
+def _why(win, qtbot):
+    feature = win.features["why"]
+    with qtbot.waitSignal(feature.traced, timeout=20_000) as traced:
+        assert feature.why()
+    return traced.args[0]
+
+
+def _expected(value: float, limit: float) -> np.ndarray:
+    """RGB of a lone neuron's disc centre of ``value`` on the flow colormap over ±limit."""
+    coord = float(np.clip((value + limit) / (2 * limit), 0.0, 1.0))
+    entry = lut("difference")[int(round(coord * 255))]
+    return np.clip(255.0 * (np.array(BACKGROUND[:3]) + entry[:3] * entry[3]), 0, 255)
+
+
+def _centre(image: np.ndarray, xy, radius: int = 2) -> np.ndarray:
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    patch = image[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3]
+    flat = patch.reshape(-1, 3).astype(np.float64)
+    return flat[flat.max(axis=1).argmax()]
+
+
+def _drawn(win, qtbot) -> np.ndarray:
+    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+                    timeout=3000)
+    return win.brain.render_image()
+
+
+def test_why_lights_the_neurons_that_carry_most_of_the_logit(window, qtbot, app_checkpoint):
+    """Pixel facts: each lone neuron is drawn in the flow colormap's colour of its node flow
+    over ± the largest |flow|, so the brightest are those carrying most; the lag slider
+    shows an earlier step's flows."""
+    win = window
+    _run(win, qtbot)
+    win.brain.set_gain(1.0)
+    att = _why(win, qtbot)
+    position = win.state.index
+    assert att.position == position and att.target == win.state.recording[position].predicted_token_id
+    assert abs(att.completeness_error) <= 1e-4 * max(1.0, abs(att.value))
+    assert win.colour_by.current == "flow" and win.brain.colormap == "difference"
+    assert win.brain.colorbar_caption.text() == "flow (units of L)"
+    win.features["why"].panel.synapses.setChecked(False)    # only the neurons (lines: below)
+    qtbot.wait(200)                 # the docks shown for the result settle the canvas size
+    for lag in (0, 2):
+        if lag:
+            win.features["why"].panel.lag.setValue(lag)
+        f = att.node_flow(position - lag)
+        limit = float(np.abs(f).max())
+        assert win.brain.value_range == pytest.approx((-limit, limit), rel=1e-5)
+        image = _drawn(win, qtbot)
+        xy = screen_positions(win)
+        assert image.shape[:2] == (win.brain.canvas.physical_size[1],
+                                   win.brain.canvas.physical_size[0])
+        lone = isolated_neurons(win, np.arange(app_checkpoint.config.neurons), 40)
+        assert len(lone) >= 15
+        lum = {}
+        for neuron in lone:
+            got = _centre(image, xy[neuron])
+            lum[neuron] = got.max()
+            if abs(f[neuron]) >= 0.1 * limit:
+                want = _expected(float(f[neuron]), limit)
+                assert np.abs(got - want).max() <= TOLERANCE, (lag, neuron, got, want)
+            else:   # near 0 the ramp is steep (sqrt): quiet neurons stay dim
+                assert got.max() <= _expected(0.1 * limit, limit).max() + TOLERANCE
+        # The brightest lone neurons are exactly those with the largest |flow|.
+        by_flow = sorted(lone, key=lambda n: -abs(f[n]))[:3]
+        by_light = sorted(lone, key=lambda n: -lum[n])[:3]
+        assert set(by_flow) == set(by_light) or \
+            min(lum[n] for n in by_flow) >= max(lum[n] for n in lone if n not in by_flow) - 2
+        dim = sorted(lone, key=lambda n: abs(f[n]))[0]
+        assert lum[by_flow[0]] > lum[dim] + 40
+
+
+def _shades(text_panel) -> dict[int, "tuple[int, int, int, int]"]:
+    """The background drawn behind each piece of the Text panel (its anchor's number)."""
+    shades = {}
+    block = text_panel.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            fmt = fragment.charFormat()
+            href = fmt.anchorHref()
+            if href.startswith("tok:") and fmt.background().style() != Qt.BrushStyle.NoBrush:
+                c = fmt.background().color()
+                shades[int(href[4:])] = (c.red(), c.green(), c.blue(), c.alpha())
+            it += 1
+        block = block.next()
+    return shades
+
+
+def test_the_input_tokens_are_shaded_in_the_order_of_their_flows(window, qtbot):
+    win = window
+    _run(win, qtbot, tokens=3)
+    win.state.index = len(win.state.recording) - 2      # a generated token that is not the last
+    att = _why(win, qtbot)
+    panel = win.text_panel
+    shades = _shades(panel)
+    accent = QColor(theme.ACCENT)
+    accent = (accent.red(), accent.green(), accent.blue(), accent.alpha())
+    flows = {}
+    for k, piece in enumerate(panel.pieces()):
+        positions = [panel.token_position(t) for t in panel.tokens()[piece.first:piece.last + 1]]
+        # The shown piece is drawn in the accent colour instead (it marks the shown token).
+        if all(p <= att.position for p in positions) and shades.get(k) != accent:
+            flows[k] = float(sum(att.token_flows[p] for p in positions))
+    assert len(flows) >= 4 and set(flows) <= set(shades)
+    # Opacity follows |flow|, hue its sign (red adds to L, blue takes from it).
+    order_by_flow = sorted(flows, key=lambda k: abs(flows[k]))
+    alphas = [shades[k][3] for k in order_by_flow]
+    assert alphas == sorted(alphas) and alphas[-1] > alphas[0]
+    for k, flow in flows.items():
+        r, _g, b, _a = shades[k]
+        assert (r > b) == (flow > 0), (k, flow, shades[k])
+    tip = panel.piece_tooltip(order_by_flow[-1])
+    assert f"flow {flows[order_by_flow[-1]]:+.4f}" in tip
+    # A new run clears the shading.
+    _run(win, qtbot, tokens=2)
+    assert [v for v in _shades(win.text_panel).values() if v != accent] == []
+    assert win.features["why"].attribution is None
+
+
+def test_the_graph_dock_shows_the_kept_nodes_and_a_click_selects_the_neuron(window, qtbot):
+    win = window
+    _run(win, qtbot)
+    att = _why(win, qtbot)
+    feature = win.features["why"]
+    graph = feature.graph
+    assert graph is not None and len(graph.neurons) > 0
+    panel = feature.graph_panel
+    points = panel.scatter.points()
+    assert len(points) == len(graph.neurons)
+    assert [p.pos().x() for p in points] == pytest.approx(graph.positions.astype(float))
+    # Larger |flow|, larger node; red for a positive flow.
+    sizes = np.array([p.size() for p in points])
+    order = np.argsort(np.abs(graph.flows))
+    assert np.all(np.diff(sizes[order]) >= -1e-9)
+    k = int(np.argmax(np.abs(graph.flows)))
+    assert f"neuron {int(graph.neurons[k])} " in panel.node_tip(k)
+    assert panel.node_tip(k).count("flow") == 1
+    qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.height() > 120, timeout=3000)
+    qtbot.wait(200)
+    # Click the largest node: the neuron selected is one whose disc lies under the click.
+    win.state.selected = None
+    spot = panel.node_widget_pos(k)
+    QTest.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton, pos=spot)
+    qtbot.waitUntil(lambda: win.state.selected is not None, timeout=3000)
+    under = {int(graph.neurons[j]) for j in range(len(graph.neurons))
+             if (panel.node_widget_pos(j) - spot).manhattanLength() <= sizes[j] / 2 + 1}
+    assert int(graph.neurons[k]) in under and win.state.selected in under
+    assert len(under) < len(graph.neurons)
+    # A node on its own: clicking it selects exactly its neuron.
+    alone = [j for j in range(len(graph.neurons))
+             if all((panel.node_widget_pos(j) - panel.node_widget_pos(i)).manhattanLength()
+                    > (sizes[i] + sizes[j]) for i in range(len(graph.neurons)) if i != j)]
+    if alone:
+        j = alone[0]
+        QTest.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton,
+                         pos=panel.node_widget_pos(j))
+        qtbot.waitUntil(lambda: win.state.selected == int(graph.neurons[j]), timeout=3000)
+    assert att.position == win.state.index
+
+
+def test_cancel_stops_a_trace(window, qtbot, monkeypatch):
+    win = window
+    _run(win, qtbot)
+    stopped = threading.Event()
+
+    def slow_trace(model, recording, *, position, window, should_stop):
+        for _ in range(2000):           # a stand-in that would take 20 s
+            if should_stop():
+                stopped.set()
+                raise InterruptedError("trace cancelled")
+            time.sleep(0.01)
+        raise AssertionError("the trace was not cancelled")
+
+    monkeypatch.setattr(why_panel, "trace", slow_trace)
+    feature = win.features["why"]
+    assert feature.why()
+    qtbot.waitUntil(lambda: feature.panel.progress.value() > 0, timeout=5000)
+    assert feature.busy and feature.panel.cancel_button.isVisible()
+    with qtbot.waitSignal(feature.cancelled, timeout=3000):
+        QTest.mouseClick(feature.panel.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(stopped.is_set, timeout=3000)
+    assert not feature.busy and feature.attribution is None
+    assert not feature.panel.cancel_button.isVisible()
+    assert not win.colour_by.actions["flow"].isEnabled()
+    assert "cancelled" in feature.panel.status.text()
+
+
+def test_why_on_a_generated_token_of_the_text_panel_traces_that_token(window, qtbot):
+    win = window
+    _run(win, qtbot, tokens=4)
+    panel = win.text_panel
+    generated = [k for k, p in enumerate(panel.pieces()) if p.generated]
+    assert len(generated) >= 2
+    assert panel.why_frame(0) is None                       # a prompt piece: nothing to ask
+    k = generated[0]
+    frame = panel.why_frame(k)
+    assert frame is not None and frame < len(win.state.recording) - 1
+    feature = win.features["why"]
+    with qtbot.waitSignal(feature.traced, timeout=20_000) as traced:
+        panel.why_requested.emit(frame)      # what the context menu's "Why this token?" sends
+    att = traced.args[0]
+    assert win.state.index == frame and att.position == frame
+    piece = panel.pieces()[k]
+    assert att.target == panel.tokens()[piece.last].token_id
+
+
+def test_the_strongest_synapses_are_drawn_as_lines_between_their_somas(window, qtbot):
+    """Pixel facts: along the strongest synapse the brain is brighter with the lines on than
+    off; the lines are the strongest edge flows into the shown step."""
+    win = window
+    _run(win, qtbot)
+    win.brain.set_gain(1.0)
+    att = _why(win, qtbot)
+    feature = win.features["why"]
+    edges = feature.synapse_edges
+    assert edges is not None and len(edges["flow"]) > 0
+    strongest = att.step_edge_flows(att.position, top=why_panel.SYNAPSE_LINES)
+    shown = set(zip(edges["pre"].tolist(), edges["post"].tolist()))
+    assert shown <= set(zip(strongest["pre"].tolist(), strongest["post"].tolist()))
+    qtbot.wait(200)
+    lit = _drawn(win, qtbot)
+    xy = screen_positions(win)
+    # The strongest drawn synapse whose somas lie far apart on screen: sample its middle.
+    lengths = np.hypot(*(xy[edges["pre"]] - xy[edges["post"]]).T)
+    order = [j for j in np.argsort(-np.abs(edges["flow"])) if lengths[j] > 60]
+    assert order
+    j = order[0]
+    a, b = xy[edges["pre"][j]], xy[edges["post"][j]]
+    samples = [a + (b - a) * s for s in (0.3, 0.4, 0.5, 0.6, 0.7)]
+    feature.panel.synapses.setChecked(False)
+    assert feature.synapse_edges is None
+    dark = win.brain.render_image()
+    gain = [lit[..., :3].max(axis=-1)[int(round(p[1])), int(round(p[0]))].astype(float)
+            - dark[..., :3].max(axis=-1)[int(round(p[1])), int(round(p[0]))] for p in samples]
+    assert np.median(gain) > 40, gain
+    # Positive flow in red, negative in blue, at the middle of the line.
+    mid = samples[2]
+    r, _g, bl = (lit[int(round(mid[1])), int(round(mid[0])), :3].astype(float)
+                 - dark[int(round(mid[1])), int(round(mid[0])), :3])
+    assert (r > bl) == (edges["flow"][j] > 0)
+
+
+def test_closing_the_window_stops_a_trace(qtbot, app_checkpoint, tmp_path, monkeypatch):  # noqa: F811
+    from app_conftest import make_window
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    _run(win, qtbot)
+    stopped = threading.Event()
+
+    def slow_trace(model, recording, *, position, window, should_stop):
+        for _ in range(6000):           # a stand-in that would take a minute
+            if should_stop():
+                stopped.set()
+                raise InterruptedError("trace cancelled")
+            time.sleep(0.01)
+        raise AssertionError("the trace was not stopped")
+
+    monkeypatch.setattr(why_panel, "trace", slow_trace)
+    feature = win.features["why"]
+    assert feature.why()
+    qtbot.waitUntil(lambda: feature.panel.progress.value() > 0, timeout=5000)
+    win.close()                         # joins the background threads
+    assert stopped.is_set()
+
+
+def test_the_graphs_cell_type_supernodes_sum_their_flows_and_expand_on_a_click(window, qtbot):
+    win = window
+    _run(win, qtbot)
+    att = _why(win, qtbot)
+    feature = win.features["why"]
+    graph, panel = feature.graph, feature.graph_panel
+    win.docks["graph"].show()
+    win.docks["graph"].raise_()
+    panel.supernodes.setChecked(True)
+    cell_types = att.labels("cell_type")
+    groups: dict = {}
+    for k, neuron in enumerate(graph.neurons):
+        groups.setdefault((int(graph.positions[k]), cell_types[int(neuron)]), []).append(k)
+    several = {key: m for key, m in groups.items() if len(m) > 1}
+    assert several, "the test graph has no cell type with two nodes at one position"
+    points = panel.scatter.points()
+    assert len(points) == len(groups)
+    flows = {round(p.pos().x()): [] for p in points}
+    for i, (key, members) in enumerate(panel.items):
+        want = sum(float(graph.flows[k]) for k in members)
+        if key is not None:
+            assert sorted(members.tolist()) == sorted(several[key])
+            assert f"flow {want:+.4f}" in panel.item_tip(i) and f"{len(members)} neurons" in \
+                panel.item_tip(i)
+        flows[round(points[i].pos().x())].append(want)
+    # Every kept node's flow is in exactly one drawn item.
+    assert sum(sum(v) for v in flows.values()) == pytest.approx(float(np.sum(graph.flows)))
+    qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.height() > 120, timeout=3000)
+    qtbot.wait(200)
+    # Click a supernode where no other item is drawn under the pointer: it expands.
+    sizes = [p.size() for p in panel.scatter.points()]
+    alone = [i for i, (key, _m) in enumerate(panel.items) if key is not None and all(
+        (panel.item_widget_pos(i) - panel.item_widget_pos(j)).manhattanLength()
+        > sizes[j] / 2 + 2 for j in range(len(panel.items)) if j != i)]
+    assert alone
+    key, members = panel.items[alone[0]]
+    QTest.mouseClick(panel.plot.viewport(), Qt.MouseButton.LeftButton,
+                     pos=panel.item_widget_pos(alone[0]))
+    qtbot.waitUntil(lambda: key in panel.expanded, timeout=3000)
+    assert len(panel.scatter.points()) == len(groups) - 1 + len(members)
+    assert win.state.selected is None

@@ -6,7 +6,6 @@ See :mod:`flyviz.analysis.causal` for what a cell is and how the file is made.
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -109,7 +108,7 @@ class CausalTrace:
         except InputError:
             raise TraceError(f"{self.path.name} is not a causal trace (expected a .csv or "
                              ".parquet file from 'flyviz patch')") from None
-        info, records = self._read_csv() if kind == "csv" else self._read_parquet()
+        info, records = self._read(kind)
         if not isinstance(info, dict) or info.get("format") != FORMAT:
             raise TraceError(f"{self.path.name} is not a flyviz causal trace (no flyviz-patch "
                              "metadata)")
@@ -135,41 +134,11 @@ class CausalTrace:
     def _damaged(self, why: str) -> TraceError:
         return TraceError(f"{self.path.name} is damaged ({why}); run 'flyviz patch' again")
 
-    def _read_csv(self) -> tuple[Any, list[dict[str, Any]]]:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TraceError(f"cannot read {self.path}: {getattr(exc, 'strerror', None) or exc}"
-                             ) from None
-        first, _, rest = text.partition("\n")
-        if not first.startswith(CSV_PREFIX):
-            raise TraceError(f"{self.path.name} is not a flyviz causal trace (its first line is "
-                             f"not '{CSV_PREFIX.strip()} {{...}}')")
-        try:
-            info = json.loads(first[len(CSV_PREFIX):])
-        except ValueError:
-            raise self._damaged("its metadata line is not JSON") from None
-        return info, list(csv.DictReader(io.StringIO(rest)))
+    def _read(self, kind: str) -> tuple[Any, list[dict[str, Any]]]:
+        from flyviz.analysis.table_file import read_table_file
 
-    def _read_parquet(self) -> tuple[Any, list[dict[str, Any]]]:
-        _pyarrow("reading a Parquet causal trace")
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(self.path)
-        except Exception as exc:  # pyarrow raises its own error types
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise TraceError(f"{self.path.name} is not a readable Parquet file ({first[:100]})"
-                             ) from None
-        raw = (table.schema.metadata or {}).get(PARQUET_KEY)
-        if raw is None:
-            raise TraceError(f"{self.path.name} is not a flyviz causal trace (no flyviz_patch "
-                             "metadata)")
-        try:
-            info = json.loads(raw.decode("utf-8"))
-        except ValueError:
-            raise self._damaged("its metadata is not JSON") from None
-        return info, table.to_pylist()
+        return read_table_file(self.path, kind, csv_prefix=CSV_PREFIX, parquet_key=PARQUET_KEY,
+                               what="flyviz causal trace", error=TraceError, damaged=self._damaged)
 
     def _parse(self, records: list[dict[str, Any]]) -> list[TraceCell]:
         ints = ("position", "neurons", "window")

@@ -87,7 +87,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import json
 import math
 import os
@@ -877,7 +876,7 @@ class LesionMap:
         except InputError:
             raise SweepError(f"{self.path.name} is not a lesion map (expected a .csv or "
                              ".parquet file from 'flyviz sweep')") from None
-        info, records = self._read_csv() if kind == "csv" else self._read_parquet()
+        info, records = self._read(kind)
         if not isinstance(info, dict) or info.get("format") != FORMAT:
             raise SweepError(f"{self.path.name} is not a flyviz lesion map (no flyviz-sweep "
                              "metadata)")
@@ -902,41 +901,11 @@ class LesionMap:
     def _damaged(self, why: str) -> SweepError:
         return SweepError(f"{self.path.name} is damaged ({why}); run 'flyviz sweep' again")
 
-    def _read_csv(self) -> tuple[Any, list[dict[str, str]]]:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SweepError(f"cannot read {self.path}: {getattr(exc, 'strerror', None) or exc}"
-                             ) from None
-        first, _, rest = text.partition("\n")
-        if not first.startswith(CSV_PREFIX):
-            raise SweepError(f"{self.path.name} is not a flyviz lesion map (its first line is "
-                             f"not '{CSV_PREFIX.strip()} {{...}}')")
-        try:
-            info = json.loads(first[len(CSV_PREFIX):])
-        except ValueError:
-            raise self._damaged("its metadata line is not JSON") from None
-        return info, list(csv.DictReader(io.StringIO(rest)))
+    def _read(self, kind: str) -> tuple[Any, list[dict[str, Any]]]:
+        from flyviz.analysis.table_file import read_table_file
 
-    def _read_parquet(self) -> tuple[Any, list[dict[str, Any]]]:
-        _pyarrow("reading a Parquet lesion map")
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(self.path)
-        except Exception as exc:  # pyarrow raises its own error types
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise SweepError(f"{self.path.name} is not a readable Parquet file ({first[:100]})"
-                             ) from None
-        raw = (table.schema.metadata or {}).get(PARQUET_KEY)
-        if raw is None:
-            raise SweepError(f"{self.path.name} is not a flyviz lesion map (no flyviz_sweep "
-                             "metadata)")
-        try:
-            info = json.loads(raw.decode("utf-8"))
-        except ValueError:
-            raise self._damaged("its metadata is not JSON") from None
-        return info, table.to_pylist()
+        return read_table_file(self.path, kind, csv_prefix=CSV_PREFIX, parquet_key=PARQUET_KEY,
+                               what="flyviz lesion map", error=SweepError, damaged=self._damaged)
 
     def _rows(self, records: list[dict[str, Any]]) -> list[GroupResult]:
         kinds = {f.name: f.type for f in fields(GroupResult)}

@@ -438,12 +438,7 @@ def atlas_chunk(spec: str, dataset: str | None, weights_sha256: str, settings: d
                 chunk: CorpusChunk) -> cluster.Partial:
     """The partial statistics of one chunk (runs on a worker): the model comes from ``spec``
     (joined to ``dataset``, loaded once per process) and must have the client's weights."""
-    from flyviz.model.identity import weights_digest
-
-    ckpt = cluster.worker_model(spec, dataset)
-    if weights_digest(ckpt) != weights_sha256:
-        raise InputError(f"a worker loaded another model from {spec!r} (its weights differ "
-                         "from the client's); give every worker the same model files")
+    ckpt = cluster.worker_model(spec, dataset, weights_sha256)
     return chunk_statistics(ckpt, AtlasSettings(**settings), chunk)
 
 

@@ -104,15 +104,28 @@ class RunSettings:
 DEMO_FOLDER_PREFIX = "demo:"
 
 
-def worker_model(spec: str, dataset: str | None = None):
+def worker_model(spec: str, dataset: str | None = None, weights_sha256: str | None = None):
     """The model of ``spec``, loaded once per process (memory-mapped where the layout allows).
 
     ``spec`` is anything :func:`~flyviz.model.resolve.load_model` takes, or
     ``demo:FOLDER`` for a demo-brain asset folder (``flyviz build-demo --out``);
     ``dataset`` the connectome dataset folder to join it to (``--dataset``),
-    which must exist at that path on every worker.
+    which must exist at that path on every worker. With ``weights_sha256`` (the
+    client's model), a worker that loaded other weights refuses, in one line.
     """
-    return _cached_model(str(spec), None if dataset is None else str(dataset))
+    spec, dataset = str(spec), None if dataset is None else str(dataset)
+    ckpt = _cached_model(spec, dataset)
+    if weights_sha256 is not None and _cached_digest(spec, dataset) != weights_sha256:
+        raise InputError(f"a worker loaded another model from {spec!r} (its weights differ "
+                         "from the client's); give every worker the same model files")
+    return ckpt
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_digest(spec: str, dataset: str | None) -> str:
+    from flyviz.model.identity import weights_digest
+
+    return weights_digest(_cached_model(spec, dataset))
 
 
 @functools.lru_cache(maxsize=2)

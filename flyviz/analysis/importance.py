@@ -331,12 +331,7 @@ def importance_task(spec: str, dataset: str | None, weights_sha256: str,
                     settings: dict[str, Any], chunk: CorpusChunk) -> cluster.Partial:
     """One task on a worker: the model comes from ``spec`` (loaded once per process) and
     must have the client's weights."""
-    from flyviz.model.identity import weights_digest
-
-    ckpt = cluster.worker_model(spec, dataset)
-    if weights_digest(ckpt) != weights_sha256:
-        raise InputError(f"a worker loaded another model from {spec!r} (its weights differ "
-                         "from the client's); give every worker the same model files")
+    ckpt = cluster.worker_model(spec, dataset, weights_sha256)
     return chunk_partial(ckpt, ImportanceSettings(**settings), chunk)
 
 

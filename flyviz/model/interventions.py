@@ -293,6 +293,21 @@ _CLASSES: dict[str, type[Intervention]] = {c.kind: c for c in (Silence, Clamp, S
 _WINDOW = re.compile(r"@\s*(\d*)\s*:\s*(\d*)\s*$")
 
 
+def split_window(text: str, option: str) -> tuple[str, int | None, int | None]:
+    """``QUERY...@FROM:TO`` split into the rest and its half-open token window (``None``
+    for an end left out, or for no window); a malformed window is one line naming ``option``."""
+    body = str(text).strip()
+    if "@" not in body:
+        return body, None, None
+    match = _WINDOW.search(body)
+    if match is None:
+        raise InputError(f"{option}: the token window must look like @FROM:TO, e.g. @10:20, "
+                         "@10: or @:5")
+    start = int(match.group(1)) if match.group(1) else None
+    stop = int(match.group(2)) if match.group(2) else None
+    return body[:match.start()].strip(), start, stop
+
+
 def parse_intervention(kind: str, text: str) -> Intervention:
     """An intervention from its command-line form.
 
@@ -308,16 +323,7 @@ def parse_intervention(kind: str, text: str) -> Intervention:
     if kind not in _CLASSES:
         raise InputError(f"unknown intervention {kind!r}; expected one of {', '.join(KINDS)}")
     option = f"--{kind} {text!r}"
-    body = text.strip()
-    start = stop = None
-    if "@" in body:
-        match = _WINDOW.search(body)
-        if match is None:
-            raise InputError(f"{option}: the token window must look like @FROM:TO, e.g. @10:20, "
-                             "@10: or @:5")
-        start = int(match.group(1)) if match.group(1) else None
-        stop = int(match.group(2)) if match.group(2) else None
-        body = body[:match.start()].strip()
+    body, start, stop = split_window(text, option)
     number = 0.0  # silence and cut take no value
     if kind != "silence" and kind != "cut":
         query, eq, value = body.rpartition("=")

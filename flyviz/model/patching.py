@@ -396,19 +396,10 @@ def patch_from_json(item: dict[str, Any], number: int = 0) -> Patch:
 
 def parse_patch(text: str, source: PatchSource) -> Patch:
     """A patch from the value of ``--patch QUERY[@FROM:TO]`` and its source."""
-    from flyviz.model.interventions import _WINDOW
+    from flyviz.model.interventions import split_window
 
     option = f"--patch {text!r}"
-    body = str(text).strip()
-    start = stop = None
-    if "@" in body:
-        match = _WINDOW.search(body)
-        if match is None:
-            raise InputError(f"{option}: the token window must look like @FROM:TO, e.g. @10:20, "
-                             "@10: or @:5")
-        start = int(match.group(1)) if match.group(1) else None
-        stop = int(match.group(2)) if match.group(2) else None
-        body = body[:match.start()].strip()
+    body, start, stop = split_window(text, option)
     if "=" in body or "->" in body:
         raise InputError(f"{option} takes a selection and a window only, e.g. "
                          "--patch 'superclass:cb_intrinsic@12:13'")

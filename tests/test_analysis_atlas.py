@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from flyviz import cli
-from flyviz.analysis import atlas as atlas_module
+from flyviz.analysis import atlas_build, atlas_stats
 from flyviz.analysis import cluster
 from flyviz.analysis.atlas import (HIST_BINS, Atlas, AtlasError, AtlasSettings, build_atlas,
                                    histogram_bins)
@@ -178,7 +178,7 @@ def test_one_and_two_worker_processes_give_the_same_atlas(world, in_process, tmp
 def test_a_resumed_run_equals_an_uninterrupted_one(world, in_process, tmp_path,
                                                    interrupt_after):
     out = tmp_path / "r.atlas"
-    restore = interrupt_after(atlas_module, "chunk_statistics", 3)
+    restore = interrupt_after(atlas_stats, "chunk_statistics", 3)
     with pytest.raises(cluster.Interrupted, match="3 of .* chunks are saved"):
         _build(world, out, workers=0)
     assert not out.exists() and (tmp_path / "r.atlas.parts").is_dir()
@@ -357,7 +357,7 @@ def test_io_errors_are_one_line(tmp_path):
 
 def test_compiled_and_numpy_statistics_give_the_same_partial():
     from flyviz.analysis import _kernels
-    from flyviz.analysis.atlas import ChunkStatistics
+    from flyviz.analysis.atlas_stats import ChunkStatistics
 
     if _kernels.compiled() is None:
         pytest.skip("llvmlite cannot build the statistics loops here")
@@ -387,7 +387,7 @@ def test_a_worker_with_other_weights_is_refused(world):
 
     chunk = world["corpus"].chunks(SETTINGS.chunk_tokens)[0]
     with pytest.raises(InputError, match="another model"):
-        atlas_module.atlas_chunk(world["spec"], None, "0" * 64, asdict(SETTINGS), chunk)
+        atlas_build.atlas_chunk(world["spec"], None, "0" * 64, asdict(SETTINGS), chunk)
 
 
 def test_atlas_joins_a_model_to_its_dataset(world, tmp_path, tokenizer_path, capsys):

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from flyviz import cli
-from flyviz.analysis import atlas as atlas_module
+from flyviz.analysis import atlas_stats
 from flyviz.analysis import cluster, integrity
 from flyviz.analysis.atlas import Atlas, AtlasError, AtlasSettings, build_atlas
 from flyviz.analysis.corpus import build_corpus
@@ -367,7 +367,7 @@ def test_invalid_bytes_on_a_real_command_line(world):
 
 # ---------------------------------------------------------------- resume, parts, refusals
 def _interrupted(world, out: Path, interrupt_after, calls: int = 2) -> Path:
-    restore = interrupt_after(atlas_module, "chunk_statistics", calls)
+    restore = interrupt_after(atlas_stats, "chunk_statistics", calls)
     with pytest.raises(cluster.Interrupted):
         build_atlas(world["spec"], world["model"], world["corpus"], out, SETTINGS, workers=0)
     restore()
@@ -400,7 +400,7 @@ def test_resume_over_a_damaged_part_file_recomputes_it(world, tmp_path, interrup
 
 def test_an_interrupt_before_any_chunk_leaves_no_parts(world, tmp_path, interrupt_after):
     out = tmp_path / "n.atlas"
-    interrupt_after(atlas_module, "chunk_statistics", 0)
+    interrupt_after(atlas_stats, "chunk_statistics", 0)
     with pytest.raises(cluster.Interrupted, match="nothing is saved"):
         build_atlas(world["spec"], world["model"], world["corpus"], out, SETTINGS, workers=0)
     assert list(tmp_path.iterdir()) == []

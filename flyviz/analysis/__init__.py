@@ -7,7 +7,9 @@ the lesion map.
     Tasks over chunks on a Dask LocalCluster or cluster, partials merged in a
     fixed tree, progress, Ctrl+C and ``--resume``.
 :mod:`flyviz.analysis.atlas`
-    The neuron atlas: statistics, their merge, the Zarr store and its reader.
+    The neuron atlas's reader (:class:`~flyviz.analysis.atlas.Atlas`); its
+    statistics and their merge are :mod:`flyviz.analysis.atlas_stats`, the Dask
+    build and the writing of the Zarr store :mod:`flyviz.analysis.atlas_build`.
 :mod:`flyviz.analysis.sweep`
     The lesion map: every group of neurons lesioned in turn over a text, the
     result file and its reader.

@@ -1,6 +1,6 @@
 """Compiled loops for the atlas statistics (llvmlite), with NumPy twins of the same bits.
 
-Two per-step updates of :class:`~flyviz.analysis.atlas.ChunkStatistics` are
+Two per-step updates of :class:`~flyviz.analysis.atlas_stats.ChunkStatistics` are
 scalar scatters that NumPy can only do in several passes (bins, offsets,
 ``bincount`` and a sum for the histogram; a transposed copy and one ``add``
 per column and block for the sums by token). Compiled, each is one pass:
@@ -8,7 +8,7 @@ per column and block for the sums by token). Compiled, each is one pass:
 ``hist50``
     ``hist[n, bin(x[n, c])] += 1`` for every row ``n`` and column ``c``, with
     ``bin(x) = min(49, trunc(max(0, (x + 1) * 25)))`` in float32, exactly as
-    :func:`~flyviz.analysis.atlas.histogram_bins` computes it.
+    :func:`~flyviz.analysis.atlas_stats.histogram_bins` computes it.
 ``tokadd``
     ``token_sum[token[c], n] += x[n, c]``, column after column, so a token
     read by several columns adds them in column order, as the NumPy loop does.

@@ -39,3 +39,14 @@ def test_every_stored_field_comes_back_from_memory_and_from_a_file(tmp_path):
                     np.testing.assert_array_equal(mine, theirs)
                 else:
                     assert mine == theirs, (name, mine, theirs)
+
+
+def test_the_file_format_stores_each_stored_field_once_as_a_tensor_or_in_the_frame_entry():
+    from flyviz.record.flyrec_codec import _FRAME_TENSORS, ENTRY_KEYS
+
+    tensors, entry = set(_FRAME_TENSORS), set(ENTRY_KEYS) - {"text_keep", "text_tail"}
+    assert not tensors & entry
+    assert tensors | entry == set(STORED_FIELDS)
+    # The entry's keys are the documented ones, in the documented order.
+    assert ENTRY_KEYS == ("phase", "input_text", "predicted_text", "top_k_text", "text_keep",
+                          "text_tail", "generation_index")

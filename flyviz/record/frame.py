@@ -75,6 +75,8 @@ class Frame:
 #: The fields of a :class:`Frame` a recording keeps per frame beside its state and its
 #: text (stored apart, see :mod:`flyviz.record.recording`), in :class:`Frame`'s order;
 #: ``probabilities`` is not kept. Code that copies a frame's fields uses this list, so a
-#: new field is written in one place (and in the recording's storage record).
+#: new field is written in one place (and in the recording's storage record); the file
+#: codec (:mod:`flyviz.record.flyrec_codec`) stores it in each frame's JSON entry unless
+#: it names it as a number tensor.
 STORED_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(Frame) if f.name not in ("state", "text_so_far", "probabilities"))

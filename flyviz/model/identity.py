@@ -56,7 +56,7 @@ def graph_digests(ckpt: Checkpoint) -> dict[str, str]:
     known = {name: ckpt.digests.get(f"graph/{name}") for name in FROZEN_BUFFER_DTYPES}
     if all(known.values()):
         return {k: str(v) for k, v in known.items()}
-    from flyviz.model.writers import frozen_buffer_digests
+    from flyviz.model.digests import frozen_buffer_digests
 
     digests = frozen_buffer_digests(ckpt)
     for name, value in digests.items():

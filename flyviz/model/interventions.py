@@ -45,6 +45,13 @@ Exact semantics, on the step of fly-formats.md section 1.5 (what
 :func:`resolve` turns interventions into index arrays for one checkpoint
 (:class:`ResolvedInterventions`); the JSON form (:func:`to_json`,
 :func:`from_json`) is what ``generate --json`` prints and recordings store.
+
+(One module of a little over 700 lines on purpose: the semantics above, the
+objects, their command-line, text and JSON forms and their resolution for a
+checkpoint are one contract. Each form round-trips through the others
+(:func:`as_interventions` takes resolved ones as they are, a resolved set prints
+the JSON of its objects), so a split would make two modules import each other
+and part the rules above from the one place that implements them.)
 """
 
 from __future__ import annotations

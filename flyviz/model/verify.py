@@ -319,7 +319,7 @@ def _model_frozen_digests(ckpt: Checkpoint) -> dict[str, str]:
 def _check_binding(run: _Run, ckpt: Checkpoint, dataset_files: Any) -> None:
     """The weights' frozen-buffer digests against the graph they run with."""
     from flyviz.model.formats._common import EDGE_GROUP_INDEX, empty_index_digests
-    from flyviz.model.writers import frozen_buffer_digests
+    from flyviz.model.digests import frozen_buffer_digests
 
     if ckpt.layout == "fly-llm-hf":
         # The checkpoint carries its graph; a dataset beside it must describe the same one.
@@ -488,7 +488,7 @@ def _golden_source(run: _Run, ckpt: Checkpoint, manifest: dict[str, Any]) -> dic
     """
     if ckpt.layout != "wordbrain" or golden_traces(manifest) or ckpt.source is None:
         return manifest
-    from flyviz.model.writers import parameter_digests
+    from flyviz.model.digests import parameter_digests
 
     web_dir = Path(ckpt.source) / "web"
     web = _read_manifest(web_dir)

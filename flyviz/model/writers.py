@@ -1,8 +1,10 @@
 """Write a :class:`~flyviz.model.checkpoint.Checkpoint` in the real Fly LLM layouts.
 
-(Longer than most modules on purpose: the four writers, the golden traces
-they embed and the manifests they fill belong together, so that one file
-says everything flyviz writes and how it matches the authors' tools.)
+This module has one job, the four writers and the manifests they fill, so
+that one file says everything flyviz writes and how it matches the authors'
+tools. The digests the manifests carry are :mod:`flyviz.model.digests`, the
+golden traces a web export embeds :mod:`flyviz.model.golden` (their names are
+imported here too); the readers of these layouts are :mod:`flyviz.model.formats`.
 
 Each writer produces exactly the files, names, dtypes and keys that the
 published models use (``fly-formats.md`` sections 1-4), so that whatever
@@ -54,9 +56,7 @@ What the authors' own tools write, these write too (their scripts
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
-import hashlib
 import json
 import shutil
 from collections.abc import Sequence
@@ -66,11 +66,13 @@ from typing import Any, Mapping
 import ml_dtypes
 import numpy as np
 
-from flyviz.model.checkpoint import Anatomy, Checkpoint
+from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.checks import INT16_TOP, quantise_int16
-from flyviz.model.formats._common import (EDGE_GROUP_INDEX, FROZEN_BUFFER_DTYPES,
-                                          NODE_TYPE_INDEX, array_digest, sha256_file)
+from flyviz.model.digests import (FROZEN_BUFFER_DTYPES, WEB_PARAMETERS, cell_type_index,
+                                  frozen_buffer_digests, parameter_digests, selector_digests)
+from flyviz.model.formats._common import sha256_file
 from flyviz.model.formats.wordbrain import SELECTOR_NAMES
+from flyviz.model.golden import GOLDEN_MAX_NEW_TOKENS, GOLDEN_PROMPTS, golden_traces_for
 from flyviz.model.safetensors_io import save_safetensors
 
 __all__ = ["FROZEN_BUFFER_DTYPES", "GOLDEN_MAX_NEW_TOKENS", "GOLDEN_PROMPTS",
@@ -93,188 +95,11 @@ HEAD_DENSE = "lm_head.weight"
 HEAD_A = "lm_head.0.weight"
 HEAD_B = "lm_head.1.weight"
 
-#: The web export's parameter files, in the order the browser downloads them.
-WEB_PARAMETERS = ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias")
-
 _REMOTE_CODE_SENTINEL = "REMOTE_CODE_WAS_EXECUTED"
-
-#: The golden-trace prompts of ``export_web_model.py`` (fly-formats.md section 4.3).
-GOLDEN_PROMPTS = ("Once upon a time, there was a",
-                  "One day, a little girl named Lily found a needle",
-                  "Tom and his dog",
-                  "The little bird was afraid of the rain. Its mother")
-#: Greedy tokens per golden trace, as the authors' exporter writes them.
-GOLDEN_MAX_NEW_TOKENS = 60
 
 
 def _now_utc() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat()
-
-
-def _graph_buffers(ckpt: Checkpoint) -> dict[str, np.ndarray]:
-    return {
-        "brain.w_offsets": np.asarray(ckpt.w_offsets),
-        "brain.w_indices": np.asarray(ckpt.w_indices),
-        "brain.w_values": np.asarray(ckpt.w_values),
-        "brain.in_index": np.asarray(ckpt.in_index),
-        "brain.out_index": np.asarray(ckpt.out_index),
-    }
-
-
-def frozen_buffer_digests(ckpt: Checkpoint) -> dict[str, str]:
-    """SHA-256 of each frozen graph buffer in its original dtype.
-
-    Each digest covers the dtype name, Python's ``str(tuple(shape))`` and the
-    raw little-endian bytes, e.g. ``sha256(b"int32" + b"(49394,)" + bytes)``
-    (:func:`~flyviz.model.formats._common.array_digest`).
-
-    Returns
-    -------
-    dict
-        ``{"brain.w_offsets": hex, ...}`` for the five frozen buffers.
-    """
-    return {name: array_digest(array, FROZEN_BUFFER_DTYPES[name])
-            for name, array in _graph_buffers(ckpt).items()}
-
-
-def cell_type_index(anatomy: Anatomy | None) -> tuple[list[str], np.ndarray] | None:
-    """``(type_labels, type_index)`` as the dataset stores cell types, or ``None``.
-
-    Labels are sorted; ``type_index[i]`` is neuron ``i``'s label's position.
-    """
-    if anatomy is None or anatomy.cell_type is None:
-        return None
-    labels = sorted(set(anatomy.cell_type))
-    lookup = {label: i for i, label in enumerate(labels)}
-    return labels, np.array([lookup[t] for t in anatomy.cell_type], dtype=np.int32)
-
-
-def selector_digests(ckpt: Checkpoint) -> dict[str, str]:
-    """The frozen-buffer digests of a wordbrain selector entry.
-
-    The five graph buffers, the empty ``brain.edge_group_index`` of the
-    fixed-plasticity arms and, when the checkpoint has cell types,
-    ``brain.node_type_index`` (the dataset's ``type_index`` as int64).
-    """
-    digests = frozen_buffer_digests(ckpt)
-    digests[EDGE_GROUP_INDEX] = array_digest(np.zeros(0, dtype=np.int64), "int64")
-    types = cell_type_index(ckpt.anatomy)
-    if types is not None:
-        digests[NODE_TYPE_INDEX] = array_digest(types[1], "int64")
-    return digests
-
-
-def parameter_digests(ckpt: Checkpoint) -> dict[str, str]:
-    """SHA-256 of each parameter as the web export stores it (raw little-endian float32).
-
-    Keyed like the web manifest's ``files`` (``wte`` ... ``head_a``,
-    ``head_b``, or ``head`` for a dense readout); equal digests mean a web
-    export holds exactly these weights.
-    """
-    arrays = {name: getattr(ckpt, name) for name in WEB_PARAMETERS}
-    if ckpt.head is not None:
-        arrays["head"] = ckpt.head
-    else:
-        arrays["head_a"], arrays["head_b"] = ckpt.head_a, ckpt.head_b
-    return {name: hashlib.sha256(np.ascontiguousarray(a, dtype="<f4").tobytes()).hexdigest()
-            for name, a in arrays.items()}
-
-
-def _greedy(engine: Any, prompt_ids: list[int], max_new_tokens: int,
-            eos: int) -> tuple[list[dict[str, Any]], np.ndarray]:
-    """Greedy steps ``{token, top1_probability, mean_abs_state}`` and the final state.
-
-    As the authors' generator: each step records the state that produced its
-    logits; a token other than EOS is fed, so after ``max_new_tokens`` the
-    final state is one step past the last entry's, and after EOS it is not.
-    """
-    from flyviz.model.engine import softmax
-
-    engine.reset()
-    logits = np.zeros(0, np.float32)
-    for token in prompt_ids:
-        logits = engine.step(token)
-    steps: list[dict[str, Any]] = []
-    for _ in range(max_new_tokens):
-        token = int(np.argmax(logits))
-        steps.append({"token": token, "top1_probability": float(softmax(logits)[token]),
-                      "mean_abs_state": float(engine.mean_abs_state)})
-        if token == eos:
-            break
-        logits = engine.step(token)
-    return steps, np.array(engine.state, dtype="<f4")
-
-
-def golden_traces_for(ckpt: Checkpoint, prompts: Sequence[str] = GOLDEN_PROMPTS,
-                      max_new_tokens: int = GOLDEN_MAX_NEW_TOKENS, *,
-                      drift: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Golden traces of a model, as ``export_web_model.py`` writes them, from flyviz's engine.
-
-    Parameters
-    ----------
-    ckpt
-        The model, with the exact float32 graph weights (what the browser
-        downloads). Its tokenizer encodes the prompts.
-    prompts, max_new_tokens
-        The four Fly Recital prompts and 60 tokens by default.
-    drift
-        Also generate with the int16 weights and record where they part
-        from the exact ones (the manifest's ``verification.quantisation_drift``).
-
-    Returns
-    -------
-    golden, drift
-        ``golden``: per prompt ``{prompt, prompt_ids (BOS + encode), tokens,
-        text, continuation, steps, final_state_sha256, final_state_mean_abs}``;
-        ``drift``: per prompt ``{prompt, exact_tokens, quantised_tokens,
-        identical, first_divergent_step}``. Both are empty when the checkpoint
-        has no tokenizer, or one whose ids do not fit its vocabulary.
-    """
-    from flyviz.model.engine import Engine
-    from flyviz.model.errors import FlyvizError
-    from flyviz.model.tokenizer import tokenizer_for
-
-    if not prompts or max_new_tokens <= 0 or ckpt.tokenizer_path is None:
-        return [], []
-    try:
-        tokenizer = tokenizer_for(ckpt)
-    except FlyvizError:
-        return [], []
-    cfg = ckpt.config
-    encoded = [[cfg.bos_token_id] + list(tokenizer.encode(p)) for p in prompts]
-    if any(not 0 <= t < cfg.vocabulary for ids in encoded for t in ids):
-        return [], []
-    golden: list[dict[str, Any]] = []
-    engine = Engine(ckpt, threads=1)
-    try:
-        for prompt, ids in zip(prompts, encoded):
-            steps, state = _greedy(engine, ids, max_new_tokens, cfg.eos_token_id)
-            tokens = [s["token"] for s in steps]
-            golden.append({
-                "prompt": prompt, "prompt_ids": ids, "tokens": tokens,
-                "text": tokenizer.decode(ids + tokens), "continuation": tokenizer.decode(tokens),
-                "steps": steps, "final_state_sha256": hashlib.sha256(state.tobytes()).hexdigest(),
-                "final_state_mean_abs": float(np.abs(state).mean(dtype=np.float64))})
-    finally:
-        engine.close()
-    rows: list[dict[str, Any]] = []
-    if drift:
-        codes, scale, _error = quantise_int16(ckpt.w_values)
-        quantised = dataclasses.replace(
-            ckpt, w_values=codes.astype(np.float32) * np.float32(scale))
-        engine = Engine(quantised, threads=1)
-        try:
-            for trace in golden:
-                steps, _state = _greedy(engine, trace["prompt_ids"], max_new_tokens,
-                                        cfg.eos_token_id)
-                exact, other = trace["tokens"], [s["token"] for s in steps]
-                first = next((i for i, (a, b) in enumerate(zip(exact, other)) if a != b), None)
-                rows.append({"prompt": trace["prompt"], "exact_tokens": len(exact),
-                             "quantised_tokens": len(other), "identical": exact == other,
-                             "first_divergent_step": first})
-        finally:
-            engine.close()
-    return golden, rows
 
 
 def _f32(array: np.ndarray) -> np.ndarray:

@@ -13,6 +13,8 @@ from flyviz.analysis.population import principal_trajectory
 from flyviz.app._testing import make_frame
 from flyviz.record.recording import Recording
 
+pytestmark = pytest.mark.gui
+
 
 def _planted_recording(neurons: int, tokens: int, seed: int = 3) -> Recording:
     """A run that moves in three planted directions (its path spreads in all three)."""
@@ -282,3 +284,21 @@ def test_a_hidden_dock_fits_nothing_until_it_is_shown(window, qtbot, app_checkpo
     assert fits == [] and feature.fit is None
     feature = _shown(window, qtbot, rec)
     assert fits == [9]
+
+
+def test_a_real_run_is_drawn_on_its_own_axes_once_it_ends(window, qtbot):
+    """The model's own run, through the engine thread: when it ends the path is its PCA and the
+    marker sits on the last token."""
+    feature = _feature(window)
+    window.state.run.max_new_tokens = 12
+    window.state.run.speed_cap = 0
+    with qtbot.waitSignal(window.run_ended, timeout=20_000):
+        assert window.run_prompt("Once upon a time there was")
+    recording = window.state.recording
+    qtbot.waitUntil(lambda: feature.fit is not None and feature._fit_for is recording
+                    and feature.fit.fitted_on == len(recording), timeout=10_000)
+    feature.refresh()
+    expected = principal_trajectory(recording.states(), components=3)
+    np.testing.assert_allclose(feature.coordinates[0], expected.coordinates, atol=1e-9)
+    assert feature.view.marker == window.state.index == len(recording) - 1
+    assert feature.panel.explained_fraction == pytest.approx(expected.explained.sum())

@@ -580,6 +580,7 @@ class TrajectoryFeature(QObject):
         #: Each path's coordinates so far (the fit's, then frames projected as they came).
         self.coordinates: list[np.ndarray] = []
         self._recording: Recording | None = None
+        self._failed_for: Recording | None = None
         self.refresher = _Coalescer(self.refresh, REFRESH_HZ, self)
         self.settle = QTimer(self)
         self.settle.setSingleShot(True)
@@ -606,6 +607,9 @@ class TrajectoryFeature(QObject):
             self._start_fit()
         elif self.fit is not None and self._fit_for is recording:
             self._follow(recording)
+        elif self._failed_for is not recording and not self.host.background.busy(self.FIT) \
+                and len(_runs(recording)[0][1]) >= 2:
+            self._start_fit()       # a run that started empty has its second token now
         self.view.set_marker(self.state.index)
 
     def _on_visibility(self, shown: bool) -> None:
@@ -639,10 +643,12 @@ class TrajectoryFeature(QObject):
         snapshot = recording.snapshot()
         kept = self.kept
         self._fit_length = len(_runs(snapshot)[0][1])
-        self.host.background.run(
-            self.FIT, lambda: fit_trajectory(snapshot, kept),
-            lambda fit: self._fitted(recording, fit),
-            lambda message: self.host.show_message(f"trajectory: {message}", True))
+        def failed(message: str) -> None:
+            self._failed_for = recording        # not tried again for this recording
+            self.host.show_message(f"trajectory: {message}", True)
+
+        self.host.background.run(self.FIT, lambda: fit_trajectory(snapshot, kept),
+                                 lambda fit: self._fitted(recording, fit), failed)
 
     def _fitted(self, recording: Recording, fit: TrajectoryFit) -> None:
         if recording is not self.state.recording:

@@ -270,6 +270,12 @@ def test_kept_axes_draw_the_next_run_in_the_same_space(window, qtbot, app_checkp
     held = kept.captured(second.states()).sum()
     assert feature.panel.explained_fraction == pytest.approx(held)
     assert f"kept axes hold {100 * held:.1f} %" in feature.panel.explained.text()
+    # Another model forgets the kept axes (they are this model's neurons' directions).
+    window.set_checkpoint(app_checkpoint)
+    assert feature.kept is None and box.currentData() == "run"
+    feature = _shown(window, qtbot, second)
+    assert not feature.fit.kept
+    box.setCurrentIndex(box.findData("kept"))
     # Back to the run's own axes.
     box.setCurrentIndex(box.findData("run"))
     qtbot.waitUntil(lambda: feature.fit is not None and not feature.fit.kept, timeout=5000)

@@ -618,8 +618,8 @@ class TrajectoryFeature(QObject):
 
     def _on_model(self) -> None:
         self.host.background.cancel(self.FIT)
-        if self.kept is not None and self.kept.mean.size != self.state.neurons:
-            self.kept = None       # another model's axes mean nothing for these neurons
+        if self.kept is not None:
+            self.kept = None       # another model's axes mean nothing for its neurons
             self.panel.show_axes_choice("run")
         self._recording = None
         self.refresh()
@@ -637,6 +637,10 @@ class TrajectoryFeature(QObject):
             self.panel.show_explained("")
             self.panel.explained_fraction = None
             return
+        # The last run's path would be read as this one's: nothing until the axes come.
+        self.view.placeholder = "Fitting the run's principal axes…"
+        self.view.set_paths([])
+        self.panel.show_explained("")
         self._request_fit(recording)
 
     def _request_fit(self, recording: Recording) -> None:

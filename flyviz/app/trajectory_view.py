@@ -234,13 +234,24 @@ class PathView(QWidget):
         colour = QColor(path.colour)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QBrush(colour))
-        for x, y in xy:
-            painter.drawEllipse(QPointF(x, y), 2.6, 2.6)
+        for (x, y), radius in zip(xy, self._vertex_radii(path.coordinates)):
+            painter.drawEllipse(QPointF(x, y), radius, radius)
         if len(xy):
             # The first token: a ring, so the direction of time reads at a glance.
             painter.setPen(QPen(colour, 1.5))
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawEllipse(QPointF(*xy[0]), 5.0, 5.0)
+
+    def _vertex_radii(self, coordinates: np.ndarray) -> np.ndarray:
+        """A depth cue: vertices nearer the viewer drawn larger (2 to 3.4 pixels), on the
+        depth range of every path so the paths of a comparison share the scale."""
+        if len(coordinates) == 0 or len(self._points) == 0:
+            return np.zeros(0)
+        towards = self.rotation()[2]
+        every = (self._points - self._centre) @ towards
+        low, span = float(every.min()), float(np.ptp(every))
+        depth = ((np.asarray(coordinates) - self._centre) @ towards - low) / max(span, 1e-12)
+        return 2.0 + 1.4 * np.clip(depth, 0.0, 1.0)
 
     def _paint_legend(self, painter: QPainter) -> None:
         for row, path in enumerate(self.paths):

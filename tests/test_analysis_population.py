@@ -119,6 +119,25 @@ def test_the_trajectory_is_numpys_svd():
         principal_trajectory(states[:1])
 
 
+def test_the_variance_another_run_keeps_on_fixed_axes():
+    rng = np.random.default_rng(6)
+    planted = rng.standard_normal((3, 120))
+    states = rng.standard_normal((30, 3)) @ planted + 0.01 * rng.standard_normal((30, 120))
+    trajectory = principal_trajectory(states, components=3)
+    # On its own axes a run keeps exactly what its PCA explains.
+    np.testing.assert_allclose(trajectory.captured(states), trajectory.explained, rtol=1e-9)
+    # A run in the same three dimensions keeps nearly all of its variance on them, one in
+    # other dimensions nearly none; the sum of squares is computed here directly.
+    other = rng.standard_normal((25, 120))
+    centred = other - other.mean(axis=0)
+    expected = ((centred @ trajectory.axes.T) ** 2).sum(axis=0) / (centred ** 2).sum()
+    np.testing.assert_allclose(trajectory.captured(other), expected, rtol=1e-9)
+    assert trajectory.captured(other).sum() < 0.2
+    assert trajectory.captured(rng.standard_normal((25, 3)) @ planted).sum() > 0.99
+    with pytest.raises(InputError, match="do not match"):
+        trajectory.captured(other[:, :10])
+
+
 def test_thousands_of_groups_are_ordered_by_similarity_too():
     """Above the optimal-leaf limit the groups are sorted like neurons: the two families of
     time courses end up as two runs of rows."""

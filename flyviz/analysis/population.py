@@ -423,6 +423,24 @@ class Trajectory:
             raise InputError(f"states of shape {x.shape} do not match {self.mean.size} neurons")
         return (x - self.mean) @ self.axes.T
 
+    def captured(self, states: np.ndarray) -> np.ndarray:
+        """``(k,)``: the fraction of another run's variance each of these axes holds.
+
+        The variance of ``states`` about their own mean along each axis, over
+        their total variance: for the run the axes were fitted on this is
+        :attr:`explained`; for another run on these axes (a comparison, a run
+        drawn on a kept basis) it says how much of that run the picture shows.
+        """
+        x = np.asarray(states, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.mean.size:
+            raise InputError(f"states of shape {x.shape} do not match {self.mean.size} neurons")
+        if x.shape[0] < 2:
+            return np.zeros(self.axes.shape[0])
+        centred = x - x.mean(axis=0)
+        total = float(np.einsum("ij,ij->", centred, centred))
+        along = ((centred @ self.axes.T) ** 2).sum(axis=0)
+        return along / total if total > 0 else np.zeros(self.axes.shape[0])
+
 
 def principal_trajectory(states: np.ndarray, components: int = 3) -> Trajectory:
     """The first ``components`` principal components of a ``(T, N)`` run (T >= 2)."""

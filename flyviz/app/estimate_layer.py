@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QProgressBar, QPushButton, Q
                                QWidget)
 
 from flyviz.analysis.sweep import SweepError
-from flyviz.app.background import ModelFileController
+from flyviz.app.background import CancellableProgress, Cancelled, ModelFileController
 from flyviz.model.errors import InputError
 from flyviz.render.style import ColourLayer, ColourScale
 
@@ -244,25 +244,6 @@ class EstimateController(ModelFileController):
         self.opened.emit(estimate)
 
 
-class _Cancelled(Exception):
-    """Raised inside a computation when the user pressed Cancel."""
-
-
-class _CancellableProgress:
-    """What :func:`flyviz.analysis.cluster.run_tree` reports progress to: the fraction
-    goes to ``report``, and a set ``stop`` ends the run at its next report."""
-
-    def __init__(self, total: int, stop: threading.Event, report: Any) -> None:
-        self.total = max(1, int(total))
-        self.stop = stop
-        self.report = report
-
-    def update(self, done: int, force: bool = False) -> None:
-        if self.stop.is_set():
-            raise _Cancelled
-        self.report(min(1.0, done / self.total))
-
-
 def groups_of(lesions: "LesionMap | None", checkpoint: "Checkpoint") -> list[Any]:
     """The open map's groups (to sum the estimate over), or none."""
     from flyviz.analysis.sweep import Group
@@ -296,13 +277,13 @@ def compute_estimate(checkpoint: "Checkpoint", text: str | Path, lesions: "Lesio
     same_text = lesions is not None and lesions.mode == "silence" \
         and isinstance(info_text, dict) and info_text.get("sha256") == corpus.digest()
     groups = groups_of(lesions, checkpoint) if same_text else []
-    progress = _CancellableProgress(corpus.n_tokens, stop, report)
+    progress = CancellableProgress(corpus.n_tokens, stop, report)
     try:
         run = run_importance(None, checkpoint, corpus, groups, None,
                              ImportanceSettings(context=context), workers=0,
                              progress=progress,  # type: ignore[arg-type]  # duck-typed bar
                              exact=lesions.rows if same_text and lesions is not None else None)
-    except _Cancelled:
+    except Cancelled:
         return None
     return EstimatedLesions(run.estimate, run.info, f"computed over {Path(text).name}")
 

@@ -160,3 +160,48 @@ def test_bad_input_is_one_line_in_the_dock(window, clean, corrupt, answer, says)
     assert says in text and "\n" not in text and "--" not in text
     assert not feature.busy and feature.trace is None
     assert feature.panel.trace_button.isEnabled()
+
+
+def test_a_cell_click_lights_its_group_in_the_brain(window, qtbot, app_checkpoint):
+    """Pixel facts: with every neuron lit, clicking a heatmap cell keeps its group's lone
+    neurons bright and dims the others; the comparison gets that cell's patch."""
+    from app_conftest import brightness, disc_max, isolated_neurons, screen_positions
+
+    from flyviz.app._testing import make_frame
+    from flyviz.record.recording import Recording
+
+    win = window
+    win.state.display.smoothing_s = 0.0
+    win.state.display.point_size = 4.0
+    feature, trace = _trace(win, qtbot, by="superclass")
+    asked = []
+    feature.compare = lambda items, prompt: asked.append((items, prompt)) or True
+    n = app_checkpoint.config.neurons
+    groups = {g.name: g.neurons for g in sweep_groups(app_checkpoint, "superclass")}
+    # A group with lone neurons on screen, not the largest (the rest must show too).
+    column = next(c for c, name in enumerate(trace.groups)
+                  if groups[name].size < n // 2 and isolated_neurons(win, groups[name], 1))
+    members = groups[trace.groups[column]]
+    rec = Recording(n)
+    rec.append(make_frame(0, np.ones(n, np.float32)))
+    win.session.replace(rec)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
+    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+                    timeout=3000)
+    before = brightness(win.brain.render_image())
+    row = len(trace.positions) - 1
+    QTest.mouseClick(feature.panel.heatmap.viewport(), Qt.MouseButton.LeftButton,
+                     pos=feature.panel.heatmap.cell_centre(row, column).toPoint())
+    assert asked and asked[0][1] == CORRUPT
+    (patch,), _ = asked[0]
+    assert isinstance(patch, Patch) and patch.neurons == trace.rows[row * len(trace.groups)
+                                                                    + column].query
+    after = brightness(win.brain.render_image())
+    xy = screen_positions(win)
+    lit = isolated_neurons(win, members, 2)
+    dark = isolated_neurons(win, np.setdiff1d(np.arange(n), members), 2)
+    assert lit and dark
+    for neuron in lit:
+        assert disc_max(after, xy[neuron]) >= 0.9 * disc_max(before, xy[neuron])
+    for neuron in dark:
+        assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])

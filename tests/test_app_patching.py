@@ -27,7 +27,8 @@ TOLERANCE = 3
 def _trace(win, qtbot, by="superclass"):
     feature = win.features["patching"]
     with qtbot.waitSignal(feature.traced, timeout=60_000) as traced:
-        assert feature.run_trace(CLEAN, CORRUPT, ANSWER, by), feature.panel.message.text()
+        assert feature.run_trace(CLEAN, CORRUPT, ANSWER, by, versus=""), \
+            feature.panel.message.text()
     return feature, traced.args[0]
 
 
@@ -131,7 +132,7 @@ def test_cancel_stops_a_causal_trace(window, qtbot, monkeypatch):
     monkeypatch.setattr(causal, "trace_partial", held)
     feature = window.features["patching"]
     # 20 cell types x 15 positions: several passes of the batched engine.
-    assert feature.run_trace(CLEAN, CORRUPT, ANSWER, "type")
+    assert feature.run_trace(CLEAN, CORRUPT, ANSWER, "type", versus="")
     assert feature.panel.cancel_button.isVisible()
     assert entered.wait(10)
     cancelled = []
@@ -146,16 +147,17 @@ def test_cancel_stops_a_causal_trace(window, qtbot, monkeypatch):
     assert not feature.panel.cancel_button.isVisible() and feature.panel.trace_button.isEnabled()
 
 
-@pytest.mark.parametrize("clean, corrupt, answer, says", [
-    (CLEAN, CORRUPT + " again", ANSWER, "same length"),
-    (CLEAN, CORRUPT, " She", "not one"),
-    ("  ", CORRUPT, ANSWER, "the clean prompt is empty"),
-    (CLEAN, "", ANSWER, "the corrupted prompt is empty"),
-    (CLEAN, CORRUPT, "", "the answer is empty"),
+@pytest.mark.parametrize("clean, corrupt, answer, versus, says", [
+    (CLEAN, CORRUPT + " again", ANSWER, "", "same length"),
+    (CLEAN, CORRUPT, " She", "", "the answer ' She' is 3 tokens"),
+    (CLEAN, CORRUPT, ANSWER, " He", "versus ' He' is 3 tokens"),
+    ("  ", CORRUPT, ANSWER, "", "the clean prompt is empty"),
+    (CLEAN, "", ANSWER, "", "the corrupted prompt is empty"),
+    (CLEAN, CORRUPT, "", "", "the answer is empty"),
 ])
-def test_bad_input_is_one_line_in_the_dock(window, clean, corrupt, answer, says):
+def test_bad_input_is_one_line_in_the_dock(window, clean, corrupt, answer, versus, says):
     feature = window.features["patching"]
-    assert not feature.run_trace(clean, corrupt, answer)
+    assert not feature.run_trace(clean, corrupt, answer, versus=versus)
     text = feature.panel.message.text()
     assert says in text and "\n" not in text and "--" not in text
     assert not feature.busy and feature.trace is None

@@ -10,8 +10,9 @@ position carried (:mod:`flyviz.analysis.causal`, ``flyviz patch``,
 
 In the dock:
 
-* the clean prompt, the corrupted prompt and the answer token, and the groups
-  (*by* superclass, cell type or side);
+* the clean prompt, the corrupted prompt and the answer token (and the token
+  the logit difference is taken against, by default the corrupted run's most
+  likely), and the groups (*by* superclass, cell type or side);
 * *Trace* runs the causal trace off the UI thread with progress and Cancel
   (every (position, group) cell is one column of the batched engine); bad
   input (an empty prompt, prompts of different lengths in tokens, an answer
@@ -20,7 +21,7 @@ In the dock:
   tokens), the groups as columns, coloured on the sequential colormap from
   the corrupted run's value (dark) to the clean run's (bright), with its
   colour bar; p(answer) or the logit difference against the corrupted run's
-  top token;
+  top token (or *versus*);
 * clicking a cell lights its group in the brain (the state's ``patching``
   highlight) and runs the comparison with that patch: the corrupted prompt
   beside the untouched model, the group's state set to the clean run's at that
@@ -68,25 +69,27 @@ MEASURES = (("p_answer", "p_normalised", "p(answer)"),
             ("logit_diff", "logit_diff_normalised", "logit difference"))
 
 #: The example of issue 18 and the README, filled in at first.
-EXAMPLE = ("Once upon a time, there was a little girl named Lily",
-           "Once upon a time, there was a little boy named Tom", " She")
+EXAMPLE = ("Once upon a time, there was a little girl named Lily.",
+           "Once upon a time, there was a little boy named Tom.", " She", " He")
 
 
-def check_prompts(checkpoint: "Checkpoint", clean: str, corrupt: str, answer: str) -> Any:
+def check_prompts(checkpoint: "Checkpoint", clean: str, corrupt: str, answer: str,
+                  versus: str | None = None) -> Any:
     """The prompts tokenized (:class:`~flyviz.analysis.causal.TracePrompts`), or
     :class:`InputError` (one line) for an empty prompt, prompts of different lengths,
-    an answer that is not one token."""
+    an answer (or ``versus``) that is not one token."""
     from flyviz.analysis.causal import encode_prompts
     from flyviz.model.tokenizer import tokenizer_for
 
     return encode_prompts(tokenizer_for(checkpoint), checkpoint.config.bos_token_id, clean,
-                          corrupt, answer)
+                          corrupt, answer, versus=versus)
 
 
 def dock_words(message: str) -> str:
     """A library message about the prompts in the dock's words (its fields, not options)."""
     message = (message.replace("--clean", "the clean prompt")
-               .replace("--corrupt", "the corrupted prompt").replace("--answer", "the answer"))
+               .replace("--corrupt", "the corrupted prompt").replace("--answer", "the answer")
+               .replace("--versus", "versus"))
     if "tokens long" in message:        # the lengths, and what to do, without --align
         message = message.split("; a causal trace")[0] + ": give prompts of the same length"
     return message
@@ -101,14 +104,15 @@ def trace_groups(checkpoint: "Checkpoint", by: str) -> list["Group"]:
 
 def compute_trace(checkpoint: "Checkpoint", clean: str, corrupt: str, answer: str,
                   groups: list["Group"], by: str, stop: threading.Event,
-                  report: Callable[[float], None], spec: str = "", kernel: str | None = None
-                  ) -> "CausalTrace | None":
+                  report: Callable[[float], None], spec: str = "", kernel: str | None = None,
+                  versus: str | None = None) -> "CausalTrace | None":
     """The causal trace of ``groups`` in this process (runs off the UI thread); ``None``
-    when ``stop`` was set (the run ends at its next progress report)."""
+    when ``stop`` was set (the run ends at its next progress report). ``versus``: the
+    token the logit difference is taken against (default the corrupted run's top one)."""
     from flyviz.analysis.causal import TraceSettings, run_causal_trace
 
     settings = TraceSettings(kernel=kernel)
-    prompts = check_prompts(checkpoint, clean, corrupt, answer)
+    prompts = check_prompts(checkpoint, clean, corrupt, answer, versus)
     lo, hi = prompts.covered
     # Every cell reports once per step of the corrupted prompt.
     progress = CancellableProgress((hi - lo) * len(groups) * len(prompts.corrupt), stop, report)
@@ -116,7 +120,7 @@ def compute_trace(checkpoint: "Checkpoint", clean: str, corrupt: str, answer: st
         try:
             run = run_causal_trace(spec, checkpoint, clean, corrupt, answer, groups,
                                    Path(folder) / "trace.csv", settings, by=by, workers=0,
-                                   progress=progress)  # type: ignore[arg-type]  # duck-typed
+                                   versus=versus, progress=progress)  # type: ignore[arg-type]  # duck-typed
         except Cancelled:
             return None
     return run.trace
@@ -224,6 +228,8 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.plot.getAxis("bottom").setTicks(
             [[(c + 0.5, text[:10]) for c, text in enumerate(columns or []) if c % every == 0]])
         self.plot.setRange(xRange=(0, n_columns), yRange=(0, n_rows), padding=0)
+        # The view's transform follows at the next paint; clicks and cell_centre need it now.
+        self.plot.getViewBox().updateMatrix()
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
         # In the dock's scroll area the heatmap takes this height, and the labels theirs.
@@ -231,7 +237,8 @@ class Heatmap(pg.GraphicsLayoutWidget):
 
     def cell_centre(self, row: int, column: int) -> QPointF:
         """Where cell (row, column) is drawn, in this widget's coordinates."""
-        scene = self.image.mapToScene(QPointF(column + 0.5, row + 0.5))
+        # The image spans (0, 0)-(columns, rows) in the view's coordinates.
+        scene = self.plot.getViewBox().mapViewToScene(QPointF(column + 0.5, row + 0.5))
         return QPointF(self.mapFromScene(scene))
 
 
@@ -262,6 +269,10 @@ class PatchingPanel(QWidget):
         self.corrupt.setToolTip("The same number of tokens, changed where it matters")
         self.answer = QLineEdit(EXAMPLE[2])
         self.answer.setToolTip("The clean answer: one token (mind the leading space)")
+        self.versus = QLineEdit(EXAMPLE[3])
+        self.versus.setPlaceholderText("the corrupted run's most likely token")
+        self.versus.setToolTip("The token the logit difference is taken against (one token; "
+                               "empty: the corrupted run's most likely)")
         self.by = QComboBox()
         for key, title in BY_CHOICES:
             self.by.addItem(title, key)
@@ -269,6 +280,7 @@ class PatchingPanel(QWidget):
         form.addRow("Clean", self.clean)
         form.addRow("Corrupted", self.corrupt)
         form.addRow("Answer", self.answer)
+        form.addRow("Versus", self.versus)
         form.addRow("By", self.by)
         layout.addLayout(form)
         row = QHBoxLayout()
@@ -389,7 +401,8 @@ class PatchingFeature(QObject):
         return self.host.background.busy(PURPOSE)
 
     def run_trace(self, clean: str | None = None, corrupt: str | None = None,
-                  answer: str | None = None, by: str | None = None) -> bool:
+                  answer: str | None = None, by: str | None = None,
+                  versus: str | None = None) -> bool:
         """Trace (off the UI thread) with these values (default: the dock's fields, which
         are set to them); False, and one line in the dock, when it cannot start."""
         p = self.panel
@@ -399,6 +412,8 @@ class PatchingFeature(QObject):
             p.corrupt.setText(corrupt)
         if answer is not None:
             p.answer.setText(answer)
+        if versus is not None:
+            p.versus.setText(versus)
         if by is not None:
             index = p.by.findData(by)
             if index < 0:
@@ -412,9 +427,10 @@ class PatchingFeature(QObject):
         if self.busy:
             return False
         clean, corrupt, answer = p.clean.text(), p.corrupt.text(), p.answer.text()
+        versus = p.versus.text() or None
         by = str(p.by.currentData())
         try:
-            check_prompts(checkpoint, clean, corrupt, answer)
+            check_prompts(checkpoint, clean, corrupt, answer, versus)
             groups = trace_groups(checkpoint, by)
         except FlyvizError as exc:
             return self._refuse(dock_words(str(exc)))
@@ -428,7 +444,8 @@ class PatchingFeature(QObject):
         def work() -> Any:
             try:
                 return compute_trace(checkpoint, clean, corrupt, answer, groups, by, stop,
-                                     self._progress.emit, spec=spec or "", kernel=kernel)
+                                     self._progress.emit, spec=spec or "", kernel=kernel,
+                                     versus=versus)
             finally:
                 running.clear()
 

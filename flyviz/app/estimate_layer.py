@@ -378,6 +378,9 @@ class EstimateSection(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 4)
+        heading = QLabel("<b>Every neuron, estimated</b> (first order, beside the exact "
+                         "groups)")
+        layout.addWidget(heading)
         self.agreement = QLabel("")
         self.agreement.setWordWrap(True)
         self.agreement.setObjectName("agreement")

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QPointF, QSize, Qt, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
@@ -67,6 +68,13 @@ BY_CHOICES = (("superclass", "Superclass"), ("type", "Cell type"), ("side", "Sid
 #: The measures the heatmap shows: (measure, its normalised column, title).
 MEASURES = (("p_answer", "p_normalised", "p(answer)"),
             ("logit_diff", "logit_diff_normalised", "logit difference"))
+
+#: Pixels per heatmap row (the token labels' height), and the most the heatmap grows to.
+ROW_PIXELS = 20
+MAX_HEIGHT = 900
+
+#: Group names listed under the heatmap up to this many columns (beyond: hover names them).
+LISTED_GROUPS = 40
 
 #: The example of issue 18 and the README, filled in at first.
 EXAMPLE = ("Once upon a time, there was a little girl named Lily.",
@@ -192,6 +200,9 @@ class Heatmap(pg.GraphicsLayoutWidget):
         self.plot.hideButtons()
         self.plot.invertY(True)                 # the first position at the top
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)
+        for side in ("left", "bottom"):
+            # Every label that fits is drawn (pyqtgraph leaves some out past 80 % filled).
+            self.plot.getAxis(side).setStyle(textFillLimits=[(0, 0.98)])
         self.image = _CellImage(self.cell_clicked.emit)
         self.plot.addItem(self.image)
         self.colours = heatmap_colours()
@@ -220,13 +231,18 @@ class Heatmap(pg.GraphicsLayoutWidget):
                             autoLevels=False)
         n_rows, n_columns = shown.shape
         self.image.setRect(0, 0, n_columns, n_rows)
-        # Names stay readable: as many as fit side by side (hovering names every cell).
-        width = max(100, self.width() - 120)
-        every = max(1, int(np.ceil(n_columns * 60 / width)))
-        self.plot.getAxis("left").setTicks(
-            [[(r + 0.5, text) for r, text in enumerate(rows or [])]])
+        # Every row's token stays readable: the heatmap grows with the rows (the dock
+        # scrolls), and the columns are numbered (the names are listed below and on hover).
+        self.setMinimumHeight(int(min(MAX_HEIGHT, max(200, ROW_PIXELS * n_rows + 70))))
+        every = max(1, int(np.ceil(n_columns * 22 / max(100, self.width() - 120))))
+        left = self.plot.getAxis("left")
+        left.setTicks([[(r + 0.5, text) for r, text in enumerate(rows or [])]])
+        # Wide enough for the longest token now (it would widen only after a first paint
+        # that leaves the wider labels out).
+        metrics = QFontMetrics(left.style.get("tickFont") or self.font())
+        left.setWidth(max([metrics.horizontalAdvance(t) for t in rows or []] + [20]) + 16)
         self.plot.getAxis("bottom").setTicks(
-            [[(c + 0.5, text[:10]) for c, text in enumerate(columns or []) if c % every == 0]])
+            [[(c + 0.5, str(c + 1)) for c in range(n_columns) if c % every == 0]])
         self.plot.setRange(xRange=(0, n_columns), yRange=(0, n_rows), padding=0)
         # The view's transform follows at the next paint; clicks and cell_centre need it now.
         self.plot.getViewBox().updateMatrix()
@@ -536,8 +552,11 @@ class PatchingFeature(QObject):
         p.heatmap.set_grid(trace.grid(column), trace.token_labels(), list(trace.groups))
         p.heatmap.bar.axis.setLabel(f"{title}: 0 corrupted, 1 clean")
         p.heatmap.image.describe = self._describe_cell
+        groups = list(trace.groups)
+        listed = (": " + ", ".join(f"{i} {name}" for i, name in enumerate(groups, start=1))
+                  if len(groups) <= LISTED_GROUPS else " (hover names them)")
         p.ends.setText(f"dark: the corrupted run's {title} {low:.3g}; bright: the clean "
-                       f"run's {high:.3g}. Rows: positions, columns: groups (hover names them)")
+                       f"run's {high:.3g}. Rows: positions; columns: groups{listed}")
         if p.message.text() and not p.busy_shown:
             p.say(self._summary())
 

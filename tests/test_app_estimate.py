@@ -107,22 +107,13 @@ def test_each_isolated_neuron_is_drawn_in_the_colour_of_its_own_estimate(
     assert win.brain.colorbar_caption.text() == "ΔCE_est, neuron silenced (nats/token)"
     image = _drawn(win, qtbot)
     xy = screen_positions(win)
-    lone = isolated_neurons(win, np.arange(values.size), 40)
+    lone = isolated_neurons(win, np.arange(values.size), 60)
     positive = [n for n in lone if values[n] > 0]
-    assert len(positive) >= 8
+    assert len(positive) >= 5
     for neuron in lone:
         want = _expected(values[neuron], 0.0, top)
         got = _centre(image, xy[neuron])
         assert np.abs(got - want).max() <= TOLERANCE, (neuron, values[neuron], got, want)
-    # Two lone neurons of one superclass whose estimates differ are drawn differently.
-    superclass = np.asarray(app_checkpoint.anatomy.superclass)
-    pairs = [(a, b) for a in positive for b in positive
-             if a < b and superclass[a] == superclass[b]
-             and abs(values[a] - values[b]) > 0.3 * top]
-    assert pairs
-    a, b = pairs[0]
-    assert np.abs(_centre(image, xy[a]) - _centre(image, xy[b])).max() > 2 * TOLERANCE
-
     win.lesions.panel.log_scale.setChecked(True)
     floor = values[values > 0].min() / 3
     low, high = np.log10(floor), np.log10(top)
@@ -133,6 +124,15 @@ def test_each_isolated_neuron_is_drawn_in_the_colour_of_its_own_estimate(
         want = _expected(np.log10(max(values[neuron], floor)), low, high)
         got = _centre(image, xy[neuron])
         assert np.abs(got - want).max() <= TOLERANCE, (neuron, values[neuron], got, want)
+    # Lone neurons of one superclass (one colour in the group map) whose estimates differ
+    # are drawn in different colours: the layer is per neuron.
+    superclass = np.asarray(app_checkpoint.anatomy.superclass)
+    want = {n: _expected(np.log10(max(values[n], floor)), low, high) for n in lone}
+    pairs = [(a, b) for a in lone for b in lone if a < b and superclass[a] == superclass[b]
+             and np.abs(want[a] - want[b]).max() > 3 * TOLERANCE]
+    assert pairs
+    for a, b in pairs:
+        assert np.abs(_centre(image, xy[a]) - _centre(image, xy[b])).max() > TOLERANCE
     win.lesions.show_estimate(False)
     assert win.colour_by.current == "state"
 

@@ -70,6 +70,32 @@ def one_line_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
+class Cancelled(Exception):
+    """Raised inside a background computation when the user pressed Cancel."""
+
+
+class CancellableProgress:
+    """A progress sink for :func:`flyviz.analysis.cluster.run_tree` (in place of its
+    :class:`~flyviz.analysis.cluster.ProgressBar`) that a Cancel button can stop.
+
+    ``report(fraction)`` gets how far the run is (from the helper thread); once
+    ``stop`` is set, the next report raises :class:`Cancelled`, which ends the
+    run there (a task reports after every step or window).
+    """
+
+    def __init__(self, total: int, stop: threading.Event,
+                 report: Callable[[float], None]) -> None:
+        self.total = max(1, int(total))
+        self.stop = stop
+        self.report = report
+
+    def update(self, done: int, force: bool = False) -> None:
+        """``done`` of :attr:`total` units are done (``force`` as for the progress bar)."""
+        if self.stop.is_set():
+            raise Cancelled
+        self.report(min(1.0, done / self.total))
+
+
 class BackgroundCalls(QObject):
     """Runs ``work()`` in helper threads; results come back on the UI thread.
 

@@ -30,17 +30,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxLayout,
                                QHeaderView, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from flyviz.analysis.sweep import GroupResult, LesionMap
 from flyviz.app.background import ModelFileController
+from flyviz.app.estimate_layer import (ESTIMATE, EstimateController, EstimatedLesions,
+                                       EstimateJob, EstimateSection, estimate_layer,
+                                       importance_colours)
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import InputError
-from flyviz.render.style import ColourLayer, ColourScale
+from flyviz.render.style import ColourLayer
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.host import WindowHost
@@ -88,20 +90,9 @@ def importance_layer(lesions: LesionMap, checkpoint: Checkpoint, log: bool = Fal
     A group whose lesion did not raise the cross-entropy (ΔCE ≤ 0) and a
     neuron in no group are drawn at the bottom of the colourbar.
     """
-    values = lesions.importance(checkpoint).astype(np.float64)
-    finite = values[np.isfinite(values)]
-    top = float(finite.max()) if finite.size else 0.0
-    values = np.where(np.isfinite(values), values, 0.0)
     what = LESION_WORDS.get(lesions.mode, lesions.mode)
-    if log and top > 0.0:
-        floor = float(finite[finite > 0.0].min()) / 3.0
-        logs = np.log10(np.maximum(values, floor))
-        return ColourLayer.static(IMPORTANCE, logs, colormap="sequential",
-                                  label=f"log10 ΔCE, group {what}", units="nats/token",
-                                  scale=ColourScale.given(np.log10(floor), np.log10(top)))
-    return ColourLayer.static(IMPORTANCE, values, colormap="sequential",
-                              label=f"ΔCE, group {what}", units="nats/token",
-                              scale=ColourScale.given(0.0, top if top > 0.0 else 1e-3))
+    return importance_colours(IMPORTANCE, lesions.importance(checkpoint), log,
+                              f"ΔCE, group {what}")
 
 
 class _NumberItem(QTableWidgetItem):
@@ -195,12 +186,16 @@ class LesionPanel(QWidget):
         row.addWidget(self.importance_button)
         self.log_scale = QCheckBox("log scale")
         self.log_scale.setChecked(True)
-        self.log_scale.setToolTip("Colour by log10 ΔCE, so groups whose ΔCE differ by decades "
-                                  "are told apart (off: ΔCE from 0 to the largest)")
+        self.log_scale.setToolTip("Colour by log10 ΔCE (of groups and of the estimate), so "
+                                  "values that differ by decades are told apart (off: from 0 "
+                                  "to the largest)")
         self.log_scale.toggled.connect(lambda _on: self.log_scale_changed.emit())
         row.addWidget(self.log_scale)
         row.addStretch(1)
         layout.addLayout(row)
+        #: The estimated lesions of every single neuron, beside the exact group map.
+        self.estimate = EstimateSection()
+        layout.addWidget(self.estimate)
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels([title for _, title in COLUMNS])
@@ -376,6 +371,7 @@ class LesionFeature(QObject):
         host.colour_by.add(IMPORTANCE, "Lesion &importance (ΔCE)", self.importance_layer,
                            "Colour every neuron by its group's ΔCE in the open lesion map",
                            enabled=False)
+        self._install_estimate()
 
         c = self.controller
         c.opened.connect(self._on_opened)
@@ -384,18 +380,31 @@ class LesionFeature(QObject):
         p = self.panel
         p.open_requested.connect(self.open_dialog)
         p.importance_requested.connect(lambda: self.show_importance(True))
-        p.log_scale_changed.connect(lambda: self.host.colour_by.refresh(IMPORTANCE))
+        p.log_scale_changed.connect(self._on_log_scale)
         p.group_selected.connect(self._on_group_selected)
         p.compare_requested.connect(self._compare_row)
         p.clear_next_requested.connect(self._clear_next)
         host.runs.run_started.connect(lambda _prompt: self.panel.show_next(""))
-        host.model_ready.connect(lambda _name: self.controller.close(
-            "the lesion map belonged to the previous model"))
+        host.model_ready.connect(self._on_model)
 
     @property
     def lesions(self) -> LesionMap | None:
         """The open lesion map, or ``None``."""
         return self.controller.lesions
+
+    @property
+    def estimate(self) -> EstimatedLesions | None:
+        """The open (or computed) estimate of every neuron, or ``None``."""
+        return self.estimates.estimate
+
+    def _on_model(self, _name: str) -> None:
+        self.controller.close("the lesion map belonged to the previous model")
+        self.job.cancel(quiet=True)
+        self.estimates.close("the estimate belonged to the previous model")
+
+    def _on_log_scale(self) -> None:
+        self.host.colour_by.refresh(IMPORTANCE)
+        self.host.colour_by.refresh(ESTIMATE)
 
     # ------------------------------------------------------------ opening
     def open(self, path: str | Path, importance: bool = False) -> None:
@@ -414,6 +423,138 @@ class LesionFeature(QObject):
         if path:
             settings.setValue("paths/lesion_maps", str(Path(path).parent))
             self.open(path)
+
+    # ------------------------------------------------------------ the estimate
+    def _install_estimate(self) -> None:
+        host = self.host
+        self.estimates = EstimateController(host.background, lambda: host.checkpoint, self)
+        self.job = EstimateJob(host.background, self)
+        registry = host.actions_registry
+        self.estimate_action = registry.add(
+            "open_estimate", "Open &estimated lesions…", self.open_estimate_dialog,
+            description="Open the per-neuron estimate of 'flyviz importance' or "
+                        "'flyviz sweep --estimate'")
+        registry.menu("File").insertAction(registry["open_recording"], self.estimate_action)
+        host.colour_by.add(ESTIMATE, "&Estimated lesions (ΔCE_est, every neuron)",
+                           self.estimate_layer,
+                           "Colour every neuron by its own estimated ΔCE of being silenced",
+                           enabled=False)
+        section = self.panel.estimate
+        section.open_requested.connect(self.open_estimate_dialog)
+        section.compute_requested.connect(self.compute_estimate_dialog)
+        section.cancel_requested.connect(self.job.cancel)
+        section.colour_requested.connect(lambda: self.show_estimate(True))
+        self.estimates.opened.connect(self._on_estimate)
+        self.estimates.closed.connect(self._on_estimate_closed)
+        self.estimates.failed.connect(
+            lambda message: host.show_message(f"cannot open the estimate: {message}",
+                                              error=True, dialog=True))
+        self.job.progressed.connect(self._on_estimate_progress)
+        self.job.finished.connect(self._on_estimate_computed)
+        self.job.cancelled.connect(self._on_estimate_cancelled)
+        self.job.failed.connect(self._on_estimate_failed)
+        self._estimate_on_open = False
+        # The window's close waits for background calls: stop an estimate first.
+        host.widget().installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if event.type() == QEvent.Type.Close:
+            self.job.stop()
+        return False
+
+    def open_estimate(self, path: str | Path, colour: bool = False) -> None:
+        """Open the per-neuron estimate of ``path`` (its ``.neurons`` table, or the
+        companion of a groups file or of ``sweep --estimate``'s exact map);
+        ``colour``: colour the brain by it once it is open."""
+        self.host.show_message(f"opening the estimate of {Path(path).name}…")
+        self._estimate_on_open = colour
+        self.estimates.open(path)
+
+    def open_estimate_dialog(self) -> None:
+        """File → Open estimated lesions: pick the file of ``flyviz importance``."""
+        settings = self.host.settings
+        path, _ = QFileDialog.getOpenFileName(
+            self.host.widget(), "Open estimated lesions",
+            str(settings.value("paths/lesion_maps", "")),
+            "Estimated lesions (*.neurons.csv *.neurons.parquet *.csv *.parquet);;"
+            "All files (*)")
+        if path:
+            settings.setValue("paths/lesion_maps", str(Path(path).parent))
+            self.open_estimate(path, colour=True)
+
+    def compute_estimate(self, text: str | Path) -> bool:
+        """Estimate every neuron's silencing over the text file ``text`` in the background
+        (progress and Cancel in the dock); False if it cannot start."""
+        checkpoint = self.host.checkpoint
+        if checkpoint is None:
+            self.host.show_message("load a model first", error=True)
+            return False
+        self.panel.estimate.set_busy(True)
+        self.panel.estimate.status.setText(f"estimating every neuron over {Path(text).name}…")
+        self.host.show_message(f"estimating every neuron's silencing over {Path(text).name}…")
+        self.job.start(checkpoint, text, self.lesions)
+        return True
+
+    def compute_estimate_dialog(self) -> None:
+        """The dock's *Estimate…*: pick a text file and estimate over it."""
+        settings = self.host.settings
+        path, _ = QFileDialog.getOpenFileName(
+            self.host.widget(), "Estimate lesions over a text",
+            str(settings.value("paths/texts", "")),
+            "Texts (*.txt *.jsonl *.json *.parquet);;All files (*)")
+        if path:
+            settings.setValue("paths/texts", str(Path(path).parent))
+            self.compute_estimate(path)
+
+    def estimate_layer(self) -> ColourLayer:
+        """Every neuron coloured by its own estimate (see
+        :func:`~flyviz.app.estimate_layer.estimate_layer`)."""
+        if self.estimate is None:
+            raise InputError("open or compute an estimate first (File → Open estimated "
+                             "lesions…)")
+        return estimate_layer(self.estimate, self.panel.log_scale.isChecked())
+
+    def show_estimate(self, on: bool = True) -> bool:
+        """Colour the brain by the estimate (``False``: by the live state again)."""
+        from flyviz.app.colouring import STATE
+
+        return self.host.colour_by.choose(ESTIMATE if on else STATE)
+
+    def _on_estimate(self, estimate: EstimatedLesions) -> None:
+        self.panel.estimate.set_estimate(estimate)
+        colour_by = self.host.colour_by
+        colour_by.set_enabled((ESTIMATE,), True)
+        colour_by.refresh(ESTIMATE)
+        if self._estimate_on_open:
+            self._estimate_on_open = False
+            self.show_estimate(True)
+        self.host.show_dock(self.dock, 0.6)
+        self.host.show_message(f"{estimate.describe()}; {estimate.agreement_line()}")
+
+    def _on_estimate_closed(self, note: str) -> None:
+        self.panel.estimate.set_estimate(None, note)
+        self.host.colour_by.set_enabled((ESTIMATE,), False)
+
+    def _on_estimate_progress(self, fraction: float) -> None:
+        if self.job.busy:
+            self.panel.estimate.progress.setValue(int(round(100 * fraction)))
+
+    def _on_estimate_computed(self, estimate: EstimatedLesions) -> None:
+        self.panel.estimate.set_busy(False)
+        self._estimate_on_open = True
+        self.estimates.show(estimate)
+
+    def _on_estimate_cancelled(self) -> None:
+        section = self.panel.estimate
+        section.set_busy(False)
+        section.set_estimate(self.estimate, "estimate cancelled")
+        self.host.show_message("estimate cancelled")
+
+    def _on_estimate_failed(self, message: str) -> None:
+        section = self.panel.estimate
+        section.set_busy(False)
+        section.set_estimate(self.estimate, f"cannot estimate: {message}")
+        self.host.show_message(f"cannot estimate: {message}", error=True)
 
     # ------------------------------------------------------------ colours
     def importance_layer(self) -> ColourLayer:
@@ -498,11 +639,24 @@ class LesionFeature(QObject):
             self.show_importance(True)
         # Room for the table: most of the side column's height (the user can drag it back).
         self.host.show_dock(self.dock, 0.6)
+        self._open_companion_estimate(lesions)
         top = lesions.rows[0]
         self.host.show_message(
             f"lesion map {lesions.path.name} open: {len(lesions.rows):,} groups, the largest "
             f"ΔCE {top.delta_ce:+.4f} nats/token ({top.group}); Colour by importance shows it "
             "on the brain")
+
+    def _open_companion_estimate(self, lesions: LesionMap) -> None:
+        """The estimate written beside the map (``sweep --estimate``, or the groups file of
+        ``flyviz importance``), opened with it."""
+        from flyviz.analysis.sweep import SweepError
+        from flyviz.app.estimate_layer import neuron_table_path
+
+        try:
+            table = neuron_table_path(lesions.path)
+        except SweepError:
+            return
+        self.open_estimate(table)
 
     def _on_closed(self, note: str) -> None:
         self.host.highlights.set(HIGHLIGHT, None)

@@ -64,6 +64,11 @@ class FeatureWindow(QMainWindow):
         lesions, interventions = self.features.get("lesions"), self.features.get("interventions")
         if lesions is not None and interventions is not None:
             lesions.compare = interventions.compare_with
+        # A heatmap cell's patch runs the corrupted prompt through the same comparison.
+        patching = self.features.get("patching")
+        if patching is not None and interventions is not None:
+            patching.compare = lambda items, prompt: interventions.compare_with(items,
+                                                                                prompt=prompt)
 
     @property
     def atlas(self) -> "AtlasFeature":

@@ -532,10 +532,11 @@ class ViewerState:
     @interventions.setter
     def interventions(self, items: Iterable[Any]) -> None:
         from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
+        from flyviz.model.patching import Patch
 
         items = tuple(items)
         for item in items:
-            if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale)):
+            if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale, Patch)):
                 raise ViewerError(f"an intervention must be a flyviz.model.interventions object, "
                                   f"got {type(item).__name__}")
         if items != self._interventions:

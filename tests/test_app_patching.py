@@ -1,0 +1,209 @@
+"""The Patching dock: a causal trace's heatmap, a cell's group and patch, Cancel, bad input."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from app_conftest import app_checkpoint, window  # noqa: F401
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from flyviz.analysis.sweep import sweep_groups
+from flyviz.app.patching_panel import heatmap_colours
+from flyviz.model.patching import Patch, source_states
+from flyviz.model.tokenizer import tokenizer_for
+
+pytestmark = pytest.mark.gui
+
+CLEAN = "Once upon a time there was a girl named Lily"
+CORRUPT = "Once upon a time there was a boy named Tom"
+ANSWER = " time"
+#: Per channel, how far a heatmap pixel may be from its colour (8-bit rounding).
+TOLERANCE = 3
+
+
+def _trace(win, qtbot, by="superclass"):
+    feature = win.features["patching"]
+    with qtbot.waitSignal(feature.traced, timeout=60_000) as traced:
+        assert feature.run_trace(CLEAN, CORRUPT, ANSWER, by, versus=""), \
+            feature.panel.message.text()
+    return feature, traced.args[0]
+
+
+def _pixel(widget, point) -> np.ndarray:
+    ratio = widget.devicePixelRatioF()
+    image = widget.grab().toImage()
+    colour = image.pixelColor(int(point.x() * ratio), int(point.y() * ratio))
+    return np.array([colour.red(), colour.green(), colour.blue()], dtype=np.float64)
+
+
+def test_the_heatmap_colours_each_cell_from_corrupted_to_clean_and_a_click_compares_its_patch(
+        window, qtbot, app_checkpoint):
+    """Pixel facts: each heatmap cell is drawn in the colormap's colour of its normalised
+    value (rows the positions, labelled with their tokens; columns the groups); clicking a
+    cell lights exactly its group in the brain and runs the corrupted prompt beside the
+    untouched model with the group's state set to the clean run's at that position."""
+    win = window
+    win.state.display.smoothing_s = 0.0
+    win.state.display.point_size = 4.0
+    feature, trace = _trace(win, qtbot)
+    heatmap = feature.panel.heatmap
+    assert feature.dock.isVisible()
+    n_positions, n_groups = len(trace.positions), len(trace.groups)
+    assert heatmap.image.image.shape == (n_groups, n_positions, 3)
+    # Row labels: position and token, in order.
+    ticks = heatmap.plot.getAxis("left")._tickLevels[0]
+    assert [text for _, text in ticks] == trace.token_labels()
+    assert trace.token_labels()[1].startswith("1 ")
+    # On the logit difference (answer vs the corrupted run's top token): this small random
+    # model gives the answer a tiny p either way, but its logit comes back by decades.
+    panel = feature.panel
+    panel.measure.setCurrentIndex(panel.measure.findData("logit_diff"))
+    grid = trace.grid("logit_diff_normalised")
+    colours = heatmap_colours()
+    low, high = trace.span("logit_diff")
+    ends = panel.ends.text()
+    assert f"corrupted run's logit difference {low:.3g}" in ends
+    assert f"clean run's {high:.3g}" in ends
+    checked = 0
+    for row in range(n_positions):
+        for column in range(n_groups):
+            value = np.nan_to_num(np.clip(grid[row, column], 0, 1))
+            want = colours[int(round(value * 255))].astype(np.float64)
+            got = _pixel(heatmap, heatmap.cell_centre(row, column))
+            assert np.abs(got - want).max() <= TOLERANCE, (row, column, value, got, want)
+            checked += 1
+    assert checked == n_positions * n_groups
+    assert np.nanmax(grid) > 0.2        # some cells bring much of the answer back
+
+    # Click the cell that restores the most (not the BOS row).
+    best = max(((r, c) for r in range(1, n_positions) for c in range(n_groups)),
+               key=lambda rc: np.nan_to_num(grid[rc]))
+    cell = feature.cell(*best)
+    members = next(g.neurons for g in sweep_groups(app_checkpoint, "superclass")
+                   if g.name == cell.group)
+    win.state.run.temperature = 0.0
+    win.state.run.max_new_tokens = 3
+    win.state.run.speed_cap = 0
+    win.state.run.states_dtype = "float32"
+    chosen = []
+    feature.cell_chosen.connect(lambda c, p: chosen.append((c, p)))
+    point = heatmap.cell_centre(*best).toPoint()
+    with qtbot.waitSignal(win.run_ended, timeout=30_000) as ended:
+        QTest.mouseClick(heatmap.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    assert chosen and chosen[0][0] == cell, "the click did not reach the cell"
+    assert ended.args[0] == "done", win.last_error
+    mask = win.brain.emphasis
+    assert mask is not None and np.array_equal(np.flatnonzero(mask), np.sort(members))
+    # The comparison ran with exactly that patch, through the Interventions dock.
+    patch = chosen[0][1]
+    assert isinstance(patch, Patch)
+    assert (patch.neurons, patch.start, patch.stop) == (cell.query, cell.position,
+                                                        cell.position + 1)
+    assert patch.source.prompt == CLEAN
+    assert win.interventions.panel.enabled() == [patch]
+    rec = win.session.recording
+    assert rec.baseline is not None and rec.metadata["prompt"] == CORRUPT
+    ids = [app_checkpoint.config.bos_token_id] + tokenizer_for(app_checkpoint).encode(CLEAN)
+    clean_states = source_states(app_checkpoint, ids)
+    frames = {int(rec[i].position): i for i in range(len(rec))}
+    p = cell.position
+    intervened, untouched = rec.state(frames[p]), rec.baseline.state(frames[p])
+    np.testing.assert_array_equal(intervened[members], clean_states[p][members])
+    assert np.abs(untouched[members] - clean_states[p][members]).max() > 1e-3
+
+
+def test_cancel_stops_a_causal_trace(window, qtbot, monkeypatch):
+    """Cancel while the trace runs: its thread stops at its next progress report (one task
+    of several ran), no heatmap is shown, and the dock says so."""
+    from flyviz.analysis import causal
+
+    gate, entered, calls = threading.Event(), threading.Event(), []
+    real = causal.trace_partial
+
+    def held(*args, **kwargs):
+        calls.append(1)
+        entered.set()
+        gate.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(causal, "trace_partial", held)
+    feature = window.features["patching"]
+    # 20 cell types x 15 positions: several passes of the batched engine.
+    assert feature.run_trace(CLEAN, CORRUPT, ANSWER, "type", versus="")
+    assert feature.panel.cancel_button.isVisible()
+    assert entered.wait(10)
+    cancelled = []
+    feature.cancelled.connect(lambda: cancelled.append(1))
+    qtbot.mouseClick(feature.panel.cancel_button, Qt.MouseButton.LeftButton)
+    gate.set()
+    qtbot.waitUntil(lambda: not feature.running.is_set(), timeout=10_000)
+    qtbot.wait(50)
+    assert len(calls) == 1 and cancelled
+    assert feature.trace is None and feature.panel.heatmap.values is None
+    assert feature.panel.message.text() == "trace cancelled"
+    assert not feature.panel.cancel_button.isVisible() and feature.panel.trace_button.isEnabled()
+
+
+@pytest.mark.parametrize("clean, corrupt, answer, versus, says", [
+    (CLEAN, CORRUPT + " again", ANSWER, "", "same length"),
+    (CLEAN, CORRUPT, " She", "", "the answer ' She' is 3 tokens"),
+    (CLEAN, CORRUPT, ANSWER, " He", "versus ' He' is 3 tokens"),
+    ("  ", CORRUPT, ANSWER, "", "the clean prompt is empty"),
+    (CLEAN, "", ANSWER, "", "the corrupted prompt is empty"),
+    (CLEAN, CORRUPT, "", "", "the answer is empty"),
+])
+def test_bad_input_is_one_line_in_the_dock(window, clean, corrupt, answer, versus, says):
+    feature = window.features["patching"]
+    assert not feature.run_trace(clean, corrupt, answer, versus=versus)
+    text = feature.panel.message.text()
+    assert says in text and "\n" not in text and "--" not in text
+    assert not feature.busy and feature.trace is None
+    assert feature.panel.trace_button.isEnabled()
+
+
+def test_a_cell_click_lights_its_group_in_the_brain(window, qtbot, app_checkpoint):
+    """Pixel facts: with every neuron lit, clicking a heatmap cell keeps its group's lone
+    neurons bright and dims the others; the comparison gets that cell's patch."""
+    from app_conftest import brightness, disc_max, isolated_neurons, screen_positions
+
+    from flyviz.app._testing import make_frame
+    from flyviz.record.recording import Recording
+
+    win = window
+    win.state.display.smoothing_s = 0.0
+    win.state.display.point_size = 4.0
+    feature, trace = _trace(win, qtbot, by="superclass")
+    asked = []
+    feature.compare = lambda items, prompt: asked.append((items, prompt)) or True
+    n = app_checkpoint.config.neurons
+    groups = {g.name: g.neurons for g in sweep_groups(app_checkpoint, "superclass")}
+    # A group with lone neurons on screen, not the largest (the rest must show too).
+    column = next(c for c, name in enumerate(trace.groups)
+                  if groups[name].size < n // 2 and isolated_neurons(win, groups[name], 1))
+    members = groups[trace.groups[column]]
+    rec = Recording(n)
+    rec.append(make_frame(0, np.ones(n, np.float32)))
+    win.session.replace(rec)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
+    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+                    timeout=3000)
+    before = brightness(win.brain.render_image())
+    row = len(trace.positions) - 1
+    QTest.mouseClick(feature.panel.heatmap.viewport(), Qt.MouseButton.LeftButton,
+                     pos=feature.panel.heatmap.cell_centre(row, column).toPoint())
+    assert asked and asked[0][1] == CORRUPT
+    (patch,), _ = asked[0]
+    assert isinstance(patch, Patch) and patch.neurons == trace.rows[row * len(trace.groups)
+                                                                    + column].query
+    after = brightness(win.brain.render_image())
+    xy = screen_positions(win)
+    lit = isolated_neurons(win, members, 2)
+    dark = isolated_neurons(win, np.setdiff1d(np.arange(n), members), 2)
+    assert lit and dark
+    for neuron in lit:
+        assert disc_max(after, xy[neuron]) >= 0.9 * disc_max(before, xy[neuron])
+    for neuron in dark:
+        assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])

@@ -50,7 +50,7 @@ KNOWN_DOCKS = frozenset({"text", "topk", "model", "controls", "inspector", "rast
 PRESENTATION_DOCKS = ("text", "topk")
 
 #: The analysis docks in front in Analysis, bottom row left to right.
-ANALYSIS_BOTTOM = ("population", "cell_types")
+ANALYSIS_DOCKS = ("population", "cell_types", "graph")
 
 Area = Qt.DockWidgetArea
 
@@ -60,10 +60,13 @@ def prepare_window(window: QMainWindow) -> None:
 
     The left column reaches down to the timeline (the bottom row starts right of it)
     so its tabs have the height for their forms, and its tabs run down its side so
-    six titles fit unabridged in a column a third of a laptop screen wide.
+    six titles fit unabridged in a column a quarter of a laptop screen wide.
     """
     window.setCorner(Qt.Corner.BottomLeftCorner, Area.LeftDockWidgetArea)
     window.setTabPosition(Area.LeftDockWidgetArea, QTabWidget.TabPosition.West)
+    # The user may arrange docks as the presets do: in tabs, and side by side within an area.
+    window.setDockOptions(window.dockOptions() | QMainWindow.DockOption.AllowTabbedDocks
+                          | QMainWindow.DockOption.AllowNestedDocks)
 
 
 def _clamp(value: float, low: int, high: int) -> int:
@@ -159,32 +162,58 @@ class LayoutPresets(QObject):
         self._split_row(("raster", "traces"), 0.45)
 
     def _analysis(self) -> None:
+        """Whole brain over cell types under the brain; the text over the graph on the right."""
         window, docks = self.window, self.docks
-        width, height = window.width(), window.height()
-        bottom = [docks[k] for k in ANALYSIS_BOTTOM if k in docks]
-        graph = docks.get("graph")
-        topk = docks.get("topk")
-        if graph is not None and topk is not None:
-            # The graph's rows need the height: it takes the right column under the text.
-            window.tabifyDockWidget(topk, graph)
-        target = bottom[-1] if bottom else docks.get("traces")
-        for key in self._unknown():
-            dock = docks[key]
-            if target is not None and dock is not target:
-                if dock.isFloating():
-                    dock.setFloating(False)
-                window.tabifyDockWidget(target, dock)
-            dock.show()
-        for front in [*bottom, graph]:
+        window.setCorner(Qt.Corner.BottomRightCorner, Area.RightDockWidgetArea)
+        # The middle column under the brain: (dock in front, docks in tabs behind it).
+        middle = [("population", ["raster"]), ("cell_types", ["traces"])]
+        stacks = [[docks[k] for k in (front, *behind) if k in docks] for front, behind in middle]
+        stacks = [stack for stack in stacks if stack]
+        unknown = [docks[k] for k in self._unknown()]
+        if unknown:
+            # A dock the presets do not know is an analysis view: a tab of the lowest stack.
+            if not stacks:
+                stacks.append([])
+            stacks[-1].extend(unknown)
+        stacks = [stack for stack in stacks if stack]
+        graph, text, topk = docks.get("graph"), docks.get("text"), docks.get("topk")
+        for dock in [*(d for stack in stacks for d in stack), graph]:
+            if dock is not None:
+                window.removeDockWidget(dock)
+                dock.setFloating(False)
+        for i, stack in enumerate(stacks):
+            if i == 0:
+                window.addDockWidget(Area.BottomDockWidgetArea, stack[0])
+            else:
+                window.splitDockWidget(stacks[i - 1][0], stack[0], Qt.Orientation.Vertical)
+            stack[0].show()
+        for stack in stacks:
+            for dock in stack[1:]:
+                window.tabifyDockWidget(stack[0], dock)
+                dock.show()
+        if graph is not None:
+            if topk is not None:
+                # The graph's rows need the height: it takes the right column under the
+                # text, the next token in a tab behind it.
+                window.splitDockWidget(topk, graph, Qt.Orientation.Vertical)
+                window.tabifyDockWidget(graph, topk)
+            else:
+                window.addDockWidget(Area.RightDockWidgetArea, graph)
+            graph.show()
+        for front in [*(stack[0] for stack in stacks), graph]:
             if front is not None:
-                front.show()
                 front.raise_()
-        self._resize(("controls", "model"), _clamp(0.22 * width, 290, 360), Qt.Orientation.Horizontal)
-        self._resize(("graph", "text", "topk"), _clamp(0.28 * width, 340, 460),
-                     Qt.Orientation.Horizontal)
-        self._resize(ANALYSIS_BOTTOM, _clamp(0.46 * height, 260, 520), Qt.Orientation.Vertical)
-        self._split_column(("text", "graph"), 0.3)
-        self._split_row(ANALYSIS_BOTTOM, 0.55)
+        width, height = window.width(), window.height()
+        self._resize(("controls", "model"), _clamp(0.24 * width, 300, 380), Qt.Orientation.Horizontal)
+        self._resize(("text", "graph"), _clamp(0.3 * width, 360, 520), Qt.Orientation.Horizontal)
+        heads = self._present([stack[0].objectName().removeprefix("dock_") for stack in stacks])
+        if heads:
+            # The brain keeps a fifth of the height (its least); the population views share
+            # the rest (Qt grows a nested column only when all its docks are sized at once).
+            share = int(0.78 * height / len(heads))
+            self.window.resizeDocks(heads, [share] * len(heads), Qt.Orientation.Vertical)
+        if text is not None and graph is not None:
+            self._split_column(("text", "graph"), 0.3)
 
     def _presentation(self) -> None:
         window, docks = self.window, self.docks

@@ -92,6 +92,15 @@ class FittingScrollArea(QScrollArea):
         finally:
             self._fitting = False
 
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
+        # As a resizable scroll area's: from the content's size hint, not its current size
+        # (which is whatever the last fit made it, or Qt's 640 x 480 before the first).
+        widget = self.widget()
+        line = self.fontMetrics().height()
+        frame = 2 * self.frameWidth()
+        size = widget.sizeHint() if widget is not None else QSize(12 * line, 8 * line)
+        return (size + QSize(frame, frame)).boundedTo(QSize(36 * line, 24 * line))
+
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)
         self.fit()
@@ -135,6 +144,12 @@ def fits(rect: QRect, available: QRect) -> bool:
 def place_window(window: QMainWindow, settings: QSettings) -> None:
     """Restore the saved geometry if it fits the screen; else fit the window to the screen."""
     saved = settings.value("window/geometry")
+    layout = window.layout()
+    if layout is not None:
+        # The minimum size Qt last took from the layout may be from before the docks were
+        # tabbed (side by side: wider than a laptop); restoreGeometry would widen to it.
+        layout.invalidate()
+        layout.activate()
     if isinstance(saved, (bytes, bytearray, QByteArray)) and window.restoreGeometry(saved):
         area = available_area(window)
         if area is None or fits(window.geometry(), area):

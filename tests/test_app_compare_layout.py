@@ -1,10 +1,12 @@
-"""Starting a comparison leaves the window's layout alone: the brain view keeps its width."""
+"""Starting a comparison leaves the window's layout alone: the brain view keeps its width,
+and the Traces plot (its legend now three curves long) still fits its dock."""
 
 from __future__ import annotations
 
 import pytest
 from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtWidgets import QApplication
+from test_app_window_fit import clipped_controls
 
 from flyviz.model.interventions import Silence
 
@@ -38,3 +40,7 @@ def test_the_brain_view_keeps_its_width_when_a_comparison_starts(window, qtbot, 
     after = _widths(win)
     assert after["brain"] == before["brain"], (before, after)
     assert {k: after.get(k) for k in before} == before
+    win.docks["traces"].raise_()
+    QApplication.processEvents()
+    assert "KL" in win.trace_panel.legend.text
+    assert clipped_controls("traces", win.docks["traces"]) == []

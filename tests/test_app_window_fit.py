@@ -20,7 +20,7 @@ from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtCore import QPoint, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractScrollArea,
-                               QApplication, QDockWidget, QScrollArea, QWidget)
+                               QApplication, QDockWidget, QScrollArea, QTabBar, QWidget)
 
 from flyviz.app._testing import make_frame
 from flyviz.app.plot_axes import SpacedAxis, next_step
@@ -118,6 +118,26 @@ def test_every_control_of_every_dock_is_inside_its_dock(window, qtbot, size):
         assert win.rect().contains(dock.geometry()), (key, dock.geometry())
         problems += clipped_controls(key, dock)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_every_dock_tab_shows_its_whole_title(window, qtbot, size):
+    win = window
+    at_size(win, qtbot, *size)
+    bars = [bar for bar in win.findChildren(QTabBar)
+            if bar.isVisible() and bar.parentWidget() is win]
+    assert bars                                     # docks are in tabs at the default layout
+    titles = set()
+    for bar in bars:
+        side = bar.shape() in (QTabBar.Shape.RoundedWest, QTabBar.Shape.RoundedEast,
+                               QTabBar.Shape.TriangularWest, QTabBar.Shape.TriangularEast)
+        for i in range(bar.count()):
+            rect, text = bar.tabRect(i), bar.tabText(i)
+            length = rect.height() if side else rect.width()
+            assert length >= bar.fontMetrics().horizontalAdvance(text), (text, rect)
+            assert bar.rect().contains(rect), (text, rect, bar.rect())
+            titles.add(text)
+    assert {"Model", "Settings", "Interventions"} <= titles
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -1,9 +1,12 @@
-"""Starting a comparison leaves the window's layout alone: the brain view keeps its width."""
+"""Starting a comparison leaves the window's layout alone: the brain view keeps its width,
+and the Traces plot (its legend now three curves long) still fits its dock."""
 
 from __future__ import annotations
 
+import pytest
 from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtWidgets import QApplication
+from test_app_window_fit import clipped_controls
 
 from flyviz.model.interventions import Silence
 
@@ -16,10 +19,11 @@ def _widths(win) -> dict[str, int]:
     return widths
 
 
-def test_the_brain_view_keeps_its_width_when_a_comparison_starts(window, qtbot):
+@pytest.mark.parametrize("size", [(1280, 800), (1440, 900)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_brain_view_keeps_its_width_when_a_comparison_starts(window, qtbot, size):
     win = window
-    win.resize(1280, 800)
-    qtbot.waitUntil(lambda: win.width() == 1280, timeout=3000)
+    win.resize(*size)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == size, timeout=3000)
     win.state.run.temperature = 0.0
     win.state.run.max_new_tokens = 8
     win.state.run.speed_cap = 0
@@ -36,3 +40,7 @@ def test_the_brain_view_keeps_its_width_when_a_comparison_starts(window, qtbot):
     after = _widths(win)
     assert after["brain"] == before["brain"], (before, after)
     assert {k: after.get(k) for k in before} == before
+    win.docks["traces"].raise_()
+    QApplication.processEvents()
+    assert "KL" in win.trace_panel.legend.text
+    assert clipped_controls("traces", win.docks["traces"]) == []

@@ -209,7 +209,7 @@ def test_a_new_dock_and_action_take_a_few_lines_and_appear_in_the_menus(window, 
     win.actions_registry.menu("Run").addAction(action)
     view_titles = [a.text() for a in win.actions_registry.menu("View").actions()]
     assert dock.toggleViewAction().text() in view_titles
-    assert view_titles.index("Extra panel") < view_titles.index("Reset &layout")
+    assert view_titles.index("Extra panel") < view_titles.index("&Layout")
     action.trigger()
     assert calls == [1]
     rows = win.actions_registry.shortcut_rows()

@@ -51,6 +51,7 @@ from flyviz.app.dialogs import (CONNECTOME_CREDIT, about_text, demo_description,
 from flyviz.app.display import DisplayController
 from flyviz.app.files import FileController, save_screenshot
 from flyviz.app.inspector import NeuronInspector
+from flyviz.app.layout_presets import LayoutPresets, prepare_window
 from flyviz.app.model_control import ModelBundle, ModelController, default_model_loader
 from flyviz.app.model_panel import ModelPanel
 from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
@@ -160,7 +161,8 @@ class MainWindow(FeatureWindow):
         for name, install in FEATURES:
             self.register_feature(name, install)
         self._wire_features()
-        self._default_state = self.saveState()
+        #: View → Layout and the saved arrangement of the docks.
+        self.layouts = LayoutPresets(self, self.docks, self.settings, self.actions_registry)
         self.display = DisplayController(self.runs.session, self.brain, self._streaming, self)
         for view in (TimelineFollower(self.timeline, self.runs), self.text_panel, self.topk_panel,
                      self.raster_panel, self.trace_panel, self.inspector):
@@ -169,9 +171,7 @@ class MainWindow(FeatureWindow):
         self.raster_panel.follow_scale(lambda: (self.brain.mode, self.brain.limit))
         self._connect()
         window_layout.place_window(self, self.settings)
-        state = self.settings.value("window/state")
-        if state is not None:
-            self.restoreState(state)
+        self.layouts.restore()
         self._apply_display_settings()
 
         self.status_timer = QTimer(self)
@@ -231,14 +231,12 @@ class MainWindow(FeatureWindow):
         self.add_dock("raster", "State raster", self.raster_panel, area.BottomDockWidgetArea)
         self.add_dock("traces", "Traces", self.trace_panel, area.BottomDockWidgetArea)
         docks = self.docks
+        # One column of tabs on the left (sizes: LayoutPresets.default_sizes, once shown).
+        prepare_window(self)
+        self.tabifyDockWidget(docks["model"], docks["controls"])
         self.tabifyDockWidget(docks["controls"], docks["inspector"])
         docks["controls"].raise_()
         self.splitDockWidget(docks["raster"], docks["traces"], Qt.Orientation.Horizontal)
-        self.resizeDocks([docks["text"], docks["topk"]], [330, 260], Qt.Orientation.Vertical)
-        self.resizeDocks([docks["text"]], [380], Qt.Orientation.Horizontal)
-        self.resizeDocks([docks["controls"]], [270], Qt.Orientation.Horizontal)
-        self.resizeDocks([docks["model"]], [300], Qt.Orientation.Vertical)
-        self.resizeDocks([docks["raster"]], [190], Qt.Orientation.Vertical)
 
     def add_dock(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
                  scroll: bool = False) -> QDockWidget:
@@ -310,8 +308,6 @@ class MainWindow(FeatureWindow):
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())
         self._dock_menu_end = view.addSeparator()
-        view.addAction("Reset &layout").triggered.connect(
-            lambda: self.restoreState(self._default_state))
 
     @property
     def actions_by_name(self):
@@ -702,7 +698,11 @@ class MainWindow(FeatureWindow):
         if not self._placed:
             # The frame the window manager adds is known only now: keep all of it on screen.
             self._placed = True
-            QTimer.singleShot(0, lambda: window_layout.keep_on_screen(self))
+            QTimer.singleShot(0, self._first_shown)
+
+    def _first_shown(self) -> None:
+        window_layout.keep_on_screen(self)
+        self.layouts.first_shown()
 
     def shutdown(self) -> None:
         """Stop the timers, the run and the threads; safe to call twice."""
@@ -720,7 +720,7 @@ class MainWindow(FeatureWindow):
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API
         if not self.closing:
             self.settings.setValue("window/geometry", self.saveGeometry())
-            self.settings.setValue("window/state", self.saveState())
+            self.layouts.save()
             save_settings(self.state, self.settings)
             self.settings.sync()
         self.shutdown()

@@ -20,6 +20,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from flyviz.app import theme
+from flyviz.app.plot_axes import spaced_axes
 from flyviz.app.text_panel import TextPanel, TextToken, text_tokens, visible_token_text
 from flyviz.record.recording import Recording
 
@@ -94,7 +95,7 @@ class TopKPanel(QWidget):
         self.k_box.setToolTip("How many candidates to show")
         header.addWidget(self.k_box)
         layout.addLayout(header)
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(axisItems=spaced_axes())
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()
@@ -213,7 +214,7 @@ class RasterPanel(QWidget):
         self.caption = QLabel("State raster: rates, not spikes")
         self.caption.setObjectName("hint")
         layout.addWidget(self.caption)
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(axisItems=spaced_axes())
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()
@@ -311,7 +312,7 @@ class TracePanel(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(axisItems=spaced_axes())
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(True, False)
         self.plot.hideButtons()

@@ -353,7 +353,9 @@ class PopulationFeature(QObject):
         self.raster_dock = host.add_dock("population", "Whole brain", self.raster, area)
         self.cell_type_dock = host.add_dock("cell_types", "Cell types", self.cell_types, area)
         host.tabify_dock("raster", self.raster_dock)
-        host.tabify_dock("traces", self.cell_type_dock)
+        # Both in the raster's tabs: side by side their widths (two rows of menus) made the
+        # window wider than a 1024-pixel screen; View → Layout → Analysis shows both at once.
+        host.tabify_dock("raster", self.cell_type_dock)
         self._anatomy: Any = None
         self.refresher = _Coalescer(self.refresh, REFRESH_HZ, self)
         events = self.state.events

@@ -52,8 +52,9 @@ def drawn_length(recording: Recording, view: str) -> int:
 def population_plot() -> pg.PlotWidget:
     """A plot for an image of rows x tokens, repainted only when asked (or used)."""
     from flyviz.app.panels import paint_on_demand
+    from flyviz.app.plot_axes import spaced_axes
 
-    plot = pg.PlotWidget()
+    plot = pg.PlotWidget(axisItems=spaced_axes())
     plot.setMenuEnabled(False)
     plot.hideButtons()
     plot.setMinimumHeight(80)

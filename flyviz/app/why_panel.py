@@ -126,10 +126,12 @@ class GraphPanel(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        row = QHBoxLayout()
+        # The status above the controls, across the dock: beside them, in a dock a third of
+        # a laptop screen wide, it wrapped to eight lines and took the plot's height.
         self.status = QLabel("Press W (Run → Why this token?) to trace the shown token.")
         self.status.setWordWrap(True)
-        row.addWidget(self.status, 1)
+        layout.addWidget(self.status)
+        row = QHBoxLayout()
         self.rows_by = QComboBox()
         self.rows_by.addItem("by superclass", "superclass")
         self.rows_by.addItem("by cell type", "cell_type")
@@ -141,6 +143,7 @@ class GraphPanel(QWidget):
                                    "node (ringed); click one to expand it")
         self.supernodes.toggled.connect(self._on_grouping)
         row.addWidget(self.supernodes)
+        row.addStretch(1)
         layout.addLayout(row)
         self.plot = pg.PlotWidget()
         self.plot.setMenuEnabled(False)

@@ -8,8 +8,8 @@ only while it still fits the screen it would open on.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QRect, QSettings, QSize, Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtCore import QByteArray, QEvent, QObject, QRect, QSettings, QSize, Qt
+from PySide6.QtGui import QGuiApplication, QResizeEvent
 from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QScrollArea, QWidget
 
 #: Size of the window on first start when the screen has room for it.
@@ -39,13 +39,76 @@ def add_dock(window: QMainWindow, docks: dict[str, QDockWidget], key: str, title
 
 def scrolling(widget: QWidget) -> QScrollArea:
     """``widget`` in a frameless vertical scroll area that keeps its width."""
-    area = QScrollArea()
-    area.setFrameShape(QFrame.Shape.NoFrame)
-    area.setWidgetResizable(True)
-    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-    area.setWidget(widget)
-    area.setMinimumWidth(widget.minimumSizeHint().width() + 16)
-    return area
+    return FittingScrollArea(widget)
+
+
+class FittingScrollArea(QScrollArea):
+    """A vertical scroll area that scrolls only when the viewport is shorter than the
+    content's *minimum* height.
+
+    Qt's resizable scroll area takes the content's size hint as its minimum as soon
+    as a word-wrapped label makes the layout height-for-width, so a form with a list
+    (whose size hint is 192 px) scrolled in a dock that had room for it at its
+    minimum, and buttons below the list were out of sight. Here the content is as
+    wide as the viewport and as tall as the viewport or its minimum, whichever is more.
+    """
+
+    def __init__(self, widget: QWidget, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setWidgetResizable(False)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.setWidget(widget)
+        self.setMinimumWidth(widget.minimumSizeHint().width() + 16)
+        widget.installEventFilter(self)
+        self._fitting = False
+
+    def minimum_content_height(self, width: int) -> int:
+        """The content's smallest height at ``width`` (wrapped labels take more rows)."""
+        widget = self.widget()
+        if widget is None:
+            return 0
+        layout = widget.layout()
+        height = widget.minimumSizeHint().height()
+        if layout is not None and layout.hasHeightForWidth():
+            height = max(height, layout.totalMinimumHeightForWidth(width))
+        return max(height, widget.minimumHeight())
+
+    def fit(self) -> None:
+        """Size the content to the viewport (or to its minimum, and scroll)."""
+        widget = self.widget()
+        if widget is None or self._fitting:
+            return
+        self._fitting = True
+        try:
+            room = self.maximumViewportSize()
+            width = room.width()
+            height = self.minimum_content_height(width)
+            if height > room.height():       # a scroll bar will take part of the width
+                width = max(1, width - self.verticalScrollBar().sizeHint().width())
+                height = self.minimum_content_height(width)
+            widget.resize(width, max(height, room.height()))
+        finally:
+            self._fitting = False
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
+        # As a resizable scroll area's: from the content's size hint, not its current size
+        # (which is whatever the last fit made it, or Qt's 640 x 480 before the first).
+        widget = self.widget()
+        line = self.fontMetrics().height()
+        frame = 2 * self.frameWidth()
+        size = widget.sizeHint() if widget is not None else QSize(12 * line, 8 * line)
+        return (size + QSize(frame, frame)).boundedTo(QSize(36 * line, 24 * line))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self.fit()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.fit()
+        return super().eventFilter(watched, event)
 
 
 def available_area(window: QWidget) -> QRect | None:
@@ -81,6 +144,12 @@ def fits(rect: QRect, available: QRect) -> bool:
 def place_window(window: QMainWindow, settings: QSettings) -> None:
     """Restore the saved geometry if it fits the screen; else fit the window to the screen."""
     saved = settings.value("window/geometry")
+    layout = window.layout()
+    if layout is not None:
+        # The minimum size Qt last took from the layout may be from before the docks were
+        # tabbed (side by side: wider than a laptop); restoreGeometry would widen to it.
+        layout.invalidate()
+        layout.activate()
     if isinstance(saved, (bytes, bytearray, QByteArray)) and window.restoreGeometry(saved):
         area = available_area(window)
         if area is None or fits(window.geometry(), area):

@@ -1,0 +1,174 @@
+"""View → Layout: Default, Analysis and Presentation arrange the docks as they say, docks
+the presets do not know are placed too, and the chosen layout is there at the next start."""
+
+from __future__ import annotations
+
+import pytest
+from app_conftest import app_checkpoint, make_window, window  # noqa: F401
+from PySide6.QtCore import QSettings, QSize, Qt
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow
+
+from test_app_window_fit import clipped_controls
+
+from flyviz.app import main_window
+from flyviz.app.layout_presets import KNOWN_DOCKS, PRESETS, PRESENTATION_DOCKS
+
+
+def settle(qtbot) -> None:
+    qtbot.wait(50)
+    QApplication.processEvents()
+
+
+def at_size(win, qtbot, width: int = 1280, height: int = 800) -> None:
+    win.resize(width, height)
+    qtbot.waitUntil(lambda: win.size() == QSize(width, height), timeout=3000)
+    settle(qtbot)
+
+
+def in_front(dock) -> bool:
+    """Shown, docked and not behind another tab."""
+    return not dock.isHidden() and not dock.visibleRegion().isEmpty()
+
+
+def arrangement(win) -> dict[str, tuple]:
+    """Per dock: shown, area, floating, the docks tabbed with it, in front, geometry."""
+    return {key: (not dock.isHidden(), win.dockWidgetArea(dock), dock.isFloating(),
+                  frozenset(d.objectName() for d in win.tabifiedDockWidgets(dock)),
+                  in_front(dock), dock.geometry().getRect() if in_front(dock) else None)
+            for key, dock in win.docks.items()}
+
+
+def test_each_preset_shows_the_docks_it_says_and_default_brings_the_default_back(window, qtbot):
+    win = window
+    at_size(win, qtbot)
+    win.layouts.apply("default")
+    settle(qtbot)
+    default = arrangement(win)
+    brain = win.brain.size()
+    assert win.layouts.current == "default" and win.actions_by_name["layout_default"].isChecked()
+
+    win.actions_by_name["layout_analysis"].trigger()
+    settle(qtbot)
+    assert win.layouts.current == "analysis"
+    docks = win.docks
+    for key in ("population", "cell_types", "graph"):
+        assert in_front(docks[key]), key
+    # Large: the raster and the cell types each a quarter of the height and the middle's
+    # width, the graph most of the right column; the brain is smaller.
+    for key in ("population", "cell_types"):
+        assert docks[key].height() >= 0.25 * win.height(), key
+        assert docks[key].width() >= 0.4 * win.width(), key
+    assert docks["graph"].height() >= 0.5 * win.height()
+    assert win.brain.height() < brain.height()
+    assert in_front(docks["text"])                    # the run is still read
+    assert all(not docks[k].isHidden() for k in default if default[k][0])
+    problems = []
+    for key, dock in docks.items():
+        if not dock.isHidden():
+            dock.raise_()
+            QApplication.processEvents()
+            problems += clipped_controls(key, dock)
+    assert not problems, "\n".join(problems)
+
+    win.actions_by_name["layout_presentation"].trigger()
+    settle(qtbot)
+    shown = {key for key, dock in docks.items() if not dock.isHidden()}
+    assert shown == set(PRESENTATION_DOCKS)
+    assert all(in_front(docks[k]) for k in PRESENTATION_DOCKS)
+    assert win.brain.width() > brain.width() and win.brain.height() > brain.height()
+
+    win.actions_by_name["layout_default"].trigger()
+    settle(qtbot)
+    assert arrangement(win) == default
+    assert win.brain.size() == brain
+
+
+def test_the_layout_menu_offers_every_preset_checked_one_at_a_time(window):
+    win = window
+    menu = win.findChild(type(win.actions_registry.menu("View")), "layoutMenu")
+    assert menu is not None and menu.menuAction() in win.actions_registry.menu("View").actions()
+    assert [a.text() for a in menu.actions()] == [title for title, _ in PRESETS.values()]
+    win.layouts.apply("presentation")
+    assert [a.isChecked() for a in menu.actions()] == [False, False, True]
+    with pytest.raises(ValueError, match="no layout preset"):
+        win.layouts.apply("cinema")
+
+
+def _install_extra(host):
+    """A feature the presets do not know: a dock in the Settings column's tabs."""
+    dock = host.add_dock("extra_feature", "Extra feature", QLabel("extra"),
+                         Qt.DockWidgetArea.LeftDockWidgetArea)
+    host.tabify_dock("controls", dock)
+    return dock
+
+
+def test_a_dock_the_presets_do_not_know_is_placed_by_each_preset(qtbot, app_checkpoint,
+                                                                  tmp_path, monkeypatch):
+    monkeypatch.setattr(main_window, "FEATURES",
+                        main_window.FEATURES + (("extra_feature", _install_extra),))
+    win = make_window(qtbot, app_checkpoint, tmp_path, "extra.ini")
+    try:
+        assert "extra_feature" not in KNOWN_DOCKS
+        at_size(win, qtbot)
+        extra, docks = win.docks["extra_feature"], win.docks
+        beside_controls = set(win.tabifiedDockWidgets(docks["controls"]))
+        assert extra in beside_controls
+        win.layouts.apply("analysis")
+        settle(qtbot)
+        assert extra in win.tabifiedDockWidgets(docks["cell_types"]) and not extra.isHidden()
+        assert in_front(docks["cell_types"])
+        win.layouts.apply("presentation")
+        settle(qtbot)
+        assert extra.isHidden()
+        win.layouts.apply("default")
+        settle(qtbot)
+        assert not extra.isHidden()
+        assert set(win.tabifiedDockWidgets(docks["controls"])) == beside_controls
+        assert win.dockWidgetArea(extra) == Qt.DockWidgetArea.LeftDockWidgetArea
+    finally:
+        win.close()
+
+
+def test_the_chosen_layout_is_there_at_the_next_start(qtbot, app_checkpoint, tmp_path):
+    win = make_window(qtbot, app_checkpoint, tmp_path, "layout.ini")
+    win.layouts.apply("presentation")
+    settle(qtbot)
+    win.close()
+    again = make_window(qtbot, app_checkpoint, tmp_path, "layout.ini")
+    try:
+        assert again.layouts.current == "presentation"
+        assert again.actions_by_name["layout_presentation"].isChecked()
+        assert {k for k, d in again.docks.items() if not d.isHidden()} == set(PRESENTATION_DOCKS)
+    finally:
+        again.close()
+
+
+def test_a_layout_saved_by_an_older_flyviz_is_not_restored(qtbot, app_checkpoint, tmp_path):
+    path = tmp_path / "old.ini"
+    win = make_window(qtbot, app_checkpoint, tmp_path, "old.ini")
+    win.docks["traces"].hide()
+    old_state = win.saveState()           # no version: what flyviz 0.3 wrote
+    win.close()
+    settings = QSettings(str(path), QSettings.Format.IniFormat)
+    settings.setValue("window/state", old_state)
+    settings.sync()
+    again = make_window(qtbot, app_checkpoint, tmp_path, "old.ini")
+    try:
+        assert not again.layouts.restored and again.layouts.current == "default"
+        assert not again.docks["traces"].isHidden()
+    finally:
+        again.close()
+
+
+def test_the_user_can_move_tab_and_float_every_dock(window):
+    win = window
+    options = win.dockOptions()
+    assert options & QMainWindow.DockOption.AllowTabbedDocks
+    assert options & QMainWindow.DockOption.AllowNestedDocks
+    wanted = (QDockWidget.DockWidgetFeature.DockWidgetMovable
+              | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+              | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+    for key, dock in win.docks.items():
+        assert dock.features() & wanted == wanted, key
+        assert dock.allowedAreas() == Qt.DockWidgetArea.AllDockWidgetAreas, key
+        assert dock.toggleViewAction() in win.actions_registry.menu("View").actions(), key

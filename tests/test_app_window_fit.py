@@ -1,0 +1,251 @@
+"""The window fits a laptop: at 1280×800 and 1440×900 no control of any dock is clipped,
+the left column does not scroll, and the Traces plot's tick labels do not overlap.
+
+The checks walk every dock of the window (a feature's new dock is checked too). The
+rule for a control (a button, a list, a plot): it lies wholly inside its dock and is
+painted whole (its visible region is all of it). Inside a dock's scroll area a control
+may be out of sight, but it must be reachable: scrolled to, it is wholly inside the
+scroll area's viewport, never cut mid-widget, and never sideways (the docks do not
+scroll sideways). At the default layout the left column's docks do not scroll at all.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from app_conftest import app_checkpoint, window  # noqa: F401
+from PySide6.QtCore import QPoint, QRect, QRectF, QSize, Qt
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractScrollArea,
+                               QApplication, QDockWidget, QScrollArea, QTabBar, QWidget)
+
+from flyviz.app._testing import make_frame
+from flyviz.app.plot_axes import SpacedAxis, next_step
+from flyviz.record.recording import Recording
+
+#: Laptop window sizes the layout must fit.
+SIZES = [(1280, 800), (1440, 900)]
+
+
+def at_size(win, qtbot, width: int, height: int) -> None:
+    win.resize(width, height)
+    qtbot.waitUntil(lambda: win.size() == QSize(width, height), timeout=3000)
+    qtbot.wait(50)
+    QApplication.processEvents()
+
+
+def shown_docks(win) -> dict[str, QDockWidget]:
+    return {key: dock for key, dock in win.docks.items()
+            if not dock.isHidden() and not dock.isFloating()}
+
+
+def _inside(widget: QWidget, kinds: tuple[type, ...], stop: QWidget) -> bool:
+    parent = widget.parentWidget()
+    while parent is not None and parent is not stop:
+        if isinstance(parent, kinds):
+            return True
+        parent = parent.parentWidget()
+    return False
+
+
+def controls(dock: QDockWidget) -> list[QWidget]:
+    """The dock's shown buttons, lists and plots (not the parts inside a list or plot)."""
+    kinds = (QAbstractButton, QAbstractItemView, pg.GraphicsView)
+    return [w for w in dock.findChildren(QWidget)
+            if isinstance(w, kinds) and w.isVisibleTo(dock)
+            and not _inside(w, (QAbstractItemView, pg.GraphicsView), dock)]
+
+
+def scroll_area_of(widget: QWidget, dock: QDockWidget) -> QScrollArea | None:
+    parent = widget.parentWidget()
+    while parent is not None and parent is not dock:
+        if isinstance(parent, QScrollArea):
+            return parent
+        parent = parent.parentWidget()
+    return None
+
+
+def describe(key: str, widget: QWidget) -> str:
+    text = widget.text() if isinstance(widget, QAbstractButton) else ""
+    return f"{key}: {type(widget).__name__} {text!r}"
+
+
+def clipped_controls(key: str, dock: QDockWidget) -> list[str]:
+    """Every control of ``dock`` that is cut off (see the module's rule)."""
+    problems = []
+    whole = QRect(QPoint(0, 0), dock.size())
+    for widget in controls(dock):
+        area = scroll_area_of(widget, dock)
+        if area is not None:
+            area.ensureWidgetVisible(widget, 0, 0)
+            QApplication.processEvents()
+            port = area.viewport()
+            rect = QRect(widget.mapTo(port, QPoint(0, 0)), widget.size())
+            if not port.rect().contains(rect):
+                problems.append(f"{describe(key, widget)} at {rect} cannot be scrolled wholly "
+                                f"into the {port.size()} viewport")
+                continue
+        rect = QRect(widget.mapTo(dock, QPoint(0, 0)), widget.size())
+        # A list or plot paints in its viewport, which covers the widget itself.
+        surface = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
+        painted = surface.visibleRegion().boundingRect()
+        if not whole.contains(rect) or painted != surface.rect():
+            problems.append(f"{describe(key, widget)} at {rect} in a {dock.size()} dock "
+                            f"shows only {painted}")
+        if isinstance(widget, pg.GraphicsView) and widget.centralWidget is not None:
+            # A plot's items wider than the view (a long legend) are cut at its edge.
+            drawn = widget.mapFromScene(widget.centralWidget.sceneBoundingRect()).boundingRect()
+            if not widget.viewport().rect().adjusted(-1, -1, 1, 1).contains(drawn):
+                problems.append(f"{describe(key, widget)} draws {drawn} in a "
+                                f"{widget.viewport().size()} view")
+    return problems
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_every_control_of_every_dock_is_inside_its_dock(window, qtbot, size):
+    win = window
+    at_size(win, qtbot, *size)
+    docks = shown_docks(win)
+    assert {"model", "controls", "interventions", "traces"} <= set(docks)
+    problems = []
+    for key, dock in docks.items():
+        dock.raise_()                       # a tabbed dock is checked in front
+        QApplication.processEvents()
+        assert not dock.visibleRegion().isEmpty(), key
+        assert win.rect().contains(dock.geometry()), (key, dock.geometry())
+        problems += clipped_controls(key, dock)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_every_dock_tab_shows_its_whole_title(window, qtbot, size):
+    win = window
+    at_size(win, qtbot, *size)
+    bars = [bar for bar in win.findChildren(QTabBar)
+            if bar.isVisible() and bar.parentWidget() is win]
+    assert bars                                     # docks are in tabs at the default layout
+    titles = set()
+    for bar in bars:
+        side = bar.shape() in (QTabBar.Shape.RoundedWest, QTabBar.Shape.RoundedEast,
+                               QTabBar.Shape.TriangularWest, QTabBar.Shape.TriangularEast)
+        for i in range(bar.count()):
+            rect, text = bar.tabRect(i), bar.tabText(i)
+            length = rect.height() if side else rect.width()
+            assert length >= bar.fontMetrics().horizontalAdvance(text), (text, rect)
+            assert bar.rect().contains(rect), (text, rect, bar.rect())
+            titles.add(text)
+    assert {"Model", "Settings", "Interventions"} <= titles
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_left_column_does_not_scroll_and_shows_the_interventions_list(window, qtbot, size):
+    win = window
+    at_size(win, qtbot, *size)
+    left = {key: dock for key, dock in shown_docks(win).items()
+            if win.dockWidgetArea(dock) == Qt.DockWidgetArea.LeftDockWidgetArea}
+    assert {"model", "controls", "interventions"} <= set(left)
+    for key, dock in left.items():
+        dock.raise_()
+        QApplication.processEvents()
+        area = dock.widget()
+        if isinstance(area, QScrollArea):
+            assert area.verticalScrollBar().maximum() == 0, \
+                f"{key} scrolls: {area.widget().height()} px in a {area.viewport().height()} px dock"
+    # The Interventions list and the buttons below it are in sight without scrolling.
+    panel = win.interventions.panel
+    win.docks["interventions"].raise_()
+    QApplication.processEvents()
+    for widget in (panel.list.viewport(), panel.compare_button, panel.remove_button,
+                   panel.clear_button):
+        assert widget.visibleRegion().boundingRect() == widget.rect(), describe("interventions",
+                                                                                widget)
+    assert panel.list.height() >= 3 * panel.list.fontMetrics().height()
+
+
+# ------------------------------------------------------------------ tick labels
+def label_rects(axis: pg.AxisItem) -> list[QRectF]:
+    """The rectangles of the labels the axis draws, as tall as their text.
+
+    pyqtgraph lays a label out in 0.8 of its text's height; the full height is
+    used here so that labels whose glyphs touch count as overlapping.
+    """
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        _axis, _ticks, texts = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    rects = []
+    for rect, _flags, text in texts:
+        if text:
+            grow = rect.height() * 0.125
+            rects.append(QRectF(rect).adjusted(0, -grow, 0, grow))
+    return rects
+
+
+def overlapping(rects: list[QRectF]) -> list[tuple[QRectF, QRectF]]:
+    return [(a, b) for a, b in itertools.combinations(rects, 2) if a.intersects(b)]
+
+
+def traces_recording(neurons: int, kl_like: bool = False) -> Recording:
+    rec = Recording(neurons)
+    rng = np.random.default_rng(3)
+    for i in range(40):
+        frame = make_frame(i, rng.normal(0, 0.4, neurons))
+        frame.top_k_probabilities[:] = rng.uniform(0.2, 1.0)
+        rec.append(frame)
+    return rec
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_traces_tick_labels_do_not_overlap(window, qtbot, app_checkpoint, size):
+    win = window
+    at_size(win, qtbot, *size)
+    win.docks["traces"].raise_()
+    win.session.replace(traces_recording(app_checkpoint.config.neurons))
+    win.refresh_panels()
+    QApplication.processEvents()
+    plot = win.trace_panel.plot
+    # Tall enough to be read: the data area is several label heights tall.
+    assert plot.getPlotItem().vb.height() >= 4 * plot.fontMetrics().height()
+    for name in ("left", "bottom"):
+        rects = label_rects(plot.getAxis(name))
+        assert len(rects) >= 3, (name, rects)        # enough numbers to read the scale
+        assert not overlapping(rects), (name, overlapping(rects))
+
+
+@pytest.mark.parametrize("height", [90, 130, 200, 400])
+def test_a_short_plot_drops_ticks_rather_than_overlap_its_labels(qtbot, height):
+    plot = pg.PlotWidget(axisItems={"left": SpacedAxis("left"), "bottom": SpacedAxis("bottom")})
+    qtbot.addWidget(plot)
+    plot.resize(420, height)
+    plot.setYRange(0, 1, padding=0)
+    plot.setXRange(0, 900, padding=0)
+    plot.show()
+    qtbot.waitExposed(plot)
+    QApplication.processEvents()
+    for name in ("left", "bottom"):
+        rects = label_rects(plot.getAxis(name))
+        assert len(rects) >= 2, (name, height)
+        assert not overlapping(rects), (name, height, overlapping(rects))
+    # pyqtgraph's own axis writes the six labels of 0–1 over each other when this short.
+    if height <= 90:
+        plain = pg.PlotWidget()
+        qtbot.addWidget(plain)
+        plain.resize(420, height)
+        plain.setYRange(0, 1, padding=0)
+        plain.show()
+        qtbot.waitExposed(plain)
+        QApplication.processEvents()
+        assert overlapping(label_rects(plain.getAxis("left")))
+
+
+def test_the_tick_steps_follow_the_one_two_five_series():
+    steps = [0.1]
+    for _ in range(6):
+        steps.append(next_step(steps[-1]))
+    assert steps == pytest.approx([0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0])
+    assert next_step(0.25) == pytest.approx(0.5)

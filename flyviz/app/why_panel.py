@@ -41,16 +41,14 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QProgr
 
 from flyviz.model.errors import InputError
 from flyviz.record.trace import trace
-from flyviz.render.style import ColourLayer, ColourScale
+from flyviz.render.style import ColourLayer
+from flyviz.viewer.flow import FLOW, flow_layer
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.host import WindowHost
     from flyviz.model.explain import Attribution
     from flyviz.model.explain_graph import Graph
     from flyviz.record.runner import Model
-
-#: The View → Colour by entry of the flow layer.
-FLOW = "flow"
 
 #: The :class:`~flyviz.app.background.BackgroundCalls` purpose of a trace.
 PURPOSE = "why"
@@ -67,16 +65,6 @@ SYNAPSE_LINES = 40
 #: Colours of the graph's nodes: adds to L, takes from it (the flow colormap's hues).
 POSITIVE = (240, 50, 90)
 NEGATIVE = (80, 90, 250)
-
-
-def flow_layer(attribution: "Attribution", lag: int = 0) -> ColourLayer:
-    """Every neuron's node flow ``f(P - lag)``, diverging about 0 over the largest ``|f|``."""
-    position = attribution.position - int(lag)
-    flows = attribution.node_flow(position)
-    limit = float(np.max(np.abs(flows))) if flows.size else 0.0
-    return ColourLayer.static(FLOW, flows, colormap="difference", label="flow",
-                              units="units of L",
-                              scale=ColourScale.fixed(limit if limit > 0.0 else 1e-6))
 
 
 def graph_rows(attribution: "Attribution", graph: "Graph", by: str) -> tuple[list[str], np.ndarray]:

@@ -206,8 +206,25 @@ class FrameRenderer:
             self.gain = float(style.gain)
         self.cloud.set_gain(self.gain)
 
+    def set_value_range(self, low: float, high: float) -> None:
+        """Colour the next frames over ``low .. high`` (the colourbar's labels follow).
+
+        For a layer whose range moves from frame to frame (a flow movie's, each
+        step over its own largest ``|flow|``); the brightness gain stays.
+        """
+        value_range = (float(low), float(high))
+        if value_range == self.value_range:
+            return
+        self.value_range = value_range
+        with egl_current(self._app):
+            self.cloud.set_range(*value_range)
+            if self.overlays is not None:
+                self.overlays.value_range = value_range
+                self.overlays.update(None)    # forget the words drawn: the labels change
+
     def render_state(self, state: np.ndarray, overlay: OverlayContent | None = None,
-                     azimuth: float | None = None) -> np.ndarray:
+                     azimuth: float | None = None,
+                     value_range: tuple[float, float] | None = None) -> np.ndarray:
         """Render one activation state.
 
         Parameters
@@ -218,12 +235,17 @@ class FrameRenderer:
             Words to draw (ignored when the renderer has no overlays).
         azimuth
             Camera azimuth in degrees (default: the view preset's).
+        value_range
+            The colour range of this frame and the next (see
+            :meth:`set_value_range`); default: as before.
 
         Returns
         -------
         numpy.ndarray
             ``(height, width, 3)`` uint8 RGB, exactly the requested size.
         """
+        if value_range is not None:
+            self.set_value_range(*value_range)
         with egl_current(self._app):
             self.canvas.set_current()
             self.cloud.set_activity(state)

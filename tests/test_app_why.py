@@ -359,3 +359,33 @@ def test_the_graphs_cell_type_supernodes_sum_their_flows_and_expand_on_a_click(w
     qtbot.waitUntil(lambda: key in panel.expanded, timeout=3000)
     assert len(panel.scatter.points()) == len(groups) - 1 + len(members)
     assert win.state.selected is None
+
+
+def test_export_movie_in_the_why_dock_writes_the_lag_sweep(window, qtbot, tmp_path):
+    """The dock's Export movie… runs the flow movie in the background: one frame per lag,
+    red (adds to L) and blue (takes from it) neurons drawn, the first lag first."""
+    iio = pytest.importorskip("imageio.v3")
+    from flyviz.export import ExportOptions
+
+    win = window
+    feature = win.features["why"]
+    assert not feature.panel.movie_button.isEnabled()          # nothing traced yet
+    _run(win, qtbot)
+    att = _why(win, qtbot)
+    assert feature.panel.movie_button.isEnabled()
+    options = ExportOptions(size=(480, 270), fps=4.0, overlays=False)
+    win.state.display.point_size = 10.0
+    out = feature.export_movie(tmp_path / "why", options)
+    assert out == tmp_path / "why"
+    frames = [iio.imread(p)[..., :3].astype(int) for p in sorted(out.glob("*.png"))]
+    assert len(frames) == len(att.positions) >= 3
+    red = (frames[0][..., 0] > frames[0][..., 2] + 80).sum()
+    blue = (frames[0][..., 2] > frames[0][..., 0] + 80).sum()
+    assert red > 40 and blue > 40, (red, blue)
+    assert np.abs(frames[0] - frames[1]).mean() > 0.05       # lag 1 is its own step
+    # The reverse sweep ends where the default one starts.
+    feature.panel.movie_reverse.setChecked(True)
+    back = feature.export_movie(tmp_path / "back", options)
+    last = iio.imread(sorted(back.glob("*.png"))[-1])[..., :3].astype(int)
+    assert np.array_equal(last, frames[0])
+    assert "saved" in win.statusBar().currentMessage()

@@ -146,9 +146,9 @@ def test_the_overlay_names_the_target_the_step_and_the_top_tokens(traced):
     assert f"lag {lag}: position {position}" in content.counter
     assert content.newest == att.token_texts[position]
     assert content.prompt + content.newest + content.after == "".join(att.token_texts[1:])
-    assert content.top_labels == tuple(f"{f:+.3f}" for _, _, f in tops)
+    assert content.top_labels == tuple(f"{f:+.2f} @{p}" for p, _, f in tops)
     assert content.top_signs == tuple(float(np.sign(f)) for _, _, f in tops)
-    assert [label for label, _ in content.top_k] == [f"{t} @{p}" for p, t, _ in tops]
+    assert [label for label, _ in content.top_k] == [t for _, t, _ in tops]
     assert content.top_k[0][1] == 1.0 and all(0 < v <= 1 for _, v in content.top_k)
     with pytest.raises(ExportError, match="outside the traced window"):
         flow_overlay(att, WINDOW)

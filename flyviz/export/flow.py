@@ -81,8 +81,8 @@ def flow_overlay(attribution: "Attribution", lag: int, top: int = TOP_TOKENS) ->
 
     The counter line: the target token, ``L`` and what it is measured against,
     the lag and the position shown with the token read there. The right-hand
-    panel: :func:`top_tokens` with their flows (bars: ``|flow|`` over the
-    largest, red adds to ``L``, blue takes from it). The bottom band: the
+    panel: :func:`top_tokens`, each with its flow and position (``+12.83 @7``;
+    bars: ``|flow|`` over the largest, red adds to ``L``, blue takes from it). The bottom band: the
     prompt read up to the explained position, the token at the shown position
     highlighted.
     """
@@ -100,9 +100,9 @@ def flow_overlay(attribution: "Attribution", lag: int, top: int = TOP_TOKENS) ->
     return OverlayContent(
         prompt="".join(texts[:position]), generated="", newest=texts[position] or " ",
         newest_in_prompt=True, counter=counter,
-        top_k=tuple((f"{label} @{p}", abs(f) / largest) for p, label, f in tops),
+        top_k=tuple((label, abs(f) / largest) for _, label, f in tops),
         after="".join(texts[position + 1:]), top_title="input tokens carrying most of L",
-        top_labels=tuple(f"{f:+.3f}" for _, _, f in tops),
+        top_labels=tuple(f"{f:+.2f} @{p}" for p, _, f in tops),
         top_signs=tuple(1.0 if f > 0 else -1.0 for _, _, f in tops))
 
 

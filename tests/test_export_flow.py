@@ -165,3 +165,25 @@ def test_bad_flow_requests_fail_before_writing(traced, tmp_path):
     with pytest.raises(ExportError, match=".avi"):
         export_flow(att, anatomy, tmp_path / "x.avi")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_overlay_keeps_the_shown_token_in_view_of_a_long_prompt(traced):
+    """The bottom band shows the lines with the highlighted token, even when the prompt goes
+    on for more lines after it than the band holds."""
+    from flyviz.render.offscreen import FrameRenderer
+    from flyviz.render.overlay import OverlayContent
+
+    att, anatomy = traced
+    try:
+        renderer = FrameRenderer(anatomy.positions_um(), anatomy.valid, (320, 180))
+    except ExportError as exc:
+        pytest.skip(f"no offscreen OpenGL here: {exc}")
+    with renderer:
+        layout = renderer.overlays
+        words = " ".join(f"word{i}" for i in range(200))
+        for before, after in (("early ", words), (words, ""), (words, " late")):
+            content = OverlayContent(prompt=before, generated="", newest="SHOWN",
+                                     newest_in_prompt=True, top_k=(), counter="", after=after)
+            lines = layout._wrap(content, 300.0, 2)
+            shown = "".join(ch for line in lines for ch, style in line if style == 2)
+            assert shown == "SHOWN" and len(lines) <= 2, (before[:10], after[:10])

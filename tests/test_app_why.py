@@ -389,3 +389,36 @@ def test_export_movie_in_the_why_dock_writes_the_lag_sweep(window, qtbot, tmp_pa
     last = iio.imread(sorted(back.glob("*.png"))[-1])[..., :3].astype(int)
     assert np.array_equal(last, frames[0])
     assert "saved" in win.statusBar().currentMessage()
+
+
+def test_the_why_movie_frames_look_like_the_brain_view_at_each_lag(window, qtbot, tmp_path):
+    """Frame k of the dock's movie is the brain view at lag k: the same neurons lit, the same
+    colours (the flow layer's range and the view's automatic gain at that step)."""
+    iio = pytest.importorskip("imageio.v3")
+    from flyviz.export import ExportOptions
+
+    win = window
+    _run(win, qtbot)
+    att = _why(win, qtbot)
+    feature = win.features["why"]
+    feature.panel.synapses.setChecked(False)        # the movie draws the neurons only
+    qtbot.wait(200)
+    views = {}
+    for lag in (0, 2):
+        feature.panel.lag.setValue(lag)
+        views[lag] = _drawn(win, qtbot)[..., :3]
+    size = (views[0].shape[1], views[0].shape[0])
+    out = feature.export_movie(tmp_path / "frames", ExportOptions(size=size, fps=4.0,
+                                                                  overlays=False))
+    frames = [iio.imread(p)[..., :3] for p in sorted(out.glob("*.png"))]
+    assert len(frames) == len(att.positions)
+    background = np.round(np.asarray(win.brain.style.background[:3]) * 255).astype(int)
+    for lag, view in views.items():
+        movie = frames[lag]
+        lit_view = np.abs(view.astype(int) - background).max(axis=-1) > 40
+        lit_movie = np.abs(movie.astype(int) - background).max(axis=-1) > 40
+        assert lit_view.sum() > 200
+        iou = (lit_view & lit_movie).sum() / (lit_view | lit_movie).sum()
+        difference = np.abs(view.astype(int) - movie.astype(int)).max(axis=-1)
+        assert iou > 0.95, (lag, iou)
+        assert np.percentile(difference[lit_view | lit_movie], 99) <= 12, lag

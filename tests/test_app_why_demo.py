@@ -2,7 +2,8 @@
 
 The window is drawn as a user sees it after asking why the demo brain named the girl in
 "there was a little girl named"; the test asserts what the picture must show (the flow
-colours in the brain, the words shaded by their flow, the graph's nodes) and, when
+colours in the brain, the words shaded by their flow, the graph's nodes), that the Why?
+dock's movie shows the brain view's picture at each lag, and, when
 ``FLYVIZ_SCREENSHOTS`` names a folder, writes the window there as ``why.png``
 (``FLYVIZ_SCREENSHOTS=docs/images`` makes the README's ``docs/images/why.png``).
 """
@@ -121,5 +122,34 @@ def test_why_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):
         if folder:      # for the README
             Path(folder).mkdir(parents=True, exist_ok=True)
             iio.imwrite(Path(folder) / "why.png", image[..., :3])
+        _the_movie_looks_like_the_view(win, qtbot, feature, tmp_path)
     finally:
         win.close()
+
+
+def _the_movie_looks_like_the_view(win, qtbot, feature, tmp_path) -> None:
+    """On the full brain: the dock's movie's frames at lag 0 and 2 are the brain view at those
+    lags (the same neurons lit, the same colours)."""
+    from flyviz.export import ExportOptions
+
+    feature.panel.synapses.setChecked(False)        # the movie draws the neurons only
+    win.state.display.smoothing_s = 0.0             # the view shows each lag at once
+    views = {}
+    for lag in (0, 2):
+        feature.panel.lag.setValue(lag)
+        qtbot.wait(300)
+        qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+                        timeout=5000)
+        views[lag] = win.brain.render_image()[..., :3]
+    size = (views[0].shape[1], views[0].shape[0])
+    out = feature.export_movie(tmp_path / "frames", ExportOptions(size=size, overlays=False))
+    frames = [iio.imread(p)[..., :3] for p in sorted(out.glob("*.png"))]
+    background = np.round(np.asarray(win.brain.style.background[:3]) * 255).astype(int)
+    for lag, view in views.items():
+        movie = frames[lag]
+        lit_view = np.abs(view.astype(int) - background).max(axis=-1) > 40
+        lit_movie = np.abs(movie.astype(int) - background).max(axis=-1) > 40
+        iou = (lit_view & lit_movie).sum() / (lit_view | lit_movie).sum()
+        difference = np.abs(view.astype(int) - movie.astype(int)).max(axis=-1)
+        assert lit_view.sum() > 1000 and iou > 0.95, (lag, iou)
+        assert np.percentile(difference[lit_view | lit_movie], 99) <= 12, lag

@@ -413,7 +413,7 @@ class WhyFeature(QObject):
                      options: "ExportOptions | None" = None) -> "Path | None":
         """Save the lag sweep of the trace shown as a movie (see
         :func:`flyviz.export.flow.export_flow`), drawn as the brain view draws (its
-        display settings and camera), in the background behind a progress dialog
+        display settings and where it looks from now), in the background behind a progress dialog
         with Cancel. ``path``: where (default: ask); ``options``: size, frame rate and
         hold (default 1280x720, 4 steps a second, 1 s hold). Returns the path written."""
         host = self.host
@@ -440,7 +440,7 @@ class WhyFeature(QObject):
         try:
             written, error = run_flow_export(
                 host.widget(), att, state.anatomy, Path(path), options, style=state.style(),
-                camera=state.camera, reverse=self.panel.movie_reverse.isChecked(),
+                camera=host.brain.camera_pose(), reverse=self.panel.movie_reverse.isChecked(),
                 meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity)
         except Exception as exc:  # noqa: BLE001 - the app never crashes on an export
             written, error = None, exc

@@ -142,9 +142,11 @@ def make_flow_renderer(attribution: "Attribution", anatomy: Anatomy, options: Ex
                        model_name: str | None = None) -> Any:
     """The :class:`~flyviz.render.offscreen.FrameRenderer` a flow movie draws with.
 
-    Its brightness gain is set once from every frame's flows over that frame's
-    range (so every frame keeps the same exposure); the colour range then
-    follows each frame. The rest as :func:`flyviz.export.movie.make_renderer`.
+    With ``scale="step"`` each frame is drawn as the app's brain view draws the flow
+    layer at that lag: its colour range and (with an automatic ``style.gain``)
+    its brightness gain are set again from that step's flows. With
+    ``scale="window"`` one range and one gain hold for the whole movie. The rest
+    as :func:`flyviz.export.movie.make_renderer`.
     """
     from flyviz.render.offscreen import FrameRenderer, offscreen_app
 
@@ -162,7 +164,8 @@ def make_flow_renderer(attribution: "Attribution", anatomy: Anatomy, options: Ex
                          orbit=options.orbit != 0.0, overlays=options.overlays,
                          model_name=attribution.model_name if model_name is None else model_name,
                          activity_sample=sample, gain_range=(-1.0, 1.0), app=app,
-                         meshes=meshes, mesh_opacity=mesh_opacity)
+                         meshes=meshes, mesh_opacity=mesh_opacity,
+                         gain_per_frame=scale == "step")
 
 
 def flow_frame_count(attribution: "Attribution", options: ExportOptions) -> int:

@@ -121,6 +121,11 @@ class FrameRenderer:
     meshes, mesh_opacity
         Translucent meshes drawn behind the neurons (the brain's outline,
         neuropils: :mod:`flyviz.analysis.outline`) and their alpha.
+    gain_per_frame
+        With an automatic ``style.gain``: set the gain again for every frame
+        from the frame's own values over its colour range, as the app's brain
+        view does when the layer it shows changes (a flow movie's lag sweep,
+        whose steps differ in how many neurons carry flow). Default: once.
     """
 
     def __init__(self, positions: np.ndarray, visible: np.ndarray | None = None,
@@ -132,8 +137,10 @@ class FrameRenderer:
                  activity_sample: np.ndarray | None = None, app: Any = None,
                  emphasis: np.ndarray | None = None, selected: int | None = None,
                  gain_range: tuple[float, float] | None = None,
-                 meshes: Sequence[Any] = (), mesh_opacity: float = 0.12) -> None:
+                 meshes: Sequence[Any] = (), mesh_opacity: float = 0.12,
+                 gain_per_frame: bool = False) -> None:
         self.size = check_size(size)
+        self._gain_per_frame = bool(gain_per_frame)
         self._meshes = tuple(meshes)
         self._mesh_opacity = float(mesh_opacity)
         w, h = self.size
@@ -250,6 +257,11 @@ class FrameRenderer:
             self.canvas.set_current()
             self.cloud.set_activity(state)
             self.view.camera.azimuth = self.base_azimuth if azimuth is None else float(azimuth)
+            if self._gain_per_frame and self.style.gain is None:
+                h = self.size[1]
+                self.gain = crowding_gain(self.cloud, h, self.style.point_px(h), state,
+                                          self.style.layer.colormap, self.value_range)
+                self.cloud.set_gain(self.gain)
             if self.overlays is not None:
                 self.overlays.update(overlay)
             image = self._draw()

@@ -187,3 +187,24 @@ def test_the_overlay_keeps_the_shown_token_in_view_of_a_long_prompt(traced):
             lines = layout._wrap(content, 300.0, 2)
             shown = "".join(ch for line in lines for ch, style in line if style == 2)
             assert shown == "SHOWN" and len(lines) <= 2, (before[:10], after[:10])
+
+
+def test_one_colour_range_for_the_window_shows_the_earlier_steps_dimmer(traced, tmp_path):
+    att, anatomy = traced
+    options = ExportOptions(size=(192, 108), fps=4.0, overlays=False)
+    style = CloudStyle(gain=1.0)
+    per_step = _frames(_export(att, anatomy, tmp_path / "step", options, style=style))
+    one_range = _frames(_export(att, anatomy, tmp_path / "window", options, style=style,
+                                scale="window"))
+    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
+
+    def light(image: np.ndarray) -> int:
+        return int(np.clip(image.astype(int) - background, 0, None).sum())
+
+    limits = [float(np.abs(att.node_flow(att.position - lag)).max()) for lag in range(WINDOW)]
+    assert min(limits) < max(limits)              # steps of different reach: a real test
+    for lag in range(WINDOW):
+        if limits[lag] == max(limits):          # the step that sets the window's range
+            assert np.array_equal(per_step[lag], one_range[lag])
+        else:                                   # a wider range than its own: dimmer
+            assert light(one_range[lag]) < light(per_step[lag]), lag

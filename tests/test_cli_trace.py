@@ -129,3 +129,43 @@ def test_bench_trace_measures_a_trace_against_forward_steps(capsys, web_model):
     assert abs(entry["completeness_error"]) < 1e-3
     code, _, err = _run(capsys, "bench", web_model, "--trace", "1")
     _one_line_error(code, err, "--trace 1")
+
+
+def test_trace_movie_writes_one_frame_per_step_of_the_window(capsys, web_model, tmp_path):
+    pytest.importorskip("vispy")
+    iio = pytest.importorskip("imageio.v3")
+    frames = tmp_path / "why"
+    code, out, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--window", "4",
+                          "--movie", frames, "--movie-size", "96x64", "--reverse")
+    if code == 2 and "OpenGL" in err:
+        pytest.skip(f"no offscreen OpenGL here: {err.strip()}")
+    assert code == 0, err
+    assert "L = logit[" in out                      # the explanation is printed as without
+    assert "one per step of the window" in err
+    written = sorted(frames.glob("*.png"))
+    assert len(written) == 4 and iio.imread(written[0]).shape == (64, 96, 3)
+
+
+@pytest.mark.parametrize("options, words", [
+    (("--movie", "why.avi"), (".avi",)),
+    (("--movie", "why.mp4", "--movie-size", "huge"), ("WIDTHxHEIGHT",)),
+    (("--movie", "why.mp4", "--movie-fps", "0"), ("fps",)),
+])
+def test_bad_movie_options_are_one_line_errors_before_the_trace(capsys, web_model, tmp_path,
+                                                               monkeypatch, options, words):
+    import flyviz.record.trace
+
+    def no_trace(*args, **kwargs):
+        raise AssertionError("the trace ran before the options were checked")
+
+    monkeypatch.setattr(flyviz.record.trace, "trace", no_trace)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    code, _, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, *options)
+    _one_line_error(code, err, *words)
+    assert list(here.iterdir()) == []
+    with pytest.raises(SystemExit) as exit_info:
+        main(["trace", str(web_model), "--prompt", PROMPT, "--movie", "x.mp4",
+              "--flow-scale", "loud"])
+    _one_line_error(exit_info.value.code, capsys.readouterr().err, "--flow-scale")

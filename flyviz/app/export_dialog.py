@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 
 from flyviz.app.background import wait_qthread
 from flyviz.export import ExportCancelled, ExportOptions, export_recording
+from flyviz.export.flow import make_flow_renderer
 from flyviz.export.movie import make_renderer
 from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy
@@ -320,7 +321,7 @@ class _GuiThreadRenderer(QObject):
     (the GUI) thread and the worker resumes with the image.
     """
 
-    _request = Signal(object, object, object)
+    _request = Signal(object, object, object, object)
 
     def __init__(self, renderer: Any) -> None:
         super().__init__()
@@ -331,16 +332,18 @@ class _GuiThreadRenderer(QObject):
         self._error: BaseException | None = None
         self._request.connect(self._render, Qt.ConnectionType.BlockingQueuedConnection)
 
-    @Slot(object, object, object)
-    def _render(self, state: Any, overlay: Any, azimuth: Any) -> None:
+    @Slot(object, object, object, object)
+    def _render(self, state: Any, overlay: Any, azimuth: Any, value_range: Any) -> None:
         try:
-            self._image, self._error = self.renderer.render_state(state, overlay, azimuth), None
+            self._image, self._error = self.renderer.render_state(
+                state, overlay, azimuth, value_range), None
         except Exception as exc:  # noqa: BLE001 - handed back to the worker to raise
             self._image, self._error = None, exc
 
     def render_state(self, state: np.ndarray, overlay: Any = None,
-                     azimuth: float | None = None) -> np.ndarray:
-        self._request.emit(state, overlay, azimuth)
+                     azimuth: float | None = None,
+                     value_range: tuple[float, float] | None = None) -> np.ndarray:
+        self._request.emit(state, overlay, azimuth, value_range)
         if self._error is not None:
             raise self._error
         assert self._image is not None
@@ -351,23 +354,25 @@ class _ExportWorker(QObject):
     progressed = Signal(int, int)
     finished = Signal(object, object)  # (path or None, error or None)
 
-    def __init__(self, job: dict[str, Any], cancel: threading.Event) -> None:
+    def __init__(self, job: dict[str, Any], cancel: threading.Event,
+                 export: Callable[..., Path] = export_recording) -> None:
         super().__init__()
-        self.job, self.cancel = job, cancel
+        self.job, self.cancel, self.export = job, cancel, export
 
     @Slot()
     def run(self) -> None:
         try:
-            path = export_recording(progress=self.progressed.emit, cancelled=self.cancel.is_set,
-                                    **self.job)
+            path = self.export(progress=self.progressed.emit, cancelled=self.cancel.is_set,
+                               **self.job)
         except BaseException as exc:  # noqa: BLE001 - reported to the GUI, never crashes it
             self.finished.emit(None, exc)
             return
         self.finished.emit(path, None)
 
 
-class ExportRunner(QObject):
-    """One export in a background thread.
+class _BackgroundExport(QObject):
+    """An export function run in a background thread, drawing with ``renderer`` on this
+    (the GUI) thread; the runner closes the renderer when the export ends.
 
     Signals
     -------
@@ -380,32 +385,19 @@ class ExportRunner(QObject):
     progressed = Signal(int, int)
     done = Signal(object, object)
 
-    def __init__(self, recording: Recording, anatomy: Anatomy, out: Path, options: ExportOptions,
-                 model_name: str, parent: QObject | None = None, *, style: Any = None,
-                 camera: Any = None, overlay_contents: Any = None, meshes: Any = (),
-                 mesh_opacity: float = 0.12) -> None:
+    def __init__(self, renderer: Any, export: Callable[..., Path], job: dict[str, Any],
+                 total: int, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        options = options.validate()
-        start, stop = options.token_range(len(recording))
-        style = style or options.cloud_style()
-        # Made here, on the GUI thread, with the app's own vispy backend.
-        import vispy.app
-
-        self._renderer = make_renderer(recording, anatomy, options, model_name, style=style,
-                                       camera=camera, app=vispy.app.use_app(), meshes=meshes,
-                                       mesh_opacity=mesh_opacity)
+        self._renderer = renderer
         self._proxy = _GuiThreadRenderer(self._renderer)
         self._cancel = threading.Event()
         self._thread = QThread()
-        self._worker = _ExportWorker(dict(recording=recording, anatomy=anatomy, out_path=out,
-                                          options=options, model_name=model_name,
-                                          renderer=self._proxy, style=style,
-                                          overlay_contents=overlay_contents), self._cancel)
+        self._worker = _ExportWorker(dict(job, renderer=self._proxy), self._cancel, export)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
         self._worker.progressed.connect(self.progressed)
         self._worker.finished.connect(self._on_finished)
-        self.total = options.frame_count(stop - start)
+        self.total = int(total)
         self.running = False
 
     def start(self) -> None:
@@ -426,6 +418,54 @@ class ExportRunner(QObject):
         self.done.emit(path, error)
 
 
+class ExportRunner(_BackgroundExport):
+    """One export of a recording in a background thread (see :class:`_BackgroundExport`)."""
+
+    def __init__(self, recording: Recording, anatomy: Anatomy, out: Path, options: ExportOptions,
+                 model_name: str, parent: QObject | None = None, *, style: Any = None,
+                 camera: Any = None, overlay_contents: Any = None, meshes: Any = (),
+                 mesh_opacity: float = 0.12) -> None:
+        options = options.validate()
+        start, stop = options.token_range(len(recording))
+        style = style or options.cloud_style()
+        # Made here, on the GUI thread, with the app's own vispy backend.
+        import vispy.app
+
+        renderer = make_renderer(recording, anatomy, options, model_name, style=style,
+                                 camera=camera, app=vispy.app.use_app(), meshes=meshes,
+                                 mesh_opacity=mesh_opacity)
+        super().__init__(renderer, export_recording,
+                         dict(recording=recording, anatomy=anatomy, out_path=out,
+                              options=options, model_name=model_name, style=style,
+                              overlay_contents=overlay_contents),
+                         options.frame_count(stop - start), parent)
+
+
+class FlowExportRunner(_BackgroundExport):
+    """One flow movie of a trace (:func:`flyviz.export.flow.export_flow`) in a background
+    thread: the lag sweep of the *Why?* view, drawn with the window's ``style`` and
+    ``camera``."""
+
+    def __init__(self, attribution: Any, anatomy: Anatomy, out: Path, options: ExportOptions,
+                 parent: QObject | None = None, *, style: Any = None, camera: Any = None,
+                 reverse: bool = False, scale: str = "step", meshes: Any = (),
+                 mesh_opacity: float = 0.12) -> None:
+        import vispy.app
+
+        from flyviz.export.flow import export_flow, flow_frame_count, flow_style
+
+        options = options.validate()
+        style = flow_style(attribution, options, style)
+        renderer = make_flow_renderer(attribution, anatomy, options, scale=scale,
+                                      reverse=reverse, style=style, camera=camera,
+                                      app=vispy.app.use_app(), meshes=meshes,
+                                      mesh_opacity=mesh_opacity)
+        super().__init__(renderer, export_flow,
+                         dict(attribution=attribution, anatomy=anatomy, out_path=out,
+                              options=options, reverse=reverse, scale=scale, style=style),
+                         flow_frame_count(attribution, options), parent)
+
+
 def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, out: Path,
                options: ExportOptions, model_name: str, *, style: CloudStyle | None = None,
                camera: CameraPose | None = None, overlays: Any = None,
@@ -444,6 +484,25 @@ def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, o
     runner = ExportRunner(recording, anatomy, out, options, model_name, style=style,
                           camera=camera, overlay_contents=contents, meshes=meshes,
                           mesh_opacity=mesh_opacity)
+    return run_with_progress(parent, runner, out)
+
+
+def run_flow_export(parent: QWidget | None, attribution: Any, anatomy: Anatomy, out: Path,
+                    options: ExportOptions, *, style: CloudStyle | None = None,
+                    camera: CameraPose | None = None, reverse: bool = False,
+                    scale: str = "step", meshes: Any = (), mesh_opacity: float = 0.12
+                    ) -> tuple[Path | None, BaseException | None]:
+    """A flow movie of ``attribution`` (see :class:`FlowExportRunner`) with a cancellable
+    progress dialog; return ``(path, error)`` when finished."""
+    runner = FlowExportRunner(attribution, anatomy, out, options, style=style, camera=camera,
+                              reverse=reverse, scale=scale, meshes=meshes,
+                              mesh_opacity=mesh_opacity)
+    return run_with_progress(parent, runner, out)
+
+
+def run_with_progress(parent: QWidget | None, runner: _BackgroundExport, out: Path
+                      ) -> tuple[Path | None, BaseException | None]:
+    """Run ``runner`` behind a cancellable progress dialog; ``(path, error)`` when done."""
     dialog = QProgressDialog(f"Exporting {out.name}…", "Cancel", 0, runner.total, parent)
     dialog.setWindowTitle("Export movie")
     dialog.setWindowModality(Qt.WindowModality.ApplicationModal)
@@ -502,6 +561,12 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
         path, error = None, exc
     except Exception as exc:  # noqa: BLE001 - the app never crashes on an export
         path, error = None, exc
+    return report_export(path, error, tell)
+
+
+def report_export(path: Path | None, error: BaseException | None,
+                  tell: Callable[..., None]) -> Path | None:
+    """Tell the user how an export went (``tell(text, error=False)``); the path written."""
     if isinstance(error, ExportCancelled):
         tell("export cancelled; nothing was written")
         return None

@@ -12,6 +12,7 @@ from flyviz.commands._options import (add_dataset_option, add_intervention_optio
                                       add_kernel_option, interventions_from_args,
                                       model_from_args, recording_model)
 from flyviz.errors import InputError
+from flyviz.render.gl_backend import BACKENDS, GL_HELP
 
 EPILOG = """\
 The explained value is L = logit[target] - mean(logits) at the position (or
@@ -28,6 +29,14 @@ examples:
   flyviz trace demo --prompt "Tom and his dog" --graph graph.json   (Neuronpedia's viewer)
   flyviz trace demo --prompt "Once upon a time" --silence 'sign:inhibitory'
   flyviz trace --recording run.flyrec --position 12
+  flyviz trace demo --prompt "there was a little girl named" --window 12 --movie why.mp4
+
+--movie writes the flow view as a movie: one frame per step of the window, from the
+explained position back (--reverse: from the window's first step forward), every
+neuron coloured by its flow at that step over +- the step's largest |flow| (as the
+app's Why? view; --flow-scale window: one range for all), the target, L, the step
+shown and the input tokens carrying most in the overlay. Formats as flyviz export
+(.mp4, .webm, .gif, or a folder for PNG frames).
 """
 
 
@@ -63,6 +72,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graph", metavar="OUT.json", type=Path, default=None,
                         help="also write the pruned graph as circuit-tracer / Neuronpedia "
                              "graph JSON")
+    movie = parser.add_argument_group("flow movie")
+    movie.add_argument("--movie", metavar="OUT", default=None,
+                       help="also write the lag sweep of the flow view as a movie: .mp4, "
+                            ".webm, .gif, or a folder for PNG frames")
+    movie.add_argument("--movie-size", default="1280x720", metavar="WxH",
+                       help="the movie's frame size in pixels (default 1280x720)")
+    movie.add_argument("--movie-fps", type=float, default=4.0, metavar="F",
+                       help="steps shown per second (default 4)")
+    movie.add_argument("--reverse", action="store_true",
+                       help="sweep from the window's first step forward to the explained one "
+                            "(default: from the explained one back)")
+    # flyviz.export.flow.FLOW_SCALES, spelled out: the parser does not load the exporter.
+    movie.add_argument("--flow-scale", choices=("step", "window"), default="step",
+                       help="colour each step over its own largest |flow| (step, default, as "
+                            "the app) or every step over the window's (window)")
+    movie.add_argument("--view", choices=("front", "top", "side"), default="front",
+                       help="camera direction of the movie (default front)")
+    movie.add_argument("--gl", choices=("auto",) + BACKENDS, default="auto", help=GL_HELP)
     add_dataset_option(parser)
     add_kernel_option(parser)
     add_intervention_options(parser)
@@ -88,6 +115,20 @@ def _check(args: argparse.Namespace) -> None:
     if args.spec is None and args.recording is None:
         raise InputError("give a model SPEC with --prompt, e.g. flyviz trace demo --prompt "
                          "'Tom and his dog'")
+    args.movie_options = _movie_options(args) if args.movie is not None else None
+
+
+def _movie_options(args: argparse.Namespace) -> Any:
+    """The flow movie's settings, checked (with the OpenGL asked for) before the model loads."""
+    from flyviz.export import ExportOptions, movie_format
+    from flyviz.render.gl_backend import requested_backend
+    from flyviz.render.offscreen import parse_size
+
+    requested_backend(args.gl)
+    options = ExportOptions(size=parse_size(args.movie_size), fps=args.movie_fps,
+                            view=args.view).validate()
+    options.crf(movie_format(args.movie))
+    return options
 
 
 def _summary(att: Any, top: int = 10) -> str:
@@ -163,4 +204,26 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(att.to_json(nodes=args.nodes)))
         else:
             print(_summary(att))
+        if args.movie_options is not None:
+            _write_movie(args, att, model)
     return 0
+
+
+def _write_movie(args: argparse.Namespace, att: Any, model: Any) -> None:
+    """The lag sweep of the flow view, with a progress line on stderr."""
+    from flyviz.commands.export import ProgressLine, anatomy_for
+    from flyviz.export.flow import export_flow, flow_frame_count
+    from flyviz.render.offscreen import offscreen_app
+
+    options = args.movie_options
+    anatomy = anatomy_for(model)
+    _, backend = offscreen_app(backend=args.gl)
+    progress = ProgressLine(f"exporting {Path(args.movie).name}")
+    try:
+        out = export_flow(att, anatomy, args.movie, options, progress=progress,
+                          reverse=args.reverse, scale=args.flow_scale, gl=args.gl)
+    finally:
+        progress.end_line()
+    print(f"flyviz: wrote {out} ({flow_frame_count(att, options)} frames: one per step of "
+          f"the window {att.window_start}..{att.position}, {options.size[0]}x"
+          f"{options.size[1]}, {options.fps:g} fps, OpenGL: {backend})", file=sys.stderr)

@@ -121,6 +121,11 @@ class FrameRenderer:
     meshes, mesh_opacity
         Translucent meshes drawn behind the neurons (the brain's outline,
         neuropils: :mod:`flyviz.analysis.outline`) and their alpha.
+    gain_per_frame
+        With an automatic ``style.gain``: set the gain again for every frame
+        from the frame's own values over its colour range, as the app's brain
+        view does when the layer it shows changes (a flow movie's lag sweep,
+        whose steps differ in how many neurons carry flow). Default: once.
     """
 
     def __init__(self, positions: np.ndarray, visible: np.ndarray | None = None,
@@ -132,8 +137,10 @@ class FrameRenderer:
                  activity_sample: np.ndarray | None = None, app: Any = None,
                  emphasis: np.ndarray | None = None, selected: int | None = None,
                  gain_range: tuple[float, float] | None = None,
-                 meshes: Sequence[Any] = (), mesh_opacity: float = 0.12) -> None:
+                 meshes: Sequence[Any] = (), mesh_opacity: float = 0.12,
+                 gain_per_frame: bool = False) -> None:
         self.size = check_size(size)
+        self._gain_per_frame = bool(gain_per_frame)
         self._meshes = tuple(meshes)
         self._mesh_opacity = float(mesh_opacity)
         w, h = self.size
@@ -206,8 +213,25 @@ class FrameRenderer:
             self.gain = float(style.gain)
         self.cloud.set_gain(self.gain)
 
+    def set_value_range(self, low: float, high: float) -> None:
+        """Colour the next frames over ``low .. high`` (the colourbar's labels follow).
+
+        For a layer whose range moves from frame to frame (a flow movie's, each
+        step over its own largest ``|flow|``); the brightness gain stays.
+        """
+        value_range = (float(low), float(high))
+        if value_range == self.value_range:
+            return
+        self.value_range = value_range
+        with egl_current(self._app):
+            self.cloud.set_range(*value_range)
+            if self.overlays is not None:
+                self.overlays.value_range = value_range
+                self.overlays.update(None)    # forget the words drawn: the labels change
+
     def render_state(self, state: np.ndarray, overlay: OverlayContent | None = None,
-                     azimuth: float | None = None) -> np.ndarray:
+                     azimuth: float | None = None,
+                     value_range: tuple[float, float] | None = None) -> np.ndarray:
         """Render one activation state.
 
         Parameters
@@ -218,16 +242,26 @@ class FrameRenderer:
             Words to draw (ignored when the renderer has no overlays).
         azimuth
             Camera azimuth in degrees (default: the view preset's).
+        value_range
+            The colour range of this frame and the next (see
+            :meth:`set_value_range`); default: as before.
 
         Returns
         -------
         numpy.ndarray
             ``(height, width, 3)`` uint8 RGB, exactly the requested size.
         """
+        if value_range is not None:
+            self.set_value_range(*value_range)
         with egl_current(self._app):
             self.canvas.set_current()
             self.cloud.set_activity(state)
             self.view.camera.azimuth = self.base_azimuth if azimuth is None else float(azimuth)
+            if self._gain_per_frame and self.style.gain is None:
+                h = self.size[1]
+                self.gain = crowding_gain(self.cloud, h, self.style.point_px(h), state,
+                                          self.style.layer.colormap, self.value_range)
+                self.cloud.set_gain(self.gain)
             if self.overlays is not None:
                 self.overlays.update(overlay)
             image = self._draw()

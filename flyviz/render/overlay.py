@@ -38,6 +38,17 @@ class OverlayContent:
         ``(token text, probability)`` pairs, most likely first.
     counter
         A short progress line, e.g. ``"token 12 of 40 · generating"``.
+    after
+        Text after the newest token (a flow movie's prompt goes on past the
+        position it shows), drawn as the prompt is.
+    top_title
+        The heading of the ``top_k`` panel.
+    top_labels
+        What each ``top_k`` row says beside its bar (default: the probability
+        as a percentage); the bar's length stays ``top_k``'s number (0..1).
+    top_signs
+        The sign of each ``top_k`` row's value: bars of positive ones in the
+        flow colormap's red, negative ones in its blue (default: the usual bars).
     """
 
     prompt: str
@@ -46,6 +57,10 @@ class OverlayContent:
     newest_in_prompt: bool
     top_k: tuple[tuple[str, float], ...]
     counter: str
+    after: str = ""
+    top_title: str = "next token"
+    top_labels: tuple[str, ...] = ()
+    top_signs: tuple[float, ...] = ()
 
 
 def display_token(text: str) -> str:

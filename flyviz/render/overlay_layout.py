@@ -30,6 +30,9 @@ _COLOR_TRACK = (1.0, 1.0, 1.0, 0.07)
 _COLOR_TOP_BAR = (1.0, 0.72, 0.26, 0.95)
 _COLOR_BAR = (0.42, 0.58, 0.85, 0.85)
 _COLOR_HIGHLIGHT = (1.0, 0.70, 0.20, 0.22)
+# Bars of values that add to / take from an explained logit: the flow colormap's two ends.
+_COLOR_ADDS = (0.94, 0.25, 0.36, 0.9)
+_COLOR_TAKES = (0.38, 0.33, 0.98, 0.9)
 
 
 class _TextMetrics:
@@ -175,7 +178,8 @@ class OverlayLayout:
         """Greedy word wrap of the running text; the last ``max_lines`` lines."""
         styled: list[tuple[str, int]] = []
         for text, style in ((content.prompt, 0), (content.generated, 1),
-                            (content.newest, 2 if content.newest_in_prompt else 3)):
+                            (content.newest, 2 if content.newest_in_prompt else 3),
+                            (content.after, 0)):
             styled.extend((ch, style) for ch in _clean(text))
         while styled and styled[0][0] == " ":  # a run's first token often starts with a space
             styled.pop(0)
@@ -203,6 +207,12 @@ class OverlayLayout:
             line.append((ch, style))
             width += w
         lines.append(line)
+        if content.after:
+            # Text goes on past the newest token: keep the lines that show it.
+            marked = [i for i, ln in enumerate(lines) if any(st in (2, 3) for _, st in ln)]
+            if marked:
+                end = min(len(lines), max(marked[-1] + 1, max_lines))
+                return lines[max(0, end - max_lines):end]
         return lines[-max_lines:]
 
     def update(self, content: OverlayContent | None) -> None:
@@ -247,12 +257,13 @@ class OverlayLayout:
         quad(px0, 0, w, h - self.band_h, _COLOR_PANEL)
         if content is not None and content.top_k:
             pad = 14 * u
-            small("next token", px0 + pad, m + self.px_small)
+            small(content.top_title, px0 + pad, m + self.px_small)
             row_h = 1.75 * self.px_body
             room = self.bar_y - 2.5 * self.px_small - (m + 2.2 * self.px_small + pad)
             rows = int(max(1, room // row_h))
             label_w = 0.36 * (self.panel_w - 2 * pad)
-            pct_w = self.metrics_small.width("100%", self.px_small) + 6 * u
+            pct_w = max(self.metrics_small.width(text, self.px_small)
+                        for text in ("100%",) + content.top_labels) + 6 * u
             bar_x0 = px0 + pad + label_w
             bar_max = max(4.0, w - pad - pct_w - bar_x0)
             for r, (token, prob) in enumerate(content.top_k[:min(rows, 10)]):
@@ -265,10 +276,14 @@ class OverlayLayout:
                 body_c.append(_COLOR_NEWEST if r == 0 else _COLOR_TEXT)
                 top, bottom = y + 0.1 * self.px_body, y + 0.95 * self.px_body
                 quad(bar_x0, top, bar_x0 + bar_max, bottom, _COLOR_TRACK)
+                colour = _COLOR_TOP_BAR if r == 0 else _COLOR_BAR
+                if r < len(content.top_signs):
+                    colour = _COLOR_ADDS if content.top_signs[r] > 0 else _COLOR_TAKES
                 quad(bar_x0, top, bar_x0 + max(1.0, bar_max * float(np.clip(prob, 0, 1))), bottom,
-                     _COLOR_TOP_BAR if r == 0 else _COLOR_BAR)
-                small(f"{100 * prob:.0f}%" if prob >= 0.01 else "<1%", bar_x0 + bar_max + 5 * u,
-                      bottom - 0.1 * self.px_body, _COLOR_DIM)
+                     colour)
+                value = content.top_labels[r] if r < len(content.top_labels) else \
+                    (f"{100 * prob:.0f}%" if prob >= 0.01 else "<1%")
+                small(value, bar_x0 + bar_max + 5 * u, bottom - 0.1 * self.px_body, _COLOR_DIM)
 
         # Bottom band: the text so far, newest token highlighted.
         band_y = h - self.band_h

@@ -52,9 +52,9 @@ def main() -> int:
     biggest = np.argsort(-np.asarray(types.counts), kind="stable")[:args.groups]
     folder = Path(tempfile.mkdtemp(prefix="flyviz-bench-patch-"))
     groups_file = folder / "groups.txt"
-    from flyviz.analysis.sweep import _label_query
+    from flyviz.analysis.sweep import label_query
 
-    groups_file.write_text("".join(f"type {i}: {_label_query('type', types.names[c])}\n"
+    groups_file.write_text("".join(f"type {i}: {label_query('type', types.names[c])}\n"
                                    for i, c in enumerate(biggest)), encoding="utf-8")
     groups = file_groups(ckpt, groups_file)
     settings = TraceSettings(streams=args.batch)

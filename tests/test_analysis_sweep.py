@@ -11,7 +11,7 @@ import pytest
 
 from flyviz import cli
 from flyviz.analysis import cluster
-from flyviz.analysis import sweep as sweep_module
+from flyviz.analysis.sweep import tasks as sweep_tasks
 from flyviz.analysis.corpus import build_corpus
 from flyviz.analysis.sweep import (LesionMap, SweepError, SweepSettings, file_groups,
                                    label_groups, merge_partials, plan_tasks, run_sweep,
@@ -142,7 +142,7 @@ def test_a_resumed_sweep_equals_an_uninterrupted_one(world, by_type, tmp_path,
                                                     interrupt_after):
     reference, in_process = by_type
     out = tmp_path / "r.parquet"
-    restore = interrupt_after(sweep_module, "pass_partial", 3)
+    restore = interrupt_after(sweep_tasks, "pass_partial", 3)
     with pytest.raises(cluster.Interrupted, match="3 of .* are saved"):
         _sweep(world, out, by="type")
     assert not out.exists() and (tmp_path / "r.parquet.parts").is_dir()

@@ -56,8 +56,9 @@ import numpy as np
 from flyviz.analysis import cluster
 from flyviz.analysis.causal_file import (COLUMNS, FORMAT, FORMAT_VERSION, METRICS, CausalTrace,
                                          TraceCell, TraceError, open_causal_trace, write_trace)
-from flyviz.analysis.sweep import (BY_LABELS, Group, _engine, check_output, groups_digest,
-                                   release_engines)
+from flyviz.analysis.sweep.groups import BY_LABELS, Group, groups_digest
+from flyviz.analysis.sweep.tasks import _engine, release_engines
+from flyviz.analysis.table_file import check_output
 from flyviz.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from flyviz.analysis.sweep import _pyarrow, result_format
+from flyviz.analysis.table_file import _pyarrow, result_format
 from flyviz.errors import FlyvizError, InputError
 
 FORMAT = "flyviz-patch"

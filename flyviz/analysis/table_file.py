@@ -1,4 +1,4 @@
-"""Reading the result tables flyviz writes: a JSON metadata line (CSV) or key (Parquet), then rows.
+"""The result tables flyviz writes: a JSON metadata line (CSV) or key (Parquet), then rows.
 
 Lesion maps, estimated lesions and causal traces share the file format: a CSV
 whose first line is ``PREFIX {json}`` followed by a header and rows, or a
@@ -11,9 +11,57 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from flyviz.errors import InputError, MissingDependencyError
+
+CSV_SUFFIXES = (".csv",)
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def result_format(out: Path) -> str:
+    """``"csv"`` or ``"parquet"`` by the extension of ``out``.
+
+    Raises
+    ------
+    InputError
+        For any other extension.
+    """
+    suffix = out.suffix.lower()
+    if suffix in CSV_SUFFIXES:
+        return "csv"
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    raise InputError(f"--out {out}: give a file name ending in .csv or .parquet, e.g. "
+                     "lesions.csv")
+
+
+def check_output(out: Path) -> str:
+    """Refuse an output path that cannot be written; return its format."""
+    kind = result_format(out)
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; give a file name ending in .{kind}")
+    if not out.parent.is_dir():
+        raise InputError(f"--out {out}: the folder {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK):
+        raise InputError(f"--out {out}: the folder {out.parent} is not writable")
+    if kind == "parquet":
+        _pyarrow("writing a Parquet lesion map")
+    return kind
+
+
+def _pyarrow(feature: str):
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError.for_feature(feature, "pyarrow", "atlas") from None
+    return pyarrow
+
+
 
 
 def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: bytes,
@@ -48,8 +96,6 @@ def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: byte
         except ValueError:
             raise damaged("its metadata line is not JSON") from None
         return info, list(csv.DictReader(io.StringIO(rest)))
-    from flyviz.analysis.sweep import _pyarrow
-
     _pyarrow(f"reading a Parquet {what.removeprefix('flyviz ')}")
     import pyarrow.parquet as pq
 

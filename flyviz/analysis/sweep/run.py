@@ -6,23 +6,19 @@ See :mod:`flyviz.analysis.sweep` ("How it runs", "Result file").
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flyviz.analysis import cluster
+from flyviz.analysis import cluster, runs
 from flyviz.analysis.corpus import Corpus
-from flyviz.analysis.sweep.groups import BY_LABELS, Group, groups_digest
+from flyviz.analysis.sweep.groups import Group, groups_digest
 from flyviz.analysis.sweep.lesion_map import (COLUMNS, CSV_PREFIX, FORMAT, FORMAT_VERSION,
                                               PARQUET_KEY, GroupResult, rows_digest)
 from flyviz.analysis.sweep.tasks import (SweepSettings, finish, merge_partials, plan_tasks,
                                          release_engines, sweep_task)
-from flyviz.analysis.table_file import _pyarrow, check_output, result_format
+from flyviz.analysis.table_file import check_output, result_format, write_table_file
 from flyviz.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,8 +54,7 @@ class SweepRun:
 
 def _store_key(identity: dict[str, Any], corpus: Corpus, groups: list[Group],
                settings: SweepSettings, tasks: int) -> dict[str, Any]:
-    model = {"weights_sha256": identity["weights_sha256"], "graph_sha256": identity["graph_sha256"]}
-    return {"format": FORMAT, "model": model, "text": corpus.digest(),
+    return {"format": FORMAT, "model": runs.model_key(identity), "text": corpus.digest(),
             "groups": groups_digest(groups), "settings": settings.run_key(), "tasks": tasks}
 
 
@@ -112,30 +107,18 @@ def run_sweep(spec: str, ckpt: "Checkpoint", corpus: Corpus, groups: list[Group]
         log(f"{len(groups):,} groups in {blocks:,} pass(es) of up to {settings.streams - 1} over "
             f"{corpus.counted_tokens:,} positions ({corpus.n_windows:,} windows); "
             f"{len(tasks):,} tasks")
-    args = (spec, None if dataset is None else str(dataset), identity["weights_sha256"],
-            asdict(settings))
-    try:
-        result = cluster.run_tree(sweep_task, args, tasks, merge_partials, workers=workers,
-                                  scheduler=scheduler, store=store, resume=resume,
-                                  progress=progress, log=log)
-    finally:
-        if workers == 0 and scheduler is None:
-            release_engines()
+    result = runs.run_tasks(sweep_task, tasks, merge_partials, spec=spec, dataset=dataset,
+                            identity=identity, settings=settings, release=release_engines,
+                            workers=workers, scheduler=scheduler, store=store, resume=resume,
+                            progress=progress, log=log)
     rows, baseline, positions = finish(result.partial, groups, chunks)
     info = {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
-        "by": str(by) if str(by) in BY_LABELS else "file",
-        **({"groups_file": Path(by).name} if by and str(by) not in BY_LABELS else {}),
+        "format": FORMAT, "format_version": FORMAT_VERSION, **runs.groups_info(by),
         "mode": settings.mode, "groups": len(groups),
         "baseline_cross_entropy": baseline,
+        "text": runs.text_info(corpus, positions),
         # The model's identity (flyviz.model.identity), less the machine's dataset folder.
-        "model": {k: v for k, v in identity.items() if k != "dataset"},
-        "settings": settings.run_key(),
-        "text": {"tokens": corpus.n_tokens, "positions": positions, "windows": corpus.n_windows,
-                 "documents": corpus.n_documents, "context": corpus.context,
-                 "sources": [Path(s).name for s in corpus.sources[:1000]],
-                 "sha256": corpus.digest()},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **runs.model_info(identity, settings),
     }
     write_result(out, rows, info, kind)
     store.remove()
@@ -148,35 +131,16 @@ def run_sweep(spec: str, ckpt: "Checkpoint", corpus: Corpus, groups: list[Group]
 def write_result(out: Path, rows: list[GroupResult], info: dict[str, Any],
                  kind: str | None = None) -> None:
     """Write the rows and ``info`` (with the rows' digest, ``rows_sha256``) as CSV or
-    Parquet (see the module documentation)."""
-    kind = kind or result_format(out)
-    tmp = out.with_name(out.name + ".writing")
-    info = {**info, "rows_sha256": rows_digest(rows)}
-    meta = json.dumps(info, sort_keys=True, separators=(",", ":"))
-    try:
-        if kind == "csv":
-            with open(tmp, "w", encoding="utf-8", newline="") as handle:
-                handle.write(CSV_PREFIX + meta + "\n")
-                writer = csv.writer(handle, lineterminator="\n")
-                writer.writerow(COLUMNS)
-                for row in rows:
-                    # repr: the shortest text that reads back as the same float.
-                    writer.writerow([repr(v) if isinstance(v, float) else v
-                                     for v in (getattr(row, c) for c in COLUMNS)])
-        else:
-            pa = _pyarrow("writing a Parquet lesion map")
-            import pyarrow.parquet as pq
+    Parquet (see :mod:`flyviz.analysis.sweep`, "Result file")."""
+    write_table_file(out, {c: [getattr(r, c) for r in rows] for c in COLUMNS},
+                     {**info, "rows_sha256": rows_digest(rows)}, kind or result_format(out),
+                     csv_prefix=CSV_PREFIX, parquet_key=PARQUET_KEY, what="lesion map",
+                     types=_ARROW_TYPES)
 
-            types = {"rank": pa.int32(), "group": pa.string(), "query": pa.string(),
-                     "neurons": pa.int64(), "positions": pa.int64()}
-            table = pa.table({c: pa.array([getattr(r, c) for r in rows],
-                                           type=types.get(c, pa.float64())) for c in COLUMNS})
-            table = table.replace_schema_metadata({PARQUET_KEY: meta.encode("utf-8")})
-            pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
+
+#: The Arrow types of a lesion map's columns that are not float64.
+_ARROW_TYPES = {"rank": "int32", "group": "string", "query": "string", "neurons": "int64",
+                "positions": "int64"}
 
 
 def format_table(rows: list[GroupResult], limit: int | None = 30) -> str:

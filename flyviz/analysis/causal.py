@@ -197,6 +197,11 @@ class TraceTask:
         ``(cells, 2)`` corrupted positions ``[lo, hi)`` each cell restores.
     steps
         Positions the corrupted prompt is run for.
+    width
+        Columns of the engine the task runs on: the plan's widest task, so that
+        a narrower last task reuses the engine its worker laid out for the
+        others (laying out a full-size graph costs about a second of CPU per
+        width) and leaves the spare columns untouched; 0: one per cell.
     """
 
     index: int
@@ -205,6 +210,7 @@ class TraceTask:
     offsets: np.ndarray
     windows: np.ndarray
     steps: int
+    width: int = 0
 
     @property
     def n_tokens(self) -> int:
@@ -218,10 +224,12 @@ class TraceTask:
 
 def plan_tasks(groups: list[Group], positions: tuple[int, int], prompts: TracePrompts,
                settings: TraceSettings) -> list[TraceTask]:
-    """The tasks: cells in order (positions, then groups), ``settings.streams`` per task."""
+    """The tasks: cells in order (positions, then groups), ``settings.streams`` per task,
+    each run on an engine as wide as the widest."""
     lo, hi = positions
     cover_hi = prompts.covered[1]
     count = (hi - lo) * len(groups)
+    width = min(settings.streams, count)
     tasks = []
     for index, start in enumerate(range(0, count, settings.streams)):
         cells = np.arange(start, min(count, start + settings.streams), dtype=np.int64)
@@ -232,7 +240,7 @@ def plan_tasks(groups: list[Group], positions: tuple[int, int], prompts: TracePr
             index=index, cells=cells,
             neurons=np.concatenate([g.neurons for g in members]).astype(np.int32),
             offsets=np.concatenate([[0], np.cumsum([g.size for g in members])]).astype(np.int64),
-            windows=windows.astype(np.int64), steps=len(prompts.corrupt)))
+            windows=windows.astype(np.int64), steps=len(prompts.corrupt), width=width))
     return tasks
 
 
@@ -271,7 +279,8 @@ def trace_partial(ckpt: "Checkpoint", settings: TraceSettings, prompts: TracePro
     groups = task.groups()
     k = len(groups)
     source = _clean_states(ckpt, prompts.clean, settings.kernel)
-    engine = _engine(ckpt, k, settings)  # type: ignore[arg-type]  # kernel and threads suffice
+    # _engine reads only the kernel and threads of the settings (hence the ignore).
+    engine = _engine(ckpt, max(k, task.width), settings)  # type: ignore[arg-type]
     hooks = PatchHooks(ckpt.config.neurons, engine.columns, source, groups, np.arange(k),
                        task.windows, prompts.shift)
     engine.hooks = hooks
@@ -287,7 +296,7 @@ def trace_partial(ckpt: "Checkpoint", settings: TraceSettings, prompts: TracePro
     finally:
         engine.hooks = None
     assert logits is not None
-    p_answer, logit_diff = _measures(logits, prompts.answer, prompts.versus)
+    p_answer, logit_diff = _measures(logits[:k], prompts.answer, prompts.versus)
     return {"cell": np.asarray(task.cells, dtype=np.int64), "p_answer": p_answer,
             "logit_diff": logit_diff}
 

@@ -3,7 +3,8 @@
 The same code runs on one laptop and on a cluster:
 
 * ``workers=N`` starts a :class:`distributed.LocalCluster` of ``N`` worker
-  processes (one thread each) for the run and closes it afterwards;
+  processes (one thread each, BLAS and OpenMP in one thread:
+  :data:`WORKER_ENVIRONMENT`) for the run and closes it afterwards;
 * ``scheduler="tcp://HOST:PORT"`` connects a :class:`distributed.Client` to
   a running cluster (``dask scheduler`` and ``dask worker`` on the machines);
 * ``workers=0`` runs every task in this process, without Dask.
@@ -257,7 +258,7 @@ def _connect(workers: int | None, scheduler: str | None):
 
     n = usable_cores() if workers is None else int(workers)
     try:
-        with quiet_dask(), signals_ignored():
+        with quiet_dask(), signals_ignored(), _single_threaded_workers():
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    dashboard_address=":0", silence_logs=logging.CRITICAL)
     except (RuntimeError, OSError) as exc:
@@ -277,6 +278,24 @@ def _connect(workers: int | None, scheduler: str | None):
     except Exception:  # pragma: no cover - an older distributed: tracebacks, nothing worse
         pass
     return client, cluster
+
+
+#: Set in every local worker process before it starts: one BLAS/OpenMP thread each. N
+#: workers on N cores each running BLAS on N threads would fight over the cores (and the
+#: engine's steps keep BLAS in one thread anyway); distributed sets these by default, but
+#: a user's Dask configuration may not.
+WORKER_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                      "MKL_NUM_THREADS": "1"}
+
+
+def _single_threaded_workers():
+    """Dask's configuration with :data:`WORKER_ENVIRONMENT` in the nannies' environment set
+    before a worker process is spawned (read when a nanny is made)."""
+    import dask
+
+    key = "distributed.nanny.pre-spawn-environ"
+    return dask.config.set({key: {**(dask.config.get(key, default={}) or {}),
+                                  **WORKER_ENVIRONMENT}})
 
 
 _ADDRESS = r"(?:tcp|tls|ucx|ws|wss|inproc)://[A-Za-z0-9_.\-\[\]:%]+"
@@ -506,4 +525,5 @@ def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: 
 __all__ = ["Chunk", "ClusterError", "DEMO_FOLDER_PREFIX", "Interrupted", "Merge", "MergeTree",
            "PROGRESS_TOPIC", "Partial", "PartialStore", "ProgressBar", "RunResult", "RunSettings",
            "check_parts", "check_scheduler", "open_store", "parts_folder", "report_progress",
-           "require_dask", "run_tree", "scheduler_address", "usable_cores", "worker_model"]
+           "require_dask", "run_tree", "scheduler_address", "usable_cores", "WORKER_ENVIRONMENT",
+           "worker_model"]

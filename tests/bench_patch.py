@@ -17,7 +17,7 @@ medians and each round's ratio, and what the CPU time says where other jobs shar
   may get far less than two cores, and the wall-clock ratio then says nothing of flyviz);
 * ``cpu_speed_up``: the medians' ``worker_cpu_1 / (worker_cpu_2 / 2)``, the speed-up two
   workers give on two free cores when the tasks split evenly (what the split costs: work
-  done twice per worker, tasks slower side by side).
+  done twice per worker, tasks slower side by side); ``cpu_round_speed_ups`` per round.
 
 Prints one JSON object.
 """
@@ -112,6 +112,8 @@ def main() -> int:
         "worker_cpu_1": worker_cpu[1], "worker_cpu_2": worker_cpu[2],
         "client_cpu_1": client_cpu[1], "client_cpu_2": client_cpu[2],
         "cpu_speed_up": statistics.median(worker_cpu[1]) / (statistics.median(worker_cpu[2]) / 2),
+        # The same per round (the load moves the CPU seconds too: cache misses, switches).
+        "cpu_round_speed_ups": [2 * a / b for a, b in zip(worker_cpu[1], worker_cpu[2])],
         "identical_tables": tables[1] == tables[2]}, indent=1))
     return 0
 

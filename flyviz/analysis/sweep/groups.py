@@ -42,7 +42,7 @@ class Group:
         return int(self.neurons.size)
 
 
-def _label_query(by: str, name: str) -> str:
+def label_query(by: str, name: str) -> str:
     """An exact query for one label: ``superclass:NAME``, ``side:NAME`` or ``type:NAME`` with
     the glob characters of a type name escaped (``[*]``, ``[?]``, ``[[]``)."""
     from flyviz.model.selection import Term
@@ -79,7 +79,7 @@ def label_groups(checkpoint: "Checkpoint", by: str) -> list[Group]:
         members = np.sort(order[bounds[code]:bounds[code + 1]]).astype(np.int64)
         if members.size == 0:
             continue
-        query = _label_query(by, name) if name and '"' not in name else ""
+        query = label_query(by, name) if name and '"' not in name else ""
         # Superclasses match without regard to case: two names that differ only in case
         # cannot be told apart by a query (a handful of groups: checked, not assumed).
         if query and by != "type" and index.count(query) != members.size:
@@ -178,8 +178,6 @@ def groups_digest(groups: list[Group]) -> str:
         h.update(np.ascontiguousarray(group.neurons, dtype=np.int64).tobytes())
     return h.hexdigest()
 
-
-label_query = _label_query
 
 __all__ = ["BY_LABELS", "Group", "UNLABELLED", "check_by", "file_groups", "groups_digest",
            "label_groups", "label_query", "sweep_groups"]

@@ -11,7 +11,7 @@ import pytest
 
 from flyviz import cli
 from flyviz.analysis import cluster
-from flyviz.analysis import sweep as sweep_module
+from flyviz.analysis.sweep import tasks as sweep_tasks
 from flyviz.analysis.corpus import build_corpus
 from flyviz.analysis.sweep import (LesionMap, SweepError, SweepSettings, file_groups,
                                    label_groups, merge_partials, plan_tasks, run_sweep,
@@ -124,6 +124,32 @@ def test_one_and_two_worker_processes_give_identical_tables(world, by_type, tmp_
         assert _table(out) == _table(reference)  # every float, bit for bit
 
 
+def test_local_workers_run_blas_in_one_thread_whatever_the_dask_configuration():
+    """N workers on N cores, each with N BLAS threads, would fight over the cores: the local
+    workers get one BLAS/OpenMP thread each even where the user's Dask configuration gives
+    the nannies another environment."""
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    pytest.importorskip("threadpoolctl")
+
+    def blas_threads() -> list[int]:
+        import numpy  # noqa: F401 - loads the BLAS the pools are counted for
+        from threadpoolctl import threadpool_info
+
+        return [pool["num_threads"] for pool in threadpool_info()]
+
+    many = {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": many}):
+        client, local = cluster._connect(1, None)
+    try:
+        found = client.run(blas_threads)
+    finally:
+        client.close()
+        local.close()
+    pools = [n for threads in found.values() for n in threads]
+    assert pools and set(pools) == {1}
+
+
 def test_a_sweep_on_a_running_cluster_equals_the_one_in_process(world, by_type, tmp_path):
     """--scheduler: the workers of a cluster started elsewhere (here a scheduler and one
     worker process the test starts) load the model from the spec and give the same bits."""
@@ -142,7 +168,7 @@ def test_a_resumed_sweep_equals_an_uninterrupted_one(world, by_type, tmp_path,
                                                     interrupt_after):
     reference, in_process = by_type
     out = tmp_path / "r.parquet"
-    restore = interrupt_after(sweep_module, "pass_partial", 3)
+    restore = interrupt_after(sweep_tasks, "pass_partial", 3)
     with pytest.raises(cluster.Interrupted, match="3 of .* are saved"):
         _sweep(world, out, by="type")
     assert not out.exists() and (tmp_path / "r.parquet.parts").is_dir()

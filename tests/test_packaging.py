@@ -24,6 +24,18 @@ PACKAGING = ROOT / "packaging"
 APP_ID = "org.flyviz.flyviz"
 
 
+def test_every_package_of_the_source_tree_is_listed_for_the_wheel():
+    """pyproject.toml lists the packages by name: a new one (a module split into a package)
+    left out of the list would be missing from the wheel and fail to import there."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+                 ["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(ROOT).parts)
+             for init in (ROOT / "flyviz").rglob("__init__.py")}
+    assert found - listed == set()
+
+
 def test_metainfo_names_this_version_and_the_desktop_file():
     tree = ET.parse(PACKAGING / "linux" / f"{APP_ID}.metainfo.xml")
     root = tree.getroot()

@@ -45,7 +45,6 @@ the Parquet schema metadata key ``flyviz_patch``. :class:`CausalTrace` reads it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -53,11 +52,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flyviz.analysis import cluster
+from flyviz.analysis import cluster, runs
 from flyviz.analysis.causal_file import (COLUMNS, FORMAT, FORMAT_VERSION, METRICS, CausalTrace,
                                          TraceCell, TraceError, open_causal_trace, write_trace)
-from flyviz.analysis.sweep import (BY_LABELS, Group, _engine, check_output, groups_digest,
-                                   release_engines)
+from flyviz.analysis.sweep.groups import Group, groups_digest
+from flyviz.analysis.sweep.tasks import _engine, release_engines
+from flyviz.analysis.table_file import check_output
 from flyviz.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -197,6 +197,11 @@ class TraceTask:
         ``(cells, 2)`` corrupted positions ``[lo, hi)`` each cell restores.
     steps
         Positions the corrupted prompt is run for.
+    width
+        Columns of the engine the task runs on: the plan's widest task, so that
+        a narrower last task reuses the engine its worker laid out for the
+        others (laying out a full-size graph costs about a second of CPU per
+        width) and leaves the spare columns untouched; 0: one per cell.
     """
 
     index: int
@@ -205,6 +210,7 @@ class TraceTask:
     offsets: np.ndarray
     windows: np.ndarray
     steps: int
+    width: int = 0
 
     @property
     def n_tokens(self) -> int:
@@ -218,10 +224,12 @@ class TraceTask:
 
 def plan_tasks(groups: list[Group], positions: tuple[int, int], prompts: TracePrompts,
                settings: TraceSettings) -> list[TraceTask]:
-    """The tasks: cells in order (positions, then groups), ``settings.streams`` per task."""
+    """The tasks: cells in order (positions, then groups), ``settings.streams`` per task,
+    each run on an engine as wide as the widest."""
     lo, hi = positions
     cover_hi = prompts.covered[1]
     count = (hi - lo) * len(groups)
+    width = min(settings.streams, count)
     tasks = []
     for index, start in enumerate(range(0, count, settings.streams)):
         cells = np.arange(start, min(count, start + settings.streams), dtype=np.int64)
@@ -232,7 +240,7 @@ def plan_tasks(groups: list[Group], positions: tuple[int, int], prompts: TracePr
             index=index, cells=cells,
             neurons=np.concatenate([g.neurons for g in members]).astype(np.int32),
             offsets=np.concatenate([[0], np.cumsum([g.size for g in members])]).astype(np.int64),
-            windows=windows.astype(np.int64), steps=len(prompts.corrupt)))
+            windows=windows.astype(np.int64), steps=len(prompts.corrupt), width=width))
     return tasks
 
 
@@ -271,7 +279,8 @@ def trace_partial(ckpt: "Checkpoint", settings: TraceSettings, prompts: TracePro
     groups = task.groups()
     k = len(groups)
     source = _clean_states(ckpt, prompts.clean, settings.kernel)
-    engine = _engine(ckpt, k, settings)  # type: ignore[arg-type]  # kernel and threads suffice
+    # _engine reads only the kernel and threads of the settings (hence the ignore).
+    engine = _engine(ckpt, max(k, task.width), settings)  # type: ignore[arg-type]
     hooks = PatchHooks(ckpt.config.neurons, engine.columns, source, groups, np.arange(k),
                        task.windows, prompts.shift)
     engine.hooks = hooks
@@ -287,7 +296,7 @@ def trace_partial(ckpt: "Checkpoint", settings: TraceSettings, prompts: TracePro
     finally:
         engine.hooks = None
     assert logits is not None
-    p_answer, logit_diff = _measures(logits, prompts.answer, prompts.versus)
+    p_answer, logit_diff = _measures(logits[:k], prompts.answer, prompts.versus)
     return {"cell": np.asarray(task.cells, dtype=np.int64), "p_answer": p_answer,
             "logit_diff": logit_diff}
 
@@ -392,13 +401,17 @@ def _rows(partial: cluster.Partial, groups: list[Group], positions: tuple[int, i
 
 def _store_key(identity: dict[str, Any], prompts: TracePrompts, groups: list[Group],
                positions: tuple[int, int], settings: TraceSettings, tasks: int) -> dict[str, Any]:
-    return {"format": FORMAT,
-            "model": {"weights_sha256": identity["weights_sha256"],
-                      "graph_sha256": identity["graph_sha256"]},
+    return {"format": FORMAT, "model": runs.model_key(identity),
             "prompts": {"clean": list(prompts.clean), "corrupt": list(prompts.corrupt),
                         "answer": prompts.answer, "shift": prompts.shift},
             "groups": groups_digest(groups), "positions": list(positions),
             "settings": settings.run_key(), "tasks": tasks}
+
+
+def _release() -> None:
+    """Close what an in-process trace kept: the engines and the clean runs' states."""
+    release_engines()
+    _CLEAN.clear()
 
 
 def run_causal_trace(spec: str, ckpt: "Checkpoint", clean: str, corrupt: str, answer: str,
@@ -467,28 +480,18 @@ def run_causal_trace(spec: str, ckpt: "Checkpoint", clean: str, corrupt: str, an
             f"{settings.streams}; p(answer) clean {refs.p_clean:.4f}, corrupted {refs.p_corrupt:.4f}")
     shipped = {"clean": list(prompts.clean), "corrupt": list(prompts.corrupt),
                "answer": prompts.answer, "shift": prompts.shift, "versus": prompts.versus}
-    args = (spec, None if dataset is None else str(dataset), identity["weights_sha256"],
-            asdict(settings), shipped)
-    function: Callable[..., cluster.Partial] = trace_task
-    if workers == 0 and scheduler is None:
-        # In this process the model is at hand: no worker needs to load it from its spec.
-        def function(*_args: Any) -> cluster.Partial:
-            return trace_partial(ckpt, settings, prompts, _args[-1])
-    try:
-        result = cluster.run_tree(function, args, tasks, merge_partials, workers=workers,
-                                  scheduler=scheduler, store=store, resume=resume,
-                                  progress=progress)
-    finally:
-        if workers == 0 and scheduler is None:
-            release_engines()
-            _CLEAN.clear()
+    result = runs.run_tasks(trace_task, tasks, merge_partials, spec=spec, dataset=dataset,
+                            identity=identity, settings=settings, extra=(shipped,),
+                            # In this process the model is at hand: nothing loads it from spec.
+                            in_process=lambda task: trace_partial(ckpt, settings, prompts, task),
+                            release=_release, workers=workers, scheduler=scheduler,
+                            store=store, resume=resume, progress=progress)
     labels = [display_token(tokenizer.token_text(i)) if p else "<s>"
               for p, i in enumerate(prompts.corrupt)]
     rows = _rows(result.partial, groups, span, refs, labels, settings, prompts.covered[1])
     info = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "by": str(by) if str(by) in BY_LABELS else "file",
-        **({"groups_file": Path(by).name} if by and str(by) not in BY_LABELS else {}),
+        **runs.groups_info(by),
         "groups": [g.name for g in groups], "positions": list(span),
         "clean": clean, "corrupt": corrupt, "answer": answer, "align": align,
         "clean_ids": list(prompts.clean), "corrupt_ids": list(prompts.corrupt),
@@ -496,9 +499,7 @@ def run_causal_trace(spec: str, ckpt: "Checkpoint", clean: str, corrupt: str, an
         "versus": tokenizer.token_text(refs.versus), "shift": prompts.shift,
         "tokens": labels,
         "references": asdict(refs),
-        "model": {k: v for k, v in identity.items() if k != "dataset"},
-        "settings": settings.run_key(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **runs.model_info(identity, settings),
     }
     write_trace(out, rows, info, kind)
     store.remove()

@@ -5,8 +5,6 @@ See :mod:`flyviz.analysis.causal` for what a cell is and how the file is made.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from flyviz.analysis.sweep import _pyarrow, result_format
+from flyviz.analysis.table_file import result_format, write_table_file
 from flyviz.errors import FlyvizError, InputError
 
 FORMAT = "flyviz-patch"
@@ -55,34 +53,14 @@ class TraceCell:
 def write_trace(out: Path, rows: list[TraceCell], info: dict[str, Any],
                 kind: str | None = None) -> None:
     """Write the cells and ``info`` as CSV or Parquet (see the module documentation)."""
-    import os
+    write_table_file(out, {c: [getattr(r, c) for r in rows] for c in COLUMNS}, info,
+                     kind or result_format(out), csv_prefix=CSV_PREFIX, parquet_key=PARQUET_KEY,
+                     what="causal trace", types=_ARROW_TYPES)
 
-    kind = kind or result_format(out)
-    tmp = out.with_name(out.name + ".writing")
-    meta = json.dumps(info, sort_keys=True, separators=(",", ":"))
-    try:
-        if kind == "csv":
-            with open(tmp, "w", encoding="utf-8", newline="") as handle:
-                handle.write(CSV_PREFIX + meta + "\n")
-                writer = csv.writer(handle, lineterminator="\n")
-                writer.writerow(COLUMNS)
-                for row in rows:
-                    writer.writerow([repr(v) if isinstance(v, float) else v
-                                     for v in (getattr(row, c) for c in COLUMNS)])
-        else:
-            pa = _pyarrow("writing a Parquet causal trace")
-            import pyarrow.parquet as pq
 
-            types = {"position": pa.int32(), "token": pa.string(), "group": pa.string(),
-                     "query": pa.string(), "neurons": pa.int64(), "window": pa.int32()}
-            table = pa.table({c: pa.array([getattr(r, c) for r in rows],
-                                           type=types.get(c, pa.float64())) for c in COLUMNS})
-            table = table.replace_schema_metadata({PARQUET_KEY: meta.encode("utf-8")})
-            pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
+#: The Arrow types of a causal trace's columns that are not float64.
+_ARROW_TYPES = {"position": "int32", "token": "string", "group": "string", "query": "string",
+                "neurons": "int64", "window": "int32"}
 
 
 class CausalTrace:

@@ -59,9 +59,6 @@ Beside it ``RESULT.neurons.csv`` (or ``.parquet``): one row per neuron
 and ``RESULT.zarr``: an xarray Dataset with ``delta_ce_est[neuron]`` and the
 neurons' labels as coordinates (texts as integer codes, read back with
 :func:`flyviz.record.convert.open_zarr`).
-
-(A little over 700 lines: the estimate, its run and its three files are read
-together, and each part is short.)
 """
 
 from __future__ import annotations
@@ -71,7 +68,6 @@ import json
 import math
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -80,10 +76,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flyviz.analysis import cluster
+from flyviz.analysis import cluster, runs
 from flyviz.analysis.corpus import DEFAULT_CONTEXT, Corpus, CorpusChunk
-from flyviz.analysis.sweep import (BY_LABELS, FORMAT, FORMAT_VERSION, LOG_FLOOR, Group,
+from flyviz.analysis.sweep import (FORMAT, FORMAT_VERSION, LOG_FLOOR, Group,
                                    GroupResult, check_output, write_result)
+from flyviz.analysis.table_file import write_table_file
 from flyviz.errors import InputError, MissingDependencyError
 from flyviz.model.kernels import ENV_VAR
 
@@ -495,9 +492,8 @@ def companion_paths(out: Path) -> dict[str, Path]:
 
 def _store_key(identity: dict[str, Any], corpus: Corpus, settings: ImportanceSettings,
                tasks: int) -> dict[str, Any]:
-    model = {"weights_sha256": identity["weights_sha256"], "graph_sha256": identity["graph_sha256"]}
-    return {"format": "flyviz-importance", "model": model, "text": corpus.digest(),
-            "settings": settings.run_key(), "tasks": tasks}
+    return {"format": "flyviz-importance", "model": runs.model_key(identity),
+            "text": corpus.digest(), "settings": settings.run_key(), "tasks": tasks}
 
 
 def _require_xarray() -> None:
@@ -566,25 +562,14 @@ def run_importance(spec: str | None, ckpt: "Checkpoint", corpus: Corpus, groups:
         log(f"estimating {ckpt.config.neurons:,} single-neuron lesions over "
             f"{corpus.counted_tokens:,} positions ({corpus.n_windows:,} windows); "
             f"{len(chunks):,} tasks")
-    in_process = workers == 0 and scheduler is None
-    if spec is None and not in_process:
+    if spec is None and not runs.in_this_process(workers, scheduler):
         raise InputError("running on Dask workers needs a model spec they can load (a folder "
                          "or 'demo'); give one, or use workers=0")
-    function: Callable[..., cluster.Partial]
-    args: tuple[Any, ...]
-    if in_process:
-        function, args = _InProcess(ckpt, settings, engines), ()
-    else:
-        function = importance_task
-        args = (spec, None if dataset is None else str(dataset), identity["weights_sha256"],
-                asdict(settings))
-    try:
-        result = cluster.run_tree(function, args, chunks, merge_partials,
-                                  workers=workers, scheduler=scheduler, store=store,
-                                  resume=resume, progress=progress)
-    finally:
-        if workers == 0 and scheduler is None:
-            release_engines()
+    result = runs.run_tasks(importance_task, chunks, merge_partials, spec=spec, dataset=dataset,
+                            identity=identity, settings=settings,
+                            in_process=_InProcess(ckpt, settings, engines),
+                            release=release_engines, workers=workers, scheduler=scheduler,
+                            store=store, resume=resume, progress=progress)
     partial = result.partial
     positions = int(partial["positions"][0])
     if int(partial["chunks"][0]) != len(chunks):
@@ -594,16 +579,9 @@ def run_importance(spec: str | None, ckpt: "Checkpoint", corpus: Corpus, groups:
     rows = estimate_rows(estimate, groups, baseline, positions)
     info: dict[str, Any] = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "estimate": True, "method": METHOD,
-        "by": str(by) if str(by) in BY_LABELS else "file",
-        **({"groups_file": Path(by).name} if by and str(by) not in BY_LABELS else {}),
-        "mode": "silence", "groups": len(groups), "baseline_cross_entropy": baseline,
-        "model": {k: v for k, v in identity.items() if k != "dataset"},
-        "settings": settings.run_key(),
-        "text": {"tokens": corpus.n_tokens, "positions": positions, "windows": corpus.n_windows,
-                 "documents": corpus.n_documents, "context": corpus.context,
-                 "sources": [Path(s).name for s in corpus.sources[:1000]],
-                 "sha256": corpus.digest()},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **runs.groups_info(by), "mode": "silence", "groups": len(groups),
+        "baseline_cross_entropy": baseline, "text": runs.text_info(corpus, positions),
+        **runs.model_info(identity, settings),
     }
     if exact is not None and rows:
         info["agreement"] = agreement(exact, rows).to_dict()
@@ -635,30 +613,9 @@ def neuron_columns(ckpt: "Checkpoint", estimate: np.ndarray) -> dict[str, np.nda
 def write_neuron_table(path: Path, ckpt: "Checkpoint", estimate: np.ndarray,
                        info: dict[str, Any], kind: str) -> None:
     """Write the per-neuron table as CSV (metadata on the first line) or Parquet."""
-    table = neuron_columns(ckpt, estimate)
-    meta = json.dumps(info, sort_keys=True, separators=(",", ":"))
-    tmp = path.with_name(path.name + ".writing")
-    try:
-        if kind == "csv":
-            with open(tmp, "w", encoding="utf-8", newline="") as handle:
-                handle.write(NEURONS_CSV_PREFIX + meta + "\n")
-                writer = csv.writer(handle, lineterminator="\n")
-                names = list(table)
-                writer.writerow(names)
-                columns = [table[n].tolist() for n in names]
-                for row in zip(*columns):
-                    writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
-        else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            arrow = pa.table({k: pa.array(v) for k, v in table.items()})
-            arrow = arrow.replace_schema_metadata({NEURONS_PARQUET_KEY: meta.encode("utf-8")})
-            pq.write_table(arrow, tmp)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    write_table_file(path, neuron_columns(ckpt, estimate), info, kind,
+                     csv_prefix=NEURONS_CSV_PREFIX, parquet_key=NEURONS_PARQUET_KEY,
+                     what="per-neuron estimate")
 
 
 def to_xarray(ckpt: "Checkpoint", estimate: np.ndarray, info: dict[str, Any] | None = None

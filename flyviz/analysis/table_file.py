@@ -1,6 +1,7 @@
-"""Reading the result tables flyviz writes: a JSON metadata line (CSV) or key (Parquet), then rows.
+"""The result tables flyviz writes: a JSON metadata line (CSV) or key (Parquet), then rows.
 
-Lesion maps, estimated lesions and causal traces share the file format: a CSV
+Lesion maps, estimated lesions (and their per-neuron tables) and causal traces share the
+file format, written by :func:`write_table_file` and read by :func:`read_table_file`: a CSV
 whose first line is ``PREFIX {json}`` followed by a header and rows, or a
 Parquet table whose schema metadata holds the JSON under a key. Every way such
 a file can be unreadable is one line of the caller's error class.
@@ -11,9 +12,57 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from flyviz.errors import InputError, MissingDependencyError
+
+CSV_SUFFIXES = (".csv",)
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def result_format(out: Path) -> str:
+    """``"csv"`` or ``"parquet"`` by the extension of ``out``.
+
+    Raises
+    ------
+    InputError
+        For any other extension.
+    """
+    suffix = out.suffix.lower()
+    if suffix in CSV_SUFFIXES:
+        return "csv"
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    raise InputError(f"--out {out}: give a file name ending in .csv or .parquet, e.g. "
+                     "lesions.csv")
+
+
+def check_output(out: Path) -> str:
+    """Refuse an output path that cannot be written; return its format."""
+    kind = result_format(out)
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; give a file name ending in .{kind}")
+    if not out.parent.is_dir():
+        raise InputError(f"--out {out}: the folder {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK):
+        raise InputError(f"--out {out}: the folder {out.parent} is not writable")
+    if kind == "parquet":
+        _pyarrow("writing a Parquet lesion map")
+    return kind
+
+
+def _pyarrow(feature: str):
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError.for_feature(feature, "pyarrow", "atlas") from None
+    return pyarrow
+
+
 
 
 def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: bytes,
@@ -48,8 +97,6 @@ def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: byte
         except ValueError:
             raise damaged("its metadata line is not JSON") from None
         return info, list(csv.DictReader(io.StringIO(rest)))
-    from flyviz.analysis.sweep import _pyarrow
-
     _pyarrow(f"reading a Parquet {what.removeprefix('flyviz ')}")
     import pyarrow.parquet as pq
 
@@ -66,3 +113,59 @@ def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: byte
     except ValueError:
         raise damaged("its metadata is not JSON") from None
     return info, table.to_pylist()
+
+
+def write_table_file(out: Path, columns: Mapping[str, Any], info: dict[str, Any], kind: str, *,
+                     csv_prefix: str, parquet_key: bytes, what: str,
+                     types: Mapping[str, str] | None = None, default_type: str = "float64"
+                     ) -> None:
+    """Write a result table and its metadata as CSV or Parquet (what :func:`read_table_file`
+    reads), through a temporary file beside ``out`` so that no half-written file is left.
+
+    Parameters
+    ----------
+    out, kind
+        The file and its format (``"csv"`` or ``"parquet"``).
+    columns
+        Column name to its values (a list or a NumPy array; all the same length), in order.
+    info
+        The metadata: one JSON object (keys sorted), the CSV's first line after
+        ``csv_prefix`` or the Parquet schema metadata under ``parquet_key``.
+    what
+        What the file is, for the message when pyarrow is missing (``"lesion map"``).
+    types
+        Parquet: the Arrow type of each named column (``"int32"``, ``"string"``, ...),
+        ``default_type`` for the others; ``None``: the types of the values.
+
+    Raises
+    ------
+    InputError
+        One line when the file cannot be written.
+    """
+    tmp = out.with_name(out.name + ".writing")
+    meta = json.dumps(info, sort_keys=True, separators=(",", ":"))
+    try:
+        if kind == "csv":
+            with open(tmp, "w", encoding="utf-8", newline="") as handle:
+                handle.write(csv_prefix + meta + "\n")
+                writer = csv.writer(handle, lineterminator="\n")
+                writer.writerow(list(columns))
+                values = [v.tolist() if hasattr(v, "tolist") else v for v in columns.values()]
+                for row in zip(*values):
+                    # repr: the shortest text that reads back as the same float.
+                    writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
+        else:
+            pa = _pyarrow(f"writing a Parquet {what}")
+            import pyarrow.parquet as pq
+
+            if types is None:
+                arrays = {name: pa.array(v) for name, v in columns.items()}
+            else:
+                arrays = {name: pa.array(v, type=getattr(pa, types.get(name, default_type))())
+                          for name, v in columns.items()}
+            table = pa.table(arrays).replace_schema_metadata({parquet_key: meta.encode("utf-8")})
+            pq.write_table(table, tmp)
+        os.replace(tmp, out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None

@@ -42,8 +42,9 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QFontMetrics
+from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QVBoxLayout, QWidget)
+                               QProgressBar, QPushButton, QScrollBar, QVBoxLayout, QWidget)
 
 from flyviz.app.background import CancellableProgress, Cancelled
 from flyviz.model.errors import FlyvizError, InputError
@@ -69,9 +70,13 @@ BY_CHOICES = (("superclass", "Superclass"), ("type", "Cell type"), ("side", "Sid
 MEASURES = (("p_answer", "p_normalised", "p(answer)"),
             ("logit_diff", "logit_diff_normalised", "logit difference"))
 
-#: Pixels per heatmap row (the token labels' height), and the most the heatmap grows to.
+#: Pixels per heatmap row the heatmap asks for, and the most it asks for in all.
 ROW_PIXELS = 20
 MAX_HEIGHT = 900
+
+#: The heatmap's least height: it fits the dock's viewport at the default layout of a
+#: 1280x800 window (the rows beyond its height are scrolled to inside the plot).
+MIN_HEIGHT = 150
 
 #: Group names listed under the heatmap up to this many columns (beyond: hover names them).
 LISTED_GROUPS = 40
@@ -184,6 +189,11 @@ class _CellImage(pg.ImageItem):
 class Heatmap(pg.GraphicsLayoutWidget):
     """Positions as rows (token labels), groups as columns, one colour per cell.
 
+    Every row shown is at least a token label tall (:meth:`row_pixels`), so each
+    shown row's label is drawn and read. When the plot is too short for all the
+    positions it shows a window of consecutive rows: :attr:`rows_bar` (beside the
+    heatmap, shown only then) and the mouse wheel over the heatmap move it.
+
     Signals
     -------
     cell_clicked(row, column)
@@ -194,7 +204,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setMinimumHeight(220)
+        self.setMinimumHeight(MIN_HEIGHT)
         self.plot = self.addPlot()
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
@@ -211,6 +221,15 @@ class Heatmap(pg.GraphicsLayoutWidget):
                                    interactive=False, width=12)
         self.addItem(self.bar, row=0, col=1)
         self.values: np.ndarray | None = None
+        #: The first row shown, and how many rows are shown.
+        self.first_row = 0
+        self.shown_rows = 0
+        #: Moves the window of rows when not all fit; the panel lays it out beside the heatmap.
+        self.rows_bar = QScrollBar(Qt.Orientation.Vertical)
+        self.rows_bar.setToolTip("More positions: scroll the rows (or the wheel over them)")
+        self.rows_bar.setVisible(False)
+        self.rows_bar.valueChanged.connect(self.show_rows_from)
+        self.plot.getViewBox().sigResized.connect(lambda _vb: self._fit_rows())
         self.set_grid(None)
 
     def set_grid(self, values: np.ndarray | None, rows: list[str] | None = None,
@@ -219,9 +238,12 @@ class Heatmap(pg.GraphicsLayoutWidget):
         as 0), rows and columns labelled."""
         self.values = None if values is None else np.asarray(values, dtype=np.float64)
         if self.values is None or self.values.size == 0:
+            self.values = None
             self.image.clear()
             self.plot.getAxis("left").setTicks([[]])
             self.plot.getAxis("bottom").setTicks([[]])
+            self.setMinimumHeight(MIN_HEIGHT)
+            self._fit_rows()
             return
         shown = np.nan_to_num(np.clip(self.values, 0.0, 1.0), nan=0.0)
         # The colours are looked up here (the colour of value v is entry round(255 v)), and
@@ -231,9 +253,7 @@ class Heatmap(pg.GraphicsLayoutWidget):
                             autoLevels=False)
         n_rows, n_columns = shown.shape
         self.image.setRect(0, 0, n_columns, n_rows)
-        # Every row's token stays readable: the heatmap grows with the rows (the dock
-        # scrolls), and the columns are numbered (the names are listed below and on hover).
-        self.setMinimumHeight(int(min(MAX_HEIGHT, max(200, ROW_PIXELS * n_rows + 70))))
+        # The columns are numbered (the names are listed below and on hover).
         every = max(1, int(np.ceil(n_columns * 22 / max(100, self.width() - 120))))
         left = self.plot.getAxis("left")
         left.setTicks([[(r + 0.5, text) for r, text in enumerate(rows or [])]])
@@ -243,13 +263,78 @@ class Heatmap(pg.GraphicsLayoutWidget):
         left.setWidth(max([metrics.horizontalAdvance(t) for t in rows or []] + [20]) + 16)
         self.plot.getAxis("bottom").setTicks(
             [[(c + 0.5, str(c + 1)) for c in range(n_columns) if c % every == 0]])
-        self.plot.setRange(xRange=(0, n_columns), yRange=(0, n_rows), padding=0)
+        self.first_row = 0
+        self.updateGeometry()               # the size hint follows the rows
+        self._fit_rows()
+
+    # ------------------------------------------------------------ the window of rows
+    @property
+    def n_rows(self) -> int:
+        """The rows (positions) of the grid shown; 0 without one."""
+        return 0 if self.values is None else int(self.values.shape[0])
+
+    def row_pixels(self) -> int:
+        """The least height of a shown row: a token label's."""
+        left = self.plot.getAxis("left")
+        return max(12, QFontMetrics(left.style.get("tickFont") or self.font()).height())
+
+    def rows_that_fit(self) -> int:
+        """How many rows the plot's height shows at :meth:`row_pixels` or more each."""
+        height = self.plot.getViewBox().height()
+        return max(1, int(height // self.row_pixels()))
+
+    def _fit_rows(self) -> None:
+        """Show every row if they fit, else a window of them and the scroll bar."""
+        rows = self.n_rows
+        fit = self.rows_that_fit() if rows else 0
+        shown = min(rows, fit)
+        bar = self.rows_bar
+        bar.blockSignals(True)
+        bar.setRange(0, max(0, rows - shown))
+        bar.setPageStep(max(1, shown))
+        bar.setSingleStep(1)
+        bar.blockSignals(False)
+        bar.setVisible(rows > shown)
+        self.shown_rows = shown
+        self.show_rows_from(self.first_row)
+
+    def show_rows_from(self, first: int) -> None:
+        """Show the window of rows that starts at row ``first`` (kept within the grid)."""
+        rows = self.n_rows
+        if rows == 0:
+            self.first_row = 0
+            return
+        first = int(max(0, min(first, rows - self.shown_rows)))
+        self.first_row = first
+        if self.rows_bar.value() != first:
+            self.rows_bar.setValue(first)       # comes back here with the same row
+        n_columns = 0 if self.values is None else self.values.shape[1]
+        self.plot.setRange(xRange=(0, n_columns), yRange=(first, first + self.shown_rows),
+                           padding=0)
         # The view's transform follows at the next paint; clicks and cell_centre need it now.
         self.plot.getViewBox().updateMatrix()
 
+    def show_row(self, row: int) -> None:
+        """Scroll the rows (if they do not all fit) so that ``row`` is shown."""
+        if row < self.first_row:
+            self.show_rows_from(row)
+        elif row >= self.first_row + self.shown_rows:
+            self.show_rows_from(row - self.shown_rows + 1)
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - Qt API
+        # The wheel moves the rows when some are out of sight; else it scrolls the dock.
+        steps = event.angleDelta().y() / 120
+        if self.rows_bar.isVisible() and steps:
+            self.show_rows_from(self.first_row - int(np.sign(steps) * max(1, abs(steps))))
+            event.accept()
+        else:
+            event.ignore()
+
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
-        # In the dock's scroll area the heatmap takes this height, and the labels theirs.
-        return QSize(320, 280)
+        # Room for every row's label when the dock has it (the axes take about 70 px).
+        rows = self.n_rows
+        height = 280 if rows == 0 else int(min(MAX_HEIGHT, ROW_PIXELS * rows + 70))
+        return QSize(320, max(MIN_HEIGHT, height))
 
     def cell_centre(self, row: int, column: int) -> QPointF:
         """Where cell (row, column) is drawn, in this widget's coordinates."""
@@ -324,7 +409,11 @@ class PatchingPanel(QWidget):
         self.message.setWordWrap(True)
         layout.addWidget(self.message)
         self.heatmap = Heatmap()
-        layout.addWidget(self.heatmap, 1)
+        heatmap_row = QHBoxLayout()
+        heatmap_row.setSpacing(2)
+        heatmap_row.addWidget(self.heatmap, 1)
+        heatmap_row.addWidget(self.heatmap.rows_bar)
+        layout.addLayout(heatmap_row, 1)
         self.ends = QLabel("")
         self.ends.setObjectName("hint")
         self.ends.setWordWrap(True)
@@ -392,9 +481,12 @@ class PatchingFeature(QObject):
         #: Set while a trace's thread runs.
         self.running = threading.Event()
         self.panel = PatchingPanel()
+        # A tab of the left column: the column's full height gives the heatmap's rows room
+        # (beside the text the form alone filled a laptop's dock), and the Text dock stays
+        # in sight for the comparison a cell's click runs.
         self.dock = host.add_dock("patching", "Patching", self.panel,
-                                  Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
-        host.tabify_dock("text", self.dock)
+                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        host.tabify_dock("controls", self.dock)
         p = self.panel
         p.trace_requested.connect(lambda: self.run_trace())
         p.cancel_requested.connect(self.cancel)

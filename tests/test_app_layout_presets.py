@@ -59,6 +59,9 @@ def test_each_preset_shows_the_docks_it_says_and_default_brings_the_default_back
         assert docks[key].height() >= 0.25 * win.height(), key
         assert docks[key].width() >= 0.4 * win.width(), key
     assert docks["graph"].height() >= 0.5 * win.height()
+    # The trajectory behind the cell types; Patching keeps the left column's height.
+    assert docks["trajectory"] in win.tabifiedDockWidgets(docks["cell_types"])
+    assert win.dockWidgetArea(docks["patching"]) == Qt.DockWidgetArea.LeftDockWidgetArea
     assert win.brain.height() < brain.height()
     assert in_front(docks["text"])                    # the run is still read
     assert all(not docks[k].isHidden() for k in default if default[k][0])

@@ -7,8 +7,10 @@ import threading
 import numpy as np
 import pytest
 from app_conftest import app_checkpoint, window  # noqa: F401
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QImage, QPainter, QWheelEvent
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 
 from flyviz.analysis.sweep import sweep_groups
 from flyviz.app.patching_panel import heatmap_colours
@@ -207,3 +209,73 @@ def test_a_cell_click_lights_its_group_in_the_brain(window, qtbot, app_checkpoin
         assert disc_max(after, xy[neuron]) >= 0.9 * disc_max(before, xy[neuron])
     for neuron in dark:
         assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])
+
+
+def _standalone_heatmap(qtbot, rows: int, height: int):
+    from flyviz.app.patching_heatmap import Heatmap
+
+    heatmap = Heatmap()
+    bar = heatmap.rows_bar
+    holder = QWidget()
+    layout = QHBoxLayout(holder)
+    layout.addWidget(heatmap, 1)
+    layout.addWidget(bar)
+    qtbot.addWidget(holder)
+    holder.resize(360, height)
+    holder.show()
+    qtbot.waitExposed(holder)
+    values = np.linspace(0.0, 1.0, rows * 3).reshape(rows, 3)
+    heatmap.set_grid(values, [f"{r} tok{r}" for r in range(rows)], ["a", "b", "c"])
+    QApplication.processEvents()
+    return heatmap, values, holder
+
+
+def _shown_row_labels(heatmap) -> list[str]:
+    """The row labels the left axis draws now, top to bottom."""
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        _axis, _ticks, texts = heatmap.plot.getAxis("left").generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [text for rect, _flags, text in sorted(texts, key=lambda t: t[0].top()) if text]
+
+
+@pytest.mark.parametrize("rows", [6, 60])
+def test_the_heatmap_shows_every_row_it_has_room_for_each_labelled(qtbot, rows):
+    """Rows are never thinner than a label: in a 320 px heatmap 6 rows are all shown (no
+    scroll bar), 60 are a window of consecutive rows, each with its label drawn, that the
+    scroll bar, the wheel and show_row move; the cells shown keep their colours."""
+    heatmap, values, _holder = _standalone_heatmap(qtbot, rows, 320)
+    row_height = heatmap.plot.getViewBox().height() / heatmap.shown_rows
+    assert row_height >= heatmap.row_pixels()
+    labels = _shown_row_labels(heatmap)
+    assert labels == [f"{r} tok{r}" for r in range(heatmap.first_row,
+                                                    heatmap.first_row + heatmap.shown_rows)]
+    if rows == 6:
+        assert heatmap.shown_rows == 6 and not heatmap.rows_bar.isVisible()
+        return
+    assert 4 <= heatmap.shown_rows < rows and heatmap.rows_bar.isVisible()
+    assert heatmap.rows_bar.maximum() == rows - heatmap.shown_rows
+    # The wheel moves the window down by rows (and not past the last row).
+    QTest.qWait(10)
+    for _ in range(3):
+        wheel = QWheelEvent(QPointF(50, 50), QPointF(heatmap.mapToGlobal(QPoint(50, 50))),
+                            QPoint(0, 0), QPoint(0, -120), Qt.MouseButton.NoButton,
+                            Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+        QApplication.sendEvent(heatmap.viewport(), wheel)
+    assert heatmap.first_row == 3 and heatmap.rows_bar.value() == 3
+    heatmap.rows_bar.setValue(rows)                      # the bar's end: the last rows
+    assert heatmap.first_row == rows - heatmap.shown_rows
+    heatmap.show_row(1)
+    assert heatmap.first_row == 1
+    assert _shown_row_labels(heatmap)[0] == "1 tok1"
+    heatmap.repaint()
+    colours = heatmap_colours()
+    view = heatmap.viewport().rect()
+    for row in (1, heatmap.first_row + heatmap.shown_rows - 1):
+        for column in range(3):
+            point = heatmap.cell_centre(row, column)
+            assert view.contains(point.toPoint())
+            want = colours[int(round(values[row, column] * 255))].astype(np.float64)
+            assert np.abs(_pixel(heatmap, point) - want).max() <= TOLERANCE, (row, column)

@@ -80,7 +80,11 @@ def clipped_controls(key: str, dock: QDockWidget) -> list[str]:
     for widget in controls(dock):
         area = scroll_area_of(widget, dock)
         if area is not None:
-            area.ensureWidgetVisible(widget, 0, 0)
+            # Scrolled to by its rectangle (ensureWidgetVisible goes by a plot's input cursor
+            # rectangle, a point at its top, and would leave a plot below the fold unscrolled).
+            corner = widget.mapTo(area.widget(), QPoint(0, 0))
+            half_w, half_h = widget.width() // 2, widget.height() // 2
+            area.ensureVisible(corner.x() + half_w, corner.y() + half_h, half_w, half_h)
             QApplication.processEvents()
             port = area.viewport()
             rect = QRect(widget.mapTo(port, QPoint(0, 0)), widget.size())

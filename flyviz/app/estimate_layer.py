@@ -380,6 +380,8 @@ class EstimateSection(QWidget):
         layout.setContentsMargins(0, 4, 0, 4)
         heading = QLabel("<b>Every neuron, estimated</b> (first order, beside the exact "
                          "groups)")
+        # Wrapped: unwrapped, the heading alone set the width of the column the dock is in.
+        heading.setWordWrap(True)
         layout.addWidget(heading)
         self.agreement = QLabel("")
         self.agreement.setWordWrap(True)

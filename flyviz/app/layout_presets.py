@@ -42,9 +42,11 @@ PRESETS: dict[str, tuple[str, str]] = {
 }
 
 #: The docks the presets place by name; any other dock is placed as the module says.
+#: (Patching keeps its default place in Analysis: a tab of the left column, whose full
+#: height its heatmap's rows need.)
 KNOWN_DOCKS = frozenset({"text", "topk", "model", "controls", "inspector", "raster", "traces",
                          "atlas", "lesions", "interventions", "population", "cell_types", "why",
-                         "graph"})
+                         "graph", "trajectory", "patching"})
 
 #: Docks left visible (and large) in Presentation.
 PRESENTATION_DOCKS = ("text", "topk")
@@ -162,11 +164,12 @@ class LayoutPresets(QObject):
         self._split_row(("raster", "traces"), 0.45)
 
     def _analysis(self) -> None:
-        """Whole brain over cell types under the brain; the text over the graph on the right."""
+        """Whole brain over cell types (trajectory and traces behind) under the brain; the
+        text over the graph on the right."""
         window, docks = self.window, self.docks
         window.setCorner(Qt.Corner.BottomRightCorner, Area.RightDockWidgetArea)
         # The middle column under the brain: (dock in front, docks in tabs behind it).
-        middle = [("population", ["raster"]), ("cell_types", ["traces"])]
+        middle = [("population", ["raster"]), ("cell_types", ["traces", "trajectory"])]
         stacks = [[docks[k] for k in (front, *behind) if k in docks] for front, behind in middle]
         stacks = [stack for stack in stacks if stack]
         unknown = [docks[k] for k in self._unknown()]

@@ -8,7 +8,8 @@ probability of the clean answer (" She") says how much that group at that
 position carried (:mod:`flyviz.analysis.causal`, ``flyviz patch``,
 :func:`flyviz.causal_trace`).
 
-In the dock:
+In the dock (a tab of the window's left column, whose height the heatmap's
+rows need):
 
 * the clean prompt, the corrupted prompt and the answer token (and the token
   the logit difference is taken against, by default the corrupted run's most
@@ -17,10 +18,11 @@ In the dock:
   (every (position, group) cell is one column of the batched engine); bad
   input (an empty prompt, prompts of different lengths in tokens, an answer
   that is not one token) is one line in the dock;
-* the heatmap: the corrupted prompt's positions as rows (labelled with their
-  tokens), the groups as columns, coloured on the sequential colormap from
-  the corrupted run's value (dark) to the clean run's (bright), with its
-  colour bar; p(answer) or the logit difference against the corrupted run's
+* the heatmap (:mod:`flyviz.app.patching_heatmap`): the corrupted prompt's
+  positions as rows (labelled with their tokens; a window of them, scrolled,
+  when they do not all fit at a label's height), the groups as columns,
+  coloured on the sequential colormap from the corrupted run's value (dark)
+  to the clean run's (bright), with its colour bar; p(answer) or the logit difference against the corrupted run's
   top token (or *versus*);
 * clicking a cell lights its group in the brain (the state's ``patching``
   highlight) and runs the comparison with that patch: the corrupted prompt
@@ -39,15 +41,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QPointF, QSize, Qt, Signal
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
 from flyviz.app.background import CancellableProgress, Cancelled
+from flyviz.app.patching_heatmap import Heatmap, heatmap_colours
 from flyviz.model.errors import FlyvizError, InputError
-from flyviz.render.colormaps import lut
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.causal import CausalTrace, TraceCell
@@ -68,10 +68,6 @@ BY_CHOICES = (("superclass", "Superclass"), ("type", "Cell type"), ("side", "Sid
 #: The measures the heatmap shows: (measure, its normalised column, title).
 MEASURES = (("p_answer", "p_normalised", "p(answer)"),
             ("logit_diff", "logit_diff_normalised", "logit difference"))
-
-#: Pixels per heatmap row (the token labels' height), and the most the heatmap grows to.
-ROW_PIXELS = 20
-MAX_HEIGHT = 900
 
 #: Group names listed under the heatmap up to this many columns (beyond: hover names them).
 LISTED_GROUPS = 40
@@ -144,120 +140,6 @@ def cell_patch(trace: "CausalTrace", cell: "TraceCell") -> "Patch":
                  cell.position + max(1, cell.window))
 
 
-def heatmap_colours() -> np.ndarray:
-    """``(256, 3)`` uint8: the sequential colormap as drawn on black (dark is the
-    corrupted run's value, bright the clean run's); value ``v`` in ``[0, 1]`` is entry
-    ``round(255 v)``."""
-    table = lut("sequential")
-    return np.clip(255.0 * table[:, :3] * table[:, 3:4], 0, 255).astype(np.uint8)
-
-
-class _CellImage(pg.ImageItem):
-    """The heatmap's image; a left click reports its (row, column), hovering names it."""
-
-    def __init__(self, clicked: Callable[[int, int], None]) -> None:
-        super().__init__()
-        self._clicked = clicked
-        #: ``describe(row, column) -> str``: the tooltip of a cell.
-        self.describe: Callable[[int, int], str] | None = None
-        self.setAcceptHoverEvents(True)
-
-    def _cell(self, pos: Any) -> tuple[int, int] | None:
-        if self.image is None:
-            return None
-        column, row = int(np.floor(pos.x())), int(np.floor(pos.y()))
-        columns, rows = self.image.shape[:2]
-        return (row, column) if 0 <= row < rows and 0 <= column < columns else None
-
-    def hoverEvent(self, ev: Any) -> None:  # noqa: N802 - pyqtgraph API
-        cell = None if ev.isExit() else self._cell(ev.pos())
-        self.setToolTip("" if cell is None or self.describe is None
-                        else self.describe(*cell))
-
-    def mouseClickEvent(self, ev: Any) -> None:  # noqa: N802 - pyqtgraph API
-        cell = self._cell(ev.pos()) if ev.button() == Qt.MouseButton.LeftButton else None
-        if cell is not None:
-            ev.accept()
-            self._clicked(*cell)
-
-
-class Heatmap(pg.GraphicsLayoutWidget):
-    """Positions as rows (token labels), groups as columns, one colour per cell.
-
-    Signals
-    -------
-    cell_clicked(row, column)
-        A cell was clicked.
-    """
-
-    cell_clicked = Signal(int, int)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setMinimumHeight(220)
-        self.plot = self.addPlot()
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.plot.invertY(True)                 # the first position at the top
-        self.plot.getViewBox().setMouseEnabled(x=False, y=False)
-        for side in ("left", "bottom"):
-            # Every label that fits is drawn (pyqtgraph leaves some out past 80 % filled).
-            self.plot.getAxis(side).setStyle(textFillLimits=[(0, 0.98)])
-        self.image = _CellImage(self.cell_clicked.emit)
-        self.plot.addItem(self.image)
-        self.colours = heatmap_colours()
-        self.colormap = pg.ColorMap(np.linspace(0.0, 1.0, self.colours.shape[0]), self.colours)
-        self.bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=self.colormap,
-                                   interactive=False, width=12)
-        self.addItem(self.bar, row=0, col=1)
-        self.values: np.ndarray | None = None
-        self.set_grid(None)
-
-    def set_grid(self, values: np.ndarray | None, rows: list[str] | None = None,
-                 columns: list[str] | None = None) -> None:
-        """Show ``(rows, columns)`` values in ``[0, 1]`` (0 corrupted, 1 clean; NaN drawn
-        as 0), rows and columns labelled."""
-        self.values = None if values is None else np.asarray(values, dtype=np.float64)
-        if self.values is None or self.values.size == 0:
-            self.image.clear()
-            self.plot.getAxis("left").setTicks([[]])
-            self.plot.getAxis("bottom").setTicks([[]])
-            return
-        shown = np.nan_to_num(np.clip(self.values, 0.0, 1.0), nan=0.0)
-        # The colours are looked up here (the colour of value v is entry round(255 v)), and
-        # ImageItem's first index is x: the columns (groups) across, the rows (positions) down.
-        rgb = self.colours[np.round(shown * 255).astype(np.intp)]
-        self.image.setImage(np.ascontiguousarray(rgb.transpose(1, 0, 2)), levels=(0, 255),
-                            autoLevels=False)
-        n_rows, n_columns = shown.shape
-        self.image.setRect(0, 0, n_columns, n_rows)
-        # Every row's token stays readable: the heatmap grows with the rows (the dock
-        # scrolls), and the columns are numbered (the names are listed below and on hover).
-        self.setMinimumHeight(int(min(MAX_HEIGHT, max(200, ROW_PIXELS * n_rows + 70))))
-        every = max(1, int(np.ceil(n_columns * 22 / max(100, self.width() - 120))))
-        left = self.plot.getAxis("left")
-        left.setTicks([[(r + 0.5, text) for r, text in enumerate(rows or [])]])
-        # Wide enough for the longest token now (it would widen only after a first paint
-        # that leaves the wider labels out).
-        metrics = QFontMetrics(left.style.get("tickFont") or self.font())
-        left.setWidth(max([metrics.horizontalAdvance(t) for t in rows or []] + [20]) + 16)
-        self.plot.getAxis("bottom").setTicks(
-            [[(c + 0.5, str(c + 1)) for c in range(n_columns) if c % every == 0]])
-        self.plot.setRange(xRange=(0, n_columns), yRange=(0, n_rows), padding=0)
-        # The view's transform follows at the next paint; clicks and cell_centre need it now.
-        self.plot.getViewBox().updateMatrix()
-
-    def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
-        # In the dock's scroll area the heatmap takes this height, and the labels theirs.
-        return QSize(320, 280)
-
-    def cell_centre(self, row: int, column: int) -> QPointF:
-        """Where cell (row, column) is drawn, in this widget's coordinates."""
-        # The image spans (0, 0)-(columns, rows) in the view's coordinates.
-        scene = self.plot.getViewBox().mapViewToScene(QPointF(column + 0.5, row + 0.5))
-        return QPointF(self.mapFromScene(scene))
-
-
 class PatchingPanel(QWidget):
     """The Patching dock: the prompts, the answer and the groups, Trace and Cancel, the
     heatmap, and what the clicked cell is.
@@ -324,7 +206,11 @@ class PatchingPanel(QWidget):
         self.message.setWordWrap(True)
         layout.addWidget(self.message)
         self.heatmap = Heatmap()
-        layout.addWidget(self.heatmap, 1)
+        heatmap_row = QHBoxLayout()
+        heatmap_row.setSpacing(2)
+        heatmap_row.addWidget(self.heatmap, 1)
+        heatmap_row.addWidget(self.heatmap.rows_bar)
+        layout.addLayout(heatmap_row, 1)
         self.ends = QLabel("")
         self.ends.setObjectName("hint")
         self.ends.setWordWrap(True)
@@ -392,9 +278,12 @@ class PatchingFeature(QObject):
         #: Set while a trace's thread runs.
         self.running = threading.Event()
         self.panel = PatchingPanel()
+        # A tab of the left column: the column's full height gives the heatmap's rows room
+        # (beside the text the form alone filled a laptop's dock), and the Text dock stays
+        # in sight for the comparison a cell's click runs.
         self.dock = host.add_dock("patching", "Patching", self.panel,
-                                  Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
-        host.tabify_dock("text", self.dock)
+                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        host.tabify_dock("controls", self.dock)
         p = self.panel
         p.trace_requested.connect(lambda: self.run_trace())
         p.cancel_requested.connect(self.cancel)

@@ -145,3 +145,31 @@ def test_the_gpu_path_can_be_asked_for(qtbot, brain):
     hot = _colour_at(view.render_image()[..., :3], view.project(warm),
                      view.canvas.native.devicePixelRatioF())
     assert hot[0] > hot[2] + 40
+
+
+def test_the_outline_is_drawn_once_while_the_camera_holds_still_and_looks_the_same(qtbot, brain):
+    from flyviz.analysis.outline import soma_outline
+
+    view = _view(qtbot, brain)
+    screen = view.raster_screen
+    if screen is None:
+        pytest.skip("the outline is cached on the software path only")
+    anatomy, _ = brain
+    view.set_meshes([soma_outline(anatomy.positions_um()[anatomy.valid])], 0.3)
+    rng = np.random.default_rng(2)
+    states = [rng.uniform(-1, 1, len(view.visible)).astype(np.float32) for _ in range(4)]
+    for state in states:                     # tokens go by, the camera stays
+        _show(view, qtbot, state)
+    assert screen.backdrops == 1
+    cached = _pixels(screen.grab().toImage())
+    drawn = view.render_image()[..., :3]     # every visual drawn, the outline too
+    assert np.abs(cached.astype(int) - drawn.astype(int)).max() <= 2
+    view.set_meshes([], 0.3)                 # without the outline the picture differs
+    _show(view, qtbot, states[-1])
+    assert np.abs(_pixels(screen.grab().toImage()).astype(int) - cached.astype(int)).max() > 10
+
+    view.set_meshes(view.meshes or [soma_outline(anatomy.positions_um()[anatomy.valid])], 0.3)
+    view.view.camera.azimuth += 30           # the camera moved: drawn again once it holds
+    for state in states[:3]:
+        _show(view, qtbot, state)
+    assert screen.backdrops >= 2

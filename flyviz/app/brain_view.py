@@ -256,11 +256,24 @@ class BrainView(QWidget):
         self.mesh_opacity = float(opacity)
         if self.shell is None:
             self.shell = BrainShell(self.view.scene, self.meshes, self.mesh_opacity)
+            if self.raster_screen is not None:
+                # The outline changes only with the camera: drawn once while it holds still.
+                self.raster_screen.set_backdrop(self._shell_visuals, self._shell_key)
         else:
             self.shell.opacity = self.mesh_opacity
             self.shell.set_meshes(self.meshes)
         self._dirty = True
         self.canvas.update()
+
+    def _shell_visuals(self) -> list[Any]:
+        return list(self.shell.visuals) if self.shell is not None else []
+
+    def _shell_key(self) -> Any:
+        """What the outline's picture depends on: camera, size, its look and meshes."""
+        shell = self.shell
+        look = (shell.opacity, shell.colour) if shell is not None else None
+        return (CameraPose.of(self.view.camera), tuple(self.canvas.size), look,
+                tuple(id(m) for m in self.meshes))
 
     # ------------------------------------------------------------ activity
     def set_target(self, state: np.ndarray | None) -> None:

@@ -13,10 +13,16 @@ context); each frame is drawn into a framebuffer object, read back once, and
 painted as an image by an ordinary widget, so Qt flushes the window as plain
 pixels. The picture is the one the canvas draws, pixel for pixel; mouse,
 wheel and key events reach the canvas as if it were on screen.
+
+A *backdrop* (:meth:`RasterScreen.set_backdrop`: the translucent brain
+outline behind the neurons) is drawn once and reused while its key (the
+camera, its look) stays the same: only what changes is drawn each frame. The
+outline costs llvmpipe more than the 49,393 neurons do (about 80 ms a frame).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,6 +94,13 @@ class RasterScreen(QWidget):
         self._pixels: np.ndarray | None = None
         self._image: QImage | None = None
         self._shown_pixels: np.ndarray | None = None
+        self._backdrop_visuals: Callable[[], Sequence[Any]] = lambda: ()
+        self._backdrop_key: Callable[[], Hashable] = lambda: None
+        self._last_key: Hashable = None
+        self._backdrop: Any = None          # the vispy Image showing the cached backdrop
+        self._backdrop_for: Hashable = None  # the key it was drawn for
+        #: Times the backdrop was drawn anew (for tests and benchmarks).
+        self.backdrops = 0
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -136,12 +149,22 @@ class RasterScreen(QWidget):
             self._fbo_shape = (h, w)
             self._pixels = np.empty((h, w, 4), np.uint8)
         pixels = self._pixels
+        cached = self._use_backdrop(h, w)
         canvas.push_fbo(self._fbo, (0, 0), canvas.size)
+        # The cached picture of the backdrop is drawn instead of its visuals, in this frame
+        # only (visibility set underneath vispy, which would ask for another frame).
+        swapped = [(visual, False) for visual in cached]
+        if cached and self._backdrop is not None:
+            swapped.append((self._backdrop, True))
         try:
+            for visual, shown in swapped:
+                visual._visible = shown
             canvas.events.draw(region=None)
             canvas.context.flush_commands()
             top_down = _read_bgra(pixels)
         finally:
+            for visual, shown in swapped:
+                visual._visible = not shown
             canvas.pop_fbo()
         if not top_down:
             pixels = np.ascontiguousarray(pixels[::-1])
@@ -152,6 +175,68 @@ class RasterScreen(QWidget):
         self._image, self._shown_pixels = image, pixels
         self._stale = False
         self.frames += 1
+
+    # ------------------------------------------------------------ backdrop
+    def set_backdrop(self, visuals: Callable[[], Sequence[Any]],
+                     key: Callable[[], Hashable]) -> None:
+        """Visuals drawn first and unchanged while ``key()`` is: drawn once, then reused.
+
+        ``visuals()`` lists them (those shown count); ``key()`` is anything
+        that changes when their picture does (camera, size, colour, opacity).
+        While the key changes from frame to frame (the camera moves) they are
+        drawn every frame; once it holds, their picture over the background
+        is kept and shown beneath the rest instead. The result is the same
+        picture: they are drawn first, over the background, by blending that
+        does not depend on what is drawn after them.
+        """
+        self._backdrop_visuals, self._backdrop_key = visuals, key
+        self._drop_backdrop()
+        self.request_frame()
+
+    def _drop_backdrop(self) -> None:
+        if self._backdrop is not None:
+            self._backdrop.parent = None
+        self._backdrop, self._backdrop_for = None, None
+
+    def _use_backdrop(self, h: int, w: int) -> list[Any]:
+        """The backdrop visuals the cached picture stands for in this frame ([]: draw them)."""
+        visuals = [v for v in self._backdrop_visuals() if v.visible]
+        key = (self._backdrop_key(), h, w, tuple(id(v) for v in visuals)) if visuals else None
+        steady, self._last_key = key is not None and key == self._last_key, key
+        if not steady:
+            self._drop_backdrop()
+            return []
+        if self._backdrop_for != key:
+            self._draw_backdrop(visuals, h, w)
+            self._backdrop_for = key
+        return visuals
+
+    def _draw_backdrop(self, visuals: list[Any], h: int, w: int) -> None:
+        from vispy import gloo, scene
+        from vispy.visuals.transforms import STTransform
+
+        canvas = self.canvas
+        self._drop_backdrop()
+        fbo = gloo.FrameBuffer(color=gloo.RenderBuffer((h, w)), depth=gloo.RenderBuffer((h, w)))
+        canvas.push_fbo(fbo, (0, 0), canvas.size)
+        try:
+            canvas.context.clear(color=canvas.bgcolor, depth=True)
+            for visual in visuals:        # just these (draw_visual draws the whole scene)
+                visual.draw()
+            rgba = np.ascontiguousarray(fbo.read())
+        finally:
+            canvas.pop_fbo()
+        rgba[..., 3] = 255
+        # Made while a frame is drawn: the redraw it asks for is this frame.
+        image = scene.visuals.Image(rgba, interpolation="nearest", clim=(0, 255),
+                                    parent=canvas.scene)
+        image.set_gl_state(blend=False, depth_test=False, depth_mask=False)
+        image.order = -1000
+        image._visible = False                # shown only in the frames drawn here
+        ratio = canvas.size[0] / max(1, w)
+        image.transform = STTransform(scale=(ratio, ratio))
+        self._backdrop = image
+        self.backdrops += 1
 
     # ------------------------------------------------------------ Qt
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt API

@@ -7,7 +7,7 @@ Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
     python -m tests.bench_app --stalls --demo           # the same on the demo brain and its atlas
     python -m tests.bench_app --startup demo            # time to a usable window / to the model
     python -m tests.bench_app --compare [--repeat 3]    # comparison mode against a single run
-    python -m tests.bench_app --brain-cost [--repeat 3] # CPU per brain redraw: GPU path vs software path
+    python -m tests.bench_app --brain-cost [--repeat 3] [--outline]  # CPU per brain redraw, 2 paths
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
 9,050,172 synapses, rank-64 readout), then in one process:
@@ -45,7 +45,8 @@ the lean cloud). Each redraw shows another state of a run of the synthetic
 brain; the two take turns, ``--repeat`` rounds of ``--redraws`` redraws each,
 and it prints the median CPU time per redraw of each (``time.process_time``:
 every thread of the process, llvmpipe's rasteriser threads included; and the
-UI thread's alone), wall time, and their ratio.
+UI thread's alone), wall time, and their ratio. ``--outline`` draws the brain's
+outline behind the neurons in both.
 
 Nothing here is a test: figures depend on the machine, so they are reported,
 not asserted.
@@ -417,6 +418,15 @@ def brain_cost(args: argparse.Namespace) -> dict:
     app = _app()
     views = {"gpu_path": _brain_view(checkpoint, width, height, False, states),
              "chosen_path": _brain_view(checkpoint, width, height, None, states)}
+    if args.outline:
+        import numpy as np
+
+        from flyviz.analysis.outline import soma_outline
+
+        anatomy = checkpoint.anatomy
+        outline = soma_outline(anatomy.positions_um()[np.asarray(anatomy.valid)])
+        for view in views.values():
+            view.set_meshes([outline], 0.12)
     _run_loop(app, 1.0)
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in views}
     for _ in range(max(1, args.repeat)):
@@ -428,7 +438,8 @@ def brain_cost(args: argparse.Namespace) -> dict:
                     "renderer": chosen.renderer, "software_gl": chosen.software_gl,
                     "chosen_is_software_path": chosen.software_path,
                     "canvas_px": [int(v) for v in chosen.canvas.physical_size],
-                    "states": len(states), "redraws": args.redraws, "repeats": args.repeat}
+                    "states": len(states), "redraws": args.redraws, "repeats": args.repeat,
+                    "outline": bool(args.outline)}
     for name, runs in figures.items():
         for key in runs[0]:
             values = [run[key] for run in runs]
@@ -614,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
                              "the synthetic full-size brain has no inhibitory neurons)")
     parser.add_argument("--brain-cost", action="store_true",
                         help="CPU per brain redraw: the GPU path against the path chosen here")
+    parser.add_argument("--outline", action="store_true",
+                        help="--brain-cost with the brain's outline drawn behind the neurons")
     parser.add_argument("--redraws", type=int, default=40,
                         help="redraws per path and round for --brain-cost (default 40)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -7,6 +7,7 @@ Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
     python -m tests.bench_app --stalls --demo           # the same on the demo brain and its atlas
     python -m tests.bench_app --startup demo            # time to a usable window / to the model
     python -m tests.bench_app --compare [--repeat 3]    # comparison mode against a single run
+    python -m tests.bench_app --brain-cost [--repeat 3] [--outline]  # CPU per brain redraw, 2 paths
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
 9,050,172 synapses, rank-64 readout), then in one process:
@@ -34,6 +35,18 @@ atlas again and run *Find neurons* (the atlas card shows on every click).
 each) alternately as a single untouched run and as *Compare with untouched* (two engines in lockstep, the
 intervened one with ``--compare-query`` silenced (``superclass:cb_sensory``), teacher-forced), ``--repeat``
 times each, and prints the median token rate of each and their ratio.
+
+``--brain-cost`` instead measures what one redraw of the brain view costs the
+CPU, side by side in one process: two brain views at ``--size`` on the same
+brain, one on the path a GPU gets (an OpenGL widget composed by Qt, the
+original shaders: before software OpenGL had a path of its own) and one as
+the app chooses for this OpenGL (with Mesa llvmpipe: frames shown as pixels,
+the lean cloud). Each redraw shows another state of a run of the synthetic
+brain; the two take turns, ``--repeat`` rounds of ``--redraws`` redraws each,
+and it prints the median CPU time per redraw of each (``time.process_time``:
+every thread of the process, llvmpipe's rasteriser threads included; and the
+UI thread's alone), wall time, and their ratio. ``--outline`` draws the brain's
+outline behind the neurons in both.
 
 Nothing here is a test: figures depend on the machine, so they are reported,
 not asserted.
@@ -337,6 +350,108 @@ def compare_rates(args: argparse.Namespace) -> dict:
     return result
 
 
+# ---------------------------------------------------------------- brain redraw cost
+def _run_states(checkpoint, tokenizer, prompt, settings) -> list:
+    """The states of one run of the engine (what the brain view is handed)."""
+    import numpy as np
+
+    from flyviz.model.engine import Engine
+    from flyviz.record.run import iter_frames
+
+    engine = Engine(checkpoint)
+    try:
+        return [np.asarray(f.state, np.float32).copy()
+                for f in iter_frames(engine, tokenizer, prompt, settings)]
+    finally:
+        engine.close()
+
+
+def _brain_view(checkpoint, width: int, height: int, software_path: bool | None, states):
+    """A shown top-level brain view of ``checkpoint`` at ``width x height``."""
+    import numpy as np
+
+    from flyviz.app.brain_view import BrainView
+
+    view = BrainView(software_path=software_path)
+    view.setFixedSize(width, height)
+    view.show()
+    view.set_anatomy(checkpoint.anatomy, checkpoint.config.neurons)
+    sample = np.stack(states[:: max(1, len(states) // 16)])
+    view.activity_sample = lambda: sample
+    view.update_gain()
+    view.smoothing_s = 0.0
+    return view
+
+
+def _timed_redraws(app, view, states, count: int) -> dict[str, float]:
+    """CPU (all threads, UI thread) and wall time per redraw over ``count`` redraws."""
+    from vispy.gloo import gl
+
+    def redraw(i: int) -> None:
+        before = len(view.draw_times)
+        view.set_target(states[i % len(states)])
+        view.tick()                       # what the display timer does when the frame changed
+        deadline = time.perf_counter() + 10.0
+        while len(view.draw_times) == before and time.perf_counter() < deadline:
+            app.processEvents()
+        app.processEvents()               # the compose and flush that follow the paint
+
+    for i in range(3):
+        redraw(i)
+    view.canvas.set_current()
+    gl.glFinish()
+    cpu, ui, wall = time.process_time(), time.thread_time(), time.perf_counter()
+    for i in range(count):
+        redraw(i)
+    view.canvas.set_current()
+    gl.glFinish()                         # llvmpipe's threads have finished every frame
+    return {"cpu_ms": 1000.0 * (time.process_time() - cpu) / count,
+            "ui_thread_cpu_ms": 1000.0 * (time.thread_time() - ui) / count,
+            "wall_ms": 1000.0 * (time.perf_counter() - wall) / count}
+
+
+def brain_cost(args: argparse.Namespace) -> dict:
+    """CPU per brain redraw on the GPU path and on the path chosen here, taking turns."""
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    checkpoint, tokenizer, prompt, settings, build_s = _full_size_model(args.tokens)
+    states = _run_states(checkpoint, tokenizer, prompt, settings)
+    app = _app()
+    views = {"gpu_path": _brain_view(checkpoint, width, height, False, states),
+             "chosen_path": _brain_view(checkpoint, width, height, None, states)}
+    if args.outline:
+        import numpy as np
+
+        from flyviz.analysis.outline import soma_outline
+
+        anatomy = checkpoint.anatomy
+        outline = soma_outline(anatomy.positions_um()[np.asarray(anatomy.valid)])
+        for view in views.values():
+            view.set_meshes([outline], 0.12)
+    _run_loop(app, 1.0)
+    figures: dict[str, list[dict[str, float]]] = {name: [] for name in views}
+    for _ in range(max(1, args.repeat)):
+        for name, view in views.items():
+            figures[name].append(_timed_redraws(app, view, states, args.redraws))
+    chosen = views["chosen_path"]
+    result: dict = {"neurons": checkpoint.config.neurons,
+                    "shown_neurons": int(checkpoint.anatomy.n_valid),
+                    "renderer": chosen.renderer, "software_gl": chosen.software_gl,
+                    "chosen_is_software_path": chosen.software_path,
+                    "canvas_px": [int(v) for v in chosen.canvas.physical_size],
+                    "states": len(states), "redraws": args.redraws, "repeats": args.repeat,
+                    "outline": bool(args.outline)}
+    for name, runs in figures.items():
+        for key in runs[0]:
+            values = [run[key] for run in runs]
+            result[f"{name}_{key}"] = round(statistics.median(values), 1)
+            result[f"{name}_{key}_range"] = [round(min(values), 1), round(max(values), 1)]
+    result["cpu_ratio_chosen_vs_gpu_path"] = round(result["chosen_path_cpu_ms"]
+                                                   / max(result["gpu_path_cpu_ms"], 1e-9), 3)
+    for view in views.values():
+        view.close()
+    return result
+
+
 # ---------------------------------------------------------------- stalls
 class StallMonitor:
     """How late a fast heartbeat timer on the UI thread fires: the event loop's stalls.
@@ -508,6 +623,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-query", default="superclass:cb_sensory",
                         help="neurons silenced in --compare (default superclass:cb_sensory; "
                              "the synthetic full-size brain has no inhibitory neurons)")
+    parser.add_argument("--brain-cost", action="store_true",
+                        help="CPU per brain redraw: the GPU path against the path chosen here")
+    parser.add_argument("--outline", action="store_true",
+                        help="--brain-cost with the brain's outline drawn behind the neurons")
+    parser.add_argument("--redraws", type=int, default=40,
+                        help="redraws per path and round for --brain-cost (default 40)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--startup", metavar="SPEC",
                         help="only measure the time to an interactive window and to SPEC loaded")
@@ -518,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
         result = stalls(args)
     elif args.compare:
         result = compare_rates(args)
+    elif args.brain_cost:
+        result = brain_cost(args)
     else:
         result = frame_rates(args)
     if args.json:

@@ -25,16 +25,16 @@ def grid_positions(n_side: int = 5, spacing: float = 10.0) -> np.ndarray:
 class Scene:
     """A small offscreen canvas with one cloud, viewed from the front."""
 
-    def __init__(self, positions, visible=None, view="front", bounds=None):
-        self.canvas = vispy_scene.SceneCanvas(size=SIZE, show=False, bgcolor="black")
+    def __init__(self, positions, visible=None, view="front", bounds=None, lean=False, size=SIZE):
+        self.canvas = vispy_scene.SceneCanvas(size=size, show=False, bgcolor="black")
         self.view = self.canvas.central_widget.add_view()
         self.view.camera = vispy_scene.TurntableCamera()
-        self.cloud = NeuronCloud(positions, visible, parent=self.view.scene)
+        self.cloud = NeuronCloud(positions, visible, lean=lean, parent=self.view.scene)
         self.cloud.set_scale(1.0)
         self.cloud.set_point_size(6.0)
         if bounds is None:
             bounds = positions_bounds(positions, visible)
-        apply_view(self.view.camera, view, bounds, aspect=SIZE[0] / SIZE[1])
+        apply_view(self.view.camera, view, bounds, aspect=size[0] / size[1])
         self.positions = positions
 
     def render(self, values) -> np.ndarray:
@@ -315,3 +315,57 @@ def test_lower_detail_draws_a_fixed_subset_of_the_shown_neurons():
         assert lit() == everything
     finally:
         scene.close()
+
+
+def _crowd(n: int = 3000, seed: int = 3) -> np.ndarray:
+    """Neurons scattered through a ball: crowded enough that sprites overlap a lot."""
+    rng = np.random.default_rng(seed)
+    points = rng.normal(size=(n, 3))
+    return (60.0 * points / np.linalg.norm(points, axis=1, keepdims=True)
+            * rng.uniform(0, 1, (n, 1)) ** (1 / 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("setting", ["default", "abs", "strong glow", "emphasis and ring"])
+def test_the_lean_cloud_draws_the_same_picture(setting):
+    """The software-OpenGL shaders end sprites where the halo is invisible: same picture."""
+    positions = _crowd()
+    n = len(positions)
+    rng = np.random.default_rng(4)
+    values = np.clip(rng.normal(0, 0.6, n), -1, 1).astype(np.float32)
+    images = []
+    for lean in (False, True):
+        scene = Scene(positions, lean=lean, size=(320, 240))
+        try:
+            assert scene.cloud.lean is lean
+            scene.cloud.set_point_size(5.0)
+            scene.cloud.set_gain(0.6)
+            if setting == "abs":
+                scene.cloud.set_mode("abs")
+            if setting == "strong glow":
+                scene.cloud.set_glow(2.0)
+            if setting == "emphasis and ring":
+                scene.cloud.set_emphasis(np.arange(n) % 3 == 0)
+                scene.cloud.set_selected(7)
+            images.append(scene.render(values).astype(int))
+        finally:
+            scene.close()
+    original, lean_image = images
+    difference = np.abs(original - lean_image).max(axis=-1)
+    assert (original.max(axis=-1) > 40).sum() > 5000      # a real, crowded picture
+    assert difference.max() <= 3
+    assert (difference > 0).mean() < 0.02                 # one step here and there, no more
+
+
+def test_the_lean_cloud_keeps_positive_and_negative_hues():
+    grid = Scene(grid_positions(), lean=True)
+    try:
+        n = len(grid.positions)
+        values = np.zeros(n, np.float32)
+        values[0], values[n - 1] = 1.0, -1.0
+        img = grid.render(values)
+        pos_rgb = patch(img, grid.pixel_of(0), 1).reshape(-1, 3).mean(axis=0)
+        neg_rgb = patch(img, grid.pixel_of(n - 1), 1).reshape(-1, 3).mean(axis=0)
+        assert pos_rgb[0] > pos_rgb[2] + 30  # warm
+        assert neg_rgb[2] > neg_rgb[0] + 30  # cool
+    finally:
+        grid.close()

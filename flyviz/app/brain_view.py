@@ -6,10 +6,13 @@ target state (exponential smoothing, ``dt`` the time since the last draw), so
 a token rate of 5/s or 50/s both animate smoothly, each draw uploads the
 activity once, and the canvas redraws only while something still moves.
 
-With a software OpenGL (Mesa llvmpipe and the like) the view is a native
-child window: Qt then composes only the brain through OpenGL and flushes the
-rest of the window as plain pixels where it changed, instead of composing the
-whole window through OpenGL at every frame of the brain.
+With a software OpenGL (Mesa llvmpipe and the like) the view draws each
+frame offscreen and shows it as plain pixels (:class:`~flyviz.app.raster_canvas.RasterScreen`):
+Qt composing an OpenGL widget into its window costs the CPU two full-window
+fills a frame there. The cloud then draws with its lean shaders (the same
+picture, fewer rasterised pixels: :mod:`flyviz.render.cloud`). The view is a
+native child window too, so the rest of the window is flushed apart from it.
+On a GPU the canvas is an ordinary OpenGL widget and nothing of this applies.
 
 What the view draws is a :class:`~flyviz.render.style.CloudStyle` (its
 :attr:`BrainView.style`): the same value screenshots and movies apply, so the
@@ -43,7 +46,10 @@ from flyviz.model.checkpoint import Anatomy
 from flyviz.render.camera import DEFAULT_FOV, CameraPose, frame_brain, positions_bounds
 from flyviz.render.cloud import NeuronCloud, crowding_gain
 from flyviz.render.colormaps import colorbar_image, is_diverging
+from flyviz.render.gl_backend import (SOFTWARE_RENDERERS, current_renderer,  # noqa: F401
+                                      is_software_renderer)
 from flyviz.render.picking import pick_neuron
+from flyviz.app.raster_canvas import RasterScreen
 from flyviz.render.shell import BrainShell
 from flyviz.render.style import (CloudStyle, ColourLayer, activation_layer,
                                  apply_style)
@@ -62,27 +68,6 @@ INTERACTION_DETAIL = 0.25
 INTERACTION_SETTLE_MS = 250
 
 log = logging.getLogger(__name__)
-
-#: Renderer names of OpenGL implementations that draw on the CPU.
-SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swrast", "swiftshader", "software rasterizer",
-                      "basic render")
-
-
-def current_renderer() -> str:
-    """The ``GL_RENDERER`` string of the OpenGL context current now (``""`` if none)."""
-    try:
-        from vispy.gloo import gl
-
-        return str(gl.glGetParameter(gl.GL_RENDERER) or "")
-    except Exception:  # noqa: BLE001 - a driver that refuses the query must not stop the app
-        log.warning("cannot ask OpenGL which renderer draws", exc_info=True)
-        return ""
-
-
-def is_software_renderer(renderer: str) -> bool:
-    """True when ``renderer`` names an OpenGL that draws on the CPU."""
-    name = renderer.lower()
-    return any(word in name for word in SOFTWARE_RENDERERS)
 
 
 def anatomy_note(anatomy: Anatomy, neurons: int) -> str:
@@ -139,19 +124,31 @@ class BrainView(QWidget):
     #: The user moved the camera (orbit, pan or zoom ended); :meth:`camera_pose` says where.
     camera_moved = Signal()
 
-    def __init__(self, parent: QWidget | None = None, native_window: bool | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, native_window: bool | None = None,
+                 software_path: bool | None = None) -> None:
+        """``software_path``: present frames as pixels and draw the lean cloud (see the module
+        notes); by default when the OpenGL renders on the CPU, ``False`` for the GPU path."""
         super().__init__(parent)
         # No buffer swap after drawing: the canvas is a QOpenGLWidget, which draws into
         # its own framebuffer that Qt composes into the window. vispy's swap of the
         # context's surface only waits for the frame and copies it where nobody looks
-        # (about 10 ms a frame with software OpenGL at 1280x720).
+        # (about 10 ms a frame with software OpenGL at 1280x720). Made without a parent:
+        # an OpenGL widget that was ever a child of a window makes Qt compose that window
+        # through OpenGL for good, which the software path exists to avoid; the GPU path
+        # puts it in the layout below.
         self.canvas = scene.SceneCanvas(keys=None, bgcolor=CloudStyle().background, show=False,
-                                        parent=self, size=(800, 600), autoswap=False)
-        self.canvas.native.setMinimumSize(QSize(240, 200))
-        self.canvas.native.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+                                        parent=None, size=(800, 600), autoswap=False)
         # vispy made its context current on an offscreen surface: ask who renders.
         self.renderer = current_renderer()
         self.software_gl = is_software_renderer(self.renderer)
+        #: True when frames are shown as pixels and the cloud is lean (software OpenGL).
+        self.software_path = self.software_gl if software_path is None else bool(software_path)
+        #: Shows the canvas's frames as pixels on the software path, else None.
+        self.raster_screen: RasterScreen | None = (
+            RasterScreen(self.canvas, self) if self.software_path else None)
+        shown = self.raster_screen if self.raster_screen is not None else self.canvas.native
+        shown.setMinimumSize(QSize(240, 200))
+        shown.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         if self.software_gl if native_window is None else native_window:
             self.setAttribute(Qt.WidgetAttribute.WA_NativeWindow, True)
         #: Fraction of the neurons drawn while the user moves the camera or resizes.
@@ -171,7 +168,7 @@ class BrainView(QWidget):
         self.view.camera = scene.TurntableCamera(fov=DEFAULT_FOV, up="+y")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.canvas.native)
+        layout.addWidget(shown)
 
         self.note = QLabel("", self)
         self.note.setObjectName("overlay")
@@ -237,7 +234,8 @@ class BrainView(QWidget):
             self.cloud = None
         self.positions = np.ascontiguousarray(anatomy.positions_um(), dtype=np.float32)
         self.visible = np.asarray(anatomy.valid, dtype=bool).copy()
-        self.cloud = NeuronCloud(self.positions, self.visible, parent=self.view.scene)
+        self.cloud = NeuronCloud(self.positions, self.visible, lean=self.software_path,
+                                 parent=self.view.scene)
         self.emphasis = None
         self.selected = None
         self.bounds = positions_bounds(self.positions, self.visible)
@@ -258,11 +256,24 @@ class BrainView(QWidget):
         self.mesh_opacity = float(opacity)
         if self.shell is None:
             self.shell = BrainShell(self.view.scene, self.meshes, self.mesh_opacity)
+            if self.raster_screen is not None:
+                # The outline changes only with the camera: drawn once while it holds still.
+                self.raster_screen.set_backdrop(self._shell_visuals, self._shell_key)
         else:
             self.shell.opacity = self.mesh_opacity
             self.shell.set_meshes(self.meshes)
         self._dirty = True
         self.canvas.update()
+
+    def _shell_visuals(self) -> list[Any]:
+        return list(self.shell.visuals) if self.shell is not None else []
+
+    def _shell_key(self) -> Any:
+        """What the outline's picture depends on: camera, size, its look and meshes."""
+        shell = self.shell
+        look = (shell.opacity, shell.colour) if shell is not None else None
+        return (CameraPose.of(self.view.camera), tuple(self.canvas.size), look,
+                tuple(id(m) for m in self.meshes))
 
     # ------------------------------------------------------------ activity
     def set_target(self, state: np.ndarray | None) -> None:
@@ -633,6 +644,8 @@ class BrainView(QWidget):
         """
         self._ease_to_now()
         if scale == 1.0:
+            if self.raster_screen is not None:
+                self.raster_screen.request_frame()     # as the OpenGL widget's grab draws anew
             return self.grab().toImage()
         from PySide6.QtGui import QPainter
 

@@ -15,6 +15,14 @@ size grow with ``sqrt(m)``, ``m`` the distance from the middle of a diverging
 colormap or from the start of a sequential one (see
 :mod:`flyviz.render.colormaps`): a quiet neuron is a faint dot, an active one
 a bright spot with a halo.
+
+Software OpenGL (Mesa llvmpipe and the like) draws with the *lean* shaders
+(``NeuronCloudVisual(..., lean=True)``): the same picture, cheaper. Each
+sprite ends where the neuron's halo falls below half a step of an 8-bit
+framebuffer (:data:`INVISIBLE_LEVEL`), since the fragments beyond add nothing
+a screen can show, yet cost the rasteriser as much as the lit ones; and the
+fragment shader works on squared radii with one fewer varying. On a GPU the
+original shaders are kept unchanged.
 """
 
 from __future__ import annotations
@@ -88,6 +96,86 @@ void main() {
 """
 
 
+#: Contributions below this fraction of full brightness are invisible: half a step of an
+#: 8-bit framebuffer, a quarter for a margin against the driver's rounding (see
+#: :data:`_LEAN_VERTEX_SHADER`). A sprite ends where its neuron's halo falls below it.
+INVISIBLE_LEVEL = 0.25 / 255.0
+
+# The lean shaders (software OpenGL): the picture of the two above, for less work. A
+# rasteriser's cost grows with the pixels each sprite covers, and for an active neuron
+# most of them are the halo's far tail, exp(-1.6 rr^2), which contributes less than the
+# framebuffer can hold; the sprite now ends where the halo drops below
+# INVISIBLE_LEVEL. The colour is premultiplied in the vertex shader and the sprite's
+# size in core radii rides in its alpha (six varyings instead of seven).
+_LEAN_VERTEX_SHADER = """
+attribute vec3 a_position;
+attribute float a_value;
+attribute float a_emphasis;
+attribute float a_index;
+uniform float u_low;
+uniform float u_inv_span;
+uniform float u_fold;
+uniform float u_diverging;
+uniform float u_size;
+uniform float u_glow;
+uniform float u_dim;
+uniform float u_selected;
+uniform float u_px_scale;
+uniform float u_gain;
+uniform float u_invisible;
+varying vec4 v_color;  // (premultiplied rgb, sprite radius / core radius)
+varying vec2 v_shape;  // (halo strength, ring flag)
+
+void main() {
+    gl_Position = $transform(vec4(a_position, 1.0));
+    float v = (u_fold > 0.5) ? abs(a_value) : a_value;
+    float coord = clamp((v - u_low) * u_inv_span, 0.0, 1.0);
+    float mag = (u_diverging > 0.5) ? abs(2.0 * coord - 1.0) : coord;
+    vec4 c = $colormap(coord);
+    float lit = sqrt(mag);
+    float emphasis = mix(u_dim, 1.0, a_emphasis);
+    float core = u_size * (0.8 + 0.7 * lit) * mix(0.7, 1.0, a_emphasis);
+    float sprite = core * (1.0 + 1.2 * u_glow * mag * mag * a_emphasis);
+    vec3 rgb = c.rgb * (c.a * emphasis * u_gain);
+    float halo = clamp(u_glow, 0.0, 2.0) * 0.5 * lit;
+    float ring = (abs(a_index - u_selected) < 0.5) ? 1.0 : 0.0;
+    if (ring > 0.5) {
+        sprite = max(sprite, max(3.0 * core, 18.0));
+    } else {
+        // Where halo * exp(-1.6 rr^2) * the brightest channel falls below the invisible
+        // level (rr in core radii); the disc itself ends at rr = 1.
+        float peak = halo * max(max(rgb.r, rgb.g), rgb.b);
+        float reach = (peak > u_invisible) ? sqrt(log(peak / u_invisible) / 1.6) : 1.0;
+        sprite = min(sprite, core * max(1.0, reach));
+    }
+    v_color = vec4(rgb, sprite / core);
+    v_shape = vec2(halo, ring);
+    gl_PointSize = sprite * u_px_scale;
+}
+"""
+
+_LEAN_FRAGMENT_SHADER = """
+varying vec4 v_color;
+varying vec2 v_shape;
+
+void main() {
+    vec2 p = gl_PointCoord * 2.0 - 1.0;
+    float r2 = dot(p, p);
+    if (r2 > 1.0) discard;
+    float rr2 = r2 * v_color.a * v_color.a;  // squared radius in core radii
+    float disc = 1.0 - smoothstep(0.55, 1.0, sqrt(rr2));
+    float halo = v_shape.x * exp2(-2.3083120654223412 * rr2);  // exp(-1.6 rr^2)
+    vec3 rgb = v_color.rgb * max(disc, halo);
+    if (v_shape.y > 0.5) {
+        float r = sqrt(r2);
+        float ring = smoothstep(0.70, 0.80, r) * (1.0 - smoothstep(0.90, 1.0, r));
+        rgb += vec3(0.45, 1.0, 0.75) * ring;
+    }
+    gl_FragColor = vec4(rgb, 1.0);
+}
+"""
+
+
 def auto_scale(values: np.ndarray, percentile: float = 99.0) -> float:
     """A colour limit that keeps the brightest ~1 % of neurons saturated.
 
@@ -116,10 +204,16 @@ class NeuronCloudVisual(Visual):
     visible
         ``(N,)`` bool; neurons marked False (no known soma) are not drawn.
         ``None`` draws every neuron.
+    lean
+        Draw with the lean shaders (for software OpenGL; see the module's
+        notes): the same picture for fewer rasterised pixels.
     """
 
-    def __init__(self, positions: np.ndarray, visible: np.ndarray | None = None) -> None:
-        Visual.__init__(self, vcode=_VERTEX_SHADER, fcode=_FRAGMENT_SHADER)
+    def __init__(self, positions: np.ndarray, visible: np.ndarray | None = None,
+                 lean: bool = False) -> None:
+        self._lean = bool(lean)
+        Visual.__init__(self, vcode=_LEAN_VERTEX_SHADER if lean else _VERTEX_SHADER,
+                        fcode=_LEAN_FRAGMENT_SHADER if lean else _FRAGMENT_SHADER)
         pos = np.asarray(positions, dtype=np.float32)
         if pos.ndim != 2 or pos.shape[1] != 3:
             raise ValueError(f"positions must have shape (N, 3), got {pos.shape}")
@@ -155,6 +249,8 @@ class NeuronCloudVisual(Visual):
         prog["u_selected"] = -1.0
         prog["u_px_scale"] = 1.0
         prog["u_gain"] = 1.0
+        if lean:
+            prog["u_invisible"] = INVISIBLE_LEVEL
         self._draw_mode = "points"
         if not shown.all():
             self._index_buffer = gloo.IndexBuffer(np.flatnonzero(shown).astype(np.uint32))
@@ -166,6 +262,11 @@ class NeuronCloudVisual(Visual):
         self.freeze()
 
     # ------------------------------------------------------------ properties
+    @property
+    def lean(self) -> bool:
+        """True when drawn with the lean shaders (software OpenGL)."""
+        return self._lean
+
     @property
     def n_neurons(self) -> int:
         """Number of neurons (drawn or not)."""
@@ -344,7 +445,7 @@ class NeuronCloudVisual(Visual):
         return float(column.min()), float(column.max())
 
 
-#: Scene-graph node: ``NeuronCloud(positions, visible=None, parent=view.scene)``.
+#: Scene-graph node: ``NeuronCloud(positions, visible=None, lean=False, parent=view.scene)``.
 NeuronCloud = create_visual_node(NeuronCloudVisual)
 
 

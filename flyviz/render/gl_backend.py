@@ -21,6 +21,7 @@ vispy is imported on first use: the command line reads the names here
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from flyviz.model.errors import ExportError
+
+log = logging.getLogger(__name__)
 
 #: Offscreen OpenGL backends, tried in this order.
 BACKENDS = ("egl", "default", "osmesa")
@@ -41,7 +44,28 @@ GL_HELP = ("OpenGL for rendering frames without a window: egl (no display needed
            f"first that works, in that order; default; {GL_ENVIRONMENT} sets it too), "
            "e.g. --gl default")
 
+#: Renderer names of OpenGL implementations that draw on the CPU.
+SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swrast", "swiftshader", "software rasterizer",
+                      "basic render")
+
 _apps: dict[str, Any] = {}
+
+
+def current_renderer() -> str:
+    """The ``GL_RENDERER`` string of the OpenGL context current now (``""`` if none)."""
+    try:
+        from vispy.gloo import gl
+
+        return str(gl.glGetParameter(gl.GL_RENDERER) or "")
+    except Exception:  # noqa: BLE001 - a driver that refuses the query must not stop the app
+        log.warning("cannot ask OpenGL which renderer draws", exc_info=True)
+        return ""
+
+
+def is_software_renderer(renderer: str) -> bool:
+    """True when ``renderer`` names an OpenGL that draws on the CPU."""
+    name = renderer.lower()
+    return any(word in name for word in SOFTWARE_RENDERERS)
 
 
 def _make_app(name: str) -> Any:

@@ -27,7 +27,8 @@ from flyviz.model.errors import ExportError
 from flyviz.render._vispy_compat import update_view_clipper
 from flyviz.render.camera import DEFAULT_FOV, VIEW_PRESETS, CameraPose, frame_brain
 from flyviz.render.cloud import NeuronCloud, crowding_gain
-from flyviz.render.gl_backend import (BACKENDS, egl_current, initialise_hidden_qt_canvas,
+from flyviz.render.gl_backend import (BACKENDS, current_renderer, egl_current,
+                                      initialise_hidden_qt_canvas, is_software_renderer,
                                       offscreen_app)
 from flyviz.render.overlay import OverlayContent
 from flyviz.render.overlay_layout import OverlayLayout, colorbar_labels
@@ -186,7 +187,9 @@ class FrameRenderer:
         self.view = scene.widgets.ViewBox(parent=self.canvas.scene, pos=(x, y), size=(vw, vh),
                                           border_color=None)
         self.view.camera = scene.TurntableCamera(fov=DEFAULT_FOV)
-        self.cloud = NeuronCloud(positions, visible, parent=self.view.scene)
+        # Software OpenGL draws the lean cloud, as the app's view does there: the same picture.
+        self.lean = is_software_renderer(current_renderer())
+        self.cloud = NeuronCloud(positions, visible, lean=self.lean, parent=self.view.scene)
         apply_style(self.cloud, style, h, self.value_range)
         self.shell = BrainShell(self.view.scene, self._meshes, self._mesh_opacity)
         if self._emphasis is not None:

@@ -1,0 +1,175 @@
+"""The brain view's software-OpenGL path: chosen under llvmpipe, same picture, same behaviour.
+
+With a renderer that draws on the CPU the view shows its frames as pixels
+(:class:`flyviz.app.raster_canvas.RasterScreen`) and draws the lean cloud;
+``BrainView(software_path=False)`` is the path a GPU gets. Pixel facts, under Xvfb.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+pytest.importorskip("vispy")
+
+from PySide6.QtCore import QPoint, Qt  # noqa: E402
+from PySide6.QtGui import QImage  # noqa: E402
+
+from flyviz.app._testing import make_app_checkpoint  # noqa: E402
+from flyviz.render.gl_backend import is_software_renderer  # noqa: E402
+
+pytestmark = pytest.mark.gui
+
+SIZE = (360, 280)
+
+
+def _pixels(image: QImage) -> np.ndarray:
+    """``(H, W, 3)`` uint8 RGB of a QImage."""
+    image = image.convertToFormat(QImage.Format.Format_RGBA8888)
+    buffer = np.frombuffer(image.constBits(), np.uint8, image.sizeInBytes())
+    rows = buffer.reshape(image.height(), image.bytesPerLine() // 4, 4)
+    return rows[:, :image.width(), :3].copy()
+
+
+@pytest.fixture
+def brain(tmp_path):
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    return checkpoint.anatomy, checkpoint.config.neurons
+
+
+def _view(qtbot, brain, software_path=None):
+    from flyviz.app.brain_view import BrainView
+
+    anatomy, n = brain
+    view = BrainView(software_path=software_path)
+    qtbot.addWidget(view)
+    view.setFixedSize(*SIZE)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_anatomy(anatomy, n)
+    view.smoothing_s = 0.0
+    view.set_gain(1.0)
+    view.set_point_size(12.0)     # discs several pixels wide on this small canvas
+    return view
+
+
+def _two_far_apart(view) -> tuple[int, int]:
+    """The visible neurons furthest left and furthest right on the canvas (inside it)."""
+    w, h = view.canvas.size
+    inside = []
+    for i in np.flatnonzero(view.visible):
+        x, y = view.project(int(i))
+        if 12 <= x < w - 12 and 12 <= y < h - 12:
+            inside.append((x, int(i)))
+    inside.sort()
+    return inside[0][1], inside[-1][1]
+
+
+def _show(view, qtbot, state: np.ndarray) -> None:
+    """Hand the view a state and wait until a frame of it is on screen."""
+    before = len(view.draw_times)
+    view.set_target(state)
+    view.tick()
+    qtbot.waitUntil(lambda: len(view.draw_times) > before, timeout=5000)
+    qtbot.wait(20)
+
+
+def _colour_at(rgb: np.ndarray, xy: tuple[float, float], ratio: float) -> np.ndarray:
+    x, y = int(round(xy[0] * ratio)), int(round(xy[1] * ratio))
+    return rgb[y - 1:y + 2, x - 1:x + 2].reshape(-1, 3).astype(int).mean(axis=0)
+
+
+def test_software_gl_gets_the_software_path_and_shows_the_neurons_in_their_colours(qtbot, brain):
+    view = _view(qtbot, brain)
+    if not is_software_renderer(view.renderer):
+        pytest.skip(f"needs a software OpenGL (Mesa llvmpipe); this one is {view.renderer!r}")
+    assert view.software_path and view.raster_screen is not None
+    assert view.cloud is not None and view.cloud.lean
+    # The OpenGL widget is never on screen; what is shown is a plain widget's pixels.
+    native = view.canvas.native
+    assert native.testAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
+    assert view.raster_screen.isVisible() and view.raster_screen.size() == native.size()
+
+    warm, cool = _two_far_apart(view)
+    state = np.zeros(len(view.visible), np.float32)
+    state[warm], state[cool] = 1.0, -1.0
+    frames = view.raster_screen.frames
+    _show(view, qtbot, state)
+    assert view.raster_screen.frames > frames and not view.raster_screen.stale
+    ratio = native.devicePixelRatioF()
+    shown = _pixels(view.raster_screen.grab().toImage())
+    hot = _colour_at(shown, view.project(warm), ratio)
+    cold = _colour_at(shown, view.project(cool), ratio)
+    assert hot[0] > hot[2] + 40 and hot.max() > 150       # orange: positive activation
+    assert cold[2] > cold[0] + 40 and cold.max() > 150    # blue: negative activation
+    # What is on screen is the scene as the canvas draws it (screenshots, movies).
+    drawn = view.render_image()[..., :3]
+    assert shown.shape == drawn.shape
+    assert np.abs(shown.astype(int) - drawn.astype(int)).max() <= 2
+
+
+def test_idle_ticks_do_not_redraw_and_clicks_reach_the_canvas(qtbot, brain):
+    view = _view(qtbot, brain)
+    warm, cool = _two_far_apart(view)
+    state = np.zeros(len(view.visible), np.float32)
+    state[warm] = 1.0
+    _show(view, qtbot, state)
+    draws = len(view.draw_times)
+    frames = view.raster_screen.frames if view.raster_screen is not None else None
+    for _ in range(10):                     # the display timer's ticks with nothing new
+        view.tick()
+        qtbot.wait(5)
+    assert len(view.draw_times) == draws
+    if view.raster_screen is not None:
+        assert view.raster_screen.frames == frames
+
+    clicked: list[int] = []
+    view.neuron_clicked.connect(clicked.append)
+    target = view.raster_screen if view.raster_screen is not None else view.canvas.native
+    x, y = view.project(warm)
+    qtbot.mouseClick(target, Qt.MouseButton.LeftButton, pos=QPoint(int(round(x)), int(round(y))))
+    qtbot.waitUntil(lambda: bool(clicked), timeout=3000)
+    assert clicked[-1] == warm
+
+
+def test_the_gpu_path_can_be_asked_for(qtbot, brain):
+    view = _view(qtbot, brain, software_path=False)
+    assert not view.software_path and view.raster_screen is None
+    assert view.cloud is not None and not view.cloud.lean
+    assert not view.canvas.native.testAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
+    warm, _ = _two_far_apart(view)
+    state = np.zeros(len(view.visible), np.float32)
+    state[warm] = 1.0
+    _show(view, qtbot, state)
+    hot = _colour_at(view.render_image()[..., :3], view.project(warm),
+                     view.canvas.native.devicePixelRatioF())
+    assert hot[0] > hot[2] + 40
+
+
+def test_the_outline_is_drawn_once_while_the_camera_holds_still_and_looks_the_same(qtbot, brain):
+    from flyviz.analysis.outline import soma_outline
+
+    view = _view(qtbot, brain)
+    screen = view.raster_screen
+    if screen is None:
+        pytest.skip("the outline is cached on the software path only")
+    anatomy, _ = brain
+    view.set_meshes([soma_outline(anatomy.positions_um()[anatomy.valid])], 0.3)
+    rng = np.random.default_rng(2)
+    states = [rng.uniform(-1, 1, len(view.visible)).astype(np.float32) for _ in range(4)]
+    for state in states:                     # tokens go by, the camera stays
+        _show(view, qtbot, state)
+    assert screen.backdrops == 1
+    cached = _pixels(screen.grab().toImage())
+    drawn = view.render_image()[..., :3]     # every visual drawn, the outline too
+    assert np.abs(cached.astype(int) - drawn.astype(int)).max() <= 2
+    view.set_meshes([], 0.3)                 # without the outline the picture differs
+    _show(view, qtbot, states[-1])
+    assert np.abs(_pixels(screen.grab().toImage()).astype(int) - cached.astype(int)).max() > 10
+
+    view.set_meshes(view.meshes or [soma_outline(anatomy.positions_um()[anatomy.valid])], 0.3)
+    view.view.camera.azimuth += 30           # the camera moved: drawn again once it holds
+    for state in states[:3]:
+        _show(view, qtbot, state)
+    assert screen.backdrops >= 2

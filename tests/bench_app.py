@@ -413,7 +413,18 @@ def _timed_redraws(app, view, states, count: int) -> dict[str, float]:
 def brain_cost(args: argparse.Namespace) -> dict:
     """CPU per brain redraw on the GPU path and on the path chosen here, taking turns."""
     width, height = (int(v) for v in args.size.lower().split("x"))
-    checkpoint, tokenizer, prompt, settings, build_s = _full_size_model(args.tokens)
+    if args.demo:           # the embedded default model: the states a user first sees
+        from flyviz.model.resolve import load_model
+        from flyviz.model.tokenizer import FlyTokenizer
+        from flyviz.record.run import GenerationSettings
+
+        checkpoint = load_model("demo")
+        assert checkpoint.tokenizer_path is not None
+        tokenizer = FlyTokenizer(checkpoint.tokenizer_path)
+        prompt = "Once upon a time, there was a"
+        settings = GenerationSettings(max_new_tokens=args.tokens, temperature=0.0, top_k=20)
+    else:
+        checkpoint, tokenizer, prompt, settings, _build_s = _full_size_model(args.tokens)
     states = _run_states(checkpoint, tokenizer, prompt, settings)
     app = _app()
     views = {"gpu_path": _brain_view(checkpoint, width, height, False, states),
@@ -439,7 +450,8 @@ def brain_cost(args: argparse.Namespace) -> dict:
                     "chosen_is_software_path": chosen.software_path,
                     "canvas_px": [int(v) for v in chosen.canvas.physical_size],
                     "states": len(states), "redraws": args.redraws, "repeats": args.repeat,
-                    "outline": bool(args.outline)}
+                    "outline": bool(args.outline), "model": checkpoint.name,
+                    "demo": bool(args.demo)}
     for name, runs in figures.items():
         for key in runs[0]:
             values = [run[key] for run in runs]
@@ -617,7 +629,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--action-ms", type=int, default=150,
                         help="one user action every this many ms for --stalls (default 150)")
     parser.add_argument("--demo", action="store_true",
-                        help="--stalls on the demo brain, opening its atlas and finding neurons")
+                        help="--stalls (or --brain-cost) on the demo brain; --stalls also opens its "
+                             "atlas and finds neurons")
     parser.add_argument("--compare", action="store_true",
                         help="token rate comparing with the untouched run against a single run")
     parser.add_argument("--compare-query", default="superclass:cb_sensory",

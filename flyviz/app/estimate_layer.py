@@ -392,7 +392,7 @@ class EstimateSection(QWidget):
         self.status.setObjectName("hint")
         layout.addWidget(self.status)
         row = QHBoxLayout()
-        self.open_button = QPushButton("Open estimate…")
+        self.open_button = QPushButton("Open…")
         self.open_button.setToolTip("Open the per-neuron estimate of 'flyviz importance' or "
                                     "'flyviz sweep --estimate'")
         self.open_button.clicked.connect(self.open_requested.emit)
@@ -400,7 +400,7 @@ class EstimateSection(QWidget):
         self.compute_button.setToolTip("Estimate every neuron's silencing over a text file "
                                        "(one forward and one backward pass)")
         self.compute_button.clicked.connect(self.compute_requested.emit)
-        self.colour_button = QPushButton("Colour by estimate")
+        self.colour_button = QPushButton("Colour by it")
         self.colour_button.setToolTip("Colour every neuron by its own ΔCE_est")
         self.colour_button.clicked.connect(self.colour_requested.emit)
         for button in (self.open_button, self.compute_button, self.colour_button):

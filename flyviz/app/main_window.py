@@ -22,6 +22,10 @@ A new feature (a dock with its menus, colourings and highlights) is one entry
 in :data:`FEATURES`: ``install(host)`` gets the window as a
 :class:`~flyviz.app.host.WindowHost` and nothing more; :meth:`MainWindow._wire_features`
 connects features to each other.
+
+A little over 700 lines on purpose: it is the one place that says which dock,
+menu entry and shortcut goes where, and the members :class:`WindowHost` promises
+features; each job behind them lives in its own module (the list above).
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def test_cancel_stops_a_causal_trace(window, qtbot, monkeypatch):
     feature.cancelled.connect(lambda: cancelled.append(1))
     qtbot.mouseClick(feature.panel.cancel_button, Qt.MouseButton.LeftButton)
     gate.set()
-    qtbot.waitUntil(lambda: not feature.running.is_set(), timeout=10_000)
+    qtbot.waitUntil(lambda: not feature.job.running.is_set(), timeout=10_000)
     qtbot.wait(50)
     assert len(calls) == 1 and cancelled
     assert feature.trace is None and feature.panel.heatmap.values is None

@@ -364,3 +364,29 @@ def test_compare_from_the_lesion_table_runs_the_interventions_docks_comparison(
     assert np.abs(untouched[:, silenced]).max() > 0.01
     assert win.interventions.panel.enabled() == [Silence(group.query)]
     assert win.runs.next_interventions == ()
+
+
+def test_the_open_dialog_starts_in_the_last_folder_and_keeps_the_picked_ones(
+        window, qtbot, lesion_map, monkeypatch):
+    """File → Open lesion map asks in the folder kept last time, keeps the picked file's
+    folder and opens it; a cancelled dialog opens nothing and keeps the folder."""
+    from PySide6.QtWidgets import QFileDialog
+
+    win = window
+    asked: list[str] = []
+    answer = [str(lesion_map)]
+
+    def ask(parent, title, folder, filters):
+        asked.append(folder)
+        return answer[0], ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", ask)
+    win.settings.setValue("paths/lesion_maps", "/nowhere")
+    win.lesions.open_dialog()
+    qtbot.waitUntil(lambda: win.lesions.lesions is not None, timeout=10_000)
+    assert asked == ["/nowhere"]
+    assert win.settings.value("paths/lesion_maps") == str(lesion_map.parent)
+    answer[0] = ""
+    win.lesions.open_estimate_dialog()
+    assert asked[-1] == str(lesion_map.parent)
+    assert win.settings.value("paths/lesion_maps") == str(lesion_map.parent)

@@ -414,14 +414,22 @@ class LesionFeature(QObject):
         self._importance_on_open = importance
         self.controller.open(path)
 
+    def _ask_file(self, title: str, folder_key: str, filters: str) -> str | None:
+        """A file the user picks (``None``: none), starting in the folder kept under
+        ``folder_key`` in the settings, which then keeps the picked file's."""
+        settings = self.host.settings
+        path, _ = QFileDialog.getOpenFileName(self.host.widget(), title,
+                                              str(settings.value(folder_key, "")), filters)
+        if not path:
+            return None
+        settings.setValue(folder_key, str(Path(path).parent))
+        return path
+
     def open_dialog(self) -> None:
         """File → Open lesion map: pick a CSV or Parquet file from ``flyviz sweep``."""
-        settings = self.host.settings
-        path, _ = QFileDialog.getOpenFileName(
-            self.host.widget(), "Open a lesion map", str(settings.value("paths/lesion_maps", "")),
-            "Lesion maps (*.csv *.parquet);;All files (*)")
+        path = self._ask_file("Open a lesion map", "paths/lesion_maps",
+                              "Lesion maps (*.csv *.parquet);;All files (*)")
         if path:
-            settings.setValue("paths/lesion_maps", str(Path(path).parent))
             self.open(path)
 
     # ------------------------------------------------------------ the estimate
@@ -466,14 +474,10 @@ class LesionFeature(QObject):
 
     def open_estimate_dialog(self) -> None:
         """File → Open estimated lesions: pick the file of ``flyviz importance``."""
-        settings = self.host.settings
-        path, _ = QFileDialog.getOpenFileName(
-            self.host.widget(), "Open estimated lesions",
-            str(settings.value("paths/lesion_maps", "")),
-            "Estimated lesions (*.neurons.csv *.neurons.parquet *.csv *.parquet);;"
-            "All files (*)")
+        path = self._ask_file("Open estimated lesions", "paths/lesion_maps",
+                              "Estimated lesions (*.neurons.csv *.neurons.parquet *.csv "
+                              "*.parquet);;All files (*)")
         if path:
-            settings.setValue("paths/lesion_maps", str(Path(path).parent))
             self.open_estimate(path, colour=True)
 
     def compute_estimate(self, text: str | Path) -> bool:
@@ -492,13 +496,9 @@ class LesionFeature(QObject):
 
     def compute_estimate_dialog(self) -> None:
         """The dock's *Estimate…*: pick a text file and estimate over it."""
-        settings = self.host.settings
-        path, _ = QFileDialog.getOpenFileName(
-            self.host.widget(), "Estimate lesions over a text",
-            str(settings.value("paths/texts", "")),
-            "Texts (*.txt *.jsonl *.json *.parquet);;All files (*)")
+        path = self._ask_file("Estimate lesions over a text", "paths/texts",
+                              "Texts (*.txt *.jsonl *.json *.parquet);;All files (*)")
         if path:
-            settings.setValue("paths/texts", str(Path(path).parent))
             self.compute_estimate(path)
 
     def estimate_layer(self) -> ColourLayer:

@@ -129,3 +129,52 @@ def isolated_neurons(win, candidates: np.ndarray, count: int, min_gap: float = 1
     chosen = lit_neurons_far_apart(xy, visible, int(visible.sum()), min_gap,
                                    tuple(win.brain.canvas.size))
     return [n for n in chosen if keep[n]][:count]
+
+
+def plain_display(win) -> None:
+    """No easing, a fixed gain of 1: a neuron's disc centre is exactly its colour."""
+    win.state.display.smoothing_s = 0.0
+    win.state.display.point_size = 4.0
+    win.brain.set_gain(1.0)
+
+
+def drawn(win, qtbot) -> np.ndarray:
+    """The brain view's image once the shown frame is drawn and settled."""
+    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+                    timeout=3000)
+    return win.brain.render_image()
+
+
+def expected_colour(colormap: str, value: float, low: float, high: float) -> np.ndarray:
+    """The RGB (0-255) of a lone neuron's disc centre of ``value`` on ``colormap`` over
+    ``[low, high]`` at gain 1: the table's colour at its display brightness, added to the
+    background (additive blending)."""
+    from flyviz.render.colormaps import lut
+    from flyviz.render.style import BACKGROUND
+
+    coord = float(np.clip((value - low) / (high - low), 0.0, 1.0))
+    entry = lut(colormap)[int(round(coord * 255))]
+    return np.clip(255.0 * (np.array(BACKGROUND[:3]) + entry[:3] * entry[3]), 0, 255)
+
+
+def centre_colour(image: np.ndarray, xy, radius: int = 2) -> np.ndarray:
+    """The brightest pixel's RGB within ``radius`` of ``xy`` (the disc's centre)."""
+    x, y = int(round(xy[0])), int(round(xy[1]))
+    patch = image[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3]
+    flat = patch.reshape(-1, 3).astype(np.float64)
+    return flat[flat.max(axis=1).argmax()]
+
+
+def assert_only_lit(win, before: np.ndarray, members: np.ndarray, count: int = 2) -> None:
+    """Lone neurons of ``members`` keep their brightness in the brain view now (against the
+    brightness ``before``) and lone others are dimmed to under half (a highlight)."""
+    after = brightness(win.brain.render_image())
+    xy = screen_positions(win)
+    n = win.brain.positions.shape[0]
+    lit = isolated_neurons(win, members, count)
+    dark = isolated_neurons(win, np.setdiff1d(np.arange(n), members), count)
+    assert lit and dark, "the test layout has too few isolated neurons"
+    for neuron in lit:
+        assert disc_max(after, xy[neuron]) >= 0.9 * disc_max(before, xy[neuron])
+    for neuron in dark:
+        assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])

@@ -17,28 +17,16 @@ Runs with Qt's offscreen platform unless ``QT_QPA_PLATFORM`` says otherwise.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import time
 
 import numpy as np
-
-
-def _median_ms(times: list[float]) -> float:
-    return round(float(np.median(times)) * 1e3, 2)
+from _bench_docks import dock_arguments, median_ms
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokens", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--size", default="1280x320", help="the dock's size, WxH")
-    args = parser.parse_args()
-    width, height = (int(v) for v in args.size.lower().split("x"))
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    args, width, height = dock_arguments(__doc__, "1280x320")
 
     from PySide6.QtWidgets import QApplication
 
@@ -97,10 +85,10 @@ def main() -> int:
     result = {"neurons": n, "tokens": args.tokens, "size": f"{width}x{height}",
               "raster_rows": raster.pooler.rows, "cell_types": len(cell_types.names),
               "raster_first_draw_ms": round(raster_first * 1e3, 1),
-              "raster_token_advance_ms": _median_ms(raster_times),
-              "raster_zoom_to_1000_neurons_ms": _median_ms(zoom_times),
+              "raster_token_advance_ms": median_ms(raster_times),
+              "raster_zoom_to_1000_neurons_ms": median_ms(zoom_times),
               "cell_types_first_draw_ms": round(types_first * 1e3, 1),
-              "cell_types_token_advance_ms": _median_ms(type_times)}
+              "cell_types_token_advance_ms": median_ms(type_times)}
     print(json.dumps(result, indent=1))
     return 0
 

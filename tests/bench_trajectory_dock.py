@@ -18,28 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
 import numpy as np
-
-
-def _median_ms(times: list[float]) -> float:
-    return round(float(np.median(times)) * 1e3, 2)
+from _bench_docks import dock_arguments, median_ms
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokens", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=20)
+    parser = argparse.ArgumentParser()
     parser.add_argument("--fits", type=int, default=3)
     parser.add_argument("--neurons", type=int, default=49_393)
-    parser.add_argument("--size", default="640x320", help="the view's size, WxH")
-    args = parser.parse_args()
-    width, height = (int(v) for v in args.size.lower().split("x"))
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    args, width, height = dock_arguments(__doc__, "640x320", parser)
 
     from PySide6.QtWidgets import QApplication
 
@@ -87,9 +77,9 @@ def main() -> int:
         marker_times.append(time.perf_counter() - start)
     print(json.dumps({
         "neurons": n, "tokens": args.tokens, "size": [width, height],
-        "fit_ms": _median_ms(fit_times),
-        "new_token_ms": _median_ms(token_times),
-        "marker_move_ms": _median_ms(marker_times),
+        "fit_ms": median_ms(fit_times),
+        "new_token_ms": median_ms(token_times),
+        "marker_move_ms": median_ms(marker_times),
     }))
     view.close()
     return 0

@@ -6,13 +6,12 @@ import threading
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, isolated_neurons, make_window,  # noqa: F401
-                          screen_positions, window)
+from app_conftest import (app_checkpoint, centre_colour, drawn, expected_colour,  # noqa: F401
+                          isolated_neurons, make_window, plain_display, screen_positions,
+                          window)
 
 from flyviz.app._testing import make_app_checkpoint, make_app_lesion_map
 from flyviz.app.estimate_layer import open_estimate
-from flyviz.render.colormaps import lut
-from flyviz.render.style import BACKGROUND
 
 pytestmark = pytest.mark.gui
 
@@ -44,31 +43,8 @@ def swept(app_checkpoint, tmp_path_factory):  # noqa: F811
     return {"exact": exact, "text": text, "neurons": folder / "lesions.estimate.neurons.csv"}
 
 
-def _plain_display(win) -> None:
-    win.state.display.smoothing_s = 0.0
-    win.state.display.point_size = 4.0
-    win.brain.set_gain(1.0)
 
 
-def _drawn(win, qtbot) -> np.ndarray:
-    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
-                    timeout=3000)
-    return win.brain.render_image()
-
-
-def _expected(value: float, low: float, high: float) -> np.ndarray:
-    """RGB of a lone neuron's disc centre of ``value`` on the sequential colormap over
-    ``[low, high]`` at gain 1 (the table's colour added to the background)."""
-    coord = float(np.clip((value - low) / (high - low), 0.0, 1.0))
-    entry = lut("sequential")[int(round(coord * 255))]
-    return np.clip(255.0 * (np.array(BACKGROUND[:3]) + entry[:3] * entry[3]), 0, 255)
-
-
-def _centre(image: np.ndarray, xy, radius: int = 2) -> np.ndarray:
-    x, y = int(round(xy[0])), int(round(xy[1]))
-    patch = image[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3]
-    flat = patch.reshape(-1, 3).astype(np.float64)
-    return flat[flat.max(axis=1).argmax()]
 
 
 def _open_estimate(win, qtbot, path, colour=True):
@@ -86,7 +62,7 @@ def test_each_isolated_neuron_is_drawn_in_the_colour_of_its_own_estimate(
     each drawn in the sequential colormap's colour of their own ΔCE_est, linear over
     [0, largest] and on the log scale; the agreement of ``sweep --estimate`` is printed."""
     win = window
-    _plain_display(win)
+    plain_display(win)
     est = _open_estimate(win, qtbot, swept["neurons"])
     values = np.asarray(est.values)
     from flyviz.analysis.importance import read_neuron_table
@@ -105,34 +81,34 @@ def test_each_isolated_neuron_is_drawn_in_the_colour_of_its_own_estimate(
     win.lesions.panel.log_scale.setChecked(False)
     assert win.brain.value_range == pytest.approx((0.0, top))
     assert win.brain.colorbar_caption.text() == "ΔCE_est, neuron silenced (nats/token)"
-    image = _drawn(win, qtbot)
+    image = drawn(win, qtbot)
     xy = screen_positions(win)
     lone = isolated_neurons(win, np.arange(values.size), 60)
     positive = [n for n in lone if values[n] > 0]
     assert len(positive) >= 5
     for neuron in lone:
-        want = _expected(values[neuron], 0.0, top)
-        got = _centre(image, xy[neuron])
+        want = expected_colour("sequential", values[neuron], 0.0, top)
+        got = centre_colour(image, xy[neuron])
         assert np.abs(got - want).max() <= TOLERANCE, (neuron, values[neuron], got, want)
     win.lesions.panel.log_scale.setChecked(True)
     floor = values[values > 0].min() / 3
     low, high = np.log10(floor), np.log10(top)
     assert win.brain.value_range == pytest.approx((low, high))
     assert win.brain.colorbar_caption.text() == "log10 ΔCE_est, neuron silenced (nats/token)"
-    image = _drawn(win, qtbot)
+    image = drawn(win, qtbot)
     for neuron in lone:
-        want = _expected(np.log10(max(values[neuron], floor)), low, high)
-        got = _centre(image, xy[neuron])
+        want = expected_colour("sequential", np.log10(max(values[neuron], floor)), low, high)
+        got = centre_colour(image, xy[neuron])
         assert np.abs(got - want).max() <= TOLERANCE, (neuron, values[neuron], got, want)
     # Lone neurons of one superclass (one colour in the group map) whose estimates differ
     # are drawn in different colours: the layer is per neuron.
     superclass = np.asarray(app_checkpoint.anatomy.superclass)
-    want = {n: _expected(np.log10(max(values[n], floor)), low, high) for n in lone}
+    want = {n: expected_colour("sequential", np.log10(max(values[n], floor)), low, high) for n in lone}
     pairs = [(a, b) for a in lone for b in lone if a < b and superclass[a] == superclass[b]
              and np.abs(want[a] - want[b]).max() > 3 * TOLERANCE]
     assert pairs
     for a, b in pairs:
-        assert np.abs(_centre(image, xy[a]) - _centre(image, xy[b])).max() > TOLERANCE
+        assert np.abs(centre_colour(image, xy[a]) - centre_colour(image, xy[b])).max() > TOLERANCE
     win.lesions.show_estimate(False)
     assert win.colour_by.current == "state"
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, brightness, disc_max, isolated_neurons,  # noqa: F401
-                          make_window, screen_positions, window)
+from app_conftest import (app_checkpoint, assert_only_lit, brightness,  # noqa: F401
+                          centre_colour, disc_max, drawn, expected_colour, isolated_neurons,
+                          make_window, plain_display, screen_positions, window)
 from PySide6.QtCore import Qt
 
 from flyviz.analysis.sweep import LesionMap
@@ -13,8 +14,6 @@ from flyviz.app._testing import (make_app_atlas, make_app_checkpoint, make_app_l
                                  make_frame)
 from flyviz.model.interventions import Silence
 from flyviz.record.recording import Recording
-from flyviz.render.colormaps import lut
-from flyviz.render.style import BACKGROUND
 
 pytestmark = pytest.mark.gui
 
@@ -35,34 +34,8 @@ def lesion_map(app_checkpoint, tmp_path_factory):  # noqa: F811
     return make_app_lesion_map(app_checkpoint, tmp_path_factory.mktemp("app-lesions"))
 
 
-def _plain_display(win) -> None:
-    """No easing, a fixed gain of 1: a neuron's disc centre is exactly its colour."""
-    win.state.display.smoothing_s = 0.0
-    win.state.display.point_size = 4.0
-    win.brain.set_gain(1.0)
 
 
-def _drawn(win, qtbot) -> np.ndarray:
-    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
-                    timeout=3000)
-    return win.brain.render_image()
-
-
-def expected_colour(colormap: str, value: float, low: float, high: float) -> np.ndarray:
-    """The RGB (0-255) of a lone neuron's disc centre of ``value`` on ``colormap`` over
-    ``[low, high]`` at gain 1: the table's colour at its display brightness, added to the
-    background (additive blending)."""
-    coord = float(np.clip((value - low) / (high - low), 0.0, 1.0))
-    entry = lut(colormap)[int(round(coord * 255))]
-    return np.clip(255.0 * (np.array(BACKGROUND[:3]) + entry[:3] * entry[3]), 0, 255)
-
-
-def centre_colour(image: np.ndarray, xy, radius: int = 2) -> np.ndarray:
-    """The brightest pixel's RGB within ``radius`` of ``xy`` (the disc's centre)."""
-    x, y = int(round(xy[0])), int(round(xy[1]))
-    patch = image[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3]
-    flat = patch.reshape(-1, 3).astype(np.float64)
-    return flat[flat.max(axis=1).argmax()]
 
 
 def _all_lit(win, qtbot, neurons: int) -> None:
@@ -88,7 +61,7 @@ def test_importance_colours_each_silenced_groups_neurons_by_its_delta_ce(
     the group's ΔCE over [0, largest ΔCE]; a group whose lesion did not raise the
     cross-entropy stays at the bottom of the bar; the colourbar says so."""
     win = window
-    _plain_display(win)
+    plain_display(win)
     win.lesions.panel.log_scale.setChecked(False)          # ΔCE from 0 to the largest
     lesions = _open_lesions(win, qtbot, lesion_map, importance=True)
     assert win.colour_by.current == "importance" and win.brain.colormap == "sequential"
@@ -98,7 +71,7 @@ def test_importance_colours_each_silenced_groups_neurons_by_its_delta_ce(
     assert win.brain.value_range == pytest.approx((0.0, top))
     assert win.brain.colorbar_caption.text() == "ΔCE, group silenced (nats/token)"
     assert win.brain.colorbar_high.text() == f"{top:.2f}"
-    image = _drawn(win, qtbot)
+    image = drawn(win, qtbot)
     xy = screen_positions(win)
     checked = {}
     for row in rows:
@@ -119,7 +92,7 @@ def test_importance_colours_each_silenced_groups_neurons_by_its_delta_ce(
     low, high = np.log10(floor), np.log10(top)
     assert win.brain.value_range == pytest.approx((low, high))
     assert win.brain.colorbar_caption.text() == "log10 ΔCE, group silenced (nats/token)"
-    image = _drawn(win, qtbot)
+    image = drawn(win, qtbot)
     for row in rows:
         for neuron in isolated_neurons(win, lesions.neurons_of(row, app_checkpoint), 2):
             want = expected_colour("sequential", np.log10(max(row.delta_ce, floor)), low, high)
@@ -134,7 +107,7 @@ def test_importance_colours_each_silenced_groups_neurons_by_its_delta_ce(
 def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silence(
         window, qtbot, app_checkpoint, lesion_map):
     win = window
-    _plain_display(win)
+    plain_display(win)
     lesions = _open_lesions(win, qtbot, lesion_map)
     panel = win.lesions.panel
     assert win.lesions.dock.isVisible()
@@ -156,20 +129,12 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
         win, lesions.neurons_of(r, app_checkpoint), 1))
     members = lesions.neurons_of(group, app_checkpoint)
     _all_lit(win, qtbot, n)
-    before = brightness(_drawn(win, qtbot))
+    before = brightness(drawn(win, qtbot))
     assert not panel.compare_button.isEnabled()
     assert panel.select_group(group.group)
     mask = win.brain.emphasis
     assert mask is not None and np.array_equal(np.flatnonzero(mask), members)
-    after = brightness(win.brain.render_image())
-    xy = screen_positions(win)
-    lit = isolated_neurons(win, members, 2)
-    dark = isolated_neurons(win, np.setdiff1d(np.arange(n), members), 2)
-    assert lit and dark
-    for neuron in lit:
-        assert disc_max(after, xy[neuron]) >= 0.9 * disc_max(before, xy[neuron])
-    for neuron in dark:
-        assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])
+    assert_only_lit(win, before, members)
 
     # Compare with untouched, with no comparison wired in (a window without the Interventions
     # dock: the lesion panel works on its own): the next run has the group silenced.
@@ -228,7 +193,7 @@ def test_atlas_statistic_colouring_lights_the_neurons_the_statistic_says(
     import zarr
 
     win = window
-    _plain_display(win)
+    plain_display(win)
     win.atlas.open(app_atlas)
     qtbot.waitUntil(lambda: win.atlas.atlas is not None or bool(win.last_error), timeout=10_000)
     assert win.atlas.atlas is not None, win.last_error
@@ -237,7 +202,7 @@ def test_atlas_statistic_colouring_lights_the_neurons_the_statistic_says(
     action.trigger()
     assert win.colour_by.current == "atlas:density"
     density = np.asarray(zarr.open_group(str(app_atlas), mode="r")["density"][...], np.float64)
-    image = _drawn(win, qtbot)
+    image = drawn(win, qtbot)
     low, high = win.brain.value_range          # automatic: the 99th percentile of the drawn
     assert low == 0.0 and high == pytest.approx(np.percentile(density[win.brain.visible], 99),
                                                 rel=1e-5)
@@ -258,7 +223,7 @@ def test_atlas_statistic_colouring_lights_the_neurons_the_statistic_says(
                                                                   for n in sparsest)
     # The mean, on the signed activation colours and a symmetric scale.
     win.atlas.colour_by("mean")
-    _drawn(win, qtbot)
+    drawn(win, qtbot)
     lo, hi = win.brain.value_range
     assert win.brain.colormap == "signed" and lo == -hi
     assert win.atlas.panel.colour.currentData() == "mean"       # the dock follows the menu
@@ -364,3 +329,29 @@ def test_compare_from_the_lesion_table_runs_the_interventions_docks_comparison(
     assert np.abs(untouched[:, silenced]).max() > 0.01
     assert win.interventions.panel.enabled() == [Silence(group.query)]
     assert win.runs.next_interventions == ()
+
+
+def test_the_open_dialog_starts_in_the_last_folder_and_keeps_the_picked_ones(
+        window, qtbot, lesion_map, monkeypatch):
+    """File → Open lesion map asks in the folder kept last time, keeps the picked file's
+    folder and opens it; a cancelled dialog opens nothing and keeps the folder."""
+    from PySide6.QtWidgets import QFileDialog
+
+    win = window
+    asked: list[str] = []
+    answer = [str(lesion_map)]
+
+    def ask(parent, title, folder, filters):
+        asked.append(folder)
+        return answer[0], ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", ask)
+    win.settings.setValue("paths/lesion_maps", "/nowhere")
+    win.lesions.open_dialog()
+    qtbot.waitUntil(lambda: win.lesions.lesions is not None, timeout=10_000)
+    assert asked == ["/nowhere"]
+    assert win.settings.value("paths/lesion_maps") == str(lesion_map.parent)
+    answer[0] = ""
+    win.lesions.open_estimate_dialog()
+    assert asked[-1] == str(lesion_map.parent)
+    assert win.settings.value("paths/lesion_maps") == str(lesion_map.parent)

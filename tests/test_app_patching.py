@@ -141,7 +141,7 @@ def test_cancel_stops_a_causal_trace(window, qtbot, monkeypatch):
     feature.cancelled.connect(lambda: cancelled.append(1))
     qtbot.mouseClick(feature.panel.cancel_button, Qt.MouseButton.LeftButton)
     gate.set()
-    qtbot.waitUntil(lambda: not feature.running.is_set(), timeout=10_000)
+    qtbot.waitUntil(lambda: not feature.job.running.is_set(), timeout=10_000)
     qtbot.wait(50)
     assert len(calls) == 1 and cancelled
     assert feature.trace is None and feature.panel.heatmap.values is None
@@ -169,7 +169,7 @@ def test_bad_input_is_one_line_in_the_dock(window, clean, corrupt, answer, versu
 def test_a_cell_click_lights_its_group_in_the_brain(window, qtbot, app_checkpoint):
     """Pixel facts: with every neuron lit, clicking a heatmap cell keeps its group's lone
     neurons bright and dims the others; the comparison gets that cell's patch."""
-    from app_conftest import brightness, disc_max, isolated_neurons, screen_positions
+    from app_conftest import assert_only_lit, brightness, isolated_neurons
 
     from flyviz.app._testing import make_frame
     from flyviz.record.recording import Recording
@@ -200,15 +200,7 @@ def test_a_cell_click_lights_its_group_in_the_brain(window, qtbot, app_checkpoin
     (patch,), _ = asked[0]
     assert isinstance(patch, Patch) and patch.neurons == trace.rows[row * len(trace.groups)
                                                                     + column].query
-    after = brightness(win.brain.render_image())
-    xy = screen_positions(win)
-    lit = isolated_neurons(win, members, 2)
-    dark = isolated_neurons(win, np.setdiff1d(np.arange(n), members), 2)
-    assert lit and dark
-    for neuron in lit:
-        assert disc_max(after, xy[neuron]) >= 0.9 * disc_max(before, xy[neuron])
-    for neuron in dark:
-        assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])
+    assert_only_lit(win, before, members)
 
 
 def _standalone_heatmap(qtbot, rows: int, height: int):

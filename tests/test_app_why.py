@@ -7,14 +7,13 @@ import time
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, isolated_neurons, screen_positions,  # noqa: F401
-                          window)
+from app_conftest import (app_checkpoint, centre_colour, expected_colour,  # noqa: F401
+                          isolated_neurons, screen_positions, window)
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 
 from flyviz.app import theme, why_panel
-from flyviz.render.colormaps import lut
 from flyviz.render.style import BACKGROUND
 
 pytestmark = pytest.mark.gui
@@ -40,20 +39,6 @@ def _why(win, qtbot):
     with qtbot.waitSignal(feature.traced, timeout=20_000) as traced:
         assert feature.why()
     return traced.args[0]
-
-
-def _expected(value: float, limit: float) -> np.ndarray:
-    """RGB of a lone neuron's disc centre of ``value`` on the flow colormap over ±limit."""
-    coord = float(np.clip((value + limit) / (2 * limit), 0.0, 1.0))
-    entry = lut("difference")[int(round(coord * 255))]
-    return np.clip(255.0 * (np.array(BACKGROUND[:3]) + entry[:3] * entry[3]), 0, 255)
-
-
-def _centre(image: np.ndarray, xy, radius: int = 2) -> np.ndarray:
-    x, y = int(round(xy[0])), int(round(xy[1]))
-    patch = image[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3]
-    flat = patch.reshape(-1, 3).astype(np.float64)
-    return flat[flat.max(axis=1).argmax()]
 
 
 #: How far apart (in units of the colour limit) the flows ranked against each other must be.
@@ -102,14 +87,15 @@ def test_why_lights_the_neurons_that_carry_most_of_the_logit(window, qtbot, app_
         assert len(lone) >= 15
         lum, away = {}, {}
         for neuron in lone:
-            got = _centre(image, xy[neuron])
+            got = centre_colour(image, xy[neuron])
             lum[neuron] = got.max()
             away[neuron] = float(np.linalg.norm(got - 255.0 * np.array(BACKGROUND[:3])))
             if abs(f[neuron]) >= 0.1 * limit:
-                want = _expected(float(f[neuron]), limit)
+                want = expected_colour("difference", float(f[neuron]), -limit, limit)
                 assert np.abs(got - want).max() <= TOLERANCE, (lag, neuron, got, want)
             else:   # near 0 the ramp is steep (sqrt): quiet neurons stay dim
-                assert got.max() <= _expected(0.1 * limit, limit).max() + TOLERANCE
+                quiet = expected_colour("difference", 0.1 * limit, -limit, limit)
+                assert got.max() <= quiet.max() + TOLERANCE
         # Ranked by flow, the lone neurons are ranked by how far from the background they
         # are drawn: every two of one sign whose flows are RANK_MARGIN · limit apart are
         # drawn in that order (the signs apart: the map's two ends differ in brightness and

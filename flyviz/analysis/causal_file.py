@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from flyviz.analysis.table_file import result_format, write_table_file
+from flyviz.analysis.table_file import open_result_table, result_format, write_table_file
 from flyviz.errors import FlyvizError, InputError
 
 FORMAT = "flyviz-patch"
@@ -79,17 +79,10 @@ class CausalTrace:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
-        if not self.path.is_file():
-            raise TraceError(f"no causal trace at {self.path}: the file does not exist")
-        try:
-            kind = result_format(self.path)
-        except InputError:
-            raise TraceError(f"{self.path.name} is not a causal trace (expected a .csv or "
-                             ".parquet file from 'flyviz patch')") from None
-        info, records = self._read(kind)
-        if not isinstance(info, dict) or info.get("format") != FORMAT:
-            raise TraceError(f"{self.path.name} is not a flyviz causal trace (no flyviz-patch "
-                             "metadata)")
+        info, records = open_result_table(self.path, noun="causal trace", command="patch",
+                                          fmt=FORMAT, csv_prefix=CSV_PREFIX,
+                                          parquet_key=PARQUET_KEY, error=TraceError,
+                                          damaged=self._damaged)
         self._set(self._parse(records), info)
 
     @classmethod
@@ -111,12 +104,6 @@ class CausalTrace:
 
     def _damaged(self, why: str) -> TraceError:
         return TraceError(f"{self.path.name} is damaged ({why}); run 'flyviz patch' again")
-
-    def _read(self, kind: str) -> tuple[Any, list[dict[str, Any]]]:
-        from flyviz.analysis.table_file import read_table_file
-
-        return read_table_file(self.path, kind, csv_prefix=CSV_PREFIX, parquet_key=PARQUET_KEY,
-                               what="flyviz causal trace", error=TraceError, damaged=self._damaged)
 
     def _parse(self, records: list[dict[str, Any]]) -> list[TraceCell]:
         ints = ("position", "neurons", "window")

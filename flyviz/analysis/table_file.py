@@ -115,6 +115,36 @@ def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: byte
     return info, table.to_pylist()
 
 
+def open_result_table(path: Path, *, noun: str, command: str, fmt: str, csv_prefix: str,
+                      parquet_key: bytes, error: Callable[[str], Exception],
+                      damaged: Callable[[str], Exception]) -> tuple[Any, list[dict[str, Any]]]:
+    """The metadata and the rows of the file ``flyviz COMMAND`` writes, checked to be one.
+
+    Parameters
+    ----------
+    path
+        The ``.csv`` or ``.parquet`` file.
+    noun, command, fmt
+        What it is (``"lesion map"``), the command that writes it (``"sweep"``) and the
+        ``format`` its metadata names (``"flyviz-sweep"``), for the checks and messages.
+    csv_prefix, parquet_key, error, damaged
+        As for :func:`read_table_file`; ``error(text)`` is raised (one line) when the
+        file is missing, has another extension, or its metadata is not ``fmt``'s.
+    """
+    if not path.is_file():
+        raise error(f"no {noun} at {path}: the file does not exist")
+    try:
+        kind = result_format(path)
+    except InputError:
+        raise error(f"{path.name} is not a {noun} (expected a .csv or .parquet file from "
+                    f"'flyviz {command}')") from None
+    info, records = read_table_file(path, kind, csv_prefix=csv_prefix, parquet_key=parquet_key,
+                                    what=f"flyviz {noun}", error=error, damaged=damaged)
+    if not isinstance(info, dict) or info.get("format") != fmt:
+        raise error(f"{path.name} is not a flyviz {noun} (no {fmt} metadata)")
+    return info, records
+
+
 def write_table_file(out: Path, columns: Mapping[str, Any], info: dict[str, Any], kind: str, *,
                      csv_prefix: str, parquet_key: bytes, what: str,
                      types: Mapping[str, str] | None = None, default_type: str = "float64"

@@ -7,6 +7,10 @@ thread and hands its result (or a one-line error) back on the UI thread. A
 newer call for the same purpose makes the older one's result stale: it is
 dropped when it arrives, so the user always sees what they asked for last.
 
+A computation the user starts and may cancel (a trace, an estimate) is a
+:class:`BackgroundJob`: one purpose of those calls with a stop flag, a
+progress bar and Cancel in its dock, and one outcome reported.
+
 Every background shutdown in the app waits through :func:`join_thread` or
 :func:`wait_qthread`: at most :data:`JOIN_TIMEOUT_S`, then the thread is
 logged as left running (and kept referenced, so Qt never destroys a running
@@ -19,9 +23,10 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QEvent, QObject, QThread, Signal
+from PySide6.QtWidgets import QProgressBar
 
 from flyviz.model.errors import FlyvizError
 
@@ -167,6 +172,126 @@ class BackgroundCalls(QObject):
             return
         done, failed = callbacks
         (done if ok else failed)(value)
+
+
+class BusyView(Protocol):
+    """The part of a dock that shows a job running: its progress bar and ``set_busy``
+    (which shows the bar and Cancel, and holds the start button, while it runs)."""
+
+    progress: QProgressBar
+
+    def set_busy(self, busy: bool) -> None: ...
+
+
+class BackgroundJob(QObject):
+    """One cancellable computation of a feature: off the UI thread through
+    :class:`BackgroundCalls`, with its progress in ``view``'s bar and Cancel.
+
+    :meth:`start` runs ``work(stop, report)`` in a helper thread: ``work`` calls
+    ``report(fraction)`` as it goes (the bar follows, on the UI thread) and ends
+    early, returning ``None``, once ``stop`` is set. ``view`` is shown busy from
+    the start to the outcome, whichever it is. The window's close sets ``stop``
+    (the close waits for background calls, so a long job must end first).
+
+    Parameters
+    ----------
+    calls
+        Where it runs.
+    purpose
+        Its :class:`BackgroundCalls` purpose (one job at a time per purpose).
+    view
+        The dock's progress bar and busy state.
+    parent
+        Owner (the feature).
+    window
+        The window whose close stops the job (``None``: none).
+
+    Signals
+    -------
+    progressed(fraction)
+        How far it is (0..1), on the UI thread.
+    finished(result)
+        ``work`` returned ``result`` (not ``None``).
+    cancelled()
+        Cancel stopped it (or ``work`` returned ``None``).
+    failed(message)
+        ``work`` raised (one line).
+    """
+
+    progressed = Signal(float)
+    finished = Signal(object)
+    cancelled = Signal()
+    failed = Signal(str)
+
+    def __init__(self, calls: BackgroundCalls, purpose: str, view: BusyView,
+                 parent: QObject | None = None, window: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._calls = calls
+        self.purpose = purpose
+        self.view = view
+        self._stop: threading.Event | None = None
+        #: Set while a job's thread runs (what it uses must not be closed under it).
+        self.running = threading.Event()
+        self.progressed.connect(self._on_progress)
+        if window is not None:
+            window.installEventFilter(self)
+
+    @property
+    def busy(self) -> bool:
+        """True while a job has not reported."""
+        return self._calls.busy(self.purpose)
+
+    def start(self, work: Callable[[threading.Event, Callable[[float], None]], Any]) -> None:
+        """Run ``work(stop, report)`` off the UI thread (a job going on is dropped first)."""
+        self.cancel(quiet=True)
+        stop = threading.Event()
+        self._stop = stop
+        running = self.running
+        running.set()
+        report = self.progressed.emit
+
+        def call() -> Any:
+            try:
+                return work(stop, report)
+            finally:
+                running.clear()
+
+        self.view.set_busy(True)
+        self._calls.run(self.purpose, call, self._done, self._failed)
+
+    def stop(self) -> None:
+        """Ask the job going on to end (its outcome is still reported)."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def cancel(self, quiet: bool = False) -> None:
+        """Stop the job going on; its outcome is dropped (``quiet``: no :attr:`cancelled`)."""
+        self.stop()
+        if self.busy:
+            self._calls.cancel(self.purpose)
+            self.view.set_busy(False)
+            if not quiet:
+                self.cancelled.emit()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if event.type() == QEvent.Type.Close:
+            self.stop()
+        return False
+
+    def _on_progress(self, fraction: float) -> None:
+        if self.busy:
+            self.view.progress.setValue(int(round(100 * fraction)))
+
+    def _done(self, result: Any) -> None:
+        self.view.set_busy(False)
+        if result is None:
+            self.cancelled.emit()
+        else:
+            self.finished.emit(result)
+
+    def _failed(self, message: str) -> None:
+        self.view.set_busy(False)
+        self.failed.emit(message)
 
 
 class ModelFileController(QObject):

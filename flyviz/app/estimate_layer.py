@@ -12,9 +12,10 @@ own ``ΔCE_est``. In the app:
 * :func:`estimate_layer` colours each neuron by its own estimate, on the same
   importance colours as the group map (:func:`importance_colours`: log10 or
   linear from 0 to the largest);
-* :class:`EstimateJob` computes the estimate over a text file in the
-  background (progress, Cancel), on the groups of the open map, and measures
-  it against the map when the map was made on the same text;
+* :func:`compute_estimate` computes the estimate over a text file (in the
+  background, as a :class:`~flyviz.app.background.BackgroundJob` of purpose
+  :data:`COMPUTE`: progress, Cancel), on the groups of the open map, and
+  measures it against the map when the map was made on the same text;
 * :class:`EstimateSection` is the dock's part for it: what is open, the
   measured agreement (Spearman and the sign agreement, when the file has them)
   and the buttons.
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout,
                                QWidget)
 
@@ -42,7 +43,6 @@ from flyviz.render.style import ColourLayer, ColourScale
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.importance import Agreement
     from flyviz.analysis.sweep import LesionMap
-    from flyviz.app.background import BackgroundCalls
     from flyviz.model.checkpoint import Checkpoint
 
 #: The View → Colour by entry of the per-neuron estimate.
@@ -288,77 +288,6 @@ def compute_estimate(checkpoint: "Checkpoint", text: str | Path, lesions: "Lesio
     return EstimatedLesions(run.estimate, run.info, f"computed over {Path(text).name}")
 
 
-class EstimateJob(QObject):
-    """Computes an estimate in the background, with progress and Cancel.
-
-    Signals
-    -------
-    progressed(fraction)
-        How far it is (0..1), on the UI thread.
-    finished(estimate)
-        The estimate (:class:`EstimatedLesions`).
-    cancelled()
-        Cancel stopped it.
-    failed(message)
-        It could not be computed (one line).
-    """
-
-    progressed = Signal(float)
-    finished = Signal(object)
-    cancelled = Signal()
-    failed = Signal(str)
-
-    def __init__(self, calls: "BackgroundCalls", parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._calls = calls
-        self._stop: threading.Event | None = None
-        #: Set while a computation's thread runs.
-        self.running = threading.Event()
-
-    @property
-    def busy(self) -> bool:
-        """True while a computation has not reported."""
-        return self._calls.busy(COMPUTE)
-
-    def start(self, checkpoint: "Checkpoint", text: str | Path,
-              lesions: "LesionMap | None") -> None:
-        """Estimate over ``text`` for ``checkpoint`` (the open map ``lesions``' groups)."""
-        self.cancel(quiet=True)
-        stop = threading.Event()
-        self._stop = stop
-        running = self.running
-        running.set()
-        report = self.progressed.emit
-
-        def work() -> EstimatedLesions | None:
-            try:
-                return compute_estimate(checkpoint, text, lesions, stop, report)
-            finally:
-                running.clear()
-
-        self._calls.run(COMPUTE, work, self._done, self.failed.emit)
-
-    def stop(self) -> None:
-        """Ask the computation going on to end (the window is closing)."""
-        if self._stop is not None:
-            self._stop.set()
-
-    def cancel(self, quiet: bool = False) -> None:
-        """Stop the computation going on (its thread ends at its next progress report)."""
-        if self._stop is not None:
-            self._stop.set()
-        if self.busy:
-            self._calls.cancel(COMPUTE)
-            if not quiet:
-                self.cancelled.emit()
-
-    def _done(self, estimate: EstimatedLesions | None) -> None:
-        if estimate is None:
-            self.cancelled.emit()
-        else:
-            self.finished.emit(estimate)
-
-
 class EstimateSection(QWidget):
     """The Lesion map dock's part for the estimate: what is open, the agreement, the buttons.
 
@@ -442,6 +371,6 @@ class EstimateSection(QWidget):
             self.progress.setValue(0)
 
 
-__all__ = ["COMPUTE", "ESTIMATE", "EstimateController", "EstimateJob", "EstimateSection",
+__all__ = ["COMPUTE", "ESTIMATE", "EstimateController", "EstimateSection",
            "EstimatedLesions", "compute_estimate", "estimate_layer", "groups_of",
            "importance_colours", "neuron_table_path", "open_estimate"]

@@ -30,15 +30,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxLayout,
                                QHeaderView, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from flyviz.analysis.sweep import GroupResult, LesionMap
-from flyviz.app.background import ModelFileController
-from flyviz.app.estimate_layer import (ESTIMATE, EstimateController, EstimatedLesions,
-                                       EstimateJob, EstimateSection, estimate_layer,
+from flyviz.app.background import BackgroundJob, ModelFileController
+from flyviz.app.estimate_layer import (COMPUTE, ESTIMATE, EstimateController, EstimatedLesions,
+                                       EstimateSection, compute_estimate, estimate_layer,
                                        importance_colours)
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import InputError
@@ -414,21 +414,31 @@ class LesionFeature(QObject):
         self._importance_on_open = importance
         self.controller.open(path)
 
+    def _ask_file(self, title: str, folder_key: str, filters: str) -> str | None:
+        """A file the user picks (``None``: none), starting in the folder kept under
+        ``folder_key`` in the settings, which then keeps the picked file's."""
+        settings = self.host.settings
+        path, _ = QFileDialog.getOpenFileName(self.host.widget(), title,
+                                              str(settings.value(folder_key, "")), filters)
+        if not path:
+            return None
+        settings.setValue(folder_key, str(Path(path).parent))
+        return path
+
     def open_dialog(self) -> None:
         """File → Open lesion map: pick a CSV or Parquet file from ``flyviz sweep``."""
-        settings = self.host.settings
-        path, _ = QFileDialog.getOpenFileName(
-            self.host.widget(), "Open a lesion map", str(settings.value("paths/lesion_maps", "")),
-            "Lesion maps (*.csv *.parquet);;All files (*)")
+        path = self._ask_file("Open a lesion map", "paths/lesion_maps",
+                              "Lesion maps (*.csv *.parquet);;All files (*)")
         if path:
-            settings.setValue("paths/lesion_maps", str(Path(path).parent))
             self.open(path)
 
     # ------------------------------------------------------------ the estimate
     def _install_estimate(self) -> None:
         host = self.host
         self.estimates = EstimateController(host.background, lambda: host.checkpoint, self)
-        self.job = EstimateJob(host.background, self)
+        #: The estimate being computed (the window's close stops it: the close waits for it).
+        self.job = BackgroundJob(host.background, COMPUTE, self.panel.estimate, self,
+                                 host.widget())
         registry = host.actions_registry
         self.estimate_action = registry.add(
             "open_estimate", "Open &estimated lesions…", self.open_estimate_dialog,
@@ -449,18 +459,10 @@ class LesionFeature(QObject):
         self.estimates.failed.connect(
             lambda message: host.show_message(f"cannot open the estimate: {message}",
                                               error=True, dialog=True))
-        self.job.progressed.connect(self._on_estimate_progress)
         self.job.finished.connect(self._on_estimate_computed)
         self.job.cancelled.connect(self._on_estimate_cancelled)
         self.job.failed.connect(self._on_estimate_failed)
         self._estimate_on_open = False
-        # The window's close waits for background calls: stop an estimate first.
-        host.widget().installEventFilter(self)
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
-        if event.type() == QEvent.Type.Close:
-            self.job.stop()
-        return False
 
     def open_estimate(self, path: str | Path, colour: bool = False) -> None:
         """Open the per-neuron estimate of ``path`` (its ``.neurons`` table, or the
@@ -472,14 +474,10 @@ class LesionFeature(QObject):
 
     def open_estimate_dialog(self) -> None:
         """File → Open estimated lesions: pick the file of ``flyviz importance``."""
-        settings = self.host.settings
-        path, _ = QFileDialog.getOpenFileName(
-            self.host.widget(), "Open estimated lesions",
-            str(settings.value("paths/lesion_maps", "")),
-            "Estimated lesions (*.neurons.csv *.neurons.parquet *.csv *.parquet);;"
-            "All files (*)")
+        path = self._ask_file("Open estimated lesions", "paths/lesion_maps",
+                              "Estimated lesions (*.neurons.csv *.neurons.parquet *.csv "
+                              "*.parquet);;All files (*)")
         if path:
-            settings.setValue("paths/lesion_maps", str(Path(path).parent))
             self.open_estimate(path, colour=True)
 
     def compute_estimate(self, text: str | Path) -> bool:
@@ -489,21 +487,18 @@ class LesionFeature(QObject):
         if checkpoint is None:
             self.host.show_message("load a model first", error=True)
             return False
-        self.panel.estimate.set_busy(True)
+        lesions = self.lesions
         self.panel.estimate.status.setText(f"estimating every neuron over {Path(text).name}…")
         self.host.show_message(f"estimating every neuron's silencing over {Path(text).name}…")
-        self.job.start(checkpoint, text, self.lesions)
+        self.job.start(lambda stop, report: compute_estimate(checkpoint, text, lesions, stop,
+                                                             report))
         return True
 
     def compute_estimate_dialog(self) -> None:
         """The dock's *Estimate…*: pick a text file and estimate over it."""
-        settings = self.host.settings
-        path, _ = QFileDialog.getOpenFileName(
-            self.host.widget(), "Estimate lesions over a text",
-            str(settings.value("paths/texts", "")),
-            "Texts (*.txt *.jsonl *.json *.parquet);;All files (*)")
+        path = self._ask_file("Estimate lesions over a text", "paths/texts",
+                              "Texts (*.txt *.jsonl *.json *.parquet);;All files (*)")
         if path:
-            settings.setValue("paths/texts", str(Path(path).parent))
             self.compute_estimate(path)
 
     def estimate_layer(self) -> ColourLayer:
@@ -535,25 +530,16 @@ class LesionFeature(QObject):
         self.panel.estimate.set_estimate(None, note)
         self.host.colour_by.set_enabled((ESTIMATE,), False)
 
-    def _on_estimate_progress(self, fraction: float) -> None:
-        if self.job.busy:
-            self.panel.estimate.progress.setValue(int(round(100 * fraction)))
-
     def _on_estimate_computed(self, estimate: EstimatedLesions) -> None:
-        self.panel.estimate.set_busy(False)
         self._estimate_on_open = True
         self.estimates.show(estimate)
 
     def _on_estimate_cancelled(self) -> None:
-        section = self.panel.estimate
-        section.set_busy(False)
-        section.set_estimate(self.estimate, "estimate cancelled")
+        self.panel.estimate.set_estimate(self.estimate, "estimate cancelled")
         self.host.show_message("estimate cancelled")
 
     def _on_estimate_failed(self, message: str) -> None:
-        section = self.panel.estimate
-        section.set_busy(False)
-        section.set_estimate(self.estimate, f"cannot estimate: {message}")
+        self.panel.estimate.set_estimate(self.estimate, f"cannot estimate: {message}")
         self.host.show_message(f"cannot estimate: {message}", error=True)
 
     # ------------------------------------------------------------ colours

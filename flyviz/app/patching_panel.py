@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
-from flyviz.app.background import CancellableProgress, Cancelled
+from flyviz.app.background import BackgroundJob, CancellableProgress, Cancelled
 from flyviz.app.patching_heatmap import Heatmap, heatmap_colours
 from flyviz.model.errors import FlyvizError, InputError
 
@@ -264,7 +264,6 @@ class PatchingFeature(QObject):
     traced = Signal(object)
     cancelled = Signal()
     cell_chosen = Signal(object, object)
-    _progress = Signal(float)
 
     def __init__(self, host: "WindowHost") -> None:
         super().__init__(host.widget())
@@ -274,10 +273,12 @@ class PatchingFeature(QObject):
         self.compare: Callable[[tuple[Any, ...], str], bool] | None = None
         self.trace: "CausalTrace | None" = None
         self._groups: dict[str, np.ndarray] = {}
-        self._stop: threading.Event | None = None
-        #: Set while a trace's thread runs.
-        self.running = threading.Event()
         self.panel = PatchingPanel()
+        #: The trace going on (its ``running`` is set while its thread runs).
+        self.job = BackgroundJob(host.background, PURPOSE, self.panel, self, host.widget())
+        self.job.finished.connect(self.show)
+        self.job.cancelled.connect(self._on_cancelled)
+        self.job.failed.connect(self._refuse)
         # A tab of the left column: the column's full height gives the heatmap's rows room
         # (beside the text the form alone filled a laptop's dock), and the Text dock stays
         # in sight for the comparison a cell's click runs.
@@ -289,21 +290,13 @@ class PatchingFeature(QObject):
         p.cancel_requested.connect(self.cancel)
         p.measure_changed.connect(self._draw)
         p.heatmap.cell_clicked.connect(self.choose_cell)
-        self._progress.connect(self._on_progress)
         host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
-        # The window's close waits for background calls: stop a trace first.
-        host.widget().installEventFilter(self)
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
-        if event.type() == QEvent.Type.Close and self._stop is not None:
-            self._stop.set()
-        return False
 
     # ------------------------------------------------------------ tracing
     @property
     def busy(self) -> bool:
         """True while a trace runs."""
-        return self.host.background.busy(PURPOSE)
+        return self.job.busy
 
     def run_trace(self, clean: str | None = None, corrupt: str | None = None,
                   answer: str | None = None, by: str | None = None,
@@ -340,25 +333,16 @@ class PatchingFeature(QObject):
         except FlyvizError as exc:
             return self._refuse(dock_words(str(exc)))
         self._groups = {g.name: g.neurons for g in groups}
-        stop = threading.Event()
-        self._stop = stop
-        running = self.running
-        running.set()
         spec, kernel = bundle.model.spec, bundle.model.kernel_request
 
-        def work() -> Any:
-            try:
-                return compute_trace(checkpoint, clean, corrupt, answer, groups, by, stop,
-                                     self._progress.emit, spec=spec or "", kernel=kernel,
-                                     versus=versus)
-            finally:
-                running.clear()
+        def work(stop: threading.Event, report: Callable[[float], None]) -> Any:
+            return compute_trace(checkpoint, clean, corrupt, answer, groups, by, stop, report,
+                                 spec=spec or "", kernel=kernel, versus=versus)
 
-        p.set_busy(True)
         p.say(f"tracing {len(groups):,} groups by {p.by.currentText().lower()} at every "
               "position…")
         self.host.show_message("causal trace running…")
-        self.host.background.run(PURPOSE, work, self._on_done, self._on_failed)
+        self.job.start(work)
         return True
 
     def _refuse(self, message: str) -> bool:
@@ -368,32 +352,12 @@ class PatchingFeature(QObject):
 
     def cancel(self) -> None:
         """Stop the trace going on (its thread ends at its next progress report)."""
-        if self._stop is not None:
-            self._stop.set()
-        if self.busy:
-            self.host.background.cancel(PURPOSE)
-            self._on_cancelled()
-
-    def _on_progress(self, fraction: float) -> None:
-        if self.busy:
-            self.panel.progress.setValue(int(round(100 * fraction)))
+        self.job.cancel()
 
     def _on_cancelled(self) -> None:
-        self.panel.set_busy(False)
         self.panel.say("trace cancelled")
         self.host.show_message("causal trace cancelled")
         self.cancelled.emit()
-
-    def _on_failed(self, message: str) -> None:
-        self.panel.set_busy(False)
-        self._refuse(message)
-
-    def _on_done(self, trace: "CausalTrace | None") -> None:
-        if trace is None:
-            self._on_cancelled()
-            return
-        self.panel.set_busy(False)
-        self.show(trace)
 
     # ------------------------------------------------------------ showing
     def show(self, trace: "CausalTrace") -> None:

@@ -33,14 +33,16 @@ from __future__ import annotations
 
 import html
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
                                QSlider, QVBoxLayout, QWidget)
 
+from flyviz.app.background import BackgroundJob
 from flyviz.app.graph_panel import NEGATIVE, POSITIVE, GraphPanel, graph_rows
 from flyviz.model.errors import InputError
 from flyviz.record.trace import trace
@@ -200,7 +202,6 @@ class WhyFeature(QObject):
 
     traced = Signal(object)
     cancelled = Signal()
-    _progress = Signal(float)
 
     def __init__(self, host: "WindowHost") -> None:
         super().__init__(host.widget())
@@ -210,9 +211,6 @@ class WhyFeature(QObject):
         self.lag = 0
         self._model: "Model | None" = None
         self._model_of: Any = None
-        self._stop: threading.Event | None = None
-        #: Set while a trace's thread runs (its model must not be closed under it).
-        self._running = threading.Event()
         self._retired: list["Model"] = []
         #: The synapses drawn as lines now (``{"pre", "post", "flow"}``), or None.
         self.synapse_edges: dict[str, np.ndarray] | None = None
@@ -220,6 +218,11 @@ class WhyFeature(QObject):
         self._steps = 1
         self.panel = WhyPanel()
         self.graph_panel = GraphPanel()
+        #: The trace going on (its ``running`` is set while its thread uses the model).
+        self.job = BackgroundJob(host.background, PURPOSE, self.panel, self, host.widget())
+        self.job.finished.connect(self._on_done)
+        self.job.cancelled.connect(self._on_cancelled)
+        self.job.failed.connect(self._on_failed)
         area = Qt.DockWidgetArea
         self.dock = host.add_dock("why", "Why?", self.panel, area.LeftDockWidgetArea,
                                   scroll=True)
@@ -243,22 +246,14 @@ class WhyFeature(QObject):
         p.synapses.toggled.connect(lambda _on: self._draw_synapses())
         self.graph_panel.neuron_clicked.connect(host.select_neuron)
         host.text_panel.why_requested.connect(self.why_at)
-        # The window's close waits for background calls: stop a trace first.
-        host.widget().installEventFilter(self)
-        self._progress.connect(self._on_progress)
         host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
         host.state.events.recording.connect(lambda: self._forget(""))
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
-        if event.type() == QEvent.Type.Close and self._stop is not None:
-            self._stop.set()
-        return False
 
     # ------------------------------------------------------------ tracing
     @property
     def busy(self) -> bool:
         """True while a trace runs."""
-        return self.host.background.busy(PURPOSE)
+        return self.job.busy
 
     def _trace_model(self) -> "Model":
         """A model of the loaded checkpoint with an engine of its own (runs keep theirs)."""
@@ -292,37 +287,29 @@ class WhyFeature(QObject):
                               error=True)
             return False
         model = self._trace_model()
-        stop = threading.Event()
-        self._stop = stop
         first = max(0, index - WINDOW + 1)
         self._steps = index - first + 1
         steps = self._steps
-        counter = [0]
-        progress = self._progress
 
-        def should_stop() -> bool:
-            counter[0] += 1
-            progress.emit(min(1.0, counter[0] / steps))
-            return stop.is_set()
+        def work(stop: threading.Event, report: Callable[[float], None]) -> Any:
+            counter = [0]
 
-        running = self._running
-        running.set()
+            def should_stop() -> bool:
+                counter[0] += 1
+                report(min(1.0, counter[0] / steps))
+                return stop.is_set()
 
-        def work() -> Any:
             try:
                 att = trace(model, recording, position=index, window=WINDOW,
                             should_stop=should_stop)
                 return att, att.graph(nodes=GRAPH_NODES)
             except InterruptedError:
                 return None
-            finally:
-                running.clear()
 
         predicted = recording[index].predicted_text
-        self.panel.set_busy(True)
         self.panel.status.setText(f"tracing {predicted!r} at position {index}…")
         host.show_message(f"tracing why the model chose {predicted!r} at position {index}…")
-        host.background.run(PURPOSE, work, self._on_done, self._on_failed)
+        self.job.start(work)
         return True
 
     def why_at(self, frame: int) -> bool:
@@ -335,33 +322,19 @@ class WhyFeature(QObject):
 
     def cancel(self) -> None:
         """Stop the trace going on (its result, if it still comes, is dropped)."""
-        if self._stop is not None:
-            self._stop.set()
-        if self.busy:
-            self.host.background.cancel(PURPOSE)
-            self._on_cancelled()
-
-    def _on_progress(self, fraction: float) -> None:
-        if self.busy:
-            self.panel.progress.setValue(int(round(100 * fraction)))
+        self.job.cancel()
 
     def _on_cancelled(self) -> None:
-        self.panel.set_busy(False)
         self.panel.status.setText("trace cancelled")
         self.host.show_message("trace cancelled")
         self.cancelled.emit()
 
     def _on_failed(self, message: str) -> None:
-        self.panel.set_busy(False)
         self.panel.status.setText(f"cannot trace: {message}")
         self.host.show_message(f"cannot trace: {message}", error=True)
 
     def _on_done(self, result: Any) -> None:
-        if result is None:
-            self._on_cancelled()
-            return
         att, graph = result
-        self.panel.set_busy(False)
         self.show(att, graph)
 
     # ------------------------------------------------------------ showing
@@ -517,7 +490,7 @@ class WhyFeature(QObject):
         model, self._model, self._model_of = self._model, None, None
         if model is not None:
             self._retired.append(model)
-        if not self._running.is_set():     # a trace still going on keeps its engine
+        if not self.job.running.is_set():     # a trace still going on keeps its engine
             for old in self._retired:
                 old.close()
             self._retired = []

@@ -8,6 +8,9 @@ exact size: nothing pads 1080 to 1088.
 Output is written under a temporary name in the target's folder and renamed
 into place only once the encoder has finished without error; a cancel, an
 encoder failure or a full disk leaves nothing under the target name.
+
+:func:`encode_movie` is that lifecycle around one export's frames (each
+movie kind says only which frames it draws).
 """
 
 from __future__ import annotations
@@ -17,11 +20,20 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flyviz.errors import ExportError
+from flyviz.errors import ExportCancelled, ExportError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.export.options import ExportOptions
+
+#: ``emit(values, overlay, *more)``: draw one frame (``more`` goes on to the renderer's
+#: ``render_state``) and encode it.
+EmitFrame = Callable[..., None]
 
 #: File name pattern of PNG frames inside an output folder.
 PNG_PATTERN = "frame_%06d.png"
@@ -234,3 +246,61 @@ class FrameEncoder:
             pass
         self._proc.wait()
         self._stderr.close()
+
+
+def encode_movie(out: Path, fmt: str, crf: int | None, options: "ExportOptions", renderer: Any,
+                 frames: Callable[[EmitFrame], None], total: int,
+                 progress: Callable[[int, int], None] | None,
+                 cancelled: Callable[[], bool] | None, close_renderer: bool) -> Path:
+    """Encode the frames ``frames(emit)`` draws into ``out`` (format ``fmt``), all or nothing.
+
+    Each ``emit(values, overlay, *more)`` first asks ``cancelled()``, then encodes
+    ``renderer.render_state(values, overlay, azimuth, *more)``, the camera turned
+    ``options.orbit`` degrees per second of movie time from ``renderer.base_azimuth``,
+    and reports ``progress(frames_done, total)``. The file appears at ``out`` only
+    once the encoder finished (:class:`AtomicTarget`); ``close_renderer``: close
+    ``renderer`` at the end, whatever happened.
+
+    Raises
+    ------
+    ExportCancelled
+        When ``cancelled()`` returned True; nothing is left at ``out``.
+    ExportError
+        For an unwritable path (an :class:`OSError` in one line) or an encoder
+        failure; nothing is left at ``out``. What ``frames`` raises passes through,
+        likewise leaving nothing.
+    """
+    target: AtomicTarget | None = None
+    encoder: FrameEncoder | None = None
+    try:
+        target = AtomicTarget(out, folder=(fmt == "png"))
+        encoder = FrameEncoder(target.tmp, fmt, options.size, options.fps, crf, options.speed)
+        base = float(renderer.base_azimuth)
+        done = 0
+
+        def emit(values: np.ndarray, overlay: Any, *more: Any) -> None:
+            nonlocal done
+            if cancelled is not None and cancelled():
+                raise ExportCancelled("export cancelled; nothing was written")
+            azimuth = base + options.orbit * done / options.fps
+            assert encoder is not None
+            encoder.write(renderer.render_state(values, overlay, azimuth, *more))
+            done += 1
+            if progress is not None:
+                progress(done, total)
+
+        frames(emit)
+        encoder.close()
+        encoder = None
+        return target.commit()
+    except BaseException as exc:
+        if encoder is not None:
+            encoder.abort()
+        if target is not None:
+            target.discard()
+        if isinstance(exc, OSError):
+            raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise
+    finally:
+        if close_renderer:
+            renderer.close()

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flyviz.errors import ExportCancelled
-from flyviz.export.encoders import AtomicTarget, FrameEncoder
+from flyviz.export.encoders import EmitFrame, encode_movie
 from flyviz.export.options import ExportOptions, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError
@@ -238,48 +237,20 @@ def export_flow(attribution: "Attribution", anatomy: Anatomy | None, out_path: s
         renderer = make_flow_renderer(attribution, anatomy, options, scale=scale,
                                       reverse=reverse, style=style, camera=camera, gl=gl,
                                       meshes=meshes)
-    target: AtomicTarget | None = None
-    encoder: FrameEncoder | None = None
-    try:
-        target = AtomicTarget(out, folder=(fmt == "png"))
-        encoder = FrameEncoder(target.tmp, fmt, options.size, options.fps, crf, options.speed)
-        base = float(renderer.base_azimuth)
-        done = 0
 
-        def emit(values: np.ndarray, overlay: Any, limit: float) -> None:
-            nonlocal done
-            if cancelled is not None and cancelled():
-                raise ExportCancelled("export cancelled; nothing was written")
-            azimuth = base + options.orbit * done / options.fps
-            assert encoder is not None
-            encoder.write(renderer.render_state(values, overlay, azimuth, (-limit, limit)))
-            done += 1
-            if progress is not None:
-                progress(done, total)
-
+    def frames(emit: EmitFrame) -> None:
         values = np.zeros(attribution.neurons, np.float32)
         overlay: OverlayContent | None = None
         limit = limits[0]
         for lag, limit in zip(lags, limits):
             values = np.asarray(attribution.node_flow(attribution.position - lag), np.float32)
             overlay = flow_overlay(attribution, lag, top) if options.overlays else None
-            emit(values, overlay, limit)
+            emit(values, overlay, (-limit, limit))
         for _ in range(options.hold_frames()):
-            emit(values, overlay, limit)
-        encoder.close()
-        encoder = None
-        return target.commit()
-    except BaseException as exc:
-        if encoder is not None:
-            encoder.abort()
-        if target is not None:
-            target.discard()
-        if isinstance(exc, OSError):
-            raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
-        raise
-    finally:
-        if own_renderer:
-            renderer.close()
+            emit(values, overlay, (-limit, limit))
+
+    return encode_movie(out, fmt, crf, options, renderer, frames, total, progress, cancelled,
+                        close_renderer=own_renderer)
 
 
 __all__ = ["FLOW_SCALES", "TOP_TOKENS", "check_flow_request", "export_flow", "flow_frame_count",

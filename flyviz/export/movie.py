@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from flyviz.errors import ExportCancelled
-from flyviz.export.encoders import AtomicTarget, FrameEncoder
+from flyviz.export.encoders import EmitFrame, encode_movie
 from flyviz.export.options import ExportOptions, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError
@@ -196,31 +195,14 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
     if own_renderer:
         renderer = make_renderer(recording, anatomy, options, name, style=style, camera=camera,
                                  gl=gl, meshes=meshes)
-    target: AtomicTarget | None = None
-    encoder: FrameEncoder | None = None
-    try:
-        target = AtomicTarget(out, folder=(fmt == "png"))
-        encoder = FrameEncoder(target.tmp, fmt, options.size, options.fps, crf, options.speed)
+
+    def frames(emit: EmitFrame) -> None:
         overlays = None
         if options.overlays:
             overlays = iter(overlay_contents if overlay_contents is not None
                             else iter_overlays(recording, start, stop))
         prev = values_at(start - 1) if start > 0 else np.zeros(recording.neurons, np.float32)
         state = np.empty(recording.neurons, dtype=np.float32)
-        base = float(renderer.base_azimuth)
-        done = 0
-
-        def emit(values: np.ndarray, overlay: Any) -> None:
-            nonlocal done
-            if cancelled is not None and cancelled():
-                raise ExportCancelled("export cancelled; nothing was written")
-            azimuth = base + options.orbit * done / options.fps
-            assert encoder is not None
-            encoder.write(renderer.render_state(values, overlay, azimuth))
-            done += 1
-            if progress is not None:
-                progress(done, total)
-
         overlay = None
         for i in range(start, stop):
             cur = values_at(i)
@@ -234,20 +216,9 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
             prev = cur
         for _ in range(options.hold_frames()):
             emit(prev, overlay)
-        encoder.close()
-        encoder = None
-        return target.commit()
-    except BaseException as exc:
-        if encoder is not None:
-            encoder.abort()
-        if target is not None:
-            target.discard()
-        if isinstance(exc, OSError):
-            raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
-        raise
-    finally:
-        if own_renderer:
-            renderer.close()
+
+    return encode_movie(out, fmt, crf, options, renderer, frames, total, progress, cancelled,
+                        close_renderer=own_renderer)
 
 
 def export_state(state: Any, out_path: str | Path, options: ExportOptions | None = None,

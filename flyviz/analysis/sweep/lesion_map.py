@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.analysis.sweep.groups import BY_LABELS, label_groups
-from flyviz.analysis.table_file import result_format
+from flyviz.analysis.table_file import open_result_table
 from flyviz.errors import FlyvizError, InputError, SelectionError
 from flyviz.model.batch import LESION_MODES as MODES
 
@@ -122,17 +122,10 @@ class LesionMap:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
-        if not self.path.is_file():
-            raise SweepError(f"no lesion map at {self.path}: the file does not exist")
-        try:
-            kind = result_format(self.path)
-        except InputError:
-            raise SweepError(f"{self.path.name} is not a lesion map (expected a .csv or "
-                             ".parquet file from 'flyviz sweep')") from None
-        info, records = self._read(kind)
-        if not isinstance(info, dict) or info.get("format") != FORMAT:
-            raise SweepError(f"{self.path.name} is not a flyviz lesion map (no flyviz-sweep "
-                             "metadata)")
+        info, records = open_result_table(self.path, noun="lesion map", command="sweep",
+                                          fmt=FORMAT, csv_prefix=CSV_PREFIX,
+                                          parquet_key=PARQUET_KEY, error=SweepError,
+                                          damaged=self._damaged)
         if int(info.get("format_version", 0)) > FORMAT_VERSION:
             raise SweepError(f"{self.path.name} was written by a newer flyviz (lesion map "
                              f"format {info.get('format_version')}); update flyviz")
@@ -153,12 +146,6 @@ class LesionMap:
     # --------------------------------------------------------------- reading
     def _damaged(self, why: str) -> SweepError:
         return SweepError(f"{self.path.name} is damaged ({why}); run 'flyviz sweep' again")
-
-    def _read(self, kind: str) -> tuple[Any, list[dict[str, Any]]]:
-        from flyviz.analysis.table_file import read_table_file
-
-        return read_table_file(self.path, kind, csv_prefix=CSV_PREFIX, parquet_key=PARQUET_KEY,
-                               what="flyviz lesion map", error=SweepError, damaged=self._damaged)
 
     def _rows(self, records: list[dict[str, Any]]) -> list[GroupResult]:
         kinds = {f.name: f.type for f in fields(GroupResult)}

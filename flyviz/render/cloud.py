@@ -172,8 +172,9 @@ void main() {
 """
 
 # The selection ring's part of the lean fragment shader, there only while a neuron is
-# selected: llvmpipe computes both sides of a branch for every pixel, and this one is
-# ~8 % of a frame's CPU (the ring is drawn for one neuron, its cost paid by all).
+# selected: llvmpipe runs a branch's body for every pixel, masked (the ring is drawn for
+# one neuron, its cost paid by all); 2-3 ms of ~40 a frame in one measurement, about
+# the noise of a shared 2-core machine.
 _LEAN_RING = """
     if (v_shape.y > 0.5) {
         float r = sqrt(r2);

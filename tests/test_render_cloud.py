@@ -138,7 +138,16 @@ def test_hidden_neurons_are_not_drawn():
         scene.close()
 
 
-def test_selected_neuron_gets_a_ring(grid):
+@pytest.fixture(params=[False, True], ids=["original", "lean"])
+def either_grid(request):
+    scene = Scene(grid_positions(), lean=request.param)
+    yield scene
+    scene.close()
+
+
+def test_selected_neuron_gets_a_ring(either_grid):
+    """Also on the lean path, whose shader carries the ring's code only while one is shown."""
+    grid = either_grid
     values = np.zeros(len(grid.positions), np.float32)
     centre = len(grid.positions) // 2
     before = grid.render(values)
@@ -152,6 +161,9 @@ def test_selected_neuron_gets_a_ring(grid):
     assert xs.size > 20 and radii.min() > 3 and radii.max() < 12
     grid.cloud.set_selected(None)
     np.testing.assert_array_equal(grid.render(values), before)
+    grid.cloud.set_selected(centre - 1)              # moves with the selection
+    grid.cloud.set_selected(centre)
+    np.testing.assert_array_equal(grid.render(values), after)
 
 
 @pytest.mark.parametrize("view,depth_axis", [("front", 2), ("side", 0), ("top", 1)])

@@ -166,13 +166,21 @@ void main() {
     float disc = 1.0 - smoothstep(0.55, 1.0, sqrt(rr2));
     float halo = v_shape.x * exp2(-2.3083120654223412 * rr2);  // exp(-1.6 rr^2)
     vec3 rgb = v_color.rgb * max(disc, halo);
+    /* ring */
+    gl_FragColor = vec4(rgb, 1.0);
+}
+"""
+
+# The selection ring's part of the lean fragment shader, there only while a neuron is
+# selected: llvmpipe runs a branch's body for every pixel, masked (the ring is drawn for
+# one neuron, its cost paid by all); 2-3 ms of ~40 a frame in one measurement, about
+# the noise of a shared 2-core machine.
+_LEAN_RING = """
     if (v_shape.y > 0.5) {
         float r = sqrt(r2);
         float ring = smoothstep(0.70, 0.80, r) * (1.0 - smoothstep(0.90, 1.0, r));
         rgb += vec3(0.45, 1.0, 0.75) * ring;
     }
-    gl_FragColor = vec4(rgb, 1.0);
-}
 """
 
 
@@ -213,7 +221,7 @@ class NeuronCloudVisual(Visual):
                  lean: bool = False) -> None:
         self._lean = bool(lean)
         Visual.__init__(self, vcode=_LEAN_VERTEX_SHADER if lean else _VERTEX_SHADER,
-                        fcode=_LEAN_FRAGMENT_SHADER if lean else _FRAGMENT_SHADER)
+                        fcode=self._lean_fragment_shader(False) if lean else _FRAGMENT_SHADER)
         pos = np.asarray(positions, dtype=np.float32)
         if pos.ndim != 2 or pos.shape[1] != 3:
             raise ValueError(f"positions must have shape (N, 3), got {pos.shape}")
@@ -401,8 +409,11 @@ class NeuronCloudVisual(Visual):
         """Draw a ring around neuron ``index`` (``None`` removes it)."""
         if index is not None and not 0 <= int(index) < self._n:
             raise ValueError(f"neuron {index} out of range 0..{self._n - 1}")
+        ringed = self._selected is not None
         self._selected = None if index is None else int(index)
         self.shared_program["u_selected"] = -1.0 if index is None else float(index)
+        if self._lean and ringed != (index is not None):
+            self.shared_program.frag = self._lean_fragment_shader(index is not None)
         self.update()
 
     def set_point_size(self, px: float) -> None:
@@ -429,6 +440,11 @@ class NeuronCloudVisual(Visual):
         """Halo strength of active neurons: 0 plain discs, 1 default, 2 strong."""
         self.shared_program["u_glow"] = float(np.clip(strength, 0.0, 2.0))
         self.update()
+
+    @staticmethod
+    def _lean_fragment_shader(ring: bool) -> str:
+        """The lean fragment shader, with the selection ring's code or without."""
+        return _LEAN_FRAGMENT_SHADER.replace("/* ring */", _LEAN_RING.strip() if ring else "")
 
     # ---------------------------------------------------------------- vispy
     def _prepare_transforms(self, view) -> None:

@@ -29,6 +29,8 @@ def _run(win, qtbot, tokens: int = 4) -> None:
     win.state.display.point_size = 4.0
     win.state.run.max_new_tokens = tokens
     win.state.run.speed_cap = 0
+    # Greedy: the same text, so the same trace and the same flows, in every run of the suite.
+    win.state.run.temperature = 0.0
     with qtbot.waitSignal(win.run_ended, timeout=10_000):
         assert win.run_prompt(PROMPT)
     qtbot.waitUntil(lambda: win.state.index == len(win.state.recording) - 1, timeout=3000)

@@ -36,7 +36,9 @@ from vispy.visuals.shaders import Function
 from flyviz.render.colormaps import COLORMAPS, glsl_colormap, is_diverging, value_range
 from flyviz.render.style import percentile_limit
 
-_VERTEX_SHADER = """
+# What both vertex shaders read, and how both turn a value into a colour and a size: one
+# text, so the software path and a GPU cannot drift apart in how a neuron looks.
+_NEURON_INPUTS = """
 attribute vec3 a_position;
 attribute float a_value;
 attribute float a_emphasis;
@@ -51,11 +53,9 @@ uniform float u_dim;
 uniform float u_selected;
 uniform float u_px_scale;
 uniform float u_gain;
-varying vec4 v_color;
-varying vec3 v_shape;  // (core radius / sprite radius, halo strength, ring flag)
+"""
 
-void main() {
-    gl_Position = $transform(vec4(a_position, 1.0));
+_NEURON_LOOK = """    gl_Position = $transform(vec4(a_position, 1.0));
     float v = (u_fold > 0.5) ? abs(a_value) : a_value;
     float coord = clamp((v - u_low) * u_inv_span, 0.0, 1.0);
     float mag = (u_diverging > 0.5) ? abs(2.0 * coord - 1.0) : coord;
@@ -65,7 +65,13 @@ void main() {
     float core = u_size * (0.8 + 0.7 * lit) * mix(0.7, 1.0, a_emphasis);
     // Only strongly active neurons get a halo sprite: fill rate is the cost in software GL.
     float sprite = core * (1.0 + 1.2 * u_glow * mag * mag * a_emphasis);
-    float ring = (abs(a_index - u_selected) < 0.5) ? 1.0 : 0.0;
+"""
+
+_VERTEX_SHADER = (_NEURON_INPUTS + """varying vec4 v_color;
+varying vec3 v_shape;  // (core radius / sprite radius, halo strength, ring flag)
+
+void main() {
+""" + _NEURON_LOOK + """    float ring = (abs(a_index - u_selected) < 0.5) ? 1.0 : 0.0;
     if (ring > 0.5) {
         sprite = max(sprite, max(3.0 * core, 18.0));
     }
@@ -73,7 +79,7 @@ void main() {
     v_color = vec4(c.rgb, c.a * emphasis * u_gain);
     gl_PointSize = sprite * u_px_scale;
 }
-"""
+""")
 
 _FRAGMENT_SHADER = """
 varying vec4 v_color;
@@ -107,36 +113,12 @@ INVISIBLE_LEVEL = 0.25 / 255.0
 # framebuffer can hold; the sprite now ends where the halo drops below
 # INVISIBLE_LEVEL. The colour is premultiplied in the vertex shader and the sprite's
 # size in core radii rides in its alpha (six varyings instead of seven).
-_LEAN_VERTEX_SHADER = """
-attribute vec3 a_position;
-attribute float a_value;
-attribute float a_emphasis;
-attribute float a_index;
-uniform float u_low;
-uniform float u_inv_span;
-uniform float u_fold;
-uniform float u_diverging;
-uniform float u_size;
-uniform float u_glow;
-uniform float u_dim;
-uniform float u_selected;
-uniform float u_px_scale;
-uniform float u_gain;
-uniform float u_invisible;
+_LEAN_VERTEX_SHADER = (_NEURON_INPUTS + """uniform float u_invisible;
 varying vec4 v_color;  // (premultiplied rgb, sprite radius / core radius)
 varying vec2 v_shape;  // (halo strength, ring flag)
 
 void main() {
-    gl_Position = $transform(vec4(a_position, 1.0));
-    float v = (u_fold > 0.5) ? abs(a_value) : a_value;
-    float coord = clamp((v - u_low) * u_inv_span, 0.0, 1.0);
-    float mag = (u_diverging > 0.5) ? abs(2.0 * coord - 1.0) : coord;
-    vec4 c = $colormap(coord);
-    float lit = sqrt(mag);
-    float emphasis = mix(u_dim, 1.0, a_emphasis);
-    float core = u_size * (0.8 + 0.7 * lit) * mix(0.7, 1.0, a_emphasis);
-    float sprite = core * (1.0 + 1.2 * u_glow * mag * mag * a_emphasis);
-    vec3 rgb = c.rgb * (c.a * emphasis * u_gain);
+""" + _NEURON_LOOK + """    vec3 rgb = c.rgb * (c.a * emphasis * u_gain);
     float halo = clamp(u_glow, 0.0, 2.0) * 0.5 * lit;
     float ring = (abs(a_index - u_selected) < 0.5) ? 1.0 : 0.0;
     if (ring > 0.5) {
@@ -152,7 +134,7 @@ void main() {
     v_shape = vec2(halo, ring);
     gl_PointSize = sprite * u_px_scale;
 }
-"""
+""")
 
 _LEAN_FRAGMENT_SHADER = """
 varying vec4 v_color;

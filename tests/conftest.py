@@ -152,3 +152,13 @@ def _collect_after_each_test():
 
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture(scope="module")
+def demo():
+    """The embedded demo brain (``flyviz.load("demo")``), one per test module, closed after it."""
+    import flyviz
+
+    model = flyviz.load("demo")
+    yield model
+    model.close()

@@ -14,13 +14,6 @@ from flyviz.render.colormaps import lut
 
 
 @pytest.fixture(scope="module")
-def demo():
-    model = flyviz.load("demo")
-    yield model
-    model.close()
-
-
-@pytest.fixture(scope="module")
 def saved(demo, tmp_path_factory):
     rec = flyviz.run(demo, "Once upon a time", max_new_tokens=3)
     return rec.save(tmp_path_factory.mktemp("source") / "run.flyrec")

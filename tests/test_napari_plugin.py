@@ -25,13 +25,6 @@ MANIFEST = Path(flyviz.__file__).parent / "napari" / "napari.yaml"
 
 
 @pytest.fixture(scope="module")
-def demo():
-    model = flyviz.load("demo")
-    yield model
-    model.close()
-
-
-@pytest.fixture(scope="module")
 def recording_path(demo, tmp_path_factory) -> Path:
     rec = flyviz.run(demo, "Once upon a time", max_new_tokens=4)
     return rec.save(tmp_path_factory.mktemp("napari") / "run.flyrec")

@@ -27,13 +27,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def demo():
-    model = flyviz.load("demo")
-    yield model
-    model.close()
-
-
-@pytest.fixture(scope="module")
 def halves(demo):
     """A recording of the demo brain whose token 1 lights the neurons left of the midline
     (x below the median) and token 2 those right of it; token 0 is at rest."""

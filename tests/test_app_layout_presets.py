@@ -8,7 +8,7 @@ from app_conftest import app_checkpoint, make_window, window  # noqa: F401
 from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow
 
-from test_app_window_fit import clipped_controls
+from test_app_window_fit import clipped_controls, wait_in_front
 
 from flyviz.app import main_window
 from flyviz.app.layout_presets import KNOWN_DOCKS, PRESETS, PRESENTATION_DOCKS
@@ -69,7 +69,7 @@ def test_each_preset_shows_the_docks_it_says_and_default_brings_the_default_back
     for key, dock in docks.items():
         if not dock.isHidden():
             dock.raise_()
-            QApplication.processEvents()
+            wait_in_front(win, qtbot, key, dock)
             problems += clipped_controls(key, dock)
     assert not problems, "\n".join(problems)
 

@@ -41,7 +41,9 @@ CPU, side by side in one process: two brain views at ``--size`` on the same
 brain, one on the path a GPU gets (an OpenGL widget composed by Qt, the
 original shaders: before software OpenGL had a path of its own) and one as
 the app chooses for this OpenGL (with Mesa llvmpipe: frames shown as pixels,
-the lean cloud). Each redraw shows another state of a run of the synthetic
+the cloud painted on the CPU by :mod:`flyviz.render.splat`); where that paints
+the cloud, a third view on the software path with the cloud drawn by OpenGL's
+lean shaders (``lean_gl_path``) runs beside them for reference. Each redraw shows another state of a run of the synthetic
 brain; the two take turns, ``--repeat`` rounds of ``--redraws`` redraws each,
 and it prints the median CPU time per redraw of each (``time.process_time``:
 every thread of the process, llvmpipe's rasteriser threads included; and the
@@ -366,13 +368,14 @@ def _run_states(checkpoint, tokenizer, prompt, settings) -> list:
         engine.close()
 
 
-def _brain_view(checkpoint, width: int, height: int, software_path: bool | None, states):
+def _brain_view(checkpoint, width: int, height: int, software_path: bool | None, states,
+                cpu_cloud: bool | None = None):
     """A shown top-level brain view of ``checkpoint`` at ``width x height``."""
     import numpy as np
 
     from flyviz.app.brain_view import BrainView
 
-    view = BrainView(software_path=software_path)
+    view = BrainView(software_path=software_path, cpu_cloud=cpu_cloud)
     view.setFixedSize(width, height)
     view.show()
     view.set_anatomy(checkpoint.anatomy, checkpoint.config.neurons)
@@ -427,8 +430,15 @@ def brain_cost(args: argparse.Namespace) -> dict:
         checkpoint, tokenizer, prompt, settings, _build_s = _full_size_model(args.tokens)
     states = _run_states(checkpoint, tokenizer, prompt, settings)
     app = _app()
+    from flyviz.render import splat
+
     views = {"gpu_path": _brain_view(checkpoint, width, height, False, states),
              "chosen_path": _brain_view(checkpoint, width, height, None, states)}
+    if views["chosen_path"].cpu_cloud:
+        # The software path with the cloud drawn by OpenGL (its lean shaders), for reference.
+        views["lean_gl_path"] = _brain_view(checkpoint, width, height, None, states,
+                                            cpu_cloud=False)
+        splat.warm_up(background=False)
     if args.outline:
         import numpy as np
 
@@ -448,6 +458,7 @@ def brain_cost(args: argparse.Namespace) -> dict:
                     "shown_neurons": int(checkpoint.anatomy.n_valid),
                     "renderer": chosen.renderer, "software_gl": chosen.software_gl,
                     "chosen_is_software_path": chosen.software_path,
+                    "chosen_paints_cloud_on_cpu": chosen.cpu_cloud and splat.splat_available(),
                     "canvas_px": [int(v) for v in chosen.canvas.physical_size],
                     "states": len(states), "redraws": args.redraws, "repeats": args.repeat,
                     "outline": bool(args.outline), "model": checkpoint.name,
@@ -459,6 +470,11 @@ def brain_cost(args: argparse.Namespace) -> dict:
             result[f"{name}_{key}_range"] = [round(min(values), 1), round(max(values), 1)]
     result["cpu_ratio_chosen_vs_gpu_path"] = round(result["chosen_path_cpu_ms"]
                                                    / max(result["gpu_path_cpu_ms"], 1e-9), 3)
+    if "lean_gl_path_cpu_ms" in result:
+        result["cpu_ratio_lean_gl_vs_gpu_path"] = round(
+            result["lean_gl_path_cpu_ms"] / max(result["gpu_path_cpu_ms"], 1e-9), 3)
+    result["cpu_frames_of_chosen_path"] = (chosen.raster_screen.cpu_frames
+                                           if chosen.raster_screen is not None else 0)
     for view in views.values():
         view.close()
     return result

@@ -32,6 +32,16 @@ def _pixels(image: QImage) -> np.ndarray:
     return rows[:, :image.width(), :3].copy()
 
 
+def assert_same_picture(a: np.ndarray, b: np.ndarray) -> None:
+    """The same picture but for rounding: a level of 8 bits here and there, and at most one
+    pixel in 10,000 off by more (a faint fragment at a sprite's very edge, which the CPU
+    painter and llvmpipe's rasteriser may decide apart), none by more than 8 levels."""
+    diff = np.abs(a.astype(int) - b.astype(int)).max(axis=-1)
+    assert diff.max() <= 8, diff.max()
+    assert np.mean(diff > 2) <= 1e-4, np.count_nonzero(diff > 2)
+    assert np.mean(diff > 0) <= 0.05, np.mean(diff > 0)
+
+
 @pytest.fixture
 def brain(tmp_path):
     checkpoint = make_app_checkpoint(tmp_path / "model")
@@ -162,8 +172,8 @@ def test_the_outline_is_drawn_once_while_the_camera_holds_still_and_looks_the_sa
         _show(view, qtbot, state)
     assert screen.backdrops == 1
     cached = _pixels(screen.grab().toImage())
-    drawn = view.render_image()[..., :3]     # every visual drawn, the outline too
-    assert np.abs(cached.astype(int) - drawn.astype(int)).max() <= 2
+    drawn = view.render_image()[..., :3]     # every visual drawn by OpenGL, the outline too
+    assert_same_picture(cached, drawn)
     view.set_meshes([], 0.3)                 # without the outline the picture differs
     _show(view, qtbot, states[-1])
     assert np.abs(_pixels(screen.grab().toImage()).astype(int) - cached.astype(int)).max() > 10

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import time
 from typing import Any
 from collections import deque
@@ -51,6 +52,7 @@ from flyviz.render.gl_backend import (SOFTWARE_RENDERERS, current_renderer,  # n
 from flyviz.render.picking import pick_neuron
 from flyviz.app.raster_canvas import RasterScreen
 from flyviz.render.shell import BrainShell
+from flyviz.render import splat
 from flyviz.render.style import (CloudStyle, ColourLayer, activation_layer,
                                  apply_style)
 
@@ -125,9 +127,12 @@ class BrainView(QWidget):
     camera_moved = Signal()
 
     def __init__(self, parent: QWidget | None = None, native_window: bool | None = None,
-                 software_path: bool | None = None) -> None:
+                 software_path: bool | None = None, cpu_cloud: bool | None = None) -> None:
         """``software_path``: present frames as pixels and draw the lean cloud (see the module
-        notes); by default when the OpenGL renders on the CPU, ``False`` for the GPU path."""
+        notes); by default when the OpenGL renders on the CPU, ``False`` for the GPU path.
+        ``cpu_cloud``: on the software path, paint the cloud on the CPU
+        (:mod:`flyviz.render.splat`) when the frame allows; by default when numba is
+        installed and ``FLYVIZ_CPU_CLOUD`` is not ``0``."""
         super().__init__(parent)
         # No buffer swap after drawing: the canvas is a QOpenGLWidget, which draws into
         # its own framebuffer that Qt composes into the window. vispy's swap of the
@@ -146,6 +151,12 @@ class BrainView(QWidget):
         #: Shows the canvas's frames as pixels on the software path, else None.
         self.raster_screen: RasterScreen | None = (
             RasterScreen(self.canvas, self) if self.software_path else None)
+        if cpu_cloud is None:
+            cpu_cloud = os.environ.get("FLYVIZ_CPU_CLOUD", "1") != "0"
+        #: True when the cloud is painted on the CPU whenever a frame allows (software path).
+        self.cpu_cloud = bool(cpu_cloud) and self.raster_screen is not None
+        if self.cpu_cloud:
+            splat.warm_up(background=True)      # compiles while the window opens
         shown = self.raster_screen if self.raster_screen is not None else self.canvas.native
         shown.setMinimumSize(QSize(240, 200))
         shown.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
@@ -247,6 +258,9 @@ class BrainView(QWidget):
                              "flyviz never invents positions." if anatomy.kind == "measured"
                              else "")
         self._style_cloud(self.cloud, self._canvas_height())
+        if self.cpu_cloud and self.raster_screen is not None:
+            painter = splat.CloudPainter(self.cloud)
+            self.raster_screen.set_cpu_layer(self.cloud, painter.paint, splat.splat_available)
         self.set_view(self.view_name)
         self._place_overlays()
 

@@ -22,13 +22,15 @@ outline costs llvmpipe more than the 49,393 neurons do (about 80 ms a frame).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from flyviz.render._vispy_compat import run_draw_handlers
 
 
 #: ``glPixelStorei`` name of Mesa's GL_MESA_pack_invert: read the top row first.
@@ -70,6 +72,20 @@ def _read_bgra(out: np.ndarray) -> bool:
     return bool(_reader["invert"])
 
 
+def _drawn_visuals(node: Any) -> Iterator[Any]:
+    """The visible visuals under ``node`` that draw something (not views, widgets, cameras)."""
+    from vispy.scene.subscene import SubScene
+    from vispy.scene.widgets import Widget
+    from vispy.visuals import BaseVisual
+
+    for child in node.children:
+        if not child.visible:
+            continue
+        if isinstance(child, BaseVisual) and not isinstance(child, (Widget, SubScene)):
+            yield child
+        yield from _drawn_visuals(child)
+
+
 class RasterScreen(QWidget):
     """Shows a vispy ``SceneCanvas``'s frames as an image, redrawn when the canvas asks.
 
@@ -99,8 +115,16 @@ class RasterScreen(QWidget):
         self._last_key: Hashable = None
         self._backdrop: Any = None          # the vispy Image showing the cached backdrop
         self._backdrop_for: Hashable = None  # the key it was drawn for
+        self._backdrop_bgra: np.ndarray | None = None   # its pixels, for the CPU layer
         #: Times the backdrop was drawn anew (for tests and benchmarks).
         self.backdrops = 0
+        self._cpu_visual: Any = None
+        self._cpu_paint: Callable[[np.ndarray, np.ndarray], None] | None = None
+        self._cpu_ready: Callable[[], bool] = lambda: False
+        self._under: np.ndarray | None = None             # drawn by OpenGL under the layer
+        self._background_frame: np.ndarray | None = None  # the background colour alone
+        #: Frames whose top layer was painted on the CPU (see :meth:`set_cpu_layer`).
+        self.cpu_frames = 0
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -150,6 +174,15 @@ class RasterScreen(QWidget):
             self._pixels = np.empty((h, w, 4), np.uint8)
         pixels = self._pixels
         cached = self._use_backdrop(h, w)
+        if self._cpu_layer_paints(cached):
+            self._render_with_cpu_layer(cached, pixels, h, w)
+            image = QImage(pixels.data, w, h, 4 * w, QImage.Format.Format_RGB32)
+            image.setDevicePixelRatio(ratio)
+            self._image, self._shown_pixels = image, pixels
+            self._stale = False
+            self.frames += 1
+            self.cpu_frames += 1
+            return
         canvas.push_fbo(self._fbo, (0, 0), canvas.size)
         # The cached picture of the backdrop is drawn instead of its visuals, in this frame
         # only (visibility set underneath vispy, which would ask for another frame).
@@ -176,6 +209,77 @@ class RasterScreen(QWidget):
         self._stale = False
         self.frames += 1
 
+    # ------------------------------------------------------------ CPU layer
+    def set_cpu_layer(self, visual: Any, paint: Callable[[np.ndarray, np.ndarray], None],
+                      ready: Callable[[], bool]) -> None:
+        """Paint ``visual`` on the CPU, over the rest of the frame, whenever that is the same.
+
+        ``paint(under, out)`` writes ``under`` (``(h, w, 4)`` uint8 B, G, R, A,
+        top row first) with the visual added into ``out``; ``ready()`` says
+        whether it can now (a compiled kernel). It is used while ``visual`` is
+        the last thing drawn and blends by addition (its look does not depend
+        on the order): in a frame where anything else is shown but the
+        backdrop, the whole frame is drawn by OpenGL as before.
+        """
+        self._cpu_visual, self._cpu_paint, self._cpu_ready = visual, paint, ready
+        self.request_frame()
+
+    def _cpu_layer_paints(self, cached: list[Any]) -> bool:
+        """True when this frame is the backdrop (or background) plus the CPU layer alone."""
+        visual = self._cpu_visual
+        if visual is None or self._cpu_paint is None or not visual.visible \
+                or not self._cpu_ready():
+            return False
+        allowed = {id(visual), id(self._backdrop)}
+        allowed.update(id(v) for v in self._backdrop_visuals())
+        return not any(id(node) not in allowed for node in _drawn_visuals(self.canvas.scene))
+
+    def _render_with_cpu_layer(self, cached: list[Any], pixels: np.ndarray, h: int,
+                               w: int) -> None:
+        """The frame as OpenGL would draw it: what is under the layer, then the layer."""
+        canvas = self.canvas
+        visual = self._cpu_visual
+        canvas.set_current()
+        moving_backdrop = [v for v in self._backdrop_visuals() if v.visible and v not in cached]
+        if moving_backdrop:
+            # The camera moves: OpenGL draws the backdrop (not the layer), as every frame.
+            if self._under is None or self._under.shape[:2] != (h, w):
+                self._under = np.empty((h, w, 4), np.uint8)
+            under = self._under
+            canvas.push_fbo(self._fbo, (0, 0), canvas.size)
+            try:
+                visual._visible = False
+                canvas.events.draw(region=None)
+                canvas.context.flush_commands()
+                if not _read_bgra(under):
+                    under[:] = under[::-1].copy()
+            finally:
+                visual._visible = True
+                canvas.pop_fbo()
+        else:
+            under = self._backdrop_bgra if cached and self._backdrop_bgra is not None \
+                else self._background(h, w)
+            # The draw handlers (the view eases its values there) run; the scene is not drawn.
+            run_draw_handlers(canvas)
+            canvas.context.flush_commands()
+        canvas.push_fbo(self._fbo, (0, 0), canvas.size)   # the transforms of this framebuffer
+        try:
+            assert self._cpu_paint is not None
+            self._cpu_paint(under, pixels)
+        finally:
+            canvas.pop_fbo()
+
+    def _background(self, h: int, w: int) -> np.ndarray:
+        """A frame of the canvas's background colour alone (as OpenGL clears it)."""
+        rgba = np.asarray(self.canvas.bgcolor.rgba, dtype=np.float64)
+        bgra = np.round(np.clip(rgba[[2, 1, 0, 3]], 0.0, 1.0) * 255.0).astype(np.uint8)
+        bgra[3] = 255
+        frame = self._background_frame
+        if frame is None or frame.shape[:2] != (h, w) or not np.array_equal(frame[0, 0], bgra):
+            frame = self._background_frame = np.empty((h, w, 4), np.uint8)
+            frame[:] = bgra
+        return frame
+
     # ------------------------------------------------------------ backdrop
     def set_backdrop(self, visuals: Callable[[], Sequence[Any]],
                      key: Callable[[], Hashable]) -> None:
@@ -196,7 +300,7 @@ class RasterScreen(QWidget):
     def _drop_backdrop(self) -> None:
         if self._backdrop is not None:
             self._backdrop.parent = None
-        self._backdrop, self._backdrop_for = None, None
+        self._backdrop, self._backdrop_for, self._backdrop_bgra = None, None, None
 
     def _use_backdrop(self, h: int, w: int) -> list[Any]:
         """The backdrop visuals the cached picture stands for in this frame ([]: draw them)."""
@@ -227,6 +331,7 @@ class RasterScreen(QWidget):
         finally:
             canvas.pop_fbo()
         rgba[..., 3] = 255
+        self._backdrop_bgra = np.ascontiguousarray(rgba[..., [2, 1, 0, 3]])
         # Made while a frame is drawn: the redraw it asks for is this frame.
         image = scene.visuals.Image(rgba, interpolation="nearest", clim=(0, 255),
                                     parent=canvas.scene)

@@ -1,6 +1,6 @@
 """Every use of vispy's private API, in one place, for the vispy versions it was written for.
 
-flyviz needs four things vispy does not offer publicly:
+flyviz needs six things vispy does not offer publicly:
 
 * a view's clipping rectangle computed now (:func:`update_view_clipper`): vispy
   computes it when the view moves, not when a Qt canvas's framebuffer transform
@@ -8,6 +8,9 @@ flyviz needs four things vispy does not offer publicly:
 * a font's glyph advances (:func:`glyph_advance`), to wrap overlay text before drawing it;
 * the EGL display of vispy's EGL backend (:func:`release_egl_context`), to leave no
   EGL context current on a thread that Qt draws on next;
+* the rectangle a view clips its scene to (:func:`scene_clip_bounds`), and a
+  draw event without the scene's drawing (:func:`run_draw_handlers`), for the
+  cloud painted on the CPU;
 * the Qt module vispy's Qt backend uses (:func:`vispy_qt_core`), to show a hidden
   canvas off screen with the same binding.
 
@@ -24,7 +27,7 @@ import sys
 from typing import Any
 
 __all__ = ["TESTED_VISPY", "glyph_advance", "is_tested_vispy", "release_egl_context",
-           "update_view_clipper", "vispy_qt_core"]
+           "run_draw_handlers", "scene_clip_bounds", "update_view_clipper", "vispy_qt_core"]
 
 #: The vispy ``major.minor`` versions whose private names are used here as they are.
 TESTED_VISPY = ("0.14", "0.15", "0.16", "0.17")
@@ -43,6 +46,36 @@ def update_view_clipper(view: Any) -> None:
     """Compute a ``ViewBox``'s clipping rectangle in framebuffer pixels now."""
     view._update_scene_clipper()
     view._update_clipper()
+
+
+def scene_clip_bounds(node: Any) -> tuple[float, float, float, float] | None:
+    """The rectangle a view clips ``node``'s fragments to: ``(left, right, top, bottom)``
+    in framebuffer pixels (rows counted from the top), or None when nothing clips it.
+
+    A ``ViewBox`` clips its scene to its inner rectangle (inside its border, which
+    is there even when not drawn) with a fragment filter; the CPU painter of the
+    cloud (:mod:`flyviz.render.splat`) clips to the same pixels.
+    """
+    parent = node.parent
+    while parent is not None:
+        clipper = getattr(parent, "_clipper", None)
+        if clipper is not None and getattr(parent, "clip_children", False):
+            b = clipper.bounds
+            return (float(b.left), float(b.right), float(b.bottom), float(b.top))
+        parent = parent.parent
+    return None
+
+
+def run_draw_handlers(canvas: Any) -> None:
+    """Emit a ``SceneCanvas``'s draw event without drawing its scene.
+
+    The handlers connected to the event run (a view that eases its values
+    there); the scene is not drawn, and the canvas takes update requests again
+    as after a draw (vispy drops them while one is pending).
+    """
+    with canvas.events.draw.blocker(canvas.on_draw):
+        canvas.events.draw(region=None)
+    canvas._update_pending = False
 
 
 def text_font(text_visual: Any) -> Any:

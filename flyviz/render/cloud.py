@@ -221,8 +221,11 @@ class NeuronCloudVisual(Visual):
         self._range = (-1.0, 1.0)
         self._selected: int | None = None
 
-        self._values = gloo.VertexBuffer(np.zeros(n, dtype=np.float32))
-        self._emphasis = gloo.VertexBuffer(np.ones(n, dtype=np.float32))
+        # What was uploaded, kept on the CPU too (the software path paints from it).
+        self._activity = np.zeros(n, dtype=np.float32)
+        self._emphasis_weights = np.ones(n, dtype=np.float32)
+        self._values = gloo.VertexBuffer(self._activity)
+        self._emphasis = gloo.VertexBuffer(self._emphasis_weights)
         prog = self.shared_program
         prog["a_position"] = gloo.VertexBuffer(pos)
         prog["a_value"] = self._values
@@ -245,6 +248,9 @@ class NeuronCloudVisual(Visual):
         if not shown.all():
             self._index_buffer = gloo.IndexBuffer(np.flatnonzero(shown).astype(np.uint32))
         self._all_shown = self._index_buffer
+        self._all_shown_index = np.flatnonzero(shown)
+        self._drawn_index = self._all_shown_index
+        self._detail_index: dict[float, np.ndarray] = {}
         self._detail = 1.0
         self._detail_buffers: dict[float, gloo.IndexBuffer] = {}
         self.set_gl_state(depth_test=False, depth_mask=False, cull_face=False, blend=True,
@@ -298,6 +304,31 @@ class NeuronCloudVisual(Visual):
         return self._detail
 
     @property
+    def activity(self) -> np.ndarray:
+        """``(N,)`` float32 values as last uploaded (non-finite ones as 0); do not modify."""
+        return self._activity
+
+    @property
+    def emphasis_weights(self) -> np.ndarray:
+        """``(N,)`` float32 emphasis as uploaded: 1 lit, 0 dimmed; do not modify."""
+        return self._emphasis_weights
+
+    @property
+    def drawn_index(self) -> np.ndarray:
+        """Indices of the neurons drawn now (the shown ones, or a detail subset of them)."""
+        return self._drawn_index
+
+    def uniforms(self) -> dict[str, float]:
+        """The shaders' uniforms as they are now (what the CPU painter reads)."""
+        prog = self.shared_program
+        names = ("u_low", "u_inv_span", "u_fold", "u_diverging", "u_size", "u_glow", "u_dim",
+                 "u_gain")
+        values = {name: float(prog[name]) for name in names}
+        values["u_invisible"] = INVISIBLE_LEVEL
+        values["u_px_scale"] = float(self.transforms.pixel_scale)
+        return values
+
+    @property
     def selected(self) -> int | None:
         """Index of the highlighted neuron, or ``None``."""
         return self._selected
@@ -310,7 +341,8 @@ class NeuronCloudVisual(Visual):
             raise ValueError(f"activity must have shape ({self._n},), got {vals.shape}")
         if not np.isfinite(vals).all():
             vals = np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0)
-        self._values.set_data(vals)
+        self._activity = np.array(vals, dtype=np.float32)
+        self._values.set_data(self._activity)
         self.update()
 
     def set_detail(self, fraction: float) -> None:
@@ -326,6 +358,7 @@ class NeuronCloudVisual(Visual):
         self._detail = fraction
         if fraction >= 1.0:
             self._index_buffer = self._all_shown
+            self._drawn_index = self._all_shown_index
         else:
             buffer = self._detail_buffers.get(fraction)
             if buffer is None:
@@ -334,7 +367,9 @@ class NeuronCloudVisual(Visual):
                 subset = np.sort(np.random.default_rng(0).permutation(shown)[:count])
                 buffer = gloo.IndexBuffer(subset.astype(np.uint32))
                 self._detail_buffers[fraction] = buffer
+                self._detail_index[fraction] = subset
             self._index_buffer = buffer
+            self._drawn_index = self._detail_index[fraction]
         self.update()
 
     def set_colormap(self, colormap: str) -> None:
@@ -384,6 +419,7 @@ class NeuronCloudVisual(Visual):
             if m.shape != (self._n,):
                 raise ValueError(f"emphasis mask must have shape ({self._n},), got {m.shape}")
             weights = m.astype(np.float32)
+        self._emphasis_weights = weights
         self._emphasis.set_data(weights)
         self.update()
 

@@ -33,12 +33,12 @@ def _pixels(image: QImage) -> np.ndarray:
 
 
 def assert_same_picture(a: np.ndarray, b: np.ndarray) -> None:
-    """The same picture but for rounding: a level of 8 bits here and there, and at most one
-    pixel in 10,000 off by more (a faint fragment at a sprite's very edge, which the CPU
+    """The same picture but for rounding: a level of 8 bits here and there, and at most three
+    pixels in 10,000 off by more (a faint fragment at a sprite's very edge, which the CPU
     painter and llvmpipe's rasteriser may decide apart), none by more than 8 levels."""
     diff = np.abs(a.astype(int) - b.astype(int)).max(axis=-1)
     assert diff.max() <= 8, diff.max()
-    assert np.mean(diff > 2) <= 1e-4, np.count_nonzero(diff > 2)
+    assert np.mean(diff > 2) <= 3e-4, np.count_nonzero(diff > 2)
     assert np.mean(diff > 0) <= 0.05, np.mean(diff > 0)
 
 
@@ -48,11 +48,11 @@ def brain(tmp_path):
     return checkpoint.anatomy, checkpoint.config.neurons
 
 
-def _view(qtbot, brain, software_path=None):
+def _view(qtbot, brain, software_path=None, cpu_cloud=None):
     from flyviz.app.brain_view import BrainView
 
     anatomy, n = brain
-    view = BrainView(software_path=software_path)
+    view = BrainView(software_path=software_path, cpu_cloud=cpu_cloud)
     qtbot.addWidget(view)
     view.setFixedSize(*SIZE)
     view.show()

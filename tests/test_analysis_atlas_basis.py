@@ -85,6 +85,16 @@ def test_a_small_corpus_atlas_holds_the_svds_axes(tiny):
     assert atlas.info["basis"]["components"] == 3
 
 
+def test_the_axes_read_with_xarray_as_named_dimensions(tiny):
+    xr = pytest.importorskip("xarray")
+    ds = xr.open_zarr(str(tiny["atlas"]))
+    assert ds["pca_axes"].dims == ("component", "neuron") and ds.sizes["component"] == 3
+    assert ds["pca_mean"].dims == ("neuron",)
+    np.testing.assert_allclose(ds["pca_variance"].values,
+                               Atlas(tiny["atlas"]).principal_axes().explained
+                               * float(ds["pca_total_variance"].values[0]), rtol=1e-12)
+
+
 def _planted_steps(seed: int, steps: int, streams: int, rank: int):
     """States in (-1, 1) that move in ``rank`` planted directions around a mean state."""
     rng = np.random.default_rng(seed)

@@ -397,6 +397,14 @@ def test_the_atlas_axes_draw_runs_and_comparisons_in_the_corpus_space(window, qt
     qtbot.waitUntil(lambda: feature.fit is not None and feature.fit.source == "run", timeout=5000)
     np.testing.assert_allclose(feature.coordinates[0],
                                principal_trajectory(base.states()).coordinates, atol=1e-9)
+    # So does loading a model (its atlas is closed with the old one).
+    _open_atlas(window, qtbot, app_atlas)
+    box.setCurrentIndex(box.findData("atlas"))
+    assert feature.axes_choice == "atlas"
+    window.set_checkpoint(app_checkpoint)
+    assert box.currentData() == "run" and not feature.panel.atlas_axes_offered()[0]
+    feature = _shown(window, qtbot, second)
+    assert feature.fit.source == "run"
 
 
 def test_an_atlas_without_axes_leaves_the_entry_disabled_and_says_why(window, qtbot, tmp_path,

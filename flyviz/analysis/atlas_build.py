@@ -14,7 +14,8 @@ Storage
 -------
 A Zarr store (format 2, consolidated metadata; readable lazily with
 ``xarray.open_zarr``), chunked by neuron, holding the statistics, the
-tokenized corpus (``corpus_tokens``, ``corpus_offsets``), the tokenizer, the
+corpus's principal axes (``pca_*``, :mod:`flyviz.analysis.atlas_basis`; an atlas
+written before flyviz kept them has none), the tokenized corpus (``corpus_tokens``, ``corpus_offsets``), the tokenizer, the
 model's identity (weight and graph digests, :mod:`flyviz.model.identity`) and
 the settings (attribute ``flyviz_atlas``). :class:`Atlas` reads it.
 """

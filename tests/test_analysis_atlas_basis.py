@@ -188,3 +188,21 @@ def test_damaged_axes_are_refused_in_one_line(tiny, tmp_path):
     atlas = Atlas(broken, verify=False)
     with pytest.raises(AtlasError, match="pca_axes"):
         atlas.principal_axes()
+
+
+def test_an_atlas_whose_states_do_not_vary_has_no_axes_and_says_so(tiny, tmp_path,
+                                                                   monkeypatch, tokenizer_path):
+    from flyviz.analysis import atlas_stats
+    from flyviz.analysis.atlas_basis import Basis
+
+    # What finish_basis gives for states that do not move (see the degenerate test above).
+    monkeypatch.setattr(atlas_stats, "principal_basis", lambda partial: Basis(
+        np.zeros((0, NEURONS)), np.zeros(NEURONS), np.zeros(0), 0.0))
+    model = load_model(str(tiny["root"] / "model"))
+    corpus = build_corpus([tiny["root"] / "story.txt"], FlyTokenizer(tokenizer_path),
+                          context=SETTINGS.context)
+    out = tmp_path / "still.atlas"
+    build_atlas(str(tiny["root"] / "model"), model, corpus, out, SETTINGS, workers=0)
+    atlas = Atlas(out)                                   # every chunk verified
+    assert atlas.has_principal_axes and atlas.principal_axes() is None
+    assert "do not vary" in atlas.principal_axes_note()

@@ -372,7 +372,10 @@ class Atlas:
         if not self.has_principal_axes:
             return (f"the atlas {self.path.name} keeps no principal axes (it was built before "
                     "flyviz kept them); build it again with 'flyviz atlas' to have them")
-        if int(self._array("pca_axes").shape[0]) == 0:
+        shape = tuple(self._array("pca_axes").shape)
+        if len(shape) != 2 or shape[1] != self.neurons:
+            return f"the atlas {self.path.name}'s principal axes do not fit its {self.neurons} neurons"
+        if shape[0] == 0:
             return (f"the states of the atlas {self.path.name}'s corpus do not vary, so it "
                     "has no principal axes; build it over a longer corpus")
         return None

@@ -272,7 +272,8 @@ class TrajectoryPanel(QWidget):
         self.explained.setToolTip(
             text + "\n\nThe share of the run's variance on the three axes (each axis's share in "
             "brackets): how much of its movement the picture shows. For a comparison the axes "
-            "are the untouched run's; the second share is the intervened run's variance on them.")
+            "are the untouched run's (or the kept or the atlas's axes); the second share is the "
+            "intervened run's variance on them.")
 
     def offer_atlas_axes(self, available: bool, why: str) -> None:
         """Enable the atlas's axes entry or not; ``why`` is its tooltip (what they are, or

@@ -335,7 +335,13 @@ class Atlas:
 
         Every run of the model can be drawn on them (the Trajectory dock's
         *The atlas's axes*), so that runs are comparable: the same directions,
-        centred on the corpus's mean state.
+        centred on the corpus's mean state. They come from a one-pass
+        randomized sketch of the covariance (:mod:`flyviz.analysis.atlas_basis`):
+        exact when the corpus's states span at most 24 directions, an
+        approximation otherwise (on the demo brain's flat spectrum they hold
+        about three quarters of the variance the exact three axes hold, and
+        ``explained`` is an underestimate); ``captured`` on a run's states is
+        exact.
 
         Returns
         -------

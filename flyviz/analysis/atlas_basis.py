@@ -138,7 +138,9 @@ class Basis:
     mean
         ``(N,)`` the corpus's mean state.
     variance
-        ``(c,)`` the (population) variance of the corpus's states along each axis.
+        ``(c,)`` the (population) variance of the corpus's states along each
+        axis, as the Nyström approximation has it: exact when the states span
+        at most ``k`` directions, low otherwise.
     total_variance
         The corpus's total variance (the trace of the covariance).
     """
@@ -163,7 +165,7 @@ def finish_basis(sketch: np.ndarray, total: np.ndarray, count: int, total_varian
         ``n``: how many states.
     total_variance
         The trace of their covariance (the per-neuron variances summed, from
-        the atlas's exact moments).
+        the atlas's moments).
     components
         Axes wanted (at most ``k``).
     seed

@@ -267,6 +267,8 @@ def test_atlas_command_runs_in_process(capsys, world, tmp_path):
     assert "atlas written" in stdout and "tokens/s" in err
     atlas = Atlas(out)
     assert not atlas.has_samples and atlas.info["corpus"]["tokens"] == 900
+    held = atlas.principal_axes().explained.sum()
+    assert f"principal axes: PC1–3 hold {100 * held:.1f} % of the corpus's variance" in stdout
 
 
 @pytest.mark.parametrize("case", ["missing", "empty", "undecodable", "parquet", "jsonl",

@@ -319,3 +319,104 @@ def test_a_real_run_is_drawn_on_its_own_axes_once_it_ends(window, qtbot):
     np.testing.assert_allclose(feature.coordinates[0], expected.coordinates, atol=1e-9)
     assert feature.view.marker == window.state.index == len(recording) - 1
     assert feature.panel.explained_fraction == pytest.approx(expected.explained.sum())
+
+
+# ----------------------------------------------------------------------------- the atlas's axes
+@pytest.fixture(scope="module")
+def app_atlas(app_checkpoint, tmp_path_factory):  # noqa: F811
+    """An atlas of the test model over a few random stories (it keeps principal axes)."""
+    from flyviz.app._testing import make_app_atlas
+
+    return make_app_atlas(app_checkpoint, tmp_path_factory.mktemp("trajectory-atlas"))
+
+
+def _open_atlas(win, qtbot, path) -> None:
+    win.last_error = ""
+    win.atlas.open(path)
+    qtbot.waitUntil(lambda: win.atlas.atlas is not None or bool(win.last_error), timeout=10_000)
+    assert win.atlas.atlas is not None, win.last_error
+
+
+def _atlas_without_axes(atlas, out):
+    """A copy of ``atlas`` as flyviz wrote it before it kept principal axes."""
+    import shutil
+
+    import zarr
+
+    from flyviz.analysis import integrity
+
+    shutil.copytree(atlas, out)
+    for name in ("pca_axes", "pca_mean", "pca_variance", "pca_total_variance"):
+        shutil.rmtree(out / name)
+    zarr.consolidate_metadata(str(out))
+    integrity.seal_store(out)
+    return out
+
+
+def test_the_atlas_axes_draw_runs_and_comparisons_in_the_corpus_space(window, qtbot,
+                                                                       app_checkpoint, app_atlas):
+    from flyviz.analysis.atlas import Atlas
+    from flyviz.app.trajectory_panel import PATH_COLOURS
+
+    n = app_checkpoint.config.neurons
+    first = _planted_recording(n, 20, seed=21)
+    feature = _shown(window, qtbot, first)
+    box = feature.panel.axes_box
+    assert feature.panel.atlas_axes_offered()[0] is False          # no atlas open yet
+    _open_atlas(window, qtbot, app_atlas)
+    enabled, why = feature.panel.atlas_axes_offered()
+    assert enabled and "corpus" in why
+    basis = Atlas(app_atlas).principal_axes()
+    assert basis is not None and basis.axes.shape == (3, n)
+    box.setCurrentIndex(box.findData("atlas"))
+    qtbot.waitUntil(lambda: feature.fit is not None and feature.fit.source == "atlas", timeout=5000)
+    np.testing.assert_allclose(feature.coordinates[0], basis.project(first.states()), atol=1e-9)
+    # Drawn where the view projects those coordinates, in the run's colour.
+    view = feature.view
+    np.testing.assert_allclose(view.screen_positions()[0], view.project(feature.coordinates[0]))
+    assert _share_of_vertices(feature, 0, PATH_COLOURS["run"], skip=(0,)) >= 0.9
+    held = basis.captured(first.states()).sum()
+    assert feature.panel.explained_fraction == pytest.approx(held)
+    assert f"atlas axes hold {100 * held:.1f} %" in feature.panel.explained.text()
+    # The next run is drawn on the same axes (never fitted on it).
+    second = _planted_recording(n, 12, seed=22)
+    feature = _shown(window, qtbot, second)
+    assert feature.fit.source == "atlas" and feature.fit.fitted_on == 0
+    np.testing.assert_allclose(feature.coordinates[0], basis.project(second.states()), atol=1e-9)
+    # A comparison: both runs in the atlas's space.
+    base = _planted_recording(n, 10, seed=23)
+    rec = _planted_recording(n, 10, seed=24)
+    rec.baseline = base
+    feature = _shown(window, qtbot, rec)
+    np.testing.assert_allclose(feature.coordinates[0], basis.project(base.states()), atol=1e-9)
+    np.testing.assert_allclose(feature.coordinates[1], basis.project(rec.states()), atol=1e-9)
+    assert feature.fit.others[0] == pytest.approx(basis.captured(rec.states()).sum())
+    # Closing the atlas takes its axes away: back to the run's own.
+    window.atlas.controller.close("test")
+    assert box.currentData() == "run" and not feature.panel.atlas_axes_offered()[0]
+    qtbot.waitUntil(lambda: feature.fit is not None and feature.fit.source == "run", timeout=5000)
+    np.testing.assert_allclose(feature.coordinates[0],
+                               principal_trajectory(base.states()).coordinates, atol=1e-9)
+    # So does loading a model (its atlas is closed with the old one).
+    _open_atlas(window, qtbot, app_atlas)
+    box.setCurrentIndex(box.findData("atlas"))
+    assert feature.axes_choice == "atlas"
+    window.set_checkpoint(app_checkpoint)
+    assert box.currentData() == "run" and not feature.panel.atlas_axes_offered()[0]
+    feature = _shown(window, qtbot, second)
+    assert feature.fit.source == "run"
+
+
+def test_an_atlas_without_axes_leaves_the_entry_disabled_and_says_why(window, qtbot, tmp_path,
+                                                                      app_checkpoint, app_atlas):
+    old = _atlas_without_axes(app_atlas, tmp_path / "old.atlas")
+    feature = _shown(window, qtbot, _planted_recording(app_checkpoint.config.neurons, 9))
+    _open_atlas(window, qtbot, old)
+    enabled, why = feature.panel.atlas_axes_offered()
+    assert not enabled and "before flyviz kept them" in why and "flyviz atlas" in why
+    assert window.atlas.atlas.principal_axes() is None
+    # Asked for anyway (a script), the choice is refused and the run's own axes stay.
+    feature.choose_axes("atlas")
+    assert feature.axes_choice == "run" and feature.panel.axes_box.currentData() == "run"
+    assert "before flyviz kept them" in window.statusBar().currentMessage()
+    assert feature.fit is not None and feature.fit.source == "run"

@@ -14,7 +14,8 @@ Storage
 -------
 A Zarr store (format 2, consolidated metadata; readable lazily with
 ``xarray.open_zarr``), chunked by neuron, holding the statistics, the
-tokenized corpus (``corpus_tokens``, ``corpus_offsets``), the tokenizer, the
+corpus's principal axes (``pca_*``, :mod:`flyviz.analysis.atlas_basis`; an atlas
+written before flyviz kept them has none), the tokenized corpus (``corpus_tokens``, ``corpus_offsets``), the tokenizer, the
 model's identity (weight and graph digests, :mod:`flyviz.model.identity`) and
 the settings (attribute ``flyviz_atlas``). :class:`Atlas` reads it.
 """
@@ -39,6 +40,7 @@ from flyviz.analysis.atlas_stats import (BANDS, HIST_BINS, HIST_EDGES, AtlasSett
 from flyviz.model.errors import FlyvizError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.analysis.population import Trajectory
     from flyviz.model.checkpoint import Checkpoint
 
 
@@ -321,6 +323,68 @@ class Atlas:
                 self._blocks.popitem(last=False)
         self._blocks.move_to_end(start)
         return {name: values[neuron - start] for name, values in block.items()}
+
+    @property
+    def has_principal_axes(self) -> bool:
+        """True when the atlas keeps its corpus's principal axes (an atlas written before
+        flyviz kept them has none)."""
+        return {"pca_axes", "pca_mean", "pca_variance", "pca_total_variance"} <= self._names()
+
+    def principal_axes(self) -> "Trajectory | None":
+        """The first three principal axes of all the states of the atlas's corpus.
+
+        Every run of the model can be drawn on them (the Trajectory dock's
+        *The atlas's axes*), so that runs are comparable: the same directions,
+        centred on the corpus's mean state. They come from a one-pass
+        randomized sketch of the covariance (:mod:`flyviz.analysis.atlas_basis`):
+        exact when the corpus's states span at most 24 directions, an
+        approximation otherwise (on the demo brain's flat spectrum they hold
+        about three quarters of the variance the exact three axes hold, and
+        ``explained`` is an underestimate); ``captured`` on a run's states is
+        exact.
+
+        Returns
+        -------
+        Trajectory or None
+            A :class:`~flyviz.analysis.population.Trajectory` with no
+            coordinates of its own (``(0, c)``), ``explained`` the share of
+            the corpus's variance each axis holds; ``project`` puts a run's
+            states on the axes and ``captured`` says how much of that run's
+            variance they hold. ``c`` is 3, or fewer when the corpus's states
+            vary in fewer directions. ``None`` when the atlas keeps no axes
+            (:meth:`principal_axes_note` says why).
+
+        Raises
+        ------
+        AtlasError
+            When the arrays are damaged (their chunk digests do not match).
+        """
+        if not self.has_principal_axes:
+            return None
+        from flyviz.analysis.population import Trajectory
+
+        axes = np.asarray(self._read("pca_axes"), dtype=np.float64)
+        if axes.ndim != 2 or axes.shape[0] == 0 or axes.shape[1] != self.neurons:
+            return None
+        variance = np.asarray(self._read("pca_variance"), dtype=np.float64)
+        total = float(np.asarray(self._read("pca_total_variance")).reshape(-1)[0])
+        explained = variance / total if total > 0 else np.zeros_like(variance)
+        return Trajectory(np.zeros((0, axes.shape[0])), explained,
+                          np.asarray(self._read("pca_mean"), dtype=np.float64), axes)
+
+    def principal_axes_note(self) -> str | None:
+        """``None`` when :meth:`principal_axes` has axes to give, else one line saying why not
+        and what to do."""
+        if not self.has_principal_axes:
+            return (f"the atlas {self.path.name} keeps no principal axes (it was built before "
+                    "flyviz kept them); build it again with 'flyviz atlas' to have them")
+        shape = tuple(self._array("pca_axes").shape)
+        if len(shape) != 2 or shape[1] != self.neurons:
+            return f"the atlas {self.path.name}'s principal axes do not fit its {self.neurons} neurons"
+        if shape[0] == 0:
+            return (f"the states of the atlas {self.path.name}'s corpus do not vary, so it "
+                    "has no principal axes; build it over a longer corpus")
+        return None
 
     def statistic(self, name: str) -> np.ndarray:
         """``(neurons,)`` float32 values of one statistic (:data:`STATISTICS`), for colouring."""

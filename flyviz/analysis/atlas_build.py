@@ -14,7 +14,8 @@ Storage
 -------
 A Zarr store (format 2, consolidated metadata; readable lazily with
 ``xarray.open_zarr``), chunked by neuron, holding the statistics, the
-tokenized corpus (``corpus_tokens``, ``corpus_offsets``), the tokenizer, the
+corpus's principal axes (``pca_*``, :mod:`flyviz.analysis.atlas_basis`; an atlas
+written before flyviz kept them has none), the tokenized corpus (``corpus_tokens``, ``corpus_offsets``), the tokenizer, the
 model's identity (weight and graph digests, :mod:`flyviz.model.identity`) and
 the settings (attribute ``flyviz_atlas``). :class:`Atlas` reads it.
 """
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.analysis import atlas_stats, cluster, integrity
+from flyviz.analysis.atlas_basis import SKETCH_SEED, sketch_columns
 from flyviz.analysis.atlas_stats import (BANDS, HIST_BINS, HIST_EDGES, AtlasSettings,
                                          finish_statistics, merge_partials)
 from flyviz.analysis.corpus import Corpus, CorpusChunk
@@ -42,6 +44,7 @@ FORMAT = "flyviz-atlas"
 FORMAT_VERSION = 1
 NEURON_CHUNK = 1024
 TOKEN_CHUNK = 1 << 16
+COMPONENT_CHUNK = 3
 
 
 def atlas_chunk(spec: str, dataset: str | None, weights_sha256: str, settings: dict[str, Any],
@@ -71,8 +74,10 @@ class AtlasRun:
 def _store_key(identity: dict[str, Any], corpus: Corpus, settings: AtlasSettings,
                chunks: list[CorpusChunk]) -> dict[str, Any]:
     model = {"weights_sha256": identity["weights_sha256"], "graph_sha256": identity["graph_sha256"]}
+    # The sketch's shape and seed too: saved parts of a run without it cannot be merged.
+    basis = {"seed": SKETCH_SEED, "columns": sketch_columns(int(identity.get("neurons", 0)))}
     return {"format": FORMAT, "model": model, "corpus": corpus.digest(),
-            "settings": settings.run_key(), "chunks": len(chunks)}
+            "settings": settings.run_key(), "chunks": len(chunks), "basis": basis}
 
 
 def check_output(out: Path) -> None:
@@ -215,6 +220,14 @@ def write_atlas(out: Path, partial: cluster.Partial, ckpt: "Checkpoint", corpus:
                       ("suppressed_token", "logit"), ("suppressed_effect", "logit")):
         _zarr_array(group, name, arrays[name], ("neuron", dim), (nc, arrays[name].shape[1]))
     _zarr_array(group, "token_count", arrays["token_count"], ("token",))
+    if "pca_axes" in arrays:
+        # The corpus's principal axes (flyviz.analysis.atlas_basis): float64, read whole.
+        _zarr_array(group, "pca_axes", arrays["pca_axes"], ("component", "neuron"),
+                    (COMPONENT_CHUNK, nc))
+        _zarr_array(group, "pca_mean", arrays["pca_mean"], ("neuron",), (nc,))
+        _zarr_array(group, "pca_variance", arrays["pca_variance"], ("component",))
+        _zarr_array(group, "pca_total_variance", arrays["pca_total_variance"].reshape(1),
+                    ("total",))
     if "sample_index" in arrays:
         index = arrays["sample_index"]
         sw, sp = corpus.locate(np.maximum(index, 0))
@@ -252,6 +265,8 @@ def write_atlas(out: Path, partial: cluster.Partial, ckpt: "Checkpoint", corpus:
                    "documents": corpus.n_documents, "context": corpus.context,
                    "sources": corpus.sources[:1000], "sha256": corpus.digest()},
         "bands": [list(b) for b in BANDS],
+        "basis": {"seed": SKETCH_SEED, "sketch_columns": sketch_columns(n),
+                  "components": int(arrays["pca_axes"].shape[0]) if "pca_axes" in arrays else 0},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     zarr.consolidate_metadata(str(tmp))

@@ -69,6 +69,10 @@ Per neuron ``i``, over the counted positions ``t``:
     (centred over the vocabulary, since a shift of every logit changes no
     probability). The 10 largest are *promoted*, the 10 smallest *suppressed*.
     Neurons outside the readout have no direct effect (empty lists).
+``principal axes``
+    The first three principal axes of all the counted states, their
+    variances and the total variance, from a randomized sketch of the
+    covariance that chunks sum (:mod:`flyviz.analysis.atlas_basis`).
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from flyviz.analysis import _kernels, cluster
+from flyviz.analysis.atlas_basis import Basis, CovarianceSketch, finish_basis, merge_sketches
 from flyviz.analysis.corpus import CorpusChunk, StreamSchedule
 from flyviz.model.errors import InputError
 
@@ -260,6 +265,8 @@ class ChunkStatistics:
         self._ones_out = np.ones(n if readout is None else readout.size, dtype=np.float32)
         #: The compiled histogram and token-sum loops (same results), or None for NumPy's.
         self._compiled = _kernels.compiled() if compiled else None
+        #: The sketch of the states' covariance, for the atlas's principal axes.
+        self.basis = CovarianceSketch(n)
 
     def start_windows(self, columns: np.ndarray) -> None:
         """Columns that begin a new window at this step."""
@@ -299,6 +306,7 @@ class ChunkStatistics:
         squares = xs * xs
         self.s1 += xs @ np.ones(m, dtype=np.float32)
         self.s2 += squares @ np.ones(m, dtype=np.float32)
+        self.basis.add(xs)
         # The LayerNorm scale at each counted position (over the read-out neurons).
         if self.readout is None:
             ones = self._ones_out
@@ -388,6 +396,7 @@ class ChunkStatistics:
             "histogram": self.hist,
             "top_value": self.top_value, "top_index": self.top_index,
             "token_sum": self.token_sum, "token_count": self.token_count,
+            "pca_sketch": self.basis.sketch, "pca_sum": self.basis.total,
         }
         if self.keep_samples:
             parts["sample_index"] = self.sample_index
@@ -397,7 +406,7 @@ class ChunkStatistics:
 
 def merge_partials(a: cluster.Partial, b: cluster.Partial) -> cluster.Partial:
     """Merge two partials (``a`` from the lower chunks): exact for counts, histograms and
-    top contexts; Chan's formula for the moments."""
+    top contexts; Chan's formula for the moments; a sum for the covariance sketch."""
     na, nb = int(a["count"]), int(b["count"])
     n = na + nb
     out: cluster.Partial = {"count": np.array(n, dtype=np.int64)}
@@ -415,6 +424,9 @@ def merge_partials(a: cluster.Partial, b: cluster.Partial) -> cluster.Partial:
         np.concatenate([a["top_index"], b["top_index"]], axis=1), k)
     out["token_sum"] = a["token_sum"] + b["token_sum"]
     out["token_count"] = a["token_count"] + b["token_count"]
+    if "pca_sketch" in a and "pca_sketch" in b:
+        out["pca_sketch"] = merge_sketches(a["pca_sketch"], b["pca_sketch"])
+        out["pca_sum"] = merge_sketches(a["pca_sum"], b["pca_sum"])
     if "sample_index" in a:
         index = np.concatenate([a["sample_index"], b["sample_index"]], axis=2)
         values = np.concatenate([a["sample_value"], b["sample_value"]], axis=2)
@@ -582,6 +594,13 @@ def direct_effects(ckpt: "Checkpoint", scale: float, top: int
     return prom_ids, prom, supp_ids, supp
 
 
+def principal_basis(partial: cluster.Partial) -> Basis:
+    """The corpus's principal axes from the merged partial's sketch and exact moments."""
+    count = int(partial["count"])
+    return finish_basis(partial["pca_sketch"], partial["pca_sum"], count,
+                        float(partial["m2"].sum()) / max(count, 1))
+
+
 def finish_statistics(partial: cluster.Partial, ckpt: "Checkpoint", settings: AtlasSettings,
                       compact: bool = False) -> dict[str, np.ndarray]:
     """The per-neuron arrays an atlas stores, from the merged partial (indices still global)."""
@@ -617,6 +636,10 @@ def finish_statistics(partial: cluster.Partial, ckpt: "Checkpoint", settings: At
         "layer_norm_scale": np.array(scale),
         "count": np.array(count),
     }
+    if "pca_sketch" in partial:
+        basis = principal_basis(partial)
+        arrays.update(pca_axes=basis.axes, pca_mean=basis.mean, pca_variance=basis.variance,
+                      pca_total_variance=np.array(basis.total_variance))
     if not compact and "sample_index" in partial and settings.samples_per_band > 0:
         edges, index, value, _ = band_samples(partial, settings.samples_per_band)
         arrays.update(band_edges=edges, sample_index=index, sample_value=value)
@@ -625,4 +648,5 @@ def finish_statistics(partial: cluster.Partial, ckpt: "Checkpoint", settings: At
 
 __all__ = ["AtlasSettings", "BANDS", "ChunkStatistics", "HIST_BINS", "HIST_EDGES",
            "band_samples", "chunk_statistics", "direct_effects", "driving_tokens",
-           "finish_statistics", "histogram_bins", "merge_partials", "select_top", "splitmix64"]
+           "finish_statistics", "histogram_bins", "merge_partials", "principal_basis", "select_top",
+           "splitmix64"]

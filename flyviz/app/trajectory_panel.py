@@ -13,7 +13,14 @@ through them:
 * the label says how much of the run's variance the three axes hold (and, for
   a comparison, how much of the intervened run's they keep);
 * *Axes: keep these* freezes the axes shown, so the next runs of the model are
-  drawn in the same space and can be compared with this one.
+  drawn in the same space and can be compared with this one;
+* *The atlas's axes* draws every run on the principal axes of all the states
+  of the open atlas's corpus (:meth:`~flyviz.analysis.atlas.Atlas.principal_axes`),
+  the same space for every run of the model; the label then says how much of
+  the run's own variance those axes hold. The window hands the feature its open
+  atlas (:meth:`TrajectoryFeature.set_atlas`, wired in
+  :meth:`~flyviz.app.window_features.FeatureWindow._wire_features`); an atlas
+  built before flyviz kept axes leaves the entry disabled, its tooltip saying why.
 
 Fitting costs seconds for a long run of the whole brain (the ``T x T`` Gram
 matrix of ``T x 49,393`` states), so it runs off the UI thread on a frozen
@@ -33,11 +40,12 @@ CPU from it under a software OpenGL (llvmpipe).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import QObject, QPointF, Qt, QTimer, Signal
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QToolTip,
                                QVBoxLayout, QWidget)
 
@@ -45,14 +53,16 @@ from flyviz.analysis.population import Trajectory, principal_trajectory
 from flyviz.app import theme
 from flyviz.app.population_panel import _Coalescer
 from flyviz.app.trajectory_view import MARKER_COLOUR, PathView, TrajectoryPath
+from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.analysis.atlas import Atlas
     from flyviz.app.host import WindowHost
     from flyviz.viewer.state import ViewerState
 
-__all__ = ["AXES_CHOICES", "MARKER_COLOUR", "MAX_FIT_TOKENS", "PATH_COLOURS", "PathView",
-           "TrajectoryFeature", "TrajectoryFit", "TrajectoryPanel", "TrajectoryPath",
+__all__ = ["AXES_CHOICES", "MARKER_COLOUR", "MAX_FIT_TOKENS", "NO_ATLAS", "PATH_COLOURS",
+           "PathView", "TrajectoryFeature", "TrajectoryFit", "TrajectoryPanel", "TrajectoryPath",
            "fit_trajectory", "install"]
 
 #: Each path's colour by its label (a plain run, or the two runs of a comparison).
@@ -74,8 +84,14 @@ SETTLE_MS = 400
 #: fit of 400 tokens of 49,393 neurons takes a few seconds of one core.
 MAX_FIT_TOKENS = 400
 
-#: The axes a trajectory is drawn on: the shown run's own, or the axes kept from a run before.
-AXES_CHOICES = (("run", "This run's PCA"), ("kept", "Keep these axes"))
+#: The axes a trajectory is drawn on: the shown run's own, the axes kept from a run before,
+#: or the open atlas's (its corpus's principal axes).
+AXES_CHOICES = (("run", "This run's PCA"), ("kept", "Keep these axes"),
+                ("atlas", "The atlas's axes"))
+
+#: The atlas entry's tooltip while no atlas is open.
+NO_ATLAS = ("no atlas is open: open an atlas of this model (File → Open atlas…) to draw "
+            "every run on the principal axes of its corpus's states")
 
 #: Rows projected at once (a long run is never converted to float64 whole).
 _PROJECT_BLOCK = 256
@@ -103,6 +119,9 @@ class TrajectoryFit:
         or :data:`MAX_FIT_TOKENS` spaced evenly); 0 for kept axes.
     kept
         True when the axes are kept ones (not fitted on this run).
+    source
+        Where the axes come from: ``"run"`` (fitted on it), ``"kept"`` (kept
+        from a run before) or ``"atlas"`` (the open atlas's).
     """
 
     trajectory: Trajectory
@@ -112,6 +131,7 @@ class TrajectoryFit:
     others: tuple[float, ...]
     fitted_on: int
     kept: bool
+    source: str = "run"
 
 
 def _runs(recording: Recording) -> list[tuple[str, Recording]]:
@@ -186,14 +206,14 @@ def fit_trajectory(recording: Recording, kept: Trajectory | None = None,
             others.append(float(trajectory.captured(other).sum()))
     return TrajectoryFit(trajectory, tuple(label for label, _run in runs), tuple(coordinates),
                          np.asarray(explained, dtype=np.float64), tuple(others), fitted_on,
-                         kept is not None)
+                         kept is not None, "run" if kept is None else "kept")
 
 
 def describe(fit: TrajectoryFit, tokens: int) -> str:
     """The explained-variance label for ``fit`` with ``tokens`` tokens drawn (short: a dock
     is narrow; the label's tooltip says what the numbers mean)."""
     share = " · ".join(f"{100 * v:.1f}" for v in fit.explained)
-    axes = "kept axes hold" if fit.kept else "PC1–3 explain"
+    axes = {"kept": "kept axes hold", "atlas": "atlas axes hold"}.get(fit.source, "PC1–3 explain")
     text = f"{axes} {100 * fit.explained.sum():.1f} %"
     if fit.others:
         text += f" of the untouched run ({share}), {100 * fit.others[0]:.1f} % of the intervened"
@@ -211,7 +231,8 @@ class TrajectoryPanel(QWidget):
     Signals
     -------
     axes_requested(name)
-        The user chose the axes: ``"run"`` (the shown run's PCA) or ``"kept"``.
+        The user chose the axes: ``"run"`` (the shown run's PCA), ``"kept"`` or
+        ``"atlas"``.
     """
 
     axes_requested = Signal(str)
@@ -225,11 +246,12 @@ class TrajectoryPanel(QWidget):
         self.axes_box = QComboBox()
         for key, title in AXES_CHOICES:
             self.axes_box.addItem(title, key)
-        self.axes_box.setToolTip("This run's own principal axes (fitted again as it grows), or "
-                                 "the axes shown now kept for the next runs, so that runs of "
-                                 "this model are drawn in the same space. In the view: drag "
-                                 "to turn, scroll to zoom, double-click for the first view; "
-                                 "hover names a token, a click shows it")
+        self.axes_box.setToolTip("This run's own principal axes (fitted again as it grows), "
+                                 "the axes shown now kept for the next runs, or the open "
+                                 "atlas's (its whole corpus's), so that runs of this model are "
+                                 "drawn in the same space. In the view: drag to turn, scroll "
+                                 "to zoom, double-click for the first view; hover names a "
+                                 "token, a click shows it")
         bar.addWidget(self.axes_box)
         # Long lines are cut, not allowed to widen the dock (the full text is the tooltip).
         self.explained = QLabel("")
@@ -240,6 +262,7 @@ class TrajectoryPanel(QWidget):
         layout.addWidget(self.view, 1)
         #: The share of the (first) run's variance the axes hold (what the label says).
         self.explained_fraction: float | None = None
+        self.offer_atlas_axes(False, NO_ATLAS)
         self.axes_box.currentIndexChanged.connect(
             lambda _i: self.axes_requested.emit(str(self.axes_box.currentData())))
 
@@ -249,7 +272,26 @@ class TrajectoryPanel(QWidget):
         self.explained.setToolTip(
             text + "\n\nThe share of the run's variance on the three axes (each axis's share in "
             "brackets): how much of its movement the picture shows. For a comparison the axes "
-            "are the untouched run's; the second share is the intervened run's variance on them.")
+            "are the untouched run's (or the kept or the atlas's axes); the second share is the "
+            "intervened run's variance on them.")
+
+    def offer_atlas_axes(self, available: bool, why: str) -> None:
+        """Enable the atlas's axes entry or not; ``why`` is its tooltip (what they are, or
+        why there are none)."""
+        index = self.axes_box.findData("atlas")
+        model = self.axes_box.model()
+        assert isinstance(model, QStandardItemModel)    # a QComboBox's own model
+        item = model.item(index)
+        item.setEnabled(available)
+        item.setToolTip(why)
+
+    def atlas_axes_offered(self) -> tuple[bool, str]:
+        """Whether the atlas's axes entry is enabled, and its tooltip."""
+        index = self.axes_box.findData("atlas")
+        model = self.axes_box.model()
+        assert isinstance(model, QStandardItemModel)
+        item = model.item(index)
+        return item.isEnabled(), item.toolTip()
 
     def show_axes_choice(self, name: str) -> None:
         """Show ``name`` as the axes choice without asking for it again."""
@@ -279,6 +321,10 @@ class TrajectoryFeature(QObject):
         self._fit_length = 0
         #: Axes kept for the next runs (*Keep these axes*), or None.
         self.kept: Trajectory | None = None
+        #: The open atlas's principal axes (:meth:`set_atlas`), or None.
+        self.atlas_axes: Trajectory | None = None
+        #: The axes chosen: ``"run"``, ``"kept"`` or ``"atlas"``.
+        self.axes_choice = "run"
         #: Each path's coordinates so far (the fit's, then frames projected as they came).
         self.coordinates: list[np.ndarray] = []
         self._recording: Recording | None = None
@@ -322,9 +368,34 @@ class TrajectoryFeature(QObject):
         self.host.background.cancel(self.FIT)
         if self.kept is not None:
             self.kept = None       # another model's axes mean nothing for its neurons
+        if self.axes_choice == "kept":
+            self.axes_choice = "run"
             self.panel.show_axes_choice("run")
         self._recording = None
         self.refresh()
+
+    def set_atlas(self, atlas: "Atlas | None") -> None:
+        """The window's open atlas (``None``: none is open): its principal axes become the
+        third axes choice, enabled only when it has them."""
+        axes: Trajectory | None = None
+        why = NO_ATLAS
+        if atlas is not None:
+            try:
+                axes = atlas.principal_axes()
+                why = atlas.principal_axes_note() or (
+                    f"the principal axes of all the states of the atlas {atlas.path.name}'s "
+                    "corpus: every run of this model is drawn in the same space")
+            except FlyvizError as exc:       # damaged arrays: the entry says so
+                axes, why = None, str(exc)
+        self.atlas_axes = axes
+        self.panel.offer_atlas_axes(axes is not None, why)
+        if self.axes_choice == "atlas":
+            if axes is None:
+                self.axes_choice = "run"
+                self.panel.show_axes_choice("run")
+                self.host.show_message(f"trajectory: back to the run's own axes ({why})")
+            self._recording = None          # drawn again on the new axes
+            self.refresh()
 
     def _start_fit(self) -> None:
         recording = self.state.recording
@@ -347,18 +418,21 @@ class TrajectoryFeature(QObject):
 
     def _request_fit(self, recording: Recording) -> None:
         snapshot = recording.snapshot()
-        kept = self.kept
+        source = self.axes_choice
+        kept = {"kept": self.kept, "atlas": self.atlas_axes}.get(source)
         self._fit_length = len(_runs(snapshot)[0][1])
         def failed(message: str) -> None:
             self._failed_for = recording        # not tried again for this recording
             self.host.show_message(f"trajectory: {message}", True)
 
         self.host.background.run(self.FIT, lambda: fit_trajectory(snapshot, kept),
-                                 lambda fit: self._fitted(recording, fit), failed)
+                                 lambda fit: self._fitted(recording, fit, source), failed)
 
-    def _fitted(self, recording: Recording, fit: TrajectoryFit) -> None:
+    def _fitted(self, recording: Recording, fit: TrajectoryFit, source: str = "run") -> None:
         if recording is not self.state.recording:
             return                      # a fit of an earlier recording
+        if fit.kept:
+            fit = replace(fit, source=source)
         self.fit, self._fit_for = fit, recording
         self.coordinates = list(fit.coordinates)
         self.panel.explained_fraction = float(fit.explained.sum())
@@ -398,18 +472,26 @@ class TrajectoryFeature(QObject):
 
     # ------------------------------------------------------------ user actions
     def choose_axes(self, name: str) -> None:
-        """Draw on ``"run"`` (the shown run's own PCA) or ``"kept"`` (the axes shown now,
-        kept for the runs to come)."""
+        """Draw on ``"run"`` (the shown run's own PCA), ``"kept"`` (the axes shown now,
+        kept for the runs to come) or ``"atlas"`` (the open atlas's axes)."""
         if name == "kept":
             if self.fit is None:
                 self.host.show_message("there are no axes to keep yet: run a prompt of two "
                                        "tokens or more first")
-                self.panel.show_axes_choice("run")
+                self.panel.show_axes_choice(self.axes_choice)
                 return
             self.kept = self.fit.trajectory
             self.host.show_message("trajectory axes kept: the next runs are drawn on them")
+        elif name == "atlas":
+            if self.atlas_axes is None:
+                self.host.show_message(f"trajectory: {self.panel.atlas_axes_offered()[1]}")
+                self.panel.show_axes_choice(self.axes_choice)
+                return
+            self.kept = None
+            self.host.show_message("trajectory: runs are drawn on the atlas's axes")
         else:
             self.kept = None
+        self.axes_choice = name
         self.panel.show_axes_choice(name)
         self._recording = None
         self.refresh()

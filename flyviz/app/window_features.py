@@ -69,6 +69,12 @@ class FeatureWindow(QMainWindow):
         if patching is not None and interventions is not None:
             patching.compare = lambda items, prompt: interventions.compare_with(items,
                                                                                 prompt=prompt)
+        # The Trajectory dock offers the open atlas's principal axes.
+        atlas, trajectory = self.features.get("atlas"), self.features.get("trajectory")
+        if atlas is not None and trajectory is not None:
+            atlas.controller.opened.connect(trajectory.set_atlas)
+            atlas.controller.closed.connect(lambda _note: trajectory.set_atlas(None))
+            trajectory.set_atlas(atlas.atlas)
 
     @property
     def atlas(self) -> "AtlasFeature":

@@ -101,4 +101,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"atlas written to {result.path}: {result.counted_tokens:,} positions counted, "
           f"{result.tokens:,} tokens in {result.seconds:.1f} s ({rate:,.0f} tokens/s, "
           f"{result.workers} worker(s){resumed})")
+    from flyviz.analysis.atlas import Atlas
+
+    atlas = Atlas(result.path, verify=False)     # the axes' chunks are checked as they are read
+    axes = atlas.principal_axes()
+    if axes is None:
+        print(f"principal axes: none ({atlas.principal_axes_note()})")
+    else:
+        shares = " · ".join(f"{100 * v:.1f}" for v in axes.explained)
+        print(f"principal axes: PC1–{axes.axes.shape[0]} hold {100 * axes.explained.sum():.1f} % "
+              f"of the corpus's variance ({shares})")
     return 0

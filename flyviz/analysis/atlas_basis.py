@@ -13,11 +13,12 @@ with ``Omega`` a fixed ``N x k`` Gaussian test matrix (``k = min(N, 24)``)
 regenerated from :data:`SKETCH_SEED` on every worker (never shipped). With the
 count ``n`` the atlas keeps anyway (:mod:`flyviz.analysis.atlas_stats`) and
 ``mu = s / n``, ``Y = G / n - mu (mu^T Omega) = C Omega`` for the population
-covariance ``C``. (``s`` is summed in float64 here rather than taken from the
-atlas's mean, whose float32 step sums would be amplified by the cancellation.)
-and the Nyström approximation ``C ~ Y (Omega^T Y)^+ Y^T`` is exact when the
-states' rank is at most ``k`` and otherwise captures the leading axes well
-(their variance decays fast). :func:`finish_basis` computes its top axes through
+covariance ``C`` (``s`` is summed in float64 here rather than taken from the
+atlas's mean, whose float32 step sums would be amplified by the cancellation).
+The Nyström approximation ``C ~ Y (Omega^T Y)^+ Y^T`` is exact when the
+states' rank is at most ``k``; otherwise it approximates the leading axes,
+closely when their variance decays fast and roughly when the spectrum is flat,
+as the brain's is (the README gives the figures). :func:`finish_basis` computes its top axes through
 ``Y = QR`` and a small symmetric ``k x k`` eigenproblem, with the stabilising
 shift of Tropp et al. (2017, "Fixed-rank approximation of a positive-semidefinite
 matrix from streaming data"), in float64.

@@ -118,6 +118,8 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
     size, glow, dim, gain = params[_SIZE], params[_GLOW], params[_DIM], params[_GAIN]
     px_scale, invisible, quiet = params[_PX_SCALE], params[_INVISIBLE], params[_QUIET_ALPHA]
     halo_glow = min(max(glow, f32(0.0)), f32(2.0)) * f32(0.5)
+    ux2 = np.empty(out.shape[1], f32)      # per column of a sprite: ux^2, its halo factor
+    ex = np.empty(out.shape[1], f32)
     n_stops = stops.shape[0]
     for j in range(index.shape[0]):
         i = index[j]
@@ -160,12 +162,21 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
         y0 = int(np.ceil(wy[j] - half - f32(0.5)))
         y1 = int(np.ceil(wy[j] + half - f32(0.5)))
         inv = f32(2.0) / point
+        # The halo exp(-1.6 rr^2) is separable: exp2(k ux^2) * exp2(k uy^2), k in core radii.
+        k_halo = f32(-2.3083120654223412) * radii2
+        c0, c1 = max(x0, clip[0]), min(x1, clip[1])
+        for t in range(c1 - c0):
+            ux = (f32(c0 + t) + f32(0.5) - wx[j]) * inv
+            ux2[t] = ux * ux
+            ex[t] = np.exp2(k_halo * ux * ux)
         for gy in range(max(y0, h - clip[3]), min(y1, h - clip[2])):
             uy = (f32(gy) + f32(0.5) - wy[j]) * inv
+            uy2 = uy * uy
+            ey = np.exp2(k_halo * uy2)
             row = h - 1 - gy
-            for gx in range(max(x0, clip[0]), min(x1, clip[1])):
-                ux = (f32(gx) + f32(0.5) - wx[j]) * inv
-                r2 = ux * ux + uy * uy
+            for t in range(c1 - c0):
+                gx = c0 + t
+                r2 = ux2[t] + uy2
                 if r2 > f32(1.0):
                     continue
                 # ---- the lean fragment shader
@@ -174,10 +185,12 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
                     # Inside 0.55 core radii the disc is whole: the neuron's own colour.
                     lr, lg, lb = full_r, full_g, full_b
                 else:
-                    x = min(max((np.sqrt(rr2) - f32(0.55)) / f32(0.45), f32(0.0)), f32(1.0))
-                    wgt = f32(1.0) - x * x * (f32(3.0) - f32(2.0) * x)
+                    wgt = f32(0.0)
+                    if rr2 < f32(1.0):      # the disc's smooth edge; beyond it, the halo alone
+                        x = min(max((np.sqrt(rr2) - f32(0.55)) / f32(0.45), f32(0.0)), f32(1.0))
+                        wgt = f32(1.0) - x * x * (f32(3.0) - f32(2.0) * x)
                     if wgt < halo:          # only then can the halo be the brighter
-                        wgt = max(wgt, halo * np.exp2(f32(-2.3083120654223412) * rr2))
+                        wgt = max(wgt, halo * (ex[t] * ey))
                     fr, fg, fb = r * wgt, g * wgt, b * wgt
                     if ringed:
                         rad = np.sqrt(r2)

@@ -9,9 +9,11 @@ activity once, and the canvas redraws only while something still moves.
 With a software OpenGL (Mesa llvmpipe and the like) the view draws each
 frame offscreen and shows it as plain pixels (:class:`~flyviz.app.raster_canvas.RasterScreen`):
 Qt composing an OpenGL widget into its window costs the CPU two full-window
-fills a frame there. The cloud then draws with its lean shaders (the same
-picture, fewer rasterised pixels: :mod:`flyviz.render.cloud`). The view is a
-native child window too, so the rest of the window is flushed apart from it.
+fills a frame there. The cloud is then painted on the CPU whenever the frame
+is the cloud over its outline (:mod:`flyviz.render.splat`: llvmpipe's per-point
+set-up was most of a frame), and otherwise drawn with its lean shaders (the
+same picture, fewer rasterised pixels: :mod:`flyviz.render.cloud`). The view is
+a native child window too, so the rest of the window is flushed apart from it.
 On a GPU the canvas is an ordinary OpenGL widget and nothing of this applies.
 
 What the view draws is a :class:`~flyviz.render.style.CloudStyle` (its

@@ -18,6 +18,12 @@ A *backdrop* (:meth:`RasterScreen.set_backdrop`: the translucent brain
 outline behind the neurons) is drawn once and reused while its key (the
 camera, its look) stays the same: only what changes is drawn each frame. The
 outline costs llvmpipe more than the 49,393 neurons do (about 80 ms a frame).
+
+A *CPU layer* (:meth:`RasterScreen.set_cpu_layer`: the neuron cloud, painted
+by :mod:`flyviz.render.splat`) is added on the CPU over the backdrop (or the
+background) in every frame that holds nothing else; OpenGL then draws nothing
+and nothing is read back. A frame with any other visual shown is drawn by
+OpenGL whole, the layer's visual included.
 """
 
 from __future__ import annotations

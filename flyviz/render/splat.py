@@ -42,9 +42,6 @@ from flyviz.render.colormaps import QUIET_ALPHA, _STOPS
 
 __all__ = ["CloudPainter", "splat_available", "warm_up"]
 
-#: Colour added by the selection ring (as the shaders draw it).
-RING_RGB = (0.45, 1.0, 0.75)
-
 _kernel: dict[str, Any] = {}
 _lock = threading.Lock()
 
@@ -60,10 +57,8 @@ def _compile() -> Any:
             _kernel["paint"] = None
             return None
         try:
-            jit = numba.njit(cache=True, nogil=True, error_model="numpy")
-            # The kernel calls the helper by its module name: compiled first, in place.
-            globals()["_level"] = jit(_level_py)
-            _kernel["paint"] = jit(_paint)
+            # error_model="numpy": a float division by zero gives inf, as in GLSL.
+            _kernel["paint"] = numba.njit(cache=True, nogil=True, error_model="numpy")(_paint)
             _kernel["paint"](*_smallest_call())    # compiles now (or loads the cache)
         except Exception:  # noqa: BLE001 - any failure of the compiler means: draw with GL
             _kernel["paint"] = None
@@ -91,6 +86,7 @@ def splat_available(wait: bool = False) -> bool:
 
 
 def _smallest_call() -> tuple:
+    """Arguments of a one-neuron, 2x2-pixel call (compiling the kernel for its types)."""
     f32 = np.float32
     stops = np.zeros((2, 4), f32)
     stops[1, 0] = 1.0
@@ -112,6 +108,11 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
     ``clip[0]:clip[1]`` and rows ``clip[2]:clip[3]`` (top first) are drawn on.
     """
     f32 = np.float32
+
+    def level(value):
+        """A fragment's colour in 8 bits, as the framebuffer rounds it."""
+        return np.int32(min(max(value, f32(0.0)), f32(1.0)) * f32(255.0) + f32(0.5))
+
     h = out.shape[0]
     low, inv_span = params[_LOW], params[_INV_SPAN]
     fold, diverging = params[_FOLD] > 0.5, params[_DIVERGING] > 0.5
@@ -153,7 +154,7 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
             reach = np.sqrt(np.log(peak / invisible) / f32(1.6)) if peak > invisible else f32(1.0)
             sprite = min(sprite, core * max(f32(1.0), reach))
         radii2 = (sprite / core) * (sprite / core)
-        full_r, full_g, full_b = _level(r), _level(g), _level(b)
+        full_r, full_g, full_b = level(r), level(g), level(b)
         point = sprite * px_scale
         # ---- the rasteriser: pixel centres in [x - S/2, x + S/2) on both axes
         half = point * f32(0.5)
@@ -201,7 +202,7 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
                         fr += f32(0.45) * band
                         fg += f32(1.0) * band
                         fb += f32(0.75) * band
-                    lr, lg, lb = _level(fr), _level(fg), _level(fb)
+                    lr, lg, lb = level(fr), level(fg), level(fb)
                 # ---- (one, one) blending into 8 bits: each fragment rounded, then added
                 # with saturation (for additions of non-negative levels, saturating at
                 # every step ends where saturating once at the end would)
@@ -210,20 +211,11 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
                 out[row, gx, 0] = min(np.int32(255), np.int32(out[row, gx, 0]) + lb)
 
 
-def _level_py(value):
-    """A fragment's colour in 8 bits, as the framebuffer rounds it."""
-    return np.int32(min(max(value, np.float32(0.0)), np.float32(1.0)) * np.float32(255.0)
-                    + np.float32(0.5))
-
-
-_level = _level_py
-
 
 def _stops(colormap: str) -> np.ndarray:
-    """The colormap's control points as the GLSL function rounds them: ``(m, 4)`` p, r, g, b."""
-    table = np.asarray(_STOPS[colormap], dtype=np.float64)
-    # glsl_colormap writes the offsets and spans with 6 decimals.
-    return table.astype(np.float32)
+    """The colormap's control points, ``(m, 4)`` float32 p, r, g, b (the GLSL function's, which
+    writes them with 6 decimals: the same to float32 precision)."""
+    return np.asarray(_STOPS[colormap], dtype=np.float32)
 
 
 class CloudPainter:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from app_conftest import app_checkpoint, make_window, window  # noqa: F401
 from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabBar
 
 from test_app_window_fit import clipped_controls, wait_in_front
 
@@ -84,6 +84,67 @@ def test_each_preset_shows_the_docks_it_says_and_default_brings_the_default_back
     settle(qtbot)
     assert arrangement(win) == default
     assert win.brain.size() == brain
+
+
+def shown_tab_bars(win) -> list[QTabBar]:
+    """The dock tab bars on screen (Qt parks unused ones outside the window)."""
+    return [bar for bar in win.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly)
+            if bar.isVisible() and bar.geometry().intersects(win.rect())]
+
+
+def dock_pointers(win) -> dict[int, QDockWidget]:
+    """The window's docks by the address Qt keeps as their tabs' data."""
+    import shiboken6
+
+    return {shiboken6.getCppPointer(dock)[0]: dock for dock in win.findChildren(QDockWidget)}
+
+
+def misplaced_tab_bars(win) -> list[QTabBar]:
+    """Shown tab bars whose current tab's dock is hidden, or that do not lie against it."""
+    docks = dock_pointers(win)
+    misplaced = []
+    for bar in shown_tab_bars(win):
+        dock = docks.get(bar.tabData(bar.currentIndex())) if bar.count() else None
+        if dock is None or dock.isHidden() or dock.isFloating():
+            misplaced.append(bar)
+            continue
+        rect, edge = bar.geometry(), dock.geometry()
+        reach = min(rect.width(), rect.height()) + 4     # the bar's thickness, and a margin
+        if not edge.adjusted(-reach, -reach, reach, reach).contains(rect) \
+                or rect.intersects(edge.adjusted(4, 4, -4, -4)):
+            misplaced.append(bar)
+    return misplaced
+
+
+@pytest.mark.parametrize("presets", [("default",), ("analysis", "presentation", "default")],
+                         ids=["first start", "after every preset"])
+def test_each_tab_group_shows_one_tab_bar_of_its_own_and_its_tabs_work(window, qtbot, presets):
+    """One bar a group, against its dock, and a click on a tab brings that dock in front."""
+    win = window
+    at_size(win, qtbot, 1440, 900)
+    for name in presets:
+        if name != "default" or len(presets) > 1:
+            win.actions_by_name[f"layout_{name}"].trigger()
+        settle(qtbot)
+        bars = shown_tab_bars(win)
+        docks = dock_pointers(win)
+        tabs = [tuple(bar.tabData(i) for i in range(bar.count())) for bar in bars]
+        assert len(set(tabs)) == len(tabs), (name, [b.geometry() for b in bars])  # one a group
+        assert not misplaced_tab_bars(win), name   # each against its current dock, which is shown
+        # Every group of tabbed docks on screen has its bar.
+        for dock in win.docks.values():
+            behind = [d for d in win.tabifiedDockWidgets(dock) if not d.isHidden()]
+            if dock.isHidden() or dock.isFloating() or not behind:
+                continue
+            assert any(docks.get(t) is dock for group in tabs for t in group), \
+                (name, dock.objectName())
+        # The bars are the groups' own: a click on another tab brings that dock in front.
+        for bar in bars:
+            target = (bar.currentIndex() + 1) % bar.count()
+            dock = docks[bar.tabData(target)]
+            qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(target).center())
+            wait_in_front(win, qtbot, dock.objectName(), dock)
+            assert bar.currentIndex() == target
 
 
 def test_the_layout_menu_offers_every_preset_checked_one_at_a_time(window):
@@ -175,3 +236,4 @@ def test_the_user_can_move_tab_and_float_every_dock(window):
         assert dock.features() & wanted == wanted, key
         assert dock.allowedAreas() == Qt.DockWidgetArea.AllDockWidgetAreas, key
         assert dock.toggleViewAction() in win.actions_registry.menu("View").actions(), key
+

@@ -11,7 +11,7 @@ from scipy.linalg import subspace_angles
 
 from flyviz.analysis import integrity
 from flyviz.analysis.atlas import Atlas, AtlasSettings, build_atlas
-from flyviz.analysis.atlas_basis import SKETCH_COLUMNS, finish_basis
+from flyviz.analysis.atlas_basis import AXES_ARRAYS, SKETCH_COLUMNS, finish_basis
 from flyviz.analysis.atlas_stats import ChunkStatistics, merge_partials, principal_basis
 from flyviz.analysis.corpus import build_corpus
 from flyviz.model.engine import Engine
@@ -155,12 +155,13 @@ def test_a_degenerate_sketch_gives_fewer_axes_and_never_nan():
     assert finish_basis(partial["pca_sketch"], partial["pca_sum"], 1, 0.0).axes.shape[0] == 0
 
 
-def _without_axes(atlas: Path, out: Path) -> Path:
-    """A copy of ``atlas`` as flyviz wrote it before it kept principal axes."""
+def atlas_without_axes(atlas: Path, out: Path) -> Path:
+    """A copy of ``atlas`` as flyviz wrote it before it kept principal axes (also used by
+    the app's Trajectory tests)."""
     import zarr
 
     shutil.copytree(atlas, out)
-    for name in ("pca_axes", "pca_mean", "pca_variance", "pca_total_variance"):
+    for name in AXES_ARRAYS:
         shutil.rmtree(out / name)
     zarr.consolidate_metadata(str(out))
     integrity.seal_store(out)
@@ -168,7 +169,7 @@ def _without_axes(atlas: Path, out: Path) -> Path:
 
 
 def test_an_atlas_written_before_the_axes_opens_without_them(tiny, tmp_path):
-    old = Atlas(_without_axes(tiny["atlas"], tmp_path / "old.atlas"))     # verified whole
+    old = Atlas(atlas_without_axes(tiny["atlas"], tmp_path / "old.atlas"))     # verified whole
     assert not old.has_principal_axes and old.principal_axes() is None
     note = old.principal_axes_note()
     assert note is not None and "flyviz atlas" in note and "before" in note

@@ -8,6 +8,7 @@ from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage, QMouseEvent
 from PySide6.QtWidgets import QApplication
+from test_analysis_atlas_basis import atlas_without_axes
 
 from flyviz.analysis.population import principal_trajectory
 from flyviz.app._testing import make_frame
@@ -337,22 +338,6 @@ def _open_atlas(win, qtbot, path) -> None:
     assert win.atlas.atlas is not None, win.last_error
 
 
-def _atlas_without_axes(atlas, out):
-    """A copy of ``atlas`` as flyviz wrote it before it kept principal axes."""
-    import shutil
-
-    import zarr
-
-    from flyviz.analysis import integrity
-
-    shutil.copytree(atlas, out)
-    for name in ("pca_axes", "pca_mean", "pca_variance", "pca_total_variance"):
-        shutil.rmtree(out / name)
-    zarr.consolidate_metadata(str(out))
-    integrity.seal_store(out)
-    return out
-
-
 def test_the_atlas_axes_draw_runs_and_comparisons_in_the_corpus_space(window, qtbot,
                                                                        app_checkpoint, app_atlas):
     from flyviz.analysis.atlas import Atlas
@@ -409,7 +394,7 @@ def test_the_atlas_axes_draw_runs_and_comparisons_in_the_corpus_space(window, qt
 
 def test_an_atlas_without_axes_leaves_the_entry_disabled_and_says_why(window, qtbot, tmp_path,
                                                                       app_checkpoint, app_atlas):
-    old = _atlas_without_axes(app_atlas, tmp_path / "old.atlas")
+    old = atlas_without_axes(app_atlas, tmp_path / "old.atlas")
     feature = _shown(window, qtbot, _planted_recording(app_checkpoint.config.neurons, 9))
     _open_atlas(window, qtbot, old)
     enabled, why = feature.panel.atlas_axes_offered()

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.analysis import integrity
+from flyviz.analysis.atlas_basis import AXES_ARRAYS
 from flyviz.analysis.atlas_build import (FORMAT, FORMAT_VERSION, NEURON_CHUNK, AtlasRun,
                                          atlas_chunk, build_atlas, check_output, write_atlas)
 from flyviz.analysis.atlas_stats import (BANDS, HIST_BINS, HIST_EDGES, AtlasSettings,
@@ -328,7 +329,7 @@ class Atlas:
     def has_principal_axes(self) -> bool:
         """True when the atlas keeps its corpus's principal axes (an atlas written before
         flyviz kept them has none)."""
-        return {"pca_axes", "pca_mean", "pca_variance", "pca_total_variance"} <= self._names()
+        return set(AXES_ARRAYS) <= self._names()
 
     def principal_axes(self) -> "Trajectory | None":
         """The first three principal axes of all the states of the atlas's corpus.

@@ -41,6 +41,8 @@ SKETCH_SEED = 0x19_5EED
 SKETCH_COLUMNS = 24
 #: Principal axes an atlas keeps.
 COMPONENTS = 3
+#: The arrays an atlas keeps them in (an atlas written before flyviz kept axes has none).
+AXES_ARRAYS = ("pca_axes", "pca_mean", "pca_variance", "pca_total_variance")
 #: An axis is kept when its variance is above this share of the total (below is roundoff).
 RELATIVE_FLOOR = 1e-12
 
@@ -217,5 +219,5 @@ def finish_basis(sketch: np.ndarray, total: np.ndarray, count: int, total_varian
     return Basis(np.ascontiguousarray(axes), mu, values[:keep].copy(), float(total_variance))
 
 
-__all__ = ["Basis", "COMPONENTS", "CovarianceSketch", "RELATIVE_FLOOR", "SKETCH_COLUMNS",
+__all__ = ["AXES_ARRAYS", "Basis", "COMPONENTS", "CovarianceSketch", "RELATIVE_FLOOR", "SKETCH_COLUMNS",
            "SKETCH_SEED", "finish_basis", "merge_sketches", "sketch_columns", "probe_matrix"]

@@ -180,7 +180,7 @@ class RasterScreen(QWidget):
             self._pixels = np.empty((h, w, 4), np.uint8)
         pixels = self._pixels
         cached = self._use_backdrop(h, w)
-        if self._cpu_layer_paints(cached):
+        if self._cpu_layer_paints():
             self._render_with_cpu_layer(cached, pixels, h, w)
             image = QImage(pixels.data, w, h, 4 * w, QImage.Format.Format_RGB32)
             image.setDevicePixelRatio(ratio)
@@ -230,7 +230,7 @@ class RasterScreen(QWidget):
         self._cpu_visual, self._cpu_paint, self._cpu_ready = visual, paint, ready
         self.request_frame()
 
-    def _cpu_layer_paints(self, cached: list[Any]) -> bool:
+    def _cpu_layer_paints(self) -> bool:
         """True when this frame is the backdrop (or background) plus the CPU layer alone."""
         visual = self._cpu_visual
         if visual is None or self._cpu_paint is None or not visual.visible \

@@ -239,11 +239,6 @@ class CloudPainter:
         self._stops_for: str | None = None
         self._stops = np.zeros((2, 4), np.float32)
 
-    @property
-    def ready(self) -> bool:
-        """True when the kernel is compiled (see :func:`warm_up`)."""
-        return splat_available()
-
     def _place(self, h: int, w: int) -> None:
         """Window positions of the drawn neurons for the camera now (kept while it holds)."""
         cloud = self.cloud

@@ -315,18 +315,16 @@ def importance(model: "Model | Checkpoint | str | Path",
     import tempfile
 
     from flyviz.analysis.corpus import build_corpus
-    from flyviz.analysis.importance import ImportanceSettings, importance_groups, run_importance
+    from flyviz.analysis.importance import importance_groups, run_importance
     from flyviz.record.runner import as_model
 
-    settings = ImportanceSettings(context=int(context)).validate()
+    settings, max_tokens, workers = _importance_arguments(text, max_tokens, context, workers)
     runner, owned = as_model(model)
     try:
         ckpt = runner.checkpoint
         groups = importance_groups(ckpt, by)
         with tempfile.TemporaryDirectory(prefix="flyviz-importance-") as folder:
             if isinstance(text, str):
-                if not text.strip():
-                    raise InputError("the text is empty; give some text or a file's Path")
                 paths: list[str | Path] = [Path(folder) / "text.txt"]
                 Path(paths[0]).write_text(text, encoding="utf-8")
             elif isinstance(text, Path):
@@ -343,6 +341,29 @@ def importance(model: "Model | Checkpoint | str | Path",
     finally:
         if owned:
             runner.close()
+
+
+def _importance_arguments(text: Any, max_tokens: Any, context: Any, workers: Any
+                          ) -> "tuple[Any, int | None, int]":
+    """:func:`importance`'s arguments checked before any work: the settings, ``max_tokens``
+    and ``workers`` (one :class:`InputError` naming the argument at fault)."""
+    from flyviz.analysis.importance import ImportanceSettings
+    from flyviz.arguments import shown, whole_number
+    from flyviz.model.tokenizer import check_unicode
+
+    if isinstance(text, str):
+        if not text.strip():
+            raise InputError("the text is empty; give some text or a file's Path")
+        check_unicode(text, "the text")
+    elif not isinstance(text, Path) and not (
+            isinstance(text, (list, tuple)) and text
+            and all(isinstance(item, (str, Path)) for item in text)):
+        raise InputError(f"text must be the text itself (a str), a Path or a list of paths "
+                         f"of text, JSON Lines or Parquet files, not {shown(text)}")
+    settings = ImportanceSettings(context=whole_number("context", context, 2, 1 << 20))
+    return (settings.validate(),
+            None if max_tokens is None else whole_number("max_tokens", max_tokens, 1),
+            whole_number("workers", workers, 0))
 
 
 def export_movie(recording: "Recording | ViewerState | str | Path", path: str | Path, *,
@@ -506,22 +527,24 @@ def causal_trace(model: "Model | Checkpoint | str | Path", clean: str, corrupt: 
     """
     import tempfile
 
+    from dataclasses import replace
+
     from flyviz.analysis.causal import TraceSettings, run_causal_trace
-    from flyviz.analysis.sweep import Group, sweep_groups
+    from flyviz.analysis.importance import importance_groups
+    from flyviz.arguments import whole_number
     from flyviz.record.runner import as_model
 
+    settings = TraceSettings(streams=whole_number("batch", batch, 1, 4096),
+                             window=whole_number("window", window, 1, 1 << 20)).validate()
+    workers = whole_number("workers", workers, 0)
+    if by is None:
+        raise InputError("by=None names no group to patch; give a label kind, a groups "
+                         "file or {name: query, ...}")
     runner, owned = as_model(model)
     try:
         ckpt = runner.checkpoint
-        if isinstance(by, dict):
-            from flyviz.model.selection import neuron_index
-
-            index = neuron_index(ckpt)
-            groups = [Group(str(name), str(query), index.select(str(query)).astype("int64"))
-                      for name, query in by.items()]
-        else:
-            groups = sweep_groups(ckpt, by)
-        settings = TraceSettings(streams=batch, window=window, kernel=runner.kernel_request)
+        groups = importance_groups(ckpt, by)
+        settings = replace(settings, kernel=runner.kernel_request)
         with tempfile.TemporaryDirectory(prefix="flyviz-trace-") as folder:
             path = Path(out) if out is not None else Path(folder) / "trace.csv"
             result = run_causal_trace(runner.spec, ckpt, clean, corrupt, answer, groups, path,

@@ -448,7 +448,9 @@ class Atlas:
 
     def card(self, neuron: int) -> NeuronCard:
         """Everything about ``neuron`` (0-based index), as plain data."""
-        neuron = int(neuron)
+        from flyviz.arguments import whole_number
+
+        neuron = whole_number("neuron", neuron)
         if not 0 <= neuron < self.neurons:
             raise InputError(f"neuron {neuron} is outside 0..{self.neurons - 1}")
         row = self._block(neuron)

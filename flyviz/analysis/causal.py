@@ -58,6 +58,7 @@ from flyviz.analysis.causal_file import (COLUMNS, FORMAT, FORMAT_VERSION, METRIC
 from flyviz.analysis.sweep.groups import Group, groups_digest
 from flyviz.analysis.sweep.tasks import _engine, release_engines
 from flyviz.analysis.table_file import check_output
+from flyviz.arguments import shown
 from flyviz.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,9 +120,12 @@ class TracePrompts:
 
 
 def _one_token(tokenizer: Any, text: str, option: str) -> int:
-    if not isinstance(text, str) or text == "":
+    if not isinstance(text, str):
+        raise InputError(f"{option} must be one token's text (a str), e.g. {option} ' She', "
+                         f"not {shown(text)}")
+    if text == "":
         raise InputError(f"{option} is empty: give one token, e.g. {option} ' She'")
-    ids = tokenizer.encode(text)
+    ids = tokenizer.encode(text, what=option)
     if len(ids) != 1:
         pieces = " + ".join(repr(tokenizer.token_text(i)) for i in ids) or "nothing"
         raise InputError(f"{option} {text!r} is {len(ids)} tokens ({pieces}), not one; "
@@ -144,12 +148,22 @@ def encode_prompts(tokenizer: Any, bos: int, clean: str, corrupt: str, answer: s
     if align not in ALIGNS:
         raise InputError(f"--align {align!r}: expected one of {', '.join(ALIGNS)}")
     for name, text in (("--clean", clean), ("--corrupt", corrupt)):
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            raise InputError(f"{name} must be the prompt's text (a str), not {shown(text)}")
+        if not text.strip():
             raise InputError(f"{name} is empty: give the prompt's text")
     answer_id = _one_token(tokenizer, answer, "--answer")
     versus_id = -1 if versus is None else _one_token(tokenizer, versus, "--versus")
-    a = (int(bos),) + tuple(int(i) for i in tokenizer.encode(clean))
-    b = (int(bos),) + tuple(int(i) for i in tokenizer.encode(corrupt))
+    if versus_id == answer_id:
+        # z[answer] - z[answer] is 0 in every cell: a heatmap of NaN, not a measurement.
+        raise InputError(f"--versus {versus!r} is the answer itself, so the logit difference "
+                         "is 0 in every cell; give another token, or leave --versus out")
+    a = (int(bos),) + tuple(int(i) for i in tokenizer.encode(clean, what="--clean"))
+    b = (int(bos),) + tuple(int(i) for i in tokenizer.encode(corrupt, what="--corrupt"))
+    if a == b:
+        raise InputError("--clean and --corrupt are the same tokens, so restoring the clean "
+                         "run changes nothing and every cell would be NaN; give a corrupted "
+                         "prompt that differs from the clean one")
     if align == "start" and len(a) != len(b):
         raise InputError(f"the clean prompt is {len(a)} tokens long and the corrupted one "
                          f"{len(b)} (BOS included); a causal trace aligns positions from the start "
@@ -158,12 +172,18 @@ def encode_prompts(tokenizer: Any, bos: int, clean: str, corrupt: str, answer: s
     return TracePrompts(a, b, answer_id, shift, versus_id)
 
 
-def parse_positions(text: str | None, prompts: TracePrompts) -> tuple[int, int]:
-    """The corrupted positions ``[lo, hi)`` of ``--positions A:B`` (either end may be left
-    out; default: every position that has a clean counterpart)."""
+def parse_positions(text: str | tuple[int, int] | None, prompts: TracePrompts
+                    ) -> tuple[int, int]:
+    """The corrupted positions ``[lo, hi)`` of ``--positions A:B`` or a library caller's
+    ``(A, B)`` (either end of the text may be left out; default: every position that has a
+    clean counterpart)."""
+    from flyviz.arguments import span
+
     lo, hi = prompts.covered
     if text is None:
         return lo, hi
+    if not isinstance(text, str):
+        return span("positions", text, lo, hi)
     a, colon, b = str(text).partition(":")
     try:
         start = int(a) if a.strip() else lo
@@ -360,9 +380,18 @@ def references(ckpt: "Checkpoint", prompts: TracePrompts, kernel: str | None = N
         finally:
             engine.close()
     versus = int(np.argmax(finals[1])) if prompts.versus < 0 else prompts.versus
+    if versus == prompts.answer:
+        raise InputError("the corrupted prompt's most likely next token is the answer itself, "
+                         "so the logit difference against it is 0 in every cell; give the "
+                         "token to measure it against, e.g. --versus ' He'")
     p, d = _measures(np.stack(finals), prompts.answer, versus)
-    return (References(float(p[0]), float(p[1]), float(d[0]), float(d[1]), versus),
-            replace(prompts, versus=versus))
+    refs = References(float(p[0]), float(p[1]), float(d[0]), float(d[1]), versus)
+    if refs.p_clean == refs.p_corrupt and refs.logit_diff_clean == refs.logit_diff_corrupt:
+        # Normalised by clean - corrupt = 0: every cell would be NaN.
+        raise InputError("the clean and the corrupted prompt give the answer the same "
+                         "probability and logits, so there is nothing to restore; give a "
+                         "corrupted prompt that changes the answer")
+    return refs, replace(prompts, versus=versus)
 
 
 # --------------------------------------------------------------------- results
@@ -468,7 +497,7 @@ def run_causal_trace(spec: str, ckpt: "Checkpoint", clean: str, corrupt: str, an
     tokenizer = tokenizer_for(ckpt)
     prompts = encode_prompts(tokenizer, ckpt.config.bos_token_id, clean, corrupt, answer, align,
                              versus)
-    span = positions if isinstance(positions, tuple) else parse_positions(positions, prompts)
+    span = parse_positions(positions, prompts)
     refs, prompts = references(ckpt, prompts, settings.kernel)
     identity = model_identity(ckpt)
     tasks = plan_tasks(groups, span, prompts, settings)

@@ -87,10 +87,12 @@ class RunSettings:
 
     @staticmethod
     def check_ranges(checks: "Sequence[tuple[str, Any, int, int]]") -> None:
-        """Raise :class:`InputError` for the first ``(name, value, lo, hi)`` out of range."""
+        """Raise :class:`InputError` for the first ``(name, value, lo, hi)`` that is not a
+        whole number in range (a library caller's ``"x"`` or ``2.5`` included)."""
+        from flyviz.arguments import whole_number
+
         for name, value, lo, hi in checks:
-            if not lo <= int(value) <= hi:
-                raise InputError(f"{name} {value} must be between {lo} and {hi}")
+            whole_number(name, value, lo, hi)
 
 
 # ------------------------------------------------------------------ worker side
@@ -422,7 +424,9 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
             used_workers = _run_on_dask(function, args, pending, tree, done_tokens, show,
                                         workers, scheduler, ready, log)
     except KeyboardInterrupt:
-        saved = len(covered) + sum(1 for c in pending if done_tokens[c.index] >= c.n_tokens)
+        # What the tree holds, not what progress counted: a chunk whose last token was
+        # reported but whose partial had not arrived yet is not saved.
+        saved = tree.saved_chunks()
         if store is not None and not store.nodes():
             store.remove()  # nothing finished: nothing to resume, no OUT.parts left behind
             raise Interrupted("interrupted before any chunk was finished; nothing is saved"

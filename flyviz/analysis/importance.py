@@ -63,7 +63,6 @@ neurons' labels as coordinates (texts as integer codes, read back with
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -367,6 +366,11 @@ def importance_groups(ckpt: "Checkpoint", by: "str | Path | dict[str, str] | Non
 
     if by is None:
         return []
+    if not isinstance(by, (dict, str, os.PathLike)):
+        from flyviz.arguments import shown
+
+        raise InputError(f"by must be superclass, type, side, a groups file's path or "
+                         f"{{name: query, ...}}, not {shown(by)}")
     if not isinstance(by, dict):
         return sweep_groups(ckpt, by)
     index = neuron_index(ckpt)
@@ -378,7 +382,8 @@ def importance_groups(ckpt: "Checkpoint", by: "str | Path | dict[str, str] | Non
         members.setflags(write=False)
         groups.append(Group(str(name), str(query), members))
     if not groups:
-        raise InputError("by= names no group; give {name: query, ...}, a label kind or None")
+        raise InputError("by= names no group; give {name: query, ...} with at least one "
+                         "group, or a label kind")
     return groups
 
 
@@ -651,16 +656,36 @@ def write_zarr(path: Path, ckpt: "Checkpoint", estimate: np.ndarray,
 
 
 def read_neuron_table(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``(info, columns)`` of a per-neuron table (CSV or Parquet)."""
+    """``(info, columns)`` of a per-neuron table (CSV or Parquet).
+
+    Raises
+    ------
+    InputError
+        One line when the file is missing, is not a per-neuron estimate, or is truncated or
+        damaged (:func:`~flyviz.analysis.table_file.read_table_file`'s checks, then each
+        column's values).
+    """
+    from flyviz.analysis.table_file import result_format, read_table_file
+
     path = Path(path)
-    if path.suffix.lower() == ".csv":
-        with open(path, encoding="utf-8") as handle:
-            first = handle.readline()
-            if not first.startswith(NEURONS_CSV_PREFIX):
-                raise InputError(f"{path.name} is not a flyviz per-neuron estimate")
-            info = json.loads(first[len(NEURONS_CSV_PREFIX):])
-            rows = list(csv.DictReader(handle))
-        columns: dict[str, np.ndarray] = {}
+    if not path.is_file():
+        raise InputError(f"no per-neuron estimate at {path}: the file does not exist")
+
+    def damaged(why: str) -> InputError:
+        return InputError(f"{path.name} is a damaged per-neuron estimate ({why})")
+
+    info, rows = read_table_file(path, result_format(path), csv_prefix=NEURONS_CSV_PREFIX,
+                                 parquet_key=NEURONS_PARQUET_KEY, what="flyviz per-neuron estimate",
+                                 error=InputError, damaged=damaged)
+    if not isinstance(info, dict):
+        raise damaged("its metadata is not a JSON object")
+    model = info.get("model")
+    neurons = model.get("neurons") if isinstance(model, dict) else None
+    if isinstance(neurons, int) and len(rows) != neurons:  # a table cut short, or padded
+        raise damaged(f"it has {len(rows):,} rows, not one for each of its model's "
+                      f"{neurons:,} neurons")
+    columns: dict[str, np.ndarray] = {}
+    try:
         for name in (rows[0] if rows else {}):
             raw = [r[name] for r in rows]
             if name == "delta_ce_est":
@@ -669,15 +694,11 @@ def read_neuron_table(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
                 columns[name] = np.array([int(v) for v in raw], dtype=np.int64)
             else:
                 columns[name] = np.array(raw)
-        return info, columns
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path)
-    meta = (table.schema.metadata or {}).get(NEURONS_PARQUET_KEY)
-    if meta is None:
-        raise InputError(f"{path.name} is not a flyviz per-neuron estimate")
-    return json.loads(meta.decode("utf-8")), {name: table[name].to_numpy()
-                                             for name in table.column_names}
+    except (TypeError, ValueError, KeyError):
+        # A truncated last row (None) or a value that is not a number.
+        raise damaged(f"a value of its {name!r} column is not what the column holds"
+                      ) from None
+    return info, columns
 
 
 __all__ = ["Agreement", "ImportanceRun", "ImportanceSettings", "agreement", "chunk_partial",

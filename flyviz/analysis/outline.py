@@ -148,5 +148,11 @@ def load_mesh(path: str | Path, *, scale: float = 1.0,
                          f"{str(exc).splitlines()[0] if str(exc) else 'damaged file'})") from None
     if vertices.ndim != 2 or len(vertices) == 0 or faces.ndim != 2 or len(faces) == 0:
         raise InputError(f"{path.name}: the file holds no triangles")
-    vertices = vertices * float(scale) + np.asarray(offset, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # checked just below, in one line
+        vertices = vertices * float(scale) + np.asarray(offset, dtype=np.float64)
+    largest = float(np.finfo(np.float32).max)
+    if not np.all(np.abs(vertices) <= largest):  # NaN and infinity included
+        raise InputError(f"{path.name}: the mesh has vertex coordinates that are not finite "
+                         f"or beyond float32's range (|x| <= {largest:.3g} after the scale "
+                         "and offset); give coordinates in micrometres")
     return Mesh(vertices.astype(np.float32), faces.astype(np.int32), path.name)

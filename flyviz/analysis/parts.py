@@ -268,6 +268,16 @@ class MergeTree:
         if self.store is not None and not stored:
             self.store.save(node, value)
 
+    def saved_chunks(self) -> int:
+        """How many chunks the finished nodes cover: those kept in the store (what
+        ``--resume`` will not compute again), or held here when there is no store."""
+        nodes = self.store.nodes() if self.store is not None else list(self.held)
+        covered: set[int] = set()
+        for node in nodes:
+            if self.exists(node) and node[0] <= self.levels:
+                covered.update(self.covers(node))
+        return len(covered)
+
     def restored_pending(self) -> None:
         """Combine nodes restored from disk that are siblings of each other."""
         for node in sorted(self.held, key=lambda n: (n[0], n[1])):

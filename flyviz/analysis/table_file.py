@@ -112,7 +112,12 @@ def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: byte
         info = json.loads(raw.decode("utf-8"))
     except ValueError:
         raise damaged("its metadata is not JSON") from None
-    return info, table.to_pylist()
+    try:
+        return info, table.to_pylist()
+    except (UnicodeDecodeError, ValueError) as exc:
+        # A flipped bit in a string column's bytes: pyarrow reads the page but cannot
+        # decode a value of it.
+        raise damaged(f"a value cannot be read: {type(exc).__name__}") from None
 
 
 def open_result_table(path: Path, *, noun: str, command: str, fmt: str, csv_prefix: str,

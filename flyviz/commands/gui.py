@@ -95,8 +95,12 @@ def _loader_with_dataset(model: str, dataset: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Start Qt and the main window; return the app's exit status."""
-    if args.prompt is not None and not args.prompt.strip():
-        raise InputError("--prompt is empty: give some text for the model to continue")
+    if args.prompt is not None:
+        if not args.prompt.strip():
+            raise InputError("--prompt is empty: give some text for the model to continue")
+        from flyviz.model.tokenizer import check_unicode
+
+        check_unicode(args.prompt, "--prompt")  # as generate and trace refuse it
     from flyviz.model.resolve import check_spec
 
     check_spec(args.model)  # a model that cannot exist is one line, before any window

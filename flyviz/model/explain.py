@@ -126,7 +126,7 @@ def token_id(tokenizer: "FlyTokenizer", vocabulary: int, value: int | str, what:
                              f"0..{vocabulary - 1}")
         return int(value)
     text = str(value)
-    ids = tokenizer.encode(text) if text else []
+    ids = tokenizer.encode(text, what=f"the {what} token") if text else []
     if len(ids) != 1:
         shown = " + ".join(repr(tokenizer.token_text(i)) for i in ids[:6])
         detail = f"{len(ids)} tokens ({shown})" if ids else "no token"

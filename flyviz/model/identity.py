@@ -92,7 +92,7 @@ def model_identity(ckpt: Checkpoint) -> dict[str, Any]:
 
 
 def identity_mismatch(recorded: Mapping[str, Any] | None, ckpt: Checkpoint,
-                      what: str = "the recording") -> str | None:
+                      what: str = "the recording", advice: str | None = None) -> str | None:
     """One line on how ``ckpt`` differs from the model a recording was made with.
 
     Parameters
@@ -104,6 +104,8 @@ def identity_mismatch(recorded: Mapping[str, Any] | None, ckpt: Checkpoint,
         The loaded model.
     what
         How to name the recording in the message (e.g. its file name).
+    advice
+        What to do instead, ending the message (default: load the recording's model).
 
     Returns
     -------
@@ -115,7 +117,8 @@ def identity_mismatch(recorded: Mapping[str, Any] | None, ckpt: Checkpoint,
         return None
     name = recorded.get("name") or recorded.get("spec") or "another model"
     spec = recorded.get("spec")
-    load_hint = f"; load {spec} to see its own states" if spec else ""
+    load_hint = f"; {advice}" if advice else f"; load {spec} to see its own states" if spec \
+        else ""
     neurons = recorded.get("neurons")
     if isinstance(neurons, int) and neurons != ckpt.config.neurons:
         return (f"{what} was made with {name} ({neurons:,} neurons), not {ckpt.name} "

@@ -92,6 +92,11 @@ class PatchSource:
         (:meth:`bind`), or ``None``.
     label
         What the source is, for messages and JSON (``recording run.flyrec``).
+    model_identity
+        The identity of the model a recording was made with
+        (:func:`~flyviz.model.identity.model_identity`), checked against the patched
+        model when the states are used; ``None``: not known (a prompt is run on the
+        patched model itself).
     """
 
     states: np.ndarray | None = None
@@ -100,6 +105,7 @@ class PatchSource:
     align: str = "start"
     target_length: int | None = None
     label: str = ""
+    model_identity: Any = None
 
     def __post_init__(self) -> None:
         if self.align not in ALIGNS:
@@ -144,7 +150,8 @@ class PatchSource:
         if len(recording) == 0:
             raise InputError(f"the {name} holds no frame to patch from")
         return cls(states=recording.states(), prompt_length=len(recording.prompt_ids),
-                   align=align, label=name)
+                   align=align, label=name,
+                   model_identity=recording.metadata.get("model_identity"))
 
     @classmethod
     def of(cls, value: Any) -> "PatchSource":
@@ -210,6 +217,18 @@ class PatchSource:
                 raise InputError(f"the patch's source ({self.label}) holds states of "
                                  f"{self.states.shape[1]:,} neurons but {checkpoint.name} has "
                                  f"{checkpoint.config.neurons:,}")
+            if self.model_identity is not None:
+                # The check trace --recording makes: another model's states on the same
+                # graph would run without a word, and mean nothing here.
+                from flyviz.errors import RecordingError
+                from flyviz.model.identity import identity_mismatch
+
+                note = identity_mismatch(self.model_identity, checkpoint,
+                                         f"the patch's source ({self.label})",
+                                         f"record the source run with {checkpoint.name}, or "
+                                         "give --source-prompt TEXT")
+                if note:
+                    raise RecordingError(note)
             return self
         if self.prompt is None:
             raise InputError(f"the patch's source ({self.label}) is not stored with it; give "

@@ -66,21 +66,22 @@ class FlyTokenizer:
         obj._piece_cache = {}
         return obj
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``, without special tokens."""
+    def encode(self, text: str, what: str = "the prompt") -> list[int]:
+        """Token ids of ``text``, without special tokens; ``what`` names the text in the
+        one-line errors (``"--target"``), so that they point at the argument at fault."""
         if not isinstance(text, str):
-            raise InputError(f"the prompt is text, not {type(text).__name__}")
+            raise InputError(f"{what} is text, not {type(text).__name__}")
         if len(text) > MAX_PROMPT_CHARS:
-            raise InputError(f"the prompt has {len(text):,} characters; "
+            raise InputError(f"{what} has {len(text):,} characters; "
                              f"the limit is {MAX_PROMPT_CHARS:,}")
-        _check_unicode(text, "the prompt")
+        check_unicode(text, what)
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Token ids of many texts (no length limit, no special tokens), encoded in parallel."""
         texts = list(texts)
         for number, text in enumerate(texts, start=1):
-            _check_unicode(text, f"text {number}")
+            check_unicode(text, f"text {number}")
         return [list(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
     def decode(self, ids: list[int] | tuple[int, ...]) -> str:
@@ -100,7 +101,7 @@ class FlyTokenizer:
         return cached
 
 
-def _check_unicode(text: str, what: str) -> None:
+def check_unicode(text: str, what: str) -> None:
     """Refuse text that is not valid Unicode: a lone surrogate, which is what Python makes
     of bytes that are not UTF-8 in a command-line argument (the tokenizer cannot take it)."""
     try:

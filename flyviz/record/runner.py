@@ -49,6 +49,17 @@ if TYPE_CHECKING:  # pragma: no cover
 LoadProgress = Callable[[str, float], None]
 
 
+def check_engine_options(kernel: Any, threads: Any) -> None:
+    """Refuse, in one line, a ``kernel`` other than ``None`` or one of
+    :data:`~flyviz.model.kernels.KERNELS`, and ``threads`` other than ``None`` or 1..1024."""
+    from flyviz.arguments import choice, whole_number
+    from flyviz.model.kernels import KERNELS
+
+    choice("kernel", kernel, KERNELS, none="FLYVIZ_KERNEL, else scipy")
+    if threads is not None:
+        whole_number("threads", threads, 1, 1024)
+
+
 class Model:
     """A loaded Fly LLM, ready to run prompts: checkpoint, tokenizer, anatomy, one engine.
 
@@ -82,6 +93,7 @@ class Model:
     def __init__(self, checkpoint: Checkpoint, *, tokenizer: FlyTokenizer | None = None,
                  spec: str | None = None, kernel: str | None = None,
                  threads: int | None = None) -> None:
+        check_engine_options(kernel, threads)
         self.checkpoint = checkpoint
         self.tokenizer = tokenizer if tokenizer is not None else tokenizer_for(checkpoint)
         self.spec = str(checkpoint.metadata.get("spec") or spec or checkpoint.name)
@@ -119,6 +131,7 @@ class Model:
         """
         from flyviz.model.resolve import load_model
 
+        check_engine_options(kernel, threads)  # before the model loads, not at its first run
         checkpoint = load_model(str(spec), progress, dataset_dir=dataset)
         return cls(checkpoint, spec=str(spec), kernel=kernel, threads=threads)
 

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.analysis import cluster, runs
-from flyviz.analysis.circuit_tasks import TEXT, CircuitTask, PromptChunk, TaskPrompt, chunks
+from flyviz.analysis.circuit_tasks import CircuitTask, PromptChunk, TaskPrompt, chunks
 from flyviz.errors import InputError
 from flyviz.model.batch import StepHooks
 

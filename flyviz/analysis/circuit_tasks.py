@@ -143,7 +143,7 @@ def chunks(task: CircuitTask, count: int) -> list["PromptChunk"]:
             enumerate(zip(bounds[:-1], bounds[1:]))]
 
 
-@dataclass(frozen=True)
+@dataclass
 class PromptChunk:
     """Contiguous prompts of a task: one Dask task (``index``: its leaf in the merge tree)."""
 

@@ -36,6 +36,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("sweep", "flyviz.commands.sweep", "lesion map: how much a text needs each group (on Dask)"),
     ("patch", "flyviz.commands.patch", "causal trace: where and when a prompt keeps its answer"),
     ("importance", "flyviz.commands.importance", "estimated lesions: every neuron's cost to a text"),
+    ("circuit", "flyviz.commands.circuit", "the smallest circuit that keeps a task, measured"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )

@@ -1,0 +1,922 @@
+"""Automatic circuits: which part of the brain carries a task, and proof by running it alone.
+
+A task (:mod:`flyviz.analysis.circuit_tasks`) is prompts and a metric ``m``
+(a logit difference at the last position, or a text's log-probability). A
+*circuit* ``C`` is a set of units (neurons, all neurons of some cell types or
+superclasses, or synapses) kept as they are while everything else is
+ablated; its faithfulness is measured by running the model that way over the
+whole task (the MIB benchmark's definition, ``circuits.md``)::
+
+    f(C) = (m(C) - m(∅)) / (m(M) - m(∅))        M: the whole model, ∅: everything ablated
+
+Scores (which units to keep first)
+----------------------------------
+One forward pass (a :class:`~flyviz.model.attribution.Tape`) and one backward
+sweep (:class:`~flyviz.model.attribution.BackwardEngine`) per prompt, seeded
+with the metric's cotangent at its position(s), give every step's cotangent
+``v_t`` and the edge factor ``λ d_t g r m_t`` of ``explain.md`` section 1;
+summed over the task's prompts and steps:
+
+``flow``
+    frozen ``s_t`` (``"decomposition"``): the node flow ``f_i = Σ_t v_t(i) x_i(t)``
+    of ``flyviz trace`` and the edge flow ``Σ_t v_t(i) λ s_i g_i r_i W_ij x_j(t-1)``;
+``gradient``
+    the true ``sech²`` (``"gradient"``): gradient × state, ``Σ_t x_i(t) ∂m/∂x_i(t)``
+    (attribution patching);
+``ig``
+    integrated-gradients-like: the gradient averaged over ``ig_steps`` runs
+    with the token embeddings scaled by ``α = 1/m, 2/m, .., 1`` (the input
+    interpolated from none to the real one), times the real run's states.
+
+With mean ablation a unit's baseline is its mean state ``μ_i``, and the
+scores use ``x_i(t) - μ_i`` in place of ``x_i(t)`` (both sums are kept, so
+this is exact for any ``μ``). A group's score is the sum of its neurons'.
+Units are ranked by ``|score|`` (ties by index). Text tasks seed every
+counted position with the cotangent of its log-probability (the flow mode
+then splits the metric's linearisation). The prompts run on Dask in
+chunks (:func:`flyviz.analysis.runs.run_tasks`); the partials (float64 sums)
+are merged in the fixed tree, so 1 and 2 workers give the same bits.
+
+Faithfulness (measured, not estimated)
+--------------------------------------
+Every (circuit, prompt) pair is one column of a
+:class:`~flyviz.model.batch.BatchEngine`; :class:`KeepOnlyHooks` holds the
+ablated neurons of each column at 0 (zero) or at their mean over the task's
+prompts and positions (mean) after every step, as ``Silence``/``Clamp`` do
+(the readout sees the held state). Edge circuits run one engine per circuit
+on the graph with only the kept synapses; with mean ablation an ablated
+synapse carries ``W_ij μ_j`` (a constant added to ``W x``, :class:`EdgeMeanHooks`).
+The curve starts at the empty circuit (``k = 0``, ``f = 0`` by definition)
+and has ``points`` sizes log-spaced from 10 (or 1) to all ``N`` units
+(``f = 1`` by definition); ``CPR`` is the area under ``f`` over the circuit
+fraction ``k / N`` (trapezoids), ``CMD`` the area under ``|1 - f|``. The
+smallest circuit with ``f >= keep`` is the first such curve point, refined
+by bisection on ``k`` between it and the point before, every step measured.
+
+:func:`find_circuit` is the whole computation of one model: its headline
+numbers (:meth:`CircuitResult.headline`) can be computed again on another
+model (a null) from the same task and settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flyviz.analysis import cluster, runs
+from flyviz.analysis.circuit_tasks import CircuitTask, PromptChunk, TaskPrompt, chunks
+from flyviz.errors import InputError
+from flyviz.model.batch import StepHooks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.attribution import BackwardEngine
+    from flyviz.model.batch import BatchEngine
+    from flyviz.model.checkpoint import Checkpoint
+    from flyviz.model.engine import Engine
+
+SCORES = ("flow", "gradient", "ig")
+NODE_UNITS = ("neurons", "types", "superclasses")
+ABLATIONS = ("zero", "mean")
+#: The smallest circuit size of the curve (or 1 for fewer units).
+FIRST_SIZE = 10
+#: A text position's log-probability is floored here (as the lesion map's cross-entropy).
+LOG_FLOOR = math.log(1e-30)
+#: Edges listed in a circuit's JSON at most (the strongest first).
+MAX_LISTED_EDGES = 100_000
+
+
+@dataclass(frozen=True)
+class CircuitSettings(cluster.RunSettings):
+    """How a circuit is found.
+
+    Attributes
+    ----------
+    nodes
+        ``"neurons"``, ``"types"`` (cell types) or ``"superclasses"``: the units kept.
+    edges
+        Keep synapses instead (the top ``k`` edges; every neuron stays).
+    ablation
+        ``"zero"`` or ``"mean"``: what an ablated unit's state is held at.
+    keep
+        The faithfulness the reported circuit must reach, in ``(0, 1]``.
+    score
+        ``"flow"``, ``"gradient"`` or ``"ig"`` (see the module documentation).
+    points
+        Log-spaced circuit sizes of the curve (at least 2).
+    ig_steps
+        Scaled inputs averaged by the ``ig`` score.
+    min_tasks
+        Chunks of prompts the scores are cut into (at most one per prompt).
+    streams
+        Columns of the batched engine that measures faithfulness.
+    refine
+        Most bisection steps between two curve points.
+    kernel, threads
+        Sparse kernel and threads per task (results do not depend on them).
+    """
+
+    nodes: str = "neurons"
+    edges: bool = False
+    ablation: str = "zero"
+    keep: float = 0.8
+    score: str = "flow"
+    points: int = 12
+    ig_steps: int = 5
+    min_tasks: int = 16
+    streams: int = 64
+    refine: int = 32
+    kernel: str | None = None
+    threads: int = 1
+
+    def validate(self) -> "CircuitSettings":
+        """Raise :class:`InputError` for a value out of range; return ``self``."""
+        for name, value, choices in (("--nodes", self.nodes, NODE_UNITS),
+                                     ("--ablation", self.ablation, ABLATIONS),
+                                     ("--score", self.score, SCORES)):
+            if value not in choices:
+                raise InputError(f"{name} {value!r} is not one of {', '.join(choices)}")
+        keep = float(self.keep)
+        if not (math.isfinite(keep) and 0.0 < keep <= 1.0):
+            raise InputError(f"--keep {self.keep} must lie in (0, 1]: the faithfulness the "
+                             "circuit must reach (1 is the whole model's)")
+        if self.edges and self.nodes != "neurons":
+            raise InputError("--edges keeps synapses: leave out --nodes (or give --nodes "
+                             "neurons)")
+        self.check_ranges((("--points", self.points, 2, 1000),
+                           ("IG steps", self.ig_steps, 1, 100),
+                           ("min tasks", self.min_tasks, 1, 1 << 20),
+                           ("streams", self.streams, 1, 1024),
+                           ("refine steps", self.refine, 0, 64),
+                           ("threads", self.threads, 1, 64)))
+        return self
+
+    @property
+    def units(self) -> str:
+        """What a circuit is made of: ``"edges"`` or :attr:`nodes`."""
+        return "edges" if self.edges else self.nodes
+
+
+# ------------------------------------------------------------------- the engines
+_local = threading.local()
+
+
+def _engines(ckpt: "Checkpoint", settings: CircuitSettings
+             ) -> tuple["Engine", "BackwardEngine", dict[str, Any]]:
+    """A forward and a backward engine of ``ckpt``, kept for this thread's next task."""
+    import os
+
+    from flyviz.model.attribution import BackwardEngine
+    from flyviz.model.engine import Engine
+    from flyviz.model.kernels import ENV_VAR
+
+    key = (id(ckpt), settings.kernel, settings.threads)
+    entry = getattr(_local, "engines", None)
+    if entry is not None and entry[0] == key and entry[1] is ckpt:
+        return entry[2], entry[3], entry[4]
+    release_engines()
+    kernel = settings.kernel or os.environ.get(ENV_VAR, "").strip().lower() or "llvm"
+    engine = Engine(ckpt, settings.threads, kernel=kernel)
+    backward = BackwardEngine(ckpt, threads=settings.threads, kernel=kernel)
+    scratch: dict[str, Any] = {}
+    _local.engines = (key, ckpt, engine, backward, scratch)
+    return engine, backward, scratch
+
+
+def release_engines() -> None:
+    """Close the engines this thread keeps between tasks."""
+    entry = getattr(_local, "engines", None)
+    _local.engines = None
+    if entry is not None:
+        entry[3].close()
+        entry[2].close()
+
+
+# -------------------------------------------------------------------- one prompt
+def _seeds(ckpt: "Checkpoint", tape: Any, prompt: TaskPrompt, mode: str
+           ) -> tuple[dict[int, np.ndarray], float]:
+    """The sweep's seeds of one prompt's metric and the metric's sum on this run."""
+    from flyviz.model.explain import explained_value, logit_cotangent, readout_cotangent
+
+    if prompt.target is not None:
+        p = len(prompt.ids) - 1
+        c, _ = readout_cotangent(ckpt, tape.x(p), prompt.target, prompt.versus, mode)
+        return {p: c}, explained_value(tape.logits(p), prompt.target, prompt.versus)
+    seeds: dict[int, np.ndarray] = {}
+    total = 0.0
+    for p in range(len(prompt.ids) - 1):
+        z = tape.logits(p).astype(np.float64)
+        z = z - z.max()
+        log_p = z - math.log(float(np.exp(z).sum()))
+        nxt = prompt.ids[p + 1]
+        total += max(float(log_p[nxt]), LOG_FLOOR)
+        weights = -np.exp(log_p)
+        weights[nxt] += 1.0  # d log p(next) / d logits = one_hot - softmax
+        seeds[p], _ = logit_cotangent(ckpt, tape.x(p), weights, mode)
+    return seeds, total
+
+
+def prompt_flows(ckpt: "Checkpoint", engine: "Engine", backward: "BackwardEngine",
+                 prompt: TaskPrompt, score: str, ig_steps: int = 5
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """One prompt: ``(X, V, F, metric)``.
+
+    ``X`` ``(steps, neurons)`` float32: the untouched run's states; ``V`` float64:
+    the cotangents ``v_t`` (for ``ig`` averaged over the scaled runs); ``F``
+    float64: the edge factors ``λ d_t g r m_t`` (an edge flow into step ``t`` is
+    ``F[t, i] W_ij X[t-1, j]``); ``metric``: the metric's sum on the real run.
+    """
+    from flyviz.model.attribution import DECOMPOSITION, GRADIENT, record_tape
+
+    mode = DECOMPOSITION if score == "flow" else GRADIENT
+    alphas = [1.0] if score != "ig" else [(k + 1) / ig_steps for k in range(ig_steps)]
+    steps, n = len(prompt.ids), int(ckpt.config.neurons)
+    V = np.zeros((steps, n))
+    F = np.zeros((steps, n))
+    rec_gain = backward.rec_gain.astype(np.float64)
+    weight = 1.0 / len(alphas)
+    original = engine.wte
+    X = np.zeros((steps, n), dtype=np.float32)
+    metric = 0.0
+    try:
+        for alpha in alphas:
+            if alpha != 1.0:
+                # The drive reads the engine's embeddings: scaling them scales the input.
+                engine.wte = (original * np.float32(alpha)).astype(np.float32)
+            else:
+                engine.wte = original
+            tape = record_tape(engine, prompt.ids, slopes=mode == GRADIENT, interventions=())
+            seeds, value = _seeds(ckpt, tape, prompt, mode)
+
+            def gather(t: int, v: np.ndarray, m: np.ndarray, w: np.ndarray) -> None:
+                V[t] += weight * v.astype(np.float64)
+                F[t] += weight * (w.astype(np.float64) * rec_gain)
+
+            backward.sweep(tape, seeds, mode=mode, keep=False, on_step=gather)
+            if alpha == 1.0:
+                X = tape.states()
+                metric = value
+    finally:
+        engine.wte = original
+    return X, V, F, metric
+
+
+def _edge_rows(ckpt: "Checkpoint", scratch: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Each synapse's post- and pre-synaptic neuron (CSR order), kept per engine."""
+    if "edge_rows" not in scratch:
+        offsets = np.asarray(ckpt.w_offsets, dtype=np.int64)
+        rows = np.repeat(np.arange(ckpt.config.neurons, dtype=np.int32), np.diff(offsets))
+        scratch["edge_rows"] = (rows, np.asarray(ckpt.w_indices, dtype=np.intp))
+    return scratch["edge_rows"]
+
+
+def chunk_partial(ckpt: "Checkpoint", settings: CircuitSettings, chunk: PromptChunk,
+                  engines: tuple["Engine", "BackwardEngine"] | None = None) -> cluster.Partial:
+    """One task: the float64 sums of every prompt of ``chunk``.
+
+    ``node_vx = Σ V X`` and ``node_v = Σ V`` per neuron; with edges
+    ``edge_fx[e] = Σ_t F[t, post] X[t-1, pre]`` per synapse and ``edge_f = Σ F``;
+    the metric's sum and its terms.
+    """
+    if engines is None:
+        engine, backward, scratch = _engines(ckpt, settings)
+    else:
+        (engine, backward), scratch = engines, {}
+    n = int(ckpt.config.neurons)
+    out: cluster.Partial = {"node_vx": np.zeros(n), "node_v": np.zeros(n),
+                            "metric": np.zeros(1), "terms": np.zeros(1, np.int64),
+                            "prompts": np.zeros(1, np.int64)}
+    if settings.edges:
+        nnz = int(np.asarray(ckpt.w_offsets)[-1])
+        out["edge_fx"] = np.zeros(nnz)
+        out["edge_f"] = np.zeros(n)
+        rows, cols = _edge_rows(ckpt, scratch)
+    for prompt in chunk.prompts:
+        X, V, F, metric = prompt_flows(ckpt, engine, backward, prompt, settings.score,
+                                       settings.ig_steps)
+        out["node_vx"] += np.einsum("tn,tn->n", V, X.astype(np.float64))
+        out["node_v"] += V.sum(axis=0)
+        if settings.edges:
+            out["edge_f"] += F.sum(axis=0)
+            acc = out["edge_fx"]
+            for t in range(1, len(prompt.ids)):  # x_{-1} = 0: step 0 adds nothing
+                acc += F[t][rows] * X[t - 1][cols].astype(np.float64)
+        out["metric"][0] += metric
+        out["terms"][0] += prompt.terms
+        out["prompts"][0] += 1
+        cluster.report_progress(prompt.n_tokens)
+    return out
+
+
+def merge_partials(a: cluster.Partial, b: cluster.Partial) -> cluster.Partial:
+    """Two partials added (commutative; the fixed tree fixes the order)."""
+    return {name: a[name] + b[name] for name in a}
+
+
+def circuit_task(spec: str, dataset: str | None, weights_sha256: str,
+                 settings: dict[str, Any], chunk: PromptChunk) -> cluster.Partial:
+    """One task on a Dask worker (the model loaded from ``spec`` once per process)."""
+    ckpt = cluster.worker_model(spec, dataset, weights_sha256)
+    return chunk_partial(ckpt, CircuitSettings(**settings), chunk)
+
+
+class _InProcess:
+    """The task function of a run in this process: the client's own model."""
+
+    def __init__(self, ckpt: "Checkpoint", settings: CircuitSettings,
+                 engines: tuple["Engine", "BackwardEngine"] | None) -> None:
+        self.ckpt, self.settings, self.engines = ckpt, settings, engines
+
+    def __call__(self, chunk: PromptChunk) -> cluster.Partial:
+        return chunk_partial(self.ckpt, self.settings, chunk, self.engines)
+
+
+# ------------------------------------------------------------------- the units
+def neuron_labels(ckpt: "Checkpoint", kind: str) -> list[str]:
+    """Every neuron's ``cell_type`` or ``superclass`` (``"unlabelled"`` where missing)."""
+    anatomy = ckpt.anatomy
+    values = None if anatomy is None else getattr(anatomy, kind)
+    n = int(ckpt.config.neurons)
+    if values is None:
+        return ["unlabelled"] * n
+    return [str(v) if str(v).strip() else "unlabelled" for v in values]
+
+
+@dataclass(frozen=True)
+class Units:
+    """What a circuit is made of, and how a set of units becomes neurons or synapses.
+
+    Attributes
+    ----------
+    kind
+        ``"neurons"``, ``"types"``, ``"superclasses"`` or ``"edges"``.
+    names
+        A name per unit (groups: the label; neurons: ``"#i"``; edges: ``"pre->post"``
+        made on demand, so empty here).
+    members
+        For groups, ``(neurons,)`` int: each neuron's group.
+    count
+        ``N``, the number of units.
+    """
+
+    kind: str
+    names: tuple[str, ...]
+    members: np.ndarray | None
+    count: int
+
+
+def make_units(ckpt: "Checkpoint", kind: str) -> Units:
+    """The units of ``kind`` for ``ckpt``."""
+    n = int(ckpt.config.neurons)
+    if kind == "edges":
+        return Units(kind, (), None, int(np.asarray(ckpt.w_offsets)[-1]))
+    if kind == "neurons":
+        return Units(kind, (), None, n)
+    labels = neuron_labels(ckpt, "cell_type" if kind == "types" else "superclass")
+    names, inverse = np.unique(np.asarray(labels, dtype=object).astype(str), return_inverse=True)
+    return Units(kind, tuple(str(s) for s in names), inverse.astype(np.int64), int(names.size))
+
+
+def unit_scores(ckpt: "Checkpoint", units: Units, partial: cluster.Partial,
+                baseline: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(unit scores, neuron scores)`` float64 from the merged sums; ``baseline`` is the
+    ablated state ``μ`` (``None``: zero)."""
+    neuron = np.array(partial["node_vx"], dtype=np.float64)
+    if baseline is not None:
+        neuron -= baseline.astype(np.float64) * partial["node_v"]
+    if units.kind == "neurons":
+        return neuron, neuron
+    if units.kind == "edges":
+        rows = np.repeat(np.arange(ckpt.config.neurons), np.diff(np.asarray(ckpt.w_offsets)))
+        edge = np.array(partial["edge_fx"], dtype=np.float64)
+        if baseline is not None:
+            cols = np.asarray(ckpt.w_indices, dtype=np.intp)
+            edge -= baseline.astype(np.float64)[cols] * partial["edge_f"][rows]
+        edge *= np.asarray(ckpt.w_values, dtype=np.float64)
+        return edge, neuron
+    assert units.members is not None
+    return np.bincount(units.members, weights=neuron, minlength=units.count), neuron
+
+
+def ranking(scores: np.ndarray) -> np.ndarray:
+    """Units by ``|score|``, largest first, ties by index (int64)."""
+    return np.argsort(-np.abs(scores), kind="stable").astype(np.int64)
+
+
+def curve_sizes(count: int, points: int) -> list[int]:
+    """``points`` circuit sizes log-spaced from :data:`FIRST_SIZE` (1 for fewer units) to
+    ``count``, all distinct, ``count`` included (fewer where there are fewer sizes)."""
+    first = FIRST_SIZE if count > FIRST_SIZE else 1
+    wanted = min(int(points), count - first + 1)
+    sizes = set(int(round(v)) for v in np.geomspace(first, count, wanted))
+    sizes.update((first, count))
+    # Rounding can merge small sizes: fill the widest gaps (in log) until there are enough.
+    while len(sizes) < wanted:
+        ordered = sorted(sizes)
+        gaps = [(math.log(b) - math.log(a), a, b) for a, b in zip(ordered, ordered[1:])
+                if b - a > 1]
+        _, a, b = max(gaps)
+        sizes.add(int(round(math.sqrt(a * b))) if a < round(math.sqrt(a * b)) < b
+                  else (a + b) // 2)
+    return sorted(sizes)
+
+
+def area(fractions: Sequence[float], values: Sequence[float]) -> float:
+    """The trapezoid rule's area under ``values`` over ``fractions``."""
+    x = np.asarray(fractions, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    return float(np.sum(np.diff(x) * (y[1:] + y[:-1]) / 2.0))
+
+
+# ---------------------------------------------------------------- running circuits
+class KeepOnlyHooks(StepHooks):
+    """Per column, only the kept neurons run; every other one is held at its baseline.
+
+    After every step ``x = keep * x + (1 - keep) * baseline`` column by column:
+    the batched form of a ``Silence`` of every ablated neuron (baseline 0) or a
+    ``Clamp`` of each to its own value (baseline ``μ``), applied where those are
+    (after the update, before the readout).
+
+    Parameters
+    ----------
+    keep
+        ``(neurons, columns)`` float32 of 0 and 1.
+    fill
+        ``(neurons, columns)`` float32 ``(1 - keep) * baseline``, or ``None`` for 0.
+    """
+
+    def __init__(self, keep: np.ndarray, fill: np.ndarray | None = None) -> None:
+        self.keep = keep
+        self.fill = fill
+
+    def after_update(self, x: np.ndarray) -> None:
+        x *= self.keep
+        if self.fill is not None:
+            x += self.fill
+
+
+class EdgeMeanHooks(StepHooks):
+    """Every ablated synapse carries ``W_ij μ_j``: the constant ``W_ablated @ μ`` is added to
+    ``W_kept @ x`` at every step (the graph of the engine holds only the kept synapses)."""
+
+    def __init__(self, constant: np.ndarray) -> None:
+        self.constant = np.ascontiguousarray(constant, dtype=np.float32)[:, None]
+
+    def product_output(self, recurrent: np.ndarray) -> None:
+        recurrent += self.constant
+
+
+@dataclass
+class _Job:
+    prompt: int
+    circuit: int
+
+
+def _run_jobs(engine: "BatchEngine", task: CircuitTask, jobs: list[_Job],
+              hooks_for: Callable[[list[_Job]], StepHooks | None], sums: np.ndarray,
+              states: np.ndarray | None = None) -> None:
+    """Run ``jobs`` (one column each) in batches of the engine's streams, adding each
+    circuit's metric sum into ``sums`` (and every counted step's state into ``states``)."""
+    from flyviz.model.explain import explained_value
+
+    width = engine.streams
+    pad = engine.config.pad_token_id
+    # Longest prompts first, so that a batch holds prompts of about one length.
+    jobs = sorted(jobs, key=lambda j: (-task.prompts[j.prompt].n_tokens, j.prompt, j.circuit))
+    for start in range(0, len(jobs), width):
+        batch = jobs[start:start + width]
+        prompts = [task.prompts[j.prompt] for j in batch]
+        engine.hooks = hooks_for(batch)
+        engine.reset()
+        length = max(p.n_tokens for p in prompts)
+        tokens = np.full(width, pad, dtype=np.int64)
+        for s in range(length):
+            for c, p in enumerate(prompts):
+                tokens[c] = p.ids[s] if s < p.n_tokens else pad
+            wanted = any((p.target is not None and s == p.n_tokens - 1)
+                         or (p.target is None and s < p.n_tokens - 1) for p in prompts)
+            logits = engine.step(tokens, logits=wanted)
+            if states is not None:
+                live = [c for c, p in enumerate(prompts) if s < p.n_tokens]
+                states += engine.state[:, live].sum(axis=1, dtype=np.float64)
+            if logits is None:
+                continue
+            for c, (job, p) in enumerate(zip(batch, prompts)):
+                if p.target is not None:
+                    if s == p.n_tokens - 1:
+                        sums[job.circuit] += explained_value(logits[c], p.target, p.versus)
+                elif s < p.n_tokens - 1:
+                    z = logits[c].astype(np.float64)
+                    z -= z.max()
+                    value = z[p.ids[s + 1]] - math.log(float(np.exp(z).sum()))
+                    sums[job.circuit] += max(float(value), LOG_FLOOR)
+    engine.hooks = None
+
+
+class Runner:
+    """Measures the task's mean metric with circuits kept (in this process, batched).
+
+    Parameters
+    ----------
+    ckpt
+        The model.
+    task
+        The prompts and the metric.
+    settings
+        The units, the ablation, the engine's streams and kernel.
+    units
+        :func:`make_units` of the settings' units.
+    """
+
+    def __init__(self, ckpt: "Checkpoint", task: CircuitTask, settings: CircuitSettings,
+                 units: Units) -> None:
+        self.ckpt, self.task, self.settings, self.units = ckpt, task, settings, units
+        self.neurons = int(ckpt.config.neurons)
+        self.order: np.ndarray | None = None
+        self.baseline: np.ndarray | None = None  # μ (float32) with mean ablation
+        self.runs = 0
+        self._engine: BatchEngine | None = None
+
+    def _batch_engine(self, ckpt: "Checkpoint | None" = None) -> "BatchEngine":
+        from flyviz.model.batch import BatchEngine
+
+        streams = min(self.settings.streams, len(self.task.prompts) * (
+            1 if self.units.kind == "edges" else max(1, self.settings.points + 2)))
+        if ckpt is not None:
+            return BatchEngine(ckpt, streams, self.settings.threads, kernel=self._kernel())
+        if self._engine is None:
+            self._engine = BatchEngine(self.ckpt, streams, self.settings.threads,
+                                       kernel=self._kernel())
+        return self._engine
+
+    def _kernel(self) -> str | None:
+        import os
+
+        from flyviz.model.kernels import ENV_VAR
+
+        return self.settings.kernel or os.environ.get(ENV_VAR, "").strip().lower() or "llvm"
+
+    def close(self) -> None:
+        """Stop the engine's threads."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    def full_model(self) -> float:
+        """``m(M)``; with mean ablation also sets :attr:`baseline` (the mean state over every
+        prompt and position of the untouched runs)."""
+        engine = self._batch_engine()
+        sums = np.zeros(1)
+        states = np.zeros(self.neurons) if self.settings.ablation == "mean" else None
+        jobs = [_Job(p, 0) for p in range(len(self.task.prompts))]
+        _run_jobs(engine, self.task, jobs, lambda batch: None, sums, states)
+        self.runs += 1
+        if states is not None:
+            self.baseline = (states / self.task.n_tokens).astype(np.float32)
+        return float(sums[0] / self.task.terms)
+
+    def kept(self, k: int) -> np.ndarray:
+        """The top ``k`` units (by :attr:`order`; ``k`` of 0 or ``N`` need no order)."""
+        if k <= 0:
+            return np.zeros(0, dtype=np.int64)
+        if k >= self.units.count:
+            return np.arange(self.units.count, dtype=np.int64)
+        if self.order is None:
+            raise RuntimeError("the units are not ranked yet")
+        return self.order[:k]
+
+    def neuron_mask(self, k: int) -> np.ndarray:
+        """``(neurons,)`` bool: the neurons a circuit of the top ``k`` node units keeps."""
+        units = self.kept(k)
+        if self.units.kind == "neurons":
+            mask = np.zeros(self.neurons, dtype=bool)
+            mask[units] = True
+            return mask
+        assert self.units.members is not None
+        chosen = np.zeros(self.units.count, dtype=bool)
+        chosen[units] = True
+        return chosen[self.units.members]
+
+    def measure(self, sizes: Sequence[int]) -> np.ndarray:
+        """The task's mean metric for each circuit size (float64)."""
+        if self.units.kind == "edges":
+            return np.array([self._measure_edges(int(k)) for k in sizes])
+        return self.measure_neurons(np.stack([self.neuron_mask(int(k)) for k in sizes]))
+
+    def measure_neurons(self, kept: np.ndarray) -> np.ndarray:
+        """The task's mean metric for each row of ``kept`` (``(circuits, neurons)`` bool:
+        the neurons kept, any set), everything else ablated (float64)."""
+        engine = self._batch_engine()
+        masks = np.asarray(kept, dtype=bool).reshape(-1, self.neurons).astype(np.float32)
+        base = self.baseline
+
+        def hooks_for(batch: list[_Job]) -> StepHooks:
+            keep = np.ones((self.neurons, engine.columns), dtype=np.float32)
+            for c, job in enumerate(batch):
+                keep[:, c] = masks[job.circuit]
+            fill = None if base is None else (1.0 - keep) * base[:, None]
+            return KeepOnlyHooks(keep, fill)
+
+        sums = np.zeros(masks.shape[0])
+        jobs = [_Job(p, c) for c in range(masks.shape[0]) for p in range(len(self.task.prompts))]
+        _run_jobs(engine, self.task, jobs, hooks_for, sums)
+        self.runs += masks.shape[0]
+        return sums / self.task.terms
+
+    def _measure_edges(self, k: int) -> float:
+        """One edge circuit: the graph with only the top ``k`` synapses (and, with mean
+        ablation, the others' mean current)."""
+        values = np.asarray(self.ckpt.w_values, dtype=np.float32)
+        kept = np.zeros(values.size, dtype=bool)
+        kept[self.kept(k)] = True
+        graph = np.where(kept, values, np.float32(0.0)).astype(np.float32)
+        ckpt = dataclasses.replace(self.ckpt, w_values=graph)
+        hooks: StepHooks | None = None
+        if self.baseline is not None and k < self.units.count:
+            from scipy.sparse import csr_matrix
+
+            n = self.neurons
+            ablated = csr_matrix((np.where(kept, 0.0, values.astype(np.float64)),
+                                  np.asarray(self.ckpt.w_indices),
+                                  np.asarray(self.ckpt.w_offsets)), shape=(n, n))
+            hooks = EdgeMeanHooks(ablated @ self.baseline.astype(np.float64))
+        engine = self._batch_engine(ckpt) if k < self.units.count else self._batch_engine()
+        try:
+            sums = np.zeros(1)
+            jobs = [_Job(p, 0) for p in range(len(self.task.prompts))]
+            _run_jobs(engine, self.task, jobs, lambda batch: hooks, sums)
+        finally:
+            if engine is not self._engine:
+                engine.close()
+        self.runs += 1
+        return float(sums[0] / self.task.terms)
+
+
+# ------------------------------------------------------------------- the result
+@dataclass
+class CurvePoint:
+    """One measured circuit: its size ``k``, its mean metric and faithfulness."""
+
+    size: int
+    metric: float
+    faithfulness: float
+
+
+@dataclass
+class CircuitResult:
+    """What :func:`find_circuit` found.
+
+    Attributes
+    ----------
+    settings
+        As run.
+    units
+        What the circuit is made of.
+    scores
+        ``(N,)`` float64: each unit's score (signed).
+    neuron_scores
+        ``(neurons,)`` float64: each neuron's score (the groups' parts).
+    order
+        Units by ``|score|``, strongest first.
+    full_metric, empty_metric
+        ``m(M)`` and ``m(∅)``.
+    curve
+        The empty circuit and the log-spaced sizes, measured.
+    refinement
+        The bisection's measured sizes (in the order measured).
+    size, faithfulness
+        The smallest circuit found with ``f >= keep`` and its ``f``.
+    cpr, cmd
+        Areas under ``f`` and ``|1 - f|`` over ``k / N``.
+    task
+        The task.
+    seconds
+        ``{"scores": ..., "faithfulness": ...}`` wall time.
+    workers
+        Dask workers the scores ran on (1 in this process).
+    """
+
+    settings: CircuitSettings
+    units: Units
+    scores: np.ndarray
+    neuron_scores: np.ndarray
+    order: np.ndarray
+    full_metric: float
+    empty_metric: float
+    curve: list[CurvePoint]
+    refinement: list[CurvePoint]
+    size: int
+    faithfulness: float
+    cpr: float
+    cmd: float
+    task: CircuitTask
+    seconds: dict[str, float] = field(default_factory=dict)
+    workers: int = 1
+    runs: int = 0
+
+    @property
+    def kept_units(self) -> np.ndarray:
+        """The circuit's units, strongest first."""
+        return self.order[:self.size]
+
+    def headline(self) -> dict[str, float]:
+        """The numbers compared across models: CPR, CMD, the circuit's size and fraction."""
+        return {"cpr": self.cpr, "cmd": self.cmd, "circuit_size": float(self.size),
+                "circuit_fraction": self.size / self.units.count,
+                "faithfulness": self.faithfulness}
+
+    def circuit_neurons(self, ckpt: "Checkpoint") -> np.ndarray:
+        """The neurons of the circuit: by rank (neurons), group by group in rank order
+        (types, superclasses), or the kept synapses' endpoints (edges, sorted)."""
+        kept = self.kept_units
+        if self.units.kind == "neurons":
+            return kept
+        if self.units.kind == "edges":
+            rows = np.searchsorted(np.asarray(ckpt.w_offsets), kept, side="right") - 1
+            cols = np.asarray(ckpt.w_indices)[kept]
+            return np.unique(np.concatenate([rows, cols]).astype(np.int64))
+        assert self.units.members is not None
+        return np.concatenate([np.flatnonzero(self.units.members == g) for g in kept]
+                              ).astype(np.int64)
+
+    def circuit_edges(self, ckpt: "Checkpoint", limit: int = MAX_LISTED_EDGES
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(pre, post, score)`` of the kept synapses, strongest first (at most ``limit``)."""
+        kept = self.kept_units[:limit]
+        post = np.searchsorted(np.asarray(ckpt.w_offsets), kept, side="right") - 1
+        return (np.asarray(ckpt.w_indices)[kept].astype(np.int64), post.astype(np.int64),
+                self.scores[kept])
+
+    def to_json(self, ckpt: "Checkpoint") -> dict[str, Any]:
+        """The object ``flyviz circuit --json`` prints."""
+        neurons = self.circuit_neurons(ckpt)
+        types = neuron_labels(ckpt, "cell_type")
+        seen: dict[str, int] = {}
+        for i in neurons:
+            seen[types[int(i)]] = seen.get(types[int(i)], 0) + 1
+        circuit: dict[str, Any] = {
+            "size": self.size, "units": self.units.kind,
+            "fraction": self.size / self.units.count,
+            "faithfulness": self.faithfulness, "neurons": [int(i) for i in neurons],
+            "types": [{"type": t, "neurons": c} for t, c in seen.items()]}
+        if self.units.kind in ("types", "superclasses"):
+            circuit["groups"] = [self.units.names[int(g)] for g in self.kept_units]
+        if self.units.kind == "edges":
+            pre, post, score = self.circuit_edges(ckpt)
+            circuit["edges"] = [{"pre": int(a), "post": int(b), "score": float(s)}
+                                for a, b, s in zip(pre, post, score)]
+            circuit["edges_listed"] = int(pre.size)
+        s = self.settings
+        return {
+            "curve": [{"nodes": p.size, "faithfulness": p.faithfulness, "metric": p.metric}
+                      for p in self.curve],
+            "refinement": [{"nodes": p.size, "faithfulness": p.faithfulness,
+                            "metric": p.metric} for p in self.refinement],
+            "circuit": circuit, "cpr": self.cpr, "cmd": self.cmd,
+            "full_metric": self.full_metric, "empty_metric": self.empty_metric,
+            "units_total": self.units.count,
+            "settings": {"nodes": s.nodes, "edges": s.edges, "units": s.units,
+                         "ablation": s.ablation, "keep": s.keep, "score": s.score,
+                         "points": s.points, "ig_steps": s.ig_steps},
+            "task": {"source": self.task.source, "kind": self.task.kind,
+                     "prompts": len(self.task.prompts), "terms": self.task.terms,
+                     "metric": self.task.metric_text(), "sha256": self.task.digest()},
+            "model": ckpt.name, "seconds": self.seconds, "workers": self.workers,
+            "runs": self.runs,
+        }
+
+
+# ------------------------------------------------------------------- the search
+def _faithfulness(metric: float, full: float, empty: float) -> float:
+    return float((metric - empty) / (full - empty))
+
+
+def check_explainable(full: float, empty: float, task: CircuitTask, ablation: str) -> None:
+    """Refuse a task whose metric the ablation does not move (``m(M) == m(∅)``)."""
+    if not (math.isfinite(full) and math.isfinite(empty)) or \
+            abs(full - empty) <= 1e-9 * max(1.0, abs(full), abs(empty)):
+        raise InputError(f"nothing to explain: the task's metric is {full:+.6g} with the "
+                         f"whole model and {empty:+.6g} with every unit {ablation}-ablated "
+                         "(m(M) == m(∅)); choose a task the model does")
+
+
+def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
+                 settings: CircuitSettings = CircuitSettings(), *,
+                 dataset: str | None = None, workers: int | None = None,
+                 scheduler: str | None = None, progress: cluster.ProgressBar | None = None,
+                 log: Callable[[str], None] | None = None,
+                 engines: tuple["Engine", "BackwardEngine"] | None = None) -> CircuitResult:
+    """Score every unit over the task, measure the faithfulness curve, find the circuit.
+
+    Parameters
+    ----------
+    spec, dataset
+        How Dask workers load the model (``None``: in this process only,
+        ``workers=0``).
+    ckpt
+        The model, loaded here.
+    task
+        The prompts and the metric.
+    settings
+        See :class:`CircuitSettings`.
+    workers, scheduler, progress, log
+        As for the other corpus runs (``progress`` counts the scored tokens).
+    engines
+        In this process: a forward and a backward engine of ``ckpt`` to score with.
+
+    Raises
+    ------
+    InputError
+        For bad settings, or when the ablation does not move the metric
+        (``m(M) == m(∅)``: nothing to explain), found before the scores.
+    """
+    from flyviz.model.identity import model_identity
+
+    settings = settings.validate()
+    if spec is None and not runs.in_this_process(workers, scheduler):
+        raise InputError("running on Dask workers needs a model spec they can load (a folder "
+                         "or 'demo'); give one, or use workers=0")
+    cluster.require_dask("flyviz circuit", workers, scheduler)
+    units = make_units(ckpt, settings.units)
+    runner = Runner(ckpt, task, settings, units)
+    try:
+        started = time.perf_counter()
+        full = runner.full_model()
+        empty = float(runner.measure([0])[0])
+        check_explainable(full, empty, task, settings.ablation)
+        if log is not None:
+            log(f"m(M) = {full:+.4f} with the whole model, m(∅) = {empty:+.4f} with every "
+                f"{'synapse' if units.kind == 'edges' else 'neuron'} {settings.ablation}-"
+                f"ablated; scoring {units.count:,} {units.kind} over {len(task.prompts):,} "
+                "prompts")
+        scored = time.perf_counter()
+        identity = model_identity(ckpt)
+        items = chunks(task, settings.min_tasks)
+        result = runs.run_tasks(circuit_task, items, merge_partials, spec=spec,
+                                dataset=dataset, identity=identity, settings=settings,
+                                in_process=_InProcess(ckpt, settings, engines),
+                                release=release_engines, workers=workers,
+                                scheduler=scheduler, progress=progress, log=log)
+        partial = result.partial
+        if int(partial["prompts"][0]) != len(task.prompts):
+            raise RuntimeError("the merged scores do not hold every prompt")
+        scores, neuron_scores = unit_scores(ckpt, units, partial, runner.baseline)
+        runner.order = ranking(scores)
+        measured = time.perf_counter()
+        sizes = curve_sizes(units.count, settings.points)
+        inner = [k for k in sizes if k < units.count]
+        metrics = dict(zip(inner, runner.measure(inner))) if inner else {}
+        metrics[0], metrics[units.count] = empty, full
+        curve = [CurvePoint(k, float(metrics[k]), _faithfulness(metrics[k], full, empty))
+                 for k in [0, *sizes]]
+        curve[0].faithfulness, curve[-1].faithfulness = 0.0, 1.0
+        refinement: list[CurvePoint] = []
+        size, faith = _smallest(runner, curve, refinement, settings, full, empty)
+        fractions = [p.size / units.count for p in curve]
+        values = [p.faithfulness for p in curve]
+        done = time.perf_counter()
+    finally:
+        runner.close()
+    return CircuitResult(
+        settings=settings, units=units, scores=scores, neuron_scores=neuron_scores,
+        order=runner.order, full_metric=full, empty_metric=empty, curve=curve,
+        refinement=refinement, size=size, faithfulness=faith,
+        cpr=area(fractions, values), cmd=area(fractions, [abs(1.0 - v) for v in values]),
+        task=task, workers=result.workers, runs=runner.runs,
+        seconds={"baseline": scored - started, "scores": measured - scored,
+                 "faithfulness": done - measured, "total": done - started})
+
+
+def _smallest(runner: Runner, curve: list[CurvePoint], refinement: list[CurvePoint],
+              settings: CircuitSettings, full: float, empty: float) -> tuple[int, float]:
+    """The first curve point with ``f >= keep``, refined by bisection on ``k`` against the
+    point before it (each step measured)."""
+    keep = float(settings.keep)
+    above = next(i for i, p in enumerate(curve) if p.faithfulness >= keep)
+    hi, f_hi = curve[above].size, curve[above].faithfulness
+    lo = curve[above - 1].size if above > 0 else hi
+    for _ in range(settings.refine):
+        if hi - lo <= 1:
+            break
+        mid = (lo + hi) // 2
+        metric = float(runner.measure([mid])[0])
+        f = _faithfulness(metric, full, empty)
+        refinement.append(CurvePoint(mid, metric, f))
+        if f >= keep:
+            hi, f_hi = mid, f
+        else:
+            lo = mid
+    return hi, f_hi
+
+
+__all__ = ["ABLATIONS", "CircuitResult", "CircuitSettings", "CurvePoint", "EdgeMeanHooks",
+           "KeepOnlyHooks", "NODE_UNITS", "Runner", "SCORES", "Units", "area",
+           "check_explainable", "chunk_partial", "circuit_task", "curve_sizes",
+           "find_circuit", "make_units", "merge_partials", "neuron_labels", "prompt_flows",
+           "ranking", "release_engines", "unit_scores"]

@@ -1,0 +1,197 @@
+"""``flyviz circuit SPEC --task FILE``: the smallest part of the brain that carries a task.
+
+Scores every unit (neurons, cell types, superclasses or synapses) with the
+exact backward engine summed over the task's prompts (on Dask), then measures
+the faithfulness of the top ``k`` units by running the model with everything
+else ablated, over a curve of sizes (see :mod:`flyviz.analysis.circuit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from flyviz.commands._options import (add_dataset_option, add_kernel_option,
+                                      kernel_from_args, load_model_from_args)
+from flyviz.errors import InputError
+
+EPILOG = """\
+the task (--task FILE):
+  JSON Lines, one prompt a line:
+    {"prompt": "there was a little girl named", "target": " Lily", "versus": " Tom"}
+    {"prompt": "...", "target_id": 766}          (no versus: target - mean logit)
+  metric m = logit[target] - logit[versus] at the prompt's last position, averaged;
+  any other file is a text: m = its mean next-token log-probability (minus the
+  cross-entropy), so that for both a higher m is a better-kept task.
+
+faithfulness (measured by running, as the MIB benchmark defines it):
+  f(C) = (m(C) - m(none)) / (m(whole model) - m(none))
+  C keeps the top k units by |score|; every other neuron's state is held at 0
+  (--ablation zero) or at its mean over the task (mean) at every step; with
+  --edges every other synapse is removed (zero) or carries its mean current.
+  The curve runs from k = 0 (f = 0) over --points sizes log-spaced from 10 to
+  all N units (f = 1); CPR = area under f over k/N, CMD = area under |1 - f|.
+  The circuit is the smallest measured k with f >= --keep (bisection between
+  curve points).
+
+scores (--score): flow (exact node and edge flows of 'flyviz trace'),
+gradient (gradient x state), ig (the gradient averaged over scaled inputs).
+
+examples:
+  flyviz circuit demo --task names.jsonl
+  flyviz circuit demo --task names.jsonl --nodes types --ablation mean --json
+  flyviz circuit demo --task names.jsonl --edges --keep 0.9 --out names-circuit
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz circuit``."""
+    from flyviz.analysis.circuit import ABLATIONS, NODE_UNITS, SCORES, CircuitSettings
+
+    d = CircuitSettings()
+    parser.add_argument("spec", metavar="SPEC",
+                        help="model: a folder, a hub repo id or 'demo' (Dask workers load it "
+                             "from the same spec)")
+    parser.add_argument("--task", required=True, type=Path, metavar="FILE",
+                        help="the task: JSON Lines of prompts and targets, or a text")
+    parser.add_argument("--nodes", choices=NODE_UNITS, default=d.nodes,
+                        help="what a circuit keeps: neurons (default), every neuron of the "
+                             "top cell types, or of the top superclasses")
+    parser.add_argument("--edges", action="store_true",
+                        help="keep the top synapses instead (every neuron runs)")
+    parser.add_argument("--ablation", choices=ABLATIONS, default=d.ablation,
+                        help="what the rest is held at: zero (default) or its mean state "
+                             "over the task's prompts and positions")
+    parser.add_argument("--keep", type=float, default=d.keep, metavar="F",
+                        help=f"faithfulness the circuit must reach, in (0, 1] (default "
+                             f"{d.keep})")
+    parser.add_argument("--score", choices=SCORES, default=d.score,
+                        help="how units are ranked: flow (default), gradient or ig")
+    parser.add_argument("--points", type=int, default=d.points, metavar="N",
+                        help=f"circuit sizes on the curve, log-spaced (default {d.points})")
+    parser.add_argument("--ig-steps", type=int, default=d.ig_steps, metavar="M",
+                        help=f"scaled inputs the ig score averages (default {d.ig_steps})")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="Dask worker processes for the scores (default: the usable "
+                             "cores); 0 computes in this process")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object: curve, circuit, cpr, cmd, settings")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="write scores.csv, curve.csv and circuit.json into DIR")
+    parser.add_argument("--show", type=int, default=10, metavar="N",
+                        help="circuit units to print (default 10)")
+    parser.add_argument("--context", type=int, default=None, metavar="T",
+                        help="a text task's longest window, BOS included (default 128)")
+    parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                        help="read at most N tokens of a text task")
+    add_dataset_option(parser)
+    add_kernel_option(parser)
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~flyviz.analysis.circuit.CircuitSettings` the options name, checked."""
+    from flyviz.analysis.circuit import CircuitSettings
+
+    return CircuitSettings(nodes=args.nodes, edges=bool(args.edges), ablation=args.ablation,
+                           keep=args.keep, score=args.score, points=args.points,
+                           ig_steps=args.ig_steps, kernel=kernel_from_args(args)).validate()
+
+
+def _table(result: Any, ckpt: Any, show: int) -> str:
+    from flyviz.analysis.circuit import neuron_labels
+
+    units, s, task = result.units, result.settings, result.task
+    kind = units.kind
+    ablated = "synapse" if kind == "edges" else "neuron"
+    lines = [f"circuit of {ckpt.name} for {task.source or 'the task'}: {len(task.prompts):,} "
+             f"prompts, metric {task.metric_text()}",
+             f"m(M) = {result.full_metric:+.4f} (whole model), m(∅) = {result.empty_metric:+.4f} "
+             f"(every {ablated} {s.ablation}-ablated); scores: {s.score}, {units.count:,} "
+             f"{kind}, {result.seconds.get('scores', 0):.1f} s on {result.workers} worker(s)",
+             "", f"{kind:>10}  {'fraction':>9}  {'metric':>10}  {'faithfulness':>12}"]
+    for p in result.curve:
+        lines.append(f"{p.size:>10,}  {p.size / units.count:>9.4f}  {p.metric:>+10.4f}  "
+                     f"{p.faithfulness:>12.4f}")
+    lines.append("")
+    lines.append(f"CPR {result.cpr:.4f}   CMD {result.cmd:.4f}   (areas under f and |1 - f| "
+                 "over the circuit fraction k/N)")
+    refined = f", {len(result.refinement)} bisection steps" if result.refinement else ""
+    lines.append(f"circuit: {result.size:,} {kind} ({result.size / units.count:.2%}) with "
+                 f"measured f = {result.faithfulness:.4f} >= {s.keep:g}{refined}; "
+                 f"{result.faithfulness:.1%} of the metric kept")
+    types, classes = neuron_labels(ckpt, "cell_type"), neuron_labels(ckpt, "superclass")
+    kept = result.kept_units[:max(0, show)]
+    if kind == "neurons":
+        lines.append("its top neurons:")
+        lines.extend(f"  #{int(i):<7} {result.scores[i]:+12.4g}  {types[i]} / {classes[i]}"
+                     for i in kept)
+    elif kind == "edges":
+        pre, post, score = result.circuit_edges(ckpt, limit=max(0, show))
+        lines.append("its top synapses:")
+        lines.extend(f"  #{int(a)} ({types[a]}) -> #{int(b)} ({types[b]})  {v:+12.4g}"
+                     for a, b, v in zip(pre, post, score))
+    else:
+        lines.append(f"its {kind}:")
+        assert units.members is not None
+        for g in kept:
+            lines.append(f"  {units.names[g]:<24} {result.scores[g]:+12.4g}  "
+                         f"({int((units.members == g).sum()):,} neurons)")
+        order = result.neuron_scores[result.circuit_neurons(ckpt)]
+        top = result.circuit_neurons(ckpt)[(-abs(order)).argsort(kind="stable")[:max(0, show)]]
+        lines.append("its top neurons:")
+        lines.extend(f"  #{int(i):<7} {result.neuron_scores[i]:+12.4g}  {types[i]} / "
+                     f"{classes[i]}" for i in top)
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the options, load the model and the task, find the circuit, print, write."""
+    from flyviz.analysis.circuit import find_circuit
+    from flyviz.analysis.circuit_file import check_out_dir, write_circuit_folder
+    from flyviz.analysis.circuit_tasks import TEXT_CONTEXT, load_task
+    from flyviz.analysis.cluster import ProgressBar, require_dask
+    from flyviz.commands.sweep import _worker_spec
+    from flyviz.model.tokenizer import tokenizer_for
+
+    settings = settings_from_args(args)
+    if args.workers is not None and not 0 <= args.workers <= 1024:
+        raise InputError(f"--workers {args.workers} must be between 0 and 1024")
+    if args.show < 0:
+        raise InputError(f"--show {args.show} must be 0 or more")
+    context = TEXT_CONTEXT if args.context is None else args.context
+    if context < 2:
+        raise InputError(f"--context {context} must be at least 2 tokens")
+    require_dask("flyviz circuit", args.workers)
+    out = None if args.out is None else check_out_dir(args.out)
+    task_path = args.task.expanduser()
+    if not task_path.is_file():
+        raise InputError(f"the task file {task_path} does not exist" if not task_path.exists()
+                         else f"the task {task_path} is not a file")
+    ckpt = load_model_from_args(args)
+    task = load_task(task_path, tokenizer_for(ckpt), ckpt.config.vocabulary,
+                     ckpt.config.bos_token_id, context=context, max_tokens=args.max_tokens)
+
+    def log(line: str) -> None:
+        print(f"flyviz circuit: {line}", file=sys.stderr, flush=True)
+
+    dataset = None if args.dataset is None else str(Path(args.dataset).expanduser().resolve())
+    bar = ProgressBar(task.n_tokens, label="tokens")
+    try:
+        result = find_circuit(_worker_spec(args.spec), ckpt, task, settings, dataset=dataset,
+                              workers=args.workers, progress=bar, log=log)
+    finally:
+        bar.close()
+    document = result.to_json(ckpt)
+    if out is not None:
+        write_circuit_folder(out, result, ckpt, document)
+        log(f"wrote {out}/scores.csv, curve.csv and circuit.json")
+    if args.json:
+        print(json.dumps(document))
+    else:
+        print(_table(result, ckpt, args.show))
+    return 0

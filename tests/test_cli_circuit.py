@@ -1,0 +1,113 @@
+"""``flyviz circuit``: the table, --json, --out (all or nothing) and bad input in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flyviz import cli
+from flyviz.analysis.circuit_file import read_curve
+from flyviz.model.writers import write_connectome_dataset, write_wordbrain
+from test_analysis_circuit import planted_entries, planted_model
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, tokenizer_path):
+    root = tmp_path_factory.mktemp("circuit-cli")
+    ck, chain = planted_model(tokenizer_path)
+    write_wordbrain(ck, root / "model", tokenizer_path=tokenizer_path)
+    write_connectome_dataset(ck, root / "connectome")
+    task = root / "task.jsonl"
+    task.write_text("".join(json.dumps(e) + "\n" for e in planted_entries()), "utf-8")
+    return {"spec": str(root / "model"), "dataset": str(root / "connectome"), "task": task,
+            "chain": chain, "root": root}
+
+
+def _run(world, *extra):
+    return cli.main(["circuit", world["spec"], "--dataset", world["dataset"], "--task",
+                     str(world["task"]), "--workers", "0", *extra])
+
+
+def test_json_holds_the_curve_the_circuit_and_the_settings(capsys, world):
+    assert _run(world, "--json", "--ablation", "mean", "--keep", "0.9") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(world["chain"]) <= set(out["circuit"]["neurons"])
+    assert out["circuit"]["faithfulness"] >= 0.9 and out["circuit"]["size"] == 4
+    assert [p["nodes"] for p in out["curve"]][:2] == [0, 10] and len(out["curve"]) == 13
+    assert out["curve"][-1] == {"nodes": 200, "faithfulness": 1.0,
+                                "metric": out["full_metric"]}
+    assert out["settings"]["ablation"] == "mean" and out["settings"]["keep"] == 0.9
+    assert 0 < out["cpr"] and 0 <= out["cmd"]
+    assert {t["type"] for t in out["circuit"]["types"]} and out["task"]["prompts"] == 8
+
+
+def test_the_table_prints_the_curve_cpr_and_the_circuits_neurons(capsys, world):
+    assert _run(world) == 0
+    text = capsys.readouterr().out
+    assert "CPR " in text and "CMD " in text
+    assert "circuit: 4 neurons" in text
+    for i in world["chain"]:
+        assert f"#{i} " in text
+    assert _run(world, "--edges", "--show", "3") == 0
+    text = capsys.readouterr().out
+    assert "circuit: 3 edges" in text
+    c = world["chain"]
+    assert f"#{c[0]} " in text and f"-> #{c[1]} " in text
+
+
+def test_out_writes_scores_curve_and_circuit_json(capsys, world):
+    out = world["root"] / "found"
+    assert _run(world, "--out", str(out), "--nodes", "types") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["circuit.json", "curve.csv", "scores.csv"]
+    document = json.loads((out / "circuit.json").read_text("utf-8"))
+    assert document["format"] == "flyviz-circuit" and document["settings"]["units"] == "types"
+    curve = read_curve(out / "curve.csv")
+    assert [r["nodes"] for r in curve if r["kind"] == "curve"] == \
+        [p["nodes"] for p in document["curve"]]
+    rows = (out / "scores.csv").read_text("utf-8").splitlines()
+    assert rows[0] == "rank,group,neurons,score,in_circuit"
+    assert sum(r.endswith(",1") for r in rows[1:]) == document["circuit"]["size"]
+    # A folder flyviz wrote is replaced; any other folder is refused before any work.
+    assert _run(world, "--out", str(out)) == 0
+    other = world["root"] / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me", "utf-8")
+    capsys.readouterr()
+    assert _run(world, "--out", str(other)) == 2
+    assert "not a circuit folder" in capsys.readouterr().err
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("lines, extra, message", [
+    (['{"target": " dog"}'], [], 'line 1 has no "prompt"'),
+    (['{"prompt": "a", "target": " dog"}', '{"prompt": "b",'], [], "line 2 is not JSON"),
+    (['{"prompt": "a", "target": " zyxw"}'], [], "not one token"),
+    (['{"prompt": "a", "target": " cat dog"}'], [], "is 2 tokens"),
+    (['{"prompt": "a", "target_id": 99999}'], [], "outside the vocabulary"),
+    ([""], [], "holds no prompt"),
+    (None, ["--keep", "0"], "--keep 0.0 must lie in (0, 1]"),
+    (None, ["--keep", "1.01"], "--keep 1.01 must lie in (0, 1]"),
+    (None, ["--edges", "--nodes", "types"], "--edges keeps synapses"),
+    (None, ["--workers", "-1"], "--workers -1"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, world, tmp_path, lines, extra, message):
+    args = ["circuit", world["spec"], "--dataset", world["dataset"], "--workers", "0", *extra]
+    if lines is None:
+        args += ["--task", str(world["task"])]
+    else:
+        task = tmp_path / "bad.jsonl"
+        task.write_text("\n".join(lines) + "\n", "utf-8")
+        args += ["--task", str(task)]
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("flyviz: error: ") and "\n" not in err, err
+    assert message in err and captured.out == ""
+
+
+def test_a_missing_task_file_is_one_line(capsys, world, tmp_path):
+    assert cli.main(["circuit", world["spec"], "--task", str(tmp_path / "none.jsonl"),
+                     "--workers", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "does not exist" in err and "\n" not in err

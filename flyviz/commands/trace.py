@@ -198,15 +198,23 @@ def run(args: argparse.Namespace) -> int:
         spec, args.dataset = recording_model(source, args.spec, args.dataset)
         if spec is None:
             raise InputError(f"{args.recording.name} names no model; give one as SPEC")
-    if args.graph is not None and args.graph.suffix.lower() != ".json":
-        raise InputError(f"--graph {args.graph} should end in .json")
+    if args.graph is not None:
+        from flyviz.fileio import check_not_input, check_output_path
+
+        if args.graph.suffix.lower() != ".json":
+            raise InputError(f"--graph {args.graph} should end in .json")
+        check_output_path(args.graph, "--graph")
+        check_not_input(args.graph, {"--recording": args.recording,
+                                     "--source": getattr(args, "source", None)}, "--graph")
     with model_from_args(args, spec) as model:
         att = trace(model, source, position=args.position, target=args.target,
                     versus=args.versus, window=args.window, mode=args.mode,
                     interventions=interventions, patch_source=patch_source)
         if args.graph is not None:
             graph = att.to_circuit_tracer_json(nodes=args.nodes)
-            args.graph.write_text(json.dumps(graph), encoding="utf-8")
+            from flyviz.fileio import write_text_atomically
+
+            write_text_atomically(args.graph, json.dumps(graph))
             print(f"flyviz: wrote the graph ({len(graph['nodes'])} nodes, "
                   f"{len(graph['links'])} links) to {args.graph}", file=sys.stderr)
         if args.json:

@@ -330,6 +330,9 @@ def importance(model: "Model | Checkpoint | str | Path",
     from flyviz.analysis.importance import ImportanceSettings, importance_groups, run_importance
     from flyviz.record.runner import as_model
 
+    from flyviz.analysis.cluster import check_workers
+
+    check_workers(workers)  # a negative count would wait for workers forever
     settings = ImportanceSettings(context=int(context)).validate()
     runner, owned = as_model(model)
     try:
@@ -519,9 +522,11 @@ def causal_trace(model: "Model | Checkpoint | str | Path", clean: str, corrupt: 
     import tempfile
 
     from flyviz.analysis.causal import TraceSettings, run_causal_trace
+    from flyviz.analysis.cluster import check_workers
     from flyviz.analysis.sweep import Group, sweep_groups
     from flyviz.record.runner import as_model
 
+    check_workers(workers)  # a negative count would wait for workers forever
     runner, owned = as_model(model)
     try:
         ckpt = runner.checkpoint

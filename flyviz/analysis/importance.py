@@ -64,6 +64,7 @@ neurons' labels as coordinates (texts as integer codes, read back with
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -587,10 +588,7 @@ def run_importance(spec: str | None, ckpt: "Checkpoint", corpus: Corpus, groups:
         info["agreement"] = agreement(exact, rows).to_dict()
     if out is not None:
         assert kind is not None and store is not None
-        if rows:
-            write_result(paths["groups"], rows, info, kind)
-        write_neuron_table(paths["neurons"], ckpt, estimate, info, kind)
-        write_zarr(paths["zarr"], ckpt, estimate, info)
+        _write_outputs(paths, rows, ckpt, estimate, info, kind)
         store.remove()
     return ImportanceRun(estimate=estimate, rows=rows, baseline_cross_entropy=baseline,
                          positions=positions, tokens=corpus.n_tokens, tasks=len(chunks),
@@ -600,6 +598,40 @@ def run_importance(spec: str | None, ckpt: "Checkpoint", corpus: Corpus, groups:
 
 
 # ----------------------------------------------------------------------- files
+def _write_outputs(paths: dict[str, Path], rows: list[Any], ckpt: "Checkpoint",
+                   estimate: np.ndarray, info: dict[str, Any], kind: str) -> None:
+    """Write the result, the per-neuron table and the Zarr array into a folder beside them,
+    then move all three into place: a full disk leaves none of them half-written (and
+    the finished tasks kept for ``--resume``), never a result without its companions."""
+    import shutil
+    import tempfile
+
+    from flyviz.fileio import os_error
+
+    out = paths["groups"]
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name[:80]}.", suffix=".writing",
+                                        dir=out.parent))
+    except OSError as exc:
+        raise os_error(exc, out, "write") from None
+    try:
+        staged = {name: staging / path.name for name, path in paths.items()}
+        if rows:
+            write_result(staged["groups"], rows, info, kind)
+        write_neuron_table(staged["neurons"], ckpt, estimate, info, kind)
+        write_zarr(staged["zarr"], ckpt, estimate, info)
+        for name, path in paths.items():
+            if not staged[name].exists():
+                continue
+            if name == "zarr" and path.is_dir():
+                shutil.rmtree(path)
+            os.replace(staged[name], path)
+    except OSError as exc:
+        raise os_error(exc, out, "write") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def neuron_columns(ckpt: "Checkpoint", estimate: np.ndarray) -> dict[str, np.ndarray]:
     """The per-neuron table: ``neuron``, the anatomy's labels, ``delta_ce_est``."""
     from flyviz.record.convert import neuron_table
@@ -652,6 +684,11 @@ def write_zarr(path: Path, ckpt: "Checkpoint", estimate: np.ndarray,
 
 def read_neuron_table(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``(info, columns)`` of a per-neuron table (CSV or Parquet)."""
+    from flyviz.analysis.table_file import parquet_body, verified_info
+
+    def damaged(why: str) -> InputError:
+        return InputError(f"{path.name} is damaged ({why}); run flyviz importance again")
+
     path = Path(path)
     if path.suffix.lower() == ".csv":
         with open(path, encoding="utf-8") as handle:
@@ -659,7 +696,9 @@ def read_neuron_table(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
             if not first.startswith(NEURONS_CSV_PREFIX):
                 raise InputError(f"{path.name} is not a flyviz per-neuron estimate")
             info = json.loads(first[len(NEURONS_CSV_PREFIX):])
-            rows = list(csv.DictReader(handle))
+            rest = handle.read()
+        info = verified_info(info, rest.encode("utf-8"), damaged)  # the table's CRC-32
+        rows = list(csv.DictReader(io.StringIO(rest)))
         columns: dict[str, np.ndarray] = {}
         for name in (rows[0] if rows else {}):
             raw = [r[name] for r in rows]
@@ -676,8 +715,8 @@ def read_neuron_table(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
     meta = (table.schema.metadata or {}).get(NEURONS_PARQUET_KEY)
     if meta is None:
         raise InputError(f"{path.name} is not a flyviz per-neuron estimate")
-    return json.loads(meta.decode("utf-8")), {name: table[name].to_numpy()
-                                             for name in table.column_names}
+    info = verified_info(json.loads(meta.decode("utf-8")), parquet_body(table), damaged)
+    return info, {name: table[name].to_numpy() for name in table.column_names}
 
 
 __all__ = ["Agreement", "ImportanceRun", "ImportanceSettings", "agreement", "chunk_partial",

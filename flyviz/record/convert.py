@@ -494,6 +494,7 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
     path = Path(path)
     if len(recording) == 0:
         raise ExportError("the recording has no frames; run a prompt first")
+    _check_free_space(path, _nwb_size(recording))
 
     def write(tmp: Path) -> None:
         from pynwb import NWBHDF5IO
@@ -510,6 +511,31 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
                 io.write(nwbfile)
 
     return _write_file_atomically(path, write)
+
+
+def _nwb_size(recording: "Recording") -> int:
+    """An upper bound of an NWB file's size: float32 states, the neuron table (soma
+    voxels, labels) and the token intervals, with a MiB of HDF5's own."""
+    return len(recording) * recording.neurons * 4 + recording.neurons * 256 + \
+        len(recording) * 512 + (1 << 20)
+
+
+def _check_free_space(path: Path, needed: int) -> None:
+    """Refuse now, in one line, a file the disk has no room for: HDF5 does not survive a
+    full disk while it writes (a crash, not an error), so it is never handed one."""
+    import errno
+
+    folder = path.parent if str(path.parent) else Path(".")
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < needed:
+        raise ExportError(f"cannot write {path}: {os.strerror(errno.ENOSPC).lower()} (it needs "
+                          f"about {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free); free "
+                          "some space and run again")
 
 
 def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> Any:

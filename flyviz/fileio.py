@@ -176,7 +176,7 @@ def read_regular_bytes(path: str | Path, what: str = "file") -> bytes:
         return handle.read()
 
 
-def same_file(a: str | Path, b: str | Path) -> bool:
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """True when ``a`` and ``b`` name the same existing file or folder (the same path, a
     hard link or a symbolic link to it); False when either does not exist (a word such as
     ``--by superclass`` is no file)."""

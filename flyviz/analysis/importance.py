@@ -686,10 +686,12 @@ def read_neuron_table(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
     """``(info, columns)`` of a per-neuron table (CSV or Parquet)."""
     from flyviz.analysis.table_file import parquet_body, verified_info
 
-    def damaged(why: str) -> InputError:
-        return InputError(f"{path.name} is damaged ({why}); run flyviz importance again")
-
     path = Path(path)
+    name = path.name
+
+    def damaged(why: str) -> InputError:
+        return InputError(f"{name} is damaged ({why}); run flyviz importance again")
+
     if path.suffix.lower() == ".csv":
         with open(path, encoding="utf-8") as handle:
             first = handle.readline()

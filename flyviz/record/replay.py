@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flyviz.errors import InputError
@@ -124,7 +125,8 @@ def recording_interventions(recording: Recording, patch_source: Any = None
         The recording.
     patch_source
         The source (a :class:`~flyviz.model.patching.PatchSource`, or what
-        :class:`~flyviz.model.patching.Patch` accepts) of its patches whose
+        :class:`~flyviz.model.patching.Patch` accepts; a :class:`pathlib.Path` is a
+        recording's file) of its patches whose
         source is not stored with it (a recording's or an array's states are
         not: only a source prompt is), aligned as the recording's patch was.
 
@@ -146,7 +148,9 @@ def recording_interventions(recording: Recording, patch_source: Any = None
         raise InputError(f"the recording's interventions cannot be read: {exc}") from None
     if patch_source is None:
         return items
-    given = PatchSource.of(patch_source)
+    # A Path is a recording's file; a str is a source prompt, as for a Patch.
+    given = PatchSource.from_recording(patch_source) if isinstance(patch_source, Path) \
+        else PatchSource.of(patch_source)
     out: list[Any] = []
     used = False
     for item in items:
@@ -154,7 +158,8 @@ def recording_interventions(recording: Recording, patch_source: Any = None
             kept = item.source
             # The run's own alignment: the patch was made with it.
             source = replace(given, align=kept.align, target_length=kept.target_length)
-            item = replace(item, source=source)
+            patch: Any = item  # a Patch (the union of interventions has no source)
+            item = replace(patch, source=source)
             used = True
         out.append(item)
     if not used:

@@ -116,9 +116,9 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
                              f"0..{len(ids) - 1} (0 is BOS)")
         if target is None:
             target = int(recording[int(position)].predicted_token_id)
-        stored = recording_interventions(recording, patch_source)
+        made_with = recording_interventions(recording, patch_source)
         resolved = model.resolve_interventions(
-            bind_patches(stored, len(recording.prompt_ids), model.checkpoint))
+            bind_patches(made_with, len(recording.prompt_ids), model.checkpoint))
         attribution = explain(model.engine, model.backward, model.tokenizer, ids,
                               position=int(position), target=target, versus=versus,
                               window=window, mode=mode, interventions=resolved,

@@ -208,9 +208,13 @@ def check_not_input(output: str | Path | None, inputs: Mapping[str, Any],
             if item is None or not isinstance(item, (str, os.PathLike)):
                 continue
             if same_file(output, item):
-                what = "also" if name in OUTPUT_OPTIONS.values() else "the input of"
-                raise InputError(f"{option} {short_path(output)} is {what} {name}; writing it "
-                                 "would destroy it: give another file name")
+                if name in ("--recording", "--source"):
+                    what = f"the recording itself ({name})"
+                else:
+                    what = f"also {name}" if name in OUTPUT_OPTIONS.values() else \
+                        f"the input of {name}"
+                raise InputError(f"{option} {short_path(output)} is {what}; writing it would "
+                                 "destroy it: give another file name")
 
 
 #: The command-line options (argparse dests) that name files a command writes, and the

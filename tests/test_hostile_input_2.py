@@ -358,7 +358,8 @@ def test_an_output_over_an_input_is_refused(capsys, world2, tmp_path, case, link
         checked = target
     before = checked.read_bytes()
     code, stdout, err = _cli(capsys, *argv)
-    _one_line(code, err, "is the input of", "would destroy it")
+    _one_line(code, err, "would destroy it", "is the recording itself"
+              if SOURCES[case] == "source" else "is the input of")
     assert checked.read_bytes() == before
 
 

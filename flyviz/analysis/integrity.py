@@ -308,21 +308,29 @@ class StoreVerifier:
             raise self.damaged(f"its metadata cannot be read ({type(exc).__name__})") from None
         except Exception as exc:  # a FileAccessError (a FIFO) or another flyviz error
             raise self.damaged(str(exc)) from None
+        sealed_metadata = metadata
         if consolidated is not None:
             if not isinstance(consolidated, dict):
                 raise self.damaged("its consolidated metadata (.zmetadata) is malformed")
-            shown = {k: ({a: b for a, b in v.items() if a != ATTRIBUTE}
-                         if k == ".zattrs" and isinstance(v, dict) else v)
-                     for k, v in consolidated.items()}
-            # Compared as canonical JSON: a NaN fill value is not equal to itself.
-            keys = sorted(k for k in set(shown) | set(metadata)
-                          if _canonical(shown.get(k)) != _canonical(metadata.get(k)))
-            if keys:
-                raise self.damaged(f"its consolidated metadata (.zmetadata) differs from "
-                                   f"{keys[0]}")
-        if self.seal is not None and metadata_seal(metadata, self.arrays) != self.seal:
+            # What Zarr reads (it opens the consolidated metadata) is what was sealed.
+            sealed_metadata = {k: ({a: b for a, b in v.items() if a != ATTRIBUTE}
+                                   if k == ".zattrs" and isinstance(v, dict) else v)
+                               for k, v in consolidated.items()}
+            # The files must say the same (compared as canonical JSON: a NaN fill value is
+            # not equal to itself). An array whose whole folder is gone is left to the
+            # chunk check, which names it when it is read.
+            for key in sorted(set(sealed_metadata) | set(metadata)):
+                name = key.rsplit("/", 1)[0] if "/" in key else ""
+                if key not in metadata and name and not (self.root / name).is_dir():
+                    continue
+                if _canonical(sealed_metadata.get(key)) != _canonical(metadata.get(key)):
+                    where = f"its '{name}' array" if name else "its root"
+                    raise self.damaged(f"the consolidated metadata (.zmetadata) of {where} "
+                                       f"differs from its file {key}")
+        if self.seal is not None and metadata_seal(sealed_metadata, self.arrays) != self.seal:
             raise self.damaged("its metadata or its list of chunks fails its CRC-32 check "
                                "(an edited dtype, shape or attribute, or a chunk deleted)")
+        metadata = sealed_metadata
         for key, meta in metadata.items():
             if not key.endswith("/.zarray"):
                 continue

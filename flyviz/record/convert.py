@@ -128,12 +128,9 @@ def check_output(source: str | Path, path: str | Path, to: str | None = None,
     to = output_format(path, to)
     if to in FORMAT_NEEDS:
         require(FORMAT_NEEDS[to], f"{feature} --to {to}")
-    source, path = Path(source), Path(path)
-    try:
-        same = path.exists() and source.exists() and os.path.samefile(source, path)
-    except OSError:
-        same = False
-    if same:
+    from flyviz.fileio import same_file
+
+    if same_file(path, source):  # the same name, a hard or a symbolic link
         raise InputError(f"the output {path} is the recording itself; writing it would destroy "
                          "the recording: give another file name")
     return to

@@ -77,6 +77,8 @@ def load(spec: str | Path, dataset: str | Path | None = None, *,
         which files to download by hand.
     flyviz.errors.CheckpointError
         The files are found but damaged or inconsistent.
+    flyviz.errors.FileAccessError
+        A path that cannot be read (a name too long, no permission).
 
     Examples
     --------
@@ -84,9 +86,13 @@ def load(spec: str | Path, dataset: str | Path | None = None, *,
     >>> model.neurons
     49393
     """
+    from flyviz.fileio import os_error
     from flyviz.record.runner import Model
 
-    return Model.load(spec, dataset, progress=progress, kernel=kernel, threads=threads)
+    try:
+        return Model.load(spec, dataset, progress=progress, kernel=kernel, threads=threads)
+    except OSError as exc:  # a name too long, no permission, ...: one flyviz error
+        raise os_error(exc, action="read") from None
 
 
 def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens: int = 80,
@@ -194,7 +200,8 @@ def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions
 def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | Recording | Path",
           position: int | None = None, target: int | str | None = None,
           versus: int | str | None = None, window: int | None = None,
-          mode: str = "decomposition", interventions: Any = ()) -> "Attribution":
+          mode: str = "decomposition", interventions: Any = (),
+          patch_source: Any = None) -> "Attribution":
     """Why this token? Split one logit into what the earlier tokens, neurons and synapses
     brought, exactly.
 
@@ -229,7 +236,11 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
         ``"decomposition"`` (exact flows that add up) or ``"gradient"``
         (``dL/dx_t`` with the true ``sech^2``: a sensitivity).
     interventions
-        Applied to a prompt's run, in the forms :func:`run` accepts.
+        Applied to a prompt's run, in the forms :func:`run` accepts (a patch's
+        source must have the prompt's length, unless aligned from the end).
+    patch_source
+        For a recording made with patches from another recording (whose states
+        it does not store): that recording, or the source prompt.
 
     Returns
     -------
@@ -259,7 +270,8 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
     runner, owned = as_model(model)
     try:
         return trace_run(runner, prompt_or_recording, position=position, target=target,
-                         versus=versus, window=window, mode=mode, interventions=interventions)
+                         versus=versus, window=window, mode=mode, interventions=interventions,
+                         patch_source=patch_source)
     finally:
         if owned:
             runner.close()

@@ -5,7 +5,8 @@ functions, ``configure(parser)`` and ``run(args) -> int``; it is imported only
 when used, so ``flyviz generate`` never loads Qt and ``flyviz --help`` is fast.
 
 Errors the user can fix (:class:`~flyviz.model.errors.FlyvizError`) are printed
-as one line on stderr with exit status 2; so are a missing file and Ctrl-C.
+as one line on stderr with exit status 2; so are a missing file, any other error of
+the file system (:func:`flyviz.fileio.os_error`: a name too long, a full disk) and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
+        from flyviz.fileio import check_command_paths
+
+        check_command_paths(args)  # names too long, an output over an input: before any work
         return int(importlib.import_module(module_name).run(args) or 0)
     except FlyvizError as exc:
         print(f"flyviz: error: {exc}", file=sys.stderr)
@@ -134,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path too long, not permitted, read-only, a full disk, ...
+        from flyviz.fileio import os_error
+
+        print(f"flyviz: error: {os_error(exc)}", file=sys.stderr)
+        return 2
 
 
 def gui_main() -> int:

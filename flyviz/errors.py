@@ -18,7 +18,9 @@ Hierarchy::
     │   └── DatasetNotFoundError a model needs a connectome dataset and none was found
     ├── TokenizerError           the tokenizer file is missing or malformed
     ├── InputError               a value (prompt, option, index) is out of range
-    │   └── SelectionError       a neuron selection query is bad or selects nothing
+    │   ├── SelectionError       a neuron selection query is bad or selects nothing
+    │   └── FileAccessError      a path cannot be read or written (too long, no
+    │                            permission, a FIFO, a full disk: flyviz.fileio)
     ├── RecordingError           a saved recording is missing, damaged or mismatched
     ├── ExportError              a movie or data file could not be written
     │   └── ExportCancelled      the user cancelled an export
@@ -28,7 +30,7 @@ Hierarchy::
 from __future__ import annotations
 
 __all__ = ["CheckpointError", "DatasetNotFoundError", "ExportCancelled", "ExportError",
-           "FlyvizError", "InputError", "MissingDependencyError", "ModelNotFoundError",
+           "FileAccessError", "FlyvizError", "InputError", "MissingDependencyError", "ModelNotFoundError",
            "RecordingError", "SelectionError", "TokenizerError"]
 
 
@@ -65,6 +67,12 @@ class InputError(FlyvizError):
 class SelectionError(InputError):
     """A neuron selection query cannot be parsed, names an unknown label, or selects no
     neurons (:mod:`flyviz.model.selection`)."""
+
+
+class FileAccessError(InputError):
+    """A path the user gave cannot be read or written: a name over the file system's
+    limit, no permission, a read-only folder, a folder or a FIFO where a file was
+    expected, a full disk (:func:`flyviz.fileio.os_error` words it)."""
 
 
 class RecordingError(FlyvizError):

@@ -176,6 +176,8 @@ class Atlas:
         self.context_after = int(context_after)
         if not self.path.is_dir():
             raise AtlasError(f"no atlas at {self.path}: the folder does not exist")
+        # A FIFO in place of a metadata file or a chunk would block Zarr's read forever.
+        integrity.check_regular_tree(self.path, self._damaged)
         try:
             import zarr
 
@@ -191,13 +193,22 @@ class Atlas:
                              f"({type(exc).__name__}: {str(exc)[:100]})") from None
         if not isinstance(info, dict) or info.get("format") != FORMAT:
             raise AtlasError(f"{self.path} is not a flyviz atlas (no flyviz_atlas attributes)")
-        if int(info.get("format_version", 0)) > FORMAT_VERSION:
+        self._verifier = integrity.StoreVerifier(self.path, attrs.get(integrity.ATTRIBUTE),
+                                                 self._damaged)
+        # Before any attribute is trusted: the metadata as sealed (dtypes, shapes,
+        # separators, attributes) and every chunk the shapes imply listed.
+        self._verifier.check_metadata()
+        try:
+            version = int(info.get("format_version", 0))
+            model = info.get("model", {})
+            self.neurons = int(model.get("neurons", 0))
+            self.vocabulary = int(model.get("vocabulary", 0))
+        except (TypeError, ValueError, AttributeError):
+            raise self._damaged("its flyviz_atlas attributes are malformed") from None
+        if version > FORMAT_VERSION:
             raise AtlasError(f"{self.path} was written by a newer flyviz (atlas format "
                              f"{info.get('format_version')}); update flyviz")
         self.info: dict[str, Any] = info
-        model = info.get("model", {})
-        self.neurons = int(model.get("neurons", 0))
-        self.vocabulary = int(model.get("vocabulary", 0))
         self.model_name = str(model.get("name", ""))
         self._blocks: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
         self._arrays: dict[str, Any] = {}
@@ -206,8 +217,6 @@ class Atlas:
         self._offsets: np.ndarray | None = None
         self._token_count: np.ndarray | None = None
         self._driving_index: dict[int, np.ndarray] | None = None
-        self._verifier = integrity.StoreVerifier(self.path, attrs.get(integrity.ATTRIBUTE),
-                                                 self._damaged)
         #: One line for the user when the atlas cannot be checked (no digests), else None.
         self.integrity_note: str | None = None if self._verifier.sealed else (
             f"the atlas {self.path.name} carries no chunk digests (written before flyviz "

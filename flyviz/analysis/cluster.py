@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import os
 import sys
 import threading
@@ -326,6 +327,27 @@ def scheduler_address(scheduler: str) -> str:
     return address
 
 
+#: The most worker processes a run may ask for (as ``--workers`` allows).
+MAX_WORKERS = 1024
+
+
+def check_workers(workers: Any, name: str = "workers") -> None:
+    """Raise :class:`~flyviz.errors.InputError` unless ``workers`` is ``None`` (the usable
+    cores) or a whole number from 0 (in this process) to :data:`MAX_WORKERS`: a negative
+    count would start no worker, and the run would wait for one forever."""
+    from flyviz.errors import InputError
+
+    if workers is None:
+        return
+    try:
+        count = None if isinstance(workers, bool) else operator.index(workers)
+    except TypeError:
+        count = None
+    if count is None or not 0 <= count <= MAX_WORKERS:
+        raise InputError(f"{name}={workers!r} must be a whole number from 0 (compute in this "
+                         f"process) to {MAX_WORKERS}, or None (the usable cores)")
+
+
 def require_dask(feature: str, workers: int | None = None,
                  scheduler: str | None = None) -> None:
     """Raise :class:`~flyviz.errors.MissingDependencyError` (one line, naming
@@ -381,6 +403,7 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
     MissingDependencyError
         Before anything is written, when Dask is needed and not installed.
     """
+    check_workers(workers)
     require_dask("running on Dask", workers, scheduler)
     tree = MergeTree(len(chunks), merge, store)
     covered: set[int] = set()

@@ -592,10 +592,7 @@ def run_importance(spec: str | None, ckpt: "Checkpoint", corpus: Corpus, groups:
         info["agreement"] = agreement(exact, rows).to_dict()
     if out is not None:
         assert kind is not None and store is not None
-        if rows:
-            write_result(paths["groups"], rows, info, kind)
-        write_neuron_table(paths["neurons"], ckpt, estimate, info, kind)
-        write_zarr(paths["zarr"], ckpt, estimate, info)
+        _write_outputs(paths, rows, ckpt, estimate, info, kind)
         store.remove()
     return ImportanceRun(estimate=estimate, rows=rows, baseline_cross_entropy=baseline,
                          positions=positions, tokens=corpus.n_tokens, tasks=len(chunks),
@@ -605,6 +602,40 @@ def run_importance(spec: str | None, ckpt: "Checkpoint", corpus: Corpus, groups:
 
 
 # ----------------------------------------------------------------------- files
+def _write_outputs(paths: dict[str, Path], rows: list[Any], ckpt: "Checkpoint",
+                   estimate: np.ndarray, info: dict[str, Any], kind: str) -> None:
+    """Write the result, the per-neuron table and the Zarr array into a folder beside them,
+    then move all three into place: a full disk leaves none of them half-written (and
+    the finished tasks kept for ``--resume``), never a result without its companions."""
+    import shutil
+    import tempfile
+
+    from flyviz.fileio import os_error
+
+    out = paths["groups"]
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name[:80]}.", suffix=".writing",
+                                        dir=out.parent))
+    except OSError as exc:
+        raise os_error(exc, out, "write") from None
+    try:
+        staged = {name: staging / path.name for name, path in paths.items()}
+        if rows:
+            write_result(staged["groups"], rows, info, kind)
+        write_neuron_table(staged["neurons"], ckpt, estimate, info, kind)
+        write_zarr(staged["zarr"], ckpt, estimate, info)
+        for name, path in paths.items():
+            if not staged[name].exists():
+                continue
+            if name == "zarr" and path.is_dir():
+                shutil.rmtree(path)
+            os.replace(staged[name], path)
+    except OSError as exc:
+        raise os_error(exc, out, "write") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def neuron_columns(ckpt: "Checkpoint", estimate: np.ndarray) -> dict[str, np.ndarray]:
     """The per-neuron table: ``neuron``, the anatomy's labels, ``delta_ce_est``."""
     from flyviz.record.convert import neuron_table

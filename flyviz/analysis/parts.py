@@ -30,9 +30,13 @@ Merge = Callable[[Partial, Partial], Partial]
 
 def _save_npz(path: Path, partial: Partial) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        np.savez(handle, **partial)  # type: ignore[arg-type]  # numpy's stub types the first kwarg
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, **partial)  # type: ignore[arg-type]  # numpy's stub types the first kwarg
+        os.replace(tmp, path)
+    except OSError:  # a full disk: no torn node is left for --resume to trip on
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _load_npz(path: Path) -> Partial:
@@ -61,22 +65,41 @@ class PartialStore:
         return self.folder / "run.json"
 
     def exists(self) -> bool:
-        """True when a store (of any key) is at the folder."""
-        return self.manifest.is_file()
+        """True when a store (of any key) is at the folder: a whole ``run.json``, or finished
+        nodes. A store whose ``run.json`` is empty or torn (a full disk as it was written)
+        and that holds no node has no work to keep: it does not count (:meth:`torn`)."""
+        return self.manifest.is_file() and (not self.torn() or bool(self.nodes()))
+
+    def torn(self) -> bool:
+        """True when ``run.json`` is there but is not a whole JSON object (0 bytes, cut)."""
+        try:
+            return not isinstance(json.loads(self.manifest.read_text(encoding="utf-8")), dict)
+        except (OSError, ValueError):
+            return self.manifest.exists()
 
     def create(self) -> None:
-        """Start an empty store (replacing any old one)."""
-        if self.folder.exists():
-            shutil.rmtree(self.folder)
+        """Start an empty store (replacing any old one). ``run.json`` is written through a
+        temporary file; when it cannot be (a full disk), no store is left behind."""
+        from flyviz.fileio import os_error
+
         try:
+            if self.folder.exists():
+                shutil.rmtree(self.folder)
             self.folder.mkdir(parents=True)
-            self.manifest.write_text(json.dumps(self.key, indent=1, sort_keys=True) + "\n",
-                                     encoding="utf-8")
+            tmp = self.manifest.with_name("run.json.tmp")
+            tmp.write_text(json.dumps(self.key, indent=1, sort_keys=True) + "\n",
+                           encoding="utf-8")
+            os.replace(tmp, self.manifest)
         except OSError as exc:
-            raise InputError(f"cannot write {self.folder}: {exc.strerror or exc}") from None
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise os_error(exc, self.folder, "write") from None
 
     def check_resumable(self) -> None:
-        """Raise unless the store was made under the same key."""
+        """Raise unless the store was made under the same key. A store whose ``run.json``
+        is torn and that holds no node is started again (there is nothing to lose)."""
+        if self.manifest.is_file() and self.torn() and not self.nodes():
+            self.create()
+            return
         if not self.exists():
             raise InputError(f"nothing to resume: {self.folder} does not exist; run without "
                              "--resume")
@@ -150,6 +173,8 @@ def check_parts(out: Path, resume: bool) -> None:
     throw away without it. Whether a kept run matches is known only with the corpus
     (:func:`open_store`)."""
     store = PartialStore(parts_folder(out), {})
+    if store.manifest.is_file() and store.torn() and not store.nodes():
+        return  # a store cut off as it was started (a full disk): the run rewrites it
     if resume and not store.exists():
         raise InputError(f"nothing to resume: {store.folder} does not exist; run without "
                          "--resume")

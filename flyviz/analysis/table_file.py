@@ -5,6 +5,12 @@ file format, written by :func:`write_table_file` and read by :func:`read_table_f
 whose first line is ``PREFIX {json}`` followed by a header and rows, or a
 Parquet table whose schema metadata holds the JSON under a key. Every way such
 a file can be unreadable is one line of the caller's error class.
+
+The metadata holds :data:`CHECKSUM_KEY`: the CRC-32 of the metadata itself (without
+that key, as canonical JSON) and of the rows (a CSV's text after its first line, the
+column header included; a Parquet table's columns as JSON), so that a flipped bit
+in a number or a name is found, not read as a plausible result. Files written
+before flyviz kept it are read unchecked.
 """
 
 from __future__ import annotations
@@ -13,11 +19,16 @@ import csv
 import io
 import json
 import os
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from flyviz.errors import InputError, MissingDependencyError
+from flyviz.fileio import open_regular, os_error
+
+#: The metadata key holding the table's CRC-32 (hex).
+CHECKSUM_KEY = "table_crc32"
 
 CSV_SUFFIXES = (".csv",)
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -65,6 +76,39 @@ def _pyarrow(feature: str):
 
 
 
+def table_checksum(info: Mapping[str, Any], body: bytes) -> str:
+    """The :data:`CHECKSUM_KEY` value of a table: CRC-32 (hex) of its metadata without the
+    key (canonical JSON), a newline, and ``body`` (the rows as stored). Where the metadata
+    holds a digest of the rows of its own (a lesion map's ``rows_sha256``, checked with
+    its own message), only the column header of the body is covered."""
+    meta = {k: v for k, v in info.items() if k != CHECKSUM_KEY}
+    if "rows_sha256" in meta:
+        body = body.split(b"\n", 1)[0]
+    head = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return "%08x" % (zlib.crc32(head + b"\n" + body) & 0xFFFFFFFF)
+
+
+def parquet_body(table: Any) -> bytes:
+    """A Parquet table's columns as the bytes its checksum covers: the column names on the
+    first line, then the values."""
+    return (json.dumps(table.column_names) + "\n" + json.dumps(table.to_pydict())).encode("utf-8")
+
+
+def verified_info(info: Any, body: bytes, damaged: Callable[[str], Exception]) -> Any:
+    """``info`` without its checksum, checked against ``body`` when it carries one.
+
+    Raises
+    ------
+    Exception
+        ``damaged(why)`` when the checksum does not match (or is not text).
+    """
+    if not isinstance(info, dict) or CHECKSUM_KEY not in info:
+        return info
+    if table_checksum(info, body) != info[CHECKSUM_KEY]:
+        raise damaged("its rows or its metadata fail their CRC-32 check")
+    return {k: v for k, v in info.items() if k != CHECKSUM_KEY}
+
+
 def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: bytes,
                     what: str, error: Callable[[str], Exception],
                     damaged: Callable[[str], Exception]) -> tuple[Any, list[dict[str, Any]]]:
@@ -85,9 +129,15 @@ def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: byte
     """
     if kind == "csv":
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise error(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+            with open_regular(path, "rb", what) as handle:  # a FIFO would block the read
+                raw_text = handle.read()
+            text = raw_text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise damaged("it is not UTF-8 text") from None
+        except OSError as exc:
+            raise error(str(os_error(exc, path, "read"))) from None
+        except InputError as exc:  # a FIFO, a folder
+            raise error(str(exc)) from None
         first, _, rest = text.partition("\n")
         if not first.startswith(csv_prefix):
             raise error(f"{path.name} is not a {what} (its first line is not "
@@ -96,6 +146,7 @@ def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: byte
             info = json.loads(first[len(csv_prefix):])
         except ValueError:
             raise damaged("its metadata line is not JSON") from None
+        info = verified_info(info, rest.encode("utf-8"), damaged)
         return info, list(csv.DictReader(io.StringIO(rest)))
     _pyarrow(f"reading a Parquet {what.removeprefix('flyviz ')}")
     import pyarrow.parquet as pq
@@ -113,6 +164,7 @@ def read_table_file(path: Path, kind: str, *, csv_prefix: str, parquet_key: byte
     except ValueError:
         raise damaged("its metadata is not JSON") from None
     try:
+        info = verified_info(info, parquet_body(table), damaged)
         return info, table.to_pylist()
     except (UnicodeDecodeError, ValueError) as exc:
         # A flipped bit in a string column's bytes: pyarrow reads the page but cannot
@@ -178,17 +230,22 @@ def write_table_file(out: Path, columns: Mapping[str, Any], info: dict[str, Any]
         One line when the file cannot be written.
     """
     tmp = out.with_name(out.name + ".writing")
-    meta = json.dumps(info, sort_keys=True, separators=(",", ":"))
+    info = {k: v for k, v in info.items() if k != CHECKSUM_KEY}
     try:
         if kind == "csv":
+            body = io.StringIO()
+            writer = csv.writer(body, lineterminator="\n")
+            writer.writerow(list(columns))
+            values = [v.tolist() if hasattr(v, "tolist") else v for v in columns.values()]
+            for row in zip(*values):
+                # repr: the shortest text that reads back as the same float.
+                writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
+            text = body.getvalue()
+            info[CHECKSUM_KEY] = table_checksum(info, text.encode("utf-8"))
+            meta = json.dumps(info, sort_keys=True, separators=(",", ":"))
             with open(tmp, "w", encoding="utf-8", newline="") as handle:
                 handle.write(csv_prefix + meta + "\n")
-                writer = csv.writer(handle, lineterminator="\n")
-                writer.writerow(list(columns))
-                values = [v.tolist() if hasattr(v, "tolist") else v for v in columns.values()]
-                for row in zip(*values):
-                    # repr: the shortest text that reads back as the same float.
-                    writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
+                handle.write(text)
         else:
             pa = _pyarrow(f"writing a Parquet {what}")
             import pyarrow.parquet as pq
@@ -198,9 +255,15 @@ def write_table_file(out: Path, columns: Mapping[str, Any], info: dict[str, Any]
             else:
                 arrays = {name: pa.array(v, type=getattr(pa, types.get(name, default_type))())
                           for name, v in columns.items()}
-            table = pa.table(arrays).replace_schema_metadata({parquet_key: meta.encode("utf-8")})
+            table = pa.table(arrays)
+            info[CHECKSUM_KEY] = table_checksum(info, parquet_body(table))
+            meta = json.dumps(info, sort_keys=True, separators=(",", ":"))
+            table = table.replace_schema_metadata({parquet_key: meta.encode("utf-8")})
             pq.write_table(table, tmp)
         os.replace(tmp, out)
-    except OSError as exc:
+    except OSError as exc:  # a full disk among them: nothing half-written is left
         tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise os_error(exc, out, "write") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from flyviz.commands._options import (add_dataset_option, add_kernel_option, model_from_args,
-                                      recording_model)
+                                      patch_source_from_args, recording_model)
 from flyviz.errors import InputError
 
 EPILOG = """\
@@ -24,6 +24,7 @@ stored seed).
 examples:
   flyviz generate demo --prompt "Tom and his dog" --temperature 0.8 --record run.flyrec
   flyviz replay run.flyrec
+  flyviz replay patched.flyrec --source source.flyrec   (the states it patched in)
   flyviz replay run.flyrec --model ~/fly-models/web --dataset ~/fly-models/dataset --json
 """
 
@@ -36,6 +37,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "e.g. --model ngxson/fly-llm-hf")
     add_dataset_option(parser)
     add_kernel_option(parser)
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--source", type=Path, default=None, metavar="REC",
+                        help="the recording a patched run copied its states from (a "
+                             "recording's states are not stored in the patched one)")
+    source.add_argument("--source-prompt", default=None, metavar="TEXT",
+                        help="the prompt a patched run copied its states from")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -52,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if spec is None:
         raise InputError(f"{args.recording.name} names no model; give one with --model SPEC")
     with model_from_args(args, spec) as model:
-        result = replay_recording(recording, model)
+        result = replay_recording(recording, model, patch_source=patch_source_from_args(args))
     ckpt = model.checkpoint
     if result.identity_note:
         print(f"flyviz: note: {result.identity_note}", file=sys.stderr)

@@ -10,7 +10,8 @@ from typing import Any
 
 from flyviz.commands._options import (add_dataset_option, add_intervention_options,
                                       add_kernel_option, interventions_from_args,
-                                      model_from_args, recording_model)
+                                      model_from_args, patch_source_from_args,
+                                      recording_model)
 from flyviz.errors import InputError
 from flyviz.render.gl_backend import BACKENDS, GL_HELP
 
@@ -29,6 +30,7 @@ examples:
   flyviz trace demo --prompt "Tom and his dog" --graph graph.json   (Neuronpedia's viewer)
   flyviz trace demo --prompt "Once upon a time" --silence 'sign:inhibitory'
   flyviz trace --recording run.flyrec --position 12
+  flyviz trace --recording patched.flyrec --source source.flyrec   (its patch's source)
   flyviz trace demo --prompt "there was a little girl named" --window 12 --movie why.mp4
 
 --movie writes the flow view as a movie: one frame per step of the window, from the
@@ -111,7 +113,8 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError(f"--nodes {args.nodes} must be at least 1")
     if args.recording is not None and getattr(args, "interventions", None):
         raise InputError("--recording is traced with the interventions it was made with; "
-                         "leave out --silence/--clamp/--stimulate/--cut/--scale")
+                         "leave out --silence/--clamp/--stimulate/--cut/--scale/--patch "
+                         "(--source REC gives back the source of its patches)")
     if args.spec is None and args.recording is None:
         raise InputError("give a model SPEC with --prompt, e.g. flyviz trace demo --prompt "
                          "'Tom and his dog'")
@@ -179,25 +182,39 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.record.trace import trace
 
     _check(args)
-    interventions = interventions_from_args(args)
     source: Any = args.prompt
     spec = args.spec
-    if args.recording is not None:
+    patch_source = None
+    if args.recording is None:
+        interventions = interventions_from_args(args)
+    else:
         from flyviz.record.recording import Recording
 
+        # A recording's own patches: --source/--source-prompt give back a source it does
+        # not store (another recording's states).
+        interventions = []
+        patch_source = patch_source_from_args(args)
         source = Recording.load(args.recording)
         spec, args.dataset = recording_model(source, args.spec, args.dataset)
         if spec is None:
             raise InputError(f"{args.recording.name} names no model; give one as SPEC")
-    if args.graph is not None and args.graph.suffix.lower() != ".json":
-        raise InputError(f"--graph {args.graph} should end in .json")
+    if args.graph is not None:
+        from flyviz.fileio import check_not_input, check_output_path
+
+        if args.graph.suffix.lower() != ".json":
+            raise InputError(f"--graph {args.graph} should end in .json")
+        check_output_path(args.graph, "--graph")
+        check_not_input(args.graph, {"--recording": args.recording,
+                                     "--source": getattr(args, "source", None)}, "--graph")
     with model_from_args(args, spec) as model:
         att = trace(model, source, position=args.position, target=args.target,
                     versus=args.versus, window=args.window, mode=args.mode,
-                    interventions=interventions)
+                    interventions=interventions, patch_source=patch_source)
         if args.graph is not None:
             graph = att.to_circuit_tracer_json(nodes=args.nodes)
-            args.graph.write_text(json.dumps(graph), encoding="utf-8")
+            from flyviz.fileio import write_text_atomically
+
+            write_text_atomically(args.graph, json.dumps(graph))
             print(f"flyviz: wrote the graph ({len(graph['nodes'])} nodes, "
                   f"{len(graph['links'])} links) to {args.graph}", file=sys.stderr)
         if args.json:

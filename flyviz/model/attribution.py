@@ -402,11 +402,20 @@ class BackwardEngine:
     def set_at(self, interventions: ResolvedInterventions, position: int
                ) -> tuple[np.ndarray, np.ndarray]:
         """``(mask, values)`` of the neurons set after the step at ``position``: ``mask``
-        True where a silence or clamp acts (the later one wins), ``values`` their value."""
+        True where a silence, clamp or patch acts (the later one wins), ``values`` their
+        value (a patch's: its source's state at that position, as the engine sets it; where
+        the source has no state there the patch does not act)."""
         n = self.neurons
         mask = np.zeros(n, dtype=bool)
         values = np.zeros(n, dtype=np.float64)
         for op in interventions.active_state_sets(position):
+            if hasattr(op, "values_at"):  # a StatePatch: values change with the position
+                row = op.values_at(position)
+                if row is None:
+                    continue
+                mask[op.indices] = True
+                values[op.indices] = row
+                continue
             mask[op.indices] = True
             values[op.indices] = op.value
         return mask, values

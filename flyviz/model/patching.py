@@ -232,7 +232,8 @@ class PatchSource:
             return self
         if self.prompt is None:
             raise InputError(f"the patch's source ({self.label}) is not stored with it; give "
-                             "it again (--source-prompt TEXT or --source REC)")
+                             "it again (--source-prompt TEXT or --source REC; in Python "
+                             "patch_source= of flyviz.trace, or the Patch's source)")
         from flyviz.model.tokenizer import tokenizer_for
 
         ids = [checkpoint.config.bos_token_id] + tokenizer_for(checkpoint).encode(self.prompt)

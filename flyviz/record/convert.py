@@ -128,12 +128,9 @@ def check_output(source: str | Path, path: str | Path, to: str | None = None,
     to = output_format(path, to)
     if to in FORMAT_NEEDS:
         require(FORMAT_NEEDS[to], f"{feature} --to {to}")
-    source, path = Path(source), Path(path)
-    try:
-        same = path.exists() and source.exists() and os.path.samefile(source, path)
-    except OSError:
-        same = False
-    if same:
+    from flyviz.fileio import same_file
+
+    if same_file(path, source):  # the same name, a hard or a symbolic link
         raise InputError(f"the output {path} is the recording itself; writing it would destroy "
                          "the recording: give another file name")
     return to
@@ -494,6 +491,7 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
     path = Path(path)
     if len(recording) == 0:
         raise ExportError("the recording has no frames; run a prompt first")
+    _check_free_space(path, _nwb_size(recording))
 
     def write(tmp: Path) -> None:
         from pynwb import NWBHDF5IO
@@ -510,6 +508,31 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
                 io.write(nwbfile)
 
     return _write_file_atomically(path, write)
+
+
+def _nwb_size(recording: "Recording") -> int:
+    """An upper bound of an NWB file's size: float32 states, the neuron table (soma
+    voxels, labels) and the token intervals, with a MiB of HDF5's own."""
+    return len(recording) * recording.neurons * 4 + recording.neurons * 256 + \
+        len(recording) * 512 + (1 << 20)
+
+
+def _check_free_space(path: Path, needed: int) -> None:
+    """Refuse now, in one line, a file the disk has no room for: HDF5 does not survive a
+    full disk while it writes (a crash, not an error), so it is never handed one."""
+    import errno
+
+    folder = path.parent if str(path.parent) else Path(".")
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if free < needed:
+        raise ExportError(f"cannot write {path}: {os.strerror(errno.ENOSPC).lower()} (it needs "
+                          f"about {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free); free "
+                          "some space and run again")
 
 
 def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> Any:

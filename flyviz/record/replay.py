@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flyviz.errors import InputError
@@ -113,28 +114,63 @@ def replay_settings(recording: Recording) -> GenerationSettings:
                               top_k=max(1, min(100, top_k))).validate()
 
 
-def recording_interventions(recording: Recording) -> tuple[Any, ...]:
+def recording_interventions(recording: Recording, patch_source: Any = None
+                            ) -> tuple[Any, ...]:
     """The interventions a recording was made with (``metadata["interventions"]``; none when
     the key is absent).
+
+    Parameters
+    ----------
+    recording
+        The recording.
+    patch_source
+        The source (a :class:`~flyviz.model.patching.PatchSource`, or what
+        :class:`~flyviz.model.patching.Patch` accepts; a :class:`pathlib.Path` is a
+        recording's file) of its patches whose
+        source is not stored with it (a recording's or an array's states are
+        not: only a source prompt is), aligned as the recording's patch was.
 
     Raises
     ------
     InputError
-        When the stored interventions are malformed.
+        When the stored interventions are malformed, or ``patch_source`` is
+        given and the recording holds no patch that needs it.
     """
+    from dataclasses import replace
+
     from flyviz.model.interventions import from_json
+    from flyviz.model.patching import Patch, PatchSource
 
     stored = recording.metadata.get("interventions")
-    if stored is None:
-        return ()
     try:
-        return from_json(stored)
+        items = () if stored is None else from_json(stored)
     except InputError as exc:
         raise InputError(f"the recording's interventions cannot be read: {exc}") from None
+    if patch_source is None:
+        return items
+    # A Path is a recording's file; a str is a source prompt, as for a Patch.
+    given = PatchSource.from_recording(patch_source) if isinstance(patch_source, Path) \
+        else PatchSource.of(patch_source)
+    out: list[Any] = []
+    used = False
+    for item in items:
+        if isinstance(item, Patch) and item.source.states is None and item.source.prompt is None:
+            kept = item.source
+            # The run's own alignment: the patch was made with it.
+            source = replace(given, align=kept.align, target_length=kept.target_length)
+            patch: Any = item  # a Patch (the union of interventions has no source)
+            item = replace(patch, source=source)
+            used = True
+        out.append(item)
+    if not used:
+        raise InputError("the recording holds no patch whose source is missing: leave out "
+                         "--source/--source-prompt (its interventions are read from it)")
+    return tuple(out)
 
 
 def replay_recording(recording: Recording, checkpoint: "Checkpoint | Model", *,
-                     should_stop: Callable[[], bool] | None = None) -> ReplayResult:
+                     should_stop: Callable[[], bool] | None = None,
+                     patch_source: Any = None) -> ReplayResult:
     """Run the recorded prompt again on ``checkpoint`` and compare every generated token.
 
     Parameters
@@ -150,6 +186,9 @@ def replay_recording(recording: Recording, checkpoint: "Checkpoint | Model", *,
     should_stop
         Polled after every token; when it returns True the replay stops and
         the tokens so far are compared.
+    patch_source
+        The source of the recording's patches whose source is not stored with
+        it (see :func:`recording_interventions`).
 
     Returns
     -------
@@ -167,14 +206,16 @@ def replay_recording(recording: Recording, checkpoint: "Checkpoint | Model", *,
     settings = replay_settings(recording)
     model, owned = as_model(checkpoint)
     try:
-        return _replay(recording, model, settings, should_stop, identity_mismatch)
+        return _replay(recording, model, settings, should_stop, identity_mismatch,
+                       patch_source)
     finally:
         if owned:
             model.close()
 
 
 def _replay(recording: Recording, model: "Model", settings: GenerationSettings,
-            should_stop: Callable[[], bool] | None, identity_mismatch: Any) -> ReplayResult:
+            should_stop: Callable[[], bool] | None, identity_mismatch: Any,
+            patch_source: Any = None) -> ReplayResult:
     checkpoint = model.checkpoint
     prompt_ids = recording.prompt_ids
     vocabulary = checkpoint.config.vocabulary
@@ -188,7 +229,8 @@ def _replay(recording: Recording, model: "Model", settings: GenerationSettings,
     replayed: list[int] = []
     max_error = 0.0
     frames = model.frames(str(recording.metadata.get("prompt", "")), settings,
-                          interventions=recording_interventions(recording), prompt_ids=prompt_ids)
+                          interventions=recording_interventions(recording, patch_source),
+                          prompt_ids=prompt_ids)
     try:
         for frame in frames:
             if not frame.is_generation:

@@ -58,7 +58,8 @@ def recording_ids(recording: Recording, model: Model, what: str = "the recording
 def trace(model: Model, source: "str | Recording | Path", *, position: int | None = None,
           target: int | str | None = None, versus: int | str | None = None,
           window: int | None = None, mode: str = "decomposition", interventions: Any = (),
-          should_stop: Callable[[], bool] | None = None) -> Attribution:
+          should_stop: Callable[[], bool] | None = None,
+          patch_source: Any = None) -> Attribution:
     """Explain the logit of one position of a prompt's run or of a saved run.
 
     Parameters
@@ -81,7 +82,22 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
         recording is traced with its own interventions.
     should_stop
         Polled between the backward steps (cancel).
+    patch_source
+        For a recording: the source of its patches whose source is not stored
+        with it (a recording's states are not; a source prompt is), see
+        :func:`flyviz.record.replay.recording_interventions`.
+
+    Raises
+    ------
+    InputError
+        For a bad position or token, or a patch whose source cannot be had or
+        does not line up with the traced prompt (another length, another
+        number of neurons).
+    RecordingError
+        When the recording was made with another model.
     """
+    from flyviz.model.patching import bind_patches
+
     if isinstance(source, Path):
         source = Recording.load(source)
     if isinstance(source, Recording):
@@ -100,7 +116,9 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
                              f"0..{len(ids) - 1} (0 is BOS)")
         if target is None:
             target = int(recording[int(position)].predicted_token_id)
-        resolved = model.resolve_interventions(recording_interventions(recording))
+        made_with = recording_interventions(recording, patch_source)
+        resolved = model.resolve_interventions(
+            bind_patches(made_with, len(recording.prompt_ids), model.checkpoint))
         attribution = explain(model.engine, model.backward, model.tokenizer, ids,
                               position=int(position), target=target, versus=versus,
                               window=window, mode=mode, interventions=resolved,
@@ -115,8 +133,13 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
     if not isinstance(source, str):
         raise InputError(f"trace takes a prompt, a Recording or a recording's path, not "
                          f"{type(source).__name__}")
+    if patch_source is not None:
+        raise InputError("patch_source is for a recording's patches; give a prompt's patches "
+                         "with their sources in interventions")
     ids = encode_prompt(model.tokenizer, source, model.checkpoint.config.bos_token_id)
-    resolved = model.resolve_interventions(interventions)
+    # Patches line up with this prompt (a source of another length is refused, as in a run).
+    resolved = model.resolve_interventions(bind_patches(interventions, len(ids),
+                                                        model.checkpoint))
     return explain(model.engine, model.backward, model.tokenizer, ids, position=position,
                    target=target, versus=versus, window=window, mode=mode,
                    interventions=resolved, model_name=model.name, should_stop=should_stop)

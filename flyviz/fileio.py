@@ -1,0 +1,311 @@
+"""Reading and writing the user's files safely: the one home of the checks every command
+needs.
+
+- :func:`os_error` turns an :class:`OSError` (a name over the file system's
+  255-character limit, no permission, a read-only folder, a folder where a
+  file was expected, a full disk) into one :class:`~flyviz.errors.FileAccessError`
+  line naming the path; the command line does the same for any that escapes.
+- :func:`open_regular` / :func:`check_regular` open or check regular files only:
+  a FIFO, a device or a socket in place of a file would block or never end.
+- :func:`check_not_input` refuses an output that is one of the inputs (the
+  same path, or another name of the same file: a hard or symbolic link).
+- :func:`atomic_write` writes into a temporary file beside the output and
+  renames it into place, so that a full disk or an error leaves the old file
+  (or none), never a half-written one.
+
+Standard library only (no Qt, no numpy): the model and record layers use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from flyviz.errors import FileAccessError, InputError
+
+#: Longest name component most file systems take (ext4, XFS, APFS, NTFS).
+NAME_MAX = 255
+
+# The process's umask, read once: a file written through a temporary gets the mode
+# open() would have given it (mkstemp makes it 0600).
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+_WHY = {
+    errno.ENAMETOOLONG: "the name is too long (at most 255 characters per name)",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "the file system is read-only",
+    errno.EISDIR: "it is a folder, not a file",
+    errno.ENOTDIR: "a part of the path is not a folder",
+    errno.ENOSPC: "no space left on the device; free some space and run again",
+    errno.EDQUOT: "the disk quota is exceeded; free some space and run again",
+    errno.EFBIG: "the file is too large for this file system",
+    errno.ELOOP: "too many symbolic links in the path",
+    errno.EEXIST: "it exists already",
+    errno.ENXIO: "it is not a file that can be read (a FIFO or device with no one at the "
+                 "other end)",
+    errno.EIO: "an input/output error of the device",
+}
+
+
+def short_path(path: Any, limit: int = 120) -> str:
+    """``path`` as text, its middle elided past ``limit`` characters (a 300-character name
+    in a message is noise; its start and end say which one it is)."""
+    text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+    if len(text) <= limit:
+        return text
+    keep = (limit - 3) // 2
+    return f"{text[:keep]}...{text[-keep:]} ({len(text)} characters)"
+
+
+def os_error(exc: OSError, path: Any = None, action: str | None = None) -> FileAccessError:
+    """One :class:`FileAccessError` line for ``exc``: what was done to which path, and why.
+
+    Parameters
+    ----------
+    exc
+        The error.
+    path
+        The path to name (default: the error's own ``filename``).
+    action
+        ``"read"``, ``"write"``, ... (default: "use").
+    """
+    name = path if path is not None else (exc.filename if exc.filename is not None else "")
+    why = _WHY.get(exc.errno or 0) or (exc.strerror or str(exc) or type(exc).__name__)
+    verb = action or "use"
+    where = f" {short_path(name)}" if name != "" else ""
+    return FileAccessError(f"cannot {verb}{where}: {why}")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for an :class:`OSError` of a full disk or an exceeded quota."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def check_name_lengths(path: str | Path, what: str = "") -> None:
+    """Raise when a component of ``path`` is longer than the file system takes (before any
+    work, where the call that fails would come late)."""
+    for part in Path(path).parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            label = f"{what} " if what else ""
+            raise FileAccessError(f"cannot use {label}{short_path(path)}: "
+                                  f"{_WHY[errno.ENAMETOOLONG]}")
+
+
+def check_output_path(path: str | Path, what: str = "the output") -> Path:
+    """Check, before any long work, that ``path`` can be written: its name is not too long,
+    it is not a folder, and its folder exists (or can be made) and is writable.
+
+    Raises
+    ------
+    FileAccessError
+        One line naming ``path`` and why.
+    """
+    path = Path(path).expanduser()
+    check_name_lengths(path, what)
+    if path.is_dir():
+        raise FileAccessError(f"cannot write {what} {short_path(path)}: it is a folder; give a "
+                              "file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise FileAccessError(f"cannot write {what} {short_path(path)}: "
+                              f"{short_path(existing)} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise FileAccessError(f"cannot write {what} {short_path(path)}: the folder "
+                              f"{short_path(existing)} is not writable")
+    return path
+
+
+def check_regular(path: str | Path, what: str = "file") -> None:
+    """Raise unless ``path`` is a regular file (a FIFO would block the reader; a device or
+    a socket never ends). A missing file raises :class:`FileNotFoundError` as ``open``
+    would."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise os_error(exc, path, "read") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a device or socket"
+        raise FileAccessError(f"cannot read {short_path(path)} as a {what}: it is {kind}, not a "
+                              "regular file")
+
+
+def open_regular(path: str | Path, mode: str = "rb", what: str = "file",
+                 **kwargs: Any) -> IO[Any]:
+    """``open(path, mode)`` for reading, of a regular file only: the file is opened without
+    blocking (a FIFO would wait for a writer forever) and checked before it is read."""
+    if any(c in mode for c in "wax+"):
+        raise ValueError("open_regular opens files for reading only")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise os_error(exc, path, "read") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" \
+                if stat.S_ISFIFO(info.st_mode) else "a device or socket"
+            raise FileAccessError(f"cannot read {short_path(path)} as a {what}: it is {kind}, "
+                                  "not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, **kwargs)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular_bytes(path: str | Path, what: str = "file") -> bytes:
+    """The bytes of a regular file (see :func:`open_regular`)."""
+    with open_regular(path, "rb", what) as handle:
+        return handle.read()
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """True when ``a`` and ``b`` name the same existing file or folder (the same path, a
+    hard link or a symbolic link to it); False when either does not exist (a word such as
+    ``--by superclass`` is no file)."""
+    try:
+        return os.path.exists(b) and (
+            os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))
+            or os.path.exists(a) and os.path.samefile(a, b))
+    except (OSError, ValueError):
+        return False
+
+
+def check_not_input(output: str | Path | None, inputs: Mapping[str, Any],
+                    option: str = "--out") -> None:
+    """Raise when ``output`` is one of ``inputs`` (``{option name: path or paths}``):
+    writing it would destroy what is read.
+
+    Raises
+    ------
+    InputError
+        Naming both options, before anything is read or written.
+    """
+    if output is None:
+        return
+    for name, value in inputs.items():
+        if value is None:
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for item in values:
+            if item is None or not isinstance(item, (str, os.PathLike)):
+                continue
+            if same_file(output, item):
+                if name in ("--recording", "--source"):
+                    what = f"the recording itself ({name})"
+                else:
+                    what = f"also {name}" if name in OUTPUT_OPTIONS.values() else \
+                        f"the input of {name}"
+                raise InputError(f"{option} {short_path(output)} is {what}; writing it would "
+                                 "destroy it: give another file name")
+
+
+#: The command-line options (argparse dests) that name files a command writes, and the
+#: ones that name files or folders it reads; ``--by``/``SPEC`` may be a word, not a path.
+OUTPUT_OPTIONS = {"out": "--out", "record": "--record", "graph": "--graph", "movie": "--movie",
+                  "figure": "--figure"}
+INPUT_OPTIONS = {"spec": "SPEC", "model": "--model", "dataset": "--dataset",
+                 "recording": "--recording", "source": "--source", "text": "--text",
+                 "corpus": "--corpus", "by": "--by", "atlas": "--atlas", "mesh": "--mesh",
+                 "lesion_map": "--lesion-map"}
+
+
+def _paths(value: Any) -> list[Any]:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [v for v in values if isinstance(v, (str, os.PathLike)) and str(v)]
+
+
+def check_command_paths(args: Any) -> None:
+    """The checks every command's paths get before it starts (:func:`flyviz.cli.main`
+    runs it): no name too long for the file system, and no output that is one of the
+    inputs or another output.
+
+    Parameters
+    ----------
+    args
+        The parsed options (an :class:`argparse.Namespace`).
+
+    Raises
+    ------
+    FileAccessError, InputError
+        One line naming the option and the path.
+    """
+    options = vars(args)
+    outputs = {dest: options[dest] for dest in OUTPUT_OPTIONS if options.get(dest) is not None}
+    inputs = {dest: options[dest] for dest in INPUT_OPTIONS if options.get(dest) is not None}
+    for dest, value in {**inputs, **outputs}.items():
+        label = OUTPUT_OPTIONS.get(dest) or INPUT_OPTIONS[dest]
+        for path in _paths(value):
+            check_name_lengths(path, label)
+    for n, (dest, value) in enumerate(outputs.items()):
+        label = OUTPUT_OPTIONS[dest]
+        others = {INPUT_OPTIONS[d]: v for d, v in inputs.items()}
+        others.update({OUTPUT_OPTIONS[d]: v for d, v in list(outputs.items())[n + 1:]})
+        for path in _paths(value):
+            check_not_input(path, others, label)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "wb", **kwargs: Any) -> Iterator[IO[Any]]:
+    """Write ``path`` through a temporary file beside it, renamed into place once the
+    ``with`` block ends without an error (so a full disk or a crash leaves the old file or
+    none, never a torn one). An :class:`OSError` becomes one :class:`FileAccessError`.
+
+    The temporary name keeps ``path``'s suffix (some writers look at it).
+    """
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        fd, name = tempfile.mkstemp(prefix=f".{path.name[:80]}.", suffix=f".part{path.suffix}",
+                                    dir=path.parent if str(path.parent) else ".")
+    except OSError as exc:
+        raise os_error(exc, path, "write") from None
+    tmp = Path(name)
+    try:
+        if os.chmod in os.supports_fd:
+            os.chmod(fd, 0o666 & ~_UMASK)
+        with os.fdopen(fd, mode, **kwargs) as handle:
+            yield handle
+            handle.flush()
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise os_error(exc, path, "write") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """``path.write_text(text)`` through :func:`atomic_write`."""
+    with atomic_write(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+
+
+def write_bytes_atomically(path: str | Path, data: bytes) -> None:
+    """``path.write_bytes(data)`` through :func:`atomic_write`."""
+    with atomic_write(path, "wb") as handle:
+        handle.write(data)
+
+
+__all__ = ["NAME_MAX", "atomic_write", "check_name_lengths", "check_not_input",
+           "check_command_paths", "check_output_path",
+           "check_regular", "is_disk_full", "open_regular", "os_error", "read_regular_bytes",
+           "same_file", "short_path", "write_bytes_atomically", "write_text_atomically"]

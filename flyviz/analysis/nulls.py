@@ -391,7 +391,8 @@ def describe_record(record: Any) -> str | None:
     """One line saying what a null is a null of (``flyviz info``), or ``None``."""
     if not isinstance(record, dict) or record.get("kind") not in NULL_KINDS:
         return None
-    source = record.get("source") if isinstance(record.get("source"), dict) else {}
+    given = record.get("source")
+    source: dict[str, Any] = given if isinstance(given, dict) else {}
     name = source.get("spec") or source.get("name") or "an unknown model"
     weights = str(source.get("weights_sha256") or "")[:12]
     swaps = f", {record['swaps']:,} swaps" if isinstance(record.get("swaps"), int) else ""

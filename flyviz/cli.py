@@ -38,6 +38,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("patch", "flyviz.commands.patch", "causal trace: where and when a prompt keeps its answer"),
     ("importance", "flyviz.commands.importance", "estimated lesions: every neuron's cost to a text"),
     ("circuit", "flyviz.commands.circuit", "the smallest circuit that keeps a task, measured"),
+    ("null", "flyviz.commands.null", "write a null model: the same model on a shuffled graph"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
 )

@@ -267,3 +267,74 @@ def warn_idle_interventions(applied: list[dict[str, Any]]) -> None:
             window = f"@{item.get('from', '')}:{item.get('to', '')}"
             print(f"flyviz: note: the {item['kind']} with window {window} never acted: the run "
                   f"has only positions before {item.get('from', 0)}", file=sys.stderr)
+
+
+NULLS_HELP = """\
+run the same work on N null models of the brain (the same parameters on a randomised
+graph, see 'flyviz null') and print the headline numbers real vs nulls: the nulls'
+mean ± sd, z = (real - mean) / sd and the empirical p = (1 + #nulls at least as
+extreme) / (1 + N). Each null is written to a temporary folder beside the result,
+loaded like any model (by every worker) and removed after its run.
+"""
+
+
+def add_null_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--nulls N``, ``--null-kind KIND`` and ``--null-seed S`` (real vs null models)."""
+    from flyviz.analysis.nulls import NULL_KINDS
+
+    group = parser.add_argument_group("null models", NULLS_HELP)
+    group.add_argument("--nulls", type=int, default=0, metavar="N",
+                       help="also run on N seeded null models (default 0: none), e.g. --nulls 5")
+    group.add_argument("--null-kind", choices=NULL_KINDS, default="degree",
+                       help="what the nulls keep (default degree: every in- and out-degree "
+                            "and the sign counts; see 'flyviz null --help')")
+    group.add_argument("--null-seed", type=int, default=0, metavar="S",
+                       help="the first null's seed; the others follow (default 0)")
+
+
+def null_seeds_from_args(args: argparse.Namespace) -> list[int]:
+    """The seeds ``--nulls``/``--null-seed`` name (``[]`` without ``--nulls``), checked."""
+    from flyviz.analysis.nulls import check_kind, null_seeds
+
+    check_kind(args.null_kind)
+    return null_seeds(args.nulls, args.null_seed)
+
+
+def lesion_headlines(rows: list[Any], baseline_cross_entropy: float
+                     ) -> dict[str, tuple[float, bool]]:
+    """The headline numbers of a lesion map (exact or estimated): name -> (value,
+    higher_is_more). The untouched cross-entropy counts lower as more extreme (a null
+    that predicts the text as well as the real wiring); a lesion's cost higher."""
+    costs = sorted((float(r.delta_ce) for r in rows), reverse=True)
+    top = min(5, len(costs))
+    return {"untouched CE": (float(baseline_cross_entropy), False),
+            "top group dCE": (costs[0] if costs else 0.0, True),
+            f"top-{top} dCE sum": (float(sum(costs[:top])), True)}
+
+
+def print_null_comparisons(real: dict[str, tuple[float, bool]],
+                           nulls: list[dict[str, tuple[float, bool]]],
+                           args: argparse.Namespace, unit: str = "nats/token") -> dict[str, Any]:
+    """Print one row per headline number, real vs nulls; return the comparisons."""
+    from flyviz.analysis.nulls import compare_to_nulls
+
+    seeds = null_seeds_from_args(args)
+    comparisons = {name: compare_to_nulls(value, [null[name][0] for null in nulls],
+                                          higher_is_more=higher)
+                   for name, (value, higher) in real.items()}
+    span = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+    print(f"\nreal vs {len(nulls)} {args.null_kind} null(s) ({span}), {unit}:")
+    width = max(len(name) for name in comparisons)
+    for name, comparison in comparisons.items():
+        print(f"  {name:<{width}}  {comparison.line()}")
+    return comparisons
+
+
+def run_nulls_from_args(args: argparse.Namespace, checkpoint: Any, work: Any, workdir: Path,
+                        log: Any = None) -> list[Any]:
+    """``work(null)`` on each null ``--nulls``/``--null-kind``/``--null-seed`` name, written
+    in a temporary folder under ``workdir`` (see :func:`flyviz.analysis.nulls.run_on_nulls`)."""
+    from flyviz.analysis.nulls import run_on_nulls
+
+    return run_on_nulls(checkpoint, args.null_kind, null_seeds_from_args(args), work,
+                        workdir=workdir, log=log)

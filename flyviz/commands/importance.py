@@ -11,10 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from flyviz.commands._options import (add_cluster_options, add_dataset_option,
-                                      add_kernel_option, check_cluster_options, kernel_from_args,
-                                      load_model_from_args)
+                                      add_kernel_option, add_null_options,
+                                      check_cluster_options, kernel_from_args,
+                                      lesion_headlines, load_model_from_args,
+                                      null_seeds_from_args, print_null_comparisons,
+                                      run_nulls_from_args)
 from flyviz.errors import InputError
 
 EPILOG = """\
@@ -70,6 +74,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"tokens per task (default {d.chunk_tokens:,})")
     parser.add_argument("--show", type=int, default=30, metavar="N",
                         help="rows of the sorted table to print (default 30; 0 prints all)")
+    add_null_options(parser)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -89,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     settings = ImportanceSettings(context=args.context, chunk_tokens=args.chunk_tokens,
                                   kernel=kernel_from_args(args)).validate()
     check_by(args.by)
+    null_seeds = null_seeds_from_args(args)
     require_dask("flyviz importance", args.workers, args.scheduler)  # before any work
     check_cluster_options(args)
     out = args.out.expanduser()
@@ -124,4 +130,16 @@ def run(args: argparse.Namespace) -> int:
     paths = ", ".join(str(p) for p in result.paths.values())
     print(f"written to {paths}: {ckpt.config.neurons:,} neurons, {len(result.rows):,} groups, "
           f"{result.seconds:.1f} s ({result.workers} worker(s))")
+    if null_seeds:
+        def work(null: Any) -> dict[str, tuple[float, bool]]:
+            # The groups again on the null: a query such as sign:inhibitory reads the graph.
+            run = run_importance(null.spec, null.checkpoint, corpus,
+                                 sweep_groups(null.checkpoint, args.by),
+                                 Path(null.spec).with_suffix(".csv"), settings, by=str(args.by),
+                                 workers=args.workers, scheduler=args.scheduler)
+            return lesion_headlines(run.rows, run.baseline_cross_entropy)
+
+        found = run_nulls_from_args(args, ckpt, work, out.parent, log)
+        print_null_comparisons(lesion_headlines(result.rows, result.baseline_cross_entropy),
+                               found, args)
     return 0

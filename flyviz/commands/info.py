@@ -67,6 +67,7 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
                                   "recomputed": recomputed,
                                   "agree": all(model_frozen[k] == (recomputed or dataset_frozen)[k]
                                                for k in shared) if shared else None},
+        "null_model": ckpt.metadata.get("null_model"),
         "digests": dict(ckpt.digests),
         "metadata": {k: v for k, v in ckpt.metadata.items() if isinstance(v, (str, int, float))},
     }
@@ -105,6 +106,10 @@ def _text(info: dict[str, Any]) -> str:
     description = info["metadata"].get("description")
     if description:  # e.g. the demo brain says that its wiring is synthetic
         lines.insert(1, ("about", description))
+    if info["null_model"]:  # written by flyviz null: what it is a null of
+        from flyviz.analysis.nulls import describe_record
+
+        lines.insert(1, ("null model", describe_record(info["null_model"]) or "unreadable record"))
     width = max(len(k) for k, _ in lines)
     out = [f"{k:<{width}}  {v}" for k, v in lines]
     if info["digests"]:

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from flyviz.commands._options import (BATCH_KERNEL_HELP, add_cluster_options,
-                                      add_dataset_option, add_kernel_option,
+                                      add_dataset_option, add_kernel_option, add_null_options,
                                       check_cluster_options, kernel_from_args,
-                                      load_model_from_args)
+                                      lesion_headlines, load_model_from_args,
+                                      null_seeds_from_args, print_null_comparisons,
+                                      run_nulls_from_args)
 from flyviz.errors import InputError
 
 EPILOG = """\
@@ -96,6 +98,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "RESULT.estimate.EXT, .estimate.neurons.EXT and .estimate.zarr) "
                              "and print the Spearman rank correlation and the sign agreement "
                              "of the estimate with the exact table (silence only)")
+    add_null_options(parser)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -121,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                              chunk_tokens=args.chunk_tokens,
                              kernel=kernel_from_args(args)).validate()
     check_by(args.by)
+    null_seeds = null_seeds_from_args(args)
     require_dask("flyviz sweep", args.workers, args.scheduler)  # before any work
     check_cluster_options(args)  # fail in one line before reading anything
     out = args.out.expanduser()
@@ -164,9 +168,27 @@ def run(args: argparse.Namespace) -> int:
     print(f"written to {result.path}: {len(result.rows):,} groups in {result.passes:,} pass(es), "
           f"{result.seconds:.1f} s ({result.group_tokens_per_second:,.0f} group-tokens/s, "
           f"{result.workers} worker(s){resumed})")
+    if null_seeds:
+        _nulls(args, ckpt, corpus, out, settings, result, log)
     if args.estimate:
         return _estimate(args, ckpt, corpus, groups, out, settings, dataset, result.rows, log)
     return 0
+
+
+def _nulls(args: argparse.Namespace, ckpt: Any, corpus: Any, out: Path, settings: Any,
+           real: Any, log: Any) -> None:
+    """``--nulls N``: the same sweep on each null, and the headline numbers real vs nulls."""
+    from flyviz.analysis.sweep import run_sweep, sweep_groups
+
+    def work(null: Any) -> dict[str, tuple[float, bool]]:
+        # The groups again on the null: a query such as sign:inhibitory reads the graph.
+        run = run_sweep(null.spec, null.checkpoint, corpus, sweep_groups(null.checkpoint, args.by),
+                        Path(null.spec).with_suffix(".csv"), settings, by=str(args.by),
+                        workers=args.workers, scheduler=args.scheduler)
+        return lesion_headlines(run.rows, run.baseline_cross_entropy)
+
+    found = run_nulls_from_args(args, ckpt, work, out.parent, log)
+    print_null_comparisons(lesion_headlines(real.rows, real.baseline_cross_entropy), found, args)
 
 
 def _estimate(args: argparse.Namespace, ckpt: Any, corpus: Any, groups: list, out: Path,

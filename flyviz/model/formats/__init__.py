@@ -126,6 +126,28 @@ def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
     """
     folder = Path(folder)
     layout = detect_layout(folder)
+    ckpt = _load_layout(folder, layout, dataset_dir=dataset_dir, tokenizer_path=tokenizer_path,
+                        name=name)
+    record = _null_record(folder, layout)
+    if record is not None:  # a null model written by flyviz null: say what it is a null of
+        ckpt.metadata["null_model"] = record
+    return ckpt
+
+
+def _null_record(folder: Path, layout: str) -> dict | None:
+    """The ``flyviz_null`` record of a folder's manifest (``config.json`` for ngxson's
+    layout), or ``None``."""
+    path = folder / ("config.json" if layout == LAYOUT_HF else "manifest.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    record = data.get("flyviz_null") if isinstance(data, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def _load_layout(folder: Path, layout: str, *, dataset_dir: str | Path | None,
+                 tokenizer_path: str | Path | None, name: str | None) -> Checkpoint:
     if layout == LAYOUT_HF:
         # The checkpoint has its own graph; a dataset next to it only adds soma positions.
         if dataset_dir is not None:

@@ -1,0 +1,79 @@
+"""``flyviz null SPEC --kind degree|sign|weights|erdos --seed S --out DIR``: a null model.
+
+Writes the model again with only its recurrent graph randomised (see
+:mod:`flyviz.analysis.nulls`): the same embeddings, neuron parameters and
+readout, in the model's own layout, as a new folder that every command loads
+like the real model. ``flyviz info DIR`` says what it is a null of.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from flyviz.commands._options import add_dataset_option
+
+EPILOG = """\
+what each kind keeps (everything but the recurrent graph is the model's own):
+  degree   every neuron's in- and out-degree, each synapse's presynaptic neuron and
+           weight (so the excitatory and inhibitory counts): ~10 x edges double
+           edge swaps a->b, c->d => a->d, c->b, no self-loops or duplicates
+  sign     the synapses and their magnitudes; the signs shuffled over the edges
+  weights  the synapses; the weights permuted over them
+  erdos    the number of synapses and the weights; uniformly random endpoints
+The same seed writes the identical null. DIR must not exist; it holds the model in
+its layout with the graph in DIR/dataset.
+
+examples:
+  flyviz null demo --kind degree --seed 1 --out nulls/degree-1
+  flyviz info nulls/degree-1
+  flyviz generate nulls/degree-1 --prompt "Once upon a time"
+  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out l.csv --nulls 5
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz null``."""
+    from flyviz.analysis.nulls import NULL_KINDS
+
+    parser.add_argument("spec", metavar="SPEC",
+                        help="the real model: a folder, a hub repo id or 'demo'")
+    parser.add_argument("--kind", choices=NULL_KINDS, default="degree",
+                        help="what the null keeps (default degree; see below)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S",
+                        help="the null's seed, a whole number >= 0 (default 0), e.g. --seed 3")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="the new folder to write, e.g. --out nulls/degree-3")
+    add_dataset_option(parser)
+    parser.add_argument("--json", action="store_true",
+                        help="print what was written as one JSON object")
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the options, load the model, write its null and say what was written."""
+    from pathlib import Path
+
+    from flyviz.analysis.nulls import (check_kind, check_output_folder, check_seed,
+                                       describe_record, write_checkpoint_null)
+    from flyviz.commands._options import load_model_from_args
+
+    check_kind(args.kind)
+    seed = check_seed(args.seed)
+    out = check_output_folder(Path(args.out), args.spec)  # before the model loads
+    started = time.perf_counter()
+    ckpt = load_model_from_args(args)
+    written = write_checkpoint_null(ckpt, args.kind, seed, out, source_spec=args.spec)
+    seconds = time.perf_counter() - started
+    from flyviz.model.resolve import load_model
+
+    record = load_model(str(written)).metadata.get("null_model") or {}
+    if args.json:
+        print(json.dumps({"out": str(written), "layout": ckpt.layout, "seconds": seconds,
+                          "null_model": record}, indent=2))
+        return 0
+    print(f"wrote {describe_record(record)} to {written} ({ckpt.layout}, "
+          f"{ckpt.n_edges:,} synapses, {seconds:.1f} s)")
+    return 0

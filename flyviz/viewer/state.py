@@ -386,13 +386,17 @@ class ViewerState:
 
     # ------------------------------------------------------------ colours
     def add_colour_layer(self, key: str, title: str, build: LayerBuilder, tip: str = "",
-                         available: bool = True) -> ColourLayerEntry:
-        """Offer a *Colour by* entry ``key`` whose layer ``build()`` makes when it is chosen."""
-        if key in self._entries:
+                         available: bool = True, *, replace: bool = False) -> ColourLayerEntry:
+        """Offer a *Colour by* entry ``key`` whose layer ``build()`` makes when it is chosen
+        (``replace``: an entry of that key may be there; a shown one is built again)."""
+        if key in self._entries and not replace:
             raise ViewerError(f"a colour layer named {key!r} already exists")
+        if key == STATE and key in self._entries:
+            raise ViewerError("the live state's colour layer cannot be replaced")
         entry = ColourLayerEntry(key, title, build, tip, bool(available))
         self._entries[key] = entry
         self.events.colour_layers.emit(key)
+        self.refresh_layer(key)
         return entry
 
     def offer_layer(self, key: str, build: LayerBuilder, available: bool = True

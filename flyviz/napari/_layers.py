@@ -58,9 +58,11 @@ def layer_data(source: "BrainSource | ViewerState", token: int = 0
                      "metadata": {METADATA_KEY: {"source": source, "state": source.state,
                                                  "role": "tokens"}}},
                     "image"))
-        quantities = ["signed", *([DELTA] if DELTA in source.quantities else [])]
+        # The state's colour layer, and a comparison's Δx beside it.
+        quantities = [source.quantity, *([DELTA] if DELTA in source.quantities
+                                         and source.quantity != DELTA else [])]
     else:
-        quantities = [source.quantities[0]] if source.quantities else [None]
+        quantities = [source.quantity] if source.quantities else [None]
     for quantity in quantities:
         face = (source.rgba(quantity, token) if quantity is not None
                 else np.full((len(coords), 4), 0.6, np.float32))

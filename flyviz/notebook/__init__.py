@@ -69,29 +69,35 @@ class BrainWidget(RemoteFrameBuffer):
     Parameters
     ----------
     recording
-        A :class:`~flyviz.record.recording.Recording` or the path of a ``.flyrec``.
+        A :class:`~flyviz.record.recording.Recording`, the path of a ``.flyrec``, or a
+        :class:`~flyviz.viewer.state.ViewerState` to show as it is (the window's, a
+        script's: its token, colour layer, highlight, selection and camera).
     model
         The model it was made with (its anatomy places the neurons); by default
         the one the recording names, when it loads without a download.
     size
         ``(width, height)`` of the frames, in pixels.
     quantity
-        The colour quantity: ``"signed"`` (default), ``"abs"``, or ``"delta"``
-        for a comparison.
+        The colour quantity: ``"signed"``, ``"abs"``, or ``"delta"`` for a
+        comparison; default: ``"signed"`` (a given state's own colour layer).
     gl
         The offscreen OpenGL (``"egl"``, ``"default"``, ``"osmesa"``; default: the first
         that works). Without any, one :class:`~flyviz.errors.ExportError` line says so.
     """
 
     def __init__(self, recording: Any, model: Any = None, *, size: tuple[int, int] = (640, 400),
-                 quantity: str = "signed", gl: str | None = None, **kwargs: Any) -> None:
+                 quantity: str | None = None, gl: str | None = None, **kwargs: Any) -> None:
         require_notebook()
         from flyviz.brain_source import BrainSource, resolve_model, state_for
         from flyviz.render.offscreen import check_size, offscreen_app
         from flyviz.viewer.layers import drawing_anatomy
+        from flyviz.viewer.state import ViewerState
 
         super().__init__(**kwargs)
-        if isinstance(recording, (str, Path)):
+        given_state = isinstance(recording, ViewerState)
+        if given_state:
+            self.source = BrainSource.from_state(recording, recording.model_name or "run")
+        elif isinstance(recording, (str, Path)):
             self.source = BrainSource.open(recording, model=model)
         else:
             spec = str(recording.metadata.get("model", ""))
@@ -112,8 +118,9 @@ class BrainWidget(RemoteFrameBuffer):
         self._renderer: Any = None
         self._drag: tuple[float, float] | None = None
         self._thread: threading.Thread | None = None
-        self.source.show(quantity)
-        if self.source.tokens:
+        if quantity is not None or not given_state:
+            self.source.show(quantity or "signed")
+        if self.source.tokens and not given_state:
             self.state.index = self.source.tokens - 1
 
         self.slider = ipywidgets.IntSlider(value=self.token, min=0, max=max(self.source.tokens - 1, 0),

@@ -55,7 +55,7 @@ LABEL_COLUMNS = ("superclass", "cell_type", "side", "body_id")
 
 #: The embedded hosts' look: point size and glow of flyviz's plain
 #: :class:`~flyviz.render.style.CloudStyle` (the notebook widget's frames, as before).
-HOST_DISPLAY = {"point_size": 3.0, "glow": 1.0}
+HOST_DISPLAY: dict[str, float] = {"point_size": 3.0, "glow": 1.0}
 
 #: The activation quantities, the recorded state coloured by each colour mode.
 ACTIVATION_QUANTITIES = ("signed", "abs")
@@ -120,7 +120,8 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
     if atlas is not None and atlas.neurons != n:
         raise RecordingError(f"the atlas has {atlas.neurons:,} neurons but the model's "
                              f"anatomy has {n:,}")
-    state = ViewerState(DisplaySettings(**HOST_DISPLAY))
+    state = ViewerState(DisplaySettings(point_size=HOST_DISPLAY["point_size"],
+                                        glow=HOST_DISPLAY["glow"]))
     state.range_scope = "recording"
     if model is not None and int(model.neurons) != n:
         model = None
@@ -132,10 +133,14 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
     if atlas is not None:
         state.atlas = atlas
         for stat in ATLAS_STATISTICS:
-            state.offer_layer(atlas_key(stat), lambda stat=stat: atlas_layer(atlas, stat))
+            state.offer_layer(atlas_key(stat), _atlas_builder(atlas, stat))
         if recording is None:
             state.colour_by = atlas_key(next(iter(ATLAS_STATISTICS)))
     return state
+
+
+def _atlas_builder(atlas: "Atlas", statistic: str) -> Any:
+    return lambda: atlas_layer(atlas, statistic)
 
 
 def open_state(path: str | Path, model: "Model | None" = None) -> ViewerState:
@@ -195,7 +200,9 @@ class BrainSource:
     @property
     def anatomy(self) -> "Anatomy":
         """Where the neurons are drawn (the state's)."""
-        return self.state.anatomy
+        anatomy = self.state.anatomy
+        assert anatomy is not None      # checked when the source was made
+        return anatomy
 
     @property
     def recording(self) -> "Recording | None":

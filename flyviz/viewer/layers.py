@@ -16,8 +16,8 @@ key                    rule
                        symmetric automatic scale; nothing where the untouched run
                        has no frame — :func:`delta_layer`
 ``atlas:<statistic>``  an atlas statistic; the mean on the signed colours, the
-                       others sequential; the density over its own 0..1, the
-                       others automatic; NaN drawn at zero — :func:`atlas_layer`
+                       others sequential, from zero; automatic scale (the 99th
+                       percentile); NaN drawn at zero — :func:`atlas_layer`
 ``importance``         a lesion map's ΔCE per neuron (its group's); linear from 0
                        or log10; ≤ 0 and NaN at the bottom — :func:`importance_layer`
 ``estimate``           the per-neuron ΔCE_est, as ``importance`` — :func:`estimate_layer`
@@ -151,10 +151,13 @@ def atlas_layer(atlas: "Atlas", statistic: str) -> ColourLayer:
 
     The mean is an activation, shown in the signed activation colours on a
     symmetric automatic scale; the others are amounts, on the sequential
-    colormap from zero. The density is a share of tokens, so its range is its
-    own 0..1: a colour is the same share in every atlas and every view (the
-    automatic scale's 99th percentile gave 0.98 on the demo atlas: the same
-    picture). The others have no natural top: automatic (the 99th percentile).
+    colormap from zero, automatic (the 99th percentile is the top of the bar).
+    The density too, though a share of tokens could be drawn over a fixed
+    0..1 (napari's rule before the hosts shared this one): on a sparse model
+    few neurons come near 1, and a 0..1 bar leaves most of the cloud dark with
+    the sparse neurons told apart by nothing; the percentile spreads the
+    colours over the densities there are, as for every other amount, and the
+    caption says it is a share (on the demo atlas the two tops are 0.98 and 1).
 
     A neuron the atlas has no value for (NaN: never active, a zero spread) is
     drawn at zero. Why not keep the NaN: the cloud's shader has no colour for
@@ -171,9 +174,8 @@ def atlas_layer(atlas: "Atlas", statistic: str) -> ColourLayer:
     threshold = atlas.info.get("density_threshold")
     caption = caption.format(threshold=f"{float(threshold):g}" if threshold is not None else "t")
     values = np.nan_to_num(atlas.statistic(statistic), nan=0.0, posinf=0.0, neginf=0.0)
-    scale = ColourScale.given(0.0, 1.0) if statistic == "density" else ColourScale.auto()
     return ColourLayer.static(atlas_key(statistic), values, colormap=colormap, label=caption,
-                              scale=scale)
+                              scale=ColourScale.auto())
 
 
 # ---------------------------------------------------------------- lesions

@@ -1,8 +1,11 @@
 """What is shown, as one evented Qt-free value: :class:`ViewerState`.
 
-The window, the movie exporter, offscreen figures and (to come) the notebook
+The window, the movie exporter, offscreen stills and figures, the notebook
 widget and the napari plugin all read the same state; none of them keeps its
-own copy of "what is on screen". Views bind to :attr:`ViewerState.events`
+own copy of "what is on screen", and
+:meth:`FrameRenderer.for_state <flyviz.render.offscreen.FrameRenderer.for_state>`
+is the one path from a state to pixels. The colour layers it offers are the
+kinds of :mod:`flyviz.viewer.layers`. Views bind to :attr:`ViewerState.events`
 (psygnal signals, emitted synchronously after a change) and write back to the
 state when the user changes something. Setting a bad value raises
 :class:`~flyviz.viewer.settings.ViewerError` (one line, a

@@ -464,19 +464,19 @@ def export_movie(recording: "Recording | ViewerState | str | Path", path: str | 
             return export_state(recording, path, export_options, progress=progress, gl=gl)
     if not isinstance(recording, Recording):
         recording = Recording.load(recording)
-    if model is not None:
-        if model.neurons != recording.neurons:
-            raise RecordingError(f"the recording has {recording.neurons:,} neurons but "
-                                 f"{model.name} has {model.neurons:,}; pass the model it was "
-                                 "recorded with")
-        anatomy = model.drawing_anatomy()
-    else:
-        from flyviz.model.layout import ball_layout
+    if model is not None and model.neurons != recording.neurons:
+        raise RecordingError(f"the recording has {recording.neurons:,} neurons but "
+                             f"{model.name} has {model.neurons:,}; pass the model it was "
+                             "recorded with")
+    from flyviz.viewer.layers import drawing_anatomy
 
-        warnings.warn("export_movie got no model: neurons are placed on a generic layout; pass "
-                      "model=flyviz.load(...) to draw them where they are", stacklevel=2)
-        anatomy = ball_layout(recording.neurons)
-    return export_recording(recording, anatomy, path, export_options, progress=progress, gl=gl)
+    placement = drawing_anatomy(model, recording.neurons, "export_movie",
+                                missing="no model was given (pass model=flyviz.load(...) to "
+                                        "draw the neurons where they are)")
+    if placement.note is not None:
+        warnings.warn(placement.note, stacklevel=2)
+    return export_recording(recording, placement.anatomy, path, export_options,
+                            progress=progress, gl=gl)
 
 
 def causal_trace(model: "Model | Checkpoint | str | Path", clean: str, corrupt: str,

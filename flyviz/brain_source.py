@@ -1,28 +1,28 @@
-"""What the napari plugin and the notebook widget show: one brain, its labels and its colours.
+"""What the napari plugin and the notebook widget show: a view of one :class:`ViewerState`.
 
-:class:`BrainSource` is the small adapter between flyviz's recordings and
-the two hosts that embed flyviz's picture of the brain (:mod:`flyviz.napari`
-and :mod:`flyviz.notebook`). It answers the questions they both ask, and
-nothing else:
+The two hosts that embed flyviz's picture of the brain (:mod:`flyviz.napari`
+and :mod:`flyviz.notebook`) render a :class:`~flyviz.viewer.state.ViewerState`,
+as the window, movies and figures do. This module makes their states
+(:func:`state_for`, :func:`open_state`: a recording or an atlas, the neurons
+placed by :func:`flyviz.viewer.layers.drawing_anatomy`) and
+:class:`BrainSource` answers what they ask of one:
 
 * where the neurons are (:attr:`BrainSource.positions_um`, the neurons with
   a known soma only) and what they are (:meth:`BrainSource.features`:
   superclass, cell type, side, body id, and an atlas's statistics);
 * which colour quantities there are (:attr:`BrainSource.quantities`:
-  ``"signed"`` h, ``"abs"`` |h|, ``"delta"`` Δx of a comparison, ``"atlas:mean"``...),
-  each a :class:`~flyviz.render.style.ColourLayer`;
+  ``"signed"`` h, ``"abs"`` |h|, then the state's colour layers: ``"delta"``
+  of a comparison, ``"atlas:mean"``..., each built by
+  :mod:`flyviz.viewer.layers`, the registry every view uses);
 * the colours of one token (:meth:`BrainSource.rgba`), in flyviz's
   colormaps (:mod:`flyviz.render.colormaps`) over one range per quantity for
-  the whole recording, the range a movie of it uses
-  (:meth:`ColourLayer.recording_range`), so a colour means the same value at
-  every token;
+  the whole recording, the range a movie of it uses (the state's
+  :attr:`~flyviz.viewer.state.ViewerState.range_scope` is ``"recording"``),
+  so a colour means the same value at every token;
 * the text at a token (:meth:`BrainSource.token_text`).
 
 The recording stays memory-mapped: a colour is computed from one token's
 state when it is asked for, and nothing of the other tokens is read.
-
-When flyviz's Qt-free viewer state lands, this class is where the hosts
-switch to it: they read only the names above.
 
 Nothing here imports Qt or vispy.
 """
@@ -30,7 +30,6 @@ Nothing here imports Qt or vispy.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,9 @@ import numpy as np
 
 from flyviz.errors import InputError, RecordingError
 from flyviz.render.colormaps import lut
-from flyviz.render.style import ColourLayer, ColourScale, activation_layer
+from flyviz.render.style import ColourLayer, activation_layer
+from flyviz.viewer.layers import ATLAS_STATISTICS, DELTA, atlas_key, atlas_layer, delta_layer
+from flyviz.viewer.state import STATE, ViewerState
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.atlas import Atlas
@@ -46,11 +47,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
 
+__all__ = ["DELTA", "HOST_DISPLAY", "LABEL_COLUMNS", "BrainSource", "colours", "is_atlas_dir",
+           "open_state", "resolve_model", "state_for"]
+
 #: Label columns of :meth:`BrainSource.features`, in order.
 LABEL_COLUMNS = ("superclass", "cell_type", "side", "body_id")
 
-#: Colour quantity of a comparison's difference (intervened minus untouched state).
-DELTA = "delta"
+#: The embedded hosts' look: point size and glow of flyviz's plain
+#: :class:`~flyviz.render.style.CloudStyle` (the notebook widget's frames, as before).
+HOST_DISPLAY: dict[str, float] = {"point_size": 3.0, "glow": 1.0}
+
+#: The activation quantities, the recorded state coloured by each colour mode.
+ACTIVATION_QUANTITIES = ("signed", "abs")
 
 
 def is_atlas_dir(path: str | Path) -> bool:
@@ -66,19 +74,6 @@ def is_atlas_dir(path: str | Path) -> bool:
             except OSError:
                 return False
     return False
-
-
-def _delta_layer(recording: "Recording") -> ColourLayer:
-    baseline = recording.baseline
-    assert baseline is not None
-
-    def source(rec: Any, index: int) -> np.ndarray | None:
-        if index < 0 or index >= min(len(rec), len(baseline)):
-            return None
-        return rec.state(index) - baseline.state(index)
-
-    return ColourLayer(name=DELTA, colormap="difference", label="Δx, intervened − untouched",
-                       source=source)
 
 
 def resolve_model(spec: str) -> "Model | None":
@@ -103,14 +98,63 @@ def resolve_model(spec: str) -> "Model | None":
         return None
 
 
-@dataclass
+def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
+              atlas: "Atlas | None" = None, *, model: Any = None, name: str = "") -> ViewerState:
+    """A viewer state of ``recording`` (and an ``atlas``) as the embedded hosts show them.
+
+    The colour range is one over the whole recording (``range_scope="recording"``),
+    the look :data:`HOST_DISPLAY`; a comparison offers its Δ layer, an atlas its
+    statistics (coloured by the mean when there is no recording).
+
+    Raises
+    ------
+    RecordingError
+        When the anatomy, the recording and the atlas disagree on the number of neurons.
+    """
+    from flyviz.viewer.settings import DisplaySettings
+
+    n = int(anatomy.positions.shape[0])
+    if recording is not None and recording.neurons != n:
+        raise RecordingError(f"the recording has {recording.neurons:,} neurons but its "
+                             f"model's anatomy has {n:,}; open it with the model it was made with")
+    if atlas is not None and atlas.neurons != n:
+        raise RecordingError(f"the atlas has {atlas.neurons:,} neurons but the model's "
+                             f"anatomy has {n:,}")
+    state = ViewerState(DisplaySettings(point_size=HOST_DISPLAY["point_size"],
+                                        glow=HOST_DISPLAY["glow"]))
+    state.range_scope = "recording"
+    if model is not None and int(model.neurons) != n:
+        model = None
+    state.set_model(model, anatomy, name=name or getattr(model, "name", "") or "", neurons=n)
+    if recording is not None:
+        state.set_recording(recording)
+        if recording.baseline is not None:
+            state.offer_layer(DELTA, delta_layer)
+    if atlas is not None:
+        state.atlas = atlas
+        for stat in ATLAS_STATISTICS:
+            state.offer_layer(atlas_key(stat), _atlas_builder(atlas, stat))
+        if recording is None:
+            state.colour_by = atlas_key(next(iter(ATLAS_STATISTICS)))
+    return state
+
+
+def _atlas_builder(atlas: "Atlas", statistic: str) -> Any:
+    return lambda: atlas_layer(atlas, statistic)
+
+
+def open_state(path: str | Path, model: "Model | None" = None) -> ViewerState:
+    """The viewer state of a ``.flyrec`` file or an atlas folder (see :class:`BrainSource`)."""
+    return BrainSource.open(path, model).state
+
+
 class BrainSource:
-    """One brain to show: positions, labels and per-token colours of a recording (or an atlas).
+    """One viewer state as the napari plugin and the notebook widget read it.
 
     Parameters
     ----------
     anatomy
-        Where the neurons are drawn (``Model.drawing_anatomy()``).
+        Where the neurons are drawn (:func:`flyviz.viewer.layers.drawing_anatomy`).
     recording
         The run whose states colour the neurons, or ``None`` (an atlas alone).
     atlas
@@ -118,6 +162,9 @@ class BrainSource:
         its statistics become features and colour quantities.
     name
         A short name for the layers (the file's stem).
+    state
+        The :class:`~flyviz.viewer.state.ViewerState` to read instead of one made
+        of the three above (see :meth:`from_state`).
 
     Raises
     ------
@@ -125,40 +172,47 @@ class BrainSource:
         When the anatomy, the recording and the atlas disagree on the number of neurons.
     """
 
-    anatomy: "Anatomy"
-    recording: "Recording | None" = None
-    atlas: "Atlas | None" = None
-    name: str = "flyviz"
-    _ranges: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
-    _layers: dict[str, ColourLayer] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        n = int(self.anatomy.positions.shape[0])
-        if self.recording is not None and self.recording.neurons != n:
-            raise RecordingError(f"the recording has {self.recording.neurons:,} neurons but its "
-                                 f"model's anatomy has {n:,}; open it with the model it was made with")
-        if self.atlas is not None and self.atlas.neurons != n:
-            raise RecordingError(f"the atlas has {self.atlas.neurons:,} neurons but the model's "
-                                 f"anatomy has {n:,}")
+    def __init__(self, anatomy: "Anatomy | None" = None, recording: "Recording | None" = None,
+                 atlas: "Atlas | None" = None, name: str = "flyviz", *,
+                 state: ViewerState | None = None) -> None:
+        if state is None:
+            if anatomy is None:
+                raise InputError("a brain source needs the anatomy or a viewer state")
+            state = state_for(anatomy, recording, atlas, name=name)
+        if state.anatomy is None:
+            raise InputError("the viewer state shows no model with neuron positions; "
+                             "state.set_model(model) first")
+        #: The viewer state shown.
+        self.state = state
+        self.name = name
+        #: Why the neurons are not at their soma positions (a stand-in layout), or ``None``.
+        self.note: str | None = None
+        self._ranges: dict[str, tuple[float, float]] = {}
+        self._layers: dict[str, ColourLayer] = {}
         #: Indices of the neurons drawn (known soma), in the order of every per-point array.
-        self.shown = np.flatnonzero(np.asarray(self.anatomy.valid, dtype=bool))
-        layers: dict[str, ColourLayer] = {}
-        if self.recording is not None:
-            layers["signed"] = activation_layer("signed")
-            layers["abs"] = activation_layer("abs")
-            if self.recording.baseline is not None:
-                layers[DELTA] = _delta_layer(self.recording)
-        if self.atlas is not None:
-            from flyviz.analysis.atlas import STATISTICS
+        self.shown = np.flatnonzero(np.asarray(state.anatomy.valid, dtype=bool))
 
-            for stat in STATISTICS:
-                values = self.atlas.statistic(stat)
-                colormap = "signed" if stat == "mean" else "sequential"
-                scale = ColourScale.given(0.0, 1.0) if stat == "density" else ColourScale.auto()
-                layers[f"atlas:{stat}"] = ColourLayer.static(f"atlas:{stat}", values,
-                                                             colormap=colormap, label=stat,
-                                                             scale=scale)
-        self._layers = layers
+    @classmethod
+    def from_state(cls, state: ViewerState, name: str = "flyviz") -> "BrainSource":
+        """The source reading ``state``."""
+        return cls(name=name, state=state)
+
+    @property
+    def anatomy(self) -> "Anatomy":
+        """Where the neurons are drawn (the state's)."""
+        anatomy = self.state.anatomy
+        assert anatomy is not None      # checked when the source was made
+        return anatomy
+
+    @property
+    def recording(self) -> "Recording | None":
+        """The state's recording, or ``None`` for an atlas alone."""
+        return self.state.recording if len(self.state.recording) or self.atlas is None else None
+
+    @property
+    def atlas(self) -> "Atlas | None":
+        """The state's atlas, or ``None``."""
+        return self.state.atlas
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -182,6 +236,8 @@ class BrainSource:
         flyviz.analysis.atlas.AtlasError
             An atlas that cannot be read.
         """
+        from flyviz.viewer.layers import drawing_anatomy
+
         p = Path(path)
         recording = None
         atlas = None
@@ -200,19 +256,20 @@ class BrainSource:
             spec, neurons = str(recording.metadata.get("model", "")), recording.neurons
         if model is None:
             model = resolve_model(spec)
-        if model is not None and model.neurons == neurons:
-            anatomy = model.drawing_anatomy()
-        else:
-            from flyviz.model.layout import ball_layout
-
-            warnings.warn(f"{p.name}: its model {spec or '(unnamed)'} could not be loaded here; "
-                          "neurons are placed on a generic layout", stacklevel=2)
-            anatomy = ball_layout(neurons)
+        placement = drawing_anatomy(
+            model, neurons, p.name,
+            missing=f"its model {spec or '(unnamed)'} could not be loaded here")
+        if placement.note is not None:
+            warnings.warn(placement.note, stacklevel=2)
         if atlas is not None and model is not None and model.neurons == neurons:
             note = atlas.mismatch(model.checkpoint)
             if note is not None:
                 warnings.warn(note, stacklevel=2)
-        return cls(anatomy, recording, atlas, name=p.stem or p.name)
+        name = p.stem or p.name
+        source = cls(state=state_for(placement.anatomy, recording, atlas, model=model, name=name),
+                     name=name)
+        source.note = placement.note
+        return source
 
     # ------------------------------------------------------------ reading
     @property
@@ -222,37 +279,60 @@ class BrainSource:
 
     @property
     def quantities(self) -> tuple[str, ...]:
-        """The colour quantities this source can show, the default first."""
-        return tuple(self._layers)
+        """The colour quantities this source can show, the default first: ``"signed"`` and
+        ``"abs"`` (the recorded state), then the state's offered colour layers."""
+        own = ACTIVATION_QUANTITIES if self.recording is not None else ()
+        return own + tuple(key for key, entry in self.state.colour_layers.items()
+                           if key != STATE and entry.available)
+
+    @property
+    def quantity(self) -> str:
+        """The quantity the state shows now."""
+        state = self.state
+        return state.display.mode if state.colour_by == STATE else state.colour_by
+
+    def show(self, quantity: str) -> None:
+        """Make the state show ``quantity`` (one of :attr:`quantities`)."""
+        self.layer(quantity)
+        if quantity in ACTIVATION_QUANTITIES:
+            self.state.display.mode = quantity
+            self.state.colour_by = STATE
+        else:
+            self.state.colour_by = quantity
 
     def add_quantity(self, name: str, values: np.ndarray, *, colormap: str = "sequential",
                      label: str = "") -> str:
         """Add a quantity with the same per-neuron ``values`` at every token (e.g. a trace's
-        summed node flows, an importance); returns its name.
+        summed node flows, an importance) to the state; returns its name.
 
         Raises
         ------
         InputError
             For values that are not one number per neuron, or an unknown colormap.
         """
-        values = np.asarray(values, dtype=np.float32)
-        if values.shape != (self.anatomy.positions.shape[0],):
-            raise InputError(f"{name}: {values.shape} values given; colouring needs one per neuron "
-                             f"({self.anatomy.positions.shape[0]:,})")
-        try:
-            self._layers[name] = ColourLayer.static(name, values, colormap=colormap, label=label)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
+        from flyviz.viewer.layers import values_layer
+
+        layer = values_layer(name, values, self.anatomy.positions.shape[0], colormap=colormap,
+                             label=label)
+        self.state.add_colour_layer(name, label or name, lambda: layer, replace=True)
+        self._layers.pop(name, None)
         self._ranges.pop(name, None)
         return name
 
     def layer(self, quantity: str) -> ColourLayer:
         """The :class:`~flyviz.render.style.ColourLayer` of a quantity."""
-        try:
-            return self._layers[quantity]
-        except KeyError:
+        found = self._layers.get(quantity)
+        if found is not None:
+            return found
+        if quantity in ACTIVATION_QUANTITIES and self.recording is not None:
+            found = activation_layer(quantity, self.state.display.scale)
+        elif quantity in self.quantities:
+            found = self.state.layer_of(quantity)
+        else:
             raise InputError(f"unknown colour quantity {quantity!r}; choose one of "
-                             f"{', '.join(self._layers) or '(none)'}") from None
+                             f"{', '.join(self.quantities) or '(none)'}")
+        self._layers[quantity] = found
+        return found
 
     @property
     def positions_um(self) -> np.ndarray:
@@ -260,7 +340,8 @@ class BrainSource:
         return self.anatomy.positions_um()[self.shown]
 
     def features(self) -> dict[str, np.ndarray]:
-        """Per shown neuron: ``neuron`` (its index), the labels, and an atlas's statistics."""
+        """Per shown neuron: ``neuron`` (its index), the labels, and an atlas's statistics
+        (as stored, NaN included: these are values to read, not colours)."""
         a, idx = self.anatomy, self.shown
 
         def labels(values: list[str] | None) -> np.ndarray:
@@ -285,12 +366,7 @@ class BrainSource:
 
     def values(self, quantity: str, token: int) -> np.ndarray:
         """The quantity's values of the shown neurons at ``token`` (zeros where it has none)."""
-        layer = self.layer(quantity)
-        values = None
-        if self.recording is not None:
-            values = layer.values(self.recording, int(token))
-        elif not layer.is_state:
-            values = layer.values(None, 0)  # type: ignore[arg-type]  # static: ignores both
+        values = self.state.values(int(token), self.layer(quantity))
         if values is None:
             return np.zeros(self.shown.size, np.float32)
         return np.asarray(values, dtype=np.float32)[self.shown]
@@ -298,11 +374,7 @@ class BrainSource:
     def value_range(self, quantity: str) -> tuple[float, float]:
         """The quantity's colour range, one for the whole recording (as a movie of it has)."""
         if quantity not in self._ranges:
-            layer = self.layer(quantity)
-            if self.recording is not None:
-                self._ranges[quantity] = layer.recording_range(self.recording)
-            else:
-                self._ranges[quantity] = layer.value_range(self.values(quantity, 0))
+            self._ranges[quantity] = self.state.value_range(layer=self.layer(quantity))
         return self._ranges[quantity]
 
     def forget_ranges(self) -> None:

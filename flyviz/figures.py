@@ -313,8 +313,17 @@ def _trajectory(figure: Any, recording: Any, model: Any, options: FigureOptions)
                    fontsize=10)
 
 
-def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> None:
+def brain_image(state: Any, size: tuple[int, int]) -> np.ndarray:
+    """The picture of the brain a brain figure of ``size`` embeds: the viewer ``state``
+    rendered offscreen (:func:`~flyviz.render.offscreen.render_state_image`), a little
+    smaller than the figure (room for the title and the colourbar)."""
     from flyviz.render.offscreen import render_state_image
+
+    width, height = size
+    return render_state_image(state, (max(320, int(width * 0.85)), max(240, height - 80)))
+
+
+def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> None:
     from flyviz.viewer.state import ViewerState
 
     if model is None or getattr(model, "anatomy", None) is None:
@@ -328,9 +337,7 @@ def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> N
     state.set_model(model, model.anatomy, getattr(model, "name", None))
     state.set_recording(recording, index=token)
     state.mesh.outline_shown = options.outline
-    width, height = options.size
-    image = render_state_image(state, (max(320, int(width * 0.85)), max(240, height - 80)),
-                               index=token)
+    image = brain_image(state, options.size)
     axes = figure.add_subplot()
     axes.imshow(image)
     axes.set_axis_off()

@@ -37,7 +37,8 @@ from flyviz.app.atlas_card import atlas_name
 from flyviz.app.background import ModelFileController
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError, InputError
-from flyviz.render.style import ColourLayer, ColourScale
+from flyviz.render.style import ColourLayer
+from flyviz.viewer.layers import ATLAS_STATISTICS, atlas_layer
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.host import WindowHost
@@ -48,16 +49,8 @@ MAX_LISTED = 2000
 #: The highlight source name of *Find neurons* (see :class:`~flyviz.viewer.highlight.Highlights`).
 HIGHLIGHT = "find"
 
-#: Per statistic: its menu title, colormap and colourbar caption (``{threshold}`` filled in).
-STATISTIC_LAYERS: dict[str, tuple[str, str, str]] = {
-    "mean": ("Atlas: &mean activation", "signed", "atlas mean h"),
-    "std": ("Atlas: &standard deviation", "sequential", "atlas std of h"),
-    "density": ("Atlas: &density", "sequential",
-                "atlas density (share of tokens |h| > {threshold})"),
-    "max": ("Atlas: ma&ximum", "sequential", "atlas largest h"),
-    "selectivity": ("Atlas: s&electivity", "sequential",
-                    "atlas selectivity ((top token mean − mean) / std)"),
-}
+#: Per statistic: its menu title, colormap and colourbar caption (the registry's).
+STATISTIC_LAYERS = ATLAS_STATISTICS
 
 _TOKEN_ID = re.compile(r"(?:id|token)\s*[:=#]?\s*(\d+)", re.IGNORECASE)
 
@@ -105,22 +98,9 @@ def open_checked(path: str | Path, checkpoint: Checkpoint) -> Atlas:
 
 
 def statistic_layer(atlas: Atlas, name: str) -> ColourLayer:
-    """A colour layer of the atlas statistic ``name`` (one of :data:`STATISTIC_LAYERS`).
-
-    The mean is an activation, shown in the signed activation colours on a
-    symmetric scale; the others are amounts, shown on the sequential colormap
-    from zero (automatic scale: the 99th percentile is the top of the bar).
-    A neuron the atlas never saw active (NaN) is drawn at zero.
-    """
-    if name not in STATISTIC_LAYERS:
-        raise InputError(f"unknown atlas statistic {name!r}; choose one of "
-                         f"{', '.join(STATISTIC_LAYERS)}")
-    _title, colormap, caption = STATISTIC_LAYERS[name]
-    threshold = atlas.info.get("density_threshold")
-    caption = caption.format(threshold=f"{float(threshold):g}" if threshold is not None else "t")
-    values = np.nan_to_num(atlas.statistic(name), nan=0.0, posinf=0.0, neginf=0.0)
-    return ColourLayer.static(f"atlas:{name}", values, colormap=colormap, label=caption,
-                              scale=ColourScale.auto())
+    """A colour layer of the atlas statistic ``name`` (the registry's rule:
+    :func:`flyviz.viewer.layers.atlas_layer`)."""
+    return atlas_layer(atlas, name)
 
 
 def parse_search(text: str) -> int | str:
@@ -405,9 +385,7 @@ class AtlasFeature:
         keys = []
         for name in (n for n in STATISTICS if n in STATISTIC_LAYERS):
             key = f"atlas:{name}"
-            colour_by.add(key, STATISTIC_LAYERS[name][0], partial(self.statistic_layer, name),
-                          "Colour every neuron by this statistic of the open atlas",
-                          enabled=False)
+            colour_by.offer(key, partial(self.statistic_layer, name), enabled=False)
             keys.append(key)
         self.colour_keys: tuple[str, ...] = tuple(keys)
         colour_by.changed.connect(self.panel.show_colouring)

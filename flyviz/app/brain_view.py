@@ -202,6 +202,9 @@ class BrainView(QWidget):
         self.shell: BrainShell | None = None
         self.meshes: tuple[Any, ...] = ()
         self.mesh_opacity = 0.12
+        #: The viewer state shown (the window sets it): an enlarged screenshot is rendered
+        #: from it (FrameRenderer.for_state), or ``None`` for a view on its own.
+        self.state: Any = None
         self.positions = np.zeros((0, 3), np.float32)
         self.visible = np.zeros(0, bool)
         self.bounds = positions_bounds(np.zeros((1, 3)))
@@ -690,11 +693,21 @@ class BrainView(QWidget):
         from flyviz.render.offscreen import FrameRenderer
 
         style = dataclasses.replace(self.style, gain=self.gain)
-        renderer = FrameRenderer(self.positions, self.visible, (width, height), style=style,
-                                 value_range=self.value_range, camera=self.camera_pose(),
-                                 overlays=False, emphasis=self.emphasis, selected=self.selected,
-                                 app=vispy.app.use_app(), meshes=self.meshes,
-                                 mesh_opacity=self.mesh_opacity)
+        state = self.state
+        if state is not None and state.anatomy is not None \
+                and state.neurons == self.positions.shape[0]:
+            # What the view shows now: its eased range, gain and camera over the state.
+            renderer = FrameRenderer.for_state(state, (width, height), style=style,
+                                               camera=self.camera_pose(),
+                                               value_range=self.value_range,
+                                               app=vispy.app.use_app())
+        else:
+            renderer = FrameRenderer(self.positions, self.visible, (width, height),
+                                     style=style, value_range=self.value_range,
+                                     camera=self.camera_pose(), overlays=False,
+                                     emphasis=self.emphasis, selected=self.selected,
+                                     app=vispy.app.use_app(), meshes=self.meshes,
+                                     mesh_opacity=self.mesh_opacity)
         try:
             shown = self._shown if self._shown is not None else \
                 np.zeros(self.positions.shape[0], np.float32)

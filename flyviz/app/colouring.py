@@ -78,6 +78,12 @@ class ColourBy(QObject):
         self.state.add_colour_layer(key, title, build, tip, enabled)
         return self.actions[key]
 
+    def offer(self, key: str, build: LayerBuilder, enabled: bool = True) -> QAction:
+        """The entry of the colour layer kind ``key`` (its title and tooltip from the
+        registry, :data:`flyviz.viewer.layers.LAYERS`), whose layer ``build()`` makes."""
+        self.state.offer_layer(key, build, enabled)
+        return self.actions[key]
+
     def set_enabled(self, keys: list[str] | tuple[str, ...], enabled: bool) -> None:
         """Offer ``keys`` or not; a withdrawn entry that is shown goes back to the live state."""
         self.state.set_available(keys, enabled)

@@ -38,45 +38,20 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QProgressBar, QPushButton, Q
 from flyviz.analysis.sweep import SweepError
 from flyviz.app.background import CancellableProgress, Cancelled, ModelFileController
 from flyviz.model.errors import InputError
-from flyviz.render.style import ColourLayer, ColourScale
+from flyviz.render.style import ColourLayer
+from flyviz.viewer.layers import ESTIMATE, importance_colours
+from flyviz.viewer.layers import estimate_layer as _estimate_colours
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.importance import Agreement
     from flyviz.analysis.sweep import LesionMap
     from flyviz.model.checkpoint import Checkpoint
 
-#: The View → Colour by entry of the per-neuron estimate.
-ESTIMATE = "estimate"
-
 #: The :class:`~flyviz.app.background.BackgroundCalls` purpose of a computed estimate.
 COMPUTE = "estimate-compute"
 
 #: The extensions of the per-neuron table.
 _KINDS = (".csv", ".parquet")
-
-
-def importance_colours(key: str, values: np.ndarray, log: bool, label: str,
-                       units: str = "nats/token") -> ColourLayer:
-    """Each neuron coloured by ``values`` on the sequential colormap, with its colourbar.
-
-    Linear (``log=False``): over ``[0, largest]``. Logarithmic: ``log10 value``
-    over ``[log10 floor, log10 largest]``, the floor a third of the smallest
-    positive value, so values that differ by decades are all told apart. A
-    value ≤ 0 (a lesion that did not raise the cross-entropy) and NaN (a
-    neuron in no group) are drawn at the bottom of the colourbar.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    finite = values[np.isfinite(values)]
-    top = float(finite.max()) if finite.size else 0.0
-    values = np.where(np.isfinite(values), values, 0.0)
-    if log and top > 0.0:
-        floor = float(finite[finite > 0.0].min()) / 3.0
-        logs = np.log10(np.maximum(values, floor))
-        return ColourLayer.static(key, logs, colormap="sequential", label=f"log10 {label}",
-                                  units=units,
-                                  scale=ColourScale.given(np.log10(floor), np.log10(top)))
-    return ColourLayer.static(key, values, colormap="sequential", label=label, units=units,
-                              scale=ColourScale.given(0.0, top if top > 0.0 else 1e-3))
 
 
 @dataclass(frozen=True)
@@ -205,8 +180,9 @@ def open_estimate(path: str | Path, checkpoint: "Checkpoint") -> EstimatedLesion
 
 
 def estimate_layer(estimate: EstimatedLesions, log: bool = True) -> ColourLayer:
-    """Each neuron coloured by its own ``ΔCE_est`` (see :func:`importance_colours`)."""
-    return importance_colours(ESTIMATE, estimate.values, log, "ΔCE_est, neuron silenced")
+    """Each neuron coloured by its own ``ΔCE_est`` (the registry's rule:
+    :func:`flyviz.viewer.layers.estimate_layer`)."""
+    return _estimate_colours(estimate.values, log)
 
 
 class EstimateController(ModelFileController):

@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QWidget)
 
 from flyviz.app.background import wait_qthread
-from flyviz.export import ExportCancelled, ExportOptions, export_recording
+from flyviz.export import ExportCancelled, ExportOptions, export_recording, export_state
 from flyviz.export.flow import make_flow_renderer
-from flyviz.export.movie import make_renderer
+from flyviz.export.movie import make_renderer, state_renderer
 from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError, FlyvizError
@@ -441,6 +441,31 @@ class ExportRunner(_BackgroundExport):
                          options.frame_count(stop - start), parent)
 
 
+class StateExportRunner(_BackgroundExport):
+    """One movie of a viewer state (:func:`flyviz.export.export_state`) in a background
+    thread: the state's recording, colours, highlight, selection and meshes, with the
+    export form's ``style`` and ``camera`` (``None``: the options' view preset).
+
+    Give it a :meth:`~flyviz.viewer.state.ViewerState.frozen` copy: the export thread
+    reads it while the window's state goes on changing.
+    """
+
+    def __init__(self, state: Any, out: Path, options: ExportOptions,
+                 parent: QObject | None = None, *, style: Any = None, camera: Any = "state",
+                 overlay_contents: Any = None) -> None:
+        import vispy.app
+
+        options = options.validate()
+        start, stop = options.token_range(len(state.recording))
+        # Made here, on the GUI thread, with the app's own vispy backend.
+        renderer = state_renderer(state, options, style=style, camera=camera,
+                                  app=vispy.app.use_app())
+        super().__init__(renderer, export_state,
+                         dict(state=state, out_path=out, options=options, style=style,
+                              camera=camera, overlay_contents=overlay_contents),
+                         options.frame_count(stop - start), parent)
+
+
 class FlowExportRunner(_BackgroundExport):
     """One flow movie of a trace (:func:`flyviz.export.flow.export_flow`) in a background
     thread: the lag sweep of the *Why?* view, drawn with the window's ``style`` and
@@ -469,18 +494,24 @@ class FlowExportRunner(_BackgroundExport):
 def run_export(parent: QWidget | None, recording: Recording, anatomy: Anatomy, out: Path,
                options: ExportOptions, model_name: str, *, style: CloudStyle | None = None,
                camera: CameraPose | None = None, overlays: Any = None,
-               meshes: Any = (), mesh_opacity: float = 0.12
+               meshes: Any = (), mesh_opacity: float = 0.12, state: Any = None
                ) -> tuple[Path | None, BaseException | None]:
     """Export with a cancellable progress dialog; return ``(path, error)`` when finished.
 
     ``style`` and ``camera`` replace the options' colours, point size, glow
     and view (see :class:`ExportRunner`); ``meshes`` are drawn behind the neurons. ``overlays(start, stop)`` gives what
     the overlays say at each exported token (default: the recording's own text;
-    a comparison gives both texts).
+    a comparison gives both texts). With a viewer ``state`` (a frozen copy of the
+    window's) the movie is the state's (:class:`StateExportRunner`): its highlight,
+    selection and meshes too, the form's ``style`` and ``camera``.
     """
     contents = None
     if overlays is not None and options.overlays:
         contents = list(overlays(*options.validate().token_range(len(recording))))
+    if state is not None:
+        return run_with_progress(parent, StateExportRunner(state, out, options, style=style,
+                                                           camera=camera,
+                                                           overlay_contents=contents), out)
     runner = ExportRunner(recording, anatomy, out, options, model_name, style=style,
                           camera=camera, overlay_contents=contents, meshes=meshes,
                           mesh_opacity=mesh_opacity)
@@ -531,11 +562,13 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
                       model_name: str, *, style: CloudStyle | None = None,
                       camera: CameraPose | None = None, overlays: Any = None,
                       tell: Callable[..., None] | None = None,
-                      meshes: Any = (), mesh_opacity: float = 0.12) -> Path | None:
+                      meshes: Any = (), mesh_opacity: float = 0.12,
+                      state: Any = None) -> Path | None:
     """Ask for settings, export, and tell the user how it went; return the written path.
 
     The form starts from ``style`` and ``camera``, the window's display
-    settings (see :class:`ExportDialog`); ``overlays`` as for :func:`run_export`.
+    settings (see :class:`ExportDialog`); ``overlays`` and ``state`` as for
+    :func:`run_export`.
     ``tell(text, error=False)`` says how it went (the window's status bar);
     by default a message box does.
     """
@@ -556,7 +589,8 @@ def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Ana
     try:
         path, error = run_export(parent, recording, anatomy, dialog.output_path(), dialog.options(),
                                  model_name, style=dialog.cloud_style(), camera=dialog.camera(),
-                                 overlays=overlays, meshes=meshes, mesh_opacity=mesh_opacity)
+                                 overlays=overlays, meshes=meshes, mesh_opacity=mesh_opacity,
+                                 state=state)
     except FlyvizError as exc:
         path, error = None, exc
     except Exception as exc:  # noqa: BLE001 - the app never crashes on an export

@@ -188,8 +188,10 @@ class FileController:
         # The export thread reads a frozen snapshot: frames still in flight from the
         # paused run are appended to the window's recording, not to the movie's.
         window.sync_camera()
-        state = window.state
-        recording = state.snapshot()
+        # A frozen copy of the state: the movie is what the window shows, its highlight
+        # and selection ring included (flyviz.export.export_state draws it).
+        state = window.state.frozen()
+        recording = state.recording
         extra = {}
         if recording.baseline is not None:      # a comparison: both texts in the overlay
             from flyviz.app.compare_views import comparison_overlays
@@ -199,7 +201,8 @@ class FileController:
             window, recording, state.anatomy, state.model_name, style=state.style(),
             camera=state.camera,
             tell=lambda text, error=False: window.show_message(text, error=error, dialog=error),
-            meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity, **extra)
+            meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity, state=state,
+            **extra)
 
     def screenshot_dialog(self) -> None:
         """Alt+S: choose what and how large, then where."""

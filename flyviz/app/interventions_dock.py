@@ -35,11 +35,10 @@ from flyviz.model.errors import FlyvizError
 from flyviz.model.interventions import (KINDS, Intervention, ResolvedInterventions, from_json,
                                         parse_intervention, resolve, synapses_between)
 from flyviz.model.selection import neuron_index
-from flyviz.render.style import ColourLayer, ColourScale
+from flyviz.viewer.layers import DELTA, delta_layer
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.host import WindowHost
-    from flyviz.record.recording import Recording
 
 #: Kinds that take a number, with its label, range and default.
 VALUES = {"clamp": ("value", -0.99, 0.99, 0.5), "stimulate": ("amount", -10.0, 10.0, 1.0),
@@ -51,8 +50,6 @@ PATHWAY_KINDS = ("cut", "scale")
 #: Delay before the live count re-evaluates a query being typed (ms).
 COUNT_DELAY_MS = 150
 
-#: View → Colour by's key of the comparison's difference.
-DELTA = "delta"
 
 
 def quoted(value: str) -> str:
@@ -61,18 +58,6 @@ def quoted(value: str) -> str:
     return value if plain else '"' + value.replace('"', "") + '"'
 
 
-def delta_layer() -> ColourLayer:
-    """Δx: the intervened state minus the untouched one at the shown frame."""
-    return ColourLayer(name="delta", colormap="difference", label="Δh, intervened − untouched",
-                       scale=ColourScale.auto(), source=delta_state)
-
-
-def delta_state(recording: "Recording", index: int) -> np.ndarray | None:
-    """``x_intervened − x_untouched`` at frame ``index`` (``None`` without an untouched frame)."""
-    baseline = recording.baseline
-    if baseline is None or not 0 <= index < min(len(recording), len(baseline)):
-        return None
-    return recording.state(index).astype(np.float32) - baseline.state(index).astype(np.float32)
 
 
 class InterventionsPanel(QWidget):
@@ -363,8 +348,7 @@ class InterventionsFeature(QObject):
         self.marks = NeuronMarks(host.brain)
         self.delta = delta_layer()
         # Δx is one of View → Colour by's entries, offered while a comparison is shown.
-        host.colour_by.add(DELTA, "&Δx: intervened − untouched", lambda: self.delta,
-                           "The comparison's difference at the shown token", enabled=False)
+        host.colour_by.offer(DELTA, lambda: self.delta, enabled=False)
         host.brain.pick_clicked.connect(self._on_pick_click)
         self.lasso.picked.connect(lambda neurons, add: self.pick.apply(neurons, add))
         self.pick.changed.connect(self._on_pick_changed)

@@ -38,20 +38,18 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxL
 from flyviz.analysis.sweep import GroupResult, LesionMap
 from flyviz.app.background import BackgroundJob, ModelFileController
 from flyviz.app.estimate_layer import (COMPUTE, ESTIMATE, EstimateController, EstimatedLesions,
-                                       EstimateSection, compute_estimate, estimate_layer,
-                                       importance_colours)
+                                       EstimateSection, compute_estimate, estimate_layer)
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import InputError
 from flyviz.render.style import ColourLayer
+from flyviz.viewer.layers import IMPORTANCE
+from flyviz.viewer.layers import importance_layer as _importance_colours
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.host import WindowHost
 
 #: The highlight source name of the selected group (see :class:`~flyviz.viewer.highlight.Highlights`).
 HIGHLIGHT = "lesion"
-
-#: The View → Colour by entry of the importance colours.
-IMPORTANCE = "importance"
 
 #: The table's columns: (the :class:`~flyviz.analysis.sweep.GroupResult` field, header).
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -90,9 +88,8 @@ def importance_layer(lesions: LesionMap, checkpoint: Checkpoint, log: bool = Fal
     A group whose lesion did not raise the cross-entropy (ΔCE ≤ 0) and a
     neuron in no group are drawn at the bottom of the colourbar.
     """
-    what = LESION_WORDS.get(lesions.mode, lesions.mode)
-    return importance_colours(IMPORTANCE, lesions.importance(checkpoint), log,
-                              f"ΔCE, group {what}")
+    return _importance_colours(lesions.importance(checkpoint), log,
+                               LESION_WORDS.get(lesions.mode, lesions.mode))
 
 
 class _NumberItem(QTableWidgetItem):
@@ -368,9 +365,7 @@ class LesionFeature(QObject):
                                    description="Open a lesion map of this model "
                                                "(made with 'flyviz sweep')")
         registry.menu("File").insertAction(registry["open_recording"], self.action)
-        host.colour_by.add(IMPORTANCE, "Lesion &importance (ΔCE)", self.importance_layer,
-                           "Colour every neuron by its group's ΔCE in the open lesion map",
-                           enabled=False)
+        host.colour_by.offer(IMPORTANCE, self.importance_layer, enabled=False)
         self._install_estimate()
 
         c = self.controller
@@ -445,10 +440,7 @@ class LesionFeature(QObject):
             description="Open the per-neuron estimate of 'flyviz importance' or "
                         "'flyviz sweep --estimate'")
         registry.menu("File").insertAction(registry["open_recording"], self.estimate_action)
-        host.colour_by.add(ESTIMATE, "&Estimated lesions (ΔCE_est, every neuron)",
-                           self.estimate_layer,
-                           "Colour every neuron by its own estimated ΔCE of being silenced",
-                           enabled=False)
+        host.colour_by.offer(ESTIMATE, self.estimate_layer, enabled=False)
         section = self.panel.estimate
         section.open_requested.connect(self.open_estimate_dialog)
         section.compute_requested.connect(self.compute_estimate_dialog)

@@ -190,6 +190,7 @@ class MainWindow(FeatureWindow):
     # ================================================================= building
     def _build_central(self) -> None:
         self.brain = BrainView(self)
+        self.brain.state = self.state
         self.setCentralWidget(self.brain)
         self.highlights = self.state.highlights
 

@@ -235,9 +235,7 @@ class WhyFeature(QObject):
                                    "Trace the shown token back through the connectome: which "
                                    "words, neurons and synapses made it")
         registry.menu("Run").addAction(self.action)
-        host.colour_by.add(FLOW, "&Flow (Why?)", self.flow_layer,
-                           "Colour every neuron by the part of the traced logit it carries",
-                           enabled=False)
+        host.colour_by.offer(FLOW, self.flow_layer, enabled=False)
         p = self.panel
         p.why_requested.connect(self.why)
         p.cancel_requested.connect(self.cancel)

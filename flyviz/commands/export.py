@@ -169,11 +169,12 @@ def _load_progress(label: str, fraction: float) -> None:
 def anatomy_for(model: Any) -> Any:
     """Where to draw the model's neurons (:meth:`~flyviz.record.runner.Model.drawing_anatomy`),
     saying so on stderr when it has no positions and a graph layout stands in."""
-    anatomy = model.anatomy
-    if anatomy is None or anatomy.n_valid == 0:
-        print(f"flyviz: {model.name} has no neuron positions; placing neurons by a graph layout",
-              file=sys.stderr)
-    return model.drawing_anatomy()
+    from flyviz.viewer.layers import drawing_anatomy
+
+    placement = drawing_anatomy(model, model.neurons)
+    if placement.note is not None:
+        print(f"flyviz: {placement.note}", file=sys.stderr)
+    return placement.anatomy
 
 
 def check_meshes(args: argparse.Namespace) -> None:
@@ -239,11 +240,12 @@ def run(args: argparse.Namespace) -> int:
                 print(f"flyviz: note: {note}", file=sys.stderr)
             anatomy = anatomy_for(model)
         else:
-            from flyviz.model.layout import ball_layout
+            from flyviz.viewer.layers import drawing_anatomy
 
-            print("flyviz: the recording names no model; neurons are placed on a generic "
-                  "layout (give SPEC to use the model's anatomy)", file=sys.stderr)
-            anatomy = ball_layout(recording.neurons)
+            placement = drawing_anatomy(None, recording.neurons, missing=(
+                "the recording names no model (give SPEC to use the model's anatomy)"))
+            print(f"flyviz: {placement.note}", file=sys.stderr)
+            anatomy = placement.anatomy
     else:
         if args.spec is None:
             raise InputError("give a model SPEC and --prompt, or --recording FILE")

@@ -221,11 +221,30 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
                         close_renderer=own_renderer)
 
 
+def state_renderer(state: Any, options: ExportOptions, *, style: Any = None,
+                   camera: Any = "state", app: Any = None, gl: str | None = None) -> Any:
+    """The :class:`~flyviz.render.offscreen.FrameRenderer` a movie of ``state`` uses
+    (:meth:`~flyviz.render.offscreen.FrameRenderer.for_state` over the exported frames).
+
+    ``style`` and ``camera`` are the movie's own look where it differs from the
+    state's (the export form's colours, point size, glow; ``camera=None``: the
+    options' view preset); the highlight, selection and meshes are the state's.
+    """
+    from flyviz.render.offscreen import FrameRenderer
+
+    options = options.validate()
+    return FrameRenderer.for_state(state, options.size,
+                                   frames=options.token_range(len(state.recording)),
+                                   style=style, camera=camera, view=options.view,
+                                   orbit=options.orbit != 0.0, overlays=options.overlays,
+                                   app=app, gl=gl)
+
+
 def export_state(state: Any, out_path: str | Path, options: ExportOptions | None = None,
                  progress: ExportProgress | None = None,
                  cancelled: Callable[[], bool] | None = None, *,
                  overlay_contents: Iterable[Any] | None = None, renderer: Any = None,
-                 gl: str | None = None) -> Path:
+                 gl: str | None = None, style: Any = None, camera: Any = "state") -> Path:
     """Render what the viewer ``state`` shows into a movie.
 
     The state gives everything but the movie's own settings: a frozen
@@ -235,22 +254,23 @@ def export_state(state: Any, out_path: str | Path, options: ExportOptions | None
     highlight and selection, and the camera (its pose; else its view preset,
     when ``options`` is not given).
     ``options`` says the size, frame rate, easing, range, quality and
-    overlays; its colour fields are not used. The rest as for
-    :func:`export_recording`.
+    overlays; its colour fields are not used. ``style`` and ``camera`` replace
+    the state's look (the window's export form: its colours, point size and
+    glow; ``camera=None`` frames ``options.view``). ``renderer``: one made by
+    :func:`state_renderer` (the app's, drawing on its GUI thread); the caller
+    closes it. The rest as for :func:`export_recording`.
     """
     if state.anatomy is None:
         raise ExportError("the viewer state shows no model with neuron positions; "
                           "state.set_model(model) first")
     options = (options or ExportOptions(view=state.view)).validate()
-    recording, style = state.snapshot(), state.style()
+    recording = state.snapshot()
+    style = state.style() if style is None else style
     name = state.model_name or model_name_of(recording, "flyviz")
     own_renderer = renderer is None
     if own_renderer:
         # The state's highlight and selection are part of the picture, as in the window.
-        renderer = make_renderer(recording, state.anatomy, options, name, style=style,
-                                 camera=state.camera, gl=gl, emphasis=state.highlight,
-                                 selected=state.selected, meshes=state.shown_meshes(),
-                                 mesh_opacity=state.mesh.mesh_opacity)
+        renderer = state_renderer(state, options, style=style, camera=camera, gl=gl)
     try:
         return export_recording(recording, state.anatomy, out_path, options, progress,
                                 cancelled, model_name=name, renderer=renderer, style=style,

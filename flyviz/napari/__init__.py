@@ -22,7 +22,8 @@ or ``napari run.flyrec`` from a shell. The pieces:
     ``FlyvizWidget``: load a model, run a prompt into a new layer (off the UI
     thread), choose the colour quantity, read the token at the slider.
 
-What the layers show comes from :class:`flyviz.brain_source.BrainSource`.
+What the layers show is a :class:`~flyviz.viewer.state.ViewerState` (the one the window,
+movies and the notebook render), read through :class:`flyviz.brain_source.BrainSource`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The napari layers of a flyviz brain, and the binding that colours them at the shown token.
 
+The layers are built from one :class:`~flyviz.viewer.state.ViewerState` (``metadata["flyviz"]
+["state"]``), read through a :class:`~flyviz.brain_source.BrainSource`: its colour layers
+are the registry's (:mod:`flyviz.viewer.layers`), the ones every flyviz view draws.
 The brain is one 3-D Points layer per colour quantity (the recorded state;
 a comparison's Δx as a second one), at the somas, with the neurons' labels as
 ``features``. The token axis is napari's own: a tiny hidden 4-D "token axis"
@@ -20,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from flyviz.brain_source import DELTA, BrainSource
+from flyviz.viewer.state import ViewerState
 
 #: Key of the layers' ``metadata`` entry that :func:`bind` looks for.
 METADATA_KEY = "flyviz"
@@ -35,8 +39,12 @@ def napari_coordinates(positions_um: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.stack([p[:, 2], -p[:, 1], p[:, 0]], axis=1))
 
 
-def layer_data(source: BrainSource, token: int = 0) -> list[tuple[Any, dict[str, Any], str]]:
-    """napari LayerData tuples for ``source``: the token axis (if any), the brain, Δx."""
+def layer_data(source: "BrainSource | ViewerState", token: int = 0
+               ) -> list[tuple[Any, dict[str, Any], str]]:
+    """napari LayerData tuples for a viewer state (or its source): the token axis (if any),
+    the brain, Δx."""
+    if isinstance(source, ViewerState):
+        source = BrainSource.from_state(source, source.model_name or "flyviz")
     coords = napari_coordinates(source.positions_um)
     features = source.features()
     out: list[tuple[Any, dict[str, Any], str]] = []
@@ -47,11 +55,14 @@ def layer_data(source: BrainSource, token: int = 0) -> list[tuple[Any, dict[str,
                     {"name": f"{source.name} tokens", "visible": False,
                      "axis_labels": ("token", "z", "y", "x"),
                      "translate": (0.0, *map(float, centre)),
-                     "metadata": {METADATA_KEY: {"source": source, "role": "tokens"}}},
+                     "metadata": {METADATA_KEY: {"source": source, "state": source.state,
+                                                 "role": "tokens"}}},
                     "image"))
-        quantities = ["signed", *([DELTA] if DELTA in source.quantities else [])]
+        # The state's colour layer, and a comparison's Δx beside it.
+        quantities = [source.quantity, *([DELTA] if DELTA in source.quantities
+                                         and source.quantity != DELTA else [])]
     else:
-        quantities = [source.quantities[0]] if source.quantities else [None]
+        quantities = [source.quantity] if source.quantities else [None]
     for quantity in quantities:
         face = (source.rgba(quantity, token) if quantity is not None
                 else np.full((len(coords), 4), 0.6, np.float32))
@@ -65,8 +76,8 @@ def layer_data(source: BrainSource, token: int = 0) -> list[tuple[Any, dict[str,
             "size": POINT_SIZE_UM,
             "blending": "additive",
             "axis_labels": ("z", "y", "x"),
-            "metadata": {METADATA_KEY: {"source": source, "role": "points",
-                                        "quantity": quantity}},
+            "metadata": {METADATA_KEY: {"source": source, "state": source.state,
+                                        "role": "points", "quantity": quantity}},
         }, "points"))
     return out
 

@@ -15,12 +15,15 @@ from napari.qt.threading import thread_worker
 from qtpy.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                             QSpinBox, QVBoxLayout, QWidget)
 
-from flyviz.brain_source import BrainSource
+from flyviz.brain_source import BrainSource, state_for
 from flyviz.napari._layers import METADATA_KEY, bind, layer_data, recolour, set_quantity, shown_token
 
 
-def add_source(viewer: Any, source: BrainSource) -> list[Any]:
-    """Add a source's layers to ``viewer`` (bound to its token slider); returns the layers."""
+def add_source(viewer: Any, source: Any) -> list[Any]:
+    """Add the layers of a viewer state (or its :class:`BrainSource`) to ``viewer``, bound to
+    its token slider; returns the layers."""
+    if not isinstance(source, BrainSource):
+        source = BrainSource.from_state(source, source.model_name or "flyviz")
     bind(viewer)
     layers = []
     for data, kwargs, kind in layer_data(source):
@@ -133,8 +136,8 @@ class FlyvizWidget(QWidget):
 
     def _add_run(self, recording: Any, prompt: str) -> None:
         name = prompt.strip()[:24] or "run"
-        source = BrainSource(self.model.drawing_anatomy(), recording, name=name)
-        add_source(self.viewer, source)
+        state = state_for(self.model.drawing_anatomy(), recording, model=self.model, name=name)
+        add_source(self.viewer, BrainSource.from_state(state, name))
         self.status.setText(f"{name}: {len(recording)} tokens")
 
     def _failed(self, exc: BaseException) -> None:

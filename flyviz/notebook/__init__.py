@@ -17,7 +17,12 @@ as movies are made), sent to the browser by jupyter_rfb's
 ``RemoteFrameBuffer``; so the cell shows what the app and a movie show. Under
 it: a token slider, the colour quantity, and the text at the token.
 
-What is drawn comes from :class:`flyviz.brain_source.BrainSource`.
+What is drawn is the widget's :attr:`BrainWidget.state`, a
+:class:`~flyviz.viewer.state.ViewerState` (the token, the colour layer, the
+highlight, the selection, the camera), rendered by
+:meth:`FrameRenderer.for_state <flyviz.render.offscreen.FrameRenderer.for_state>`
+as the window's stills and movies are; :class:`flyviz.brain_source.BrainSource`
+reads its quantities and text.
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ def require_notebook() -> None:
 #: Degrees the camera turns per pixel dragged.
 DEGREES_PER_PIXEL = 0.4
 
+#: The highlight source of :meth:`BrainWidget.highlight`
+#: (see :class:`~flyviz.viewer.highlight.Highlights`).
+HIGHLIGHT = "query"
+
 
 class BrainWidget(RemoteFrameBuffer):
     """The brain of one recording, in a notebook cell, at a chosen token.
@@ -60,53 +69,59 @@ class BrainWidget(RemoteFrameBuffer):
     Parameters
     ----------
     recording
-        A :class:`~flyviz.record.recording.Recording` or the path of a ``.flyrec``.
+        A :class:`~flyviz.record.recording.Recording`, the path of a ``.flyrec``, or a
+        :class:`~flyviz.viewer.state.ViewerState` to show as it is (the window's, a
+        script's: its token, colour layer, highlight, selection and camera).
     model
         The model it was made with (its anatomy places the neurons); by default
         the one the recording names, when it loads without a download.
     size
         ``(width, height)`` of the frames, in pixels.
     quantity
-        The colour quantity: ``"signed"`` (default), ``"abs"``, or ``"delta"``
-        for a comparison.
+        The colour quantity: ``"signed"``, ``"abs"``, or ``"delta"`` for a
+        comparison; default: ``"signed"`` (a given state's own colour layer).
     gl
         The offscreen OpenGL (``"egl"``, ``"default"``, ``"osmesa"``; default: the first
         that works). Without any, one :class:`~flyviz.errors.ExportError` line says so.
     """
 
     def __init__(self, recording: Any, model: Any = None, *, size: tuple[int, int] = (640, 400),
-                 quantity: str = "signed", gl: str | None = None, **kwargs: Any) -> None:
+                 quantity: str | None = None, gl: str | None = None, **kwargs: Any) -> None:
         require_notebook()
-        from flyviz.brain_source import BrainSource
+        from flyviz.brain_source import BrainSource, resolve_model, state_for
         from flyviz.render.offscreen import check_size, offscreen_app
+        from flyviz.viewer.layers import drawing_anatomy
+        from flyviz.viewer.state import ViewerState
 
         super().__init__(**kwargs)
-        if isinstance(recording, (str, Path)):
+        given_state = isinstance(recording, ViewerState)
+        if given_state:
+            self.source = BrainSource.from_state(recording, recording.model_name or "run")
+        elif isinstance(recording, (str, Path)):
             self.source = BrainSource.open(recording, model=model)
         else:
+            spec = str(recording.metadata.get("model", ""))
             if model is None:
-                from flyviz.brain_source import resolve_model
-
-                model = resolve_model(str(recording.metadata.get("model", "")))
-            if model is not None:
-                anatomy = model.drawing_anatomy()
-            else:
-                from flyviz.model.layout import ball_layout
-
-                anatomy = ball_layout(recording.neurons)
-            self.source = BrainSource(anatomy, recording, name="run")
+                model = resolve_model(spec)
+            placement = drawing_anatomy(
+                model, recording.neurons, missing=f"its model {spec or '(unnamed)'} is not "
+                "at hand (BrainWidget(recording, model) draws its anatomy)")
+            self.source = BrainSource.from_state(
+                state_for(placement.anatomy, recording, model=model, name="run"), "run")
+            self.source.note = placement.note
+        #: What the widget shows: a :class:`~flyviz.viewer.state.ViewerState`.
+        self.state = self.source.state
         self.size = check_size(size)
         self.css_width, self.css_height = f"{self.size[0]}px", f"{self.size[1]}px"
         self._app, _ = offscreen_app(backend=gl)
         self._lock = threading.RLock()
         self._renderer: Any = None
-        self._camera: dict[str, float] = {}
         self._drag: tuple[float, float] | None = None
         self._thread: threading.Thread | None = None
-        self._model = model
-        self._emphasis: np.ndarray | None = None
-        self.token = max(self.source.tokens - 1, 0)
-        self.quantity = self.source.layer(quantity).name and quantity
+        if quantity is not None or not given_state:
+            self.source.show(quantity or "signed")
+        if self.source.tokens and not given_state:
+            self.state.index = self.source.tokens - 1
 
         self.slider = ipywidgets.IntSlider(value=self.token, min=0, max=max(self.source.tokens - 1, 0),
                                            description="token", continuous_update=True)
@@ -129,24 +144,38 @@ class BrainWidget(RemoteFrameBuffer):
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.ui._repr_mimebundle_(**kwargs)
 
+    @property
+    def token(self) -> int:
+        """The token shown (the state's; 0 before the first frame)."""
+        return max(self.state.index, 0)
+
+    @property
+    def quantity(self) -> str:
+        """The colour quantity shown (one of ``source.quantities``)."""
+        return self.source.quantity
+
     def _text_html(self) -> str:
         import html
 
-        return f"<pre style='white-space:pre-wrap'>{html.escape(self.source.token_text(self.token))}</pre>"
+        note = getattr(self.source, "note", None)
+        said = f"<i>{html.escape(note)}</i>" if note else ""
+        return (f"<pre style='white-space:pre-wrap'>"
+                f"{html.escape(self.source.token_text(self.token))}</pre>{said}")
 
     def show_token(self, token: int) -> None:
         """Show ``token`` (clipped to the recording)."""
-        self.token = int(np.clip(token, 0, max(self.source.tokens - 1, 0)))
-        if self.slider.value != self.token:
-            self.slider.value = self.token
+        token = int(np.clip(token, 0, max(self.source.tokens - 1, 0)))
+        if self.source.tokens:
+            self.state.index = token
+        if self.slider.value != token:
+            self.slider.value = token
         self.text.value = self._text_html()
         self.request_draw()
 
     def set_quantity(self, quantity: str) -> None:
         """Colour by another quantity (one of ``source.quantities``)."""
-        self.source.layer(quantity)
         with self._lock:
-            self.quantity = quantity
+            self.source.show(quantity)
             self._close_renderer()
         self.request_draw()
 
@@ -167,21 +196,27 @@ class BrainWidget(RemoteFrameBuffer):
         from flyviz.errors import InputError
 
         if not query:
-            self._emphasis = None
             picked = None
         else:
-            if self._model is None:
+            if self.state.model is None:
                 raise InputError("highlighting needs the model: BrainWidget(recording, model)")
             from flyviz.model.selection import select
 
-            picked = select(self._model.checkpoint, query)
-            self._emphasis = np.zeros(self.source.anatomy.positions.shape[0], dtype=bool)
-            self._emphasis[picked] = True
+            picked = select(self.state.model.checkpoint, query)
         with self._lock:
+            self.state.highlights.set_neurons(HIGHLIGHT, picked)
             if self._renderer is not None:
-                self._renderer.cloud.set_emphasis(self._emphasis)
+                self._renderer.cloud.set_emphasis(self.state.highlight)
         self.request_draw()
         return picked
+
+    def select(self, neuron: int | None) -> None:
+        """Ring neuron ``neuron`` (``None``: none), as the window shows its selection."""
+        with self._lock:
+            self.state.selected = neuron
+            if self._renderer is not None:
+                self._renderer.cloud.set_selected(self.state.selected)
+        self.request_draw()
 
     def _highlight_typed(self, query: str) -> None:
         from flyviz.errors import FlyvizError
@@ -206,54 +241,35 @@ class BrainWidget(RemoteFrameBuffer):
         self.quantity_control.options = list(self.source.quantities)
         if show:
             self.quantity_control.value = name
+            self.set_quantity(name)     # built again if it was shown already
 
     @property
     def camera(self) -> dict[str, float]:
         """The camera: ``azimuth``, ``elevation`` (degrees) and ``scale_factor`` (zoom)."""
         renderer = self._ensure_renderer()
         cam = renderer.view.camera
-        return {"azimuth": float(self._camera.get("azimuth", renderer.base_azimuth)),
+        pose = self.state.camera
+        return {"azimuth": float(pose.azimuth if pose is not None else renderer.base_azimuth),
                 "elevation": float(cam.elevation), "scale_factor": float(cam.scale_factor)}
 
     def _ensure_renderer(self) -> Any:
         with self._lock:
             if self._renderer is None:
                 from flyviz.render.offscreen import FrameRenderer
-                from flyviz.render.style import CloudStyle
 
-                layer = self.source.layer(self.quantity)
-                anatomy = self.source.anatomy
-                # The brightness gain from 16 frames, as a movie of the recording sets it,
-                # so the cell and the movie have the same exposure.
-                sample = (layer.sample(self.source.recording, 0, None, 16)
-                          if self.source.recording is not None else np.zeros((0, 1), np.float32))
-                self._renderer = FrameRenderer(
-                    anatomy.positions_um(), anatomy.valid, self.size, style=CloudStyle(layer=layer),
-                    value_range=self.source.value_range(self.quantity), overlays=False,
-                    activity_sample=sample if sample.size else None, app=self._app)
-                if self._emphasis is not None:
-                    self._renderer.cloud.set_emphasis(self._emphasis)
-                cam = self._renderer.view.camera
-                if "elevation" in self._camera:
-                    cam.elevation = self._camera["elevation"]
-                    cam.scale_factor = self._camera["scale_factor"]
+                # The state's range is one over the recording, and the brightness gain
+                # comes from 16 of its frames, as a movie of it sets them: the cell and
+                # the movie have the same exposure.
+                self._renderer = FrameRenderer.for_state(self.state, self.size, app=self._app)
             return self._renderer
-
-    def _values(self, token: int) -> np.ndarray:
-        layer = self.source.layer(self.quantity)
-        values = None if self.source.recording is None else layer.values(self.source.recording, token)
-        n = self.source.anatomy.positions.shape[0]
-        return np.zeros(n, np.float32) if values is None else np.asarray(values, np.float32)
 
     def get_frame(self) -> np.ndarray:
         """The frame at the shown token: ``(height, width, 3)`` uint8 RGB (jupyter_rfb calls it)."""
         with self._lock:
             renderer = self._ensure_renderer()
-            if self.source.tokens == 0:
-                values = np.zeros(self.source.anatomy.positions.shape[0], np.float32)
-            else:
-                values = self._values(self.token)
-            return renderer.render_state(values, azimuth=self._camera.get("azimuth"))
+            pose = self.state.camera
+            return renderer.render_token(self.state, self.state.index,
+                                         azimuth=None if pose is None else pose.azimuth)
 
     def snapshot(self, pixel_ratio: float | None = None) -> np.ndarray:
         """The current frame as an array, ``(height, width, 3)`` uint8 (what the cell shows)."""
@@ -283,11 +299,16 @@ class BrainWidget(RemoteFrameBuffer):
                              scale_factor=camera["scale_factor"] * factor)
 
     def _set_camera(self, azimuth: float, elevation: float, scale_factor: float) -> None:
+        import dataclasses
+
+        from flyviz.render.camera import CameraPose
+
         with self._lock:
-            self._camera = {"azimuth": azimuth, "elevation": elevation, "scale_factor": scale_factor}
             cam = self._ensure_renderer().view.camera
             cam.elevation = elevation
             cam.scale_factor = scale_factor
+            # The state says where the camera looks from: a new renderer starts there.
+            self.state.camera = dataclasses.replace(CameraPose.of(cam), azimuth=float(azimuth))
         self.request_draw()
 
     # ------------------------------------------------------------ live runs

@@ -216,6 +216,88 @@ class FrameRenderer:
             self.gain = float(style.gain)
         self.cloud.set_gain(self.gain)
 
+    @classmethod
+    def for_state(cls, state: Any, size: tuple[int, int], *, index: int | None = None,
+                  frames: tuple[int, int] | None = None, style: CloudStyle | None = None,
+                  camera: Any = "state", view: str | None = None, orbit: bool = False,
+                  overlays: bool = False, value_range: tuple[float, float] | None = None,
+                  gain: float | None = None, app: Any = None,
+                  gl: str | None = None) -> "FrameRenderer":
+        """The renderer of what a :class:`~flyviz.viewer.state.ViewerState` shows: the one
+        path from a state to pixels (stills, figures, movies, the window's enlarged
+        screenshot, the notebook widget).
+
+        Everything the picture needs comes from the state: neuron positions, its
+        style (colour layer, point size, glow, gain, background), colour range,
+        highlight, selection, meshes, camera (its pose, else its view preset)
+        and model name. The colour range and the automatic gain:
+
+        * a movie (``frames=(start, stop)``): one range over those frames, and the
+          gain from 16 of them, so every frame has the same exposure;
+        * else as the state says (:attr:`~flyviz.viewer.state.ViewerState.range_scope`):
+          the shown token's (``index``, default the state's) range with the gain
+          computed as the window's view computes it (over 16 frames of the
+          recording), or one range over the whole recording.
+
+        Parameters
+        ----------
+        state
+            The viewer state (a model with neuron positions must be shown).
+        size
+            ``(width, height)`` in pixels.
+        style, camera, view, orbit
+            A movie's own look where it differs from the state's (the export
+            form's): ``camera=None`` frames the ``view`` preset.
+        value_range, gain
+            What a live view shows now instead of the state's range and
+            automatic gain (the window's enlarged screenshot).
+        overlays, app, gl
+            As for the constructor; ``gl`` picks the offscreen OpenGL when no
+            ``app`` is given.
+        """
+        anatomy = state.anatomy
+        if anatomy is None:
+            raise ExportError("the viewer state shows no model with neuron positions; "
+                              "state.set_model(model) first")
+        style = state.style() if style is None else style
+        if gain is not None:
+            style = dataclasses.replace(style, gain=float(gain))
+        layer = style.layer
+        recording = state.recording
+        start, stop = (0, len(recording)) if frames is None else (int(frames[0]), int(frames[1]))
+        sample = layer.sample(recording, start, stop, GAIN_SAMPLES)
+        sample = sample if sample.size else None
+        gain_range = None
+        if value_range is None:
+            if frames is not None:
+                value_range = layer.recording_range(recording, start, stop)
+            else:
+                value_range = state.value_range(index, layer)
+                if state.range_scope == "token" and layer.scale.kind == "auto" \
+                        and sample is not None:
+                    # The window's view sets its gain over a sample of the recording,
+                    # not over the shown frame's range.
+                    gain_range = layer.value_range(sample)
+        if app is None:
+            app, _ = offscreen_app(backend=gl)
+        return cls(anatomy.positions_um(), anatomy.valid, size, style=style,
+                   value_range=value_range, view=view or state.view,
+                   camera=state.camera if isinstance(camera, str) else camera, orbit=orbit,
+                   overlays=overlays, model_name=state.model_name, activity_sample=sample,
+                   app=app, emphasis=state.highlight, selected=state.selected,
+                   gain_range=gain_range, meshes=state.shown_meshes(),
+                   mesh_opacity=state.mesh.mesh_opacity)
+
+    def render_token(self, state: Any, index: int | None = None,
+                     overlay: OverlayContent | None = None,
+                     azimuth: float | None = None) -> np.ndarray:
+        """Render the state's token ``index`` (default: the shown one) in this renderer's
+        colour layer; nothing to show (no frame, no untouched frame) draws the brain at rest."""
+        values = state.values(index, self.style.layer)
+        values = np.zeros(state.neurons, np.float32) if values is None else \
+            np.asarray(values, np.float32)
+        return self.render_state(values, overlay, azimuth)
+
     def set_value_range(self, low: float, high: float) -> None:
         """Colour the next frames over ``low .. high`` (the colourbar's labels follow).
 
@@ -338,34 +420,14 @@ def render_state_image(state: Any, size: tuple[int, int] = (1280, 720), index: i
     """
     from flyviz.render.overlay import iter_overlays
 
-    anatomy = state.anatomy
-    if anatomy is None:
-        raise ExportError("the viewer state shows no model with neuron positions; "
-                          "state.set_model(model) first")
     recording = state.recording
     index = state.index if index is None else int(index)
     if len(recording) and not 0 <= index < len(recording):
         raise ExportError(f"token {index} is out of range: the recording has "
                           f"{len(recording):,} tokens")
-    values = state.values(index)
-    values = np.zeros(state.neurons, np.float32) if values is None else \
-        np.asarray(values, np.float32)
-    layer = state.layer
-    sample = layer.sample(recording, 0, None, GAIN_SAMPLES)
-    sample = sample if sample.size else None
-    value_range = state.value_range(index)
-    gain_range = layer.value_range(sample) if layer.scale.kind == "auto" and sample is not None \
-        else value_range
-    if app is None:
-        app, _ = offscreen_app(backend=gl)
-    renderer = FrameRenderer(anatomy.positions_um(), anatomy.valid, size, style=state.style(),
-                             value_range=value_range, view=state.view, camera=state.camera,
-                             overlays=overlays, model_name=state.model_name,
-                             activity_sample=sample, app=app, emphasis=state.highlight,
-                             selected=state.selected, gain_range=gain_range,
-                             meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity)
-    with renderer:
+    with FrameRenderer.for_state(state, size, index=index, overlays=overlays, app=app,
+                                 gl=gl) as renderer:
         overlay = None
         if overlays and 0 <= index < len(recording):
             overlay = next(iter(iter_overlays(recording, index, index + 1)), None)
-        return renderer.render_state(values, overlay)
+        return renderer.render_token(state, index, overlay)

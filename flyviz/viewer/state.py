@@ -1,8 +1,11 @@
 """What is shown, as one evented Qt-free value: :class:`ViewerState`.
 
-The window, the movie exporter, offscreen figures and (to come) the notebook
+The window, the movie exporter, offscreen stills and figures, the notebook
 widget and the napari plugin all read the same state; none of them keeps its
-own copy of "what is on screen". Views bind to :attr:`ViewerState.events`
+own copy of "what is on screen", and
+:meth:`FrameRenderer.for_state <flyviz.render.offscreen.FrameRenderer.for_state>`
+is the one path from a state to pixels. The colour layers it offers are the
+kinds of :mod:`flyviz.viewer.layers`. Views bind to :attr:`ViewerState.events`
 (psygnal signals, emitted synchronously after a change) and write back to the
 state when the user changes something. Setting a bad value raises
 :class:`~flyviz.viewer.settings.ViewerError` (one line, a
@@ -48,13 +51,16 @@ from flyviz.record.recording import Recording
 from flyviz.render.camera import VIEW_PRESETS, CameraPose
 from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
 from flyviz.viewer.highlight import Highlights
+from flyviz.viewer.layers import LAYERS, STATE
 from flyviz.viewer.settings import DisplaySettings, MeshSettings, RunSettings, ViewerError
 
-__all__ = ["COMPARE_MODES", "STATE", "ColourLayerEntry", "LayerBuilder", "ViewerEvents",
-           "ViewerState"]
+__all__ = ["COMPARE_MODES", "RANGE_SCOPES", "STATE", "ColourLayerEntry", "LayerBuilder",
+           "ViewerEvents", "ViewerState"]
 
-#: The *Colour by* key of the recorded state (always registered).
-STATE = "state"
+#: How a state's colour range is taken: from the shown token's values (the window's),
+#: or once over the whole recording (a movie's, the notebook's and napari's), so that a
+#: colour means the same value at every token.
+RANGE_SCOPES = ("token", "recording")
 
 #: How a comparison runs the untouched model: teacher-forced on the intervened text, or free.
 COMPARE_MODES = ("forced", "free")
@@ -160,8 +166,12 @@ class ViewerState:
         self._mesh_files: list[Any] = []
         self._outline: tuple[int, Any] | None = None     # (id of the anatomy, its outline)
         self.mesh.events.connect(lambda *_: self.events.meshes.emit())
-        self.add_colour_layer(STATE, "&Live state (activation h)", lambda: None,
-                              "The recorded activation at the shown token (the Settings' colours)")
+        #: The open atlas (:class:`~flyviz.analysis.atlas.Atlas`) whose statistics are
+        #: colour layers, or ``None``.
+        self.atlas: Any = None
+        self._range_scope = RANGE_SCOPES[0]
+        self._range_cache: dict[Any, tuple[tuple[float, float], Any, Any]] = {}
+        self.offer_layer(STATE, lambda: None)
 
     # ------------------------------------------------------------ meshes
     def add_mesh(self, path: Any, *, scale: float = 1.0,
@@ -340,16 +350,75 @@ class ViewerState:
         """A frozen copy of the shown recording (for an export running beside a live run)."""
         return self._recording.snapshot()
 
+    def frozen(self) -> "ViewerState":
+        """A copy of what this state shows now, over a :meth:`snapshot` of its recording.
+
+        The copy has the model, anatomy, shown token, colour layer (the one built
+        now), range scope, display and mesh settings, meshes, highlight, selection,
+        picks and camera; later changes to either state do not reach the other,
+        and frames a run still appends do not reach the copy. For an export running
+        beside a live run (:func:`flyviz.export.export_state`).
+        """
+        import dataclasses
+
+        copy = ViewerState(dataclasses.replace(self.display), dataclasses.replace(self.run),
+                           dataclasses.replace(self.mesh))
+        copy.model, copy.anatomy, copy.model_name = self.model, self.anatomy, self.model_name
+        copy._neurons = self._neurons
+        copy.atlas = self.atlas
+        copy.background = self.background
+        copy._recording = self.snapshot()
+        copy._index, copy._live = self._index, self._live
+        if self._colour_by != STATE:
+            layer = self._override
+            copy.add_colour_layer(self._colour_by, self._entries[self._colour_by].title,
+                                  lambda: layer)
+            copy._colour_by, copy._override = self._colour_by, layer
+        copy._range_scope = self._range_scope
+        copy._mesh_files = list(self._mesh_files)
+        copy._outline = self._outline
+        highlight = self.highlight
+        if highlight is not None:
+            copy.highlights.set(self.highlights.shown or "shown", highlight.copy())
+        copy._selected, copy._picked, copy._filter = self._selected, self._picked.copy(), \
+            self._filter
+        copy._view, copy._camera = self._view, self._camera
+        copy._interventions = self._interventions
+        copy._comparing, copy._compare_mode = self._comparing, self._compare_mode
+        return copy
+
     # ------------------------------------------------------------ colours
     def add_colour_layer(self, key: str, title: str, build: LayerBuilder, tip: str = "",
-                         available: bool = True) -> ColourLayerEntry:
-        """Offer a *Colour by* entry ``key`` whose layer ``build()`` makes when it is chosen."""
-        if key in self._entries:
+                         available: bool = True, *, replace: bool = False) -> ColourLayerEntry:
+        """Offer a *Colour by* entry ``key`` whose layer ``build()`` makes when it is chosen
+        (``replace``: an entry of that key may be there; a shown one is built again)."""
+        if key in self._entries and not replace:
             raise ViewerError(f"a colour layer named {key!r} already exists")
+        if key == STATE and key in self._entries:
+            raise ViewerError("the live state's colour layer cannot be replaced")
         entry = ColourLayerEntry(key, title, build, tip, bool(available))
         self._entries[key] = entry
         self.events.colour_layers.emit(key)
+        self.refresh_layer(key)
         return entry
+
+    def offer_layer(self, key: str, build: LayerBuilder, available: bool = True
+                    ) -> ColourLayerEntry:
+        """Offer the colour layer of kind ``key`` (one of :data:`flyviz.viewer.layers.LAYERS`,
+        whose title and tooltip it shows), made by ``build()`` when it is chosen."""
+        if key not in LAYERS:
+            raise ViewerError(f"unknown kind of colour layer {key!r}; the kinds are "
+                              f"{', '.join(LAYERS)} (add_colour_layer offers any other)")
+        kind = LAYERS[key]
+        return self.add_colour_layer(key, kind.title, build, kind.tip, available)
+
+    def layer_of(self, key: str) -> ColourLayer:
+        """Entry ``key``'s layer, built now whether or not it is the one shown (``STATE``:
+        the recorded state as the display says)."""
+        if key == STATE:
+            return self.display.activation_layer()
+        layer = self._entry(key).build()
+        return self.display.activation_layer() if layer is None else layer
 
     @property
     def colour_layers(self) -> dict[str, ColourLayerEntry]:
@@ -404,21 +473,50 @@ class ViewerState:
         """The colour layer drawn: the chosen entry's, or the state's as the display says."""
         return self._override or self.display.activation_layer()
 
-    def values(self, index: int | None = None) -> np.ndarray | None:
-        """The drawn layer's values at token ``index`` (default: the shown one)."""
+    def values(self, index: int | None = None, layer: ColourLayer | None = None
+               ) -> np.ndarray | None:
+        """The drawn layer's (or ``layer``'s) values at token ``index`` (default: the shown
+        one). A layer of fixed values (an atlas statistic) has them without a recording."""
+        layer = self.layer if layer is None else layer
         index = self._index if index is None else int(index)
         if not 0 <= index < len(self._recording):
-            return None
-        return self.layer.values(self._recording, index)
+            if layer.is_state or len(self._recording):
+                return None
+            return layer.values(self._recording, 0)
+        return layer.values(self._recording, index)
 
-    def value_range(self, index: int | None = None) -> tuple[float, float]:
-        """The colour range at token ``index`` (default: the shown one), as the layer's policy
-        resolves it over the drawn neurons."""
-        values = self.values(index)
+    @property
+    def range_scope(self) -> str:
+        """How the colour range is taken (one of :data:`RANGE_SCOPES`): ``"token"``, from the
+        shown token's values (the window); ``"recording"``, once over the recording."""
+        return self._range_scope
+
+    @range_scope.setter
+    def range_scope(self, scope: str) -> None:
+        if scope not in RANGE_SCOPES:
+            raise ViewerError(f"range scope {scope!r} must be one of {', '.join(RANGE_SCOPES)}")
+        self._range_scope = str(scope)
+
+    def value_range(self, index: int | None = None, layer: ColourLayer | None = None
+                    ) -> tuple[float, float]:
+        """The colour range of the drawn layer (or ``layer``) as the layer's policy resolves
+        it over the drawn neurons: at token ``index`` (default: the shown one), or, with
+        :attr:`range_scope` ``"recording"``, once over the whole recording (what a movie of
+        it uses: :meth:`~flyviz.render.style.ColourLayer.recording_range`)."""
+        layer = self.layer if layer is None else layer
+        if self._range_scope == "recording" and len(self._recording):
+            # The cached entry holds the recording and the layer: their ids stay theirs.
+            key = (id(self._recording), len(self._recording), id(layer.source), layer)
+            found = self._range_cache.get(key)
+            if found is None:
+                found = (layer.recording_range(self._recording), self._recording, layer)
+                self._range_cache = {key: found, **dict(list(self._range_cache.items())[-15:])}
+            return found[0]
+        values = self.values(index, layer)
         if values is not None and self.anatomy is not None and np.asarray(values).shape == \
                 self.anatomy.valid.shape and self.anatomy.valid.any():
             values = np.asarray(values)[self.anatomy.valid]
-        return self.layer.value_range(None if values is None else np.asarray(values))
+        return layer.value_range(None if values is None else np.asarray(values))
 
     def style(self) -> CloudStyle:
         """The :class:`~flyviz.render.style.CloudStyle` every picture of this state applies."""

@@ -359,6 +359,7 @@ def _importance_arguments(text: Any, max_tokens: Any, context: Any, workers: Any
                           ) -> "tuple[Any, int | None, int]":
     """:func:`importance`'s arguments checked before any work: the settings, ``max_tokens``
     and ``workers`` (one :class:`InputError` naming the argument at fault)."""
+    from flyviz.analysis.cluster import MAX_WORKERS
     from flyviz.analysis.importance import ImportanceSettings
     from flyviz.arguments import shown, whole_number
     from flyviz.model.tokenizer import check_unicode
@@ -375,7 +376,7 @@ def _importance_arguments(text: Any, max_tokens: Any, context: Any, workers: Any
     settings = ImportanceSettings(context=whole_number("context", context, 2, 1 << 20))
     return (settings.validate(),
             None if max_tokens is None else whole_number("max_tokens", max_tokens, 1),
-            whole_number("workers", workers, 0))
+            whole_number("workers", workers, 0, MAX_WORKERS))
 
 
 def export_movie(recording: "Recording | ViewerState | str | Path", path: str | Path, *,
@@ -542,13 +543,14 @@ def causal_trace(model: "Model | Checkpoint | str | Path", clean: str, corrupt: 
     from dataclasses import replace
 
     from flyviz.analysis.causal import TraceSettings, run_causal_trace
+    from flyviz.analysis.cluster import MAX_WORKERS
     from flyviz.analysis.importance import importance_groups
     from flyviz.arguments import whole_number
     from flyviz.record.runner import as_model
 
     settings = TraceSettings(streams=whole_number("batch", batch, 1, 4096),
                              window=whole_number("window", window, 1, 1 << 20)).validate()
-    workers = whole_number("workers", workers, 0)
+    workers = whole_number("workers", workers, 0, MAX_WORKERS)
     if by is None:
         raise InputError("by=None names no group to patch; give a label kind, a groups "
                          "file or {name: query, ...}")

@@ -300,9 +300,9 @@ def test_the_file_helpers_open_regular_files_only(tmp_path):
 
 @pytest.mark.parametrize("workers", [-1, 1.5, "2", True, 5000])
 def test_a_bad_worker_count_is_refused_before_any_work(world2, workers):
-    with pytest.raises(InputError, match=r"workers=.* must be a whole number"):
+    with pytest.raises(InputError, match=r"workers.* must be"):
         flyviz.importance(world2["model"], "the cat sat on the mat", workers=workers)
-    with pytest.raises(InputError, match=r"workers=.* must be a whole number"):
+    with pytest.raises(InputError, match=r"workers.* must be"):
         flyviz.causal_trace(world2["model"], "the cat", "the dog", " sat", workers=workers)
 
 

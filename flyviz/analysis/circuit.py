@@ -480,10 +480,11 @@ class _Job:
 
 def _run_jobs(engine: "BatchEngine", task: CircuitTask, jobs: list[_Job],
               hooks_for: Callable[[list[_Job]], StepHooks | None], sums: np.ndarray,
-              states: np.ndarray | None = None) -> None:
+              states: np.ndarray | None = None,
+              tick: Callable[[], None] | None = None) -> None:
     """Run ``jobs`` (one column each) in batches of the engine's streams, adding each
     (circuit, prompt)'s metric sum into ``sums[circuit, prompt]`` (and every counted
-    step's state into ``states``)."""
+    step's state into ``states``); ``tick()`` after each batch (it may raise to stop)."""
     from flyviz.model.explain import explained_value
 
     width = engine.streams
@@ -518,6 +519,8 @@ def _run_jobs(engine: "BatchEngine", task: CircuitTask, jobs: list[_Job],
                     z -= z.max()
                     value = z[p.ids[s + 1]] - math.log(float(np.exp(z).sum()))
                     sums[job.circuit, job.prompt] += max(float(value), LOG_FLOOR)
+        if tick is not None:
+            tick()
     engine.hooks = None
 
 
@@ -547,6 +550,8 @@ class Runner:
         #: a prompt's mean over its terms), filled by :meth:`full_model` and :meth:`measure`.
         self.prompt_metrics: dict[int, np.ndarray] = {}
         self._terms = np.array([p.terms for p in task.prompts], dtype=np.float64)
+        #: Called after every batch of measured runs (a progress report; it may raise to stop).
+        self.tick: Callable[[], None] | None = None
         self._engine: BatchEngine | None = None
 
     def _batch_engine(self, ckpt: "Checkpoint | None" = None) -> "BatchEngine":
@@ -585,7 +590,7 @@ class Runner:
         sums = np.zeros((1, len(self.task.prompts)))
         states = np.zeros(self.neurons) if self.settings.ablation == "mean" else None
         jobs = [_Job(p, 0) for p in range(len(self.task.prompts))]
-        _run_jobs(engine, self.task, jobs, lambda batch: None, sums, states)
+        _run_jobs(engine, self.task, jobs, lambda batch: None, sums, states, self.tick)
         self.runs += 1
         if states is not None:
             self.baseline = (states / self.task.n_tokens).astype(np.float32)
@@ -645,7 +650,7 @@ class Runner:
 
         sums = np.zeros((masks.shape[0], len(self.task.prompts)))
         jobs = [_Job(p, c) for c in range(masks.shape[0]) for p in range(len(self.task.prompts))]
-        _run_jobs(engine, self.task, jobs, hooks_for, sums)
+        _run_jobs(engine, self.task, jobs, hooks_for, sums, tick=self.tick)
         self.runs += masks.shape[0]
         return sums
 
@@ -670,7 +675,7 @@ class Runner:
         try:
             sums = np.zeros((1, len(self.task.prompts)))
             jobs = [_Job(p, 0) for p in range(len(self.task.prompts))]
-            _run_jobs(engine, self.task, jobs, lambda batch: hooks, sums)
+            _run_jobs(engine, self.task, jobs, lambda batch: hooks, sums, tick=self.tick)
         finally:
             if engine is not self._engine:
                 engine.close()
@@ -844,7 +849,8 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
                  dataset: str | None = None, workers: int | None = None,
                  scheduler: str | None = None, progress: cluster.ProgressBar | None = None,
                  log: Callable[[str], None] | None = None,
-                 engines: tuple["Engine", "BackwardEngine"] | None = None) -> CircuitResult:
+                 engines: tuple["Engine", "BackwardEngine"] | None = None,
+                 measured: Callable[[], None] | None = None) -> CircuitResult:
     """Score every unit over the task, measure the faithfulness curve, find the circuit.
 
     Parameters
@@ -862,6 +868,9 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
         As for the other corpus runs (``progress`` counts the scored tokens).
     engines
         In this process: a forward and a backward engine of ``ckpt`` to score with.
+    measured
+        Called after every batch of faithfulness runs (a progress report; an
+        exception it raises ends the search there).
 
     Raises
     ------
@@ -878,6 +887,7 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
     cluster.require_dask("flyviz circuit", workers, scheduler)
     units = make_units(ckpt, settings.units)
     runner = Runner(ckpt, task, settings, units)
+    runner.tick = measured
     try:
         started = time.perf_counter()
         full = runner.full_model()

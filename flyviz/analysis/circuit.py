@@ -850,7 +850,7 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
                  scheduler: str | None = None, progress: cluster.ProgressBar | None = None,
                  log: Callable[[str], None] | None = None,
                  engines: tuple["Engine", "BackwardEngine"] | None = None,
-                 measured: Callable[[], None] | None = None) -> CircuitResult:
+                 on_batch: Callable[[], None] | None = None) -> CircuitResult:
     """Score every unit over the task, measure the faithfulness curve, find the circuit.
 
     Parameters
@@ -868,7 +868,7 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
         As for the other corpus runs (``progress`` counts the scored tokens).
     engines
         In this process: a forward and a backward engine of ``ckpt`` to score with.
-    measured
+    on_batch
         Called after every batch of faithfulness runs (a progress report; an
         exception it raises ends the search there).
 
@@ -887,7 +887,7 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
     cluster.require_dask("flyviz circuit", workers, scheduler)
     units = make_units(ckpt, settings.units)
     runner = Runner(ckpt, task, settings, units)
-    runner.tick = measured
+    runner.tick = on_batch
     try:
         started = time.perf_counter()
         full = runner.full_model()

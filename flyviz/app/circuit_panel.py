@@ -127,7 +127,7 @@ def compute_circuit(checkpoint: "Checkpoint", task: "CircuitTask", settings: "Ci
     try:
         return find_circuit(None, checkpoint, task, settings, workers=0,
                             progress=progress,  # type: ignore[arg-type]  # duck-typed
-                            measured=measured)
+                            on_batch=measured)
     except Cancelled:
         return None
 

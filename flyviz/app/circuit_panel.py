@@ -139,8 +139,23 @@ def prompt_text(checkpoint: "Checkpoint", ids: tuple[int, ...]) -> str:
     return tokenizer_for(checkpoint).decode(list(ids[1:]))
 
 
+def log_ticks(count: int) -> list[list[tuple[float, str]]]:
+    """The size axis's ticks up to ``count`` (x is ``log10 k``): the decades labelled
+    (``1, 10, 100, 1k``...), 2..9 times each as unlabelled minor ticks."""
+    major: list[tuple[float, str]] = []
+    minor: list[tuple[float, str]] = []
+    decade = 0
+    while 10 ** decade <= max(1, count):
+        value = 10 ** decade
+        major.append((float(decade), f"{value // 1000}k" if value >= 1000 else str(value)))
+        minor += [(math.log10(m * value), "") for m in range(2, 10) if m * value <= count]
+        decade += 1
+    return [major, minor]
+
+
 class CurvePlot(pg.PlotWidget):
-    """The faithfulness curve: size ``k`` (log axis) against faithfulness."""
+    """The faithfulness curve: size ``k`` (x is ``log10 k``, labelled in ``k``) against
+    faithfulness."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         from flyviz.app.plot_axes import spaced_axes
@@ -150,7 +165,6 @@ class CurvePlot(pg.PlotWidget):
         self.hideButtons()
         self.setMinimumHeight(160)
         self.setMouseEnabled(x=False, y=False)
-        self.setLogMode(x=True, y=False)
         self.getAxis("bottom").setLabel("circuit size k")
         self.getAxis("left").setLabel("faithfulness")
         self.line = self.plot([], [], pen=pg.mkPen(CURVE_COLOUR, width=1.5))
@@ -176,12 +190,13 @@ class CurvePlot(pg.PlotWidget):
         # k = 0 (f = 0 by definition) has no place on a log axis.
         curve = [p for p in result.curve if p.size > 0]
         refined = [p for p in result.refinement if p.size > 0]
-        x = [float(p.size) for p in curve]
+        x = [math.log10(p.size) for p in curve]
         y = [p.faithfulness for p in curve]
         self.line.setData(x, y)
         self.points.setData(x, y)
-        self.refined.setData([float(p.size) for p in refined],
+        self.refined.setData([math.log10(p.size) for p in refined],
                              [p.faithfulness for p in refined])
+        self.getAxis("bottom").setTicks(log_ticks(result.units.count))
         self.keep_line.setPos(float(result.settings.keep))
         self.keep_line.setVisible(True)
         values = [p.faithfulness for p in result.curve + result.refinement]

@@ -480,9 +480,11 @@ class _Job:
 
 def _run_jobs(engine: "BatchEngine", task: CircuitTask, jobs: list[_Job],
               hooks_for: Callable[[list[_Job]], StepHooks | None], sums: np.ndarray,
-              states: np.ndarray | None = None) -> None:
+              states: np.ndarray | None = None,
+              tick: Callable[[], None] | None = None) -> None:
     """Run ``jobs`` (one column each) in batches of the engine's streams, adding each
-    circuit's metric sum into ``sums`` (and every counted step's state into ``states``)."""
+    (circuit, prompt)'s metric sum into ``sums[circuit, prompt]`` (and every counted
+    step's state into ``states``); ``tick()`` after each batch (it may raise to stop)."""
     from flyviz.model.explain import explained_value
 
     width = engine.streams
@@ -510,12 +512,15 @@ def _run_jobs(engine: "BatchEngine", task: CircuitTask, jobs: list[_Job],
             for c, (job, p) in enumerate(zip(batch, prompts)):
                 if p.target is not None:
                     if s == p.n_tokens - 1:
-                        sums[job.circuit] += explained_value(logits[c], p.target, p.versus)
+                        sums[job.circuit, job.prompt] += explained_value(logits[c], p.target,
+                                                                         p.versus)
                 elif s < p.n_tokens - 1:
                     z = logits[c].astype(np.float64)
                     z -= z.max()
                     value = z[p.ids[s + 1]] - math.log(float(np.exp(z).sum()))
-                    sums[job.circuit] += max(float(value), LOG_FLOOR)
+                    sums[job.circuit, job.prompt] += max(float(value), LOG_FLOOR)
+        if tick is not None:
+            tick()
     engine.hooks = None
 
 
@@ -541,6 +546,12 @@ class Runner:
         self.order: np.ndarray | None = None
         self.baseline: np.ndarray | None = None  # μ (float32) with mean ablation
         self.runs = 0
+        #: Each measured circuit size's per-prompt metrics (``{k: (prompts,) float64}``,
+        #: a prompt's mean over its terms), filled by :meth:`full_model` and :meth:`measure`.
+        self.prompt_metrics: dict[int, np.ndarray] = {}
+        self._terms = np.array([p.terms for p in task.prompts], dtype=np.float64)
+        #: Called after every batch of measured runs (a progress report; it may raise to stop).
+        self.tick: Callable[[], None] | None = None
         self._engine: BatchEngine | None = None
 
     def _batch_engine(self, ckpt: "Checkpoint | None" = None) -> "BatchEngine":
@@ -562,6 +573,10 @@ class Runner:
 
         return self.settings.kernel or os.environ.get(ENV_VAR, "").strip().lower() or "llvm"
 
+    def _means(self, sums: np.ndarray) -> np.ndarray:
+        """The task's mean metric of each row of ``(circuits, prompts)`` metric sums."""
+        return sums.sum(axis=1) / self.task.terms
+
     def close(self) -> None:
         """Stop the engine's threads."""
         if self._engine is not None:
@@ -572,14 +587,15 @@ class Runner:
         """``m(M)``; with mean ablation also sets :attr:`baseline` (the mean state over every
         prompt and position of the untouched runs)."""
         engine = self._batch_engine()
-        sums = np.zeros(1)
+        sums = np.zeros((1, len(self.task.prompts)))
         states = np.zeros(self.neurons) if self.settings.ablation == "mean" else None
         jobs = [_Job(p, 0) for p in range(len(self.task.prompts))]
-        _run_jobs(engine, self.task, jobs, lambda batch: None, sums, states)
+        _run_jobs(engine, self.task, jobs, lambda batch: None, sums, states, self.tick)
         self.runs += 1
         if states is not None:
             self.baseline = (states / self.task.n_tokens).astype(np.float32)
-        return float(sums[0] / self.task.terms)
+        self.prompt_metrics[self.units.count] = sums[0] / self._terms
+        return float(self._means(sums)[0])
 
     def kept(self, k: int) -> np.ndarray:
         """The top ``k`` units (by :attr:`order`; ``k`` of 0 or ``N`` need no order)."""
@@ -606,12 +622,21 @@ class Runner:
     def measure(self, sizes: Sequence[int]) -> np.ndarray:
         """The task's mean metric for each circuit size (float64)."""
         if self.units.kind == "edges":
-            return np.array([self._measure_edges(int(k)) for k in sizes])
-        return self.measure_neurons(np.stack([self.neuron_mask(int(k)) for k in sizes]))
+            rows = np.stack([self._measure_edges(int(k)) for k in sizes])
+        else:
+            rows = self.prompt_sums(np.stack([self.neuron_mask(int(k)) for k in sizes]))
+        for k, row in zip(sizes, rows):
+            self.prompt_metrics[int(k)] = row / self._terms
+        return self._means(rows)
 
     def measure_neurons(self, kept: np.ndarray) -> np.ndarray:
         """The task's mean metric for each row of ``kept`` (``(circuits, neurons)`` bool:
         the neurons kept, any set), everything else ablated (float64)."""
+        return self._means(self.prompt_sums(kept))
+
+    def prompt_sums(self, kept: np.ndarray) -> np.ndarray:
+        """``(circuits, prompts)`` float64: each prompt's metric sum for each row of ``kept``
+        (as :meth:`measure_neurons`)."""
         engine = self._batch_engine()
         masks = np.asarray(kept, dtype=bool).reshape(-1, self.neurons).astype(np.float32)
         base = self.baseline
@@ -623,15 +648,15 @@ class Runner:
             fill = None if base is None else (1.0 - keep) * base[:, None]
             return KeepOnlyHooks(keep, fill)
 
-        sums = np.zeros(masks.shape[0])
+        sums = np.zeros((masks.shape[0], len(self.task.prompts)))
         jobs = [_Job(p, c) for c in range(masks.shape[0]) for p in range(len(self.task.prompts))]
-        _run_jobs(engine, self.task, jobs, hooks_for, sums)
+        _run_jobs(engine, self.task, jobs, hooks_for, sums, tick=self.tick)
         self.runs += masks.shape[0]
-        return sums / self.task.terms
+        return sums
 
-    def _measure_edges(self, k: int) -> float:
+    def _measure_edges(self, k: int) -> np.ndarray:
         """One edge circuit: the graph with only the top ``k`` synapses (and, with mean
-        ablation, the others' mean current)."""
+        ablation, the others' mean current); each prompt's metric sum."""
         values = np.asarray(self.ckpt.w_values, dtype=np.float32)
         kept = np.zeros(values.size, dtype=bool)
         kept[self.kept(k)] = True
@@ -648,24 +673,26 @@ class Runner:
             hooks = EdgeMeanHooks(ablated @ self.baseline.astype(np.float64))
         engine = self._batch_engine(ckpt) if k < self.units.count else self._batch_engine()
         try:
-            sums = np.zeros(1)
+            sums = np.zeros((1, len(self.task.prompts)))
             jobs = [_Job(p, 0) for p in range(len(self.task.prompts))]
-            _run_jobs(engine, self.task, jobs, lambda batch: hooks, sums)
+            _run_jobs(engine, self.task, jobs, lambda batch: hooks, sums, tick=self.tick)
         finally:
             if engine is not self._engine:
                 engine.close()
         self.runs += 1
-        return float(sums[0] / self.task.terms)
+        return sums[0]
 
 
 # ------------------------------------------------------------------- the result
 @dataclass
 class CurvePoint:
-    """One measured circuit: its size ``k``, its mean metric and faithfulness."""
+    """One measured circuit: its size ``k``, its mean metric and faithfulness, and each
+    prompt's metric (its mean over its terms; empty where not measured)."""
 
     size: int
     metric: float
     faithfulness: float
+    prompts: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
 
 @dataclass
@@ -700,6 +727,8 @@ class CircuitResult:
         ``{"scores": ..., "faithfulness": ...}`` wall time.
     workers
         Dask workers the scores ran on (1 in this process).
+    baseline
+        With mean ablation, the state ``μ`` ablated units are held at (float32).
     """
 
     settings: CircuitSettings
@@ -719,11 +748,20 @@ class CircuitResult:
     seconds: dict[str, float] = field(default_factory=dict)
     workers: int = 1
     runs: int = 0
+    baseline: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def kept_units(self) -> np.ndarray:
         """The circuit's units, strongest first."""
         return self.order[:self.size]
+
+    def prompt_faithfulness(self, point: CurvePoint) -> np.ndarray:
+        """Each prompt's faithfulness at ``point``: ``(m_p(C) - m_p(∅)) / (m_p(M) - m_p(∅))``
+        from the prompt's own metrics (NaN where the ablation does not move it)."""
+        full, empty = self.curve[-1].prompts, self.curve[0].prompts
+        span = full - empty
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(np.abs(span) > 1e-12, (point.prompts - empty) / span, np.nan)
 
     def headline(self) -> dict[str, float]:
         """The numbers compared across models: CPR, CMD, the circuit's size and fraction."""
@@ -811,7 +849,8 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
                  dataset: str | None = None, workers: int | None = None,
                  scheduler: str | None = None, progress: cluster.ProgressBar | None = None,
                  log: Callable[[str], None] | None = None,
-                 engines: tuple["Engine", "BackwardEngine"] | None = None) -> CircuitResult:
+                 engines: tuple["Engine", "BackwardEngine"] | None = None,
+                 on_batch: Callable[[], None] | None = None) -> CircuitResult:
     """Score every unit over the task, measure the faithfulness curve, find the circuit.
 
     Parameters
@@ -829,6 +868,9 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
         As for the other corpus runs (``progress`` counts the scored tokens).
     engines
         In this process: a forward and a backward engine of ``ckpt`` to score with.
+    on_batch
+        Called after every batch of faithfulness runs (a progress report; an
+        exception it raises ends the search there).
 
     Raises
     ------
@@ -845,6 +887,7 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
     cluster.require_dask("flyviz circuit", workers, scheduler)
     units = make_units(ckpt, settings.units)
     runner = Runner(ckpt, task, settings, units)
+    runner.tick = on_batch
     try:
         started = time.perf_counter()
         full = runner.full_model()
@@ -873,8 +916,8 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
         inner = [k for k in sizes if k < units.count]
         metrics = dict(zip(inner, runner.measure(inner))) if inner else {}
         metrics[0], metrics[units.count] = empty, full
-        curve = [CurvePoint(k, float(metrics[k]), _faithfulness(metrics[k], full, empty))
-                 for k in [0, *sizes]]
+        curve = [CurvePoint(k, float(metrics[k]), _faithfulness(metrics[k], full, empty),
+                            runner.prompt_metrics[k]) for k in [0, *sizes]]
         curve[0].faithfulness, curve[-1].faithfulness = 0.0, 1.0
         refinement: list[CurvePoint] = []
         size, faith = _smallest(runner, curve, refinement, settings, full, empty)
@@ -888,7 +931,7 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
         order=runner.order, full_metric=full, empty_metric=empty, curve=curve,
         refinement=refinement, size=size, faithfulness=faith,
         cpr=area(fractions, values), cmd=area(fractions, [abs(1.0 - v) for v in values]),
-        task=task, workers=result.workers, runs=runner.runs,
+        task=task, workers=result.workers, runs=runner.runs, baseline=runner.baseline,
         seconds={"baseline": scored - started, "scores": measured - scored,
                  "faithfulness": done - measured, "total": done - started})
 
@@ -907,7 +950,7 @@ def _smallest(runner: Runner, curve: list[CurvePoint], refinement: list[CurvePoi
         mid = (lo + hi) // 2
         metric = float(runner.measure([mid])[0])
         f = _faithfulness(metric, full, empty)
-        refinement.append(CurvePoint(mid, metric, f))
+        refinement.append(CurvePoint(mid, metric, f, runner.prompt_metrics[mid]))
         if f >= keep:
             hi, f_hi = mid, f
         else:

@@ -42,8 +42,9 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
                                QPushButton, QToolBar, QWidget)
 
 from flyviz import APP_NAME, ORGANIZATION
-from flyviz.app import (atlas_panel, interventions_dock, lesion_panel, patching_panel,
-                        population_panel, trajectory_panel, why_panel, window_layout)
+from flyviz.app import (atlas_panel, circuit_panel, interventions_dock, lesion_panel,
+                        patching_panel, population_panel, trajectory_panel, why_panel,
+                        window_layout)
 from flyviz.app.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.background import BackgroundCalls
 from flyviz.app.brain_view import BrainView
@@ -83,7 +84,8 @@ STATUS_HZ = 2
 FEATURES = (("atlas", atlas_panel.install), ("lesions", lesion_panel.install),
             ("interventions", interventions_dock.install),
             ("population", population_panel.install), ("why", why_panel.install),
-            ("trajectory", trajectory_panel.install), ("patching", patching_panel.install))
+            ("trajectory", trajectory_panel.install), ("patching", patching_panel.install),
+            ("circuit", circuit_panel.install))
 
 
 class TimelineFollower:

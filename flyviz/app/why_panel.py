@@ -43,7 +43,8 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QProgressBar, QPu
                                QSlider, QVBoxLayout, QWidget)
 
 from flyviz.app.background import BackgroundJob
-from flyviz.app.graph_panel import NEGATIVE, POSITIVE, GraphPanel, graph_rows
+from flyviz.app.graph_panel import GraphPanel, graph_rows
+from flyviz.app.synapse_lines import line_segments, synapse_lines
 from flyviz.model.errors import InputError
 from flyviz.record.trace import trace
 from flyviz.render.style import ColourLayer
@@ -68,6 +69,9 @@ GRAPH_NODES = 200
 #: Synapses drawn as lines in the brain view (the strongest by |edge flow| at the shown step).
 SYNAPSE_LINES = 40
 
+#: The source name of those lines in the brain view's line overlay.
+LINES = "why"
+
 
 def synapse_segments(attribution: "Attribution", position: int, positions: np.ndarray,
                      visible: np.ndarray, top: int = SYNAPSE_LINES
@@ -76,20 +80,9 @@ def synapse_segments(attribution: "Attribution", position: int, positions: np.nd
     whose two somas are drawn, as line segments (``2 k`` points, pre then post) with an
     RGBA per point (alpha grows with ``|flow|``)."""
     edges = attribution.step_edge_flows(position, top=top)
-    keep = visible[edges["pre"]] & visible[edges["post"]] & (edges["pre"] != edges["post"])
-    edges = {key: value[keep] for key, value in edges.items()}
-    flows = edges["flow"]
-    if not flows.size:
-        return np.zeros((0, 3), np.float32), np.zeros((0, 4), np.float32), edges
-    points = np.empty((2 * flows.size, 3), np.float32)
-    points[0::2] = positions[edges["pre"]]
-    points[1::2] = positions[edges["post"]]
-    strength = np.abs(flows) / float(np.abs(flows).max())
-    colours = np.empty((flows.size, 4), np.float32)
-    colours[:, :3] = np.where((flows > 0)[:, None], np.array(POSITIVE) / 255.0,
-                              np.array(NEGATIVE) / 255.0)
-    colours[:, 3] = 0.1 + 0.6 * strength
-    return points, np.repeat(colours, 2, axis=0), edges
+    points, colours, kept = line_segments(positions, visible, edges["pre"], edges["post"],
+                                          edges["flow"])
+    return points, colours, {key: value[kept] for key, value in edges.items()}
 
 
 class WhyPanel(QWidget):
@@ -214,7 +207,6 @@ class WhyFeature(QObject):
         self._retired: list["Model"] = []
         #: The synapses drawn as lines now (``{"pre", "post", "flow"}``), or None.
         self.synapse_edges: dict[str, np.ndarray] | None = None
-        self._lines: Any = None
         self._steps = 1
         self.panel = WhyPanel()
         self.graph_panel = GraphPanel()
@@ -429,27 +421,18 @@ class WhyFeature(QObject):
         return Path(chosen) if chosen else None
 
     def _draw_synapses(self) -> None:
-        """The strongest synapses into the shown step as lines in the brain view."""
+        """The strongest synapses into the shown step as lines in the brain view (the
+        view's shared line overlay, source ``"why"``)."""
         brain = self.host.brain
         att = self.attribution
         edges = None
+        points = colours = None
         if att is not None and self.panel.synapses.isChecked() \
                 and att.position - self.lag >= 1 and brain.positions.shape[0] == att.neurons:
             points, colours, edges = synapse_segments(att, att.position - self.lag,
                                                       brain.positions, brain.visible)
-            if len(points):
-                if self._lines is None:
-                    from vispy import scene
-
-                    self._lines = scene.visuals.Line(parent=brain.view.scene,
-                                                     connect="segments", method="gl")
-                    # Added light, over the cloud: a line shows where it crosses neurons.
-                    self._lines.set_gl_state("additive", depth_test=False)
-                self._lines.set_data(pos=points, color=colours, width=1.5)
         self.synapse_edges = edges
-        if self._lines is not None:
-            self._lines.visible = edges is not None and len(edges["flow"]) > 0
-            brain.canvas.update()
+        synapse_lines(brain).set(LINES, points, colours)
 
     def _describe(self) -> None:
         att = self.attribution

@@ -69,6 +69,11 @@ class FeatureWindow(QMainWindow):
         if patching is not None and interventions is not None:
             patching.compare = lambda items, prompt: interventions.compare_with(items,
                                                                                 prompt=prompt)
+        # "Run with only the circuit" runs through the same comparison.
+        circuit = self.features.get("circuit")
+        if circuit is not None and interventions is not None:
+            circuit.compare = lambda items, prompt: interventions.compare_with(items,
+                                                                               prompt=prompt)
         # The Trajectory dock offers the open atlas's principal axes.
         atlas, trajectory = self.features.get("atlas"), self.features.get("trajectory")
         if atlas is not None and trajectory is not None:

@@ -38,6 +38,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("importance", "flyviz.commands.importance", "estimated lesions: every neuron's cost to a text"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
+    ("simulate", "flyviz.commands.simulate", "run the whole-brain spiking (LIF) model, as Brian2"),
 )
 
 DESCRIPTION = """\

@@ -36,6 +36,8 @@ to what Brian2 gets with the tiny ``g`` it keeps.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numba
@@ -239,40 +241,10 @@ def _run_trial(n_steps: int, indptr: np.ndarray, post: np.ndarray, weight: np.nd
     return tick_start, spikes[:count].copy()
 
 
-@numba.njit(cache=True, parallel=True)
-def _run_trials(n_steps: int, indptr: np.ndarray, post: np.ndarray, weight: np.ndarray,
-                silenced: np.ndarray, rfc: np.ndarray, gg: float, gv: float, vv: float,
-                c0: float, v_rest: float, v_start: float, v_th: float, v_rst: float,
-                g_flush: float, delay: int, ev_offsets: np.ndarray, ev_tick: np.ndarray,
-                ev_neuron: np.ndarray, ev_weight: float) -> tuple[np.ndarray, np.ndarray]:
-    """Independent trials side by side (one thread each): per trial tick offsets, and all
-    spikes' neuron indices concatenated trial after trial."""
-    trials = ev_offsets.shape[0] - 1
-    starts = np.zeros((trials, n_steps + 1), dtype=np.int64)
-    results = [np.empty(0, dtype=np.int32) for _ in range(trials)]
-    for t in numba.prange(trials):
-        lo, hi = ev_offsets[t], ev_offsets[t + 1]
-        tick_start, spikes = _run_trial(n_steps, indptr, post, weight, silenced, rfc, gg, gv,
-                                        vv, c0, v_rest, v_start, v_th, v_rst, g_flush, delay,
-                                        ev_tick[lo:hi], ev_neuron[lo:hi], ev_weight)
-        starts[t] = tick_start
-        results[t] = spikes
-    total = 0
-    for t in range(trials):
-        total += results[t].shape[0]
-    out = np.empty(total, dtype=np.int32)
-    at = 0
-    for t in range(trials):
-        m = results[t].shape[0]
-        out[at:at + m] = results[t]
-        at += m
-    return starts, out
-
-
 def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
                    rfc_ticks: np.ndarray, silenced: np.ndarray, params: LIFParams,
-                   n_steps: int, events: list[tuple[np.ndarray, np.ndarray]]
-                   ) -> list[tuple[np.ndarray, np.ndarray]]:
+                   n_steps: int, events: list[tuple[np.ndarray, np.ndarray]],
+                   threads: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Run ``len(events)`` trials of ``n_steps`` ticks on a CSR graph (row = presynaptic).
 
     Parameters
@@ -287,6 +259,8 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     events
         Per trial, ``(tick, neuron)`` of every input event (sorted by tick), each adding
         ``params.poisson_weight`` to ``v``.
+    threads
+        Trials run side by side on this many threads (default: one per core).
 
     Returns
     -------
@@ -304,17 +278,20 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
         np.empty(0, np.int64)
     ev_neuron = np.concatenate([e[1] for e in events]).astype(np.int32) if events else \
         np.empty(0, np.int32)
-    starts, spikes = _run_trials(
-        int(n_steps), indptr, post, weight_v, silenced, rfc_ticks.astype(np.int64),
-        prop.gg, prop.gv, prop.vv, prop.c0, prop.v_rest, params.v_0 * _MV,
-        params.v_th * _MV, params.v_rst * _MV, g_flush, params.delay_ticks, offsets,
-        ev_tick, ev_neuron, params.poisson_weight)
-    out = []
-    at = 0
-    for t in range(len(events)):
-        counts = np.diff(starts[t])
-        m = int(starts[t][-1])
-        out.append((np.repeat(np.arange(n_steps, dtype=np.int64), counts),
-                    spikes[at:at + m].astype(np.int64)))
-        at += m
-    return out
+    args = (indptr, post, weight_v, silenced, rfc_ticks.astype(np.int64), prop.gg, prop.gv,
+            prop.vv, prop.c0, prop.v_rest, params.v_0 * _MV, params.v_th * _MV,
+            params.v_rst * _MV, g_flush, params.delay_ticks)
+
+    def one(trial: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = offsets[trial], offsets[trial + 1]
+        starts, spikes = _run_trial(int(n_steps), *args, ev_tick[lo:hi], ev_neuron[lo:hi],
+                                    params.poisson_weight)
+        return (np.repeat(np.arange(n_steps, dtype=np.int64), np.diff(starts)),
+                spikes.astype(np.int64))
+
+    workers = max(1, min(len(events), threads or os.cpu_count() or 1))
+    if workers == 1:
+        return [one(t) for t in range(len(events))]
+    # the compiled trial releases the GIL: trials run side by side on threads
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, range(len(events))))

@@ -163,7 +163,7 @@ class _QueryView:
 def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
              rate: float | None = None, duration_s: float = 1.0, trials: int = 1,
              seed: int | None = 0, input_events: tuple[np.ndarray, np.ndarray] | None = None,
-             params: LIFParams | None = None) -> SpikeRun:
+             params: LIFParams | None = None, threads: int | None = None) -> SpikeRun:
     """Run the LIF model ``trials`` times.
 
     Parameters
@@ -178,6 +178,8 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
         these neurons are Poisson targets too (no refractory period).
     params
         The model's constants; ``w_syn`` defaults to the brain's.
+    threads
+        Trials run side by side on this many threads (default: one per core).
     """
     p = params or LIFParams(w_syn=brain.w_syn)
     if rate is not None:
@@ -211,7 +213,8 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
             tk, nr = tk[order], nr[order]
         events.append((tk, nr))
     weight = brain.counts * (p.w_syn * 0.001)  # Brian2: counts * (w_syn * mV), volts
-    runs = simulate_ticks(brain.indptr, brain.post, weight, rfc, silenced, p, n_steps, events)
+    runs = simulate_ticks(brain.indptr, brain.post, weight, rfc, silenced, p, n_steps, events,
+                          threads)
     trial = np.concatenate([np.full(r[0].shape, t, dtype=np.int64) for t, r in enumerate(runs)])
     return SpikeRun(brain, p, n_steps, trials, np.concatenate([r[0] for r in runs]), trial,
                     np.concatenate([r[1] for r in runs]))

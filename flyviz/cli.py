@@ -41,6 +41,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("null", "flyviz.commands.null", "write a null model: the same model on a shuffled graph"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
+    ("simulate", "flyviz.commands.simulate", "run the whole-brain spiking (LIF) model, as Brian2"),
 )
 
 DESCRIPTION = """\

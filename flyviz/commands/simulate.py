@@ -1,0 +1,169 @@
+"""``flyviz simulate BRAIN``: run Shiu et al.'s whole-brain spiking model and write its spikes."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+EPILOG = """\
+BRAIN is a folder in the authors' layout (Completeness_783.csv + Connectivity_783.parquet, or
+the 630 names), their completeness CSV (with --connectivity), a flyviz model (its MaleCNS graph,
+w_syn 0.192 mV) or 'demo'. QUERY is flyviz's selection language (see 'flyviz select --help')
+where the brain has labels; body:ROOT,... (or id: with root ids) names neurons by root id.
+
+examples:
+  flyviz simulate demo --out spikes.parquet
+  flyviz simulate ./shiu --excite-file sugar_ids.txt --rate 150 --trials 30 --out sugar.parquet
+  flyviz simulate ./shiu --excite 'body:720575940624963786' --silence 'type:MN9' --out s.parquet
+  flyviz simulate ./shiu --input-spikes replay.csv --duration 400ms --out replay.parquet
+"""
+
+
+def _duration(text: str) -> float:
+    """``1s``, ``400ms`` or plain seconds, as seconds (NaN and negatives fail later, as one
+    line)."""
+    match = re.fullmatch(r"\s*([-+0-9.eEinfaINFA]+)\s*(ms|s)?\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 1s, 400ms)")
+    try:
+        value = float(match.group(1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 1s, 400ms)") \
+            from None
+    return value / 1000.0 if match.group(2) == "ms" else value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz simulate``."""
+    parser.add_argument("brain", metavar="BRAIN", help="authors' folder, model or 'demo'")
+    parser.add_argument("--connectivity", metavar="FILE", type=Path, default=None,
+                        help="the Connectivity parquet, when BRAIN is a completeness CSV "
+                             "without it beside")
+    parser.add_argument("--coordinates", metavar="FILE", type=Path, default=None,
+                        help="soma positions (root_id, position \"[x y z]\")")
+    parser.add_argument("--classification", metavar="FILE", type=Path, default=None,
+                        help="labels (root_id, super_class, cell_type, side)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--excite", metavar="QUERY", default=None,
+                       help="neurons given Poisson input (default: the brain's own set, "
+                            "the demo's 21 sensory neurons)")
+    group.add_argument("--excite-file", metavar="FILE", type=Path, default=None,
+                       help="root ids to excite, one a line")
+    parser.add_argument("--rate", metavar="HZ", type=float, default=150.0,
+                        help="Poisson rate of the excited neurons (default 150)")
+    parser.add_argument("--silence", metavar="QUERY", default=None,
+                        help="neurons whose outgoing synapses are zeroed")
+    parser.add_argument("--input-spikes", metavar="FILE", type=Path, default=None,
+                        help="explicit input events (CSV or Parquet: t in seconds, "
+                             "flywire_id), each adding w_syn x f_poi to v, in every trial")
+    parser.add_argument("--duration", metavar="T", type=_duration, default=1.0,
+                        help="biological time per trial: 1s, 400ms (default 1s)")
+    parser.add_argument("--trials", metavar="N", type=int, default=1,
+                        help="independent trials (default 1; the authors run 30)")
+    parser.add_argument("--seed", metavar="S", type=int, default=0,
+                        help="seed of the Poisson input (default 0)")
+    parser.add_argument("--w-syn", metavar="MV", type=float, default=None,
+                        help="weight of one synapse in mV (default 0.275 on FlyWire files, "
+                             "0.192 on MaleCNS graphs)")
+    parser.add_argument("--exp-name", metavar="NAME", default=None,
+                        help="the exp_name column (default: the output file's stem)")
+    parser.add_argument("--out", metavar="FILE", type=Path, required=True,
+                        help="spikes in the authors' layout (t, trial, flywire_id, exp_name)")
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _check_out(path: Path) -> None:
+    from flyviz.errors import InputError
+
+    folder = path.expanduser().resolve().parent
+    if path.is_dir():
+        raise InputError(f"--out {path} is a folder")
+    if not folder.is_dir() or not os.access(folder, os.W_OK) or \
+            (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"cannot write --out {path}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check everything, load the brain, run and write."""
+    import numpy as np
+
+    from flyviz.errors import InputError
+    from flyviz.extras import require
+    from flyviz.spiking import LIFParams, load_brain, read_input_spikes, select, simulate
+
+    require("parquet", "flyviz simulate --out")  # before any work
+    for name, value in (("--rate", args.rate), ("--duration", args.duration)):
+        if not math.isfinite(value) or value < 0:
+            raise InputError(f"{name} must be a non-negative number, not {value}")
+    if args.trials < 1:
+        raise InputError(f"--trials must be at least 1, not {args.trials}")
+    if args.w_syn is not None and not math.isfinite(args.w_syn):
+        raise InputError(f"--w-syn must be a number, not {args.w_syn}")
+    _check_out(args.out)
+    if args.excite is not None or args.silence is not None:
+        from flyviz.model.selection import parse
+
+        for query in (args.excite, args.silence):
+            if query is not None:
+                parse(query)  # a malformed query fails before the brain loads
+    excite_ids = None
+    if args.excite_file is not None:
+        if not args.excite_file.is_file():
+            raise InputError(f"--excite-file not found: {args.excite_file}")
+        words = args.excite_file.read_text().split()
+        try:
+            excite_ids = np.array([int(w) for w in words if not w.startswith("#")], np.int64)
+        except ValueError:
+            raise InputError(f"{args.excite_file.name} must hold root ids, one a line") \
+                from None
+
+    brain = load_brain(args.brain, args.connectivity, coordinates=args.coordinates,
+                       classification=args.classification)
+    params = LIFParams(w_syn=brain.w_syn if args.w_syn is None else args.w_syn,
+                       rate=args.rate)
+    events = read_input_spikes(args.input_spikes, brain, params.dt_s) \
+        if args.input_spikes is not None else None
+    if excite_ids is not None:
+        excite = brain.indices_of(excite_ids, f"{args.excite_file.name}: root id")
+    elif args.excite is not None:
+        excite = select(brain, args.excite)
+    elif events is None:
+        if brain.default_excite is None:
+            raise InputError("nothing to excite: give --excite, --excite-file or "
+                             "--input-spikes")
+        excite = brain.default_excite
+    else:
+        excite = np.empty(0, np.int64)
+    silence = select(brain, args.silence) if args.silence is not None else None
+
+    start = time.perf_counter()
+    result = simulate(brain, excite=excite, silence=silence, duration_s=args.duration,
+                      trials=args.trials, seed=args.seed, input_events=events, params=params)
+    wall = time.perf_counter() - start
+    frame = result.to_frame(args.exp_name or args.out.stem)
+    tmp = args.out.with_name(args.out.name + ".part")
+    frame.to_parquet(tmp, compression="brotli", index=False)
+    tmp.replace(args.out)
+
+    rates = result.rates()
+    bio = result.duration_s * result.trials
+    print(f"{brain.name}: {brain.neurons:,} neurons, {brain.synapses:,} synapses; "
+          f"{excite.size} excited at {params.rate:g} Hz"
+          + (f", {silence.size} silenced" if silence is not None else "")
+          + (f", {events[0].size:,} input events" if events is not None else ""))
+    print(f"{result.trials} trial(s) x {result.duration_s:g} s: {result.neuron.size:,} spikes, "
+          f"{int((rates > 0).sum()):,} neurons fired; {wall:.2f} s "
+          f"({wall / bio if bio else 0:.3f} s per biological second) -> {args.out}")
+    top = np.argsort(-rates, kind="stable")[:10]
+    for i in top:
+        if rates[i] <= 0:
+            break
+        label = brain.cell_type[i] if brain.cell_type is not None and brain.cell_type[i] \
+            else ""
+        print(f"  {brain.root_ids[i]:>20}  {rates[i]:8.1f} Hz  {label}")
+    return 0

@@ -1,0 +1,345 @@
+"""Spiking brains: the authors' files, a Fly LLM checkpoint's graph, or the demo brain.
+
+The authors' layout (philshiu/Drosophila_brain_model, Readme.md and ``model.py``):
+
+``Completeness_783.csv`` (release 783) or ``2023_03_23_completeness_630_final.csv`` (630)
+    Read with ``index_col=0``: the index is the FlyWire root id and the row order is the model
+    index (Brian2's neuron index). Other columns (``Completed``) are not used.
+``Connectivity_783.parquet`` or ``2023_03_23_connectivity_630_final.parquet``
+    One row per connected pair: ``Presynaptic_ID, Postsynaptic_ID, Presynaptic_Index,
+    Postsynaptic_Index, Connectivity, Excitatory, Excitatory x Connectivity``. flyviz needs
+    ``Presynaptic_Index, Postsynaptic_Index, Excitatory x Connectivity`` (the signed synapse
+    count) and checks the two ``*_ID`` columns, where present, against the completeness table.
+
+Optional, from the FlyWire connectome's downloads (found in the folder or given by path):
+
+``coordinates.csv[.gz]``
+    ``root_id, position`` with position written ``"[x y z]"`` (extra columns such as
+    ``supervoxel_id`` are ignored; the first row of a root id wins). Neurons without one have
+    no position (``positions_valid`` False).
+``classification.csv[.gz]``
+    ``root_id`` and any of ``super_class``, ``cell_type`` (else ``hemibrain_type``),
+    ``side``: the labels the query language's ``superclass:``, ``type:`` and ``side:`` read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flyviz.errors import InputError
+
+__all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "load_authors_brain",
+           "load_brain", "COMPLETENESS_NAMES", "CONNECTIVITY_NAMES",
+           "FAFB_W_SYN", "MALECNS_W_SYN"]
+
+#: The authors' weight per synapse (mV), fitted on FlyWire (FAFB).
+FAFB_W_SYN = 0.275
+#: The default on MaleCNS graphs (mV): 0.275 mV scaled down for MaleCNS's denser wiring (its
+#: neurons carry about 1.81x FAFB's synapses), the value of gianlucamazza/flymsg's MaleCNS port.
+MALECNS_W_SYN = 0.192
+
+COMPLETENESS_NAMES = ("Completeness_783.csv", "2023_03_23_completeness_630_final.csv",
+                      "Completeness_630.csv", "2023_02_01_completeness_587_final.csv")
+CONNECTIVITY_NAMES = ("Connectivity_783.parquet", "2023_03_23_connectivity_630_final.parquet",
+                      "Connectivity_630.parquet", "2023_02_01_connectivity_587_final.parquet")
+COORDINATE_NAMES = ("coordinates.csv.gz", "coordinates.csv")
+CLASSIFICATION_NAMES = ("classification.csv.gz", "classification.csv")
+CONNECTIVITY_COLUMNS = ("Presynaptic_Index", "Postsynaptic_Index", "Excitatory x Connectivity")
+
+
+class BrainError(InputError):
+    """A spiking brain's files are missing, malformed or inconsistent."""
+
+
+@dataclass
+class SpikingBrain:
+    """A graph the LIF model runs on: neurons, signed synapse counts, optional anatomy.
+
+    Attributes
+    ----------
+    name
+        Shown in summaries and written as the default ``exp_name``.
+    root_ids
+        ``(n,)`` int64 id of each neuron (FlyWire root id, MaleCNS body id).
+    indptr, post, counts
+        Outgoing synapses of neuron ``i``: targets ``post[indptr[i]:indptr[i+1]]`` with signed
+        counts ``counts[...]`` (float64), in the order of the source table.
+    w_syn
+        Default weight of one synapse, mV.
+    positions, positions_valid
+        Soma positions ``(n, 3)`` and which are known, or None.
+    superclass, cell_type, side
+        Per-neuron labels, or None.
+    default_excite
+        Model indices a run excites when none are named (the demo's sensory set), or None.
+    """
+
+    name: str
+    root_ids: np.ndarray
+    indptr: np.ndarray
+    post: np.ndarray
+    counts: np.ndarray
+    w_syn: float = FAFB_W_SYN
+    positions: np.ndarray | None = None
+    positions_valid: np.ndarray | None = None
+    superclass: list[str] | None = None
+    cell_type: list[str] | None = None
+    side: list[str] | None = None
+    default_excite: np.ndarray | None = None
+    source: str = ""
+    _id_order: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def neurons(self) -> int:
+        """Number of neurons."""
+        return int(self.root_ids.shape[0])
+
+    @property
+    def synapses(self) -> int:
+        """Number of connected pairs (rows of the connectivity table)."""
+        return int(self.post.shape[0])
+
+    def indices_of(self, root_ids: Any, what: str = "root id") -> np.ndarray:
+        """Model indices of ``root_ids``; a :class:`BrainError` names the first unknown one."""
+        ids = np.asarray(root_ids, dtype=np.int64).ravel()
+        if self._id_order is None:
+            self._id_order = np.argsort(self.root_ids, kind="stable")
+        order = self._id_order
+        sorted_ids = self.root_ids[order]
+        at = np.searchsorted(sorted_ids, ids)
+        at_c = np.minimum(at, max(self.neurons - 1, 0))
+        found = (at < self.neurons) & (sorted_ids[at_c] == ids) if self.neurons else \
+            np.zeros(ids.shape, bool)
+        if not found.all():
+            raise BrainError(f"{what} {int(ids[~found][0])} is not a neuron of {self.name}")
+        return order[at_c].astype(np.int64)
+
+
+def _csr_by_pre(n: int, pre: np.ndarray, post: np.ndarray, counts: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows grouped by presynaptic neuron, keeping each neuron's rows in table order (the
+    order Brian2 delivers them)."""
+    order = np.argsort(pre, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pre, minlength=n), out=indptr[1:])
+    return indptr, np.ascontiguousarray(post[order], dtype=np.int32), \
+        np.ascontiguousarray(counts[order], dtype=np.float64)
+
+
+def _find(folder: Path, names: tuple[str, ...]) -> Path | None:
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
+               coordinates: str | Path | None = None,
+               classification: str | Path | None = None) -> SpikingBrain:
+    """A folder (or completeness CSV) in the authors' layout, or ``"demo"``, or a flyviz
+    model spec (a checkpoint folder or hub id: its graph with MaleCNS's default ``w_syn``)."""
+    text = str(path)
+    if text == "demo":
+        from flyviz.spiking.demo import demo_brain
+
+        return demo_brain()
+    p = Path(text).expanduser()
+    if p.is_dir() and _find(p, COMPLETENESS_NAMES) is None and connectivity is None:
+        from flyviz.model.resolve import load_model
+
+        return brain_from_checkpoint(load_model(text))
+    if not p.exists():
+        if "/" in text and not text.startswith((".", "/", "~")) and connectivity is None:
+            from flyviz.model.resolve import load_model  # a hub id
+
+            return brain_from_checkpoint(load_model(text))
+        raise BrainError(f"no spiking brain at {text}: give a folder with "
+                         f"{COMPLETENESS_NAMES[0]} and {CONNECTIVITY_NAMES[0]}, the two files, "
+                         "a flyviz model or 'demo'")
+    return load_authors_brain(p, connectivity, coordinates=coordinates,
+                              classification=classification)
+
+
+def load_authors_brain(path: str | Path, connectivity: str | Path | None = None, *,
+                       coordinates: str | Path | None = None,
+                       classification: str | Path | None = None) -> SpikingBrain:
+    """Read and check the authors' two files (see the module notes).
+
+    ``path`` is the folder holding them or the completeness CSV; ``connectivity`` the Parquet
+    file when it is not beside it under one of :data:`CONNECTIVITY_NAMES`.
+
+    Raises
+    ------
+    BrainError
+        One line naming the missing file or column, the out-of-range index or unknown id.
+    """
+    import pandas as pd
+
+    from flyviz.extras import require
+
+    require("parquet", "reading the authors' Connectivity parquet")
+    p = Path(path).expanduser()
+    folder = p if p.is_dir() else p.parent
+    comp_path = _find(p, COMPLETENESS_NAMES) if p.is_dir() else p
+    if comp_path is None:
+        raise BrainError(f"{p} has no completeness table ({', '.join(COMPLETENESS_NAMES[:2])})")
+    conn_path = Path(connectivity).expanduser() if connectivity is not None else \
+        _find(folder, CONNECTIVITY_NAMES)
+    if conn_path is None or not conn_path.is_file():
+        raise BrainError(f"no connectivity table beside {comp_path.name} "
+                         f"({', '.join(CONNECTIVITY_NAMES[:2])}); give it with --connectivity")
+    try:
+        comp = pd.read_csv(comp_path, index_col=0)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise BrainError(f"cannot read {comp_path.name}: {exc}") from None
+    try:
+        root_ids = np.asarray(comp.index, dtype=np.int64)
+    except (ValueError, TypeError):
+        raise BrainError(f"{comp_path.name}: the first column must hold integer root ids") \
+            from None
+    n = int(root_ids.shape[0])
+    if n == 0:
+        raise BrainError(f"{comp_path.name} lists no neurons")
+    if np.unique(root_ids).shape[0] != n:
+        raise BrainError(f"{comp_path.name}: root ids are not unique")
+    try:
+        con = pd.read_parquet(conn_path)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise BrainError(f"cannot read {conn_path.name}: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in CONNECTIVITY_COLUMNS if c not in con.columns]
+    if missing:
+        raise BrainError(f"{conn_path.name} lacks column(s) {', '.join(missing)} "
+                         f"(needs {', '.join(CONNECTIVITY_COLUMNS)})")
+    pre = _int_column(con, "Presynaptic_Index", conn_path.name)
+    post = _int_column(con, "Postsynaptic_Index", conn_path.name)
+    for name, values in (("Presynaptic_Index", pre), ("Postsynaptic_Index", post)):
+        bad = (values < 0) | (values >= n)
+        if bad.any():
+            raise BrainError(f"{conn_path.name}: {name} {int(values[bad][0])} (row "
+                             f"{int(np.flatnonzero(bad)[0])}) is outside 0..{n - 1}, the rows "
+                             f"of {comp_path.name}")
+    counts = np.asarray(con["Excitatory x Connectivity"], dtype=np.float64)
+    if not np.isfinite(counts).all():
+        raise BrainError(f"{conn_path.name}: 'Excitatory x Connectivity' has NaN or infinite "
+                         "values")
+    for id_col, idx in (("Presynaptic_ID", pre), ("Postsynaptic_ID", post)):
+        if id_col not in con.columns:
+            continue
+        ids = _int_column(con, id_col, conn_path.name)
+        wrong = ids != root_ids[idx]
+        if wrong.any():
+            row = int(np.flatnonzero(wrong)[0])
+            known = np.isin(ids[row], root_ids)
+            why = "is not in" if not known else "does not match its index in"
+            raise BrainError(f"{conn_path.name}: {id_col} {int(ids[row])} (row {row}) {why} "
+                             f"{comp_path.name}")
+    indptr, post_sorted, counts_sorted = _csr_by_pre(n, pre, post, counts)
+    brain = SpikingBrain(name=comp_path.stem, root_ids=root_ids, indptr=indptr,
+                         post=post_sorted, counts=counts_sorted, source=str(folder))
+    coords = Path(coordinates) if coordinates is not None else _find(folder, COORDINATE_NAMES)
+    if coords is not None:
+        _read_coordinates(brain, coords)
+    labels = Path(classification) if classification is not None else \
+        _find(folder, CLASSIFICATION_NAMES)
+    if labels is not None:
+        _read_classification(brain, labels)
+    return brain
+
+
+def _int_column(frame: Any, name: str, file: str) -> np.ndarray:
+    values = frame[name].to_numpy()
+    if values.dtype.kind not in "iu":
+        raise BrainError(f"{file}: column {name} must hold integers, not {values.dtype}")
+    return values.astype(np.int64)
+
+
+def _read_coordinates(brain: SpikingBrain, path: Path) -> None:
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise BrainError(f"cannot read {path.name}: {exc}") from None
+    for column in ("root_id", "position"):
+        if column not in table.columns:
+            raise BrainError(f"{path.name} lacks column {column} (needs root_id, position)")
+    table = table.drop_duplicates("root_id")
+    ids = np.asarray(table["root_id"], dtype=np.int64)
+    keep = np.isin(ids, brain.root_ids)
+    xyz = np.full((int(keep.sum()), 3), np.nan)
+    for row, text in enumerate(table["position"].to_numpy()[keep]):
+        parts = str(text).strip("[]() ").replace(",", " ").split()
+        if len(parts) != 3:
+            raise BrainError(f"{path.name}: position {text!r} is not '[x y z]'")
+        xyz[row] = [float(x) for x in parts]
+    positions = np.zeros((brain.neurons, 3))
+    valid = np.zeros(brain.neurons, dtype=bool)
+    at = brain.indices_of(ids[keep])
+    positions[at] = xyz
+    valid[at] = True
+    brain.positions, brain.positions_valid = positions, valid
+
+
+def _read_classification(brain: SpikingBrain, path: Path) -> None:
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise BrainError(f"cannot read {path.name}: {exc}") from None
+    if "root_id" not in table.columns:
+        raise BrainError(f"{path.name} lacks column root_id")
+    table = table.drop_duplicates("root_id")
+    try:
+        ids = table["root_id"].astype(np.int64).to_numpy()
+    except ValueError:
+        raise BrainError(f"{path.name}: root_id must hold integers") from None
+    keep = np.isin(ids, brain.root_ids)
+    at = brain.indices_of(ids[keep])
+
+    def labels(column: str) -> list[str] | None:
+        if column not in table.columns:
+            return None
+        out = [""] * brain.neurons
+        for i, value in zip(at.tolist(), table[column].to_numpy()[keep].tolist()):
+            out[i] = str(value)
+        return out
+
+    brain.superclass = labels("super_class")
+    brain.cell_type = labels("cell_type") or labels("hemibrain_type")
+    brain.side = labels("side")
+
+
+def brain_from_checkpoint(checkpoint: Any, w_syn: float = MALECNS_W_SYN) -> SpikingBrain:
+    """The LIF model on a Fly LLM checkpoint's graph: its signed synapse counts (the weights
+    over their smallest magnitude, which is one synapse), MaleCNS body ids, soma positions and
+    labels."""
+    ck = checkpoint
+    n = int(ck.config.neurons)
+    values = np.asarray(ck.w_values, dtype=np.float64)
+    nonzero = np.abs(values[values != 0])
+    unit = float(nonzero.min()) if nonzero.size else 1.0
+    counts = values / unit
+    rounded = np.rint(counts)
+    if nonzero.size and float(np.abs(counts - rounded).max()) > 0.01:
+        raise BrainError(f"{ck.name}'s weights are not multiples of one synapse; it cannot "
+                         "run as a spiking brain")
+    offsets = np.asarray(ck.w_offsets, dtype=np.int64)
+    post = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    pre = np.asarray(ck.w_indices, dtype=np.int64)
+    indptr, post_sorted, counts_sorted = _csr_by_pre(n, pre, post, rounded)
+    anatomy = ck.anatomy
+    ids = np.asarray(anatomy.body_id, dtype=np.int64) if anatomy is not None and \
+        anatomy.body_id is not None else np.arange(n, dtype=np.int64)
+    brain = SpikingBrain(name=str(ck.name), root_ids=ids, indptr=indptr, post=post_sorted,
+                         counts=counts_sorted, w_syn=w_syn, source=str(ck.source or ck.name))
+    if anatomy is not None:
+        brain.positions = np.asarray(anatomy.positions, dtype=np.float64)
+        brain.positions_valid = np.asarray(anatomy.valid, dtype=bool)
+        brain.superclass, brain.cell_type, brain.side = \
+            anatomy.superclass, anatomy.cell_type, anatomy.side
+    return brain

@@ -1,0 +1,220 @@
+"""Running the spiking brain: stimulus, trials, input tables and the authors' output layout."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from flyviz.errors import InputError
+from flyviz.spiking.brain import SpikingBrain
+from flyviz.spiking.engine import LIFParams, simulate_ticks
+
+__all__ = ["SpikeRun", "poisson_events", "read_input_spikes", "select", "simulate"]
+
+
+@dataclass
+class SpikeRun:
+    """The spikes of a run: ``tick``, ``trial`` and model ``neuron`` of each, in Brian2's
+    order (trial, then tick, then neuron index)."""
+
+    brain: SpikingBrain
+    params: LIFParams
+    n_steps: int
+    trials: int
+    tick: np.ndarray
+    trial: np.ndarray
+    neuron: np.ndarray
+
+    @property
+    def duration_s(self) -> float:
+        """Simulated time per trial, seconds."""
+        return self.n_steps * self.params.dt_s
+
+    @property
+    def t(self) -> np.ndarray:
+        """Spike times in seconds, as Brian2's SpikeMonitor gives them (tick * dt)."""
+        return self.tick * self.params.dt_s
+
+    def rates(self) -> np.ndarray:
+        """``(n,)`` mean rate of each neuron over the trials, Hz."""
+        counts = np.bincount(self.neuron, minlength=self.brain.neurons)
+        return counts / (self.trials * self.duration_s)
+
+    def to_frame(self, exp_name: str | None = None) -> Any:
+        """The authors' table: ``t, trial, flywire_id, exp_name``, one row per spike."""
+        import pandas as pd
+
+        return pd.DataFrame({"t": self.t, "trial": self.trial.astype(np.int64),
+                             "flywire_id": self.brain.root_ids[self.neuron],
+                             "exp_name": exp_name or self.brain.name})
+
+
+def _check_value(name: str, value: float, *, positive: bool = False) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise InputError(f"{name} must be a {'positive' if positive else 'non-negative'} "
+                         f"finite number, not {value}")
+    return value
+
+
+def poisson_events(targets: np.ndarray, rate_hz: float, n_steps: int, dt_s: float,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Brian2's ``PoissonInput(N=1)`` as events: every target, every tick, one
+    Bernoulli(``rate * dt``) draw (the same distribution; not Brian2's random stream). Drawn as
+    geometric gaps between events, so a tick costs nothing. Sorted by tick, then target."""
+    p = rate_hz * dt_s
+    if p <= 0 or targets.size == 0 or n_steps == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    ticks_out, who = [], []
+    for j in targets.tolist():
+        expected = p * n_steps
+        size = int(expected + 8 * math.sqrt(expected) + 16)
+        at = np.cumsum(rng.geometric(p, size)) - 1
+        while at[-1] < n_steps:
+            at = np.concatenate([at, at[-1] + np.cumsum(rng.geometric(p, size))])
+        at = at[at < n_steps]
+        ticks_out.append(at)
+        who.append(np.full(at.shape, j, dtype=np.int64))
+    tk = np.concatenate(ticks_out)
+    nr = np.concatenate(who)
+    order = np.lexsort((nr, tk))
+    return tk[order].astype(np.int64), nr[order]
+
+
+def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """An explicit input table (CSV or Parquet, columns ``t`` in seconds and ``flywire_id``)
+    as ``(tick, neuron)`` events; ``t`` is rounded to the nearest tick. Raises InputError for a
+    missing column, a negative or NaN time, or an id not in the brain."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"input spikes file not found: {p}")
+    try:
+        if p.suffix.lower() in (".parquet", ".pq"):
+            from flyviz.extras import require
+
+            require("parquet", "a Parquet --input-spikes file")
+            table = pd.read_parquet(p)
+        else:
+            table = pd.read_csv(p)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"cannot read {p.name}: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in ("t", "flywire_id") if c not in table.columns]
+    if missing:
+        raise InputError(f"{p.name} lacks column(s) {', '.join(missing)} (needs t, flywire_id)")
+    t = np.asarray(table["t"], dtype=np.float64)
+    if t.size and (not np.isfinite(t).all() or (t < 0).any()):
+        raise InputError(f"{p.name}: t must be non-negative seconds (found NaN or negative)")
+    neuron = brain.indices_of(np.asarray(table["flywire_id"], dtype=np.int64),
+                              f"{p.name}: flywire_id")
+    tick = np.rint(t / dt_s).astype(np.int64)
+    order = np.lexsort((neuron, tick))
+    return tick[order], neuron[order]
+
+
+def select(brain: SpikingBrain, query: str) -> np.ndarray:
+    """Model indices a query selects. Brains with labels take the whole query language
+    (``superclass:``, ``type:``, ``side:``, ``sign:``...); every brain takes ``body:ROOT,...``
+    (root ids) and ``id:`` (model indices, or root ids where the value is too large to be an
+    index)."""
+    from flyviz.model import selection as sel
+
+    node = sel.parse(query)
+
+    def root_ids_as_body(node: Any) -> Any:
+        if isinstance(node, sel.Term):
+            if node.key == "id" and node.values and all(
+                    v.isdigit() and int(v) >= brain.neurons for v in node.values):
+                return sel.Term("body", node.values)
+            return node
+        if isinstance(node, sel.Not):
+            return sel.Not(root_ids_as_body(node.operand))
+        return type(node)(tuple(root_ids_as_body(o) for o in node.operands))
+
+    node = root_ids_as_body(node)
+    return np.asarray(sel.NeuronIndex(cast(Any, _QueryView(brain))).select(node), np.int64)
+
+
+class _QueryView:
+    """What :class:`flyviz.model.selection.NeuronIndex` reads of a model, for a spiking
+    brain: sizes, labels, root ids as body ids, and the signed counts as the graph."""
+
+    def __init__(self, brain: SpikingBrain) -> None:
+        from types import SimpleNamespace
+
+        self.config = SimpleNamespace(neurons=brain.neurons)
+        self.name = brain.name
+        self.anatomy = SimpleNamespace(superclass=brain.superclass, cell_type=brain.cell_type,
+                                       side=brain.side, body_id=brain.root_ids)
+        self.in_index = np.empty(0, dtype=np.int64)
+        self.w_indices = np.repeat(np.arange(brain.neurons, dtype=np.int32),
+                                   np.diff(brain.indptr))
+        self.w_values = brain.counts
+
+
+def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
+             rate: float | None = None, duration_s: float = 1.0, trials: int = 1,
+             seed: int | None = 0, input_events: tuple[np.ndarray, np.ndarray] | None = None,
+             params: LIFParams | None = None, threads: int | None = None) -> SpikeRun:
+    """Run the LIF model ``trials`` times.
+
+    Parameters
+    ----------
+    excite
+        Model indices given Poisson input at ``rate`` Hz (default ``params.rate``, 150) with no
+        refractory period, as the authors' ``poi``.
+    silence
+        Model indices whose outgoing synapses are zeroed (the authors' ``silence``).
+    input_events
+        ``(tick, neuron)`` replayed in every trial, each adding ``w_syn * f_poi`` to ``v``;
+        these neurons are Poisson targets too (no refractory period).
+    params
+        The model's constants; ``w_syn`` defaults to the brain's.
+    threads
+        Trials run side by side on this many threads (default: one per core).
+    """
+    p = params or LIFParams(w_syn=brain.w_syn)
+    if rate is not None:
+        p = p.with_(rate=_check_value("the rate", rate))
+    _check_value("the rate", p.rate)
+    if p.rate * p.dt_s > 1:
+        raise InputError(f"a rate of {p.rate:g} Hz is above one event per tick "
+                         f"({1 / p.dt_s:g} Hz)")
+    duration_s = _check_value("the duration", duration_s)
+    trials = int(trials)
+    if trials < 1:
+        raise InputError(f"--trials must be at least 1, not {trials}")
+    n_steps = int(round(duration_s / p.dt_s))
+    excited = np.unique(np.asarray([] if excite is None else excite, dtype=np.int64))
+    silenced = np.zeros(brain.neurons, dtype=bool)
+    if silence is not None:
+        silenced[np.asarray(silence, dtype=np.int64)] = True
+    rfc = np.full(brain.neurons, p.refractory_ticks, dtype=np.int64)
+    rfc[excited] = 0
+    if input_events is not None:
+        rfc[np.unique(input_events[1])] = 0
+    rng = np.random.default_rng(seed)
+    events = []
+    for _ in range(trials):
+        tk, nr = poisson_events(excited, p.rate, n_steps, p.dt_s, rng)
+        if input_events is not None:
+            keep = input_events[0] < n_steps
+            tk = np.concatenate([tk, input_events[0][keep]])
+            nr = np.concatenate([nr, input_events[1][keep]])
+            order = np.lexsort((nr, tk))
+            tk, nr = tk[order], nr[order]
+        events.append((tk, nr))
+    weight = brain.counts * (p.w_syn * 0.001)  # Brian2: counts * (w_syn * mV), volts
+    runs = simulate_ticks(brain.indptr, brain.post, weight, rfc, silenced, p, n_steps, events,
+                          threads)
+    trial = np.concatenate([np.full(r[0].shape, t, dtype=np.int64) for t, r in enumerate(runs)])
+    return SpikeRun(brain, p, n_steps, trials, np.concatenate([r[0] for r in runs]), trial,
+                    np.concatenate([r[1] for r in runs]))

@@ -1,0 +1,135 @@
+"""``flyviz simulate``: the authors' files in, the authors' spike table out, bad input refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flyviz import spiking
+from flyviz.cli import main
+
+pytest.importorskip("pyarrow")
+
+IDS = np.array([720575940600000011, 720575940600000022, 720575940600000033,
+                720575940600000044], dtype=np.int64)
+
+
+def _write_brain(folder: Path, **changes: object) -> Path:
+    """Four neurons in the authors' layout: 0 drives 1 and 2 strongly, 2 inhibits 3."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"Completed": True}, index=pd.Index(IDS)).to_csv(
+        folder / "Completeness_783.csv")
+    pre, post, signed = [0, 0, 2, 1], [1, 2, 3, 3], [1500, 1500, -40, 60]
+    table = {"Presynaptic_ID": IDS[pre], "Postsynaptic_ID": IDS[post],
+             "Presynaptic_Index": pre, "Postsynaptic_Index": post,
+             "Connectivity": np.abs(signed), "Excitatory": np.sign(signed),
+             "Excitatory x Connectivity": signed}
+    table.update(changes)  # type: ignore[arg-type]
+    pd.DataFrame({k: v for k, v in table.items() if v is not None}).to_parquet(
+        folder / "Connectivity_783.parquet")
+    return folder
+
+
+def test_simulate_writes_the_authors_table_and_a_summary(tmp_path: Path, capsys) -> None:
+    brain = _write_brain(tmp_path / "brain")
+    (tmp_path / "ids.txt").write_text(f"{IDS[0]}\n")
+    out = tmp_path / "spikes.parquet"
+    code = main(["simulate", str(brain), "--excite-file", str(tmp_path / "ids.txt"),
+                 "--rate", "100", "--duration", "400ms", "--trials", "3", "--out", str(out)])
+    assert code == 0
+    table = pd.read_parquet(out)
+    assert list(table.columns) == ["t", "trial", "flywire_id", "exp_name"]
+    assert set(table["trial"]) == {0, 1, 2} and set(table["exp_name"]) == {"spikes"}
+    assert table["t"].between(0, 0.4).all()
+    fired = set(table["flywire_id"])
+    assert {IDS[0], IDS[1], IDS[2]} <= fired  # the driver and the neurons it drives
+    rate0 = (table["flywire_id"] == IDS[0]).sum() / (3 * 0.4)
+    assert 70 < rate0 < 130
+    text = capsys.readouterr().out
+    assert "3 trial(s) x 0.4 s" in text and str(IDS[0]) in text
+    # a query by root id (id: with a root id, or body:) picks the same neuron
+    again = tmp_path / "again.parquet"
+    assert main(["simulate", str(brain), "--excite", f"id:{IDS[0]}", "--rate", "100",
+                 "--duration", "400ms", "--trials", "3", "--out", str(again)]) == 0
+    assert pd.read_parquet(again).equals(table.assign(exp_name="again"))
+
+
+def test_silencing_on_the_command_line(tmp_path: Path) -> None:
+    brain = _write_brain(tmp_path / "brain")
+    out = tmp_path / "s.parquet"
+    assert main(["simulate", str(brain), "--excite", f"body:{IDS[0]}", "--silence",
+                 f"body:{IDS[0]}", "--duration", "200ms", "--out", str(out)]) == 0
+    assert set(pd.read_parquet(out)["flywire_id"]) == {IDS[0]}
+
+
+def test_input_spikes_file_replays_events(tmp_path: Path) -> None:
+    brain = _write_brain(tmp_path / "brain")
+    events = tmp_path / "in.parquet"
+    pd.DataFrame({"t": [0.01, 0.02], "flywire_id": [IDS[0], IDS[0]]}).to_parquet(events)
+    out = tmp_path / "r.parquet"
+    assert main(["simulate", str(brain), "--input-spikes", str(events), "--duration", "50ms",
+                 "--out", str(out)]) == 0
+    table = pd.read_parquet(out)
+    lead = table[table["flywire_id"] == IDS[0]]["t"].to_numpy()
+    assert np.allclose(lead, [0.0101, 0.0201])  # each event drives a spike the next tick
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"Excitatory x Connectivity": None}, "lacks column(s) Excitatory x Connectivity"),
+    ({"Postsynaptic_Index": [1, 2, 3, 4]}, "Postsynaptic_Index 4 (row 3) is outside 0..3"),
+    ({"Presynaptic_ID": [IDS[0], IDS[0], 99, IDS[1]]},
+     "Presynaptic_ID 99 (row 2) is not in Completeness_783.csv"),
+])
+def test_bad_files_are_one_line_and_exit_2(tmp_path: Path, capsys, change: dict,
+                                           message: str) -> None:
+    brain = _write_brain(tmp_path / "brain", **change)
+    out = tmp_path / "x.parquet"
+    assert main(["simulate", str(brain), "--excite", "all", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("flyviz: error: ") and message in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rate", "nan"], "--rate must be a non-negative number"),
+    (["--rate", "-5"], "--rate must be a non-negative number"),
+    (["--duration=-1s"], "--duration must be a non-negative number"),
+    (["--duration", "nan"], "--duration must be a non-negative number"),
+    (["--excite", "id:99999999999999"], "is not a neuron of"),
+    (["--excite", "type:KC*"], "has no cell type labels"),
+])
+def test_bad_options_are_one_line_and_exit_2(tmp_path: Path, capsys, args: list[str],
+                                             message: str) -> None:
+    brain = _write_brain(tmp_path / "brain")
+    out = tmp_path / "x.parquet"
+    base = ["simulate", str(brain), "--out", str(out)]
+    if "--excite" not in args:
+        base += ["--excite", "all"]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_unwritable_out_fails_before_the_brain_loads(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "missing" / "x.parquet"
+    assert main(["simulate", str(tmp_path / "nothing-here"), "--out", str(out)]) == 2
+    assert "cannot write --out" in capsys.readouterr().err
+
+
+def test_labels_and_positions_from_flywire_tables(tmp_path: Path) -> None:
+    folder = _write_brain(tmp_path / "brain")
+    pd.DataFrame({"root_id": IDS, "super_class": ["sensory", "central", "central", "motor"],
+                  "cell_type": ["GRN", "G2N", "G2N", "MN9"], "side": ["right"] * 4}).to_csv(
+        folder / "classification.csv", index=False)
+    pd.DataFrame({"root_id": IDS[:3], "position": ["[1 2 3]", "[4 5 6]", "[7 8 9]"],
+                  "supervoxel_id": [1, 2, 3]}).to_csv(folder / "coordinates.csv", index=False)
+    brain = spiking.load_brain(folder)
+    assert brain.positions_valid is not None and brain.positions is not None
+    assert brain.positions_valid.tolist() == [True, True, True, False]
+    assert brain.positions[1].tolist() == [4.0, 5.0, 6.0]
+    assert spiking.select(brain, "type:G2N").tolist() == [1, 2]
+    assert spiking.select(brain, "superclass:motor | type:GRN").tolist() == [0, 3]

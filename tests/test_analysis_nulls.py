@@ -195,7 +195,7 @@ def test_bad_input_to_flyviz_null_is_one_line_and_exit_2_and_writes_nothing(
     _one_line_exit_2(capsys, ["null", str(source), "--kind", "shuffle", "--out", new],
                      "invalid choice")
     _one_line_exit_2(capsys, ["null", str(source), "--seed", "-1", "--out", new], ">= 0")
-    _one_line_exit_2(capsys, ["null", str(source), "--out", str(source)], "own folder")
+    _one_line_exit_2(capsys, ["null", str(source), "--out", str(source)], "is the input of")
     _one_line_exit_2(capsys, ["null", str(source), "--out", str(tmp_path)], "exists")
     _one_line_exit_2(capsys, ["null", str(source), "--out", str(tmp_path / "no" / "x")],
                      "does not exist")

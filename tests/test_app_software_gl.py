@@ -163,7 +163,8 @@ def test_the_outline_is_drawn_once_while_the_camera_holds_still_and_looks_the_sa
     view = _view(qtbot, brain)
     screen = view.raster_screen
     if screen is None:
-        pytest.skip("the outline is cached on the software path only")
+        pytest.skip("the outline is cached on the software path only; this OpenGL "
+                    f"({view.renderer!r}) draws on a GPU")
     anatomy, _ = brain
     view.set_meshes([soma_outline(anatomy.positions_um()[anatomy.valid])], 0.3)
     rng = np.random.default_rng(2)

@@ -273,7 +273,12 @@ def test_another_model_starts_the_docks_afresh(window, qtbot, app_checkpoint, tm
     window.message_shown.connect(messages.append)
     smaller = make_app_checkpoint(tmp_path / "other", neurons=300, edges=2000, seed=2)
     window.set_checkpoint(smaller)
-    qtbot.wait(300)
+    # The barrier before the absence check below: the docks' refresh has run and no
+    # background work of theirs is left to report (an error would be shown by then).
+    qtbot.waitUntil(lambda: feature.raster.order.order.size == 300
+                    and not feature.refresher.timer.isActive()
+                    and not window.background.busy("population-cell-types")
+                    and not window.background.busy(feature.SORT), timeout=5000)
     assert feature.raster.order.order.size == 300 and feature.raster.columns == 0
     assert feature.cell_types.names == []
     assert not [m for m in messages if "error" in m.lower() or "match" in m]

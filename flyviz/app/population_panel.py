@@ -192,8 +192,13 @@ class WholeBrainRaster(QWidget):
         compared = recording.baseline is not None
         if compared != self.view_box.isEnabled():
             self.view_box.setEnabled(compared)
-            # Without a comparison nothing was intervened on: the one choice is this run.
+            # Without a comparison nothing was intervened on: the one choice is this run
+            # (shown as chosen; the redraw below is for the new recording).
             self.view_box.setItemText(0, COMPARE_VIEWS[0][1] if compared else SINGLE_RUN_VIEW)
+            if not compared:
+                blocked = self.view_box.blockSignals(True)
+                self.view_box.setCurrentIndex(0)
+                self.view_box.blockSignals(blocked)
         if recording is not self._recording:
             self._recording = recording
             self._fitted = False

@@ -7,6 +7,7 @@ import pytest
 from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtWidgets import QApplication
 from test_app_window_fit import clipped_controls
+from qt_barriers import settle
 
 from flyviz.model.interventions import Silence
 
@@ -29,14 +30,14 @@ def test_the_brain_view_keeps_its_width_when_a_comparison_starts(window, qtbot, 
     win.state.run.speed_cap = 0
     with qtbot.waitSignal(win.run_ended, timeout=20_000):
         assert win.run_prompt("Tom and his dog"), win.last_error
-    qtbot.wait(200)
+    settle(qtbot, win)
     before = _widths(win)
     superclass = win.controls.superclass.itemData(1)
     with qtbot.waitSignal(win.run_ended, timeout=20_000):
         assert win.interventions.compare_with([Silence(f"superclass:{superclass}")],
                                               prompt="Tom and his dog"), win.last_error
     qtbot.waitUntil(lambda: "untouched" in win.text_panel.toPlainText(), timeout=3000)
-    qtbot.wait(200)
+    settle(qtbot, win)
     after = _widths(win)
     assert after["brain"] == before["brain"], (before, after)
     assert {k: after.get(k) for k in before} == before

@@ -104,7 +104,7 @@ def test_without_the_kernel_opengl_draws_the_cloud(qtbot, brain, monkeypatch):
     monkeypatch.setitem(splat._kernel, "paint", None)     # numba missing or unable to compile
     view = _view(qtbot, brain)
     if view.raster_screen is None:
-        pytest.skip("the software path only")
+        pytest.skip(f"the software path only; this OpenGL ({view.renderer!r}) draws on a GPU")
     warm, _ = _two_far_apart(view)
     state = np.zeros(len(view.visible), np.float32)
     state[warm] = 1.0

@@ -6,23 +6,19 @@ from __future__ import annotations
 import pytest
 from app_conftest import app_checkpoint, make_window, window  # noqa: F401
 from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabBar
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabBar
 
 from test_app_window_fit import clipped_controls, wait_in_front
+from qt_barriers import settle
 
 from flyviz.app import main_window
 from flyviz.app.layout_presets import KNOWN_DOCKS, PRESETS, PRESENTATION_DOCKS
 
 
-def settle(qtbot) -> None:
-    qtbot.wait(50)
-    QApplication.processEvents()
-
-
 def at_size(win, qtbot, width: int = 1280, height: int = 800) -> None:
     win.resize(width, height)
     qtbot.waitUntil(lambda: win.size() == QSize(width, height), timeout=3000)
-    settle(qtbot)
+    settle(qtbot, win)
 
 
 def in_front(dock) -> bool:
@@ -42,13 +38,13 @@ def test_each_preset_shows_the_docks_it_says_and_default_brings_the_default_back
     win = window
     at_size(win, qtbot)
     win.layouts.apply("default")
-    settle(qtbot)
+    settle(qtbot, win)
     default = arrangement(win)
     brain = win.brain.size()
     assert win.layouts.current == "default" and win.actions_by_name["layout_default"].isChecked()
 
     win.actions_by_name["layout_analysis"].trigger()
-    settle(qtbot)
+    settle(qtbot, win)
     assert win.layouts.current == "analysis"
     docks = win.docks
     for key in ("population", "cell_types", "graph"):
@@ -74,14 +70,14 @@ def test_each_preset_shows_the_docks_it_says_and_default_brings_the_default_back
     assert not problems, "\n".join(problems)
 
     win.actions_by_name["layout_presentation"].trigger()
-    settle(qtbot)
+    settle(qtbot, win)
     shown = {key for key, dock in docks.items() if not dock.isHidden()}
     assert shown == set(PRESENTATION_DOCKS)
     assert all(in_front(docks[k]) for k in PRESENTATION_DOCKS)
     assert win.brain.width() > brain.width() and win.brain.height() > brain.height()
 
     win.actions_by_name["layout_default"].trigger()
-    settle(qtbot)
+    settle(qtbot, win)
     assert arrangement(win) == default
     assert win.brain.size() == brain
 
@@ -125,7 +121,7 @@ def test_each_tab_group_shows_one_tab_bar_of_its_own_and_its_tabs_work(window, q
     for name in presets:
         if name != "default" or len(presets) > 1:
             win.actions_by_name[f"layout_{name}"].trigger()
-        settle(qtbot)
+        settle(qtbot, win)
         bars = shown_tab_bars(win)
         docks = dock_pointers(win)
         tabs = [tuple(bar.tabData(i) for i in range(bar.count())) for bar in bars]
@@ -178,14 +174,14 @@ def test_a_dock_the_presets_do_not_know_is_placed_by_each_preset(qtbot, app_chec
         beside_controls = set(win.tabifiedDockWidgets(docks["controls"]))
         assert extra in beside_controls
         win.layouts.apply("analysis")
-        settle(qtbot)
+        settle(qtbot, win)
         assert extra in win.tabifiedDockWidgets(docks["cell_types"]) and not extra.isHidden()
         assert in_front(docks["cell_types"])
         win.layouts.apply("presentation")
-        settle(qtbot)
+        settle(qtbot, win)
         assert extra.isHidden()
         win.layouts.apply("default")
-        settle(qtbot)
+        settle(qtbot, win)
         assert not extra.isHidden()
         assert set(win.tabifiedDockWidgets(docks["controls"])) == beside_controls
         assert win.dockWidgetArea(extra) == Qt.DockWidgetArea.LeftDockWidgetArea
@@ -196,7 +192,7 @@ def test_a_dock_the_presets_do_not_know_is_placed_by_each_preset(qtbot, app_chec
 def test_the_chosen_layout_is_there_at_the_next_start(qtbot, app_checkpoint, tmp_path):
     win = make_window(qtbot, app_checkpoint, tmp_path, "layout.ini")
     win.layouts.apply("presentation")
-    settle(qtbot)
+    settle(qtbot, win)
     win.close()
     again = make_window(qtbot, app_checkpoint, tmp_path, "layout.ini")
     try:

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 from app_conftest import app_checkpoint, window  # noqa: F401
+from qt_barriers import background_delivered
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QImage, QPainter, QWheelEvent
 from PySide6.QtTest import QTest
@@ -142,7 +143,7 @@ def test_cancel_stops_a_causal_trace(window, qtbot, monkeypatch):
     qtbot.mouseClick(feature.panel.cancel_button, Qt.MouseButton.LeftButton)
     gate.set()
     qtbot.waitUntil(lambda: not feature.job.running.is_set(), timeout=10_000)
-    qtbot.wait(50)
+    background_delivered(window.background)     # a late result or pass would be in by now
     assert len(calls) == 1 and cancelled
     assert feature.trace is None and feature.panel.heatmap.values is None
     assert feature.panel.message.text() == "trace cancelled"

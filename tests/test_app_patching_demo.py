@@ -20,6 +20,7 @@ from app_conftest import make_window
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from test_app_why_demo import SIZE, _region, dark_theme  # noqa: F401 - a fixture
+from qt_barriers import settle
 
 from flyviz.app.patching_panel import EXAMPLE, heatmap_colours
 from flyviz.model.patching import Patch
@@ -66,9 +67,9 @@ def test_patching_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme): 
         assert chosen and isinstance(chosen[0], Patch)
         assert (chosen[0].start, chosen[0].stop) == (cell.position, cell.position + 1)
         feature.dock.raise_()                   # the comparison raised the Text dock
+        settle(qtbot, win)                      # the docks shown for the result settle
         qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
                         timeout=5000)
-        qtbot.wait(500)                         # the docks shown for the result settle
         path = win.save_screenshot(tmp_path / "patching.png", target="window")
         image = iio.imread(path)
 

@@ -181,16 +181,23 @@ def test_a_comparison_shows_untouched_intervened_or_the_difference(window, qtbot
     n = app_checkpoint.config.neurons
     rec, states = _random_recording(n, 6, seed=1)
     base, base_states = _random_recording(n, 6, seed=2)
+    raster = window.features["population"].raster
+    # Before a comparison the one choice names the run shown, not an intervention.
+    assert not raster.view_box.isEnabled() and raster.view_box.currentText() == "This run"
     rec.baseline = base
     feature = _shown(window, qtbot, rec)
-    raster = feature.raster
-    assert raster.view_box.isEnabled()
+    assert feature.raster is raster
+    assert raster.view_box.isEnabled() and raster.view_box.currentText() == "Intervened"
+    assert [raster.view_box.itemText(i) for i in range(3)] == ["Intervened", "Untouched", "Δx"]
     order, edges = raster.order.order, raster.pooler.edges
     np.testing.assert_array_equal(raster.image.image, _numpy_pooled(states, order, edges))
     for view, expected in (("untouched", base_states), ("delta", states - base_states)):
         raster.view_box.setCurrentIndex(raster.view_box.findData(view))
         np.testing.assert_allclose(raster.image.image, _numpy_pooled(expected, order, edges),
                                    rtol=1e-6, atol=1e-6)
+    single, _ = _random_recording(n, 3, seed=4)      # a plain run again: "This run" again
+    _shown(window, qtbot, single)
+    assert not raster.view_box.isEnabled() and raster.view_box.currentText() == "This run"
 
 
 def test_rows_by_importance_follow_the_colour_layer(window, qtbot, app_checkpoint):
@@ -266,7 +273,12 @@ def test_another_model_starts_the_docks_afresh(window, qtbot, app_checkpoint, tm
     window.message_shown.connect(messages.append)
     smaller = make_app_checkpoint(tmp_path / "other", neurons=300, edges=2000, seed=2)
     window.set_checkpoint(smaller)
-    qtbot.wait(300)
+    # The barrier before the absence check below: the docks' refresh has run and no
+    # background work of theirs is left to report (an error would be shown by then).
+    qtbot.waitUntil(lambda: feature.raster.order.order.size == 300
+                    and not feature.refresher.timer.isActive()
+                    and not window.background.busy("population-cell-types")
+                    and not window.background.busy(feature.SORT), timeout=5000)
     assert feature.raster.order.order.size == 300 and feature.raster.columns == 0
     assert feature.cell_types.names == []
     assert not [m for m in messages if "error" in m.lower() or "match" in m]

@@ -14,6 +14,7 @@ pytest.importorskip("pytestqt")
 pytest.importorskip("vispy")
 
 from PySide6.QtCore import QPoint, Qt  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
 from flyviz.app._testing import make_app_checkpoint  # noqa: E402
@@ -81,8 +82,11 @@ def _show(view, qtbot, state: np.ndarray) -> None:
     before = len(view.draw_times)
     view.set_target(state)
     view.tick()
-    qtbot.waitUntil(lambda: len(view.draw_times) > before, timeout=5000)
-    qtbot.wait(20)
+    screen = view.raster_screen
+    # Drawn, eased all the way (no easing here: one frame) and, on the software path, the
+    # frame shown is the one drawn.
+    qtbot.waitUntil(lambda: len(view.draw_times) > before and not view.animating
+                    and (screen is None or not screen.stale), timeout=5000)
 
 
 def _colour_at(rgb: np.ndarray, xy: tuple[float, float], ratio: float) -> np.ndarray:
@@ -127,9 +131,20 @@ def test_idle_ticks_do_not_redraw_and_clicks_reach_the_canvas(qtbot, brain):
     _show(view, qtbot, state)
     draws = len(view.draw_times)
     frames = view.raster_screen.frames if view.raster_screen is not None else None
-    for _ in range(10):                     # the display timer's ticks with nothing new
-        view.tick()
-        qtbot.wait(5)
+    # An idle tick asks for no frame: every frame is asked for through canvas.update(), so
+    # counting those calls proves the absence at once; the events a tick could have posted
+    # are then handled, and no draw came of them.
+    asked: list[int] = []
+    update = view.canvas.update
+    view.canvas.update = lambda *args: asked.append(1) or update(*args)
+    try:
+        for _ in range(10):                 # the display timer's ticks with nothing new
+            view.tick()
+            QApplication.sendPostedEvents()
+            QApplication.processEvents()
+    finally:
+        del view.canvas.update
+    assert asked == []
     assert len(view.draw_times) == draws
     if view.raster_screen is not None:
         assert view.raster_screen.frames == frames
@@ -163,7 +178,8 @@ def test_the_outline_is_drawn_once_while_the_camera_holds_still_and_looks_the_sa
     view = _view(qtbot, brain)
     screen = view.raster_screen
     if screen is None:
-        pytest.skip("the outline is cached on the software path only")
+        pytest.skip("the outline is cached on the software path only; this OpenGL "
+                    f"({view.renderer!r}) draws on a GPU")
     anatomy, _ = brain
     view.set_meshes([soma_outline(anatomy.positions_um()[anatomy.valid])], 0.3)
     rng = np.random.default_rng(2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from app_conftest import app_checkpoint, window  # noqa: F401
+from qt_barriers import background_delivered
 from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QImage, QMouseEvent
 from PySide6.QtWidgets import QApplication
@@ -296,7 +297,10 @@ def test_a_hidden_dock_fits_nothing_until_it_is_shown(window, qtbot, app_checkpo
     rec = _planted_recording(app_checkpoint.config.neurons, 9)
     window.session.replace(rec)
     feature.refresh()
-    qtbot.wait(50)
+    # The barrier: the dock's timers have fired and every background call has reported.
+    qtbot.waitUntil(lambda: not feature.refresher.timer.isActive()
+                    and not feature.settle.isActive(), timeout=5000)
+    background_delivered(window.background)
     assert fits == [] and feature.fit is None
     # Showing the dock is enough for it to catch up.
     _feature(window)

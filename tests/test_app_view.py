@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, lit_neurons_far_apart, window  # noqa: F401
+from app_conftest import (app_checkpoint, centre_colour, drawn,  # noqa: F401
+                          isolated_neurons, lit_neurons_far_apart, plain_display,
+                          screen_positions, window)
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage
 
@@ -75,6 +77,67 @@ def test_scrubbing_shows_that_tokens_state_in_the_cloud(window, qtbot, app_check
     assert win.timeline.slider.value() == 1
     assert win.session.index == 1 and not win.session.live
     assert win.topk_panel.title.text().startswith("Next token after #1")
+
+
+def test_before_any_run_the_brain_rests_in_a_neutral_tone_and_a_run_keeps_its_colours(
+        window, qtbot, app_checkpoint):
+    """Pixel facts at 1280x800: before the first run every drawn soma is a disc of the resting
+    tone (grey-blue, well off the background); once a frame is shown each neuron is drawn in
+    its colormap colour exactly as without a resting brain, quiet ones as faint as ever; an
+    empty recording (Reset) rests again."""
+    from flyviz.record.recording import Recording
+    from flyviz.render.colormaps import (_STOPS, RESTING_ALPHA, RESTING_RGB, _ramp,
+                                         display_curve, magnitude)
+    from flyviz.render.style import BACKGROUND
+
+    win = window
+    win.resize(1280, 800)
+    qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 800), timeout=3000)
+    plain_display(win)
+    assert len(win.session.recording) == 0
+    resting = drawn(win, qtbot)
+    assert win.brain.cloud.resting
+    background = np.round(np.asarray(BACKGROUND[:3]) * 255)
+    want_rest = np.clip(255.0 * (np.asarray(BACKGROUND[:3])
+                                 + np.asarray(RESTING_RGB) * RESTING_ALPHA), 0, 255)
+    assert np.ptp(want_rest - background) < 20          # neutral: no hue of its own
+    xy = screen_positions(win)
+    h, w = resting.shape[:2]
+    on_screen = [i for i in np.flatnonzero(win.brain.visible)
+                 if 4 <= xy[i, 0] < w - 90 and 4 <= xy[i, 1] < h - 4]     # clear of the bar
+    assert len(on_screen) > 300
+    seen = [np.abs(centre_colour(resting, xy[i], radius=1) - background).max() for i in on_screen]
+    assert np.mean(np.asarray(seen) > 40) > 0.95        # (nearly) every soma is visible
+    n = app_checkpoint.config.neurons
+    lone = isolated_neurons(win, np.arange(n), 6)
+    assert len(lone) >= 3, "the test layout has too few isolated neurons"
+    for neuron in lone:
+        got = centre_colour(resting, xy[neuron])
+        assert np.abs(got - want_rest).max() <= 3, (neuron, got, want_rest)
+
+    # A shown state: the lit neuron and the quiet ones in the colours the colormap gives.
+    lit = lone[0]
+    win.session.replace(one_hot_recording(n, [lit], value=1.0), index=0)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
+    image = drawn(win, qtbot)
+    assert not win.brain.cloud.resting
+    low, high = win.brain.value_range
+    colormap = win.brain.colormap
+    for neuron in lone:
+        value = 1.0 if neuron == lit else 0.0
+        # The shader's colour of the value (the table's 256 entries are too coarse at zero,
+        # where brightness grows as a square root).
+        coord = np.clip((value - low) / (high - low), 0.0, 1.0)
+        rgb = _ramp(_STOPS[colormap], np.array([coord]))[0]
+        alpha = display_curve(magnitude(np.array([value]), colormap, low, high))[0]
+        want = np.clip(255.0 * (np.asarray(BACKGROUND[:3]) + rgb * alpha), 0, 255)
+        got = centre_colour(image, xy[neuron])
+        assert np.abs(got - want).max() <= 3, (neuron, value, got, want)
+    # Reset: nothing to show, the brain at rest again.
+    win.session.replace(Recording(n))
+    qtbot.waitUntil(lambda: win.brain.cloud.resting, timeout=3000)
+    again = drawn(win, qtbot)
+    assert np.abs(centre_colour(again, xy[lone[1]]) - want_rest).max() <= 3
 
 
 def test_easing_moves_the_shown_activity_toward_the_new_frame(window, qtbot, app_checkpoint):

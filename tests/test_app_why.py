@@ -12,6 +12,7 @@ from app_conftest import (app_checkpoint, centre_colour, expected_colour,  # noq
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
+from qt_barriers import settle
 
 from flyviz.app import theme, why_panel
 from flyviz.render.style import BACKGROUND
@@ -55,7 +56,9 @@ def _ranked_apart(neurons: list[int], flow: np.ndarray, limit: float) -> list[tu
 
 
 def _drawn(win, qtbot) -> np.ndarray:
-    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+    # The brain has the layer shown now (a new one for each lag) and has drawn it.
+    qtbot.waitUntil(lambda: win.brain.layer_override is win.state.layer_override
+                    and win.display.brain_at is not None and not win.brain.animating,
                     timeout=3000)
     return win.brain.render_image()
 
@@ -74,7 +77,7 @@ def test_why_lights_the_neurons_that_carry_most_of_the_logit(window, qtbot, app_
     assert win.colour_by.current == "flow" and win.brain.colormap == "difference"
     assert win.brain.colorbar_caption.text() == "flow (units of L)"
     win.features["why"].panel.synapses.setChecked(False)    # only the neurons (lines: below)
-    qtbot.wait(200)                 # the docks shown for the result settle the canvas size
+    settle(qtbot, win)              # the docks shown for the result settle the canvas size
     for lag in (0, 2):
         if lag:
             win.features["why"].panel.lag.setValue(lag)
@@ -179,7 +182,7 @@ def test_the_graph_dock_shows_the_kept_nodes_and_a_click_selects_the_neuron(wind
     assert f"neuron {int(graph.neurons[k])} " in panel.node_tip(k)
     assert panel.node_tip(k).count("flow") == 1
     qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.height() > 120, timeout=3000)
-    qtbot.wait(200)
+    settle(qtbot, win)              # the plot has its final size: node positions hold
     # Click the largest node: the neuron selected is one whose disc lies under the click.
     win.state.selected = None
     spot = panel.node_widget_pos(k)
@@ -260,7 +263,7 @@ def test_the_strongest_synapses_are_drawn_as_lines_between_their_somas(window, q
     strongest = att.step_edge_flows(att.position, top=why_panel.SYNAPSE_LINES)
     shown = set(zip(edges["pre"].tolist(), edges["post"].tolist()))
     assert shown <= set(zip(strongest["pre"].tolist(), strongest["post"].tolist()))
-    qtbot.wait(200)
+    settle(qtbot, win)              # the docks shown for the result settle the canvas size
     lit = _drawn(win, qtbot)
     xy = screen_positions(win)
     # The strongest drawn synapse whose somas lie far apart on screen: sample its middle.
@@ -335,7 +338,7 @@ def test_the_graphs_cell_type_supernodes_sum_their_flows_and_expand_on_a_click(w
     # Every kept node's flow is in exactly one drawn item.
     assert sum(sum(v) for v in flows.values()) == pytest.approx(float(np.sum(graph.flows)))
     qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.height() > 120, timeout=3000)
-    qtbot.wait(200)
+    settle(qtbot, win)              # the plot has its final size: item positions hold
     # Click a supernode where no other item is drawn under the pointer: it expands.
     sizes = [p.size() for p in panel.scatter.points()]
     alone = [i for i, (key, _m) in enumerate(panel.items) if key is not None and all(
@@ -391,7 +394,7 @@ def test_the_why_movie_frames_look_like_the_brain_view_at_each_lag(window, qtbot
     att = _why(win, qtbot)
     feature = win.features["why"]
     feature.panel.synapses.setChecked(False)        # the movie draws the neurons only
-    qtbot.wait(200)
+    settle(qtbot, win)
     views = {}
     for lag in (0, 2):
         feature.panel.lag.setValue(lag)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from app_conftest import make_window
+from qt_barriers import settle
 
 from flyviz.app.graph_panel import NEGATIVE, POSITIVE
 
@@ -89,9 +90,9 @@ def test_why_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):
         assert abs(att.completeness_error) <= 1e-4 * max(1.0, abs(att.value))
         assert win.colour_by.current == "flow"
         assert win.brain.colorbar_caption.text() == "flow (units of L)"
+        settle(qtbot, win)          # the docks shown for the result settle
         qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
                         timeout=5000)
-        qtbot.wait(500)             # the docks shown for the result settle
         path = win.save_screenshot(tmp_path / "why.png", target="window")
         image = iio.imread(path)
         assert image.shape[0] >= SIZE[1] * 0.9 and image.shape[1] >= SIZE[0] * 0.9
@@ -137,8 +138,9 @@ def _the_movie_looks_like_the_view(win, qtbot, feature, tmp_path) -> None:
     views = {}
     for lag in (0, 2):
         feature.panel.lag.setValue(lag)
-        qtbot.wait(300)
-        qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+        # The brain has this lag's layer (a new one each lag) and has drawn it.
+        qtbot.waitUntil(lambda: win.brain.layer_override is win.state.layer_override
+                        and win.display.brain_at is not None and not win.brain.animating,
                         timeout=5000)
         views[lag] = win.brain.render_image()[..., :3]
     size = (views[0].shape[1], views[0].shape[0])

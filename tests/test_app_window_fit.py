@@ -21,6 +21,7 @@ from PySide6.QtCore import QPoint, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractScrollArea,
                                QApplication, QDockWidget, QScrollArea, QTabBar, QWidget)
+from qt_barriers import settle
 
 from flyviz.app._testing import make_frame
 from flyviz.app.plot_axes import SpacedAxis, next_step
@@ -33,8 +34,7 @@ SIZES = [(1280, 800), (1440, 900)]
 def at_size(win, qtbot, width: int, height: int) -> None:
     win.resize(width, height)
     qtbot.waitUntil(lambda: win.size() == QSize(width, height), timeout=3000)
-    qtbot.wait(50)
-    QApplication.processEvents()
+    settle(qtbot, win)
 
 
 def shown_docks(win) -> dict[str, QDockWidget]:

@@ -13,6 +13,7 @@ from flyviz.export import ExportOptions  # noqa: E402
 from flyviz.export.flow import (export_flow, flow_overlay, make_flow_renderer,  # noqa: E402
                                 top_tokens)
 from flyviz.model.errors import ExportError  # noqa: E402
+from gl_skip import offscreen_gl_or_skip  # noqa: E402
 from flyviz.render.colormaps import lut  # noqa: E402
 from flyviz.render.style import BACKGROUND, CloudStyle  # noqa: E402
 
@@ -56,12 +57,8 @@ def _count(path) -> tuple[tuple[int, int], int]:
 
 
 def _export(*args, **kwargs):
-    try:
+    with offscreen_gl_or_skip():
         return export_flow(*args, **kwargs)
-    except ExportError as exc:
-        if "OpenGL" in str(exc):
-            pytest.skip(f"no offscreen OpenGL here: {exc}")
-        raise
 
 
 def test_a_flow_movie_has_one_frame_per_lag_of_the_window(traced, tmp_path):
@@ -96,11 +93,9 @@ def test_a_flow_frame_draws_positive_flow_red_and_negative_blue(traced, tmp_path
     att, anatomy = traced
     size = (480, 360)
     options = ExportOptions(size=size, fps=4.0, overlays=False, point_size=6.0, glow=1.0)
-    try:
+    with offscreen_gl_or_skip():
         renderer = make_flow_renderer(att, anatomy, options, style=CloudStyle(
             point_size=6.0, gain=1.0))
-    except ExportError as exc:
-        pytest.skip(f"no offscreen OpenGL here: {exc}")
     with renderer:
         xy, _, in_front = project_points(renderer.cloud.positions,
                                          renderer.cloud.get_transform("visual", "canvas"))
@@ -174,10 +169,8 @@ def test_the_overlay_keeps_the_shown_token_in_view_of_a_long_prompt(traced):
     from flyviz.render.overlay import OverlayContent
 
     att, anatomy = traced
-    try:
+    with offscreen_gl_or_skip():
         renderer = FrameRenderer(anatomy.positions_um(), anatomy.valid, (320, 180))
-    except ExportError as exc:
-        pytest.skip(f"no offscreen OpenGL here: {exc}")
     with renderer:
         layout = renderer.overlays
         words = " ".join(f"word{i}" for i in range(200))

@@ -18,6 +18,7 @@ iio = pytest.importorskip("imageio.v3")
 
 from flyviz.export import ExportOptions, export_recording, export_state  # noqa: E402
 from flyviz.model.errors import ExportError  # noqa: E402
+from gl_skip import offscreen_gl_or_skip  # noqa: E402
 from flyviz.model.layout import ball_layout  # noqa: E402
 from flyviz.record.recording import Recording  # noqa: E402
 from flyviz.viewer import ViewerState  # noqa: E402
@@ -59,10 +60,8 @@ def _frames(folder) -> list[np.ndarray]:
 
 def test_a_state_movie_is_the_recording_drawn_as_the_state_says(state, tmp_path):
     options = ExportOptions(size=SIZE, frames_per_token=1, overlays=False, view="top")
-    try:
+    with offscreen_gl_or_skip():
         export_state(state, tmp_path / "state", options)
-    except ExportError as exc:
-        pytest.skip(f"no offscreen OpenGL here: {exc}")
     export_recording(state.recording, state.anatomy, tmp_path / "by-hand", options,
                      style=state.style())
     mine, by_hand = _frames(tmp_path / "state"), _frames(tmp_path / "by-hand")
@@ -83,14 +82,12 @@ def test_export_movie_takes_a_state_and_a_still_matches_its_last_frame(state, tm
     import flyviz
     from flyviz.render.offscreen import render_state_image
 
-    try:
+    with offscreen_gl_or_skip():
         with warnings.catch_warnings():
             warnings.simplefilter("error")       # no "no model" warning: the state has one
             out = flyviz.export_movie(state, tmp_path / "frames", size=SIZE, frames_per_token=1,
                                       overlays=False)
         still = render_state_image(state, SIZE)
-    except ExportError as exc:
-        pytest.skip(f"no offscreen OpenGL here: {exc}")
     last = _frames(out)[-1]
     assert still.shape == (SIZE[1], SIZE[0], 3)
     lit_still, lit_movie = still.max(axis=-1) > 40, last.max(axis=-1) > 40

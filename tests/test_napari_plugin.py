@@ -236,7 +236,9 @@ def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, r
     assert bright[: h // 10, : w // 10].mean() < middle.mean() / 4
     assert "t=5" in widget.token_label.text()
     assert widget.quantity.count() == 2  # signed and abs, for the active layer
-    qtbot.wait(300)  # the dock widget's layout settles
+    from qt_barriers import settle
+
+    settle(qtbot, viewer.window._qt_window)  # the dock widget's layout settles
     save_screenshot(np.asarray(viewer.screenshot(canvas_only=False, flash=False)), "napari.png")
 
 

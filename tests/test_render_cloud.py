@@ -337,7 +337,8 @@ def _crowd(n: int = 3000, seed: int = 3) -> np.ndarray:
             * rng.uniform(0, 1, (n, 1)) ** (1 / 3)).astype(np.float32)
 
 
-@pytest.mark.parametrize("setting", ["default", "abs", "strong glow", "emphasis and ring"])
+@pytest.mark.parametrize("setting", ["default", "abs", "strong glow", "emphasis and ring",
+                                     "resting"])
 def test_the_lean_cloud_draws_the_same_picture(setting):
     """The software-OpenGL shaders end sprites where the halo is invisible: same picture."""
     positions = _crowd()
@@ -358,6 +359,8 @@ def test_the_lean_cloud_draws_the_same_picture(setting):
             if setting == "emphasis and ring":
                 scene.cloud.set_emphasis(np.arange(n) % 3 == 0)
                 scene.cloud.set_selected(7)
+            if setting == "resting":
+                scene.cloud.set_resting(True)
             images.append(scene.render(values).astype(int))
         finally:
             scene.close()

@@ -15,7 +15,7 @@ pytest.importorskip("pytestqt")
 pytest.importorskip("vispy")
 
 from flyviz.app._testing import make_app_checkpoint  # noqa: E402
-from flyviz.model.errors import ExportError  # noqa: E402
+from gl_skip import offscreen_gl_or_skip  # noqa: E402
 
 pytestmark = pytest.mark.gui
 
@@ -38,10 +38,8 @@ def test_egl_frames_and_a_qt_view_alternate_on_one_thread(qtbot, tmp_path):
     from flyviz.app.brain_view import BrainView
     from flyviz.render.offscreen import FrameRenderer, offscreen_app
 
-    try:
+    with offscreen_gl_or_skip():
         egl, _ = offscreen_app(backend="egl")  # before any Qt context is current
-    except ExportError as exc:
-        pytest.skip(f"no EGL here: {exc}")
     checkpoint = make_app_checkpoint(tmp_path / "model")
     anatomy, n = checkpoint.anatomy, checkpoint.config.neurons
     state = np.full(n, 0.9, np.float32)

@@ -12,7 +12,7 @@ import pytest
 
 from flyviz.render import splat
 from flyviz.render.cloud import INVISIBLE_LEVEL
-from flyviz.render.colormaps import _STOPS, QUIET_ALPHA, _ramp
+from flyviz.render.colormaps import _STOPS, QUIET_ALPHA, RESTING_ALPHA, RESTING_RGB, _ramp
 
 pytest.importorskip("numba")
 
@@ -49,7 +49,7 @@ class FlatCloud:
         self._transform = _Identity(w, h)
         self._uniforms = {"u_low": -1.0, "u_inv_span": 0.5, "u_fold": 0.0, "u_diverging": 1.0,
                           "u_size": size, "u_glow": glow, "u_dim": 0.1, "u_gain": gain,
-                          "u_px_scale": 1.0, "u_invisible": INVISIBLE_LEVEL}
+                          "u_px_scale": 1.0, "u_invisible": INVISIBLE_LEVEL, "u_resting": 0.0}
         if colormap == "abs":
             self._uniforms.update(u_low=0.0, u_inv_span=1.0, u_fold=1.0, u_diverging=0.0)
 
@@ -88,6 +88,26 @@ def test_a_quiet_neuron_covers_the_pixel_centres_inside_its_disc_and_nothing_els
     # brightness, rounded to 8 bits.
     middle = _ramp(_STOPS["signed"], np.array([0.5]))[0]
     assert np.array_equal(frame[centre], np.rint(255 * middle * QUIET_ALPHA).astype(int))
+
+
+def test_the_resting_brain_is_one_neutral_tone_whatever_the_values():
+    """Resting: every neuron a quiet neuron's disc in the resting colour at the resting
+    brightness, its value ignored; not resting, the same neurons in their own colours."""
+    x, y = 12.3, 9.6
+    discs = []
+    for value in (0.0, 1.0, -0.7):
+        cloud = FlatCloud([[x, y]], [value])
+        cloud._uniforms["u_resting"] = 1.0
+        discs.append(paint(cloud))
+    assert all(np.array_equal(discs[0], d) for d in discs[1:])
+    centre = np.unravel_index(np.argmax(discs[0].sum(axis=-1)), discs[0].shape[:2])
+    want = np.rint(255 * np.asarray(RESTING_RGB, np.float32) * np.float32(RESTING_ALPHA))
+    assert np.array_equal(discs[0][centre], want.astype(int))
+    assert np.array_equal(discs[0].max(axis=-1) > 0, paint(FlatCloud([[x, y]], [0.0])).max(
+        axis=-1) > 0)                                    # a quiet neuron's disc, no halo
+    active = paint(FlatCloud([[x, y]], [1.0]))
+    top = _ramp(_STOPS["signed"], np.array([1.0]))[0]
+    assert np.array_equal(active[centre], np.rint(255 * top).astype(int))   # as ever
 
 
 def test_contributions_add_up_saturate_at_255_and_do_not_depend_on_order():
@@ -157,7 +177,7 @@ def assert_same_picture(a: np.ndarray, b: np.ndarray) -> None:
 
 
 @pytest.mark.parametrize("setting", ["default", "abs", "strong glow", "emphasis and ring",
-                                     "large points"])
+                                     "large points", "resting"])
 def test_the_cpu_picture_is_llvmpipes_lean_picture(software_gl, setting):
     from test_render_cloud import Scene, _crowd
 
@@ -177,6 +197,8 @@ def test_the_cpu_picture_is_llvmpipes_lean_picture(software_gl, setting):
         if setting == "emphasis and ring":
             cloud.set_emphasis(np.arange(n) % 3 == 0)
             cloud.set_selected(7)
+        if setting == "resting":
+            cloud.set_resting(True)
         drawn = scene.render(values).astype(np.uint8)
         under = np.zeros((240, 320, 4), np.uint8)          # the canvas's black background
         out = np.empty_like(under)

@@ -258,6 +258,8 @@ class BrainView(QWidget):
         self._target = np.zeros(neurons, np.float32)
         self._shown = np.zeros(neurons, np.float32)
         self.cloud.set_activity(self._shown)
+        # No state yet: the brain at rest, not zeros drawn as faint as the background.
+        self.cloud.set_resting(True)
         self.note.setText(anatomy_note(anatomy, neurons))
         self.note.setToolTip("Neurons without a known soma position are not drawn: "
                              "flyviz never invents positions." if anatomy.kind == "measured"
@@ -296,13 +298,21 @@ class BrainView(QWidget):
 
     # ------------------------------------------------------------ activity
     def set_target(self, state: np.ndarray | None) -> None:
-        """The activity the view eases toward (``None``: all quiet)."""
+        """The activity the view eases toward (``None``: no state; the resting brain is drawn).
+
+        The resting brain (every neuron in one neutral tone,
+        :meth:`~flyviz.render.cloud.NeuronCloudVisual.set_resting`) is shown while
+        there is no state, as before the first run; a state is drawn as the colour
+        layer says, exactly as without it.
+        """
         if self._target is None:
             return
         if state is None:
             self._target.fill(0.0)
         else:
             self._target[:] = state
+        if self.cloud is not None:
+            self.cloud.set_resting(state is None)
         if self.auto:
             self._set_range(self.layer.value_range(self._target[self.visible]
                                                    if self.visible.any() else None))

@@ -53,6 +53,8 @@ CELL_TYPE_HIGHLIGHT = "cell type"
 
 #: What a comparison's raster shows: the intervened run, the untouched one, or their difference.
 COMPARE_VIEWS = (("intervened", "Intervened"), ("untouched", "Untouched"), ("delta", "Δx"))
+#: What the first choice says while there is no comparison: the one run there is.
+SINGLE_RUN_VIEW = "This run"
 
 
 class _Coalescer(QObject):
@@ -116,6 +118,7 @@ class WholeBrainRaster(QWidget):
             self.view_box.addItem(title, key)
         self.view_box.setToolTip("For a comparison: the intervened run, the untouched one, or Δx")
         self.view_box.setEnabled(False)
+        self.view_box.setItemText(0, SINGLE_RUN_VIEW)       # until a comparison is shown
         bar.addWidget(self.view_box)
         bar.addStretch(1)
         self.hover = QLabel("")
@@ -186,7 +189,16 @@ class WholeBrainRaster(QWidget):
 
     def show_frame(self, recording: Recording, index: int) -> None:
         """Show ``recording`` with token ``index`` marked; new frames pool only their columns."""
-        self.view_box.setEnabled(recording.baseline is not None)
+        compared = recording.baseline is not None
+        if compared != self.view_box.isEnabled():
+            self.view_box.setEnabled(compared)
+            # Without a comparison nothing was intervened on: the one choice is this run
+            # (shown as chosen; the redraw below is for the new recording).
+            self.view_box.setItemText(0, COMPARE_VIEWS[0][1] if compared else SINGLE_RUN_VIEW)
+            if not compared:
+                blocked = self.view_box.blockSignals(True)
+                self.view_box.setCurrentIndex(0)
+                self.view_box.blockSignals(blocked)
         if recording is not self._recording:
             self._recording = recording
             self._fitted = False

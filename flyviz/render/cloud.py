@@ -33,7 +33,8 @@ from vispy.scene.visuals import create_visual_node
 from vispy.visuals import Visual
 from vispy.visuals.shaders import Function
 
-from flyviz.render.colormaps import COLORMAPS, glsl_colormap, is_diverging, value_range
+from flyviz.render.colormaps import (COLORMAPS, RESTING_ALPHA, RESTING_RGB, glsl_colormap,
+                                     is_diverging, value_range)
 from flyviz.render.style import percentile_limit
 
 # What both vertex shaders read, and how both turn a value into a colour and a size: one
@@ -53,19 +54,21 @@ uniform float u_dim;
 uniform float u_selected;
 uniform float u_px_scale;
 uniform float u_gain;
+uniform float u_resting;   // 1: no state is shown; every neuron in the resting tone
 """
 
 _NEURON_LOOK = """    gl_Position = $transform(vec4(a_position, 1.0));
     float v = (u_fold > 0.5) ? abs(a_value) : a_value;
     float coord = clamp((v - u_low) * u_inv_span, 0.0, 1.0);
-    float mag = (u_diverging > 0.5) ? abs(2.0 * coord - 1.0) : coord;
-    vec4 c = $colormap(coord);
+    float mag = (u_resting > 0.5) ? 0.0 : ((u_diverging > 0.5) ? abs(2.0 * coord - 1.0) : coord);
+    vec4 c = (u_resting > 0.5) ? RESTING_COLOUR : $colormap(coord);
     float lit = sqrt(mag);
     float emphasis = mix(u_dim, 1.0, a_emphasis);
     float core = u_size * (0.8 + 0.7 * lit) * mix(0.7, 1.0, a_emphasis);
     // Only strongly active neurons get a halo sprite: fill rate is the cost in software GL.
     float sprite = core * (1.0 + 1.2 * u_glow * mag * mag * a_emphasis);
-"""
+""".replace("RESTING_COLOUR", "vec4(" + ", ".join(f"{c:.6f}" for c in (*RESTING_RGB, RESTING_ALPHA))
+            + ")")
 
 _VERTEX_SHADER = (_NEURON_INPUTS + """varying vec4 v_color;
 varying vec3 v_shape;  // (core radius / sprite radius, halo strength, ring flag)
@@ -242,6 +245,8 @@ class NeuronCloudVisual(Visual):
         prog["u_selected"] = -1.0
         prog["u_px_scale"] = 1.0
         prog["u_gain"] = 1.0
+        prog["u_resting"] = 0.0
+        self._resting = False
         if lean:
             prog["u_invisible"] = INVISIBLE_LEVEL
         self._draw_mode = "points"
@@ -322,7 +327,7 @@ class NeuronCloudVisual(Visual):
         """The shaders' uniforms as they are now (what the CPU painter reads)."""
         prog = self.shared_program
         names = ("u_low", "u_inv_span", "u_fold", "u_diverging", "u_size", "u_glow", "u_dim",
-                 "u_gain")
+                 "u_gain", "u_resting")
         values = {name: float(prog[name]) for name in names}
         values["u_invisible"] = INVISIBLE_LEVEL
         values["u_px_scale"] = float(self.transforms.pixel_scale)
@@ -332,6 +337,11 @@ class NeuronCloudVisual(Visual):
     def selected(self) -> int | None:
         """Index of the highlighted neuron, or ``None``."""
         return self._selected
+
+    @property
+    def resting(self) -> bool:
+        """True while the cloud draws the resting brain (see :meth:`set_resting`)."""
+        return self._resting
 
     # --------------------------------------------------------------- setters
     def set_activity(self, values: np.ndarray) -> None:
@@ -343,6 +353,22 @@ class NeuronCloudVisual(Visual):
             vals = np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0)
         self._activity = np.array(vals, dtype=np.float32)
         self._values.set_data(self._activity)
+        self.update()
+
+    def set_resting(self, resting: bool) -> None:
+        """Draw every neuron in the resting tone (True: no state is shown) or by its value.
+
+        The resting brain (:data:`~flyviz.render.colormaps.RESTING_RGB` at
+        :data:`~flyviz.render.colormaps.RESTING_ALPHA`, a plain disc of a quiet neuron's
+        size) is what a view shows before it has any state, where zero activation would
+        be drawn as faint as the background. Emphasis, gain and the selection ring apply
+        as ever. ``False`` (the default) draws exactly what it drew without this.
+        """
+        resting = bool(resting)
+        if resting == self._resting:
+            return
+        self._resting = resting
+        self.shared_program["u_resting"] = 1.0 if resting else 0.0
         self.update()
 
     def set_detail(self, fraction: float) -> None:

@@ -48,6 +48,13 @@ DIVERGING = ("signed", "difference")
 #: Brightness (alpha) of a neuron at zero activation.
 QUIET_ALPHA = 0.05
 
+#: The resting brain: how every neuron is drawn while no state is shown (before the first
+#: run), so the brain's shape is there to see. A neutral grey-blue, no hue of any colormap,
+#: as a plain disc (no halo); activity, once shown, is drawn as the colormaps say.
+RESTING_RGB = (0.62, 0.66, 0.74)
+#: The resting brain's brightness (alpha): well above :data:`QUIET_ALPHA`, below any glow.
+RESTING_ALPHA = 0.35
+
 # (position in [0, 1], r, g, b) control points, linearly interpolated.
 _SIGNED_STOPS = (
     (0.00, 0.55, 0.85, 1.00),

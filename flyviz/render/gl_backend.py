@@ -44,6 +44,10 @@ GL_HELP = ("OpenGL for rendering frames without a window: egl (no display needed
            f"first that works, in that order; default; {GL_ENVIRONMENT} sets it too), "
            "e.g. --gl default")
 
+#: How the error for "no offscreen OpenGL works here" begins (what callers, and the tests
+#: that skip on a machine without one, recognise it by).
+NO_OFFSCREEN_GL = "no OpenGL available for offscreen rendering"
+
 #: Renderer names of OpenGL implementations that draw on the CPU.
 SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swrast", "swiftshader", "software rasterizer",
                       "basic render")
@@ -255,5 +259,4 @@ def offscreen_app(order: tuple[str, ...] = BACKENDS,
         return app, app.backend_name
     hint = ("install Mesa's EGL (libegl1) or run under a display, e.g. xvfb-run" if not forced
             else "try --gl auto")
-    raise ExportError("no OpenGL available for offscreen rendering ("
-                      + "; ".join(problems) + f"); {hint}")
+    raise ExportError(f"{NO_OFFSCREEN_GL} (" + "; ".join(problems) + f"); {hint}")

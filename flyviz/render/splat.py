@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from flyviz.render._vispy_compat import scene_clip_bounds
-from flyviz.render.colormaps import QUIET_ALPHA, _STOPS
+from flyviz.render.colormaps import QUIET_ALPHA, RESTING_ALPHA, RESTING_RGB, _STOPS
 
 __all__ = ["CloudPainter", "splat_available", "warm_up"]
 
@@ -98,7 +98,7 @@ def _smallest_call() -> tuple:
 
 # The kernel's parameters, in order (float32).
 _LOW, _INV_SPAN, _FOLD, _DIVERGING, _SIZE, _GLOW, _DIM, _GAIN, _PX_SCALE, _INVISIBLE, \
-    _QUIET_ALPHA, _PARAMS = range(12)
+    _QUIET_ALPHA, _RESTING, _REST_R, _REST_G, _REST_B, _REST_ALPHA, _PARAMS = range(17)
 
 
 def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
@@ -118,6 +118,7 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
     fold, diverging = params[_FOLD] > 0.5, params[_DIVERGING] > 0.5
     size, glow, dim, gain = params[_SIZE], params[_GLOW], params[_DIM], params[_GAIN]
     px_scale, invisible, quiet = params[_PX_SCALE], params[_INVISIBLE], params[_QUIET_ALPHA]
+    resting = params[_RESTING] > 0.5
     halo_glow = min(max(glow, f32(0.0)), f32(2.0)) * f32(0.5)
     ux2 = np.empty(out.shape[1], f32)      # per column of a sprite: ux^2, its halo factor
     ex = np.empty(out.shape[1], f32)
@@ -130,14 +131,18 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
             v = abs(v)
         coord = min(max((v - low) * inv_span, f32(0.0)), f32(1.0))
         mag = abs(f32(2.0) * coord - f32(1.0)) if diverging else coord
-        cr, cg, cb = stops[0, 1], stops[0, 2], stops[0, 3]
-        for s in range(1, n_stops):
-            t = min(max((coord - stops[s - 1, 0]) / (stops[s, 0] - stops[s - 1, 0]), f32(0.0)),
-                    f32(1.0))
-            cr += (stops[s, 1] - cr) * t
-            cg += (stops[s, 2] - cg) * t
-            cb += (stops[s, 3] - cb) * t
-        ca = quiet + (f32(1.0) - quiet) * np.sqrt(min(max(mag, f32(0.0)), f32(1.0)))
+        if resting:             # the resting brain: one tone, a quiet neuron's disc
+            mag = f32(0.0)
+            cr, cg, cb, ca = params[_REST_R], params[_REST_G], params[_REST_B], params[_REST_ALPHA]
+        else:
+            cr, cg, cb = stops[0, 1], stops[0, 2], stops[0, 3]
+            for s in range(1, n_stops):
+                t = min(max((coord - stops[s - 1, 0]) / (stops[s, 0] - stops[s - 1, 0]),
+                            f32(0.0)), f32(1.0))
+                cr += (stops[s, 1] - cr) * t
+                cg += (stops[s, 2] - cg) * t
+                cb += (stops[s, 3] - cb) * t
+            ca = quiet + (f32(1.0) - quiet) * np.sqrt(min(max(mag, f32(0.0)), f32(1.0)))
         lit = np.sqrt(mag)
         e = emphasis[i]
         emph = dim + (f32(1.0) - dim) * e
@@ -285,6 +290,9 @@ class CloudPainter:
         p[_SIZE], p[_GLOW], p[_DIM], p[_GAIN] = u["u_size"], u["u_glow"], u["u_dim"], u["u_gain"]
         p[_PX_SCALE], p[_INVISIBLE] = u["u_px_scale"], u["u_invisible"]
         p[_QUIET_ALPHA] = QUIET_ALPHA
+        p[_RESTING] = u["u_resting"]
+        p[_REST_R], p[_REST_G], p[_REST_B] = RESTING_RGB
+        p[_REST_ALPHA] = RESTING_ALPHA
         return p
 
     def paint(self, under: np.ndarray, out: np.ndarray) -> None:

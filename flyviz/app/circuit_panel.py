@@ -296,7 +296,7 @@ class CircuitPanel(QWidget):
         self.slider.valueChanged.connect(self.k_changed.emit)
         k_row.addWidget(self.slider, 1)
         self.k_label = QLabel("")
-        self.k_label.setMinimumWidth(170)
+        self.k_label.setMinimumWidth(120)
         k_row.addWidget(self.k_label)
         layout.addLayout(k_row)
         self.prompts = QTableWidget(0, 3)
@@ -327,7 +327,10 @@ class CircuitPanel(QWidget):
         self.interventions_button.setToolTip("Save the only-the-circuit interventions as "
                                              "flyviz's interventions JSON")
         self.interventions_button.clicked.connect(self.interventions_requested.emit)
-        buttons.addWidget(self.run_button)
+        # The run on a row of its own, the two exports below it: three buttons in one row
+        # made the dock (and so the whole left column) wider than the others, which took
+        # width from the brain view.
+        layout.addWidget(self.run_button)
         buttons.addWidget(self.graph_button)
         buttons.addWidget(self.interventions_button)
         layout.addLayout(buttons)
@@ -341,6 +344,10 @@ class CircuitPanel(QWidget):
         box = QComboBox()
         for key, title in choices:
             box.addItem(title, key)
+        # Narrower than its longest title (the list opens wide enough): the dock must not
+        # widen the left column it shares with the other docks.
+        box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        box.setMinimumContentsLength(14)
         box.setToolTip(tip)
         return box
 

@@ -177,7 +177,7 @@ void main() {
   const page = {
     token: Math.min(header.index, Math.max(0, header.tokens.length - 1)),
     layer: 0, lag: 0, camera: null, moved: false, size: null, playing: false,
-    gainKey: "", gain: 1, ready: false, requests: 0,
+    gainKey: "", gain: 1, ready: false, lost: false,
   };
   let gl, program, uniforms = {}, positions, labels, ids, layerBuffers = [], emphasisBuffer,
     layerCodes = [], view = null, dirty = true;
@@ -334,9 +334,12 @@ void main() {
   }
 
   function setupGL() {
-    gl = canvas.getContext("webgl2", { alpha: false, antialias: false, depth: false,
+    // Called again when the browser gives back a lost context (its GPU process restarted).
+    gl = gl || canvas.getContext("webgl2", { alpha: false, antialias: false, depth: false,
       premultipliedAlpha: false, preserveDrawingBuffer: true });
     if (!gl) throw new Error("this browser has no WebGL2");
+    uniforms = {};
+    layerBuffers = [];
     const shader = (type, text) => {
       const s = gl.createShader(type);
       gl.shaderSource(s, text);
@@ -564,6 +567,12 @@ void main() {
       else if (e.key === "ArrowLeft") { stop(); setToken(page.token - 1); }
     });
     window.addEventListener("resize", resize);
+    canvas.addEventListener("webglcontextlost", (e) => { e.preventDefault(); page.lost = true; });
+    canvas.addEventListener("webglcontextrestored", () => {
+      setupGL();
+      page.lost = false;
+      dirty = true;
+    });
     window.addEventListener("hashchange", () => { readHash(); resize(); changed(); });
   }
 
@@ -628,7 +637,19 @@ void main() {
     page, header,
     get ready() { return page.ready; },
     setToken, play, stop,
-    snapshot() { if (dirty) draw(); return canvas.toDataURL("image/png"); },
+    async snapshot() {
+      // The picture as drawn now (after a lost context comes back, drawn again).
+      while (page.lost || gl.isContextLost()) await new Promise((r) => setTimeout(r, 50));
+      draw();
+      return canvas.toDataURL("image/png");
+    },
+    info() {
+      const debug = gl.getExtension("WEBGL_debug_renderer_info");
+      return { renderer: gl.getParameter(debug ? debug.UNMASKED_RENDERER_WEBGL : gl.RENDERER),
+        pointSizes: Array.from(gl.getParameter(gl.ALIASED_POINT_SIZE_RANGE)),
+        lost: gl.isContextLost(), gain: page.gain, openMs: page.openMs,
+        size: [canvas.width, canvas.height] };
+    },
     frameTimes(count) {
       // Milliseconds per drawn frame, each one finished (read back) before the next.
       const out = [], px = new Uint8Array(4);

@@ -199,10 +199,10 @@ def test_the_page_in_a_browser(shared):
         assert anatomy.cell_type[neuron] in tip and anatomy.superclass[neuron] in tip
         keep = os.environ.get("FLYVIZ_SCREENSHOTS")
         if keep:
-            browser.evaluate(f"location.hash = 'token={TOKEN}&size=760x470'")
-            browser.wait("window.flyviz.page.size[0] === 760")
-            browser.mouse("mouseMoved", box[0] + float(xy[pick, 0]) * 760 / SIZE[0],
-                          box[1] + float(xy[pick, 1]) * 470 / SIZE[1])
+            browser.evaluate(f"location.hash = 'token={TOKEN}&size=720x450'")
+            browser.wait("window.flyviz.page.size[0] === 720")
+            browser.mouse("mouseMoved", box[0] + float(xy[pick, 0]) * 720 / SIZE[0],
+                          box[1] + float(xy[pick, 1]) * 450 / SIZE[1])
             Path(keep).mkdir(parents=True, exist_ok=True)
             (Path(keep) / "share.png").write_bytes(browser.screenshot())
         # The slider shows the token it is moved to, and the address follows.

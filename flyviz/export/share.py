@@ -241,7 +241,7 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
     super_names, super_codes = _labels(anatomy.superclass, shown)
     blobs["cell_type"] = _pack(cell_codes)
     blobs["superclass"] = _pack(super_codes)
-    layer_headers = []
+    layer_headers: list[dict[str, Any]] = []
     for key in keys:
         if key == FLOW:
             assert attribution is not None

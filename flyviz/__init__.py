@@ -35,6 +35,8 @@ The public API:
     cross-entropy if it were silenced, and any grouping's sum.
 :func:`export_movie`
     A recording as MP4, WebM, GIF or PNG frames (imports vispy when called).
+:func:`share`
+    What a viewer state shows as one self-contained web page (WebGL2, offline).
 :class:`Attribution`
     What :func:`trace` returns: token, node, group and edge flows, the pruned
     graph, JSON and xarray forms.
@@ -70,6 +72,7 @@ from flyviz.errors import FlyvizError
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
     from flyviz.api import causal_trace, compare, export_movie, importance, load, run, trace
+    from flyviz.export.share import share
     from flyviz.model.explain import Attribution
     from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
     from flyviz.model.patching import Patch, PatchSource
@@ -85,7 +88,7 @@ ORGANIZATION_DOMAIN = "flyviz.org"
 _LAZY = {
     "load": "flyviz.api", "run": "flyviz.api", "compare": "flyviz.api",
     "export_movie": "flyviz.api", "trace": "flyviz.api", "causal_trace": "flyviz.api",
-    "importance": "flyviz.api",
+    "importance": "flyviz.api", "share": "flyviz.export.share",
     "Model": "flyviz.record.runner", "Recording": "flyviz.record.recording",
     "Attribution": "flyviz.model.explain",
     "Silence": "flyviz.model.interventions", "Clamp": "flyviz.model.interventions",
@@ -96,7 +99,7 @@ _LAZY = {
 
 __all__ = ["Attribution", "Clamp", "Cut", "FlyvizError", "Model", "Patch", "PatchSource",
            "Recording", "Scale", "Silence", "Stimulate", "__version__", "causal_trace", "compare",
-           "errors", "export_movie", "importance", "load", "run", "trace"]
+           "errors", "export_movie", "importance", "load", "run", "share", "trace"]
 
 
 def __getattr__(name: str) -> _typing.Any:

@@ -30,6 +30,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("verify", "flyviz.commands.verify", "check a model's files, graph and golden traces"),
     ("replay", "flyviz.commands.replay", "re-run a recording with its seed and compare the tokens"),
     ("export", "flyviz.commands.export", "render a run or a saved recording as MP4/WebM/GIF/PNG"),
+    ("share", "flyviz.commands.share", "write a recording as one web page that plays it, offline"),
     ("convert", "flyviz.commands.convert", "write a recording as Zarr, NWB or .npz for other tools"),
     ("figure", "flyviz.commands.figure", "figures of a run: raster, cell types, trajectory, brain"),
     ("atlas", "flyviz.commands.atlas", "what every neuron responds to across a corpus (on Dask)"),

@@ -54,7 +54,8 @@ def test_wheel_carries_the_demo_brain_the_manifest_and_the_entry_point(wheel):
     for needed in ("flyviz/napari/napari.yaml", "flyviz/napari/_reader.py",
                    "flyviz/notebook/__init__.py", "flyviz/brain_source.py",
                    "flyviz/_assets/demo/connectome.npz", "flyviz/_assets/demo/demo.json",
-                   "flyviz/_assets/demo/model/manifest.json"):
+                   "flyviz/_assets/demo/model/manifest.json", "flyviz/export/page/page.html",
+                   "flyviz/export/page/page.js", "flyviz/export/page/page.css"):
         assert needed in names, needed
     # The demo atlas is a Zarr store: its dot-files must travel too.
     assert any(n.startswith("flyviz/_assets/demo/atlas/") and "/." in n for n in names)

@@ -54,7 +54,7 @@ TITLES = {
 #: The menus, left to right, and which actions they start with.
 MENUS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("&File", ("open_model", "open_hub", "open_demo", "-", "open_recording", "save_recording",
-               "-", "export_movie", "screenshot", "-", "quit")),
+               "-", "export_movie", "share_page", "screenshot", "-", "quit")),
     ("&Run", ("run", "play", "step_back", "step_forward", "first", "last", "stop", "reset",
               "focus_prompt")),
     ("&View", ("view_front", "view_top", "view_side", "toggle_mode", "clear_selection")),

@@ -204,6 +204,38 @@ class FileController:
             meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity, state=state,
             **extra)
 
+    def share_page(self, path: str | Path | None = None) -> None:
+        """File → Share as web page: what the window shows as one self-contained web page
+        (:func:`flyviz.export.share.share`), written in the background; the status bar
+        says when it is there. ``path``: where, without asking."""
+        window = self.window
+        if not len(window.runs.session) or window.anatomy is None:
+            window.show_message("nothing to share yet: run a prompt first", error=True)
+            return
+        if path is None:
+            start = str(Path(str(self._settings.value("paths/pages", ""))) / "run.html")
+            path, _ = QFileDialog.getSaveFileName(window, "Share as web page", start,
+                                                  "Web pages (*.html)")
+            if not path:
+                return
+        from flyviz.export.share import share
+
+        window.runs.pause()   # the page shows the recording as it is now
+        window.sync_camera()
+        state = window.state.frozen()   # the worker reads a copy the window never changes
+        attribution = getattr(window.features.get("why"), "attribution", None)
+        target = Path(path)
+
+        def done(out: Path) -> None:
+            self._settings.setValue("paths/pages", str(out.parent))
+            window.show_message(f"saved {out} ({out.stat().st_size / 1e6:.1f} MB): open it in "
+                                "any browser, no network needed")
+
+        window.show_message(f"writing {target.name}…")
+        window.background.run("share", lambda: share(state, target, attribution=attribution),
+                              done, lambda text: window.show_message(text, error=True,
+                                                                     dialog=True))
+
     def screenshot_dialog(self) -> None:
         """Alt+S: choose what and how large, then where."""
         dialog = ScreenshotDialog(self.window)

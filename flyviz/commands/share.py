@@ -1,0 +1,147 @@
+"""``flyviz share REC --out run.html``: a recording as one web page that plays it, offline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from flyviz.commands._options import add_dataset_option, model_from_args, recording_model
+from flyviz.errors import InputError
+
+EPILOG = """\
+The page is one HTML file with everything in it (no network, no server): the brain
+as a WebGL2 point cloud in the app's look (drag: turn, wheel: zoom, shift-drag:
+pan, hover: a neuron's id, cell type, superclass and value), a token slider and
+play at the app's replay rate, the text with the shown token marked and the top-k
+candidates. The address's #token=K&layer=...&cam=... keeps the view: a link
+points at it. Layers (--layer, the first is shown on opening): state (the
+activation h), delta (a comparison's intervened - untouched) and flow (with
+--trace: the flows of the explained logit, a lag slider and the words shaded by
+their flow). Default: state, delta for a comparison, flow with --trace.
+
+The neurons' positions and labels come from the model the recording names
+(--model picks another); without it they are placed on a generic layout.
+
+examples:
+  flyviz share run.flyrec --out run.html
+  flyviz share compared.flyrec --out compared.html --layer delta --layer state
+  flyviz share run.flyrec --out why.html --trace 7 --window 8
+  flyviz share run.flyrec --out run.html --token 12 --view top --mode abs
+"""
+
+#: The layers ``--layer`` can name.
+LAYER_CHOICES = ("state", "delta", "flow")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz share``."""
+    parser.add_argument("recording", metavar="REC", type=Path, help="a .flyrec recording")
+    parser.add_argument("--out", required=True, type=Path, metavar="PAGE",
+                        help="the web page to write, e.g. --out run.html")
+    parser.add_argument("--layer", action="append", choices=LAYER_CHOICES, default=None,
+                        help="a colour layer of the page, repeatable, the first shown on "
+                             "opening (default: state, delta for a comparison, flow with "
+                             "--trace)")
+    parser.add_argument("--trace", type=int, default=None, metavar="P",
+                        help="add the flow layer: why the token chosen at step P (0 is BOS) "
+                             "was chosen (needs the recording's model)")
+    parser.add_argument("--window", type=int, default=None, metavar="K",
+                        help="with --trace: sweep back K steps (default: the whole run)")
+    parser.add_argument("--token", type=int, default=None, metavar="K",
+                        help="the token shown on opening, from 0 (default: the last)")
+    parser.add_argument("--view", choices=("front", "top", "side"), default="front",
+                        help="camera direction on opening (default front)")
+    parser.add_argument("--mode", choices=("signed", "abs"), default="signed",
+                        help="colour signed h (diverging) or |h| (sequential); default signed")
+    parser.add_argument("--title", default=None, help="the page's title (default: the model "
+                                                      "and the prompt)")
+    parser.add_argument("--model", metavar="SPEC", default=None,
+                        help="the model whose neuron positions and labels to use (default: the "
+                             "one the recording names)")
+    add_dataset_option(parser)
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _check_output(out: Path) -> Path:
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"--out {out} should end in .html")
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; give the page's file name, e.g. run.html")
+    if not out.parent.is_dir():
+        raise InputError(f"--out {out}: the folder {out.parent} does not exist")
+    return out
+
+
+def _check_layers(args: argparse.Namespace, recording: Any) -> None:
+    for key in args.layer or ():
+        if key == "delta" and recording.baseline is None:
+            raise InputError(f"--layer delta needs a comparison; {args.recording.name} is a "
+                             "single run (make one with 'flyviz compare ... --record')")
+        if key == "flow" and args.trace is None:
+            raise InputError("--layer flow needs --trace P (the step whose choice to explain)")
+    n = len(recording)
+    if args.token is not None and not 0 <= args.token < n:
+        raise InputError(f"--token {args.token} is out of range: the recording has {n:,} "
+                         f"tokens (0 to {n - 1:,})")
+    if args.trace is not None and not 0 <= args.trace < n:
+        raise InputError(f"--trace {args.trace} is out of range: the recording has {n:,} "
+                         f"tokens (0 to {n - 1:,})")
+    if args.window is not None and args.window < 1:
+        raise InputError(f"--window {args.window} is empty: give at least 1 step back")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the request, load the recording (and its model), build the state, write the page."""
+    from flyviz.errors import RecordingError
+    from flyviz.export.share import share
+    from flyviz.record.recording import Recording
+    from flyviz.viewer import ViewerState
+    from flyviz.viewer.layers import DELTA, delta_layer, drawing_anatomy
+
+    out = _check_output(args.out)
+    recording = Recording.load(args.recording)
+    if not len(recording):
+        raise RecordingError(f"{args.recording.name} has no frames: nothing to share")
+    _check_layers(args, recording)
+    spec, args.dataset = recording_model(recording, args.model, args.dataset)
+    model = None
+    if spec:
+        model = model_from_args(args, str(spec))
+        if model.neurons != recording.neurons:
+            raise RecordingError(f"{args.recording.name} has {recording.neurons:,} neurons but "
+                                 f"model {spec} has {model.neurons:,}; give the model it was "
+                                 "recorded with as --model")
+    elif args.trace is not None:
+        raise InputError(f"--trace needs the recording's model; {args.recording.name} names "
+                         "none: give it as --model SPEC")
+    placement = drawing_anatomy(model, recording.neurons, args.recording.name, missing=(
+        "the recording names no model (give --model to use the model's anatomy)"))
+    if placement.note is not None:
+        print(f"flyviz: {placement.note}", file=sys.stderr)
+    state = ViewerState()
+    state.display.mode = args.mode
+    state.set_model(model, placement.anatomy, name=str(recording.metadata.get("model_name", "")
+                                                        or getattr(model, "name", "") or ""),
+                    neurons=recording.neurons)
+    state.set_recording(recording, index=args.token)
+    if recording.baseline is not None:
+        state.offer_layer(DELTA, delta_layer)
+    state.view = args.view
+    attribution = None
+    if args.trace is not None:
+        assert model is not None
+        from flyviz.record.trace import trace
+
+        attribution = trace(model, recording, position=args.trace, window=args.window)
+    try:
+        page = share(state, out, attribution=attribution, layers=args.layer, title=args.title)
+    finally:
+        if model is not None:
+            model.close()
+    size = page.stat().st_size
+    print(f"wrote {page} ({size / 1e6:.1f} MB, {len(recording):,} tokens, "
+          f"{state.anatomy.n_valid if state.anatomy else 0:,} neurons drawn)", file=sys.stderr)
+    return 0

@@ -1,0 +1,239 @@
+"""A shared web page of a run (``flyviz share``, ``flyviz.share``), checked in a real browser.
+
+The page is one HTML file that opens with no network. Headless Chromium
+(SwiftShader's software WebGL2, every host name resolved to nothing) loads
+one page of the demo brain once, and that load serves every browser check:
+the page draws lit points where flyviz's own still of the same state has them,
+``#token=K`` shows token K's picture and text, the slider and play advance it,
+hover names the neuron under the pointer, and the page made no request but for
+itself. ``FLYVIZ_SCREENSHOTS`` names a folder to keep the page's screenshot in
+as ``share.png`` (``FLYVIZ_SCREENSHOTS=docs/images`` makes the README's).
+
+Without Chromium the browser checks skip with the reason, except in CI
+(``CI=true``), where they fail: CI installs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flyviz.errors import ExportError, InputError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _chromium import Browser, chromium_path  # noqa: E402
+
+SIZE = (640, 400)
+TOKEN = 5
+PROMPT = "Once upon a time there was a little girl"
+
+
+def _chromium_or_skip() -> None:
+    if chromium_path() is None:
+        reason = "chromium is not installed (apt-get install chromium)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{reason}; CI must install it (.ci/run)")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def shared(demo, tmp_path_factory):
+    """A comparison of the demo brain with a trace, as the app's state, and its page."""
+    import flyviz
+    from flyviz.viewer import ViewerState
+    from flyviz.viewer.layers import DELTA, delta_layer
+
+    untouched = flyviz.run(demo, PROMPT, max_new_tokens=4)
+    recording = flyviz.run(demo, PROMPT, max_new_tokens=4,
+                           interventions=["silence sign:inhibitory"])
+    recording.baseline = untouched
+    attribution = flyviz.trace(demo, recording, position=8, window=4)
+    state = ViewerState()
+    state.set_model(demo)
+    state.set_recording(recording, index=TOKEN)
+    state.offer_layer(DELTA, delta_layer)
+    state.display.point_size = 4.0
+    state.selected = int(np.flatnonzero(state.anatomy.valid)[100])
+    out = flyviz.share(state, tmp_path_factory.mktemp("share") / "run.html",
+                       attribution=attribution)
+    return state, attribution, out
+
+
+# ---------------------------------------------------------------- the file
+def _blob(page: str, name: str) -> bytes:
+    found = re.search(rf'<script type="application/octet-stream" data-name="{name}">([^<]*)<',
+                      page)
+    assert found, name
+    return zlib.decompress(base64.b64decode(found.group(1)))
+
+
+def _header(page: str) -> dict:
+    found = re.search(r'<script type="application/json" id="flyviz-data">(.*?)</script>', page,
+                      re.S)
+    assert found
+    return json.loads(found.group(1))
+
+
+def test_the_page_is_one_file_with_its_data_inside_and_nothing_to_fetch(shared):
+    state, attribution, out = shared
+    page = out.read_text(encoding="utf-8")
+    # Nothing refers outside the file: no src/href, no URL a browser would follow.
+    assert not re.search(r"""\b(src|href)\s*=""", page)
+    assert "http://" not in page and "https://" not in page.replace(
+        "http-equiv", "")
+    assert "connect-src 'none'" in page            # the page may not fetch, by its own policy
+    header = _header(page)
+    assert [layer["key"] for layer in header["layers"]] == ["state", "delta", "flow"]
+    assert header["index"] == TOKEN and len(header["tokens"]) == len(state.recording)
+    assert header["tokens"][TOKEN]["text"] == state.recording.token_texts[TOKEN]
+    # The values are 8-bit per frame with a per-frame scale: token 5's state comes back
+    # within half a step of its scale, for the neurons with a soma.
+    shown = np.flatnonzero(state.anatomy.valid)
+    assert header["shown"] == shown.size
+    codes = np.frombuffer(_blob(page, "layer-0"), np.uint8).reshape(len(state.recording), -1)
+    scale = header["layers"][0]["scales"][TOKEN]
+    back = (codes[TOKEN].astype(np.float32) - 128.0) * scale
+    assert np.abs(back - state.recording.state(TOKEN)[shown]).max() <= 0.5 * scale + 1e-6
+    assert header["layers"][0]["ranges"][TOKEN] == pytest.approx(state.value_range(TOKEN))
+    # Positions at float16, about the brain's centre; the flows one frame per lag.
+    positions = np.frombuffer(_blob(page, "positions"), np.float16).reshape(-1, 3)
+    truth = state.anatomy.positions_um()[shown] - np.asarray(header["centre"])
+    assert np.abs(positions.astype(np.float64) - truth).max() < 0.5
+    assert header["layers"][2]["frames"] == len(attribution.positions)
+    assert header["trace"]["position"] == 8
+
+
+def test_share_refuses_what_it_cannot_show(shared, tmp_path):
+    import flyviz
+    from flyviz.viewer import ViewerState
+
+    state, _attribution, _out = shared
+    with pytest.raises(InputError, match="no colour layer 'flow'"):
+        flyviz.share(state, tmp_path / "x.html", layers=["flow"])
+    with pytest.raises(ExportError, match="no model"):
+        flyviz.share(ViewerState(), tmp_path / "y.html")
+    assert not list(tmp_path.iterdir())               # nothing half-written
+
+
+def test_a_damaged_or_foreign_recording_is_one_line_and_exit_2(tmp_path):
+    damaged = tmp_path / "damaged.flyrec"
+    damaged.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    foreign = tmp_path / "notes.flyrec"
+    foreign.write_text("a page of notes, not a recording\n" * 20)
+    for bad in (damaged, foreign):
+        out = tmp_path / f"{bad.stem}.html"
+        done = subprocess.run([sys.executable, "-m", "flyviz", "share", str(bad), "--out",
+                               str(out)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("flyviz: error: ")
+        assert bad.name in lines[0] and "Traceback" not in done.stderr
+        assert not out.exists()
+
+
+# ---------------------------------------------------------------- in the browser
+def _image(png: bytes) -> np.ndarray:
+    import imageio.v3 as iio
+
+    return np.asarray(iio.imread(io.BytesIO(png)))[..., :3]
+
+
+def _lit(image: np.ndarray) -> np.ndarray:
+    return image.max(axis=-1) > 40
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    return float((a & b).sum() / max(1, (a | b).sum()))
+
+
+def test_the_page_in_a_browser(shared):
+    """One page load: its picture is the still's, #token=K, the slider, play and hover."""
+    _chromium_or_skip()
+    from flyviz.render.offscreen import FrameRenderer
+    from flyviz.render.picking import project_points
+
+    state, _attribution, out = shared
+    with FrameRenderer.for_state(state, SIZE) as renderer:
+        still = renderer.render_token(state)
+        other = renderer.render_token(state, 1)
+        cloud = renderer.cloud
+        shown = np.flatnonzero(cloud.shown)
+        xy, _, ok = project_points(cloud.positions[shown], cloud.get_transform("visual",
+                                                                             "canvas"))
+    with Browser((1000, 700)) as browser:
+        seconds = browser.open(out, f"token=2&size={SIZE[0]}x{SIZE[1]}")
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        # #token=K and a hash change show token K's picture and text.
+        browser.evaluate(f"location.hash = 'token={TOKEN}&size={SIZE[0]}x{SIZE[1]}'")
+        browser.wait(f"window.flyviz.page.token === {TOKEN}")
+        page = _image(browser.png("window.flyviz.snapshot()"))
+        assert page.shape == still.shape
+        assert _lit(still).sum() > 2000
+        assert _iou(_lit(page), _lit(still)) >= 0.9, browser.evaluate("window.flyviz.info()")
+        assert _iou(_lit(page), _lit(still)) > _iou(_lit(page), _lit(other))
+        marked = browser.evaluate("document.querySelector('#text span.current').textContent")
+        assert marked == state.recording.token_texts[TOKEN]
+        assert browser.evaluate("document.getElementById('token').value") == str(TOKEN)
+        # Hover names the neuron under the pointer: one with no other within 8 pixels.
+        box = browser.evaluate("(() => { const r = document.getElementById('brain')"
+                               ".getBoundingClientRect(); return [r.left, r.top]; })()")
+        inside = ok & (xy[:, 0] > 20) & (xy[:, 0] < SIZE[0] - 20) & (xy[:, 1] > 20) \
+            & (xy[:, 1] < SIZE[1] - 20)
+        pick = _isolated(xy[:, :2], inside)
+        neuron = int(shown[pick])
+        browser.mouse("mouseMoved", box[0] + float(xy[pick, 0]), box[1] + float(xy[pick, 1]))
+        browser.wait("!document.getElementById('tip').hidden")
+        tip = browser.evaluate("document.getElementById('tip').textContent")
+        anatomy = state.anatomy
+        assert f"neuron {neuron} " in tip
+        assert anatomy.cell_type[neuron] in tip and anatomy.superclass[neuron] in tip
+        keep = os.environ.get("FLYVIZ_SCREENSHOTS")
+        if keep:
+            browser.evaluate(f"location.hash = 'token={TOKEN}&size=720x450'")
+            browser.wait("window.flyviz.page.size[0] === 720")
+            browser.mouse("mouseMoved", box[0] + float(xy[pick, 0]) * 720 / SIZE[0],
+                          box[1] + float(xy[pick, 1]) * 450 / SIZE[1])
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / "share.png").write_bytes(browser.screenshot())
+        # The slider shows the token it is moved to, and the address follows.
+        browser.evaluate("(() => { const s = document.getElementById('token'); s.value = '3';"
+                         " s.dispatchEvent(new Event('input')); })()")
+        assert browser.evaluate("window.flyviz.page.token") == 3
+        assert "token=3" in browser.evaluate("location.hash")
+        assert browser.evaluate("document.querySelector('#text span.current')"
+                                ".textContent") == state.recording.token_texts[3]
+        # Play advances to the last token at the run's rate, then stops.
+        browser.evaluate("document.getElementById('play').click()")
+        last = len(state.recording) - 1
+        browser.wait(f"window.flyviz.page.token === {last} && !window.flyviz.page.playing",
+                     timeout_s=20)
+        # The flow layer has its lag slider; the layer and lag are in the address.
+        browser.evaluate("location.hash = 'token=3&layer=flow&lag=2'")
+        browser.wait("document.body.dataset.layer === 'flow'")
+        assert not browser.evaluate("document.getElementById('lag-row').hidden")
+        assert "lag=2" in browser.evaluate("location.hash")
+        # Every request the page made was for itself: nothing from the network.
+        assert browser.requests and all(url.split("#")[0] == out.resolve().as_uri()
+                                        for url in browser.requests)
+    assert seconds < 30
+
+
+def _isolated(xy: np.ndarray, inside: np.ndarray) -> int:
+    """A neuron inside the picture with no other within 8 pixels on screen."""
+    from scipy.spatial import cKDTree
+
+    tree = cKDTree(xy)
+    for i in np.flatnonzero(inside):
+        if len(tree.query_ball_point(xy[i], 8.0)) == 1:
+            return int(i)
+    pytest.fail("no neuron stands alone on screen to hover")

@@ -416,6 +416,7 @@ class Timeline(QWidget):
         self.live.clicked.connect(lambda: self.live_requested.emit())
         self._updating = False
         self.axis = LANGUAGE.time_axis
+        self._shown = (-1, 0, "")      # what the counter says: index, length, phase
 
     def set_time_axis(self, axis: TimeAxis) -> None:
         """Say the frames as the shown model's kind calls them (:class:`~flyviz.kinds.TimeAxis`)."""
@@ -424,8 +425,12 @@ class Timeline(QWidget):
         self.axis = axis
         self.slider.setToolTip(f"Scrub through the recorded {axis.names} (←/→, Home/End)")
         self.live.setToolTip(f"Follow the newest {axis.name} (End)")
-        if not self.slider.isEnabled():
-            self.counter.setText(axis.counter(0, 0))
+        self._show_counter(*self._shown)
+
+    def _show_counter(self, index: int, length: int, phase: str) -> None:
+        self._shown = (index, length, phase)
+        self.counter.setText(self.axis.counter(index, length)
+                             + (f" · {phase}" if phase and length else ""))
 
     def _on_slider(self, value: int) -> None:
         if not self._updating:
@@ -441,5 +446,4 @@ class Timeline(QWidget):
         finally:
             self._updating = False
         self.live.setChecked(live)
-        self.counter.setText(self.axis.counter(index, length)
-                             + (f" · {phase}" if phase and length else ""))
+        self._show_counter(index, length, phase)

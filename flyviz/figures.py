@@ -344,8 +344,8 @@ def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> N
     layer = state.layer
     low, high = state.value_range(token)
     _colourbar(figure, axes, layer.colormap, max(abs(low), abs(high)), layer.label)
-    text = list(recording.token_texts)[token]
-    axes.set_title(f"token {token + 1} of {tokens}: {text!r}", fontsize=11)
+    # The caption is the model kind's: a language model's "token 12 of 40: ' cat'".
+    axes.set_title(state.kind.frame_caption(recording, token), fontsize=11)
 
 
 _DRAW = {"raster": _raster, "celltypes": _celltypes, "trajectory": _trajectory,

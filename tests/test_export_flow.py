@@ -141,10 +141,10 @@ def test_the_overlay_names_the_target_the_step_and_the_top_tokens(traced):
     assert f"lag {lag}: position {position}" in content.counter
     assert content.newest == att.token_texts[position]
     assert content.prompt + content.newest + content.after == "".join(att.token_texts[1:])
-    assert content.top_labels == tuple(f"{f:+.2f} @{p}" for p, _, f in tops)
-    assert content.top_signs == tuple(float(np.sign(f)) for _, _, f in tops)
-    assert [label for label, _ in content.top_k] == [t for _, t, _ in tops]
-    assert content.top_k[0][1] == 1.0 and all(0 < v <= 1 for _, v in content.top_k)
+    assert content.bar_labels == tuple(f"{f:+.2f} @{p}" for p, _, f in tops)
+    assert content.bar_signs == tuple(float(np.sign(f)) for _, _, f in tops)
+    assert [label for label, _ in content.bars] == [t for _, t, _ in tops]
+    assert content.bars[0][1] == 1.0 and all(0 < v <= 1 for _, v in content.bars)
     with pytest.raises(ExportError, match="outside the traced window"):
         flow_overlay(att, WINDOW)
 
@@ -176,7 +176,7 @@ def test_the_overlay_keeps_the_shown_token_in_view_of_a_long_prompt(traced):
         words = " ".join(f"word{i}" for i in range(200))
         for before, after in (("early ", words), (words, ""), (words, " late")):
             content = OverlayContent(prompt=before, generated="", newest="SHOWN",
-                                     newest_in_prompt=True, top_k=(), counter="", after=after)
+                                     newest_in_prompt=True, bars=(), counter="", after=after)
             lines = layout._wrap(content, 300.0, 2)
             shown = "".join(ch for line in lines for ch, style in line if style == 2)
             assert shown == "SHOWN" and len(lines) <= 2, (before[:10], after[:10])

@@ -22,8 +22,9 @@ def grid(n_side: int = 6) -> np.ndarray:
 
 def content(top_k=(("cat", 0.8), (" dog", 0.2)), newest=" saw", generated="") -> OverlayContent:
     return OverlayContent(prompt="Once upon a time the", generated=generated, newest=newest,
-                          newest_in_prompt=not generated, top_k=tuple(top_k),
-                          counter="token 3 of 9 \u00b7 reading the prompt")
+                          newest_in_prompt=not generated, bars=tuple(top_k),
+                          counter="token 3 of 9 \u00b7 reading the prompt",
+                          bars_title="next token")
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +136,8 @@ def test_overlay_contents_follow_the_recording():
     last = items[-1]
     assert last.prompt == "the cat"
     assert (last.generated + last.newest) in (rec[-1].text_so_far, rec[-1].text_so_far + last.newest)
-    assert [t for t, _ in last.top_k] == list(rec[-1].top_k_text)
+    assert [t for t, _ in last.bars] == list(rec[-1].top_k_text)
+    assert last.bars_title == "next token" and last.counter.startswith(f"token {len(rec)} of ")
     assert overlay_contents(rec, 2, 4) == items[2:4]
 
 

@@ -177,6 +177,8 @@ def _tail(text: str, limit: int = OVERLAY_CHARS) -> str:
 def comparison_overlays(recording: Recording, start: int = 0, stop: int | None = None) -> list:
     """Movie overlays of a comparison's frames ``start:stop``: both texts, one line each
     (the tail of each when long), the intervened run's newest token highlighted."""
+    import dataclasses
+
     from flyviz.render.overlay import iter_overlays
 
     out = []
@@ -189,7 +191,7 @@ def comparison_overlays(recording: Recording, start: int = 0, stop: int | None =
         newest = text.intervened[-1] if text.intervened else ""
         untouched = _tail(text.prompt + "".join(text.untouched)).replace("\n", " ")
         mine = _tail(text.prompt + "".join(text.intervened[:-1] if newest else text.intervened))
-        out.append(type(own)(prompt=f"untouched: {untouched}\n{label}: ",
-                             generated=mine.replace("\n", " "), newest=newest or own.newest,
-                             newest_in_prompt=False, top_k=own.top_k, counter=own.counter))
+        out.append(dataclasses.replace(own, prompt=f"untouched: {untouched}\n{label}: ",
+                                       generated=mine.replace("\n", " "),
+                                       newest=newest or own.newest, newest_in_prompt=False))
     return out

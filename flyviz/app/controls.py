@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSlider, QSpinBox,
                                QVBoxLayout, QWidget)
 
+from flyviz.kinds import LANGUAGE, TimeAxis
 from flyviz.model.checkpoint import SUPERCLASSES
 from flyviz.model.errors import FlyvizError
 from flyviz.record.run import MAX_NEW_TOKENS_LIMIT
@@ -414,6 +415,22 @@ class Timeline(QWidget):
         self.slider.valueChanged.connect(self._on_slider)
         self.live.clicked.connect(lambda: self.live_requested.emit())
         self._updating = False
+        self.axis = LANGUAGE.time_axis
+        self._shown = (-1, 0, "")      # what the counter says: index, length, phase
+
+    def set_time_axis(self, axis: TimeAxis) -> None:
+        """Say the frames as the shown model's kind calls them (:class:`~flyviz.kinds.TimeAxis`)."""
+        if axis == self.axis:
+            return
+        self.axis = axis
+        self.slider.setToolTip(f"Scrub through the recorded {axis.names} (←/→, Home/End)")
+        self.live.setToolTip(f"Follow the newest {axis.name} (End)")
+        self._show_counter(*self._shown)
+
+    def _show_counter(self, index: int, length: int, phase: str) -> None:
+        self._shown = (index, length, phase)
+        self.counter.setText(self.axis.counter(index, length)
+                             + (f" · {phase}" if phase and length else ""))
 
     def _on_slider(self, value: int) -> None:
         if not self._updating:
@@ -429,7 +446,4 @@ class Timeline(QWidget):
         finally:
             self._updating = False
         self.live.setChecked(live)
-        if length == 0:
-            self.counter.setText("no tokens yet")
-        else:
-            self.counter.setText(f"token {index + 1:,} / {length:,}" + (f" · {phase}" if phase else ""))
+        self._show_counter(index, length, phase)

@@ -54,6 +54,7 @@ from flyviz.app.controls import (PromptBar, SettingsPanel, Timeline, restore_set
 from flyviz.app.dialogs import (CONNECTOME_CREDIT, about_text, demo_description,
                                 install_excepthook, shortcuts_dialog, show_about)
 from flyviz.app.display import DisplayController
+from flyviz.app.dock_kinds import DockKinds
 from flyviz.app.files import FileController, save_screenshot
 from flyviz.app.inspector import NeuronInspector
 from flyviz.app.layout_presets import LayoutPresets, prepare_window
@@ -64,6 +65,8 @@ from flyviz.app.compare_control import CompareController
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.verification import VerificationController
 from flyviz.app.window_features import FeatureWindow
+from flyviz.kinds import LANGUAGE
+from flyviz.kinds.language import LANGUAGE_KEY
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
@@ -79,13 +82,18 @@ ENGINE_NICENESS = 5
 #: Refresh rate of the status bar's token and frame rates (Hz).
 STATUS_HZ = 2
 
-#: The window's features, installed in this order: ``(name, install(host) -> feature)``.
-#: Each reaches the window only through :class:`~flyviz.app.host.WindowHost`.
-FEATURES = (("atlas", atlas_panel.install), ("lesions", lesion_panel.install),
-            ("interventions", interventions_dock.install),
-            ("population", population_panel.install), ("why", why_panel.install),
-            ("trajectory", trajectory_panel.install), ("patching", patching_panel.install),
-            ("circuit", circuit_panel.install))
+#: What a dock of the Fly LLM alone serves: the language model kind (:mod:`flyviz.kinds`).
+LM = (LANGUAGE_KEY,)
+
+#: The window's features, installed in this order: ``(name, install(host) -> feature,
+#: kinds)``, ``kinds`` the model kinds (:mod:`flyviz.kinds` keys) whose models its docks
+#: serve (a row of two: the Fly LLM's). Each reaches the window only through
+#: :class:`~flyviz.app.host.WindowHost`.
+FEATURES = (("atlas", atlas_panel.install, LM), ("lesions", lesion_panel.install, LM),
+            ("interventions", interventions_dock.install, LM),
+            ("population", population_panel.install, LM), ("why", why_panel.install, LM),
+            ("trajectory", trajectory_panel.install, LM),
+            ("patching", patching_panel.install, LM), ("circuit", circuit_panel.install, LM))
 
 
 class TimelineFollower:
@@ -158,14 +166,15 @@ class MainWindow(FeatureWindow):
         self.actions_registry = ActionRegistry(self)
         self.background = BackgroundCalls(self)
         self.docks: dict[str, QDockWidget] = {}
+        self.dock_kinds = DockKinds(self.docks)
 
         self._build_central()
         self._build_docks()
         self._build_status_bar()
         self._build_actions()
         self.colour_by = ColourBy(self.state, self.actions_registry, self.show_message, self)
-        for name, install in FEATURES:
-            self.register_feature(name, install)
+        for name, install, *kinds in FEATURES:
+            self.register_feature(name, install, *kinds)
         self._wire_features()
         #: View → Layout and the saved arrangement of the docks.
         self.layouts = LayoutPresets(self, self.docks, self.settings, self.actions_registry)
@@ -230,8 +239,8 @@ class MainWindow(FeatureWindow):
         self.inspector = NeuronInspector()
         self.model_panel = ModelPanel(str(self.settings.value("paths/hub", "")))
         area = Qt.DockWidgetArea
-        self.add_dock("text", "Text", self.text_panel, area.RightDockWidgetArea)
-        self.add_dock("topk", "Next token", self.topk_panel, area.RightDockWidgetArea)
+        self.add_dock("text", "Text", self.text_panel, area.RightDockWidgetArea, kinds=LM)
+        self.add_dock("topk", "Next token", self.topk_panel, area.RightDockWidgetArea, kinds=LM)
         self.add_dock("model", "Model", self.model_panel, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("controls", "Settings", self.controls, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("inspector", "Neuron", self.inspector, area.LeftDockWidgetArea, scroll=True)
@@ -246,9 +255,12 @@ class MainWindow(FeatureWindow):
         self.splitDockWidget(docks["raster"], docks["traces"], Qt.Orientation.Horizontal)
 
     def add_dock(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
-                 scroll: bool = False) -> QDockWidget:
-        """Put ``widget`` in a new dock (listed in View once the menus exist)."""
+                 scroll: bool = False, kinds: tuple[str, ...] | None = None) -> QDockWidget:
+        """Put ``widget`` in a new dock (listed in View once the menus exist); ``kinds``:
+        the model kinds it serves (default: every kind; a feature's: its FEATURES row's)."""
         dock = window_layout.add_dock(self, self.docks, key, title, widget, area, scroll)
+        if kinds is not None:
+            self.dock_kinds.declare(key, kinds)
         if "View" in self.actions_registry.menus:
             self.actions_registry.menu("View").insertAction(self._dock_menu_end,
                                                             dock.toggleViewAction())
@@ -345,6 +357,7 @@ class MainWindow(FeatureWindow):
         state.events.camera.connect(self._on_camera)
         state.events.filter.connect(self._apply_filter)
         state.events.meshes.connect(self._apply_meshes)
+        state.events.model.connect(self._apply_kind)
         self.brain.camera_moved.connect(self._camera_from_view)
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.spec_entered.connect(self._load_entered_spec)
@@ -483,6 +496,12 @@ class MainWindow(FeatureWindow):
             self.show_message(str(exc), error=True)
             return
         self.brain.set_meshes(meshes, self.state.mesh.mesh_opacity)
+
+    def _apply_kind(self) -> None:
+        """Show the docks and the time axis of the shown model's kind (:mod:`flyviz.kinds`)."""
+        kind = self.state.kind
+        self.dock_kinds.apply(kind)
+        self.timeline.set_time_axis(kind.time_axis)
 
     def _install_model(self, bundle: ModelBundle) -> None:
         if self.closing:
@@ -729,6 +748,7 @@ class MainWindow(FeatureWindow):
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt API
         if not self.closing:
             self.settings.setValue("window/geometry", self.saveGeometry())
+            self.dock_kinds.apply(LANGUAGE)     # save the layout with every dock it has
             self.layouts.save()
             save_settings(self.state, self.settings)
             self.settings.sync()

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, cast
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
+from flyviz.app.dock_kinds import DockKinds
+from flyviz.kinds.language import LANGUAGE_KEY
+
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.atlas_panel import AtlasFeature
     from flyviz.app.host import WindowHost
@@ -30,6 +33,8 @@ class FeatureWindow(QMainWindow):
     docks: dict[str, QDockWidget]
     #: The installed features by name.
     features: dict[str, Any]
+    #: The model kinds each dock serves (the window hides the others' docks).
+    dock_kinds: DockKinds
 
     def widget(self) -> QWidget:
         """The window as a widget (the parent of features' dialogs)."""
@@ -49,14 +54,24 @@ class FeatureWindow(QMainWindow):
             self.resizeDocks([dock], [int(self.height() * height_fraction)],
                              Qt.Orientation.Vertical)
 
-    def register_feature(self, name: str, install: Callable[[WindowHost], Any]) -> Any:
+    def register_feature(self, name: str, install: Callable[[WindowHost], Any],
+                         kinds: tuple[str, ...] = (LANGUAGE_KEY,)) -> Any:
         """Install a feature: ``install(host)`` with this window as its
-        :class:`~flyviz.app.host.WindowHost`; it is then ``window.features[name]``."""
+        :class:`~flyviz.app.host.WindowHost`; it is then ``window.features[name]``.
+
+        ``kinds``: the model kinds its docks serve (:mod:`flyviz.kinds` keys, or
+        :data:`~flyviz.kinds.EVERY_KIND`); by default the Fly LLM's, which every
+        feature written before kinds existed assumes.
+        """
         if name in self.features:
             raise ValueError(f"a feature named {name!r} is installed already")
+        before = set(self.docks)
         # The concrete window (MainWindow) has every member the protocol names.
         feature = install(cast("WindowHost", self))
         self.features[name] = feature
+        for key in self.docks:
+            if key not in before:
+                self.dock_kinds.declare(key, kinds)
         return feature
 
     def _wire_features(self) -> None:

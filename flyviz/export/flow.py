@@ -99,10 +99,10 @@ def flow_overlay(attribution: "Attribution", lag: int, top: int = TOP_TOKENS) ->
     return OverlayContent(
         prompt="".join(texts[:position]), generated="", newest=texts[position] or " ",
         newest_in_prompt=True, counter=counter,
-        top_k=tuple((label, abs(f) / largest) for _, label, f in tops),
-        after="".join(texts[position + 1:]), top_title="input tokens carrying most of L",
-        top_labels=tuple(f"{f:+.2f} @{p}" for p, _, f in tops),
-        top_signs=tuple(1.0 if f > 0 else -1.0 for _, _, f in tops))
+        bars=tuple((label, abs(f) / largest) for _, label, f in tops),
+        after="".join(texts[position + 1:]), bars_title="input tokens carrying most of L",
+        bar_labels=tuple(f"{f:+.2f} @{p}" for p, _, f in tops),
+        bar_signs=tuple(1.0 if f > 0 else -1.0 for _, _, f in tops))
 
 
 def _limits(attribution: "Attribution", lags: Sequence[int], scale: str) -> list[float]:

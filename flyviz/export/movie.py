@@ -99,7 +99,7 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
                      cancelled: Callable[[], bool] | None = None, *, model_name: str | None = None,
                      renderer: Any = None, style: Any = None, camera: Any = None,
                      overlay_contents: Iterable[Any] | None = None,
-                     gl: str | None = None, meshes: Sequence[Any] = ()) -> Path:
+                     gl: str | None = None, meshes: Sequence[Any] = (), kind: Any = None) -> Path:
     """Render frames ``options.start:options.stop`` of ``recording`` into a movie.
 
     Parameters
@@ -138,8 +138,8 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
     overlay_contents
         What the overlays say at each exported token, in order
         (:class:`~flyviz.render.overlay.OverlayContent`, e.g. two runs' texts
-        for a comparison); default: :func:`~flyviz.render.overlay.iter_overlays`
-        of ``recording``.
+        for a comparison); default: what ``kind`` says of ``recording``'s frames
+        (:func:`~flyviz.render.overlay.iter_overlays`).
     gl
         The offscreen OpenGL to render with: ``"egl"``, ``"default"``,
         ``"osmesa"``, or ``None``/``"auto"`` (``FLYVIZ_OFFSCREEN_GL``, else the
@@ -148,6 +148,9 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
     meshes
         Drawn behind the neurons (:mod:`flyviz.analysis.outline`: the brain's
         outline, mesh files). Ignored with ``renderer``.
+    kind
+        The :class:`~flyviz.kinds.ModelKind` of the recording's model: what the
+        overlays say and what the time axis is called (default: the Fly LLM's).
 
     Returns
     -------
@@ -200,7 +203,7 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
         overlays = None
         if options.overlays:
             overlays = iter(overlay_contents if overlay_contents is not None
-                            else iter_overlays(recording, start, stop))
+                            else iter_overlays(recording, start, stop, kind=kind))
         prev = values_at(start - 1) if start > 0 else np.zeros(recording.neurons, np.float32)
         state = np.empty(recording.neurons, dtype=np.float32)
         overlay = None
@@ -258,7 +261,9 @@ def export_state(state: Any, out_path: str | Path, options: ExportOptions | None
     the state's look (the window's export form: its colours, point size and
     glow; ``camera=None`` frames ``options.view``). ``renderer``: one made by
     :func:`state_renderer` (the app's, drawing on its GUI thread); the caller
-    closes it. The rest as for :func:`export_recording`.
+    closes it. The overlays say what the state's model kind says of its frames
+    (:attr:`~flyviz.viewer.state.ViewerState.kind`). The rest as for
+    :func:`export_recording`.
     """
     if state.anatomy is None:
         raise ExportError("the viewer state shows no model with neuron positions; "
@@ -274,7 +279,7 @@ def export_state(state: Any, out_path: str | Path, options: ExportOptions | None
     try:
         return export_recording(recording, state.anatomy, out_path, options, progress,
                                 cancelled, model_name=name, renderer=renderer, style=style,
-                                overlay_contents=overlay_contents)
+                                overlay_contents=overlay_contents, kind=state.kind)
     finally:
         if own_renderer:
             renderer.close()

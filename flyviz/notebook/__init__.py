@@ -124,7 +124,8 @@ class BrainWidget(RemoteFrameBuffer):
             self.state.index = self.source.tokens - 1
 
         self.slider = ipywidgets.IntSlider(value=self.token, min=0, max=max(self.source.tokens - 1, 0),
-                                           description="token", continuous_update=True)
+                                           description=self.state.kind.time_axis.name,
+                                           continuous_update=True)
         self.quantity_control = ipywidgets.Dropdown(options=list(self.source.quantities),
                                                     value=self.quantity, description="colour")
         self.highlight_control = ipywidgets.Text(value="", description="highlight",

@@ -3,8 +3,10 @@
 :class:`FrameRenderer` draws the neuron cloud on a canvas created at the
 requested size (rendering a differently sized canvas would leave the scene
 unscaled in a corner) and, optionally, the overlays a shared movie needs:
-the model's name, a token counter, a colourbar, the top-k candidates as bars
-and the text so far with the newest token highlighted. Everything is drawn
+the model's name, a colourbar and what the model's kind says of the frame
+(:meth:`flyviz.kinds.ModelKind.overlays`): its time axis's counter and, for a
+language model, the next-token candidates as bars and the text so far with the
+newest token highlighted. Everything is drawn
 with vispy visuals in the same OpenGL pass; nothing else rasterises text.
 
 The cloud is set up from a :class:`~flyviz.render.style.CloudStyle`, as the
@@ -94,7 +96,7 @@ class FrameRenderer:
     orbit
         Frame the brain so that it stays in view at every azimuth.
     overlays
-        Draw the header, colourbar, top-k bars and text.
+        Draw the header, colourbar, bars and text.
     model_name
         Shown in the header.
     activity_sample
@@ -408,7 +410,8 @@ def render_state_image(state: Any, size: tuple[int, int] = (1280, 720), index: i
     index
         The token to show (default: the state's).
     overlays
-        Draw the movie overlays (header, colourbar, top-k and text) too.
+        Draw the movie overlays (header, colourbar and what the model's kind says:
+        a language model's next-token bars and text) too.
     app, gl
         The vispy application to render with, else the offscreen OpenGL to use
         (see :func:`~flyviz.render.gl_backend.offscreen_app`).
@@ -418,16 +421,16 @@ def render_state_image(state: Any, size: tuple[int, int] = (1280, 720), index: i
     numpy.ndarray
         ``(height, width, 3)`` uint8 RGB.
     """
-    from flyviz.render.overlay import iter_overlays
-
     recording = state.recording
     index = state.index if index is None else int(index)
     if len(recording) and not 0 <= index < len(recording):
-        raise ExportError(f"token {index} is out of range: the recording has "
-                          f"{len(recording):,} tokens")
+        axis = state.kind.time_axis
+        raise ExportError(f"{axis.name} {index} is out of range: the recording has "
+                          f"{len(recording):,} {axis.names}")
     with FrameRenderer.for_state(state, size, index=index, overlays=overlays, app=app,
                                  gl=gl) as renderer:
         overlay = None
         if overlays and 0 <= index < len(recording):
-            overlay = next(iter(iter_overlays(recording, index, index + 1)), None)
+            # The words are the model kind's: a language model's text and candidates.
+            overlay = next(iter(state.kind.overlays(recording, index, index + 1)), None)
         return renderer.render_token(state, index, overlay)

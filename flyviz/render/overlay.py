@@ -1,20 +1,22 @@
 """What the text overlays of a rendered frame say, independent of how they are drawn.
 
-:class:`OverlayContent` is plain data (text so far, the newest token, the
-top-k candidates, a token counter); :func:`iter_overlays` derives it for
-every frame of a :class:`~flyviz.record.recording.Recording`, so that the
-offscreen renderer and any other view show the same words.
+:class:`OverlayContent` is plain data (running text with its newest piece, a
+panel of labelled bars, a progress counter); :func:`iter_overlays` derives it
+for every frame of a :class:`~flyviz.record.recording.Recording` as the
+model's kind says (:meth:`flyviz.kinds.ModelKind.overlays`: a language model's
+text and next-token candidates; a kind without text, its time axis alone), so
+that the offscreen renderer and any other view show the same words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from flyviz.record.frame import PHASE_PROMPT
 from flyviz.record.recording import Recording
 
-#: Characters that stand in for invisible token text in the top-k labels.
+#: Characters that stand in for invisible text in the bars' labels.
 VISIBLE_SPACE = "\u00b7"  # middle dot
 VISIBLE_NEWLINE = "\u00b6"  # pilcrow
 
@@ -26,28 +28,29 @@ class OverlayContent:
     Parameters
     ----------
     prompt
-        Prompt text read before the newest token.
+        Text read before the newest piece (a language model's prompt).
     generated
-        Generated text before the newest token.
+        Text produced before the newest piece.
     newest
-        The newest token's text (highlighted): the prompt token just read, or
+        The newest piece of text (highlighted): the prompt token just read, or
         the token just generated.
     newest_in_prompt
-        True while the model is still reading the prompt.
-    top_k
-        ``(token text, probability)`` pairs, most likely first.
+        True while the newest piece is read, not produced.
+    bars
+        ``(label, value in 0..1)`` rows of the right-hand panel, first the
+        foremost (a language model's next-token candidates and probabilities).
     counter
         A short progress line, e.g. ``"token 12 of 40 · generating"``.
     after
-        Text after the newest token (a flow movie's prompt goes on past the
+        Text after the newest piece (a flow movie's prompt goes on past the
         position it shows), drawn as the prompt is.
-    top_title
-        The heading of the ``top_k`` panel.
-    top_labels
-        What each ``top_k`` row says beside its bar (default: the probability
-        as a percentage); the bar's length stays ``top_k``'s number (0..1).
-    top_signs
-        The sign of each ``top_k`` row's value: bars of positive ones in the
+    bars_title
+        The heading of the ``bars`` panel.
+    bar_labels
+        What each ``bars`` row says beside its bar (default: the value as a
+        percentage); the bar's length stays the row's value (0..1).
+    bar_signs
+        The sign of each ``bars`` row's value: bars of positive ones in the
         flow colormap's red, negative ones in its blue (default: the usual bars).
     """
 
@@ -55,16 +58,16 @@ class OverlayContent:
     generated: str
     newest: str
     newest_in_prompt: bool
-    top_k: tuple[tuple[str, float], ...]
+    bars: tuple[tuple[str, float], ...]
     counter: str
     after: str = ""
-    top_title: str = "next token"
-    top_labels: tuple[str, ...] = ()
-    top_signs: tuple[float, ...] = ()
+    bars_title: str = ""
+    bar_labels: tuple[str, ...] = ()
+    bar_signs: tuple[float, ...] = ()
 
 
 def display_token(text: str) -> str:
-    """A token's text made visible for a label: spaces as ``·``, newlines as ``¶``."""
+    """A piece of text made visible for a label: spaces as ``·``, newlines as ``¶``."""
     if text == "":
         return "(empty)"
     text = (text.replace(" ", VISIBLE_SPACE).replace("\n", VISIBLE_NEWLINE)
@@ -74,48 +77,20 @@ def display_token(text: str) -> str:
                    else f"\\u{ord(ch):04x}" for ch in text)
 
 
-def iter_overlays(recording: Recording, start: int = 0,
-                  stop: int | None = None) -> Iterator[OverlayContent]:
-    """Overlay content of frames ``start:stop`` of ``recording``, one at a time.
+def iter_overlays(recording: Recording, start: int = 0, stop: int | None = None, *,
+                  kind: Any = None) -> Iterator[OverlayContent]:
+    """Overlay content of frames ``start:stop`` of ``recording``, one at a time, as
+    ``kind`` (a :class:`~flyviz.kinds.ModelKind`; default: the Fly LLM's) says.
 
-    The first frame of a run consumes BOS, which is not shown as text.
-    Frames before ``start`` are read (for their prompt text) but not yielded.
+    Frames before ``start`` may be read (a language model's prompt text) but are
+    not yielded.
     """
-    n = len(recording)
-    stop = n if stop is None else min(int(stop), n)
-    start = max(0, int(start))
-    prompt = ""
-    for i in range(0, stop):
-        frame = recording[i]
-        in_prompt = frame.phase == PHASE_PROMPT
-        read = "" if frame.position == 0 else frame.input_text
-        if in_prompt:
-            newest, before, generated = read, prompt, ""
-            prompt += read
-        else:
-            if read and frame.generation_index == 0:
-                prompt += read  # the last prompt token starts generation
-            before = prompt
-            newest = frame.predicted_text
-            so_far = frame.text_so_far
-            if newest and so_far.endswith(newest):
-                generated = so_far[:-len(newest)]
-            else:
-                # Special tokens (</s>) are not part of the decoded text: show them
-                # after it; a token that decodes to part of a character shows nothing.
-                generated = so_far
-                if not (newest.startswith("<") and newest.endswith(">")):
-                    newest = ""
-        if i < start:
-            continue
-        phase = "reading the prompt" if in_prompt else "generating"
-        counter = f"token {i + 1} of {n} \u00b7 {phase}"
-        top = tuple((str(t), float(p)) for t, p in zip(frame.top_k_text, frame.top_k_probabilities))
-        yield OverlayContent(prompt=before, generated=generated, newest=newest,
-                             newest_in_prompt=in_prompt, top_k=top, counter=counter)
+    from flyviz.kinds import LANGUAGE
+
+    return (kind or LANGUAGE).overlays(recording, start, stop)
 
 
-def overlay_contents(recording: Recording, start: int = 0,
-                     stop: int | None = None) -> list[OverlayContent]:
+def overlay_contents(recording: Recording, start: int = 0, stop: int | None = None, *,
+                     kind: Any = None) -> list[OverlayContent]:
     """:func:`iter_overlays` as a list (for short recordings and tests)."""
-    return list(iter_overlays(recording, start, stop))
+    return list(iter_overlays(recording, start, stop, kind=kind))

@@ -1,4 +1,4 @@
-"""Where the words of a movie frame go: header, colourbar, top-k bars and text, drawn with vispy.
+"""Where the words of a movie frame go: header, colourbar, bars and text, drawn with vispy.
 
 :class:`OverlayLayout` lays an :class:`~flyviz.render.overlay.OverlayContent`
 out in canvas pixels (wrapping text with the font's own glyph advances) and
@@ -27,7 +27,7 @@ _COLOR_NEWEST = (1.0, 0.80, 0.32, 1.0)
 _COLOR_DIM = (0.55, 0.58, 0.66, 1.0)
 _COLOR_PANEL = (0.045, 0.05, 0.08, 0.82)
 _COLOR_TRACK = (1.0, 1.0, 1.0, 0.07)
-_COLOR_TOP_BAR = (1.0, 0.72, 0.26, 0.95)
+_COLOR_FIRST_BAR = (1.0, 0.72, 0.26, 0.95)
 _COLOR_BAR = (0.42, 0.58, 0.85, 0.85)
 _COLOR_HIGHLIGHT = (1.0, 0.70, 0.20, 0.22)
 # Bars of values that add to / take from an explained logit: the flow colormap's two ends.
@@ -114,7 +114,7 @@ Rectangles = scene.visuals.create_visual_node(RectanglesVisual)
 
 
 class OverlayLayout:
-    """Header, colourbar, top-k bars and running text of a movie frame, in canvas pixels.
+    """Header, colourbar, bars and running text of a movie frame, in canvas pixels.
 
     Parameters
     ----------
@@ -252,23 +252,23 @@ class OverlayLayout:
             width = self.metrics_small.width(label, self.px_small)
             small(label, self.bar_x + where * (self.bar_w - width), ly)
 
-        # Right panel: top-k candidates.
+        # Right panel: the bars (a language model's next-token candidates).
         px0 = w - self.panel_w
         quad(px0, 0, w, h - self.band_h, _COLOR_PANEL)
-        if content is not None and content.top_k:
+        if content is not None and content.bars:
             pad = 14 * u
-            small(content.top_title, px0 + pad, m + self.px_small)
+            small(content.bars_title, px0 + pad, m + self.px_small)
             row_h = 1.75 * self.px_body
             room = self.bar_y - 2.5 * self.px_small - (m + 2.2 * self.px_small + pad)
             rows = int(max(1, room // row_h))
             label_w = 0.36 * (self.panel_w - 2 * pad)
             pct_w = max(self.metrics_small.width(text, self.px_small)
-                        for text in ("100%",) + content.top_labels) + 6 * u
+                        for text in ("100%",) + content.bar_labels) + 6 * u
             bar_x0 = px0 + pad + label_w
             bar_max = max(4.0, w - pad - pct_w - bar_x0)
-            for r, (token, prob) in enumerate(content.top_k[:min(rows, 10)]):
+            for r, (label_text, prob) in enumerate(content.bars[:min(rows, 10)]):
                 y = m + 2.2 * self.px_small + pad + r * row_h
-                label = display_token(token)
+                label = display_token(label_text)
                 while len(label) > 1 and self.metrics_body.width(label, self.px_body) > label_w - 6 * u:
                     label = label[:-2] + "\u2026"
                 body_s.append(label)
@@ -276,12 +276,12 @@ class OverlayLayout:
                 body_c.append(_COLOR_NEWEST if r == 0 else _COLOR_TEXT)
                 top, bottom = y + 0.1 * self.px_body, y + 0.95 * self.px_body
                 quad(bar_x0, top, bar_x0 + bar_max, bottom, _COLOR_TRACK)
-                colour = _COLOR_TOP_BAR if r == 0 else _COLOR_BAR
-                if r < len(content.top_signs):
-                    colour = _COLOR_ADDS if content.top_signs[r] > 0 else _COLOR_TAKES
+                colour = _COLOR_FIRST_BAR if r == 0 else _COLOR_BAR
+                if r < len(content.bar_signs):
+                    colour = _COLOR_ADDS if content.bar_signs[r] > 0 else _COLOR_TAKES
                 quad(bar_x0, top, bar_x0 + max(1.0, bar_max * float(np.clip(prob, 0, 1))), bottom,
                      colour)
-                value = content.top_labels[r] if r < len(content.top_labels) else \
+                value = content.bar_labels[r] if r < len(content.bar_labels) else \
                     (f"{100 * prob:.0f}%" if prob >= 0.01 else "<1%")
                 small(value, bar_x0 + bar_max + 5 * u, bottom - 0.1 * self.px_body, _COLOR_DIM)
 

@@ -158,11 +158,13 @@ class RunSettings:
             return str(value)
         return value
 
-    def generation_settings(self, top_k: int) -> GenerationSettings:
-        """The settings of the next run, validated (``top_k``: candidates recorded per token)."""
-        return GenerationSettings(
-            max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
-            seed=None if self.seed < 0 else self.seed, top_k=int(top_k)).validate()
+    def generation_settings(self, *args: Any, **options: Any) -> GenerationSettings:
+        """The settings of the next language-model run, validated: made by the language
+        model's kind (:func:`flyviz.kinds.language.generation_settings`, whose options
+        say how many candidates each frame records)."""
+        from flyviz.kinds.language import generation_settings
+
+        return generation_settings(self, *args, **options)
 
 
 @dataclass

@@ -14,8 +14,9 @@ state when the user changes something. Setting a bad value raises
 The state holds
 
 * the model (:meth:`~ViewerState.set_model`: a :class:`~flyviz.record.runner.Model`
-  or anything with ``neurons`` and ``name``) and where its neurons are drawn
-  (``anatomy``);
+  or anything with ``neurons`` and ``name``), its kind (:attr:`~ViewerState.kind`,
+  a :class:`~flyviz.kinds.ModelKind`: its time axis, side channels and docks) and
+  where its neurons are drawn (``anatomy``);
 * the recording shown (a comparison is a recording with a ``baseline``), the
   shown token (:attr:`~ViewerState.index`) and whether it follows the newest
   frame (:attr:`~ViewerState.live`);
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 from psygnal import Signal, SignalGroup
 
+from flyviz.kinds import LANGUAGE, ModelKind, kind_of
 from flyviz.model.checkpoint import Anatomy
 from flyviz.record.frame import Frame
 from flyviz.record.recording import Recording
@@ -144,6 +146,7 @@ class ViewerState:
         self.run = run or RunSettings()
         self.mesh = mesh or MeshSettings()
         self.model: Any = None
+        self._kind: ModelKind = LANGUAGE
         self.anatomy: Anatomy | None = None
         self.model_name = ""
         self._neurons = 0
@@ -230,29 +233,40 @@ class ViewerState:
         """Neurons of the model shown (0 before one is set)."""
         return self._neurons
 
+    @property
+    def kind(self) -> ModelKind:
+        """The kind of the model shown (:mod:`flyviz.kinds`): its time axis, the side
+        channels its frames carry, what the overlays say and which docks apply."""
+        return self._kind
+
     def set_model(self, model: Any, anatomy: Anatomy | None = None, name: str | None = None,
-                  neurons: int | None = None) -> None:
+                  neurons: int | None = None, kind: ModelKind | None = None) -> None:
         """Show ``model`` (``None``: none): picks, selection and highlights are cleared and
         the recording is an empty one of the model's size.
 
-        ``anatomy`` places the neurons (default: ``model.drawing_anatomy()``);
-        ``neurons`` is needed only without a model.
+        ``anatomy`` places the neurons (default: the kind's, ``model.drawing_anatomy()``);
+        ``neurons`` is needed only without a model; ``kind`` is the model's kind
+        (default: :func:`flyviz.kinds.kind_of`, the Fly LLM's for a model that names none).
         """
+        if kind is not None and not isinstance(kind, ModelKind):
+            raise ViewerError(f"kind must be a flyviz.kinds.ModelKind, got {type(kind).__name__}")
+        kind = kind_of(model) if kind is None else kind
         if model is None and neurons is None and anatomy is None:
             count = 0
         elif neurons is not None:
             count = int(neurons)
         elif model is not None:
-            count = int(model.neurons)
+            count = kind.neurons(model)
         else:
             assert anatomy is not None
             count = int(anatomy.positions.shape[0])
-        if anatomy is None and model is not None and hasattr(model, "drawing_anatomy"):
-            anatomy = model.drawing_anatomy()
+        if anatomy is None and model is not None:
+            anatomy = kind.anatomy(model)
         if anatomy is not None and anatomy.positions.shape[0] != count:
             raise ViewerError(f"the anatomy places {anatomy.positions.shape[0]:,} neurons but the "
                               f"model has {count:,}")
         self.model = model
+        self._kind = kind
         self.anatomy = anatomy
         self.model_name = str(name if name is not None else getattr(model, "name", "") or "")
         self._neurons = count
@@ -288,11 +302,12 @@ class ViewerState:
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise ViewerError(f"token index must be a whole number, got {index!r}")
         index = int(index)
+        axis = self._kind.time_axis
         if n == 0 and index != -1:
-            raise ViewerError(f"token {index} is out of range: the recording is empty")
+            raise ViewerError(f"{axis.name} {index} is out of range: the recording is empty")
         if n and not 0 <= index < n:
-            raise ViewerError(f"token {index} is out of range: the recording has {n:,} "
-                              f"tokens (0 to {n - 1:,})")
+            raise ViewerError(f"{axis.name} {index} is out of range: the recording has {n:,} "
+                              f"{axis.names} (0 to {n - 1:,})")
         self._set_live(index == n - 1)
         if index != self._index:
             self._index = index
@@ -310,8 +325,9 @@ class ViewerState:
                               f"shown has {self._neurons:,}; show the model it was made with")
         n = len(recording)
         if index is not None and n and not 0 <= int(index) < n:
-            raise ViewerError(f"token {index} is out of range: the recording has {n:,} "
-                              f"tokens (0 to {n - 1:,})")
+            axis = self._kind.time_axis
+            raise ViewerError(f"{axis.name} {index} is out of range: the recording has {n:,} "
+                              f"{axis.names} (0 to {n - 1:,})")
         self._recording = recording
         self._index = n - 1 if index is None or not n else int(index)
         self.events.recording.emit()
@@ -364,6 +380,7 @@ class ViewerState:
         copy = ViewerState(dataclasses.replace(self.display), dataclasses.replace(self.run),
                            dataclasses.replace(self.mesh))
         copy.model, copy.anatomy, copy.model_name = self.model, self.anatomy, self.model_name
+        copy._kind = self._kind
         copy._neurons = self._neurons
         copy.atlas = self.atlas
         copy.background = self.background

@@ -1,0 +1,239 @@
+"""Model kinds: what a kind of model gives runs and views (no Qt, no vispy).
+
+flyviz shows more than one kind of model on the same instrument. A
+:class:`ModelKind` says, for its models,
+
+* their **neurons and anatomy** (:meth:`ModelKind.neurons`,
+  :meth:`ModelKind.anatomy`: where the neurons are drawn);
+* their **time axis** (:class:`TimeAxis`: what one frame is called, its unit
+  and length): ``token`` for the Fly LLM, a bin of milliseconds for a model
+  stepped in time;
+* **stepping** (:meth:`ModelKind.run_settings` makes a run's settings from the
+  viewer's :class:`~flyviz.viewer.settings.RunSettings`,
+  :meth:`ModelKind.frames` starts a run and yields its
+  :class:`~flyviz.record.frame.Frame` objects);
+* the **side channels** its frames carry beside the neurons' state
+  (:class:`SideChannel`: text and next-token candidates for a language model,
+  spike counts for a spiking one) and what they make the movie overlays and
+  the figures' captions say (:meth:`ModelKind.overlays`,
+  :meth:`ModelKind.frame_caption`);
+* **which docks apply**: a dock declares the kinds it serves (their
+  :attr:`ModelKind.key`, or :data:`EVERY_KIND`), and :meth:`ModelKind.shows`
+  answers for a kind.
+
+The Fly LLM is the first kind, :class:`~flyviz.kinds.language.LanguageModelKind`
+(:data:`LANGUAGE`), over the existing loader, engine and runner; every model
+that names no kind is one (:func:`kind_of`). A viewer state knows the kind of
+the model it shows (:attr:`ViewerState.kind <flyviz.viewer.state.ViewerState.kind>`),
+and the viewer, the renderer and the exporters ask it rather than a tokenizer:
+``tests/test_model_kinds.py`` keeps ``viewer/``, ``render/`` and ``export/``
+free of the language model's words. A new kind is a module beside
+``language.py`` (``flyviz/kinds/<kind>.py``) holding a subclass of
+:class:`ModelKind`, with its engine in its own package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.checkpoint import Anatomy
+    from flyviz.record.frame import Frame
+    from flyviz.record.recording import Recording
+    from flyviz.render.overlay import OverlayContent
+    from flyviz.viewer.settings import RunSettings
+
+__all__ = ["EVERY_KIND", "LANGUAGE", "ModelKind", "SideChannel", "TimeAxis", "kind_of",
+           "state_frame"]
+
+#: What a dock that serves every kind of model declares.
+EVERY_KIND: tuple[str, ...] = ("*",)
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """How a kind's frames follow each other in time, and what the viewer calls them.
+
+    Parameters
+    ----------
+    name
+        What one frame is called (``"token"``, ``"bin"``).
+    unit
+        What the axis is measured in: the frame itself (``unit == name``, a
+        count: the Fly LLM's tokens) or a physical unit (``"ms"``).
+    step
+        The length of one frame in ``unit`` (1 for a count).
+    plural
+        ``name``'s plural (default: ``name + "s"``).
+
+    Examples
+    --------
+    >>> TimeAxis("token", "token").of(11, 40)
+    'token 12 of 40'
+    >>> TimeAxis("bin", "ms", 10.0).of(11, 40)
+    'bin 12 of 40 · 120 ms'
+    """
+
+    name: str
+    unit: str
+    step: float = 1.0
+    plural: str = ""
+
+    @property
+    def counted(self) -> bool:
+        """True when the axis counts frames (its unit is the frame: tokens)."""
+        return self.unit == self.name
+
+    @property
+    def names(self) -> str:
+        """The plural of :attr:`name` (``"tokens"``)."""
+        return self.plural or f"{self.name}s"
+
+    def time(self, index: int) -> float:
+        """Where frame ``index`` (0-based) ends on the axis, in :attr:`unit`."""
+        return (int(index) + 1) * float(self.step)
+
+    def at(self, index: int) -> str:
+        """Frame ``index`` (0-based) in words: ``"token 12"``, ``"bin 12 · 120 ms"``."""
+        words = f"{self.name} {int(index) + 1:,}"
+        return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
+
+    def of(self, index: int, total: int) -> str:
+        """Frame ``index`` of ``total`` in words (movie and figure captions):
+        ``"token 12 of 40"``, ``"bin 12 of 40 · 120 ms"``."""
+        words = f"{self.name} {int(index) + 1} of {int(total)}"
+        return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
+
+    def counter(self, index: int, total: int) -> str:
+        """The timeline's counter: ``"token 12 / 40"``, ``"bin 12 / 40 · 120 ms"``;
+        ``"no tokens yet"`` while there is no frame."""
+        if total <= 0:
+            return f"no {self.names} yet"
+        words = f"{self.name} {int(index) + 1:,} / {int(total):,}"
+        return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
+
+
+@dataclass(frozen=True)
+class SideChannel:
+    """Something a kind's frames carry beside the neurons' state.
+
+    Parameters
+    ----------
+    key
+        Its name in code (``"text"``).
+    title
+        What the viewer calls it (``"Text"``).
+    description
+        One line on what it holds.
+    """
+
+    key: str
+    title: str
+    description: str = ""
+
+
+class ModelKind:
+    """A kind of model: what its models give the viewer, the runs and the exporters.
+
+    Subclass it for a new kind and set the class attributes; the methods have
+    defaults that suit a kind whose frames carry only the neurons' state
+    (no text). Instances are values: two kinds of the same key are the same kind.
+    """
+
+    #: The kind's name in code: docks declare the kinds they serve by it.
+    key: ClassVar[str] = ""
+    #: What the viewer calls it (``"language model"``).
+    title: ClassVar[str] = ""
+    #: Its frames' time axis.
+    time_axis: ClassVar[TimeAxis] = TimeAxis("step", "step")
+    #: The side channels its frames carry.
+    side_channels: ClassVar[tuple[SideChannel, ...]] = ()
+
+    # ------------------------------------------------------------ neurons and anatomy
+    def neurons(self, model: Any) -> int:
+        """How many neurons ``model`` has (the length of a state)."""
+        return int(model.neurons)
+
+    def anatomy(self, model: Any) -> "Anatomy | None":
+        """Where ``model``'s neurons are drawn: its ``drawing_anatomy()`` (the anatomy or a
+        stand-in layout), or ``None`` when it has none."""
+        drawing = getattr(model, "drawing_anatomy", None)
+        return drawing() if callable(drawing) else None
+
+    # ------------------------------------------------------------ stepping
+    def run_settings(self, run: "RunSettings", **options: Any) -> Any:
+        """The settings of ``model``'s next run, made from the viewer's run settings."""
+        raise NotImplementedError(f"the {self.title or self.key} kind cannot start runs")
+
+    def frames(self, model: Any, request: Any, settings: Any = None, *,
+               interventions: Any = (), recording: "Recording | None" = None
+               ) -> Iterator["Frame"]:
+        """Start a run of ``model`` on ``request`` (what the run is given: a prompt, a
+        stimulus) with ``settings`` and yield its frames, appending them to
+        ``recording`` if given; stopping the iteration stops the run between two frames."""
+        raise NotImplementedError(f"the {self.title or self.key} kind cannot start runs")
+
+    # ------------------------------------------------------------ side channels
+    def has(self, channel: str) -> bool:
+        """True when this kind's frames carry side channel ``channel``."""
+        return any(c.key == channel for c in self.side_channels)
+
+    def overlays(self, recording: "Recording", start: int = 0,
+                 stop: int | None = None) -> Iterator["OverlayContent"]:
+        """What the movie overlays say over frames ``start:stop`` of ``recording``
+        (default: the time axis's counter alone, no text and no bars)."""
+        from flyviz.render.overlay import OverlayContent
+
+        n = len(recording)
+        stop = n if stop is None else min(int(stop), n)
+        for i in range(max(0, int(start)), stop):
+            yield OverlayContent(prompt="", generated="", newest="", newest_in_prompt=False,
+                                 bars=(), counter=self.time_axis.of(i, n))
+
+    def frame_caption(self, recording: "Recording", index: int) -> str:
+        """A figure's title for frame ``index`` of ``recording`` (default: the time axis's)."""
+        return self.time_axis.of(index, len(recording))
+
+    # ------------------------------------------------------------ docks
+    def shows(self, kinds: tuple[str, ...]) -> bool:
+        """True when a dock that serves ``kinds`` (kind keys, or :data:`EVERY_KIND`)
+        applies to this kind's models."""
+        return kinds == EVERY_KIND or "*" in kinds or self.key in kinds
+
+    # ------------------------------------------------------------ values
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ModelKind) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(("ModelKind", self.key))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.key!r}: {self.time_axis.name} in {self.time_axis.unit}>"
+
+
+def state_frame(index: int, state: np.ndarray) -> "Frame":
+    """A :class:`~flyviz.record.frame.Frame` that carries only the neurons' ``state`` at
+    step ``index``, for kinds whose frames have no text (its text fields are empty)."""
+    from flyviz.record.frame import PHASE_GENERATION, Frame
+
+    values = np.asarray(state, dtype=np.float32)
+    return Frame(position=int(index), phase=PHASE_GENERATION, input_token_id=-1, input_text="",
+                 predicted_token_id=-1, predicted_text="", probability=0.0,
+                 top_k_ids=np.zeros(0, np.int64), top_k_probabilities=np.zeros(0, np.float32),
+                 top_k_text=(), state=values,
+                 mean_abs_state=float(np.abs(values).mean()) if values.size else 0.0)
+
+
+def kind_of(model: Any) -> ModelKind:
+    """The kind of ``model``: its ``kind`` attribute when it has one (a :class:`ModelKind`),
+    else the Fly LLM's (:data:`LANGUAGE`: every model flyviz loaded before kinds existed)."""
+    kind = getattr(model, "kind", None)
+    return kind if isinstance(kind, ModelKind) else LANGUAGE
+
+
+# The first kind, defined over the base above (its module imports this one).
+from flyviz.kinds.language import LANGUAGE  # noqa: E402

@@ -1,0 +1,132 @@
+"""The Fly LLM's kind: a connectome language model read and run token by token.
+
+:class:`LanguageModelKind` (:data:`LANGUAGE`) is the kind every model flyviz
+loads from a checkpoint has (:class:`~flyviz.record.runner.Model`, a
+:class:`~flyviz.model.checkpoint.Checkpoint`, a model with no ``kind``): one
+frame per consumed token, the text read and generated and the next-token
+candidates carried beside the state. It adds nothing to the loader, engine or
+runner: it calls them.
+
+What the overlays of a movie, a still and a figure's caption say about a
+language model's frames (the text so far, the newest token, the top-k bars, the
+token counter) is made here, so that the renderer and the exporters draw what
+any kind says (:meth:`~flyviz.kinds.ModelKind.overlays`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from flyviz.kinds import ModelKind, SideChannel, TimeAxis
+from flyviz.render.overlay import OverlayContent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.record.frame import Frame
+    from flyviz.record.recording import Recording
+    from flyviz.record.run import GenerationSettings
+    from flyviz.viewer.settings import RunSettings
+
+__all__ = ["LANGUAGE", "LANGUAGE_KEY", "LanguageModelKind", "NEXT_TOKEN_TITLE", "TEXT", "TOP_K",
+           "generation_settings"]
+
+#: The language model kind's key (what its docks declare).
+LANGUAGE_KEY = "language"
+
+#: The side channel of the text read and generated so far.
+TEXT = SideChannel("text", "Text", "the prompt read and the text generated so far")
+#: The side channel of the most likely next tokens and their probabilities.
+TOP_K = SideChannel("top-k", "Next token", "the most likely next tokens and their probabilities")
+
+#: The heading of a movie's next-token bars.
+NEXT_TOKEN_TITLE = "next token"
+
+#: Candidates a frame records when the caller does not say (as :class:`GenerationSettings`).
+DEFAULT_TOP_K = 10
+
+
+def generation_settings(run: "RunSettings", top_k: int = DEFAULT_TOP_K) -> "GenerationSettings":
+    """The settings of the next language-model run from the viewer's run settings, validated
+    (``top_k``: candidates recorded per token)."""
+    from flyviz.record.run import GenerationSettings
+
+    return GenerationSettings(
+        max_new_tokens=run.max_new_tokens, temperature=run.temperature, top_p=run.top_p,
+        seed=None if run.seed < 0 else run.seed, top_k=int(top_k)).validate()
+
+
+class LanguageModelKind(ModelKind):
+    """The Fly LLM: tokens in, a state per token, text and top-k candidates out."""
+
+    key: ClassVar[str] = LANGUAGE_KEY
+    title: ClassVar[str] = "language model"
+    time_axis: ClassVar[TimeAxis] = TimeAxis("token", "token")
+    side_channels: ClassVar[tuple[SideChannel, ...]] = (TEXT, TOP_K)
+
+    # ------------------------------------------------------------ stepping
+    def run_settings(self, run: "RunSettings", **options: Any) -> "GenerationSettings":
+        """:func:`generation_settings` (``top_k=``: candidates recorded per token)."""
+        return generation_settings(run, **options)
+
+    def frames(self, model: Any, request: Any, settings: Any = None, *,
+               interventions: Any = (), recording: "Recording | None" = None
+               ) -> Iterator["Frame"]:
+        """Run the prompt ``request`` on ``model`` (a :class:`~flyviz.record.runner.Model`):
+        :meth:`Model.frames <flyviz.record.runner.Model.frames>`, one frame per token."""
+        return model.frames(str(request), settings, interventions=interventions,
+                            recording=recording)
+
+    # ------------------------------------------------------------ side channels
+    def overlays(self, recording: "Recording", start: int = 0,
+                 stop: int | None = None) -> Iterator[OverlayContent]:
+        """Overlay content of frames ``start:stop`` of ``recording``, one at a time: the
+        text so far with the newest token, the top-k candidates and the token counter.
+
+        The first frame of a run consumes BOS, which is not shown as text.
+        Frames before ``start`` are read (for their prompt text) but not yielded.
+        """
+        from flyviz.record.frame import PHASE_PROMPT
+
+        n = len(recording)
+        stop = n if stop is None else min(int(stop), n)
+        start = max(0, int(start))
+        prompt = ""
+        for i in range(0, stop):
+            frame = recording[i]
+            in_prompt = frame.phase == PHASE_PROMPT
+            read = "" if frame.position == 0 else frame.input_text
+            if in_prompt:
+                newest, before, generated = read, prompt, ""
+                prompt += read
+            else:
+                if read and frame.generation_index == 0:
+                    prompt += read  # the last prompt token starts generation
+                before = prompt
+                newest = frame.predicted_text
+                so_far = frame.text_so_far
+                if newest and so_far.endswith(newest):
+                    generated = so_far[:-len(newest)]
+                else:
+                    # Special tokens (</s>) are not part of the decoded text: show them
+                    # after it; a token that decodes to part of a character shows nothing.
+                    generated = so_far
+                    if not (newest.startswith("<") and newest.endswith(">")):
+                        newest = ""
+            if i < start:
+                continue
+            phase = "reading the prompt" if in_prompt else "generating"
+            counter = f"{self.time_axis.of(i, n)} \u00b7 {phase}"
+            top = tuple((str(t), float(p)) for t, p in zip(frame.top_k_text,
+                                                           frame.top_k_probabilities))
+            yield OverlayContent(prompt=before, generated=generated, newest=newest,
+                                 newest_in_prompt=in_prompt, bars=top, counter=counter,
+                                 bars_title=NEXT_TOKEN_TITLE)
+
+    def frame_caption(self, recording: "Recording", index: int) -> str:
+        """``"token 12 of 40: ' cat'"``: the token counter and the token read there."""
+        text = list(recording.token_texts)[index]
+        return f"{self.time_axis.of(index, len(recording))}: {text!r}"
+
+
+#: The Fly LLM's kind.
+LANGUAGE = LanguageModelKind()

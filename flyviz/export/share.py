@@ -191,18 +191,6 @@ def _labels(values: Sequence[str] | None, shown: np.ndarray) -> tuple[list[str],
     return [str(n) for n in names], codes.astype(np.uint16)
 
 
-def _tokens(recording: Any) -> list[dict[str, Any]]:
-    out = []
-    for i in range(len(recording)):
-        frame = recording[i]
-        top = [[str(t), round(float(p), 5)]
-               for t, p in zip(frame.top_k_text, frame.top_k_probabilities)]
-        out.append({"text": frame.input_text, "phase": frame.phase,
-                    "position": int(frame.position), "next": frame.predicted_text,
-                    "p": round(float(frame.probability), 5), "top": top})
-    return out
-
-
 def _camera(state: "ViewerState") -> dict[str, Any] | None:
     pose = state.camera
     if pose is None:
@@ -268,7 +256,7 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
         "bounds": [[float(c) - float(m) for c, m in zip(row, centre)] for row in bounds],
         "view": state.view, "views": {k: list(v) for k, v in VIEW_PRESETS.items()},
         "fov": DEFAULT_FOV, "margin": FRAMING_MARGIN, "camera": _camera(state),
-        "rate": rate, "index": max(0, state.index), "tokens": _tokens(recording),
+        "rate": rate, "index": max(0, state.index), "tokens": state.kind.page_steps(recording),
         "layers": layer_headers, "layer": keys[0],
         "labels": {"cell_type": cell_names, "superclass": super_names},
         "has_emphasis": highlight is not None, "selected": selected,

@@ -198,6 +198,14 @@ class ModelKind:
         """A figure's title for frame ``index`` of ``recording`` (default: the time axis's)."""
         return self.time_axis.of(index, len(recording))
 
+    def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
+        """What a shared web page shows beside the brain at each frame of ``recording``
+        (:mod:`flyviz.export.share`): ``text`` (the step's word in the page's text line),
+        ``phase``, ``position``, ``next`` with its probability ``p``, and ``top``, the
+        ``[label, value]`` bars. Default: the time axis's words and no bars."""
+        return [{"text": f" {self.time_axis.at(i)}", "phase": 0, "position": i, "next": "",
+                 "p": 0.0, "top": []} for i in range(len(recording))]
+
     # ------------------------------------------------------------ docks
     def shows(self, kinds: tuple[str, ...]) -> bool:
         """True when a dock that serves ``kinds`` (kind keys, or :data:`EVERY_KIND`)

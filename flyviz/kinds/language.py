@@ -122,6 +122,19 @@ class LanguageModelKind(ModelKind):
                                  newest_in_prompt=in_prompt, bars=top, counter=counter,
                                  bars_title=NEXT_TOKEN_TITLE)
 
+    def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
+        """Each token's text, phase and position, the predicted token with its
+        probability, and the top-k candidates as the page's bars."""
+        out = []
+        for i in range(len(recording)):
+            frame = recording[i]
+            top = [[str(t), round(float(p), 5)]
+                   for t, p in zip(frame.top_k_text, frame.top_k_probabilities)]
+            out.append({"text": frame.input_text, "phase": frame.phase,
+                        "position": int(frame.position), "next": frame.predicted_text,
+                        "p": round(float(frame.probability), 5), "top": top})
+        return out
+
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """``"token 12 of 40: ' cat'"``: the token counter and the token read there."""
         text = list(recording.token_texts)[index]

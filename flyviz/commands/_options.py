@@ -273,8 +273,9 @@ NULLS_HELP = """\
 run the same work on N null models of the brain (the same parameters on a randomised
 graph, see 'flyviz null') and print the headline numbers real vs nulls: the nulls'
 mean ± sd, z = (real - mean) / sd and the empirical p = (1 + #nulls at least as
-extreme) / (1 + N). Each null is written to a temporary folder beside the result,
-loaded like any model (by every worker) and removed after its run.
+extreme) / (1 + N). Each null is written to a temporary folder beside the result
+(the system's without one), loaded like any model (by every worker) and removed
+after its run.
 """
 
 

@@ -1,7 +1,8 @@
 """Cost of a null model per seed on the demo brain (49,393 neurons, 9,050,172 synapses).
 
 For each kind, times :func:`flyviz.analysis.nulls.make_null` (the randomised graph
-in memory; for ``degree`` about ten double edge swaps per edge) and the whole
+in memory; for ``degree`` a permutation of the targets and the swaps that repair its
+self-loops and duplicates) and the whole
 ``flyviz null`` path, :func:`~flyviz.analysis.nulls.write_null` (load, randomise,
 write the checkpoint and its dataset folder), over a few seeds, and prints the
 medians. The machine's other load changes the numbers: run it alone, e.g.::

@@ -111,3 +111,49 @@ def test_a_missing_task_file_is_one_line(capsys, world, tmp_path):
                      "--workers", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert "does not exist" in err and "\n" not in err
+
+
+# ------------------------------------------------------------------ real vs null models
+def test_nulls_compare_the_planted_circuit_with_the_same_search_on_degree_nulls(capsys, world):
+    assert _run(world, "--json", "--nulls", "4") == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    nulls = out["nulls"]
+    assert nulls["kind"] == "degree" and nulls["seeds"] == [0, 1, 2, 3]
+    assert set(nulls) == {"kind", "seeds", "cpr", "cmd", "circuit_size", "circuit_fraction",
+                          "faithfulness"}
+    cpr, cmd, size = nulls["cpr"], nulls["cmd"], nulls["circuit_size"]
+    assert cpr["real"] == out["cpr"] and cmd["real"] == out["cmd"]
+    assert size["real"] == out["circuit"]["size"] == 4
+    assert all(c["n"] == 4 and len(c["nulls"]) == 4 for c in (cpr, cmd, size))
+    assert cpr["mean"] == pytest.approx(sum(cpr["nulls"]) / 4)
+    # The chain carries the task; rewired, the task is spread over more neurons: the real
+    # CPR is above the nulls' (z > 0), and no null's circuit is as small or its curve as
+    # close to 1 (CMD). One null's CPR may still pass the real one's, where its f
+    # overshoots 1 (CPR rewards that, CMD does not).
+    assert cpr["real"] > cpr["mean"] and cpr["z"] > 0
+    assert max(cmd["nulls"]) > min(cmd["nulls"]) > cmd["real"]
+    assert min(size["nulls"]) > size["real"]
+    assert cmd["p"] == size["p"] == pytest.approx(1 / 5)
+    assert size["higher_is_more"] is False and cpr["higher_is_more"] is True
+    assert "null 4 of 4: degree, seed 3" in captured.err
+
+
+def test_nulls_print_a_real_vs_null_row_for_each_headline_number(capsys, world):
+    assert _run(world, "--nulls", "1", "--null-kind", "weights") == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("real vs 1 weights null(s) (seed 0), circuits of neurons at --keep 0.8:")
+    rows = [line.split("  real ")[0].strip() for line in lines[start + 1:]]
+    assert rows == ["CPR", "CMD", "circuit size", "circuit fraction", "faithfulness"]
+    cpr = next(line for line in lines if line.startswith("CPR "))
+    assert f"real {float(cpr.split()[1]):.4g} |" in lines[start + 1]
+
+
+def test_bad_nulls_options_on_circuit_are_one_line_and_exit_2(capsys, world):
+    for extra, message in ((["--nulls", "-1"], "--nulls"),
+                           (["--nulls", "1", "--null-seed", "-2"], ">= 0")):
+        assert _run(world, *extra) == 2
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert err.startswith("flyviz: error: ") and "\n" not in err and message in err
+        assert captured.out == ""

@@ -273,8 +273,9 @@ NULLS_HELP = """\
 run the same work on N null models of the brain (the same parameters on a randomised
 graph, see 'flyviz null') and print the headline numbers real vs nulls: the nulls'
 mean ± sd, z = (real - mean) / sd and the empirical p = (1 + #nulls at least as
-extreme) / (1 + N). Each null is written to a temporary folder beside the result,
-loaded like any model (by every worker) and removed after its run.
+extreme) / (1 + N). Each null is written to a temporary folder beside the result
+(the system's without one), loaded like any model (by every worker) and removed
+after its run.
 """
 
 
@@ -312,16 +313,23 @@ def lesion_headlines(rows: list[Any], baseline_cross_entropy: float
             f"top-{top} dCE sum": (float(sum(costs[:top])), True)}
 
 
+def null_comparisons(real: dict[str, tuple[float, bool]],
+                     nulls: list[dict[str, tuple[float, bool]]]) -> dict[str, Any]:
+    """Each headline number (name -> (value, higher_is_more)) real vs the nulls' values:
+    name -> :class:`~flyviz.analysis.nulls.NullComparison`."""
+    from flyviz.analysis.nulls import compare_to_nulls
+
+    return {name: compare_to_nulls(value, [null[name][0] for null in nulls],
+                                   higher_is_more=higher)
+            for name, (value, higher) in real.items()}
+
+
 def print_null_comparisons(real: dict[str, tuple[float, bool]],
                            nulls: list[dict[str, tuple[float, bool]]],
                            args: argparse.Namespace, unit: str = "nats/token") -> dict[str, Any]:
     """Print one row per headline number, real vs nulls; return the comparisons."""
-    from flyviz.analysis.nulls import compare_to_nulls
-
     seeds = null_seeds_from_args(args)
-    comparisons = {name: compare_to_nulls(value, [null[name][0] for null in nulls],
-                                          higher_is_more=higher)
-                   for name, (value, higher) in real.items()}
+    comparisons = null_comparisons(real, nulls)
     span = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
     print(f"\nreal vs {len(nulls)} {args.null_kind} null(s) ({span}), {unit}:")
     width = max(len(name) for name in comparisons)
@@ -330,10 +338,11 @@ def print_null_comparisons(real: dict[str, tuple[float, bool]],
     return comparisons
 
 
-def run_nulls_from_args(args: argparse.Namespace, checkpoint: Any, work: Any, workdir: Path,
-                        log: Any = None) -> list[Any]:
+def run_nulls_from_args(args: argparse.Namespace, checkpoint: Any, work: Any,
+                        workdir: Path | None, log: Any = None) -> list[Any]:
     """``work(null)`` on each null ``--nulls``/``--null-kind``/``--null-seed`` name, written
-    in a temporary folder under ``workdir`` (see :func:`flyviz.analysis.nulls.run_on_nulls`)."""
+    in a temporary folder under ``workdir`` (``None``: the system's; see
+    :func:`flyviz.analysis.nulls.run_on_nulls`)."""
     from flyviz.analysis.nulls import run_on_nulls
 
     return run_on_nulls(checkpoint, args.null_kind, null_seeds_from_args(args), work,

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from flyviz.commands._options import (add_dataset_option, add_kernel_option,
-                                      kernel_from_args, load_model_from_args)
+                                      add_null_options, kernel_from_args, load_model_from_args,
+                                      null_comparisons, null_seeds_from_args,
+                                      print_null_comparisons, run_nulls_from_args)
 from flyviz.errors import InputError
 
 EPILOG = """\
@@ -44,7 +46,16 @@ examples:
   flyviz circuit demo --task names.jsonl
   flyviz circuit demo --task names.jsonl --nodes types --ablation mean --json
   flyviz circuit demo --task names.jsonl --edges --keep 0.9 --out names-circuit
+  flyviz circuit demo --task names.jsonl --nulls 3    (real vs 3 degree nulls)
 """
+
+#: The headline numbers of :meth:`~flyviz.analysis.circuit.CircuitResult.headline`, as
+#: printed, and which way is "more" (a null at least as extreme counts against the real
+#: model): a higher CPR and faithfulness, a lower CMD and a smaller circuit.
+HEADLINES = {"cpr": ("CPR", True), "cmd": ("CMD", False),
+             "circuit_size": ("circuit size", False),
+             "circuit_fraction": ("circuit fraction", False),
+             "faithfulness": ("faithfulness", True)}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +100,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="read at most N tokens of a text task")
     add_dataset_option(parser)
     add_kernel_option(parser)
+    add_null_options(parser)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -166,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
     context = TEXT_CONTEXT if args.context is None else args.context
     if context < 2:
         raise InputError(f"--context {context} must be at least 2 tokens")
+    seeds = null_seeds_from_args(args)
     require_dask("flyviz circuit", args.workers)
     out = None if args.out is None else check_out_dir(args.out)
     task_path = args.task.expanduser()
@@ -187,11 +200,47 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     document = result.to_json(ckpt)
+    found: list[dict[str, tuple[float, bool]]] = []
+    if seeds:
+        found = _nulls(args, task, settings, ckpt, out, log)
+        comparisons = null_comparisons(_headlines(result), found)
+        document["nulls"] = {"kind": args.null_kind, "seeds": seeds,
+                             **{name: c.to_dict() for name, c in comparisons.items()}}
     if out is not None:
         write_circuit_folder(out, result, ckpt, document)
         log(f"wrote {out}/scores.csv, curve.csv and circuit.json")
     if args.json:
         print(json.dumps(document))
-    else:
-        print(_table(result, ckpt, args.show))
+        return 0
+    print(_table(result, ckpt, args.show))
+    if seeds:
+        print_null_comparisons(_labelled(_headlines(result)), [_labelled(f) for f in found],
+                               args, unit=f"circuits of {result.units.kind} at --keep "
+                                          f"{settings.keep:g}")
     return 0
+
+
+def _headlines(result: Any) -> dict[str, tuple[float, bool]]:
+    """The headline numbers of a circuit search: name -> (value, higher_is_more)."""
+    return {name: (value, HEADLINES[name][1]) for name, value in result.headline().items()}
+
+
+def _labelled(headlines: dict[str, tuple[float, bool]]) -> dict[str, tuple[float, bool]]:
+    return {HEADLINES[name][0]: item for name, item in headlines.items()}
+
+
+def _nulls(args: argparse.Namespace, task: Any, settings: Any, ckpt: Any, out: Path | None,
+           log: Any) -> list[dict[str, tuple[float, bool]]]:
+    """``--nulls N``: the same circuit search (task, settings, workers) on each null; its
+    headline numbers, one dict per null."""
+    from flyviz.analysis.circuit import find_circuit
+
+    def work(null: Any) -> dict[str, tuple[float, bool]]:
+        found = find_circuit(null.spec, null.checkpoint, task, settings, workers=args.workers)
+        log(f"null seed {null.seed}: CPR {found.cpr:.4f}, circuit {found.size:,} "
+            f"{found.units.kind}")
+        return _headlines(found)
+
+    # The nulls are written beside --out (else in the system's temporary folder).
+    workdir = None if out is None else out.expanduser().resolve().parent
+    return run_nulls_from_args(args, ckpt, work, workdir, log)

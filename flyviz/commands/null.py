@@ -17,8 +17,9 @@ from flyviz.commands._options import add_dataset_option
 EPILOG = """\
 what each kind keeps (everything but the recurrent graph is the model's own):
   degree   every neuron's in- and out-degree, each synapse's presynaptic neuron and
-           weight (so the excitatory and inhibitory counts): ~10 x edges double
-           edge swaps a->b, c->d => a->d, c->b, no self-loops or duplicates
+           weight (so the excitatory and inhibitory counts): the targets permuted
+           over the synapses, the self-loops and duplicates this makes repaired
+           by double edge swaps a->b, c->d => a->d, c->b
   sign     the synapses and their magnitudes; the signs shuffled over the edges
   weights  the synapses; the weights permuted over them
   erdos    the number of synapses and the weights; uniformly random endpoints

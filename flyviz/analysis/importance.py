@@ -501,7 +501,14 @@ def _store_key(identity: dict[str, Any], corpus: Corpus, settings: ImportanceSet
             "text": corpus.digest(), "settings": settings.run_key(), "tasks": tasks}
 
 
-def _require_xarray() -> None:
+def require_xarray() -> None:
+    """Check that xarray and zarr, which write the estimates, are installed (before any work).
+
+    Raises
+    ------
+    MissingDependencyError
+        One line naming the extra to install (``flyviz[data]``).
+    """
     try:
         import xarray  # noqa: F401
         import zarr  # noqa: F401
@@ -553,7 +560,7 @@ def run_importance(spec: str | None, ckpt: "Checkpoint", corpus: Corpus, groups:
     if out is not None:
         out = Path(out).expanduser()
         kind = check_output(out)
-        _require_xarray()
+        require_xarray()
         paths = companion_paths(out)
     identity = model_identity(ckpt)
     chunks = plan_chunks(corpus, settings)
@@ -676,14 +683,14 @@ def to_xarray(ckpt: "Checkpoint", estimate: np.ndarray, info: dict[str, Any] | N
 def write_zarr(path: Path, ckpt: "Checkpoint", estimate: np.ndarray,
                info: dict[str, Any]) -> Path:
     """Write :func:`to_xarray` as a Zarr store (texts as codes, as recordings are)."""
-    from flyviz.record.convert import _encode_texts, _is_zarr_store, _write_folder_atomically
+    from flyviz.record.convert import encode_texts, is_zarr_store, write_folder_atomically
 
-    encoded = _encode_texts(to_xarray(ckpt, estimate, info))
+    encoded = encode_texts(to_xarray(ckpt, estimate, info))
 
     def write(tmp: Path) -> None:
         encoded.to_zarr(tmp, mode="w", consolidated=False)
 
-    return _write_folder_atomically(path, write, _is_zarr_store)
+    return write_folder_atomically(path, write, is_zarr_store)
 
 
 def read_neuron_table(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

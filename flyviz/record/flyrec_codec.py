@@ -47,7 +47,10 @@ FORMAT_MAJOR = 1
 FILE_SUFFIX = ".flyrec"
 #: Name prefix of a comparison's untouched run: its tensors and header keys (format 1.3).
 BASELINE_PREFIX = "baseline."
-#: How a comparison was run (``metadata["comparison"]["mode"]``; see flyviz.record.compare).
+#: The comparison modes, the one list of them: ``"forced"`` (the intervened model reads the
+#: untouched run's tokens; the default) and ``"free"`` (both continue on their own).
+#: :mod:`flyviz.record.compare` runs them (its ``MODES``), the viewer state offers them
+#: (``COMPARE_MODES``), and a recording stores one in ``metadata["comparison"]["mode"]``.
 COMPARISON_MODES = ("forced", "free")
 #: Bytes read at a time when a file's states are checked (and streamed when one is written).
 CHECK_BLOCK_BYTES = 4 << 20
@@ -525,7 +528,8 @@ def _comparison_problem(rec: "Recording") -> str | None:
     if rec.baseline is None:
         return "its metadata describes a comparison but it holds no untouched run"
     if not isinstance(info, dict) or info.get("mode") not in COMPARISON_MODES:
-        return "its comparison is not an object with a mode 'forced' or 'free'"
+        modes = " or ".join(repr(mode) for mode in COMPARISON_MODES)
+        return f"its comparison is not an object with a mode {modes}"
     for key in ("kl", "mean_abs_delta"):
         values = info.get(key)
         if not isinstance(values, list) or len(values) != len(rec):

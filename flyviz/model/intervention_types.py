@@ -491,7 +491,7 @@ class GraphEdit:
 @dataclass(frozen=True)
 class StatePatch:
     """After a step in ``[start, stop)``: ``x[indices] = values[position + shift]`` where the
-    source has that row (the resolved form of a :class:`Patch`)."""
+    source has that row (the resolved form of a :class:`~flyviz.model.patching.Patch`)."""
 
     indices: np.ndarray
     values: np.ndarray
@@ -515,7 +515,7 @@ def _in_window(op: Any, position: int) -> bool:
 @dataclass(frozen=True)
 class ResolvedInterventions:
     """Interventions turned into index arrays for one checkpoint, in the form any engine
-    can apply (see the module docstring for the exact step).
+    can apply (:mod:`flyviz.model.interventions` gives the exact step).
 
     Attributes
     ----------

@@ -13,7 +13,7 @@ from scipy.sparse import csr_matrix
 import flyviz
 from flyviz import cli
 from flyviz.analysis import cluster
-from flyviz.analysis import importance as importance_module
+from flyviz.analysis import importance_tasks
 from flyviz.analysis.corpus import build_corpus
 from flyviz.analysis.importance import (ImportanceSettings, agreement, companion_paths,
                                         merge_partials, plan_chunks, read_neuron_table,
@@ -269,7 +269,7 @@ def test_one_and_two_workers_and_a_resumed_run_give_the_same_bits(world, in_proc
     np.testing.assert_array_equal(two.estimate, expected.estimate)
     assert [_key(r) for r in two.rows] == [_key(r) for r in expected.rows]
     out = tmp_path / "resumed.csv"
-    restore = interrupt_after(importance_module, "chunk_partial", 2)
+    restore = interrupt_after(importance_tasks, "chunk_partial", 2)  # where tasks call it
     with pytest.raises(cluster.Interrupted, match="2 of .* are saved"):
         _run(world, out)
     restore()

@@ -147,10 +147,10 @@ def test_an_estimate_computed_in_the_app_is_the_librarys_and_measured_on_the_sam
 def test_cancel_stops_an_estimate(window, qtbot, swept, monkeypatch):
     """Cancel while the estimate runs: its thread stops at its next progress report, nothing
     is shown, and the dock says so."""
-    from flyviz.analysis import importance
+    from flyviz.analysis import importance_tasks
 
     gate, entered, calls = threading.Event(), threading.Event(), []
-    real = importance.chunk_partial
+    real = importance_tasks.chunk_partial
 
     def held(*args, **kwargs):
         calls.append(1)
@@ -158,7 +158,7 @@ def test_cancel_stops_an_estimate(window, qtbot, swept, monkeypatch):
         gate.wait(10)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(importance, "chunk_partial", held)
+    monkeypatch.setattr(importance_tasks, "chunk_partial", held)
     win = window
     assert win.lesions.compute_estimate(swept["text"])
     assert win.lesions.panel.estimate.cancel_button.isVisible()

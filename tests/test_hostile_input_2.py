@@ -418,13 +418,13 @@ def test_a_full_disk_as_a_run_starts_leaves_no_store_and_a_torn_one_is_rewritten
 
 def test_a_full_disk_as_importance_writes_leaves_no_result_and_resume_finishes(
         capsys, monkeypatch, world2, tmp_path):
-    from flyviz.analysis import importance
+    from flyviz.analysis import importance_file
 
     out = tmp_path / "est.csv"
     argv = ["importance", world2["spec"], "--text", str(world2["text"]), "--by",
             str(world2["groups"]), "--out", str(out), "--max-tokens", "200"]
     with monkeypatch.context() as patched:
-        patched.setattr(importance, "write_zarr", _no_space)
+        patched.setattr(importance_file, "write_zarr", _no_space)
         code, _, err = _cli(capsys, *argv)
     _ends_in_one_line(code, err, "no space left", "est.csv")
     # None of the three outputs, half or whole; the finished tasks are kept.

@@ -83,7 +83,7 @@ def test_the_compiled_layout_holds_16_bit_indices_when_they_fit():
     assert engine.kernel is None  # chosen on first use, not on construction
     engine.step(4)
     assert engine.kernel == "llvm"
-    assert {b.layout.sidx.dtype for b in engine._blocks} == {np.dtype(np.uint16)}
+    assert {b.layout.sidx.dtype for b in engine.row_blocks} == {np.dtype(np.uint16)}
     engine.close()
 
 

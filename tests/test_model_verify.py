@@ -63,7 +63,7 @@ def released(tiny_checkpoint, tmp_path):
 def test_the_convention_reproduces_a_released_digest():
     # fly-formats.md 2.2 gives the released out_index digest as 5ac16e2c...0a18: the
     # identity over 49,393 neurons as int64.
-    from flyviz.model.formats._common import array_digest
+    from flyviz.model.formats.common import array_digest
 
     value = array_digest(np.arange(49_393, dtype=np.int32), "int64")
     assert value.startswith("5ac16e2c") and value.endswith("0a18")

@@ -8,11 +8,11 @@ import dataclasses
 import numpy as np
 
 from flyviz.record.frame import STORED_FIELDS, Frame
-from flyviz.record.recording import Recording, _FrameInfo
+from flyviz.record.recording import FrameInfo, Recording
 
 
 def test_the_recordings_storage_record_holds_exactly_the_stored_fields():
-    stored = {f.name for f in dataclasses.fields(_FrameInfo)}
+    stored = {f.name for f in dataclasses.fields(FrameInfo)}
     assert stored == set(STORED_FIELDS) | {"text_keep", "text_tail"}
     assert set(STORED_FIELDS) | {"state", "text_so_far", "probabilities"} == \
         {f.name for f in dataclasses.fields(Frame)}

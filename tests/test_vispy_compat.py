@@ -1,8 +1,8 @@
 """flyviz's uses of vispy's private API still hold: on a vispy it was not written for, fail.
 
-:mod:`flyviz.render._vispy_compat` is the only module that touches vispy's
+:mod:`flyviz.render.vispy_compat` is the only module that touches vispy's
 private names. A vispy upgrade must be checked against it by hand, then
-added to :data:`~flyviz.render._vispy_compat.TESTED_VISPY`; until then this
+added to :data:`~flyviz.render.vispy_compat.TESTED_VISPY`; until then this
 test fails loudly instead of the app drawing a movie without a brain.
 """
 
@@ -15,17 +15,17 @@ import pytest
 
 vispy = pytest.importorskip("vispy")
 
-from flyviz.render import _vispy_compat  # noqa: E402
+from flyviz.render import vispy_compat  # noqa: E402
 
 
 def test_the_installed_vispy_is_one_the_compat_module_was_written_for():
-    assert _vispy_compat.is_tested_vispy(), (
-        f"vispy {vispy.__version__} is not one flyviz.render._vispy_compat was checked against "
-        f"({', '.join(_vispy_compat.TESTED_VISPY)}): check every function there against this "
+    assert vispy_compat.is_tested_vispy(), (
+        f"vispy {vispy.__version__} is not one flyviz.render.vispy_compat was checked against "
+        f"({', '.join(vispy_compat.TESTED_VISPY)}): check every function there against this "
         "vispy, then add its version to TESTED_VISPY")
-    assert not _vispy_compat.is_tested_vispy("0.13.0")
-    assert not _vispy_compat.is_tested_vispy("1.0.0")
-    assert _vispy_compat.is_tested_vispy(_vispy_compat.TESTED_VISPY[-1] + ".2")
+    assert not vispy_compat.is_tested_vispy("0.13.0")
+    assert not vispy_compat.is_tested_vispy("1.0.0")
+    assert vispy_compat.is_tested_vispy(vispy_compat.TESTED_VISPY[-1] + ".2")
 
 
 def test_the_private_names_it_uses_exist_in_this_vispy():
@@ -34,9 +34,9 @@ def test_the_private_names_it_uses_exist_in_this_vispy():
 
     assert callable(ViewBox._update_scene_clipper) and callable(ViewBox._update_clipper)
     text = TextVisual("flyviz", font_size=12, face="OpenSans")
-    font = _vispy_compat.text_font(text)
+    font = vispy_compat.text_font(text)
     assert font is not None and float(font._lowres_size) > 0 and font.ratio > 0
-    assert 0.2 < _vispy_compat.glyph_advance(font, "m") < 2.0    # about an em wide
+    assert 0.2 < vispy_compat.glyph_advance(font, "m") < 2.0    # about an em wide
 
 
 @pytest.mark.parametrize("backend, names", [("_egl", ("_EGL_DISPLAY", "egl.eglMakeCurrent")),

@@ -440,7 +440,7 @@ def chunk_statistics(ckpt: "Checkpoint", settings: AtlasSettings,
                      chunk: CorpusChunk) -> cluster.Partial:
     """Run ``chunk`` through a batched engine and return its partial statistics."""
     from flyviz.model.batch import BatchEngine
-    from flyviz.model.engine import _SINGLE_THREADED_BLAS
+    from flyviz.model.engine import SINGLE_THREADED_BLAS
 
     cfg = ckpt.config
     schedule = StreamSchedule(chunk, settings.streams, cfg.pad_token_id)
@@ -450,7 +450,7 @@ def chunk_statistics(ckpt: "Checkpoint", settings: AtlasSettings,
                             readout=readout, eps=cfg.layer_norm_eps,
                             compiled=engine.prepare() == "llvm")
     # BLAS (the statistics' matrix-vector products) stays in this thread, as in a step.
-    with _SINGLE_THREADED_BLAS:
+    with SINGLE_THREADED_BLAS:
         try:
             _run_schedule(engine, stats, schedule, chunk)
         finally:

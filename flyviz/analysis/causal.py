@@ -56,7 +56,7 @@ from flyviz.analysis import cluster, runs
 from flyviz.analysis.causal_file import (COLUMNS, FORMAT, FORMAT_VERSION, METRICS, CausalTrace,
                                          TraceCell, TraceError, open_causal_trace, write_trace)
 from flyviz.analysis.sweep.groups import Group, groups_digest
-from flyviz.analysis.sweep.tasks import _engine, release_engines
+from flyviz.analysis.sweep.tasks import cached_engine, release_engines
 from flyviz.analysis.table_file import check_output
 from flyviz.arguments import shown
 from flyviz.errors import InputError
@@ -294,19 +294,19 @@ def trace_partial(ckpt: "Checkpoint", settings: TraceSettings, prompts: TracePro
                   task: TraceTask) -> cluster.Partial:
     """Run one task: its cells, one per column, over the corrupted prompt."""
     from flyviz.model.batch import PatchHooks
-    from flyviz.model.engine import _SINGLE_THREADED_BLAS
+    from flyviz.model.engine import SINGLE_THREADED_BLAS
 
     groups = task.groups()
     k = len(groups)
     source = _clean_states(ckpt, prompts.clean, settings.kernel)
-    # _engine reads only the kernel and threads of the settings (hence the ignore).
-    engine = _engine(ckpt, max(k, task.width), settings)  # type: ignore[arg-type]
+    # cached_engine reads only the kernel and threads of the settings (hence the ignore).
+    engine = cached_engine(ckpt, max(k, task.width), settings)  # type: ignore[arg-type]
     hooks = PatchHooks(ckpt.config.neurons, engine.columns, source, groups, np.arange(k),
                        task.windows, prompts.shift)
     engine.hooks = hooks
     logits = None
     try:
-        with _SINGLE_THREADED_BLAS:
+        with SINGLE_THREADED_BLAS:
             engine.reset()
             hooks.rewind()
             last = len(prompts.corrupt) - 1

@@ -65,14 +65,14 @@ def make_app_atlas(checkpoint: Checkpoint, folder: str | Path, stories: int = 60
     """
     from flyviz.analysis.atlas import AtlasSettings, build_atlas
     from flyviz.analysis.corpus import build_corpus
-    from flyviz.model.synthetic import _WORDS
+    from flyviz.model.synthetic import WORDS
     from flyviz.model.writers import write_fly_llm_hf
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     text = "\n\n".join(
-        "\n".join(" ".join(rng.choice(_WORDS, rng.integers(2, 14))).capitalize() + "."
+        "\n".join(" ".join(rng.choice(WORDS, rng.integers(2, 14))).capitalize() + "."
                   for _ in range(rng.integers(1, 4)))
         for _ in range(stories)) + "\n"
     corpus_path = folder / "stories.txt"
@@ -97,13 +97,13 @@ def make_app_lesion_map(checkpoint: Checkpoint, folder: str | Path, by: str = "s
     """
     from flyviz.analysis.corpus import build_corpus
     from flyviz.analysis.sweep import SweepSettings, run_sweep, sweep_groups
-    from flyviz.model.synthetic import _WORDS
+    from flyviz.model.synthetic import WORDS
     from flyviz.model.writers import write_fly_llm_hf
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    text = "\n\n".join(" ".join(rng.choice(_WORDS, rng.integers(3, 12))).capitalize() + "."
+    text = "\n\n".join(" ".join(rng.choice(WORDS, rng.integers(3, 12))).capitalize() + "."
                        for _ in range(stories)) + "\n"
     text_path = folder / "story.txt"
     text_path.write_text(text, encoding="utf-8")

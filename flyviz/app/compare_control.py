@@ -36,9 +36,11 @@ from flyviz.record.compare import (MODES, ComparedStep, Comparison, new_comparis
 from flyviz.record.run import GenerationSettings, encode_prompt
 from flyviz.record.runner import Model
 
-#: What the comparison modes are called in the window.
-MODE_TITLES = {"forced": "teacher-forced on the untouched text",
-               "free": "free-running, both sampling"}
+_TITLES = {"forced": "teacher-forced on the untouched text",
+           "free": "free-running, both sampling"}
+#: What the comparison modes are called in the window, in the order of the one list of
+#: them (:data:`flyviz.record.compare.MODES`; a mode without a title fails here, at import).
+MODE_TITLES = {mode: _TITLES[mode] for mode in MODES}
 
 
 @dataclass(frozen=True)

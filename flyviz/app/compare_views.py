@@ -38,7 +38,7 @@ def is_comparison(recording: Recording | None) -> bool:
 def _infos(recording: Recording, stop: int) -> list:
     # The per-frame records without their states: reading states would cost a
     # decode of every neuron per token just to print the text.
-    return recording._infos[:stop]  # noqa: SLF001 - same package family, read-only
+    return list(recording.frame_infos[:stop])
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def paired_candidates(recording: Recording, index: int, k: int) -> PairedCandida
     baseline = recording.baseline
     if baseline is None or not 0 <= index < min(len(recording), len(baseline)):
         return None
-    mine, theirs = recording._infos[index], baseline._infos[index]  # noqa: SLF001
+    mine, theirs = recording.frame_infos[index], baseline.frame_infos[index]
     table: dict[int, list] = {}
     for slot, info in ((0, theirs), (1, mine)):
         for tid, text, p in zip(info.top_k_ids, info.top_k_text, info.top_k_probabilities):

@@ -57,7 +57,7 @@ COMPARE_VIEWS = (("intervened", "Intervened"), ("untouched", "Untouched"), ("del
 SINGLE_RUN_VIEW = "This run"
 
 
-class _Coalescer(QObject):
+class Coalescer(QObject):
     """Runs ``refresh()`` soon after :meth:`poke`, at most ``hz`` times a second."""
 
     def __init__(self, refresh: Any, hz: float, parent: QObject | None = None) -> None:
@@ -369,7 +369,7 @@ class PopulationFeature(QObject):
         # window wider than a 1024-pixel screen; View → Layout → Analysis shows both at once.
         host.tabify_dock("raster", self.cell_type_dock)
         self._anatomy: Any = None
-        self.refresher = _Coalescer(self.refresh, REFRESH_HZ, self)
+        self.refresher = Coalescer(self.refresh, REFRESH_HZ, self)
         events = self.state.events
         events.model.connect(self._on_model)
         for signal in (events.recording, events.frames_appended, events.index):

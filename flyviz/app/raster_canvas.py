@@ -36,7 +36,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from flyviz.render._vispy_compat import run_draw_handlers
+from flyviz.render.vispy_compat import run_draw_handlers
 
 
 #: ``glPixelStorei`` name of Mesa's GL_MESA_pack_invert: read the top row first.

@@ -51,7 +51,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QToo
 
 from flyviz.analysis.population import Trajectory, principal_trajectory
 from flyviz.app import theme
-from flyviz.app.population_panel import _Coalescer
+from flyviz.app.population_panel import Coalescer
 from flyviz.app.trajectory_view import MARKER_COLOUR, PathView, TrajectoryPath
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
@@ -329,7 +329,7 @@ class TrajectoryFeature(QObject):
         self.coordinates: list[np.ndarray] = []
         self._recording: Recording | None = None
         self._failed_for: Recording | None = None
-        self.refresher = _Coalescer(self.refresh, REFRESH_HZ, self)
+        self.refresher = Coalescer(self.refresh, REFRESH_HZ, self)
         self.settle = QTimer(self)
         self.settle.setSingleShot(True)
         self.settle.setInterval(SETTLE_MS)

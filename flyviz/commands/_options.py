@@ -104,6 +104,13 @@ def check_cluster_options(args: argparse.Namespace) -> None:
         check_scheduler(args.scheduler)
 
 
+def worker_spec(spec: str) -> str:
+    """The model spec Dask workers load: a local folder as an absolute path (workers may
+    start elsewhere), anything else (a hub name) as given."""
+    local = Path(spec).expanduser()
+    return str(local.resolve()) if local.exists() else spec
+
+
 def add_generation_options(group: Any) -> None:
     """Add ``--max-new-tokens``, ``--temperature``, ``--top-p`` and ``--seed``."""
     group.add_argument("--max-new-tokens", type=int, default=80, metavar="N",

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.atlas import AtlasSettings, build_atlas, check_output
     from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
     from flyviz.analysis.corpus import build_corpus, corpus_files
-    from flyviz.commands.sweep import _worker_spec
+    from flyviz.commands._options import worker_spec
     from flyviz.model.resolve import load_model
     from flyviz.model.tokenizer import tokenizer_for
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                           max_tokens=args.max_tokens, bos_token_id=ckpt.config.bos_token_id)
     bar = ProgressBar(corpus.n_tokens)
     try:
-        result = build_atlas(_worker_spec(args.spec), ckpt, corpus, args.out, settings,
+        result = build_atlas(worker_spec(args.spec), ckpt, corpus, args.out, settings,
                              workers=args.workers, scheduler=args.scheduler, resume=args.resume,
                              progress=bar, compact=args.compact, log=log,
                              dataset=None if args.dataset is None

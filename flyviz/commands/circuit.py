@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.circuit_file import check_out_dir, write_circuit_folder
     from flyviz.analysis.circuit_tasks import TEXT_CONTEXT, load_task
     from flyviz.analysis.cluster import ProgressBar, require_dask
-    from flyviz.commands.sweep import _worker_spec
+    from flyviz.commands._options import worker_spec
     from flyviz.model.tokenizer import tokenizer_for
 
     settings = settings_from_args(args)
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     dataset = None if args.dataset is None else str(Path(args.dataset).expanduser().resolve())
     bar = ProgressBar(task.n_tokens, label="tokens")
     try:
-        result = find_circuit(_worker_spec(args.spec), ckpt, task, settings, dataset=dataset,
+        result = find_circuit(worker_spec(args.spec), ckpt, task, settings, dataset=dataset,
                               workers=args.workers, progress=bar, log=log)
     finally:
         bar.close()

@@ -83,10 +83,10 @@ def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, estimate, write and print."""
     from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
     from flyviz.analysis.corpus import build_corpus, corpus_files
-    from flyviz.analysis.importance import (ImportanceSettings, _require_xarray,
+    from flyviz.analysis.importance import (ImportanceSettings, require_xarray,
                                             run_importance)
     from flyviz.analysis.sweep import check_by, check_output, format_table, sweep_groups
-    from flyviz.commands.sweep import _worker_spec
+    from flyviz.commands._options import worker_spec
     from flyviz.model.tokenizer import tokenizer_for
 
     if args.show < 0:
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     check_cluster_options(args)
     out = args.out.expanduser()
     check_output(out)
-    _require_xarray()
+    require_xarray()
     check_parts(out, args.resume)
     corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
 
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     bar = ProgressBar(corpus.n_tokens, label="tokens")
     dataset = None if args.dataset is None else str(Path(args.dataset).expanduser().resolve())
     try:
-        result = run_importance(_worker_spec(args.spec), ckpt, corpus, groups, out, settings,
+        result = run_importance(worker_spec(args.spec), ckpt, corpus, groups, out, settings,
                                 by=str(args.by), dataset=dataset, workers=args.workers,
                                 scheduler=args.scheduler, resume=args.resume, progress=bar,
                                 log=log)

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.cluster import Interrupted, ProgressBar
     from flyviz.analysis.heatmap import check_figure, write_heatmap
     from flyviz.analysis.sweep import check_by, check_output, sweep_groups
-    from flyviz.commands.sweep import _worker_spec
+    from flyviz.commands._options import worker_spec
     from flyviz.model.tokenizer import tokenizer_for
 
     if args.show < 0:
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"flyviz patch: {line}", file=sys.stderr, flush=True)
 
     try:
-        result = run_causal_trace(_worker_spec(args.spec), ckpt, args.clean, args.corrupt,
+        result = run_causal_trace(worker_spec(args.spec), ckpt, args.clean, args.corrupt,
                                   args.answer, groups, out, settings, positions=span,
                                   align=args.align, versus=args.versus, by=str(args.by), dataset=dataset,
                                   workers=args.workers, scheduler=args.scheduler,

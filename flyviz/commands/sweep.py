@@ -103,19 +103,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
-def _worker_spec(spec: str) -> str:
-    """The spec workers load: a local folder as an absolute path (workers may start
-    elsewhere), anything else as given."""
-    local = Path(spec).expanduser()
-    return str(local.resolve()) if local.exists() else spec
-
-
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, sweep, write and print."""
     from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.sweep import (SweepSettings, check_by, check_output, format_table,
                                        run_sweep, sweep_groups)
+    from flyviz.commands._options import worker_spec
     from flyviz.model.tokenizer import tokenizer_for
 
     if args.show < 0:
@@ -132,12 +126,12 @@ def run(args: argparse.Namespace) -> int:
     check_parts(out, args.resume)
     corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
     if args.estimate:
-        from flyviz.analysis.importance import _require_xarray
+        from flyviz.analysis.importance import require_xarray
 
         if settings.mode != "silence":
             raise InputError(f"--estimate estimates silencing; it cannot be compared with "
                              f"--mode {settings.mode}")
-        _require_xarray()
+        require_xarray()
 
     def log(line: str) -> None:
         print(f"flyviz sweep: {line}", file=sys.stderr, flush=True)
@@ -149,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     bar = ProgressBar(len(groups) * corpus.counted_tokens, label="group-tokens")
     dataset = None if args.dataset is None else str(Path(args.dataset).expanduser().resolve())
     try:
-        result = run_sweep(_worker_spec(args.spec), ckpt, corpus, groups, out, settings,
+        result = run_sweep(worker_spec(args.spec), ckpt, corpus, groups, out, settings,
                            by=str(args.by), dataset=dataset, workers=args.workers,
                            scheduler=args.scheduler, resume=args.resume, progress=bar, log=log)
     except Interrupted as exc:
@@ -196,11 +190,12 @@ def _estimate(args: argparse.Namespace, ckpt: Any, corpus: Any, groups: list, ou
     """``--estimate``: the first-order estimate of the same groups, and its agreement."""
     from flyviz.analysis.cluster import Interrupted, ProgressBar, parts_folder
     from flyviz.analysis.importance import ImportanceSettings, agreement, run_importance
+    from flyviz.commands._options import worker_spec
 
     estimate_out = out.with_name(f"{out.stem}.estimate{out.suffix}")
     bar = ProgressBar(corpus.n_tokens, label="tokens")
     try:
-        run = run_importance(_worker_spec(args.spec), ckpt, corpus, groups, estimate_out,
+        run = run_importance(worker_spec(args.spec), ckpt, corpus, groups, estimate_out,
                              ImportanceSettings(context=settings.context,
                                                 chunk_tokens=settings.chunk_tokens,
                                                 kernel=settings.kernel),

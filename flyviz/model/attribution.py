@@ -43,7 +43,8 @@ import numpy as np
 
 from flyviz.model import kernels
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.engine import _SINGLE_THREADED_BLAS, Engine, _RowBlock, default_threads
+from flyviz.model.engine import (SINGLE_THREADED_BLAS, CsrRowBlock, Engine, default_threads,
+                                 split_rows)
 from flyviz.model.errors import InputError
 from flyviz.model.interventions import ResolvedInterventions
 
@@ -181,7 +182,7 @@ class _Product:
 
     def __init__(self, offsets: np.ndarray, indices: np.ndarray, values: np.ndarray,
                  neurons: int, kernel: str, parts: int, pool: ThreadPoolExecutor | None) -> None:
-        self._blocks = Engine._split_rows(offsets, indices, values, parts)
+        self._blocks = split_rows(offsets, indices, values, parts)
         for block in self._blocks:
             assert block.indices is not None and block.data is not None
             block.layout = kernels.make_block(kernel, block.indptr, block.indices, block.data,
@@ -189,7 +190,7 @@ class _Product:
             block.indices = block.data = None
         self._pool = pool
 
-    def _one(self, block: _RowBlock, x: np.ndarray, out: np.ndarray) -> None:
+    def _one(self, block: CsrRowBlock, x: np.ndarray, out: np.ndarray) -> None:
         assert block.layout is not None
         block.layout.matvec(x, out[block.start:block.stop])
 
@@ -471,7 +472,7 @@ class BackwardEngine:
             raise InputError("a backward sweep needs at least one seed")
         # As in the engine's step: OpenBLAS's spinning threads would take the cores from
         # the sparse product's (a 49,393-value dot product took 15 ms beside them).
-        with _SINGLE_THREADED_BLAS:
+        with SINGLE_THREADED_BLAS:
             return self._sweep(tape, seeds, mode, first, keep, on_step, should_stop)
 
     def _sweep(self, tape: Tape, seeds: Mapping[int, np.ndarray], mode: str, first: int,

@@ -43,7 +43,7 @@ import numpy as np
 
 from flyviz.model import kernels
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.engine import _SINGLE_THREADED_BLAS, Engine, _as_f32, default_threads
+from flyviz.model.engine import SINGLE_THREADED_BLAS, as_f32, default_threads, split_rows
 from flyviz.model.errors import InputError
 
 
@@ -300,27 +300,27 @@ class BatchEngine:
         self.columns = -(-streams // kernels.MULTI_LANES) * kernels.MULTI_LANES
         self.hooks = hooks
         n, w = cfg.neurons, self.columns
-        self.wte = _as_f32(ck.wte)
-        self.in_proj = _as_f32(ck.in_proj)
-        self.gain = _as_f32(ck.gain)[:, None]
-        self.rec_gain = _as_f32(ck.rec_gain)[:, None]
-        self.bias = _as_f32(ck.bias)[:, None]
-        self.ln_weight = _as_f32(ck.ln_weight)[:, None]
-        self.ln_bias = _as_f32(ck.ln_bias)[:, None]
+        self.wte = as_f32(ck.wte)
+        self.in_proj = as_f32(ck.in_proj)
+        self.gain = as_f32(ck.gain)[:, None]
+        self.rec_gain = as_f32(ck.rec_gain)[:, None]
+        self.bias = as_f32(ck.bias)[:, None]
+        self.ln_weight = as_f32(ck.ln_weight)[:, None]
+        self.ln_bias = as_f32(ck.ln_bias)[:, None]
         self.in_index = np.ascontiguousarray(ck.in_index, dtype=np.intp)
         self.out_index = None if ck.out_index_is_identity() else np.ascontiguousarray(
             ck.out_index, dtype=np.intp)
-        self.head = None if ck.head is None else _as_f32(ck.head)
-        self.head_a = None if ck.head_a is None else _as_f32(ck.head_a)
-        self.head_b = None if ck.head_b is None else _as_f32(ck.head_b)
+        self.head = None if ck.head is None else as_f32(ck.head)
+        self.head_a = None if ck.head_a is None else as_f32(ck.head_a)
+        self.head_b = None if ck.head_b is None else as_f32(ck.head_b)
         self._leak = np.float32(cfg.leak)
         self._keep = np.float32(1.0 - cfg.leak)
 
         self._kernel_request = kernel
         self.kernel: str | None = None
         self.threads = max(1, threads if threads is not None else default_threads())
-        self._blocks = Engine._split_rows(np.asarray(ck.w_offsets), np.asarray(ck.w_indices),
-                                          _as_f32(ck.w_values), self.threads)
+        self._blocks = split_rows(np.asarray(ck.w_offsets), np.asarray(ck.w_indices),
+                                          as_f32(ck.w_values), self.threads)
         self._pool = ThreadPoolExecutor(len(self._blocks), thread_name_prefix="flyviz-spmm") \
             if len(self._blocks) > 1 else None
 
@@ -435,7 +435,7 @@ class BatchEngine:
             ``(streams, vocabulary)`` float32 logits when asked for.
         """
         full = self._tokens(tokens)
-        with _SINGLE_THREADED_BLAS:
+        with SINGLE_THREADED_BLAS:
             self._step(full)
             return self.readout() if logits else None
 

@@ -53,7 +53,7 @@ def step_buffers(engine: Engine) -> dict[str, np.ndarray]:
     """
     engine.prepare()
     buffers: dict[str, np.ndarray] = {}
-    for i, block in enumerate(engine._blocks):
+    for i, block in enumerate(engine.row_blocks):
         assert block.layout is not None
         for name, array in block.layout.buffers().items():
             buffers[f"{name}[{i}]"] = array

@@ -18,7 +18,7 @@ import hashlib
 import numpy as np
 
 from flyviz.model.checkpoint import Anatomy, Checkpoint
-from flyviz.model.formats._common import (EDGE_GROUP_INDEX, FROZEN_BUFFER_DTYPES,
+from flyviz.model.formats.common import (EDGE_GROUP_INDEX, FROZEN_BUFFER_DTYPES,
                                           NODE_TYPE_INDEX, array_digest)
 
 __all__ = ["FROZEN_BUFFER_DTYPES", "WEB_PARAMETERS", "cell_type_index", "frozen_buffer_digests",
@@ -43,7 +43,7 @@ def frozen_buffer_digests(ckpt: Checkpoint) -> dict[str, str]:
 
     Each digest covers the dtype name, Python's ``str(tuple(shape))`` and the
     raw little-endian bytes, e.g. ``sha256(b"int32" + b"(49394,)" + bytes)``
-    (:func:`~flyviz.model.formats._common.array_digest`).
+    (:func:`~flyviz.model.formats.common.array_digest`).
 
     Returns
     -------

@@ -73,7 +73,7 @@ from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.interventions import resolve as resolve_interventions
 
 
-def _as_f32(array: np.ndarray) -> np.ndarray:
+def as_f32(array: np.ndarray) -> np.ndarray:
     """Float32, C-contiguous; no copy when it already is (memory maps stay mapped)."""
     return np.ascontiguousarray(array, dtype=np.float32)
 
@@ -130,11 +130,15 @@ class _SingleThreadedBlas:
                 cls._limiter = None
 
 
-_SINGLE_THREADED_BLAS = _SingleThreadedBlas()
+#: Hold this (``with SINGLE_THREADED_BLAS:``) around any stepping loop that calls BLAS
+#: beside threads of its own (engines, batches, sweeps): BLAS then runs in the calling
+#: thread only, restored when the last holder lets go (see :class:`_SingleThreadedBlas`).
+SINGLE_THREADED_BLAS = _SingleThreadedBlas()
 
 
-class _RowBlock:
-    """A contiguous block of CSR rows whose product one thread computes.
+class CsrRowBlock:
+    """A contiguous block of CSR rows whose product one thread computes (what
+    :func:`split_rows` makes; the engine, the batch and the backward pass use them).
 
     ``layout`` is the block laid out for the chosen kernel, made on first
     use (:meth:`Engine.prepare`); the CSR slices are then dropped.
@@ -152,15 +156,37 @@ class _RowBlock:
         self.data: np.ndarray | None = data[lo:hi]
         self.layout: kernels.RowBlock | None = None
 
-    def with_values(self, values: np.ndarray, offsets: np.ndarray) -> "_RowBlock":
+    def with_values(self, values: np.ndarray, offsets: np.ndarray) -> "CsrRowBlock":
         """This block (laid out) with its weights taken from the full edge array ``values``."""
         assert self.layout is not None
         lo, hi = int(offsets[self.start]), int(offsets[self.stop])
-        other = _RowBlock.__new__(_RowBlock)
+        other = CsrRowBlock.__new__(CsrRowBlock)
         other.start, other.stop, other.indptr = self.start, self.stop, self.indptr
         other.indices = other.data = None
         other.layout = self.layout.with_values(values[lo:hi])
         return other
+
+
+def split_rows(offsets: np.ndarray, indices: np.ndarray, values: np.ndarray,
+               parts: int) -> list[CsrRowBlock]:
+    """Split the rows of a CSR matrix into ``parts`` blocks of about equal edge count.
+
+    Parameters
+    ----------
+    offsets, indices, values
+        The CSR arrays (row offsets, column indices, float32 weights).
+    parts
+        How many blocks to aim for; fewer come back where rows cannot be split so
+        finely (never an empty block).
+    """
+    n = offsets.shape[0] - 1
+    nnz = int(offsets[-1])
+    cuts = [0]
+    for p in range(1, parts):
+        cuts.append(int(np.searchsorted(offsets, nnz * p // parts, side="left")))
+    cuts.append(n)
+    cuts = sorted(set(min(max(c, 0), n) for c in cuts))
+    return [CsrRowBlock(a, b, offsets, indices, values) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
 class Engine:
@@ -216,25 +242,25 @@ class Engine:
         self.checkpoint = ck
         self.config = cfg
         n = cfg.neurons
-        self.wte = _as_f32(ck.wte)
-        self.in_proj = _as_f32(ck.in_proj)
-        self.gain = _as_f32(ck.gain)
-        self.rec_gain = _as_f32(ck.rec_gain)
-        self.bias = _as_f32(ck.bias)
-        self.ln_weight = _as_f32(ck.ln_weight)
-        self.ln_bias = _as_f32(ck.ln_bias)
+        self.wte = as_f32(ck.wte)
+        self.in_proj = as_f32(ck.in_proj)
+        self.gain = as_f32(ck.gain)
+        self.rec_gain = as_f32(ck.rec_gain)
+        self.bias = as_f32(ck.bias)
+        self.ln_weight = as_f32(ck.ln_weight)
+        self.ln_bias = as_f32(ck.ln_bias)
         self.in_index = np.ascontiguousarray(ck.in_index, dtype=np.intp)
         self.out_index = None if ck.out_index_is_identity() else np.ascontiguousarray(
             ck.out_index, dtype=np.intp)
         if ck.head is not None:
-            self.head: np.ndarray | None = _as_f32(ck.head)
+            self.head: np.ndarray | None = as_f32(ck.head)
             self.head_a: np.ndarray | None = None
             self.head_b: np.ndarray | None = None
         else:
             assert ck.head_a is not None and ck.head_b is not None  # validate_checkpoint's rule
             self.head = None
-            self.head_a = _as_f32(ck.head_a)
-            self.head_b = _as_f32(ck.head_b)
+            self.head_a = as_f32(ck.head_a)
+            self.head_b = as_f32(ck.head_b)
 
         # Graph: float32 weights; laid out for the kernel on first use (prepare()).
         if kernel is not None and kernel not in kernels.KERNELS:
@@ -244,11 +270,11 @@ class Engine:
         self.kernel: str | None = None
         self._kernel_lock = threading.Lock()
         indices = np.asarray(ck.w_indices)
-        values = _as_f32(ck.w_values)
+        values = as_f32(ck.w_values)
         offsets = np.asarray(ck.w_offsets)
         self.threads = max(1, threads if threads is not None else default_threads())
-        self._blocks = self._split_rows(offsets, indices, values,
-                                        self.threads * max(1, int(blocks_per_thread)))
+        self._blocks = split_rows(offsets, indices, values,
+                                  self.threads * max(1, int(blocks_per_thread)))
         self.overlap = (self.threads > 1) if overlap is None else bool(overlap)
         self.single_threaded_blas = bool(single_threaded_blas)
         workers = self.threads if len(self._blocks) > 1 else (1 if self.overlap else 0)
@@ -276,22 +302,15 @@ class Engine:
         self._plan: ResolvedInterventions | None = None
         self._pre_scratch: list[np.ndarray] = []
         self._state_values: list[np.float32 | None] = []
-        self._variants: dict[tuple[int, ...], list[_RowBlock]] = {}
+        self._variants: dict[tuple[int, ...], list[CsrRowBlock]] = {}
         if interventions is not None:
             self.set_interventions(interventions)
 
-    @staticmethod
-    def _split_rows(offsets: np.ndarray, indices: np.ndarray, values: np.ndarray,
-                    parts: int) -> list[_RowBlock]:
-        """Split rows into ``parts`` blocks of about equal edge count."""
-        n = offsets.shape[0] - 1
-        nnz = int(offsets[-1])
-        cuts = [0]
-        for p in range(1, parts):
-            cuts.append(int(np.searchsorted(offsets, nnz * p // parts, side="left")))
-        cuts.append(n)
-        cuts = sorted(set(min(max(c, 0), n) for c in cuts))
-        return [_RowBlock(a, b, offsets, indices, values) for a, b in zip(cuts, cuts[1:]) if b > a]
+    @property
+    def row_blocks(self) -> list[CsrRowBlock]:
+        """The blocks of rows of ``W`` the threads compute, in order (laid out for the
+        kernel once :meth:`prepare` ran); read them, do not change them."""
+        return self._blocks
 
     def prepare(self) -> str:
         """Choose the sparse kernel and lay the graph out for it now; return its name.
@@ -365,13 +384,13 @@ class Engine:
         keys = self.interventions.graph_keys()
         if not keys:
             return
-        base = _as_f32(ck.w_values)
+        base = as_f32(ck.w_values)
         offsets = np.asarray(ck.w_offsets)
         for key in keys:
             values = self.interventions.edited_values(base, key)
             self._variants[key] = [block.with_values(values, offsets) for block in self._blocks]
 
-    def _blocks_at(self, position: int) -> list[_RowBlock]:
+    def _blocks_at(self, position: int) -> list[CsrRowBlock]:
         """The graph's row blocks for the step at ``position`` (cut/scaled where active)."""
         if not self._variants:
             return self._blocks
@@ -420,7 +439,7 @@ class Engine:
             pass
 
     # ------------------------------------------------------------------- step
-    def _block_matvec(self, block: _RowBlock) -> None:
+    def _block_matvec(self, block: CsrRowBlock) -> None:
         assert block.layout is not None
         block.layout.matvec(self.state, self._recurrent[block.start:block.stop])
 
@@ -491,7 +510,7 @@ class Engine:
         with np.errstate(over="ignore", invalid="ignore"):
             if not self.single_threaded_blas:
                 return self._step(token)
-            with _SINGLE_THREADED_BLAS:
+            with SINGLE_THREADED_BLAS:
                 return self._step(token)
 
     def _step(self, token: int) -> np.ndarray:

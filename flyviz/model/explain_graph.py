@@ -73,9 +73,9 @@ class Graph:
 def node_influence(att: "Attribution") -> tuple[np.ndarray, np.ndarray]:
     """``(neurons, tokens)``: each (neuron, position) node's influence on the logit,
     ``(window, neurons)``, and each input position's, ``(position + 1,)``."""
-    from flyviz.model.engine import _SINGLE_THREADED_BLAS
+    from flyviz.model.engine import SINGLE_THREADED_BLAS
 
-    with _SINGLE_THREADED_BLAS:  # see BackwardEngine.sweep
+    with SINGLE_THREADED_BLAS:  # see BackwardEngine.sweep
         return _node_influence(att)
 
 
@@ -393,10 +393,10 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 def to_xarray(att: "Attribution", model: Any = None) -> Any:
     """``node_flow``, ``state`` and ``cotangent`` (position × neuron) with token and
     neuron coordinates (labels from ``model``, else the attribution's checkpoint)."""
-    from flyviz.record.convert import _anatomy_of, _require, neuron_table
+    from flyviz.record.convert import anatomy_of, neuron_table, require_module
 
-    xr = _require("xarray", "Attribution.to_xarray", "data")
-    anatomy = _anatomy_of(model if model is not None else att.checkpoint, att.neurons)
+    xr = require_module("xarray", "Attribution.to_xarray", "data")
+    anatomy = anatomy_of(model if model is not None else att.checkpoint, att.neurons)
     table = neuron_table(anatomy, att.neurons)
     positions = att.positions
     coords: dict[str, Any] = {"position": positions, "neuron": table.pop("neuron")}

@@ -19,7 +19,7 @@ from typing import Any
 
 from flyviz._version import __version__
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.formats._common import FROZEN_BUFFER_DTYPES, array_digest
+from flyviz.model.formats.common import FROZEN_BUFFER_DTYPES, array_digest
 
 #: Parameters in the order their digests enter the weights digest.
 _PARAMETERS = ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias", "head",
@@ -30,7 +30,7 @@ def weights_digest(ckpt: Checkpoint) -> str:
     """SHA-256 over the float32 digests of every trained parameter (cached on the checkpoint).
 
     Each parameter is digested with
-    :func:`~flyviz.model.formats._common.array_digest` as float32; the result is
+    :func:`~flyviz.model.formats.common.array_digest` as float32; the result is
     the SHA-256 of the lines ``name:digest``. A full-size dense checkpoint
     (205 MB of parameters) takes about 0.1 s once.
     """

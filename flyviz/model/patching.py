@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from flyviz.model.errors import InputError
-from flyviz.model.interventions import (Target, _init_window, _Intervention, _target,
-                                        _target_text)
+from flyviz.model.intervention_types import (InterventionBase, ResolvedInterventions,
+                                             StatePatch, Target, as_interventions,
+                                             check_target, init_window, split_window,
+                                             target_text)
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Checkpoint
@@ -270,7 +272,7 @@ class PatchSource:
 
 
 @dataclass(frozen=True, eq=False)
-class Patch(_Intervention):
+class Patch(InterventionBase):
     """After every step (in the window), the neurons' state is the source run's state at
     the same (aligned) position.
 
@@ -300,9 +302,9 @@ class Patch(_Intervention):
     _json_fields: ClassVar[tuple[str, ...]] = ("neurons",)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "neurons", _target(self.neurons, "the neurons to patch"))
+        object.__setattr__(self, "neurons", check_target(self.neurons, "the neurons to patch"))
         object.__setattr__(self, "source", PatchSource.of(self.source))
-        _init_window(self)
+        init_window(self)
 
     def steps_in(self, steps: int) -> int:
         lo = self.start or 0
@@ -318,32 +320,12 @@ class Patch(_Intervention):
     def cli_value(self) -> str:
         """``QUERY@FROM:TO`` (the value of ``--patch``; the source is given apart)."""
         neurons: Any = self.neurons  # normalised to a query or a tuple by __post_init__
-        return _target_text(neurons) + self.window_text
+        return target_text(neurons) + self.window_text
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
         out["source"] = self.source.to_json()
         return out
-
-
-@dataclass(frozen=True)
-class StatePatch:
-    """After a step in ``[start, stop)``: ``x[indices] = values[position + shift]`` where the
-    source has that row (the resolved form of a :class:`Patch`)."""
-
-    indices: np.ndarray
-    values: np.ndarray
-    shift: int
-    start: int | None
-    stop: int | None
-
-    def values_at(self, position: int) -> np.ndarray | None:
-        """The source values of the patched neurons at ``position``, or ``None`` where the
-        source has no state."""
-        row = position + self.shift
-        if 0 <= row < self.values.shape[0]:
-            return self.values[row]
-        return None
 
 
 def resolve_patch(checkpoint: "Checkpoint", patch: Patch, indices: np.ndarray
@@ -387,8 +369,6 @@ def bind_patches(interventions: Any, target_length: int,
     InputError
         When a source aligned from the start has another length.
     """
-    from flyviz.model.interventions import ResolvedInterventions, as_interventions
-
     items = as_interventions(interventions)
     if isinstance(items, ResolvedInterventions):
         for item in items.interventions:
@@ -416,8 +396,6 @@ def patch_from_json(item: dict[str, Any], number: int = 0) -> Patch:
 
 def parse_patch(text: str, source: PatchSource) -> Patch:
     """A patch from the value of ``--patch QUERY[@FROM:TO]`` and its source."""
-    from flyviz.model.interventions import split_window
-
     option = f"--patch {text!r}"
     body, start, stop = split_window(text, option)
     if "=" in body or "->" in body:

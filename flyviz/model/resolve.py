@@ -37,7 +37,7 @@ from pathlib import Path
 from flyviz.errors import CheckpointError, InputError, ModelNotFoundError
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.formats import LAYOUT_HF, detect_layout, load_folder
-from flyviz.model.formats._common import find_tokenizer
+from flyviz.model.formats.common import find_tokenizer
 
 #: Progress callback: ``progress(label, fraction)`` with fraction in [0, 1].
 Progress = Callable[[str, float], None]

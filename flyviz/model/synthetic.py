@@ -20,9 +20,11 @@ FULL_NEURONS = 49_393
 FULL_EDGES = 9_050_172
 FULL_SLOT = 1_758
 
-_WORDS = ("the cat dog bird girl boy mom dad sun rain tree park ball box red big little happy "
-          "sad went saw said played ran jumped found looked wanted was were and but so then "
-          "once upon a time there day lily tom ben sara friend home play together smiled").split()
+#: The words of the generated stories (a tokenizer's training text, tests' corpora).
+WORDS = ("the cat dog bird girl boy mom dad sun rain tree park ball box red big little happy "
+         "sad went saw said played ran jumped found looked wanted was were and but so then "
+         "once upon a time there day lily tom ben sara friend home play together smiled").split()
+_WORDS = WORDS  # the former name, which tests import
 
 
 def make_tokenizer_json(vocab_size: int = 512, seed: int = 0) -> str:
@@ -40,7 +42,7 @@ def make_tokenizer_json(vocab_size: int = 512, seed: int = 0) -> str:
     from flyviz.model.tokenizer import train_byte_level_bpe
 
     rng = np.random.default_rng(seed)
-    lines = [" ".join(rng.choice(_WORDS, size=rng.integers(4, 14))).capitalize() + "."
+    lines = [" ".join(rng.choice(WORDS, size=rng.integers(4, 14))).capitalize() + "."
              for _ in range(3000)]
     return train_byte_level_bpe(lines, vocab_size)
 

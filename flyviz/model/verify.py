@@ -59,7 +59,7 @@ from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.checks import (FAIL, PASS, SKIP, CheckResult, Progress, numbered,
                                  quantised_checks)
 from flyviz.model.errors import CheckpointError, FlyvizError
-from flyviz.model.formats._common import hash_file, sha256_file
+from flyviz.model.formats.common import hash_file, sha256_file
 
 #: Golden-trace tolerances of ``space/test/parity.mjs`` (fly-formats.md section 4.3).
 PROBABILITY_TOLERANCE = 2e-4
@@ -318,7 +318,7 @@ def _model_frozen_digests(ckpt: Checkpoint) -> dict[str, str]:
 
 def _check_binding(run: _Run, ckpt: Checkpoint, dataset_files: Any) -> None:
     """The weights' frozen-buffer digests against the graph they run with."""
-    from flyviz.model.formats._common import EDGE_GROUP_INDEX, empty_index_digests
+    from flyviz.model.formats.common import EDGE_GROUP_INDEX, empty_index_digests
     from flyviz.model.digests import frozen_buffer_digests
 
     if ckpt.layout == "fly-llm-hf":

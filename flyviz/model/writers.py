@@ -70,7 +70,7 @@ from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.checks import INT16_TOP, quantise_int16
 from flyviz.model.digests import (FROZEN_BUFFER_DTYPES, WEB_PARAMETERS, cell_type_index,
                                   frozen_buffer_digests, parameter_digests, selector_digests)
-from flyviz.model.formats._common import sha256_file
+from flyviz.model.formats.common import sha256_file
 from flyviz.model.formats.wordbrain import SELECTOR_NAMES
 from flyviz.model.golden import GOLDEN_MAX_NEW_TOKENS, GOLDEN_PROMPTS, golden_traces_for
 from flyviz.model.safetensors_io import save_safetensors

@@ -33,6 +33,7 @@ from flyviz.model.engine import Engine
 from flyviz.errors import InputError
 from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
+from flyviz.record.flyrec_codec import COMPARISON_MODES
 from flyviz.record.frame import Frame
 from flyviz.record.run import (GenerationSettings, RunSummary, encode_prompt, iter_frames,
                                run_metadata)
@@ -40,7 +41,8 @@ from flyviz.record.run import (GenerationSettings, RunSummary, encode_prompt, it
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.recording import Recording
 
-MODES = ("forced", "free")
+#: How a comparison runs (:data:`flyviz.record.flyrec_codec.COMPARISON_MODES`, the one list).
+MODES = COMPARISON_MODES
 
 #: Where the intervened model gives a token no probability at all (float64
 #: underflow), its probability counts as this, so that KL stays finite.

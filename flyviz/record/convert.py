@@ -79,7 +79,15 @@ _POSITION_KINDS = ("measured", "synthetic")
 FORMAT_NEEDS = {"zarr": "zarr", "nwb": "nwb"}
 
 
-def _require(module: str, feature: str, extra: str) -> Any:
+def require_module(module: str, feature: str, extra: str) -> Any:
+    """The optional module ``module`` (``"xarray"``, ``"zarr"`` or ``"pynwb"``), imported.
+
+    Raises
+    ------
+    MissingDependencyError
+        One line naming ``feature`` and the extra to install (``flyviz[extra]``), when
+        the module is missing or broken.
+    """
     from flyviz.extras import require
 
     require({"xarray": "xarray", "zarr": "zarr", "pynwb": "nwb"}[module], feature)
@@ -136,8 +144,17 @@ def check_output(source: str | Path, path: str | Path, to: str | None = None,
     return to
 
 
-def _anatomy_of(model: Any, neurons: int) -> Anatomy | None:
-    """The anatomy of ``model`` (a flyviz Model, a Checkpoint, an Anatomy or None)."""
+def anatomy_of(model: Any, neurons: int) -> Anatomy | None:
+    """The anatomy of ``model`` (what :func:`flyviz.load` returned, a Checkpoint, an
+    Anatomy, or None for none), which must have ``neurons`` neurons.
+
+    Raises
+    ------
+    InputError
+        For a ``model`` of another type.
+    RecordingError
+        When the anatomy has another number of neurons than the data.
+    """
     anatomy: Anatomy | None
     if model is None:
         return None
@@ -256,8 +273,8 @@ def to_xarray(recording: "Recording", model: Any = None) -> Any:
     RecordingError
         When ``model`` has another number of neurons.
     """
-    xr = _require("xarray", "Recording.to_xarray", "data")
-    anatomy = _anatomy_of(model, recording.neurons)
+    xr = require_module("xarray", "Recording.to_xarray", "data")
+    anatomy = anatomy_of(model, recording.neurons)
     tokens = token_table(recording)
     top_ids, top_probabilities = recording.top_k_arrays()
     neurons = neuron_table(anatomy, recording.neurons)
@@ -310,9 +327,9 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None) -> Path
     ExportError
         When ``path`` cannot be written.
     """
-    _require("zarr", "Recording.to_zarr", "data")
+    require_module("zarr", "Recording.to_zarr", "data")
     dataset = to_xarray(recording, model)
-    encoded = _encode_texts(dataset)
+    encoded = encode_texts(dataset)
     chunk = max(1, min(ZARR_TOKENS_PER_CHUNK, len(recording)))
     encoding = {"state": {"chunks": (chunk, recording.neurons)}}
     path = Path(path)
@@ -320,7 +337,7 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None) -> Path
     def write(tmp: Path) -> None:
         encoded.to_zarr(tmp, mode="w", encoding=encoding, consolidated=False)
 
-    return _write_folder_atomically(path, write, _is_zarr_store)
+    return write_folder_atomically(path, write, is_zarr_store)
 
 
 def open_zarr(path: str | Path) -> Any:
@@ -332,10 +349,10 @@ def open_zarr(path: str | Path) -> Any:
     RecordingError
         When ``path`` is not a Zarr store.
     """
-    xr = _require("xarray", "flyviz.record.convert.open_zarr", "data")
-    _require("zarr", "flyviz.record.convert.open_zarr", "data")
+    xr = require_module("xarray", "flyviz.record.convert.open_zarr", "data")
+    require_module("zarr", "flyviz.record.convert.open_zarr", "data")
     path = Path(path)
-    if not _is_zarr_store(path):
+    if not is_zarr_store(path):
         raise RecordingError(f"{path} is not a Zarr store")
     try:
         import dask  # noqa: F401
@@ -346,8 +363,10 @@ def open_zarr(path: str | Path) -> Any:
     return _decode_texts(dataset)
 
 
-def _encode_texts(dataset: Any) -> Any:
-    """Every text variable as int32 codes into a table stored in its attributes."""
+def encode_texts(dataset: Any) -> Any:
+    """A copy of an :class:`xarray.Dataset` with every text variable as int32 codes into a
+    table stored in its attributes (under :data:`LABELS_ATTR`): how flyviz writes texts to
+    Zarr, and what :func:`open_zarr` decodes."""
     out = dataset.copy()
     for name, variable in dataset.variables.items():
         if variable.dtype.kind not in "UO":
@@ -371,14 +390,31 @@ def _decode_texts(dataset: Any) -> Any:
     return out
 
 
-def _is_zarr_store(path: Path) -> bool:
+def is_zarr_store(path: Path) -> bool:
+    """True when ``path`` is a folder holding a Zarr group or array (version 2 or 3)."""
     return path.is_dir() and any((path / marker).is_file()
                                  for marker in ("zarr.json", ".zgroup", ".zattrs"))
 
 
-def _write_folder_atomically(path: Path, write: Callable[[Path], None],
+def write_folder_atomically(path: Path, write: Callable[[Path], None],
                              replaceable: Callable[[Path], bool]) -> Path:
-    """``write`` into a temporary folder beside ``path``, then move it into place."""
+    """``write`` into a temporary folder beside ``path``, then move it into place; return
+    ``path``.
+
+    Parameters
+    ----------
+    path
+        The folder to write.
+    write
+        Called with the folder to write into (not yet existing).
+    replaceable
+        Whether an existing ``path`` may be replaced (e.g. :func:`is_zarr_store`).
+
+    Raises
+    ------
+    ExportError
+        One line, when ``path`` exists and may not be replaced, or writing fails.
+    """
     if path.exists() and not replaceable(path):
         raise ExportError(f"{path} exists and is not a store flyviz wrote; remove it or choose "
                           "another name")
@@ -432,7 +468,7 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
     table (``neuron``, and with ``model`` its labels and ``x``/``y``/``z`` in
     micrometres) and ``attributes``: the run's description as JSON text.
     """
-    anatomy = _anatomy_of(model, recording.neurons)
+    anatomy = anatomy_of(model, recording.neurons)
     top_ids, top_probabilities = recording.top_k_arrays()
     arrays: dict[str, np.ndarray] = {"state": _lazy_states(recording)}
     arrays.update(token_table(recording))
@@ -486,8 +522,8 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
     ExportError
         When ``path`` cannot be written.
     """
-    _require("pynwb", "Recording.to_nwb", "nwb")
-    anatomy = _anatomy_of(model, recording.neurons)
+    require_module("pynwb", "Recording.to_nwb", "nwb")
+    anatomy = anatomy_of(model, recording.neurons)
     path = Path(path)
     if len(recording) == 0:
         raise ExportError("the recording has no frames; run a prompt first")

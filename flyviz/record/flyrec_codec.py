@@ -47,14 +47,18 @@ FORMAT_MAJOR = 1
 FILE_SUFFIX = ".flyrec"
 #: Name prefix of a comparison's untouched run: its tensors and header keys (format 1.3).
 BASELINE_PREFIX = "baseline."
-#: How a comparison was run (``metadata["comparison"]["mode"]``; see flyviz.record.compare).
+#: The comparison modes, the one list of them: ``"forced"`` (the intervened model reads the
+#: untouched run's tokens; the default) and ``"free"`` (both continue on their own).
+#: :mod:`flyviz.record.compare` runs them (its ``MODES``), the viewer state offers them
+#: (``COMPARE_MODES``), and a recording stores one in ``metadata["comparison"]["mode"]``.
 COMPARISON_MODES = ("forced", "free")
-#: Bytes read at a time when a file's states are checked.
-_CHECK_BLOCK_BYTES = 4 << 20
+#: Bytes read at a time when a file's states are checked (and streamed when one is written).
+CHECK_BLOCK_BYTES = 4 << 20
 #: Largest state a recording may claim (a guard against absurd headers).
 _MAX_NEURONS = 50_000_000
 _PHASES = (PHASE_PROMPT, PHASE_GENERATION)
-_REMEDY = "record the run again or use an intact copy"
+#: What every message about a damaged recording ends with.
+DAMAGE_REMEDY = "record the run again or use an intact copy"
 #: The stored fields (:data:`~flyviz.record.frame.STORED_FIELDS`) kept as per-frame
 #: tensors: name -> (dtype, rank). top-k tensors are (frames, k).
 _FRAME_TENSORS = {
@@ -102,6 +106,36 @@ def _crc_rows(block: np.ndarray) -> np.ndarray:
     """CRC-32 of each row's bytes."""
     raw = np.ascontiguousarray(block).view(np.uint8).reshape(block.shape[0], -1)
     return np.fromiter((zlib.crc32(row) for row in raw), dtype=np.uint32, count=block.shape[0])
+
+
+def state_rows_problem(block: np.ndarray, first: int,
+                       crc: np.ndarray | None = None) -> str | None:
+    """What is wrong with the state rows ``first:first + len(block)`` of a recording, or ``None``.
+
+    Parameters
+    ----------
+    block
+        The rows, float16 or float32 ``(rows, neurons)``.
+    first
+        The frame index of the first row (messages name frames by it).
+    crc
+        Every row's stored CRC-32 (the file's ``state_crc32``), indexed by frame, or
+        ``None`` to check finiteness only.
+
+    Returns
+    -------
+    str or None
+        ``"the state of frame N fails its checksum"`` or ``"... holds NaN or inf"``
+        for the first bad row.
+    """
+    if crc is not None:
+        bad = np.flatnonzero(_crc_rows(block) != crc[first:first + block.shape[0]])
+        if bad.size:
+            return f"the state of frame {first + int(bad[0])} fails its checksum"
+    bad = _non_finite_rows(block)
+    if bad.size:
+        return f"the state of frame {first + int(bad[0])} holds NaN or inf"
+    return None
 
 
 def _field(data: bytes) -> bytes:
@@ -163,7 +197,7 @@ def write_recording(rec: "Recording", path: str | Path) -> Path:
         # The untouched states are sealed by content_sha256 like any tensor but
         # ``states``, so that a format 1.2 reader, which ignores them, still finds the
         # seal intact. A comparison is short; they are held whole only while writing.
-        blocks = list(baseline._state_blocks())
+        blocks = list(baseline.state_stream())
         tensors[BASELINE_PREFIX + "states"] = np.concatenate(blocks) if blocks else \
             np.zeros((0, rec.neurons), dtype=baseline.states_dtype)
     state_shape = [n, rec.neurons]
@@ -173,7 +207,7 @@ def write_recording(rec: "Recording", path: str | Path) -> Path:
     header["content_sha256"] = content_digest(header, sealed)
     # The states are written block by block, never joined into one array.
     tensors["states"] = ChunkedTensor(  # type: ignore[assignment]
-        rec.states_dtype, (n, rec.neurons), rec._state_blocks)
+        rec.states_dtype, (n, rec.neurons), rec.state_stream)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
@@ -194,15 +228,15 @@ def _file_parts(rec: "Recording", who: str = ""
     """Every per-frame tensor but ``states`` (with ``state_crc32``) and the frames'
     JSON list, as :func:`write_recording` writes them; refuses non-finite states."""
     n = len(rec)
-    k = max((len(f.top_k_ids) for f in rec._infos), default=1)
+    k = max((len(f.top_k_ids) for f in rec.frame_infos), default=1)
     top_ids = np.full((n, k), -1, dtype=np.int32)
     top_probs = np.zeros((n, k), dtype=np.float32)
-    for i, f in enumerate(rec._infos):
+    for i, f in enumerate(rec.frame_infos):
         top_ids[i, :len(f.top_k_ids)] = f.top_k_ids
         top_probs[i, :len(f.top_k_probabilities)] = f.top_k_probabilities
     crc = np.empty(n, dtype=np.uint32)
     done = 0
-    for block in rec._state_blocks():
+    for block in rec.state_stream():
         if _non_finite_rows(block).size:
             raise RecordingError(f"cannot save the recording: {who}frame "
                                  f"{done + int(_non_finite_rows(block)[0])} has a NaN or "
@@ -212,10 +246,10 @@ def _file_parts(rec: "Recording", who: str = ""
     # The number fields, each one tensor; the rest of a frame in its JSON entry (a tuple of
     # top-k texts is written as a JSON list).
     tensors: dict[str, Any] = {
-        name: np.array([getattr(f, name) for f in rec._infos], dtype=dtype).reshape(n)
+        name: np.array([getattr(f, name) for f in rec.frame_infos], dtype=dtype).reshape(n)
         for name, (dtype, rank) in _FRAME_TENSORS.items() if rank == 1}
     tensors.update(top_k_ids=top_ids, top_k_probabilities=top_probs, state_crc32=crc)
-    texts = [{key: getattr(f, key) for key in ENTRY_KEYS} for f in rec._infos]
+    texts = [{key: getattr(f, key) for key in ENTRY_KEYS} for f in rec.frame_infos]
     return tensors, texts
 
 
@@ -284,7 +318,7 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
         raise RecordingError(f"cannot read recording {path}: permission denied")
 
     def damaged(problem: str) -> RecordingError:
-        return RecordingError(f"{name} is damaged ({problem}); {_REMEDY}")
+        return RecordingError(f"{name} is damaged ({problem}); {DAMAGE_REMEDY}")
 
     try:
         st = SafetensorsFile(path, error=RecordingError,
@@ -344,7 +378,7 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
 def _from_run(cls: "type[Recording]", run: "_StoredRun", path: Path, neurons: int, verify: bool,
               damaged: Any) -> "Recording":
     """A recording of one run read by :func:`_read_run`: frames checked, states mapped."""
-    from flyviz.record.recording import _CHUNK_FRAMES, _FrameInfo
+    from flyviz.record.recording import CHUNK_FRAMES, FrameInfo
 
     arrays, texts, n = run.arrays, run.texts, len(run.texts)
     its, whose = run.its, run.whose
@@ -364,21 +398,21 @@ def _from_run(cls: "type[Recording]", run: "_StoredRun", path: Path, neurons: in
 
     try:
         states_dt = np.dtype(run.states_dtype)
-        rec = cls(neurons, run.metadata, states_dtype=run.states_dtype)
     except ValueError as exc:
         raise damaged(str(exc)) from None
-    rec._source = path
     # Rebuild the text as edits on a list of characters: applying each frame's change
     # costs what changed, and the whole text is joined only for the anchors.
     chars: list[str] = []
+    anchors: list[str] = []
+    frames: list[FrameInfo] = []
     for i, t in enumerate(texts):
         problem = _frame_problem(t, len(chars))
         if problem:
             raise damaged(f"{whose}frame {i} {problem}")
         del chars[t["text_keep"]:]
         chars.extend(t["text_tail"])
-        if i % _CHUNK_FRAMES == 0:
-            rec._text_anchors.append("".join(chars))
+        if i % CHUNK_FRAMES == 0:
+            anchors.append("".join(chars))
         ids = arrays["top_k_ids"][i]
         valid = ids >= 0
         count = int(valid.sum())
@@ -390,20 +424,23 @@ def _from_run(cls: "type[Recording]", run: "_StoredRun", path: Path, neurons: in
                   for name in STORED_FIELDS}
         stored["top_k_ids"] = ids[valid]
         stored["top_k_probabilities"] = arrays["top_k_probabilities"][i][valid]
-        rec._infos.append(_FrameInfo.of(stored, t["text_keep"], t["text_tail"]))
-    rec._last_text = "".join(chars)
+        frames.append(FrameInfo.of(stored, t["text_keep"], t["text_tail"]))
 
     # States: mapped, then checked (now, or frame by frame when first read).
+    states: np.ndarray | None = None
+    crc = arrays.get("state_crc32")
     if n:
         begin, _end = run.states_range
-        rec._stored = np.memmap(path, dtype=states_dt.newbyteorder("<"), mode="r",
-                                offset=begin, shape=(n, neurons))
-        rec._stored_crc = arrays.get("state_crc32")
+        states = np.memmap(path, dtype=states_dt.newbyteorder("<"), mode="r",
+                           offset=begin, shape=(n, neurons))
         if verify:
-            _check_file_states(rec, path, begin)
-        else:
-            rec._unchecked = np.ones(n, dtype=bool)
-    return rec
+            _check_file_states(path, begin, n, neurons, states_dt, crc)
+    try:
+        return cls.from_parts(neurons, run.metadata, states_dtype=run.states_dtype,
+                              frames=frames, text_anchors=anchors, stored_states=states,
+                              stored_crc=crc, checked=verify, source=path)
+    except ValueError as exc:
+        raise damaged(str(exc)) from None
 
 
 @dataclass
@@ -491,7 +528,8 @@ def _comparison_problem(rec: "Recording") -> str | None:
     if rec.baseline is None:
         return "its metadata describes a comparison but it holds no untouched run"
     if not isinstance(info, dict) or info.get("mode") not in COMPARISON_MODES:
-        return "its comparison is not an object with a mode 'forced' or 'free'"
+        modes = " or ".join(repr(mode) for mode in COMPARISON_MODES)
+        return f"its comparison is not an object with a mode {modes}"
     for key in ("kl", "mean_abs_delta"):
         values = info.get(key)
         if not isinstance(values, list) or len(values) != len(rec):
@@ -528,18 +566,18 @@ def _frame_problem(t: Any, previous_length: int) -> str | None:
     return None
 
 
-def _check_file_states(rec: "Recording", path: Path, begin: int) -> None:
-    """Stream a file's state rows through their checks without mapping them.
+def _check_file_states(path: Path, begin: int, n: int, neurons: int, dtype: np.dtype,
+                       crc: np.ndarray | None) -> None:
+    """Stream a file's ``n`` state rows through their checks without mapping them.
 
     The rows are read into one reused buffer, so the process's memory stays
     flat: a 2 GB file is checked with about 8 MB of it resident.
     """
-    n = len(rec)
-    row_bytes = rec.neurons * rec.states_dtype.itemsize
-    rows = max(1, _CHECK_BLOCK_BYTES // row_bytes)
+    row_bytes = neurons * dtype.itemsize
+    rows = max(1, CHECK_BLOCK_BYTES // row_bytes)
     buffer = bytearray(rows * row_bytes)
     view = memoryview(buffer)
-    dtype = rec.states_dtype.newbyteorder("<")
+    little = dtype.newbyteorder("<")
     with open(path, "rb", buffering=0) as handle:
         handle.seek(begin)
         for first in range(0, n, rows):
@@ -550,14 +588,15 @@ def _check_file_states(rec: "Recording", path: Path, begin: int) -> None:
                 read = handle.readinto(view[got:want])
                 if not read:
                     raise RecordingError(f"{path.name} is damaged (the file ends inside frame "
-                                         f"{first + got // row_bytes}); {_REMEDY}")
+                                         f"{first + got // row_bytes}); {DAMAGE_REMEDY}")
                 got += read
-            block = np.frombuffer(buffer, dtype=dtype, count=count * rec.neurons).reshape(
-                count, rec.neurons)
-            problem = rec._row_problem(block, first)
+            block = np.frombuffer(buffer, dtype=little, count=count * neurons).reshape(
+                count, neurons)
+            problem = state_rows_problem(block, first, crc)
             if problem:
-                raise RecordingError(f"{path.name} is damaged ({problem}); {_REMEDY}")
+                raise RecordingError(f"{path.name} is damaged ({problem}); {DAMAGE_REMEDY}")
 
 
-__all__ = ["BASELINE_PREFIX", "COMPARISON_MODES", "ENTRY_KEYS", "FILE_SUFFIX", "FORMAT_MAJOR",
-           "FORMAT_NAME", "FORMAT_VERSION", "content_digest", "read_recording", "write_recording"]
+__all__ = ["BASELINE_PREFIX", "CHECK_BLOCK_BYTES", "COMPARISON_MODES", "DAMAGE_REMEDY", "ENTRY_KEYS",
+           "FILE_SUFFIX", "FORMAT_MAJOR", "FORMAT_NAME", "FORMAT_VERSION", "content_digest",
+           "read_recording", "state_rows_problem", "write_recording"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,21 +27,27 @@ import numpy as np
 
 from flyviz.model.errors import RecordingError
 from flyviz.record import flyrec_codec
-from flyviz.record.flyrec_codec import (_CHECK_BLOCK_BYTES, _REMEDY, BASELINE_PREFIX,
-                                        COMPARISON_MODES, FILE_SUFFIX, FORMAT_MAJOR, FORMAT_NAME,
-                                        FORMAT_VERSION, _crc_rows, _non_finite_rows,
-                                        content_digest)
+from flyviz.record.flyrec_codec import (BASELINE_PREFIX, CHECK_BLOCK_BYTES, COMPARISON_MODES,
+                                        DAMAGE_REMEDY, FILE_SUFFIX, FORMAT_MAJOR, FORMAT_NAME,
+                                        FORMAT_VERSION, content_digest, state_rows_problem)
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, Frame
 
 #: State dtypes a recording may store.
 STATE_DTYPES = ("float16", "float32")
-_CHUNK_FRAMES = 64
+#: Frames per chunk of appended states, and between two frames whose whole text is kept
+#: (the text anchors; the frames between store what changed).
+CHUNK_FRAMES = 64
 
 
 @dataclass
-class _FrameInfo:
+class FrameInfo:
     """Everything in a frame but its state (the fields :data:`STORED_FIELDS` names), and its
-    text as what changed since the previous frame."""
+    text as what changed since the previous frame: ``text_keep`` characters of the previous
+    frame's ``text_so_far``, then ``text_tail``.
+
+    What a :class:`Recording` holds per frame (:attr:`Recording.frame_infos`) and what the
+    ``.flyrec`` codec reads and writes beside the states.
+    """
 
     position: int
     phase: str
@@ -59,7 +65,7 @@ class _FrameInfo:
     generation_index: int | None
 
     @classmethod
-    def of(cls, values: Any, keep: int, tail: str) -> "_FrameInfo":
+    def of(cls, values: Any, keep: int, tail: str) -> "FrameInfo":
         """The record of a frame's :data:`STORED_FIELDS` values (a mapping), normalised."""
         generation = values["generation_index"]
         return cls(
@@ -102,7 +108,7 @@ class Recording:
         self.neurons = int(neurons)
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.states_dtype = np.dtype(str(states_dtype))
-        self._infos: list[_FrameInfo] = []
+        self._infos: list[FrameInfo] = []
         # States of a loaded file (memory-mapped, frames 0..len-1 of it), then
         # appended frames in chunks.
         self._stored: np.ndarray | None = None
@@ -112,13 +118,67 @@ class Recording:
         self._chunks: list[np.ndarray] = []
         # text_so_far grows with the run; storing it whole per frame would make a long
         # run's memory quadratic. Frames store what changed, plus the whole text every
-        # _CHUNK_FRAMES frames to rebuild any frame's text quickly.
+        # CHUNK_FRAMES frames to rebuild any frame's text quickly.
         self._text_anchors: list[str] = []
         self._last_text = ""
         #: A comparison's untouched run, stored beside this (intervened) one, or ``None``;
         #: ``metadata["comparison"]`` then holds the per-frame KL and mean |dx|
         #: (:mod:`flyviz.record.compare`, ``docs/recording-format.md``).
         self.baseline: Recording | None = None
+
+    @classmethod
+    def from_parts(cls, neurons: int, metadata: dict[str, Any] | None, *, states_dtype: str,
+                   frames: Sequence[FrameInfo], text_anchors: Sequence[str],
+                   stored_states: np.ndarray | None = None,
+                   stored_crc: np.ndarray | None = None, checked: bool = True,
+                   source: Path | None = None) -> "Recording":
+        """A recording made of frames read from elsewhere (what the ``.flyrec`` codec calls).
+
+        Parameters
+        ----------
+        neurons, metadata, states_dtype
+            As for the constructor.
+        frames
+            Every frame's :class:`FrameInfo`, in order.
+        text_anchors
+            The whole ``text_so_far`` of frames ``0, CHUNK_FRAMES, 2 * CHUNK_FRAMES, ...``
+            (:data:`CHUNK_FRAMES`): one per started chunk of frames.
+        stored_states
+            The states of every frame, ``(len(frames), neurons)`` in ``states_dtype``
+            (typically a read-only memory map of a file), or ``None`` when there are
+            no frames.
+        stored_crc
+            The CRC-32 of each stored state row (:func:`~flyviz.record.flyrec_codec.state_rows_problem`
+            checks rows against it), or ``None`` when the source had none.
+        checked
+            Whether the stored rows have been checked already; ``False`` checks each
+            row when it is first read, and reading a damaged one raises
+            :class:`RecordingError`.
+        source
+            The file the states come from, named in messages.
+
+        Raises
+        ------
+        ValueError
+            If ``neurons`` or ``states_dtype`` is invalid, or the parts do not fit together.
+        """
+        rec = cls(neurons, metadata, states_dtype=states_dtype)
+        n = len(frames)
+        if len(text_anchors) != -(-n // CHUNK_FRAMES):
+            raise ValueError(f"{n} frames need {-(-n // CHUNK_FRAMES)} text anchors, "
+                             f"not {len(text_anchors)}")
+        if (stored_states is None) != (n == 0) or (
+                stored_states is not None and stored_states.shape != (n, rec.neurons)):
+            raise ValueError(f"the stored states must be ({n}, {rec.neurons}) for {n} frames")
+        rec._source = None if source is None else Path(source)
+        rec._infos = list(frames)
+        rec._text_anchors = list(text_anchors)
+        if n:
+            rec._stored = stored_states
+            rec._stored_crc = stored_crc
+            rec._unchecked = None if checked else np.ones(n, dtype=bool)
+            rec._last_text = rec.text_so_far(n - 1)
+        return rec
 
     # ------------------------------------------------------------ container
     def __len__(self) -> int:
@@ -135,6 +195,12 @@ class Recording:
                      state=self.state(index), text_so_far=self.text_so_far(index))
 
     @property
+    def frame_infos(self) -> Sequence[FrameInfo]:
+        """Every frame's :class:`FrameInfo` (its fields but the state), in order; read-only,
+        not a copy."""
+        return self._infos
+
+    @property
     def _stored_len(self) -> int:
         return 0 if self._stored is None else int(self._stored.shape[0])
 
@@ -146,18 +212,18 @@ class Recording:
         if state.shape != (self.neurons,):
             raise ValueError(f"frame state has shape {state.shape}, expected ({self.neurons},)")
         i = len(self._infos)
-        row = (i - self._stored_len) % _CHUNK_FRAMES
+        row = (i - self._stored_len) % CHUNK_FRAMES
         if row == 0:
-            self._chunks.append(np.empty((_CHUNK_FRAMES, self.neurons), dtype=self.states_dtype))
+            self._chunks.append(np.empty((CHUNK_FRAMES, self.neurons), dtype=self.states_dtype))
         self._chunks[-1][row] = state
         text = str(frame.text_so_far)
         previous = self._last_text
         keep = len(previous) if text.startswith(previous) else \
             len(os.path.commonprefix([previous, text]))
-        if i % _CHUNK_FRAMES == 0:
+        if i % CHUNK_FRAMES == 0:
             self._text_anchors.append(text)
         self._last_text = text
-        self._infos.append(_FrameInfo.of({name: getattr(frame, name) for name in STORED_FIELDS},
+        self._infos.append(FrameInfo.of({name: getattr(frame, name) for name in STORED_FIELDS},
                                          keep, text[keep:]))
         return i
 
@@ -198,8 +264,8 @@ class Recording:
     def text_so_far(self, index: int) -> str:
         """Decoded continuation up to frame ``index``."""
         index = self._index(index)
-        anchor = index - index % _CHUNK_FRAMES
-        text = self._text_anchors[anchor // _CHUNK_FRAMES]
+        anchor = index - index % CHUNK_FRAMES
+        text = self._text_anchors[anchor // CHUNK_FRAMES]
         for info in self._infos[anchor + 1:index + 1]:
             text = text[:info.text_keep] + info.text_tail
         return text
@@ -211,7 +277,7 @@ class Recording:
             self._check_stored(index, index + 1)
             return self._stored[index]
         j = index - self._stored_len
-        return self._chunks[j // _CHUNK_FRAMES][j % _CHUNK_FRAMES]
+        return self._chunks[j // CHUNK_FRAMES][j % CHUNK_FRAMES]
 
     def state(self, index: int) -> np.ndarray:
         """The float32 state of frame ``index`` (a new array)."""
@@ -250,13 +316,13 @@ class Recording:
         if self._stored_len:
             assert self._stored is not None
             if self._unchecked is not None:
-                rows = max(1, _CHECK_BLOCK_BYTES // (self.neurons * self.states_dtype.itemsize))
+                rows = max(1, CHECK_BLOCK_BYTES // (self.neurons * self.states_dtype.itemsize))
                 for first in range(0, self._stored_len, rows):
                     self._check_stored(first, min(first + rows, self._stored_len))
             blocks.append(self._stored)
         appended = len(self) - self._stored_len
         for i, chunk in enumerate(self._chunks):
-            rows = min(_CHUNK_FRAMES, appended - i * _CHUNK_FRAMES)
+            rows = min(CHUNK_FRAMES, appended - i * CHUNK_FRAMES)
             if rows > 0:
                 view = chunk[:rows]
                 view.flags.writeable = False
@@ -397,37 +463,30 @@ class Recording:
         rows = np.flatnonzero(self._unchecked[start:stop]) + start
         first, last = int(rows[0]), int(rows[-1]) + 1
         block = np.asarray(self._stored[first:last])
-        problem = self._row_problem(block, first)
+        problem = state_rows_problem(block, first, self._stored_crc)
         if problem:
-            raise RecordingError(f"{self._name()} is damaged ({problem}); {_REMEDY}")
+            raise RecordingError(f"{self._name()} is damaged ({problem}); {DAMAGE_REMEDY}")
         self._unchecked[first:last] = False
-
-    def _row_problem(self, block: np.ndarray, first: int) -> str | None:
-        """What is wrong with stored rows ``first:first+len(block)``, or ``None``."""
-        if self._stored_crc is not None:
-            crc = _crc_rows(block)
-            bad = np.flatnonzero(crc != self._stored_crc[first:first + block.shape[0]])
-            if bad.size:
-                return f"the state of frame {first + int(bad[0])} fails its checksum"
-        bad = _non_finite_rows(block)
-        if bad.size:
-            return f"the state of frame {first + int(bad[0])} holds NaN or inf"
-        return None
 
     def _name(self) -> str:
         return self._source.name if self._source is not None else "the recording"
 
     # ------------------------------------------------------------- file I/O
-    def _state_blocks(self) -> Iterator[np.ndarray]:
-        """All states in order, a few MB at a time (for :meth:`save`)."""
+    def state_stream(self) -> Iterator[np.ndarray]:
+        """All states in order, a few MB at a time: what :meth:`save` streams to a file.
+
+        Unlike :meth:`state_blocks`, a loaded file's rows come as small copies
+        (:data:`~flyviz.record.flyrec_codec.CHECK_BLOCK_BYTES` at a time), each
+        checked first, so that writing a large recording never holds it whole.
+        """
         n, stored = len(self), self._stored_len
-        rows = max(1, _CHECK_BLOCK_BYTES // (self.neurons * self.states_dtype.itemsize))
+        rows = max(1, CHECK_BLOCK_BYTES // (self.neurons * self.states_dtype.itemsize))
         for start in range(0, stored, rows):
             self._check_stored(start, min(stored, start + rows))
             yield np.asarray(self._stored[start:start + rows])  # type: ignore[index]
         for c, chunk in enumerate(self._chunks):
-            first = stored + c * _CHUNK_FRAMES
-            yield chunk[:min(_CHUNK_FRAMES, n - first)]
+            first = stored + c * CHUNK_FRAMES
+            yield chunk[:min(CHUNK_FRAMES, n - first)]
 
     def save(self, path: str | Path) -> Path:
         """Write the recording to ``path`` atomically (a temporary file, then a rename).
@@ -469,5 +528,6 @@ class Recording:
         return flyrec_codec.read_recording(path, verify=verify, cls=cls)
 
 
-__all__ = ["BASELINE_PREFIX", "COMPARISON_MODES", "FILE_SUFFIX", "FORMAT_MAJOR", "FORMAT_NAME",
-           "FORMAT_VERSION", "STATE_DTYPES", "Recording", "content_digest"]
+__all__ = ["BASELINE_PREFIX", "CHUNK_FRAMES", "COMPARISON_MODES", "FILE_SUFFIX", "FORMAT_MAJOR",
+           "FORMAT_NAME", "FORMAT_VERSION", "STATE_DTYPES", "FrameInfo", "Recording",
+           "content_digest"]

@@ -88,6 +88,13 @@ _STOPS = {"signed": _SIGNED_STOPS, "abs": _ABS_STOPS, "difference": _DIFFERENCE_
           "sequential": _SEQUENTIAL_STOPS}
 
 
+def control_points(mode: str) -> tuple[tuple[float, float, float, float], ...]:
+    """The ``(position in [0, 1], r, g, b)`` control points of colormap ``mode``, which
+    :func:`lut` and :func:`glsl_colormap` interpolate linearly (and the splatting
+    renderer, :mod:`flyviz.render.splat`, too)."""
+    return _STOPS[_check_mode(mode)]
+
+
 def _check_mode(mode: str) -> str:
     if mode not in COLORMAPS:
         raise ValueError(f"colormap {mode!r} must be one of {', '.join(COLORMAPS)}")

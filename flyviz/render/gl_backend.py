@@ -104,7 +104,7 @@ def release_egl(app: Any) -> None:
     """
     if not is_egl(app):
         return
-    from flyviz.render._vispy_compat import release_egl_context
+    from flyviz.render.vispy_compat import release_egl_context
 
     release_egl_context()
 
@@ -179,7 +179,7 @@ def initialise_hidden_qt_canvas(canvas: Any) -> None:
     native = getattr(canvas, "native", None)
     if native is None or not hasattr(native, "setAttribute"):
         return  # EGL or OSMesa: the canvas has its own context already
-    from flyviz.render._vispy_compat import vispy_qt_core
+    from flyviz.render.vispy_compat import vispy_qt_core
 
     QtCore = vispy_qt_core()
     native.setAttribute(QtCore.Qt.WidgetAttribute.WA_DontShowOnScreen, True)

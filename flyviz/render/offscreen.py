@@ -26,7 +26,7 @@ import numpy as np
 from vispy import gloo, scene
 
 from flyviz.model.errors import ExportError
-from flyviz.render._vispy_compat import update_view_clipper
+from flyviz.render.vispy_compat import update_view_clipper
 from flyviz.render.camera import DEFAULT_FOV, VIEW_PRESETS, CameraPose, frame_brain
 from flyviz.render.cloud import NeuronCloud, crowding_gain
 from flyviz.render.gl_backend import (BACKENDS, current_renderer, egl_current,

@@ -16,7 +16,7 @@ from vispy import gloo, scene
 from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
-from flyviz.render._vispy_compat import glyph_advance, text_font
+from flyviz.render.vispy_compat import glyph_advance, text_font
 from flyviz.render.colormaps import colorbar_image, is_diverging
 from flyviz.render.overlay import OverlayContent, display_token
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from flyviz.render._vispy_compat import scene_clip_bounds
-from flyviz.render.colormaps import QUIET_ALPHA, RESTING_ALPHA, RESTING_RGB, _STOPS
+from flyviz.render.vispy_compat import scene_clip_bounds
+from flyviz.render.colormaps import QUIET_ALPHA, RESTING_ALPHA, RESTING_RGB, control_points
 
 __all__ = ["CloudPainter", "splat_available", "warm_up"]
 
@@ -220,7 +220,7 @@ def _paint(values, emphasis, index, wx, wy, stops, params, selected, clip, out):
 def _stops(colormap: str) -> np.ndarray:
     """The colormap's control points, ``(m, 4)`` float32 p, r, g, b (the GLSL function's, which
     writes them with 6 decimals: the same to float32 precision)."""
-    return np.asarray(_STOPS[colormap], dtype=np.float32)
+    return np.asarray(control_points(colormap), dtype=np.float32)
 
 
 class CloudPainter:

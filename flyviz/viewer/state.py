@@ -49,7 +49,7 @@ from psygnal import Signal, SignalGroup
 from flyviz.kinds import LANGUAGE, ModelKind, kind_of
 from flyviz.model.checkpoint import Anatomy
 from flyviz.record.frame import Frame
-from flyviz.record.recording import Recording
+from flyviz.record.recording import COMPARISON_MODES, Recording
 from flyviz.render.camera import VIEW_PRESETS, CameraPose
 from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
 from flyviz.viewer.highlight import Highlights
@@ -64,8 +64,9 @@ __all__ = ["COMPARE_MODES", "RANGE_SCOPES", "STATE", "ColourLayerEntry", "LayerB
 #: colour means the same value at every token.
 RANGE_SCOPES = ("token", "recording")
 
-#: How a comparison runs the untouched model: teacher-forced on the intervened text, or free.
-COMPARE_MODES = ("forced", "free")
+#: How a comparison runs the untouched model: teacher-forced on the intervened text, or free
+#: (:data:`flyviz.record.flyrec_codec.COMPARISON_MODES`, the one list).
+COMPARE_MODES = COMPARISON_MODES
 
 #: ``build() -> layer``: an entry's colour layer, built when it is chosen (``None``: the state).
 LayerBuilder = Callable[[], "ColourLayer | None"]

@@ -61,7 +61,7 @@ def label_groups(checkpoint: "Checkpoint", by: str) -> list[Group]:
     SelectionError
         When the model has no such labels.
     """
-    from flyviz.model.interventions import _target_text
+    from flyviz.model.intervention_types import target_text
     from flyviz.model.selection import neuron_index
 
     if by not in BY_LABELS:
@@ -85,7 +85,7 @@ def label_groups(checkpoint: "Checkpoint", by: str) -> list[Group]:
         if query and by != "type" and index.count(query) != members.size:
             query = ""
         if not query:  # no label, or one a query cannot name: the neurons themselves
-            query = _target_text(tuple(members.tolist()))
+            query = target_text(tuple(members.tolist()))
         members.setflags(write=False)
         groups.append(Group(name or UNLABELLED, query, members))
     return groups

@@ -199,10 +199,11 @@ class _Scores:
 _local = threading.local()
 
 
-def _engine(ckpt: "Checkpoint", streams: int, settings: SweepSettings) -> "BatchEngine":
+def cached_engine(ckpt: "Checkpoint", streams: int, settings: SweepSettings) -> "BatchEngine":
     """A laid-out batched engine for ``streams`` columns, kept for the next task of this
     thread (laying a full-size graph out takes about a second; the last block of a
-    sweep is narrower, so two are kept)."""
+    sweep is narrower, so two are kept). Only ``settings.kernel`` and
+    ``settings.threads`` are read; :func:`release_engines` closes them."""
     from flyviz.model.batch import BatchEngine
 
     cache: OrderedDict = getattr(_local, "engines", None) or OrderedDict()
@@ -232,11 +233,11 @@ def release_engines() -> None:
 def pass_partial(ckpt: "Checkpoint", settings: SweepSettings, task: SweepTask) -> cluster.Partial:
     """Run one task: the block's groups, lesioned one per column, and the untouched model
     teacher-forced over the chunk's windows; return its partial sums."""
-    from flyviz.model.engine import _SINGLE_THREADED_BLAS
+    from flyviz.model.engine import SINGLE_THREADED_BLAS
 
     groups = task.group_neurons()
     k = len(groups)
-    engine = _engine(ckpt, k + 1, settings)
+    engine = cached_engine(ckpt, k + 1, settings)
     engine.hooks = LesionHooks(settings.mode, ckpt.config.neurons, engine.columns, groups,
                                np.arange(1, k + 1))
     scores = _Scores(k)
@@ -245,7 +246,7 @@ def pass_partial(ckpt: "Checkpoint", settings: SweepSettings, task: SweepTask) -
     last = time.perf_counter()
     try:
         # BLAS (readout, scores) stays in this thread, as in a step.
-        with _SINGLE_THREADED_BLAS:
+        with SINGLE_THREADED_BLAS:
             for lo, hi in zip(chunk.offsets[:-1], chunk.offsets[1:]):
                 ids = chunk.tokens[int(lo):int(hi)]
                 engine.reset()
@@ -321,5 +322,5 @@ def finish(partial: cluster.Partial, groups: list[Group], chunks: int
     return rows, baseline, base_positions
 
 
-__all__ = ["LOG_FLOOR", "MODES", "SweepSettings", "SweepTask", "finish", "merge_partials",
-           "pass_partial", "plan_chunks", "plan_tasks", "release_engines", "sweep_task"]
+__all__ = ["LOG_FLOOR", "MODES", "SweepSettings", "SweepTask", "cached_engine", "finish",
+           "merge_partials", "pass_partial", "plan_chunks", "plan_tasks", "release_engines", "sweep_task"]

@@ -28,7 +28,7 @@ import numpy as np
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.checks import FAIL, PASS, SKIP, CheckResult, Progress, raise_first_failure
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats._common import (FROZEN_BUFFER_DTYPES, HASH_LIMIT_BYTES,
+from flyviz.model.formats.common import (FROZEN_BUFFER_DTYPES, HASH_LIMIT_BYTES,
                                           NODE_TYPE_INDEX, array_digest, read_json, read_raw,
                                           sha256_file)
 

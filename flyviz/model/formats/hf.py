@@ -15,7 +15,7 @@ from typing import Any
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats._common import find_tokenizer, read_json, read_readout
+from flyviz.model.formats.common import find_tokenizer, read_json, read_readout
 from flyviz.model.safetensors_io import SafetensorsFile
 
 _TENSORS = {"brain.wte.weight": "wte", "brain.in_proj": "in_proj", "brain.gain": "gain",

@@ -15,7 +15,7 @@ import numpy as np
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats._common import (check_sha256, compare_frozen_digests, find_tokenizer,
+from flyviz.model.formats.common import (check_sha256, compare_frozen_digests, find_tokenizer,
                                           prefixed, read_json, read_raw)
 from flyviz.model.formats.dataset import ConnectomeDataset, load_connectome_dataset
 

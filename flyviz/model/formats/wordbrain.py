@@ -17,7 +17,7 @@ import numpy as np
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats._common import (check_sha256, find_tokenizer, read_json,
+from flyviz.model.formats.common import (check_sha256, find_tokenizer, read_json,
                                           read_readout)
 from flyviz.model.formats.dataset import load_connectome_dataset
 from flyviz.model.formats.recital import checkpoint_from_parts

@@ -16,7 +16,7 @@ flyviz needs six things vispy does not offer publicly:
 
 Each relies on names vispy may rename in any release. :data:`TESTED_VISPY`
 lists the versions these were written and checked against;
-``tests/test_vispy_compat.py`` fails on any other version, so an upgrade
+``tests/testvispy_compat.py`` fails on any other version, so an upgrade
 is a conscious step: check each function here against the new vispy, then
 add its version.
 """

@@ -1,0 +1,282 @@
+"""The source tree keeps its interfaces: no module reaches into another's private names, and
+the model's modules import one another in one direction only.
+
+What counts as *across modules* (checked on the AST of every file under ``flyviz/``):
+
+- a private name is one that starts with ``_`` and is not a dunder (``_x``, not ``__version__``);
+- importing a private name (``from flyviz.a.b import _x``), or reading one off another
+  flyviz module (``b._x`` where ``b`` names the module ``flyviz.a.b``), from a module file
+  other than the one that defines it is across modules;
+- a private *module* ``P._m`` (a file or package whose name starts with ``_``) may be
+  imported only by modules of its own package ``P`` (``P/__init__.py``, its siblings, and
+  the modules of P's sub-packages): ``flyviz/analysis/_kernels.py`` is for
+  ``flyviz/analysis/*``, ``flyviz/commands/_options.py`` for the commands,
+  ``flyviz/_version.py`` for all of ``flyviz``; from anywhere else it is across modules;
+- reading a private attribute of another module's objects (``recording._infos`` in the
+  codec) is across modules too. That one is found by a heuristic: an attribute ``_x`` read
+  off anything but ``self``, ``cls`` or ``super()`` in a module that defines no ``_x``
+  itself, where some other flyviz class defines ``_x``. :mod:`flyviz.render.vispy_compat`
+  is the one exception: every private attribute it reads is vispy's, on purpose.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parent.parent / "flyviz"
+#: The one module that reads vispy's private attributes, by design (see its docstring).
+READS_THIRD_PARTY_PRIVATES = {"flyviz.render.vispy_compat"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the source tree by its dotted name (a package by its own name)."""
+    out = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        parts = list(path.relative_to(SOURCE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(encoding="utf-8"), str(path))
+         for name, path in MODULES.items()}
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to (a package's ``__init__`` belongs to itself)."""
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    """The absolute module an ``import from`` names (relative imports resolved)."""
+    if not node.level:
+        return node.module or ""
+    base = _package(module).split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str, tree: ast.AST) -> list[tuple[int, str, str | None]]:
+    """``(line, module imported, name imported from it or None)`` for every import in
+    ``tree``, at any depth; a name that is itself a module is reported as that module."""
+    out: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(module, node)
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                out.append((node.lineno, sub, None) if sub in MODULES
+                           else (node.lineno, target, alias.name))
+    return [item for item in out if item[1] == "flyviz" or item[1].startswith("flyviz.")]
+
+
+def _private_module_owner(target: str) -> str | None:
+    """The package a private module of ``target``'s path belongs to (``flyviz.a`` for
+    ``flyviz.a._m`` or ``flyviz.a._m.x``), or ``None`` when no part is private."""
+    parts = target.split(".")
+    for i, part in enumerate(parts[1:], start=1):
+        if _private(part):
+            return ".".join(parts[:i])
+    return None
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def cross_module_private_imports() -> list[str]:
+    """Every import of a private name or module that crosses a module (see the docstring)."""
+    found = []
+    for module, tree in TREES.items():
+        where = MODULES[module].relative_to(SOURCE.parent)
+        module_names: dict[str, str] = {}   # local names bound to flyviz modules
+        for line, target, name in _imports(module, tree):
+            owner = _private_module_owner(target)
+            if owner is not None and not _inside(module, owner):
+                found.append(f"{where}:{line}: imports the private module {target} from "
+                             f"outside {owner}")
+            if name is not None and _private(name) and target != module:
+                found.append(f"{where}:{line}: imports {name} from {target}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname and alias.name in MODULES:
+                        module_names[alias.asname] = alias.name
+            elif isinstance(node, ast.ImportFrom):
+                target = _absolute(module, node)
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in MODULES:
+                        module_names[alias.asname or alias.name] = f"{target}.{alias.name}"
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            dotted = ast.unparse(node.value)
+            target = module_names.get(dotted, dotted)
+            if target in MODULES and target != module:
+                found.append(f"{where}:{node.lineno}: reads {node.attr} of the module {target}")
+    return found
+
+
+def _private_attributes(tree: ast.AST) -> set[str]:
+    """The private attribute names a module's classes define: methods, class attributes,
+    and ``self._x = ...`` / ``cls._x = ...`` assignments."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(item.name)
+                elif isinstance(item, ast.Assign):
+                    names.update(t.id for t in item.targets if isinstance(t, ast.Name))
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    names.add(item.target.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            names.add(node.attr)
+    return {name for name in names if _private(name)}
+
+
+def cross_module_private_attributes() -> list[str]:
+    """Private attributes read off another flyviz module's objects (the heuristic of the
+    module docstring)."""
+    defined = {module: _private_attributes(tree) for module, tree in TREES.items()}
+    owners: dict[str, set[str]] = defaultdict(set)
+    for module, names in defined.items():
+        for name in names:
+            owners[name].add(module)
+    found = []
+    for module, tree in TREES.items():
+        if module in READS_THIRD_PARTY_PRIVATES:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            value = node.value
+            if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+                continue
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                    and value.func.id == "super":
+                continue
+            others = owners.get(node.attr, set()) - {module}
+            if others and node.attr not in defined[module]:
+                found.append(f"{MODULES[module].relative_to(SOURCE.parent)}:{node.lineno}: "
+                             f"{ast.unparse(node)} is private to {', '.join(sorted(others))}")
+    return found
+
+
+def _top_level_imports(module: str) -> set[str]:
+    """The flyviz modules ``module`` imports when it is imported: its module-level import
+    statements (inside ``if``/``try`` too, but not under ``if TYPE_CHECKING:``), not the
+    imports inside its functions, which run on use."""
+    targets: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                for part in (node.body, node.orelse, node.finalbody,
+                             *(handler.body for handler in node.handlers)):
+                    visit(part)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for _line, target, _name in _imports(module, ast.Module([node], [])):
+                    while target not in MODULES and "." in target:
+                        target = target.rpartition(".")[0]
+                    targets.add(target)
+
+    visit(TREES[module].body)
+    targets.discard(module)
+    return targets
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """The cycles among ``package``'s modules in the graph of their module-level imports.
+
+    The package's own ``__init__`` is left out: it imports its modules to re-export their
+    names, after them, which is no cycle between the modules themselves.
+    """
+    members = {m for m in MODULES if _inside(m, package) and m != package}
+    graph = {m: {t for t in _top_level_imports(m) if t in members} for m in members}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}   # 1: on the path, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                walk(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(members):
+        if node not in state:
+            walk(node)
+    return cycles
+
+
+# --------------------------------------------------------------------- tests
+def test_no_module_imports_another_modules_private_names():
+    assert cross_module_private_imports() == []
+
+
+def test_no_module_reads_the_private_attributes_of_another_modules_objects():
+    assert cross_module_private_attributes() == []
+
+
+def test_the_model_modules_import_one_another_without_a_cycle():
+    assert import_cycles("flyviz.model") == []
+
+
+def test_the_intervention_types_import_neither_the_engine_nor_patching():
+    # Not even on use: the types are what the engine, patching and resolution build on.
+    imported = {target for _line, target, _name in
+                _imports("flyviz.model.intervention_types", TREES["flyviz.model.intervention_types"])}
+    assert imported <= {"flyviz.model.errors"}
+
+
+def test_the_checks_find_what_they_are_meant_to_find():
+    # Each check, run on a tree that breaks its rule, finds the break: a check that can
+    # never fail would keep nothing.
+    code = {
+        "flyviz.model.fake_a": "from flyviz.model.engine import _as_f32\n"
+                               "from flyviz.analysis import _kernels\n"
+                               "from flyviz.model import fake_b\n"
+                               "import flyviz.model.engine as engine\n"
+                               "x = engine._helper\n"
+                               "def f(rec):\n    return rec._infos\n",
+        "flyviz.model.fake_b": "from flyviz.model import fake_a\n",
+    }
+    saved_modules, saved_trees = dict(MODULES), dict(TREES)
+    try:
+        for name, text in code.items():
+            MODULES[name] = SOURCE / "model" / (name.rpartition(".")[2] + ".py")
+            TREES[name] = ast.parse(text)
+        imports = "\n".join(cross_module_private_imports())
+        assert "fake_a.py:1: imports _as_f32 from flyviz.model.engine" in imports
+        assert "fake_a.py:2: imports the private module flyviz.analysis._kernels" in imports
+        assert "fake_a.py:5: reads _helper of the module flyviz.model.engine" in imports
+        attributes = "\n".join(cross_module_private_attributes())
+        assert "fake_a.py:7: rec._infos is private to flyviz.record.recording" in attributes
+        assert ["flyviz.model.fake_a", "flyviz.model.fake_b", "flyviz.model.fake_a"] in \
+            import_cycles("flyviz.model")
+    finally:
+        MODULES.clear()
+        MODULES.update(saved_modules)
+        TREES.clear()
+        TREES.update(saved_trees)

@@ -321,12 +321,12 @@ def _erdos_edges(n: int, edges: int, rng: np.random.Generator) -> tuple[np.ndarr
     if edges > pairs:
         raise InputError(f"an Erdős–Rényi null of {edges:,} edges does not fit on {n:,} neurons "
                          "without self-loops")
-    from flyviz.model.synthetic import _sorted_unique
+    from flyviz.model.synthetic import sorted_unique
 
-    flat = _sorted_unique(rng.integers(0, pairs, size=int(edges * 1.02) + 16, dtype=np.int64))
+    flat = sorted_unique(rng.integers(0, pairs, size=int(edges * 1.02) + 16, dtype=np.int64))
     while flat.size < edges:
         more = rng.integers(0, pairs, size=edges - flat.size + 16, dtype=np.int64)
-        flat = _sorted_unique(np.concatenate([flat, more]))
+        flat = sorted_unique(np.concatenate([flat, more]))
     if flat.size > edges:
         flat = flat[np.sort(rng.choice(flat.size, size=edges, replace=False))]
     target = flat // (n - 1)

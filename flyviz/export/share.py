@@ -78,7 +78,7 @@ INVISIBLE_LEVEL = 0.25 / 255.0
 def _stops(colormap: str) -> list[list[float]]:
     from flyviz.render import colormaps
 
-    return [[float(c) for c in stop] for stop in colormaps._STOPS[colormap]]
+    return [[float(c) for c in stop] for stop in colormaps.control_points(colormap)]
 
 
 def _pack(data: np.ndarray | bytes) -> str:

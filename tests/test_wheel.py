@@ -65,15 +65,18 @@ def test_wheel_carries_the_demo_brain_the_manifest_and_the_entry_point(wheel):
 
 def test_wheel_installs_into_a_new_venv_and_runs_the_demo(wheel, tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # No pip of its own (bootstrapping one costs seconds): this environment's pip installs
+    # into it (pip --python).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=300)
     python = venv / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     # The dependencies of the test environment (its .pth files, such as an editable
     # flyviz, are not processed from a directory a .pth adds).
     Path(site, "borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--ignore-installed", str(wheel)],
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
                    check=True, timeout=300)
     work = tmp_path / "elsewhere"
     work.mkdir()

@@ -26,13 +26,32 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The wheel, built as a release is (``python -m build``): the sdist from the repository,
+    then the wheel from the unpacked sdist; both in one isolated build environment, so that
+    the build's setuptools is installed once."""
+    import tarfile
+
+    from build import BuildBackendException, BuildException, ProjectBuilder
+    from build.env import DefaultIsolatedEnv
+
     out = tmp_path_factory.mktemp("dist")
-    # As a release is built: the sdist, then the wheel from the sdist.
-    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        pytest.fail(f"the wheel did not build:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    (path,) = out.glob("flyviz-*-py3-none-any.whl")
+    unpacked = tmp_path_factory.mktemp("sdist")
+    try:
+        with DefaultIsolatedEnv() as env:
+            from_repo = ProjectBuilder.from_isolated_env(env, REPO)
+            env.install(from_repo.build_system_requires)
+            env.install(from_repo.get_requires_for_build("sdist"))
+            sdist = Path(from_repo.build("sdist", out))
+            with tarfile.open(sdist) as tf:
+                tf.extractall(unpacked, filter="data")
+            (source,) = unpacked.iterdir()
+            from_sdist = ProjectBuilder.from_isolated_env(env, source)
+            env.install(from_sdist.build_system_requires - from_repo.build_system_requires)
+            env.install(from_sdist.get_requires_for_build("wheel"))
+            path = Path(from_sdist.build("wheel", out))
+    except (BuildException, BuildBackendException, subprocess.CalledProcessError) as exc:
+        pytest.fail(f"the wheel did not build: {exc}")
+    assert path.name.endswith("-py3-none-any.whl"), path
     return path
 
 

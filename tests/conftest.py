@@ -253,9 +253,10 @@ def _collect_after_each_test():
     gc.freeze()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demo():
-    """The embedded demo brain (``flyviz.load("demo")``), one per test module, closed after it."""
+    """The embedded demo brain (``flyviz.load("demo")``, seconds), one per test process, closed
+    at its end; the tests only read and run it."""
     import flyviz
 
     model = flyviz.load("demo")

@@ -1,4 +1,5 @@
-"""Qt fixtures shared by the app tests (imported by tests/test_app_*.py).
+"""Qt fixtures shared by the app tests (a plugin of tests/conftest.py; the test modules
+import its helper functions, never its fixtures).
 
 ``app_checkpoint`` is a small random model with anatomy (built once per test
 module); ``window`` is a shown :class:`MainWindow` on it with settings in a

@@ -15,6 +15,11 @@ Other test modules rely on these names; keep them stable:
     The reference folder (``../shared`` beside the repository), or a skip.
 ``interrupt_after``
     Makes a function raise KeyboardInterrupt after some calls (``--resume`` tests).
+``small_world``
+    Makes a small model in a folder, loaded, with a text and its corpus (the ``world``
+    fixtures of the analysis and hostile-input tests).
+``window``, ``app_checkpoint``
+    The app tests' main window and model (tests/app_conftest.py, a plugin of this file).
 """
 
 from __future__ import annotations
@@ -23,8 +28,37 @@ from pathlib import Path
 
 import pytest
 
+# The app tests' Qt fixtures (``app_checkpoint``, ``window``) for every module; their helper
+# functions are imported from ``app_conftest`` by name.
+pytest_plugins = ["app_conftest"]
+
 #: The shared reference folder next to the repository (absent in a user's clone).
 SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
+
+
+#: Fixtures that need the shared reference folder: their tests are marked ``reference``.
+REFERENCE_FIXTURES = frozenset({"shared_dir", "real_tokenizer_path"})
+
+#: At most this many pytest-xdist workers for ``-n auto`` (each has its own virtual screen,
+#: and the Dask tests start two worker processes of their own).
+MAX_TEST_WORKERS = 4
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that need ``../shared`` as ``reference`` (``-m reference`` runs only
+    them: CI runs them in the checkout that has the folder)."""
+    for item in items:
+        if REFERENCE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.reference)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per usable core, at most :data:`MAX_TEST_WORKERS`."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, MAX_TEST_WORKERS))
 
 
 @pytest.fixture(scope="session")
@@ -73,6 +107,71 @@ def tiny_checkpoint(tokenizer_path: Path, tokenizer_vocabulary: int):
     return validate_checkpoint(make_random_checkpoint(
         neurons=523, edges=7001, d_embed=16, vocabulary=tokenizer_vocabulary, readout_rank=12,
         seed=11, tokenizer_path=tokenizer_path, name="tiny"))
+
+
+@pytest.fixture(scope="session")
+def small_world(tmp_path_factory: pytest.TempPathFactory, tokenizer_path: Path):
+    """``small_world(folder, neurons=, edges=, seed=, anatomy=, ...)``: a small random model
+    written to a folder (so that Dask workers can load it), loaded, and a text with its corpus.
+
+    Parameters of the function it returns
+    -------------------------------------
+    folder
+        Name of the new temporary folder (``root``).
+    neurons, edges, seed, name
+        Of :func:`~flyviz.model.synthetic.make_random_checkpoint` (``d_embed`` 16, readout
+        rank 9, the vocabulary of :func:`tokenizer_path`).
+    anatomy
+        True: fly-wordbrain weights joined to a connectome dataset folder (as ``--dataset``
+        does; ``dataset`` is its path); False: one fly-llm-hf folder without anatomy.
+    logit_scale
+        Multiplies the readout bias: logits of a trained model's size (a cross-entropy of a
+        few nats, not dozens), so that float32 rounding stays far below 1e-6.
+    text, text_name, context
+        The text written to ``root / text_name`` (``text``) and its corpus of windows of
+        ``context`` tokens (``corpus``); no text: neither key.
+
+    Returns a new dict per call with ``root``, ``spec`` (the model folder), ``model``,
+    ``tokenizer`` and those above.
+    """
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.model.checkpoint import validate_checkpoint
+    from flyviz.model.resolve import load_model
+    from flyviz.model.synthetic import make_random_checkpoint
+    from flyviz.model.tokenizer import FlyTokenizer
+    from flyviz.model.writers import write_connectome_dataset, write_fly_llm_hf, write_wordbrain
+
+    def make(folder: str, *, neurons: int, edges: int, seed: int, anatomy: bool,
+             name: str = "small", logit_scale: float | None = None, text: str | None = None,
+             text_name: str = "story.txt", context: int = 24) -> dict:
+        import dataclasses
+
+        import numpy as np
+
+        root = tmp_path_factory.mktemp(folder)
+        tokenizer = FlyTokenizer(tokenizer_path)
+        ckpt = validate_checkpoint(make_random_checkpoint(
+            neurons=neurons, edges=edges, d_embed=16, vocabulary=tokenizer.vocab_size,
+            readout_rank=9, seed=seed, tokenizer_path=tokenizer_path, name=name))
+        if logit_scale is not None:
+            ckpt = dataclasses.replace(ckpt, head_b=np.asarray(ckpt.head_b) * np.float32(logit_scale))
+        world: dict = {"root": root, "spec": str(root / "model"), "tokenizer": tokenizer}
+        if anatomy:
+            write_wordbrain(ckpt, root / "model", tokenizer_path=tokenizer_path)
+            write_connectome_dataset(ckpt, root / "connectome")
+            world["dataset"] = str(root / "connectome")
+            world["model"] = load_model(world["spec"], dataset_dir=root / "connectome")
+            assert world["model"].anatomy is not None
+        else:
+            write_fly_llm_hf(ckpt, root / "model")
+            world["model"] = load_model(world["spec"])
+        if text is not None:
+            world["text"] = root / text_name
+            world["text"].write_text(text, encoding="utf-8")
+            world["corpus"] = build_corpus([world["text"]], tokenizer, context=context)
+        return world
+
+    return make
 
 
 @pytest.fixture
@@ -154,9 +253,10 @@ def _collect_after_each_test():
     gc.freeze()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def demo():
-    """The embedded demo brain (``flyviz.load("demo")``), one per test module, closed after it."""
+    """The embedded demo brain (``flyviz.load("demo")``, seconds), one per test process, closed
+    at its end; the tests only read and run it."""
     import flyviz
 
     model = flyviz.load("demo")

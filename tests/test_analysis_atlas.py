@@ -21,35 +21,23 @@ from flyviz.model.errors import InputError
 from flyviz.model.resolve import load_model
 from flyviz.model.synthetic import _WORDS
 from flyviz.model.tokenizer import FlyTokenizer
-from flyviz.model.writers import write_fly_llm_hf
 
 SETTINGS = AtlasSettings(top_k=6, streams=5, context=24, chunk_tokens=600, min_token_count=3,
                          samples_per_band=3)
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tokenizer_path):
+def world(small_world):
     """A small model in a folder (loadable by workers), its corpus file and the corpus."""
-    from flyviz.model.checkpoint import validate_checkpoint
-    from flyviz.model.synthetic import make_random_checkpoint
-
-    root = tmp_path_factory.mktemp("atlas")
-    vocab = FlyTokenizer(tokenizer_path).vocab_size
-    ckpt = validate_checkpoint(make_random_checkpoint(
-        neurons=397, edges=6001, d_embed=16, vocabulary=vocab, readout_rank=9, seed=4,
-        tokenizer_path=tokenizer_path, name="small"))
-    write_fly_llm_hf(ckpt, root / "model")
-    model = load_model(str(root / "model"))
     rng = np.random.default_rng(7)
     stories = ["\n".join(" ".join(rng.choice(_WORDS, rng.integers(2, 14))).capitalize() + "."
                          for _ in range(rng.integers(1, 4))) for _ in range(130)]
-    text = root / "stories.txt"
-    text.write_text("\n\n".join(stories) + "\n", encoding="utf-8")
-    corpus = build_corpus([text], FlyTokenizer(tokenizer_path), context=SETTINGS.context)
+    world = small_world("atlas", neurons=397, edges=6001, seed=4, anatomy=False,
+                        text="\n\n".join(stories) + "\n", text_name="stories.txt",
+                        context=SETTINGS.context)
     # The workers and resume tests need several chunks; how many depends on the tokenizer.
-    assert len(corpus.chunks(SETTINGS.chunk_tokens)) >= 4, corpus.n_tokens
-    return {"root": root, "spec": str(root / "model"), "model": model, "text": text,
-            "corpus": corpus}
+    assert len(world["corpus"].chunks(SETTINGS.chunk_tokens)) >= 4, world["corpus"].n_tokens
+    return world
 
 
 def _build(world, out: Path, workers: int | None, **kwargs):
@@ -273,7 +261,7 @@ def test_atlas_command_runs_in_process(capsys, world, tmp_path):
 
 @pytest.mark.parametrize("case", ["missing", "empty", "undecodable", "parquet", "jsonl",
                                   "scheduler", "threshold"])
-def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
+def test_bad_input_gives_one_line_and_exit_2(capsys, monkeypatch, world, tmp_path, case):
     corpus = tmp_path / "c.txt"
     extra: list[str] = ["--workers", "0"]
     if case == "missing":
@@ -293,6 +281,9 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
     elif case == "scheduler":
         corpus = world["text"]
         extra = ["--scheduler", "tcp://127.0.0.1:9"]
+        # Nothing listens there: the refusal is the same after 0.2 s as after the 5 s a
+        # user's scheduler is given.
+        monkeypatch.setattr(cluster, "SCHEDULER_CONNECT_TIMEOUT_S", 0.2)
     elif case == "threshold":
         corpus = world["text"]
         extra = ["--density-threshold", "0.25", "--workers", "0"]

@@ -25,7 +25,7 @@ from flyviz.model.engine import Engine
 from flyviz.model.resolve import load_model
 from flyviz.model.synthetic import _WORDS, make_random_checkpoint
 from flyviz.model.tokenizer import FlyTokenizer
-from flyviz.model.writers import write_connectome_dataset, write_fly_llm_hf, write_wordbrain
+from flyviz.model.writers import write_fly_llm_hf
 
 SETTINGS = ImportanceSettings(context=20, chunk_tokens=64, min_tasks=5)
 
@@ -200,22 +200,10 @@ def test_a_quiet_neurons_estimate_is_its_exact_silence_to_second_order(
 
 # ------------------------------------------------------------------ workers, files
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tokenizer_path):
+def world(small_world):
     """A small model with anatomy, loadable by workers, a text and its corpus."""
-    root = tmp_path_factory.mktemp("importance")
-    vocab = FlyTokenizer(tokenizer_path).vocab_size
-    ck = validate_checkpoint(make_random_checkpoint(
-        neurons=203, edges=4001, d_embed=16, vocabulary=vocab, readout_rank=9, seed=8,
-        tokenizer_path=tokenizer_path, name="small"))
-    ck = dataclasses.replace(ck, head_b=np.asarray(ck.head_b) * np.float32(0.1))
-    write_wordbrain(ck, root / "model", tokenizer_path=tokenizer_path)
-    write_connectome_dataset(ck, root / "connectome")
-    model = load_model(str(root / "model"), dataset_dir=root / "connectome")
-    text = root / "story.txt"
-    text.write_text(_stories(3, 12), encoding="utf-8")
-    corpus = build_corpus([text], FlyTokenizer(tokenizer_path), context=SETTINGS.context)
-    return {"spec": str(root / "model"), "dataset": str(root / "connectome"), "model": model,
-            "text": text, "corpus": corpus}
+    return small_world("importance", neurons=203, edges=4001, seed=8, anatomy=True,
+                       logit_scale=0.1, text=_stories(3, 12), context=SETTINGS.context)
 
 
 def _key(row):

@@ -3,7 +3,6 @@ files, the heatmap, bad input."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,9 +18,6 @@ from flyviz.analysis.heatmap import CELL_H, CELL_W, colours, heatmap_image, heat
 from flyviz.analysis.sweep import sweep_groups
 from flyviz.model.batch import BatchEngine, PatchHooks
 from flyviz.model.patching import Patch, PatchSource, source_states
-from flyviz.model.resolve import load_model
-from flyviz.model.tokenizer import FlyTokenizer
-from flyviz.model.writers import write_connectome_dataset, write_wordbrain
 from flyviz.record.runner import Model
 
 # Seven cells per pass, so that the superclasses' cells take several passes.
@@ -29,29 +25,18 @@ SETTINGS = TraceSettings(streams=7)
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tokenizer_path):
+def world(small_world):
     """A small model with anatomy on disk (loadable by workers) and two prompts of one length."""
-    from flyviz.model.checkpoint import validate_checkpoint
-    from flyviz.model.synthetic import make_random_checkpoint
-
-    root = tmp_path_factory.mktemp("patch")
-    tokenizer = FlyTokenizer(tokenizer_path)
-    ckpt = validate_checkpoint(make_random_checkpoint(
-        neurons=211, edges=4001, d_embed=16, vocabulary=tokenizer.vocab_size, readout_rank=9,
-        seed=4, tokenizer_path=tokenizer_path, name="small"))
     # Logits of a trained model's size, so that float32 rounding stays far below 1e-6.
-    ckpt = dataclasses.replace(ckpt, head_b=np.asarray(ckpt.head_b) * np.float32(0.1))
-    write_wordbrain(ckpt, root / "model", tokenizer_path=tokenizer_path)
-    write_connectome_dataset(ckpt, root / "connectome")
-    model = load_model(str(root / "model"), dataset_dir=root / "connectome")
+    world = small_world("patch", neurons=211, edges=4001, seed=4, anatomy=True, logit_scale=0.1)
+    tokenizer = world["tokenizer"]
     pairs = [("the girl went home and", "the boy went home and"),
              ("the cat saw a dog and", "the dog saw a cat and")]
     clean, corrupt = next(((a, b) for a, b in pairs
                            if len(tokenizer.encode(a)) == len(tokenizer.encode(b))), pairs[0])
     answer = next(w for w in (" she", " the", " a", " he", " and") if len(tokenizer.encode(w)) == 1)
-    return {"root": root, "spec": str(root / "model"), "dataset": str(root / "connectome"),
-            "model": model, "clean": clean, "corrupt": corrupt, "answer": answer,
-            "length": len(tokenizer.encode(corrupt)) + 1, "tokenizer": tokenizer}
+    return {**world, "clean": clean, "corrupt": corrupt, "answer": answer,
+            "length": len(tokenizer.encode(corrupt)) + 1}
 
 
 def _trace(world, out: Path, by="superclass", workers=0, settings=SETTINGS, **kwargs):

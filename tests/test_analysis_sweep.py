@@ -21,7 +21,7 @@ from flyviz.model.resolve import load_model
 from flyviz.model.selection import neuron_index
 from flyviz.model.synthetic import _WORDS
 from flyviz.model.tokenizer import FlyTokenizer
-from flyviz.model.writers import write_connectome_dataset, write_fly_llm_hf, write_wordbrain
+from flyviz.model.writers import write_fly_llm_hf
 from flyviz.record.compare import Comparison, forced_on_text
 
 # Five columns per pass: four groups and the untouched model, so types take several passes.
@@ -29,32 +29,18 @@ SETTINGS = SweepSettings(streams=5, context=24, chunk_tokens=160, min_tasks=4)
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tokenizer_path):
+def world(small_world):
     """A small model with anatomy (fly-wordbrain weights joined to a connectome dataset
     folder, as --dataset does; loadable by workers), a text and its corpus."""
-    from flyviz.model.checkpoint import validate_checkpoint
-    from flyviz.model.synthetic import make_random_checkpoint
-
-    root = tmp_path_factory.mktemp("sweep")
-    vocab = FlyTokenizer(tokenizer_path).vocab_size
-    ckpt = validate_checkpoint(make_random_checkpoint(
-        neurons=203, edges=4001, d_embed=16, vocabulary=vocab, readout_rank=9, seed=8,
-        tokenizer_path=tokenizer_path, name="small"))
-    # Logits of a trained model's size (a cross-entropy of a few nats, not dozens), so that
-    # float32 rounding of the readout stays far below the 1e-6 the numbers are checked to.
-    ckpt = dataclasses.replace(ckpt, head_b=np.asarray(ckpt.head_b) * np.float32(0.1))
-    write_wordbrain(ckpt, root / "model", tokenizer_path=tokenizer_path)
-    write_connectome_dataset(ckpt, root / "connectome")
-    model = load_model(str(root / "model"), dataset_dir=root / "connectome")
-    assert model.anatomy is not None and model.anatomy.cell_type is not None
     rng = np.random.default_rng(3)
     stories = ["\n".join(" ".join(rng.choice(_WORDS, rng.integers(2, 12))).capitalize() + "."
                          for _ in range(rng.integers(1, 3))) for _ in range(14)]
-    text = root / "story.txt"
-    text.write_text("\n\n".join(stories) + "\n", encoding="utf-8")
-    corpus = build_corpus([text], FlyTokenizer(tokenizer_path), context=SETTINGS.context)
-    return {"root": root, "spec": str(root / "model"), "dataset": str(root / "connectome"),
-            "model": model, "text": text, "corpus": corpus}
+    # A trained model's logit size: float32 rounding of the readout stays far below the 1e-6
+    # the numbers are checked to.
+    world = small_world("sweep", neurons=203, edges=4001, seed=8, anatomy=True, logit_scale=0.1,
+                        text="\n\n".join(stories) + "\n", context=SETTINGS.context)
+    assert world["model"].anatomy.cell_type is not None
+    return world
 
 
 def _sweep(world, out: Path, by: str = "superclass", workers: int | None = 0,
@@ -370,7 +356,7 @@ def test_sweep_command_prints_the_sorted_table_and_writes_parquet(capsys, world,
 
 @pytest.mark.parametrize("case", ["by", "nothing", "empty", "suffix", "folder", "scheduler",
                                   "batch", "no-labels"])
-def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
+def test_bad_input_gives_one_line_and_exit_2(capsys, monkeypatch, world, tmp_path, case):
     text, by, out = world["text"], "superclass", tmp_path / "x.csv"
     extra: list[str] = ["--workers", "0", "--dataset", world["dataset"]]
     spec = world["spec"]
@@ -389,6 +375,9 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
         out = tmp_path / "missing" / "x.csv"
     elif case == "scheduler":
         extra = ["--scheduler", "tcp://127.0.0.1:9"]
+        # Nothing listens there: the refusal is the same after 0.2 s as after the 5 s a
+        # user's scheduler is given.
+        monkeypatch.setattr(cluster, "SCHEDULER_CONNECT_TIMEOUT_S", 0.2)
     elif case == "batch":
         extra += ["--batch", "1"]
     elif case == "no-labels":

@@ -6,8 +6,7 @@ import html
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, brightness, disc_max, fixed_display,  # noqa: F401
-                          isolated_neurons, make_window, screen_positions, window)
+from app_conftest import brightness, disc_max, fixed_display, isolated_neurons, make_window, screen_positions
 from PySide6.QtCore import QPoint, Qt
 
 from flyviz.app._testing import make_app_atlas, make_app_checkpoint, make_frame

@@ -4,7 +4,6 @@ and the Traces plot (its legend now three curves long) still fits its dock."""
 from __future__ import annotations
 
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtWidgets import QApplication
 from test_app_window_fit import clipped_controls
 from qt_barriers import settle

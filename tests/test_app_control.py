@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, expected_frames, window  # noqa: F401
+from app_conftest import expected_frames
 
 from flyviz.app.run_control import REPLAYING, RunController
 from flyviz.app.worker import IDLE, MAX_FRAMES_AHEAD, PAUSED, RUNNING

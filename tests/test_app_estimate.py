@@ -6,9 +6,8 @@ import threading
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, centre_colour, drawn, expected_colour,  # noqa: F401
-                          isolated_neurons, make_window, plain_display, screen_positions,
-                          window)
+from app_conftest import (centre_colour, drawn, expected_colour, isolated_neurons, make_window, plain_display,
+                          screen_positions)
 
 from flyviz.app._testing import make_app_checkpoint, make_app_lesion_map
 from flyviz.app.estimate_layer import open_estimate

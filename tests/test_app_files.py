@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, make_window, window  # noqa: F401
+from app_conftest import make_window
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QTableWidget
 
 from flyviz.app._testing import one_hot_recording

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, make_window, window  # noqa: F401
 
 from flyviz.model.interventions import Cut, Scale
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, lit_neurons_far_apart, make_window, window  # noqa: F401
+from app_conftest import lit_neurons_far_apart, make_window
 
 from flyviz.model.interventions import Silence
 from flyviz.model.selection import neuron_index

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, lit_neurons_far_apart, window  # noqa: F401
+from app_conftest import lit_neurons_far_apart
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 

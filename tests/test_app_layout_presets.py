@@ -4,7 +4,7 @@ the presets do not know are placed too, and the chosen layout is there at the ne
 from __future__ import annotations
 
 import pytest
-from app_conftest import app_checkpoint, make_window, window  # noqa: F401
+from app_conftest import make_window
 from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabBar
 

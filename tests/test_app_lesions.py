@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, assert_only_lit, brightness,  # noqa: F401
-                          centre_colour, disc_max, drawn, expected_colour, isolated_neurons,
-                          make_window, plain_display, screen_positions, window)
+from app_conftest import (assert_only_lit, brightness, centre_colour, disc_max, drawn, expected_colour,
+                          isolated_neurons, make_window, plain_display, screen_positions)
 from PySide6.QtCore import Qt
 
 from flyviz.analysis.sweep import LesionMap

@@ -14,7 +14,6 @@ import os
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 from gl_skip import offscreen_gl_or_skip, skip_if_no_offscreen_gl
 
 from flyviz.app._testing import make_frame

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication

@@ -6,7 +6,6 @@ import threading
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 from qt_barriers import background_delivered
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QImage, QPainter, QWheelEvent

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtCore import QPointF, Qt
 
 from flyviz.app._testing import make_frame

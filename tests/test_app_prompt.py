@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtCore import Qt
 
 from flyviz.app.controls import SUGGESTED_PROMPTS

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, expected_frames, flyviz_threads,  # noqa: F401
-                          make_window, window)
+from app_conftest import expected_frames, flyviz_threads, make_window
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 

@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-from app_conftest import app_checkpoint, make_window, window  # noqa: F401
 from PySide6.QtWidgets import QFileDialog
 
 pytestmark = pytest.mark.gui

@@ -7,7 +7,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 
 from flyviz.app._testing import make_frame
 from flyviz.app.text_panel import PieceBuilder, TextToken

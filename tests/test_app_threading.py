@@ -7,7 +7,6 @@ import logging
 import threading
 
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 
 pytestmark = pytest.mark.gui
 

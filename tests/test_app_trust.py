@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, make_window, window  # noqa: F401
+from app_conftest import make_window
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton
 

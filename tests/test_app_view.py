@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, centre_colour, drawn,  # noqa: F401
-                          isolated_neurons, lit_neurons_far_apart, plain_display,
-                          screen_positions, window)
+from app_conftest import (centre_colour, drawn, isolated_neurons, lit_neurons_far_apart,
+                          plain_display, screen_positions)
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage
 

@@ -7,8 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from app_conftest import (app_checkpoint, centre_colour, expected_colour,  # noqa: F401
-                          isolated_neurons, screen_positions, window)
+from app_conftest import centre_colour, expected_colour, isolated_neurons, screen_positions
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest

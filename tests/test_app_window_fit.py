@@ -16,7 +16,6 @@ import itertools
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 from PySide6.QtCore import QPoint, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractScrollArea,

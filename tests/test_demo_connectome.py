@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ from flyviz.demo.connectome import (TRANSMITTER_SIGN, make_connectome, pack_conn
                                     spectral_radius, unpack_connectome)
 from flyviz.model.checkpoint import SUPERCLASSES
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 NEURONS, EDGES, SLOT = 4_001, 160_000, 120
 
 
@@ -85,8 +83,8 @@ def test_anatomy_like_the_real_data(conn):
     assert len(conn.type_labels) > NEURONS // 40
 
 
-def test_positions_span_the_real_sample(conn):
-    sample = SHARED / "reference" / "data" / "neuron-layout-2048.json"
+def test_positions_span_the_real_sample(conn, shared_dir):
+    sample = shared_dir / "reference" / "data" / "neuron-layout-2048.json"
     if not sample.is_file():
         pytest.skip("shared reference data not available")
     real = np.array([n["position"] for n in json.loads(sample.read_text())["neurons"]])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +12,6 @@ from flyviz.demo.build import train_tokenizer
 from flyviz.demo.corpus import PLOTS, join_stories, make_corpus, make_stories, split_stories
 from flyviz.demo.ngram import NGramModel, story_sequences
 from flyviz.model.tokenizer import FlyTokenizer
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
 
 @pytest.fixture(scope="module")
 def corpus():
@@ -49,11 +45,15 @@ def test_stories_are_varied_plain_english(corpus):
     assert len(PLOTS) >= 10
 
 
-def test_tokenizer_has_the_real_layout(corpus):
-    train, _ = corpus
-    text = train_tokenizer(train, 512)
+@pytest.fixture(scope="module")
+def tokenizer_text(corpus) -> str:
+    """The tokenizer.json text trained on the corpus, as the demo build trains it."""
+    return train_tokenizer(corpus[0], 512)
+
+
+def test_tokenizer_has_the_real_layout(tokenizer_text):
+    text = tokenizer_text
     data = json.loads(text)
-    vocab = data["model"]["vocab"]
     assert [t["content"] for t in data["added_tokens"]] == ["<pad>", "<s>", "</s>"]
     assert [t["id"] for t in data["added_tokens"]] == [0, 1, 2]
     tok = FlyTokenizer.from_json_text(text)
@@ -61,12 +61,14 @@ def test_tokenizer_has_the_real_layout(corpus):
     ids = tok.encode("Once upon a time, there was a little girl.")
     assert tok.decode(ids) == "Once upon a time, there was a little girl."
     assert all(i > 2 for i in ids)
-    real = SHARED / "reference" / "data" / "ngxson-tokenizer.json"
-    if real.is_file():
-        # Same byte-symbol block as the real tokenizer: ids 3..258 in code-point order.
-        real_vocab = json.loads(real.read_text())["model"]["vocab"]
-        byte_ids = {k: v for k, v in real_vocab.items() if 3 <= v <= 258}
-        assert all(vocab.get(k) == v for k, v in byte_ids.items())
+
+
+def test_tokenizer_has_the_real_byte_symbols(tokenizer_text, real_tokenizer_path):
+    """Same byte-symbol block as the real tokenizer: ids 3..258 in code-point order."""
+    vocab = json.loads(tokenizer_text)["model"]["vocab"]
+    real_vocab = json.loads(real_tokenizer_path.read_text())["model"]["vocab"]
+    byte_ids = {k: v for k, v in real_vocab.items() if 3 <= v <= 258}
+    assert byte_ids and all(vocab.get(k) == v for k, v in byte_ids.items())
 
 
 def test_bigram_beats_unigram_on_held_out(corpus):

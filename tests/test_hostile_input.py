@@ -24,12 +24,9 @@ from flyviz import cli
 from flyviz.analysis import atlas_stats
 from flyviz.analysis import cluster, integrity
 from flyviz.analysis.atlas import Atlas, AtlasError, AtlasSettings, build_atlas
-from flyviz.analysis.corpus import build_corpus
 from flyviz.analysis.sweep import LesionMap, SweepError
 from flyviz.errors import InputError, MissingDependencyError
-from flyviz.model.resolve import load_model
 from flyviz.model.synthetic import _WORDS
-from flyviz.model.tokenizer import FlyTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = AtlasSettings(top_k=4, streams=5, context=24, chunk_tokens=100, min_token_count=2,
@@ -38,27 +35,18 @@ GROUPS = "first: id:0-99\nsecond: id:100-199\nthird: id:200-396\n"
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, tokenizer_path):
+def world(small_world):
     """A tiny model in a folder (workers load it), a text, its atlas, a recording and a
     lesion map, made once."""
     from flyviz.analysis.sweep import SweepSettings, run_sweep, sweep_groups
-    from flyviz.model.checkpoint import validate_checkpoint
-    from flyviz.model.synthetic import make_random_checkpoint
-    from flyviz.model.writers import write_fly_llm_hf
 
-    root = tmp_path_factory.mktemp("hostile")
-    vocab = FlyTokenizer(tokenizer_path).vocab_size
-    ckpt = validate_checkpoint(make_random_checkpoint(
-        neurons=397, edges=6001, d_embed=16, vocabulary=vocab, readout_rank=9, seed=5,
-        tokenizer_path=tokenizer_path, name="hostile"))
-    write_fly_llm_hf(ckpt, root / "model")
-    model = load_model(str(root / "model"))
     rng = np.random.default_rng(2)
     stories = [" ".join(rng.choice(_WORDS, rng.integers(3, 12))).capitalize() + "."
                for _ in range(60)]
-    text = root / "text.txt"
-    text.write_text("\n\n".join(stories) + "\n", encoding="utf-8")
-    corpus = build_corpus([text], FlyTokenizer(tokenizer_path), context=SETTINGS.context)
+    made = small_world("hostile", neurons=397, edges=6001, seed=5, name="hostile", anatomy=False,
+                       text="\n\n".join(stories) + "\n", text_name="text.txt",
+                       context=SETTINGS.context)
+    root, model, text, corpus = made["root"], made["model"], made["text"], made["corpus"]
     atlas = root / "good.atlas"
     build_atlas(str(root / "model"), model, corpus, atlas, SETTINGS, workers=0)
     groups_file = root / "groups.txt"

@@ -12,7 +12,6 @@ import os
 
 import numpy as np
 import pytest
-from app_conftest import app_checkpoint, window  # noqa: F401
 
 from flyviz.app._testing import make_frame
 from flyviz.record.recording import Recording

@@ -26,13 +26,32 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """The wheel, built as a release is (``python -m build``): the sdist from the repository,
+    then the wheel from the unpacked sdist; both in one isolated build environment, so that
+    the build's setuptools is installed once."""
+    import tarfile
+
+    from build import BuildBackendException, BuildException, ProjectBuilder
+    from build.env import DefaultIsolatedEnv
+
     out = tmp_path_factory.mktemp("dist")
-    # As a release is built: the sdist, then the wheel from the sdist.
-    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        pytest.fail(f"the wheel did not build:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    (path,) = out.glob("flyviz-*-py3-none-any.whl")
+    unpacked = tmp_path_factory.mktemp("sdist")
+    try:
+        with DefaultIsolatedEnv() as env:
+            from_repo = ProjectBuilder.from_isolated_env(env, REPO)
+            env.install(from_repo.build_system_requires)
+            env.install(from_repo.get_requires_for_build("sdist"))
+            sdist = Path(from_repo.build("sdist", out))
+            with tarfile.open(sdist) as tf:
+                tf.extractall(unpacked, filter="data")
+            (source,) = unpacked.iterdir()
+            from_sdist = ProjectBuilder.from_isolated_env(env, source)
+            env.install(from_sdist.build_system_requires - from_repo.build_system_requires)
+            env.install(from_sdist.get_requires_for_build("wheel"))
+            path = Path(from_sdist.build("wheel", out))
+    except (BuildException, BuildBackendException, subprocess.CalledProcessError) as exc:
+        pytest.fail(f"the wheel did not build: {exc}")
+    assert path.name.endswith("-py3-none-any.whl"), path
     return path
 
 
@@ -66,15 +85,18 @@ def test_wheel_carries_the_demo_brain_the_manifest_and_the_entry_point(wheel):
 
 def test_wheel_installs_into_a_new_venv_and_runs_the_demo(wheel, tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # No pip of its own (bootstrapping one costs seconds): this environment's pip installs
+    # into it (pip --python).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=300)
     python = venv / "bin" / "python"
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     # The dependencies of the test environment (its .pth files, such as an editable
     # flyviz, are not processed from a directory a .pth adds).
     Path(site, "borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    "--ignore-installed", str(wheel)],
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                    "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
                    check=True, timeout=300)
     work = tmp_path / "elsewhere"
     work.mkdir()

@@ -240,6 +240,11 @@ class RunResult:
     compute_seconds: float = 0.0
 
 
+#: Seconds to keep trying to reach a ``--scheduler`` before giving up (Dask retries a refused
+#: connection until then; a scheduler on a busy network may take a few seconds to answer).
+SCHEDULER_CONNECT_TIMEOUT_S = 5.0
+
+
 def _connect(workers: int | None, scheduler: str | None):
     """A Client (and the LocalCluster it owns, if any)."""
     require_dask("running on Dask")
@@ -247,7 +252,7 @@ def _connect(workers: int | None, scheduler: str | None):
     if scheduler:
         address = scheduler_address(scheduler)
         try:
-            client = Client(address, timeout="5s", set_as_default=False)
+            client = Client(address, timeout=f"{SCHEDULER_CONNECT_TIMEOUT_S}s", set_as_default=False)
         except (OSError, TimeoutError) as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ClusterError(f"cannot reach the Dask scheduler at {address} ({reason[:120]}); "

@@ -92,6 +92,7 @@ class SpikingBrain:
     default_excite: np.ndarray | None = None
     source: str = ""
     _id_order: np.ndarray | None = field(default=None, repr=False)
+    _grouped: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def neurons(self) -> int:
@@ -102,6 +103,16 @@ class SpikingBrain:
     def synapses(self) -> int:
         """Number of connected pairs (rows of the connectivity table)."""
         return int(self.post.shape[0])
+
+    def grouped_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The synapses in the order the engine reads them (:func:`~flyviz.spiking.engine.group_rows`):
+        ``(order, post[order])``, computed once per graph."""
+        from flyviz.spiking.engine import group_rows
+
+        if self._grouped is None or self._grouped[0] is not self.post:
+            order = group_rows(self.indptr, self.post)
+            self._grouped = (self.post, order, np.ascontiguousarray(self.post[order], np.int32))
+        return self._grouped[1], self._grouped[2]
 
     def indices_of(self, root_ids: Any, what: str = "root id") -> np.ndarray:
         """Model indices of ``root_ids``; a :class:`BrainError` names the first unknown one."""

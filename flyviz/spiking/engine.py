@@ -438,7 +438,8 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
                    rfc_ticks: np.ndarray, silenced: np.ndarray, params: LIFParams,
                    n_steps: int, events: list[tuple[np.ndarray, np.ndarray]],
                    threads: int | None = None, rows_grouped: bool = False,
-                   with_state: bool = False) -> list[tuple[np.ndarray, ...]]:
+                   with_state: bool = False, smallest_weight: float | None = None
+                   ) -> list[tuple[np.ndarray, ...]]:
     """Run ``len(events)`` trials of ``n_steps`` ticks on a CSR graph (row = presynaptic).
 
     Parameters
@@ -458,6 +459,8 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     rows_grouped
         True when ``post`` and ``weight_v`` are already permuted by :func:`group_rows` (a
         caller that runs one graph often keeps them so).
+    smallest_weight
+        The smallest nonzero ``|weight_v|``, where the caller knows it (else computed).
     with_state
         Also return each trial's final ``v`` and ``g`` (volts; ``g`` is 0 where the engine
         flushed a vanishing ``g`` of a neuron at rest, see the module notes).
@@ -474,8 +477,10 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     if not rows_grouped:
         order = group_rows(indptr, post)
         post, weight_v = post[order], weight_v[order]
-    magnitude = np.abs(weight_v)
-    smallest = float(magnitude.min(initial=np.inf, where=magnitude > 0))
+    if smallest_weight is None:
+        magnitude = np.abs(weight_v)
+        smallest_weight = float(magnitude.min(initial=np.inf, where=magnitude > 0))
+    smallest = smallest_weight
     # the flush must stay far below half an ulp of the smallest weight (see the module notes)
     g_flush = min(G_FLUSH, smallest * 2.0 ** -60) if math.isfinite(smallest) else G_FLUSH
     events = [_by_tick_then_neuron(tk, nr) for tk, nr in events]

@@ -92,6 +92,7 @@ class SpikingBrain:
     default_excite: np.ndarray | None = None
     source: str = ""
     _id_order: np.ndarray | None = field(default=None, repr=False)
+    _grouped: tuple[Any, ...] | None = field(default=None, repr=False)
 
     @property
     def neurons(self) -> int:
@@ -102,6 +103,26 @@ class SpikingBrain:
     def synapses(self) -> int:
         """Number of connected pairs (rows of the connectivity table)."""
         return int(self.post.shape[0])
+
+    def grouped_rows(self, w_syn_v: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """The synapses in the order the engine reads them
+        (:func:`~flyviz.spiking.engine.group_rows`): targets, weights ``counts * w_syn_v``
+        (volts) and the smallest nonzero weight magnitude, kept until ``post``, ``counts`` or
+        the weight change (arrays replaced, not edited in place)."""
+        from flyviz.spiking.engine import group_rows
+
+        cached = self._grouped
+        if cached is None or cached[0] is not self.post or cached[1] is not self.counts:
+            order = group_rows(self.indptr, self.post)
+            cached = (self.post, self.counts, order,
+                      np.ascontiguousarray(self.post[order], np.int32), None, None, 0.0)
+        if cached[4] != w_syn_v:
+            weight = self.counts[cached[2]] * w_syn_v
+            magnitude = np.abs(weight)
+            smallest = float(magnitude.min(initial=np.inf, where=magnitude > 0))
+            cached = cached[:4] + (w_syn_v, weight, smallest)
+        self._grouped = cached
+        return cached[3], cached[5], cached[6]
 
     def indices_of(self, root_ids: Any, what: str = "root id") -> np.ndarray:
         """Model indices of ``root_ids``; a :class:`BrainError` names the first unknown one."""

@@ -25,12 +25,20 @@ prints it), and what this engine does in the same order:
 4. ``resets``: ``v = v_rst; g = 0`` for the neurons that spiked at 2. (Done at 2 here: nothing
    in 3 reads a spiking neuron's state, and its writes to it are dropped.)
 
-Speed: only blocks of 64 neurons holding a neuron away from rest are updated. Rest is the
-propagator's fixed point ``(v_rest, 0)`` (``v_rest`` is ``v_0`` unless rounding moves it), which
-the update leaves exactly unchanged, so skipping it changes nothing. ``g`` decays forever
-without reaching 0; once ``v`` is at rest and ``|g|`` is below :data:`G_FLUSH` (far below half
-an ulp of any weight and of ``v``), ``g`` is set to 0: every later sum and product then rounds
-to what Brian2 gets with the tiny ``g`` it keeps.
+Speed (one core): the state is updated densely, in blocks of 512 neurons (``BLOCK_SHIFT``) with
+branch-free vector code; after any input a neuron takes thousands of ticks to return exactly to
+rest, so under sustained input nearly every neuron is away from it. No spike reaches a synapse
+sooner than ``D`` ticks, so time runs in windows of ``D`` ticks and each block is stepped
+through a whole window while its state sits in the L1 cache, taking the input that reaches it at
+each tick; the rows of the window's arriving spikes are first copied side by side (a stream
+the memory prefetches) and grouped by target block once per graph (:func:`group_rows`: stable,
+so each target still sums its inputs in Brian2's order). A block at rest that nothing reaches
+in a window is skipped: rest is the propagator's fixed point ``(v_rest, 0)`` (``v_rest`` is
+``v_0`` unless rounding moves it), which the update leaves exactly unchanged. ``g`` decays
+forever without reaching 0; once ``v`` is at rest and ``|g|`` is below :data:`G_FLUSH` (far
+below half an ulp of any weight and of ``v``), ``g`` is set to 0: every later sum and product
+then rounds to what Brian2 gets with the tiny ``g`` it keeps. No ``fastmath``: each operation
+rounds as Brian2's numpy code does.
 """
 
 from __future__ import annotations
@@ -43,10 +51,14 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
-__all__ = ["LIFParams", "Propagator", "propagator", "simulate_ticks", "ticks"]
+__all__ = ["LIFParams", "Propagator", "group_rows", "propagator", "simulate_ticks", "ticks"]
 
-#: Neurons per block of the skip-at-rest update (a power of two).
-BLOCK_SHIFT = 6
+#: Neurons per block of the update (a power of two): a block's state stays in the L1 cache
+#: while it is stepped through a window of ticks.
+BLOCK_SHIFT = 9
+
+#: Most ticks in one window (the synaptic delay sets it: 18 at 1.8 ms).
+MAX_WINDOW = 32
 
 #: Below this ``|g|`` (volts) a neuron at rest has ``g`` set to 0 (see the module notes).
 G_FLUSH = 1e-30
@@ -154,97 +166,280 @@ def propagator(params: LIFParams) -> Propagator:
 
 
 @numba.njit(cache=True, nogil=True)
+def _stage(first: int, arriving: int, spikes: np.ndarray, indptr: np.ndarray,
+           post: np.ndarray, weight: np.ndarray, silenced: np.ndarray, cursor: np.ndarray,
+           row_end: np.ndarray, stage_post: np.ndarray, stage_weight: np.ndarray) -> int:
+    """Copy the rows of the spikes ``first .. first + arriving`` side by side into the stage.
+
+    Read in order, the rows stream from memory; read in place, a block's piece of each of
+    dozens of rows at a time, every piece would be a cache miss. ``cursor[x]`` and
+    ``row_end[x]`` bound spike ``x``'s row in the stage (empty for a silenced neuron: its
+    synapses carry nothing). Returns the synapses staged, or minus the room needed (and writes
+    nothing) where the stage is too small.
+    """
+    staged = 0
+    for x in range(arriving):
+        pre = spikes[first + x]
+        if not silenced[pre]:
+            staged += indptr[pre + 1] - indptr[pre]
+    if staged > stage_post.shape[0]:
+        return -staged
+    staged = 0
+    for x in range(arriving):
+        pre = spikes[first + x]
+        cursor[x] = staged
+        if not silenced[pre]:
+            for e in range(indptr[pre], indptr[pre + 1]):
+                stage_post[staged] = post[e]
+                stage_weight[staged] = weight[e]
+                staged += 1
+        row_end[x] = staged
+    return staged
+
+
+@numba.njit(cache=True, nogil=True)
+def _window(k0: int, span: int, n: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
+            hold: np.ndarray, quiet: np.ndarray, gg: float, gv: float, vv: float, c0: float,
+            v_rest: float, v_th: float, v_rst: float, g_flush: float, arrive_at: np.ndarray,
+            cursor: np.ndarray, row_end: np.ndarray, stage_post: np.ndarray,
+            stage_weight: np.ndarray, ev_at: np.ndarray, ev_stop: np.ndarray,
+            ev_neuron: np.ndarray, ev_weight: float, win_tick: np.ndarray,
+            win_neuron: np.ndarray) -> int:
+    """Ticks ``k0 .. k0 + span`` of every block of neurons, one block at a time.
+
+    No spike of the window reaches a synapse inside it (``span`` is at most the delay), so each
+    block is stepped through the whole window while its state sits in the L1 cache. The
+    spikes arriving at window tick ``t`` are stage rows ``arrive_at[t] .. arrive_at[t + 1]``;
+    each row is grouped by target block (:func:`group_rows`), so ``cursor`` walks it once over
+    the blocks. Input events of window tick ``t`` are ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by
+    neuron; ``ev_at`` is their cursor). Writes the window's spikes, block by block, to ``win_tick`` (offset in the
+    window) and ``win_neuron`` and returns their number.
+    """
+    width = 1 << BLOCK_SHIFT
+    n_win = 0
+    for b in range(quiet.shape[0]):
+        lo = b << BLOCK_SHIFT
+        hi = lo + width
+        if quiet[b]:  # at rest: the update leaves it unchanged unless input arrives
+            reached = False
+            for x in range(arrive_at[0], arrive_at[span]):
+                if cursor[x] < row_end[x] and stage_post[cursor[x]] < hi:
+                    reached = True
+            for t in range(span):
+                if ev_at[t] < ev_stop[t] and ev_neuron[ev_at[t]] < hi:
+                    reached = True
+            if not reached:
+                continue
+        # the block as fixed-length views: so LLVM compiles the update below to vector code
+        # (indexed through the whole arrays it stays scalar)
+        v_b = v[lo:hi]
+        g_b = g[lo:hi]
+        until_b = until[lo:hi]
+        for t in range(span):
+            k = k0 + t
+            # 1-2: state update and threshold over the block, branch-free
+            over = False
+            for i in range(width):
+                gi = g_b[i]
+                vi = v_b[i]
+                free = k >= until_b[i]
+                g_new = gg * gi
+                v_new = c0 + ((gv * gi) + (vv * vi))
+                g_new = g_new if free else gi
+                v_new = v_new if free else vi
+                over |= free & (v_new > v_th)
+                v_b[i] = v_new
+                g_b[i] = g_new
+            if over:  # rare: a second pass finds the spiking neurons, in index order
+                for i in range(lo, min(hi, n)):
+                    if v[i] > v_th and k >= until[i]:
+                        win_tick[n_win] = t
+                        win_neuron[n_win] = i
+                        n_win += 1
+                        until[i] = k + hold[i]
+                        # 4: reset (nothing in 3 reads it: its writes are dropped)
+                        v[i] = v_rst
+                        g[i] = 0.0
+            # 3: synaptic input onto g, then events onto v, dropped where refractory (Brian2's
+            # conditional write on an "unless refractory" variable). A target gets its inputs
+            # in Brian2's order: spikes by index, each spike's synapses in table order.
+            for x in range(arrive_at[t], arrive_at[t + 1]):
+                end = row_end[x]
+                e = cursor[x]
+                while e < end and stage_post[e] < hi:
+                    j = stage_post[e]
+                    if k >= until[j]:
+                        g[j] += stage_weight[e]
+                    e += 1
+                cursor[x] = e
+            x = ev_at[t]
+            while x < ev_stop[t] and ev_neuron[x] < hi:
+                j = ev_neuron[x]
+                if k >= until[j]:
+                    v[j] += ev_weight
+                x += 1
+            ev_at[t] = x
+        busy = False
+        for i in range(width):
+            gi = g_b[i]
+            at_rest = v_b[i] == v_rest
+            if at_rest and gi < g_flush and gi > -g_flush:
+                g_b[i] = 0.0
+                gi = 0.0
+            busy |= (not at_rest) | (gi != 0.0)
+        quiet[b] = 0 if busy else 1
+    return n_win
+
+
+@numba.njit(cache=True, nogil=True)
 def _run_trial(n_steps: int, indptr: np.ndarray, post: np.ndarray, weight: np.ndarray,
                silenced: np.ndarray, rfc: np.ndarray, gg: float, gv: float, vv: float,
                c0: float, v_rest: float, v_start: float, v_th: float, v_rst: float,
                g_flush: float, delay: int, ev_tick: np.ndarray, ev_neuron: np.ndarray,
-               ev_weight: float) -> tuple[np.ndarray, np.ndarray]:
-    """One trial: the spikes as (tick offsets ``(n_steps + 1,)``, neuron indices)."""
+               ev_weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One trial: the spikes as (tick offsets ``(n_steps + 1,)``, neuron indices), and the
+    final ``v`` and ``g``.
+
+    ``post`` and ``weight`` are grouped by :func:`group_rows`; events are sorted by tick, then
+    neuron. (The loops that run often are in :func:`_stage` and :func:`_window`, whose arrays
+    are never reassigned: where a loop reads an array that its function reallocates, numba
+    counts references on every iteration.)
+    """
     n = rfc.shape[0]
     width = 1 << BLOCK_SHIFT
     n_blocks = (n + width - 1) >> BLOCK_SHIFT
     # padded to whole blocks with neurons at rest that nothing reaches, so that the inner loop
-    # has a fixed length (and compiles to vector code)
+    # has a fixed length
     padded = n_blocks * width
     v = np.full(padded, v_rest)
     v[:n] = v_start
     g = np.zeros(padded)
-    last = np.full(padded, -(1 << 40), dtype=np.int64)
-    rfc_p = np.zeros(padded, dtype=np.int64)
-    rfc_p[:n] = rfc
-    active = np.zeros(n_blocks, dtype=np.uint8)
-    if v_start != v_rest:
-        active[:] = 1
+    # until[i]: the first tick at which neuron i is not refractory; a spike at tick k sets it
+    # to k + max(rfc, 1) (Brian2's not_refractory is False at the spike's own tick even for
+    # rfc = 0, so input arriving then is dropped)
+    until = np.zeros(padded, dtype=np.int64)
+    hold = np.ones(padded, dtype=np.int64)
+    quiet = np.zeros(n_blocks, dtype=np.uint8)
+    if v_start == v_rest:
+        quiet[:] = 1
+    # a window of ticks in which no spike reaches a synapse (see _window)
+    window = min(delay, MAX_WINDOW) if delay > 0 else 1
+    most = 0  # the most spikes a window can hold: neuron i fires once per hold[i] ticks
+    for i in range(n):
+        hold[i] = max(rfc[i], 1)
+        most += (window + hold[i] - 1) // hold[i]
+    win_tick = np.empty(most, dtype=np.int64)
+    win_neuron = np.empty(most, dtype=np.int32)
+    cursor = np.empty(most, dtype=np.int64)
+    row_end = np.empty(most, dtype=np.int64)
+    stage_post = np.empty(1 << 16, dtype=np.int32)
+    stage_weight = np.empty(1 << 16, dtype=np.float64)
+    arrive_at = np.zeros(window + 1, dtype=np.int64)
+    ev_at = np.zeros(window, dtype=np.int64)
+    ev_stop = np.zeros(window, dtype=np.int64)
+    per_tick = np.zeros(window + 1, dtype=np.int64)
     tick_start = np.zeros(n_steps + 1, dtype=np.int64)
     spikes = np.empty(1024, dtype=np.int32)
     count = 0
     ev = 0
     n_ev = ev_tick.shape[0]
-    for k in range(n_steps):
-        tick_start[k] = count
-        # 1-2, 4: state update, threshold and reset, block by block where not at rest
-        for b in range(n_blocks):
-            if active[b] == 0:
-                continue
-            lo = b << BLOCK_SHIFT
-            over = False
-            busy = False
-            for i in range(lo, lo + width):
-                gi = g[i]
-                vi = v[i]
-                free = (k - last[i]) >= rfc_p[i]
-                g_new = gg * gi
-                v_new = c0 + ((gv * gi) + (vv * vi))
-                g_new = g_new if free else gi
-                v_new = v_new if free else vi
-                g_new = 0.0 if ((v_new == v_rest) & (g_new < g_flush) & (g_new > -g_flush)) \
-                    else g_new
-                over |= free & (v_new > v_th)
-                busy |= (v_new != v_rest) | (g_new != 0.0)
-                v[i] = v_new
-                g[i] = g_new
-            if over:  # rare: a second pass finds the spiking neurons, in index order
-                for i in range(lo, lo + width):
-                    if v[i] > v_th and (k - last[i]) >= rfc_p[i]:
-                        if count == spikes.shape[0]:
-                            grown = np.empty(2 * count, dtype=np.int32)
-                            grown[:count] = spikes
-                            spikes = grown
-                        spikes[count] = i
-                        count += 1
-                        last[i] = k
-                        v[i] = v_rst
-                        g[i] = 0.0
-                busy = True
-            if not busy:
-                active[b] = 0
-        # 3: spikes of tick k - delay reach g (dropped where the target is refractory or has
-        # just spiked: Brian2's conditional write on an "unless refractory" variable)
-        if k >= delay:
-            for s in range(tick_start[k - delay], tick_start[k - delay + 1]):
+    for k0 in range(0, n_steps, window):
+        span = min(window, n_steps - k0)
+        # the spikes whose synapses act in this window (all from before it), by arrival tick
+        first = tick_start[max(k0 - delay, 0)]
+        for t in range(span + 1):
+            arrive_at[t] = tick_start[max(k0 + t - delay, 0)] - first if delay > 0 else 0
+        arriving = arrive_at[span]
+        staged = _stage(first, arriving, spikes, indptr, post, weight, silenced, cursor,
+                        row_end, stage_post, stage_weight)
+        if staged < 0:
+            stage_post = np.empty(max(-staged, 2 * stage_post.shape[0]), dtype=np.int32)
+            stage_weight = np.empty(stage_post.shape[0], dtype=np.float64)
+            _stage(first, arriving, spikes, indptr, post, weight, silenced, cursor, row_end,
+                   stage_post, stage_weight)
+        for t in range(span):
+            ev_at[t] = ev
+            while ev < n_ev and ev_tick[ev] == k0 + t:
+                ev += 1
+            ev_stop[t] = ev
+        n_win = _window(k0, span, n, v, g, until, hold, quiet, gg, gv, vv, c0, v_rest, v_th,
+                        v_rst, g_flush, arrive_at, cursor, row_end, stage_post, stage_weight,
+                        ev_at, ev_stop, ev_neuron, ev_weight, win_tick, win_neuron)
+        # the window's spikes (block by block) into Brian2's order: by tick, then index
+        if count + n_win > spikes.shape[0]:
+            grown = np.empty(max(2 * spikes.shape[0], count + n_win), dtype=np.int32)
+            grown[:count] = spikes[:count]
+            spikes = grown
+        per_tick[:] = 0
+        for x in range(n_win):
+            per_tick[win_tick[x] + 1] += 1
+        for t in range(span):
+            per_tick[t + 1] += per_tick[t]
+            tick_start[k0 + t] = count + per_tick[t]
+        for x in range(n_win):
+            t = win_tick[x]
+            spikes[count + per_tick[t]] = win_neuron[x]
+            per_tick[t] += 1
+        count += n_win
+        tick_start[k0 + span] = count  # read by the next window before it is final
+        if delay == 0:  # no delay: this tick's spikes reach their targets at once
+            for s in range(tick_start[k0], count):
                 pre = spikes[s]
                 if silenced[pre]:
                     continue
                 for e in range(indptr[pre], indptr[pre + 1]):
                     j = post[e]
-                    if k - last[j] >= rfc_p[j] and last[j] != k:
+                    if k0 >= until[j]:
                         g[j] += weight[e]
-                        active[j >> BLOCK_SHIFT] = 1
-        # 3: Poisson (or replayed) events onto v, in PoissonInput's slot
-        while ev < n_ev and ev_tick[ev] == k:
-            j = ev_neuron[ev]
-            ev += 1
-            if k - last[j] >= rfc_p[j] and last[j] != k:
-                v[j] += ev_weight
-                active[j >> BLOCK_SHIFT] = 1
+                        quiet[j >> BLOCK_SHIFT] = 0
     tick_start[n_steps] = count
-    return tick_start, spikes[:count].copy()
+    return tick_start, spikes[:count].copy(), v[:n].copy(), g[:n].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _block_order(indptr: np.ndarray, post: np.ndarray, shift: int) -> np.ndarray:
+    """The permutation that sorts each row's synapses by target block (``post >> shift``),
+    stably: synapses onto one target keep their order (a counting sort per row)."""
+    n_blocks = (int(post.max()) >> shift) + 1 if post.shape[0] else 1
+    order = np.empty(post.shape[0], dtype=np.int64)
+    at = np.zeros(n_blocks + 1, dtype=np.int64)
+    for row in range(indptr.shape[0] - 1):
+        lo, hi = indptr[row], indptr[row + 1]
+        if hi - lo < 2:
+            for e in range(lo, hi):
+                order[e] = e
+            continue
+        first_b, last_b = n_blocks, 0
+        for e in range(lo, hi):
+            blk = post[e] >> shift
+            at[blk + 1] += 1
+            first_b = min(first_b, blk)
+            last_b = max(last_b, blk)
+        at[first_b] = lo
+        for blk in range(first_b, last_b + 1):
+            at[blk + 1] += at[blk]
+        for e in range(lo, hi):
+            blk = post[e] >> shift
+            order[at[blk]] = e
+            at[blk] += 1
+        at[first_b:last_b + 2] = 0
+    return order
+
+
+def group_rows(indptr: np.ndarray, post: np.ndarray) -> np.ndarray:
+    """The order :func:`simulate_ticks` wants the synapses in (``rows_grouped``): each row by
+    target block of the engine, synapses onto one target in their original order (so each
+    target still sums its inputs in Brian2's order). Returns the permutation of the synapses."""
+    return _block_order(np.ascontiguousarray(indptr, dtype=np.int64),
+                        np.ascontiguousarray(post, dtype=np.int32), BLOCK_SHIFT)
 
 
 def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
                    rfc_ticks: np.ndarray, silenced: np.ndarray, params: LIFParams,
                    n_steps: int, events: list[tuple[np.ndarray, np.ndarray]],
-                   threads: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+                   threads: int | None = None, rows_grouped: bool = False,
+                   with_state: bool = False, smallest_weight: float | None = None
+                   ) -> list[tuple[np.ndarray, ...]]:
     """Run ``len(events)`` trials of ``n_steps`` ticks on a CSR graph (row = presynaptic).
 
     Parameters
@@ -257,20 +452,38 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     silenced
         ``(n,)`` bool: neurons whose outgoing synapses are zeroed.
     events
-        Per trial, ``(tick, neuron)`` of every input event (sorted by tick), each adding
-        ``params.poisson_weight`` to ``v``.
+        Per trial, ``(tick, neuron)`` of every input event, each adding
+        ``params.poisson_weight`` to ``v`` (events onto one neuron in one tick in their order).
     threads
         Trials run side by side on this many threads (default: one per core).
+    rows_grouped
+        True when ``post`` and ``weight_v`` are already permuted by :func:`group_rows` (a
+        caller that runs one graph often keeps them so).
+    smallest_weight
+        The smallest nonzero ``|weight_v|``, where the caller knows it (else computed).
+    with_state
+        Also return each trial's final ``v`` and ``g`` (volts; ``g`` is 0 where the engine
+        flushed a vanishing ``g`` of a neuron at rest, see the module notes).
 
     Returns
     -------
-    list of (ticks, neurons)
+    list of (ticks, neurons) or (ticks, neurons, v, g)
         Per trial, every spike's tick and neuron, in Brian2's order (by tick, then index).
     """
     prop = propagator(params)
-    nonzero = np.abs(weight_v[weight_v != 0])
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    post = np.ascontiguousarray(post, dtype=np.int32)
+    weight_v = np.ascontiguousarray(weight_v, dtype=np.float64)
+    if not rows_grouped:
+        order = group_rows(indptr, post)
+        post, weight_v = post[order], weight_v[order]
+    if smallest_weight is None:
+        magnitude = np.abs(weight_v)
+        smallest_weight = float(magnitude.min(initial=np.inf, where=magnitude > 0))
+    smallest = smallest_weight
     # the flush must stay far below half an ulp of the smallest weight (see the module notes)
-    g_flush = min(G_FLUSH, float(nonzero.min()) * 2.0 ** -60) if nonzero.size else G_FLUSH
+    g_flush = min(G_FLUSH, smallest * 2.0 ** -60) if math.isfinite(smallest) else G_FLUSH
+    events = [_by_tick_then_neuron(tk, nr) for tk, nr in events]
     offsets = np.zeros(len(events) + 1, dtype=np.int64)
     for t, (tk, _) in enumerate(events):
         offsets[t + 1] = offsets[t] + tk.shape[0]
@@ -282,12 +495,13 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
             prop.vv, prop.c0, prop.v_rest, params.v_0 * _MV, params.v_th * _MV,
             params.v_rst * _MV, g_flush, params.delay_ticks)
 
-    def one(trial: int) -> tuple[np.ndarray, np.ndarray]:
+    def one(trial: int) -> tuple[np.ndarray, ...]:
         lo, hi = offsets[trial], offsets[trial + 1]
-        starts, spikes = _run_trial(int(n_steps), *args, ev_tick[lo:hi], ev_neuron[lo:hi],
-                                    params.poisson_weight)
-        return (np.repeat(np.arange(n_steps, dtype=np.int64), np.diff(starts)),
-                spikes.astype(np.int64))
+        starts, spikes, v, g = _run_trial(int(n_steps), *args, ev_tick[lo:hi],
+                                          ev_neuron[lo:hi], params.poisson_weight)
+        found = (np.repeat(np.arange(n_steps, dtype=np.int64), np.diff(starts)),
+                 spikes.astype(np.int64))
+        return found + (v, g) if with_state else found
 
     workers = max(1, min(len(events), threads or os.cpu_count() or 1))
     if workers == 1:
@@ -295,3 +509,14 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     # the compiled trial releases the GIL: trials run side by side on threads
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(one, range(len(events))))
+
+
+def _by_tick_then_neuron(tick: np.ndarray, neuron: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Events in the order the engine reads them (stable: repeated events keep their order)."""
+    tick = np.asarray(tick, dtype=np.int64)
+    neuron = np.asarray(neuron, dtype=np.int64)
+    if tick.size > 1 and not np.all(
+            (tick[1:] > tick[:-1]) | ((tick[1:] == tick[:-1]) & (neuron[1:] >= neuron[:-1]))):
+        order = np.lexsort((neuron, tick))
+        tick, neuron = tick[order], neuron[order]
+    return tick, neuron

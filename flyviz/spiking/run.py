@@ -212,9 +212,10 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
             order = np.lexsort((nr, tk))
             tk, nr = tk[order], nr[order]
         events.append((tk, nr))
-    weight = brain.counts * (p.w_syn * 0.001)  # Brian2: counts * (w_syn * mV), volts
-    runs = simulate_ticks(brain.indptr, brain.post, weight, rfc, silenced, p, n_steps, events,
-                          threads)
+    # Brian2: counts * (w_syn * mV), volts
+    post, weight, smallest = brain.grouped_rows(p.w_syn * 0.001)
+    runs = simulate_ticks(brain.indptr, post, weight, rfc, silenced, p, n_steps, events,
+                          threads, rows_grouped=True, smallest_weight=smallest)
     trial = np.concatenate([np.full(r[0].shape, t, dtype=np.int64) for t, r in enumerate(runs)])
     return SpikeRun(brain, p, n_steps, trials, np.concatenate([r[0] for r in runs]), trial,
                     np.concatenate([r[1] for r in runs]))

@@ -152,3 +152,30 @@ def test_a_spiking_recording_exports_as_a_movie_whose_bins_light_the_spiking_neu
     left, right = lit[:, :160].sum(), lit[:, 160:].sum()
     # The excited (left) neurons fire and are lit; the silent right ones stay dark.
     assert left >= 15 and right <= left // 5, (left, right)
+
+
+def test_a_spiking_recordings_figure_is_drawn_on_its_brain_and_captioned_by_bin(
+        brain_folder, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from flyviz import figures
+    from flyviz.model.errors import ExportError
+
+    model = SpikingModel.load(str(brain_folder))
+    recording = record_run(model, Stimulus(excite="superclass:sensory", seed=4),
+                           BinSettings(bins=3))
+    figure = Figure(figsize=(6.4, 4.8), dpi=100)
+    try:
+        figures._brain(figure, recording, model,
+                       figures.FigureOptions(kind="brain", size=(640, 480), token=1).checked())
+    except ExportError as exc:  # pragma: no cover
+        pytest.skip(f"no offscreen OpenGL here: {exc}")
+    spikes = recording.metadata["spiking"]["bin_spikes"][1]
+    assert [a.get_title() for a in figure.axes if a.get_title()] == [
+        f"bin 2 of 3 · 20 ms · {spikes:,} spikes"]
+    # On the command line the recording's brain is found by itself (no --model).
+    rec = tmp_path / "s.flyrec"
+    recording.save(rec)
+    assert main(["figure", str(rec), "--kind", "brain", "--out", str(tmp_path / "b.png")]) == 0
+    assert (tmp_path / "b.png").stat().st_size > 1000

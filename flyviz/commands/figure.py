@@ -90,12 +90,21 @@ def run(args: argparse.Namespace) -> int:
     spec, args.dataset = recording_model(recording, args.model, args.dataset)
     needs_labels = args.kind in ("celltypes", "brain") or (args.kind == "raster"
                                                            and args.sort == "anatomy")
+    from flyviz.kinds import kind_of_recording
+
+    if kind_of_recording(recording).key == "spiking" and args.model is None:
+        spec = (recording.metadata.get("spiking") or {}).get("brain") or None  # its brain
     if spec is None and needs_labels:
         raise InputError(f"{args.recording.name} names no model; give one with --model SPEC")
     if spec is not None:
         from flyviz.record.runner import Model
 
-        model = Model(load_model_from_args(args, spec))
+        if kind_of_recording(recording).key == "spiking":
+            from flyviz.kinds.spiking import SpikingModel
+
+            model = SpikingModel.load(str(spec))
+        else:
+            model = Model(load_model_from_args(args, spec))
         if model.neurons != recording.neurons:
             raise RecordingError(f"{args.recording.name} has {recording.neurons:,} neurons but "
                                  f"model {spec} has {model.neurons:,}; give the model it was "

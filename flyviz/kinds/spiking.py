@@ -145,6 +145,14 @@ class SpikingModel:
                     side=b.side, cell_type=b.cell_type)
         return self._anatomy
 
+    @property
+    def anatomy(self) -> "Anatomy":
+        """:meth:`drawing_anatomy` (what figures read)."""
+        return self.drawing_anatomy()
+
+    def close(self) -> None:
+        """Nothing to release (a brain is arrays); here so callers treat it as any model."""
+
     @classmethod
     def load(cls, spec: str) -> "SpikingModel":
         """The spiking brain ``spec`` names (:func:`flyviz.spiking.load_brain`)."""

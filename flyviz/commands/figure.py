@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 from pathlib import Path
 
 from flyviz.commands._options import add_dataset_option, load_model_from_args, recording_model
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out)
     require("figures", "flyviz figure")
     recording = Recording.load(args.recording)
-    model = None
+    model: Any = None  # a Fly LLM Model, or a SpikingModel for a spiking recording
     spec, args.dataset = recording_model(recording, args.model, args.dataset)
     needs_labels = args.kind in ("celltypes", "brain") or (args.kind == "raster"
                                                            and args.sort == "anatomy")

@@ -130,11 +130,10 @@ class SpikingFeature:
             self.host.show_message(str(exc), True)
             return False
         brain.name = f"{getattr(checkpoint, 'name', '') or 'model'} (spiking)"
-        if brain.default_excite is None and brain.superclass is not None:
-            import numpy as np
+        if brain.default_excite is None and brain.synapses:
+            from flyviz.spiking.demo import strongest_sensory
 
-            sensory = np.flatnonzero([s == "cb_sensory" for s in brain.superclass])
-            brain.default_excite = sensory[:21] if sensory.size else None
+            brain.default_excite = strongest_sensory(brain)  # as `flyviz simulate demo`
         self.open(SpikingModel(brain))
         return True
 

@@ -214,6 +214,12 @@ def run(args: argparse.Namespace) -> int:
     options.crf(movie_format(args.out))  # a bad --quality fails before any work
     check_meshes(args)
     t0 = time.perf_counter()
+    from flyviz.kinds import LANGUAGE, ModelKind, kind_of_recording
+
+    kind: ModelKind = LANGUAGE
+    if args.recording is None and args.spec and str(args.spec).endswith(".flyrec") \
+            and not args.prompt:
+        args.recording, args.spec = Path(args.spec), None  # flyviz export run.flyrec --out ...
     if args.recording is not None:
         from flyviz.record.recording import Recording
 
@@ -225,8 +231,13 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("interventions apply when the model runs: give SPEC and --prompt "
                              "instead of --recording")
         recording = Recording.load(args.recording)
+        kind = kind_of_recording(recording)
         spec, args.dataset = recording_model(recording, args.spec, args.dataset)
-        if spec:
+        if kind.key == "spiking" and not args.spec:
+            anatomy, note = kind.recording_anatomy(recording)  # type: ignore[attr-defined]
+            if note:
+                print(f"flyviz: note: {note}", file=sys.stderr)
+        elif spec:
             from flyviz.model.identity import identity_mismatch
 
             model = model_from_args(args, str(spec), _load_progress)
@@ -281,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         out = export_recording(recording, anatomy, args.out, options,
                                progress=rss.wrap(progress) if rss else progress, gl=args.gl,
-                               meshes=meshes)
+                               meshes=meshes, kind=kind)
     finally:
         progress.end_line()
         if previous is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 from pathlib import Path
 
 from flyviz.commands._options import add_dataset_option, load_model_from_args, recording_model
@@ -86,16 +87,25 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out)
     require("figures", "flyviz figure")
     recording = Recording.load(args.recording)
-    model = None
+    model: Any = None  # a Fly LLM Model, or a SpikingModel for a spiking recording
     spec, args.dataset = recording_model(recording, args.model, args.dataset)
     needs_labels = args.kind in ("celltypes", "brain") or (args.kind == "raster"
                                                            and args.sort == "anatomy")
+    from flyviz.kinds import kind_of_recording
+
+    if kind_of_recording(recording).key == "spiking" and args.model is None:
+        spec = (recording.metadata.get("spiking") or {}).get("brain") or None  # its brain
     if spec is None and needs_labels:
         raise InputError(f"{args.recording.name} names no model; give one with --model SPEC")
     if spec is not None:
         from flyviz.record.runner import Model
 
-        model = Model(load_model_from_args(args, spec))
+        if kind_of_recording(recording).key == "spiking":
+            from flyviz.kinds.spiking import SpikingModel
+
+            model = SpikingModel.load(str(spec))
+        else:
+            model = Model(load_model_from_args(args, spec))
         if model.neurons != recording.neurons:
             raise RecordingError(f"{args.recording.name} has {recording.neurons:,} neurons but "
                                  f"model {spec} has {model.neurons:,}; give the model it was "

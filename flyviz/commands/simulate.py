@@ -8,6 +8,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 EPILOG = """\
 BRAIN is a folder in the authors' layout (Completeness_783.csv + Connectivity_783.parquet, or
@@ -20,6 +21,7 @@ examples:
   flyviz simulate ./shiu --excite-file sugar_ids.txt --rate 150 --trials 30 --out sugar.parquet
   flyviz simulate ./shiu --excite 'body:720575940624963786' --silence 'type:MN9' --out s.parquet
   flyviz simulate ./shiu --input-spikes replay.csv --duration 400ms --out replay.parquet
+  flyviz simulate demo --duration 500ms --record spikes.flyrec && flyviz export spikes.flyrec --out m.mp4
 """
 
 
@@ -71,8 +73,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "0.192 on MaleCNS graphs)")
     parser.add_argument("--exp-name", metavar="NAME", default=None,
                         help="the exp_name column (default: the output file's stem)")
-    parser.add_argument("--out", metavar="FILE", type=Path, required=True,
+    parser.add_argument("--out", metavar="FILE", type=Path, default=None,
                         help="spikes in the authors' layout (t, trial, flywire_id, exp_name)")
+    parser.add_argument("--record", metavar="FILE", type=Path, default=None,
+                        help="also (or instead) save each neuron's rate per bin as a .flyrec "
+                             "recording, for 'flyviz export', 'figure' and 'gui'")
+    parser.add_argument("--bin", metavar="MS", type=float, default=10.0,
+                        help="bin length of --record, ms (default 10)")
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -96,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.extras import require
     from flyviz.spiking import LIFParams, load_brain, read_input_spikes, select, simulate
 
-    require("parquet", "flyviz simulate --out")  # before any work
+    if args.out is None and args.record is None:
+        raise InputError("give --out FILE (the spikes) and/or --record FILE (rates per bin)")
+    if args.out is not None:
+        require("parquet", "flyviz simulate --out")  # before any work
     for name, value in (("--rate", args.rate), ("--duration", args.duration)):
         if not math.isfinite(value) or value < 0:
             raise InputError(f"{name} must be a non-negative number, not {value}")
@@ -104,7 +114,15 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--trials must be at least 1, not {args.trials}")
     if args.w_syn is not None and not math.isfinite(args.w_syn):
         raise InputError(f"--w-syn must be a number, not {args.w_syn}")
-    _check_out(args.out)
+    if args.record is not None:
+        from flyviz.kinds.spiking import BinSettings
+
+        BinSettings(bin_ms=args.bin).validate()
+        if args.record.suffix != ".flyrec":
+            raise InputError(f"--record {args.record} must end in .flyrec")
+    for path in (args.out, args.record):
+        if path is not None:
+            _check_out(path)
     if args.excite is not None or args.silence is not None:
         from flyviz.model.selection import parse
 
@@ -145,10 +163,13 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(brain, excite=excite, silence=silence, duration_s=args.duration,
                       trials=args.trials, seed=args.seed, input_events=events, params=params)
     wall = time.perf_counter() - start
-    frame = result.to_frame(args.exp_name or args.out.stem)
-    tmp = args.out.with_name(args.out.name + ".part")
-    frame.to_parquet(tmp, compression="brotli", index=False)
-    tmp.replace(args.out)
+    if args.out is not None:
+        frame = result.to_frame(args.exp_name or args.out.stem)
+        tmp = args.out.with_name(args.out.name + ".part")
+        frame.to_parquet(tmp, compression="brotli", index=False)
+        tmp.replace(args.out)
+    if args.record is not None:
+        _save_recording(args, brain, result, excite, silence)
 
     rates = result.rates()
     bio = result.duration_s * result.trials
@@ -158,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
           + (f", {events[0].size:,} input events" if events is not None else ""))
     print(f"{result.trials} trial(s) x {result.duration_s:g} s: {result.neuron.size:,} spikes, "
           f"{int((rates > 0).sum()):,} neurons fired; {wall:.2f} s "
-          f"({wall / bio if bio else 0:.3f} s per biological second) -> {args.out}")
+          f"({wall / bio if bio else 0:.3f} s per biological second) -> "
+          f"{' and '.join(str(p) for p in (args.out, args.record) if p is not None)}")
     top = np.argsort(-rates, kind="stable")[:10]
     for i in top:
         if rates[i] <= 0:
@@ -167,3 +189,26 @@ def run(args: argparse.Namespace) -> int:
             else ""
         print(f"  {brain.root_ids[i]:>20}  {rates[i]:8.1f} Hz  {label}")
     return 0
+
+
+def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: Any,
+                    silence: Any) -> None:
+    """Write ``--record``: each neuron's rate per ``--bin`` ms bin (Hz), as the spiking kind's
+    frames (:mod:`flyviz.kinds.spiking`), its metadata naming the kind and the brain."""
+    from flyviz.kinds import state_frame
+    from flyviz.kinds.spiking import SPIKING, BinSettings, SpikingModel, Stimulus
+    from flyviz.record.recording import Recording
+
+    bin_ticks = max(1, int(round(args.bin / result.params.dt)))
+    counts = result.bin_counts(bin_ticks)
+    bins = BinSettings(bins=counts.shape[0], bin_ms=bin_ticks * result.params.dt,
+                       trials=result.trials)
+    stimulus = Stimulus(excite=args.excite, rate=args.rate, silence=args.silence,
+                        seed=args.seed)
+    recording = Recording(brain.neurons, SPIKING.metadata(
+        SpikingModel(brain, args.brain), stimulus, bins, counts, excite, silence),
+        states_dtype="float32")
+    seconds = bin_ticks * result.params.dt_s * result.trials
+    for i, row in enumerate(counts):
+        recording.append(state_frame(i, row / seconds))
+    recording.save(args.record)

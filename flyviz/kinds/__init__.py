@@ -47,8 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.render.overlay import OverlayContent
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["EVERY_KIND", "LANGUAGE", "ModelKind", "SideChannel", "TimeAxis", "kind_of",
-           "state_frame"]
+__all__ = ["EVERY_KIND", "LANGUAGE", "ModelKind", "SideChannel", "TimeAxis", "kind_named",
+           "kind_of", "kind_of_recording", "state_frame"]
 
 #: What a dock that serves every kind of model declares.
 EVERY_KIND: tuple[str, ...] = ("*",)
@@ -229,8 +229,10 @@ def state_frame(index: int, state: np.ndarray) -> "Frame":
     from flyviz.record.frame import PHASE_GENERATION, Frame
 
     values = np.asarray(state, dtype=np.float32)
-    return Frame(position=int(index), phase=PHASE_GENERATION, input_token_id=-1, input_text="",
-                 predicted_token_id=-1, predicted_text="", probability=0.0,
+    # Token ids are 0, not -1: a .flyrec file holds non-negative ids only, and these frames
+    # are saved like any other (their empty texts say there is no token).
+    return Frame(position=int(index), phase=PHASE_GENERATION, input_token_id=0, input_text="",
+                 predicted_token_id=0, predicted_text="", probability=0.0,
                  top_k_ids=np.zeros(0, np.int64), top_k_probabilities=np.zeros(0, np.float32),
                  top_k_text=(), state=values,
                  mean_abs_state=float(np.abs(values).mean()) if values.size else 0.0)
@@ -241,6 +243,33 @@ def kind_of(model: Any) -> ModelKind:
     else the Fly LLM's (:data:`LANGUAGE`: every model flyviz loaded before kinds existed)."""
     kind = getattr(model, "kind", None)
     return kind if isinstance(kind, ModelKind) else LANGUAGE
+
+
+#: The kinds a recording's metadata may name (``"kind"``), by key: the module defining each
+#: (imported when a recording names it) and the name of the kind there.
+KIND_MODULES: dict[str, tuple[str, str]] = {
+    "language": ("flyviz.kinds.language", "LANGUAGE"),
+    "spiking": ("flyviz.kinds.spiking", "SPIKING"),
+}
+
+
+def kind_named(key: str) -> ModelKind:
+    """The kind whose key is ``key`` (:data:`KIND_MODULES`); ``ValueError`` for another."""
+    import importlib
+
+    if key not in KIND_MODULES:
+        raise ValueError(f"unknown model kind {key!r}; the kinds are {', '.join(KIND_MODULES)}")
+    module, name = KIND_MODULES[key]
+    kind = getattr(importlib.import_module(module), name)
+    assert isinstance(kind, ModelKind)
+    return kind
+
+
+def kind_of_recording(recording: "Recording") -> ModelKind:
+    """The kind of the model ``recording`` was made with: the one its metadata names
+    (``"kind"``), else the Fly LLM's (every recording made before kinds existed)."""
+    key = recording.metadata.get("kind")
+    return kind_named(key) if isinstance(key, str) and key in KIND_MODULES else LANGUAGE
 
 
 # The first kind, defined over the base above (its module imports this one).

@@ -14,7 +14,7 @@ import numpy as np
 
 from flyviz.spiking.brain import SpikingBrain, brain_from_checkpoint
 
-__all__ = ["DEMO_EXCITED", "demo_brain"]
+__all__ = ["DEMO_EXCITED", "demo_brain", "strongest_sensory"]
 
 #: Neurons a demo run excites by default: the authors' 21 sugar-sensing GRNs, in number.
 DEMO_EXCITED = 21
@@ -30,6 +30,15 @@ def demo_brain() -> SpikingBrain:
 
     brain = brain_from_checkpoint(load_model("demo"))
     brain.name = "demo"
+    brain.default_excite = strongest_sensory(brain)
+    _cache.append(brain)
+    return brain
+
+
+def strongest_sensory(brain: SpikingBrain, count: int = DEMO_EXCITED) -> np.ndarray:
+    """The ``count`` ``cb_sensory`` neurons (any neurons, on a brain without labels) with the
+    most outgoing excitatory synapses, sorted: what a run on a Fly LLM model's graph excites
+    when nothing is named."""
     excitatory = np.where(brain.counts > 0, brain.counts, 0.0)
     out = np.add.reduceat(excitatory, brain.indptr[:-1]) if brain.synapses else \
         np.zeros(brain.neurons)
@@ -37,6 +46,4 @@ def demo_brain() -> SpikingBrain:
     if brain.superclass is not None:
         sensory = np.array([s == "cb_sensory" for s in brain.superclass])
         out = np.where(sensory, out, -1.0)
-    brain.default_excite = np.sort(np.argsort(-out, kind="stable")[:DEMO_EXCITED])
-    _cache.append(brain)
-    return brain
+    return np.sort(np.argsort(-out, kind="stable")[:int(count)])

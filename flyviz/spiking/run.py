@@ -44,6 +44,18 @@ class SpikeRun:
         counts = np.bincount(self.neuron, minlength=self.brain.neurons)
         return counts / (self.trials * self.duration_s)
 
+    def bin_counts(self, bin_ticks: int) -> np.ndarray:
+        """``(bins, n)`` spikes of each neuron in consecutive bins of ``bin_ticks`` ticks,
+        summed over the trials (the last bin may be short when ``n_steps`` is not a
+        multiple). What a binned view of the run steps through."""
+        bin_ticks = int(bin_ticks)
+        if bin_ticks < 1:
+            raise InputError(f"a bin must be at least one tick, not {bin_ticks}")
+        bins = max(1, -(-self.n_steps // bin_ticks))
+        flat = (self.tick // bin_ticks) * self.brain.neurons + self.neuron
+        counts = np.bincount(flat, minlength=bins * self.brain.neurons)
+        return counts[:bins * self.brain.neurons].reshape(bins, self.brain.neurons)
+
     def to_frame(self, exp_name: str | None = None) -> Any:
         """The authors' table: ``t, trial, flywire_id, exp_name``, one row per spike."""
         import pandas as pd

@@ -1,0 +1,305 @@
+"""The spiking brain's kind: Shiu et al.'s LIF model shown in bins of milliseconds.
+
+:class:`SpikingKind` (:data:`SPIKING`) is the second kind of model flyviz shows
+(:mod:`flyviz.kinds`). Its models are :class:`SpikingModel` objects (a
+:class:`~flyviz.spiking.brain.SpikingBrain` with what the viewer reads: ``neurons``,
+``name``, ``drawing_anatomy()``, ``kind``); a run's request is a :class:`Stimulus`
+(which neurons get Poisson input, at what rate, which are silenced: selection
+queries); its settings a :class:`BinSettings` (how long a bin is, how many).
+
+A frame is one bin and its state is **each neuron's firing rate in that bin, in
+Hz** (spikes in the bin over the bin's length and the trials). Rates rather than
+spikes decayed with a 15 ms time constant: a bin's rate is what the authors'
+analysis reports and reads in Hz on the colour bar, each bin stands alone (no
+hidden smoothing constant, scrubbing to a bin shows that bin's spikes and nothing
+of the bins before it), and a recording of rates sums back to the run's spike
+counts exactly. The side channel is the bin's **spike count** (:data:`SPIKES`),
+kept per bin in the recording's metadata (``spiking.bin_spikes``) and said in the
+captions.
+
+A recording of a spiking run says ``"kind": "spiking"`` in its metadata, and the
+brain it ran on in ``spiking.brain``; :func:`flyviz.kinds.kind_of_recording`
+reads the first, :meth:`SpikingKind.recording_anatomy` the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from flyviz.errors import InputError
+from flyviz.kinds import ModelKind, SideChannel, TimeAxis, state_frame
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.checkpoint import Anatomy
+    from flyviz.record.frame import Frame
+    from flyviz.record.recording import Recording
+    from flyviz.render.overlay import OverlayContent
+    from flyviz.spiking.brain import SpikingBrain
+    from flyviz.viewer.settings import RunSettings
+
+__all__ = ["BIN_MS", "SPIKES", "SPIKING", "SPIKING_KEY", "BinSettings", "SpikingKind",
+           "SpikingModel", "Stimulus", "record_run"]
+
+#: The spiking kind's key (what its docks declare, what its recordings' metadata says).
+SPIKING_KEY = "spiking"
+#: The default bin length, ms.
+BIN_MS = 10.0
+#: The side channel of each bin's spike count.
+SPIKES = SideChannel("spikes", "Spikes", "how many spikes the brain fired in the bin")
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    """What a spiking run is given.
+
+    Parameters
+    ----------
+    excite
+        Query of the neurons given Poisson input (``None``: the brain's own set, the
+        demo's 21 sensory neurons).
+    rate
+        Their Poisson rate, Hz.
+    silence
+        Query of the neurons whose outgoing synapses are zeroed, or ``None``.
+    seed
+        Seed of the Poisson input.
+    """
+
+    excite: str | None = None
+    rate: float = 150.0
+    silence: str | None = None
+    seed: int = 0
+
+    def indices(self, brain: "SpikingBrain") -> tuple[np.ndarray, np.ndarray | None]:
+        """``(excited, silenced)`` model indices on ``brain``; :class:`InputError` when
+        nothing would be excited."""
+        from flyviz.spiking.run import select
+
+        if self.excite is not None and self.excite.strip():
+            excite = select(brain, self.excite)
+        elif brain.default_excite is not None:
+            excite = np.asarray(brain.default_excite, np.int64)
+        else:
+            raise InputError("nothing to excite: give a query of the neurons to excite")
+        silence = select(brain, self.silence) if self.silence and self.silence.strip() \
+            else None
+        return excite, silence
+
+
+@dataclass(frozen=True)
+class BinSettings:
+    """How a spiking run is cut into frames: ``bins`` bins of ``bin_ms`` ms, ``trials``
+    trials pooled."""
+
+    bins: int = 50
+    bin_ms: float = BIN_MS
+    trials: int = 1
+
+    def validate(self, dt_ms: float = 0.1) -> "BinSettings":
+        """Itself, or :class:`InputError` for a bin shorter than a tick, no bins or trials."""
+        if not np.isfinite(self.bin_ms) or self.bin_ms < dt_ms:
+            raise InputError(f"a bin must be at least one tick ({dt_ms:g} ms), "
+                             f"not {self.bin_ms:g} ms")
+        if int(self.bins) < 1 or int(self.trials) < 1:
+            raise InputError("a spiking run needs at least one bin and one trial")
+        return self
+
+
+class SpikingModel:
+    """A spiking brain as the viewer sees a model: ``neurons``, ``name``, its anatomy and
+    :data:`SPIKING` as its kind. ``spec`` is what loads the brain again (``"demo"``, a
+    folder), written into recordings."""
+
+    def __init__(self, brain: "SpikingBrain", spec: str = "") -> None:
+        self.brain = brain
+        self.spec = str(spec or brain.source or brain.name)
+        self.name = str(brain.name)
+        self._anatomy: Anatomy | None = None
+
+    kind: ClassVar["SpikingKind"]
+
+    @property
+    def neurons(self) -> int:
+        """Number of neurons."""
+        return self.brain.neurons
+
+    def drawing_anatomy(self) -> "Anatomy":
+        """The brain's soma positions (the demo's synthetic ones), else a generic ball."""
+        if self._anatomy is None:
+            from flyviz.model.checkpoint import Anatomy
+            from flyviz.model.layout import ball_layout
+
+            b = self.brain
+            if b.positions is None or b.positions_valid is None or not b.positions_valid.any():
+                self._anatomy = ball_layout(b.neurons)
+            else:
+                self._anatomy = Anatomy(
+                    positions=np.asarray(b.positions, np.float32),
+                    valid=np.asarray(b.positions_valid, bool),
+                    kind="synthetic" if b.name == "demo" else "measured",
+                    body_id=np.asarray(b.root_ids, np.int64), superclass=b.superclass,
+                    side=b.side, cell_type=b.cell_type)
+        return self._anatomy
+
+    @property
+    def anatomy(self) -> "Anatomy":
+        """:meth:`drawing_anatomy` (what figures read)."""
+        return self.drawing_anatomy()
+
+    def close(self) -> None:
+        """Nothing to release (a brain is arrays); here so callers treat it as any model."""
+
+    @classmethod
+    def load(cls, spec: str) -> "SpikingModel":
+        """The spiking brain ``spec`` names (:func:`flyviz.spiking.load_brain`)."""
+        from flyviz.spiking import load_brain
+
+        return cls(load_brain(spec), spec)
+
+
+class SpikingKind(ModelKind):
+    """Shiu et al.'s LIF brain: a stimulus in, each neuron's rate per 10 ms bin out."""
+
+    key: ClassVar[str] = SPIKING_KEY
+    title: ClassVar[str] = "spiking brain"
+    time_axis: ClassVar[TimeAxis] = TimeAxis("bin", "ms", BIN_MS)
+    side_channels: ClassVar[tuple[SideChannel, ...]] = (SPIKES,)
+
+    # ------------------------------------------------------------ stepping
+    def run_settings(self, run: "RunSettings | None" = None, **options: Any) -> BinSettings:
+        """:class:`BinSettings` from ``bins=``, ``bin_ms=``, ``trials=`` (the viewer's run
+        settings hold nothing a spiking run reads)."""
+        return BinSettings(**options).validate()
+
+    def frames(self, model: Any, request: Any, settings: Any = None, *,
+               interventions: Any = (), recording: "Recording | None" = None
+               ) -> Iterator["Frame"]:
+        """Run ``model`` (a :class:`SpikingModel`) on ``request`` (a :class:`Stimulus`)
+        for ``settings.bins`` bins and yield one frame per bin, its state each neuron's
+        rate in the bin (Hz).
+
+        The engine runs a trial in one call (its kernels keep no state between calls), so
+        the run is simulated first and its spikes then cut into bins
+        (:meth:`~flyviz.spiking.run.SpikeRun.bin_counts`). Its metadata (the brain, the
+        stimulus, the bins, the spike count of each bin) goes into ``recording``.
+        Interventions are not a spiking run's: the stimulus silences."""
+        if interventions:
+            raise InputError("a spiking run takes its silencing from the stimulus, "
+                             "not from interventions")
+        from flyviz.spiking.run import simulate
+
+        stimulus = request if isinstance(request, Stimulus) else Stimulus()
+        bins = settings if isinstance(settings, BinSettings) else BinSettings()
+        brain = model.brain
+        excite, silence = stimulus.indices(brain)
+        from flyviz.spiking.engine import LIFParams
+
+        params = LIFParams(w_syn=brain.w_syn)
+        bins.validate(params.dt)
+        bin_ticks = max(1, int(round(bins.bin_ms / params.dt)))
+        run = simulate(brain, excite=excite, silence=silence, rate=stimulus.rate,
+                       duration_s=bins.bins * bin_ticks * params.dt_s, trials=bins.trials,
+                       seed=stimulus.seed, params=params)
+        counts = run.bin_counts(bin_ticks)
+        seconds = bin_ticks * params.dt_s * bins.trials
+        if recording is not None:
+            recording.metadata.update(self.metadata(model, stimulus, bins, counts, excite,
+                                                    silence))
+        for i, row in enumerate(counts):
+            frame = state_frame(i, row / seconds)
+            if recording is not None:
+                recording.append(frame)
+            yield frame
+
+    def metadata(self, model: "SpikingModel", stimulus: Stimulus, bins: BinSettings,
+                 counts: np.ndarray, excite: np.ndarray, silence: np.ndarray | None
+                 ) -> dict[str, Any]:
+        """What a recording of a spiking run says of it (``kind``, ``model_name``,
+        ``spiking``: brain, stimulus, bins, per-bin spike counts)."""
+        return {"kind": self.key, "model_name": model.name, "state_units": "Hz",
+                "spiking": {"brain": model.spec, **asdict(stimulus), **asdict(bins),
+                            "excited": int(excite.size),
+                            "silenced": 0 if silence is None else int(silence.size),
+                            "bin_spikes": [int(c) for c in counts.sum(axis=1)]}}
+
+    # ------------------------------------------------------------ recordings
+    def recording_anatomy(self, recording: "Recording") -> "tuple[Anatomy, str]":
+        """Where to draw a spiking recording's neurons: the brain it names
+        (``spiking.brain``) when it loads and has as many neurons, else a generic ball;
+        and a note when it is the ball."""
+        from flyviz.model.layout import ball_layout
+
+        spec = (recording.metadata.get("spiking") or {}).get("brain")
+        if isinstance(spec, str) and spec:
+            try:
+                model = SpikingModel.load(spec)
+            except Exception as exc:  # a brain that moved: draw the run anyway
+                note = f"the brain {spec} does not load ({str(exc).splitlines()[0]})"
+            else:
+                if model.neurons == recording.neurons:
+                    return model.drawing_anatomy(), ""
+                note = f"the brain {spec} has {model.neurons:,} neurons"
+        else:
+            note = "the recording names no brain"
+        return ball_layout(recording.neurons), f"{note}; neurons are placed on a generic layout"
+
+    def _axis(self, recording: "Recording") -> TimeAxis:
+        bin_ms = (recording.metadata.get("spiking") or {}).get("bin_ms", BIN_MS)
+        return TimeAxis("bin", "ms", float(bin_ms))
+
+    def bin_spikes(self, recording: "Recording", index: int) -> int | None:
+        """The spike count of bin ``index`` of ``recording``, when it was kept."""
+        counts = (recording.metadata.get("spiking") or {}).get("bin_spikes")
+        if isinstance(counts, list) and 0 <= index < len(counts):
+            return int(counts[index])
+        return None
+
+    def counter(self, recording: "Recording", index: int) -> str:
+        """``"bin 3 of 50 · 30 ms · 1,204 spikes"``."""
+        words = self._axis(recording).of(index, len(recording))
+        spikes = self.bin_spikes(recording, index)
+        return words if spikes is None else f"{words} \u00b7 {spikes:,} spikes"
+
+    # ------------------------------------------------------------ side channels
+    def overlays(self, recording: "Recording", start: int = 0,
+                 stop: int | None = None) -> Iterator["OverlayContent"]:
+        """The bin counter with the bin's spike count; no text, no bars."""
+        from flyviz.render.overlay import OverlayContent
+
+        n = len(recording)
+        stop = n if stop is None else min(int(stop), n)
+        for i in range(max(0, int(start)), stop):
+            yield OverlayContent(prompt="", generated="", newest="", newest_in_prompt=False,
+                                 bars=(), counter=self.counter(recording, i))
+
+    def frame_caption(self, recording: "Recording", index: int) -> str:
+        """The bin counter with the bin's spike count."""
+        return self.counter(recording, index)
+
+    def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
+        """Each bin's words (``bin 3 · 30 ms``) and position; no bars."""
+        axis = self._axis(recording)
+        return [{"text": f" {axis.at(i)}", "phase": 0, "position": i, "next": "", "p": 0.0,
+                 "top": []} for i in range(len(recording))]
+
+
+def record_run(model: SpikingModel, stimulus: Stimulus | None = None,
+               settings: BinSettings | None = None) -> "Recording":
+    """A :class:`~flyviz.record.recording.Recording` of ``model``'s run on ``stimulus``:
+    one frame of rates (Hz, float32) per bin."""
+    from flyviz.record.recording import Recording
+
+    recording = Recording(model.neurons, {}, states_dtype="float32")
+    for _ in SPIKING.frames(model, stimulus or Stimulus(), settings or BinSettings(),
+                            recording=recording):
+        pass
+    return recording
+
+
+#: The spiking brain's kind.
+SPIKING = SpikingKind()
+SpikingModel.kind = SPIKING

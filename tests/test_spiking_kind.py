@@ -1,0 +1,181 @@
+"""The spiking brain as a model kind (flyviz.kinds.spiking): bins of rates, recordings that
+say their kind, and movies whose bins light the neurons that fired in them.
+
+The brain is written in the authors' layout: 40 "left" sensory neurons far left, 40 "right"
+central ones far right, no synapses between them; exciting the left ones makes them, and
+only them, fire.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flyviz.cli import main
+from flyviz.kinds import LANGUAGE, kind_of, kind_of_recording
+from flyviz.kinds.spiking import (SPIKING, BinSettings, SpikingModel, Stimulus, record_run)
+from flyviz.record.recording import Recording
+
+pytest.importorskip("pyarrow")
+
+HALF = 40
+IDS = np.arange(2 * HALF, dtype=np.int64) + 720575940600000000
+
+
+def write_brain(folder: Path) -> Path:
+    """The two-sided brain: each left neuron drives the next one weakly (so the kind has a
+    graph to run), the right ones are wired among themselves and get no input."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"Completed": True}, index=pd.Index(IDS)).to_csv(
+        folder / "Completeness_783.csv")
+    pre = list(range(HALF - 1)) + list(range(HALF, 2 * HALF - 1))
+    post = [p + 1 for p in pre]
+    signed = [3] * len(pre)
+    pd.DataFrame({"Presynaptic_ID": IDS[pre], "Postsynaptic_ID": IDS[post],
+                  "Presynaptic_Index": pre, "Postsynaptic_Index": post,
+                  "Connectivity": signed, "Excitatory": 1,
+                  "Excitatory x Connectivity": signed}).to_parquet(
+        folder / "Connectivity_783.parquet")
+    rng = np.random.default_rng(1)
+    x = np.r_[np.full(HALF, -60000.0), np.full(HALF, 60000.0)] + rng.normal(0, 8000, 2 * HALF)
+    y, z = rng.normal(0, 8000, (2, 2 * HALF))
+    pd.DataFrame({"root_id": IDS,
+                  "position": [f"[{a:.0f} {b:.0f} {c:.0f}]" for a, b, c in zip(x, y, z)]}
+                 ).to_csv(folder / "coordinates.csv", index=False)
+    pd.DataFrame({"root_id": IDS, "super_class": ["sensory"] * HALF + ["central"] * HALF,
+                  "cell_type": ["L"] * HALF + ["R"] * HALF, "side": ["left"] * HALF
+                  + ["right"] * HALF}).to_csv(folder / "classification.csv", index=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def brain_folder(tmp_path_factory) -> Path:
+    return write_brain(tmp_path_factory.mktemp("spiking") / "brain")
+
+
+def test_binned_counts_sum_to_the_runs_spikes(brain_folder):
+    from flyviz import spiking
+
+    brain = spiking.load_brain(brain_folder)
+    run = spiking.simulate(brain, excite=np.arange(HALF), duration_s=0.095, seed=3)
+    counts = run.bin_counts(100)
+    assert counts.shape == (10, brain.neurons)          # 950 ticks: 9 whole bins and a short one
+    assert counts.sum() == run.neuron.size > 0
+    np.testing.assert_array_equal(counts.sum(axis=0),
+                                  np.bincount(run.neuron, minlength=brain.neurons))
+    first = run.tick < 100
+    np.testing.assert_array_equal(counts[0], np.bincount(run.neuron[first],
+                                                         minlength=brain.neurons))
+
+
+def test_a_spiking_run_is_frames_of_rates_in_its_bins(brain_folder):
+    model = SpikingModel.load(str(brain_folder))
+    assert kind_of(model) is SPIKING and SPIKING != LANGUAGE
+    assert SPIKING.time_axis.of(2, 5) == "bin 3 of 5 · 30 ms"
+    assert [c.key for c in SPIKING.side_channels] == ["spikes"]
+    recording = record_run(model, Stimulus(excite="superclass:sensory", rate=200.0, seed=2),
+                           SPIKING.run_settings(bins=8, bin_ms=10.0))
+    assert len(recording) == 8 and kind_of_recording(recording) is SPIKING
+    rates = np.stack([recording.state(i) for i in range(8)])
+    meta = recording.metadata["spiking"]
+    # Rates in Hz: a bin's spikes over its 10 ms; they sum back to the spike counts kept.
+    assert np.allclose(rates.sum(axis=1) * 0.010, meta["bin_spikes"])
+    assert rates[:, :HALF].sum() > 0 and rates[:, HALF:].sum() == 0
+    assert meta["excited"] == HALF and meta["brain"] == str(brain_folder)
+    # The counter says the bin, its time and its spikes.
+    counters = [c.counter for c in SPIKING.overlays(recording)]
+    assert counters[2] == f"bin 3 of 8 · 30 ms · {meta['bin_spikes'][2]:,} spikes"
+    with pytest.raises(flyviz_input_error()):
+        BinSettings(bin_ms=0.01).validate()
+    with pytest.raises(flyviz_input_error(), match="nothing to excite"):
+        Stimulus().indices(model.brain)
+
+
+def flyviz_input_error() -> type[Exception]:
+    from flyviz.errors import InputError
+
+    return InputError
+
+
+def test_simulate_records_rates_that_read_back_as_the_spiking_kind(brain_folder, tmp_path,
+                                                                   capsys):
+    out = tmp_path / "spikes.flyrec"
+    assert main(["simulate", str(brain_folder), "--excite", "superclass:sensory",
+                 "--duration", "60ms", "--record", str(out)]) == 0
+    recording = Recording.load(out)
+    assert kind_of_recording(recording) is SPIKING and len(recording) == 6
+    assert recording.metadata["spiking"]["bin_ms"] == pytest.approx(10.0)
+    assert sum(recording.metadata["spiking"]["bin_spikes"]) > 0
+    # Recordings that name no kind are the Fly LLM's, as before.
+    assert kind_of_recording(Recording(3)) is LANGUAGE
+    # Bad --record names fail before the brain loads, on one line.
+    capsys.readouterr()
+    assert main(["simulate", str(tmp_path / "none"), "--record", str(tmp_path / "x.txt")]) == 2
+    assert capsys.readouterr().err.strip().startswith("flyviz: error: --record")
+    assert main(["simulate", str(brain_folder)]) == 2
+
+
+def _lit(image: np.ndarray) -> np.ndarray:
+    from flyviz.render.style import BACKGROUND
+
+    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
+    return np.abs(image.astype(int) - background).max(axis=-1) > 40
+
+
+def test_a_spiking_recording_exports_as_a_movie_whose_bins_light_the_spiking_neurons(
+        brain_folder, tmp_path, capsys):
+    iio = pytest.importorskip("imageio.v3")
+    from flyviz.model.errors import ExportError
+
+    rec = tmp_path / "spikes.flyrec"
+    assert main(["simulate", str(brain_folder), "--excite", "superclass:sensory", "--rate",
+                 "250", "--duration", "40ms", "--record", str(rec)]) == 0
+    capsys.readouterr()
+    frames = tmp_path / "frames"
+    try:
+        code = main(["export", str(rec), "--out", f"{frames}/", "--size", "320x200",
+                     "--frames-per-token", "1", "--hold", "0", "--view", "front"])
+    except ExportError as exc:  # pragma: no cover
+        pytest.skip(f"no offscreen OpenGL here: {exc}")
+    err = capsys.readouterr().err
+    if code != 0 and "OpenGL" in err:
+        pytest.skip(f"no offscreen OpenGL here: {err}")
+    assert code == 0, err
+    images = [iio.imread(p)[..., :3] for p in sorted(frames.glob("*.png"))]
+    assert len(images) == 4
+    lit = _lit(images[-1])
+    lit[:50] = False                                      # the header's words
+    lit[105:165, 230:] = False                            # the colour bar
+    left, right = lit[:, :160].sum(), lit[:, 160:].sum()
+    # The excited (left) neurons fire and are lit; the silent right ones stay dark.
+    assert left >= 15 and right <= left // 5, (left, right)
+
+
+def test_a_spiking_recordings_figure_is_drawn_on_its_brain_and_captioned_by_bin(
+        brain_folder, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from flyviz import figures
+    from flyviz.model.errors import ExportError
+
+    model = SpikingModel.load(str(brain_folder))
+    recording = record_run(model, Stimulus(excite="superclass:sensory", seed=4),
+                           BinSettings(bins=3))
+    figure = Figure(figsize=(6.4, 4.8), dpi=100)
+    try:
+        figures._brain(figure, recording, model,
+                       figures.FigureOptions(kind="brain", size=(640, 480), token=1).checked())
+    except ExportError as exc:  # pragma: no cover
+        pytest.skip(f"no offscreen OpenGL here: {exc}")
+    spikes = recording.metadata["spiking"]["bin_spikes"][1]
+    assert [a.get_title() for a in figure.axes if a.get_title()] == [
+        f"bin 2 of 3 · 20 ms · {spikes:,} spikes"]
+    # On the command line the recording's brain is found by itself (no --model).
+    rec = tmp_path / "s.flyrec"
+    recording.save(rec)
+    assert main(["figure", str(rec), "--kind", "brain", "--out", str(tmp_path / "b.png")]) == 0
+    assert (tmp_path / "b.png").stat().st_size > 1000

@@ -172,9 +172,11 @@ def _zarr_array(group: Any, name: str, data: np.ndarray, dims: tuple[str, ...],
     chunks = tuple(max(1, min(c, s)) for c, s in zip(chunks, data.shape))
     compressor = numcodecs.Zstd(level=5)
     if hasattr(group, "create_array"):  # zarr-python 3
+        # Every chunk written, all-zero ones too: zarr 3 skips a chunk equal to its fill
+        # value by default, and the store's integrity check counts a missing chunk as damage.
         array = group.create_array(name=name, shape=data.shape, dtype=data.dtype,
                                    chunks=chunks or None, compressors=[compressor],
-                                   fill_value=None)
+                                   fill_value=None, config={"write_empty_chunks": True})
     else:  # pragma: no cover - zarr-python 2
         array = group.create_dataset(name, shape=data.shape, dtype=data.dtype, chunks=chunks,
                                      compressor=compressor)

@@ -157,3 +157,92 @@ def test_bad_nulls_options_on_circuit_are_one_line_and_exit_2(capsys, world):
         err = captured.err.strip()
         assert err.startswith("flyviz: error: ") and "\n" not in err and message in err
         assert captured.out == ""
+
+
+# ------------------------------------------------------------------ --figure FILE
+def test_figure_draws_the_measured_curve_where_its_points_lie(capsys, world, monkeypatch):
+    """The PNG is the curve: the line's colour lies on the segments between the measured
+    points (mapped to pixels by the drawn axes' own data transform), the rest of the plot
+    is not that colour, and nothing is left beside the file."""
+    import matplotlib.image as mpimg
+    import numpy as np
+    from matplotlib.colors import to_rgb
+    from matplotlib.figure import Figure
+
+    from flyviz.analysis.circuit_figure import CURVE_COLOUR
+
+    drawn = []
+    savefig = Figure.savefig
+
+    def keep(self, *args, **kwargs):  # remember the figure to read its transforms
+        drawn.append(self)
+        return savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    folder = world["root"] / "figure"
+    folder.mkdir()
+    path = folder / "curve.png"
+    assert _run(world, "--json", "--figure", str(path)) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [p.name for p in folder.iterdir()] == ["curve.png"]  # no partial file left
+    image = mpimg.imread(path)[..., :3]
+    height, width = image.shape[:2]
+    assert (width, height) == (900, 560)
+    axes = drawn[0].axes[0]
+    on_line = np.abs(image - np.array(to_rgb(CURVE_COLOUR))).max(axis=2) < 0.1
+    assert on_line.sum() > 300  # a drawn line, not a stray pixel
+    curve = [(p["nodes"], p["faithfulness"]) for p in document["curve"]]
+    misses = []
+    for (ka, fa), (kb, fb) in zip(curve[:-1], curve[1:]):
+        # The segment's midpoint in display space (the line is straight there in display
+        # space; image rows run down from the top).
+        (xa, ya), (xb, yb) = axes.transData.transform([(ka, fa), (kb, fb)])
+        x, y = int(round((xa + xb) / 2)), int(round(height - (ya + yb) / 2))
+        if not on_line[max(0, y - 3):y + 4, max(0, x - 3):x + 4].any():
+            misses.append((ka, kb))
+    assert not misses, misses
+    # Outside the axes (the top strip holding the title) there is no curve colour.
+    top = height - axes.get_window_extent().y1
+    assert top > 10 and not on_line[:int(top) - 2, :].any()
+    # .svg is the same drawing as vectors: the curve is a path stroked in its colour.
+    svg = folder / "curve.svg"
+    assert _run(world, "--figure", str(svg)) == 0
+    drawing = svg.read_text("utf-8")
+    assert drawing.lstrip().startswith("<?xml") and "<svg" in drawing
+    assert f"stroke: {CURVE_COLOUR}" in drawing
+
+
+def test_a_figure_that_is_not_png_or_svg_is_refused_before_any_work(capsys, world,
+                                                                     monkeypatch):
+    from flyviz.analysis import circuit
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the search ran")
+
+    monkeypatch.setattr(circuit, "find_circuit", no_work)
+    monkeypatch.setattr("flyviz.commands.circuit.load_model_from_args", no_work)
+    path = world["root"] / "curve.txt"
+    assert _run(world, "--figure", str(path)) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("flyviz: error: ") and "\n" not in err
+    assert ".png or .svg" in err and captured.out == "" and not path.exists()
+
+
+def test_a_figure_without_matplotlib_is_one_line_naming_the_extra(capsys, world,
+                                                                  monkeypatch):
+    import sys
+
+    from flyviz.analysis import circuit
+
+    monkeypatch.setattr(circuit, "find_circuit",
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("the search ran")))
+    monkeypatch.setattr("flyviz.commands.circuit.load_model_from_args",
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # hidden: the import fails
+    path = world["root"] / "no-mpl.png"
+    assert _run(world, "--figure", str(path)) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("flyviz: error: ") and "\n" not in err
+    assert "pip install 'flyviz[figures]'" in err and not path.exists()

@@ -47,6 +47,7 @@ examples:
   flyviz circuit demo --task names.jsonl --nodes types --ablation mean --json
   flyviz circuit demo --task names.jsonl --edges --keep 0.9 --out names-circuit
   flyviz circuit demo --task names.jsonl --nulls 3    (real vs 3 degree nulls)
+  flyviz circuit demo --task names.jsonl --figure curve.png   (f against k, drawn)
 """
 
 #: The headline numbers of :meth:`~flyviz.analysis.circuit.CircuitResult.headline`, as
@@ -92,6 +93,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="print one JSON object: curve, circuit, cpr, cmd, settings")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="write scores.csv, curve.csv and circuit.json into DIR")
+    parser.add_argument("--figure", type=Path, default=None, metavar="FILE",
+                        help="draw the faithfulness curve (f against k, the --keep level, "
+                             "the circuit, CPR and CMD) into FILE (.png or .svg; needs "
+                             "flyviz[figures])")
     parser.add_argument("--show", type=int, default=10, metavar="N",
                         help="circuit units to print (default 10)")
     parser.add_argument("--context", type=int, default=None, metavar="T",
@@ -181,6 +186,13 @@ def run(args: argparse.Namespace) -> int:
     seeds = null_seeds_from_args(args)
     require_dask("flyviz circuit", args.workers)
     out = None if args.out is None else check_out_dir(args.out)
+    figure = None
+    if args.figure is not None:
+        from flyviz.analysis.circuit_figure import check_figure_path
+        from flyviz.extras import require
+
+        figure = check_figure_path(args.figure)
+        require("figures", "flyviz circuit --figure")
     task_path = args.task.expanduser()
     if not task_path.is_file():
         raise InputError(f"the task file {task_path} does not exist" if not task_path.exists()
@@ -209,6 +221,11 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         write_circuit_folder(out, result, ckpt, document)
         log(f"wrote {out}/scores.csv, curve.csv and circuit.json")
+    if figure is not None:
+        from flyviz.analysis.circuit_figure import circuit_curve_figure
+
+        circuit_curve_figure(result, figure)
+        log(f"wrote {figure}")
     if args.json:
         print(json.dumps(document))
         return 0

@@ -375,7 +375,12 @@ class LesionFeature(QObject):
         p = self.panel
         p.open_requested.connect(self.open_dialog)
         p.importance_requested.connect(lambda: self.show_importance(True))
-        p.log_scale_changed.connect(self._on_log_scale)
+        # The log scale is the state's (a script sets it there); the box is its view.
+        docks = host.state.docks
+        p.log_scale.setChecked(docks.lesion_log_scale)
+        p.log_scale_changed.connect(
+            lambda: setattr(docks, "lesion_log_scale", p.log_scale.isChecked()))
+        docks.events.lesion_log_scale.connect(self._on_log_scale)
         p.group_selected.connect(self._on_group_selected)
         p.compare_requested.connect(self._compare_row)
         p.clear_next_requested.connect(self._clear_next)
@@ -397,7 +402,9 @@ class LesionFeature(QObject):
         self.job.cancel(quiet=True)
         self.estimates.close("the estimate belonged to the previous model")
 
-    def _on_log_scale(self) -> None:
+    def _on_log_scale(self, on: bool) -> None:
+        if self.panel.log_scale.isChecked() != on:
+            self.panel.log_scale.setChecked(on)
         self.host.colour_by.refresh(IMPORTANCE)
         self.host.colour_by.refresh(ESTIMATE)
 
@@ -499,7 +506,7 @@ class LesionFeature(QObject):
         if self.estimate is None:
             raise InputError("open or compute an estimate first (File → Open estimated "
                              "lesions…)")
-        return estimate_layer(self.estimate, self.panel.log_scale.isChecked())
+        return estimate_layer(self.estimate, self.host.state.docks.lesion_log_scale)
 
     def show_estimate(self, on: bool = True) -> bool:
         """Colour the brain by the estimate (``False``: by the live state again)."""
@@ -540,7 +547,7 @@ class LesionFeature(QObject):
         checkpoint = self.host.checkpoint
         if self.lesions is None or checkpoint is None:
             raise InputError("open a lesion map first (File → Open lesion map…)")
-        return importance_layer(self.lesions, checkpoint, self.panel.log_scale.isChecked())
+        return importance_layer(self.lesions, checkpoint, self.host.state.docks.lesion_log_scale)
 
     def show_importance(self, on: bool = True) -> bool:
         """Colour the brain by importance (``False``: by the live state again)."""

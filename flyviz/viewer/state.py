@@ -25,7 +25,9 @@ The state holds
   (:attr:`~ViewerState.colour_by`); :attr:`~ViewerState.layer` is the
   :class:`~flyviz.render.style.ColourLayer` drawn, :meth:`~ViewerState.value_range`
   its range at the shown token;
-* the display, run and mesh settings (:mod:`flyviz.viewer.settings`);
+* the display, run and mesh settings and the docks' own choices (the prompt, the
+  lesion map's log scale, *Why?*'s lag...: :class:`~flyviz.viewer.settings.DockSettings`,
+  :attr:`ViewerState.docks`), all in :mod:`flyviz.viewer.settings`;
 * the highlight (named emphasis masks, :class:`~flyviz.viewer.highlight.Highlights`,
   and the superclass / cell-type filter), the selected neuron and the picked neurons;
 * the camera: a view preset and, once the user moved it, a
@@ -54,7 +56,8 @@ from flyviz.render.camera import VIEW_PRESETS, CameraPose
 from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
 from flyviz.viewer.highlight import Highlights
 from flyviz.viewer.layers import LAYERS, STATE
-from flyviz.viewer.settings import DisplaySettings, MeshSettings, RunSettings, ViewerError
+from flyviz.viewer.settings import (DisplaySettings, DockSettings, MeshSettings, RunSettings,
+                                    ViewerError)
 
 __all__ = ["COMPARE_MODES", "RANGE_SCOPES", "STATE", "ColourLayerEntry", "LayerBuilder",
            "ViewerEvents", "ViewerState"]
@@ -145,6 +148,8 @@ class ViewerState:
         self.display = display or DisplaySettings()
         self.run = run or RunSettings()
         self.mesh = mesh or MeshSettings()
+        #: The docks' own choices (the prompt, log scale, lag, measure, view...).
+        self.docks = DockSettings()
         self.model: Any = None
         self._kind: ModelKind = LANGUAGE
         self.anatomy: Anatomy | None = None

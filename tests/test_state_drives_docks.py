@@ -216,3 +216,43 @@ def test_the_prompt_is_the_states_and_a_run_starts_on_it(window, qtbot):
     with qtbot.waitSignal(win.run_ended, timeout=10_000):   # Enter in the box: the same
         qtbot.keyClick(win.prompt_bar.line_edit, Qt.Key.Key_Return)
     assert started == [PROMPT, PROMPT]
+
+
+def test_runs_start_from_the_states_interventions_and_comparison_without_the_dock(window, qtbot):
+    """The state is the one copy runs start from: with the Interventions dock deaf to the
+    state, interventions and a comparison set on the state still reach the run."""
+    from flyviz.model.interventions import Silence, from_json
+
+    win = window
+    feature = win.interventions
+    state = win.state
+    state.events.interventions.disconnect(feature._on_state_interventions)
+    state.events.comparing.disconnect(feature._on_state_comparing)
+    win.state.run.max_new_tokens = 2
+    win.state.run.speed_cap = 0
+    superclass = win.controls.superclass.itemData(1)
+    silence = Silence(f"superclass:{superclass}")
+    state.interventions = [silence]
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        assert win.run_prompt(PROMPT)
+    rec = win.session.recording
+    assert feature.panel.enabled() == [] and not feature.panel.compare_box.isChecked()
+    assert list(from_json(rec.metadata["interventions"])) == [silence]
+    assert rec.baseline is None
+    state.set_comparing(True, "free")
+    with qtbot.waitSignal(win.run_ended, timeout=20_000):
+        assert win.run_prompt(PROMPT)
+    rec = win.session.recording
+    assert rec.baseline is not None and rec.metadata["comparison"]["mode"] == "free"
+    assert list(from_json(rec.metadata["interventions"])) == [silence]
+    # The silenced neurons are quiet in the intervened run, not in the untouched one.
+    silenced = np.unique(np.concatenate([np.asarray(p.indices) for p in
+                                         win.runs.interventions.post_state]))
+    assert silenced.size and np.abs(rec.states()[1:, silenced]).max() == 0
+    assert np.abs(rec.baseline.states()[1:, silenced]).max() > 0
+    state.interventions = ()
+    state.set_comparing(False)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        assert win.run_prompt(PROMPT)
+    assert win.session.recording.baseline is None
+    assert not win.session.recording.metadata.get("interventions")

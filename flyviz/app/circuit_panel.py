@@ -642,12 +642,12 @@ class CircuitFeature(QObject):
         if checkpoint is None:
             return False
         try:
-            resolved = resolve(checkpoint, interventions)
+            resolve(checkpoint, interventions)      # refused here, in words, before the run
         except FlyvizError as exc:
             return self._refuse(str(exc))
-        runs = self.host.runs
-        runs.set_interventions(resolved)
-        runs.set_comparing(True)
+        state = self.host.state
+        state.interventions = interventions
+        state.set_comparing(True)
         return self.host.run_prompt(prompt)
 
     def export_graph(self, path: str | Path | None = None) -> Path | None:

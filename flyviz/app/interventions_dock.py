@@ -329,9 +329,10 @@ class InterventionsFeature(QObject):
         The window; its ``runs`` must be a
         :class:`~flyviz.app.compare_control.CompareController`.
 
-    The interventions switched on and the comparison settings are written to
-    the viewer state (``state.interventions``, ``state.comparing``), the
-    picked neurons to ``state.picked``.
+    The dock is a view of the viewer state: the interventions switched on and
+    the comparison settings are written to ``state.interventions`` and
+    ``state.set_comparing`` (the one copy runs start from), and what a script
+    sets there shows here; the picked neurons go to ``state.picked``.
     """
 
     def __init__(self, host: "WindowHost") -> None:
@@ -401,8 +402,7 @@ class InterventionsFeature(QObject):
             host.show_message(str(exc), error=True)
             return False
         if not self._syncing:
-            host.state.interventions = self.panel.enabled()
-        host.runs.set_interventions(resolved)
+            host.state.interventions = self.panel.enabled()   # what runs start from
         self.marks.set_intervened(touched_neurons(resolved))
         self._on_compare_settings()
         return True
@@ -445,8 +445,7 @@ class InterventionsFeature(QObject):
     # ------------------------------------------------------------ events
     def _on_compare_settings(self, *_args: object) -> None:
         comparing, mode = self.panel.compare_box.isChecked(), self.panel.mode.currentData()
-        self.host.runs.set_comparing(comparing, mode)
-        self.host.state.set_comparing(comparing, mode)
+        self.host.state.set_comparing(comparing, mode)          # what runs start from
 
     def _on_state_interventions(self, items: tuple[Intervention, ...]) -> None:
         if self._syncing or tuple(self.panel.enabled()) == tuple(items):

@@ -474,13 +474,13 @@ class PatchingFeature(QObject):
         if checkpoint is None:
             return False
         try:
-            resolved = resolve(checkpoint, interventions)
+            resolve(checkpoint, interventions)      # refused here, in words, before the run
         except FlyvizError as exc:
             self.host.show_message(str(exc), error=True)
             return False
-        runs = self.host.runs
-        runs.set_interventions(resolved)
-        runs.set_comparing(True)
+        state = self.host.state
+        state.interventions = interventions
+        state.set_comparing(True)
         return self.host.run_prompt(prompt)
 
     def _forget(self, note: str) -> None:

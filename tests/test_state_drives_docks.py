@@ -256,3 +256,31 @@ def test_runs_start_from_the_states_interventions_and_comparison_without_the_doc
         assert win.run_prompt(PROMPT)
     assert win.session.recording.baseline is None
     assert not win.session.recording.metadata.get("interventions")
+
+
+def test_the_next_runs_interventions_are_the_states(window, qtbot):
+    """Interventions for the next run only (what the lesion map's *Compare* sets up without
+    the Interventions dock) set from a script show under the lesion table, apply to the next
+    run and are gone after it."""
+    from flyviz.model.interventions import Silence, from_json
+
+    win = window
+    win.state.run.max_new_tokens = 2
+    win.state.run.speed_cap = 0
+    panel = win.lesions.panel
+    superclass = win.controls.superclass.itemData(1)
+    silence = Silence(f"superclass:{superclass}")
+    win.state.set_next_interventions([silence], f"{superclass} silenced")
+    assert win.runs.next_interventions == (silence,)
+    assert panel.next_label.text() == f"Next run: {superclass} silenced. Press Run."
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        assert win.run_prompt(PROMPT)
+    assert list(from_json(win.session.recording.metadata["interventions"])) == [silence]
+    assert win.state.next_interventions == () and win.state.next_description == ""
+    assert not panel.next_label.isVisible() and win.state.interventions == ()
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):    # untouched again
+        assert win.run_prompt(PROMPT)
+    assert not win.session.recording.metadata.get("interventions")
+    win.state.set_next_interventions([silence], "again")
+    qtbot.mouseClick(panel.clear_next_button, Qt.MouseButton.LeftButton)     # the click
+    assert win.state.next_interventions == () and not panel.next_label.isVisible()

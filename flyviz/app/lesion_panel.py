@@ -21,7 +21,7 @@ it emits :attr:`LesionFeature.compare_requested` with the interventions, hands
 them to :attr:`LesionFeature.compare` when the window wired one in (the
 Interventions dock's: the prompt runs beside the untouched model), and
 otherwise sets them up for the window's next run
-(:meth:`~flyviz.app.run_control.RunController.set_next_interventions`).
+(:meth:`~flyviz.viewer.state.ViewerState.set_next_interventions`).
 """
 
 from __future__ import annotations
@@ -384,6 +384,10 @@ class LesionFeature(QObject):
         p.group_selected.connect(self._on_group_selected)
         p.compare_requested.connect(self._compare_row)
         p.clear_next_requested.connect(self._clear_next)
+        # The next run's interventions are the state's (a script sets them there); the
+        # line under the table is their view, and goes once a run starts with them.
+        host.state.events.next_interventions.connect(
+            lambda _items, description: self.panel.show_next(description))
         host.runs.run_started.connect(lambda _prompt: self.panel.show_next(""))
         host.model_ready.connect(self._on_model)
 
@@ -598,14 +602,12 @@ class LesionFeature(QObject):
             if self.compare(interventions):
                 self.host.show_message(f"comparing with the untouched model: {description}")
             return
-        self.host.runs.set_next_interventions(interventions, description)
-        self.panel.show_next(description)
+        self.host.state.set_next_interventions(interventions, description)
         self.host.show_message(f"the next run has the {description}; press Run "
                                  "(untouched runs again after it)")
 
     def _clear_next(self) -> None:
-        self.host.runs.set_next_interventions(())
-        self.panel.show_next("")
+        self.host.state.set_next_interventions(())
         self.host.show_message("the next run is untouched")
 
     # ------------------------------------------------------------ controller

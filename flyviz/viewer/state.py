@@ -32,7 +32,9 @@ The state holds
   and the superclass / cell-type filter), the selected neuron and the picked neurons;
 * the camera: a view preset and, once the user moved it, a
   :class:`~flyviz.render.camera.CameraPose`;
-* the interventions of the next run and whether runs compare with the untouched model.
+* the interventions of the next runs, whether runs compare with the untouched model,
+  and interventions for the next run only (:meth:`~ViewerState.set_next_interventions`):
+  the one copy the window's runs start from.
 
 Threading: a state belongs to one thread (the app's UI thread); every setter
 runs there and its signals fire there. Workers never touch it (see
@@ -120,6 +122,8 @@ class ViewerEvents(SignalGroup):
     interventions = Signal(object)
     #: Whether runs compare with the untouched model, and how.
     comparing = Signal(bool, str)
+    #: The interventions of the next run only (a tuple), and what they do in words.
+    next_interventions = Signal(object, str)
     #: The meshes drawn behind the cloud changed (outline or mesh files shown or added).
     meshes = Signal()
 
@@ -170,6 +174,8 @@ class ViewerState:
         self._interventions: tuple[Any, ...] = ()
         self._comparing = False
         self._compare_mode = COMPARE_MODES[0]
+        self._next_interventions: tuple[Any, ...] = ()
+        self._next_description = ""
         self.background = BACKGROUND
         self._mesh_files: list[Any] = []
         self._outline: tuple[int, Any] | None = None     # (id of the anatomy, its outline)
@@ -651,17 +657,30 @@ class ViewerState:
 
     @interventions.setter
     def interventions(self, items: Iterable[Any]) -> None:
-        from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
-        from flyviz.model.patching import Patch
-
-        items = tuple(items)
-        for item in items:
-            if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale, Patch)):
-                raise ViewerError(f"an intervention must be a flyviz.model.interventions object, "
-                                  f"got {type(item).__name__}")
+        items = _checked_interventions(items)
         if items != self._interventions:
             self._interventions = items
             self.events.interventions.emit(items)
+
+    @property
+    def next_interventions(self) -> tuple[Any, ...]:
+        """Interventions for the next run only (after :attr:`interventions` are ignored for
+        it); the window's runs forget them once one starts with them."""
+        return self._next_interventions
+
+    @property
+    def next_description(self) -> str:
+        """What :attr:`next_interventions` do, in words (``""``: none)."""
+        return self._next_description
+
+    def set_next_interventions(self, items: Iterable[Any] = (), description: str = "") -> None:
+        """Apply ``items`` to the next run only (``()`` clears them); ``description`` says
+        what they do for the user (e.g. "group T4 silenced")."""
+        items = _checked_interventions(items or ())
+        description = str(description) if items else ""
+        if (items, description) != (self._next_interventions, self._next_description):
+            self._next_interventions, self._next_description = items, description
+            self.events.next_interventions.emit(items, description)
 
     @property
     def comparing(self) -> bool:
@@ -681,3 +700,16 @@ class ViewerState:
         if (bool(comparing), mode) != (self._comparing, self._compare_mode):
             self._comparing, self._compare_mode = bool(comparing), mode
             self.events.comparing.emit(self._comparing, mode)
+
+
+def _checked_interventions(items: Iterable[Any]) -> tuple[Any, ...]:
+    """``items`` as a tuple of intervention objects, or a :class:`ViewerError`."""
+    from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
+    from flyviz.model.patching import Patch
+
+    items = tuple(items)
+    for item in items:
+        if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale, Patch)):
+            raise ViewerError(f"an intervention must be a flyviz.model.interventions object, "
+                              f"got {type(item).__name__}")
+    return items

@@ -361,7 +361,7 @@ class InterventionsFeature(QObject):
         self.panel.highlight_button.clicked.connect(self.fill_from_highlight)
         self.panel.pick_button.clicked.connect(self.fill_from_pick)
         host.model_ready.connect(self._on_model)
-        host.session.recording_replaced.connect(self._on_recording_replaced)
+        host.state.events.recording.connect(self._on_recording_replaced)
         registry = host.actions_registry
         registry.add("compare", "&Compare with untouched", lambda: self.compare_with(None),
                      "Ctrl+Shift+C", "Run the prompt intervened and untouched side by side")
@@ -434,7 +434,7 @@ class InterventionsFeature(QObject):
     def show_layer(self) -> None:
         """Colour the brain by Δx while a comparison is shown (and Δx is wanted)."""
         colour_by = self.host.colour_by
-        comparing = self.host.session.recording.baseline is not None
+        comparing = self.host.state.recording.baseline is not None
         colour_by.set_enabled((DELTA,), comparing)
         want = comparing and self.panel.delta_box.isChecked()
         if want and colour_by.current != DELTA:
@@ -486,7 +486,7 @@ class InterventionsFeature(QObject):
         self.panel.pick_button.setText(f"Pick ({count})" if count else "Pick")
 
     def _on_recording_replaced(self) -> None:
-        recording = self.host.session.recording
+        recording = self.host.state.recording
         stored = recording.metadata.get("interventions")
         if stored and len(recording) > 0:      # opened from a file (a new run starts empty)
             try:

@@ -388,7 +388,6 @@ class LesionFeature(QObject):
         # line under the table is their view, and goes once a run starts with them.
         host.state.events.next_interventions.connect(
             lambda _items, description: self.panel.show_next(description))
-        host.runs.run_started.connect(lambda _prompt: self.panel.show_next(""))
         host.model_ready.connect(self._on_model)
 
     @property
@@ -567,10 +566,10 @@ class LesionFeature(QObject):
     def _on_group_selected(self, row: GroupResult | None) -> None:
         checkpoint = self.host.checkpoint
         if row is None or self.lesions is None or checkpoint is None:
-            self.host.highlights.set(HIGHLIGHT, None)
+            self.host.state.highlights.set(HIGHLIGHT, None)
             return
         neurons = self.lesions.neurons_of(row, checkpoint)
-        self.host.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.host.state.highlights.set_neurons(HIGHLIGHT, neurons)
         self.host.show_message(f"{row.group}: {row.neurons:,} neurons lit, "
                                  f"ΔCE {row.delta_ce:+.4f} nats/token")
 
@@ -618,7 +617,7 @@ class LesionFeature(QObject):
             colour_by.refresh(IMPORTANCE)   # a newly opened map's values
 
     def _on_opened(self, lesions: LesionMap) -> None:
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_lesions(lesions)
         self._offer_importance(True)
         if self._importance_on_open:
@@ -646,7 +645,7 @@ class LesionFeature(QObject):
         self.open_estimate(table)
 
     def _on_closed(self, note: str) -> None:
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_lesions(None, note)
         self._offer_importance(False)
         if note:

@@ -452,7 +452,7 @@ class PatchingFeature(QObject):
             from flyviz.model.selection import neuron_index
 
             neurons = neuron_index(checkpoint).select(cell.query)
-        self.host.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.host.state.highlights.set_neurons(HIGHLIGHT, neurons)
         patch = cell_patch(self.trace, cell)
         said = self._describe_cell(row, column).replace("; click to compare", "")
         self.panel.selected.setText(f"{said}; compared with this patch (the corrupted prompt "
@@ -487,7 +487,7 @@ class PatchingFeature(QObject):
         self.cancel()
         self.trace = None
         self._groups = {}
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self._draw()
         self.panel.selected.setText("")
         self.panel.say(note)

@@ -495,7 +495,7 @@ class PopulationFeature(QObject):
         if labels is None:
             return
         mask = np.array([(lab or "unlabelled") == name for lab in labels], dtype=bool)
-        self.host.highlights.set(CELL_TYPE_HIGHLIGHT, mask)
+        self.host.state.highlights.set(CELL_TYPE_HIGHLIGHT, mask)
         self.host.show_message(f"{name}: {int(mask.sum()):,} neurons lit")
 
 

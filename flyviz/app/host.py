@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.background import BackgroundCalls
     from flyviz.app.brain_view import BrainView
     from flyviz.app.colouring import ColourBy
+    from flyviz.app.compare_control import CompareController
     from flyviz.app.inspector import NeuronInspector
     from flyviz.app.model_control import ModelBundle
     from flyviz.app.text_panel import TextPanel
@@ -51,6 +52,9 @@ class WindowHost(Protocol):
     colour_by: "ColourBy"
     #: The 3-D view (picking and its overlays).
     brain: "BrainView"
+    #: The runs' playback (a dock that steps through a recording); what runs start from
+    #: (interventions, comparison, prompt) is the state's, never set here.
+    runs: "CompareController"
     #: The neuron inspector (its atlas card).
     inspector: "NeuronInspector"
     #: The running text (features shade its tokens).

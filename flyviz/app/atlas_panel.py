@@ -376,7 +376,7 @@ class AtlasFeature:
         c.failed.connect(self._on_failed)
         self.panel.open_requested.connect(self.open_dialog)
         self.panel.search_requested.connect(self.find)
-        self.panel.cleared.connect(lambda: host.highlights.set(HIGHLIGHT, None))
+        self.panel.cleared.connect(lambda: host.state.highlights.set(HIGHLIGHT, None))
         self.panel.neuron_requested.connect(host.select_neuron)
         self.card.token_requested.connect(self._find_token)
         host.model_ready.connect(self._on_model_ready)
@@ -416,10 +416,10 @@ class AtlasFeature:
             found = self.controller.find(term)
         except FlyvizError as exc:
             self.panel.show_found(None, str(exc))
-            self.host.highlights.set(HIGHLIGHT, None)
+            self.host.state.highlights.set(HIGHLIGHT, None)
             return None
         self.panel.show_found(found)
-        self.host.highlights.set_neurons(HIGHLIGHT, found.neurons if found.neurons.size
+        self.host.state.highlights.set_neurons(HIGHLIGHT, found.neurons if found.neurons.size
                                            else None)
         self.host.show_message(found.describe())
         return found
@@ -444,20 +444,20 @@ class AtlasFeature:
     # ------------------------------------------------------------ controller
     def _on_model_ready(self, _name: str) -> None:
         bundle = self.host.bundle
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_model(None if bundle is None else bundle.anatomy)
         self.controller.model_changed(bundle is not None and bundle.is_demo)
 
     def _on_opened(self, atlas: Atlas) -> None:
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(atlas)
         self.card.set_atlas(atlas)
-        self.card.show_neuron(self.host.selected_neuron)
+        self.card.show_neuron(self.host.state.selected)
         self._offer_colours(True)
         self.host.show_message(f"atlas {atlas_name(atlas)} open: click a neuron for its card")
 
     def _on_closed(self, note: str) -> None:
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(None, note)
         self.card.set_atlas(None)
         self._offer_colours(False)

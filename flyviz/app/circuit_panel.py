@@ -549,7 +549,7 @@ class CircuitFeature(QObject):
             self.panel.slider.setValue(index)
             self.panel.slider.blockSignals(False)
         neurons = neurons_at(result, checkpoint, self.k)
-        self.host.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.host.state.highlights.set_neurons(HIGHLIGHT, neurons)
         self._draw_synapses(strongest_synapses(result, checkpoint, self.k))
         self.panel.curve.set_k(self.k)
         fraction = self.k / result.units.count
@@ -642,12 +642,12 @@ class CircuitFeature(QObject):
         if checkpoint is None:
             return False
         try:
-            resolved = resolve(checkpoint, interventions)
+            resolve(checkpoint, interventions)      # refused here, in words, before the run
         except FlyvizError as exc:
             return self._refuse(str(exc))
-        runs = self.host.runs
-        runs.set_interventions(resolved)
-        runs.set_comparing(True)
+        state = self.host.state
+        state.interventions = interventions
+        state.set_comparing(True)
         return self.host.run_prompt(prompt)
 
     def export_graph(self, path: str | Path | None = None) -> Path | None:
@@ -701,7 +701,7 @@ class CircuitFeature(QObject):
         self.result = self._checkpoint = None
         self.points = []
         self.k = 0
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         synapse_lines(self.host.brain).set(HIGHLIGHT, None)
         self.synapses = None
         self.panel.curve.set_result(None)

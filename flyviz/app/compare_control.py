@@ -107,10 +107,14 @@ class CompareController(RunController):
     parent, engine_niceness
         As for :class:`~flyviz.app.run_control.RunController`.
 
+    Runs start from the viewer state (the session's): its ``interventions``,
+    ``comparing`` and ``compare_mode`` are the one copy, which the Interventions
+    dock shows and edits; a script sets them there.
+
     Attributes
     ----------
     interventions
-        The resolved interventions runs use (``None``: none).
+        The state's interventions resolved for the model (``None``: none).
     comparing
         True when :meth:`start` compares with the untouched run.
     mode
@@ -125,9 +129,6 @@ class CompareController(RunController):
         self.compare_thread = self._attach(
             EngineThread(self, CompareWorker(), name="flyviz-compare"), self._on_compared_step,
             self._on_compare_state, engine_niceness)
-        self.interventions: ResolvedInterventions | None = None
-        self.comparing = False
-        self.mode = "forced"
         self._blas_limit: Any = None
         self._hold_single_threaded_blas(True)   # see there: comparisons ran ~30% slower
 
@@ -137,34 +138,52 @@ class CompareController(RunController):
         """True while the current (or last) run is a comparison."""
         return self.engine_thread is self.compare_thread
 
-    def set_interventions(self, interventions: ResolvedInterventions | None) -> None:
-        """Use ``interventions`` from the next run on (``None`` or empty: none)."""
-        self.interventions = interventions if interventions else None
+    @property
+    def interventions(self) -> ResolvedInterventions | None:
+        """The state's interventions resolved for the model (``None``: none, or no model)."""
+        items = self.session.state.interventions
+        if not items or self._model is None:
+            return None
+        return self._model.resolve_interventions(items) or None
+
+    @property
+    def comparing(self) -> bool:
+        """True when :meth:`start` compares with the untouched run (the state's)."""
+        return bool(self.session.state.comparing)
+
+    @property
+    def mode(self) -> str:
+        """How a comparison runs, ``"forced"`` or ``"free"`` (the state's)."""
+        return str(self.session.state.compare_mode)
+
+    def set_interventions(self, interventions: Any) -> None:
+        """Use ``interventions`` (intervention objects; ``None`` or empty: none) from the next
+        run on: they are written to the state."""
+        self.session.state.interventions = tuple(interventions or ())
 
     def set_comparing(self, comparing: bool, mode: str | None = None) -> None:
-        """Compare the next runs with the untouched run (or not), in ``mode``."""
-        if mode is not None:
-            if mode not in MODES:
-                raise ValueError(f"comparison mode {mode!r} must be one of {', '.join(MODES)}")
-            self.mode = mode
-        self.comparing = bool(comparing)
+        """Compare the next runs with the untouched run (or not), in ``mode`` (the state's)."""
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"comparison mode {mode!r} must be one of {', '.join(MODES)}")
+        self.session.state.set_comparing(comparing, mode)
 
     # ------------------------------------------------------------ model and runs
     def set_model(self, model: Model) -> None:
-        """A new model: both threads stop; the interventions are dropped."""
+        """A new model: both threads stop (the state's interventions are resolved for it at
+        the next run)."""
         self._use(self.single_thread)
         self.compare_thread.set_model(model)
-        self.interventions = None
         super().set_model(model)
 
     def start(self, prompt: str, settings: GenerationSettings, *, interventions: Any = None,
               states_dtype: str = "float16") -> bool:
         """Run ``prompt`` with the interventions, or compare it with the untouched run.
 
-        ``interventions`` default to :attr:`interventions`. Returns False (and
-        says why) when the run cannot start.
+        ``interventions`` default to the state's. Returns False (and says why)
+        when the run cannot start.
         """
-        interventions = self.interventions if interventions is None else interventions
+        if interventions is None:
+            interventions = self.session.state.interventions
         if not self.comparing:
             self._use(self.single_thread)
             return super().start(prompt, settings, interventions=interventions or (),

@@ -2,9 +2,11 @@
 
 A feature (the atlas, lesion maps, interventions, and the trace, patching and
 flow docks to come) is installed with ``install(host) -> feature`` and reaches
-the window only through these members: the viewer state, the shared parts
-(actions, colourings, highlights, the brain view, the runs, background calls)
-and a few window services (docks, messages, selection, running a prompt).
+the window only through these members: the viewer state (which holds the
+highlights, the selection, the interventions and comparison runs start from, and the
+docks' own choices: a feature talks to it rather than to another part of the window),
+the shared parts (actions, colourings, the brain view, background calls) and a few
+window services (docks, messages, selection, running a prompt).
 Nothing else of :class:`~flyviz.app.main_window.MainWindow` is a feature's
 business; a feature never looks another feature up: the window wires them
 together (:meth:`~flyviz.app.main_window.MainWindow._wire_features`).
@@ -27,10 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.compare_control import CompareController
     from flyviz.app.inspector import NeuronInspector
     from flyviz.app.model_control import ModelBundle
-    from flyviz.app.session import Session
     from flyviz.app.text_panel import TextPanel
     from flyviz.model.checkpoint import Checkpoint
-    from flyviz.viewer.highlight import Highlights
     from flyviz.viewer.state import ViewerState
 
 __all__ = ["WindowHost"]
@@ -39,7 +39,8 @@ __all__ = ["WindowHost"]
 class WindowHost(Protocol):
     """The window as a feature sees it (:class:`~flyviz.app.main_window.MainWindow` is one)."""
 
-    #: What is shown (model, recording, token, colours, highlight, picks, camera...).
+    #: What is shown (model, recording, token, colours, highlight, picks, camera...), the
+    #: interventions and comparison runs start from, and the docks' own choices.
     state: "ViewerState"
     #: Where features keep their folders and options between sessions.
     settings: "QSettings"
@@ -49,24 +50,17 @@ class WindowHost(Protocol):
     actions_registry: "ActionRegistry"
     #: View → Colour by (entries live in the state).
     colour_by: "ColourBy"
-    #: The state's named emphasis masks.
-    highlights: "Highlights"
     #: The 3-D view (picking and its overlays).
     brain: "BrainView"
-    #: Runs, comparisons and the next run's interventions.
+    #: The runs' playback (a dock that steps through a recording); what runs start from
+    #: (interventions, comparison, prompt) is the state's, never set here.
     runs: "CompareController"
     #: The neuron inspector (its atlas card).
     inspector: "NeuronInspector"
     #: The running text (features shade its tokens).
     text_panel: "TextPanel"
-    #: The window's docks by key.
-    docks: "dict[str, QDockWidget]"
     #: ``model_ready(name)``: a model is ready (a Qt signal).
     model_ready: Any
-
-    @property
-    def session(self) -> "Session":
-        """The Qt signals of the state's recording and token."""
 
     @property
     def checkpoint(self) -> "Checkpoint | None":
@@ -75,10 +69,6 @@ class WindowHost(Protocol):
     @property
     def bundle(self) -> "ModelBundle | None":
         """The loaded model with its tokenizer, anatomy and connectivity, or None."""
-
-    @property
-    def selected_neuron(self) -> int | None:
-        """The selected neuron, or None."""
 
     def widget(self) -> "QWidget":
         """The window as a widget: the parent of a feature's dialogs and Qt objects."""

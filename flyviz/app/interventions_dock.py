@@ -329,9 +329,10 @@ class InterventionsFeature(QObject):
         The window; its ``runs`` must be a
         :class:`~flyviz.app.compare_control.CompareController`.
 
-    The interventions switched on and the comparison settings are written to
-    the viewer state (``state.interventions``, ``state.comparing``), the
-    picked neurons to ``state.picked``.
+    The dock is a view of the viewer state: the interventions switched on and
+    the comparison settings are written to ``state.interventions`` and
+    ``state.set_comparing`` (the one copy runs start from), and what a script
+    sets there shows here; the picked neurons go to ``state.picked``.
     """
 
     def __init__(self, host: "WindowHost") -> None:
@@ -360,7 +361,7 @@ class InterventionsFeature(QObject):
         self.panel.highlight_button.clicked.connect(self.fill_from_highlight)
         self.panel.pick_button.clicked.connect(self.fill_from_pick)
         host.model_ready.connect(self._on_model)
-        host.session.recording_replaced.connect(self._on_recording_replaced)
+        host.state.events.recording.connect(self._on_recording_replaced)
         registry = host.actions_registry
         registry.add("compare", "&Compare with untouched", lambda: self.compare_with(None),
                      "Ctrl+Shift+C", "Run the prompt intervened and untouched side by side")
@@ -401,8 +402,7 @@ class InterventionsFeature(QObject):
             host.show_message(str(exc), error=True)
             return False
         if not self._syncing:
-            host.state.interventions = self.panel.enabled()
-        host.runs.set_interventions(resolved)
+            host.state.interventions = self.panel.enabled()   # what runs start from
         self.marks.set_intervened(touched_neurons(resolved))
         self._on_compare_settings()
         return True
@@ -434,7 +434,7 @@ class InterventionsFeature(QObject):
     def show_layer(self) -> None:
         """Colour the brain by Δx while a comparison is shown (and Δx is wanted)."""
         colour_by = self.host.colour_by
-        comparing = self.host.session.recording.baseline is not None
+        comparing = self.host.state.recording.baseline is not None
         colour_by.set_enabled((DELTA,), comparing)
         want = comparing and self.panel.delta_box.isChecked()
         if want and colour_by.current != DELTA:
@@ -445,8 +445,7 @@ class InterventionsFeature(QObject):
     # ------------------------------------------------------------ events
     def _on_compare_settings(self, *_args: object) -> None:
         comparing, mode = self.panel.compare_box.isChecked(), self.panel.mode.currentData()
-        self.host.runs.set_comparing(comparing, mode)
-        self.host.state.set_comparing(comparing, mode)
+        self.host.state.set_comparing(comparing, mode)          # what runs start from
 
     def _on_state_interventions(self, items: tuple[Intervention, ...]) -> None:
         if self._syncing or tuple(self.panel.enabled()) == tuple(items):
@@ -487,7 +486,7 @@ class InterventionsFeature(QObject):
         self.panel.pick_button.setText(f"Pick ({count})" if count else "Pick")
 
     def _on_recording_replaced(self) -> None:
-        recording = self.host.session.recording
+        recording = self.host.state.recording
         stored = recording.metadata.get("interventions")
         if stored and len(recording) > 0:      # opened from a file (a new run starts empty)
             try:

@@ -21,7 +21,7 @@ it emits :attr:`LesionFeature.compare_requested` with the interventions, hands
 them to :attr:`LesionFeature.compare` when the window wired one in (the
 Interventions dock's: the prompt runs beside the untouched model), and
 otherwise sets them up for the window's next run
-(:meth:`~flyviz.app.run_control.RunController.set_next_interventions`).
+(:meth:`~flyviz.viewer.state.ViewerState.set_next_interventions`).
 """
 
 from __future__ import annotations
@@ -375,11 +375,19 @@ class LesionFeature(QObject):
         p = self.panel
         p.open_requested.connect(self.open_dialog)
         p.importance_requested.connect(lambda: self.show_importance(True))
-        p.log_scale_changed.connect(self._on_log_scale)
+        # The log scale is the state's (a script sets it there); the box is its view.
+        docks = host.state.docks
+        p.log_scale.setChecked(docks.lesion_log_scale)
+        p.log_scale_changed.connect(
+            lambda: setattr(docks, "lesion_log_scale", p.log_scale.isChecked()))
+        docks.events.lesion_log_scale.connect(self._on_log_scale)
         p.group_selected.connect(self._on_group_selected)
         p.compare_requested.connect(self._compare_row)
         p.clear_next_requested.connect(self._clear_next)
-        host.runs.run_started.connect(lambda _prompt: self.panel.show_next(""))
+        # The next run's interventions are the state's (a script sets them there); the
+        # line under the table is their view, and goes once a run starts with them.
+        host.state.events.next_interventions.connect(
+            lambda _items, description: self.panel.show_next(description))
         host.model_ready.connect(self._on_model)
 
     @property
@@ -397,7 +405,9 @@ class LesionFeature(QObject):
         self.job.cancel(quiet=True)
         self.estimates.close("the estimate belonged to the previous model")
 
-    def _on_log_scale(self) -> None:
+    def _on_log_scale(self, on: bool) -> None:
+        if self.panel.log_scale.isChecked() != on:
+            self.panel.log_scale.setChecked(on)
         self.host.colour_by.refresh(IMPORTANCE)
         self.host.colour_by.refresh(ESTIMATE)
 
@@ -499,7 +509,7 @@ class LesionFeature(QObject):
         if self.estimate is None:
             raise InputError("open or compute an estimate first (File → Open estimated "
                              "lesions…)")
-        return estimate_layer(self.estimate, self.panel.log_scale.isChecked())
+        return estimate_layer(self.estimate, self.host.state.docks.lesion_log_scale)
 
     def show_estimate(self, on: bool = True) -> bool:
         """Colour the brain by the estimate (``False``: by the live state again)."""
@@ -540,7 +550,7 @@ class LesionFeature(QObject):
         checkpoint = self.host.checkpoint
         if self.lesions is None or checkpoint is None:
             raise InputError("open a lesion map first (File → Open lesion map…)")
-        return importance_layer(self.lesions, checkpoint, self.panel.log_scale.isChecked())
+        return importance_layer(self.lesions, checkpoint, self.host.state.docks.lesion_log_scale)
 
     def show_importance(self, on: bool = True) -> bool:
         """Colour the brain by importance (``False``: by the live state again)."""
@@ -556,10 +566,10 @@ class LesionFeature(QObject):
     def _on_group_selected(self, row: GroupResult | None) -> None:
         checkpoint = self.host.checkpoint
         if row is None or self.lesions is None or checkpoint is None:
-            self.host.highlights.set(HIGHLIGHT, None)
+            self.host.state.highlights.set(HIGHLIGHT, None)
             return
         neurons = self.lesions.neurons_of(row, checkpoint)
-        self.host.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.host.state.highlights.set_neurons(HIGHLIGHT, neurons)
         self.host.show_message(f"{row.group}: {row.neurons:,} neurons lit, "
                                  f"ΔCE {row.delta_ce:+.4f} nats/token")
 
@@ -591,14 +601,12 @@ class LesionFeature(QObject):
             if self.compare(interventions):
                 self.host.show_message(f"comparing with the untouched model: {description}")
             return
-        self.host.runs.set_next_interventions(interventions, description)
-        self.panel.show_next(description)
+        self.host.state.set_next_interventions(interventions, description)
         self.host.show_message(f"the next run has the {description}; press Run "
                                  "(untouched runs again after it)")
 
     def _clear_next(self) -> None:
-        self.host.runs.set_next_interventions(())
-        self.panel.show_next("")
+        self.host.state.set_next_interventions(())
         self.host.show_message("the next run is untouched")
 
     # ------------------------------------------------------------ controller
@@ -609,7 +617,7 @@ class LesionFeature(QObject):
             colour_by.refresh(IMPORTANCE)   # a newly opened map's values
 
     def _on_opened(self, lesions: LesionMap) -> None:
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_lesions(lesions)
         self._offer_importance(True)
         if self._importance_on_open:
@@ -637,7 +645,7 @@ class LesionFeature(QObject):
         self.open_estimate(table)
 
     def _on_closed(self, note: str) -> None:
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_lesions(None, note)
         self._offer_importance(False)
         if note:

@@ -285,7 +285,7 @@ class MainWindow(FeatureWindow):
         runs, files = self.runs, self.files
         registry = self.actions_registry
         registry.add_shortcuts({
-            "run": lambda: self.run_prompt(self.prompt_bar.text()),
+            "run": lambda: self.run_prompt(),
             "play": self.toggle_play, "step_back": runs.step_back,
             "step_forward": runs.step_forward, "first": lambda: self.show_token(0),
             "last": runs.go_live, "stop": runs.stop, "reset": self.reset_run,
@@ -339,6 +339,11 @@ class MainWindow(FeatureWindow):
     def _connect(self) -> None:
         runs = self.runs
         self.prompt_bar.submitted.connect(self.run_prompt)
+        # The prompt is the state's (a script sets it there); the box is its view.
+        docks = self.state.docks
+        self.prompt_bar.box.currentTextChanged.connect(
+            lambda text: setattr(docks, "prompt", text))
+        docks.events.prompt.connect(self._on_prompt)
         self.play_button.clicked.connect(self.toggle_play)
         self.step_button.clicked.connect(runs.step_forward)
         self.stop_button.clicked.connect(runs.stop)
@@ -538,9 +543,14 @@ class MainWindow(FeatureWindow):
             self.run_prompt(prompt)
 
     # ================================================================= running
+    def _on_prompt(self, text: str) -> None:
+        if self.prompt_bar.text() != text:
+            self.prompt_bar.set_text(text)
+
     def run_prompt(self, text: str | None = None) -> bool:
-        """Start a run on ``text`` (default: the prompt box); False if it could not start."""
-        text = self.prompt_bar.text() if text is None else text
+        """Start a run on ``text`` (default: the state's prompt, the box's text); False if it
+        could not start."""
+        text = self.state.docks.prompt if text is None else text
         if self.closing:
             return False
         if self.bundle is None:

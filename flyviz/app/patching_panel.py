@@ -288,7 +288,11 @@ class PatchingFeature(QObject):
         p = self.panel
         p.trace_requested.connect(lambda: self.run_trace())
         p.cancel_requested.connect(self.cancel)
-        p.measure_changed.connect(self._draw)
+        # The measure is the state's (a script sets it there); the menu is its view.
+        docks = host.state.docks
+        self._show_measure(docks.patching_measure)
+        p.measure_changed.connect(lambda: setattr(docks, "patching_measure", p.measure_key))
+        docks.events.patching_measure.connect(self._on_measure)
         p.heatmap.cell_clicked.connect(self.choose_cell)
         host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
 
@@ -374,9 +378,20 @@ class PatchingFeature(QObject):
                                f"{len(trace.groups)} groups; {line}")
         self.traced.emit(trace)
 
+    def _show_measure(self, key: str) -> None:
+        """Choose ``key`` in the measure menu (without telling the state back)."""
+        menu = self.panel.measure
+        blocked = menu.blockSignals(True)
+        menu.setCurrentIndex(menu.findData(key))
+        menu.blockSignals(blocked)
+
+    def _on_measure(self, key: str) -> None:
+        self._show_measure(key)
+        self._draw()
+
     def _measure(self) -> tuple[str, str, str]:
         """The shown measure: (its key, its normalised column, its title)."""
-        key = self.panel.measure_key
+        key = self.host.state.docks.patching_measure
         return next(m for m in MEASURES if m[0] == key)
 
     def _summary(self) -> str:
@@ -437,7 +452,7 @@ class PatchingFeature(QObject):
             from flyviz.model.selection import neuron_index
 
             neurons = neuron_index(checkpoint).select(cell.query)
-        self.host.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.host.state.highlights.set_neurons(HIGHLIGHT, neurons)
         patch = cell_patch(self.trace, cell)
         said = self._describe_cell(row, column).replace("; click to compare", "")
         self.panel.selected.setText(f"{said}; compared with this patch (the corrupted prompt "
@@ -459,20 +474,20 @@ class PatchingFeature(QObject):
         if checkpoint is None:
             return False
         try:
-            resolved = resolve(checkpoint, interventions)
+            resolve(checkpoint, interventions)      # refused here, in words, before the run
         except FlyvizError as exc:
             self.host.show_message(str(exc), error=True)
             return False
-        runs = self.host.runs
-        runs.set_interventions(resolved)
-        runs.set_comparing(True)
+        state = self.host.state
+        state.interventions = interventions
+        state.set_comparing(True)
         return self.host.run_prompt(prompt)
 
     def _forget(self, note: str) -> None:
         self.cancel()
         self.trace = None
         self._groups = {}
-        self.host.highlights.set(HIGHLIGHT, None)
+        self.host.state.highlights.set(HIGHLIGHT, None)
         self._draw()
         self.panel.selected.setText("")
         self.panel.say(note)

@@ -375,6 +375,12 @@ class PopulationFeature(QObject):
         for signal in (events.recording, events.frames_appended, events.index):
             signal.connect(lambda *_: self.refresher.poke())
         self.raster.order_requested.connect(self.choose_order)
+        # What a comparison shows is the state's (a script sets it there); the menu is its view.
+        docks = self.state.docks
+        self._show_view(docks.population_view)
+        self.raster.view_box.currentIndexChanged.connect(
+            lambda _i: setattr(docks, "population_view", str(self.raster.view_box.currentData())))
+        docks.events.population_view.connect(self._on_view)
         self.raster.neuron_clicked.connect(self._on_neuron_clicked)
         self.cell_types.group_clicked.connect(self.highlight_group)
         # Thousands of cell types take seconds to sort: off the UI thread.
@@ -388,6 +394,25 @@ class PopulationFeature(QObject):
         recording, index = self.state.recording, self.state.index
         self.raster.show_frame(recording, index)
         self.cell_types.show_frame(recording, index)
+        self._follow_view_reset()
+
+    def _show_view(self, view: str) -> None:
+        """Choose ``view`` in the raster's *Show* menu (without telling the state back)."""
+        box = self.raster.view_box
+        blocked = box.blockSignals(True)
+        box.setCurrentIndex(box.findData(view))
+        box.blockSignals(blocked)
+
+    def _on_view(self, view: str) -> None:
+        if self.raster.view_box.currentData() != view:
+            self._show_view(view)
+            self.raster.redraw()
+
+    def _follow_view_reset(self) -> None:
+        """A single run puts the menu back to the intervened run: the state follows."""
+        shown = str(self.raster.view_box.currentData())
+        if shown != self.state.docks.population_view:
+            self.state.docks.population_view = shown
 
     def _on_model(self) -> None:
         anatomy = self.state.anatomy
@@ -396,6 +421,7 @@ class PopulationFeature(QObject):
         # The previous model's run means nothing for this one's neurons (nor fits them).
         self.raster.show_frame(self.state.recording, self.state.index)
         self.cell_types.show_frame(self.state.recording, self.state.index)
+        self._follow_view_reset()
         cell_type = None if anatomy is None else anatomy.cell_type
         superclass = None if anatomy is None else anatomy.superclass
         self.cell_types.set_anatomy(cell_type, superclass)
@@ -469,7 +495,7 @@ class PopulationFeature(QObject):
         if labels is None:
             return
         mask = np.array([(lab or "unlabelled") == name for lab in labels], dtype=bool)
-        self.host.highlights.set(CELL_TYPE_HIGHLIGHT, mask)
+        self.host.state.highlights.set(CELL_TYPE_HIGHLIGHT, mask)
         self.host.show_message(f"{name}: {int(mask.sum()):,} neurons lit")
 
 

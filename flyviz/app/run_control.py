@@ -102,9 +102,6 @@ class RunController(QObject):
         self._model: Model | None = None
         self._replay_rate = DEFAULT_REPLAY_RATE
         self._closed = False
-        #: Interventions for the next run only (see :meth:`set_next_interventions`).
-        self.next_interventions: tuple = ()
-        self.next_description = ""
 
     # ------------------------------------------------------------ state
     @property
@@ -172,13 +169,24 @@ class RunController(QObject):
         self._emit_state()
 
     # ------------------------------------------------------------ runs
+    @property
+    def next_interventions(self) -> tuple:
+        """Interventions for the next run only: the state's
+        (:meth:`~flyviz.viewer.state.ViewerState.set_next_interventions`)."""
+        return self.session.state.next_interventions
+
+    @property
+    def next_description(self) -> str:
+        """What :attr:`next_interventions` do, in words."""
+        return self.session.state.next_description
+
     def set_next_interventions(self, interventions: Any, description: str = "") -> None:
         """Apply ``interventions`` (Silence, Cut...) to the next run only; ``()`` clears them.
 
-        ``description`` says what they do, for the user (e.g. "group T4 silenced").
+        ``description`` says what they do, for the user (e.g. "group T4 silenced"). They
+        are written to the state, the one copy runs start from.
         """
-        self.next_interventions = tuple(interventions or ())
-        self.next_description = description if self.next_interventions else ""
+        self.session.state.set_next_interventions(tuple(interventions or ()), description)
 
     def start(self, prompt: str, settings: GenerationSettings, *, interventions: Any = (),
               states_dtype: str = "float16") -> bool:

@@ -231,9 +231,18 @@ class WhyFeature(QObject):
         p = self.panel
         p.why_requested.connect(self.why)
         p.cancel_requested.connect(self.cancel)
-        p.lag_changed.connect(self.set_lag)
         p.movie_requested.connect(lambda: self.export_movie())
-        p.synapses.toggled.connect(lambda _on: self._draw_synapses())
+        # The lag, the synapse lines and the movie's direction are the state's (a script
+        # sets them there); the slider and boxes are their views.
+        docks = host.state.docks
+        p.synapses.setChecked(docks.why_synapses)
+        p.movie_reverse.setChecked(docks.why_first_step_first)
+        p.lag_changed.connect(lambda lag: setattr(docks, "why_lag", lag))
+        p.synapses.toggled.connect(lambda on: setattr(docks, "why_synapses", on))
+        p.movie_reverse.toggled.connect(lambda on: setattr(docks, "why_first_step_first", on))
+        docks.events.why_lag.connect(self.set_lag)
+        docks.events.why_synapses.connect(self._on_synapses)
+        docks.events.why_first_step_first.connect(self._on_first_step_first)
         self.graph_panel.neuron_clicked.connect(host.select_neuron)
         host.text_panel.why_requested.connect(self.why_at)
         host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
@@ -334,6 +343,7 @@ class WhyFeature(QObject):
         self.graph = graph
         self.lag = 0
         self.panel.set_window(len(attribution.positions))
+        self.host.state.docks.why_lag = 0
         self._describe()
         self.host.text_panel.set_flows(list(attribution.token_flows))
         self.graph_panel.set_graph(attribution, graph)
@@ -360,16 +370,28 @@ class WhyFeature(QObject):
         return flow_layer(self.attribution, self.lag)
 
     def set_lag(self, lag: int) -> None:
-        """Show the flows ``lag`` steps before the traced position."""
+        """Show the flows ``lag`` steps before the traced position (clipped to the trace's
+        window; the state's ``docks.why_lag`` follows)."""
         att = self.attribution
         if att is None:
             return
         self.lag = int(np.clip(lag, 0, len(att.positions) - 1))
+        if self.host.state.docks.why_lag != self.lag:
+            self.host.state.docks.why_lag = self.lag      # clipped: emits once more, same lag
         if self.panel.lag.value() != self.lag:
             self.panel.lag.setValue(self.lag)
         self._describe()
         self._draw_synapses()
         self.host.colour_by.refresh(FLOW)
+
+    def _on_synapses(self, on: bool) -> None:
+        if self.panel.synapses.isChecked() != on:
+            self.panel.synapses.setChecked(on)
+        self._draw_synapses()
+
+    def _on_first_step_first(self, on: bool) -> None:
+        if self.panel.movie_reverse.isChecked() != on:
+            self.panel.movie_reverse.setChecked(on)
 
     # ------------------------------------------------------------ the movie
     def export_movie(self, path: "str | Path | None" = None,
@@ -403,7 +425,7 @@ class WhyFeature(QObject):
         try:
             written, error = run_flow_export(
                 host.widget(), att, state.anatomy, Path(path), options, style=state.style(),
-                camera=host.brain.camera_pose(), reverse=self.panel.movie_reverse.isChecked(),
+                camera=host.brain.camera_pose(), reverse=state.docks.why_first_step_first,
                 meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity)
         except Exception as exc:  # noqa: BLE001 - the app never crashes on an export
             written, error = None, exc
@@ -427,7 +449,7 @@ class WhyFeature(QObject):
         att = self.attribution
         edges = None
         points = colours = None
-        if att is not None and self.panel.synapses.isChecked() \
+        if att is not None and self.host.state.docks.why_synapses \
                 and att.position - self.lag >= 1 and brain.positions.shape[0] == att.neurons:
             points, colours, edges = synapse_segments(att, att.position - self.lag,
                                                       brain.positions, brain.visible)
@@ -462,6 +484,7 @@ class WhyFeature(QObject):
         self.graph_panel.set_graph(None, None)
         self._draw_synapses()
         self.panel.set_window(0)
+        self.host.state.docks.why_lag = 0
         self.panel.tops.setText("")
         self.panel.lag_label.setText("")
         self.panel.status.setText(note or "Why did the model choose the shown token? Press W.")

@@ -1,4 +1,4 @@
-"""The viewer state's settings groups: how the brain is drawn, how runs go, meshes.
+"""The viewer state's settings groups: how the brain is drawn, how runs go, meshes, the docks.
 
 Each group is an evented dataclass (psygnal): setting a field validates it
 (a bad value raises :class:`~flyviz.viewer.state.ViewerError` and changes
@@ -24,11 +24,17 @@ from flyviz.record.run import MAX_NEW_TOKENS_LIMIT, GenerationSettings
 from flyviz.render.colormaps import MODES
 from flyviz.render.style import ColourLayer, ColourScale, activation_layer
 
-__all__ = ["DisplaySettings", "MAX_NEW_TOKENS_LIMIT", "MeshSettings", "RunSettings",
-           "STATES_DTYPES", "ViewerError"]
+__all__ = ["COMPARE_VIEWS", "DockSettings", "DisplaySettings", "MAX_NEW_TOKENS_LIMIT",
+           "MeshSettings", "PATCHING_MEASURES", "RunSettings", "STATES_DTYPES", "ViewerError"]
 
 #: How new recordings may store their states.
 STATES_DTYPES = ("float16", "float32")
+
+#: What the activation patching heatmap shows: the answer's probability or the logit difference.
+PATCHING_MEASURES = ("p_answer", "logit_diff")
+
+#: What the whole-brain raster shows of a comparison: the intervened run, the untouched one, Δx.
+COMPARE_VIEWS = ("intervened", "untouched", "delta")
 
 
 class ViewerError(InputError):
@@ -189,3 +195,66 @@ class MeshSettings:
         elif name == "mesh_opacity":
             value = _number("mesh opacity", value, 0.0, 1.0)
         super().__setattr__(name, value)
+
+
+@dataclass
+class DockSettings:
+    """The docks' own choices, so that a script reproduces what clicking shows.
+
+    Each dock is a view of its fields: it shows them and writes the user's
+    changes back (``state.docks.why_lag = 3`` moves the *Why?* dock's slider).
+
+    Parameters
+    ----------
+    prompt
+        The text in the prompt box: what *Run* starts on.
+    lesion_log_scale
+        The lesion map's *log scale*: colour by log10 ΔCE (groups and the estimate).
+    why_lag
+        *Why?*'s lag: steps back from the traced token (clipped to the trace's window).
+    why_synapses
+        *Why?* draws the strongest synapses into the shown step as lines.
+    why_first_step_first
+        *Why?*'s movie sweeps from the window's first step forward (else from the
+        traced token back).
+    patching_measure
+        What the patching heatmap shows, one of :data:`PATCHING_MEASURES`.
+    population_view
+        What the whole-brain raster shows of a comparison, one of :data:`COMPARE_VIEWS`
+        (a single run is always shown as it is).
+    """
+
+    events: ClassVar[SignalGroupDescriptor] = SignalGroupDescriptor()
+
+    prompt: str = ""
+    lesion_log_scale: bool = True
+    why_lag: int = 0
+    why_synapses: bool = True
+    why_first_step_first: bool = False
+    patching_measure: str = PATCHING_MEASURES[0]
+    population_view: str = COMPARE_VIEWS[0]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, self._checked(name, value))
+
+    @staticmethod
+    def _checked(name: str, value: Any) -> Any:
+        if name == "prompt":
+            if not isinstance(value, str):
+                raise ViewerError(f"the prompt must be text, got {value!r}")
+            return value
+        if name in ("lesion_log_scale", "why_synapses", "why_first_step_first"):
+            return bool(value)
+        if name == "why_lag":
+            return _whole("lag", value, 0, 2**31 - 1)
+        if name == "patching_measure":
+            if value not in PATCHING_MEASURES:
+                raise ViewerError(f"patching measure {value!r} must be one of "
+                                  f"{', '.join(PATCHING_MEASURES)}")
+            return str(value)
+        if name == "population_view":
+            if value not in COMPARE_VIEWS:
+                raise ViewerError(f"population view {value!r} must be one of "
+                                  f"{', '.join(COMPARE_VIEWS)}")
+            return str(value)
+        return value

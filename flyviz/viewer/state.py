@@ -25,12 +25,16 @@ The state holds
   (:attr:`~ViewerState.colour_by`); :attr:`~ViewerState.layer` is the
   :class:`~flyviz.render.style.ColourLayer` drawn, :meth:`~ViewerState.value_range`
   its range at the shown token;
-* the display, run and mesh settings (:mod:`flyviz.viewer.settings`);
+* the display, run and mesh settings and the docks' own choices (the prompt, the
+  lesion map's log scale, *Why?*'s lag...: :class:`~flyviz.viewer.settings.DockSettings`,
+  :attr:`ViewerState.docks`), all in :mod:`flyviz.viewer.settings`;
 * the highlight (named emphasis masks, :class:`~flyviz.viewer.highlight.Highlights`,
   and the superclass / cell-type filter), the selected neuron and the picked neurons;
 * the camera: a view preset and, once the user moved it, a
   :class:`~flyviz.render.camera.CameraPose`;
-* the interventions of the next run and whether runs compare with the untouched model.
+* the interventions of the next runs, whether runs compare with the untouched model,
+  and interventions for the next run only (:meth:`~ViewerState.set_next_interventions`):
+  the one copy the window's runs start from.
 
 Threading: a state belongs to one thread (the app's UI thread); every setter
 runs there and its signals fire there. Workers never touch it (see
@@ -54,7 +58,8 @@ from flyviz.render.camera import VIEW_PRESETS, CameraPose
 from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
 from flyviz.viewer.highlight import Highlights
 from flyviz.viewer.layers import LAYERS, STATE
-from flyviz.viewer.settings import DisplaySettings, MeshSettings, RunSettings, ViewerError
+from flyviz.viewer.settings import (DisplaySettings, DockSettings, MeshSettings, RunSettings,
+                                    ViewerError)
 
 __all__ = ["COMPARE_MODES", "RANGE_SCOPES", "STATE", "ColourLayerEntry", "LayerBuilder",
            "ViewerEvents", "ViewerState"]
@@ -118,6 +123,8 @@ class ViewerEvents(SignalGroup):
     interventions = Signal(object)
     #: Whether runs compare with the untouched model, and how.
     comparing = Signal(bool, str)
+    #: The interventions of the next run only (a tuple), and what they do in words.
+    next_interventions = Signal(object, str)
     #: The meshes drawn behind the cloud changed (outline or mesh files shown or added).
     meshes = Signal()
 
@@ -146,6 +153,8 @@ class ViewerState:
         self.display = display or DisplaySettings()
         self.run = run or RunSettings()
         self.mesh = mesh or MeshSettings()
+        #: The docks' own choices (the prompt, log scale, lag, measure, view...).
+        self.docks = DockSettings()
         self.model: Any = None
         self._kind: ModelKind = LANGUAGE
         self.anatomy: Anatomy | None = None
@@ -166,6 +175,8 @@ class ViewerState:
         self._interventions: tuple[Any, ...] = ()
         self._comparing = False
         self._compare_mode = COMPARE_MODES[0]
+        self._next_interventions: tuple[Any, ...] = ()
+        self._next_description = ""
         self.background = BACKGROUND
         self._mesh_files: list[Any] = []
         self._outline: tuple[int, Any] | None = None     # (id of the anatomy, its outline)
@@ -647,17 +658,30 @@ class ViewerState:
 
     @interventions.setter
     def interventions(self, items: Iterable[Any]) -> None:
-        from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
-        from flyviz.model.patching import Patch
-
-        items = tuple(items)
-        for item in items:
-            if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale, Patch)):
-                raise ViewerError(f"an intervention must be a flyviz.model.interventions object, "
-                                  f"got {type(item).__name__}")
+        items = _checked_interventions(items)
         if items != self._interventions:
             self._interventions = items
             self.events.interventions.emit(items)
+
+    @property
+    def next_interventions(self) -> tuple[Any, ...]:
+        """Interventions for the next run only (after :attr:`interventions` are ignored for
+        it); the window's runs forget them once one starts with them."""
+        return self._next_interventions
+
+    @property
+    def next_description(self) -> str:
+        """What :attr:`next_interventions` do, in words (``""``: none)."""
+        return self._next_description
+
+    def set_next_interventions(self, items: Iterable[Any] = (), description: str = "") -> None:
+        """Apply ``items`` to the next run only (``()`` clears them); ``description`` says
+        what they do for the user (e.g. "group T4 silenced")."""
+        items = _checked_interventions(items or ())
+        description = str(description) if items else ""
+        if (items, description) != (self._next_interventions, self._next_description):
+            self._next_interventions, self._next_description = items, description
+            self.events.next_interventions.emit(items, description)
 
     @property
     def comparing(self) -> bool:
@@ -677,3 +701,16 @@ class ViewerState:
         if (bool(comparing), mode) != (self._comparing, self._compare_mode):
             self._comparing, self._compare_mode = bool(comparing), mode
             self.events.comparing.emit(self._comparing, mode)
+
+
+def _checked_interventions(items: Iterable[Any]) -> tuple[Any, ...]:
+    """``items`` as a tuple of intervention objects, or a :class:`ViewerError`."""
+    from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
+    from flyviz.model.patching import Patch
+
+    items = tuple(items)
+    for item in items:
+        if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale, Patch)):
+            raise ViewerError(f"an intervention must be a flyviz.model.interventions object, "
+                              f"got {type(item).__name__}")
+    return items

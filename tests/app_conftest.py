@@ -65,9 +65,18 @@ def expected_frames(checkpoint, prompt: str, settings: GenerationSettings):
         engine.close()
 
 
-def flyviz_threads() -> list[str]:
-    """Names of live threads flyviz started (engine helpers, loaders)."""
-    return [t.name for t in threading.enumerate() if t.name.startswith("flyviz")]
+def flyviz_threads(ignore: "set[threading.Thread] | frozenset[threading.Thread]" = frozenset()
+                   ) -> list[str]:
+    """Names of live threads flyviz started (engine helpers, loaders), but those in
+    ``ignore`` (what :func:`live_flyviz_threads` gave before the test: an engine an earlier
+    test of the same process left for the collector is not this test's)."""
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("flyviz") and t not in ignore]
+
+
+def live_flyviz_threads() -> frozenset[threading.Thread]:
+    """The flyviz threads alive now (see :func:`flyviz_threads`)."""
+    return frozenset(t for t in threading.enumerate() if t.name.startswith("flyviz"))
 
 
 def lit_neurons_far_apart(positions_xy: np.ndarray, visible: np.ndarray, count: int,

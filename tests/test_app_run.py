@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import expected_frames, flyviz_threads, make_window
+from app_conftest import expected_frames, flyviz_threads, live_flyviz_threads, make_window
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
@@ -131,6 +131,7 @@ def test_bad_prompts_are_reported_and_the_app_keeps_running(window, qtbot):
 
 
 def test_closing_during_a_run_stops_every_thread(qtbot, app_checkpoint, tmp_path):
+    earlier = live_flyviz_threads()
     win = make_window(qtbot, app_checkpoint, tmp_path)
     win.state.run.max_new_tokens = 5000
     win.state.run.speed_cap = 0
@@ -139,7 +140,7 @@ def test_closing_during_a_run_stops_every_thread(qtbot, app_checkpoint, tmp_path
     assert win.engine_thread.qthread.isRunning()
     win.close()
     assert not win.engine_thread.qthread.isRunning()
-    assert flyviz_threads() == []
+    assert flyviz_threads(ignore=earlier) == []
     count = len(win.session)
     QApplication.processEvents()            # frames still queued are not taken after close
     assert len(win.session) == count
@@ -148,6 +149,8 @@ def test_closing_during_a_run_stops_every_thread(qtbot, app_checkpoint, tmp_path
 def test_model_loads_in_the_background_and_a_failure_is_a_message(qtbot, app_checkpoint,
                                                                   tmp_path):
     from flyviz.model.errors import ModelNotFoundError
+
+    earlier = live_flyviz_threads()
 
     def loader(spec, progress):
         progress("reading", 0.5)
@@ -174,4 +177,4 @@ def test_model_loads_in_the_background_and_a_failure_is_a_message(qtbot, app_che
         win.load_model("demo")
     assert "synthetic demo brain" in win.windowTitle()
     win.close()
-    assert flyviz_threads() == []
+    assert flyviz_threads(ignore=earlier) == []

@@ -15,7 +15,8 @@ from PySide6.QtCore import Qt
 from flyviz.app import patching_panel, population_panel
 from flyviz.app._testing import make_app_lesion_map, make_frame
 from flyviz.record.recording import Recording
-from flyviz.viewer.settings import COMPARE_VIEWS, PATCHING_MEASURES, DockSettings, ViewerError
+from flyviz.kinds.language import PATCHING_MEASURES
+from flyviz.viewer.settings import COMPARE_VIEWS, DockSettings, ViewerError
 
 pytestmark = pytest.mark.gui
 

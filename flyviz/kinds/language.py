@@ -27,8 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.run import GenerationSettings
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["LANGUAGE", "LANGUAGE_KEY", "LanguageModelKind", "NEXT_TOKEN_TITLE", "TEXT", "TOP_K",
-           "generation_settings"]
+__all__ = ["LANGUAGE", "LANGUAGE_KEY", "LanguageModelKind", "NEXT_TOKEN_TITLE", "PATCHING_MEASURES", "TEXT",
+           "TOP_K", "generation_settings"]
 
 #: The language model kind's key (what its docks declare).
 LANGUAGE_KEY = "language"
@@ -43,6 +43,10 @@ NEXT_TOKEN_TITLE = "next token"
 
 #: Candidates a frame records when the caller does not say (as :class:`GenerationSettings`).
 DEFAULT_TOP_K = 10
+
+#: What the activation patching heatmap shows: the answer's probability or the logit difference
+#: (the viewer state's ``docks.patching_measure``; the first is the default).
+PATCHING_MEASURES = ("p_answer", "logit_diff")
 
 
 def generation_settings(run: "RunSettings", top_k: int = DEFAULT_TOP_K) -> "GenerationSettings":

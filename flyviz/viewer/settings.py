@@ -25,13 +25,10 @@ from flyviz.render.colormaps import MODES
 from flyviz.render.style import ColourLayer, ColourScale, activation_layer
 
 __all__ = ["COMPARE_VIEWS", "DockSettings", "DisplaySettings", "MAX_NEW_TOKENS_LIMIT",
-           "MeshSettings", "PATCHING_MEASURES", "RunSettings", "STATES_DTYPES", "ViewerError"]
+           "MeshSettings", "RunSettings", "STATES_DTYPES", "ViewerError"]
 
 #: How new recordings may store their states.
 STATES_DTYPES = ("float16", "float32")
-
-#: What the activation patching heatmap shows: the answer's probability or the logit difference.
-PATCHING_MEASURES = ("p_answer", "logit_diff")
 
 #: What the whole-brain raster shows of a comparison: the intervened run, the untouched one, Δx.
 COMPARE_VIEWS = ("intervened", "untouched", "delta")
@@ -218,7 +215,8 @@ class DockSettings:
         *Why?*'s movie sweeps from the window's first step forward (else from the
         traced token back).
     patching_measure
-        What the patching heatmap shows, one of :data:`PATCHING_MEASURES`.
+        What the patching heatmap shows, one of
+        :data:`flyviz.kinds.language.PATCHING_MEASURES`.
     population_view
         What the whole-brain raster shows of a comparison, one of :data:`COMPARE_VIEWS`
         (a single run is always shown as it is).
@@ -231,7 +229,7 @@ class DockSettings:
     why_lag: int = 0
     why_synapses: bool = True
     why_first_step_first: bool = False
-    patching_measure: str = PATCHING_MEASURES[0]
+    patching_measure: str = "p_answer"
     population_view: str = COMPARE_VIEWS[0]
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -248,6 +246,9 @@ class DockSettings:
         if name == "why_lag":
             return _whole("lag", value, 0, 2**31 - 1)
         if name == "patching_measure":
+            # The measures are the language model's (its kind's module names them).
+            from flyviz.kinds.language import PATCHING_MEASURES
+
             if value not in PATCHING_MEASURES:
                 raise ViewerError(f"patching measure {value!r} must be one of "
                                   f"{', '.join(PATCHING_MEASURES)}")

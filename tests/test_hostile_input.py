@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_checks import cli_run, one_error_line
 
 from flyviz import cli
 from flyviz.analysis import atlas_stats
@@ -63,19 +64,6 @@ def world(small_world):
             "recording": recording}
 
 
-def _cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _one_line(code: int, err: str, *expected: str) -> None:
-    assert code == 2, err
-    assert err.startswith("flyviz: error: ") and err.count("\n") == 1, err
-    assert "Traceback" not in err
-    for text in expected:
-        assert text in err, err
 
 
 # ---------------------------------------------------------------- missing extras
@@ -119,8 +107,8 @@ def test_a_missing_extra_is_one_line_before_any_work(capsys, monkeypatch, world,
                            "--workers", "0"],
     }[case]
     (world["root"] / "c.parquet").write_bytes(b"never read")
-    code, stdout, err = _cli(capsys, *argv)
-    _one_line(code, err, line)
+    code, stdout, err = cli_run(capsys, *argv)
+    one_error_line(code, err, line)
     assert stdout == ""
     assert list(tmp_path.iterdir()) == []  # no OUT.parts, no partial output
 
@@ -173,8 +161,8 @@ def test_a_damaged_atlas_is_one_line_everywhere(capsys, world, tmp_path, how):
     truth = Atlas(world["atlas"]).card(3).mean
     _damage(atlas, how)
     # The command line.
-    code, stdout, err = _cli(capsys, "neuron", str(atlas), "3")
-    _one_line(code, err, "d.atlas is damaged", "build it again")
+    code, stdout, err = cli_run(capsys, "neuron", str(atlas), "3")
+    one_error_line(code, err, "d.atlas is damaged", "build it again")
     assert stdout == ""
     what = "'top_value'" if how == "deleted folder" else "'mean'"
     assert what in err
@@ -194,8 +182,8 @@ def test_a_damaged_atlas_is_one_line_everywhere(capsys, world, tmp_path, how):
         check_atlas(atlas)
     with pytest.raises(AtlasError, match="is damaged"):
         open_checked(atlas, world["model"])
-    code, _, err = _cli(capsys, "gui", "--model", world["spec"], "--atlas", str(atlas))
-    _one_line(code, err, "is damaged")
+    code, _, err = cli_run(capsys, "gui", "--model", world["spec"], "--atlas", str(atlas))
+    one_error_line(code, err, "is damaged")
     assert Atlas(world["atlas"]).card(3).mean == truth  # the original still reads
 
 
@@ -213,7 +201,7 @@ def test_an_atlas_without_digests_opens_with_a_note_and_can_be_sealed(capsys, wo
     old = tmp_path / "old.atlas"
     shutil.copytree(world["atlas"], old)
     _strip_digests(old)
-    code, stdout, err = _cli(capsys, "neuron", str(old), "3")
+    code, stdout, err = cli_run(capsys, "neuron", str(old), "3")
     assert code == 0 and "neuron 3" in stdout
     assert err.startswith("flyviz: note: ") and "no chunk digests" in err
     assert Atlas(old).integrity_note
@@ -221,8 +209,8 @@ def test_an_atlas_without_digests_opens_with_a_note_and_can_be_sealed(capsys, wo
     broken = tmp_path / "broken.atlas"
     shutil.copytree(old, broken)
     _damage(broken, "truncated chunk")
-    code, _, err = _cli(capsys, "neuron", str(broken), "3")
-    _one_line(code, err, "cannot be read")
+    code, _, err = cli_run(capsys, "neuron", str(broken), "3")
+    one_error_line(code, err, "cannot be read")
     # Sealing rewrites the two metadata files only.
     chunks = {p: p.read_bytes() for p in old.rglob("*") if p.is_file()
               and p.name not in (".zattrs", ".zmetadata")}
@@ -258,8 +246,8 @@ def test_a_damaged_lesion_map_is_one_line(capsys, world, tmp_path):
     for path in (edited, short):
         with pytest.raises(SweepError, match="rows_sha256"):
             LesionMap(path)
-        code, _, err = _cli(capsys, "gui", "--model", world["spec"], "--lesion-map", str(path))
-        _one_line(code, err, "is damaged")
+        code, _, err = cli_run(capsys, "gui", "--model", world["spec"], "--lesion-map", str(path))
+        one_error_line(code, err, "is damaged")
     # A lesion map from before the digest opens, with a note.
     head = json.loads(lines[0][len("# flyviz-sweep "):])
     head.pop("rows_sha256")
@@ -281,8 +269,8 @@ def test_convert_refuses_to_overwrite_its_input(capsys, world, tmp_path):
     link = tmp_path / "link.npz"
     os.link(rec, link)
     for out in (rec, link, tmp_path / "." / "run.flyrec"):
-        code, _, err = _cli(capsys, "convert", str(rec), "--to", "npz", str(out))
-        _one_line(code, err, "is the recording itself")
+        code, _, err = cli_run(capsys, "convert", str(rec), "--to", "npz", str(out))
+        one_error_line(code, err, "is the recording itself")
     with pytest.raises(InputError, match="recording itself"):
         convert(Recording.load(rec), link, "npz")
     assert rec.read_bytes() == before
@@ -294,9 +282,9 @@ def test_convert_refuses_to_overwrite_its_input(capsys, world, tmp_path):
                                     "--scale=all->all=3.5e38", "--stimulate=all=-1e39"])
 def test_values_must_be_finite_in_float32(capsys, world, option):
     for command in ("generate", "compare"):
-        code, stdout, err = _cli(capsys, command, world["spec"], "--prompt", "the cat",
+        code, stdout, err = cli_run(capsys, command, world["spec"], "--prompt", "the cat",
                                  "--max-new-tokens", "2", "--json", option)
-        _one_line(code, err, "float32")
+        one_error_line(code, err, "float32")
         assert stdout == ""
 
 
@@ -312,7 +300,7 @@ def test_a_state_that_stops_being_finite_is_one_line(world):
 
 
 def test_huge_float32_finite_scales_saturate_without_warnings(capsys, world):
-    code, out, err = _cli(capsys, "generate", world["spec"], "--prompt", "the cat",
+    code, out, err = cli_run(capsys, "generate", world["spec"], "--prompt", "the cat",
                           "--max-new-tokens", "2", "--json", "--scale", "all->all=3e38")
     assert code == 0, err
     assert err == "" and "NaN" not in out
@@ -327,12 +315,12 @@ def test_huge_float32_finite_scales_saturate_without_warnings(capsys, world):
     ("id:" + "0" * 5000 + "1 & " + "(" * 65 + "all" + ")" * 65, "nest more than"),
 ])
 def test_select_never_overflows(capsys, world, query, expected):
-    code, _, err = _cli(capsys, "select", world["spec"], query)
-    _one_line(code, err, expected)
+    code, _, err = cli_run(capsys, "select", world["spec"], query)
+    one_error_line(code, err, expected)
 
 
 def test_select_reads_long_chains_of_not(capsys, world):
-    code, out, err = _cli(capsys, "select", world["spec"], "!" * 2000 + "id:3", "--json")
+    code, out, err = cli_run(capsys, "select", world["spec"], "!" * 2000 + "id:3", "--json")
     assert code == 0, err
     assert json.loads(out)["indices"] == [3]
 
@@ -341,8 +329,8 @@ def test_select_reads_long_chains_of_not(capsys, world):
 def test_prompts_that_are_not_utf8_are_one_line(capsys, world, prompt):
     for command in ("generate", "compare"):
         extra = ["--silence", "id:1"] if command == "compare" else []
-        code, _, err = _cli(capsys, command, world["spec"], "--prompt", prompt, *extra)
-        _one_line(code, err, "not valid UTF-8")
+        code, _, err = cli_run(capsys, command, world["spec"], "--prompt", prompt, *extra)
+        one_error_line(code, err, "not valid UTF-8")
 
 
 def test_invalid_bytes_on_a_real_command_line(world):
@@ -351,7 +339,7 @@ def test_invalid_bytes_on_a_real_command_line(world):
                            "--prompt", os.fsencode("Once \udcff upon")], env=env,
                           capture_output=True, timeout=60)
     err = done.stderr.decode("utf-8", "replace")
-    _one_line(done.returncode, err, "byte 0xff")
+    one_error_line(done.returncode, err, "byte 0xff")
 
 
 # ---------------------------------------------------------------- resume, parts, refusals
@@ -399,20 +387,20 @@ def test_refusals_come_before_the_corpus_is_read(capsys, world, tmp_path, interr
     out = tmp_path / "x.atlas"
     base = ["atlas", world["spec"], "--corpus", str(world["text"]), "--workers", "0",
             "--batch", "5", "--context", "24", "--chunk-tokens", "100", "--top-k", "4"]
-    code, _, err = _cli(capsys, *base, "--out", str(out), "--resume")
-    _one_line(code, err, "nothing to resume")
-    code, _, err = _cli(capsys, *base, "--out", str(tmp_path / "no" / "such" / "x.atlas"))
-    _one_line(code, err, "does not exist")
+    code, _, err = cli_run(capsys, *base, "--out", str(out), "--resume")
+    one_error_line(code, err, "nothing to resume")
+    code, _, err = cli_run(capsys, *base, "--out", str(tmp_path / "no" / "such" / "x.atlas"))
+    one_error_line(code, err, "does not exist")
     _interrupted(world, out, interrupt_after)
-    code, _, err = _cli(capsys, *base, "--out", str(out))
-    _one_line(code, err, "add --resume")
-    code, _, err = _cli(capsys, "atlas", world["spec"], "--corpus", str(world["text"]),
+    code, _, err = cli_run(capsys, *base, "--out", str(out))
+    one_error_line(code, err, "add --resume")
+    code, _, err = cli_run(capsys, "atlas", world["spec"], "--corpus", str(world["text"]),
                         "--workers", "0", "--out", str(out), "--resume", "--top-k", "7")
-    _one_line(code, err, "cannot resume")  # no status line before it
+    one_error_line(code, err, "cannot resume")  # no status line before it
     sweep = ["sweep", world["spec"], "--by", str(world["groups"]), "--text", str(world["text"]),
              "--workers", "0"]
-    code, _, err = _cli(capsys, *sweep, "--out", str(tmp_path / "s.csv"), "--resume")
-    _one_line(code, err, "nothing to resume")
+    code, _, err = cli_run(capsys, *sweep, "--out", str(tmp_path / "s.csv"), "--resume")
+    one_error_line(code, err, "nothing to resume")
 
 
 def test_a_bad_scheduler_address_makes_no_client(capsys, monkeypatch, world, tmp_path):
@@ -430,8 +418,8 @@ def test_a_bad_scheduler_address_makes_no_client(capsys, monkeypatch, world, tmp
                      "--scheduler", address])
             if command == "sweep":
                 argv[2:2] = ["--by", str(world["groups"])]
-            code, _, err = _cli(capsys, *argv)
-            _one_line(code, err, "is not a scheduler address")
+            code, _, err = cli_run(capsys, *argv)
+            one_error_line(code, err, "is not a scheduler address")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -451,10 +439,10 @@ def test_zarr_and_pynwb_warnings_stay_off_stderr(capsys, world, tmp_path):
     shutil.copytree(world["atlas"], clash)
     (clash / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", '
                                      '"attributes": {}}', encoding="utf-8")
-    code, _, err = _cli(capsys, "neuron", str(clash), "3")
-    _one_line(code, err, "not a flyviz atlas")  # zarr's v2/v3 warning does not come first
+    code, _, err = cli_run(capsys, "neuron", str(clash), "3")
+    one_error_line(code, err, "not a flyviz atlas")  # zarr's v2/v3 warning does not come first
     pytest.importorskip("pynwb")
-    code, _, err = _cli(capsys, "convert", str(world["recording"]), "--to", "nwb",
+    code, _, err = cli_run(capsys, "convert", str(world["recording"]), "--to", "nwb",
                         str(tmp_path / "run.h5"), "--no-labels")
     assert code == 0 and err.startswith("flyviz: wrote") and err.count("\n") == 1, err
 
@@ -465,7 +453,7 @@ def test_gui_refuses_a_model_that_cannot_exist_before_any_window(tmp_path):
     done = subprocess.run([sys.executable, "-m", "flyviz", "gui", "--model",
                            str(tmp_path / "nonexistent")], env=env, capture_output=True,
                           text=True, timeout=60)
-    _one_line(done.returncode, done.stderr, "no such folder")
+    one_error_line(done.returncode, done.stderr, "no such folder")
 
 
 def test_gui_size_names_the_limit_it_breaks(capsys):

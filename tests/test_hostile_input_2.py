@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_checks import cli_run, one_error_line
 
 import flyviz
 from flyviz import cli, fileio
@@ -75,26 +76,13 @@ def world2(tmp_path_factory, tokenizer_path):
             "groups": groups, "source": source, "patched": patched}
 
 
-def _cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _one_line(code: int, err: str, *expected: str) -> None:
-    assert code == 2, err
-    assert err.startswith("flyviz: error: ") and err.count("\n") == 1, err
-    assert "Traceback" not in err
-    for text in expected:
-        assert text in err, err
 
 
 def _ends_in_one_line(code: int, err: str, *expected: str) -> None:
     """A run that met the error after it began: its status lines, then one error line."""
     assert "Traceback" not in err, err
     lines = err.rstrip("\n").split("\n")
-    _one_line(code, lines[-1] + "\n", *expected)
+    one_error_line(code, lines[-1] + "\n", *expected)
     assert not any(line.startswith("flyviz: error:") for line in lines[:-1]), err
 
 
@@ -120,24 +108,24 @@ def test_the_trace_of_a_patched_run_is_exact_and_sees_the_patch(world2):
 def test_trace_of_a_patched_run_on_the_command_line(capsys, world2):
     spec, source = world2["spec"], str(world2["source"])
     for how in (["--source-prompt", SOURCE], ["--source", source]):
-        code, out, err = _cli(capsys, "trace", spec, "--prompt", PROMPT, "--patch", PATCH,
+        code, out, err = cli_run(capsys, "trace", spec, "--prompt", PROMPT, "--patch", PATCH,
                               *how, "--json")
         assert code == 0, err
         result = json.loads(out)
         assert abs(result["completeness_error"]) < 1e-4 * max(1.0, abs(result["target"]["value"]))
         assert result["clamp_flow"] != 0.0  # the patch is a source of the decomposition
     # A source of another length is one line, as it is for generate.
-    code, _, err = _cli(capsys, "trace", spec, "--prompt", PROMPT + " sat down", "--patch",
+    code, _, err = cli_run(capsys, "trace", spec, "--prompt", PROMPT + " sat down", "--patch",
                         PATCH, "--source-prompt", SOURCE)
-    _one_line(code, err, "tokens long", "--align end")
+    one_error_line(code, err, "tokens long", "--align end")
 
 
 def test_a_recordings_patch_source_given_again_is_advice_that_works(capsys, world2):
     patched, source = str(world2["patched"]), str(world2["source"])
     for command in (["trace", "--recording", patched], ["replay", patched]):
-        code, _, err = _cli(capsys, *command)
-        _one_line(code, err, "is not stored with it", "--source REC")
-        code, out, err = _cli(capsys, *command, "--source", source)
+        code, _, err = cli_run(capsys, *command)
+        one_error_line(code, err, "is not stored with it", "--source REC")
+        code, out, err = cli_run(capsys, *command, "--source", source)
         assert code == 0, err
     # The library says the same, and its patch_source works.
     with pytest.raises(InputError, match="patch_source="):
@@ -145,8 +133,8 @@ def test_a_recordings_patch_source_given_again_is_advice_that_works(capsys, worl
     att = flyviz.trace(world2["model"], world2["patched"], patch_source=world2["source"])
     assert abs(att.completeness_error) < 1e-4 * max(1.0, abs(att.value))
     # A source given for a recording without such a patch is refused, not ignored.
-    code, _, err = _cli(capsys, "trace", "--recording", source, "--source", source)
-    _one_line(code, err, "holds no patch whose source is missing")
+    code, _, err = cli_run(capsys, "trace", "--recording", source, "--source", source)
+    one_error_line(code, err, "holds no patch whose source is missing")
 
 
 def test_another_models_source_is_one_line(capsys, world2, tmp_path):
@@ -200,8 +188,8 @@ def test_edited_atlas_metadata_is_one_line_everywhere(capsys, world2, tmp_path, 
     atlas = tmp_path / "m.atlas"
     shutil.copytree(world2["atlas"], atlas)
     METADATA_EDITS[how](atlas)
-    code, stdout, err = _cli(capsys, "neuron", str(atlas), "3")
-    _one_line(code, err, "m.atlas is damaged", "build it again")
+    code, stdout, err = cli_run(capsys, "neuron", str(atlas), "3")
+    one_error_line(code, err, "m.atlas is damaged", "build it again")
     assert stdout == ""
     for opener in (open_atlas, lambda p: Atlas(p, verify=False)):
         with pytest.raises(AtlasError, match="is damaged"):
@@ -249,7 +237,7 @@ def test_a_lesion_maps_header_line_is_checked(capsys, world2, tmp_path):
     from flyviz.analysis.sweep import LesionMap, SweepError
 
     out = tmp_path / "lesions.csv"
-    code, _, err = _cli(capsys, "sweep", world2["spec"], "--by", str(world2["groups"]),
+    code, _, err = cli_run(capsys, "sweep", world2["spec"], "--by", str(world2["groups"]),
                         "--text", str(world2["text"]), "--out", str(out), "--workers", "0",
                         "--max-tokens", "200")
     assert code == 0, err
@@ -280,7 +268,7 @@ def test_a_fifo_in_an_atlas_is_refused_not_waited_on(world2, tmp_path, member):
     result = subprocess.run([sys.executable, "-m", "flyviz", "neuron", str(atlas), "3"],
                             capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(Path(flyviz.__file__).parents[1])})
-    _one_line(result.returncode, result.stderr, "f.atlas is damaged", "FIFO")
+    one_error_line(result.returncode, result.stderr, "f.atlas is damaged", "FIFO")
     with pytest.raises(AtlasError, match="FIFO"):
         Atlas(atlas, verify=False)
 
@@ -357,8 +345,8 @@ def test_an_output_over_an_input_is_refused(capsys, world2, tmp_path, case, link
     else:
         checked = target
     before = checked.read_bytes()
-    code, stdout, err = _cli(capsys, *argv)
-    _one_line(code, err, "would destroy it", "is the recording itself"
+    code, stdout, err = cli_run(capsys, *argv)
+    one_error_line(code, err, "would destroy it", "is the recording itself"
               if SOURCES[case] == "source" else "is the input of")
     assert checked.read_bytes() == before
 
@@ -375,8 +363,8 @@ def _left_over(folder: Path) -> list[str]:
 def test_a_full_disk_as_trace_writes_its_graph(capsys, monkeypatch, world2, tmp_path):
     monkeypatch.setattr(fileio.os, "replace", _no_space)
     out = tmp_path / "graph.json"
-    code, _, err = _cli(capsys, "trace", world2["spec"], "--prompt", PROMPT, "--graph", str(out))
-    _one_line(code, err, "no space left", "graph.json")
+    code, _, err = cli_run(capsys, "trace", world2["spec"], "--prompt", PROMPT, "--graph", str(out))
+    one_error_line(code, err, "no space left", "graph.json")
     assert _left_over(tmp_path) == []  # no graph, no temporary
 
 
@@ -402,7 +390,7 @@ def test_a_full_disk_as_a_run_starts_leaves_no_store_and_a_torn_one_is_rewritten
             str(world2["text"]), "--out", str(out), "--workers", "0", "--max-tokens", "200"]
     with monkeypatch.context() as patched:
         patched.setattr(parts.os, "replace", _no_space)
-        code, _, err = _cli(capsys, *argv)
+        code, _, err = cli_run(capsys, *argv)
     _ends_in_one_line(code, err, "no space left")
     assert _left_over(tmp_path) == []  # no OUT.parts with a 0-byte run.json
     # A store cut off as it started (what an older flyviz left): a rerun and --resume work.
@@ -411,7 +399,7 @@ def test_a_full_disk_as_a_run_starts_leaves_no_store_and_a_torn_one_is_rewritten
         store.mkdir(exist_ok=True)
         (store / "run.json").write_bytes(b"" if not extra else b'{"format": "flyv')
         out.unlink(missing_ok=True)
-        code, _, err = _cli(capsys, *argv, *extra)
+        code, _, err = cli_run(capsys, *argv, *extra)
         assert code == 0, err
         assert out.is_file() and not store.exists()
 
@@ -425,11 +413,11 @@ def test_a_full_disk_as_importance_writes_leaves_no_result_and_resume_finishes(
             str(world2["groups"]), "--out", str(out), "--max-tokens", "200"]
     with monkeypatch.context() as patched:
         patched.setattr(importance_file, "write_zarr", _no_space)
-        code, _, err = _cli(capsys, *argv)
+        code, _, err = cli_run(capsys, *argv)
     _ends_in_one_line(code, err, "no space left", "est.csv")
     # None of the three outputs, half or whole; the finished tasks are kept.
     assert _left_over(tmp_path) == ["est.csv.parts"]
-    code, _, err = _cli(capsys, *argv, "--resume")
+    code, _, err = cli_run(capsys, *argv, "--resume")
     assert code == 0, err
     assert _left_over(tmp_path) == ["est.csv", "est.neurons.csv", "est.zarr"]
 
@@ -452,8 +440,8 @@ def test_nwb_is_not_handed_a_disk_without_room(capsys, monkeypatch, world2, tmp_
     monkeypatch.setattr(convert.shutil, "disk_usage",
                         lambda p: real(p)._replace(free=1000))
     out = tmp_path / "run.nwb"
-    code, _, err = _cli(capsys, "convert", str(world2["source"]), "--to", "nwb", str(out))
-    _one_line(code, err, "no space left", "free some space")
+    code, _, err = cli_run(capsys, "convert", str(world2["source"]), "--to", "nwb", str(out))
+    one_error_line(code, err, "no space left", "free some space")
     assert _left_over(tmp_path) == []
 
 
@@ -462,9 +450,9 @@ def test_a_full_disk_is_one_line_whatever_command_meets_it(capsys, monkeypatch, 
     from flyviz import figures
 
     monkeypatch.setattr(figures.os, "replace", _no_space)
-    code, _, err = _cli(capsys, "figure", str(world2["source"]), "--kind", "raster", "--sort",
+    code, _, err = cli_run(capsys, "figure", str(world2["source"]), "--kind", "raster", "--sort",
                         "similarity", "--out", str(tmp_path / "f.png"))
-    _one_line(code, err, "no space left")
+    one_error_line(code, err, "no space left")
     assert _left_over(tmp_path) == []
 
 
@@ -509,8 +497,8 @@ def _long_cases(w: dict, tmp: Path) -> dict[str, list[str]]:
                                                      "atlas": ""}, Path("."))))
 def test_a_name_over_the_limit_is_one_line_in_every_argument(capsys, world2, tmp_path, case):
     argv = _long_cases(world2, tmp_path)[case]
-    code, stdout, err = _cli(capsys, *argv)
-    _one_line(code, err, "too long", "nnnn")
+    code, stdout, err = cli_run(capsys, *argv)
+    one_error_line(code, err, "too long", "nnnn")
     assert len(err) < 400  # the name is shortened, not printed whole
     assert _left_over(tmp_path) == []
 
@@ -530,17 +518,17 @@ def test_any_oserror_that_reaches_the_command_line_is_one_line(capsys, monkeypat
         def fail(args, code_=code_):
             raise OSError(code_, os.strerror(code_), "/some/where")
         monkeypatch.setattr(info, "run", fail)
-        code, _, err = _cli(capsys, "info", world2["spec"])
-        _one_line(code, err, "/some/where")
+        code, _, err = cli_run(capsys, "info", world2["spec"])
+        one_error_line(code, err, "/some/where")
 
 
 def test_trace_graph_onto_a_folder_or_into_a_read_only_one(capsys, monkeypatch, world2,
                                                           tmp_path):
     folder = tmp_path / "g.json"
     folder.mkdir()
-    code, _, err = _cli(capsys, "trace", world2["spec"], "--prompt", PROMPT, "--graph",
+    code, _, err = cli_run(capsys, "trace", world2["spec"], "--prompt", PROMPT, "--graph",
                         str(folder))
-    _one_line(code, err, "is a folder")
+    one_error_line(code, err, "is a folder")
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
@@ -548,8 +536,8 @@ def test_trace_graph_onto_a_folder_or_into_a_read_only_one(capsys, monkeypatch, 
     # Root may write anywhere: the check is asked what a user's process would be told.
     monkeypatch.setattr(fileio.os, "access",
                         lambda p, mode: False if Path(p) == locked else real_access(p, mode))
-    code, stdout, err = _cli(capsys, "trace", world2["spec"], "--prompt", PROMPT, "--graph",
+    code, stdout, err = cli_run(capsys, "trace", world2["spec"], "--prompt", PROMPT, "--graph",
                              str(locked / "g.json"))
-    _one_line(code, err, "is not writable")
+    one_error_line(code, err, "is not writable")
     assert stdout == ""  # refused before the trace
     locked.chmod(0o755)

@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from cli_checks import cli_run, one_error_line
 
 import flyviz
 from flyviz import cli
@@ -83,18 +84,6 @@ def loaded(hostile):
     model.close()
 
 
-def _cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def _one_line(code: int, err: str, *expected: str) -> None:
-    assert code == 2, err
-    assert err.startswith("flyviz: error: ") and err.count("\n") == 1, err
-    for text in expected:
-        assert text in err, err
 
 
 def _one_flyviz_error(call, *expected: str) -> FlyvizError:
@@ -118,11 +107,11 @@ UNMEASURABLE = {
 def test_patch_refuses_a_question_it_cannot_measure(capsys, hostile, tmp_path, case):
     extra, corrupt, expected = UNMEASURABLE[case]
     out = tmp_path / "trace.csv"
-    code, stdout, err = _cli(capsys, "patch", hostile["spec"], "--clean", CLEAN, "--corrupt",
+    code, stdout, err = cli_run(capsys, "patch", hostile["spec"], "--clean", CLEAN, "--corrupt",
                              corrupt, "--answer", ANSWER, *extra, "--by", str(hostile["groups"]),
                              "--out", str(out), "--figure", str(tmp_path / "t.png"),
                              "--workers", "0")
-    _one_line(code, err, expected)
+    one_error_line(code, err, expected)
     assert stdout == "" and list(tmp_path.iterdir()) == []  # no grey heatmap, no parts
 
 
@@ -168,16 +157,16 @@ def test_a_trace_that_is_accepted_is_measured_in_every_cell(loaded):
 def test_a_patch_source_from_another_model_is_refused(capsys, hostile, command, source,
                                                       differs):
     recording = hostile["root"] / f"{source}.flyrec"
-    code, stdout, err = _cli(capsys, command, hostile["spec"], "--prompt", "the cat",
+    code, stdout, err = cli_run(capsys, command, hostile["spec"], "--prompt", "the cat",
                              "--max-new-tokens", "2", "--patch", "all", "--source",
                              str(recording))
-    _one_line(code, err, f"the patch's source (recording {source}.flyrec)", differs,
+    one_error_line(code, err, f"the patch's source (recording {source}.flyrec)", differs,
               "record the source run with model")
     assert stdout == ""
 
 
 def test_a_patch_source_from_the_same_model_runs(capsys, hostile):
-    code, stdout, err = _cli(capsys, "generate", hostile["spec"], "--prompt", "the cat",
+    code, stdout, err = cli_run(capsys, "generate", hostile["spec"], "--prompt", "the cat",
                              "--max-new-tokens", "2", "--patch", "all", "--source",
                              str(hostile["root"] / "model.flyrec"))
     assert code == 0 and stdout, err
@@ -245,9 +234,9 @@ def _gui_cases(hostile, tmp_path) -> dict[str, tuple[list[str], str]]:
 
 def test_gui_checks_every_argument_before_its_window(capsys, hostile, tmp_path, no_window):
     for case, (argv, expected) in _gui_cases(hostile, tmp_path).items():
-        code, stdout, err = _cli(capsys, "gui", "--model", hostile["spec"], *argv)
+        code, stdout, err = cli_run(capsys, "gui", "--model", hostile["spec"], *argv)
         assert code == 2, case
-        _one_line(code, err, expected)
+        one_error_line(code, err, expected)
 
 
 def test_a_lesion_map_with_any_one_bit_flipped_is_one_line_or_reads(hostile, tmp_path):
@@ -458,6 +447,6 @@ def test_a_bad_text_is_named_by_its_own_option(capsys, hostile, tmp_path, case):
     argv, expected = TOKEN_OPTIONS[case]
     filled = [a.format(spec=hostile["spec"], groups=hostile["groups"], out=tmp_path / "t.csv")
               for a in argv]
-    code, _, err = _cli(capsys, *filled)
-    _one_line(code, err, expected)
+    code, _, err = cli_run(capsys, *filled)
+    one_error_line(code, err, expected)
     assert list(tmp_path.iterdir()) == []

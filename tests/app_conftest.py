@@ -188,3 +188,30 @@ def assert_only_lit(win, before: np.ndarray, members: np.ndarray, count: int = 2
         assert disc_max(after, xy[neuron]) >= 0.9 * disc_max(before, xy[neuron])
     for neuron in dark:
         assert disc_max(after, xy[neuron]) < 0.5 * disc_max(before, xy[neuron])
+
+
+def mixed_recording(n: int, seed: int, model_name: str):
+    """Three frames of ``n`` neurons with a third of them active, of both signs (the
+    host-agreement tests' recording)."""
+    from flyviz.app._testing import make_frame
+    from flyviz.record.recording import Recording
+
+    rng = np.random.default_rng(seed)
+    rec = Recording(n, {"model_name": model_name})
+    for i in range(3):
+        state = np.zeros(n, np.float32)
+        lit = rng.choice(n, size=n // 3, replace=False)
+        state[lit] = rng.uniform(0.3, 1.0, lit.size) * rng.choice([-1.0, 1.0], lit.size)
+        rec.append(make_frame(i, state))
+    return rec
+
+
+def lit_pixels(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
+    """Pixels clearly off the background colour."""
+    return np.abs(rgb[..., :3].astype(int) - background).max(axis=-1) > 40
+
+
+def lit_iou(a: np.ndarray, b: np.ndarray, background: np.ndarray) -> float:
+    """Intersection over union of two pictures' :func:`lit_pixels`."""
+    lit_a, lit_b = lit_pixels(a, background), lit_pixels(b, background)
+    return float((lit_a & lit_b).sum() / (lit_a | lit_b).sum())

@@ -14,9 +14,9 @@ import os
 
 import numpy as np
 import pytest
+from app_conftest import lit_iou, lit_pixels, mixed_recording
 from gl_skip import offscreen_gl_or_skip, skip_if_no_offscreen_gl
 
-from flyviz.app._testing import make_frame
 from flyviz.record.recording import Recording
 
 pytestmark = pytest.mark.gui
@@ -25,23 +25,6 @@ iio = pytest.importorskip("imageio.v3")
 
 #: Where to leave the compared images to look at (unset: nowhere).
 DUMP = os.environ.get("FLYVIZ_TEST_IMAGES")
-
-
-def _recording(n: int, seed: int = 3) -> Recording:
-    """Three frames with a third of the neurons active, of both signs."""
-    rng = np.random.default_rng(seed)
-    rec = Recording(n, {"model_name": "agreement"})
-    for i in range(3):
-        state = np.zeros(n, np.float32)
-        lit = rng.choice(n, size=n // 3, replace=False)
-        state[lit] = rng.uniform(0.3, 1.0, lit.size) * rng.choice([-1.0, 1.0], lit.size)
-        rec.append(make_frame(i, state))
-    return rec
-
-
-def _lit(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
-    """Pixels clearly off the background colour."""
-    return np.abs(rgb[..., :3].astype(int) - background).max(axis=-1) > 40
 
 
 def _dialog_frame(win, qtbot, recording: Recording, index: int, size: tuple[int, int],
@@ -108,7 +91,7 @@ def test_a_movie_frame_agrees_with_the_brain_view(window, qtbot, tmp_path, app_c
                                                  gl, mode):
     win = window
     n = app_checkpoint.config.neurons
-    recording = _recording(n)
+    recording = mixed_recording(n, 3, "agreement")
     win.state.display.smoothing_s = 0.0
     win.state.display.auto_scale = False
     win.state.display.limit = 1.0
@@ -128,7 +111,7 @@ def test_a_movie_frame_agrees_with_the_brain_view(window, qtbot, tmp_path, app_c
     assert movie.shape == view.shape
 
     background = np.round(np.asarray(win.brain.style.background[:3]) * 255).astype(int)
-    lit_view, lit_movie = _lit(view, background), _lit(movie, background)
+    lit_view, lit_movie = lit_pixels(view, background), lit_pixels(movie, background)
     assert lit_view.sum() > 1000  # a real picture, not a few stray pixels
     iou = (lit_view & lit_movie).sum() / (lit_view | lit_movie).sum()
     difference = np.abs(view.astype(int) - movie.astype(int)).max(axis=-1)
@@ -137,11 +120,6 @@ def test_a_movie_frame_agrees_with_the_brain_view(window, qtbot, tmp_path, app_c
           f"99th percentile {np.percentile(difference[lit_view], 99):.0f}, max {difference.max()}")
     assert iou > 0.98
     assert np.percentile(difference[lit_view | lit_movie], 99) <= 6
-
-
-def _iou(a: np.ndarray, b: np.ndarray, background: np.ndarray) -> float:
-    lit_a, lit_b = _lit(a, background), _lit(b, background)
-    return float((lit_a & lit_b).sum() / (lit_a | lit_b).sum())
 
 
 @pytest.mark.parametrize("mode", ["signed", "abs"])
@@ -157,7 +135,7 @@ def test_one_state_looks_the_same_in_the_window_a_movie_frame_and_an_offscreen_f
     win = window
     state = win.state
     n = app_checkpoint.config.neurons
-    recording = _recording(n, seed=5)
+    recording = mixed_recording(n, 5, "agreement")
     state.display.smoothing_s = 0.0
     state.display.auto_scale = False
     state.display.limit = 1.0
@@ -188,12 +166,12 @@ def test_one_state_looks_the_same_in_the_window_a_movie_frame_and_an_offscreen_f
     background = np.round(np.asarray(state.style().background[:3]) * 255).astype(int)
     # a real picture, not a few stray pixels (the tiny model lights ~900 px in the
     # default layout's brain view at this size)
-    assert _lit(view, background).sum() > 500
+    assert lit_pixels(view, background).sum() > 500
     pairs = {"view-figure": (view, figure), "view-movie": (view, movie),
              "figure-movie": (figure, movie)}
-    ious = {name: _iou(a, b, background) for name, (a, b) in pairs.items()}
+    ious = {name: lit_iou(a, b, background) for name, (a, b) in pairs.items()}
     print(mode, {name: round(iou, 4) for name, iou in ious.items()})
     assert min(ious.values()) > 0.98, ious
-    lit = _lit(view, background)
+    lit = lit_pixels(view, background)
     difference = np.abs(view.astype(int) - figure.astype(int)).max(axis=-1)
     assert np.percentile(difference[lit], 99) <= 6

@@ -12,9 +12,8 @@ import os
 
 import numpy as np
 import pytest
+from app_conftest import lit_iou, lit_pixels, mixed_recording
 
-from flyviz.app._testing import make_frame
-from flyviz.record.recording import Recording
 
 pytestmark = pytest.mark.gui
 
@@ -27,26 +26,6 @@ DUMP = os.environ.get("FLYVIZ_TEST_IMAGES")
 AMOUNTS = "amounts"
 
 
-def _recording(n: int, seed: int = 7) -> Recording:
-    rng = np.random.default_rng(seed)
-    rec = Recording(n, {"model_name": "hosts"})
-    for i in range(3):
-        state = np.zeros(n, np.float32)
-        lit = rng.choice(n, size=n // 3, replace=False)
-        state[lit] = rng.uniform(0.3, 1.0, lit.size) * rng.choice([-1.0, 1.0], lit.size)
-        rec.append(make_frame(i, state))
-    return rec
-
-
-def _lit(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
-    return np.abs(rgb[..., :3].astype(int) - background).max(axis=-1) > 40
-
-
-def _iou(a: np.ndarray, b: np.ndarray, background: np.ndarray) -> float:
-    lit_a, lit_b = _lit(a, background), _lit(b, background)
-    return float((lit_a & lit_b).sum() / (lit_a | lit_b).sum())
-
-
 def _set_up(win, n: int) -> None:
     """The window's state: a recording at token 1, amounts coloured, half the neurons
     highlighted, neuron 4 selected."""
@@ -57,7 +36,7 @@ def _set_up(win, n: int) -> None:
     state.display.auto_scale = False
     state.display.limit = 1.0
     state.display.point_size = 5.0
-    state.set_recording(_recording(n), index=1)
+    state.set_recording(mixed_recording(n, 7, "hosts"), index=1)
     rng = np.random.default_rng(11)
     amounts = np.where(rng.random(n) < 0.5, rng.uniform(0.2, 1.0, n), 0.0)
     layer = importance_colours(AMOUNTS, amounts, False, "test amounts")
@@ -118,9 +97,9 @@ def test_every_host_renders_one_state_alike(window, qtbot, tmp_path, app_checkpo
         {name: image.shape for name, image in images.items()}
 
     background = np.round(np.asarray(state.style().background[:3]) * 255).astype(int)
-    assert _lit(view, background).sum() > 300
+    assert lit_pixels(view, background).sum() > 300
     names = sorted(images)
-    ious = {f"{a}-{b}": _iou(images[a], images[b], background)
+    ious = {f"{a}-{b}": lit_iou(images[a], images[b], background)
             for i, a in enumerate(names) for b in names[i + 1:]}
     print({pair: round(iou, 4) for pair, iou in ious.items()})
     assert min(ious.values()) >= 0.98, ious
@@ -128,7 +107,7 @@ def test_every_host_renders_one_state_alike(window, qtbot, tmp_path, app_checkpo
     # The highlight is in the picture: without it more neurons are lit.
     state.highlights.set("find", None)
     plain = render_state_image(state, size, app=vispy.app.use_app())
-    assert _lit(plain, background).sum() > 1.2 * _lit(images["still"], background).sum()
+    assert lit_pixels(plain, background).sum() > 1.2 * lit_pixels(images["still"], background).sum()
     state.highlights.set_neurons("find", np.arange(0, n, 2))
 
     # napari: the Points layer built from the state is coloured by the state's layer at
@@ -191,8 +170,8 @@ def test_file_export_movie_keeps_the_highlight_and_the_selection_ring(window, qt
     if DUMP:
         for name, image in (("movie", movie), ("ringed", ringed), ("plain", plain)):
             iio.imwrite(os.path.join(DUMP, f"export-{name}.png"), image)
-    assert _iou(movie, ringed, background) >= 0.98
-    assert _iou(movie, plain, background) < 0.9          # the highlight dims half of them
+    assert lit_iou(movie, ringed, background) >= 0.98
+    assert lit_iou(movie, plain, background) < 0.9          # the highlight dims half of them
     ring = np.abs(ringed.astype(int) - unringed.astype(int)).max(axis=-1) > 40
     assert ring.sum() > 10                              # the ring is drawn in the still
     assert (np.abs(movie.astype(int) - ringed.astype(int)).max(axis=-1)[ring] <= 40).mean() > 0.9

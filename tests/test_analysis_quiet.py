@@ -12,6 +12,9 @@ from flyviz.analysis.quiet import raise_if_interrupted, restore_term, term_as_in
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_swallowed_where_it_landed_is_raised_at_the_next_check(signum):
+    # Python's own Ctrl+C handler, as a command started from a terminal has it (a pytest-xdist
+    # worker runs with another one).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     saved = term_as_interrupt()
     try:
@@ -26,7 +29,9 @@ def test_a_stop_swallowed_where_it_landed_is_raised_at_the_next_check(signum):
             raise_if_interrupted()
     finally:
         restore_term(saved)
-    assert {s: signal.getsignal(s) for s in before} == before
+        after = {s: signal.getsignal(s) for s in before}
+        signal.signal(signal.SIGINT, previous)
+    assert after == before
     raise_if_interrupted()  # the next run starts with no stop pending
 
 

@@ -64,7 +64,9 @@ from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
 from flyviz.app.compare_control import CompareController
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.verification import VerificationController
-from flyviz.app.window_features import FeatureWindow
+from flyviz.app.neuron_pick import BrainPicks
+from flyviz.app.synapse_lines import synapse_lines
+from flyviz.app.window_features import Docks, FeatureWindow
 from flyviz.kinds import LANGUAGE
 from flyviz.kinds.language import LANGUAGE_KEY
 from flyviz.model.checkpoint import Anatomy, Checkpoint
@@ -141,7 +143,6 @@ class MainWindow(FeatureWindow):
         #: What the window shows (the widgets bind to it; tests and scripts set it).
         self.state = ViewerState()
         restore_settings(self.state, self.settings)
-        self.bundle: ModelBundle | None = None
         #: The installed features by name (see :data:`FEATURES`).
         self.features: dict[str, Any] = {}
         self.last_error = ""
@@ -166,7 +167,7 @@ class MainWindow(FeatureWindow):
         self.files = FileController(self)
         self.actions_registry = ActionRegistry(self)
         self.background = BackgroundCalls(self)
-        self.docks: dict[str, QDockWidget] = {}
+        self.docks = Docks(self)
         self.dock_kinds = DockKinds(self.docks)
 
         self._build_central()
@@ -204,6 +205,9 @@ class MainWindow(FeatureWindow):
         self.brain = BrainView(self)
         self.brain.state = self.state
         self.setCentralWidget(self.brain)
+        #: Picking in the brain view (click, Shift+click, Ctrl+drag) and the rings of the
+        #: state's picked and intervened neurons.
+        self.picking = BrainPicks(self.brain, self.state)
         self.highlights = self.state.highlights
 
         bar = QToolBar("Prompt", self)
@@ -364,6 +368,13 @@ class MainWindow(FeatureWindow):
         state.events.filter.connect(self._apply_filter)
         state.events.meshes.connect(self._apply_meshes)
         state.events.model.connect(self._apply_kind)
+        state.events.camera_wanted.connect(self._camera_from_view)
+        state.events.token_flows.connect(
+            lambda flows: self.text_panel.set_flows(None if flows is None else list(flows)))
+        state.events.lines.connect(self._draw_lines)
+        state.events.atlas.connect(self._show_atlas)
+        self.models.ready.connect(lambda _name: self.picking.refresh())
+        self.models.ready.connect(self.model_ready)     # after the features' own handlers
         self.brain.camera_moved.connect(self._camera_from_view)
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.spec_entered.connect(self._load_entered_spec)
@@ -406,9 +417,14 @@ class MainWindow(FeatureWindow):
         return self.state.selected
 
     @property
+    def bundle(self) -> ModelBundle | None:
+        """The loaded model with its tokenizer, anatomy and connectivity, or None."""
+        return self.models.bundle
+
+    @property
     def checkpoint(self) -> Checkpoint | None:
         """The loaded model, or None."""
-        return None if self.bundle is None else self.bundle.checkpoint
+        return self.models.checkpoint
 
     @property
     def anatomy(self) -> Anatomy | None:
@@ -514,7 +530,7 @@ class MainWindow(FeatureWindow):
             bundle.close()
             return
         self.progress.setVisible(False)
-        self.bundle = bundle
+        self.models.bundle = bundle
         checkpoint, anatomy = bundle.checkpoint, bundle.anatomy
         neurons = checkpoint.config.neurons
         self.state.set_model(bundle.model, anatomy, bundle.name, neurons=neurons)
@@ -536,7 +552,7 @@ class MainWindow(FeatureWindow):
         self.text_panel.show_text_placeholder("Type a prompt above and press Enter.")
         self.show_message(f"model {bundle.name} ready: {neurons:,} neurons, "
                           f"{checkpoint.n_edges:,} synapses")
-        self.model_ready.emit(bundle.name)
+        self.models.ready.emit(bundle.name)        # the features', then model_ready
         if self._pending_prompt:
             prompt, self._pending_prompt = self._pending_prompt, None
             self.prompt_bar.set_text(prompt)
@@ -657,16 +673,33 @@ class MainWindow(FeatureWindow):
         """Write where the brain view looks from now into the state (before exports read it)."""
         self._camera_from_view()
 
+    def _wire_features(self) -> None:
+        super()._wire_features()
+        # Requests made in the window's own widgets, answered by features.
+        why = self.features.get("why")
+        if why is not None:
+            self.text_panel.why_requested.connect(why.why_at)
+        atlas = self.features.get("atlas")
+        if atlas is not None:
+            self.inspector.atlas_card.token_requested.connect(atlas.find_token)
+
     # ================================================================= neurons
     def select_neuron(self, index: int | None) -> None:
-        """Highlight neuron ``index`` and describe it in the inspector (None clears)."""
-        if index is not None and (self.checkpoint is None
-                                  or not 0 <= index < self.checkpoint.config.neurons):
-            return
-        if index == self.state.selected:
-            self._on_selected(index)        # the same neuron again: show it again
-        else:
-            self.state.selected = index
+        """Highlight neuron ``index`` and describe it in the inspector (None clears; the
+        state's :meth:`~flyviz.viewer.state.ViewerState.select`)."""
+        self.state.select(index)
+
+    def _draw_lines(self, source: str) -> None:
+        """Draw the state's synapse lines of ``source`` over the brain (or clear them)."""
+        points, colours = self.state.lines(source) or (None, None)
+        synapse_lines(self.brain).set(source, points, colours)
+
+    def _show_atlas(self, atlas: Any) -> None:
+        """The Neuron dock's atlas card follows the state's open atlas."""
+        card = self.inspector.atlas_card
+        card.set_atlas(atlas)
+        if atlas is not None:
+            card.show_neuron(self.state.selected)
 
     def _on_selected(self, index: int | None) -> None:
         self.brain.set_selected(index)

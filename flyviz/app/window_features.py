@@ -23,14 +23,50 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.interventions_dock import InterventionsFeature
     from flyviz.app.lesion_panel import LesionFeature
 
-__all__ = ["FeatureWindow"]
+__all__ = ["Docks", "FeatureWindow"]
+
+
+class Docks(dict[str, QDockWidget]):
+    """The window's docks by key, and what a feature does with docks: add one, put it in a
+    tab beside another, show it.
+
+    Parameters
+    ----------
+    window
+        The window the docks live in.
+    """
+
+    def __init__(self, window: "FeatureWindow") -> None:
+        super().__init__()
+        self._window = window
+
+    def add(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+            scroll: bool = False) -> QDockWidget:
+        """A new dock ``key`` holding ``widget`` (listed in View)."""
+        return self._window.add_dock(key, title, widget, area, scroll)
+
+    def tabify(self, beside: str, dock: QDockWidget, keep_front: bool = True) -> None:
+        """Put ``dock`` in a tab beside the dock ``beside`` (which stays in front if
+        ``keep_front``)."""
+        self._window.tabifyDockWidget(self[beside], dock)
+        if keep_front:
+            self[beside].raise_()
+
+    def show(self, dock: QDockWidget, height_fraction: float | None = None) -> None:
+        """Show ``dock`` in front, as tall as ``height_fraction`` of the window if given."""
+        dock.show()
+        dock.raise_()
+        if height_fraction is not None:
+            window = self._window
+            window.resizeDocks([dock], [int(window.height() * height_fraction)],
+                               Qt.Orientation.Vertical)
 
 
 class FeatureWindow(QMainWindow):
     """A main window that hosts features (see :class:`~flyviz.app.host.WindowHost`)."""
 
-    #: The window's docks by key (filled by the window).
-    docks: dict[str, QDockWidget]
+    #: The window's docks by key, with what features do with them (filled by the window).
+    docks: Docks
     #: The installed features by name.
     features: dict[str, Any]
     #: The model kinds each dock serves (the window hides the others' docks).
@@ -40,19 +76,10 @@ class FeatureWindow(QMainWindow):
         """The window as a widget (the parent of features' dialogs)."""
         return self
 
-    def tabify_dock(self, beside: str, dock: QDockWidget, keep_front: bool = True) -> None:
-        """Put ``dock`` in a tab beside the dock ``beside`` (which stays in front if ``keep_front``)."""
-        self.tabifyDockWidget(self.docks[beside], dock)
-        if keep_front:
-            self.docks[beside].raise_()
-
-    def show_dock(self, dock: QDockWidget, height_fraction: float | None = None) -> None:
-        """Show ``dock`` in front, as tall as ``height_fraction`` of the window if given."""
-        dock.show()
-        dock.raise_()
-        if height_fraction is not None:
-            self.resizeDocks([dock], [int(self.height() * height_fraction)],
-                             Qt.Orientation.Vertical)
+    def add_dock(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+                 scroll: bool = False, kinds: tuple[str, ...] | None = None) -> QDockWidget:
+        """Put ``widget`` in a new dock (the window's)."""
+        raise NotImplementedError
 
     def register_feature(self, name: str, install: Callable[[WindowHost], Any],
                          kinds: tuple[str, ...] = (LANGUAGE_KEY,)) -> Any:

@@ -677,12 +677,15 @@ class ViewerState:
         """Draw synapses of ``source`` as line segments over the brain: ``points`` ``(2k, 3)``
         (pre then post soma of each), ``colours`` ``(2k, 4)`` RGBA; ``None`` or no points
         clears the source's lines. The newest source set is the one shown."""
-        self._lines.pop(source, None)
+        lines = None
         if points is not None and len(points):
             pts = np.asarray(points, np.float32).reshape(-1, 3)
             if colours is None or np.shape(colours) != (pts.shape[0], 4):
                 raise ViewerError(f"the lines of {source!r} need an RGBA colour per point")
-            self._lines[source] = (pts, np.asarray(colours, np.float32))
+            lines = (pts, np.asarray(colours, np.float32))
+        self._lines.pop(source, None)
+        if lines is not None:
+            self._lines[source] = lines
         self.events.lines.emit(source)
 
     def lines(self, source: str) -> tuple[np.ndarray, np.ndarray] | None:

@@ -1,5 +1,7 @@
-"""The docks are views of the viewer state: a script that sets ``state.docks`` reproduces
-the view that clicking makes (the widgets, and the picture or the fields the view draws).
+"""The docks are views of the viewer state: a script that sets ``state.docks`` (or the
+state's picks, intervened neurons, selection, open atlas, text shading or synapse lines)
+reproduces the view that clicking makes (the widgets, and the picture or the fields the
+view draws).
 
 Each test clicks first and keeps what the dock shows, clicks back, then sets the state's
 field from a script and compares; it also checks that the click wrote the state.

@@ -352,7 +352,8 @@ class AtlasFeature:
     Parameters
     ----------
     host
-        The window (its inspector, highlights, messages and background calls).
+        The window (its state, whose open atlas the Neuron dock's card shows, messages,
+        docks and background calls).
     """
 
     def __init__(self, host: "WindowHost") -> None:

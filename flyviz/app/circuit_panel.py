@@ -18,8 +18,9 @@ The result:
   the smallest circuit that keeps the task): the circuit at that ``k`` is lit on
   the brain (the state's ``circuit`` highlight: its neurons bright, the rest
   dimmed) and its strongest synapses are drawn as lines between the somas (the
-  brain view's shared line overlay, :mod:`flyviz.app.synapse_lines`; red a
-  positive weight or score, blue a negative one);
+  state's lines of source ``circuit``, drawn in the brain view's shared line
+  overlay, :mod:`flyviz.app.synapse_lines`; red a positive weight or score, blue a
+  negative one);
 * the **per-prompt** metric and faithfulness at that ``k``;
 * **Run with only the circuit**: the selected prompt runs beside the untouched
   model with every unit outside the circuit ablated as the measurement did

@@ -13,7 +13,9 @@ The window assembles parts that each do one job and can be used without it:
 
 What is shown lives in one Qt-free :class:`~flyviz.viewer.state.ViewerState`
 (:attr:`MainWindow.state`): the widgets show it and write the user's changes to
-it; tests and scripts set it directly.
+it; tests, scripts and features set it directly (features never drive a widget:
+the picks and rings, the synapse lines, the text's shading and the atlas card are
+the state's, and the window's widgets follow it).
 
 What is left here is wiring: which widget goes in which dock, and which user
 action goes to which part. A new dock is :meth:`MainWindow.add_dock` plus

@@ -13,10 +13,11 @@ Cancel. The result:
 * the *Why?* dock's **lag** slider: the layer shows ``f(P - lag)``, so the
   signal can be followed backwards through the window, step by step;
 * the Text panel shades each input token by its flow (red adds to L, blue takes
-  from it; hover shows the value);
+  from it; hover shows the value): the state's ``token_flows``;
 * the strongest synapses into the shown step drawn as lines between the
   somas in the brain view (bright: a large edge flow; red adds to L, blue
-  takes from it), following the lag slider;
+  takes from it), following the lag slider: the state's lines of source ``"why"``
+  (:meth:`~flyviz.viewer.state.ViewerState.set_lines`);
 * **Export movie…** in the *Why?* dock: the lag sweep as a movie, one frame per
   step (:func:`flyviz.export.flow.export_flow`), in the background with progress;
 * the **Graph** dock: the pruned attribution graph as a scatter, the position
@@ -443,7 +444,7 @@ class WhyFeature(QObject):
 
     def _draw_synapses(self) -> None:
         """The strongest synapses into the shown step as lines in the brain view (the
-        view's shared line overlay, source ``"why"``)."""
+        state's lines of source ``"why"``, which the window draws)."""
         state = self.host.state
         anatomy = state.anatomy
         att = self.attribution

@@ -29,7 +29,12 @@ The state holds
   lesion map's log scale, *Why?*'s lag...: :class:`~flyviz.viewer.settings.DockSettings`,
   :attr:`ViewerState.docks`), all in :mod:`flyviz.viewer.settings`;
 * the highlight (named emphasis masks, :class:`~flyviz.viewer.highlight.Highlights`,
-  and the superclass / cell-type filter), the selected neuron and the picked neurons;
+  and the superclass / cell-type filter), the selected neuron, the picked neurons
+  and the neurons the interventions touch (:attr:`~ViewerState.intervened`, ringed);
+* what features draw over the views: synapses as lines by source
+  (:meth:`~ViewerState.set_lines`), the running text's shading
+  (:attr:`~ViewerState.token_flows`) and the open atlas (:attr:`~ViewerState.atlas`,
+  whose cards the inspector shows);
 * the camera: a view preset and, once the user moved it, a
   :class:`~flyviz.render.camera.CameraPose`;
 * the interventions of the next runs, whether runs compare with the untouched model,

@@ -347,6 +347,10 @@ def test_whys_text_shading_and_synapse_lines_are_the_states(window, qtbot):
     with pytest.raises(ViewerError, match="RGBA colour per point"):
         state.set_lines(LINES, points, colours[:1])
     assert state.lines(LINES) is not None                           # a bad call changes nothing
+    # A neuron clicked in the Graph dock is the state's selection (the Neuron dock shows it).
+    neuron = int(att.top_neurons(att.position, 1)[0])
+    feature.graph_panel.neuron_clicked.emit(neuron)
+    assert state.selected == neuron == win.inspector.neuron
 
 
 def test_picks_and_intervened_rings_are_the_states(window, qtbot):
@@ -443,6 +447,9 @@ def test_the_atlas_card_is_the_states(window, qtbot, app_checkpoint, tmp_path): 
     token = card.card.driving_tokens[0].token_id
     card.token_requested.emit(token)                                # a token on the card
     assert win.atlas.panel.search.text() == f"id:{token}"
+    other = (neuron + 1) % win.state.neurons
+    win.atlas.panel.neuron_requested.emit(other)                    # a neuron the dock lists
+    assert win.state.selected == other == win.inspector.neuron
 
 
 def test_the_window_is_a_host_of_no_widget_but_itself(window):

@@ -25,7 +25,7 @@ in :data:`FEATURES`: ``install(host)`` gets the window as a
 :class:`~flyviz.app.host.WindowHost` and nothing more; :meth:`MainWindow._wire_features`
 connects features to each other.
 
-A little over 700 lines on purpose: it is the one place that says which dock,
+About 800 lines on purpose: it is the one place that says which dock,
 menu entry and shortcut goes where, and the members :class:`WindowHost` promises
 features; each job behind them lives in its own module (the list above).
 """
@@ -67,8 +67,7 @@ from flyviz.app.compare_control import CompareController
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.verification import VerificationController
 from flyviz.app.neuron_pick import BrainPicks
-from flyviz.app.synapse_lines import synapse_lines
-from flyviz.app.window_features import Docks, FeatureWindow
+from flyviz.app.window_features import Docks, FeatureWindow, follow_feature_fields
 from flyviz.kinds import LANGUAGE
 from flyviz.kinds.language import LANGUAGE_KEY
 from flyviz.model.checkpoint import Anatomy, Checkpoint
@@ -371,10 +370,7 @@ class MainWindow(FeatureWindow):
         state.events.meshes.connect(self._apply_meshes)
         state.events.model.connect(self._apply_kind)
         state.events.camera_wanted.connect(self._camera_from_view)
-        state.events.token_flows.connect(
-            lambda flows: self.text_panel.set_flows(None if flows is None else list(flows)))
-        state.events.lines.connect(self._draw_lines)
-        state.events.atlas.connect(self._show_atlas)
+        follow_feature_fields(state, self.brain, self.text_panel, self.inspector)
         self.models.ready.connect(lambda _name: self.picking.refresh())
         self.models.ready.connect(self.model_ready)     # after the features' own handlers
         self.brain.camera_moved.connect(self._camera_from_view)
@@ -678,10 +674,9 @@ class MainWindow(FeatureWindow):
     def _wire_features(self) -> None:
         super()._wire_features()
         # Requests made in the window's own widgets, answered by features.
-        why = self.features.get("why")
+        why, atlas = self.features.get("why"), self.features.get("atlas")
         if why is not None:
             self.text_panel.why_requested.connect(why.why_at)
-        atlas = self.features.get("atlas")
         if atlas is not None:
             self.inspector.atlas_card.token_requested.connect(atlas.find_token)
 
@@ -690,18 +685,6 @@ class MainWindow(FeatureWindow):
         """Highlight neuron ``index`` and describe it in the inspector (None clears; the
         state's :meth:`~flyviz.viewer.state.ViewerState.select`)."""
         self.state.select(index)
-
-    def _draw_lines(self, source: str) -> None:
-        """Draw the state's synapse lines of ``source`` over the brain (or clear them)."""
-        points, colours = self.state.lines(source) or (None, None)
-        synapse_lines(self.brain).set(source, points, colours)
-
-    def _show_atlas(self, atlas: Any) -> None:
-        """The Neuron dock's atlas card follows the state's open atlas."""
-        card = self.inspector.atlas_card
-        card.set_atlas(atlas)
-        if atlas is not None:
-            card.show_neuron(self.state.selected)
 
     def _on_selected(self, index: int | None) -> None:
         self.brain.set_selected(index)

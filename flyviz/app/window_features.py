@@ -2,8 +2,10 @@
 
 :class:`FeatureWindow` is the part of :class:`~flyviz.app.main_window.MainWindow`
 that :class:`~flyviz.app.host.WindowHost` promises features beyond the shared
-objects: putting docks beside others, showing one, and installing features (:meth:`FeatureWindow.register_feature`)
-and wiring them to each other (:meth:`FeatureWindow._wire_features`).
+objects: its docks (:class:`Docks`: adding one, putting it beside others, showing
+one), installing features (:meth:`FeatureWindow.register_feature`) and wiring them
+to each other (:meth:`FeatureWindow._wire_features`); and the window's widgets as
+views of what features write to the state (:func:`follow_feature_fields`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,39 @@ from flyviz.kinds.language import LANGUAGE_KEY
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.atlas_panel import AtlasFeature
+    from flyviz.app.brain_view import BrainView
+    from flyviz.app.inspector import NeuronInspector
     from flyviz.app.host import WindowHost
     from flyviz.app.interventions_dock import InterventionsFeature
     from flyviz.app.lesion_panel import LesionFeature
+    from flyviz.app.text_panel import TextPanel
+    from flyviz.viewer.state import ViewerState
 
-__all__ = ["Docks", "FeatureWindow"]
+__all__ = ["Docks", "FeatureWindow", "follow_feature_fields"]
+
+
+def follow_feature_fields(state: "ViewerState", brain: "BrainView", text_panel: "TextPanel",
+                          inspector: "NeuronInspector") -> None:
+    """Show in the window's widgets what features write to ``state``: the synapse lines
+    over ``brain``, the shading of ``text_panel``'s tokens and the open atlas's card in
+    ``inspector`` (the picks and rings: :class:`~flyviz.app.neuron_pick.BrainPicks`)."""
+    from flyviz.app.synapse_lines import synapse_lines
+
+    def draw_lines(source: str) -> None:
+        points, colours = state.lines(source) or (None, None)
+        synapse_lines(brain).set(source, points, colours)
+
+    def show_atlas(atlas: Any) -> None:
+        card = inspector.atlas_card
+        card.set_atlas(atlas)
+        if atlas is not None:
+            card.show_neuron(state.selected)
+
+    events = state.events
+    events.lines.connect(draw_lines)
+    events.token_flows.connect(
+        lambda flows: text_panel.set_flows(None if flows is None else list(flows)))
+    events.atlas.connect(show_atlas)
 
 
 class Docks(dict[str, QDockWidget]):
@@ -78,7 +108,8 @@ class FeatureWindow(QMainWindow):
 
     def add_dock(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
                  scroll: bool = False, kinds: tuple[str, ...] | None = None) -> QDockWidget:
-        """Put ``widget`` in a new dock (the window's)."""
+        """Put ``widget`` in a new dock (how, and where it is listed, is the window's:
+        :meth:`MainWindow.add_dock <flyviz.app.main_window.MainWindow.add_dock>`)."""
         raise NotImplementedError
 
     def register_feature(self, name: str, install: Callable[[WindowHost], Any],

@@ -93,8 +93,8 @@ class SpikingFeature:
     def __init__(self, host: "WindowHost") -> None:
         self.host = host
         self.panel = StimulusPanel()
-        self.dock = host.add_dock("stimulus", "Stimulus", self.panel,
-                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        self.dock = host.docks.add("stimulus", "Stimulus", self.panel,
+                                   Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
         self.dock.hide()
         self.model: SpikingModel | None = None
         self.recording: Recording | None = None
@@ -118,7 +118,7 @@ class SpikingFeature:
     # ------------------------------------------------------------ opening
     def open_loaded(self) -> bool:
         """Show the loaded model's graph as a spiking brain; False when none is loaded."""
-        checkpoint = self.host.checkpoint
+        checkpoint = self.host.models.checkpoint
         if checkpoint is None:
             self.host.show_message("load a model first: its graph is the spiking brain", True)
             return False
@@ -147,7 +147,7 @@ class SpikingFeature:
         state.set_model(model, state.anatomy if same else model.drawing_anatomy())
         self.model = model
         state.set_recording(Recording(model.neurons, {"kind": SPIKING_KEY}))
-        self.host.show_dock(self.dock)
+        self.host.docks.show(self.dock)
         self.panel.status.setText(f"{model.name}: {model.neurons:,} neurons; press Run")
 
     # ------------------------------------------------------------ running
@@ -192,7 +192,7 @@ class SpikingFeature:
         simulated = len(recording) * SPIKING.time_axis.step / 1000.0
         self.engine_factor = simulated / wall_s if wall_s > 0 else float("inf")
         self.host.state.set_recording(recording, index=0)
-        self.host.runs.show(0)
+        self.host.state.index = 0
         self.panel.play_button.setEnabled(True)
         self.playing = True
         self._set_interval()
@@ -220,7 +220,7 @@ class SpikingFeature:
         if index >= len(self.recording):
             self.stop_playback()
             return
-        self.host.runs.show(index)
+        self.host.state.index = index
         self._say()
 
     def toggle_play(self) -> None:
@@ -229,7 +229,7 @@ class SpikingFeature:
             self.stop_playback()
         elif self.recording is not None:
             if self.host.state.index >= len(self.recording) - 1:
-                self.host.runs.show(0)
+                self.host.state.index = 0
             self.playing = True
             self.timer.start()
             self.panel.play_button.setText("Pause")

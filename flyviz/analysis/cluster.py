@@ -451,8 +451,9 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
                 tree.add((0, chunk.index), partial)
                 show()
         elif pending:
-            used_workers = _run_on_dask(function, args, pending, tree, done_tokens, show,
-                                        workers, scheduler, ready, log)
+            used_workers = _run_on_dask(function, args, pending,
+                                        lambda chunk, partial: tree.add((0, chunk.index), partial),
+                                        done_tokens, show, workers, scheduler, ready, log)
     except KeyboardInterrupt:
         # What the tree holds, not what progress counted: a chunk whose last token was
         # reported but whose partial had not arrived yet is not saved.
@@ -477,17 +478,85 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
                      workers=used_workers, compute_seconds=finished - ready[-1])
 
 
-def _run_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
-                 show: Callable[..., None], workers: int | None, scheduler: str | None,
-                 ready: list[float], log: Callable[[str], None] | None = None) -> int:
-    """The Dask part of :func:`run_tree`; returns the number of workers used and appends
-    the time the cluster was ready to ``ready``."""
+def run_each(function: Callable[..., Partial], args: tuple, items: Sequence[Chunk],
+             deliver: Callable[[Any, Partial], None], *, workers: int | None = None,
+             scheduler: str | None = None, progress: ProgressBar | None = None,
+             log: Callable[[str], None] | None = None) -> int:
+    """Run ``function(*args, item)`` for every item and hand each result to ``deliver``.
+
+    What :func:`run_tree` does, for work whose items stand alone (a screen's neuron sets):
+    no merge; ``deliver(item, partial)`` is called in this process, on this thread, as
+    each task finishes (in this process: in order; on Dask: as they come), so the caller
+    keeps every result (a file per item) the moment it exists.
+
+    Parameters
+    ----------
+    function, args, items, workers, scheduler, progress, log
+        As for :func:`run_tree` (an item's ``n_tokens`` is its share of the progress).
+    deliver
+        Takes each finished item and its partial.
+
+    Returns
+    -------
+    int
+        The workers used (1 in this process).
+
+    Raises
+    ------
+    KeyboardInterrupt
+        On Ctrl+C or SIGTERM, after the cluster is closed (what was delivered stays
+        delivered); the caller says what is kept.
+    ClusterError, MissingDependencyError
+        As for :func:`run_tree`.
+    """
+    check_workers(workers)
+    require_dask("running on Dask", workers, scheduler)
+    done_tokens = {item.index: 0 for item in items}
+
+    def show(force: bool = False) -> None:
+        if progress is not None:
+            progress.update(sum(done_tokens.values()), force=force)
+
+    show(force=True)
+    used = 1
+    previous_term = term_as_interrupt()
+    try:
+        if workers == 0 and scheduler is None:
+            for item in items:
+                def sink(tokens: int, index: int = item.index) -> None:
+                    done_tokens[index] += tokens
+                    show()
+                _task.sink = sink
+                try:
+                    partial = function(*args, item)
+                finally:
+                    _task.sink = None
+                done_tokens[item.index] = item.n_tokens
+                deliver(item, partial)
+                show()
+        elif items:
+            used = _run_on_dask(function, args, list(items), deliver, done_tokens, show,
+                                workers, scheduler, [time.perf_counter()], log)
+    finally:
+        restore_term(previous_term)
+    show(force=True)
+    return used
+
+
+def _run_on_dask(function, args, pending, deliver: Callable[[Any, Partial], None],
+                 done_tokens: dict[int, int], show: Callable[..., None], workers: int | None,
+                 scheduler: str | None, ready: list[float],
+                 log: Callable[[str], None] | None = None) -> int:
+    """The Dask part of :func:`run_tree` and :func:`run_each`: ``deliver(chunk, partial)``
+    for each finished task; returns the number of workers used and appends the time the
+    cluster was ready to ``ready``."""
     with quiet_dask():
-        return _run_quietly_on_dask(function, args, pending, tree, done_tokens, show, workers,
-                                    scheduler, ready, log)
+        return _run_quietly_on_dask(function, args, pending, deliver, done_tokens, show,
+                                    workers, scheduler, ready, log)
 
 
-def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: dict[int, int],
+def _run_quietly_on_dask(function, args, pending, deliver: Callable[[Any, Partial], None],
+                         done_tokens: dict[int, int],
                          show: Callable[..., None], workers: int | None, scheduler: str | None,
                          ready: list[float], log: Callable[[str], None] | None) -> int:
     import uuid
@@ -542,7 +611,7 @@ def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: 
                                        ) from None
                 future.release()
                 done_tokens[chunk.index] = chunk.n_tokens
-                tree.add((0, chunk.index), partial)
+                deliver(chunk, partial)
             show()
         return n_workers
     finally:
@@ -560,5 +629,5 @@ def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: 
 __all__ = ["Chunk", "ClusterError", "DEMO_FOLDER_PREFIX", "Interrupted", "Merge", "MergeTree",
            "PROGRESS_TOPIC", "Partial", "PartialStore", "ProgressBar", "RunResult", "RunSettings",
            "check_parts", "check_scheduler", "open_store", "parts_folder", "report_progress",
-           "require_dask", "run_tree", "scheduler_address", "usable_cores", "WORKER_ENVIRONMENT",
+           "require_dask", "run_each", "run_tree", "scheduler_address", "usable_cores", "WORKER_ENVIRONMENT",
            "worker_model"]

@@ -25,7 +25,7 @@ examples:
 """
 
 
-def _duration(text: str) -> float:
+def duration_arg(text: str) -> float:
     """``1s``, ``400ms`` or plain seconds, as seconds (NaN and negatives fail later, as one
     line)."""
     match = re.fullmatch(r"\s*([-+0-9.eEinfaINFA]+)\s*(ms|s)?\s*", text)
@@ -62,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-spikes", metavar="FILE", type=Path, default=None,
                         help="explicit input events (CSV or Parquet: t in seconds, "
                              "flywire_id), each adding w_syn x f_poi to v, in every trial")
-    parser.add_argument("--duration", metavar="T", type=_duration, default=1.0,
+    parser.add_argument("--duration", metavar="T", type=duration_arg, default=1.0,
                         help="biological time per trial: 1s, 400ms (default 1s)")
     parser.add_argument("--trials", metavar="N", type=int, default=1,
                         help="independent trials (default 1; the authors run 30)")

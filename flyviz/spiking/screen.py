@@ -422,6 +422,28 @@ class ScreenFolder:
         if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
             raise ScreenError(f"cannot write --out {p}: {parent} is not a writable folder")
 
+    @staticmethod
+    def check_settings(folder: str | Path, settings: ScreenSettings) -> None:
+        """Refuse, before the brain is loaded, a folder holding a screen made with other
+        settings (the brain itself is checked by :meth:`open`)."""
+        manifest = Path(folder).expanduser() / "screen.json"
+        try:
+            held = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if not isinstance(held, dict):
+            return
+        now = {"mode": settings.mode, "excite": settings.excite, "rate": float(settings.rate),
+               "trials": int(settings.trials), "duration_s": float(settings.duration_s),
+               "seed": int(settings.seed)}
+        if settings.w_syn is not None:
+            now["w_syn"] = float(settings.w_syn)
+        then = {k: held.get(k) for k in now}
+        if then != now:
+            raise ScreenError(f"{Path(folder).expanduser()} holds a screen with another "
+                              f"{', '.join(_differences(then, now))}; run with the same "
+                              "options to continue it, or give another --out")
+
     def open(self) -> None:
         """Make the folder (or check the one there was made under this key)."""
         from flyviz.fileio import os_error, write_text_atomically
@@ -504,16 +526,19 @@ class ScreenFolder:
         return self.folder / "summary.csv"
 
 
-def _differences(held: dict[str, Any], key: dict[str, Any], prefix: str = "") -> list[str]:
+def _differences(held: dict[str, Any], key: dict[str, Any]) -> list[str]:
+    """What differs between two keys, in the user's words (digests as what they stand for)."""
     out = []
+    if held.get("brain") != key.get("brain") and "brain" in key:
+        out.append("brain (its neurons or synapses differ)")
     for name in sorted(set(held) | set(key)):
         a, b = held.get(name), key.get(name)
-        if a == b:
+        if a == b or name in ("brain", "excited", "excited_sha256"):
             continue
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += _differences(a, b, f"{name}.")
-        else:
-            out.append(f"{prefix}{name} ({a!r} there, {b!r} now)")
+        out.append(f"{name} ({a!r} there, {b!r} now)")
+    if held.get("excited_sha256") != key.get("excited_sha256") \
+            and held.get("excite") == key.get("excite") and "excited_sha256" in key:
+        out.append("base stimulus (its neurons differ)")
     return out
 
 

@@ -1,0 +1,184 @@
+"""``flyviz screen BRAIN --sets FILE --mode activate|silence --out DIR``: the authors' screens.
+
+Each neuron set of the sets file is run once on the spiking brain (Shiu et al.'s LIF model,
+as ``flyviz simulate`` runs it): excited at ``--rate`` (an activation screen), or silenced
+under the base stimulus ``--excite`` (a silencing screen, beside the unsilenced baseline).
+The runs are tasks on Dask (``--workers``/``--scheduler``, as ``flyviz sweep``); the rates
+go to a folder that a rerun continues (see :mod:`flyviz.spiking.screen`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from flyviz.commands.simulate import duration_arg
+
+EPILOG = """\
+the sets file: one set a line, 'NAME: QUERY' (a tab may stand for the colon); blank lines
+and lines starting with # are skipped. QUERY is flyviz's selection language where the brain
+has labels (type:MN9, superclass:sensory & side:right), body:ROOT,... or bare root ids
+(720575940624963786, 720575940630233916); on any brain id:3,17,100-199 (model indices):
+  # sugar.txt
+  sugar GRNs: 720575940624963786, 720575940630233916
+  MN9: type:MN9
+  left sensory: superclass:sensory & side:left
+
+modes:
+  activate   each set given Poisson input at --rate Hz (no refractory period), alone
+  silence    the base stimulus --excite (default: the brain's own set, the demo's 21
+             sensory neurons) with each set's outgoing synapses zeroed, and the baseline
+             with nothing silenced
+Every run uses the same --seed: in a silencing screen every run gets the baseline's own
+Poisson input, so a change is the silencing's; a set's rates are those of
+'flyviz simulate' with the same options.
+
+files written (DIR):
+  screen.json         the settings and the brain's digest (a rerun must match them)
+  baseline.csv        the baseline's rate of every neuron (root_id, rate_hz)
+  sets/NAME-*.csv     per set, every neuron's rate, Hz (mean over the trials)
+  summary.csv         one row per set: neurons, fired, mean_rate_hz, changed (neurons whose
+                      rate differs from the baseline), largest_change_hz and its root id
+Each is a checksummed table, written whole or not at all. Running the same command again
+skips the sets already in DIR (Ctrl+C keeps the finished ones; --resume changes nothing,
+a rerun always continues); other settings in DIR are refused.
+
+examples:
+  flyviz screen demo --sets sets.txt --mode activate --duration 200ms --out act/
+  flyviz screen ./shiu --sets sets.txt --mode silence --excite 'body:720575940624963786' \\
+      --trials 30 --out silenced/ --target 'type:MN9' --workers 8
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz screen``."""
+    from flyviz.commands._options import add_cluster_options
+
+    parser.add_argument("brain", metavar="BRAIN",
+                        help="authors' folder, completeness CSV, flyviz model or 'demo' (as "
+                             "'flyviz simulate' takes it; every worker must be able to load it)")
+    parser.add_argument("--sets", metavar="FILE", type=Path, required=True,
+                        help="the neuron sets, one 'NAME: QUERY' a line")
+    parser.add_argument("--mode", choices=("activate", "silence"), required=True,
+                        help="excite each set, or silence each set under --excite")
+    parser.add_argument("--excite", metavar="QUERY", default=None,
+                        help="the silencing screen's base stimulus (default: the brain's own "
+                             "set)")
+    parser.add_argument("--rate", metavar="HZ", type=float, default=150.0,
+                        help="Poisson rate of the excited neurons (default 150)")
+    parser.add_argument("--trials", metavar="N", type=int, default=1,
+                        help="trials per run (default 1; the authors run 30)")
+    parser.add_argument("--duration", metavar="T", type=duration_arg, default=1.0,
+                        help="biological time per trial: 1s, 400ms (default 1s)")
+    parser.add_argument("--seed", metavar="S", type=int, default=0,
+                        help="seed of every run's Poisson input (default 0)")
+    parser.add_argument("--w-syn", metavar="MV", type=float, default=None,
+                        help="weight of one synapse in mV (default: the brain's)")
+    parser.add_argument("--connectivity", metavar="FILE", type=Path, default=None,
+                        help="the Connectivity parquet, when BRAIN is a completeness CSV")
+    parser.add_argument("--coordinates", metavar="FILE", type=Path, default=None,
+                        help="soma positions (root_id, position \"[x y z]\")")
+    parser.add_argument("--classification", metavar="FILE", type=Path, default=None,
+                        help="labels (root_id, super_class, cell_type, side)")
+    parser.add_argument("--out", metavar="DIR", type=Path, required=True,
+                        help="the screen's folder (made if missing; a rerun continues it)")
+    parser.add_argument("--target", metavar="QUERY", default=None,
+                        help="one neuron: print each set's change in its rate")
+    parser.add_argument("--show", metavar="N", type=int, default=20,
+                        help="rows of the table to print (default 20; 0 prints all)")
+    add_cluster_options(parser, "DIR")
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _absolute(path: Any) -> str | None:
+    return None if path is None else str(Path(path).expanduser().resolve())
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check everything, load the brain, run the screen, print the table."""
+    import numpy as np
+
+    from flyviz.analysis.cluster import Interrupted, ProgressBar, require_dask
+    from flyviz.commands._options import check_cluster_options
+    from flyviz.errors import InputError
+    from flyviz.model.selection import parse
+    from flyviz.spiking import load_brain, select
+    from flyviz.spiking.screen import (ScreenFolder, ScreenSettings, read_sets_file,
+                                       resolve_sets, run_screen)
+
+    if args.show < 0:
+        raise InputError(f"--show {args.show} must be 0 (all rows) or more")
+    settings = ScreenSettings(mode=args.mode, excite=args.excite, rate=args.rate,
+                              trials=args.trials, duration_s=args.duration, seed=args.seed,
+                              w_syn=args.w_syn).validate()
+    named = read_sets_file(args.sets)
+    for query in (args.excite, args.target):
+        if query is not None:
+            parse(query)  # a malformed query fails before the brain loads
+    require_dask("flyviz screen", args.workers, args.scheduler)
+    check_cluster_options(args)
+    ScreenFolder.check_writable(args.out)
+    ScreenFolder.check_settings(args.out, settings)
+
+    brain = load_brain(args.brain, args.connectivity, coordinates=args.coordinates,
+                       classification=args.classification)
+    sets = resolve_sets(brain, named)
+    target = None
+    if args.target is not None:
+        found = select(brain, args.target)
+        if len(found) != 1:
+            raise InputError(f"--target {args.target} must select one neuron, not "
+                             f"{len(found)}")
+        target = int(found[0])
+    spec = {"brain": args.brain if args.brain == "demo" or not Path(args.brain).exists()
+            else _absolute(args.brain),
+            "connectivity": _absolute(args.connectivity),
+            "coordinates": _absolute(args.coordinates),
+            "classification": _absolute(args.classification)}
+
+    def log(line: str) -> None:
+        print(f"flyviz screen: {line}", file=sys.stderr, flush=True)
+
+    print(f"{brain.name}: {brain.neurons:,} neurons, {brain.synapses:,} synapses; "
+          f"{len(sets)} set(s) to {settings.mode}, {settings.trials} trial(s) x "
+          f"{settings.duration_s:g} s each", flush=True)
+    bar = ProgressBar(len(sets) + 1, label="runs")
+    try:
+        result = run_screen(brain, sets, settings, out=args.out, spec=spec,
+                            workers=args.workers, scheduler=args.scheduler, progress=bar,
+                            log=log, columns=None if target is None else np.array([target]))
+    except Interrupted as exc:
+        bar.close()
+        print(f"flyviz screen: {exc}", file=sys.stderr)
+        return 130
+    bar.close()
+    rows = result.summary[1:]
+    order = list(range(len(rows)))
+    if target is not None:
+        change = result.change_of(target)
+        order.sort(key=lambda i: -abs(float(change[i])))
+        print(f"target {brain.root_ids[target]}"
+              + (f" ({brain.cell_type[target]})" if brain.cell_type is not None
+                 and brain.cell_type[target] else "")
+              + f": {result.baseline[target]:.2f} Hz in the baseline")
+    shown = order if args.show == 0 else order[:args.show]
+    width = max([len("set")] + [len(str(rows[i]["set"])) for i in shown])
+    head = f"  {'set':<{width}}  {'neurons':>8}  {'fired':>7}  {'mean Hz':>8}  {'changed':>8}"
+    if target is not None:
+        head += f"  {'target Hz':>9}  {'change Hz':>9}"
+    print(head)
+    for i in shown:
+        row = rows[i]
+        line = (f"  {row['set']:<{width}}  {row['neurons']:>8,}  {row['fired']:>7,}  "
+                f"{row['mean_rate_hz']:>8.3f}  {row['changed']:>8,}")
+        if target is not None:
+            line += f"  {result.rates[i, 0]:>9.2f}  {result.change_of(target)[i]:>+9.2f}"
+        print(line)
+    if len(shown) < len(rows):
+        print(f"  ... {len(rows) - len(shown)} more in {args.out / 'summary.csv'}")
+    print(f"{result.computed} run(s) now, {result.resumed} found done; {result.seconds:.1f} s "
+          f"({result.workers} worker(s)) -> {args.out}")
+    return 0

@@ -1,0 +1,261 @@
+"""Screens of the spiking brain (flyviz.spiking.screen, ``flyviz screen``): each set's rates are
+a single ``simulate`` run's, a rerun skips the finished sets and writes the same table, worker
+counts agree, and bad input is one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_checks import cli_run, one_error_line
+from flyviz import spiking
+from flyviz.analysis import cluster
+from flyviz.errors import InputError
+from flyviz.spiking import screen as sc
+
+N = 80
+IDS = 720575940600000000 + 7 * np.arange(N, dtype=np.int64)
+
+
+def _edges(seed: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random graph strong enough to spread activity: 0..9 drive the rest, some inhibit."""
+    rng = np.random.default_rng(seed)
+    pre = np.concatenate([np.repeat(np.arange(10), 12), rng.integers(0, N, 500)])
+    post = np.concatenate([rng.integers(10, N, 120), rng.integers(0, N, 500)])
+    counts = np.concatenate([np.full(120, 120.0), rng.integers(-40, 60, 500).astype(float)])
+    return pre, post, counts
+
+
+def _brain() -> spiking.SpikingBrain:
+    pre, post, counts = _edges()
+    order = np.argsort(pre, kind="stable")
+    indptr = np.zeros(N + 1, np.int64)
+    np.cumsum(np.bincount(pre, minlength=N), out=indptr[1:])
+    brain = spiking.SpikingBrain(name="tiny", root_ids=IDS.copy(), indptr=indptr,
+                                 post=post[order].astype(np.int32), counts=counts[order])
+    brain.default_excite = np.arange(3, dtype=np.int64)
+    return brain
+
+
+@pytest.fixture(scope="module")
+def brain() -> spiking.SpikingBrain:
+    return _brain()
+
+
+SETS = [("drivers", "id:0-4"), ("one", str(IDS[5])), ("tail", "id:40-79")]
+SHORT = dict(duration_s=0.15, trials=2, seed=3)
+
+
+@pytest.mark.parametrize("mode", ["activate", "silence"])
+def test_each_sets_rates_are_a_single_simulate_run(brain, mode):
+    sets = sc.resolve_sets(brain, SETS)
+    assert [s.size for s in sets] == [5, 1, 40] and sets[1].members.tolist() == [5]
+    settings = sc.ScreenSettings(mode=mode, rate=120.0, **SHORT)
+    result = sc.run_screen(brain, sets, settings)
+    base = np.arange(3) if mode == "silence" else np.empty(0, np.int64)
+    for i, s in enumerate(sets):
+        excite, silence = (s.members, None) if mode == "activate" else (base, s.members)
+        alone = spiking.simulate(brain, excite=excite, silence=silence, rate=120.0,
+                                 **SHORT).rates()
+        assert np.array_equal(result.rates[i], alone), s.name
+    baseline = spiking.simulate(brain, excite=base, rate=120.0, **SHORT).rates()
+    assert np.array_equal(result.baseline, baseline)
+    assert result.rates.sum() > 0 and result.computed == len(sets) + 1
+    if mode == "activate":
+        assert not baseline.any()                      # no input, no spikes
+    else:
+        # silencing the drivers changes the drivees; the rows say so
+        assert result.summary[1]["changed"] > 0
+        target = int(np.argmax(np.abs(result.rates[0] - baseline)))
+        values = result.neuron_values(target)
+        assert values[sets[0].members].tolist() == [result.change_of(target)[0]] * 5
+        assert np.isnan(values[20:40]).all()           # in no set
+        assert values[5] == result.change_of(target)[1]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_rerun_skips_finished_sets_and_writes_the_same_table(brain, tmp_path):
+    sets = sc.resolve_sets(brain, SETS)
+    settings = sc.ScreenSettings(mode="silence", **SHORT)
+    out = tmp_path / "screen"
+    first = sc.run_screen(brain, sets, settings, out=out)
+    files = _files(out)
+    assert set(files) >= {"screen.json", "baseline.csv", "summary.csv"}
+    assert len([f for f in files if f.startswith("sets/")]) == 3
+    info, rows = sc.read_summary(out)
+    assert [r["set"] for r in rows] == [sc.BASELINE, "drivers", "one", "tail"]
+    assert info["mode"] == "silence" and info["sets"] == 3
+
+    again = sc.run_screen(brain, sets, settings, out=out)
+    assert (again.computed, again.resumed) == (0, 4)
+    assert np.array_equal(again.rates, first.rates) and _files(out) == files
+
+    # Stopped after two runs (Ctrl+C): what finished is kept, the rerun does the rest.
+    class StopAfter:
+        total = 1
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def update(self, done: int, force: bool = False) -> None:
+            if done >= 2:
+                raise KeyboardInterrupt
+
+    fresh = tmp_path / "stopped"
+    with pytest.raises(cluster.Interrupted, match="2 of 4 runs .* are saved"):
+        sc.run_screen(brain, sets, settings, out=fresh, progress=StopAfter())
+    assert not (fresh / "summary.csv").exists()
+    rest = sc.run_screen(brain, sets, settings, out=fresh)
+    assert (rest.computed, rest.resumed) == (2, 2)
+    assert _files(fresh) == files                      # the same bits as the one-go run
+
+    # A damaged set file is computed again.
+    victim = next(p for p in (out / "sets").iterdir())
+    victim.write_bytes(victim.read_bytes().replace(b"0.0", b"1.0", 1))
+    notes: list[str] = []
+    healed = sc.run_screen(brain, sets, settings, out=out, log=notes.append)
+    assert healed.computed == 1 and any("damaged" in n for n in notes)
+    assert _files(out) == files
+
+
+def test_a_folder_of_other_settings_or_sets_is_refused(brain, tmp_path):
+    sets = sc.resolve_sets(brain, SETS)
+    out = tmp_path / "screen"
+    sc.run_screen(brain, sets, sc.ScreenSettings(mode="activate", **SHORT), out=out)
+    with pytest.raises(sc.ScreenError, match=r"another mode .*, trials \(2 there, 1 now\)"):
+        sc.run_screen(brain, sets, sc.ScreenSettings(mode="silence", duration_s=0.15,
+                                                     seed=3), out=out)
+    changed = sc.resolve_sets(brain, [("drivers", "id:0-5")])
+    with pytest.raises(sc.ScreenError, match="'drivers' .* was run as 'id:0-4'"):
+        sc.run_screen(brain, changed, sc.ScreenSettings(mode="activate", **SHORT), out=out)
+    other = _brain()
+    other.counts = other.counts * 2
+    with pytest.raises(sc.ScreenError, match=r"another brain \(its neurons or synapses differ\);"):
+        sc.run_screen(other, sc.resolve_sets(other, SETS),
+                      sc.ScreenSettings(mode="activate", **SHORT), out=out)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("no colon here", "line 1: expected 'NAME: QUERY'"),
+    ("a: id:1\nempty:\n", "line 2: the set 'empty' is empty"),
+    ("a: id:1\na: id:2", "'a' is used on line 1 too"),
+    ("(baseline): id:1", "may not start with '('"),
+    ("a: type:(", "line 1 (a)"),
+    ("# nothing\n\n", "holds no 'NAME: QUERY' line"),
+])
+def test_bad_sets_are_one_line(text, message):
+    with pytest.raises(sc.ScreenError) as info:
+        sc.parse_sets(text, "sets.txt")
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_sets_that_select_nothing_and_bad_settings_are_refused(brain):
+    with pytest.raises(sc.ScreenError, match="set 'x': .*999 is not a neuron of tiny"):
+        sc.resolve_sets(brain, [("x", "720575940699999999")])
+    with pytest.raises(sc.ScreenError, match="set 'x'"):
+        sc.resolve_sets(brain, [("x", "type:KC*")])          # no labels
+    for bad in (dict(rate=-1.0), dict(duration_s=float("nan")), dict(trials=0),
+                dict(mode="lesion"), dict(excite="id:1")):
+        with pytest.raises(InputError):
+            sc.ScreenSettings(**bad).validate()  # type: ignore[arg-type]
+
+
+def test_two_worker_processes_give_the_rates_and_files_of_one_in_process(tmp_path):
+    """A real LocalCluster: the workers load the brain from its files."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("pyarrow")
+    folder = _write_authors_brain(tmp_path / "brain")
+    brain = spiking.load_brain(folder)
+    sets = sc.resolve_sets(brain, SETS)
+    settings = sc.ScreenSettings(mode="silence", excite="id:0-2", **SHORT)
+    here = sc.run_screen(brain, sets, settings, out=tmp_path / "w0")
+    there = sc.run_screen(brain, sets, settings, out=tmp_path / "w2", workers=2,
+                          spec={"brain": str(folder)})
+    assert there.workers == 2
+    assert np.array_equal(here.rates, there.rates)
+    assert _files(tmp_path / "w0") == _files(tmp_path / "w2")
+
+
+# ---------------------------------------------------------------- the command
+def _write_authors_brain(folder: Path) -> Path:
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"Completed": True}, index=pd.Index(IDS)).to_csv(
+        folder / "Completeness_783.csv")
+    pre, post, counts = _edges()
+    pd.DataFrame({"Presynaptic_Index": pre, "Postsynaptic_Index": post,
+                  "Excitatory x Connectivity": counts.astype(np.int64)}).to_parquet(
+        folder / "Connectivity_783.parquet")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def authors(tmp_path_factory) -> Path:
+    pytest.importorskip("pyarrow")
+    folder = _write_authors_brain(tmp_path_factory.mktemp("authors") / "brain")
+    (folder.parent / "sets.txt").write_text(
+        "# three sets\n" + "\n".join(f"{name}: {query}" for name, query in SETS) + "\n")
+    return folder
+
+
+def test_the_command_writes_the_folder_and_prints_the_targets_change(authors, tmp_path,
+                                                                     capsys):
+    sets = authors.parent / "sets.txt"
+    out = tmp_path / "screen"
+    args = ("screen", str(authors), "--sets", str(sets), "--mode", "silence", "--excite",
+            "id:0-2", "--duration", "150ms", "--trials", "2", "--seed", "3", "--workers", "0",
+            "--out", str(out))
+    code, text, err = cli_run(capsys, *args, "--target", f"body:{IDS[30]}")
+    assert code == 0, err
+    assert "3 set(s) to silence" in text and f"target {IDS[30]}" in text
+    assert "change Hz" in text and "drivers" in text and "4 run(s) now" in text
+    # the numbers are the library's
+    brain = spiking.load_brain(authors)
+    result = sc.run_screen(brain, sc.resolve_sets(brain, SETS),
+                           sc.ScreenSettings(mode="silence", excite="id:0-2", **SHORT))
+    change = result.change_of(30)
+    drivers = next(line for line in text.splitlines() if line.strip().startswith("drivers"))
+    assert drivers.split()[-1] == f"{change[0]:+.2f}"
+    assert sc.read_summary(out)[1][1]["set"] == "drivers"
+    # again: nothing to run; other settings: one line
+    code, text, err = cli_run(capsys, *args)
+    assert code == 0 and "0 run(s) now, 4 found done" in text
+    code, _, err = cli_run(capsys, *args[:-2], "--rate", "90", "--out", str(out))
+    one_error_line(code, err, "another rate (150.0 there, 90.0 now)")
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "sets file not found"),
+    ("empty", "the set 'b' is empty"),
+    ("unknown", "is not a neuron of"),
+    ("rate", "--rate must be a non-negative number"),
+    ("out", "cannot write --out"),
+    ("target", "--target id:0-3 must select one neuron, not 4"),
+    ("excite", "--excite is a silencing screen's base stimulus"),
+])
+def test_bad_input_is_one_line_and_exit_2(authors, tmp_path, capsys, case, message):
+    sets = tmp_path / "sets.txt"
+    sets.write_text({"empty": "a: id:1\nb:\n", "unknown": "a: 720575940699999999\n"}
+                    .get(case, "a: id:1\n"))
+    args = ["screen", str(authors), "--sets", str(sets), "--mode", "activate",
+            "--duration", "50ms", "--workers", "0", "--out", str(tmp_path / "o")]
+    if case == "missing":
+        args[3] = str(tmp_path / "nothing.txt")
+    elif case == "rate":
+        args += ["--rate", "-1"]
+    elif case == "out":
+        args[-1] = str(tmp_path / "no" / "such" / "o")
+    elif case == "target":
+        args += ["--target", "id:0-3"]
+    elif case == "excite":
+        args += ["--excite", "id:1"]
+    code, _, err = cli_run(capsys, *args)
+    one_error_line(code, err, message)
+    assert not (tmp_path / "o" / "summary.csv").exists()

@@ -45,8 +45,8 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
 
 from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app import (atlas_panel, circuit_panel, interventions_dock, lesion_panel,
-                        patching_panel, population_panel, spiking_panel, trajectory_panel,
-                        why_panel, window_layout)
+                        patching_panel, population_panel, spiking_panel,
+                        spiking_screen_panel, trajectory_panel, why_panel, window_layout)
 from flyviz.app.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.background import BackgroundCalls
 from flyviz.app.brain_view import BrainView
@@ -97,7 +97,8 @@ FEATURES = (("atlas", atlas_panel.install, LM), ("lesions", lesion_panel.install
             ("population", population_panel.install, LM), ("why", why_panel.install, LM),
             ("trajectory", trajectory_panel.install, LM),
             ("patching", patching_panel.install, LM), ("circuit", circuit_panel.install, LM),
-            ("spiking", spiking_panel.install, spiking_panel.SPIKING_KINDS))
+            ("spiking", spiking_panel.install, spiking_panel.SPIKING_KINDS),
+            ("screen", spiking_screen_panel.install, spiking_screen_panel.SCREEN_KINDS))
 
 
 class TimelineFollower:

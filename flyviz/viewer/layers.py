@@ -26,6 +26,10 @@ key                    rule
 ``patching``           a patching effect per neuron, from the corrupted run's value
                        (dark) to the clean run's (bright); NaN at the bottom —
                        :func:`patching_layer`
+``screen``             a spiking screen's change in one target neuron's rate when
+                       each neuron's set is silenced or activated (Hz); diverging,
+                       ±the largest change; NaN (a neuron in no set) drawn at 0,
+                       the neutral middle — :func:`screen_layer`
 =====================  ==========================================================
 
 :data:`LAYERS` is the registry: per key its *Colour by* title and tooltip, which
@@ -57,10 +61,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.recording import Recording
 
 __all__ = ["ATLAS", "ATLAS_STATISTICS", "DELTA", "ESTIMATE", "FLOW", "IMPORTANCE", "LAYERS",
-           "PATCHING", "STATE", "LayerKind", "Placement", "activation_layer", "atlas_key",
-           "atlas_layer", "delta_layer", "delta_state", "drawing_anatomy", "estimate_layer",
-           "flow_layer", "importance_colours", "importance_layer", "patching_layer",
-           "values_layer"]
+           "PATCHING", "SCREEN", "STATE", "LayerKind", "Placement", "ScreenEffect",
+           "activation_layer", "atlas_key", "atlas_layer", "delta_layer", "delta_state",
+           "drawing_anatomy", "estimate_layer", "flow_layer", "importance_colours",
+           "importance_layer", "patching_layer", "screen_layer", "values_layer"]
 
 #: The recorded state (always offered).
 STATE = "state"
@@ -74,6 +78,8 @@ IMPORTANCE = "importance"
 ESTIMATE = "estimate"
 #: A patching effect.
 PATCHING = "patching"
+#: A spiking screen's change in one neuron's rate.
+SCREEN = "screen"
 
 #: Per atlas statistic: its menu title, colormap and caption (``{threshold}`` filled in).
 ATLAS_STATISTICS: dict[str, tuple[str, str, str]] = {
@@ -118,6 +124,9 @@ def _kinds() -> dict[str, LayerKind]:
                   "Colour every neuron by the part of the traced logit it carries"),
         LayerKind(PATCHING, "&Patching effect",
                   "Colour every neuron by how much restoring it brings the clean answer back"),
+        LayerKind(SCREEN, "&Screen: Δ rate of the target",
+                  "Colour every neuron by the change in the screen's target neuron's rate "
+                  "when that neuron (or its set) is silenced or activated"),
     ]
     return {kind.key: kind for kind in kinds}
 
@@ -230,6 +239,70 @@ def patching_layer(values: np.ndarray, corrupted: float, clean: float,
     values = np.where(np.isfinite(values), np.asarray(values, np.float64), low)
     return ColourLayer.static(PATCHING, values, colormap="sequential", label=label,
                               scale=ColourScale.given(low, high))
+
+
+# ---------------------------------------------------------------- spiking screens
+@dataclass(frozen=True)
+class ScreenEffect:
+    """What a spiking screen did to one target neuron, per neuron of the brain.
+
+    Attributes
+    ----------
+    values
+        ``(neurons,)`` the change of the target's rate (Hz, from the baseline run) when
+        that neuron's set was run; NaN for a neuron in no set
+        (:meth:`flyviz.spiking.screen.ScreenResult.neuron_values`).
+    target
+        The target neuron's index.
+    target_name
+        How the caption names it (a root id, a cell type).
+    mode
+        ``"silence"`` or ``"activate"``: what was done to each set.
+    baseline_hz
+        The target's rate in the baseline run.
+    """
+
+    values: np.ndarray
+    target: int
+    target_name: str = ""
+    mode: str = "silence"
+    baseline_hz: float = 0.0
+
+    def __post_init__(self) -> None:
+        values = np.array(self.values, dtype=np.float64)
+        if values.ndim != 1:
+            raise InputError(f"a screen's effect needs one value per neuron, not shape "
+                             f"{values.shape}")
+        if self.mode not in ("silence", "activate"):
+            raise InputError(f"a screen's mode is 'silence' or 'activate', not {self.mode!r}")
+        if not 0 <= int(self.target) < values.shape[0]:
+            raise InputError(f"the screen's target {self.target} is not one of its "
+                             f"{values.shape[0]:,} neurons")
+        values.setflags(write=False)
+        object.__setattr__(self, "values", values)
+
+    @property
+    def caption(self) -> str:
+        """What the colourbar says (without the units)."""
+        name = self.target_name or f"neuron {int(self.target)}"
+        done = "silenced" if self.mode == "silence" else "activated"
+        return f"Δ rate of {name} when the neuron's set is {done}"
+
+
+def screen_layer(effect: ScreenEffect) -> ColourLayer:
+    """Each neuron coloured by the change in the target's rate when its set was run.
+
+    Diverging about 0 over ±the largest |change| (a fixed range for the whole screen, so
+    a colour means one rate change at every bin and in every picture of it; 1 mHz when
+    nothing changed). A neuron in no set (NaN) is drawn at 0, the neutral middle, as the
+    atlas draws a missing value: the cloud's shader has no colour for NaN.
+    """
+    values = np.asarray(effect.values, dtype=np.float64)
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if finite.size else 0.0
+    return ColourLayer.static(SCREEN, np.where(np.isfinite(values), values, 0.0),
+                              colormap="difference", label=effect.caption, units="Hz",
+                              scale=ColourScale.fixed(top if top > 0.0 else 1e-3))
 
 
 # ---------------------------------------------------------------- any values

@@ -62,7 +62,7 @@ from flyviz.record.recording import COMPARISON_MODES, Recording
 from flyviz.render.camera import VIEW_PRESETS, CameraPose
 from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
 from flyviz.viewer.highlight import Highlights
-from flyviz.viewer.layers import LAYERS, STATE
+from flyviz.viewer.layers import LAYERS, SCREEN, STATE, ScreenEffect, screen_layer
 from flyviz.viewer.settings import (DisplaySettings, DockSettings, MeshSettings, RunSettings,
                                     ViewerError)
 
@@ -143,6 +143,8 @@ class ViewerEvents(SignalGroup):
     #: Something is about to read :attr:`ViewerState.camera` (an export): a view that
     #: owns a camera writes where it looks from now (:meth:`ViewerState.sync_camera`).
     camera_wanted = Signal()
+    #: The spiking screen's effect on its target changed (``None``: none).
+    screen = Signal(object)
 
 
 class ViewerState:
@@ -203,6 +205,7 @@ class ViewerState:
         self._intervened = np.zeros(0, np.int64)
         self._range_scope = RANGE_SCOPES[0]
         self._range_cache: dict[Any, tuple[tuple[float, float], Any, Any]] = {}
+        self._screen: ScreenEffect | None = None
         self.offer_layer(STATE, lambda: None)
 
     # ------------------------------------------------------------ meshes
@@ -315,6 +318,8 @@ class ViewerState:
         self.events.picked.emit(self._picked)
         self.events.intervened.emit(self._intervened.copy())
         self.events.filter.emit("", "")
+        if self._screen is not None and self._screen.values.shape[0] != count:
+            self.screen = None          # a screen of another brain
 
     # ------------------------------------------------------------ recording and token
     @property
@@ -414,6 +419,7 @@ class ViewerState:
         copy._kind = self._kind
         copy._neurons = self._neurons
         copy._atlas = self._atlas
+        copy._screen = self._screen
         copy.background = self.background
         copy._recording = self.snapshot()
         copy._index, copy._live = self._index, self._live
@@ -449,6 +455,35 @@ class ViewerState:
         self.events.colour_layers.emit(key)
         self.refresh_layer(key)
         return entry
+
+    @property
+    def screen(self) -> ScreenEffect | None:
+        """A spiking screen's effect on its target neuron
+        (:class:`~flyviz.viewer.layers.ScreenEffect`), which the *Screen* colour layer
+        draws (:func:`~flyviz.viewer.layers.screen_layer`), or ``None``.
+
+        Setting it offers that layer (``None`` withdraws it) and redraws it if shown;
+        ``state.screen = effect; state.colour_by = "screen"`` shows it.
+        """
+        return self._screen
+
+    @screen.setter
+    def screen(self, effect: ScreenEffect | None) -> None:
+        if effect is not None:
+            if not isinstance(effect, ScreenEffect):
+                raise ViewerError(f"a screen's effect must be a flyviz.viewer.layers."
+                                  f"ScreenEffect, got {type(effect).__name__}")
+            if effect.values.shape[0] != self._neurons:
+                raise ViewerError(f"the screen's effect has {effect.values.shape[0]:,} values "
+                                  f"but the model shown has {self._neurons:,} neurons")
+        self._screen = effect
+        if SCREEN not in self._entries:
+            self.offer_layer(SCREEN, lambda: None if self._screen is None
+                             else screen_layer(self._screen), effect is not None)
+        else:
+            self.set_available((SCREEN,), effect is not None)
+        self.refresh_layer(SCREEN)
+        self.events.screen.emit(effect)
 
     def offer_layer(self, key: str, build: LayerBuilder, available: bool = True
                     ) -> ColourLayerEntry:

@@ -300,7 +300,7 @@ def brain_digest(brain: SpikingBrain) -> str:
 
 
 # ---------------------------------------------------------------- one run
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class SetTask:
     """One task of a screen: item ``index`` (0 is the baseline), its set's name and
     members (``None`` for the baseline)."""
@@ -758,6 +758,7 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
     if progress is not None and hasattr(progress, "total"):
         progress.total = max(1, len(pending))
     function: Callable[..., cluster.Partial]
+    args: tuple[Any, ...]
     if local:
         function, args = _InProcess(brain, settings, base, threads), ()
     else:

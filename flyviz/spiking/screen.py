@@ -43,6 +43,7 @@ import hashlib
 import json
 import math
 import re
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -340,8 +341,29 @@ class _InProcess:
     threads: int | None
 
     def __call__(self, item: SetTask) -> cluster.Partial:
-        return {"rates": run_set(self.brain, self.settings, self.base, item.members,
-                                 self.threads)}
+        def one() -> np.ndarray:
+            return run_set(self.brain, self.settings, self.base, item.members, self.threads)
+
+        if threading.current_thread() is not threading.main_thread():
+            return {"rates": one()}
+        # On the main thread the run goes to a helper thread, and this one waits: Ctrl+C
+        # then interrupts the wait, never a compiled trial (an interrupt that arrives as the
+        # engine's call returns can crash the process); the run in flight ends unused.
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["rates"] = one()
+            except BaseException as exc:  # handed to the waiting thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=work, name="flyviz-screen-run")
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.05)
+        if "error" in box:
+            raise box["error"]
+        return {"rates": box["rates"]}
 
 
 _worker_brains: dict[str, SpikingBrain] = {}

@@ -1,8 +1,9 @@
 """The whole-brain spiking model of Shiu et al. (Nature 2024), tick for tick as Brian2 runs it.
 
 Qt-free: brains (:mod:`flyviz.spiking.brain`: the authors' files, a Fly LLM checkpoint's graph,
-the demo), the compiled engine (:mod:`flyviz.spiking.engine`) and runs
-(:mod:`flyviz.spiking.run`)::
+the demo), the compiled engine (:mod:`flyviz.spiking.engine`), runs
+(:mod:`flyviz.spiking.run`) and screens of many neuron sets (:mod:`flyviz.spiking.screen`,
+``flyviz screen``)::
 
     from flyviz import spiking
     brain = spiking.load_brain("demo")

@@ -754,9 +754,31 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
     items = [SetTask(0, BASELINE, None)] + [SetTask(i + 1, s.name, s.members)
                                               for i, s in enumerate(sets)]
     of_item: dict[int, NeuronSet | None] = {0: None, **{i + 1: s for i, s in enumerate(sets)}}
-    baseline = np.zeros(brain.neurons)
     kept = np.zeros((len(sets), columns.size))
-    summary_rates: dict[int, np.ndarray] = {}
+    # Each run's rates become its summary row and its kept columns as soon as the baseline
+    # is known (runs that finish before it wait), so a screen of many sets on a large brain
+    # never holds every set's rates at once.
+    held: dict[str, Any] = {"baseline": None, "done": 0}
+    rows_of: dict[int, dict[str, Any]] = {}
+    waiting: dict[int, np.ndarray] = {}
+
+    def take(index: int, rates: np.ndarray) -> None:
+        held["done"] += 1
+        if index == 0:
+            held["baseline"] = rates
+            for other in sorted(waiting):
+                take_set(other, waiting.pop(other))
+        elif held["baseline"] is None:
+            waiting[index] = rates
+        else:
+            take_set(index, rates)
+
+    def take_set(index: int, rates: np.ndarray) -> None:
+        s = sets[index - 1]
+        kept[index - 1] = rates[columns]
+        rows_of[index] = _summary_row(s.name, s.query, s.size, rates, held["baseline"],
+                                      brain.root_ids)
+
     pending = []
     for item in items:
         found = folder.finished(item, of_item[item.index]) if folder is not None else None
@@ -766,7 +788,7 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
         if found.shape != (brain.neurons,):
             raise ScreenError(f"{folder.path_of(item) if folder else item.name} holds "
                               f"{found.shape[0]} rates, not one per neuron of {brain.name}")
-        summary_rates[item.index] = found
+        take(item.index, found)
     if folder is not None and log is not None:
         for note in folder.notes:
             log(f"note: {note}")
@@ -775,7 +797,7 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
         rates = np.asarray(partial["rates"], np.float64)
         if folder is not None:
             folder.save(item, of_item[item.index], brain, rates)
-        summary_rates[item.index] = rates
+        take(item.index, rates)
 
     if progress is not None and hasattr(progress, "total"):
         progress.total = max(1, len(pending))
@@ -790,20 +812,17 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
         used = cluster.run_each(function, args, pending, deliver, workers=workers,
                                 scheduler=scheduler, progress=progress, log=log)
     except KeyboardInterrupt:
-        saved = len(summary_rates)
         if folder is None:
             raise cluster.Interrupted("interrupted; nothing of the screen is kept") from None
         raise cluster.Interrupted(
-            f"interrupted: {saved} of {len(items)} runs (the baseline and {len(sets)} sets) "
-            f"are saved in {folder.folder}; run the same command again to continue") from None
-    baseline = summary_rates[0]
+            f"interrupted: {held['done']} of {len(items)} runs (the baseline and {len(sets)} "
+            f"sets) are saved in {folder.folder}; run the same command again to continue"
+        ) from None
+    baseline = held["baseline"]
     rows = [_summary_row(BASELINE, "" if settings.excite is None else settings.excite,
                          int(base.size) if settings.mode == "silence" else 0, baseline,
                          baseline, brain.root_ids)]
-    for i, s in enumerate(sets):
-        rates = summary_rates.pop(i + 1)
-        kept[i] = rates[columns]
-        rows.append(_summary_row(s.name, s.query, s.size, rates, baseline, brain.root_ids))
+    rows += [rows_of[i + 1] for i in range(len(sets))]
     if folder is not None:
         write_table_file(folder.summary_path(), {c: [r[c] for r in rows] for c in SUMMARY_COLUMNS},
                          {**folder.key, "sets": len(sets)}, "csv", csv_prefix=SUMMARY_PREFIX,

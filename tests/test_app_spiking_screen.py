@@ -56,6 +56,7 @@ def test_the_dock_screens_the_demo_brain_and_colours_by_the_targets_change(qtbot
         # State facts: the Screen layer is drawn, its values the target's change per neuron.
         state = win.state
         assert state.colour_by == SCREEN and state.screen is outcome.effect
+        assert win.colour_by.actions[SCREEN].isChecked()     # View → Colour by → Screen
         values = np.asarray(state.values(), np.float64)
         change = outcome.result.change_of(target)
         assert np.allclose(values[excited], change, atol=1e-4)

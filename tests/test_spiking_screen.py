@@ -259,3 +259,34 @@ def test_bad_input_is_one_line_and_exit_2(authors, tmp_path, capsys, case, messa
     code, _, err = cli_run(capsys, *args)
     one_error_line(code, err, message)
     assert not (tmp_path / "o" / "summary.csv").exists()
+
+
+def test_the_screen_layer_has_one_rule_for_range_nan_and_caption():
+    from flyviz.kinds.spiking import SpikingModel
+    from flyviz.viewer.layers import SCREEN, ScreenEffect, screen_layer
+    from flyviz.viewer.settings import ViewerError
+    from flyviz.viewer.state import ViewerState
+
+    effect = ScreenEffect(np.r_[np.nan, -3.0, 1.5, np.zeros(N - 3)], target=2,
+                          target_name="MN9", mode="silence", baseline_hz=40.0)
+    layer = screen_layer(effect)
+    values = layer.values(None, 0)
+    assert values[:3].tolist() == [0.0, -3.0, 1.5]          # NaN (in no set): the middle
+    assert layer.value_range(values) == (-3.0, 3.0) and layer.diverging
+    assert layer.caption == "Δ rate of MN9 when the neuron's set is silenced (Hz)"
+    flat = screen_layer(ScreenEffect(np.zeros(N), target=0, mode="activate"))
+    assert flat.value_range(flat.values(None, 0)) == (-1e-3, 1e-3)
+    assert "neuron 0 when the neuron's set is activated" in flat.caption
+    with pytest.raises(InputError):
+        ScreenEffect(np.zeros(N), target=N)
+
+    state = ViewerState()
+    state.set_model(SpikingModel(_brain()))
+    assert SCREEN not in state.colour_layers
+    state.screen = effect
+    state.colour_by = SCREEN
+    assert np.array_equal(state.values(), values) and state.value_range() == (-3.0, 3.0)
+    with pytest.raises(ViewerError):
+        state.screen = ScreenEffect(np.zeros(N + 1), target=0)
+    state.screen = None                                      # withdrawn: back to the state
+    assert state.colour_by == "state" and not state.colour_layers[SCREEN].available

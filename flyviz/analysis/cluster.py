@@ -523,6 +523,8 @@ def run_each(function: Callable[..., Partial], args: tuple, items: Sequence[Chun
     try:
         if workers == 0 and scheduler is None:
             for item in items:
+                raise_if_interrupted()
+
                 def sink(tokens: int, index: int = item.index) -> None:
                     done_tokens[index] += tokens
                     show()

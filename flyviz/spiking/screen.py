@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from flyviz.analysis import cluster
+from flyviz.analysis.quiet import raise_if_interrupted
 from flyviz.analysis.table_file import read_table_file, write_table_file
 from flyviz.errors import InputError, SelectionError
 from flyviz.spiking.brain import SpikingBrain
@@ -361,6 +362,7 @@ class _InProcess:
         thread.start()
         while thread.is_alive():
             thread.join(0.05)
+            raise_if_interrupted()
         if "error" in box:
             raise box["error"]
         return {"rates": box["rates"]}

@@ -205,8 +205,8 @@ class ScreenFeature:
     def __init__(self, host: "WindowHost") -> None:
         self.host = host
         self.panel = ScreenPanel()
-        self.dock = host.add_dock("screen", "Screen", self.panel,
-                                  Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
+        self.dock = host.docks.add("screen", "Screen", self.panel,
+                                   Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
         self.dock.hide()
         self.job = BackgroundJob(host.background, PURPOSE, self.panel, host.widget(),
                                  window=host.widget())

@@ -271,3 +271,18 @@ def test_poisson_input_is_the_same_however_its_ticks_are_asked_for() -> None:
     pairs = whole[0] * 100 + whole[1]
     assert np.unique(pairs).size == pairs.size
     assert abs(pairs.size / (targets.size * (2 * POISSON_CHUNK + 7)) - 0.3) < 0.02
+
+
+def test_each_trial_of_a_run_is_a_stepping_simulation_of_its_own() -> None:
+    from flyviz.spiking import SpikingSimulation
+
+    brain = _random_brain(3, n=700)
+    run = spiking.simulate(brain, excite=np.arange(20), rate=250.0, seed=4, duration_s=0.03,
+                           trials=3, threads=1)
+    for t in range(3):
+        sim = SpikingSimulation(brain, excite=np.arange(20), rate=250.0, seed=4, trial=t)
+        ticks, neurons = sim.advance(150)
+        more = sim.advance(150)
+        mine = run.trial == t
+        assert np.array_equal(np.concatenate([ticks, more[0]]), run.tick[mine])
+        assert np.array_equal(np.concatenate([neurons, more[1]]), run.neuron[mine])

@@ -147,8 +147,8 @@ def poisson_events(targets: np.ndarray, rate_hz: float, n_steps: int, dt_s: floa
 
 
 def trial_rngs(seed: int | None, trials: int) -> list[np.random.Generator]:
-    """One generator per trial, each its own stream of ``seed`` (trial ``t`` draws the same
-    input however many trials run)."""
+    """One generator per trial, each its own stream of ``seed``: trial ``t``'s is the
+    ``t``-th child of ``SeedSequence(seed)``, the same however many trials run."""
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(int(trials))]
 
 
@@ -308,12 +308,15 @@ class SpikingSimulation:
     It keeps ``v``, ``g``, the refractory clocks, the spikes still on their way (the
     synaptic delay) and the Poisson input's random stream between calls, so
     ``advance(a)`` then ``advance(b)`` gives the spikes of ``advance(a + b)``, and the
-    spikes of trial 0 of :func:`simulate` with the same arguments and seed.
+    spikes of trial ``trial`` of :func:`simulate` with the same arguments and seed.
 
     Parameters
     ----------
     brain, excite, silence, rate, seed, input_events, params
         As :func:`simulate` takes them.
+    trial
+        Which trial of ``seed`` this is: its Poisson input is trial ``trial``'s of
+        :func:`simulate` (default: the first).
 
     Examples
     --------
@@ -324,7 +327,7 @@ class SpikingSimulation:
     def __init__(self, brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
                  rate: float | None = None, seed: int | None = 0,
                  input_events: tuple[np.ndarray, np.ndarray] | None = None,
-                 params: LIFParams | None = None) -> None:
+                 params: LIFParams | None = None, trial: int = 0) -> None:
         from flyviz.spiking.engine import EngineTrial, flush_threshold
 
         p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params,
@@ -334,7 +337,7 @@ class SpikingSimulation:
         self.excited = excited
         self.silenced = silenced
         self._input = input_events
-        self._poisson = PoissonStream(excited, p.rate * p.dt_s, trial_rngs(seed, 1)[0])
+        self._poisson = PoissonStream(excited, p.rate * p.dt_s, trial_rngs(seed, int(trial) + 1)[-1])
         post, weight, smallest = brain.grouped_rows(p.w_syn * 0.001)
         self._trial = EngineTrial(brain.indptr, post, weight, rfc, silenced, p,
                                   flush_threshold(smallest))

@@ -214,12 +214,10 @@ class SpikingKind(ModelKind):
                             "bin_spikes": [int(c) for c in bin_spikes]}}
 
     # ------------------------------------------------------------ recordings
-    def recording_anatomy(self, recording: "Recording") -> "tuple[Anatomy, str]":
-        """Where to draw a spiking recording's neurons: the brain it names
-        (``spiking.brain``) when it loads and has as many neurons, else a generic ball;
-        and a note when it is the ball."""
-        from flyviz.model.layout import ball_layout
-
+    def recording_model(self, recording: "Recording") -> "tuple[SpikingModel, str]":
+        """The brain a spiking recording ran on (``spiking.brain``) when it loads and has as
+        many neurons, else a stand-in of the recording's size with no synapses, drawn on a
+        generic ball; and a note when it is the stand-in."""
         spec = (recording.metadata.get("spiking") or {}).get("brain")
         if isinstance(spec, str) and spec:
             try:
@@ -228,11 +226,24 @@ class SpikingKind(ModelKind):
                 note = f"the brain {spec} does not load ({str(exc).splitlines()[0]})"
             else:
                 if model.neurons == recording.neurons:
-                    return model.drawing_anatomy(), ""
+                    return model, ""
                 note = f"the brain {spec} has {model.neurons:,} neurons"
         else:
             note = "the recording names no brain"
-        return ball_layout(recording.neurons), f"{note}; neurons are placed on a generic layout"
+        from flyviz.spiking.brain import SpikingBrain
+
+        n = int(recording.neurons)
+        name = str(recording.metadata.get("model_name") or "spiking recording")
+        stand_in = SpikingBrain(name=name, root_ids=np.arange(n, dtype=np.int64),
+                                indptr=np.zeros(n + 1, np.int64), post=np.zeros(0, np.int32),
+                                counts=np.zeros(0))
+        return SpikingModel(stand_in, ""), f"{note}; neurons are placed on a generic layout"
+
+    def recording_anatomy(self, recording: "Recording") -> "tuple[Anatomy, str]":
+        """Where to draw a spiking recording's neurons (:meth:`recording_model`'s anatomy),
+        and a note when it is a generic ball."""
+        model, note = self.recording_model(recording)
+        return model.drawing_anatomy(), note
 
     def _axis(self, recording: "Recording") -> TimeAxis:
         bin_ms = (recording.metadata.get("spiking") or {}).get("bin_ms", BIN_MS)

@@ -26,6 +26,9 @@ key                    rule
 ``patching``           a patching effect per neuron, from the corrupted run's value
                        (dark) to the clean run's (bright); NaN at the bottom —
                        :func:`patching_layer`
+``spike_flash``        a spiking recording's spikes, each flashing at its bin and
+                       fading by e^(−t/τ), τ 15 ms; sequential over a fixed
+                       0..1 spike — :func:`flash_layer`
 =====================  ==========================================================
 
 :data:`LAYERS` is the registry: per key its *Colour by* title and tooltip, which
@@ -60,7 +63,7 @@ __all__ = ["ATLAS", "ATLAS_STATISTICS", "DELTA", "ESTIMATE", "FLOW", "IMPORTANCE
            "PATCHING", "STATE", "LayerKind", "Placement", "activation_layer", "atlas_key",
            "atlas_layer", "delta_layer", "delta_state", "drawing_anatomy", "estimate_layer",
            "flow_layer", "importance_colours", "importance_layer", "patching_layer",
-           "values_layer"]
+           "values_layer", "FLASH", "FLASH_TAU_MS", "flash_layer", "flash_state"]
 
 #: The recorded state (always offered).
 STATE = "state"
@@ -74,6 +77,10 @@ IMPORTANCE = "importance"
 ESTIMATE = "estimate"
 #: A patching effect.
 PATCHING = "patching"
+#: A spiking recording's spikes, flashing and fading.
+FLASH = "spike_flash"
+#: How fast a spike's flash fades, ms (the decay peers use to show spikes: flymsg's 15 ms).
+FLASH_TAU_MS = 15.0
 
 #: Per atlas statistic: its menu title, colormap and caption (``{threshold}`` filled in).
 ATLAS_STATISTICS: dict[str, tuple[str, str, str]] = {
@@ -118,6 +125,8 @@ def _kinds() -> dict[str, LayerKind]:
                   "Colour every neuron by the part of the traced logit it carries"),
         LayerKind(PATCHING, "&Patching effect",
                   "Colour every neuron by how much restoring it brings the clean answer back"),
+        LayerKind(FLASH, "&Spikes (flash and fade)",
+                  "Each spike lights its neuron at its bin, then fades (τ 15 ms)"),
     ]
     return {kind.key: kind for kind in kinds}
 
@@ -230,6 +239,42 @@ def patching_layer(values: np.ndarray, corrupted: float, clean: float,
     values = np.where(np.isfinite(values), np.asarray(values, np.float64), low)
     return ColourLayer.static(PATCHING, values, colormap="sequential", label=label,
                               scale=ColourScale.given(low, high))
+
+
+# ---------------------------------------------------------------- spikes
+def flash_state(recording: "Recording", index: int, tau_ms: float = FLASH_TAU_MS
+                ) -> np.ndarray | None:
+    """Each neuron's spikes up to bin ``index`` of a spiking recording, faded:
+    ``sum_j spikes_j * exp(-(index - j) * bin / tau)`` (per trial), over the bins a flash is
+    still above 1/256 of its start. A bin's spikes are its rate (Hz, the recorded state)
+    times the bin's length; ``None`` outside the recording."""
+    if not 0 <= int(index) < len(recording):
+        return None
+    meta = recording.metadata.get("spiking") or {}
+    bin_ms = float(meta.get("bin_ms", 10.0))
+    decay = float(np.exp(-bin_ms / float(tau_ms)))
+    reach = max(1, int(np.ceil(np.log(256.0) * float(tau_ms) / bin_ms)))
+    index = int(index)
+    out = np.zeros(recording.neurons, dtype=np.float32)
+    for j in range(max(0, index - reach + 1), index + 1):
+        out += recording.state(j).astype(np.float32) * np.float32(decay ** (index - j))
+    return out * np.float32(bin_ms / 1000.0)
+
+
+def flash_layer(tau_ms: float = FLASH_TAU_MS) -> ColourLayer:
+    """Spikes that flash and fade: each neuron by its spikes of the shown bin and the bins
+    before it, each fading by ``exp(-t / tau_ms)`` (:func:`flash_state`), on the sequential
+    colours over a fixed 0..1 spike, so one spike lights a neuron fully at its bin and a
+    silent neuron fades out over about ``4 tau``. NaN does not occur (rates are counts)."""
+    if not (np.isfinite(tau_ms) and tau_ms > 0):
+        raise InputError(f"a flash must fade over a positive time, not {tau_ms} ms")
+
+    def source(recording: "Recording", index: int) -> np.ndarray | None:
+        return flash_state(recording, index, tau_ms)
+
+    return ColourLayer(name=FLASH, colormap="sequential",
+                       label=f"spikes, fading (τ {float(tau_ms):g} ms)", units="spikes",
+                       scale=ColourScale.fixed(1.0), source=source)
 
 
 # ---------------------------------------------------------------- any values

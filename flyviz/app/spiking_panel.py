@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import QEvent, QObject, Qt, Slot
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
@@ -193,7 +193,7 @@ class SpikingFeature(QObject):
         self.engine_factor = 0.0
         #: The real-time factor reached: biological seconds per wall second, recently.
         self.realtime_factor = 0.0
-        self.thread: EngineThread | None = None
+        self.engine: EngineThread | None = None
         self._run_id = 0
         self._arrivals: deque[float] = deque(maxlen=64)
         self._compute_s = 0.0
@@ -322,7 +322,8 @@ class SpikingFeature(QObject):
         self.engine_factor = self.realtime_factor = 0.0
         self.finished = False
         self._set_speed()
-        thread.start(SpikingRequest(self._run_id, model, stimulus, settings))
+        # the worker reads what SpikingRequest shares with RunRequest (run_id, start_paused)
+        thread.start(cast(Any, SpikingRequest(self._run_id, model, stimulus, settings)))
         self.panel.run_button.setText("Run again")
         self.panel.play_button.setEnabled(True)
         self.panel.stop_button.setEnabled(True)
@@ -330,27 +331,27 @@ class SpikingFeature(QObject):
         return True
 
     def _engine(self) -> EngineThread:
-        if self.thread is None:
+        if self.engine is None:
             thread = EngineThread(self, SpikingWorker(max_ahead=4), name="flyviz-spiking")
             thread.worker.frame_ready.connect(self._on_bin)
             thread.worker.run_finished.connect(self._on_finished)
             thread.worker.run_failed.connect(self._failed)
             thread.worker.state_changed.connect(self._on_state)
-            self.thread = thread
-        return self.thread
+            self.engine = thread
+        return self.engine
 
     def _set_speed(self) -> None:
         """The speed cap in bins per wall second (0: none)."""
         factor = self.panel.speed.value()
-        if self.thread is not None:
+        if self.engine is not None:
             bin_s = SPIKING.time_axis.step / 1000.0
-            self.thread.set_speed_cap(factor / bin_s if factor > 0 else 0.0)
+            self.engine.set_speed_cap(factor / bin_s if factor > 0 else 0.0)
         self._say()
 
     @Slot(int, object)
     def _on_bin(self, run_id: int, item: SpikingBin) -> None:
-        if self.thread is not None:
-            self.thread.frame_taken()
+        if self.engine is not None:
+            self.engine.frame_taken()
         if run_id != self._run_id or self.recording is None:
             return                      # a stopped run's bin still in the queue
         now = time.perf_counter()
@@ -394,22 +395,22 @@ class SpikingFeature(QObject):
 
     def toggle_play(self) -> None:
         """Pause the live run's simulation, or resume it."""
-        if self.thread is None or self.finished:
+        if self.engine is None or self.finished:
             return
         if self.state == PAUSED:
-            self.thread.resume()
+            self.engine.resume()
         else:
-            self.thread.pause()
+            self.engine.pause()
 
     def stop(self) -> None:
         """End the live run; its bins stay recorded."""
-        if self.thread is not None and not self.finished:
-            self.thread.stop()
+        if self.engine is not None and not self.finished:
+            self.engine.stop()
 
     def stepping(self) -> bool:
         """Whether the worker will simulate more bins without being asked (it answers once
         it has handled every request sent before: a pause has taken effect when False)."""
-        return self.thread is not None and self.thread.stepping()
+        return self.engine is not None and self.engine.stepping()
 
     def _say(self) -> None:
         recording = self.recording
@@ -433,9 +434,9 @@ class SpikingFeature(QObject):
 
     def close(self) -> None:
         """End the run and the engine's thread (the window is closing)."""
-        if self.thread is not None:
-            self.thread.close()
-            self.thread = None
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
 
 
 def install(host: "WindowHost") -> SpikingFeature:

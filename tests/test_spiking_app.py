@@ -174,6 +174,12 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         assert win.timeline.counter.text().startswith("bin 2 / 4 · 20 ms")
         population = win.features["spiking"].population
         assert set(population.traces) == {"superclass:sensory", "superclass:central"}
+        # Its neurons are the ones picked and inspected (80 of them, not the model's 400).
+        win.select_neuron(79)
+        win.refresh_panels()
+        assert win.state.selected == 79
+        feature = win.features["spiking"]
+        assert feature.add_selected("silence") and feature.panel.silence.text() == "id:79"
     finally:
         win.close()
 

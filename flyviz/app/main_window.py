@@ -512,6 +512,7 @@ class MainWindow(FeatureWindow):
         anatomy = self.state.anatomy
         if kind != LANGUAGE and anatomy is not None and anatomy is not self._drawn_anatomy:
             self._draw_anatomy(anatomy, self.state.neurons)   # another kind's own brain
+            self.inspector.set_model(anatomy, None)           # its neurons, no LLM weights
 
     def _draw_anatomy(self, anatomy: Anatomy, neurons: int) -> None:
         """Draw ``anatomy``'s neurons in the brain view and the state raster."""

@@ -103,3 +103,30 @@ def test_the_notebook_widget_shows_a_spiking_recording_by_bin(spiking_recording)
         assert "spike_flash" in widget.quantity_control.options
     finally:
         widget.close()
+
+
+def test_a_movie_of_a_spiking_state_shows_its_spikes_flashing(spiking_recording, tmp_path):
+    iio = pytest.importorskip("imageio.v3")
+    from flyviz.brain_source import BrainSource
+    from flyviz.export.movie import export_state
+    from flyviz.export.options import ExportOptions
+    from flyviz.model.errors import ExportError
+    from flyviz.render.style import BACKGROUND
+    from flyviz.viewer.layers import FLASH
+
+    state = BrainSource.open(spiking_recording).state
+    state.colour_by = FLASH                      # what the window exports when it shows it
+    try:
+        export_state(state.frozen(), tmp_path / "frames/",
+                     ExportOptions(size=(320, 200), frames_per_token=1, hold_seconds=0.0,
+                                   view="front"))
+    except ExportError as exc:  # pragma: no cover
+        pytest.skip(f"no offscreen OpenGL here: {exc}")
+    images = [iio.imread(p)[..., :3].astype(int) for p in sorted((tmp_path / "frames").glob("*.png"))]
+    assert len(images) == 5
+    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
+    lit = np.abs(images[-1] - background).max(axis=-1) > 40
+    lit[:50] = False                             # the header's words
+    lit[105:165, 230:] = False                   # the colour bar
+    left, right = lit[:, :160].sum(), lit[:, 160:].sum()
+    assert left >= 15 and right <= left // 5, (left, right)

@@ -120,11 +120,10 @@ def parts(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> N
     rfc[excite] = 0
 
     def kernel(v_start: float, silenced: np.ndarray) -> float:
+        trial = engine.EngineTrial(brain.indptr, post, weight, rfc, silenced, p,
+                                   engine.G_FLUSH, v_start=v_start)
         c = time.process_time()
-        engine._run_trial(n_steps, brain.indptr, post, weight, silenced, rfc, prop.gg, prop.gv,
-                          prop.vv, prop.c0, prop.v_rest, v_start, p.v_th * 1e-3,
-                          p.v_rst * 1e-3, engine.G_FLUSH, p.delay_ticks, tk,
-                          nr.astype(np.int32), p.poisson_weight)
+        trial.advance(n_steps, tk, nr)
         return (time.process_time() - c) / duration
 
     everyone = np.ones(brain.neurons, dtype=bool)
@@ -134,6 +133,13 @@ def parts(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> N
           f"{dense:.3f}; the whole kernel (update, spike delivery, Poisson events, resets) "
           f"{full:.3f}; Poisson draws {c1 / duration:.4f}; once per graph: grouping the rows and weights "
           f"{c0:.2f} s")
+
+
+def stepped(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> int:
+    """One trial run as the window runs it live: 10 ms at a time; returns its spikes."""
+    sim = spiking.SpikingSimulation(brain, excite=excite)
+    bins = int(round(duration / 0.01))
+    return sum(sim.advance(100)[1].size for _ in range(bins))
 
 
 def brian2(python: str, brain: spiking.SpikingBrain, excite: np.ndarray,
@@ -182,6 +188,11 @@ def main() -> None:
                                                   trials=args.trials), args.repeats)
     print(f"{args.trials} trials, {os.cpu_count()} threads: {wall:.2f} wall s, {cpu:.2f} CPU s "
           f"for {d:g} biological s each (median of {args.repeats})")
+    stepped_cpu, stepped_wall, count = timed(lambda: stepped(brain, excite, d), args.repeats)
+    same = "the same" if count == run.neuron.size else "NOT the same"
+    print(f"1 trial stepped live in 10 ms bins (SpikingSimulation.advance(100)): "
+          f"{stepped_cpu / d:.3f} CPU s, {stepped_wall / d:.3f} wall s per biological second "
+          f"(median of {args.repeats}); {count:,} spikes, {same} number as the whole run")
     parts(brain, excite, min(d, 0.5))
     if args.brian2:
         theirs = brian2(args.brian2, brain, excite, args.brian2_duration)

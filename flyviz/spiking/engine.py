@@ -386,11 +386,14 @@ class EngineTrial:
         The model's constants.
     g_flush
         The flush threshold (:func:`flush_threshold`).
+    v_start
+        Every neuron's ``v`` at the start, volts (default: ``v_0``, Brian2's initial value;
+        the benchmark starts every neuron away from rest to time the dense update).
     """
 
     def __init__(self, indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
                  rfc_ticks: np.ndarray, silenced: np.ndarray, params: LIFParams,
-                 g_flush: float) -> None:
+                 g_flush: float, v_start: float | None = None) -> None:
         prop = propagator(params)
         self._graph = (np.ascontiguousarray(indptr, dtype=np.int64),
                        np.ascontiguousarray(post, dtype=np.int32),
@@ -408,7 +411,7 @@ class EngineTrial:
         # padded to whole blocks with neurons at rest that nothing reaches, so that the inner
         # loop has a fixed length
         padded = n_blocks * width
-        v_start = params.v_0 * _MV
+        v_start = params.v_0 * _MV if v_start is None else float(v_start)
         self._v = np.full(padded, prop.v_rest)
         self._v[:n] = v_start
         self._g = np.zeros(padded)

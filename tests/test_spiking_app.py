@@ -141,6 +141,14 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         qtbot.waitUntil(lambda: feature.finished, timeout=5000)
         assert "(stopped)" in panel.status.text()
         assert 0.05 < feature.realtime_factor < 0.6   # the cap, 0.2x, reached and kept to
+
+        # Back to the Fly LLM: its docks return, the spiking ones and the flash colours go.
+        win.set_checkpoint(checkpoint)
+        qtbot.waitUntil(lambda: win.state.kind is not SPIKING, timeout=10000)
+        win.refresh_panels()
+        assert not win.state.colour_layers[FLASH].available and win.state.colour_by != FLASH
+        assert all(not win.docks[k].isHidden() for k in ("text", "topk"))
+        assert dock.isHidden() and win.docks["spiking_population"].isHidden()
     finally:
         win.close()
 

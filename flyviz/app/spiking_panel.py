@@ -209,6 +209,7 @@ class SpikingFeature(QObject):
         self.panel.excite_selected.clicked.connect(lambda: self.add_selected("excite"))
         self.panel.silence_selected.clicked.connect(lambda: self.add_selected("silence"))
         host.state.events.selected.connect(self._on_selected)
+        host.state.events.model.connect(self._on_model)
         self._on_selected(host.state.selected)
         action = host.actions_registry.menu("File").addAction("Open as spiking brain")
         action.setToolTip("Run the loaded model's graph as Shiu et al.'s spiking brain")
@@ -270,6 +271,14 @@ class SpikingFeature(QObject):
         if note:
             self.host.show_message(note)
         return model
+
+    def _on_model(self) -> None:
+        """Another model is shown: a live run of the spiking one ends, and its colouring is
+        no longer offered unless the new one is spiking too."""
+        if self.host.state.kind is not SPIKING:
+            self.stop()
+            self.model = None
+            self.host.state.set_available([FLASH], False)
 
     # ------------------------------------------------------------ the stimulus
     def _on_selected(self, neuron: int | None) -> None:
@@ -352,8 +361,9 @@ class SpikingFeature(QObject):
     def _on_bin(self, run_id: int, item: SpikingBin) -> None:
         if self.engine is not None:
             self.engine.frame_taken()
-        if run_id != self._run_id or self.recording is None:
-            return                      # a stopped run's bin still in the queue
+        if run_id != self._run_id or self.recording is None or \
+                self.host.state.recording is not self.recording:
+            return          # a stopped run's bin still in the queue, or another recording shown
         now = time.perf_counter()
         self._arrivals.append(now)
         self._compute_s += item.compute_s

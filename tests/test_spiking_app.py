@@ -102,6 +102,14 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         rates = recording.states()
         assert rates[:, :n // 2].sum() > 0 and rates[:, n // 2:].sum() == 0
         assert "real time factor" in panel.status.text() and "engine:" in panel.status.text()
+        # Saved, it reads back as the spiking kind with every bin and its spike count.
+        from flyviz.kinds import kind_of_recording
+        from flyviz.record.recording import Recording
+
+        saved = Recording.load(win.save_recording(tmp_path / "live.flyrec"))
+        assert kind_of_recording(saved) is SPIKING and len(saved) == 12
+        assert saved.metadata["spiking"]["bin_spikes"] == spikes
+        np.testing.assert_array_equal(saved.states(), rates)
         # Scrubbing afterwards: the timeline counts bins of ms.
         win.state.index = 4
         win.refresh_panels()

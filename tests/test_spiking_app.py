@@ -14,8 +14,6 @@ import pytest
 
 pytestmark = pytest.mark.gui
 
-from test_app_why_demo import dark_theme  # noqa: E402,F401 - the app's own theme, a fixture
-
 #: The language model's docks, none of which a spiking brain has a use for.
 LANGUAGE_DOCKS = ("text", "topk", "why", "patching", "population")
 

@@ -131,8 +131,9 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
         if recording.baseline is not None:
             state.offer_layer(DELTA, delta_layer)
         if state.kind.has("spikes"):        # a spiking brain's bins: spikes flash and fade
-            from flyviz.viewer.layers import FLASH, flash_layer
+            from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
 
+            state.offer_layer(RATE, rate_layer)
             state.offer_layer(FLASH, flash_layer)
     if atlas is not None:
         state.atlas = atlas

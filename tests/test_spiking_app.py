@@ -51,7 +51,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
 
     from flyviz.app._testing import make_app_checkpoint
     from flyviz.kinds.spiking import SPIKING, SpikingModel
-    from flyviz.viewer.layers import FLASH
+    from flyviz.viewer.layers import FLASH, RATE
 
     checkpoint = make_app_checkpoint(tmp_path / "model")
     win = make_window(qtbot, checkpoint, tmp_path)
@@ -117,6 +117,12 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         win.refresh_panels()
         lit = _lit(win.brain.canvas.render())
         assert lit > dark + 30, (dark, lit)
+        assert win.brain.colorbar_caption.text() == "spikes, fading (τ 15 ms) (spikes)"
+        panel.display.setCurrentIndex(0)           # or each neuron's rate in the bin
+        win.refresh_panels()
+        assert win.state.colour_by == RATE
+        assert win.brain.colorbar_caption.text() == "firing rate in the bin (Hz)"
+        assert _lit(win.brain.canvas.render()) > dark + 30
 
         # The populations dock: each group's rate per bin, and a raster of its cells.
         population = feature.population

@@ -44,7 +44,8 @@ def test_a_spiking_recording_opens_as_the_spiking_kind_with_its_brain(spiking_re
     # the brain it ran on places the neurons: the excited (left) half at negative x
     assert state.anatomy.positions[:40, 0].max() < 0 < state.anatomy.positions[40:, 0].min()
     # spikes flash and fade: offered, lit where the excited neurons fired, dark elsewhere
-    assert FLASH in source.quantities
+    assert FLASH in source.quantities and "spike_rate" in source.quantities
+    np.testing.assert_array_equal(source.values("spike_rate", 3), state.recording.state(3))
     flash = source.values(FLASH, 4)
     assert flash[:40].max() > 0 and flash[40:].max() == 0
     # the flash of a bin fades in the next ones (exp(-10 ms / 15 ms) per bin), never grows

@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayo
 from flyviz.app.worker import PAUSED, RUNNING, EngineThread, EngineWorker
 from flyviz.kinds.spiking import (SPIKING, SPIKING_KEY, BinSettings, LiveRun, SpikingModel,
                                   Stimulus)
-from flyviz.viewer.layers import FLASH, flash_layer
+from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.host import WindowHost
@@ -50,7 +50,7 @@ __all__ = ["DISPLAY_MODES", "SPIKING_KINDS", "SpikingBin", "SpikingFeature", "Sp
 SPIKING_KINDS = (SPIKING_KEY,)
 
 #: The Stimulus dock's colourings: its title and the *Colour by* entry it shows.
-DISPLAY_MODES = (("Rate in the bin (Hz)", "state"), ("Spikes flash and fade", FLASH))
+DISPLAY_MODES = (("Rate in the bin (Hz)", RATE), ("Spikes flash and fade", FLASH))
 
 
 class StimulusPanel(QWidget):
@@ -140,7 +140,6 @@ class SpikingRequest:
     stimulus: Stimulus
     settings: BinSettings
     start_paused: bool = False
-    interventions: Any = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +199,7 @@ class SpikingFeature(QObject):
         self.state = "idle"
         self.finished = True
         self._ended = ""
+        host.state.offer_layer(RATE, rate_layer, available=False)
         host.state.offer_layer(FLASH, flash_layer, available=False)
         self.panel.run_button.clicked.connect(lambda: self.run())
         self.panel.play_button.clicked.connect(self.toggle_play)
@@ -248,7 +248,7 @@ class SpikingFeature(QObject):
         same = state.anatomy is not None and state.neurons == model.neurons
         state.set_model(model, state.anatomy if same else model.drawing_anatomy())
         self.model = model
-        state.set_available([FLASH], True)
+        state.set_available([RATE, FLASH], True)
         if recording is None:
             recording = Recording(model.neurons, {"kind": SPIKING_KEY},
                                   states_dtype="float32")
@@ -278,7 +278,7 @@ class SpikingFeature(QObject):
         if self.host.state.kind is not SPIKING:
             self.stop()
             self.model = None
-            self.host.state.set_available([FLASH], False)
+            self.host.state.set_available([RATE, FLASH], False)
 
     # ------------------------------------------------------------ the stimulus
     def _on_selected(self, neuron: int | None) -> None:

@@ -26,6 +26,8 @@ key                    rule
 ``patching``           a patching effect per neuron, from the corrupted run's value
                        (dark) to the clean run's (bright); NaN at the bottom —
                        :func:`patching_layer`
+``spike_rate``         a spiking recording's rate per neuron in the bin, Hz;
+                       sequential from 0, automatic scale — :func:`rate_layer`
 ``spike_flash``        a spiking recording's spikes, each flashing at its bin and
                        fading by e^(−t/τ), τ 15 ms; sequential over a fixed
                        0..1 spike — :func:`flash_layer`
@@ -51,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.errors import InputError
-from flyviz.render.style import ColourLayer, ColourScale, activation_layer
+from flyviz.render.style import ColourLayer, ColourScale, activation_layer, recorded_state
 from flyviz.viewer.flow import FLOW, flow_layer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,7 +65,8 @@ __all__ = ["ATLAS", "ATLAS_STATISTICS", "DELTA", "ESTIMATE", "FLOW", "IMPORTANCE
            "PATCHING", "STATE", "LayerKind", "Placement", "activation_layer", "atlas_key",
            "atlas_layer", "delta_layer", "delta_state", "drawing_anatomy", "estimate_layer",
            "flow_layer", "importance_colours", "importance_layer", "patching_layer",
-           "values_layer", "FLASH", "FLASH_TAU_MS", "flash_layer", "flash_state"]
+           "values_layer", "FLASH", "FLASH_TAU_MS", "RATE", "flash_layer", "flash_state",
+           "rate_layer"]
 
 #: The recorded state (always offered).
 STATE = "state"
@@ -77,6 +80,8 @@ IMPORTANCE = "importance"
 ESTIMATE = "estimate"
 #: A patching effect.
 PATCHING = "patching"
+#: A spiking recording's rates.
+RATE = "spike_rate"
 #: A spiking recording's spikes, flashing and fading.
 FLASH = "spike_flash"
 #: How fast a spike's flash fades, ms (the decay peers use to show spikes: flymsg's 15 ms).
@@ -125,6 +130,8 @@ def _kinds() -> dict[str, LayerKind]:
                   "Colour every neuron by the part of the traced logit it carries"),
         LayerKind(PATCHING, "&Patching effect",
                   "Colour every neuron by how much restoring it brings the clean answer back"),
+        LayerKind(RATE, "Firing &rate (Hz)",
+                  "Each neuron's firing rate in the shown bin"),
         LayerKind(FLASH, "&Spikes (flash and fade)",
                   "Each spike lights its neuron at its bin, then fades (τ 15 ms)"),
     ]
@@ -259,6 +266,13 @@ def flash_state(recording: "Recording", index: int, tau_ms: float = FLASH_TAU_MS
     for j in range(max(0, index - reach + 1), index + 1):
         out += recording.state(j).astype(np.float32) * np.float32(decay ** (index - j))
     return out * np.float32(bin_ms / 1000.0)
+
+
+def rate_layer() -> ColourLayer:
+    """Each neuron's firing rate in the shown bin (the recorded state of a spiking recording,
+    Hz), on the sequential colours from 0 with the automatic scale."""
+    return ColourLayer(name=RATE, colormap="sequential", label="firing rate in the bin",
+                       units="Hz", scale=ColourScale.auto(), source=recorded_state)
 
 
 def flash_layer(tau_ms: float = FLASH_TAU_MS) -> ColourLayer:

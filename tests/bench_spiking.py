@@ -11,7 +11,11 @@ with Brian2, e.g. the tests' ``/tmp/brian2-venv/bin/python``), Brian2's runtime 
 target on the same brain in the same run, as a ratio.
 
     PYTHONPATH=$PWD python tests/bench_spiking.py [--trials 30] [--duration 1.0]
-        [--brian2 /tmp/brian2-venv/bin/python --brian2-duration 0.05]
+        [--brian2 /tmp/brian2-venv/bin/python --brian2-duration 0.05] [--brain demo]
+
+It also times one trial stepped in 10 ms bins as the window runs it live
+(``SpikingSimulation.advance(100)``) and checks it fires as many spikes as the whole run;
+``--brain demo`` times the demo's spiking brain (its 21 sensory neurons) instead.
 """
 
 from __future__ import annotations
@@ -167,15 +171,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--brian2", metavar="PYTHON", help="a Python with Brian2 installed")
     parser.add_argument("--brian2-duration", type=float, default=0.05)
+    parser.add_argument("--brain", choices=("synthetic", "demo"), default="synthetic",
+                        help="the synthetic full-size brain, or the demo's (what `flyviz gui "
+                             "demo` opens as a spiking brain)")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    brain = synthetic_brain()
+    if args.brain == "demo":
+        from flyviz.spiking.demo import demo_brain
+
+        brain = demo_brain()
+    else:
+        brain = synthetic_brain()
     deg = np.diff(brain.indptr)
     print(f"brain: {brain.neurons:,} neurons, {brain.synapses:,} synapses, out-degree mean "
           f"{deg.mean():.0f} median {np.median(deg):.0f} max {deg.max():,}; counts 1-5: "
           f"{np.mean(np.abs(brain.counts) <= 5):.0%} (built in {time.perf_counter() - t0:.1f} s)")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-    excite = np.sort(np.random.default_rng(1).choice(brain.neurons, 21, replace=False))
+    excite = np.sort(np.random.default_rng(1).choice(brain.neurons, 21, replace=False)) \
+        if brain.default_excite is None else np.asarray(brain.default_excite)
     spiking.simulate(brain, excite=excite, duration_s=0.01, threads=1)  # compile, group rows
     d = args.duration
     cpu, wall, run = timed(lambda: spiking.simulate(brain, excite=excite, duration_s=d,

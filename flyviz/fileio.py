@@ -126,6 +126,23 @@ def check_output_path(path: str | Path, what: str = "the output") -> Path:
     return path
 
 
+def not_a_file(path: str | Path) -> str:
+    """Why ``path`` cannot be read as a file, in a few words: ``"no such file"``, ``"it is a
+    folder"``, ``"it is a FIFO, not a regular file"``...; ``""`` for a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "it is a folder"
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+    return f"it is {kind}, not a regular file"
+
+
 def check_regular(path: str | Path, what: str = "file") -> None:
     """Raise unless ``path`` is a regular file (a FIFO would block the reader; a device or
     a socket never ends). A missing file raises :class:`FileNotFoundError` as ``open``

@@ -144,11 +144,17 @@ def test_the_curve_and_the_slider_light_exactly_the_top_k_units(win, qtbot, plan
     assert long_ones
     j = long_ones[0]
     a, b = xy[edges["pre"][j]], xy[edges["post"][j]]
-    synapse_lines(win.brain).set(HIGHLIGHT, None)
+    # The lines are the state's: cleared from a script they go, set again they come back.
+    assert win.state.shown_lines == HIGHLIGHT and synapse_lines(win.brain).shown == HIGHLIGHT
+    points, colours = win.state.lines(HIGHLIGHT)
+    win.state.set_lines(HIGHLIGHT, None)
+    assert synapse_lines(win.brain).shown is None
     dark = brightness(win.brain.render_image())
     gains = [lit[int(round(p[1])), int(round(p[0]))] - dark[int(round(p[1])), int(round(p[0]))]
              for p in (a + (b - a) * s for s in (0.3, 0.4, 0.5, 0.6, 0.7))]
     assert np.median(gains) > 40, gains
+    win.state.set_lines(HIGHLIGHT, points, colours)
+    np.testing.assert_array_equal(brightness(win.brain.render_image()), lit)
 
 
 def _metric_of_run(ck, recording, prompt) -> float:

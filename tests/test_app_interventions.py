@@ -217,7 +217,7 @@ def test_a_saved_comparison_reopens_with_its_interventions(window, qtbot, app_ch
         qtbot.waitUntil(lambda: "untouched" in other.text_panel.toPlainText(), timeout=3000)
         # Rings show what was silenced.
         silenced = neuron_index(app_checkpoint).select(f"superclass:{superclass}")
-        assert set(other.interventions.marks.intervened.tolist()) == set(silenced.tolist())
+        assert set(other.picking.marks.intervened.tolist()) == set(silenced.tolist())
     finally:
         other.close()
 
@@ -278,7 +278,7 @@ def test_picking_in_the_view_fills_the_query(window, qtbot, app_checkpoint):
     win.brain.pick_clicked.emit(b, True)                     # shift-click adds
     assert feature.pick.neurons.tolist() == sorted([a, b])
     assert panel.pick_button.text() == "Pick (2)"
-    assert set(feature.marks.picked.tolist()) == {a, b}     # ringed in the view
+    assert set(win.picking.marks.picked.tolist()) == {a, b}     # ringed in the view
     win.brain.pick_clicked.emit(-1, True)                    # a missed shift-click keeps them
     assert len(feature.pick) == 2
     # An outline around the left half of the canvas picks every drawn neuron in it.
@@ -287,9 +287,9 @@ def test_picking_in_the_view_fills_the_query(window, qtbot, app_checkpoint):
     xy, _, in_front = project_points(win.brain.positions, win.brain.canvas_transform())
     expected = np.flatnonzero(win.brain.visible & in_front & (xy[:, 0] > 0) & (xy[:, 0] < w / 2)
                               & (xy[:, 1] > 0) & (xy[:, 1] < h))
-    inside = feature.lasso.select(outline)
+    inside = win.picking.lasso.select(outline)
     assert set(inside.tolist()) == set(expected.tolist()) and inside.size > 10
-    feature.lasso.picked.emit(inside.tolist(), False)
+    win.picking.lasso.picked.emit(inside.tolist(), False)
     assert len(feature.pick) == inside.size
     panel.kind.setCurrentIndex(panel.kind.findData("clamp"))
     panel.pick_button.click()
@@ -301,7 +301,7 @@ def test_picking_in_the_view_fills_the_query(window, qtbot, app_checkpoint):
     panel.stop.setValue(5)
     item = panel.add_from_form()
     assert item is not None and item.kind == "clamp" and (item.start, item.stop) == (2, 5)
-    assert set(feature.marks.intervened.tolist()) == set(inside.tolist())
+    assert set(win.picking.marks.intervened.tolist()) == set(inside.tolist())
 
 
 def test_pause_step_and_stop_work_in_a_comparison_and_a_plain_run_follows(window, qtbot):

@@ -156,9 +156,9 @@ def test_the_layout_menu_offers_every_preset_checked_one_at_a_time(window):
 
 def _install_extra(host):
     """A feature the presets do not know: a dock in the Settings column's tabs."""
-    dock = host.add_dock("extra_feature", "Extra feature", QLabel("extra"),
-                         Qt.DockWidgetArea.LeftDockWidgetArea)
-    host.tabify_dock("controls", dock)
+    dock = host.docks.add("extra_feature", "Extra feature", QLabel("extra"),
+                          Qt.DockWidgetArea.LeftDockWidgetArea)
+    host.docks.tabify("controls", dock)
     return dock
 
 

@@ -113,9 +113,9 @@ def test_a_feature_is_one_registration_against_the_host(window):
 
     class Feature:
         def __init__(self, host):
-            self.dock = host.add_dock("toy", "Toy", QLabel("toy"),
-                                      Qt.DockWidgetArea.RightDockWidgetArea)
-            host.tabify_dock("text", self.dock)
+            self.dock = host.docks.add("toy", "Toy", QLabel("toy"),
+                                       Qt.DockWidgetArea.RightDockWidgetArea)
+            host.docks.tabify("text", self.dock)
             host.colour_by.add("toy", "&Toy", lambda: None)
             host.state.highlights.set_neurons("toy", [1, 2])
 

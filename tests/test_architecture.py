@@ -12,6 +12,11 @@ What counts as *across modules* (checked on the AST of every file under ``flyviz
   the modules of P's sub-packages): ``flyviz/analysis/_kernels.py`` is for
   ``flyviz/analysis/*``, ``flyviz/commands/_options.py`` for the commands,
   ``flyviz/_version.py`` for all of ``flyviz``; from anywhere else it is across modules;
+- a feature of the app (a module of ``flyviz/app`` with ``install(host)``) reaches the window
+  only through the members of :class:`~flyviz.app.host.WindowHost` (``host.x`` or
+  ``self.host.x``), never with ``getattr``/``hasattr``/``setattr`` on the host or the window;
+  the protocol has at most :data:`MOST_HOST_MEMBERS` members and none is one of flyviz's
+  widgets (features talk to the state, background calls, actions, docks and messages);
 - reading a private attribute of another module's objects (``recording._infos`` in the
   codec) is across modules too. That one is found by a heuristic: an attribute ``_x`` read
   off anything but ``self``, ``cls`` or ``super()`` in a module that defines no ``_x``
@@ -24,6 +29,8 @@ from __future__ import annotations
 import ast
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 SOURCE = Path(__file__).resolve().parent.parent / "flyviz"
 #: The one module that reads vispy's private attributes, by design (see its docstring).
@@ -230,6 +237,78 @@ def import_cycles(package: str) -> list[list[str]]:
     return cycles
 
 
+# --------------------------------------------------------------------- the window host
+#: The most members :class:`~flyviz.app.host.WindowHost` may have.
+MOST_HOST_MEMBERS = 10
+#: Parts of the window that are no widget but that features must not drive either: the
+#: playback (the state's shown token is the bus).
+WINDOW_PARTS = {"CompareController", "RunController", "Session"}
+#: The names a feature module calls the window by.
+WINDOW_NAMES = {"host", "window", "win"}
+
+
+def host_members(tree: ast.Module) -> dict[str, str]:
+    """The ``WindowHost`` protocol's members in ``tree`` (host.py) and their annotations
+    (a method's: its return type)."""
+    protocol = next(node for node in tree.body
+                    if isinstance(node, ast.ClassDef) and node.name == "WindowHost")
+    members: dict[str, str] = {}
+    for node in protocol.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            members[node.target.id] = ast.unparse(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            members[node.name] = ast.unparse(node.returns) if node.returns else ""
+    return members
+
+
+def host_annotation_classes(tree: ast.Module) -> dict[str, tuple[str, str]]:
+    """``member -> (module, class)`` for each member annotated with a flyviz class (the
+    names the protocol imports from flyviz modules)."""
+    imported = {alias.asname or alias.name: (node.module, alias.name)
+                for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+                for alias in node.names}
+    out = {}
+    for member, annotation in host_members(tree).items():
+        for name in (n.id for n in ast.walk(ast.parse(annotation.strip("'\""), mode="eval"))
+                     if isinstance(n, ast.Name)):
+            module, cls = imported.get(name, ("", ""))
+            if module.startswith("flyviz."):
+                out[member] = (module, cls)
+    return out
+
+
+def _is_window(node: ast.AST) -> bool:
+    """``host``, ``window``, ``self.host``, ``self.window``..."""
+    if isinstance(node, ast.Name):
+        return node.id in WINDOW_NAMES
+    return isinstance(node, ast.Attribute) and node.attr in WINDOW_NAMES \
+        and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def feature_modules() -> list[str]:
+    """The app's feature modules: those of ``flyviz.app`` with an ``install(host)``."""
+    return sorted(name for name, tree in TREES.items() if name.startswith("flyviz.app.")
+                  and any(isinstance(node, ast.FunctionDef) and node.name == "install"
+                          and [a.arg for a in node.args.args] == ["host"] for node in tree.body))
+
+
+def host_reach_ins(members: set[str]) -> list[str]:
+    """Where a feature module reads ``host.x`` for an ``x`` the protocol does not name, or
+    calls ``getattr``/``hasattr``/``setattr`` on the host or the window."""
+    found = []
+    for module in feature_modules():
+        rel = MODULES[module].relative_to(SOURCE.parent)
+        for node in ast.walk(TREES[module]):
+            if isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("host", "self.host") \
+                    and node.attr not in members:
+                found.append(f"{rel}:{node.lineno}: {ast.unparse(node)} is not a WindowHost member")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("getattr", "hasattr", "setattr") and node.args \
+                    and _is_window(node.args[0]):
+                found.append(f"{rel}:{node.lineno}: {node.func.id} on {ast.unparse(node.args[0])}")
+    return found
+
+
 # --------------------------------------------------------------------- tests
 def test_no_module_imports_another_modules_private_names():
     assert cross_module_private_imports() == []
@@ -250,6 +329,31 @@ def test_the_intervention_types_import_neither_the_engine_nor_patching():
     assert imported <= {"flyviz.model.errors"}
 
 
+def test_the_window_host_has_ten_members_at_most_and_no_widget():
+    """Features talk to the state, background calls, actions, docks and messages: the
+    protocol names no widget of the window (the brain view, the inspector, the text, the
+    playback), and stays small."""
+    pytest.importorskip("PySide6")
+    import importlib
+
+    from PySide6.QtWidgets import QWidget
+
+    tree = TREES["flyviz.app.host"]
+    members = host_members(tree)
+    assert "state" in members and len(members) <= MOST_HOST_MEMBERS, sorted(members)
+    classes = host_annotation_classes(tree)
+    assert classes["state"] == ("flyviz.viewer.state", "ViewerState")     # the check reads
+    widgets = {member: cls for member, (module, cls) in classes.items()
+               if issubclass(getattr(importlib.import_module(module), cls), QWidget)
+               or cls in WINDOW_PARTS}
+    assert widgets == {}
+
+
+def test_the_features_reach_the_window_only_through_the_host():
+    assert len(feature_modules()) >= 9
+    assert host_reach_ins(set(host_members(TREES["flyviz.app.host"]))) == []
+
+
 def test_the_checks_find_what_they_are_meant_to_find():
     # Each check, run on a tree that breaks its rule, finds the break: a check that can
     # never fail would keep nothing.
@@ -261,6 +365,18 @@ def test_the_checks_find_what_they_are_meant_to_find():
                                "x = engine._helper\n"
                                "def f(rec):\n    return rec._infos\n",
         "flyviz.model.fake_b": "from flyviz.model import fake_a\n",
+        "flyviz.app.fake_feature": "class F:\n    def __init__(self, host):\n"
+                                   "        self.host = host\n"
+                                   "        host.brain.pick_clicked.connect(print)\n"
+                                   "        self.host.text_panel.set_flows(None)\n"
+                                   "        if hasattr(self.host, 'runs'):\n"
+                                   "            getattr(host, 'inspector')\n"
+                                   "        host.state.index = 0\n"
+                                   "def install(host):\n    return F(host)\n",
+        "flyviz.app.fake_host": "from typing import Protocol\n"
+                                "from flyviz.app.brain_view import BrainView\n"
+                                "class WindowHost(Protocol):\n    brain: 'BrainView'\n"
+                                "    def widget(self) -> 'BrainView': ...\n",
     }
     saved_modules, saved_trees = dict(MODULES), dict(TREES)
     try:
@@ -275,6 +391,14 @@ def test_the_checks_find_what_they_are_meant_to_find():
         assert "fake_a.py:7: rec._infos is private to flyviz.record.recording" in attributes
         assert ["flyviz.model.fake_a", "flyviz.model.fake_b", "flyviz.model.fake_a"] in \
             import_cycles("flyviz.model")
+        reach_ins = "\n".join(host_reach_ins({"state"}))
+        for line, what in ((4, "host.brain is not"), (5, "self.host.text_panel is not"),
+                           (6, "hasattr on self.host"), (7, "getattr on host")):
+            assert f"fake_feature.py:{line}: {what}" in reach_ins, reach_ins
+        assert "fake_feature.py:8" not in reach_ins
+        assert host_annotation_classes(TREES["flyviz.app.fake_host"]) == {
+            "brain": ("flyviz.app.brain_view", "BrainView"),
+            "widget": ("flyviz.app.brain_view", "BrainView")}
     finally:
         MODULES.clear()
         MODULES.update(saved_modules)

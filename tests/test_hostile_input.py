@@ -466,6 +466,13 @@ def test_gui_size_names_the_limit_it_breaks(capsys):
 
 
 # ---------------------------------------------------------------- signals on a cluster
+def _terminal_signals() -> None:
+    """In the child: SIGINT and SIGTERM as a terminal's shell leaves them, whatever this test
+    process has set (an ignored signal would be inherited through exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _interrupt_when_workers_run(argv: list[str], how: str, cwd: Path) -> tuple[int, str]:
     """Run ``flyviz ARGV`` in its own session; once it says its Dask workers are ready,
     send SIGINT to the whole process group (Ctrl+C in a terminal) or SIGTERM to flyviz."""
@@ -474,7 +481,7 @@ def _interrupt_when_workers_run(argv: list[str], how: str, cwd: Path) -> tuple[i
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     process = subprocess.Popen([sys.executable, "-m", "flyviz", *argv], cwd=cwd, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_terminal_signals)
     lines: list[str] = []
     ready = threading.Event()
 

@@ -7,6 +7,7 @@ flyviz exception with a one-line message in the library, before any long work.
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 
 import numpy as np
@@ -450,3 +451,16 @@ def test_a_bad_text_is_named_by_its_own_option(capsys, hostile, tmp_path, case):
     code, _, err = cli_run(capsys, *filled)
     one_error_line(code, err, expected)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this system has no FIFOs (os.mkfifo)")
+@pytest.mark.parametrize("argv, what", [
+    (["export", "--recording", "{fifo}", "--out", "{tmp}/x.gif"], "recording"),
+    (["replay", "{fifo}"], "recording"),
+    (["atlas", "demo", "--corpus", "{fifo}", "--out", "{tmp}/a.atlas"], "corpus"),
+])
+def test_a_fifo_given_as_a_file_is_named_as_one_not_waited_on(capsys, tmp_path, argv, what):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code, _, err = cli_run(capsys, *[a.format(fifo=fifo, tmp=tmp_path) for a in argv])
+    one_error_line(code, err, f"cannot read {what}", "it is a FIFO, not a regular file")

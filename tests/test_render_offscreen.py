@@ -197,6 +197,9 @@ def test_egl_frames_draw_while_vispy_calls_opengl_through_pyopengl():
 
     from flyviz.render.gl_backend import is_egl
 
+    # Put back the functions vispy had before (napari, imported by another test of this
+    # process, chose 'gl+'; leaving 'gl2' behind made its next canvas crash in Qt).
+    before = gl.current_backend.__name__.rsplit(".", 1)[-1]
     gl.use_gl("gl+")
     try:
         with FrameRenderer(grid(), size=(320, 240), overlays=False) as r:
@@ -206,4 +209,4 @@ def test_egl_frames_draw_while_vispy_calls_opengl_through_pyopengl():
         assert img.max() > 100
         assert gl.current_backend.__name__.endswith("glplus")
     finally:
-        gl.use_gl("gl2")
+        gl.use_gl({"glplus": "gl+"}.get(before, before))

@@ -1,5 +1,7 @@
-"""The docks are views of the viewer state: a script that sets ``state.docks`` reproduces
-the view that clicking makes (the widgets, and the picture or the fields the view draws).
+"""The docks are views of the viewer state: a script that sets ``state.docks`` (or the
+state's picks, intervened neurons, selection, open atlas, text shading or synapse lines)
+reproduces the view that clicking makes (the widgets, and the picture or the fields the
+view draws).
 
 Each test clicks first and keeps what the dock shows, clicks back, then sets the state's
 field from a script and compares; it also checks that the click wrote the state.
@@ -287,42 +289,190 @@ def test_the_next_runs_interventions_are_the_states(window, qtbot):
     assert win.state.next_interventions == () and not panel.next_label.isVisible()
 
 
-def _host_members() -> dict[str, str]:
-    """The :class:`~flyviz.app.host.WindowHost` protocol's members and their annotations
-    (a property's: its return type), read from the source (no window is needed)."""
+def _image(widget) -> np.ndarray:
+    """What ``widget`` paints (RGBA)."""
+    from PySide6.QtGui import QImage
+
+    image = widget.grab().toImage().convertToFormat(QImage.Format.Format_RGBA8888)
+    w, h = image.width(), image.height()
+    rgba = np.frombuffer(image.constBits(), np.uint8, count=image.bytesPerLine() * h)
+    return rgba.reshape(h, image.bytesPerLine())[:, :4 * w].reshape(h, w, 4).copy()
+
+
+def test_whys_text_shading_and_synapse_lines_are_the_states(window, qtbot):
+    """*Why this token?* (the Text dock's menu) shades the text and draws synapses over the
+    brain through the state: the same fields set from a script paint the same."""
+    from flyviz.app.synapse_lines import synapse_lines
+    from flyviz.app.why_panel import LINES
+
+    win = window
+    win.state.display.smoothing_s = 0.0
+    win.state.run.max_new_tokens = 4
+    win.state.run.speed_cap = 0
+    win.state.run.temperature = 0.0
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        assert win.run_prompt(PROMPT)
+    state, text, feature = win.state, win.text_panel, win.features["why"]
+    last = len(state.recording) - 1
+    qtbot.waitUntil(lambda: state.index == last, timeout=3000)
+    with qtbot.waitSignal(feature.traced, timeout=20_000) as traced:
+        text.why_requested.emit(last)                               # the click
+    att = traced.args[0]
+    assert state.token_flows == tuple(float(f) for f in att.token_flows)
+    assert state.shown_lines == LINES and state.lines(LINES) is not None
+    overlay = synapse_lines(win.brain)
+
+    def shown():
+        pieces = range(len(text.pieces()))
+        return ([text.piece_flow(k) for k in pieces],
+                [None if (c := text.piece_shade(k)) is None else c.name() for k in pieces],
+                overlay.shown, bool(overlay.visual is not None and overlay.visual.visible),
+                None if overlay.visual is None else np.array(overlay.visual.pos, copy=True),
+                _image(text))
+
+    clicked = shown()
+    assert any(f is not None for f in clicked[0]) and clicked[2] == LINES and clicked[3]
+    points, colours = state.lines(LINES)
+    state.token_flows = None
+    state.set_lines(LINES, None)
+    cleared = shown()
+    assert all(f is None for f in cleared[0]) and cleared[2] is None and not cleared[3]
+    assert not np.array_equal(cleared[5], clicked[5])               # the shading was seen
+    state.token_flows = att.token_flows                             # the script
+    state.set_lines(LINES, points, colours)
+    scripted = shown()
+    assert scripted[:4] == clicked[:4]
+    np.testing.assert_array_equal(scripted[4], clicked[4])
+    np.testing.assert_array_equal(scripted[5], clicked[5])
+    with pytest.raises(ViewerError, match="RGBA colour per point"):
+        state.set_lines(LINES, points, colours[:1])
+    assert state.lines(LINES) is not None                           # a bad call changes nothing
+    # A neuron clicked in the Graph dock is the state's selection (the Neuron dock shows it).
+    neuron = int(att.top_neurons(att.position, 1)[0])
+    feature.graph_panel.neuron_clicked.emit(neuron)
+    assert state.selected == neuron == win.inspector.neuron
+
+
+def test_picks_and_intervened_rings_are_the_states(window, qtbot):
+    """Clicking and Shift+clicking neurons in the brain picks them in the state; the rings
+    and the Interventions dock show the state's picks and the neurons its interventions
+    touch, so setting those from a script shows what clicking shows."""
+    from flyviz.model.interventions import Silence
+
+    win = window
+    state, feature, marks = win.state, win.interventions, win.picking.marks
+    a, b = [int(i) for i in np.flatnonzero(win.brain.visible)[:2]]
+
+    def shown():
+        return (marks.shown("picked").tolist(), feature.pick.neurons.tolist(),
+                feature.panel.pick_button.text(), marks.shown("intervened").tolist())
+
+    empty = shown()
+    win.brain.pick_clicked.emit(a, False)                           # the clicks
+    win.brain.pick_clicked.emit(b, True)
+    assert state.picked.tolist() == sorted([a, b])
+    clicked = shown()
+    assert clicked[0] == sorted([a, b]) and clicked[2] == "Pick (2)"
+    win.brain.pick_clicked.emit(-1, False)                          # a click on nothing
+    assert shown() == empty and state.picked.size == 0
+    state.picked = [b, a]                                           # the script
+    assert shown() == clicked
+    win.picking.lasso.picked.emit([a], False)                       # an outline around one
+    assert state.picked.tolist() == [a] and shown()[0] == [a]
+
+    superclass = win.controls.superclass.itemData(1)
+    feature.panel.set_interventions([Silence(f"superclass:{superclass}")])   # the dock
+    touched = state.intervened
+    assert touched.size and shown()[3] == [i for i in touched.tolist() if win.brain.visible[i]]
+    ringed = shown()
+    feature.panel.set_interventions([])
+    assert state.intervened.size == 0 and shown()[3] == []
+    state.intervened = touched                                      # the script
+    assert shown() == ringed
+    with pytest.raises(ViewerError, match="out of range"):
+        state.intervened = [state.neurons]
+    assert shown() == ringed
+
+
+def test_the_neuron_dock_is_the_states(window, qtbot):
+    """A neuron clicked in the brain is the state's selection; the Neuron dock describes
+    the state's selected neuron, so selecting from a script shows the same."""
+    win = window
+    state, inspector = win.state, win.inspector
+    neuron = int(np.flatnonzero(win.brain.visible)[3])
+
+    def shown():
+        return (inspector.neuron, {key: label.text() for key, label in inspector.fields.items()},
+                inspector.inputs_table.rowCount(), inspector.outputs_table.rowCount())
+
+    nothing = shown()
+    win.brain.neuron_clicked.emit(neuron)                           # the click
+    assert state.selected == neuron
+    clicked = shown()
+    assert clicked[0] == neuron and clicked != nothing
+    win.brain.neuron_clicked.emit(-1)                               # a click on nothing
+    assert state.selected is None and shown() == nothing
+    state.selected = neuron                                         # the script
+    assert shown() == clicked
+    assert not state.select(state.neurons) and state.selected == neuron     # not a neuron
+    assert state.select(None) and shown() == nothing
+
+
+def test_the_atlas_card_is_the_states(window, qtbot, app_checkpoint, tmp_path):  # noqa: F811
+    """Opening an atlas (File → Open atlas) puts it in the state; the Neuron dock's card
+    shows the state's atlas, so a script that sets it shows the same card; a token clicked
+    on the card is looked up in the Atlas dock."""
+    from flyviz.app._testing import make_app_atlas
+
+    win = window
+    path = make_app_atlas(app_checkpoint, tmp_path / "atlas", stories=20)
+    win.atlas.open(path)                                            # the click
+    qtbot.waitUntil(lambda: win.atlas.atlas is not None or bool(win.last_error), timeout=10_000)
+    atlas = win.state.atlas
+    assert atlas is not None and atlas is win.atlas.atlas
+    neuron = next(i for i in range(win.state.neurons) if len(atlas.card(i).top_contexts))
+    win.state.selected = neuron
+    card = win.inspector.atlas_card
+    qtbot.waitUntil(lambda: card.card is not None and card.card.neuron == neuron, timeout=5000)
+
+    def shown():
+        return (card.isVisible(), card.card.neuron, card.summary.text(), card.contexts.text())
+
+    clicked = shown()
+    win.state.atlas = None
+    assert card.card is None and not card.isVisible()
+    win.state.atlas = atlas                                         # the script
+    qtbot.waitUntil(lambda: card.card is not None and card.card.neuron == neuron, timeout=5000)
+    assert shown() == clicked
+    token = card.card.driving_tokens[0].token_id
+    card.token_requested.emit(token)                                # a token on the card
+    assert win.atlas.panel.search.text() == f"id:{token}"
+    other = (neuron + 1) % win.state.neurons
+    win.atlas.panel.neuron_requested.emit(other)                    # a neuron the dock lists
+    assert win.state.selected == other == win.inspector.neuron
+
+
+def test_the_window_is_a_host_of_no_widget_but_itself(window):
+    """The window has every member :class:`~flyviz.app.host.WindowHost` names (at most ten:
+    tests/test_architecture.py), and none of them is one of its widgets: a feature gets
+    the state, the services and the window only as the parent of its dialogs."""
     import ast
     import inspect
+
+    from PySide6.QtWidgets import QWidget
 
     from flyviz.app import host
 
     tree = ast.parse(inspect.getsource(host))
     protocol = next(node for node in tree.body
                     if isinstance(node, ast.ClassDef) and node.name == "WindowHost")
-    members: dict[str, str] = {}
-    for node in protocol.body:
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            members[node.target.id] = ast.unparse(node.annotation)
-        elif isinstance(node, ast.FunctionDef):
-            members[node.name] = ast.unparse(node.returns) if node.returns else ""
-    return members
-
-
-#: The concrete widgets a feature may still drive through the host (issue 27 wants none:
-#: each one left is a part of the window the state does not carry yet).
-CONCRETE_WIDGETS_LEFT = {"brain", "inspector", "text_panel"}
-
-
-def test_the_window_host_shrinks_towards_the_state():
-    """Features reach the highlights, the selection, the recording and the runs' interventions
-    through the state: the host lists none of them; it has at most 19 members (23 before),
-    and no concrete widget beyond the three not yet routed through the state (``runs``
-    stays for playback only: what runs start from is the state's)."""
-    members = _host_members()
-    assert "state" in members and "widget" in members
-    for gone in ("highlights", "session", "selected_neuron", "docks"):
-        assert gone not in members, gone
-    assert len(members) <= 19, sorted(members)
-    widgets = {name for name, annotation in members.items()
-               if any(kind in annotation for kind in ("BrainView", "NeuronInspector",
-                                                      "TextPanel", "Session"))}
-    assert widgets <= CONCRETE_WIDGETS_LEFT, widgets
+    names = [node.target.id if isinstance(node, ast.AnnAssign) else node.name
+             for node in protocol.body if isinstance(node, (ast.AnnAssign, ast.FunctionDef))]
+    assert 0 < len(names) <= 10 and "state" in names
+    for name in names:
+        value = getattr(window, name)
+        if name == "widget":
+            assert value() is window
+        else:
+            assert not isinstance(value, QWidget), name
+    assert window.models.checkpoint is window.checkpoint is not None

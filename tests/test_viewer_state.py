@@ -196,6 +196,57 @@ def test_selection_picks_and_highlights_are_checked_against_the_model(state):
     assert len(state.recording) == 0 and state.recording.neurons == 20
 
 
+def test_what_features_draw_over_the_views_is_the_states(state):
+    """Clicks (select, pick), the rings of intervened neurons, synapse lines, the text's
+    shading and the open atlas: validated, announced once, unchanged by a bad value."""
+    selected, picked, rings = (_record(state.events.selected), _record(state.events.picked),
+                               _record(state.events.intervened))
+    assert state.select(4) and state.select(4) and selected == [(4,), (4,)]   # shown again
+    assert not state.select(N) and not state.select(True) and state.selected == 4
+    assert state.select(None) and state.selected is None
+    state.pick([7, 3])
+    state.pick([5], add=True)                                   # Shift+click adds
+    np.testing.assert_array_equal(state.picked, [3, 5, 7])
+    state.pick([])                                              # a click on nothing
+    assert state.picked.size == 0 and len(picked) == 3
+    state.intervened = [8, 1, 8]
+    np.testing.assert_array_equal(state.intervened, [1, 8])
+    with pytest.raises(ViewerError, match="neuron 50 is out of range"):
+        state.intervened = [50]
+    assert state.intervened.tolist() == [1, 8] and len(rings) == 1
+
+    lines = _record(state.events.lines)
+    points, colours = np.zeros((4, 3)), np.ones((4, 4))
+    state.set_lines("why", points, colours)
+    state.set_lines("circuit", points[:2], colours[:2])
+    assert state.shown_lines == "circuit" and lines == [("why",), ("circuit",)]
+    with pytest.raises(ViewerError, match="an RGBA colour per point"):
+        state.set_lines("circuit", points, colours[:2])
+    assert state.lines("circuit")[0].shape == (2, 3)
+    state.set_lines("circuit", None)                            # the trace's come back
+    assert state.shown_lines == "why" and state.lines("circuit") is None
+
+    flows = _record(state.events.token_flows)
+    state.token_flows = [0.5, -1]
+    state.token_flows = (0.5, -1.0)                             # the same: no signal
+    assert state.token_flows == (0.5, -1.0) and flows == [((0.5, -1.0),)]
+    with pytest.raises(ViewerError, match="finite"):
+        state.token_flows = [float("nan")]
+    assert state.token_flows == (0.5, -1.0)
+
+    atlas, opened = object(), _record(state.events.atlas)
+    state.atlas = atlas
+    state.atlas = atlas
+    assert state.atlas is atlas and state.frozen().atlas is atlas and opened == [(atlas,)]
+    # A view that owns a camera writes it when asked (before an export reads it).
+    pose = CameraPose(azimuth=10.0, elevation=20.0, center=(0.0, 0.0, 0.0), scale_factor=300.0)
+    state.events.camera_wanted.connect(lambda: setattr(state, "camera", pose))
+    assert state.sync_camera() == pose == state.camera
+    # Another model: its rings start empty.
+    state.set_model(None, anatomy=ball_layout(20), name="other")
+    assert state.intervened.size == 0
+
+
 def test_camera_and_view(state):
     cameras = _record(state.events.camera)
     pose = CameraPose(azimuth=30.0, elevation=10.0, center=(0.0, 0.0, 0.0), scale_factor=400.0)

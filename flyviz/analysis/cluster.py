@@ -40,8 +40,8 @@ from typing import Any, Protocol
 
 from flyviz.analysis.parts import (Merge, MergeTree, Partial, PartialStore, check_parts,
                                    open_store, parts_folder)
-from flyviz.analysis.quiet import (quiet_dask, restore_term, signals_ignored,
-                                   term_as_interrupt)
+from flyviz.analysis.quiet import (quiet_dask, raise_if_interrupted, restore_term,
+                                   signals_ignored, term_as_interrupt)
 from flyviz.model.errors import FlyvizError, InputError
 
 PROGRESS_TOPIC = "flyviz-progress"
@@ -437,6 +437,8 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
         if workers == 0 and scheduler is None:
             used_workers = 1
             for chunk in pending:
+                raise_if_interrupted()
+
                 def sink(tokens: int, index: int = chunk.index) -> None:
                     done_tokens[index] += tokens
                     show()
@@ -516,6 +518,7 @@ def _run_quietly_on_dask(function, args, pending, tree: MergeTree, done_tokens: 
         window = 2 * n_workers
         queue = list(pending)
         while queue or futures:
+            raise_if_interrupted()
             while queue and len(futures) < window:
                 chunk = queue.pop(0)
                 future = client.submit(_run_task, function, args, chunk, run_id,

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from flyviz.fileio import not_a_file
 from flyviz.model.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,6 +81,8 @@ def corpus_files(paths: Iterable[str | Path]) -> list[Path]:
             files.extend(found)
         elif path.is_file():
             files.append(path)
+        elif path.exists():
+            raise InputError(f"cannot read corpus {path}: {not_a_file(path)}")
         else:
             raise InputError(f"corpus file not found: {path}")
     if not files:

@@ -67,26 +67,51 @@ class signals_ignored:
             signal.signal(signum, handler)
 
 
+#: Set by the run's signal handlers: a Ctrl+C or SIGTERM arrived. The KeyboardInterrupt a
+#: handler raises lands in whatever the main thread runs at that moment, and a library's
+#: ``except BaseException`` there (a callback, a wait) can swallow it; the run's loop asks
+#: :func:`raise_if_interrupted` between waits, so a stop is never lost.
+_interrupt_requested = threading.Event()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    _interrupt_requested.set()
+    raise KeyboardInterrupt
+
+
 def term_as_interrupt() -> Any:
     """Make SIGTERM stop a run as Ctrl+C does (the cluster is closed, finished chunks are
-    kept, no semaphore leaks); return the handler it replaced (None off the main thread)."""
+    kept, no semaphore leaks), and remember either signal for :func:`raise_if_interrupted`;
+    return what to give :func:`restore_term` (None off the main thread).
+
+    A SIGINT that the process was started with ignored (``nohup``) stays ignored."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
         return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
+    _interrupt_requested.clear()
+    saved = []
     try:
-        return signal.signal(signal.SIGTERM, interrupt)
+        saved.append((signal.SIGTERM, signal.signal(signal.SIGTERM, _interrupt)))
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            saved.append((signal.SIGINT, signal.signal(signal.SIGINT, _interrupt)))
     except (ValueError, OSError):  # pragma: no cover - no signals here
-        return None
+        pass
+    return saved
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt if a stop arrived since :func:`term_as_interrupt` (and was
+    swallowed on its way)."""
+    if _interrupt_requested.is_set():
+        raise KeyboardInterrupt
 
 
 def restore_term(previous: Any) -> None:
-    """Put back the SIGTERM handler :func:`term_as_interrupt` replaced."""
+    """Put back the handlers :func:`term_as_interrupt` replaced."""
     import signal
 
     if previous is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous:
+            signal.signal(signum, handler)
+        _interrupt_requested.clear()

@@ -22,7 +22,8 @@ Nothing outside this package imports Qt: :mod:`flyviz.model` and
     (the state itself, :mod:`flyviz.viewer`, is Qt-free).
 :mod:`flyviz.app.host`, :mod:`flyviz.app.window_features`
     The :class:`~flyviz.app.host.WindowHost` protocol features are installed
-    against, and the window's side of it (docks, the feature registry).
+    against (the state, the loaded model and services; no widget), and the window's
+    side of it (:class:`~flyviz.app.window_features.Docks`, the feature registry).
 :mod:`flyviz.app.gc_policy`
     The one garbage-collection policy, set at app entry.
 :mod:`flyviz.app.brain_view`, :mod:`flyviz.app.panels`, :mod:`flyviz.app.inspector`,

@@ -352,18 +352,18 @@ class AtlasFeature:
     Parameters
     ----------
     host
-        The window (its inspector, highlights, messages and background calls).
+        The window (its state, whose open atlas the Neuron dock's card shows, messages,
+        docks and background calls).
     """
 
     def __init__(self, host: "WindowHost") -> None:
         self.host = host
-        self.controller = AtlasController(host.background, lambda: host.checkpoint,
+        self.controller = AtlasController(host.background, lambda: host.models.checkpoint,
                                           host.widget())
         self.panel = AtlasPanel()
-        self.card = host.inspector.atlas_card
-        self.dock = host.add_dock("atlas", "Atlas", self.panel,
-                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
-        host.tabify_dock("inspector", self.dock, keep_front=False)
+        self.dock = host.docks.add("atlas", "Atlas", self.panel,
+                                   Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        host.docks.tabify("inspector", self.dock, keep_front=False)
         registry = host.actions_registry
         self.action = registry.add("open_atlas", "Open &atlas…", self.open_dialog,
                                    description="Open a neuron atlas of this model "
@@ -377,9 +377,8 @@ class AtlasFeature:
         self.panel.open_requested.connect(self.open_dialog)
         self.panel.search_requested.connect(self.find)
         self.panel.cleared.connect(lambda: host.state.highlights.set(HIGHLIGHT, None))
-        self.panel.neuron_requested.connect(host.select_neuron)
-        self.card.token_requested.connect(self._find_token)
-        host.model_ready.connect(self._on_model_ready)
+        self.panel.neuron_requested.connect(host.state.select)
+        host.models.ready.connect(self._on_model_ready)
         #: The View → Colour by entries of the atlas statistics (offered while one is open).
         colour_by = host.colour_by
         keys = []
@@ -436,14 +435,16 @@ class AtlasFeature:
 
         return self.host.colour_by.choose(STATE if name is None else f"atlas:{name}")
 
-    def _find_token(self, token_id: int) -> None:
+    def find_token(self, token_id: int) -> None:
+        """List and light the neurons token ``token_id`` drives, in the Atlas dock (a
+        token clicked in the Neuron dock's atlas card)."""
         self.panel.search.setText(f"id:{token_id}")
         self.find(token_id)
-        self.host.show_dock(self.dock)
+        self.host.docks.show(self.dock)
 
     # ------------------------------------------------------------ controller
     def _on_model_ready(self, _name: str) -> None:
-        bundle = self.host.bundle
+        bundle = self.host.models.bundle
         self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_model(None if bundle is None else bundle.anatomy)
         self.controller.model_changed(bundle is not None and bundle.is_demo)
@@ -451,15 +452,14 @@ class AtlasFeature:
     def _on_opened(self, atlas: Atlas) -> None:
         self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(atlas)
-        self.card.set_atlas(atlas)
-        self.card.show_neuron(self.host.state.selected)
+        self.host.state.atlas = atlas        # the Neuron dock shows its card
         self._offer_colours(True)
         self.host.show_message(f"atlas {atlas_name(atlas)} open: click a neuron for its card")
 
     def _on_closed(self, note: str) -> None:
         self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(None, note)
-        self.card.set_atlas(None)
+        self.host.state.atlas = None
         self._offer_colours(False)
         if note:
             self.host.show_message(f"atlas closed: {note}")

@@ -18,8 +18,9 @@ The result:
   the smallest circuit that keeps the task): the circuit at that ``k`` is lit on
   the brain (the state's ``circuit`` highlight: its neurons bright, the rest
   dimmed) and its strongest synapses are drawn as lines between the somas (the
-  brain view's shared line overlay, :mod:`flyviz.app.synapse_lines`; red a
-  positive weight or score, blue a negative one);
+  state's lines of source ``circuit``, drawn in the brain view's shared line
+  overlay, :mod:`flyviz.app.synapse_lines`; red a positive weight or score, blue a
+  negative one);
 * the **per-prompt** metric and faithfulness at that ``k``;
 * **Run with only the circuit**: the selected prompt runs beside the untouched
   model with every unit outside the circuit ablated as the measurement did
@@ -49,7 +50,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFi
 
 from flyviz.app import theme
 from flyviz.app.background import BackgroundJob, CancellableProgress, Cancelled
-from flyviz.app.synapse_lines import line_segments, synapse_lines
+from flyviz.app.synapse_lines import line_segments
 from flyviz.model.errors import FlyvizError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -421,9 +422,9 @@ class CircuitFeature(QObject):
         self.job.cancelled.connect(self._on_cancelled)
         self.job.failed.connect(self._refuse)
         # A tab of the left column (its height fits the form, the curve and the prompts).
-        self.dock = host.add_dock("circuit", "Circuit", self.panel,
-                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
-        host.tabify_dock("controls", self.dock)
+        self.dock = host.docks.add("circuit", "Circuit", self.panel,
+                                   Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        host.docks.tabify("controls", self.dock)
         p = self.panel
         p.find_requested.connect(lambda: self.find())
         p.cancel_requested.connect(self.cancel)
@@ -432,7 +433,7 @@ class CircuitFeature(QObject):
         p.run_requested.connect(lambda: self.run_only_circuit())
         p.graph_requested.connect(lambda: self.export_graph())
         p.interventions_requested.connect(lambda: self.export_interventions())
-        host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
+        host.models.ready.connect(lambda _name: self._forget("a new model is loaded"))
 
     # ------------------------------------------------------------ searching
     @property
@@ -458,7 +459,7 @@ class CircuitFeature(QObject):
                 return self._refuse(f"keep {keep} must lie in (0, 1]: the faithfulness the "
                                     "circuit must reach (1 is the whole model's)")
             p.keep.setValue(float(keep))
-        checkpoint, bundle = self.host.checkpoint, self.host.bundle
+        checkpoint, bundle = self.host.models.checkpoint, self.host.models.bundle
         if checkpoint is None or bundle is None:
             return self._refuse("load a model first")
         if self.busy:
@@ -512,7 +513,7 @@ class CircuitFeature(QObject):
         from flyviz.analysis.circuit_export import measured_points
 
         checkpoint, result = outcome
-        if checkpoint is not self.host.checkpoint:
+        if checkpoint is not self.host.models.checkpoint:
             return                      # the model changed meanwhile: not its circuit
         self.result, self._checkpoint = result, checkpoint
         self.points = measured_points(result)
@@ -520,7 +521,7 @@ class CircuitFeature(QObject):
         sizes = [p.size for p in self.points]
         self.panel.set_points(len(self.points), sizes.index(result.size))
         self.show_k(result.size)
-        self.host.show_dock(self.dock)
+        self.host.docks.show(self.dock)
         line = (f"{result.size:,} of {result.units.count:,} {result.units.kind} keep "
                 f"{result.faithfulness:.0%} of the task (keep {result.settings.keep:g}); "
                 f"CPR {result.cpr:.3f}, CMD {result.cmd:.3f}; m(M) {result.full_metric:+.4g}, "
@@ -559,16 +560,18 @@ class CircuitFeature(QObject):
         self.shown.emit(self.k)
 
     def _draw_synapses(self, synapses: dict[str, np.ndarray]) -> None:
-        brain = self.host.brain
-        lines = synapse_lines(brain)
-        if brain.positions.shape[0] != self.host.state.neurons or not len(synapses["pre"]):
+        state = self.host.state
+        anatomy = state.anatomy
+        if anatomy is None or anatomy.positions.shape[0] != state.neurons \
+                or not len(synapses["pre"]):
             self.synapses = None
-            lines.set(HIGHLIGHT, None)
+            state.set_lines(HIGHLIGHT, None)
             return
-        points, colours, kept = line_segments(brain.positions, brain.visible, synapses["pre"],
-                                              synapses["post"], synapses["weight"])
+        points, colours, kept = line_segments(anatomy.positions_um(), anatomy.valid,
+                                              synapses["pre"], synapses["post"],
+                                              synapses["weight"])
         self.synapses = {key: value[kept] for key, value in synapses.items()}
-        lines.set(HIGHLIGHT, points, colours)
+        state.set_lines(HIGHLIGHT, points, colours)
 
     def _list_prompts(self, point: "CurvePoint") -> None:
         result, checkpoint = self.result, self._checkpoint
@@ -638,7 +641,7 @@ class CircuitFeature(QObject):
             return self.compare(interventions, prompt)
         from flyviz.model.interventions import resolve
 
-        checkpoint = self.host.checkpoint
+        checkpoint = self.host.models.checkpoint
         if checkpoint is None:
             return False
         try:
@@ -702,7 +705,7 @@ class CircuitFeature(QObject):
         self.points = []
         self.k = 0
         self.host.state.highlights.set(HIGHLIGHT, None)
-        synapse_lines(self.host.brain).set(HIGHLIGHT, None)
+        self.host.state.set_lines(HIGHLIGHT, None)
         self.synapses = None
         self.panel.curve.set_result(None)
         self.panel.set_points(0)

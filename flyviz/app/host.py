@@ -2,11 +2,14 @@
 
 A feature (the atlas, lesion maps, interventions, and the trace, patching and
 flow docks to come) is installed with ``install(host) -> feature`` and reaches
-the window only through these members: the viewer state (which holds the
-highlights, the selection, the interventions and comparison runs start from, and the
-docks' own choices: a feature talks to it rather than to another part of the window),
-the shared parts (actions, colourings, the brain view, background calls) and a few
-window services (docks, messages, selection, running a prompt).
+the window only through these ten members: the viewer state (the bus: the
+highlights, the selection and the picks, the shown token and recording, the
+interventions and comparison runs start from, the text's shading, the lines and
+rings over the brain, the open atlas, the camera and the docks' own choices: a
+feature writes there and the window's widgets show it), the loaded model, and the
+shared services (settings, background calls, actions, colourings, docks, messages,
+running a prompt). None of them is a widget of the window: a feature never drives
+the brain view, the inspector, the text or the playback itself.
 Nothing else of :class:`~flyviz.app.main_window.MainWindow` is a feature's
 business; a feature never looks another feature up: the window wires them
 together (:meth:`~flyviz.app.main_window.MainWindow._wire_features`).
@@ -16,21 +19,17 @@ Adding a feature is one line in :data:`~flyviz.app.main_window.FEATURES`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from PySide6.QtCore import QSettings, Qt
-    from PySide6.QtWidgets import QDockWidget, QWidget
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QWidget
 
     from flyviz.app.actions import ActionRegistry
     from flyviz.app.background import BackgroundCalls
-    from flyviz.app.brain_view import BrainView
     from flyviz.app.colouring import ColourBy
-    from flyviz.app.compare_control import CompareController
-    from flyviz.app.inspector import NeuronInspector
-    from flyviz.app.model_control import ModelBundle
-    from flyviz.app.text_panel import TextPanel
-    from flyviz.model.checkpoint import Checkpoint
+    from flyviz.app.model_control import ModelController
+    from flyviz.app.window_features import Docks
     from flyviz.viewer.state import ViewerState
 
 __all__ = ["WindowHost"]
@@ -39,8 +38,8 @@ __all__ = ["WindowHost"]
 class WindowHost(Protocol):
     """The window as a feature sees it (:class:`~flyviz.app.main_window.MainWindow` is one)."""
 
-    #: What is shown (model, recording, token, colours, highlight, picks, camera...), the
-    #: interventions and comparison runs start from, and the docks' own choices.
+    #: What is shown and what runs start from; features write here and listen here (the
+    #: window's widgets are views of it).
     state: "ViewerState"
     #: Where features keep their folders and options between sessions.
     settings: "QSettings"
@@ -50,44 +49,18 @@ class WindowHost(Protocol):
     actions_registry: "ActionRegistry"
     #: View → Colour by (entries live in the state).
     colour_by: "ColourBy"
-    #: The 3-D view (picking and its overlays).
-    brain: "BrainView"
-    #: The runs' playback (a dock that steps through a recording); what runs start from
-    #: (interventions, comparison, prompt) is the state's, never set here.
-    runs: "CompareController"
-    #: The neuron inspector (its atlas card).
-    inspector: "NeuronInspector"
-    #: The running text (features shade its tokens).
-    text_panel: "TextPanel"
-    #: ``model_ready(name)``: a model is ready (a Qt signal).
-    model_ready: Any
-
-    @property
-    def checkpoint(self) -> "Checkpoint | None":
-        """The loaded model's checkpoint, or None."""
-
-    @property
-    def bundle(self) -> "ModelBundle | None":
-        """The loaded model with its tokenizer, anatomy and connectivity, or None."""
+    #: The docks by key: ``add``, ``tabify`` (beside another) and ``show``.
+    docks: "Docks"
+    #: The loaded model: ``bundle`` (with its tokenizer, anatomy and connectivity) and
+    #: ``checkpoint`` (None before one is loaded), and ``ready(name)`` (a Qt signal) once
+    #: every view shows a new one.
+    models: "ModelController"
 
     def widget(self) -> "QWidget":
         """The window as a widget: the parent of a feature's dialogs and Qt objects."""
 
-    def add_dock(self, key: str, title: str, widget: "QWidget", area: "Qt.DockWidgetArea",
-                 scroll: bool = False) -> "QDockWidget":
-        """A new dock holding ``widget`` (listed in View)."""
-
-    def tabify_dock(self, beside: str, dock: "QDockWidget", keep_front: bool = True) -> None:
-        """Put ``dock`` in a tab beside dock ``beside`` (which stays in front if ``keep_front``)."""
-
-    def show_dock(self, dock: "QDockWidget", height_fraction: float | None = None) -> None:
-        """Show ``dock`` in front (as tall as ``height_fraction`` of the window if given)."""
-
     def show_message(self, message: str, error: bool = False, dialog: bool = False) -> None:
         """Tell the user something (status bar; a dialog for errors if asked)."""
-
-    def select_neuron(self, index: int | None) -> None:
-        """Select (ring and inspect) neuron ``index``; None clears."""
 
     def run_prompt(self, text: str | None = None) -> bool:
         """Run ``text`` (default: the prompt box); False if it could not start."""

@@ -13,9 +13,11 @@ window. The list shows every intervention with an on/off box; runs use the
 ones switched on. *Compare with untouched* runs the intervened and the
 untouched model together (:class:`~flyviz.app.compare_control.CompareController`).
 
-:class:`InterventionsFeature` wires the panel into the window: the pick and
-its outline tool, rings around picked and intervened neurons, the Δx colour
-layer of comparisons, and recordings reopened with their interventions.
+:class:`InterventionsFeature` wires the panel into the window through the
+viewer state: the picked neurons (``state.picked``, which the brain view's click
+and outline tool write), the neurons the interventions touch
+(``state.intervened``, ringed in the brain view), the Δx colour layer of
+comparisons, and recordings reopened with their interventions.
 """
 
 from __future__ import annotations
@@ -337,21 +339,19 @@ class InterventionsFeature(QObject):
 
     def __init__(self, host: "WindowHost") -> None:
         super().__init__(host.widget())
-        from flyviz.app.neuron_pick import LassoTool, NeuronMarks, NeuronPick
+        from flyviz.app.neuron_pick import NeuronPick
 
         self.host = host
         self.panel = InterventionsPanel()
-        self.dock = host.add_dock("interventions", "Interventions", self.panel,
-                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
-        host.tabify_dock("controls", self.dock)
+        self.dock = host.docks.add("interventions", "Interventions", self.panel,
+                                   Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        host.docks.tabify("controls", self.dock)
+        #: The picked neurons (the state's ``picked``: the brain view's clicks and lasso
+        #: write them there).
         self.pick = NeuronPick(self)
-        self.lasso = LassoTool(host.brain)
-        self.marks = NeuronMarks(host.brain)
         self.delta = delta_layer()
         # Δx is one of View → Colour by's entries, offered while a comparison is shown.
         host.colour_by.offer(DELTA, lambda: self.delta, enabled=False)
-        host.brain.pick_clicked.connect(self._on_pick_click)
-        self.lasso.picked.connect(lambda neurons, add: self.pick.apply(neurons, add))
         self.pick.changed.connect(self._on_pick_changed)
         self.panel.changed.connect(self.apply)
         self.panel.compare_requested.connect(lambda: self.compare_with(None))
@@ -360,7 +360,7 @@ class InterventionsFeature(QObject):
         self.panel.delta_box.toggled.connect(lambda _on: self.show_layer())
         self.panel.highlight_button.clicked.connect(self.fill_from_highlight)
         self.panel.pick_button.clicked.connect(self.fill_from_pick)
-        host.model_ready.connect(self._on_model)
+        host.models.ready.connect(self._on_model)
         host.state.events.recording.connect(self._on_recording_replaced)
         registry = host.actions_registry
         registry.add("compare", "&Compare with untouched", lambda: self.compare_with(None),
@@ -403,7 +403,10 @@ class InterventionsFeature(QObject):
             return False
         if not self._syncing:
             host.state.interventions = self.panel.enabled()   # what runs start from
-        self.marks.set_intervened(touched_neurons(resolved))
+        try:
+            host.state.intervened = touched_neurons(resolved)    # ringed in the brain
+        except FlyvizError:       # resolved on the model before: rings come with the next
+            host.state.intervened = ()
         self._on_compare_settings()
         return True
 
@@ -468,21 +471,12 @@ class InterventionsFeature(QObject):
             self.pick.set(neurons)
 
     def _on_model(self, _name: str = "") -> None:
-        self.panel.set_checkpoint(self.host.checkpoint)
+        self.panel.set_checkpoint(self.host.models.checkpoint)
         self.pick.clear()
-        self.marks.refresh()
         self.apply()
-
-    def _on_pick_click(self, neuron: int, add: bool) -> None:
-        if neuron < 0:
-            if not add:
-                self.pick.clear()
-            return
-        self.pick.apply([neuron], add)
 
     def _on_pick_changed(self, count: int) -> None:
         self.host.state.picked = self.pick.neurons
-        self.marks.set_picked(self.pick.neurons)
         self.panel.pick_button.setText(f"Pick ({count})" if count else "Pick")
 
     def _on_recording_replaced(self) -> None:

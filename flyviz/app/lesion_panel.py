@@ -354,12 +354,12 @@ class LesionFeature(QObject):
         #: wires the Interventions dock's here); ``None``: set up the next run instead.
         self.compare: Callable[[tuple[Any, ...]], bool] | None = None
         self._importance_on_open = False
-        self.controller = LesionController(host.background, lambda: host.checkpoint, self)
+        self.controller = LesionController(host.background, lambda: host.models.checkpoint, self)
         self.panel = LesionPanel()
         # Beside the text, where a table of five columns has room.
-        self.dock = host.add_dock("lesions", "Lesion map", self.panel,
-                                  Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
-        host.tabify_dock("text", self.dock)
+        self.dock = host.docks.add("lesions", "Lesion map", self.panel,
+                                   Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
+        host.docks.tabify("text", self.dock)
         registry = host.actions_registry
         self.action = registry.add("open_lesion_map", "Open &lesion map…", self.open_dialog,
                                    description="Open a lesion map of this model "
@@ -388,7 +388,7 @@ class LesionFeature(QObject):
         # line under the table is their view, and goes once a run starts with them.
         host.state.events.next_interventions.connect(
             lambda _items, description: self.panel.show_next(description))
-        host.model_ready.connect(self._on_model)
+        host.models.ready.connect(self._on_model)
 
     @property
     def lesions(self) -> LesionMap | None:
@@ -440,7 +440,7 @@ class LesionFeature(QObject):
     # ------------------------------------------------------------ the estimate
     def _install_estimate(self) -> None:
         host = self.host
-        self.estimates = EstimateController(host.background, lambda: host.checkpoint, self)
+        self.estimates = EstimateController(host.background, lambda: host.models.checkpoint, self)
         #: The estimate being computed (the window's close stops it: the close waits for it).
         self.job = BackgroundJob(host.background, COMPUTE, self.panel.estimate, self,
                                  host.widget())
@@ -485,7 +485,7 @@ class LesionFeature(QObject):
     def compute_estimate(self, text: str | Path) -> bool:
         """Estimate every neuron's silencing over the text file ``text`` in the background
         (progress and Cancel in the dock); False if it cannot start."""
-        checkpoint = self.host.checkpoint
+        checkpoint = self.host.models.checkpoint
         if checkpoint is None:
             self.host.show_message("load a model first", error=True)
             return False
@@ -525,7 +525,7 @@ class LesionFeature(QObject):
         if self._estimate_on_open:
             self._estimate_on_open = False
             self.show_estimate(True)
-        self.host.show_dock(self.dock, 0.6)
+        self.host.docks.show(self.dock, 0.6)
         self.host.show_message(f"{estimate.describe()}; {estimate.agreement_line()}")
 
     def _on_estimate_closed(self, note: str) -> None:
@@ -547,7 +547,7 @@ class LesionFeature(QObject):
     # ------------------------------------------------------------ colours
     def importance_layer(self) -> ColourLayer:
         """The importance colours of the open map (see :func:`importance_layer`)."""
-        checkpoint = self.host.checkpoint
+        checkpoint = self.host.models.checkpoint
         if self.lesions is None or checkpoint is None:
             raise InputError("open a lesion map first (File → Open lesion map…)")
         return importance_layer(self.lesions, checkpoint, self.host.state.docks.lesion_log_scale)
@@ -564,7 +564,7 @@ class LesionFeature(QObject):
         return self.panel.select_group(name)
 
     def _on_group_selected(self, row: GroupResult | None) -> None:
-        checkpoint = self.host.checkpoint
+        checkpoint = self.host.models.checkpoint
         if row is None or self.lesions is None or checkpoint is None:
             self.host.state.highlights.set(HIGHLIGHT, None)
             return
@@ -624,7 +624,7 @@ class LesionFeature(QObject):
             self._importance_on_open = False
             self.show_importance(True)
         # Room for the table: most of the side column's height (the user can drag it back).
-        self.host.show_dock(self.dock, 0.6)
+        self.host.docks.show(self.dock, 0.6)
         self._open_companion_estimate(lesions)
         top = lesions.rows[0]
         self.host.show_message(

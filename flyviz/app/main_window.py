@@ -13,7 +13,9 @@ The window assembles parts that each do one job and can be used without it:
 
 What is shown lives in one Qt-free :class:`~flyviz.viewer.state.ViewerState`
 (:attr:`MainWindow.state`): the widgets show it and write the user's changes to
-it; tests and scripts set it directly.
+it; tests, scripts and features set it directly (features never drive a widget:
+the picks and rings, the synapse lines, the text's shading and the atlas card are
+the state's, and the window's widgets follow it).
 
 What is left here is wiring: which widget goes in which dock, and which user
 action goes to which part. A new dock is :meth:`MainWindow.add_dock` plus
@@ -23,7 +25,7 @@ in :data:`FEATURES`: ``install(host)`` gets the window as a
 :class:`~flyviz.app.host.WindowHost` and nothing more; :meth:`MainWindow._wire_features`
 connects features to each other.
 
-A little over 700 lines on purpose: it is the one place that says which dock,
+About 800 lines on purpose: it is the one place that says which dock,
 menu entry and shortcut goes where, and the members :class:`WindowHost` promises
 features; each job behind them lives in its own module (the list above).
 """
@@ -64,7 +66,8 @@ from flyviz.app.panels import RasterPanel, TextPanel, TopKPanel, TracePanel
 from flyviz.app.compare_control import CompareController
 from flyviz.app.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.verification import VerificationController
-from flyviz.app.window_features import FeatureWindow
+from flyviz.app.neuron_pick import BrainPicks
+from flyviz.app.window_features import Docks, FeatureWindow, follow_feature_fields
 from flyviz.kinds import LANGUAGE
 from flyviz.kinds.language import LANGUAGE_KEY
 from flyviz.model.checkpoint import Anatomy, Checkpoint
@@ -141,7 +144,6 @@ class MainWindow(FeatureWindow):
         #: What the window shows (the widgets bind to it; tests and scripts set it).
         self.state = ViewerState()
         restore_settings(self.state, self.settings)
-        self.bundle: ModelBundle | None = None
         self._drawn_anatomy: Anatomy | None = None
         #: The installed features by name (see :data:`FEATURES`).
         self.features: dict[str, Any] = {}
@@ -167,7 +169,7 @@ class MainWindow(FeatureWindow):
         self.files = FileController(self)
         self.actions_registry = ActionRegistry(self)
         self.background = BackgroundCalls(self)
-        self.docks: dict[str, QDockWidget] = {}
+        self.docks = Docks(self)
         self.dock_kinds = DockKinds(self.docks)
 
         self._build_central()
@@ -205,6 +207,9 @@ class MainWindow(FeatureWindow):
         self.brain = BrainView(self)
         self.brain.state = self.state
         self.setCentralWidget(self.brain)
+        #: Picking in the brain view (click, Shift+click, Ctrl+drag) and the rings of the
+        #: state's picked and intervened neurons.
+        self.picking = BrainPicks(self.brain, self.state)
         self.highlights = self.state.highlights
 
         bar = QToolBar("Prompt", self)
@@ -365,6 +370,10 @@ class MainWindow(FeatureWindow):
         state.events.filter.connect(self._apply_filter)
         state.events.meshes.connect(self._apply_meshes)
         state.events.model.connect(self._apply_kind)
+        state.events.camera_wanted.connect(self._camera_from_view)
+        follow_feature_fields(state, self.brain, self.text_panel, self.inspector)
+        self.models.ready.connect(lambda _name: self.picking.refresh())
+        self.models.ready.connect(self.model_ready)     # after the features' own handlers
         self.brain.camera_moved.connect(self._camera_from_view)
         self.model_panel.load_requested.connect(self.load_model)
         self.model_panel.spec_entered.connect(self._load_entered_spec)
@@ -407,9 +416,14 @@ class MainWindow(FeatureWindow):
         return self.state.selected
 
     @property
+    def bundle(self) -> ModelBundle | None:
+        """The loaded model with its tokenizer, anatomy and connectivity, or None."""
+        return self.models.bundle
+
+    @property
     def checkpoint(self) -> Checkpoint | None:
         """The loaded model, or None."""
-        return None if self.bundle is None else self.bundle.checkpoint
+        return self.models.checkpoint
 
     @property
     def anatomy(self) -> Anatomy | None:
@@ -526,7 +540,7 @@ class MainWindow(FeatureWindow):
             bundle.close()
             return
         self.progress.setVisible(False)
-        self.bundle = bundle
+        self.models.bundle = bundle
         checkpoint, anatomy = bundle.checkpoint, bundle.anatomy
         neurons = checkpoint.config.neurons
         self.state.set_model(bundle.model, anatomy, bundle.name, neurons=neurons)
@@ -546,7 +560,7 @@ class MainWindow(FeatureWindow):
         self.text_panel.show_text_placeholder("Type a prompt above and press Enter.")
         self.show_message(f"model {bundle.name} ready: {neurons:,} neurons, "
                           f"{checkpoint.n_edges:,} synapses")
-        self.model_ready.emit(bundle.name)
+        self.models.ready.emit(bundle.name)        # the features', then model_ready
         if self._pending_prompt:
             prompt, self._pending_prompt = self._pending_prompt, None
             self.prompt_bar.set_text(prompt)
@@ -667,16 +681,20 @@ class MainWindow(FeatureWindow):
         """Write where the brain view looks from now into the state (before exports read it)."""
         self._camera_from_view()
 
+    def _wire_features(self) -> None:
+        super()._wire_features()
+        # Requests made in the window's own widgets, answered by features.
+        why, atlas = self.features.get("why"), self.features.get("atlas")
+        if why is not None:
+            self.text_panel.why_requested.connect(why.why_at)
+        if atlas is not None:
+            self.inspector.atlas_card.token_requested.connect(atlas.find_token)
+
     # ================================================================= neurons
     def select_neuron(self, index: int | None) -> None:
-        """Highlight neuron ``index`` and describe it in the inspector (None clears)."""
-        if index is not None and (self.checkpoint is None
-                                  or not 0 <= index < self.checkpoint.config.neurons):
-            return
-        if index == self.state.selected:
-            self._on_selected(index)        # the same neuron again: show it again
-        else:
-            self.state.selected = index
+        """Highlight neuron ``index`` and describe it in the inspector (None clears; the
+        state's :meth:`~flyviz.viewer.state.ViewerState.select`)."""
+        self.state.select(index)
 
     def _on_selected(self, index: int | None) -> None:
         self.brain.set_selected(index)

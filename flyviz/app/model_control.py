@@ -243,6 +243,9 @@ class ModelController(QObject):
         and none was found: the user can choose one (:meth:`load` with ``dataset``).
     graph_ready(connectivity)
         The transposed graph of a bundle made by :meth:`bundle_now` is built.
+    ready(name)
+        The window installed a model (:attr:`bundle`) in every view: what features
+        refresh on.
     """
 
     loading = Signal(str)
@@ -251,6 +254,7 @@ class ModelController(QObject):
     failed = Signal(str, str)
     dataset_needed = Signal(str, str)
     graph_ready = Signal(object)
+    ready = Signal(str)
 
     def __init__(self, load: ModelLoadFunction = default_model_loader,
                  parent: QObject | None = None) -> None:
@@ -260,6 +264,13 @@ class ModelController(QObject):
         self._old_loaders: list[ModelLoader] = []
         self._helpers: list[threading.Thread] = []
         self._closed = False
+        #: The model the window shows, with its tokenizer, anatomy and connectivity, or None.
+        self.bundle: ModelBundle | None = None
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """The shown model's checkpoint, or None."""
+        return None if self.bundle is None else self.bundle.checkpoint
 
     @property
     def busy(self) -> bool:

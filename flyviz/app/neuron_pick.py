@@ -28,6 +28,7 @@ from flyviz.render.picking import project_points
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.brain_view import BrainView
+    from flyviz.viewer.state import ViewerState
 
 #: Shortest lasso outline (points) that picks anything; shorter drags are ignored.
 MIN_LASSO_POINTS = 3
@@ -262,3 +263,36 @@ class NeuronMarks:
                          edge_width=0.0, face_color=faded, edge_color=faded)
         markers.visible = True
         self.brain.canvas.update()
+
+
+class BrainPicks:
+    """Picking in the brain view, written to the state, and the state's rings drawn there.
+
+    A click picks a neuron (Shift+click adds one, a click on nothing clears the
+    pick), a Ctrl+drag outline picks the drawn neurons inside it (:class:`LassoTool`):
+    both go to ``state.picked``. The state's picked and intervened neurons are
+    ringed (:class:`NeuronMarks`), so a script that sets them shows what a click shows.
+
+    Parameters
+    ----------
+    brain
+        The view to pick in and draw the rings in.
+    state
+        The :class:`~flyviz.viewer.state.ViewerState` it writes and shows.
+    """
+
+    def __init__(self, brain: "BrainView", state: "ViewerState") -> None:
+        self.state = state
+        self.lasso = LassoTool(brain)
+        self.marks = NeuronMarks(brain)
+        brain.pick_clicked.connect(self._on_click)
+        self.lasso.picked.connect(lambda neurons, add: state.pick(neurons, add))
+        state.events.picked.connect(self.marks.set_picked)
+        state.events.intervened.connect(self.marks.set_intervened)
+
+    def _on_click(self, neuron: int, add: bool) -> None:
+        self.state.pick([] if neuron < 0 else [neuron], add)
+
+    def refresh(self) -> None:
+        """Draw the rings again at the brain's positions (after a new model)."""
+        self.marks.refresh()

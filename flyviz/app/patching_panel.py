@@ -282,9 +282,9 @@ class PatchingFeature(QObject):
         # A tab of the left column: the column's full height gives the heatmap's rows room
         # (beside the text the form alone filled a laptop's dock), and the Text dock stays
         # in sight for the comparison a cell's click runs.
-        self.dock = host.add_dock("patching", "Patching", self.panel,
-                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
-        host.tabify_dock("controls", self.dock)
+        self.dock = host.docks.add("patching", "Patching", self.panel,
+                                   Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        host.docks.tabify("controls", self.dock)
         p = self.panel
         p.trace_requested.connect(lambda: self.run_trace())
         p.cancel_requested.connect(self.cancel)
@@ -294,7 +294,7 @@ class PatchingFeature(QObject):
         p.measure_changed.connect(lambda: setattr(docks, "patching_measure", p.measure_key))
         docks.events.patching_measure.connect(self._on_measure)
         p.heatmap.cell_clicked.connect(self.choose_cell)
-        host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
+        host.models.ready.connect(lambda _name: self._forget("a new model is loaded"))
 
     # ------------------------------------------------------------ tracing
     @property
@@ -322,8 +322,8 @@ class PatchingFeature(QObject):
                 return self._refuse(f"by {by!r}: choose one of "
                                     f"{', '.join(k for k, _ in BY_CHOICES)}")
             p.by.setCurrentIndex(index)
-        checkpoint = self.host.checkpoint
-        bundle = self.host.bundle
+        checkpoint = self.host.models.checkpoint
+        bundle = self.host.models.bundle
         if checkpoint is None or bundle is None:
             return self._refuse("load a model first")
         if self.busy:
@@ -373,7 +373,7 @@ class PatchingFeature(QObject):
         self._draw()
         line = self._summary()
         self.panel.say(line)
-        self.host.show_dock(self.dock, 0.6)
+        self.host.docks.show(self.dock, 0.6)
         self.host.show_message(f"causal trace: {len(trace.positions)} positions × "
                                f"{len(trace.groups)} groups; {line}")
         self.traced.emit(trace)
@@ -447,7 +447,7 @@ class PatchingFeature(QObject):
             return False
         cell = self.cell(row, column)
         neurons = self._groups.get(cell.group)
-        checkpoint = self.host.checkpoint
+        checkpoint = self.host.models.checkpoint
         if neurons is None and checkpoint is not None:
             from flyviz.model.selection import neuron_index
 
@@ -470,7 +470,7 @@ class PatchingFeature(QObject):
             return self.compare(interventions, prompt)
         from flyviz.model.interventions import resolve
 
-        checkpoint = self.host.checkpoint
+        checkpoint = self.host.models.checkpoint
         if checkpoint is None:
             return False
         try:

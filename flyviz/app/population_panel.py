@@ -362,12 +362,12 @@ class PopulationFeature(QObject):
         self.raster = WholeBrainRaster()
         self.cell_types = CellTypePanel()
         area = Qt.DockWidgetArea.BottomDockWidgetArea
-        self.raster_dock = host.add_dock("population", "Whole brain", self.raster, area)
-        self.cell_type_dock = host.add_dock("cell_types", "Cell types", self.cell_types, area)
-        host.tabify_dock("raster", self.raster_dock)
+        self.raster_dock = host.docks.add("population", "Whole brain", self.raster, area)
+        self.cell_type_dock = host.docks.add("cell_types", "Cell types", self.cell_types, area)
+        host.docks.tabify("raster", self.raster_dock)
         # Both in the raster's tabs: side by side their widths (two rows of menus) made the
         # window wider than a 1024-pixel screen; View → Layout → Analysis shows both at once.
-        host.tabify_dock("raster", self.cell_type_dock)
+        host.docks.tabify("raster", self.cell_type_dock)
         self._anatomy: Any = None
         self.refresher = Coalescer(self.refresh, REFRESH_HZ, self)
         events = self.state.events
@@ -487,7 +487,7 @@ class PopulationFeature(QObject):
     def _on_neuron_clicked(self, neuron: int, token: int) -> None:
         if 0 <= token < len(self.state.recording):
             self.state.index = token
-        self.host.select_neuron(neuron)
+        self.host.state.select(neuron)
 
     def highlight_group(self, name: str) -> None:
         """Light the neurons of the group ``name`` (a cell type or superclass) in the brain."""

@@ -177,11 +177,11 @@ class SpikingFeature(QObject):
 
         self.host = host
         self.panel = StimulusPanel()
-        self.dock = host.add_dock("stimulus", "Stimulus", self.panel,
-                                  Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        self.dock = host.docks.add("stimulus", "Stimulus", self.panel,
+                                   Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
         self.dock.hide()
         self.population = SpikingPopulationPanel(host.state)
-        self.population_dock = host.add_dock("spiking_population", "Spiking populations",
+        self.population_dock = host.docks.add("spiking_population", "Spiking populations",
                                              self.population,
                                              Qt.DockWidgetArea.BottomDockWidgetArea)
         self.population_dock.hide()
@@ -220,7 +220,7 @@ class SpikingFeature(QObject):
     # ------------------------------------------------------------ opening
     def open_loaded(self) -> bool:
         """Show the loaded model's graph as a spiking brain; False when none is loaded."""
-        checkpoint = self.host.checkpoint
+        checkpoint = self.host.models.checkpoint
         if checkpoint is None:
             self.host.show_message("load a model first: its graph is the spiking brain", True)
             return False
@@ -254,7 +254,7 @@ class SpikingFeature(QObject):
                                   states_dtype="float32")
         self.recording = recording
         state.set_recording(recording, index=0 if len(recording) else None)
-        self.host.show_dock(self.dock)
+        self.host.docks.show(self.dock)
         self.population_dock.show()
         self.population.set_brain(model.brain)
         self._apply_display()

@@ -1,11 +1,12 @@
 """Synapses drawn as lines between somas in the brain view: one visual, several sources.
 
 *Why?* draws the synapses that carry most of a traced logit; the Circuit dock
-draws a circuit's strongest synapses. They share one line visual over the
-brain view through :class:`SynapseLines` (as the highlight sources share the
-emphasis mask): each source sets or clears its lines by name and the view
-shows the newest ones set, so clearing a circuit's lines brings back a trace's.
-:func:`synapse_lines` gives the one overlay of a brain view.
+draws a circuit's strongest synapses. Each sets or clears its lines by name in
+the viewer state (:meth:`~flyviz.viewer.state.ViewerState.set_lines`); the window
+draws them in one line visual over the brain view through :class:`SynapseLines`
+(as the highlight sources share the emphasis mask), which shows the newest ones
+set, so clearing a circuit's lines brings back a trace's. :func:`synapse_lines`
+gives the one overlay of a brain view.
 """
 
 from __future__ import annotations

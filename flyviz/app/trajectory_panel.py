@@ -312,9 +312,9 @@ class TrajectoryFeature(QObject):
         self.state: ViewerState = host.state
         self.panel = TrajectoryPanel()
         self.view = self.panel.view
-        self.dock = host.add_dock("trajectory", "Trajectory", self.panel,
-                                  Qt.DockWidgetArea.BottomDockWidgetArea)
-        host.tabify_dock("traces", self.dock)
+        self.dock = host.docks.add("trajectory", "Trajectory", self.panel,
+                                   Qt.DockWidgetArea.BottomDockWidgetArea)
+        host.docks.tabify("traces", self.dock)
         #: The fit drawn, and what it was made for.
         self.fit: TrajectoryFit | None = None
         self._fit_for: Recording | None = None

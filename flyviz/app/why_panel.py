@@ -13,10 +13,11 @@ Cancel. The result:
 * the *Why?* dock's **lag** slider: the layer shows ``f(P - lag)``, so the
   signal can be followed backwards through the window, step by step;
 * the Text panel shades each input token by its flow (red adds to L, blue takes
-  from it; hover shows the value);
+  from it; hover shows the value): the state's ``token_flows``;
 * the strongest synapses into the shown step drawn as lines between the
   somas in the brain view (bright: a large edge flow; red adds to L, blue
-  takes from it), following the lag slider;
+  takes from it), following the lag slider: the state's lines of source ``"why"``
+  (:meth:`~flyviz.viewer.state.ViewerState.set_lines`);
 * **Export movie…** in the *Why?* dock: the lag sweep as a movie, one frame per
   step (:func:`flyviz.export.flow.export_flow`), in the background with progress;
 * the **Graph** dock: the pruned attribution graph as a scatter, the position
@@ -44,7 +45,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QProgressBar, QPu
 
 from flyviz.app.background import BackgroundJob
 from flyviz.app.graph_panel import GraphPanel, graph_rows
-from flyviz.app.synapse_lines import line_segments, synapse_lines
+from flyviz.app.synapse_lines import line_segments
 from flyviz.model.errors import InputError
 from flyviz.record.trace import trace
 from flyviz.render.style import ColourLayer
@@ -216,12 +217,12 @@ class WhyFeature(QObject):
         self.job.cancelled.connect(self._on_cancelled)
         self.job.failed.connect(self._on_failed)
         area = Qt.DockWidgetArea
-        self.dock = host.add_dock("why", "Why?", self.panel, area.LeftDockWidgetArea,
-                                  scroll=True)
-        host.tabify_dock("controls", self.dock)
-        self.graph_dock = host.add_dock("graph", "Graph", self.graph_panel,
-                                        area.BottomDockWidgetArea)
-        host.tabify_dock("raster", self.graph_dock)
+        self.dock = host.docks.add("why", "Why?", self.panel, area.LeftDockWidgetArea,
+                                   scroll=True)
+        host.docks.tabify("controls", self.dock)
+        self.graph_dock = host.docks.add("graph", "Graph", self.graph_panel,
+                                         area.BottomDockWidgetArea)
+        host.docks.tabify("raster", self.graph_dock)
         registry = host.actions_registry
         self.action = registry.add("why", "&Why this token?", self.why, "W",
                                    "Trace the shown token back through the connectome: which "
@@ -243,9 +244,8 @@ class WhyFeature(QObject):
         docks.events.why_lag.connect(self.set_lag)
         docks.events.why_synapses.connect(self._on_synapses)
         docks.events.why_first_step_first.connect(self._on_first_step_first)
-        self.graph_panel.neuron_clicked.connect(host.select_neuron)
-        host.text_panel.why_requested.connect(self.why_at)
-        host.model_ready.connect(lambda _name: self._forget("a new model is loaded"))
+        self.graph_panel.neuron_clicked.connect(host.state.select)
+        host.models.ready.connect(lambda _name: self._forget("a new model is loaded"))
         host.state.events.recording.connect(lambda: self._forget(""))
 
     # ------------------------------------------------------------ tracing
@@ -258,7 +258,7 @@ class WhyFeature(QObject):
         """A model of the loaded checkpoint with an engine of its own (runs keep theirs)."""
         from flyviz.record.runner import Model
 
-        bundle = self.host.bundle
+        bundle = self.host.models.bundle
         assert bundle is not None
         if self._model is None or self._model_of is not bundle.checkpoint:
             self._close_model()
@@ -271,7 +271,7 @@ class WhyFeature(QObject):
         """Trace the shown token's prediction (off the UI thread); False if it cannot start."""
         host = self.host
         state = host.state
-        if host.bundle is None:
+        if host.models.bundle is None:
             host.show_message("load a model and run a prompt first", error=True)
             return False
         index = state.index
@@ -345,7 +345,7 @@ class WhyFeature(QObject):
         self.panel.set_window(len(attribution.positions))
         self.host.state.docks.why_lag = 0
         self._describe()
-        self.host.text_panel.set_flows(list(attribution.token_flows))
+        self.host.state.token_flows = attribution.token_flows      # the text's shading
         self.graph_panel.set_graph(attribution, graph)
         self._draw_synapses()
         colour_by = self.host.colour_by
@@ -354,8 +354,8 @@ class WhyFeature(QObject):
             colour_by.refresh(FLOW)
         else:
             colour_by.choose(FLOW)
-        self.host.show_dock(self.dock)
-        self.host.show_dock(self.graph_dock, 0.35)     # rows need the height
+        self.host.docks.show(self.dock)
+        self.host.docks.show(self.graph_dock, 0.35)     # rows need the height
         error = attribution.completeness_error
         self.host.show_message(
             f"why {attribution.target_text!r}: L = {attribution.value:+.4f}; the brain shows "
@@ -425,7 +425,7 @@ class WhyFeature(QObject):
         try:
             written, error = run_flow_export(
                 host.widget(), att, state.anatomy, Path(path), options, style=state.style(),
-                camera=host.brain.camera_pose(), reverse=state.docks.why_first_step_first,
+                camera=state.sync_camera(), reverse=state.docks.why_first_step_first,
                 meshes=state.shown_meshes(), mesh_opacity=state.mesh.mesh_opacity)
         except Exception as exc:  # noqa: BLE001 - the app never crashes on an export
             written, error = None, exc
@@ -444,17 +444,18 @@ class WhyFeature(QObject):
 
     def _draw_synapses(self) -> None:
         """The strongest synapses into the shown step as lines in the brain view (the
-        view's shared line overlay, source ``"why"``)."""
-        brain = self.host.brain
+        state's lines of source ``"why"``, which the window draws)."""
+        state = self.host.state
+        anatomy = state.anatomy
         att = self.attribution
         edges = None
         points = colours = None
-        if att is not None and self.host.state.docks.why_synapses \
-                and att.position - self.lag >= 1 and brain.positions.shape[0] == att.neurons:
+        if att is not None and anatomy is not None and state.docks.why_synapses \
+                and att.position - self.lag >= 1 and anatomy.positions.shape[0] == att.neurons:
             points, colours, edges = synapse_segments(att, att.position - self.lag,
-                                                      brain.positions, brain.visible)
+                                                      anatomy.positions_um(), anatomy.valid)
         self.synapse_edges = edges
-        synapse_lines(brain).set(LINES, points, colours)
+        state.set_lines(LINES, points, colours)
 
     def _describe(self) -> None:
         att = self.attribution
@@ -480,7 +481,7 @@ class WhyFeature(QObject):
         if self.attribution is None:
             return
         self.attribution = self.graph = None
-        self.host.text_panel.set_flows(None)
+        self.host.state.token_flows = None
         self.graph_panel.set_graph(None, None)
         self._draw_synapses()
         self.panel.set_window(0)

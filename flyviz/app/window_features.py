@@ -2,8 +2,10 @@
 
 :class:`FeatureWindow` is the part of :class:`~flyviz.app.main_window.MainWindow`
 that :class:`~flyviz.app.host.WindowHost` promises features beyond the shared
-objects: putting docks beside others, showing one, and installing features (:meth:`FeatureWindow.register_feature`)
-and wiring them to each other (:meth:`FeatureWindow._wire_features`).
+objects: its docks (:class:`Docks`: adding one, putting it beside others, showing
+one), installing features (:meth:`FeatureWindow.register_feature`) and wiring them
+to each other (:meth:`FeatureWindow._wire_features`); and the window's widgets as
+views of what features write to the state (:func:`follow_feature_fields`).
 """
 
 from __future__ import annotations
@@ -19,18 +21,82 @@ from flyviz.kinds.language import LANGUAGE_KEY
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.atlas_panel import AtlasFeature
+    from flyviz.app.brain_view import BrainView
+    from flyviz.app.inspector import NeuronInspector
     from flyviz.app.host import WindowHost
     from flyviz.app.interventions_dock import InterventionsFeature
     from flyviz.app.lesion_panel import LesionFeature
+    from flyviz.app.text_panel import TextPanel
+    from flyviz.viewer.state import ViewerState
 
-__all__ = ["FeatureWindow"]
+__all__ = ["Docks", "FeatureWindow", "follow_feature_fields"]
+
+
+def follow_feature_fields(state: "ViewerState", brain: "BrainView", text_panel: "TextPanel",
+                          inspector: "NeuronInspector") -> None:
+    """Show in the window's widgets what features write to ``state``: the synapse lines
+    over ``brain``, the shading of ``text_panel``'s tokens and the open atlas's card in
+    ``inspector`` (the picks and rings: :class:`~flyviz.app.neuron_pick.BrainPicks`)."""
+    from flyviz.app.synapse_lines import synapse_lines
+
+    def draw_lines(source: str) -> None:
+        points, colours = state.lines(source) or (None, None)
+        synapse_lines(brain).set(source, points, colours)
+
+    def show_atlas(atlas: Any) -> None:
+        card = inspector.atlas_card
+        card.set_atlas(atlas)
+        if atlas is not None:
+            card.show_neuron(state.selected)
+
+    events = state.events
+    events.lines.connect(draw_lines)
+    events.token_flows.connect(
+        lambda flows: text_panel.set_flows(None if flows is None else list(flows)))
+    events.atlas.connect(show_atlas)
+
+
+class Docks(dict[str, QDockWidget]):
+    """The window's docks by key, and what a feature does with docks: add one, put it in a
+    tab beside another, show it.
+
+    Parameters
+    ----------
+    window
+        The window the docks live in.
+    """
+
+    def __init__(self, window: "FeatureWindow") -> None:
+        super().__init__()
+        self._window = window
+
+    def add(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+            scroll: bool = False) -> QDockWidget:
+        """A new dock ``key`` holding ``widget`` (listed in View)."""
+        return self._window.add_dock(key, title, widget, area, scroll)
+
+    def tabify(self, beside: str, dock: QDockWidget, keep_front: bool = True) -> None:
+        """Put ``dock`` in a tab beside the dock ``beside`` (which stays in front if
+        ``keep_front``)."""
+        self._window.tabifyDockWidget(self[beside], dock)
+        if keep_front:
+            self[beside].raise_()
+
+    def show(self, dock: QDockWidget, height_fraction: float | None = None) -> None:
+        """Show ``dock`` in front, as tall as ``height_fraction`` of the window if given."""
+        dock.show()
+        dock.raise_()
+        if height_fraction is not None:
+            window = self._window
+            window.resizeDocks([dock], [int(window.height() * height_fraction)],
+                               Qt.Orientation.Vertical)
 
 
 class FeatureWindow(QMainWindow):
     """A main window that hosts features (see :class:`~flyviz.app.host.WindowHost`)."""
 
-    #: The window's docks by key (filled by the window).
-    docks: dict[str, QDockWidget]
+    #: The window's docks by key, with what features do with them (filled by the window).
+    docks: Docks
     #: The installed features by name.
     features: dict[str, Any]
     #: The model kinds each dock serves (the window hides the others' docks).
@@ -40,19 +106,11 @@ class FeatureWindow(QMainWindow):
         """The window as a widget (the parent of features' dialogs)."""
         return self
 
-    def tabify_dock(self, beside: str, dock: QDockWidget, keep_front: bool = True) -> None:
-        """Put ``dock`` in a tab beside the dock ``beside`` (which stays in front if ``keep_front``)."""
-        self.tabifyDockWidget(self.docks[beside], dock)
-        if keep_front:
-            self.docks[beside].raise_()
-
-    def show_dock(self, dock: QDockWidget, height_fraction: float | None = None) -> None:
-        """Show ``dock`` in front, as tall as ``height_fraction`` of the window if given."""
-        dock.show()
-        dock.raise_()
-        if height_fraction is not None:
-            self.resizeDocks([dock], [int(self.height() * height_fraction)],
-                             Qt.Orientation.Vertical)
+    def add_dock(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+                 scroll: bool = False, kinds: tuple[str, ...] | None = None) -> QDockWidget:
+        """Put ``widget`` in a new dock (how, and where it is listed, is the window's:
+        :meth:`MainWindow.add_dock <flyviz.app.main_window.MainWindow.add_dock>`)."""
+        raise NotImplementedError
 
     def register_feature(self, name: str, install: Callable[[WindowHost], Any],
                          kinds: tuple[str, ...] = (LANGUAGE_KEY,)) -> Any:

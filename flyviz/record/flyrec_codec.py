@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz._version import __version__
+from flyviz.fileio import not_a_file
 from flyviz.model.errors import FlyvizError, RecordingError
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, Frame
 
@@ -311,9 +312,9 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     from flyviz.model.safetensors_io import SafetensorsFile
 
     name = path.name
-    if not path.is_file():
-        raise RecordingError(f"cannot read recording {path}: "
-                             f"{'it is a folder' if path.exists() else 'no such file'}")
+    reason = not_a_file(path)
+    if reason:
+        raise RecordingError(f"cannot read recording {path}: {reason}")
     if not os.access(path, os.R_OK):
         raise RecordingError(f"cannot read recording {path}: permission denied")
 

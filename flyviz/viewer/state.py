@@ -29,7 +29,12 @@ The state holds
   lesion map's log scale, *Why?*'s lag...: :class:`~flyviz.viewer.settings.DockSettings`,
   :attr:`ViewerState.docks`), all in :mod:`flyviz.viewer.settings`;
 * the highlight (named emphasis masks, :class:`~flyviz.viewer.highlight.Highlights`,
-  and the superclass / cell-type filter), the selected neuron and the picked neurons;
+  and the superclass / cell-type filter), the selected neuron, the picked neurons
+  and the neurons the interventions touch (:attr:`~ViewerState.intervened`, ringed);
+* what features draw over the views: synapses as lines by source
+  (:meth:`~ViewerState.set_lines`), the running text's shading
+  (:attr:`~ViewerState.token_flows`) and the open atlas (:attr:`~ViewerState.atlas`,
+  whose cards the inspector shows);
 * the camera: a view preset and, once the user moved it, a
   :class:`~flyviz.render.camera.CameraPose`;
 * the interventions of the next runs, whether runs compare with the untouched model,
@@ -127,6 +132,17 @@ class ViewerEvents(SignalGroup):
     next_interventions = Signal(object, str)
     #: The meshes drawn behind the cloud changed (outline or mesh files shown or added).
     meshes = Signal()
+    #: The open atlas changed (the atlas, or ``None``).
+    atlas = Signal(object)
+    #: The shading of the running text's tokens changed (a flow per position, or ``None``).
+    token_flows = Signal(object)
+    #: A source's synapse lines were drawn or cleared: its name.
+    lines = Signal(str)
+    #: The neurons an intervention touches (sorted indices; ringed in the brain).
+    intervened = Signal(object)
+    #: Something is about to read :attr:`ViewerState.camera` (an export): a view that
+    #: owns a camera writes where it looks from now (:meth:`ViewerState.sync_camera`).
+    camera_wanted = Signal()
 
 
 class ViewerState:
@@ -181,9 +197,10 @@ class ViewerState:
         self._mesh_files: list[Any] = []
         self._outline: tuple[int, Any] | None = None     # (id of the anatomy, its outline)
         self.mesh.events.connect(lambda *_: self.events.meshes.emit())
-        #: The open atlas (:class:`~flyviz.analysis.atlas.Atlas`) whose statistics are
-        #: colour layers, or ``None``.
-        self.atlas: Any = None
+        self._atlas: Any = None
+        self._token_flows: tuple[float, ...] | None = None
+        self._lines: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._intervened = np.zeros(0, np.int64)
         self._range_scope = RANGE_SCOPES[0]
         self._range_cache: dict[Any, tuple[tuple[float, float], Any, Any]] = {}
         self.offer_layer(STATE, lambda: None)
@@ -284,6 +301,7 @@ class ViewerState:
         self._neurons = count
         self._selected = None
         self._picked = np.zeros(0, np.int64)
+        self._intervened = np.zeros(0, np.int64)
         self._filter = ("", "")
         self._camera = None
         self.highlights.clear()
@@ -295,6 +313,7 @@ class ViewerState:
         self.events.index.emit(-1)
         self.events.selected.emit(None)
         self.events.picked.emit(self._picked)
+        self.events.intervened.emit(self._intervened.copy())
         self.events.filter.emit("", "")
 
     # ------------------------------------------------------------ recording and token
@@ -394,7 +413,7 @@ class ViewerState:
         copy.model, copy.anatomy, copy.model_name = self.model, self.anatomy, self.model_name
         copy._kind = self._kind
         copy._neurons = self._neurons
-        copy.atlas = self.atlas
+        copy._atlas = self._atlas
         copy.background = self.background
         copy._recording = self.snapshot()
         copy._index, copy._live = self._index, self._live
@@ -574,6 +593,21 @@ class ViewerState:
             self._selected = index
             self.events.selected.emit(index)
 
+    def select(self, index: int | None) -> bool:
+        """Select neuron ``index`` as a click does (``None`` clears): an index the model
+        does not have is ignored (False); selecting the selected neuron again tells the
+        views again (the inspector shows it again)."""
+        if index is not None and (isinstance(index, bool)
+                                  or not isinstance(index, (int, np.integer))
+                                  or not 0 <= int(index) < self._neurons):
+            return False
+        index = None if index is None else int(index)
+        if index == self._selected:
+            self.events.selected.emit(index)
+        else:
+            self.selected = index
+        return True
+
     @property
     def picked(self) -> np.ndarray:
         """The picked neurons, sorted (a copy)."""
@@ -590,6 +624,89 @@ class ViewerState:
         if not np.array_equal(picks, self._picked):
             self._picked = picks
             self.events.picked.emit(picks.copy())
+
+    def pick(self, neurons: Iterable[int], add: bool = False) -> None:
+        """Pick ``neurons`` as a click or a lasso does: added to the pick when ``add``
+        (Shift held), else instead of it."""
+        neurons = np.asarray(list(neurons), dtype=np.int64).ravel()
+        self.picked = np.union1d(self._picked, neurons) if add else neurons
+
+    @property
+    def intervened(self) -> np.ndarray:
+        """The neurons the next runs' interventions touch, sorted (a copy; ringed in the
+        brain view)."""
+        return self._intervened.copy()
+
+    @intervened.setter
+    def intervened(self, neurons: Iterable[int] | np.ndarray) -> None:
+        touched = np.unique(np.asarray(list(neurons) if not isinstance(neurons, np.ndarray)
+                                       else neurons, dtype=np.int64).ravel())
+        if touched.size and (touched[0] < 0 or touched[-1] >= self._neurons):
+            bad = int(touched[0] if touched[0] < 0 else touched[-1])
+            raise ViewerError(f"neuron {bad} is out of range: the model has {self._neurons:,} "
+                              "neurons")
+        if not np.array_equal(touched, self._intervened):
+            self._intervened = touched
+            self.events.intervened.emit(touched.copy())
+
+    # ------------------------------------------------------------ overlays
+    @property
+    def atlas(self) -> Any:
+        """The open atlas (:class:`~flyviz.analysis.atlas.Atlas`) whose statistics are
+        colour layers and whose cards the inspector shows, or ``None``."""
+        return self._atlas
+
+    @atlas.setter
+    def atlas(self, atlas: Any) -> None:
+        if atlas is not self._atlas:
+            self._atlas = atlas
+            self.events.atlas.emit(atlas)
+
+    @property
+    def token_flows(self) -> tuple[float, ...] | None:
+        """How the running text's tokens are shaded: ``token_flows[p]`` the flow of the token
+        read at position ``p`` (red adds to the traced logit, blue takes from it), or ``None``
+        (no shading)."""
+        return self._token_flows
+
+    @token_flows.setter
+    def token_flows(self, flows: Iterable[float] | None) -> None:
+        shaded = None if flows is None else tuple(float(f) for f in flows)
+        if shaded is not None and not all(np.isfinite(shaded)):
+            raise ViewerError("token flows must be finite numbers")
+        if shaded != self._token_flows:
+            self._token_flows = shaded
+            self.events.token_flows.emit(shaded)
+
+    def set_lines(self, source: str, points: Any = None, colours: Any = None) -> None:
+        """Draw synapses of ``source`` as line segments over the brain: ``points`` ``(2k, 3)``
+        (pre then post soma of each), ``colours`` ``(2k, 4)`` RGBA; ``None`` or no points
+        clears the source's lines. The newest source set is the one shown."""
+        lines = None
+        if points is not None and len(points):
+            pts = np.asarray(points, np.float32).reshape(-1, 3)
+            if colours is None or np.shape(colours) != (pts.shape[0], 4):
+                raise ViewerError(f"the lines of {source!r} need an RGBA colour per point")
+            lines = (pts, np.asarray(colours, np.float32))
+        self._lines.pop(source, None)
+        if lines is not None:
+            self._lines[source] = lines
+        self.events.lines.emit(source)
+
+    def lines(self, source: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(points, colours)`` of ``source``'s lines, or ``None`` (see :meth:`set_lines`)."""
+        return self._lines.get(source)
+
+    @property
+    def shown_lines(self) -> str | None:
+        """The source whose lines are drawn (the newest set), or ``None``."""
+        return next(reversed(self._lines), None)
+
+    def sync_camera(self) -> CameraPose | None:
+        """Ask the view that owns the camera to write where it looks from now, and return
+        :attr:`camera` (before an export reads it)."""
+        self.events.camera_wanted.emit()
+        return self._camera
 
     @property
     def filter_superclass(self) -> str:

@@ -130,6 +130,11 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
         state.set_recording(recording)
         if recording.baseline is not None:
             state.offer_layer(DELTA, delta_layer)
+        if state.kind.has("spikes"):        # a spiking brain's bins: spikes flash and fade
+            from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
+
+            state.offer_layer(RATE, rate_layer)
+            state.offer_layer(FLASH, flash_layer)
     if atlas is not None:
         state.atlas = atlas
         for stat in ATLAS_STATISTICS:
@@ -236,7 +241,8 @@ class BrainSource:
         flyviz.analysis.atlas.AtlasError
             An atlas that cannot be read.
         """
-        from flyviz.viewer.layers import drawing_anatomy
+        from flyviz.kinds import LANGUAGE, kind_of_recording
+        from flyviz.viewer.layers import Placement, drawing_anatomy
 
         p = Path(path)
         recording = None
@@ -254,11 +260,21 @@ class BrainSource:
             # still fails with one line when it is shown.
             recording = Recording.load(p, verify=False)
             spec, neurons = str(recording.metadata.get("model", "")), recording.neurons
-        if model is None:
-            model = resolve_model(spec)
-        placement = drawing_anatomy(
-            model, neurons, p.name,
-            missing=f"its model {spec or '(unnamed)'} could not be loaded here")
+        kind = None if recording is None else kind_of_recording(recording)
+        if kind is not None and kind != LANGUAGE and hasattr(kind, "recording_model"):
+            # another kind's recording (a spiking brain's): its kind finds its model
+            if model is None or int(model.neurons) != neurons:
+                model, said = kind.recording_model(recording)
+            else:
+                said = ""
+            placement = Placement(model.drawing_anatomy(),
+                                  f"{p.name}: {said}" if said else None)
+        else:
+            if model is None:
+                model = resolve_model(spec)
+            placement = drawing_anatomy(
+                model, neurons, p.name,
+                missing=f"its model {spec or '(unnamed)'} could not be loaded here")
         if placement.note is not None:
             warnings.warn(placement.note, stacklevel=2)
         if atlas is not None and model is not None and model.neurons == neurons:
@@ -398,6 +414,9 @@ class BrainSource:
         if rec is None or not len(rec):
             return ""
         k = int(np.clip(token, 0, len(rec) - 1))
+        kind = self.state.kind
+        if not kind.has("text"):            # a kind without text: its caption (bin, ms)
+            return kind.frame_caption(rec, k)
         frame_text = rec.token_texts[k]
         return f"t={k} {frame_text!r} | {rec.text_so_far(k)}"
 

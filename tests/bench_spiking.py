@@ -11,7 +11,11 @@ with Brian2, e.g. the tests' ``/tmp/brian2-venv/bin/python``), Brian2's runtime 
 target on the same brain in the same run, as a ratio.
 
     PYTHONPATH=$PWD python tests/bench_spiking.py [--trials 30] [--duration 1.0]
-        [--brian2 /tmp/brian2-venv/bin/python --brian2-duration 0.05]
+        [--brian2 /tmp/brian2-venv/bin/python --brian2-duration 0.05] [--brain demo]
+
+It also times one trial stepped in 10 ms bins as the window runs it live
+(``SpikingSimulation.advance(100)``) and checks it fires as many spikes as the whole run;
+``--brain demo`` times the demo's spiking brain (its 21 sensory neurons) instead.
 """
 
 from __future__ import annotations
@@ -120,11 +124,10 @@ def parts(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> N
     rfc[excite] = 0
 
     def kernel(v_start: float, silenced: np.ndarray) -> float:
+        trial = engine.EngineTrial(brain.indptr, post, weight, rfc, silenced, p,
+                                   engine.G_FLUSH, v_start=v_start)
         c = time.process_time()
-        engine._run_trial(n_steps, brain.indptr, post, weight, silenced, rfc, prop.gg, prop.gv,
-                          prop.vv, prop.c0, prop.v_rest, v_start, p.v_th * 1e-3,
-                          p.v_rst * 1e-3, engine.G_FLUSH, p.delay_ticks, tk,
-                          nr.astype(np.int32), p.poisson_weight)
+        trial.advance(n_steps, tk, nr)
         return (time.process_time() - c) / duration
 
     everyone = np.ones(brain.neurons, dtype=bool)
@@ -134,6 +137,13 @@ def parts(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> N
           f"{dense:.3f}; the whole kernel (update, spike delivery, Poisson events, resets) "
           f"{full:.3f}; Poisson draws {c1 / duration:.4f}; once per graph: grouping the rows and weights "
           f"{c0:.2f} s")
+
+
+def stepped(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> int:
+    """One trial run as the window runs it live: 10 ms at a time; returns its spikes."""
+    sim = spiking.SpikingSimulation(brain, excite=excite)
+    bins = int(round(duration / 0.01))
+    return sum(sim.advance(100)[1].size for _ in range(bins))
 
 
 def brian2(python: str, brain: spiking.SpikingBrain, excite: np.ndarray,
@@ -161,15 +171,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--brian2", metavar="PYTHON", help="a Python with Brian2 installed")
     parser.add_argument("--brian2-duration", type=float, default=0.05)
+    parser.add_argument("--brain", choices=("synthetic", "demo"), default="synthetic",
+                        help="the synthetic full-size brain, or the demo's (what `flyviz gui "
+                             "demo` opens as a spiking brain)")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    brain = synthetic_brain()
+    if args.brain == "demo":
+        from flyviz.spiking.demo import demo_brain
+
+        brain = demo_brain()
+    else:
+        brain = synthetic_brain()
     deg = np.diff(brain.indptr)
     print(f"brain: {brain.neurons:,} neurons, {brain.synapses:,} synapses, out-degree mean "
           f"{deg.mean():.0f} median {np.median(deg):.0f} max {deg.max():,}; counts 1-5: "
           f"{np.mean(np.abs(brain.counts) <= 5):.0%} (built in {time.perf_counter() - t0:.1f} s)")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-    excite = np.sort(np.random.default_rng(1).choice(brain.neurons, 21, replace=False))
+    excite = np.sort(np.random.default_rng(1).choice(brain.neurons, 21, replace=False)) \
+        if brain.default_excite is None else np.asarray(brain.default_excite)
     spiking.simulate(brain, excite=excite, duration_s=0.01, threads=1)  # compile, group rows
     d = args.duration
     cpu, wall, run = timed(lambda: spiking.simulate(brain, excite=excite, duration_s=d,
@@ -182,6 +201,11 @@ def main() -> None:
                                                   trials=args.trials), args.repeats)
     print(f"{args.trials} trials, {os.cpu_count()} threads: {wall:.2f} wall s, {cpu:.2f} CPU s "
           f"for {d:g} biological s each (median of {args.repeats})")
+    stepped_cpu, stepped_wall, count = timed(lambda: stepped(brain, excite, d), args.repeats)
+    same = "the same" if count == run.neuron.size else "NOT the same"
+    print(f"1 trial stepped live in 10 ms bins (SpikingSimulation.advance(100)): "
+          f"{stepped_cpu / d:.3f} CPU s, {stepped_wall / d:.3f} wall s per biological second "
+          f"(median of {args.repeats}); {count:,} spikes, {same} number as the whole run")
     parts(brain, excite, min(d, 0.5))
     if args.brian2:
         theirs = brian2(args.brian2, brain, excite, args.brian2_duration)

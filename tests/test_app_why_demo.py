@@ -45,25 +45,6 @@ def _near(region: np.ndarray, colour: tuple[int, int, int], tolerance: int = 40)
     return int((np.abs(region - np.array(colour)).max(axis=-1) <= tolerance).sum())
 
 
-@pytest.fixture
-def dark_theme(qapp):
-    """The app's own theme (as ``flyviz gui`` sets it), put back as it was afterwards."""
-    import pyqtgraph as pg
-
-    from flyviz.app.theme import apply_dark_theme
-
-    keys = ("background", "foreground", "antialias")
-    before = (qapp.style().name(), qapp.palette(), qapp.styleSheet(),
-              {key: pg.getConfigOption(key) for key in keys})
-    apply_dark_theme(qapp)
-    yield
-    style, palette, sheet, options = before
-    qapp.setStyle(style)
-    qapp.setPalette(palette)
-    qapp.setStyleSheet(sheet)
-    pg.setConfigOptions(**options)
-
-
 def test_why_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):
     win = make_window(qtbot, None, tmp_path)
     try:

@@ -1,13 +1,21 @@
 """The spiking brain in the window (flyviz.app.spiking_panel): File → Open as spiking brain
 runs the loaded model's graph as Shiu et al.'s LIF model, hides the language model's docks,
-and plays its bins on the 3-D brain, lighting the neurons that fire."""
+and runs it live: each bin is simulated on the engine's worker and lights the brain as it
+arrives; the populations dock draws rates and a raster of chosen cells; a spiking recording
+opened from a file is shown the same way."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.gui
+
+#: The language model's docks, none of which a spiking brain has a use for.
+LANGUAGE_DOCKS = ("text", "topk", "why", "patching", "population")
 
 
 def _lit(image: np.ndarray) -> int:
@@ -17,14 +25,33 @@ def _lit(image: np.ndarray) -> int:
     return int((np.abs(image[..., :3].astype(int) - background).max(axis=-1) > 40).sum())
 
 
-def test_the_window_runs_the_loaded_model_as_a_spiking_brain(qtbot, tmp_path):
+def _two_sided_brain(n: int, positions: np.ndarray) -> "object":
+    """A brain of ``n`` neurons at ``positions``: the left half sensory (``L``), the right
+    half central (``R``), each left neuron driving the next one (so runs have a graph)."""
+    from flyviz.spiking import SpikingBrain
+
+    half = n // 2
+    pre = np.arange(half - 1)
+    return SpikingBrain(name="spiking test", root_ids=np.arange(n, dtype=np.int64),
+                        indptr=np.concatenate([[0], np.cumsum(np.isin(np.arange(n), pre))]
+                                              ).astype(np.int64),
+                        post=(pre + 1).astype(np.int32), counts=np.full(pre.size, 3.0),
+                        w_syn=0.275, positions=np.asarray(positions, np.float64),
+                        positions_valid=np.ones(n, bool),
+                        superclass=["sensory"] * half + ["central"] * (n - half),
+                        cell_type=["L"] * half + ["R"] * (n - half),
+                        side=["left"] * half + ["right"] * (n - half))
+
+
+def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
     pytest.importorskip("pytestqt")
     pytest.importorskip("vispy")
     from app_conftest import make_window
+    from PySide6.QtWidgets import QApplication
 
     from flyviz.app._testing import make_app_checkpoint
     from flyviz.kinds.spiking import SPIKING, SpikingModel
-    from flyviz.spiking import SpikingBrain
+    from flyviz.viewer.layers import FLASH, RATE
 
     checkpoint = make_app_checkpoint(tmp_path / "model")
     win = make_window(qtbot, checkpoint, tmp_path)
@@ -35,42 +62,198 @@ def test_the_window_runs_the_loaded_model_as_a_spiking_brain(qtbot, tmp_path):
         # The test model's weights are not synapse counts: it cannot be a spiking brain.
         assert not feature.open_loaded() and win.state.kind is not SPIKING
         assert "not multiples of one synapse" in win.statusBar().currentMessage()
-        # A spiking brain of the same neurons (no synapses) is drawn where the model's are.
+        # A spiking brain of the same neurons is drawn where the model's are.
         n = checkpoint.config.neurons
-        brain = SpikingBrain(name="spiking test", root_ids=np.arange(n, dtype=np.int64),
-                             indptr=np.zeros(n + 1, np.int64), post=np.zeros(0, np.int64),
-                             counts=np.zeros(0))
         anatomy = win.state.anatomy
+        brain = _two_sided_brain(n, anatomy.positions)
         feature.open(SpikingModel(brain))
-        assert win.state.anatomy is anatomy
-        assert win.state.kind is SPIKING
+        assert win.state.anatomy is anatomy and win.state.kind is SPIKING
         win.refresh_panels()
-        for key in ("text", "topk", "why"):
+        for key in LANGUAGE_DOCKS:
             assert win.docks[key].isHidden(), key
-        assert not dock.isHidden()
-
-        # Everything excited, hard: the brain lights up as the bins play.
-        win.refresh_panels()
+            assert not win.dock_kinds.applies(key), key
+        assert not dock.isHidden() and not win.docks["spiking_population"].isHidden()
         dark = _lit(win.brain.canvas.render())
-        feature.panel.excite.setText(f"id:0-{checkpoint.config.neurons - 1}")
-        feature.panel.rate.setValue(400.0)
-        feature.panel.bins.setValue(6)
-        feature.panel.speed.setValue(1.0)
+
+        # Excite neuron 0 by clicking it (selected on the brain) and the rest of the left half
+        # by query; silence one by selection too.
+        panel = feature.panel
+        assert not panel.excite_selected.isEnabled()
+        win.state.selected = 0
+        assert feature.add_selected("excite") and panel.excite.text() == "id:0"
+        panel.excite.setText(panel.excite.text() + " | side:left")
+        win.state.selected = n - 1
+        assert feature.add_selected("silence") and panel.silence.text() == f"id:{n - 1}"
+        panel.rate.setValue(400.0)
+        panel.bins.setValue(12)
+        panel.speed.setValue(0.0)                  # as fast as it runs
+        panel.display.setCurrentIndex(1)           # spikes flash and fade
         assert feature.run()
-        qtbot.waitUntil(lambda: feature.recording is not None, timeout=60000)
         recording = feature.recording
-        assert len(recording) == 6 and sum(recording.metadata["spiking"]["bin_spikes"]) > 0
-        qtbot.waitUntil(lambda: win.state.index >= 2, timeout=5000)
-        assert "engine:" in feature.panel.status.text()
-        assert "1x real time" in feature.panel.status.text()
-        feature.toggle_play()                      # pause
-        assert not feature.playing and "(paused)" in feature.panel.status.text()
-        shown = win.state.index
-        qtbot.wait(150)
-        assert win.state.index == shown            # paused: the bin stays
+        assert win.state.recording is recording    # the live run's bins go into the shown one
+        qtbot.waitUntil(lambda: feature.finished, timeout=30000)
+        QApplication.processEvents()
+        assert len(recording) == 12 and win.state.colour_by == FLASH
+        assert recording.metadata["spiking"]["silenced"] == 1
+        spikes = recording.metadata["spiking"]["bin_spikes"]
+        assert len(spikes) == 12 and sum(spikes) > 0
+        rates = recording.states()
+        assert rates[:, :n // 2].sum() > 0 and rates[:, n // 2:].sum() == 0
+        assert "real time factor" in panel.status.text() and "engine:" in panel.status.text()
+        # Saved, it reads back as the spiking kind with every bin and its spike count.
+        from flyviz.kinds import kind_of_recording
+        from flyviz.record.recording import Recording
+
+        saved = Recording.load(win.save_recording(tmp_path / "live.flyrec"))
+        assert kind_of_recording(saved) is SPIKING and len(saved) == 12
+        assert saved.metadata["spiking"]["bin_spikes"] == spikes
+        np.testing.assert_array_equal(saved.states(), rates)
+        # Scrubbing afterwards: the timeline counts bins of ms.
+        win.state.index = 4
         win.refresh_panels()
-        assert win.timeline.counter.text().startswith(f"bin {shown + 1} / 6")
+        assert win.timeline.counter.text().startswith("bin 5 / 12 · 50 ms")
+        # The lit brain: the flash of the bin shown.
+        win.state.index = 11
+        win.refresh_panels()
         lit = _lit(win.brain.canvas.render())
-        assert lit > dark + 50, (dark, lit)
+        assert lit > dark + 30, (dark, lit)
+        assert win.brain.colorbar_caption.text() == "spikes, fading (τ 15 ms) (spikes)"
+        panel.display.setCurrentIndex(0)           # or each neuron's rate in the bin
+        win.refresh_panels()
+        assert win.state.colour_by == RATE
+        assert win.brain.colorbar_caption.text() == "firing rate in the bin (Hz)"
+        assert _lit(win.brain.canvas.render()) > dark + 30
+
+        # The populations dock: each group's rate per bin, and a raster of its cells.
+        population = feature.population
+        population.set_groups("L, superclass:central")
+        times, left = population.traces["L"]
+        assert times.tolist() == [10.0 * (i + 1) for i in range(12)]
+        np.testing.assert_allclose(left, rates[:, :n // 2].mean(axis=1), rtol=1e-5)
+        assert population.traces["superclass:central"][1].max() == 0
+        marks_t, rows = population.raster_marks
+        assert rows.size and population.raster_neurons[rows.astype(int)].max() < n // 2
+
+        # Pausing holds the simulation itself; a paused run makes no more bins.
+        panel.speed.setValue(0.2)                  # 50 ms of wall time per bin
+        panel.bins.setValue(400)
+        assert feature.run()
+        qtbot.waitUntil(lambda: len(feature.recording) >= 2, timeout=10000)
+        feature.toggle_play()
+        qtbot.waitUntil(lambda: not feature.stepping(), timeout=5000)
+        QApplication.processEvents()
+        held = len(feature.recording)
+        assert "(paused)" in panel.status.text()
+        assert not feature.stepping()
+        QApplication.processEvents()
+        assert len(feature.recording) == held < 400
+        feature.toggle_play()                      # resume, then stop: the bins stay
+        qtbot.waitUntil(lambda: len(feature.recording) > held, timeout=10000)
+        feature.stop()
+        qtbot.waitUntil(lambda: feature.finished, timeout=5000)
+        assert "(stopped)" in panel.status.text()
+        assert 0.05 < feature.realtime_factor < 0.6   # the cap, 0.2x, reached and kept to
+
+        # Back to the Fly LLM: its docks return, the spiking ones and the flash colours go.
+        win.set_checkpoint(checkpoint)
+        qtbot.waitUntil(lambda: win.state.kind is not SPIKING, timeout=10000)
+        win.refresh_panels()
+        assert not win.state.colour_layers[FLASH].available and win.state.colour_by != FLASH
+        assert all(not win.docks[k].isHidden() for k in ("text", "topk"))
+        assert dock.isHidden() and win.docks["spiking_population"].isHidden()
+    finally:
+        win.close()
+
+
+def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_path):
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    pytest.importorskip("pyarrow")
+    from app_conftest import make_window
+    from test_spiking_kind import write_brain
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.cli import main
+    from flyviz.kinds.spiking import SPIKING
+
+    brain = write_brain(tmp_path / "brain")
+    rec = tmp_path / "spikes.flyrec"
+    assert main(["simulate", str(brain), "--excite", "superclass:sensory", "--duration",
+                 "40ms", "--record", str(rec)]) == 0
+    win = make_window(qtbot, make_app_checkpoint(tmp_path / "model"), tmp_path)
+    try:
+        win.open_recording(rec)
+        assert win.state.kind is SPIKING and len(win.state.recording) == 4
+        assert win.state.neurons == 80             # the brain it names, not the model's
+        win.refresh_panels()
+        for key in LANGUAGE_DOCKS:
+            assert win.docks[key].isHidden(), key
+        assert not win.docks["stimulus"].isHidden()
+        win.state.index = 1
+        win.refresh_panels()
+        assert win.timeline.counter.text().startswith("bin 2 / 4 · 20 ms")
+        population = win.features["spiking"].population
+        assert set(population.traces) == {"superclass:sensory", "superclass:central"}
+        # Its neurons are the ones picked and inspected (80 of them, not the model's 400).
+        win.select_neuron(79)
+        win.refresh_panels()
+        assert win.state.selected == 79
+        feature = win.features["spiking"]
+        assert feature.add_selected("silence") and feature.panel.silence.text() == "id:79"
+    finally:
+        win.close()
+
+
+def test_the_demo_brain_lit_live_in_the_window(qtbot, tmp_path, dark_theme):
+    """The demo's spiking brain run live in the whole window, coloured by spikes flashing and
+    fading; ``FLYVIZ_SCREENSHOTS=docs/images`` writes the README's ``spiking.png``."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    iio = pytest.importorskip("imageio.v3")
+    from app_conftest import make_window
+    from qt_barriers import settle
+
+    from flyviz.kinds.spiking import SPIKING
+    from flyviz.viewer.layers import FLASH
+
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.resize(1500, 950)
+        with qtbot.waitSignal(win.model_ready, timeout=120_000):
+            win.load_model("demo")
+        feature = win.features["spiking"]
+        assert feature.open_loaded() and win.state.kind is SPIKING
+        panel = feature.panel
+        panel.bins.setValue(20)                    # 200 ms of the demo's 21 sensory neurons
+        panel.speed.setValue(0.0)
+        panel.display.setCurrentIndex(1)
+        assert feature.run()
+        qtbot.waitUntil(lambda: feature.finished, timeout=60_000)
+        recording = feature.recording
+        assert len(recording) == 20 and win.state.colour_by == FLASH
+        fired = np.count_nonzero(recording.states().sum(axis=0))
+        assert fired > 21                          # beyond the excited neurons
+        feature.population.set_groups("")
+        win.state.index = 19
+        for key in ("controls", "traces"):          # room for the spiking docks
+            win.docks[key].hide()
+        settle(qtbot, win)
+        qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
+                        timeout=5000)
+        path = win.save_screenshot(tmp_path / "spiking.png", target="window")
+        image = iio.imread(path)[..., :3]
+        brain = win.brain.canvas.native
+        top_left = brain.mapTo(win, brain.rect().topLeft())
+        ratio = image.shape[1] / win.width()
+        x, y = int(top_left.x() * ratio), int(top_left.y() * ratio)
+        region = image[y:y + int(brain.height() * ratio), x:x + int(brain.width() * ratio)]
+        assert _lit(region) > 200
+        print(f"\nspiking demo: {fired:,} neurons fired in 200 ms, "
+              f"{sum(recording.metadata['spiking']['bin_spikes']):,} spikes; real-time factor "
+              f"{feature.realtime_factor:.2f}x, engine {feature.engine_factor:.2f}x")
+        folder = os.environ.get("FLYVIZ_SCREENSHOTS")
+        if folder:                                 # the README's picture
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            iio.imwrite(Path(folder) / "spiking.png", image)
     finally:
         win.close()

@@ -214,3 +214,75 @@ def test_engine_equals_a_plain_tick_by_tick_stepping_on_random_brains(case: int)
     flushed = (v_ref == propagator(params).v_rest) & (np.abs(g_ref) < 1e-30)
     assert np.array_equal(v, v_ref)
     assert np.array_equal(g, np.where(flushed, 0.0, g_ref))
+
+
+def _random_brain(seed: int, n: int = 1300) -> spiking.SpikingBrain:
+    rng = np.random.default_rng(seed)
+    degree = rng.integers(0, 60, n)
+    indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    post = rng.integers(0, n, int(indptr[-1])).astype(np.int32)
+    sign = np.where(rng.random(n) < 0.8, 1.0, -1.0)
+    counts = np.repeat(sign, degree) * rng.zipf(1.8, post.size).clip(max=80)
+    return spiking.SpikingBrain(name="random", root_ids=np.arange(n, dtype=np.int64) + 10**6,
+                                indptr=indptr, post=post, counts=counts.astype(np.float64),
+                                w_syn=1.3)
+
+
+@pytest.mark.parametrize("cuts", [(1, 17, 18, 19, 100, 745), (100,) * 9 + (100,),
+                                  (999, 1, 1000 - 2, 2)])
+def test_a_run_stepped_in_pieces_gives_the_spikes_of_one_whole_run(cuts: tuple[int, ...]) -> None:
+    from flyviz.spiking import SpikingSimulation
+
+    brain = _random_brain(7)
+    excite, silence = np.arange(0, 40, 3), np.arange(500, 560)
+    whole = spiking.simulate(brain, excite=excite, silence=silence, rate=300.0, seed=11,
+                             duration_s=sum(cuts) * 1e-4, threads=1)
+    assert whole.neuron.size > 500 and np.setdiff1d(whole.neuron, excite).size > 50
+    sim = SpikingSimulation(brain, excite=excite, silence=silence, rate=300.0, seed=11)
+    pieces = [sim.advance(n) for n in cuts]
+    # every piece holds the spikes of its own ticks, and together they are the whole run's
+    # (the Poisson input, the state and the spikes still on their way all carry over)
+    at = 0
+    for n, (ticks, _) in zip(cuts, pieces):
+        assert ticks.size == 0 or (ticks.min() >= at and ticks.max() < at + n)
+        at += n
+    assert np.array_equal(np.concatenate([p[0] for p in pieces]), whole.tick)
+    assert np.array_equal(np.concatenate([p[1] for p in pieces]), whole.neuron)
+    assert sim.tick == sum(cuts) and sim.time_s == pytest.approx(whole.duration_s)
+    # and the state too, against one call of the stepping object
+    once = SpikingSimulation(brain, excite=excite, silence=silence, rate=300.0, seed=11)
+    once.advance(sum(cuts))
+    assert np.array_equal(once.v, sim.v)
+    other = SpikingSimulation(brain, excite=excite, silence=silence, rate=300.0, seed=12)
+    assert not np.array_equal(other.advance(sum(cuts))[1], whole.neuron)
+
+
+def test_poisson_input_is_the_same_however_its_ticks_are_asked_for() -> None:
+    from flyviz.spiking.run import POISSON_CHUNK, PoissonStream
+
+    targets = np.arange(5, 25)
+    whole = PoissonStream(targets, 0.3, np.random.default_rng(2)).events(0, 2 * POISSON_CHUNK + 7)
+    stream = PoissonStream(targets, 0.3, np.random.default_rng(2))
+    cuts = [0, 3, POISSON_CHUNK - 1, POISSON_CHUNK + 1, 2 * POISSON_CHUNK + 7]
+    parts = [stream.events(a, b) for a, b in zip(cuts, cuts[1:])]
+    assert np.array_equal(np.concatenate([p[0] for p in parts]), whole[0])
+    assert np.array_equal(np.concatenate([p[1] for p in parts]), whole[1])
+    # one Bernoulli(p) draw per target and tick: never two in one tick, about p of them
+    pairs = whole[0] * 100 + whole[1]
+    assert np.unique(pairs).size == pairs.size
+    assert abs(pairs.size / (targets.size * (2 * POISSON_CHUNK + 7)) - 0.3) < 0.02
+
+
+def test_each_trial_of_a_run_is_a_stepping_simulation_of_its_own() -> None:
+    from flyviz.spiking import SpikingSimulation
+
+    brain = _random_brain(3, n=700)
+    run = spiking.simulate(brain, excite=np.arange(20), rate=250.0, seed=4, duration_s=0.03,
+                           trials=3, threads=1)
+    for t in range(3):
+        sim = SpikingSimulation(brain, excite=np.arange(20), rate=250.0, seed=4, trial=t)
+        ticks, neurons = sim.advance(150)
+        more = sim.advance(150)
+        mine = run.trial == t
+        assert np.array_equal(np.concatenate([ticks, more[0]]), run.tick[mine])
+        assert np.array_equal(np.concatenate([neurons, more[1]]), run.neuron[mine])

@@ -179,3 +179,21 @@ def test_a_spiking_recordings_figure_is_drawn_on_its_brain_and_captioned_by_bin(
     recording.save(rec)
     assert main(["figure", str(rec), "--kind", "brain", "--out", str(tmp_path / "b.png")]) == 0
     assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_a_recorded_run_is_stepped_bin_by_bin_and_equals_the_whole_run(brain_folder):
+    from flyviz import spiking
+
+    model = SpikingModel.load(str(brain_folder))
+    stimulus = Stimulus(excite="superclass:sensory", rate=200.0, seed=6)
+    frames = SPIKING.frames(model, stimulus, BinSettings(bins=5, bin_ms=7.0, trials=2))
+    first = next(frames)                   # the first bin comes before the others are run
+    assert first.position == 0
+    rest = list(frames)
+    excite, _ = stimulus.indices(model.brain)
+    whole = spiking.simulate(model.brain, excite=excite, rate=200.0, seed=6, trials=2,
+                             duration_s=0.035)
+    counts = whole.bin_counts(70)
+    rates = np.stack([f.state for f in [first, *rest]])
+    assert counts.sum() > 0
+    np.testing.assert_allclose(rates, (counts / (0.007 * 2)).astype(np.float32))

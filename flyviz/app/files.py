@@ -17,6 +17,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
 
 from flyviz.app.dialogs import ScreenshotDialog
+from flyviz.kinds import kind_of_recording
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import ExportError, FlyvizError, RecordingError
 from flyviz.record.recording import FILE_SUFFIX, Recording
@@ -125,6 +126,11 @@ class FileController:
         size, or a damaged file, raises :class:`RecordingError` (one line).
         """
         recording = Recording.load(path)
+        spiking = self.window.features.get("spiking")
+        if kind_of_recording(recording).key == "spiking" and spiking is not None:
+            spiking.show_recording(recording)       # on the brain it ran on, in bins of ms
+            self.window.show_message(f"opened {Path(path).name}: {len(recording):,} bins")
+            return recording
         bundle = self.window.bundle
         check_recording_fits(recording, None if bundle is None else bundle.checkpoint.config.neurons,
                              self.window.model_name, path)

@@ -145,6 +145,7 @@ class MainWindow(FeatureWindow):
         #: What the window shows (the widgets bind to it; tests and scripts set it).
         self.state = ViewerState()
         restore_settings(self.state, self.settings)
+        self._drawn_anatomy: Anatomy | None = None
         #: The installed features by name (see :data:`FEATURES`).
         self.features: dict[str, Any] = {}
         self.last_error = ""
@@ -523,6 +524,17 @@ class MainWindow(FeatureWindow):
         kind = self.state.kind
         self.dock_kinds.apply(kind)
         self.timeline.set_time_axis(kind.time_axis)
+        anatomy = self.state.anatomy
+        if kind != LANGUAGE and anatomy is not None and anatomy is not self._drawn_anatomy:
+            self._draw_anatomy(anatomy, self.state.neurons)   # another kind's own brain
+            self.inspector.set_model(anatomy, None)           # its neurons, no LLM weights
+
+    def _draw_anatomy(self, anatomy: Anatomy, neurons: int) -> None:
+        """Draw ``anatomy``'s neurons in the brain view and the state raster."""
+        self._drawn_anatomy = anatomy
+        self.brain.set_anatomy(anatomy, neurons)
+        self.raster_panel.set_neurons(np.flatnonzero(anatomy.valid) if anatomy.valid.any()
+                                      else np.arange(neurons))
 
     def _install_model(self, bundle: ModelBundle) -> None:
         if self.closing:
@@ -535,12 +547,10 @@ class MainWindow(FeatureWindow):
         self.state.set_model(bundle.model, anatomy, bundle.name, neurons=neurons)
         self.runs.set_model(bundle.model)
         self.verifier.set_model(checkpoint, bundle.name)
-        self.brain.set_anatomy(anatomy, neurons)
+        self._draw_anatomy(anatomy, neurons)
         self._apply_meshes()
         self.text_panel.set_decoder(bundle.tokenizer.decode)
         self._apply_display_settings()
-        self.raster_panel.set_neurons(np.flatnonzero(anatomy.valid) if anatomy.valid.any()
-                                      else np.arange(neurons))
         self.controls.set_superclasses(sorted(set(anatomy.superclass)) if anatomy.superclass else [])
         self.inspector.set_model(anatomy, bundle.connectivity, checkpoint)
         self.setWindowTitle(f"flyviz — {bundle.name}"

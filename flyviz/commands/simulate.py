@@ -206,8 +206,8 @@ def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: A
     stimulus = Stimulus(excite=args.excite, rate=args.rate, silence=args.silence,
                         seed=args.seed)
     recording = Recording(brain.neurons, SPIKING.metadata(
-        SpikingModel(brain, args.brain), stimulus, bins, counts, excite, silence),
-        states_dtype="float32")
+        SpikingModel(brain, args.brain), stimulus, bins, counts.sum(axis=1).tolist(), excite,
+        silence), states_dtype="float32")
     seconds = bin_ticks * result.params.dt_s * result.trials
     for i, row in enumerate(counts):
         recording.append(state_frame(i, row / seconds))

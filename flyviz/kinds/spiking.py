@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.spiking.brain import SpikingBrain
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["BIN_MS", "SPIKES", "SPIKING", "SPIKING_KEY", "BinSettings", "SpikingKind",
+__all__ = ["BIN_MS", "SPIKES", "SPIKING", "SPIKING_KEY", "BinSettings", "LiveRun", "SpikingKind",
            "SpikingModel", "Stimulus", "record_run"]
 
 #: The spiking kind's key (what its docks declare, what its recordings' metadata says).
@@ -179,44 +179,31 @@ class SpikingKind(ModelKind):
                interventions: Any = (), recording: "Recording | None" = None
                ) -> Iterator["Frame"]:
         """Run ``model`` (a :class:`SpikingModel`) on ``request`` (a :class:`Stimulus`)
-        for ``settings.bins`` bins and yield one frame per bin, its state each neuron's
-        rate in the bin (Hz).
+        for ``settings.bins`` bins and yield one frame per bin as it is simulated, its state
+        each neuron's rate in the bin (Hz), pooled over the trials.
 
-        The engine runs a trial in one call (its kernels keep no state between calls), so
-        the run is simulated first and its spikes then cut into bins
-        (:meth:`~flyviz.spiking.run.SpikeRun.bin_counts`). Its metadata (the brain, the
-        stimulus, the bins, the spike count of each bin) goes into ``recording``.
-        Interventions are not a spiking run's: the stimulus silences."""
+        Each trial is a :class:`~flyviz.spiking.run.SpikingSimulation` stepped one bin at a
+        time (its state carries over), so the frames are those of one whole run
+        (:func:`~flyviz.spiking.run.simulate` with the same seed) and a live view shows each
+        bin as soon as it is done; stopping the iteration stops the run. Its metadata (the
+        brain, the stimulus, the bins, the spike count of each bin so far) goes into
+        ``recording``. Interventions are not a spiking run's: the stimulus silences."""
         if interventions:
             raise InputError("a spiking run takes its silencing from the stimulus, "
                              "not from interventions")
-        from flyviz.spiking.run import simulate
-
-        stimulus = request if isinstance(request, Stimulus) else Stimulus()
-        bins = settings if isinstance(settings, BinSettings) else BinSettings()
-        brain = model.brain
-        excite, silence = stimulus.indices(brain)
-        from flyviz.spiking.engine import LIFParams
-
-        params = LIFParams(w_syn=brain.w_syn)
-        bins.validate(params.dt)
-        bin_ticks = max(1, int(round(bins.bin_ms / params.dt)))
-        run = simulate(brain, excite=excite, silence=silence, rate=stimulus.rate,
-                       duration_s=bins.bins * bin_ticks * params.dt_s, trials=bins.trials,
-                       seed=stimulus.seed, params=params)
-        counts = run.bin_counts(bin_ticks)
-        seconds = bin_ticks * params.dt_s * bins.trials
+        run = LiveRun(model, request if isinstance(request, Stimulus) else Stimulus(),
+                      settings if isinstance(settings, BinSettings) else BinSettings())
         if recording is not None:
-            recording.metadata.update(self.metadata(model, stimulus, bins, counts, excite,
-                                                    silence))
-        for i, row in enumerate(counts):
-            frame = state_frame(i, row / seconds)
+            recording.metadata.update(run.metadata())
+        for _ in range(run.settings.bins):
+            frame, spikes = run.next_bin()
             if recording is not None:
+                recording.metadata["spiking"]["bin_spikes"].append(spikes)
                 recording.append(frame)
             yield frame
 
     def metadata(self, model: "SpikingModel", stimulus: Stimulus, bins: BinSettings,
-                 counts: np.ndarray, excite: np.ndarray, silence: np.ndarray | None
+                 bin_spikes: "list[int]", excite: np.ndarray, silence: np.ndarray | None
                  ) -> dict[str, Any]:
         """What a recording of a spiking run says of it (``kind``, ``model_name``,
         ``spiking``: brain, stimulus, bins, per-bin spike counts)."""
@@ -224,15 +211,13 @@ class SpikingKind(ModelKind):
                 "spiking": {"brain": model.spec, **asdict(stimulus), **asdict(bins),
                             "excited": int(excite.size),
                             "silenced": 0 if silence is None else int(silence.size),
-                            "bin_spikes": [int(c) for c in counts.sum(axis=1)]}}
+                            "bin_spikes": [int(c) for c in bin_spikes]}}
 
     # ------------------------------------------------------------ recordings
-    def recording_anatomy(self, recording: "Recording") -> "tuple[Anatomy, str]":
-        """Where to draw a spiking recording's neurons: the brain it names
-        (``spiking.brain``) when it loads and has as many neurons, else a generic ball;
-        and a note when it is the ball."""
-        from flyviz.model.layout import ball_layout
-
+    def recording_model(self, recording: "Recording") -> "tuple[SpikingModel, str]":
+        """The brain a spiking recording ran on (``spiking.brain``) when it loads and has as
+        many neurons, else a stand-in of the recording's size with no synapses, drawn on a
+        generic ball; and a note when it is the stand-in."""
         spec = (recording.metadata.get("spiking") or {}).get("brain")
         if isinstance(spec, str) and spec:
             try:
@@ -241,11 +226,24 @@ class SpikingKind(ModelKind):
                 note = f"the brain {spec} does not load ({str(exc).splitlines()[0]})"
             else:
                 if model.neurons == recording.neurons:
-                    return model.drawing_anatomy(), ""
+                    return model, ""
                 note = f"the brain {spec} has {model.neurons:,} neurons"
         else:
             note = "the recording names no brain"
-        return ball_layout(recording.neurons), f"{note}; neurons are placed on a generic layout"
+        from flyviz.spiking.brain import SpikingBrain
+
+        n = int(recording.neurons)
+        name = str(recording.metadata.get("model_name") or "spiking recording")
+        stand_in = SpikingBrain(name=name, root_ids=np.arange(n, dtype=np.int64),
+                                indptr=np.zeros(n + 1, np.int64), post=np.zeros(0, np.int32),
+                                counts=np.zeros(0))
+        return SpikingModel(stand_in, ""), f"{note}; neurons are placed on a generic layout"
+
+    def recording_anatomy(self, recording: "Recording") -> "tuple[Anatomy, str]":
+        """Where to draw a spiking recording's neurons (:meth:`recording_model`'s anatomy),
+        and a note when it is a generic ball."""
+        model, note = self.recording_model(recording)
+        return model.drawing_anatomy(), note
 
     def _axis(self, recording: "Recording") -> TimeAxis:
         bin_ms = (recording.metadata.get("spiking") or {}).get("bin_ms", BIN_MS)
@@ -285,6 +283,64 @@ class SpikingKind(ModelKind):
         axis = self._axis(recording)
         return [{"text": f" {axis.at(i)}", "phase": 0, "position": i, "next": "", "p": 0.0,
                  "top": []} for i in range(len(recording))]
+
+
+class LiveRun:
+    """A spiking run stepped one bin at a time: one
+    :class:`~flyviz.spiking.run.SpikingSimulation` per trial, their spikes pooled per bin.
+
+    Parameters
+    ----------
+    model, stimulus, settings
+        What runs, on what, in what bins (:class:`InputError` for a stimulus that selects
+        nothing to excite, or bad bins).
+    """
+
+    def __init__(self, model: SpikingModel, stimulus: Stimulus, settings: BinSettings) -> None:
+        from flyviz.spiking.engine import LIFParams
+        from flyviz.spiking.run import SpikingSimulation
+
+        self.model, self.stimulus, self.settings = model, stimulus, settings
+        brain = model.brain
+        self.excite, self.silence = stimulus.indices(brain)
+        params = LIFParams(w_syn=brain.w_syn)
+        settings.validate(params.dt)
+        self.params = params
+        #: Ticks in one bin.
+        self.bin_ticks = max(1, int(round(settings.bin_ms / params.dt)))
+        self.trials = [SpikingSimulation(brain, excite=self.excite, silence=self.silence,
+                                         rate=stimulus.rate, seed=stimulus.seed, trial=t,
+                                         params=params) for t in range(int(settings.trials))]
+        #: Bins run so far.
+        self.bins_done = 0
+        #: The spikes of the last bin, pooled: ``(ticks, neurons)`` (ticks from the start).
+        self.last_spikes: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64),
+                                                           np.empty(0, np.int64))
+
+    @property
+    def bin_s(self) -> float:
+        """One bin's length, seconds."""
+        return self.bin_ticks * self.params.dt_s
+
+    def metadata(self) -> dict[str, Any]:
+        """What a recording of this run says of it (no bins yet)."""
+        return SPIKING.metadata(self.model, self.stimulus, self.settings, [], self.excite,
+                                self.silence)
+
+    def next_bin(self) -> "tuple[Frame, int]":
+        """Run the next bin of every trial: its frame (rates, Hz) and its spike count."""
+        n = self.model.neurons
+        counts = np.zeros(n, dtype=np.int64)
+        ticks, neurons = [], []
+        for sim in self.trials:
+            tk, nr = sim.advance(self.bin_ticks)
+            counts += np.bincount(nr, minlength=n)
+            ticks.append(tk)
+            neurons.append(nr)
+        self.last_spikes = (np.concatenate(ticks), np.concatenate(neurons))
+        frame = state_frame(self.bins_done, counts / (self.bin_s * len(self.trials)))
+        self.bins_done += 1
+        return frame, int(counts.sum())
 
 
 def record_run(model: SpikingModel, stimulus: Stimulus | None = None,

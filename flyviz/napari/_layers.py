@@ -51,9 +51,11 @@ def layer_data(source: "BrainSource | ViewerState", token: int = 0
     quantities: list[str | None]
     if source.tokens:
         centre = coords.mean(axis=0) if len(coords) else np.zeros(3, np.float32)
+        axis = source.state.kind.time_axis      # tokens, or bins of milliseconds
+        label = axis.name if axis.counted else f"{axis.name} ({axis.step:g} {axis.unit})"
         out.append((np.zeros((source.tokens, 1, 1, 1), np.uint8),
-                    {"name": f"{source.name} tokens", "visible": False,
-                     "axis_labels": ("token", "z", "y", "x"),
+                    {"name": f"{source.name} {axis.names}", "visible": False,
+                     "axis_labels": (label, "z", "y", "x"),
                      "translate": (0.0, *map(float, centre)),
                      "metadata": {METADATA_KEY: {"source": source, "state": source.state,
                                                  "role": "tokens"}}},

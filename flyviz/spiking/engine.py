@@ -51,7 +51,8 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
-__all__ = ["LIFParams", "Propagator", "group_rows", "propagator", "simulate_ticks", "ticks"]
+__all__ = ["EngineTrial", "LIFParams", "Propagator", "flush_threshold", "group_rows", "propagator",
+           "simulate_ticks", "ticks"]
 
 #: Neurons per block of the update (a power of two): a block's state stays in the L1 cache
 #: while it is stepped through a window of ticks.
@@ -292,63 +293,38 @@ def _window(k0: int, span: int, n: int, v: np.ndarray, g: np.ndarray, until: np.
 
 
 @numba.njit(cache=True, nogil=True)
-def _run_trial(n_steps: int, indptr: np.ndarray, post: np.ndarray, weight: np.ndarray,
-               silenced: np.ndarray, rfc: np.ndarray, gg: float, gv: float, vv: float,
-               c0: float, v_rest: float, v_start: float, v_th: float, v_rst: float,
-               g_flush: float, delay: int, ev_tick: np.ndarray, ev_neuron: np.ndarray,
-               ev_weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One trial: the spikes as (tick offsets ``(n_steps + 1,)``, neuron indices), and the
-    final ``v`` and ``g``.
+def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, post: np.ndarray,
+             weight: np.ndarray, silenced: np.ndarray, v: np.ndarray, g: np.ndarray,
+             until: np.ndarray, hold: np.ndarray, quiet: np.ndarray, gg: float, gv: float,
+             vv: float, c0: float, v_rest: float, v_th: float, v_rst: float, g_flush: float,
+             delay: int, window: int, ev_tick: np.ndarray, ev_neuron: np.ndarray,
+             ev_weight: float, win_tick: np.ndarray, win_neuron: np.ndarray,
+             cursor: np.ndarray, row_end: np.ndarray, stage_post: np.ndarray,
+             stage_weight: np.ndarray, arrive_at: np.ndarray, ev_at: np.ndarray,
+             ev_stop: np.ndarray, per_tick: np.ndarray, tick_start: np.ndarray,
+             spikes: np.ndarray, count: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Ticks ``k_start .. k_stop`` of one trial, continuing the state it is given.
 
-    ``post`` and ``weight`` are grouped by :func:`group_rows`; events are sorted by tick, then
-    neuron. (The loops that run often are in :func:`_stage` and :func:`_window`, whose arrays
-    are never reassigned: where a loop reads an array that its function reallocates, numba
-    counts references on every iteration.)
+    ``spikes[tick_start[k - base] .. tick_start[k - base + 1]]`` are the spikes of tick ``k``
+    (those of at least the ``delay`` ticks before ``k_start`` must be there: they are still
+    on their way); ``tick_start`` has room up to ``k_stop - base`` and its entry for
+    ``k_start`` is ``count``. Events are those of ticks ``k_start .. k_stop``, sorted by
+    tick, then neuron. Returns ``spikes``, the stage (either may have grown) and the new
+    ``count``. (The loops that run often are in :func:`_stage` and :func:`_window`, whose
+    arrays are never reassigned: where a loop reads an array that its function reallocates,
+    numba counts references on every iteration.)
     """
-    n = rfc.shape[0]
-    width = 1 << BLOCK_SHIFT
-    n_blocks = (n + width - 1) >> BLOCK_SHIFT
-    # padded to whole blocks with neurons at rest that nothing reaches, so that the inner loop
-    # has a fixed length
-    padded = n_blocks * width
-    v = np.full(padded, v_rest)
-    v[:n] = v_start
-    g = np.zeros(padded)
-    # until[i]: the first tick at which neuron i is not refractory; a spike at tick k sets it
-    # to k + max(rfc, 1) (Brian2's not_refractory is False at the spike's own tick even for
-    # rfc = 0, so input arriving then is dropped)
-    until = np.zeros(padded, dtype=np.int64)
-    hold = np.ones(padded, dtype=np.int64)
-    quiet = np.zeros(n_blocks, dtype=np.uint8)
-    if v_start == v_rest:
-        quiet[:] = 1
-    # a window of ticks in which no spike reaches a synapse (see _window)
-    window = min(delay, MAX_WINDOW) if delay > 0 else 1
-    most = 0  # the most spikes a window can hold: neuron i fires once per hold[i] ticks
-    for i in range(n):
-        hold[i] = max(rfc[i], 1)
-        most += (window + hold[i] - 1) // hold[i]
-    win_tick = np.empty(most, dtype=np.int64)
-    win_neuron = np.empty(most, dtype=np.int32)
-    cursor = np.empty(most, dtype=np.int64)
-    row_end = np.empty(most, dtype=np.int64)
-    stage_post = np.empty(1 << 16, dtype=np.int32)
-    stage_weight = np.empty(1 << 16, dtype=np.float64)
-    arrive_at = np.zeros(window + 1, dtype=np.int64)
-    ev_at = np.zeros(window, dtype=np.int64)
-    ev_stop = np.zeros(window, dtype=np.int64)
-    per_tick = np.zeros(window + 1, dtype=np.int64)
-    tick_start = np.zeros(n_steps + 1, dtype=np.int64)
-    spikes = np.empty(1024, dtype=np.int32)
-    count = 0
+    n = silenced.shape[0]
     ev = 0
     n_ev = ev_tick.shape[0]
-    for k0 in range(0, n_steps, window):
-        span = min(window, n_steps - k0)
+    for k0 in range(k_start, k_stop, window):
+        span = min(window, k_stop - k0)
         # the spikes whose synapses act in this window (all from before it), by arrival tick
-        first = tick_start[max(k0 - delay, 0)]
+        first = tick_start[max(k0 - delay, 0) - base]
         for t in range(span + 1):
-            arrive_at[t] = tick_start[max(k0 + t - delay, 0)] - first if delay > 0 else 0
+            arrive_at[t] = tick_start[max(k0 + t - delay, 0) - base] - first \
+                if delay > 0 else 0
         arriving = arrive_at[span]
         staged = _stage(first, arriving, spikes, indptr, post, weight, silenced, cursor,
                         row_end, stage_post, stage_weight)
@@ -375,15 +351,15 @@ def _run_trial(n_steps: int, indptr: np.ndarray, post: np.ndarray, weight: np.nd
             per_tick[win_tick[x] + 1] += 1
         for t in range(span):
             per_tick[t + 1] += per_tick[t]
-            tick_start[k0 + t] = count + per_tick[t]
+            tick_start[k0 + t - base] = count + per_tick[t]
         for x in range(n_win):
             t = win_tick[x]
             spikes[count + per_tick[t]] = win_neuron[x]
             per_tick[t] += 1
         count += n_win
-        tick_start[k0 + span] = count  # read by the next window before it is final
+        tick_start[k0 + span - base] = count  # read by the next window before it is final
         if delay == 0:  # no delay: this tick's spikes reach their targets at once
-            for s in range(tick_start[k0], count):
+            for s in range(tick_start[k0 - base], count):
                 pre = spikes[s]
                 if silenced[pre]:
                     continue
@@ -392,8 +368,136 @@ def _run_trial(n_steps: int, indptr: np.ndarray, post: np.ndarray, weight: np.nd
                     if k0 >= until[j]:
                         g[j] += weight[e]
                         quiet[j >> BLOCK_SHIFT] = 0
-    tick_start[n_steps] = count
-    return tick_start, spikes[:count].copy(), v[:n].copy(), g[:n].copy()
+    return spikes, stage_post, stage_weight, count
+
+
+class EngineTrial:
+    """One trial's state between calls: ``v``, ``g``, the refractory clocks, the spikes still
+    on their way to their synapses, and the engine's buffers. :meth:`advance` runs the next
+    ticks; any cut of a run into calls gives the same spikes and state as one call.
+
+    Parameters
+    ----------
+    indptr, post, weight_v
+        The graph, ``post`` and ``weight_v`` grouped by :func:`group_rows`.
+    rfc_ticks, silenced
+        As :func:`simulate_ticks` takes them.
+    params
+        The model's constants.
+    g_flush
+        The flush threshold (:func:`flush_threshold`).
+    v_start
+        Every neuron's ``v`` at the start, volts (default: ``v_0``, Brian2's initial value;
+        the benchmark starts every neuron away from rest to time the dense update).
+    """
+
+    def __init__(self, indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
+                 rfc_ticks: np.ndarray, silenced: np.ndarray, params: LIFParams,
+                 g_flush: float, v_start: float | None = None) -> None:
+        prop = propagator(params)
+        self._graph = (np.ascontiguousarray(indptr, dtype=np.int64),
+                       np.ascontiguousarray(post, dtype=np.int32),
+                       np.ascontiguousarray(weight_v, dtype=np.float64),
+                       np.ascontiguousarray(silenced, dtype=np.bool_))
+        self._constants = (prop.gg, prop.gv, prop.vv, prop.c0, prop.v_rest,
+                           params.v_th * _MV, params.v_rst * _MV, float(g_flush))
+        self.delay = params.delay_ticks
+        self.ev_weight = params.poisson_weight
+        rfc = np.asarray(rfc_ticks, dtype=np.int64)
+        n = int(rfc.shape[0])
+        self.n = n
+        width = 1 << BLOCK_SHIFT
+        n_blocks = (n + width - 1) >> BLOCK_SHIFT
+        # padded to whole blocks with neurons at rest that nothing reaches, so that the inner
+        # loop has a fixed length
+        padded = n_blocks * width
+        v_start = params.v_0 * _MV if v_start is None else float(v_start)
+        self._v = np.full(padded, prop.v_rest)
+        self._v[:n] = v_start
+        self._g = np.zeros(padded)
+        # until[i]: the first tick at which neuron i is not refractory; a spike at tick k sets
+        # it to k + max(rfc, 1) (Brian2's not_refractory is False at the spike's own tick even
+        # for rfc = 0, so input arriving then is dropped)
+        self._until = np.zeros(padded, dtype=np.int64)
+        self._hold = np.ones(padded, dtype=np.int64)
+        self._hold[:n] = np.maximum(rfc, 1)
+        self._quiet = np.full(n_blocks, 1 if v_start == prop.v_rest else 0, dtype=np.uint8)
+        # a window of ticks in which no spike reaches a synapse (see _window)
+        self.window = min(self.delay, MAX_WINDOW) if self.delay > 0 else 1
+        # the most spikes a window can hold: neuron i fires once per hold[i] ticks
+        most = int(((self.window + self._hold[:n] - 1) // self._hold[:n]).sum())
+        self._buffers = (np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int32),
+                         np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int64))
+        self._stage = (np.empty(1 << 16, dtype=np.int32), np.empty(1 << 16, dtype=np.float64))
+        self._scratch = (np.zeros(self.window + 1, dtype=np.int64),
+                         np.zeros(self.window, dtype=np.int64),
+                         np.zeros(self.window, dtype=np.int64),
+                         np.zeros(self.window + 1, dtype=np.int64))
+        self.tick = 0  # the next tick to run
+        self._base = 0  # tick_start[k - base]: the spikes of tick k still kept
+        self._tick_start = np.zeros(1, dtype=np.int64)
+        self._spikes = np.empty(1024, dtype=np.int32)
+        self._count = 0
+
+    @property
+    def v(self) -> np.ndarray:
+        """``(n,)`` membrane potentials now, volts (a copy)."""
+        return self._v[:self.n].copy()
+
+    @property
+    def g(self) -> np.ndarray:
+        """``(n,)`` synaptic conductances now, volts (a copy; see the module notes on the
+        flush)."""
+        return self._g[:self.n].copy()
+
+    def advance(self, n_ticks: int, ev_tick: np.ndarray | None = None,
+                ev_neuron: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Run the next ``n_ticks`` ticks with the input events given (absolute ticks inside
+        them, sorted by tick then neuron, as :func:`simulate_ticks` sorts them); returns
+        their spikes as ``(ticks, neurons)`` (absolute ticks, Brian2's order)."""
+        n_ticks = int(n_ticks)
+        if n_ticks < 0:
+            raise ValueError(f"cannot run {n_ticks} ticks")
+        k_start, k_stop = self.tick, self.tick + n_ticks
+        # keep only the spikes still on their way: those of the last `delay` ticks
+        keep_from = max(k_start - self.delay, 0)
+        cut = int(self._tick_start[keep_from - self._base])
+        kept = self._tick_start[keep_from - self._base:k_start - self._base + 1] - cut
+        tick_start = np.zeros(k_stop - keep_from + 1, dtype=np.int64)
+        tick_start[:kept.shape[0]] = kept
+        spikes = self._spikes[cut:self._count]
+        count = int(spikes.shape[0])
+        room = np.empty(max(1024, 2 * count), dtype=np.int32)
+        room[:count] = spikes
+        if ev_tick is None or ev_neuron is None:
+            ev_tick, ev_neuron = np.empty(0, np.int64), np.empty(0, np.int32)
+        ev_tick = np.ascontiguousarray(ev_tick, dtype=np.int64)
+        ev_neuron = np.ascontiguousarray(ev_neuron, dtype=np.int32)
+        indptr, post, weight, silenced = self._graph
+        gg, gv, vv, c0, v_rest, v_th, v_rst, g_flush = self._constants
+        win_tick, win_neuron, cursor, row_end = self._buffers
+        arrive_at, ev_at, ev_stop, per_tick = self._scratch
+        room, stage_post, stage_weight, count = _advance(
+            k_start, k_stop, keep_from, indptr, post, weight, silenced, self._v, self._g,
+            self._until, self._hold, self._quiet, gg, gv, vv, c0, v_rest, v_th, v_rst,
+            g_flush, self.delay, self.window, ev_tick, ev_neuron, self.ev_weight, win_tick,
+            win_neuron, cursor, row_end, self._stage[0], self._stage[1], arrive_at, ev_at,
+            ev_stop, per_tick, tick_start, room, count)
+        self._stage = (stage_post, stage_weight)
+        first = int(tick_start[k_start - keep_from])
+        neurons = room[first:count].astype(np.int64)
+        ticks_out = np.repeat(np.arange(k_start, k_stop, dtype=np.int64),
+                              np.diff(tick_start[k_start - keep_from:]))
+        self._spikes, self._count = room, count
+        self._tick_start, self._base, self.tick = tick_start, keep_from, k_stop
+        return ticks_out, neurons
+
+
+def flush_threshold(smallest_weight: float) -> float:
+    """The ``|g|`` below which a neuron at rest has ``g`` set to 0: far below half an ulp of
+    the smallest nonzero weight (see the module notes)."""
+    smallest = float(smallest_weight)
+    return min(G_FLUSH, smallest * 2.0 ** -60) if math.isfinite(smallest) else G_FLUSH
 
 
 @numba.njit(cache=True, nogil=True)
@@ -470,7 +574,6 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     list of (ticks, neurons) or (ticks, neurons, v, g)
         Per trial, every spike's tick and neuron, in Brian2's order (by tick, then index).
     """
-    prop = propagator(params)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     post = np.ascontiguousarray(post, dtype=np.int32)
     weight_v = np.ascontiguousarray(weight_v, dtype=np.float64)
@@ -480,28 +583,15 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     if smallest_weight is None:
         magnitude = np.abs(weight_v)
         smallest_weight = float(magnitude.min(initial=np.inf, where=magnitude > 0))
-    smallest = smallest_weight
-    # the flush must stay far below half an ulp of the smallest weight (see the module notes)
-    g_flush = min(G_FLUSH, smallest * 2.0 ** -60) if math.isfinite(smallest) else G_FLUSH
+    g_flush = flush_threshold(smallest_weight)
     events = [_by_tick_then_neuron(tk, nr) for tk, nr in events]
-    offsets = np.zeros(len(events) + 1, dtype=np.int64)
-    for t, (tk, _) in enumerate(events):
-        offsets[t + 1] = offsets[t] + tk.shape[0]
-    ev_tick = np.concatenate([e[0] for e in events]).astype(np.int64) if events else \
-        np.empty(0, np.int64)
-    ev_neuron = np.concatenate([e[1] for e in events]).astype(np.int32) if events else \
-        np.empty(0, np.int32)
-    args = (indptr, post, weight_v, silenced, rfc_ticks.astype(np.int64), prop.gg, prop.gv,
-            prop.vv, prop.c0, prop.v_rest, params.v_0 * _MV, params.v_th * _MV,
-            params.v_rst * _MV, g_flush, params.delay_ticks)
 
     def one(trial: int) -> tuple[np.ndarray, ...]:
-        lo, hi = offsets[trial], offsets[trial + 1]
-        starts, spikes, v, g = _run_trial(int(n_steps), *args, ev_tick[lo:hi],
-                                          ev_neuron[lo:hi], params.poisson_weight)
-        found = (np.repeat(np.arange(n_steps, dtype=np.int64), np.diff(starts)),
-                 spikes.astype(np.int64))
-        return found + (v, g) if with_state else found
+        state = EngineTrial(indptr, post, weight_v, rfc_ticks, silenced, params, g_flush)
+        tk, nr = events[trial]
+        keep = (tk >= 0) & (tk < n_steps)
+        found = state.advance(int(n_steps), tk[keep], nr[keep])
+        return found + (state.v, state.g) if with_state else found
 
     workers = max(1, min(len(events), threads or os.cpu_count() or 1))
     if workers == 1:

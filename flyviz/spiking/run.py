@@ -13,7 +13,8 @@ from flyviz.errors import InputError
 from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.engine import LIFParams, simulate_ticks
 
-__all__ = ["SpikeRun", "poisson_events", "read_input_spikes", "select", "simulate"]
+__all__ = ["POISSON_CHUNK", "PoissonStream", "SpikeRun", "SpikingSimulation", "poisson_events",
+           "read_input_spikes", "select", "simulate", "trial_rngs"]
 
 
 @dataclass
@@ -73,28 +74,82 @@ def _check_value(name: str, value: float, *, positive: bool = False) -> float:
     return value
 
 
+#: Ticks of Poisson input drawn at a time (:class:`PoissonStream`): input is drawn chunk by
+#: chunk in order, so a run cut into calls of any length draws the same input as one call.
+POISSON_CHUNK = 1000
+
+
+class PoissonStream:
+    """Brian2's ``PoissonInput(N=1)`` as events, drawn as they are needed: every target, every
+    tick, one Bernoulli(``p``) draw (the same distribution; not Brian2's random stream).
+
+    Drawn in chunks of :data:`POISSON_CHUNK` ticks, in order, as geometric gaps between events
+    from each chunk's start (memoryless: the same as gaps across chunks), so a tick costs
+    nothing and the events do not depend on how the ticks are asked for.
+    """
+
+    def __init__(self, targets: np.ndarray, p: float, rng: np.random.Generator) -> None:
+        self.targets = np.asarray(targets, dtype=np.int64)
+        self.p = float(p)
+        self.rng = rng
+        self._chunks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._drawn = 0  # chunks drawn
+
+    def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        while self._drawn <= c:
+            self._chunks[self._drawn] = self._draw(self._drawn * POISSON_CHUNK)
+            self._drawn += 1
+        return self._chunks[c]
+
+    def _draw(self, k0: int) -> tuple[np.ndarray, np.ndarray]:
+        p, size, t = self.p, POISSON_CHUNK, self.targets.size
+        if p <= 0 or t == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        expected = p * size
+        m = int(expected + 8 * math.sqrt(expected) + 16)
+        at = np.cumsum(self.rng.geometric(min(p, 1.0), (t, m)), axis=1) - 1
+        while True:  # rows that have not reached the chunk's end draw more (rare)
+            short = np.flatnonzero(at[:, -1] < size)
+            if short.size == 0:
+                break
+            more = at[short, -1:] + np.cumsum(self.rng.geometric(min(p, 1.0),
+                                                                 (short.size, m)), axis=1)
+            grown = np.full((t, at.shape[1] + m), size, dtype=at.dtype)
+            grown[:, :at.shape[1]] = at
+            grown[short, at.shape[1]:] = more
+            at = grown
+        row, col = np.nonzero(at < size)
+        tk = at[row, col] + k0
+        nr = self.targets[row]
+        order = np.lexsort((nr, tk))
+        return tk[order].astype(np.int64), nr[order]
+
+    def events(self, k_start: int, k_stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """The events of ticks ``k_start .. k_stop``, sorted by tick, then target (chunks
+        wholly before ``k_start`` are dropped: ask in order)."""
+        if k_stop <= k_start:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        first, last = k_start // POISSON_CHUNK, (k_stop - 1) // POISSON_CHUNK
+        parts = [self._chunk(c) for c in range(first, last + 1)]
+        for c in [c for c in self._chunks if c < first]:
+            del self._chunks[c]
+        tk = np.concatenate([pt[0] for pt in parts])
+        nr = np.concatenate([pt[1] for pt in parts])
+        keep = (tk >= k_start) & (tk < k_stop)
+        return tk[keep], nr[keep]
+
+
 def poisson_events(targets: np.ndarray, rate_hz: float, n_steps: int, dt_s: float,
                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Brian2's ``PoissonInput(N=1)`` as events: every target, every tick, one
-    Bernoulli(``rate * dt``) draw (the same distribution; not Brian2's random stream). Drawn as
-    geometric gaps between events, so a tick costs nothing. Sorted by tick, then target."""
-    p = rate_hz * dt_s
-    if p <= 0 or targets.size == 0 or n_steps == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    ticks_out, who = [], []
-    for j in targets.tolist():
-        expected = p * n_steps
-        size = int(expected + 8 * math.sqrt(expected) + 16)
-        at = np.cumsum(rng.geometric(p, size)) - 1
-        while at[-1] < n_steps:
-            at = np.concatenate([at, at[-1] + np.cumsum(rng.geometric(p, size))])
-        at = at[at < n_steps]
-        ticks_out.append(at)
-        who.append(np.full(at.shape, j, dtype=np.int64))
-    tk = np.concatenate(ticks_out)
-    nr = np.concatenate(who)
-    order = np.lexsort((nr, tk))
-    return tk[order].astype(np.int64), nr[order]
+    """The first ``n_steps`` ticks of a :class:`PoissonStream` at ``rate_hz``: every target,
+    every tick, one Bernoulli(``rate * dt``) draw. Sorted by tick, then target."""
+    return PoissonStream(targets, rate_hz * dt_s, rng).events(0, int(n_steps))
+
+
+def trial_rngs(seed: int | None, trials: int) -> list[np.random.Generator]:
+    """One generator per trial, each its own stream of ``seed``: trial ``t``'s is the
+    ``t``-th child of ``SeedSequence(seed)``, the same however many trials run."""
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(int(trials))]
 
 
 def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float
@@ -193,36 +248,17 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
     threads
         Trials run side by side on this many threads (default: one per core).
     """
-    p = params or LIFParams(w_syn=brain.w_syn)
-    if rate is not None:
-        p = p.with_(rate=_check_value("the rate", rate))
-    _check_value("the rate", p.rate)
-    if p.rate * p.dt_s > 1:
-        raise InputError(f"a rate of {p.rate:g} Hz is above one event per tick "
-                         f"({1 / p.dt_s:g} Hz)")
     duration_s = _check_value("the duration", duration_s)
     trials = int(trials)
     if trials < 1:
         raise InputError(f"--trials must be at least 1, not {trials}")
+    p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params, input_events)
     n_steps = int(round(duration_s / p.dt_s))
-    excited = np.unique(np.asarray([] if excite is None else excite, dtype=np.int64))
-    silenced = np.zeros(brain.neurons, dtype=bool)
-    if silence is not None:
-        silenced[np.asarray(silence, dtype=np.int64)] = True
-    rfc = np.full(brain.neurons, p.refractory_ticks, dtype=np.int64)
-    rfc[excited] = 0
-    if input_events is not None:
-        rfc[np.unique(input_events[1])] = 0
-    rng = np.random.default_rng(seed)
     events = []
-    for _ in range(trials):
+    for rng in trial_rngs(seed, trials):
         tk, nr = poisson_events(excited, p.rate, n_steps, p.dt_s, rng)
         if input_events is not None:
-            keep = input_events[0] < n_steps
-            tk = np.concatenate([tk, input_events[0][keep]])
-            nr = np.concatenate([nr, input_events[1][keep]])
-            order = np.lexsort((nr, tk))
-            tk, nr = tk[order], nr[order]
+            tk, nr = _merged((tk, nr), input_events, 0, n_steps)
         events.append((tk, nr))
     # Brian2: counts * (w_syn * mV), volts
     post, weight, smallest = brain.grouped_rows(p.w_syn * 0.001)
@@ -231,3 +267,113 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
     trial = np.concatenate([np.full(r[0].shape, t, dtype=np.int64) for t, r in enumerate(runs)])
     return SpikeRun(brain, p, n_steps, trials, np.concatenate([r[0] for r in runs]), trial,
                     np.concatenate([r[1] for r in runs]))
+
+
+def _prepare(brain: SpikingBrain, excite: Any, silence: Any, rate: float | None,
+             params: LIFParams | None, input_events: tuple[np.ndarray, np.ndarray] | None
+             ) -> tuple[LIFParams, np.ndarray, np.ndarray, np.ndarray]:
+    """The checked constants, excited indices, silenced mask and refractory ticks of a run."""
+    p = params or LIFParams(w_syn=brain.w_syn)
+    if rate is not None:
+        p = p.with_(rate=_check_value("the rate", rate))
+    _check_value("the rate", p.rate)
+    if p.rate * p.dt_s > 1:
+        raise InputError(f"a rate of {p.rate:g} Hz is above one event per tick "
+                         f"({1 / p.dt_s:g} Hz)")
+    excited = np.unique(np.asarray([] if excite is None else excite, dtype=np.int64))
+    silenced = np.zeros(brain.neurons, dtype=bool)
+    if silence is not None:
+        silenced[np.asarray(silence, dtype=np.int64)] = True
+    rfc = np.full(brain.neurons, p.refractory_ticks, dtype=np.int64)
+    rfc[excited] = 0
+    if input_events is not None:
+        rfc[np.unique(input_events[1])] = 0
+    return p, excited, silenced, rfc
+
+
+def _merged(events: tuple[np.ndarray, np.ndarray], extra: tuple[np.ndarray, np.ndarray],
+            k_start: int, k_stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """``events`` with the ``extra`` events of ticks ``k_start .. k_stop``, by tick then
+    neuron (stable)."""
+    keep = (extra[0] >= k_start) & (extra[0] < k_stop)
+    tk = np.concatenate([events[0], np.asarray(extra[0])[keep]])
+    nr = np.concatenate([events[1], np.asarray(extra[1])[keep]])
+    order = np.lexsort((nr, tk))
+    return tk[order], nr[order]
+
+
+class SpikingSimulation:
+    """One trial of the LIF model run as far as asked, call by call (a live view's run).
+
+    It keeps ``v``, ``g``, the refractory clocks, the spikes still on their way (the
+    synaptic delay) and the Poisson input's random stream between calls, so
+    ``advance(a)`` then ``advance(b)`` gives the spikes of ``advance(a + b)``, and the
+    spikes of trial ``trial`` of :func:`simulate` with the same arguments and seed.
+
+    Parameters
+    ----------
+    brain, excite, silence, rate, seed, input_events, params
+        As :func:`simulate` takes them.
+    trial
+        Which trial of ``seed`` this is: its Poisson input is trial ``trial``'s of
+        :func:`simulate` (default: the first).
+
+    Examples
+    --------
+    >>> sim = SpikingSimulation(brain, excite=brain.default_excite, seed=0)  # doctest: +SKIP
+    >>> ticks, neurons = sim.advance(100)   # the first 10 ms               # doctest: +SKIP
+    """
+
+    def __init__(self, brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
+                 rate: float | None = None, seed: int | None = 0,
+                 input_events: tuple[np.ndarray, np.ndarray] | None = None,
+                 params: LIFParams | None = None, trial: int = 0) -> None:
+        from flyviz.spiking.engine import EngineTrial, flush_threshold
+
+        p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params,
+                                             input_events)
+        self.brain = brain
+        self.params = p
+        self.excited = excited
+        self.silenced = silenced
+        self._input = input_events
+        self._poisson = PoissonStream(excited, p.rate * p.dt_s, trial_rngs(seed, int(trial) + 1)[-1])
+        post, weight, smallest = brain.grouped_rows(p.w_syn * 0.001)
+        self._trial = EngineTrial(brain.indptr, post, weight, rfc, silenced, p,
+                                  flush_threshold(smallest))
+
+    @property
+    def tick(self) -> int:
+        """The next tick to run (the ticks run so far)."""
+        return self._trial.tick
+
+    @property
+    def time_s(self) -> float:
+        """Biological time simulated so far, seconds."""
+        return self.tick * self.params.dt_s
+
+    @property
+    def v(self) -> np.ndarray:
+        """``(n,)`` membrane potentials now, volts."""
+        return self._trial.v
+
+    @property
+    def g(self) -> np.ndarray:
+        """``(n,)`` synaptic conductances now, volts."""
+        return self._trial.g
+
+    def advance(self, n_ticks: int) -> tuple[np.ndarray, np.ndarray]:
+        """Run the next ``n_ticks`` ticks; their spikes as ``(ticks, neurons)`` (ticks
+        counted from the start of the run, by tick then neuron index)."""
+        n_ticks = int(n_ticks)
+        if n_ticks < 0:
+            raise InputError(f"cannot advance by {n_ticks} ticks")
+        k0, k1 = self.tick, self.tick + n_ticks
+        events = self._poisson.events(k0, k1)
+        if self._input is not None:
+            events = _merged(events, self._input, k0, k1)
+        return self._trial.advance(n_ticks, events[0], events[1])
+
+    def advance_ms(self, ms: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`advance` by ``ms`` milliseconds (rounded to whole ticks)."""
+        return self.advance(int(round(float(ms) / self.params.dt)))

@@ -30,6 +30,11 @@ key                    rule
                        each neuron's set is silenced or activated (Hz); diverging,
                        ±the largest change; NaN (a neuron in no set) drawn at 0,
                        the neutral middle — :func:`screen_layer`
+``spike_rate``         a spiking recording's rate per neuron in the bin, Hz;
+                       sequential from 0, automatic scale — :func:`rate_layer`
+``spike_flash``        a spiking recording's spikes, each flashing at its bin and
+                       fading by e^(−t/τ), τ 15 ms; sequential over a fixed
+                       0..1 spike — :func:`flash_layer`
 =====================  ==========================================================
 
 :data:`LAYERS` is the registry: per key its *Colour by* title and tooltip, which
@@ -52,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.errors import InputError
-from flyviz.render.style import ColourLayer, ColourScale, activation_layer
+from flyviz.render.style import ColourLayer, ColourScale, activation_layer, recorded_state
 from flyviz.viewer.flow import FLOW, flow_layer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,7 +69,8 @@ __all__ = ["ATLAS", "ATLAS_STATISTICS", "DELTA", "ESTIMATE", "FLOW", "IMPORTANCE
            "PATCHING", "SCREEN", "STATE", "LayerKind", "Placement", "ScreenEffect",
            "activation_layer", "atlas_key", "atlas_layer", "delta_layer", "delta_state",
            "drawing_anatomy", "estimate_layer", "flow_layer", "importance_colours",
-           "importance_layer", "patching_layer", "screen_layer", "values_layer"]
+           "importance_layer", "patching_layer", "screen_layer", "values_layer", "FLASH",
+           "FLASH_TAU_MS", "RATE", "flash_layer", "flash_state", "rate_layer"]
 
 #: The recorded state (always offered).
 STATE = "state"
@@ -80,6 +86,12 @@ ESTIMATE = "estimate"
 PATCHING = "patching"
 #: A spiking screen's change in one neuron's rate.
 SCREEN = "screen"
+#: A spiking recording's rates.
+RATE = "spike_rate"
+#: A spiking recording's spikes, flashing and fading.
+FLASH = "spike_flash"
+#: How fast a spike's flash fades, ms (the decay peers use to show spikes: flymsg's 15 ms).
+FLASH_TAU_MS = 15.0
 
 #: Per atlas statistic: its menu title, colormap and caption (``{threshold}`` filled in).
 ATLAS_STATISTICS: dict[str, tuple[str, str, str]] = {
@@ -127,6 +139,10 @@ def _kinds() -> dict[str, LayerKind]:
         LayerKind(SCREEN, "&Screen: Δ rate of the target",
                   "Colour every neuron by the change in the screen's target neuron's rate "
                   "when that neuron (or its set) is silenced or activated"),
+        LayerKind(RATE, "Firing &rate (Hz)",
+                  "Each neuron's firing rate in the shown bin"),
+        LayerKind(FLASH, "Spikes (&flash and fade)",
+                  "Each spike lights its neuron at its bin, then fades (τ 15 ms)"),
     ]
     return {kind.key: kind for kind in kinds}
 
@@ -303,6 +319,48 @@ def screen_layer(effect: ScreenEffect) -> ColourLayer:
     return ColourLayer.static(SCREEN, np.where(np.isfinite(values), values, 0.0),
                               colormap="difference", label=effect.caption, units="Hz",
                               scale=ColourScale.fixed(top if top > 0.0 else 1e-3))
+
+# ---------------------------------------------------------------- spikes
+def flash_state(recording: "Recording", index: int, tau_ms: float = FLASH_TAU_MS
+                ) -> np.ndarray | None:
+    """Each neuron's spikes up to bin ``index`` of a spiking recording, faded:
+    ``sum_j spikes_j * exp(-(index - j) * bin / tau)`` (per trial), over the bins a flash is
+    still above 1/256 of its start. A bin's spikes are its rate (Hz, the recorded state)
+    times the bin's length; ``None`` outside the recording."""
+    if not 0 <= int(index) < len(recording):
+        return None
+    meta = recording.metadata.get("spiking") or {}
+    bin_ms = float(meta.get("bin_ms", 10.0))
+    decay = float(np.exp(-bin_ms / float(tau_ms)))
+    reach = max(1, int(np.ceil(np.log(256.0) * float(tau_ms) / bin_ms)))
+    index = int(index)
+    out = np.zeros(recording.neurons, dtype=np.float32)
+    for j in range(max(0, index - reach + 1), index + 1):
+        out += recording.state(j).astype(np.float32) * np.float32(decay ** (index - j))
+    return out * np.float32(bin_ms / 1000.0)
+
+
+def rate_layer() -> ColourLayer:
+    """Each neuron's firing rate in the shown bin (the recorded state of a spiking recording,
+    Hz), on the sequential colours from 0 with the automatic scale."""
+    return ColourLayer(name=RATE, colormap="sequential", label="firing rate in the bin",
+                       units="Hz", scale=ColourScale.auto(), source=recorded_state)
+
+
+def flash_layer(tau_ms: float = FLASH_TAU_MS) -> ColourLayer:
+    """Spikes that flash and fade: each neuron by its spikes of the shown bin and the bins
+    before it, each fading by ``exp(-t / tau_ms)`` (:func:`flash_state`), on the sequential
+    colours over a fixed 0..1 spike, so one spike lights a neuron fully at its bin and a
+    silent neuron fades out over about ``4 tau``. NaN does not occur (rates are counts)."""
+    if not (np.isfinite(tau_ms) and tau_ms > 0):
+        raise InputError(f"a flash must fade over a positive time, not {tau_ms} ms")
+
+    def source(recording: "Recording", index: int) -> np.ndarray | None:
+        return flash_state(recording, index, tau_ms)
+
+    return ColourLayer(name=FLASH, colormap="sequential",
+                       label=f"spikes, fading (τ {float(tau_ms):g} ms)", units="spikes",
+                       scale=ColourScale.fixed(1.0), source=source)
 
 
 # ---------------------------------------------------------------- any values

@@ -1,0 +1,133 @@
+"""A spiking recording (`flyviz simulate ... --record x.flyrec`) opened in the embedded hosts:
+the notebook widget and napari read it through flyviz.brain_source as the spiking kind — its
+frames are bins of milliseconds, not tokens; its spikes can flash and fade."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flyviz.cli import main
+
+pytest.importorskip("pyarrow")
+
+
+@pytest.fixture(scope="module")
+def spiking_recording(tmp_path_factory) -> Path:
+    from test_spiking_kind import write_brain
+
+    folder = tmp_path_factory.mktemp("spiking_hosts")
+    brain = write_brain(folder / "brain")
+    out = folder / "spikes.flyrec"
+    assert main(["simulate", str(brain), "--excite", "superclass:sensory", "--rate", "300",
+                 "--duration", "50ms", "--record", str(out)]) == 0
+    return out
+
+
+def test_a_spiking_recording_opens_as_the_spiking_kind_with_its_brain(spiking_recording):
+    from flyviz.brain_source import BrainSource
+    from flyviz.kinds.spiking import SPIKING
+    from flyviz.viewer.layers import FLASH
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # its brain loads: no stand-in warning
+        source = BrainSource.open(spiking_recording)
+    state = source.state
+    assert state.kind is SPIKING and source.note is None
+    assert source.tokens == 5 and state.kind.time_axis.unit == "ms"
+    # the words beside the brain are the bin and its time, not a token's text
+    spikes = state.recording.metadata["spiking"]["bin_spikes"][2]
+    assert source.token_text(2) == f"bin 3 of 5 · 30 ms · {spikes:,} spikes"
+    # the brain it ran on places the neurons: the excited (left) half at negative x
+    assert state.anatomy.positions[:40, 0].max() < 0 < state.anatomy.positions[40:, 0].min()
+    # spikes flash and fade: offered, lit where the excited neurons fired, dark elsewhere
+    assert FLASH in source.quantities and "spike_rate" in source.quantities
+    np.testing.assert_array_equal(source.values("spike_rate", 3), state.recording.state(3))
+    flash = source.values(FLASH, 4)
+    assert flash[:40].max() > 0 and flash[40:].max() == 0
+    # the flash of a bin fades in the next ones (exp(-10 ms / 15 ms) per bin), never grows
+    rates = state.recording.states()
+    alone = rates[4] * 0.010
+    assert np.all(flash >= alone - 1e-6)
+    expected = sum(rates[j] * 0.010 * np.exp(-(4 - j) * 10 / 15.0) for j in range(5))
+    np.testing.assert_allclose(flash, expected, rtol=1e-5)
+
+
+def test_a_spiking_recording_whose_brain_is_gone_is_drawn_on_a_ball(spiking_recording,
+                                                                    tmp_path):
+    from flyviz.brain_source import BrainSource
+    from flyviz.kinds.spiking import SPIKING
+    from flyviz.record.recording import Recording
+
+    recording = Recording.load(spiking_recording)
+    recording.metadata["spiking"]["brain"] = str(tmp_path / "moved")
+    moved = tmp_path / "moved.flyrec"
+    recording.save(moved)
+    with pytest.warns(UserWarning, match="does not load"):
+        source = BrainSource.open(moved)
+    assert source.state.kind is SPIKING and "generic layout" in (source.note or "")
+    assert source.token_text(0).startswith("bin 1 of 5 · 10 ms")
+
+
+def test_napari_layers_of_a_spiking_recording_step_through_bins_of_ms(spiking_recording):
+    pytest.importorskip("napari")
+    from flyviz.brain_source import BrainSource
+    from flyviz.napari._layers import layer_data
+
+    source = BrainSource.open(spiking_recording)
+    layers = layer_data(source)
+    axis_data, axis_kwargs, axis_kind = layers[0]
+    assert axis_kind == "image" and axis_data.shape[0] == 5
+    assert axis_kwargs["axis_labels"][0] == "bin (10 ms)"
+    assert axis_kwargs["name"].endswith(" bins")
+
+
+def test_the_notebook_widget_shows_a_spiking_recording_by_bin(spiking_recording):
+    pytest.importorskip("jupyter_rfb")
+    pytest.importorskip("ipywidgets")
+    from flyviz.kinds.spiking import SPIKING
+    from flyviz.model.errors import ExportError
+    from flyviz.notebook import BrainWidget
+
+    try:
+        widget = BrainWidget(spiking_recording, size=(160, 120))
+    except ExportError as exc:  # pragma: no cover
+        pytest.skip(f"no offscreen OpenGL here: {exc}")
+    try:
+        assert widget.state.kind is SPIKING
+        assert widget.slider.description == "bin" and widget.slider.max == 4
+        widget.show_token(1)
+        assert "bin 2 of 5 · 20 ms" in widget.text.value
+        assert "spike_flash" in widget.quantity_control.options
+    finally:
+        widget.close()
+
+
+def test_a_movie_of_a_spiking_state_shows_its_spikes_flashing(spiking_recording, tmp_path):
+    iio = pytest.importorskip("imageio.v3")
+    from flyviz.brain_source import BrainSource
+    from flyviz.export.movie import export_state
+    from flyviz.export.options import ExportOptions
+    from flyviz.model.errors import ExportError
+    from flyviz.render.style import BACKGROUND
+    from flyviz.viewer.layers import FLASH
+
+    state = BrainSource.open(spiking_recording).state
+    state.colour_by = FLASH                      # what the window exports when it shows it
+    try:
+        export_state(state.frozen(), tmp_path / "frames/",
+                     ExportOptions(size=(320, 200), frames_per_token=1, hold_seconds=0.0,
+                                   view="front"))
+    except ExportError as exc:  # pragma: no cover
+        pytest.skip(f"no offscreen OpenGL here: {exc}")
+    images = [iio.imread(p)[..., :3].astype(int) for p in sorted((tmp_path / "frames").glob("*.png"))]
+    assert len(images) == 5
+    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
+    lit = np.abs(images[-1] - background).max(axis=-1) > 40
+    lit[:50] = False                             # the header's words
+    lit[105:165, 230:] = False                   # the colour bar
+    left, right = lit[:, :160].sum(), lit[:, 160:].sum()
+    assert left >= 15 and right <= left // 5, (left, right)

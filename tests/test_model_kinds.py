@@ -296,7 +296,7 @@ def test_the_window_shows_only_the_docks_that_serve_the_kind(qtbot, tmp_path):
         # The Fly LLM: every dock applies, as before kinds existed, but those of other kinds
         # alone (the spiking brain's Stimulus dock).
         other_kinds = [k for k in win.docks if not LANGUAGE.shows(win.dock_kinds.serves(k))]
-        assert other_kinds == ["stimulus", "spiking_population"]
+        assert other_kinds == ["stimulus", "spiking_population", "screen"]
         assert win.dock_kinds.shown_keys() == [k for k in win.docks if k not in other_kinds]
         assert all(shown_before[key] for key in ("text", "topk"))
         assert all(win.docks[k].toggleViewAction().isVisible() != (k in other_kinds)

@@ -43,11 +43,12 @@ PRESETS: dict[str, tuple[str, str]] = {
 
 #: The docks the presets place by name; any other dock is placed as the module says.
 #: (Patching keeps its default place in Analysis: a tab of the left column, whose full
-#: height its heatmap's rows need. The spiking brain's Stimulus and Spiking populations
+#: height its heatmap's rows need. The spiking brain's Stimulus, Spiking populations and Screen
 #: docks keep theirs: they are not analysis views of a language model's run.)
 KNOWN_DOCKS = frozenset({"text", "topk", "model", "controls", "inspector", "raster", "traces",
                          "atlas", "lesions", "interventions", "population", "cell_types", "why",
-                         "graph", "trajectory", "patching", "stimulus", "spiking_population"})
+                         "graph", "trajectory", "patching", "stimulus", "spiking_population",
+                         "screen"})
 
 #: Docks left visible (and large) in Presentation.
 PRESENTATION_DOCKS = ("text", "topk")

@@ -286,3 +286,44 @@ def test_each_trial_of_a_run_is_a_stepping_simulation_of_its_own() -> None:
         mine = run.trial == t
         assert np.array_equal(np.concatenate([ticks, more[0]]), run.tick[mine])
         assert np.array_equal(np.concatenate([neurons, more[1]]), run.neuron[mine])
+
+
+def test_ctrl_c_during_a_long_trial_stops_it_as_an_interrupt() -> None:
+    """A Ctrl+C while a compiled trial runs is a KeyboardInterrupt in the caller at once (not
+    numba's SystemError, not after the whole trial), and no engine thread is left running."""
+    import signal
+    import threading
+
+    from flyviz.spiking.run import poisson_events
+
+    brain = _random_brain(3)
+    excite = np.arange(0, 40, 3)
+    n_steps = 400_000  # 40 biological seconds: a few seconds of compute on this brain
+    events = poisson_events(excite, 300.0, n_steps, 1e-4, np.random.default_rng(1))
+    progress: list[int] = []
+
+    computing = threading.Event()
+
+    def ctrl_c() -> None:  # once the trial computes, as a terminal's Ctrl+C reaches main
+        if computing.wait(60):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    def chunk_done(trial: int, ticks: int) -> None:
+        progress.append(ticks)
+        computing.set()
+
+    before = set(threading.enumerate())
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's
+    sender = threading.Thread(target=ctrl_c)
+    try:
+        sender.start()
+        with pytest.raises(KeyboardInterrupt):
+            spiking.simulate(brain, input_events=events, rate=0.0, duration_s=n_steps * 1e-4,
+                             seed=None, threads=1, progress=chunk_done)
+    finally:
+        computing.set()
+        sender.join()
+        signal.signal(signal.SIGINT, previous)
+    assert set(threading.enumerate()) - before == set()
+    # it stopped within a chunk or two of the signal, far from the trial's end
+    assert 0 < len(progress) < n_steps // 2000 // 4

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import math
 import os
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -63,6 +65,10 @@ MAX_WINDOW = 32
 
 #: Below this ``|g|`` (volts) a neuron at rest has ``g`` set to 0 (see the module notes).
 G_FLUSH = 1e-30
+
+#: Ticks a trial runs between two returns to Python (200 ms at 0.1 ms): a stopped run
+#: (Ctrl+C) ends within one chunk's compute, not after the whole trial.
+CHUNK_TICKS = 2000
 
 _MV = 0.001  # Brian2's mV and ms are float 10**-3: quantities are built as value * 0.001
 _MS = 0.001
@@ -542,7 +548,8 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
                    rfc_ticks: np.ndarray, silenced: np.ndarray, params: LIFParams,
                    n_steps: int, events: list[tuple[np.ndarray, np.ndarray]],
                    threads: int | None = None, rows_grouped: bool = False,
-                   with_state: bool = False, smallest_weight: float | None = None
+                   with_state: bool = False, smallest_weight: float | None = None,
+                   progress: Callable[[int, int], None] | None = None
                    ) -> list[tuple[np.ndarray, ...]]:
     """Run ``len(events)`` trials of ``n_steps`` ticks on a CSR graph (row = presynaptic).
 
@@ -568,6 +575,9 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     with_state
         Also return each trial's final ``v`` and ``g`` (volts; ``g`` is 0 where the engine
         flushed a vanishing ``g`` of a neuron at rest, see the module notes).
+    progress
+        Called as ``progress(trial, ticks_done)`` after every :data:`CHUNK_TICKS` ticks of a
+        trial, from the thread that runs it.
 
     Returns
     -------
@@ -586,19 +596,41 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     g_flush = flush_threshold(smallest_weight)
     events = [_by_tick_then_neuron(tk, nr) for tk, nr in events]
 
+    n_steps = int(n_steps)
+    stop = threading.Event()
+
     def one(trial: int) -> tuple[np.ndarray, ...]:
         state = EngineTrial(indptr, post, weight_v, rfc_ticks, silenced, params, g_flush)
         tk, nr = events[trial]
         keep = (tk >= 0) & (tk < n_steps)
-        found = state.advance(int(n_steps), tk[keep], nr[keep])
+        tk, nr = tk[keep], nr[keep]
+        # In chunks (cut anywhere, a trial's spikes are the same): a stopped run's trials
+        # end at the next chunk.
+        ticks_out, neurons_out = [], []
+        for start in range(0, n_steps, CHUNK_TICKS):
+            if stop.is_set():
+                raise KeyboardInterrupt
+            end = min(start + CHUNK_TICKS, n_steps)
+            a, b = np.searchsorted(tk, (start, end))
+            found_tick, found_neuron = state.advance(end - start, tk[a:b], nr[a:b])
+            ticks_out.append(found_tick)
+            neurons_out.append(found_neuron)
+            if progress is not None:
+                progress(trial, end)
+        found = (np.concatenate(ticks_out) if ticks_out else np.empty(0, np.int64),
+                 np.concatenate(neurons_out) if neurons_out else np.empty(0, np.int64))
         return found + (state.v, state.g) if with_state else found
 
     workers = max(1, min(len(events), threads or os.cpu_count() or 1))
-    if workers == 1:
-        return [one(t) for t in range(len(events))]
-    # the compiled trial releases the GIL: trials run side by side on threads
+    # The compiled trial releases the GIL: trials run side by side on threads. One trial
+    # runs on a thread too: the main thread only waits, so a Ctrl+C is raised there, in
+    # Python, and never while a compiled call returns (numba then fails with SystemError).
     with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(one, range(len(events))))
+        try:
+            return list(pool.map(one, range(len(events))))
+        except BaseException:
+            stop.set()  # the threads stop at their next chunk; the pool's exit waits that long
+            raise
 
 
 def _by_tick_then_neuron(tick: np.ndarray, neuron: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

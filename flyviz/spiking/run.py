@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
@@ -230,7 +231,8 @@ class _QueryView:
 def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
              rate: float | None = None, duration_s: float = 1.0, trials: int = 1,
              seed: int | None = 0, input_events: tuple[np.ndarray, np.ndarray] | None = None,
-             params: LIFParams | None = None, threads: int | None = None) -> SpikeRun:
+             params: LIFParams | None = None, threads: int | None = None,
+             progress: Callable[[int, int], None] | None = None) -> SpikeRun:
     """Run the LIF model ``trials`` times.
 
     Parameters
@@ -247,6 +249,9 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
         The model's constants; ``w_syn`` defaults to the brain's.
     threads
         Trials run side by side on this many threads (default: one per core).
+    progress
+        Called as ``progress(trial, ticks_done)`` as each trial goes on (from the thread that
+        runs it; :func:`flyviz.spiking.engine.simulate_ticks`).
     """
     duration_s = _check_value("the duration", duration_s)
     trials = int(trials)
@@ -263,7 +268,8 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
     # Brian2: counts * (w_syn * mV), volts
     post, weight, smallest = brain.grouped_rows(p.w_syn * 0.001)
     runs = simulate_ticks(brain.indptr, post, weight, rfc, silenced, p, n_steps, events,
-                          threads, rows_grouped=True, smallest_weight=smallest)
+                          threads, rows_grouped=True, smallest_weight=smallest,
+                          progress=progress)
     trial = np.concatenate([np.full(r[0].shape, t, dtype=np.int64) for t, r in enumerate(runs)])
     return SpikeRun(brain, p, n_steps, trials, np.concatenate([r[0] for r in runs]), trial,
                     np.concatenate([r[1] for r in runs]))

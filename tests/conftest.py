@@ -214,26 +214,39 @@ def _collect_garbage_on_the_main_thread():
 #: A full collection (frozen objects included) once the process has grown this much since
 #: the last one: each walks every object the session holds (seconds, late in the suite).
 FULL_COLLECTION_GROWTH = 1 << 30
+#: A full collection that finds fewer unreachable objects than this fraction of the frozen
+#: ones doubles the growth that the next one waits for: the process grows by what is alive
+#: (arrays, caches), not by cycles among frozen objects, and collecting again soon would
+#: walk the whole heap for nothing.
+FULL_COLLECTION_FUTILE = 0.01
 _last_full_collection_rss = [0]
+_full_collection_growth = [FULL_COLLECTION_GROWTH]
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _collect_everything_after_some_modules():
     """Once a module's fixtures are gone, collect the frozen objects too if the process has
     grown by :data:`FULL_COLLECTION_GROWTH` since the last time (cycles among objects that
-    were frozen while alive are freed only so), then freeze what survives."""
+    were frozen while alive are freed only so), then freeze what survives; the growth that
+    triggers the next one doubles after each that finds next to nothing
+    (:data:`FULL_COLLECTION_FUTILE`)."""
     yield
     import gc
 
     import psutil
 
     rss = psutil.Process().memory_info().rss
-    if rss - _last_full_collection_rss[0] < FULL_COLLECTION_GROWTH:
+    if rss - _last_full_collection_rss[0] < _full_collection_growth[0]:
         return
+    frozen = gc.get_freeze_count()
     gc.unfreeze()
-    gc.collect()
+    found = gc.collect()
     gc.freeze()
     _last_full_collection_rss[0] = psutil.Process().memory_info().rss
+    if found < FULL_COLLECTION_FUTILE * frozen:
+        _full_collection_growth[0] *= 2
+    else:
+        _full_collection_growth[0] = FULL_COLLECTION_GROWTH
 
 
 @pytest.fixture(autouse=True)

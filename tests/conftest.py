@@ -13,6 +13,8 @@ Other test modules rely on these names; keep them stable:
     The real Fly LLM tokenizer from the shared reference folder, or a skip.
 ``shared_dir``
     The reference folder (``../shared`` beside the repository), or a skip.
+``demo_cache``
+    A flyviz cache folder for the demo brain, shared by the tests that load it there.
 ``interrupt_after``
     Makes a function raise KeyboardInterrupt after some calls (``--resume`` tests).
 ``small_world``
@@ -264,6 +266,14 @@ def _collect_after_each_test():
 
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flyviz cache folder (``FLYVIZ_CACHE_DIR``) away from the user's, one per test
+    process: the tests that load the demo brain there prepare its dataset cache (a second
+    or more) once, not each; they only read it."""
+    return tmp_path_factory.mktemp("demo-cache")
 
 
 @pytest.fixture(scope="session")

@@ -213,6 +213,32 @@ def _collect_garbage_on_the_main_thread():
     gc.enable()
 
 
+#: BLAS threads per test process when pytest-xdist runs several side by side (the
+#: environment variables also reach the processes the tests start).
+WORKER_BLAS_THREADS = 1
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_blas_thread_per_test_worker():
+    """Under pytest-xdist, one BLAS/OpenMP thread per test process: as many processes as
+    cores, each running BLAS on every core, fight over the cores and spin (the tiny demo
+    build takes half as much CPU again with two threads as with one on two busy cores)."""
+    import os
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, str(WORKER_BLAS_THREADS))
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        yield
+        return
+    with threadpool_limits(limits=WORKER_BLAS_THREADS):
+        yield
+
+
 #: A full collection (frozen objects included) once the process has grown this much since
 #: the last one: each walks every object the session holds (seconds, late in the suite).
 FULL_COLLECTION_GROWTH = 1 << 30

@@ -13,6 +13,8 @@ Other test modules rely on these names; keep them stable:
     The real Fly LLM tokenizer from the shared reference folder, or a skip.
 ``shared_dir``
     The reference folder (``../shared`` beside the repository), or a skip.
+``demo_cache``
+    A flyviz cache folder for the demo brain, shared by the tests that load it there.
 ``interrupt_after``
     Makes a function raise KeyboardInterrupt after some calls (``--resume`` tests).
 ``small_world``
@@ -211,29 +213,68 @@ def _collect_garbage_on_the_main_thread():
     gc.enable()
 
 
+#: BLAS threads per test process when pytest-xdist runs several side by side (the
+#: environment variables also reach the processes the tests start).
+WORKER_BLAS_THREADS = 1
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_blas_thread_per_test_worker():
+    """Under pytest-xdist, one BLAS/OpenMP thread per test process: as many processes as
+    cores, each running BLAS on every core, fight over the cores and spin (the tiny demo
+    build takes half as much CPU again with two threads as with one on two busy cores)."""
+    import os
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, str(WORKER_BLAS_THREADS))
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        yield
+        return
+    with threadpool_limits(limits=WORKER_BLAS_THREADS):
+        yield
+
+
 #: A full collection (frozen objects included) once the process has grown this much since
 #: the last one: each walks every object the session holds (seconds, late in the suite).
 FULL_COLLECTION_GROWTH = 1 << 30
+#: A full collection that finds fewer unreachable objects than this fraction of the frozen
+#: ones doubles the growth that the next one waits for: the process grows by what is alive
+#: (arrays, caches), not by cycles among frozen objects, and collecting again soon would
+#: walk the whole heap for nothing.
+FULL_COLLECTION_FUTILE = 0.01
 _last_full_collection_rss = [0]
+_full_collection_growth = [FULL_COLLECTION_GROWTH]
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _collect_everything_after_some_modules():
     """Once a module's fixtures are gone, collect the frozen objects too if the process has
     grown by :data:`FULL_COLLECTION_GROWTH` since the last time (cycles among objects that
-    were frozen while alive are freed only so), then freeze what survives."""
+    were frozen while alive are freed only so), then freeze what survives; the growth that
+    triggers the next one doubles after each that finds next to nothing
+    (:data:`FULL_COLLECTION_FUTILE`)."""
     yield
     import gc
 
     import psutil
 
     rss = psutil.Process().memory_info().rss
-    if rss - _last_full_collection_rss[0] < FULL_COLLECTION_GROWTH:
+    if rss - _last_full_collection_rss[0] < _full_collection_growth[0]:
         return
+    frozen = gc.get_freeze_count()
     gc.unfreeze()
-    gc.collect()
+    found = gc.collect()
     gc.freeze()
     _last_full_collection_rss[0] = psutil.Process().memory_info().rss
+    if found < FULL_COLLECTION_FUTILE * frozen:
+        _full_collection_growth[0] *= 2
+    else:
+        _full_collection_growth[0] = FULL_COLLECTION_GROWTH
 
 
 @pytest.fixture(autouse=True)
@@ -251,6 +292,14 @@ def _collect_after_each_test():
 
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flyviz cache folder (``FLYVIZ_CACHE_DIR``) away from the user's, one per test
+    process: the tests that load the demo brain there prepare its dataset cache (a second
+    or more) once, not each; they only read it."""
+    return tmp_path_factory.mktemp("demo-cache")
 
 
 @pytest.fixture(scope="session")

@@ -320,12 +320,12 @@ def test_readers_take_jsonl_parquet_and_folders(world, tmp_path, tokenizer_path)
     assert (corpus.tokens[corpus.offsets[:-1]] == corpus.bos_token_id).all()
 
 
-def test_the_shipped_demo_atlas_matches_the_demo_brain(tmp_path, monkeypatch):
+def test_the_shipped_demo_atlas_matches_the_demo_brain(demo_cache, monkeypatch):
     demo_atlas = Path(__file__).resolve().parents[1] / "assets" / "demo" / "atlas"
     if not demo_atlas.is_dir():
         pytest.skip("the demo atlas is not built")
 
-    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(demo_cache))
     atlas = Atlas(demo_atlas)
     atlas.check_model(load_model("demo"))
     assert atlas.settings["top_k"] == 10 and not atlas.has_samples

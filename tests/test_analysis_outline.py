@@ -56,10 +56,10 @@ def test_the_soma_outline_encloses_the_somas_and_not_the_empty_space():
     assert low[0] < -200 and high[0] > 200 and high[2] < 250
 
 
-def test_the_demo_brains_outline_encloses_its_somas(tmp_path, monkeypatch):
+def test_the_demo_brains_outline_encloses_its_somas(demo_cache, monkeypatch):
     import flyviz
 
-    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(demo_cache))
     anatomy = flyviz.load("demo").anatomy
     somas = anatomy.positions_um()[anatomy.valid]
     mesh = soma_outline(somas)

@@ -417,13 +417,14 @@ def test_workers_that_cannot_start_give_one_line_and_exit_2(capsys, world, tmp_p
     assert not (tmp_path / "x.csv.parts").exists()  # nothing to --resume
 
 
-def test_the_demo_brains_numbers_equal_flyviz_compare_at_full_size(tmp_path, monkeypatch):
+def test_the_demo_brains_numbers_equal_flyviz_compare_at_full_size(tmp_path, monkeypatch,
+                                                                   demo_cache):
     """The same check on the full-size demo brain (49,393 neurons) and its held-out stories:
     the batched readout and the single-stream one round differently, within 1e-6."""
     heldout = Path(__file__).resolve().parents[1] / "assets" / "demo" / "heldout.txt"
     if not heldout.is_file():
         pytest.skip("the demo brain is not built")
-    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(demo_cache))
     model = load_model("demo")
     corpus = build_corpus([heldout], FlyTokenizer(model.tokenizer_path), max_tokens=60)
     groups = [g for g in sweep_groups(model, "superclass")

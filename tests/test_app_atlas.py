@@ -214,7 +214,7 @@ def test_an_atlas_of_another_model_is_refused_and_the_open_one_stays(qtbot, app_
     win.close()
 
 
-def test_the_demo_brain_opens_its_own_atlas(qtbot, tmp_path, monkeypatch):
+def test_the_demo_brain_opens_its_own_atlas(qtbot, tmp_path, monkeypatch, demo_cache):
     from PySide6.QtCore import QSettings
 
     from flyviz.app.atlas_panel import demo_atlas_path
@@ -222,7 +222,7 @@ def test_the_demo_brain_opens_its_own_atlas(qtbot, tmp_path, monkeypatch):
 
     if demo_atlas_path() is None:
         pytest.skip("this installation has no demo atlas")
-    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(demo_cache))
     win = MainWindow(model_spec="demo",
                      settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
     qtbot.addWidget(win)

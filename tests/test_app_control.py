@@ -107,7 +107,12 @@ def test_a_stalled_ui_does_not_grow_the_workers_queue(runs, qtbot):
     runs.start("Once upon a time", _settings(100_000))
     qtbot.waitUntil(lambda: len(runs.session) >= 10, timeout=5000)
     sent_before = worker.frames_sent
-    time.sleep(1.0)                                  # the UI thread is busy for a second
+    # The UI thread is busy: until the worker has filled the queue, then a while longer
+    # (unthrottled, the tiny model would make dozens of frames in that while).
+    deadline = time.monotonic() + 5.0
+    while worker.in_flight < MAX_FRAMES_AHEAD and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.25)
     sent_during = worker.frames_sent - sent_before
     assert sent_during <= MAX_FRAMES_AHEAD
     # The premise: the worker went on until the queue was full, and no further

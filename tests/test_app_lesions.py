@@ -145,6 +145,8 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
     assert requests and requests[0][0] == (Silence(group.query),)
     assert win.runs.next_interventions == (Silence(group.query),)
     assert group.group in panel.next_label.text() and panel.next_label.isVisible()
+    win.state.run.max_new_tokens = 6                # short runs, at full speed
+    win.state.run.speed_cap = 0
     assert win.run_prompt("Tom and his dog")
     assert win.runs.next_interventions == () and not panel.next_label.isVisible()
     assert win.session.recording.metadata["interventions"] == [

@@ -22,13 +22,13 @@ pytestmark = pytest.mark.skipif(not (DEMO / "demo.json").is_file(),
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def demo(demo_cache):
     import os
 
     from flyviz.model.resolve import load_model
 
     saved = os.environ.get("FLYVIZ_CACHE_DIR")
-    os.environ["FLYVIZ_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ["FLYVIZ_CACHE_DIR"] = str(demo_cache)
     try:
         yield load_model("demo")
     finally:

@@ -473,9 +473,30 @@ def _terminal_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+#: CPU seconds the Dask worker processes spend after "ready" before the signal is sent:
+#: a worker that has used this much is running its first chunk (an idle one uses next to
+#: none; a worker's first chunk alone takes longer).
+_WORKER_CPU_S = 0.2
+
+
+def _descendant_cpu(pid: int) -> float:
+    """CPU seconds (user and system) used so far by the processes ``pid`` started."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:  # a process that has just exited
+            continue
+        total += times.user + times.system
+    return total
+
+
 def _interrupt_when_workers_run(argv: list[str], how: str, cwd: Path) -> tuple[int, str]:
-    """Run ``flyviz ARGV`` in its own session; once it says its Dask workers are ready,
-    send SIGINT to the whole process group (Ctrl+C in a terminal) or SIGTERM to flyviz."""
+    """Run ``flyviz ARGV`` in its own session; once it says its Dask workers are ready and
+    they have started computing, send SIGINT to the whole process group (Ctrl+C in a
+    terminal) or SIGTERM to flyviz."""
     import threading
 
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -496,7 +517,12 @@ def _interrupt_when_workers_run(argv: list[str], how: str, cwd: Path) -> tuple[i
     reader.start()
     try:
         assert ready.wait(90), "".join(lines)
-        time.sleep(1.0)  # the workers take their first tasks
+        # The workers take their first tasks: wait until they have computed for a moment.
+        idle = _descendant_cpu(process.pid)
+        deadline = time.monotonic() + 60
+        while _descendant_cpu(process.pid) - idle < _WORKER_CPU_S:
+            assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.02)
         if how == "SIGINT":
             os.killpg(process.pid, signal.SIGINT)
         else:
@@ -511,10 +537,11 @@ def _interrupt_when_workers_run(argv: list[str], how: str, cwd: Path) -> tuple[i
 
 @pytest.fixture(scope="module")
 def long_text(tmp_path_factory):
-    """A text the tiny model needs far longer than the test waits for."""
+    """A text the tiny model needs far longer than the test waits for (about 66,000 tokens,
+    several seconds on two workers)."""
     rng = np.random.default_rng(9)
     path = tmp_path_factory.mktemp("long") / "long.txt"
-    path.write_text("\n\n".join(" ".join(rng.choice(_WORDS, 40)) + "." for _ in range(6000)),
+    path.write_text("\n\n".join(" ".join(rng.choice(_WORDS, 40)) + "." for _ in range(1500)),
                     encoding="utf-8")
     return path
 

@@ -35,7 +35,7 @@ def dark_theme(qapp):
     """The app's own theme (as ``flyviz gui`` sets it), put back as it was afterwards."""
     import pyqtgraph as pg
 
-    from flyviz.app.theme import apply_dark_theme
+    from flyviz.app.window.theme import apply_dark_theme
 
     keys = ("background", "foreground", "antialias")
     before = (qapp.style().name(), qapp.palette(), qapp.styleSheet(),
@@ -51,7 +51,7 @@ def dark_theme(qapp):
 
 def make_window(qtbot, checkpoint, tmp_path, name: str = "settings.ini"):
     """A shown main window on ``checkpoint`` with settings kept under ``tmp_path``."""
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.window.main_window import MainWindow
 
     settings = QSettings(str(tmp_path / name), QSettings.Format.IniFormat)
     win = MainWindow(model_spec=None, settings=settings)

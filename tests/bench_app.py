@@ -105,7 +105,7 @@ def _app():
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    from flyviz.app.theme import apply_dark_theme
+    from flyviz.app.window.theme import apply_dark_theme
 
     apply_dark_theme(app)
     return app
@@ -128,7 +128,7 @@ def startup(spec: str) -> dict[str, float | str]:
     from PySide6.QtCore import QSettings, QTimer
 
     app = _app()
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.window.main_window import MainWindow
 
     settings = QSettings(str(Path(tempfile.mkdtemp(prefix="flyviz-bench-")) / "settings.ini"),
                          QSettings.Format.IniFormat)
@@ -175,7 +175,7 @@ def _window(app, checkpoint, tokens: int, speed_cap: float):
     """A shown main window on ``checkpoint`` with greedy settings and user settings kept apart."""
     from PySide6.QtCore import QSettings
 
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.window.main_window import MainWindow
 
     folder = Path(tempfile.mkdtemp(prefix="flyviz-bench-"))
     window = MainWindow(model_spec=None,
@@ -242,7 +242,7 @@ def frame_rates(args: argparse.Namespace) -> dict:
     """Steps 1-3 of the module docstring; medians and ranges over ``args.repeat`` repeats."""
     width, height = (int(v) for v in args.size.lower().split("x"))
     checkpoint, tokenizer, prompt, settings, build_s = _full_size_model(args.tokens)
-    from flyviz.app.worker import engine_threads
+    from flyviz.app.runs.worker import engine_threads
     from flyviz.model.engine import default_threads
 
     result: dict = {"neurons": checkpoint.config.neurons, "synapses": checkpoint.n_edges,
@@ -373,7 +373,7 @@ def _brain_view(checkpoint, width: int, height: int, software_path: bool | None,
     """A shown top-level brain view of ``checkpoint`` at ``width x height``."""
     import numpy as np
 
-    from flyviz.app.brain_view import BrainView
+    from flyviz.app.brain.brain_view import BrainView
 
     view = BrainView(software_path=software_path, cpu_cloud=cpu_cloud)
     view.setFixedSize(width, height)
@@ -561,7 +561,7 @@ def stalls(args: argparse.Namespace) -> dict:
     cycle = [("click", click_neuron), ("scrub", scrub), ("scrub", scrub), ("scrub", scrub),
              ("live", window.go_live), ("resize", resize), ("scrub", scrub), ("live", window.go_live)]
     if args.demo:
-        from flyviz.app.atlas_panel import demo_atlas_path
+        from flyviz.app.atlas.atlas_panel import demo_atlas_path
 
         words = ["dog", "cat", "rain", "happy", "the", "tree", "ball", "Lily"]
         cycle += [("find", lambda: window.atlas.find(rng.choice(words))), ("click", click_neuron),

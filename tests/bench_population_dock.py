@@ -33,7 +33,7 @@ def main() -> int:
     import flyviz
     from flyviz.analysis.population import anatomy_order
     from flyviz.app._testing import make_frame
-    from flyviz.app.population_panel import CellTypePanel, WholeBrainRaster
+    from flyviz.app.population.population_panel import CellTypePanel, WholeBrainRaster
     from flyviz.record.recording import Recording
 
     app = QApplication.instance() or QApplication([])

@@ -6,7 +6,7 @@ On a run of ``--tokens`` random states of the demo brain's 49,393 neurons (what
 the costs measured here do not depend on the values), medians of:
 
 - the fit (off the UI thread): the run's three principal axes and its path,
-  :func:`~flyviz.app.trajectory_panel.fit_trajectory` on a snapshot;
+  :func:`~flyviz.app.population.trajectory_panel.fit_trajectory` on a snapshot;
 - what a new token costs the UI thread while a run streams: its projection on
   the axes fitted so far, the path handed to the view and the view painted;
 - moving the token marker (the view painted again).
@@ -34,7 +34,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from flyviz.app._testing import make_frame
-    from flyviz.app.trajectory_panel import (PATH_COLOURS, PathView, TrajectoryPath,
+    from flyviz.app.population.trajectory_panel import (PATH_COLOURS, PathView, TrajectoryPath,
                                              fit_trajectory, project_frames)
     from flyviz.record.recording import Recording
 

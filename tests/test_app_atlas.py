@@ -10,7 +10,7 @@ from app_conftest import brightness, disc_max, fixed_display, isolated_neurons, 
 from PySide6.QtCore import QPoint, Qt
 
 from flyviz.app._testing import make_app_atlas, make_app_checkpoint, make_frame
-from flyviz.app.atlas_card import TOKEN_HIGHLIGHT
+from flyviz.app.atlas.atlas_card import TOKEN_HIGHLIGHT
 from flyviz.record.recording import Recording
 
 pytestmark = pytest.mark.gui
@@ -217,8 +217,8 @@ def test_an_atlas_of_another_model_is_refused_and_the_open_one_stays(qtbot, app_
 def test_the_demo_brain_opens_its_own_atlas(qtbot, tmp_path, monkeypatch, demo_cache):
     from PySide6.QtCore import QSettings
 
-    from flyviz.app.atlas_panel import demo_atlas_path
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.atlas.atlas_panel import demo_atlas_path
+    from flyviz.app.window.main_window import MainWindow
 
     if demo_atlas_path() is None:
         pytest.skip("this installation has no demo atlas")

@@ -15,9 +15,9 @@ from PySide6.QtGui import QColor
 from test_analysis_circuit import planted_entries, planted_model
 
 from flyviz.analysis.circuit_export import neurons_at, only_circuit
-from flyviz.app import theme
-from flyviz.app.circuit_panel import HIGHLIGHT
-from flyviz.app.synapse_lines import synapse_lines
+from flyviz.app.window import theme
+from flyviz.app.circuit.circuit_panel import HIGHLIGHT
+from flyviz.app.brain.synapse_lines import synapse_lines
 from flyviz.model.engine import Engine
 from flyviz.model.explain import explained_value
 from flyviz.model.interventions import Silence, from_json, resolve

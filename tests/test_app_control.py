@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from app_conftest import expected_frames
 
-from flyviz.app.run_control import REPLAYING, RunController
-from flyviz.app.worker import IDLE, MAX_FRAMES_AHEAD, PAUSED, RUNNING
+from flyviz.app.runs.run_control import REPLAYING, RunController
+from flyviz.app.runs.worker import IDLE, MAX_FRAMES_AHEAD, PAUSED, RUNNING
 from flyviz.record.run import GenerationSettings
 from flyviz.record.runner import Model
 
@@ -147,7 +147,7 @@ def test_the_timeline_says_how_the_run_ended(window, qtbot):
 def test_the_graph_index_is_built_off_the_ui_thread(qtbot, app_checkpoint, monkeypatch):
     import scipy.sparse
 
-    from flyviz.app.model_control import ModelController
+    from flyviz.app.runs.model_control import ModelController
 
     built_on: list[str] = []
     original = scipy.sparse.csr_matrix.tocsc
@@ -176,7 +176,7 @@ def test_a_loader_bug_is_named_as_one_and_logged_not_passed_off_as_a_missing_mod
     keeps its traceback."""
     import logging
 
-    from flyviz.app.model_control import ModelController
+    from flyviz.app.runs.model_control import ModelController
     from flyviz.model.errors import ModelNotFoundError
 
     def missing(spec, progress):
@@ -188,7 +188,7 @@ def test_a_loader_bug_is_named_as_one_and_logged_not_passed_off_as_a_missing_mod
     for load, expected in ((missing, "no model at nowhere"), (buggy, "KeyError")):
         models = ModelController(load)
         caplog.clear()
-        with caplog.at_level(logging.ERROR, logger="flyviz.app.model_control"):
+        with caplog.at_level(logging.ERROR, logger="flyviz.app.runs.model_control"):
             with qtbot.waitSignal(models.failed, timeout=10_000) as failed:
                 models.load("nowhere")
         message = failed.args[1]

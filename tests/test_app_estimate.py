@@ -10,7 +10,7 @@ from app_conftest import (centre_colour, drawn, expected_colour, isolated_neuron
                           screen_positions)
 
 from flyviz.app._testing import make_app_checkpoint, make_app_lesion_map
-from flyviz.app.estimate_layer import open_estimate
+from flyviz.app.lesion.estimate_layer import open_estimate
 
 pytestmark = pytest.mark.gui
 

@@ -10,7 +10,7 @@ from app_conftest import make_window
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QTableWidget
 
 from flyviz.app._testing import one_hot_recording
-from flyviz.app.main_window import SHORTCUTS, install_excepthook
+from flyviz.app.window.main_window import SHORTCUTS, install_excepthook
 from flyviz.model.errors import RecordingError
 
 pytestmark = pytest.mark.gui
@@ -140,7 +140,7 @@ def test_shortcuts_dialog_lists_every_shortcut_and_about_credits(window, qtbot):
 
     import dataclasses
 
-    from flyviz.app.dialogs import CONNECTOME_CREDIT, about_text, demo_description
+    from flyviz.app.window.dialogs import CONNECTOME_CREDIT, about_text, demo_description
 
     about = win.about_text()
     assert "test-brain" in about and html.escape(CONNECTOME_CREDIT) in about
@@ -153,7 +153,7 @@ def test_export_action_is_wired_or_explains_why_not(window):
     import importlib.util
 
     action = window.actions_by_name["export_movie"]
-    available = importlib.util.find_spec("flyviz.app.export_dialog") is not None
+    available = importlib.util.find_spec("flyviz.app.window.export_dialog") is not None
     assert action.isEnabled() == available
     if not available:
         assert "not available" in action.toolTip()
@@ -164,7 +164,7 @@ def test_export_action_is_wired_or_explains_why_not(window):
 
 def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtbot, tmp_path,
                                                                       monkeypatch):
-    import flyviz.app.export_dialog as export_dialog  # part of every installation: no skip
+    import flyviz.app.window.export_dialog as export_dialog  # part of every installation: no skip
 
     win = window
     win.state.run.max_new_tokens = 3

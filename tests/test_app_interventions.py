@@ -226,7 +226,7 @@ def test_a_comparison_movie_is_in_delta_colours_with_both_texts(window, qtbot, a
                                                                 tmp_path, monkeypatch):
     from PIL import Image
 
-    import flyviz.app.export_dialog as export_dialog
+    import flyviz.app.window.export_dialog as export_dialog
     from flyviz.export import ExportOptions
 
     win = window
@@ -305,7 +305,7 @@ def test_picking_in_the_view_fills_the_query(window, qtbot, app_checkpoint):
 
 
 def test_pause_step_and_stop_work_in_a_comparison_and_a_plain_run_follows(window, qtbot):
-    from flyviz.app.worker import IDLE, PAUSED, RUNNING
+    from flyviz.app.runs.worker import IDLE, PAUSED, RUNNING
 
     win = window
     superclass = win.controls.superclass.itemData(1)

@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabBar
 from test_app_window_fit import clipped_controls, wait_in_front
 from qt_barriers import settle
 
-from flyviz.app import main_window
-from flyviz.app.layout_presets import KNOWN_DOCKS, PRESETS, PRESENTATION_DOCKS
+from flyviz.app.window import main_window
+from flyviz.app.window.layout_presets import KNOWN_DOCKS, PRESETS, PRESENTATION_DOCKS
 
 
 def at_size(win, qtbot, width: int = 1280, height: int = 800) -> None:

@@ -13,7 +13,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 
 from flyviz.analysis.sweep import sweep_groups
-from flyviz.app.patching_panel import heatmap_colours
+from flyviz.app.language.patching_panel import heatmap_colours
 from flyviz.model.patching import Patch, source_states
 from flyviz.model.tokenizer import tokenizer_for
 
@@ -204,7 +204,7 @@ def test_a_cell_click_lights_its_group_in_the_brain(window, qtbot, app_checkpoin
 
 
 def _standalone_heatmap(qtbot, rows: int, height: int):
-    from flyviz.app.patching_heatmap import Heatmap
+    from flyviz.app.language.patching_heatmap import Heatmap
 
     heatmap = Heatmap()
     bar = heatmap.rows_bar

@@ -22,7 +22,7 @@ from PySide6.QtTest import QTest
 from test_app_why_demo import SIZE, _region, dark_theme  # noqa: F401 - a fixture
 from qt_barriers import settle
 
-from flyviz.app.patching_panel import EXAMPLE, heatmap_colours
+from flyviz.app.language.patching_panel import EXAMPLE, heatmap_colours
 from flyviz.model.patching import Patch
 
 pytestmark = pytest.mark.gui

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from flyviz.app.controls import SUGGESTED_PROMPTS
+from flyviz.app.window.controls import SUGGESTED_PROMPTS
 from flyviz.record.run import encode_prompt
 
 pytestmark = pytest.mark.gui

@@ -8,7 +8,7 @@ from app_conftest import expected_frames, flyviz_threads, live_flyviz_threads, m
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from flyviz.app.worker import IDLE, PAUSED, RUNNING
+from flyviz.app.runs.worker import IDLE, PAUSED, RUNNING
 from flyviz.record.run import GenerationSettings
 
 pytestmark = pytest.mark.gui
@@ -158,7 +158,7 @@ def test_model_loads_in_the_background_and_a_failure_is_a_message(qtbot, app_che
             raise ModelNotFoundError("no model named 'missing'; give a folder or a hub id")
         return app_checkpoint
 
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.window.main_window import MainWindow
     from PySide6.QtCore import QSettings
 
     win = MainWindow(model_spec="good", model_loader=loader, start_prompt="Tom",

@@ -1,7 +1,7 @@
 """The brain view's software-OpenGL path: chosen under llvmpipe, same picture, same behaviour.
 
 With a renderer that draws on the CPU the view shows its frames as pixels
-(:class:`flyviz.app.raster_canvas.RasterScreen`) and draws the lean cloud;
+(:class:`flyviz.app.brain.raster_canvas.RasterScreen`) and draws the lean cloud;
 ``BrainView(software_path=False)`` is the path a GPU gets. Pixel facts, under Xvfb.
 """
 
@@ -50,7 +50,7 @@ def brain(tmp_path):
 
 
 def _view(qtbot, brain, software_path=None, cpu_cloud=None):
-    from flyviz.app.brain_view import BrainView
+    from flyviz.app.brain.brain_view import BrainView
 
     anatomy, n = brain
     view = BrainView(software_path=software_path, cpu_cloud=cpu_cloud)

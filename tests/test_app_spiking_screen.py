@@ -1,4 +1,4 @@
-"""The Screen dock (flyviz.app.spiking_screen_panel): on the demo spiking brain it silences each
+"""The Screen dock (flyviz.app.spiking.spiking_screen_panel): on the demo spiking brain it silences each
 neuron of a query in the background, and the Screen colour layer colours every neuron by the
 change in the selected neuron's rate; a script that sets the state draws the same."""
 
@@ -16,7 +16,7 @@ def test_the_dock_screens_the_demo_brain_and_colours_by_the_targets_change(qtbot
     from app_conftest import make_window
 
     from flyviz import spiking
-    from flyviz.app.spiking_screen_panel import EACH_NEURON
+    from flyviz.app.spiking.spiking_screen_panel import EACH_NEURON
     from flyviz.kinds.spiking import SpikingModel
     from flyviz.spiking.demo import demo_brain
     from flyviz.viewer.layers import SCREEN

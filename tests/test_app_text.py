@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from flyviz.app._testing import make_frame
-from flyviz.app.text_panel import PieceBuilder, TextToken
+from flyviz.app.language.text_panel import PieceBuilder, TextToken
 from flyviz.model.tokenizer import tokenizer_for
 from flyviz.record.recording import Recording
 
@@ -97,7 +97,7 @@ def test_generated_split_characters_show_whole_live_and_when_scrubbing(window, q
 
 
 def test_a_long_text_shows_its_tail_and_follows_scrubbing(window, app_checkpoint):
-    from flyviz.app.text_panel import MAX_TEXT_PIECES
+    from flyviz.app.language.text_panel import MAX_TEXT_PIECES
 
     win = window
     n = app_checkpoint.config.neurons
@@ -129,7 +129,7 @@ def test_a_long_text_shows_its_tail_and_follows_scrubbing(window, app_checkpoint
 def _highlighted(panel, position: int) -> bool:
     from PySide6.QtGui import QColor, QTextCursor
 
-    from flyviz.app import theme
+    from flyviz.app.window import theme
 
     cursor = QTextCursor(panel.document())
     cursor.setPosition(position + 1)         # the format of the character before the cursor

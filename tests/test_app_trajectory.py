@@ -85,7 +85,7 @@ def _share_of_vertices(feature, path: int, colour: str, skip: tuple[int, ...] = 
 
 
 def test_the_path_is_the_runs_pca_drawn_at_its_projected_vertices(window, qtbot, app_checkpoint):
-    from flyviz.app.trajectory_panel import MARKER_COLOUR, PATH_COLOURS
+    from flyviz.app.population.trajectory_panel import MARKER_COLOUR, PATH_COLOURS
 
     n = app_checkpoint.config.neurons
     rec = _planted_recording(n, 24)
@@ -115,7 +115,7 @@ def test_the_path_is_the_runs_pca_drawn_at_its_projected_vertices(window, qtbot,
 
 
 def test_the_marker_moves_to_the_shown_tokens_vertex(window, qtbot, app_checkpoint):
-    from flyviz.app.trajectory_panel import MARKER_COLOUR, PATH_COLOURS
+    from flyviz.app.population.trajectory_panel import MARKER_COLOUR, PATH_COLOURS
 
     n = app_checkpoint.config.neurons
     feature = _shown(window, qtbot, _planted_recording(n, 16, seed=5), index=2)
@@ -136,7 +136,7 @@ def test_the_marker_moves_to_the_shown_tokens_vertex(window, qtbot, app_checkpoi
 
 
 def test_a_comparison_draws_both_runs_on_the_untouched_runs_axes(window, qtbot, app_checkpoint):
-    from flyviz.app.trajectory_panel import PATH_COLOURS
+    from flyviz.app.population.trajectory_panel import PATH_COLOURS
 
     n = app_checkpoint.config.neurons
     base = _planted_recording(n, 14, seed=2)
@@ -208,7 +208,7 @@ def test_a_click_near_a_vertex_shows_its_token_and_hover_names_it(window, qtbot,
 
 def test_a_streaming_run_is_projected_as_it_grows_and_refitted_sparingly(
         window, qtbot, app_checkpoint, monkeypatch):
-    from flyviz.app import trajectory_panel
+    from flyviz.app.population import trajectory_panel
 
     fits: list[int] = []
     fit = trajectory_panel.fit_trajectory
@@ -285,7 +285,7 @@ def test_kept_axes_draw_the_next_run_in_the_same_space(window, qtbot, app_checkp
 
 
 def test_a_hidden_dock_fits_nothing_until_it_is_shown(window, qtbot, app_checkpoint, monkeypatch):
-    from flyviz.app import trajectory_panel
+    from flyviz.app.population import trajectory_panel
 
     fits: list[int] = []
     fit = trajectory_panel.fit_trajectory
@@ -344,7 +344,7 @@ def _open_atlas(win, qtbot, path) -> None:
 def test_the_atlas_axes_draw_runs_and_comparisons_in_the_corpus_space(window, qtbot,
                                                                        app_checkpoint, app_atlas):
     from flyviz.analysis.atlas import Atlas
-    from flyviz.app.trajectory_panel import PATH_COLOURS
+    from flyviz.app.population.trajectory_panel import PATH_COLOURS
 
     n = app_checkpoint.config.neurons
     first = _planted_recording(n, 20, seed=21)

@@ -13,8 +13,8 @@ from app_conftest import make_window
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton
 
-from flyviz.app import verification
-from flyviz.app.verification import FAILED, NOT_VERIFIED, VERIFIED, VERIFYING
+from flyviz.app.runs import verification
+from flyviz.app.runs.verification import FAILED, NOT_VERIFIED, VERIFIED, VERIFYING
 from flyviz.model.formats import load_folder
 from flyviz.model.verify import VerificationReport
 from flyviz.model.writers import write_connectome_dataset, write_recital_web
@@ -198,7 +198,7 @@ def lonely(released):
 
 def test_a_model_without_its_dataset_offers_to_choose_it(qtbot, released, lonely, tmp_path,
                                                          monkeypatch):
-    from flyviz.app import files
+    from flyviz.app.window import files
 
     dataset = released / "data" / "connectome"
     win = make_window(qtbot, None, tmp_path)
@@ -258,7 +258,7 @@ def test_gui_dataset_option_joins_the_model_and_a_chosen_dataset_wins(qtbot, rel
                                                                       tmp_path):
     from PySide6.QtCore import QSettings
 
-    from flyviz.app.main_window import MainWindow
+    from flyviz.app.window.main_window import MainWindow
     from flyviz.commands.gui import _loader_with_dataset
 
     dataset = released / "data" / "connectome"
@@ -290,7 +290,7 @@ def record_run(win, qtbot, prompt: str = "Tom and his dog", tokens: int = 6,
 
 def test_the_stored_states_setting_decides_what_saved_recordings_hold(qtbot, app_checkpoint,  # noqa: F811
                                                                      tmp_path):
-    from flyviz.app.worker import IDLE
+    from flyviz.app.runs.worker import IDLE
     from flyviz.record.recording import Recording
 
     win = make_window(qtbot, app_checkpoint, tmp_path, "states.ini")
@@ -349,7 +349,7 @@ def open_with_dialog(win, monkeypatch, path) -> str:
 
 def test_a_recording_of_another_model_says_so(qtbot, saved_run, tmp_path, monkeypatch):
     from flyviz.app._testing import make_app_checkpoint
-    from flyviz.app.worker import IDLE
+    from flyviz.app.runs.worker import IDLE
 
     # The same size, another graph: shown, with a warning naming what differs.
     other = make_app_checkpoint(tmp_path / "other", seed=7, name="other-brain")

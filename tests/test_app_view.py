@@ -244,7 +244,7 @@ def test_screenshot_of_the_brain_at_double_scale(window, qtbot, app_checkpoint, 
 
 
 def test_missing_somata_are_hidden_and_counted():
-    from flyviz.app.brain_view import anatomy_note
+    from flyviz.app.brain.brain_view import anatomy_note
     from flyviz.model.checkpoint import Anatomy
 
     valid = np.zeros(49_393, bool)

@@ -13,7 +13,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 from qt_barriers import settle
 
-from flyviz.app import theme, why_panel
+from flyviz.app.window import theme
+from flyviz.app.language import why_panel
 from flyviz.render.style import BACKGROUND
 
 pytestmark = pytest.mark.gui

@@ -19,7 +19,7 @@ import pytest
 from app_conftest import make_window
 from qt_barriers import settle
 
-from flyviz.app.graph_panel import NEGATIVE, POSITIVE
+from flyviz.app.language.graph_panel import NEGATIVE, POSITIVE
 
 pytestmark = pytest.mark.gui
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractScro
 from qt_barriers import settle
 
 from flyviz.app._testing import make_frame
-from flyviz.app.plot_axes import SpacedAxis, next_step
+from flyviz.app.population.plot_axes import SpacedAxis, next_step
 from flyviz.record.recording import Recording
 
 #: Laptop window sizes the layout must fit.

@@ -13,7 +13,7 @@ What counts as *across modules* (checked on the AST of every file under ``flyviz
   ``flyviz/analysis/*``, ``flyviz/commands/_options.py`` for the commands,
   ``flyviz/_version.py`` for all of ``flyviz``; from anywhere else it is across modules;
 - a feature of the app (a module of ``flyviz/app`` with ``install(host)``) reaches the window
-  only through the members of :class:`~flyviz.app.host.WindowHost` (``host.x`` or
+  only through the members of :class:`~flyviz.app.window.host.WindowHost` (``host.x`` or
   ``self.host.x``), never with ``getattr``/``hasattr``/``setattr`` on the host or the window;
   the protocol has at most :data:`MOST_HOST_MEMBERS` members and none is one of flyviz's
   widgets (features talk to the state, background calls, actions, docks and messages);
@@ -27,6 +27,7 @@ What counts as *across modules* (checked on the AST of every file under ``flyviz
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -238,7 +239,7 @@ def import_cycles(package: str) -> list[list[str]]:
 
 
 # --------------------------------------------------------------------- the window host
-#: The most members :class:`~flyviz.app.host.WindowHost` may have.
+#: The most members :class:`~flyviz.app.window.host.WindowHost` may have.
 MOST_HOST_MEMBERS = 10
 #: Parts of the window that are no widget but that features must not drive either: the
 #: playback (the state's shown token is the bus).
@@ -338,7 +339,7 @@ def test_the_window_host_has_ten_members_at_most_and_no_widget():
 
     from PySide6.QtWidgets import QWidget
 
-    tree = TREES["flyviz.app.host"]
+    tree = TREES["flyviz.app.window.host"]
     members = host_members(tree)
     assert "state" in members and len(members) <= MOST_HOST_MEMBERS, sorted(members)
     classes = host_annotation_classes(tree)
@@ -351,7 +352,7 @@ def test_the_window_host_has_ten_members_at_most_and_no_widget():
 
 def test_the_features_reach_the_window_only_through_the_host():
     assert len(feature_modules()) >= 9
-    assert host_reach_ins(set(host_members(TREES["flyviz.app.host"]))) == []
+    assert host_reach_ins(set(host_members(TREES["flyviz.app.window.host"]))) == []
 
 
 def test_the_checks_find_what_they_are_meant_to_find():
@@ -374,7 +375,7 @@ def test_the_checks_find_what_they_are_meant_to_find():
                                    "        host.state.index = 0\n"
                                    "def install(host):\n    return F(host)\n",
         "flyviz.app.fake_host": "from typing import Protocol\n"
-                                "from flyviz.app.brain_view import BrainView\n"
+                                "from flyviz.app.brain.brain_view import BrainView\n"
                                 "class WindowHost(Protocol):\n    brain: 'BrainView'\n"
                                 "    def widget(self) -> 'BrainView': ...\n",
     }
@@ -397,10 +398,52 @@ def test_the_checks_find_what_they_are_meant_to_find():
             assert f"fake_feature.py:{line}: {what}" in reach_ins, reach_ins
         assert "fake_feature.py:8" not in reach_ins
         assert host_annotation_classes(TREES["flyviz.app.fake_host"]) == {
-            "brain": ("flyviz.app.brain_view", "BrainView"),
-            "widget": ("flyviz.app.brain_view", "BrainView")}
+            "brain": ("flyviz.app.brain.brain_view", "BrainView"),
+            "widget": ("flyviz.app.brain.brain_view", "BrainView")}
     finally:
         MODULES.clear()
         MODULES.update(saved_modules)
         TREES.clear()
         TREES.update(saved_trees)
+
+
+# ------------------------------------------------------------------ the app's layout
+APP = SOURCE / "app"
+#: The app's packages that may import the language model's views (``flyviz.app.language``):
+#: the window, which installs every feature, and those views themselves.
+MAY_IMPORT_LANGUAGE_VIEWS = {"window", "language"}
+#: Names that belong to the language model's kind.
+LANGUAGE_NAMES = ("tokenizer", "logits", "top_k", "topk")
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, at its top or inside functions (``from a import b``
+    counts as ``a`` and ``a.b``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_app_is_grouped_into_packages_and_only_the_window_reaches_the_language_views():
+    flat = sorted(p.name for p in APP.glob("*.py") if p.name not in ("__init__.py", "_testing.py"))
+    assert flat == [], f"app modules outside a sub-package: {flat}"
+    packages = sorted(d for d in APP.iterdir() if (d / "__init__.py").is_file())
+    assert {"window", "brain", "runs", "language", "spiking"} <= {d.name for d in packages}
+    for package in packages:
+        if package.name in MAY_IMPORT_LANGUAGE_VIEWS:
+            continue
+        for path in sorted(package.rglob("*.py")):
+            reached = sorted(m for m in _imported_modules(path)
+                             if m == "flyviz.app.language" or m.startswith("flyviz.app.language."))
+            assert not reached, f"{path.relative_to(SOURCE)} imports {reached}"
+
+
+def test_the_spiking_kinds_views_name_no_tokenizer_logits_or_top_k():
+    for path in sorted((APP / "spiking").rglob("*.py")):
+        words = set(re.findall(r"[A-Za-z_]+", path.read_text(encoding="utf-8").lower()))
+        assert not words & set(LANGUAGE_NAMES), f"{path.relative_to(SOURCE)}: {words & set(LANGUAGE_NAMES)}"

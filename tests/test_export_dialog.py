@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("pytestqt")
 imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
 
-from flyviz.app.export_dialog import ExportDialog, ExportRunner  # noqa: E402
+from flyviz.app.window.export_dialog import ExportDialog, ExportRunner  # noqa: E402
 from flyviz.export import ExportCancelled, ExportOptions  # noqa: E402
 from flyviz.model.layout import ball_layout  # noqa: E402
 from flyviz.record.frame import PHASE_GENERATION, Frame  # noqa: E402
@@ -77,7 +77,7 @@ def test_export_runs_in_the_background_and_writes_the_movie(qtbot, tmp_path):
 def test_run_export_dialog_reports_the_result_to_the_window(qtbot, tmp_path, monkeypatch):
     from PySide6.QtWidgets import QDialog, QWidget
 
-    from flyviz.app import export_dialog
+    from flyviz.app.window import export_dialog
 
     class Window(QWidget):
         messages: list = []
@@ -205,7 +205,7 @@ def test_an_export_bug_is_named_as_one_and_logged(qtbot, tmp_path, monkeypatch, 
 
     from PySide6.QtWidgets import QDialog, QWidget
 
-    import flyviz.app.export_dialog as export_dialog
+    import flyviz.app.window.export_dialog as export_dialog
     from flyviz.model.errors import ExportError
 
     class Parent(QWidget):
@@ -222,7 +222,7 @@ def test_an_export_bug_is_named_as_one_and_logged(qtbot, tmp_path, monkeypatch, 
     outcomes = iter([(None, ExportError("cannot write .xyz files")),
                      (None, ZeroDivisionError("division by zero"))])
     monkeypatch.setattr(export_dialog, "run_export", lambda *a, **k: next(outcomes))
-    with caplog.at_level(logging.ERROR, logger="flyviz.app.export_dialog"):
+    with caplog.at_level(logging.ERROR, logger="flyviz.app.window.export_dialog"):
         for _ in range(2):
             assert export_dialog.run_export_dialog(parent, recording(2), ball_layout(N), "x",
                                                   tell=parent.show_message) is None

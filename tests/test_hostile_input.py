@@ -176,7 +176,7 @@ def test_a_damaged_atlas_is_one_line_everywhere(capsys, world, tmp_path, how):
         with pytest.raises(AtlasError, match="is damaged"):
             lazy.statistic("mean")
     # The app's open path (before and after a model is loaded), and gui --atlas.
-    from flyviz.app.atlas_panel import check_atlas, open_checked
+    from flyviz.app.atlas.atlas_panel import check_atlas, open_checked
 
     with pytest.raises(AtlasError, match="is damaged"):
         check_atlas(atlas)

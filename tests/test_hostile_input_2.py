@@ -194,7 +194,7 @@ def test_edited_atlas_metadata_is_one_line_everywhere(capsys, world2, tmp_path, 
     for opener in (open_atlas, lambda p: Atlas(p, verify=False)):
         with pytest.raises(AtlasError, match="is damaged"):
             opener(atlas)
-    from flyviz.app.atlas_panel import check_atlas
+    from flyviz.app.atlas.atlas_panel import check_atlas
 
     with pytest.raises(AtlasError, match="is damaged"):
         check_atlas(atlas)

@@ -195,7 +195,7 @@ def test_every_way_to_patch_from_a_recording_checks_its_model(hostile, loaded):
 @pytest.fixture
 def no_window(monkeypatch):
     """Fail the test if gui gets as far as making its main window."""
-    from flyviz.app import main_window
+    from flyviz.app.window import main_window
 
     def refuse(*args, **kwargs):
         raise AssertionError("gui opened its window despite a bad argument")
@@ -243,7 +243,7 @@ def test_gui_checks_every_argument_before_its_window(capsys, hostile, tmp_path, 
 def test_a_lesion_map_with_any_one_bit_flipped_is_one_line_or_reads(hostile, tmp_path):
     """The class behind the Parquet case: a sample of single-bit flips over the whole file,
     and every string byte of its group names, each reads or is one flyviz error."""
-    from flyviz.app.lesion_panel import check_lesion_map
+    from flyviz.app.lesion.lesion_panel import check_lesion_map
 
     data = hostile["lesions"].read_bytes()
     path = tmp_path / "flip.parquet"

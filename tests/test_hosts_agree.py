@@ -128,7 +128,7 @@ def test_file_export_movie_keeps_the_highlight_and_the_selection_ring(window, qt
     import vispy.app
     from PySide6.QtWidgets import QDialog
 
-    import flyviz.app.export_dialog as export_dialog
+    import flyviz.app.window.export_dialog as export_dialog
     from flyviz.render.offscreen import render_state_image
 
     win = window

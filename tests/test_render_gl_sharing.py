@@ -35,7 +35,7 @@ def _widget_pixels(view) -> np.ndarray:
 
 
 def test_egl_frames_and_a_qt_view_alternate_on_one_thread(qtbot, tmp_path):
-    from flyviz.app.brain_view import BrainView
+    from flyviz.app.brain.brain_view import BrainView
     from flyviz.render.offscreen import FrameRenderer, offscreen_app
 
     with offscreen_gl_or_skip():

@@ -1,4 +1,4 @@
-"""The spiking brain in the window (flyviz.app.spiking_panel): File → Open as spiking brain
+"""The spiking brain in the window (flyviz.app.spiking.spiking_panel): File → Open as spiking brain
 runs the loaded model's graph as Shiu et al.'s LIF model, hides the language model's docks,
 and runs it live: each bin is simulated on the engine's worker and lights the brain as it
 arrives; the populations dock draws rates and a raster of chosen cells; a spiking recording

@@ -14,7 +14,8 @@ import pytest
 from app_conftest import app_checkpoint, plain_display, window  # noqa: F401
 from PySide6.QtCore import Qt
 
-from flyviz.app import patching_panel, population_panel
+from flyviz.app.language import patching_panel
+from flyviz.app.population import population_panel
 from flyviz.app._testing import make_app_lesion_map, make_frame
 from flyviz.record.recording import Recording
 from flyviz.kinds.language import PATCHING_MEASURES
@@ -302,8 +303,8 @@ def _image(widget) -> np.ndarray:
 def test_whys_text_shading_and_synapse_lines_are_the_states(window, qtbot):
     """*Why this token?* (the Text dock's menu) shades the text and draws synapses over the
     brain through the state: the same fields set from a script paint the same."""
-    from flyviz.app.synapse_lines import synapse_lines
-    from flyviz.app.why_panel import LINES
+    from flyviz.app.brain.synapse_lines import synapse_lines
+    from flyviz.app.language.why_panel import LINES
 
     win = window
     win.state.display.smoothing_s = 0.0
@@ -453,7 +454,7 @@ def test_the_atlas_card_is_the_states(window, qtbot, app_checkpoint, tmp_path): 
 
 
 def test_the_window_is_a_host_of_no_widget_but_itself(window):
-    """The window has every member :class:`~flyviz.app.host.WindowHost` names (at most ten:
+    """The window has every member :class:`~flyviz.app.window.host.WindowHost` names (at most ten:
     tests/test_architecture.py), and none of them is one of its widgets: a feature gets
     the state, the services and the window only as the parent of its dialogs."""
     import ast
@@ -461,7 +462,7 @@ def test_the_window_is_a_host_of_no_widget_but_itself(window):
 
     from PySide6.QtWidgets import QWidget
 
-    from flyviz.app import host
+    from flyviz.app.window import host
 
     tree = ast.parse(inspect.getsource(host))
     protocol = next(node for node in tree.body

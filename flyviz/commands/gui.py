@@ -112,12 +112,12 @@ def run(args: argparse.Namespace) -> int:
     if args.atlas:
         # A missing or damaged atlas is one line and exit status 2, before any window opens;
         # whether it belongs to the model is checked once the model is loaded.
-        from flyviz.app.atlas_panel import check_atlas
+        from flyviz.app.atlas.atlas_panel import check_atlas
 
         check_atlas(args.atlas)
     if args.lesion_map:
         # Likewise for a lesion map: missing or damaged is one line and exit status 2.
-        from flyviz.app.lesion_panel import check_lesion_map
+        from flyviz.app.lesion.lesion_panel import check_lesion_map
 
         check_lesion_map(args.lesion_map)
     meshes = []
@@ -145,12 +145,12 @@ def run(args: argparse.Namespace) -> int:
 
     import vispy
 
-    from flyviz.app.gc_policy import install_gc_policy
+    from flyviz.app.window.gc_policy import install_gc_policy
 
-    install_gc_policy(app)      # collect on the GUI thread only (see flyviz.app.gc_policy)
+    install_gc_policy(app)      # collect on the GUI thread only (see flyviz.app.window.gc_policy)
     vispy.use(app="pyside6")
-    from flyviz.app.main_window import MainWindow, install_excepthook
-    from flyviz.app.theme import apply_dark_theme
+    from flyviz.app.window.main_window import MainWindow, install_excepthook
+    from flyviz.app.window.theme import apply_dark_theme
 
     apply_dark_theme(app)
     window = MainWindow(model_spec=args.model, start_prompt=args.prompt,

@@ -8,7 +8,7 @@ is a 2-3 pixel dot; some 330,000 fragments a frame in all). A compiled loop
 over exactly those pixels (numba, as datashader rasterises points on the CPU)
 paints the same frame in a few milliseconds. :class:`CloudPainter` does that
 for a :class:`~flyviz.render.cloud.NeuronCloudVisual`; the app's software
-path (:class:`flyviz.app.raster_canvas.RasterScreen`) uses it whenever the
+path (:class:`flyviz.app.brain.raster_canvas.RasterScreen`) uses it whenever the
 scene holds only the cloud and its backdrop.
 
 The kernel computes what :data:`flyviz.render.cloud._LEAN_VERTEX_SHADER` and

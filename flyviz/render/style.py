@@ -19,7 +19,7 @@ A colour layer is *what* colours the neurons and *how*:
   limit, or a given range.
 
 Colour a window's brain by a layer with
-:meth:`flyviz.app.display.DisplayController.set_colour_layer`; a movie with
+:meth:`flyviz.app.window.display.DisplayController.set_colour_layer`; a movie with
 ``export_recording(..., style=CloudStyle(layer=...))``. Examples::
 
     from flyviz.render.style import ColourLayer, ColourScale

@@ -19,16 +19,16 @@ Threading rules (the app's; the README's *Architecture* section repeats them)
    model's life (``checkpoint``, ``config``, ``neurons``, ``name``,
    ``tokenizer``, ``drawing_anatomy()``) and the frames the worker hands over
    through queued Qt signals. Interventions and settings reach the worker as
-   values with the next start command (:mod:`flyviz.app.worker`).
+   values with the next start command (:mod:`flyviz.app.runs.worker`).
 3. **Exports read a frozen snapshot.** An export running off the UI thread
    reads :meth:`ViewerState.snapshot` (:meth:`flyviz.record.recording.Recording.snapshot`),
    never the recording a run still appends to.
 4. **Every background shutdown has a timeout.** Joins of engine, loader,
    export and background threads wait at most
-   :data:`flyviz.app.background.JOIN_TIMEOUT_S` and log the thread left
+   :data:`flyviz.app.window.background.JOIN_TIMEOUT_S` and log the thread left
    running instead of hanging the window's close.
 5. **One garbage-collection policy**, set once at app entry by
-   :func:`flyviz.app.gc_policy.install_gc_policy`: Python's automatic
+   :func:`flyviz.app.window.gc_policy.install_gc_policy`: Python's automatic
    collection is off and the UI thread collects once a second, so no
    collection starts in a worker and frees a Qt object there.
 """

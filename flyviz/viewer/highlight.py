@@ -40,7 +40,7 @@ class Highlights:
     ----------
     apply
         ``apply(mask)``: show ``mask`` (``None``: every neuron lit), e.g.
-        :meth:`~flyviz.app.brain_view.BrainView.set_emphasis`.
+        :meth:`~flyviz.app.brain.brain_view.BrainView.set_emphasis`.
     neurons
         ``neurons()``: how many neurons the view draws now; masks of another
         length (left from an earlier model) are dropped, never shown.

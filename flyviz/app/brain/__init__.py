@@ -1,0 +1,1 @@
+"""The 3-D brain view and what draws on or reads from it: colours, picking, synapse lines, the inspector."""

@@ -1,0 +1,1 @@
+"""The language-model kind's views: the text, next-token bars, Why? and Patching."""

@@ -1,0 +1,214 @@
+"""The *Why?* feature's **Graph** dock: the pruned attribution graph as a scatter.
+
+Position on x, the superclass (or cell type) on y; each kept node sized by
+``|flow|`` and coloured by its sign (red adds to L, blue takes from it); hovering
+names the neuron, clicking selects it; *cell-type supernodes* draws each cell type
+at each position as one ringed node (their flows summed) that expands into its
+neurons on a click. :mod:`flyviz.app.language.why_panel` wires it into the window.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPoint, QPointF, Signal
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from flyviz.app.window.theme import NEGATIVE, POSITIVE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.explain import Attribution
+    from flyviz.model.explain_graph import Graph
+
+
+
+def graph_rows(attribution: "Attribution", graph: "Graph", by: str) -> tuple[list[str], np.ndarray]:
+    """``(names, row)``: the y categories (sorted labels of the kept neurons) and each node's."""
+    labels = attribution.labels(by)
+    node_labels = [labels[int(n)] for n in graph.neurons]
+    names = sorted(set(node_labels))
+    index = {name: i for i, name in enumerate(names)}
+    return names, np.array([index[name] for name in node_labels], dtype=np.float64)
+
+
+class GraphPanel(QWidget):
+    """The Graph dock: the kept nodes of the pruned graph, position × superclass or cell type.
+
+    Signals
+    -------
+    neuron_clicked(neuron)
+        A node was clicked (its neuron index).
+    """
+
+    neuron_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        # The status above the controls, across the dock: beside them, in a dock a third of
+        # a laptop screen wide, it wrapped to eight lines and took the plot's height.
+        self.status = QLabel("Press W (Run → Why this token?) to trace the shown token.")
+        self.status.setWordWrap(True)
+        layout.addWidget(self.status)
+        row = QHBoxLayout()
+        self.rows_by = QComboBox()
+        self.rows_by.addItem("by superclass", "superclass")
+        self.rows_by.addItem("by cell type", "cell_type")
+        self.rows_by.setToolTip("What the rows of the graph group the neurons by")
+        self.rows_by.currentIndexChanged.connect(lambda _i: self._draw())
+        row.addWidget(self.rows_by)
+        self.supernodes = QCheckBox("cell-type supernodes")
+        self.supernodes.setToolTip("Draw the neurons of one cell type at one position as one "
+                                   "node (ringed); click one to expand it")
+        self.supernodes.toggled.connect(self._on_grouping)
+        row.addWidget(self.supernodes)
+        row.addStretch(1)
+        layout.addLayout(row)
+        self.plot = pg.PlotWidget()
+        self.plot.setMenuEnabled(False)
+        self.plot.setLabel("bottom", "position (token read)")
+        self.plot.showGrid(x=True, y=False, alpha=0.2)
+        self.scatter = pg.ScatterPlotItem(hoverable=True, tip=self._tip, pxMode=True,
+                                          hoverPen=pg.mkPen("w", width=2))
+        self.scatter.sigClicked.connect(self._on_clicked)
+        self.plot.addItem(self.scatter)
+        layout.addWidget(self.plot, 1)
+        self.attribution: "Attribution | None" = None
+        self.graph: "Graph | None" = None
+        self.rows = np.zeros(0)
+        self.row_names: list[str] = []
+        #: What is drawn: ``(supernode key (position, cell type) or None, graph node indices)``.
+        self.items: list[tuple[tuple[int, str] | None, np.ndarray]] = []
+        #: The supernodes the user expanded.
+        self.expanded: set[tuple[int, str]] = set()
+
+    def _on_grouping(self, _on: bool) -> None:
+        self.expanded.clear()
+        self._draw()
+
+    def set_graph(self, attribution: "Attribution | None", graph: "Graph | None") -> None:
+        """Show ``graph`` (``None``: nothing)."""
+        self.attribution, self.graph = attribution, graph
+        self.expanded.clear()
+        self._draw()
+
+    @property
+    def by(self) -> str:
+        """What the rows group the neurons by (``superclass`` or ``cell_type``)."""
+        return str(self.rows_by.currentData())
+
+    def _draw(self) -> None:
+        att, graph = self.attribution, self.graph
+        self.scatter.clear()
+        self.items = []
+        if att is None or graph is None or not len(graph.neurons):
+            self.rows, self.row_names = np.zeros(0), []
+            self.plot.getAxis("left").setTicks(None)
+            if att is not None:
+                self.status.setText("The pruned graph keeps no neuron node.")
+            return
+        names, rows = graph_rows(att, graph, self.by)
+        positions = graph.positions.astype(np.int64)
+        flows = np.asarray(graph.flows, dtype=np.float64)
+        # What is drawn: single nodes, or the cell types' supernodes (one per position)
+        # that the user has not expanded.
+        items: list[tuple[tuple[int, str] | None, np.ndarray]] = []
+        if self.supernodes.isChecked():
+            cell_types = att.labels("cell_type")
+            groups: dict[tuple[int, str], list[int]] = {}
+            for k, neuron in enumerate(graph.neurons):
+                groups.setdefault((int(positions[k]), cell_types[int(neuron)]), []).append(k)
+            for key, members in groups.items():
+                if len(members) > 1 and key not in self.expanded:
+                    items.append((key, np.array(members)))
+                else:
+                    items.extend((None, np.array([k])) for k in members)
+        else:
+            items = [(None, np.array([k])) for k in range(len(flows))]
+        self.items = items
+        x = np.array([positions[m[0]] for _, m in items], dtype=np.float64)
+        y = np.array([rows[m[0]] for _, m in items], dtype=np.float64)
+        # Items of one row at one position side by side, a little apart.
+        base = y.copy()
+        for key in set(zip(x.tolist(), base.tolist())):
+            same = np.flatnonzero((x == key[0]) & (base == key[1]))
+            if same.size > 1:
+                y[same] += np.linspace(-0.3, 0.3, same.size)
+        self.rows = np.zeros(len(flows))
+        for i, (_, part) in enumerate(items):
+            self.rows[part] = y[i]
+        self.row_names = names
+        item_flows = np.array([flows[m].sum() for _, m in items])
+        top = float(np.abs(item_flows).max()) or 1.0
+        sizes = 6.0 + 22.0 * np.sqrt(np.abs(item_flows) / top)
+        brushes = [pg.mkBrush(*(POSITIVE if f > 0 else NEGATIVE), 220) for f in item_flows]
+        pens = [pg.mkPen("w", width=1.5) if key is not None else pg.mkPen(None)
+                for key, _ in items]
+        self.scatter.setData(x=x, y=y, size=sizes, brush=brushes, pen=pens,
+                             data=list(range(len(items))))
+        self.plot.getAxis("left").setTicks([list(enumerate(names))])
+        self.plot.setXRange(att.window_start - 0.5, att.position + 0.5, padding=0.02)
+        self.plot.setYRange(-0.6, len(names) - 0.4, padding=0.02)
+        grouped = sum(key is not None for key, _ in items)
+        self.status.setText(f"{len(flows)} neuron nodes kept of the graph explaining "
+                            f"{att.target_text!r} at position {att.position}"
+                            + (f", {grouped} cell-type supernodes (ringed; click to expand)"
+                               if grouped else "")
+                            + "; red adds to L, blue takes from it. Click a node to select "
+                            "its neuron.")
+
+    # ------------------------------------------------------------ nodes
+    def node_tip(self, k: int) -> str:
+        """What hovering node ``k`` says: the neuron, its labels, position and flow."""
+        att, graph = self.attribution, self.graph
+        if att is None or graph is None or not 0 <= k < len(graph.neurons):
+            return ""
+        neuron, position = int(graph.neurons[k]), int(graph.positions[k])
+        cell_type = att.labels("cell_type")[neuron]
+        superclass = att.labels("superclass")[neuron]
+        token = att.token_texts[position] if position < len(att.token_texts) else ""
+        return (f"neuron {neuron} · {cell_type} ({superclass})\n"
+                f"position {position} (after {token!r})\nflow {float(graph.flows[k]):+.4f} "
+                "(units of L)")
+
+    def item_tip(self, i: int) -> str:
+        """What hovering drawn item ``i`` says (a node's neuron, or a supernode's group)."""
+        if not 0 <= i < len(self.items) or self.graph is None:
+            return ""
+        key, members = self.items[i]
+        if key is None:
+            return self.node_tip(int(members[0]))
+        flow = float(np.asarray(self.graph.flows, dtype=np.float64)[members].sum())
+        return (f"cell type {key[1]} at position {key[0]}: {len(members)} neurons\n"
+                f"flow {flow:+.4f} (units of L); click to expand")
+
+    def _tip(self, x: float, y: float, data: Any) -> str:
+        return self.item_tip(int(data))
+
+    def item_widget_pos(self, i: int) -> QPoint:
+        """Where drawn item ``i`` is, in the plot widget's coordinates (tests click there)."""
+        key, members = self.items[i]
+        return self.node_widget_pos(int(members[0]))
+
+    def node_widget_pos(self, k: int) -> QPoint:
+        """Where node ``k`` is drawn, in the plot widget's coordinates (tests click there)."""
+        assert self.graph is not None
+        vb = self.plot.getPlotItem().getViewBox()
+        scene = vb.mapViewToScene(QPointF(float(self.graph.positions[k]), float(self.rows[k])))
+        return self.plot.mapFromScene(scene)
+
+    def _on_clicked(self, _item: Any, points: Any, _ev: Any = None) -> None:
+        if self.graph is None or points is None or not len(points):
+            return
+        key, members = self.items[int(points[0].data())]
+        if key is not None:                 # a supernode: show its neurons
+            self.expanded.add(key)
+            self._draw()
+            return
+        self.neuron_clicked.emit(int(self.graph.neurons[int(members[0])]))
+
+
+__all__ = ["GraphPanel", "NEGATIVE", "POSITIVE", "graph_rows"]

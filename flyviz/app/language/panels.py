@@ -1,0 +1,238 @@
+"""The language model's 2-D panels beside the brain: next-token bars and traces (and the text).
+
+Each panel shows one moment of a :class:`~flyviz.record.recording.Recording`
+through ``show_frame(recording, index)``; the window calls it from its display-rate
+timer only when the shown frame changed, never once per produced token.
+The pyqtgraph items are created once and their data replaced (one reused
+``ImageItem`` with fixed levels, one ``BarGraphItem``, ``PlotDataItem`` traces),
+which is what keeps them cheap at display rate.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+
+from flyviz.app.window import theme
+from flyviz.app.population.plot_axes import paint_on_demand, spaced_axes
+from flyviz.app.language.text_panel import TextPanel, TextToken, text_tokens, visible_token_text
+from flyviz.record.recording import Recording
+
+__all__ = ["TextPanel", "TextToken", "TopKPanel", "TracePanel", "text_tokens"]
+
+# -------------------------------------------------------------- top-k panel
+class TopKPanel(QWidget):
+    """Horizontal bars of the next-token candidates with their text on the bars."""
+
+    k_changed = Signal(int)
+
+    #: Most candidates a frame records (the worker asks for this many).
+    MAX_K = 20
+
+    def __init__(self, parent: QWidget | None = None, k: int = 8) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        header = QHBoxLayout()
+        self.title = QLabel("Next token")
+        self.title.setObjectName("hint")
+        # Wrapped, not widened: a comparison's longer title ("... untouched (grey) →
+        # intervened") widened the whole right column and moved the brain view.
+        self.title.setWordWrap(True)
+        header.addWidget(self.title, 1)
+        header.addWidget(QLabel("k"))
+        self.k_box = QSpinBox()
+        self.k_box.setRange(1, self.MAX_K)
+        self.k_box.setValue(k)
+        self.k_box.setToolTip("How many candidates to show")
+        header.addWidget(self.k_box)
+        layout.addLayout(header)
+        self.plot = pg.PlotWidget(axisItems=spaced_axes())
+        self.plot.setMenuEnabled(False)
+        self.plot.setMouseEnabled(False, False)
+        self.plot.hideButtons()
+        self.plot.getAxis("left").setStyle(showValues=False)
+        self.plot.getAxis("left").setTicks([])
+        self.plot.getAxis("bottom").setLabel("probability")
+        self.plot.setXRange(0, 1, padding=0)
+        paint_on_demand(self.plot)
+        layout.addWidget(self.plot, 1)
+        self.bars = pg.BarGraphItem(x0=[], y=[], height=0.72, width=[],
+                                    brush=pg.mkBrush(theme.ACCENT), pen=pg.mkPen(None))
+        self.plot.addItem(self.bars)
+        self.labels: list[pg.TextItem] = []
+        for _ in range(self.MAX_K):
+            item = pg.TextItem("", color=theme.TEXT, anchor=(0, 0.5))
+            item.setZValue(10)
+            self.plot.addItem(item)
+            self.labels.append(item)
+        # A comparison's untouched probabilities, beside the intervened ones.
+        self.untouched_bars = pg.BarGraphItem(x0=[], y=[], height=0.36, width=[],
+                                              brush=pg.mkBrush("#8f98aa"), pen=pg.mkPen(None))
+        self.plot.addItem(self.untouched_bars)
+        self._last: tuple[int, int, int] | None = None
+        self._recording: Recording | None = None
+        self.k_box.valueChanged.connect(self._on_k_change)
+
+    @property
+    def k(self) -> int:
+        """Number of bars shown."""
+        return int(self.k_box.value())
+
+    def _on_k_change(self, k: int) -> None:
+        self._last = None
+        if self._recording is not None and self._index >= 0:
+            self.show_frame(self._recording, self._index)
+        self.k_changed.emit(int(k))
+
+    def show_frame(self, recording: Recording, index: int) -> None:
+        """Bars of frame ``index``'s candidates (empty when ``index < 0``)."""
+        self._recording, self._index = recording, index
+        key = (id(recording), index, self.k)
+        if key == self._last:
+            return
+        self._last = key
+        k = self.k
+        if recording.baseline is not None and self._show_pairs(recording, index, k):
+            return
+        self.untouched_bars.setOpts(x0=[], y=[], width=[])
+        if index < 0:
+            ids, probs = np.zeros(0, int), np.zeros(0)
+            texts: tuple[str, ...] = ()
+        else:
+            frame = recording[index]
+            ids = np.asarray(frame.top_k_ids)[:k]
+            probs = np.asarray(frame.top_k_probabilities, dtype=float)[:k]
+            texts = tuple(frame.top_k_text[:k])
+            chosen = frame.predicted_token_id
+            self.title.setText(f"Next token after #{frame.position}"
+                               + ("" if frame.is_generation else " (reading the prompt)"))
+        n = len(probs)
+        y = -np.arange(n, dtype=float)
+        brushes = [pg.mkBrush(theme.ACCENT if int(i) == chosen else "#2f6f8f") for i in ids] \
+            if n else []
+        self.bars.setOpts(x0=np.zeros(n), y=y, width=probs, height=0.72, brushes=brushes)
+        for j, label in enumerate(self.labels):
+            if j < n:
+                shown = visible_token_text(texts[j]).replace("\n", "⏎")
+                label.setText(f"{shown!r}  {probs[j]:.1%}")
+                label.setPos(0.01, y[j])
+                label.setVisible(True)
+            else:
+                label.setVisible(False)
+        self.plot.setYRange(-max(k, 1) + 0.5, 0.5, padding=0.02)
+        self.plot.setXRange(0, 1, padding=0)
+        self.plot.viewport().update()
+
+
+    def _show_pairs(self, recording: Recording, index: int, k: int) -> bool:
+        """Both runs' probabilities of the likeliest candidates, untouched (grey) above
+        intervened (accent); False when there is no pair at ``index``."""
+        from flyviz.app.language.compare_views import paired_candidates
+
+        pairs = paired_candidates(recording, index, k)
+        if pairs is None:
+            return False
+        n = len(pairs.texts)
+        y = -np.arange(n, dtype=float)
+        self.untouched_bars.setOpts(x0=np.zeros(n), y=y + 0.19, width=pairs.untouched,
+                                    height=0.36)
+        self.bars.setOpts(x0=np.zeros(n), y=y - 0.19, width=pairs.intervened, height=0.36,
+                          brushes=[pg.mkBrush(theme.ACCENT)] * n)
+        for j, label in enumerate(self.labels):
+            if j < n:
+                shown = visible_token_text(pairs.texts[j]).replace("\n", "⏎")
+                label.setText(f"{shown!r}  {pairs.untouched[j]:.1%} → {pairs.intervened[j]:.1%}")
+                label.setPos(0.01, y[j])
+                label.setVisible(True)
+            else:
+                label.setVisible(False)
+        self.title.setText(f"Next token after #{recording[index].position}: "
+                           "untouched (grey) → intervened")
+        self.plot.setYRange(-max(k, 1) + 0.5, 0.5, padding=0.02)
+        self.plot.setXRange(0, 1, padding=0)
+        self.plot.viewport().update()
+        return True
+
+
+def _legend_html(entries: tuple[tuple[str, str], ...]) -> str:
+    """One line naming each curve after a swatch of its colour."""
+    return "&nbsp;&nbsp;&nbsp;".join(
+        f"<span style='color:{colour}'>━━</span>&nbsp;<span style='color:{theme.TEXT}'>"
+        f"{html.escape(name)}</span>" for name, colour in entries)
+
+
+class TracePanel(QWidget):
+    """Top-1 probability and mean |h| per token, with the shown token marked."""
+
+    #: Emitted when the user clicks a token on the traces.
+    token_clicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        self.plot = pg.PlotWidget(axisItems=spaced_axes())
+        self.plot.setMenuEnabled(False)
+        self.plot.setMouseEnabled(True, False)
+        self.plot.hideButtons()
+        self.plot.getAxis("bottom").setLabel("token")
+        self.plot.setMinimumHeight(80)
+        # The legend is the plot's title row, above the data: a legend inside the plot
+        # hid the curves where they run along the top (a confident model's probability).
+        self.plot.setTitle(_legend_html((("top-1 probability", theme.VIOLET),
+                                         ("mean |h|", theme.WARM))), size="9pt")
+        self.legend = self.plot.getPlotItem().titleLabel
+        self.plot.setYRange(0, 1, padding=0.03)
+        self.probability = self.plot.plot([], [], pen=pg.mkPen(theme.VIOLET, width=2))
+        self.mean_abs = self.plot.plot([], [], pen=pg.mkPen(theme.WARM, width=2))
+        #: A comparison's per-token KL(p_untouched ‖ p_intervened), in nats.
+        self.kl = self.plot.plot([], [], pen=pg.mkPen("#ff7a9a", width=2))
+        self.token_line = pg.InfiniteLine(angle=90, movable=False,
+                                      pen=pg.mkPen(theme.ACCENT, width=1, style=Qt.PenStyle.DashLine))
+        self.plot.addItem(self.token_line)
+        paint_on_demand(self.plot)
+        layout.addWidget(self.plot, 1)
+        self._length = -1
+        self._recording: Recording | None = None
+        self.plot.scene().sigMouseClicked.connect(self._on_click)
+
+    def show_frame(self, recording: Recording, index: int) -> None:
+        """Curves over the whole recording; the cursor at ``index``."""
+        n = len(recording)
+        if recording is not self._recording or n != self._length:
+            self._recording, self._length = recording, n
+            x = np.arange(n, dtype=float)
+            self.probability.setData(x, recording.top1_probabilities)
+            self.mean_abs.setData(x, recording.mean_abs_states)
+            self._show_kl(recording, x)
+            self.plot.setXRange(0, max(n - 1, 1), padding=0.02)
+        self.token_line.setVisible(index >= 0)
+        self.token_line.setPos(max(index, 0))
+        self.plot.viewport().update()
+
+    def _show_kl(self, recording: Recording, x: np.ndarray) -> None:
+        from flyviz.record.compare import comparison_trace
+
+        trace = comparison_trace(recording)
+        entries = [("top-1 probability", theme.VIOLET), ("mean |h|", theme.WARM)]
+        if trace is None:
+            self.kl.setData([], [])
+            self.plot.setYRange(0, 1, padding=0.03)
+        else:
+            kl = trace.kl
+            self.kl.setData(x, np.nan_to_num(kl, nan=0.0))
+            top = float(np.nanmax(kl)) if np.isfinite(kl).any() else 0.0
+            self.plot.setYRange(0, max(1.0, top), padding=0.03)
+            entries.append(("KL untouched ‖ intervened (nats)", "#ff7a9a"))
+        self.plot.setTitle(_legend_html(tuple(entries)), size="9pt")
+
+    def _on_click(self, event) -> None:
+        if self._length <= 0:
+            return
+        point = self.plot.getPlotItem().vb.mapSceneToView(event.scenePos())
+        self.token_clicked.emit(int(round(min(max(point.x(), 0), self._length - 1))))

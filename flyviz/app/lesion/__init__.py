@@ -1,0 +1,1 @@
+"""Lesion maps: the importance colours, the groups' table and the estimated lesions."""

@@ -1,0 +1,1 @@
+"""The population docks: the whole-brain raster, cell types over time and the trajectory."""

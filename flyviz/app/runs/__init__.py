@@ -1,0 +1,1 @@
+"""Runs of any model kind: the worker thread, run and comparison control, models, interventions."""

@@ -1,0 +1,1 @@
+"""The spiking brain's views: its stimulus, live runs, screens and populations."""

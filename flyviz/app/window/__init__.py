@@ -1,0 +1,1 @@
+"""The window and its bindings: the main window, the host protocol features see, docks, actions, files and dialogs."""

@@ -1,0 +1,68 @@
+"""Which docks the window shows for the loaded model's kind.
+
+Every dock declares the model kinds it serves (:mod:`flyviz.kinds`: their keys,
+or :data:`~flyviz.kinds.EVERY_KIND`): the window's own docks where it adds them,
+a feature's docks in its :data:`~flyviz.app.window.main_window.FEATURES` row.
+:class:`DockKinds` hides the docks that do not serve the shown model's kind,
+with their View-menu entries, and brings them back as they were when a model
+of a kind they serve is shown again. For the Fly LLM every dock applies, so
+nothing changes.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDockWidget
+
+from flyviz.kinds import EVERY_KIND, LANGUAGE, ModelKind
+
+__all__ = ["DockKinds"]
+
+
+class DockKinds:
+    """The kinds each dock of a window serves, and the docks shown for a kind.
+
+    Parameters
+    ----------
+    docks
+        The window's docks by key (the window's own dict: docks added later count).
+    """
+
+    def __init__(self, docks: dict[str, QDockWidget]) -> None:
+        self._docks = docks
+        self._serves: dict[str, tuple[str, ...]] = {}
+        #: Docks hidden because they do not serve the kind shown: whether each was shown.
+        self._hidden: dict[str, bool] = {}
+        self.kind: ModelKind = LANGUAGE
+
+    def declare(self, key: str, kinds: tuple[str, ...]) -> None:
+        """Dock ``key`` serves ``kinds`` (kind keys, or :data:`~flyviz.kinds.EVERY_KIND`)."""
+        self._serves[key] = tuple(kinds)
+        if key in self._docks and not self.kind.shows(self._serves[key]):
+            self.apply(self.kind)
+
+    def serves(self, key: str) -> tuple[str, ...]:
+        """The kinds dock ``key`` serves (a dock that declared none serves every kind)."""
+        return self._serves.get(key, EVERY_KIND)
+
+    def applies(self, key: str, kind: ModelKind | None = None) -> bool:
+        """True when dock ``key`` applies to ``kind`` (default: the kind shown)."""
+        return (self.kind if kind is None else kind).shows(self.serves(key))
+
+    def shown_keys(self) -> list[str]:
+        """The docks that apply to the kind shown, in the window's order."""
+        return [key for key in self._docks if self.applies(key)]
+
+    def apply(self, kind: ModelKind) -> None:
+        """Show the docks that serve ``kind`` and hide the others (their View entries too)."""
+        self.kind = kind
+        for key, dock in self._docks.items():
+            if kind.shows(self.serves(key)):
+                if key in self._hidden:
+                    was_shown = self._hidden.pop(key)
+                    dock.toggleViewAction().setVisible(True)
+                    if was_shown:
+                        dock.show()
+            elif key not in self._hidden:
+                self._hidden[key] = not dock.isHidden()
+                dock.hide()
+                dock.toggleViewAction().setVisible(False)

@@ -1,0 +1,170 @@
+"""The window's side of the feature protocol: docks, services and the feature registry.
+
+:class:`FeatureWindow` is the part of :class:`~flyviz.app.window.main_window.MainWindow`
+that :class:`~flyviz.app.window.host.WindowHost` promises features beyond the shared
+objects: its docks (:class:`Docks`: adding one, putting it beside others, showing
+one), installing features (:meth:`FeatureWindow.register_feature`) and wiring them
+to each other (:meth:`FeatureWindow._wire_features`); and the window's widgets as
+views of what features write to the state (:func:`follow_feature_fields`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
+
+from flyviz.app.window.dock_kinds import DockKinds
+from flyviz.kinds.language import LANGUAGE_KEY
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.app.atlas.atlas_panel import AtlasFeature
+    from flyviz.app.brain.brain_view import BrainView
+    from flyviz.app.brain.inspector import NeuronInspector
+    from flyviz.app.window.host import WindowHost
+    from flyviz.app.runs.interventions_dock import InterventionsFeature
+    from flyviz.app.lesion.lesion_panel import LesionFeature
+    from flyviz.app.language.text_panel import TextPanel
+    from flyviz.viewer.state import ViewerState
+
+__all__ = ["Docks", "FeatureWindow", "follow_feature_fields"]
+
+
+def follow_feature_fields(state: "ViewerState", brain: "BrainView", text_panel: "TextPanel",
+                          inspector: "NeuronInspector") -> None:
+    """Show in the window's widgets what features write to ``state``: the synapse lines
+    over ``brain``, the shading of ``text_panel``'s tokens and the open atlas's card in
+    ``inspector`` (the picks and rings: :class:`~flyviz.app.brain.neuron_pick.BrainPicks`)."""
+    from flyviz.app.brain.synapse_lines import synapse_lines
+
+    def draw_lines(source: str) -> None:
+        points, colours = state.lines(source) or (None, None)
+        synapse_lines(brain).set(source, points, colours)
+
+    def show_atlas(atlas: Any) -> None:
+        card = inspector.atlas_card
+        card.set_atlas(atlas)
+        if atlas is not None:
+            card.show_neuron(state.selected)
+
+    events = state.events
+    events.lines.connect(draw_lines)
+    events.token_flows.connect(
+        lambda flows: text_panel.set_flows(None if flows is None else list(flows)))
+    events.atlas.connect(show_atlas)
+
+
+class Docks(dict[str, QDockWidget]):
+    """The window's docks by key, and what a feature does with docks: add one, put it in a
+    tab beside another, show it.
+
+    Parameters
+    ----------
+    window
+        The window the docks live in.
+    """
+
+    def __init__(self, window: "FeatureWindow") -> None:
+        super().__init__()
+        self._window = window
+
+    def add(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+            scroll: bool = False) -> QDockWidget:
+        """A new dock ``key`` holding ``widget`` (listed in View)."""
+        return self._window.add_dock(key, title, widget, area, scroll)
+
+    def tabify(self, beside: str, dock: QDockWidget, keep_front: bool = True) -> None:
+        """Put ``dock`` in a tab beside the dock ``beside`` (which stays in front if
+        ``keep_front``)."""
+        self._window.tabifyDockWidget(self[beside], dock)
+        if keep_front:
+            self[beside].raise_()
+
+    def show(self, dock: QDockWidget, height_fraction: float | None = None) -> None:
+        """Show ``dock`` in front, as tall as ``height_fraction`` of the window if given."""
+        dock.show()
+        dock.raise_()
+        if height_fraction is not None:
+            window = self._window
+            window.resizeDocks([dock], [int(window.height() * height_fraction)],
+                               Qt.Orientation.Vertical)
+
+
+class FeatureWindow(QMainWindow):
+    """A main window that hosts features (see :class:`~flyviz.app.window.host.WindowHost`)."""
+
+    #: The window's docks by key, with what features do with them (filled by the window).
+    docks: Docks
+    #: The installed features by name.
+    features: dict[str, Any]
+    #: The model kinds each dock serves (the window hides the others' docks).
+    dock_kinds: DockKinds
+
+    def widget(self) -> QWidget:
+        """The window as a widget (the parent of features' dialogs)."""
+        return self
+
+    def add_dock(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
+                 scroll: bool = False, kinds: tuple[str, ...] | None = None) -> QDockWidget:
+        """Put ``widget`` in a new dock (how, and where it is listed, is the window's:
+        :meth:`MainWindow.add_dock <flyviz.app.window.main_window.MainWindow.add_dock>`)."""
+        raise NotImplementedError
+
+    def register_feature(self, name: str, install: Callable[[WindowHost], Any],
+                         kinds: tuple[str, ...] = (LANGUAGE_KEY,)) -> Any:
+        """Install a feature: ``install(host)`` with this window as its
+        :class:`~flyviz.app.window.host.WindowHost`; it is then ``window.features[name]``.
+
+        ``kinds``: the model kinds its docks serve (:mod:`flyviz.kinds` keys, or
+        :data:`~flyviz.kinds.EVERY_KIND`); by default the Fly LLM's, which every
+        feature written before kinds existed assumes.
+        """
+        if name in self.features:
+            raise ValueError(f"a feature named {name!r} is installed already")
+        before = set(self.docks)
+        # The concrete window (MainWindow) has every member the protocol names.
+        feature = install(cast("WindowHost", self))
+        self.features[name] = feature
+        for key in self.docks:
+            if key not in before:
+                self.dock_kinds.declare(key, kinds)
+        return feature
+
+    def _wire_features(self) -> None:
+        # Lesion maps compare "with untouched" through the Interventions dock when there is one.
+        lesions, interventions = self.features.get("lesions"), self.features.get("interventions")
+        if lesions is not None and interventions is not None:
+            lesions.compare = interventions.compare_with
+        # A heatmap cell's patch runs the corrupted prompt through the same comparison.
+        patching = self.features.get("patching")
+        if patching is not None and interventions is not None:
+            patching.compare = lambda items, prompt: interventions.compare_with(items,
+                                                                                prompt=prompt)
+        # "Run with only the circuit" runs through the same comparison.
+        circuit = self.features.get("circuit")
+        if circuit is not None and interventions is not None:
+            circuit.compare = lambda items, prompt: interventions.compare_with(items,
+                                                                               prompt=prompt)
+        # The Trajectory dock offers the open atlas's principal axes.
+        atlas, trajectory = self.features.get("atlas"), self.features.get("trajectory")
+        if atlas is not None and trajectory is not None:
+            atlas.controller.opened.connect(trajectory.set_atlas)
+            atlas.controller.closed.connect(lambda _note: trajectory.set_atlas(None))
+            trajectory.set_atlas(atlas.atlas)
+
+    @property
+    def atlas(self) -> "AtlasFeature":
+        """The atlas feature (:class:`~flyviz.app.atlas.atlas_panel.AtlasFeature`)."""
+        return self.features["atlas"]
+
+    @property
+    def lesions(self) -> "LesionFeature":
+        """The lesion-map feature (:class:`~flyviz.app.lesion.lesion_panel.LesionFeature`)."""
+        return self.features["lesions"]
+
+    @property
+    def interventions(self) -> "InterventionsFeature":
+        """The interventions feature (:class:`~flyviz.app.runs.interventions_dock.InterventionsFeature`)."""
+        return self.features["interventions"]

@@ -302,6 +302,8 @@ def test_the_window_shows_only_the_docks_that_serve_the_kind(qtbot, tmp_path):
         assert all(win.docks[k].toggleViewAction().isVisible() != (k in other_kinds)
                    for k in win.docks)
         assert win.timeline.counter.text() == "no tokens yet"
+        assert win._prompt_action.isVisible()   # the Fly LLM reads a prompt
+        assert win.raster_panel.plot.getAxis("bottom").labelText == "token"
 
         neurons = checkpoint.config.neurons
         model = BinnedModel(neurons)

@@ -192,12 +192,18 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         win.state.index = 1
         win.refresh_panels()
         assert win.timeline.counter.text().startswith("bin 2 / 4 · 20 ms")
+        # The window's shared views speak in bins too, and no prompt is asked for.
+        assert win.raster_panel.plot.getAxis("bottom").labelText == "bin"
+        assert "last 96 bins" in win.raster_panel.caption.text()
+        assert win.inspector.trace.getAxis("left").labelText == "rate (Hz)"
+        assert not win._prompt_action.isVisible() and "bins/s" in win.status_rate.text()
         population = win.features["spiking"].population
         assert set(population.traces) == {"superclass:sensory", "superclass:central"}
         # Its neurons are the ones picked and inspected (80 of them, not the model's 400).
         win.select_neuron(79)
         win.refresh_panels()
         assert win.state.selected == 79
+        assert win.inspector.fields["activation"].text().endswith("at bin 2 · 20 ms")
         feature = win.features["spiking"]
         assert feature.add_selected("silence") and feature.panel.silence.text() == "id:79"
     finally:

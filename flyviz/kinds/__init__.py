@@ -150,6 +150,8 @@ class ModelKind:
     title: ClassVar[str] = ""
     #: Its frames' time axis.
     time_axis: ClassVar[TimeAxis] = TimeAxis("step", "step")
+    #: What a neuron's recorded state is, as a plot's axis names it.
+    state_label: ClassVar[str] = "state"
     #: The side channels its frames carry.
     side_channels: ClassVar[tuple[SideChannel, ...]] = ()
 

@@ -65,6 +65,7 @@ class LanguageModelKind(ModelKind):
     key: ClassVar[str] = LANGUAGE_KEY
     title: ClassVar[str] = "language model"
     time_axis: ClassVar[TimeAxis] = TimeAxis("token", "token")
+    state_label: ClassVar[str] = "h"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (TEXT, TOP_K)
 
     # ------------------------------------------------------------ stepping

@@ -167,6 +167,7 @@ class SpikingKind(ModelKind):
     key: ClassVar[str] = SPIKING_KEY
     title: ClassVar[str] = "spiking brain"
     time_axis: ClassVar[TimeAxis] = TimeAxis("bin", "ms", BIN_MS)
+    state_label: ClassVar[str] = "rate (Hz)"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (SPIKES,)
 
     # ------------------------------------------------------------ stepping

@@ -15,6 +15,7 @@ from flyviz.app.window import theme
 from flyviz.app.atlas.atlas_card import AtlasCard
 from flyviz.app.brain.connectivity import Connectivity, Partner
 from flyviz.app.population.plot_axes import paint_on_demand
+from flyviz.kinds import LANGUAGE, ModelKind
 from flyviz.model.attribution import incoming_currents
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.interventions import ResolvedInterventions
@@ -70,6 +71,7 @@ class NeuronInspector(QWidget):
         self.trace.hideButtons()
         self.trace.getAxis("bottom").setLabel("token")
         self.trace.getAxis("left").setLabel("h")
+        self._axis = LANGUAGE.time_axis
         self.trace.getAxis("left").enableAutoSIPrefix(False)
         self.trace_curve = self.trace.plot([], [], pen=pg.mkPen(theme.ACCENT, width=2))
         self.trace_cursor = pg.InfiniteLine(angle=90, movable=False,
@@ -114,6 +116,12 @@ class NeuronInspector(QWidget):
         table.setToolTip("Click a partner to inspect it")
         table.cellClicked.connect(lambda row, _col, t=table: self._on_partner_clicked(t, row))
         return table
+
+    def set_kind(self, kind: ModelKind) -> None:
+        """Name the trace's axes as the shown model's kind does (token and h; bin and Hz)."""
+        self._axis = kind.time_axis
+        self.trace.getAxis("bottom").setLabel(kind.time_axis.name)
+        self.trace.getAxis("left").setLabel(kind.state_label)
 
     def set_model(self, anatomy: Anatomy | None, connectivity: Connectivity | None,
                   checkpoint: Checkpoint | None = None) -> None:
@@ -289,6 +297,6 @@ class NeuronInspector(QWidget):
         self.show_currents(recording, index)
         if 0 <= index < n and self.neuron < recording.neurons:
             value = float(recording.state(index)[self.neuron])
-            self.fields["activation"].setText(f"{value:+.4f} at token {index}")
+            self.fields["activation"].setText(f"{value:+.4f} at {self._axis.at(index)}")
         else:
             self.fields["activation"].setText("—")

@@ -15,6 +15,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from flyviz.app.population.plot_axes import paint_on_demand, spaced_axes
+from flyviz.kinds import LANGUAGE, TimeAxis
 from flyviz.record.recording import Recording
 
 __all__ = ["RasterPanel"]
@@ -22,7 +23,7 @@ __all__ = ["RasterPanel"]
 
 # --------------------------------------------------------------- raster panel
 class RasterPanel(QWidget):
-    """A few hundred neurons' states over the last tokens up to the shown frame."""
+    """A few hundred neurons' states over the last steps (tokens, bins) up to the shown frame."""
 
     def __init__(self, parent: QWidget | None = None, rows: int = 256, window: int = 96) -> None:
         super().__init__(parent)
@@ -44,6 +45,7 @@ class RasterPanel(QWidget):
         self.plot.addItem(self.image)
         self.rows = rows
         self.window_tokens = window
+        self.axis = LANGUAGE.time_axis
         self.neurons = np.zeros(0, dtype=np.int64)
         self._mode = "signed"
         self._limit = 1.0
@@ -61,9 +63,18 @@ class RasterPanel(QWidget):
             neurons = neurons[pick]
         self.neurons = neurons
         self._buffer = np.zeros((max(1, neurons.size), self.window_tokens), dtype=np.float32)
-        self.caption.setText(f"State raster: {neurons.size} neurons × last {self.window_tokens} tokens"
-                             " (rates, not spikes)")
+        self._say_caption()
         self._last = None
+
+    def set_time_axis(self, axis: TimeAxis) -> None:
+        """Name the columns as the shown model's kind calls its steps (tokens, 10 ms bins)."""
+        self.axis = axis
+        self.plot.getAxis("bottom").setLabel(axis.name)
+        self._say_caption()
+
+    def _say_caption(self) -> None:
+        self.caption.setText(f"State raster: {self.neurons.size} neurons × last {self.window_tokens} "
+                             f"{self.axis.names} (rates, not spikes)")
 
     def set_mode(self, mode: str, limit: float) -> None:
         """Colour like the cloud: ``"signed"`` or ``"abs"`` with fixed levels."""

@@ -223,7 +223,8 @@ class MainWindow(FeatureWindow):
         bar.setObjectName("promptToolbar")
         bar.setMovable(False)
         self.prompt_bar = PromptBar()
-        bar.addWidget(self.prompt_bar)
+        #: The prompt box's place in the bar (hidden for a kind that reads no text).
+        self._prompt_action = bar.addWidget(self.prompt_bar)
         self.play_button = QPushButton("▶ Play")
         self.play_button.setToolTip("Play / pause (Space)")
         self.step_button = QPushButton("Step ▷|")
@@ -283,6 +284,7 @@ class MainWindow(FeatureWindow):
     def _build_status_bar(self) -> None:
         status = self.statusBar()
         self.status_model = QLabel("no model")
+        self._rate_unit = "tok/s"
         self.status_rate = QLabel("— tok/s")
         self.status_fps = QLabel("— fps")
         self.status_state = QLabel("idle")
@@ -530,6 +532,11 @@ class MainWindow(FeatureWindow):
         kind = self.state.kind
         self.dock_kinds.apply(kind)
         self.timeline.set_time_axis(kind.time_axis)
+        self.raster_panel.set_time_axis(kind.time_axis)
+        self.inspector.set_kind(kind)
+        self._prompt_action.setVisible(kind.has("text"))   # a spiking brain reads no prompt
+        self._rate_unit = "tok/s" if kind == LANGUAGE else f"{kind.time_axis.names}/s"
+        self.status_rate.setText(f"— {self._rate_unit}")
         anatomy = self.state.anatomy
         if kind != LANGUAGE and anatomy is not None and anatomy is not self._drawn_anatomy:
             self._draw_anatomy(anatomy, self.state.neurons)   # another kind's own brain
@@ -656,7 +663,7 @@ class MainWindow(FeatureWindow):
     def _update_status(self) -> None:
         now = time.perf_counter()
         rate = self.runs.token_rate(now)
-        self.status_rate.setText(f"{rate:5.1f} tok/s" if rate else "— tok/s")
+        self.status_rate.setText(f"{rate:5.1f} {self._rate_unit}" if rate else f"— {self._rate_unit}")
         self.canvas_fps = events_per_second(self.brain.draw_times, now)
         self.status_fps.setText(f"{self.canvas_fps:4.1f} fps" if self.canvas_fps else "— fps")
 

@@ -19,7 +19,7 @@ import pytest
 from app_conftest import make_window
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from test_app_why_demo import SIZE, _region, dark_theme  # noqa: F401 - a fixture
+from test_app_why_demo import SIZE, _region
 from qt_barriers import settle
 
 from flyviz.app.language.patching_panel import EXAMPLE, heatmap_colours
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.gui
 iio = pytest.importorskip("imageio.v3")
 
 
-def test_patching_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):  # noqa: F811
+def test_patching_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):
     win = make_window(qtbot, None, tmp_path)
     try:
         win.resize(*SIZE)

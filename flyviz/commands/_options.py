@@ -78,18 +78,20 @@ def model_from_args(args: argparse.Namespace, spec: str | None = None,
     return Model(checkpoint, spec=str(spec if spec is not None else args.spec), kernel=kernel)
 
 
-def add_cluster_options(parser: argparse.ArgumentParser, parts: str) -> None:
+def add_cluster_options(parser: argparse.ArgumentParser, parts: str, resume: bool = True) -> None:
     """Add ``--workers N | --scheduler ADDRESS`` and ``--resume`` (the commands that run on
-    Dask); ``parts`` names where an interrupted run keeps its finished tasks."""
+    Dask); ``parts`` names where an interrupted run keeps its finished tasks. A command whose
+    rerun always continues (``flyviz screen``) has no ``--resume`` (``resume=False``)."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=None, metavar="N",
                        help="worker processes of a local Dask cluster (default: the usable "
                             "cores); 0 runs in this process without Dask, e.g. --workers 2")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786")
-    parser.add_argument("--resume", action="store_true",
-                        help=f"continue an interrupted run from its finished tasks (kept in "
-                             f"{parts})")
+    if resume:
+        parser.add_argument("--resume", action="store_true",
+                            help=f"continue an interrupted run from its finished tasks (kept "
+                                 f"in {parts})")
 
 
 def check_cluster_options(args: argparse.Namespace) -> None:

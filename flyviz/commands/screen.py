@@ -42,8 +42,8 @@ files written (DIR):
   summary.csv         one row per set: neurons, fired, mean_rate_hz, changed (neurons whose
                       rate differs from the baseline), largest_change_hz and its root id
 Each is a checksummed table, written whole or not at all. Running the same command again
-skips the sets already in DIR (Ctrl+C keeps the finished ones; --resume changes nothing,
-a rerun always continues); other settings in DIR are refused.
+skips the sets already in DIR (Ctrl+C keeps the finished ones, and a rerun always
+continues: there is no --resume); other settings in DIR are refused.
 
 examples:
   flyviz screen demo --sets sets.txt --mode activate --duration 200ms --out act/
@@ -88,7 +88,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="one neuron: print each set's change in its rate")
     parser.add_argument("--show", metavar="N", type=int, default=20,
                         help="rows of the table to print (default 20; 0 prints all)")
-    add_cluster_options(parser, "DIR")
+    add_cluster_options(parser, "DIR", resume=False)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 

@@ -206,7 +206,9 @@ class ScreenFeature:
         self.host = host
         self.panel = ScreenPanel()
         self.dock = host.docks.add("screen", "Screen", self.panel,
-                                   Qt.DockWidgetArea.RightDockWidgetArea, scroll=True)
+                                   Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
+        if "stimulus" in host.docks:   # a tab behind the Stimulus dock: the brain keeps its width
+            host.docks.tabify("stimulus", self.dock)
         self.dock.hide()
         self.job = BackgroundJob(host.background, PURPOSE, self.panel, host.widget(),
                                  window=host.widget())

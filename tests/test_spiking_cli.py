@@ -96,8 +96,10 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path: Path, capsys, change: dict,
 @pytest.mark.parametrize("args, message", [
     (["--rate", "nan"], "--rate must be a non-negative number"),
     (["--rate", "-5"], "--rate must be a non-negative number"),
-    (["--duration=-1s"], "--duration must be a non-negative number"),
-    (["--duration", "nan"], "--duration must be a non-negative number"),
+    (["--duration=-1s"], "--duration must be a positive number"),
+    (["--duration", "nan"], "--duration must be a positive number"),
+    (["--duration", "0s"], "--duration must be a positive number"),
+    (["--duration", "0.01ms"], "shorter than one tick"),
     (["--excite", "id:99999999999999"], "is not a neuron of"),
     (["--excite", "type:KC*"], "has no cell type labels"),
 ])

@@ -107,9 +107,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give --out FILE (the spikes) and/or --record FILE (rates per bin)")
     if args.out is not None:
         require("parquet", "flyviz simulate --out")  # before any work
-    for name, value in (("--rate", args.rate), ("--duration", args.duration)):
-        if not math.isfinite(value) or value < 0:
-            raise InputError(f"{name} must be a non-negative number, not {value}")
+    if not math.isfinite(args.rate) or args.rate < 0:
+        raise InputError(f"--rate must be a non-negative number, not {args.rate}")
+    if not math.isfinite(args.duration) or args.duration <= 0:
+        raise InputError(f"--duration must be a positive number of seconds (e.g. 1s, 400ms), "
+                         f"not {args.duration:g}")
     if args.trials < 1:
         raise InputError(f"--trials must be at least 1, not {args.trials}")
     if args.w_syn is not None and not math.isfinite(args.w_syn):

@@ -253,12 +253,15 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
         Called as ``progress(trial, ticks_done)`` as each trial goes on (from the thread that
         runs it; :func:`flyviz.spiking.engine.simulate_ticks`).
     """
-    duration_s = _check_value("the duration", duration_s)
+    duration_s = _check_value("the duration", duration_s, positive=True)
     trials = int(trials)
     if trials < 1:
         raise InputError(f"--trials must be at least 1, not {trials}")
     p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params, input_events)
     n_steps = int(round(duration_s / p.dt_s))
+    if n_steps < 1:  # no tick at all: every rate would be 0 / 0
+        raise InputError(f"the duration {duration_s * 1000:g} ms is shorter than one tick "
+                         f"({p.dt_s * 1000:g} ms)")
     events = []
     for rng in trial_rngs(seed, trials):
         tk, nr = poisson_events(excited, p.rate, n_steps, p.dt_s, rng)

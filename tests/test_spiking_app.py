@@ -115,14 +115,14 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         # The lit brain: the flash of the bin shown.
         win.state.index = 11
         win.refresh_panels()
-        lit = _lit(win.brain.canvas.render())
-        assert lit > dark + 30, (dark, lit)
+        qtbot.waitUntil(lambda: _lit(win.brain.canvas.render()) > dark + 30, timeout=5000)
         assert win.brain.colorbar_caption.text() == "spikes, fading (τ 15 ms) (spikes)"
         panel.display.setCurrentIndex(0)           # or each neuron's rate in the bin
         win.refresh_panels()
         assert win.state.colour_by == RATE
         assert win.brain.colorbar_caption.text() == "firing rate in the bin (Hz)"
-        assert _lit(win.brain.canvas.render()) > dark + 30
+        # the brain eases to the new colours at display rate
+        qtbot.waitUntil(lambda: _lit(win.brain.canvas.render()) > dark + 30, timeout=5000)
 
         # The populations dock: each group's rate per bin, and a raster of its cells.
         population = feature.population

@@ -214,6 +214,7 @@ class ProgressBar:
         text = self.line(done)
         if self.tty:
             self.stream.write("\r" + text.ljust(100)[:120])
+            _OPEN_LINES[id(self.stream)] = self
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
@@ -224,6 +225,31 @@ class ProgressBar:
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
+            _OPEN_LINES.pop(id(self.stream), None)
+
+
+#: Per stream (by id), the terminal progress bar whose line is open (no newline yet).
+_OPEN_LINES: dict[int, ProgressBar] = {}
+
+
+def say(line: str, stream: Any = None) -> None:
+    """Print a status line (on stderr by default) on a line of its own: a progress bar's
+    open line on that terminal is ended first and drawn again below it."""
+    stream = stream if stream is not None else sys.stderr
+    bar = _OPEN_LINES.pop(id(stream), None)
+    if bar is not None:
+        stream.write("\n")
+    print(line, file=stream, flush=True)
+    if bar is not None:
+        bar.update(bar.done, force=True)
+
+
+def command_log(command: str) -> Callable[[str], None]:
+    """The status lines of ``flyviz COMMAND`` (``flyviz atlas: 2 local Dask worker(s) ready``),
+    each on a line of its own beside a progress bar (:func:`say`)."""
+    def log(line: str) -> None:
+        say(f"flyviz {command}: {line}")
+    return log
 
 
 # ----------------------------------------------------------------------- runs
@@ -630,6 +656,7 @@ def _run_quietly_on_dask(function, args, pending, deliver: Callable[[Any, Partia
 
 __all__ = ["Chunk", "ClusterError", "DEMO_FOLDER_PREFIX", "Interrupted", "Merge", "MergeTree",
            "PROGRESS_TOPIC", "Partial", "PartialStore", "ProgressBar", "RunResult", "RunSettings",
-           "check_parts", "check_scheduler", "open_store", "parts_folder", "report_progress",
+           "check_parts", "check_scheduler", "command_log", "open_store", "parts_folder",
+           "report_progress", "say",
            "require_dask", "run_each", "run_tree", "scheduler_address", "usable_cores", "WORKER_ENVIRONMENT",
            "worker_model"]

@@ -61,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the atlas."""
     from flyviz.analysis.atlas import AtlasSettings, build_atlas, check_output
-    from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
+    from flyviz.analysis.cluster import check_parts, command_log, Interrupted, ProgressBar, require_dask
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.commands._options import worker_spec
     from flyviz.model.resolve import load_model
@@ -77,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
     check_parts(args.out.expanduser(), args.resume)
     corpus_files(args.corpus)  # missing files, and Parquet without pyarrow: before the model
 
-    def log(line: str) -> None:
-        print(f"flyviz atlas: {line}", file=sys.stderr, flush=True)
+    log = command_log("atlas")
 
     ckpt = load_model(args.spec, dataset_dir=args.dataset)
     corpus = build_corpus(args.corpus, tokenizer_for(ckpt), context=settings.context,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.circuit import find_circuit
     from flyviz.analysis.circuit_file import check_out_dir, write_circuit_folder
     from flyviz.analysis.circuit_tasks import TEXT_CONTEXT, load_task
-    from flyviz.analysis.cluster import ProgressBar, require_dask
+    from flyviz.analysis.cluster import command_log, ProgressBar, require_dask
     from flyviz.commands._options import worker_spec
     from flyviz.model.tokenizer import tokenizer_for
 
@@ -201,8 +200,7 @@ def run(args: argparse.Namespace) -> int:
     task = load_task(task_path, tokenizer_for(ckpt), ckpt.config.vocabulary,
                      ckpt.config.bos_token_id, context=context, max_tokens=args.max_tokens)
 
-    def log(line: str) -> None:
-        print(f"flyviz circuit: {line}", file=sys.stderr, flush=True)
+    log = command_log("circuit")
 
     dataset = None if args.dataset is None else str(Path(args.dataset).expanduser().resolve())
     bar = ProgressBar(task.n_tokens, label="tokens")

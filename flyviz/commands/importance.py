@@ -81,7 +81,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, estimate, write and print."""
-    from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
+    from flyviz.analysis.cluster import check_parts, command_log, Interrupted, ProgressBar, require_dask
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.importance import (ImportanceSettings, require_xarray,
                                             run_importance)
@@ -103,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
     check_parts(out, args.resume)
     corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
 
-    def log(line: str) -> None:
-        print(f"flyviz importance: {line}", file=sys.stderr, flush=True)
+    log = command_log("importance")
 
     ckpt = load_model_from_args(args)
     groups = sweep_groups(ckpt, args.by)

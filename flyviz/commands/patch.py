@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, trace, write and print."""
     from flyviz.analysis.causal import TraceSettings, encode_prompts, parse_positions, \
         run_causal_trace
-    from flyviz.analysis.cluster import Interrupted, ProgressBar
+    from flyviz.analysis.cluster import command_log, Interrupted, ProgressBar
     from flyviz.analysis.heatmap import check_figure, write_heatmap
     from flyviz.analysis.sweep import check_by, check_output, sweep_groups
     from flyviz.commands._options import worker_spec
@@ -118,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
                       label="cell-steps")
     dataset = None if args.dataset is None else str(Path(args.dataset).expanduser().resolve())
 
-    def log(line: str) -> None:
-        print(f"flyviz patch: {line}", file=sys.stderr, flush=True)
+    log = command_log("patch")
 
     try:
         result = run_causal_trace(worker_spec(args.spec), ckpt, args.clean, args.corrupt,

@@ -105,7 +105,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, sweep, write and print."""
-    from flyviz.analysis.cluster import Interrupted, ProgressBar, check_parts, require_dask
+    from flyviz.analysis.cluster import check_parts, command_log, Interrupted, ProgressBar, require_dask
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.sweep import (SweepSettings, check_by, check_output, format_table,
                                        run_sweep, sweep_groups)
@@ -133,8 +133,7 @@ def run(args: argparse.Namespace) -> int:
                              f"--mode {settings.mode}")
         require_xarray()
 
-    def log(line: str) -> None:
-        print(f"flyviz sweep: {line}", file=sys.stderr, flush=True)
+    log = command_log("sweep")
 
     ckpt = load_model_from_args(args)
     groups = sweep_groups(ckpt, args.by)

@@ -326,4 +326,6 @@ def test_ctrl_c_during_a_long_trial_stops_it_as_an_interrupt() -> None:
         signal.signal(signal.SIGINT, previous)
     assert set(threading.enumerate()) - before == set()
     # it stopped within a chunk or two of the signal, far from the trial's end
-    assert 0 < len(progress) < n_steps // 2000 // 4
+    from flyviz.spiking.engine import CHUNK_TICKS
+
+    assert 0 < len(progress) < n_steps // CHUNK_TICKS // 4

@@ -197,6 +197,7 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         assert "last 96 bins" in win.raster_panel.caption.text()
         assert win.inspector.trace.getAxis("left").labelText == "rate (Hz)"
         assert not win._prompt_action.isVisible() and "bins/s" in win.status_rate.text()
+        assert win.controls.generation.isHidden()   # no temperature or top-p for spikes
         population = win.features["spiking"].population
         assert set(population.traces) == {"superclass:sensory", "superclass:central"}
         # Its neurons are the ones picked and inspected (80 of them, not the model's 400).

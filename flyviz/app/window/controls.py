@@ -141,6 +141,8 @@ class SettingsPanel(QWidget):
         outer.setContentsMargins(6, 6, 6, 6)
 
         gen = QGroupBox("Generation")
+        #: The language model's generation settings (hidden for a kind that reads no text).
+        self.generation = gen
         form = QFormLayout(gen)
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.0, 2.0)

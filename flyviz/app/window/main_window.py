@@ -534,7 +534,9 @@ class MainWindow(FeatureWindow):
         self.timeline.set_time_axis(kind.time_axis)
         self.raster_panel.set_time_axis(kind.time_axis)
         self.inspector.set_kind(kind)
-        self._prompt_action.setVisible(kind.has("text"))   # a spiking brain reads no prompt
+        reads_text = kind.has("text")                       # a spiking brain reads no prompt
+        self._prompt_action.setVisible(reads_text)
+        self.controls.generation.setVisible(reads_text)
         self._rate_unit = "tok/s" if kind == LANGUAGE else f"{kind.time_axis.names}/s"
         self.status_rate.setText(f"— {self._rate_unit}")
         anatomy = self.state.anatomy

@@ -5,7 +5,8 @@ neuron's rate per bin. The dock takes groups — cell types or superclasses, com
 (``type:MN9, superclass:sensory``, or bare names: a cell type where one is so named, else a
 superclass); empty: the brain's largest superclasses — and draws
 
-* the **rates**: each group's mean rate (Hz) in every bin, against time in ms;
+* the **rates**: each group's mean rate (Hz) in every bin, against time in ms (a step over
+  each bin);
 * the **raster**: a mark for every spike of the group's cells (up to :data:`RASTER_CELLS`
   cells a group, one row each, rows grouped by group) at its exact time (0.1 ms), up to the
   end of the bin shown. The spikes are the recording's
@@ -211,7 +212,11 @@ class SpikingPopulationPanel(QWidget):
         for name, members in self.groups:
             rates = recording.states(members).mean(axis=1) if n else np.zeros(0)
             self.traces[name] = (times, np.asarray(rates, np.float64))
-            self._curves[name].setData(times, rates)
+            # drawn as steps: each bin's rate over its bin, from 0 ms, above its spikes
+            if n:
+                self._curves[name].setData(np.r_[0.0, times], rates, stepMode="center")
+            else:
+                self._curves[name].setData([], [])
         self._draw_raster()
         self._move_cursor(self.state.index)
 

@@ -185,7 +185,9 @@ def write_recording(rec: "Recording", path: str | Path) -> Path:
     states are refused (:class:`RecordingError`): they could not be
     opened again. A comparison's untouched run (:attr:`baseline`) is
     written into the same file (format 1.3, see
-    ``docs/recording-format.md``).
+    ``docs/recording-format.md``), and so are the run's spikes
+    (:attr:`spikes`, format 1.4) when it kept them: those of its frames;
+    spikes that cover fewer frames than it has are refused.
     """
     from flyviz.model.safetensors_io import ChunkedTensor, save_safetensors
 

@@ -511,7 +511,9 @@ class Recording:
         states are refused (:class:`RecordingError`): they could not be
         opened again. A comparison's untouched run (:attr:`baseline`) is
         written into the same file (format 1.3, see
-        ``docs/recording-format.md``).
+        ``docs/recording-format.md``), and so are the run's spikes
+        (:attr:`spikes`, format 1.4) when it kept them: those of its frames;
+        spikes that cover fewer frames than it has are refused.
         """
         return flyrec_codec.write_recording(self, path)
 

@@ -6,7 +6,8 @@ beside a :class:`~flyviz.record.recording.Recording` (its :attr:`spikes
 <flyviz.record.recording.Recording.spikes>`): for every frame, the spikes of its bin as
 three parallel integer arrays, ``tick`` (from the run's start), ``neuron`` (model index)
 and ``trial``, appended as each bin arrives. They grow in place (the buffers double when
-full, never a Python object per spike), so a long live run costs 16 bytes a spike; a
+full, never a Python object per spike), so a long live run costs 16 bytes a spike (and
+at most as much again of room to grow); a
 snapshot shares them, as a recording's snapshot shares its states. The ``.flyrec`` codec
 writes them as four tensors (``spike_tick``, ``spike_neuron``, ``spike_trial``,
 ``spike_frame_end``; format 1.4, ``docs/recording-format.md``).

@@ -7,7 +7,7 @@ superclass); empty: the brain's largest superclasses — and draws
 
 * the **rates**: each group's mean rate (Hz) in every bin, against time in ms (a step over
   each bin);
-* the **raster**: a mark for every spike of the group's cells (up to :data:`RASTER_CELLS`
+* the **raster**: a tick for every spike of the group's cells (up to :data:`RASTER_CELLS`
   cells a group, one row each, rows grouped by group) at its exact time (0.1 ms), up to the
   end of the bin shown. The spikes are the recording's
   (:attr:`~flyviz.record.recording.Recording.spikes`: kept by a live run as its bins
@@ -18,7 +18,8 @@ superclass); empty: the brain's largest superclasses — and draws
 Both are read from the recording (the one path of live runs and opened files) and redrawn as
 bins arrive; a line marks the bin shown. The spikes of the raster's cells are picked out of
 the recording's once, bin by bin as they arrive (a long run is not searched again at every
-redraw), and kept as a :class:`~flyviz.record.spikes.SpikeLog` of marks.
+redraw), and kept as a :class:`~flyviz.record.spikes.SpikeLog` of marks; a group's marks are
+drawn as one path of ticks (``tests/bench_spiking_raster.py`` measures a long run).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ SPIKE_RASTER_CAPTION = ("raster: each spike of the first {cells} cells of each g
 BIN_RASTER_CAPTION = ("raster: a mark per bin in which a cell fired (this recording kept no "
                       "spike times)")
 
+#: A raster mark: a vertical tick this far below and above its row's centre.
+_TICK = np.array([-0.4, 0.4])
 _PENS = ("#f28e2b", "#4e79a7", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
          "#ff9da7", "#9c755f", "#bab0ac")
 
@@ -106,8 +109,9 @@ class SpikingPopulationPanel(QWidget):
         self.raster_plot.getAxis("bottom").setLabel("time (ms)")
         self.raster_plot.getAxis("left").setLabel("cells")
         self.raster_plot.setXLink(self.rates_plot)
-        #: One scatter of marks per group (its colour).
-        self._scatters: list[pg.ScatterPlotItem] = []
+        #: One curve of marks per group (its colour): a short vertical tick per mark, drawn
+        #: as pairs of points (one path, however many marks).
+        self._ticks: list[pg.PlotCurveItem] = []
         self._cursors = [pg.InfiniteLine(angle=90, pen=pg.mkPen("#888", width=1))
                          for _ in range(2)]
         self.rates_plot.addItem(self._cursors[0])
@@ -187,14 +191,14 @@ class SpikingPopulationPanel(QWidget):
             lookup = np.full(neurons, -1, np.int32)
             lookup[members] = first + np.arange(members.size, dtype=np.int32)
             self._row_lookup.append(lookup)
-        for scatter in self._scatters:
-            self.raster_plot.removeItem(scatter)
-        self._scatters = []
+        for ticks in self._ticks:
+            self.raster_plot.removeItem(ticks)
+        self._ticks = []
         for i in range(len(rows)):
-            scatter = pg.ScatterPlotItem(size=4, pen=None, pxMode=True,
-                                         brush=pg.mkBrush(_PENS[i % len(_PENS)]))
-            self.raster_plot.addItem(scatter)
-            self._scatters.append(scatter)
+            ticks = pg.PlotCurveItem(pen=pg.mkPen(_PENS[i % len(_PENS)], width=2),
+                                     connect="pairs")
+            self.raster_plot.addItem(ticks)
+            self._ticks.append(ticks)
         self._marks = self._marks_of = None
         self.redraw()
 
@@ -264,9 +268,10 @@ class SpikingPopulationPanel(QWidget):
             times = (bins + 1) * self._bin_ms()
         self.raster_marks = (np.asarray(times, np.float64), rows.astype(np.float64))
         group = np.searchsorted(self._group_starts, rows, side="right") - 1
-        for g, scatter in enumerate(self._scatters):
+        for g, ticks in enumerate(self._ticks):
             mine = group == g
-            scatter.setData(x=self.raster_marks[0][mine], y=self.raster_marks[1][mine])
+            x, y = self.raster_marks[0][mine], self.raster_marks[1][mine]
+            ticks.setData(x=np.repeat(x, 2), y=(y[:, None] + _TICK).reshape(-1))
 
     def _pick_marks(self, log: SpikeLog, n: int) -> SpikeLog:
         """The spikes of the raster's cells in the first ``n`` bins of ``log`` (the shown

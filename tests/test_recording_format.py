@@ -218,7 +218,7 @@ def test_a_comparison_is_sealed_as_a_1_2_reader_checks_it(saved):
     path = saved["comparison"]
     header, _ = parts(path)
     meta = header["__metadata__"]
-    assert meta["format_version"] == "1.3"
+    assert meta["format_version"] == "1.4"
     arrays = load_file(str(path))
     assert {"baseline.states", "baseline.state_crc32", "baseline.top_k_ids"} <= set(arrays)
     assert {"baseline.frames", "baseline.metadata"} <= set(meta)

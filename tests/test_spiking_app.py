@@ -43,6 +43,73 @@ def _two_sided_brain(n: int, positions: np.ndarray) -> "object":
                         side=["left"] * half + ["right"] * (n - half))
 
 
+def _marks(population) -> list[tuple[float, int]]:
+    """The raster's marks as drawn, ``(ms, row)``, sorted."""
+    times, rows = population.raster_marks
+    return sorted(zip(np.round(times, 6).tolist(), rows.astype(int).tolist()))
+
+
+def _expected_marks(log, raster_neurons: np.ndarray, bins: int) -> list[tuple[float, int]]:
+    """A mark at ``tick * 0.1`` ms in every row of a neuron, for each spike of the first
+    ``bins`` bins: what the raster should draw."""
+    tick, neuron, _trial = log.arrays(0, bins)
+    return sorted((round(float(t) * 0.1, 6), int(r)) for t, nr in zip(tick, neuron)
+                  for r in np.flatnonzero(raster_neurons == nr))
+
+
+def _show_population(qtbot, win) -> None:
+    """The Spiking populations dock, large enough to read marks off."""
+    from qt_barriers import settle
+
+    for key in ("controls", "traces"):
+        if key in win.docks:
+            win.docks[key].hide()
+    from PySide6.QtCore import Qt
+
+    dock = win.docks["spiking_population"]
+    dock.show()
+    win.resize(1400, 1000)
+    win.resizeDocks([dock], [700], Qt.Orientation.Vertical)
+    settle(qtbot, win)
+
+
+def _raster_image(population):
+    """The raster plot grabbed, and how a point of its data (ms, row) maps to a pixel."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QImage
+
+    plot = population.raster_plot
+    plot.getViewBox().setRange(yRange=(-1, population.raster_neurons.size), padding=0)
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    image = plot.grab().toImage().convertToFormat(QImage.Format.Format_RGBA8888)
+    ratio = image.devicePixelRatio()
+    width, height, line = image.width(), image.height(), image.bytesPerLine()
+    raw = np.frombuffer(image.constBits(), np.uint8, count=line * height)
+    pixels = raw.reshape(height, line)[:, :4 * width].reshape(height, width, 4)[..., :3].copy()
+    box = plot.getViewBox()
+
+    def to_pixel(x: float, y: float) -> tuple[int, int]:
+        point = plot.mapFromScene(box.mapViewToScene(QPointF(float(x), float(y))))
+        return int(round(point.x() * ratio)), int(round(point.y() * ratio))
+
+    return pixels, to_pixel
+
+
+def _near(image: np.ndarray, x: int | None, y: int | None, colour: str, *,
+          columns: slice | None = None, reach: int = 3) -> bool:
+    """Whether ``colour`` is drawn within ``reach`` pixels of ``(x, y)`` (or anywhere in
+    ``columns``)."""
+    want = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
+    if columns is not None:
+        region = image[:, columns]
+    else:
+        assert x is not None and y is not None
+        region = image[max(0, y - reach):y + reach + 1, max(0, x - reach):x + reach + 1]
+    return bool((np.abs(region.astype(int) - want).max(axis=-1) < 30).any())
+
+
 def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
     pytest.importorskip("pytestqt")
     pytest.importorskip("vispy")
@@ -50,7 +117,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
     from PySide6.QtWidgets import QApplication
 
     from flyviz.app._testing import make_app_checkpoint
-    from flyviz.kinds.spiking import SPIKING, SpikingModel
+    from flyviz.kinds.spiking import SPIKING, BinSettings, SpikingModel, record_run
     from flyviz.viewer.layers import FLASH, RATE
 
     checkpoint = make_app_checkpoint(tmp_path / "model")
@@ -133,6 +200,34 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         assert population.traces["superclass:central"][1].max() == 0
         marks_t, rows = population.raster_marks
         assert rows.size and population.raster_neurons[rows.astype(int)].max() < n // 2
+        # Its marks are the run's spikes of those cells, each at its time, up to the bin shown.
+        log = recording.spikes
+        assert log is not None and len(log) == 12 and log.count == sum(spikes)
+        offline = record_run(SpikingModel(brain), panel.stimulus(), BinSettings(bins=12))
+        assert offline.spikes is not None
+        for got, want in zip(log.arrays(), offline.spikes.arrays()):
+            np.testing.assert_array_equal(got, want)     # the live run's spikes, exactly
+        for got, want in zip(saved.spikes.arrays(), log.arrays()):
+            np.testing.assert_array_equal(got, want)     # and the saved file's
+        assert population.raster_exact
+        assert population.raster_caption.text().startswith("raster: each spike")
+        for shown in (11, 4):
+            win.state.index = shown
+            QApplication.processEvents()
+            assert _marks(population) == _expected_marks(log, population.raster_neurons,
+                                                         shown + 1)
+        marks_t, rows = population.raster_marks
+        assert marks_t.max() < 50.0 and np.any(np.abs(marks_t / 10 - np.rint(marks_t / 10))
+                                               > 0.01)    # not at bin ends: at their ticks
+        # On the screen: the marks' colour at the first one's place, none after the bin shown.
+        _show_population(qtbot, win)
+        image, to_pixel = _raster_image(population)
+        first = int(np.argmin(marks_t))
+        x, y = to_pixel(marks_t[first], rows[first])
+        assert _near(image, x, y, "#f28e2b"), (x, y)
+        cursor_x, _ = to_pixel(50.0, 0.0)
+        assert _near(image, None, None, "#f28e2b", columns=slice(0, cursor_x))
+        assert not _near(image, None, None, "#f28e2b", columns=slice(cursor_x + 4, None))
 
         # Pausing holds the simulation itself; a paused run makes no more bins.
         panel.speed.setValue(0.2)                  # 50 ms of wall time per bin
@@ -200,6 +295,12 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         assert win.controls.generation.isHidden()   # no temperature or top-p for spikes
         population = win.features["spiking"].population
         assert set(population.traces) == {"superclass:sensory", "superclass:central"}
+        # flyviz simulate --record kept the spikes: the raster draws them at their times.
+        recording = win.state.recording
+        assert recording.spikes is not None and population.raster_exact
+        assert _marks(population) == _expected_marks(recording.spikes,
+                                                     population.raster_neurons, 2)
+        assert population.raster_caption.text().startswith("raster: each spike")
         # Its neurons are the ones picked and inspected (80 of them, not the model's 400).
         win.select_neuron(79)
         win.refresh_panels()
@@ -207,6 +308,27 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         assert win.inspector.fields["activation"].text().endswith("at bin 2 · 20 ms")
         feature = win.features["spiking"]
         assert feature.add_selected("silence") and feature.panel.silence.text() == "id:79"
+
+        # A recording made before spikes were kept (format 1.3, no spike tensors) still
+        # opens; its raster marks the bins in which a cell fired, and the caption says so.
+        from test_recording_format import rewrite
+
+        from flyviz.app.spiking.spiking_population import BIN_RASTER_CAPTION
+
+        old = rewrite(rec, tmp_path / "old.flyrec", reseal=True,
+                      meta={"format_version": "1.3", "spike_tick_ms": None},
+                      tensors={name: None for name in ("spike_tick", "spike_neuron",
+                                                       "spike_trial", "spike_frame_end")})
+        win.open_recording(old)
+        assert win.state.kind is SPIKING and win.state.recording.spikes is None
+        win.state.index = 3
+        win.refresh_panels()
+        assert not population.raster_exact
+        assert population.raster_caption.text() == BIN_RASTER_CAPTION
+        times, rows = population.raster_marks
+        fired = win.state.recording.states(population.raster_neurons) > 0
+        assert rows.size == fired.sum() > 0                      # one mark per bin fired
+        assert set(np.round(times, 6).tolist()) <= {10.0, 20.0, 30.0, 40.0}
     finally:
         win.close()
 

@@ -197,3 +197,142 @@ def test_a_recorded_run_is_stepped_bin_by_bin_and_equals_the_whole_run(brain_fol
     rates = np.stack([f.state for f in [first, *rest]])
     assert counts.sum() > 0
     np.testing.assert_allclose(rates, (counts / (0.007 * 2)).astype(np.float32))
+
+
+def _by_run_order(log) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A spike log's ``(tick, neuron, trial)`` in a SpikeRun's order (trial, tick, neuron)."""
+    tick, neuron, trial = log.arrays()
+    order = np.lexsort((neuron, tick, trial))
+    return tick[order], neuron[order], trial[order]
+
+
+def test_a_recorded_run_keeps_every_spike_of_the_whole_run_at_its_tick(brain_folder, tmp_path):
+    """The recording's spikes are the run's, exactly: in bins (each bin's by trial, tick,
+    neuron), at their ticks, and saved and opened again unchanged."""
+    from flyviz import spiking
+
+    model = SpikingModel.load(str(brain_folder))
+    stimulus = Stimulus(excite="superclass:sensory", rate=200.0, seed=6)
+    recording = record_run(model, stimulus, BinSettings(bins=5, bin_ms=7.0, trials=2))
+    excite, _ = stimulus.indices(model.brain)
+    whole = spiking.simulate(model.brain, excite=excite, rate=200.0, seed=6, trials=2,
+                             duration_s=0.035)
+    log = recording.spikes
+    assert log is not None and len(log) == 5 and log.tick_ms == pytest.approx(0.1)
+    assert log.count == whole.neuron.size > 100 and log.trials == 2
+    for got, want in zip(_by_run_order(log), (whole.tick, whole.neuron, whole.trial)):
+        np.testing.assert_array_equal(got, want)
+    # Frame by frame: each bin's spikes are those of its 70 ticks, and count to its rates.
+    ends = log.frame_ends()
+    assert ends.tolist() == np.cumsum(recording.metadata["spiking"]["bin_spikes"]).tolist()
+    for i in range(5):
+        tick, neuron, trial = log.arrays(i, i + 1)
+        assert ((tick >= 70 * i) & (tick < 70 * (i + 1))).all()
+        assert (np.lexsort((neuron, tick, trial)) == np.arange(tick.size)).all()
+        np.testing.assert_allclose(np.bincount(neuron, minlength=model.neurons) / (0.007 * 2),
+                                   recording.state(i), rtol=1e-6)
+    # The one-call form gives the same log as the bin-by-bin one.
+    again = whole.spike_log(70)
+    for a, b in zip(again.arrays(), log.arrays()):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(again.frame_ends(), ends)
+    # Saved and opened again (and lazily), the spikes are the same, with the file's format.
+    path = recording.save(tmp_path / "run.flyrec")
+    for back in (Recording.load(path), Recording.load(path, verify=False)):
+        assert back.spikes is not None and back.spikes.tick_ms == pytest.approx(0.1)
+        for a, b in zip(back.spikes.arrays(), log.arrays()):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(back.spikes.frame_ends(), ends)
+    # A snapshot shares them and does not grow with the recording.
+    frozen = recording.snapshot()
+    assert frozen.spikes is not None and frozen.spikes.count == log.count
+    with pytest.raises(ValueError, match="frozen"):
+        frozen.spikes.append(np.zeros(1, np.int64), np.zeros(1, np.int64))
+
+
+def test_simulate_record_keeps_the_spikes_of_its_out_table(brain_folder, tmp_path):
+    """``flyviz simulate --record`` stores every spike the ``--out`` table lists, at its
+    time."""
+    pytest.importorskip("pyarrow")
+    out, rec = tmp_path / "spikes.parquet", tmp_path / "spikes.flyrec"
+    assert main(["simulate", str(brain_folder), "--excite", "superclass:sensory", "--trials",
+                 "2", "--duration", "45ms", "--out", str(out), "--record", str(rec)]) == 0
+    table = pd.read_parquet(out)
+    recording = Recording.load(rec)
+    log = recording.spikes
+    assert log is not None and len(log) == len(recording) == 5 and log.count == len(table) > 0
+    tick, neuron, trial = _by_run_order(log)
+    np.testing.assert_allclose(tick * log.tick_ms / 1000.0, table["t"].to_numpy(), atol=1e-12)
+    np.testing.assert_array_equal(IDS[neuron], table["flywire_id"].to_numpy())
+    np.testing.assert_array_equal(trial, table["trial"].to_numpy())
+    assert log.frame_ends().tolist() == np.cumsum(
+        recording.metadata["spiking"]["bin_spikes"]).tolist()
+
+
+def test_a_spike_log_grows_in_place_and_its_snapshots_stay_as_taken():
+    from flyviz.record.spikes import SpikeLog
+
+    log = SpikeLog(0.1)
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(0, 900, 40)               # past the first buffers' room, many times
+    for i, k in enumerate(sizes):
+        log.append(np.full(k, i, np.int64), rng.integers(0, 50, k), np.ones(k, np.int32))
+        if i == 9:
+            frozen = log.snapshot()
+    assert len(log) == 40 and log.count == sizes.sum()
+    assert log.frame_ends().tolist() == np.cumsum(sizes).tolist()
+    tick, _neuron, trial = log.arrays(10, 12)
+    assert set(tick.tolist()) <= {10, 11} and tick.size == sizes[10:12].sum()
+    assert (trial == 1).all() and log.times_ms(3, 4).tolist() == [pytest.approx(0.3)] * sizes[3]
+    # int arrays, room at most doubled: 16 bytes a spike, about
+    assert log.nbytes() <= 2 * 16 * log.count + 4096 * 16 + 1024
+    assert len(frozen) == 10 and frozen.count == sizes[:10].sum()
+    assert (frozen.arrays()[0] <= 9).all()
+    with pytest.raises(ValueError):
+        log.append(np.zeros(2, np.int64), np.zeros(3, np.int64))
+
+
+def test_a_recording_without_spikes_reads_as_before(brain_folder, tmp_path):
+    """A spiking recording that kept no spikes (format 1.3 and older) opens without them,
+    and one whose spikes are damaged is refused on one line."""
+    from test_recording_format import rewrite
+
+    from flyviz.model.errors import RecordingError
+
+    model = SpikingModel.load(str(brain_folder))
+    recording = record_run(model, Stimulus(excite="superclass:sensory", seed=1),
+                           BinSettings(bins=3))
+    path = recording.save(tmp_path / "new.flyrec")
+    spike_tensors = ("spike_tick", "spike_neuron", "spike_trial", "spike_frame_end")
+    old = rewrite(path, tmp_path / "old.flyrec", reseal=True,
+                  meta={"format_version": "1.3", "spike_tick_ms": None},
+                  tensors={name: None for name in spike_tensors})
+    back = Recording.load(old)
+    assert back.spikes is None and len(back) == 3
+    np.testing.assert_array_equal(back.states(), recording.states())
+    # Saved again, it stays without them.
+    assert Recording.load(back.save(tmp_path / "again.flyrec")).spikes is None
+    log = recording.spikes
+    assert log is not None and log.count > 0
+    neuron = log.arrays()[1].copy()
+    neuron[0] = model.neurons
+    for label, change in {
+        "a spike tensor missing": {"tensors": {"spike_trial": None}},
+        "a neuron beyond the brain": {"tensors": {"spike_neuron": neuron}},
+        "ends one short": {"tensors": {"spike_frame_end": log.frame_ends()[:-1].copy()}},
+        "ends past the spikes": {"tensors": {"spike_frame_end": log.frame_ends() + 1}},
+        "ticks of another dtype": {"tensors": {"spike_tick": log.arrays()[0].astype(np.int32)}},
+        "no tick length": {"meta": {"spike_tick_ms": None}},
+        "a tick length of 0": {"meta": {"spike_tick_ms": "0"}},
+    }.items():
+        bad = rewrite(path, tmp_path / "bad.flyrec", reseal=True, **change)
+        with pytest.raises(RecordingError) as info:
+            Recording.load(bad)
+        assert "damaged" in str(info.value) and "\n" not in str(info.value), label
+    # A saved recording whose spikes cover fewer frames than it has is refused, on one line.
+    short = record_run(model, Stimulus(excite="superclass:sensory", seed=1), BinSettings(bins=2))
+    from flyviz.kinds import state_frame
+
+    short.append(state_frame(2, np.zeros(model.neurons, np.float32)))
+    with pytest.raises(RecordingError, match="spikes cover 2 of its 3 frames"):
+        short.save(tmp_path / "short.flyrec")

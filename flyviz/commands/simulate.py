@@ -76,8 +76,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="FILE", type=Path, default=None,
                         help="spikes in the authors' layout (t, trial, flywire_id, exp_name)")
     parser.add_argument("--record", metavar="FILE", type=Path, default=None,
-                        help="also (or instead) save each neuron's rate per bin as a .flyrec "
-                             "recording, for 'flyviz export', 'figure' and 'gui'")
+                        help="also (or instead) save each neuron's rate per bin, and every "
+                             "spike at its time, as a .flyrec recording, for 'flyviz export', "
+                             "'figure' and 'gui'")
     parser.add_argument("--bin", metavar="MS", type=float, default=10.0,
                         help="bin length of --record, ms (default 10)")
     parser.epilog = EPILOG
@@ -196,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
 def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: Any,
                     silence: Any) -> None:
     """Write ``--record``: each neuron's rate per ``--bin`` ms bin (Hz), as the spiking kind's
-    frames (:mod:`flyviz.kinds.spiking`), its metadata naming the kind and the brain."""
+    frames (:mod:`flyviz.kinds.spiking`), its metadata naming the kind and the brain, and
+    every spike at its tick beside them."""
     from flyviz.kinds import state_frame
     from flyviz.kinds.spiking import SPIKING, BinSettings, SpikingModel, Stimulus
     from flyviz.record.recording import Recording
@@ -213,4 +215,6 @@ def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: A
     seconds = bin_ticks * result.params.dt_s * result.trials
     for i, row in enumerate(counts):
         recording.append(state_frame(i, row / seconds))
+    recording.spikes = result.spike_log(bin_ticks)
     recording.save(args.record)
+

@@ -15,7 +15,10 @@ hidden smoothing constant, scrubbing to a bin shows that bin's spikes and nothin
 of the bins before it), and a recording of rates sums back to the run's spike
 counts exactly. The side channel is the bin's **spike count** (:data:`SPIKES`),
 kept per bin in the recording's metadata (``spiking.bin_spikes``) and said in the
-captions.
+captions. The spikes themselves, each at its tick (0.1 ms), are kept beside the
+frames (:attr:`Recording.spikes <flyviz.record.recording.Recording.spikes>`, a
+:class:`~flyviz.record.spikes.SpikeLog`) by a live run and by ``flyviz simulate
+--record``: what the Spiking populations dock's raster draws.
 
 A recording of a spiking run says ``"kind": "spiking"`` in its metadata, and the
 brain it ran on in ``spiking.brain``; :func:`flyviz.kinds.kind_of_recording`
@@ -37,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Anatomy
     from flyviz.record.frame import Frame
     from flyviz.record.recording import Recording
+    from flyviz.record.spikes import SpikeLog
     from flyviz.render.overlay import OverlayContent
     from flyviz.spiking.brain import SpikingBrain
     from flyviz.viewer.settings import RunSettings
@@ -188,18 +192,23 @@ class SpikingKind(ModelKind):
         (:func:`~flyviz.spiking.run.simulate` with the same seed) and a live view shows each
         bin as soon as it is done; stopping the iteration stops the run. Its metadata (the
         brain, the stimulus, the bins, the spike count of each bin so far) goes into
-        ``recording``. Interventions are not a spiking run's: the stimulus silences."""
+        ``recording``, and each bin's exact spikes into its
+        :attr:`~flyviz.record.recording.Recording.spikes`. Interventions are not a spiking
+        run's: the stimulus silences."""
         if interventions:
             raise InputError("a spiking run takes its silencing from the stimulus, "
                              "not from interventions")
         run = LiveRun(model, request if isinstance(request, Stimulus) else Stimulus(),
                       settings if isinstance(settings, BinSettings) else BinSettings())
+        log = run.spike_log()
         if recording is not None:
             recording.metadata.update(run.metadata())
+            recording.spikes = log
         for _ in range(run.settings.bins):
             frame, spikes = run.next_bin()
             if recording is not None:
                 recording.metadata["spiking"]["bin_spikes"].append(spikes)
+                log.append(*run.last_spikes)
                 recording.append(frame)
             yield frame
 
@@ -314,14 +323,22 @@ class LiveRun:
                                          params=params) for t in range(int(settings.trials))]
         #: Bins run so far.
         self.bins_done = 0
-        #: The spikes of the last bin, pooled: ``(ticks, neurons)`` (ticks from the start).
-        self.last_spikes: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64),
-                                                           np.empty(0, np.int64))
+        #: The spikes of the last bin, pooled: ``(ticks, neurons, trials)`` (ticks from the
+        #: start; by trial, then tick, then neuron).
+        self.last_spikes: tuple[np.ndarray, np.ndarray, np.ndarray] = (
+            np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32))
 
     @property
     def bin_s(self) -> float:
         """One bin's length, seconds."""
         return self.bin_ticks * self.params.dt_s
+
+    def spike_log(self) -> "SpikeLog":
+        """An empty :class:`~flyviz.record.spikes.SpikeLog` of this run's tick, for a
+        recording of it to keep each bin's :attr:`last_spikes` in."""
+        from flyviz.record.spikes import SpikeLog
+
+        return SpikeLog(self.params.dt)
 
     def metadata(self) -> dict[str, Any]:
         """What a recording of this run says of it (no bins yet)."""
@@ -332,13 +349,15 @@ class LiveRun:
         """Run the next bin of every trial: its frame (rates, Hz) and its spike count."""
         n = self.model.neurons
         counts = np.zeros(n, dtype=np.int64)
-        ticks, neurons = [], []
-        for sim in self.trials:
+        ticks, neurons, trials = [], [], []
+        for t, sim in enumerate(self.trials):
             tk, nr = sim.advance(self.bin_ticks)
             counts += np.bincount(nr, minlength=n)
             ticks.append(tk)
             neurons.append(nr)
-        self.last_spikes = (np.concatenate(ticks), np.concatenate(neurons))
+            trials.append(np.full(tk.size, t, np.int32))
+        self.last_spikes = (np.concatenate(ticks), np.concatenate(neurons),
+                            np.concatenate(trials))
         frame = state_frame(self.bins_done, counts / (self.bin_s * len(self.trials)))
         self.bins_done += 1
         return frame, int(counts.sum())

@@ -39,11 +39,12 @@ from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, F
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.recording import Recording
+    from flyviz.record.spikes import SpikeLog
 
 FORMAT_NAME = "flyviz-recording"
 #: ``MAJOR.MINOR``. A reader opens any minor version of its major (newer minors
 #: only add what it may ignore) and refuses a newer major.
-FORMAT_VERSION = "1.3"
+FORMAT_VERSION = "1.4"
 FORMAT_MAJOR = 1
 FILE_SUFFIX = ".flyrec"
 #: Name prefix of a comparison's untouched run: its tensors and header keys (format 1.3).
@@ -71,6 +72,16 @@ _FRAME_TENSORS = {
     "top_k_ids": ("int32", 2),
     "top_k_probabilities": ("float32", 2),
 }
+#: A run's exact spikes (format 1.4, :class:`~flyviz.record.spikes.SpikeLog`): tensor name ->
+#: dtype; ``spike_frame_end`` has one row per frame, the others one per spike.
+SPIKE_TENSORS = {
+    "spike_tick": "int64",
+    "spike_neuron": "int32",
+    "spike_trial": "int32",
+    "spike_frame_end": "int64",
+}
+#: The header key of the length of a spike's tick, ms (a decimal string).
+SPIKE_TICK_KEY = "spike_tick_ms"
 
 
 def _entry_keys() -> tuple[str, ...]:
@@ -174,7 +185,9 @@ def write_recording(rec: "Recording", path: str | Path) -> Path:
     states are refused (:class:`RecordingError`): they could not be
     opened again. A comparison's untouched run (:attr:`baseline`) is
     written into the same file (format 1.3, see
-    ``docs/recording-format.md``).
+    ``docs/recording-format.md``), and so are the run's spikes
+    (:attr:`spikes`, format 1.4) when it kept them: those of its frames;
+    spikes that cover fewer frames than it has are refused.
     """
     from flyviz.model.safetensors_io import ChunkedTensor, save_safetensors
 
@@ -184,6 +197,7 @@ def write_recording(rec: "Recording", path: str | Path) -> Path:
     header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
               "flyviz_version": __version__, "neurons": str(rec.neurons),
               "metadata": _metadata_json(rec), "frames": json.dumps(texts)}
+    _add_spikes(rec, "", tensors, header)
     baseline = rec.baseline
     if baseline is not None:
         who = "the untouched run's "
@@ -192,6 +206,7 @@ def write_recording(rec: "Recording", path: str | Path) -> Path:
                                  f"{baseline.neurons:,} neurons per state, the intervened "
                                  f"one {rec.neurons:,}")
         base_tensors, base_texts = _file_parts(baseline, who)
+        _add_spikes(baseline, BASELINE_PREFIX, base_tensors, header, who)
         header[BASELINE_PREFIX + "metadata"] = _metadata_json(baseline, who)
         header[BASELINE_PREFIX + "frames"] = json.dumps(base_texts)
         tensors.update({BASELINE_PREFIX + name: a for name, a in base_tensors.items()})
@@ -252,6 +267,26 @@ def _file_parts(rec: "Recording", who: str = ""
     tensors.update(top_k_ids=top_ids, top_k_probabilities=top_probs, state_crc32=crc)
     texts = [{key: getattr(f, key) for key in ENTRY_KEYS} for f in rec.frame_infos]
     return tensors, texts
+
+
+def _add_spikes(rec: "Recording", prefix: str, tensors: dict[str, Any],
+                header: dict[str, str], who: str = "") -> None:
+    """Add ``rec``'s spikes (:attr:`~flyviz.record.recording.Recording.spikes`), if it kept
+    any, as the :data:`SPIKE_TENSORS` and the :data:`SPIKE_TICK_KEY` header key (under
+    ``prefix``): those of its frames; refused when they cover fewer frames than it has."""
+    log = rec.spikes
+    if log is None:
+        return
+    n = len(rec)
+    if len(log) < n:
+        raise RecordingError(f"cannot save the recording: {who}spikes cover {len(log):,} of "
+                             f"its {n:,} frames")
+    tick, neuron, trial = log.arrays(0, n)
+    tensors.update(spike_tick=np.ascontiguousarray(tick),
+                   spike_neuron=np.ascontiguousarray(neuron),
+                   spike_trial=np.ascontiguousarray(trial),
+                   spike_frame_end=np.ascontiguousarray(log.frame_ends()[:n]))
+    header[prefix + SPIKE_TICK_KEY] = repr(float(log.tick_ms))
 
 
 def _metadata_json(rec: "Recording", who: str = "") -> str:
@@ -342,6 +377,10 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     if major < FORMAT_MAJOR:
         raise damaged(f"its format_version {meta['format_version']!r} is unknown")
     sealed = (major, minor) >= (1, 1)
+    if not sealed and ("content_sha256" in meta or "state_crc32" in st.keys()):
+        # a 1.0 file has no seal: one that carries it is a later one whose version changed
+        raise damaged(f"it claims format {meta['format_version']} but carries the seal of "
+                      "a later one")
 
     # Header fields.
     try:
@@ -439,7 +478,7 @@ def _from_run(cls: "type[Recording]", run: "_StoredRun", path: Path, neurons: in
     try:
         return cls.from_parts(neurons, run.metadata, states_dtype=run.states_dtype,
                               frames=frames, text_anchors=anchors, stored_states=states,
-                              stored_crc=crc, checked=verify, source=path)
+                              stored_crc=crc, checked=verify, source=path, spikes=run.spikes)
     except ValueError as exc:
         raise damaged(str(exc)) from None
 
@@ -454,6 +493,7 @@ class _StoredRun:
     arrays: dict[str, np.ndarray]
     states_dtype: str
     states_range: tuple[int, int]
+    spikes: "SpikeLog | None" = None
 
     @property
     def it(self) -> str:
@@ -513,7 +553,47 @@ def _read_run(st: Any, meta: dict[str, str], prefix: str, neurons: int, sealed: 
     k = arrays["top_k_ids"].shape[1]
     if arrays["top_k_probabilities"].shape != (n, k):
         raise damaged(f"{its} top_k_ids and top_k_probabilities differ in shape")
-    return _StoredRun(prefix, metadata, texts, arrays, states_dtype, st.byte_range(states))
+    spikes = _read_spikes(st, meta, prefix, n, neurons, damaged)
+    return _StoredRun(prefix, metadata, texts, arrays, states_dtype, st.byte_range(states),
+                      spikes)
+
+
+def _read_spikes(st: Any, meta: dict[str, str], prefix: str, n: int, neurons: int,
+                 damaged: Any) -> "SpikeLog | None":
+    """The run's spikes (format 1.4), checked, or ``None`` when it stored none."""
+    from flyviz.record.spikes import SpikeLog
+
+    names = [prefix + name for name in SPIKE_TENSORS]
+    present = [name in st for name in names]
+    if not any(present) and prefix + SPIKE_TICK_KEY not in meta:
+        return None
+    its = "the untouched run's" if prefix else "its"
+    for name, here in zip(names, present):
+        if not here:
+            raise damaged(f"it has no {name} tensor")
+    arrays = {}
+    for (tensor, dtype), name in zip(SPIKE_TENSORS.items(), names):
+        array = st.get(name)
+        if array.dtype != np.dtype(dtype) or array.ndim != 1:
+            raise damaged(f"its {name} tensor is {array.dtype} {list(array.shape)}, "
+                          f"expected {dtype} of one dimension")
+        arrays[tensor] = np.array(array)
+    if arrays["spike_frame_end"].size != n:
+        raise damaged(f"its {prefix}spike_frame_end has {arrays['spike_frame_end'].size} "
+                      f"rows for {n} frames")
+    try:
+        tick_ms = float(meta.get(prefix + SPIKE_TICK_KEY, ""))
+    except ValueError:
+        tick_ms = math.nan
+    if not math.isfinite(tick_ms) or tick_ms <= 0:
+        raise damaged(f"{its} {SPIKE_TICK_KEY} is not a positive number of ms")
+    if arrays["spike_neuron"].size and int(arrays["spike_neuron"].max()) >= neurons:
+        raise damaged(f"{its} spikes name a neuron beyond its {neurons:,}")
+    try:
+        return SpikeLog.from_arrays(arrays["spike_tick"], arrays["spike_neuron"],
+                                    arrays["spike_trial"], arrays["spike_frame_end"], tick_ms)
+    except ValueError as exc:
+        raise damaged(f"{its} spikes are inconsistent ({exc})") from None
 
 
 def _comparison_problem(rec: "Recording") -> str | None:

@@ -31,6 +31,7 @@ from flyviz.record.flyrec_codec import (BASELINE_PREFIX, CHECK_BLOCK_BYTES, COMP
                                         DAMAGE_REMEDY, FILE_SUFFIX, FORMAT_MAJOR, FORMAT_NAME,
                                         FORMAT_VERSION, content_digest, state_rows_problem)
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, Frame
+from flyviz.record.spikes import SpikeLog
 
 #: State dtypes a recording may store.
 STATE_DTYPES = ("float16", "float32")
@@ -125,13 +126,19 @@ class Recording:
         #: ``metadata["comparison"]`` then holds the per-frame KL and mean |dx|
         #: (:mod:`flyviz.record.compare`, ``docs/recording-format.md``).
         self.baseline: Recording | None = None
+        #: The exact spikes behind the frames, frame by frame (a spiking run's; format 1.4),
+        #: or ``None`` when the run kept none (:class:`~flyviz.record.spikes.SpikeLog`).
+        #: Whoever appends a frame appends its spikes; :meth:`save` writes them when they
+        #: cover every frame.
+        self.spikes: SpikeLog | None = None
 
     @classmethod
     def from_parts(cls, neurons: int, metadata: dict[str, Any] | None, *, states_dtype: str,
                    frames: Sequence[FrameInfo], text_anchors: Sequence[str],
                    stored_states: np.ndarray | None = None,
                    stored_crc: np.ndarray | None = None, checked: bool = True,
-                   source: Path | None = None) -> "Recording":
+                   source: Path | None = None, spikes: SpikeLog | None = None
+                   ) -> "Recording":
         """A recording made of frames read from elsewhere (what the ``.flyrec`` codec calls).
 
         Parameters
@@ -156,6 +163,8 @@ class Recording:
             :class:`RecordingError`.
         source
             The file the states come from, named in messages.
+        spikes
+            The spikes behind the frames (:attr:`spikes`), one entry per frame, or ``None``.
 
         Raises
         ------
@@ -170,6 +179,9 @@ class Recording:
         if (stored_states is None) != (n == 0) or (
                 stored_states is not None and stored_states.shape != (n, rec.neurons)):
             raise ValueError(f"the stored states must be ({n}, {rec.neurons}) for {n} frames")
+        if spikes is not None and len(spikes) != n:
+            raise ValueError(f"the spikes cover {len(spikes)} frames, not the {n} recorded")
+        rec.spikes = spikes
         rec._source = None if source is None else Path(source)
         rec._infos = list(frames)
         rec._text_anchors = list(text_anchors)
@@ -234,6 +246,8 @@ class Recording:
         self._stored = self._stored_crc = self._unchecked = None
         self._text_anchors.clear()
         self._last_text = ""
+        if self.spikes is not None:
+            self.spikes.clear()
 
     def snapshot(self) -> "Recording":
         """A frozen copy of the frames recorded so far, cheap to take, safe to read off-thread.
@@ -251,6 +265,7 @@ class Recording:
         frozen._chunks = list(self._chunks)
         frozen._text_anchors = list(self._text_anchors)
         frozen.baseline = None if self.baseline is None else self.baseline.snapshot()
+        frozen.spikes = None if self.spikes is None else self.spikes.snapshot()
         frozen.__dict__["_frozen"] = True
         return frozen
 
@@ -496,7 +511,9 @@ class Recording:
         states are refused (:class:`RecordingError`): they could not be
         opened again. A comparison's untouched run (:attr:`baseline`) is
         written into the same file (format 1.3, see
-        ``docs/recording-format.md``).
+        ``docs/recording-format.md``), and so are the run's spikes
+        (:attr:`spikes`, format 1.4) when it kept them: those of its frames;
+        spikes that cover fewer frames than it has are refused.
         """
         return flyrec_codec.write_recording(self, path)
 

@@ -6,13 +6,16 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from flyviz.errors import InputError
 from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.engine import LIFParams, simulate_ticks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.record.spikes import SpikeLog
 
 __all__ = ["POISSON_CHUNK", "PoissonStream", "SpikeRun", "SpikingSimulation", "poisson_events",
            "read_input_spikes", "select", "simulate", "trial_rngs"]
@@ -57,6 +60,22 @@ class SpikeRun:
         flat = (self.tick // bin_ticks) * self.brain.neurons + self.neuron
         counts = np.bincount(flat, minlength=bins * self.brain.neurons)
         return counts[:bins * self.brain.neurons].reshape(bins, self.brain.neurons)
+
+    def spike_log(self, bin_ticks: int) -> "SpikeLog":
+        """The spikes as a recording keeps them beside its bins of ``bin_ticks`` ticks (those
+        of :meth:`bin_counts`): a :class:`~flyviz.record.spikes.SpikeLog`, each bin's spikes
+        by trial, then tick, then neuron, as a live run of the spiking kind appends them."""
+        from flyviz.record.spikes import SpikeLog
+
+        bin_ticks = int(bin_ticks)
+        if bin_ticks < 1:
+            raise InputError(f"a bin must be at least one tick, not {bin_ticks}")
+        bins = max(1, -(-self.n_steps // bin_ticks))
+        which = self.tick // bin_ticks
+        order = np.argsort(which, kind="stable")    # the run's order within each bin
+        ends = np.searchsorted(which[order], np.arange(1, bins + 1), side="left")
+        return SpikeLog.from_arrays(self.tick[order], self.neuron[order], self.trial[order],
+                                    ends, self.params.dt)
 
     def to_frame(self, exp_name: str | None = None) -> Any:
         """The authors' table: ``t, trial, flywire_id, exp_name``, one row per spike."""

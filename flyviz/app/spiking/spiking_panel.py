@@ -16,7 +16,8 @@ thread (:class:`SpikingWorker`, an :class:`~flyviz.app.runs.worker.EngineWorker`
 :class:`~flyviz.kinds.spiking.LiveRun` one bin at a time): each bin's frame goes into the
 shown recording as it is simulated (the one Frame → Recording path of the language model's
 runs), so the brain, the timeline, the population dock and a movie export see it at once and
-scrubbing works afterwards. *Pause*/*Play* hold and resume the simulation itself; the speed
+scrubbing works afterwards; each bin's spikes, at their ticks, go into the recording's
+:attr:`~flyviz.record.recording.Recording.spikes` with it (the population dock's raster). *Pause*/*Play* hold and resume the simulation itself; the speed
 caps it at a factor of real time (or lets it run as fast as it goes); the status line says the
 real-time factor reached (biological seconds per wall second) and the engine's own.
 """
@@ -39,6 +40,8 @@ from flyviz.kinds.spiking import (SPIKING, SPIKING_KEY, BinSettings, LiveRun, Sp
 from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from flyviz.app.window.host import WindowHost
     from flyviz.record.frame import Frame
     from flyviz.record.recording import Recording
@@ -144,12 +147,14 @@ class SpikingRequest:
 
 @dataclass(frozen=True)
 class SpikingBin:
-    """One simulated bin as the worker hands it over: its frame, spike count and how long
-    the engine took for it (wall seconds)."""
+    """One simulated bin as the worker hands it over: its frame, spike count, how long the
+    engine took for it (wall seconds) and its spikes, ``(ticks, neurons, trials)``
+    (:attr:`LiveRun.last_spikes <flyviz.kinds.spiking.LiveRun.last_spikes>`)."""
 
     frame: "Frame"
     spikes: int
     compute_s: float
+    events: "tuple[np.ndarray, np.ndarray, np.ndarray] | None" = None
 
 
 class SpikingWorker(EngineWorker):
@@ -163,7 +168,7 @@ class SpikingWorker(EngineWorker):
             for _ in range(run.settings.bins):
                 start = time.perf_counter()
                 frame, spikes = run.next_bin()
-                yield SpikingBin(frame, spikes, time.perf_counter() - start)
+                yield SpikingBin(frame, spikes, time.perf_counter() - start, run.last_spikes)
 
         return bins()
 
@@ -319,8 +324,12 @@ class SpikingFeature(QObject):
             self._failed(self._run_id, str(exc))
             return False
         self.stop()
+        from flyviz.record.spikes import SpikeLog
+        from flyviz.spiking.engine import LIFParams
+
         meta = SPIKING.metadata(model, stimulus, settings, [], excite, silence)
         recording = Recording(model.neurons, meta, states_dtype="float32")
+        recording.spikes = SpikeLog(LIFParams().dt)   # each bin's spikes, as they arrive
         self.recording = recording
         self.host.state.set_recording(recording)
         self._apply_display()
@@ -369,6 +378,8 @@ class SpikingFeature(QObject):
         self._compute_s += item.compute_s
         self.recording.metadata.setdefault("spiking", {}).setdefault(
             "bin_spikes", []).append(int(item.spikes))
+        if self.recording.spikes is not None and item.events is not None:
+            self.recording.spikes.append(*item.events)
         self.host.state.append(item.frame)
         bin_s = SPIKING.time_axis.step / 1000.0
         done = len(self.recording) * bin_s

@@ -5,12 +5,21 @@ neuron's rate per bin. The dock takes groups — cell types or superclasses, com
 (``type:MN9, superclass:sensory``, or bare names: a cell type where one is so named, else a
 superclass); empty: the brain's largest superclasses — and draws
 
-* the **rates**: each group's mean rate (Hz) in every bin, against time in ms;
-* the **raster**: a mark for every bin in which one of the group's cells fired (up to
-  :data:`RASTER_CELLS` cells a group, one row each), rows grouped by group.
+* the **rates**: each group's mean rate (Hz) in every bin, against time in ms (a step over
+  each bin);
+* the **raster**: a tick for every spike of the group's cells (up to :data:`RASTER_CELLS`
+  cells a group, one row each, rows grouped by group) at its exact time (0.1 ms), up to the
+  end of the bin shown. The spikes are the recording's
+  (:attr:`~flyviz.record.recording.Recording.spikes`: kept by a live run as its bins
+  arrive and by ``flyviz simulate --record``); a recording that kept none (written before
+  flyviz kept them) falls back to a mark for every bin in which a cell fired, and the
+  caption under the groups says which it is.
 
 Both are read from the recording (the one path of live runs and opened files) and redrawn as
-bins arrive; a line marks the bin shown.
+bins arrive; a line marks the bin shown. The spikes of the raster's cells are picked out of
+the recording's once, bin by bin as they arrive (a long run is not searched again at every
+redraw), and kept as a :class:`~flyviz.record.spikes.SpikeLog` of marks; a group's marks are
+drawn as one path of ticks (``tests/bench_spiking_raster.py`` measures a long run).
 """
 
 from __future__ import annotations
@@ -23,12 +32,14 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from flyviz.app.population.population_plots import population_plot
+from flyviz.record.spikes import SpikeLog
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.spiking.brain import SpikingBrain
     from flyviz.viewer.state import ViewerState
 
-__all__ = ["DEFAULT_GROUPS", "RASTER_CELLS", "REDRAW_MS", "SpikingPopulationPanel", "resolve_groups"]
+__all__ = ["BIN_RASTER_CAPTION", "DEFAULT_GROUPS", "RASTER_CELLS", "REDRAW_MS",
+           "SPIKE_RASTER_CAPTION", "SpikingPopulationPanel", "resolve_groups"]
 
 #: Most cells of one group in the raster (the first by index).
 RASTER_CELLS = 40
@@ -36,7 +47,14 @@ RASTER_CELLS = 40
 DEFAULT_GROUPS = 5
 #: Bins that arrive within this many ms of each other are drawn in one go.
 REDRAW_MS = 100
+#: The raster's caption when it draws the recording's spikes, and when it falls back to bins.
+SPIKE_RASTER_CAPTION = ("raster: each spike of the first {cells} cells of each group at its "
+                        "time ({tick:g} ms), up to the bin shown")
+BIN_RASTER_CAPTION = ("raster: a mark per bin in which a cell fired (this recording kept no "
+                      "spike times)")
 
+#: A raster mark: a vertical tick this far below and above its row's centre.
+_TICK = np.array([-0.4, 0.4])
 _PENS = ("#f28e2b", "#4e79a7", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
          "#ff9da7", "#9c755f", "#bab0ac")
 
@@ -81,6 +99,8 @@ class SpikingPopulationPanel(QWidget):
                                             "(empty: the largest superclasses)")
         self.groups_edit.editingFinished.connect(self._regroup)
         self.note = QLabel("")
+        self.raster_caption = QLabel("")
+        self.raster_caption.setWordWrap(True)
         self.rates_plot = population_plot()
         self.rates_plot.getAxis("bottom").setLabel("time (ms)")
         self.rates_plot.getAxis("left").setLabel("rate (Hz)")
@@ -89,8 +109,9 @@ class SpikingPopulationPanel(QWidget):
         self.raster_plot.getAxis("bottom").setLabel("time (ms)")
         self.raster_plot.getAxis("left").setLabel("cells")
         self.raster_plot.setXLink(self.rates_plot)
-        self.raster = pg.ScatterPlotItem(size=4, pen=None, pxMode=True)
-        self.raster_plot.addItem(self.raster)
+        #: One curve of marks per group (its colour): a short vertical tick per mark, drawn
+        #: as pairs of points (one path, however many marks).
+        self._ticks: list[pg.PlotCurveItem] = []
         self._cursors = [pg.InfiniteLine(angle=90, pen=pg.mkPen("#888", width=1))
                          for _ in range(2)]
         self.rates_plot.addItem(self._cursors[0])
@@ -99,6 +120,7 @@ class SpikingPopulationPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.groups_edit)
         layout.addWidget(self.note)
+        layout.addWidget(self.raster_caption)
         layout.addWidget(self.rates_plot, 1)
         layout.addWidget(self.raster_plot, 1)
         #: ``(name, indices)`` of the groups drawn.
@@ -108,6 +130,14 @@ class SpikingPopulationPanel(QWidget):
         #: The raster's marks as drawn: ``(times_ms, rows)``, and each row's neuron.
         self.raster_marks: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self.raster_neurons = np.zeros(0, np.int64)
+        #: Whether the raster draws the recording's spikes (``False``: bins, or nothing).
+        self.raster_exact = False
+        # The spikes of the raster's cells picked out so far: marks by bin (``neuron`` is
+        # the row), of which log of which recording.
+        self._marks: SpikeLog | None = None
+        self._marks_of: SpikeLog | None = None
+        self._group_starts = np.zeros(0, np.int64)
+        self._row_lookup: list[np.ndarray] = []
         self._curves: dict[str, Any] = {}
         # bins arriving fast are drawn together, at most every REDRAW_MS
         self._pending = QTimer(self)
@@ -118,7 +148,7 @@ class SpikingPopulationPanel(QWidget):
         events.recording.connect(self.redraw)
         events.frames_appended.connect(lambda _n: self._pending.start()
                                        if not self._pending.isActive() else None)
-        events.index.connect(self._move_cursor)
+        events.index.connect(self._on_index)
 
     # ------------------------------------------------------------ groups
     def set_brain(self, brain: "SpikingBrain | None") -> None:
@@ -152,8 +182,24 @@ class SpikingPopulationPanel(QWidget):
             self._curves[name] = curve
         rows = [members[:RASTER_CELLS] for _, members in self.groups]
         self.raster_neurons = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-        self._row_colours = [pg.mkBrush(_PENS[i % len(_PENS)])
-                             for i, r in enumerate(rows) for _ in range(r.size)]
+        sizes = [r.size for r in rows]
+        self._group_starts = np.cumsum([0, *sizes])[:-1].astype(np.int64)
+        # each group's row of a neuron (-1: not in the raster), looked up per spike
+        neurons = 0 if self.brain is None else self.brain.neurons
+        self._row_lookup = []
+        for first, members in zip(self._group_starts, rows):
+            lookup = np.full(neurons, -1, np.int32)
+            lookup[members] = first + np.arange(members.size, dtype=np.int32)
+            self._row_lookup.append(lookup)
+        for ticks in self._ticks:
+            self.raster_plot.removeItem(ticks)
+        self._ticks = []
+        for i in range(len(rows)):
+            ticks = pg.PlotCurveItem(pen=pg.mkPen(_PENS[i % len(_PENS)], width=2),
+                                     connect="pairs")
+            self.raster_plot.addItem(ticks)
+            self._ticks.append(ticks)
+        self._marks = self._marks_of = None
         self.redraw()
 
     # ------------------------------------------------------------ drawing
@@ -165,29 +211,99 @@ class SpikingPopulationPanel(QWidget):
         """Draw the traces and the raster of the shown recording as it is now."""
         recording = self.state.recording
         n = len(recording) if self._spiking() else 0
-        axis = self.state.kind.time_axis
-        meta = recording.metadata.get("spiking") or {}
-        step = float(meta.get("bin_ms", axis.step))
-        times = (np.arange(n) + 1) * step
+        times = (np.arange(n) + 1) * self._bin_ms()
         self.traces = {}
         for name, members in self.groups:
             rates = recording.states(members).mean(axis=1) if n else np.zeros(0)
             self.traces[name] = (times, np.asarray(rates, np.float64))
-            self._curves[name].setData(times, rates)
-        if n and self.raster_neurons.size:
-            fired = recording.states(self.raster_neurons) > 0      # (bins, rows)
-            bins, rows = np.nonzero(fired)
-            self.raster_marks = (times[bins], rows.astype(np.float64))
-            self.raster.setData(x=self.raster_marks[0], y=self.raster_marks[1],
-                                brush=[self._row_colours[r] for r in rows])
-        else:
-            self.raster_marks = (np.zeros(0), np.zeros(0))
-            self.raster.setData(x=[], y=[])
+            # drawn as steps: each bin's rate over its bin, from 0 ms, above its spikes
+            if n:
+                self._curves[name].setData(np.r_[0.0, times], rates, stepMode="center")
+            else:
+                self._curves[name].setData([], [])
+        self._draw_raster()
         self._move_cursor(self.state.index)
 
-    def _move_cursor(self, index: int) -> None:
+    def _bin_ms(self) -> float:
         meta = self.state.recording.metadata.get("spiking") or {}
-        step = float(meta.get("bin_ms", self.state.kind.time_axis.step))
+        return float(meta.get("bin_ms", self.state.kind.time_axis.step))
+
+    def _on_index(self, index: int) -> None:
+        if not self._pending.isActive():     # else the coming redraw draws it
+            self._draw_raster()
+        self._move_cursor(index)
+
+    def _shown_bins(self, n: int) -> int:
+        """Bins the raster draws: up to the one shown (all when none is)."""
+        index = self.state.index
+        return index + 1 if 0 <= index < n else n
+
+    def _draw_raster(self) -> None:
+        recording = self.state.recording
+        n = len(recording) if self._spiking() else 0
+        log = recording.spikes if n else None
+        exact = log is not None and len(log) >= n
+        self.raster_exact = bool(exact and self.raster_neurons.size)
+        if not n:
+            self.raster_caption.setText("")
+        elif exact:
+            assert log is not None
+            self.raster_caption.setText(SPIKE_RASTER_CAPTION.format(cells=RASTER_CELLS,
+                                                                    tick=log.tick_ms))
+        else:
+            self.raster_caption.setText(BIN_RASTER_CAPTION)
+        shown = self._shown_bins(n)
+        times: np.ndarray
+        rows: np.ndarray
+        if not (n and self.raster_neurons.size):
+            times, rows = np.zeros(0), np.zeros(0, np.int64)
+        elif exact:
+            assert log is not None
+            marks = self._pick_marks(log, n)
+            tick, row, _trial = marks.arrays(0, shown)
+            times, rows = tick * marks.tick_ms, row.astype(np.int64)
+        else:
+            fired = recording.states(self.raster_neurons, 0, shown) > 0    # (bins, rows)
+            bins, rows = np.nonzero(fired)
+            times = (bins + 1) * self._bin_ms()
+        self.raster_marks = (np.asarray(times, np.float64), rows.astype(np.float64))
+        group = np.searchsorted(self._group_starts, rows, side="right") - 1
+        for g, ticks in enumerate(self._ticks):
+            mine = group == g
+            x, y = self.raster_marks[0][mine], self.raster_marks[1][mine]
+            ticks.setData(x=np.repeat(x, 2), y=(y[:, None] + _TICK).reshape(-1))
+
+    def _pick_marks(self, log: SpikeLog, n: int) -> SpikeLog:
+        """The spikes of the raster's cells in the first ``n`` bins of ``log`` (the shown
+        recording's), each as a mark whose ``neuron`` is its row: those picked before,
+        and those of the bins since."""
+        marks = self._marks
+        if marks is None or self._marks_of is not log or len(marks) > len(log) \
+                or marks.tick_ms != log.tick_ms:
+            marks = self._marks = SpikeLog(log.tick_ms)
+            self._marks_of = log
+        done = len(marks)
+        if done >= n:
+            return marks
+        tick, neuron, trial = log.arrays(done, n)
+        first, _last = log.span(done, n)
+        ends = log.frame_ends()[done:n] - first
+        at, rows = [], []
+        for lookup in self._row_lookup:
+            row = lookup[neuron]
+            hit = np.flatnonzero(row >= 0)
+            at.append(hit)
+            rows.append(row[hit])
+        where = np.concatenate(at) if at else np.zeros(0, np.int64)
+        row = np.concatenate(rows) if rows else np.zeros(0, np.int32)
+        order = np.argsort(where, kind="stable")      # the log's order: bin by bin
+        where, row = where[order], row[order]
+        marks.append_frames(tick[where], row, trial[where],
+                            np.searchsorted(where, ends, side="left"))
+        return marks
+
+    def _move_cursor(self, index: int) -> None:
+        step = self._bin_ms()
         for line in self._cursors:
             line.setVisible(index >= 0)
             line.setValue((index + 1) * step if index >= 0 else 0.0)

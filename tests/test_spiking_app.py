@@ -194,6 +194,8 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         # The populations dock: each group's rate per bin, and a raster of its cells.
         population = feature.population
         population.set_groups("L, superclass:central")
+        # the groups' key is a line above the plots, each name in its trace's colour
+        assert "&#9632; L (" in population.key.text() and "central (" in population.key.text()
         times, left = population.traces["L"]
         assert times.tolist() == [10.0 * (i + 1) for i in range(12)]
         np.testing.assert_allclose(left, rates[:, :n // 2].mean(axis=1), rtol=1e-5)

@@ -24,11 +24,12 @@ drawn as one path of ticks (``tests/bench_spiking_raster.py`` measures a long ru
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from flyviz.app.population.population_plots import population_plot
@@ -104,7 +105,11 @@ class SpikingPopulationPanel(QWidget):
         self.rates_plot = population_plot()
         self.rates_plot.getAxis("bottom").setLabel("time (ms)")
         self.rates_plot.getAxis("left").setLabel("rate (Hz)")
-        self.legend = self.rates_plot.addLegend(offset=(5, 5))
+        # The groups' names and colours on a line of their own: a legend inside a plot this
+        # short covers its traces.
+        self.key = QLabel("")
+        self.key.setTextFormat(Qt.TextFormat.RichText)
+        self.key.setWordWrap(True)
         self.raster_plot = population_plot()
         self.raster_plot.getAxis("bottom").setLabel("time (ms)")
         self.raster_plot.getAxis("left").setLabel("cells")
@@ -121,6 +126,7 @@ class SpikingPopulationPanel(QWidget):
         layout.addWidget(self.groups_edit)
         layout.addWidget(self.note)
         layout.addWidget(self.raster_caption)
+        layout.addWidget(self.key)
         layout.addWidget(self.rates_plot, 1)
         layout.addWidget(self.raster_plot, 1)
         #: ``(name, indices)`` of the groups drawn.
@@ -174,12 +180,15 @@ class SpikingPopulationPanel(QWidget):
                 self.note.setText("" if self.groups else "no neurons in these groups")
         for curve in self._curves.values():
             self.rates_plot.removeItem(curve)
-        self.legend.clear()
         self._curves = {}
         for i, (name, members) in enumerate(self.groups):
             curve = self.rates_plot.plot([], [], pen=pg.mkPen(_PENS[i % len(_PENS)], width=2),
                                          name=f"{name} ({members.size:,})")
             self._curves[name] = curve
+        self.key.setText(" &nbsp; ".join(
+            f"<nobr><span style='color:{_PENS[i % len(_PENS)]}'>&#9632; "
+            f"{html.escape(name.split(':', 1)[-1])} ({members.size:,})</span></nobr>"
+            for i, (name, members) in enumerate(self.groups)))
         rows = [members[:RASTER_CELLS] for _, members in self.groups]
         self.raster_neurons = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         sizes = [r.size for r in rows]

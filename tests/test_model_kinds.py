@@ -304,6 +304,7 @@ def test_the_window_shows_only_the_docks_that_serve_the_kind(qtbot, tmp_path):
         assert win.timeline.counter.text() == "no tokens yet"
         assert win._prompt_action.isVisible()   # the Fly LLM reads a prompt
         assert not win.controls.generation.isHidden()
+        assert win.inspector.tabs.tabText(2) == "Currents now" and win.inspector.tabs.isTabVisible(2)
         assert win.raster_panel.plot.getAxis("bottom").labelText == "token"
 
         neurons = checkpoint.config.neurons

@@ -72,6 +72,7 @@ class NeuronInspector(QWidget):
         self.trace.getAxis("bottom").setLabel("token")
         self.trace.getAxis("left").setLabel("h")
         self._axis = LANGUAGE.time_axis
+        self._currents_apply = True
         self.trace.getAxis("left").enableAutoSIPrefix(False)
         self.trace_curve = self.trace.plot([], [], pen=pg.mkPen(theme.ACCENT, width=2))
         self.trace_cursor = pg.InfiniteLine(angle=90, movable=False,
@@ -122,6 +123,10 @@ class NeuronInspector(QWidget):
         self._axis = kind.time_axis
         self.trace.getAxis("bottom").setLabel(kind.time_axis.name)
         self.trace.getAxis("left").setLabel(kind.state_label)
+        # "Currents now" is the language model's step (weight x the state one token earlier);
+        # another kind's states are not what its synapses carry.
+        self._currents_apply = kind == LANGUAGE
+        self.tabs.setTabVisible(self.tabs.indexOf(self.currents_table), self._currents_apply)
 
     def set_model(self, anatomy: Anatomy | None, connectivity: Connectivity | None,
                   checkpoint: Checkpoint | None = None) -> None:
@@ -246,7 +251,7 @@ class NeuronInspector(QWidget):
         :func:`flyviz.model.attribution.incoming_currents`, the computation of a trace's
         edge flows)."""
         table, graph = self.currents_table, self.connectivity
-        if self.neuron is None or recording is None or graph is None \
+        if not self._currents_apply or self.neuron is None or recording is None or graph is None \
                 or not 0 <= index < len(recording) or self.neuron >= recording.neurons:
             self._currents_key = None
             table.setRowCount(0)

@@ -139,8 +139,13 @@ def not_a_file(path: str | Path) -> str:
         return ""
     if stat.S_ISDIR(mode):
         return "it is a folder"
-    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-    return f"it is {kind}, not a regular file"
+    return f"it is {_not_regular(mode)}, not a regular file"
+
+
+def _not_regular(mode: int) -> str:
+    """What a path of ``st_mode`` ``mode`` that is not a regular file is, in two words."""
+    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+        "a device or socket"
 
 
 def check_regular(path: str | Path, what: str = "file") -> None:
@@ -154,10 +159,8 @@ def check_regular(path: str | Path, what: str = "file") -> None:
     except OSError as exc:
         raise os_error(exc, path, "read") from None
     if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
-            "a device or socket"
-        raise FileAccessError(f"cannot read {short_path(path)} as a {what}: it is {kind}, not a "
-                              "regular file")
+        raise FileAccessError(f"cannot read {short_path(path)} as a {what}: it is "
+                              f"{_not_regular(mode)}, not a regular file")
 
 
 def open_regular(path: str | Path, mode: str = "rb", what: str = "file",
@@ -175,10 +178,8 @@ def open_regular(path: str | Path, mode: str = "rb", what: str = "file",
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO" \
-                if stat.S_ISFIFO(info.st_mode) else "a device or socket"
-            raise FileAccessError(f"cannot read {short_path(path)} as a {what}: it is {kind}, "
-                                  "not a regular file")
+            raise FileAccessError(f"cannot read {short_path(path)} as a {what}: it is "
+                                  f"{_not_regular(info.st_mode)}, not a regular file")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, mode, **kwargs)

@@ -78,6 +78,30 @@ def model_from_args(args: argparse.Namespace, spec: str | None = None,
     return Model(checkpoint, spec=str(spec if spec is not None else args.spec), kernel=kernel)
 
 
+def add_spiking_brain_options(parser: argparse.ArgumentParser) -> None:
+    """The files that come with a spiking BRAIN and the weight of one synapse (``flyviz
+    simulate`` and ``flyviz screen``; :func:`spiking_brain_from_args` loads it)."""
+    parser.add_argument("--connectivity", metavar="FILE", type=Path, default=None,
+                        help="the Connectivity parquet, when BRAIN is a completeness CSV "
+                             "without it beside")
+    parser.add_argument("--coordinates", metavar="FILE", type=Path, default=None,
+                        help="soma positions (root_id, position \"[x y z]\")")
+    parser.add_argument("--classification", metavar="FILE", type=Path, default=None,
+                        help="labels (root_id, super_class, cell_type, side)")
+    parser.add_argument("--w-syn", metavar="MV", type=float, default=None,
+                        help="weight of one synapse in mV (default 0.275 on FlyWire files, "
+                             "0.192 on MaleCNS graphs)")
+
+
+def spiking_brain_from_args(args: argparse.Namespace) -> Any:
+    """The spiking brain ``args.brain`` names, with the files
+    :func:`add_spiking_brain_options` adds."""
+    from flyviz.spiking import load_brain
+
+    return load_brain(args.brain, args.connectivity, coordinates=args.coordinates,
+                      classification=args.classification)
+
+
 def add_cluster_options(parser: argparse.ArgumentParser, parts: str, resume: bool = True) -> None:
     """Add ``--workers N | --scheduler ADDRESS`` and ``--resume`` (the commands that run on
     Dask); ``parts`` names where an interrupted run keeps its finished tasks. A command whose

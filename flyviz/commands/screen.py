@@ -54,7 +54,7 @@ examples:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz screen``."""
-    from flyviz.commands._options import add_cluster_options
+    from flyviz.commands._options import add_cluster_options, add_spiking_brain_options
 
     parser.add_argument("brain", metavar="BRAIN",
                         help="authors' folder, completeness CSV, flyviz model or 'demo' (as "
@@ -74,14 +74,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="biological time per trial: 1s, 400ms (default 1s)")
     parser.add_argument("--seed", metavar="S", type=int, default=0,
                         help="seed of every run's Poisson input (default 0)")
-    parser.add_argument("--w-syn", metavar="MV", type=float, default=None,
-                        help="weight of one synapse in mV (default: the brain's)")
-    parser.add_argument("--connectivity", metavar="FILE", type=Path, default=None,
-                        help="the Connectivity parquet, when BRAIN is a completeness CSV")
-    parser.add_argument("--coordinates", metavar="FILE", type=Path, default=None,
-                        help="soma positions (root_id, position \"[x y z]\")")
-    parser.add_argument("--classification", metavar="FILE", type=Path, default=None,
-                        help="labels (root_id, super_class, cell_type, side)")
+    add_spiking_brain_options(parser)
     parser.add_argument("--out", metavar="DIR", type=Path, required=True,
                         help="the screen's folder (made if missing; a rerun continues it)")
     parser.add_argument("--target", metavar="QUERY", default=None,
@@ -102,10 +95,10 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from flyviz.analysis.cluster import Interrupted, ProgressBar, require_dask
-    from flyviz.commands._options import check_cluster_options
+    from flyviz.commands._options import check_cluster_options, spiking_brain_from_args
     from flyviz.errors import InputError
     from flyviz.model.selection import parse
-    from flyviz.spiking import load_brain, select
+    from flyviz.spiking import select
     from flyviz.spiking.screen import (ScreenFolder, ScreenSettings, read_sets_file,
                                        resolve_sets, run_screen)
 
@@ -123,8 +116,7 @@ def run(args: argparse.Namespace) -> int:
     ScreenFolder.check_writable(args.out)
     ScreenFolder.check_settings(args.out, settings)
 
-    brain = load_brain(args.brain, args.connectivity, coordinates=args.coordinates,
-                       classification=args.classification)
+    brain = spiking_brain_from_args(args)
     sets = resolve_sets(brain, named)
     target = None
     if args.target is not None:

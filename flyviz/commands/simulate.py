@@ -41,14 +41,10 @@ def duration_arg(text: str) -> float:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz simulate``."""
+    from flyviz.commands._options import add_spiking_brain_options
+
     parser.add_argument("brain", metavar="BRAIN", help="authors' folder, model or 'demo'")
-    parser.add_argument("--connectivity", metavar="FILE", type=Path, default=None,
-                        help="the Connectivity parquet, when BRAIN is a completeness CSV "
-                             "without it beside")
-    parser.add_argument("--coordinates", metavar="FILE", type=Path, default=None,
-                        help="soma positions (root_id, position \"[x y z]\")")
-    parser.add_argument("--classification", metavar="FILE", type=Path, default=None,
-                        help="labels (root_id, super_class, cell_type, side)")
+    add_spiking_brain_options(parser)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--excite", metavar="QUERY", default=None,
                        help="neurons given Poisson input (default: the brain's own set, "
@@ -68,9 +64,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="independent trials (default 1; the authors run 30)")
     parser.add_argument("--seed", metavar="S", type=int, default=0,
                         help="seed of the Poisson input (default 0)")
-    parser.add_argument("--w-syn", metavar="MV", type=float, default=None,
-                        help="weight of one synapse in mV (default 0.275 on FlyWire files, "
-                             "0.192 on MaleCNS graphs)")
     parser.add_argument("--exp-name", metavar="NAME", default=None,
                         help="the exp_name column (default: the output file's stem)")
     parser.add_argument("--out", metavar="FILE", type=Path, default=None,
@@ -102,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
 
     from flyviz.errors import InputError
     from flyviz.extras import require
-    from flyviz.spiking import LIFParams, load_brain, read_input_spikes, select, simulate
+    from flyviz.commands._options import spiking_brain_from_args
+    from flyviz.spiking import LIFParams, read_input_spikes, select, simulate
 
     if args.out is None and args.record is None:
         raise InputError("give --out FILE (the spikes) and/or --record FILE (rates per bin)")
@@ -143,8 +137,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{args.excite_file.name} must hold root ids, one a line") \
                 from None
 
-    brain = load_brain(args.brain, args.connectivity, coordinates=args.coordinates,
-                       classification=args.classification)
+    brain = spiking_brain_from_args(args)
     params = LIFParams(w_syn=brain.w_syn if args.w_syn is None else args.w_syn,
                        rate=args.rate)
     events = read_input_spikes(args.input_spikes, brain, params.dt_s) \

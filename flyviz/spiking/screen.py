@@ -43,7 +43,6 @@ import hashlib
 import json
 import math
 import re
-import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -54,7 +53,6 @@ from typing import Any
 import numpy as np
 
 from flyviz.analysis import cluster
-from flyviz.analysis.quiet import raise_if_interrupted
 from flyviz.analysis.table_file import read_table_file, write_table_file
 from flyviz.errors import InputError, SelectionError
 from flyviz.spiking.brain import SpikingBrain
@@ -342,30 +340,10 @@ class _InProcess:
     threads: int | None
 
     def __call__(self, item: SetTask) -> cluster.Partial:
-        def one() -> np.ndarray:
-            return run_set(self.brain, self.settings, self.base, item.members, self.threads)
-
-        if threading.current_thread() is not threading.main_thread():
-            return {"rates": one()}
-        # On the main thread the run goes to a helper thread, and this one waits: Ctrl+C
-        # then interrupts the wait, never a compiled trial (an interrupt that arrives as the
-        # engine's call returns can crash the process); the run in flight ends unused.
-        box: dict[str, Any] = {}
-
-        def work() -> None:
-            try:
-                box["rates"] = one()
-            except BaseException as exc:  # handed to the waiting thread
-                box["error"] = exc
-
-        thread = threading.Thread(target=work, name="flyviz-screen-run")
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.05)
-            raise_if_interrupted()
-        if "error" in box:
-            raise box["error"]
-        return {"rates": box["rates"]}
+        # A Ctrl+C interrupts the engine's wait for its trial threads, never a compiled
+        # trial (flyviz.spiking.engine.simulate_ticks).
+        return {"rates": run_set(self.brain, self.settings, self.base, item.members,
+                                 self.threads)}
 
 
 _worker_brains: dict[str, SpikingBrain] = {}

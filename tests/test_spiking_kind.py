@@ -336,3 +336,18 @@ def test_a_recording_without_spikes_reads_as_before(brain_folder, tmp_path):
     short.append(state_frame(2, np.zeros(model.neurons, np.float32)))
     with pytest.raises(RecordingError, match="spikes cover 2 of its 3 frames"):
         short.save(tmp_path / "short.flyrec")
+
+
+def test_a_movie_colours_a_spiking_recording_by_rate_and_a_language_models_by_activation():
+    from flyviz.export import ExportOptions
+    from flyviz.kinds import LANGUAGE
+    from flyviz.kinds.spiking import SPIKING
+    from flyviz.viewer.layers import RATE
+
+    options = ExportOptions(mode="signed", scale=50.0)
+    rates = options.cloud_style(SPIKING).layer
+    assert rates.name == RATE and rates.colormap == "sequential" and rates.units == "Hz"
+    assert rates.scale == options.cloud_style().layer.scale      # --color-scale still applies
+    activation = options.cloud_style(LANGUAGE).layer
+    assert (activation.name, activation.colormap) == (options.cloud_style().layer.name,
+                                                      options.cloud_style().layer.colormap)

@@ -181,7 +181,7 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
     k = int(options.frames_per_token)
     total = options.frame_count(stop - start)
     name = model_name if model_name is not None else model_name_of(recording, "flyviz")
-    style = style or options.cloud_style()
+    style = style or options.cloud_style(kind)
     layer = style.layer
 
     def values_at(index: int) -> np.ndarray:

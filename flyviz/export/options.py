@@ -138,18 +138,21 @@ class ExportOptions:
             raise ExportError(f"token range {self.start}:{self.stop} is empty or negative")
         return self
 
-    def cloud_style(self) -> Any:
+    def cloud_style(self, kind: Any = None) -> Any:
         """The :class:`~flyviz.render.style.CloudStyle` these options describe.
 
         The recorded state in colormap ``mode``, over ``±scale`` (``[0,
         scale]`` for ``"abs"``) or, without a scale, the 99th percentile of
-        |h| over the exported frames; automatic brightness gain.
+        |h| over the exported frames; automatic brightness gain. ``kind`` (a
+        :class:`~flyviz.kinds.ModelKind`) says how its recorded state is coloured
+        (:meth:`~flyviz.kinds.ModelKind.recorded_layer`: a spiking brain's rates in Hz).
         """
         from flyviz.render.style import CloudStyle, ColourScale, activation_layer
 
         scale = ColourScale.fixed(self.scale) if self.scale else ColourScale.auto()
-        return CloudStyle(layer=activation_layer(self.mode, scale), point_size=self.point_size,
-                          glow=self.glow)
+        layer = activation_layer(self.mode, scale) if kind is None else \
+            kind.recorded_layer(self.mode, scale)
+        return CloudStyle(layer=layer, point_size=self.point_size, glow=self.glow)
 
     def token_range(self, n_frames: int) -> tuple[int, int]:
         """The ``(start, stop)`` frame range clipped to a recording of ``n_frames``."""

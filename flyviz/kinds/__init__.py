@@ -196,6 +196,13 @@ class ModelKind:
             yield OverlayContent(prompt="", generated="", newest="", newest_in_prompt=False,
                                  bars=(), counter=self.time_axis.of(i, n))
 
+    def recorded_layer(self, mode: str, scale: Any) -> Any:
+        """How a movie or still colours this kind's recorded state when nothing else is
+        chosen (``flyviz export``): the activation in colormap ``mode`` over ``scale``."""
+        from flyviz.render.style import activation_layer
+
+        return activation_layer(mode, scale)
+
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """A figure's title for frame ``index`` of ``recording`` (default: the time axis's)."""
         return self.time_axis.of(index, len(recording))

@@ -174,6 +174,13 @@ class SpikingKind(ModelKind):
     state_label: ClassVar[str] = "rate (Hz)"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (SPIKES,)
 
+    def recorded_layer(self, mode: str, scale: Any) -> Any:
+        """Rates in Hz from 0 (:func:`flyviz.viewer.layers.rate_layer`), whatever ``mode``:
+        a rate has no sign."""
+        from flyviz.viewer.layers import rate_layer
+
+        return rate_layer(scale)
+
     # ------------------------------------------------------------ stepping
     def run_settings(self, run: "RunSettings | None" = None, **options: Any) -> BinSettings:
         """:class:`BinSettings` from ``bins=``, ``bin_ms=``, ``trials=`` (the viewer's run

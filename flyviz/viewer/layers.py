@@ -340,11 +340,12 @@ def flash_state(recording: "Recording", index: int, tau_ms: float = FLASH_TAU_MS
     return out * np.float32(bin_ms / 1000.0)
 
 
-def rate_layer() -> ColourLayer:
+def rate_layer(scale: ColourScale | None = None) -> ColourLayer:
     """Each neuron's firing rate in the shown bin (the recorded state of a spiking recording,
-    Hz), on the sequential colours from 0 with the automatic scale."""
+    Hz), on the sequential colours from 0 with ``scale`` (default: the automatic one)."""
     return ColourLayer(name=RATE, colormap="sequential", label="firing rate in the bin",
-                       units="Hz", scale=ColourScale.auto(), source=recorded_state)
+                       units="Hz", scale=scale if scale is not None else ColourScale.auto(),
+                       source=recorded_state)
 
 
 def flash_layer(tau_ms: float = FLASH_TAU_MS) -> ColourLayer:

@@ -12,6 +12,7 @@ scroll sideways). At the default layout the left column's docks do not scroll at
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pyqtgraph as pg
@@ -72,6 +73,19 @@ def describe(key: str, widget: QWidget) -> str:
     return f"{key}: {type(widget).__name__} {text!r}"
 
 
+def painted_rect(surface: QWidget, patience_s: float = 2.0) -> QRect:
+    """The bounding rectangle of what of ``surface`` is painted, once that is all of it or
+    ``patience_s`` has passed: on a loaded machine a dock just raised may lay out its
+    children a few passes of the event loop later (a control cut off stays cut off)."""
+    deadline = time.monotonic() + patience_s
+    painted = surface.visibleRegion().boundingRect()
+    while painted != surface.rect() and time.monotonic() < deadline:
+        QApplication.processEvents()
+        time.sleep(0.01)
+        painted = surface.visibleRegion().boundingRect()
+    return painted
+
+
 def clipped_controls(key: str, dock: QDockWidget) -> list[str]:
     """Every control of ``dock`` that is cut off (see the module's rule)."""
     problems = []
@@ -94,7 +108,7 @@ def clipped_controls(key: str, dock: QDockWidget) -> list[str]:
         rect = QRect(widget.mapTo(dock, QPoint(0, 0)), widget.size())
         # A list or plot paints in its viewport, which covers the widget itself.
         surface = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
-        painted = surface.visibleRegion().boundingRect()
+        painted = painted_rect(surface)
         if not whole.contains(rect) or painted != surface.rect():
             problems.append(f"{describe(key, widget)} at {rect} in a {dock.size()} dock "
                             f"shows only {painted}")

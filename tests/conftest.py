@@ -67,6 +67,29 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min((cores or 1) + 1, MAX_TEST_WORKERS))
 
 
+#: The options napari's viewer fixture reads (tests/test_napari_plugin.py takes that fixture
+#: by name with napari's pytest plugin off: pyproject.toml's addopts).
+NAPARI_FIXTURE_OPTIONS = {
+    "--show-napari-viewer": "show the napari viewers the tests make",
+    "--save-leaked-object-graph": "save a graph of a leaked napari viewer's references",
+}
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    if not pluginmanager.has_plugin("napari"):
+        for name, help_text in NAPARI_FIXTURE_OPTIONS.items():
+            parser.addoption(name, action="store_true", default=False, help=help_text)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Each phase's report on its test as ``item.rep_setup``/``rep_call``/``rep_teardown``
+    (napari's viewer fixture looks at ``rep_call`` when it tears down)."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The shared reference folder; skips the test when it is absent."""

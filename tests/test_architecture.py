@@ -53,9 +53,26 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+class _Trees(dict):
+    """Each module's syntax tree by its dotted name, parsed when first asked for: every test
+    worker imports this file to collect it, and parsing the whole tree takes seconds."""
+
+    def _fill(self) -> None:
+        for name in MODULES.keys() - self.keys():
+            self[name]                                  # noqa: B018 - parses it
+
+    def __missing__(self, name: str) -> ast.Module:
+        path = MODULES[name]
+        tree = self[name] = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        return tree
+
+    def items(self):  # type: ignore[override]
+        self._fill()
+        return super().items()
+
+
 MODULES = _modules()
-TREES = {name: ast.parse(path.read_text(encoding="utf-8"), str(path))
-         for name, path in MODULES.items()}
+TREES = _Trees()
 
 
 def _package(module: str) -> str:

@@ -15,6 +15,12 @@ import pytest
 pytest.importorskip("napari")
 npe2 = pytest.importorskip("npe2")
 
+# napari's pytest plugin is off for the suite (pyproject.toml's addopts say why); its viewer
+# fixture and the fixtures that fixture stands on come from it by name, for this module only
+# (the options it reads and the reports it looks at are tests/conftest.py's).
+from napari.utils._testsupport import (  # noqa: E402, F401
+    _clean_themes, _disable_qt_warnings, make_napari_viewer, mock_app_model)
+
 import flyviz  # noqa: E402
 from flyviz.render.colormaps import lut  # noqa: E402
 from flyviz.render.style import ColourLayer  # noqa: E402

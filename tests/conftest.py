@@ -48,10 +48,30 @@ MAX_TEST_WORKERS = 4
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the tests that need ``../shared`` as ``reference`` (``-m reference`` runs only
-    them: CI runs them in the checkout that has the folder)."""
+    them: CI runs them in the checkout that has the folder), and put the files first that hold
+    a ``slow`` test (see :func:`slow_files_first`)."""
     for item in items:
         if REFERENCE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.reference)
+    items[:] = slow_files_first(items)
+
+
+def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests, the files that hold a ``slow`` test first, then the files with the most tests
+    (each file's tests in their order).
+
+    pytest-xdist hands a worker a whole file at a time in this order (``--dist loadfile
+    --no-loadscope-reorder``, pyproject.toml): a long file handed out last would leave the
+    other workers idle while it runs. xdist's own order (most tests first) put the files of
+    two or three long tests, the wheel's, the demo brain's windows', at the very end.
+    """
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    slow = {name for name, tests in files.items()
+            if any(test.get_closest_marker("slow") for test in tests)}
+    order = sorted(files, key=lambda name: (name not in slow, -len(files[name])))
+    return [item for name in order for item in files[name]]
 
 
 @pytest.hookimpl(optionalhook=True)

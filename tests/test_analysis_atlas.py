@@ -149,6 +149,7 @@ def test_direct_effect_follows_the_documented_formula(world, in_process):
     assert attrs["layer_norm_scale"] == pytest.approx(scale, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_one_and_two_worker_processes_give_the_same_atlas(world, in_process, tmp_path):
     """A real dask.distributed LocalCluster with worker processes."""
     one = _arrays(in_process)

@@ -227,6 +227,7 @@ def on_disk(planted, tmp_path_factory, tokenizer_path):
     return str(root / "model"), str(root / "connectome")
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_give_the_same_scores(planted, on_disk):
     from flyviz.model.resolve import load_model
 

@@ -249,6 +249,7 @@ def test_groups_are_sums_of_their_neurons_and_the_files_hold_them(world, in_proc
     assert not cluster.parts_folder(out).exists()
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_and_a_resumed_run_give_the_same_bits(world, in_process, tmp_path,
                                                                   interrupt_after):
     reference, expected = in_process
@@ -410,6 +411,7 @@ def test_the_library_refuses_an_empty_group_and_an_empty_text(world):
         flyviz.importance(world["model"], "   ", by=None)
 
 
+@pytest.mark.slow
 def test_the_demo_brains_estimate_runs_at_full_size(tmp_path):
     """All 49,393 neurons of the demo brain over a few held-out tokens: the untouched
     cross-entropy is the exact sweep's, the estimates are finite."""

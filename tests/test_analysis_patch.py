@@ -149,6 +149,7 @@ def test_every_neuron_at_every_position_is_the_clean_run_and_no_position_the_cor
     assert cell.p_normalised == pytest.approx(1.0, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_give_identical_files(world, by_superclass, tmp_path):
     reference, _ = by_superclass
     out = tmp_path / "two.csv"

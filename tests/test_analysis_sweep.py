@@ -99,6 +99,7 @@ def test_each_groups_numbers_equal_flyviz_compare_on_the_same_text(world, tmp_pa
                                                         reverse=True)
 
 
+@pytest.mark.slow
 def test_one_and_two_worker_processes_give_identical_tables(world, by_type, tmp_path):
     """A real dask.distributed LocalCluster with worker processes."""
     reference, in_process = by_type
@@ -417,6 +418,7 @@ def test_workers_that_cannot_start_give_one_line_and_exit_2(capsys, world, tmp_p
     assert not (tmp_path / "x.csv.parts").exists()  # nothing to --resume
 
 
+@pytest.mark.slow
 def test_the_demo_brains_numbers_equal_flyviz_compare_at_full_size(tmp_path, monkeypatch,
                                                                    demo_cache):
     """The same check on the full-size demo brain (49,393 neurons) and its held-out stories:

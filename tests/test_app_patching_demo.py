@@ -25,7 +25,7 @@ from qt_barriers import settle
 from flyviz.app.language.patching_panel import EXAMPLE, heatmap_colours
 from flyviz.model.patching import Patch
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
 iio = pytest.importorskip("imageio.v3")
 

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
 _PROBE = textwrap.dedent('''
     import json, sys, time

@@ -21,7 +21,7 @@ from qt_barriers import settle
 
 from flyviz.app.language.graph_panel import NEGATIVE, POSITIVE
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
 iio = pytest.importorskip("imageio.v3")
 

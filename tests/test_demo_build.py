@@ -25,6 +25,8 @@ from flyviz.model.formats.recital import load_recital_web
 from flyviz.model.tokenizer import FlyTokenizer
 from flyviz.record.run import GenerationSettings, iter_frames
 
+pytestmark = pytest.mark.slow
+
 TINY = SCALES["tiny"]
 
 

@@ -14,6 +14,7 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+@pytest.mark.slow
 def test_quickstart_runs_and_its_findings_match_the_data_it_wrote(tmp_path):
     pytest.importorskip("xarray")
     pytest.importorskip("zarr")

@@ -546,6 +546,7 @@ def long_text(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, how", [("atlas", "SIGINT"), ("sweep", "SIGTERM")])
 def test_interrupting_a_local_cluster_is_quiet(world, long_text, tmp_path, command, how):
     out = tmp_path / ("x.atlas" if command == "atlas" else "x.csv")

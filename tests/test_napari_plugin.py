@@ -25,7 +25,7 @@ import flyviz  # noqa: E402
 from flyviz.render.colormaps import lut  # noqa: E402
 from flyviz.render.style import ColourLayer  # noqa: E402
 
-pytestmark = pytest.mark.gui
+pytestmark = [pytest.mark.gui, pytest.mark.slow]
 
 MANIFEST = Path(flyviz.__file__).parent / "napari" / "napari.yaml"
 

@@ -33,6 +33,8 @@ from flyviz.errors import ExportError, InputError
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _chromium import Browser, chromium_path  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 SIZE = (640, 400)
 TOKEN = 5
 PROMPT = "Once upon a time there was a little girl"

@@ -28,6 +28,7 @@ def _spike_set(frame: pd.DataFrame) -> set[tuple[int, int, int]]:
                    frame["flywire_id"].astype(np.int64).tolist()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", BRAINS)
 @pytest.mark.parametrize("experiment", ("replay", "replay_silenced"))
 def test_replayed_input_gives_brian2s_spikes_spike_for_spike(label: str, experiment: str) -> None:

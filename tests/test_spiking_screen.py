@@ -166,6 +166,7 @@ def test_sets_that_select_nothing_and_bad_settings_are_refused(brain):
             sc.ScreenSettings(**bad).validate()  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_rates_and_files_of_one_in_process(tmp_path):
     """A real LocalCluster: the workers load the brain from its files."""
     pytest.importorskip("distributed")

@@ -77,7 +77,7 @@ SCALES: dict[str, DemoScale] = {
                       vocabulary=1024, corpus_chars=1_250_000, fit_tokens=64_000,
                       streams=128, features=2048, refine_iterations=40),
     "tiny": DemoScale("tiny", neurons=3_001, edges=120_000, neurons_per_slot=96,
-                      vocabulary=512, corpus_chars=160_000, fit_tokens=25_000,
+                      vocabulary=512, corpus_chars=90_000, fit_tokens=14_000,
                       streams=64, features=384, refine_iterations=12),
 }
 

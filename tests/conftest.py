@@ -26,8 +26,10 @@ Other test modules rely on these names; keep them stable:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # The app tests' Qt fixtures (``app_checkpoint``, ``window``) for every module; their helper
@@ -339,6 +341,41 @@ def _collect_after_each_test():
 
     gc.collect()
     gc.freeze()
+
+
+#: A small brain (Brian2's own, tests/oracle/spiking) whose runs compile the spiking
+#: engine's kernels.
+SPIKING_WARM_UP_BRAIN = Path(__file__).resolve().parent / "oracle" / "spiking" / "small"
+
+
+@pytest.fixture(scope="session")
+def spiking_kernels(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The spiking engine's compiled kernels, compiled by one test worker while the others
+    wait for them.
+
+    Numba compiles them at their first call (about 7 s of CPU) and caches them beside their
+    source: test workers that start the spiking tests at the same time would each compile
+    them. A lock in the session's shared temporary folder lets the first compile them (with
+    the runs below, which call every kernel) and the others read them from the cache.
+    """
+    from flyviz import spiking
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent                      # the folder all the session's workers share
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Windows
+        fcntl = None
+    with open(root / "spiking-kernels.lock", "w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        brain = spiking.load_brain(SPIKING_WARM_UP_BRAIN)
+        events = spiking.read_input_spikes(SPIKING_WARM_UP_BRAIN / "input_spikes.csv",
+                                           brain, 1e-4)
+        spiking.simulate(brain, input_events=events, duration_s=0.01)
+        spiking.simulate(brain, excite=np.arange(5), rate=150.0, duration_s=0.01, trials=2,
+                         seed=1)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.slow, pytest.mark.usefixtures("spiking_kernels")]
 
 
 def test_the_dock_screens_the_demo_brain_and_colours_by_the_targets_change(qtbot, tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.gui, pytest.mark.slow]
+pytestmark = [pytest.mark.gui, pytest.mark.slow, pytest.mark.usefixtures("spiking_kernels")]
 
 #: The language model's docks, none of which a spiking brain has a use for.
 LANGUAGE_DOCKS = ("text", "topk", "why", "patching", "population")

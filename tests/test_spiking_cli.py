@@ -13,6 +13,9 @@ from flyviz.cli import main
 
 pytest.importorskip("pyarrow")
 
+# The engine's kernels compiled once for all the test workers (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
 IDS = np.array([720575940600000011, 720575940600000022, 720575940600000033,
                 720575940600000044], dtype=np.int64)
 

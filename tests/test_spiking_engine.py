@@ -14,6 +14,9 @@ from flyviz.spiking.engine import LIFParams, propagator
 
 pytest.importorskip("pyarrow")
 
+# The engine's kernels compiled once for all the test workers (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
 ORACLE = Path(__file__).resolve().parent / "oracle" / "spiking"
 BRAINS = ("small", "dense")
 

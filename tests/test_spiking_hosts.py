@@ -14,6 +14,9 @@ from flyviz.cli import main
 
 pytest.importorskip("pyarrow")
 
+# The engine's kernels compiled once for all the test workers (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
 
 @pytest.fixture(scope="module")
 def spiking_recording(tmp_path_factory) -> Path:

@@ -21,6 +21,9 @@ from flyviz.record.recording import Recording
 
 pytest.importorskip("pyarrow")
 
+# The engine's kernels compiled once for all the test workers (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
 HALF = 40
 IDS = np.arange(2 * HALF, dtype=np.int64) + 720575940600000000
 

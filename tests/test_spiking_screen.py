@@ -15,6 +15,9 @@ from flyviz.analysis import cluster
 from flyviz.errors import InputError
 from flyviz.spiking import screen as sc
 
+# The engine's kernels compiled once for all the test workers (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
 N = 80
 IDS = 720575940600000000 + 7 * np.arange(N, dtype=np.int64)
 

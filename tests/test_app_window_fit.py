@@ -177,7 +177,8 @@ def test_the_left_column_does_not_scroll_and_shows_the_interventions_list(window
     assert {"model", "controls", "interventions"} <= set(left)
     for key, dock in left.items():
         dock.raise_()
-        QApplication.processEvents()
+        wait_in_front(win, qtbot, key, dock)
+        settle(qtbot, dock)                 # its scroll range follows the layout
         area = dock.widget()
         if isinstance(area, QScrollArea):
             assert area.verticalScrollBar().maximum() == 0, \
@@ -185,11 +186,10 @@ def test_the_left_column_does_not_scroll_and_shows_the_interventions_list(window
     # The Interventions list and the buttons below it are in sight without scrolling.
     panel = win.interventions.panel
     win.docks["interventions"].raise_()
-    QApplication.processEvents()
+    wait_in_front(win, qtbot, "interventions", win.docks["interventions"])
     for widget in (panel.list.viewport(), panel.compare_button, panel.remove_button,
                    panel.clear_button):
-        assert widget.visibleRegion().boundingRect() == widget.rect(), describe("interventions",
-                                                                                widget)
+        assert painted_rect(widget) == widget.rect(), describe("interventions", widget)
     assert panel.list.height() >= 3 * panel.list.fontMetrics().height()
 
 

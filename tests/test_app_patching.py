@@ -102,6 +102,7 @@ def test_the_heatmap_colours_each_cell_from_corrupted_to_clean_and_a_click_compa
     win.state.run.states_dtype = "float32"
     chosen = []
     feature.cell_chosen.connect(lambda c, p: chosen.append((c, p)))
+    heatmap.show_row(best[0])           # in the window of rows the dock shows
     point = heatmap.cell_centre(*best).toPoint()
     with qtbot.waitSignal(win.run_ended, timeout=30_000) as ended:
         QTest.mouseClick(heatmap.viewport(), Qt.MouseButton.LeftButton, pos=point)
@@ -204,6 +205,7 @@ def test_a_cell_click_lights_its_group_in_the_brain(window, qtbot, app_checkpoin
                     timeout=3000)
     before = brightness(win.brain.render_image())
     row = len(trace.positions) - 1
+    feature.panel.heatmap.show_row(row)     # in the window of rows the dock shows
     QTest.mouseClick(feature.panel.heatmap.viewport(), Qt.MouseButton.LeftButton,
                      pos=feature.panel.heatmap.cell_centre(row, column).toPoint())
     assert asked and asked[0][1] == CORRUPT

@@ -74,7 +74,7 @@ def test_patching_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):
         image = iio.imread(path)
 
         # The heatmap: the clicked (brightest) cell is drawn in the colormap's top colour,
-        # a cell that restores nothing in its bottom one.
+        # the shown cell that restores least in its own low one.
         colours = heatmap_colours().astype(int)
         cells = _region(image, win, heatmap.viewport())
         ratio = image.shape[1] / win.width()
@@ -85,8 +85,11 @@ def test_patching_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):
 
         want = colours[int(round(grid[row, column] * 255))]
         assert np.abs(drawn(row, column) - want).max() <= 6, (drawn(row, column), want)
-        quiet = np.unravel_index(int(np.argmin(grid[1:])), grid[1:].shape)
-        q_row, q_column = int(quiet[0]) + 1, int(quiet[1])
+        # The quietest cell among the rows the dock shows now (not the BOS row).
+        first = max(1, heatmap.first_row)
+        shown = grid[first:heatmap.first_row + heatmap.shown_rows]
+        quiet = np.unravel_index(int(np.argmin(shown)), shown.shape)
+        q_row, q_column = int(quiet[0]) + first, int(quiet[1])
         want = colours[int(round(grid[q_row, q_column] * 255))]
         assert np.abs(drawn(q_row, q_column) - want).max() <= 6
         # The brain: the clicked group stays lit, the others are dimmed.

@@ -428,7 +428,7 @@ def test_the_demo_brains_numbers_equal_flyviz_compare_at_full_size(tmp_path, mon
         pytest.skip("the demo brain is not built")
     monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(demo_cache))
     model = load_model("demo")
-    corpus = build_corpus([heldout], FlyTokenizer(model.tokenizer_path), max_tokens=60)
+    corpus = build_corpus([heldout], FlyTokenizer(model.tokenizer_path), max_tokens=30)
     groups = [g for g in sweep_groups(model, "superclass")
               if g.name in ("visual_projection", "descending_neuron")]
     out = tmp_path / "demo.csv"
@@ -441,7 +441,7 @@ def test_the_demo_brains_numbers_equal_flyviz_compare_at_full_size(tmp_path, mon
         for lo, hi in zip(corpus.offsets[:-1], corpus.offsets[1:]):
             positions.extend(forced_on_text(comparison, corpus.tokens[lo:hi].tolist()))
         comparison.close()
-        assert len(positions) == row.positions == 59
+        assert len(positions) == row.positions == 29
         assert row.delta_ce == pytest.approx(np.mean([p.cross_entropy_intervened
                                                       - p.cross_entropy_untouched
                                                       for p in positions]), abs=1e-6)

@@ -8,6 +8,7 @@ only them, fire.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -357,3 +358,56 @@ def test_a_movie_colours_a_spiking_recording_by_rate_and_a_language_models_by_ac
     activation = options.cloud_style(LANGUAGE).layer
     assert (activation.name, activation.colormap) == (options.cloud_style().layer.name,
                                                       options.cloud_style().layer.colormap)
+
+
+@pytest.mark.parametrize("to", ["npz", "zarr", "nwb"])
+def test_converting_a_spiking_recording_keeps_every_spike(brain_folder, tmp_path, to):
+    """``flyviz convert`` of a spiking run writes its exact spikes beside its bins: one entry
+    per spike (frame, tick, time, neuron, trial) in NumPy and Zarr, NWB's ``units`` table
+    (each neuron's spike times in seconds, each spike's trial) in NWB."""
+    pytest.importorskip("pyarrow")
+    pytest.importorskip({"npz": "numpy", "zarr": "zarr", "nwb": "pynwb"}[to])
+    rec = tmp_path / "spikes.flyrec"
+    assert main(["simulate", str(brain_folder), "--excite", "superclass:sensory", "--trials",
+                 "2", "--duration", "45ms", "--out", str(tmp_path / "spikes.parquet"),
+                 "--record", str(rec)]) == 0
+    recording = Recording.load(rec)
+    log = recording.spikes
+    assert log is not None and log.count > 0 and log.trials == 2
+    tick, neuron, trial = (np.asarray(a) for a in log.arrays())
+    frame = np.searchsorted(log.frame_ends(), np.arange(log.count), side="right")
+    out = tmp_path / f"run.{to}"
+    assert main(["convert", str(rec), str(out), "--no-labels"]) == 0
+    if to == "nwb":
+        import pynwb
+
+        assert pynwb.validate(path=str(out)) == []
+        with pynwb.NWBHDF5IO(str(out), "r") as io:
+            units = io.read().units
+            got = sorted((int(unit), round(float(t) * 1e4), int(k))
+                         for unit, times, trials in zip(units.id[:], units["spike_times"][:],
+                                                        units["spike_trial"][:])
+                         for t, k in zip(times, trials))
+        # spike times in s: tick 0.1 ms
+        assert got == sorted(zip(neuron.tolist(), tick.tolist(), trial.tolist()))
+        return
+    if to == "npz":
+        data = np.load(out, allow_pickle=False)
+        attrs = json.loads(str(data["attributes"]))
+    else:
+        from flyviz.record.convert import open_zarr
+
+        data = open_zarr(out)
+        attrs = data.attrs
+    np.testing.assert_array_equal(np.asarray(data["spike_tick"]), tick)
+    np.testing.assert_array_equal(np.asarray(data["spike_neuron"]), neuron)
+    np.testing.assert_array_equal(np.asarray(data["spike_trial"]), trial)
+    np.testing.assert_array_equal(np.asarray(data["spike_frame"]), frame)
+    np.testing.assert_allclose(np.asarray(data["spike_time_ms"]), tick * 0.1)
+    assert attrs["spike_tick_ms"] == pytest.approx(0.1) and attrs["spikes"] == log.count
+    # Each bin's rates are its spikes over the bin, per trial (the state beside them).
+    states = np.asarray(data["state"], dtype=np.float64)
+    counts = np.zeros_like(states)
+    np.add.at(counts, (frame, neuron), 1.0)
+    bin_s = recording.metadata["spiking"]["bin_ms"] / 1000.0
+    np.testing.assert_allclose(states, counts / log.trials / bin_s, rtol=1e-3, atol=1e-3)

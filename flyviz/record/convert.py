@@ -21,6 +21,14 @@ neuron coordinates
     ``superclass``, ``side``, ``cell_type`` where the model has labels, and
     ``x``, ``y``, ``z`` (soma position in micrometres, NaN where unknown)
     where it has measured or synthetic positions.
+spikes (spike), a spiking run's only
+    The exact spikes behind its frames, when the run kept them (a spiking
+    run's: :attr:`Recording.spikes <flyviz.record.recording.Recording.spikes>`),
+    one entry each, in frame order: ``spike_frame`` (the frame whose bin
+    holds it), ``spike_tick`` (ticks from the run's start),
+    ``spike_time_ms``, ``spike_neuron`` (model index) and ``spike_trial``;
+    the attribute ``spike_tick_ms`` is a tick's length. NWB keeps them as
+    its ``units`` table instead (see :func:`to_nwb`).
 attributes
     ``prompt``, ``text`` (the generated continuation), ``model``,
     ``model_name``, ``model_identity`` (JSON), the sampler settings
@@ -214,6 +222,32 @@ def neuron_table(anatomy: Anatomy | None, neurons: int) -> dict[str, np.ndarray]
     return table
 
 
+#: What each spike table array holds (:func:`spike_table`).
+SPIKE_DESCRIPTIONS = {
+    "spike_frame": "the frame (bin) whose time holds the spike",
+    "spike_tick": "ticks from the run's start",
+    "spike_time_ms": "time from the run's start, ms",
+    "spike_neuron": "the neuron that spiked (model index)",
+    "spike_trial": "the trial it spiked in",
+}
+
+
+def spike_table(recording: "Recording") -> dict[str, np.ndarray]:
+    """The exact spikes behind the frames, one entry each in frame order (see
+    :data:`SPIKE_DESCRIPTIONS`), when the run kept them (a spiking run's); empty when it
+    kept none (a language model's run)."""
+    log = recording.spikes
+    if log is None:
+        return {}
+    tick, neuron, trial = log.arrays()
+    per_frame = np.diff(np.concatenate([[0], log.frame_ends()]))
+    return {"spike_frame": np.repeat(np.arange(len(per_frame), dtype=np.int64), per_frame),
+            "spike_tick": np.asarray(tick, dtype=np.int64),
+            "spike_time_ms": np.asarray(tick, dtype=np.float64) * log.tick_ms,
+            "spike_neuron": np.asarray(neuron, dtype=np.int32),
+            "spike_trial": np.asarray(trial, dtype=np.int32)}
+
+
 def run_attributes(recording: "Recording", anatomy: Anatomy | None) -> dict[str, Any]:
     """The run's description as flat attributes (numbers and strings; nested values
     as JSON text), for formats whose attributes cannot nest."""
@@ -236,6 +270,9 @@ def run_attributes(recording: "Recording", anatomy: Anatomy | None) -> dict[str,
     if anatomy is None:
         attrs["neuron_labels"] = ("none: the recording stores no anatomy; pass the model it was "
                                   "recorded with to add labels and positions")
+    if recording.spikes is not None:
+        attrs["spike_tick_ms"] = float(recording.spikes.tick_ms)
+        attrs["spikes"] = int(recording.spikes.count)
     return attrs
 
 
@@ -290,6 +327,8 @@ def to_xarray(recording: "Recording", model: Any = None) -> Any:
          "top_k_probability": (("token", "rank"), top_probabilities,
                                {"long_name": "their probabilities (0 pads)"})},
         coords=coords, attrs=run_attributes(recording, anatomy))
+    for name, values in spike_table(recording).items():
+        dataset[name] = ("spike", values, {"long_name": SPIKE_DESCRIPTIONS[name]})
     for name in "xyz":
         if name in dataset.coords:
             dataset[name].attrs.update(units="um", long_name=f"soma {name} (NaN: unknown)")
@@ -466,7 +505,9 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
     ``predicted_id``, ``predicted_text``, ``probability``, ``mean_abs_state``,
     ``generation_index``), ``top_k_id``, ``top_k_probability``, the neuron
     table (``neuron``, and with ``model`` its labels and ``x``/``y``/``z`` in
-    micrometres) and ``attributes``: the run's description as JSON text.
+    micrometres), a spiking run's spikes (``spike_frame``, ``spike_tick``,
+    ``spike_time_ms``, ``spike_neuron``, ``spike_trial``) when it kept them, and
+    ``attributes``: the run's description as JSON text.
     """
     anatomy = anatomy_of(model, recording.neurons)
     top_ids, top_probabilities = recording.top_k_arrays()
@@ -474,6 +515,7 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
     arrays.update(token_table(recording))
     arrays["top_k_id"], arrays["top_k_probability"] = top_ids, top_probabilities
     arrays.update(neuron_table(anatomy, recording.neurons))
+    arrays.update(spike_table(recording))
     arrays["attributes"] = np.array(json.dumps(run_attributes(recording, anatomy)))
     path = Path(path)
 
@@ -503,6 +545,9 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
     - ``intervals/tokens``: one interval per token ``[t, t+1)`` with its
       ``position``, ``token_id``, ``token_text``, ``phase``, ``predicted_id``,
       ``predicted_text`` and ``probability``;
+    - ``units``, a spiking run's only: one row per neuron that spiked (its id the
+      model index), its ``spike_times`` in seconds from the run's start and, per
+      spike, its ``spike_trial``;
     - ``notes``: the run's description (:func:`run_attributes`) as JSON.
 
     The device, optical channel and imaging plane NWB requires around a
@@ -549,8 +594,9 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
 def _nwb_size(recording: "Recording") -> int:
     """An upper bound of an NWB file's size: float32 states, the neuron table (soma
     voxels, labels) and the token intervals, with a MiB of HDF5's own."""
+    spikes = 0 if recording.spikes is None else recording.spikes.count
     return len(recording) * recording.neurons * 4 + recording.neurons * 256 + \
-        len(recording) * 512 + (1 << 20)
+        len(recording) * 512 + spikes * 24 + (1 << 20)
 
 
 def _check_free_space(path: Path, needed: int) -> None:
@@ -655,7 +701,35 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
         tokens.add_row(start_time=float(i), stop_time=float(i + 1),
                        **{name: token_columns[name][i].item() for name in token_descriptions})
     nwbfile.add_time_intervals(tokens)
+    units = _nwb_units(recording)
+    if units is not None:
+        nwbfile.units = units
     return nwbfile
+
+
+def _nwb_units(recording: "Recording") -> Any:
+    """A spiking run's spikes as NWB's ``units`` table (one row per neuron that spiked,
+    its spike times in seconds and each spike's trial), or ``None`` without spikes."""
+    spikes = spike_table(recording)
+    if not spikes:
+        return None
+    from hdmf.common import VectorData, VectorIndex
+    from pynwb.misc import Units
+
+    neuron, time_ms = spikes["spike_neuron"], spikes["spike_time_ms"]
+    order = np.lexsort((spikes["spike_trial"], time_ms, neuron))
+    ids, starts = np.unique(neuron[order], return_index=True)
+    ends = np.append(starts[1:], order.size).astype(np.int64)
+    times = VectorData(name="spike_times", data=time_ms[order] / 1000.0,
+                       description="the neuron's spike times, s from the run's start")
+    trials = VectorData(name="spike_trial", data=spikes["spike_trial"][order],
+                        description="the trial of each of the neuron's spikes")
+    return Units(name="units", id=ids.astype(np.int64).tolist(),
+                 columns=[times, VectorIndex(name="spike_times_index", target=times, data=ends),
+                          trials, VectorIndex(name="spike_trial_index", target=trials,
+                                              data=ends)],
+                 description="the neurons that spiked in the run (id: the model's neuron "
+                             "index), computed by flyviz's spiking engine, not recorded")
 
 
 def _soma_voxels(anatomy: Anatomy | None, neurons: int) -> list[tuple[int, int, int, float]]:

@@ -42,14 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFileDialog,
                                QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QSlider, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from flyviz.app.window import theme
-from flyviz.app.window.background import BackgroundJob, CancellableProgress, Cancelled
+from flyviz.app.window.background import CancellableProgress, Cancelled, JobFeature
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.model.errors import FlyvizError
 
@@ -383,7 +383,7 @@ class CircuitPanel(QWidget):
         return index >= 0
 
 
-class CircuitFeature(QObject):
+class CircuitFeature(JobFeature):
     """The Circuit dock wired into the window: the search job, the curve and its slider,
     the circuit lit on the brain, the only-the-circuit run and the exports.
 
@@ -398,12 +398,12 @@ class CircuitFeature(QObject):
     """
 
     found = Signal(object)
-    cancelled = Signal()
     shown = Signal(int)
+    refused_prefix = "circuit"
+    cancelled_words = ("circuit search cancelled", "circuit search cancelled")
 
     def __init__(self, host: "WindowHost") -> None:
-        super().__init__(host.widget())
-        self.host = host
+        super().__init__(host)
         #: ``compare(interventions, prompt) -> started``: runs the comparison (the window
         #: wires the Interventions dock's here); ``None``: the window's runs directly.
         self.compare: Callable[[tuple[Any, ...], str], bool] | None = None
@@ -417,10 +417,7 @@ class CircuitFeature(QObject):
         task = host.settings.value(TASK_KEY, "")
         if task:
             self.panel.task.setText(str(task))
-        self.job = BackgroundJob(host.background, PURPOSE, self.panel, self, host.widget())
-        self.job.finished.connect(self.show)
-        self.job.cancelled.connect(self._on_cancelled)
-        self.job.failed.connect(self._refuse)
+        self.install_job(PURPOSE, self.panel, self.show)
         # A tab of the left column (its height fits the form, the curve and the prompts).
         self.dock = host.docks.add("circuit", "Circuit", self.panel,
                                    Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
@@ -436,11 +433,6 @@ class CircuitFeature(QObject):
         host.models.ready.connect(lambda _name: self._forget("a new model is loaded"))
 
     # ------------------------------------------------------------ searching
-    @property
-    def busy(self) -> bool:
-        """True while a search runs."""
-        return self.job.busy
-
     def find(self, task: str | Path | None = None, units: str | None = None,
              ablation: str | None = None, keep: float | None = None,
              score: str | None = None) -> bool:
@@ -484,19 +476,8 @@ class CircuitFeature(QObject):
         self.job.start(work)
         return True
 
-    def _refuse(self, message: str) -> bool:
-        self.panel.say(message, error=True)
-        self.host.show_message(f"circuit: {message}", error=True)
-        return False
-
-    def cancel(self) -> None:
-        """Stop the search going on (its thread ends at its next prompt or batch)."""
-        self.job.cancel()
-
-    def _on_cancelled(self) -> None:
-        self.panel.say("circuit search cancelled")
-        self.host.show_message("circuit search cancelled")
-        self.cancelled.emit()
+    def say(self, line: str, error: bool = False) -> None:
+        self.panel.say(line, error)
 
     def _browse(self) -> None:
         start = self.panel.task.text().strip() or str(Path.home())

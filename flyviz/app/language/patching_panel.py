@@ -41,11 +41,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
-from flyviz.app.window.background import BackgroundJob, CancellableProgress, Cancelled
+from flyviz.app.window.background import CancellableProgress, Cancelled, JobFeature
 from flyviz.app.language.patching_heatmap import Heatmap, heatmap_colours
 from flyviz.model.errors import FlyvizError, InputError
 
@@ -247,7 +247,7 @@ class PatchingPanel(QWidget):
         return str(self.measure.currentData())
 
 
-class PatchingFeature(QObject):
+class PatchingFeature(JobFeature):
     """The Patching dock wired into the window: the trace job, the heatmap, a cell's patch.
 
     Signals
@@ -262,23 +262,20 @@ class PatchingFeature(QObject):
     """
 
     traced = Signal(object)
-    cancelled = Signal()
     cell_chosen = Signal(object, object)
+    refused_prefix = "cannot trace"
+    cancelled_words = ("trace cancelled", "causal trace cancelled")
 
     def __init__(self, host: "WindowHost") -> None:
-        super().__init__(host.widget())
-        self.host = host
+        super().__init__(host)
         #: ``compare(interventions, prompt) -> started``: runs the comparison (the window
         #: wires the Interventions dock's here); ``None``: the window's runs directly.
         self.compare: Callable[[tuple[Any, ...], str], bool] | None = None
         self.trace: "CausalTrace | None" = None
         self._groups: dict[str, np.ndarray] = {}
         self.panel = PatchingPanel()
-        #: The trace going on (its ``running`` is set while its thread runs).
-        self.job = BackgroundJob(host.background, PURPOSE, self.panel, self, host.widget())
-        self.job.finished.connect(self.show)
-        self.job.cancelled.connect(self._on_cancelled)
-        self.job.failed.connect(self._refuse)
+        # The trace going on is self.job (its ``running`` is set while its thread runs).
+        self.install_job(PURPOSE, self.panel, self.show)
         # A tab of the left column: the column's full height gives the heatmap's rows room
         # (beside the text the form alone filled a laptop's dock), and the Text dock stays
         # in sight for the comparison a cell's click runs.
@@ -297,11 +294,6 @@ class PatchingFeature(QObject):
         host.models.ready.connect(lambda _name: self._forget("a new model is loaded"))
 
     # ------------------------------------------------------------ tracing
-    @property
-    def busy(self) -> bool:
-        """True while a trace runs."""
-        return self.job.busy
-
     def run_trace(self, clean: str | None = None, corrupt: str | None = None,
                   answer: str | None = None, by: str | None = None,
                   versus: str | None = None) -> bool:
@@ -349,19 +341,8 @@ class PatchingFeature(QObject):
         self.job.start(work)
         return True
 
-    def _refuse(self, message: str) -> bool:
-        self.panel.say(message, error=True)
-        self.host.show_message(f"cannot trace: {message}", error=True)
-        return False
-
-    def cancel(self) -> None:
-        """Stop the trace going on (its thread ends at its next progress report)."""
-        self.job.cancel()
-
-    def _on_cancelled(self) -> None:
-        self.panel.say("trace cancelled")
-        self.host.show_message("causal trace cancelled")
-        self.cancelled.emit()
+    def say(self, line: str, error: bool = False) -> None:
+        self.panel.say(line, error)
 
     # ------------------------------------------------------------ showing
     def show(self, trace: "CausalTrace") -> None:

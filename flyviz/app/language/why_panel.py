@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
                                QSlider, QVBoxLayout, QWidget)
 
-from flyviz.app.window.background import BackgroundJob
+from flyviz.app.window.background import JobFeature
 from flyviz.app.language.graph_panel import GraphPanel, graph_rows
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.model.errors import InputError
@@ -183,7 +183,7 @@ class WhyPanel(QWidget):
         self.movie_reverse.setEnabled(steps > 1)
 
 
-class WhyFeature(QObject):
+class WhyFeature(JobFeature):
     """*Why?* wired into the window: the action, the trace job, the flow layer, the docks.
 
     Signals
@@ -195,11 +195,11 @@ class WhyFeature(QObject):
     """
 
     traced = Signal(object)
-    cancelled = Signal()
+    refused_prefix = "cannot trace"
+    cancelled_words = ("trace cancelled", "trace cancelled")
 
     def __init__(self, host: "WindowHost") -> None:
-        super().__init__(host.widget())
-        self.host = host
+        super().__init__(host)
         self.attribution: "Attribution | None" = None
         self.graph: "Graph | None" = None
         self.lag = 0
@@ -211,11 +211,9 @@ class WhyFeature(QObject):
         self._steps = 1
         self.panel = WhyPanel()
         self.graph_panel = GraphPanel()
-        #: The trace going on (its ``running`` is set while its thread uses the model).
-        self.job = BackgroundJob(host.background, PURPOSE, self.panel, self, host.widget())
-        self.job.finished.connect(self._on_done)
-        self.job.cancelled.connect(self._on_cancelled)
-        self.job.failed.connect(self._on_failed)
+        # The trace going on is self.job (its ``running`` is set while its thread uses the
+        # model).
+        self.install_job(PURPOSE, self.panel, self._on_done)
         area = Qt.DockWidgetArea
         self.dock = host.docks.add("why", "Why?", self.panel, area.LeftDockWidgetArea,
                                    scroll=True)
@@ -249,11 +247,6 @@ class WhyFeature(QObject):
         host.state.events.recording.connect(lambda: self._forget(""))
 
     # ------------------------------------------------------------ tracing
-    @property
-    def busy(self) -> bool:
-        """True while a trace runs."""
-        return self.job.busy
-
     def _trace_model(self) -> "Model":
         """A model of the loaded checkpoint with an engine of its own (runs keep theirs)."""
         from flyviz.record.runner import Model
@@ -319,18 +312,9 @@ class WhyFeature(QObject):
         state.index = int(frame)
         return self.why()
 
-    def cancel(self) -> None:
-        """Stop the trace going on (its result, if it still comes, is dropped)."""
-        self.job.cancel()
-
-    def _on_cancelled(self) -> None:
-        self.panel.status.setText("trace cancelled")
-        self.host.show_message("trace cancelled")
-        self.cancelled.emit()
-
-    def _on_failed(self, message: str) -> None:
-        self.panel.status.setText(f"cannot trace: {message}")
-        self.host.show_message(f"cannot trace: {message}", error=True)
+    def say(self, line: str, error: bool = False) -> None:
+        # The dock's one status line: a problem says what could not be done.
+        self.panel.status.setText(f"{self.refused_prefix}: {line}" if error else line)
 
     def _on_done(self, result: Any) -> None:
         att, graph = result

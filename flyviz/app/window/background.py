@@ -9,7 +9,8 @@ dropped when it arrives, so the user always sees what they asked for last.
 
 A computation the user starts and may cancel (a trace, an estimate) is a
 :class:`BackgroundJob`: one purpose of those calls with a stop flag, a
-progress bar and Cancel in its dock, and one outcome reported.
+progress bar and Cancel in its dock, and one outcome reported. A feature whose
+dock runs one is a :class:`JobFeature`.
 
 Every background shutdown in the app waits through :func:`join_thread` or
 :func:`wait_qthread`: at most :data:`JOIN_TIMEOUT_S`, then the thread is
@@ -292,6 +293,74 @@ class BackgroundJob(QObject):
     def _failed(self, message: str) -> None:
         self.view.set_busy(False)
         self.failed.emit(message)
+
+
+class JobFeature(QObject):
+    """A feature whose dock runs one cancellable computation at a time (its :attr:`job`):
+    what the Why?, Patching and Circuit docks share. Busy while it runs, Cancel, a start
+    refused (or a computation failed) in one line in the dock and the status bar, and a
+    cancel said in both.
+
+    A subclass calls :meth:`install_job` once its dock's view exists, says how its lines
+    read (:attr:`refused_prefix`, :attr:`cancelled_words`) and shows a line in its dock
+    with :meth:`say`.
+
+    Parameters
+    ----------
+    host
+        The window host (the feature's parent is its window).
+
+    Signals
+    -------
+    cancelled()
+        Cancel stopped the computation.
+    """
+
+    cancelled = Signal()
+    #: The status bar's words before a refusal or a failure ("cannot trace: ...").
+    refused_prefix = "cannot run"
+    #: What is said once cancelled: ``(in the dock, in the status bar)``.
+    cancelled_words = ("cancelled", "cancelled")
+
+    def __init__(self, host: Any) -> None:
+        super().__init__(host.widget())
+        self.host = host
+        self.job: BackgroundJob
+
+    def install_job(self, purpose: str, view: BusyView, done: Callable[[Any], None]) -> None:
+        """Make :attr:`job` (of ``purpose``, its progress and Cancel in ``view``; the
+        window's close stops it), whose result goes to ``done``."""
+        self.job = BackgroundJob(self.host.background, purpose, view, self, self.host.widget())
+        self.job.finished.connect(done)
+        self.job.cancelled.connect(self._on_cancelled)
+        self.job.failed.connect(self._refuse)
+
+    @property
+    def busy(self) -> bool:
+        """True while the computation runs."""
+        return self.job.busy
+
+    def cancel(self) -> None:
+        """Stop the computation going on (its thread ends at its next progress report; a
+        result that still comes is dropped)."""
+        self.job.cancel()
+
+    def say(self, line: str, error: bool = False) -> None:
+        """Show ``line`` in the dock (red for a problem)."""
+        raise NotImplementedError
+
+    def _refuse(self, message: str) -> bool:
+        """Say why the computation cannot start (or failed), in the dock and the status
+        bar; False, for a start to return."""
+        self.say(message, error=True)
+        self.host.show_message(f"{self.refused_prefix}: {message}", error=True)
+        return False
+
+    def _on_cancelled(self) -> None:
+        in_dock, in_status = self.cancelled_words
+        self.say(in_dock)
+        self.host.show_message(in_status)
+        self.cancelled.emit()
 
 
 class ModelFileController(QObject):

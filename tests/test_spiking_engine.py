@@ -333,3 +333,39 @@ def test_ctrl_c_during_a_long_trial_stops_it_as_an_interrupt() -> None:
     from flyviz.spiking.engine import CHUNK_TICKS
 
     assert 0 < len(progress) < n_steps // CHUNK_TICKS // 4
+
+
+def test_a_trial_whose_ticks_are_slow_returns_in_chunks_of_about_half_a_second(monkeypatch):
+    """A trial's chunks follow its pace: the first is FIRST_CHUNK_TICKS, the next about
+    CHUNK_SECONDS of compute at the pace the last one took (never under MIN_CHUNK_TICKS nor
+    over CHUNK_TICKS), so a busy run answers Ctrl+C and reports progress that often; the
+    spikes are the same however it is cut."""
+    from flyviz.spiking import engine
+    from flyviz.spiking.run import poisson_events
+
+    assert engine.next_chunk(1000, 0.01) == engine.CHUNK_TICKS          # fast: the longest
+    assert engine.next_chunk(1000, 2.0) == 250                          # 2 ms a tick
+    assert engine.next_chunk(1000, 100.0) == engine.MIN_CHUNK_TICKS     # never fewer
+    assert engine.next_chunk(1000, 0.0) == engine.CHUNK_TICKS
+    brain = _random_brain(3)
+    n_steps = 4_000
+    events = poisson_events(np.arange(0, 40, 3), 300.0, n_steps, 1e-4,
+                            np.random.default_rng(1))
+    whole = spiking.simulate(brain, input_events=events, rate=0.0, duration_s=n_steps * 1e-4,
+                             seed=None, threads=1)
+    # Each tick "takes" 2 ms: the clock the engine reads advances by that much per tick.
+    clock = [0.0]
+    real_advance = engine.EngineTrial.advance
+
+    def slow_advance(self, n, *args):
+        clock[0] += 0.002 * n
+        return real_advance(self, n, *args)
+
+    monkeypatch.setattr(engine.EngineTrial, "advance", slow_advance)
+    monkeypatch.setattr(engine, "_clock", lambda: clock[0])
+    done: list[int] = []
+    cut = spiking.simulate(brain, input_events=events, rate=0.0, duration_s=n_steps * 1e-4,
+                           seed=None, threads=1, progress=lambda _trial, ticks: done.append(ticks))
+    assert done == [1000, 1250, 1500, 1750, 2000, 2250, 2500, 2750, 3000, 3250, 3500, 3750,
+                    4000]
+    assert np.array_equal(cut.tick, whole.tick) and np.array_equal(cut.neuron, whole.neuron)

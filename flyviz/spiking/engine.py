@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -54,7 +55,7 @@ import numba
 import numpy as np
 
 __all__ = ["EngineTrial", "LIFParams", "Propagator", "flush_threshold", "group_rows", "propagator",
-           "simulate_ticks", "ticks"]
+           "next_chunk", "simulate_ticks", "ticks"]
 
 #: Neurons per block of the update (a power of two): a block's state stays in the L1 cache
 #: while it is stepped through a window of ticks.
@@ -66,11 +67,21 @@ MAX_WINDOW = 32
 #: Below this ``|g|`` (volts) a neuron at rest has ``g`` set to 0 (see the module notes).
 G_FLUSH = 1e-30
 
-#: Ticks a trial runs between two returns to Python (1 s at 0.1 ms): a stopped run
-#: (Ctrl+C) ends within one chunk's compute (about 0.3 s on the full brain), not after the
-#: whole trial. Each return costs a few ms of set-up: chunks of 200 ms made a full-brain
-#: trial 15 % slower (0.281 against 0.242 s per biological second, bench_spiking).
+#: The most ticks a trial runs between two returns to Python (1 s at 0.1 ms): a stopped
+#: run (Ctrl+C) ends within one chunk's compute (about 0.3 s on the full brain at rest),
+#: not after the whole trial. Each return costs a few ms of set-up: chunks of 200 ms made a
+#: full-brain trial 15 % slower (0.281 against 0.242 s per biological second, bench_spiking).
 CHUNK_TICKS = 10_000
+#: A trial's first chunk, and the fewest ticks of any: a run whose ticks are slow (a screen
+#: driving thousands of neurons) learns their pace from it.
+FIRST_CHUNK_TICKS = 1_000
+MIN_CHUNK_TICKS = 100
+#: Wall seconds a chunk aims at: after each, the next is sized from its pace (at most
+#: :data:`CHUNK_TICKS`), so a heavy run answers Ctrl+C and reports progress about this
+#: often (a full second of a busy brain once took 17 s in one chunk).
+CHUNK_SECONDS = 0.5
+#: The clock chunks are timed by.
+_clock = time.perf_counter
 
 _MV = 0.001  # Brian2's mV and ms are float 10**-3: quantities are built as value * 0.001
 _MS = 0.001
@@ -578,8 +589,9 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
         Also return each trial's final ``v`` and ``g`` (volts; ``g`` is 0 where the engine
         flushed a vanishing ``g`` of a neuron at rest, see the module notes).
     progress
-        Called as ``progress(trial, ticks_done)`` after every :data:`CHUNK_TICKS` ticks of a
-        trial, from the thread that runs it.
+        Called as ``progress(trial, ticks_done)`` after each chunk of a trial's ticks
+        (about :data:`CHUNK_SECONDS` of compute, at most :data:`CHUNK_TICKS` ticks: see
+        :func:`next_chunk`), from the thread that runs it.
 
     Returns
     -------
@@ -609,16 +621,21 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
         # In chunks (cut anywhere, a trial's spikes are the same): a stopped run's trials
         # end at the next chunk.
         ticks_out, neurons_out = [], []
-        for start in range(0, n_steps, CHUNK_TICKS):
+        start, chunk = 0, FIRST_CHUNK_TICKS
+        while start < n_steps:
             if stop.is_set():
                 raise KeyboardInterrupt
-            end = min(start + CHUNK_TICKS, n_steps)
+            end = min(start + chunk, n_steps)
             a, b = np.searchsorted(tk, (start, end))
+            began = _clock()
             found_tick, found_neuron = state.advance(end - start, tk[a:b], nr[a:b])
+            took = _clock() - began
             ticks_out.append(found_tick)
             neurons_out.append(found_neuron)
             if progress is not None:
                 progress(trial, end)
+            chunk = next_chunk(end - start, took)
+            start = end
         found = (np.concatenate(ticks_out) if ticks_out else np.empty(0, np.int64),
                  np.concatenate(neurons_out) if neurons_out else np.empty(0, np.int64))
         return found + (state.v, state.g) if with_state else found
@@ -633,6 +650,15 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
         except BaseException:
             stop.set()  # the threads stop at their next chunk; the pool's exit waits that long
             raise
+
+
+def next_chunk(ticks: int, seconds: float) -> int:
+    """The ticks of a trial's next chunk, after one of ``ticks`` took ``seconds``: about
+    :data:`CHUNK_SECONDS` at that pace, between :data:`MIN_CHUNK_TICKS` and
+    :data:`CHUNK_TICKS`."""
+    if not seconds > 0:
+        return CHUNK_TICKS
+    return int(min(CHUNK_TICKS, max(MIN_CHUNK_TICKS, ticks * CHUNK_SECONDS / seconds)))
 
 
 def _by_tick_then_neuron(tick: np.ndarray, neuron: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

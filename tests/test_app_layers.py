@@ -105,3 +105,31 @@ def test_a_layer_of_each_frame_follows_scrubbing_and_shows_in_screenshots(window
     x, y = win.brain.project(b)
     colour = shot.pixelColor(int(round(2 * x)), int(round(2 * y)))
     assert colour.blue() > colour.red() + 40                     # re-rendered with the layer
+
+
+def test_another_layer_is_shown_at_once_not_eased_into(window, qtbot, app_checkpoint):
+    """Switching the colour layer shows the new layer's values on the brain at once, even
+    with easing on: easing from the old quantity's values to the new one's would show the
+    old values on the new scale (a dark brain, for a rate layer after spike flashes).
+    Moving between frames of one layer still eases."""
+    win = window
+    (a, b), xy = _setup(win, 2)
+    win.state.display.smoothing_s = 1.0                         # the longest easing
+    n = app_checkpoint.config.neurons
+    win.session.replace(one_hot_recording(n, [a, b]))           # frame 0 lights a, 1 lights b
+    _show(win, qtbot, 0)
+    qtbot.waitUntil(lambda: not win.brain.animating, timeout=10_000)
+    values = np.zeros(n, np.float32)
+    values[b] = 0.8
+    win.display.set_colour_layer(ColourLayer.static("other", values, label="other",
+                                                    scale=ColourScale.given(0.0, 1.0)))
+    assert not win.brain.animating
+    np.testing.assert_array_equal(win.brain.shown_activity, values)
+    img = win.brain.render_image()
+    assert _lum(_at(img, xy[b])).max() > 150 > 3 * _lum(_at(img, xy[a])).max()
+    win.display.set_colour_layer(None)                          # the state again, at once
+    assert not win.brain.animating and win.brain.shown_activity[a] == pytest.approx(1.0)
+    win.show_token(1)                                           # another frame: eased
+    qtbot.waitUntil(lambda: win.display.brain_at is not None
+                    and win.display.brain_at[1] == 1, timeout=3000)
+    assert win.brain.animating and 0.0 < win.brain.shown_activity[a] < 1.0

@@ -323,6 +323,9 @@ class BrainView(QWidget):
         if self._target is not None and self._shown is not None:
             self._shown[:] = self._target
             self._upload()
+            self._dirty = False             # nothing left to ease
+            if self.cloud is not None:
+                self.canvas.update()
 
     def advance(self, dt: float) -> bool:
         """Ease the shown activity toward the target by ``dt`` seconds; True if it moved."""

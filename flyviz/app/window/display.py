@@ -60,6 +60,9 @@ class BrainTarget(Protocol):
     def set_target(self, state: np.ndarray | None) -> None:
         """The activity to ease toward."""
 
+    def snap(self) -> None:
+        """Show the target at once, skipping the easing."""
+
     def tick(self) -> None:
         """Called every display tick: draw again if something still moves."""
 

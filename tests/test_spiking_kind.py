@@ -382,12 +382,23 @@ def test_converting_a_spiking_recording_keeps_every_spike(brain_folder, tmp_path
         import pynwb
 
         assert pynwb.validate(path=str(out)) == []
+        bin_ms = recording.metadata["spiking"]["bin_ms"]
         with pynwb.NWBHDF5IO(str(out), "r") as io:
-            units = io.read().units
+            nwb = io.read()
+            units = nwb.units
             got = sorted((int(unit), round(float(t) * 1e4), int(k))
                          for unit, times, trials in zip(units.id[:], units["spike_times"][:],
                                                         units["spike_trial"][:])
                          for t, k in zip(times, trials))
+            # The bins at their real length, the rates in Hz, one interval per bin.
+            series = nwb.processing["flyviz"]["Fluorescence"]["states"]
+            assert series.rate == pytest.approx(1000.0 / bin_ms) and series.unit == "Hz"
+            np.testing.assert_array_equal(np.asarray(series.data[:]), recording.states())
+            bins = nwb.intervals["bins"]
+            assert len(bins) == len(recording) and "tokens" not in nwb.intervals
+            np.testing.assert_allclose(bins["start_time"][:],
+                                       np.arange(len(recording)) * bin_ms / 1000.0)
+            assert int(np.sum(bins["spikes"][:])) == log.count
         # spike times in s: tick 0.1 ms
         assert got == sorted(zip(neuron.tolist(), tick.tolist(), trial.tolist()))
         return

@@ -203,6 +203,11 @@ class ModelKind:
 
         return activation_layer(mode, scale)
 
+    def recording_axis(self, recording: "Recording") -> TimeAxis:
+        """``recording``'s time axis: :attr:`time_axis`, with the frame length the
+        recording was made with where the kind lets a run choose it (a spiking run's bin)."""
+        return self.time_axis
+
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """A figure's title for frame ``index`` of ``recording`` (default: the time axis's)."""
         return self.time_axis.of(index, len(recording))

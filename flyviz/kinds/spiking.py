@@ -262,7 +262,8 @@ class SpikingKind(ModelKind):
         model, note = self.recording_model(recording)
         return model.drawing_anatomy(), note
 
-    def _axis(self, recording: "Recording") -> TimeAxis:
+    def recording_axis(self, recording: "Recording") -> TimeAxis:
+        """Bins of the ``bin_ms`` the run was recorded with (10 ms by default)."""
         bin_ms = (recording.metadata.get("spiking") or {}).get("bin_ms", BIN_MS)
         return TimeAxis("bin", "ms", float(bin_ms))
 
@@ -275,7 +276,7 @@ class SpikingKind(ModelKind):
 
     def counter(self, recording: "Recording", index: int) -> str:
         """``"bin 3 of 50 · 30 ms · 1,204 spikes"``."""
-        words = self._axis(recording).of(index, len(recording))
+        words = self.recording_axis(recording).of(index, len(recording))
         spikes = self.bin_spikes(recording, index)
         return words if spikes is None else f"{words} \u00b7 {spikes:,} spikes"
 
@@ -297,7 +298,7 @@ class SpikingKind(ModelKind):
 
     def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
         """Each bin's words (``bin 3 · 30 ms``) and position; no bars."""
-        axis = self._axis(recording)
+        axis = self.recording_axis(recording)
         return [{"text": f" {axis.at(i)}", "phase": 0, "position": i, "next": "", "p": 0.0,
                  "top": []} for i in range(len(recording))]
 

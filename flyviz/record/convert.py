@@ -58,6 +58,7 @@ import tempfile
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -536,7 +537,8 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
 
     - ``processing/flyviz/Fluorescence/states``: a ``RoiResponseSeries``,
       data (tokens, neurons), time first, one token per second
-      (``rate=1``, time = the token's position), over
+      (``rate=1``, time = the token's position; a spiking run's bins at their real
+      length, e.g. ``rate=100`` for 10 ms bins, its rates in Hz), over
     - ``processing/flyviz/ImageSegmentation/neurons``: a table of the model's
       neurons (a ``PlaneSegmentation``; NWB's table of cells) with columns
       ``body_id``, ``superclass``, ``side``, ``cell_type``, ``x``/``y``/``z``
@@ -544,7 +546,8 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
       voxel (8 nm voxels, weight 0 where unknown) as its ``voxel_mask``;
     - ``intervals/tokens``: one interval per token ``[t, t+1)`` with its
       ``position``, ``token_id``, ``token_text``, ``phase``, ``predicted_id``,
-      ``predicted_text`` and ``probability``;
+      ``predicted_text`` and ``probability`` (a spiking run: ``intervals/bins``, one
+      per bin in seconds with its spike count);
     - ``units``, a spiking run's only: one row per neuron that spiked (its id the
       model index), its ``spike_times`` in seconds from the run's start and, per
       spike, its ``spike_trial``;
@@ -676,10 +679,10 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     module.add(segmentation)
     region = neurons.create_roi_table_region(region=list(range(recording.neurons)),
                                              description="every neuron, in state order")
+    timing = _frame_timing(recording)
     states = RoiResponseSeries(
-        name="states", rois=region, unit="1", rate=1.0, starting_time=0.0,
-        description="state x of every neuron after each token (time first; time = the token's "
-                    "position, one token per second)",
+        name="states", rois=region, unit=timing.unit, rate=1.0 / timing.seconds,
+        starting_time=0.0, description=timing.description,
         data=DataChunkIterator(data=_state_rows(recording),
                                maxshape=(len(recording), recording.neurons),
                                dtype=np.dtype(np.float32),
@@ -687,6 +690,12 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     fluorescence = Fluorescence(name="Fluorescence")
     fluorescence.add_roi_response_series(states)
     module.add(fluorescence)
+    if not timing.counted:
+        nwbfile.add_time_intervals(_frame_intervals(recording, timing))
+        units = _nwb_units(recording)
+        if units is not None:
+            nwbfile.units = units
+        return nwbfile
     tokens = TimeIntervals(name="tokens", description="one interval per consumed token: "
                            "[position, position + 1)")
     token_columns = token_table(recording)
@@ -705,6 +714,64 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     if units is not None:
         nwbfile.units = units
     return nwbfile
+
+
+@dataclass(frozen=True)
+class _FrameTiming:
+    """How an NWB file times a recording's frames (see :func:`_frame_timing`)."""
+
+    counted: bool          # frames are counted (tokens, one a second), not timed
+    seconds: float         # one frame's length in the file
+    name: str              # what a frame is called ("token", "bin")
+    unit: str              # the states' unit ("1", "Hz")
+    description: str       # the states series' description
+
+
+#: Seconds in each physical unit a kind's time axis may be measured in.
+_SECONDS_PER = {"ms": 1e-3, "s": 1.0}
+
+
+def _frame_timing(recording: "Recording") -> _FrameTiming:
+    """The recording's frames in an NWB file: a token each second for a language model's
+    run (its position is its time); a spiking run's bins at their real length, its states
+    in the unit its kind records them in (rates in Hz)."""
+    from flyviz.kinds import kind_of_recording
+
+    kind = kind_of_recording(recording)
+    axis = kind.recording_axis(recording)
+    per = _SECONDS_PER.get(axis.unit)
+    if axis.counted or per is None or not axis.step > 0:
+        return _FrameTiming(True, 1.0, axis.name, "1",
+                            "state x of every neuron after each token (time first; time = the "
+                            "token's position, one token per second)")
+    layer = kind.recorded_layer("signed", None)
+    unit = str(getattr(layer, "units", "") or "1")
+    label = str(getattr(layer, "label", "") or kind.state_label)
+    seconds = float(axis.step) * per
+    return _FrameTiming(False, seconds, axis.name, unit,
+                        f"{label} ({unit}) of every neuron in each {axis.name} of "
+                        f"{axis.step:g} {axis.unit} (time first; {axis.name} i spans "
+                        f"[i, i + 1) x {seconds:g} s from the run's start)")
+
+
+def _frame_intervals(recording: "Recording", timing: _FrameTiming) -> Any:
+    """One interval per frame of a timed recording (a spiking run's bins), with its spike
+    count where the run kept its spikes."""
+    from pynwb.epoch import TimeIntervals
+
+    table = TimeIntervals(name=f"{timing.name}s", description=f"one interval per "
+                          f"{timing.name}: [i, i + 1) x {timing.seconds:g} s")
+    spikes = recording.spikes
+    counts = None if spikes is None else np.diff(np.concatenate([[0], spikes.frame_ends()]))
+    if counts is not None:
+        table.add_column("spikes", f"the spikes of the {timing.name}, every trial")
+    for i in range(len(recording)):
+        row: dict[str, Any] = {"start_time": i * timing.seconds,
+                               "stop_time": (i + 1) * timing.seconds}
+        if counts is not None:
+            row["spikes"] = int(counts[i])
+        table.add_row(**row)
+    return table
 
 
 def _nwb_units(recording: "Recording") -> Any:

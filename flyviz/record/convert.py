@@ -241,7 +241,7 @@ def spike_table(recording: "Recording") -> dict[str, np.ndarray]:
     if log is None:
         return {}
     tick, neuron, trial = log.arrays()
-    per_frame = np.diff(np.concatenate([[0], log.frame_ends()]))
+    per_frame = log.frame_counts()
     return {"spike_frame": np.repeat(np.arange(len(per_frame), dtype=np.int64), per_frame),
             "spike_tick": np.asarray(tick, dtype=np.int64),
             "spike_time_ms": np.asarray(tick, dtype=np.float64) * log.tick_ms,
@@ -626,7 +626,6 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     from hdmf.common import VectorData, VectorIndex
     from hdmf.data_utils import DataChunkIterator
     from pynwb import NWBFile
-    from pynwb.epoch import TimeIntervals
     from pynwb.ophys import (
         Fluorescence,
         ImageSegmentation,
@@ -690,12 +689,18 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     fluorescence = Fluorescence(name="Fluorescence")
     fluorescence.add_roi_response_series(states)
     module.add(fluorescence)
-    if not timing.counted:
-        nwbfile.add_time_intervals(_frame_intervals(recording, timing))
-        units = _nwb_units(recording)
-        if units is not None:
-            nwbfile.units = units
-        return nwbfile
+    nwbfile.add_time_intervals(_token_intervals(recording) if timing.counted
+                               else _frame_intervals(recording, timing))
+    units = _nwb_units(recording)
+    if units is not None:
+        nwbfile.units = units
+    return nwbfile
+
+
+def _token_intervals(recording: "Recording") -> Any:
+    """One interval per consumed token of a language model's run, with its token table."""
+    from pynwb.epoch import TimeIntervals
+
     tokens = TimeIntervals(name="tokens", description="one interval per consumed token: "
                            "[position, position + 1)")
     token_columns = token_table(recording)
@@ -709,11 +714,7 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     for i in range(len(recording)):
         tokens.add_row(start_time=float(i), stop_time=float(i + 1),
                        **{name: token_columns[name][i].item() for name in token_descriptions})
-    nwbfile.add_time_intervals(tokens)
-    units = _nwb_units(recording)
-    if units is not None:
-        nwbfile.units = units
-    return nwbfile
+    return tokens
 
 
 @dataclass(frozen=True)
@@ -761,8 +762,7 @@ def _frame_intervals(recording: "Recording", timing: _FrameTiming) -> Any:
 
     table = TimeIntervals(name=f"{timing.name}s", description=f"one interval per "
                           f"{timing.name}: [i, i + 1) x {timing.seconds:g} s")
-    spikes = recording.spikes
-    counts = None if spikes is None else np.diff(np.concatenate([[0], spikes.frame_ends()]))
+    counts = None if recording.spikes is None else recording.spikes.frame_counts()
     if counts is not None:
         table.add_column("spikes", f"the spikes of the {timing.name}, every trial")
     for i in range(len(recording)):

@@ -154,6 +154,10 @@ class SpikeLog:
         """``(frames,)`` int64: the spikes up to and including each frame (read-only view)."""
         return _view(self._ends, self._frames)
 
+    def frame_counts(self) -> np.ndarray:
+        """``(frames,)`` int64: how many spikes each frame holds."""
+        return np.diff(self.frame_ends(), prepend=0)
+
     def span(self, start: int = 0, stop: int | None = None) -> tuple[int, int]:
         """The spikes ``first:last`` of frames ``start:stop`` (clipped to the frames)."""
         stop = self._frames if stop is None else max(0, min(int(stop), self._frames))

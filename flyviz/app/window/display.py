@@ -136,10 +136,9 @@ class DisplayController(QObject):
         # Another quantity is shown at once, not eased into from the old one's values: on
         # the new one's scale those read as a dark brain for the easing's length (spike
         # flashes of 0..1 on a rate scale in Hz).
-        self._brain_key = None
+        self.redraw_brain()                 # the frame views follow at the next tick
         self._refresh_brain()
         self.brain.snap()
-        self._dirty = True                  # the frame views follow at the next tick
 
     def activity_sample(self) -> np.ndarray | None:
         """Up to :data:`GAIN_SAMPLES` frames of the shown recording as the brain colours them."""

@@ -135,6 +135,12 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         brain = _two_sided_brain(n, anatomy.positions)
         feature.open(SpikingModel(brain))
         assert win.state.anatomy is anatomy and win.state.kind is SPIKING
+        # Drawn where the model's neurons are, but inspected by its own synapses.
+        graph = win.inspector.connectivity
+        assert graph is not None and graph.weight_name == "Synapses"
+        first = slice(int(brain.indptr[0]), int(brain.indptr[1]))
+        assert sorted((p.neuron, p.weight) for p in graph.outputs(0, 1000)) == sorted(
+            zip(brain.post[first].tolist(), brain.counts[first].tolist()))
         win.refresh_panels()
         for key in LANGUAGE_DOCKS:
             assert win.docks[key].isHidden(), key
@@ -304,6 +310,16 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         assert _marks(population) == _expected_marks(recording.spikes,
                                                      population.raster_neurons, 2)
         assert population.raster_caption.text().startswith("raster: each spike")
+        # The Neuron dock ranks its partners by the brain's own synapse counts (a chain:
+        # neuron 78 hears 77 and drives 79, 3 synapses each), not by the LLM's weights.
+        inspector = win.inspector
+        win.select_neuron(78)
+        qtbot.waitUntil(lambda: inspector.tabs.tabText(1) == "Strongest outputs", timeout=5000)
+        for table, partner in ((inspector.inputs_table, "#77"), (inspector.outputs_table, "#79")):
+            assert table.horizontalHeaderItem(1).text() == "Synapses"
+            assert [(table.item(r, 0).text(), table.item(r, 1).text())
+                    for r in range(table.rowCount())] == [(partner, "+3")]
+        assert inspector.fields["degree"].text() == "1 in · 1 out"
         # Its neurons are the ones picked and inspected (80 of them, not the model's 400).
         win.select_neuron(79)
         win.refresh_panels()

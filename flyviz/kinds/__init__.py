@@ -17,6 +17,8 @@ flyviz shows more than one kind of model on the same instrument. A
   spike counts for a spiking one) and what they make the movie overlays and
   the figures' captions say (:meth:`ModelKind.overlays`,
   :meth:`ModelKind.frame_caption`);
+* their **wiring** (:meth:`ModelKind.wiring`: the synapses, as one compressed
+  table, that the Neuron dock ranks a neuron's partners by);
 * **which docks apply**: a dock declares the kinds it serves (their
   :attr:`ModelKind.key`, or :data:`EVERY_KIND`), and :meth:`ModelKind.shows`
   answers for a kind.
@@ -47,8 +49,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.render.overlay import OverlayContent
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["EVERY_KIND", "LANGUAGE", "ModelKind", "SideChannel", "TimeAxis", "kind_named",
-           "kind_of", "kind_of_recording", "state_frame"]
+__all__ = ["EVERY_KIND", "LANGUAGE", "ModelKind", "SideChannel", "TimeAxis", "Wiring",
+           "kind_named", "kind_of", "kind_of_recording", "state_frame"]
 
 #: What a dock that serves every kind of model declares.
 EVERY_KIND: tuple[str, ...] = ("*",)
@@ -136,6 +138,48 @@ class SideChannel:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class Wiring:
+    """A model's synapses as one compressed sparse table, grouped by one end.
+
+    Row ``i`` holds the synapses whose ``grouped_by`` end is neuron ``i``: the other ends
+    ``partners[offsets[i]:offsets[i+1]]`` with ``weights[...]``. The Fly LLM's graph is
+    grouped by its postsynaptic neuron (fly-formats §1.3, CSR rows), the spiking brain's by
+    the presynaptic one (the order Brian2 delivers spikes); the arrays are not copied.
+
+    Attributes
+    ----------
+    neurons
+        Number of neurons.
+    offsets, partners, weights
+        ``(neurons + 1,)`` row offsets, the synapses' other ends and their weights.
+    grouped_by
+        ``"post"`` (rows are inputs) or ``"pre"`` (rows are outputs).
+    weight_name
+        What a weight is, as a table's column names it (``"Weight"``, ``"Synapses"``).
+    whole
+        True when every weight is a whole number (synapse counts), shown without decimals.
+    """
+
+    neurons: int
+    offsets: np.ndarray
+    partners: np.ndarray
+    weights: np.ndarray
+    grouped_by: str = "post"
+    weight_name: str = "Weight"
+    whole: bool = False
+
+    def __post_init__(self) -> None:
+        if self.grouped_by not in ("post", "pre"):
+            raise ValueError(f"grouped_by must be 'post' or 'pre', not {self.grouped_by!r}")
+        if self.offsets.shape != (self.neurons + 1,):
+            raise ValueError(f"offsets must have {self.neurons + 1:,} entries, "
+                             f"not {self.offsets.shape}")
+        if self.partners.shape != self.weights.shape or \
+                int(self.offsets[-1]) != self.partners.shape[0]:
+            raise ValueError("partners and weights must both have offsets[-1] entries")
+
+
 class ModelKind:
     """A kind of model: what its models give the viewer, the runs and the exporters.
 
@@ -165,6 +209,11 @@ class ModelKind:
         stand-in layout), or ``None`` when it has none."""
         drawing = getattr(model, "drawing_anatomy", None)
         return drawing() if callable(drawing) else None
+
+    def wiring(self, model: Any) -> Wiring | None:
+        """``model``'s synapses (:class:`Wiring`), or ``None`` when its kind has no graph
+        to show (the default)."""
+        return None
 
     # ------------------------------------------------------------ stepping
     def run_settings(self, run: "RunSettings", **options: Any) -> Any:

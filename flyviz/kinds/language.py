@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from flyviz.kinds import ModelKind, SideChannel, TimeAxis
+import numpy as np
+
+from flyviz.kinds import ModelKind, SideChannel, TimeAxis, Wiring
 from flyviz.render.overlay import OverlayContent
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,6 +69,15 @@ class LanguageModelKind(ModelKind):
     time_axis: ClassVar[TimeAxis] = TimeAxis("token", "token")
     state_label: ClassVar[str] = "h"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (TEXT, TOP_K)
+
+    def wiring(self, model: Any) -> Wiring | None:
+        """The checkpoint's signed weights by postsynaptic neuron (its CSR rows), of a
+        :class:`~flyviz.record.runner.Model` or a :class:`~flyviz.model.checkpoint.Checkpoint`."""
+        checkpoint = getattr(model, "checkpoint", model)
+        if getattr(checkpoint, "w_offsets", None) is None:
+            return None
+        return Wiring(int(checkpoint.config.neurons), np.asarray(checkpoint.w_offsets),
+                      np.asarray(checkpoint.w_indices), np.asarray(checkpoint.w_values))
 
     # ------------------------------------------------------------ stepping
     def run_settings(self, run: "RunSettings", **options: Any) -> "GenerationSettings":

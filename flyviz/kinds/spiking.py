@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from flyviz.errors import InputError
-from flyviz.kinds import ModelKind, SideChannel, TimeAxis, state_frame
+from flyviz.kinds import ModelKind, SideChannel, TimeAxis, Wiring, state_frame
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Anatomy
@@ -180,6 +180,13 @@ class SpikingKind(ModelKind):
         from flyviz.viewer.layers import rate_layer
 
         return rate_layer(scale)
+
+    def wiring(self, model: Any) -> Wiring | None:
+        """The brain's signed synapse counts by presynaptic neuron (its connectivity
+        table's rows, as the engine delivers them)."""
+        brain = model.brain
+        return Wiring(brain.neurons, brain.indptr, brain.post, brain.counts, grouped_by="pre",
+                      weight_name="Synapses", whole=True)
 
     # ------------------------------------------------------------ stepping
     def run_settings(self, run: "RunSettings | None" = None, **options: Any) -> BinSettings:

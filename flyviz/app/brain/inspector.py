@@ -138,6 +138,9 @@ class NeuronInspector(QWidget):
         self.anatomy = anatomy
         self.connectivity = connectivity
         self.checkpoint = checkpoint
+        weight = "Weight" if connectivity is None else connectivity.weight_name
+        for table in (self.inputs_table, self.outputs_table):
+            table.setHorizontalHeaderItem(1, QTableWidgetItem(weight))
         self._resolved_key = self._resolved = None
         self.show_neuron(None, None, -1)
 
@@ -207,17 +210,22 @@ class NeuronInspector(QWidget):
         graph = self.connectivity
         if graph is None:
             return
-        self._fill(self.inputs_table, graph.inputs(neuron, PARTNER_ROWS))
-        if graph.ready:
-            self._fill(self.outputs_table, graph.outputs(neuron, PARTNER_ROWS))
-            self.fields["degree"].setText(f"{graph.in_degree(neuron):,} in · "
-                                          f"{graph.out_degree(neuron):,} out")
-            self.tabs.setTabText(1, "Strongest outputs")
-        else:
-            # The graph's outputs are still being indexed off the UI thread (graph_ready).
-            self.outputs_table.setRowCount(0)
-            self.fields["degree"].setText(f"{graph.in_degree(neuron):,} in · … out")
-            self.tabs.setTabText(1, "Strongest outputs (indexing…)")
+        # A direction still being indexed off the UI thread (graph_ready) waits for it.
+        degrees = []
+        for tab, (table, direction) in enumerate(((self.inputs_table, "inputs"),
+                                                  (self.outputs_table, "outputs"))):
+            name = f"Strongest {direction}"
+            if graph.has(direction):
+                lookup = graph.inputs if direction == "inputs" else graph.outputs
+                degree = graph.in_degree if direction == "inputs" else graph.out_degree
+                self._fill(table, lookup(neuron, PARTNER_ROWS))
+                degrees.append(f"{degree(neuron):,}")
+            else:
+                table.setRowCount(0)
+                name += " (indexing…)"
+                degrees.append("…")
+            self.tabs.setTabText(tab, name)
+        self.fields["degree"].setText(f"{degrees[0]} in · {degrees[1]} out")
 
     def graph_ready(self, connectivity: Connectivity) -> None:
         """The transposed graph of ``connectivity`` is built: show the outputs too."""
@@ -234,7 +242,8 @@ class NeuronInspector(QWidget):
         for row, partner in enumerate(partners):
             who = QTableWidgetItem(f"#{partner.neuron}")
             who.setData(Qt.ItemDataRole.UserRole, partner.neuron)
-            weight = QTableWidgetItem(f"{partner.weight:+.3f}")
+            weight = QTableWidgetItem(f"{partner.weight:+,.0f}" if self.connectivity is not None
+                                      and self.connectivity.whole else f"{partner.weight:+.3f}")
             weight.setForeground(pg.mkColor(theme.WARM if partner.weight > 0 else "#63b3ed"))
             kind = "—" if anat is None else " / ".join(
                 t for t in (_label(anat.superclass, partner.neuron),

@@ -143,7 +143,7 @@ def prepare_bundle(spec: str, checkpoint: Checkpoint,
     model.engine  # noqa: B018 - built here, off the UI thread, and reused by every run
     # Every recording stores the model's identity: digest the weights and graph once, now.
     model_identity(checkpoint)
-    connectivity = Connectivity(checkpoint)
+    connectivity = Connectivity.of_checkpoint(checkpoint)
     if prepare_graph:
         report("indexing the graph's outputs", 0.98)
         connectivity.prepare()
@@ -299,7 +299,15 @@ class ModelController(QObject):
         thread, and :attr:`graph_ready` says when it is there.
         """
         bundle = prepare_bundle(spec or checkpoint.name, checkpoint, prepare_graph=False)
-        connectivity = bundle.connectivity
+        self.index_graph(bundle.connectivity)
+        return bundle
+
+    def index_graph(self, connectivity: Connectivity) -> None:
+        """Build ``connectivity``'s transposed index on a helper thread; :attr:`graph_ready`
+        says when it is there (at once when it is already)."""
+        if connectivity.ready:
+            self.graph_ready.emit(connectivity)
+            return
 
         def build() -> None:
             connectivity.prepare()
@@ -309,7 +317,6 @@ class ModelController(QObject):
         helper = threading.Thread(target=build, name="flyviz-graph-index", daemon=True)
         self._helpers = [h for h in self._helpers if h.is_alive()] + [helper]
         helper.start()
-        return bundle
 
     def shutdown(self) -> None:
         """Wait for every load and helper thread; safe to call twice."""

@@ -56,6 +56,7 @@ from flyviz.app.window.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.window.background import BackgroundCalls
 from flyviz.app.brain.brain_view import BrainView
 from flyviz.app.brain.colouring import ColourBy
+from flyviz.app.brain.connectivity import Connectivity
 from flyviz.app.window.controls import (PromptBar, SettingsPanel, Timeline, restore_settings,
                                  save_settings)
 from flyviz.app.window.dialogs import (CONNECTOME_CREDIT, about_text, demo_description,
@@ -540,9 +541,15 @@ class MainWindow(FeatureWindow):
         self._rate_unit = "tok/s" if kind == LANGUAGE else f"{kind.time_axis.names}/s"
         self.status_rate.setText(f"— {self._rate_unit}")
         anatomy = self.state.anatomy
-        if kind != LANGUAGE and anatomy is not None and anatomy is not self._drawn_anatomy:
-            self._draw_anatomy(anatomy, self.state.neurons)   # another kind's own brain
-            self.inspector.set_model(anatomy, None)           # its neurons, no LLM weights
+        if kind != LANGUAGE and anatomy is not None:
+            if anatomy is not self._drawn_anatomy:
+                self._draw_anatomy(anatomy, self.state.neurons)   # another kind's own brain
+            # Its neurons and its own synapses (a spiking brain's counts), not the LLM's.
+            wiring = kind.wiring(self.state.model) if self.state.model is not None else None
+            connectivity = None if wiring is None else Connectivity(wiring)
+            self.inspector.set_model(anatomy, connectivity)
+            if connectivity is not None:
+                self.models.index_graph(connectivity)
 
     def _draw_anatomy(self, anatomy: Anatomy, neurons: int) -> None:
         """Draw ``anatomy``'s neurons in the brain view and the state raster."""

@@ -405,3 +405,45 @@ def test_the_demo_brain_lit_live_in_the_window(qtbot, tmp_path, dark_theme):
             iio.imwrite(Path(folder) / "spiking.png", image)
     finally:
         win.close()
+
+
+def test_a_layout_preset_keeps_to_the_docks_of_the_kind_shown(qtbot, tmp_path):
+    """View → Layout under a spiking brain arranges its docks, not the Fly LLM's (the presets
+    restore an arrangement made for the Fly LLM: it brought back Text, Why?, Patching... and
+    hid the Stimulus dock); the Fly LLM's come back as the last preset placed them."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING, SpikingModel
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    try:
+        def shown() -> set[str]:
+            return {key for key, dock in win.docks.items() if not dock.isHidden()}
+
+        language = shown()
+        assert {"text", "topk", "traces", "why", "patching"} <= language
+        brain = _two_sided_brain(checkpoint.config.neurons, win.state.anatomy.positions)
+        win.features["spiking"].open(SpikingModel(brain))
+        assert win.state.kind is SPIKING
+        spiking = shown()
+        assert {"stimulus", "spiking_population"} <= spiking and not spiking & set(LANGUAGE_DOCKS)
+        assert "traces" not in spiking           # top-1 probability and mean |h| per token
+        for preset in ("presentation", "analysis", "default"):
+            win.layouts.apply(preset)
+            now = shown()
+            assert not now & {"text", "topk", "traces", *LANGUAGE_DOCKS}, (preset, now)
+            assert all(win.dock_kinds.applies(key) for key in now), preset
+            if preset == "presentation":
+                assert now == {"spiking_population"}    # the brain large, the rates below
+            else:
+                assert {"stimulus", "spiking_population", "inspector"} <= now, preset
+        assert win.layouts.current == "default"
+        win.set_checkpoint(checkpoint)
+        qtbot.waitUntil(lambda: win.state.kind is not SPIKING, timeout=10000)
+        assert shown() == language               # as Default places them
+    finally:
+        win.close()

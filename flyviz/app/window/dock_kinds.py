@@ -7,9 +7,15 @@ a feature's docks in its :data:`~flyviz.app.window.main_window.FEATURES` row.
 with their View-menu entries, and brings them back as they were when a model
 of a kind they serve is shown again. For the Fly LLM every dock applies, so
 nothing changes.
+
+A layout preset arranges every dock as for the Fly LLM (its docks are the ones
+the presets place); :meth:`DockKinds.rearranged` then hides again the docks the
+shown kind has no use for and shows that kind's own.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtWidgets import QDockWidget
 
@@ -66,3 +72,17 @@ class DockKinds:
                 self._hidden[key] = not dock.isHidden()
                 dock.hide()
                 dock.toggleViewAction().setVisible(False)
+
+    def rearranged(self, shows_own: Callable[[str], bool] = lambda _key: True) -> None:
+        """A layout was just applied to every dock (View → Layout): hide again the docks that
+        do not serve the shown kind (remembering whether the layout showed them, for when
+        their kind is shown again) and, for a kind other than the Fly LLM, show the docks
+        that serve it and not every kind (a spiking brain's Stimulus) where ``shows_own``
+        says so: those docks are hidden in the presets' arrangement, made for the Fly LLM."""
+        for key, dock in self._docks.items():
+            if not self.applies(key):
+                self._hidden[key] = not dock.isHidden()
+                dock.hide()
+                dock.toggleViewAction().setVisible(False)
+            elif self.kind != LANGUAGE and self.serves(key) != EVERY_KIND and shows_own(key):
+                dock.show()

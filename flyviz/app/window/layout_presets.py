@@ -23,6 +23,7 @@ from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget
 
 from flyviz.app.window.actions import ActionRegistry
+from flyviz.app.window.dock_kinds import DockKinds
 
 __all__ = ["KNOWN_DOCKS", "LAYOUT_VERSION", "PRESETS", "LayoutPresets", "prepare_window"]
 
@@ -50,8 +51,9 @@ KNOWN_DOCKS = frozenset({"text", "topk", "model", "controls", "inspector", "rast
                          "graph", "trajectory", "patching", "stimulus", "spiking_population",
                          "screen"})
 
-#: Docks left visible (and large) in Presentation.
-PRESENTATION_DOCKS = ("text", "topk")
+#: Docks left visible (and large) in Presentation (those that serve the kind shown:
+#: the text and the next token of the Fly LLM, a spiking brain's population rates).
+PRESENTATION_DOCKS = ("text", "topk", "spiking_population")
 
 #: The analysis docks in front in Analysis, bottom row left to right.
 ANALYSIS_DOCKS = ("population", "cell_types", "graph")
@@ -90,13 +92,16 @@ class LayoutPresets(QObject):
         Where the arrangement persists.
     registry
         The window's actions; the presets are ``layout_<name>`` there.
+    kinds
+        The model kinds the docks serve: a preset shows only the shown kind's docks.
     """
 
     def __init__(self, window: QMainWindow, docks: dict[str, QDockWidget], settings: QSettings,
-                 registry: ActionRegistry) -> None:
+                 registry: ActionRegistry, kinds: DockKinds | None = None) -> None:
         super().__init__(window)
         self.window = window
         self.docks = docks
+        self.kinds = kinds
         self.settings = settings
         self.default_state = window.saveState(LAYOUT_VERSION)
         #: The preset the arrangement started from.
@@ -152,6 +157,9 @@ class LayoutPresets(QObject):
             self._analysis()
         else:
             self._presentation()
+        if self.kinds is not None:
+            # Presentation keeps a kind's own docks to those it names; the others show them.
+            self.kinds.rearranged(lambda key: name != "presentation" or key in PRESENTATION_DOCKS)
         self._mark(name)
 
     def default_sizes(self) -> None:

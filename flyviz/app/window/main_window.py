@@ -189,7 +189,8 @@ class MainWindow(FeatureWindow):
             self.register_feature(name, install, *kinds)
         self._wire_features()
         #: View → Layout and the saved arrangement of the docks.
-        self.layouts = LayoutPresets(self, self.docks, self.settings, self.actions_registry)
+        self.layouts = LayoutPresets(self, self.docks, self.settings, self.actions_registry,
+                                     self.dock_kinds)
         self.display = DisplayController(self.runs.session, self.brain, self._streaming, self)
         for view in (TimelineFollower(self.timeline, self.runs), self.text_panel, self.topk_panel,
                      self.raster_panel, self.trace_panel, self.inspector):
@@ -261,7 +262,9 @@ class MainWindow(FeatureWindow):
         self.add_dock("controls", "Settings", self.controls, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("inspector", "Neuron", self.inspector, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("raster", "State raster", self.raster_panel, area.BottomDockWidgetArea)
-        self.add_dock("traces", "Traces", self.trace_panel, area.BottomDockWidgetArea)
+        # Top-1 probability and mean |h| per token: the Fly LLM's (a spiking brain's rates
+        # are in its Spiking populations dock).
+        self.add_dock("traces", "Traces", self.trace_panel, area.BottomDockWidgetArea, kinds=LM)
         docks = self.docks
         # One column of tabs on the left (sizes: LayoutPresets.default_sizes, once shown).
         prepare_window(self)

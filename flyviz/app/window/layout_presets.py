@@ -237,9 +237,10 @@ class LayoutPresets(QObject):
             if key in docks:
                 docks[key].show()
                 docks[key].raise_()
-        self._resize(PRESENTATION_DOCKS, _clamp(0.26 * window.width(), 320, 480),
+        # The Fly LLM's text over its next token in the right column.
+        self._resize(("text", "topk"), _clamp(0.26 * window.width(), 320, 480),
                      Qt.Orientation.Horizontal)
-        self._split_column(PRESENTATION_DOCKS, 0.6)
+        self._split_column(("text", "topk"), 0.6)
 
     # ------------------------------------------------------------ helpers
     def _unknown(self) -> list[str]:

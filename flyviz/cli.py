@@ -124,9 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        from flyviz.fileio import check_command_paths
+        from flyviz.fileio import check_command_paths, check_text_arguments
 
         check_command_paths(args)  # names too long, an output over an input: before any work
+        check_text_arguments(args)
         return int(importlib.import_module(module_name).run(args) or 0)
     except FlyvizError as exc:
         print(f"flyviz: error: {exc}", file=sys.stderr)

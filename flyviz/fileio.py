@@ -242,12 +242,19 @@ OUTPUT_OPTIONS = {"out": "--out", "record": "--record", "graph": "--graph", "mov
 INPUT_OPTIONS = {"spec": "SPEC", "model": "--model", "dataset": "--dataset",
                  "recording": "--recording", "source": "--source", "text": "--text",
                  "corpus": "--corpus", "by": "--by", "atlas": "--atlas", "mesh": "--mesh",
-                 "lesion_map": "--lesion-map"}
+                 "lesion_map": "--lesion-map", "brain": "BRAIN", "excite_file": "--excite-file",
+                 "input_spikes": "--input-spikes", "sets": "--sets", "task": "--task",
+                 "connectivity": "--connectivity", "coordinates": "--coordinates",
+                 "classification": "--classification"}
 
 
 def _paths(value: Any) -> list[Any]:
     values = value if isinstance(value, (list, tuple)) else [value]
     return [v for v in values if isinstance(v, (str, os.PathLike)) and str(v)]
+
+
+def _absolute(path: str | os.PathLike[str]) -> str:
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def check_command_paths(args: Any) -> None:
@@ -278,6 +285,33 @@ def check_command_paths(args: Any) -> None:
         others.update({OUTPUT_OPTIONS[d]: v for d, v in list(outputs.items())[n + 1:]})
         for path in _paths(value):
             check_not_input(path, others, label)
+            for later, other in list(outputs.items())[n + 1:]:
+                # Two outputs of one name, neither written yet: the second would replace
+                # the first (check_not_input compares existing files only).
+                if any(_absolute(path) == _absolute(o) for o in _paths(other)):
+                    raise InputError(f"{label} and {OUTPUT_OPTIONS[later]} are both "
+                                     f"{short_path(path)}: give each its own file name")
+
+
+def check_text_arguments(args: Any) -> None:
+    """Refuse a text option that is not valid UTF-8 (a title, a name, a query): the shell
+    passes such bytes through as lone surrogates, which no file or page can hold. Paths are
+    :class:`~pathlib.Path` objects and are not checked (a Linux file name may be any bytes).
+
+    Raises
+    ------
+    InputError
+        Naming the option.
+    """
+    for dest, value in vars(args).items():
+        for text in value if isinstance(value, (list, tuple)) else [value]:
+            bad = next((c for c in text if "\ud800" <= c <= "\udfff"), None) \
+                if isinstance(text, str) else None
+            if bad is not None:
+                name = INPUT_OPTIONS.get(dest) or "--" + dest.replace("_", "-")
+                # The shell's undecodable byte b arrives as U+DC00 + b (surrogateescape).
+                byte = f" (byte 0x{ord(bad) - 0xDC00:02x})" if bad >= "\udc80" else ""
+                raise InputError(f"{name} is not valid UTF-8 text{byte}")
 
 
 @contextlib.contextmanager

@@ -426,9 +426,9 @@ def test_an_interrupt_counts_the_chunks_that_are_saved(tmp_path, stop_at):
 BAD_TEXT = "\udcff"
 TOKEN_OPTIONS = {
     "trace --target": (["trace", "{spec}", "--prompt", "the cat", "--target", BAD_TEXT],
-                       "the target token is not valid UTF-8"),
+                       "--target is not valid UTF-8"),
     "trace --versus": (["trace", "{spec}", "--prompt", "the cat", "--versus", BAD_TEXT],
-                       "the versus token is not valid UTF-8"),
+                       "--versus is not valid UTF-8"),
     "patch --answer": (["patch", "{spec}", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer",
                         BAD_TEXT, "--by", "{groups}", "--out", "{out}", "--workers", "0"],
                        "--answer is not valid UTF-8"),
@@ -439,7 +439,7 @@ TOKEN_OPTIONS = {
                          "--answer", ANSWER, "--by", "{groups}", "--out", "{out}",
                          "--workers", "0"], "--corrupt is not valid UTF-8"),
     "generate --prompt": (["generate", "{spec}", "--prompt", BAD_TEXT],
-                          "the prompt is not valid UTF-8"),
+                          "--prompt is not valid UTF-8"),
 }
 
 

@@ -138,3 +138,102 @@ def test_labels_and_positions_from_flywire_tables(tmp_path: Path) -> None:
     assert brain.positions[1].tolist() == [4.0, 5.0, 6.0]
     assert spiking.select(brain, "type:G2N").tolist() == [1, 2]
     assert spiking.select(brain, "superclass:motor | type:GRN").tolist() == [0, 3]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], "--seed -1 must be between 0 and"),
+    (["--trials", "1000000000"], "--trials 1000000000 must be between 1 and 100000"),
+    (["--duration", "1e12s"], "longer than a run may be (3600 s"),
+    (["--exp-name", "caf\udcff"], "--exp-name is not valid UTF-8 text"),
+    (["--duration", "100ms", "--record", "{out}.flyrec", "--bin", "1000"],
+     "--bin 1000 ms is longer than the run (100 ms)"),
+])
+def test_runs_that_cannot_be_or_would_never_end_are_refused(tmp_path: Path, capsys,
+                                                             args: list[str], message: str):
+    """A seed numpy cannot take, a run of days, a bin longer than the run, text that is not
+    UTF-8 (the shell's undecodable bytes): one line each, before the brain loads, no file."""
+    out = tmp_path / "x"
+    argv = [a.replace("{out}", str(out)) for a in args]
+    assert main(["simulate", str(tmp_path / "no-brain-needed"), "--out", f"{out}.parquet",
+                 *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\xff\xfe\x00\x01binary", "must hold root ids"),
+    (b"999999999999999999999999999\n", "must hold root ids (whole numbers of up to 19"),
+    (b"", "holds no root ids"),
+])
+def test_an_excite_file_of_no_usable_ids_is_one_line(tmp_path: Path, capsys, content: bytes,
+                                                     message: str) -> None:
+    brain = _write_brain(tmp_path / "brain")
+    ids = tmp_path / "ids.txt"
+    ids.write_bytes(content)
+    out = tmp_path / "x.parquet"
+    assert main(["simulate", str(brain), "--excite-file", str(ids), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not out.exists() and ids.read_bytes() == content
+
+
+def test_an_id_given_twice_in_the_excite_file_is_one_neuron_excited(tmp_path: Path, capsys):
+    brain = _write_brain(tmp_path / "brain")
+    ids = tmp_path / "ids.txt"
+    ids.write_text(f"{IDS[0]}\n{IDS[0]}\n")
+    assert main(["simulate", str(brain), "--excite-file", str(ids), "--duration", "20ms",
+                 "--out", str(tmp_path / "x.parquet")]) == 0
+    assert "1 excited" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("outputs, message", [
+    (["--out", "{ids}"], "ids.txt is the input of --excite-file"),
+    (["--out", "{dir}/same.flyrec", "--record", "{dir}/same.flyrec"],
+     "--out and --record are both"),
+])
+def test_an_output_over_an_input_or_another_output_is_refused(tmp_path: Path, capsys,
+                                                              outputs: list[str], message: str):
+    brain = _write_brain(tmp_path / "brain")
+    ids = tmp_path / "ids.txt"
+    ids.write_text(f"{IDS[0]}\n")
+    argv = [a.replace("{ids}", str(ids)).replace("{dir}", str(tmp_path)) for a in outputs]
+    assert main(["simulate", str(brain), "--excite-file", str(ids), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert ids.read_text() == f"{IDS[0]}\n" and not (tmp_path / "same.flyrec").exists()
+
+
+@pytest.mark.parametrize("spiking_meta, message", [
+    ("a string", "spiking metadata is a str"),
+    ({"brain": "demo", "bin_ms": None}, "bin length (spiking.bin_ms) is None"),
+    ({"brain": "demo", "bin_ms": "abc"}, "bin length (spiking.bin_ms) is 'abc'"),
+    ({"brain": "demo", "bin_ms": 10.0, "trials": 0}, "trial count (spiking.trials) is 0"),
+    ({"brain": "demo", "bin_ms": 10.0, "bin_spikes": ["x"]}, "spike counts"),
+])
+def test_a_resealed_recording_with_a_broken_run_table_is_one_line(tmp_path: Path, capsys,
+                                                                  spiking_meta, message):
+    """Hand-edited and sealed again (the checksum holds), the run's settings still must make
+    sense: a figure or a movie of it says which entry is wrong, in one line."""
+    import json
+
+    pytest.importorskip("matplotlib")
+    from test_recording_format import parts, rewrite
+
+    brain = _write_brain(tmp_path / "brain")
+    rec = tmp_path / "run.flyrec"
+    assert main(["simulate", str(brain), "--excite", "all", "--duration", "30ms",
+                 "--record", str(rec)]) == 0
+    header, _ = parts(rec)
+    meta = json.loads(header["__metadata__"]["metadata"])
+    meta["spiking"] = spiking_meta
+    bad = rewrite(rec, tmp_path / "bad.flyrec", meta={"metadata": json.dumps(meta)},
+                  reseal=True)
+    capsys.readouterr()
+    for argv in (["figure", str(bad), "--kind", "raster", "--out", str(tmp_path / "r.png")],
+                 ["export", "--recording", str(bad), "--out", str(tmp_path / "m.gif")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.strip().splitlines()[-1].startswith("flyviz: error: ") and message in err, err
+        assert "Traceback" not in err and err.count("\n") == 1, err
+    assert not (tmp_path / "r.png").exists() and not (tmp_path / "m.gif").exists()

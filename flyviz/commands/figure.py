@@ -94,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.kinds import kind_of_recording
 
     if kind_of_recording(recording).key == "spiking" and args.model is None:
-        spec = (recording.metadata.get("spiking") or {}).get("brain") or None  # its brain
+        from flyviz.kinds.spiking import SPIKING
+
+        spec = SPIKING.run_metadata(recording).get("brain") or None  # its brain
     if spec is None and needs_labels:
         raise InputError(f"{args.recording.name} names no model; give one with --model SPEC")
     if spec is not None:

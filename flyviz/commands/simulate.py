@@ -93,9 +93,11 @@ def run(args: argparse.Namespace) -> int:
     """Check everything, load the brain, run and write."""
     import numpy as np
 
+    from flyviz.arguments import whole_number
     from flyviz.errors import InputError
     from flyviz.extras import require
     from flyviz.commands._options import spiking_brain_from_args
+    from flyviz.spiking.run import MAX_DURATION_S, MAX_TRIALS
     from flyviz.spiking import LIFParams, read_input_spikes, select, simulate
 
     if args.out is None and args.record is None:
@@ -107,14 +109,21 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(args.duration) or args.duration <= 0:
         raise InputError(f"--duration must be a positive number of seconds (e.g. 1s, 400ms), "
                          f"not {args.duration:g}")
-    if args.trials < 1:
-        raise InputError(f"--trials must be at least 1, not {args.trials}")
+    if args.duration > MAX_DURATION_S:
+        raise InputError(f"--duration {args.duration:g} s is longer than a run may be "
+                         f"({MAX_DURATION_S:g} s of the fly's time); run it in parts")
+    whole_number("--trials", args.trials, 1, MAX_TRIALS)
+    whole_number("--seed", args.seed, 0, 2**63 - 1)
     if args.w_syn is not None and not math.isfinite(args.w_syn):
         raise InputError(f"--w-syn must be a number, not {args.w_syn}")
     if args.record is not None:
         from flyviz.kinds.spiking import BinSettings
 
         BinSettings(bin_ms=args.bin).validate()
+        if args.bin > args.duration * 1000.0 + 1e-9:
+            raise InputError(f"--bin {args.bin:g} ms is longer than the run "
+                             f"({args.duration * 1000:g} ms): its one bin's rates would count "
+                             "time the run did not have")
         if args.record.suffix != ".flyrec":
             raise InputError(f"--record {args.record} must end in .flyrec")
     for path in (args.out, args.record):
@@ -130,12 +139,15 @@ def run(args: argparse.Namespace) -> int:
     if args.excite_file is not None:
         if not args.excite_file.is_file():
             raise InputError(f"--excite-file not found: {args.excite_file}")
-        words = args.excite_file.read_text().split()
         try:
+            words = args.excite_file.read_text(encoding="utf-8").split()
             excite_ids = np.array([int(w) for w in words if not w.startswith("#")], np.int64)
-        except ValueError:
-            raise InputError(f"{args.excite_file.name} must hold root ids, one a line") \
-                from None
+        except (UnicodeDecodeError, ValueError, OverflowError):
+            raise InputError(f"{args.excite_file.name} must hold root ids (whole numbers of "
+                             "up to 19 digits), one a line") from None
+        if excite_ids.size == 0:
+            raise InputError(f"{args.excite_file.name} holds no root ids: give one a line")
+        excite_ids = np.unique(excite_ids)      # an id twice is one neuron excited
 
     brain = spiking_brain_from_args(args)
     params = LIFParams(w_syn=brain.w_syn if args.w_syn is None else args.w_syn,

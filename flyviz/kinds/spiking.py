@@ -27,6 +27,7 @@ reads the first, :meth:`SpikingKind.recording_anatomy` the second.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -52,6 +53,8 @@ __all__ = ["BIN_MS", "SPIKES", "SPIKING", "SPIKING_KEY", "BinSettings", "LiveRun
 SPIKING_KEY = "spiking"
 #: The default bin length, ms.
 BIN_MS = 10.0
+#: The longest bin a recording may name: a whole run of the longest length (an hour).
+MAX_BIN_MS = 3_600_000.0
 #: The side channel of each bin's spike count.
 SPIKES = SideChannel("spikes", "Spikes", "how many spikes the brain fired in the bin")
 
@@ -238,11 +241,45 @@ class SpikingKind(ModelKind):
                             "bin_spikes": [int(c) for c in bin_spikes]}}
 
     # ------------------------------------------------------------ recordings
+    def run_metadata(self, recording: "Recording") -> dict[str, Any]:
+        """A spiking recording's ``spiking`` metadata (the run's brain, bin, trials...),
+        checked where views read it: a recording edited by hand and sealed again gets one
+        :class:`~flyviz.errors.RecordingError`, not a failure deep in a figure.
+
+        Raises
+        ------
+        RecordingError
+            Naming the entry and what it holds.
+        """
+        from flyviz.errors import RecordingError
+
+        meta = recording.metadata.get("spiking", {})
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, dict):
+            raise RecordingError(f"the recording's spiking metadata is a {type(meta).__name__}, "
+                                 "not a table of the run's settings")
+        bin_ms = meta.get("bin_ms", BIN_MS)
+        if isinstance(bin_ms, bool) or not isinstance(bin_ms, (int, float)) or \
+                not math.isfinite(bin_ms) or not 0 < bin_ms <= MAX_BIN_MS:
+            raise RecordingError(f"the recording's bin length (spiking.bin_ms) is {bin_ms!r}, "
+                                 f"not a number of ms above 0 and at most {MAX_BIN_MS:g}")
+        trials = meta.get("trials", 1)
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise RecordingError(f"the recording's trial count (spiking.trials) is {trials!r}, "
+                                 "not a whole number of 1 or more")
+        counts = meta.get("bin_spikes")
+        if counts is not None and not (isinstance(counts, list) and all(
+                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)):
+            raise RecordingError("the recording's spike counts (spiking.bin_spikes) are not "
+                                 "whole numbers of 0 or more")
+        return meta
+
     def recording_model(self, recording: "Recording") -> "tuple[SpikingModel, str]":
         """The brain a spiking recording ran on (``spiking.brain``) when it loads and has as
         many neurons, else a stand-in of the recording's size with no synapses, drawn on a
         generic ball; and a note when it is the stand-in."""
-        spec = (recording.metadata.get("spiking") or {}).get("brain")
+        spec = self.run_metadata(recording).get("brain")
         if isinstance(spec, str) and spec:
             try:
                 model = SpikingModel.load(spec)
@@ -271,12 +308,11 @@ class SpikingKind(ModelKind):
 
     def recording_axis(self, recording: "Recording") -> TimeAxis:
         """Bins of the ``bin_ms`` the run was recorded with (10 ms by default)."""
-        bin_ms = (recording.metadata.get("spiking") or {}).get("bin_ms", BIN_MS)
-        return TimeAxis("bin", "ms", float(bin_ms))
+        return TimeAxis("bin", "ms", float(self.run_metadata(recording).get("bin_ms", BIN_MS)))
 
     def bin_spikes(self, recording: "Recording", index: int) -> int | None:
         """The spike count of bin ``index`` of ``recording``, when it was kept."""
-        counts = (recording.metadata.get("spiking") or {}).get("bin_spikes")
+        counts = self.run_metadata(recording).get("bin_spikes")
         if isinstance(counts, list) and 0 <= index < len(counts):
             return int(counts[index])
         return None

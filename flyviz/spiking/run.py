@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from flyviz.arguments import whole_number
 from flyviz.errors import InputError
 from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.engine import LIFParams, simulate_ticks
@@ -97,6 +98,12 @@ def _check_value(name: str, value: float, *, positive: bool = False) -> float:
 #: Ticks of Poisson input drawn at a time (:class:`PoissonStream`): input is drawn chunk by
 #: chunk in order, so a run cut into calls of any length draws the same input as one call.
 POISSON_CHUNK = 1000
+
+#: The longest run, in seconds of the fly's time (an hour: the full brain simulates it in
+#: about 20 minutes on one core), and the most trials of one call: a longer request is
+#: refused at once rather than left to run for days.
+MAX_DURATION_S = 3600.0
+MAX_TRIALS = 100_000
 
 
 class PoissonStream:
@@ -273,9 +280,12 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
         runs it; :func:`flyviz.spiking.engine.simulate_ticks`).
     """
     duration_s = _check_value("the duration", duration_s, positive=True)
-    trials = int(trials)
-    if trials < 1:
-        raise InputError(f"--trials must be at least 1, not {trials}")
+    if duration_s > MAX_DURATION_S:
+        raise InputError(f"the duration {duration_s:g} s is longer than a run may be "
+                         f"({MAX_DURATION_S:g} s of the fly's time)")
+    trials = whole_number("trials", trials, 1, MAX_TRIALS)
+    if seed is not None:    # None: a fresh seed from the operating system
+        whole_number("seed", seed, 0, 2**63 - 1)
     p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params, input_events)
     n_steps = int(round(duration_s / p.dt_s))
     if n_steps < 1:  # no tick at all: every rate would be 0 / 0

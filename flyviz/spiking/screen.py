@@ -57,7 +57,7 @@ from flyviz.analysis.table_file import read_table_file, write_table_file
 from flyviz.errors import InputError, SelectionError
 from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.engine import LIFParams
-from flyviz.spiking.run import select, simulate
+from flyviz.spiking.run import MAX_DURATION_S, MAX_TRIALS, select, simulate
 
 __all__ = ["BASELINE", "MODES", "NeuronSet", "ScreenError", "ScreenFolder", "ScreenResult",
            "ScreenSettings", "SetTask", "brain_digest", "each_neuron", "parse_sets",
@@ -251,9 +251,12 @@ class ScreenSettings:
                 raise ScreenError(f"{name} must be a non-negative number, not {value}")
         if self.duration_s == 0:
             raise ScreenError("--duration must be longer than 0")
+        if self.duration_s > MAX_DURATION_S:
+            raise ScreenError(f"--duration {self.duration_s:g} s is longer than a run may be "
+                              f"({MAX_DURATION_S:g} s of the fly's time)")
         if self.w_syn is not None and not math.isfinite(self.w_syn):
             raise ScreenError(f"--w-syn must be a number, not {self.w_syn}")
-        whole_number("--trials", self.trials, 1, 100000)
+        whole_number("--trials", self.trials, 1, MAX_TRIALS)
         whole_number("--seed", self.seed, 0, 2**63 - 1)
         return self
 

@@ -329,8 +329,9 @@ def flash_state(recording: "Recording", index: int, tau_ms: float = FLASH_TAU_MS
     times the bin's length; ``None`` outside the recording."""
     if not 0 <= int(index) < len(recording):
         return None
-    meta = recording.metadata.get("spiking") or {}
-    bin_ms = float(meta.get("bin_ms", 10.0))
+    from flyviz.kinds.spiking import SPIKING
+
+    bin_ms = float(SPIKING.recording_axis(recording).step)
     decay = float(np.exp(-bin_ms / float(tau_ms)))
     reach = max(1, int(np.ceil(np.log(256.0) * float(tau_ms) / bin_ms)))
     index = int(index)

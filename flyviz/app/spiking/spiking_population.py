@@ -234,8 +234,7 @@ class SpikingPopulationPanel(QWidget):
         self._move_cursor(self.state.index)
 
     def _bin_ms(self) -> float:
-        meta = self.state.recording.metadata.get("spiking") or {}
-        return float(meta.get("bin_ms", self.state.kind.time_axis.step))
+        return float(self.state.kind.recording_axis(self.state.recording).step)
 
     def _on_index(self, index: int) -> None:
         if not self._pending.isActive():     # else the coming redraw draws it

@@ -126,6 +126,26 @@ def check_output_path(path: str | Path, what: str = "the output") -> Path:
     return path
 
 
+def probe_writable(folder: str | Path, what: str, path: str | Path) -> None:
+    """Create and remove a file in ``folder``, where ``path`` (``what``) is to be written:
+    only trying tells, before hours of work, whether a folder takes files (``os.access``
+    says yes to root everywhere, /proc and read-only mounts included).
+
+    Raises
+    ------
+    FileAccessError
+        One line naming ``path`` and the system's reason.
+    """
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".flyviz-probe-"):
+            pass
+    except OSError as exc:
+        raise FileAccessError(f"cannot write {what} {short_path(path)}: "
+                              f"{exc.strerror or exc}") from None
+
+
 def not_a_file(path: str | Path) -> str:
     """Why ``path`` cannot be read as a file, in a few words: ``"no such file"``, ``"it is a
     folder"``, ``"it is a FIFO, not a regular file"``...; ``""`` for a regular file."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -227,6 +228,34 @@ def test_a_figure_that_is_not_png_or_svg_is_refused_before_any_work(capsys, worl
     err = captured.err.strip()
     assert err.startswith("flyviz: error: ") and "\n" not in err
     assert ".png or .svg" in err and captured.out == "" and not path.exists()
+
+
+@pytest.mark.parametrize("option, target, message", [
+    ("--out", "{file}/x", "is a file, not a folder"),
+    ("--out", "/proc/flyviz-x", "cannot write --out /proc/flyviz-x"),
+    ("--figure", "/proc/flyviz-x.png", "cannot write --figure /proc/flyviz-x.png"),
+])
+def test_an_output_no_file_can_be_made_in_is_refused_before_any_work(capsys, world,
+                                                                     monkeypatch, option,
+                                                                     target, message):
+    """A folder that refuses files (/proc, for root too) or a file named as a folder: told
+    at once, not after every point and null model was scored."""
+    if option == "--figure":
+        pytest.importorskip("matplotlib")
+    if target.startswith("/proc") and not Path("/proc").is_dir():
+        pytest.skip("this system has no /proc")
+    from flyviz.analysis import circuit
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the search ran")
+
+    monkeypatch.setattr(circuit, "find_circuit", no_work)
+    monkeypatch.setattr("flyviz.commands.circuit.load_model_from_args", no_work)
+    a_file = world["root"] / "a-file"
+    a_file.write_text("")
+    assert _run(world, option, target.format(file=a_file)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("flyviz: error: ") and "\n" not in err and message in err, err
 
 
 def test_a_figure_without_matplotlib_is_one_line_naming_the_extra(capsys, world,

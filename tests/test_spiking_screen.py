@@ -167,6 +167,13 @@ def test_sets_that_select_nothing_and_bad_settings_are_refused(brain):
                 dict(mode="lesion"), dict(excite="id:1")):
         with pytest.raises(InputError):
             sc.ScreenSettings(**bad).validate()  # type: ignore[arg-type]
+    # Refused with the settings, before a screen folder is written (the run itself refused
+    # them only after screen.json held them, and a corrected rerun was refused as another).
+    for bad, message in ((dict(rate=1e9), "above one event per tick"),
+                         (dict(duration_s=1e-5), "shorter than one tick"),
+                         (dict(duration_s=1e12), "longer than a run may be")):
+        with pytest.raises(sc.ScreenError, match=message):
+            sc.ScreenSettings(**bad).validate()  # type: ignore[arg-type]
 
 
 @pytest.mark.slow

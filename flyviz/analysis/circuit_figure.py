@@ -42,6 +42,9 @@ def check_figure_path(path: str | Path) -> Path:
         raise InputError(f"cannot write {path}: the folder {folder} does not exist")
     if path.is_dir():
         raise InputError(f"cannot write {path}: it is a folder")
+    from flyviz.fileio import probe_writable
+
+    probe_writable(folder, "--figure", path)
     return path
 
 

@@ -51,6 +51,11 @@ def check_out_dir(out: str | Path) -> Path:
                              "remove it or choose another name")
     elif not out.parent.exists():
         raise InputError(f"--out {out}: the folder {out.parent} does not exist")
+    elif not out.parent.is_dir():
+        raise InputError(f"--out {out}: {out.parent} is a file, not a folder")
+    from flyviz.fileio import probe_writable
+
+    probe_writable(out if out.is_dir() else out.parent, "--out", out)
     return out
 
 

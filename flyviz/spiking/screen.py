@@ -251,6 +251,13 @@ class ScreenSettings:
                 raise ScreenError(f"{name} must be a non-negative number, not {value}")
         if self.duration_s == 0:
             raise ScreenError("--duration must be longer than 0")
+        tick_s = LIFParams().dt_s
+        if self.rate * tick_s > 1:
+            raise ScreenError(f"--rate {self.rate:g} Hz is above one event per tick "
+                              f"({1 / tick_s:g} Hz)")
+        if self.duration_s < tick_s:
+            raise ScreenError(f"--duration {self.duration_s * 1000:g} ms is shorter than one "
+                              f"tick ({tick_s * 1000:g} ms)")
         if self.duration_s > MAX_DURATION_S:
             raise ScreenError(f"--duration {self.duration_s:g} s is longer than a run may be "
                               f"({MAX_DURATION_S:g} s of the fly's time)")

@@ -422,3 +422,24 @@ def test_converting_a_spiking_recording_keeps_every_spike(brain_folder, tmp_path
     np.add.at(counts, (frame, neuron), 1.0)
     bin_s = recording.metadata["spiking"]["bin_ms"] / 1000.0
     np.testing.assert_allclose(states, counts / log.trials / bin_s, rtol=1e-3, atol=1e-3)
+
+
+def test_a_spiking_recording_converts_with_its_own_brains_labels(brain_folder, tmp_path,
+                                                                 capsys):
+    """Without --model, a spiking run's neurons are labelled by the brain it names (as its
+    figures and movies draw them), where convert refused it as naming no model; the summary
+    counts bins."""
+    from flyviz.cli import main
+
+    rec = tmp_path / "run.flyrec"
+    assert main(["simulate", str(brain_folder), "--excite", "superclass:sensory",
+                 "--duration", "30ms", "--record", str(rec)]) == 0
+    out = tmp_path / "run.npz"
+    capsys.readouterr()
+    assert main(["convert", str(rec), str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "3 bins x 80 neurons, with the neurons of" in err, err
+    with np.load(out, allow_pickle=False) as data:
+        labels = {name: data[name] for name in data.files}
+    assert labels["superclass"].tolist() == ["sensory"] * HALF + ["central"] * HALF
+    assert labels["body_id"].tolist() == IDS.tolist()

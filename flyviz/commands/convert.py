@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from flyviz.commands._options import add_dataset_option, load_model_from_args, recording_model
 from flyviz.errors import ModelNotFoundError, RecordingError
@@ -61,8 +62,23 @@ def run(args: argparse.Namespace) -> int:
     # The format, its extra, and an output that is the recording itself: before any work.
     args.to = check_output(args.recording, args.out, args.to)
     recording = Recording.load(args.recording)
-    model = None
-    if not args.no_labels:
+    from flyviz.kinds import kind_of_recording
+
+    kind = kind_of_recording(recording)
+    model: Any = None
+    labelled_by = ""
+    if not args.no_labels and kind.key == "spiking" and args.model is None:
+        # A spiking run's neurons are its brain's (the one it names), as figure and export
+        # draw them; a brain that no longer loads leaves the labels out, with a note.
+        from flyviz.kinds.spiking import SPIKING
+
+        brain, note = SPIKING.recording_model(recording)
+        if note:
+            print(f"flyviz: note: {note.split(';')[0]}; converting without neuron labels",
+                  file=sys.stderr)
+        else:
+            model, labelled_by = brain.drawing_anatomy(), brain.name
+    elif not args.no_labels:
         spec, args.dataset = recording_model(recording, args.model, args.dataset)
         if spec is None:
             raise InputError(f"{args.recording.name} names no model; give one with --model SPEC "
@@ -78,12 +94,14 @@ def run(args: argparse.Namespace) -> int:
                                  "was recorded with as --model, or use --no-labels")
         from flyviz.model.identity import identity_mismatch
 
-        note = identity_mismatch(recording.metadata.get("model_identity"), model,
-                                 args.recording.name)
-        if note:
-            print(f"flyviz: note: {note}", file=sys.stderr)
+        mismatch = identity_mismatch(recording.metadata.get("model_identity"), model,
+                                     args.recording.name)
+        if mismatch:
+            print(f"flyviz: note: {mismatch}", file=sys.stderr)
     out = convert(recording, args.out, args.to, model)
-    labels = "without neuron labels" if model is None else f"with the neurons of {model.name}"
-    print(f"flyviz: wrote {out} ({len(recording)} tokens x {recording.neurons:,} neurons, "
+    labels = "without neuron labels" if model is None else \
+        f"with the neurons of {labelled_by or model.name}"
+    steps = kind.recording_axis(recording).names
+    print(f"flyviz: wrote {out} ({len(recording)} {steps} x {recording.neurons:,} neurons, "
           f"{labels})", file=sys.stderr)
     return 0

@@ -93,11 +93,10 @@ def run(args: argparse.Namespace) -> int:
     """Check everything, load the brain, run and write."""
     import numpy as np
 
-    from flyviz.arguments import whole_number
     from flyviz.errors import InputError
     from flyviz.extras import require
     from flyviz.commands._options import spiking_brain_from_args
-    from flyviz.spiking.run import MAX_DURATION_S, MAX_TRIALS
+    from flyviz.spiking.run import check_run_size
     from flyviz.spiking import LIFParams, read_input_spikes, select, simulate
 
     if args.out is None and args.record is None:
@@ -109,11 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if not math.isfinite(args.duration) or args.duration <= 0:
         raise InputError(f"--duration must be a positive number of seconds (e.g. 1s, 400ms), "
                          f"not {args.duration:g}")
-    if args.duration > MAX_DURATION_S:
-        raise InputError(f"--duration {args.duration:g} s is longer than a run may be "
-                         f"({MAX_DURATION_S:g} s of the fly's time); run it in parts")
-    whole_number("--trials", args.trials, 1, MAX_TRIALS)
-    whole_number("--seed", args.seed, 0, 2**63 - 1)
+    check_run_size(args.duration, args.trials, args.seed, ("--duration", "--trials", "--seed"))
     if args.w_syn is not None and not math.isfinite(args.w_syn):
         raise InputError(f"--w-syn must be a number, not {args.w_syn}")
     if args.record is not None:

@@ -106,6 +106,39 @@ MAX_DURATION_S = 3600.0
 MAX_TRIALS = 100_000
 
 
+def check_run_size(duration_s: float, trials: Any, seed: Any,
+                   names: tuple[str, str, str] = ("the duration", "trials", "seed")) -> int:
+    """Refuse a run no one can wait for, or a seed NumPy cannot take; return ``trials`` as an
+    int. ``names``: how the caller calls the duration, trials and seed (``--duration``...).
+    ``seed`` None (a fresh seed from the operating system) is not checked.
+
+    Raises
+    ------
+    InputError
+        Naming the argument and its bound.
+    """
+    if duration_s > MAX_DURATION_S:
+        raise InputError(f"{names[0]} {duration_s:g} s is longer than a run may be "
+                         f"({MAX_DURATION_S:g} s of the fly's time); run it in parts")
+    count = whole_number(names[1], trials, 1, MAX_TRIALS)
+    if seed is not None:
+        whole_number(names[2], seed, 0, 2**63 - 1)
+    return count
+
+
+def check_rate(rate: float, dt_s: float, name: str = "a rate of") -> None:
+    """Refuse a Poisson rate above one event per tick of ``dt_s`` (the model draws at most
+    one a tick).
+
+    Raises
+    ------
+    InputError
+        ``"{name} 1e+09 Hz is above one event per tick (10000 Hz)"``.
+    """
+    if rate * dt_s > 1:
+        raise InputError(f"{name} {rate:g} Hz is above one event per tick ({1 / dt_s:g} Hz)")
+
+
 class PoissonStream:
     """Brian2's ``PoissonInput(N=1)`` as events, drawn as they are needed: every target, every
     tick, one Bernoulli(``p``) draw (the same distribution; not Brian2's random stream).
@@ -280,12 +313,7 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
         runs it; :func:`flyviz.spiking.engine.simulate_ticks`).
     """
     duration_s = _check_value("the duration", duration_s, positive=True)
-    if duration_s > MAX_DURATION_S:
-        raise InputError(f"the duration {duration_s:g} s is longer than a run may be "
-                         f"({MAX_DURATION_S:g} s of the fly's time)")
-    trials = whole_number("trials", trials, 1, MAX_TRIALS)
-    if seed is not None:    # None: a fresh seed from the operating system
-        whole_number("seed", seed, 0, 2**63 - 1)
+    trials = check_run_size(duration_s, trials, seed)
     p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params, input_events)
     n_steps = int(round(duration_s / p.dt_s))
     if n_steps < 1:  # no tick at all: every rate would be 0 / 0
@@ -315,9 +343,7 @@ def _prepare(brain: SpikingBrain, excite: Any, silence: Any, rate: float | None,
     if rate is not None:
         p = p.with_(rate=_check_value("the rate", rate))
     _check_value("the rate", p.rate)
-    if p.rate * p.dt_s > 1:
-        raise InputError(f"a rate of {p.rate:g} Hz is above one event per tick "
-                         f"({1 / p.dt_s:g} Hz)")
+    check_rate(p.rate, p.dt_s)
     excited = np.unique(np.asarray([] if excite is None else excite, dtype=np.int64))
     silenced = np.zeros(brain.neurons, dtype=bool)
     if silence is not None:

@@ -57,7 +57,7 @@ from flyviz.analysis.table_file import read_table_file, write_table_file
 from flyviz.errors import InputError, SelectionError
 from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.engine import LIFParams
-from flyviz.spiking.run import MAX_DURATION_S, MAX_TRIALS, select, simulate
+from flyviz.spiking.run import check_rate, check_run_size, select, simulate
 
 __all__ = ["BASELINE", "MODES", "NeuronSet", "ScreenError", "ScreenFolder", "ScreenResult",
            "ScreenSettings", "SetTask", "brain_digest", "each_neuron", "parse_sets",
@@ -238,8 +238,6 @@ class ScreenSettings:
 
     def validate(self) -> "ScreenSettings":
         """Raise :class:`ScreenError` for a value out of range; return ``self``."""
-        from flyviz.arguments import whole_number
-
         if self.mode not in MODES:
             raise ScreenError(f"--mode {self.mode!r} must be one of {', '.join(MODES)}")
         if self.mode == "activate" and self.excite is not None:
@@ -252,19 +250,17 @@ class ScreenSettings:
         if self.duration_s == 0:
             raise ScreenError("--duration must be longer than 0")
         tick_s = LIFParams().dt_s
-        if self.rate * tick_s > 1:
-            raise ScreenError(f"--rate {self.rate:g} Hz is above one event per tick "
-                              f"({1 / tick_s:g} Hz)")
         if self.duration_s < tick_s:
             raise ScreenError(f"--duration {self.duration_s * 1000:g} ms is shorter than one "
                               f"tick ({tick_s * 1000:g} ms)")
-        if self.duration_s > MAX_DURATION_S:
-            raise ScreenError(f"--duration {self.duration_s:g} s is longer than a run may be "
-                              f"({MAX_DURATION_S:g} s of the fly's time)")
         if self.w_syn is not None and not math.isfinite(self.w_syn):
             raise ScreenError(f"--w-syn must be a number, not {self.w_syn}")
-        whole_number("--trials", self.trials, 1, MAX_TRIALS)
-        whole_number("--seed", self.seed, 0, 2**63 - 1)
+        try:   # the bounds of every run (flyviz.spiking.run), before a folder is written
+            check_rate(self.rate, tick_s, "--rate")
+            check_run_size(self.duration_s, self.trials, self.seed,
+                           ("--duration", "--trials", "--seed"))
+        except InputError as exc:
+            raise ScreenError(str(exc)) from None
         return self
 
     def params(self, brain: SpikingBrain) -> LIFParams:

@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
         # draw them; a brain that no longer loads leaves the labels out, with a note.
         from flyviz.kinds.spiking import SPIKING
 
-        brain, note = SPIKING.recording_model(recording)
-        if note:
-            print(f"flyviz: note: {note.split(';')[0]}; converting without neuron labels",
+        brain, why_not = SPIKING.recording_brain(recording)
+        if brain is None:
+            print(f"flyviz: note: {why_not}; converting without neuron labels",
                   file=sys.stderr)
         else:
             model, labelled_by = brain.drawing_anatomy(), brain.name

@@ -28,6 +28,7 @@ reads the first, :meth:`SpikingKind.recording_anatomy` the second.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -55,6 +56,10 @@ SPIKING_KEY = "spiking"
 BIN_MS = 10.0
 #: The longest bin a recording may name: a whole run of the longest length (an hour).
 MAX_BIN_MS = 3_600_000.0
+#: How far each recording's spike counts (``spiking.bin_spikes``) were checked by
+#: :meth:`SpikingKind.run_metadata`: the list and how many of its entries.
+_COUNTS_CHECKED: "weakref.WeakKeyDictionary[Recording, tuple[list[Any], int]]" = \
+    weakref.WeakKeyDictionary()
 #: The side channel of each bin's spike count.
 SPIKES = SideChannel("spikes", "Spikes", "how many spikes the brain fired in the bin")
 
@@ -269,28 +274,41 @@ class SpikingKind(ModelKind):
             raise RecordingError(f"the recording's trial count (spiking.trials) is {trials!r}, "
                                  "not a whole number of 1 or more")
         counts = meta.get("bin_spikes")
-        if counts is not None and not (isinstance(counts, list) and all(
-                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)):
-            raise RecordingError("the recording's spike counts (spiking.bin_spikes) are not "
-                                 "whole numbers of 0 or more")
+        if counts is not None:
+            # Every frame's counter reads this, and a live run appends a count a bin: only
+            # the counts not checked yet are read (all of them once per list).
+            if not isinstance(counts, list):
+                raise RecordingError("the recording's spike counts (spiking.bin_spikes) are "
+                                     "not a list of whole numbers")
+            seen, checked = _COUNTS_CHECKED.get(recording, (None, 0))
+            start = checked if seen is counts and checked <= len(counts) else 0
+            if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                       for c in counts[start:]):
+                raise RecordingError("the recording's spike counts (spiking.bin_spikes) are "
+                                     "not whole numbers of 0 or more")
+            _COUNTS_CHECKED[recording] = (counts, len(counts))
         return meta
 
-    def recording_model(self, recording: "Recording") -> "tuple[SpikingModel, str]":
+    def recording_brain(self, recording: "Recording") -> "tuple[SpikingModel | None, str]":
         """The brain a spiking recording ran on (``spiking.brain``) when it loads and has as
-        many neurons, else a stand-in of the recording's size with no synapses, drawn on a
-        generic ball; and a note when it is the stand-in."""
+        many neurons, else ``None`` and why not."""
         spec = self.run_metadata(recording).get("brain")
-        if isinstance(spec, str) and spec:
-            try:
-                model = SpikingModel.load(spec)
-            except Exception as exc:  # a brain that moved: draw the run anyway
-                note = f"the brain {spec} does not load ({str(exc).splitlines()[0]})"
-            else:
-                if model.neurons == recording.neurons:
-                    return model, ""
-                note = f"the brain {spec} has {model.neurons:,} neurons"
-        else:
-            note = "the recording names no brain"
+        if not isinstance(spec, str) or not spec:
+            return None, "the recording names no brain"
+        try:
+            model = SpikingModel.load(spec)
+        except Exception as exc:  # a brain that moved: the caller shows the run anyway
+            return None, f"the brain {spec} does not load ({str(exc).splitlines()[0]})"
+        if model.neurons != recording.neurons:
+            return None, f"the brain {spec} has {model.neurons:,} neurons"
+        return model, ""
+
+    def recording_model(self, recording: "Recording") -> "tuple[SpikingModel, str]":
+        """:meth:`recording_brain`, else a stand-in of the recording's size with no synapses,
+        drawn on a generic ball; and a note when it is the stand-in."""
+        model, note = self.recording_brain(recording)
+        if model is not None:
+            return model, ""
         from flyviz.spiking.brain import SpikingBrain
 
         n = int(recording.neurons)

@@ -69,9 +69,13 @@ class DockKinds:
                     if was_shown:
                         dock.show()
             elif key not in self._hidden:
-                self._hidden[key] = not dock.isHidden()
-                dock.hide()
-                dock.toggleViewAction().setVisible(False)
+                self._put_away(key, dock)
+
+    def _put_away(self, key: str, dock: QDockWidget) -> None:
+        """Hide ``dock`` and its View entry, remembering whether it was shown."""
+        self._hidden[key] = not dock.isHidden()
+        dock.hide()
+        dock.toggleViewAction().setVisible(False)
 
     def rearranged(self, shows_own: Callable[[str], bool] = lambda _key: True) -> None:
         """A layout was just applied to every dock (View → Layout): hide again the docks that
@@ -81,8 +85,6 @@ class DockKinds:
         says so: those docks are hidden in the presets' arrangement, made for the Fly LLM."""
         for key, dock in self._docks.items():
             if not self.applies(key):
-                self._hidden[key] = not dock.isHidden()
-                dock.hide()
-                dock.toggleViewAction().setVisible(False)
+                self._put_away(key, dock)   # as the layout left it, for its kind's return
             elif self.kind != LANGUAGE and self.serves(key) != EVERY_KIND and shows_own(key):
                 dock.show()

@@ -214,14 +214,17 @@ def read_regular_bytes(path: str | Path, what: str = "file") -> bytes:
         return handle.read()
 
 
+def _absolute(path: str | os.PathLike[str]) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """True when ``a`` and ``b`` name the same existing file or folder (the same path, a
     hard link or a symbolic link to it); False when either does not exist (a word such as
     ``--by superclass`` is no file)."""
     try:
         return os.path.exists(b) and (
-            os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))
-            or os.path.exists(a) and os.path.samefile(a, b))
+            _absolute(a) == _absolute(b) or os.path.exists(a) and os.path.samefile(a, b))
     except (OSError, ValueError):
         return False
 
@@ -271,10 +274,6 @@ INPUT_OPTIONS = {"spec": "SPEC", "model": "--model", "dataset": "--dataset",
 def _paths(value: Any) -> list[Any]:
     values = value if isinstance(value, (list, tuple)) else [value]
     return [v for v in values if isinstance(v, (str, os.PathLike)) and str(v)]
-
-
-def _absolute(path: str | os.PathLike[str]) -> str:
-    return os.path.abspath(os.path.expanduser(path))
 
 
 def check_command_paths(args: Any) -> None:

@@ -139,10 +139,6 @@ class Connectivity:
         """Number of postsynaptic partners."""
         return int(self._row("pre", neuron)[0].shape[0])
 
-    def transposed(self) -> Rows:
-        """``(offsets, rows, values)`` of the graph by presynaptic neuron, built once."""
-        return self._by("pre")
-
     def _by(self, end: str) -> Rows:
         """The rows grouped by ``end`` (``"post"`` or ``"pre"``), transposed once from the
         given ones if need be."""

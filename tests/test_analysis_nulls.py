@@ -75,6 +75,72 @@ def test_a_degree_null_keeps_degrees_and_signs_moves_most_edges_and_stays_simple
     assert record["source"]["graph_sha256"] != null.digests.get("graph/brain.w_indices")
 
 
+def _per_neuron_counts(neuron: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """How many synapses each neuron has in each group: a (neuron, group) count table."""
+    _, codes = np.unique(group, return_inverse=True)
+    codes = codes.ravel()
+    return np.bincount(neuron * (codes.max() + 1) + codes, minlength=n * (codes.max() + 1))
+
+
+def test_a_degree_sign_null_keeps_every_neurons_degrees_per_sign_and_moves_most_edges(
+        tiny_checkpoint):
+    real = tiny_checkpoint
+    n = real.config.neurons
+    pre, post, weight = _edges(real)
+    null = make_null(real, "degree-sign", 2)
+    npre, npost, nweight = _edges(null)
+    for mine, theirs in ((post, npost), (pre, npre)):  # in per sign, then out per sign
+        assert np.array_equal(_per_neuron_counts(mine, np.sign(weight), n),
+                              _per_neuron_counts(theirs, np.sign(nweight), n))
+    order, norder = np.lexsort((weight, pre)), np.lexsort((nweight, npre))
+    assert np.array_equal(weight[order], nweight[norder])  # each neuron's outgoing weights
+    _assert_simple_sorted_graph(null)
+    assert 1.0 - np.isin(_keys(null), _keys(real)).mean() > 0.8
+    # A plain degree null keeps the degrees but not the inputs' signs: the test above
+    # can tell the two apart.
+    dpre, dpost, dweight = _edges(make_null(real, "degree", 2))
+    assert not np.array_equal(_per_neuron_counts(post, np.sign(weight), n),
+                              _per_neuron_counts(dpost, np.sign(dweight), n))
+    assert null.metadata["null_model"]["kind"] == "degree-sign"
+
+
+def test_a_type_pairs_null_rewires_only_within_each_cell_type_pair(tiny_checkpoint):
+    real = tiny_checkpoint
+    n = real.config.neurons
+    types = np.unique(np.asarray(real.anatomy.cell_type), return_inverse=True)[1].ravel()
+    pre, post, weight = _edges(real)
+    null = make_null(real, "type-pairs", 3)
+    npre, npost, nweight = _edges(null)
+    t = types.max() + 1
+    # Each neuron's synapses to and from each partner type: in and out per type pair, so
+    # also the synapse count of every (pre type, post type) pair and every degree.
+    assert np.array_equal(_per_neuron_counts(post, types[pre], n),
+                          _per_neuron_counts(npost, types[npre], n))
+    assert np.array_equal(_per_neuron_counts(pre, types[post], n),
+                          _per_neuron_counts(npre, types[npost], n))
+    assert np.array_equal(np.bincount(types[pre] * t + types[post], minlength=t * t),
+                          np.bincount(types[npre] * t + types[npost], minlength=t * t))
+    order, norder = np.lexsort((weight, pre)), np.lexsort((nweight, npre))
+    assert np.array_equal(weight[order], nweight[norder])
+    _assert_simple_sorted_graph(null)
+    assert 1.0 - np.isin(_keys(null), _keys(real)).mean() > 0.6
+    # Without cell types there is nothing to keep: one line saying so.
+    bare = dataclasses.replace(real, anatomy=None)
+    with pytest.raises(InputError, match="needs the neurons' cell types"):
+        make_null(bare, "type-pairs", 0)
+
+
+def test_every_kind_states_what_it_keeps_in_the_help(capsys):
+    from flyviz.analysis.nulls import KIND_KEEPS
+
+    assert set(KIND_KEEPS) == set(NULL_KINDS)
+    with pytest.raises(SystemExit):
+        cli.main(["null", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for kind in NULL_KINDS:
+        assert f"{kind} {' '.join(KIND_KEEPS[kind].split())}" in text
+
+
 def test_the_degree_rewiring_repairs_every_self_loop_and_duplicate_at_hubs():
     # Hubs that reach a third of the brain: the permuted targets make hundreds of second
     # copies between them, and the last few have few partners that can take them.
@@ -303,17 +369,18 @@ def corpus_world(tmp_path_factory, tokenizer_path):
     return {"root": root, "spec": str(model), "text": str(text)}
 
 
-@pytest.mark.parametrize("command", ["sweep", "importance"])
+@pytest.mark.parametrize(("command", "nulls", "kind"), [("sweep", "degree-sign:2", "degree-sign"),
+                                                         ("importance", "2", "degree")])
 def test_nulls_2_prints_real_vs_nulls_for_the_headline_numbers(corpus_world, capsys, tmp_path,
-                                                               command):
+                                                               command, nulls, kind):
     out = tmp_path / "result.csv"
     code = cli.main([command, corpus_world["spec"], "--by", "side", "--text",
                      corpus_world["text"], "--out", str(out), "--workers", "0", "--context",
-                     "24", "--nulls", "2", "--null-seed", "3"])
+                     "24", "--nulls", nulls, "--null-seed", "3"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     lines = captured.out.splitlines()
-    start = lines.index("real vs 2 degree null(s) (seeds 3-4), nats/token:")
+    start = lines.index(f"real vs 2 {kind} null(s) (seeds 3-4), nats/token:")
     rows = {line.split("  real ")[0].strip(): ROW.search(line) for line in lines[start + 1:]}
     assert set(rows) == {"untouched CE", "top group dCE", "top-3 dCE sum"}
     assert all(m is not None and m[4] == "2" for m in rows.values())
@@ -324,7 +391,7 @@ def test_nulls_2_prints_real_vs_nulls_for_the_headline_numbers(corpus_world, cap
     assert float(ce[2]) != pytest.approx(float(ce[1]), abs=1e-6)  # the nulls ran on other graphs
     assert all(min(abs(float(m[6]) - p) for p in (1 / 3, 2 / 3, 1.0)) < 1e-3
                for m in rows.values())
-    assert "null 2 of 2: degree, seed 4" in captured.err
+    assert f"null 2 of 2: {kind}, seed 4" in captured.err
     # The nulls and their results are gone; only the real run's files are left.
     assert all(p.name.startswith("result.") for p in tmp_path.iterdir())
 
@@ -335,4 +402,20 @@ def test_bad_nulls_options_are_one_line_and_exit_2(corpus_world, capsys, tmp_pat
     _one_line_exit_2(capsys, base + ["--nulls", "-1"], "--nulls")
     _one_line_exit_2(capsys, base + ["--nulls", "2", "--null-seed", "-4"], ">= 0")
     _one_line_exit_2(capsys, base + ["--nulls", "2", "--null-kind", "bogus"], "invalid choice")
+    _one_line_exit_2(capsys, base + ["--nulls", "bogus:2"], "unknown null kind 'bogus'")
+    _one_line_exit_2(capsys, base + ["--nulls", "sign:two"], "KIND:N")
+    _one_line_exit_2(capsys, base + ["--nulls", "sign:2", "--null-kind", "weights"],
+                     "different kinds")
     assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.parametrize("command", ["sweep", "importance", "circuit"])
+def test_a_huge_nulls_count_is_refused_before_the_model_loads(capsys, tmp_path, command):
+    # A model that does not exist: the count is refused first (a billion nulls once built a
+    # billion-entry list and was killed at 23.8 GB; a count past the bound would run for days).
+    argv = [command, str(tmp_path / "no-such-model"), "--nulls", "1000000000"]
+    argv += (["--task", str(tmp_path / "t.jsonl")] if command == "circuit" else
+             ["--by", "side", "--text", str(tmp_path / "t.txt"), "--out", str(tmp_path / "r")])
+    _one_line_exit_2(capsys, argv, "is more than 1,000")
+    _one_line_exit_2(capsys, argv[:-1] + ["degree:100000"], "is more than 1,000")
+    assert list(tmp_path.iterdir()) == []

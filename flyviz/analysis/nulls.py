@@ -5,7 +5,8 @@ has this shape") needs a control: does a brain with the same readout and
 embeddings but shuffled wiring do the same? This module makes such brains and
 compares a measurement on the real one with the same measurement on several.
 
-Kinds (:data:`NULL_KINDS`), all seeded and deterministic:
+Kinds (:data:`NULL_KINDS`, a ladder from the most kept to the least; each
+one's promise is :data:`KIND_KEEPS`), all seeded and deterministic:
 
 ``degree``
     The targets permuted uniformly over the synapses, then the few
@@ -16,11 +17,21 @@ Kinds (:data:`NULL_KINDS`), all seeded and deterministic:
     the counts of excitatory and inhibitory synapses are unchanged. The
     result is a simple graph drawn (up to the repair) uniformly among those
     with these degrees, as a long chain of double edge swaps would give.
+``degree-sign``
+    As ``degree``, the targets permuted and the swaps made only among
+    synapses of the same sign: every neuron also keeps its excitatory and
+    its inhibitory in-degree (and out-degree), not only their sums.
+``type-pairs``
+    As ``degree``, the targets permuted and the swaps made only among
+    synapses between the same (presynaptic cell type, postsynaptic cell
+    type) pair: every neuron keeps its in- and out-degree per partner type,
+    and the number of synapses between any two types is unchanged. Needs
+    the neurons' cell types (a neuron without one counts as the type ``""``).
+``weights``
+    The same synapses, the weights permuted over them.
 ``sign``
     The same synapses and magnitudes, the signs shuffled over the edges
     (zero weights stay zero, so the sign counts are kept).
-``weights``
-    The same synapses, the weights permuted over them.
 ``erdos``
     Erdős–Rényi at the same density: as many synapses as the real graph, on
     uniformly random (pre, post) pairs without self-loops or duplicates,
@@ -33,9 +44,12 @@ per-neuron parameters, LayerNorm, readout, interface and anatomy. A null's
 :func:`~flyviz.model.identity.model_identity`), and :func:`write_null` stores
 that record in the written checkpoint so that ``flyviz info`` shows it.
 
-Public API (used by ``flyviz null`` and ``--nulls N`` of the corpus commands):
-:func:`make_null`, :func:`write_null`, :func:`run_on_nulls`,
-:func:`compare_to_nulls` and :class:`NullComparison`.
+Public API (used by ``flyviz null`` and ``--nulls [KIND:]N`` of the analyses):
+:data:`NULL_KINDS` and :data:`KIND_KEEPS` (the registry), :func:`make_null`
+(``make_null(checkpoint, kind, seed)``), :func:`null_graph`,
+:func:`parse_nulls` (``"degree-sign:5"``), :func:`null_seeds`,
+:func:`write_null`, :func:`run_on_nulls`, :func:`compare_to_nulls` and
+:class:`NullComparison`.
 """
 
 from __future__ import annotations
@@ -57,18 +71,33 @@ from flyviz.errors import InputError
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Checkpoint
 
-#: The kinds of null model, in the order ``--kind`` lists them.
-NULL_KINDS: tuple[str, ...] = ("degree", "sign", "weights", "erdos")
+#: The kinds of null model, in the order ``--kind`` lists them: a ladder from the one that
+#: keeps the most of the real wiring to the one that keeps the least.
+NULL_KINDS: tuple[str, ...] = ("degree", "degree-sign", "type-pairs", "weights", "sign", "erdos")
 
-#: What each kind keeps, in one line (``--help``, the README).
+#: What each kind keeps, in one line (``--help``, the documentation); the tests check each.
 KIND_KEEPS = {
-    "degree": "every neuron's in- and out-degree, each synapse's presynaptic neuron and "
-              "weight (so the excitatory and inhibitory counts)",
-    "sign": "the synapses and their magnitudes; the signs are shuffled over the edges",
-    "weights": "the synapses; the weights are permuted over them",
-    "erdos": "the number of synapses and the weights' multiset; the endpoints are uniformly "
-             "random (no self-loops or duplicates)",
+    "degree": "every neuron's in- and out-degree; each synapse keeps its presynaptic neuron "
+              "and weight (so each neuron's outgoing weights and signs, and the sign counts)",
+    "degree-sign": "as degree, and every neuron's in- and out-degree per sign (its "
+                   "excitatory and inhibitory inputs and outputs counted apart)",
+    "type-pairs": "as degree, and the synapses between each (presynaptic, postsynaptic) "
+                  "cell-type pair: every neuron's in- and out-degree per partner type",
+    "weights": "the synapses (the topology); the weights permuted over them",
+    "sign": "the synapses and their magnitudes; the signs shuffled over the edges "
+            "(the sign counts kept)",
+    "erdos": "the number of neurons and synapses and the weights' multiset; the endpoints "
+             "uniformly random (no self-loops or duplicates)",
 }
+
+#: The most nulls one ``--nulls`` may ask for: each is a whole run of the analysis, and a
+#: larger number is a typing slip (a billion would be refused only after hours).
+MAX_NULLS = 1000
+
+#: The random stream of each kind: fixed numbers, so that a kind added to the ladder never
+#: changes the nulls the others draw for a seed.
+_STREAMS = {"degree": 0, "sign": 1, "weights": 2, "erdos": 3, "degree-sign": 4,
+            "type-pairs": 5}
 
 #: A degree null gives up after this many rounds of repair swaps (a graph whose degrees
 #: admit almost no other simple graph; the demo brain needs a handful).
@@ -103,7 +132,7 @@ def check_seed(seed: Any) -> int:
 
 def _rng(kind: str, seed: int) -> np.random.Generator:
     # One stream per (seed, kind): a degree and a sign null of the same seed are unrelated.
-    return np.random.default_rng(np.random.SeedSequence([seed, NULL_KINDS.index(kind)]))
+    return np.random.default_rng(np.random.SeedSequence([seed, _STREAMS[kind]]))
 
 
 # ------------------------------------------------------------------ the graphs
@@ -194,8 +223,8 @@ def _offending(edges: np.ndarray, source: np.ndarray, target: np.ndarray, n: int
     return np.sort(np.concatenate([edges[loop], others[surplus]]))
 
 
-def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random.Generator
-                  ) -> tuple[np.ndarray, dict[str, int]]:
+def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random.Generator,
+                  classes: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, int]]:
     """New targets for the edges that keep every in- and out-degree: a simple random graph.
 
     Parameters
@@ -206,6 +235,11 @@ def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random
         The edges (int64), the real graph's.
     rng
         The random stream.
+    classes
+        One whole number per edge (its sign, its cell-type pair), or ``None``
+        for one class: the targets are permuted, and the repair swaps made,
+        only among edges of the same class, so that every neuron also keeps
+        its in- and out-degree within each class.
 
     Returns
     -------
@@ -255,7 +289,19 @@ def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random
     19 +- 4.4 (chi-square p < 1e-100).
     """
     edges = source.size
-    target = target[rng.permutation(edges)]
+    if classes is None:
+        target = target[rng.permutation(edges)]
+    else:
+        # Edges grouped by class, in random order within each: the targets of a group handed
+        # back to the same group's places are a uniform permutation within every class.
+        _, class_of = np.unique(np.asarray(classes), return_inverse=True)
+        class_of = class_of.astype(np.int64).ravel()
+        members = np.argsort(class_of, kind="stable")
+        shuffled = np.lexsort((rng.random(edges), class_of))
+        target = target.copy()
+        target[members] = target[shuffled]
+        class_size = np.bincount(class_of).astype(np.int64)
+        class_start = np.concatenate([[0], np.cumsum(class_size)[:-1]]).astype(np.int64)
     keys = source * n + target
     order = _sort_order(keys, n * n)
     ordered = keys[order]
@@ -276,7 +322,11 @@ def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random
         # (uniform among those that work): an edge between hubs finds one.
         tries = int(np.clip(_REPAIR_PROPOSALS // bad.size, 1, 256))
         sa, sb = np.repeat(source[bad], tries), np.repeat(target[bad], tries)
-        partner = rng.integers(0, edges, size=bad.size * tries)
+        if classes is None:
+            partner = rng.integers(0, edges, size=bad.size * tries)
+        else:  # a partner of the same class
+            own = np.repeat(class_of[bad], tries)
+            partner = members[class_start[own] + rng.integers(0, class_size[own])]
         sc, sd = source[partner], target[partner]
         made_first, made_second = sa * n + sd, sc * n + sb
         allowed = (sa != sd) & (sc != sb) & ~_in_sorted(partner, bad)
@@ -335,6 +385,18 @@ def _erdos_edges(n: int, edges: int, rng: np.random.Generator) -> tuple[np.ndarr
     return source.astype(np.int64), target.astype(np.int64)
 
 
+def _type_codes(ckpt: "Checkpoint") -> np.ndarray:
+    """Each neuron's cell type as a whole number (int64); a type-pairs null needs them."""
+    anatomy = ckpt.anatomy
+    types = None if anatomy is None else anatomy.cell_type
+    if types is None:
+        raise InputError("a type-pairs null needs the neurons' cell types, and this model has "
+                         "none (no anatomy with cell_type); choose another --kind, e.g. degree")
+    _, codes = np.unique(np.asarray([str(t or "") for t in types], dtype=object).astype(str),
+                         return_inverse=True)
+    return codes.astype(np.int64).ravel()
+
+
 def null_graph(ckpt: "Checkpoint", kind: str, seed: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     """The null graph of ``ckpt``: ``(w_offsets, w_indices, w_values, facts)``.
@@ -359,9 +421,18 @@ def null_graph(ckpt: "Checkpoint", kind: str, seed: int
             values[nonzero] = np.abs(values[nonzero]) * signs[rng.permutation(nonzero.size)]
         return (np.array(ckpt.w_offsets), np.array(ckpt.w_indices), values, facts)
     source, target, weight = _edges(ckpt)
-    if kind == "degree":
-        target, rewired = degree_rewire(n, source, target, rng)
-        facts.update(method="target permutation, repaired by double edge swaps", **rewired)
+    if kind in ("degree", "degree-sign", "type-pairs"):
+        classes = None
+        if kind == "degree-sign":
+            classes = np.sign(weight).astype(np.int8)
+        elif kind == "type-pairs":
+            types = _type_codes(ckpt)
+            classes = types[source] * (int(types.max()) + 1) + types[target]
+        target, rewired = degree_rewire(n, source, target, rng, classes)
+        within = {"degree-sign": " within each sign",
+                  "type-pairs": " within each cell-type pair"}.get(kind, "")
+        facts.update(method=f"target permutation{within}, repaired by double edge swaps",
+                     **rewired)
     else:  # erdos
         weight = weight[rng.permutation(weight.size)]
         source, target = _erdos_edges(n, source.size, rng)
@@ -611,10 +682,45 @@ class NullModel:
     spec: str | None = None
 
 
+def check_null_count(count: Any) -> int:
+    """``count`` if it is a whole number from 0 to :data:`MAX_NULLS`, else an
+    :class:`InputError` (before any work: each null is a whole run)."""
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+        raise InputError(f"--nulls {count!r} must be a whole number >= 0")
+    if count > MAX_NULLS:
+        raise InputError(f"--nulls {count} is more than {MAX_NULLS:,}, the most one run takes "
+                         "(each null is a whole run of the analysis); ask for fewer")
+    return int(count)
+
+
+def parse_nulls(text: str) -> tuple[str | None, int]:
+    """``--nulls``'s value: ``"N"`` -> ``(None, N)``, ``"KIND:N"`` -> ``(KIND, N)``, checked.
+
+    ``None`` leaves the kind to ``--null-kind`` (default ``degree``).
+
+    Raises
+    ------
+    InputError
+        For an unknown kind, a count that is not a whole number from 0 to
+        :data:`MAX_NULLS`, or another shape.
+    """
+    given = str(text).strip()
+    kind: str | None = None
+    number = given
+    if ":" in given:
+        kind, number = (part.strip() for part in given.split(":", 1))
+        if kind not in NULL_KINDS:
+            raise InputError(f"--nulls {given!r}: unknown null kind {kind!r}; write KIND:N with "
+                             f"KIND one of {', '.join(NULL_KINDS)}, e.g. degree-sign:5")
+    if not number.lstrip("-").isdigit():
+        raise InputError(f"--nulls {given!r} must be N or KIND:N with N a whole number, "
+                         "e.g. --nulls 5 or --nulls degree-sign:5")
+    return kind, check_null_count(int(number))
+
+
 def null_seeds(count: int, start: int = 0) -> list[int]:
     """``count`` seeds from ``start`` (``--nulls N --null-seed S``), checked."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise InputError(f"--nulls {count!r} must be a whole number >= 0")
+    count = check_null_count(count)
     check_seed(start)
     return list(range(start, start + count))
 
@@ -783,7 +889,8 @@ def compare_to_nulls(real: float, nulls: Sequence[float], *,
                           higher_is_more=higher_is_more, nulls=tuple(float(v) for v in values))
 
 
-__all__ = ["FILE_RECORD_KEY", "KIND_KEEPS", "MAX_REPAIR_ROUNDS", "NULL_KINDS", "NullComparison",
-           "NullModel", "RECORD_KEY", "check_kind", "check_output_folder", "check_seed",
-           "compare_to_nulls", "degree_rewire", "describe_record", "make_null", "null_graph",
-           "null_seeds", "run_on_nulls", "write_checkpoint_null", "write_null"]
+__all__ = ["FILE_RECORD_KEY", "KIND_KEEPS", "MAX_NULLS", "MAX_REPAIR_ROUNDS", "NULL_KINDS",
+           "NullComparison", "NullModel", "RECORD_KEY", "check_kind", "check_null_count",
+           "check_output_folder", "check_seed", "compare_to_nulls", "degree_rewire",
+           "describe_record", "make_null", "null_graph", "null_seeds", "parse_nulls",
+           "run_on_nulls", "write_checkpoint_null", "write_null"]

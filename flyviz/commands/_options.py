@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 DATASET_HELP = ("connectome dataset folder (fernandofernandes/fly-connectome-49k: manifest.json, "
                 "graph/, interface/, neurons/) to join fly-wordbrain weights or a web export "
@@ -306,32 +306,70 @@ NULLS_HELP = """\
 run the same work on N null models of the brain (the same parameters on a randomised
 graph, see 'flyviz null') and print the headline numbers real vs nulls: the nulls'
 mean ± sd, z = (real - mean) / sd and the empirical p = (1 + #nulls at least as
-extreme) / (1 + N). Each null is written to a temporary folder beside the result
-(the system's without one), loaded like any model (by every worker) and removed
-after its run.
+extreme) / (1 + N). --nulls KIND:N picks the kind (degree, degree-sign, type-pairs,
+weights, sign, erdos; what each keeps: 'flyviz null --help'); plain --nulls N takes
+--null-kind's. Each null is written to a temporary folder beside the result (the
+system's without one), loaded like any model (by every worker) and removed after its run.
 """
 
 
+class NullsRequest(NamedTuple):
+    """``--nulls [KIND:]N`` as parsed: the kind it names (``None``: ``--null-kind``'s) and N."""
+
+    kind: str | None
+    number: int
+
+
+def _nulls_option(text: str) -> NullsRequest:
+    """argparse's type for ``--nulls``: ``N`` or ``KIND:N``, bounded, checked at parse time
+    (a bad or huge count is one line and exit 2 before anything loads)."""
+    from flyviz.analysis.nulls import parse_nulls
+    from flyviz.errors import InputError
+
+    try:
+        kind, count = parse_nulls(text)
+    except InputError as exc:
+        # argparse names the option itself: "argument --nulls: 5000 is more than 1,000 ..."
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--nulls ")) from None
+    return NullsRequest(kind, count)
+
+
 def add_null_options(parser: argparse.ArgumentParser) -> None:
-    """Add ``--nulls N``, ``--null-kind KIND`` and ``--null-seed S`` (real vs null models)."""
-    from flyviz.analysis.nulls import NULL_KINDS
+    """Add ``--nulls [KIND:]N``, ``--null-kind KIND`` and ``--null-seed S`` (real vs null
+    models); read them back with :func:`null_seeds_from_args` (which also settles
+    ``args.null_kind``)."""
+    from flyviz.analysis.nulls import MAX_NULLS, NULL_KINDS
 
     group = parser.add_argument_group("null models", NULLS_HELP)
-    group.add_argument("--nulls", type=int, default=0, metavar="N",
-                       help="also run on N seeded null models (default 0: none), e.g. --nulls 5")
-    group.add_argument("--null-kind", choices=NULL_KINDS, default="degree",
-                       help="what the nulls keep (default degree: every in- and out-degree "
-                            "and the sign counts; see 'flyviz null --help')")
+    group.add_argument("--nulls", type=_nulls_option, default=NullsRequest(None, 0),
+                       metavar="[KIND:]N",
+                       help=f"also run on N seeded null models, at most {MAX_NULLS:,} (default "
+                            "0: none), e.g. --nulls 5 or --nulls degree-sign:5")
+    group.add_argument("--null-kind", choices=NULL_KINDS, default=None,
+                       help="the nulls' kind for a plain --nulls N (default degree: every in- "
+                            "and out-degree and the sign counts; see 'flyviz null --help')")
     group.add_argument("--null-seed", type=int, default=0, metavar="S",
                        help="the first null's seed; the others follow (default 0)")
 
 
 def null_seeds_from_args(args: argparse.Namespace) -> list[int]:
-    """The seeds ``--nulls``/``--null-seed`` name (``[]`` without ``--nulls``), checked."""
-    from flyviz.analysis.nulls import check_kind, null_seeds
+    """The seeds ``--nulls``/``--null-seed`` name (``[]`` without ``--nulls``), checked.
 
-    check_kind(args.null_kind)
-    return null_seeds(args.nulls, args.null_seed)
+    Also settles ``args.null_kind`` to the kind the nulls are of: the one
+    ``--nulls KIND:N`` names, else ``--null-kind``'s, else ``degree``; the two
+    naming different kinds is an :class:`InputError`.
+    """
+    from flyviz.analysis.nulls import check_kind, null_seeds
+    from flyviz.errors import InputError
+
+    request = args.nulls if isinstance(args.nulls, NullsRequest) else NullsRequest(None,
+                                                                                 args.nulls)
+    named = getattr(args, "null_kind", None)
+    if request.kind is not None and named is not None and named != request.kind:
+        raise InputError(f"--nulls {request.kind}:{request.number} and --null-kind {named} name "
+                         "different kinds; give one")
+    args.null_kind = check_kind(request.kind or named or "degree")
+    return null_seeds(request.number, args.null_seed)
 
 
 def lesion_headlines(rows: list[Any], baseline_cross_entropy: float

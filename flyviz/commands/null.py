@@ -1,4 +1,4 @@
-"""``flyviz null SPEC --kind degree|sign|weights|erdos --seed S --out DIR``: a null model.
+"""``flyviz null SPEC --kind KIND --seed S --out DIR``: a null model of a brain.
 
 Writes the model again with only its recurrent graph randomised (see
 :mod:`flyviz.analysis.nulls`): the same embeddings, neuron parameters and
@@ -14,24 +14,42 @@ import time
 
 from flyviz.commands._options import add_dataset_option
 
-EPILOG = """\
-what each kind keeps (everything but the recurrent graph is the model's own):
-  degree   every neuron's in- and out-degree, each synapse's presynaptic neuron and
-           weight (so the excitatory and inhibitory counts): the targets permuted
-           over the synapses, the self-loops and duplicates this makes repaired
-           by double edge swaps a->b, c->d => a->d, c->b
-  sign     the synapses and their magnitudes; the signs shuffled over the edges
-  weights  the synapses; the weights permuted over them
-  erdos    the number of synapses and the weights; uniformly random endpoints
+EPILOG_HEAD = """\
+what each kind keeps (everything but the recurrent graph is the model's own), from
+the most kept to the least:
+"""
+
+EPILOG_TAIL = """\
+degree, degree-sign and type-pairs permute the synapses' targets (within each sign,
+within each cell-type pair) and repair the self-loops and duplicates this makes by
+double edge swaps a->b, c->d => a->d, c->b among synapses of the same class.
 The same seed writes the identical null. DIR must not exist; it holds the model in
-its layout with the graph in DIR/dataset.
+its layout with the graph in DIR/dataset. Analyses take nulls as --nulls KIND:N.
 
 examples:
   flyviz null demo --kind degree --seed 1 --out nulls/degree-1
+  flyviz null demo --kind type-pairs --seed 1 --out nulls/type-pairs-1
   flyviz info nulls/degree-1
   flyviz generate nulls/degree-1 --prompt "Once upon a time"
   flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out l.csv --nulls 5
+  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out l.csv \\
+      --nulls degree-sign:5
 """
+
+
+def kinds_epilog() -> str:
+    """The ``--help`` text of what each null kind keeps, from
+    :data:`~flyviz.analysis.nulls.KIND_KEEPS`."""
+    import textwrap
+
+    from flyviz.analysis.nulls import KIND_KEEPS, NULL_KINDS
+
+    lines = [EPILOG_HEAD.rstrip("\n")]
+    for kind in NULL_KINDS:
+        wrapped = textwrap.wrap(KIND_KEEPS[kind], width=72)
+        lines.append(f"  {kind:<12}{wrapped[0]}")
+        lines.extend(f"  {'':<12}{line}" for line in wrapped[1:])
+    return "\n".join(lines) + "\n" + EPILOG_TAIL
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC",
                         help="the real model: a folder, a hub repo id or 'demo'")
     parser.add_argument("--kind", choices=NULL_KINDS, default="degree",
-                        help="what the null keeps (default degree; see below)")
+                        help="what the null keeps (default degree; the ladder is below)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="the null's seed, a whole number >= 0 (default 0), e.g. --seed 3")
     parser.add_argument("--out", required=True, metavar="DIR",
@@ -49,7 +67,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_dataset_option(parser)
     parser.add_argument("--json", action="store_true",
                         help="print what was written as one JSON object")
-    parser.epilog = EPILOG
+    parser.epilog = kinds_epilog()
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 

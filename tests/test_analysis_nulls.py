@@ -130,6 +130,28 @@ def test_a_type_pairs_null_rewires_only_within_each_cell_type_pair(tiny_checkpoi
         make_null(bare, "type-pairs", 0)
 
 
+def test_a_class_with_no_other_arrangement_keeps_its_synapses_and_the_rest_is_rewired():
+    # Class 0: three neurons wired to three others completely (no swap within it makes a new
+    # synapse); class 1: a sparse random graph on 200 others, which rewires freely.
+    rng = np.random.default_rng(5)
+    complete = [(a, b) for a in range(3) for b in range(3, 6)]
+    keys = np.unique(rng.integers(6, 206, 3000) * 1000 + rng.integers(6, 206, 3000))
+    sparse = [(k // 1000, k % 1000) for k in keys if k // 1000 != k % 1000]
+    pairs = np.array(complete + sparse, dtype=np.int64)
+    source, target = pairs[:, 0], pairs[:, 1]
+    classes = np.r_[np.zeros(len(complete)), np.ones(len(sparse))].astype(np.int64)
+    for seed in range(20):  # a seed whose permutation puts a second copy in class 0
+        new, facts = degree_rewire(1000, source, target, np.random.default_rng(seed), classes)
+        if facts.get("kept_classes"):
+            break
+    assert facts["kept_classes"] == 1 and facts["kept_edges"] == len(complete)
+    assert np.array_equal(new[classes == 0], target[classes == 0])
+    made = source * 1000 + new
+    assert np.unique(made).size == made.size and not np.any(source == new)
+    assert np.array_equal(np.bincount(new, minlength=1000), np.bincount(target, minlength=1000))
+    assert np.isin(made[classes == 1], source * 1000 + target).mean() < 0.2
+
+
 def test_every_kind_states_what_it_keeps_in_the_help(capsys):
     from flyviz.analysis.nulls import KIND_KEEPS
 

@@ -27,6 +27,8 @@ one's promise is :data:`KIND_KEEPS`), all seeded and deterministic:
     type) pair: every neuron keeps its in- and out-degree per partner type,
     and the number of synapses between any two types is unchanged. Needs
     the neurons' cell types (a neuron without one counts as the type ``""``).
+    A type pair wired so completely that no swap rearranges it keeps its own
+    synapses (the null's record counts them: ``kept_classes``, ``kept_edges``).
 ``weights``
     The same synapses, the weights permuted over them.
 ``sign``
@@ -102,6 +104,9 @@ _STREAMS = {"degree": 0, "sign": 1, "weights": 2, "erdos": 3, "degree-sign": 4,
 #: A degree null gives up after this many rounds of repair swaps (a graph whose degrees
 #: admit almost no other simple graph; the demo brain needs a handful).
 MAX_REPAIR_ROUNDS = 200
+#: Rounds without fewer offences after which a rewiring within classes gives the classes
+#: that hold them their own synapses back (see :func:`degree_rewire`).
+_STALLED_ROUNDS = 20
 #: Swaps a repair round proposes in all, spread over the offending edges (1 to 256 each:
 #: one for each of many, more for the last few, which sit at the hubs).
 _REPAIR_PROPOSALS = 1 << 16
@@ -254,6 +259,11 @@ def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random
     InputError
         When :data:`MAX_REPAIR_ROUNDS` rounds leave offending edges: degrees
         that admit (almost) no other simple graph, such as a complete one.
+        With ``classes``, after 20 rounds that repair nothing more, the
+        classes that still hold offences keep their real synapses instead
+        (``kept_classes`` and ``kept_edges`` in the returned facts): a class
+        between two small, almost completely wired cell types has no other
+        arrangement. The error is raised only where that leaves offences.
 
     Notes
     -----
@@ -298,6 +308,7 @@ def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random
         class_of = class_of.astype(np.int64).ravel()
         members = np.argsort(class_of, kind="stable")
         shuffled = np.lexsort((rng.random(edges), class_of))
+        original = target
         target = target.copy()
         target[members] = target[shuffled]
         class_size = np.bincount(class_of).astype(np.int64)
@@ -311,7 +322,10 @@ def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random
              "repair_swaps": 0, "repair_rounds": 0}
     bad = np.union1d(loops, surplus)
     del keys, order
+    fewest, stalled = bad.size, 0
     while bad.size:
+        if classes is not None and stalled == _STALLED_ROUNDS:
+            return _keep_stuck_classes(n, source, target, original, class_of, bad, facts)
         if facts["repair_rounds"] == MAX_REPAIR_ROUNDS:
             raise InputError(f"a degree null of this graph cannot be made: after "
                              f"{MAX_REPAIR_ROUNDS} rounds {bad.size:,} edges are still "
@@ -362,6 +376,31 @@ def degree_rewire(n: int, source: np.ndarray, target: np.ndarray, rng: np.random
         # The offences left: among the offending edges and the partners of this round (a
         # move's partner may now be the copy); no other edge changed.
         bad = _offending(np.union1d(bad, partner[chosen]), source, target, n, ordered)
+        fewest, stalled = min(fewest, bad.size), 0 if bad.size < fewest else stalled + 1
+    return target, facts
+
+
+def _keep_stuck_classes(n: int, source: np.ndarray, target: np.ndarray, original: np.ndarray,
+                        class_of: np.ndarray, bad: np.ndarray, facts: dict[str, int]
+                        ) -> tuple[np.ndarray, dict[str, int]]:
+    """Give the classes whose offences no swap repairs their own synapses back.
+
+    A cell-type pair between two small types that are wired almost completely
+    admits (almost) no other simple arrangement. Its synapses keep their real
+    targets; where a synapse's two ends fix its class (cell-type pairs) that
+    cannot clash with another class, so the graph is simple. The record
+    counts what stayed (``kept_classes``, ``kept_edges``).
+    """
+    stuck = np.unique(class_of[bad])
+    back = np.isin(class_of, stuck)
+    target = target.copy()
+    target[back] = original[back]
+    keys = np.sort(source * n + target)
+    if np.any(source == target) or np.any(keys[1:] == keys[:-1]):
+        raise InputError(f"a degree null of this graph cannot be made: {bad.size:,} edges stay "
+                         "self-loops or duplicates (its degrees leave almost no other simple "
+                         "graph)")
+    facts.update(kept_classes=int(stuck.size), kept_edges=int(np.count_nonzero(back)))
     return target, facts
 
 

@@ -248,6 +248,11 @@ def check_not_input(output: str | Path | None, inputs: Mapping[str, Any],
         for item in values:
             if item is None or not isinstance(item, (str, os.PathLike)):
                 continue
+            member = folder_member(output, _folder_read(name, item))
+            if member is not None:
+                raise InputError(f"{option} {short_path(output)} is {member}, a file the folder "
+                                 f"of {name} {short_path(item)} is read from; writing it would "
+                                 "destroy it: give a file name outside that folder")
             if same_file(output, item):
                 if name in ("--recording", "--source"):
                     what = f"the recording itself ({name})"
@@ -256,6 +261,15 @@ def check_not_input(output: str | Path | None, inputs: Mapping[str, Any],
                         f"the input of {name}"
                 raise InputError(f"{option} {short_path(output)} is {what}; writing it would "
                                  "destroy it: give another file name")
+
+
+def _folder_read(option: str, path: Any) -> Any:
+    """The folder an input ``path`` is read from: itself when it is one, else the folder
+    of a spiking brain's completeness table given as BRAIN (its connectivity is beside
+    it)."""
+    if option == "BRAIN" and os.path.isfile(os.path.expanduser(path)):
+        return os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    return path
 
 
 #: The command-line options (argparse dests) that name files a command writes, and the
@@ -269,6 +283,37 @@ INPUT_OPTIONS = {"spec": "SPEC", "model": "--model", "dataset": "--dataset",
                  "input_spikes": "--input-spikes", "sets": "--sets", "task": "--task",
                  "connectivity": "--connectivity", "coordinates": "--coordinates",
                  "classification": "--classification"}
+
+
+#: The files a model, dataset or spiking brain folder is read from (relative to the folder,
+#: matched without regard to case): an output there would replace what the command reads, or
+#: what the next load of the folder reads (a checkpoint's JSON and tensors, a dataset's
+#: graph/, interface/ and neurons/, the authors' completeness and connectivity tables and
+#: FlyWire's coordinates and classification).
+FOLDER_MEMBERS = ("*.json", "*.safetensors", "*.f32", "*.i32", "*.u16", "*.i16",
+                  "graph/*", "interface/*", "neurons/*",
+                  "completeness_*.csv", "*_completeness_*.csv", "connectivity_*.parquet",
+                  "*_connectivity_*.parquet", "coordinates.csv", "coordinates.csv.gz",
+                  "classification.csv", "classification.csv.gz")
+
+
+def folder_member(output: str | os.PathLike[str], folder: str | os.PathLike[str]) -> str | None:
+    """The name, inside ``folder``, of a file that ``output`` would replace and that the
+    folder's reader reads (:data:`FOLDER_MEMBERS`), or ``None``. Both are compared
+    resolved (a symbolic link to the folder is the folder)."""
+    import fnmatch
+
+    try:
+        base = Path(os.path.realpath(os.path.expanduser(folder)))
+        if not base.is_dir():
+            return None
+        target = Path(os.path.realpath(os.path.expanduser(output)))
+        inside = target.relative_to(base).as_posix()
+    except (OSError, ValueError):
+        return None
+    lowered = inside.lower()
+    return inside if any(fnmatch.fnmatchcase(lowered, pattern) for pattern in FOLDER_MEMBERS) \
+        else None
 
 
 def _paths(value: Any) -> list[Any]:
@@ -376,7 +421,7 @@ def write_bytes_atomically(path: str | Path, data: bytes) -> None:
         handle.write(data)
 
 
-__all__ = ["NAME_MAX", "atomic_write", "check_name_lengths", "check_not_input",
+__all__ = ["FOLDER_MEMBERS", "NAME_MAX", "atomic_write", "folder_member", "check_name_lengths", "check_not_input",
            "check_command_paths", "check_output_path",
            "check_regular", "is_disk_full", "open_regular", "os_error", "read_regular_bytes",
            "same_file", "short_path", "write_bytes_atomically", "write_text_atomically"]

@@ -132,16 +132,9 @@ def run(args: argparse.Namespace) -> int:
                 parse(query)  # a malformed query fails before the brain loads
     excite_ids = None
     if args.excite_file is not None:
-        if not args.excite_file.is_file():
-            raise InputError(f"--excite-file not found: {args.excite_file}")
-        try:
-            words = args.excite_file.read_text(encoding="utf-8").split()
-            excite_ids = np.array([int(w) for w in words if not w.startswith("#")], np.int64)
-        except (UnicodeDecodeError, ValueError, OverflowError):
-            raise InputError(f"{args.excite_file.name} must hold root ids (whole numbers of "
-                             "up to 19 digits), one a line") from None
-        if excite_ids.size == 0:
-            raise InputError(f"{args.excite_file.name} holds no root ids: give one a line")
+        from flyviz.spiking.tables import read_id_list
+
+        excite_ids = read_id_list(args.excite_file)
         excite_ids = np.unique(excite_ids)      # an id twice is one neuron excited
 
     brain = spiking_brain_from_args(args)

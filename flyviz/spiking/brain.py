@@ -24,6 +24,7 @@ Optional, from the FlyWire connectome's downloads (found in the folder or given 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,8 +153,11 @@ def _csr_by_pre(n: int, pre: np.ndarray, post: np.ndarray, counts: np.ndarray
 
 
 def _find(folder: Path, names: tuple[str, ...]) -> Path | None:
+    """The first of ``names`` in ``folder`` that exists: a FIFO or folder of that name is
+    found too, and refused by its reader as not a regular file (not passed over for a
+    message that the file is missing)."""
     for name in names:
-        if (folder / name).is_file():
+        if os.path.lexists(folder / name):
             return folder / name
     return None
 
@@ -198,9 +202,8 @@ def load_authors_brain(path: str | Path, connectivity: str | Path | None = None,
     BrainError
         One line naming the missing file or column, the out-of-range index or unknown id.
     """
-    import pandas as pd
-
     from flyviz.extras import require
+    from flyviz.spiking.tables import id_column, index_column, number_column, read_table
 
     require("parquet", "reading the authors' Connectivity parquet")
     p = Path(path).expanduser()
@@ -210,47 +213,31 @@ def load_authors_brain(path: str | Path, connectivity: str | Path | None = None,
         raise BrainError(f"{p} has no completeness table ({', '.join(COMPLETENESS_NAMES[:2])})")
     conn_path = Path(connectivity).expanduser() if connectivity is not None else \
         _find(folder, CONNECTIVITY_NAMES)
-    if conn_path is None or not conn_path.is_file():
+    if conn_path is None or not conn_path.exists():
         raise BrainError(f"no connectivity table beside {comp_path.name} "
                          f"({', '.join(CONNECTIVITY_NAMES[:2])}); give it with --connectivity")
-    try:
-        comp = pd.read_csv(comp_path, index_col=0)
-    except (ValueError, OSError, pd.errors.ParserError) as exc:
-        raise BrainError(f"cannot read {comp_path.name}: {exc}") from None
-    try:
-        root_ids = np.asarray(comp.index, dtype=np.int64)
-    except (ValueError, TypeError):
-        raise BrainError(f"{comp_path.name}: the first column must hold integer root ids") \
-            from None
+    comp = read_table(comp_path, "the completeness table", strings=True, error=BrainError)
+    if comp.shape[1] < 1:
+        raise BrainError(f"{comp_path.name} has no columns: its first must hold root ids")
+    root_ids = id_column(comp, comp.columns[0], comp_path.name, error=BrainError)
     n = int(root_ids.shape[0])
     if n == 0:
         raise BrainError(f"{comp_path.name} lists no neurons")
     if np.unique(root_ids).shape[0] != n:
         raise BrainError(f"{comp_path.name}: root ids are not unique")
-    try:
-        con = pd.read_parquet(conn_path)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise BrainError(f"cannot read {conn_path.name}: {str(exc).splitlines()[0]}") from None
+    con = read_table(conn_path, "the connectivity table", error=BrainError)
     missing = [c for c in CONNECTIVITY_COLUMNS if c not in con.columns]
     if missing:
         raise BrainError(f"{conn_path.name} lacks column(s) {', '.join(missing)} "
                          f"(needs {', '.join(CONNECTIVITY_COLUMNS)})")
-    pre = _int_column(con, "Presynaptic_Index", conn_path.name)
-    post = _int_column(con, "Postsynaptic_Index", conn_path.name)
-    for name, values in (("Presynaptic_Index", pre), ("Postsynaptic_Index", post)):
-        bad = (values < 0) | (values >= n)
-        if bad.any():
-            raise BrainError(f"{conn_path.name}: {name} {int(values[bad][0])} (row "
-                             f"{int(np.flatnonzero(bad)[0])}) is outside 0..{n - 1}, the rows "
-                             f"of {comp_path.name}")
-    counts = np.asarray(con["Excitatory x Connectivity"], dtype=np.float64)
-    if not np.isfinite(counts).all():
-        raise BrainError(f"{conn_path.name}: 'Excitatory x Connectivity' has NaN or infinite "
-                         "values")
+    pre, post = (index_column(con, name, conn_path.name, n, error=BrainError)
+                 for name in ("Presynaptic_Index", "Postsynaptic_Index"))
+    counts = number_column(con, "Excitatory x Connectivity", conn_path.name,
+                           what="signed synapse counts", error=BrainError)
     for id_col, idx in (("Presynaptic_ID", pre), ("Postsynaptic_ID", post)):
         if id_col not in con.columns:
             continue
-        ids = _int_column(con, id_col, conn_path.name)
+        ids = id_column(con, id_col, conn_path.name, error=BrainError)
         wrong = ids != root_ids[idx]
         if wrong.any():
             row = int(np.flatnonzero(wrong)[0])
@@ -271,62 +258,52 @@ def load_authors_brain(path: str | Path, connectivity: str | Path | None = None,
     return brain
 
 
-def _int_column(frame: Any, name: str, file: str) -> np.ndarray:
-    values = frame[name].to_numpy()
-    if values.dtype.kind not in "iu":
-        raise BrainError(f"{file}: column {name} must hold integers, not {values.dtype}")
-    return values.astype(np.int64)
-
-
 def _read_coordinates(brain: SpikingBrain, path: Path) -> None:
-    import pandas as pd
+    from flyviz.spiking.tables import id_column, read_table
 
-    try:
-        table = pd.read_csv(path)
-    except (ValueError, OSError, pd.errors.ParserError) as exc:
-        raise BrainError(f"cannot read {path.name}: {exc}") from None
+    table = read_table(path, "the coordinates table", strings=True, error=BrainError)
     for column in ("root_id", "position"):
         if column not in table.columns:
             raise BrainError(f"{path.name} lacks column {column} (needs root_id, position)")
-    table = table.drop_duplicates("root_id")
-    ids = np.asarray(table["root_id"], dtype=np.int64)
-    keep = np.isin(ids, brain.root_ids)
-    xyz = np.full((int(keep.sum()), 3), np.nan)
-    for row, text in enumerate(table["position"].to_numpy()[keep]):
+    ids = id_column(table, "root_id", path.name, error=BrainError)
+    first = np.unique(ids, return_index=True)[1]      # the first row of a root id wins
+    rows = np.sort(first)[np.isin(ids[np.sort(first)], brain.root_ids)]
+    xyz = np.full((rows.size, 3), np.nan)
+    texts = table["position"].to_numpy()
+    for k, row in enumerate(rows.tolist()):
+        text = texts[row]
         parts = str(text).strip("[]() ").replace(",", " ").split()
-        if len(parts) != 3:
-            raise BrainError(f"{path.name}: position {text!r} is not '[x y z]'")
-        xyz[row] = [float(x) for x in parts]
+        try:
+            xyz[k] = [float(x) for x in parts] if len(parts) == 3 else [np.nan] * 4
+        except ValueError:
+            xyz[k] = np.nan
+        if not np.isfinite(xyz[k]).all():
+            raise BrainError(f"{path.name}: position {str(text)[:40]!r} (row {row}) is not "
+                             "'[x y z]' of three finite numbers")
     positions = np.zeros((brain.neurons, 3))
     valid = np.zeros(brain.neurons, dtype=bool)
-    at = brain.indices_of(ids[keep])
+    at = brain.indices_of(ids[rows])
     positions[at] = xyz
     valid[at] = True
     brain.positions, brain.positions_valid = positions, valid
 
 
 def _read_classification(brain: SpikingBrain, path: Path) -> None:
-    import pandas as pd
+    from flyviz.spiking.tables import id_column, read_table
 
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (ValueError, OSError, pd.errors.ParserError) as exc:
-        raise BrainError(f"cannot read {path.name}: {exc}") from None
+    table = read_table(path, "the classification table", strings=True, error=BrainError)
     if "root_id" not in table.columns:
         raise BrainError(f"{path.name} lacks column root_id")
-    table = table.drop_duplicates("root_id")
-    try:
-        ids = table["root_id"].astype(np.int64).to_numpy()
-    except ValueError:
-        raise BrainError(f"{path.name}: root_id must hold integers") from None
-    keep = np.isin(ids, brain.root_ids)
-    at = brain.indices_of(ids[keep])
+    ids = id_column(table, "root_id", path.name, error=BrainError)
+    first = np.sort(np.unique(ids, return_index=True)[1])  # the first row of a root id wins
+    rows = first[np.isin(ids[first], brain.root_ids)]
+    at = brain.indices_of(ids[rows])
 
     def labels(column: str) -> list[str] | None:
         if column not in table.columns:
             return None
         out = [""] * brain.neurons
-        for i, value in zip(at.tolist(), table[column].to_numpy()[keep].tolist()):
+        for i, value in zip(at.tolist(), table[column].to_numpy()[rows].tolist()):
             out[i] = str(value)
         return out
 

@@ -216,31 +216,19 @@ def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float
                       ) -> tuple[np.ndarray, np.ndarray]:
     """An explicit input table (CSV or Parquet, columns ``t`` in seconds and ``flywire_id``)
     as ``(tick, neuron)`` events; ``t`` is rounded to the nearest tick. Raises InputError for a
-    missing column, a negative or NaN time, or an id not in the brain."""
-    import pandas as pd
+    missing column, a time that is not a number of seconds within the longest run
+    (:data:`MAX_DURATION_S`), an id that is not a root id or not in the brain
+    (:mod:`flyviz.spiking.tables`: the file, the column and the row)."""
+    from flyviz.spiking.tables import id_column, number_column, read_table
 
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"input spikes file not found: {p}")
-    try:
-        if p.suffix.lower() in (".parquet", ".pq"):
-            from flyviz.extras import require
-
-            require("parquet", "a Parquet --input-spikes file")
-            table = pd.read_parquet(p)
-        else:
-            table = pd.read_csv(p)
-    except InputError:
-        raise
-    except Exception as exc:
-        raise InputError(f"cannot read {p.name}: {str(exc).splitlines()[0]}") from None
+    table = read_table(p, "the input spikes file", strings=True)
     missing = [c for c in ("t", "flywire_id") if c not in table.columns]
     if missing:
         raise InputError(f"{p.name} lacks column(s) {', '.join(missing)} (needs t, flywire_id)")
-    t = np.asarray(table["t"], dtype=np.float64)
-    if t.size and (not np.isfinite(t).all() or (t < 0).any()):
-        raise InputError(f"{p.name}: t must be non-negative seconds (found NaN or negative)")
-    neuron = brain.indices_of(np.asarray(table["flywire_id"], dtype=np.int64),
+    t = number_column(table, "t", p.name, low=0.0, high=MAX_DURATION_S,
+                      what="seconds from the run's start")
+    neuron = brain.indices_of(id_column(table, "flywire_id", p.name),
                               f"{p.name}: flywire_id")
     tick = np.rint(t / dt_s).astype(np.int64)
     order = np.lexsort((neuron, tick))
@@ -335,6 +323,69 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
                     np.concatenate([r[1] for r in runs]))
 
 
+def neuron_indices(brain: SpikingBrain, which: Any, name: str) -> np.ndarray:
+    """The sorted model indices ``which`` names: indices (whole numbers 0..n-1) or a boolean
+    mask of one entry per neuron (``excite=np.ones(n, bool)`` is every neuron, not neuron 1).
+
+    Raises
+    ------
+    InputError
+        Naming the argument and what is wrong (a negative or too large index, a mask of
+        another length, values that are not whole numbers).
+    """
+    n = brain.neurons
+    array = np.asarray([] if which is None else which)
+    if array.dtype.kind == "b":
+        if array.shape != (n,):
+            raise InputError(f"{name} is a mask of {array.size:,} entries; a mask needs one "
+                             f"per neuron ({n:,}), or give model indices")
+        return np.flatnonzero(array).astype(np.int64)
+    if array.size == 0:
+        return np.empty(0, np.int64)
+    if array.dtype.kind == "f" and np.isfinite(array).all() and (array == np.rint(array)).all():
+        array = array.astype(np.int64)
+    if array.dtype.kind not in "iu" or array.ndim > 1:
+        raise InputError(f"{name} must be model indices (whole numbers 0..{n - 1}) or a mask "
+                         f"of one boolean per neuron, not {array.dtype} of shape "
+                         f"{list(array.shape)}")
+    bad = (array < 0) | (array >= n) if array.dtype.kind == "i" else array >= n
+    if bad.any():
+        raise InputError(f"{name} names neuron {int(array[bad].ravel()[0])}, outside the "
+                         f"brain's 0..{n - 1} (model indices; root ids go through "
+                         "SpikingBrain.indices_of)")
+    return np.unique(array.astype(np.int64))
+
+
+def check_input_events(brain: SpikingBrain, events: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(tick, neuron)`` input events as two int64 arrays of one length, ticks within the
+    longest run and neurons within the brain.
+
+    Raises
+    ------
+    InputError
+        Naming what is wrong.
+    """
+    try:
+        tick, neuron = events
+    except (TypeError, ValueError):
+        raise InputError("input_events must be two arrays: (ticks, neurons)") from None
+    tick, neuron = np.asarray(tick), np.asarray(neuron)
+    if tick.ndim != 1 or tick.shape != neuron.shape or \
+            (tick.size and (tick.dtype.kind not in "iu" or neuron.dtype.kind not in "iu")):
+        raise InputError("input_events must be two 1-D arrays of whole numbers of one length: "
+                         "(ticks, neurons)")
+    longest = int(MAX_DURATION_S / LIFParams().dt_s)
+    if tick.size and (int(tick.min()) < 0 or int(tick.max()) > longest):
+        worst = int(tick.min()) if int(tick.min()) < 0 else int(tick.max())
+        raise InputError(f"input_events hold tick {worst}, outside 0..{longest:,} (the "
+                         "longest run)")
+    if neuron.size and (int(neuron.min()) < 0 or int(neuron.max()) >= brain.neurons):
+        worst = int(neuron.min()) if int(neuron.min()) < 0 else int(neuron.max())
+        raise InputError(f"input_events name neuron {worst}, outside the brain's "
+                         f"0..{brain.neurons - 1}")
+    return tick.astype(np.int64), neuron.astype(np.int64)
+
+
 def _prepare(brain: SpikingBrain, excite: Any, silence: Any, rate: float | None,
              params: LIFParams | None, input_events: tuple[np.ndarray, np.ndarray] | None
              ) -> tuple[LIFParams, np.ndarray, np.ndarray, np.ndarray]:
@@ -344,10 +395,12 @@ def _prepare(brain: SpikingBrain, excite: Any, silence: Any, rate: float | None,
         p = p.with_(rate=_check_value("the rate", rate))
     _check_value("the rate", p.rate)
     check_rate(p.rate, p.dt_s)
-    excited = np.unique(np.asarray([] if excite is None else excite, dtype=np.int64))
+    excited = neuron_indices(brain, excite, "excite")
     silenced = np.zeros(brain.neurons, dtype=bool)
     if silence is not None:
-        silenced[np.asarray(silence, dtype=np.int64)] = True
+        silenced[neuron_indices(brain, silence, "silence")] = True
+    if input_events is not None:
+        input_events = check_input_events(brain, input_events)
     rfc = np.full(brain.neurons, p.refractory_ticks, dtype=np.int64)
     rfc[excited] = 0
     if input_events is not None:
@@ -396,6 +449,11 @@ class SpikingSimulation:
 
         p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params,
                                              input_events)
+        trial = whole_number("trial", trial, 0, MAX_TRIALS - 1)
+        if seed is not None:
+            whole_number("seed", seed, 0, 2**63 - 1)
+        if input_events is not None:
+            input_events = check_input_events(brain, input_events)
         self.brain = brain
         self.params = p
         self.excited = excited
@@ -429,9 +487,10 @@ class SpikingSimulation:
     def advance(self, n_ticks: int) -> tuple[np.ndarray, np.ndarray]:
         """Run the next ``n_ticks`` ticks; their spikes as ``(ticks, neurons)`` (ticks
         counted from the start of the run, by tick then neuron index)."""
-        n_ticks = int(n_ticks)
-        if n_ticks < 0:
-            raise InputError(f"cannot advance by {n_ticks} ticks")
+        from flyviz.arguments import whole_number
+
+        longest = int(round(MAX_DURATION_S / self.params.dt_s))
+        n_ticks = whole_number("the ticks to advance", n_ticks, 0, max(0, longest - self.tick))
         k0, k1 = self.tick, self.tick + n_ticks
         events = self._poisson.events(k0, k1)
         if self._input is not None:

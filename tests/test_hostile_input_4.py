@@ -1,0 +1,284 @@
+"""Hostile input, part 4 (issue 41): the spiking brain's tables, the library's spiking
+arguments, outputs over the files a model or brain folder is read from, recordings resealed
+with a spike table their run could not have made, and the share page's template. Each case
+is one ``flyviz: error:`` line and exit 2 on the command line (or one flyviz exception in the
+library), nothing damaged and nothing left behind; the valid neighbours give the right
+output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from cli_checks import cli_run, one_error_line
+
+from flyviz import spiking
+from flyviz.errors import FlyvizError, InputError
+
+pytest.importorskip("pyarrow")
+
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
+IDS = np.array([720575940600000011, 720575940600000022, 720575940600000033,
+                720575940600000044], dtype=np.int64)
+
+
+def write_brain(folder: Path, completeness: str | None = None, **changes: object) -> Path:
+    """Four neurons in the authors' layout (0 drives 1 and 2, 2 inhibits 3), with FlyWire's
+    coordinates and classification; ``changes`` replace connectivity columns and
+    ``completeness`` the completeness CSV's text."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if completeness is None:
+        pd.DataFrame({"Completed": True}, index=pd.Index(IDS)).to_csv(
+            folder / "Completeness_783.csv")
+    else:
+        (folder / "Completeness_783.csv").write_text(completeness)
+    pre, post, signed = [0, 0, 2, 1], [1, 2, 3, 3], [1500, 1500, -40, 60]
+    table = {"Presynaptic_ID": IDS[pre], "Postsynaptic_ID": IDS[post],
+             "Presynaptic_Index": pre, "Postsynaptic_Index": post,
+             "Connectivity": np.abs(signed), "Excitatory": np.sign(signed),
+             "Excitatory x Connectivity": signed}
+    table.update(changes)  # type: ignore[arg-type]
+    pd.DataFrame(table).to_parquet(folder / "Connectivity_783.parquet")
+    pd.DataFrame({"root_id": IDS, "position": ["[1 2 3]", "[4 5 6]", "[7 8 9]", "[1 1 1]"]}
+                 ).to_csv(folder / "coordinates.csv", index=False)
+    pd.DataFrame({"root_id": IDS, "super_class": ["sensory", "central", "central", "motor"],
+                  "cell_type": ["GRN", "G2N", "G2N", "MN9"]}).to_csv(
+        folder / "classification.csv", index=False)
+    return folder
+
+
+def digests(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` and its SHA-256 (what "nothing damaged, nothing left
+    behind" compares)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def brain(tmp_path: Path) -> Path:
+    return write_brain(tmp_path / "brain")
+
+
+# ------------------------------------------------------------------ the brain's tables
+
+
+def _completeness(*ids: str) -> str:
+    return ",Completed\n" + "".join(f"{i},True\n" for i in ids)
+
+
+@pytest.mark.parametrize("completeness, expected", [
+    (_completeness(str(IDS[0]), "abc", str(IDS[2]), str(IDS[3])),
+     ["Completeness_783.csv", "'abc' (row 1)", "not a root id"]),
+    (_completeness(str(IDS[0]), "", str(IDS[2]), str(IDS[3])),
+     ["Completeness_783.csv", "'' (row 1)", "not a root id"]),
+    (_completeness(str(IDS[0]), "72057594060000002211", str(IDS[2]), str(IDS[3])),
+     ["'72057594060000002211' (row 1)", "not a root id"]),
+    (_completeness(str(IDS[0]), str(2**64 - 1), str(IDS[2]), str(IDS[3])),
+     [f"'{2**64 - 1}' (row 1)", "not a root id"]),
+    (_completeness(str(IDS[0]), "7.2e17", str(IDS[2]), str(IDS[3])),
+     ["'7.2e17' (row 1)", "not a root id"]),
+])
+def test_a_completeness_table_of_bad_root_ids_is_one_line(capsys, tmp_path, completeness,
+                                                          expected):
+    folder = write_brain(tmp_path / "brain", completeness)
+    before = digests(tmp_path)
+    code, _, err = cli_run(capsys, "simulate", str(folder), "--excite", "all", "--out",
+                           str(tmp_path / "x.parquet"))
+    one_error_line(code, err, *expected)
+    assert "Warning" not in err and digests(tmp_path) == before
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"Excitatory x Connectivity": [True, True, False, True]},
+     ["Connectivity_783.parquet", "Excitatory x Connectivity holds booleans"]),
+    ({"Excitatory x Connectivity": ["1500", "1500", "x", "60"]},
+     ["Connectivity_783.parquet", "Excitatory x Connectivity 'x' (row 2)", "not a number"]),
+    ({"Excitatory x Connectivity": [1500.0, np.inf, -40.0, 60.0]},
+     ["Excitatory x Connectivity inf (row 1)"]),
+    ({"Presynaptic_ID": ["a", "b", "c", "d"]},
+     ["Presynaptic_ID 'a' (row 0)", "not a root id"]),
+    ({"Postsynaptic_ID": np.array([IDS[1], 2**64 - 1, IDS[3], IDS[3]], np.uint64)},
+     [f"Postsynaptic_ID {2**64 - 1} (row 1)", "not a root id"]),
+    ({"Presynaptic_Index": [True, True, False, True]},
+     ["Presynaptic_Index must hold whole numbers, not bool"]),
+    ({"Presynaptic_Index": [0.0, 0.0, 2.0, 1.0]},
+     ["Presynaptic_Index must hold whole numbers, not float64"]),
+])
+def test_a_connectivity_table_of_bad_dtypes_is_one_line(capsys, tmp_path, changes, expected):
+    folder = write_brain(tmp_path / "brain", **changes)
+    before = digests(tmp_path)
+    code, _, err = cli_run(capsys, "simulate", str(folder), "--excite", "all", "--out",
+                           str(tmp_path / "x.parquet"))
+    one_error_line(code, err, *expected)
+    assert digests(tmp_path) == before
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("coordinates.csv", f"root_id,position\n{IDS[0]},[1 2 3]\n{IDS[1]},[abc 1 2]\n",
+     ["coordinates.csv", "(row 1)", "three finite numbers"]),
+    ("coordinates.csv", "root_id,position\nabc,[1 2 3]\n",
+     ["coordinates.csv: root_id 'abc' (row 0)"]),
+    ("coordinates.csv", f"root_id,position\n{IDS[0]},[1 nan 3]\n",
+     ["coordinates.csv", "(row 0)", "three finite numbers"]),
+    ("classification.csv", f"root_id,super_class\n{IDS[0]},a\nabc,b\n",
+     ["classification.csv: root_id 'abc' (row 1)"]),
+    ("classification.csv", f"root_id,super_class\n{IDS[0]},a\n,b\n",
+     ["classification.csv: root_id '' (row 1)"]),
+])
+def test_bad_anatomy_tables_are_one_line(capsys, brain, name, text, expected):
+    (brain / name).write_text(text)
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all", "--out",
+                           str(brain.parent / "x.parquet"))
+    one_error_line(code, err, *expected)
+    assert not (brain.parent / "x.parquet").exists()
+
+
+@pytest.mark.parametrize("table, expected", [
+    ({"t": [0.01, 1e300], "flywire_id": [IDS[0], IDS[0]]}, ["t 1e+300 (row 1)", "out of range"]),
+    ({"t": [0.01, -1.0], "flywire_id": [IDS[0], IDS[0]]}, ["t -1.0 (row 1)"]),
+    ({"t": ["0.01", "soon"], "flywire_id": [IDS[0], IDS[0]]}, ["t 'soon' (row 1)"]),
+    ({"t": [True, False], "flywire_id": [IDS[0], IDS[0]]},
+     {".csv": ["t 'True' (row 0) is not a number"], ".parquet": ["column t holds booleans"]}),
+    ({"t": [0.01, 0.02], "flywire_id": [str(IDS[0]), "x"]}, ["flywire_id 'x' (row 1)"]),
+    ({"t": [0.01, 0.02], "flywire_id": [str(IDS[0]), "99"]}, ["flywire_id 99 is not a neuron"]),
+])
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_bad_input_spikes_are_one_line(capsys, brain, table, expected, suffix):
+    events = brain.parent / f"in{suffix}"
+    frame = pd.DataFrame(table)
+    if suffix == ".csv":
+        frame.to_csv(events, index=False)
+    else:
+        frame.to_parquet(events)
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--input-spikes", str(events),
+                           "--duration", "20ms", "--out", str(brain.parent / "x.parquet"))
+    if isinstance(expected, dict):
+        expected = expected[suffix]
+    one_error_line(code, err, events.name, *expected)
+    assert "Warning" not in err and not (brain.parent / "x.parquet").exists()
+
+
+def test_the_valid_tables_still_load_with_their_labels_and_positions(brain):
+    loaded = spiking.load_brain(brain)
+    assert loaded.root_ids.tolist() == IDS.tolist()
+    assert loaded.counts.tolist() == [1500.0, 1500.0, 60.0, -40.0]
+    assert loaded.positions is not None and loaded.positions[1].tolist() == [4, 5, 6]
+    assert loaded.superclass == ["sensory", "central", "central", "motor"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this system has no FIFOs")
+@pytest.mark.parametrize("member", ["Completeness_783.csv", "Connectivity_783.parquet",
+                                    "coordinates.csv", "classification.csv", "ids.txt",
+                                    "in.csv"])
+def test_a_fifo_in_place_of_a_brain_table_is_named_not_waited_on(capsys, brain, member):
+    fifo = brain / member
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    argv = ["simulate", str(brain), "--out", str(brain.parent / "x.parquet"),
+            "--duration", "20ms"]
+    argv += {"ids.txt": ["--excite-file", str(fifo)],
+             "in.csv": ["--input-spikes", str(fifo)]}.get(member, ["--excite", "all"])
+    code, _, err = cli_run(capsys, *argv)
+    one_error_line(code, err, member, "FIFO, not a regular file")
+
+
+# ------------------------------------------------------------------ the library's arguments
+@pytest.mark.parametrize("kwargs, expected", [
+    ({"excite": [-1]}, "excite names neuron -1"),
+    ({"excite": [4]}, "excite names neuron 4, outside the brain's 0..3"),
+    ({"excite": np.ones(3, bool)}, "a mask of 3 entries"),
+    ({"excite": ["a"]}, "must be model indices"),
+    ({"silence": [9]}, "silence names neuron 9"),
+    ({"input_events": (np.array([1]), np.array([7]))}, "input_events name neuron 7"),
+    ({"input_events": (np.array([-1]), np.array([0]))}, "input_events hold tick -1"),
+    ({"input_events": (np.array([1.5]), np.array([0]))}, "two 1-D arrays of whole numbers"),
+])
+def test_the_library_simulate_checks_its_arguments(brain, kwargs, expected):
+    loaded = spiking.load_brain(brain)
+    with pytest.raises(InputError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        spiking.simulate(loaded, duration_s=0.01, **kwargs)
+    with pytest.raises(InputError):
+        spiking.SpikingSimulation(loaded, **kwargs)
+
+
+def test_a_boolean_mask_excites_every_neuron_it_marks(brain):
+    loaded = spiking.load_brain(brain)
+    by_mask = spiking.simulate(loaded, excite=np.array([True, False, False, True]),
+                               duration_s=0.05, rate=200.0, seed=3)
+    by_index = spiking.simulate(loaded, excite=[0, 3], duration_s=0.05, rate=200.0, seed=3)
+    assert np.array_equal(by_mask.tick, by_index.tick)
+    assert np.array_equal(by_mask.neuron, by_index.neuron)
+    assert {0, 3} <= set(by_mask.neuron.tolist())
+
+
+def test_advancing_past_the_longest_run_is_refused_at_once(brain):
+    sim = spiking.SpikingSimulation(spiking.load_brain(brain), excite=[0])
+    with pytest.raises(InputError, match="ticks to advance"):
+        sim.advance(10**13)
+    assert sim.tick == 0
+    with pytest.raises(InputError, match="ticks to advance"):
+        sim.advance(-1)
+
+
+def _flyviz_error_line(call) -> FlyvizError:
+    with pytest.raises(FlyvizError) as info:
+        call()
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+# ------------------------------------------------------------------ outputs over a folder's files
+@pytest.fixture
+def model_folder(tmp_path: Path, tiny_checkpoint) -> Path:
+    from flyviz.model.writers import write_fly_llm_hf
+
+    folder = tmp_path / "M"
+    write_fly_llm_hf(tiny_checkpoint, folder)
+    return folder
+
+
+@pytest.mark.parametrize("argv, member", [
+    (["trace", "{M}", "--prompt", "the cat", "--graph", "{M}/config.json"], "config.json"),
+    (["generate", "{M}", "--prompt", "the cat", "--record", "{M}/config.json"], "config.json"),
+    (["generate", "{M}", "--prompt", "the cat", "--record", "{M}/model.safetensors"],
+     "model.safetensors"),
+])
+def test_an_output_over_a_file_of_the_model_folder_is_refused(capsys, model_folder, argv,
+                                                               member):
+    before = digests(model_folder.parent)
+    code, _, err = cli_run(capsys, *[a.format(M=model_folder) for a in argv])
+    one_error_line(code, err, member, "a file the folder of")
+    assert digests(model_folder.parent) == before
+
+
+@pytest.mark.parametrize("member", ["Connectivity_783.parquet", "Completeness_783.csv",
+                                    "coordinates.csv", "classification.csv"])
+def test_an_output_over_a_file_of_the_brain_folder_is_refused(capsys, brain, member):
+    before = digests(brain.parent)
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all", "--duration",
+                           "20ms", "--out", str(brain / member))
+    one_error_line(code, err, member, "a file the folder of BRAIN")
+    assert digests(brain.parent) == before
+
+
+def test_an_output_through_a_link_to_the_brain_folder_is_refused(capsys, brain, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(brain)
+    before = digests(brain)
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all", "--out",
+                           str(link / "Connectivity_783.parquet"))
+    one_error_line(code, err, "a file the folder of BRAIN")
+    assert digests(brain) == before
+
+
+def test_a_new_file_in_the_brain_folder_is_still_written(capsys, brain):
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all", "--duration",
+                           "20ms", "--out", str(brain / "spikes.parquet"))
+    assert code == 0, err
+    assert set(pd.read_parquet(brain / "spikes.parquet").columns) >= {"t", "flywire_id"}

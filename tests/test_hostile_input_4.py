@@ -282,3 +282,50 @@ def test_a_new_file_in_the_brain_folder_is_still_written(capsys, brain):
                            "20ms", "--out", str(brain / "spikes.parquet"))
     assert code == 0, err
     assert set(pd.read_parquet(brain / "spikes.parquet").columns) >= {"t", "flywire_id"}
+
+
+# ------------------------------------------------------------------ the share page's template
+_MARKS = "{{title}} /*{{css}}*/ {{data}} {{arrays}} /*{{js}}*/"
+
+
+def _page_parts(page: str) -> tuple[str, dict, list[str]]:
+    import json
+    import re
+
+    title = re.search(r"<title>(.*?)</title>", page, re.S)
+    data = re.findall(r'<script type="application/json" id="flyviz-data">(.*?)</script>', page,
+                      re.S)
+    arrays = re.findall(r'<script type="application/octet-stream" data-name="([^"]*)">', page)
+    assert title is not None and len(data) == 1
+    return title.group(1), json.loads(data[0]), arrays
+
+
+def test_marks_inside_the_data_stay_text_where_they_were_put():
+    import html
+
+    from flyviz.export.share import _resource, render_page
+
+    header = {"title": _MARKS, "prompt": _MARKS, "tokens": [{"text": _MARKS}]}
+    page = render_page(header, {"positions": "QUJD", "layer-0": "REVG"})
+    title, data, arrays = _page_parts(page)
+    assert html.unescape(title) == _MARKS
+    assert data == header                       # the data, whole, in its one place
+    assert arrays == ["positions", "layer-0"]   # the arrays once, in theirs
+    script = _resource("page.js").splitlines()[3]
+    assert page.count(script) == 1              # the script once
+    assert page.count(_resource("page.css").splitlines()[1]) == 1
+
+
+def test_share_with_marks_in_its_title_and_prompt_writes_one_page(capsys, tmp_path,
+                                                                  model_folder):
+    record = tmp_path / "marks.flyrec"
+    code, _, err = cli_run(capsys, "generate", str(model_folder), "--prompt", _MARKS,
+                           "--max-new-tokens", "1", "--record", str(record))
+    assert code == 0, err
+    out = tmp_path / "page.html"
+    code, _, err = cli_run(capsys, "share", str(record), "--out", str(out), "--title",
+                           "{{data}} /*{{js}}*/")
+    assert code == 0, err
+    title, data, _arrays = _page_parts(out.read_text(encoding="utf-8"))
+    assert title == "{{data}} /*{{js}}*/" and data["title"] == "{{data}} /*{{js}}*/"
+    assert _MARKS.split()[0] in "".join(t["text"] for t in data["tokens"])

@@ -323,13 +323,30 @@ def render_page(header: dict[str, Any], blobs: dict[str, str]) -> str:
                                    separators=(",", ":")))
     arrays = "\n".join(f'<script type="application/octet-stream" data-name="{name}">{text}'
                        "</script>" for name, text in blobs.items())
-    page = _resource("page.html")
-    for mark, value in (("{{title}}", html.escape(str(header["title"]))),
-                        ("/*{{css}}*/", _resource("page.css")),
-                        ("{{data}}", data), ("{{arrays}}", arrays),
-                        ("/*{{js}}*/", _script_text(_resource("page.js")))):
-        page = page.replace(mark, value, 1)
-    return page
+    values = {"{{title}}": html.escape(str(header["title"])),
+              "/*{{css}}*/": _resource("page.css"), "{{data}}": data, "{{arrays}}": arrays,
+              "/*{{js}}*/": _script_text(_resource("page.js"))}
+    return fill_template(_resource("page.html"), values)
+
+
+def fill_template(template: str, values: dict[str, str]) -> str:
+    """``template`` with each of its marks (the keys of ``values``) replaced by its value, in
+    one pass over the template: a value is never searched for marks, so a title, a prompt or
+    an array that holds ``{{data}}`` or ``/*{{js}}*/`` stays text where it was put.
+
+    Raises
+    ------
+    ValueError
+        If a mark is not in the template exactly once (the page would lack a part).
+    """
+    import re
+
+    for mark in values:
+        if template.count(mark) != 1:
+            raise ValueError(f"the page template holds {mark} {template.count(mark)} times")
+    pattern = re.compile("|".join(re.escape(mark) for mark in
+                                  sorted(values, key=len, reverse=True)))
+    return pattern.sub(lambda match: values[match.group(0)], template)
 
 
 def share(state: "ViewerState", path: str | Path, *, attribution: "Attribution | None" = None,

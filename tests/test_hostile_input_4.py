@@ -329,3 +329,113 @@ def test_share_with_marks_in_its_title_and_prompt_writes_one_page(capsys, tmp_pa
     title, data, _arrays = _page_parts(out.read_text(encoding="utf-8"))
     assert title == "{{data}} /*{{js}}*/" and data["title"] == "{{data}} /*{{js}}*/"
     assert _MARKS.split()[0] in "".join(t["text"] for t in data["tokens"])
+
+
+# ------------------------------------------------------------------ resealed spiking recordings
+@pytest.fixture(scope="module")
+def spiking_recording(tmp_path_factory) -> Path:
+    """A 30 ms, 3-trial run of the four-neuron brain in 10 ms bins, recorded."""
+    from flyviz.cli import main
+
+    root = tmp_path_factory.mktemp("resealed")
+    folder = write_brain(root / "brain")
+    record = root / "run.flyrec"
+    assert main(["simulate", str(folder), "--excite", "all", "--rate", "400", "--duration",
+                 "30ms", "--trials", "3", "--record", str(record)]) == 0
+    return record
+
+
+def _resealed(record: Path, out: Path, *, spiking: dict | None = None,
+              header: dict | None = None, **tensors) -> Path:
+    import json
+
+    from safetensors.numpy import load_file
+    from test_recording_format import parts, rewrite
+
+    meta = json.loads(parts(record)[0]["__metadata__"]["metadata"])
+    meta["spiking"].update(spiking or {})
+    arrays = load_file(str(record))
+    changed = {name: change(arrays[name].copy()) for name, change in tensors.items()}
+    if "states" in changed:                 # the rows' checksums written again with them
+        from flyviz.record.flyrec_codec import _crc_rows
+
+        changed["state_crc32"] = _crc_rows(changed["states"])
+    return rewrite(record, out, meta={"metadata": json.dumps(meta), **(header or {})},
+                   tensors=changed, reseal=True)
+
+
+def _set(index: int, value) -> object:
+    def change(array):
+        array[index] = value
+        return array
+    return change
+
+
+def _first_spike_moved_to_bin(k: int):
+    def change(ticks):
+        ticks[0] = k * 100 + 5
+        return ticks
+    return change
+
+
+RESEALED = {
+    "a spike in trial 99": (dict(spike_trial=_set(0, 99)), "trial 99 of a 3-trial run"),
+    "a tick of 10^9": (dict(spike_tick=_set(-1, 10**9)), "tick 1,000,000,000"),
+    "a spike outside its bin": (dict(spike_tick=_first_spike_moved_to_bin(2)),
+                                "is kept in bin 0, whose ticks are 0..99"),
+    "a tick of 1 ms": (dict(header={"spike_tick_ms": "1.0"}), "a run steps by 0.1 ms"),
+    "a tick of 1e-300 ms": (dict(header={"spike_tick_ms": "1e-300"}), "a run steps by 0.1 ms"),
+    "a rate of -500 Hz": (dict(states=lambda s: s - 500), "rates are not finite numbers"),
+    "a rate of 3e38 Hz": (dict(states=_set((1, 0), 3e38)), "rates are not finite numbers"),
+    "another rate": (dict(states=_set((1, 0), 7.0)), "but its spikes make"),
+    "counts all zero": (dict(spiking={"bin_spikes": [0, 0, 0]}), "bin 0 counts 0 spikes"),
+    "counts of another run": (dict(spiking={"bin_spikes": [1, 2]}), "spikes of 2 bins"),
+    "a bin of 1e-9 ms": (dict(spiking={"bin_ms": 1e-9}), "not a whole number of the run's"),
+    "10^9 trials": (dict(spiking={"trials": 10**9}), "trial count (spiking.trials) is"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESEALED))
+def test_a_resealed_recording_its_run_could_not_make_is_one_line(capsys, tmp_path,
+                                                                  spiking_recording, case):
+    change, expected = RESEALED[case]
+    bad = _resealed(spiking_recording, tmp_path / "bad.flyrec", **change)
+    before = digests(tmp_path)
+    code, _, err = cli_run(capsys, "convert", str(bad), str(tmp_path / "x.npz"))
+    one_error_line(code, err, "bad.flyrec is damaged", expected)
+    assert digests(tmp_path) == before
+
+
+#: Every command that reads a recording, with the arguments that make it read one
+#: (``{rec}``) and write into ``{tmp}``. The test below fails for a reader that does not go
+#: through the shared recording reader's checks.
+RECORDING_READERS = {
+    "convert npz": ["convert", "{rec}", "{tmp}/x.npz"],
+    "convert nwb": ["convert", "{rec}", "{tmp}/x.nwb"],
+    "figure": ["figure", "{rec}", "--kind", "raster", "--out", "{tmp}/r.png"],
+    "share": ["share", "{rec}", "--out", "{tmp}/p.html"],
+    "export": ["export", "--recording", "{rec}", "--out", "{tmp}/m.gif"],
+    "replay": ["replay", "{rec}"],
+}
+
+
+@pytest.mark.parametrize("reader", sorted(RECORDING_READERS))
+def test_every_reader_of_a_recording_refuses_the_same_resealed_run(capsys, tmp_path,
+                                                                    spiking_recording, reader):
+    bad = _resealed(spiking_recording, tmp_path / "bad.flyrec", spike_trial=_set(0, 99))
+    before = digests(tmp_path)
+    argv = [a.format(rec=bad, tmp=tmp_path) for a in RECORDING_READERS[reader]]
+    code, _, err = cli_run(capsys, *argv)
+    one_error_line(code, err, "bad.flyrec is damaged", "trial 99 of a 3-trial run")
+    assert digests(tmp_path) == before
+
+
+def test_the_library_reader_refuses_it_too(tmp_path, spiking_recording):
+    from flyviz.errors import RecordingError
+    from flyviz.record.recording import Recording
+
+    bad = _resealed(spiking_recording, tmp_path / "bad.flyrec", spike_trial=_set(0, 99))
+    with pytest.raises(RecordingError, match="trial 99 of a 3-trial run"):
+        Recording.load(bad)
+    good = Recording.load(spiking_recording)
+    assert good.spikes is not None and len(good) == 3

@@ -412,6 +412,15 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     problem = _comparison_problem(rec)
     if problem:
         raise damaged(problem)
+    if rec.metadata.get("kind") == "spiking":
+        from flyviz.record.spikes import spiking_run_problem
+
+        # Once, here, for every reader (convert, figure, share, export, the app): a spike
+        # table its run could not have made is a damaged recording, not a wrong picture.
+        problem = spiking_run_problem(rec.metadata, len(rec), rec.spikes,
+                                      rec.state if verify else None)
+        if problem:
+            raise damaged(problem)
     return rec
 
 

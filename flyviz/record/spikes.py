@@ -16,10 +16,11 @@ writes them as four tensors (``spike_tick``, ``spike_neuron``, ``spike_trial``,
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-__all__ = ["SpikeLog"]
+__all__ = ["RUN_TICK_MS", "SpikeLog", "spiking_run_problem"]
 
 #: Spikes a new log has room for before it first grows.
 _FIRST_CAPACITY = 4096
@@ -199,3 +200,108 @@ def _view(array: np.ndarray, stop: int) -> np.ndarray:
     view = array[:stop]
     view.flags.writeable = False
     return view
+
+
+#: The tick a spiking run steps by, ms (the engine's ``LIFParams.dt``): every recording of
+#: a run (``flyviz simulate --record``, a live run) keeps its spikes in these.
+RUN_TICK_MS = 0.1
+#: The longest bin and the most trials a recorded run could have had (an hour of the fly's
+#: time; :data:`flyviz.spiking.run.MAX_TRIALS`).
+MAX_RUN_BIN_MS = 3_600_000.0
+MAX_RUN_TRIALS = 100_000
+
+
+def spiking_run_problem(metadata: dict, frames: int, spikes: "SpikeLog | None",
+                        rates: "Any" = None) -> str | None:
+    """What a recording of a spiking run holds that its run could not have made, or ``None``.
+
+    The one check of a recording's spike table against its run table, made where every
+    recording is read (:func:`flyviz.record.flyrec_codec.read_recording`, so ``convert``,
+    ``figure``, ``share``, ``export`` and the app see it alike): a bin of a whole number of
+    ticks, a tick of the engine's length, trials within bounds, every spike of frame ``i``
+    in trial ``< trials`` and at a tick inside bin ``i``, the per-bin counts
+    (``spiking.bin_spikes``) equal to the spikes kept, and each frame's rates (``rates``:
+    a callable giving frame ``i``'s float32 state, or ``None`` not to read them) finite, at
+    least 0 and equal to its spikes over the bin and the trials.
+
+    Parameters
+    ----------
+    metadata
+        The recording's metadata (its ``spiking`` table is read).
+    frames
+        How many frames (bins) it holds.
+    spikes
+        Its spike log, or ``None`` (a recording of format 1.3 or older).
+    rates
+        ``rates(i)``: frame ``i``'s rates, Hz; ``None`` skips them.
+    """
+    meta = metadata.get("spiking")
+    meta = {} if meta is None else meta
+    if not isinstance(meta, dict):
+        return (f"its spiking metadata is a {type(meta).__name__}, not a table of the run's "
+                "settings")
+    bin_ms = meta.get("bin_ms", 10.0)
+    if isinstance(bin_ms, bool) or not isinstance(bin_ms, (int, float)) or \
+            not math.isfinite(bin_ms) or not 0 < bin_ms <= MAX_RUN_BIN_MS:
+        return (f"its bin length (spiking.bin_ms) is {bin_ms!r}, not a number of ms above 0 "
+                f"and at most {MAX_RUN_BIN_MS:g}")
+    bin_ticks = round(bin_ms / RUN_TICK_MS)
+    if bin_ticks < 1 or abs(bin_ticks * RUN_TICK_MS - bin_ms) > 1e-6 * max(1.0, bin_ms):
+        return (f"its bin length {bin_ms:g} ms is not a whole number of the run's "
+                f"{RUN_TICK_MS:g} ms ticks")
+    trials = meta.get("trials", 1)
+    if isinstance(trials, bool) or not isinstance(trials, int) or \
+            not 1 <= trials <= MAX_RUN_TRIALS:
+        return (f"its trial count (spiking.trials) is {trials!r}, not a whole number "
+                f"1..{MAX_RUN_TRIALS:,}")
+    bins = meta.get("bins")
+    if bins is not None and (isinstance(bins, bool) or not isinstance(bins, int)
+                             or bins < frames):
+        return f"its run had {bins!r} bins (spiking.bins) but it holds {frames:,}"
+    counts = meta.get("bin_spikes")
+    if counts is not None:
+        if not isinstance(counts, list) or not all(
+                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+            return "its spike counts (spiking.bin_spikes) are not whole numbers of 0 or more"
+        if len(counts) != frames:
+            return f"it counts the spikes of {len(counts):,} bins (spiking.bin_spikes) " \
+                   f"but holds {frames:,}"
+    per_frame = None
+    if spikes is not None:
+        if abs(spikes.tick_ms - RUN_TICK_MS) > 1e-9:
+            return (f"its spikes' tick is {spikes.tick_ms:g} ms; a run steps by "
+                    f"{RUN_TICK_MS:g} ms")
+        if len(spikes) != frames:
+            return f"its spikes cover {len(spikes):,} of its {frames:,} bins"
+        tick, _neuron, trial = spikes.arrays()
+        if trial.size and int(trial.max()) >= trials:
+            return (f"a spike is in trial {int(trial.max())} of a {trials}-trial run")
+        per_frame = spikes.frame_counts()
+        frame_of = np.repeat(np.arange(frames, dtype=np.int64), per_frame)
+        outside = (tick // bin_ticks) != frame_of
+        if outside.any():
+            at = int(np.flatnonzero(outside)[0])
+            return (f"a spike at tick {int(tick[at]):,} is kept in bin {int(frame_of[at])}, "
+                    f"whose ticks are {int(frame_of[at]) * bin_ticks:,}.."
+                    f"{(int(frame_of[at]) + 1) * bin_ticks - 1:,}")
+        if counts is not None and per_frame.tolist() != counts:
+            bad = int(np.flatnonzero(per_frame != np.asarray(counts))[0])
+            return (f"bin {bad} counts {counts[bad]:,} spikes (spiking.bin_spikes) but keeps "
+                    f"{int(per_frame[bad]):,}")
+    if rates is not None:
+        highest = 1000.0 / RUN_TICK_MS          # one spike a tick in every trial
+        seconds = bin_ticks * RUN_TICK_MS / 1000.0 * trials
+        for i in range(frames):
+            row = np.asarray(rates(i), np.float64)
+            if not np.isfinite(row).all() or (row.size and (row.min() < 0
+                                                            or row.max() > highest)):
+                return (f"bin {i}'s rates are not finite numbers of 0..{highest:g} Hz")
+            if spikes is not None:
+                _t, neuron, _tr = spikes.arrays(i, i + 1)
+                expected = np.bincount(neuron, minlength=row.size) / seconds
+                if not np.allclose(row, expected, rtol=2e-3, atol=1e-3):
+                    at = int(np.flatnonzero(~np.isclose(row, expected, rtol=2e-3,
+                                                        atol=1e-3))[0])
+                    return (f"bin {i}'s rate of neuron {at} is {row[at]:g} Hz but its spikes "
+                            f"make {expected[at]:g} Hz")
+    return None

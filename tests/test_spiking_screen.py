@@ -4,6 +4,7 @@ counts agree, and bad input is one line."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +66,7 @@ def test_each_sets_rates_are_a_single_simulate_run(brain, mode):
         assert np.array_equal(result.rates[i], alone), s.name
     baseline = spiking.simulate(brain, excite=base, rate=120.0, **SHORT).rates()
     assert np.array_equal(result.baseline, baseline)
-    assert result.rates.sum() > 0 and result.computed == len(sets) + 1
+    assert result.rates.sum() > 0 and result.computed + result.pruned == len(sets) + 1
     if mode == "activate":
         assert not baseline.any()                      # no input, no spikes
     else:
@@ -90,13 +91,20 @@ def test_a_rerun_skips_finished_sets_and_writes_the_same_table(brain, tmp_path):
     first = sc.run_screen(brain, sets, settings, out=out)
     files = _files(out)
     assert set(files) >= {"screen.json", "baseline.csv", "summary.csv"}
-    assert len([f for f in files if f.startswith("sets/")]) == 3
+    # "one" (neuron 5) never fires in the baseline: answered from it, no run, no file
+    assert first.pruned == 1 and first.answered == ["run", "baseline", "run"]
+    assert len([f for f in files if f.startswith("sets/")]) == 2
     info, rows = sc.read_summary(out)
     assert [r["set"] for r in rows] == [sc.BASELINE, "drivers", "one", "tail"]
+    assert [r["answered"] for r in rows] == ["run", "run", "baseline", "run"]
     assert info["mode"] == "silence" and info["sets"] == 3
+    assert info["answered_from_baseline"] == 1 and info["runs"] == 3
+    import json
+    said = json.loads((out / "screen.json").read_text())["last_run"]
+    assert said["answered_from_baseline"] == 1 and said["runs"] == 3
 
     again = sc.run_screen(brain, sets, settings, out=out)
-    assert (again.computed, again.resumed) == (0, 4)
+    assert (again.computed, again.resumed, again.pruned) == (0, 3, 1)
     assert np.array_equal(again.rates, first.rates) and _files(out) == files
 
     # Stopped after two runs (Ctrl+C): what finished is kept, the rerun does the rest.
@@ -115,7 +123,7 @@ def test_a_rerun_skips_finished_sets_and_writes_the_same_table(brain, tmp_path):
         sc.run_screen(brain, sets, settings, out=fresh, progress=StopAfter())
     assert not (fresh / "summary.csv").exists()
     rest = sc.run_screen(brain, sets, settings, out=fresh)
-    assert (rest.computed, rest.resumed) == (2, 2)
+    assert (rest.computed, rest.resumed, rest.pruned) == (2, 1, 1)
     assert _files(fresh) == files                      # the same bits as the one-go run
 
     # A damaged set file is computed again.
@@ -226,18 +234,19 @@ def test_the_command_writes_the_folder_and_prints_the_targets_change(authors, tm
     code, text, err = cli_run(capsys, *args, "--target", f"body:{IDS[30]}")
     assert code == 0, err
     assert "3 set(s) to silence" in text and f"target {IDS[30]}" in text
-    assert "change Hz" in text and "drivers" in text and "4 run(s) now" in text
+    assert "target Δ Hz" in text and "drivers" in text and "3 run(s) now" in text
+    assert "1 answered from the baseline" in text
     # the numbers are the library's
     brain = spiking.load_brain(authors)
     result = sc.run_screen(brain, sc.resolve_sets(brain, SETS),
                            sc.ScreenSettings(mode="silence", excite="id:0-2", **SHORT))
     change = result.change_of(30)
     drivers = next(line for line in text.splitlines() if line.strip().startswith("drivers"))
-    assert drivers.split()[-1] == f"{change[0]:+.2f}"
+    assert drivers.split()[5] == f"{change[0]:+.3f}"
     assert sc.read_summary(out)[1][1]["set"] == "drivers"
     # again: nothing to run; other settings: one line
     code, text, err = cli_run(capsys, *args)
-    assert code == 0 and "0 run(s) now, 4 found done" in text
+    assert code == 0 and "0 run(s) now, 3 found done, 1 answered" in text
     code, _, err = cli_run(capsys, *args[:-2], "--rate", "90", "--out", str(out))
     one_error_line(code, err, "another rate (150.0 there, 90.0 now)")
 
@@ -301,3 +310,130 @@ def test_the_screen_layer_has_one_rule_for_range_nan_and_caption():
         state.screen = ScreenEffect(np.zeros(N + 1), target=0)
     state.screen = None                                      # withdrawn: back to the state
     assert state.colour_by == "state" and not state.colour_layers[SCREEN].available
+
+
+# ---------------------------------------------------------------- pruning, pairs, p-values
+def test_sets_answered_from_the_baseline_equal_running_them(brain):
+    """A silenced set none of whose neurons fires in the baseline is not run; its rates and
+    trial counts are what running it gives, bit for bit."""
+    sets = sc.each_neuron(brain, "id:0-79")
+    settings = sc.ScreenSettings(mode="silence", **SHORT)
+    result = sc.run_screen(brain, sets, settings)
+    fired = result.baseline > 0
+    pruned = [i for i, how in enumerate(result.answered) if how == sc.FROM_BASELINE]
+    assert result.pruned == len(pruned) == int((~fired).sum()) > 0
+    assert result.computed == 1 + int(fired.sum())        # the baseline and the firing ones
+    for i in range(len(sets)):
+        alone = spiking.simulate(brain, excite=np.arange(3), silence=sets[i].members, **SHORT)
+        assert np.array_equal(result.rates[i], alone.rates()), sets[i].name
+        fired_alone, counts = sc.trial_counts(alone.trial, alone.neuron, alone.trials)
+        full = np.zeros((SHORT["trials"], brain.neurons), np.int64)
+        full[:, fired_alone] = counts
+        assert np.array_equal(result.trial_counts[i], full), sets[i].name
+    # the firing ones, run, do change something (the pruning is not of every set)
+    assert any(row["changed"] for row in result.summary[1:] if row["answered"] == sc.RUN)
+
+
+def test_a_pair_screens_single_effects_are_the_single_screens(brain, tmp_path):
+    sets = sc.each_neuron(brain, "id:0-29")
+    settings = sc.ScreenSettings(mode="silence", **SHORT)
+    target = 15                                 # 13 of the 30 single sets move its rate
+    single = sc.run_screen(brain, sets, settings, target=target)
+    paired = sc.run_screen(brain, sets, settings, target=target, pairs=4, out=tmp_path / "p")
+    n = len(sets)
+    assert len(paired.sets) == n + 6 and paired.pair_of[:n] == [None] * n
+    assert np.array_equal(paired.rates[:n], single.rates)
+    assert np.array_equal(paired.trial_counts[:n], single.trial_counts)
+    effect, p, _ = single.effects(target)
+    both, p_both, _ = paired.effects(target)
+    assert np.array_equal(both[:n], effect) and np.array_equal(p_both[:n], p)
+    # the pairs are of the four largest effects, and each is one run of both sets silenced
+    top = np.argsort(-np.abs(effect), kind="stable")[:4].tolist()
+    assert paired.top == top and np.abs(effect[top]).min() > 0
+    for i in range(n, n + 6):
+        a, b = paired.pair_of[i]
+        assert {a, b} <= set(top)
+        members = np.union1d(sets[a].members, sets[b].members)
+        alone = spiking.simulate(brain, excite=np.arange(3), silence=members, **SHORT).rates()
+        assert np.array_equal(paired.rates[i], alone[paired.columns])
+        assert both[i] == alone[target] - single.baseline[target]
+    names, matrix = paired.pair_matrix(target)
+    assert names == [sets[i].name for i in top]
+    assert np.array_equal(np.diag(matrix), effect[top])
+    assert np.array_equal(matrix, matrix.T) and np.isfinite(matrix).all()
+    rows = sc.read_summary(tmp_path / "p")[1]
+    assert [r["kind"] for r in rows].count("pair") == 6
+    pair_row = rows[n + 1]
+    assert pair_row["set"] == f"{pair_row['first']} + {pair_row['second']}"
+    # a rerun with the pairs resumes everything
+    again = sc.run_screen(brain, sets, settings, target=target, pairs=4, out=tmp_path / "p")
+    assert again.computed == 0 and np.array_equal(again.rates, paired.rates)
+
+
+def test_benjamini_hochberg_finds_planted_p_values_and_not_the_nulls():
+    rng = np.random.default_rng(7)
+    nulls = (np.arange(90) + 0.5) / 90          # uniform p-values, evenly spread
+    planted = rng.uniform(0.0, 1e-4, 10)
+    p = np.concatenate([nulls, planted])
+    q = sc.benjamini_hochberg(p)
+    assert np.flatnonzero(q <= 0.05).tolist() == list(range(90, 100))
+    # unadjusted, 5 % of the nulls would pass too
+    assert (nulls <= 0.05).sum() == 5
+    assert np.all(q >= p) and np.all(q <= 1)
+    # its definition: the k smallest are discoveries for the largest k with p_(k) <= a k/m
+    for _ in range(20):
+        p = np.concatenate([rng.uniform(0, 1, 80), rng.uniform(0, 1e-3, 20)])
+        ranked = np.sort(p)
+        k = max([i + 1 for i in range(100) if ranked[i] <= 0.05 * (i + 1) / 100] or [0])
+        found = sc.benjamini_hochberg(p) <= 0.05
+        assert found.sum() == k and (found == (p <= (ranked[k - 1] if k else -1))).all()
+    assert np.isnan(sc.benjamini_hochberg([np.nan, 0.01]))[0]
+    assert sc.benjamini_hochberg([0.01, np.nan])[0] == 0.01
+
+
+def _planted_brain() -> spiking.SpikingBrain:
+    """0 drives 2..9, and 2, 3, 4 together drive the target 30 (one silenced: it fires
+    less); 1 drives 10..19, which drive 35 and not the target."""
+    edges = [(0, j, 120.0) for j in range(2, 10)] + [(1, j, 120.0) for j in range(10, 20)]
+    edges += [(j, 30, 40.0) for j in (2, 3, 4)] + [(j, 35, 120.0) for j in range(10, 20)]
+    n = 40
+    pre, post, counts = (np.array(c) for c in zip(*edges))
+    order = np.argsort(pre, kind="stable")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(pre.astype(np.int64), minlength=n), out=indptr[1:])
+    brain = spiking.SpikingBrain(name="planted", root_ids=IDS[:n].copy(), indptr=indptr,
+                                 post=post[order].astype(np.int32),
+                                 counts=counts[order].astype(float))
+    brain.default_excite = np.array([0, 1], np.int64)
+    return brain
+
+
+def test_planted_effects_are_found_and_the_nulls_are_not():
+    brain = _planted_brain()
+    sets = sc.each_neuron(brain, "id:2-19")
+    settings = sc.ScreenSettings(mode="silence", duration_s=0.1, trials=10, seed=1)
+    result = sc.run_screen(brain, sets, settings, target=30)
+    effect, p, q = result.effects(30)
+    found = [sets[i].members[0] for i in np.flatnonzero(q <= sc.ALPHA)]
+    assert found == [2, 3, 4]
+    assert (effect[:3] < 0).all() and not effect[3:].any() and (p[3:] == 1).all()
+    assert [r["q_value"] for r in result.summary[1:]] == q.tolist()
+
+
+def test_pairs_beyond_the_screen_or_the_brain_are_one_line(brain, authors, tmp_path, capsys):
+    sets = sc.resolve_sets(brain, SETS)
+    settings = sc.ScreenSettings(mode="silence", **SHORT)
+    for pairs, message in ((4, "more than the screen's 3 set(s)"),
+                           (N + 1, f"more than the brain's {N} neurons"),
+                           (1, "at least 2 sets")):
+        with pytest.raises(sc.ScreenError, match=re.escape(message)):
+            sc.run_screen(brain, sets, settings, pairs=pairs)
+    (tmp_path / "sets.txt").write_text("a: id:1\nb: id:2\n")
+    base = ["screen", str(authors), "--sets", str(tmp_path / "sets.txt"), "--mode", "silence",
+            "--excite", "id:0-2", "--duration", "50ms", "--workers", "0",
+            "--out", str(tmp_path / "o")]
+    code, _, err = cli_run(capsys, *base, "--pairs", "3")
+    one_error_line(code, err, "--pairs 3 is more than the screen's 2 set(s)")
+    code, _, err = cli_run(capsys, *base[:2], "--each", "id:0-79", *base[4:], "--pairs", "81")
+    one_error_line(code, err, "--pairs 81 is more than the brain's 80 neurons")
+    assert not (tmp_path / "o" / "summary.csv").exists()

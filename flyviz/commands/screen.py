@@ -33,20 +33,32 @@ modes:
              with nothing silenced
 Every run uses the same --seed: in a silencing screen every run gets the baseline's own
 Poisson input, so a change is the silencing's; a set's rates are those of
-'flyviz simulate' with the same options.
+'flyviz simulate' with the same options. A silencing screen does not run a set none of
+whose neurons fires in the baseline: its run is the baseline's, bit for bit (the summary
+says 'answered: baseline' and counts them).
+
+effects: each set's change of the --target's rate (or, without --target, of the mean rate
+of every neuron), with a p-value over the trials (Wilcoxon signed-rank test of each
+trial's change: a trial of a set and of the baseline share their input) and a
+Benjamini-Hochberg q-value across the sets; '*' marks q <= 0.05. --pairs N then runs every
+pair of the N sets of largest effect (both sets together) and prints their matrix.
 
 files written (DIR):
   screen.json         the settings and the brain's digest (a rerun must match them)
   baseline.csv        the baseline's rate of every neuron (root_id, rate_hz)
   sets/NAME-*.csv     per set, every neuron's rate, Hz (mean over the trials)
   summary.csv         one row per set: neurons, fired, mean_rate_hz, changed (neurons whose
-                      rate differs from the baseline), largest_change_hz and its root id
+                      rate differs from the baseline), largest_change_hz and its root id,
+                      kind (single or pair, and the pair's first and second set), answered
+                      (run, or baseline), effect_hz, p_value, q_value
 Each is a checksummed table, written whole or not at all. Running the same command again
 skips the sets already in DIR (Ctrl+C keeps the finished ones, and a rerun always
 continues: there is no --resume); other settings in DIR are refused.
 
 examples:
   flyviz screen demo --sets sets.txt --mode activate --duration 200ms --out act/
+  flyviz screen demo --each 'superclass:cb_sensory' --mode silence --trials 5 \\
+      --duration 200ms --target 'id:120' --pairs 6 --out knockouts/
   flyviz screen ./shiu --sets sets.txt --mode silence --excite 'body:720575940624963786' \\
       --trials 30 --out silenced/ --target 'type:MN9' --workers 8
 """
@@ -59,8 +71,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("brain", metavar="BRAIN",
                         help="authors' folder, completeness CSV, flyviz model or 'demo' (as "
                              "'flyviz simulate' takes it; every worker must be able to load it)")
-    parser.add_argument("--sets", metavar="FILE", type=Path, required=True,
-                        help="the neuron sets, one 'NAME: QUERY' a line")
+    sets = parser.add_mutually_exclusive_group(required=True)
+    sets.add_argument("--sets", metavar="FILE", type=Path, default=None,
+                      help="the neuron sets, one 'NAME: QUERY' a line")
+    sets.add_argument("--each", metavar="QUERY", default=None,
+                      help="one set per neuron the query selects (a screen of single neurons)")
     parser.add_argument("--mode", choices=("activate", "silence"), required=True,
                         help="excite each set, or silence each set under --excite")
     parser.add_argument("--excite", metavar="QUERY", default=None,
@@ -79,6 +94,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the screen's folder (made if missing; a rerun continues it)")
     parser.add_argument("--target", metavar="QUERY", default=None,
                         help="one neuron: print each set's change in its rate")
+    parser.add_argument("--pairs", metavar="N", type=int, default=0,
+                        help="then run every pair of the N sets of largest effect on the "
+                             "--target (default 0: no pairs)")
     parser.add_argument("--show", metavar="N", type=int, default=20,
                         help="rows of the table to print (default 20; 0 prints all)")
     add_cluster_options(parser, "DIR", resume=False)
@@ -99,16 +117,17 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.errors import InputError
     from flyviz.model.selection import parse
     from flyviz.spiking import select
-    from flyviz.spiking.screen import (ScreenFolder, ScreenSettings, read_sets_file,
-                                       resolve_sets, run_screen)
+    from flyviz.spiking.screen import (ALPHA, PAIR, ScreenFolder, ScreenSettings, check_pairs,
+                                       each_neuron, read_sets_file, resolve_sets, run_screen)
 
     if args.show < 0:
         raise InputError(f"--show {args.show} must be 0 (all rows) or more")
+    check_pairs(args.pairs, sys.maxsize, sys.maxsize)  # 1 or negative, before the brain loads
     settings = ScreenSettings(mode=args.mode, excite=args.excite, rate=args.rate,
                               trials=args.trials, duration_s=args.duration, seed=args.seed,
                               w_syn=args.w_syn).validate()
-    named = read_sets_file(args.sets)
-    for query in (args.excite, args.target):
+    named = read_sets_file(args.sets) if args.sets is not None else None
+    for query in (args.excite, args.target, args.each):
         if query is not None:
             parse(query)  # a malformed query fails before the brain loads
     require_dask("flyviz screen", args.workers, args.scheduler)
@@ -117,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     ScreenFolder.check_settings(args.out, settings)
 
     brain = spiking_brain_from_args(args)
-    sets = resolve_sets(brain, named)
+    sets = resolve_sets(brain, named) if named is not None else each_neuron(brain, args.each)
+    check_pairs(args.pairs, len(sets), brain.neurons)
     target = None
     if args.target is not None:
         found = select(brain, args.target)
@@ -136,41 +156,52 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"{brain.name}: {brain.neurons:,} neurons, {brain.synapses:,} synapses; "
           f"{len(sets)} set(s) to {settings.mode}, {settings.trials} trial(s) x "
-          f"{settings.duration_s:g} s each", flush=True)
+          f"{settings.duration_s:g} s each"
+          + (f"; then the pairs of the top {args.pairs}" if args.pairs else ""), flush=True)
     bar = ProgressBar(len(sets) + 1, label="runs")
     try:
+        # only the target's rates are kept: the table needs no other neuron's
         result = run_screen(brain, sets, settings, out=args.out, spec=spec,
                             workers=args.workers, scheduler=args.scheduler, progress=bar,
-                            log=log, columns=None if target is None else np.array([target]))
+                            log=log, columns=np.empty(0, np.int64), pairs=args.pairs,
+                            target=target)
     except Interrupted as exc:
         bar.close()
         print(f"flyviz screen: {exc}", file=sys.stderr)
         return 130
     bar.close()
     rows = result.summary[1:]
-    order = list(range(len(rows)))
+    effect = np.array([row["effect_hz"] for row in rows])
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["kind"] == PAIR, -abs(effect[i])))
     if target is not None:
-        change = result.change_of(target)
-        order.sort(key=lambda i: -abs(float(change[i])))
         print(f"target {brain.root_ids[target]}"
               + (f" ({brain.cell_type[target]})" if brain.cell_type is not None
                  and brain.cell_type[target] else "")
               + f": {result.baseline[target]:.2f} Hz in the baseline")
     shown = order if args.show == 0 else order[:args.show]
     width = max([len("set")] + [len(str(rows[i]["set"])) for i in shown])
-    head = f"  {'set':<{width}}  {'neurons':>8}  {'fired':>7}  {'mean Hz':>8}  {'changed':>8}"
-    if target is not None:
-        head += f"  {'target Hz':>9}  {'change Hz':>9}"
+    on = "target" if target is not None else "mean"
+    head = (f"  {'set':<{width}}  {'neurons':>8}  {'fired':>7}  {'mean Hz':>8}  {'changed':>8}"
+            f"  {on + ' Δ Hz':>10}  {'p':>8}  {'q':>8}")
     print(head)
     for i in shown:
         row = rows[i]
-        line = (f"  {row['set']:<{width}}  {row['neurons']:>8,}  {row['fired']:>7,}  "
-                f"{row['mean_rate_hz']:>8.3f}  {row['changed']:>8,}")
-        if target is not None:
-            line += f"  {result.rates[i, 0]:>9.2f}  {result.change_of(target)[i]:>+9.2f}"
-        print(line)
+        star = " *" if row["q_value"] <= ALPHA else ""
+        note = "  (answered from the baseline)" if row["answered"] == "baseline" else ""
+        print(f"  {row['set']:<{width}}  {row['neurons']:>8,}  {row['fired']:>7,}  "
+              f"{row['mean_rate_hz']:>8.3f}  {row['changed']:>8,}  {row['effect_hz']:>+10.3f}"
+              f"  {row['p_value']:>8.2g}  {row['q_value']:>8.2g}{star}{note}")
     if len(shown) < len(rows):
         print(f"  ... {len(rows) - len(shown)} more in {args.out / 'summary.csv'}")
-    print(f"{result.computed} run(s) now, {result.resumed} found done; {result.seconds:.1f} s "
-          f"({result.workers} worker(s)) -> {args.out}")
+    if result.top:
+        names, matrix = result.pair_matrix(target)
+        print(f"pairs of the top {len(names)} ({on} Δ Hz; the sets alone on the diagonal):")
+        label = max(len(n) for n in names)
+        for name, line in zip(names, matrix):
+            print(f"  {name:<{label}}  " + "  ".join(f"{v:>+8.2f}" for v in line))
+    discoveries = sum(1 for row in rows if row["q_value"] <= ALPHA)
+    print(f"{discoveries} of {len(rows)} set(s) with q <= {ALPHA:g}; "
+          f"{result.computed} run(s) now, {result.resumed} found done, {result.pruned} "
+          f"answered from the baseline (none of their neurons fires in it); "
+          f"{result.seconds:.1f} s ({result.workers} worker(s)) -> {args.out}")
     return 0

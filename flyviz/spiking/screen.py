@@ -21,13 +21,28 @@ silencing screen each run gets the very same Poisson input as the baseline, so a
 the silencing's, not the noise's; and a set's rates are exactly those of
 ``flyviz.spiking.simulate`` with that seed, whatever the number of workers.
 
+A silencing screen answers without running them the sets none of whose neurons fires in the
+baseline: silencing cuts only a neuron's outgoing synapses, which carry nothing from a neuron
+that never spikes, and every run gets the baseline's Poisson input, so such a set's run *is*
+the baseline's, bit for bit. A whole-brain screen of single neurons then runs only the few
+that fire. Each set's *effect* is the change of one neuron's rate (``target``) or of the
+mean rate of every neuron, with a p-value over the trials (each trial of a set and of the
+baseline share their input: a paired test, :func:`paired_p_value`) and a
+Benjamini–Hochberg q-value across the sets (:func:`benjamini_hochberg`). With ``pairs=N``
+every pair of the ``N`` sets of largest effect is then run as one set (redundancy is not
+predictable from the wiring).
+
 With ``out`` the results go to a folder (:class:`ScreenFolder`)::
 
-    OUT/screen.json       the settings and the brain's digest (what a rerun must match)
-    OUT/baseline.csv      the baseline's rate of every neuron (root_id, rate_hz)
-    OUT/sets/NAME-*.csv   per set, the rate of every neuron (mean Hz over the trials)
+    OUT/screen.json       the settings and the brain's digest (what a rerun must match), and
+                          what the last run did (``last_run``: sets, pairs, runs, sets
+                          answered from the baseline)
+    OUT/baseline.csv      the baseline's rate of every neuron (root_id, rate_hz) and the
+                          spikes in each trial of those that fired (trial_counts)
+    OUT/sets/NAME-*.csv   the same per set run (a set answered from the baseline has none)
     OUT/summary.csv       one row per set: size, neurons fired, mean rate, neurons changed,
-                          the largest change and its neuron
+                          the largest change and its neuron; single or pair; run or answered
+                          from the baseline; effect, p-value, q-value
 
 each a checksummed table (:mod:`flyviz.analysis.table_file`) written through a temporary
 file, so a run stopped at any point (Ctrl+C) leaves only whole files. Running the same
@@ -60,9 +75,10 @@ from flyviz.spiking.engine import LIFParams
 from flyviz.spiking.run import check_rate, check_run_size, select, simulate
 
 __all__ = ["BASELINE", "MODES", "NeuronSet", "ScreenError", "ScreenFolder", "ScreenResult",
-           "ScreenSettings", "SetTask", "brain_digest", "each_neuron", "parse_sets",
-           "read_set_rates", "read_sets_file", "read_summary", "resolve_sets", "run_screen",
-           "screen_task"]
+           "ScreenSettings", "SetTask", "benjamini_hochberg", "brain_digest", "check_pairs",
+           "each_neuron", "pair_sets", "paired_p_value", "parse_sets", "read_set_rates",
+           "read_set_run", "read_sets_file", "read_summary", "resolve_sets", "run_screen",
+           "screen_task", "trial_counts"]
 
 #: The two kinds of screen.
 MODES = ("activate", "silence")
@@ -70,14 +86,17 @@ MODES = ("activate", "silence")
 BASELINE = "(baseline)"
 #: The ``format`` of a screen folder's ``screen.json`` and summary.
 FORMAT = "flyviz-screen"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: ``screen.json``'s entry saying what the last run did (not part of the key).
+OUTCOME = "last_run"
 SET_FORMAT = "flyviz-screen-set"
 SUMMARY_PREFIX = "# flyviz-screen "
 SET_PREFIX = "# flyviz-screen-set "
 _PARQUET_KEY = b"flyviz_screen"
 #: The summary's columns, in order.
 SUMMARY_COLUMNS = ("set", "query", "neurons", "fired", "mean_rate_hz", "changed",
-                   "largest_change_hz", "largest_change_root_id")
+                   "largest_change_hz", "largest_change_root_id", "kind", "first", "second",
+                   "answered", "effect_hz", "p_value", "q_value")
 
 
 class ScreenError(InputError):
@@ -322,9 +341,11 @@ class SetTask:
 
 
 def run_set(brain: SpikingBrain, settings: ScreenSettings, base: np.ndarray,
-            members: np.ndarray | None, threads: int | None = None) -> np.ndarray:
-    """``(n,)`` rate of every neuron (Hz, mean over the trials) of one run of the screen:
-    ``members`` excited (activate) or silenced (silence); ``None``: the baseline."""
+            members: np.ndarray | None, threads: int | None = None) -> cluster.Partial:
+    """One run of the screen: ``members`` excited (activate) or silenced (silence); ``None``:
+    the baseline. Returns ``{"rates": (n,) Hz, mean over the trials, "fired": (k,) the
+    neurons that spiked, "counts": (trials, k) their spikes in each trial}`` (the trial
+    counts give each set's p-value, :func:`paired_p_value`)."""
     if settings.mode == "activate":
         excite = np.empty(0, np.int64) if members is None else members
         silence = None
@@ -333,7 +354,18 @@ def run_set(brain: SpikingBrain, settings: ScreenSettings, base: np.ndarray,
     run = simulate(brain, excite=excite, silence=silence, duration_s=settings.duration_s,
                    trials=settings.trials, seed=settings.seed, params=settings.params(brain),
                    threads=threads)
-    return np.asarray(run.rates(), np.float64)
+    fired, counts = trial_counts(run.trial, run.neuron, run.trials)
+    return {"rates": np.asarray(run.rates(), np.float64), "fired": fired, "counts": counts}
+
+
+def trial_counts(trial: np.ndarray, neuron: np.ndarray, trials: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``(fired, counts)``: the neurons that spiked (sorted) and ``(trials, fired)`` their
+    spikes in each trial."""
+    fired, column = np.unique(np.asarray(neuron, np.int64), return_inverse=True)
+    counts = np.zeros((int(trials), fired.size), np.int64)
+    np.add.at(counts, (np.asarray(trial, np.int64), column.reshape(-1)), 1)
+    return fired, counts
 
 
 @dataclass(frozen=True)
@@ -348,8 +380,7 @@ class _InProcess:
     def __call__(self, item: SetTask) -> cluster.Partial:
         # A Ctrl+C interrupts the engine's wait for its trial threads, never a compiled
         # trial (flyviz.spiking.engine.simulate_ticks).
-        return {"rates": run_set(self.brain, self.settings, self.base, item.members,
-                                 self.threads)}
+        return run_set(self.brain, self.settings, self.base, item.members, self.threads)
 
 
 _worker_brains: dict[str, SpikingBrain] = {}
@@ -372,7 +403,7 @@ def screen_task(spec: dict[str, Any], digest: str, settings: dict[str, Any], bas
     if brain_digest(brain) != digest:
         raise ScreenError(f"a worker loaded another brain from {spec['brain']!r} (its synapses "
                           "differ from the client's); give every worker the same files")
-    return {"rates": run_set(brain, ScreenSettings(**settings), base, item.members, threads=1)}
+    return run_set(brain, ScreenSettings(**settings), base, item.members, threads=1)
 
 
 # ---------------------------------------------------------------- the folder
@@ -465,6 +496,7 @@ class ScreenFolder:
                                   "another --out") from None
             if not isinstance(held, dict) or held.get("format") != FORMAT:
                 raise ScreenError(f"{self.manifest} is not a flyviz screen's")
+            held.pop(OUTCOME, None)
             if held != self.key:
                 changed = _differences(held, self.key)
                 raise ScreenError(f"{self.folder} holds a screen with another "
@@ -493,9 +525,9 @@ class ScreenFolder:
                         members_sha256=neuron_set.digest())
         return info
 
-    def finished(self, item: SetTask, neuron_set: NeuronSet | None) -> np.ndarray | None:
-        """The stored rates of ``item``, or ``None`` when it is not done (or its file is
-        damaged: noted, and computed again).
+    def finished(self, item: SetTask, neuron_set: NeuronSet | None) -> cluster.Partial | None:
+        """The stored run of ``item`` (as :func:`run_set` returns it), or ``None`` when it is
+        not done (or its file is damaged: noted, and computed again).
 
         Raises
         ------
@@ -506,7 +538,7 @@ class ScreenFolder:
         if not path.is_file():
             return None
         try:
-            info, rates = read_set_rates(path)
+            info, found = read_set_run(path)
         except ScreenError as exc:
             self.notes.append(f"{exc}; it is computed again")
             return None
@@ -518,16 +550,35 @@ class ScreenFolder:
             raise ScreenError(f"the set {item.name!r} in {self.folder} was run as "
                               f"{info.get('query')!r} ({info.get('neurons')} neurons), not as "
                               f"{expected.get('query')!r}; rename the set or give another --out")
-        return rates
+        if found["counts"].shape[0] != int(self.key.get("trials", 0)):
+            self.notes.append(f"{path.name} holds {found['counts'].shape[0]} trials, not "
+                              f"{self.key.get('trials')}; it is computed again")
+            return None
+        return found
 
     def save(self, item: SetTask, neuron_set: NeuronSet | None, brain: SpikingBrain,
-             rates: np.ndarray) -> None:
-        """Write ``item``'s rates (through a temporary file)."""
+             run: cluster.Partial) -> None:
+        """Write ``item``'s run (through a temporary file): every neuron's rate and, for
+        those that fired, their spikes in each trial."""
+        per_neuron = [""] * brain.neurons
+        counts = np.asarray(run["counts"], np.int64)
+        for column, neuron in enumerate(np.asarray(run["fired"], np.int64).tolist()):
+            per_neuron[neuron] = " ".join(map(str, counts[:, column].tolist()))
         write_table_file(self.path_of(item),
                          {"root_id": np.asarray(brain.root_ids, np.int64),
-                          "rate_hz": np.asarray(rates, np.float64)},
-                         self._info(item, neuron_set), "csv", csv_prefix=SET_PREFIX,
-                         parquet_key=_PARQUET_KEY, what="screen set")
+                          "rate_hz": np.asarray(run["rates"], np.float64),
+                          "trial_counts": per_neuron},
+                         {**self._info(item, neuron_set), "trials": int(counts.shape[0])},
+                         "csv", csv_prefix=SET_PREFIX, parquet_key=_PARQUET_KEY,
+                         what="screen set")
+
+    def write_outcome(self, outcome: dict[str, Any]) -> None:
+        """Say in ``screen.json`` what the last run did (sets run, answered from the
+        baseline, found done): beside the key, which a rerun is checked against."""
+        from flyviz.fileio import write_text_atomically
+
+        write_text_atomically(self.manifest, json.dumps({**self.key, OUTCOME: outcome},
+                                                        indent=1, sort_keys=True) + "\n")
 
     def summary_path(self) -> Path:
         """``summary.csv``."""
@@ -550,8 +601,8 @@ def _differences(held: dict[str, Any], key: dict[str, Any]) -> list[str]:
     return out
 
 
-def read_set_rates(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
-    """The metadata and the rates (``(n,)`` Hz, in model order) of one set's file."""
+def read_set_run(path: str | Path) -> tuple[dict[str, Any], cluster.Partial]:
+    """The metadata and the run of one set's file (as :func:`run_set` returns it)."""
     p = Path(path)
 
     def error(text: str) -> ScreenError:
@@ -564,11 +615,27 @@ def read_set_rates(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
                                  what="flyviz screen set", error=error, damaged=damaged)
     if not isinstance(info, dict) or info.get("format") != SET_FORMAT:
         raise error(f"{p.name} is not a flyviz screen set")
+    trials = info.get("trials")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise damaged("no trial count")
     try:
         rates = np.array([float(r["rate_hz"]) for r in rows], np.float64)
-    except (KeyError, TypeError, ValueError):
-        raise damaged("no rate_hz column") from None
-    return info, rates
+        fired = [i for i, r in enumerate(rows) if r["trial_counts"]]
+        counts = np.zeros((trials, len(fired)), np.int64)
+        for column, i in enumerate(fired):
+            values = [int(c) for c in rows[i]["trial_counts"].split()]
+            if len(values) != trials:
+                raise damaged(f"row {i + 1} holds {len(values)} trial counts, not {trials}")
+            counts[:, column] = values
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise damaged("no rate_hz or trial_counts column") from None
+    return info, {"rates": rates, "fired": np.asarray(fired, np.int64), "counts": counts}
+
+
+def read_set_rates(path: str | Path) -> tuple[dict[str, Any], np.ndarray]:
+    """The metadata and the rates (``(n,)`` Hz, in model order) of one set's file."""
+    info, run = read_set_run(path)
+    return info, run["rates"]
 
 
 def read_summary(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -585,7 +652,47 @@ def read_summary(folder: str | Path) -> tuple[dict[str, Any], list[dict[str, Any
                            damaged=lambda why: ScreenError(f"{p.name} is damaged ({why})"))
 
 
+# ---------------------------------------------------------------- statistics
+def paired_p_value(with_set: np.ndarray, baseline: np.ndarray) -> float:
+    """Two-sided p-value of a set's effect over the trials: the Wilcoxon signed-rank test of
+    the per-trial differences ``with_set - baseline`` (each trial's run and the baseline's
+    share its Poisson input, so the trials are pairs). Trials with no difference carry no
+    sign and are left out; with none left the p-value is 1 (the runs are the same)."""
+    from scipy.stats import wilcoxon
+
+    difference = np.asarray(with_set, np.float64) - np.asarray(baseline, np.float64)
+    difference = difference[difference != 0]
+    if difference.size == 0:
+        return 1.0
+    return float(wilcoxon(difference, zero_method="wilcox").pvalue)
+
+
+def benjamini_hochberg(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values (q-values) of a family of tests: a set whose
+    q-value is at most ``alpha`` is a discovery at false discovery rate ``alpha``. NaN
+    p-values are left out of the family and stay NaN."""
+    p = np.asarray(p_values, np.float64)
+    q = np.full(p.shape, np.nan)
+    tested = np.flatnonzero(np.isfinite(p))
+    m = tested.size
+    if m == 0:
+        return q
+    order = tested[np.argsort(p[tested], kind="stable")]
+    scaled = p[order] * m / np.arange(1, m + 1)
+    q[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    return q
+
+
 # ---------------------------------------------------------------- a screen
+#: The summary's kinds of row.
+SINGLE, PAIR = "single", "pair"
+#: How a set was answered: run, or read off the baseline (a silenced set none of whose
+#: neurons fires in it cannot change anything).
+RUN, FROM_BASELINE = "run", "baseline"
+#: The false discovery rate the command marks discoveries at.
+ALPHA = 0.05
+
+
 @dataclass
 class ScreenResult:
     """What :func:`run_screen` returns.
@@ -593,15 +700,27 @@ class ScreenResult:
     Attributes
     ----------
     sets, settings
-        The screen.
+        The screen: its single sets, then the pairs (:attr:`pair_of`).
     baseline
         ``(n,)`` rates of the baseline run, Hz.
     rates
         ``(sets, len(columns))`` rates of the neurons ``columns`` in each set's run, Hz.
     columns
         The neurons whose rates are kept (all by default).
-    computed, resumed, workers, seconds
-        Sets run now, sets found finished in the folder, workers used, wall time.
+    trial_counts, baseline_counts
+        ``(sets, trials, len(columns))`` and ``(trials, len(columns))``: the kept neurons'
+        spikes in each trial (what their p-values are computed from).
+    trial_totals, baseline_totals
+        ``(sets, trials)`` and ``(trials,)``: every neuron's spikes in each trial.
+    answered
+        Per set, :data:`RUN` or :data:`FROM_BASELINE`.
+    pair_of
+        Per set, ``None`` (a single set) or the indices of the two single sets it joins.
+    top
+        The single sets whose pairs were screened (the top responders), strongest first.
+    computed, resumed, pruned, workers, seconds
+        Runs now, runs found finished in the folder, sets answered from the baseline,
+        workers used, wall time.
     folder
         The output folder, or ``None``.
     summary
@@ -613,8 +732,16 @@ class ScreenResult:
     baseline: np.ndarray
     rates: np.ndarray
     columns: np.ndarray
+    trial_counts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), np.int64))
+    baseline_counts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    trial_totals: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    baseline_totals: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    answered: list[str] = field(default_factory=list)
+    pair_of: list[tuple[int, int] | None] = field(default_factory=list)
+    top: list[int] = field(default_factory=list)
     computed: int = 0
     resumed: int = 0
+    pruned: int = 0
     workers: int = 1
     seconds: float = 0.0
     folder: Path | None = None
@@ -626,6 +753,12 @@ class ScreenResult:
             raise ScreenError(f"neuron {neuron} is not among the neurons this screen kept")
         return int(at[0])
 
+    @property
+    def singles(self) -> list[int]:
+        """The indices of the single sets (the rest are pairs)."""
+        return [i for i, pair in enumerate(self.pair_of or [None] * len(self.sets))
+                if pair is None]
+
     def rate_of(self, neuron: int) -> np.ndarray:
         """``(sets,)`` rate of ``neuron`` in each set's run, Hz."""
         return self.rates[:, self._column(neuron)]
@@ -634,15 +767,48 @@ class ScreenResult:
         """``(sets,)`` change of ``neuron``'s rate from the baseline in each set's run, Hz."""
         return self.rate_of(neuron) - self.baseline[int(neuron)]
 
+    def effects(self, target: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(effect_hz, p_value, q_value)``, each ``(sets,)``: the change of ``target``'s rate
+        (``None``: of the mean rate of every neuron) in each set's run, its p-value over the
+        trials (:func:`paired_p_value`) and the Benjamini–Hochberg q-value across the sets."""
+        if target is None:
+            n = self.baseline.shape[0]
+            seconds = self.settings.duration_s * max(1, self.trial_totals.shape[1])
+            effect = self.trial_totals.sum(axis=1) / (n * seconds) - \
+                self.baseline_totals.sum() / (n * seconds)
+            per_trial, base = self.trial_totals, self.baseline_totals
+        else:
+            column = self._column(target)
+            effect = self.change_of(target)
+            per_trial, base = self.trial_counts[:, :, column], self.baseline_counts[:, column]
+        p = np.array([paired_p_value(row, base) for row in per_trial], np.float64)
+        return np.asarray(effect, np.float64), p, benjamini_hochberg(p)
+
+    def pair_matrix(self, target: int | None = None) -> tuple[list[str], np.ndarray]:
+        """The names of the top responders and the ``(N, N)`` effects (Hz, as
+        :meth:`effects`) of their pairs, each single set's own effect on the diagonal."""
+        effect = self.effects(target)[0]
+        where = {pair: i for i, pair in enumerate(self.pair_of) if pair is not None}
+        size = len(self.top)
+        matrix = np.full((size, size), np.nan)
+        for a, first in enumerate(self.top):
+            matrix[a, a] = effect[first]
+            for b, second in enumerate(self.top):
+                at = where.get((min(first, second), max(first, second)))
+                if a != b and at is not None:
+                    matrix[a, b] = effect[at]
+        return [self.sets[i].name for i in self.top], matrix
+
     def neuron_values(self, target: int) -> np.ndarray:
-        """``(n,)`` per neuron: the change of ``target``'s rate when that neuron's set was
-        run (a neuron in several sets: the largest change in size, the first of equal ones);
-        NaN for a neuron in no set. What the app's screen layer colours by."""
+        """``(n,)`` per neuron: the change of ``target``'s rate when that neuron's single set
+        was run (a neuron in several sets: the largest change in size, the first of equal
+        ones); NaN for a neuron in no set. What the app's screen layer colours by."""
         change = self.change_of(target)
         values = np.full(self.baseline.shape[0], np.nan)
         size = np.full(self.baseline.shape[0], -1.0)
-        for s, value in zip(self.sets, change.tolist()):
-            members = s.members
+        for i in self.singles:
+            members, value = self.sets[i].members, float(change[i])
             bigger = abs(value) > size[members]
             values[members[bigger]] = value
             size[members[bigger]] = abs(value)
@@ -677,13 +843,71 @@ def screen_key(brain: SpikingBrain, settings: ScreenSettings, base: np.ndarray
             "w_syn": float(params.w_syn)}
 
 
+def pair_sets(sets: Sequence[NeuronSet], top: Sequence[int]
+              ) -> list[tuple[NeuronSet, tuple[int, int]]]:
+    """Every pair of the single sets ``top`` (indices into ``sets``) as one set: the union
+    of their neurons, named ``A + B``, with the indices it joins (the smaller first)."""
+    names = {s.name for s in sets}
+    out = []
+    for a_at, a in enumerate(top):
+        for b in top[a_at + 1:]:
+            first, second = (a, b) if a < b else (b, a)
+            one, two = sets[first], sets[second]
+            name = f"{one.name} + {two.name}"
+            if name in names:
+                raise ScreenError(f"the pair {name!r} has the name of a set of the screen; "
+                                  "rename that set")
+            members = np.union1d(one.members, two.members)
+            members.setflags(write=False)
+            out.append((NeuronSet(name, f"({one.query}) | ({two.query})", members),
+                        (first, second)))
+    return out
+
+
+def check_pairs(pairs: Any, sets: int, neurons: int) -> int:
+    """``--pairs N`` as an int: 0 (no pairs), or at least 2 and at most the screen's sets
+    (and the brain's neurons). Raises :class:`ScreenError` in one line."""
+    if isinstance(pairs, bool) or not isinstance(pairs, (int, np.integer)):
+        raise ScreenError(f"--pairs must be a whole number, not {pairs!r}")
+    pairs = int(pairs)
+    if pairs == 0:
+        return 0
+    if pairs < 2:
+        raise ScreenError(f"--pairs {pairs}: a pair needs at least 2 sets to choose from "
+                          "(0: no pairs)")
+    if pairs > neurons:
+        raise ScreenError(f"--pairs {pairs} is more than the brain's {neurons:,} neurons")
+    if pairs > sets:
+        raise ScreenError(f"--pairs {pairs} is more than the screen's {sets:,} set(s); give "
+                          f"at most {sets}")
+    return pairs
+
+
+class _Offset:
+    """A progress sink seen from one batch of runs: ``update(done)`` of the batch is
+    ``offset + done`` of the whole screen."""
+
+    def __init__(self, inner: Any, offset: int) -> None:
+        self.inner = inner
+        self.offset = offset
+
+    def update(self, done: int, force: bool = False) -> None:
+        self.inner.update(self.offset + done, force=force)
+
+
 def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenSettings, *,
                out: str | Path | None = None, spec: dict[str, Any] | None = None,
                workers: int | None = 0, scheduler: str | None = None,
                progress: Any = None, log: Callable[[str], None] | None = None,
-               columns: np.ndarray | None = None, threads: int | None = None
-               ) -> ScreenResult:
+               columns: np.ndarray | None = None, threads: int | None = None,
+               pairs: int = 0, target: int | None = None) -> ScreenResult:
     """Run every set of a screen and its baseline (see the module notes).
+
+    In a silencing screen a set none of whose neurons fires in the baseline is not run: it
+    only cuts the outgoing synapses of neurons that never spike, and every run gets the
+    baseline's Poisson input, so its run is the baseline's, bit for bit (its rates, trial
+    counts and summary row are the baseline's; it is counted in :attr:`ScreenResult.pruned`
+    and its row says ``answered: baseline``).
 
     Parameters
     ----------
@@ -701,13 +925,19 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
         (the default), ``None`` on a local cluster of the usable cores.
     progress
         ``update(done)`` after each run (a :class:`~flyviz.analysis.cluster.ProgressBar`
-        over ``len(sets) + 1`` runs, less those already done; or a cancellable one).
+        whose ``total`` is set to the runs of the screen; or a cancellable one).
     log
         Told of notes (a damaged file computed again) and the workers being ready.
     columns
-        The neurons whose rates the result keeps (default every one).
+        The neurons whose rates (and trial counts) the result keeps (default every one).
     threads
         Trials side by side in this process (default one per core); a worker runs one.
+    pairs
+        ``N``: after the single sets, run every pair of the ``N`` sets with the largest
+        effect (:meth:`ScreenResult.effects` on ``target``) as one set (:func:`pair_sets`).
+    target
+        The neuron whose rate the effects, p-values and the choice of pairs are about
+        (``None``: the mean rate of every neuron); it is kept as a column.
 
     Raises
     ------
@@ -722,9 +952,15 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
     names = [s.name for s in sets]
     if len(set(names)) != len(names):
         raise ScreenError("every set of a screen needs its own name")
+    pairs = check_pairs(pairs, len(sets), brain.neurons)
     if columns is None:
         columns = np.arange(brain.neurons, dtype=np.int64)
     columns = np.asarray(columns, np.int64)
+    if target is not None:
+        if not 0 <= int(target) < brain.neurons:
+            raise ScreenError(f"the target must be a neuron of {brain.name}")
+        if not (columns == int(target)).any():
+            columns = np.append(columns, int(target))
     if columns.size and (columns.min() < 0 or columns.max() >= brain.neurons):
         raise ScreenError(f"columns must be neurons of {brain.name}")
     cluster.check_workers(workers)
@@ -737,56 +973,73 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
     folder = ScreenFolder(out, screen_key(brain, settings, base)) if out is not None else None
     if folder is not None:
         folder.open()
-    items = [SetTask(0, BASELINE, None)] + [SetTask(i + 1, s.name, s.members)
-                                              for i, s in enumerate(sets)]
-    of_item: dict[int, NeuronSet | None] = {0: None, **{i + 1: s for i, s in enumerate(sets)}}
-    kept = np.zeros((len(sets), columns.size))
-    # Each run's rates become its summary row and its kept columns as soon as the baseline
-    # is known (runs that finish before it wait), so a screen of many sets on a large brain
-    # never holds every set's rates at once.
-    held: dict[str, Any] = {"baseline": None, "done": 0}
+    all_sets: list[NeuronSet] = list(sets)
+    pair_of: list[tuple[int, int] | None] = [None] * len(sets)
+    n_pairs = pairs * (pairs - 1) // 2
+    total_runs = 1 + len(sets) + n_pairs
+    trials = int(settings.trials)
+    # Per set, kept as soon as the baseline is known (runs that finish before it wait), so
+    # a screen of many sets on a large brain never holds every set's rates at once.
+    kept: list[np.ndarray | None] = []
+    counts_kept: list[np.ndarray | None] = []
+    totals: list[np.ndarray | None] = []
     rows_of: dict[int, dict[str, Any]] = {}
-    waiting: dict[int, np.ndarray] = {}
+    answered: dict[int, str] = {}
+    held: dict[str, Any] = {"baseline": None, "done": 0, "computed": 0, "resumed": 0,
+                            "pruned": 0, "workers": 1}
+    waiting: dict[int, cluster.Partial] = {}
 
-    def take(index: int, rates: np.ndarray) -> None:
+    def grow() -> None:
+        while len(kept) < len(all_sets):
+            kept.append(None)
+            counts_kept.append(None)
+            totals.append(None)
+
+    def column_counts(run: cluster.Partial) -> np.ndarray:
+        fired = np.asarray(run["fired"], np.int64)
+        out_counts = np.zeros((trials, columns.size), np.int64)
+        at = np.searchsorted(fired, columns)
+        hit = (at < fired.size) & (fired[np.minimum(at, max(fired.size - 1, 0))] == columns) \
+            if fired.size else np.zeros(columns.size, bool)
+        out_counts[:, hit] = np.asarray(run["counts"], np.int64)[:, at[hit]]
+        return out_counts
+
+    def take(index: int, run: cluster.Partial) -> None:
         held["done"] += 1
         if index == 0:
-            held["baseline"] = rates
+            held["baseline"] = run
             for other in sorted(waiting):
                 take_set(other, waiting.pop(other))
         elif held["baseline"] is None:
-            waiting[index] = rates
+            waiting[index] = run
         else:
-            take_set(index, rates)
+            take_set(index, run)
 
-    def take_set(index: int, rates: np.ndarray) -> None:
-        s = sets[index - 1]
+    def take_set(index: int, run: cluster.Partial) -> None:
+        s = all_sets[index - 1]
+        rates = np.asarray(run["rates"], np.float64)
         kept[index - 1] = rates[columns]
-        rows_of[index] = _summary_row(s.name, s.query, s.size, rates, held["baseline"],
-                                      brain.root_ids)
+        counts_kept[index - 1] = column_counts(run)
+        totals[index - 1] = np.asarray(run["counts"], np.int64).sum(axis=1)
+        rows_of[index] = _summary_row(s.name, s.query, s.size, rates,
+                                      held["baseline"]["rates"], brain.root_ids)
 
-    pending = []
-    for item in items:
-        found = folder.finished(item, of_item[item.index]) if folder is not None else None
-        if found is None:
-            pending.append(item)
-            continue
-        if found.shape != (brain.neurons,):
-            raise ScreenError(f"{folder.path_of(item) if folder else item.name} holds "
-                              f"{found.shape[0]} rates, not one per neuron of {brain.name}")
-        take(item.index, found)
-    if folder is not None and log is not None:
-        for note in folder.notes:
-            log(f"note: {note}")
+    of_item: dict[int, NeuronSet | None] = {0: None}
+
+    def prunable(item: SetTask) -> bool:
+        baseline = held["baseline"]
+        return settings.mode == "silence" and item.members is not None and \
+            baseline is not None and not (baseline["rates"][item.members] > 0).any()
 
     def deliver(item: SetTask, partial: cluster.Partial) -> None:
-        rates = np.asarray(partial["rates"], np.float64)
+        run = {"rates": np.asarray(partial["rates"], np.float64),
+               "fired": np.asarray(partial["fired"], np.int64),
+               "counts": np.asarray(partial["counts"], np.int64).reshape(trials, -1)}
         if folder is not None:
-            folder.save(item, of_item[item.index], brain, rates)
-        take(item.index, rates)
+            folder.save(item, of_item[item.index], brain, run)
+        answered[item.index] = RUN
+        take(item.index, run)
 
-    if progress is not None and hasattr(progress, "total"):
-        progress.total = max(1, len(pending))
     function: Callable[..., cluster.Partial]
     args: tuple[Any, ...]
     if local:
@@ -794,26 +1047,127 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
     else:
         function = screen_task
         args = (spec, brain_digest(brain), asdict(settings), base)
+    if progress is not None and hasattr(progress, "total"):
+        progress.total = max(1, total_runs)
+
+    def run_items(batch: list[SetTask]) -> None:
+        """Take each item from the folder or the baseline where it can be, run the rest."""
+        pending = []
+        for item in batch:
+            found = folder.finished(item, of_item[item.index]) if folder is not None else None
+            if found is not None:
+                if found["rates"].shape != (brain.neurons,):
+                    raise ScreenError(f"{folder.path_of(item) if folder else item.name} holds "
+                                      f"{found['rates'].shape[0]} rates, not one per neuron "
+                                      f"of {brain.name}")
+                held["resumed"] += 1
+                answered[item.index] = RUN
+                take(item.index, found)
+            elif prunable(item):
+                held["pruned"] += 1
+                answered[item.index] = FROM_BASELINE
+                take(item.index, held["baseline"])
+            else:
+                pending.append(item)
+        if folder is not None and log is not None:
+            for note in folder.notes:
+                log(f"note: {note}")
+            folder.notes.clear()
+        if not pending:
+            return
+        sink: Any = None if progress is None else _Offset(progress, held["done"])
+        held["computed"] += len(pending)
+        held["workers"] = max(held["workers"], cluster.run_each(
+            function, args, pending, deliver, workers=workers, scheduler=scheduler,
+            progress=sink, log=log))
+
+    def what_is_kept() -> str:
+        what = f"the baseline and {len(sets)} sets" + (f" and {n_pairs} pairs" if pairs else "")
+        return f"{held['done']} of {total_runs} runs ({what})"
+
+    singles = [SetTask(i + 1, s.name, s.members) for i, s in enumerate(sets)]
+    of_item.update({i + 1: s for i, s in enumerate(sets)})
+    grow()
     try:
-        used = cluster.run_each(function, args, pending, deliver, workers=workers,
-                                scheduler=scheduler, progress=progress, log=log)
+        baseline_item = SetTask(0, BASELINE, None)
+        if settings.mode == "silence":   # the baseline first: it answers the sets it can
+            run_items([baseline_item])
+            run_items(singles)
+        else:
+            run_items([baseline_item] + singles)
+        top: list[int] = []
+        if pairs:
+            partial = _result(brain, all_sets, settings, held, kept, counts_kept, totals,
+                              columns, answered, pair_of, [])
+            strength = np.abs(partial.effects(target)[0])
+            top = [int(i) for i in np.argsort(-strength, kind="stable")[:pairs]]
+            joined = pair_sets(sets, top)
+            first = len(all_sets)
+            for k, (pair_set, which) in enumerate(joined):
+                all_sets.append(pair_set)
+                pair_of.append(which)
+                of_item[first + k + 1] = pair_set
+            grow()
+            run_items([SetTask(first + k + 1, ps.name, ps.members)
+                       for k, (ps, _) in enumerate(joined)])
     except KeyboardInterrupt:
         if folder is None:
             raise cluster.Interrupted("interrupted; nothing of the screen is kept") from None
         raise cluster.Interrupted(
-            f"interrupted: {held['done']} of {len(items)} runs (the baseline and {len(sets)} "
-            f"sets) are saved in {folder.folder}; run the same command again to continue"
-        ) from None
-    baseline = held["baseline"]
-    rows = [_summary_row(BASELINE, "" if settings.excite is None else settings.excite,
-                         int(base.size) if settings.mode == "silence" else 0, baseline,
-                         baseline, brain.root_ids)]
-    rows += [rows_of[i + 1] for i in range(len(sets))]
+            f"interrupted: {what_is_kept()} are saved in {folder.folder}; run the same "
+            "command again to continue") from None
+    result = _result(brain, all_sets, settings, held, kept, counts_kept, totals, columns,
+                     answered, pair_of, top)
+    baseline_rates = held["baseline"]["rates"]
+    effect, p_value, q_value = result.effects(target)
+    rows = [{**_summary_row(BASELINE, "" if settings.excite is None else settings.excite,
+                            int(base.size) if settings.mode == "silence" else 0,
+                            baseline_rates, baseline_rates, brain.root_ids),
+             "kind": BASELINE, "first": "", "second": "", "answered": RUN,
+             "effect_hz": 0.0, "p_value": float("nan"), "q_value": float("nan")}]
+    for i in range(len(all_sets)):
+        pair = pair_of[i]
+        rows.append({**rows_of[i + 1], "kind": SINGLE if pair is None else PAIR,
+                     "first": "" if pair is None else all_sets[pair[0]].name,
+                     "second": "" if pair is None else all_sets[pair[1]].name,
+                     "answered": answered[i + 1], "effect_hz": float(effect[i]),
+                     "p_value": float(p_value[i]), "q_value": float(q_value[i])})
+    result.summary = rows
     if folder is not None:
+        effect_on = "mean rate" if target is None else int(brain.root_ids[int(target)])
+        outcome = {"sets": len(sets), "pairs": n_pairs, "pairs_of_top": pairs,
+                   "runs": total_runs - held["pruned"],
+                   "answered_from_baseline": held["pruned"], "effect_on": effect_on}
         write_table_file(folder.summary_path(), {c: [r[c] for r in rows] for c in SUMMARY_COLUMNS},
-                         {**folder.key, "sets": len(sets)}, "csv", csv_prefix=SUMMARY_PREFIX,
+                         {**folder.key, **outcome}, "csv", csv_prefix=SUMMARY_PREFIX,
                          parquet_key=_PARQUET_KEY, what="screen")
-    return ScreenResult(list(sets), settings, baseline, kept, columns,
-                        computed=len(pending), resumed=len(items) - len(pending), workers=used,
-                        seconds=time.perf_counter() - started,
-                        folder=None if folder is None else folder.folder, summary=rows)
+        folder.write_outcome(outcome)
+    result.seconds = time.perf_counter() - started
+    result.folder = None if folder is None else folder.folder
+    return result
+
+
+def _result(brain: SpikingBrain, all_sets: list[NeuronSet], settings: ScreenSettings,
+            held: dict[str, Any], kept: list[Any], counts_kept: list[Any], totals: list[Any],
+            columns: np.ndarray, answered: dict[int, str],
+            pair_of: list[tuple[int, int] | None], top: list[int]) -> ScreenResult:
+    """The :class:`ScreenResult` of the runs taken so far (every set's, by now)."""
+    baseline = held["baseline"]
+    trials = int(settings.trials)
+    base_counts = np.zeros((trials, columns.size), np.int64)
+    fired = np.asarray(baseline["fired"], np.int64)
+    lookup = {int(f): c for c, f in enumerate(fired.tolist())}
+    for c, neuron in enumerate(columns.tolist()):
+        if neuron in lookup:
+            base_counts[:, c] = np.asarray(baseline["counts"])[:, lookup[neuron]]
+    n = len(all_sets)
+    return ScreenResult(
+        list(all_sets), settings, np.asarray(baseline["rates"], np.float64),
+        np.array(kept[:n]).reshape(n, columns.size), columns,
+        trial_counts=np.array(counts_kept[:n]).reshape(n, trials, columns.size),
+        baseline_counts=base_counts,
+        trial_totals=np.array(totals[:n]).reshape(n, trials),
+        baseline_totals=np.asarray(baseline["counts"], np.int64).sum(axis=1),
+        answered=[answered[i + 1] for i in range(n)], pair_of=list(pair_of[:n]), top=top,
+        computed=held["computed"], resumed=held["resumed"], pruned=held["pruned"],
+        workers=held["workers"])

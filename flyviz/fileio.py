@@ -281,6 +281,7 @@ INPUT_OPTIONS = {"spec": "SPEC", "model": "--model", "dataset": "--dataset",
                  "corpus": "--corpus", "by": "--by", "atlas": "--atlas", "mesh": "--mesh",
                  "lesion_map": "--lesion-map", "brain": "BRAIN", "excite_file": "--excite-file",
                  "input_spikes": "--input-spikes", "sets": "--sets", "task": "--task",
+                 "compare": "--compare",
                  "connectivity": "--connectivity", "coordinates": "--coordinates",
                  "classification": "--classification"}
 

@@ -22,6 +22,15 @@ examples:
   flyviz simulate ./shiu --excite 'body:720575940624963786' --silence 'type:MN9' --out s.parquet
   flyviz simulate ./shiu --input-spikes replay.csv --duration 400ms --out replay.parquet
   flyviz simulate demo --duration 500ms --record spikes.flyrec && flyviz export spikes.flyrec --out m.mp4
+  flyviz simulate demo --duration 200ms --compare brian2_spikes.parquet
+  flyviz simulate demo --input-until 100ms --duration 300ms --out after.parquet
+
+--compare OTHER: another simulator's or another run's spikes in the authors' layout (t,
+trial, flywire_id, exp_name; Parquet or CSV), against this run: prints 'identical, N
+spikes' (exit 0) or the first spike one side has and the other not (trial, tick, neuron,
+and how far this run's membrane potential was from the threshold then; exit 1).
+--input-until T: the Poisson input stops at T; the summary (and --record) says how many
+neurons keep firing after it and for how long (self-sustained activity).
 """
 
 
@@ -72,6 +81,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="also (or instead) save each neuron's rate per bin, and every "
                              "spike at its time, as a .flyrec recording, for 'flyviz export', "
                              "'figure' and 'gui'")
+    parser.add_argument("--input-until", metavar="T", type=duration_arg, default=None,
+                        help="the Poisson input stops at T (e.g. 500ms); the summary says what "
+                             "keeps firing after it")
+    parser.add_argument("--compare", metavar="OTHER", type=Path, default=None,
+                        help="spikes of another simulator or run in the authors' layout (t, "
+                             "trial, flywire_id, exp_name): identical (exit 0), or the first "
+                             "spike that differs (exit 1)")
     parser.add_argument("--bin", metavar="MS", type=float, default=10.0,
                         help="bin length of --record, ms (default 10)")
     parser.epilog = EPILOG
@@ -96,11 +112,12 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.errors import InputError
     from flyviz.extras import require
     from flyviz.commands._options import spiking_brain_from_args
-    from flyviz.spiking.run import check_run_size
+    from flyviz.spiking.run import check_run_size, input_until_ticks
     from flyviz.spiking import LIFParams, read_input_spikes, select, simulate
 
-    if args.out is None and args.record is None:
-        raise InputError("give --out FILE (the spikes) and/or --record FILE (rates per bin)")
+    if args.out is None and args.record is None and args.compare is None:
+        raise InputError("give --out FILE (the spikes), --record FILE (rates per bin) and/or "
+                         "--compare OTHER (another run's spikes)")
     if args.out is not None:
         require("parquet", "flyviz simulate --out")  # before any work
     if not math.isfinite(args.rate) or args.rate < 0:
@@ -109,6 +126,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--duration must be a positive number of seconds (e.g. 1s, 400ms), "
                          f"not {args.duration:g}")
     check_run_size(args.duration, args.trials, args.seed, ("--duration", "--trials", "--seed"))
+    if args.input_until is not None:
+        input_until_ticks(args.input_until, args.duration, LIFParams().dt_s,
+                          int(round(args.duration / LIFParams().dt_s)), "--input-until")
+    if args.compare is not None:
+        from flyviz.fileio import check_regular
+
+        check_regular(args.compare, "--compare file")
     if args.w_syn is not None and not math.isfinite(args.w_syn):
         raise InputError(f"--w-syn must be a number, not {args.w_syn}")
     if args.record is not None:
@@ -155,17 +179,29 @@ def run(args: argparse.Namespace) -> int:
         excite = np.empty(0, np.int64)
     silence = select(brain, args.silence) if args.silence is not None else None
 
+    other = None
+    if args.compare is not None:   # before the run: a file in another layout fails at once
+        from flyviz.spiking.diagnose import read_spikes
+
+        other = read_spikes(args.compare, brain, params.dt_s, args.trials,
+                            int(round(args.duration / params.dt_s)))
     start = time.perf_counter()
     result = simulate(brain, excite=excite, silence=silence, duration_s=args.duration,
-                      trials=args.trials, seed=args.seed, input_events=events, params=params)
+                      trials=args.trials, seed=args.seed, input_events=events, params=params,
+                      input_until_s=args.input_until)
     wall = time.perf_counter() - start
+    after = None
+    if args.input_until is not None:
+        from flyviz.spiking.diagnose import sustained_activity
+
+        after = sustained_activity(result, args.input_until)
     if args.out is not None:
         frame = result.to_frame(args.exp_name or args.out.stem)
         tmp = args.out.with_name(args.out.name + ".part")
         frame.to_parquet(tmp, compression="brotli", index=False)
         tmp.replace(args.out)
     if args.record is not None:
-        _save_recording(args, brain, result, excite, silence)
+        _save_recording(args, brain, result, excite, silence, after)
 
     rates = result.rates()
     bio = result.duration_s * result.trials
@@ -175,8 +211,11 @@ def run(args: argparse.Namespace) -> int:
           + (f", {events[0].size:,} input events" if events is not None else ""))
     print(f"{result.trials} trial(s) x {result.duration_s:g} s: {result.neuron.size:,} spikes, "
           f"{int((rates > 0).sum()):,} neurons fired; {wall:.2f} s "
-          f"({wall / bio if bio else 0:.3f} s per biological second) -> "
-          f"{' and '.join(str(p) for p in (args.out, args.record) if p is not None)}")
+          f"({wall / bio if bio else 0:.3f} s per biological second)"
+          + (" -> " + " and ".join(str(p) for p in (args.out, args.record) if p is not None)
+             if args.out is not None or args.record is not None else ""))
+    if after is not None:
+        print(after.describe())
     top = np.argsort(-rates, kind="stable")[:10]
     for i in top:
         if rates[i] <= 0:
@@ -184,14 +223,27 @@ def run(args: argparse.Namespace) -> int:
         label = brain.cell_type[i] if brain.cell_type is not None and brain.cell_type[i] \
             else ""
         print(f"  {brain.root_ids[i]:>20}  {rates[i]:8.1f} Hz  {label}")
+    if other is not None:
+        from flyviz.spiking.diagnose import first_divergence
+
+        rerun = {"excite": excite, "silence": silence, "seed": args.seed,
+                 "input_events": events, "params": params, "input_until_s": args.input_until}
+        found = first_divergence(result, other, rerun)
+        if found is None:
+            print(f"compared with {args.compare.name}: identical, {result.neuron.size:,} spikes")
+            return 0
+        print(f"compared with {args.compare.name}: "
+              f"{found.describe(params.dt, args.compare.name)}")
+        return 1
     return 0
 
 
 def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: Any,
-                    silence: Any) -> None:
+                    silence: Any, after: Any = None) -> None:
     """Write ``--record``: each neuron's rate per ``--bin`` ms bin (Hz), as the spiking kind's
     frames (:mod:`flyviz.kinds.spiking`), its metadata naming the kind and the brain, and
-    every spike at its tick beside them."""
+    every spike at its tick beside them; with ``--input-until``, what keeps firing after the
+    input stops (``spiking.after_input``)."""
     from flyviz.kinds import state_frame
     from flyviz.kinds.spiking import SPIKING, BinSettings, SpikingModel, Stimulus
     from flyviz.record.recording import Recording
@@ -202,9 +254,13 @@ def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: A
                        trials=result.trials)
     stimulus = Stimulus(excite=args.excite, rate=args.rate, silence=args.silence,
                         seed=args.seed)
-    recording = Recording(brain.neurons, SPIKING.metadata(
-        SpikingModel(brain, args.brain), stimulus, bins, counts.sum(axis=1).tolist(), excite,
-        silence), states_dtype="float32")
+    metadata = SPIKING.metadata(SpikingModel(brain, args.brain), stimulus, bins,
+                                counts.sum(axis=1).tolist(), excite, silence)
+    if after is not None:   # what fires after the input stops (--input-until)
+        from dataclasses import asdict
+
+        metadata["spiking"]["after_input"] = {**asdict(after), "summary": after.describe()}
+    recording = Recording(brain.neurons, metadata, states_dtype="float32")
     seconds = bin_ticks * result.params.dt_s * result.trials
     for i, row in enumerate(counts):
         recording.append(state_frame(i, row / seconds))

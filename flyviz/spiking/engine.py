@@ -469,6 +469,18 @@ class EngineTrial:
         flush)."""
         return self._g[:self.n].copy()
 
+    def threshold_margin(self, neuron: int) -> tuple[float, bool]:
+        """``(v - v_th, tested)`` of ``neuron`` at the threshold test of tick :attr:`tick` (the
+        next to run): its ``v`` after that tick's state update, computed as the update does
+        (the same operations, so the same rounding), less ``v_th``, in volts; ``tested`` is
+        False while it is refractory (its ``v`` is frozen and not tested). For a report of
+        why a spike happened or not; the run itself never calls it."""
+        gg, gv, vv, c0, v_rest, v_th, v_rst, g_flush = self._constants
+        v, g = float(self._v[neuron]), float(self._g[neuron])
+        tested = self.tick >= int(self._until[neuron])
+        v_new = c0 + ((gv * g) + (vv * v)) if tested else v
+        return v_new - v_th, tested
+
     def advance(self, n_ticks: int, ev_tick: np.ndarray | None = None,
                 ev_neuron: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Run the next ``n_ticks`` ticks with the input events given (absolute ticks inside

@@ -279,7 +279,8 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
              rate: float | None = None, duration_s: float = 1.0, trials: int = 1,
              seed: int | None = 0, input_events: tuple[np.ndarray, np.ndarray] | None = None,
              params: LIFParams | None = None, threads: int | None = None,
-             progress: Callable[[int, int], None] | None = None) -> SpikeRun:
+             progress: Callable[[int, int], None] | None = None,
+             input_until_s: float | None = None) -> SpikeRun:
     """Run the LIF model ``trials`` times.
 
     Parameters
@@ -299,6 +300,9 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
     progress
         Called as ``progress(trial, ticks_done)`` as each trial goes on (from the thread that
         runs it; :func:`flyviz.spiking.engine.simulate_ticks`).
+    input_until_s
+        The Poisson input stops at this time, seconds (``None``: it lasts the whole run):
+        the events before it are those of the whole run, so the run is the same up to it.
     """
     duration_s = _check_value("the duration", duration_s, positive=True)
     trials = check_run_size(duration_s, trials, seed)
@@ -307,9 +311,10 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
     if n_steps < 1:  # no tick at all: every rate would be 0 / 0
         raise InputError(f"the duration {duration_s * 1000:g} ms is shorter than one tick "
                          f"({p.dt_s * 1000:g} ms)")
+    input_ticks = input_until_ticks(input_until_s, duration_s, p.dt_s, n_steps)
     events = []
     for rng in trial_rngs(seed, trials):
-        tk, nr = poisson_events(excited, p.rate, n_steps, p.dt_s, rng)
+        tk, nr = poisson_events(excited, p.rate, input_ticks, p.dt_s, rng)
         if input_events is not None:
             tk, nr = _merged((tk, nr), input_events, 0, n_steps)
         events.append((tk, nr))
@@ -321,6 +326,27 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
     trial = np.concatenate([np.full(r[0].shape, t, dtype=np.int64) for t, r in enumerate(runs)])
     return SpikeRun(brain, p, n_steps, trials, np.concatenate([r[0] for r in runs]), trial,
                     np.concatenate([r[1] for r in runs]))
+
+
+def input_until_ticks(input_until_s: float | None, duration_s: float, dt_s: float,
+                      n_steps: int, name: str = "the input's end") -> int:
+    """The ticks of a run of ``n_steps`` that get Poisson input when it stops at
+    ``input_until_s`` seconds (``None``: all of them).
+
+    Raises
+    ------
+    InputError
+        For a time that is not a number of seconds from 0 to the run's end.
+    """
+    if input_until_s is None:
+        return int(n_steps)
+    until = float(input_until_s)
+    if not math.isfinite(until) or until < 0:
+        raise InputError(f"{name} must be a non-negative number of seconds, not {until:g}")
+    if until > duration_s + 1e-12:
+        raise InputError(f"{name} {until * 1000:g} ms is after the run's end "
+                         f"({duration_s * 1000:g} ms); give at most the duration")
+    return min(int(n_steps), int(round(until / dt_s)))
 
 
 def neuron_indices(brain: SpikingBrain, which: Any, name: str) -> np.ndarray:
@@ -444,7 +470,8 @@ class SpikingSimulation:
     def __init__(self, brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
                  rate: float | None = None, seed: int | None = 0,
                  input_events: tuple[np.ndarray, np.ndarray] | None = None,
-                 params: LIFParams | None = None, trial: int = 0) -> None:
+                 params: LIFParams | None = None, trial: int = 0,
+                 input_until_s: float | None = None) -> None:
         from flyviz.spiking.engine import EngineTrial, flush_threshold
 
         p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params,
@@ -460,6 +487,10 @@ class SpikingSimulation:
         self.silenced = silenced
         self._input = input_events
         self._poisson = PoissonStream(excited, p.rate * p.dt_s, trial_rngs(seed, int(trial) + 1)[-1])
+        longest = int(round(MAX_DURATION_S / p.dt_s))
+        #: The first tick without Poisson input (``input_until_s``; the run's longest end).
+        self.input_until = longest if input_until_s is None else input_until_ticks(
+            input_until_s, MAX_DURATION_S, p.dt_s, longest)
         post, weight, smallest = brain.grouped_rows(p.w_syn * 0.001)
         self._trial = EngineTrial(brain.indptr, post, weight, rfc, silenced, p,
                                   flush_threshold(smallest))
@@ -492,10 +523,16 @@ class SpikingSimulation:
         longest = int(round(MAX_DURATION_S / self.params.dt_s))
         n_ticks = whole_number("the ticks to advance", n_ticks, 0, max(0, longest - self.tick))
         k0, k1 = self.tick, self.tick + n_ticks
-        events = self._poisson.events(k0, k1)
+        events = self._poisson.events(k0, min(k1, max(k0, self.input_until)))
         if self._input is not None:
             events = _merged(events, self._input, k0, k1)
         return self._trial.advance(n_ticks, events[0], events[1])
+
+    def threshold_margin(self, neuron: int) -> tuple[float, bool]:
+        """What the threshold test of the next tick sees of ``neuron``: its ``v`` after that
+        tick's update minus ``v_th`` (volts; above 0 it spikes) and whether it is tested
+        at all (not refractory). Reads the state; runs nothing."""
+        return self._trial.threshold_margin(int(neuron))
 
     def advance_ms(self, ms: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`advance` by ``ms`` milliseconds (rounded to whole ticks)."""

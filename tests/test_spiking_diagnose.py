@@ -1,0 +1,219 @@
+"""Reading a spiking run (flyviz.spiking.diagnose, ``flyviz simulate --compare`` and
+``--input-until``): the first spike two runs disagree on, with flyviz's distance to the
+threshold; what keeps firing after the input stops; bad input as one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_checks import cli_run, one_error_line
+from flyviz import spiking
+from flyviz.errors import InputError
+from flyviz.spiking.diagnose import (first_divergence, read_spikes, sustained_activity,
+                                     threshold_margin)
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("pyarrow")
+
+# The engine's kernels compiled once for all the test workers (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
+IDS = 720575940600000000 + 11 * np.arange(6, dtype=np.int64)
+
+
+def _edges(loop: bool) -> list[tuple[int, int, float]]:
+    """0 (excited) drives 1, 1 drives 3; with ``loop`` 1 and 2 excite each other."""
+    edges = [(0, 1, 400.0), (1, 3, 400.0), (4, 5, 30.0)]
+    return edges + ([(1, 2, 400.0), (2, 1, 400.0)] if loop else [])
+
+
+def _brain(loop: bool = True) -> spiking.SpikingBrain:
+    pre, post, counts = (np.array(c) for c in zip(*_edges(loop)))
+    order = np.argsort(pre, kind="stable")
+    indptr = np.zeros(IDS.size + 1, np.int64)
+    np.cumsum(np.bincount(pre.astype(np.int64), minlength=IDS.size), out=indptr[1:])
+    brain = spiking.SpikingBrain(name="loop", root_ids=IDS.copy(), indptr=indptr,
+                                 post=post[order].astype(np.int32),
+                                 counts=counts[order].astype(float))
+    brain.default_excite = np.array([0], np.int64)
+    return brain
+
+
+def _write_brain(folder: Path, loop: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"Completed": True}, index=pd.Index(IDS)).to_csv(
+        folder / "Completeness_783.csv")
+    pre, post, counts = (np.array(c) for c in zip(*_edges(loop)))
+    pd.DataFrame({"Presynaptic_Index": pre, "Postsynaptic_Index": post,
+                  "Excitatory x Connectivity": counts.astype(np.int64)}).to_parquet(
+        folder / "Connectivity_783.parquet")
+    return folder
+
+
+RUN = dict(excite=[0, 4], duration_s=0.15, trials=2, seed=5)
+
+
+# ---------------------------------------------------------------- after the input stops
+def test_a_self_exciting_loop_keeps_firing_after_the_input_stops():
+    looped = spiking.simulate(_brain(True), input_until_s=0.05, **RUN)
+    after = sustained_activity(looped, 0.05)
+    assert after.neurons == 3                     # 1 and 2 drive each other, 1 drives 3
+    assert after.firing_at_end == 2 and after.trials == 2
+    assert after.lasted_s == pytest.approx(0.10, abs=0.003)
+    assert set(looped.neuron[looped.tick >= 500].tolist()) == {1, 2, 3}
+    assert "self-sustained" in after.describe()
+    # the same brain without the loop: an echo of the spikes on their way, then nothing
+    plain = sustained_activity(spiking.simulate(_brain(False), input_until_s=0.05, **RUN),
+                               0.05)
+    assert plain.firing_at_end == 0 and plain.lasted_s < 0.01
+    # before the input stops, the run is the whole-input run's, spike for spike
+    whole = spiking.simulate(_brain(True), **RUN)
+    early = whole.tick < 500
+    assert np.array_equal(looped.tick[looped.tick < 500], whole.tick[early])
+    assert np.array_equal(looped.neuron[looped.tick < 500], whole.neuron[early])
+    assert (whole.neuron[whole.tick >= 500] == 0).any()       # the input went on there
+    assert not (looped.neuron[looped.tick >= 500] == 0).any()
+    # a live run stopped at the same tick is the same
+    live = spiking.SpikingSimulation(_brain(True), excite=[0, 4], seed=5, input_until_s=0.05)
+    ticks, neurons = live.advance(700)
+    ticks2, neurons2 = live.advance(800)
+    first = looped.trial == 0
+    assert np.array_equal(np.concatenate([ticks, ticks2]), looped.tick[first])
+    assert np.array_equal(np.concatenate([neurons, neurons2]), looped.neuron[first])
+
+
+def test_simulate_says_what_keeps_firing_and_records_it(tmp_path, capsys):
+    from flyviz.record.recording import Recording
+
+    folder = _write_brain(tmp_path / "brain")
+    record = tmp_path / "run.flyrec"
+    code, text, err = cli_run(capsys, "simulate", str(folder), "--excite", "id:0,4",
+                              "--duration", "150ms", "--trials", "2", "--seed", "5",
+                              "--input-until", "50ms", "--record", str(record))
+    assert code == 0, err
+    line = next(t for t in text.splitlines() if t.startswith("after the input stops"))
+    assert "at 50 ms: 3 neuron(s) keep firing" in line and "2 of 2 trial(s)" in line
+    meta = Recording.load(record).metadata["spiking"]["after_input"]
+    assert meta["neurons"] == 3 and meta["firing_at_end"] == 2 and meta["summary"] == line
+
+
+# ---------------------------------------------------------------- the first divergence
+def _other(run: spiking.SpikeRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return run.trial.copy(), run.tick.copy(), run.neuron.copy()
+
+
+def test_the_first_divergence_names_a_planted_one_tick_change():
+    brain = _brain(True)
+    run = spiking.simulate(brain, **RUN)
+    rerun = dict(excite=[0, 4], seed=5)
+    assert first_divergence(run, _other(run), rerun) is None
+    trial, tick, neuron = _other(run)
+    # trial 1's 5th spike of neuron 3 one tick late
+    at = int(np.flatnonzero((trial == 1) & (neuron == 3))[4])
+    tick[at] += 1
+    found = first_divergence(run, (trial, tick, neuron), rerun)
+    assert found is not None
+    assert (found.trial, found.tick, found.neuron) == (1, int(run.tick[at]), 3)
+    assert found.root_id == IDS[3] and found.flyviz_spikes and not found.other_spikes
+    assert found.tested and found.margin_mv > 0            # flyviz's v was over the threshold
+    assert found.spikes_before == int(((run.trial == 0) | (run.tick < run.tick[at])
+                                       | ((run.tick == run.tick[at]) & (run.neuron < 3)))
+                                      [run.trial <= 1].sum())
+    text = found.describe(0.1, "other.parquet")
+    assert f"tick {run.tick[at]}" in text and f"neuron {IDS[3]} (index 3)" in text
+    assert "flyviz spikes, other.parquet does not" in text and "above threshold" in text
+    # a spike flyviz does not have: the other side's, and flyviz's v below the threshold
+    quiet = int(run.tick[at]) - 3
+    extra = (np.append(run.trial, 1), np.append(run.tick, quiet), np.append(run.neuron, 5))
+    found = first_divergence(run, extra, rerun)
+    assert (found.trial, found.tick, found.neuron) == (1, quiet, 5)
+    assert found.other_spikes and not found.flyviz_spikes and found.margin_mv < 0
+
+
+def test_the_threshold_margin_is_what_the_engine_tests():
+    brain = _brain(True)
+    run = spiking.simulate(brain, **RUN)
+    for s in (0, 7, 30):
+        trial, tick, neuron = int(run.trial[s]), int(run.tick[s]), int(run.neuron[s])
+        margin, tested = threshold_margin(brain, trial, tick, neuron, excite=[0, 4], seed=5)
+        assert tested and margin > 0
+        sim = spiking.SpikingSimulation(brain, excite=[0, 4], seed=5, trial=trial)
+        sim.advance(tick)
+        before = float(sim.v[neuron])
+        ticks, neurons = sim.advance(1)
+        assert neuron in neurons.tolist() and float(sim.v[neuron]) != before
+    # a neuron never reached stays at rest, below the threshold by v_th - v_0 = 7 mV
+    margin, tested = threshold_margin(brain, 0, 100, 5, excite=[0], seed=5)
+    assert tested and margin * 1000 == pytest.approx(-7.0, abs=1e-9)
+
+
+def test_simulate_compare_says_identical_or_the_first_difference(tmp_path, capsys):
+    folder = _write_brain(tmp_path / "brain")
+    out = tmp_path / "mine.parquet"
+    args = ["simulate", str(folder), "--excite", "id:0,4", "--duration", "150ms",
+            "--trials", "2", "--seed", "5"]
+    code, _, err = cli_run(capsys, *args, "--out", str(out))
+    assert code == 0, err
+    code, text, err = cli_run(capsys, *args, "--compare", str(out))
+    spikes = len(pd.read_parquet(out))
+    assert code == 0, err
+    assert f"compared with mine.parquet: identical, {spikes:,} spikes" in text
+    table = pd.read_parquet(out)
+    row = int(np.flatnonzero((table["trial"] == 0) & (table["flywire_id"] == IDS[1]))[2])
+    moved = float(table["t"].iloc[row])
+    table.loc[row, "t"] = moved + 0.0001                   # one tick later
+    changed = tmp_path / "brian2.parquet"
+    table.to_parquet(changed)
+    code, text, err = cli_run(capsys, *args, "--compare", str(changed))
+    assert code == 1, err
+    line = next(t for t in text.splitlines() if t.startswith("compared with brian2.parquet"))
+    tick = int(round(moved / 0.0001))
+    assert f"trial 0, tick {tick} ({tick * 0.1:g} ms), neuron {IDS[1]} (index 1)" in line
+    assert "flyviz spikes, brian2.parquet does not" in line and "above threshold" in line
+
+
+@pytest.mark.parametrize("case, message", [
+    ("layout", "lacks column(s) trial: spikes in the authors' layout have columns t, trial, "
+               "flywire_id, exp_name"),
+    ("experiments", "holds 2 experiments (exp_name a, b); give a file of one"),
+    ("trials", "holds trial 5, and this run has 2 trial(s) (0..1); give --trials 6"),
+    ("late", "holds a spike at 300 ms, after this run's 150 ms"),
+    ("unknown", "is not a neuron of"),
+    ("until", "--input-until 200 ms is after the run's end (150 ms)"),
+    ("negative", "--input-until must be a non-negative number of seconds"),
+])
+def test_bad_compare_files_and_input_ends_are_one_line(tmp_path, capsys, case, message):
+    folder = _write_brain(tmp_path / "brain")
+    table = pd.DataFrame({"t": [0.001, 0.002], "trial": [0, 1],
+                          "flywire_id": [IDS[0], IDS[1]], "exp_name": ["a", "a"]})
+    if case == "layout":
+        table = table.drop(columns=["trial"])
+    elif case == "experiments":
+        table["exp_name"] = ["a", "b"]
+    elif case == "trials":
+        table["trial"] = [0, 5]
+    elif case == "late":
+        table["t"] = [0.001, 0.3]
+    elif case == "unknown":
+        table["flywire_id"] = [IDS[0], 720575940699999999]
+    other = tmp_path / "other.parquet"
+    table.to_parquet(other)
+    args = ["simulate", str(folder), "--excite", "id:0", "--duration", "150ms", "--trials",
+            "2", "--compare", str(other)]
+    if case == "until":
+        args += ["--input-until", "200ms"]
+    elif case == "negative":
+        args += ["--input-until=-5ms"]
+    code, _, err = cli_run(capsys, *args)
+    one_error_line(code, err, message)
+
+
+def test_read_spikes_refuses_a_spike_twice(tmp_path):
+    table = pd.DataFrame({"t": [0.001, 0.001], "trial": [0, 0], "flywire_id": [IDS[0]] * 2,
+                          "exp_name": ["a", "a"]})
+    table.to_csv(tmp_path / "twice.csv", index=False)
+    with pytest.raises(InputError, match="twice"):
+        read_spikes(tmp_path / "twice.csv", _brain(), 1e-4, 1, 1000)

@@ -48,9 +48,8 @@ runs there and its signals fire there. Workers never touch it (see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 import numpy as np
 from psygnal import Signal, SignalGroup
@@ -58,39 +57,25 @@ from psygnal import Signal, SignalGroup
 from flyviz.kinds import LANGUAGE, ModelKind, kind_of
 from flyviz.model.checkpoint import Anatomy
 from flyviz.record.frame import Frame
-from flyviz.record.recording import COMPARISON_MODES, Recording
+from flyviz.record.recording import Recording
 from flyviz.render.camera import VIEW_PRESETS, CameraPose
 from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
+from flyviz.viewer.feature_parts import AtlasPart, ScreenPart, WhyPart
 from flyviz.viewer.highlight import Highlights
 from flyviz.viewer.layers import LAYERS, SCREEN, STATE, ScreenEffect, screen_layer
+from flyviz.viewer.marks import HighlightPart, MarksPart
+from flyviz.viewer.parts import LIFECYCLE_EVENTS, MODEL, NEW_RUN, RECORDING, RESET, StatePart
+from flyviz.viewer.run_config import COMPARE_MODES, RunConfigPart
 from flyviz.viewer.settings import (DisplaySettings, DockSettings, MeshSettings, RunSettings,
                                     ViewerError)
+from flyviz.viewer.view_parts import (RANGE_SCOPES, CameraPart, ColourLayerEntry, ColoursPart,
+                                      LayerBuilder, MeshesPart, ShownPart)
 
-__all__ = ["COMPARE_MODES", "RANGE_SCOPES", "STATE", "ColourLayerEntry", "LayerBuilder",
-           "ViewerEvents", "ViewerState"]
+__all__ = ["COMPARE_MODES", "LIFECYCLE_EVENTS", "MODEL", "NEW_RUN", "RANGE_SCOPES",
+           "RECORDING", "RESET", "STATE", "ColourLayerEntry", "LayerBuilder", "ViewerEvents",
+           "ViewerState"]
 
-#: How a state's colour range is taken: from the shown token's values (the window's),
-#: or once over the whole recording (a movie's, the notebook's and napari's), so that a
-#: colour means the same value at every token.
-RANGE_SCOPES = ("token", "recording")
-
-#: How a comparison runs the untouched model: teacher-forced on the intervened text, or free
-#: (:data:`flyviz.record.flyrec_codec.COMPARISON_MODES`, the one list).
-COMPARE_MODES = COMPARISON_MODES
-
-#: ``build() -> layer``: an entry's colour layer, built when it is chosen (``None``: the state).
-LayerBuilder = Callable[[], "ColourLayer | None"]
-
-
-@dataclass(frozen=True)
-class ColourLayerEntry:
-    """One *Colour by* entry: its key, menu title, builder, tooltip and whether it is offered."""
-
-    key: str
-    title: str
-    build: LayerBuilder
-    tip: str = ""
-    available: bool = True
+PartT = TypeVar("PartT", bound=StatePart)
 
 
 class ViewerEvents(SignalGroup):
@@ -145,6 +130,12 @@ class ViewerEvents(SignalGroup):
     camera_wanted = Signal()
     #: The spiking screen's effect on its target changed (``None``: none).
     screen = Signal(object)
+    #: A new run started, Reset emptied the recording, a model was loaded or a recording
+    #: opened (one of :data:`~flyviz.viewer.parts.LIFECYCLE_EVENTS`), after every part
+    #: did what its lifetime says.
+    lifecycle = Signal(str)
+    #: A part was added to the state: its name.
+    parts = Signal(str)
 
 
 class ViewerState:
@@ -178,35 +169,96 @@ class ViewerState:
         self.anatomy: Anatomy | None = None
         self.model_name = ""
         self._neurons = 0
-        self._recording = Recording(1)
-        self._index = -1
-        self._live = True
-        self._entries: dict[str, ColourLayerEntry] = {}
-        self._colour_by = STATE
-        self._override: ColourLayer | None = None
-        self.highlights = Highlights(self.events.highlight.emit, lambda: self._neurons)
-        self._selected: int | None = None
-        self._picked = np.zeros(0, np.int64)
-        self._filter = ("", "")
-        self._view = "front"
-        self._camera: CameraPose | None = None
-        self._interventions: tuple[Any, ...] = ()
-        self._comparing = False
-        self._compare_mode = COMPARE_MODES[0]
-        self._next_interventions: tuple[Any, ...] = ()
-        self._next_description = ""
         self.background = BACKGROUND
-        self._mesh_files: list[Any] = []
-        self._outline: tuple[int, Any] | None = None     # (id of the anatomy, its outline)
+        self._parts: dict[str, StatePart] = {}
+        for part in (ShownPart(), CameraPart(), ColoursPart(), HighlightPart(), MarksPart(),
+                     MeshesPart(), RunConfigPart(), ScreenPart(), AtlasPart(), WhyPart()):
+            self.add_part(part)
         self.mesh.events.connect(lambda *_: self.events.meshes.emit())
-        self._atlas: Any = None
-        self._token_flows: tuple[float, ...] | None = None
-        self._lines: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._intervened = np.zeros(0, np.int64)
-        self._range_scope = RANGE_SCOPES[0]
-        self._range_cache: dict[Any, tuple[tuple[float, float], Any, Any]] = {}
-        self._screen: ScreenEffect | None = None
         self.offer_layer(STATE, lambda: None)
+
+    # ------------------------------------------------------------ parts
+    @property
+    def parts(self) -> dict[str, StatePart]:
+        """The state's parts by name, in the order they were added (see
+        :mod:`flyviz.viewer.parts`): ``shown``, ``camera``, ``colours``, ``highlight``,
+        ``marks``, ``meshes``, ``run_config``, ``screen``, ``atlas``, ``why``, then
+        those features and kinds add."""
+        return dict(self._parts)
+
+    def add_part(self, part: PartT) -> PartT:
+        """Add ``part`` (a :class:`~flyviz.viewer.parts.StatePart` of a name not taken):
+        from now on the state tells it of every new run, Reset, model and opened
+        recording, and :meth:`frozen` copies it. Returns ``part``."""
+        if not isinstance(part, StatePart):
+            raise ViewerError(f"a part of the viewer state must be a flyviz.viewer.parts."
+                              f"StatePart, got {type(part).__name__}")
+        if not part.name or part.name in self._parts:
+            raise ViewerError(f"the viewer state has a part named {part.name!r} already"
+                              if part.name else "a part of the viewer state needs a name")
+        part.attach(self)
+        self._parts[part.name] = part
+        self.events.parts.emit(part.name)
+        return part
+
+    def part(self, name: str) -> StatePart:
+        """The part named ``name`` (a :class:`ViewerError` naming the parts if none)."""
+        try:
+            return self._parts[name]
+        except KeyError:
+            raise ViewerError(f"the viewer state has no part named {name!r}; its parts are "
+                              f"{', '.join(self._parts)}") from None
+
+    def lifecycle(self, event: str) -> None:
+        """Tell every part that ``event`` happened (one of
+        :data:`~flyviz.viewer.parts.LIFECYCLE_EVENTS`): each does what its lifetime says,
+        in the order the parts were added; then :attr:`ViewerEvents.lifecycle` fires.
+
+        :meth:`set_model` and :meth:`set_recording` call it; call it directly only for
+        an event that shows no new recording."""
+        if event not in LIFECYCLE_EVENTS:
+            raise ViewerError(f"unknown event {event!r}; the events are "
+                              f"{', '.join(LIFECYCLE_EVENTS)}")
+        for part in list(self._parts.values()):
+            part.hook(event)()
+        self.events.lifecycle.emit(event)
+
+    @property
+    def _shown(self) -> ShownPart:
+        return self._parts["shown"]         # type: ignore[return-value]
+
+    @property
+    def _colours(self) -> ColoursPart:
+        return self._parts["colours"]       # type: ignore[return-value]
+
+    @property
+    def _marks(self) -> MarksPart:
+        return self._parts["marks"]         # type: ignore[return-value]
+
+    @property
+    def _highlight(self) -> HighlightPart:
+        return self._parts["highlight"]     # type: ignore[return-value]
+
+    @property
+    def _camera_part(self) -> CameraPart:
+        return self._parts["camera"]        # type: ignore[return-value]
+
+    @property
+    def _meshes(self) -> MeshesPart:
+        return self._parts["meshes"]        # type: ignore[return-value]
+
+    @property
+    def run_config(self) -> RunConfigPart:
+        """The run configuration part: the interventions of the next runs, the comparison
+        and next-run-only interventions (:mod:`flyviz.viewer.run_config`)."""
+        return self._parts["run_config"]    # type: ignore[return-value]
+
+    @property
+    def highlights(self) -> Highlights:
+        """The named emphasis masks (the newest shown), the highlight part's."""
+        highlights = self._highlight.highlights
+        assert highlights is not None
+        return highlights
 
     # ------------------------------------------------------------ meshes
     def add_mesh(self, path: Any, *, scale: float = 1.0,
@@ -222,31 +274,32 @@ class ViewerState:
 
     def add_mesh_object(self, mesh: Any) -> Any:
         """Show a :class:`~flyviz.analysis.outline.Mesh` already read (or made) behind the cloud."""
-        self._mesh_files.append(mesh)
+        self._meshes.files.append(mesh)
         self.mesh.mesh_shown = True
         self.events.meshes.emit()
         return mesh
 
     def clear_meshes(self) -> None:
         """Forget the mesh files added (the soma outline stays available)."""
-        self._mesh_files = []
+        self._meshes.files = []
         self.events.meshes.emit()
 
     @property
     def mesh_files(self) -> tuple[Any, ...]:
         """The meshes read from files, in the order they were added."""
-        return tuple(self._mesh_files)
+        return tuple(self._meshes.files)
 
     def outline(self) -> Any:
         """The shown model's soma outline, computed once per model, or ``None``."""
         anatomy = self.anatomy
         if anatomy is None or anatomy.n_valid < 10:
             return None
-        if self._outline is None or self._outline[0] != id(anatomy):
+        meshes = self._meshes
+        if meshes.outline is None or meshes.outline[0] != id(anatomy):
             from flyviz.analysis.outline import soma_outline
 
-            self._outline = (id(anatomy), soma_outline(anatomy.positions_um()[anatomy.valid]))
-        return self._outline[1]
+            meshes.outline = (id(anatomy), soma_outline(anatomy.positions_um()[anatomy.valid]))
+        return meshes.outline[1]
 
     def shown_meshes(self) -> list[Any]:
         """What is drawn behind the cloud now: the outline and the mesh files, if shown."""
@@ -256,7 +309,7 @@ class ViewerState:
             if outline is not None:
                 shown.append(outline)
         if self.mesh.mesh_shown:
-            shown.extend(self._mesh_files)
+            shown.extend(self._meshes.files)
         return shown
 
     # ------------------------------------------------------------ model
@@ -273,8 +326,9 @@ class ViewerState:
 
     def set_model(self, model: Any, anatomy: Anatomy | None = None, name: str | None = None,
                   neurons: int | None = None, kind: ModelKind | None = None) -> None:
-        """Show ``model`` (``None``: none): picks, selection and highlights are cleared and
-        the recording is an empty one of the model's size.
+        """Show ``model`` (``None``: none): the recording is an empty one of the model's
+        size, and every part does what its lifetime says of a model (the picks,
+        selection, highlights, camera pose and features' marks go).
 
         ``anatomy`` places the neurons (default: the kind's, ``model.drawing_anatomy()``);
         ``neurons`` is needed only without a model; ``kind`` is the model's kind
@@ -302,39 +356,27 @@ class ViewerState:
         self.anatomy = anatomy
         self.model_name = str(name if name is not None else getattr(model, "name", "") or "")
         self._neurons = count
-        self._selected = None
-        self._picked = np.zeros(0, np.int64)
-        self._intervened = np.zeros(0, np.int64)
-        self._filter = ("", "")
-        self._camera = None
-        self.highlights.clear()
-        self._recording = Recording(max(1, count))
-        self._index = -1
-        self._live = True
+        shown = self._shown
+        shown.recording, shown.index, shown.live = Recording(max(1, count)), -1, True
         self.events.model.emit()
         self.events.recording.emit()
         self.events.index.emit(-1)
-        self.events.selected.emit(None)
-        self.events.picked.emit(self._picked)
-        self.events.intervened.emit(self._intervened.copy())
-        self.events.filter.emit("", "")
-        if self._screen is not None and self._screen.values.shape[0] != count:
-            self.screen = None          # a screen of another brain
+        self.lifecycle(MODEL)
 
     # ------------------------------------------------------------ recording and token
     @property
     def recording(self) -> Recording:
         """The recording shown (empty before a run)."""
-        return self._recording
+        return self._shown.recording
 
     @property
     def index(self) -> int:
         """The shown token's frame index; ``-1`` while the recording is empty."""
-        return self._index
+        return self._shown.index
 
     @index.setter
     def index(self, index: int) -> None:
-        n = len(self._recording)
+        n = len(self._shown.recording)
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise ViewerError(f"token index must be a whole number, got {index!r}")
         index = int(index)
@@ -345,100 +387,100 @@ class ViewerState:
             raise ViewerError(f"{axis.name} {index} is out of range: the recording has {n:,} "
                               f"{axis.names} (0 to {n - 1:,})")
         self._set_live(index == n - 1)
-        if index != self._index:
-            self._index = index
+        if index != self._shown.index:
+            self._shown.index = index
             self.events.index.emit(index)
 
     @property
     def live(self) -> bool:
         """True while the shown token follows the newest frame."""
-        return self._live
+        return self._shown.live
 
-    def set_recording(self, recording: Recording, index: int | None = None) -> Recording:
-        """Show ``recording``: at ``index``, or by default its last frame, following new ones."""
+    def set_recording(self, recording: Recording, index: int | None = None, *,
+                      cause: str | None = RECORDING) -> Recording:
+        """Show ``recording``: at ``index``, or by default its last frame, following new ones.
+
+        ``cause`` is why (one of :data:`~flyviz.viewer.parts.LIFECYCLE_EVENTS`): a
+        :data:`~flyviz.viewer.parts.NEW_RUN`'s empty recording, :data:`~flyviz.viewer.parts.RESET`'s,
+        or, by default, an opened one (:data:`~flyviz.viewer.parts.RECORDING`); every part
+        then does what its lifetime says (:meth:`lifecycle`). ``None``: no event (a model's
+        empty recording shown again).
+        """
         if self._neurons and recording.neurons != self._neurons:
             raise ViewerError(f"the recording has {recording.neurons:,} neurons but the model "
                               f"shown has {self._neurons:,}; show the model it was made with")
+        if cause is not None and cause not in LIFECYCLE_EVENTS:
+            raise ViewerError(f"unknown cause {cause!r}; the causes are "
+                              f"{', '.join(LIFECYCLE_EVENTS)}")
         n = len(recording)
         if index is not None and n and not 0 <= int(index) < n:
             axis = self._kind.time_axis
             raise ViewerError(f"{axis.name} {index} is out of range: the recording has {n:,} "
                               f"{axis.names} (0 to {n - 1:,})")
-        self._recording = recording
-        self._index = n - 1 if index is None or not n else int(index)
+        shown = self._shown
+        shown.recording = recording
+        shown.index = n - 1 if index is None or not n else int(index)
         self.events.recording.emit()
-        self._set_live(self._index == n - 1)
-        self.events.index.emit(self._index)
+        self._set_live(shown.index == n - 1)
+        self.events.index.emit(shown.index)
+        if cause is not None:
+            self.lifecycle(cause)
         return recording
 
     def append(self, frame: Frame) -> int:
         """Add a frame to the shown recording; while live it becomes the shown one."""
-        i = self._recording.append(frame)
-        self.events.frames_appended.emit(len(self._recording))
-        if self._live:
-            self._index = i
+        shown = self._shown
+        i = shown.recording.append(frame)
+        self.events.frames_appended.emit(len(shown.recording))
+        if shown.live:
+            shown.index = i
             self.events.index.emit(i)
         return i
 
     def go_live(self) -> None:
         """Show the newest frame and follow the next ones."""
-        n = len(self._recording)
+        n = len(self._shown.recording)
         if n:
             self.index = n - 1
         self._set_live(True)
 
     def _set_live(self, live: bool) -> None:
-        if live != self._live:
-            self._live = live
+        if live != self._shown.live:
+            self._shown.live = live
             self.events.live.emit(live)
 
     def frame(self) -> Frame | None:
         """The shown frame, or ``None``."""
-        if not 0 <= self._index < len(self._recording):
+        shown = self._shown
+        if not 0 <= shown.index < len(shown.recording):
             return None
-        return self._recording[self._index]
+        return shown.recording[shown.index]
 
     def snapshot(self) -> Recording:
         """A frozen copy of the shown recording (for an export running beside a live run)."""
-        return self._recording.snapshot()
+        return self._shown.recording.snapshot()
 
     def frozen(self) -> "ViewerState":
-        """A copy of what this state shows now, over a :meth:`snapshot` of its recording.
+        """A copy of what this state shows now: the model, the settings, and a copy of
+        every part (:meth:`StatePart.frozen <flyviz.viewer.parts.StatePart.frozen>`) over a
+        :meth:`snapshot` of the recording.
 
-        The copy has the model, anatomy, shown token, colour layer (the one built
-        now), range scope, display and mesh settings, meshes, highlight, selection,
-        picks and camera; later changes to either state do not reach the other,
-        and frames a run still appends do not reach the copy. For an export running
-        beside a live run (:func:`flyviz.export.export_state`).
+        Later changes to either state do not reach the other, and frames a run still
+        appends do not reach the copy; the chosen colour layer is the one built now.
+        For an export running beside a live run (:func:`flyviz.export.export_state`).
         """
         import dataclasses
 
         copy = ViewerState(dataclasses.replace(self.display), dataclasses.replace(self.run),
                            dataclasses.replace(self.mesh))
+        copy.docks = dataclasses.replace(self.docks)
         copy.model, copy.anatomy, copy.model_name = self.model, self.anatomy, self.model_name
-        copy._kind = self._kind
-        copy._neurons = self._neurons
-        copy._atlas = self._atlas
-        copy._screen = self._screen
-        copy.background = self.background
-        copy._recording = self.snapshot()
-        copy._index, copy._live = self._index, self._live
-        if self._colour_by != STATE:
-            layer = self._override
-            copy.add_colour_layer(self._colour_by, self._entries[self._colour_by].title,
-                                  lambda: layer)
-            copy._colour_by, copy._override = self._colour_by, layer
-        copy._range_scope = self._range_scope
-        copy._mesh_files = list(self._mesh_files)
-        copy._outline = self._outline
-        highlight = self.highlight
-        if highlight is not None:
-            copy.highlights.set(self.highlights.shown or "shown", highlight.copy())
-        copy._selected, copy._picked, copy._filter = self._selected, self._picked.copy(), \
-            self._filter
-        copy._view, copy._camera = self._view, self._camera
-        copy._interventions = self._interventions
-        copy._comparing, copy._compare_mode = self._comparing, self._compare_mode
+        copy._kind, copy._neurons, copy.background = self._kind, self._neurons, self.background
+        copy._parts = {}
+        for name, part in self._parts.items():
+            twin = part.frozen()
+            twin.attach(copy)
+            copy._parts[name] = twin
         return copy
 
     # ------------------------------------------------------------ colours
@@ -446,12 +488,12 @@ class ViewerState:
                          available: bool = True, *, replace: bool = False) -> ColourLayerEntry:
         """Offer a *Colour by* entry ``key`` whose layer ``build()`` makes when it is chosen
         (``replace``: an entry of that key may be there; a shown one is built again)."""
-        if key in self._entries and not replace:
+        if key in self._colours.entries and not replace:
             raise ViewerError(f"a colour layer named {key!r} already exists")
-        if key == STATE and key in self._entries:
+        if key == STATE and key in self._colours.entries:
             raise ViewerError("the live state's colour layer cannot be replaced")
         entry = ColourLayerEntry(key, title, build, tip, bool(available))
-        self._entries[key] = entry
+        self._colours.entries[key] = entry
         self.events.colour_layers.emit(key)
         self.refresh_layer(key)
         return entry
@@ -465,7 +507,7 @@ class ViewerState:
         Setting it offers that layer (``None`` withdraws it) and redraws it if shown;
         ``state.screen = effect; state.colour_by = "screen"`` shows it.
         """
-        return self._screen
+        return self._parts["screen"].effect         # type: ignore[attr-defined]
 
     @screen.setter
     def screen(self, effect: ScreenEffect | None) -> None:
@@ -476,10 +518,11 @@ class ViewerState:
             if effect.values.shape[0] != self._neurons:
                 raise ViewerError(f"the screen's effect has {effect.values.shape[0]:,} values "
                                   f"but the model shown has {self._neurons:,} neurons")
-        self._screen = effect
-        if SCREEN not in self._entries:
-            self.offer_layer(SCREEN, lambda: None if self._screen is None
-                             else screen_layer(self._screen), effect is not None)
+        part: ScreenPart = self._parts["screen"]    # type: ignore[assignment]
+        part.effect = effect
+        if SCREEN not in self._colours.entries:
+            self.offer_layer(SCREEN, lambda: None if part.effect is None
+                             else screen_layer(part.effect), effect is not None)
         else:
             self.set_available((SCREEN,), effect is not None)
         self.refresh_layer(SCREEN)
@@ -506,7 +549,7 @@ class ViewerState:
     @property
     def colour_layers(self) -> dict[str, ColourLayerEntry]:
         """Every registered *Colour by* entry, by key, in registration order."""
-        return dict(self._entries)
+        return dict(self._colours.entries)
 
     def set_available(self, keys: Iterable[str], available: bool) -> None:
         """Offer ``keys`` or not; a withdrawn entry that is shown goes back to the live state."""
@@ -514,71 +557,71 @@ class ViewerState:
         for key in keys:
             entry = self._entry(key)
             if entry.available != available:
-                self._entries[key] = ColourLayerEntry(entry.key, entry.title, entry.build,
+                self._colours.entries[key] = ColourLayerEntry(entry.key, entry.title, entry.build,
                                                       entry.tip, bool(available))
                 self.events.colour_layers.emit(key)
-        if not available and self._colour_by in keys:
+        if not available and self._colours.colour_by in keys:
             self.colour_by = STATE
 
     def _entry(self, key: str) -> ColourLayerEntry:
         try:
-            return self._entries[key]
+            return self._colours.entries[key]
         except KeyError:
             raise ViewerError(f"unknown colour layer {key!r}; the colour layers are "
-                              f"{', '.join(self._entries)}") from None
+                              f"{', '.join(self._colours.entries)}") from None
 
     @property
     def colour_by(self) -> str:
         """The *Colour by* entry shown (:data:`STATE`: the recorded state)."""
-        return self._colour_by
+        return self._colours.colour_by
 
     @colour_by.setter
     def colour_by(self, key: str) -> None:
         entry = self._entry(key)
         layer = entry.build() if key != STATE else None    # a FlyvizError leaves all as it was
-        self._colour_by = key
-        self._override = layer
+        self._colours.colour_by = key
+        self._colours.override = layer
         self.events.layer.emit(layer)
         self.events.colour_by.emit(key)
 
     def refresh_layer(self, key: str) -> None:
         """Build entry ``key``'s layer again if it is shown (its values changed)."""
-        if self._colour_by == key:
+        if self._colours.colour_by == key:
             self.colour_by = key
 
     @property
     def layer_override(self) -> ColourLayer | None:
         """The layer drawn instead of the recorded state (``None``: the state)."""
-        return self._override
+        return self._colours.override
 
     @property
     def layer(self) -> ColourLayer:
         """The colour layer drawn: the chosen entry's, or the state's as the display says."""
-        return self._override or self.display.activation_layer()
+        return self._colours.override or self.display.activation_layer()
 
     def values(self, index: int | None = None, layer: ColourLayer | None = None
                ) -> np.ndarray | None:
         """The drawn layer's (or ``layer``'s) values at token ``index`` (default: the shown
         one). A layer of fixed values (an atlas statistic) has them without a recording."""
         layer = self.layer if layer is None else layer
-        index = self._index if index is None else int(index)
-        if not 0 <= index < len(self._recording):
-            if layer.is_state or len(self._recording):
+        index = self._shown.index if index is None else int(index)
+        if not 0 <= index < len(self._shown.recording):
+            if layer.is_state or len(self._shown.recording):
                 return None
-            return layer.values(self._recording, 0)
-        return layer.values(self._recording, index)
+            return layer.values(self._shown.recording, 0)
+        return layer.values(self._shown.recording, index)
 
     @property
     def range_scope(self) -> str:
         """How the colour range is taken (one of :data:`RANGE_SCOPES`): ``"token"``, from the
         shown token's values (the window); ``"recording"``, once over the recording."""
-        return self._range_scope
+        return self._colours.range_scope
 
     @range_scope.setter
     def range_scope(self, scope: str) -> None:
         if scope not in RANGE_SCOPES:
             raise ViewerError(f"range scope {scope!r} must be one of {', '.join(RANGE_SCOPES)}")
-        self._range_scope = str(scope)
+        self._colours.range_scope = str(scope)
 
     def value_range(self, index: int | None = None, layer: ColourLayer | None = None
                     ) -> tuple[float, float]:
@@ -587,13 +630,13 @@ class ViewerState:
         :attr:`range_scope` ``"recording"``, once over the whole recording (what a movie of
         it uses: :meth:`~flyviz.render.style.ColourLayer.recording_range`)."""
         layer = self.layer if layer is None else layer
-        if self._range_scope == "recording" and len(self._recording):
+        if self._colours.range_scope == "recording" and len(self._shown.recording):
             # The cached entry holds the recording and the layer: their ids stay theirs.
-            key = (id(self._recording), len(self._recording), id(layer.source), layer)
-            found = self._range_cache.get(key)
+            key = (id(self._shown.recording), len(self._shown.recording), id(layer.source), layer)
+            found = self._colours.range_cache.get(key)
             if found is None:
-                found = (layer.recording_range(self._recording), self._recording, layer)
-                self._range_cache = {key: found, **dict(list(self._range_cache.items())[-15:])}
+                found = (layer.recording_range(self._shown.recording), self._shown.recording, layer)
+                self._colours.range_cache = {key: found, **dict(list(self._colours.range_cache.items())[-15:])}
             return found[0]
         values = self.values(index, layer)
         if values is not None and self.anatomy is not None and np.asarray(values).shape == \
@@ -619,13 +662,13 @@ class ViewerState:
     @property
     def selected(self) -> int | None:
         """The selected neuron (ringed, described in the inspector), or ``None``."""
-        return self._selected
+        return self._marks.selected
 
     @selected.setter
     def selected(self, index: int | None) -> None:
         index = None if index is None else self._neuron(index, "select")
-        if index != self._selected:
-            self._selected = index
+        if index != self._marks.selected:
+            self._marks.selected = index
             self.events.selected.emit(index)
 
     def select(self, index: int | None) -> bool:
@@ -637,7 +680,7 @@ class ViewerState:
                                   or not 0 <= int(index) < self._neurons):
             return False
         index = None if index is None else int(index)
-        if index == self._selected:
+        if index == self._marks.selected:
             self.events.selected.emit(index)
         else:
             self.selected = index
@@ -646,126 +689,97 @@ class ViewerState:
     @property
     def picked(self) -> np.ndarray:
         """The picked neurons, sorted (a copy)."""
-        return self._picked.copy()
+        return self._marks.picked.copy()
 
     @picked.setter
     def picked(self, neurons: Iterable[int] | np.ndarray) -> None:
-        picks = np.unique(np.asarray(list(neurons) if not isinstance(neurons, np.ndarray)
-                                     else neurons, dtype=np.int64).ravel())
-        if picks.size and (picks[0] < 0 or picks[-1] >= self._neurons):
-            bad = int(picks[0] if picks[0] < 0 else picks[-1])
-            raise ViewerError(f"neuron {bad} is out of range: the model has {self._neurons:,} "
-                              "neurons")
-        if not np.array_equal(picks, self._picked):
-            self._picked = picks
-            self.events.picked.emit(picks.copy())
+        self._marks.set_picked(neurons)
 
     def pick(self, neurons: Iterable[int], add: bool = False) -> None:
         """Pick ``neurons`` as a click or a lasso does: added to the pick when ``add``
         (Shift held), else instead of it."""
         neurons = np.asarray(list(neurons), dtype=np.int64).ravel()
-        self.picked = np.union1d(self._picked, neurons) if add else neurons
+        self.picked = np.union1d(self._marks.picked, neurons) if add else neurons
 
     @property
     def intervened(self) -> np.ndarray:
         """The neurons the next runs' interventions touch, sorted (a copy; ringed in the
         brain view)."""
-        return self._intervened.copy()
+        return self._marks.intervened.copy()
 
     @intervened.setter
     def intervened(self, neurons: Iterable[int] | np.ndarray) -> None:
-        touched = np.unique(np.asarray(list(neurons) if not isinstance(neurons, np.ndarray)
-                                       else neurons, dtype=np.int64).ravel())
-        if touched.size and (touched[0] < 0 or touched[-1] >= self._neurons):
-            bad = int(touched[0] if touched[0] < 0 else touched[-1])
-            raise ViewerError(f"neuron {bad} is out of range: the model has {self._neurons:,} "
-                              "neurons")
-        if not np.array_equal(touched, self._intervened):
-            self._intervened = touched
-            self.events.intervened.emit(touched.copy())
+        self._marks.set_intervened(neurons)
 
     # ------------------------------------------------------------ overlays
     @property
     def atlas(self) -> Any:
         """The open atlas (:class:`~flyviz.analysis.atlas.Atlas`) whose statistics are
-        colour layers and whose cards the inspector shows, or ``None``."""
-        return self._atlas
+        colour layers and whose cards the inspector shows, or ``None`` (the atlas part's)."""
+        return self._parts["atlas"].atlas               # type: ignore[attr-defined]
 
     @atlas.setter
     def atlas(self, atlas: Any) -> None:
-        if atlas is not self._atlas:
-            self._atlas = atlas
+        part = self._parts["atlas"]
+        if atlas is not part.atlas:                     # type: ignore[attr-defined]
+            part.atlas = atlas                          # type: ignore[attr-defined]
             self.events.atlas.emit(atlas)
 
     @property
     def token_flows(self) -> tuple[float, ...] | None:
         """How the running text's tokens are shaded: ``token_flows[p]`` the flow of the token
         read at position ``p`` (red adds to the traced logit, blue takes from it), or ``None``
-        (no shading)."""
-        return self._token_flows
+        (no shading); the *Why?* part's, cleared with the run."""
+        return self._parts["why"].token_flows           # type: ignore[attr-defined]
 
     @token_flows.setter
     def token_flows(self, flows: Iterable[float] | None) -> None:
-        shaded = None if flows is None else tuple(float(f) for f in flows)
-        if shaded is not None and not all(np.isfinite(shaded)):
-            raise ViewerError("token flows must be finite numbers")
-        if shaded != self._token_flows:
-            self._token_flows = shaded
-            self.events.token_flows.emit(shaded)
+        self._parts["why"].set_token_flows(flows)       # type: ignore[attr-defined]
 
     def set_lines(self, source: str, points: Any = None, colours: Any = None) -> None:
         """Draw synapses of ``source`` as line segments over the brain: ``points`` ``(2k, 3)``
         (pre then post soma of each), ``colours`` ``(2k, 4)`` RGBA; ``None`` or no points
         clears the source's lines. The newest source set is the one shown."""
-        lines = None
-        if points is not None and len(points):
-            pts = np.asarray(points, np.float32).reshape(-1, 3)
-            if colours is None or np.shape(colours) != (pts.shape[0], 4):
-                raise ViewerError(f"the lines of {source!r} need an RGBA colour per point")
-            lines = (pts, np.asarray(colours, np.float32))
-        self._lines.pop(source, None)
-        if lines is not None:
-            self._lines[source] = lines
-        self.events.lines.emit(source)
+        self._marks.set_lines(source, points, colours)
 
     def lines(self, source: str) -> tuple[np.ndarray, np.ndarray] | None:
         """``(points, colours)`` of ``source``'s lines, or ``None`` (see :meth:`set_lines`)."""
-        return self._lines.get(source)
+        return self._marks.lines.get(source)
 
     @property
     def shown_lines(self) -> str | None:
         """The source whose lines are drawn (the newest set), or ``None``."""
-        return next(reversed(self._lines), None)
+        return self._marks.shown_lines
 
     def sync_camera(self) -> CameraPose | None:
         """Ask the view that owns the camera to write where it looks from now, and return
         :attr:`camera` (before an export reads it)."""
         self.events.camera_wanted.emit()
-        return self._camera
+        return self._camera_part.pose
 
     @property
     def filter_superclass(self) -> str:
         """The superclass the highlight filter keeps lit (``""``: any)."""
-        return self._filter[0]
+        return self._highlight.filter[0]
 
     @property
     def filter_cell_type(self) -> str:
         """The cell-type prefix the highlight filter keeps lit (``""``: any)."""
-        return self._filter[1]
+        return self._highlight.filter[1]
 
     def set_filter(self, superclass: str | None = None, cell_type: str | None = None) -> None:
         """Light the neurons of ``superclass`` whose cell type starts with ``cell_type``
         (``None``: leave that part as it is; ``""``: any). The window turns the filter
         into the highlight source ``"filter"``."""
-        sc = self._filter[0] if superclass is None else str(superclass)
-        ct = self._filter[1] if cell_type is None else str(cell_type).strip()
+        sc = self._highlight.filter[0] if superclass is None else str(superclass)
+        ct = self._highlight.filter[1] if cell_type is None else str(cell_type).strip()
         known = None if self.anatomy is None or self.anatomy.superclass is None \
             else set(self.anatomy.superclass)
         if sc and known is not None and sc not in known:
             raise ViewerError(f"unknown superclass {sc!r}; this model's are "
                               f"{', '.join(sorted(known)) or 'none'}")
-        if (sc, ct) != self._filter:
-            self._filter = (sc, ct)
+        if (sc, ct) != self._highlight.filter:
+            self._highlight.filter = (sc, ct)
             self.events.filter.emit(sc, ct)
 
     @property
@@ -778,91 +792,66 @@ class ViewerState:
     @property
     def view(self) -> str:
         """The camera preset (``"front"``, ``"top"``, ``"side"``)."""
-        return self._view
+        return self._camera_part.view
 
     @view.setter
     def view(self, name: str) -> None:
         if name not in VIEW_PRESETS:
             raise ViewerError(f"unknown view {name!r}; choose one of {', '.join(VIEW_PRESETS)}")
-        self._view = str(name)
-        self._camera = None
-        self.events.view.emit(self._view)
+        self._camera_part.view = str(name)
+        self._camera_part.pose = None
+        self.events.view.emit(self._camera_part.view)
         self.events.camera.emit(None)
 
     @property
     def camera(self) -> CameraPose | None:
         """Where the camera looks from (``None``: the preset's framing of the brain)."""
-        return self._camera
+        return self._camera_part.pose
 
     @camera.setter
     def camera(self, pose: CameraPose | None) -> None:
         if pose is not None and not isinstance(pose, CameraPose):
             raise ViewerError(f"camera must be a CameraPose or None, got {type(pose).__name__}")
-        if pose != self._camera:
-            self._camera = pose
+        if pose != self._camera_part.pose:
+            self._camera_part.pose = pose
             self.events.camera.emit(pose)
 
     # ------------------------------------------------------------ interventions
     @property
     def interventions(self) -> tuple[Any, ...]:
         """The interventions the next runs apply (:mod:`flyviz.model.interventions` objects)."""
-        return self._interventions
+        return self.run_config.interventions
 
     @interventions.setter
     def interventions(self, items: Iterable[Any]) -> None:
-        items = _checked_interventions(items)
-        if items != self._interventions:
-            self._interventions = items
-            self.events.interventions.emit(items)
+        self.run_config.set_interventions(items)
 
     @property
     def next_interventions(self) -> tuple[Any, ...]:
         """Interventions for the next run only (after :attr:`interventions` are ignored for
         it); the window's runs forget them once one starts with them."""
-        return self._next_interventions
+        return self.run_config.next_interventions
 
     @property
     def next_description(self) -> str:
         """What :attr:`next_interventions` do, in words (``""``: none)."""
-        return self._next_description
+        return self.run_config.next_description
 
     def set_next_interventions(self, items: Iterable[Any] = (), description: str = "") -> None:
         """Apply ``items`` to the next run only (``()`` clears them); ``description`` says
         what they do for the user (e.g. "group T4 silenced")."""
-        items = _checked_interventions(items or ())
-        description = str(description) if items else ""
-        if (items, description) != (self._next_interventions, self._next_description):
-            self._next_interventions, self._next_description = items, description
-            self.events.next_interventions.emit(items, description)
+        self.run_config.set_next(items, description)
 
     @property
     def comparing(self) -> bool:
         """True when runs go beside the untouched model."""
-        return self._comparing
+        return self.run_config.comparing
 
     @property
     def compare_mode(self) -> str:
         """How the untouched model runs beside: one of :data:`COMPARE_MODES`."""
-        return self._compare_mode
+        return self.run_config.compare_mode
 
     def set_comparing(self, comparing: bool, mode: str | None = None) -> None:
         """Compare runs with the untouched model (``mode``: one of :data:`COMPARE_MODES`)."""
-        mode = self._compare_mode if mode is None else mode
-        if mode not in COMPARE_MODES:
-            raise ViewerError(f"comparison mode {mode!r} must be one of {', '.join(COMPARE_MODES)}")
-        if (bool(comparing), mode) != (self._comparing, self._compare_mode):
-            self._comparing, self._compare_mode = bool(comparing), mode
-            self.events.comparing.emit(self._comparing, mode)
-
-
-def _checked_interventions(items: Iterable[Any]) -> tuple[Any, ...]:
-    """``items`` as a tuple of intervention objects, or a :class:`ViewerError`."""
-    from flyviz.model.interventions import Clamp, Cut, Scale, Silence, Stimulate
-    from flyviz.model.patching import Patch
-
-    items = tuple(items)
-    for item in items:
-        if not isinstance(item, (Silence, Clamp, Stimulate, Cut, Scale, Patch)):
-            raise ViewerError(f"an intervention must be a flyviz.model.interventions object, "
-                              f"got {type(item).__name__}")
-    return items
+        self.run_config.set_comparing(comparing, mode)

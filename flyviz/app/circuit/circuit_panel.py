@@ -52,6 +52,9 @@ from flyviz.app.window import theme
 from flyviz.app.window.background import CancellableProgress, Cancelled, JobFeature
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.model.errors import FlyvizError
+from flyviz.viewer.feature_parts import FeaturePart
+from flyviz.viewer.parts import PER_RUN
+from flyviz.viewer.run_config import InterventionLoan
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.circuit import CircuitResult, CircuitSettings, CurvePoint
@@ -404,9 +407,17 @@ class CircuitFeature(JobFeature):
 
     def __init__(self, host: "WindowHost") -> None:
         super().__init__(host)
-        #: ``compare(interventions, prompt) -> started``: runs the comparison (the window
-        #: wires the Interventions dock's here); ``None``: the window's runs directly.
+        #: ``compare(interventions, prompt) -> started``: runs the comparison instead of the
+        #: window's runs (a test's or an embedding's); ``None``: the window's runs, with
+        #: the interventions lent to the state's list (:attr:`loan`).
         self.compare: Callable[[tuple[Any, ...], str], bool] | None = None
+        #: The circuit's neurons and synapses drawn on the brain: the state's part
+        #: ``"circuit"``, which lives for one run (a new run, Reset, a model and an opened
+        #: recording clear it; moving the slider lights it again).
+        self.emphasis = host.state.add_part(FeaturePart(HIGHLIGHT, PER_RUN))
+        #: "Run with only the circuit"'s interventions and comparison, lent to the state's
+        #: list until Reset (part ``"circuit_run"``).
+        self.loan = host.state.add_part(InterventionLoan(f"{HIGHLIGHT}_run"))
         self.result: "CircuitResult | None" = None
         self._checkpoint: "Checkpoint | None" = None
         self.points: list["CurvePoint"] = []
@@ -531,7 +542,7 @@ class CircuitFeature(JobFeature):
             self.panel.slider.setValue(index)
             self.panel.slider.blockSignals(False)
         neurons = neurons_at(result, checkpoint, self.k)
-        self.host.state.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.emphasis.emphasise(neurons)
         self._draw_synapses(strongest_synapses(result, checkpoint, self.k))
         self.panel.curve.set_k(self.k)
         fraction = self.k / result.units.count
@@ -546,13 +557,13 @@ class CircuitFeature(JobFeature):
         if anatomy is None or anatomy.positions.shape[0] != state.neurons \
                 or not len(synapses["pre"]):
             self.synapses = None
-            state.set_lines(HIGHLIGHT, None)
+            self.emphasis.draw_lines(None)
             return
         points, colours, kept = line_segments(anatomy.positions_um(), anatomy.valid,
                                               synapses["pre"], synapses["post"],
                                               synapses["weight"])
         self.synapses = {key: value[kept] for key, value in synapses.items()}
-        state.set_lines(HIGHLIGHT, points, colours)
+        self.emphasis.draw_lines(points, colours)
 
     def _list_prompts(self, point: "CurvePoint") -> None:
         result, checkpoint = self.result, self._checkpoint
@@ -629,10 +640,11 @@ class CircuitFeature(JobFeature):
             resolve(checkpoint, interventions)      # refused here, in words, before the run
         except FlyvizError as exc:
             return self._refuse(str(exc))
-        state = self.host.state
-        state.interventions = interventions
-        state.set_comparing(True)
-        return self.host.run_prompt(prompt)
+        self.loan.lend(interventions)
+        started = self.host.run_prompt(prompt)
+        if started and self.k:
+            self.show_k(self.k)         # the run's brain shows the circuit it keeps
+        return started
 
     def export_graph(self, path: str | Path | None = None) -> Path | None:
         """Save the circuit shown as circuit-tracer graph JSON (default: ask where)."""
@@ -685,8 +697,7 @@ class CircuitFeature(JobFeature):
         self.result = self._checkpoint = None
         self.points = []
         self.k = 0
-        self.host.state.highlights.set(HIGHLIGHT, None)
-        self.host.state.set_lines(HIGHLIGHT, None)
+        self.emphasis.clear()
         self.synapses = None
         self.panel.curve.set_result(None)
         self.panel.set_points(0)

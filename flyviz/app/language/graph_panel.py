@@ -33,6 +33,10 @@ def graph_rows(attribution: "Attribution", graph: "Graph", by: str) -> tuple[lis
     return names, np.array([index[name] for name in node_labels], dtype=np.float64)
 
 
+#: What the Graph panel says while it shows no trace.
+NO_GRAPH = "Press W (Run → Why this token?) to trace the shown token."
+
+
 class GraphPanel(QWidget):
     """The Graph dock: the kept nodes of the pruned graph, position × superclass or cell type.
 
@@ -50,7 +54,7 @@ class GraphPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         # The status above the controls, across the dock: beside them, in a dock a third of
         # a laptop screen wide, it wrapped to eight lines and took the plot's height.
-        self.status = QLabel("Press W (Run → Why this token?) to trace the shown token.")
+        self.status = QLabel(NO_GRAPH)
         self.status.setWordWrap(True)
         layout.addWidget(self.status)
         row = QHBoxLayout()
@@ -107,8 +111,9 @@ class GraphPanel(QWidget):
         if att is None or graph is None or not len(graph.neurons):
             self.rows, self.row_names = np.zeros(0), []
             self.plot.getAxis("left").setTicks(None)
-            if att is not None:
-                self.status.setText("The pruned graph keeps no neuron node.")
+            # Without a trace (a new run, Reset) the caption says how to make one.
+            self.status.setText("The pruned graph keeps no neuron node." if att is not None
+                                else NO_GRAPH)
             return
         names, rows = graph_rows(att, graph, self.by)
         positions = graph.positions.astype(np.int64)

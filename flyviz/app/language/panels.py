@@ -103,6 +103,9 @@ class TopKPanel(QWidget):
         if index < 0:
             ids, probs = np.zeros(0, int), np.zeros(0)
             texts: tuple[str, ...] = ()
+            chosen = -1
+            # An empty recording (Reset, a new run's start) has no candidates, and no pair.
+            self.title.setText("Next token")
         else:
             frame = recording[index]
             ids = np.asarray(frame.top_k_ids)[:k]

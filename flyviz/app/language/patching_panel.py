@@ -48,6 +48,7 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLin
 from flyviz.app.window.background import CancellableProgress, Cancelled, JobFeature
 from flyviz.app.language.patching_heatmap import Heatmap, heatmap_colours
 from flyviz.model.errors import FlyvizError, InputError
+from flyviz.viewer.run_config import InterventionLoan
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.causal import CausalTrace, TraceCell
@@ -268,9 +269,14 @@ class PatchingFeature(JobFeature):
 
     def __init__(self, host: "WindowHost") -> None:
         super().__init__(host)
-        #: ``compare(interventions, prompt) -> started``: runs the comparison (the window
-        #: wires the Interventions dock's here); ``None``: the window's runs directly.
+        #: ``compare(interventions, prompt) -> started``: runs the comparison instead of the
+        #: window's runs (a test's or an embedding's); ``None``: the window's runs, with
+        #: the patch lent to the state's list (:attr:`loan`).
         self.compare: Callable[[tuple[Any, ...], str], bool] | None = None
+        #: A clicked cell's group lit and its patch compared with the untouched model: the
+        #: state's part ``"patching"``, lent until Reset, a model or an opened recording
+        #: (taking the patch out of the Interventions list unticks *Compare* again).
+        self.loan = host.state.add_part(InterventionLoan(HIGHLIGHT))
         self.trace: "CausalTrace | None" = None
         self._groups: dict[str, np.ndarray] = {}
         self.panel = PatchingPanel()
@@ -433,7 +439,7 @@ class PatchingFeature(JobFeature):
             from flyviz.model.selection import neuron_index
 
             neurons = neuron_index(checkpoint).select(cell.query)
-        self.host.state.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.loan.emphasise(neurons)
         patch = cell_patch(self.trace, cell)
         said = self._describe_cell(row, column).replace("; click to compare", "")
         self.panel.selected.setText(f"{said}; compared with this patch (the corrupted prompt "
@@ -459,9 +465,7 @@ class PatchingFeature(JobFeature):
         except FlyvizError as exc:
             self.host.show_message(str(exc), error=True)
             return False
-        state = self.host.state
-        state.interventions = interventions
-        state.set_comparing(True)
+        self.loan.lend(interventions)
         return self.host.run_prompt(prompt)
 
     def _forget(self, note: str) -> None:

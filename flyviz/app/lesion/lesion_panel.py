@@ -43,6 +43,7 @@ from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import InputError
 from flyviz.render.style import ColourLayer
 from flyviz.viewer.layers import IMPORTANCE
+from flyviz.viewer.run_config import InterventionLoan
 from flyviz.viewer.layers import importance_layer as _importance_colours
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -353,6 +354,9 @@ class LesionFeature(QObject):
         #: ``compare(interventions) -> started``: runs *Compare with untouched* (the window
         #: wires the Interventions dock's here); ``None``: set up the next run instead.
         self.compare: Callable[[tuple[Any, ...]], bool] | None = None
+        #: A group's lesion compared with the untouched model: lent to the state's list
+        #: until Reset, a model or an opened recording (part ``"lesion_run"``).
+        self.loan = host.state.add_part(InterventionLoan(f"{HIGHLIGHT}_run"))
         self._importance_on_open = False
         self.controller = LesionController(host.background, lambda: host.models.checkpoint, self)
         self.panel = LesionPanel()
@@ -598,6 +602,7 @@ class LesionFeature(QObject):
         interventions = tuple(interventions)
         self.compare_requested.emit(interventions, description)
         if self.compare is not None:
+            self.loan.lend(interventions)
             if self.compare(interventions):
                 self.host.show_message(f"comparing with the untouched model: {description}")
             return

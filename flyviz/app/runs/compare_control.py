@@ -35,6 +35,7 @@ from flyviz.record.compare import (MODES, ComparedStep, Comparison, new_comparis
                                    record_step)
 from flyviz.record.run import GenerationSettings, encode_prompt
 from flyviz.record.runner import Model
+from flyviz.viewer.parts import NEW_RUN
 
 _TITLES = {"forced": "teacher-forced on the untouched text",
            "free": "free-running, both sampling"}
@@ -208,7 +209,7 @@ class CompareController(RunController):
         self.replay_timer.stop()
         self._run_id += 1
         self.end_reason = ""
-        self.session.replace(recording)
+        self.session.replace(recording, cause=NEW_RUN)
         self.frame_times.clear()
         self.compare_thread.start(CompareRequest(self._run_id, prompt, tuple(prompt_ids),
                                                  settings, interventions=resolved,

@@ -29,6 +29,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from flyviz.app.window.session import Session
+from flyviz.viewer.parts import NEW_RUN, RESET
 from flyviz.viewer.state import ViewerState
 from flyviz.app.runs.worker import IDLE, PAUSED, RUNNING, EngineThread, RunRequest
 from flyviz.model.errors import FlyvizError
@@ -230,7 +231,7 @@ class RunController(QObject):
         self.replay_timer.stop()
         self._run_id += 1
         self.end_reason = ""
-        self.session.replace(recording)
+        self.session.replace(recording, cause=NEW_RUN)
         self.frame_times.clear()
         self.engine_thread.start(RunRequest(self._run_id, prompt, tuple(prompt_ids), settings,
                                             interventions=resolved or None))
@@ -305,7 +306,7 @@ class RunController(QObject):
         self.engine_thread.stop()
         self.end_reason = ""
         if self._model is not None:
-            self.session.new_recording(self._model.neurons)
+            self.session.new_recording(self._model.neurons, cause=RESET)
         self._emit_state()
 
     def show_recording(self, recording: Recording) -> None:

@@ -38,6 +38,7 @@ from flyviz.app.runs.worker import PAUSED, RUNNING, EngineThread, EngineWorker
 from flyviz.kinds.spiking import (SPIKING, SPIKING_KEY, BinSettings, LiveRun, SpikingModel,
                                   Stimulus)
 from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
+from flyviz.viewer.parts import NEW_RUN
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -331,7 +332,7 @@ class SpikingFeature(QObject):
         recording = Recording(model.neurons, meta, states_dtype="float32")
         recording.spikes = SpikeLog(LIFParams().dt)   # each bin's spikes, as they arrive
         self.recording = recording
-        self.host.state.set_recording(recording)
+        self.host.state.set_recording(recording, cause=NEW_RUN)
         self._apply_display()
         thread = self._engine()
         self._run_id += 1

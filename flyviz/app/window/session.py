@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from flyviz.record.frame import Frame
 from flyviz.record.recording import Recording
+from flyviz.viewer.parts import RECORDING
 from flyviz.viewer.state import ViewerState
 
 
@@ -89,16 +90,23 @@ class Session(QObject):
         return self.state.frame()
 
     # ------------------------------------------------------------ mutation
-    def new_recording(self, neurons: int, metadata: dict[str, Any] | None = None) -> Recording:
-        """Start an empty recording (live mode on) and return it."""
-        return self.replace(Recording(int(neurons), metadata))
+    def new_recording(self, neurons: int, metadata: dict[str, Any] | None = None, *,
+                      cause: str | None = None) -> Recording:
+        """Start an empty recording (live mode on) and return it; ``cause``: why (see
+        :meth:`replace`; default none, a model's empty recording)."""
+        return self.replace(Recording(int(neurons), metadata), cause=cause)
 
-    def replace(self, recording: Recording, index: int | None = None) -> Recording:
-        """Show ``recording``; at ``index`` (clamped) or, by default, its last frame in live mode."""
+    def replace(self, recording: Recording, index: int | None = None, *,
+                cause: str | None = RECORDING) -> Recording:
+        """Show ``recording``; at ``index`` (clamped) or, by default, its last frame in live mode.
+
+        ``cause``: a new run, Reset or an opened recording (the default), which the state's
+        parts answer as their lifetimes say (:meth:`~flyviz.viewer.state.ViewerState.set_recording`).
+        """
         n = len(recording)
         if index is not None:
             index = max(0, min(int(index), n - 1)) if n else None
-        return self.state.set_recording(recording, index)
+        return self.state.set_recording(recording, index, cause=cause)
 
     def append(self, frame: Frame) -> int:
         """Add a frame; in live mode it becomes the shown one. Returns its index."""

@@ -137,16 +137,8 @@ class FeatureWindow(QMainWindow):
         lesions, interventions = self.features.get("lesions"), self.features.get("interventions")
         if lesions is not None and interventions is not None:
             lesions.compare = interventions.compare_with
-        # A heatmap cell's patch runs the corrupted prompt through the same comparison.
-        patching = self.features.get("patching")
-        if patching is not None and interventions is not None:
-            patching.compare = lambda items, prompt: interventions.compare_with(items,
-                                                                                prompt=prompt)
-        # "Run with only the circuit" runs through the same comparison.
-        circuit = self.features.get("circuit")
-        if circuit is not None and interventions is not None:
-            circuit.compare = lambda items, prompt: interventions.compare_with(items,
-                                                                               prompt=prompt)
+        # A heatmap cell's patch and "Run with only the circuit" lend their interventions
+        # to the state's list (their parts give them back at Reset): no channel here.
         # The Trajectory dock offers the open atlas's principal axes.
         atlas, trajectory = self.features.get("atlas"), self.features.get("trajectory")
         if atlas is not None and trajectory is not None:

@@ -91,3 +91,73 @@ def test_the_dock_screens_the_demo_brain_and_colours_by_the_targets_change(qtbot
         assert state.screen is outcome.effect
     finally:
         win.close()
+
+
+def test_the_dock_shows_single_effects_and_the_pair_matrix(qtbot, tmp_path):
+    """Pairs of the top 3: the dock lists the single effects with p and q, and draws the pair
+    matrix, each cell the colour of its pair's effect (the singles' on the diagonal)."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+    from PySide6.QtGui import QImage
+
+    from flyviz import spiking
+    from flyviz.app.population.population_plots import colour_table
+    from flyviz.app.spiking.spiking_screen_panel import EACH_NEURON
+    from flyviz.kinds.spiking import SpikingModel
+    from flyviz.spiking.demo import demo_brain
+
+    brain = demo_brain()
+    excited = np.asarray(brain.default_excite)
+    baseline = spiking.simulate(brain, excite=excited, duration_s=0.05, trials=2).rates()
+    driven = baseline.copy()
+    driven[excited] = -1
+    target = int(np.argmax(driven))
+
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.features["spiking"].open(SpikingModel(brain, "demo"))
+        feature = win.features["screen"]
+        p = feature.panel
+        win.state.selected = target
+        p.source.setCurrentText(EACH_NEURON)
+        p.sets.setText("id:" + ",".join(str(i) for i in excited))
+        p.mode.setCurrentText("silence")
+        p.duration.setValue(50)
+        p.trials.setValue(2)
+        p.pairs.setValue(len(excited) + 1)                 # more than the sets: refused
+        assert not feature.run()
+        assert f"more than the screen's {len(excited)} set(s)" in p.status.text()
+        p.pairs.setValue(3)
+        assert feature.run()
+        qtbot.waitUntil(lambda: feature.outcome is not None, timeout=90000)
+        result = feature.outcome.result
+        assert len(result.sets) == len(excited) + 3 and len(result.top) == 3
+        names, matrix = result.pair_matrix(target)
+        effect = result.effects(target)[0]
+        assert "and 3 pairs" in p.status.text()
+        strongest = result.sets[result.top[0]].name
+        assert strongest in p.effects.text().splitlines()[1]
+        assert "Benjamini-Hochberg" in p.effects.text()
+
+        # Pixel facts of the matrix as the dock shows it.
+        image = p.matrix.grab().toImage().convertToFormat(QImage.Format.Format_RGB888)
+        cell = image.width() // 3
+        assert image.width() == image.height() == 3 * cell and cell >= 4
+        table = colour_table("difference")
+        limit = np.abs(matrix).max()
+        assert limit > 0 and np.isfinite(matrix).all()
+        for a in range(3):
+            for b in range(3):
+                colour = image.pixelColor(b * cell + cell // 2, a * cell + cell // 2)
+                shown = (colour.red(), colour.green(), colour.blue())
+                index = int(np.clip(np.round((matrix[a, b] / limit + 1) * 127.5), 0, 255))
+                assert shown == tuple(int(c) for c in table[index]), (a, b)
+                if matrix[a, b] < -0.2 * limit:
+                    assert colour.blue() > colour.red()     # less: blue
+                elif matrix[a, b] > 0.2 * limit:
+                    assert colour.red() > colour.blue()     # more: crimson
+        assert np.array_equal(np.diag(matrix), effect[result.top])
+        p.grab().save(str(tmp_path / "screen-dock.png"))
+    finally:
+        win.close()

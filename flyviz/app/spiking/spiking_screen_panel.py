@@ -10,6 +10,9 @@ change in the target's rate when each neuron's set was run: the *Screen* colour 
 (:func:`flyviz.viewer.layers.screen_layer`), whose values live in the viewer state
 (:attr:`flyviz.viewer.state.ViewerState.screen`), so a script that sets ``state.screen`` and
 ``state.colour_by = "screen"`` draws the same picture, as movies and stills of the state do.
+The dock lists the single sets' effects on the target with their p- and q-values, and with
+*Pairs of top N* runs every pair of the N strongest sets and draws the pair matrix
+(:func:`pair_matrix_image`: each pair's effect, the single sets' on the diagonal).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.spiking.screen import NeuronSet, ScreenResult, ScreenSettings
 
 __all__ = ["EACH_NEURON", "SCREEN_KINDS", "SETS_FILE", "ScreenFeature", "ScreenPanel",
-           "effect_of", "install"]
+           "effect_of", "install", "pair_matrix_image"]
 
 #: What the Screen dock serves.
 SCREEN_KINDS = (SPIKING_KEY,)
@@ -45,6 +48,33 @@ EACH_NEURON = "each neuron of"
 SETS_FILE = "sets file"
 #: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a screen.
 PURPOSE = "spiking-screen"
+#: The most sets whose pairs the dock runs (50: 1,225 pairs).
+MAX_PAIRS_OF = 50
+#: Pixels a side of a pair matrix cell, and the most the matrix image spans.
+CELL_PX = 24
+MATRIX_PX = 360
+#: Rows of single effects the dock lists.
+EFFECT_ROWS = 8
+#: A pair matrix cell with no value (no pair run).
+EMPTY_RGB = (40, 40, 40)
+
+
+def pair_matrix_image(matrix: np.ndarray, cell: int = CELL_PX) -> np.ndarray:
+    """The ``(N * cell, N * cell, 3)`` uint8 picture of a pair matrix (effects, Hz): each cell
+    in the brain's *difference* colours (blue below 0, grey at 0, crimson above) over
+    ``±`` the largest effect, as the Screen layer colours neurons; a NaN cell dark grey."""
+    from flyviz.app.population.population_plots import colour_table
+
+    values = np.asarray(matrix, np.float64)
+    size = values.shape[0]
+    finite = np.isfinite(values)
+    limit = float(np.abs(values[finite]).max()) if finite.any() else 0.0
+    limit = limit if limit > 0 else 1e-3
+    index = np.clip(np.round((np.where(finite, values, 0.0) / limit + 1.0) * 127.5), 0, 255)
+    rgb = colour_table("difference")[index.astype(np.int64)]
+    rgb[~finite] = EMPTY_RGB
+    image = np.repeat(np.repeat(rgb, cell, axis=0), cell, axis=1)
+    return np.ascontiguousarray(image.reshape(size * cell, size * cell, 3), np.uint8)
 
 
 class ScreenPanel(QWidget):
@@ -79,6 +109,12 @@ class ScreenPanel(QWidget):
         self.trials = QSpinBox()
         self.trials.setRange(1, 1000)
         self.trials.setValue(1)
+        self.pairs = QSpinBox()
+        self.pairs.setRange(0, MAX_PAIRS_OF)
+        self.pairs.setValue(0)
+        self.pairs.setSpecialValueText("none")
+        self.pairs.setToolTip("then run every pair of this many sets of largest effect on the "
+                              "target (both sets at once): redundancy the single sets hide")
         form = QFormLayout()
         sets_row = QHBoxLayout()
         sets_row.addWidget(self.source)
@@ -90,6 +126,7 @@ class ScreenPanel(QWidget):
         form.addRow("Rate", self.rate)
         form.addRow("Length", self.duration)
         form.addRow("Trials", self.trials)
+        form.addRow("Pairs of top", self.pairs)
         self.run_button = QPushButton("Run screen")
         self.colour_button = QPushButton("Colour by it")
         self.colour_button.setToolTip("Colour every neuron by the change in the target's rate")
@@ -106,6 +143,15 @@ class ScreenPanel(QWidget):
         busy.addWidget(self.cancel_button)
         self.status = QLabel("")
         self.status.setWordWrap(True)
+        #: The single sets' effects on the target (largest first), p and q values.
+        self.effects = QLabel("")
+        self.effects.setTextFormat(Qt.TextFormat.PlainText)
+        self.effects.setStyleSheet("font-family: monospace")
+        #: The pair matrix: each pair's effect, the single sets' on the diagonal.
+        self.matrix = QLabel("")
+        self.matrix.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.matrix_caption = QLabel("")
+        self.matrix_caption.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addWidget(heading)
         layout.addWidget(self.target)
@@ -113,6 +159,9 @@ class ScreenPanel(QWidget):
         layout.addLayout(buttons)
         layout.addLayout(busy)
         layout.addWidget(self.status)
+        layout.addWidget(self.effects)
+        layout.addWidget(self.matrix)
+        layout.addWidget(self.matrix_caption)
         layout.addStretch(1)
         self.source.currentTextChanged.connect(self._on_source)
         self.mode.currentTextChanged.connect(self._on_mode)
@@ -185,15 +234,16 @@ def screen_sets(brain: "SpikingBrain", source: str, text: str) -> list["NeuronSe
 
 
 def run_job(brain: "SpikingBrain", sets: list["NeuronSet"], settings: "ScreenSettings",
-            target: int, stop: threading.Event, report: Callable[[float], None]
-            ) -> Outcome | None:
-    """Run the screen off the UI thread (``None`` when Cancel stopped it)."""
+            target: int, stop: threading.Event, report: Callable[[float], None],
+            pairs: int = 0) -> Outcome | None:
+    """Run the screen off the UI thread (``None`` when Cancel stopped it); ``pairs``: then
+    every pair of that many sets of largest effect on ``target``."""
     from flyviz.spiking.screen import run_screen
 
     progress = CancellableProgress(len(sets) + 1, stop, report)
     try:
         result = run_screen(brain, sets, settings, workers=0, progress=progress,
-                            columns=np.array([target]))
+                            columns=np.array([target]), pairs=pairs, target=target)
     except Cancelled:
         return None
     return Outcome(result, target, effect_of(result, brain, target))
@@ -218,6 +268,8 @@ class ScreenFeature:
         self.job.failed.connect(self._failed)
         #: The last finished screen, or ``None``.
         self.outcome: Outcome | None = None
+        #: The pair matrix drawn in the dock (RGB), or ``None``.
+        self.matrix_rgb: np.ndarray | None = None
         self._runs = 0
         p = self.panel
         p.run_button.clicked.connect(lambda: self.run())
@@ -265,6 +317,7 @@ class ScreenFeature:
         """Run the screen the fields say for the selected neuron, in the background; False
         (and why, in the dock) when it cannot start."""
         from flyviz.errors import FlyvizError
+        from flyviz.spiking.screen import check_pairs
 
         brain, target = self.brain(), self.host.state.selected
         if brain is None:
@@ -277,13 +330,15 @@ class ScreenFeature:
         try:
             settings = p.settings()
             sets = screen_sets(brain, p.source.currentText(), p.sets.text())
+            pairs = check_pairs(p.pairs.value(), len(sets), brain.neurons)
         except FlyvizError as exc:
             self._say(str(exc), error=True)
             return False
-        self._say(f"running {len(sets):,} set(s) and the baseline, "
-                  f"{settings.trials} x {settings.duration_s * 1000:g} ms each…")
+        self._say(f"running {len(sets):,} set(s) and the baseline"
+                  + (f", then the pairs of the top {pairs}" if pairs else "")
+                  + f", {settings.trials} x {settings.duration_s * 1000:g} ms each…")
         self.job.start(lambda stop, report: run_job(brain, sets, settings, int(target), stop,
-                                                    report))
+                                                    report, pairs))
         return True
 
     def wait(self, timeout_s: float = 60.0) -> None:
@@ -308,14 +363,62 @@ class ScreenFeature:
             return                      # another brain is shown now
         self.outcome = outcome
         self._runs += 1
-        change = outcome.result.change_of(outcome.target)
+        result = outcome.result
+        singles = result.singles
+        change = result.change_of(outcome.target)[singles]
         top = int(np.argmax(np.abs(change))) if change.size else 0
         moved = change.size and change[top] != 0
-        self._say(f"{len(outcome.result.sets):,} set(s): target "
-                  f"{outcome.effect.baseline_hz:.1f} Hz in the baseline; "
-                  + (f"largest change {change[top]:+.1f} Hz ({outcome.result.sets[top].name})"
-                     if moved else "no set changes its rate"))
+        self._say(f"{len(singles):,} set(s)"
+                  + (f" and {len(result.sets) - len(singles):,} pairs" if result.top else "")
+                  + f": target {outcome.effect.baseline_hz:.1f} Hz in the baseline; "
+                  + (f"largest change {change[top]:+.1f} Hz ({result.sets[singles[top]].name})"
+                     if moved else "no set changes its rate")
+                  + (f"; {result.pruned:,} answered from the baseline" if result.pruned
+                     else ""))
+        self._show_effects(outcome)
         self.colour(outcome.effect)
+
+    def _show_effects(self, outcome: Outcome) -> None:
+        """List the single sets' effects (p, q) and draw the pair matrix."""
+        from PySide6.QtGui import QImage, QPixmap
+
+        from flyviz.spiking.screen import ALPHA
+
+        result, p = outcome.result, self.panel
+        effect, p_value, q_value = result.effects(outcome.target)
+        singles = result.singles
+        order = sorted(singles, key=lambda i: -abs(effect[i]))[:EFFECT_ROWS]
+        width = max([3] + [len(result.sets[i].name[:24]) for i in order])
+        lines = [f"{'set':<{width}}  {'Δ Hz':>8}  {'p':>7}  {'q':>7}"]
+        lines += [f"{result.sets[i].name[:24]:<{width}}  {effect[i]:>+8.2f}  "
+                  f"{p_value[i]:>7.2g}  {q_value[i]:>7.2g}"
+                  + (" *" if q_value[i] <= ALPHA else "") for i in order]
+        found = int((q_value[singles] <= ALPHA).sum())
+        lines.append(f"{found} of {len(singles)} set(s) with q <= {ALPHA:g} (Benjamini-Hochberg "
+                     f"over {len(result.sets)})")
+        p.effects.setText("\n".join(lines))
+        if not result.top:
+            p.matrix.clear()
+            p.matrix.setFixedSize(0, 0)
+            p.matrix_caption.setText("")
+            self.matrix_rgb = None
+            p.adjustSize()
+            return
+        names, matrix = result.pair_matrix(outcome.target)
+        cell = max(4, min(CELL_PX, MATRIX_PX // len(names)))
+        self.matrix_rgb = pair_matrix_image(matrix, cell)
+        height, width_px, _ = self.matrix_rgb.shape
+        image = QImage(self.matrix_rgb.data, width_px, height, 3 * width_px,
+                       QImage.Format.Format_RGB888).copy()
+        p.matrix.setPixmap(QPixmap.fromImage(image))
+        p.matrix.setFixedSize(width_px, height)   # never squeezed: a cell is a cell
+        p.matrix.setToolTip("\n".join(f"{k + 1}. {name}" for k, name in enumerate(names)))
+        p.matrix_caption.setText(
+            f"pairs of the top {len(names)} ({', '.join(names[:6])}"
+            + (", …" if len(names) > 6 else "") + f"): Δ rate of the target, ±"
+            f"{np.nanmax(np.abs(matrix)):.2f} Hz, blue less, crimson more; the sets alone "
+            "on the diagonal")
+        p.adjustSize()   # the scroll area shows all of the longer panel
 
     def colour(self, effect: ScreenEffect | None = None) -> bool:
         """Colour the brain by ``effect`` (default: the last screen's), through the state."""

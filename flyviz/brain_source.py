@@ -43,6 +43,7 @@ from flyviz.viewer.state import STATE, ViewerState
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.atlas import Atlas
+    from flyviz.kinds import ModelKind
     from flyviz.model.checkpoint import Anatomy
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
@@ -84,26 +85,25 @@ def resolve_model(spec: str) -> "Model | None":
     back). ``None`` when it cannot be had.
     """
     from flyviz.errors import FlyvizError
-    from flyviz.record.runner import Model
+    from flyviz.kinds import LANGUAGE
 
     spec = str(spec or "").strip()
     if not spec:
         return None
-    local = spec == "demo" or Path(spec).expanduser().is_dir()
-    if not local:
-        return None
     try:
-        return Model.load(spec)
+        return LANGUAGE.load(spec, download=False)
     except FlyvizError:
         return None
 
 
 def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
-              atlas: "Atlas | None" = None, *, model: Any = None, name: str = "") -> ViewerState:
+              atlas: "Atlas | None" = None, *, model: Any = None, name: str = "",
+              kind: "ModelKind | None" = None) -> ViewerState:
     """A viewer state of ``recording`` (and an ``atlas``) as the embedded hosts show them.
 
     The colour range is one over the whole recording (``range_scope="recording"``),
-    the look :data:`HOST_DISPLAY`; a comparison offers its Δ layer, an atlas its
+    the look :data:`HOST_DISPLAY`; the kind's colour layers are offered (``kind``: by
+    default the model's, else the recording's), a comparison its Δ layer, an atlas its
     statistics (coloured by the mean when there is no recording).
 
     Raises
@@ -125,16 +125,17 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
     state.range_scope = "recording"
     if model is not None and int(model.neurons) != n:
         model = None
-    state.set_model(model, anatomy, name=name or getattr(model, "name", "") or "", neurons=n)
+    if kind is None:
+        from flyviz.kinds import kind_of, kind_of_recording
+
+        kind = kind_of(model) if model is not None or recording is None \
+            else kind_of_recording(recording)
+    state.set_model(model, anatomy, name=name or getattr(model, "name", "") or "", neurons=n,
+                    kind=kind)
     if recording is not None:
         state.set_recording(recording)
         if recording.baseline is not None:
             state.offer_layer(DELTA, delta_layer)
-        if state.kind.has("spikes"):        # a spiking brain's bins: spikes flash and fade
-            from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
-
-            state.offer_layer(RATE, rate_layer)
-            state.offer_layer(FLASH, flash_layer)
     if atlas is not None:
         state.atlas = atlas
         for stat in ATLAS_STATISTICS:
@@ -221,7 +222,7 @@ class BrainSource:
 
     # ------------------------------------------------------------ opening
     @classmethod
-    def open(cls, path: str | Path, model: "Model | None" = None) -> "BrainSource":
+    def open(cls, path: str | Path, model: Any = None) -> "BrainSource":
         """A source for a ``.flyrec`` file or an atlas folder.
 
         Parameters
@@ -241,49 +242,55 @@ class BrainSource:
         flyviz.analysis.atlas.AtlasError
             An atlas that cannot be read.
         """
+        from flyviz.errors import FlyvizError
         from flyviz.kinds import LANGUAGE, kind_of_recording
-        from flyviz.viewer.layers import Placement, drawing_anatomy
+        from flyviz.viewer.layers import drawing_anatomy
 
         p = Path(path)
         recording = None
         atlas = None
+        kind: ModelKind
         if is_atlas_dir(p):
             from flyviz.analysis.atlas import Atlas
 
             atlas = Atlas(p)
             spec = str(atlas.info.get("model", {}).get("spec") or atlas.model_name)
             neurons = atlas.neurons
+            kind = LANGUAGE                     # an atlas is of a language model's runs
         else:
             from flyviz.record.recording import Recording
 
             # verify=False: opening stays instant whatever the size; a damaged frame
             # still fails with one line when it is shown.
             recording = Recording.load(p, verify=False)
-            spec, neurons = str(recording.metadata.get("model", "")), recording.neurons
-        kind = None if recording is None else kind_of_recording(recording)
-        if kind is not None and kind != LANGUAGE and hasattr(kind, "recording_model"):
-            # another kind's recording (a spiking brain's): its kind finds its model
-            if model is None or int(model.neurons) != neurons:
-                model, said = kind.recording_model(recording)
-            else:
-                said = ""
-            placement = Placement(model.drawing_anatomy(),
-                                  f"{p.name}: {said}" if said else None)
-        else:
-            if model is None:
-                model = resolve_model(spec)
-            placement = drawing_anatomy(
-                model, neurons, p.name,
-                missing=f"its model {spec or '(unnamed)'} could not be loaded here")
+            neurons = recording.neurons
+            kind = kind_of_recording(recording)
+            spec = kind.model_spec(recording)[0] or ""
+        said = ""
+        if model is None or int(model.neurons) != neurons:
+            # The kind finds its model, without downloading it: a model that cannot be had
+            # here leaves the neurons on a generic layout, with a note.
+            try:
+                if recording is not None:
+                    model, said = kind.recording_model(recording, download=False)
+                else:
+                    model = kind.load(spec, download=False) if spec else None
+            except FlyvizError as exc:
+                model, said = None, str(exc).splitlines()[0]
+            if model is not None and int(model.neurons) != neurons:
+                model, said = None, f"its model has {int(model.neurons):,} neurons"
+        placement = drawing_anatomy(model, neurons, p.name,
+                                    missing=said or f"its model {spec or '(unnamed)'} could "
+                                                    "not be loaded here")
         if placement.note is not None:
             warnings.warn(placement.note, stacklevel=2)
-        if atlas is not None and model is not None and model.neurons == neurons:
+        if atlas is not None and model is not None and int(model.neurons) == neurons:
             note = atlas.mismatch(model.checkpoint)
             if note is not None:
                 warnings.warn(note, stacklevel=2)
         name = p.stem or p.name
-        source = cls(state=state_for(placement.anatomy, recording, atlas, model=model, name=name),
-                     name=name)
+        source = cls(state=state_for(placement.anatomy, recording, atlas, model=model, name=name,
+                                     kind=kind), name=name)
         source.note = placement.note
         return source
 
@@ -413,12 +420,7 @@ class BrainSource:
         rec = self.recording
         if rec is None or not len(rec):
             return ""
-        k = int(np.clip(token, 0, len(rec) - 1))
-        kind = self.state.kind
-        if not kind.has("text"):            # a kind without text: its caption (bin, ms)
-            return kind.frame_caption(rec, k)
-        frame_text = rec.token_texts[k]
-        return f"t={k} {frame_text!r} | {rec.text_so_far(k)}"
+        return self.state.kind.frame_line(rec, int(np.clip(token, 0, len(rec) - 1)))
 
 
 def colours(values: np.ndarray, colormap: str, value_range: tuple[float, float]) -> np.ndarray:

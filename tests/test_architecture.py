@@ -464,3 +464,122 @@ def test_the_spiking_kinds_views_name_no_tokenizer_logits_or_top_k():
     for path in sorted((APP / "spiking").rglob("*.py")):
         words = set(re.findall(r"[A-Za-z_]+", path.read_text(encoding="utf-8").lower()))
         assert not words & set(LANGUAGE_NAMES), f"{path.relative_to(SOURCE)}: {words & set(LANGUAGE_NAMES)}"
+
+
+# ------------------------------------------------------------------ kinds are asked, never told apart
+KINDS_PACKAGE = "flyviz.kinds"
+
+
+def _kind_vocabulary() -> tuple[set[str], set[str], set[str], set[str]]:
+    """What names a kind's identity: ``(names, classes, keys, channels)`` — the names that
+    flyviz.kinds' modules bind to a kind or a kind's key (``LANGUAGE``, ``SPIKING_KEY``),
+    the kinds' classes (``SpikingKind``), the registered keys and their side channels."""
+    import importlib
+
+    from flyviz.kinds import ModelKind, registered_kinds
+
+    kinds = registered_kinds()
+    keys = set(kinds)
+    channels = {channel.key for kind in kinds.values() for channel in kind.side_channels}
+    names: set[str] = set()
+    classes: set[str] = set()
+    for module in (m for m in MODULES if _inside(m, KINDS_PACKAGE)):
+        for name, value in vars(importlib.import_module(module)).items():
+            if isinstance(value, type) and issubclass(value, ModelKind) and value is not ModelKind:
+                classes.add(name)
+            elif isinstance(value, ModelKind) or (isinstance(value, str) and value in keys
+                                                  and name.isupper()):
+                names.add(name)
+    return names, classes, keys, channels
+
+
+def _terminal(node: ast.AST) -> str:
+    """The last name of ``a.b.c`` (``c``), of ``c``, else ``""``."""
+    return node.id if isinstance(node, ast.Name) else \
+        node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _is_kind_expression(node: ast.AST) -> bool:
+    """``kind``, ``x.kind``, ``presets_kind``, ``kind_of(m)``, ``kind_of_recording(r)``,
+    ``metadata.get("kind")``, ``metadata["kind"]``..."""
+    if isinstance(node, ast.Call):
+        if _terminal(node.func) == "get" and node.args:
+            return isinstance(node.args[0], ast.Constant) and node.args[0].value == "kind"
+        return _terminal(node.func) in ("kind_of", "kind_of_recording", "kind_named")
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "kind"
+    name = _terminal(node)
+    return name == "kind" or name.endswith("_kind")
+
+
+def kind_identity_tests(tree: ast.AST, vocabulary: tuple[set[str], set[str], set[str], set[str]]
+                        ) -> list[tuple[int, str]]:
+    """``(line, code)`` of every place in ``tree`` that tells kinds of model apart rather than
+    asking the kind: comparing to a named kind or its key (``== LANGUAGE``, ``is SPIKING``,
+    ``kind.key == "spiking"``, ``== SPIKING_KEY``), comparing two kinds, ``isinstance`` with a
+    kind's class, ``kind.has("text")`` and ``hasattr``/``getattr`` on a kind."""
+    names, classes, keys, channels = vocabulary
+    found = []
+
+    def named(node: ast.AST) -> bool:
+        return _terminal(node) in names | classes
+
+    for node in ast.walk(tree):
+        hit = False
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            kindish = [_is_kind_expression(o) or (_terminal(o) == "key" and isinstance(
+                o, ast.Attribute) and _is_kind_expression(o.value)) for o in operands]
+            hit = any(named(o) for o in operands) \
+                or any(isinstance(o, ast.Constant) and o.value in keys for o in operands) \
+                and any(kindish) \
+                or sum(kindish) >= 2 \
+                or any(isinstance(o, ast.Attribute) and o.attr == "key"
+                       and _is_kind_expression(o.value) for o in operands)
+        elif isinstance(node, ast.Call):
+            func = _terminal(node.func)
+            if func in ("isinstance", "issubclass") and len(node.args) == 2:
+                second = node.args[1]
+                targets = second.elts if isinstance(second, ast.Tuple) else [second]
+                hit = any(_terminal(t) in classes for t in targets)
+            elif func in ("hasattr", "getattr") and node.args:
+                hit = _is_kind_expression(node.args[0])
+            elif func == "has" and isinstance(node.func, ast.Attribute) and node.args:
+                arg = node.args[0]
+                hit = _is_kind_expression(node.func.value) and (
+                    not isinstance(arg, ast.Constant) or arg.value in channels)
+        if hit:
+            found.append((getattr(node, "lineno", 0), ast.unparse(node)))
+    return found
+
+
+def test_nothing_outside_the_kinds_tells_kinds_apart():
+    vocabulary = _kind_vocabulary()
+    assert {"LANGUAGE", "SPIKING", "SPIKING_KEY"} <= vocabulary[0]
+    assert {"LanguageModelKind", "SpikingKind"} <= vocabulary[1]
+    found = [f"{MODULES[m].relative_to(SOURCE.parent)}:{line}: {code}"
+             for m, tree in sorted(TREES.items()) if not _inside(m, KINDS_PACKAGE)
+             for line, code in kind_identity_tests(tree, vocabulary)]
+    assert found == [], "ask the kind (flyviz.kinds.ModelKind) instead:\n" + "\n".join(found)
+
+
+def test_the_kind_identity_scan_finds_each_way_of_telling_kinds_apart():
+    # A planted break of each form is found; asking the kind, and other things named
+    # "kind" or "key", are not.
+    planted = ("if state.kind == LANGUAGE: pass\n"                          # 1
+               "if kind is not SPIKING: pass\n"                             # 2
+               "if kind_of_recording(rec).key == 'spiking': pass\n"         # 3
+               "if self.kind.key != other: pass\n"                          # 4
+               "x = kind.key in (SPIKING_KEY,)\n"                           # 5
+               "if isinstance(kind, (int, SpikingKind)): pass\n"            # 6
+               "reads = state.kind.has('text')\n"                           # 7
+               "if hasattr(kind, 'recording_model'): pass\n"                # 8
+               "if kind != kind_of(bundle.model): pass\n"                   # 9
+               "if recording.metadata.get('kind') == 'spiking': pass\n"     # 10
+               "if kind.shows(LM) and kind.reads_text: pass\n"              # 11: asks
+               "if isinstance(kind, ModelKind): pass\n"                     # 12: any kind
+               "if node.key == 'id' and anatomy.kind == 'measured': pass\n"  # 13: not kinds
+               "layers = {kind.key: kind for kind in kinds}\n")             # 14: no test
+    tree = ast.parse(planted)
+    lines = sorted({line for line, _ in kind_identity_tests(tree, _kind_vocabulary())})
+    assert lines == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], lines

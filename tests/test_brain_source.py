@@ -49,7 +49,9 @@ def test_a_recording_opens_with_its_model_memory_mapped(demo, saved):
 
 def test_a_recording_of_a_model_not_at_hand_is_drawn_on_a_ball_with_a_warning(demo, tmp_path):
     rec = flyviz.run(demo, "Once", max_new_tokens=2)
-    rec.metadata["model"] = "someone/not-downloaded"
+    rec.metadata["model"] = "someone/not-downloaded"        # where it came from, both ways
+    rec.metadata["model_identity"] = {**rec.metadata["model_identity"],
+                                      "spec": "someone/not-downloaded"}
     path = rec.save(tmp_path / "elsewhere.flyrec")
     with pytest.warns(UserWarning, match="generic layout"):
         source = BrainSource.open(path)

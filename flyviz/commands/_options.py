@@ -178,18 +178,12 @@ def recording_model(recording: Any, spec: str | None, dataset: Path | None) -> t
     the recording names (its identity's spec, else its ``model``), with the
     dataset it was recorded with when that folder still exists.
     """
-    identity = recording.metadata.get("model_identity")
-    identity = identity if isinstance(identity, dict) else {}
     if spec:
         return spec, dataset
-    named = identity.get("spec") or recording.metadata.get("model")
-    if not isinstance(named, str) or not named:
-        return None, dataset
-    recorded_dataset = identity.get("dataset")
-    if dataset is None and named != "demo" and isinstance(recorded_dataset, str) \
-            and Path(recorded_dataset).is_dir():
-        dataset = Path(recorded_dataset)
-    return named, dataset
+    from flyviz.kinds import LANGUAGE
+
+    named, recorded = LANGUAGE.model_spec(recording)
+    return named, dataset if dataset is not None else recorded.get("dataset")
 
 
 class _AppendIntervention(argparse.Action):

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import add_dataset_option, load_model_from_args, recording_model
-from flyviz.errors import ModelNotFoundError, RecordingError
+from flyviz.commands._options import add_dataset_option
+from flyviz.errors import ModelNotFoundError
 
 EPILOG = """\
 formats:
@@ -65,43 +65,30 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.kinds import kind_of_recording
 
     kind = kind_of_recording(recording)
-    model: Any = None
+    labels: Any = None          # the anatomy whose labels the neurons get
     labelled_by = ""
-    if not args.no_labels and kind.key == "spiking" and args.model is None:
-        # A spiking run's neurons are its brain's (the one it names), as figure and export
-        # draw them; a brain that no longer loads leaves the labels out, with a note.
-        from flyviz.kinds.spiking import SPIKING
-
-        brain, why_not = SPIKING.recording_brain(recording)
-        if brain is None:
-            print(f"flyviz: note: {why_not}; converting without neuron labels",
-                  file=sys.stderr)
-        else:
-            model, labelled_by = brain.drawing_anatomy(), brain.name
-    elif not args.no_labels:
-        spec, args.dataset = recording_model(recording, args.model, args.dataset)
-        if spec is None:
-            raise InputError(f"{args.recording.name} names no model; give one with --model SPEC "
-                             "or convert with --no-labels")
+    if not args.no_labels:
+        # The recording's kind loads the model it was made with (--model wins).
         try:
-            model = load_model_from_args(args, spec)
+            model, why = kind.recording_model(recording, args.model, dataset=args.dataset)
         except ModelNotFoundError as exc:
             raise ModelNotFoundError(f"{exc} (or convert with --no-labels, without neuron "
                                      "labels)") from None
-        if model.config.neurons != recording.neurons:
-            raise RecordingError(f"{args.recording.name} has {recording.neurons:,} neurons but "
-                                 f"model {spec} has {model.config.neurons:,}; give the model it "
-                                 "was recorded with as --model, or use --no-labels")
-        from flyviz.model.identity import identity_mismatch
-
-        mismatch = identity_mismatch(recording.metadata.get("model_identity"), model,
-                                     args.recording.name)
-        if mismatch:
-            print(f"flyviz: note: {mismatch}", file=sys.stderr)
-    out = convert(recording, args.out, args.to, model)
-    labels = "without neuron labels" if model is None else \
-        f"with the neurons of {labelled_by or model.name}"
+        if model is None and args.model is None and kind.model_spec(recording)[0]:
+            # it names a model that is not there any more: the run converts without labels
+            print(f"flyviz: note: {why}; converting without neuron labels", file=sys.stderr)
+        elif model is None:
+            raise InputError(f"{args.recording.name}: {why}; give its model with --model SPEC "
+                             "or convert with --no-labels")
+        else:
+            mismatch = kind.recording_mismatch(recording, model, args.recording.name)
+            if mismatch:
+                print(f"flyviz: note: {mismatch}", file=sys.stderr)
+            labels, labelled_by = kind.neuron_labels(model), model.name
+            model.close()
+    out = convert(recording, args.out, args.to, labels)
+    said = "without neuron labels" if labels is None else f"with the neurons of {labelled_by}"
     steps = kind.recording_axis(recording).names
     print(f"flyviz: wrote {out} ({len(recording)} {steps} x {recording.neurons:,} neurons, "
-          f"{labels})", file=sys.stderr)
+          f"{said})", file=sys.stderr)
     return 0

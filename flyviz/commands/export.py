@@ -18,7 +18,7 @@ from typing import Any
 from flyviz.commands._options import (add_dataset_option, add_generation_options,
                                       add_intervention_options, add_kernel_option,
                                       add_recording_options, generation_settings,
-                                      interventions_from_args, model_from_args, recording_model,
+                                      interventions_from_args, kernel_from_args, model_from_args,
                                       warn_idle_interventions)
 from flyviz.errors import InputError
 from flyviz.render.gl_backend import BACKENDS, GL_HELP
@@ -198,7 +198,6 @@ def movie_meshes(args: argparse.Namespace, anatomy: Any) -> list[Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, get a recording (run the model or load one) and export it."""
-    from flyviz.errors import RecordingError
     from flyviz.export import ExportOptions, export_recording, movie_format
     from flyviz.render.offscreen import parse_size
 
@@ -232,21 +231,12 @@ def run(args: argparse.Namespace) -> int:
                              "instead of --recording")
         recording = Recording.load(args.recording)
         kind = kind_of_recording(recording)
-        spec, args.dataset = recording_model(recording, args.spec, args.dataset)
-        if kind.key == "spiking" and not args.spec:
-            anatomy, note = kind.recording_anatomy(recording)  # type: ignore[attr-defined]
-            if note:
-                print(f"flyviz: note: {note}", file=sys.stderr)
-        elif spec:
-            from flyviz.model.identity import identity_mismatch
-
-            model = model_from_args(args, str(spec), _load_progress)
-            if model.neurons != recording.neurons:
-                raise RecordingError(f"{args.recording} has {recording.neurons:,} neurons but "
-                                     f"model {spec} has {model.neurons:,}; give the model "
-                                     "it was recorded with as SPEC")
-            note = identity_mismatch(recording.metadata.get("model_identity"), model.checkpoint,
-                                     args.recording.name)
+        # The recording's kind loads the model it was made with (SPEC wins), for its anatomy.
+        model, why = kind.recording_model(recording, args.spec, dataset=args.dataset,
+                                          progress=_load_progress,
+                                          kernel=kernel_from_args(args))
+        if model is not None:
+            note = kind.recording_mismatch(recording, model, args.recording.name)
             if note:
                 print(f"flyviz: note: {note}", file=sys.stderr)
             anatomy = anatomy_for(model)
@@ -254,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
             from flyviz.viewer.layers import drawing_anatomy
 
             placement = drawing_anatomy(None, recording.neurons, missing=(
-                "the recording names no model (give SPEC to use the model's anatomy)"))
+                f"{why} (give SPEC to use the model's anatomy)"))
             print(f"flyviz: {placement.note}", file=sys.stderr)
             anatomy = placement.anatomy
     else:

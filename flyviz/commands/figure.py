@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 from pathlib import Path
 
-from flyviz.commands._options import add_dataset_option, load_model_from_args, recording_model
+from flyviz.commands._options import add_dataset_option
 
 EPILOG = """\
 kinds:
@@ -76,7 +75,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the request and the output, load the recording and its model, draw."""
-    from flyviz.errors import InputError, RecordingError
+    from flyviz.errors import InputError
     from flyviz.extras import require
     from flyviz.figures import FigureOptions, check_output, write_figure
     from flyviz.record.recording import Recording
@@ -87,31 +86,16 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out)
     require("figures", "flyviz figure")
     recording = Recording.load(args.recording)
-    model: Any = None  # a Fly LLM Model, or a SpikingModel for a spiking recording
-    spec, args.dataset = recording_model(recording, args.model, args.dataset)
     needs_labels = args.kind in ("celltypes", "brain") or (args.kind == "raster"
                                                            and args.sort == "anatomy")
     from flyviz.kinds import kind_of_recording
 
-    if kind_of_recording(recording).key == "spiking" and args.model is None:
-        from flyviz.kinds.spiking import SPIKING
-
-        spec = SPIKING.run_metadata(recording).get("brain") or None  # its brain
-    if spec is None and needs_labels:
-        raise InputError(f"{args.recording.name} names no model; give one with --model SPEC")
-    if spec is not None:
-        from flyviz.record.runner import Model
-
-        if kind_of_recording(recording).key == "spiking":
-            from flyviz.kinds.spiking import SpikingModel
-
-            model = SpikingModel.load(str(spec))
-        else:
-            model = Model(load_model_from_args(args, spec))
-        if model.neurons != recording.neurons:
-            raise RecordingError(f"{args.recording.name} has {recording.neurons:,} neurons but "
-                                 f"model {spec} has {model.neurons:,}; give the model it was "
-                                 "recorded with as --model")
+    # The recording's kind loads the model it was made with (--model wins): a Fly LLM's
+    # Model, a spiking run's brain...
+    model, why = kind_of_recording(recording).recording_model(recording, args.model,
+                                                               dataset=args.dataset)
+    if model is None and needs_labels:
+        raise InputError(f"{args.recording.name}: {why}; give its model with --model SPEC")
     try:
         out = write_figure(recording, args.out, options, model=model)
     finally:

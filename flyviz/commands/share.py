@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import add_dataset_option, model_from_args, recording_model
+from flyviz.commands._options import add_dataset_option, kernel_from_args
 from flyviz.errors import InputError
 
 EPILOG = """\
@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the request, load the recording (and its model), build the state, write the page."""
     from flyviz.errors import RecordingError
     from flyviz.export.share import share
+    from flyviz.kinds import kind_of_recording
     from flyviz.record.recording import Recording
     from flyviz.viewer import ViewerState
     from flyviz.viewer.layers import DELTA, delta_layer, drawing_anatomy
@@ -106,26 +107,22 @@ def run(args: argparse.Namespace) -> int:
     if not len(recording):
         raise RecordingError(f"{args.recording.name} has no frames: nothing to share")
     _check_layers(args, recording)
-    spec, args.dataset = recording_model(recording, args.model, args.dataset)
-    model = None
-    if spec:
-        model = model_from_args(args, str(spec))
-        if model.neurons != recording.neurons:
-            raise RecordingError(f"{args.recording.name} has {recording.neurons:,} neurons but "
-                                 f"model {spec} has {model.neurons:,}; give the model it was "
-                                 "recorded with as --model")
-    elif args.trace is not None:
-        raise InputError(f"--trace needs the recording's model; {args.recording.name} names "
-                         "none: give it as --model SPEC")
+    kind = kind_of_recording(recording)
+    # The recording's kind loads the model it was made with (--model wins).
+    model, why = kind.recording_model(recording, args.model, dataset=args.dataset,
+                                      kernel=kernel_from_args(args))
+    if model is None and args.trace is not None:
+        raise InputError(f"--trace needs the recording's model; {args.recording.name}: {why}: "
+                         "give it as --model SPEC")
     placement = drawing_anatomy(model, recording.neurons, args.recording.name, missing=(
-        "the recording names no model (give --model to use the model's anatomy)"))
+        f"{why} (give --model to use the model's anatomy)"))
     if placement.note is not None:
         print(f"flyviz: {placement.note}", file=sys.stderr)
     state = ViewerState()
     state.display.mode = args.mode
     state.set_model(model, placement.anatomy, name=str(recording.metadata.get("model_name", "")
                                                         or getattr(model, "name", "") or ""),
-                    neurons=recording.neurons)
+                    neurons=recording.neurons, kind=kind)
     state.set_recording(recording, index=args.token)
     if recording.baseline is not None:
         state.offer_layer(DELTA, delta_layer)

@@ -29,13 +29,26 @@ that names no kind is one (:func:`kind_of`). A viewer state knows the kind of
 the model it shows (:attr:`ViewerState.kind <flyviz.viewer.state.ViewerState.kind>`),
 and the viewer, the renderer and the exporters ask it rather than a tokenizer:
 ``tests/test_model_kinds.py`` keeps ``viewer/``, ``render/`` and ``export/``
-free of the language model's words. A new kind is a module beside
-``language.py`` (``flyviz/kinds/<kind>.py``) holding a subclass of
-:class:`ModelKind`, with its engine in its own package.
+free of the language model's words.
+
+A kind is the only door to its models: it **loads** them from a spec
+(:meth:`ModelKind.load`), says **which model made a recording**
+(:func:`kind_of_recording`, then :meth:`ModelKind.recording_model`) and offers
+its own **colour layers** (:meth:`ModelKind.colour_layers`). Nothing outside
+this package asks which kind it has: it asks the kind.
+
+Kinds **register** through the entry-point group ``flyviz.kinds``
+(:data:`ENTRY_POINT_GROUP`), the built-in ones included (flyviz's
+``pyproject.toml``), so a package that is not flyviz adds a kind by declaring
+one entry point to its :class:`ModelKind` (an instance or the class);
+:func:`registered_kinds` reads the group once per process. A new kind is one
+folder: a module beside ``language.py`` here, or a package of its own
+(``docs/kinds.md`` shows one).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -47,10 +60,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.frame import Frame
     from flyviz.record.recording import Recording
     from flyviz.render.overlay import OverlayContent
+    from flyviz.viewer.layers import LayerKind
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["EVERY_KIND", "LANGUAGE", "ModelKind", "SideChannel", "TimeAxis", "Wiring",
-           "kind_named", "kind_of", "kind_of_recording", "state_frame"]
+__all__ = ["BUILT_IN_KINDS", "ENTRY_POINT_GROUP", "EVERY_KIND", "LANGUAGE", "ModelKind",
+           "SideChannel", "TimeAxis", "Wiring", "kind_named", "kind_of", "kind_of_recording",
+           "register_kind", "registered_kinds", "reload_kinds", "state_frame"]
 
 #: What a dock that serves every kind of model declares.
 EVERY_KIND: tuple[str, ...] = ("*",)
@@ -198,6 +213,11 @@ class ModelKind:
     state_label: ClassVar[str] = "state"
     #: The side channels its frames carry.
     side_channels: ClassVar[tuple[SideChannel, ...]] = ()
+    #: True when a run is given text (a prompt box applies) and its frames carry it.
+    reads_text: ClassVar[bool] = False
+    #: True when a neuron's input at a frame is its weights times the previous frame's
+    #: states (what the Neuron dock's *Currents now* computes): the Fly LLM's step.
+    steps_its_wiring: ClassVar[bool] = False
 
     # ------------------------------------------------------------ neurons and anatomy
     def neurons(self, model: Any) -> int:
@@ -214,6 +234,83 @@ class ModelKind:
         """``model``'s synapses (:class:`Wiring`), or ``None`` when its kind has no graph
         to show (the default)."""
         return None
+
+    # ------------------------------------------------------------ models and recordings
+    def load(self, spec: str, **options: Any) -> Any:
+        """The model ``spec`` names (a folder, ``"demo"``...), loaded.
+
+        ``options`` are what a host may pass any kind (a kind reads those it knows and
+        ignores the others): ``dataset`` (a folder a model is joined to), ``progress``
+        (``progress(label, fraction)``), ``kernel`` and ``download`` (``False``: only what
+        is on this machine already).
+
+        Raises
+        ------
+        FlyvizError
+            One line naming what does not load and what to do.
+        """
+        from flyviz.errors import InputError
+
+        raise InputError(f"the {self.title or self.key} kind loads no models from a spec")
+
+    def model_spec(self, recording: "Recording") -> tuple[str | None, dict[str, Any]]:
+        """What loads the model ``recording`` was made with, as its metadata says: the spec
+        and the :meth:`load` options it was recorded with (``(None, {})``: it names none).
+        Default: the metadata's ``"model"``."""
+        spec = recording.metadata.get("model")
+        return (spec if isinstance(spec, str) and spec else None), {}
+
+    def recording_model(self, recording: "Recording", spec: str | None = None,
+                        **options: Any) -> tuple[Any, str]:
+        """The model that made ``recording``: ``spec`` when given (the user's choice), else
+        the one the recording names (:meth:`model_spec`), loaded with ``options`` over the
+        recorded ones; ``(None, why)`` when there is none to load.
+
+        Raises
+        ------
+        FlyvizError
+            When the model does not load (:meth:`load`'s error), or has another number
+            of neurons than the recording (:class:`~flyviz.errors.RecordingError`).
+            A kind whose recordings are shown without their model overrides this to say
+            why instead.
+        """
+        from flyviz.errors import RecordingError
+
+        named, recorded = self.model_spec(recording)
+        if spec is None:
+            spec = named
+            options = {**recorded, **{k: v for k, v in options.items() if v is not None}}
+        if not spec:
+            return None, "the recording names no model"
+        model = self.load(str(spec), **options)
+        if self.neurons(model) != recording.neurons:
+            raise RecordingError(f"the recording has {recording.neurons:,} neurons but model "
+                                 f"{spec} has {self.neurons(model):,}; give the model it was "
+                                 "recorded with")
+        return model, ""
+
+    def recording_mismatch(self, recording: "Recording", model: Any, name: str = ""
+                           ) -> str | None:
+        """How ``model`` differs from the one ``recording`` says it was made with (a note),
+        or ``None`` (the default: a kind that keeps no model identity)."""
+        return None
+
+    def neuron_labels(self, model: Any) -> "Anatomy | None":
+        """The anatomy whose labels a converted file gives ``model``'s neurons (default:
+        :meth:`anatomy`)."""
+        return self.anatomy(model)
+
+    # ------------------------------------------------------------ colour layers
+    def colour_layers(self) -> "tuple[LayerKind, ...]":
+        """The colour layers this kind's recordings offer beside the recorded state
+        (:class:`~flyviz.viewer.layers.LayerKind` entries with their ``build``), registered
+        in :data:`flyviz.viewer.layers.LAYERS` and offered by a viewer state showing one of
+        its models (default: none)."""
+        return ()
+
+    def rate_unit(self) -> str:
+        """What a run's speed is counted in (``"bins/s"``)."""
+        return f"{self.time_axis.names}/s"
 
     # ------------------------------------------------------------ stepping
     def run_settings(self, run: "RunSettings", **options: Any) -> Any:
@@ -260,6 +357,11 @@ class ModelKind:
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """A figure's title for frame ``index`` of ``recording`` (default: the time axis's)."""
         return self.time_axis.of(index, len(recording))
+
+    def frame_line(self, recording: "Recording", index: int) -> str:
+        """One line on frame ``index`` for a host's readout (the notebook widget's text,
+        napari's status): default :meth:`frame_caption`."""
+        return self.frame_caption(recording, index)
 
     def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
         """What a shared web page shows beside the brain at each frame of ``recording``
@@ -308,31 +410,153 @@ def kind_of(model: Any) -> ModelKind:
     return kind if isinstance(kind, ModelKind) else LANGUAGE
 
 
-#: The kinds a recording's metadata may name (``"kind"``), by key: the module defining each
-#: (imported when a recording names it) and the name of the kind there.
-KIND_MODULES: dict[str, tuple[str, str]] = {
-    "language": ("flyviz.kinds.language", "LANGUAGE"),
-    "spiking": ("flyviz.kinds.spiking", "SPIKING"),
+#: The entry-point group kinds register in (``importlib.metadata``): each entry point names a
+#: :class:`ModelKind` instance or subclass.
+ENTRY_POINT_GROUP = "flyviz.kinds"
+
+#: flyviz's own kinds, as its ``pyproject.toml`` declares them in :data:`ENTRY_POINT_GROUP`.
+#: They are found without the metadata too (a source checkout on ``PYTHONPATH`` whose
+#: installed metadata is older), and once each however many distributions declare them.
+BUILT_IN_KINDS: dict[str, str] = {
+    "language": "flyviz.kinds.language:LANGUAGE",
+    "spiking": "flyviz.kinds.spiking:SPIKING",
 }
 
+_REGISTRY: dict[str, ModelKind] = {}
+_REGISTRY_READ = False
 
-def kind_named(key: str) -> ModelKind:
-    """The kind whose key is ``key`` (:data:`KIND_MODULES`); ``ValueError`` for another."""
+
+def _as_kind(value: Any) -> ModelKind | None:
+    """An entry point's object as a kind (an instance, or a subclass instantiated)."""
+    if isinstance(value, type) and issubclass(value, ModelKind):
+        value = value()
+    return value if isinstance(value, ModelKind) and value.key else None
+
+
+def _load_reference(reference: str) -> Any:
+    """The object ``"module:name"`` names."""
     import importlib
 
-    if key not in KIND_MODULES:
-        raise ValueError(f"unknown model kind {key!r}; the kinds are {', '.join(KIND_MODULES)}")
-    module, name = KIND_MODULES[key]
-    kind = getattr(importlib.import_module(module), name)
-    assert isinstance(kind, ModelKind)
+    module, _, name = reference.partition(":")
+    value: Any = importlib.import_module(module)
+    for part in name.split(".") if name else ():
+        value = getattr(value, part)
+    return value
+
+
+def _read_entry_points() -> None:
+    """Fill the registry: flyviz's own kinds, then every entry point of the group. A broken
+    entry point is said once (a warning naming its distribution) and left out."""
+    from importlib.metadata import entry_points
+
+    global _REGISTRY_READ
+    _REGISTRY_READ = True
+    for reference in BUILT_IN_KINDS.values():
+        kind = _as_kind(_load_reference(reference))
+        assert kind is not None, reference
+        _REGISTRY.setdefault(kind.key, kind)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(getattr(point, "dist", None), "name", None) or "an unnamed distribution"
+        try:
+            kind = _as_kind(point.load())
+        except Exception as exc:  # a third party's bug must not stop flyviz
+            warnings.warn(f"flyviz: the model kind {point.name!r} of {dist} ({point.value}) does "
+                          f"not load ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                          f"); flyviz goes on without it", RuntimeWarning, stacklevel=3)
+            continue
+        if kind is None:
+            warnings.warn(f"flyviz: the model kind {point.name!r} of {dist} ({point.value}) is "
+                          "not a flyviz.kinds.ModelKind with a key; flyviz goes on without it",
+                          RuntimeWarning, stacklevel=3)
+            continue
+        known = _REGISTRY.get(kind.key)
+        if known is None:
+            _REGISTRY[kind.key] = kind
+        elif known is not kind and type(known) is not type(kind):
+            warnings.warn(f"flyviz: the model kind {kind.key!r} of {dist} ({point.value}) has "
+                          f"the key of {known!r}, registered first; it is left out",
+                          RuntimeWarning, stacklevel=3)
+
+
+def registered_kinds() -> dict[str, ModelKind]:
+    """Every kind flyviz knows, by key: its own, those of the entry-point group
+    :data:`ENTRY_POINT_GROUP` (read once per process) and those :func:`register_kind` added."""
+    if not _REGISTRY_READ:
+        _read_entry_points()
+    return dict(_REGISTRY)
+
+
+def reload_kinds() -> dict[str, ModelKind]:
+    """Read the entry-point group again (a package that adds a kind was installed, or put on
+    ``sys.path``, in this process) and return :func:`registered_kinds`; kinds
+    :func:`register_kind` added are forgotten."""
+    global _REGISTRY_READ
+    _REGISTRY.clear()
+    _REGISTRY_READ = False
+    from flyviz.viewer.layers import LAYERS
+
+    LAYERS.forget()
+    return registered_kinds()
+
+
+def register_kind(kind: ModelKind, *, replace: bool = False) -> ModelKind:
+    """Register ``kind`` in this process (a script's or a notebook's own kind, without a
+    package); its colour layers join :data:`flyviz.viewer.layers.LAYERS`.
+
+    Raises
+    ------
+    ValueError
+        For something that is not a kind with a key, or a key registered already
+        (unless ``replace``).
+    """
+    if _as_kind(kind) is None:
+        raise ValueError(f"register_kind takes a flyviz.kinds.ModelKind with a key, "
+                         f"not {kind!r}")
+    known = registered_kinds().get(kind.key)
+    if known is not None and known is not kind and not replace:
+        raise ValueError(f"a model kind named {kind.key!r} is registered already ({known!r})")
+    _REGISTRY[kind.key] = kind
+    from flyviz.viewer.layers import LAYERS
+
+    LAYERS.forget()
     return kind
 
 
+def kind_named(key: str) -> ModelKind:
+    """The registered kind whose key is ``key`` (:func:`registered_kinds`); ``ValueError``
+    for another."""
+    kinds = registered_kinds()
+    if key not in kinds:
+        raise ValueError(f"unknown model kind {key!r}; the kinds are {', '.join(kinds)}")
+    return kinds[key]
+
+
 def kind_of_recording(recording: "Recording") -> ModelKind:
-    """The kind of the model ``recording`` was made with: the one its metadata names
-    (``"kind"``), else the Fly LLM's (every recording made before kinds existed)."""
+    """The kind of the model ``recording`` was made with: the registered one its metadata
+    names (``"kind"``), else the Fly LLM's (every recording made before kinds existed).
+
+    A kind that is not registered here (its package is not installed) is a plain
+    :class:`ModelKind` of that key: its states are shown, its model is not loaded.
+    """
     key = recording.metadata.get("kind")
-    return kind_named(key) if isinstance(key, str) and key in KIND_MODULES else LANGUAGE
+    if not isinstance(key, str) or not key:
+        return LANGUAGE
+    kinds = registered_kinds()
+    return kinds[key] if key in kinds else _unregistered(key)
+
+
+def _unregistered(key: str) -> ModelKind:
+    """A plain kind standing in for kind ``key``, whose package is not installed."""
+
+    class UnregisteredKind(ModelKind):
+        def recording_model(self, recording: "Recording", spec: str | None = None,
+                            **options: Any) -> tuple[Any, str]:
+            return None, (f"its kind of model, {key!r}, is not installed here (install the "
+                          "package that provides it)")
+
+    UnregisteredKind.key = key
+    UnregisteredKind.title = f"{key} (not installed)"
+    return UnregisteredKind()
 
 
 # The first kind, defined over the base above (its module imports this one).

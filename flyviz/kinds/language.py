@@ -16,6 +16,7 @@ any kind says (:meth:`~flyviz.kinds.ModelKind.overlays`).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -24,6 +25,7 @@ from flyviz.kinds import ModelKind, SideChannel, TimeAxis, Wiring
 from flyviz.render.overlay import OverlayContent
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.checkpoint import Anatomy
     from flyviz.record.frame import Frame
     from flyviz.record.recording import Recording
     from flyviz.record.run import GenerationSettings
@@ -69,6 +71,53 @@ class LanguageModelKind(ModelKind):
     time_axis: ClassVar[TimeAxis] = TimeAxis("token", "token")
     state_label: ClassVar[str] = "h"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (TEXT, TOP_K)
+    reads_text: ClassVar[bool] = True
+    steps_its_wiring: ClassVar[bool] = True
+
+    # ------------------------------------------------------------ models and recordings
+    def load(self, spec: str, *, dataset: "str | Path | None" = None, progress: Any = None,
+             kernel: str | None = None, download: bool = True, **options: Any) -> Any:
+        """A :class:`~flyviz.record.runner.Model` of ``spec`` (a folder, a hub repo id or
+        ``"demo"``) joined to ``dataset``; ``download=False`` loads only ``"demo"`` and
+        folders (nothing is fetched behind the user's back: an embedded host's opening)."""
+        from flyviz.errors import ModelNotFoundError
+        from flyviz.record.runner import Model
+
+        spec = str(spec).strip()
+        if not download and spec != "demo" and not Path(spec).expanduser().is_dir():
+            raise ModelNotFoundError(f"model {spec} is not a folder here, and it is not "
+                                     "downloaded unasked; give the model it was recorded with")
+        return Model.load(spec, dataset, progress=progress, kernel=kernel)
+
+    def model_spec(self, recording: "Recording") -> tuple[str | None, dict[str, Any]]:
+        """The model the recording names (its identity's spec, else its ``model``), with the
+        ``dataset`` it was recorded with when that folder still exists."""
+        identity = recording.metadata.get("model_identity")
+        identity = identity if isinstance(identity, dict) else {}
+        named = identity.get("spec") or recording.metadata.get("model")
+        if not isinstance(named, str) or not named:
+            return None, {}
+        recorded = identity.get("dataset")
+        if named != "demo" and isinstance(recorded, str) and Path(recorded).is_dir():
+            return named, {"dataset": Path(recorded)}
+        return named, {}
+
+    def recording_mismatch(self, recording: "Recording", model: Any, name: str = ""
+                           ) -> str | None:
+        """How ``model``'s graph or weights differ from the identity the recording keeps."""
+        from flyviz.model.identity import identity_mismatch
+
+        return identity_mismatch(recording.metadata.get("model_identity"),
+                                 getattr(model, "checkpoint", model), name)
+
+    def neuron_labels(self, model: Any) -> "Anatomy | None":
+        """The checkpoint's anatomy (``None`` without positions: no stand-in layout is a
+        label)."""
+        return getattr(model, "checkpoint", model).anatomy
+
+    def rate_unit(self) -> str:
+        """``"tok/s"``."""
+        return "tok/s"
 
     def wiring(self, model: Any) -> Wiring | None:
         """The checkpoint's signed weights by postsynaptic neuron (its CSR rows), of a
@@ -150,6 +199,10 @@ class LanguageModelKind(ModelKind):
                         "position": int(frame.position), "next": frame.predicted_text,
                         "p": round(float(frame.probability), 5), "top": top})
         return out
+
+    def frame_line(self, recording: "Recording", index: int) -> str:
+        """``'t=K "token"  |  text so far'``."""
+        return f"t={index} {recording.token_texts[index]!r} | {recording.text_so_far(index)}"
 
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """``"token 12 of 40: ' cat'"``: the token counter and the token read there."""

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.spikes import SpikeLog
     from flyviz.render.overlay import OverlayContent
     from flyviz.spiking.brain import SpikingBrain
+    from flyviz.viewer.layers import LayerKind
     from flyviz.viewer.settings import RunSettings
 
 __all__ = ["BIN_MS", "SPIKES", "SPIKING", "SPIKING_KEY", "BinSettings", "LiveRun", "SpikingKind",
@@ -182,6 +183,17 @@ class SpikingKind(ModelKind):
     state_label: ClassVar[str] = "rate (Hz)"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (SPIKES,)
 
+    def colour_layers(self) -> "tuple[LayerKind, ...]":
+        """The rates (:data:`~flyviz.viewer.layers.RATE`) and the spikes flashing and fading
+        (:data:`~flyviz.viewer.layers.FLASH`)."""
+        from flyviz.viewer.layers import FLASH, RATE, LayerKind, flash_layer, rate_layer
+
+        return (LayerKind(RATE, "Firing &rate (Hz)", "Each neuron's firing rate in the shown bin",
+                          rate_layer),
+                LayerKind(FLASH, "Spikes (&flash and fade)",
+                          "Each spike lights its neuron at its bin, then fades (τ 15 ms)",
+                          flash_layer))
+
     def recorded_layer(self, mode: str, scale: Any) -> Any:
         """Rates in Hz from 0 (:func:`flyviz.viewer.layers.rate_layer`), whatever ``mode``:
         a rate has no sign."""
@@ -289,11 +301,22 @@ class SpikingKind(ModelKind):
             _COUNTS_CHECKED[recording] = (counts, len(counts))
         return meta
 
-    def recording_brain(self, recording: "Recording") -> "tuple[SpikingModel | None, str]":
-        """The brain a spiking recording ran on (``spiking.brain``) when it loads and has as
-        many neurons, else ``None`` and why not."""
+    def load(self, spec: str, **options: Any) -> "SpikingModel":
+        """The spiking brain ``spec`` names (:meth:`SpikingModel.load`)."""
+        return SpikingModel.load(spec)
+
+    def model_spec(self, recording: "Recording") -> tuple[str | None, dict[str, Any]]:
+        """The brain the run names (``spiking.brain``)."""
         spec = self.run_metadata(recording).get("brain")
-        if not isinstance(spec, str) or not spec:
+        return (spec if isinstance(spec, str) and spec else None), {}
+
+    def recording_model(self, recording: "Recording", spec: str | None = None,
+                        **options: Any) -> "tuple[SpikingModel | None, str]":
+        """The brain a spiking recording ran on (``spiking.brain``, or ``spec``) when it
+        loads and has as many neurons, else ``None`` and why not: a run is shown without
+        its brain (on a generic layout) rather than refused."""
+        spec = spec or self.model_spec(recording)[0]
+        if not spec:
             return None, "the recording names no brain"
         try:
             model = SpikingModel.load(spec)
@@ -303,10 +326,14 @@ class SpikingKind(ModelKind):
             return None, f"the brain {spec} has {model.neurons:,} neurons"
         return model, ""
 
-    def recording_model(self, recording: "Recording") -> "tuple[SpikingModel, str]":
-        """:meth:`recording_brain`, else a stand-in of the recording's size with no synapses,
+    def recording_brain(self, recording: "Recording") -> "tuple[SpikingModel | None, str]":
+        """:meth:`recording_model` of the brain the recording names."""
+        return self.recording_model(recording)
+
+    def shown_model(self, recording: "Recording") -> "tuple[SpikingModel, str]":
+        """:meth:`recording_model`, else a stand-in of the recording's size with no synapses,
         drawn on a generic ball; and a note when it is the stand-in."""
-        model, note = self.recording_brain(recording)
+        model, note = self.recording_model(recording)
         if model is not None:
             return model, ""
         from flyviz.spiking.brain import SpikingBrain
@@ -321,7 +348,7 @@ class SpikingKind(ModelKind):
     def recording_anatomy(self, recording: "Recording") -> "tuple[Anatomy, str]":
         """Where to draw a spiking recording's neurons (:meth:`recording_model`'s anatomy),
         and a note when it is a generic ball."""
-        model, note = self.recording_model(recording)
+        model, note = self.shown_model(recording)
         return model.drawing_anatomy(), note
 
     def recording_axis(self, recording: "Recording") -> TimeAxis:

@@ -39,7 +39,10 @@ key                    rule
 
 :data:`LAYERS` is the registry: per key its *Colour by* title and tooltip, which
 the window's menu, the notebook's and napari's quantity lists read
-(:meth:`flyviz.viewer.state.ViewerState.offer_layer`).
+(:meth:`flyviz.viewer.state.ViewerState.offer_layer`). It is open: the spiking
+layers, and any other kind of model's, come from their kind
+(:meth:`flyviz.kinds.ModelKind.colour_layers`), registered through the
+``flyviz.kinds`` entry points.
 
 :func:`drawing_anatomy` is the one choice of where the neurons are drawn: the
 model's anatomy, a graph layout when it has no positions, or a generic ball
@@ -50,8 +53,8 @@ Nothing here imports Qt or vispy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,7 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.recording import Recording
 
 __all__ = ["ATLAS", "ATLAS_STATISTICS", "DELTA", "ESTIMATE", "FLOW", "IMPORTANCE", "LAYERS",
-           "PATCHING", "SCREEN", "STATE", "LayerKind", "Placement", "ScreenEffect",
+           "PATCHING", "SCREEN", "STATE", "LayerKind", "LayerRegistry", "Placement", "ScreenEffect",
            "activation_layer", "atlas_key", "atlas_layer", "delta_layer", "delta_state",
            "drawing_anatomy", "estimate_layer", "flow_layer", "importance_colours",
            "importance_layer", "patching_layer", "screen_layer", "values_layer", "FLASH",
@@ -107,11 +110,14 @@ ATLAS_STATISTICS: dict[str, tuple[str, str, str]] = {
 
 @dataclass(frozen=True)
 class LayerKind:
-    """One kind of colour layer: its key, its *Colour by* title and its tooltip."""
+    """One kind of colour layer: its key, its *Colour by* title and its tooltip; a kind of
+    model's own layer (:meth:`flyviz.kinds.ModelKind.colour_layers`) also says how it is
+    built (``build() -> ColourLayer``, offered by a viewer state showing that kind)."""
 
     key: str
     title: str
     tip: str
+    build: "LayerBuilder | None" = field(default=None, compare=False)
 
 
 def atlas_key(statistic: str) -> str:
@@ -139,16 +145,46 @@ def _kinds() -> dict[str, LayerKind]:
         LayerKind(SCREEN, "&Screen: Δ rate of the target",
                   "Colour every neuron by the change in the screen's target neuron's rate "
                   "when that neuron (or its set) is silenced or activated"),
-        LayerKind(RATE, "Firing &rate (Hz)",
-                  "Each neuron's firing rate in the shown bin"),
-        LayerKind(FLASH, "Spikes (&flash and fade)",
-                  "Each spike lights its neuron at its bin, then fades (τ 15 ms)"),
     ]
     return {kind.key: kind for kind in kinds}
 
 
+class LayerRegistry(Mapping[str, LayerKind]):
+    """Every kind of colour layer by key, in the *Colour by* menu's order: flyviz's own,
+    then each registered kind of model's (:meth:`flyviz.kinds.ModelKind.colour_layers`,
+    read when first asked for: the kinds register through entry points)."""
+
+    def __init__(self, own: dict[str, LayerKind]) -> None:
+        self._own = dict(own)
+        self._all: dict[str, LayerKind] | None = None
+
+    def _layers(self) -> dict[str, LayerKind]:
+        if self._all is None:
+            from flyviz.kinds import registered_kinds
+
+            layers = dict(self._own)
+            for kind in registered_kinds().values():
+                for layer in kind.colour_layers():
+                    layers.setdefault(layer.key, layer)
+            self._all = layers
+        return self._all
+
+    def forget(self) -> None:
+        """Read the kinds' layers again when next asked (a kind was registered)."""
+        self._all = None
+
+    def __getitem__(self, key: str) -> LayerKind:
+        return self._layers()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._layers())
+
+    def __len__(self) -> int:
+        return len(self._layers())
+
+
 #: Every kind of colour layer, by key, in the *Colour by* menu's order.
-LAYERS: dict[str, LayerKind] = _kinds()
+LAYERS = LayerRegistry(_kinds())
 
 
 # ---------------------------------------------------------------- the comparison
@@ -425,8 +461,10 @@ def drawing_anatomy(model: Any, neurons: int, what: str = "", *,
     """
     subject = f"{what}: " if what else ""
     if model is not None and int(model.neurons) == int(neurons):
-        anatomy = model.checkpoint.anatomy if hasattr(model, "checkpoint") else None
         placed = model.drawing_anatomy()
+        if not hasattr(model, "checkpoint"):    # a model that places its neurons itself
+            return Placement(placed)
+        anatomy = model.checkpoint.anatomy
         if anatomy is None or anatomy.n_valid == 0:
             return Placement(placed, f"{subject}{model.name} has no neuron positions; placing "
                                      "neurons by a graph layout")

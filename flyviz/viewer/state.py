@@ -352,7 +352,8 @@ class ViewerState:
             raise ViewerError(f"the anatomy places {anatomy.positions.shape[0]:,} neurons but the "
                               f"model has {count:,}")
         self.model = model
-        self._kind = kind
+        previous, self._kind = self._kind, kind
+        self._offer_kind_layers(previous, kind)
         self.anatomy = anatomy
         self.model_name = str(name if name is not None else getattr(model, "name", "") or "")
         self._neurons = count
@@ -362,6 +363,18 @@ class ViewerState:
         self.events.recording.emit()
         self.events.index.emit(-1)
         self.lifecycle(MODEL)
+
+    def _offer_kind_layers(self, previous: ModelKind, kind: ModelKind) -> None:
+        """Offer the colour layers of the kind shown (:meth:`ModelKind.colour_layers`) and
+        withdraw those of the kind shown before."""
+        own = {layer.key: layer for layer in kind.colour_layers()}
+        gone = [layer.key for layer in previous.colour_layers()
+                if layer.key not in own and layer.key in self._entries]
+        if gone:
+            self.set_available(gone, False)
+        for key, layer in own.items():
+            if layer.build is not None:
+                self.add_colour_layer(key, layer.title, layer.build, layer.tip, replace=True)
 
     # ------------------------------------------------------------ recording and token
     @property

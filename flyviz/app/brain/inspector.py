@@ -123,9 +123,9 @@ class NeuronInspector(QWidget):
         self._axis = kind.time_axis
         self.trace.getAxis("bottom").setLabel(kind.time_axis.name)
         self.trace.getAxis("left").setLabel(kind.state_label)
-        # "Currents now" is the language model's step (weight x the state one token earlier);
-        # another kind's states are not what its synapses carry.
-        self._currents_apply = kind == LANGUAGE
+        # "Currents now" is a step of weight x the state one frame earlier (the language
+        # model's); another kind's states are not what its synapses carry.
+        self._currents_apply = kind.steps_its_wiring
         self.tabs.setTabVisible(self.tabs.indexOf(self.currents_table), self._currents_apply)
 
     def set_model(self, anatomy: Anatomy | None, connectivity: Connectivity | None,

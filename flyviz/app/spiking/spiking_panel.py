@@ -272,7 +272,7 @@ class SpikingFeature(QObject):
     def show_recording(self, recording: "Recording") -> SpikingModel:
         """Show a spiking recording (a ``.flyrec`` of ``flyviz simulate --record``) on the
         brain it names (a stand-in ball when that does not load); returns the model."""
-        model, note = SPIKING.recording_model(recording)
+        model, note = SPIKING.shown_model(recording)
         self.open(model, recording)
         if note:
             self.host.show_message(note)
@@ -281,7 +281,7 @@ class SpikingFeature(QObject):
     def _on_model(self) -> None:
         """Another model is shown: a live run of the spiking one ends, and its colouring is
         no longer offered unless the new one is spiking too."""
-        if self.host.state.kind is not SPIKING:
+        if not self.host.state.kind.shows(SPIKING_KINDS):
             self.stop()
             self.model = None
             self.host.state.set_available([RATE, FLASH], False)
@@ -304,7 +304,7 @@ class SpikingFeature(QObject):
     def _apply_display(self) -> None:
         key = self.panel.display.currentData()
         state = self.host.state
-        if state.kind is SPIKING and key in state.colour_layers:
+        if state.kind.shows(SPIKING_KINDS) and key in state.colour_layers:
             state.colour_by = key
 
     # ------------------------------------------------------------ running

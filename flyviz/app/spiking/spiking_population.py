@@ -33,6 +33,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from flyviz.app.population.population_plots import population_plot
+from flyviz.kinds.spiking import SPIKING_KEY
 from flyviz.record.spikes import SpikeLog
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +45,8 @@ __all__ = ["BIN_RASTER_CAPTION", "DEFAULT_GROUPS", "RASTER_CELLS", "REDRAW_MS",
 
 #: Most cells of one group in the raster (the first by index).
 RASTER_CELLS = 40
+#: The kinds of model whose runs the panel draws (it reads a spiking brain's groups and spikes).
+POPULATION_KINDS = (SPIKING_KEY,)
 #: Groups shown when none are named: the brain's largest superclasses, this many.
 DEFAULT_GROUPS = 5
 #: Bins that arrive within this many ms of each other are drawn in one go.
@@ -213,7 +216,7 @@ class SpikingPopulationPanel(QWidget):
 
     # ------------------------------------------------------------ drawing
     def _spiking(self) -> bool:
-        return self.state.kind.has("spikes") and self.brain is not None and \
+        return self.state.kind.shows(POPULATION_KINDS) and self.brain is not None and \
             self.state.recording.neurons == self.brain.neurons
 
     def redraw(self) -> None:

@@ -31,10 +31,14 @@ class DockKinds:
     ----------
     docks
         The window's docks by key (the window's own dict: docks added later count).
+    presets_kind
+        The kind the layout presets arrange the docks for (the Fly LLM's).
     """
 
-    def __init__(self, docks: dict[str, QDockWidget]) -> None:
+    def __init__(self, docks: dict[str, QDockWidget], presets_kind: ModelKind = LANGUAGE
+                 ) -> None:
         self._docks = docks
+        self.presets_kind = presets_kind
         self._serves: dict[str, tuple[str, ...]] = {}
         #: Docks hidden because they do not serve the kind shown: whether each was shown.
         self._hidden: dict[str, bool] = {}
@@ -80,11 +84,12 @@ class DockKinds:
     def rearranged(self, shows_own: Callable[[str], bool] = lambda _key: True) -> None:
         """A layout was just applied to every dock (View → Layout): hide again the docks that
         do not serve the shown kind (remembering whether the layout showed them, for when
-        their kind is shown again) and, for a kind other than the Fly LLM, show the docks
-        that serve it and not every kind (a spiking brain's Stimulus) where ``shows_own``
-        says so: those docks are hidden in the presets' arrangement, made for the Fly LLM."""
+        their kind is shown again) and show the docks that serve it and not
+        :attr:`presets_kind` (a spiking brain's Stimulus) where ``shows_own`` says so: the
+        presets' arrangement, made for the Fly LLM, hides those docks."""
         for key, dock in self._docks.items():
             if not self.applies(key):
                 self._put_away(key, dock)   # as the layout left it, for its kind's return
-            elif self.kind != LANGUAGE and self.serves(key) != EVERY_KIND and shows_own(key):
+            elif self.serves(key) != EVERY_KIND and not self.applies(key, self.presets_kind) \
+                    and shows_own(key):
                 dock.show()

@@ -17,7 +17,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
 
 from flyviz.app.window.dialogs import ScreenshotDialog
-from flyviz.kinds import kind_of_recording
+from flyviz.kinds import EVERY_KIND, ModelKind, kind_of_recording
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import ExportError, FlyvizError, RecordingError
 from flyviz.record.recording import FILE_SUFFIX, Recording
@@ -126,11 +126,32 @@ class FileController:
         size, or a damaged file, raises :class:`RecordingError` (one line).
         """
         recording = Recording.load(path)
-        spiking = self.window.features.get("spiking")
-        if kind_of_recording(recording).key == "spiking" and spiking is not None:
-            spiking.show_recording(recording)       # on the brain it ran on, in bins of ms
-            self.window.show_message(f"opened {Path(path).name}: {len(recording):,} bins")
-            return recording
+        kind = kind_of_recording(recording)
+        if not self._open_by_kind(recording, kind, Path(path)):
+            self._open_on_its_model(recording, kind, Path(path))
+        return recording
+
+    def _open_by_kind(self, recording: Recording, kind: ModelKind, path: Path) -> bool:
+        """Show ``recording`` through the part of the window that serves ``kind`` (the
+        kinds each declares): a feature that shows recordings (the spiking brain's: its
+        Stimulus and population docks), or the window's own runs (the Fly LLM's); False
+        when none serves it."""
+        from flyviz.app.window.main_window import FEATURES, LM
+
+        for name, _install, kinds in FEATURES:
+            show = getattr(self.window.features.get(name), "show_recording", None)
+            if show is not None and kinds != EVERY_KIND and kind.shows(kinds):
+                show(recording)
+                axis = kind.recording_axis(recording)
+                self.window.show_message(f"opened {path.name}: {len(recording):,} {axis.names}")
+                return True
+        if kind.shows(LM):
+            self._open_in_runs(recording, path)
+            return True
+        return False
+
+    def _open_in_runs(self, recording: Recording, path: Path) -> None:
+        """Show a recording of the model the window runs, checked against the one loaded."""
         bundle = self.window.bundle
         check_recording_fits(recording, None if bundle is None else bundle.checkpoint.config.neurons,
                              self.window.model_name, path)
@@ -144,11 +165,29 @@ class FileController:
             self.window.show_message(f"{mismatch}. It is shown as recorded, on "
                                      f"{self.window.model_name}'s neurons.",
                                      error=True, dialog=True)
-            return recording
+            return
         other = recording.metadata.get("model_name")
         note = "" if not other or other == self.window.model_name else f" (recorded with {other})"
         self.window.show_message(f"opened {Path(path).name}: {len(recording):,} tokens{note}")
-        return recording
+
+    def _open_on_its_model(self, recording: Recording, kind: ModelKind, path: Path) -> None:
+        """Show ``recording`` of a kind no part of the window serves on the model the kind
+        loads for it (a generic layout when it does not load)."""
+        from flyviz.viewer.layers import drawing_anatomy
+
+        opened = f"opened {path.name}: {len(recording):,} {kind.recording_axis(recording).names}"
+        try:
+            model, why = kind.recording_model(recording, download=False)
+        except FlyvizError as exc:
+            model, why = None, str(exc).splitlines()[0]
+        placement = drawing_anatomy(model, recording.neurons, path.name, missing=why)
+        state = self.window.state
+        state.set_model(model, placement.anatomy, neurons=recording.neurons, kind=kind,
+                        name=getattr(model, "name", "") or str(recording.metadata.get(
+                            "model_name", "") or kind.title))
+        state.set_recording(recording)
+        self.window.show_message(opened if placement.note is None
+                                 else f"{opened}; {placement.note}")
 
     def save_recording_dialog(self) -> None:
         """Ask where to save the recording."""

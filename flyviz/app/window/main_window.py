@@ -538,16 +538,17 @@ class MainWindow(FeatureWindow):
         self.timeline.set_time_axis(kind.time_axis)
         self.raster_panel.set_time_axis(kind.time_axis)
         self.inspector.set_kind(kind)
-        reads_text = kind.has("text")                       # a spiking brain reads no prompt
-        self._prompt_action.setVisible(reads_text)
-        self.controls.generation.setVisible(reads_text)
-        self._rate_unit = "tok/s" if kind == LANGUAGE else f"{kind.time_axis.names}/s"
+        self._prompt_action.setVisible(kind.reads_text)     # a spiking brain reads no prompt
+        self.controls.generation.setVisible(kind.reads_text)
+        self._rate_unit = kind.rate_unit()
         self.status_rate.setText(f"— {self._rate_unit}")
         anatomy = self.state.anatomy
-        if kind != LANGUAGE and anatomy is not None:
+        bundle = self.bundle
+        if anatomy is not None and (bundle is None or self.state.model is not bundle.model):
+            # a model the window did not load itself (another kind's): drawn here, with
+            # its neurons and its own synapses (a spiking brain's counts), not the LLM's
             if anatomy is not self._drawn_anatomy:
-                self._draw_anatomy(anatomy, self.state.neurons)   # another kind's own brain
-            # Its neurons and its own synapses (a spiking brain's counts), not the LLM's.
+                self._draw_anatomy(anatomy, self.state.neurons)
             wiring = kind.wiring(self.state.model) if self.state.model is not None else None
             connectivity = None if wiring is None else Connectivity(wiring)
             self.inspector.set_model(anatomy, connectivity)

@@ -40,6 +40,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("importance", "flyviz.commands.importance", "estimated lesions: every neuron's cost to a text"),
     ("circuit", "flyviz.commands.circuit", "the smallest circuit that keeps a task, measured"),
     ("null", "flyviz.commands.null", "write a null model: the same model on a shuffled graph"),
+    ("dynamics", "flyviz.commands.dynamics", "the model as a dynamical system, against null "
+     "wirings"),
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
     ("simulate", "flyviz.commands.simulate", "run the whole-brain spiking (LIF) model, as Brian2"),

@@ -369,13 +369,20 @@ class BackwardEngine:
 
     def _forward_abs(self, interventions: ResolvedInterventions, position: int) -> _Product:
         """``|W'|`` (CSR, forward orientation) of one step, laid out once."""
+        return self._forward(interventions, position, absolute=True)
+
+    def _forward(self, interventions: ResolvedInterventions, position: int,
+                 absolute: bool = False) -> _Product:
+        """``W'`` (or ``|W'|``; CSR, forward orientation) of one step, laid out once."""
         key = interventions.graph_key(position) if interventions.graph_edits else ()
-        cache_key = ("fabs", key)
+        cache_key = ("fabs" if absolute else "f", key)
         if interventions is not self._for:
             self._product(interventions, position)  # resets the variants for this set
         product = self._transposed.get(cache_key)
         if product is None:
-            values = np.abs(self.weights(interventions, position))
+            values = self.weights(interventions, position)
+            if absolute:
+                values = np.abs(values)
             product = _Product(self.w_offsets, self.w_indices, values, self.neurons,
                                self.kernel, self.threads, self._pool)
             self._transposed[cache_key] = product
@@ -387,6 +394,14 @@ class BackwardEngine:
         out = np.empty(self.neurons, dtype=np.float32) if out is None else out
         return self._product(interventions, position).matvec(
             np.ascontiguousarray(y, dtype=np.float32), out)
+
+    def forward_product(self, interventions: ResolvedInterventions, position: int,
+                        x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``W' x`` for the graph of the step at ``position`` (what a step Jacobian applies:
+        :mod:`flyviz.analysis.dynamics`)."""
+        out = np.empty(self.neurons, dtype=np.float32) if out is None else out
+        return self._forward(interventions, position).matvec(
+            np.ascontiguousarray(x, dtype=np.float32), out)
 
     def abs_products(self, interventions: ResolvedInterventions, position: int,
                      x: np.ndarray | None = None, y: np.ndarray | None = None

@@ -1,0 +1,622 @@
+"""The Fly LLM as a dynamical system: step Jacobians, memory, spread and driving modes.
+
+The step that reads token ``t`` (:mod:`flyviz.model.engine`) is
+``x_t = (1 - lam) x_{t-1} + lam tanh(u_t)`` with ``u_t = g (r (W' x_{t-1}) + D_t) + b``,
+then the neurons a silence or clamp sets are overwritten. Its Jacobian is ::
+
+    J_t = dx_t / dx_{t-1} = (1 - lam) I + diag(lam sech^2(u_t) g r) W'
+
+with the rows of the neurons set at step ``t`` zeroed. The released models take one step
+per token (no microsteps); a model with several would multiply their Jacobians in
+:meth:`StepJacobians.matvec`. ``J_t`` is never formed: one ``J_t v`` is one sparse product
+with ``W'`` (the :class:`~flyviz.model.attribution.BackwardEngine`'s forward layout) and one
+``J_t^T v`` one with ``W'^T`` (its backward layout), both float32 like the engine, over the
+tape of the run (:func:`~flyviz.model.attribution.record_tape` with slopes).
+
+What :func:`portrait` measures on one prompt:
+
+* per position, the ``K`` eigenvalues of ``J_t`` of largest modulus (ARPACK,
+  :func:`scipy.sparse.linalg.eigs` on a :class:`~scipy.sparse.linalg.LinearOperator`) and
+  the spectral radius;
+* the memory of the state: a seeded random unit perturbation of ``x_p`` carried forward
+  under the same input by the product of the following step Jacobians (the linear
+  response), its norm per token, and the tokens until it falls to half (log-linear between
+  tokens), beside the leak-only bound ``ln 0.5 / ln(1 - lam)`` (0.30 tokens at lam = 0.9);
+* how far sparse input spreads: a one-token drive (the linearised effect of a unit drive on
+  the input neurons of slot 0 at step ``p``) carried ``k`` steps, and the fraction of neurons
+  whose response is at least ``threshold`` times the largest one after each step;
+* the leading driving modes: the left eigenvectors of ``J`` at one position (eigenvectors of
+  ``J^T``, what a perturbation must have to excite the slowest directions), summarised by
+  cell type: each type's share of the modes' squared weight beside its share of the neurons,
+  and the modes' participation ratio (the fraction of neurons that effectively carry them).
+
+:func:`compare_with_nulls` measures the same properties on null wirings
+(:mod:`flyviz.analysis.nulls`; in this process or on Dask through
+:func:`flyviz.analysis.cluster.run_each`) and reports each real value against them as
+``z = (real - mean) / sd`` with the nulls' spread and the empirical p.
+
+Qt-free.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flyviz.errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.model.attribution import BackwardEngine, Tape
+    from flyviz.model.checkpoint import Checkpoint
+
+__all__ = ["DynamicsSettings", "NULL_PROPERTIES", "Portrait", "StepJacobians",
+           "compare_with_nulls", "leak_only_half_life", "null_property_values", "portrait",
+           "portrait_of_checkpoint"]
+
+#: The properties compared with nulls: (key, what it is), in the printed order.
+NULL_PROPERTIES: tuple[tuple[str, str], ...] = (
+    ("spectral_radius_mean", "spectral radius, mean over positions"),
+    ("spectral_radius_max", "spectral radius, largest over positions"),
+    ("half_life_tokens", "memory half-life, tokens (capped at the tokens that follow)"),
+    ("spread_fraction", "fraction of neurons a one-token drive reaches"),
+    ("driving_participation", "driving modes' participation (fraction of neurons)"),
+    ("driving_top_type_share", "driving modes' largest cell-type share"),
+)
+
+
+@dataclass(frozen=True)
+class DynamicsSettings:
+    """What :func:`portrait` measures and how.
+
+    Attributes
+    ----------
+    eigenvalues
+        Eigenvalues of largest modulus per position (``K``).
+    perturb_at
+        The position whose state is perturbed (memory) and driven (spread); the following
+        positions carry it. Default 1, the first token after BOS.
+    spread_steps
+        Steps a one-token drive is carried (fewer where the prompt ends sooner).
+    spread_threshold
+        A neuron is reached when its response is at least this fraction of the largest.
+    driving_modes
+        Leading left eigenvectors summarised by cell type.
+    modes_at
+        The position whose driving modes are found (``None``: the last).
+    seed
+        The seed of the perturbation's direction and of ARPACK's start vectors.
+    tolerance
+        ARPACK's relative accuracy of an eigenvalue (0: machine precision).
+    """
+
+    eigenvalues: int = 20
+    perturb_at: int = 1
+    spread_steps: int = 5
+    spread_threshold: float = 0.01
+    driving_modes: int = 3
+    modes_at: int | None = None
+    seed: int = 0
+    tolerance: float = 1e-9
+
+    def validate(self) -> "DynamicsSettings":
+        """Raise :class:`InputError` for a value out of range; return ``self``."""
+        from flyviz.arguments import whole_number
+
+        whole_number("--eigenvalues", self.eigenvalues, 1, 1000)
+        whole_number("--perturb-at", self.perturb_at, 0, None)
+        whole_number("--spread-steps", self.spread_steps, 1, 1000)
+        whole_number("--driving-modes", self.driving_modes, 1, 100)
+        whole_number("--seed", self.seed, 0, 2**32 - 1)
+        if self.modes_at is not None:
+            whole_number("--modes-at", self.modes_at, 0, None)
+        for name, value, lo, hi in (("--spread-threshold", self.spread_threshold, 0.0, 1.0),
+                                    ("tolerance", self.tolerance, 0.0, 1.0)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or not lo <= value < hi \
+                    or (name == "--spread-threshold" and value <= 0):
+                raise InputError(f"{name} {value!r} must be a number in "
+                                 f"{'(' if name == '--spread-threshold' else '['}{lo:g}, {hi:g})")
+        return self
+
+
+def leak_only_half_life(leak: float) -> float:
+    """Tokens for a perturbation to halve with ``W`` ignored: ``ln 0.5 / ln(1 - leak)``
+    (``inf`` without a leak, 0 with a full one)."""
+    keep = 1.0 - float(leak)
+    if keep <= 0.0:
+        return 0.0
+    if keep >= 1.0:
+        return math.inf
+    return math.log(0.5) / math.log(keep)
+
+
+# ---------------------------------------------------------------- the Jacobians
+class StepJacobians:
+    """The step Jacobians ``J_t`` of one recorded run, matrix-free.
+
+    Parameters
+    ----------
+    backward
+        The model's :class:`~flyviz.model.attribution.BackwardEngine` (its forward and
+        transposed layouts of ``W`` are what the products use).
+    tape
+        The run, recorded with ``slopes=True``.
+    """
+
+    def __init__(self, backward: "BackwardEngine", tape: "Tape") -> None:
+        if not tape.keeps_slopes:
+            raise ValueError("step Jacobians need a tape recorded with slopes=True")
+        self.backward = backward
+        self.tape = tape
+        self.neurons = backward.neurons
+        self.steps = tape.steps
+        self.keep = np.float32(backward.keep)
+        self._scales: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.products = 0
+
+    def scale(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(lam sech^2(u_t) g r, mask)`` of the step at ``t``: the row scale of ``W'`` in
+        ``J_t`` and the neurons a silence or clamp sets there (their rows are zero)."""
+        held = self._scales.get(t)
+        if held is None:
+            b = self.backward
+            a = (self.tape.slope(t) * b.leak * b.gain * b.rec_gain).astype(np.float32)
+            mask = np.zeros(self.neurons, dtype=bool)
+            if self.tape.interventions.post_state:
+                mask, _ = b.set_at(self.tape.interventions, t)
+            a[mask] = 0.0
+            held = (a, mask)
+            if len(self._scales) > 4:
+                self._scales.clear()
+            self._scales[t] = held
+        return held
+
+    def matvec(self, t: int, v: np.ndarray) -> np.ndarray:
+        """``J_t v`` (float64 in and out; the product itself runs in float32)."""
+        a, mask = self.scale(t)
+        v32 = np.ascontiguousarray(v, dtype=np.float32)
+        wv = self.backward.forward_product(self.tape.interventions, t, v32)
+        self.products += 1
+        out = v32.astype(np.float64) * float(self.keep)
+        out += a.astype(np.float64) * wv
+        out[mask] = 0.0
+        return out
+
+    def rmatvec(self, t: int, y: np.ndarray) -> np.ndarray:
+        """``J_t^T y`` (float64 in and out)."""
+        a, mask = self.scale(t)
+        m = np.array(y, dtype=np.float64)
+        m[mask] = 0.0
+        scaled = (a.astype(np.float64) * m).astype(np.float32)
+        wt = self.backward.transposed_product(self.tape.interventions, t, scaled)
+        self.products += 1
+        return m * float(self.keep) + wt
+
+    def operator(self, t: int, transpose: bool = False) -> Any:
+        """``J_t`` (or ``J_t^T``) as a :class:`scipy.sparse.linalg.LinearOperator`."""
+        from scipy.sparse.linalg import LinearOperator
+
+        n = self.neurons
+
+        def forward(v: np.ndarray) -> np.ndarray:
+            return self.matvec(t, np.ravel(v))
+
+        def backward(v: np.ndarray) -> np.ndarray:
+            return self.rmatvec(t, np.ravel(v))
+
+        if transpose:
+            return LinearOperator((n, n), matvec=backward, rmatvec=forward, dtype=np.float64)
+        return LinearOperator((n, n), matvec=forward, rmatvec=backward, dtype=np.float64)
+
+    def dense(self, t: int) -> np.ndarray:
+        """``J_t`` as a dense float64 matrix (small models: tests and checks)."""
+        ck = self.backward.checkpoint
+        n = self.neurons
+        a, mask = self.scale(t)
+        weights = self.backward.weights(self.tape.interventions, t).astype(np.float64)
+        offsets = np.asarray(ck.w_offsets, dtype=np.int64)
+        rows = np.repeat(np.arange(n), np.diff(offsets))
+        w = np.zeros((n, n))
+        np.add.at(w, (rows, np.asarray(ck.w_indices, dtype=np.int64)), weights)
+        jac = np.eye(n) * float(self.keep) + a.astype(np.float64)[:, None] * w
+        jac[mask] = 0.0
+        return jac
+
+
+def _start_vector(n: int, seed: int, t: int) -> np.ndarray:
+    rng = np.random.default_rng(np.random.SeedSequence([seed, t, 7]))
+    return rng.standard_normal(n)
+
+
+def leading_eigen(op: Any, n: int, k: int, *, seed: int, t: int, tolerance: float,
+                  vectors: bool = False, dense: Callable[[], np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The ``k`` eigenvalues of largest modulus of ``op`` (largest first), and with
+    ``vectors`` their eigenvectors as columns. ARPACK where ``k < n - 1``; a dense
+    decomposition of ``dense()`` otherwise (a model too small for ARPACK's ``k``)."""
+    from scipy.sparse.linalg import ArpackNoConvergence, eigs
+
+    if k >= n - 1:
+        if dense is None:
+            raise InputError(f"{k} eigenvalues of a {n}-neuron model: ask for at most {n - 2}")
+        matrix = dense()
+        if vectors:
+            values, vecs = np.linalg.eig(matrix)
+        else:
+            values, vecs = np.linalg.eigvals(matrix), None
+    else:
+        ncv = min(n, max(2 * k + 1, 20))
+        try:
+            found = eigs(op, k=k, which="LM", tol=tolerance, ncv=ncv, maxiter=max(1000, 10 * n),
+                         v0=_start_vector(n, seed, t), return_eigenvectors=vectors)
+        except ArpackNoConvergence as exc:  # keep what converged; say so in the count
+            found = (exc.eigenvalues, exc.eigenvectors) if vectors else exc.eigenvalues
+        values, vecs = (found if vectors else (found, None))
+    order = np.argsort(-np.abs(values), kind="stable")[:k]
+    values = np.asarray(values)[order]
+    return values, (None if vecs is None else np.asarray(vecs)[:, order])
+
+
+# ---------------------------------------------------------------- the portrait
+@dataclass
+class Portrait:
+    """What :func:`portrait` measured on one prompt (see the module notes).
+
+    Attributes
+    ----------
+    tokens, token_texts
+        The ids read (BOS first) and their texts.
+    eigenvalues
+        Per position, the ``K`` eigenvalues of largest modulus (complex, largest first).
+    spectral_radius
+        ``(positions,)`` the largest modulus per position.
+    perturb_at
+        The position perturbed and driven.
+    memory_norms
+        ``||J_{p+k} ... J_{p+1} d|| / ||d||`` for ``k = 0 ..`` (1 at ``k = 0``).
+    half_life_tokens
+        Tokens until ``memory_norms`` first falls to 0.5 (log-linear between tokens), or
+        ``None`` when it stays above for every following token.
+    leak_only_half_life_tokens
+        ``ln 0.5 / ln(1 - lam)``.
+    leak
+        The model's ``lam``.
+    spread_fraction
+        Per step ``0 .. k``, the fraction of neurons a one-token drive reaches.
+    driving
+        The leading driving modes: position, eigenvalues, participation, cell types.
+    products, seconds
+        Jacobian-vector products used and wall time.
+    """
+
+    tokens: list[int]
+    token_texts: list[str]
+    eigenvalues: list[np.ndarray]
+    spectral_radius: np.ndarray
+    perturb_at: int
+    memory_norms: np.ndarray
+    half_life_tokens: float | None
+    leak_only_half_life_tokens: float
+    spread_fraction: np.ndarray
+    spread_threshold: float
+    driving: dict[str, Any]
+    settings: DynamicsSettings
+    leak: float = 0.9
+    products: int = 0
+    seconds: float = 0.0
+    nulls: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tail_half_life_tokens(self) -> float | None:
+        """The half-life of the perturbation's slow tail: ``ln 0.5`` over its mean log decay
+        per token in the second half of the tokens followed (``None``: no decay there, or
+        fewer than two tokens)."""
+        norms = self.memory_norms
+        half = norms.size // 2
+        if norms.size - half < 2 or norms[-1] <= 0:
+            return None
+        rate = (math.log(norms[-1]) - math.log(norms[half])) / (norms.size - 1 - half)
+        return math.log(0.5) / rate if rate < 0 else None
+
+    def property_values(self) -> dict[str, float]:
+        """The scalar properties :data:`NULL_PROPERTIES` names (a half-life that outlasts the
+        prompt counts as the tokens that follow, its lower bound)."""
+        half = self.half_life_tokens
+        if half is None:
+            half = float(self.memory_norms.size - 1)
+        return {"spectral_radius_mean": float(self.spectral_radius.mean()),
+                "spectral_radius_max": float(self.spectral_radius.max()),
+                "half_life_tokens": float(half),
+                "spread_fraction": float(self.spread_fraction[-1]),
+                "driving_participation": float(self.driving["participation"]),
+                "driving_top_type_share": float(self.driving["top_type_share"])}
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values (what ``flyviz dynamics --json`` prints)."""
+        def number(value: float | None) -> float | None:
+            return None if value is None or not math.isfinite(value) else float(value)
+
+        positions = [{"index": i, "token": self.token_texts[i], "token_id": int(self.tokens[i]),
+                      "spectral_radius": float(self.spectral_radius[i]),
+                      "eigenvalues": [[float(z.real), float(z.imag)] for z in values]}
+                     for i, values in enumerate(self.eigenvalues)]
+        return {"positions": positions,
+                "memory": {"half_life_tokens": number(self.half_life_tokens),
+                           "leak_only_half_life_tokens": number(self.leak_only_half_life_tokens),
+                           "perturbed_at": self.perturb_at,
+                           "tokens_followed": int(self.memory_norms.size - 1),
+                           "norms": [float(v) for v in self.memory_norms],
+                           "tail_half_life_tokens": number(self.tail_half_life_tokens),
+                           "remaining_at_end": float(self.memory_norms[-1]),
+                           "leak_only_remaining_at_end":
+                               float((1.0 - self.leak) ** (self.memory_norms.size - 1))},
+                "spread": {"from": self.perturb_at, "threshold": self.spread_threshold,
+                           "fraction": [float(v) for v in self.spread_fraction]},
+                "driving_modes": self.driving,
+                "settings": asdict(self.settings),
+                "products": self.products, "seconds": self.seconds,
+                "nulls": self.nulls}
+
+
+def _half_life(norms: np.ndarray) -> float | None:
+    """The first ``k`` (log-linear between tokens) where ``norms`` falls to 0.5."""
+    below = np.flatnonzero(norms <= 0.5)
+    if below.size == 0:
+        return None
+    k = int(below[0])
+    if k == 0:
+        return 0.0
+    hi, lo = float(norms[k - 1]), float(norms[k])
+    if lo <= 0.0:
+        return float(k)
+    return (k - 1) + (math.log(hi) - math.log(0.5)) / (math.log(hi) - math.log(lo))
+
+
+def _driving_summary(jac: StepJacobians, t: int, settings: DynamicsSettings,
+                     cell_types: Sequence[str] | None) -> dict[str, Any]:
+    """The leading left eigenvectors of ``J_t`` summarised by cell type."""
+    n = jac.neurons
+    k = min(settings.driving_modes, max(1, n - 2))
+    values, vectors = leading_eigen(jac.operator(t, transpose=True), n, k, seed=settings.seed,
+                                    t=t + 10_000, tolerance=settings.tolerance, vectors=True,
+                                    dense=lambda: jac.dense(t).T)
+    assert vectors is not None
+    weight = np.abs(vectors) ** 2
+    weight /= np.maximum(weight.sum(axis=0, keepdims=True), 1e-300)
+    total = weight.mean(axis=1)                       # each mode counts the same
+    participation = float(total.sum() ** 2 / max(float((total ** 2).sum()), 1e-300)) / n
+    types: list[dict[str, Any]] = []
+    top_share = 0.0
+    if cell_types is not None and len(cell_types) == n:
+        names, inverse = np.unique(np.asarray(cell_types, dtype=object).astype(str),
+                                   return_inverse=True)
+        share = np.bincount(inverse, weights=total, minlength=names.size)
+        count = np.bincount(inverse, minlength=names.size)
+        order = np.argsort(-share, kind="stable")[:10]
+        types = [{"cell_type": str(names[g]), "share": float(share[g]),
+                  "neurons": int(count[g]), "neuron_share": float(count[g] / n),
+                  "enrichment": float(share[g] / (count[g] / n))} for g in order]
+        top_share = float(share[order[0]]) if order.size else 0.0
+    return {"position": t, "eigenvalues": [[float(z.real), float(z.imag)] for z in values],
+            "participation": participation, "top_type_share": top_share, "cell_types": types}
+
+
+def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSettings, *,
+             token_texts: Sequence[str] | None = None, cell_types: Sequence[str] | None = None,
+             progress: Callable[[int, int], None] | None = None) -> Portrait:
+    """The dynamical portrait of one recorded run (see the module notes).
+
+    Parameters
+    ----------
+    backward
+        The model's :class:`~flyviz.model.attribution.BackwardEngine`.
+    tape
+        The run (:func:`~flyviz.model.attribution.record_tape` with ``slopes=True``).
+    settings
+        What to measure.
+    token_texts
+        The tokens as text (default: their ids).
+    cell_types
+        One label per neuron for the driving modes (default: none, no cell-type summary).
+    progress
+        ``progress(done, total)`` after each position's eigenvalues.
+    """
+    from flyviz.model.engine import SINGLE_THREADED_BLAS
+
+    settings = settings.validate()
+    steps = tape.steps
+    if settings.perturb_at >= steps - 1:
+        raise InputError(f"--perturb-at {settings.perturb_at} leaves no token after it in a "
+                         f"prompt of {steps} positions (BOS included); give a longer prompt "
+                         "or an earlier position")
+    modes_at = steps - 1 if settings.modes_at is None else settings.modes_at
+    if modes_at >= steps:
+        raise InputError(f"--modes-at {modes_at} is past the prompt's last position "
+                         f"({steps - 1}, BOS is 0)")
+    started = time.perf_counter()
+    jac = StepJacobians(backward, tape)
+    n = jac.neurons
+    k = min(settings.eigenvalues, n)
+    eigenvalues: list[np.ndarray] = []
+    with SINGLE_THREADED_BLAS:
+        for t in range(steps):
+            values, _ = leading_eigen(jac.operator(t), n, k, seed=settings.seed, t=t,
+                                      tolerance=settings.tolerance,
+                                      dense=functools.partial(jac.dense, t))
+            eigenvalues.append(values)
+            if progress is not None:
+                progress(t + 1, steps)
+        radius = np.array([float(np.abs(v).max()) if v.size else 0.0 for v in eigenvalues])
+
+        p = settings.perturb_at
+        rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 1]))
+        delta = rng.standard_normal(n)
+        delta /= np.linalg.norm(delta)
+        norms = [1.0]
+        for t in range(p + 1, steps):
+            delta = jac.matvec(t, delta)
+            norms.append(float(np.linalg.norm(delta)))
+        memory = np.array(norms)
+
+        cfg = backward.config
+        slot = backward.in_index[:cfg.neurons_per_slot]
+        lam_g = (tape.slope(p) * backward.leak * backward.gain).astype(np.float64)
+        drive = np.zeros(n)
+        drive[slot] = lam_g[slot]
+        a_mask = jac.scale(p)[1]
+        drive[a_mask] = 0.0
+        spread = [_reached(drive, settings.spread_threshold)]
+        for t in range(p + 1, min(steps, p + 1 + settings.spread_steps)):
+            drive = jac.matvec(t, drive)
+            spread.append(_reached(drive, settings.spread_threshold))
+        driving = _driving_summary(jac, modes_at, settings, cell_types)
+    texts = list(token_texts) if token_texts is not None else [str(i) for i in tape.tokens]
+    return Portrait(tokens=list(tape.tokens), token_texts=texts, eigenvalues=eigenvalues,
+                    spectral_radius=radius, perturb_at=p, memory_norms=memory,
+                    half_life_tokens=_half_life(memory),
+                    leak_only_half_life_tokens=leak_only_half_life(cfg.leak),
+                    spread_fraction=np.array(spread), spread_threshold=settings.spread_threshold,
+                    driving=driving, settings=settings, leak=float(cfg.leak), products=jac.products,
+                    seconds=time.perf_counter() - started)
+
+
+def _reached(response: np.ndarray, threshold: float) -> float:
+    """The fraction of neurons whose ``|response|`` is at least ``threshold`` of the largest."""
+    size = np.abs(response)
+    top = float(size.max()) if size.size else 0.0
+    if top <= 0.0:
+        return 0.0
+    return float(np.count_nonzero(size >= threshold * top)) / size.size
+
+
+def portrait_of_checkpoint(checkpoint: "Checkpoint", ids: Sequence[int],
+                           settings: DynamicsSettings, *, kernel: str | None = None,
+                           token_texts: Sequence[str] | None = None,
+                           progress: Callable[[int, int], None] | None = None) -> Portrait:
+    """Record ``ids`` on ``checkpoint`` and measure its portrait (engines made and closed
+    here: what a null's run needs)."""
+    from flyviz.model.attribution import BackwardEngine, record_tape
+    from flyviz.model.engine import Engine
+
+    engine = Engine(checkpoint, kernel=kernel)
+    try:
+        tape = record_tape(engine, ids, slopes=True)
+    finally:
+        engine.close()
+    anatomy = checkpoint.anatomy
+    with BackwardEngine(checkpoint, kernel=kernel) as backward:
+        return portrait(backward, tape, settings, token_texts=token_texts,
+                        cell_types=None if anatomy is None else anatomy.cell_type,
+                        progress=progress)
+
+
+# ---------------------------------------------------------------- real vs nulls
+@dataclass
+class _NullItem:
+    """One null of a comparison, as :func:`flyviz.analysis.cluster.run_each` runs it."""
+
+    index: int
+    seed: int
+
+    @property
+    def n_tokens(self) -> int:
+        return 1
+
+
+def null_property_values(checkpoint: "Checkpoint", kind: str, seed: int, ids: Sequence[int],
+                         settings: DynamicsSettings, kernel: str | None = None
+                         ) -> dict[str, float]:
+    """The properties :data:`NULL_PROPERTIES` names on one null of ``checkpoint``."""
+    from flyviz.analysis.nulls import make_null
+
+    null = make_null(checkpoint, kind, seed)
+    return portrait_of_checkpoint(null, ids, settings, kernel=kernel).property_values()
+
+
+def dynamics_null_task(spec: str, dataset: str | None, digest: str, kind: str,
+                       ids: list[int], settings: dict[str, Any], item: _NullItem
+                       ) -> dict[str, np.ndarray]:
+    """One null on a Dask worker: the model is loaded from ``spec`` once per process and must
+    be the client's (``digest``)."""
+    from flyviz.analysis.cluster import worker_model
+
+    checkpoint = worker_model(spec, dataset, digest)
+    values = null_property_values(checkpoint, kind, item.seed, ids, DynamicsSettings(**settings))
+    return {"values": np.array([values[key] for key, _ in NULL_PROPERTIES], np.float64)}
+
+
+def compare_with_nulls(real: Portrait, checkpoint: "Checkpoint", kind: str,
+                       seeds: Sequence[int], *, spec: str | None = None,
+                       dataset: str | None = None, workers: int | None = 0,
+                       scheduler: str | None = None, kernel: str | None = None,
+                       log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Each property of ``real`` against the same property on the nulls ``kind`` and
+    ``seeds`` name; the result is also kept as ``real.nulls``.
+
+    Parameters
+    ----------
+    real
+        The real model's portrait.
+    checkpoint
+        The real model.
+    kind, seeds
+        The null family and the draws.
+    spec, dataset
+        How a Dask worker loads the model (needed unless ``workers=0`` and no scheduler).
+    workers, scheduler
+        As for :func:`flyviz.analysis.cluster.run_each` (``workers=0``: in this process).
+    kernel
+        The sparse kernel of the runs in this process.
+    log
+        Told which null runs (in this process) and when the workers are ready.
+
+    Returns
+    -------
+    dict
+        ``{"kind", "seeds", "properties": {key: NullComparison.to_dict() + "what"}}``.
+    """
+    from flyviz.analysis import cluster
+    from flyviz.analysis.nulls import check_kind, check_seed, compare_to_nulls
+
+    check_kind(kind)
+    seeds = [check_seed(s) for s in seeds]
+    if not seeds:
+        raise InputError("comparing with nulls needs at least one null")
+    ids = list(real.tokens)
+    settings = real.settings
+    items = [_NullItem(i, s) for i, s in enumerate(seeds)]
+    found: dict[int, np.ndarray] = {}
+
+    def deliver(item: _NullItem, partial: dict[str, np.ndarray]) -> None:
+        found[item.index] = np.asarray(partial["values"], np.float64)
+
+    local = workers == 0 and scheduler is None
+    if local:
+        def function(item: _NullItem) -> dict[str, np.ndarray]:
+            if log is not None:
+                log(f"null {item.index + 1} of {len(items)}: {kind}, seed {item.seed}")
+            values = null_property_values(checkpoint, kind, item.seed, ids, settings, kernel)
+            return {"values": np.array([values[key] for key, _ in NULL_PROPERTIES])}
+        cluster.run_each(function, (), items, deliver, workers=0, log=log)
+    else:
+        if spec is None:
+            raise InputError("nulls on Dask need the model's spec (how the workers load it)")
+        from flyviz.model.identity import weights_digest
+
+        cluster.run_each(dynamics_null_task,
+                         (spec, dataset, weights_digest(checkpoint), kind, ids, asdict(settings)),
+                         items, deliver, workers=workers, scheduler=scheduler, log=log)
+    values = real.property_values()
+    properties = {}
+    for column, (key, what) in enumerate(NULL_PROPERTIES):
+        comparison = compare_to_nulls(values[key], [found[i][column] for i in range(len(items))])
+        properties[key] = {"what": what, **comparison.to_dict()}
+    result = {"kind": kind, "seeds": seeds, "properties": properties}
+    real.nulls = result
+    return result

@@ -1,0 +1,190 @@
+"""``flyviz dynamics SPEC --prompt TEXT``: the model as a dynamical system, real vs nulls.
+
+Per position the eigenvalues of the step Jacobian of largest modulus and its spectral
+radius; how long the state remembers a perturbation (beside the leak-only bound); how far
+a one-token drive spreads; the leading driving modes by cell type; each against null
+wirings with ``--nulls`` (see :mod:`flyviz.analysis.dynamics`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from flyviz.commands._options import (add_cluster_options, add_dataset_option,
+                                      add_intervention_options, add_kernel_option,
+                                      add_null_options, check_cluster_options,
+                                      interventions_from_args, model_from_args,
+                                      null_seeds_from_args, worker_spec)
+from flyviz.errors import InputError
+
+EPILOG = """\
+The step that reads token t is x_t = (1 - lam) x_{t-1} + lam tanh(u_t); its Jacobian
+J_t = (1 - lam) I + diag(lam sech^2(u_t) g r) W is applied, never formed (one sparse
+product per J.v), and ARPACK finds its eigenvalues of largest modulus. A spectral radius
+near or above 1 means slow or amplifying directions. The memory half-life is measured on
+the run itself: a random unit perturbation of the state at --perturb-at carried by the
+product of the following step Jacobians (the linear response under the same input), the
+tokens until its norm halves; the leak-only bound ln 0.5 / ln(1 - lam) ignores W.
+
+examples:
+  flyviz dynamics demo --prompt "Once upon a time, there was a little girl named Lily"
+  flyviz dynamics demo --prompt "Tom and his dog" --eigenvalues 10 --json > dyn.json
+  flyviz dynamics demo --prompt "Tom and his dog" --nulls 3 --workers 2
+  flyviz dynamics demo --prompt "Tom and his dog" --silence 'superclass:cb_intrinsic'
+
+docs/dynamics.md describes every number.
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``flyviz dynamics``."""
+    parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
+    parser.add_argument("--prompt", required=True, help="text to read (BOS is added once)")
+    parser.add_argument("--eigenvalues", type=int, default=20, metavar="K",
+                        help="eigenvalues of largest modulus per position (default 20)")
+    parser.add_argument("--perturb-at", type=int, default=1, metavar="P",
+                        help="the position whose state is perturbed (memory) and driven "
+                             "(spread); 0 is BOS (default 1)")
+    parser.add_argument("--spread-steps", type=int, default=5, metavar="K",
+                        help="steps a one-token drive is followed (default 5)")
+    parser.add_argument("--spread-threshold", type=float, default=0.01, metavar="F",
+                        help="a neuron is reached when its response is at least F times the "
+                             "largest (default 0.01)")
+    parser.add_argument("--driving-modes", type=int, default=3, metavar="M",
+                        help="leading driving (left) modes summarised by cell type (default 3)")
+    parser.add_argument("--modes-at", type=int, default=None, metavar="P",
+                        help="the position of the driving modes (default the last)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S",
+                        help="seed of the perturbation and of ARPACK's start (default 0)")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object: positions, memory, spread, driving modes, "
+                             "nulls")
+    add_dataset_option(parser)
+    add_kernel_option(parser)
+    add_intervention_options(parser)
+    add_null_options(parser)
+    add_cluster_options(parser, "", resume=False)
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from flyviz.analysis.dynamics import DynamicsSettings
+
+    return DynamicsSettings(eigenvalues=args.eigenvalues, perturb_at=args.perturb_at,
+                            spread_steps=args.spread_steps,
+                            spread_threshold=args.spread_threshold,
+                            driving_modes=args.driving_modes, modes_at=args.modes_at,
+                            seed=args.seed).validate()
+
+
+def _complex(values: Any, count: int = 3) -> str:
+    return ", ".join(f"{z.real:+.4f}{z.imag:+.4f}i" if abs(z.imag) > 1e-12 else f"{z.real:+.4f}"
+                     for z in list(values)[:count])
+
+
+def summary(found: Any, model_name: str) -> str:
+    """The printed portrait."""
+    lines = [f"{model_name}: {len(found.tokens)} positions, {found.settings.eigenvalues} "
+             f"eigenvalues each ({found.products} J.v products, {found.seconds:.1f} s)", "",
+             f"{'pos':>4}  {'token':<16} {'radius':>8}  leading eigenvalues"]
+    for i, values in enumerate(found.eigenvalues):
+        lines.append(f"{i:>4}  {found.token_texts[i]!r:<16} {found.spectral_radius[i]:8.4f}  "
+                     f"{_complex(values)}")
+    half = found.half_life_tokens
+    followed = found.memory_norms.size - 1
+    half_text = f"{half:.2f} tokens" if half is not None else \
+        f"more than {followed} tokens (the prompt ends first)"
+    lines += ["", f"memory: a perturbation at position {found.perturb_at} halves in {half_text}; "
+              f"leak only: {found.leak_only_half_life_tokens:.2f} tokens",
+              f"  after {followed} tokens {found.memory_norms[-1]:.3g} of it remains (leak only: "
+              f"{(1 - found.leak) ** followed:.3g}); its slow tail halves in "
+              + (f"{found.tail_half_life_tokens:.2f} tokens" if found.tail_half_life_tokens
+                 is not None else "(no decay)"),
+              "  norm per token: " + " ".join(f"{v:.3g}" for v in found.memory_norms[:12])
+              + (" ..." if found.memory_norms.size > 12 else ""),
+              f"spread: a one-token drive at position {found.perturb_at} reaches (>= "
+              f"{found.spread_threshold:g} of the largest response) "
+              + ", ".join(f"{100 * v:.1f} %" for v in found.spread_fraction)
+              + " of the neurons after 0.. steps"]
+    driving = found.driving
+    lines.append(f"driving modes at position {driving['position']} "
+                 f"({_complex([complex(*z) for z in driving['eigenvalues']])}): participation "
+                 f"{100 * driving['participation']:.1f} % of the neurons")
+    for row in driving["cell_types"][:5]:
+        lines.append(f"  {row['cell_type']:<20} {100 * row['share']:5.1f} % of the weight, "
+                     f"{100 * row['neuron_share']:5.1f} % of the neurons "
+                     f"(x{row['enrichment']:.2f})")
+    nulls = found.nulls
+    if nulls:
+        from flyviz.analysis.nulls import NullComparison
+
+        lines += ["", f"real vs {len(nulls['seeds'])} {nulls['kind']} null(s):"]
+        width = max(len(key) for key in nulls["properties"])
+        for key, row in nulls["properties"].items():
+            def number(key: str, row: dict[str, Any] = row) -> float:
+                return float("nan") if row[key] is None else float(row[key])
+
+            comparison = NullComparison(real=number("real"), mean=number("mean"),
+                                        sd=number("sd"), z=number("z"), p=float(row["p"]),
+                                        n=int(row["n"]), higher_is_more=True)
+            lines.append(f"  {key:<{width}}  {comparison.line()}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the options, load the model, measure, print."""
+    from flyviz.analysis.dynamics import compare_with_nulls, portrait
+    from flyviz.model.attribution import record_tape
+    from flyviz.record.run import encode_prompt
+
+    if not args.prompt.strip():
+        raise InputError("the prompt is empty: give some text for the model to read")
+    settings = _settings(args)
+    seeds = null_seeds_from_args(args)
+    check_cluster_options(args)
+    interventions = interventions_from_args(args)
+    if seeds and interventions:
+        raise InputError("--nulls compares the untouched wiring; leave out the interventions "
+                         "(or run without --nulls)")
+    with model_from_args(args) as model:
+        ckpt = model.checkpoint
+        ids = encode_prompt(model.tokenizer, args.prompt, ckpt.config.bos_token_id)
+        if settings.eigenvalues > ckpt.config.neurons:
+            raise InputError(f"--eigenvalues {settings.eigenvalues} is more than the model's "
+                             f"{ckpt.config.neurons} neurons")
+        engine = model.engine
+        engine.set_interventions(interventions)
+        try:
+            tape = record_tape(engine, ids, slopes=True)
+        finally:
+            engine.set_interventions(None)
+        texts = [model.tokenizer.token_text(t) for t in ids]
+        anatomy = ckpt.anatomy
+        progress = None if args.json else _progress
+        found = portrait(model.backward, tape, settings, token_texts=texts,
+                         cell_types=None if anatomy is None else anatomy.cell_type,
+                         progress=progress)
+        if progress is not None:
+            print(file=sys.stderr)
+        if seeds:
+            workers = args.workers if args.workers is not None or args.scheduler else None
+            compare_with_nulls(found, ckpt, args.null_kind, seeds,
+                               spec=worker_spec(args.spec),
+                               dataset=None if args.dataset is None else str(args.dataset),
+                               workers=workers, scheduler=args.scheduler,
+                               kernel=model.kernel_request,
+                               log=lambda line: print(f"flyviz: {line}", file=sys.stderr))
+    if args.json:
+        print(json.dumps(found.to_json()))
+    else:
+        print(summary(found, ckpt.name))
+    return 0
+
+
+def _progress(done: int, total: int) -> None:
+    print(f"\rflyviz: eigenvalues of position {done} of {total}", end="", file=sys.stderr,
+          flush=True)

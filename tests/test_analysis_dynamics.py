@@ -1,0 +1,249 @@
+"""The dynamical portrait: matrix-free step Jacobians against dense ones, the memory
+half-life against the product of dense Jacobians, spread, driving modes, nulls and
+``flyviz dynamics`` (its JSON and its bad input)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from flyviz import cli
+from flyviz.analysis.dynamics import (NULL_PROPERTIES, DynamicsSettings, StepJacobians,
+                                      compare_with_nulls, leak_only_half_life, portrait,
+                                      portrait_of_checkpoint)
+from flyviz.errors import InputError
+from flyviz.model.attribution import BackwardEngine, record_tape
+from flyviz.model.engine import Engine
+from flyviz.model.interventions import Silence
+
+IDS = [1, 40, 77, 123, 9, 200, 31, 64]
+
+
+@pytest.fixture
+def small_checkpoint(tokenizer_path, tokenizer_vocabulary):
+    """A 181-neuron model: dense eigendecompositions stay cheap."""
+    from flyviz.model.checkpoint import validate_checkpoint
+    from flyviz.model.synthetic import make_random_checkpoint
+
+    return validate_checkpoint(make_random_checkpoint(
+        neurons=181, edges=2900, d_embed=16, vocabulary=tokenizer_vocabulary, readout_rank=8,
+        seed=5, tokenizer_path=tokenizer_path, name="small"))
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """Dense eigendecompositions in one thread: the machine's cores are shared."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
+def _tape(checkpoint, ids=IDS, interventions=None):
+    engine = Engine(checkpoint, threads=1)
+    try:
+        return record_tape(engine, ids, slopes=True, interventions=interventions)
+    finally:
+        engine.close()
+
+
+def _dense_half_life(norms: np.ndarray) -> float | None:
+    for k in range(1, norms.size):
+        if norms[k] <= 0.5:
+            a, b = math.log(norms[k - 1]), math.log(norms[k])
+            return (k - 1) + (a - math.log(0.5)) / (a - b)
+    return None
+
+
+@pytest.mark.parametrize("silenced", [False, True])
+def test_the_spectral_radius_per_position_equals_a_dense_eigendecomposition(small_checkpoint,
+                                                                            silenced):
+    interventions = [Silence("superclass:cb_intrinsic")] if silenced else None
+    tape = _tape(small_checkpoint, interventions=interventions)
+    with BackwardEngine(small_checkpoint, threads=1) as backward:
+        found = portrait(backward, tape, DynamicsSettings(eigenvalues=6))
+        jac = StepJacobians(backward, tape)
+        assert found.products > 0  # ARPACK ran: 6 eigenvalues of a 523-neuron model
+        for t in range(tape.steps):
+            dense = jac.dense(t)
+            if silenced:  # the silenced rows are zero, the others are not
+                assert np.count_nonzero(np.abs(dense).sum(axis=1) == 0) > 0
+            moduli = np.sort(np.abs(np.linalg.eigvals(dense)))[::-1]
+            assert abs(found.spectral_radius[t] - moduli[0]) <= 1e-6
+            assert np.allclose(np.abs(found.eigenvalues[t]), moduli[:6], atol=1e-6)
+            v = np.random.default_rng(t).standard_normal(dense.shape[0])
+            assert np.allclose(jac.matvec(t, v), dense @ v, atol=1e-5)
+            assert np.allclose(jac.rmatvec(t, v), dense.T @ v, atol=1e-5)
+
+
+def test_the_half_life_equals_the_product_of_dense_jacobians_applied_to_the_perturbation(
+        small_checkpoint):
+    tape = _tape(small_checkpoint)
+    settings = DynamicsSettings(eigenvalues=4, perturb_at=2, spread_steps=3, seed=5)
+    with BackwardEngine(small_checkpoint, threads=1) as backward:
+        found = portrait(backward, tape, settings)
+        jac = StepJacobians(backward, tape)
+        n = small_checkpoint.config.neurons
+        delta = np.random.default_rng(np.random.SeedSequence([5, 1])).standard_normal(n)
+        delta /= np.linalg.norm(delta)
+        norms = [1.0]
+        for t in range(3, tape.steps):
+            delta = jac.dense(t) @ delta
+            norms.append(float(np.linalg.norm(delta)))
+        assert np.allclose(found.memory_norms, norms, rtol=1e-5)
+        expected = _dense_half_life(np.array(norms))
+        assert expected is not None  # this random model forgets within the prompt
+        assert found.half_life_tokens == pytest.approx(expected, abs=1e-4)
+        # The leak alone would forget in 0.3 tokens; the wiring holds it longer here.
+        assert found.leak_only_half_life_tokens == pytest.approx(math.log(0.5) / math.log(0.1))
+        assert found.half_life_tokens > found.leak_only_half_life_tokens
+        # Spread: the same drive carried by dense Jacobians reaches the same neurons.
+        b = backward
+        drive = np.zeros(n)
+        slot = b.in_index[:small_checkpoint.config.neurons_per_slot]
+        drive[slot] = (tape.slope(2) * b.leak * b.gain)[slot]
+        fractions = [slot.size / n]
+        for t in range(3, 6):
+            drive = jac.dense(t) @ drive
+            fractions.append(np.count_nonzero(np.abs(drive) >= 0.01 * np.abs(drive).max()) / n)
+        assert np.allclose(found.spread_fraction, fractions)
+        assert found.spread_fraction[-1] > found.spread_fraction[0]
+
+
+def test_driving_modes_are_left_eigenvectors_summarised_by_cell_type(small_checkpoint):
+    tape = _tape(small_checkpoint)
+    types = small_checkpoint.anatomy.cell_type
+    with BackwardEngine(small_checkpoint, threads=1) as backward:
+        found = portrait(backward, tape, DynamicsSettings(eigenvalues=3, driving_modes=2),
+                         cell_types=types)
+    driving = found.driving
+    assert driving["position"] == len(IDS) - 1
+    # J^T has J's eigenvalues: the leading ones match the last position's.
+    left = np.abs([complex(*z) for z in driving["eigenvalues"]])
+    assert np.allclose(left, np.abs(found.eigenvalues[-1][:2]), atol=1e-6)
+    shares = [row["share"] for row in driving["cell_types"]]
+    assert shares == sorted(shares, reverse=True) and 0 < shares[0] <= 1
+    assert driving["top_type_share"] == shares[0]
+    assert 0 < driving["participation"] <= 1
+    counts = {t: types.count(t) for t in set(types)}
+    for row in driving["cell_types"]:
+        assert row["neurons"] == counts[row["cell_type"]]
+
+
+def test_a_stable_leak_only_model_forgets_at_the_leak_rate(small_checkpoint):
+    import dataclasses
+
+    quiet = dataclasses.replace(small_checkpoint, w_values=np.zeros_like(small_checkpoint.w_values))
+    found = portrait_of_checkpoint(quiet, IDS, DynamicsSettings(eigenvalues=3), kernel="scipy")
+    assert np.allclose(found.spectral_radius, 0.1, atol=1e-6)  # J = (1 - lam) I
+    assert found.half_life_tokens == pytest.approx(leak_only_half_life(0.9), abs=1e-4)
+
+
+def test_nulls_are_the_same_portrait_on_each_null_and_give_z_scores(small_checkpoint):
+    from flyviz.analysis.nulls import make_null
+
+    settings = DynamicsSettings(eigenvalues=3, driving_modes=1)
+    real = portrait_of_checkpoint(small_checkpoint, IDS, settings)
+    result = compare_with_nulls(real, small_checkpoint, "degree", [3, 4])
+    assert real.nulls is result and result["kind"] == "degree" and result["seeds"] == [3, 4]
+    assert list(result["properties"]) == [key for key, _ in NULL_PROPERTIES]
+    one = portrait_of_checkpoint(make_null(small_checkpoint, "degree", 4), IDS, settings)
+    radius = result["properties"]["spectral_radius_mean"]
+    assert radius["real"] == pytest.approx(real.spectral_radius.mean())
+    assert radius["nulls"][1] == pytest.approx(one.spectral_radius.mean())
+    assert radius["n"] == 2 and radius["sd"] >= 0
+    if radius["sd"]:
+        assert radius["z"] == pytest.approx((radius["real"] - radius["mean"]) / radius["sd"])
+    again = compare_with_nulls(portrait_of_checkpoint(small_checkpoint, IDS, settings),
+                               small_checkpoint, "degree", [3, 4])
+    assert again["properties"] == result["properties"]
+
+
+def test_settings_out_of_range_are_refused_in_one_line(small_checkpoint):
+    for bad in (dict(eigenvalues=0), dict(spread_threshold=0.0), dict(spread_threshold=1.5),
+                dict(perturb_at=-1), dict(eigenvalues=2.5)):
+        with pytest.raises(InputError):
+            DynamicsSettings(**bad).validate()
+    tape = _tape(small_checkpoint, ids=IDS[:3])
+    with BackwardEngine(small_checkpoint, threads=1) as backward:
+        with pytest.raises(InputError, match="--perturb-at 2 leaves no token"):
+            portrait(backward, tape, DynamicsSettings(eigenvalues=2, perturb_at=2))
+
+
+# ---------------------------------------------------------------- the command
+@pytest.fixture(scope="module")
+def world(small_world):
+    return small_world("dynamics", neurons=211, edges=2600, seed=3, anatomy=True)
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_flyviz_dynamics_prints_json_with_positions_memory_and_nulls(world, capsys):
+    code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
+                          "--prompt", "the cat saw a big red ball", "--eigenvalues", "4",
+                          "--nulls", "2", "--workers", "0", "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    positions = found["positions"]
+    assert [p["index"] for p in positions] == list(range(len(positions)))
+    assert len(positions) > 3 and positions[0]["token"] == "<s>"
+    for p in positions:
+        assert len(p["eigenvalues"]) == 4
+        assert p["spectral_radius"] == pytest.approx(max(math.hypot(*z) for z in p["eigenvalues"]))
+    assert found["memory"]["leak_only_half_life_tokens"] == pytest.approx(0.30103, abs=1e-4)
+    assert "half_life_tokens" in found["memory"]
+    assert found["nulls"]["properties"]["spectral_radius_mean"]["n"] == 2
+
+
+def test_flyviz_dynamics_prints_a_summary(world, capsys):
+    code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
+                          "--prompt", "the cat saw a dog", "--eigenvalues", "3", "--nulls", "2",
+                          "--workers", "0")
+    assert code == 0, err
+    assert "real vs 2 degree null(s):" in out
+    assert re.search(r"spectral_radius_mean +real \S+ \| nulls \S+ ± \S+ \(n=2\)", out)
+    assert "memory: a perturbation at position 1 halves in" in out
+    assert "leak only: 0.30 tokens" in out
+    assert "driving modes at position" in out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--prompt", "  "], "the prompt is empty"),
+    (["--prompt", "the cat", "--eigenvalues", "0"], "--eigenvalues 0 must be between"),
+    (["--prompt", "the cat", "--eigenvalues", "500"], "more than the model's 211 neurons"),
+    (["--prompt", "the cat", "--perturb-at", "40"], "--perturb-at 40 leaves no token"),
+    (["--prompt", "the cat", "--spread-threshold", "0"], "--spread-threshold 0"),
+    (["--prompt", "the cat", "--nulls", "2", "--silence", "all"], "--nulls compares"),
+    (["--prompt", "the cat", "--silence", "type:nothing*"], "matches no cell type"),
+])
+def test_bad_input_to_flyviz_dynamics_is_one_line_and_exit_2(world, capsys, extra, message):
+    code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
+                          *extra)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("flyviz: error:")
+    assert message in err
+
+
+def test_flyviz_dynamics_on_a_missing_model_is_one_line(tmp_path, capsys):
+    code, out, err = _run(capsys, "dynamics", str(tmp_path / "nothing"), "--prompt", "x")
+    assert code == 2 and err.count("\n") == 1 and err.startswith("flyviz: error:")
+
+
+@pytest.mark.slow
+def test_nulls_on_dask_give_the_values_of_the_nulls_in_this_process(world, capsys):
+    argv = ["dynamics", world["spec"], "--dataset", world["dataset"], "--prompt",
+            "the cat saw a dog", "--eigenvalues", "3", "--nulls", "2", "--json"]
+    code, here, err = _run(capsys, *argv, "--workers", "0")
+    assert code == 0, err
+    code, there, err = _run(capsys, *argv, "--workers", "2")
+    assert code == 0, err
+    assert json.loads(there)["nulls"] == json.loads(here)["nulls"]

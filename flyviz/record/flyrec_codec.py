@@ -412,7 +412,7 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     problem = _comparison_problem(rec)
     if problem:
         raise damaged(problem)
-    if rec.metadata.get("kind") == "spiking":
+    if "spiking" in rec.metadata or rec.spikes is not None:
         from flyviz.record.spikes import spiking_run_problem
 
         # Once, here, for every reader (convert, figure, share, export, the app): a spike

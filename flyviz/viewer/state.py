@@ -369,7 +369,7 @@ class ViewerState:
         withdraw those of the kind shown before."""
         own = {layer.key: layer for layer in kind.colour_layers()}
         gone = [layer.key for layer in previous.colour_layers()
-                if layer.key not in own and layer.key in self._entries]
+                if layer.key not in own and layer.key in self.colour_layers]
         if gone:
             self.set_available(gone, False)
         for key, layer in own.items():

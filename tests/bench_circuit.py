@@ -81,7 +81,8 @@ def main() -> None:
         print(f"workers {workers}: total {total:6.1f} s  (m(M), m(∅) {s['baseline']:.1f} s, "
               f"scores {s['scores']:.1f} s, curve + bisection {s['faithfulness']:.1f} s, "
               f"{result.runs} circuits measured)  CPR {result.cpr:.4f}  CMD {result.cmd:.4f}  "
-              f"circuit {result.size:,} neurons f {result.faithfulness:.3f}")
+              + (f"faithful circuit {result.size:,} neurons f {result.faithfulness:.3f}"
+                 if result.faithful else "no circuit below the whole brain is faithful"))
     first = next(iter(scores.values()))
     same = all(np.array_equal(first, other) for other in scores.values())
     print(f"scores identical across worker counts: {same}")

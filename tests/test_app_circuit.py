@@ -244,7 +244,10 @@ def test_cancel_stops_the_search(win, qtbot, task_file, monkeypatch):
     ('{"target": " lily"}', {}, "line 1 has no \"prompt\""),
     ('{"prompt": " cat", "target": " lily tom"}', {}, "is 2 tokens"),
     ("\n\n", {}, "holds no prompt"),
-    ('{"prompt": " cat", "target": " lily"}', {"keep": 1.5}, "keep 1.5 must lie in (0, 1]"),
+    ('{"prompt": " cat", "target": " lily"}', {"tolerance": 1.5},
+     "tolerance 1.5 must lie in (0, 1)"),
+    ('{"prompt": " cat", "target": " lily"}', {"ablation": "resample", "units": "edges"},
+     "with edges use mean or zero"),
     ('{"prompt": " cat", "target": " lily"}', {"units": "atoms"}, "units 'atoms'"),
 ])
 def test_bad_task_files_are_one_line_in_the_dock(win, tmp_path, text, settings, says):
@@ -312,7 +315,9 @@ def test_the_exports_load_as_circuit_tracer_json_and_flyviz_interventions(
     path = feature.export_interventions(tmp_path / "interventions.json")
     items = from_json(json.loads(path.read_text("utf-8")))
     assert list(items) == feature.only_circuit() == only_circuit(result, ck, result.size)
-    touched = resolve(ck, items).post_state[0].indices
+    # Mean ablation: one Clamp per distinct mean, together every neuron outside the circuit.
+    touched = np.concatenate([i.indices for i in resolve(ck, items).post_state])
+    assert touched.size == np.unique(touched).size
     assert np.array_equal(np.setdiff1d(np.arange(ck.config.neurons), touched),
                           neurons_at(result, ck, result.size))
 
@@ -321,7 +326,7 @@ def test_edge_circuits_run_alone_as_cuts(win, qtbot, planted, task_file):
     """An edge circuit's only-the-circuit set cuts every other synapse: the single-stream
     engine with those cuts gives the library's measured m(C) over the whole task."""
     ck, chain = planted
-    feature, result = _find(win, qtbot, task_file, units="edges")
+    feature, result = _find(win, qtbot, task_file, units="edges", ablation="zero")
     assert result.size == 3
     links = set(zip(feature.synapses["pre"].tolist(), feature.synapses["post"].tolist()))
     assert links == {(chain[0], chain[1]), (chain[1], chain[2]), (chain[2], chain[3])}

@@ -10,7 +10,7 @@ import pytest
 from flyviz import cli
 from flyviz.analysis.circuit_file import read_curve
 from flyviz.model.writers import write_connectome_dataset, write_wordbrain
-from test_analysis_circuit import planted_entries, planted_model
+from test_analysis_circuit import planted_entries, planted_model, random_model
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +31,19 @@ def _run(world, *extra):
 
 
 def test_json_holds_the_curve_the_circuit_and_the_settings(capsys, world):
-    assert _run(world, "--json", "--ablation", "mean", "--keep", "0.9") == 0
+    assert _run(world, "--json", "--ablation", "mean", "--tolerance", "0.1") == 0
     out = json.loads(capsys.readouterr().out)
     assert set(world["chain"]) <= set(out["circuit"]["neurons"])
-    assert out["circuit"]["faithfulness"] >= 0.9 and out["circuit"]["size"] == 4
+    assert out["circuit"]["faithful"] is True and out["circuit"]["size"] == 4
+    assert abs(1 - out["circuit"]["faithfulness"]) <= 0.1
+    spread = out["circuit"]["prompt_faithfulness"]
+    assert spread["within"] == 1.0 and 0.9 <= spread["min"] <= spread["median"] <= spread["max"]
+    assert out["overshoot"] is None
     assert [p["nodes"] for p in out["curve"]][:2] == [0, 10] and len(out["curve"]) == 13
     assert out["curve"][-1] == {"nodes": 200, "faithfulness": 1.0,
                                 "metric": out["full_metric"]}
-    assert out["settings"]["ablation"] == "mean" and out["settings"]["keep"] == 0.9
+    assert out["settings"]["ablation"] == "mean" and out["settings"]["tolerance"] == 0.1
+    assert out["settings"]["prompt_share"] == 0.9
     assert 0 < out["cpr"] and 0 <= out["cmd"]
     assert {t["type"] for t in out["circuit"]["types"]} and out["task"]["prompts"] == 8
 
@@ -47,14 +52,42 @@ def test_the_table_prints_the_curve_cpr_and_the_circuits_neurons(capsys, world):
     assert _run(world) == 0
     text = capsys.readouterr().out
     assert "CPR " in text and "CMD " in text
-    assert "circuit: 4 neurons" in text
+    assert "faithful circuit: 4 neurons" in text and "100% of the prompts within 0.1" in text
     for i in world["chain"]:
         assert f"#{i} " in text
     assert _run(world, "--edges", "--show", "3") == 0
     text = capsys.readouterr().out
-    assert "circuit: 3 edges" in text
+    assert "faithful circuit: 3 edges" in text
     c = world["chain"]
     assert f"#{c[0]} " in text and f"-> #{c[1]} " in text
+
+
+def test_on_a_random_model_the_command_says_no_circuit_is_faithful_and_names_overshoots(
+        capsys, tmp_path, tokenizer_path, world):
+    ck = random_model(tokenizer_path)
+    write_wordbrain(ck, tmp_path / "model", tokenizer_path=tokenizer_path)
+    write_connectome_dataset(ck, tmp_path / "connectome")
+    argv = ["circuit", str(tmp_path / "model"), "--dataset", str(tmp_path / "connectome"),
+            "--task", str(world["task"]), "--workers", "0"]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert ("no circuit below the whole brain is faithful: no measured circuit smaller than "
+            "all 200 neurons has |1 - f| <= 0.1 on the task and on 90% of its 8 prompts") in text
+    assert "faithful circuit:" not in text and "its top neurons" not in text
+    # The curve's overshoots are named as such, never as kept: f of 6.16 at 67 neurons.
+    over = [line for line in text.splitlines() if line.startswith("overshoots: ")]
+    assert len(over) == 1 and over[0].endswith("(more than the whole model: not faithful, "
+                                                "not kept)")
+    percent, size = over[0].split()[1], over[0].split()[3]
+    rows = {int(line.split()[0].replace(",", "")): line for line in text.splitlines()
+            if line.strip() and line.split()[0].replace(",", "").isdigit()}
+    assert f"overshoots: {percent}" in rows[int(size.replace(",", ""))]
+    assert cli.main(argv + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["circuit"]["faithful"] is False and out["circuit"]["size"] == 200
+    assert out["overshoot"]["faithfulness"] == max(p["faithfulness"] for p in
+                                                   out["curve"] + out["refinement"])
+    assert f"{out['overshoot']['faithfulness']:.0%}" == percent
 
 
 def test_out_writes_scores_curve_and_circuit_json(capsys, world):
@@ -87,8 +120,10 @@ def test_out_writes_scores_curve_and_circuit_json(capsys, world):
     (['{"prompt": "a", "target": " cat dog"}'], [], "is 2 tokens"),
     (['{"prompt": "a", "target_id": 99999}'], [], "outside the vocabulary"),
     ([""], [], "holds no prompt"),
-    (None, ["--keep", "0"], "--keep 0.0 must lie in (0, 1]"),
-    (None, ["--keep", "1.01"], "--keep 1.01 must lie in (0, 1]"),
+    (None, ["--tolerance", "0"], "--tolerance 0.0 must lie in (0, 1)"),
+    (None, ["--tolerance", "1"], "--tolerance 1.0 must lie in (0, 1)"),
+    (None, ["--prompt-share", "0"], "--prompt-share 0.0 must lie in (0, 1]"),
+    (None, ["--ablation", "resample", "--edges"], "with --edges use mean or zero"),
     (None, ["--edges", "--nodes", "types"], "--edges keeps synapses"),
     (None, ["--workers", "-1"], "--workers -1"),
 ])
@@ -143,7 +178,7 @@ def test_nulls_compare_the_planted_circuit_with_the_same_search_on_degree_nulls(
 def test_nulls_print_a_real_vs_null_row_for_each_headline_number(capsys, world):
     assert _run(world, "--nulls", "1", "--null-kind", "weights") == 0
     lines = capsys.readouterr().out.splitlines()
-    start = lines.index("real vs 1 weights null(s) (seed 0), circuits of neurons at --keep 0.8:")
+    start = lines.index("real vs 1 weights null(s) (seed 0), circuits of neurons at --tolerance 0.1:")
     rows = [line.split("  real ")[0].strip() for line in lines[start + 1:]]
     assert rows == ["CPR", "CMD", "circuit size", "circuit fraction", "faithfulness"]
     cpr = next(line for line in lines if line.startswith("CPR "))

@@ -43,15 +43,27 @@ Every (circuit, prompt) pair is one column of a
 :class:`~flyviz.model.batch.BatchEngine`; :class:`KeepOnlyHooks` holds the
 ablated neurons of each column at 0 (zero) or at their mean over the task's
 prompts and positions (mean) after every step, as ``Silence``/``Clamp`` do
-(the readout sees the held state). Edge circuits run one engine per circuit
+(the readout sees the held state); with resample ablation each ablated
+neuron takes its state at the same step of the next prompt's untouched run
+(:class:`ResampleHooks`). Edge circuits run one engine per circuit
 on the graph with only the kept synapses; with mean ablation an ablated
 synapse carries ``W_ij μ_j`` (a constant added to ``W x``, :class:`EdgeMeanHooks`).
 The curve starts at the empty circuit (``k = 0``, ``f = 0`` by definition)
 and has ``points`` sizes log-spaced from 10 (or 1) to all ``N`` units
 (``f = 1`` by definition); ``CPR`` is the area under ``f`` over the circuit
-fraction ``k / N`` (trapezoids), ``CMD`` the area under ``|1 - f|``. The
-smallest circuit with ``f >= keep`` is the first such curve point, refined
-by bisection on ``k`` between it and the point before, every step measured.
+fraction ``k / N`` (trapezoids), ``CMD`` the area under ``|1 - f|``.
+
+Faithful means close to the whole model both ways: ``|1 - f| <= tolerance``
+(0.1) on the task, and on at least ``prompt_share`` (90 %) of its prompts
+one by one (a task mean of 1 made of prompts at -2 and 4 explains nothing:
+on a random model the task mean passes through 1 by chance). A circuit that
+overshoots (``f`` of 1.69: the part does more than the whole) is not
+faithful. The circuit is the smallest faithful one: the first faithful curve
+point, refined by bisection on ``k`` against the point before; where the
+curve jumps over the band between two points, the sizes between them are
+searched first. Every step is run, never estimated from the scores. Where no
+circuit below the whole brain is faithful, :attr:`CircuitResult.faithful` is
+False and the result says so instead of naming one.
 
 :func:`find_circuit` is the whole computation of one model: its headline
 numbers (:meth:`CircuitResult.headline`) can be computed again on another
@@ -83,7 +95,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SCORES = ("flow", "gradient", "ig")
 NODE_UNITS = ("neurons", "types", "superclasses")
-ABLATIONS = ("zero", "mean")
+#: What an ablated unit is held at: its mean state over the task (the default: the readout
+#: keeps its statistics), 0, or its state at the same step of another prompt's untouched run.
+ABLATIONS = ("mean", "zero", "resample")
+#: The default tolerance: a circuit is faithful when ``|1 - f| <= TOLERANCE``.
+TOLERANCE = 0.1
+#: The default share of the task's prompts that must be faithful on their own too.
+PROMPT_SHARE = 0.9
+#: A resample ablation keeps every prompt's untouched states: refused above this many bytes.
+RESAMPLE_BYTES = 2 << 30
 #: The smallest circuit size of the curve (or 1 for fewer units).
 FIRST_SIZE = 10
 #: A text position's log-probability is floored here (as the lesion map's cross-entropy).
@@ -103,9 +123,18 @@ class CircuitSettings(cluster.RunSettings):
     edges
         Keep synapses instead (the top ``k`` edges; every neuron stays).
     ablation
-        ``"zero"`` or ``"mean"``: what an ablated unit's state is held at.
-    keep
-        The faithfulness the reported circuit must reach, in ``(0, 1]``.
+        ``"mean"`` (default), ``"zero"`` or ``"resample"``: what an ablated
+        unit's state is held at (its mean over the task's prompts and
+        positions; 0; its state at the same step of the untouched run of the
+        next prompt of the task, cyclically).
+    tolerance
+        A circuit is faithful when ``|1 - f| <= tolerance`` on the task (in
+        ``(0, 1)``): closeness to the whole model both ways, so a circuit
+        that overshoots (``f`` of 1.69) is no more faithful than one at 0.31.
+    prompt_share
+        And when at least this share of the prompts is within the tolerance
+        on its own (``(0, 1]``): a task mean of 1 made of prompts at -2 and
+        4 is no circuit.
     score
         ``"flow"``, ``"gradient"`` or ``"ig"`` (see the module documentation).
     points
@@ -124,8 +153,9 @@ class CircuitSettings(cluster.RunSettings):
 
     nodes: str = "neurons"
     edges: bool = False
-    ablation: str = "zero"
-    keep: float = 0.8
+    ablation: str = "mean"
+    tolerance: float = TOLERANCE
+    prompt_share: float = PROMPT_SHARE
     score: str = "flow"
     points: int = 12
     ig_steps: int = 5
@@ -142,10 +172,17 @@ class CircuitSettings(cluster.RunSettings):
                                      ("--score", self.score, SCORES)):
             if value not in choices:
                 raise InputError(f"{name} {value!r} is not one of {', '.join(choices)}")
-        keep = float(self.keep)
-        if not (math.isfinite(keep) and 0.0 < keep <= 1.0):
-            raise InputError(f"--keep {self.keep} must lie in (0, 1]: the faithfulness the "
-                             "circuit must reach (1 is the whole model's)")
+        tolerance = float(self.tolerance)
+        if not (math.isfinite(tolerance) and 0.0 < tolerance < 1.0):
+            raise InputError(f"--tolerance {self.tolerance} must lie in (0, 1): a circuit is "
+                             "faithful when |1 - f| is at most this (default 0.1)")
+        share = float(self.prompt_share)
+        if not (math.isfinite(share) and 0.0 < share <= 1.0):
+            raise InputError(f"--prompt-share {self.prompt_share} must lie in (0, 1]: the share "
+                             "of the prompts that must be faithful on their own (default 0.9)")
+        if self.edges and self.ablation == "resample":
+            raise InputError("--ablation resample holds neurons at another prompt's states; "
+                             "with --edges use mean or zero")
         if self.edges and self.nodes != "neurons":
             raise InputError("--edges keeps synapses: leave out --nodes (or give --nodes "
                              "neurons)")
@@ -461,6 +498,34 @@ class KeepOnlyHooks(StepHooks):
             x += self.fill
 
 
+class ResampleHooks(StepHooks):
+    """Per column, only the kept neurons run; every other one takes, at each step, its
+    state at the same step of another prompt's untouched run (resample ablation).
+
+    Parameters
+    ----------
+    keep
+        ``(neurons, columns)`` float32 of 0 and 1.
+    sources
+        One ``(steps, neurons)`` float32 array per column: the untouched states
+        the column's ablated neurons read (past its last step, its last state).
+    """
+
+    def __init__(self, keep: np.ndarray, sources: Sequence[np.ndarray]) -> None:
+        self.keep = keep
+        self.sources = list(sources)
+        self.steps = 0
+        self._fill = np.zeros_like(keep)
+
+    def after_update(self, x: np.ndarray) -> None:
+        for column, source in enumerate(self.sources):
+            self._fill[:, column] = source[min(self.steps, source.shape[0] - 1)]
+        self._fill *= 1.0 - self.keep
+        x *= self.keep
+        x += self._fill
+        self.steps += 1
+
+
 class EdgeMeanHooks(StepHooks):
     """Every ablated synapse carries ``W_ij μ_j``: the constant ``W_ablated @ μ`` is added to
     ``W_kept @ x`` at every step (the graph of the engine holds only the kept synapses)."""
@@ -481,10 +546,12 @@ class _Job:
 def _run_jobs(engine: "BatchEngine", task: CircuitTask, jobs: list[_Job],
               hooks_for: Callable[[list[_Job]], StepHooks | None], sums: np.ndarray,
               states: np.ndarray | None = None,
-              tick: Callable[[], None] | None = None) -> None:
+              tick: Callable[[], None] | None = None,
+              record: dict[int, list[np.ndarray]] | None = None) -> None:
     """Run ``jobs`` (one column each) in batches of the engine's streams, adding each
     (circuit, prompt)'s metric sum into ``sums[circuit, prompt]`` (and every counted
-    step's state into ``states``); ``tick()`` after each batch (it may raise to stop)."""
+    step's state into ``states``; each job's states, step by step, to
+    ``record[prompt]``); ``tick()`` after each batch (it may raise to stop)."""
     from flyviz.model.explain import explained_value
 
     width = engine.streams
@@ -507,6 +574,10 @@ def _run_jobs(engine: "BatchEngine", task: CircuitTask, jobs: list[_Job],
             if states is not None:
                 live = [c for c, p in enumerate(prompts) if s < p.n_tokens]
                 states += engine.state[:, live].sum(axis=1, dtype=np.float64)
+            if record is not None:
+                for c, (job, p) in enumerate(zip(batch, prompts)):
+                    if s < p.n_tokens:
+                        record.setdefault(job.prompt, []).append(engine.state[:, c].copy())
             if logits is None:
                 continue
             for c, (job, p) in enumerate(zip(batch, prompts)):
@@ -545,6 +616,8 @@ class Runner:
         self.neurons = int(ckpt.config.neurons)
         self.order: np.ndarray | None = None
         self.baseline: np.ndarray | None = None  # μ (float32) with mean ablation
+        #: With resample ablation, each prompt's untouched states ``(steps, neurons)``.
+        self.resample_states: list[np.ndarray] | None = None
         self.runs = 0
         #: Each measured circuit size's per-prompt metrics (``{k: (prompts,) float64}``,
         #: a prompt's mean over its terms), filled by :meth:`full_model` and :meth:`measure`.
@@ -588,12 +661,18 @@ class Runner:
         prompt and position of the untouched runs)."""
         engine = self._batch_engine()
         sums = np.zeros((1, len(self.task.prompts)))
-        states = np.zeros(self.neurons) if self.settings.ablation == "mean" else None
+        ablation = self.settings.ablation
+        # The resample ablation's scores rank by the deviation from the task's mean too.
+        states = np.zeros(self.neurons) if ablation in ("mean", "resample") else None
+        record: dict[int, list[np.ndarray]] | None = {} if ablation == "resample" else None
         jobs = [_Job(p, 0) for p in range(len(self.task.prompts))]
-        _run_jobs(engine, self.task, jobs, lambda batch: None, sums, states, self.tick)
+        _run_jobs(engine, self.task, jobs, lambda batch: None, sums, states, self.tick,
+                  record)
         self.runs += 1
         if states is not None:
             self.baseline = (states / self.task.n_tokens).astype(np.float32)
+        if record is not None:
+            self.resample_states = [np.stack(record[p]) for p in range(len(self.task.prompts))]
         self.prompt_metrics[self.units.count] = sums[0] / self._terms
         return float(self._means(sums)[0])
 
@@ -641,10 +720,16 @@ class Runner:
         masks = np.asarray(kept, dtype=bool).reshape(-1, self.neurons).astype(np.float32)
         base = self.baseline
 
+        sources = self.resample_states
+        count = len(self.task.prompts)
+
         def hooks_for(batch: list[_Job]) -> StepHooks:
             keep = np.ones((self.neurons, engine.columns), dtype=np.float32)
             for c, job in enumerate(batch):
                 keep[:, c] = masks[job.circuit]
+            if sources is not None:  # each prompt reads the next prompt's untouched run
+                return ResampleHooks(keep, [sources[(job.prompt + 1) % count]
+                                            for job in batch])
             fill = None if base is None else (1.0 - keep) * base[:, None]
             return KeepOnlyHooks(keep, fill)
 
@@ -718,7 +803,11 @@ class CircuitResult:
     refinement
         The bisection's measured sizes (in the order measured).
     size, faithfulness
-        The smallest circuit found with ``f >= keep`` and its ``f``.
+        The smallest faithful circuit found and its ``f`` (see :attr:`faithful`).
+    faithful
+        Whether a circuit below the whole brain is faithful: ``|1 - f| <=
+        tolerance`` on the task and on ``prompt_share`` of its prompts. Where
+        none is, :attr:`size` is every unit (the whole model, ``f = 1``).
     cpr, cmd
         Areas under ``f`` and ``|1 - f|`` over ``k / N``.
     task
@@ -749,6 +838,7 @@ class CircuitResult:
     workers: int = 1
     runs: int = 0
     baseline: np.ndarray | None = field(default=None, repr=False)
+    faithful: bool = True
 
     @property
     def kept_units(self) -> np.ndarray:
@@ -758,10 +848,56 @@ class CircuitResult:
     def prompt_faithfulness(self, point: CurvePoint) -> np.ndarray:
         """Each prompt's faithfulness at ``point``: ``(m_p(C) - m_p(∅)) / (m_p(M) - m_p(∅))``
         from the prompt's own metrics (NaN where the ablation does not move it)."""
-        full, empty = self.curve[-1].prompts, self.curve[0].prompts
-        span = full - empty
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(np.abs(span) > 1e-12, (point.prompts - empty) / span, np.nan)
+        return prompt_faithfulness(point.prompts, self.curve[-1].prompts,
+                                   self.curve[0].prompts)
+
+    @property
+    def points(self) -> list[CurvePoint]:
+        """Every measured circuit, the curve's and the refinement's, by size (one per
+        size)."""
+        points = {p.size: p for p in self.curve}
+        for p in self.refinement:
+            points.setdefault(p.size, p)
+        return [points[k] for k in sorted(points)]
+
+    @property
+    def chosen(self) -> CurvePoint:
+        """The measured point of the circuit (the whole model where none is faithful)."""
+        return next(p for p in self.points if p.size == self.size)
+
+    def judge(self, point: CurvePoint) -> str:
+        """``"faithful"`` (within the tolerance on the task and on enough prompts),
+        ``"overshoots"`` (``f > 1 + tolerance``), ``"undershoots"`` (``f < 1 - tolerance``)
+        or ``"prompts"`` (within on the task, not on enough prompts)."""
+        tolerance = float(self.settings.tolerance)
+        if point.faithfulness > 1.0 + tolerance:
+            return "overshoots"
+        if point.faithfulness < 1.0 - tolerance:
+            return "undershoots"
+        share = within_share(self.prompt_faithfulness(point), tolerance)
+        return "faithful" if share >= float(self.settings.prompt_share) - 1e-12 else "prompts"
+
+    def spread(self, point: CurvePoint | None = None) -> dict[str, float]:
+        """The per-prompt faithfulness at ``point`` (default: the circuit): ``min``,
+        ``q25``, ``median``, ``q75``, ``max`` and ``within`` (the share within the
+        tolerance); NaN where no prompt's is defined."""
+        values = self.prompt_faithfulness(self.chosen if point is None else point)
+        defined = values[np.isfinite(values)]
+        if not defined.size:
+            nan = float("nan")
+            return {"min": nan, "q25": nan, "median": nan, "q75": nan, "max": nan,
+                    "within": nan}
+        q = np.quantile(defined, [0.0, 0.25, 0.5, 0.75, 1.0])
+        return {"min": float(q[0]), "q25": float(q[1]), "median": float(q[2]),
+                "q75": float(q[3]), "max": float(q[4]),
+                "within": within_share(defined, float(self.settings.tolerance))}
+
+    @property
+    def overshoot(self) -> CurvePoint | None:
+        """The measured circuit with the highest ``f`` above ``1 + tolerance`` (a part of the
+        brain that does more than the whole model), or ``None``."""
+        above = [p for p in self.points if p.faithfulness > 1.0 + float(self.settings.tolerance)]
+        return max(above, key=lambda p: p.faithfulness) if above else None
 
     def headline(self) -> dict[str, float]:
         """The numbers compared across models: CPR, CMD, the circuit's size and fraction."""
@@ -798,11 +934,18 @@ class CircuitResult:
         seen: dict[str, int] = {}
         for i in neurons:
             seen[types[int(i)]] = seen.get(types[int(i)], 0) + 1
+        def clean(value: float) -> float | None:
+            return float(value) if math.isfinite(value) else None
+
         circuit: dict[str, Any] = {
+            "faithful": self.faithful,
             "size": self.size, "units": self.units.kind,
             "fraction": self.size / self.units.count,
-            "faithfulness": self.faithfulness, "neurons": [int(i) for i in neurons],
+            "faithfulness": self.faithfulness,
+            "prompt_faithfulness": {k: clean(v) for k, v in self.spread().items()},
+            "neurons": [int(i) for i in neurons],
             "types": [{"type": t, "neurons": c} for t, c in seen.items()]}
+        overshoot = self.overshoot
         if self.units.kind in ("types", "superclasses"):
             circuit["groups"] = [self.units.names[int(g)] for g in self.kept_units]
         if self.units.kind == "edges":
@@ -817,10 +960,13 @@ class CircuitResult:
             "refinement": [{"nodes": p.size, "faithfulness": p.faithfulness,
                             "metric": p.metric} for p in self.refinement],
             "circuit": circuit, "cpr": self.cpr, "cmd": self.cmd,
+            "overshoot": None if overshoot is None else {
+                "nodes": overshoot.size, "faithfulness": overshoot.faithfulness},
             "full_metric": self.full_metric, "empty_metric": self.empty_metric,
             "units_total": self.units.count,
             "settings": {"nodes": s.nodes, "edges": s.edges, "units": s.units,
-                         "ablation": s.ablation, "keep": s.keep, "score": s.score,
+                         "ablation": s.ablation, "tolerance": s.tolerance,
+                         "prompt_share": s.prompt_share, "score": s.score,
                          "points": s.points, "ig_steps": s.ig_steps},
             "task": {"source": self.task.source, "kind": self.task.kind,
                      "prompts": len(self.task.prompts), "terms": self.task.terms,
@@ -842,6 +988,19 @@ def check_explainable(full: float, empty: float, task: CircuitTask, ablation: st
         raise InputError(f"nothing to explain: the task's metric is {full:+.6g} with the "
                          f"whole model and {empty:+.6g} with every unit {ablation}-ablated "
                          "(m(M) == m(∅)); choose a task the model does")
+
+
+def check_resample(ckpt: "Checkpoint", task: CircuitTask) -> None:
+    """Refuse a resample ablation of a one-prompt task (it would read its own run) or of a
+    task whose untouched states would not fit in :data:`RESAMPLE_BYTES`."""
+    if len(task.prompts) < 2:
+        raise InputError("--ablation resample holds each prompt's ablated neurons at another "
+                         "prompt's states: give a task of two prompts or more, or use mean")
+    needed = task.n_tokens * int(ckpt.config.neurons) * 4
+    if needed > RESAMPLE_BYTES:
+        raise InputError(f"--ablation resample keeps every prompt's states ({needed / 2**30:.1f} "
+                         f"GiB for {task.n_tokens:,} tokens, more than "
+                         f"{RESAMPLE_BYTES / 2**30:.0f} GiB); use a shorter task or mean")
 
 
 def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
@@ -886,6 +1045,8 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
                          "or 'demo'); give one, or use workers=0")
     cluster.require_dask("flyviz circuit", workers, scheduler)
     units = make_units(ckpt, settings.units)
+    if settings.ablation == "resample":
+        check_resample(ckpt, task)
     runner = Runner(ckpt, task, settings, units)
     runner.tick = on_batch
     try:
@@ -920,7 +1081,10 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
                             runner.prompt_metrics[k]) for k in [0, *sizes]]
         curve[0].faithfulness, curve[-1].faithfulness = 0.0, 1.0
         refinement: list[CurvePoint] = []
-        size, faith = _smallest(runner, curve, refinement, settings, full, empty)
+        chosen = _smallest(runner, curve, refinement, settings, full, empty)
+        faithful = chosen is not None
+        size, faith = (chosen.size, chosen.faithfulness) if chosen is not None else \
+            (units.count, 1.0)
         fractions = [p.size / units.count for p in curve]
         values = [p.faithfulness for p in curve]
         done = time.perf_counter()
@@ -929,37 +1093,120 @@ def find_circuit(spec: str | None, ckpt: "Checkpoint", task: CircuitTask,
     return CircuitResult(
         settings=settings, units=units, scores=scores, neuron_scores=neuron_scores,
         order=runner.order, full_metric=full, empty_metric=empty, curve=curve,
-        refinement=refinement, size=size, faithfulness=faith,
+        refinement=refinement, size=size, faithfulness=faith, faithful=faithful,
         cpr=area(fractions, values), cmd=area(fractions, [abs(1.0 - v) for v in values]),
         task=task, workers=result.workers, runs=runner.runs, baseline=runner.baseline,
         seconds={"baseline": scored - started, "scores": measured - scored,
                  "faithfulness": done - measured, "total": done - started})
 
 
+def prompt_faithfulness(prompts: np.ndarray, full: np.ndarray, empty: np.ndarray
+                        ) -> np.ndarray:
+    """Each prompt's ``(m_p(C) - m_p(∅)) / (m_p(M) - m_p(∅))`` (NaN where the ablation does
+    not move the prompt's metric)."""
+    span = full - empty
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.abs(span) > 1e-12, (prompts - empty) / span, np.nan)
+
+
+def within_share(values: np.ndarray, tolerance: float) -> float:
+    """The share of the prompts (with a defined faithfulness) within ``tolerance`` of 1."""
+    defined = values[np.isfinite(values)]
+    return float(np.mean(np.abs(1.0 - defined) <= tolerance)) if defined.size else 1.0
+
+
+class _Search:
+    """The search for the smallest faithful circuit over the measured curve (see
+    :func:`_smallest`); every size it looks at is run, never estimated."""
+
+    def __init__(self, runner: Runner, refinement: list[CurvePoint], settings: CircuitSettings,
+                 full: float, empty: float) -> None:
+        self.runner, self.refinement, self.settings = runner, refinement, settings
+        self.full, self.empty = full, empty
+        self.tolerance = float(settings.tolerance)
+        self.budget = int(settings.refine)
+        count = runner.units.count
+        self.full_prompts = runner.prompt_metrics[count]
+        self.empty_prompts = runner.prompt_metrics[0]
+
+    def measure(self, k: int) -> CurvePoint:
+        metric = float(self.runner.measure([k])[0])
+        point = CurvePoint(k, metric, _faithfulness(metric, self.full, self.empty),
+                           self.runner.prompt_metrics[k])
+        self.refinement.append(point)
+        self.budget -= 1
+        return point
+
+    def side(self, point: CurvePoint) -> int:
+        """-1 below the tolerance band, 0 in it, +1 above it (an overshoot)."""
+        if point.faithfulness < 1.0 - self.tolerance:
+            return -1
+        return 1 if point.faithfulness > 1.0 + self.tolerance else 0
+
+    def faithful(self, point: CurvePoint) -> bool:
+        """``|1 - f| <= tolerance`` on the task and on :attr:`prompt_share` of its prompts."""
+        if self.side(point) != 0:
+            return False
+        each = prompt_faithfulness(point.prompts, self.full_prompts, self.empty_prompts)
+        return within_share(each, self.tolerance) >= float(self.settings.prompt_share) - 1e-12
+
+    def first(self, lo: int, hi: CurvePoint) -> CurvePoint:
+        """Bisect between size ``lo`` (not faithful) and the faithful ``hi`` for the smallest
+        faithful size the steps reach."""
+        while hi.size - lo > 1 and self.budget > 0:
+            point = self.measure((lo + hi.size) // 2)
+            if self.faithful(point):
+                hi = point
+            else:
+                lo = point.size
+        return hi
+
+    def across(self, before: CurvePoint, after: CurvePoint) -> CurvePoint | None:
+        """Look for a faithful size between two points on opposite sides of the band (the
+        curve jumps over it between them)."""
+        lo, hi, below = before.size, after.size, self.side(before)
+        while hi - lo > 1 and self.budget > 0:
+            point = self.measure((lo + hi) // 2)
+            side = self.side(point)
+            if side == 0:
+                return self.first(lo, point) if self.faithful(point) else None
+            if side == below:
+                lo = point.size
+            else:
+                hi = point.size
+        return None
+
+
 def _smallest(runner: Runner, curve: list[CurvePoint], refinement: list[CurvePoint],
-              settings: CircuitSettings, full: float, empty: float) -> tuple[int, float]:
-    """The first curve point with ``f >= keep``, refined by bisection on ``k`` against the
-    point before it (each step measured)."""
-    keep = float(settings.keep)
-    above = next(i for i, p in enumerate(curve) if p.faithfulness >= keep)
-    hi, f_hi = curve[above].size, curve[above].faithfulness
-    lo = curve[above - 1].size if above > 0 else hi
-    for _ in range(settings.refine):
-        if hi - lo <= 1:
+              settings: CircuitSettings, full: float, empty: float) -> CurvePoint | None:
+    """The smallest faithful circuit below the whole brain, or ``None`` when there is none.
+
+    Faithful means ``|1 - f| <= tolerance`` on the task and on ``prompt_share``
+    of its prompts. The curve's points are taken in order of size: the first
+    faithful one is refined by bisection against the point before it; where
+    the curve jumps over the tolerance band between two points (from below
+    ``1 - tolerance`` to above ``1 + tolerance`` or back), the sizes between
+    them are bisected for one inside it first. Every step is run, at most
+    ``settings.refine`` in all. The whole brain (``f = 1`` by definition) is
+    no answer: without a faithful point below it there is no circuit.
+    """
+    search = _Search(runner, refinement, settings, full, empty)
+    count = runner.units.count
+    for before, point in zip(curve, curve[1:]):
+        if point.size >= count:
             break
-        mid = (lo + hi) // 2
-        metric = float(runner.measure([mid])[0])
-        f = _faithfulness(metric, full, empty)
-        refinement.append(CurvePoint(mid, metric, f, runner.prompt_metrics[mid]))
-        if f >= keep:
-            hi, f_hi = mid, f
-        else:
-            lo = mid
-    return hi, f_hi
+        if search.faithful(point):
+            return search.first(before.size, point)
+        if search.side(before) * search.side(point) == -1:
+            found = search.across(before, point)
+            if found is not None:
+                return found
+    return None
 
 
 __all__ = ["ABLATIONS", "CircuitResult", "CircuitSettings", "CurvePoint", "EdgeMeanHooks",
-           "KeepOnlyHooks", "NODE_UNITS", "Runner", "SCORES", "Units", "area",
-           "check_explainable", "chunk_partial", "circuit_task", "curve_sizes",
-           "find_circuit", "make_units", "merge_partials", "neuron_labels", "prompt_flows",
-           "ranking", "release_engines", "unit_scores"]
+           "KeepOnlyHooks", "NODE_UNITS", "PROMPT_SHARE", "ResampleHooks", "Runner", "SCORES",
+           "TOLERANCE", "Units", "area", "check_explainable", "check_resample",
+           "chunk_partial", "circuit_task", "curve_sizes", "find_circuit", "make_units",
+           "merge_partials", "neuron_labels", "prompt_faithfulness", "prompt_flows",
+           "ranking", "release_engines", "unit_scores", "within_share"]

@@ -54,10 +54,7 @@ MAX_LINKS = 20_000
 
 def measured_points(result: "CircuitResult") -> list["CurvePoint"]:
     """Every measured circuit, the curve's and the refinement's, by size (one per size)."""
-    points = {p.size: p for p in result.curve}
-    for p in result.refinement:
-        points.setdefault(p.size, p)
-    return [points[k] for k in sorted(points)]
+    return result.points
 
 
 def point_at(result: "CircuitResult", k: int) -> "CurvePoint":
@@ -120,13 +117,17 @@ def only_circuit(result: "CircuitResult", ckpt: "Checkpoint", k: int) -> list["I
     ------
     InputError
         For an edge circuit with mean ablation (an ablated synapse carries ``W μ``,
-        which no intervention does), or a set of more than
+        which no intervention does), a resample ablation, or a set of more than
         :data:`MAX_INTERVENTIONS` interventions.
     """
     from flyviz.model.interventions import Clamp, Cut, Silence
 
     n = int(ckpt.config.neurons)
     k = int(np.clip(k, 0, result.units.count))
+    if result.settings.ablation == "resample" and k < result.units.count:
+        raise InputError("a resample ablation holds each prompt's dropped neurons at another "
+                         "prompt's states step by step, which no intervention does; find the "
+                         "circuit with mean or zero ablation to run it alone")
     mean = result.settings.ablation == "mean"
     if result.units.kind == "edges":
         if mean:

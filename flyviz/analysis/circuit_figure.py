@@ -28,6 +28,8 @@ UNIT_NAMES = {"neurons": "neurons", "types": "cell types", "superclasses": "supe
 CURVE_COLOUR = "#1f77b4"
 REFINED_COLOUR = "#ff7f0e"
 CIRCUIT_COLOUR = "#d62728"
+#: The measured circuits that overshoot the whole model (f above 1 + tolerance).
+OVERSHOOT_COLOUR = "#9467bd"
 
 
 def check_figure_path(path: str | Path) -> Path:
@@ -76,7 +78,7 @@ def circuit_curve_figure(result: "CircuitResult", path: str | Path,
     from matplotlib.figure import Figure
 
     unit = UNIT_NAMES.get(result.units.kind, result.units.kind)
-    keep = result.settings.keep
+    tolerance = float(result.settings.tolerance)
     figure = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi, layout="constrained")
     axes = figure.add_subplot()
     # k = 0 is on the curve (f = 0); a symmetric-log axis keeps it, linear below k = 1.
@@ -88,19 +90,29 @@ def circuit_curve_figure(result: "CircuitResult", path: str | Path,
         axes.plot([p.size for p in result.refinement],
                   [p.faithfulness for p in result.refinement], "D", color=REFINED_COLOUR,
                   markersize=6, linestyle="none", label="bisection steps", zorder=4)
-    axes.axhline(keep, color="0.35", linestyle="--", linewidth=1.2,
-                 label=f"--keep {keep:g}", zorder=2)
-    axes.axhline(1.0, color="0.75", linestyle=":", linewidth=1, zorder=1)
-    axes.plot([result.size], [result.faithfulness], "o", markersize=13, markerfacecolor="none",
-              markeredgecolor=CIRCUIT_COLOUR, markeredgewidth=2.2, linestyle="none",
-              label=f"circuit: {result.size:,} {unit}, f = {result.faithfulness:.3f}", zorder=5)
+    axes.axhspan(1.0 - tolerance, 1.0 + tolerance, color="0.88", zorder=0,
+                 label=f"faithful: |1 - f| <= {tolerance:g}")
+    axes.axhline(1.0, color="0.6", linestyle=":", linewidth=1, zorder=1)
+    over = [p for p in result.points if p.faithfulness > 1.0 + tolerance]
+    if over:
+        top = max(over, key=lambda p: p.faithfulness)
+        axes.plot([p.size for p in over], [p.faithfulness for p in over], "o",
+                  color=OVERSHOOT_COLOUR, markersize=7, linestyle="none", zorder=4,
+                  label=f"overshoots (up to {top.faithfulness:.0%} at {top.size:,})")
+    if result.faithful:
+        axes.plot([result.size], [result.faithfulness], "o", markersize=13,
+                  markerfacecolor="none", markeredgecolor=CIRCUIT_COLOUR, markeredgewidth=2.2,
+                  linestyle="none", zorder=5,
+                  label=f"circuit: {result.size:,} {unit}, f = {result.faithfulness:.3f}")
     axes.set_xlim(0, result.units.count * 1.3)
     axes.set_xlabel(f"circuit size k ({unit}, log scale; of {result.units.count:,})")
     axes.set_ylabel("faithfulness f = (m(C) - m(∅)) / (m(M) - m(∅))")
     source = result.task.source or "the task"
     axes.set_title(f"{source}: {len(result.task.prompts):,} prompts, "
                    f"{result.settings.ablation} ablation, {result.settings.score} scores\n"
-                   f"CPR {result.cpr:.4f}   CMD {result.cmd:.4f}", fontsize=11)
+                   f"CPR {result.cpr:.4f}   CMD {result.cmd:.4f}"
+                   + ("" if result.faithful else
+                      "   no circuit below the whole brain is faithful"), fontsize=11)
     axes.grid(True, which="major", color="0.9", linewidth=0.8)
     axes.legend(loc="best", fontsize=9)
     partial = path.with_name(f".{path.name}.partial{path.suffix}")

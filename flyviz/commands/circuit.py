@@ -30,13 +30,22 @@ the task (--task FILE):
 
 faithfulness (measured by running, as the MIB benchmark defines it):
   f(C) = (m(C) - m(none)) / (m(whole model) - m(none))
-  C keeps the top k units by |score|; every other neuron's state is held at 0
-  (--ablation zero) or at its mean over the task (mean) at every step; with
-  --edges every other synapse is removed (zero) or carries its mean current.
+  C keeps the top k units by |score|; every other neuron's state is held, at
+  every step, at its mean over the task's prompts and positions (--ablation
+  mean, the default), at 0 (zero), or at its state at the same step of the next
+  prompt's untouched run (resample); with --edges every other synapse carries
+  its mean current (mean) or is removed (zero).
   The curve runs from k = 0 (f = 0) over --points sizes log-spaced from 10 to
   all N units (f = 1); CPR = area under f over k/N, CMD = area under |1 - f|.
-  The circuit is the smallest measured k with f >= --keep (bisection between
-  curve points).
+  Every point is run, never estimated from the scores.
+
+the circuit (faithful means close to the whole model, both ways):
+  the smallest measured k with |1 - f| <= --tolerance (0.1) on the task and on
+  at least --prompt-share (0.9) of its prompts one by one: the first such curve
+  point, refined by bisection; where the curve jumps over the band between two
+  points the sizes between are searched too. A circuit that overshoots (f of
+  1.69: the part does more than the whole) is not faithful. When no circuit
+  below the whole brain is faithful the command says so instead of naming one.
 
 scores (--score): flow (exact node and edge flows of 'flyviz trace'),
 gradient (gradient x state), ig (the gradient averaged over scaled inputs).
@@ -44,8 +53,9 @@ gradient (gradient x state), ig (the gradient averaged over scaled inputs).
 examples:
   flyviz circuit demo --task names.jsonl
   flyviz circuit demo --task names.jsonl --nodes types --ablation mean --json
-  flyviz circuit demo --task names.jsonl --edges --keep 0.9 --out names-circuit
+  flyviz circuit demo --task names.jsonl --edges --tolerance 0.05 --out names-circuit
   flyviz circuit demo --task names.jsonl --nulls 3    (real vs 3 degree nulls)
+  flyviz circuit demo --task names.jsonl --nulls degree-sign:3
   flyviz circuit demo --task names.jsonl --figure curve.png   (f against k, drawn)
 """
 
@@ -74,11 +84,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--edges", action="store_true",
                         help="keep the top synapses instead (every neuron runs)")
     parser.add_argument("--ablation", choices=ABLATIONS, default=d.ablation,
-                        help="what the rest is held at: zero (default) or its mean state "
-                             "over the task's prompts and positions")
-    parser.add_argument("--keep", type=float, default=d.keep, metavar="F",
-                        help=f"faithfulness the circuit must reach, in (0, 1] (default "
-                             f"{d.keep})")
+                        help="what the rest is held at: its mean state over the task's "
+                             "prompts and positions (default), 0, or its state in another "
+                             "prompt's run (resample)")
+    parser.add_argument("--tolerance", type=float, default=d.tolerance, metavar="T",
+                        help=f"a circuit is faithful when |1 - f| <= T, in (0, 1) (default "
+                             f"{d.tolerance:g})")
+    parser.add_argument("--prompt-share", type=float, default=d.prompt_share, metavar="S",
+                        help=f"and when that holds on at least this share of the prompts one "
+                             f"by one, in (0, 1] (default {d.prompt_share:g})")
     parser.add_argument("--score", choices=SCORES, default=d.score,
                         help="how units are ranked: flow (default), gradient or ig")
     parser.add_argument("--points", type=int, default=d.points, metavar="N",
@@ -93,8 +107,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="write scores.csv, curve.csv and circuit.json into DIR")
     parser.add_argument("--figure", type=Path, default=None, metavar="FILE",
-                        help="draw the faithfulness curve (f against k, the --keep level, "
-                             "the circuit, CPR and CMD) into FILE (.png or .svg; needs "
+                        help="draw the faithfulness curve (f against k, the tolerance band, "
+                             "the overshoots, the circuit, CPR and CMD) into FILE (.png or .svg; needs "
                              "flyviz[figures])")
     parser.add_argument("--show", type=int, default=10, metavar="N",
                         help="circuit units to print (default 10)")
@@ -114,7 +128,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     from flyviz.analysis.circuit import CircuitSettings
 
     return CircuitSettings(nodes=args.nodes, edges=bool(args.edges), ablation=args.ablation,
-                           keep=args.keep, score=args.score, points=args.points,
+                           tolerance=args.tolerance, prompt_share=args.prompt_share,
+                           score=args.score, points=args.points,
                            ig_steps=args.ig_steps, kernel=kernel_from_args(args)).validate()
 
 
@@ -129,17 +144,18 @@ def _table(result: Any, ckpt: Any, show: int) -> str:
              f"m(M) = {result.full_metric:+.4f} (whole model), m(∅) = {result.empty_metric:+.4f} "
              f"(every {ablated} {s.ablation}-ablated); scores: {s.score}, {units.count:,} "
              f"{kind}, {result.seconds.get('scores', 0):.1f} s on {result.workers} worker(s)",
-             "", f"{kind:>10}  {'fraction':>9}  {'metric':>10}  {'faithfulness':>12}"]
+             "", f"{kind:>10}  {'fraction':>9}  {'metric':>10}  {'faithfulness':>12}  "
+             f"{'prompts within':>14}  judged"]
     for p in result.curve:
+        within = result.spread(p)["within"]
         lines.append(f"{p.size:>10,}  {p.size / units.count:>9.4f}  {p.metric:>+10.4f}  "
-                     f"{p.faithfulness:>12.4f}")
+                     f"{p.faithfulness:>12.4f}  {within:>14.0%}  {_judged(result, p)}")
     lines.append("")
     lines.append(f"CPR {result.cpr:.4f}   CMD {result.cmd:.4f}   (areas under f and |1 - f| "
                  "over the circuit fraction k/N)")
-    refined = f", {len(result.refinement)} bisection steps" if result.refinement else ""
-    lines.append(f"circuit: {result.size:,} {kind} ({result.size / units.count:.2%}) with "
-                 f"measured f = {result.faithfulness:.4f} >= {s.keep:g}{refined}; "
-                 f"{result.faithfulness:.1%} of the metric kept")
+    lines.extend(verdict_lines(result))
+    if not result.faithful:
+        return "\n".join(lines)
     types, classes = neuron_labels(ckpt, "cell_type"), neuron_labels(ckpt, "superclass")
     kept = result.kept_units[:max(0, show)]
     if kind == "neurons":
@@ -163,6 +179,39 @@ def _table(result: Any, ckpt: Any, show: int) -> str:
         lines.extend(f"  #{int(i):<7} {result.neuron_scores[i]:+12.4g}  {types[i]} / "
                      f"{classes[i]}" for i in top)
     return "\n".join(lines)
+
+
+def _judged(result: Any, point: Any) -> str:
+    if point.size in (0, result.units.count):
+        return ""
+    judged = result.judge(point)
+    if judged == "overshoots":
+        return f"overshoots: {point.faithfulness:.0%}"
+    return {"prompts": "too few prompts within"}.get(judged, judged)
+
+
+def verdict_lines(result: Any) -> list[str]:
+    """What the search found, in words: the faithful circuit with its per-prompt spread, or
+    that there is none; and the largest overshoot, named as such."""
+    s, kind, count = result.settings, result.units.kind, result.units.count
+    band = (f"|1 - f| <= {s.tolerance:g} on the task and on {s.prompt_share:.0%} of its "
+            f"{len(result.task.prompts):,} prompts")
+    refined = f", {len(result.refinement)} bisection steps" if result.refinement else ""
+    if result.faithful:
+        spread = result.spread()
+        lines = [f"faithful circuit: {result.size:,} {kind} ({result.size / count:.2%}) with "
+                 f"measured f = {result.faithfulness:.4f} ({band}{refined})",
+                 f"  per prompt: f from {spread['min']:.3f} to {spread['max']:.3f} (quartiles "
+                 f"{spread['q25']:.3f}, {spread['median']:.3f}, {spread['q75']:.3f}), "
+                 f"{spread['within']:.0%} of the prompts within {s.tolerance:g}"]
+    else:
+        lines = [f"no circuit below the whole brain is faithful: no measured circuit smaller "
+                 f"than all {count:,} {kind} has {band}{refined}"]
+    over = result.overshoot
+    if over is not None:
+        lines.append(f"overshoots: {over.faithfulness:.0%} at {over.size:,} {kind} (more than "
+                     "the whole model: not faithful, not kept)")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -230,8 +279,8 @@ def run(args: argparse.Namespace) -> int:
     print(_table(result, ckpt, args.show))
     if seeds:
         print_null_comparisons(_labelled(_headlines(result)), [_labelled(f) for f in found],
-                               args, unit=f"circuits of {result.units.kind} at --keep "
-                                          f"{settings.keep:g}")
+                               args, unit=f"circuits of {result.units.kind} at --tolerance "
+                                          f"{settings.tolerance:g}")
     return 0
 
 
@@ -252,8 +301,9 @@ def _nulls(args: argparse.Namespace, task: Any, settings: Any, ckpt: Any, out: P
 
     def work(null: Any) -> dict[str, tuple[float, bool]]:
         found = find_circuit(null.spec, null.checkpoint, task, settings, workers=args.workers)
-        log(f"null seed {null.seed}: CPR {found.cpr:.4f}, circuit {found.size:,} "
-            f"{found.units.kind}")
+        circuit = (f"circuit {found.size:,} {found.units.kind}" if found.faithful
+                   else "no faithful circuit")
+        log(f"null seed {null.seed}: CPR {found.cpr:.4f}, {circuit}")
         return _headlines(found)
 
     # The nulls are written beside --out (else in the system's temporary folder).

@@ -2,7 +2,8 @@
 
 A task file (JSON Lines of ``{"prompt", "target", "versus"}``, or a text; see
 :mod:`flyviz.analysis.circuit_tasks`) and the settings ``flyviz circuit`` takes
-(what a circuit is made of, the ablation, the faithfulness to keep, the score)
+(what a circuit is made of, the ablation (mean by default), the tolerance of
+faithfulness, the score)
 go in; *Find circuit* runs :func:`~flyviz.analysis.circuit.find_circuit` off the
 UI thread with progress and Cancel (scoring every unit over the task, then
 measuring the faithfulness curve by running the model with the rest ablated).
@@ -11,11 +12,17 @@ one line in the dock.
 
 The result:
 
+* a **verdict line**: the smallest faithful circuit (``|1 - f| <= tolerance``
+  on the task and on 90 % of its prompts) with its per-prompt spread, or
+  "no circuit below the whole brain is faithful"; the largest overshoot named
+  ("overshoots: 169 %"), never called kept;
 * the **faithfulness curve** (circuit size ``k`` on a log axis, faithfulness
-  ``f``): the curve's sizes as teal points, the bisection's refinements as amber
-  ones, the ``keep`` level dashed and the chosen ``k`` as a vertical line;
+  ``f``): the tolerance band around 1 shaded, the curve's sizes as teal points,
+  the bisection's refinements as amber ones, the points that overshoot the
+  whole model (above the band) in violet, and the chosen ``k`` as a vertical
+  line (none where no circuit is faithful);
 * a **slider over k** (every measured size, curve and refinements, starting at
-  the smallest circuit that keeps the task): the circuit at that ``k`` is lit on
+  the faithful circuit, or the whole brain): the circuit at that ``k`` is lit on
   the brain (the state's ``circuit`` highlight: its neurons bright, the rest
   dimmed) and its strongest synapses are drawn as lines between the somas (the
   state's lines of source ``circuit``, drawn in the brain view's shared line
@@ -35,6 +42,7 @@ The result:
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +58,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFi
 
 from flyviz.app.window import theme
 from flyviz.app.window.background import CancellableProgress, Cancelled, JobFeature
+from flyviz.analysis.circuit import TOLERANCE
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.model.errors import FlyvizError
 from flyviz.viewer.feature_parts import FeaturePart
@@ -71,14 +80,19 @@ HIGHLIGHT = "circuit"
 #: What a circuit may be made of: (settings value, title).
 UNIT_CHOICES = (("neurons", "Neurons"), ("types", "Cell types"),
                 ("superclasses", "Superclasses"), ("edges", "Synapses"))
-ABLATION_CHOICES = (("zero", "Zero (state held at 0)"),
-                    ("mean", "Mean (held at its mean over the task)"))
+ABLATION_CHOICES = (("mean", "Mean (held at its mean over the task)"),
+                    ("zero", "Zero (state held at 0)"),
+                    ("resample", "Resample (another prompt's state)"))
 SCORE_CHOICES = (("flow", "Flow (exact decomposition)"), ("gradient", "Gradient × state"),
                  ("ig", "Integrated gradients"))
 
 #: The curve's colours: its sizes, the refinements, the chosen k.
 CURVE_COLOUR = theme.ACCENT
 REFINED_COLOUR = theme.WARM
+#: The measured circuits that overshoot the whole model (above the tolerance band).
+OVERSHOOT_COLOUR = theme.VIOLET
+#: The tolerance band around f = 1 (RGBA).
+BAND_COLOUR = (125, 133, 149, 60)
 #: Drawn point diameter (px).
 POINT_SIZE = 9
 
@@ -86,14 +100,47 @@ POINT_SIZE = 9
 TASK_KEY = "circuit/task"
 
 
-def circuit_settings(units: str, ablation: str, keep: float, score: str,
+def circuit_settings(units: str, ablation: str, tolerance: float, score: str,
                      kernel: str | None = None) -> "CircuitSettings":
     """The search's settings from the dock's fields (checked: :class:`InputError`)."""
     from flyviz.analysis.circuit import CircuitSettings
 
     edges = units == "edges"
     return CircuitSettings(nodes="neurons" if edges else units, edges=edges, ablation=ablation,
-                           keep=float(keep), score=score, kernel=kernel).validate()
+                           tolerance=float(tolerance), score=score, kernel=kernel).validate()
+
+
+def verdict(result: "CircuitResult") -> str:
+    """The dock's line about a search: the faithful circuit and its per-prompt spread, or
+    that there is none; the largest overshoot named as one; CPR, CMD and the metrics."""
+    s, kind, count = result.settings, result.units.kind, result.units.count
+    if result.faithful:
+        spread = result.spread()
+        line = (f"Faithful circuit: {result.size:,} of {count:,} {kind}, f = "
+                f"{result.faithfulness:.3f} (|1 − f| ≤ {s.tolerance:g}); per prompt f "
+                f"{spread['min']:.2f} to {spread['max']:.2f}, median {spread['median']:.2f}, "
+                f"{spread['within']:.0%} of the prompts within")
+    else:
+        line = (f"No circuit below the whole brain is faithful: no measured circuit has "
+                f"|1 − f| ≤ {s.tolerance:g} on the task and on {s.prompt_share:.0%} of its "
+                "prompts")
+    over = result.overshoot
+    if over is not None:
+        line += f". Overshoots: {over.faithfulness:.0%} at {over.size:,} {kind}, not kept"
+    return (line + f". CPR {result.cpr:.3f}, CMD {result.cmd:.3f}; m(M) "
+            f"{result.full_metric:+.4g}, m(∅) {result.empty_metric:+.4g} ({s.ablation} "
+            "ablation)")
+
+
+def judged_text(result: "CircuitResult", point: "CurvePoint") -> str:
+    """What the circuit at ``point`` is, in words: ``faithful``, ``overshoots: 169 %``,
+    ``undershoots`` or ``f within, too few prompts``; nothing for k = 0 and the whole."""
+    if point.size in (0, result.units.count):
+        return "the whole model" if point.size else "nothing kept"
+    judged = result.judge(point)
+    if judged == "overshoots":
+        return f"overshoots: {point.faithfulness:.0%}"
+    return {"prompts": "too few prompts within"}.get(judged, judged)
 
 
 def read_task(checkpoint: "Checkpoint", path: str | Path) -> "CircuitTask":
@@ -176,19 +223,24 @@ class CurvePlot(pg.PlotWidget):
                                 symbolPen=None, symbolBrush=CURVE_COLOUR)
         self.refined = self.plot([], [], pen=None, symbol="o", symbolSize=POINT_SIZE,
                                  symbolPen=None, symbolBrush=REFINED_COLOUR)
-        self.keep_line = pg.InfiniteLine(angle=0, pen=pg.mkPen(theme.MUTED, width=1,
-                                                               style=Qt.PenStyle.DashLine))
+        self.overshoots = self.plot([], [], pen=None, symbol="o", symbolSize=POINT_SIZE,
+                                    symbolPen=None, symbolBrush=OVERSHOOT_COLOUR)
+        # The tolerance band around f = 1: the faithful circuits' place.
+        self.band = pg.LinearRegionItem(values=(0.9, 1.1), orientation="horizontal",
+                                        brush=pg.mkBrush(*BAND_COLOUR), pen=pg.mkPen(None),
+                                        movable=False)
+        self.band.setZValue(-10)
         self.k_line = pg.InfiniteLine(angle=90, pen=pg.mkPen(theme.TEXT, width=1))
-        for item in (self.keep_line, self.k_line):
+        for item in (self.band, self.k_line):
             item.setVisible(False)
             self.addItem(item)
 
     def set_result(self, result: "CircuitResult | None") -> None:
         """Draw ``result``'s curve and refinements (``None``: empty)."""
         if result is None:
-            for item in (self.line, self.points, self.refined):
+            for item in (self.line, self.points, self.refined, self.overshoots):
                 item.setData([], [])
-            self.keep_line.setVisible(False)
+            self.band.setVisible(False)
             self.k_line.setVisible(False)
             return
         # k = 0 (f = 0 by definition) has no place on a log axis.
@@ -200,9 +252,13 @@ class CurvePlot(pg.PlotWidget):
         self.points.setData(x, y)
         self.refined.setData([math.log10(p.size) for p in refined],
                              [p.faithfulness for p in refined])
+        tolerance = float(result.settings.tolerance)
+        over = [p for p in curve + refined if p.faithfulness > 1.0 + tolerance]
+        self.overshoots.setData([math.log10(p.size) for p in over],
+                                [p.faithfulness for p in over])
         self.getAxis("bottom").setTicks(log_ticks(result.units.count))
-        self.keep_line.setPos(float(result.settings.keep))
-        self.keep_line.setVisible(True)
+        self.band.setRegion((1.0 - tolerance, 1.0 + tolerance))
+        self.band.setVisible(True)
         values = [p.faithfulness for p in result.curve + result.refinement]
         low, high = min(0.0, min(values)), max(1.0, max(values))
         self.setYRange(low, high, padding=0.06)
@@ -258,18 +314,19 @@ class CircuitPanel(QWidget):
         self.units = self._combo(UNIT_CHOICES, "What a circuit is made of: the top k of these "
                                                "by score are kept, the rest ablated")
         self.ablation = self._combo(ABLATION_CHOICES, "What an ablated unit's state is held at")
-        self.keep = QDoubleSpinBox()
-        self.keep.setRange(0.01, 1.0)
-        self.keep.setSingleStep(0.05)
-        self.keep.setDecimals(2)
-        self.keep.setValue(0.8)
-        self.keep.setToolTip("The faithfulness the reported circuit must reach (1: the whole "
-                             "model's metric)")
+        self.tolerance = QDoubleSpinBox()
+        self.tolerance.setRange(0.01, 0.99)
+        self.tolerance.setSingleStep(0.05)
+        self.tolerance.setDecimals(2)
+        self.tolerance.setValue(TOLERANCE)
+        self.tolerance.setToolTip("A circuit is faithful when |1 − f| is at most this, on the "
+                                  "task and on 90 % of its prompts: close to the whole model "
+                                  "both ways (a circuit that overshoots is not faithful)")
         self.score = self._combo(SCORE_CHOICES, "How units are ranked before the curve is "
                                                 "measured")
         form.addRow("Units", self.units)
         form.addRow("Ablation", self.ablation)
-        form.addRow("Keep", self.keep)
+        form.addRow("Tolerance", self.tolerance)
         form.addRow("Score", self.score)
         layout.addLayout(form)
         row = QHBoxLayout()
@@ -445,7 +502,7 @@ class CircuitFeature(JobFeature):
 
     # ------------------------------------------------------------ searching
     def find(self, task: str | Path | None = None, units: str | None = None,
-             ablation: str | None = None, keep: float | None = None,
+             ablation: str | None = None, tolerance: float | None = None,
              score: str | None = None) -> bool:
         """Find the circuit (off the UI thread) with these values (default: the dock's fields,
         which are set to them); False, and one line in the dock, when it cannot start."""
@@ -457,11 +514,11 @@ class CircuitFeature(JobFeature):
             if value is not None and not p.choice(box, value):
                 choices = ", ".join(str(box.itemData(i)) for i in range(box.count()))
                 return self._refuse(f"{name} {value!r}: choose one of {choices}")
-        if keep is not None:
-            if not 0.0 < float(keep) <= 1.0:
-                return self._refuse(f"keep {keep} must lie in (0, 1]: the faithfulness the "
-                                    "circuit must reach (1 is the whole model's)")
-            p.keep.setValue(float(keep))
+        if tolerance is not None:
+            if not 0.0 < float(tolerance) < 1.0:
+                return self._refuse(f"tolerance {tolerance} must lie in (0, 1): a circuit is "
+                                    "faithful when |1 - f| is at most this")
+            p.tolerance.setValue(float(tolerance))
         checkpoint, bundle = self.host.models.checkpoint, self.host.models.bundle
         if checkpoint is None or bundle is None:
             return self._refuse("load a model first")
@@ -470,11 +527,12 @@ class CircuitFeature(JobFeature):
         path = p.task.text().strip()
         try:
             settings = circuit_settings(str(p.units.currentData()),
-                                        str(p.ablation.currentData()), p.keep.value(),
+                                        str(p.ablation.currentData()), p.tolerance.value(),
                                         str(p.score.currentData()), bundle.model.kernel_request)
             circuit_task = read_task(checkpoint, path)
         except FlyvizError as exc:
-            return self._refuse(str(exc).replace("--keep", "keep"))
+            # The dock's fields carry the options' names without the dashes.
+            return self._refuse(re.sub(r"--([a-z])", r"\1", str(exc)))
         self.host.settings.setValue(TASK_KEY, path)
 
         def work(stop: threading.Event, report: Callable[[float], None]) -> Any:
@@ -514,10 +572,7 @@ class CircuitFeature(JobFeature):
         self.panel.set_points(len(self.points), sizes.index(result.size))
         self.show_k(result.size)
         self.host.docks.show(self.dock)
-        line = (f"{result.size:,} of {result.units.count:,} {result.units.kind} keep "
-                f"{result.faithfulness:.0%} of the task (keep {result.settings.keep:g}); "
-                f"CPR {result.cpr:.3f}, CMD {result.cmd:.3f}; m(M) {result.full_metric:+.4g}, "
-                f"m(∅) {result.empty_metric:+.4g}")
+        line = verdict(result)
         self.panel.say(line)
         self.host.show_message(f"circuit: {line}")
         self.found.emit(result)
@@ -544,10 +599,13 @@ class CircuitFeature(JobFeature):
         neurons = neurons_at(result, checkpoint, self.k)
         self.emphasis.emphasise(neurons)
         self._draw_synapses(strongest_synapses(result, checkpoint, self.k))
-        self.panel.curve.set_k(self.k)
+        # The vertical line marks a faithful circuit; where none is, the whole brain is no
+        # circuit to mark.
+        self.panel.curve.set_k(self.k if self.k < result.units.count else 0)
         fraction = self.k / result.units.count
         self.panel.k_label.setText(f"k = {self.k:,} {result.units.kind} ({fraction:.1%}): "
-                                   f"f = {point.faithfulness:.3f}")
+                                   f"f = {point.faithfulness:.3f}, "
+                                   f"{judged_text(result, point)}")
         self._list_prompts(point)
         self.shown.emit(self.k)
 
@@ -713,4 +771,4 @@ def install(host: "WindowHost") -> CircuitFeature:
 
 __all__ = ["ABLATION_CHOICES", "CircuitFeature", "CircuitPanel", "CurvePlot", "HIGHLIGHT",
            "PURPOSE", "SCORE_CHOICES", "UNIT_CHOICES", "circuit_settings", "compute_circuit",
-           "install", "prompt_text", "read_task"]
+           "install", "judged_text", "prompt_text", "read_task", "verdict"]

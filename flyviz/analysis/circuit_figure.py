@@ -3,7 +3,9 @@
 Faithfulness ``f`` against the circuit size ``k`` (log axis; ``k = 0``, where
 ``f = 0`` by definition, sits at the left on a short linear stretch): the
 measured curve points joined, the bisection's refined points marked, the
-``--keep`` level dashed, the chosen circuit ringed and CPR and CMD in the title.
+tolerance band around 1 shaded, the circuits that overshoot the whole model
+marked, the faithful circuit ringed (none where no circuit below the whole brain
+is faithful, which the title says) and CPR and CMD in the title.
 Drawn without a window (matplotlib's Agg or SVG canvas) and Qt-free, so the app
 can reuse it; written whole or not at all.
 """

@@ -361,7 +361,9 @@ def check_command_paths(args: Any) -> None:
 def check_text_arguments(args: Any) -> None:
     """Refuse a text option that is not valid UTF-8 (a title, a name, a query): the shell
     passes such bytes through as lone surrogates, which no file or page can hold. Paths are
-    :class:`~pathlib.Path` objects and are not checked (a Linux file name may be any bytes).
+    :class:`~pathlib.Path` objects and are not checked (a Linux file name may be any bytes),
+    nor is an input that may be a path or a word (BRAIN, SPEC) when it names an existing
+    file or folder.
 
     Raises
     ------
@@ -372,6 +374,8 @@ def check_text_arguments(args: Any) -> None:
         for text in value if isinstance(value, (list, tuple)) else [value]:
             bad = next((c for c in text if "\ud800" <= c <= "\udfff"), None) \
                 if isinstance(text, str) else None
+            if bad is not None and dest in INPUT_OPTIONS and os.path.lexists(text):
+                continue    # BRAIN, SPEC...: a path or a word; as an existing path, any bytes
             if bad is not None:
                 name = INPUT_OPTIONS.get(dest) or "--" + dest.replace("_", "-")
                 # The shell's undecodable byte b arrives as U+DC00 + b (surrogateescape).

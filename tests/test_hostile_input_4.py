@@ -392,6 +392,9 @@ RESEALED = {
     "counts of another run": (dict(spiking={"bin_spikes": [1, 2]}), "spikes of 2 bins"),
     "a bin of 1e-9 ms": (dict(spiking={"bin_ms": 1e-9}), "not a whole number of the run's"),
     "10^9 trials": (dict(spiking={"trials": 10**9}), "trial count (spiking.trials) is"),
+    "a run longer than its bins": (dict(spiking={"run_ticks": 301}), "does not fill its 3 bins"),
+    "a run of no ticks": (dict(spiking={"run_ticks": True}), "does not fill its 3 bins"),
+    "a spike after the run": (dict(spiking={"run_ticks": 201}), "after the run's end"),
 }
 
 
@@ -439,3 +442,99 @@ def test_the_library_reader_refuses_it_too(tmp_path, spiking_recording):
         Recording.load(bad)
     good = Recording.load(spiking_recording)
     assert good.spikes is not None and len(good) == 3
+
+
+# ------------------------------------------------------------------ valid runs, right pictures
+def test_a_recording_names_its_brain_by_an_absolute_path(capsys, tmp_path, monkeypatch):
+    """Run from one folder with a relative BRAIN; converted from another folder that holds a
+    brain of the same name but other labels, the labels are those of the brain it ran on."""
+    import json
+
+    from test_recording_format import parts
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    write_brain(here / "brain")
+    other = write_brain(there / "brain")
+    pd.DataFrame({"root_id": IDS, "super_class": ["wrong"] * 4, "cell_type": ["X"] * 4}
+                 ).to_csv(other / "classification.csv", index=False)
+    monkeypatch.chdir(here)
+    code, _, err = cli_run(capsys, "simulate", "brain", "--excite", "all", "--duration", "20ms",
+                           "--record", "run.flyrec")
+    assert code == 0, err
+    meta = json.loads(parts(here / "run.flyrec")[0]["__metadata__"]["metadata"])
+    assert meta["spiking"]["brain"] == str((here / "brain").resolve())
+    monkeypatch.chdir(there)
+    code, _, err = cli_run(capsys, "convert", str(here / "run.flyrec"), "run.npz")
+    assert code == 0, err
+    with np.load(there / "run.npz", allow_pickle=False) as data:
+        labels = {k: data[k].tolist() for k in data.files if "class" in k}
+    assert labels and all("wrong" not in v for v in labels.values()), labels
+
+
+def test_share_of_a_spiking_run_draws_the_brains_somas(capsys, tmp_path, brain):
+    import base64
+    import re
+    import zlib
+
+    record = tmp_path / "run.flyrec"
+    assert cli_run(capsys, "simulate", str(brain), "--excite", "all", "--duration", "20ms",
+                   "--record", str(record))[0] == 0
+    out = tmp_path / "page.html"
+    code, _, err = cli_run(capsys, "share", str(record), "--out", str(out))
+    assert code == 0, err
+    assert "names no" not in err and "generic" not in err, err
+    page = out.read_text(encoding="utf-8")
+    _title, header, _arrays = _page_parts(page)
+    blob = re.search(r'data-name="positions">([^<]*)<', page)
+    assert blob is not None and header["shown"] == 4
+    drawn = np.frombuffer(zlib.decompress(base64.b64decode(blob.group(1))), np.float16)
+    drawn = drawn.reshape(-1, 3).astype(np.float64) + np.asarray(header["centre"])
+    model = spiking.load_brain(brain)
+    from flyviz.kinds.spiking import SpikingModel
+
+    truth = SpikingModel(model, str(brain)).drawing_anatomy().positions_um()
+    assert np.allclose(drawn, truth, atol=0.05)
+    somas = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9], [1, 1, 1]], np.float64)
+    # the somas' shape (their distances, up to one scale), not a ball's
+    d_drawn = np.linalg.norm(drawn[:, None] - drawn[None], axis=-1)
+    d_soma = np.linalg.norm(somas[:, None] - somas[None], axis=-1)
+    assert np.allclose(d_drawn / d_drawn.max(), d_soma / d_soma.max(), atol=0.01)
+
+
+@pytest.mark.parametrize("bin_ms, duration, bins, last_ms", [("7", "50ms", 8, 1.0),
+                                                            ("5", "50ms", 10, 5.0),
+                                                            ("0.3", "10ms", 34, 0.1)])
+def test_a_short_last_bins_rate_is_over_its_own_length(capsys, tmp_path, brain, bin_ms,
+                                                       duration, bins, last_ms):
+    """--bin 7 over 50 ms: seven bins of 7 ms and one of 1 ms, whose rate is its spikes over
+    1 ms (not 7: seven times too low) and the trials."""
+    from flyviz.record.recording import Recording
+
+    record = tmp_path / "run.flyrec"
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all", "--rate", "900",
+                           "--trials", "2", "--duration", duration, "--bin", bin_ms,
+                           "--record", str(record))
+    assert code == 0, err
+    rec = Recording.load(record)
+    assert len(rec) == bins
+    for i in range(len(rec)):
+        length_s = (last_ms if i == bins - 1 else float(bin_ms)) / 1000.0
+        _t, neuron, _tr = rec.spikes.arrays(i, i + 1)
+        assert np.allclose(rec.state(i), np.bincount(neuron, minlength=4) / (2 * length_s),
+                           rtol=1e-6)
+    assert rec.spikes.arrays(bins - 1, bins)[0].size > 0     # the short bin has spikes
+
+
+def test_a_brain_folder_whose_name_is_not_utf8_is_a_path(capsys, tmp_path):
+    folder = Path(os.fsdecode(os.fsencode(str(tmp_path)) + b"/brain-\xff"))
+    write_brain(tmp_path / "brain").rename(folder)    # pyarrow's writer takes UTF-8 names only
+    out = tmp_path / "x.parquet"
+    code, _, err = cli_run(capsys, "simulate", str(folder), "--excite", "all", "--duration",
+                           "20ms", "--out", str(out))
+    assert code == 0, err
+    assert len(pd.read_parquet(out)) > 0
+    record = tmp_path / "run.flyrec"
+    assert cli_run(capsys, "simulate", str(folder), "--excite", "all", "--duration", "20ms",
+                   "--record", str(record))[0] == 0
+    code, _, err = cli_run(capsys, "convert", str(record), str(tmp_path / "run.npz"))
+    assert code == 0 and "does not load" not in err, err

@@ -416,11 +416,13 @@ def test_converting_a_spiking_recording_keeps_every_spike(brain_folder, tmp_path
     np.testing.assert_array_equal(np.asarray(data["spike_frame"]), frame)
     np.testing.assert_allclose(np.asarray(data["spike_time_ms"]), tick * 0.1)
     assert attrs["spike_tick_ms"] == pytest.approx(0.1) and attrs["spikes"] == log.count
-    # Each bin's rates are its spikes over the bin, per trial (the state beside them).
+    # Each bin's rates are its spikes over the bin, per trial (the state beside them); the
+    # run's 45 ms make four bins of 10 ms and a last one of 5 ms, its rates over 5 ms.
     states = np.asarray(data["state"], dtype=np.float64)
     counts = np.zeros_like(states)
     np.add.at(counts, (frame, neuron), 1.0)
-    bin_s = recording.metadata["spiking"]["bin_ms"] / 1000.0
+    bin_s = np.array([0.01, 0.01, 0.01, 0.01, 0.005])[:, None]
+    assert recording.metadata["spiking"]["run_ticks"] == 450
     np.testing.assert_allclose(states, counts / log.trials / bin_s, rtol=1e-3, atol=1e-3)
 
 

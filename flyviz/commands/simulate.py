@@ -260,10 +260,13 @@ def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: A
         from dataclasses import asdict
 
         metadata["spiking"]["after_input"] = {**asdict(after), "summary": after.describe()}
+    # The run's length, where its last bin is short (--bin 7 over 50 ms: 1 ms): that bin's
+    # rates are over its own length, and a reader checks the spikes against it.
+    metadata["spiking"]["run_ticks"] = int(result.n_steps)
     recording = Recording(brain.neurons, metadata, states_dtype="float32")
-    seconds = bin_ticks * result.params.dt_s * result.trials
     for i, row in enumerate(counts):
-        recording.append(state_frame(i, row / seconds))
+        ticks = min(bin_ticks, result.n_steps - i * bin_ticks)
+        recording.append(state_frame(i, row / (ticks * result.params.dt_s * result.trials)))
     recording.spikes = result.spike_log(bin_ticks)
     recording.save(args.record)
 

@@ -128,8 +128,10 @@ class SpikingModel:
     folder), written into recordings."""
 
     def __init__(self, brain: "SpikingBrain", spec: str = "") -> None:
+        from flyviz.spiking.brain import brain_spec
+
         self.brain = brain
-        self.spec = str(spec or brain.source or brain.name)
+        self.spec = brain_spec(str(spec or brain.source or brain.name))
         self.name = str(brain.name)
         self._anatomy: Anatomy | None = None
 

@@ -219,10 +219,11 @@ def spiking_run_problem(metadata: dict, frames: int, spikes: "SpikeLog | None",
     recording is read (:func:`flyviz.record.flyrec_codec.read_recording`, so ``convert``,
     ``figure``, ``share``, ``export`` and the app see it alike): a bin of a whole number of
     ticks, a tick of the engine's length, trials within bounds, every spike of frame ``i``
-    in trial ``< trials`` and at a tick inside bin ``i``, the per-bin counts
+    in trial ``< trials`` and at a tick inside bin ``i`` and inside the run
+    (``spiking.run_ticks``, where a run's last bin is short), the per-bin counts
     (``spiking.bin_spikes``) equal to the spikes kept, and each frame's rates (``rates``:
     a callable giving frame ``i``'s float32 state, or ``None`` not to read them) finite, at
-    least 0 and equal to its spikes over the bin and the trials.
+    least 0 and equal to its spikes over the bin's own length and the trials.
 
     Parameters
     ----------
@@ -266,6 +267,11 @@ def spiking_run_problem(metadata: dict, frames: int, spikes: "SpikeLog | None",
         if len(counts) != frames:
             return f"it counts the spikes of {len(counts):,} bins (spiking.bin_spikes) " \
                    f"but holds {frames:,}"
+    run_ticks = meta.get("run_ticks", frames * bin_ticks)
+    if isinstance(run_ticks, bool) or not isinstance(run_ticks, int) or \
+            not (frames - 1) * bin_ticks < run_ticks <= frames * bin_ticks and frames:
+        return (f"its run of {run_ticks!r} ticks (spiking.run_ticks) does not fill its "
+                f"{frames:,} bins of {bin_ticks:,} ticks")
     per_frame = None
     if spikes is not None:
         if abs(spikes.tick_ms - RUN_TICK_MS) > 1e-9:
@@ -278,9 +284,12 @@ def spiking_run_problem(metadata: dict, frames: int, spikes: "SpikeLog | None",
             return (f"a spike is in trial {int(trial.max())} of a {trials}-trial run")
         per_frame = spikes.frame_counts()
         frame_of = np.repeat(np.arange(frames, dtype=np.int64), per_frame)
-        outside = (tick // bin_ticks) != frame_of
+        outside = ((tick // bin_ticks) != frame_of) | (tick >= run_ticks)
         if outside.any():
             at = int(np.flatnonzero(outside)[0])
+            if tick[at] >= run_ticks:
+                return (f"a spike at tick {int(tick[at]):,} is after the run's end (its "
+                        f"{run_ticks:,} ticks)")
             return (f"a spike at tick {int(tick[at]):,} is kept in bin {int(frame_of[at])}, "
                     f"whose ticks are {int(frame_of[at]) * bin_ticks:,}.."
                     f"{(int(frame_of[at]) + 1) * bin_ticks - 1:,}")
@@ -290,8 +299,9 @@ def spiking_run_problem(metadata: dict, frames: int, spikes: "SpikeLog | None",
                     f"{int(per_frame[bad]):,}")
     if rates is not None:
         highest = 1000.0 / RUN_TICK_MS          # one spike a tick in every trial
-        seconds = bin_ticks * RUN_TICK_MS / 1000.0 * trials
         for i in range(frames):
+            # the last bin of a run that is not a whole number of bins is short
+            seconds = min(bin_ticks, run_ticks - i * bin_ticks) * RUN_TICK_MS / 1000.0 * trials
             row = np.asarray(rates(i), np.float64)
             if not np.isfinite(row).all() or (row.size and (row.min() < 0
                                                             or row.max() > highest)):

@@ -33,8 +33,8 @@ import numpy as np
 
 from flyviz.errors import InputError
 
-__all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "load_authors_brain",
-           "load_brain", "COMPLETENESS_NAMES", "CONNECTIVITY_NAMES",
+__all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "brain_spec",
+           "load_authors_brain", "load_brain", "COMPLETENESS_NAMES", "CONNECTIVITY_NAMES",
            "FAFB_W_SYN", "MALECNS_W_SYN"]
 
 #: The authors' weight per synapse (mV), fitted on FlyWire (FAFB).
@@ -160,6 +160,19 @@ def _find(folder: Path, names: tuple[str, ...]) -> Path | None:
         if os.path.lexists(folder / name):
             return folder / name
     return None
+
+
+def brain_spec(spec: str) -> str:
+    """What a recording keeps to load ``spec``'s brain again: a folder or file that exists as
+    its absolute, resolved path (read back from anywhere, it names that brain, not one of
+    the same name in the reader's working folder); ``"demo"`` or a hub id as given."""
+    if spec == "demo" or not spec:
+        return spec
+    local = Path(spec).expanduser()
+    try:
+        return str(local.resolve(strict=True)) if os.path.lexists(local) else spec
+    except (OSError, RuntimeError):
+        return spec
 
 
 def load_brain(path: str | Path, connectivity: str | Path | None = None, *,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from flyviz.errors import InputError
-from flyviz.fileio import check_regular, short_path
+from flyviz.fileio import open_regular, short_path
 
 __all__ = ["MAX_ID", "TableError", "id_column", "index_column", "number_column",
            "parse_ids", "read_id_list", "read_table"]
@@ -64,12 +64,14 @@ def read_table(path: str | Path, what: str, *, strings: bool = False,
 
     p = Path(path).expanduser()
     try:
-        check_regular(p, what)
+        # Opened here, of a regular file only, and handed to pandas as a file: a FIFO
+        # would block, and pyarrow cannot open a name that is not UTF-8 (legal on Linux).
+        handle = open_regular(p, "rb", what)
     except FileNotFoundError:
         raise error(f"{what} {short_path(p)} does not exist") from None
     except InputError as exc:
         raise error(str(exc)) from None
-    with warnings.catch_warnings():
+    with handle, warnings.catch_warnings():
         # pandas warns (RuntimeWarning, DtypeWarning) on odd cells before the checks below
         # name them: one line, not warnings and then a line.
         warnings.simplefilter("ignore")
@@ -78,10 +80,12 @@ def read_table(path: str | Path, what: str, *, strings: bool = False,
                 from flyviz.extras import require
 
                 require("parquet", f"reading {what} {p.name}")
-                return pd.read_parquet(p)
+                return pd.read_parquet(handle)
+            compression = "gzip" if p.suffix.lower() == ".gz" else None
             if strings:
-                return pd.read_csv(p, dtype=str, keep_default_na=False, index_col=index_col)
-            return pd.read_csv(p, index_col=index_col)
+                return pd.read_csv(handle, dtype=str, keep_default_na=False,
+                                   index_col=index_col, compression=compression)
+            return pd.read_csv(handle, index_col=index_col, compression=compression)
         except InputError:
             raise
         except Exception as exc:  # pandas and pyarrow raise many types for a bad file

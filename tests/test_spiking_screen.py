@@ -119,11 +119,13 @@ def test_a_rerun_skips_finished_sets_and_writes_the_same_table(brain, tmp_path):
                 raise KeyboardInterrupt
 
     fresh = tmp_path / "stopped"
-    with pytest.raises(cluster.Interrupted, match="2 of 4 runs .* are saved"):
+    with pytest.raises(cluster.Interrupted,
+                       match=r"2 of 3 runs \(the baseline and 3 sets; 1 answered from the "
+                             r"baseline\) are saved"):
         sc.run_screen(brain, sets, settings, out=fresh, progress=StopAfter())
     assert not (fresh / "summary.csv").exists()
     rest = sc.run_screen(brain, sets, settings, out=fresh)
-    assert (rest.computed, rest.resumed, rest.pruned) == (2, 1, 1)
+    assert (rest.computed, rest.resumed, rest.pruned) == (1, 2, 1)
     assert _files(fresh) == files                      # the same bits as the one-go run
 
     # A damaged set file is computed again.
@@ -417,6 +419,8 @@ def test_planted_effects_are_found_and_the_nulls_are_not():
     found = [sets[i].members[0] for i in np.flatnonzero(q <= sc.ALPHA)]
     assert found == [2, 3, 4]
     assert (effect[:3] < 0).all() and not effect[3:].any() and (p[3:] == 1).all()
+    # the sets that change the target in no trial are known to do nothing: not in the family
+    assert np.array_equal(q[:3], sc.benjamini_hochberg(p[:3])) and (q[3:] == 1).all()
     assert [r["q_value"] for r in result.summary[1:]] == q.tolist()
 
 

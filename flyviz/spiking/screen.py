@@ -771,7 +771,9 @@ class ScreenResult:
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(effect_hz, p_value, q_value)``, each ``(sets,)``: the change of ``target``'s rate
         (``None``: of the mean rate of every neuron) in each set's run, its p-value over the
-        trials (:func:`paired_p_value`) and the Benjamini–Hochberg q-value across the sets."""
+        trials (:func:`paired_p_value`) and the Benjamini–Hochberg q-value across the sets
+        that change it in some trial (a set that changes it in none has p and q 1 and is
+        not counted in the family)."""
         if target is None:
             n = self.baseline.shape[0]
             seconds = self.settings.duration_s * max(1, self.trial_totals.shape[1])
@@ -783,7 +785,15 @@ class ScreenResult:
             effect = self.change_of(target)
             per_trial, base = self.trial_counts[:, :, column], self.baseline_counts[:, column]
         p = np.array([paired_p_value(row, base) for row in per_trial], np.float64)
-        return np.asarray(effect, np.float64), p, benjamini_hochberg(p)
+        # A set whose every trial gives the baseline's count is known to do nothing (its runs
+        # are the baseline's: the same input, nothing reached): no test, not in the family.
+        # Counting them would let a whole-brain screen's thousands of unreached sets bury
+        # every effect (m in the q-values).
+        moved = (np.asarray(per_trial) != np.asarray(base)[None, :]).any(axis=1) \
+            if per_trial.size else np.zeros(len(p), bool)
+        q = benjamini_hochberg(np.where(moved, p, np.nan))
+        q[~moved] = 1.0
+        return np.asarray(effect, np.float64), p, q
 
     def pair_matrix(self, target: int | None = None) -> tuple[list[str], np.ndarray]:
         """The names of the top responders and the ``(N, N)`` effects (Hz, as
@@ -1073,9 +1083,13 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
             for note in folder.notes:
                 log(f"note: {note}")
             folder.notes.clear()
+        if progress is not None and hasattr(progress, "total"):
+            # a set answered from the baseline is no run: the bar counts the runs
+            progress.total = max(1, total_runs - held["pruned"])
         if not pending:
             return
-        sink: Any = None if progress is None else _Offset(progress, held["done"])
+        sink: Any = None if progress is None else \
+            _Offset(progress, held["done"] - held["pruned"])
         held["computed"] += len(pending)
         held["workers"] = max(held["workers"], cluster.run_each(
             function, args, pending, deliver, workers=workers, scheduler=scheduler,
@@ -1083,7 +1097,9 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
 
     def what_is_kept() -> str:
         what = f"the baseline and {len(sets)} sets" + (f" and {n_pairs} pairs" if pairs else "")
-        return f"{held['done']} of {total_runs} runs ({what})"
+        if held["pruned"]:
+            what += f"; {held['pruned']} answered from the baseline"
+        return f"{held['done'] - held['pruned']} of {total_runs - held['pruned']} runs ({what})"
 
     singles = [SetTask(i + 1, s.name, s.members) for i, s in enumerate(sets)]
     of_item.update({i + 1: s for i, s in enumerate(sets)})

@@ -103,6 +103,86 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
             parser.addoption(name, action="store_true", default=False, help=help_text)
 
 
+#: What watches a test process's Xvfb: it reads its standard input to the end (which comes
+#: when the test process ends, however it ends: pytest-xdist kills a worker that is slow to
+#: exit, and a killed process runs no atexit handler, pytest-xvfb's only way to stop its
+#: server), then ends the server if it is still the one it was given (pid and start time).
+_XVFB_WATCHDOG = """
+import os, signal, sys
+pid, started = int(sys.argv[1]), sys.argv[2]
+sys.stdin.buffer.read()
+try:
+    with open(f"/proc/{pid}/stat") as stat:
+        now = stat.read().rsplit(")", 1)[1].split()[19]
+except (OSError, IndexError):
+    sys.exit(0)
+if now == started:
+    os.kill(pid, signal.SIGTERM)
+"""
+_xvfb_watchdog = None
+
+
+#: How many times its written timeout each of pytest-qt's waits may take
+#: (``FLYVIZ_TEST_PATIENCE``). Every wait returns as soon as its condition holds: the timeout
+#: only ends a broken test, and the figures in the tests were chosen on a quiet machine,
+#: where a user's or CI's shared one (other work on the same cores) takes several times as
+#: long.
+TEST_PATIENCE = float(os.environ.get("FLYVIZ_TEST_PATIENCE", "6"))
+_QT_WAITS = ("waitUntil", "waitSignal", "waitSignals", "waitCallback", "waitActive",
+             "waitExposed")
+
+
+def _patient_qt_waits() -> None:
+    """Give pytest-qt's condition waits :data:`TEST_PATIENCE` times their timeout."""
+    import functools
+
+    try:
+        from pytestqt.qtbot import QtBot
+    except ImportError:
+        return
+    for name in _QT_WAITS:
+        wait = getattr(QtBot, name, None)
+        if wait is None or getattr(wait, "_patient", False):
+            continue
+
+        def patient(self, *args, _wait=wait, timeout=5000, **kwargs):
+            if isinstance(timeout, (int, float)) and timeout > 0:
+                timeout = int(timeout * TEST_PATIENCE)
+            return _wait(self, *args, timeout=timeout, **kwargs)
+
+        patient = functools.wraps(wait)(patient)
+        patient._patient = True  # type: ignore[attr-defined]
+        setattr(QtBot, name, patient)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the virtual screen pytest-xvfb started in this process (one per xdist worker) a
+    watchdog that ends it when this process ends, so that no Xvfb outlives the run; and
+    pytest-qt's waits their patience (:data:`TEST_PATIENCE`)."""
+    global _xvfb_watchdog
+    import subprocess
+    import sys
+
+    _patient_qt_waits()
+
+    try:
+        import pytest_xvfb
+    except ImportError:
+        return
+    xvfb = pytest_xvfb.xvfb_instance
+    display = getattr(xvfb, "_virtual_display", None)
+    pid = getattr(display, "pid", None) if display is not None else None
+    if not isinstance(pid, int) or not os.path.exists(f"/proc/{pid}/stat"):
+        return
+    with open(f"/proc/{pid}/stat") as stat:
+        started = stat.read().rsplit(")", 1)[1].split()[19]
+    # Its own session: a Ctrl-C to the test run's process group leaves it to do its work.
+    _xvfb_watchdog = subprocess.Popen(
+        [sys.executable, "-c", _XVFB_WATCHDOG, str(pid), started], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Each phase's report on its test as ``item.rep_setup``/``rep_call``/``rep_teardown``

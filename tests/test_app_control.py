@@ -107,12 +107,14 @@ def test_a_stalled_ui_does_not_grow_the_workers_queue(runs, qtbot):
     runs.start("Once upon a time", _settings(100_000))
     qtbot.waitUntil(lambda: len(runs.session) >= 10, timeout=5000)
     sent_before = worker.frames_sent
-    # The UI thread is busy: until the worker has filled the queue, then a while longer
-    # (unthrottled, the tiny model would make dozens of frames in that while).
-    deadline = time.monotonic() + 5.0
-    while worker.in_flight < MAX_FRAMES_AHEAD and time.monotonic() < deadline:
+    # The UI thread is busy (it takes no frame) until the worker has filled the queue and
+    # stopped itself to wait for the receiver: a state it says, not a while the clock
+    # measures (unthrottled, the tiny model makes hundreds of frames a second, so a worker
+    # that did not wait would never say it). The deadline only ends a broken run.
+    deadline = time.monotonic() + 120.0
+    while not worker._waiting_for_receiver and time.monotonic() < deadline:
         time.sleep(0.005)
-    time.sleep(0.25)
+    assert worker._waiting_for_receiver, "the worker never waited for the UI"
     sent_during = worker.frames_sent - sent_before
     assert sent_during <= MAX_FRAMES_AHEAD
     # The premise: the worker went on until the queue was full, and no further

@@ -4,7 +4,6 @@ made with another model or damaged."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -119,27 +118,33 @@ def test_a_failed_verification_names_the_first_check_next_launch_too(qtbot, rele
         again.close()
 
 
-def slow_verify(seconds: float, log: list | None = None):
-    """A stand-in for verify_checkpoint that takes ``seconds`` in 20 stages.
+def held_verify(log: list, hold_at: int, release):
+    """A stand-in for verify_checkpoint in 20 stages that stops at stage ``hold_at`` until
+    ``release`` (a :class:`threading.Event`) is set or it is asked to stop: the test, not
+    the clock, says how long a verification runs.
 
-    ``log`` (if given) gets ``("thread", ident)`` when a verification starts and
-    ``("cancelled", stage)`` when one stops early.
+    ``log`` gets ``("thread", ident)`` when a verification starts, ``("held", stage)``
+    when it waits, and ``("cancelled", stage)`` when one stops early.
     """
     import threading
 
     def verify(ckpt, *, golden=True, progress=None, should_stop=None):
         report = VerificationReport(model=ckpt.name, layout=ckpt.layout, source=None, dataset=None)
-        if log is not None:
-            log.append(("thread", threading.get_ident()))
+        log.append(("thread", threading.get_ident()))
         for i in range(20):
+            if i == hold_at:
+                log.append(("held", i))
+                # 4,000 short waits: a safety net so a verification run on the UI thread
+                # (the break this guards against) ends the test instead of hanging it.
+                for _ in range(4000):
+                    if release.wait(0.005) or (should_stop is not None and should_stop()):
+                        break
             if should_stop is not None and should_stop():
                 report.cancelled = True
-                if log is not None:
-                    log.append(("cancelled", i))
+                log.append(("cancelled", i))
                 return report
             if progress is not None:
                 progress(f"stage {i}", i / 20)
-            time.sleep(seconds / 20)
         return report
 
     return verify
@@ -148,41 +153,44 @@ def slow_verify(seconds: float, log: list | None = None):
 def test_the_window_stays_responsive_while_verifying_and_can_cancel(qtbot,  # noqa: F811
                                                                    app_checkpoint,
                                                                    tmp_path, monkeypatch):
+    """While the verification runs (held in its worker at stage 7 until the test lets it go),
+    an event queued on the window's event loop is handled: the work is not on the UI thread.
+    Broken if verify() ran on the calling thread: the queued event would wait for it."""
     import threading
 
     log: list = []
-    monkeypatch.setattr(verification, "verify_checkpoint", slow_verify(2.0, log))
+    release = threading.Event()
+    monkeypatch.setattr(verification, "verify_checkpoint", held_verify(log, 7, release))
     win = make_window(qtbot, app_checkpoint, tmp_path)
     status = win.model_panel.verification
     try:
-        ticks: list[float] = []
-        timer = QTimer()
-        timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
-        timer.start(20)
+        handled: list[bool] = []
         assert win.verifier.verify()
-        qtbot.waitUntil(lambda: win.verifier.fraction >= 0.3, timeout=5000)
+        qtbot.waitUntil(lambda: ("held", 7) in log, timeout=20000)
+        QTimer.singleShot(0, lambda: handled.append(True))
+        qtbot.waitUntil(lambda: bool(handled), timeout=20000)
+        # It ran in another thread, still held there while the UI handled the event.
+        assert log[0][0] == "thread" and log[0][1] != threading.get_ident()
+        assert win.verifier.busy
+        qtbot.waitUntil(lambda: win.verifier.fraction >= 0.3, timeout=20000)
         assert status.progress.isVisible() and status.progress.value() >= 30
         assert "stage" in status.label.text()
-        timer.stop()
-        # It ran in another thread, and the UI's own timer kept firing meanwhile.
-        assert log[0][0] == "thread" and log[0][1] != threading.get_ident()
-        assert len(ticks) >= 5, ticks
         qtbot.mouseClick(status.action, Qt.MouseButton.LeftButton)
         assert win.verifier.state == NOT_VERIFIED
         assert "cancelled" in status.label.text() and not status.progress.isVisible()
         # A cancelled verification leaves nothing remembered.
         assert win.verifier.memory.recall(win.verifier.key) is None
         # Closing the window while verifying stops the verification and waits for it.
+        del log[:]
         assert win.verifier.verify()
         thread = win.verifier._thread
-        qtbot.waitUntil(lambda: win.verifier.fraction > 0, timeout=5000)
-        del log[:]
+        qtbot.waitUntil(lambda: ("held", 7) in log, timeout=20000)
         win.close()
         assert thread.isFinished()
-        assert log[-1][0] == "cancelled" and log[-1][1] < 19, log   # stopped, not waited out
+        assert log[-1] == ("cancelled", 7), log    # stopped where it was held, not waited out
     finally:
+        release.set()
         win.close()
-
 
 
 # ----------------------------------------------------------------- models that need a dataset

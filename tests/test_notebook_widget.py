@@ -214,9 +214,14 @@ def test_live_in_an_event_loop_updates_the_widget_on_the_loop(demo, monkeypatch)
 
     async def notebook_cell():
         widget = BrainWidget.live(demo, "Once upon a time", max_new_tokens=3, size=SIZE)
-        while widget._thread.is_alive():
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.05)  # the last token's update, queued on the loop
+        # Until the run has ended and the loop has shown its last token (the update is
+        # queued on this loop: awaiting hands the loop to it). The count only ends a
+        # broken run instead of hanging.
+        for _ in range(20_000):
+            if not widget._thread.is_alive() and \
+                    widget.token == widget.source.tokens - 1 == widget.slider.max:
+                break
+            await asyncio.sleep(0.005)
         return widget
 
     widget = asyncio.run(notebook_cell())

@@ -12,8 +12,8 @@ import pytest
 
 import flyviz
 from flyviz import cli
-from flyviz.analysis.nulls import (NULL_KINDS, compare_to_nulls, degree_rewire, make_null,
-                                   run_on_nulls, write_null)
+from flyviz.analysis.nulls import (NULL_KINDS, compare_to_nulls, degree_rewire,
+                                   describe_record, make_null, run_on_nulls, write_null)
 from flyviz.errors import InputError
 from flyviz.model.synthetic import _WORDS
 from flyviz.model.writers import (write_connectome_dataset, write_fly_llm_hf,
@@ -150,6 +150,9 @@ def test_a_class_with_no_other_arrangement_keeps_its_synapses_and_the_rest_is_re
     assert np.unique(made).size == made.size and not np.any(source == new)
     assert np.array_equal(np.bincount(new, minlength=1000), np.bincount(target, minlength=1000))
     assert np.isin(made[classes == 1], source * 1000 + target).mean() < 0.2
+    line = describe_record({"kind": "type-pairs", "seed": seed, **facts,
+                            "source": {"name": "planted"}})
+    assert "9 synapses of 1 class no swap rearranges kept, of planted" in line
 
 
 def test_every_kind_states_what_it_keeps_in_the_help(capsys):
@@ -429,6 +432,23 @@ def test_bad_nulls_options_are_one_line_and_exit_2(corpus_world, capsys, tmp_pat
     _one_line_exit_2(capsys, base + ["--nulls", "sign:2", "--null-kind", "weights"],
                      "different kinds")
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_a_type_pairs_null_of_a_model_without_cell_types_is_refused_before_the_real_run(
+        tiny_checkpoint, capsys, tmp_path, tokenizer_path):
+    bare = dataclasses.replace(tiny_checkpoint, anatomy=None)
+    model = tmp_path / "bare"
+    write_fly_llm_hf(bare, model)  # no dataset beside it: no anatomy
+    task = tmp_path / "task.jsonl"
+    task.write_text('{"prompt": " cat cat cat", "target": " lily", "versus": " tom"}\n'
+                    '{"prompt": " dog dog dog", "target": " tom", "versus": " lily"}\n', "utf-8")
+    out = tmp_path / "circuit"
+    # One line and nothing else on stderr: the real search (which logs its m(M) and its
+    # progress) never started.
+    _one_line_exit_2(capsys, ["circuit", str(model), "--task", str(task), "--out", str(out),
+                              "--workers", "0", "--nulls", "type-pairs:2"],
+                     "needs the neurons' cell types")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("command", ["sweep", "importance", "circuit"])

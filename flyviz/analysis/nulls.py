@@ -436,6 +436,14 @@ def _type_codes(ckpt: "Checkpoint") -> np.ndarray:
     return codes.astype(np.int64).ravel()
 
 
+def check_null_fits(ckpt: "Checkpoint", kind: str) -> None:
+    """Raise :class:`InputError` where a null of ``kind`` cannot be made of ``ckpt`` for want
+    of what it keeps (a type-pairs null of a model without cell types), before any work."""
+    check_kind(kind)
+    if kind == "type-pairs":
+        _type_codes(ckpt)
+
+
 def null_graph(ckpt: "Checkpoint", kind: str, seed: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     """The null graph of ``ckpt``: ``(w_offsets, w_indices, w_values, facts)``.
@@ -535,6 +543,11 @@ def describe_record(record: Any) -> str | None:
     weights = str(source.get("weights_sha256") or "")[:12]
     if isinstance(record.get("repair_swaps"), int):
         swaps = f", targets permuted, {record['repair_swaps']:,} repair swaps"
+        if isinstance(record.get("kept_edges"), int) and isinstance(record.get("kept_classes"),
+                                                                   int):
+            classes = record["kept_classes"]
+            swaps += (f", {record['kept_edges']:,} synapses of {classes:,} "
+                      f"class{'es' if classes != 1 else ''} no swap rearranges kept")
     elif isinstance(record.get("swaps"), int):  # a null written by the earlier swap chain
         swaps = f", {record['swaps']:,} swaps"
     else:
@@ -930,6 +943,7 @@ def compare_to_nulls(real: float, nulls: Sequence[float], *,
 
 __all__ = ["FILE_RECORD_KEY", "KIND_KEEPS", "MAX_NULLS", "MAX_REPAIR_ROUNDS", "NULL_KINDS",
            "NullComparison", "NullModel", "RECORD_KEY", "check_kind", "check_null_count",
+           "check_null_fits",
            "check_output_folder", "check_seed", "compare_to_nulls", "degree_rewire",
            "describe_record", "make_null", "null_graph", "null_seeds", "parse_nulls",
            "run_on_nulls", "write_checkpoint_null", "write_null"]

@@ -28,8 +28,17 @@ def load_model_from_args(args: argparse.Namespace, spec: str | None = None,
     """Load ``spec`` (default ``args.spec``) with the dataset ``--dataset`` names."""
     from flyviz.model.resolve import load_model
 
-    return load_model(str(spec if spec is not None else args.spec), progress,
-                      dataset_dir=getattr(args, "dataset", None))
+    checkpoint = load_model(str(spec if spec is not None else args.spec), progress,
+                            dataset_dir=getattr(args, "dataset", None))
+    request = getattr(args, "nulls", None)
+    if isinstance(request, NullsRequest) and request.number:
+        # A null kind the model cannot have (type-pairs without cell types) is refused now,
+        # not after the real run.
+        from flyviz.analysis.nulls import check_null_fits
+
+        check_null_fits(checkpoint, request.kind or getattr(args, "null_kind", None)
+                        or "degree")
+    return checkpoint
 
 
 KERNEL_HELP = ("sparse kernel for W @ x: auto (default: the FLYVIZ_KERNEL environment "

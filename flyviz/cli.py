@@ -45,6 +45,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
     ("simulate", "flyviz.commands.simulate", "run the whole-brain spiking (LIF) model, as Brian2"),
+    ("check", "flyviz.commands.check", "checks of the spiking brain against shuffled brains "
+     "and random stimuli"),
     ("screen", "flyviz.commands.screen", "activation and silencing screens of the spiking "
      "brain (on Dask)"),
 )

@@ -45,8 +45,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bench", "flyviz.commands.bench", "measure engine speed against the memory-bandwidth floor"),
     ("build-demo", "flyviz.commands.build_demo", "rebuild the embedded demo brain from nothing"),
     ("simulate", "flyviz.commands.simulate", "run the whole-brain spiking (LIF) model, as Brian2"),
-    ("check", "flyviz.commands.check", "checks of the spiking brain against shuffled brains "
-     "and random stimuli"),
+    ("check", "flyviz.commands.check", "a battery of spiking-brain checks, with controls"),
     ("screen", "flyviz.commands.screen", "activation and silencing screens of the spiking "
      "brain (on Dask)"),
 )

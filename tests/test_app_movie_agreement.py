@@ -175,3 +175,64 @@ def test_one_state_looks_the_same_in_the_window_a_movie_frame_and_an_offscreen_f
     lit = lit_pixels(view, background)
     difference = np.abs(view.astype(int) - figure.astype(int)).max(axis=-1)
     assert np.percentile(difference[lit], 99) <= 6
+
+
+def test_picks_intervention_rings_and_synapse_lines_are_drawn_alike_everywhere(
+        window, qtbot, tmp_path, app_checkpoint):
+    """The marks the window draws over the brain (picked rings, intervention rings, a
+    feature's synapse lines) are part of the state's picture: the window, a still
+    (``render_state_image``) and a movie frame (``export_state``, EGL) of one state agree on
+    the lit and marked pixels (IoU >= 0.98), and on the marks alone."""
+    import vispy.app
+
+    from flyviz.export import ExportOptions, export_state
+    from flyviz.render.offscreen import render_state_image
+
+    win = window
+    state = win.state
+    n = app_checkpoint.config.neurons
+    state.display.smoothing_s = 0.0
+    state.display.auto_scale = False
+    state.display.limit = 1.0
+    state.display.point_size = 5.0
+    state.set_recording(mixed_recording(n, 7, "marks"), index=1)
+    positions = state.anatomy.positions_um()
+    valid = np.flatnonzero(state.anatomy.valid)
+
+    def pictures() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
+        qtbot.waitUntil(lambda: not win.brain.animating, timeout=3000)
+        view = win.brain.render_image()[..., :3]
+        size = (view.shape[1], view.shape[0])
+        win.sync_camera()
+        still = render_state_image(state, size, app=vispy.app.use_app())
+        out = tmp_path / f"frames-{len(list(tmp_path.iterdir()))}"
+        with offscreen_gl_or_skip():
+            export_state(state, out, ExportOptions(size=size, frames_per_token=1,
+                                                   overlays=False, start=1, stop=2), gl="egl")
+        (frame,) = sorted(out.glob("*.png"))
+        return view, still, iio.imread(frame)[..., :3]
+
+    plain = pictures()
+    state.picked = valid[:6]
+    state.intervened = valid[20:60]
+    pairs = np.stack([valid[100:130], valid[200:230]], axis=1).ravel()
+    colours = np.tile(np.array([[1.0, 0.3, 0.2, 0.9]], np.float32), (pairs.size, 1))
+    state.set_lines("test", positions[pairs], colours)
+    marked = pictures()
+    background = np.round(np.asarray(state.style().background[:3]) * 255).astype(int)
+    lit = [lit_pixels(image, background) for image in marked]
+    marks = [lit_pixels(image, background) & ~lit_pixels(bare, background)
+             for image, bare in zip(marked, plain)]
+    names = ("view", "still", "movie")
+    if DUMP:
+        for name, image in zip(names, marked):
+            iio.imwrite(os.path.join(DUMP, f"marks-{name}.png"), image)
+    assert marks[0].sum() > 500         # the rings and lines light pixels of their own
+    ious = {f"{names[a]}-{names[b]}": (float((lit[a] & lit[b]).sum() / (lit[a] | lit[b]).sum()),
+                                       float((marks[a] & marks[b]).sum()
+                                             / (marks[a] | marks[b]).sum()))
+            for a, b in ((0, 1), (0, 2), (1, 2))}
+    print({name: (round(i, 4), round(m, 4)) for name, (i, m) in ious.items()})
+    assert min(i for i, _ in ious.values()) >= 0.98, ious
+    assert min(m for _, m in ious.values()) >= 0.9, ious

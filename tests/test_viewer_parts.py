@@ -98,7 +98,7 @@ def test_a_model_clears_marks_highlights_and_pose_but_runs_and_reset_keep_them(s
     assert state.picked.size == 0 and state.intervened.size == 0 and state.selected is None
     assert state.shown_lines is None and state.highlight is None and state.camera is None
     assert state.filter_cell_type == ""
-    assert state.interventions == (Silence("id:1"),)     # the user's list: resolved again
+    assert state.interventions == ()                     # another brain's neurons
 
 
 def test_a_features_emphasis_and_lines_go_when_its_lifetime_says(state):
@@ -179,3 +179,13 @@ def test_frozen_is_a_copy_of_every_part_and_shares_nothing_later(state):
     assert copy.parts["counter"].count == 5            # type: ignore[attr-defined]
     copy.intervened = [5]
     assert state.intervened.size == 0
+
+
+def test_a_model_empties_the_run_configuration_even_with_a_loan_out(state):
+    state.interventions = (Silence("id:9"),)
+    loan = state.add_part(InterventionLoan("patching"))
+    loan.lend((Silence("id:1"),))
+    state.set_next_interventions((Silence("id:3"),), "three silenced")
+    _event(state, MODEL)
+    assert state.interventions == () and not state.comparing and not loan.active
+    assert state.next_interventions == ()

@@ -63,12 +63,35 @@ def model_name_of(recording: Recording, fallback: str = "") -> str:
     return str(meta.get("model_name") or meta.get("model") or fallback)
 
 
+def recording_state(recording: Recording, anatomy: Anatomy, model_name: str = "", *,
+                    kind: Any = None, meshes: Sequence[Any] = (), mesh_opacity: float = 0.12,
+                    emphasis: Any = None, selected: int | None = None) -> Any:
+    """A :class:`~flyviz.viewer.state.ViewerState` showing ``recording`` on ``anatomy``:
+    what a movie of a recording without a window draws (its highlight ``emphasis``,
+    ``selected`` neuron and ``meshes`` as given), so that every movie goes through
+    :meth:`FrameRenderer.for_state <flyviz.render.offscreen.FrameRenderer.for_state>`."""
+    from flyviz.viewer.state import ViewerState
+
+    state = ViewerState()
+    state.set_model(None, anatomy, name=model_name, neurons=recording.neurons, kind=kind)
+    state.set_recording(recording, cause=None)
+    state.mesh.mesh_opacity = mesh_opacity
+    for mesh in meshes:
+        state.add_mesh_object(mesh)
+    if emphasis is not None:
+        state.highlights.set("shown", np.asarray(emphasis, bool))
+    if selected is not None:
+        state.selected = int(selected)
+    return state
+
+
 def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions,
                   model_name: str, *, style: Any = None, camera: Any = None,
                   app: Any = None, gl: str | None = None, emphasis: Any = None,
                   selected: int | None = None, meshes: Sequence[Any] = (),
                   mesh_opacity: float = 0.12) -> Any:
-    """The :class:`~flyviz.render.offscreen.FrameRenderer` an export of ``recording`` uses.
+    """The :class:`~flyviz.render.offscreen.FrameRenderer` an export of ``recording`` uses:
+    :func:`state_renderer` of the :func:`recording_state` of it.
 
     It renders with ``app`` (a vispy application), else with the offscreen
     OpenGL ``gl`` names (see :func:`~flyviz.render.gl_backend.offscreen_app`).
@@ -78,20 +101,10 @@ def make_renderer(recording: Recording, anatomy: Anatomy, options: ExportOptions
     ``selected``: a highlight mask and a ringed neuron, as the window shows them;
     ``meshes``: the brain's outline or mesh files drawn behind the neurons.
     """
-    from flyviz.render.offscreen import FrameRenderer, offscreen_app
-
-    if app is None:
-        app, _ = offscreen_app(backend=gl)
-    style = style or options.cloud_style()
-    start, stop = options.token_range(len(recording))
-    layer = style.layer
-    return FrameRenderer(anatomy.positions_um(), anatomy.valid, options.size, style=style,
-                         value_range=layer.recording_range(recording, start, stop),
-                         view=options.view, camera=camera, orbit=options.orbit != 0.0,
-                         overlays=options.overlays, model_name=model_name,
-                         activity_sample=layer.sample(recording, start, stop, 16), app=app,
-                         emphasis=emphasis, selected=selected, meshes=meshes,
-                         mesh_opacity=mesh_opacity)
+    state = recording_state(recording, anatomy, model_name, meshes=meshes,
+                            mesh_opacity=mesh_opacity, emphasis=emphasis, selected=selected)
+    return state_renderer(state, options, style=style or options.cloud_style(),
+                          camera=camera, app=app, gl=gl)
 
 
 def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: str | Path,
@@ -196,8 +209,10 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
 
     own_renderer = renderer is None
     if own_renderer:
-        renderer = make_renderer(recording, anatomy, options, name, style=style, camera=camera,
-                                 gl=gl, meshes=meshes)
+        # The one path to pixels: a viewer state of the recording, drawn as the window would.
+        renderer = state_renderer(recording_state(recording, anatomy, name, kind=kind,
+                                                  meshes=meshes), options, style=style,
+                                  camera=camera, gl=gl)
 
     def frames(emit: EmitFrame) -> None:
         overlays = None

@@ -124,6 +124,13 @@ class FrameRenderer:
     meshes, mesh_opacity
         Translucent meshes drawn behind the neurons (the brain's outline,
         neuropils: :mod:`flyviz.analysis.outline`) and their alpha.
+    picked, intervened
+        Neurons to ring as picked and as touched by an intervention (the window's
+        rings, :mod:`flyviz.render.marks`), or ``None``.
+    lines
+        Synapses drawn as lines over the cloud: ``(points, colours)``, ``(2k, 3)``
+        segments and an RGBA per point (a viewer state's
+        :meth:`~flyviz.viewer.state.ViewerState.lines`), or ``None``.
     gain_per_frame
         With an automatic ``style.gain``: set the gain again for every frame
         from the frame's own values over its colour range, as the app's brain
@@ -141,8 +148,13 @@ class FrameRenderer:
                  emphasis: np.ndarray | None = None, selected: int | None = None,
                  gain_range: tuple[float, float] | None = None,
                  meshes: Sequence[Any] = (), mesh_opacity: float = 0.12,
-                 gain_per_frame: bool = False) -> None:
+                 gain_per_frame: bool = False, picked: Any = None, intervened: Any = None,
+                 lines: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.size = check_size(size)
+        self._rings = {kind: np.zeros(0, np.int64) if neurons is None
+                       else np.asarray(neurons, np.int64).ravel()
+                       for kind, neurons in (("picked", picked), ("intervened", intervened))}
+        self._lines = lines
         self._gain_per_frame = bool(gain_per_frame)
         self._meshes = tuple(meshes)
         self._mesh_opacity = float(mesh_opacity)
@@ -198,6 +210,7 @@ class FrameRenderer:
             self.cloud.set_emphasis(self._emphasis)
         if self._selected is not None:
             self.cloud.set_selected(self._selected)
+        self._draw_marks(positions, visible)
         if camera is not None:
             camera.apply(self.view.camera)
         else:
@@ -218,6 +231,25 @@ class FrameRenderer:
             self.gain = float(style.gain)
         self.cloud.set_gain(self.gain)
 
+    def _draw_marks(self, positions: np.ndarray, visible: np.ndarray | None) -> None:
+        """The rings and lines the window draws over its cloud, drawn the same way."""
+        from flyviz.render.marks import (INTERVENED_COLOR, INTERVENED_SIZE, PICK_COLOR,
+                                         PICK_SIZE, draw_lines, draw_rings)
+
+        points = np.asarray(positions, np.float32)
+        shown = np.ones(points.shape[0], bool) if visible is None else np.asarray(visible, bool)
+        self.marks: dict[str, Any] = {}
+        for kind, color, size in (("picked", PICK_COLOR, PICK_SIZE),
+                                  ("intervened", INTERVENED_COLOR, INTERVENED_SIZE)):
+            neurons = self._rings[kind]
+            neurons = neurons[(neurons >= 0) & (neurons < shown.size)]
+            neurons = neurons[shown[neurons]]
+            if neurons.size:
+                self.marks[kind] = draw_rings(None, self.view.scene, points[neurons], color,
+                                              size)
+        if self._lines is not None:
+            self.marks["lines"] = draw_lines(None, self.view.scene, *self._lines)
+
     @classmethod
     def for_state(cls, state: Any, size: tuple[int, int], *, index: int | None = None,
                   frames: tuple[int, int] | None = None, style: CloudStyle | None = None,
@@ -231,8 +263,9 @@ class FrameRenderer:
 
         Everything the picture needs comes from the state: neuron positions, its
         style (colour layer, point size, glow, gain, background), colour range,
-        highlight, selection, meshes, camera (its pose, else its view preset)
-        and model name. The colour range and the automatic gain:
+        highlight, selection, rings (picked and intervened neurons), synapse lines,
+        meshes, camera (its pose, else its view preset) and model name: what the
+        window draws. The colour range and the automatic gain:
 
         * a movie (``frames=(start, stop)``): one range over those frames, and the
           gain from 16 of them, so every frame has the same exposure;
@@ -288,7 +321,9 @@ class FrameRenderer:
                    overlays=overlays, model_name=state.model_name, activity_sample=sample,
                    app=app, emphasis=state.highlight, selected=state.selected,
                    gain_range=gain_range, meshes=state.shown_meshes(),
-                   mesh_opacity=state.mesh.mesh_opacity)
+                   mesh_opacity=state.mesh.mesh_opacity, picked=state.picked,
+                   intervened=state.intervened,
+                   lines=None if state.shown_lines is None else state.lines(state.shown_lines))
 
     def render_token(self, state: Any, index: int | None = None,
                      overlay: OverlayContent | None = None,

@@ -36,12 +36,17 @@ class FeaturePart(StatePart):
         The feature's name: its part's, its highlight source's and its lines' source.
     lifetime
         When they go (default: with the model).
+    layers
+        The *Colour by* entries the feature offers for what it holds (a lesion map's
+        importance, an estimate): withdrawn when the part is cleared.
     """
 
-    def __init__(self, name: str, lifetime: Lifetime = PER_MODEL) -> None:
+    def __init__(self, name: str, lifetime: Lifetime = PER_MODEL,
+                 layers: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.name = name            # type: ignore[misc]   # one class, a part per feature
         self.lifetime = lifetime    # type: ignore[misc]
+        self.layers = tuple(layers)
 
     def emphasise(self, neurons: Iterable[int] | np.ndarray | None) -> None:
         """Light exactly ``neurons`` (the newest emphasis is shown); ``None`` clears."""
@@ -70,6 +75,9 @@ class FeaturePart(StatePart):
             state.highlights.set(self.name, None)
         if state.lines(self.name) is not None:
             state.set_lines(self.name, None)
+        offered = [key for key in self.layers if key in state.colour_layers]
+        if offered:
+            state.set_available(offered, False)
 
 
 class ScreenPart(StatePart):

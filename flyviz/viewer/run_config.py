@@ -2,8 +2,9 @@
 
 :class:`RunConfigPart` (``"run_config"``) holds the interventions of the next
 runs, whether they run beside the untouched model (and how), and interventions
-for the next run only. The user's list is kept through runs, Reset and models
-(the Interventions dock resolves it again for a new model).
+for the next run only. The user's list is kept through runs, Reset and opened
+recordings; a model empties it and unticks *Compare* (its neurons are another
+brain's; a ticked box over an empty list would only refuse the next run).
 
 A feature that runs a comparison of its own (a Patching cell's patch, the
 circuit's "run with only the circuit") *lends* interventions to the list through
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from flyviz.record.recording import COMPARISON_MODES
 from flyviz.viewer.feature_parts import FeaturePart
-from flyviz.viewer.parts import ALWAYS, UNTIL_RESET, StatePart
+from flyviz.viewer.parts import PER_MODEL, UNTIL_RESET, StatePart
 from flyviz.viewer.settings import ViewerError
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class RunConfigPart(StatePart):
     """The interventions of the next runs, the comparison and next-run-only interventions."""
 
     name = "run_config"
-    lifetime = ALWAYS
+    lifetime = PER_MODEL
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,6 +63,11 @@ class RunConfigPart(StatePart):
         self.compare_mode = COMPARE_MODES[0]
         self.next_interventions: tuple[Any, ...] = ()
         self.next_description = ""
+
+    def clear(self) -> None:
+        self.set_interventions(())
+        self.set_comparing(False)
+        self.set_next(())
 
     def set_interventions(self, items: Iterable[Any]) -> None:
         items = checked_interventions(items)
@@ -132,6 +138,11 @@ class InterventionLoan(FeaturePart):
         config = self.state.run_config
         config.set_interventions(items)
         config.set_comparing(comparing)
+
+    def on_model(self) -> None:
+        # The run configuration emptied itself for the new brain: nothing to give back.
+        self._before, self.lent = None, ()
+        super().on_model()
 
     def _on_interventions(self, items: tuple[Any, ...]) -> None:
         if self._before is None or not self.lent or any(i in items for i in self.lent):

@@ -24,6 +24,8 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 from vispy import scene
 
+from flyviz.render.marks import (INTERVENED_COLOR, INTERVENED_SIZE, PICK_COLOR, PICK_SIZE,
+                                 draw_rings)
 from flyviz.render.picking import project_points
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,9 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Shortest lasso outline (points) that picks anything; shorter drags are ignored.
 MIN_LASSO_POINTS = 3
 
-#: Ring colours (RGBA): picked neurons, and neurons an intervention touches.
-PICK_COLOR = (1.0, 0.92, 0.35, 0.95)
-INTERVENED_COLOR = (1.0, 0.35, 0.55, 0.85)
+#: The lasso outline's colour (RGBA; the rings' colours are in flyviz.render.marks).
 LASSO_COLOR = (1.0, 0.92, 0.35, 0.9)
 
 
@@ -194,10 +194,6 @@ class LassoTool(QObject):
         self.picked.emit(self.select(np.array(points)).tolist(), self._add)
 
 
-#: Up to this many rings are drawn at full strength; more fade (see NeuronMarks._draw).
-RINGS_AT_FULL_STRENGTH = 300
-
-
 class NeuronMarks:
     """Rings around neurons in the brain view: the picked ones and the intervened ones.
 
@@ -207,9 +203,9 @@ class NeuronMarks:
         The view to draw in (the rings live in its scene, in the cloud's coordinates).
     """
 
-    #: Ring diameters (logical pixels).
-    PICK_SIZE = 11.0
-    INTERVENED_SIZE = 8.0
+    #: Ring diameters (logical pixels): the offscreen pictures' (:mod:`flyviz.render.marks`).
+    PICK_SIZE = PICK_SIZE
+    INTERVENED_SIZE = INTERVENED_SIZE
 
     def __init__(self, brain: "BrainView") -> None:
         self.brain = brain
@@ -243,26 +239,11 @@ class NeuronMarks:
 
     def _draw(self, layer: str, color: tuple[float, ...], size: float) -> None:
         neurons = self.shown(layer)
-        markers = self._layers.get(layer)
-        if neurons.size == 0:
-            if markers is not None:
-                markers.visible = False
-                self.brain.canvas.update()
-            return
-        if markers is None:
-            markers = scene.visuals.Markers(scaling="fixed", parent=self.brain.view.scene)
-            # Drawn after the additive cloud, without depth: a ring is never hidden.
-            markers.set_gl_state("translucent", depth_test=False)
-            markers.order = 10
+        markers = draw_rings(self._layers.get(layer), self.brain.view.scene,
+                             self.brain.positions[neurons], color, size)
+        if markers is not None:
             self._layers[layer] = markers
-        # Thousands of full-strength rings would hide the colours they surround (a silenced
-        # superclass): rings fade as there are more of them, down to a quarter.
-        alpha = color[3] * float(np.clip(np.sqrt(RINGS_AT_FULL_STRENGTH / neurons.size), 0.25, 1.0))
-        faded = (*color[:3], alpha)
-        markers.set_data(self.brain.positions[neurons], symbol="ring", size=size,
-                         edge_width=0.0, face_color=faded, edge_color=faded)
-        markers.visible = True
-        self.brain.canvas.update()
+            self.brain.canvas.update()
 
 
 class BrainPicks:

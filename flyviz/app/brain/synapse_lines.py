@@ -80,18 +80,12 @@ class SynapseLines:
         return next(reversed(self._sources), None)
 
     def _show(self) -> None:
-        source = self.shown
-        if source is not None:
-            points, colours = self._sources[source]
-            if self.visual is None:
-                from vispy import scene
+        from flyviz.render.marks import draw_lines
 
-                self.visual = scene.visuals.Line(parent=self.brain.view.scene,
-                                                 connect="segments", method="gl")
-                self.visual.set_gl_state("additive", depth_test=False)
-            self.visual.set_data(pos=points, color=colours, width=1.5)
+        source = self.shown
+        points, colours = self._sources[source] if source is not None else (None, None)
+        self.visual = draw_lines(self.visual, self.brain.view.scene, points, colours)
         if self.visual is not None:
-            self.visual.visible = source is not None
             self.brain.canvas.update()
 
 

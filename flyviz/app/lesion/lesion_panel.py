@@ -42,6 +42,8 @@ from flyviz.app.lesion.estimate_layer import (COMPUTE, ESTIMATE, EstimateControl
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import InputError
 from flyviz.render.style import ColourLayer
+from flyviz.viewer.feature_parts import FeaturePart
+from flyviz.viewer.layers import ESTIMATE as ESTIMATE_LAYER
 from flyviz.viewer.layers import IMPORTANCE
 from flyviz.viewer.run_config import InterventionLoan
 from flyviz.viewer.layers import importance_layer as _importance_colours
@@ -357,6 +359,10 @@ class LesionFeature(QObject):
         #: A group's lesion compared with the untouched model: lent to the state's list
         #: until Reset, a model or an opened recording (part ``"lesion_run"``).
         self.loan = host.state.add_part(InterventionLoan(f"{HIGHLIGHT}_run"))
+        #: The group selected in the table, lit, and the importance and estimate colourings:
+        #: the model's (part ``"lesion"``; a model clears it and withdraws the colourings).
+        self.part = host.state.add_part(FeaturePart(HIGHLIGHT, layers=(IMPORTANCE,
+                                                                      ESTIMATE_LAYER)))
         self._importance_on_open = False
         self.controller = LesionController(host.background, lambda: host.models.checkpoint, self)
         self.panel = LesionPanel()
@@ -570,10 +576,10 @@ class LesionFeature(QObject):
     def _on_group_selected(self, row: GroupResult | None) -> None:
         checkpoint = self.host.models.checkpoint
         if row is None or self.lesions is None or checkpoint is None:
-            self.host.state.highlights.set(HIGHLIGHT, None)
+            self.part.emphasise(None)
             return
         neurons = self.lesions.neurons_of(row, checkpoint)
-        self.host.state.highlights.set_neurons(HIGHLIGHT, neurons)
+        self.part.emphasise(neurons)
         self.host.show_message(f"{row.group}: {row.neurons:,} neurons lit, "
                                  f"ΔCE {row.delta_ce:+.4f} nats/token")
 

@@ -184,6 +184,8 @@ def test_simulate_compare_says_identical_or_the_first_difference(tmp_path, capsy
     ("unknown", "is not a neuron of"),
     ("until", "--input-until 200 ms is after the run's end (150 ms)"),
     ("negative", "--input-until must be a non-negative number of seconds"),
+    ("missing", "--compare file not found"),
+    ("folder", "it is a folder, not a regular file"),
 ])
 def test_bad_compare_files_and_input_ends_are_one_line(tmp_path, capsys, case, message):
     folder = _write_brain(tmp_path / "brain")
@@ -201,6 +203,10 @@ def test_bad_compare_files_and_input_ends_are_one_line(tmp_path, capsys, case, m
         table["flywire_id"] = [IDS[0], 720575940699999999]
     other = tmp_path / "other.parquet"
     table.to_parquet(other)
+    if case == "missing":
+        other = tmp_path / "nothing.parquet"
+    elif case == "folder":
+        other = tmp_path
     args = ["simulate", str(folder), "--excite", "id:0", "--duration", "150ms", "--trials",
             "2", "--compare", str(other)]
     if case == "until":

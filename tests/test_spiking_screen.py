@@ -195,11 +195,12 @@ def test_two_worker_processes_give_the_rates_and_files_of_one_in_process(tmp_pat
     brain = spiking.load_brain(folder)
     sets = sc.resolve_sets(brain, SETS)
     settings = sc.ScreenSettings(mode="silence", excite="id:0-2", **SHORT)
-    here = sc.run_screen(brain, sets, settings, out=tmp_path / "w0")
+    here = sc.run_screen(brain, sets, settings, out=tmp_path / "w0", target=30)
     there = sc.run_screen(brain, sets, settings, out=tmp_path / "w2", workers=2,
-                          spec={"brain": str(folder)})
-    assert there.workers == 2
+                          spec={"brain": str(folder)}, target=30)
+    assert there.workers == 2 and there.pruned == here.pruned == 1
     assert np.array_equal(here.rates, there.rates)
+    assert np.array_equal(here.trial_counts, there.trial_counts)
     assert _files(tmp_path / "w0") == _files(tmp_path / "w2")
 
 
@@ -429,7 +430,8 @@ def test_pairs_beyond_the_screen_or_the_brain_are_one_line(brain, authors, tmp_p
     settings = sc.ScreenSettings(mode="silence", **SHORT)
     for pairs, message in ((4, "more than the screen's 3 set(s)"),
                            (N + 1, f"more than the brain's {N} neurons"),
-                           (1, "at least 2 sets")):
+                           (1, "must be 0 (no pairs) or at least 2"),
+                           (-3, "--pairs -3 must be 0")):
         with pytest.raises(sc.ScreenError, match=re.escape(message)):
             sc.run_screen(brain, sets, settings, pairs=pairs)
     (tmp_path / "sets.txt").write_text("a: id:1\nb: id:2\n")

@@ -132,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None:
         from flyviz.fileio import check_regular
 
+        if not args.compare.exists():
+            raise InputError(f"--compare file not found: {args.compare}")
         check_regular(args.compare, "--compare file")
     if args.w_syn is not None and not math.isfinite(args.w_syn):
         raise InputError(f"--w-syn must be a number, not {args.w_syn}")

@@ -883,8 +883,8 @@ def check_pairs(pairs: Any, sets: int, neurons: int) -> int:
     if pairs == 0:
         return 0
     if pairs < 2:
-        raise ScreenError(f"--pairs {pairs}: a pair needs at least 2 sets to choose from "
-                          "(0: no pairs)")
+        raise ScreenError(f"--pairs {pairs} must be 0 (no pairs) or at least 2 (the sets "
+                          "whose pairs are run)")
     if pairs > neurons:
         raise ScreenError(f"--pairs {pairs} is more than the brain's {neurons:,} neurons")
     if pairs > sets:
@@ -1060,8 +1060,9 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
     if progress is not None and hasattr(progress, "total"):
         progress.total = max(1, total_runs)
 
-    def run_items(batch: list[SetTask]) -> None:
-        """Take each item from the folder or the baseline where it can be, run the rest."""
+    def run_items(batch: list[SetTask], here: bool = False) -> None:
+        """Take each item from the folder or the baseline where it can be, run the rest
+        (``here``: in this process, whatever the workers)."""
         pending = []
         for item in batch:
             found = folder.finished(item, of_item[item.index]) if folder is not None else None
@@ -1091,6 +1092,10 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
         sink: Any = None if progress is None else \
             _Offset(progress, held["done"] - held["pruned"])
         held["computed"] += len(pending)
+        if here:
+            cluster.run_each(_InProcess(brain, settings, base, threads), (), pending, deliver,
+                             workers=0, progress=sink, log=log)
+            return
         held["workers"] = max(held["workers"], cluster.run_each(
             function, args, pending, deliver, workers=workers, scheduler=scheduler,
             progress=sink, log=log))
@@ -1106,8 +1111,10 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
     grow()
     try:
         baseline_item = SetTask(0, BASELINE, None)
-        if settings.mode == "silence":   # the baseline first: it answers the sets it can
-            run_items([baseline_item])
+        if settings.mode == "silence":
+            # the baseline first, here (one run is not worth starting a cluster for; its
+            # rates are the same anywhere): it answers the sets it can
+            run_items([baseline_item], here=True)
             run_items(singles)
         else:
             run_items([baseline_item] + singles)

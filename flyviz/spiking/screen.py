@@ -363,9 +363,9 @@ def trial_counts(trial: np.ndarray, neuron: np.ndarray, trials: int
     """``(fired, counts)``: the neurons that spiked (sorted) and ``(trials, fired)`` their
     spikes in each trial."""
     fired, column = np.unique(np.asarray(neuron, np.int64), return_inverse=True)
-    counts = np.zeros((int(trials), fired.size), np.int64)
-    np.add.at(counts, (np.asarray(trial, np.int64), column.reshape(-1)), 1)
-    return fired, counts
+    flat = np.asarray(trial, np.int64) * fired.size + column.reshape(-1)
+    counts = np.bincount(flat, minlength=int(trials) * fired.size)
+    return fired, counts.astype(np.int64).reshape(int(trials), fired.size)
 
 
 @dataclass(frozen=True)

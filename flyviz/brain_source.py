@@ -145,6 +145,26 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
     return state
 
 
+def _model_at_hand(kind: "ModelKind", neurons: int, model: Any, recording: "Recording | None",
+                   spec: str = "") -> tuple[Any, str]:
+    """``model`` when it has ``neurons`` neurons, else the one ``kind`` loads for
+    ``recording`` (or ``spec``) without a download; ``(None, why)`` when there is none."""
+    from flyviz.errors import FlyvizError
+
+    if model is not None and int(model.neurons) == neurons:
+        return model, ""
+    try:
+        if recording is not None:
+            model, said = kind.recording_model(recording, download=False)
+        else:
+            model, said = (kind.load(spec, download=False) if spec else None), ""
+    except FlyvizError as exc:
+        return None, str(exc).splitlines()[0]
+    if model is not None and int(model.neurons) != neurons:
+        return None, f"its model has {int(model.neurons):,} neurons"
+    return model, said
+
+
 def _atlas_builder(atlas: "Atlas", statistic: str) -> Any:
     return lambda: atlas_layer(atlas, statistic)
 
@@ -242,7 +262,6 @@ class BrainSource:
         flyviz.analysis.atlas.AtlasError
             An atlas that cannot be read.
         """
-        from flyviz.errors import FlyvizError
         from flyviz.kinds import LANGUAGE, kind_of_recording
         from flyviz.viewer.layers import drawing_anatomy
 
@@ -266,19 +285,7 @@ class BrainSource:
             neurons = recording.neurons
             kind = kind_of_recording(recording)
             spec = kind.model_spec(recording)[0] or ""
-        said = ""
-        if model is None or int(model.neurons) != neurons:
-            # The kind finds its model, without downloading it: a model that cannot be had
-            # here leaves the neurons on a generic layout, with a note.
-            try:
-                if recording is not None:
-                    model, said = kind.recording_model(recording, download=False)
-                else:
-                    model = kind.load(spec, download=False) if spec else None
-            except FlyvizError as exc:
-                model, said = None, str(exc).splitlines()[0]
-            if model is not None and int(model.neurons) != neurons:
-                model, said = None, f"its model has {int(model.neurons):,} neurons"
+        model, said = _model_at_hand(kind, neurons, model, recording, spec)
         placement = drawing_anatomy(model, neurons, p.name,
                                     missing=said or f"its model {spec or '(unnamed)'} could "
                                                     "not be loaded here")
@@ -290,6 +297,25 @@ class BrainSource:
                 warnings.warn(note, stacklevel=2)
         name = p.stem or p.name
         source = cls(state=state_for(placement.anatomy, recording, atlas, model=model, name=name,
+                                     kind=kind), name=name)
+        source.note = placement.note
+        return source
+
+    @classmethod
+    def of_recording(cls, recording: "Recording", model: Any = None, name: str = "run",
+                     missing: str = "") -> "BrainSource":
+        """A source for a recording in memory, placed by ``model``: by default the model its
+        kind loads for it without a download; without one, the neurons lie on a generic
+        ball and :attr:`note` says why (``missing`` is added to it)."""
+        from flyviz.kinds import kind_of_recording
+        from flyviz.viewer.layers import drawing_anatomy
+
+        kind = kind_of_recording(recording)
+        model, said = _model_at_hand(kind, recording.neurons, model, recording)
+        why = said or "its model is not at hand"
+        placement = drawing_anatomy(model, recording.neurons,
+                                    missing=f"{why} ({missing})" if missing else why)
+        source = cls(state=state_for(placement.anatomy, recording, model=model, name=name,
                                      kind=kind), name=name)
         source.note = placement.note
         return source

@@ -139,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         if model is not None:
             model.close()
     size = page.stat().st_size
-    print(f"wrote {page} ({size / 1e6:.1f} MB, {len(recording):,} tokens, "
+    print(f"wrote {page} ({size / 1e6:.1f} MB, {len(recording):,} "
+          f"{kind.recording_axis(recording).names}, "
           f"{state.anatomy.n_valid if state.anatomy else 0:,} neurons drawn)", file=sys.stderr)
     return 0

@@ -88,9 +88,8 @@ class BrainWidget(RemoteFrameBuffer):
     def __init__(self, recording: Any, model: Any = None, *, size: tuple[int, int] = (640, 400),
                  quantity: str | None = None, gl: str | None = None, **kwargs: Any) -> None:
         require_notebook()
-        from flyviz.brain_source import BrainSource, resolve_model, state_for
+        from flyviz.brain_source import BrainSource
         from flyviz.render.offscreen import check_size, offscreen_app
-        from flyviz.viewer.layers import drawing_anatomy
         from flyviz.viewer.state import ViewerState
 
         super().__init__(**kwargs)
@@ -100,15 +99,8 @@ class BrainWidget(RemoteFrameBuffer):
         elif isinstance(recording, (str, Path)):
             self.source = BrainSource.open(recording, model=model)
         else:
-            spec = str(recording.metadata.get("model", ""))
-            if model is None:
-                model = resolve_model(spec)
-            placement = drawing_anatomy(
-                model, recording.neurons, missing=f"its model {spec or '(unnamed)'} is not "
-                "at hand (BrainWidget(recording, model) draws its anatomy)")
-            self.source = BrainSource.from_state(
-                state_for(placement.anatomy, recording, model=model, name="run"), "run")
-            self.source.note = placement.note
+            self.source = BrainSource.of_recording(
+                recording, model, "run", missing="BrainWidget(recording, model) draws its anatomy")
         #: What the widget shows: a :class:`~flyviz.viewer.state.ViewerState`.
         self.state = self.source.state
         self.size = check_size(size)

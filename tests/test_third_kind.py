@@ -1,0 +1,284 @@
+"""A third kind of model, from a package that is not flyviz, works in every host unedited.
+
+The package (``flyviz_rate``: :mod:`rate_kind_package` holds its source) is written under
+the test's temporary folder as a distribution of its own, a module and a ``*.dist-info``
+folder whose entry point registers the kind in ``flyviz.kinds``, and put on ``sys.path``
+(and on a command's ``PYTHONPATH``). Its kind is a rate model on the demo brain's graph,
+``x_t = tanh(gain W x_{t-1} + input)``, driven in the dorsal half of the brain, drawn at
+the demo's somas, with a colour layer of its own. With no edit to flyviz, a recording of
+it opens in the window (the brain drawn, lit at the top where the state is high, the docks
+that serve every kind, its colour layer in *Colour by*), in the notebook widget and in
+napari, exports a movie, a shared page and converts.
+
+No host may ask which kind it has: the kind notes every read of its key, comparison,
+side-channel question and attribute probe made by flyviz outside ``flyviz.kinds``, and the
+tests require none (the commands run with ``FLYVIZ_RATE_STRICT``, which makes asking fail).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rate_kind_package import SOURCE
+
+import flyviz
+import flyviz.kinds
+from flyviz.kinds import kind_of_recording, registered_kinds, reload_kinds
+from flyviz.record.recording import Recording
+
+pytestmark = pytest.mark.slow
+
+STEPS = 12
+
+
+class RatePackage:
+    """The distribution, its model folder and a recording of it."""
+
+    def __init__(self, root: Path, checkpoint: Any) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "flyviz_rate.py").write_text(SOURCE, encoding="utf-8")
+        info = root / "flyviz_rate-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: flyviz-rate\n"
+                                       "Version: 0.1\n", encoding="utf-8")
+        (info / "entry_points.txt").write_text("[flyviz.kinds]\nrate = flyviz_rate:RATE\n",
+                                               encoding="utf-8")
+        sys.path.insert(0, str(root))
+        reload_kinds()
+        import flyviz_rate
+
+        self.module: Any = flyviz_rate
+        self.kind = registered_kinds()["rate"]
+        self.model_dir = flyviz_rate.write_model(root / "model", checkpoint)
+        model = self.kind.load(str(self.model_dir))
+        self.recording = Recording(model.neurons, {}, states_dtype="float32")
+        for _ in self.kind.frames(model, flyviz_rate.Drive(), self.kind.run_settings(steps=STEPS),
+                                  recording=self.recording):
+            pass
+        self.path = self.recording.save(root / "rate.flyrec")
+        #: The neurons driven (their state near 1), and those drawn that are not.
+        self.driven = flyviz_rate.Drive().driven(model)
+        self.quiet = model.anatomy.valid & ~self.driven
+        self.anatomy = model.anatomy
+
+    def asked(self) -> list[str]:
+        """Where flyviz asked which kind it has since the last call (and forget them)."""
+        found = list(self.module.ASKED)
+        self.module.ASKED.clear()
+        return found
+
+    def run(self, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+        """``flyviz ARGS`` in a new process that finds the package through its metadata."""
+        env = {**os.environ, "FLYVIZ_RATE_STRICT": "1",
+               "PYTHONPATH": os.pathsep.join([str(Path(flyviz.__file__).parent.parent),
+                                              str(self.root)])}
+        return subprocess.run([sys.executable, "-m", "flyviz", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    def remove(self) -> None:
+        while str(self.root) in sys.path:
+            sys.path.remove(str(self.root))
+        sys.modules.pop("flyviz_rate", None)
+        reload_kinds()
+
+
+@pytest.fixture(scope="module")
+def rate(demo, tmp_path_factory):
+    package = RatePackage(tmp_path_factory.mktemp("site"), demo.checkpoint)
+    yield package
+    package.remove()
+
+
+def top_and_bottom(image: np.ndarray) -> tuple[int, int]:
+    """How many bright pixels lie in the top and in the bottom 40 % of the rows the brain
+    is drawn on (those lighter than the background, read in the image's corner)."""
+    light = np.asarray(image)[..., :3].astype(np.int64).sum(axis=-1)
+    rows = np.flatnonzero(light.max(axis=1) > light[:4, :4].max() + 20)
+    assert rows.size, "nothing is drawn"
+    span = (rows[-1] + 1 - rows[0]) * 2 // 5
+    bright = light > 300
+    return int(bright[rows[0]:rows[0] + span].sum()), int(bright[rows[-1] + 1 - span:].sum())
+
+
+def lit_at_the_top(image: np.ndarray) -> bool:
+    """The dorsal half, driven (state near 1), is lit; the ventral half (near 0) is dark."""
+    top, bottom = top_and_bottom(image)
+    return top > 200 and top > 10 * bottom
+
+
+def assert_lit_at_the_top(image: np.ndarray) -> None:
+    assert lit_at_the_top(image), top_and_bottom(image)
+
+
+# ---------------------------------------------------------------- the registry
+def test_the_kind_comes_from_a_distribution_outside_flyviz(rate):
+    assert not Path(rate.module.__file__).is_relative_to(Path(flyviz.__file__).parent)
+    from importlib.metadata import entry_points
+
+    (point,) = [p for p in entry_points(group="flyviz.kinds") if p.name == "rate"]
+    assert point.dist.name == "flyviz-rate"
+    assert kind_of_recording(Recording.load(rate.path)) is rate.kind
+    from flyviz.viewer.layers import LAYERS
+
+    assert LAYERS["rate:change"].title == "Rate model: &change"
+    # The recording is what the kind made: driven neurons near 1, the others near 0.
+    last = rate.recording.state(STEPS - 1)
+    assert last[rate.driven].min() > 0.9 and np.abs(last[rate.quiet]).mean() < 0.05
+    assert rate.asked() == []
+
+
+def test_a_host_that_asks_which_kind_it_has_is_caught(rate, monkeypatch):
+    # Planted breaks: code of a flyviz module outside flyviz.kinds that reads the key,
+    # compares the kind, asks for a side channel by name or probes for another kind's method.
+    host = {"__name__": "flyviz.app.planted", "kind": rate.kind, "LANGUAGE": flyviz.kinds.LANGUAGE}
+    exec("a = kind.key == 'spiking'\n"
+         "b = kind != LANGUAGE\n"
+         "c = kind.has('text')\n"
+         "d = hasattr(kind, 'recording_anatomy')\n", host)
+    asked = rate.asked()
+    assert len(asked) == 4 and all(line.startswith("flyviz.app.planted:") for line in asked)
+    assert [line.split(" ", 1)[1] for line in asked] == [
+        "read the kind's key", "compared the kind", "asked for the side channel 'text'",
+        "looked for 'recording_anatomy'"]
+    exec("k = kind.key\n", {"__name__": "flyviz.kinds.planted", "kind": rate.kind})
+    assert rate.asked() == []                       # the kinds themselves may
+    monkeypatch.setenv("FLYVIZ_RATE_STRICT", "1")   # as the commands run
+    with pytest.raises(AssertionError, match="asked which kind it has"):
+        exec("kind.key\n", host)
+    rate.asked()
+
+
+# ---------------------------------------------------------------- the command line
+def test_export_share_and_convert_of_its_recording(rate, tmp_path):
+    from PIL import Image
+
+    done = rate.run("export", str(rate.path), "--out", "frames", "--size", "320x240",
+                    "--frames-per-token", "1", "--hold", "0", "--tokens", f"{STEPS - 1}:{STEPS}",
+                    "--no-overlays", cwd=tmp_path)
+    if done.returncode and "OpenGL" in done.stderr:
+        pytest.skip(f"no offscreen OpenGL: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr
+    (frame,) = sorted((tmp_path / "frames").glob("*.png"))
+    assert_lit_at_the_top(np.asarray(Image.open(frame)))
+
+    done = rate.run("share", str(rate.path), "--out", "page.html", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{STEPS} steps" in done.stderr
+    page = (tmp_path / "page.html").read_text(encoding="utf-8")
+    header = json.loads(re.search(r'id="flyviz-data">(.*?)</script>', page, re.S).group(1))
+    assert [step["text"] for step in header["tokens"]] == [f" step {i}" for i in
+                                                           range(1, STEPS + 1)]
+    blob = re.search(r'data-name="layer-0">([^<]*)<', page).group(1)
+    codes = np.frombuffer(zlib.decompress(base64.b64decode(blob)), np.uint8).reshape(STEPS, -1)
+    shown = np.flatnonzero(rate.anatomy.valid)
+    last = (codes[-1].astype(np.float32) - 128) * header["layers"][0]["scales"][-1]
+    driven = rate.driven[shown]
+    assert last[driven].min() > 0.9 and np.abs(last[~driven]).mean() < 0.05
+
+    done = rate.run("convert", str(rate.path), "--to", "npz", "out.npz", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "12 steps" in done.stderr and "rate model (demo graph)" in done.stderr
+    with np.load(tmp_path / "out.npz", allow_pickle=False) as data:
+        np.testing.assert_array_equal(data["state"], rate.recording.states())
+        assert list(data["cell_type"][:5]) == rate.anatomy.cell_type[:5]
+
+
+# ---------------------------------------------------------------- the notebook and napari
+def test_the_notebook_widget_shows_it_with_its_colour_layer(rate):
+    pytest.importorskip("jupyter_rfb")
+    from flyviz.errors import ExportError
+    from flyviz.notebook import BrainWidget
+
+    try:
+        widget = BrainWidget(rate.path, size=(320, 240))
+        image = widget.snapshot()
+    except ExportError as exc:
+        pytest.skip(str(exc))
+    try:
+        assert widget.token == STEPS - 1 and widget.slider.description == "step"
+        assert_lit_at_the_top(image)
+        assert "rate:change" in widget.source.quantities
+        # Its own layer: at the first step every driven neuron changed, the others did not.
+        widget.set_quantity("rate:change")
+        widget.show_token(0)
+        assert_lit_at_the_top(widget.snapshot())
+        assert "step 1 of 12" in widget.text.value
+    finally:
+        widget.close()
+    in_memory = BrainWidget(rate.recording, size=(320, 240))     # a recording object too
+    try:
+        assert in_memory.source.note is None and in_memory.state.kind is rate.kind
+    finally:
+        in_memory.close()
+    assert rate.asked() == []
+
+
+@pytest.mark.gui
+def test_napari_opens_it_lit_where_its_state_is_high(rate, request):
+    pytest.importorskip("napari")
+    npe2 = pytest.importorskip("npe2")
+    manager = npe2.PluginManager.instance()
+    if "flyviz" not in manager._manifests:    # an editable install of another checkout
+        manager.register(npe2.PluginManifest.from_file(
+            Path(flyviz.__file__).parent / "napari" / "napari.yaml"))
+    import napari
+
+    viewer = napari.Viewer(show=False)
+    request.addfinalizer(viewer.close)
+    viewer.open(str(rate.path), plugin=None)   # napari picks flyviz's reader by itself
+    points = [layer for layer in viewer.layers if layer.__class__.__name__ == "Points"]
+    assert len(points) == 1 and viewer.dims.nsteps[0] == STEPS
+    step = list(viewer.dims.current_step)
+    step[0] = STEPS - 1
+    viewer.dims.current_step = tuple(step)
+    # The points are the somas; the driven ones glow (alpha is the brightness), the others
+    # are dark.
+    alpha = np.asarray(points[0].face_color)[:, 3]
+    driven = rate.driven[np.flatnonzero(rate.anatomy.valid)]
+    assert alpha.size == driven.size and alpha[driven].mean() > 4 * alpha[~driven].mean()
+    overlay = viewer.canvas.overlays.text if hasattr(viewer, "canvas") else viewer.text_overlay
+    assert f"step {STEPS} of {STEPS}" in overlay.text
+    assert rate.asked() == []
+
+
+# ---------------------------------------------------------------- the window
+@pytest.mark.gui
+def test_the_window_opens_it_on_its_own_model(rate, qtbot, tmp_path):
+    pytest.importorskip("pytestqt")
+    from app_conftest import make_window
+
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.files.open_recording(rate.path)
+        state = win.state
+        assert state.kind is rate.kind and state.model.spec == str(rate.model_dir)
+        assert len(state.recording) == STEPS and state.index == STEPS - 1
+        # The display draws the shown step at its next tick.
+        qtbot.waitUntil(lambda: lit_at_the_top(win.brain.canvas.render()), timeout=20000)
+        # Its docks: those that serve every kind; the Fly LLM's text and bars are put away.
+        for key in ("text", "topk", "why"):
+            assert win.docks[key].isHidden(), key
+        assert not win.docks["inspector"].isHidden()
+        qtbot.waitUntil(lambda: win.timeline.counter.text().startswith(
+            f"step {STEPS} / {STEPS}"), timeout=10000)
+        assert not win._prompt_action.isVisible()
+        # Its colour layer is offered in Colour by, and drawn when chosen.
+        assert win.colour_by.actions["rate:change"].isEnabled()
+        assert win.colour_by.choose("rate:change")
+        assert state.layer.name == "rate:change"
+        # The Neuron dock reads its synapses.
+        assert win.inspector.connectivity is not None
+    finally:
+        win.close()
+    assert rate.asked() == []

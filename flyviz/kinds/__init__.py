@@ -8,10 +8,11 @@ flyviz shows more than one kind of model on the same instrument. A
 * their **time axis** (:class:`TimeAxis`: what one frame is called, its unit
   and length): ``token`` for the Fly LLM, a bin of milliseconds for a model
   stepped in time;
-* **stepping** (:meth:`ModelKind.run_settings` makes a run's settings from the
-  viewer's :class:`~flyviz.viewer.settings.RunSettings`,
-  :meth:`ModelKind.frames` starts a run and yields its
-  :class:`~flyviz.record.frame.Frame` objects);
+* **runs** (:meth:`ModelKind.new_run_settings`: the evented settings of its runs that
+  the viewer state keeps; :meth:`ModelKind.run_request`: the run a state describes;
+  :meth:`ModelKind.prepare_run`: the checked request and the recording it fills;
+  :meth:`ModelKind.frames`: the run's :class:`~flyviz.record.frame.Frame` objects,
+  stepped by :class:`flyviz.runs.Run`, the one caller);
 * the **side channels** its frames carry beside the neurons' state
   (:class:`SideChannel`: text and next-token candidates for a language model,
   spike counts for a spiking one) and what they make the movie overlays and
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.recording import Recording
     from flyviz.render.overlay import OverlayContent
     from flyviz.viewer.layers import LayerKind
+    from flyviz.runs import RunRequest
     from flyviz.viewer.settings import RunSettings
 
 __all__ = ["BUILT_IN_KINDS", "ENTRY_POINT_GROUP", "EVERY_KIND", "LANGUAGE", "ModelKind",
@@ -314,15 +316,68 @@ class ModelKind:
 
     # ------------------------------------------------------------ stepping
     def run_settings(self, run: "RunSettings", **options: Any) -> Any:
-        """The settings of ``model``'s next run, made from the viewer's run settings."""
+        """The settings of a run (what :meth:`frames` takes), made from the viewer's run
+        settings or ``options``."""
         raise NotImplementedError(f"the {self.title or self.key} kind cannot start runs")
 
+    def new_run_settings(self) -> Any:
+        """A new object of this kind's run settings: an evented dataclass (psygnal) that
+        the viewer state keeps (:attr:`ViewerState.kind_settings
+        <flyviz.viewer.state.ViewerState.kind_settings>`), docks bind to and scripts set;
+        ``None`` (the default) for a kind whose runs take no settings."""
+        return None
+
+    def run_request(self, state: Any) -> "RunRequest":
+        """The run the viewer ``state`` describes (its settings of this kind, see
+        :meth:`new_run_settings`): what a host's Run button starts. Default: a run with
+        the kind's defaults."""
+        from flyviz.runs import RunRequest
+
+        return RunRequest()
+
+    def speed_cap(self, state: Any) -> float:
+        """Most frames per wall second a live run of ``state``'s settings makes (``<= 0``:
+        as fast as it goes). Default: the state's run speed cap."""
+        return float(state.run.speed_cap)
+
+    def prepare_run(self, model: Any, request: "RunRequest"
+                    ) -> "tuple[RunRequest, Recording]":
+        """Check ``request`` for ``model`` before anything runs and make the empty recording
+        the run fills: the request with its settings validated (a seed drawn, so that the
+        recording stores the one used) and the recording with its metadata.
+
+        Raises
+        ------
+        InputError
+            One line saying what is wrong with the request.
+
+        The default suits a kind whose runs take no interventions and do not compare: a
+        float32 recording (or the request's ``states_dtype``) whose metadata names the kind
+        and the model.
+        """
+        from flyviz.errors import InputError
+        from flyviz.record.recording import Recording
+
+        words = self.title or self.key
+        if request.interventions:
+            raise InputError(f"a {words} run takes no interventions")
+        if request.compare:
+            raise InputError(f"a {words} run cannot be compared with an untouched one")
+        recording = Recording(self.neurons(model),
+                              {"kind": self.key, "model_name": str(getattr(model, "name", ""))},
+                              states_dtype=request.states_dtype or "float32")
+        return request, recording
+
     def frames(self, model: Any, request: Any, settings: Any = None, *,
-               interventions: Any = (), recording: "Recording | None" = None
-               ) -> Iterator["Frame"]:
+               interventions: Any = (), recording: "Recording | None" = None,
+               **options: Any) -> Iterator["Frame"]:
         """Start a run of ``model`` on ``request`` (what the run is given: a prompt, a
         stimulus) with ``settings`` and yield its frames, appending them to
-        ``recording`` if given; stopping the iteration stops the run between two frames."""
+        ``recording`` if given; stopping the iteration stops the run between two frames.
+
+        ``options`` are the run request's options that the kind reads (``compare``: the
+        Fly LLM's comparison with the untouched run); hosts never call this themselves:
+        they start a :class:`~flyviz.runs.Run` (:mod:`flyviz.runs`)."""
         raise NotImplementedError(f"the {self.title or self.key} kind cannot start runs")
 
     # ------------------------------------------------------------ side channels

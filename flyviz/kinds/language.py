@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.frame import Frame
     from flyviz.record.recording import Recording
     from flyviz.record.run import GenerationSettings
+    from flyviz.runs import RunRequest
     from flyviz.viewer.settings import RunSettings
 
 __all__ = ["LANGUAGE", "LANGUAGE_KEY", "LanguageModelKind", "NEXT_TOKEN_TITLE", "PATCHING_MEASURES", "TEXT",
@@ -47,6 +48,9 @@ NEXT_TOKEN_TITLE = "next token"
 
 #: Candidates a frame records when the caller does not say (as :class:`GenerationSettings`).
 DEFAULT_TOP_K = 10
+#: Candidates each frame of a run a host starts from its state records (what the Next
+#: token dock can show at most).
+LIVE_TOP_K = 20
 
 #: What the activation patching heatmap shows: the answer's probability or the logit difference
 #: (the viewer state's ``docks.patching_measure``; the first is the default).
@@ -133,13 +137,86 @@ class LanguageModelKind(ModelKind):
         """:func:`generation_settings` (``top_k=``: candidates recorded per token)."""
         return generation_settings(run, **options)
 
+    def new_run_settings(self) -> "RunSettings":
+        """The Settings dock's *Generation* group (a viewer state's :attr:`run
+        <flyviz.viewer.state.ViewerState.run>` is the one it keeps)."""
+        from flyviz.viewer.settings import RunSettings
+
+        return RunSettings()
+
+    def run_request(self, state: Any) -> "RunRequest":
+        """The run ``state`` describes: its prompt (``docks.prompt``), generation settings
+        (``run``, :data:`LIVE_TOP_K` candidates a frame), interventions (else those set for
+        the next run only, with their description) and, when ``comparing``, the comparison
+        with the untouched run in ``compare_mode``."""
+        from flyviz.runs import RunRequest
+
+        interventions, note = tuple(state.interventions or ()), ""
+        if not interventions and state.next_interventions:
+            interventions, note = tuple(state.next_interventions), state.next_description
+        return RunRequest(state.docks.prompt, generation_settings(state.run, LIVE_TOP_K),
+                          interventions, state.compare_mode if state.comparing else None,
+                          state.run.states_dtype, note=note)
+
+    def prepare_run(self, model: Any, request: "RunRequest"
+                    ) -> "tuple[RunRequest, Recording]":
+        """Check the prompt, settings and interventions of ``request`` on ``model`` (a
+        :class:`~flyviz.record.runner.Model`) and make its recording
+        (:meth:`Model.new_recording <flyviz.record.runner.Model.new_recording>`, or a
+        comparison's, :func:`~flyviz.record.compare.new_comparison_recording`, with the
+        untouched run beside it, when ``request.compare`` names a mode)."""
+        import dataclasses
+
+        from flyviz.errors import InputError
+        from flyviz.record.compare import MODES, new_comparison_recording
+        from flyviz.record.run import GenerationSettings, encode_prompt
+
+        settings = (request.settings or GenerationSettings()).validate()
+        prompt = "" if request.given is None else str(request.given)
+        encode_prompt(model.tokenizer, prompt, model.checkpoint.config.bos_token_id)
+        resolved = model.resolve_interventions(request.interventions or ())
+        dtype = request.states_dtype or "float16"
+        if request.compare:
+            if request.compare not in MODES:
+                raise InputError(f"comparison mode {request.compare!r} must be one of "
+                                 f"{', '.join(MODES)}")
+            if not resolved:
+                raise InputError("nothing to compare: add an intervention and switch it on")
+            recording = new_comparison_recording(model.checkpoint, prompt, settings, resolved,
+                                                 request.compare, spec=model.spec,
+                                                 states_dtype=dtype)
+        else:
+            recording = model.new_recording(prompt, settings, resolved, states_dtype=dtype)
+        return dataclasses.replace(request, given=prompt, settings=settings,
+                                   interventions=resolved or ()), recording
+
     def frames(self, model: Any, request: Any, settings: Any = None, *,
-               interventions: Any = (), recording: "Recording | None" = None
-               ) -> Iterator["Frame"]:
+               interventions: Any = (), recording: "Recording | None" = None,
+               **options: Any) -> Iterator["Frame"]:
         """Run the prompt ``request`` on ``model`` (a :class:`~flyviz.record.runner.Model`):
-        :meth:`Model.frames <flyviz.record.runner.Model.frames>`, one frame per token."""
+        :meth:`Model.frames <flyviz.record.runner.Model.frames>`, one frame per token; with
+        ``compare=mode``, beside the untouched run (:meth:`Model.comparison
+        <flyviz.record.runner.Model.comparison>`): the intervened run's frames, each
+        appended to ``recording`` (a comparison recording) with the untouched frame and
+        the KL (:func:`~flyviz.record.compare.record_step`)."""
+        mode = options.get("compare")
+        if mode:
+            return self._compared(model, str(request), settings, interventions, recording,
+                                  str(mode))
         return model.frames(str(request), settings, interventions=interventions,
                             recording=recording)
+
+    @staticmethod
+    def _compared(model: Any, prompt: str, settings: Any, interventions: Any,
+                  recording: "Recording | None", mode: str) -> Iterator["Frame"]:
+        from flyviz.record.compare import record_step
+
+        comparison = model.comparison(model.resolve_interventions(interventions))
+        for step in comparison.run(prompt, settings, mode=mode):
+            grew = record_step(recording, step) if recording is not None else \
+                step.intervened is not None
+            if grew and step.intervened is not None:
+                yield step.intervened
 
     # ------------------------------------------------------------ side channels
     def overlays(self, recording: "Recording", start: int = 0,

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from psygnal import SignalGroupDescriptor
 
 from flyviz.errors import InputError
 from flyviz.kinds import ModelKind, SideChannel, TimeAxis, Wiring, state_frame
@@ -44,12 +45,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.recording import Recording
     from flyviz.record.spikes import SpikeLog
     from flyviz.render.overlay import OverlayContent
+    from flyviz.runs import RunRequest
     from flyviz.spiking.brain import SpikingBrain
     from flyviz.viewer.layers import LayerKind
     from flyviz.viewer.settings import RunSettings
 
 __all__ = ["BIN_MS", "SPIKES", "SPIKING", "SPIKING_KEY", "BinSettings", "LiveRun", "SpikingKind",
-           "SpikingModel", "Stimulus", "record_run"]
+           "SpikingModel", "SpikingRunSettings", "Stimulus", "record_run"]
 
 #: The spiking kind's key (what its docks declare, what its recordings' metadata says).
 SPIKING_KEY = "spiking"
@@ -120,6 +122,79 @@ class BinSettings:
         if int(self.bins) < 1 or int(self.trials) < 1:
             raise InputError("a spiking run needs at least one bin and one trial")
         return self
+
+
+def _checked_number(name: str, value: Any, low: float, high: float, whole: bool = False) -> Any:
+    """``value`` as a number in ``low..high`` (a whole one when ``whole``), else one line."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or not low <= float(value) <= high \
+            or (whole and float(value) != int(value)):
+        kind = "a whole number" if whole else "a number"
+        raise InputError(f"{name} must be {kind} from {low:g} to {high:g}, not {value!r}")
+    return int(value) if whole else float(value)
+
+
+@dataclass
+class SpikingRunSettings:
+    """A spiking run as the viewer state keeps it (the Stimulus dock binds to it; a script
+    sets it to reproduce a view): an evented dataclass, ``settings.events.<field>(new, old)``.
+
+    Parameters
+    ----------
+    excite
+        Query of the neurons given Poisson input (``""``: the brain's own set).
+    rate
+        Their Poisson rate, Hz.
+    silence
+        Query of the neurons silenced (``""``: none).
+    seed
+        Seed of the Poisson input.
+    bins, bin_ms, trials
+        The run's length in bins, a bin's length (ms) and the trials pooled.
+    speed
+        Most biological time per wall second of a live run (``0``: as fast as it goes).
+    """
+
+    events: ClassVar[SignalGroupDescriptor] = SignalGroupDescriptor()
+
+    excite: str = ""
+    rate: float = 150.0
+    silence: str = ""
+    seed: int = 0
+    bins: int = 100
+    bin_ms: float = BIN_MS
+    trials: int = 1
+    speed: float = 1.0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, self._checked(name, value))
+
+    @staticmethod
+    def _checked(name: str, value: Any) -> Any:
+        if name in ("excite", "silence"):
+            return "" if value is None else str(value).strip()
+        if name == "rate":
+            return _checked_number("the rate", value, 0.0, 10_000.0)
+        if name == "seed":
+            return _checked_number("the seed", value, 0, 2**63 - 1, whole=True)
+        if name == "bins":
+            return _checked_number("the number of bins", value, 1, 1_000_000, whole=True)
+        if name == "bin_ms":
+            return _checked_number("the bin", value, 0.1, MAX_BIN_MS)
+        if name == "trials":
+            return _checked_number("the number of trials", value, 1, 1000, whole=True)
+        if name == "speed":
+            return _checked_number("the speed", value, 0.0, 100.0)
+        return value
+
+    def stimulus(self) -> "Stimulus":
+        """The :class:`Stimulus` these settings say."""
+        return Stimulus(excite=self.excite or None, rate=self.rate,
+                        silence=self.silence or None, seed=self.seed)
+
+    def bin_settings(self) -> "BinSettings":
+        """The :class:`BinSettings` these settings say."""
+        return BinSettings(bins=self.bins, bin_ms=self.bin_ms, trials=self.trials)
 
 
 class SpikingModel:
@@ -216,9 +291,53 @@ class SpikingKind(ModelKind):
         settings hold nothing a spiking run reads)."""
         return BinSettings(**options).validate()
 
+    def new_run_settings(self) -> SpikingRunSettings:
+        """:class:`SpikingRunSettings` (the Stimulus dock's), at their defaults."""
+        return SpikingRunSettings()
+
+    def run_request(self, state: Any) -> "RunRequest":
+        """The run ``state``'s :class:`SpikingRunSettings` describe."""
+        from flyviz.runs import RunRequest
+
+        settings = state.kind_settings.of(self)
+        return RunRequest(settings.stimulus(), settings.bin_settings())
+
+    def speed_cap(self, state: Any) -> float:
+        """Bins per wall second at the settings' ``speed`` (a factor of real time)."""
+        settings = state.kind_settings.of(self)
+        return settings.speed * 1000.0 / settings.bin_ms if settings.speed > 0 else 0.0
+
+    def prepare_run(self, model: Any, request: "RunRequest"
+                    ) -> "tuple[RunRequest, Recording]":
+        """Check the stimulus (it selects neurons to excite) and the bins on ``model`` and
+        make the run's recording: rates in float32, the run's metadata
+        (:meth:`metadata`) and an empty spike log the run fills bin by bin."""
+        import dataclasses
+
+        from flyviz.record.recording import Recording
+        from flyviz.record.spikes import SpikeLog
+        from flyviz.spiking.engine import LIFParams
+
+        if request.interventions:
+            raise InputError("a spiking run takes its silencing from the stimulus, "
+                             "not from interventions")
+        if request.compare:
+            raise InputError("a spiking run cannot be compared with an untouched one")
+        stimulus = request.given if isinstance(request.given, Stimulus) else Stimulus()
+        settings = request.settings if isinstance(request.settings, BinSettings) \
+            else BinSettings()
+        params = LIFParams(w_syn=model.brain.w_syn)
+        settings.validate(params.dt)
+        excite, silence = stimulus.indices(model.brain)
+        recording = Recording(model.neurons,
+                              self.metadata(model, stimulus, settings, [], excite, silence),
+                              states_dtype=request.states_dtype or "float32")
+        recording.spikes = SpikeLog(params.dt)
+        return dataclasses.replace(request, given=stimulus, settings=settings), recording
+
     def frames(self, model: Any, request: Any, settings: Any = None, *,
-               interventions: Any = (), recording: "Recording | None" = None
-               ) -> Iterator["Frame"]:
+               interventions: Any = (), recording: "Recording | None" = None,
+               **options: Any) -> Iterator["Frame"]:
         """Run ``model`` (a :class:`SpikingModel`) on ``request`` (a :class:`Stimulus`)
         for ``settings.bins`` bins and yield one frame per bin as it is simulated, its state
         each neuron's rate in the bin (Hz), pooled over the trials.
@@ -238,8 +357,13 @@ class SpikingKind(ModelKind):
                       settings if isinstance(settings, BinSettings) else BinSettings())
         log = run.spike_log()
         if recording is not None:
-            recording.metadata.update(run.metadata())
-            recording.spikes = log
+            # A recording made by prepare_run has the run's metadata and spike log already
+            # (a view may be showing them): only an empty one is filled in here.
+            if not isinstance(recording.metadata.get("spiking"), dict):
+                recording.metadata.update(run.metadata())
+            if recording.spikes is None:
+                recording.spikes = log
+            log = recording.spikes
         for _ in range(run.settings.bins):
             frame, spikes = run.next_bin()
             if recording is not None:

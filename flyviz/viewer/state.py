@@ -62,6 +62,7 @@ from flyviz.render.camera import VIEW_PRESETS, CameraPose
 from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
 from flyviz.viewer.feature_parts import AtlasPart, ScreenPart, WhyPart
 from flyviz.viewer.highlight import Highlights
+from flyviz.viewer.kind_settings import KindSettingsPart
 from flyviz.viewer.layers import LAYERS, SCREEN, STATE, ScreenEffect, screen_layer
 from flyviz.viewer.marks import HighlightPart, MarksPart
 from flyviz.viewer.parts import LIFECYCLE_EVENTS, MODEL, NEW_RUN, RECORDING, RESET, StatePart
@@ -172,7 +173,8 @@ class ViewerState:
         self.background = BACKGROUND
         self._parts: dict[str, StatePart] = {}
         for part in (ShownPart(), CameraPart(), ColoursPart(), HighlightPart(), MarksPart(),
-                     MeshesPart(), RunConfigPart(), ScreenPart(), AtlasPart(), WhyPart()):
+                     MeshesPart(), RunConfigPart(), KindSettingsPart({LANGUAGE.key: self.run}),
+                     ScreenPart(), AtlasPart(), WhyPart()):
             self.add_part(part)
         self.mesh.events.connect(lambda *_: self.events.meshes.emit())
         self.offer_layer(STATE, lambda: None)
@@ -182,7 +184,7 @@ class ViewerState:
     def parts(self) -> dict[str, StatePart]:
         """The state's parts by name, in the order they were added (see
         :mod:`flyviz.viewer.parts`): ``shown``, ``camera``, ``colours``, ``highlight``,
-        ``marks``, ``meshes``, ``run_config``, ``screen``, ``atlas``, ``why``, then
+        ``marks``, ``meshes``, ``run_config``, ``kind_settings``, ``screen``, ``atlas``, ``why``, then
         those features and kinds add."""
         return dict(self._parts)
 
@@ -252,6 +254,12 @@ class ViewerState:
         """The run configuration part: the interventions of the next runs, the comparison
         and next-run-only interventions (:mod:`flyviz.viewer.run_config`)."""
         return self._parts["run_config"]    # type: ignore[return-value]
+
+    @property
+    def kind_settings(self) -> KindSettingsPart:
+        """Each kind's run settings (:mod:`flyviz.viewer.kind_settings`):
+        ``kind_settings.of(kind)``; the Fly LLM's are :attr:`run`."""
+        return self._parts["kind_settings"]     # type: ignore[return-value]
 
     @property
     def highlights(self) -> Highlights:

@@ -699,7 +699,9 @@ class CircuitFeature(JobFeature):
         except FlyvizError as exc:
             return self._refuse(str(exc))
         self.loan.lend(interventions)
-        started = self.host.run_prompt(prompt)
+        if prompt is not None:
+            self.host.state.docks.prompt = prompt
+        started = self.host.runner.start() is not None
         if started and self.k:
             self.show_k(self.k)         # the run's brain shows the circuit it keeps
         return started

@@ -21,6 +21,7 @@ from flyviz.app.window import theme
 from flyviz.app.population.plot_axes import paint_on_demand, spaced_axes
 from flyviz.app.language.text_panel import TextPanel, TextToken, text_tokens, visible_token_text
 from flyviz.record.recording import Recording
+from flyviz.kinds.language import LIVE_TOP_K
 
 __all__ = ["TextPanel", "TextToken", "TopKPanel", "TracePanel", "text_tokens"]
 
@@ -31,7 +32,7 @@ class TopKPanel(QWidget):
     k_changed = Signal(int)
 
     #: Most candidates a frame records (the worker asks for this many).
-    MAX_K = 20
+    MAX_K = LIVE_TOP_K
 
     def __init__(self, parent: QWidget | None = None, k: int = 8) -> None:
         super().__init__(parent)

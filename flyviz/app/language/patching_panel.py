@@ -466,7 +466,9 @@ class PatchingFeature(JobFeature):
             self.host.show_message(str(exc), error=True)
             return False
         self.loan.lend(interventions)
-        return self.host.run_prompt(prompt)
+        if prompt is not None:
+            self.host.state.docks.prompt = prompt
+        return self.host.runner.start() is not None
 
     def _forget(self, note: str) -> None:
         self.cancel()

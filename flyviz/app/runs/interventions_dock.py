@@ -11,7 +11,7 @@
 Each has a kind, a value where the kind takes one, and an optional token
 window. The list shows every intervention with an on/off box; runs use the
 ones switched on. *Compare with untouched* runs the intervened and the
-untouched model together (:class:`~flyviz.app.runs.compare_control.CompareController`).
+untouched model together (:class:`~flyviz.app.runs.run_control.RunController`).
 
 :class:`InterventionsFeature` wires the panel into the window through the
 viewer state: the picked neurons (``state.picked``, which the brain view's click
@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton,
                                QSpinBox, QVBoxLayout, QWidget)
 
-from flyviz.app.runs.compare_control import MODE_TITLES
+from flyviz.app.runs.run_control import MODE_TITLES
 from flyviz.app.brain.colouring import STATE
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import FlyvizError
@@ -329,7 +329,7 @@ class InterventionsFeature(QObject):
     ----------
     host
         The window; its ``runs`` must be a
-        :class:`~flyviz.app.runs.compare_control.CompareController`.
+        :class:`~flyviz.app.runs.run_control.RunController`.
 
     The dock is a view of the viewer state: the interventions switched on and
     the comparison settings are written to ``state.interventions`` and
@@ -391,7 +391,9 @@ class InterventionsFeature(QObject):
         panel.compare_box.setChecked(True)
         if not self.apply():
             return False
-        return self.host.run_prompt(prompt)
+        if prompt is not None:
+            self.host.state.docks.prompt = prompt
+        return self.host.runner.start() is not None
 
     def apply(self) -> bool:
         """Hand the switched-on interventions to the runs; False (and a message) if bad."""

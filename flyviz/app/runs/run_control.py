@@ -1,48 +1,62 @@
-"""Run and replay control, without a window: start, pause, step, stop, replay, scrub.
+"""Run and replay control in the window: start, pause, step, stop, replay, scrub.
 
-:class:`RunController` owns the three things a run is made of: the engine
-worker thread that produces frames, the :class:`~flyviz.app.window.session.Session`
-that records them and says which one is shown, and the replay timer that
-walks through a finished recording. The window only forwards user actions
-to it and shows what it reports; tests drive it with no window at all, and a
-second controller can run a second engine beside the first.
+:class:`RunController` is the window's :class:`flyviz.runs.Runs` (the one way
+every host starts a run of any kind of model, through the model's kind) over one engine
+thread (:class:`~flyviz.app.runs.worker.EngineThread`), with what the window adds: the
+:class:`~flyviz.app.window.session.Session` that says which frame is shown, the replay
+timer that walks through a finished recording, and Qt signals. The window only forwards
+user actions to it and shows what it reports; tests drive it with no window at all.
 
-Every run goes through the one orchestration, :class:`~flyviz.record.runner.Model`:
-its recording is made by :meth:`~flyviz.record.runner.Model.new_recording`, so
-a saved run carries the prompt, the settings with the seed actually used, the
-model's identity and the interventions, and the worker steps
-:meth:`~flyviz.record.runner.Model.frames` on the model's one engine.
+A run is what the viewer state describes (:meth:`ModelKind.run_request
+<flyviz.kinds.ModelKind.run_request>`): the Fly LLM's prompt, settings, interventions and,
+when the state compares, its comparison with the untouched run (an option of the run's
+request, on the same engine thread: the model keeps the comparison's two engines, see
+:meth:`Model.comparison <flyviz.record.runner.Model.comparison>`); the spiking brain's
+stimulus and bins. Its recording is made by the kind, so a saved run carries what
+replays it.
 
-Frames carry the id of the run that produced them: frames of a cancelled run
-that are still queued are dropped here, never mixed into the new run. Every
-frame that arrives is acknowledged to the worker, which never runs more than
+Frames carry the id of the run that produced them: frames of a cancelled run that are
+still queued are dropped, never mixed into the new run. Every frame that arrives is
+acknowledged to the worker, which never runs more than
 :data:`~flyviz.app.runs.worker.MAX_FRAMES_AHEAD` frames ahead of what was taken.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from flyviz.app.runs.worker import PAUSED, RUNNING, EngineThread
 from flyviz.app.window.session import Session
-from flyviz.viewer.parts import NEW_RUN, RESET
-from flyviz.viewer.state import ViewerState
-from flyviz.app.runs.worker import IDLE, PAUSED, RUNNING, EngineThread, RunRequest
 from flyviz.model.errors import FlyvizError
+from flyviz.model.interventions import ResolvedInterventions
+from flyviz.record.compare import MODES
 from flyviz.record.frame import Frame
 from flyviz.record.recording import Recording
-from flyviz.record.run import GenerationSettings, encode_prompt
-from flyviz.record.runner import Model
+from flyviz.runs import Run, RunRequest
+from flyviz.runs import Runs
+from flyviz.viewer.parts import RESET
+from flyviz.viewer.state import ViewerState
+
+__all__ = ["DEFAULT_REPLAY_RATE", "MODE_TITLES", "REPLAYING", "RunController",
+           "events_per_second"]
 
 #: State reported while a finished recording is played back (no engine involved).
 REPLAYING = "replaying"
 
-#: Replay speed (tokens per second) when the speed cap is "no limit".
+#: Replay speed (frames per second) when the speed cap is "no limit".
 DEFAULT_REPLAY_RATE = 12.0
+
+_TITLES = {"forced": "teacher-forced on the untouched text",
+           "free": "free-running, both sampling"}
+#: What the comparison modes are called in the window, in the order of the one list of
+#: them (:data:`flyviz.record.compare.MODES`; a mode without a title fails here, at import).
+MODE_TITLES = {mode: _TITLES[mode] for mode in MODES}
 
 
 def events_per_second(times: Iterable[float], now: float, window: float = 2.0) -> float:
@@ -54,7 +68,7 @@ def events_per_second(times: Iterable[float], now: float, window: float = 2.0) -
 
 
 class RunController(QObject):
-    """The engine worker, the recording it fills and the replay of finished recordings.
+    """The window's runs of any kind of model, and the replay of finished recordings.
 
     Parameters
     ----------
@@ -64,15 +78,22 @@ class RunController(QObject):
         How much nicer than the caller the engine thread runs (see
         :meth:`~flyviz.app.runs.worker.EngineWorker.lower_priority`).
     state
-        The :class:`~flyviz.viewer.state.ViewerState` whose recording and token the
-        runs fill and move (default: a new one, for tests without a window).
+        The :class:`~flyviz.viewer.state.ViewerState` whose model runs and whose recording
+        and index the runs fill and move (default: a new one, for tests without a window).
+
+    Attributes
+    ----------
+    runner
+        The Qt-free :class:`flyviz.runs.Runs` this one drives.
 
     Signals
     -------
     state_changed(state)
         :data:`~flyviz.app.runs.worker.IDLE`, ``RUNNING``, ``PAUSED`` or :data:`REPLAYING`.
-    run_started(prompt)
-        A run was handed to the worker.
+    run_started(given)
+        A run was handed to the worker: what it was given, in words (the prompt).
+    frame_recorded(frames)
+        A frame of the current run was recorded; the recording's length.
     run_ended(reason, frames)
         ``"done"``, ``"stopped"`` or ``"failed"``, and how many frames were recorded.
     run_failed(message)
@@ -83,6 +104,7 @@ class RunController(QObject):
 
     state_changed = Signal(str)
     run_started = Signal(str)
+    frame_recorded = Signal(int)
     run_ended = Signal(str, int)
     run_failed = Signal(str)
     message = Signal(str, bool)
@@ -91,18 +113,29 @@ class RunController(QObject):
                  state: ViewerState | None = None) -> None:
         super().__init__(parent)
         self.session = Session(parent=self, state=state)
-        self.engine_thread = self._attach(EngineThread(self), self._on_frame,
-                                          self._on_worker_state, engine_niceness)
+        self.engine_thread = EngineThread(self)
+        self.runner = Runs(self.session.state, engine=self.engine_thread)
+        worker = self.engine_thread.worker
+        worker.frame_ready.connect(self._on_frame)
+        worker.run_finished.connect(self.runner.run_finished)
+        worker.run_failed.connect(self.runner.run_failed)
+        worker.state_changed.connect(self.runner.worker_changed)
+        if engine_niceness > 0:
+            self.engine_thread.lower_priority(engine_niceness)
+        events = self.runner.events
+        events.worker.connect(self._on_worker_state)
+        events.started.connect(self._on_started)
+        events.ended.connect(self.run_ended.emit)
+        events.failed.connect(self.run_failed.emit)
+        events.message.connect(self.message.emit)
+        events.frame.connect(self._on_recorded)
         self.replay_timer = QTimer(self)
         self.replay_timer.timeout.connect(self._on_replay_tick)
-        self.worker_state = IDLE
-        #: Why the last run ended (``""`` while one is under way or before the first).
-        self.end_reason = ""
         self.frame_times: deque[float] = deque(maxlen=240)
-        self._run_id = 0
-        self._model: Model | None = None
         self._replay_rate = DEFAULT_REPLAY_RATE
         self._closed = False
+        self._blas_limit: Any = None
+        self._hold_single_threaded_blas(True)   # see there: comparisons ran ~30% slower
 
     # ------------------------------------------------------------ state
     @property
@@ -110,22 +143,38 @@ class RunController(QObject):
         """What is going on: idle, running, paused (a run) or replaying (a recording)."""
         if self.replay_timer.isActive():
             return REPLAYING
-        return self.worker_state
+        return self.runner.worker_state
+
+    @property
+    def worker_state(self) -> str:
+        """What the engine does: idle, running or paused."""
+        return self.runner.worker_state
+
+    @property
+    def end_reason(self) -> str:
+        """Why the last run ended (``""`` while one is under way or before the first)."""
+        return self.runner.end_reason
 
     @property
     def has_model(self) -> bool:
-        """True once :meth:`set_model` gave the controller a model."""
-        return self._model is not None
+        """True once the state has a model to run."""
+        return self.model is not None
 
     @property
-    def model(self) -> Model | None:
-        """The model runs use (its engine lives in the worker thread)."""
-        return self._model
+    def model(self) -> Any:
+        """The model runs use: the state's (its engine lives in the worker thread)."""
+        return self.session.state.model
 
     @property
     def active(self) -> bool:
         """True while the worker holds a run (running or paused)."""
-        return self.worker_state != IDLE
+        return self.runner.active
+
+    @property
+    def is_comparison(self) -> bool:
+        """True while the current (or last) run compares with the untouched run."""
+        run = self.runner.run
+        return run is not None and bool(run.request.compare)
 
     def phase_label(self, frame: Frame | None = None) -> str:
         """A few words on what the shown frame is, for the timeline.
@@ -155,21 +204,18 @@ class RunController(QObject):
         return events_per_second(self.frame_times, time.perf_counter() if now is None else now)
 
     # ------------------------------------------------------------ model
-    def set_model(self, model: Model) -> None:
+    def set_model(self, model: Any) -> None:
         """Run ``model`` from now on; the current run stops and the recording empties.
 
-        The worker thread owns ``model`` from now on: it closes the model's
-        engine when another model replaces it or the controller shuts down.
+        The worker thread owns ``model``'s engines from now on: it closes them when
+        another model replaces it or the controller shuts down.
         """
         self.replay_timer.stop()
-        self._run_id += 1
-        self.engine_thread.set_model(model)
-        self._model = model
-        self.end_reason = ""
-        self.session.new_recording(model.neurons)
+        self.runner.set_model(model)
+        self.session.new_recording(self.session.state.kind.neurons(model))
         self._emit_state()
 
-    # ------------------------------------------------------------ runs
+    # ------------------------------------------------------------ what runs start from
     @property
     def next_interventions(self) -> tuple:
         """Interventions for the next run only: the state's
@@ -183,63 +229,83 @@ class RunController(QObject):
 
     def set_next_interventions(self, interventions: Any, description: str = "") -> None:
         """Apply ``interventions`` (Silence, Cut...) to the next run only; ``()`` clears them.
-
-        ``description`` says what they do, for the user (e.g. "group T4 silenced"). They
-        are written to the state, the one copy runs start from.
-        """
+        They are written to the state, the one copy runs start from."""
         self.session.state.set_next_interventions(tuple(interventions or ()), description)
 
-    def start(self, prompt: str, settings: GenerationSettings, *, interventions: Any = (),
-              states_dtype: str = "float16") -> bool:
-        """Run ``prompt``, cancelling the current run; False (and a message) if it cannot start.
+    @property
+    def interventions(self) -> ResolvedInterventions | None:
+        """The state's interventions resolved for the model (``None``: none, or no model)."""
+        items = self.session.state.interventions
+        resolve = getattr(self.model, "resolve_interventions", None)
+        if not items or resolve is None:
+            return None
+        return resolve(items) or None
+
+    @property
+    def comparing(self) -> bool:
+        """True when runs compare with the untouched run (the state's)."""
+        return bool(self.session.state.comparing)
+
+    @property
+    def mode(self) -> str:
+        """How a comparison runs, ``"forced"`` or ``"free"`` (the state's)."""
+        return str(self.session.state.compare_mode)
+
+    def set_interventions(self, interventions: Any) -> None:
+        """Use ``interventions`` from the next run on: they are written to the state."""
+        self.session.state.interventions = tuple(interventions or ())
+
+    def set_comparing(self, comparing: bool, mode: str | None = None) -> None:
+        """Compare the next runs with the untouched run (or not), in ``mode`` (the state's)."""
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"comparison mode {mode!r} must be one of {', '.join(MODES)}")
+        self.session.state.set_comparing(comparing, mode)
+
+    # ------------------------------------------------------------ runs
+    def request(self) -> RunRequest:
+        """The run the state describes (:meth:`flyviz.runs.Runs.request`)."""
+        return self.runner.request()
+
+    def start(self, request: RunRequest | str | None = None, settings: Any = None, *,
+              interventions: Any = None, states_dtype: str | None = None) -> bool:
+        """Start a run, cancelling the current one; False (and a message) if it cannot.
 
         Parameters
         ----------
-        prompt
-            The text to continue.
-        settings
-            Generation settings; a random seed is drawn here, so that the
-            recording stores the seed the run uses.
-        interventions
-            Interventions for this run, in any form
-            :meth:`~flyviz.record.runner.Model.resolve_interventions` accepts.
-        states_dtype
-            ``"float16"`` (the default) or ``"float32"``: how the recording
-            stores the states (and how a saved recording carries them).
-
-        Without ``interventions``, those set with :meth:`set_next_interventions`
-        apply to this run, then are forgotten.
+        request
+            A :class:`~flyviz.runs.RunRequest`; ``None``: the run the state describes;
+            else what the run is given (the prompt), with the rest of the state's run.
+        settings, interventions, states_dtype
+            With a prompt: replace the state's (interventions, if given, in any form the
+            model accepts).
         """
-        model = self._startable_model()
-        if model is None:
+        if self._closed:
             return False
-        note = ""
-        if not interventions and self.next_interventions:
-            interventions, note = self.next_interventions, self.next_description
-        try:
-            settings = settings.validate()
-            prompt_ids = encode_prompt(model.tokenizer, prompt,
-                                       model.checkpoint.config.bos_token_id)
-            resolved = model.resolve_interventions(interventions)
-            recording = model.new_recording(prompt, settings, resolved,
-                                            states_dtype=states_dtype)
-        except FlyvizError as exc:
-            self.message.emit(str(exc), True)
-            return False
-        if note:
-            self.set_next_interventions(())
-        self.replay_timer.stop()
-        self._run_id += 1
-        self.end_reason = ""
-        self.session.replace(recording, cause=NEW_RUN)
-        self.frame_times.clear()
-        self.engine_thread.start(RunRequest(self._run_id, prompt, tuple(prompt_ids), settings,
-                                            interventions=resolved or None))
-        self.message.emit(f"running: {len(prompt_ids) - 1} prompt tokens, "
-                          f"up to {settings.max_new_tokens} new"
-                          + (f", {note}" if note else ""), False)
-        self.run_started.emit(prompt)
-        return True
+        if not isinstance(request, RunRequest):
+            if self.model is None:
+                self.message.emit("no model is loaded yet; wait for it or open one", True)
+                return False
+            try:
+                base = self.request()
+            except FlyvizError as exc:          # settings the kind refuses
+                self.message.emit(str(exc), True)
+                return False
+            changes: dict[str, Any] = {}
+            if request is not None:
+                changes["given"] = request
+            if settings is not None:
+                changes["settings"] = settings
+            if interventions is not None:
+                changes.update(interventions=interventions, note="")
+            if states_dtype is not None:
+                changes["states_dtype"] = states_dtype
+            request = dataclasses.replace(base, **changes)
+        return self.runner.start(request) is not None
+
+    def apply_speed_cap(self, *_: Any) -> None:
+        """Give the engine the speed cap the state's settings say (the shown model's kind
+        reads them: tokens per second, a factor of real time...)."""
+        self._set_rates(self.runner.speed_cap())
 
     def toggle_play(self) -> bool:
         """Pause or resume the run, or replay a scrubbed-back recording.
@@ -248,10 +314,10 @@ class RunController(QObject):
         window then runs the prompt).
         """
         if self.worker_state == RUNNING:
-            self.engine_thread.pause()
+            self.runner.pause()
         elif self.worker_state == PAUSED:
             self.session.go_live()
-            self.engine_thread.resume()
+            self.runner.resume()
         elif self.replay_timer.isActive():
             self.replay_timer.stop()
             self._emit_state()
@@ -263,19 +329,19 @@ class RunController(QObject):
         return True
 
     def step_forward(self) -> None:
-        """One token forward; at the newest token of a paused run, step the model once."""
+        """One frame forward; at the newest frame of a paused run, step the model once."""
         self.stop_replay()
         at_end = self.session.index >= len(self.session) - 1
         if self.worker_state == RUNNING:
-            self.engine_thread.pause()
+            self.runner.pause()
         elif at_end and self.worker_state == PAUSED:
             self.session.go_live()
-            self.engine_thread.step()
+            self.runner.step()
         else:
             self.session.step(+1)
 
     def step_back(self) -> None:
-        """One token back (the run, if any, goes on)."""
+        """One frame back (the run, if any, goes on)."""
         self.stop_replay()
         self.session.step(-1)
 
@@ -291,30 +357,27 @@ class RunController(QObject):
     def stop(self) -> None:
         """End the run; its frames stay for scrubbing and saving."""
         self.stop_replay()
-        self.engine_thread.stop()
+        self.runner.stop()
 
     def pause(self) -> None:
         """Pause the run (nothing happens when none is running)."""
         self.stop_replay()
         if self.worker_state == RUNNING:
-            self.engine_thread.pause()
+            self.runner.pause()
 
     def reset(self) -> None:
         """Stop and start over with an empty recording."""
         self.stop_replay()
-        self._run_id += 1
-        self.engine_thread.stop()
-        self.end_reason = ""
-        if self._model is not None:
-            self.session.new_recording(self._model.neurons, cause=RESET)
+        self.runner.forget()
+        if self.model is not None:
+            self.session.new_recording(self.session.state.kind.neurons(self.model), cause=RESET)
         self._emit_state()
 
     def show_recording(self, recording: Recording) -> None:
         """Stop any run and show ``recording`` (an opened file) at its last frame."""
         self.stop_replay()
-        self._run_id += 1
-        self.engine_thread.stop()
-        self.end_reason = "done"
+        self.runner.forget()
+        self.runner.end_reason = "done"
         self.session.replace(recording)
         self._emit_state()
 
@@ -324,10 +387,13 @@ class RunController(QObject):
             self.replay_timer.stop()
             self._emit_state()
 
-    def set_speed_cap(self, tokens_per_second: float) -> None:
-        """Most tokens per second for runs and replays (``<= 0``: no limit, replay at 12/s)."""
-        self.engine_thread.set_speed_cap(tokens_per_second)
-        self._replay_rate = tokens_per_second if tokens_per_second > 0 else DEFAULT_REPLAY_RATE
+    def set_speed_cap(self, frames_per_second: float) -> None:
+        """Most frames per second for runs and replays (``<= 0``: no limit, replay at 12/s)."""
+        self._set_rates(frames_per_second)
+
+    def _set_rates(self, frames_per_second: float) -> None:
+        self.engine_thread.set_speed_cap(frames_per_second)
+        self._replay_rate = frames_per_second if frames_per_second > 0 else DEFAULT_REPLAY_RATE
         if self.replay_timer.isActive():
             self.replay_timer.setInterval(int(1000 / self._replay_rate))
 
@@ -337,55 +403,27 @@ class RunController(QObject):
             return
         self._closed = True
         self.replay_timer.stop()
-        self._run_id += 1
-        self.engine_thread.close()
+        self.runner.close()
+        self._hold_single_threaded_blas(False)
 
     # ------------------------------------------------------------ worker signals
-    def _on_frame(self, run_id: int, frame: Frame) -> None:
+    def _on_frame(self, run_id: int, frame: Frame, seconds: float) -> None:
         # Every frame taken from the queue frees a place, whether it is kept or not.
         self.engine_thread.frame_taken()
-        if run_id != self._run_id or self._closed:
-            return  # a frame of a cancelled run, still in the queue
-        if frame.state.shape[0] != self.session.recording.neurons:
-            return
-        self.session.append(frame)
+        if not self._closed:
+            self.runner.frame_arrived(run_id, frame, seconds)
+
+    def _on_recorded(self, frames: int) -> None:
         self.frame_times.append(time.perf_counter())
+        self.frame_recorded.emit(frames)
 
-    def _on_run_finished(self, run_id: int, reason: str) -> None:
-        if run_id != self._run_id:
-            return
-        self.end_reason = reason
-        self.run_ended.emit(reason, len(self.session))
+    def _on_started(self, run: Run) -> None:
+        # A run started here or by a feature (through the runner): a replay ends.
+        self.replay_timer.stop()
+        self.frame_times.clear()
+        self.run_started.emit(str(run.request.given))
 
-    def _on_run_failed(self, run_id: int, message: str) -> None:
-        if run_id != self._run_id:
-            return
-        self.end_reason = "failed"
-        self.run_failed.emit(message)
-        self.run_ended.emit("failed", len(self.session))
-
-    def _startable_model(self) -> Model | None:
-        """The model a new run can start on; ``None`` (said to the user) when there is none."""
-        if self._closed:
-            return None
-        if self._model is None:
-            self.message.emit("no model is loaded yet; wait for it or open one", True)
-        return self._model
-
-    def _attach(self, thread: EngineThread, on_frame: Callable[..., None],
-                on_state: Callable[[str], None], niceness: int) -> EngineThread:
-        """Connect an engine thread's worker to this controller (its frames, end, state)."""
-        worker = thread.worker
-        worker.frame_ready.connect(on_frame)
-        worker.run_finished.connect(self._on_run_finished)
-        worker.run_failed.connect(self._on_run_failed)
-        worker.state_changed.connect(on_state)
-        if niceness > 0:
-            thread.lower_priority(niceness)
-        return thread
-
-    def _on_worker_state(self, state: str) -> None:
-        self.worker_state = state
+    def _on_worker_state(self, _state: str) -> None:
         self._emit_state()
 
     def _on_replay_tick(self) -> None:
@@ -396,3 +434,28 @@ class RunController(QObject):
 
     def _emit_state(self) -> None:
         self.state_changed.emit(self.state)
+
+    def _hold_single_threaded_blas(self, hold: bool) -> None:
+        """Keep BLAS in one thread in this process while the window's runs exist (or not).
+
+        Each engine limits BLAS to one thread only during its own step; set back
+        between steps from the engine threads, OpenBLAS's worker thread kept
+        running and spinning during comparisons, taking about a core-second per
+        60-token run from the two engines on two cores (``python -m
+        tests.bench_app --compare``: ~22 compared tokens/s with it, ~30 without;
+        plain runs unchanged). Set once, from the window's thread, for the
+        controller's life, the engines' own limits then find one thread and
+        leave it so. The window's BLAS work (small matrices) loses nothing.
+        """
+        if hold == (self._blas_limit is not None):
+            return
+        if not hold:
+            limit, self._blas_limit = self._blas_limit, None
+            limit.restore_original_limits()
+            return
+        try:
+            from threadpoolctl import threadpool_limits
+
+            self._blas_limit = threadpool_limits(limits=1, user_api="blas")
+        except Exception:  # noqa: BLE001 - no threadpoolctl or an unknown BLAS: run as is
+            self._blas_limit = None

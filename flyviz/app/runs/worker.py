@@ -1,13 +1,14 @@
-"""The engine's background thread: the worker that steps the model, and its handle.
+"""The engine's background thread: the worker that steps runs, and its handle.
 
 The engine never runs on the UI thread and never waits for the screen. An
 :class:`EngineWorker` lives in its own :class:`~PySide6.QtCore.QThread` and
-steps a :class:`~flyviz.record.runner.Model` (the one orchestration every
-runner uses: its engine is built once and reused by every run) through
-:meth:`~flyviz.record.runner.Model.frames`, from a timer *inside that
-thread*, one token per tick, so that every request from the UI (pause, step,
-stop, a new prompt, a new speed cap) is an ordinary queued slot call handled
-between two tokens: the longest any request waits is one model step.
+steps a :class:`~flyviz.runs.Run` of any kind of model (:meth:`Run.frames
+<flyviz.runs.Run.frames>`, which fills the run's recording through the model's kind),
+from a timer *inside that thread*, one frame per tick, so that every request from the UI
+(pause, step, stop, a new run, a new speed cap) is an ordinary queued slot call handled
+between two frames: the longest any request waits is one model step.
+:class:`EngineThread` is the :class:`~flyviz.runs.RunEngine` of the window's
+:class:`~flyviz.runs.Runs`.
 
 Each frame leaves the worker tagged with the id of the run that produced it,
 so frames of a cancelled run still in the event queue are recognised and
@@ -21,67 +22,32 @@ state) without bound, and the window always shows a recent frame.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, QTimer, Signal, Slot
 
-from flyviz.model.errors import FlyvizError, InputError
-from flyviz.model.interventions import ResolvedInterventions
-from flyviz.record.run import GenerationSettings
-from flyviz.record.runner import Model
+from flyviz.runs import IDLE, PAUSED, RUNNING, Run, step_frames
 
-log = logging.getLogger(__name__)
-
-#: Worker states reported by :attr:`EngineWorker.state_changed`.
-IDLE, RUNNING, PAUSED = "idle", "running", "paused"
+__all__ = ["IDLE", "MAX_FRAMES_AHEAD", "PAUSED", "RUNNING", "EngineThread", "EngineWorker",
+           "engine_threads"]
 
 #: Most frames the worker produces that the UI thread has not taken yet.
 MAX_FRAMES_AHEAD = 8
 
 
-@dataclass(frozen=True)
-class RunRequest:
-    """Everything the worker needs to start one run.
-
-    Parameters
-    ----------
-    run_id
-        Increasing id chosen by the window; frames carry it back.
-    prompt
-        The prompt text (kept for the record).
-    prompt_ids
-        ``BOS + encode(prompt)``, encoded on the UI thread so that a bad
-        prompt is reported at once.
-    settings
-        Validated generation settings (with the seed the recording stores).
-    start_paused
-        Prime the run but wait for play or step before the first token.
-    interventions
-        The run's interventions, resolved for the model (``None``: none).
-    """
-
-    run_id: int
-    prompt: str
-    prompt_ids: tuple[int, ...]
-    settings: GenerationSettings
-    start_paused: bool = False
-    interventions: ResolvedInterventions | None = None
-
-
 class EngineWorker(QObject):
-    """Steps a :class:`~flyviz.record.runner.Model` through its :meth:`~Model.frames`.
+    """Steps a :class:`~flyviz.runs.Run` through its :meth:`~flyviz.runs.Run.frames`.
 
     Create it on the UI thread, then :meth:`QObject.moveToThread` it; call it
     only through queued signals (see :class:`EngineThread`).
 
     Signals
     -------
-    frame_ready(run_id, frame)
-        One per consumed token; the frame owns a private copy of the state.
-        The receiver acknowledges each with :meth:`frames_taken`.
+    frame_ready(run_id, frame, seconds)
+        One per frame the run recorded, with the seconds the engine took for it; the
+        frame owns a private copy of the state. The receiver acknowledges each with
+        :meth:`frames_taken`.
     run_finished(run_id, reason)
         ``"done"`` (EOS or the token limit) or ``"stopped"``.
     run_failed(run_id, message)
@@ -90,7 +56,7 @@ class EngineWorker(QObject):
         :data:`IDLE`, :data:`RUNNING` or :data:`PAUSED`.
     """
 
-    frame_ready = Signal(int, object)
+    frame_ready = Signal(int, object, float)
     run_finished = Signal(int, str)
     run_failed = Signal(int, str)
     state_changed = Signal(str)
@@ -106,8 +72,8 @@ class EngineWorker(QObject):
         self._waiting_for_receiver = False
         #: Set by :meth:`report_stepping` (see :meth:`EngineThread.stepping`).
         self.stepping = False
-        self._model: Model | None = None
-        self._frames: Iterator[Any] | None = None   # frames (a subclass may step other items)
+        self._model: Any = None
+        self._frames: Iterator[Any] | None = None
         self._run_id = -1
         self._state = IDLE
         # Child of the worker, so it moves to the worker's thread with it.
@@ -118,20 +84,18 @@ class EngineWorker(QObject):
 
     # ------------------------------------------------------------ requests
     @Slot(object)
-    def set_model(self, model: Model | None) -> None:
+    def set_model(self, model: Any) -> None:
         """Run ``model`` from now on; any current run stops."""
         self._end_run("stopped")
         self._install(model)
 
-    def _install(self, model: Model | None) -> None:
-        """Take ``model`` to run from now on (``None``: release the current one).
-
-        The slots call hooks like this one rather than being overridden: PySide
-        does not deliver a queued call to a slot overridden in a subclass in the
-        receiver's thread.
-        """
+    def _install(self, model: Any) -> None:
+        """Take ``model`` as the one runs use from now on (``None``: release the current
+        one): the previous one is closed here, in the engine's thread, where its engines ran."""
         if self._model is not None and self._model is not model:
-            self._model.close()  # its engine's helper threads would otherwise outlive it
+            close = getattr(self._model, "close", None)
+            if close is not None:
+                close()  # its engine's helper threads would otherwise outlive it
         self._model = model
 
     @Slot(int)
@@ -154,33 +118,16 @@ class EngineWorker(QObject):
         except OSError:
             pass
 
-    @Slot(object)
-    def start(self, request: RunRequest) -> None:
-        """Cancel the current run and start ``request``."""
+    @Slot(int, object)
+    def start(self, run_id: int, run: Run) -> None:
+        """Cancel the current run and step ``run`` (paused first if its request says so)."""
         self._end_run("stopped")
-        self._run_id = request.run_id
-        try:
-            self._frames = self._open_run(request)
-        except FlyvizError as exc:
-            self._fail(str(exc))
-            return
-        except Exception as exc:  # a bug: report it instead of killing the thread
-            log.exception("the run could not start")
-            self._fail(f"the run could not start: {type(exc).__name__}: {exc}")
-            return
-        if request.start_paused:
+        self._run_id = run_id
+        self._frames = run.staged_frames()
+        if run.request.start_paused:
             self._set_state(PAUSED)
         else:
             self._play()
-
-    def _open_run(self, request: RunRequest) -> Iterator[Any]:
-        """What the run steps through, one item (a frame) per tick; a subclass steps
-        other items with the same pacing and back-pressure."""
-        if self._model is None:
-            raise InputError("no model is loaded yet; wait for it or open one")
-        return self._model.frames(request.prompt, request.settings,
-                                  interventions=request.interventions or (),
-                                  prompt_ids=request.prompt_ids)
 
     @Slot()
     def pause(self) -> None:
@@ -282,25 +229,19 @@ class EngineWorker(QObject):
         frames = self._frames
         if frames is None:
             return
-        try:
-            frame = next(frames)
-        except StopIteration:
+        frame, seconds, failure = step_frames(frames)
+        if failure:
+            self._fail(failure)
+            return
+        if frame is None:
             self._frames = None
             self._timer.stop()
             self.run_finished.emit(self._run_id, "done")
             self._set_state(IDLE)
             return
-        except FlyvizError as exc:
-            self._fail(str(exc))
-            return
-        except Exception as exc:  # noqa: BLE001 - a bug: say so (with its traceback in the log)
-            # instead of killing the thread; the message names the error, not a user mistake.
-            log.exception("the model stopped with an unexpected error")
-            self._fail(f"the model stopped with an unexpected error: {type(exc).__name__}: {exc}")
-            return
         self.frames_sent += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-        self.frame_ready.emit(self._run_id, frame)
+        self.frame_ready.emit(self._run_id, frame, seconds)
 
     def _fail(self, message: str) -> None:
         self._frames = None
@@ -317,7 +258,7 @@ class EngineThread(QObject):
     """
 
     _request_model = Signal(object)
-    _request_start = Signal(object)
+    _request_start = Signal(int, object)
     _request_pause = Signal()
     _request_resume = Signal()
     _request_step = Signal()
@@ -352,13 +293,13 @@ class EngineThread(QObject):
         self.qthread.start()
         self._closed = False
 
-    def set_model(self, model: Model | None) -> None:
+    def set_model(self, model: Any) -> None:
         """Hand a new model to the worker (the previous one stops and its engine closes)."""
         self._request_model.emit(model)
 
-    def start(self, request: RunRequest) -> None:
-        """Start a run, cancelling the current one."""
-        self._request_start.emit(request)
+    def start(self, run_id: int, run: Run) -> None:
+        """Start ``run``, cancelling the current one."""
+        self._request_start.emit(int(run_id), run)
 
     def pause(self) -> None:
         """Pause the current run."""

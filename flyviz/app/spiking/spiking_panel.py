@@ -11,11 +11,13 @@ The Stimulus dock (shown for the spiking kind alone) says which neurons are exci
 empty: the brain's own sensory set; *Excite selected* adds the neuron picked on the brain), at
 what rate, which are silenced (*Silence selected* likewise), for how many bins, how fast, and
 how the brain is coloured: each neuron's rate in the bin, or its spikes flashing and fading
-(:func:`flyviz.viewer.layers.flash_layer`). *Run* starts a live run on the engine's worker
-thread (:class:`SpikingWorker`, an :class:`~flyviz.app.runs.worker.EngineWorker` stepping
-:class:`~flyviz.kinds.spiking.LiveRun` one bin at a time): each bin's frame goes into the
-shown recording as it is simulated (the one Frame → Recording path of the language model's
-runs), so the brain, the timeline, the population dock and a movie export see it at once and
+(:func:`flyviz.viewer.layers.flash_layer`). Its fields are views of the spiking run settings
+the viewer state keeps (:class:`~flyviz.kinds.spiking.SpikingRunSettings`,
+``state.kind_settings.of(SPIKING)``): a script that sets them starts the same run.
+*Run* starts the run the state describes through the window's runs (:class:`flyviz.runs.Runs`,
+the same controller and engine thread as the language model's runs; the kind steps
+it, one bin at a time): each bin's frame goes into the shown recording as it is simulated,
+so the brain, the timeline, the population dock and a movie export see it at once and
 scrubbing works afterwards; each bin's spikes, at their ticks, go into the recording's
 :attr:`~flyviz.record.recording.Recording.spikes` with it (the population dock's raster). *Pause*/*Play* hold and resume the simulation itself; the speed
 caps it at a factor of real time (or lets it run as fast as it goes); the status line says the
@@ -26,29 +28,23 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, Slot
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from flyviz.app.runs.worker import PAUSED, RUNNING, EngineThread, EngineWorker
-from flyviz.kinds.spiking import (SPIKING, SPIKING_KEY, BinSettings, LiveRun, SpikingModel,
-                                  Stimulus)
+from flyviz.kinds.spiking import SPIKING, SPIKING_KEY, SpikingModel, SpikingRunSettings, Stimulus
+from flyviz.runs import PAUSED, RUNNING
 from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
 from flyviz.viewer.parts import NEW_RUN
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
     from flyviz.app.window.host import WindowHost
-    from flyviz.record.frame import Frame
     from flyviz.record.recording import Recording
+    from flyviz.runs import Run
 
-__all__ = ["DISPLAY_MODES", "SPIKING_KINDS", "SpikingBin", "SpikingFeature", "SpikingRequest",
-           "SpikingWorker", "StimulusPanel", "install"]
+__all__ = ["DISPLAY_MODES", "SPIKING_KINDS", "SpikingFeature", "StimulusPanel", "install"]
 
 #: What the Stimulus dock serves.
 SPIKING_KINDS = (SPIKING_KEY,)
@@ -118,11 +114,37 @@ class StimulusPanel(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         layout.addStretch(1)
+        self.bind(SpikingRunSettings())
+
+    def bind(self, settings: SpikingRunSettings) -> None:
+        """Show ``settings`` and keep them and the fields in step, both ways."""
+        self.settings = settings
+        fields: list[tuple[str, Any, Any, Any]] = [
+            ("excite", self.excite, self.excite.setText, self.excite.textChanged),
+            ("silence", self.silence, self.silence.setText, self.silence.textChanged),
+            ("rate", self.rate, self.rate.setValue, self.rate.valueChanged),
+            ("bins", self.bins, self.bins.setValue, self.bins.valueChanged),
+            ("speed", self.speed, self.speed.setValue, self.speed.valueChanged)]
+        for name, widget, show, changed in fields:
+            show(getattr(settings, name))
+
+            def write(value: Any, name: str = name) -> None:
+                if getattr(settings, name) != (value.strip() if isinstance(value, str)
+                                               else value):
+                    setattr(settings, name, value)
+            changed.connect(write)
+
+            def follow(value: Any, _old: Any = None, widget: Any = widget, show: Any = show
+                       ) -> None:
+                current = widget.text().strip() if isinstance(widget, QLineEdit) \
+                    else widget.value()
+                if current != value:
+                    show(value)
+            getattr(settings.events, name).connect(follow)
 
     def stimulus(self) -> Stimulus:
-        """The stimulus the fields say."""
-        return Stimulus(excite=self.excite.text().strip() or None, rate=self.rate.value(),
-                        silence=self.silence.text().strip() or None)
+        """The stimulus the fields say (the settings' :meth:`~SpikingRunSettings.stimulus`)."""
+        return self.settings.stimulus()
 
     @staticmethod
     def add_neuron(field: QLineEdit, neuron: int) -> None:
@@ -134,46 +156,6 @@ class StimulusPanel(QWidget):
         field.setText(f"{text} | {term}" if text else term)
 
 
-@dataclass(frozen=True)
-class SpikingRequest:
-    """Everything the worker needs to start a live spiking run (what
-    :meth:`EngineWorker.start` reads: ``run_id``, ``start_paused``)."""
-
-    run_id: int
-    model: SpikingModel
-    stimulus: Stimulus
-    settings: BinSettings
-    start_paused: bool = False
-
-
-@dataclass(frozen=True)
-class SpikingBin:
-    """One simulated bin as the worker hands it over: its frame, spike count, how long the
-    engine took for it (wall seconds) and its spikes, ``(ticks, neurons, trials)``
-    (:attr:`LiveRun.last_spikes <flyviz.kinds.spiking.LiveRun.last_spikes>`)."""
-
-    frame: "Frame"
-    spikes: int
-    compute_s: float
-    events: "tuple[np.ndarray, np.ndarray, np.ndarray] | None" = None
-
-
-class SpikingWorker(EngineWorker):
-    """The engine's worker stepping a :class:`~flyviz.kinds.spiking.LiveRun` one bin per
-    tick, with the worker's pause, stop, speed cap and back-pressure."""
-
-    def _open_run(self, request: Any) -> Iterator[Any]:
-        run = LiveRun(request.model, request.stimulus, request.settings)  # InputError: failed
-
-        def bins() -> Iterator[SpikingBin]:
-            for _ in range(run.settings.bins):
-                start = time.perf_counter()
-                frame, spikes = run.next_bin()
-                yield SpikingBin(frame, spikes, time.perf_counter() - start, run.last_spikes)
-
-        return bins()
-
-
 class SpikingFeature(QObject):
     """Opens a spiking brain, runs it live from the Stimulus dock, shows its populations."""
 
@@ -182,7 +164,10 @@ class SpikingFeature(QObject):
         from flyviz.app.spiking.spiking_population import SpikingPopulationPanel
 
         self.host = host
+        #: The spiking runs' settings, kept by the state (the dock's fields show them).
+        self.settings: SpikingRunSettings = host.state.kind_settings.of(SPIKING)
         self.panel = StimulusPanel()
+        self.panel.bind(self.settings)
         self.dock = host.docks.add("stimulus", "Stimulus", self.panel,
                                    Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
         self.dock.hide()
@@ -191,17 +176,14 @@ class SpikingFeature(QObject):
                                              self.population,
                                              Qt.DockWidgetArea.BottomDockWidgetArea)
         self.population_dock.hide()
-        self.model: SpikingModel | None = None
         #: The live run's recording (the one the window shows while it runs).
         self.recording: Recording | None = None
         #: The engine's speed over the run: biological time over compute time.
         self.engine_factor = 0.0
         #: The real-time factor reached: biological seconds per wall second, recently.
         self.realtime_factor = 0.0
-        self.engine: EngineThread | None = None
-        self._run_id = 0
+        self._run: Run | None = None
         self._arrivals: deque[float] = deque(maxlen=64)
-        self._compute_s = 0.0
         self.state = "idle"
         self.finished = True
         self._ended = ""
@@ -210,18 +192,31 @@ class SpikingFeature(QObject):
         self.panel.run_button.clicked.connect(lambda: self.run())
         self.panel.play_button.clicked.connect(self.toggle_play)
         self.panel.stop_button.clicked.connect(self.stop)
-        self.panel.speed.valueChanged.connect(self._set_speed)
+        self.settings.events.speed.connect(self._set_speed)
+        self.settings.events.bin_ms.connect(self._set_speed)
         self.panel.display.currentIndexChanged.connect(lambda _i: self._apply_display())
         self.panel.excite_selected.clicked.connect(lambda: self.add_selected("excite"))
         self.panel.silence_selected.clicked.connect(lambda: self.add_selected("silence"))
         host.state.events.selected.connect(self._on_selected)
         host.state.events.model.connect(self._on_model)
+        runner = host.runner
+        runner.events.started.connect(self._on_started)
+        runner.events.frame.connect(self._on_bin)
+        runner.events.ended.connect(self._on_ended)
+        runner.events.failed.connect(self._failed)
+        runner.events.worker.connect(self._on_state)
         self._on_selected(host.state.selected)
         action = host.actions_registry.menu("File").addAction("Open as spiking brain")
         action.setToolTip("Run the loaded model's graph as Shiu et al.'s spiking brain")
         action.triggered.connect(lambda: self.open_loaded())
         self.open_action = action
         host.widget().installEventFilter(self)
+
+    @property
+    def model(self) -> SpikingModel | None:
+        """The spiking brain shown (the state's model, when it is one), else ``None``."""
+        model = self.host.state.model
+        return model if isinstance(model, SpikingModel) else None
 
     # ------------------------------------------------------------ opening
     def open_loaded(self) -> bool:
@@ -253,7 +248,7 @@ class SpikingFeature(QObject):
         state = self.host.state
         same = state.anatomy is not None and state.neurons == model.neurons
         state.set_model(model, state.anatomy if same else model.drawing_anatomy())
-        self.model = model
+        self.host.runner.set_model(model)      # runs start on it from now on
         state.set_available([RATE, FLASH], True)
         if recording is None:
             recording = Recording(model.neurons, {"kind": SPIKING_KEY},
@@ -279,11 +274,11 @@ class SpikingFeature(QObject):
         return model
 
     def _on_model(self) -> None:
-        """Another model is shown: a live run of the spiking one ends, and its colouring is
-        no longer offered unless the new one is spiking too."""
+        """Another model is shown: its colouring is no longer offered unless the new one is
+        spiking too (the runs stopped with the model)."""
         if not self.host.state.kind.shows(SPIKING_KINDS):
-            self.stop()
-            self.model = None
+            self._run = None
+            self.finished = True
             self.host.state.set_available([RATE, FLASH], False)
 
     # ------------------------------------------------------------ the stimulus
@@ -309,103 +304,82 @@ class SpikingFeature(QObject):
 
     # ------------------------------------------------------------ running
     def run(self) -> bool:
-        """Start a live run of the stimulus (a running one stops); False if it cannot."""
+        """Start a live run of the state's spiking settings (a running one stops); False if
+        it cannot."""
         if self.model is None:
             self.host.show_message("open a spiking brain first (File → Open as spiking brain)",
                                    True)
             return False
         from flyviz.errors import FlyvizError
-        from flyviz.record.recording import Recording
 
-        model, stimulus = self.model, self.panel.stimulus()
-        settings = BinSettings(bins=self.panel.bins.value())
+        runner = self.host.runner
         try:
-            excite, silence = stimulus.indices(model.brain)
+            run = runner.prepare()
         except FlyvizError as exc:
-            self._failed(self._run_id, str(exc))
+            self.panel.status.setText(f"not run: {exc}")
+            self.host.show_message(f"spiking run: {exc}", True)
             return False
-        self.stop()
-        from flyviz.record.spikes import SpikeLog
-        from flyviz.spiking.engine import LIFParams
+        runner.launch(run)
+        return True
 
-        meta = SPIKING.metadata(model, stimulus, settings, [], excite, silence)
-        recording = Recording(model.neurons, meta, states_dtype="float32")
-        recording.spikes = SpikeLog(LIFParams().dt)   # each bin's spikes, as they arrive
-        self.recording = recording
-        self.host.state.set_recording(recording, cause=NEW_RUN)
+    def _mine(self) -> bool:
+        run = self.host.runner.run
+        return run is not None and run is self._run
+
+    def _on_started(self, run: "Run") -> None:
+        if not run.kind.shows(SPIKING_KINDS):
+            return
+        self._run, self.recording = run, run.recording
         self._apply_display()
-        thread = self._engine()
-        self._run_id += 1
         self._arrivals.clear()
-        self._compute_s = 0.0
         self.engine_factor = self.realtime_factor = 0.0
         self.finished = False
-        self._set_speed()
-        # the worker reads what SpikingRequest shares with RunRequest (run_id, start_paused)
-        thread.start(cast(Any, SpikingRequest(self._run_id, model, stimulus, settings)))
+        self._ended = ""
         self.panel.run_button.setText("Run again")
         self.panel.play_button.setEnabled(True)
         self.panel.stop_button.setEnabled(True)
+        settings = run.request.settings
         self.panel.status.setText(f"starting {settings.bins * settings.bin_ms:g} ms…")
-        return True
 
-    def _engine(self) -> EngineThread:
-        if self.engine is None:
-            thread = EngineThread(self, SpikingWorker(max_ahead=4), name="flyviz-spiking")
-            thread.worker.frame_ready.connect(self._on_bin)
-            thread.worker.run_finished.connect(self._on_finished)
-            thread.worker.run_failed.connect(self._failed)
-            thread.worker.state_changed.connect(self._on_state)
-            self.engine = thread
-        return self.engine
-
-    def _set_speed(self) -> None:
-        """The speed cap in bins per wall second (0: none)."""
-        factor = self.panel.speed.value()
-        if self.engine is not None:
-            bin_s = SPIKING.time_axis.step / 1000.0
-            self.engine.set_speed_cap(factor / bin_s if factor > 0 else 0.0)
+    def _set_speed(self, *_: Any) -> None:
+        """The speed cap, for the shown spiking model's runs."""
+        if self.model is not None:
+            self.host.runner.apply_speed_cap()
         self._say()
 
-    @Slot(int, object)
-    def _on_bin(self, run_id: int, item: SpikingBin) -> None:
-        if self.engine is not None:
-            self.engine.frame_taken()
-        if run_id != self._run_id or self.recording is None or \
-                self.host.state.recording is not self.recording:
-            return          # a stopped run's bin still in the queue, or another recording shown
-        now = time.perf_counter()
-        self._arrivals.append(now)
-        self._compute_s += item.compute_s
-        self.recording.metadata.setdefault("spiking", {}).setdefault(
-            "bin_spikes", []).append(int(item.spikes))
-        if self.recording.spikes is not None and item.events is not None:
-            self.recording.spikes.append(*item.events)
-        self.host.state.append(item.frame)
-        bin_s = SPIKING.time_axis.step / 1000.0
-        done = len(self.recording) * bin_s
-        self.engine_factor = done / self._compute_s if self._compute_s > 0 else float("inf")
+    def _on_bin(self, frames: int) -> None:
+        if not self._mine() or self.recording is None:
+            return
+        bin_s = self._run.request.settings.bin_ms / 1000.0 if self._run is not None else 0.01
+        self._arrivals.append(time.perf_counter())
+        done = frames * bin_s
+        compute = self.host.runner.compute_seconds
+        self.engine_factor = done / compute if compute > 0 else float("inf")
         if len(self._arrivals) >= 2 and self._arrivals[-1] > self._arrivals[0]:
             self.realtime_factor = (len(self._arrivals) - 1) * bin_s / (
                 self._arrivals[-1] - self._arrivals[0])
         self._say()
 
-    def _on_finished(self, run_id: int, reason: str) -> None:
-        if run_id == self._run_id:
-            self.finished = True
-            self.panel.play_button.setEnabled(False)
-            self.panel.stop_button.setEnabled(False)
+    def _on_ended(self, reason: str, _frames: int) -> None:
+        if not self._mine():
+            return
+        self.finished = True
+        self.panel.play_button.setEnabled(False)
+        self.panel.stop_button.setEnabled(False)
+        if reason != "failed":
             self._ended = " (done)" if reason == "done" else " (stopped)"
             self._say()
 
-    def _failed(self, run_id: int, message: str) -> None:
-        if run_id != self._run_id:
+    def _failed(self, message: str) -> None:
+        if not self._mine():
             return
         self.finished = True
         self.panel.status.setText(f"not run: {message}")
         self.host.show_message(f"spiking run: {message}", True)
 
     def _on_state(self, state: str) -> None:
+        if not self._mine():
+            return
         self.state = state
         self.panel.play_button.setText("Play" if state == PAUSED else "Pause")
         self._say()
@@ -413,35 +387,36 @@ class SpikingFeature(QObject):
     @property
     def playing(self) -> bool:
         """True while the live run is simulating (not paused, not over)."""
-        return self.state == RUNNING
+        return self.state == RUNNING and not self.finished
 
     def toggle_play(self) -> None:
         """Pause the live run's simulation, or resume it."""
-        if self.engine is None or self.finished:
+        if self.finished or not self._mine():
             return
         if self.state == PAUSED:
-            self.engine.resume()
+            self.host.runner.resume()
         else:
-            self.engine.pause()
+            self.host.runner.pause()
 
     def stop(self) -> None:
         """End the live run; its bins stay recorded."""
-        if self.engine is not None and not self.finished:
-            self.engine.stop()
+        if not self.finished and self._mine():
+            self.host.runner.stop()
 
     def stepping(self) -> bool:
-        """Whether the worker will simulate more bins without being asked (it answers once
+        """Whether the engine will simulate more bins without being asked (it answers once
         it has handled every request sent before: a pause has taken effect when False)."""
-        return self.engine is not None and self.engine.stepping()
+        stepping = getattr(self.host.runner.engine, "stepping", None)
+        return bool(stepping()) if callable(stepping) and self._mine() else False
 
     def _say(self) -> None:
         recording = self.recording
-        if recording is None or not len(recording):
+        if recording is None or not len(recording) or self.host.state.recording is not recording:
             return
         index = self.host.state.index if 0 <= self.host.state.index < len(recording) else \
             len(recording) - 1
         words = SPIKING.counter(recording, index)
-        speed = self.panel.speed.value()
+        speed = self.settings.speed
         cap = f"{speed:g}x" if speed > 0 else "no cap"
         paused = " (paused)" if self.state == PAUSED and not self.finished else ""
         self.panel.status.setText(
@@ -455,10 +430,8 @@ class SpikingFeature(QObject):
         return False
 
     def close(self) -> None:
-        """End the run and the engine's thread (the window is closing)."""
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        """End the live run (the window is closing; its runs' engine closes with it)."""
+        self.stop()
 
 
 def install(host: "WindowHost") -> SpikingFeature:

@@ -8,8 +8,9 @@ interventions and comparison runs start from, the text's shading, the lines and
 rings over the brain, the open atlas, the camera and the docks' own choices: a
 feature writes there and the window's widgets show it), the loaded model, and the
 shared services (settings, background calls, actions, colourings, docks, messages,
-running a prompt). None of them is a widget of the window: a feature never drives
-the brain view, the inspector, the text or the playback itself.
+the runs: :class:`flyviz.runs.Runs`, which starts the run the state describes whatever
+the kind of model). None of them is a widget of the window: a feature never drives
+the brain view, the inspector, the text or the timeline itself.
 Nothing else of :class:`~flyviz.app.window.main_window.MainWindow` is a feature's
 business; a feature never looks another feature up: the window wires them
 together (:meth:`~flyviz.app.window.main_window.MainWindow._wire_features`).
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.brain.colouring import ColourBy
     from flyviz.app.runs.model_control import ModelController
     from flyviz.app.window.window_features import Docks
+    from flyviz.runs import Runs
     from flyviz.viewer.state import ViewerState
 
 __all__ = ["WindowHost"]
@@ -55,12 +57,13 @@ class WindowHost(Protocol):
     #: ``checkpoint`` (None before one is loaded), and ``ready(name)`` (a Qt signal) once
     #: every view shows a new one.
     models: "ModelController"
+    #: Runs of the shown model, of any kind (:class:`flyviz.runs.Runs`): ``start()`` the run
+    #: the state describes (the model's kind reads it), ``pause``, ``resume``, ``stop``, and
+    #: ``events`` (a frame recorded, a run ended) reported on the window's thread.
+    runner: "Runs"
 
     def widget(self) -> "QWidget":
         """The window as a widget: the parent of a feature's dialogs and Qt objects."""
 
     def show_message(self, message: str, error: bool = False, dialog: bool = False) -> None:
         """Tell the user something (status bar; a dialog for errors if asked)."""
-
-    def run_prompt(self, text: str | None = None) -> bool:
-        """Run ``text`` (default: the prompt box); False if it could not start."""

@@ -70,7 +70,6 @@ from flyviz.app.runs.model_control import ModelBundle, ModelController, default_
 from flyviz.app.runs.model_panel import ModelPanel
 from flyviz.app.language.panels import TextPanel, TopKPanel, TracePanel
 from flyviz.app.population.state_panels import RasterPanel
-from flyviz.app.runs.compare_control import CompareController
 from flyviz.app.runs.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.runs.verification import VerificationController
 from flyviz.app.brain.neuron_pick import BrainPicks
@@ -173,7 +172,9 @@ class MainWindow(FeatureWindow):
 
         self.models = ModelController(model_loader, self)
         self.verifier = VerificationController(self.settings, self)
-        self.runs = CompareController(self, engine_niceness=ENGINE_NICENESS, state=self.state)
+        self.runs = RunController(self, engine_niceness=ENGINE_NICENESS, state=self.state)
+        #: The runs as features start them (:class:`flyviz.runs.Runs`, a WindowHost member).
+        self.runner = self.runs.runner
         self.files = FileController(self)
         self.actions_registry = ActionRegistry(self)
         self.background = BackgroundCalls(self)
@@ -206,7 +207,7 @@ class MainWindow(FeatureWindow):
         self.status_timer.setInterval(int(1000 / STATUS_HZ))
         self.status_timer.timeout.connect(self._update_status)
         self.status_timer.start()
-        self.runs.set_speed_cap(self.state.run.speed_cap)
+        self.runs.apply_speed_cap()
         self._update_buttons()
         if model_spec:
             QTimer.singleShot(0, lambda: self.load_model(model_spec))
@@ -374,7 +375,7 @@ class MainWindow(FeatureWindow):
         self.inspector.neuron_requested.connect(self.select_neuron)
         self.controls.filter_changed.connect(self._filter_from_dock)
         state = self.state
-        state.run.events.speed_cap.connect(runs.set_speed_cap)
+        state.run.events.speed_cap.connect(runs.apply_speed_cap)
         state.display.events.connect(lambda *_: self._apply_display_settings())
         state.events.highlight.connect(self.brain.set_emphasis)
         state.events.selected.connect(self._on_selected)
@@ -599,21 +600,15 @@ class MainWindow(FeatureWindow):
             self.prompt_bar.set_text(text)
 
     def run_prompt(self, text: str | None = None) -> bool:
-        """Start a run on ``text`` (default: the state's prompt, the box's text); False if it
-        could not start."""
-        text = self.state.docks.prompt if text is None else text
+        """Start a run on ``text``, or by default the run the state describes (the shown
+        model's kind reads it: the prompt box's text...); False if it could not start."""
         if self.closing:
             return False
         if self.bundle is None:
-            self._pending_prompt = text
+            self._pending_prompt = self.state.docks.prompt if text is None else text
             self.show_message("the model is still loading; the prompt runs when it is ready")
             return False
-        try:
-            settings = self.state.run.generation_settings(TopKPanel.MAX_K)
-        except FlyvizError as exc:
-            self.show_message(str(exc), error=True)
-            return False
-        return self.runs.start(text, settings, states_dtype=self.state.run.states_dtype)
+        return self.runs.start(text)
 
     def toggle_play(self) -> None:
         """Space: pause or resume the run; replay a finished recording; or start the prompt."""
@@ -656,9 +651,9 @@ class MainWindow(FeatureWindow):
         # Show the finished run at once; during the run the panels were throttled.
         self.refresh_panels()
         if reason == "done":
-            self.show_message(f"done: {frames:,} tokens recorded")
+            self.show_message(f"done: {frames:,} {self.state.kind.time_axis.names} recorded")
         elif reason == "stopped":
-            self.show_message(f"stopped after {frames:,} tokens")
+            self.show_message(f"stopped after {frames:,} {self.state.kind.time_axis.names}")
         self.run_ended.emit(reason, frames)
 
     def _update_buttons(self) -> None:

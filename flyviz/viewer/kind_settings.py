@@ -1,0 +1,61 @@
+"""Each kind's run settings, as a part of the viewer state (``"kind_settings"``).
+
+A kind declares the settings of its runs as an evented dataclass (psygnal):
+:meth:`ModelKind.new_run_settings <flyviz.kinds.ModelKind.new_run_settings>`. The
+state keeps one object per kind in :class:`KindSettingsPart`, made the first time it
+is asked for; a dock binds to its kind's, a script sets them, and the kind reads them
+to start the run a state describes
+(:meth:`ModelKind.run_request <flyviz.kinds.ModelKind.run_request>`)::
+
+    settings = state.kind_settings.of(SPIKING)
+    settings.rate, settings.bins = 400.0, 12
+    runs.start()                      # the run those settings say
+
+The Fly LLM's are the state's :attr:`~flyviz.viewer.state.ViewerState.run` (the
+Settings dock's *Generation* group). Settings are the user's: kept through runs,
+Reset, models and opened recordings.
+
+No Qt here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from flyviz.viewer.parts import ALWAYS, StatePart
+
+__all__ = ["KindSettingsPart"]
+
+
+class KindSettingsPart(StatePart):
+    """Each kind's run settings, by kind key.
+
+    Parameters
+    ----------
+    given
+        Settings objects already made, by kind key (the Fly LLM's: the state's ``run``).
+    """
+
+    name = "kind_settings"
+    lifetime = ALWAYS
+
+    def __init__(self, given: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self._by_key: dict[str, Any] = dict(given or {})
+
+    def of(self, kind: Any) -> Any:
+        """``kind``'s run settings (``None`` for a kind whose runs take none)."""
+        if kind.key not in self._by_key:
+            self._by_key[kind.key] = kind.new_run_settings()
+        return self._by_key[kind.key]
+
+    def frozen(self) -> StatePart:
+        """A copy whose settings are copies of these."""
+        return KindSettingsPart({key: _copied(value) for key, value in self._by_key.items()})
+
+
+def _copied(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value)
+    return value

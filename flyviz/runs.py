@@ -355,12 +355,15 @@ class Runs:
         return run
 
     def launch(self, run: Run) -> None:
-        """Show ``run``'s recording and hand the run to the engine."""
+        """Show ``run``'s recording (a new run, to the state's parts) and hand the run to
+        the engine."""
+        from flyviz.viewer.parts import NEW_RUN
+
         self.run_id += 1
         self.run = run
         self.end_reason = ""
         self.compute_seconds = 0.0
-        self.state.set_recording(run.recording)
+        self.state.set_recording(run.recording, cause=NEW_RUN)   # parts answer a new run
         if run.request.note and run.request.note == self.state.next_description:
             self.state.set_next_interventions(())     # they were for this run only
         self.apply_speed_cap()

@@ -29,12 +29,12 @@ __all__ = ["KindSettingsPart"]
 
 
 class KindSettingsPart(StatePart):
-    """Each kind's run settings, by kind key.
+    """Each kind's run settings, by kind.
 
     Parameters
     ----------
     given
-        Settings objects already made, by kind key (the Fly LLM's: the state's ``run``).
+        Settings objects already made, by kind (the Fly LLM's: the state's ``run``).
     """
 
     name = "kind_settings"
@@ -42,17 +42,17 @@ class KindSettingsPart(StatePart):
 
     def __init__(self, given: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self._by_key: dict[str, Any] = dict(given or {})
+        self._by_kind: dict[Any, Any] = dict(given or {})
 
     def of(self, kind: Any) -> Any:
         """``kind``'s run settings (``None`` for a kind whose runs take none)."""
-        if kind.key not in self._by_key:
-            self._by_key[kind.key] = kind.new_run_settings()
-        return self._by_key[kind.key]
+        if kind not in self._by_kind:
+            self._by_kind[kind] = kind.new_run_settings()
+        return self._by_kind[kind]
 
     def frozen(self) -> StatePart:
         """A copy whose settings are copies of these."""
-        return KindSettingsPart({key: _copied(value) for key, value in self._by_key.items()})
+        return KindSettingsPart({kind: _copied(value) for kind, value in self._by_kind.items()})
 
 
 def _copied(value: Any) -> Any:

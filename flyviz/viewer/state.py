@@ -173,7 +173,7 @@ class ViewerState:
         self.background = BACKGROUND
         self._parts: dict[str, StatePart] = {}
         for part in (ShownPart(), CameraPart(), ColoursPart(), HighlightPart(), MarksPart(),
-                     MeshesPart(), RunConfigPart(), KindSettingsPart({LANGUAGE.key: self.run}),
+                     MeshesPart(), RunConfigPart(), KindSettingsPart({LANGUAGE: self.run}),
                      ScreenPart(), AtlasPart(), WhyPart()):
             self.add_part(part)
         self.mesh.events.connect(lambda *_: self.events.meshes.emit())

@@ -37,7 +37,6 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayo
 from flyviz.kinds.spiking import SPIKING, SPIKING_KEY, SpikingModel, SpikingRunSettings, Stimulus
 from flyviz.runs import PAUSED, RUNNING
 from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
-from flyviz.viewer.parts import NEW_RUN
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.window.host import WindowHost

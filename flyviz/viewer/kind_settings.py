@@ -40,15 +40,16 @@ class KindSettingsPart(StatePart):
     name = "kind_settings"
     lifetime = ALWAYS
 
-    def __init__(self, given: dict[str, Any] | None = None) -> None:
+    def __init__(self, given: dict[Any, Any] | None = None) -> None:
         super().__init__()
         self._by_kind: dict[Any, Any] = dict(given or {})
 
     def of(self, kind: Any) -> Any:
         """``kind``'s run settings (``None`` for a kind whose runs take none)."""
-        if kind not in self._by_kind:
-            self._by_kind[kind] = kind.new_run_settings()
-        return self._by_kind[kind]
+        try:
+            return self._by_kind[kind]
+        except KeyError:
+            return self._by_kind.setdefault(kind, kind.new_run_settings())
 
     def frozen(self) -> StatePart:
         """A copy whose settings are copies of these."""

@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"pairs of the top {len(names)} ({on} Δ Hz; the sets alone on the diagonal):")
         label = max(len(n) for n in names)
         for name, line in zip(names, matrix):
-            print(f"  {name:<{label}}  " + "  ".join(f"{v:>+8.2f}" for v in line))
+            print(f"  {name:<{label}}  " + "  ".join(f"{v:>+9.3g}" for v in line))
     discoveries = sum(1 for row in rows if row["q_value"] <= ALPHA)
     print(f"{discoveries} of {len(rows)} set(s) with q <= {ALPHA:g}; "
           f"{result.computed} run(s) now, {result.resumed} found done, {result.pruned} "

@@ -180,6 +180,57 @@ def _reference_stepping(indptr: np.ndarray, post: np.ndarray, weight: np.ndarray
 
 @pytest.mark.parametrize("case", range(6))
 def test_engine_equals_a_plain_tick_by_tick_stepping_on_random_brains(case: int) -> None:
+    _check_against_plain_stepping(case)
+
+
+def test_engine_equals_a_plain_stepping_in_wide_words_and_a_growing_stage(monkeypatch) -> None:
+    from functools import partial
+
+    from flyviz.spiking import engine
+
+    # synapses packed in 64-bit words (a graph whose targets and distinct weights need more
+    # than 32 bits), and a stage that starts too small for a window's events and grows
+    words = []
+    monkeypatch.setattr(engine, "pack_synapses", partial(engine.pack_synapses, word=np.uint64))
+    monkeypatch.setattr(engine, "STAGE_START", 4)
+    real_trial = engine.EngineTrial
+
+    class Watched(real_trial):  # type: ignore[misc, valid-type]
+        def advance(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            out = super().advance(*args, **kwargs)
+            words.append((self._graph[1].dtype, self._stage.shape[0]))
+            return out
+
+    monkeypatch.setattr(engine, "EngineTrial", Watched)
+    _check_against_plain_stepping(0)
+    assert words and all(dtype == np.uint64 for dtype, _ in words)
+    assert max(size for _, size in words) > 4
+
+
+def test_packed_synapses_give_back_every_target_and_weight_bit_for_bit() -> None:
+    from flyviz.spiking.engine import pack_synapses
+
+    rng = np.random.default_rng(3)
+    post = rng.integers(0, 138_639, 20_000).astype(np.int32)
+    weight = rng.integers(-40, 40, post.size) * 0.275e-3
+    weight[:3] = (0.0, -0.0, 1e-300)  # told apart by their bits, not compared as floats
+    codes, shift, table = pack_synapses(post, weight)
+    assert codes.dtype == np.uint32  # 18 bits of target, 82 distinct weights in the other 14
+    back = table[(codes >> np.uint32(shift)).astype(np.int64)]
+    assert np.array_equal((codes & np.uint32((1 << shift) - 1)).astype(np.int64), post)
+    assert np.array_equal(back.view(np.int64), weight.view(np.int64))
+    assert pack_synapses(post, weight)[0] is codes  # kept for the same arrays
+    assert pack_synapses(post, weight.copy())[0] is not codes
+    # more distinct weights (20,000) than the 14 bits the targets leave: 64-bit words
+    many = rng.random(post.size)
+    wide, shift, table = pack_synapses(post, many)
+    assert wide.dtype == np.uint64
+    assert np.array_equal(table[(wide >> np.uint64(shift)).astype(np.int64)], many)
+    with pytest.raises(ValueError, match="32-bit"):
+        pack_synapses(post, many.copy(), word=np.uint32)
+
+
+def _check_against_plain_stepping(case: int) -> None:
     from flyviz.spiking.engine import simulate_ticks
 
     rng = np.random.default_rng(40 + case)

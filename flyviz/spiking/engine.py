@@ -30,9 +30,14 @@ branch-free vector code; after any input a neuron takes thousands of ticks to re
 rest, so under sustained input nearly every neuron is away from it. No spike reaches a synapse
 sooner than ``D`` ticks, so time runs in windows of ``D`` ticks and each block is stepped
 through a whole window while its state sits in the L1 cache, taking the input that reaches it at
-each tick; the rows of the window's arriving spikes are first copied side by side (a stream
-the memory prefetches) and grouped by target block once per graph (:func:`group_rows`: stable,
-so each target still sums its inputs in Brian2's order). A block at rest that nothing reaches
+each tick. Before a window, the synaptic events of its arriving spikes are sorted once by
+arrival tick and target block (a counting sort, :func:`_count` and :func:`_stage`): each
+spike's row is read once, as a stream the memory prefetches, whatever the number of blocks it
+reaches, and each block then reads only its own events, contiguous. The sort is stable (spikes
+by index, each row in table order), so each target still sums its inputs in Brian2's order.
+A synapse is one word of 4 bytes (:func:`pack_synapses`: target and the index of its weight
+among the distinct weights), a third of the bytes of a target and a float64 weight: at high
+activity delivery is bound by the memory that rows are read from. A block at rest that nothing reaches
 in a window is skipped: rest is the propagator's fixed point ``(v_rest, 0)`` (``v_rest`` is
 ``v_0`` unless rounding moves it), which the update leaves exactly unchanged. ``g`` decays
 forever without reaching 0; once ``v`` is at rest and ``|g|`` is below :data:`G_FLUSH` (far
@@ -47,6 +52,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -54,8 +60,8 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
-__all__ = ["EngineTrial", "LIFParams", "Propagator", "flush_threshold", "group_rows", "propagator",
-           "next_chunk", "simulate_ticks", "ticks"]
+__all__ = ["EngineTrial", "LIFParams", "Propagator", "flush_threshold", "group_rows",
+           "next_chunk", "pack_synapses", "propagator", "simulate_ticks", "ticks"]
 
 #: Neurons per block of the update (a power of two): a block's state stays in the L1 cache
 #: while it is stepped through a window of ticks.
@@ -63,6 +69,9 @@ BLOCK_SHIFT = 9
 
 #: Most ticks in one window (the synaptic delay sets it: 18 at 1.8 ms).
 MAX_WINDOW = 32
+
+#: Synaptic events a trial's stage holds at first (it grows to the most a window delivers).
+STAGE_START = 1 << 16
 
 #: Below this ``|g|`` (volts) a neuron at rest has ``g`` set to 0 (see the module notes).
 G_FLUSH = 1e-30
@@ -186,67 +195,91 @@ def propagator(params: LIFParams) -> Propagator:
 
 
 @numba.njit(cache=True, nogil=True)
-def _stage(first: int, arriving: int, spikes: np.ndarray, indptr: np.ndarray,
-           post: np.ndarray, weight: np.ndarray, silenced: np.ndarray, cursor: np.ndarray,
-           row_end: np.ndarray, stage_post: np.ndarray, stage_weight: np.ndarray) -> int:
-    """Copy the rows of the spikes ``first .. first + arriving`` side by side into the stage.
+def _count(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
+           indptr: np.ndarray, codes: np.ndarray, target_mask: int, silenced: np.ndarray,
+           n_blocks: int, bucket: np.ndarray) -> int:
+    """Count the window's synaptic events by target block and arrival tick.
 
-    Read in order, the rows stream from memory; read in place, a block's piece of each of
-    dozens of rows at a time, every piece would be a cache miss. ``cursor[x]`` and
-    ``row_end[x]`` bound spike ``x``'s row in the stage (empty for a silenced neuron: its
-    synapses carry nothing). Returns the synapses staged, or minus the room needed (and writes
-    nothing) where the stage is too small.
+    Spike ``first + x`` arrives at window tick ``t`` for ``arrive_at[t] <= x <
+    arrive_at[t + 1]``; ``codes`` are the synapses as :func:`pack_synapses` packs them.
+    Afterwards the events onto block ``b`` at tick ``t`` are stage entries
+    ``bucket[t * n_blocks + b] .. bucket[t * n_blocks + b + 1]``. A silenced neuron's synapses
+    carry nothing. Returns the number of events.
     """
-    staged = 0
-    for x in range(arriving):
-        pre = spikes[first + x]
-        if not silenced[pre]:
-            staged += indptr[pre + 1] - indptr[pre]
-    if staged > stage_post.shape[0]:
-        return -staged
-    staged = 0
-    for x in range(arriving):
-        pre = spikes[first + x]
-        cursor[x] = staged
-        if not silenced[pre]:
-            for e in range(indptr[pre], indptr[pre + 1]):
-                stage_post[staged] = post[e]
-                stage_weight[staged] = weight[e]
-                staged += 1
-        row_end[x] = staged
-    return staged
+    m = n_blocks * span
+    bucket[:m + 1] = 0
+    for t in range(span):
+        for x in range(arrive_at[t], arrive_at[t + 1]):
+            pre = spikes[first + x]
+            if not silenced[pre]:
+                for e in range(indptr[pre], indptr[pre + 1]):
+                    bucket[t * n_blocks + ((np.int64(codes[e]) & target_mask) >> BLOCK_SHIFT)
+                           + 1] += 1
+    for i in range(m):
+        bucket[i + 1] += bucket[i]
+    return bucket[m]
 
 
 @numba.njit(cache=True, nogil=True)
-def _window(k0: int, span: int, n: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
+def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
+           indptr: np.ndarray, codes: np.ndarray, target_mask: int, silenced: np.ndarray,
+           n_blocks: int, bucket: np.ndarray, fill: np.ndarray, stage: np.ndarray) -> None:
+    """Copy the window's synaptic events into the stage where :func:`_count` placed them.
+
+    Spikes are taken in arrival order (by tick, then index) and each row in table order, and
+    each event goes to the end of its bucket: so within a bucket a target still receives its
+    inputs in Brian2's order. Each spike's row is read once, whatever the number of blocks
+    it reaches (a row is a stream the memory prefetches; writes go to one open bucket per
+    block, which stay in the cache), and each synapse is one packed word.
+    """
+    m = n_blocks * span
+    fill[:m] = bucket[:m]
+    for t in range(span):
+        for x in range(arrive_at[t], arrive_at[t + 1]):
+            pre = spikes[first + x]
+            if not silenced[pre]:
+                for e in range(indptr[pre], indptr[pre + 1]):
+                    code = codes[e]
+                    at = t * n_blocks + ((np.int64(code) & target_mask) >> BLOCK_SHIFT)
+                    slot = fill[at]
+                    stage[slot] = code
+                    fill[at] = slot + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             hold: np.ndarray, quiet: np.ndarray, gg: float, gv: float, vv: float, c0: float,
-            v_rest: float, v_th: float, v_rst: float, g_flush: float, arrive_at: np.ndarray,
-            cursor: np.ndarray, row_end: np.ndarray, stage_post: np.ndarray,
-            stage_weight: np.ndarray, ev_at: np.ndarray, ev_stop: np.ndarray,
-            ev_neuron: np.ndarray, ev_weight: float, win_tick: np.ndarray,
-            win_neuron: np.ndarray) -> int:
+            v_rest: float, v_th: float, v_rst: float, g_flush: float, bucket: np.ndarray,
+            stage: np.ndarray, target_mask: int, weight_shift: int, weights: np.ndarray,
+            ev_at: np.ndarray,
+            ev_stop: np.ndarray, ev_neuron: np.ndarray, ev_weight: float, fired: np.ndarray,
+            win_tick: np.ndarray, win_neuron: np.ndarray) -> int:
     """Ticks ``k0 .. k0 + span`` of every block of neurons, one block at a time.
 
     No spike of the window reaches a synapse inside it (``span`` is at most the delay), so each
     block is stepped through the whole window while its state sits in the L1 cache. The
-    spikes arriving at window tick ``t`` are stage rows ``arrive_at[t] .. arrive_at[t + 1]``;
-    each row is grouped by target block (:func:`group_rows`), so ``cursor`` walks it once over
-    the blocks. Input events of window tick ``t`` are ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by
-    neuron; ``ev_at`` is their cursor). Writes the window's spikes, block by block, to ``win_tick`` (offset in the
-    window) and ``win_neuron`` and returns their number.
+    synaptic events onto block ``b`` at window tick ``t`` are stage entries ``bucket[t *
+    n_blocks + b] .. bucket[t * n_blocks + b + 1]`` (:func:`_count`), packed synapses
+    (:func:`pack_synapses`: target and the index of the weight in ``weights``). Input events
+    of window tick ``t`` are
+    ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by neuron; ``ev_at`` is their cursor). ``fired``
+    is scratch of one block's width. Writes the window's spikes, block by block, to
+    ``win_tick`` (offset in the window) and ``win_neuron`` and returns their number.
     """
     width = 1 << BLOCK_SHIFT
+    # the spike flags of a block read eight at a time: a block's spikes are found in 64 reads
+    fired_words = fired.view(np.uint64)
     n_win = 0
-    for b in range(quiet.shape[0]):
+    n_blocks = quiet.shape[0]
+    for b in range(n_blocks):
         lo = b << BLOCK_SHIFT
         hi = lo + width
         if quiet[b]:  # at rest: the update leaves it unchanged unless input arrives
             reached = False
-            for x in range(arrive_at[0], arrive_at[span]):
-                if cursor[x] < row_end[x] and stage_post[cursor[x]] < hi:
-                    reached = True
             for t in range(span):
-                if ev_at[t] < ev_stop[t] and ev_neuron[ev_at[t]] < hi:
+                at = t * n_blocks + b
+                if bucket[at] < bucket[at + 1] or (ev_at[t] < ev_stop[t]
+                                                   and ev_neuron[ev_at[t]] < hi):
                     reached = True
             if not reached:
                 continue
@@ -267,31 +300,32 @@ def _window(k0: int, span: int, n: int, v: np.ndarray, g: np.ndarray, until: np.
                 v_new = c0 + ((gv * gi) + (vv * vi))
                 g_new = g_new if free else gi
                 v_new = v_new if free else vi
-                over |= free & (v_new > v_th)
+                spike = free & (v_new > v_th)
+                fired[i] = spike
+                over |= spike
                 v_b[i] = v_new
                 g_b[i] = g_new
-            if over:  # rare: a second pass finds the spiking neurons, in index order
-                for i in range(lo, min(hi, n)):
-                    if v[i] > v_th and k >= until[i]:
-                        win_tick[n_win] = t
-                        win_neuron[n_win] = i
-                        n_win += 1
-                        until[i] = k + hold[i]
-                        # 4: reset (nothing in 3 reads it: its writes are dropped)
-                        v[i] = v_rst
-                        g[i] = 0.0
+            if over:  # the spiking neurons, in index order
+                for w in range(fired_words.shape[0]):
+                    if fired_words[w] != 0:
+                        for i in range(w << 3, (w + 1) << 3):
+                            if fired[i]:
+                                win_tick[n_win] = t
+                                win_neuron[n_win] = lo + i
+                                n_win += 1
+                                until_b[i] = k + hold[lo + i]
+                                # 4: reset (nothing in 3 reads it: its writes are dropped)
+                                v_b[i] = v_rst
+                                g_b[i] = 0.0
             # 3: synaptic input onto g, then events onto v, dropped where refractory (Brian2's
             # conditional write on an "unless refractory" variable). A target gets its inputs
             # in Brian2's order: spikes by index, each spike's synapses in table order.
-            for x in range(arrive_at[t], arrive_at[t + 1]):
-                end = row_end[x]
-                e = cursor[x]
-                while e < end and stage_post[e] < hi:
-                    j = stage_post[e]
-                    if k >= until[j]:
-                        g[j] += stage_weight[e]
-                    e += 1
-                cursor[x] = e
+            at = t * n_blocks + b
+            for e in range(bucket[at], bucket[at + 1]):
+                code = np.int64(stage[e])
+                j = (code & target_mask) - lo
+                if k >= until_b[j]:
+                    g_b[j] += weights[code >> weight_shift]
             x = ev_at[t]
             while x < ev_stop[t] and ev_neuron[x] < hi:
                 j = ev_neuron[x]
@@ -312,17 +346,16 @@ def _window(k0: int, span: int, n: int, v: np.ndarray, g: np.ndarray, until: np.
 
 
 @numba.njit(cache=True, nogil=True)
-def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, post: np.ndarray,
-             weight: np.ndarray, silenced: np.ndarray, v: np.ndarray, g: np.ndarray,
+def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np.ndarray,
+             weight_shift: int, weights: np.ndarray, silenced: np.ndarray, v: np.ndarray, g: np.ndarray,
              until: np.ndarray, hold: np.ndarray, quiet: np.ndarray, gg: float, gv: float,
              vv: float, c0: float, v_rest: float, v_th: float, v_rst: float, g_flush: float,
              delay: int, window: int, ev_tick: np.ndarray, ev_neuron: np.ndarray,
              ev_weight: float, win_tick: np.ndarray, win_neuron: np.ndarray,
-             cursor: np.ndarray, row_end: np.ndarray, stage_post: np.ndarray,
-             stage_weight: np.ndarray, arrive_at: np.ndarray, ev_at: np.ndarray,
-             ev_stop: np.ndarray, per_tick: np.ndarray, tick_start: np.ndarray,
-             spikes: np.ndarray, count: int
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+             bucket: np.ndarray, fill: np.ndarray, fired: np.ndarray, stage: np.ndarray,
+             arrive_at: np.ndarray, ev_at: np.ndarray, ev_stop: np.ndarray,
+             per_tick: np.ndarray, tick_start: np.ndarray, spikes: np.ndarray, count: int
+             ) -> tuple[np.ndarray, np.ndarray, int]:
     """Ticks ``k_start .. k_stop`` of one trial, continuing the state it is given.
 
     ``spikes[tick_start[k - base] .. tick_start[k - base + 1]]`` are the spikes of tick ``k``
@@ -334,7 +367,8 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, post: np.
     arrays are never reassigned: where a loop reads an array that its function reallocates,
     numba counts references on every iteration.)
     """
-    n = silenced.shape[0]
+    n_blocks = quiet.shape[0]
+    target_mask = (1 << weight_shift) - 1
     ev = 0
     n_ev = ev_tick.shape[0]
     for k0 in range(k_start, k_stop, window):
@@ -344,22 +378,20 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, post: np.
         for t in range(span + 1):
             arrive_at[t] = tick_start[max(k0 + t - delay, 0) - base] - first \
                 if delay > 0 else 0
-        arriving = arrive_at[span]
-        staged = _stage(first, arriving, spikes, indptr, post, weight, silenced, cursor,
-                        row_end, stage_post, stage_weight)
-        if staged < 0:
-            stage_post = np.empty(max(-staged, 2 * stage_post.shape[0]), dtype=np.int32)
-            stage_weight = np.empty(stage_post.shape[0], dtype=np.float64)
-            _stage(first, arriving, spikes, indptr, post, weight, silenced, cursor, row_end,
-                   stage_post, stage_weight)
+        staged = _count(first, span, arrive_at, spikes, indptr, codes, target_mask, silenced,
+                        n_blocks, bucket)
+        if staged > stage.shape[0]:
+            stage = np.empty(max(staged, 2 * stage.shape[0]), dtype=stage.dtype)
+        _stage(first, span, arrive_at, spikes, indptr, codes, target_mask, silenced, n_blocks,
+               bucket, fill, stage)
         for t in range(span):
             ev_at[t] = ev
             while ev < n_ev and ev_tick[ev] == k0 + t:
                 ev += 1
             ev_stop[t] = ev
-        n_win = _window(k0, span, n, v, g, until, hold, quiet, gg, gv, vv, c0, v_rest, v_th,
-                        v_rst, g_flush, arrive_at, cursor, row_end, stage_post, stage_weight,
-                        ev_at, ev_stop, ev_neuron, ev_weight, win_tick, win_neuron)
+        n_win = _window(k0, span, v, g, until, hold, quiet, gg, gv, vv, c0, v_rest, v_th,
+                        v_rst, g_flush, bucket, stage, target_mask, weight_shift, weights,
+                        ev_at, ev_stop, ev_neuron, ev_weight, fired, win_tick, win_neuron)
         # the window's spikes (block by block) into Brian2's order: by tick, then index
         if count + n_win > spikes.shape[0]:
             grown = np.empty(max(2 * spikes.shape[0], count + n_win), dtype=np.int32)
@@ -383,11 +415,12 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, post: np.
                 if silenced[pre]:
                     continue
                 for e in range(indptr[pre], indptr[pre + 1]):
-                    j = post[e]
+                    code = np.int64(codes[e])
+                    j = code & target_mask
                     if k0 >= until[j]:
-                        g[j] += weight[e]
+                        g[j] += weights[code >> weight_shift]
                         quiet[j >> BLOCK_SHIFT] = 0
-    return spikes, stage_post, stage_weight, count
+    return spikes, stage, count
 
 
 class EngineTrial:
@@ -414,10 +447,9 @@ class EngineTrial:
                  rfc_ticks: np.ndarray, silenced: np.ndarray, params: LIFParams,
                  g_flush: float, v_start: float | None = None) -> None:
         prop = propagator(params)
-        self._graph = (np.ascontiguousarray(indptr, dtype=np.int64),
-                       np.ascontiguousarray(post, dtype=np.int32),
-                       np.ascontiguousarray(weight_v, dtype=np.float64),
-                       np.ascontiguousarray(silenced, dtype=np.bool_))
+        codes, weight_shift, weights = pack_synapses(post, weight_v)
+        self._graph = (np.ascontiguousarray(indptr, dtype=np.int64), codes, weight_shift,
+                       weights, np.ascontiguousarray(silenced, dtype=np.bool_))
         self._constants = (prop.gg, prop.gv, prop.vv, prop.c0, prop.v_rest,
                            params.v_th * _MV, params.v_rst * _MV, float(g_flush))
         self.delay = params.delay_ticks
@@ -445,9 +477,13 @@ class EngineTrial:
         self.window = min(self.delay, MAX_WINDOW) if self.delay > 0 else 1
         # the most spikes a window can hold: neuron i fires once per hold[i] ticks
         most = int(((self.window + self._hold[:n] - 1) // self._hold[:n]).sum())
-        self._buffers = (np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int32),
-                         np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int64))
-        self._stage = (np.empty(1 << 16, dtype=np.int32), np.empty(1 << 16, dtype=np.float64))
+        self._buffers = (np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int32))
+        # the window's synaptic events by target block and tick (_count, _stage), and one
+        # block's spike flags (_window)
+        self._buckets = (np.zeros(n_blocks * self.window + 1, dtype=np.int64),
+                         np.zeros(n_blocks * self.window, dtype=np.int64),
+                         np.zeros(width, dtype=np.uint8))
+        self._stage = np.empty(STAGE_START, dtype=codes.dtype)
         self._scratch = (np.zeros(self.window + 1, dtype=np.int64),
                          np.zeros(self.window, dtype=np.int64),
                          np.zeros(self.window, dtype=np.int64),
@@ -504,17 +540,18 @@ class EngineTrial:
             ev_tick, ev_neuron = np.empty(0, np.int64), np.empty(0, np.int32)
         ev_tick = np.ascontiguousarray(ev_tick, dtype=np.int64)
         ev_neuron = np.ascontiguousarray(ev_neuron, dtype=np.int32)
-        indptr, post, weight, silenced = self._graph
+        indptr, codes, weight_shift, weights, silenced = self._graph
         gg, gv, vv, c0, v_rest, v_th, v_rst, g_flush = self._constants
-        win_tick, win_neuron, cursor, row_end = self._buffers
+        win_tick, win_neuron = self._buffers
+        bucket, fill, fired = self._buckets
         arrive_at, ev_at, ev_stop, per_tick = self._scratch
-        room, stage_post, stage_weight, count = _advance(
-            k_start, k_stop, keep_from, indptr, post, weight, silenced, self._v, self._g,
+        room, self._stage, count = _advance(
+            k_start, k_stop, keep_from, indptr, codes, weight_shift, weights, silenced,
+            self._v, self._g,
             self._until, self._hold, self._quiet, gg, gv, vv, c0, v_rest, v_th, v_rst,
             g_flush, self.delay, self.window, ev_tick, ev_neuron, self.ev_weight, win_tick,
-            win_neuron, cursor, row_end, self._stage[0], self._stage[1], arrive_at, ev_at,
-            ev_stop, per_tick, tick_start, room, count)
-        self._stage = (stage_post, stage_weight)
+            win_neuron, bucket, fill, fired, self._stage, arrive_at, ev_at, ev_stop, per_tick,
+            tick_start, room, count)
         first = int(tick_start[k_start - keep_from])
         neurons = room[first:count].astype(np.int64)
         ticks_out = np.repeat(np.arange(k_start, k_stop, dtype=np.int64),
@@ -522,6 +559,64 @@ class EngineTrial:
         self._spikes, self._count = room, count
         self._tick_start, self._base, self.tick = tick_start, keep_from, k_stop
         return ticks_out, neurons
+
+
+#: Graphs packed lately (:func:`pack_synapses`), by the identity of their target and weight
+#: arrays; an entry goes when either array does.
+_PACKED: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, np.ndarray, int, np.ndarray]] = {}
+_PACKED_LOCK = threading.Lock()
+#: The most packed graphs kept.
+_PACKED_KEPT = 4
+
+
+def pack_synapses(post: np.ndarray, weight_v: np.ndarray, word: type | None = None
+                  ) -> tuple[np.ndarray, int, np.ndarray]:
+    """Each synapse as one word: its target in the low ``shift`` bits and, above them, the
+    index of its weight in ``weights``, the distinct weights (told apart by their bits, so a
+    weight read back is the same float64).
+
+    The engine then reads a third of the bytes it read as target and weight: 4 bytes a
+    synapse (``uint32``) where the targets' bits and the weights' indices fit in 32 bits, as
+    on the whole FlyWire brain with its few thousand distinct synapse counts; else 8
+    (``uint64``). ``word`` asks for one of the two.
+
+    Returns ``(codes, shift, weights)``. Packing a full brain takes about half a second, so
+    the result is kept for the same two arrays (the same objects, while both live: arrays
+    are replaced, not edited in place, as :meth:`SpikingBrain.grouped_rows
+    <flyviz.spiking.brain.SpikingBrain.grouped_rows>` keeps them).
+    """
+    key = (id(post), id(weight_v))
+    with _PACKED_LOCK:
+        kept = _PACKED.get(key)
+        if kept is not None and kept[0]() is post and kept[1]() is weight_v \
+                and (word is None or kept[2].dtype == word):
+            return kept[2], kept[3], kept[4]
+    targets = np.ascontiguousarray(post, dtype=np.int64)
+    bits = np.ascontiguousarray(weight_v, dtype=np.float64).view(np.int64)
+    distinct = np.unique(bits)
+    index = np.searchsorted(distinct, bits)
+    shift = max(int(targets.max(initial=0)).bit_length(), 1)
+    fits = distinct.shape[0] <= 1 << (32 - shift)
+    if word is None:
+        word = np.uint32 if fits else np.uint64
+    elif word is np.uint32 and not fits:
+        raise ValueError("these synapses do not fit in 32-bit words")
+    codes = (index.astype(word) << word(shift)) | targets.astype(word)
+    weights = distinct.view(np.float64)
+
+    def forget(_: object, key: tuple[int, int] = key) -> None:
+        with _PACKED_LOCK:
+            _PACKED.pop(key, None)
+
+    try:
+        refs = (weakref.ref(post, forget), weakref.ref(weight_v, forget))
+    except TypeError:  # not an array (a list): nothing to keep it by
+        return codes, shift, weights
+    with _PACKED_LOCK:
+        while len(_PACKED) >= _PACKED_KEPT:
+            _PACKED.pop(next(iter(_PACKED)))
+        _PACKED[key] = refs + (codes, shift, weights)
+    return codes, shift, weights
 
 
 def flush_threshold(smallest_weight: float) -> float:
@@ -624,6 +719,7 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
 
     n_steps = int(n_steps)
     stop = threading.Event()
+    pack_synapses(post, weight_v)  # once, before the trials' threads ask for it
 
     def one(trial: int) -> tuple[np.ndarray, ...]:
         state = EngineTrial(indptr, post, weight_v, rfc_ticks, silenced, params, g_flush)

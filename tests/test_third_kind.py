@@ -194,6 +194,28 @@ def test_export_share_and_convert_of_its_recording(rate, tmp_path):
         assert list(data["cell_type"][:5]) == rate.anatomy.cell_type[:5]
 
 
+def test_a_script_exports_its_movie(rate, tmp_path):
+    from flyviz.errors import ExportError
+
+    model = rate.kind.load(str(rate.model_dir))
+    try:
+        out = flyviz.export_movie(rate.recording, tmp_path / "frames", model=model,
+                                  size=(320, 240), frames_per_token=1, hold_seconds=0.0,
+                                  start=STEPS - 1, stop=STEPS)
+    except ExportError as exc:
+        pytest.skip(str(exc))
+    from PIL import Image
+
+    (frame,) = sorted(Path(out).glob("*.png"))
+    assert_lit_at_the_top(np.asarray(Image.open(frame)))
+    # The overlays are the kind's: its step counter, no text and no bars.
+    from flyviz.render.overlay import iter_overlays
+
+    (overlay,) = iter_overlays(rate.recording, STEPS - 1, STEPS)
+    assert overlay.counter == f"step {STEPS} of {STEPS}" and overlay.bars == ()
+    assert rate.asked() == []
+
+
 # ---------------------------------------------------------------- the notebook and napari
 def test_the_notebook_widget_shows_it_with_its_colour_layer(rate):
     pytest.importorskip("jupyter_rfb")

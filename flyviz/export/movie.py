@@ -70,10 +70,12 @@ def recording_state(recording: Recording, anatomy: Anatomy, model_name: str = ""
     what a movie of a recording without a window draws (its highlight ``emphasis``,
     ``selected`` neuron and ``meshes`` as given), so that every movie goes through
     :meth:`FrameRenderer.for_state <flyviz.render.offscreen.FrameRenderer.for_state>`."""
+    from flyviz.kinds import kind_of_recording
     from flyviz.viewer.state import ViewerState
 
     state = ViewerState()
-    state.set_model(None, anatomy, name=model_name, neurons=recording.neurons, kind=kind)
+    state.set_model(None, anatomy, name=model_name, neurons=recording.neurons,
+                    kind=kind_of_recording(recording) if kind is None else kind)
     state.set_recording(recording, cause=None)
     state.mesh.mesh_opacity = mesh_opacity
     for mesh in meshes:
@@ -162,8 +164,9 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
         Drawn behind the neurons (:mod:`flyviz.analysis.outline`: the brain's
         outline, mesh files). Ignored with ``renderer``.
     kind
-        The :class:`~flyviz.kinds.ModelKind` of the recording's model: what the
-        overlays say and what the time axis is called (default: the Fly LLM's).
+        The :class:`~flyviz.kinds.ModelKind` of the recording's model (default: the one
+        :func:`~flyviz.kinds.kind_of_recording` reads from it): what the
+        overlays say and what the time axis is called.
 
     Returns
     -------
@@ -194,6 +197,10 @@ def export_recording(recording: Recording, anatomy: Anatomy | None, out_path: st
     k = int(options.frames_per_token)
     total = options.frame_count(stop - start)
     name = model_name if model_name is not None else model_name_of(recording, "flyviz")
+    if kind is None:                    # the kind that made it says how its frames look
+        from flyviz.kinds import kind_of_recording
+
+        kind = kind_of_recording(recording)
     style = style or options.cloud_style(kind)
     layer = style.layer
 

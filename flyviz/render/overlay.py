@@ -80,14 +80,15 @@ def display_token(text: str) -> str:
 def iter_overlays(recording: Recording, start: int = 0, stop: int | None = None, *,
                   kind: Any = None) -> Iterator[OverlayContent]:
     """Overlay content of frames ``start:stop`` of ``recording``, one at a time, as
-    ``kind`` (a :class:`~flyviz.kinds.ModelKind`; default: the Fly LLM's) says.
+    ``kind`` (a :class:`~flyviz.kinds.ModelKind`; default: the one that made the
+    recording, :func:`~flyviz.kinds.kind_of_recording`) says.
 
     Frames before ``start`` may be read (a language model's prompt text) but are
     not yielded.
     """
-    from flyviz.kinds import LANGUAGE
+    from flyviz.kinds import kind_of_recording
 
-    return (kind or LANGUAGE).overlays(recording, start, stop)
+    return (kind or kind_of_recording(recording)).overlays(recording, start, stop)
 
 
 def overlay_contents(recording: Recording, start: int = 0, stop: int | None = None, *,

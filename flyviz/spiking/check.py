@@ -109,7 +109,7 @@ _LINE = re.compile(r"([^:]+?)\s*:\s*((?:excite|silence|read|expect)\b.*)", re.IG
 def parse_battery(text: str, source: str = "the battery") -> list[Check]:
     """The checks of a battery's text; :class:`CheckError` naming the line that is wrong."""
     from flyviz.model.selection import parse
-    from flyviz.spiking.screen import _query_text
+    from flyviz.spiking.screen import query_text
 
     checks: list[Check] = []
     seen: dict[str, int] = {}
@@ -147,7 +147,7 @@ def parse_battery(text: str, source: str = "the battery") -> list[Check]:
         for key in ("excite", "silence", "read"):
             if key in fields:
                 try:
-                    parse(_query_text(fields[key]))
+                    parse(query_text(fields[key]))
                 except InputError as exc:
                     raise CheckError(f"{where} ({name}), {key}: {exc}") from None
         words = fields["expect"].split()
@@ -305,7 +305,7 @@ class _Resolved:
 
 def _resolve(brain: SpikingBrain, check: Check) -> _Resolved:
     from flyviz.spiking.run import select
-    from flyviz.spiking.screen import _query_text
+    from flyviz.spiking.screen import query_text
 
     found: dict[str, np.ndarray | None] = {}
     for key in ("excite", "silence", "read"):
@@ -314,7 +314,7 @@ def _resolve(brain: SpikingBrain, check: Check) -> _Resolved:
             found[key] = None
             continue
         try:
-            members = np.unique(np.asarray(select(brain, _query_text(query)), np.int64))
+            members = np.unique(np.asarray(select(brain, query_text(query)), np.int64))
         except InputError as exc:
             raise CheckError(f"check {check.name!r}, {key}: {exc}") from None
         if members.size == 0:

@@ -77,8 +77,8 @@ from flyviz.spiking.run import check_rate, check_run_size, select, simulate
 __all__ = ["BASELINE", "MODES", "NeuronSet", "ScreenError", "ScreenFolder", "ScreenResult",
            "ScreenSettings", "SetTask", "benjamini_hochberg", "brain_digest", "check_pairs",
            "each_neuron", "pair_sets", "paired_p_value", "parse_sets", "read_set_rates",
-           "read_set_run", "read_sets_file", "read_summary", "resolve_sets", "run_screen",
-           "screen_task", "trial_counts"]
+           "query_text", "read_set_run", "read_sets_file", "read_summary", "resolve_sets",
+           "run_screen", "screen_task", "trial_counts"]
 
 #: The two kinds of screen.
 MODES = ("activate", "silence")
@@ -125,7 +125,7 @@ class NeuronSet:
 _ROOT_IDS = re.compile(r"[0-9][0-9,\s]*")
 
 
-def _query_text(query: str) -> str:
+def query_text(query: str) -> str:
     """A query as :func:`select` takes it: bare numbers (``720575940624963786, ...``) are root
     ids, the rest the selection language."""
     text = query.strip()
@@ -163,7 +163,7 @@ def parse_sets(text: str, source: str = "the sets") -> list[tuple[str, str]]:
             raise ScreenError(f"{where}: the set name {name!r} is used on line {seen[name]} "
                               "too; give each set its own name")
         try:
-            parse(_query_text(query))
+            parse(query_text(query))
         except SelectionError as exc:
             raise ScreenError(f"{where} ({name}): {exc}") from None
         seen[name] = number
@@ -197,7 +197,7 @@ def resolve_sets(brain: SpikingBrain, named: Sequence[tuple[str, str]]) -> list[
     sets = []
     for name, query in named:
         try:
-            members = select(brain, _query_text(query))
+            members = select(brain, query_text(query))
         except InputError as exc:
             raise ScreenError(f"set {name!r}: {exc}") from None
         members = np.unique(np.asarray(members, np.int64))
@@ -211,7 +211,7 @@ def resolve_sets(brain: SpikingBrain, named: Sequence[tuple[str, str]]) -> list[
 def each_neuron(brain: SpikingBrain, query: str) -> list[NeuronSet]:
     """One set per neuron ``query`` selects (a screen of single neurons), named by root id."""
     try:
-        members = select(brain, _query_text(query))
+        members = select(brain, query_text(query))
     except InputError as exc:
         raise ScreenError(f"{query}: {exc}") from None
     if len(members) == 0:
@@ -294,7 +294,7 @@ def base_stimulus(brain: SpikingBrain, settings: ScreenSettings) -> np.ndarray:
         return np.empty(0, np.int64)
     if settings.excite is not None and settings.excite.strip():
         try:
-            excite = select(brain, _query_text(settings.excite))
+            excite = select(brain, query_text(settings.excite))
         except InputError as exc:
             raise ScreenError(f"--excite: {exc}") from None
         if len(excite) == 0:

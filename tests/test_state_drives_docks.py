@@ -148,20 +148,23 @@ def test_the_patching_measure_is_the_states(window, qtbot):
                                  "Once upon a time there was a boy named Tom", " time",
                                  "superclass", versus=""), feature.panel.message.text()
     panel, docks = feature.panel, win.state.docks
-    assert docks.patching_measure == "p_answer" == panel.measure_key
+    # The logit difference by default, the measure the documentation quotes (p(answer)
+    # read a clean run's 0.47 below the corrupted run's 0.53 as "104 %").
+    assert docks.patching_measure == "logit_diff" == panel.measure_key
+    assert panel.measure.currentText() == "logit difference"
 
     def shown():
         return (panel.measure_key, panel.measure.currentText(), panel.ends.text(),
                 panel.heatmap.image.image.copy())
 
     first = shown()
-    panel.measure.setCurrentIndex(panel.measure.findData("logit_diff"))     # the click
-    assert docks.patching_measure == "logit_diff"
+    panel.measure.setCurrentIndex(panel.measure.findData("p_answer"))       # the click
+    assert docks.patching_measure == "p_answer"
     clicked = shown()
-    assert clicked[2] != first[2] and "logit difference" in clicked[2]
-    panel.measure.setCurrentIndex(panel.measure.findData("p_answer"))
+    assert clicked[2] != first[2] and "p(answer)" in clicked[2]
+    panel.measure.setCurrentIndex(panel.measure.findData("logit_diff"))
     assert shown()[:3] == first[:3]
-    docks.patching_measure = "logit_diff"                                   # the script
+    docks.patching_measure = "p_answer"                                     # the script
     scripted = shown()
     assert scripted[:3] == clicked[:3]
     np.testing.assert_array_equal(scripted[3], clicked[3])

@@ -54,7 +54,7 @@ LIVE_TOP_K = 20
 
 #: What the activation patching heatmap shows: the answer's probability or the logit difference
 #: (the viewer state's ``docks.patching_measure``; the first is the default).
-PATCHING_MEASURES = ("p_answer", "logit_diff")
+PATCHING_MEASURES = ("logit_diff", "p_answer")
 
 
 def generation_settings(run: "RunSettings", top_k: int = DEFAULT_TOP_K) -> "GenerationSettings":

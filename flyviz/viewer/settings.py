@@ -229,7 +229,7 @@ class DockSettings:
     why_lag: int = 0
     why_synapses: bool = True
     why_first_step_first: bool = False
-    patching_measure: str = "p_answer"
+    patching_measure: str = "logit_diff"
     population_view: str = COMPARE_VIEWS[0]
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -67,8 +67,8 @@ HIGHLIGHT = "patching"
 BY_CHOICES = (("superclass", "Superclass"), ("type", "Cell type"), ("side", "Side"))
 
 #: The measures the heatmap shows: (measure, its normalised column, title).
-MEASURES = (("p_answer", "p_normalised", "p(answer)"),
-            ("logit_diff", "logit_diff_normalised", "logit difference"))
+MEASURES = (("logit_diff", "logit_diff_normalised", "logit difference"),
+            ("p_answer", "p_normalised", "p(answer)"))
 
 #: Group names listed under the heatmap up to this many columns (beyond: hover names them).
 LISTED_GROUPS = 40

@@ -189,7 +189,7 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_flyviz_dynamics_prints_json_with_positions_memory_and_nulls(world, capsys):
     code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
                           "--prompt", "the cat saw a big red ball", "--eigenvalues", "4",
-                          "--nulls", "2", "--workers", "0", "--json")
+                          "--nulls", "degree-sign:2", "--workers", "0", "--json")
     assert code == 0, err
     found = json.loads(out)
     positions = found["positions"]
@@ -201,6 +201,7 @@ def test_flyviz_dynamics_prints_json_with_positions_memory_and_nulls(world, caps
     assert found["memory"]["leak_only_half_life_tokens"] == pytest.approx(0.30103, abs=1e-4)
     assert "half_life_tokens" in found["memory"]
     assert found["nulls"]["properties"]["spectral_radius_mean"]["n"] == 2
+    assert found["nulls"]["kind"] == "degree-sign" and found["nulls"]["seeds"] == [0, 1]
 
 
 def test_flyviz_dynamics_prints_a_summary(world, capsys):

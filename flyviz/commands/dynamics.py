@@ -32,7 +32,7 @@ tokens until its norm halves; the leak-only bound ln 0.5 / ln(1 - lam) ignores W
 examples:
   flyviz dynamics demo --prompt "Once upon a time, there was a little girl named Lily"
   flyviz dynamics demo --prompt "Tom and his dog" --eigenvalues 10 --json > dyn.json
-  flyviz dynamics demo --prompt "Tom and his dog" --nulls 3 --workers 2
+  flyviz dynamics demo --prompt "Tom and his dog" --nulls degree:3 --workers 2
   flyviz dynamics demo --prompt "Tom and his dog" --silence 'superclass:cb_intrinsic'
 
 docs/dynamics.md describes every number.

@@ -46,6 +46,7 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
 from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app.atlas import atlas_panel
 from flyviz.app.circuit import circuit_panel
+from flyviz.app.dynamics import dynamics_panel
 from flyviz.app.runs import interventions_dock
 from flyviz.app.lesion import lesion_panel
 from flyviz.app.language import patching_panel, why_panel
@@ -103,6 +104,7 @@ FEATURES = (("atlas", atlas_panel.install, LM), ("lesions", lesion_panel.install
             ("population", population_panel.install, LM), ("why", why_panel.install, LM),
             ("trajectory", trajectory_panel.install, LM),
             ("patching", patching_panel.install, LM), ("circuit", circuit_panel.install, LM),
+            ("dynamics", dynamics_panel.install, LM),
             ("spiking", spiking_panel.install, spiking_panel.SPIKING_KINDS),
             ("screen", spiking_screen_panel.install, spiking_screen_panel.SCREEN_KINDS))
 

@@ -49,6 +49,7 @@ folder: a module beside ``language.py`` here, or a package of its own
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -477,8 +478,10 @@ BUILT_IN_KINDS: dict[str, str] = {
     "spiking": "flyviz.kinds.spiking:SPIKING",
 }
 
-_REGISTRY: dict[str, ModelKind] = {}
-_REGISTRY_READ = False
+#: The registered kinds by key, ``None`` until the entry points are read; replaced whole
+#: (under the lock), never filled in place, so a reader on another thread sees all or none.
+_REGISTRY: dict[str, ModelKind] | None = None
+_REGISTRY_LOCK = threading.RLock()
 
 
 def _as_kind(value: Any) -> ModelKind | None:
@@ -499,55 +502,61 @@ def _load_reference(reference: str) -> Any:
     return value
 
 
-def _read_entry_points() -> None:
-    """Fill the registry: flyviz's own kinds, then every entry point of the group. A broken
-    entry point is said once (a warning naming its distribution) and left out."""
+def _read_entry_points() -> dict[str, ModelKind]:
+    """flyviz's own kinds, then every entry point of the group. A broken entry point is
+    said once (a warning naming its distribution) and left out."""
     from importlib.metadata import entry_points
 
-    global _REGISTRY_READ
-    _REGISTRY_READ = True
+    found: dict[str, ModelKind] = {}
     for reference in BUILT_IN_KINDS.values():
         kind = _as_kind(_load_reference(reference))
         assert kind is not None, reference
-        _REGISTRY.setdefault(kind.key, kind)
+        found.setdefault(kind.key, kind)
     for point in entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(getattr(point, "dist", None), "name", None) or "an unnamed distribution"
         try:
             kind = _as_kind(point.load())
         except Exception as exc:  # a third party's bug must not stop flyviz
+            said = str(exc).splitlines()[0] if str(exc) else ""
             warnings.warn(f"flyviz: the model kind {point.name!r} of {dist} ({point.value}) does "
-                          f"not load ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                          f"); flyviz goes on without it", RuntimeWarning, stacklevel=3)
+                          f"not load ({type(exc).__name__}: {said}); flyviz goes on without it",
+                          RuntimeWarning, stacklevel=4)
             continue
         if kind is None:
             warnings.warn(f"flyviz: the model kind {point.name!r} of {dist} ({point.value}) is "
                           "not a flyviz.kinds.ModelKind with a key; flyviz goes on without it",
-                          RuntimeWarning, stacklevel=3)
+                          RuntimeWarning, stacklevel=4)
             continue
-        known = _REGISTRY.get(kind.key)
+        known = found.get(kind.key)
         if known is None:
-            _REGISTRY[kind.key] = kind
+            found[kind.key] = kind
         elif known is not kind and type(known) is not type(kind):
             warnings.warn(f"flyviz: the model kind {kind.key!r} of {dist} ({point.value}) has "
                           f"the key of {known!r}, registered first; it is left out",
-                          RuntimeWarning, stacklevel=3)
+                          RuntimeWarning, stacklevel=4)
+    return found
 
 
 def registered_kinds() -> dict[str, ModelKind]:
     """Every kind flyviz knows, by key: its own, those of the entry-point group
     :data:`ENTRY_POINT_GROUP` (read once per process) and those :func:`register_kind` added."""
-    if not _REGISTRY_READ:
-        _read_entry_points()
-    return dict(_REGISTRY)
+    global _REGISTRY
+    registry = _REGISTRY
+    if registry is None:
+        with _REGISTRY_LOCK:
+            if _REGISTRY is None:
+                _REGISTRY = _read_entry_points()
+            registry = _REGISTRY
+    return dict(registry)
 
 
 def reload_kinds() -> dict[str, ModelKind]:
     """Read the entry-point group again (a package that adds a kind was installed, or put on
     ``sys.path``, in this process) and return :func:`registered_kinds`; kinds
     :func:`register_kind` added are forgotten."""
-    global _REGISTRY_READ
-    _REGISTRY.clear()
-    _REGISTRY_READ = False
+    global _REGISTRY
+    with _REGISTRY_LOCK:
+        _REGISTRY = None
     from flyviz.viewer.layers import LAYERS
 
     LAYERS.forget()
@@ -564,13 +573,19 @@ def register_kind(kind: ModelKind, *, replace: bool = False) -> ModelKind:
         For something that is not a kind with a key, or a key registered already
         (unless ``replace``).
     """
-    if _as_kind(kind) is None:
+    made = _as_kind(kind)
+    if made is None:
         raise ValueError(f"register_kind takes a flyviz.kinds.ModelKind with a key, "
                          f"not {kind!r}")
-    known = registered_kinds().get(kind.key)
-    if known is not None and known is not kind and not replace:
-        raise ValueError(f"a model kind named {kind.key!r} is registered already ({known!r})")
-    _REGISTRY[kind.key] = kind
+    kind = made
+    global _REGISTRY
+    with _REGISTRY_LOCK:
+        kinds = registered_kinds()
+        known = kinds.get(kind.key)
+        if known is not None and known is not kind and not replace:
+            raise ValueError(f"a model kind named {kind.key!r} is registered already "
+                             f"({known!r})")
+        _REGISTRY = {**kinds, kind.key: kind}
     from flyviz.viewer.layers import LAYERS
 
     LAYERS.forget()

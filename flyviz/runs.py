@@ -5,8 +5,9 @@ Every host starts a run the same way. A :class:`RunRequest` says what the run is
 brain), its settings, interventions and options (``compare``: the Fly LLM's comparison with
 the untouched run). A :class:`Run` checks it through the model's kind
 (:meth:`~flyviz.kinds.ModelKind.prepare_run`: one line for a bad request, before anything
-runs), holds the recording it fills, and steps it: :meth:`Run.frames` is the one place in
-flyviz (outside ``flyviz/kinds/``) that calls a kind's ``frames``
+runs), holds the recording it fills, and steps it (:meth:`Run.stream` in the caller's thread,
+:meth:`Run.staged_frames` on an engine's): it is the one place in flyviz (outside
+``flyviz/kinds/``) that calls a kind's or a model's ``frames``
 (``tests/test_architecture.py`` keeps it so).
 
 A :class:`Runs` starts runs of the model a :class:`~flyviz.viewer.state.ViewerState`
@@ -47,8 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.frame import Frame
     from flyviz.viewer.state import ViewerState
 
-__all__ = ["IDLE", "PAUSED", "RUNNING", "Run", "Runs", "RunEngine", "RunEvents",
-           "RunRequest", "ThreadEngine"]
+__all__ = ["IDLE", "PAUSED", "RUNNING", "Run", "RunEngine", "RunEvents", "RunRequest", "Runs",
+           "ThreadEngine", "request_for"]
 
 #: What an engine is doing, as it reports it (:meth:`Runs.worker_changed`).
 IDLE, RUNNING, PAUSED = "idle", "running", "paused"
@@ -144,11 +145,12 @@ class Run:
         self.request, self.recording = self.kind.prepare_run(model, request or RunRequest())
         self._staging: _Staging | None = None
 
-    def frames(self) -> Iterator["Frame"]:
+    def stream(self, keep: bool = True) -> Iterator["Frame"]:
         """Step the run in this thread: its frames, each appended to :attr:`recording` (with
-        whatever the kind keeps beside it) before it is yielded; stop iterating, or
-        ``close()`` the iterator, to stop between two frames."""
-        return self._frames(self.recording)
+        whatever the kind keeps beside it) before it is yielded (``keep=False``: not kept,
+        for a caller that reads each frame once); stop iterating, or ``close()`` the
+        iterator, to stop between two frames."""
+        return self._frames(self.recording if keep else None)
 
     def staged_frames(self) -> Iterator["Frame"]:
         """Step the run on an engine's thread while another thread shows :attr:`recording`:
@@ -157,7 +159,7 @@ class Run:
         self._staging = _Staging(self.recording)
         return self._frames(self._staging)
 
-    def _frames(self, recording: Recording) -> Iterator["Frame"]:
+    def _frames(self, recording: Recording | None) -> Iterator["Frame"]:
         # The one call of a kind's frames in flyviz outside flyviz/kinds/.
         request = self.request
         options = {"compare": request.compare} if request.compare else {}
@@ -192,9 +194,11 @@ class Run:
             moved += 1
         return moved
 
-    def record(self, on_frame: Callable[["Frame"], Any] | None = None) -> Recording:
-        """Run to the end in this thread (``on_frame`` sees each frame); the recording."""
-        for frame in self.frames():
+    def record(self, on_frame: Callable[["Frame"], Any] | None = None, *,
+               keep: bool = True) -> Recording:
+        """Run to the end in this thread (``on_frame`` sees each frame); the recording
+        (empty with ``keep=False``: the frames were not kept)."""
+        for frame in self.stream(keep):
             if on_frame is not None:
                 on_frame(frame)
         return self.recording
@@ -206,6 +210,25 @@ class Run:
         if request.compare:
             words = f"comparing with the untouched run ({request.compare})"
         return words + (f", {request.note}" if request.note else "")
+
+
+def request_for(model: Any, given: Any = None, **run: Any) -> RunRequest:
+    """The run a fresh viewer state of ``model`` describes (its kind reads it:
+    :meth:`~flyviz.kinds.ModelKind.run_request`), given ``given`` (what the run reads; ``None``:
+    the kind's default), with the state's run settings ``run`` set first (``max_new_tokens=``,
+    ``seed=``...: :class:`~flyviz.viewer.settings.RunSettings`' fields, which a kind reads
+    or not). ``InputError`` for a setting out of range."""
+    import dataclasses
+
+    from flyviz.viewer.state import ViewerState
+
+    described = ViewerState()
+    described.set_model(model)
+    for name, value in run.items():
+        if value is not None:
+            setattr(described.run, name, value)
+    request = described.kind.run_request(described)
+    return request if given is None else dataclasses.replace(request, given=given)
 
 
 class RunEngine(Protocol):
@@ -504,6 +527,11 @@ class ThreadEngine:
         self._paused = False
         self._steps = 0
         self._interval = 0.0
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The thread of the current (or last) run."""
+        return self._thread
 
     def _report(self, callback: Callable[..., Any], *args: Any) -> None:
         self.deliver(callback, *args)

@@ -583,3 +583,39 @@ def test_the_kind_identity_scan_finds_each_way_of_telling_kinds_apart():
     tree = ast.parse(planted)
     lines = sorted({line for line, _ in kind_identity_tests(tree, _kind_vocabulary())})
     assert lines == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], lines
+
+
+# --------------------------------------------------------------------- one place steps runs
+#: The module that steps every run (flyviz.runs.Run): the one caller of a ``frames``.
+RUN_STEPPER = "flyviz.runs"
+
+
+def frames_calls(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, code)`` of every call of a ``frames`` method in ``tree``: a kind's
+    ``kind.frames(model, request...)``, a model's ``model.frames(prompt...)``, whatever
+    the object is called (a run's own iterators are named otherwise)."""
+    return [(node.lineno, ast.unparse(node)) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "frames"]
+
+
+def test_one_place_in_flyviz_steps_a_kind_or_a_models_frames():
+    """Every host (the window, the notebook, napari, the command line, scripts) starts a run
+    through flyviz.runs: a second place that steps a model itself would be a second run
+    machine, blind to what the kind records beside its frames."""
+    found = [f"{m}:{line}: {code}" for m, tree in sorted(TREES.items())
+             if not _inside(m, KINDS_PACKAGE) for line, code in frames_calls(tree)]
+    assert len(found) == 1 and found[0].startswith(f"{RUN_STEPPER}:"), (
+        "start runs through flyviz.runs.Run, not a kind's or a model's frames:\n"
+        + "\n".join(found))
+
+
+def test_the_frames_check_finds_a_host_that_steps_a_model_itself():
+    planted = ast.parse("def run_prompt(model, kind, prompt):\n"
+                        "    for frame in model.frames(prompt, recording=None):\n"
+                        "        pass\n"
+                        "    return list(kind.frames(model, prompt))\n")
+    assert [line for line, _code in frames_calls(planted)] == [2, 4]
+    # A run's own iterators, and a local function named frames, are not a second stepper.
+    assert frames_calls(ast.parse("run.stream(False)\nrun.staged_frames()\n"
+                                  "def frames(emit): pass\nframes(print)\n")) == []

@@ -180,9 +180,9 @@ def test_widget_runs_a_prompt_into_a_new_layer(make_napari_viewer, demo, qtbot):
     viewer = make_napari_viewer()
     widget = FlyvizWidget(viewer)
     widget.set_model(demo)
-    worker = widget.run_prompt("Once upon a time", max_new_tokens=3)
+    runs = widget.run_prompt("Once upon a time", max_new_tokens=3)
     qtbot.waitUntil(lambda: len(points_layers(viewer)) == 1, timeout=60_000)
-    qtbot.waitUntil(lambda: not worker.is_running, timeout=10_000)
+    qtbot.waitUntil(lambda: not runs.active, timeout=10_000)
     (points,) = points_layers(viewer)
     source = points.metadata["flyviz"]["source"]
     # The run the API makes of the same prompt, the slider at its last token.

@@ -50,26 +50,20 @@ def generate(model: Any, prompt: str, settings: Any, *, record: Any = None,
     """
     from flyviz.record.run import RunSummary, encode_prompt
     from flyviz.record.runner import as_model
+    from flyviz.runs import Run, RunRequest
 
     model, owned = as_model(model)
     try:
-        from flyviz.model.patching import bind_patches
-
-        settings = settings.validate()
-        tokenizer = model.tokenizer
-        ids = encode_prompt(tokenizer, prompt, model.checkpoint.config.bos_token_id)
-        resolved = model.resolve_interventions(bind_patches(interventions, len(ids),
-                                                                model.checkpoint))
-        recording = None if record is None else model.new_recording(
-            prompt, settings, resolved, states_dtype=states_dtype)
-        summary = RunSummary(prompt, ids, tokenizer, settings.seed, resolved)
-        for frame in model.frames(prompt, settings, interventions=resolved, recording=recording):
-            summary.add(frame)
+        run = Run(model, RunRequest(prompt, settings, interventions, states_dtype=states_dtype))
+        ids = encode_prompt(model.tokenizer, prompt, model.checkpoint.config.bos_token_id)
+        summary = RunSummary(prompt, ids, model.tokenizer, run.request.settings.seed,
+                             run.request.interventions or None)
+        recording = run.record(summary.add, keep=record is not None)
     finally:
         if owned:
             model.close()
     result = summary.to_json()
-    if recording is not None:
+    if record is not None:
         result["recording"] = str(recording.save(record))
     return result
 

@@ -16,6 +16,7 @@ any kind says (:meth:`~flyviz.kinds.ModelKind.overlays`).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.runs import RunRequest
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["LANGUAGE", "LANGUAGE_KEY", "LanguageModelKind", "NEXT_TOKEN_TITLE", "PATCHING_MEASURES", "TEXT",
+__all__ = ["EncodedPrompt", "LANGUAGE", "LANGUAGE_KEY", "LanguageModelKind", "NEXT_TOKEN_TITLE", "PATCHING_MEASURES", "TEXT",
            "TOP_K", "generation_settings"]
 
 #: The language model kind's key (what its docks declare).
@@ -55,6 +56,15 @@ LIVE_TOP_K = 20
 #: What the activation patching heatmap shows: the answer's probability or the logit difference
 #: (the viewer state's ``docks.patching_measure``; the first is the default).
 PATCHING_MEASURES = ("logit_diff", "p_answer")
+
+
+@dataclass(frozen=True)
+class EncodedPrompt:
+    """A run's prompt with its token ids already chosen (BOS first): what a replay gives a
+    run, so that it reads the ids the recording read whatever the text encodes to now."""
+
+    text: str
+    ids: tuple[int, ...]
 
 
 def generation_settings(run: "RunSettings", top_k: int = DEFAULT_TOP_K) -> "GenerationSettings":
@@ -171,10 +181,22 @@ class LanguageModelKind(ModelKind):
         from flyviz.record.compare import MODES, new_comparison_recording
         from flyviz.record.run import GenerationSettings, encode_prompt
 
+        from flyviz.model.patching import bind_patches
+
         settings = (request.settings or GenerationSettings()).validate()
-        prompt = "" if request.given is None else str(request.given)
-        encode_prompt(model.tokenizer, prompt, model.checkpoint.config.bos_token_id)
-        resolved = model.resolve_interventions(request.interventions or ())
+        given = request.given
+        if isinstance(given, EncodedPrompt):
+            prompt, ids = given.text, list(given.ids)
+            vocabulary = model.checkpoint.config.vocabulary
+            if not ids or any(not 0 <= i < vocabulary for i in ids):
+                raise InputError(f"prompt ids must be a non-empty list of ids in "
+                                 f"0..{vocabulary - 1}")
+        else:
+            prompt = "" if given is None else str(given)
+            ids = encode_prompt(model.tokenizer, prompt, model.checkpoint.config.bos_token_id)
+        # A patch's positions are aligned to this prompt (flyviz.model.patching).
+        resolved = model.resolve_interventions(bind_patches(request.interventions or (),
+                                                            len(ids), model.checkpoint))
         dtype = request.states_dtype or "float16"
         if request.compare:
             if request.compare not in MODES:
@@ -187,7 +209,8 @@ class LanguageModelKind(ModelKind):
                                                  states_dtype=dtype)
         else:
             recording = model.new_recording(prompt, settings, resolved, states_dtype=dtype)
-        return dataclasses.replace(request, given=prompt, settings=settings,
+        return dataclasses.replace(request, given=given if isinstance(given, EncodedPrompt)
+                                   else prompt, settings=settings,
                                    interventions=resolved or ()), recording
 
     def frames(self, model: Any, request: Any, settings: Any = None, *,
@@ -200,19 +223,22 @@ class LanguageModelKind(ModelKind):
         appended to ``recording`` (a comparison recording) with the untouched frame and
         the KL (:func:`~flyviz.record.compare.record_step`)."""
         mode = options.get("compare")
+        ids = list(request.ids) if isinstance(request, EncodedPrompt) else None
+        prompt = request.text if isinstance(request, EncodedPrompt) else str(request)
         if mode:
-            return self._compared(model, str(request), settings, interventions, recording,
-                                  str(mode))
-        return model.frames(str(request), settings, interventions=interventions,
+            return self._compared(model, prompt, settings, interventions, recording,
+                                  str(mode), ids)
+        return model.frames(prompt, settings, interventions=interventions, prompt_ids=ids,
                             recording=recording)
 
     @staticmethod
     def _compared(model: Any, prompt: str, settings: Any, interventions: Any,
-                  recording: "Recording | None", mode: str) -> Iterator["Frame"]:
+                  recording: "Recording | None", mode: str, ids: list[int] | None
+                  ) -> Iterator["Frame"]:
         from flyviz.record.compare import record_step
 
         comparison = model.comparison(model.resolve_interventions(interventions))
-        for step in comparison.run(prompt, settings, mode=mode):
+        for step in comparison.run(prompt, settings, mode=mode, prompt_ids=ids):
             grew = record_step(recording, step) if recording is not None else \
                 step.intervened is not None
             if grew and step.intervened is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from napari.qt.threading import thread_worker
+from qtpy.QtCore import QObject, Signal
 from qtpy.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                             QSpinBox, QVBoxLayout, QWidget)
 
@@ -37,6 +38,23 @@ def add_source(viewer: Any, source: Any) -> list[Any]:
     return layers
 
 
+class _Delivery(QObject):
+    """Hands a run's reports from its engine's thread to this widget's (Qt's queued
+    signals): what a :class:`~flyviz.runs.ThreadEngine` delivers through."""
+
+    call = Signal(object, object)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.call.connect(self._call)
+
+    def deliver(self, callback: Any, *args: Any) -> None:
+        self.call.emit(callback, args)
+
+    def _call(self, callback: Any, args: Any) -> None:
+        callback(*args)
+
+
 class FlyvizWidget(QWidget):
     """Load a Fly LLM, run a prompt into a new layer, choose the colours, read the token.
 
@@ -51,6 +69,9 @@ class FlyvizWidget(QWidget):
         self.viewer = napari_viewer
         self.model: Any = None
         self.worker: Any = None
+        #: The runs of the Run button (:class:`flyviz.runs.Runs`), once one started.
+        self.runs: Any = None
+        self._delivery = _Delivery()
         self.model_spec = QLineEdit("demo")
         self.load_button = QPushButton("Load")
         self.prompt = QLineEdit("Once upon a time")
@@ -107,38 +128,49 @@ class FlyvizWidget(QWidget):
         worker.start()
         return worker
 
-    def run_prompt(self, prompt: str, max_new_tokens: int | None = None) -> Any:
-        """Run ``prompt`` on a worker thread into a new brain layer; returns the started worker."""
+    def run_prompt(self, prompt: Any, max_new_tokens: int | None = None) -> Any:
+        """Start the run of the loaded model that this widget describes, given ``prompt``
+        (what the run reads; the model's kind makes the rest of the run: ``max_new_tokens``
+        where it reads it), on a worker thread, into a new brain layer when it ends; returns
+        its :class:`flyviz.runs.Runs` (``None`` when it cannot start, said in the status)."""
+        from flyviz.errors import FlyvizError
+        from flyviz.runs import Run, Runs, ThreadEngine, request_for
+        from flyviz.viewer.state import ViewerState
+
         if self.model is None:
             self.status.setText("load a model first")
             return None
         model = self.model
         count = int(max_new_tokens or self.max_new_tokens.value())
+        try:
+            run = Run(model, request_for(model, prompt, max_new_tokens=count))
+        except FlyvizError as exc:
+            self._failed(exc)
+            return None
+        state = ViewerState()
+        state.set_model(model)
+        runs = Runs(state)
+        runs.engine = ThreadEngine(runs, self._delivery.deliver)
+        names = state.kind.time_axis.names
+        runs.events.frame.connect(lambda n: self.status.setText(f"running: {n} {names}"))
+        runs.events.failed.connect(lambda message: self.status.setText(f"flyviz: error: {message}"))
 
-        def work() -> Any:
-            from flyviz.record.run import GenerationSettings
+        def ended(reason: str, _frames: int) -> None:
+            self.run_button.setEnabled(True)
+            if reason != "failed":
+                self._add_run(run.recording, str(prompt or "run"))
 
-            settings = GenerationSettings(max_new_tokens=count).validate()
-            recording = model.new_recording(prompt, settings, model.resolve_interventions(()))
-            for i, _frame in enumerate(model.frames(prompt, settings, recording=recording)):
-                yield i + 1
-            return recording
-
-        worker = thread_worker(work, start_thread=False)()
-        worker.yielded.connect(lambda n: self.status.setText(f"running: {n} tokens"))
-        worker.returned.connect(lambda rec: self._add_run(rec, prompt))
-        worker.errored.connect(self._failed)
+        runs.events.ended.connect(ended)
         self.run_button.setEnabled(False)
-        worker.finished.connect(lambda: self.run_button.setEnabled(True))
-        self.worker = worker
-        worker.start()
-        return worker
+        self.runs = runs
+        runs.launch(run)
+        return runs
 
     def _add_run(self, recording: Any, prompt: str) -> None:
         name = prompt.strip()[:24] or "run"
         state = state_for(self.model.drawing_anatomy(), recording, model=self.model, name=name)
         add_source(self.viewer, BrainSource.from_state(state, name))
-        self.status.setText(f"{name}: {len(recording)} tokens")
+        self.status.setText(f"{name}: {len(recording)} {state.kind.time_axis.names}")
 
     def _failed(self, exc: BaseException) -> None:
         # Errors a user can fix are one line; show it where the user looks.

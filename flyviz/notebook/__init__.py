@@ -110,6 +110,8 @@ class BrainWidget(RemoteFrameBuffer):
         self._renderer: Any = None
         self._drag: tuple[float, float] | None = None
         self._thread: threading.Thread | None = None
+        #: The runs of a :meth:`live` widget (:class:`flyviz.runs.Runs`), else ``None``.
+        self.runs: Any = None
         if quantity is not None or not given_state:
             self.source.show(quantity or "signed")
         if self.source.tokens and not given_state:
@@ -306,20 +308,26 @@ class BrainWidget(RemoteFrameBuffer):
 
     # ------------------------------------------------------------ live runs
     @classmethod
-    def live(cls, model: Any, prompt: str, *, max_new_tokens: int = 40, background: bool = True,
-             **kwargs: Any) -> "BrainWidget":
-        """A widget over a new run of ``prompt`` that fills in, token by token, as the model runs.
+    def live(cls, model: Any, prompt: Any = None, *, max_new_tokens: int | None = 40,
+             request: Any = None, background: bool = True, **kwargs: Any) -> "BrainWidget":
+        """A widget over a new run of ``model`` that fills in, frame by frame, as it runs.
 
-        The run goes on a worker thread (``background=False``: before this returns);
-        :meth:`wait` waits for its end and ``widget.source.recording`` is the run. In a
-        notebook (a running event loop) the widget follows on the loop, after each token.
+        The run is the one a viewer state of ``model`` describes (its kind reads it:
+        :meth:`~flyviz.kinds.ModelKind.run_request`), given ``prompt`` (what the run reads:
+        the Fly LLM's prompt; ``None``: the kind's default) and, for a kind that reads
+        it, ``max_new_tokens``; or ``request``, a :class:`~flyviz.runs.RunRequest` of
+        its own. It starts through :class:`flyviz.runs.Runs`, as in every host, on a
+        worker thread (``background=False``: before this returns); :meth:`wait` waits
+        for its end and ``widget.source.recording`` is the run. In a notebook (a running
+        event loop) the widget follows on the loop, after each frame.
         """
         require_notebook()
-        from flyviz.record.run import GenerationSettings
+        from flyviz.runs import Run, Runs, ThreadEngine, request_for
 
-        settings = GenerationSettings(max_new_tokens=max_new_tokens).validate()
-        recording = model.new_recording(prompt, settings, model.resolve_interventions(()))
-        widget = cls(recording, model, **kwargs)
+        if request is None:
+            request = request_for(model, prompt, max_new_tokens=max_new_tokens)
+        run = Run(model, request)                    # a bad request is said here, at once
+        widget = cls(run.recording, model, **kwargs)
 
         try:
             # In a notebook the kernel's event loop runs the cell: the widget is updated,
@@ -328,22 +336,25 @@ class BrainWidget(RemoteFrameBuffer):
         except RuntimeError:
             loop = None
 
+        def deliver(callback: Any, *args: Any) -> None:
+            if loop is not None and background:
+                loop.call_soon_threadsafe(callback, *args)
+            else:
+                callback(*args)
+
+        runs = Runs(widget.state)
+        runs.engine = ThreadEngine(runs, deliver)
+
         def grew(count: int) -> None:
             widget.slider.max = max(count - 1, 0)
             widget.show_token(count - 1)
 
-        def run() -> None:
-            for _frame in model.frames(prompt, settings, recording=recording):
-                if loop is not None and background:
-                    loop.call_soon_threadsafe(grew, len(recording))
-                else:
-                    grew(len(recording))
-
-        if background:
-            widget._thread = threading.Thread(target=run, name="flyviz-live", daemon=True)
-            widget._thread.start()
-        else:
-            run()
+        runs.events.frame.connect(grew)
+        widget.runs = runs
+        runs.launch(run)
+        widget._thread = runs.engine.thread
+        if not background:
+            runs.wait()
         return widget
 
     def wait(self, timeout: float | None = None) -> None:

@@ -228,9 +228,12 @@ def _replay(recording: Recording, model: "Model", settings: GenerationSettings,
     recorded_probabilities = [recording[i].probability for i in recorded_frames]
     replayed: list[int] = []
     max_error = 0.0
-    frames = model.frames(str(recording.metadata.get("prompt", "")), settings,
-                          interventions=recording_interventions(recording, patch_source),
-                          prompt_ids=prompt_ids)
+    from flyviz.kinds.language import EncodedPrompt
+    from flyviz.runs import Run, RunRequest
+
+    given = EncodedPrompt(str(recording.metadata.get("prompt", "")), tuple(prompt_ids))
+    frames = Run(model, RunRequest(given, settings, recording_interventions(
+        recording, patch_source))).stream(keep=False)
     try:
         for frame in frames:
             if not frame.is_generation:
@@ -243,7 +246,9 @@ def _replay(recording: Recording, model: "Model", settings: GenerationSettings,
                     or (should_stop is not None and should_stop()):
                 break
     finally:
-        frames.close()
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()
     first = next((i for i, (a, b) in enumerate(zip(recorded, replayed)) if a != b), None)
     if first is None and len(recorded) != len(replayed):
         first = min(len(recorded), len(replayed))

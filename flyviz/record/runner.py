@@ -337,15 +337,11 @@ class Model:
             used, the model's identity and the interventions: the run can be
             replayed (:func:`flyviz.record.replay.replay_recording`).
         """
-        settings = (settings or GenerationSettings()).validate()
-        ids = encode_prompt(self.tokenizer, prompt, self.checkpoint.config.bos_token_id)
-        resolved = self.resolve_interventions(bind_patches(interventions, len(ids),
-                                                               self.checkpoint))
-        recording = self.new_recording(prompt, settings, resolved, states_dtype=states_dtype)
-        for frame in self.frames(prompt, settings, interventions=resolved, recording=recording):
-            if on_frame is not None:
-                on_frame(frame)
-        return recording
+        from flyviz.runs import Run, RunRequest
+
+        # The run every host starts (flyviz.runs), stepped here to the end.
+        return Run(self, RunRequest(prompt, settings, interventions,
+                                    states_dtype=states_dtype)).record(on_frame)
 
     # ------------------------------------------------------------ lifetime
     def close(self) -> None:

@@ -2,8 +2,8 @@
 
 The engine never runs on the UI thread and never waits for the screen. An
 :class:`EngineWorker` lives in its own :class:`~PySide6.QtCore.QThread` and
-steps a :class:`~flyviz.runs.Run` of any kind of model (:meth:`Run.frames
-<flyviz.runs.Run.frames>`, which fills the run's recording through the model's kind),
+steps a :class:`~flyviz.runs.Run` of any kind of model (:meth:`Run.staged_frames
+<flyviz.runs.Run.staged_frames>`, which records the run through the model's kind),
 from a timer *inside that thread*, one frame per tick, so that every request from the UI
 (pause, step, stop, a new run, a new speed cap) is an ordinary queued slot call handled
 between two frames: the longest any request waits is one model step.
@@ -37,7 +37,7 @@ MAX_FRAMES_AHEAD = 8
 
 
 class EngineWorker(QObject):
-    """Steps a :class:`~flyviz.runs.Run` through its :meth:`~flyviz.runs.Run.frames`.
+    """Steps a :class:`~flyviz.runs.Run` through its :meth:`~flyviz.runs.Run.staged_frames`.
 
     Create it on the UI thread, then :meth:`QObject.moveToThread` it; call it
     only through queued signals (see :class:`EngineThread`).

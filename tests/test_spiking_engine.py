@@ -69,6 +69,9 @@ def test_silencing_removes_the_silenced_neurons_influence_not_their_spikes() -> 
 
 @pytest.mark.parametrize("label", BRAINS)
 def test_own_poisson_input_gives_brian2s_rates(label: str) -> None:
+    """Our Poisson input gives Brian2's rates, and its targets answer from Brian2's lag on.
+    Breaks it catches: a delay one tick longer or shorter than ``t_dly`` (the rates alone
+    pass it; the refractory period is the next test's)."""
     folder = ORACLE / label
     brain = spiking.load_brain(folder)
     excited = brain.indices_of(_ids(folder / "excited.txt"))
@@ -85,6 +88,59 @@ def test_own_poisson_input_gives_brian2s_rates(label: str) -> None:
     assert r >= 0.99, r
     # the excited neurons fire at about the Poisson rate (each event drives one spike)
     assert np.all(np.abs(ours[excited] - 150.0) < 25.0)
+    # The rates alone pass an engine that delays a spike one tick more or less than Brian2:
+    # the excited neurons' targets answer their spikes from the same lag on in both.
+    their_ticks = np.rint(theirs["t"].to_numpy() / 1e-4).astype(np.int64)
+    their_neurons = brain.indices_of(theirs["flywire_id"].to_numpy())
+    assert _response_onset(brain, excited, run.tick, run.neuron, run.trial) == \
+        _response_onset(brain, excited, their_ticks, their_neurons,
+                        theirs["trial"].to_numpy()) == LIFParams().delay_ticks + 1
+
+
+def _response_onset(brain: spiking.SpikingBrain, excited: np.ndarray, tick: np.ndarray,
+                    neuron: np.ndarray, trial: np.ndarray, strongest: int = 5) -> int:
+    """The first lag (ticks) at which the ``strongest`` excitatory targets of each excited
+    neuron fire well above chance after its spike: the pooled cross-correlogram's step (the
+    synaptic delay and the tick the input takes to be felt)."""
+    pairs = []
+    for i in excited.tolist():
+        rows = np.arange(brain.indptr[i], brain.indptr[i + 1])
+        rows = rows[~np.isin(brain.post[rows], excited) & (brain.counts[rows] > 0)]
+        best = rows[np.argsort(-brain.counts[rows], kind="stable")[:strongest]]
+        pairs += [(i, int(j)) for j in brain.post[best]]
+    n, span = brain.neurons, int(tick.max(initial=0)) + 64
+    post_keys = np.unique((trial.astype(np.int64) * n + neuron) * span + tick)
+    base = []
+    for i, j in pairs:
+        mine = neuron == i
+        base.append((trial[mine].astype(np.int64) * n + j) * span + tick[mine])
+    queries = np.sort(np.concatenate(base))      # sorted: each search walks the keys once
+    counts = []
+    for lag in range(41):
+        at = np.minimum(np.searchsorted(post_keys, queries + lag), post_keys.size - 1)
+        counts.append(int((post_keys[at] == queries + lag).sum()))
+    chance = float(np.median(counts[:12]))
+    return next(lag for lag, c in enumerate(counts) if c > 1.4 * chance)
+
+
+def test_a_follower_driven_without_pause_fires_as_often_as_its_refractory_period_allows():
+    """A Poisson-driven neuron (2 kHz) onto a follower that each of its spikes makes fire: the
+    follower fires again as soon as its refractory period and the time one spike takes to
+    make it fire allow, so its shortest interval between spikes is exactly the refractory
+    ticks plus that latency. Breaks it catches (that the rates of the test above pass): the
+    engine freezing a neuron one tick more or less than ``t_rfc``, or delaying a spike one
+    tick more or less than ``t_dly``."""
+    params = LIFParams()
+    brain = _two_neurons(count=20000)
+    single = spiking.simulate(brain, input_events=(np.array([100]), np.zeros(1, np.int64)),
+                              duration_s=0.03)
+    driver, follower = (single.tick[single.neuron == k] for k in (0, 1))
+    latency = int(follower[0] - driver[0]) - params.delay_ticks   # after the delay
+    assert latency > 0
+    run = spiking.simulate(brain, excite=[0], rate=2000.0, duration_s=1.0, trials=2, seed=1)
+    for k in range(2):
+        fires = run.tick[(run.neuron == 1) & (run.trial == k)]
+        assert np.diff(fires).min() == params.refractory_ticks + latency
 
 
 def test_refractory_period_freezes_the_neuron_and_drops_its_input() -> None:

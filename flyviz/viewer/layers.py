@@ -174,7 +174,12 @@ class LayerRegistry(Mapping[str, LayerKind]):
         self._all = None
 
     def __getitem__(self, key: str) -> LayerKind:
-        return self._layers()[key]
+        # flyviz's own layers are found without reading the kinds' entry points
+        own = self._own.get(key)
+        return own if own is not None else self._layers()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._own or key in self._layers()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._layers())

@@ -4,8 +4,10 @@ synapses), a prompt of 50 positions (BOS included), 20 eigenvalues per position.
 Times :func:`flyviz.analysis.dynamics.portrait` (the eigenvalues of every step Jacobian by
 ARPACK on ``J v``, the memory and spread products, the driving modes) after the run is
 recorded, and prints the median over ``--repeats`` runs, the Jacobian-vector products per
-position and the time of one product. The target is 5 minutes on the development VM.
-The machine's other load changes the numbers: run it alone, e.g.::
+position and the time of one product; per position, the wall and CPU time so far (CPU
+seconds of all the process's threads, less sensitive to other jobs than wall time). The
+target is 5 minutes on the development VM. The machine's other load changes the numbers:
+run it alone, e.g.::
 
     flock /tmp/flyviz-heavy.lock .venv/bin/python tests/bench_dynamics.py --repeats 1
 """
@@ -49,13 +51,22 @@ def main() -> int:
     totals, per_product = [], []
     with BackwardEngine(checkpoint, kernel=args.kernel) as backward:
         for repeat in range(args.repeats):
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
+
+            def progress(done: int, total: int, started: float = started,
+                         cpu: float = cpu) -> None:
+                print(f"  eigenvalues of {done}/{total} positions: "
+                      f"{time.perf_counter() - started:.1f} s wall, "
+                      f"{time.process_time() - cpu:.1f} CPU s", flush=True)
+
             found = portrait(backward, tape, settings, cell_types=checkpoint.anatomy.cell_type
-                             if checkpoint.anatomy is not None else None)
+                             if checkpoint.anatomy is not None else None, progress=progress)
             seconds = time.perf_counter() - started
+            cpu_seconds = time.process_time() - cpu
             totals.append(seconds)
             per_product.append(seconds / max(1, found.products))
-            print(f"run {repeat + 1}: {seconds:.1f} s, {found.products} J.v products "
+            print(f"run {repeat + 1}: {seconds:.1f} s ({cpu_seconds:.1f} CPU s), "
+                  f"{found.products} J.v products "
                   f"({found.products / len(ids):.0f} per position), spectral radius "
                   f"{found.spectral_radius.min():.4f}..{found.spectral_radius.max():.4f}, "
                   f"half-life {found.half_life_tokens} tokens", flush=True)

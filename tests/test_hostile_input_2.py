@@ -287,7 +287,24 @@ def test_the_file_helpers_open_regular_files_only(tmp_path):
 
 
 @pytest.mark.parametrize("workers", [-1, 1.5, "2", True, 5000])
-def test_a_bad_worker_count_is_refused_before_any_work(world2, workers):
+def test_a_bad_worker_count_is_refused_before_any_work(world2, workers, monkeypatch):
+    """Refused before the model is wrapped, the groups read, the corpus built or a run
+    started: each of those steps fails this test if it is reached (the break it catches: the
+    worker count checked only when the run starts, after the corpus is built)."""
+    import flyviz.analysis.causal
+    import flyviz.analysis.corpus
+    import flyviz.analysis.importance
+    import flyviz.record.runner
+
+    def work(*args, **kwargs):
+        raise AssertionError("work began before the worker count was checked")
+
+    for module, name in ((flyviz.record.runner, "as_model"),
+                         (flyviz.analysis.corpus, "build_corpus"),
+                         (flyviz.analysis.importance, "importance_groups"),
+                         (flyviz.analysis.importance, "run_importance"),
+                         (flyviz.analysis.causal, "run_causal_trace")):
+        monkeypatch.setattr(module, name, work)
     with pytest.raises(InputError, match=r"workers.* must be"):
         flyviz.importance(world2["model"], "the cat sat on the mat", workers=workers)
     with pytest.raises(InputError, match=r"workers.* must be"):

@@ -96,7 +96,7 @@ def load(spec: str | Path, dataset: str | Path | None = None, *,
 
 
 def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens: int = 80,
-        temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
+        min_new_tokens: int = 0, temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
         top_k: int = 10, interventions: Any = (), states_dtype: str = "float16") -> "Recording":
     """Run a prompt and record the whole brain after every token.
 
@@ -109,6 +109,9 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
         Text to continue (BOS is added).
     max_new_tokens
         Stop after this many generated tokens (EOS stops earlier).
+    min_new_tokens
+        Do not end at the end-of-text token before this many generated tokens (it
+        is not chosen until then), to go on where the model would stop.
     temperature, top_p, seed
         Sampler settings: ``temperature=0`` is greedy; ``seed=None`` draws a
         seed, which the recording stores so the run can be replayed.
@@ -146,8 +149,8 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
     from flyviz.record.run import GenerationSettings
     from flyviz.record.runner import as_model
 
-    settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature,
-                                  top_p=top_p, seed=seed, top_k=top_k)
+    settings = GenerationSettings(max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                                  temperature=temperature, top_p=top_p, seed=seed, top_k=top_k)
     runner, owned = as_model(model)
     try:
         return runner.record(prompt, settings, interventions=interventions,

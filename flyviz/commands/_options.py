@@ -147,9 +147,13 @@ def worker_spec(spec: str) -> str:
 
 
 def add_generation_options(group: Any) -> None:
-    """Add ``--max-new-tokens``, ``--temperature``, ``--top-p`` and ``--seed``."""
+    """Add ``--max-new-tokens``, ``--min-new-tokens``, ``--temperature``, ``--top-p`` and
+    ``--seed``."""
     group.add_argument("--max-new-tokens", type=int, default=80, metavar="N",
                        help="stop after N generated tokens (default 80; EOS stops earlier)")
+    group.add_argument("--min-new-tokens", type=int, default=0, metavar="N",
+                       help="never end the text before N generated tokens: the end-of-text "
+                            "token is not chosen until then (default 0)")
     group.add_argument("--temperature", type=float, default=0.0, metavar="T",
                        help="0 = greedy (default); otherwise sample at temperature T")
     group.add_argument("--top-p", type=float, default=1.0, metavar="P",
@@ -163,7 +167,8 @@ def generation_settings(args: argparse.Namespace) -> Any:
     """The validated :class:`~flyviz.record.run.GenerationSettings` of parsed options."""
     from flyviz.record.run import GenerationSettings
 
-    return GenerationSettings(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+    return GenerationSettings(max_new_tokens=args.max_new_tokens,
+                              min_new_tokens=args.min_new_tokens, temperature=args.temperature,
                               top_p=args.top_p, seed=args.seed).validate()
 
 

@@ -109,8 +109,10 @@ def replay_settings(recording: Recording) -> GenerationSettings:
         raise InputError("the recording sampled with a random seed it did not store (a format "
                          "1.0 recording), so it cannot be replayed exactly")
     top_k = max((len(f.top_k_ids) for f in recording), default=1)
-    return GenerationSettings(max_new_tokens=generated, temperature=temperature,
-                              top_p=number("top_p", 1.0), seed=seed,
+    # A run kept past its end-of-text token is replayed kept past it as far.
+    least = min(generated, int(number("min_new_tokens", 0)))
+    return GenerationSettings(max_new_tokens=generated, min_new_tokens=max(0, least),
+                              temperature=temperature, top_p=number("top_p", 1.0), seed=seed,
                               top_k=max(1, min(100, top_k))).validate()
 
 

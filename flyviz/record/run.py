@@ -45,6 +45,11 @@ class GenerationSettings:
     ----------
     max_new_tokens
         Stop after this many generated tokens (EOS stops earlier).
+    min_new_tokens
+        The end-of-text token is never chosen before this many generated tokens (it is
+        masked out of the sampler's logits, as ``transformers``' ``min_new_tokens`` does),
+        so a run can go on past the place the model would end it. 0 (the default) leaves
+        the model free to stop.
     temperature, top_p, seed
         Sampler settings (greedy when ``temperature <= 0``). ``seed=None``
         means "random": :meth:`validate` draws one, so that the seed a run
@@ -58,6 +63,7 @@ class GenerationSettings:
     top_p: float = 1.0
     seed: int | None = None
     top_k: int = 10
+    min_new_tokens: int = 0
 
     def validate(self) -> "GenerationSettings":
         """The settings to run with: checked, and with a concrete seed.
@@ -69,6 +75,9 @@ class GenerationSettings:
         if not 1 <= int(self.max_new_tokens) <= MAX_NEW_TOKENS_LIMIT:
             raise InputError(f"max new tokens {self.max_new_tokens} must be between 1 and "
                              f"{MAX_NEW_TOKENS_LIMIT:,}")
+        if not 0 <= int(self.min_new_tokens) <= int(self.max_new_tokens):
+            raise InputError(f"min new tokens {self.min_new_tokens} must be between 0 and the "
+                             f"max new tokens ({self.max_new_tokens})")
         if not 1 <= int(self.top_k) <= 100:
             raise InputError(f"top-k {self.top_k} must be between 1 and 100")
         if self.seed is not None and not 0 <= int(self.seed) < 2**63:
@@ -144,8 +153,8 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
     Frame
         One per consumed input token. The last generated token is not fed back
         (as in ``generate``), so a run with ``P`` prompt ids and ``G`` generated
-        tokens yields ``P + G - 1`` frames. Generation ends at EOS or after
-        ``max_new_tokens``. Stop iterating at any time to cancel.
+        tokens yields ``P + G - 1`` frames. Generation ends at EOS (not before
+        ``min_new_tokens``) or after ``max_new_tokens``. Stop iterating at any time to cancel.
     """
     settings = (settings or GenerationSettings()).validate()
     cfg = engine.config
@@ -174,6 +183,11 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
             predicted = int(k_ids[0])
         else:
             if forced_ids is None:
+                if len(generated) < settings.min_new_tokens:
+                    # Not yet: the model may not end the text here (its frame still
+                    # records the distribution it gave, EOS included).
+                    logits = logits.copy()
+                    logits[cfg.eos_token_id] = -np.inf
                 predicted = sampler.pick(logits)
             else:
                 predicted = int(forced_ids[len(generated)])
@@ -281,7 +295,7 @@ def run_metadata(checkpoint: Checkpoint, prompt: str, settings: GenerationSettin
     dict
         ``model``, ``model_name``, ``prompt``, ``neurons``, ``layout``, the
         generation settings (``temperature``, ``top_p``, ``seed``,
-        ``max_new_tokens``, ``top_k``), ``model_identity``
+        ``max_new_tokens``, ``top_k``, and ``min_new_tokens`` when set), ``model_identity``
         (:func:`flyviz.model.identity.model_identity`) and, for an intervened
         run, ``interventions``: their JSON form with what each selected
         (:func:`flyviz.model.interventions.from_json` reads it back).
@@ -295,6 +309,7 @@ def run_metadata(checkpoint: Checkpoint, prompt: str, settings: GenerationSettin
             "temperature": float(settings.temperature), "top_p": float(settings.top_p),
             "seed": None if settings.seed is None else int(settings.seed),
             "max_new_tokens": int(settings.max_new_tokens), "top_k": int(settings.top_k),
+            **({"min_new_tokens": int(settings.min_new_tokens)} if settings.min_new_tokens else {}),
             "model_identity": identity,
             **({"interventions": interventions.to_json()} if interventions else {})}
 

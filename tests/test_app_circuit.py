@@ -311,6 +311,7 @@ def test_the_exports_load_as_circuit_tracer_json_and_flyviz_interventions(
     counts = {str(t): int(c) for t, c in zip(*np.unique(types[chain], return_counts=True))}
     assert sorted(s[0] for s in supernodes) == sorted(t for t, c in counts.items() if c > 1)
     assert graph["flyviz"]["faithfulness"] == pytest.approx(result.faithfulness)
+    assert graph["flyviz"]["judged"] == "faithful" and graph["flyviz"]["faithful_circuit"]
     # The interventions file: flyviz's JSON form, read back by its reader, the same set.
     path = feature.export_interventions(tmp_path / "interventions.json")
     items = from_json(json.loads(path.read_text("utf-8")))

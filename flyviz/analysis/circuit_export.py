@@ -255,6 +255,8 @@ def circuit_tracer_graph(result: "CircuitResult", ckpt: "Checkpoint", k: int) ->
                    "neurons": int(neurons.size), "faithfulness": faithfulness,
                    "metric": None if point is None else float(point.metric),
                    "full_metric": result.full_metric, "empty_metric": result.empty_metric,
+                   "judged": None if point is None else result.judge(point),
+                   "tolerance": s.tolerance, "faithful_circuit": result.faithful,
                    "cpr": result.cpr, "cmd": result.cmd, "ablation": s.ablation,
                    "score": s.score, "task": {"source": task.source, "kind": task.kind,
                                               "prompts": len(task.prompts),

@@ -80,6 +80,10 @@ def test_wheel_carries_the_demo_brain_the_manifest_and_the_entry_point(wheel):
     assert any(n.startswith("flyviz/_assets/demo/atlas/") and "/." in n for n in names)
     assert "[napari.manifest]" in entry_points
     assert "flyviz = flyviz.napari:napari.yaml" in entry_points
+    # The kinds of model flyviz ships register where another package's would.
+    assert "[flyviz.kinds]" in entry_points
+    assert "language = flyviz.kinds.language:LANGUAGE" in entry_points
+    assert "spiking = flyviz.kinds.spiking:SPIKING" in entry_points
     assert not any(n.startswith(("tests/", "shared/")) for n in names)
 
 

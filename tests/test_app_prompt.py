@@ -50,3 +50,23 @@ def test_a_suggestion_runs_when_picked_from_the_list(window, qtbot):
         qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert started == [SUGGESTED_PROMPTS[2]]
     assert win.session.recording.metadata["prompt"] == SUGGESTED_PROMPTS[2]
+
+
+def test_the_keyboard_leaves_the_prompt_box_when_a_run_starts(window, qtbot):
+    """After Enter the single-key shortcuts act on the window (M switched colours), they do
+    not type into the prompt (W gave "namedw")."""
+    win = window
+    win.state.run.max_new_tokens = 2
+    win.state.run.speed_cap = 0
+    typed = "Once upon a time"
+    win.prompt_bar.line_edit.setFocus()
+    qtbot.keyClicks(win.prompt_bar.line_edit, typed)
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        qtbot.keyClick(win.prompt_bar.line_edit, Qt.Key.Key_Return)
+    focus = win.focusWidget()
+    assert focus is not None and focus is not win.prompt_bar.line_edit
+    assert not win.prompt_bar.isAncestorOf(focus)
+    mode = win.brain.mode
+    qtbot.keyClick(focus, Qt.Key.Key_M)
+    assert win.brain.mode != mode                            # the shortcut acted
+    assert win.prompt_bar.text() == typed                    # and typed nothing

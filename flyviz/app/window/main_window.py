@@ -360,7 +360,7 @@ class MainWindow(FeatureWindow):
 
     def _connect(self) -> None:
         runs = self.runs
-        self.prompt_bar.submitted.connect(self.run_prompt)
+        self.prompt_bar.submitted.connect(self._run_submitted_prompt)
         # The prompt is the state's (a script sets it there); the box is its view.
         docks = self.state.docks
         self.prompt_bar.box.currentTextChanged.connect(
@@ -611,6 +611,12 @@ class MainWindow(FeatureWindow):
             self.show_message("the model is still loading; the prompt runs when it is ready")
             return False
         return self.runs.start(text)
+
+    def _run_submitted_prompt(self, text: str) -> None:
+        """Enter / Run in the prompt box: start the run and take the keyboard from the box,
+        so that the single-key shortcuts (Space, W, M, 1/2/3) act instead of typing."""
+        if self.run_prompt(text):
+            self.brain.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def toggle_play(self) -> None:
         """Space: pause or resume the run; replay a finished recording; or start the prompt."""

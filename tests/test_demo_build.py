@@ -198,6 +198,9 @@ def test_damaged_asset_is_refused_with_one_line(built, cache, tmp_path):
 
 
 def test_model_spec_demo_resolves_to_the_demo_brain(built, cache, monkeypatch):
+    """``load_model("demo")`` loads the demo where this installation keeps it (here the tiny
+    one just built): its weights, not only its name. The break it catches: the spec loading
+    the installed demo (or any other) instead of the one ``demo_asset_dir`` names."""
     from flyviz.demo import loader
     from flyviz.model.resolve import load_model
 
@@ -206,6 +209,10 @@ def test_model_spec_demo_resolves_to_the_demo_brain(built, cache, monkeypatch):
     ckpt = load_model("demo", lambda label, f: progress.append(label))
     assert ckpt.name == DEMO_NAME and ckpt.anatomy.kind == "synthetic"
     assert progress
+    just_built = load_demo(asset_dir=built[0])
+    assert ckpt.config.neurons == just_built.config.neurons
+    assert np.array_equal(np.asarray(ckpt.w_values), np.asarray(just_built.w_values))
+    assert np.array_equal(np.asarray(ckpt.w_indices), np.asarray(just_built.w_indices))
 
 
 def test_build_command_rejects_bad_arguments(tmp_path, capsys):

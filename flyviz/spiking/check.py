@@ -26,7 +26,8 @@ Its controls, all with the same Poisson input (common random numbers, as a scree
   check run on each;
 * ``random_sets`` class-matched random stimulus sets: the stimulus (or, with ``silence``,
   the silenced set) replaced by as many neurons of each class (``superclass``, or
-  ``cell_type`` with ``match``) as it has, drawn from outside the set and the read neurons.
+  ``cell_type`` with ``match``) as it has, drawn from outside the set and the read neurons
+  (and, for a silenced set, outside the stimulus).
 
 Each gives a permutation p-value ``(1 + #controls at least as extreme) / (1 + n)`` in the
 expected direction; a check's p is the larger of the two (it must beat both), and Holm's
@@ -486,7 +487,10 @@ def run_battery(brain: SpikingBrain, checks: Sequence[Check], settings: CheckSet
     randomised: list[list[float]] = [[] for _ in resolved]
     for i, r in enumerate(resolved):
         replaced = r.excite if r.silence is None else r.silence
-        exclude = np.union1d(replaced, r.read)
+        # A random silenced set never holds the stimulus itself (silencing it would stop the
+        # drive, not test the set's place), nor the read neurons.
+        exclude = np.union1d(replaced, r.read) if r.silence is None else \
+            np.union1d(np.union1d(replaced, r.read), r.excite)
         rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 0xC1A55, i]))
         for _ in range(settings.random_sets):
             drawn = random_set(replaced, labels, exclude, n, rng)

@@ -168,6 +168,7 @@ def parts(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> N
     brain._grouped = None
     c0 = time.process_time()
     post, weight, _ = brain.grouped_rows(p.w_syn * 0.001)
+    engine.pack_synapses(post, weight)
     c0 = time.process_time() - c0
     c1 = time.process_time()
     tk, nr = spiking.poisson_events(excite, p.rate, n_steps, p.dt_s, np.random.default_rng(0))
@@ -187,8 +188,8 @@ def parts(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> N
     full = kernel(prop.v_rest, np.zeros(brain.neurons, dtype=bool))
     print(f"parts (CPU s per biological s): state update + threshold of every neuron "
           f"{dense:.3f}; the whole kernel (update, spike delivery, Poisson events, resets) "
-          f"{full:.3f}; Poisson draws {c1 / duration:.4f}; once per graph: grouping the rows and weights "
-          f"{c0:.2f} s")
+          f"{full:.3f}; Poisson draws {c1 / duration:.4f}; once per graph: grouping and "
+          f"packing the synapses {c0:.2f} s")
 
 
 def stepped(brain: spiking.SpikingBrain, excite: np.ndarray, duration: float) -> int:

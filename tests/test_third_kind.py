@@ -160,7 +160,7 @@ def test_a_host_that_asks_which_kind_it_has_is_caught(rate, monkeypatch):
 
 
 # ---------------------------------------------------------------- the command line
-def test_export_share_and_convert_of_its_recording(rate, tmp_path):
+def test_export_share_figure_and_convert_of_its_recording(rate, tmp_path):
     from PIL import Image
 
     done = rate.run("export", str(rate.path), "--out", "frames", "--size", "320x240",
@@ -185,6 +185,20 @@ def test_export_share_and_convert_of_its_recording(rate, tmp_path):
     last = (codes[-1].astype(np.float32) - 128) * header["layers"][0]["scales"][-1]
     driven = rate.driven[shown]
     assert last[driven].min() > 0.9 and np.abs(last[~driven]).mean() < 0.05
+
+    done = rate.run("figure", str(rate.path), "--kind", "brain", "--out", "brain.png",
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{STEPS} steps" in done.stderr
+    figure = np.asarray(Image.open(tmp_path / "brain.png"))[..., :3]
+    # The brain's axes: the rows and columns mostly of the figure's commonest colour (the
+    # dark background the neurons glow on).
+    colours, counts = np.unique(figure.reshape(-1, 3), axis=0, return_counts=True)
+    background = colours[counts.argmax()]
+    inside = (figure == background).all(axis=-1)
+    rows = np.flatnonzero(inside.mean(axis=1) > 0.3)
+    columns = np.flatnonzero(inside.mean(axis=0) > 0.3)
+    assert_lit_at_the_top(figure[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1])
 
     done = rate.run("convert", str(rate.path), "--to", "npz", "out.npz", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

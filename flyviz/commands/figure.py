@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
 
     # The recording's kind loads the model it was made with (--model wins): a Fly LLM's
     # Model, a spiking run's brain...
-    model, why = kind_of_recording(recording).recording_model(recording, args.model,
-                                                               dataset=args.dataset)
+    kind = kind_of_recording(recording)
+    model, why = kind.recording_model(recording, args.model, dataset=args.dataset)
     if model is None and needs_labels:
         raise InputError(f"{args.recording.name}: {why}; give its model with --model SPEC")
     try:
@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if model is not None:
             model.close()
-    print(f"flyviz: wrote {out} ({args.kind}, {len(recording)} tokens x "
+    print(f"flyviz: wrote {out} ({args.kind}, {len(recording)} "
+          f"{kind.recording_axis(recording).names} x "
           f"{recording.neurons:,} neurons)", file=sys.stderr)
     return 0

@@ -472,7 +472,7 @@ class SpikingKind(ModelKind):
         return SpikingModel(stand_in, ""), f"{note}; neurons are placed on a generic layout"
 
     def recording_anatomy(self, recording: "Recording") -> "tuple[Anatomy, str]":
-        """Where to draw a spiking recording's neurons (:meth:`recording_model`'s anatomy),
+        """Where to draw a spiking recording's neurons (:meth:`shown_model`'s anatomy),
         and a note when it is a generic ball."""
         model, note = self.shown_model(recording)
         return model.drawing_anatomy(), note

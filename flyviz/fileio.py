@@ -89,14 +89,47 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def check_name_lengths(path: str | Path, what: str = "") -> None:
-    """Raise when a component of ``path`` is longer than the file system takes (before any
-    work, where the call that fails would come late)."""
-    for part in Path(path).parts:
-        if len(os.fsencode(part)) > NAME_MAX:
-            label = f"{what} " if what else ""
+#: Characters a writer adds to an output's name for the temporary file it writes beside it
+#: and renames into place (``.NAME.1a2b3c4d.part``, ``.NAME.partial``), besides the
+#: name's own suffix written again after them (``.part.csv``).
+TEMP_NAME_ROOM = 16
+
+
+def name_max(folder: str | Path) -> int:
+    """The longest name (bytes) the file system of ``folder`` (or of its nearest existing
+    parent) takes: the system's own ``PC_NAME_MAX``, else :data:`NAME_MAX`."""
+    where = Path(folder).expanduser()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        limit = os.pathconf(where, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return NAME_MAX
+    return limit if isinstance(limit, int) and limit > 0 else NAME_MAX
+
+
+def check_name_lengths(path: str | Path, what: str = "", *, output: bool = False) -> None:
+    """Raise when a component of ``path`` is longer than its file system takes (the system's
+    own limit, :func:`name_max`), before any work, where the call that fails would come
+    late. For an ``output``, its own name must also leave room for the temporary name it is
+    first written under (:data:`TEMP_NAME_ROOM` and its suffix again)."""
+    label = f"{what} " if what else ""
+    parts = Path(path).parts
+    folder = Path(".")
+    for k, part in enumerate(parts):
+        limit = name_max(folder)
+        size = len(os.fsencode(part))
+        if size > limit:
             raise FileAccessError(f"cannot use {label}{short_path(path)}: "
-                                  f"{_WHY[errno.ENAMETOOLONG]}")
+                                  f"the name is too long (at most {limit} bytes per name here)")
+        if output and k == len(parts) - 1:
+            room = TEMP_NAME_ROOM + len(os.fsencode(Path(part).suffix))
+            if size > limit - room:
+                raise FileAccessError(
+                    f"cannot write {label}{short_path(path)}: the name is too long (at most "
+                    f"{limit - room} bytes here: it is written first under a temporary name "
+                    f"{room} bytes longer); give a shorter name")
+        folder = folder / part
 
 
 def check_output_path(path: str | Path, what: str = "the output") -> Path:
@@ -109,7 +142,7 @@ def check_output_path(path: str | Path, what: str = "the output") -> Path:
         One line naming ``path`` and why.
     """
     path = Path(path).expanduser()
-    check_name_lengths(path, what)
+    check_name_lengths(path, what, output=True)
     if path.is_dir():
         raise FileAccessError(f"cannot write {what} {short_path(path)}: it is a folder; give a "
                               "file name")
@@ -343,7 +376,7 @@ def check_command_paths(args: Any) -> None:
     for dest, value in {**inputs, **outputs}.items():
         label = OUTPUT_OPTIONS.get(dest) or INPUT_OPTIONS[dest]
         for path in _paths(value):
-            check_name_lengths(path, label)
+            check_name_lengths(path, label, output=dest in outputs)
     for n, (dest, value) in enumerate(outputs.items()):
         label = OUTPUT_OPTIONS[dest]
         others = {INPUT_OPTIONS[d]: v for d, v in inputs.items()}
@@ -426,7 +459,7 @@ def write_bytes_atomically(path: str | Path, data: bytes) -> None:
         handle.write(data)
 
 
-__all__ = ["FOLDER_MEMBERS", "NAME_MAX", "atomic_write", "folder_member", "check_name_lengths", "check_not_input",
+__all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "name_max", "folder_member", "check_name_lengths", "check_not_input",
            "check_command_paths", "check_output_path",
            "check_regular", "is_disk_full", "open_regular", "os_error", "read_regular_bytes",
            "same_file", "short_path", "write_bytes_atomically", "write_text_atomically"]

@@ -538,3 +538,59 @@ def test_a_brain_folder_whose_name_is_not_utf8_is_a_path(capsys, tmp_path):
                    "--record", str(record))[0] == 0
     code, _, err = cli_run(capsys, "convert", str(record), str(tmp_path / "run.npz"))
     assert code == 0 and "does not load" not in err, err
+
+
+# ------------------------------------------------------------------ full disks and long names
+def _no_space(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+
+def test_a_full_disk_leaves_no_part_of_the_spike_table(capsys, tmp_path, brain, monkeypatch):
+    def half_then_full(self, handle, *args, **kwargs):
+        handle.write(b"PAR1" + b"\0" * 40960)       # what was written before the disk filled
+        _no_space()
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", half_then_full)
+    out = tmp_path / "out"
+    out.mkdir()
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all", "--duration",
+                           "20ms", "--out", str(out / "x.parquet"))
+    one_error_line(code, err, "x.parquet", "no space left")
+    assert list(out.iterdir()) == []
+
+
+def test_a_run_with_two_outputs_says_which_was_written(capsys, tmp_path, brain, monkeypatch):
+    import flyviz.model.safetensors_io as safetensors_io
+
+    monkeypatch.setattr(safetensors_io, "save_safetensors", _no_space)
+    out, record = tmp_path / "x.parquet", tmp_path / "x.flyrec"
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all", "--duration",
+                           "20ms", "--out", str(out), "--record", str(record))
+    one_error_line(code, err, f"--out {out} was written, --record {record} was not")
+    assert len(pd.read_parquet(out)) > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["brain", "x.parquet"]
+
+
+def test_a_long_output_name_is_refused_before_the_run_and_the_longest_taken_is_written(
+        capsys, tmp_path, brain, monkeypatch):
+    from flyviz.fileio import TEMP_NAME_ROOM, name_max
+
+    limit = name_max(tmp_path)
+    room = TEMP_NAME_ROOM + len(".parquet")
+
+    def never(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    for extra in (0, room):                           # 255 bytes, and the first refused one
+        name = "s" * (limit - extra - len(".parquet") + 1) + ".parquet"
+        with monkeypatch.context() as patch:
+            patch.setattr(spiking, "simulate", never)
+            code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all",
+                                   "--duration", "20ms", "--out", str(tmp_path / name))
+        one_error_line(code, err, "the name is too long", "--out")
+    longest = "s" * (limit - room - len(".parquet")) + ".parquet"
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--excite", "all", "--duration",
+                           "20ms", "--out", str(tmp_path / longest))
+    assert code == 0, err
+    assert (tmp_path / longest).stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["brain", longest])

@@ -198,12 +198,23 @@ def run(args: argparse.Namespace) -> int:
 
         after = sustained_activity(result, args.input_until)
     if args.out is not None:
+        from flyviz.fileio import atomic_write
+
         frame = result.to_frame(args.exp_name or args.out.stem)
-        tmp = args.out.with_name(args.out.name + ".part")
-        frame.to_parquet(tmp, compression="brotli", index=False)
-        tmp.replace(args.out)
+        # Through a temporary beside it: a full disk leaves no part of the table behind.
+        with atomic_write(args.out, "wb") as handle:
+            frame.to_parquet(handle, compression="brotli", index=False)
     if args.record is not None:
-        _save_recording(args, brain, result, excite, silence, after)
+        from flyviz.errors import FlyvizError
+
+        try:
+            _save_recording(args, brain, result, excite, silence, after)
+        except FlyvizError as exc:
+            if args.out is None:
+                raise
+            # One of the two outputs exists: say which, so that no one takes it for none.
+            raise type(exc)(f"{exc}; --out {args.out} was written, --record "
+                            f"{args.record} was not") from None
 
     rates = result.rates()
     bio = result.duration_s * result.trials

@@ -334,6 +334,14 @@ def importance(model: "Model | Checkpoint | str | Path",
     from flyviz.record.runner import as_model
 
     settings, max_tokens, workers = _importance_arguments(text, max_tokens, context, workers)
+    if out is not None:
+        from flyviz.fileio import check_not_input
+
+        # a str is the text itself; a Path or a list names the files read
+        files = None if isinstance(text, str) else [text] if isinstance(text, Path) \
+            else [t for t in text if isinstance(t, (str, Path))]
+        check_not_input(out, {"text": files, "by": by if isinstance(by, (str, Path)) else None},
+                        "out")
     runner, owned = as_model(model)
     try:
         ckpt = runner.checkpoint

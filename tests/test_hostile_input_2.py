@@ -558,3 +558,32 @@ def test_trace_graph_onto_a_folder_or_into_a_read_only_one(capsys, monkeypatch, 
     one_error_line(code, err, "is not writable")
     assert stdout == ""  # refused before the trace
     locked.chmod(0o755)
+
+
+def test_patch_figure_into_a_folder_that_takes_no_file_fails_before_the_table(capsys, world2,
+                                                                              tmp_path):
+    """/proc takes no new file, even from root: the figure's folder is tried before the run,
+    so the table is not written and then the figure refused (issue 41)."""
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    table = tmp_path / "cells.csv"
+    code, stdout, err = cli_run(capsys, "patch", world2["spec"], "--clean", PROMPT, "--corrupt",
+                                SOURCE, "--answer", " the", "--by", "superclass", "--out",
+                                str(table), "--figure", "/proc/heatmap.png")
+    one_error_line(code, err, "cannot write --figure /proc/heatmap.png")
+    assert not table.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_the_library_importance_refuses_an_out_that_is_its_own_text(world2, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text(Path(world2["text"]).read_text(encoding="utf-8"), encoding="utf-8")
+    before = text.read_bytes()
+    for given in (text, [text]):
+        with pytest.raises(InputError, match="out .*text.txt is the input of text"):
+            flyviz.importance(world2["model"], given, out=text)
+    assert text.read_bytes() == before
+    groups = tmp_path / "groups.txt"
+    groups.write_text("first: id:0-99\n", encoding="utf-8")
+    with pytest.raises(InputError, match="the input of by"):
+        flyviz.importance(world2["model"], "the cat sat", by=str(groups), out=groups)
+    assert groups.read_text(encoding="utf-8") == "first: id:0-99\n"

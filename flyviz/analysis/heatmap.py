@@ -56,6 +56,12 @@ def check_figure(path: str | Path) -> Path:
                          "trace.png")
     if not path.parent.is_dir():
         raise InputError(f"--figure {path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        raise InputError(f"--figure {path}: it is a folder; give a file name")
+    from flyviz.fileio import probe_writable
+
+    # Before the run: a read-only folder must fail now, not after the table is written.
+    probe_writable(path.parent, "--figure", path)
     return path
 
 

@@ -594,3 +594,14 @@ def test_a_long_output_name_is_refused_before_the_run_and_the_longest_taken_is_w
     assert code == 0, err
     assert (tmp_path / longest).stat().st_size > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["brain", longest])
+
+
+# ------------------------------------------------------------------ a circuit task's JSON
+@pytest.mark.parametrize("line", ["[" * 100_000, '{"prompt": ' + '{"a": ' * 100_000])
+def test_deeply_nested_json_in_a_circuit_task_is_one_line(capsys, tmp_path, model_folder, line):
+    task = tmp_path / "task.jsonl"
+    task.write_text(line + "\n", "utf-8")
+    code, out, err = cli_run(capsys, "circuit", str(model_folder), "--task", str(task),
+                             "--workers", "0")
+    one_error_line(code, err, "task.jsonl line 1 nests its JSON too deeply")
+    assert out == "" and "RecursionError" not in err

@@ -62,7 +62,7 @@ def check_out_dir(out: str | Path) -> Path:
 def _is_circuit_folder(path: Path) -> bool:
     try:
         data = json.loads((path / "circuit.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     extra = {p.name for p in path.iterdir()} - set(FILES)
     return isinstance(data, dict) and data.get("format") == FORMAT and not extra

@@ -203,6 +203,9 @@ def parse_jsonl(text: str, tokenizer: "FlyTokenizer", vocabulary: int, bos: int,
             entry = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{where} is not JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:      # thousands of nested [ or {: Python's parser gives up
+            raise InputError(f"{where} nests its JSON too deeply to read; a task line is one "
+                             "object: {\"prompt\": ..., \"target\": ...}") from None
         if not isinstance(entry, dict):
             raise InputError(f"{where} is not a JSON object with a \"prompt\"")
         prompt = entry.get("prompt")

@@ -14,7 +14,7 @@ No Qt here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from psygnal import SignalGroupDescriptor
@@ -194,6 +194,13 @@ class MeshSettings:
         super().__setattr__(name, value)
 
 
+def _first_patching_measure() -> str:
+    """The patching heatmap's default measure, the first the language model's kind names."""
+    from flyviz.kinds.language import PATCHING_MEASURES
+
+    return PATCHING_MEASURES[0]
+
+
 @dataclass
 class DockSettings:
     """The docks' own choices, so that a script reproduces what clicking shows.
@@ -216,7 +223,8 @@ class DockSettings:
         traced token back).
     patching_measure
         What the patching heatmap shows, one of
-        :data:`flyviz.kinds.language.PATCHING_MEASURES`.
+        :data:`flyviz.kinds.language.PATCHING_MEASURES` (default: the first; the language
+        model's kind names them, not the viewer).
     population_view
         What the whole-brain raster shows of a comparison, one of :data:`COMPARE_VIEWS`
         (a single run is always shown as it is).
@@ -229,7 +237,7 @@ class DockSettings:
     why_lag: int = 0
     why_synapses: bool = True
     why_first_step_first: bool = False
-    patching_measure: str = "logit_diff"
+    patching_measure: str = field(default_factory=_first_patching_measure)
     population_view: str = COMPARE_VIEWS[0]
 
     def __setattr__(self, name: str, value: Any) -> None:

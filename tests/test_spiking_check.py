@@ -164,7 +164,8 @@ def test_flyviz_check_prints_the_table_and_writes_csv_and_figure(brain_folder, t
     out, figure = tmp_path / "checks.csv", tmp_path / "checks.png"
     code, printed, err = _run(capsys, "check", str(brain_folder), "--battery",
                               str(brain_folder / "battery.txt"), "--shuffles", "3",
-                              "--random-sets", "3", "--duration", "50ms", "--out", str(out),
+                              "--random-sets", "3", "--duration", "50ms", "--workers", "0",
+                              "--out", str(out),
                               "--figure", str(figure))
     assert code == 0, err
     assert "pathway" in printed and "elsewhere" in printed and "Holm" in printed
@@ -182,7 +183,8 @@ def test_flyviz_check_prints_the_table_and_writes_csv_and_figure(brain_folder, t
     assert orange.sum() > 20 and red.sum() > 20
     code, printed, err = _run(capsys, "check", str(brain_folder), "--battery",
                               str(brain_folder / "battery.txt"), "--shuffles", "2",
-                              "--random-sets", "0", "--duration", "50ms", "--json")
+                              "--random-sets", "0", "--duration", "50ms", "--workers", "0",
+                              "--json")
     assert code == 0, err
     found = json.loads(printed)
     assert [c["check"] for c in found["checks"]] == ["pathway", "elsewhere"]
@@ -218,5 +220,18 @@ def test_a_missing_or_bad_battery_and_an_empty_selection_are_one_line(brain_fold
     empty = tmp_path / "empty.txt"
     empty.write_text("x: excite id:0 ; read superclass:nothing ; expect increase\n")
     code, _, err = _run(capsys, "check", str(brain_folder), "--battery", str(empty),
-                        "--shuffles", "1", "--random-sets", "0", "--duration", "50ms")
+                        "--shuffles", "1", "--random-sets", "0", "--duration", "50ms",
+                        "--workers", "0")
     assert code == 2 and err.count("\n") == 1 and "check 'x'" in err
+
+
+@pytest.mark.slow
+def test_the_battery_on_dask_gives_the_table_of_this_process(brain_folder, capsys):
+    argv = ["check", str(brain_folder), "--battery", str(brain_folder / "battery.txt"),
+            "--shuffles", "2", "--random-sets", "2", "--duration", "50ms", "--json"]
+    code, here, err = _run(capsys, *argv, "--workers", "0")
+    assert code == 0, err
+    code, there, err = _run(capsys, *argv, "--workers", "2")
+    assert code == 0, err
+    here_rows, there_rows = json.loads(here)["checks"], json.loads(there)["checks"]
+    assert here_rows == there_rows

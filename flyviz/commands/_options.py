@@ -111,6 +111,20 @@ def spiking_brain_from_args(args: argparse.Namespace) -> Any:
                       classification=args.classification)
 
 
+def spiking_brain_spec(args: argparse.Namespace) -> dict[str, Any]:
+    """How a Dask worker loads the brain ``args.brain`` names (as
+    :func:`spiking_brain_from_args`): local files as absolute paths (workers may start
+    elsewhere), ``demo`` or a name that is not a file as given."""
+    def absolute(path: Any) -> str | None:
+        return None if path is None else str(Path(path).expanduser().resolve())
+
+    return {"brain": args.brain if args.brain == "demo" or not Path(args.brain).exists()
+            else absolute(args.brain),
+            "connectivity": absolute(args.connectivity),
+            "coordinates": absolute(args.coordinates),
+            "classification": absolute(args.classification)}
+
+
 def add_cluster_options(parser: argparse.ArgumentParser, parts: str, resume: bool = True) -> None:
     """Add ``--workers N | --scheduler ADDRESS`` and ``--resume`` (the commands that run on
     Dask); ``parts`` names where an interrupted run keeps its finished tasks. A command whose

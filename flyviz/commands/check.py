@@ -34,19 +34,21 @@ brain (each neuron keeps its in- and out-degree and its outgoing signed counts) 
 drawn outside the set and the read neurons. p = (1 + #controls at least as extreme in the
 expected direction) / (1 + n) per control; a check's p is the larger of the two, Holm's
 correction runs over the battery, and a check passes when it holds and p_holm <= --alpha.
-Every run uses the same --seed input; the same seed gives the same table.
+Every run uses the same --seed input; the same seed gives the same table, in this process
+(--workers 0) or on Dask (each shuffle and each check's random sets a task; every worker
+loads BRAIN itself).
 
 examples:
-  flyviz check demo --battery assets/demo/checks.txt --shuffles 9 --random-sets 9 \\
-      --duration 100ms --out checks.csv --figure checks.png
-  flyviz check ./shiu --battery sugar.txt --duration 1s --trials 5 --json
+  flyviz check demo --battery examples/checks-demo.txt --shuffles 9 --random-sets 9 \\
+      --duration 100ms --workers 0 --out checks.csv --figure checks.png
+  flyviz check ./shiu --battery sugar.txt --duration 1s --trials 5 --workers 8 --json
 docs/spiking-checks.md describes the format and the numbers.
 """
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz check``."""
-    from flyviz.commands._options import add_spiking_brain_options
+    from flyviz.commands._options import add_cluster_options, add_spiking_brain_options
 
     parser.add_argument("brain", metavar="BRAIN",
                         help="authors' folder, completeness CSV, flyviz model or 'demo' (as "
@@ -79,16 +81,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="also draw each check beside its controls (.png, .svg, .pdf)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (the table and every control's value)")
+    add_cluster_options(parser, "", resume=False)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options and the battery, load the brain, run, print (and write)."""
-    from flyviz.commands._options import spiking_brain_from_args
+    from flyviz.analysis.cluster import ProgressBar, require_dask
+    from flyviz.commands._options import (check_cluster_options, spiking_brain_from_args,
+                                          spiking_brain_spec)
     from flyviz.errors import InputError
     from flyviz.fileio import check_not_input, check_output_path
-    from flyviz.spiking.check import (CheckSettings, printed_table, read_battery, run_battery,
+    from flyviz.spiking.check import (CheckSettings, check_queries, printed_table, read_battery, run_battery,
                                       write_figure, write_table)
 
     settings = CheckSettings(shuffles=args.shuffles, random_sets=args.random_sets,
@@ -96,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
                              seed=args.seed, w_syn=args.w_syn, match=args.match,
                              alpha=args.alpha).validate()
     checks = read_battery(args.battery)
+    require_dask("flyviz check", args.workers, args.scheduler)
+    check_cluster_options(args)
     if args.out is not None:
         if args.out.suffix.lower() != ".csv":
             raise InputError(f"--out {args.out} should end in .csv")
@@ -107,13 +114,15 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.figure)
         check_not_input(args.figure, {"--battery": args.battery}, "--figure")
     brain = spiking_brain_from_args(args)
-
-    def progress(done: int, total: int) -> None:
-        print(f"\rflyviz: run {done} of {total}", end="", file=sys.stderr, flush=True)
-
-    result = run_battery(brain, checks, settings, progress=None if args.json else progress)
-    if not args.json:
-        print(file=sys.stderr)
+    check_queries(brain, checks)  # one line for a query that selects nothing, before a bar
+    bar = None if args.json else ProgressBar(1, label="runs")
+    try:
+        result = run_battery(brain, checks, settings, spec=spiking_brain_spec(args),
+                             workers=args.workers, scheduler=args.scheduler, progress=bar,
+                             log=lambda line: print(f"flyviz check: {line}", file=sys.stderr))
+    finally:
+        if bar is not None:
+            bar.close()
     if args.out is not None:
         write_table(result, args.out)
         print(f"flyviz: wrote the table to {args.out}", file=sys.stderr)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from flyviz.commands.simulate import duration_arg
 
@@ -104,16 +103,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
-def _absolute(path: Any) -> str | None:
-    return None if path is None else str(Path(path).expanduser().resolve())
-
-
 def run(args: argparse.Namespace) -> int:
     """Check everything, load the brain, run the screen, print the table."""
     import numpy as np
 
     from flyviz.analysis.cluster import Interrupted, ProgressBar, require_dask
-    from flyviz.commands._options import check_cluster_options, spiking_brain_from_args
+    from flyviz.commands._options import (check_cluster_options, spiking_brain_from_args,
+                                          spiking_brain_spec)
     from flyviz.errors import InputError
     from flyviz.model.selection import parse
     from flyviz.spiking import select
@@ -145,11 +141,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--target {args.target} must select one neuron, not "
                              f"{len(found)}")
         target = int(found[0])
-    spec = {"brain": args.brain if args.brain == "demo" or not Path(args.brain).exists()
-            else _absolute(args.brain),
-            "connectivity": _absolute(args.connectivity),
-            "coordinates": _absolute(args.coordinates),
-            "classification": _absolute(args.classification)}
+    spec = spiking_brain_spec(args)
 
     def log(line: str) -> None:
         print(f"flyviz screen: {line}", file=sys.stderr, flush=True)

@@ -55,7 +55,7 @@ import numpy as np
 from flyviz.errors import InputError
 from flyviz.spiking.brain import SpikingBrain
 
-__all__ = ["Check", "CheckError", "CheckResult", "CheckSettings", "EXPECTATIONS",
+__all__ = ["Check", "CheckError", "check_queries", "CheckResult", "CheckSettings", "EXPECTATIONS",
            "TABLE_COLUMNS", "holm", "parse_battery", "read_battery", "run_battery",
            "shuffled_brain", "write_figure", "write_table"]
 
@@ -327,6 +327,13 @@ def _resolve(brain: SpikingBrain, check: Check) -> _Resolved:
     return _Resolved(check, excite, found["silence"], read)
 
 
+def check_queries(brain: SpikingBrain, checks: Sequence[Check]) -> None:
+    """Raise :class:`CheckError` (naming the check) for a query that fails or selects nothing
+    on ``brain``: what :func:`run_battery` refuses before any run."""
+    for c in checks:
+        _resolve(brain, c)
+
+
 def _statistic(brain: SpikingBrain, settings: CheckSettings, excite: np.ndarray,
                silence: np.ndarray | None, read: np.ndarray,
                reference: float | None = None) -> tuple[float, float]:
@@ -435,8 +442,74 @@ def _p_value(real: float, controls: list[float], higher_is_more: bool) -> float 
     return compare_to_nulls(real, controls, higher_is_more=higher_is_more).p
 
 
+@dataclass(eq=False)
+class _Task:
+    """One task of a battery: the brain itself (``kind`` ``"brain"``), one shuffle (its
+    ``number``) or one check's random sets (its ``number``); ``runs`` simulations."""
+
+    index: int
+    kind: str
+    number: int
+    runs: int
+
+    @property
+    def n_tokens(self) -> int:
+        """Its share of the progress: its runs."""
+        return self.runs
+
+
+def _task_values(brain: SpikingBrain, checks: Sequence[Check], settings: CheckSettings,
+                 task: _Task) -> dict[str, np.ndarray]:
+    """What one task measures: ``{"values": ...}`` (the brain's or a shuffle's statistic per
+    check; one check's statistic per random set)."""
+    from flyviz.analysis.cluster import report_progress
+
+    resolved = [_resolve(brain, c) for c in checks]
+    if task.kind == "brain" or task.kind == "shuffle":
+        target = brain if task.kind == "brain" else \
+            shuffled_brain(brain, settings.seed * 1_000_003 + task.number)
+        values = []
+        for r in resolved:
+            values.append(_statistic(target, settings, r.excite, r.silence, r.read)[0])
+            report_progress(2 if r.silence is not None else 1)
+        return {"values": np.array(values, np.float64)}
+    i = task.number
+    r = resolved[i]
+    replaced = r.excite if r.silence is None else r.silence
+    # A random silenced set never holds the stimulus itself (silencing it would stop the
+    # drive, not test the set's place), nor the read neurons.
+    exclude = np.union1d(replaced, r.read) if r.silence is None else \
+        np.union1d(np.union1d(replaced, r.read), r.excite)
+    rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 0xC1A55, i]))
+    labels = _labels(brain, settings.match)
+    reference = None
+    values = []
+    for _ in range(settings.random_sets):
+        drawn = random_set(replaced, labels, exclude, brain.neurons, rng)
+        if r.silence is None:
+            value = _statistic(brain, settings, drawn, None, r.read)[0]
+        else:
+            value, reference = _statistic(brain, settings, r.excite, drawn, r.read,
+                                          reference=reference)
+        values.append(value)
+        report_progress(1)
+    return {"values": np.array(values, np.float64)}
+
+
+def check_task(spec: dict[str, Any], digest: str, settings: dict[str, Any],
+               checks: list[dict[str, Any]], task: _Task) -> dict[str, np.ndarray]:
+    """One task on a Dask worker: the brain is loaded from ``spec`` once per process
+    (:func:`flyviz.spiking.screen.worker_brain`) and must be the client's (``digest``)."""
+    from flyviz.spiking.screen import worker_brain
+
+    return _task_values(worker_brain(spec, digest), [Check(**c) for c in checks],
+                        CheckSettings(**settings), task)
+
+
 def run_battery(brain: SpikingBrain, checks: Sequence[Check], settings: CheckSettings, *,
-                progress: Callable[[int, int], None] | None = None) -> BatteryResult:
+                spec: dict[str, Any] | None = None, workers: int | None = 0,
+                scheduler: str | None = None, progress: Any = None,
+                log: Callable[[str], None] | None = None) -> BatteryResult:
     """Run every check on ``brain``, on the shuffles and with the random sets.
 
     Parameters
@@ -447,71 +520,73 @@ def run_battery(brain: SpikingBrain, checks: Sequence[Check], settings: CheckSet
         The battery (:func:`read_battery`).
     settings
         How it runs.
+    spec
+        How a Dask worker loads the brain (as :func:`flyviz.spiking.screen.run_screen`
+        takes it; needed unless ``workers=0`` and no scheduler).
+    workers, scheduler
+        As for :func:`flyviz.analysis.cluster.run_each`: ``workers=0`` (the default) runs
+        in this process. The table is the same wherever the tasks run.
     progress
-        ``progress(done, total)`` after each simulation.
+        ``update(done)`` over the simulations (a
+        :class:`~flyviz.analysis.cluster.ProgressBar`; its ``total`` is set here).
+    log
+        Told when the workers are ready.
 
     Raises
     ------
     CheckError
         A query that fails or selects nothing on ``brain`` (naming the check), bad settings.
     """
+    from flyviz.analysis import cluster
+
     settings = settings.validate()
+    checks = list(checks)
     started = time.perf_counter()
-    resolved = [_resolve(brain, c) for c in checks]
-    labels = _labels(brain, settings.match)
-    n = brain.neurons
-    per_check = [2 if r.silence is not None else 1 for r in resolved]
-    total = (1 + settings.shuffles) * sum(per_check) + settings.random_sets * len(resolved) \
-        + sum(1 for r in resolved if r.silence is not None)
-    done = [0]
+    resolved = [_resolve(brain, c) for c in checks]  # every query checked before any run
+    per_brain = sum(2 if r.silence is not None else 1 for r in resolved)
+    tasks = [_Task(0, "brain", 0, per_brain)]
+    tasks += [_Task(1 + s, "shuffle", s, per_brain) for s in range(settings.shuffles)]
+    if settings.random_sets:
+        tasks += [_Task(1 + settings.shuffles + i, "random", i,
+                        settings.random_sets + (1 if r.silence is not None else 0))
+                  for i, r in enumerate(resolved)]
+    if progress is not None and hasattr(progress, "total"):
+        progress.total = max(1, sum(t.runs for t in tasks))
+    found: dict[int, np.ndarray] = {}
 
-    def tick(runs: int) -> None:
-        done[0] += runs
-        if progress is not None:
-            progress(done[0], total)
+    def deliver(task: _Task, partial: dict[str, np.ndarray]) -> None:
+        found[task.index] = np.asarray(partial["values"], np.float64)
 
-    real: list[float] = []
-    references: list[float] = []
-    for r, runs in zip(resolved, per_check):
-        value, reference = _statistic(brain, settings, r.excite, r.silence, r.read)
-        real.append(value)
-        references.append(reference)
-        tick(runs)
-    shuffled: list[list[float]] = [[] for _ in resolved]
-    for s in range(settings.shuffles):
-        other = shuffled_brain(brain, settings.seed * 1_000_003 + s)
-        for i, (r, runs) in enumerate(zip(resolved, per_check)):
-            shuffled[i].append(_statistic(other, settings, r.excite, r.silence, r.read)[0])
-            tick(runs)
-        del other
-    randomised: list[list[float]] = [[] for _ in resolved]
-    for i, r in enumerate(resolved):
-        replaced = r.excite if r.silence is None else r.silence
-        # A random silenced set never holds the stimulus itself (silencing it would stop the
-        # drive, not test the set's place), nor the read neurons.
-        exclude = np.union1d(replaced, r.read) if r.silence is None else \
-            np.union1d(np.union1d(replaced, r.read), r.excite)
-        rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 0xC1A55, i]))
-        for _ in range(settings.random_sets):
-            drawn = random_set(replaced, labels, exclude, n, rng)
-            if r.silence is None:
-                value = _statistic(brain, settings, drawn, None, r.read)[0]
-            else:
-                value = _statistic(brain, settings, r.excite, drawn, r.read,
-                                   reference=references[i])[0]
-            randomised[i].append(value)
-            tick(1)
+    cluster.check_workers(workers)
+    if workers == 0 and scheduler is None:
+        def function(task: _Task) -> dict[str, np.ndarray]:
+            return _task_values(brain, checks, settings, task)
+        cluster.run_each(function, (), tasks, deliver, workers=0, progress=progress, log=log)
+    else:
+        if spec is None:
+            raise CheckError("a battery on Dask needs the brain's spec (how the workers load "
+                             "it)")
+        from flyviz.spiking.screen import brain_digest
+
+        cluster.run_each(check_task, (spec, brain_digest(brain), asdict(settings),
+                                      [asdict(c) for c in checks]),
+                         tasks, deliver, workers=workers, scheduler=scheduler,
+                         progress=progress, log=log)
+    real = found[0]
     results = []
     for i, r in enumerate(resolved):
         higher = r.check.higher_is_more
-        p_shuffles = _p_value(real[i], shuffled[i], higher)
-        p_random = _p_value(real[i], randomised[i], higher)
+        shuffles = [float(found[1 + s][i]) for s in range(settings.shuffles)]
+        randomised = [float(v) for v in found[1 + settings.shuffles + i]] \
+            if settings.random_sets else []
+        p_shuffles = _p_value(float(real[i]), shuffles, higher)
+        p_random = _p_value(float(real[i]), randomised, higher)
         p = max(v for v in (p_shuffles, p_random) if v is not None)
-        results.append(CheckResult(r.check, real[i], shuffled[i], randomised[i], p_shuffles,
+        results.append(CheckResult(r.check, float(real[i]), shuffles, randomised, p_shuffles,
                                    p_random, p, alpha=settings.alpha))
     for result, adjusted in zip(results, holm([r.p for r in results])):
         result.p_holm = adjusted
-    return BatteryResult(results, settings, brain.name, runs=done[0],
+    return BatteryResult(results, settings, brain.name, runs=sum(t.runs for t in tasks),
                          seconds=time.perf_counter() - started)
 
 

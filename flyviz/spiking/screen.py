@@ -78,7 +78,7 @@ __all__ = ["BASELINE", "MODES", "NeuronSet", "ScreenError", "ScreenFolder", "Scr
            "ScreenSettings", "SetTask", "benjamini_hochberg", "brain_digest", "check_pairs",
            "each_neuron", "pair_sets", "paired_p_value", "parse_sets", "read_set_rates",
            "query_text", "read_set_run", "read_sets_file", "read_summary", "resolve_sets",
-           "run_screen", "screen_task", "trial_counts"]
+           "run_screen", "screen_task", "trial_counts", "worker_brain"]
 
 #: The two kinds of screen.
 MODES = ("activate", "silence")
@@ -390,6 +390,13 @@ def screen_task(spec: dict[str, Any], digest: str, settings: dict[str, Any], bas
                 item: SetTask) -> cluster.Partial:
     """One task on a Dask worker: the brain is loaded from ``spec`` (once per process) and
     must be the client's (``digest``)."""
+    brain = worker_brain(spec, digest)
+    return run_set(brain, ScreenSettings(**settings), base, item.members, threads=1)
+
+
+def worker_brain(spec: dict[str, Any], digest: str) -> SpikingBrain:
+    """The brain ``spec`` names (as :func:`run_screen` takes it), loaded once per process
+    (the last one kept); :class:`ScreenError` when it is not the client's (``digest``)."""
     from flyviz.spiking.brain import load_brain
 
     key = json.dumps(spec, sort_keys=True)
@@ -403,7 +410,7 @@ def screen_task(spec: dict[str, Any], digest: str, settings: dict[str, Any], bas
     if brain_digest(brain) != digest:
         raise ScreenError(f"a worker loaded another brain from {spec['brain']!r} (its synapses "
                           "differ from the client's); give every worker the same files")
-    return run_set(brain, ScreenSettings(**settings), base, item.members, threads=1)
+    return brain
 
 
 # ---------------------------------------------------------------- the folder

@@ -605,3 +605,57 @@ def test_deeply_nested_json_in_a_circuit_task_is_one_line(capsys, tmp_path, mode
                              "--workers", "0")
     one_error_line(code, err, "task.jsonl line 1 nests its JSON too deeply")
     assert out == "" and "RecursionError" not in err
+
+
+#: Every command that reads a spiking brain, with the arguments that make it read BRAIN
+#: (``{brain}``) and write into ``{tmp}``. The test below fails for a reader that does not go
+#: through the shared table checks (flyviz.spiking.tables).
+BRAIN_READERS = {
+    "simulate": ["simulate", "{brain}", "--excite", "all", "--duration", "20ms", "--out",
+                 "{tmp}/x.parquet"],
+    "screen": ["screen", "{brain}", "--sets", "{tmp}/sets.txt", "--mode", "activate",
+               "--duration", "20ms", "--out", "{tmp}/screen", "--workers", "0"],
+    "check": ["check", "{brain}", "--battery", "{tmp}/battery.txt", "--shuffles", "1",
+              "--random-sets", "1", "--duration", "20ms"],
+}
+
+
+@pytest.mark.parametrize("reader", sorted(BRAIN_READERS))
+def test_every_reader_of_a_spiking_brain_refuses_the_same_bad_table(capsys, tmp_path, reader):
+    folder = write_brain(tmp_path / "brain",
+                         _completeness(str(IDS[0]), "abc", str(IDS[2]), str(IDS[3])))
+    (tmp_path / "sets.txt").write_text("one: all\n")
+    (tmp_path / "battery.txt").write_text("t: excite all ; read all ; expect increase\n")
+    before = digests(tmp_path)
+    argv = [a.format(brain=folder, tmp=tmp_path) for a in BRAIN_READERS[reader]]
+    code, _, err = cli_run(capsys, *argv)
+    one_error_line(code, err, "Completeness_783.csv: root id 'abc' (row 1) is not a root id")
+    assert digests(tmp_path) == before and not (tmp_path / "screen").exists()
+
+
+def test_the_library_readers_of_a_spiking_brain_refuse_it_too(tmp_path):
+    from flyviz.kinds.spiking import SpikingModel
+
+    folder = write_brain(tmp_path / "brain",
+                         _completeness(str(IDS[0]), "abc", str(IDS[2]), str(IDS[3])))
+    for load in (spiking.load_brain, SpikingModel.load):
+        with pytest.raises(InputError, match=r"root id 'abc' \(row 1\)"):
+            load(str(folder))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this system has no FIFOs")
+@pytest.mark.parametrize("command", ["convert", "figure"])
+def test_a_recording_whose_brain_names_a_fifo_is_not_waited_on(capsys, tmp_path,
+                                                               spiking_recording, command):
+    """The brain the recording names holds a FIFO where its connectivity table was: the
+    reader says so and goes on without labels (or stops in one line), never waits."""
+    folder = write_brain(tmp_path / "brain")
+    (folder / "Connectivity_783.parquet").unlink()
+    os.mkfifo(folder / "Connectivity_783.parquet")
+    bad = _resealed(spiking_recording, tmp_path / "run.flyrec", spiking={"brain": str(folder)})
+    argv = {"convert": ["convert", str(bad), str(tmp_path / "x.npz")],
+            "figure": ["figure", str(bad), "--kind", "raster", "--out",
+                       str(tmp_path / "r.png")]}[command]
+    code, _, err = cli_run(capsys, *argv)
+    assert "FIFO, not a regular file" in err, err
+    assert code in (0, 2) and "Traceback" not in err

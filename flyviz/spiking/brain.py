@@ -232,7 +232,9 @@ def load_authors_brain(path: str | Path, connectivity: str | Path | None = None,
     comp = read_table(comp_path, "the completeness table", strings=True, error=BrainError)
     if comp.shape[1] < 1:
         raise BrainError(f"{comp_path.name} has no columns: its first must hold root ids")
-    root_ids = id_column(comp, comp.columns[0], comp_path.name, error=BrainError)
+    first = str(comp.columns[0])
+    root_ids = id_column(comp, comp.columns[0], comp_path.name, error=BrainError,
+                         label="root id" if first.startswith("Unnamed") else first)
     n = int(root_ids.shape[0])
     if n == 0:
         raise BrainError(f"{comp_path.name} lists no neurons")

@@ -142,10 +142,10 @@ def parse_ids(values: Any, file: str, column: str, *,
                 "(whole numbers)")
 
 
-def id_column(frame: Any, column: str, file: str, *,
+def id_column(frame: Any, column: str, file: str, *, label: str | None = None,
               error: type[InputError] = TableError) -> np.ndarray:
-    """:func:`parse_ids` of ``frame[column]``."""
-    return parse_ids(frame[column].to_numpy(), file, column, error=error)
+    """:func:`parse_ids` of ``frame[column]`` (``label``: how a message names the column)."""
+    return parse_ids(frame[column].to_numpy(), file, label or column, error=error)
 
 
 def index_column(frame: Any, column: str, file: str, count: int, *,

@@ -85,7 +85,11 @@ def test_compare_with_untouched_runs_both_and_shows_delta(window, qtbot, app_che
     text = win.text_panel.toPlainText()
     assert text.count("Tom and his dog") == 2
     assert "untouched (grey) → intervened" in win.topk_panel.title.text()
-    assert len(win.topk_panel.untouched_bars.opts["width"]) == win.topk_panel.k
+    # As many pairs as fit legibly in the dock (the title says when that is fewer than k).
+    topk = win.topk_panel
+    shown = len(topk.untouched_bars.opts["width"])
+    assert shown == min(topk.k, topk.rows_that_fit())
+    assert shown == topk.k or f"top {shown} of {topk.k}" in topk.title.text()
     kl_x, kl_y = win.trace_panel.kl.getData()
     np.testing.assert_allclose(kl_y, np.nan_to_num(np.array(info["kl"], float)), rtol=1e-6)
 

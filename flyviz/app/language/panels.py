@@ -75,14 +75,36 @@ class TopKPanel(QWidget):
         self.untouched_bars = pg.BarGraphItem(x0=[], y=[], height=0.36, width=[],
                                               brush=pg.mkBrush("#8f98aa"), pen=pg.mkPen(None))
         self.plot.addItem(self.untouched_bars)
-        self._last: tuple[int, int, int] | None = None
+        self._last: tuple[int, int, int, int] | None = None
         self._recording: Recording | None = None
+        self._index = -1
         self.k_box.valueChanged.connect(self._on_k_change)
+        # A shorter panel (Why? opening the Graph panel below it) shows fewer bars.
+        self.plot.getPlotItem().getViewBox().sigResized.connect(self._on_resized)
 
     @property
     def k(self) -> int:
         """Number of bars shown."""
         return int(self.k_box.value())
+
+    def rows_that_fit(self) -> int:
+        """How many candidates the plot shows legibly: each row at least as high as its
+        label (the bars of ten candidates in a short dock overlapped and could not be read)."""
+        box = self.plot.getPlotItem().getViewBox()
+        row = self.labels[0].textItem.boundingRect().height() + 2
+        # The y range is padded by 2 % (setYRange's padding).
+        return max(1, int(box.height() / (1.04 * row)))
+
+    def _shown_count(self, k: int, available: int) -> tuple[int, str]:
+        """The number of bars to draw of ``available`` candidates (at most ``k``), and what
+        the title adds when fewer than that fit."""
+        wanted = min(k, available)
+        n = min(wanted, self.rows_that_fit())
+        return n, ("" if n >= wanted else f" (top {n} of {wanted}: enlarge to see all)")
+
+    def _on_resized(self) -> None:
+        if self._recording is not None:
+            self.show_frame(self._recording, self._index)
 
     def _on_k_change(self, k: int) -> None:
         self._last = None
@@ -93,7 +115,7 @@ class TopKPanel(QWidget):
     def show_frame(self, recording: Recording, index: int) -> None:
         """Bars of frame ``index``'s candidates (empty when ``index < 0``)."""
         self._recording, self._index = recording, index
-        key = (id(recording), index, self.k)
+        key = (id(recording), index, self.k, self.rows_that_fit())
         if key == self._last:
             return
         self._last = key
@@ -109,12 +131,14 @@ class TopKPanel(QWidget):
             self.title.setText("Next token")
         else:
             frame = recording[index]
+            k, fewer = self._shown_count(k, len(frame.top_k_ids))
             ids = np.asarray(frame.top_k_ids)[:k]
             probs = np.asarray(frame.top_k_probabilities, dtype=float)[:k]
             texts = tuple(frame.top_k_text[:k])
             chosen = frame.predicted_token_id
             self.title.setText(f"Next token after #{frame.position}"
-                               + ("" if frame.is_generation else " (reading the prompt)"))
+                               + ("" if frame.is_generation else " (reading the prompt)")
+                               + fewer)
         n = len(probs)
         y = -np.arange(n, dtype=float)
         brushes = [pg.mkBrush(theme.ACCENT if int(i) == chosen else "#2f6f8f") for i in ids] \
@@ -136,12 +160,14 @@ class TopKPanel(QWidget):
     def _show_pairs(self, recording: Recording, index: int, k: int) -> bool:
         """Both runs' probabilities of the likeliest candidates, untouched (grey) above
         intervened (accent); False when there is no pair at ``index``."""
-        from flyviz.app.language.compare_views import paired_candidates
+        from flyviz.app.language.compare_views import PairedCandidates, paired_candidates
 
         pairs = paired_candidates(recording, index, k)
         if pairs is None:
             return False
-        n = len(pairs.texts)
+        k, fewer = self._shown_count(k, len(pairs.texts))
+        n = k
+        pairs = PairedCandidates(pairs.texts[:n], pairs.untouched[:n], pairs.intervened[:n])
         y = -np.arange(n, dtype=float)
         self.untouched_bars.setOpts(x0=np.zeros(n), y=y + 0.19, width=pairs.untouched,
                                     height=0.36)
@@ -156,7 +182,7 @@ class TopKPanel(QWidget):
             else:
                 label.setVisible(False)
         self.title.setText(f"Next token after #{recording[index].position}: "
-                           "untouched (grey) → intervened")
+                           "untouched (grey) → intervened" + fewer)
         self.plot.setYRange(-max(k, 1) + 0.5, 0.5, padding=0.02)
         self.plot.setXRange(0, 1, padding=0)
         self.plot.viewport().update()

@@ -1,0 +1,78 @@
+"""The Next token bars stay legible when their dock is short (the Graph panel opened by
+Why?, a comparison): fewer bars, each at least a line of text high, labels never overlapping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QRect, QSize
+from qt_barriers import settle
+
+from flyviz.app._testing import make_frame
+from flyviz.app.language.panels import TopKPanel
+from flyviz.record.recording import Recording
+
+pytestmark = pytest.mark.gui
+
+
+def _recording(k: int) -> Recording:
+    rec = Recording(4)
+    rec.append(make_frame(0, np.zeros(4), top_k=k))
+    return rec
+
+
+def label_rects(panel: TopKPanel) -> list[QRect]:
+    """The pixel rectangles of the shown labels' text, in the plot's viewport."""
+    view = panel.plot
+    rects = []
+    for label in panel.labels:
+        if label.isVisible():
+            rects.append(view.mapFromScene(label.mapToScene(
+                label.textItem.boundingRect())).boundingRect())
+    return rects
+
+
+def bar_heights_px(panel: TopKPanel) -> float:
+    """The height of one bar on screen, in pixels."""
+    box = panel.plot.getPlotItem().getViewBox()
+    height = float(panel.bars.opts["height"])
+    top = box.mapViewToDevice(pg_point(0.0, 0.0))
+    bottom = box.mapViewToDevice(pg_point(0.0, -height))
+    return abs(bottom.y() - top.y())
+
+
+def pg_point(x: float, y: float):
+    from PySide6.QtCore import QPointF
+
+    return QPointF(x, y)
+
+
+@pytest.mark.parametrize("height", [150, 220, 420])
+@pytest.mark.parametrize("paired", [False, True], ids=["single", "comparison"])
+def test_the_bars_are_legible_in_a_short_panel(qtbot, height, paired):
+    panel = TopKPanel(k=10)
+    qtbot.addWidget(panel)
+    panel.resize(QSize(320, height))
+    panel.show()
+    qtbot.waitExposed(panel)
+    rec = _recording(10)
+    if paired:
+        rec.baseline = _recording(10)
+    panel.show_frame(rec, 0)
+    settle(qtbot, panel)
+    rects = label_rects(panel)
+    assert rects, "no candidate is shown"
+    viewport = panel.plot.viewport().rect()
+    line = panel.fontMetrics().height()
+    for rect in rects:
+        assert viewport.contains(rect), (rect, viewport)        # no label cut off
+    for a, b in zip(rects, rects[1:]):
+        assert not a.intersects(b), (a, b)                      # no two labels overlap
+    # Each bar is at least a line of text high (two half bars in a comparison).
+    least = line * (0.5 if paired else 0.8)
+    assert bar_heights_px(panel) >= least, (bar_heights_px(panel), line)
+    if height >= 420:
+        assert len(rects) == 10                                 # all fit: all are shown
+    elif len(rects) < 10:
+        # Fewer than asked: the title says so.
+        assert f"top {len(rects)} of 10" in panel.title.text()

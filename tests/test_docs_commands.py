@@ -1,0 +1,204 @@
+"""Every shell command in README.md and docs/ runs on the demo brain, or says why it cannot.
+
+A user copies commands from the documentation; one that fails as printed (``flyviz gui
+demo`` once did, and every circuit example named a task file that was not shipped) costs
+them more than a missing one. This reads every fenced ``bash``/``console`` block of the
+README and the docs pages, page by page and in order (a later command may read what an
+earlier one wrote, ``tom.flyrec``), and runs each ``flyviz`` command in a scratch folder
+that holds the shipped examples (``examples/``) and the demo's files (``assets/``).
+
+A block that cannot run here says so in an HTML comment on the line before its fence,
+which the rendered page does not show::
+
+    <!-- docs-test: real checkpoint -->     names a published model or the authors' files
+    <!-- docs-test: install -->             sets up an environment (.ci/run runs these)
+    <!-- docs-test: app -->                 opens the window: parsed and its model checked
+    <!-- docs-test: long -->                minutes of work (a corpus, a rebuild, a bench)
+    <!-- docs-test: cluster -->             starts Dask on other machines
+
+Any other command, and any ``flyviz`` command in a block without a mark, runs, and must
+exit 0 (or the exit status its comment promises, ``# exit 1``). What is checked is that a
+command works as printed, not the minutes its full text would take: a ``--max-tokens N`` of a
+corpus command runs with at most :data:`MAX_TOKENS` tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+#: What a block's mark may say, and so why its commands are not run.
+MARKS = ("real checkpoint", "install", "app", "long", "cluster")
+
+_FENCE = re.compile(r"^(?P<mark><!-- docs-test: (?P<why>[a-z ]+) -->\n)?"
+                    r"(?P<fence>```|~~~)(?P<lang>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+                    re.M | re.S)
+_SHELL = ("bash", "sh", "shell", "console")
+
+#: The most corpus tokens a documented command reads here (``--max-tokens``).
+MAX_TOKENS = 300
+
+
+def capped(words: list[str]) -> list[str]:
+    """``words`` with a ``--max-tokens`` above :data:`MAX_TOKENS` brought down to it."""
+    words = list(words)
+    for i, word in enumerate(words[:-1]):
+        if word == "--max-tokens" and words[i + 1].isdigit():
+            words[i + 1] = str(min(int(words[i + 1]), MAX_TOKENS))
+    return words
+
+
+@dataclass(frozen=True)
+class Command:
+    """One shell command of a page: its words, the page, its block's mark and its line."""
+
+    page: str
+    line: int
+    text: str
+    mark: str | None
+
+    @property
+    def words(self) -> list[str]:
+        return shlex.split(self.text, comments=True)
+
+    @property
+    def expected_exit(self) -> int:
+        found = re.search(r"#\s*exit (\d)\b", self.text)
+        return int(found.group(1)) if found else 0
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}: {self.text}"
+
+
+def shell_commands(text: str, page: str) -> list[Command]:
+    """The commands of ``text``'s shell blocks (continuation lines joined, ``$ `` dropped)."""
+    commands = []
+    for block in _FENCE.finditer(text):
+        if block.group("lang").strip() not in _SHELL:
+            continue
+        first = text.count("\n", 0, block.start("body")) + 1
+        lines = block.group("body").splitlines()
+        # A block that shows a session (``$ command`` then its output) runs its ``$`` lines.
+        session = any(line.lstrip().startswith("$ ") for line in lines)
+        pending, start = "", first
+        for offset, raw in enumerate(lines):
+            line = raw.strip()
+            if not pending:
+                start = first + offset
+                if session and not line.startswith("$ "):
+                    continue
+                line = line.removeprefix("$ ")
+            pending = f"{pending} {line}".strip() if pending else line
+            if pending.endswith("\\"):
+                pending = pending[:-1].rstrip()
+                continue
+            if pending and not pending.startswith("#"):
+                commands.append(Command(page, start, pending, block.group("why")))
+            pending = ""
+    return commands
+
+
+def documented_commands() -> list[Command]:
+    return [command for document in DOCUMENTS
+            for command in shell_commands(document.read_text(encoding="utf-8"),
+                                          document.relative_to(ROOT).as_posix())]
+
+
+def pages_with_commands_to_run() -> list[str]:
+    return sorted({c.page for c in documented_commands() if c.mark is None})
+
+
+def test_the_reader_joins_lines_drops_prompts_and_reads_marks():
+    text = ("Intro\n\n```bash\nflyviz generate demo \\\n    --prompt 'a b'   # five\n"
+            "# a comment\nflyviz replay x.flyrec  # exit 1\n```\n\n"
+            "<!-- docs-test: real checkpoint -->\n```bash\nflyviz info ngxson/fly-llm-hf\n```\n"
+            "```\nflyviz not a shell block\n```\n"
+            "```console\n$ flyviz select demo \\\n  'sign:inhibitory'\nsign:inhibitory selects\n```\n")
+    found = shell_commands(text, "p.md")
+    assert [(c.line, c.words, c.mark, c.expected_exit) for c in found] == [
+        (4, ["flyviz", "generate", "demo", "--prompt", "a b"], None, 0),
+        (7, ["flyviz", "replay", "x.flyrec"], None, 1),
+        (12, ["flyviz", "info", "ngxson/fly-llm-hf"], "real checkpoint", 0),
+        (18, ["flyviz", "select", "demo", "sign:inhibitory"], None, 0),
+    ]
+
+
+def test_a_corpus_command_is_capped_and_nothing_else_changes():
+    assert capped(["sweep", "demo", "--max-tokens", "2000", "--prompt", "2000"]) == [
+        "sweep", "demo", "--max-tokens", "300", "--prompt", "2000"]
+    assert capped(["atlas", "--max-tokens", "100"]) == ["atlas", "--max-tokens", "100"]
+
+
+def test_every_command_runs_or_its_block_says_why_not():
+    """A mark is one of the known reasons, and an unmarked block holds only flyviz commands."""
+    problems = []
+    for command in documented_commands():
+        if command.mark is not None:
+            if command.mark not in MARKS:
+                problems.append(f"{command}: unknown mark {command.mark!r} (one of {MARKS})")
+            continue
+        if command.words[:1] != ["flyviz"]:
+            problems.append(f"{command}: not a flyviz command, and its block has no mark")
+    assert not problems, "\n".join(problems)
+
+
+def test_app_commands_parse_and_name_a_model_that_loads():
+    """``flyviz gui demo`` once failed as printed ("unrecognized arguments: demo")."""
+    from flyviz.cli import build_parser
+    from flyviz.model.resolve import check_spec
+
+    parser = build_parser()
+    seen = 0
+    for command in documented_commands():
+        if command.mark != "app" or command.words[:1] != ["flyviz"]:
+            continue
+        seen += 1
+        args = parser.parse_args(command.words[1:] or ["gui"])
+        assert args.command == "gui", command
+        check_spec(args.spec or args.model or "demo")
+    assert seen >= 1
+
+
+def _workspace(tmp_path: Path) -> Path:
+    """A scratch folder as a user's clone looks from its root: examples and the demo's files."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for example in (ROOT / "examples").iterdir():
+        if example.is_file() and example.suffix in (".jsonl", ".txt", ".csv", ".json"):
+            shutil.copy(example, work / example.name)
+    (work / "assets").symlink_to(ROOT / "assets", target_is_directory=True)
+    (work / "docs" / "images").mkdir(parents=True)
+    return work
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", pages_with_commands_to_run())
+def test_the_pages_commands_run_on_the_demo(page, tmp_path, monkeypatch):
+    from flyviz.cli import main
+
+    monkeypatch.chdir(_workspace(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("FLYVIZ_WORKERS", "0")
+    for command in documented_commands():
+        if command.page != page or command.mark is not None:
+            continue
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(capped(command.words[1:]))
+            except SystemExit as exc:
+                status = exc.code if isinstance(exc.code, int) else 2
+        assert status == command.expected_exit, (
+            f"{command}\nexit {status}\n{out.getvalue()[-2000:]}\n{err.getvalue()[-2000:]}")
+    assert os.listdir(".")  # the commands wrote what they say they write, here

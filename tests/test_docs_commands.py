@@ -15,6 +15,7 @@ which the rendered page does not show::
     <!-- docs-test: app -->                 opens the window: parsed and its model checked
     <!-- docs-test: long -->                minutes of work (a corpus, a rebuild, a bench)
     <!-- docs-test: cluster -->             starts Dask on other machines
+    <!-- docs-test: other package -->       needs a package that is not flyviz (a third kind)
 
 Any other command, and any ``flyviz`` command in a block without a mark, runs, and must
 exit 0 (or the exit status its comment promises, ``# exit 1``). What is checked is that a
@@ -39,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 #: What a block's mark may say, and so why its commands are not run.
-MARKS = ("real checkpoint", "install", "app", "long", "cluster")
+MARKS = ("real checkpoint", "install", "app", "long", "cluster", "other package")
 
 _FENCE = re.compile(r"^(?P<mark><!-- docs-test: (?P<why>[a-z ]+) -->\n)?"
                     r"(?P<fence>```|~~~)(?P<lang>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
@@ -71,6 +72,18 @@ class Command:
     @property
     def words(self) -> list[str]:
         return shlex.split(self.text, comments=True)
+
+    @property
+    def argv(self) -> list[str]:
+        """The words flyviz gets: without the command name and any ``> FILE``."""
+        words = self.words[1:]
+        return words[:words.index(">")] if ">" in words else words
+
+    @property
+    def stdout_file(self) -> str | None:
+        """Where ``> FILE`` sends the command's output, if it does."""
+        words = self.words
+        return words[words.index(">") + 1] if ">" in words[:-1] else None
 
     @property
     def expected_exit(self) -> int:
@@ -124,14 +137,17 @@ def test_the_reader_joins_lines_drops_prompts_and_reads_marks():
             "# a comment\nflyviz replay x.flyrec  # exit 1\n```\n\n"
             "<!-- docs-test: real checkpoint -->\n```bash\nflyviz info ngxson/fly-llm-hf\n```\n"
             "```\nflyviz not a shell block\n```\n"
+            "```sh\nflyviz trace demo --json > why.json\n```\n"
             "```console\n$ flyviz select demo \\\n  'sign:inhibitory'\nsign:inhibitory selects\n```\n")
     found = shell_commands(text, "p.md")
     assert [(c.line, c.words, c.mark, c.expected_exit) for c in found] == [
         (4, ["flyviz", "generate", "demo", "--prompt", "a b"], None, 0),
         (7, ["flyviz", "replay", "x.flyrec"], None, 1),
         (12, ["flyviz", "info", "ngxson/fly-llm-hf"], "real checkpoint", 0),
-        (18, ["flyviz", "select", "demo", "sign:inhibitory"], None, 0),
+        (18, ["flyviz", "trace", "demo", "--json", ">", "why.json"], None, 0),
+        (21, ["flyviz", "select", "demo", "sign:inhibitory"], None, 0),
     ]
+    assert found[3].argv == ["trace", "demo", "--json"] and found[3].stdout_file == "why.json"
 
 
 def test_a_corpus_command_is_capped_and_nothing_else_changes():
@@ -196,9 +212,11 @@ def test_the_pages_commands_run_on_the_demo(page, tmp_path, monkeypatch):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                status = main(capped(command.words[1:]))
+                status = main(capped(command.argv))
             except SystemExit as exc:
                 status = exc.code if isinstance(exc.code, int) else 2
         assert status == command.expected_exit, (
             f"{command}\nexit {status}\n{out.getvalue()[-2000:]}\n{err.getvalue()[-2000:]}")
+        if command.stdout_file:
+            Path(command.stdout_file).write_text(out.getvalue(), encoding="utf-8")
     assert os.listdir(".")  # the commands wrote what they say they write, here

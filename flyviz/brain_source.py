@@ -38,7 +38,7 @@ import numpy as np
 from flyviz.errors import InputError, RecordingError
 from flyviz.render.colormaps import lut
 from flyviz.render.style import ColourLayer, activation_layer
-from flyviz.viewer.layers import ATLAS_STATISTICS, DELTA, atlas_key, atlas_layer, delta_layer
+from flyviz.viewer.layers import ATLAS_STATISTICS, DELTA, atlas_key
 from flyviz.viewer.state import STATE, ViewerState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -133,13 +133,9 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
     state.set_model(model, anatomy, name=name or getattr(model, "name", "") or "", neurons=n,
                     kind=kind)
     if recording is not None:
-        state.set_recording(recording)
-        if recording.baseline is not None:
-            state.offer_layer(DELTA, delta_layer)
+        state.set_recording(recording)      # a comparison's Δx is offered by the state
     if atlas is not None:
-        state.atlas = atlas
-        for stat in ATLAS_STATISTICS:
-            state.offer_layer(atlas_key(stat), _atlas_builder(atlas, stat))
+        state.atlas = atlas                 # and so are the atlas's statistics
         if recording is None:
             state.colour_by = atlas_key(next(iter(ATLAS_STATISTICS)))
     return state
@@ -163,10 +159,6 @@ def _model_at_hand(kind: "ModelKind", neurons: int, model: Any, recording: "Reco
     if model is not None and int(model.neurons) != neurons:
         return None, f"its model has {int(model.neurons):,} neurons"
     return model, said
-
-
-def _atlas_builder(atlas: "Atlas", statistic: str) -> Any:
-    return lambda: atlas_layer(atlas, statistic)
 
 
 def open_state(path: str | Path, model: "Model | None" = None) -> ViewerState:

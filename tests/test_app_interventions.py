@@ -76,7 +76,7 @@ def test_compare_with_untouched_runs_both_and_shows_delta(window, qtbot, app_che
     assert rec.baseline is not None and len(rec.baseline) == len(rec)
     info = rec.metadata["comparison"]
     assert info["mode"] == "forced" and len(info["kl"]) == len(rec)
-    assert win.display.layer is win.interventions.delta
+    assert win.display.layer.name == "delta" and win.state.colour_layers["delta"].available
     assert win.colour_by.current == "delta" and win.colour_by.actions["delta"].isChecked()
     assert win.brain.colormap == "difference"
     win.grab().save(str(tmp_path / "compare.png"))
@@ -140,7 +140,7 @@ def test_in_delta_mode_only_the_changed_neurons_are_lit(window, qtbot, app_check
     win.session.replace(_hand_made_comparison(n, {a: 0.9, b: -0.9}))
     win.show_token(1)
     qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
-    assert win.display.layer is win.interventions.delta
+    assert win.display.layer.name == "delta" and win.state.colour_layers["delta"].available
     img = win.brain.render_image()
     spot_a, spot_b = _at(img, xy[a]), _at(img, xy[b])
     assert _lum(spot_a).max() > 150 and _lum(spot_b).max() > 150
@@ -217,7 +217,7 @@ def test_a_saved_comparison_reopens_with_its_interventions(window, qtbot, app_ch
         assert opened.baseline is not None and len(opened.baseline) == len(rec.baseline)
         assert opened.metadata["comparison"]["kl"] == pytest.approx(
             rec.metadata["comparison"]["kl"], nan_ok=True)
-        assert other.display.layer is other.interventions.delta
+        assert other.display.layer.name == "delta"
         qtbot.waitUntil(lambda: "untouched" in other.text_panel.toPlainText(), timeout=3000)
         # Rings show what was silenced.
         silenced = neuron_index(app_checkpoint).select(f"superclass:{superclass}")
@@ -243,7 +243,7 @@ def test_a_comparison_movie_is_in_delta_colours_with_both_texts(window, qtbot, a
                         lambda parent, recording, anatomy, name, **style: calls.append(style))
     win.actions_by_name["export_movie"].trigger()
     layer, overlays = calls[0]["style"].layer, calls[0]["overlays"]
-    assert layer is win.interventions.delta
+    assert layer.name == "delta" and layer.colormap == "difference"
     lines = overlays(0, 3)[-1]
     assert lines.prompt.startswith("untouched: ab") and "intervened (top-1): " in lines.prompt
 

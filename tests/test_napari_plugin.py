@@ -285,3 +285,58 @@ def test_napari_animation_keyframes_over_the_token_slider_make_a_movie(make_napa
     assert np.abs(frames[0] - frames[3]).mean() > 0.5   # recoloured at the slider's token
     assert np.abs(frames[3] - frames[6]).mean() > 0.5   # turned
     assert viewer.dims.current_step[0] == viewer.dims.nsteps[0] - 1
+
+
+def test_napari_follows_the_states_token_selection_and_camera(make_napari_viewer, demo):
+    """napari shows what the viewer state shows: its token (and its slider moves the
+    state's), its selected and picked neurons as the selected points, and its camera: the
+    same point, field of view and direction as a vispy turntable camera given the pose."""
+    from vispy import scene
+
+    from flyviz.brain_source import state_for
+    from flyviz.napari._layers import napari_coordinates, napari_direction, shown_token
+    from flyviz.napari._widget import add_source
+    from flyviz.render.camera import CameraPose
+
+    rec = flyviz.run(demo, "Once upon a time", max_new_tokens=4)
+    anatomy = demo.drawing_anatomy()
+    state = state_for(anatomy, rec, model=demo)
+    viewer = make_napari_viewer()
+    (points,) = [layer for layer in add_source(viewer, state) if layer.__class__.__name__ ==
+                 "Points"]
+    source = points.metadata["flyviz"]["source"]
+    assert shown_token(viewer) == state.index == len(rec) - 1
+    state.index = 1
+    assert shown_token(viewer) == 1
+    np.testing.assert_allclose(points.face_color, source.rgba(source.quantity, 1), atol=1e-6)
+    set_token(viewer, 2)
+    assert state.index == 2
+
+    shown = np.flatnonzero(anatomy.valid)
+    state.selected = int(shown[5])
+    state.picked = shown[[7, 9]]
+    assert set(points.selected_data) == {5, 7, 9}
+    state.picked = []
+    assert set(points.selected_data) == {5}
+
+    um = anatomy.positions_um()[shown]
+    pose = CameraPose(azimuth=35.0, elevation=20.0, center=tuple(map(float, um.mean(0))),
+                      scale_factor=float(np.ptp(um[:, 0])), fov=30.0)
+    state.camera = pose
+    canvas = scene.SceneCanvas(size=(200, 100), show=False)
+    turntable = canvas.central_widget.add_view().camera = scene.TurntableCamera()
+    pose.apply(turntable)
+    turntable.view_changed()
+    eye, ahead, up = (np.asarray(turntable.transform.map(p)[:3]) for p in
+                      ([0, 0, 0], [0, 0, -1], [0, 1, 0]))
+    camera = viewer.camera
+    np.testing.assert_allclose(camera.center, napari_coordinates(np.array([pose.center]))[0],
+                               rtol=1e-5, atol=1e-3)
+    assert camera.perspective == pytest.approx(30.0)
+    np.testing.assert_allclose(camera.view_direction,
+                               napari_direction((ahead - eye) / np.linalg.norm(ahead - eye)),
+                               atol=1e-4)
+    np.testing.assert_allclose(camera.up_direction,
+                               napari_direction((up - eye) / np.linalg.norm(up - eye)),
+                               atol=1e-4)
+    canvas.close()

@@ -113,7 +113,7 @@ def test_colour_layers_are_registered_chosen_and_unknown_ones_refused(state):
                                     scale=ColourScale.given(0.0, 49.0))
     state.add_colour_layer("importance", "Importance", lambda: importance, available=False)
     layers, chosen = _record(state.events.layer), _record(state.events.colour_by)
-    with pytest.raises(ViewerError, match="unknown colour layer 'nope'.*state, importance"):
+    with pytest.raises(ViewerError, match="unknown colour layer 'nope'.*state, delta.*, importance"):
         state.colour_by = "nope"
     with pytest.raises(ViewerError, match="already exists"):
         state.add_colour_layer("importance", "again", lambda: None)

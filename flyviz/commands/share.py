@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.kinds import kind_of_recording
     from flyviz.record.recording import Recording
     from flyviz.viewer import ViewerState
-    from flyviz.viewer.layers import DELTA, delta_layer, drawing_anatomy
+    from flyviz.viewer.layers import drawing_anatomy
 
     out = _check_output(args.out)
     recording = Recording.load(args.recording)
@@ -123,9 +123,7 @@ def run(args: argparse.Namespace) -> int:
     state.set_model(model, placement.anatomy, name=str(recording.metadata.get("model_name", "")
                                                         or getattr(model, "name", "") or ""),
                     neurons=recording.neurons, kind=kind)
-    state.set_recording(recording, index=args.token)
-    if recording.baseline is not None:
-        state.offer_layer(DELTA, delta_layer)
+    state.set_recording(recording, index=args.token)    # a comparison's Δ comes with it
     state.view = args.view
     attribution = None
     if args.trace is not None:

@@ -47,7 +47,7 @@ from flyviz.render.camera import DEFAULT_FOV, FRAMING_MARGIN, VIEW_PRESETS, brai
 from flyviz.render.colormaps import QUIET_ALPHA, display_curve, is_diverging, magnitude
 from flyviz.render.style import ColourLayer
 from flyviz.viewer.flow import FLOW, flow_layer, flow_limit
-from flyviz.viewer.layers import DELTA, STATE, delta_layer
+from flyviz.viewer.layers import DELTA, STATE
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.explain import Attribution
@@ -286,10 +286,8 @@ def _layer_keys(state: "ViewerState", attribution: "Attribution | None",
                 layers: Sequence[str] | None) -> list[str]:
     """The layers of the page, the one shown first: the asked ones, else the state's shown
     layer, the state, a comparison's Δ and a trace's flows."""
+    # A comparison's Δ is offered by the state itself while its recording is shown.
     offered = {key for key, entry in state.colour_layers.items() if entry.available}
-    if DELTA not in offered and state.recording.baseline is not None:
-        state.offer_layer(DELTA, delta_layer)
-        offered.add(DELTA)
     if attribution is not None:
         offered.add(FLOW)
     if layers is None:

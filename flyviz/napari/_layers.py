@@ -14,6 +14,10 @@ hold every neuron at every token (49,393 × tokens points, about 1.6 MB per
 token in coordinates alone, plus a colour each): not lazy. Here the recording
 stays memory-mapped and :func:`bind` recolours the points from the shown
 token's state alone, on napari's dims event.
+
+napari follows the state (:func:`follow`): the slider shows the state's token (and
+moving it moves the state's), the Points layers select the state's selected and
+picked neurons, and the camera looks from where the state's camera does.
 """
 
 from __future__ import annotations
@@ -124,6 +128,84 @@ def set_quantity(layer: Any, quantity: str) -> None:
 
 
 _bound: set[int] = set()
+#: Per (viewer, state) followed: the Points layers showing that state.
+_followed: dict[tuple[int, int], list[Any]] = {}
+
+
+def napari_direction(vector: np.ndarray) -> np.ndarray:
+    """A direction in flyviz's (x, y dorsal up, z) as napari's (z, y, x) with dorsal at the
+    top (the linear part of :func:`napari_coordinates`)."""
+    v = np.asarray(vector, dtype=np.float64)
+    return np.array([v[2], -v[1], v[0]])
+
+
+def set_token(viewer: Any, token: int) -> None:
+    """Move napari's token slider to ``token`` (nothing in a 3-D world)."""
+    dims = viewer.dims
+    if dims.ndim < 4 or token < 0 or shown_token(viewer) == token:
+        return
+    step = list(dims.current_step)
+    step[dims.ndim - 4] = int(token)
+    dims.current_step = tuple(step)
+
+
+def show_camera(viewer: Any, pose: Any) -> None:
+    """Look from where the flyviz camera ``pose`` (a :class:`~flyviz.render.camera.CameraPose`)
+    looks: the same point, direction, up and field of view; nothing for ``None``."""
+    if pose is None:
+        return
+    camera = viewer.camera
+    view, up = pose.directions()
+    camera.center = tuple(float(c) for c in napari_coordinates(np.array([pose.center]))[0])
+    camera.perspective = float(pose.fov)
+    camera.set_view_direction(tuple(napari_direction(view)), tuple(napari_direction(up)))
+    size = getattr(viewer, "_canvas_size", None)
+    if size is not None and pose.scale_factor > 0:
+        camera.zoom = float(min(size)) / float(pose.scale_factor)
+
+
+def follow(viewer: Any, layer: Any) -> None:
+    """Make ``viewer`` show what the flyviz Points ``layer``'s viewer state shows: its token
+    (both ways: the slider moves the state's too), its selected and picked neurons (the
+    layer's selected points) and its camera. Once per viewer and state."""
+    info = layer.metadata.get(METADATA_KEY)
+    if not isinstance(info, dict) or info.get("role") != "points":
+        return
+    state: ViewerState = info["state"]
+    source: BrainSource = info["source"]
+    key = (id(viewer), id(state))
+    rows = np.full(state.neurons, -1, np.int64)
+    rows[source.shown] = np.arange(source.shown.size)
+    if key in _followed:            # another layer of a state already followed (Δx)
+        _followed[key].append(layer)
+        layer.selected_data = set(_followed[key][0].selected_data)
+        show_camera(viewer, state.camera)       # napari framed the new layer afresh
+        return
+    points = _followed[key] = [layer]
+
+    def show_selection(*_args: Any) -> None:
+        chosen = set(state.picked.tolist())
+        if state.selected is not None:
+            chosen.add(int(state.selected))
+        wanted = {int(rows[n]) for n in chosen if 0 <= n < rows.size and rows[n] >= 0}
+        for shown in points:
+            if set(shown.selected_data) != wanted:
+                shown.selected_data = wanted
+
+    def from_dims(event: Any = None) -> None:
+        token = shown_token(viewer)
+        n = len(state.recording)
+        if n and 0 <= token < n and token != state.index:
+            state.index = token
+
+    state.events.index.connect(lambda index: set_token(viewer, index))
+    state.events.selected.connect(show_selection)
+    state.events.picked.connect(show_selection)
+    state.events.camera.connect(lambda pose: show_camera(viewer, pose))
+    viewer.dims.events.current_step.connect(from_dims)
+    set_token(viewer, state.index)
+    show_selection()
+    show_camera(viewer, state.camera)
 
 
 def bind(viewer: Any) -> None:
@@ -139,6 +221,9 @@ def bind(viewer: Any) -> None:
     viewer.layers.events.inserted.connect(on_change)
     viewer.layers.events.removed.connect(on_change)
     viewer.layers.events.inserted.connect(_show_three_d(viewer))
+    viewer.layers.events.inserted.connect(lambda event: follow(viewer, event.value))
+    for layer in list(viewer.layers):
+        follow(viewer, layer)
     try:
         viewer.window._qt_window.destroyed.connect(lambda *_: _bound.discard(id(viewer)))
     except (AttributeError, RuntimeError):  # a headless viewer model: no window

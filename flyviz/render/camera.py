@@ -171,6 +171,24 @@ class CameraPose:
                    scale_factor=float(camera.scale_factor), fov=float(camera.fov),
                    distance=None if distance is None else float(distance))
 
+    def directions(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(view, up)``: unit vectors, in the scene's coordinates, of where the camera of
+        this pose looks and which way is up on screen (as a ``TurntableCamera`` given this
+        pose places them: its ``up="+y"`` frame turned by elevation, then azimuth)."""
+        from vispy.util import transforms
+
+        up, forward = np.array([0.0, 1.0, 0.0]), np.array([1.0, 0.0, 0.0])
+        right = np.cross(forward, up)
+        # The camera's own frame (looking down its -z, y up) into the scene's, as vispy's
+        # PerspectiveCamera._update_camera_pos maps it (row vectors).
+        frame = transforms.affine_map(np.array([(0, 0, 0), (0, 0, -1), (1, 0, 0), (0, 1, 0)]),
+                                      np.array([(0, 0, 0), forward, right, up])).T
+        rotation = transforms.rotate(self.elevation, -right).dot(
+            transforms.rotate(self.azimuth, up))
+        turn = frame[:3, :3] @ rotation[:3, :3]
+        view, screen_up = np.array([0.0, 0.0, -1.0]) @ turn, np.array([0.0, 1.0, 0.0]) @ turn
+        return view / np.linalg.norm(view), screen_up / np.linalg.norm(screen_up)
+
     def apply(self, camera) -> None:
         """Give a vispy ``TurntableCamera`` this pose (dorsal up)."""
         camera.fov = self.fov

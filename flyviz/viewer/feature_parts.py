@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from flyviz.viewer.flow import FLOW
 from flyviz.viewer.parts import PER_MODEL, PER_RUN, Lifetime, StatePart
 from flyviz.viewer.settings import ViewerError
 
@@ -113,12 +114,37 @@ class AtlasPart(FeaturePart):
 
 
 class WhyPart(FeaturePart):
-    """*Why?*'s trace on screen: the running text's shading and the synapse lines; a trace
-    explains one token of one run, so every event clears it."""
+    """*Why?*'s trace on screen: the attribution and the lag shown (the *Flow* colour
+    layer), the running text's shading and the synapse lines; a trace explains one token
+    of one run, so every event clears it."""
 
     def __init__(self) -> None:
-        super().__init__("why", PER_RUN)
+        super().__init__("why", PER_RUN, layers=(FLOW,))
         self.token_flows: tuple[float, ...] | None = None
+        self.attribution: Any = None
+        self.lag = 0
+
+    def show(self, attribution: Any, lag: int = 0) -> None:
+        """Show ``attribution`` (a :class:`~flyviz.model.attribution.Attribution`): its flow
+        layer offered, the text shaded by its token flows."""
+        self.attribution, self.lag = attribution, int(lag)
+        self.set_token_flows(attribution.token_flows)
+        self.state.set_available((FLOW,), True)
+        self.state.refresh_layer(FLOW)
+
+    def set_lag(self, lag: int) -> None:
+        """Show the flows ``lag`` steps before the traced token (the layer is drawn again)."""
+        if int(lag) != self.lag:
+            self.lag = int(lag)
+            self.state.refresh_layer(FLOW)
+
+    def flow_layer(self) -> Any:
+        """The flow layer at the lag shown (:func:`flyviz.viewer.flow.flow_layer`)."""
+        if self.attribution is None:
+            raise ViewerError("trace a token first (Run → Why this token?)")
+        from flyviz.viewer.flow import flow_layer
+
+        return flow_layer(self.attribution, self.lag)
 
     def set_token_flows(self, flows: Iterable[float] | None) -> None:
         shaded = None if flows is None else tuple(float(f) for f in flows)
@@ -129,5 +155,6 @@ class WhyPart(FeaturePart):
             self.state.events.token_flows.emit(shaded)
 
     def clear(self) -> None:
+        self.attribution, self.lag = None, 0
         super().clear()
         self.set_token_flows(None)

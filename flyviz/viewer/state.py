@@ -63,7 +63,9 @@ from flyviz.render.style import BACKGROUND, CloudStyle, ColourLayer
 from flyviz.viewer.feature_parts import AtlasPart, ScreenPart, WhyPart
 from flyviz.viewer.highlight import Highlights
 from flyviz.viewer.kind_settings import KindSettingsPart
-from flyviz.viewer.layers import LAYERS, SCREEN, STATE, ScreenEffect, screen_layer
+from flyviz.viewer.layers import (ATLAS_STATISTICS, DELTA, FLOW, LAYERS, SCREEN, STATE,
+                                  ScreenEffect, atlas_key, atlas_layer, delta_layer,
+                                  screen_layer)
 from flyviz.viewer.marks import HighlightPart, MarksPart
 from flyviz.viewer.parts import LIFECYCLE_EVENTS, MODEL, NEW_RUN, RECORDING, RESET, StatePart
 from flyviz.viewer.run_config import COMPARE_MODES, RunConfigPart
@@ -178,6 +180,26 @@ class ViewerState:
             self.add_part(part)
         self.mesh.events.connect(lambda *_: self.events.meshes.emit())
         self.offer_layer(STATE, lambda: None)
+        self._offer_part_layers()
+
+    def _offer_part_layers(self) -> None:
+        """The *Colour by* entries of what the parts hold, offered while they hold it: Δx
+        while a comparison is shown, *Why?*'s flow while a trace is, the open atlas's
+        statistics (the kind's own come with its model: :meth:`set_model`). The one place
+        that decides them: features and hosts set the parts, never the entries."""
+        self.offer_layer(DELTA, delta_layer, available=False)
+        why: WhyPart = self._parts["why"]      # type: ignore[assignment]
+        self.offer_layer(FLOW, why.flow_layer, available=False)
+        for statistic in ATLAS_STATISTICS:
+            self.offer_layer(atlas_key(statistic), self._atlas_builder(statistic),
+                             available=False)
+
+    def _atlas_builder(self, statistic: str) -> LayerBuilder:
+        def build() -> ColourLayer:
+            if self.atlas is None:
+                raise ViewerError("open an atlas first (File → Open atlas…)")
+            return atlas_layer(self.atlas, statistic)
+        return build
 
     # ------------------------------------------------------------ parts
     @property
@@ -367,6 +389,7 @@ class ViewerState:
         self._neurons = count
         shown = self._shown
         shown.recording, shown.index, shown.live = Recording(max(1, count)), -1, True
+        self.set_available((DELTA,), False)
         self.events.model.emit()
         self.events.recording.emit()
         self.events.index.emit(-1)
@@ -441,6 +464,7 @@ class ViewerState:
         shown = self._shown
         shown.recording = recording
         shown.index = n - 1 if index is None or not n else int(index)
+        self.set_available((DELTA,), recording.baseline is not None)
         self.events.recording.emit()
         self._set_live(shown.index == n - 1)
         self.events.index.emit(shown.index)
@@ -552,12 +576,16 @@ class ViewerState:
     def offer_layer(self, key: str, build: LayerBuilder, available: bool = True
                     ) -> ColourLayerEntry:
         """Offer the colour layer of kind ``key`` (one of :data:`flyviz.viewer.layers.LAYERS`,
-        whose title and tooltip it shows), made by ``build()`` when it is chosen."""
+        whose title and tooltip it shows), made by ``build()`` when it is chosen.
+
+        A kind the state offers already (Δx, *Why?*'s flow, the atlas's statistics, which
+        its parts offer while they hold them) takes ``build`` and ``available`` instead."""
         if key not in LAYERS:
             raise ViewerError(f"unknown kind of colour layer {key!r}; the kinds are "
                               f"{', '.join(LAYERS)} (add_colour_layer offers any other)")
         kind = LAYERS[key]
-        return self.add_colour_layer(key, kind.title, build, kind.tip, available)
+        return self.add_colour_layer(key, kind.title, build, kind.tip, available,
+                                     replace=key != STATE and key in self._colours.entries)
 
     def layer_of(self, key: str) -> ColourLayer:
         """Entry ``key``'s layer, built now whether or not it is the one shown (``STATE``:
@@ -744,6 +772,10 @@ class ViewerState:
         part = self._parts["atlas"]
         if atlas is not part.atlas:                     # type: ignore[attr-defined]
             part.atlas = atlas                          # type: ignore[attr-defined]
+            keys = [atlas_key(statistic) for statistic in ATLAS_STATISTICS]
+            self.set_available(keys, atlas is not None)
+            if self.colour_by in keys:
+                self.refresh_layer(self.colour_by)      # the newly opened atlas's values
             self.events.atlas.emit(atlas)
 
     @property

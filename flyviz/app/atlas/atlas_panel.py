@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +31,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget)
 
-from flyviz.analysis.atlas import STATISTICS, Atlas, AtlasError
+from flyviz.analysis.atlas import Atlas, AtlasError
 from flyviz.app.atlas.atlas_card import atlas_name
 from flyviz.app.window.background import ModelFileController
 from flyviz.model.checkpoint import Anatomy, Checkpoint
@@ -379,14 +378,9 @@ class AtlasFeature:
         self.panel.cleared.connect(lambda: host.state.highlights.set(HIGHLIGHT, None))
         self.panel.neuron_requested.connect(host.state.select)
         host.models.ready.connect(self._on_model_ready)
-        #: The View → Colour by entries of the atlas statistics (offered while one is open).
+        # The View → Colour by entries of the atlas statistics are the state's, offered
+        # while its atlas part holds one (state.atlas).
         colour_by = host.colour_by
-        keys = []
-        for name in (n for n in STATISTICS if n in STATISTIC_LAYERS):
-            key = f"atlas:{name}"
-            colour_by.offer(key, partial(self.statistic_layer, name), enabled=False)
-            keys.append(key)
-        self.colour_keys: tuple[str, ...] = tuple(keys)
         colour_by.changed.connect(self.panel.show_colouring)
         self.panel.colour_requested.connect(self.colour_by)
 
@@ -452,25 +446,15 @@ class AtlasFeature:
     def _on_opened(self, atlas: Atlas) -> None:
         self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(atlas)
-        self.host.state.atlas = atlas        # the Neuron dock shows its card
-        self._offer_colours(True)
+        self.host.state.atlas = atlas        # its card in the Neuron dock, its colourings
         self.host.show_message(f"atlas {atlas_name(atlas)} open: click a neuron for its card")
 
     def _on_closed(self, note: str) -> None:
         self.host.state.highlights.set(HIGHLIGHT, None)
         self.panel.set_atlas(None, note)
         self.host.state.atlas = None
-        self._offer_colours(False)
         if note:
             self.host.show_message(f"atlas closed: {note}")
-
-    def _offer_colours(self, available: bool) -> None:
-        colour_by = self.host.colour_by
-        if not self.colour_keys:
-            return
-        colour_by.set_enabled(self.colour_keys, available)
-        if available and colour_by.current in self.colour_keys:
-            colour_by.refresh(colour_by.current)       # the newly opened atlas's values
 
     def _on_failed(self, message: str, quiet: bool) -> None:
         self.host.show_message(f"cannot open the atlas: {message}", error=True,

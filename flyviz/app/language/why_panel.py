@@ -36,7 +36,7 @@ import html
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
@@ -46,7 +46,6 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QProgressBar, QPu
 from flyviz.app.window.background import JobFeature
 from flyviz.app.language.graph_panel import GraphPanel, graph_rows
 from flyviz.app.brain.synapse_lines import line_segments
-from flyviz.model.errors import InputError
 from flyviz.record.trace import trace
 from flyviz.render.style import ColourLayer
 from flyviz.viewer.flow import FLOW, flow_layer
@@ -57,6 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.explain import Attribution
     from flyviz.model.explain_graph import Graph
     from flyviz.record.runner import Model
+    from flyviz.viewer.feature_parts import WhyPart
 
 #: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a trace.
 PURPOSE = "why"
@@ -226,7 +226,10 @@ class WhyFeature(JobFeature):
                                    "Trace the shown token back through the connectome: which "
                                    "words, neurons and synapses made it")
         registry.menu("Run").addAction(self.action)
-        host.colour_by.offer(FLOW, self.flow_layer, enabled=False)
+        #: The trace shown, as the state's part ``"why"`` holds it: the *Flow* colouring,
+        #: the text's shading and the synapse lines; every new run, Reset, model and
+        #: opened recording clears it.
+        self.part = cast("WhyPart", host.state.parts["why"])
         p = self.panel
         p.why_requested.connect(self.why)
         p.cancel_requested.connect(self.cancel)
@@ -329,14 +332,11 @@ class WhyFeature(JobFeature):
         self.panel.set_window(len(attribution.positions))
         self.host.state.docks.why_lag = 0
         self._describe()
-        self.host.state.token_flows = attribution.token_flows      # the text's shading
+        self.part.show(attribution)          # the Flow colouring and the text's shading
         self.graph_panel.set_graph(attribution, graph)
         self._draw_synapses()
         colour_by = self.host.colour_by
-        colour_by.set_enabled((FLOW,), True)
-        if colour_by.current == FLOW:
-            colour_by.refresh(FLOW)
-        else:
+        if colour_by.current != FLOW:
             colour_by.choose(FLOW)
         self.host.docks.show(self.dock)
         self.host.docks.show(self.graph_dock, 0.35)     # rows need the height
@@ -348,10 +348,8 @@ class WhyFeature(JobFeature):
         self.traced.emit(attribution)
 
     def flow_layer(self) -> ColourLayer:
-        """The flow layer at the lag shown (see :func:`flow_layer`)."""
-        if self.attribution is None:
-            raise InputError("trace a token first (Run → Why this token?)")
-        return flow_layer(self.attribution, self.lag)
+        """The flow layer at the lag shown (the state's *Why?* part's)."""
+        return self.part.flow_layer()
 
     def set_lag(self, lag: int) -> None:
         """Show the flows ``lag`` steps before the traced position (clipped to the trace's
@@ -366,7 +364,7 @@ class WhyFeature(JobFeature):
             self.panel.lag.setValue(self.lag)
         self._describe()
         self._draw_synapses()
-        self.host.colour_by.refresh(FLOW)
+        self.part.set_lag(self.lag)
 
     def _on_synapses(self, on: bool) -> None:
         if self.panel.synapses.isChecked() != on:
@@ -465,7 +463,7 @@ class WhyFeature(JobFeature):
         if self.attribution is None:
             return
         self.attribution = self.graph = None
-        self.host.state.token_flows = None
+        self.part.clear()
         self.graph_panel.set_graph(None, None)
         self._draw_synapses()
         self.panel.set_window(0)
@@ -473,7 +471,6 @@ class WhyFeature(JobFeature):
         self.panel.tops.setText("")
         self.panel.lag_label.setText("")
         self.panel.status.setText(note or "Why did the model choose the shown token? Press W.")
-        self.host.colour_by.set_enabled((FLOW,), False)
 
     def _close_model(self) -> None:
         model, self._model, self._model_of = self._model, None, None

@@ -37,7 +37,7 @@ from flyviz.model.errors import FlyvizError
 from flyviz.model.interventions import (KINDS, Intervention, ResolvedInterventions, from_json,
                                         parse_intervention, resolve, synapses_between)
 from flyviz.model.selection import neuron_index
-from flyviz.viewer.layers import DELTA, delta_layer
+from flyviz.viewer.layers import DELTA
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.window.host import WindowHost
@@ -349,9 +349,8 @@ class InterventionsFeature(QObject):
         #: The picked neurons (the state's ``picked``: the brain view's clicks and lasso
         #: write them there).
         self.pick = NeuronPick(self)
-        self.delta = delta_layer()
-        # Δx is one of View → Colour by's entries, offered while a comparison is shown.
-        host.colour_by.offer(DELTA, lambda: self.delta, enabled=False)
+        # Δx is one of View → Colour by's entries: the state offers it while a comparison
+        # is shown; the dock only chooses it (or not) as its box says.
         self.pick.changed.connect(self._on_pick_changed)
         self.panel.changed.connect(self.apply)
         self.panel.compare_requested.connect(lambda: self.compare_with(None))
@@ -440,7 +439,6 @@ class InterventionsFeature(QObject):
         """Colour the brain by Δx while a comparison is shown (and Δx is wanted)."""
         colour_by = self.host.colour_by
         comparing = self.host.state.recording.baseline is not None
-        colour_by.set_enabled((DELTA,), comparing)
         want = comparing and self.panel.delta_box.isChecked()
         if want and colour_by.current != DELTA:
             colour_by.choose(DELTA)

@@ -173,8 +173,9 @@ def test_a_patching_cell_lends_its_patch_until_reset_and_clear_unticks_compare(
         return patch
 
     click()
-    _run(win, qtbot)                                 # the patch is kept for the next runs
+    _run(win, qtbot, str(trace.info["corrupt"]))     # the patch is kept for the next runs
     assert win.state.comparing and win.state.interventions
+    assert win.session.recording.baseline is not None
     dock.clear_button.click()                        # the user's Clear
     assert win.state.interventions == () and not win.state.comparing
     assert not dock.compare_box.isChecked()

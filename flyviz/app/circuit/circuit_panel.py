@@ -754,6 +754,8 @@ class CircuitFeature(JobFeature):
 
     def _forget(self, note: str) -> None:
         self.cancel()
+        # Said only when a result goes (a fresh launch's first model replaces nothing).
+        note = note if self.result is not None else self.panel.message.text()
         self.result = self._checkpoint = None
         self.points = []
         self.k = 0

@@ -472,6 +472,8 @@ class PatchingFeature(JobFeature):
 
     def _forget(self, note: str) -> None:
         self.cancel()
+        # Said only when a heatmap goes (a fresh launch's first model replaces nothing).
+        note = note if self.trace is not None else self.panel.message.text()
         self.trace = None
         self._groups = {}
         self.host.state.highlights.set(HIGHLIGHT, None)

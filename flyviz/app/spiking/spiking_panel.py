@@ -31,6 +31,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
@@ -205,7 +206,14 @@ class SpikingFeature(QObject):
         runner.events.failed.connect(self._failed)
         runner.events.worker.connect(self._on_state)
         self._on_selected(host.state.selected)
-        action = host.actions_registry.menu("File").addAction("Open as spiking brain")
+        # Among the File menu's openers, above Quit (its last item).
+        file_menu = host.actions_registry.menu("File")
+        action = QAction("Open as spiking brain", file_menu)
+        items = file_menu.actions()
+        at = items.index(host.actions_registry["quit"])
+        while at > 0 and items[at - 1].isSeparator():
+            at -= 1                         # above the separator that sets Quit apart
+        file_menu.insertAction(items[at], action)
         action.setToolTip("Run the loaded model's graph as Shiu et al.'s spiking brain")
         action.triggered.connect(lambda: self.open_loaded())
         self.open_action = action

@@ -336,6 +336,8 @@ class TrajectoryFeature(QObject):
         self.settle.timeout.connect(self._settled)
         events = self.state.events
         events.model.connect(self._on_model)
+        # The open atlas's principal axes: the state's atlas part, whoever opened it.
+        events.atlas.connect(self.set_atlas)
         for signal in (events.recording, events.frames_appended, events.index):
             signal.connect(lambda *_: self.refresher.poke())
         events.frames_appended.connect(lambda *_: self.settle.start())

@@ -139,12 +139,7 @@ class FeatureWindow(QMainWindow):
             lesions.compare = interventions.compare_with
         # A heatmap cell's patch and "Run with only the circuit" lend their interventions
         # to the state's list (their parts give them back at Reset): no channel here.
-        # The Trajectory dock offers the open atlas's principal axes.
-        atlas, trajectory = self.features.get("atlas"), self.features.get("trajectory")
-        if atlas is not None and trajectory is not None:
-            atlas.controller.opened.connect(trajectory.set_atlas)
-            atlas.controller.closed.connect(lambda _note: trajectory.set_atlas(None))
-            trajectory.set_atlas(atlas.atlas)
+        # The Trajectory dock follows the state's atlas part itself: no channel here.
 
     @property
     def atlas(self) -> "AtlasFeature":

@@ -51,11 +51,9 @@ def _set_up(win, n: int) -> None:
 def test_every_host_renders_one_state_alike(window, qtbot, tmp_path, app_checkpoint):
     import vispy.app
 
-    from flyviz.brain_source import BrainSource, colours
     from flyviz.export import ExportOptions, export_state
     from flyviz.figures import brain_image
     from flyviz.model.errors import ExportError
-    from flyviz.napari._layers import layer_data
     from flyviz.render.offscreen import render_state_image
 
     win = window
@@ -112,16 +110,101 @@ def test_every_host_renders_one_state_alike(window, qtbot, tmp_path, app_checkpo
     assert lit_pixels(plain, background).sum() > 1.2 * lit_pixels(images["still"], background).sum()
     state.highlights.set_neurons("find", np.arange(0, n, 2))
 
-    # napari: the Points layer built from the state is coloured by the state's layer at
-    # its token, over the state's range (napari draws its own points: colours, not pixels).
+
+
+def test_napari_and_the_web_page_show_the_state(window, qtbot, tmp_path, app_checkpoint):
+    """napari and the shared web page, each drawing the state itself: napari's own Points
+    layer (in a real napari viewer) holds, for every neuron, the colour of flyviz's colormap
+    table at the neuron's value (computed here from the table, not by the function that
+    builds the layer) and napari's canvas draws them; the web page, drawn by a browser,
+    lights the pixels the window's still lights. Breaks it catches: napari given the
+    recorded state or another token instead of the state's layer, and a page that draws
+    another state than the window's."""
+
+    from flyviz.brain_source import BrainSource
+    from flyviz.napari._layers import layer_data
+    from flyviz.render.colormaps import lut
+
+    napari = pytest.importorskip("napari")
+    win = window
+    state = win.state
+    n = app_checkpoint.config.neurons
+    _set_up(win, n)
+    qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
     source = BrainSource.from_state(state, "hosts")
     assert source.quantity == AMOUNTS and AMOUNTS in source.quantities
-    points = [kw for data, kw, kind in layer_data(state) if kind == "points"]
-    face = points[0]["face_color"]
-    layer = state.layer
-    want = colours(state.values(1)[source.shown], layer.colormap, state.value_range(1))
-    assert points[0]["metadata"]["flyviz"]["state"] is state
-    np.testing.assert_allclose(face, want, atol=1e-6)
+
+    viewer = napari.Viewer(show=True)     # a hidden canvas draws nothing to screenshot
+    try:
+        for data, kwargs, kind in layer_data(state):
+            viewer._add_layer_from_data(data, kwargs, kind)
+        points = [layer for layer in viewer.layers if layer._type_string == "points"]
+        assert points and points[0].metadata["flyviz"]["state"] is state
+        low, high = state.value_range(1)
+        index = np.rint(np.clip((state.values(1)[source.shown] - low) / (high - low), 0, 1)
+                        * 255).astype(int)
+        np.testing.assert_allclose(points[0].face_color, lut(state.layer.colormap)[index],
+                                   atol=1.5 / 255)
+        viewer.dims.ndisplay = 3            # the brain in 3D, as flyviz's reader shows it
+        viewer.reset_view()
+        shot = viewer.screenshot(canvas_only=True, flash=False)[..., :3]
+        background = np.asarray(shot[0, 0], int)
+        assert (np.abs(shot.astype(int) - background).max(axis=-1) > 40).sum() > 300
+    finally:
+        viewer.close()
+
+    # The web page, in a browser, framed as flyviz frames a state (its own camera: the next
+    # test).
+    state.camera = None
+    page, still = _page_and_still(state, tmp_path)
+    background = np.round(np.asarray(state.style().background[:3]) * 255).astype(int)
+    assert lit_pixels(still, background).sum() > 100
+    assert lit_iou(page, still, background) >= 0.9
+
+
+@pytest.mark.xfail(strict=True, reason="the shared page places the window's own camera "
+                   "(state.camera set by sync_camera) differently from flyviz's still: "
+                   "found by this test, not fixed yet")
+def test_the_web_page_shows_the_windows_camera_as_the_still_does(window, qtbot, tmp_path,
+                                                                   app_checkpoint):
+    win = window
+    _set_up(win, app_checkpoint.config.neurons)
+    qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)
+    win.sync_camera()
+    page, still = _page_and_still(win.state, tmp_path)
+    background = np.round(np.asarray(win.state.style().background[:3]) * 255).astype(int)
+    assert lit_iou(page, still, background) >= 0.9
+
+
+def _page_and_still(state, tmp_path, size=(640, 400)):
+    """The state's shared web page as a browser draws it at token 1, and flyviz's own still
+    of the state (skips without Chromium)."""
+    import io
+    import sys
+    from pathlib import Path
+
+    import flyviz
+    from flyviz.render.offscreen import FrameRenderer
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _chromium import Browser, chromium_path
+
+    if chromium_path() is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    with FrameRenderer.for_state(state, size) as renderer:
+        still = renderer.render_token(state)[..., :3]
+    page_file = flyviz.share(state, tmp_path / "hosts.html")
+    with Browser((1000, 700)) as browser:
+        browser.open(page_file, f"token=1&size={size[0]}x{size[1]}")
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        browser.wait("window.flyviz.page.token === 1")
+        page = np.asarray(iio.imread(io.BytesIO(browser.png("window.flyviz.snapshot()"))))
+    page = page[..., :3]
+    if DUMP:
+        iio.imwrite(os.path.join(DUMP, "hosts-page.png"), page)
+        iio.imwrite(os.path.join(DUMP, "hosts-page-still.png"), still)
+    assert page.shape == still.shape
+    return page, still
 
 
 def test_file_export_movie_keeps_the_highlight_and_the_selection_ring(window, qtbot, tmp_path,

@@ -20,7 +20,7 @@ pytest.importorskip("material", reason="the docs extra is not installed: pip ins
 
 
 def build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",
                            "-f", str(config), "-d", str(site)],
                           capture_output=True, text=True, cwd=ROOT,
                           env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from flyviz._version import __version__
 
@@ -126,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"flyviz: error: '{args.command}' is not available in this installation",
               file=sys.stderr)
         return 2
+    restore = _terminate_as_interrupt() if getattr(args, "command", None) != "gui" else None
     try:
         from flyviz.fileio import check_command_paths, check_text_arguments
 
@@ -152,6 +154,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"flyviz: error: {os_error(exc)}", file=sys.stderr)
         return 2
+    finally:
+        if restore is not None:
+            restore()
+
+
+def _terminate_as_interrupt() -> "Callable[[], None] | None":
+    """Make SIGTERM (a job manager's or ``kill``'s stop) end a command as Ctrl+C does, with
+    its ``finally`` blocks and temporary folders cleaned up (the default ends the process on
+    the spot and leaves them: the null models of ``circuit --nulls``, a half-written part).
+    Only where SIGTERM has its default action and on the main thread; returns what puts it
+    back, or ``None``."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            not hasattr(signal, "SIGTERM") or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, interrupt)
+    except (ValueError, OSError):
+        return None
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return restore
 
 
 def gui_main() -> int:

@@ -659,3 +659,51 @@ def test_a_recording_whose_brain_names_a_fifo_is_not_waited_on(capsys, tmp_path,
     code, _, err = cli_run(capsys, *argv)
     assert "FIFO, not a regular file" in err, err
     assert code in (0, 2) and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ SIGTERM
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX signals")
+def test_sigterm_to_circuit_nulls_leaves_no_null_model_folders(tmp_path, model_folder):
+    """SIGTERM (kill, a job manager) ends ``circuit --nulls`` as Ctrl+C does: its null
+    models' temporary folders are removed (the default action left them in the temporary
+    folder, one per null started)."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    task = tmp_path / "task.jsonl"
+    task.write_text('{"prompt": "Once upon a time the cat", "target": " the"}\n', "utf-8")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch),
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flyviz", "circuit", str(model_folder), "--task", str(task),
+         "--nulls", "50", "--workers", "0"], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    lines: list[str] = []
+    started = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            lines.append(raw.decode("utf-8", "replace"))
+            if "null 2 of 50" in lines[-1]:
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert started.wait(300), "".join(lines)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+        reader.join(timeout=10)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    err = "".join(lines)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err, err
+    assert list(scratch.iterdir()) == [], list(scratch.iterdir())

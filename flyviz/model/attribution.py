@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from flyviz.model import kernels
-from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.checkpoint import Checkpoint, require_fly_llm_operator
 from flyviz.model.engine import (SINGLE_THREADED_BLAS, CsrRowBlock, Engine, default_threads,
                                  split_rows)
 from flyviz.model.errors import InputError
@@ -293,6 +293,7 @@ class BackwardEngine:
 
         ck = checkpoint
         cfg = ck.config
+        require_fly_llm_operator(ck, "attribution")
         self.checkpoint = ck
         self.config = cfg
         n = self.neurons = int(cfg.neurons)

@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from flyviz.model import kernels
-from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.checkpoint import Checkpoint, require_fly_llm_operator
 from flyviz.model.engine import SINGLE_THREADED_BLAS, as_f32, default_threads, split_rows
 from flyviz.model.errors import InputError
 
@@ -294,6 +294,7 @@ class BatchEngine:
         if kernel is not None and kernel not in kernels.KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; expected one of "
                              f"{', '.join(kernels.KERNELS)}")
+        require_fly_llm_operator(ck, "the batch engine")
         self.checkpoint = ck
         self.config = cfg
         self.streams = streams

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from flyviz.model.config import ModelConfig
-from flyviz.model.errors import CheckpointError
+from flyviz.model.errors import CheckpointError, InputError
 
 #: Superclass names used in the fly-connectome-49k dataset, in display order.
 SUPERCLASSES = (
@@ -116,6 +116,14 @@ class Checkpoint:
         Anything else worth showing (experiment, selector, provenance, licence).
     source
         Where the files were read from.
+    leak_vector
+        ``(neurons,)`` float32 leak per neuron (FlyGPT's ``sigmoid(raw_leak)``),
+        or ``None`` for the config's one leak.
+    in_bias
+        ``(delay_k * neurons_per_slot,)`` bias of the input map (FlyGPT's
+        ``input_proj.bias``), or ``None``.
+    head_bias
+        ``(vocabulary,)`` bias of the readout (FlyGPT's ``lm_head.bias``), or ``None``.
     """
 
     config: ModelConfig
@@ -141,6 +149,9 @@ class Checkpoint:
     digests: dict[str, str] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     source: Path | None = None
+    leak_vector: np.ndarray | None = None
+    in_bias: np.ndarray | None = None
+    head_bias: np.ndarray | None = None
 
     @property
     def n_edges(self) -> int:
@@ -150,14 +161,45 @@ class Checkpoint:
     def parameter_count(self) -> int:
         """Number of trainable parameters (the frozen graph excluded)."""
         arrays = [self.wte, self.in_proj, self.gain, self.rec_gain, self.bias,
-                  self.ln_weight, self.ln_bias, self.head, self.head_a, self.head_b]
+                  self.ln_weight, self.ln_bias, self.head, self.head_a, self.head_b,
+                  self.leak_vector, self.in_bias, self.head_bias]
         return int(sum(a.size for a in arrays if a is not None))
+
+    def operator_extensions(self) -> list[str]:
+        """What of the generalised leaky-tanh operator this model uses beyond the Fly
+        LLM's (empty for the Fly LLM): a per-neuron leak, an input bias, several
+        microsteps, a readout without LayerNorm or with a bias."""
+        cfg = self.config
+        found = []
+        if self.leak_vector is not None:
+            found.append("a leak per neuron")
+        if self.in_bias is not None:
+            found.append("an input bias")
+        if cfg.microsteps != 1:
+            found.append(f"{cfg.microsteps} microsteps per token")
+        if not cfg.layer_norm or self.head_bias is not None:
+            found.append("a biased linear readout")
+        return found
 
     def out_index_is_identity(self) -> bool:
         """True when the readout sees every neuron in index order."""
         n = self.config.neurons
         idx = self.out_index
         return idx.shape[0] == n and bool(np.array_equal(idx, np.arange(n, dtype=idx.dtype)))
+
+
+def require_fly_llm_operator(ckpt: Checkpoint, what: str) -> None:
+    """Refuse, in one line, a model whose operator ``what`` does not follow yet.
+
+    Raises
+    ------
+    InputError
+        When the model uses any of :meth:`Checkpoint.operator_extensions`.
+    """
+    extensions = ckpt.operator_extensions()
+    if extensions:
+        raise InputError(f"{what} follows the Fly LLM's operator only; {ckpt.name!r} has "
+                         f"{', '.join(extensions)}: run it one prompt at a time instead")
 
 
 def _fail(name: str, problem: str) -> NoReturn:
@@ -225,6 +267,8 @@ def validate_checkpoint(ckpt: Checkpoint) -> Checkpoint:
         tok = getattr(cfg, tok_name)
         if not 0 <= tok < v:
             _fail("config", f"{tok_name} {tok} is outside the vocabulary 0..{v - 1}")
+    if cfg.microsteps < 1:
+        _fail("config", f"microsteps {cfg.microsteps} must be at least 1")
     if cfg.n_inputs > n:
         _fail("config", f"{cfg.delay_k} slots x {cfg.neurons_per_slot} input neurons "
                         f"exceed the {n} neurons")
@@ -275,8 +319,17 @@ def validate_checkpoint(ckpt: Checkpoint) -> Checkpoint:
     if np.unique(ckpt.in_index).size != ckpt.in_index.size:
         _fail("in_index", "holds repeated neurons; input neurons must be unique")
 
+    if ckpt.leak_vector is not None:
+        _check_shape("leak", ckpt.leak_vector, (n,))
+        lam = np.asarray(ckpt.leak_vector)
+        if lam.size and not bool(((lam > 0) & (lam <= 1)).all()):
+            _fail("leak", "holds a value outside (0, 1]")
+    if ckpt.in_bias is not None:
+        _check_shape("input bias", ckpt.in_bias, (cfg.n_inputs,))
+    if ckpt.head_bias is not None:
+        _check_shape("readout bias", ckpt.head_bias, (v,))
     for name in ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias",
-                 "head", "head_a", "head_b", "w_values"):
+                 "head", "head_a", "head_b", "w_values", "in_bias", "head_bias"):
         array = getattr(ckpt, name)
         if array is not None:
             _check_finite(name, array)

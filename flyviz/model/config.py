@@ -30,6 +30,21 @@ class ModelConfig:
         Epsilon of the final LayerNorm.
     pad_token_id, bos_token_id, eos_token_id
         Special token ids (0, 1, 2).
+    microsteps
+        Updates of the state per token, each with the same drive (1 in the Fly
+        LLM, 2 in FlyGPT).
+    layer_norm
+        Whether the readout normalises the read-out neurons' states first (the
+        Fly LLM) or reads them as they are (FlyGPT's biased linear map).
+    bos_prepended
+        Whether a prompt starts with BOS (the Fly LLM) or with its first
+        character (FlyGPT has no BOS).
+
+    Notes
+    -----
+    ``microsteps``, ``layer_norm`` and ``bos_prepended`` at their defaults, with
+    no per-neuron leak and no input or readout bias in the checkpoint, are
+    the Fly LLM's operator exactly (the engine then takes today's path).
     """
 
     neurons: int
@@ -43,6 +58,9 @@ class ModelConfig:
     pad_token_id: int = 0
     bos_token_id: int = 1
     eos_token_id: int = 2
+    microsteps: int = 1
+    layer_norm: bool = True
+    bos_prepended: bool = True
 
     @property
     def n_inputs(self) -> int:

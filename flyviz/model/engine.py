@@ -10,6 +10,16 @@ Per input token ``t`` (fly-formats.md section 1.5)::
 Missing history reads the PAD embedding. The recurrent product uses the
 *previous* state. The head is one dense matrix or two factors.
 
+The same operator, generalised once, runs the rest of the family (FlyGPT,
+``fly-family-2026.md`` section 3.3): ``leak`` may be one value per neuron
+(``Checkpoint.leak_vector``); ``W`` holds each edge's effective weight;
+the drive may carry a bias (``Checkpoint.in_bias``: a biased linear map of
+one embedding, ``delay_k = 1``); the update may repeat ``microsteps`` times
+per token with the drive held (each repeat with a new ``W @ x``); and the
+readout may skip the LayerNorm and add a bias (``ModelConfig.layer_norm``,
+``Checkpoint.head_bias``). With none of these the step is the code above,
+bit for bit. All arithmetic stays float32.
+
 Interventions (:mod:`flyviz.model.interventions`, see there for the exact
 step) are checked and precomputed by :meth:`Engine.set_interventions`: a
 stimulation adds to ``pre`` before ``gain * pre + bias``, silences and clamps
@@ -287,8 +297,16 @@ class Engine:
 
         self.state = np.zeros(n, dtype=np.float32)
         self._recurrent = np.zeros(n, dtype=np.float32)
-        self._leak = np.float32(cfg.leak)
-        self._keep = np.float32(1.0 - cfg.leak)
+        self._leak: np.float32 | np.ndarray = np.float32(cfg.leak)
+        self._keep: np.float32 | np.ndarray = np.float32(1.0 - cfg.leak)
+        if ck.leak_vector is not None:  # FlyGPT: (1 - lambda) computed in float32, as there
+            self._leak = as_f32(ck.leak_vector)
+            self._keep = np.float32(1.0) - self._leak
+        self.in_bias = None if ck.in_bias is None else as_f32(ck.in_bias)
+        self.head_bias = None if ck.head_bias is None else as_f32(ck.head_bias)
+        self._microsteps = int(cfg.microsteps)
+        #: What this model adds to the Fly LLM's operator (empty for the Fly LLM).
+        self.extensions = ck.operator_extensions()
         self.recent = np.full(cfg.delay_k, cfg.pad_token_id, dtype=np.int64)
         self.tokens_seen = 0
         self.mean_abs_state = 0.0
@@ -486,7 +504,10 @@ class Engine:
         history[0] = token
         history[1:] = self.recent[::-1][: k - 1]
         embeddings = self.wte[history]                       # (k, d)
-        return np.matmul(embeddings[:, None, :], self.in_proj)[:, 0, :].reshape(-1)
+        drive = np.matmul(embeddings[:, None, :], self.in_proj)[:, 0, :].reshape(-1)
+        if self.in_bias is not None:
+            drive += self.in_bias
+        return drive
 
     def step(self, token: int) -> np.ndarray:
         """Feed one token; update the state; return the next-token logits.
@@ -517,28 +538,19 @@ class Engine:
         plan = self._plan                      # None without interventions
         position = self.tokens_seen
         drive = self.drive(token)
-        pre = self.recurrent_input()           # W @ x_prev (cut/scaled where active)
-        pre *= self.rec_gain
-        pre[self.in_index] += drive            # in_index is unique: a plain add scatters
-        if plan is not None:
-            self._stimulate(pre, position)
-        pre *= self.gain
-        pre += self.bias
         tape = self.tape
-        if tape is not None:  # the backward sweep needs u_t (a copy: pre is reused)
-            tape.record_input(position, pre)
-        np.tanh(pre, out=pre)
-        pre *= self._leak
-        x = self.state
-        x *= self._keep
-        x += pre
-        if plan is not None:
-            self._set_state(x, position)
+        if tape is not None and self.extensions:
+            raise InputError("attribution follows the Fly LLM's one update per token; this "
+                             f"model has {', '.join(self.extensions)}, which it does not "
+                             "follow yet")
+        for _ in range(self._microsteps - 1):  # FlyGPT: extra updates with the drive held
+            self._update(drive, plan, position, None)
+        x = self._update(drive, plan, position, tape)
         self.recent[:-1] = self.recent[1:]
         self.recent[-1] = token
         self.tokens_seen += 1
         if self.overlap:
-            # `pre` (the product buffer) is no longer needed: refill it for the next step.
+            # The product buffer is no longer needed: refill it for the next step.
             self._start_recurrent()
         self.mean_abs_state = float(np.abs(x).mean(dtype=np.float64))
         if not math.isfinite(self.mean_abs_state):
@@ -552,19 +564,51 @@ class Engine:
             tape.record_state(position, x, self.logits)
         return self.logits
 
+    def _update(self, drive: np.ndarray, plan: ResolvedInterventions | None, position: int,
+                tape: Any) -> np.ndarray:
+        """One update of the state with ``drive`` held; return the state (updated in place)."""
+        pre = self.recurrent_input()           # W @ x_prev (cut/scaled where active)
+        pre *= self.rec_gain
+        pre[self.in_index] += drive            # in_index is unique: a plain add scatters
+        if plan is not None:
+            self._stimulate(pre, position)
+        pre *= self.gain
+        pre += self.bias
+        if tape is not None:  # the backward sweep needs u_t (a copy: pre is reused)
+            tape.record_input(position, pre)
+        np.tanh(pre, out=pre)
+        pre *= self._leak
+        x = self.state
+        x *= self._keep
+        x += pre
+        if plan is not None:
+            self._set_state(x, position)
+        return x
+
     def readout(self, x: np.ndarray) -> np.ndarray:
-        """Logits for a state: LayerNorm over the read-out neurons, then the head."""
+        """Logits for a state: LayerNorm over the read-out neurons, then the head (or, without
+        LayerNorm, the head and its bias over the read-out neurons' states as they are)."""
         h = x if self.out_index is None else x[self.out_index]
+        if not self.config.layer_norm:
+            return self._head(h)
         mean = h.mean(dtype=np.float64)
         var = np.square(h - np.float32(mean), dtype=np.float32).mean(dtype=np.float64)
         inv = np.float32(1.0 / np.sqrt(var + self.config.layer_norm_eps))
         normed = (h - np.float32(mean)) * inv
         normed *= self.ln_weight
         normed += self.ln_bias
+        return self._head(normed)
+
+    def _head(self, h: np.ndarray) -> np.ndarray:
+        """The dense or rank-r head applied to ``h``, plus the readout bias if there is one."""
         if self.head is not None:
-            return self.head @ normed
-        assert self.head_a is not None and self.head_b is not None
-        return self.head_b @ (self.head_a @ normed)
+            logits = self.head @ h
+        else:
+            assert self.head_a is not None and self.head_b is not None
+            logits = self.head_b @ (self.head_a @ h)
+        if self.head_bias is not None:
+            logits += self.head_bias
+        return logits
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

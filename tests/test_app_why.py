@@ -173,7 +173,9 @@ def test_the_graph_dock_shows_the_kept_nodes_and_a_click_selects_the_neuron(wind
     panel = feature.graph_panel
     points = panel.scatter.points()
     assert len(points) == len(graph.neurons)
-    assert [p.pos().x() for p in points] == pytest.approx(graph.positions.astype(float))
+    # Each node inside its position's column (nodes sharing a cell are spread on a grid).
+    xs = np.array([p.pos().x() for p in points])
+    assert np.all(np.abs(xs - graph.positions.astype(float)) < 0.5)
     # Larger |flow|, larger node; red for a positive flow.
     sizes = np.array([p.size() for p in points])
     order = np.argsort(np.abs(graph.flows))
@@ -202,6 +204,36 @@ def test_the_graph_dock_shows_the_kept_nodes_and_a_click_selects_the_neuron(wind
                          pos=panel.node_widget_pos(j))
         qtbot.waitUntil(lambda: win.state.selected == int(graph.neurons[j]), timeout=3000)
     assert att.position == win.state.index
+
+
+def test_the_graph_nodes_do_not_overlap_and_stay_inside_the_plot(window, qtbot):
+    """Issue 40: the ~200 nodes were one overlapping pile, cut at the plot's right edge."""
+    win = window
+    _run(win, qtbot, tokens=6)
+    _why(win, qtbot)
+    feature = win.features["why"]
+    graph, panel = feature.graph, feature.graph_panel
+    assert graph is not None and len(graph.neurons) > 20
+    win.docks["graph"].raise_()
+    qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.height() > 120, timeout=3000)
+    settle(qtbot, win)
+    points = panel.scatter.points()
+    view = panel.plot.viewport().rect()
+    box = panel.plot.getPlotItem().getViewBox()
+    inside = panel.plot.mapFromScene(box.sceneBoundingRect()).boundingRect()
+    centres = np.array([[panel.node_widget_pos(k).x(), panel.node_widget_pos(k).y()]
+                        for k in range(len(graph.neurons))], dtype=float)
+    radii = np.array([p.size() for p in points]) / 2
+    assert radii.min() >= 1.25                              # still visible dots
+    for k, ((cx, cy), r) in enumerate(zip(centres, radii)):
+        assert view.contains(int(cx), int(cy)), k
+        assert inside.left() - 1 <= cx - r and cx + r <= inside.right() + 1, (k, cx, r, inside)
+        assert inside.top() - 1 <= cy - r and cy + r <= inside.bottom() + 1, (k, cy, r, inside)
+    apart = np.hypot(*(centres[:, None, :] - centres[None, :, :]).transpose(2, 0, 1))
+    reach = radii[:, None] + radii[None, :]
+    np.fill_diagonal(apart, np.inf)
+    overlapping = np.argwhere(apart < reach - 1.0)
+    assert len(overlapping) == 0, f"{len(overlapping) // 2} pairs of nodes overlap"
 
 
 def test_cancel_stops_a_trace(window, qtbot, monkeypatch):

@@ -33,6 +33,10 @@ def graph_rows(attribution: "Attribution", graph: "Graph", by: str) -> tuple[lis
     return names, np.array([index[name] for name in node_labels], dtype=np.float64)
 
 
+#: The largest and smallest node diameters, in pixels (the largest |flow| and none).
+MAX_NODE_PX = 28.0
+MIN_NODE_PX = 6.0
+
 #: What the Graph panel says while it shows no trace.
 NO_GRAPH = "Press W (Run → Why this token?) to trace the shown token."
 
@@ -83,11 +87,45 @@ class GraphPanel(QWidget):
         self.attribution: "Attribution | None" = None
         self.graph: "Graph | None" = None
         self.rows = np.zeros(0)
+        #: Each node's x as drawn (its position, moved inside the position's cell).
+        self.columns = np.zeros(0)
         self.row_names: list[str] = []
+        # The layout depends on the plot's size in pixels: laid out again on a resize.
+        self.plot.getPlotItem().getViewBox().sigResized.connect(self._draw)
         #: What is drawn: ``(supernode key (position, cell type) or None, graph node indices)``.
         self.items: list[tuple[tuple[int, str] | None, np.ndarray]] = []
         #: The supernodes the user expanded.
         self.expanded: set[tuple[int, str]] = set()
+
+    def _cell_px(self, columns: int, rows: int) -> tuple[float, float]:
+        """The width and height in pixels of one position × row cell of the plot."""
+        box = self.plot.getPlotItem().getViewBox()
+        # The ranges _draw sets: the columns ± 0.5 and the rows ± 0.5, padded 2 %.
+        return (max(1.0, box.width() / (1.04 * max(columns, 1))),
+                max(1.0, box.height() / (1.04 * max(rows, 1))))
+
+    def _spread(self, x: np.ndarray, y: np.ndarray, columns: int,
+                rows: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """The items of one position and row laid out on a grid inside their cell, and the
+        largest node diameter (pixels) at which no two nodes overlap: all nodes of a row at
+        one position were drawn in one pile, up to 28 px wide, past the plot's edge."""
+        cell_w, cell_h = self._cell_px(columns, rows)
+        x, y = x.copy(), y.copy()
+        spacing = MAX_NODE_PX / 0.9
+        cells: dict[tuple[float, float], np.ndarray] = {}
+        for key in set(zip(x.tolist(), y.tolist())):
+            cells[key] = np.flatnonzero((x == key[0]) & (y == key[1]))
+        for (cx, cy), same in cells.items():
+            m = same.size
+            # As many columns as keep the grid's cells about square in pixels.
+            across = max(1, min(m, int(np.ceil(np.sqrt(m * cell_w / cell_h)))))
+            down = int(np.ceil(m / across))
+            step_w, step_h = cell_w / across, cell_h / down
+            spacing = min(spacing, step_w, step_h)
+            k = np.arange(m)
+            x[same] = cx + ((k % across) + 0.5) / across - 0.5
+            y[same] = cy + ((k // across) + 0.5) / down - 0.5
+        return x, y, float(min(MAX_NODE_PX, 0.9 * spacing))
 
     def _on_grouping(self, _on: bool) -> None:
         self.expanded.clear()
@@ -109,7 +147,7 @@ class GraphPanel(QWidget):
         self.scatter.clear()
         self.items = []
         if att is None or graph is None or not len(graph.neurons):
-            self.rows, self.row_names = np.zeros(0), []
+            self.rows, self.columns, self.row_names = np.zeros(0), np.zeros(0), []
             self.plot.getAxis("left").setTicks(None)
             # Without a trace (a new run, Reset) the caption says how to make one.
             self.status.setText("The pruned graph keeps no neuron node." if att is not None
@@ -136,19 +174,18 @@ class GraphPanel(QWidget):
         self.items = items
         x = np.array([positions[m[0]] for _, m in items], dtype=np.float64)
         y = np.array([rows[m[0]] for _, m in items], dtype=np.float64)
-        # Items of one row at one position side by side, a little apart.
-        base = y.copy()
-        for key in set(zip(x.tolist(), base.tolist())):
-            same = np.flatnonzero((x == key[0]) & (base == key[1]))
-            if same.size > 1:
-                y[same] += np.linspace(-0.3, 0.3, same.size)
+        columns = att.position - att.window_start + 1
+        x, y, diameter = self._spread(x, y, columns, len(names))
         self.rows = np.zeros(len(flows))
+        self.columns = np.zeros(len(flows))
         for i, (_, part) in enumerate(items):
             self.rows[part] = y[i]
+            self.columns[part] = x[i]
         self.row_names = names
         item_flows = np.array([flows[m].sum() for _, m in items])
         top = float(np.abs(item_flows).max()) or 1.0
-        sizes = 6.0 + 22.0 * np.sqrt(np.abs(item_flows) / top)
+        smallest = min(MIN_NODE_PX, diameter)
+        sizes = smallest + (diameter - smallest) * np.sqrt(np.abs(item_flows) / top)
         brushes = [pg.mkBrush(*(POSITIVE if f > 0 else NEGATIVE), 220) for f in item_flows]
         pens = [pg.mkPen("w", width=1.5) if key is not None else pg.mkPen(None)
                 for key, _ in items]
@@ -156,7 +193,7 @@ class GraphPanel(QWidget):
                              data=list(range(len(items))))
         self.plot.getAxis("left").setTicks([list(enumerate(names))])
         self.plot.setXRange(att.window_start - 0.5, att.position + 0.5, padding=0.02)
-        self.plot.setYRange(-0.6, len(names) - 0.4, padding=0.02)
+        self.plot.setYRange(-0.5, len(names) - 0.5, padding=0.02)
         grouped = sum(key is not None for key, _ in items)
         self.status.setText(f"{len(flows)} neuron nodes kept of the graph explaining "
                             f"{att.target_text!r} at position {att.position}"
@@ -202,7 +239,7 @@ class GraphPanel(QWidget):
         """Where node ``k`` is drawn, in the plot widget's coordinates (tests click there)."""
         assert self.graph is not None
         vb = self.plot.getPlotItem().getViewBox()
-        scene = vb.mapViewToScene(QPointF(float(self.graph.positions[k]), float(self.rows[k])))
+        scene = vb.mapViewToScene(QPointF(float(self.columns[k]), float(self.rows[k])))
         return self.plot.mapFromScene(scene)
 
     def _on_clicked(self, _item: Any, points: Any, _ev: Any = None) -> None:

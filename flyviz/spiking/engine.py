@@ -31,9 +31,9 @@ rest, so under sustained input nearly every neuron is away from it. No spike rea
 sooner than ``D`` ticks, so time runs in windows of ``D`` ticks and each block is stepped
 through a whole window while its state sits in the L1 cache, taking the input that reaches it at
 each tick. Before a window, the synaptic events of its arriving spikes are sorted once by
-arrival tick and target block (a counting sort, :func:`_count` and :func:`_stage`): each
+arrival tick and target block (:func:`_stage`, chains of chunks, one pass): each
 spike's row is read once, as a stream the memory prefetches, whatever the number of blocks it
-reaches, and each block then reads only its own events, contiguous. The sort is stable (spikes
+reaches, and each block then reads only its own events, in chunks. The sort is stable (spikes
 by index, each row in table order), so each target still sums its inputs in Brian2's order.
 A synapse is one word of 4 bytes (:func:`pack_synapses`: target and the index of its weight
 among the distinct weights), a third of the bytes of a target and a float64 weight: at high
@@ -72,6 +72,8 @@ MAX_WINDOW = 32
 
 #: Synaptic events a trial's stage holds at first (it grows to the most a window delivers).
 STAGE_START = 1 << 16
+#: The fewest and most events in one chunk of the stage, as powers of two (:func:`_stage`).
+STAGE_CHUNK_SHIFTS = (2, 6)
 
 #: Below this ``|g|`` (volts) a neuron at rest has ``g`` set to 0 (see the module notes).
 G_FLUSH = 1e-30
@@ -195,45 +197,26 @@ def propagator(params: LIFParams) -> Propagator:
 
 
 @numba.njit(cache=True, nogil=True)
-def _count(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
-           indptr: np.ndarray, codes: np.ndarray, target_mask: int, silenced: np.ndarray,
-           n_blocks: int, bucket: np.ndarray) -> int:
-    """Count the window's synaptic events by target block and arrival tick.
-
-    Spike ``first + x`` arrives at window tick ``t`` for ``arrive_at[t] <= x <
-    arrive_at[t + 1]``; ``codes`` are the synapses as :func:`pack_synapses` packs them.
-    Afterwards the events onto block ``b`` at tick ``t`` are stage entries
-    ``bucket[t * n_blocks + b] .. bucket[t * n_blocks + b + 1]``. A silenced neuron's synapses
-    carry nothing. Returns the number of events.
-    """
-    m = n_blocks * span
-    bucket[:m + 1] = 0
-    for t in range(span):
-        for x in range(arrive_at[t], arrive_at[t + 1]):
-            pre = spikes[first + x]
-            if not silenced[pre]:
-                for e in range(indptr[pre], indptr[pre + 1]):
-                    bucket[t * n_blocks + ((np.int64(codes[e]) & target_mask) >> BLOCK_SHIFT)
-                           + 1] += 1
-    for i in range(m):
-        bucket[i + 1] += bucket[i]
-    return bucket[m]
-
-
-@numba.njit(cache=True, nogil=True)
 def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
            indptr: np.ndarray, codes: np.ndarray, target_mask: int, silenced: np.ndarray,
-           n_blocks: int, bucket: np.ndarray, fill: np.ndarray, stage: np.ndarray) -> None:
-    """Copy the window's synaptic events into the stage where :func:`_count` placed them.
+           n_blocks: int, chunk_shift: int, head: np.ndarray, fill: np.ndarray,
+           link: np.ndarray, stage: np.ndarray) -> None:
+    """Sort the window's synaptic events by arrival tick and target block, in one pass.
 
-    Spikes are taken in arrival order (by tick, then index) and each row in table order, and
-    each event goes to the end of its bucket: so within a bucket a target still receives its
-    inputs in Brian2's order. Each spike's row is read once, whatever the number of blocks
-    it reaches (a row is a stream the memory prefetches; writes go to one open bucket per
-    block, which stay in the cache), and each synapse is one packed word.
+    Spike ``first + x`` arrives at window tick ``t`` for ``arrive_at[t] <= x <
+    arrive_at[t + 1]``. The events onto block ``b`` at tick ``t`` go to a chain of chunks of
+    the stage (``2 ** chunk_shift`` events each): ``head[t * n_blocks + b]`` is the first
+    (-1: none), ``link`` the next, and ``fill`` one past the last event written. Spikes are
+    taken in arrival order (by tick, then index), each row in table order, and each event
+    goes to the end of its chain: so a target still receives its inputs in Brian2's order.
+    Each spike's row is read once, whatever the number of blocks it reaches. The stage holds
+    at least the window's events over the chunk size plus one chunk per chain.
     """
     m = n_blocks * span
-    fill[:m] = bucket[:m]
+    head[:m] = -1
+    fill[:m] = 0
+    used = 0
+    chunk_mask = (1 << chunk_shift) - 1
     for t in range(span):
         for x in range(arrive_at[t], arrive_at[t + 1]):
             pre = spikes[first + x]
@@ -242,6 +225,14 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
                     code = codes[e]
                     at = t * n_blocks + ((np.int64(code) & target_mask) >> BLOCK_SHIFT)
                     slot = fill[at]
+                    if (slot & chunk_mask) == 0:  # the chain's chunk is full, or none
+                        if head[at] < 0:
+                            head[at] = used
+                        else:
+                            link[(slot >> chunk_shift) - 1] = used
+                        link[used] = -1
+                        slot = used << chunk_shift
+                        used += 1
                     stage[slot] = code
                     fill[at] = slot + 1
 
@@ -249,8 +240,8 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
 @numba.njit(cache=True, nogil=True)
 def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             hold: np.ndarray, quiet: np.ndarray, gg: float, gv: float, vv: float, c0: float,
-            v_rest: float, v_th: float, v_rst: float, g_flush: float, bucket: np.ndarray,
-            stage: np.ndarray, target_mask: int, weight_shift: int, weights: np.ndarray,
+            v_rest: float, v_th: float, v_rst: float, g_flush: float, head: np.ndarray,
+            fill: np.ndarray, link: np.ndarray, chunk_shift: int, stage: np.ndarray, target_mask: int, weight_shift: int, weights: np.ndarray,
             ev_at: np.ndarray,
             ev_stop: np.ndarray, ev_neuron: np.ndarray, ev_weight: float, fired: np.ndarray,
             win_tick: np.ndarray, win_neuron: np.ndarray) -> int:
@@ -258,8 +249,8 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
 
     No spike of the window reaches a synapse inside it (``span`` is at most the delay), so each
     block is stepped through the whole window while its state sits in the L1 cache. The
-    synaptic events onto block ``b`` at window tick ``t`` are stage entries ``bucket[t *
-    n_blocks + b] .. bucket[t * n_blocks + b + 1]`` (:func:`_count`), packed synapses
+    synaptic events onto block ``b`` at window tick ``t`` are the chain of stage chunks
+    from ``head[t * n_blocks + b]`` (:func:`_stage`), packed synapses
     (:func:`pack_synapses`: target and the index of the weight in ``weights``). Input events
     of window tick ``t`` are
     ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by neuron; ``ev_at`` is their cursor). ``fired``
@@ -278,7 +269,7 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             reached = False
             for t in range(span):
                 at = t * n_blocks + b
-                if bucket[at] < bucket[at + 1] or (ev_at[t] < ev_stop[t]
+                if head[at] >= 0 or (ev_at[t] < ev_stop[t]
                                                    and ev_neuron[ev_at[t]] < hi):
                     reached = True
             if not reached:
@@ -321,11 +312,16 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             # conditional write on an "unless refractory" variable). A target gets its inputs
             # in Brian2's order: spikes by index, each spike's synapses in table order.
             at = t * n_blocks + b
-            for e in range(bucket[at], bucket[at + 1]):
-                code = np.int64(stage[e])
-                j = (code & target_mask) - lo
-                if k >= until_b[j]:
-                    g_b[j] += weights[code >> weight_shift]
+            chunk = head[at]
+            while chunk >= 0:
+                after = link[chunk]
+                stop = fill[at] if after < 0 else (chunk + 1) << chunk_shift
+                for e in range(chunk << chunk_shift, stop):
+                    code = np.int64(stage[e])
+                    j = (code & target_mask) - lo
+                    if k >= until_b[j]:
+                        g_b[j] += weights[code >> weight_shift]
+                chunk = after
             x = ev_at[t]
             while x < ev_stop[t] and ev_neuron[x] < hi:
                 j = ev_neuron[x]
@@ -352,10 +348,11 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
              vv: float, c0: float, v_rest: float, v_th: float, v_rst: float, g_flush: float,
              delay: int, window: int, ev_tick: np.ndarray, ev_neuron: np.ndarray,
              ev_weight: float, win_tick: np.ndarray, win_neuron: np.ndarray,
-             bucket: np.ndarray, fill: np.ndarray, fired: np.ndarray, stage: np.ndarray,
+             head: np.ndarray, fill: np.ndarray, fired: np.ndarray, link: np.ndarray,
+             stage: np.ndarray,
              arrive_at: np.ndarray, ev_at: np.ndarray, ev_stop: np.ndarray,
              per_tick: np.ndarray, tick_start: np.ndarray, spikes: np.ndarray, count: int
-             ) -> tuple[np.ndarray, np.ndarray, int]:
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Ticks ``k_start .. k_stop`` of one trial, continuing the state it is given.
 
     ``spikes[tick_start[k - base] .. tick_start[k - base + 1]]`` are the spikes of tick ``k``
@@ -378,19 +375,29 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
         for t in range(span + 1):
             arrive_at[t] = tick_start[max(k0 + t - delay, 0) - base] - first \
                 if delay > 0 else 0
-        staged = _count(first, span, arrive_at, spikes, indptr, codes, target_mask, silenced,
-                        n_blocks, bucket)
-        if staged > stage.shape[0]:
-            stage = np.empty(max(staged, 2 * stage.shape[0]), dtype=stage.dtype)
+        staged = 0
+        for x in range(arrive_at[span]):
+            pre = spikes[first + x]
+            if not silenced[pre]:
+                staged += indptr[pre + 1] - indptr[pre]
+        # chunks about as long as a chain's events on average, within 4 .. 64
+        chunk_shift = STAGE_CHUNK_SHIFTS[0]
+        while chunk_shift < STAGE_CHUNK_SHIFTS[1] and staged > n_blocks * span << chunk_shift:
+            chunk_shift += 1
+        chunks = (staged >> chunk_shift) + min(staged, n_blocks * span) + 1
+        if chunks > link.shape[0]:
+            link = np.empty(max(chunks, 2 * link.shape[0]), dtype=np.int64)
+        if chunks << chunk_shift > stage.shape[0]:
+            stage = np.empty(max(chunks << chunk_shift, 2 * stage.shape[0]), dtype=stage.dtype)
         _stage(first, span, arrive_at, spikes, indptr, codes, target_mask, silenced, n_blocks,
-               bucket, fill, stage)
+               chunk_shift, head, fill, link, stage)
         for t in range(span):
             ev_at[t] = ev
             while ev < n_ev and ev_tick[ev] == k0 + t:
                 ev += 1
             ev_stop[t] = ev
         n_win = _window(k0, span, v, g, until, hold, quiet, gg, gv, vv, c0, v_rest, v_th,
-                        v_rst, g_flush, bucket, stage, target_mask, weight_shift, weights,
+                        v_rst, g_flush, head, fill, link, chunk_shift, stage, target_mask, weight_shift, weights,
                         ev_at, ev_stop, ev_neuron, ev_weight, fired, win_tick, win_neuron)
         # the window's spikes (block by block) into Brian2's order: by tick, then index
         if count + n_win > spikes.shape[0]:
@@ -420,7 +427,7 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
                     if k0 >= until[j]:
                         g[j] += weights[code >> weight_shift]
                         quiet[j >> BLOCK_SHIFT] = 0
-    return spikes, stage, count
+    return spikes, link, stage, count
 
 
 class EngineTrial:
@@ -478,11 +485,12 @@ class EngineTrial:
         # the most spikes a window can hold: neuron i fires once per hold[i] ticks
         most = int(((self.window + self._hold[:n] - 1) // self._hold[:n]).sum())
         self._buffers = (np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int32))
-        # the window's synaptic events by target block and tick (_count, _stage), and one
+        # the window's chains of synaptic events by target block and tick (_stage), and one
         # block's spike flags (_window)
-        self._buckets = (np.zeros(n_blocks * self.window + 1, dtype=np.int64),
+        self._buckets = (np.zeros(n_blocks * self.window, dtype=np.int64),
                          np.zeros(n_blocks * self.window, dtype=np.int64),
                          np.zeros(width, dtype=np.uint8))
+        self._link = np.empty(STAGE_START, dtype=np.int64)
         self._stage = np.empty(STAGE_START, dtype=codes.dtype)
         self._scratch = (np.zeros(self.window + 1, dtype=np.int64),
                          np.zeros(self.window, dtype=np.int64),
@@ -543,14 +551,14 @@ class EngineTrial:
         indptr, codes, weight_shift, weights, silenced = self._graph
         gg, gv, vv, c0, v_rest, v_th, v_rst, g_flush = self._constants
         win_tick, win_neuron = self._buffers
-        bucket, fill, fired = self._buckets
+        head, fill, fired = self._buckets
         arrive_at, ev_at, ev_stop, per_tick = self._scratch
-        room, self._stage, count = _advance(
+        room, self._link, self._stage, count = _advance(
             k_start, k_stop, keep_from, indptr, codes, weight_shift, weights, silenced,
             self._v, self._g,
             self._until, self._hold, self._quiet, gg, gv, vv, c0, v_rest, v_th, v_rst,
             g_flush, self.delay, self.window, ev_tick, ev_neuron, self.ev_weight, win_tick,
-            win_neuron, bucket, fill, fired, self._stage, arrive_at, ev_at, ev_stop, per_tick,
+            win_neuron, head, fill, fired, self._link, self._stage, arrive_at, ev_at, ev_stop, per_tick,
             tick_start, room, count)
         first = int(tick_start[k_start - keep_from])
         neurons = room[first:count].astype(np.int64)

@@ -707,3 +707,15 @@ def test_sigterm_to_circuit_nulls_leaves_no_null_model_folders(tmp_path, model_f
     assert process.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err, err
     assert list(scratch.iterdir()) == [], list(scratch.iterdir())
+
+
+@pytest.mark.parametrize("change", [{"dt": 0.0}, {"tau": 0.0}, {"t_mbr": -1.0},
+                                    {"t_dly": -1.0}, {"dt": float("nan")},
+                                    {"w_syn": float("inf")}, {"t_rfc": -0.1}])
+def test_the_library_simulate_checks_the_models_constants(brain, change):
+    from flyviz.spiking.engine import LIFParams
+
+    loaded = spiking.load_brain(brain)
+    name = next(iter(change))
+    with pytest.raises(InputError, match=f"LIFParams.{name} is"):
+        spiking.simulate(loaded, excite=[0], duration_s=0.01, params=LIFParams(**change))

@@ -412,11 +412,38 @@ def check_input_events(brain: SpikingBrain, events: Any) -> tuple[np.ndarray, np
     return tick.astype(np.int64), neuron.astype(np.int64)
 
 
+#: The model's constants that must be above 0 (time constants and the tick, ms) and those
+#: that may be 0 (the refractory period and the delay, ms); the rest must be finite.
+_POSITIVE_PARAMS = ("dt", "tau", "t_mbr")
+_NON_NEGATIVE_PARAMS = ("t_rfc", "t_dly", "rate", "f_poi")
+
+
+def check_params(params: LIFParams) -> LIFParams:
+    """``params`` when every constant is a finite number and the tick and time constants are
+    above 0 and the refractory period, delay and rates at least 0, else :class:`InputError`
+    naming it (a tick of 0 divides by zero, a negative delay indexes before the run)."""
+    from dataclasses import fields
+
+    for item in fields(params):
+        value = getattr(params, item.name)
+        bad = isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value)
+        if not bad and item.name in _POSITIVE_PARAMS:
+            bad = value <= 0
+        if not bad and item.name in _NON_NEGATIVE_PARAMS:
+            bad = value < 0
+        if bad:
+            need = "above 0" if item.name in _POSITIVE_PARAMS else \
+                "0 or more" if item.name in _NON_NEGATIVE_PARAMS else "a finite number"
+            raise InputError(f"LIFParams.{item.name} is {value!r}; it must be {need}")
+    return params
+
+
 def _prepare(brain: SpikingBrain, excite: Any, silence: Any, rate: float | None,
              params: LIFParams | None, input_events: tuple[np.ndarray, np.ndarray] | None
              ) -> tuple[LIFParams, np.ndarray, np.ndarray, np.ndarray]:
     """The checked constants, excited indices, silenced mask and refractory ticks of a run."""
-    p = params or LIFParams(w_syn=brain.w_syn)
+    p = check_params(params or LIFParams(w_syn=brain.w_syn))
     if rate is not None:
         p = p.with_(rate=_check_value("the rate", rate))
     _check_value("the rate", p.rate)

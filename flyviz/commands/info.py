@@ -68,6 +68,10 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
                                   "agree": all(model_frozen[k] == (recomputed or dataset_frozen)[k]
                                                for k in shared) if shared else None},
         "null_model": ckpt.metadata.get("null_model"),
+        "operator": {"microsteps": cfg.microsteps, "layer_norm": cfg.layer_norm,
+                     "bos": cfg.bos_prepended, "extensions": ckpt.operator_extensions()},
+        "graph_provenance": ckpt.metadata.get("graph"),
+        "training_state": ckpt.metadata.get("training_state"),
         "digests": dict(ckpt.digests),
         "metadata": {k: v for k, v in ckpt.metadata.items() if isinstance(v, (str, int, float))},
     }
@@ -99,6 +103,21 @@ def _text(info: dict[str, Any]) -> str:
                   f"{pos['with_position']:,} of {pos['neurons']:,} ({100 * pos['coverage']:.1f} %),"
                   f" {pos['kind']}"))
     lines.append(("tokenizer", info["tokenizer"] or "none (pass a folder with tokenizer.json)"))
+    operator = info["operator"]
+    if operator["extensions"]:  # beyond the Fly LLM's operator (FlyGPT): say what
+        lines.append(("operator", "leaky tanh with " + ", ".join(operator["extensions"])
+                      + ("" if operator["bos"] else "; no BOS")))
+    graph = info["graph_provenance"]
+    if isinstance(graph, dict) and graph:
+        lines.append(("graph", ", ".join(f"{k} {v}" for k, v in graph.items()
+                                         if v not in (None, ""))))
+    training = info["training_state"]
+    if isinstance(training, dict) and training:
+        lines.append(("training", ", ".join(f"{k} {v}" for k, v in training.items()
+                                            if v not in (None, ""))))
+    remote = info["metadata"].get("remote_code_ignored")
+    if remote:
+        lines.append(("remote code", remote))
     frozen = info["frozen_buffers_sha256"]
     if frozen["agree"] is not None:
         lines.append(("graph binding", "the model's frozen-buffer digests match the graph's "

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from flyviz.errors import CheckpointError, InputError, ModelNotFoundError
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
-from flyviz.model.formats import LAYOUT_HF, detect_layout, load_folder
+from flyviz.model.formats import LAYOUT_FLYGPT, LAYOUT_HF, detect_layout, load_folder
+from flyviz.model.formats.flygpt import HUB_REPO as FLYGPT_REPO
 from flyviz.model.formats.common import find_tokenizer
 
 #: Progress callback: ``progress(label, fraction)`` with fraction in [0, 1].
@@ -57,6 +58,10 @@ ANATOMY_FILES = ("manifest.json", "neurons/*")
 HF_FILES = ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json")
 WEB_FILES = ("manifest.json", "*.f32", "tokenizer.json")
 WORDBRAIN_FILES = ("manifest.json", "min-ce.safetensors", "tokenizer.json")
+#: A FlyGPT folder's data files (its configuration_flygpt.py and modeling_flygpt.py are
+#: never fetched, nor imported).
+FLYGPT_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                "generation_config.json", "graph_metadata.json")
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*(@[^/\s]+)?(/.*)?$")
 
@@ -158,6 +163,9 @@ def _manual_instructions(spec: HubSpec) -> str:
         return (f"download config.json, model.safetensors and tokenizer.json from {url} into one "
                 "folder (e.g. ~/fly-models/fly-llm-hf) and pass that folder instead")
     sub = f"{spec.subfolder}/" if spec.subfolder else ""
+    if spec.repo_id == FLYGPT_REPO:
+        return (f"download {sub}config.json, {sub}model.safetensors and {sub}tokenizer.json from "
+                f"{url} into one folder (e.g. ~/fly-models/flygpt) and pass that folder instead")
     return (f"download {sub}manifest.json and the {sub}*.f32 or {sub}*.safetensors files from "
             f"{url} into a folder (e.g. ~/fly-models/model), the dataset "
             f"https://huggingface.co/datasets/{DATASET_REPO} (manifest.json, graph/, interface/, "
@@ -173,6 +181,8 @@ def _model_patterns(spec: HubSpec) -> list[str]:
         files: tuple[str, ...] = HF_FILES
     elif spec.repo_id == WORDBRAIN_REPO:
         files = WEB_FILES + WORDBRAIN_FILES
+    elif spec.repo_id == FLYGPT_REPO:
+        files = FLYGPT_FILES
     else:  # another repository: every data file of the subfolder; the layout is detected
         files = ("*.json", "*.safetensors", "*.f32")
     return sorted({prefix + f for f in files})
@@ -217,6 +227,9 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
         raise ModelNotFoundError(f"{spec.display}: the cached copy is incomplete or holds no Fly "
                                  f"LLM checkpoint; {manual}") from None
     tokenizer = None
+    if layout == LAYOUT_FLYGPT:  # graph, weights and tokenizer are all in the folder
+        _report(progress, "loading", 0.7)
+        return load_folder(model_dir, name=spec.display)
     if dataset_dir is None and layout == LAYOUT_HF:
         # ngxson's checkpoint carries the graph but no soma positions: take them from the
         # dataset's neurons/ (2 MB) when it can be had; without it the model still runs.

@@ -160,3 +160,41 @@ def make_random_checkpoint(neurons: int = 301, edges: int = 3000, *, d_embed: in
                       in_index=in_index, out_index=np.arange(neurons, dtype=np.int64),
                       name=name, layout="synthetic", tokenizer_path=tokenizer_path,
                       anatomy=anatomy, **params)
+
+
+def make_flygpt_tensors(neurons: int = 40, edges: int = 300, *, inputs: int = 8,
+                        outputs: int = 12, embed: int = 32, vocabulary: int = 65,
+                        isolated: int = 3, seed: int = 0) -> dict[str, np.ndarray]:
+    """The 13 tensors of a small QuixiAI/FlyGPT export, in the published dtypes.
+
+    The graph is asymmetric (so that a transposed ``edge_index`` gives other logits),
+    in random (training) order, without repeated edges, and its last ``isolated``
+    neurons receive no edge (their in-degree clamps to 1). Parameters are bf16
+    (``ml_dtypes.bfloat16``), the leak varies per neuron.
+    """
+    import ml_dtypes
+
+    rng = np.random.default_rng(seed)
+    receivers = neurons - isolated
+    pairs = rng.choice(receivers * neurons, size=edges, replace=False)
+    destination, source = pairs // neurons, pairs % neurons
+    bf16 = ml_dtypes.bfloat16
+
+    def param(*shape: int, scale: float = 1.0, offset: float = 0.0) -> np.ndarray:
+        return (rng.normal(offset, scale, shape)).astype(np.float32).astype(bf16)
+
+    return {
+        "graph.edge_index": np.stack([source, destination]).astype(np.int32),
+        "graph.synapse_count": rng.integers(1, 50, edges).astype(np.int32),
+        "graph.node_id": np.sort(rng.choice(10**11, neurons, replace=False)).astype(np.int64),
+        "graph.input_nodes": rng.choice(neurons, inputs, replace=False).astype(np.int64),
+        "graph.output_nodes": rng.choice(neurons, outputs, replace=False).astype(np.int64),
+        "recurrent.edge_values": param(edges, scale=1.5),
+        "recurrent.bias": param(neurons, scale=0.3),
+        "recurrent.raw_leak": param(neurons, scale=1.0, offset=2.0),
+        "embed.weight": param(vocabulary, embed),
+        "input_proj.weight": param(inputs, embed, scale=0.4),
+        "input_proj.bias": param(inputs, scale=0.2),
+        "lm_head.weight": param(vocabulary, outputs),
+        "lm_head.bias": param(vocabulary, scale=0.2),
+    }

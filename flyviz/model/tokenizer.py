@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flyviz.model.errors import InputError, TokenizerError
 
@@ -47,6 +47,9 @@ class FlyTokenizer:
         self.special_ids = {i for i in range(self.vocab_size)
                             if self._tok.id_to_token(i) in {"<pad>", "<s>", "</s>"}}
         self._piece_cache: dict[int, str] = {}
+        self.characters = _character_table(self._tok)
+        #: Whether the vocabulary has a BOS token (``<s>``) to start a prompt with.
+        self.has_bos = self._tok.token_to_id("<s>") is not None
 
     @classmethod
     def from_json_text(cls, text: str, path: str | Path = "<memory>") -> "FlyTokenizer":
@@ -64,6 +67,8 @@ class FlyTokenizer:
         obj.special_ids = {i for i in range(obj.vocab_size)
                            if obj._tok.id_to_token(i) in {"<pad>", "<s>", "</s>"}}
         obj._piece_cache = {}
+        obj.characters = _character_table(obj._tok)
+        obj.has_bos = obj._tok.token_to_id("<s>") is not None
         return obj
 
     def encode(self, text: str, what: str = "the prompt") -> list[int]:
@@ -75,6 +80,8 @@ class FlyTokenizer:
             raise InputError(f"{what} has {len(text):,} characters; "
                              f"the limit is {MAX_PROMPT_CHARS:,}")
         check_unicode(text, what)
+        if self.characters is not None:
+            check_characters(text, self.characters, what)
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
@@ -82,6 +89,8 @@ class FlyTokenizer:
         texts = list(texts)
         for number, text in enumerate(texts, start=1):
             check_unicode(text, f"text {number}")
+            if self.characters is not None:
+                check_characters(text, self.characters, f"text {number}")
         return [list(e.ids) for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
     def decode(self, ids: list[int] | tuple[int, ...]) -> str:
@@ -112,6 +121,38 @@ def check_unicode(text: str, what: str) -> None:
             f"lone surrogate U+{ord(char):04X}"
         raise InputError(f"{what} is not valid UTF-8 text ({raw} at character "
                          f"{exc.start + 1}); give it as UTF-8") from None
+
+
+def _character_table(tok: Any) -> frozenset[str] | None:
+    """The characters of a strict character-level (WordLevel) tokenizer, such as FlyGPT's
+    65; ``None`` for any other tokenizer (byte-level BPE encodes every text)."""
+    if type(tok.model).__name__ != "WordLevel":
+        return None
+    vocabulary = tok.get_vocab(with_added_tokens=False)
+    if not vocabulary or any(len(token) != 1 for token in vocabulary):
+        return None
+    return frozenset(vocabulary)
+
+
+def check_characters(text: str, characters: frozenset[str], what: str) -> None:
+    """Refuse a character the tokenizer's table does not hold (FlyGPT's is strict)."""
+    for position, char in enumerate(text, start=1):
+        if char not in characters:
+            raise InputError(f"{what} has {char!r} (U+{ord(char):04X}) at character {position}, "
+                             f"which this model's {len(characters)}-character table does not "
+                             "hold; use only its characters")
+
+
+def character_tokenizer_json(characters: str) -> str:
+    """A WordLevel tokenizer over ``characters`` (id = position), laid out as FlyGPT's
+    exporter writes it: each character split off alone, ``Fuse`` decoder, no special
+    tokens, no BOS, ``unk_token`` saved as ``"<unk>"`` (not in the table)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({c: i for i, c in enumerate(characters)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")
+    tok.decoder = decoders.Fuse()
+    return tok.to_str()
 
 
 def tokenizer_for(checkpoint: "Checkpoint") -> FlyTokenizer:

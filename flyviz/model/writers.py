@@ -19,6 +19,9 @@ loader on small models without a download:
   graph, interface and neuron arrays with a ``manifest.json``.
 * :func:`write_recital_web` -- the Fly Recital web export: ``.f32`` arrays and
   ``manifest.json``; the graph again comes from a dataset.
+* :func:`write_flygpt` -- QuixiAI/FlyGPT (``fly-family-2026.md`` §3.1): the 13
+  published tensors in their dtypes, ``config.json`` with ``auto_map``, the
+  65-character WordLevel tokenizer.
 
 The manifests follow the real schemas (fly-formats.md sections 2.2, 3 and
 4.2): the dataset's ``files`` is an object keyed by logical name, a
@@ -77,7 +80,7 @@ from flyviz.model.safetensors_io import save_safetensors
 
 __all__ = ["FROZEN_BUFFER_DTYPES", "GOLDEN_MAX_NEW_TOKENS", "GOLDEN_PROMPTS",
            "frozen_buffer_digests", "golden_traces_for", "parameter_digests",
-           "selector_digests", "write_connectome_dataset", "write_fly_llm_hf",
+           "selector_digests", "write_connectome_dataset", "write_fly_llm_hf", "write_flygpt",
            "write_recital_web", "write_wordbrain"]
 
 #: Parameter tensor names of the released checkpoints -> Checkpoint attribute.
@@ -219,13 +222,88 @@ def write_fly_llm_hf(ckpt: Checkpoint, model_dir: str | Path, dtype: str = "F32"
                  "pad_token_id": cfg.pad_token_id, "max_new_tokens": 80, "do_sample": False})
     _copy_tokenizer(_tokenizer_source(ckpt, tokenizer_path), model_dir)
     if with_remote_code:
-        for module in ("modeling_fly.py", "configuration_fly.py"):
-            (model_dir / module).write_text(
-                "# Stand-in for the remote code shipped with the real checkpoint.\n"
-                "# flyviz must never import it: doing so leaves a sentinel file behind.\n"
-                "from pathlib import Path\n"
-                f"(Path(__file__).parent / {_REMOTE_CODE_SENTINEL!r}).write_text('executed')\n",
-                encoding="utf-8")
+        _write_remote_code(model_dir, ("modeling_fly.py", "configuration_fly.py"))
+    return model_dir
+
+
+def _write_remote_code(model_dir: Path, modules: tuple[str, ...]) -> None:
+    """Stand-ins for the Python a hub repository ships, that leave a sentinel when imported."""
+    for module in modules:
+        (model_dir / module).write_text(
+            "# Stand-in for the remote code shipped with the real checkpoint.\n"
+            "# flyviz must never import it: doing so leaves a sentinel file behind.\n"
+            "from pathlib import Path\n"
+            f"(Path(__file__).parent / {_REMOTE_CODE_SENTINEL!r}).write_text('executed')\n",
+            encoding="utf-8")
+
+
+# ------------------------------------------------------------------ FlyGPT
+def write_flygpt(tensors: Mapping[str, np.ndarray], model_dir: str | Path, *,
+                 microsteps: int = 2, training_state: Mapping[str, Any] | None = None,
+                 graph: Mapping[str, Any] | None = None,
+                 with_remote_code: bool = False) -> Path:
+    """Write a QuixiAI/FlyGPT folder as its exporter does (``fly-family-2026.md`` §3.1).
+
+    Parameters
+    ----------
+    tensors
+        The 13 published tensors by name (:data:`flyviz.model.formats.flygpt.TENSORS`),
+        in the dtypes to store: int32 ``graph.edge_index``/``graph.synapse_count``, int64
+        node, input and output ids, ``ml_dtypes.bfloat16`` parameters as published.
+    model_dir
+        Folder to create or fill.
+    microsteps
+        ``config.microsteps`` (2 in every published variant).
+    training_state, graph
+        ``config.training_state`` and ``config.graph``; default: an untrained record.
+    with_remote_code
+        Also write ``modeling_flygpt.py`` and ``configuration_flygpt.py`` stand-ins that
+        leave a sentinel file when imported (flyviz must never import them).
+
+    Returns
+    -------
+    pathlib.Path
+        ``model_dir``.
+    """
+    from flyviz.model.formats.flygpt import VOCABULARY
+    from flyviz.model.tokenizer import character_tokenizer_json
+
+    model_dir = Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    edges = int(tensors["graph.edge_index"].shape[1])
+    neurons = int(tensors["graph.node_id"].shape[0])
+    vocabulary, embed = (int(x) for x in tensors["embed.weight"].shape)
+    save_safetensors(model_dir / "model.safetensors", dict(tensors),
+                     {"format": "pt", "source": "MaleCNS v1.0 (CC-BY 4.0)",
+                      "architecture": "FlyGPTForCausalLM"})
+    graph_record = dict(graph) if graph is not None else {
+        "graph_name": "fixture", "condition": "real", "control_seed": None,
+        "source": "MaleCNS v1.0", "region_filter": None, "min_synapses": 1, "hash": "0" * 64}
+    state = dict(training_state) if training_state is not None else {
+        "status": "init", "condition": graph_record.get("condition"), "seed": 1, "step": 0,
+        "val_loss": None, "checkpoint": None, "project": "FlyGPT"}
+    _write_json(model_dir / "config.json", {
+        "model_type": "flygpt", "architectures": ["FlyGPTForCausalLM"],
+        "auto_map": {"AutoConfig": "configuration_flygpt.FlyGPTConfig",
+                     "AutoModelForCausalLM": "modeling_flygpt.FlyGPTForCausalLM"},
+        "vocab_size": vocabulary, "num_neurons": neurons, "num_edges": edges,
+        "embedding_dim": embed,
+        "num_input_neurons": int(tensors["graph.input_nodes"].shape[0]),
+        "num_output_neurons": int(tensors["graph.output_nodes"].shape[0]),
+        "microsteps": int(microsteps), "activation": "tanh", "learned_leak": True,
+        "leak_init": 0.9, "degree_normalization": True, "init_scale": 1.0,
+        "dtype": "bfloat16", "graph": graph_record, "training_state": state})
+    _write_json(model_dir / "generation_config.json",
+                {"do_sample": True, "temperature": 0.8, "max_new_tokens": 300})
+    (model_dir / "tokenizer.json").write_text(character_tokenizer_json(VOCABULARY),
+                                              encoding="utf-8")
+    _write_json(model_dir / "tokenizer_config.json",
+                {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 10000000,
+                 "clean_up_tokenization_spaces": False, "add_prefix_space": False})
+    _write_json(model_dir / "graph_metadata.json", {"hash": graph_record.get("hash"),
+                                                    "neurons": neurons, "edges": edges})
+    if with_remote_code:
+        _write_remote_code(model_dir, ("modeling_flygpt.py", "configuration_flygpt.py"))
     return model_dir
 
 

@@ -115,9 +115,12 @@ class ContinuationText:
 
 
 def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> list[int]:
-    """``[BOS] + encode(prompt)``; an empty prompt is an error."""
+    """``[BOS] + encode(prompt)``, or ``encode(prompt)`` for a tokenizer with no BOS token
+    (FlyGPT's 65 characters: its model reads no BOS); an empty prompt is an error."""
     if not prompt or not prompt.strip():
         raise InputError("the prompt is empty: give some text for the model to continue")
+    if not getattr(tokenizer, "has_bos", True):  # duck-typed tokenizers have one
+        return tokenizer.encode(prompt)
     return [int(bos_token_id)] + tokenizer.encode(prompt)
 
 

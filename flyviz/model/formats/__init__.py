@@ -7,6 +7,8 @@ layout             files                                            loader
 ``wordbrain``      ``*.safetensors`` (parameters) + manifest        :func:`load_wordbrain`
 ``recital-web``    ``manifest.json`` + ``wte.f32`` ... ``head_b``   :func:`load_recital_web`
 ``connectome``     ``manifest.json`` + ``graph/edges_offsets.i32``  :func:`load_connectome_dataset`
+``flygpt``         ``config.json`` (``model_type "flygpt"``)        :func:`load_flygpt`
+                   + ``model.safetensors``
 =================  ===============================================  ==========================
 
 The last three need a connectome dataset folder for the graph. Python files
@@ -22,6 +24,7 @@ from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import CheckpointError, DatasetNotFoundError
 from flyviz.model.formats.dataset import (ConnectomeDataset, load_connectome_dataset,
                                           load_dataset_anatomy)
+from flyviz.model.formats.flygpt import is_flygpt_config, load_flygpt
 from flyviz.model.formats.hf import load_fly_llm_hf
 from flyviz.model.formats.recital import load_recital_web
 from flyviz.model.formats.wordbrain import load_wordbrain
@@ -30,10 +33,11 @@ LAYOUT_HF = "fly-llm-hf"
 LAYOUT_WORDBRAIN = "wordbrain"
 LAYOUT_RECITAL = "recital-web"
 LAYOUT_DATASET = "connectome-dataset"
+LAYOUT_FLYGPT = "flygpt"
 
-__all__ = ["ConnectomeDataset", "LAYOUT_DATASET", "LAYOUT_HF", "LAYOUT_RECITAL",
+__all__ = ["ConnectomeDataset", "LAYOUT_DATASET", "LAYOUT_FLYGPT", "LAYOUT_HF", "LAYOUT_RECITAL",
            "LAYOUT_WORDBRAIN", "detect_layout", "find_dataset", "load_connectome_dataset",
-           "load_dataset_anatomy", "load_fly_llm_hf", "load_folder", "load_recital_web", "load_wordbrain"]
+           "load_dataset_anatomy", "load_fly_llm_hf", "load_flygpt", "load_folder", "load_recital_web", "load_wordbrain"]
 
 
 def detect_layout(folder: str | Path) -> str:
@@ -42,7 +46,7 @@ def detect_layout(folder: str | Path) -> str:
     Returns
     -------
     str
-        One of ``"fly-llm-hf"``, ``"wordbrain"``, ``"recital-web"``,
+        One of ``"fly-llm-hf"``, ``"flygpt"``, ``"wordbrain"``, ``"recital-web"``,
         ``"connectome-dataset"``.
 
     Raises
@@ -54,7 +58,7 @@ def detect_layout(folder: str | Path) -> str:
     if not folder.is_dir():
         raise CheckpointError(f"no such folder: {folder}")
     if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
-        return LAYOUT_HF
+        return LAYOUT_FLYGPT if is_flygpt_config(folder) else LAYOUT_HF
     if (folder / "graph" / "edges_offsets.i32").is_file():
         return LAYOUT_DATASET
     if (folder / "wte.f32").is_file() and (folder / "manifest.json").is_file():
@@ -137,7 +141,7 @@ def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
 def _null_record(folder: Path, layout: str) -> dict | None:
     """The ``flyviz_null`` record of a folder's manifest (``config.json`` for ngxson's
     layout), or ``None``."""
-    path = folder / ("config.json" if layout == LAYOUT_HF else "manifest.json")
+    path = folder / ("config.json" if layout in (LAYOUT_HF, LAYOUT_FLYGPT) else "manifest.json")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -161,6 +165,8 @@ def _load_layout(folder: Path, layout: str, *, dataset_dir: str | Path | None,
             except CheckpointError:
                 pass  # a neighbour that does not fit; the model's own problems resurface below
         return load_fly_llm_hf(folder, tokenizer_path=tokenizer_path, name=name)
+    if layout == LAYOUT_FLYGPT:  # its own graph; anatomy from body ids is not read yet
+        return load_flygpt(folder, tokenizer_path=tokenizer_path, name=name)
     if layout == LAYOUT_DATASET:
         raise CheckpointError(f"{folder} is a connectome dataset (the graph only), not a model; "
                               "pass the model folder and this one as its dataset")

@@ -134,3 +134,21 @@ def test_another_layer_is_shown_at_once_not_eased_into(window, qtbot, app_checkp
     # 1 s easing takes seconds to arrive), not switched off at once.
     qtbot.waitUntil(lambda: win.brain.shown_activity[a] < 1.0, timeout=5000)
     assert win.brain.animating and win.brain.shown_activity[a] > 0.05
+
+
+@pytest.mark.parametrize("high", [0.0042, 0.03, 0.6])
+def test_a_small_scale_reads_as_its_numbers_not_zero(window, qtbot, high):
+    """A comparison's difference layer of a few thousandths read "+0.00 / −0.00" while
+    tokens differed: the colourbar's ends keep two significant figures."""
+    win = window
+    n = win.checkpoint.config.neurons
+    values = np.linspace(-high, high, n).astype(np.float32)
+    win.session.replace(one_hot_recording(n, [0]))
+    win.display.set_colour_layer(ColourLayer.static(
+        "delta", values, colormap="difference", label="Δh",
+        scale=ColourScale.given(-high, high)))
+    _show(win, qtbot)
+    low_text, high_text = win.brain.colorbar_low.text(), win.brain.colorbar_high.text()
+    assert float(high_text) == pytest.approx(high, rel=0.05), high_text
+    assert float(low_text.replace("−", "-")) == pytest.approx(-high, rel=0.05), low_text
+    assert high_text.startswith("+") and len(high_text) <= 7

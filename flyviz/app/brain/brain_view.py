@@ -110,6 +110,15 @@ class _ResizeWatch(QObject):
         return False
 
 
+def scale_text(value: float, signed: bool) -> str:
+    """A colourbar end as text: two decimals, or two significant figures below 0.1 (a
+    comparison's difference of a few thousandths read "+0.00 / -0.00")."""
+    sign = "+" if signed else ""
+    if value == 0 or abs(value) >= 0.095:
+        return f"{value:{sign}.2f}"
+    return f"{value:{sign}.2g}"
+
+
 class BrainView(QWidget):
     """Every neuron as a glowing point, coloured by the shown frame's state.
 
@@ -549,8 +558,8 @@ class BrainView(QWidget):
             self.colorbar.setFixedSize(width, height)
         lo, hi = self.value_range
         signed = is_diverging(layer.colormap)
-        high = f"{hi:+.2f}" if signed else f"{hi:.2f}"
-        low = f"{lo:+.2f}" if signed and lo != 0 else f"{lo:.2f}"
+        high = scale_text(hi, signed)
+        low = scale_text(lo, signed and lo != 0)
         caption = layer.caption
         if not force and (caption, high, low) == (self.colorbar_caption.text(),
                                                   self.colorbar_high.text(),

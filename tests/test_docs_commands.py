@@ -20,7 +20,9 @@ which the rendered page does not show::
 Any other command, and any ``flyviz`` command in a block without a mark, runs, and must
 exit 0 (or the exit status its comment promises, ``# exit 1``). What is checked is that a
 command works as printed, not the minutes its full text would take: a ``--max-tokens N`` of a
-corpus command runs with at most :data:`MAX_TOKENS` tokens.
+corpus command runs with at most :data:`MAX_TOKENS` tokens, and a command that would start a
+local Dask cluster runs in this process instead (``--workers 0``: the same bits on any number of
+workers, which each analysis's own tests check).
 """
 
 from __future__ import annotations
@@ -51,12 +53,22 @@ _SHELL = ("bash", "sh", "shell", "console")
 MAX_TOKENS = 300
 
 
+#: The commands that take ``--workers`` (a local Dask cluster unless it is 0).
+DASK_COMMANDS = ("sweep", "importance", "atlas", "circuit", "patch", "screen", "dynamics", "check")
+
+
 def capped(words: list[str]) -> list[str]:
-    """``words`` with a ``--max-tokens`` above :data:`MAX_TOKENS` brought down to it."""
+    """``words`` with a ``--max-tokens`` above :data:`MAX_TOKENS` brought down to it, and
+    ``--workers 0`` where a command would start a cluster of its own."""
     words = list(words)
     for i, word in enumerate(words[:-1]):
         if word == "--max-tokens" and words[i + 1].isdigit():
             words[i + 1] = str(min(int(words[i + 1]), MAX_TOKENS))
+        if word == "--workers" and words[i + 1].isdigit():
+            words[i + 1] = "0"
+    if words[:1] and words[0] in DASK_COMMANDS and "--scheduler" not in words \
+            and "--workers" not in words:
+        words += ["--workers", "0"]
     return words
 
 
@@ -152,8 +164,10 @@ def test_the_reader_joins_lines_drops_prompts_and_reads_marks():
 
 def test_a_corpus_command_is_capped_and_nothing_else_changes():
     assert capped(["sweep", "demo", "--max-tokens", "2000", "--prompt", "2000"]) == [
-        "sweep", "demo", "--max-tokens", "300", "--prompt", "2000"]
-    assert capped(["atlas", "--max-tokens", "100"]) == ["atlas", "--max-tokens", "100"]
+        "sweep", "demo", "--max-tokens", "300", "--prompt", "2000", "--workers", "0"]
+    assert capped(["atlas", "--max-tokens", "100", "--workers", "8"]) == [
+        "atlas", "--max-tokens", "100", "--workers", "0"]
+    assert capped(["generate", "demo", "--prompt", "x"]) == ["generate", "demo", "--prompt", "x"]
 
 
 def test_every_command_runs_or_its_block_says_why_not():

@@ -189,3 +189,13 @@ def test_a_model_empties_the_run_configuration_even_with_a_loan_out(state):
     _event(state, MODEL)
     assert state.interventions == () and not state.comparing and not loan.active
     assert state.next_interventions == ()
+
+
+def test_a_frozen_state_shows_another_model_and_recording(state):
+    from flyviz.record.recording import Recording as Rec
+
+    copy = state.frozen()
+    copy.set_model(None, anatomy=ball_layout(N), name="again")
+    copy.set_recording(Rec(N))
+    copy.atlas = None
+    assert copy.recording is not state.recording and copy.model_name == "again"

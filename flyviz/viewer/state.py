@@ -194,6 +194,11 @@ class ViewerState:
             self.offer_layer(atlas_key(statistic), self._atlas_builder(statistic),
                              available=False)
 
+    def _offer_own(self, keys: Iterable[str], available: bool) -> None:
+        """Offer (or withdraw) the state's own entries ``keys`` that it has: a frozen copy
+        keeps only the entry it shows."""
+        self.set_available([key for key in keys if key in self._colours.entries], available)
+
     def _atlas_builder(self, statistic: str) -> LayerBuilder:
         def build() -> ColourLayer:
             if self.atlas is None:
@@ -389,7 +394,7 @@ class ViewerState:
         self._neurons = count
         shown = self._shown
         shown.recording, shown.index, shown.live = Recording(max(1, count)), -1, True
-        self.set_available((DELTA,), False)
+        self._offer_own((DELTA,), False)
         self.events.model.emit()
         self.events.recording.emit()
         self.events.index.emit(-1)
@@ -464,7 +469,7 @@ class ViewerState:
         shown = self._shown
         shown.recording = recording
         shown.index = n - 1 if index is None or not n else int(index)
-        self.set_available((DELTA,), recording.baseline is not None)
+        self._offer_own((DELTA,), recording.baseline is not None)
         self.events.recording.emit()
         self._set_live(shown.index == n - 1)
         self.events.index.emit(shown.index)
@@ -773,7 +778,7 @@ class ViewerState:
         if atlas is not part.atlas:                     # type: ignore[attr-defined]
             part.atlas = atlas                          # type: ignore[attr-defined]
             keys = [atlas_key(statistic) for statistic in ATLAS_STATISTICS]
-            self.set_available(keys, atlas is not None)
+            self._offer_own(keys, atlas is not None)
             if self.colour_by in keys:
                 self.refresh_layer(self.colour_by)      # the newly opened atlas's values
             self.events.atlas.emit(atlas)

@@ -129,7 +129,10 @@ class Steps:
 
 
 def change(recording: Any, index: int) -> np.ndarray:
-    """Each neuron's change since the step before."""
+    """Each neuron's change since the step before (``None`` before the first step: a
+    layer's values where the recording has no such frame, as ColourLayer.values says)."""
+    if not 0 <= index < len(recording):
+        return None
     now = recording.state(index).astype(np.float32)
     return now - (recording.state(index - 1).astype(np.float32) if index > 0 else 0.0)
 

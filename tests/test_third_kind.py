@@ -10,6 +10,10 @@ it opens in the window (the brain drawn, lit at the top where the state is high,
 that serve every kind, its colour layer in *Colour by*), in the notebook widget and in
 napari, exports a movie, a shared page and converts.
 
+It also runs live in each of them (the window's Run, ``BrainWidget.live`` and napari's Run
+button), through the one run controller (:mod:`flyviz.runs`), which asks the kind for the
+run a state describes and steps the kind's ``frames``.
+
 No host may ask which kind it has: the kind notes every read of its key, comparison,
 side-channel question and attribute probe made by flyviz outside ``flyviz.kinds``, and the
 tests require none (the commands run with ``FLYVIZ_RATE_STRICT``, which makes asking fail).
@@ -260,6 +264,29 @@ def test_the_notebook_widget_shows_it_with_its_colour_layer(rate):
     assert rate.asked() == []
 
 
+def test_it_runs_live_in_the_notebook_widget(rate):
+    pytest.importorskip("jupyter_rfb")
+    from flyviz.errors import ExportError
+    from flyviz.notebook import BrainWidget
+
+    model = rate.kind.load(str(rate.model_dir))
+    try:
+        widget = BrainWidget.live(model, size=(320, 240))     # the kind's own default run
+    except ExportError as exc:
+        pytest.skip(str(exc))
+    try:
+        assert widget.wait(120) is None and widget.runs.end_reason == "done"
+        # The kind's run, frame by frame into the widget: the same states as its own frames.
+        assert widget.source.tokens == STEPS and widget.slider.max == STEPS - 1
+        np.testing.assert_array_equal(widget.source.recording.states(), rate.recording.states())
+        assert widget.source.recording.metadata["rate"]["steps"] == STEPS
+        assert widget.token == STEPS - 1
+        assert_lit_at_the_top(widget.snapshot())
+    finally:
+        widget.close()
+    assert rate.asked() == []
+
+
 @pytest.mark.gui
 def test_napari_opens_it_lit_where_its_state_is_high(rate, request):
     pytest.importorskip("napari")
@@ -285,6 +312,32 @@ def test_napari_opens_it_lit_where_its_state_is_high(rate, request):
     assert alpha.size == driven.size and alpha[driven].mean() > 4 * alpha[~driven].mean()
     overlay = viewer.canvas.overlays.text if hasattr(viewer, "canvas") else viewer.text_overlay
     assert f"step {STEPS} of {STEPS}" in overlay.text
+    assert rate.asked() == []
+
+
+@pytest.mark.gui
+def test_napari_runs_it_live_from_the_run_button(rate, qtbot, request):
+    pytest.importorskip("napari")
+    from qtpy.QtCore import Qt
+
+    import napari
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = napari.Viewer(show=False)
+    request.addfinalizer(viewer.close)
+    widget = FlyvizWidget(viewer)
+    widget.set_model(rate.kind.load(str(rate.model_dir)))
+    qtbot.mouseClick(widget.run_button, Qt.MouseButton.LeftButton)
+    points = lambda: [layer for layer in viewer.layers                          # noqa: E731
+                      if layer.__class__.__name__ == "Points"]
+    qtbot.waitUntil(lambda: len(points()) == 1, timeout=60_000)
+    qtbot.waitUntil(lambda: not widget.runs.active, timeout=10_000)
+    assert widget.runs.end_reason == "done"
+    np.testing.assert_array_equal(widget.runs.run.recording.states(), rate.recording.states())
+    assert viewer.dims.nsteps[0] == STEPS and widget.status.text().endswith(f"{STEPS} steps")
+    alpha = np.asarray(points()[0].face_color)[:, 3]
+    driven = rate.driven[np.flatnonzero(rate.anatomy.valid)]
+    assert alpha[driven].mean() > 4 * alpha[~driven].mean()
     assert rate.asked() == []
 
 
@@ -315,6 +368,22 @@ def test_the_window_opens_it_on_its_own_model(rate, qtbot, tmp_path):
         assert state.layer.name == "rate:change"
         # The Neuron dock reads its synapses.
         assert win.inspector.connectivity is not None
+        # It runs live: Space starts the run its state describes, through the window's runs,
+        # into a new recording the views follow frame by frame.
+        opened = state.recording
+        frames: list[int] = []
+        win.runs.frame_recorded.connect(frames.append)
+        with qtbot.waitSignal(win.run_ended, timeout=60_000) as ended:
+            win.toggle_play()
+        assert ended.args == ["done", STEPS]
+        assert state.recording is not opened and len(state.recording) == STEPS
+        assert frames and frames[-1] == STEPS and state.index == STEPS - 1
+        np.testing.assert_array_equal(state.recording.states(), rate.recording.states())
+        assert state.recording.metadata["rate"]["model"] == str(rate.model_dir)
+        from flyviz.viewer.layers import STATE
+
+        assert win.colour_by.choose(STATE)         # its state, high where it is driven
+        qtbot.waitUntil(lambda: lit_at_the_top(win.brain.canvas.render()), timeout=20000)
     finally:
         win.close()
     assert rate.asked() == []

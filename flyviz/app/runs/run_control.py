@@ -116,10 +116,12 @@ class RunController(QObject):
         self.engine_thread = EngineThread(self)
         self.runner = Runs(self.session.state, engine=self.engine_thread)
         worker = self.engine_thread.worker
+        # Each through a method of this QObject: Qt queues the call to this (the window's)
+        # thread; a plain Python callable would be called in the worker's.
         worker.frame_ready.connect(self._on_frame)
-        worker.run_finished.connect(self.runner.run_finished)
-        worker.run_failed.connect(self.runner.run_failed)
-        worker.state_changed.connect(self.runner.worker_changed)
+        worker.run_finished.connect(self._on_run_finished)
+        worker.run_failed.connect(self._on_run_failed)
+        worker.state_changed.connect(self._on_worker_reported)
         if engine_niceness > 0:
             self.engine_thread.lower_priority(engine_niceness)
         events = self.runner.events
@@ -412,6 +414,15 @@ class RunController(QObject):
         self.engine_thread.frame_taken()
         if not self._closed:
             self.runner.frame_arrived(run_id, frame, seconds)
+
+    def _on_run_finished(self, run_id: int, reason: str) -> None:
+        self.runner.run_finished(run_id, reason)
+
+    def _on_run_failed(self, run_id: int, message: str) -> None:
+        self.runner.run_failed(run_id, message)
+
+    def _on_worker_reported(self, state: str) -> None:
+        self.runner.worker_changed(state)
 
     def _on_recorded(self, frames: int) -> None:
         self.frame_times.append(time.perf_counter())

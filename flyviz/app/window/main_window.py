@@ -606,7 +606,7 @@ class MainWindow(FeatureWindow):
         model's kind reads it: the prompt box's text...); False if it could not start."""
         if self.closing:
             return False
-        if self.bundle is None:
+        if self.state.model is None:        # the model shown runs, whatever its kind
             self._pending_prompt = self.state.docks.prompt if text is None else text
             self.show_message("the model is still loading; the prompt runs when it is ready")
             return False

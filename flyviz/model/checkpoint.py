@@ -198,8 +198,9 @@ def require_fly_llm_operator(ckpt: Checkpoint, what: str) -> None:
     """
     extensions = ckpt.operator_extensions()
     if extensions:
-        raise InputError(f"{what} follows the Fly LLM's operator only; {ckpt.name!r} has "
-                         f"{', '.join(extensions)}: run it one prompt at a time instead")
+        raise InputError(f"{what} follows the Fly LLM's operator only (one update per token, "
+                         f"one leak, a LayerNorm readout); {ckpt.name!r} has "
+                         f"{', '.join(extensions)}, which it does not follow yet")
 
 
 def _fail(name: str, problem: str) -> NoReturn:

@@ -236,9 +236,10 @@ class PatchSource:
             raise InputError(f"the patch's source ({self.label}) is not stored with it; give "
                              "it again (--source-prompt TEXT or --source REC; in Python "
                              "patch_source= of flyviz.trace, or the Patch's source)")
-        from flyviz.model.tokenizer import tokenizer_for
+        from flyviz.model.tokenizer import start_ids, tokenizer_for
 
-        ids = [checkpoint.config.bos_token_id] + tokenizer_for(checkpoint).encode(self.prompt)
+        tokenizer = tokenizer_for(checkpoint)
+        ids = start_ids(tokenizer, checkpoint.config.bos_token_id) + tokenizer.encode(self.prompt)
         length = self.prompt_length if self.prompt_length is not None else len(ids)
         return replace(self, states=source_states(checkpoint, ids), prompt_length=length)
 

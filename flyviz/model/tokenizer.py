@@ -123,6 +123,12 @@ def check_unicode(text: str, what: str) -> None:
                          f"{exc.start + 1}); give it as UTF-8") from None
 
 
+def start_ids(tokenizer: Any, bos_token_id: int) -> list[int]:
+    """What a prompt starts with: ``[BOS]``, or nothing for a tokenizer with no BOS token
+    (FlyGPT's 65 characters); duck-typed tokenizers without ``has_bos`` take BOS."""
+    return [int(bos_token_id)] if getattr(tokenizer, "has_bos", True) else []
+
+
 def _character_table(tok: Any) -> frozenset[str] | None:
     """The characters of a strict character-level (WordLevel) tokenizer, such as FlyGPT's
     65; ``None`` for any other tokenizer (byte-level BPE encodes every text)."""

@@ -60,6 +60,7 @@ from flyviz.model.checks import (FAIL, PASS, SKIP, CheckResult, Progress, number
                                  quantised_checks)
 from flyviz.model.errors import CheckpointError, FlyvizError
 from flyviz.model.formats.common import hash_file, sha256_file
+from flyviz.model.tokenizer import start_ids
 
 #: Golden-trace tolerances of ``space/test/parity.mjs`` (fly-formats.md section 4.3).
 PROBABILITY_TOLERANCE = 2e-4
@@ -412,7 +413,7 @@ def replay_golden(engine: Any, trace: dict[str, Any], tokenizer: Any = None,
         if prompt_ids is None:
             if tokenizer is None:
                 raise KeyError("prompt_ids")
-            prompt_ids = [engine.config.bos_token_id] + tokenizer.encode(prompt)
+            prompt_ids = start_ids(tokenizer, engine.config.bos_token_id) + tokenizer.encode(prompt)
         steps = trace.get("steps") or [{"token": t} for t in trace.get("tokens", [])]
         expected = [int(s["token"]) for s in steps]
     except (KeyError, TypeError, ValueError) as exc:

@@ -20,7 +20,7 @@ from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.engine import Engine, softmax, top_k
 from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.sampler import Sampler
-from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.model.tokenizer import FlyTokenizer, start_ids
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, Frame
 
 if TYPE_CHECKING:
@@ -119,9 +119,7 @@ def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> li
     (FlyGPT's 65 characters: its model reads no BOS); an empty prompt is an error."""
     if not prompt or not prompt.strip():
         raise InputError("the prompt is empty: give some text for the model to continue")
-    if not getattr(tokenizer, "has_bos", True):  # duck-typed tokenizers have one
-        return tokenizer.encode(prompt)
-    return [int(bos_token_id)] + tokenizer.encode(prompt)
+    return start_ids(tokenizer, bos_token_id) + tokenizer.encode(prompt)
 
 
 def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,

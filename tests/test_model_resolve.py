@@ -158,3 +158,24 @@ def test_a_module_the_demo_needs_is_not_reported_as_an_unbuilt_demo(monkeypatch)
     monkeypatch.setitem(sys.modules, "flyviz.demo", demo)
     with pytest.raises(ModuleNotFoundError, match="somedependency"):
         load_model("demo")
+
+
+def test_flygpt_variants_load_from_a_pinned_hub_snapshot(hub_cache):
+    from flyviz.model.resolve import FLYGPT_REPO, _model_patterns
+    from flyviz.model.synthetic import make_flygpt_tensors
+    from flyviz.model.writers import write_flygpt
+
+    snapshot = hub_cache(FLYGPT_REPO, revision="v1", commit="2" * 40)
+    write_flygpt(make_flygpt_tensors(seed=1), snapshot, with_remote_code=True)
+    write_flygpt(make_flygpt_tensors(seed=2), snapshot / "scrambled", with_remote_code=True)
+    root = load_model(f"{FLYGPT_REPO}@v1")  # no dataset is asked for: the graph is inside
+    scrambled = load_model(f"{FLYGPT_REPO}@v1/scrambled")
+    assert root.layout == scrambled.layout == "flygpt"
+    assert not np.array_equal(root.w_indices, scrambled.w_indices)
+    # Only data files are fetched, never the shipped Python.
+    spec = parse_hub_spec(f"{FLYGPT_REPO}@v1/scrambled")
+    assert spec is not None
+    patterns = _model_patterns(spec)
+    assert "scrambled/model.safetensors" in patterns and not any(p.endswith(".py") for p in patterns)
+    with pytest.raises(ModelNotFoundError):
+        load_model(f"{FLYGPT_REPO}@v2")

@@ -162,11 +162,11 @@ def test_napari_and_the_web_page_show_the_state(window, qtbot, tmp_path, app_che
     assert lit_iou(page, still, background) >= 0.9
 
 
-@pytest.mark.xfail(strict=True, reason="the shared page places the window's own camera "
-                   "(state.camera set by sync_camera) differently from flyviz's still: "
-                   "found by this test, not fixed yet")
 def test_the_web_page_shows_the_windows_camera_as_the_still_does(window, qtbot, tmp_path,
                                                                    app_checkpoint):
+    """The page of a state with the window's own camera (zoomed, turned) shows that view as
+    flyviz's still does. The break it catches (found by it): the page framing its view
+    preset and ignoring the state's camera."""
     win = window
     _set_up(win, app_checkpoint.config.neurons)
     qtbot.waitUntil(lambda: win.display.showing(1), timeout=3000)

@@ -239,7 +239,9 @@ void main() {
     if (page.size) { canvas.style.width = w + "px"; canvas.style.height = h + "px"; }
     const pw = Math.round(w * dpr), ph = Math.round(h * dpr);
     if (canvas.width !== pw || canvas.height !== ph) { canvas.width = pw; canvas.height = ph; }
-    if (!page.moved) page.camera = framing(header.view, w / h);
+    // The state's own camera where it has one (as flyviz's stills keep it on any canvas: the
+    // scale factor fits the shorter side), else the view preset framed to this canvas.
+    if (!page.moved) page.camera = header.camera ? { ...header.camera } : framing(header.view, w / h);
     dirty = true;
   }
 

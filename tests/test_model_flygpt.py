@@ -8,6 +8,7 @@ given to the writer (not from flyviz's reader).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -21,9 +22,9 @@ from flyviz.model.engine import Engine
 from flyviz.model.formats import LAYOUT_FLYGPT, detect_layout, load_folder
 from flyviz.model.formats.flygpt import VOCABULARY
 from flyviz.model.safetensors_io import save_safetensors
-from flyviz.model.synthetic import make_flygpt_tensors
+from flyviz.model.synthetic import make_flygpt_tensors, make_random_checkpoint
 from flyviz.model.tokenizer import tokenizer_for
-from flyviz.model.writers import _REMOTE_CODE_SENTINEL, write_flygpt
+from flyviz.model.writers import _REMOTE_CODE_SENTINEL, write_connectome_dataset, write_flygpt
 from flyviz.record.run import encode_prompt
 
 PROMPT = "ROMEO:"
@@ -155,3 +156,32 @@ def test_bf16_tensors_are_upcast_exactly(flygpt) -> None:
     assert np.array_equal(ck.wte, tensors["embed.weight"].astype(np.float32))
     assert np.array_equal(ck.head_bias, tensors["lm_head.bias"].astype(np.float32))
     assert tensors["embed.weight"].dtype == ml_dtypes.bfloat16
+
+
+def test_flygpt_neurons_are_placed_by_body_id_from_a_dataset(flygpt, tmp_path, capsys) -> None:
+    folder, tensors = flygpt
+    host = make_random_checkpoint(neurons=60, edges=300, d_embed=4, delay_k=2, vocabulary=16,
+                                  seed=4, with_anatomy=True)
+    # Half of FlyGPT's body ids are in the dataset, at other rows than in the model.
+    node_ids = tensors["graph.node_id"]
+    body = host.anatomy.body_id.copy()
+    shared_rows = np.arange(0, 40, 2)
+    body[59 - shared_rows] = node_ids[shared_rows]
+    order = np.argsort(body)
+    host.anatomy = dataclasses.replace(
+        host.anatomy, body_id=body[order], positions=host.anatomy.positions[order],
+        valid=np.ones(60, bool), superclass=[host.anatomy.superclass[i] for i in order],
+        side=[host.anatomy.side[i] for i in order],
+        cell_type=[host.anatomy.cell_type[i] for i in order])
+    dataset = write_connectome_dataset(host, tmp_path / "dataset")
+    ck = load_folder(folder, dataset_dir=dataset)
+    placed = np.flatnonzero(ck.anatomy.valid)
+    assert np.array_equal(placed, shared_rows)
+    for row in shared_rows:
+        source = int(np.flatnonzero(host.anatomy.body_id == node_ids[row])[0])
+        # The dataset stores positions as whole voxels (int32).
+        assert np.array_equal(ck.anatomy.positions[row], np.rint(host.anatomy.positions[source]))
+        assert ck.anatomy.cell_type[row] == host.anatomy.cell_type[source]
+    code, out, err = cli_run(capsys, "info", str(folder), "--dataset", str(dataset))
+    assert code == 0, err
+    assert "20 of 40 neurons placed by MaleCNS body id" in out

@@ -118,6 +118,9 @@ def _text(info: dict[str, Any]) -> str:
     remote = info["metadata"].get("remote_code_ignored")
     if remote:
         lines.append(("remote code", remote))
+    body_ids = info["metadata"].get("body_ids")
+    if body_ids:
+        lines.append(("body ids", body_ids))
     frozen = info["frozen_buffers_sha256"]
     if frozen["agree"] is not None:
         lines.append(("graph binding", "the model's frozen-buffer digests match the graph's "

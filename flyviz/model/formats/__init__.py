@@ -165,8 +165,9 @@ def _load_layout(folder: Path, layout: str, *, dataset_dir: str | Path | None,
             except CheckpointError:
                 pass  # a neighbour that does not fit; the model's own problems resurface below
         return load_fly_llm_hf(folder, tokenizer_path=tokenizer_path, name=name)
-    if layout == LAYOUT_FLYGPT:  # its own graph; anatomy from body ids is not read yet
-        return load_flygpt(folder, tokenizer_path=tokenizer_path, name=name)
+    if layout == LAYOUT_FLYGPT:  # its own graph; a dataset given places neurons by body id
+        return load_flygpt(folder, tokenizer_path=tokenizer_path, name=name,
+                           dataset_dir=dataset_dir)
     if layout == LAYOUT_DATASET:
         raise CheckpointError(f"{folder} is a connectome dataset (the graph only), not a model; "
                               "pass the model folder and this one as its dataset")

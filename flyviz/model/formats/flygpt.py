@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
+from flyviz.model.checkpoint import Anatomy, Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import find_tokenizer, read_json
@@ -98,8 +98,43 @@ def degree_scale(destination: np.ndarray, neurons: int) -> np.ndarray:
     return (1.0 / np.sqrt(np.maximum(indegree, 1.0))).astype(np.float32)
 
 
+def anatomy_by_body_id(body_ids: np.ndarray, dataset_dir: str | Path) -> Anatomy:
+    """Soma positions and labels for ``body_ids`` (MaleCNS body ids) from a connectome
+    dataset's ``neurons/`` table, joined by body id; a neuron the table lacks has no position.
+
+    Raises
+    ------
+    CheckpointError
+        When the dataset has no neurons table or no body ids, or shares none of them.
+    """
+    from flyviz.model.formats.dataset import load_dataset_anatomy
+
+    table = load_dataset_anatomy(dataset_dir)
+    if table is None or table.body_id is None:
+        raise CheckpointError(f"{dataset_dir} has no neurons table with body ids to place "
+                              "FlyGPT's neurons by; pass a dataset with neurons/body_id")
+    known = np.asarray(table.body_id, dtype=np.int64)
+    order = np.argsort(known, kind="stable")
+    wanted = np.asarray(body_ids, dtype=np.int64)
+    slot = np.clip(np.searchsorted(known[order], wanted), 0, max(known.size - 1, 0))
+    found = known[order][slot] == wanted if known.size else np.zeros(wanted.size, bool)
+    rows = order[slot]
+    if not found.any():
+        raise CheckpointError(f"none of the model's {wanted.size:,} body ids is in {dataset_dir}; "
+                              "they do not belong together")
+    valid = found & np.asarray(table.valid)[rows]
+    positions = np.where(valid[:, None], np.asarray(table.positions, np.float32)[rows], 0.0)
+
+    def labels(values: list[str] | None) -> list[str] | None:
+        return None if values is None else [values[r] if f else "" for r, f in zip(rows, found)]
+
+    return Anatomy(positions=positions.astype(np.float32), valid=valid, kind=table.kind,
+                   body_id=wanted, superclass=labels(table.superclass), side=labels(table.side),
+                   cell_type=labels(table.cell_type))
+
+
 def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = None,
-                name: str | None = None) -> Checkpoint:
+                name: str | None = None, dataset_dir: str | Path | None = None) -> Checkpoint:
     """Load a QuixiAI/FlyGPT folder without importing any of its Python.
 
     Parameters
@@ -110,6 +145,9 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
         ``tokenizer.json``; default: the one in ``model_dir``.
     name
         Display name; default: the folder name.
+    dataset_dir
+        A connectome dataset whose ``neurons/`` table places the neurons by their MaleCNS
+        body ids (:func:`anatomy_by_body_id`); without it the viewer lays the graph out.
 
     Returns
     -------
@@ -188,8 +226,16 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
         "graph": graph, "training_state": training,
         "degree_normalization": normalised,
         "precision": "float32 upcast of the stored tensors, float32 arithmetic",
-        "body_ids": "MaleCNS v1.0 body ids in graph.node_id (no coordinates: fallback layout)",
     }
+    anatomy = None
+    if dataset_dir is not None:
+        anatomy = anatomy_by_body_id(arrays["graph.node_id"], dataset_dir)
+        metadata["dataset"] = str(dataset_dir)
+        metadata["body_ids"] = (f"{anatomy.n_valid:,} of {n:,} neurons placed by MaleCNS body "
+                                "id from the dataset's neurons table")
+    else:
+        metadata["body_ids"] = ("MaleCNS body ids in graph.node_id; no coordinates table given "
+                                "(--dataset), so the graph is laid out instead")
     if config.get("auto_map"):
         metadata["remote_code_ignored"] = ("config.json's auto_map names Python files; flyviz "
                                            "does not import them")
@@ -206,7 +252,7 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
         in_index=inputs, out_index=outputs,
         head=np.ascontiguousarray(arrays["lm_head.weight"], dtype=f32),
         name=name or model_dir.name, layout="flygpt", tokenizer_path=tok, metadata=metadata,
-        source=model_dir, leak_vector=leak,
+        source=model_dir, leak_vector=leak, anatomy=anatomy,
         in_bias=np.ascontiguousarray(arrays["input_proj.bias"], dtype=f32),
         head_bias=np.ascontiguousarray(arrays["lm_head.bias"], dtype=f32))
     return validate_checkpoint(ckpt)

@@ -58,9 +58,19 @@ def _ease(t: float) -> float:
 
 
 def model_name_of(recording: Recording, fallback: str = "") -> str:
-    """The model name stored with a recording, for the movie's header."""
+    """The model name stored with a recording, for the movie's header; a recording of
+    another kind than the language model's says which (a spiking run of the demo was
+    titled just "demo")."""
     meta = recording.metadata or {}
-    return str(meta.get("model_name") or meta.get("model") or fallback)
+    name = str(meta.get("model_name") or meta.get("model") or fallback)
+    kind = meta.get("kind")
+    if isinstance(kind, str) and kind not in ("", "language"):
+        from flyviz.kinds import kind_of_recording
+
+        title = kind_of_recording(recording).title
+        if title and title not in name:
+            name = f"{name} · {title}"
+    return name
 
 
 def recording_state(recording: Recording, anatomy: Anatomy, model_name: str = "", *,

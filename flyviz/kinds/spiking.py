@@ -272,10 +272,16 @@ class SpikingKind(ModelKind):
                           flash_layer))
 
     def recorded_layer(self, mode: str, scale: Any) -> Any:
-        """Rates in Hz from 0 (:func:`flyviz.viewer.layers.rate_layer`), whatever ``mode``:
-        a rate has no sign."""
-        from flyviz.viewer.layers import rate_layer
+        """Rates in Hz from 0 (:func:`flyviz.viewer.layers.rate_layer`) over a given
+        ``scale``, whatever ``mode`` (a rate has no sign); with the automatic scale (a movie
+        without ``--color-scale``), the spikes flashing and fading
+        (:func:`flyviz.viewer.layers.flash_layer`), where one spike lights its neuron fully:
+        on rates, one spike in a 10 ms bin is 100 Hz, a sixth of an automatic 600 Hz scale,
+        and the movie was nearly black."""
+        from flyviz.viewer.layers import flash_layer, rate_layer
 
+        if scale is not None and getattr(scale, "kind", "") == "auto":
+            return flash_layer()
         return rate_layer(scale)
 
     def wiring(self, model: Any) -> Wiring | None:

@@ -344,6 +344,9 @@ def colorbar_labels(colormap: str, value_range: tuple[float, float],
     def fmt(v: float) -> str:
         if abs(v) < 1e-12 * max(abs(lo), abs(hi), 1e-30):
             v = 0.0
+        if abs(v) >= 10 ** digits:
+            # Whole numbers, not "3e+02": a rate scale to 300 Hz reads 0, 150, 300.
+            return f"{v:+.0f}" if signed else f"{v:.0f}"
         return f"{v:+.{digits}g}" if signed and v != 0.0 else f"{v:.{digits}g}"
 
     return ((fmt(lo), 0.0), (fmt((lo + hi) / 2.0), 0.5), (fmt(hi), 1.0))

@@ -185,3 +185,20 @@ def test_flygpt_neurons_are_placed_by_body_id_from_a_dataset(flygpt, tmp_path, c
     code, out, err = cli_run(capsys, "info", str(folder), "--dataset", str(dataset))
     assert code == 0, err
     assert "20 of 40 neurons placed by MaleCNS body id" in out
+
+
+def test_flygpt_in_the_batch_engine_matches_one_stream_at_a_time(flygpt) -> None:
+    from flyviz.model.batch import BatchEngine
+
+    folder, _ = flygpt
+    ck = load_folder(folder)
+    prompts = [PROMPT_IDS, [46, 43, 50, 50, 53, 1]]  # "ROMEO:", "hello "
+    batch = BatchEngine(ck, streams=2, threads=1)
+    batch_logits = [batch.step(np.array(pair), logits=True).copy() for pair in zip(*prompts)]
+    batch.close()
+    for stream, ids in enumerate(prompts):
+        engine = Engine(ck, threads=1)
+        for position, token in enumerate(ids):
+            np.testing.assert_allclose(batch_logits[position][stream], engine.step(token),
+                                       rtol=1e-6, atol=1e-6)
+        engine.close()

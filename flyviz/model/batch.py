@@ -294,7 +294,8 @@ class BatchEngine:
         if kernel is not None and kernel not in kernels.KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; expected one of "
                              f"{', '.join(kernels.KERNELS)}")
-        require_fly_llm_operator(ck, "the batch engine")
+        if hooks is not None:  # the hooks of the analyses assume one update per token
+            require_fly_llm_operator(ck, "the batch engine with hooks")
         self.checkpoint = ck
         self.config = cfg
         self.streams = streams
@@ -314,8 +315,14 @@ class BatchEngine:
         self.head = None if ck.head is None else as_f32(ck.head)
         self.head_a = None if ck.head_a is None else as_f32(ck.head_a)
         self.head_b = None if ck.head_b is None else as_f32(ck.head_b)
-        self._leak = np.float32(cfg.leak)
-        self._keep = np.float32(1.0 - cfg.leak)
+        self._leak: np.float32 | np.ndarray = np.float32(cfg.leak)
+        self._keep: np.float32 | np.ndarray = np.float32(1.0 - cfg.leak)
+        if ck.leak_vector is not None:  # as the single-stream engine: 1 - leak in float32
+            self._leak = as_f32(ck.leak_vector)[:, None]
+            self._keep = np.float32(1.0) - self._leak
+        self.in_bias = None if ck.in_bias is None else as_f32(ck.in_bias)[:, None]
+        self.head_bias = None if ck.head_bias is None else as_f32(ck.head_bias)[:, None]
+        self._microsteps = int(cfg.microsteps)
 
         self._kernel_request = kernel
         self.kernel: str | None = None
@@ -455,6 +462,19 @@ class BatchEngine:
                          out=self._drive)[:, :, 0, :]
 
     def _step(self, tokens: np.ndarray) -> None:
+        drive = self.drive(tokens)                               # (columns, k, slot)
+        drive_t = drive.reshape(self.columns, -1).T
+        if self.in_bias is not None:  # FlyGPT: a biased input map (a new array, drive is kept)
+            drive_t = drive_t + self.in_bias
+        for _ in range(self._microsteps - 1):  # FlyGPT: extra updates with the drive held
+            self._update(drive_t)
+        self._update(drive_t)
+        self.recent[:, :-1] = self.recent[:, 1:]
+        self.recent[:, -1] = tokens
+        self.positions += 1
+
+    def _update(self, drive_t: np.ndarray) -> None:
+        """One update of every column's state with the drive ``(n_inputs, columns)`` held."""
         hooks = self.hooks
         x = self._x
         source = x if hooks is None else hooks.product_input(x)
@@ -462,12 +482,11 @@ class BatchEngine:
         if hooks is not None:
             hooks.product_output(pre)
         pre *= self.rec_gain
-        drive = self.drive(tokens)                               # (columns, k, slot)
         # pre[in_index] += drive (in_index is unique, so gather, add, scatter is that add;
         # mode="clip" because take buffers its out= in a temporary under the default
         # mode, and a checkpoint's in_index is checked when it is loaded).
         gathered = np.take(pre, self.in_index, axis=0, out=self._gathered, mode="clip")
-        gathered += drive.reshape(self.columns, -1).T
+        gathered += drive_t
         pre[self.in_index] = gathered
         pre *= self.gain
         pre += self.bias
@@ -479,9 +498,6 @@ class BatchEngine:
         x += pre
         if hooks is not None:
             hooks.after_update(x)
-        self.recent[:, :-1] = self.recent[:, 1:]
-        self.recent[:, -1] = tokens
-        self.positions += 1
 
     def _scratch(self, name: str) -> np.ndarray:
         """A kept ``(n_out, streams)`` float32 buffer of the readout."""
@@ -509,10 +525,17 @@ class BatchEngine:
 
     def readout(self) -> np.ndarray:
         """Next-token logits of every stream, ``(streams, vocabulary)`` float32."""
-        normed = self.layer_norm()
+        if self.config.layer_norm:
+            normed = self.layer_norm()
+        else:  # FlyGPT: the read-out neurons' states as they are
+            x = self.state
+            normed = x if self.out_index is None else np.take(
+                x, self.out_index, axis=0, mode="clip", out=self._scratch("read"))
         if self.head is not None:
             logits = self.head @ normed
         else:
             assert self.head_a is not None and self.head_b is not None
             logits = self.head_b @ (self.head_a @ normed)
+        if self.head_bias is not None:
+            logits += self.head_bias
         return np.ascontiguousarray(logits.T)

@@ -255,6 +255,124 @@ def import_cycles(package: str) -> list[list[str]]:
     return cycles
 
 
+def _run_time_imports(module: str) -> set[str]:
+    """The flyviz modules ``module`` may import while the program runs: every import
+    statement at any depth (inside functions and methods too: a lazy import runs on use),
+    but none under ``if TYPE_CHECKING:``, which never runs."""
+    targets: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for stmt in child.orelse:
+                    visit(ast.Module([stmt], []))
+            elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                for _line, target, _name in _imports(module, ast.Module([child], [])):
+                    while target not in MODULES and "." in target:
+                        target = target.rpartition(".")[0]
+                    targets.add(target)
+            else:
+                visit(child)
+
+    visit(TREES[module])
+    targets.discard(module)
+    return targets
+
+
+def run_time_import_graph() -> dict[str, set[str]]:
+    """Each flyviz module and the flyviz modules it imports at run time, lazy imports included.
+
+    A package stands for its ``__init__``: ``from flyviz.record import Recording`` is an arrow
+    to ``flyviz.record``, which imports its own modules in turn.
+    """
+    return {module: {t for t in _run_time_imports(module) if t in MODULES} for module in MODULES}
+
+
+def run_time_import_circles(graph: dict[str, set[str]] | None = None) -> list[tuple[str, ...]]:
+    """The modules of each import circle (each strongly connected set of two or more modules
+    of the run-time import graph), each sorted, the circles in order."""
+    graph = run_time_import_graph() if graph is None else graph
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[tuple[str, ...]] = []
+    for root in sorted(graph):
+        if root in order:
+            continue
+        # Tarjan's algorithm without recursion: the graph is deep enough to matter.
+        work = [(root, iter(sorted(graph[root])))]
+        order[root] = low[root] = len(order)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in graph:
+                    continue
+                if target not in order:
+                    order[target] = low[target] = len(order)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], order[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == order[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    if len(members) > 1:
+                        circles.append(tuple(sorted(members)))
+    return sorted(circles)
+
+
+#: The import circles still to be cut, each listed with all its modules: the test asks for
+#: exactly these, so a circle that grows (a new upward arrow into it) fails as a new one does,
+#: and a circle that is cut must be taken off this list. The big one runs through the kinds
+#: (kinds -> runs -> viewer.state -> viewer.layers -> kinds), the recordings' converter
+#: (record.convert asks the kinds for a recording's time axis), the run helper
+#: (record.runner -> runs) and the demo model (model.resolve -> demo -> model.writers).
+KNOWN_IMPORT_CIRCLES: set[tuple[str, ...]] = {
+    ("flyviz.app.window.files", "flyviz.app.window.main_window"),
+    ("flyviz.demo", "flyviz.demo.loader", "flyviz.kinds", "flyviz.kinds.language",
+     "flyviz.kinds.spiking", "flyviz.model.attribution", "flyviz.model.engine",
+     "flyviz.model.golden", "flyviz.model.interventions", "flyviz.model.patching",
+     "flyviz.model.resolve", "flyviz.model.writers", "flyviz.record.compare",
+     "flyviz.record.convert", "flyviz.record.flyrec_codec", "flyviz.record.recording",
+     "flyviz.record.run", "flyviz.record.runner", "flyviz.render.overlay", "flyviz.runs",
+     "flyviz.spiking", "flyviz.spiking.brain", "flyviz.spiking.demo", "flyviz.spiking.run",
+     "flyviz.viewer.feature_parts", "flyviz.viewer.layers", "flyviz.viewer.marks",
+     "flyviz.viewer.run_config", "flyviz.viewer.settings", "flyviz.viewer.state",
+     "flyviz.viewer.view_parts"),
+}
+
+#: The arrows from the model and the recordings up to a layer above them still to be cut
+#: (the converter's NWB time axis and the replay and run helpers ask the kinds and the runs).
+KNOWN_UPWARD_IMPORTS = {
+    "flyviz.record.convert -> flyviz.kinds",
+    "flyviz.record.replay -> flyviz.kinds.language",
+    "flyviz.record.replay -> flyviz.runs",
+    "flyviz.record.runner -> flyviz.runs",
+}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every run-time arrow from ``flyviz.model``/``flyviz.record`` to a layer above them."""
+    upper = ("flyviz.kinds", "flyviz.render", "flyviz.app", "flyviz.viewer", "flyviz.runs")
+    return sorted(f"{module} -> {target}" for module, targets in graph.items()
+                  if _inside(module, "flyviz.model") or _inside(module, "flyviz.record")
+                  for target in targets if any(_inside(target, up) for up in upper))
+
+
 # --------------------------------------------------------------------- the window host
 #: The most members :class:`~flyviz.app.window.host.WindowHost` may have.
 MOST_HOST_MEMBERS = 10
@@ -338,6 +456,53 @@ def test_no_module_reads_the_private_attributes_of_another_modules_objects():
 
 def test_the_model_modules_import_one_another_without_a_cycle():
     assert import_cycles("flyviz.model") == []
+
+
+def test_no_new_import_circle_at_run_time_lazy_imports_included():
+    """Every import circle found is one of the known ones, module for module: a new circle,
+    a known one that grew, or one that was cut but is back all fail here."""
+    circles = set(run_time_import_circles())
+    new = [" -> ".join(circle) for circle in sorted(circles - KNOWN_IMPORT_CIRCLES)]
+    cut = [" -> ".join(circle) for circle in sorted(KNOWN_IMPORT_CIRCLES - circles)]
+    assert new == [], "import circles at run time (their modules):\n" + "\n".join(new)
+    assert cut == [], "cut, take them off KNOWN_IMPORT_CIRCLES:\n" + "\n".join(cut)
+
+
+def test_the_model_and_the_recordings_import_nothing_above_them():
+    # Not even lazily: flyviz.model and flyviz.record sit under the kinds, the viewer,
+    # the renderers, the runs and the app.
+    assert set(upward_imports(run_time_import_graph())) <= KNOWN_UPWARD_IMPORTS
+
+
+def test_the_run_time_import_check_finds_a_planted_circle():
+    code = {
+        # a top-level arrow one way, a lazy one back: a circle at run time
+        "flyviz.model.fake_low": "from flyviz.model import fake_mid\n",
+        "flyviz.model.fake_mid": "def f():\n    from flyviz.viewer import fake_high\n",
+        "flyviz.viewer.fake_high": "import flyviz.model.fake_low\n",
+        # an arrow back only for the type checker is none
+        "flyviz.model.fake_typed": "from typing import TYPE_CHECKING\n"
+                                   "from flyviz.model import fake_low\n"
+                                   "if TYPE_CHECKING:\n"
+                                   "    from flyviz.model import fake_typed_back\n",
+        "flyviz.model.fake_typed_back": "from flyviz.model import fake_typed\n",
+    }
+    saved_modules, saved_trees = dict(MODULES), dict(TREES)
+    try:
+        for name, text in code.items():
+            MODULES[name] = SOURCE / "model" / (name.rpartition(".")[2] + ".py")
+            TREES[name] = ast.parse(text)
+        graph = run_time_import_graph()
+        circles = run_time_import_circles(graph)
+        assert ("flyviz.model.fake_low", "flyviz.model.fake_mid",
+                "flyviz.viewer.fake_high") in circles
+        assert not any("flyviz.model.fake_typed" in circle for circle in circles)
+        assert "flyviz.model.fake_mid -> flyviz.viewer.fake_high" in upward_imports(graph)
+    finally:
+        MODULES.clear()
+        MODULES.update(saved_modules)
+        TREES.clear()
+        TREES.update(saved_trees)
 
 
 def test_the_intervention_types_import_neither_the_engine_nor_patching():

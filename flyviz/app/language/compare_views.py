@@ -94,9 +94,12 @@ def compared_text(recording: Recording, index: int) -> ComparedText:
                         differs, parted)
 
 
-def _tokens_html(tokens: list[str], marks: list[bool] | None, colour: str) -> str:
-    from flyviz.app.language.text_panel import visible_token_text
+def visible_token_text(text: str) -> str:
+    """Token text with invisible characters made visible (newlines kept)."""
+    return text.replace("\t", "→").replace("\r", "")
 
+
+def _tokens_html(tokens: list[str], marks: list[bool] | None, colour: str) -> str:
     out = []
     for k, text in enumerate(tokens):
         shown = html.escape(visible_token_text(text).replace("</s>", " [end]"))

@@ -19,7 +19,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidge
 
 from flyviz.app.window import theme
 from flyviz.app.population.plot_axes import paint_on_demand, spaced_axes
-from flyviz.app.language.text_panel import TextPanel, TextToken, text_tokens, visible_token_text
+from flyviz.app.language.compare_views import visible_token_text
+from flyviz.app.language.text_panel import TextPanel, TextToken, text_tokens
 from flyviz.record.recording import Recording
 from flyviz.kinds.language import LIVE_TOP_K
 

@@ -24,6 +24,7 @@ from PySide6.QtGui import (QAction, QColor, QContextMenuEvent, QFont, QMouseEven
                            QTextCharFormat, QTextCursor)
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
+from flyviz.app.language.compare_views import comparison_html, visible_token_text
 from flyviz.app.window import theme
 from flyviz.record.frame import PHASE_GENERATION
 from flyviz.record.recording import Recording
@@ -35,11 +36,6 @@ MAX_TEXT_PIECES = 1500
 SPECIAL_TOKENS = frozenset({"<s>", "<pad>", "</s>"})
 EOS_TEXT = "</s>"
 _REPLACEMENT = "\ufffd"
-
-
-def visible_token_text(text: str) -> str:
-    """Token text with invisible characters made visible (newlines kept)."""
-    return text.replace("\t", "→").replace("\r", "")
 
 
 @dataclass(frozen=True)
@@ -262,8 +258,6 @@ class TextPanel(QTextBrowser):
         bar.setValue(bar.maximum())
 
     def _show_comparison(self, recording: Recording, index: int) -> None:
-        from flyviz.app.language.compare_views import comparison_html
-
         key = (id(recording), index, len(recording))
         if key == getattr(self, "_compared_at", None):
             return

@@ -378,7 +378,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 MOST_HOST_MEMBERS = 10
 #: Parts of the window that are no widget but that features must not drive either: the
 #: playback (the state's shown token is the bus).
-WINDOW_PARTS = {"CompareController", "RunController", "Session"}
+WINDOW_PARTS = {"RunController", "Session"}
 #: The names a feature module calls the window by.
 WINDOW_NAMES = {"host", "window", "win"}
 

@@ -156,7 +156,7 @@ def test_comparison_runner_pairs_frames_token_by_token(tiny_checkpoint):
 
 
 def test_overlapped_engines_compare_bit_for_bit_like_serial_ones(tiny_checkpoint):
-    # The app steps both engines with overlap on one thread each (CompareWorker).
+    # The app steps both engines with overlap on one thread each (Model.comparison).
     settings = GenerationSettings(max_new_tokens=12, temperature=0.9, seed=7)
     runs = {}
     for overlap in (False, True):

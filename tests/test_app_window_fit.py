@@ -277,3 +277,41 @@ def test_the_tick_steps_follow_the_one_two_five_series():
         steps.append(next_step(steps[-1]))
     assert steps == pytest.approx([0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0])
     assert next_step(0.25) == pytest.approx(0.5)
+
+
+# ------------------------------------------------------------------ the wheel
+def test_the_wheel_over_a_dock_scrolls_it_instead_of_changing_a_spin_box(window, qtbot):
+    """Issue 40: scrolling the Stimulus dock with the wheel changed the spin box under the
+    pointer. A box the user has not clicked into leaves the wheel to the dock's scrolling."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QWheelEvent
+
+    win = window
+    win.resize(1000, 420)                           # short enough that Settings scrolls
+    settle(qtbot, win)                              # (the window may keep a minimum height)
+    dock = win.docks["controls"]
+    dock.raise_()
+    wait_in_front(win, qtbot, "controls", dock)
+    area = dock.widget()
+    assert isinstance(area, QScrollArea)
+    settle(qtbot, dock)
+    bar = area.verticalScrollBar()
+    assert bar.maximum() > 0, "the Settings dock does not scroll at this size"
+    box = win.controls.temperature
+    box.clearFocus()
+    before, scrolled = box.value(), bar.value()
+    centre = QPointF(box.rect().center())
+    wheel = QWheelEvent(centre, QPointF(box.mapToGlobal(centre.toPoint())), QPoint(0, 0),
+                        QPoint(0, -120), Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
+                        Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(box, wheel)
+    assert box.value() == before                    # the unfocused box did not change
+    assert bar.value() > scrolled                   # the dock scrolled down
+    # Clicked into, the box takes the wheel (the user chose it).
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus, timeout=3000)
+    QApplication.sendEvent(box, QWheelEvent(
+        centre, QPointF(box.mapToGlobal(centre.toPoint())), QPoint(0, 0), QPoint(0, 120),
+        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase,
+        False))
+    assert box.value() != before

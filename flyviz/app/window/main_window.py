@@ -46,6 +46,7 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
 from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app.atlas import atlas_panel
 from flyviz.app.circuit import circuit_panel
+from flyviz.app.window.wheel import guard_dock_wheels
 from flyviz.app.dynamics import dynamics_panel
 from flyviz.app.runs import interventions_dock
 from flyviz.app.lesion import lesion_panel
@@ -201,6 +202,8 @@ class MainWindow(FeatureWindow):
         self.state.events.layer.connect(self.display.set_colour_layer)
         self.raster_panel.follow_scale(lambda: (self.brain.mode, self.brain.limit))
         self._connect()
+        # The wheel scrolls a dock rather than the value box passing under the pointer.
+        self._wheel_guard = guard_dock_wheels(self)
         window_layout.place_window(self, self.settings)
         self.layouts.restore()
         self._apply_display_settings()

@@ -462,19 +462,17 @@ class BatchEngine:
                          out=self._drive)[:, :, 0, :]
 
     def _step(self, tokens: np.ndarray) -> None:
-        drive = self.drive(tokens)                               # (columns, k, slot)
-        drive_t = drive.reshape(self.columns, -1).T
-        if self.in_bias is not None:  # FlyGPT: a biased input map (a new array, drive is kept)
-            drive_t = drive_t + self.in_bias
-        for _ in range(self._microsteps - 1):  # FlyGPT: extra updates with the drive held
-            self._update(drive_t)
-        self._update(drive_t)
+        drive_t = None
+        for _ in range(self._microsteps):  # FlyGPT: more than one update, the drive held
+            drive_t = self._update(tokens, drive_t)
         self.recent[:, :-1] = self.recent[:, 1:]
         self.recent[:, -1] = tokens
         self.positions += 1
 
-    def _update(self, drive_t: np.ndarray) -> None:
-        """One update of every column's state with the drive ``(n_inputs, columns)`` held."""
+    def _update(self, tokens: np.ndarray, drive_t: np.ndarray | None) -> np.ndarray:
+        """One update of every column's state; return the drive ``(n_inputs, columns)`` it
+        used (``drive_t``, or the tokens' drive computed after ``W @ X`` when ``None``, the
+        order the Fly LLM's batch step always had)."""
         hooks = self.hooks
         x = self._x
         source = x if hooks is None else hooks.product_input(x)
@@ -482,6 +480,10 @@ class BatchEngine:
         if hooks is not None:
             hooks.product_output(pre)
         pre *= self.rec_gain
+        if drive_t is None:
+            drive_t = self.drive(tokens).reshape(self.columns, -1).T   # (n_inputs, columns)
+            if self.in_bias is not None:  # FlyGPT: a biased input map (a new array)
+                drive_t = drive_t + self.in_bias
         # pre[in_index] += drive (in_index is unique, so gather, add, scatter is that add;
         # mode="clip" because take buffers its out= in a temporary under the default
         # mode, and a checkpoint's in_index is checked when it is loaded).
@@ -498,6 +500,7 @@ class BatchEngine:
         x += pre
         if hooks is not None:
             hooks.after_update(x)
+        return drive_t
 
     def _scratch(self, name: str) -> np.ndarray:
         """A kept ``(n_out, streams)`` float32 buffer of the readout."""

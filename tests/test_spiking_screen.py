@@ -13,7 +13,7 @@ import pytest
 from cli_checks import cli_run, one_error_line
 from flyviz import spiking
 from flyviz.analysis import cluster
-from flyviz.errors import InputError
+from flyviz.errors import FlyvizError, InputError
 from flyviz.spiking import screen as sc
 
 # The engine's kernels compiled once for all the test workers (tests/conftest.py).
@@ -443,3 +443,29 @@ def test_pairs_beyond_the_screen_or_the_brain_are_one_line(brain, authors, tmp_p
     code, _, err = cli_run(capsys, *base[:2], "--each", "id:0-79", *base[4:], "--pairs", "81")
     one_error_line(code, err, "--pairs 81 is more than the brain's 80 neurons")
     assert not (tmp_path / "o" / "summary.csv").exists()
+
+
+def test_a_full_disk_leaves_no_folder_that_blocks_the_rerun(brain, tmp_path, monkeypatch):
+    """``screen --out`` on a full disk left ``DIR/sets/`` without ``screen.json``, and the
+    corrected rerun was refused ("holds other files and no screen")."""
+    import flyviz.fileio as fileio
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    sets = sc.resolve_sets(brain, SETS)
+    settings = sc.ScreenSettings(mode="silence", **SHORT)
+    out = tmp_path / "screen"
+    with monkeypatch.context() as patch:
+        patch.setattr(fileio, "write_text_atomically", no_space)
+        with pytest.raises(FlyvizError, match="no space left"):
+            sc.run_screen(brain, sets, settings, out=out)
+    assert not out.exists()
+    out.mkdir()                                   # a folder the user made stays, empty
+    with monkeypatch.context() as patch:
+        patch.setattr(fileio, "write_text_atomically", no_space)
+        with pytest.raises(FlyvizError):
+            sc.run_screen(brain, sets, settings, out=out)
+    assert out.is_dir() and list(out.iterdir()) == []
+    done = sc.run_screen(brain, sets, settings, out=out)
+    assert (out / "screen.json").is_file() and done.computed == 3

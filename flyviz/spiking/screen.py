@@ -510,12 +510,22 @@ class ScreenFolder:
                                   f"{', '.join(changed)}; run with the same options to "
                                   "continue it, or give another --out")
             return
+        # What this call makes is taken back if the manifest cannot be written (a full
+        # disk): a folder left without its screen.json would refuse the corrected rerun.
+        made = [d for d in (self.folder, self.folder / "sets") if not d.exists()]
         try:
             (self.folder / "sets").mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise os_error(exc, self.folder, "write") from None
-        write_text_atomically(self.manifest, json.dumps(self.key, indent=1, sort_keys=True)
-                              + "\n")
+            write_text_atomically(self.manifest, json.dumps(self.key, indent=1, sort_keys=True)
+                                  + "\n")
+        except BaseException as exc:
+            for folder in reversed(made):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+            if isinstance(exc, OSError):
+                raise os_error(exc, self.folder, "write") from None
+            raise
 
     def path_of(self, item: SetTask) -> Path:
         """Where item ``item``'s rates are (the baseline's: ``baseline.csv``)."""

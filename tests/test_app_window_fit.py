@@ -315,3 +315,30 @@ def test_the_wheel_over_a_dock_scrolls_it_instead_of_changing_a_spin_box(window,
         Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase,
         False))
     assert box.value() != before
+
+
+def cut_tab_titles(key: str, dock: QDockWidget) -> list[str]:
+    """The tabs inside ``dock`` whose title is cut ("Currents now" shown as "C")."""
+    problems = []
+    for bar in dock.findChildren(QTabBar):
+        if not bar.isVisibleTo(dock):
+            continue
+        for i in range(bar.count()):
+            rect, text = bar.tabRect(i), bar.tabText(i).replace("&", "")
+            needed = bar.fontMetrics().horizontalAdvance(text)
+            if rect.width() < needed or not bar.rect().contains(rect):
+                problems.append(f"{key}: tab {text!r} is {rect.width()} px of the {needed} px "
+                                f"its title needs, in a {bar.width()} px bar")
+    return problems
+
+
+def test_every_tab_inside_a_dock_shows_its_whole_title(window, qtbot):
+    """Issue 40: the Neuron inspector's third tab read "C" at 1280×800."""
+    win = window
+    at_size(win, qtbot, 1280, 800)
+    problems = []
+    for key, dock in shown_docks(win).items():
+        dock.raise_()
+        wait_in_front(win, qtbot, key, dock)
+        problems += cut_tab_titles(key, dock)
+    assert not problems, "\n".join(problems)

@@ -314,7 +314,7 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         # neuron 78 hears 77 and drives 79, 3 synapses each), not by the LLM's weights.
         inspector = win.inspector
         win.select_neuron(78)
-        qtbot.waitUntil(lambda: inspector.tabs.tabText(1) == "Strongest outputs", timeout=5000)
+        qtbot.waitUntil(lambda: inspector.tabs.tabText(1) == "Outputs", timeout=5000)
         for table, partner in ((inspector.inputs_table, "#77"), (inspector.outputs_table, "#79")):
             assert table.horizontalHeaderItem(1).text() == "Synapses"
             assert [(table.item(r, 0).text(), table.item(r, 1).text())

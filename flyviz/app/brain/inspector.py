@@ -84,8 +84,12 @@ class NeuronInspector(QWidget):
         self.tabs = QTabWidget()
         self.inputs_table = self._make_table()
         self.outputs_table = self._make_table()
-        self.tabs.addTab(self.inputs_table, "Strongest inputs")
-        self.tabs.addTab(self.outputs_table, "Strongest outputs")
+        # Short titles: "Strongest inputs / outputs" left the third tab cut to "C" in a
+        # dock a quarter of a laptop screen wide (what they list is in their tooltips).
+        self.tabs.addTab(self.inputs_table, "Inputs")
+        self.tabs.setTabToolTip(0, "The strongest inputs of this neuron, strongest first")
+        self.tabs.addTab(self.outputs_table, "Outputs")
+        self.tabs.setTabToolTip(1, "The strongest outputs of this neuron, strongest first")
         self.currents_table = self._make_table(
             ["Neuron", "Weight", "Activation", "Weight × act."])
         self.currents_table.setToolTip("The strongest currents into this neuron at the shown "
@@ -214,7 +218,7 @@ class NeuronInspector(QWidget):
         degrees = []
         for tab, (table, direction) in enumerate(((self.inputs_table, "inputs"),
                                                   (self.outputs_table, "outputs"))):
-            name = f"Strongest {direction}"
+            name = direction.capitalize()
             if graph.has(direction):
                 lookup = graph.inputs if direction == "inputs" else graph.outputs
                 degree = graph.in_degree if direction == "inputs" else graph.out_degree
@@ -222,7 +226,7 @@ class NeuronInspector(QWidget):
                 degrees.append(f"{degree(neuron):,}")
             else:
                 table.setRowCount(0)
-                name += " (indexing…)"
+                name += " …"                    # still being indexed
                 degrees.append("…")
             self.tabs.setTabText(tab, name)
         self.fields["degree"].setText(f"{degrees[0]} in · {degrees[1]} out")

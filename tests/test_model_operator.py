@@ -82,3 +82,29 @@ def test_microsteps_and_per_neuron_leak_change_the_step() -> None:
         engine.close()
     assert not np.allclose(states["plain"], states["two"])
     assert not np.allclose(states["plain"], states["leak"])
+
+
+def test_trainable_leak_and_bounded_multipliers_at_zero_are_the_fixed_arm() -> None:
+    from flyviz.model.operator import bounded_edge_values, trainable_leak
+
+    ck = make_random_checkpoint(neurons=90, edges=900, d_embed=8, delay_k=2, vocabulary=32,
+                                readout_rank=4, seed=8, with_anatomy=False)
+    n = ck.config.neurons
+    types = np.random.default_rng(1).integers(0, 7, n)
+
+    def run(model) -> tuple[np.ndarray, np.ndarray]:
+        engine = Engine(model, threads=1)
+        logits = np.array([engine.step(t).copy() for t in (1, 4, 9, 16, 25)])
+        state = engine.state.copy()
+        engine.close()
+        return logits, state
+
+    def arm(delta: np.ndarray, theta: np.ndarray):
+        values = bounded_edge_values(ck.w_values, ck.w_indices, ck.w_offsets, types, theta, theta)
+        return dataclasses.replace(ck, leak_vector=trainable_leak(delta), w_values=values)
+
+    fixed = run(ck)
+    zero = run(arm(np.zeros(n), np.zeros(7, np.float32)))
+    assert np.array_equal(zero[0], fixed[0]) and np.array_equal(zero[1], fixed[1])
+    moved = run(arm(np.full(n, 0.5), np.full(7, 0.3, np.float32)))
+    assert not np.allclose(moved[1], fixed[1])

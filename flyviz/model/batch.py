@@ -317,9 +317,10 @@ class BatchEngine:
         self.head_b = None if ck.head_b is None else as_f32(ck.head_b)
         self._leak: np.float32 | np.ndarray = np.float32(cfg.leak)
         self._keep: np.float32 | np.ndarray = np.float32(1.0 - cfg.leak)
-        if ck.leak_vector is not None:  # as the single-stream engine: 1 - leak in float32
-            self._leak = as_f32(ck.leak_vector)[:, None]
-            self._keep = np.float32(1.0) - self._leak
+        if ck.leak_vector is not None:  # as the single-stream engine
+            leak64 = np.asarray(ck.leak_vector, dtype=np.float64)[:, None]
+            self._leak = leak64.astype(np.float32)
+            self._keep = (1.0 - leak64).astype(np.float32)
         self.in_bias = None if ck.in_bias is None else as_f32(ck.in_bias)[:, None]
         self.head_bias = None if ck.head_bias is None else as_f32(ck.head_bias)[:, None]
         self._microsteps = int(cfg.microsteps)

@@ -117,8 +117,9 @@ class Checkpoint:
     source
         Where the files were read from.
     leak_vector
-        ``(neurons,)`` float32 leak per neuron (FlyGPT's ``sigmoid(raw_leak)``),
-        or ``None`` for the config's one leak.
+        ``(neurons,)`` leak per neuron (FlyGPT's float32 ``sigmoid(raw_leak)``, or a
+        float64 :func:`~flyviz.model.operator.trainable_leak`), or ``None`` for the
+        config's one leak. The engine rounds ``leak`` and ``1 - leak`` to float32 once each.
     in_bias
         ``(delay_k * neurons_per_slot,)`` bias of the input map (FlyGPT's
         ``input_proj.bias``), or ``None``.

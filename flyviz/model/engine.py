@@ -299,9 +299,12 @@ class Engine:
         self._recurrent = np.zeros(n, dtype=np.float32)
         self._leak: np.float32 | np.ndarray = np.float32(cfg.leak)
         self._keep: np.float32 | np.ndarray = np.float32(1.0 - cfg.leak)
-        if ck.leak_vector is not None:  # FlyGPT: (1 - lambda) computed in float32, as there
-            self._leak = as_f32(ck.leak_vector)
-            self._keep = np.float32(1.0) - self._leak
+        if ck.leak_vector is not None:
+            # 1 - leak rounded once to float32 from the leak as given: for FlyGPT's float32
+            # leak the float32 subtraction's bits, for a float64 leak of 0.9 the scalar's.
+            leak64 = np.asarray(ck.leak_vector, dtype=np.float64)
+            self._leak = leak64.astype(np.float32)
+            self._keep = (1.0 - leak64).astype(np.float32)
         self.in_bias = None if ck.in_bias is None else as_f32(ck.in_bias)
         self.head_bias = None if ck.head_bias is None else as_f32(ck.head_bias)
         self._microsteps = int(cfg.microsteps)

@@ -342,7 +342,6 @@ def run_time_import_circles(graph: dict[str, set[str]] | None = None) -> list[tu
 #: (record.convert asks the kinds for a recording's time axis), the run helper
 #: (record.runner -> runs) and the demo model (model.resolve -> demo -> model.writers).
 KNOWN_IMPORT_CIRCLES: set[tuple[str, ...]] = {
-    ("flyviz.app.window.files", "flyviz.app.window.main_window"),
     ("flyviz.demo", "flyviz.demo.loader", "flyviz.kinds", "flyviz.kinds.language",
      "flyviz.kinds.spiking", "flyviz.model.attribution", "flyviz.model.engine",
      "flyviz.model.golden", "flyviz.model.interventions", "flyviz.model.patching",

@@ -20,8 +20,12 @@ from collections.abc import Callable
 from PySide6.QtWidgets import QDockWidget
 
 from flyviz.kinds import EVERY_KIND, LANGUAGE, ModelKind
+from flyviz.kinds.language import LANGUAGE_KEY
 
-__all__ = ["DockKinds"]
+__all__ = ["DockKinds", "LANGUAGE_KINDS"]
+
+#: What a dock of the Fly LLM alone serves: the language model kind (its key alone).
+LANGUAGE_KINDS = (LANGUAGE_KEY,)
 
 
 class DockKinds:

@@ -17,6 +17,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
 
 from flyviz.app.window.dialogs import ScreenshotDialog
+from flyviz.app.window.dock_kinds import LANGUAGE_KINDS
 from flyviz.kinds import EVERY_KIND, ModelKind, kind_of_recording
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.errors import ExportError, FlyvizError, RecordingError
@@ -136,16 +137,14 @@ class FileController:
         kinds each declares): a feature that shows recordings (the spiking brain's: its
         Stimulus and population docks), or the window's own runs (the Fly LLM's); False
         when none serves it."""
-        from flyviz.app.window.main_window import FEATURES, LM
-
-        for name, _install, kinds in FEATURES:
+        for name, kinds in self.window.feature_kinds.items():
             show = getattr(self.window.features.get(name), "show_recording", None)
             if show is not None and kinds != EVERY_KIND and kind.shows(kinds):
                 show(recording)
                 axis = kind.recording_axis(recording)
                 self.window.show_message(f"opened {path.name}: {len(recording):,} {axis.names}")
                 return True
-        if kind.shows(LM):
+        if kind.shows(LANGUAGE_KINDS):
             self._open_in_runs(recording, path)
             return True
         return False

@@ -64,7 +64,7 @@ from flyviz.app.window.controls import (PromptBar, SettingsPanel, Timeline, rest
 from flyviz.app.window.dialogs import (CONNECTOME_CREDIT, about_text, demo_description,
                                 install_excepthook, shortcuts_dialog, show_about)
 from flyviz.app.window.display import DisplayController
-from flyviz.app.window.dock_kinds import DockKinds
+from flyviz.app.window.dock_kinds import LANGUAGE_KINDS, DockKinds
 from flyviz.app.window.files import FileController, save_screenshot
 from flyviz.app.brain.inspector import NeuronInspector
 from flyviz.app.window.layout_presets import LayoutPresets, prepare_window
@@ -77,7 +77,6 @@ from flyviz.app.runs.verification import VerificationController
 from flyviz.app.brain.neuron_pick import BrainPicks
 from flyviz.app.window.window_features import Docks, FeatureWindow, follow_feature_fields
 from flyviz.kinds import LANGUAGE
-from flyviz.kinds.language import LANGUAGE_KEY
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
 from flyviz.record.recording import Recording
@@ -94,7 +93,7 @@ ENGINE_NICENESS = 5
 STATUS_HZ = 2
 
 #: What a dock of the Fly LLM alone serves: the language model kind (:mod:`flyviz.kinds`).
-LM = (LANGUAGE_KEY,)
+LM = LANGUAGE_KINDS
 
 #: The window's features, installed in this order: ``(name, install(host) -> feature,
 #: kinds)``, ``kinds`` the model kinds (:mod:`flyviz.kinds` keys) whose models its docks
@@ -157,6 +156,7 @@ class MainWindow(FeatureWindow):
         self._drawn_anatomy: Anatomy | None = None
         #: The installed features by name (see :data:`FEATURES`).
         self.features: dict[str, Any] = {}
+        self.feature_kinds: dict[str, tuple[str, ...]] = {}
         self.last_error = ""
         self.closing = False
         self.canvas_fps = 0.0

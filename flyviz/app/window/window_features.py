@@ -99,6 +99,8 @@ class FeatureWindow(QMainWindow):
     docks: Docks
     #: The installed features by name.
     features: dict[str, Any]
+    #: The model kinds each installed feature serves, by its name (its FEATURES row's).
+    feature_kinds: dict[str, tuple[str, ...]]
     #: The model kinds each dock serves (the window hides the others' docks).
     dock_kinds: DockKinds
 
@@ -127,6 +129,7 @@ class FeatureWindow(QMainWindow):
         # The concrete window (MainWindow) has every member the protocol names.
         feature = install(cast("WindowHost", self))
         self.features[name] = feature
+        self.feature_kinds[name] = kinds
         for key in self.docks:
             if key not in before:
                 self.dock_kinds.declare(key, kinds)

@@ -324,6 +324,8 @@ def cut_tab_titles(key: str, dock: QDockWidget) -> list[str]:
         if not bar.isVisibleTo(dock):
             continue
         for i in range(bar.count()):
+            if not bar.isTabVisible(i):
+                continue                    # a tab the shown kind hides
             rect, text = bar.tabRect(i), bar.tabText(i).replace("&", "")
             needed = bar.fontMetrics().horizontalAdvance(text)
             if rect.width() < needed or not bar.rect().contains(rect):
@@ -341,4 +343,69 @@ def test_every_tab_inside_a_dock_shows_its_whole_title(window, qtbot):
         dock.raise_()
         wait_in_front(win, qtbot, key, dock)
         problems += cut_tab_titles(key, dock)
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------ every preset, both kinds
+PRESET_NAMES = ("default", "analysis", "presentation")
+
+
+def _with_language_data(win, qtbot) -> None:
+    win.state.run.max_new_tokens = 3
+    win.state.run.speed_cap = 0
+    assert win.run_prompt("Tom and his dog"), win.last_error
+    qtbot.waitUntil(lambda: win.runs.end_reason == "done", timeout=30_000)
+
+
+def _with_spiking_data(win, qtbot) -> None:
+    from test_spiking_app import _two_sided_brain
+
+    from flyviz.kinds.spiking import SPIKING, SpikingModel
+
+    feature = win.features["spiking"]
+    brain = _two_sided_brain(win.checkpoint.config.neurons, win.state.anatomy.positions)
+    feature.open(SpikingModel(brain))
+    assert win.state.kind is SPIKING
+    panel = feature.panel
+    panel.excite.setText("side:left")
+    panel.rate.setValue(300.0)
+    panel.bins.setValue(6)
+    panel.speed.setValue(0.0)
+    assert feature.run()
+    qtbot.waitUntil(lambda: feature.finished, timeout=30_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["language", "spiking"])
+def test_every_preset_of_both_kinds_fits_1280x800(window, qtbot, kind, request):
+    """Issue 40: in every layout preset, with a run's data shown, no dock's control is cut
+    off, no tab title is cut, and the Next token bars are at least a line of text high."""
+    win = window
+    if kind == "spiking":
+        request.getfixturevalue("spiking_kernels")
+        _with_spiking_data(win, qtbot)
+    else:
+        _with_language_data(win, qtbot)
+    problems = []
+    for preset in PRESET_NAMES:
+        win.layouts.apply(preset)
+        at_size(win, qtbot, 1280, 800)
+        for key, dock in shown_docks(win).items():
+            dock.raise_()
+            wait_in_front(win, qtbot, key, dock)
+            assert win.rect().contains(dock.geometry()), (preset, key, dock.geometry())
+            problems += [f"{preset}: {p}" for p in clipped_controls(key, dock)]
+            problems += [f"{preset}: {p}" for p in cut_tab_titles(key, dock)]
+        if kind == "language" and not win.docks["topk"].isHidden():
+            win.docks["topk"].raise_()
+            wait_in_front(win, qtbot, "topk", win.docks["topk"])
+            settle(qtbot, win)
+            topk = win.topk_panel
+            box = topk.plot.getPlotItem().getViewBox()
+            shown = len(topk.bars.opts["width"])
+            assert shown >= 1, preset
+            pitch = box.height() / max(shown, 1)
+            if pitch < topk.fontMetrics().height():
+                problems.append(f"{preset}: Next token rows are {pitch:.0f} px")
+    win.layouts.apply("default")
     assert not problems, "\n".join(problems)

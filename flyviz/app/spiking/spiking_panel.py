@@ -172,9 +172,11 @@ class SpikingFeature(QObject):
                                    Qt.DockWidgetArea.LeftDockWidgetArea, scroll=True)
         self.dock.hide()
         self.population = SpikingPopulationPanel(host.state)
+        # Scrolled when shorter than its plots (at 1280×800 its two plots were cut by the
+        # dock's bottom edge).
         self.population_dock = host.docks.add("spiking_population", "Spiking populations",
                                              self.population,
-                                             Qt.DockWidgetArea.BottomDockWidgetArea)
+                                             Qt.DockWidgetArea.BottomDockWidgetArea, scroll=True)
         self.population_dock.hide()
         #: The live run's recording (the one the window shows while it runs).
         self.recording: Recording | None = None

@@ -624,6 +624,35 @@ def test_the_app_is_grouped_into_packages_and_only_the_window_reaches_the_langua
             assert not reached, f"{path.relative_to(SOURCE)} imports {reached}"
 
 
+#: The window's shared base: what the features of the app may import of ``flyviz.app.window``
+#: (the theme, background calls and jobs, actions, the run session, the host protocol). The
+#: rest of ``flyviz.app.window`` is the composition root (the main window, its layout, files,
+#: the export dialog, docks and controls), which imports the features, never the other way.
+WINDOW_SHARED_BASE = {f"flyviz.app.window.{name}" for name in
+                      ("theme", "background", "export_jobs", "actions", "session", "host")}
+
+
+def features_importing_the_window(graph: dict[str, set[str]]) -> list[str]:
+    """Every run-time arrow from a module of the app outside ``flyviz.app.window`` to a
+    module of the window's composition root."""
+    return sorted(f"{module} -> {target}" for module, targets in graph.items()
+                  if _inside(module, "flyviz.app") and module != "flyviz.app"
+                  and not _inside(module, "flyviz.app.window")
+                  for target in targets
+                  if _inside(target, "flyviz.app.window") and target != "flyviz.app.window"
+                  and target not in WINDOW_SHARED_BASE)
+
+
+def test_the_features_import_only_the_windows_shared_base():
+    graph = run_time_import_graph()
+    assert features_importing_the_window(graph) == []
+    # The check reads: a feature that reaches for the main window (lazily) is caught.
+    graph["flyviz.app.atlas.atlas_panel"] = graph["flyviz.app.atlas.atlas_panel"] | {
+        "flyviz.app.window.main_window", "flyviz.app.window.theme"}
+    assert features_importing_the_window(graph) == [
+        "flyviz.app.atlas.atlas_panel -> flyviz.app.window.main_window"]
+
+
 def test_the_spiking_kinds_views_name_no_tokenizer_logits_or_top_k():
     for path in sorted((APP / "spiking").rglob("*.py")):
         words = set(re.findall(r"[A-Za-z_]+", path.read_text(encoding="utf-8").lower()))

@@ -396,7 +396,7 @@ class WhyFeature(JobFeature):
             path = self._ask_movie_path()
             if path is None:
                 return None
-        from flyviz.app.window.export_dialog import report_export, run_flow_export
+        from flyviz.app.window.export_jobs import report_export, run_flow_export
         from flyviz.export import ExportOptions
 
         options = options or ExportOptions(size=(1280, 720), fps=4.0, hold_seconds=1.0,

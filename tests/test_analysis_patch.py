@@ -258,6 +258,12 @@ def test_the_patch_command_writes_the_table_and_the_figure(capsys, world, tmp_pa
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "causal trace of " in captured.out and f"written to {out}" in captured.out
+    # Without --metric the table is sorted by the window's default measure (its normalised
+    # column), the normalised logit difference the docs quote, not p(answer).
+    from flyviz.app.language.patching_panel import MEASURES
+
+    assert MEASURES[0][1] == "logit_diff_normalised"
+    assert "cells restoring the most logit_diff_normalised:" in captured.out
     trace = CausalTrace(out)
     assert trace.positions == [1, 2] and set(trace.groups) == {"left", "right", "center"} & set(
         trace.groups)

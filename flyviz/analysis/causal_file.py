@@ -24,6 +24,10 @@ COLUMNS = ("position", "token", "group", "query", "neurons", "window", "p_answer
            "logit_diff", "p_normalised", "logit_diff_normalised")
 #: The measures a cell has (what ``--metric`` and the heatmap can show).
 METRICS = ("p_answer", "logit_diff", "p_normalised", "logit_diff_normalised")
+#: The measure a trace is read by unless asked otherwise: the window's default (the share of
+#: the clean-over-corrupted logit difference a cell restores), which p(answer) can invert when
+#: the corrupted prompt already favours the answer.
+DEFAULT_METRIC = "logit_diff_normalised"
 
 
 class TraceError(FlyvizError):
@@ -158,5 +162,5 @@ def open_causal_trace(path: str | Path) -> CausalTrace:
     return CausalTrace(path)
 
 
-__all__ = ["COLUMNS", "CausalTrace", "METRICS", "TraceCell", "TraceError", "open_causal_trace",
-           "write_trace"]
+__all__ = ["COLUMNS", "CausalTrace", "DEFAULT_METRIC", "METRICS", "TraceCell", "TraceError",
+           "open_causal_trace", "write_trace"]

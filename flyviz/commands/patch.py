@@ -45,6 +45,7 @@ examples:
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz patch``."""
     from flyviz.analysis.causal import METRICS, TraceSettings
+    from flyviz.analysis.causal_file import DEFAULT_METRIC
 
     d = TraceSettings()
     parser.add_argument("spec", metavar="SPEC",
@@ -74,9 +75,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the result, .csv or .parquet (by extension), e.g. trace.csv")
     parser.add_argument("--figure", type=Path, default=None, metavar="OUT",
                         help="also draw the heatmap, .png or .svg, e.g. --figure trace.png")
-    parser.add_argument("--metric", choices=METRICS, default="p_answer",
+    parser.add_argument("--metric", choices=METRICS, default=DEFAULT_METRIC,
                         help="what the heatmap shows and the table is sorted by (default "
-                             "p_answer)")
+                             f"{DEFAULT_METRIC}, as in the window)")
     add_dataset_option(parser)
     add_kernel_option(parser, BATCH_KERNEL_HELP)
     add_cluster_options(parser, "RESULT.parts")

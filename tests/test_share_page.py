@@ -239,3 +239,44 @@ def _isolated(xy: np.ndarray, inside: np.ndarray) -> int:
         if len(tree.query_ball_point(xy[i], 8.0)) == 1:
             return int(i)
     pytest.fail("no neuron stands alone on screen to hover")
+
+
+LONG_PROMPT = ("Once upon a time there was a little girl named Lily who liked to play in the "
+               "garden with her dog, and one day she found a small box under the old tree")
+
+
+def test_the_page_heads_a_long_prompt_at_a_word_and_counts_tokens_from_one(demo, tmp_path):
+    """A title longer than the side panel is shortened at a word with the whole title in
+    its tooltip (it was cut at 60 characters, mid-word), and the counter reads "token K / N"
+    with K from 1 and N the run's length, as the window's does (it read "token 22 / 22" at the
+    last of 23 tokens)."""
+    _chromium_or_skip()
+    import flyviz
+    from flyviz.viewer import ViewerState
+
+    recording = flyviz.run(demo, LONG_PROMPT, max_new_tokens=1)
+    state = ViewerState()
+    state.set_model(demo)
+    state.set_recording(recording, index=len(recording) - 1)
+    out = flyviz.share(state, tmp_path / "long.html")
+    whole = f"{state.model_name}: {LONG_PROMPT}"
+    assert _header(out.read_text(encoding="utf-8"))["title"] == whole
+    with Browser((1000, 700)) as browser:
+        browser.open(out)
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        heading = browser.evaluate("document.getElementById('title').textContent")
+        assert browser.evaluate("document.getElementById('title').title") == whole
+        assert heading.endswith("…") and len(heading) < len(whole)
+        kept = heading[:-1].rstrip()
+        assert whole.startswith(kept) and whole[len(kept)] == " ", heading  # ends at a word
+        # The heading fits the panel: nothing of it is drawn outside its box.
+        assert browser.evaluate("(() => { const h = document.getElementById('title');"
+                                " return h.scrollWidth <= h.clientWidth; })()")
+        n = len(recording)
+        assert browser.evaluate("document.getElementById('token-label').textContent") == \
+            f"token {n} / {n}"
+        browser.evaluate("location.hash = 'token=0'")
+        browser.wait("window.flyviz.page.token === 0")
+        assert browser.evaluate("document.getElementById('token-label').textContent") == \
+            f"token 1 / {n}"
+        assert browser.evaluate("document.title").endswith(f"token 1 / {n}")

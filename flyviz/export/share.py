@@ -272,7 +272,8 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
 def _title(state: "ViewerState") -> str:
     prompt = str(state.recording.metadata.get("prompt", "") or "").strip()
     name = state.model_name or "flyviz"
-    return f"{name}: {prompt[:60]}" if prompt else name
+    # Whole: the page shortens its heading at a word and keeps this in the tooltip.
+    return f"{name}: {prompt}" if prompt else name
 
 
 def _trace(attribution: "Attribution") -> dict[str, Any]:

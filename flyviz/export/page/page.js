@@ -430,7 +430,8 @@ void main() {
     const slider = $("token");
     slider.value = String(page.token);
     const t = header.tokens[page.token];
-    $("token-label").textContent = n ? `token ${page.token} / ${n - 1}` : "no tokens";
+    // Counted from 1 over the run's length, as the window's timeline counts.
+    $("token-label").textContent = n ? `token ${page.token + 1} / ${n}` : "no tokens";
     const trace = header.trace, flows = layer.per === "lag" && trace;
     const step = flows ? trace.position - frame : -1;
     const shade = flows ? Math.max(1e-12, ...trace.token_flows.map(Math.abs)) : 1;
@@ -477,7 +478,7 @@ void main() {
     }
     $("layer").value = String(page.layer);
     colourbar(layer, ...layer.ranges[frame]);
-    document.title = `${header.title} · token ${page.token}`;
+    document.title = `${heading(header.title)} · ${$("token-label").textContent}`;
     document.body.dataset.token = String(page.token);
     document.body.dataset.layer = layer.key;
   }
@@ -598,6 +599,16 @@ void main() {
   }
 
   // ------------------------------------------------------------ opening
+  function heading(title, limit = 80) {
+    // A long title (the whole prompt) shortened at the last word that fits, never mid-word
+    // unless one word is longer than the limit; the whole title is the heading's tooltip.
+    const line = title.split(/\s+/).join(" ").trim();
+    if (line.length <= limit) return line;
+    const room = line.slice(0, limit + 1), space = room.lastIndexOf(" ");
+    const kept = space > 0 ? room.slice(0, space) : line.slice(0, limit);
+    return kept.replace(/[\s,;:.]+$/, "") + "…";
+  }
+
   async function open() {
     const t0 = performance.now();
     const [pos, idBytes, cells, sups, emph, ...codes] = await Promise.all([
@@ -610,7 +621,8 @@ void main() {
       sup: new Uint16Array(sups.buffer, sups.byteOffset, sups.byteLength / 2) };
     emphasis = emph || new Uint8Array(header.shown).fill(1);
     layerCodes = codes;
-    $("title").textContent = header.title;
+    $("title").textContent = heading(header.title);
+    $("title").title = header.title;
     const select = $("layer");
     layers.forEach((l, i) => {
       const option = document.createElement("option");

@@ -127,8 +127,11 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         dock = win.docks["stimulus"]
         assert dock.isHidden()                     # the Fly LLM: no stimulus dock
         # The test model's weights are not synapse counts: it cannot be a spiking brain.
-        assert not feature.open_loaded() and win.state.kind is not SPIKING
+        assert feature.open_loaded()               # opening starts off the UI thread
+        qtbot.waitUntil(lambda: not feature.opening_busy, timeout=30_000)
+        assert win.state.kind is not SPIKING
         assert "not multiples of one synapse" in win.statusBar().currentMessage()
+        assert not feature.opening_bar.isVisible() and feature.open_action.isEnabled()
         # A spiking brain of the same neurons is drawn where the model's are.
         n = checkpoint.config.neurons
         anatomy = win.state.anatomy
@@ -370,7 +373,8 @@ def test_the_demo_brain_lit_live_in_the_window(qtbot, tmp_path, dark_theme):
         with qtbot.waitSignal(win.model_ready, timeout=120_000):
             win.load_model("demo")
         feature = win.features["spiking"]
-        assert feature.open_loaded() and win.state.kind is SPIKING
+        assert feature.open_loaded()
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=60_000)
         panel = feature.panel
         panel.bins.setValue(20)                    # 200 ms of the demo's 21 sensory neurons
         panel.speed.setValue(0.0)
@@ -446,4 +450,53 @@ def test_a_layout_preset_keeps_to_the_docks_of_the_kind_shown(qtbot, tmp_path):
         qtbot.waitUntil(lambda: win.state.kind is not SPIKING, timeout=10000)
         assert shown() == language               # as Default places them
     finally:
+        win.close()
+
+
+def test_opening_a_spiking_brain_leaves_the_window_responsive(qtbot, tmp_path, monkeypatch):
+    """File → Open as spiking brain reads the model's graph off the UI thread (it froze the
+    window about 13 s on a full brain): while it is read, the status bar says so with a busy
+    bar, the action is held, and an event queued on the UI thread is handled; once read, the
+    brain is shown."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    import threading
+
+    from app_conftest import make_window
+    from PySide6.QtCore import QTimer
+
+    import flyviz.spiking
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    release, reading = threading.Event(), threading.Event()
+    brain = _two_sided_brain(checkpoint.config.neurons, win.state.anatomy.positions)
+    brain.default_excite = np.arange(4)
+
+    def slow_read(_checkpoint):
+        reading.set()
+        release.wait(10)           # on the UI thread (the defect) this only delays the test
+        return brain
+
+    monkeypatch.setattr(flyviz.spiking, "brain_from_checkpoint", slow_read)
+    try:
+        feature = win.features["spiking"]
+        win.show()
+        assert feature.open_loaded()
+        assert reading.wait(10)
+        handled: list[bool] = []
+        QTimer.singleShot(0, lambda: handled.append(True))
+        qtbot.waitUntil(lambda: bool(handled), timeout=10_000)
+        assert not release.is_set() and feature.opening_busy
+        assert win.state.kind is not SPIKING
+        assert feature.opening_bar.isVisible() and not feature.open_action.isEnabled()
+        assert "opening" in win.statusBar().currentMessage()
+        release.set()
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=30_000)
+        assert not feature.opening_bar.isVisible() and feature.open_action.isEnabled()
+        assert not win.docks["stimulus"].isHidden()
+    finally:
+        release.set()
         win.close()

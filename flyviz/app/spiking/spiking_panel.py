@@ -33,7 +33,10 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
-                               QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+                               QLineEdit, QMainWindow, QProgressBar, QPushButton, QSpinBox,
+                               QVBoxLayout, QWidget)
+
+from flyviz.app.window.background import BackgroundJob
 
 from flyviz.kinds.spiking import SPIKING, SPIKING_KEY, SpikingModel, SpikingRunSettings, Stimulus
 from flyviz.runs import PAUSED, RUNNING
@@ -219,6 +222,21 @@ class SpikingFeature(QObject):
         action.setToolTip("Run the loaded model's graph as Shiu et al.'s spiking brain")
         action.triggered.connect(lambda: self.open_loaded())
         self.open_action = action
+        # Reading a model's graph as synapse counts takes seconds on a full brain: it runs
+        # off the UI thread, with a busy bar in the status bar (one call, no steps to count).
+        self.opening_bar = QProgressBar()
+        self.opening_bar.setRange(0, 0)
+        self.opening_bar.setMaximumWidth(140)
+        self.opening_bar.setToolTip("opening the loaded model as a spiking brain")
+        self.opening_bar.setVisible(False)
+        window = host.widget()
+        if isinstance(window, QMainWindow):
+            window.statusBar().addPermanentWidget(self.opening_bar)
+        self.opening = BackgroundJob(host.background, "spiking-open", _OpeningView(self),
+                                     self, window)
+        self.opening.finished.connect(self._opened)
+        self.opening.failed.connect(lambda message: self.host.show_message(message, True))
+        self._opening_from: Any = None
         host.widget().installEventFilter(self)
 
     @property
@@ -229,25 +247,42 @@ class SpikingFeature(QObject):
 
     # ------------------------------------------------------------ opening
     def open_loaded(self) -> bool:
-        """Show the loaded model's graph as a spiking brain; False when none is loaded."""
+        """Start showing the loaded model's graph as a spiking brain, off the UI thread (the
+        status bar shows it opening; a graph that is not synapse counts is said there);
+        False when no model is loaded."""
         checkpoint = self.host.models.checkpoint
         if checkpoint is None:
             self.host.show_message("load a model first: its graph is the spiking brain", True)
             return False
-        from flyviz.spiking import BrainError, brain_from_checkpoint
+        name = f"{getattr(checkpoint, 'name', '') or 'model'} (spiking)"
 
-        try:
-            brain = brain_from_checkpoint(checkpoint)
-        except BrainError as exc:  # weights that are not synapse counts
-            self.host.show_message(str(exc), True)
-            return False
-        brain.name = f"{getattr(checkpoint, 'name', '') or 'model'} (spiking)"
-        if brain.default_excite is None and brain.synapses:
-            from flyviz.spiking.demo import strongest_sensory
+        def work(_stop: Any, _report: Any) -> Any:
+            from flyviz.spiking import brain_from_checkpoint
 
-            brain.default_excite = strongest_sensory(brain)  # as `flyviz simulate demo`
-        self.open(SpikingModel(brain))
+            brain = brain_from_checkpoint(checkpoint)  # BrainError: not synapse counts
+            brain.name = name
+            if brain.default_excite is None and brain.synapses:
+                from flyviz.spiking.demo import strongest_sensory
+
+                brain.default_excite = strongest_sensory(brain)  # as `flyviz simulate demo`
+            return brain
+
+        self._opening_from = checkpoint
+        self.opening.start(work)
+        self.host.show_message(f"opening {name}…")
         return True
+
+    @property
+    def opening_busy(self) -> bool:
+        """True while File → Open as spiking brain reads the model's graph."""
+        return self.opening.busy
+
+    def _opened(self, brain: Any) -> None:
+        if self._opening_from is not self.host.models.checkpoint:
+            return                          # another model was loaded meanwhile
+        self._opening_from = None
+        self.open(SpikingModel(brain))
+        self.host.show_message(f"{brain.name} opened; press Run in the Stimulus dock")
 
     def open(self, model: SpikingModel, recording: "Recording | None" = None) -> None:
         """Show ``model``: the spiking kind's docks, and ``recording`` (default: empty)."""
@@ -441,6 +476,19 @@ class SpikingFeature(QObject):
     def close(self) -> None:
         """End the live run (the window is closing; its runs' engine closes with it)."""
         self.stop()
+
+
+class _OpeningView:
+    """The spiking brain's opening as a job's view: the status bar's busy bar, and File →
+    Open as spiking brain held while it runs."""
+
+    def __init__(self, feature: SpikingFeature) -> None:
+        self.feature = feature
+        self.progress = feature.opening_bar
+
+    def set_busy(self, busy: bool) -> None:
+        self.progress.setVisible(busy)
+        self.feature.open_action.setEnabled(not busy)
 
 
 def install(host: "WindowHost") -> SpikingFeature:

@@ -3,13 +3,15 @@ the presets do not know are placed too, and the chosen layout is there at the ne
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from app_conftest import make_window
-from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabBar
+from PySide6.QtCore import QPoint, QSettings, QSize, Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabBar
 
 from test_app_window_fit import clipped_controls, wait_in_front
-from qt_barriers import settle
+from qt_barriers import _geometry, settle
 
 from flyviz.app.window import main_window
 from flyviz.app.window.layout_presets import KNOWN_DOCKS, PRESETS, PRESENTATION_DOCKS
@@ -235,3 +237,63 @@ def test_the_user_can_move_tab_and_float_every_dock(window):
         assert dock.allowedAreas() == Qt.DockWidgetArea.AllDockWidgetAreas, key
         assert dock.toggleViewAction() in win.actions_registry.menu("View").actions(), key
 
+
+
+
+def widget_pixels(widget) -> np.ndarray:
+    """The widget's own rendering, (height, width, 3) uint8."""
+    return image_pixels(widget.grab().toImage())
+
+
+def image_pixels(image) -> np.ndarray:
+    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+    return rows[:, :image.width() * 3].reshape(image.height(), image.width(), 3).copy()
+
+
+def pump_until_settled(win, rounds: int = 2000) -> None:
+    """Handle posted events as a loop that pumps them itself does (a progress loop, the
+    screenshot tour): objects scheduled for deletion stay alive, as they do there; until
+    no widget moved, appeared or disappeared for two rounds."""
+    last, still = None, 0
+    for _ in range(rounds):
+        QApplication.sendPostedEvents()
+        QApplication.processEvents()
+        now = _geometry(win)
+        still = still + 1 if now == last else 0
+        last = now
+        if still >= 2:
+            return
+    raise AssertionError("the window's layout did not settle")
+
+
+@pytest.mark.parametrize("preset", ["default", "analysis", "presentation"])
+def test_no_tab_bar_of_a_replaced_arrangement_is_drawn_over_a_dock(qtbot, tmp_path, preset):
+    """A preset restores the default arrangement first; the tab bars of the arrangement it
+    replaced must go with it at once, not stay drawn over the docks now in their place (a
+    stray "Traces | Trajectory" bar covered the Next token plot at 1280×800)."""
+    # The window as the app opens it, the demo brain loaded once it is shown.
+    win = main_window.MainWindow(model_spec="demo", settings=QSettings(
+        str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(win)
+    win.resize(1280, 800)
+    win.show()
+    qtbot.waitUntil(lambda: win.bundle is not None, timeout=60_000)
+    for name in ("default", preset) if preset != "default" else ("default",):
+        win.layouts.apply(name)
+        pump_until_settled(win)
+    shown = [dock for dock in win.docks.values() if in_front(dock)]
+    over = [(bar.tabText(bar.currentIndex()), bar.geometry().getRect(), dock.objectName())
+            for bar in shown_tab_bars(win) for dock in shown
+            if bar.geometry().intersects(dock.geometry().adjusted(2, 2, -2, -2))]
+    assert not over, (over, [(d.objectName(), d.geometry().getRect()) for d in shown])
+    # What the window shows where the Next token plot is, is the plot itself.
+    if win.docks["topk"] not in shown:
+        return                              # behind the graph, in Analysis
+    plot = win.topk_panel.plot
+    corner = plot.mapTo(win, QPoint(0, 0))
+    drawn = image_pixels(win.grab().toImage())[corner.y():corner.y() + plot.height(),
+                                               corner.x():corner.x() + plot.width()]
+    own = widget_pixels(plot)
+    differs = np.abs(drawn.astype(int) - own.astype(int)).max(axis=-1) > 40
+    assert differs.mean() < 0.005, float(differs.mean())

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, Qt
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QTabWidget
 
 from flyviz.app.window.actions import ActionRegistry
 from flyviz.app.window.dock_kinds import DockKinds
@@ -131,6 +131,7 @@ class LayoutPresets(QObject):
         if isinstance(saved, (bytes, bytearray, QByteArray)) \
                 and self.window.restoreState(saved, LAYOUT_VERSION):
             self.restored = True
+            self._hide_replaced_tab_bars()
             self._mark(name if name in PRESETS else "default")
         return self.restored
 
@@ -160,7 +161,21 @@ class LayoutPresets(QObject):
         if self.kinds is not None:
             # Presentation keeps a kind's own docks to those it names; the others show them.
             self.kinds.rearranged(lambda key: name != "presentation" or key in PRESENTATION_DOCKS)
+        self._hide_replaced_tab_bars()
         self._mark(name)
+
+    def _hide_replaced_tab_bars(self) -> None:
+        """Hide the dock tab bars of the arrangement a restored state replaced.
+
+        ``restoreState`` builds new tab bars for the restored tab groups and only schedules
+        the old ones for deletion: until the event loop deletes them (never, while something
+        pumps events itself, as a progress loop or a screenshot does) they stay drawn where
+        the old arrangement had them, over the docks now there. Every dock tab bar is hidden
+        here; the window's next layout pass, which the new arrangement has requested, shows
+        again the bars of its tab groups in their places.
+        """
+        for bar in self.window.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly):
+            bar.hide()
 
     def default_sizes(self) -> None:
         """Column widths and row heights of the default layout for the window's size."""

@@ -12,7 +12,9 @@ scroll sideways). At the default layout the left column's docks do not scroll at
 from __future__ import annotations
 
 import itertools
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
@@ -409,3 +411,35 @@ def test_every_preset_of_both_kinds_fits_1280x800(window, qtbot, kind, request):
                 problems.append(f"{preset}: Next token rows are {pitch:.0f} px")
     win.layouts.apply("default")
     assert not problems, "\n".join(problems)
+
+
+def test_the_stimulus_docks_run_button_shows_without_scrolling(window, qtbot):
+    """Issue 40: with a spiking brain open in the default layout at 1280×800, the Stimulus
+    dock's Run is on screen as the dock opens, not below its fold (it needed a scroll)."""
+    from test_spiking_app import _two_sided_brain
+
+    from flyviz.kinds.spiking import SPIKING, SpikingModel
+
+    win = window
+    feature = win.features["spiking"]
+    brain = _two_sided_brain(win.checkpoint.config.neurons, win.state.anatomy.positions)
+    feature.open(SpikingModel(brain))
+    assert win.state.kind is SPIKING
+    win.layouts.apply("default")
+    at_size(win, qtbot, 1280, 800)
+    dock = win.docks["stimulus"]
+    dock.raise_()
+    wait_in_front(win, qtbot, "stimulus", dock)
+    run = feature.panel.run_button
+    area = scroll_area_of(run, dock)
+    if area is not None:
+        assert area.verticalScrollBar().value() == 0       # as opened: not scrolled
+        port = area.viewport()
+        rect = QRect(run.mapTo(port, QPoint(0, 0)), run.size())
+        assert port.rect().contains(rect), (rect, port.size(), dock.size())
+    assert QRect(run.mapTo(dock, QPoint(0, 0)), run.size()).intersects(dock.rect())
+    assert painted_rect(run) == run.rect(), (painted_rect(run), run.rect(), dock.size())
+    keep = os.environ.get("FLYVIZ_SCREENSHOTS")
+    if keep:
+        dock.grab().save(str(Path(keep) / "stimulus-dock.png"))
+    win.layouts.apply("default")

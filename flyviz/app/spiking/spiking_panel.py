@@ -113,9 +113,11 @@ class StimulusPanel(QWidget):
         buttons.addWidget(self.play_button)
         buttons.addWidget(self.stop_button)
         layout = QVBoxLayout(self)
-        layout.addLayout(form)
+        # Run, Play and Stop first: in the default layout at 1280×800 the dock is about
+        # 150 px high, and below the form they were out of sight until scrolled to.
         layout.addLayout(buttons)
-        layout.addWidget(self.status)
+        layout.addWidget(self.status)       # what Run did, beside it
+        layout.addLayout(form)
         layout.addStretch(1)
         self.bind(SpikingRunSettings())
 

@@ -59,7 +59,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return _changed(a, b) < 0.0005
 
 
-def _run(win, qtbot, prompt: str = PROMPT) -> None:
+def _run(win, qtbot, prompt: str | None = PROMPT) -> None:
     assert win.run_prompt(prompt), win.last_error
     qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=30_000)
     assert win.runs.end_reason == "done"
@@ -173,7 +173,11 @@ def test_a_patching_cell_lends_its_patch_until_reset_and_clear_unticks_compare(
         return patch
 
     click()
-    _run(win, qtbot, str(trace.info["corrupt"]))     # the patch is kept for the next runs
+    # The cell leaves its corrupted prompt in the prompt box, the one its patch is lent for
+    # (a patch applies to prompts of its source's length): Run, as the user presses it,
+    # runs it with the patch kept.
+    assert win.state.docks.prompt == str(trace.info["corrupt"])
+    _run(win, qtbot, None)                           # the patch is kept for the next runs
     assert win.state.comparing and win.state.interventions
     assert win.session.recording.baseline is not None
     dock.clear_button.click()                        # the user's Clear

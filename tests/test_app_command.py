@@ -49,3 +49,16 @@ def test_gl_option_asks_for_software_opengl_before_qt_starts(monkeypatch):
     assert "LIBGL_ALWAYS_SOFTWARE" not in os.environ
     gui.use_gl("software")
     assert os.environ["LIBGL_ALWAYS_SOFTWARE"] == "1"
+
+
+def test_the_model_may_be_given_as_spec_like_every_other_command(capsys):
+    """``flyviz gui demo`` failed as printed ("unrecognized arguments: demo")."""
+    from flyviz.cli import build_parser, main
+
+    args = build_parser().parse_args(["gui", "demo"])
+    assert args.spec == "demo"
+    assert main(["gui", "no-such-folder-anywhere", "--model", "another-one"]) == 2
+    err = capsys.readouterr().err
+    assert "two models given" in err and len(err.strip().splitlines()) == 1
+    assert main(["gui", "./no-such-model-folder"]) == 2     # the SPEC is the model checked
+    assert "no-such-model-folder" in capsys.readouterr().err

@@ -196,7 +196,7 @@ def test_app_commands_parse_and_name_a_model_that_loads():
         seen += 1
         args = parser.parse_args(command.words[1:] or ["gui"])
         assert args.command == "gui", command
-        check_spec(args.spec or args.model or "demo")
+        check_spec(args.spec or args.model)
     assert seen >= 1
 
 

@@ -51,7 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", nargs="?", metavar="SPEC",
                         help="model folder, Hugging Face repo id or 'demo', as the other "
                              "commands take it (the same as --model), e.g. flyviz gui demo")
-    parser.add_argument("--model", metavar="SPEC",
+    parser.add_argument("--model", default="demo", metavar="SPEC",
                         help="model folder, Hugging Face repo id or 'demo' (default: demo)")
     add_dataset_option(parser)
     parser.add_argument("--prompt", metavar="TEXT",
@@ -106,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
         check_unicode(args.prompt, "--prompt")  # as generate and trace refuse it
     from flyviz.model.resolve import check_spec
 
-    if args.spec is not None and args.model is not None and args.spec != args.model:
+    if args.spec is not None and args.model not in ("demo", args.spec):
         raise InputError(f"two models given: SPEC {args.spec!r} and --model {args.model!r}; "
                          "give one")
-    args.model = args.spec or args.model or "demo"
+    args.model = args.spec or args.model
     check_spec(args.model)  # a model that cannot exist is one line, before any window
     if args.recording:
         # A damaged recording is one line and exit status 2, before any window opens.

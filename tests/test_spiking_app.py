@@ -500,3 +500,42 @@ def test_opening_a_spiking_brain_leaves_the_window_responsive(qtbot, tmp_path, m
     finally:
         release.set()
         win.close()
+
+
+def test_the_populations_plot_follows_a_live_run_to_its_end(qtbot, tmp_path):
+    """A live run of the demo's spiking brain: once it is done the populations dock's rates
+    and raster are framed on the whole recording, every bin drawn (the plot had stopped at
+    70 ms of a 1,000 ms run), and the timeline counts the recording's bins."""
+    pytest.importorskip("pytestqt")
+    from app_conftest import make_window
+    from qt_barriers import settle
+
+    from flyviz.kinds.spiking import SPIKING
+
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        with qtbot.waitSignal(win.model_ready, timeout=120_000):
+            win.load_model("demo")
+        feature = win.features["spiking"]
+        assert feature.open_loaded()
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=60_000)
+        panel, population = feature.panel, feature.population
+        panel.bins.setValue(30)                    # 300 ms, paced at real time
+        assert feature.run()
+        qtbot.waitUntil(lambda: feature.finished, timeout=60_000)
+        recording = feature.recording
+        bins = len(recording)
+        assert bins == 30
+        end_ms = bins * 10.0
+        qtbot.waitUntil(lambda: all(times.size == bins for times, _ in
+                                    population.traces.values()), timeout=5000)
+        settle(qtbot, win)
+        for times, rates in population.traces.values():
+            np.testing.assert_allclose(times, np.arange(1, bins + 1) * 10.0)
+            assert rates.shape == (bins,)
+        for plot in (population.rates_plot, population.raster_plot):
+            low, high = plot.getViewBox().viewRange()[0]
+            assert low <= 0.0 + 1e-6 and end_ms - 1e-6 <= high <= end_ms * 1.05, (low, high)
+        assert win.timeline.counter.text().startswith(f"bin {bins} / {bins} ")
+    finally:
+        win.close()

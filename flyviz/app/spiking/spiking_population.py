@@ -49,6 +49,8 @@ RASTER_CELLS = 40
 POPULATION_KINDS = (SPIKING_KEY,)
 #: Groups shown when none are named: the brain's largest superclasses, this many.
 DEFAULT_GROUPS = 5
+#: Width of both plots' left axes (their time axes line up only when these are equal).
+LEFT_AXIS_PX = 64
 #: Bins that arrive within this many ms of each other are drawn in one go.
 REDRAW_MS = 100
 #: The raster's caption when it draws the recording's spikes, and when it falls back to bins.
@@ -117,6 +119,17 @@ class SpikingPopulationPanel(QWidget):
         self.raster_plot.getAxis("bottom").setLabel("time (ms)")
         self.raster_plot.getAxis("left").setLabel("cells")
         self.raster_plot.setXLink(self.rates_plot)
+        # pyqtgraph lines linked views up on screen: with left axes of one width the two
+        # plots show the same span of time, the raster's first ms included.
+        for plot in (self.rates_plot, self.raster_plot):
+            plot.getAxis("left").setWidth(LEFT_AXIS_PX)
+        # Time is framed here, not by pyqtgraph's auto range: two views linked in x turn
+        # each other's off as they follow their own data, and the plot stopped partway
+        # through a run. Both show the whole recording until the user zooms or pans.
+        self._following = True
+        for plot in (self.rates_plot, self.raster_plot):
+            plot.getViewBox().enableAutoRange(x=False)
+            plot.getViewBox().sigRangeChangedManually.connect(self._stop_following)
         #: One curve of marks per group (its colour): a short vertical tick per mark, drawn
         #: as pairs of points (one path, however many marks).
         self._ticks: list[pg.PlotCurveItem] = []
@@ -154,7 +167,7 @@ class SpikingPopulationPanel(QWidget):
         self._pending.setInterval(REDRAW_MS)
         self._pending.timeout.connect(self.redraw)
         events = state.events
-        events.recording.connect(self.redraw)
+        events.recording.connect(self._on_recording)
         events.frames_appended.connect(lambda _n: self._pending.start()
                                        if not self._pending.isActive() else None)
         events.index.connect(self._on_index)
@@ -234,7 +247,20 @@ class SpikingPopulationPanel(QWidget):
             else:
                 self._curves[name].setData([], [])
         self._draw_raster()
+        self._frame_time(n)
         self._move_cursor(self.state.index)
+
+    def _on_recording(self, *_args: Any) -> None:
+        self._following = True              # a new recording is framed whole again
+        self.redraw()
+
+    def _stop_following(self, *_args: Any) -> None:
+        self._following = False
+
+    def _frame_time(self, bins: int) -> None:
+        """Show the whole recording's time (its ``bins``) while the user has not zoomed."""
+        if self._following:
+            self.rates_plot.setXRange(0.0, max(bins, 1) * self._bin_ms(), padding=0.0)
 
     def _bin_ms(self) -> float:
         return float(self.state.kind.recording_axis(self.state.recording).step)

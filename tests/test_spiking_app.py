@@ -7,6 +7,7 @@ opened from a file is shown the same way."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -502,30 +503,37 @@ def test_opening_a_spiking_brain_leaves_the_window_responsive(qtbot, tmp_path, m
         win.close()
 
 
+def _demo_run(qtbot, tmp_path, bins: int):
+    """A window that opened the demo's spiking brain and ran ``bins`` bins live (paced at
+    real time) to the end."""
+    from app_conftest import make_window
+
+    from flyviz.kinds.spiking import SPIKING
+
+    win = make_window(qtbot, None, tmp_path)
+    with qtbot.waitSignal(win.model_ready, timeout=120_000):
+        win.load_model("demo")
+    feature = win.features["spiking"]
+    assert feature.open_loaded()
+    qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=60_000)
+    feature.panel.bins.setValue(bins)
+    assert feature.run()
+    qtbot.waitUntil(lambda: feature.finished, timeout=60_000)
+    assert len(feature.recording) == bins
+    return win, feature
+
+
 def test_the_populations_plot_follows_a_live_run_to_its_end(qtbot, tmp_path):
     """A live run of the demo's spiking brain: once it is done the populations dock's rates
     and raster are framed on the whole recording, every bin drawn (the plot had stopped at
     70 ms of a 1,000 ms run), and the timeline counts the recording's bins."""
     pytest.importorskip("pytestqt")
-    from app_conftest import make_window
     from qt_barriers import settle
 
-    from flyviz.kinds.spiking import SPIKING
-
-    win = make_window(qtbot, None, tmp_path)
+    bins = 30                                      # 300 ms
+    win, feature = _demo_run(qtbot, tmp_path, bins)
     try:
-        with qtbot.waitSignal(win.model_ready, timeout=120_000):
-            win.load_model("demo")
-        feature = win.features["spiking"]
-        assert feature.open_loaded()
-        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=60_000)
-        panel, population = feature.panel, feature.population
-        panel.bins.setValue(30)                    # 300 ms, paced at real time
-        assert feature.run()
-        qtbot.waitUntil(lambda: feature.finished, timeout=60_000)
-        recording = feature.recording
-        bins = len(recording)
-        assert bins == 30
+        population = feature.population
         end_ms = bins * 10.0
         qtbot.waitUntil(lambda: all(times.size == bins for times, _ in
                                     population.traces.values()), timeout=5000)
@@ -537,5 +545,33 @@ def test_the_populations_plot_follows_a_live_run_to_its_end(qtbot, tmp_path):
             low, high = plot.getViewBox().viewRange()[0]
             assert low <= 0.0 + 1e-6 and end_ms - 1e-6 <= high <= end_ms * 1.05, (low, high)
         assert win.timeline.counter.text().startswith(f"bin {bins} / {bins} ")
+    finally:
+        win.close()
+
+
+@pytest.mark.parametrize("bins", [1, 12])
+def test_the_neuron_trace_of_a_spiking_run_reads_bins_over_the_run(qtbot, tmp_path, bins):
+    """The Neuron dock's trace of a spiking run: its time axis says "bin", unscaled (a run of
+    one bin read "bin (x0.001)" from -500 to 500), and spans the run's bins."""
+    pytest.importorskip("pytestqt")
+    from qt_barriers import settle
+
+    win, _feature = _demo_run(qtbot, tmp_path, bins)
+    try:
+        win.docks["inspector"].show()
+        win.docks["inspector"].raise_()
+        win.state.selected = 3
+        win.state.index = bins - 1
+        win.refresh_panels()
+        settle(qtbot, win)
+        trace = win.inspector.trace
+        axis = trace.getAxis("bottom")
+        label = re.sub(r"<[^>]+>", "", axis.labelString()).strip()
+        assert label == "bin", label              # no "(x0.001)" SI scaling
+        assert axis.autoSIPrefixScale == 1.0
+        low, high = trace.getViewBox().viewRange()[0]
+        assert -0.5 <= low <= 0.0 and bins - 1 <= high <= max(bins - 1, 1) + 0.5, (low, high)
+        xs, _ys = win.inspector.trace_curve.getData()
+        assert xs is not None and len(xs) == bins
     finally:
         win.close()

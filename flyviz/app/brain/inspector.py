@@ -74,6 +74,9 @@ class NeuronInspector(QWidget):
         self._axis = LANGUAGE.time_axis
         self._currents_apply = True
         self.trace.getAxis("left").enableAutoSIPrefix(False)
+        # Time reads in whole tokens or bins: a run of one has a span under one, which
+        # pyqtgraph would relabel "(x0.001)" and number in thousandths.
+        self.trace.getAxis("bottom").enableAutoSIPrefix(False)
         self.trace_curve = self.trace.plot([], [], pen=pg.mkPen(theme.ACCENT, width=2))
         self.trace_cursor = pg.InfiniteLine(angle=90, movable=False,
                                             pen=pg.mkPen(theme.MUTED, style=Qt.PenStyle.DashLine))
@@ -310,6 +313,8 @@ class NeuronInspector(QWidget):
             self._trace_key = key
             trace = recording.neuron_trace(self.neuron)
             self.trace_curve.setData(np.arange(n, dtype=float), trace)
+            # Framed on the run's steps (at least one step wide), not on pyqtgraph's guess.
+            self.trace.setXRange(0.0, float(max(n - 1, 1)), padding=0.02)
         self.trace_cursor.setPos(max(index, 0))
         self.trace.viewport().update()
         self.show_currents(recording, index)

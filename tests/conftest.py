@@ -423,6 +423,28 @@ def _collect_after_each_test():
     gc.freeze()
 
 
+@pytest.fixture(autouse=True)
+def _kinds_as_they_were():
+    """Leave the registry of kinds of model as the test found it.
+
+    The registry (and the colour layers read from it, :data:`flyviz.viewer.layers.LAYERS`)
+    is one per process: a test that registers a kind, or reads the entry points again with
+    a package of its own on the path, would otherwise change what every later test in its
+    worker finds, and whether one fails would depend on which ran before it.
+    """
+    import flyviz.kinds as kinds
+
+    kinds.registered_kinds()            # read once per process, as flyviz does
+    before = kinds._REGISTRY
+    yield
+    if kinds._REGISTRY is not before:
+        with kinds._REGISTRY_LOCK:
+            kinds._REGISTRY = before
+        from flyviz.viewer.layers import LAYERS
+
+        LAYERS.forget()
+
+
 #: A small brain (Brian2's own, tests/oracle/spiking) whose runs compile the spiking
 #: engine's kernels.
 SPIKING_WARM_UP_BRAIN = Path(__file__).resolve().parent / "oracle" / "spiking" / "small"

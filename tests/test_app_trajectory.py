@@ -307,6 +307,48 @@ def test_a_hidden_dock_fits_nothing_until_it_is_shown(window, qtbot, app_checkpo
     assert fits == [9] and len(feature.coordinates[0]) == 9
 
 
+def test_a_first_fit_that_comes_after_the_last_frame_is_fitted_again_on_the_whole_run(
+        window, qtbot, app_checkpoint, monkeypatch):
+    """On a loaded machine the first fit (of the run's first two tokens) can come after the
+    run's last frame: once it is in, the axes are fitted again on every token."""
+    import threading
+
+    from flyviz.app.population import trajectory_panel
+
+    release = threading.Event()
+    fits: list[int] = []
+    fit = trajectory_panel.fit_trajectory
+
+    def first_held(recording, kept=None):
+        fits.append(len(recording))
+        if len(fits) == 1:
+            release.wait(60)
+        return fit(recording, kept)
+
+    monkeypatch.setattr(trajectory_panel, "fit_trajectory", first_held)
+    settled: list[int] = []
+    n = app_checkpoint.config.neurons
+    states = _planted_recording(n, 6, seed=5).states()
+    feature = _feature(window)
+    feature.settle.timeout.connect(lambda: settled.append(1))
+    try:
+        window.session.replace(Recording(n, states_dtype="float32"))
+        for i in range(6):
+            window.session.append(make_frame(i, states[i], token_text=f"w{i}"))
+            feature.refresh()
+        # The frames stopped and the dock settled while the first fit was still under way.
+        qtbot.waitUntil(lambda: bool(settled), timeout=5000)
+        assert fits == [2] and feature.fit is None
+    finally:
+        release.set()
+    qtbot.waitUntil(lambda: feature.fit is not None and feature.fit.fitted_on == 6,
+                    timeout=5000)
+    assert fits == [2, 6]
+    np.testing.assert_allclose(feature.coordinates[0],
+                               principal_trajectory(states, components=3).coordinates,
+                               atol=1e-9)
+
+
 def test_a_real_run_is_drawn_on_its_own_axes_once_it_ends(window, qtbot):
     """The model's own run, through the engine thread: when it ends the path is its PCA and the
     marker sits on the last token."""

@@ -464,10 +464,14 @@ class TrajectoryFeature(QObject):
     def _settled(self) -> None:
         # No frame for a while: the run has ended or paused; fit its axes on all of it.
         recording = self.state.recording
-        if not self.panel.isVisible() or self.fit is None or self._fit_for is not recording:
+        if not self.panel.isVisible():
             return
         if self.host.background.busy(self.FIT):
-            self.settle.start()         # the fit under way is of fewer tokens: look again
+            # The fit under way (the first one too, while nothing is drawn yet) is of fewer
+            # tokens: look again once it is in, else no frame comes to start this again.
+            self.settle.start()
+            return
+        if self.fit is None or self._fit_for is not recording:
             return
         if not self.fit.kept and len(_runs(recording)[0][1]) > self._fit_length:
             self._request_fit(recording)

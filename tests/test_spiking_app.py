@@ -575,3 +575,27 @@ def test_the_neuron_trace_of_a_spiking_run_reads_bins_over_the_run(qtbot, tmp_pa
         assert xs is not None and len(xs) == bins
     finally:
         win.close()
+
+
+def test_the_timeline_counts_the_bins_of_a_run_as_they_arrive(qtbot, tmp_path, monkeypatch):
+    """While a run streams in, the timeline's counter follows each display tick, not the 2-D
+    panels' few refreshes a second: as the next run began it still said the previous one's
+    "bin 10 / 10 · done" (here the panels are held back the whole run to show it)."""
+    pytest.importorskip("pytestqt")
+    from flyviz.app.window import display
+
+    win, feature = _demo_run(qtbot, tmp_path, 10)
+    try:
+        assert win.timeline.counter.text().startswith("bin 10 / 10 ")
+        monkeypatch.setattr(display, "PANEL_HZ", 1e-6)     # no panel refresh while streaming
+        feature.panel.bins.setValue(40)
+        assert feature.run()
+
+        def counting() -> bool:
+            words = win.timeline.counter.text().split()
+            return not feature.finished and "generating" in words and int(words[1]) >= 3 \
+                and words[3] == words[1]
+        qtbot.waitUntil(lambda: counting() or feature.finished, timeout=60_000)
+        assert counting(), win.timeline.counter.text()
+    finally:
+        win.close()

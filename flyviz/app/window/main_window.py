@@ -196,8 +196,9 @@ class MainWindow(FeatureWindow):
         self.layouts = LayoutPresets(self, self.docks, self.settings, self.actions_registry,
                                      self.dock_kinds)
         self.display = DisplayController(self.runs.session, self.brain, self._streaming, self)
-        for view in (TimelineFollower(self.timeline, self.runs), self.text_panel, self.topk_panel,
-                     self.raster_panel, self.trace_panel, self.inspector):
+        self.display.add_view(TimelineFollower(self.timeline, self.runs), every_tick=True)
+        for view in (self.text_panel, self.topk_panel, self.raster_panel, self.trace_panel,
+                     self.inspector):
             self.display.add_view(view)
         self.state.events.layer.connect(self.display.set_colour_layer)
         self.raster_panel.follow_scale(lambda: (self.brain.mode, self.brain.limit))

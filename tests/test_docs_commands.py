@@ -144,6 +144,24 @@ def pages_with_commands_to_run() -> list[str]:
     return sorted({c.page for c in documented_commands() if c.mark is None})
 
 
+#: The pages whose commands take longest, run from their own test files
+#: (``test_docs_commands_b.py``, ``_c.py``) so that the suite's workers share them (a file
+#: goes to one worker); every other page runs from this file.
+PAGE_GROUPS = {
+    "b": ("docs/estimate.md", "docs/lesion-map.md", "docs/spiking.md", "docs/patching.md",
+          "docs/why.md"),
+    "c": ("docs/atlas.md", "docs/command-line.md", "docs/circuits.md", "docs/nulls.md"),
+}
+
+
+def pages_of_group(group: str | None) -> list[str]:
+    """The pages with commands to run that :data:`PAGE_GROUPS` gives ``group`` (None: the
+    pages no group names)."""
+    grouped = {page for pages in PAGE_GROUPS.values() for page in pages}
+    return [page for page in pages_with_commands_to_run()
+            if (page in PAGE_GROUPS[group] if group else page not in grouped)]
+
+
 def test_the_reader_joins_lines_drops_prompts_and_reads_marks():
     text = ("Intro\n\n```bash\nflyviz generate demo \\\n    --prompt 'a b'   # five\n"
             "# a comment\nflyviz replay x.flyrec  # exit 1\n```\n\n"
@@ -212,9 +230,8 @@ def _workspace(tmp_path: Path) -> Path:
     return work
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", pages_with_commands_to_run())
-def test_the_pages_commands_run_on_the_demo(page, tmp_path, monkeypatch):
+def run_the_pages_commands(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every command of ``page`` in order in a scratch workspace; each must exit as said."""
     from flyviz.cli import main
 
     monkeypatch.chdir(_workspace(tmp_path))
@@ -234,3 +251,14 @@ def test_the_pages_commands_run_on_the_demo(page, tmp_path, monkeypatch):
         if command.stdout_file:
             Path(command.stdout_file).write_text(out.getvalue(), encoding="utf-8")
     assert os.listdir(".")  # the commands wrote what they say they write, here
+
+
+def test_every_page_with_commands_is_run_by_one_file():
+    pages = [page for group in (None, *PAGE_GROUPS) for page in pages_of_group(group)]
+    assert sorted(pages) == pages_with_commands_to_run()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", pages_of_group(None))
+def test_the_pages_commands_run_on_the_demo(page, tmp_path, monkeypatch):
+    run_the_pages_commands(page, tmp_path, monkeypatch)

@@ -820,21 +820,30 @@ def run_on_nulls(spec: "str | Path | Checkpoint", kind: str, seeds: Sequence[int
 
         real = load_model(str(spec), dataset_dir=dataset)
     results: list[T] = []
-    for number, seed in enumerate(seeds, 1):
-        if log is not None:
-            log(f"null {number} of {len(seeds)}: {kind}, seed {seed}")
-        if in_memory:
-            results.append(work(NullModel(kind, seed, make_null(real, kind, seed))))
-            continue
-        with tempfile.TemporaryDirectory(prefix="flyviz-null-",
-                                         dir=None if workdir is None else str(workdir)) as tmp:
-            folder = write_checkpoint_null(real, kind, seed, Path(tmp) / f"{kind}-{seed}",
-                                           golden=False)
-            from flyviz.model.resolve import load_model
+    # The nulls' folders carry this call's own prefix, so that an interrupt (Ctrl+C, or
+    # SIGTERM turned into one) arriving anywhere, even between a folder's creation and the
+    # context that would remove it, still finds and removes every one of them.
+    parent = Path(tempfile.gettempdir() if workdir is None else workdir)
+    prefix = f"flyviz-null-{os.getpid()}-{id(results):x}-"
+    try:
+        for number, seed in enumerate(seeds, 1):
+            if log is not None:
+                log(f"null {number} of {len(seeds)}: {kind}, seed {seed}")
+            if in_memory:
+                results.append(work(NullModel(kind, seed, make_null(real, kind, seed))))
+                continue
+            with tempfile.TemporaryDirectory(prefix=prefix, dir=str(parent)) as tmp:
+                folder = write_checkpoint_null(real, kind, seed, Path(tmp) / f"{kind}-{seed}",
+                                               golden=False)
+                from flyviz.model.resolve import load_model
 
-            loaded = load_model(str(folder))
-            results.append(work(NullModel(kind, seed, loaded, str(folder))))
-            del loaded
+                loaded = load_model(str(folder))
+                results.append(work(NullModel(kind, seed, loaded, str(folder))))
+                del loaded
+    finally:
+        if not in_memory:
+            for left in parent.glob(f"{prefix}*"):
+                shutil.rmtree(left, ignore_errors=True)
     return results
 
 

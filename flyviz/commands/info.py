@@ -14,12 +14,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz info``."""
     parser.add_argument("spec", metavar="SPEC",
                         help="model folder, hub repo id (ngxson/fly-llm-hf, "
-                             "fernandofernandes/fly-wordbrain-rank64[@rev][/subfolder]) or 'demo'")
+                             "fernandofernandes/fly-wordbrain-rank64[@rev][/subfolder]), 'demo', "
+                             "or a fly-connectome-malecns-166k dataset folder")
     add_dataset_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.epilog = ("examples:\n  flyviz info ./fly-llm-hf\n"
                      "  flyviz info fernandofernandes/fly-wordbrain-rank64 --json\n"
-                     "  flyviz info ./web --dataset ./dataset")
+                     "  flyviz info ./web --dataset ./dataset\n"
+                     "  flyviz info ./malecns-166k")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -140,8 +142,58 @@ def _text(info: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def describe_malecns(folder: Any) -> dict[str, Any]:
+    """What ``flyviz info`` reports of a fly-connectome-malecns-166k folder: the dataset
+    (counts, labels, populations, provenance) and how it runs as a spiking brain (how a
+    weight becomes millivolts)."""
+    from flyviz.model.formats.malecns import load_malecns
+    from flyviz.spiking.brain import MALECNS_W_SYN, synapse_counts
+
+    dataset = load_malecns(folder)
+    info = dataset.describe()
+    _counts, unit, whole = synapse_counts(dataset.weight)
+    count = (f"weight / {unit:.6g} (the smallest |weight|, one synapse)" if whole else
+             "the raw weight (the manifest's signed synaptic count; the weights are not "
+             "whole multiples of one value)")
+    info["spiking"] = {
+        "w_syn_mV": MALECNS_W_SYN, "synapse_unit": unit if whole else None,
+        "signed_count": count,
+        "millivolts": f"each synapse adds signed count x w_syn to its target's conductance "
+                      f"g, as in Shiu et al.'s model: signed count = {count}; w_syn "
+                      f"{MALECNS_W_SYN:g} mV (MaleCNS's default; --w-syn sets another), so a "
+                      f"weight w adds {MALECNS_W_SYN / (unit if whole else 1.0):.6g} x w mV"}
+    return info
+
+
+def _malecns_text(info: dict[str, Any]) -> str:
+    weights = info["weights"]
+    largest = ", ".join(f"{k or '(none)'} {v:,}" for k, v in
+                        list(info["superclasses"].items())[:4])
+    lines = [("dataset", f"{info['name']} ({info['layout']})"), ("source", info["source"]),
+             ("neurons", f"{info['neurons']:,}"), ("edges", f"{info['edges']:,}"),
+             ("weights", f"raw signed ({weights['positive_edges']:,} excitatory, "
+                         f"{weights['negative_edges']:,} inhibitory), no normalisation"),
+             ("superclasses", f"{len(info['superclasses'])}: {largest}, ..."),
+             ("cell types", f"{info['cell_types']:,} ({info['untyped']:,} neurons untyped)"),
+             ("populations", ", ".join(f"{k} {v:,}" for k, v in info["populations"].items())
+              + " (query: population:NAME)"),
+             ("positions", "none (the dataset has no somata: drawn on a generic layout)"),
+             ("as a brain", info["spiking"]["millivolts"])]
+    width = max(len(k) for k, _ in lines)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Load the model and print its description."""
+    """Load the model (or the 166k dataset) and print its description."""
+    from pathlib import Path
+
+    from flyviz.model.formats.malecns import is_malecns_dataset
+
+    folder = Path(args.spec).expanduser()
+    if folder.is_dir() and is_malecns_dataset(folder):
+        data = describe_malecns(folder)
+        print(json.dumps(data, indent=2) if args.json else _malecns_text(data))
+        return 0
     info = describe(load_model_from_args(args))
     print(json.dumps(info, indent=2) if args.json else _text(info))
     return 0

@@ -16,6 +16,8 @@ query terms:
   type:GLOB,...            cell type with shell wildcards, e.g. type:KC* (case-sensitive)
   side:left|right|center   hemisphere
   sign:excitatory|inhibitory  the sign of the neuron's outgoing synapses
+  population:NAME,...      a named population (fly-connectome-malecns-166k's retina,
+                           lamina, descending, sugar), e.g. population:sugar
   input                    the input neurons of the delay line
   all                      every neuron
 combine with & (and), | (or), ! (not) and parentheses; ! binds tightest, then &.
@@ -24,12 +26,14 @@ examples:
   flyviz select demo 'sign:inhibitory'
   flyviz select demo 'superclass:cb_sensory & side:left' --json
   flyviz select demo '(type:SN2* | type:VP*) & !input'
+  flyviz select ~/fly-models/malecns-166k 'population:sugar'
 """
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz select``."""
-    parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
+    parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id, 'demo' or a "
+                                                     "fly-connectome-malecns-166k folder")
     parser.add_argument("query", metavar="QUERY", help="selection query (quote it for the shell)")
     add_dataset_option(parser)
     parser.add_argument("--json", action="store_true",
@@ -39,14 +43,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
-def describe(checkpoint: Any, query: str) -> dict[str, Any]:
+def describe(checkpoint: Any, query: str, index: Any = None) -> dict[str, Any]:
     """What ``--json`` prints: ``query``, ``model``, ``neurons`` (the model's),
-    ``selected``, ``by_superclass`` (largest first) and ``indices``."""
+    ``selected``, ``by_superclass`` (largest first) and ``indices``. ``index``: the
+    :class:`~flyviz.model.selection.NeuronIndex` to use (default the checkpoint's)."""
     from flyviz.model.selection import neuron_index
 
-    index = neuron_index(checkpoint)
+    index = index if index is not None else neuron_index(checkpoint)
     indices = index.select(query)
-    return {"query": query, "model": checkpoint.name, "neurons": index.neurons,
+    return {"query": query, "model": index.model_name, "neurons": index.neurons,
             "selected": int(indices.size), "by_superclass": index.breakdown(indices),
             "indices": indices.tolist()}
 
@@ -55,8 +60,19 @@ def run(args: argparse.Namespace) -> int:
     """Parse the query, load the model, select and print."""
     from flyviz.model.selection import parse
 
+    from pathlib import Path
+
+    from flyviz.model.formats.malecns import is_malecns_dataset
+
     parse(args.query)  # a malformed query fails before the model loads
-    result = describe(load_model_from_args(args), args.query)
+    folder = Path(args.spec).expanduser()
+    if folder.is_dir() and is_malecns_dataset(folder):  # its labels, as a spiking brain's
+        from flyviz.spiking import load_brain
+        from flyviz.spiking.run import brain_index
+
+        result = describe(None, args.query, brain_index(load_brain(str(folder))))
+    else:
+        result = describe(load_model_from_args(args), args.query)
     if args.json:
         print(json.dumps(result))
         return 0

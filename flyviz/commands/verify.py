@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from flyviz.commands._options import (add_dataset_option, add_kernel_option, kernel_from_args,
@@ -33,19 +34,30 @@ authors' own verifier, verify_connectome_package.py, and "flyviz" for flyviz's o
 flyviz's own checks only add to the authors': a dataset their verifier passes,
 flyviz's dataset checks pass too (what flyviz does not need is skipped).
 
+SPEC may be a fly-connectome-malecns-166k folder: then the 17 checks of the
+authors' verifier for that dataset run (every file's SHA-256, counts, offsets,
+source range, finite weights, sign counts, both label indices, unique body ids,
+the four populations, both hop arrays, raw weights), each reported, and their
+closing line is printed; with --dataset naming a fly-connectome-49k folder,
+flyviz also joins the two by body id (the 49k neurons are the 166k ones of five
+superclasses, in order; each 49k edge is a 166k edge with its sign and its
+weight x 9.5299e-4).
+
 exit status: 0 every check passed (skipped ones say why), 1 a check failed,
 2 the model could not be loaded (the first problem found is printed).
 
 examples:
   flyviz verify fernandofernandes/fly-wordbrain-rank64
   flyviz verify ~/fly-models/web --dataset ~/fly-models/dataset --json
+  flyviz verify ~/fly-models/malecns-166k --dataset ~/fly-models/dataset
 """
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz verify``."""
     parser.add_argument("spec", metavar="SPEC",
-                        help="model folder, hub repo id or 'demo'")
+                        help="model folder, hub repo id, 'demo', or a "
+                             "fly-connectome-malecns-166k dataset folder")
     add_dataset_option(parser)
     add_kernel_option(parser)
     parser.add_argument("--no-golden", action="store_true",
@@ -53,6 +65,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _check_lines(checks: Any) -> list[str]:
+    """The header and one line per check: group, origin, name, result, detail."""
+    width = max((len(c.name) for c in checks), default=10)
+    width = min(width, 44)
+    lines = [f"{'group':<11} {'origin':<10} {'check':<{width}}  {'result':<6}  detail"]
+    for check in checks:
+        lines.append(f"{check.group:<11} {check.origin:<10} {check.name[:width]:<{width}}  "
+                     f"{check.status.upper() if check.status == 'fail' else check.status:<6}  "
+                     f"{check.detail}")
+    return lines
 
 
 def table(report: Any) -> str:
@@ -67,22 +91,50 @@ def table(report: Any) -> str:
     if report.dataset:
         lines.append(f"dataset  {report.dataset}")
     lines.append("")
-    width = max((len(c.name) for c in report.checks), default=10)
-    width = min(width, 44)
-    lines.append(f"{'group':<11} {'origin':<10} {'check':<{width}}  {'result':<6}  detail")
-    for check in report.checks:
-        lines.append(f"{check.group:<11} {check.origin:<10} {check.name[:width]:<{width}}  "
-                     f"{check.status.upper() if check.status == 'fail' else check.status:<6}  "
-                     f"{check.detail}")
+    lines.extend(_check_lines(report.checks))
     lines.append("")
     lines.append(report.summary())
     return "\n".join(lines)
+
+
+def _verify_malecns(args: argparse.Namespace, folder: Path) -> int:
+    """The 17 checks of a fly-connectome-malecns-166k folder, and with ``--dataset`` its
+    join to fly-connectome-49k; 0 when all pass, 1 otherwise."""
+    from flyviz.model.formats.dataset import DatasetFiles
+    from flyviz.model.formats.malecns import (check_malecns, join_central_brain,
+                                              load_malecns, summary_line)
+
+    rows = check_malecns(folder)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    closing = summary_line(rows, manifest)
+    passed = not any(r.failed for r in rows)
+    if args.dataset is not None and passed:
+        # Hashed just now: the join reads the arrays without hashing them again.
+        rows += join_central_brain(load_malecns(folder, verify=False),
+                                   DatasetFiles.open(args.dataset))
+        passed = not any(r.failed for r in rows)
+    if args.json:
+        print(json.dumps({"dataset": str(folder), "layout": "malecns-166k",
+                          "central_brain": str(args.dataset) if args.dataset else None,
+                          "passed": passed, "summary": closing,
+                          "checks": [r.to_dict() for r in rows]}, indent=2))
+    else:
+        lines = [f"dataset  {folder} (fly-connectome-malecns-166k)"]
+        if args.dataset is not None:
+            lines.append(f"joined   {args.dataset} (fly-connectome-49k)")
+        print("\n".join(lines + [""] + _check_lines(rows) + ["", closing]))
+    return 0 if passed else 1
 
 
 def run(args: argparse.Namespace) -> int:
     """Load the model, verify it and print the table (or JSON)."""
     from flyviz.model.verify import verify_checkpoint
 
+    from flyviz.model.formats.malecns import is_malecns_dataset
+
+    folder = Path(args.spec).expanduser()
+    if folder.is_dir() and is_malecns_dataset(folder):
+        return _verify_malecns(args, folder)
     kernel = kernel_from_args(args)
     ckpt = load_model_from_args(args)
     tty = sys.stderr.isatty()

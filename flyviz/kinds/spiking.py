@@ -225,14 +225,20 @@ class SpikingModel:
 
             b = self.brain
             if b.positions is None or b.positions_valid is None or not b.positions_valid.any():
-                self._anatomy = ball_layout(b.neurons)
+                # A generic ball, still carrying the brain's ids and labels (the 166k
+                # MaleCNS set has labels and populations but no somata).
+                ball = ball_layout(b.neurons)
+                self._anatomy = Anatomy(
+                    positions=ball.positions, valid=ball.valid, kind=ball.kind,
+                    body_id=np.asarray(b.root_ids, np.int64), superclass=b.superclass,
+                    side=b.side, cell_type=b.cell_type, populations=b.populations)
             else:
                 self._anatomy = Anatomy(
                     positions=np.asarray(b.positions, np.float32),
                     valid=np.asarray(b.positions_valid, bool),
                     kind="synthetic" if b.name == "demo" else "measured",
                     body_id=np.asarray(b.root_ids, np.int64), superclass=b.superclass,
-                    side=b.side, cell_type=b.cell_type)
+                    side=b.side, cell_type=b.cell_type, populations=b.populations)
         return self._anatomy
 
     @property

@@ -52,6 +52,9 @@ class Anatomy:
         brain's generated somata) or ``"layout"`` (computed from the graph).
     body_id, superclass, side, cell_type
         Optional per-neuron labels; ``None`` when the checkpoint has none.
+    populations
+        Optional named sets of neuron indices (``population:NAME`` in a query), e.g.
+        fly-connectome-malecns-166k's ``retina``, ``lamina``, ``descending``, ``sugar``.
     """
 
     positions: np.ndarray
@@ -61,6 +64,7 @@ class Anatomy:
     superclass: list[str] | None = None
     side: list[str] | None = None
     cell_type: list[str] | None = None
+    populations: dict[str, np.ndarray] | None = None
 
     @property
     def n_valid(self) -> int:

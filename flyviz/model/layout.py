@@ -144,7 +144,8 @@ def graph_layout(checkpoint: Checkpoint, seed: int = 0, iterations: int = 12) ->
                    body_id=None if src is None else src.body_id,
                    superclass=None if src is None else src.superclass,
                    side=None if src is None else src.side,
-                   cell_type=None if src is None else src.cell_type)
+                   cell_type=None if src is None else src.cell_type,
+                   populations=None if src is None else src.populations)
 
 
 def _bench() -> None:  # pragma: no cover - a measurement, run by hand

@@ -28,6 +28,9 @@ Terms
     (in the released models every neuron's outgoing synapses share one sign;
     where they do not, the sign of their sum counts). A neuron without
     outgoing synapses, or whose weights sum to zero, has neither sign.
+``population:NAME[,NAME...]``
+    A named population of the brain (case-insensitive), where its source has them:
+    fly-connectome-malecns-166k's ``retina``, ``lamina``, ``descending`` and ``sugar``.
 ``input``
     The input neurons of the delay line (``in_index``).
 ``all``
@@ -68,7 +71,7 @@ from flyviz.model.checkpoint import Checkpoint
 from flyviz.errors import SelectionError
 
 #: The term keys with a value, and the bare words, in the order error messages list them.
-KEYS = ("id", "body", "superclass", "type", "side", "sign")
+KEYS = ("id", "body", "superclass", "type", "side", "sign", "population")
 WORDS = ("all", "input")
 SIDES = ("left", "right", "center")
 SIGNS = ("excitatory", "inhibitory")
@@ -237,12 +240,12 @@ class _Parser:
             if key in KEYS:
                 raise self.fail(f"'{word}' needs a value, e.g. '{key}:{_EXAMPLES[key]}'")
             raise SelectionError(f"unknown term {word!r} in query {self.text!r}; "
-                                 f"{_closest(word, KEYS + WORDS, 'terms')}")
+                                 f"{_closest(word, KEYS + WORDS, 'terms', listing=len(KEYS + WORDS))}")
         if key not in KEYS:
             if key in WORDS:
                 raise self.fail(f"'{key}' takes no value", start)
             raise SelectionError(f"unknown term {word + ':'!r} in query {self.text!r}; "
-                                 f"{_closest(word, KEYS + WORDS, 'terms')}")
+                                 f"{_closest(word, KEYS + WORDS, 'terms', listing=len(KEYS + WORDS))}")
         self.pos += 1  # the colon
         self.skip_space()
         values = [self.parse_value(key)]
@@ -274,7 +277,7 @@ class _Parser:
 
 
 _EXAMPLES = {"id": "3,17,100-199", "body": "720575940612345678", "superclass": "cb_sensory",
-             "type": "KC*", "side": "left", "sign": "inhibitory"}
+             "type": "KC*", "side": "left", "sign": "inhibitory", "population": "sugar"}
 
 
 @functools.lru_cache(maxsize=512)
@@ -292,13 +295,15 @@ def parse(query: str) -> Node:
     return _Parser(query).parse()
 
 
-def _closest(word: str, names: "list[str] | tuple[str, ...]", what: str, limit: int = 5) -> str:
-    """``closest types: a, b, c``; for a handful of names, all of them, likeliest first."""
+def _closest(word: str, names: "list[str] | tuple[str, ...]", what: str, limit: int = 5,
+             listing: int = 8) -> str:
+    """``closest types: a, b, c``; for a handful of names (at most ``listing``), all of
+    them, likeliest first."""
     names = list(dict.fromkeys(n for n in names if n))
     lowered = {n.lower(): n for n in names}
     close = [lowered[c] for c in difflib.get_close_matches(word.lower(), list(lowered),
                                                             n=limit, cutoff=0.5)]
-    if len(names) <= 8:
+    if len(names) <= listing:
         hint = f"did you mean {close[0]!r}? " if close else ""
         return f"{hint}valid {what}: {', '.join(names)}"
     if not close:  # nothing alike: the names that start the same way, else any few
@@ -380,6 +385,11 @@ class NeuronIndex:
         if anatomy is not None and anatomy.side:
             side = _Labels([_SIDE_ALIASES.get(s.strip().lower(), "") for s in anatomy.side])
             self.side = side
+        populations = getattr(anatomy, "populations", None) if anatomy is not None else None
+        self.populations: dict[str, np.ndarray] | None = None
+        if populations:
+            self.populations = {str(k).lower(): np.asarray(v, dtype=np.intp)
+                                for k, v in populations.items()}
         self.body_id = None
         if anatomy is not None and anatomy.body_id is not None:
             self.body_id = np.asarray(anatomy.body_id, dtype=np.int64)
@@ -497,6 +507,17 @@ class NeuronIndex:
             for value in values:
                 codes.extend(self._label_codes(key, labels, value))
             return labels.mask_of(codes)
+        if key == "population":
+            if not self.populations:
+                raise self._missing("population")
+            mask = np.zeros(n, dtype=bool)
+            for value in values:
+                members = self.populations.get(value.lower())
+                if members is None:
+                    raise SelectionError(f"unknown population {value!r}; "
+                                         f"{_closest(value, list(self.populations), 'populations')}")
+                mask[members] = True
+            return mask
         assert key == "sign"
         mask = np.zeros(n, dtype=bool)
         for value in values:

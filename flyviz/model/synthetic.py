@@ -162,6 +162,48 @@ def make_random_checkpoint(neurons: int = 301, edges: int = 3000, *, d_embed: in
                       anatomy=anatomy, **params)
 
 
+#: The superclasses of MaleCNS the 166k fixtures draw from (the five central-brain ones first).
+MALECNS_SUPERCLASSES = ("cb_sensory", "visual_projection", "cb_intrinsic", "ascending_neuron",
+                        "descending_neuron", "ol_intrinsic", "vnc_intrinsic", "motor")
+
+
+def make_malecns_arrays(neurons: int = 300, edges: int = 3000, *, seed: int = 0,
+                        unit: float = 0.275) -> dict[str, object]:
+    """Arrays of a small graph in the fly-connectome-malecns-166k layout, for
+    :func:`flyviz.model.writers.write_malecns_dataset`.
+
+    Asymmetric (an edge one way rarely has its reverse), a tenth of the neurons with no
+    inputs, weights ``sign x synapse count x unit`` (float32; as the published magnitudes
+    read), ascending body ids, labels from :data:`MALECNS_SUPERCLASSES` with a fifth of
+    the neurons untyped (``""``), and the four named populations.
+    """
+    rng = np.random.default_rng(seed)
+    offsets, source, _ = random_csr(neurons, edges, rng)
+    # Empty every tenth row: neurons with no inputs (the CSR keeps its other edges).
+    degree: np.ndarray = np.diff(offsets.astype(np.int64))
+    empty = np.arange(0, neurons, 10)
+    keep = ~np.isin(np.repeat(np.arange(neurons), degree), empty)
+    source = source[keep]
+    degree[empty] = 0
+    offsets = np.concatenate([[0], np.cumsum(degree)]).astype(np.int32)
+    count = rng.integers(1, 40, source.shape[0])
+    # One sign per presynaptic neuron (its transmitter), a third inhibitory.
+    sign = np.where(rng.random(neurons) < 1 / 3, -1.0, 1.0)
+    weight = (sign[source] * count * unit).astype(np.float32)
+    superclass = [MALECNS_SUPERCLASSES[i] for i in rng.choice(
+        len(MALECNS_SUPERCLASSES), neurons, p=[0.1, 0.1, 0.25, 0.05, 0.05, 0.3, 0.1, 0.05])]
+    cell_type = ["" if rng.random() < 0.2 else f"{superclass[i][:2].upper()}{rng.integers(0, 30)}"
+                 for i in range(neurons)]
+    order = rng.permutation(neurons)
+    populations = {"retina": np.sort(order[:20]), "lamina": np.sort(order[20:45]),
+                   "descending": np.flatnonzero([s == "descending_neuron" for s in superclass]),
+                   "sugar": np.sort(order[45:51])}
+    body_id = np.sort(rng.choice(10**6, neurons, replace=False)).astype(np.int64) + 10_000
+    return {"offsets": offsets, "source": source.astype(np.int32), "weight": weight,
+            "body_id": body_id, "superclass": superclass, "cell_type": cell_type,
+            "populations": {k: np.asarray(v, np.int32) for k, v in populations.items()}}
+
+
 def make_flygpt_tensors(neurons: int = 40, edges: int = 300, *, inputs: int = 8,
                         outputs: int = 12, embed: int = 32, vocabulary: int = 65,
                         isolated: int = 3, seed: int = 0) -> dict[str, np.ndarray]:

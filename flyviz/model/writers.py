@@ -19,6 +19,9 @@ loader on small models without a download:
   graph, interface and neuron arrays with a ``manifest.json``.
 * :func:`write_recital_web` -- the Fly Recital web export: ``.f32`` arrays and
   ``manifest.json``; the graph again comes from a dataset.
+* :func:`write_malecns_dataset` -- fly-connectome-malecns-166k
+  (``fly-family-2026.md`` §2): the whole MaleCNS graph with raw signed weights,
+  sorted label tables, named populations and hop counts.
 * :func:`write_flygpt` -- QuixiAI/FlyGPT (``fly-family-2026.md`` §3.1): the 13
   published tensors in their dtypes, ``config.json`` with ``auto_map``, the
   65-character WordLevel tokenizer.
@@ -80,7 +83,7 @@ from flyviz.model.safetensors_io import save_safetensors
 
 __all__ = ["FROZEN_BUFFER_DTYPES", "GOLDEN_MAX_NEW_TOKENS", "GOLDEN_PROMPTS",
            "frozen_buffer_digests", "golden_traces_for", "parameter_digests",
-           "selector_digests", "write_connectome_dataset", "write_fly_llm_hf", "write_flygpt",
+           "selector_digests", "write_connectome_dataset", "write_malecns_dataset", "write_fly_llm_hf", "write_flygpt",
            "write_recital_web", "write_wordbrain"]
 
 #: Parameter tensor names of the released checkpoints -> Checkpoint attribute.
@@ -606,6 +609,154 @@ def write_connectome_dataset(ckpt: Checkpoint, dataset_dir: str | Path, *,
                 "raw bytes to reproduce the checkpoint digest."}
     manifest["license"] = ckpt.metadata.get("license")
     _write_json(root / "manifest.json", manifest)
+    return root
+
+
+def _write_label_json(root: Path, relative: str, data: Any) -> dict[str, Any]:
+    """A JSON file as the 166k packager writes it: indented by 2, UTF-8 as is, a newline."""
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes((json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+                      + "\n").encode("utf-8"))
+    return {"file": relative, "bytes": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def _categorical(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Labels as an int32 index into ``sorted({str(v)})``, as the 166k packager stores them."""
+    labels = sorted({str(v) for v in values})
+    lookup = {label: i for i, label in enumerate(labels)}
+    return np.array([lookup[str(v)] for v in values], dtype=np.int32), labels
+
+
+def write_malecns_dataset(dataset_dir: str | Path, *, offsets: np.ndarray, source: np.ndarray,
+                          weight: np.ndarray, body_id: np.ndarray, superclass: Sequence[str],
+                          cell_type: Sequence[str], populations: Mapping[str, np.ndarray],
+                          hops_from_retina: np.ndarray | None = None,
+                          hops_to_descending: np.ndarray | None = None,
+                          synaptic_contacts: int | None = None) -> Path:
+    """Write the fly-connectome-malecns-166k layout (``fly-family-2026.md`` §2.1-2.2).
+
+    The files, dtypes and manifest of the authors' ``package_full_connectome.py``:
+    ``graph/edges_offsets.i32``, ``edges_source.i32``, ``edges_weight.f32`` (raw, signed),
+    ``neurons/body_id.i64``, ``superclass_index.i32``/``cell_type_index.i32`` into sorted
+    label tables (``superclass_labels.json``/``cell_type_labels.json``, indented by 2 with a
+    final newline), ``populations/<name>.i32`` and ``derived/hops_*.i32``; ``manifest.json``
+    keys each file by logical name with ``{file, dtype, shape, bytes, sha256}`` (JSON files
+    ``{file, bytes, sha256}``) and carries every block of theirs. What flyviz cannot know
+    (the upstream files, the packager's digest) is ``null``.
+
+    Parameters
+    ----------
+    dataset_dir
+        A folder to create or fill.
+    offsets, source, weight
+        Destination-major CSR (row = postsynaptic neuron), written as int32, int32, float32.
+    body_id
+        MaleCNS body ids (int64); the published set is in ascending order.
+    superclass, cell_type
+        One label per neuron (``""`` for an untyped neuron).
+    populations
+        Name -> neuron indices, in the published order ``retina, lamina, descending, sugar``.
+    hops_from_retina, hops_to_descending
+        Default: computed (:func:`~flyviz.model.formats.malecns.hop_counts`) from the
+        ``retina`` and ``descending`` populations.
+    synaptic_contacts
+        The manifest's ``synaptic_contacts`` (default: the sum of |weight|, rounded).
+
+    Returns
+    -------
+    pathlib.Path
+        ``dataset_dir``.
+    """
+    from flyviz.model.formats.malecns import MALECNS_FILES, MALECNS_NAME, hop_counts
+
+    root = Path(dataset_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    weight = np.asarray(weight, dtype=np.float32)
+    n = int(np.asarray(offsets).shape[0]) - 1
+    superclass_index, superclass_labels = _categorical(superclass)
+    cell_type_index_, cell_type_labels = _categorical(cell_type)
+    if hops_from_retina is None:
+        hops_from_retina = hop_counts(offsets, source, populations.get("retina", np.zeros(0, np.int32)))
+    if hops_to_descending is None:
+        hops_to_descending = hop_counts(offsets, source, populations.get("descending", np.zeros(0, np.int32)),
+                                        downstream=False)
+    arrays = {"edges_offsets": (offsets, "int32"), "edges_source": (source, "int32"),
+              "edges_weight": (weight, "float32"), "body_id": (body_id, "int64"),
+              "superclass_index": (superclass_index, "int32"),
+              "cell_type_index": (cell_type_index_, "int32")}
+    files: dict[str, dict[str, Any]] = {}
+    for name, (array, dtype) in arrays.items():
+        files[name] = _write_raw(root, MALECNS_FILES[name], array, dtype)
+    files["superclass_labels"] = _write_label_json(root, MALECNS_FILES["superclass_labels"],
+                                                   superclass_labels)
+    files["cell_type_labels"] = _write_label_json(root, MALECNS_FILES["cell_type_labels"],
+                                                  cell_type_labels)
+    for name, hops in (("hops_from_retina", hops_from_retina),
+                       ("hops_to_descending", hops_to_descending)):
+        files[name] = _write_raw(root, MALECNS_FILES[name], hops, "int32")
+    for name, members in populations.items():
+        files[f"population_{name}"] = _write_raw(root, f"populations/{name}.i32", members,
+                                                 "int32")
+    edges = int(weight.shape[0])
+    manifest = {
+        "schema_version": 1,
+        "created_at_utc": _now_utc(),
+        "name": MALECNS_NAME,
+        "description": "The complete MaleCNS v1.0 connectome as typed arrays: every neuron, "
+                       "every directed edge, raw signed weights, destination-major CSR.",
+        "neurons": n,
+        "edges": edges,
+        "synaptic_contacts": int(synaptic_contacts) if synaptic_contacts is not None
+        else int(round(float(np.abs(weight.astype(np.float64)).sum()))),
+        "csr": {"orientation": "row = postsynaptic neuron, edges_source = presynaptic neuron "
+                               "index",
+                "offsets_length": n + 1,
+                "reconstruct": "for post in range(neurons): for e in range(offsets[post], "
+                               "offsets[post+1]): W[post, edges_source[e]] = edges_weight[e]",
+                "transpose_note": "Transpose for a presynaptic-major view; no edge is "
+                                  "coalesced."},
+        "weights": {
+            "raw": True, "normalization_applied": False,
+            "semantics": "Signed synaptic count: magnitude from the flat connectome at minimum "
+                         "confidence 0.5, sign from the neurotransmitter prediction. Not a "
+                         "conductance and not a measured physiological strength.",
+            "positive_edges": int(np.count_nonzero(weight > 0)),
+            "negative_edges": int(np.count_nonzero(weight < 0)),
+            "zero_edges": int(np.count_nonzero(weight == 0)),
+            "absolute_max": float(np.abs(weight).max()) if edges else 0.0},
+        "neurons_detail": {
+            "superclasses": len(superclass_labels), "cell_types": len(cell_type_labels),
+            "untyped": int(sum(1 for v in cell_type if str(v) == "")),
+            "note": "Cell type is an empty label where the source carries no official type."},
+        "populations": {name: int(np.asarray(members).shape[0])
+                        for name, members in populations.items()},
+        "derived": {
+            "hops_from_retina": "Unweighted shortest-path hop count from the retinal input "
+                                "set; -1 where unreachable.",
+            "hops_to_descending": "Unweighted shortest-path hop count to the descending set; "
+                                  "-1 where unreachable.",
+            "computed_by": "this project, not the upstream release"},
+        "soma_positions": {
+            "included": False,
+            "note": "Soma coordinates are not part of this package. The central-brain subset "
+                    "dataset fly-connectome-49k carries measured soma positions for its "
+                    "49,393 neurons."},
+        "provenance": {"dataset": "MaleCNS v1.0 flat connectome", "upstream_files": None,
+                       "assembled_via": None, "source_graph_sha256": None,
+                       "source_graph_bytes": None, "packager_sha256": None,
+                       "minimum_confidence": 0.5},
+        "related": {"central_brain_subset": "fernandofernandes/fly-connectome-49k",
+                    "models": ["fernandofernandes/fly-wordbrain-rank64",
+                               "fernandofernandes/fly-wordbrain-rank32"]},
+        "files": files,
+        "license": {"data": "CC-BY-4.0",
+                    "attribution": "FlyEM / HHMI Janelia Research Campus, University of "
+                                   "Cambridge, MRC Laboratory of Molecular Biology, Google "
+                                   "Research",
+                    "packaging_code": "MIT"},
+    }
+    _write_label_json(root, "manifest.json", manifest)
     return root
 
 

@@ -11,6 +11,11 @@ The authors' layout (philshiu/Drosophila_brain_model, Readme.md and ``model.py``
     ``Presynaptic_Index, Postsynaptic_Index, Excitatory x Connectivity`` (the signed synapse
     count) and checks the two ``*_ID`` columns, where present, against the completeness table.
 
+A fly-connectome-malecns-166k folder (``fly-family-2026.md`` §2; its ``manifest.json`` names
+the label indices) is read by :func:`brain_from_malecns`: its 166,700 MaleCNS neurons, body
+ids, superclasses, cell types and named populations, and its raw signed weights as synapse
+counts (:func:`synapse_counts`) at MaleCNS's ``w_syn``.
+
 Optional, from the FlyWire connectome's downloads (found in the folder or given by path):
 
 ``coordinates.csv[.gz]``
@@ -33,7 +38,8 @@ import numpy as np
 
 from flyviz.errors import InputError
 
-__all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "brain_spec",
+__all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "brain_from_malecns",
+           "brain_spec", "synapse_counts",
            "load_authors_brain", "load_brain", "COMPLETENESS_NAMES", "CONNECTIVITY_NAMES",
            "FAFB_W_SYN", "MALECNS_W_SYN"]
 
@@ -77,6 +83,11 @@ class SpikingBrain:
         Per-neuron labels, or None.
     default_excite
         Model indices a run excites when none are named (the demo's sensory set), or None.
+    populations
+        Named sets of model indices (``population:NAME`` in a query), or None.
+    weights
+        How the graph's weights became ``counts`` (said by ``flyviz info``); ``""`` where
+        they are the authors' signed synapse counts as written.
     """
 
     name: str
@@ -91,6 +102,8 @@ class SpikingBrain:
     cell_type: list[str] | None = None
     side: list[str] | None = None
     default_excite: np.ndarray | None = None
+    populations: dict[str, np.ndarray] | None = None
+    weights: str = ""
     source: str = ""
     _id_order: np.ndarray | None = field(default=None, repr=False)
     _grouped: tuple[Any, ...] | None = field(default=None, repr=False)
@@ -178,14 +191,26 @@ def brain_spec(spec: str) -> str:
 def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
                coordinates: str | Path | None = None,
                classification: str | Path | None = None) -> SpikingBrain:
-    """A folder (or completeness CSV) in the authors' layout, or ``"demo"``, or a flyviz
-    model spec (a checkpoint folder or hub id: its graph with MaleCNS's default ``w_syn``)."""
+    """A folder (or completeness CSV) in the authors' layout, or ``"demo"``, a
+    fly-connectome-malecns-166k folder (:func:`brain_from_malecns`), or a flyviz model spec
+    (a checkpoint folder or hub id: its graph with MaleCNS's default ``w_syn``).
+    ``coordinates`` and ``classification`` apply to the authors' layout and the 166k set."""
     text = str(path)
     if text == "demo":
         from flyviz.spiking.demo import demo_brain
 
         return demo_brain()
     p = Path(text).expanduser()
+    if p.is_dir() and connectivity is None:
+        from flyviz.model.formats.malecns import is_malecns_dataset, load_malecns
+
+        if is_malecns_dataset(p):
+            brain = brain_from_malecns(load_malecns(p))
+            if coordinates is not None:
+                _read_coordinates(brain, Path(coordinates))
+            if classification is not None:
+                _read_classification(brain, Path(classification))
+            return brain
     if p.is_dir() and _find(p, COMPLETENESS_NAMES) is None and connectivity is None:
         from flyviz.model.resolve import load_model
 
@@ -327,18 +352,37 @@ def _read_classification(brain: SpikingBrain, path: Path) -> None:
     brain.side = labels("side")
 
 
+def synapse_counts(values: Any) -> tuple[np.ndarray, float, bool]:
+    """Signed synapse counts from a graph's weights: the weights over their smallest
+    magnitude (one synapse), rounded, when every weight is a whole multiple of it (to
+    within 0.01 synapse); else the weights as they are.
+
+    Returns
+    -------
+    counts, unit, whole
+        float64 counts, the weight of one synapse (1.0 when not ``whole``) and whether the
+        weights were whole multiples of it.
+    """
+    weights = np.asarray(values, dtype=np.float64)
+    magnitude = np.abs(weights)
+    unit = float(magnitude.min(initial=np.inf, where=magnitude > 0))
+    if not np.isfinite(unit):
+        return weights.copy(), 1.0, True
+    counts = weights / unit
+    rounded = np.rint(counts)
+    if float(np.abs(counts - rounded).max(initial=0.0)) > 0.01:
+        return weights.copy(), 1.0, False
+    return rounded, unit, True
+
+
 def brain_from_checkpoint(checkpoint: Any, w_syn: float = MALECNS_W_SYN) -> SpikingBrain:
     """The LIF model on a Fly LLM checkpoint's graph: its signed synapse counts (the weights
     over their smallest magnitude, which is one synapse), MaleCNS body ids, soma positions and
     labels."""
     ck = checkpoint
     n = int(ck.config.neurons)
-    values = np.asarray(ck.w_values, dtype=np.float64)
-    nonzero = np.abs(values[values != 0])
-    unit = float(nonzero.min()) if nonzero.size else 1.0
-    counts = values / unit
-    rounded = np.rint(counts)
-    if nonzero.size and float(np.abs(counts - rounded).max()) > 0.01:
+    rounded, _unit, whole = synapse_counts(ck.w_values)
+    if not whole:
         raise BrainError(f"{ck.name}'s weights are not multiples of one synapse; it cannot "
                          "run as a spiking brain")
     offsets = np.asarray(ck.w_offsets, dtype=np.int64)
@@ -356,3 +400,35 @@ def brain_from_checkpoint(checkpoint: Any, w_syn: float = MALECNS_W_SYN) -> Spik
         brain.superclass, brain.cell_type, brain.side = \
             anatomy.superclass, anatomy.cell_type, anatomy.side
     return brain
+
+
+def brain_from_malecns(dataset: Any, w_syn: float = MALECNS_W_SYN) -> SpikingBrain:
+    """The LIF model on a fly-connectome-malecns-166k dataset
+    (:class:`~flyviz.model.formats.malecns.MaleCNSDataset`): its neurons in their order (body
+    ids ascending), their superclasses, cell types and the named populations, no positions.
+
+    The weights are raw and signed; a synapse's weight in the model is
+    ``count x sign x w_syn`` as in the authors' model, the signed count being the weight
+    over the smallest weight magnitude (one synapse) when the weights are whole multiples of
+    it (the published ones read as multiples of 0.275), else the weight itself (the
+    manifest calls the weights signed synaptic counts). :attr:`SpikingBrain.weights` says
+    which, for ``flyviz info``.
+    """
+    n = dataset.neurons
+    counts, unit, whole = synapse_counts(dataset.weight)
+    offsets = np.asarray(dataset.offsets, dtype=np.int64)
+    post = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    indptr, post_sorted, counts_sorted = _csr_by_pre(
+        n, np.asarray(dataset.source, dtype=np.int64), post, counts)
+    how = (f"signed synapse count = weight / {unit:.6g} (the smallest |weight|, one synapse)"
+           if whole else "signed synapse count = the raw weight (the manifest's signed "
+                         "synaptic count; the weights are not whole multiples of one value)")
+    path = getattr(dataset, "path", None)
+    return SpikingBrain(name=str(dataset.manifest.get("name") or "malecns-166k"),
+                        root_ids=np.asarray(dataset.body_id, dtype=np.int64), indptr=indptr,
+                        post=post_sorted, counts=counts_sorted, w_syn=w_syn,
+                        superclass=dataset.superclass_labels(),
+                        cell_type=dataset.cell_type_labels(),
+                        populations={k: np.asarray(v, np.int64)
+                                     for k, v in dataset.populations.items()},
+                        weights=how, source=str(path) if path is not None else "")

@@ -237,7 +237,8 @@ def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float
 
 def select(brain: SpikingBrain, query: str) -> np.ndarray:
     """Model indices a query selects. Brains with labels take the whole query language
-    (``superclass:``, ``type:``, ``side:``, ``sign:``...); every brain takes ``body:ROOT,...``
+    (``superclass:``, ``type:``, ``side:``, ``sign:``, ``population:`` where it has named
+    populations...); every brain takes ``body:ROOT,...``
     (root ids) and ``id:`` (model indices, or root ids where the value is too large to be an
     index)."""
     from flyviz.model import selection as sel
@@ -255,7 +256,15 @@ def select(brain: SpikingBrain, query: str) -> np.ndarray:
         return type(node)(tuple(root_ids_as_body(o) for o in node.operands))
 
     node = root_ids_as_body(node)
-    return np.asarray(sel.NeuronIndex(cast(Any, _QueryView(brain))).select(node), np.int64)
+    return np.asarray(brain_index(brain).select(node), np.int64)
+
+
+def brain_index(brain: SpikingBrain) -> Any:
+    """The :class:`~flyviz.model.selection.NeuronIndex` of a spiking brain's labels, body
+    ids, populations and signed counts (what :func:`select` evaluates a query on)."""
+    from flyviz.model import selection as sel
+
+    return sel.NeuronIndex(cast(Any, _QueryView(brain)))
 
 
 class _QueryView:
@@ -268,7 +277,8 @@ class _QueryView:
         self.config = SimpleNamespace(neurons=brain.neurons)
         self.name = brain.name
         self.anatomy = SimpleNamespace(superclass=brain.superclass, cell_type=brain.cell_type,
-                                       side=brain.side, body_id=brain.root_ids)
+                                       side=brain.side, body_id=brain.root_ids,
+                                       populations=brain.populations)
         self.in_index = np.empty(0, dtype=np.int64)
         self.w_indices = np.repeat(np.arange(brain.neurons, dtype=np.int32),
                                    np.diff(brain.indptr))

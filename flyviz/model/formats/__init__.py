@@ -93,6 +93,8 @@ def find_dataset(model_dir: str | Path, *, anatomy_only: bool = False) -> Path |
     the name the model's manifest gives. With ``anatomy_only``, a folder
     with ``neurons/soma_position.i32`` is enough.
     """
+    from flyviz.model.formats.malecns import is_malecns_dataset  # no Fly LLM's graph
+
     model_dir = Path(model_dir).resolve()
     preferred = _declared_dataset(model_dir)
     candidates: list[Path] = [model_dir / "dataset", model_dir / "connectome"]
@@ -104,7 +106,7 @@ def find_dataset(model_dir: str | Path, *, anatomy_only: bool = False) -> Path |
     marker = ("neurons", "soma_position.i32") if anatomy_only else ("graph", "edges_offsets.i32")
     for candidate in candidates:
         if candidate != model_dir and (candidate / "manifest.json").is_file() \
-                and candidate.joinpath(*marker).is_file():
+                and candidate.joinpath(*marker).is_file() and not is_malecns_dataset(candidate):
             return candidate
     return None
 
@@ -169,6 +171,13 @@ def _load_layout(folder: Path, layout: str, *, dataset_dir: str | Path | None,
         return load_flygpt(folder, tokenizer_path=tokenizer_path, name=name,
                            dataset_dir=dataset_dir)
     if layout == LAYOUT_DATASET:
+        from flyviz.model.formats.malecns import is_malecns_dataset
+
+        if is_malecns_dataset(folder):
+            raise CheckpointError(f"{folder} is the fly-connectome-malecns-166k dataset (a graph "
+                                  "with labels, no language model): run it as a spiking brain "
+                                  "(flyviz simulate), check it (flyviz verify), or give it as "
+                                  "--dataset to label a FlyGPT model's neurons")
         raise CheckpointError(f"{folder} is a connectome dataset (the graph only), not a model; "
                               "pass the model folder and this one as its dataset")
     dataset = Path(dataset_dir) if dataset_dir is not None else find_dataset(folder)

@@ -653,9 +653,14 @@ def load_dataset_anatomy(dataset_dir: str | Path, *, verify: bool | None = None)
     """Only the anatomy (``neurons/``) of a dataset folder; the graph files may be absent.
 
     Used to give a checkpoint that carries its own graph (ngxson's) the soma
-    positions of the same 49,393 neurons. The anatomy checks of
+    positions of the same 49,393 neurons. A fly-connectome-malecns-166k folder gives
+    its labels and named populations (after its 17 checks) and no positions. The anatomy checks of
     :func:`check_dataset` (hashes of ``neurons/``, 15-18) run first.
     """
+    from flyviz.model.formats.malecns import is_malecns_dataset, load_malecns
+
+    if is_malecns_dataset(dataset_dir):  # labels and populations, no somata
+        return load_malecns(dataset_dir, verify=verify).anatomy()
     files = DatasetFiles.open(dataset_dir)
     n = _anatomy_neurons(files)
     if n == 0:

@@ -128,9 +128,17 @@ def anatomy_by_body_id(body_ids: np.ndarray, dataset_dir: str | Path) -> Anatomy
     def labels(values: list[str] | None) -> list[str] | None:
         return None if values is None else [values[r] if f else "" for r, f in zip(rows, found)]
 
+    populations = None
+    if table.populations:  # the table's rows -> the model's neurons (those it has)
+        model_of_row = np.full(known.size, -1, dtype=np.int64)
+        model_of_row[rows[found]] = np.flatnonzero(found)
+        populations = {}
+        for name, members in table.populations.items():
+            mapped = model_of_row[np.asarray(members, np.int64)]
+            populations[name] = np.sort(mapped[mapped >= 0])
     return Anatomy(positions=positions.astype(np.float32), valid=valid, kind=table.kind,
                    body_id=wanted, superclass=labels(table.superclass), side=labels(table.side),
-                   cell_type=labels(table.cell_type))
+                   cell_type=labels(table.cell_type), populations=populations)
 
 
 def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = None,

@@ -1,0 +1,480 @@
+"""fly-connectome-malecns-166k (fly-family-2026.md §2): read exactly as published, its 17
+verifier checks, a spiking brain, a label and population source, and the 49k subset.
+
+Every fixture is written by flyviz's own writer (:func:`write_malecns_dataset`) in the
+published layout and dtypes: a 300-neuron asymmetric graph with rows that have no inputs,
+raw signed weights that are synapse counts x 0.275, untyped neurons (``""``) and
+unreachable neurons (-1 hops).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_checks import cli_run, one_error_line
+from flyviz.errors import SelectionError
+from flyviz.model.checks import MALECNS_CHECKS
+from flyviz.model.formats.malecns import (CENTRAL_BRAIN_SCALE, CENTRAL_BRAIN_SUPERCLASSES,
+                                          MALECNS_FILES, central_brain_graph, check_malecns,
+                                          join_central_brain, load_malecns, summary_line)
+from flyviz.model.synthetic import make_malecns_arrays
+from flyviz.model.writers import write_malecns_dataset
+
+#: Every file the authors' packager writes, with its dtype (§2.1).
+PUBLISHED = {"graph/edges_offsets.i32": "<i4", "graph/edges_source.i32": "<i4",
+             "graph/edges_weight.f32": "<f4", "neurons/body_id.i64": "<i8",
+             "neurons/superclass_index.i32": "<i4", "neurons/cell_type_index.i32": "<i4",
+             "derived/hops_from_retina.i32": "<i4", "derived/hops_to_descending.i32": "<i4",
+             "populations/retina.i32": "<i4", "populations/lamina.i32": "<i4",
+             "populations/descending.i32": "<i4", "populations/sugar.i32": "<i4"}
+
+
+@pytest.fixture(scope="module")
+def arrays() -> dict:
+    return make_malecns_arrays(neurons=300, edges=3000, seed=3)
+
+
+@pytest.fixture(scope="module")
+def malecns(tmp_path_factory, arrays) -> Path:
+    return write_malecns_dataset(tmp_path_factory.mktemp("malecns") / "malecns-166k", **arrays)
+
+
+def _raw(root: Path, relative: str) -> np.ndarray:
+    return np.fromfile(root / relative, dtype=PUBLISHED[relative])
+
+
+def _copy(malecns: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(malecns, tmp_path / "copy"))
+
+
+def _rewrite(root: Path, name: str, array: np.ndarray, *, rehash: bool = True) -> None:
+    """Write logical file ``name`` again; with ``rehash`` its manifest entry follows (so
+    only the check that reads the content can notice)."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    entry = manifest["files"][name]
+    data = np.ascontiguousarray(array, dtype=np.dtype(entry["dtype"]).newbyteorder("<"))
+    (root / entry["file"]).write_bytes(data.tobytes())
+    if rehash:
+        entry.update(shape=list(data.shape), bytes=data.nbytes,
+                     sha256=hashlib.sha256(data.tobytes()).hexdigest())
+        (root / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+
+def _edit_manifest(root: Path, edit) -> None:
+    manifest = json.loads((root / "manifest.json").read_text())
+    edit(manifest)
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+
+# ------------------------------------------------------------------------ the layout
+def test_fixture_is_the_published_layout(malecns, arrays):
+    files = sorted(str(p.relative_to(malecns)) for p in malecns.rglob("*") if p.is_file())
+    assert files == sorted([*PUBLISHED, "neurons/superclass_labels.json",
+                            "neurons/cell_type_labels.json", "manifest.json"])
+    manifest = json.loads((malecns / "manifest.json").read_text())
+    n, e = manifest["neurons"], manifest["edges"]
+    assert (n, e) == (300, arrays["weight"].size)
+    # Keyed by logical name; arrays {file, dtype, shape, bytes, sha256}, JSON without a dtype.
+    assert set(manifest["files"]) == set(MALECNS_FILES) | {f"population_{p}" for p in
+                                                            ("retina", "lamina", "descending",
+                                                             "sugar")}
+    for entry in manifest["files"].values():
+        raw = (malecns / entry["file"]).read_bytes()
+        assert entry["bytes"] == len(raw) and entry["sha256"] == hashlib.sha256(raw).hexdigest()
+        if entry["file"].endswith(".json"):
+            assert set(entry) == {"file", "bytes", "sha256"}
+            # json.dumps(indent=2, ensure_ascii=False) + "\n", a sorted table of the labels.
+            labels = json.loads(raw)
+            assert raw.decode() == json.dumps(labels, indent=2, ensure_ascii=False) + "\n"
+            assert labels == sorted(set(labels))
+        else:
+            assert set(entry) == {"file", "dtype", "shape", "bytes", "sha256"}
+            assert entry["dtype"] == np.dtype(PUBLISHED[entry["file"]]).name
+            assert entry["bytes"] == int(np.prod(entry["shape"])) * np.dtype(entry["dtype"]).itemsize
+    assert manifest["weights"]["raw"] is True and manifest["weights"]["normalization_applied"] \
+        is False
+    offsets = _raw(malecns, "graph/edges_offsets.i32")
+    source = _raw(malecns, "graph/edges_source.i32")
+    weight = _raw(malecns, "graph/edges_weight.f32")
+    body = _raw(malecns, "neurons/body_id.i64")
+    assert offsets.size == n + 1 and source.size == weight.size == e
+    assert np.all(np.diff(body) > 0)                     # ascending body ids
+    assert np.count_nonzero(np.diff(offsets) == 0) >= 20  # rows with no inputs
+    post = np.repeat(np.arange(n), np.diff(offsets))
+    pairs = set(zip(post.tolist(), source.tolist()))
+    assert sum((b, a) not in pairs for a, b in pairs) > 0.9 * len(pairs)  # asymmetric
+    assert "" in json.loads((malecns / "neurons/cell_type_labels.json").read_text())
+    assert (weight < 0).any() and (weight > 0).any() and not (weight == 0).any()
+
+
+def _bfs(n: int, edges: list[tuple[int, int]], start: np.ndarray) -> np.ndarray:
+    """Hops from ``start`` along ``edges`` (a -> b), -1 where unreachable."""
+    nxt: dict[int, list[int]] = {}
+    for a, b in edges:
+        nxt.setdefault(a, []).append(b)
+    hops = np.full(n, -1)
+    queue = deque(int(s) for s in start)
+    hops[list(queue)] = 0
+    while queue:
+        a = queue.popleft()
+        for b in nxt.get(a, ()):
+            if hops[b] < 0:
+                hops[b] = hops[a] + 1
+                queue.append(b)
+    return hops
+
+
+def test_hop_counts_are_unweighted_shortest_paths(malecns):
+    offsets = _raw(malecns, "graph/edges_offsets.i32")
+    source = _raw(malecns, "graph/edges_source.i32")
+    n = offsets.size - 1
+    post = np.repeat(np.arange(n), np.diff(offsets))
+    forward = list(zip(source.tolist(), post.tolist()))
+    from_retina = _bfs(n, forward, _raw(malecns, "populations/retina.i32"))
+    to_descending = _bfs(n, [(b, a) for a, b in forward],
+                         _raw(malecns, "populations/descending.i32"))
+    assert np.array_equal(_raw(malecns, "derived/hops_from_retina.i32"), from_retina)
+    assert np.array_equal(_raw(malecns, "derived/hops_to_descending.i32"), to_descending)
+    assert from_retina.min() == -1 and from_retina.max() >= 2
+
+
+# ------------------------------------------------------------------------ 17 checks
+def test_the_17_checks_pass_in_the_authors_order(malecns):
+    rows = check_malecns(malecns)
+    assert [r.authors_check for r in rows] == list(range(1, 18))
+    assert [r.name for r in rows] == [MALECNS_CHECKS[i] for i in range(1, 18)]
+    assert all(r.status == "pass" for r in rows), [r for r in rows if r.status != "pass"]
+    manifest = json.loads((malecns / "manifest.json").read_text())
+    cell_types = len(json.loads((malecns / "neurons/cell_type_labels.json").read_text()))
+    assert summary_line(rows, manifest) == (
+        f"All 17 checks passed: 300 neurons, {manifest['edges']:,} edges, {cell_types:,} cell "
+        "types, 4 named populations.")
+
+
+def _corrupt(root: Path, check: int) -> None:
+    """Break exactly what check ``check`` reads."""
+    n = 300
+    offsets = _raw(root, "graph/edges_offsets.i32").copy()
+    source = _raw(root, "graph/edges_source.i32").copy()
+    weight = _raw(root, "graph/edges_weight.f32").copy()
+    if check == 1:  # a changed file the manifest's digest no longer describes
+        weight[5] *= 2
+        _rewrite(root, "edges_weight", weight, rehash=False)
+    elif check == 2:
+        _rewrite(root, "edges_source", np.append(source, 0))
+    elif check == 3:
+        k = int(np.flatnonzero(np.diff(offsets[1:-1]) > 0)[0]) + 1
+        offsets[k], offsets[k + 1] = offsets[k + 1], offsets[k]
+        _rewrite(root, "edges_offsets", offsets)
+    elif check == 4:
+        offsets[-1] -= 1
+        _rewrite(root, "edges_offsets", offsets)
+    elif check == 5:
+        source[7] = n
+        _rewrite(root, "edges_source", source)
+    elif check == 6:
+        weight[3] = np.copysign(np.inf, weight[3])
+        _rewrite(root, "edges_weight", weight)
+    elif check == 7:
+        _edit_manifest(root, lambda m: m["weights"].update(negative_edges=m["weights"]
+                                                           ["negative_edges"] + 1))
+    elif check in (8, 9):
+        name = "superclass" if check == 8 else "cell_type"
+        index = _raw(root, f"neurons/{name}_index.i32").copy()
+        index[0] = len(json.loads((root / f"neurons/{name}_labels.json").read_text()))
+        _rewrite(root, f"{name}_index", index)
+    elif check == 10:
+        body = _raw(root, "neurons/body_id.i64").copy()
+        body[1] = body[0]
+        _rewrite(root, "body_id", body)
+    elif check in (11, 12, 13, 14):
+        name = ("retina", "lamina", "descending", "sugar")[check - 11]
+        members = _raw(root, f"populations/{name}.i32").copy()
+        members[0] = n
+        _rewrite(root, f"population_{name}", members)
+    elif check in (15, 16):
+        name = ("hops_from_retina", "hops_to_descending")[check - 15]
+        hops = _raw(root, f"derived/{name}.i32").copy()
+        hops[4] = -2
+        _rewrite(root, name, hops)
+    else:
+        _edit_manifest(root, lambda m: m["weights"].update(normalization_applied=True))
+
+
+@pytest.mark.parametrize("check", range(1, 18))
+def test_each_check_fails_alone_when_its_data_is_corrupted(malecns, tmp_path, check):
+    root = _copy(malecns, tmp_path)
+    _corrupt(root, check)
+    rows = check_malecns(root)
+    assert len(rows) == 17
+    failed = [r.authors_check for r in rows if r.status == "fail"]
+    assert failed == [check], [(r.name, r.detail) for r in rows if r.status == "fail"]
+    assert summary_line(rows, {}) == "1 check(s) failed."
+
+
+def test_flyviz_verify_reports_each_check(malecns, tmp_path, capsys):
+    code, out, _ = cli_run(capsys, "verify", str(malecns))
+    assert code == 0
+    lines = out.splitlines()
+    for number in range(1, 18):
+        assert any(f"authors {number} " in line and MALECNS_CHECKS[number] in line
+                   and line.split()[-1] != "FAIL" for line in lines), number
+    assert lines[-1].startswith("All 17 checks passed: 300 neurons")
+    code, out, _ = cli_run(capsys, "verify", str(malecns), "--json")
+    report = json.loads(out)
+    assert code == 0 and report["passed"] and len(report["checks"]) == 17
+    assert [c["authors_name"] for c in report["checks"]] == [MALECNS_CHECKS[i]
+                                                             for i in range(1, 18)]
+    root = _copy(malecns, tmp_path)
+    _corrupt(root, 9)
+    code, out, _ = cli_run(capsys, "verify", str(root))
+    assert code == 1
+    assert "FAIL" in next(line for line in out.splitlines() if "authors 9 " in line)
+    assert out.splitlines()[-1] == "1 check(s) failed."
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("missing", "populations/sugar.i32 is missing"),
+    ("truncated", "graph/edges_weight.f32 is"),
+    ("failed check", "superclass_index.i32 holds"),
+    ("out of range", "graph/edges_source.i32 holds neuron 300, outside 0..299"),
+])
+def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expected):
+    root = _copy(malecns, tmp_path)
+    if damage == "missing":
+        (root / "populations/sugar.i32").unlink()
+    elif damage == "truncated":
+        path = root / "graph/edges_weight.f32"
+        path.write_bytes(path.read_bytes()[:-4])
+    elif damage == "failed check":
+        _corrupt(root, 8)
+    else:
+        _corrupt(root, 5)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    for argv in (["simulate", str(root), "--duration", "5ms", "--out",
+                  str(tmp_path / "s.parquet")], ["info", str(root)]):
+        code, _, err = cli_run(capsys, *argv)
+        one_error_line(code, err, expected)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing left behind
+
+
+# ------------------------------------------------------------------- spiking brain
+def test_a_spiking_brain_of_signed_synapse_counts(malecns, capsys):
+    from flyviz.spiking import load_brain
+    from flyviz.spiking.brain import MALECNS_W_SYN
+
+    brain = load_brain(str(malecns))
+    offsets = _raw(malecns, "graph/edges_offsets.i32")
+    source = _raw(malecns, "graph/edges_source.i32")
+    weight = _raw(malecns, "graph/edges_weight.f32")
+    body = _raw(malecns, "neurons/body_id.i64")
+    assert brain.neurons == 300 and np.array_equal(brain.root_ids, body)
+    assert brain.w_syn == MALECNS_W_SYN
+    # Each edge pre -> post once, its count the raw weight over one synapse's 0.275, signed.
+    post = np.repeat(np.arange(300), np.diff(offsets))
+    expected = sorted(zip(source.tolist(), post.tolist(),
+                          np.rint(weight.astype(np.float64) / np.float32(0.275)).tolist()))
+    pre = np.repeat(np.arange(300), np.diff(brain.indptr))
+    assert sorted(zip(pre.tolist(), brain.post.tolist(), brain.counts.tolist())) == expected
+    assert np.all(brain.counts == np.rint(brain.counts))
+    # In the engine: count x w_syn, in volts.
+    targets, volts, _ = brain.grouped_rows(MALECNS_W_SYN * 1e-3)
+    assert np.allclose(np.sort(volts), np.sort(np.asarray([c for *_, c in expected])
+                                               * MALECNS_W_SYN * 1e-3))
+    code, out, _ = cli_run(capsys, "info", str(malecns))
+    assert code == 0
+    assert "signed count = weight / 0.275 (the smallest |weight|, one synapse)" in out
+    assert "w_syn 0.192 mV" in out and f"{0.192 / 0.275:.6g} x w mV" in out
+    assert "retina 20, lamina 25" in out and "sugar 6" in out
+
+
+def test_weights_off_a_lattice_are_read_as_the_manifests_counts(arrays, tmp_path, capsys):
+    from flyviz.spiking import load_brain
+
+    weight = arrays["weight"]
+    # 0.275 x count, some 0.1 or 0.2 further from zero: multiples of no one value.
+    odd = dict(arrays, weight=(weight + np.sign(weight) * 0.1 * (np.arange(weight.size) % 3)
+                               ).astype(np.float32))
+    root = write_malecns_dataset(tmp_path / "odd", **odd)
+    brain = load_brain(str(root))
+    assert sorted(brain.counts.tolist()) == sorted(odd["weight"].astype(np.float64).tolist())
+    code, out, _ = cli_run(capsys, "info", str(root))
+    assert code == 0 and "signed count = the raw weight" in out and "0.192 x w mV" in out
+
+
+def test_populations_superclasses_and_types_in_queries(malecns, arrays):
+    from flyviz.spiking import load_brain, select
+
+    brain = load_brain(str(malecns))
+    sugar = _raw(malecns, "populations/sugar.i32")
+    retina = _raw(malecns, "populations/retina.i32")
+    assert np.array_equal(select(brain, "population:sugar"), np.sort(sugar))
+    assert np.array_equal(select(brain, "population:Sugar,retina"),
+                          np.union1d(sugar, retina))
+    labels = json.loads((malecns / "neurons/superclass_labels.json").read_text())
+    index = _raw(malecns, "neurons/superclass_index.i32")
+    want = np.flatnonzero(index == labels.index("cb_sensory"))
+    assert np.array_equal(select(brain, "superclass:cb_sensory"), want)
+    assert np.array_equal(select(brain, "superclass:cb_sensory & !population:retina"),
+                          np.setdiff1d(want, retina))
+    typed = [i for i, t in enumerate(arrays["cell_type"]) if t.startswith("OL1")]
+    assert np.array_equal(select(brain, "type:OL1*"), typed)
+    with pytest.raises(SelectionError, match="unknown population 'sugr'; did you mean 'sugar'"):
+        select(brain, "population:sugr")
+    with pytest.raises(SelectionError, match="has no population labels"):
+        select(dataclasses.replace(brain, populations=None), "population:sugar")
+
+
+
+def test_flyviz_select_on_the_dataset(malecns, capsys):
+    code, out, _ = cli_run(capsys, "select", str(malecns), "population:sugar | population:retina",
+                           "--json")
+    union = np.union1d(_raw(malecns, "populations/sugar.i32"),
+                       _raw(malecns, "populations/retina.i32"))
+    assert code == 0 and json.loads(out)["indices"] == union.tolist()
+    code, _, err = cli_run(capsys, "select", str(malecns), "population:nectar")
+    one_error_line(code, err, "unknown population 'nectar'", "retina, lamina, descending, sugar")
+
+
+def test_simulate_and_open_as_a_spiking_brain(malecns, tmp_path, capsys):
+    import pandas as pd
+
+    from flyviz.kinds.spiking import BinSettings, Stimulus, SpikingModel, record_run
+
+    out = tmp_path / "sugar.parquet"
+    code, text, err = cli_run(capsys, "simulate", str(malecns), "--excite", "population:sugar",
+                              "--duration", "30ms", "--out", str(out))
+    assert code == 0, err
+    spikes = pd.read_parquet(out)
+    body = _raw(malecns, "neurons/body_id.i64")
+    sugar = body[_raw(malecns, "populations/sugar.i32")]
+    assert set(sugar) <= set(spikes["flywire_id"])  # driven at 150 Hz for 30 ms
+    assert set(spikes["flywire_id"]) <= set(body)
+    model = SpikingModel.load(str(malecns))
+    anatomy = model.drawing_anatomy()
+    assert anatomy.valid.all() and anatomy.kind == "layout"  # no somata: a generic ball
+    assert anatomy.superclass == model.brain.superclass and anatomy.populations is not None
+    recording = record_run(model, Stimulus(excite="population:sugar"), BinSettings(bins=3))
+    assert recording.metadata["spiking"]["brain"] == str(malecns.resolve())
+    assert recording.metadata["spiking"]["excited"] == 6
+
+
+# ------------------------------------------------------------------- the 49k subset
+def _derive_central_brain(malecns: Path, out: Path, drop_every: int = 7, *,
+                          damage: str = "") -> Path:
+    """A fly-connectome-49k-layout dataset derived from the 166k fixture as §2.5 says, written
+    by flyviz's own 49k writer: the five superclasses' neurons in body-id order, the induced
+    edges but every ``drop_every``-th, the weights times the scale."""
+    from flyviz.model.checkpoint import Anatomy
+    from flyviz.model.synthetic import make_random_checkpoint
+    from flyviz.model.writers import write_connectome_dataset
+
+    dataset = load_malecns(malecns)
+    keep, offsets, source, weight = central_brain_graph(dataset)
+    post = np.repeat(np.arange(keep.size), np.diff(offsets))
+    kept = np.arange(weight.size) % drop_every != 3
+    if damage == "sign":
+        weight[12] = -weight[12]
+    elif damage == "scale":
+        weight[11] = np.float32(weight[11] * 1.001)
+    post, source, weight = post[kept], source[kept], weight[kept]
+    if damage == "extra edge":  # one edge MaleCNS does not have
+        have = set(zip(post.tolist(), source.tolist()))
+        a, b = next((a, b) for a in range(keep.size) for b in range(keep.size)
+                    if (a, b) not in have)
+        post, source, weight = (np.append(post, a), np.append(source, b),
+                                np.append(weight, np.float32(0.001)))
+        order = np.lexsort((source, post))
+        post, source, weight = post[order], source[order], weight[order]
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(post, minlength=keep.size))])
+    ckpt = make_random_checkpoint(neurons=keep.size, edges=40, delay_k=2, vocabulary=16,
+                                  d_embed=4, with_anatomy=False)
+    ckpt.w_offsets, ckpt.w_indices, ckpt.w_values = (offsets.astype(np.int32),
+                                                     source.astype(np.int32), weight)
+    body = np.asarray(dataset.body_id)[keep]
+    if damage == "order":
+        body = body[::-1].copy()
+    labels = dataset.superclass_labels()
+    ckpt.anatomy = Anatomy(positions=np.zeros((keep.size, 3), np.float32),
+                           valid=np.zeros(keep.size, bool), body_id=body,
+                           superclass=[labels[i] for i in keep])
+    return write_connectome_dataset(ckpt, out)
+
+
+def test_the_49k_subset_derived_from_the_166k_set_joins_by_body_id(malecns, tmp_path, capsys):
+    from flyviz.model.formats.dataset import DatasetFiles, load_connectome_dataset
+
+    central = _derive_central_brain(malecns, tmp_path / "central")
+    derived = load_connectome_dataset(central)  # the 49k layout's own 18 checks pass
+    full = load_malecns(malecns)
+    # Independently of flyviz's join: by body id, every derived edge is a 166k edge with
+    # its sign and its weight times the scale, and the neurons are the five superclasses.
+    body = np.asarray(full.body_id)
+    labels = full.superclass_labels()
+    chosen = [i for i in range(full.neurons) if labels[i] in CENTRAL_BRAIN_SUPERCLASSES]
+    assert derived.anatomy is not None
+    assert list(derived.anatomy.body_id) == [int(body[i]) for i in chosen]
+    by_body = {}
+    offsets = np.asarray(full.offsets)
+    for post in range(full.neurons):
+        for e in range(offsets[post], offsets[post + 1]):
+            by_body[(int(body[post]), int(body[full.source[e]]))] = float(full.weight[e])
+    ids49 = derived.anatomy.body_id
+    post49 = np.repeat(np.arange(ids49.size), np.diff(derived.offsets))
+    assert len(post49) > 100
+    for post, pre, w in zip(post49, derived.indices, derived.values):
+        w166 = by_body[(int(ids49[post]), int(ids49[pre]))]
+        assert w == np.float32(np.float64(w166) * CENTRAL_BRAIN_SCALE)
+    rows = join_central_brain(full, DatasetFiles.open(central))
+    assert [r.status for r in rows] == ["pass"] * 4, rows
+    induced = sum(1 for (a, b) in by_body if a in set(ids49.tolist()) and b in
+                  set(ids49.tolist()))
+    assert f"{len(post49):,} of the {induced:,} edges" in rows[1].detail
+    code, out, _ = cli_run(capsys, "verify", str(malecns), "--dataset", str(central))
+    assert code == 0 and "neurons joined by body id" in out
+
+
+@pytest.mark.parametrize("damage, failing", [
+    ("order", "neurons joined by body id"), ("extra edge", "every edge is a MaleCNS edge"),
+    ("sign", "same signs"), ("scale", "weights scaled by"),
+])
+def test_a_49k_set_that_is_not_the_subset_fails_the_join(malecns, tmp_path, capsys, damage,
+                                                         failing):
+    from flyviz.model.formats.dataset import DatasetFiles
+
+    central = _derive_central_brain(malecns, tmp_path / "central", damage=damage)
+    rows = join_central_brain(load_malecns(malecns), DatasetFiles.open(central))
+    assert [r.name for r in rows if r.status == "fail"][0].startswith(failing)
+    code, out, _ = cli_run(capsys, "verify", str(malecns), "--dataset", str(central))
+    assert code == 1
+
+
+def test_labels_and_populations_for_a_flygpt_model_by_body_id(malecns, tmp_path):
+    from flyviz.model.resolve import load_model
+    from flyviz.model.selection import select
+    from flyviz.model.synthetic import make_flygpt_tensors
+    from flyviz.model.writers import write_flygpt
+
+    full = load_malecns(malecns)
+    tensors = make_flygpt_tensors(neurons=40, edges=300)
+    # The model's neurons: 38 of the dataset's (the sugar neurons among them), 2 unknown.
+    sugar = np.asarray(full.populations["sugar"])
+    rest = np.setdiff1d(np.arange(full.neurons), sugar)[::7][:32]
+    rows = np.sort(np.concatenate([sugar, rest]))
+    ids = np.concatenate([np.asarray(full.body_id)[rows], [1, 2]])
+    tensors["graph.node_id"] = ids.astype(np.int64)
+    folder = write_flygpt(tensors, tmp_path / "flygpt")
+    ckpt = load_model(str(folder), dataset_dir=malecns)
+    labels = full.superclass_labels()
+    assert ckpt.anatomy is not None and ckpt.anatomy.n_valid == 0  # no somata: laid out
+    assert ckpt.anatomy.superclass == [labels[r] for r in rows] + ["", ""]
+    model_sugar = np.flatnonzero(np.isin(rows, sugar))
+    assert np.array_equal(select(ckpt, "population:sugar"), model_sugar)

@@ -185,12 +185,10 @@ def _malecns_text(info: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Load the model (or the 166k dataset) and print its description."""
-    from pathlib import Path
+    from flyviz.model.resolve import malecns_folder
 
-    from flyviz.model.formats.malecns import is_malecns_dataset
-
-    folder = Path(args.spec).expanduser()
-    if folder.is_dir() and is_malecns_dataset(folder):
+    folder = malecns_folder(args.spec)
+    if folder is not None:
         data = describe_malecns(folder)
         print(json.dumps(data, indent=2) if args.json else _malecns_text(data))
         return 0

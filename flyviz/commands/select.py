@@ -60,13 +60,11 @@ def run(args: argparse.Namespace) -> int:
     """Parse the query, load the model, select and print."""
     from flyviz.model.selection import parse
 
-    from pathlib import Path
-
-    from flyviz.model.formats.malecns import is_malecns_dataset
+    from flyviz.model.resolve import malecns_folder
 
     parse(args.query)  # a malformed query fails before the model loads
-    folder = Path(args.spec).expanduser()
-    if folder.is_dir() and is_malecns_dataset(folder):  # its labels, as a spiking brain's
+    folder = malecns_folder(args.spec)
+    if folder is not None:  # its labels, as a spiking brain's
         from flyviz.spiking import load_brain
         from flyviz.spiking.run import brain_index
 

@@ -130,10 +130,10 @@ def run(args: argparse.Namespace) -> int:
     """Load the model, verify it and print the table (or JSON)."""
     from flyviz.model.verify import verify_checkpoint
 
-    from flyviz.model.formats.malecns import is_malecns_dataset
+    from flyviz.model.resolve import malecns_folder
 
-    folder = Path(args.spec).expanduser()
-    if folder.is_dir() and is_malecns_dataset(folder):
+    folder = malecns_folder(args.spec)
+    if folder is not None:
         return _verify_malecns(args, folder)
     kernel = kernel_from_args(args)
     ckpt = load_model_from_args(args)

@@ -252,6 +252,34 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
                        name=spec.display)
 
 
+def malecns_folder(spec: str | Path) -> Path | None:
+    """The fly-connectome-malecns-166k folder ``spec`` names, or ``None`` when it names none:
+    a local folder holding the dataset, or the hub's ``fernandofernandes/fly-connectome-
+    malecns-166k`` (``@revision`` pins one), fetched with ``huggingface_hub`` into its cache
+    (its data files only).
+
+    Raises
+    ------
+    ModelNotFoundError
+        When the hub's dataset can be had neither from the hub nor from the cache.
+    """
+    from flyviz.model.formats.malecns import MALECNS_REPO, is_malecns_dataset
+
+    text = str(spec).strip()
+    local = Path(text).expanduser()
+    if local.is_dir():
+        return local if is_malecns_dataset(local) else None
+    repo, _, revision = text.partition("@")
+    if repo.rstrip("/") != MALECNS_REPO or os.path.lexists(local):
+        return None
+    manual = (f"download manifest.json, graph/, neurons/, populations/ and derived/ from "
+              f"https://huggingface.co/datasets/{MALECNS_REPO} into a folder (e.g. "
+              "~/fly-models/malecns-166k) and pass that folder instead")
+    return _download(MALECNS_REPO, ["manifest.json", "graph/*", "neurons/*", "populations/*",
+                                    "derived/*"], revision=revision or None,
+                     repo_type="dataset", manual=manual)
+
+
 def _load_demo(progress: Progress | None) -> Checkpoint:
     try:
         from flyviz.demo import load_demo

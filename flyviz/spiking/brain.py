@@ -192,8 +192,9 @@ def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
                coordinates: str | Path | None = None,
                classification: str | Path | None = None) -> SpikingBrain:
     """A folder (or completeness CSV) in the authors' layout, or ``"demo"``, a
-    fly-connectome-malecns-166k folder (:func:`brain_from_malecns`), or a flyviz model spec
-    (a checkpoint folder or hub id: its graph with MaleCNS's default ``w_syn``).
+    fly-connectome-malecns-166k folder or its hub id (:func:`brain_from_malecns`), or a
+    flyviz model spec (a checkpoint folder or hub id: its graph with MaleCNS's default
+    ``w_syn``).
     ``coordinates`` and ``classification`` apply to the authors' layout and the 166k set."""
     text = str(path)
     if text == "demo":
@@ -201,11 +202,13 @@ def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
 
         return demo_brain()
     p = Path(text).expanduser()
-    if p.is_dir() and connectivity is None:
-        from flyviz.model.formats.malecns import is_malecns_dataset, load_malecns
+    if connectivity is None:
+        from flyviz.model.formats.malecns import load_malecns
+        from flyviz.model.resolve import malecns_folder
 
-        if is_malecns_dataset(p):
-            brain = brain_from_malecns(load_malecns(p))
+        folder = malecns_folder(text)  # a local folder, or the hub's dataset
+        if folder is not None:
+            brain = brain_from_malecns(load_malecns(folder))
             if coordinates is not None:
                 _read_coordinates(brain, Path(coordinates))
             if classification is not None:

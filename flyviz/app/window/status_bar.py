@@ -1,0 +1,76 @@
+"""The window's status bar: a message that does not fit ends in "…" (the whole of it in the
+tooltip) and the permanent readouts (state, rate, frame rate, model) keep their width.
+
+Qt's own status bar draws a long temporary message cut at the first permanent widget,
+mid-word and without a sign that it goes on ("…Overshoo"). Here the message is elided to
+the room left of the permanent widgets, and the labels that show changing figures get a
+minimum width from their font for the widest figure they show, so a rate going from
+"— tok/s" to "123.4 tok/s" neither moves the others nor is squeezed.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtGui import QPainter, QPaintEvent
+from PySide6.QtWidgets import QLabel, QSizeGrip, QStatusBar, QStyle, QStyleOption, QWidget
+
+#: Qt's own inset of the message from the bar's left end, and the gap it leaves before
+#: the first permanent widget (qstatusbar.cpp's messageRect).
+MESSAGE_LEFT = 6
+MESSAGE_GAP = 2
+
+
+class StatusBar(QStatusBar):
+    """A :class:`QStatusBar` whose temporary message is elided to the room it has."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        # The whole message, for when it is elided.
+        self.messageChanged.connect(self.setToolTip)
+
+    def message_rect(self) -> QRect:
+        """Where the temporary message is drawn: from the left end to the first shown
+        permanent widget (or the size grip)."""
+        right = self.width() - 12
+        for child in self.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly):
+            if child.isVisible() and not child.isWindow():
+                right = min(right, child.x() - MESSAGE_GAP)
+        return QRect(MESSAGE_LEFT, 0, max(0, right - MESSAGE_LEFT), self.height())
+
+    def shown_message(self) -> str:
+        """The message as drawn: elided with "…" when it is wider than its room."""
+        return self.fontMetrics().elidedText(self.currentMessage(), Qt.TextElideMode.ElideRight,
+                                             self.message_rect().width())
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt's name)
+        """Qt's painting (the panel, the permanent widgets' frames) with the message elided."""
+        if not self.currentMessage():
+            super().paintEvent(event)
+            return
+        painter = QPainter(self)
+        style = self.style()
+        option = QStyleOption()
+        option.initFrom(self)
+        style.drawPrimitive(QStyle.PrimitiveElement.PE_PanelStatusBar, option, painter, self)
+        for child in self.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly):
+            if child.isVisible() and not isinstance(child, QSizeGrip) and not child.isWindow():
+                frame = QStyleOption()
+                frame.rect = child.geometry().adjusted(-2, -1, 2, 1)
+                frame.palette = self.palette()
+                style.drawPrimitive(QStyle.PrimitiveElement.PE_FrameStatusBarItem, frame, painter,
+                                    child)
+        painter.setPen(self.palette().windowText().color())
+        painter.drawText(self.message_rect(), Qt.AlignmentFlag.AlignLeading
+                         | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextSingleLine,
+                         self.shown_message())
+        painter.end()
+
+
+def fit_label(label: QLabel, *widest: str) -> None:
+    """Give ``label`` the width of the widest of ``widest`` (and its own text), in its font,
+    with its stylesheet padding, as its minimum."""
+    metrics = label.fontMetrics()
+    text_width = max(metrics.horizontalAdvance(text) for text in (*widest, label.text()))
+    margins = label.contentsMargins()
+    padding = label.sizeHint().width() - metrics.horizontalAdvance(label.text())
+    label.setMinimumWidth(text_width + max(padding, margins.left() + margins.right()))

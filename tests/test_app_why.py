@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from app_conftest import centre_colour, expected_colour, isolated_neurons, screen_positions
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QImage
 from PySide6.QtTest import QTest
 from qt_barriers import settle
 
@@ -234,6 +234,43 @@ def test_the_graph_nodes_do_not_overlap_and_stay_inside_the_plot(window, qtbot):
     np.fill_diagonal(apart, np.inf)
     overlapping = np.argwhere(apart < reach - 1.0)
     assert len(overlapping) == 0, f"{len(overlapping) // 2} pairs of nodes overlap"
+
+
+def test_the_graph_of_a_late_token_is_framed_on_the_positions_that_hold_nodes(window, qtbot):
+    """Why? on the last token of a long run: the kept nodes sit at its last few positions.
+    Framed on the whole window (46 positions) they were drawn as one pile a few pixels wide
+    at the plot's right edge; framed on the positions that hold them they fill the plot."""
+    from flyviz.app.language.graph_panel import NEGATIVE, POSITIVE
+
+    win = window
+    win.resize(1280, 800)
+    _run(win, qtbot, tokens=40)
+    att = _why(win, qtbot)
+    feature = win.features["why"]
+    graph, panel = feature.graph, feature.graph_panel
+    first = int(graph.positions.min())
+    assert att.window_start < first - 8, "the nodes should sit late in the window"
+    win.docks["graph"].raise_()
+    qtbot.waitUntil(lambda: panel.plot.isVisible() and panel.plot.width() > 200, timeout=3000)
+    settle(qtbot, win)
+    low, high = panel.plot.getPlotItem().getViewBox().viewRange()[0]
+    assert first - 1 <= low < first and att.position < high <= att.position + 1, (low, high)
+    # Pixel fact: the node colours' columns spread over most of the plot's width.
+    box = panel.plot.getPlotItem().getViewBox()
+    inside = panel.plot.mapFromScene(box.sceneBoundingRect()).boundingRect()
+    image = panel.plot.grab().toImage().convertToFormat(QImage.Format.Format_RGB888)
+    rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+    rgb = rows[:, :image.width() * 3].reshape(image.height(), image.width(), 3).astype(int)
+    ratio = image.width() / panel.plot.width()
+    plot = rgb[int(inside.top() * ratio):int(inside.bottom() * ratio),
+               int(inside.left() * ratio):int(inside.right() * ratio)]
+    node = np.zeros(plot.shape[:2], bool)
+    for colour in (POSITIVE, NEGATIVE):
+        node |= np.abs(plot - np.array(colour[:3])).max(axis=-1) <= 40
+    columns = np.flatnonzero(node.any(axis=0))
+    assert columns.size, "no node drawn"
+    assert columns.max() - columns.min() >= 0.5 * plot.shape[1], \
+        f"the nodes span {columns.max() - columns.min()} of {plot.shape[1]} px"
 
 
 def test_cancel_stops_a_trace(window, qtbot, monkeypatch):

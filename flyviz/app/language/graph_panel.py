@@ -174,7 +174,11 @@ class GraphPanel(QWidget):
         self.items = items
         x = np.array([positions[m[0]] for _, m in items], dtype=np.float64)
         y = np.array([rows[m[0]] for _, m in items], dtype=np.float64)
-        columns = att.position - att.window_start + 1
+        # The columns from the earliest position that holds a node to the traced one: the
+        # kept nodes of a late token sit at its last few positions, and framed on the whole
+        # window (64 positions) they were one unreadable pile a few pixels wide.
+        first = min(int(positions.min()), att.position)
+        columns = att.position - first + 1
         x, y, diameter = self._spread(x, y, columns, len(names))
         self.rows = np.zeros(len(flows))
         self.columns = np.zeros(len(flows))
@@ -192,7 +196,7 @@ class GraphPanel(QWidget):
         self.scatter.setData(x=x, y=y, size=sizes, brush=brushes, pen=pens,
                              data=list(range(len(items))))
         self.plot.getAxis("left").setTicks([list(enumerate(names))])
-        self.plot.setXRange(att.window_start - 0.5, att.position + 0.5, padding=0.02)
+        self.plot.setXRange(first - 0.5, att.position + 0.5, padding=0.02)
         self.plot.setYRange(-0.5, len(names) - 0.5, padding=0.02)
         grouped = sum(key is not None for key, _ in items)
         self.status.setText(f"{len(flows)} neuron nodes kept of the graph explaining "

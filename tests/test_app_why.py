@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from app_conftest import centre_colour, expected_colour, isolated_neurons, screen_positions
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QImage
+from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtTest import QTest
 from qt_barriers import settle
 
@@ -271,6 +271,11 @@ def test_the_graph_of_a_late_token_is_framed_on_the_positions_that_hold_nodes(wi
     assert columns.size, "no node drawn"
     assert columns.max() - columns.min() >= 0.5 * plot.shape[1], \
         f"the nodes span {columns.max() - columns.min()} of {plot.shape[1]} px"
+    # The position axis reads whole positions (not "41.6, 41.8").
+    painter = QPainter(QImage(10, 10, QImage.Format.Format_RGB32))
+    texts = [text for _, _, text in panel.plot.getAxis("bottom").generateDrawSpecs(painter)[2]]
+    painter.end()
+    assert texts and all(text.isdigit() for text in texts), texts
 
 
 def test_cancel_stops_a_trace(window, qtbot, monkeypatch):

@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from flyviz.app.population.plot_axes import next_step
 from flyviz.app.window.theme import NEGATIVE, POSITIVE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,6 +40,17 @@ MIN_NODE_PX = 6.0
 
 #: What the Graph panel says while it shows no trace.
 NO_GRAPH = "Press W (Run → Why this token?) to trace the shown token."
+
+
+def position_ticks(first: int, last: int, most: int = 8) -> list[tuple[float, str]]:
+    """Ticks for the positions ``first .. last``: whole positions only (pyqtgraph's own ticks
+    read "21.6, 21.8, 22.0" on a graph of one position), at most ``most`` of them, on a
+    1–2–5 step."""
+    step = 1
+    while (last - first) // step + 1 > most:
+        step = int(next_step(step))
+    ticks = [(float(p), str(p)) for p in range(first, last + 1) if p % step == 0]
+    return ticks or [(float(last), str(last))]
 
 
 class GraphPanel(QWidget):
@@ -149,6 +161,7 @@ class GraphPanel(QWidget):
         if att is None or graph is None or not len(graph.neurons):
             self.rows, self.columns, self.row_names = np.zeros(0), np.zeros(0), []
             self.plot.getAxis("left").setTicks(None)
+            self.plot.getAxis("bottom").setTicks(None)
             # Without a trace (a new run, Reset) the caption says how to make one.
             self.status.setText("The pruned graph keeps no neuron node." if att is not None
                                 else NO_GRAPH)
@@ -197,6 +210,7 @@ class GraphPanel(QWidget):
                              data=list(range(len(items))))
         self.plot.getAxis("left").setTicks([list(enumerate(names))])
         self.plot.setXRange(first - 0.5, att.position + 0.5, padding=0.02)
+        self.plot.getAxis("bottom").setTicks([position_ticks(first, att.position)])
         self.plot.setYRange(-0.5, len(names) - 0.5, padding=0.02)
         grouped = sum(key is not None for key, _ in items)
         self.status.setText(f"{len(flows)} neuron nodes kept of the graph explaining "

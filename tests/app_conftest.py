@@ -33,20 +33,10 @@ def app_checkpoint(tmp_path_factory):
 @pytest.fixture
 def dark_theme(qapp):
     """The app's own theme (as ``flyviz gui`` sets it), put back as it was afterwards."""
-    import pyqtgraph as pg
+    from flyviz.app.window.theme import dark_theme_applied
 
-    from flyviz.app.window.theme import apply_dark_theme
-
-    keys = ("background", "foreground", "antialias")
-    before = (qapp.style().name(), qapp.palette(), qapp.styleSheet(),
-              {key: pg.getConfigOption(key) for key in keys})
-    apply_dark_theme(qapp)
-    yield
-    style, palette, sheet, options = before
-    qapp.setStyle(style)
-    qapp.setPalette(palette)
-    qapp.setStyleSheet(sheet)
-    pg.setConfigOptions(**options)
+    with dark_theme_applied(qapp):
+        yield
 
 
 def make_window(qtbot, checkpoint, tmp_path, name: str = "settings.ini"):

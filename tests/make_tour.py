@@ -4,8 +4,10 @@ Run ``python tests/make_tour.py --out docs/images/tour`` (under a display or Xvf
 write the pictures; ``tests/test_tour.py`` renders the same into a temporary folder and
 checks that each committed picture still matches, so the tour cannot drift from the app.
 
-The pictures: the window at 1280×800 in each layout preset after a run of the demo brain
-(``window-default.png``, ``window-analysis.png``, ``window-presentation.png``), one frame of
+The pictures: the window at 1280×800, in the app's own theme, in each layout preset after a
+run of the demo brain (``window-default.png``, ``window-presentation.png``, and
+``window-analysis.png`` after Why? on the shown token, so its Graph panel holds the traced
+graph), one frame of
 the movie ``flyviz export`` writes (``movie-frame.png``) and the offline page ``flyviz
 share`` writes, opened in headless Chromium (``shared-page.png``; left out when Chromium
 is not installed).
@@ -27,14 +29,20 @@ PROMPT = "Once upon a time there was a little girl named Lily"
 NEW_TOKENS = 12
 #: The window's size in the pictures (a laptop).
 WINDOW_SIZE = (1280, 800)
-#: The layout presets pictured, in order.
-PRESET_NAMES = ("default", "analysis", "presentation")
+#: The layout presets pictured, in order (the analysis layout after Why?, whose Graph panel
+#: it shows).
+PRESET_NAMES = ("default", "presentation", "analysis")
 #: The movie frame's size.
 MOVIE_SIZE = (960, 540)
 #: The shared page's browser window.
 PAGE_SIZE = (1100, 700)
 
 HERE = Path(__file__).resolve().parent
+
+#: Where the window's parts lie in its pictures, by picture name then part: ``(x, y, width,
+#: height)`` in the picture's pixels (filled as the pictures are taken; the tests check what
+#: each part shows).
+REGIONS: dict[str, dict[str, tuple[int, int, int, int]]] = {}
 
 
 def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
@@ -50,22 +58,47 @@ def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) ->
 
 
 def _settle(rounds: int = 30) -> None:
+    """Let the window lay out and paint, as the app's event loop does between frames.
+
+    Deferred deletions are carried out too: widgets Qt has replaced (the dock tab bars of a
+    restored arrangement) are deleted by the app's event loop, and a script that only
+    processes events would picture them still drawn where they were.
+    """
+    from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
 
     for _ in range(rounds):
         QApplication.sendPostedEvents()
+        QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete.value)
         QApplication.processEvents()
         time.sleep(0.01)
 
 
+def region(win, widget) -> tuple[int, int, int, int]:
+    """Where ``widget`` lies in a picture of ``win`` (``win.grab()``), in the picture's pixels."""
+    top_left = widget.mapTo(win, widget.rect().topLeft())
+    ratio = win.devicePixelRatioF()
+    return (int(top_left.x() * ratio), int(top_left.y() * ratio),
+            int(widget.width() * ratio), int(widget.height() * ratio))
+
+
 def window_pictures(out: Path, settings_dir: Path) -> list[Path]:
-    """The window after a demo run, one picture per layout preset."""
-    from PySide6.QtCore import QSettings, QSize
+    """The window after a demo run, in the app's theme, one picture per layout preset."""
     from PySide6.QtWidgets import QApplication
+
+    from flyviz.app.window.theme import dark_theme_applied
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    with dark_theme_applied(app):
+        return _window_pictures(app, out, settings_dir)
+
+
+def _window_pictures(app, out: Path, settings_dir: Path) -> list[Path]:
+    from PySide6.QtCore import QSettings, QSize
 
     from flyviz.app.window.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
     settings = QSettings(str(settings_dir / "tour.ini"), QSettings.Format.IniFormat)
     win = MainWindow(model_spec="demo", settings=settings)
     written = []
@@ -81,6 +114,8 @@ def window_pictures(out: Path, settings_dir: Path) -> list[Path]:
             raise RuntimeError(f"the run did not start: {win.last_error}")
         _wait(lambda: win.runs.end_reason == "done", "the run to end")
         for name in PRESET_NAMES:
+            if name == "analysis":
+                _why(win)
             win.layouts.apply(name)
             win.resize(*WINDOW_SIZE)
             _wait(lambda: win.size() == QSize(*WINDOW_SIZE), "the window's size")
@@ -89,12 +124,24 @@ def window_pictures(out: Path, settings_dir: Path) -> list[Path]:
             _settle()
             path = out / f"window-{name}.png"
             win.grab().save(str(path))
+            REGIONS[path.name] = {"graph": region(win, win.features["why"].graph_panel.plot)}
             written.append(path)
         win.layouts.apply("default")
     finally:
         win.close()
         app.processEvents()
     return written
+
+
+def _why(win) -> None:
+    """Why? on the shown token (the last), as W does; wait for its graph."""
+    feature = win.features["why"]
+    traced: list[object] = []
+    feature.traced.connect(traced.append)
+    if not feature.why():
+        raise RuntimeError(f"Why? did not start: {win.last_error}")
+    _wait(lambda: bool(traced), "Why? to trace the shown token")
+    _wait(lambda: not win.brain.animating, "the brain view to settle")
 
 
 def _flyviz(*argv: str) -> None:

@@ -79,3 +79,17 @@ def test_the_committed_tour_matches_the_app(tmp_path):
             problems.append(f"{path.name}: {changed:.1%} of its {BLOCK}-pixel blocks differ "
                             "(run: python tests/make_tour.py --out docs/images/tour)")
     assert not problems, "\n".join(problems)
+    _the_analysis_graph_is_drawn(tmp_path / "window-analysis.png")
+
+
+def _the_analysis_graph_is_drawn(path: Path) -> None:
+    """The analysis picture's Graph panel shows the traced graph: nodes in both flow colours
+    (it was an empty plot: nothing had been traced before the picture)."""
+    from flyviz.app.window.theme import NEGATIVE, POSITIVE
+
+    x, y, w, h = make_tour.REGIONS[path.name]["graph"]
+    plot = pixels(path)[y:y + h, x:x + w].astype(int)
+    assert plot.size, "the Graph panel is not in the analysis picture"
+    for colour, name in ((POSITIVE, "red"), (NEGATIVE, "blue")):
+        near = (np.abs(plot - np.array(colour)).max(axis=-1) <= 40).sum()
+        assert near > 50, f"the analysis picture's Graph panel shows no {name} node ({near} px)"

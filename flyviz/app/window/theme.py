@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -73,6 +76,25 @@ def apply_dark_theme(app: QApplication) -> None:
     # No antialiasing: the panels repaint several times a second beside a software-
     # rendered brain, and smooth lines cost more CPU than they add here.
     pg.setConfigOptions(background=PANEL, foreground=MUTED, antialias=False)
+
+@contextmanager
+def dark_theme_applied(app: QApplication) -> Iterator[None]:
+    """The dark theme inside a ``with`` block, the application's look put back after it
+    (scripts and tests that picture the window as ``flyviz gui`` shows it)."""
+    import pyqtgraph as pg
+
+    keys = ("background", "foreground", "antialias")
+    style, palette, sheet = app.style().name(), app.palette(), app.styleSheet()
+    options = {key: pg.getConfigOption(key) for key in keys}
+    apply_dark_theme(app)
+    try:
+        yield
+    finally:
+        app.setStyle(style)
+        app.setPalette(palette)
+        app.setStyleSheet(sheet)
+        pg.setConfigOptions(**options)
+
 
 #: A positive and a negative contribution (graph nodes, synapse lines): the flow colormap's
 #: hues.

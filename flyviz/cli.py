@@ -133,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         check_command_paths(args)  # names too long, an output over an input: before any work
         check_text_arguments(args)
+        from flyviz.commands._options import apply_selector
+
+        apply_selector(args)  # --selector NAME: the SPEC of that selector's weights file
         return int(importlib.import_module(module_name).run(args) or 0)
     except FlyvizError as exc:
         print(f"flyviz: error: {exc}", file=sys.stderr)

@@ -179,3 +179,40 @@ def test_flygpt_variants_load_from_a_pinned_hub_snapshot(hub_cache):
     assert "scrambled/model.safetensors" in patterns and not any(p.endswith(".py") for p in patterns)
     with pytest.raises(ModelNotFoundError):
         load_model(f"{FLYGPT_REPO}@v2")
+
+
+def test_wordbrain_releases_and_their_selectors_from_the_hub_cache(tiny_checkpoint, hub_cache):
+    """fernandofernandes/fly-wordbrain-rank32 (a release at the repository root): the folder
+    loads min-CE, a file after it one selector, and a selector key the manifest's file."""
+    import dataclasses
+
+    from flyviz.model.resolve import _model_patterns, selector_spec
+
+    repo, rank64 = "fernandofernandes/fly-wordbrain-rank32", "fernandofernandes/fly-wordbrain-rank64"
+    snapshot = hub_cache(repo)
+    other = dataclasses.replace(tiny_checkpoint, gain=tiny_checkpoint.gain * 1.5)
+    write_wordbrain(tiny_checkpoint, snapshot, web_export=False,
+                    tokenizer_path=tiny_checkpoint.tokenizer_path)
+    write_wordbrain(other, snapshot, "max-accuracy.safetensors", web_export=False)
+    write_connectome_dataset(tiny_checkpoint, hub_cache("fernandofernandes/fly-connectome-49k",
+                                                        repo_type="dataset"))
+    default = load_model(repo)
+    assert default.metadata["weights_file"] == "min-ce.safetensors"
+    file_spec = f"{repo}/max-accuracy.safetensors"
+    parsed = parse_hub_spec(file_spec)
+    assert parsed is not None and (parsed.subfolder, parsed.file) == ("", "max-accuracy.safetensors")
+    assert parsed.display == file_spec
+    assert "max-accuracy.safetensors" in _model_patterns(parsed)
+    assert "*.safetensors" not in _model_patterns(parsed)  # only the selector asked for
+    by_file = load_model(file_spec)
+    assert by_file.metadata["spec"] == file_spec
+    np.testing.assert_array_equal(by_file.gain, other.gain)
+    assert selector_spec(repo, "maximum_validation_accuracy") == file_spec
+    by_key = load_model(repo, selector="maximum_validation_accuracy")
+    np.testing.assert_array_equal(by_key.gain, other.gain)
+    with pytest.raises(CheckpointError, match="no selector 'latest'"):
+        load_model(repo, selector="latest")
+    # The rank-64 repository's selectors are at its root, not in the default corpus-10k/web.
+    write_wordbrain(other, hub_cache(rank64), "max-accuracy.safetensors", web_export=False)
+    assert selector_spec(rank64, "maximum_validation_accuracy") \
+        == f"{rank64}/max-accuracy.safetensors"

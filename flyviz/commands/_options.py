@@ -18,9 +18,40 @@ DATASET_HELP = ("connectome dataset folder (fernandofernandes/fly-connectome-49k
                 "next to the model, or the hub's. Example: --dataset ~/fly-models/dataset")
 
 
-def add_dataset_option(parser: Any) -> None:
-    """Add ``--dataset DIR``."""
+SELECTOR_HELP = ("for a fly-wordbrain release folder or repository, the weights to load by "
+                 "the key of its manifest's selectors (default: min-ce.safetensors, the "
+                 "minimum_validation_ce selector; a SPEC may also name one .safetensors file). "
+                 "Example: --selector maximum_validation_accuracy")
+
+
+def add_dataset_option(parser: Any, *, selector: bool = True) -> None:
+    """Add ``--dataset DIR`` and, for a command given a model SPEC, ``--selector NAME``."""
     parser.add_argument("--dataset", metavar="DIR", type=Path, default=None, help=DATASET_HELP)
+    if selector:
+        parser.add_argument("--selector", metavar="NAME", default=None, help=SELECTOR_HELP)
+
+
+def apply_selector(args: argparse.Namespace) -> None:
+    """Turn ``--selector NAME`` into the SPEC of that selector's weights file.
+
+    :func:`flyviz.cli.main` runs it before the command, so every path that
+    loads ``args.spec`` (workers included) loads the same file.
+
+    Raises
+    ------
+    InputError, CheckpointError
+        No SPEC to pick in, or no such selector (one line listing the keys).
+    """
+    selector = getattr(args, "selector", None)
+    if selector is None:
+        return
+    from flyviz.errors import InputError
+    from flyviz.model.resolve import selector_spec
+
+    if getattr(args, "spec", None) is None:
+        raise InputError("--selector picks weights in a fly-wordbrain release: give the "
+                         "release folder or hub id as SPEC")
+    args.spec = selector_spec(str(args.spec), str(selector))
 
 
 def load_model_from_args(args: argparse.Namespace, spec: str | None = None,

@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="SPEC", default=None,
                         help="model whose neuron labels and positions to add (default: the "
                              "one the recording names), e.g. --model ngxson/fly-llm-hf")
-    add_dataset_option(parser)
+    add_dataset_option(parser, selector=False)  # the recording names its model
     parser.add_argument("--no-labels", action="store_true",
                         help="load no model: the neurons carry only their index")
     parser.epilog = EPILOG

@@ -68,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="SPEC", default=None,
                         help="the model whose neuron labels and positions to use (default: the "
                              "one the recording names)")
-    add_dataset_option(parser)
+    add_dataset_option(parser, selector=False)  # the recording names its model
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 

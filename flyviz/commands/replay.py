@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="SPEC", default=None,
                         help="model to replay on (default: the one the recording names), "
                              "e.g. --model ngxson/fly-llm-hf")
-    add_dataset_option(parser)
+    add_dataset_option(parser, selector=False)  # the recording names its model
     add_kernel_option(parser)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--source", type=Path, default=None, metavar="REC",

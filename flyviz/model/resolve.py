@@ -16,6 +16,10 @@ Specs
     Any revision (branch, tag or commit) and subfolder of a hub repository,
     e.g. ``fernandofernandes/fly-wordbrain-rank64@main/web``; ``/.`` picks the
     repository root (the parameters-only ``min-ce.safetensors``).
+``./release/max-accuracy.safetensors``, ``owner/name[@revision][/sub]/FILE.safetensors``
+    One selector's weights of a fly-wordbrain release folder (the folder
+    alone loads ``min-ce.safetensors``). :func:`selector_spec` writes this
+    form for a selector named by its manifest key (``--selector``).
 ``demo``
     The embedded demo brain (:func:`flyviz.demo.load_demo`).
 
@@ -36,9 +40,11 @@ from pathlib import Path
 
 from flyviz.errors import CheckpointError, InputError, ModelNotFoundError
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
-from flyviz.model.formats import LAYOUT_FLYGPT, LAYOUT_HF, detect_layout, load_folder
+from flyviz.model.formats import (LAYOUT_FLYGPT, LAYOUT_HF, LAYOUT_WORDBRAIN, detect_layout,
+                                  load_folder)
 from flyviz.model.formats.flygpt import HUB_REPO as FLYGPT_REPO
-from flyviz.model.formats.common import find_tokenizer
+from flyviz.model.formats.common import find_tokenizer, read_json
+from flyviz.model.formats.wordbrain import selector_file
 
 #: Progress callback: ``progress(label, fraction)`` with fraction in [0, 1].
 Progress = Callable[[str, float], None]
@@ -74,12 +80,15 @@ class HubSpec:
     revision: str | None = None
     subfolder: str = ""
     explicit_subfolder: bool = False
+    #: One ``.safetensors`` weights file of the subfolder (a wordbrain selector), or "".
+    file: str = ""
 
     @property
     def display(self) -> str:
         """The spec as a user would write it."""
         text = self.repo_id + (f"@{self.revision}" if self.revision else "")
-        return text + (f"/{self.subfolder}" if self.subfolder else "")
+        text += f"/{self.subfolder}" if self.subfolder else ""
+        return text + (f"/{self.file}" if self.file else "")
 
 
 def parse_hub_spec(spec: str) -> HubSpec | None:
@@ -98,9 +107,12 @@ def parse_hub_spec(spec: str) -> HubSpec | None:
         subfolder = ""
     if any(part in ("..",) for part in subfolder.split("/")):
         return None
+    file = ""
+    if subfolder.endswith(".safetensors"):  # one selector's weights file
+        subfolder, _, file = subfolder.rpartition("/")
     if not explicit and f"{owner}/{name}" == WORDBRAIN_REPO:
         subfolder = WORDBRAIN_DEFAULT_SUBFOLDER
-    return HubSpec(f"{owner}/{name}", revision or None, subfolder, explicit)
+    return HubSpec(f"{owner}/{name}", revision or None, subfolder, explicit, file)
 
 
 def _offline() -> bool:
@@ -185,6 +197,8 @@ def _model_patterns(spec: HubSpec) -> list[str]:
         files = FLYGPT_FILES
     else:  # another repository: every data file of the subfolder; the layout is detected
         files = ("*.json", "*.safetensors", "*.f32")
+    if spec.file:  # one selector: its weights and the release's JSON files only
+        files = ("*.json", spec.file)
     return sorted({prefix + f for f in files})
 
 
@@ -230,6 +244,10 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
     if layout == LAYOUT_FLYGPT:  # graph, weights and tokenizer are all in the folder
         _report(progress, "loading", 0.7)
         return load_folder(model_dir, name=spec.display)
+    if spec.file and layout != LAYOUT_WORDBRAIN:
+        raise ModelNotFoundError(f"{spec.display}: {spec.file} names a fly-wordbrain selector "
+                                 f"but {spec.subfolder or 'the repository root'} holds a "
+                                 f"{layout} checkpoint; name the folder alone")
     if dataset_dir is None and layout == LAYOUT_HF:
         # ngxson's checkpoint carries the graph but no soma positions: take them from the
         # dataset's neurons/ (2 MB) when it can be had; without it the model still runs.
@@ -249,7 +267,62 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
         tokenizer = _tokenizer_from_ngxson(manual)
     _report(progress, "loading", 0.7)
     return load_folder(model_dir, dataset_dir=dataset_dir, tokenizer_path=tokenizer,
-                       name=spec.display)
+                       name=spec.display, filename=spec.file or None)
+
+
+def selector_spec(spec: str, selector: str) -> str:
+    """The SPEC of one selector's weights in a fly-wordbrain release.
+
+    Parameters
+    ----------
+    spec
+        A release folder, or a hub id (``owner/name[@revision][/subfolder]``;
+        without a subfolder, the repository root, where the authors'
+        packager puts the release).
+    selector
+        A key of the manifest's ``selectors`` (``minimum_validation_ce``,
+        ``maximum_validation_accuracy``).
+
+    Returns
+    -------
+    str
+        ``folder/FILE.safetensors`` or ``owner/name[@revision][/subfolder]/FILE.safetensors``
+        (for a hub id, only the release's ``manifest.json`` is fetched here).
+
+    Raises
+    ------
+    InputError
+        For a spec that is no release folder or hub id, or names a file already.
+    CheckpointError
+        When the manifest has no such selector (the message lists its keys).
+    """
+    text = str(spec).strip()
+    local = Path(text).expanduser()
+    if local.is_file():
+        raise InputError(f"{text} is one weights file already; give the release folder with "
+                         "--selector, or the file alone")
+    if local.is_dir():
+        manifest = read_json(local / "manifest.json", "the release's manifest.json")
+        where = str(local)
+    else:
+        hub = parse_hub_spec(text)
+        if hub is None:
+            raise InputError(f"--selector picks one weights file of a fly-wordbrain release; "
+                             f"{text!r} is neither a release folder nor a hub id")
+        if hub.file:
+            raise InputError(f"{text} names one weights file already; give the release alone "
+                             "with --selector, or the file alone")
+        hub = HubSpec(hub.repo_id, hub.revision, hub.subfolder if hub.explicit_subfolder else "",
+                      True)
+        prefix = f"{hub.subfolder}/" if hub.subfolder else ""
+        snapshot = _download(hub.repo_id, [prefix + "manifest.json"], revision=hub.revision,
+                             repo_type=None, manual=_manual_instructions(hub))
+        manifest = read_json(snapshot / prefix / "manifest.json", "the release's manifest.json")
+        where = hub.display
+    if not isinstance(manifest, dict):
+        raise CheckpointError(f"{where}: manifest.json is not a JSON object; download it again")
+    file = selector_file(manifest, selector, where)
+    return str(local / file) if local.is_dir() else f"{where}/{file}"
 
 
 def malecns_folder(spec: str | Path) -> Path | None:
@@ -309,7 +382,7 @@ def check_spec(spec: str) -> None:
 
 
 def load_model(spec: str, progress: Progress | None = None, *,
-               dataset_dir: str | Path | None = None) -> Checkpoint:
+               dataset_dir: str | Path | None = None, selector: str | None = None) -> Checkpoint:
     """Load a model from a folder, a hub repo id or ``"demo"``.
 
     Parameters
@@ -323,6 +396,10 @@ def load_model(spec: str, progress: Progress | None = None, *,
         weights and web exports need one; for ngxson's checkpoint it only adds
         soma positions). Default: one found next to a model folder, or the
         hub's ``fernandofernandes/fly-connectome-49k``.
+    selector
+        For a fly-wordbrain release, the key of its manifest's ``selectors``
+        to load (see :func:`selector_spec`); default: ``min-ce.safetensors``
+        or the file the spec names.
 
     Returns
     -------
@@ -341,6 +418,8 @@ def load_model(spec: str, progress: Progress | None = None, *,
     if not spec:
         raise ModelNotFoundError("no model given: pass a folder, a hub repo id "
                                  f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+    if selector is not None:
+        spec = selector_spec(spec, selector)
     if dataset_dir is not None:
         dataset_dir = Path(dataset_dir).expanduser()
         if not dataset_dir.is_dir():
@@ -355,10 +434,14 @@ def load_model(spec: str, progress: Progress | None = None, *,
     local = Path(spec).expanduser()
     if local.exists():
         folder = local.parent if local.is_file() else local
+        # A .safetensors file names one selector of a wordbrain release (other layouts
+        # have one weights file and ignore it).
+        filename = local.name if local.is_file() and local.suffix == ".safetensors" else None
         _report(progress, f"loading {folder}", 0.1)
-        ckpt = load_folder(folder, name=folder.name, dataset_dir=dataset_dir)
-        # Absolute, so that a recording can find the model again from anywhere.
-        ckpt.metadata["spec"] = str(folder.resolve())
+        ckpt = load_folder(folder, name=folder.name, dataset_dir=dataset_dir, filename=filename)
+        # Absolute, so that a recording can find the model (and its selector) again.
+        ckpt.metadata["spec"] = str((local if filename and ckpt.layout == LAYOUT_WORDBRAIN
+                                     else folder).resolve())
     else:
         hub = parse_hub_spec(spec)
         if hub is None:

@@ -347,6 +347,17 @@ def _check_binding(run: _Run, ckpt: Checkpoint, dataset_files: Any) -> None:
         return
     graph = dataset_files.graph_digests() if dataset_files is not None else {
         k.split("/", 1)[1]: v for k, v in ckpt.digests.items() if k.startswith("graph/")}
+    control = ckpt.metadata.get("graph") if ckpt.layout == "wordbrain" else None
+    if isinstance(control, dict) and control.get("w_indices_sha256"):
+        # A graph-control release runs on indices rebuilt from the dataset's (the loader
+        # refused any other digest): bind the weights to those, recomputed here.
+        from flyviz.model.formats.common import array_digest
+
+        graph = dict(graph)
+        graph["brain.w_indices"] = array_digest(np.asarray(ckpt.w_indices), "int32")
+        run.add("binding", "control graph", PASS,
+                f"{control.get('control')}: rebuilt from the dataset, "
+                f"{control.get('repaired_slots')} repaired slots")
     for name, digest in model.items():
         if name == EDGE_GROUP_INDEX:
             empty = str(digest).lower() in empty_index_digests()

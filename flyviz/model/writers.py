@@ -22,6 +22,9 @@ loader on small models without a download:
 * :func:`write_malecns_dataset` -- fly-connectome-malecns-166k
   (``fly-family-2026.md`` §2): the whole MaleCNS graph with raw signed weights,
   sorted label tables, named populations and hop counts.
+* :func:`write_control_release` -- fly-wordbrain's graph-control release
+  (shuffled-10k): weights bound to a rewired graph, with the ``graph_control``
+  block and receipt that rebuild it (``fly-family-2026.md`` §1.6).
 * :func:`write_flygpt` -- QuixiAI/FlyGPT (``fly-family-2026.md`` §3.1): the 13
   published tensors in their dtypes, ``config.json`` with ``auto_map``, the
   65-character WordLevel tokenizer.
@@ -66,6 +69,7 @@ import datetime as _dt
 import json
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -83,8 +87,9 @@ from flyviz.model.safetensors_io import save_safetensors
 
 __all__ = ["FROZEN_BUFFER_DTYPES", "GOLDEN_MAX_NEW_TOKENS", "GOLDEN_PROMPTS",
            "frozen_buffer_digests", "golden_traces_for", "parameter_digests",
-           "selector_digests", "write_connectome_dataset", "write_malecns_dataset", "write_fly_llm_hf", "write_flygpt",
-           "write_recital_web", "write_wordbrain"]
+           "selector_digests", "write_connectome_dataset", "write_control_release",
+           "write_fly_llm_hf", "write_flygpt", "write_malecns_dataset", "write_recital_web",
+           "write_wordbrain", "CONTROL_GRAPH_NOTE", "PUBLISHED_ARCHITECTURE"]
 
 #: Parameter tensor names of the released checkpoints -> Checkpoint attribute.
 PARAMETER_NAMES = {
@@ -319,6 +324,43 @@ def _parameter_counts(tensors: Mapping[str, np.ndarray]) -> dict[str, int]:
             "encoder_parameters": encoder, "readout_parameters": readout}
 
 
+@dataclass(frozen=True)
+class _SelectorWeights:
+    """One selector's weights file as written, and what its manifest entry repeats."""
+
+    file: Path
+    selector: str
+    experiment: str
+    updates: int | None
+    source_sha256: str | None
+    tensors: dict[str, np.ndarray]
+
+
+def _write_selector_weights(ckpt: Checkpoint, file: Path, experiment: str | None,
+                            updates: int | None,
+                            extra: Mapping[str, str] | None = None) -> _SelectorWeights:
+    """Write a release's parameters-only F32 safetensors with the packagers' metadata
+    (``experiment``, ``selector``, ``updates``, ``source_checkpoint_sha256``, then ``extra``);
+    an unknown update count or source digest is left out."""
+    stem = file.stem
+    selector = SELECTOR_NAMES.get(stem, stem)
+    experiment = experiment if experiment is not None else str(
+        ckpt.metadata.get("experiment", ckpt.name))
+    known_updates = updates if updates is not None else ckpt.metadata.get("updates")
+    update_count = int(known_updates) if known_updates is not None else None
+    source_sha256 = ckpt.metadata.get("source_checkpoint_sha256") or None
+    tensors = _parameter_tensors(ckpt)
+    metadata = {"experiment": experiment, "selector": selector}
+    if update_count is not None:
+        metadata["updates"] = str(update_count)
+    if source_sha256:
+        metadata["source_checkpoint_sha256"] = str(source_sha256)
+    metadata.update(extra or {})
+    save_safetensors(file, tensors, metadata)
+    return _SelectorWeights(file, selector, experiment, update_count,
+                            str(source_sha256) if source_sha256 else None, tensors)
+
+
 def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
                     filename: str = "min-ce.safetensors", *,
                     tokenizer_path: str | Path | None = None,
@@ -326,7 +368,8 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
                     web_export: bool | None = None,
                     golden_prompts: Sequence[str] = GOLDEN_PROMPTS,
                     golden_tokens: int = GOLDEN_MAX_NEW_TOKENS,
-                    dataset: str = "fly-connectome") -> Path:
+                    dataset: str = "fly-connectome",
+                    architecture: Mapping[str, Any] | None = None) -> Path:
     """Write the fly-wordbrain layout: parameters-only F32 safetensors + manifest.
 
     The graph is not stored; write it with :func:`write_connectome_dataset`.
@@ -366,6 +409,11 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
         ``True`` always, ``False`` never.
     golden_prompts, golden_tokens, dataset
         As for :func:`write_recital_web`.
+    architecture
+        Values replacing this model's own in the manifest's ``architecture``
+        block. The authors' packager writes the sizes of
+        :data:`PUBLISHED_ARCHITECTURE` whatever the model; pass them to write
+        a release exactly as theirs (loaders take sizes from the tensors).
 
     Returns
     -------
@@ -375,21 +423,10 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
     cfg = ckpt.config
-    stem = Path(filename).stem
-    selector_name = SELECTOR_NAMES.get(stem, stem)
-    experiment = experiment if experiment is not None else str(
-        ckpt.metadata.get("experiment", ckpt.name))
-    known_updates = updates if updates is not None else ckpt.metadata.get("updates")
-    update_count = int(known_updates) if known_updates is not None else None
-    source_sha256 = ckpt.metadata.get("source_checkpoint_sha256") or None
-    tensors = _parameter_tensors(ckpt)
-    file = model_dir / filename
-    metadata = {"experiment": experiment, "selector": selector_name}
-    if update_count is not None:
-        metadata["updates"] = str(update_count)
-    if source_sha256:
-        metadata["source_checkpoint_sha256"] = str(source_sha256)
-    save_safetensors(file, tensors, metadata)
+    weights = _write_selector_weights(ckpt, model_dir / filename, experiment, updates)
+    selector_name, experiment = weights.selector, weights.experiment
+    update_count, source_sha256, tensors, file = (weights.updates, weights.source_sha256,
+                                                   weights.tensors, weights.file)
     rank = _readout_rank(ckpt)
     counts = _parameter_counts(tensors)
     manifest_path = model_dir / "manifest.json"
@@ -407,6 +444,7 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
             "layer_norm_eps": float(cfg.layer_norm_eps),
             "edge_adaptation": "fixed",
             "recurrence": "x = (1 - leak) x + leak tanh(gain (rec_gain W x + drive) + bias)",
+            **(architecture or {}),
         },
         **counts,
         "graph": {"dataset": dataset,
@@ -440,6 +478,115 @@ def write_wordbrain(ckpt: Checkpoint, model_dir: str | Path,
     manifest.setdefault("web_export", None)  # no web export made alongside
     _write_json(manifest_path, manifest)
     _copy_tokenizer(Path(tokenizer_path) if tokenizer_path is not None else None, model_dir)
+    return model_dir
+
+
+#: The sizes the authors' release packagers write in a manifest's ``architecture``
+#: whatever the model (``fly-family-2026.md`` §1.4): a loader must not trust them.
+PUBLISHED_ARCHITECTURE = {"neurons": 49393, "edges": 9050172, "vocabulary": 1024}
+
+#: What the graph-control packager writes in each weights file's metadata.
+CONTROL_GRAPH_NOTE = "randomised control graph; NOT the measured connectome"
+
+
+def write_control_release(ckpt: Checkpoint, model_dir: str | Path, receipt: Mapping[str, Any],
+                          filename: str = "min-ce.safetensors", *,
+                          experiment: str | None = None, updates: int | None = None,
+                          stage: str = "07-graph-control",
+                          dataset: str = "fernandofernandes/fly-connectome-49k",
+                          architecture: Mapping[str, Any] | None = None) -> Path:
+    """Write a graph-control release (shuffled-10k's layout, ``fly-family-2026.md`` §1.6).
+
+    As the authors' ``package_control_release.py`` writes it: the parameters
+    in F32 safetensors whose metadata adds ``graph`` (:data:`CONTROL_GRAPH_NOTE`)
+    and ``graph_w_indices_sha256``; ``manifest.json`` with the
+    ``graph_control`` block (warning, mode, seed, how to rebuild, both index
+    digests, what was preserved and changed) and ``selectors`` keyed by
+    criterion, each naming its file (with no ``selector`` field, as theirs);
+    and the trainer's receipt as ``graph-control.json``. No web export. Call
+    it once per selector; the second joins the first's manifest.
+
+    Parameters
+    ----------
+    ckpt
+        The model on its control graph (its ``w_indices`` the rewired ones).
+    model_dir
+        Folder to create or fill.
+    receipt
+        The trainer's receipt (:func:`~flyviz.model.graph_control.control_receipt`);
+        its control index digest must be ``ckpt``'s.
+    filename
+        ``min-ce.safetensors`` or ``max-accuracy.safetensors``.
+    experiment, updates
+        As for :func:`write_wordbrain`.
+    stage, dataset
+        The manifest's ``stage`` and ``graph.dataset``.
+    architecture
+        As for :func:`write_wordbrain`.
+
+    Returns
+    -------
+    pathlib.Path
+        ``model_dir``.
+    """
+    model_dir = Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    frozen = frozen_buffer_digests(ckpt)
+    control_digest = str(receipt["control_graph_sha256"]["w_indices"])
+    if frozen["brain.w_indices"] != control_digest:
+        raise ValueError("the checkpoint does not run on the receipt's control graph")
+    weights = _write_selector_weights(ckpt, model_dir / filename, experiment, updates, {
+        "graph": CONTROL_GRAPH_NOTE, "graph_w_indices_sha256": control_digest})
+    criterion, experiment = weights.selector, weights.experiment
+    update_count, source_sha256, tensors, file = (weights.updates, weights.source_sha256,
+                                                   weights.tensors, weights.file)
+    manifest_path = model_dir / "manifest.json"
+    manifest: dict[str, Any] = (json.loads(manifest_path.read_text(encoding="utf-8"))
+                                if manifest_path.exists() else {})
+    cfg = ckpt.config
+    receipt = dict(receipt)
+    receipt.setdefault("frozen_buffers_sha256", frozen)
+    manifest.update({
+        "schema_version": 1, "created_at_utc": _now_utc(), "experiment": experiment,
+        "stage": stage, "role": manifest.get("role") or ckpt.metadata.get("role"),
+        "trainable_parameters": _parameter_counts(tensors)["trainable_parameters"],
+        "architecture": {
+            "neurons": cfg.neurons, "edges": ckpt.n_edges, "encoder_width": cfg.d_embed,
+            "readout_rank": _readout_rank(ckpt), "delay_slots": cfg.delay_k,
+            "vocabulary": cfg.vocabulary, "edge_adaptation": "fixed",
+            "recurrence": "x = 0.1*x + 0.9*tanh(gain*(rec_gain*(W@x) + drive) + bias)",
+            **(architecture or {}),
+        },
+        "graph_control": {
+            "WARNING": "These weights were trained on a RANDOMISED graph. Loading them onto the "
+                       "measured connectome gives a model that was never trained and its scores "
+                       "are meaningless. Rebuild the control graph first.",
+            "mode": receipt["mode"], "seed": receipt["seed"],
+            "rebuild_with": "control_indices(offsets, source, mode, seed) of the authors' "
+                            "train_connectorch_control.py (flyviz.model.graph_control), applied "
+                            "to the measured graph of the dataset",
+            "measured_graph_w_indices_sha256": receipt["original_graph_sha256"]["w_indices"],
+            "control_graph_w_indices_sha256": control_digest,
+            "synaptic_weights_unchanged": receipt["original_graph_sha256"]["w_values"]
+            == receipt["control_graph_sha256"]["w_values"],
+            "preserved": receipt["preserved"], "changed": receipt["changed"],
+        },
+        "graph": {"dataset": dataset,
+                  "note": "Not duplicated here. This arm's graph is a deterministic function of "
+                          "that dataset and the seed recorded above."},
+    })
+    manifest.setdefault("selectors", {})[criterion] = {
+        "file": filename, "updates": update_count, "source_checkpoint_sha256": source_sha256,
+        "safetensors_sha256": sha256_file(file),
+        "parameters": _parameter_counts(tensors)["trainable_parameters"],
+        "validation": ckpt.metadata.get("validation"),
+        "frozen_buffers_sha256": selector_digests(ckpt),
+    }
+    for key in ("training", "license", "stage7_finding"):
+        manifest.setdefault(key, ckpt.metadata.get(key))
+    manifest.setdefault("held_out_scores", {})
+    _write_json(manifest_path, manifest)
+    _write_json(model_dir / "graph-control.json", {"created_at_utc": _now_utc(), **receipt})
     return model_dir
 
 

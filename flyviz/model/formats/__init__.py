@@ -112,7 +112,8 @@ def find_dataset(model_dir: str | Path, *, anatomy_only: bool = False) -> Path |
 
 
 def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
-                tokenizer_path: str | Path | None = None, name: str | None = None) -> Checkpoint:
+                tokenizer_path: str | Path | None = None, name: str | None = None,
+                filename: str | None = None) -> Checkpoint:
     """Load whatever checkpoint layout ``folder`` holds.
 
     Parameters
@@ -124,6 +125,9 @@ def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
         :func:`find_dataset`.
     tokenizer_path, name
         Passed to the loader.
+    filename
+        For fly-wordbrain weights, which selector's safetensors file (default:
+        ``min-ce.safetensors``); ignored by the other layouts.
 
     Returns
     -------
@@ -133,7 +137,7 @@ def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,
     folder = Path(folder)
     layout = detect_layout(folder)
     ckpt = _load_layout(folder, layout, dataset_dir=dataset_dir, tokenizer_path=tokenizer_path,
-                        name=name)
+                        name=name, filename=filename)
     record = _null_record(folder, layout)
     if record is not None:  # a null model written by flyviz null: say what it is a null of
         ckpt.metadata["null_model"] = record
@@ -153,7 +157,8 @@ def _null_record(folder: Path, layout: str) -> dict | None:
 
 
 def _load_layout(folder: Path, layout: str, *, dataset_dir: str | Path | None,
-                 tokenizer_path: str | Path | None, name: str | None) -> Checkpoint:
+                 tokenizer_path: str | Path | None, name: str | None,
+                 filename: str | None = None) -> Checkpoint:
     if layout == LAYOUT_HF:
         # The checkpoint has its own graph; a dataset next to it only adds soma positions.
         if dataset_dir is not None:
@@ -188,4 +193,5 @@ def _load_layout(folder: Path, layout: str, *, dataset_dir: str | Path | None,
                                    "or pass it explicitly")
     if layout == LAYOUT_RECITAL:
         return load_recital_web(folder, dataset, tokenizer_path=tokenizer_path, name=name)
-    return load_wordbrain(folder, dataset, tokenizer_path=tokenizer_path, name=name)
+    return load_wordbrain(folder, dataset, filename=filename, tokenizer_path=tokenizer_path,
+                          name=name)

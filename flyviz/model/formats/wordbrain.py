@@ -9,6 +9,7 @@ from the tensor shapes.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import (check_sha256, find_tokenizer, read_json,
                                           read_readout)
-from flyviz.model.formats.dataset import load_connectome_dataset
+from flyviz.model.formats.dataset import ConnectomeDataset, load_connectome_dataset
 from flyviz.model.formats.recital import checkpoint_from_parts
 from flyviz.model.safetensors_io import SafetensorsFile
 
@@ -30,6 +31,9 @@ _PARAMETERS = {"brain.wte.weight": "wte", "brain.in_proj": "in_proj", "brain.gai
                "brain.rec_gain": "rec_gain", "brain.bias": "bias", "ln.weight": "ln_weight",
                "ln.bias": "ln_bias"}
 
+
+#: Stored dtypes a parameter may have (the releases are F32; BF16 is upcast exactly).
+PARAMETER_DTYPES = ("F32", "BF16")
 
 #: Selector names of a release manifest by weights file stem (``package_model_release.py``).
 SELECTOR_NAMES = {"min-ce": "minimum_validation_ce",
@@ -57,6 +61,41 @@ def selector_entry(manifest: dict[str, Any], filename: str) -> dict[str, Any]:
                 and (stem in (key, entry.get("selector")) or key == SELECTOR_NAMES.get(stem)):
             return entry
     return {}
+
+
+def selector_names(manifest: dict[str, Any]) -> dict[str, str]:
+    """``{selector key: weights file}`` of a release manifest's ``selectors``.
+
+    The authors' packagers key ``selectors`` by criterion
+    (``minimum_validation_ce``, ``maximum_validation_accuracy``) and name the
+    file in each entry; an entry without ``file`` is read as the key's usual
+    file (``min-ce.safetensors`` ...), else ``<key>.safetensors``.
+    """
+    selectors = manifest.get("selectors")
+    if not isinstance(selectors, dict):
+        return {}
+    stems = {name: stem for stem, name in SELECTOR_NAMES.items()}
+    names: dict[str, str] = {}
+    for key, entry in selectors.items():
+        file = entry.get("file") if isinstance(entry, dict) else None
+        names[str(key)] = Path(str(file)).name if file else f"{stems.get(str(key), key)}.safetensors"
+    return names
+
+
+def selector_file(manifest: dict[str, Any], selector: str, where: str) -> str:
+    """The weights file of the selector a manifest keys ``selector``.
+
+    Raises
+    ------
+    CheckpointError
+        When the manifest has no such key (the message lists the keys it has).
+    """
+    names = selector_names(manifest)
+    if selector in names:
+        return names[selector]
+    have = ", ".join(names) or "none"
+    raise CheckpointError(f"{where} has no selector {selector!r}; its manifest's selectors are "
+                          f"{have}")
 
 
 def weights_digest(entry: dict[str, Any]) -> str | None:
@@ -89,6 +128,65 @@ def pick_selector_file(model_dir: Path, filename: str | None = None) -> Path:
                           "name one")
 
 
+#: Safetensors metadata keys only the graph-control packager writes.
+CONTROL_METADATA = ("graph", "graph_w_indices_sha256")
+
+
+def _control_dataset(dataset: ConnectomeDataset, control: Any, metadata: dict[str, str],
+                     entry: dict[str, Any], where: str) -> tuple[ConnectomeDataset, dict[str, Any]]:
+    """The dataset with the graph-control arm's rewired indices, after every digest agrees.
+
+    ``control`` is the manifest's ``graph_control`` block; the rebuilt graph
+    (:func:`~flyviz.model.graph_control.control_indices`) must have the digest
+    it records, which the safetensors metadata and the selector's frozen
+    digests must repeat. Returns the dataset and the graph record
+    ``flyviz info`` shows.
+    """
+    from flyviz.model.graph_control import control_indices
+
+    if not isinstance(control, dict):
+        raise CheckpointError(f"{where}: manifest.json's graph_control is not an object; "
+                              "download the manifest again")
+    seed, mode = control.get("seed"), control.get("mode")
+    recorded = control.get("control_graph_w_indices_sha256")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not recorded:
+        raise CheckpointError(f"{where}: manifest.json's graph_control lacks its seed or the "
+                              "control graph's digest, so the graph these weights were trained "
+                              "on cannot be rebuilt; download the manifest again")
+    recorded = str(recorded).lower()
+    frozen = entry.get("frozen_buffers_sha256")
+    for source, value in (("the safetensors metadata", metadata.get("graph_w_indices_sha256")),
+                          ("the selector's frozen-buffer digests",
+                           frozen.get("brain.w_indices") if isinstance(frozen, dict) else None)):
+        if value and str(value).lower() != recorded:
+            raise CheckpointError(f"{where}: {source} binds these weights to the graph "
+                                  f"{str(value)[:12]}... but graph_control records "
+                                  f"{recorded[:12]}...; the release is inconsistent, download "
+                                  "it again")
+    measured = control.get("measured_graph_w_indices_sha256")
+    have = dataset.graph_digests.get("brain.w_indices")
+    if measured and have and str(measured).lower() != have.lower():
+        raise CheckpointError(f"{where}: the control graph is rebuilt from the measured graph "
+                              f"{str(measured)[:12]}... but the dataset's presynaptic indices are "
+                              f"{have[:12]}...; use fernandofernandes/fly-connectome-49k")
+    rebuilt = control_indices(dataset.offsets, dataset.indices, str(mode), seed)
+    changed = control.get("changed")
+    repairs = changed.get("repaired_slots") if isinstance(changed, dict) else None
+    if rebuilt.digest != recorded:
+        raise CheckpointError(
+            f"{where}: the control graph rebuilt from seed {seed} has digest "
+            f"{rebuilt.digest[:12]}... ({rebuilt.repaired_slots:,} repaired slots), not the "
+            f"recorded {recorded[:12]}... ({repairs if repairs is not None else '?'} repaired); "
+            f"NumPy {np.__version__}'s random streams may differ from the ones the weights "
+            "were trained with, and the weights are valid on that graph only: not loaded")
+    digests = dict(dataset.graph_digests)
+    digests["brain.w_indices"] = rebuilt.digest
+    record = {"control": f"randomised ({mode}, seed {seed}), NOT the measured connectome",
+              "rebuilt_from": f"{dataset.path} (w_indices {str(have or measured)[:12]}...)",
+              "repaired_slots": rebuilt.repaired_slots, "w_indices_sha256": rebuilt.digest}
+    return dataclasses.replace(dataset, indices=rebuilt.indices, graph_digests=digests), record
+
+
 def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
                    filename: str | None = None, tokenizer_path: str | Path | None = None,
                    name: str | None = None, verify: bool | None = None) -> Checkpoint:
@@ -115,6 +213,17 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     -------
     Checkpoint
         Validated, layout ``"wordbrain"``.
+
+    Notes
+    -----
+    Sizes come from the tensors: the manifest's ``architecture`` block is
+    not read for them (the authors' packager writes 49,393 neurons,
+    9,050,172 edges and 1,024 tokens whatever the model). A graph-control
+    release (a ``graph_control`` block in the manifest, shuffled-10k) runs on
+    its rewired graph, rebuilt from the dataset and the recorded seed by
+    :func:`~flyviz.model.graph_control.control_indices` and refused unless
+    its digest is the recorded one; weights whose safetensors metadata
+    binds them to a control graph are refused without that block.
     """
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
@@ -128,6 +237,19 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     expected_sha256 = weights_digest(entry)
     check_sha256(weights, expected_sha256, verify)
     st = SafetensorsFile(weights)
+    meta = dict(st.metadata)
+    control = manifest.get("graph_control")
+    if control is None and any(meta.get(key) for key in CONTROL_METADATA):
+        raise CheckpointError(
+            f"{weights.name} was trained on a randomised control graph "
+            f"({meta.get('graph_w_indices_sha256', '')[:12]}...), not the measured connectome, "
+            "and the folder's manifest.json has no graph_control block to rebuild it from; "
+            "download the release's manifest.json beside it")
+    for tensor in (*_PARAMETERS, "lm_head.weight", "lm_head.0.weight", "lm_head.1.weight"):
+        if tensor in st and st.dtype(tensor) not in PARAMETER_DTYPES:
+            raise CheckpointError(f"{weights.name}: {tensor} is {st.dtype(tensor)}, expected "
+                                  f"{' or '.join(PARAMETER_DTYPES)} (the releases store F32); "
+                                  "the file is damaged or holds other weights")
     params: dict[str, np.ndarray] = {}
     for tensor, attr in _PARAMETERS.items():
         params[attr] = st.get(tensor)
@@ -159,15 +281,19 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
         eos_token_id=int(pick("eos_token_id", 2)))
 
     dataset = load_connectome_dataset(dataset_dir, verify=verify)
+    graph_record = None
+    if control is not None:
+        dataset, graph_record = _control_dataset(dataset, control, meta, entry, weights.name)
     if dataset.neurons_per_slot is not None and dataset.neurons_per_slot != config.neurons_per_slot:
         raise CheckpointError(f"the weights drive {config.neurons_per_slot} neurons per slot but the "
                               f"dataset's interface has {dataset.neurons_per_slot}; use the dataset "
                               "these weights were released with")
     frozen = entry.get("frozen_buffers_sha256")
-    meta = dict(st.metadata)
     metadata: dict[str, Any] = {k: meta[k] for k in ("experiment", "selector", "updates",
                                                      "source_checkpoint_sha256") if k in meta}
     metadata["weights_file"] = weights.name
+    if graph_record is not None:
+        metadata["graph"] = graph_record
     if expected_sha256:
         metadata["weights_sha256_manifest"] = expected_sha256
     tok = Path(tokenizer_path) if tokenizer_path is not None else find_tokenizer(

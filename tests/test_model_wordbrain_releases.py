@@ -1,0 +1,463 @@
+"""fly-wordbrain's 2026 releases (fly-family-2026.md §1.3-1.6 and §6).
+
+Fixtures are written by flyviz's own writers in the authors' packager layouts: a release
+whose manifest keys its selectors by name, both at one update, with the hard-coded
+``architecture`` sizes that disagree with the model; the corpus-10k web export nested in
+the rank-64 repository; and the graph-control (shuffled-10k) release, bound to a graph
+rewired from the measured one. The small graphs are asymmetric and have neurons with no
+inputs. Tokens and logits are checked against a float64 reading of the published forward
+pass written out here, from the arrays given to the writers (not from flyviz's reader), and
+the rewired graph against a plain-Python transcription of §1.6 written out here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_checks import cli_run, one_error_line
+from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.engine import Engine
+from flyviz.model.errors import CheckpointError
+from flyviz.model.formats import load_folder
+from flyviz.model.formats.common import array_digest, sha256_file
+from flyviz.model.formats.dataset import load_connectome_dataset
+from flyviz.model.graph_control import control_indices, control_receipt
+from flyviz.model.resolve import load_model
+from flyviz.model.safetensors_io import SafetensorsFile, save_safetensors
+from flyviz.model.synthetic import make_random_checkpoint
+from flyviz.model.verify import verify_checkpoint
+from flyviz.model.writers import (CONTROL_GRAPH_NOTE, PUBLISHED_ARCHITECTURE,
+                                  write_connectome_dataset, write_control_release,
+                                  write_recital_web, write_wordbrain)
+
+NEURONS, EDGES = 40, 300
+#: Neurons that receive no edge.
+EMPTY_ROWS = (5, 19, 33)
+SEED = 1729
+UPDATES = 16_600
+PROMPT_IDS = [1, 417, 261, 368, 14, 370]
+MIN_CE, MAX_ACC = "minimum_validation_ce", "maximum_validation_accuracy"
+
+
+def _measured(tokenizer_path: Path, rank: int, seed: int = 3) -> Checkpoint:
+    """A small asymmetric graph with neurons that receive nothing, and its model."""
+    ck = make_random_checkpoint(NEURONS, EDGES, d_embed=8, delay_k=8, neurons_per_slot=2,
+                                vocabulary=1024, readout_rank=rank, seed=seed,
+                                tokenizer_path=tokenizer_path)
+    rows = np.repeat(np.arange(NEURONS), np.diff(ck.w_offsets))
+    keep = ~np.isin(rows, EMPTY_ROWS)
+    offsets = np.zeros(NEURONS + 1, dtype=np.int32)
+    offsets[1:] = np.cumsum(np.bincount(rows[keep], minlength=NEURONS))
+    return dataclasses.replace(ck, w_offsets=offsets, w_indices=ck.w_indices[keep],
+                               w_values=ck.w_values[keep])
+
+
+def _other_weights(ck: Checkpoint, seed: int) -> Checkpoint:
+    """The same graph with other parameters (the other selector's weights)."""
+    other = make_random_checkpoint(NEURONS, EDGES, d_embed=8, delay_k=8, neurons_per_slot=2,
+                                   vocabulary=1024, readout_rank=ck.config.readout_rank,
+                                   seed=seed)
+    names = ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias", "head_a",
+             "head_b")
+    return dataclasses.replace(ck, **{name: getattr(other, name) for name in names})
+
+
+def _reference_float64(ck: Checkpoint, ids: list[int], new_tokens: int = 8,
+                       leak: float = 0.9, eps: float = 1e-5) -> tuple[np.ndarray, list[int]]:
+    """fly-formats.md §1.5 and §2.3 in float64: the logits after each prompt token, then
+    the greedy continuation's tokens."""
+    f = {name: np.asarray(getattr(ck, name), dtype=np.float64) for name in (
+        "wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias", "head_a",
+        "head_b", "w_values")}
+    offsets = np.asarray(ck.w_offsets, dtype=np.int64)
+    n = offsets.size - 1
+    weights = np.zeros((n, n))
+    np.add.at(weights, (np.repeat(np.arange(n), np.diff(offsets)),
+                        np.asarray(ck.w_indices, dtype=np.int64)), f["w_values"])
+    inputs = np.asarray(ck.in_index, dtype=np.int64)
+    x, history = np.zeros(n), [0] * 8  # the PAD row while the history is short
+
+    def step(token: int) -> np.ndarray:
+        nonlocal x, history
+        window = history + [token]
+        drive = np.concatenate([f["wte"][window[8 - j]] @ f["in_proj"][j] for j in range(8)])
+        pre = f["rec_gain"] * (weights @ x)
+        pre[inputs] += drive
+        x = (1 - leak) * x + leak * np.tanh(f["gain"] * pre + f["bias"])
+        history = window[1:]
+        normed = (x - x.mean()) / np.sqrt(x.var() + eps) * f["ln_weight"] + f["ln_bias"]
+        return f["head_b"] @ (f["head_a"] @ normed)
+
+    logits = np.array([step(t) for t in ids])
+    tokens, last = [], logits[-1]
+    for _ in range(new_tokens):
+        tokens.append(int(np.argmax(last)))
+        last = step(tokens[-1])
+    return logits, tokens
+
+
+def _engine_run(ck: Checkpoint, ids: list[int], new_tokens: int = 8) -> tuple[np.ndarray, list[int]]:
+    engine = Engine(ck, threads=1)
+    try:
+        logits = np.array([engine.step(t).copy() for t in ids], dtype=np.float64)
+        tokens, last = [], logits[-1]
+        for _ in range(new_tokens):
+            tokens.append(int(np.argmax(last)))
+            last = engine.step(tokens[-1])
+        return logits, tokens
+    finally:
+        engine.close()
+
+
+def _assert_runs_as_published(loaded: Checkpoint, written: Checkpoint) -> None:
+    got_logits, got_tokens = _engine_run(loaded, PROMPT_IDS)
+    logits, tokens = _reference_float64(written, PROMPT_IDS)
+    np.testing.assert_allclose(got_logits, logits, rtol=1e-5, atol=2e-5)
+    assert got_tokens == tokens
+
+
+def _header(path: Path) -> dict:
+    size = int.from_bytes(path.read_bytes()[:8], "little")
+    return json.loads(path.read_bytes()[8:8 + size])
+
+
+# ------------------------------------------------------- releases by the authors' packager
+@pytest.fixture(params=[32, 128], ids=["rank32", "rank128"])
+def release(request, tmp_path, tokenizer_path) -> tuple[Path, Checkpoint, Checkpoint]:
+    """A release folder as the packager lays it out (rank 32 as published; rank 128 in the
+    same layout, whose weights are not published), and its dataset beside it."""
+    rank = request.param
+    min_ce = _measured(tokenizer_path, rank)
+    max_acc = _other_weights(min_ce, seed=8)
+    folder = tmp_path / f"fly-wordbrain-rank{rank}"
+    architecture = {**PUBLISHED_ARCHITECTURE, "readout_rank": rank}
+    for ck, filename in ((min_ce, "min-ce.safetensors"), (max_acc, "max-accuracy.safetensors")):
+        write_wordbrain(ck, folder, filename, experiment=f"H32rank{rank}fixed", updates=UPDATES,
+                        web_export=False, architecture=architecture,
+                        dataset="fernandofernandes/fly-connectome-49k")
+    write_connectome_dataset(min_ce, tmp_path / "fly-connectome-49k")
+    shutil.copyfile(tokenizer_path, folder / "tokenizer.json")
+    return folder, min_ce, max_acc
+
+
+def test_release_fixture_is_the_packagers_layout(release) -> None:
+    folder, min_ce, _ = release
+    rank = int(min_ce.head_a.shape[0])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    selectors = manifest["selectors"]
+    assert set(selectors) == {MIN_CE, MAX_ACC}
+    assert selectors[MIN_CE]["file"] == "min-ce.safetensors"
+    assert selectors[MIN_CE]["updates"] == selectors[MAX_ACC]["updates"] == UPDATES
+    assert selectors[MIN_CE]["safetensors_sha256"] != selectors[MAX_ACC]["safetensors_sha256"]
+    # The hard-coded sizes upstream writes whatever the model: they disagree with it.
+    assert (manifest["architecture"]["neurons"], manifest["architecture"]["edges"],
+            manifest["architecture"]["readout_rank"]) == (49393, 9050172, rank)
+    assert manifest["web_export"] is None
+    header = _header(folder / "min-ce.safetensors")
+    assert header["__metadata__"]["selector"] == MIN_CE
+    assert header["__metadata__"]["updates"] == str(UPDATES)
+    assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"F32"}
+    assert header["lm_head.0.weight"]["shape"] == [rank, NEURONS]
+    assert header["lm_head.1.weight"]["shape"] == [1024, rank]
+    assert np.diff(min_ce.w_offsets)[list(EMPTY_ROWS)].tolist() == [0, 0, 0]
+    pairs = set(zip(np.repeat(np.arange(NEURONS), np.diff(min_ce.w_offsets)).tolist(),
+                    np.asarray(min_ce.w_indices).tolist()))
+    assert any((b, a) not in pairs for a, b in pairs)  # asymmetric
+
+
+def test_release_loads_each_selector_as_published(release) -> None:
+    folder, min_ce, max_acc = release
+    rank = int(min_ce.head_a.shape[0])
+    default = load_model(str(folder))
+    assert default.metadata["weights_file"] == "min-ce.safetensors"
+    assert (default.config.neurons, default.config.readout_rank) == (NEURONS, rank)  # from shapes
+    assert default.n_edges == min_ce.n_edges
+    assert default.digests["file/min-ce.safetensors"] == sha256_file(folder / "min-ce.safetensors")
+    by_key = load_model(str(folder), selector=MAX_ACC)
+    by_file = load_model(str(folder / "max-accuracy.safetensors"))
+    for loaded in (by_key, by_file):
+        assert loaded.metadata["weights_file"] == "max-accuracy.safetensors"
+        assert loaded.metadata["spec"] == str((folder / "max-accuracy.safetensors").resolve())
+        np.testing.assert_array_equal(loaded.gain, max_acc.gain)
+    _assert_runs_as_published(default, min_ce)
+    _assert_runs_as_published(by_key, max_acc)
+    with pytest.raises(CheckpointError, match="no selector 'best'.*minimum_validation_ce"):
+        load_model(str(folder), selector="best")
+
+
+def test_selector_option_and_file_spec_from_the_command_line(release, capsys) -> None:
+    folder, _, max_acc = release
+    code, out, err = cli_run(capsys, "info", str(folder), "--selector", MAX_ACC, "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["metadata"]["weights_file"] == "max-accuracy.safetensors"
+    assert info["readout_rank"] == int(max_acc.head_a.shape[0])
+    code, out, err = cli_run(capsys, "generate", str(folder / "max-accuracy.safetensors"),
+                             "--prompt", "Once upon", "--max-new-tokens", "3", "--json")
+    assert code == 0, err
+    code, _, err = cli_run(capsys, "info", str(folder), "--selector", "best")
+    one_error_line(code, err, "no selector 'best'", MIN_CE, MAX_ACC)
+    code, _, err = cli_run(capsys, "info", str(folder / "min-ce.safetensors"), "--selector",
+                           MAX_ACC)
+    one_error_line(code, err, "one weights file already")
+
+
+def _rewrite_weights(folder: Path, filename: str, change) -> None:
+    """Damage one selector's tensors and record the new file's digest, as a release packaged
+    from a bad checkpoint would have it (so that the damage, not the digest, is caught)."""
+    path = folder / filename
+    st = SafetensorsFile(path)
+    tensors = {name: np.array(st.get(name)) for name in st.keys()}
+    change(tensors)
+    save_safetensors(path, tensors, dict(st.metadata))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for entry in manifest["selectors"].values():
+        if entry["file"] == filename:
+            entry["safetensors_sha256"] = sha256_file(path)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda t: t.pop("lm_head.1.weight"), "no readout"),
+    (lambda t: t.pop("brain.gain"), "'brain.gain' is missing"),
+    (lambda t: t.__setitem__("brain.gain", t["brain.gain"].astype(np.int32)),
+     "brain.gain is I32, expected F32 or BF16"),
+    (lambda t: t.__setitem__("lm_head.1.weight", t["lm_head.1.weight"][:, :-1]), "head_b"),
+])
+def test_damaged_release_is_refused_in_one_line(release, capsys, change, expected) -> None:
+    folder, _, _ = release
+    _rewrite_weights(folder, "min-ce.safetensors", change)
+    code, _, err = cli_run(capsys, "info", str(folder))
+    one_error_line(code, err, expected)
+
+
+def test_swapped_selector_files_fail_their_digest(release, capsys) -> None:
+    folder, _, _ = release
+    (folder / "min-ce.safetensors").rename(folder / "swap")
+    (folder / "max-accuracy.safetensors").rename(folder / "min-ce.safetensors")
+    (folder / "swap").rename(folder / "max-accuracy.safetensors")
+    for extra in ((), ("--selector", MAX_ACC)):
+        code, _, err = cli_run(capsys, "info", str(folder), *extra)
+        one_error_line(code, err, "SHA-256", "does not match the manifest's")
+
+
+# ------------------------------------------------------------- corpus-10k's web export
+def test_corpus_10k_loads_through_its_web_export(tmp_path, tokenizer_path) -> None:
+    """The rank-64 repository: the G release at its root, the I (corpus-10k) export in
+    ``corpus-10k/web/`` with its golden traces, replayed as parity.mjs does."""
+    root_weights = _measured(tokenizer_path, 64)
+    corpus_10k = _other_weights(root_weights, seed=21)
+    repo = tmp_path / "fly-wordbrain-rank64"
+    write_wordbrain(root_weights, repo, web_export=False, updates=UPDATES,
+                    architecture={**PUBLISHED_ARCHITECTURE, "readout_rank": 64})
+    web = repo / "corpus-10k" / "web"
+    write_recital_web(corpus_10k, web, {"experiment": "I32rank64fixed10k", "selector": MIN_CE,
+                                        "updates": 16_800}, golden_tokens=6)
+    write_connectome_dataset(root_weights, tmp_path / "dataset")
+    shutil.copyfile(tokenizer_path, web / "tokenizer.json")
+    loaded = load_model(str(web), dataset_dir=tmp_path / "dataset")
+    assert loaded.layout == "recital-web" and loaded.config.readout_rank == 64
+    assert loaded.metadata["experiment"] == "I32rank64fixed10k"
+    _assert_runs_as_published(loaded, corpus_10k)
+    report = verify_checkpoint(loaded)
+    assert report.passed, [c for c in report.checks if c.status == "fail"]
+    assert report.golden and all(g.failure is None for g in report.golden)
+
+
+# ------------------------------------------------------------------ the graph control
+def _transcribed_control(offsets: np.ndarray, measured: np.ndarray,
+                         seed: int) -> tuple[np.ndarray, int]:
+    """§1.6 step by step with Python lists and sets: one global shuffle, then up to 8
+    repair rounds over the bad slots in the sort order of ``dst * n + src``, 64 partners
+    each, counting swaps."""
+    n = len(offsets) - 1
+    dst = [row for row in range(n) for _ in range(int(offsets[row + 1] - offsets[row]))]
+    generator = np.random.default_rng(seed)
+    shuffled = np.array(measured, dtype=np.int32)
+    generator.shuffle(shuffled)
+    src = [int(s) for s in shuffled]
+    edges, swaps = len(src), 0
+
+    def bad_and_present() -> tuple[list[int], set[int]]:
+        present, bad = set(), []
+        for e in sorted(range(edges), key=lambda e: dst[e] * n + src[e]):  # a stable sort
+            if dst[e] * n + src[e] in present or src[e] == dst[e]:
+                bad.append(e)
+            else:
+                present.add(dst[e] * n + src[e])
+        return bad, present
+
+    for _ in range(8):
+        bad, present = bad_and_present()
+        if not bad:
+            break
+        for e in bad:
+            for _ in range(64):
+                o = int(generator.integers(0, edges))
+                if o == e or src[o] == dst[e] or src[e] == dst[o]:
+                    continue
+                new_e, new_o = dst[e] * n + src[o], dst[o] * n + src[e]
+                if new_e in present or new_o in present or new_e == new_o:
+                    continue
+                present.discard(dst[o] * n + src[o])
+                src[e], src[o] = src[o], src[e]
+                present.update((new_e, new_o))
+                swaps += 1
+                break
+    assert not bad_and_present()[0]
+    return np.array(src, dtype=np.int32), swaps
+
+
+@pytest.mark.parametrize("neurons, edges", [(12, 70), (30, 200), (40, 300)])
+def test_control_rebuild_matches_the_transcription(neurons, edges) -> None:
+    """Dense small graphs, where the shuffle makes many self-loops and repeated pairs."""
+    repaired = []
+    for seed in range(12):
+        ck = make_random_checkpoint(neurons, edges, d_embed=4, delay_k=2, neurons_per_slot=1,
+                                    vocabulary=8, seed=seed + 100 * neurons, with_anatomy=False)
+        offsets, indices = np.asarray(ck.w_offsets), np.asarray(ck.w_indices)
+        expected, swaps = _transcribed_control(offsets, indices, seed)
+        rebuilt = control_indices(offsets, indices, "shuffle", seed)
+        np.testing.assert_array_equal(rebuilt.indices, expected)
+        assert rebuilt.repaired_slots == swaps
+        assert rebuilt.digest == array_digest(expected, "int32")
+        repaired.append(swaps)
+    assert min(repaired) > 0
+
+
+def test_a_graph_that_cannot_be_made_simple_is_refused() -> None:
+    with pytest.raises(CheckpointError, match="cannot be made simple"):
+        control_indices(np.array([0, 1]), np.array([0]), "shuffle", SEED)
+    with pytest.raises(CheckpointError, match="mode 'zero'"):
+        control_indices(np.array([0, 1]), np.array([0]), "zero", SEED)
+
+
+@pytest.fixture
+def shuffled(tmp_path, tokenizer_path) -> dict:
+    """A shuffled-10k release (both selectors) and the measured dataset it derives from."""
+    measured = _measured(tokenizer_path, 64)
+    control, swaps = _transcribed_control(measured.w_offsets, measured.w_indices, SEED)
+    receipt = control_receipt(measured.w_offsets, measured.w_indices, measured.w_values,
+                              control, mode="shuffle", seed=SEED, repaired_slots=swaps)
+    trained = dataclasses.replace(_other_weights(measured, seed=5), w_indices=control)
+    folder = tmp_path / "fly-wordbrain-shuffled-10k"
+    for ck, filename in ((trained, "min-ce.safetensors"),
+                         (_other_weights(trained, seed=6), "max-accuracy.safetensors")):
+        write_control_release(ck, folder, receipt, filename, experiment="K32rank64shuffled10k",
+                              updates=16_800,
+                              architecture={**PUBLISHED_ARCHITECTURE, "readout_rank": 64})
+    write_connectome_dataset(measured, tmp_path / "fly-connectome-49k")
+    shutil.copyfile(tokenizer_path, folder / "tokenizer.json")
+    return {"folder": folder, "dataset": tmp_path / "fly-connectome-49k", "trained": trained,
+            "measured": measured, "control": control, "swaps": swaps, "receipt": receipt}
+
+
+def test_shuffled_fixture_is_the_control_packagers_layout(shuffled) -> None:
+    folder, control = shuffled["folder"], shuffled["control"]
+    assert shuffled["swaps"] > 0  # the repair ran
+    manifest = json.loads((folder / "manifest.json").read_text())
+    block = manifest["graph_control"]
+    assert {"WARNING", "mode", "seed", "rebuild_with", "measured_graph_w_indices_sha256",
+            "control_graph_w_indices_sha256", "synaptic_weights_unchanged", "preserved",
+            "changed"} <= set(block)
+    assert block["seed"] == SEED and block["changed"]["repaired_slots"] == shuffled["swaps"]
+    assert block["control_graph_w_indices_sha256"] == array_digest(control, "int32")
+    assert block["changed"]["self_loops_created"] == block["changed"]["duplicate_edges_created"] == 0
+    assert all(block["preserved"].values())
+    assert all("selector" not in entry and entry["file"] for entry in manifest["selectors"].values())
+    metadata = _header(folder / "min-ce.safetensors")["__metadata__"]
+    assert metadata["graph"] == CONTROL_GRAPH_NOTE
+    assert metadata["graph_w_indices_sha256"] == block["control_graph_w_indices_sha256"]
+    receipt = json.loads((folder / "graph-control.json").read_text())
+    assert receipt["control_graph_sha256"]["w_indices"] == block["control_graph_w_indices_sha256"]
+
+
+def test_shuffled_release_runs_on_its_rebuilt_graph(shuffled) -> None:
+    loaded = load_folder(shuffled["folder"], dataset_dir=shuffled["dataset"])
+    control = shuffled["control"]
+    np.testing.assert_array_equal(np.asarray(loaded.w_indices), control)
+    np.testing.assert_array_equal(np.asarray(loaded.w_offsets),
+                                  np.asarray(shuffled["measured"].w_offsets))
+    graph = loaded.metadata["graph"]
+    assert graph["repaired_slots"] == shuffled["swaps"]
+    assert graph["w_indices_sha256"] == array_digest(control, "int32")
+    offsets = np.asarray(loaded.w_offsets)
+    assert any(np.any(np.diff(control[a:b]) < 0) for a, b in zip(offsets[:-1], offsets[1:]))
+    _assert_runs_as_published(loaded, shuffled["trained"])
+    # The check can fail: the same weights on the measured graph run otherwise.
+    on_measured = dataclasses.replace(shuffled["trained"], w_indices=shuffled["measured"].w_indices)
+    assert not np.allclose(_engine_run(loaded, PROMPT_IDS)[0],
+                           _reference_float64(on_measured, PROMPT_IDS)[0], atol=1e-3)
+    report = verify_checkpoint(loaded, golden=False)
+    assert report.passed, [c for c in report.checks if c.status == "fail"]
+    assert any(c.name == "control graph" and c.status == "pass" for c in report.checks)
+
+
+def test_info_says_the_graph_is_the_rebuilt_control(shuffled, capsys) -> None:
+    code, out, err = cli_run(capsys, "info", str(shuffled["folder"]), "--dataset",
+                             str(shuffled["dataset"]), "--selector", MAX_ACC)
+    assert code == 0, err
+    graph_line = next(line for line in out.splitlines() if line.startswith("graph "))
+    assert "NOT the measured connectome" in graph_line and f"seed {SEED}" in graph_line
+    assert f"repaired_slots {shuffled['swaps']}" in graph_line
+    assert "match the graph's" in out  # the weights' digests against the rebuilt graph
+
+
+def _edit_manifest(folder: Path, edit) -> None:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("edit, expected", [
+    # The weights on the measured graph: nothing to rebuild the control graph from.
+    (lambda m: m.pop("graph_control"), "randomised control graph"),
+    # Another seed rebuilds another graph: the digest stops the load.
+    (lambda m: m["graph_control"].__setitem__("seed", SEED + 1),
+     f"rebuilt from seed {SEED + 1} has digest"),
+    (lambda m: m["graph_control"].pop("seed"), "lacks its seed"),
+    (lambda m: m["graph_control"].__setitem__("control_graph_w_indices_sha256", "0" * 64),
+     "the release is inconsistent"),
+    (lambda m: m["graph_control"].__setitem__("mode", "zero"), "mode 'zero'"),
+])
+def test_bad_shuffled_release_is_refused_in_one_line(shuffled, capsys, edit, expected) -> None:
+    _edit_manifest(shuffled["folder"], edit)
+    code, _, err = cli_run(capsys, "info", str(shuffled["folder"]), "--dataset",
+                           str(shuffled["dataset"]))
+    one_error_line(code, err, expected)
+
+
+def test_shuffled_release_on_another_measured_graph_is_refused(shuffled, tmp_path, capsys,
+                                                               tokenizer_path) -> None:
+    other = _measured(tokenizer_path, 64, seed=4)
+    write_connectome_dataset(other, tmp_path / "other")
+    code, _, err = cli_run(capsys, "info", str(shuffled["folder"]), "--dataset",
+                           str(tmp_path / "other"))
+    one_error_line(code, err, "rebuilt from the measured graph")
+
+
+# ----------------------------------------------------------- the published dataset
+#: Where a copy of fernandofernandes/fly-connectome-49k may sit in the reference folder.
+REAL_DATASET_PLACES = ("reference/data/fly-connectome-49k", "data/fly-connectome-49k",
+                       "fly-connectome-49k")
+MEASURED_W_INDICES = "0f17b9563457fbf84404c54227db86b5adcf04a689cdff5e33d32ec5d5e0b771"
+CONTROL_W_INDICES = "18972cbea1c8c838fa9b4f368aeed946e4b1e069808968dfa2e0ceb6ad10306f"
+
+
+@pytest.mark.slow
+def test_published_control_graph_is_rebuilt_from_the_real_dataset(shared_dir) -> None:
+    """§1.6: seed 1729 on the 49k graph gives 59,116 repaired slots and digest 18972cbe...."""
+    found = [shared_dir / p for p in REAL_DATASET_PLACES
+             if (shared_dir / p / "graph" / "edges_source.u16").is_file()]
+    if not found:
+        pytest.skip("the reference folder holds no copy of fly-connectome-49k")
+    dataset = load_connectome_dataset(found[0], with_anatomy=False)
+    assert dataset.graph_digests["brain.w_indices"] == MEASURED_W_INDICES
+    rebuilt = control_indices(dataset.offsets, dataset.indices, "shuffle", SEED)
+    assert (rebuilt.repaired_slots, rebuilt.digest) == (59_116, CONTROL_W_INDICES)

@@ -237,6 +237,21 @@ def test_damaged_release_is_refused_in_one_line(release, capsys, change, expecte
     one_error_line(code, err, expected)
 
 
+def test_verify_checks_every_selector_of_the_release(release) -> None:
+    folder, _, _ = release
+    report = verify_checkpoint(load_model(str(folder)), golden=False)
+    assert report.passed, [c for c in report.checks if c.status == "fail"]
+    hashed = {c.name for c in report.checks if c.group == "files" and c.status == "pass"}
+    assert {"sha256 min-ce.safetensors", "sha256 max-accuracy.safetensors"} <= hashed
+    # The other selector damaged: the release fails, though the loaded weights are sound.
+    with open(folder / "max-accuracy.safetensors", "r+b") as handle:
+        handle.seek(-4, 2)
+        handle.write(b"\x00\x00\x80\x7f")
+    report = verify_checkpoint(load_model(str(folder)), golden=False)
+    assert [c.name for c in report.checks if c.status == "fail"] == [
+        "sha256 max-accuracy.safetensors"]
+
+
 def test_swapped_selector_files_fail_their_digest(release, capsys) -> None:
     folder, _, _ = release
     (folder / "min-ce.safetensors").rename(folder / "swap")

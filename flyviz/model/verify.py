@@ -5,7 +5,8 @@ sizes, the hashes of files up to 64 MB, the cheap dataset checks and the
 recomputed frozen-buffer digests):
 
 ``files``
-    Every file's size and SHA-256 against its manifest, whatever its size;
+    Every file's size and SHA-256 against its manifest, whatever its size
+    (for a wordbrain release, every selector's weights file that is present);
     for the ngxson layout, against the digests of the release
     (fly-formats.md section 1.1) or the Hugging Face cache's own blob name.
 ``dataset``
@@ -292,14 +293,21 @@ def _check_model_files(run: _Run, ckpt: Checkpoint) -> dict[str, Any]:
         for name in ("config.json", "model.safetensors"):
             _check_file(run, source / name, None)
     elif ckpt.layout == "wordbrain":
-        from flyviz.model.formats.wordbrain import selector_entry, weights_digest
+        from flyviz.model.formats.wordbrain import selector_entry, selector_names, weights_digest
 
         weights = str(ckpt.metadata.get("weights_file", "min-ce.safetensors"))
-        entry = selector_entry(manifest, weights)
         if not manifest:
             run.add("files", "manifest.json", SKIP, "the folder has no manifest.json, so the "
                                                     "weights' digest is unknown")
-        _check_file(run, source / weights, weights_digest(entry))
+        # Every selector's file, the loaded one first: a release is checked whole.
+        others = [f for f in dict.fromkeys(selector_names(manifest).values()) if f != weights]
+        _check_file(run, source / weights, weights_digest(selector_entry(manifest, weights)))
+        for other in others:
+            if not (source / other).is_file():
+                run.add("files", f"sha256 {other}", SKIP, "another selector's weights, not "
+                                                          "downloaded")
+                continue
+            _check_file(run, source / other, weights_digest(selector_entry(manifest, other)))
     elif ckpt.layout == "recital-web":
         files = manifest.get("files")
         for key, entry in (files.items() if isinstance(files, dict) else ()):

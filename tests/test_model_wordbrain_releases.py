@@ -414,6 +414,23 @@ def test_shuffled_release_runs_on_its_rebuilt_graph(shuffled) -> None:
     assert any(c.name == "control graph" and c.status == "pass" for c in report.checks)
 
 
+def test_unsorted_rows_run_alike_in_the_batch_engine(shuffled) -> None:
+    """The rebuilt rows list their sources out of order; the batched kernels take them so."""
+    from flyviz.model.batch import BatchEngine
+
+    loaded = load_folder(shuffled["folder"], dataset_dir=shuffled["dataset"])
+    prompts = [PROMPT_IDS, PROMPT_IDS[::-1]]
+    batch = BatchEngine(loaded, streams=2, threads=1)
+    try:
+        rows = [batch.step(np.array(pair), logits=True).copy() for pair in zip(*prompts)]
+    finally:
+        batch.close()
+    for stream, ids in enumerate(prompts):
+        np.testing.assert_allclose(np.array([r[stream] for r in rows]),
+                                   _reference_float64(shuffled["trained"], ids)[0],
+                                   rtol=1e-5, atol=2e-5)
+
+
 def test_info_says_the_graph_is_the_rebuilt_control(shuffled, capsys) -> None:
     code, out, err = cli_run(capsys, "info", str(shuffled["folder"]), "--dataset",
                              str(shuffled["dataset"]), "--selector", MAX_ACC)

@@ -72,6 +72,7 @@ from flyviz.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Checkpoint
+    from flyviz.model.formats.connectorch import ConnecTorchBrain
 
 #: The kinds of null model, in the order ``--kind`` lists them: a ladder from the one that
 #: keeps the most of the real wiring to the one that keeps the least.
@@ -712,6 +713,116 @@ def write_null(spec_or_path: "str | Path | Checkpoint", kind: str, seed: int, ou
                                  source_spec=spec_or_path)
 
 
+# ------------------------------------------------------------------ ConnecTorch brains
+def _connectorch_sign_null(brain: "ConnecTorchBrain", rng: np.random.Generator
+                           ) -> dict[str, np.ndarray]:
+    """The edge columns with the nonzero signs shuffled over the edges that carry one: the
+    ``sign`` column's (a 0, unknown, stays), else the ``weight`` column's (magnitudes kept)."""
+    from flyviz.model.formats.connectorch import SIGN, WEIGHT
+
+    columns = dict(brain.edge_columns)
+    if SIGN in columns:
+        signs = columns[SIGN].copy()
+        signed = np.flatnonzero(signs)
+        signs[signed] = signs[signed][rng.permutation(signed.size)]
+        columns[SIGN] = signs
+        return columns
+    weight = columns.get(WEIGHT)
+    if weight is not None and weight.dtype.kind in "if" and (weight < 0).any():
+        values = weight.copy()
+        signed = np.flatnonzero(values)
+        signs = np.sign(values[signed])[rng.permutation(signed.size)]
+        values[signed] = np.abs(values[signed]) * signs
+        columns[WEIGHT] = values
+        return columns
+    raise InputError("a sign null needs signed edges (a sign column or negative weights); "
+                     "this brain has neither: choose another --kind, e.g. degree")
+
+
+def connectorch_null(brain: "ConnecTorchBrain", kind: str, seed: int) -> "ConnecTorchBrain":
+    """A null of a ConnecTorch brain (:mod:`flyviz.model.formats.connectorch`), in memory.
+
+    The nodes and their columns are the brain's own. ``degree``, ``degree-sign`` and
+    ``type-pairs`` rewire the targets as :func:`degree_rewire` does, every edge keeping its
+    source and all its attribute columns (``synapse_count``, ``weight``, ``sign``, ...); the
+    classes are the sign of each edge's signed weight
+    (:func:`~flyviz.model.formats.connectorch.signed_weights`) or the (source, target) pair of
+    the node column ``cell_type``. ``weights`` permutes the edges' attribute rows over the
+    same edges; ``sign`` shuffles the nonzero signs (of ``sign``, else of ``weight``); ``erdos``
+    draws uniform endpoints and permutes the attribute rows over them. The edges come back in
+    ConnecTorch's order; the provenance's ``history`` gains the null's record, which
+    ``null_model`` also holds (kind, seed, what the rewiring did, the source's name and
+    fingerprint).
+
+    Raises
+    ------
+    InputError
+        An unknown kind, a negative seed, a type-pairs null without ``cell_type``, a sign null
+        of an unsigned graph, degrees that admit no other simple graph.
+    """
+    from flyviz.model.formats.connectorch import (ConnecTorchBrain, canonical_edges,
+                                                  fingerprint, signed_weights)
+
+    check_kind(kind)
+    seed = check_seed(seed)
+    rng = _rng(kind, seed)
+    n = brain.num_nodes
+    source, target = brain.source_index, brain.target_index
+    columns = dict(brain.edge_columns)
+    facts: dict[str, Any] = {}
+    if kind == "sign":
+        columns = _connectorch_sign_null(brain, rng)
+    elif kind in ("weights", "erdos"):
+        rows = rng.permutation(brain.num_edges)
+        columns = {name: values[rows] for name, values in columns.items()}
+        if kind == "erdos":
+            source, target = _erdos_edges(n, brain.num_edges, rng)
+    else:
+        classes = None
+        if kind == "degree-sign":
+            classes = np.sign(signed_weights(brain)[0]).astype(np.int8)
+        elif kind == "type-pairs":
+            types = brain.node_columns.get("cell_type")
+            if types is None:
+                raise InputError("a type-pairs null needs the nodes' cell types (a cell_type "
+                                 "node column), and this brain has none; choose another "
+                                 "--kind, e.g. degree")
+            _, codes = np.unique(np.asarray([str(t or "") for t in types.tolist()], dtype=str),
+                                 return_inverse=True)
+            codes = codes.astype(np.int64).ravel()
+            classes = codes[source] * (int(codes.max()) + 1) + codes[target]
+        target, rewired = degree_rewire(n, source, target, rng, classes)
+        within = {"degree-sign": " within each sign",
+                  "type-pairs": " within each cell-type pair"}.get(kind, "")
+        facts.update(method=f"target permutation{within}, repaired by double edge swaps",
+                     **rewired)
+    source, target, columns, _ = canonical_edges(source, target, columns, aggregate=False)
+    folder = brain.path
+    record = {"kind": kind, "seed": seed, **facts,
+              "source": {"name": folder.name if folder is not None else "a ConnecTorch brain",
+                         "spec": str(folder) if folder is not None else None,
+                         "fingerprint": fingerprint(brain)}}
+    provenance = dict(brain.provenance)
+    provenance["history"] = [*list(provenance.get("history") or []),
+                             {"op": "flyviz null", **record}]
+    provenance[RECORD_KEY] = record
+    return ConnecTorchBrain(brain.node_ids, dict(brain.node_columns), source, target, columns,
+                            provenance)
+
+
+def write_connectorch_null(path: str | Path, kind: str, seed: int, out: str | Path) -> Path:
+    """Read the ConnecTorch brain at ``path`` (both digests checked), make its null
+    (:func:`connectorch_null`) and write it as a new ``.ct`` folder ``out`` with its own
+    fingerprint and content hash; ``flyviz simulate`` and ``flyviz null`` take it as any
+    ``.ct`` brain."""
+    from flyviz.model.formats.connectorch import read_brain, write_brain
+
+    check_kind(kind)
+    seed = check_seed(seed)
+    out = check_output_folder(out, path)
+    return write_brain(connectorch_null(read_brain(path), kind, seed), out)
+
+
 # ------------------------------------------------------------------ running on nulls
 @dataclass(frozen=True)
 class NullModel:
@@ -953,6 +1064,7 @@ def compare_to_nulls(real: float, nulls: Sequence[float], *,
 __all__ = ["FILE_RECORD_KEY", "KIND_KEEPS", "MAX_NULLS", "MAX_REPAIR_ROUNDS", "NULL_KINDS",
            "NullComparison", "NullModel", "RECORD_KEY", "check_kind", "check_null_count",
            "check_null_fits",
-           "check_output_folder", "check_seed", "compare_to_nulls", "degree_rewire",
+           "check_output_folder", "check_seed", "compare_to_nulls", "connectorch_null",
+           "degree_rewire",
            "describe_record", "make_null", "null_graph", "null_seeds", "parse_nulls",
-           "run_on_nulls", "write_checkpoint_null", "write_null"]
+           "run_on_nulls", "write_checkpoint_null", "write_connectorch_null", "write_null"]

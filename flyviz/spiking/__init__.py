@@ -1,7 +1,7 @@
 """The whole-brain spiking model of Shiu et al. (Nature 2024), tick for tick as Brian2 runs it.
 
 Qt-free: brains (:mod:`flyviz.spiking.brain`: the authors' files, a Fly LLM checkpoint's graph,
-the demo), the compiled engine (:mod:`flyviz.spiking.engine`), runs
+a ConnecTorch ``.ct`` brain, the demo), the compiled engine (:mod:`flyviz.spiking.engine`), runs
 (:mod:`flyviz.spiking.run`) and screens of many neuron sets (:mod:`flyviz.spiking.screen`,
 ``flyviz screen``)::
 
@@ -13,11 +13,12 @@ the demo), the compiled engine (:mod:`flyviz.spiking.engine`), runs
     ticks, neurons = live.advance(100)   # 10 ms at a time, state kept between calls
 """
 
-from flyviz.spiking.brain import BrainError, SpikingBrain, brain_from_checkpoint, load_brain
+from flyviz.spiking.brain import (BrainError, SpikingBrain, brain_from_checkpoint,
+                                  brain_from_connectorch, load_brain)
 from flyviz.spiking.engine import LIFParams, propagator
 from flyviz.spiking.run import (SpikeRun, SpikingSimulation, poisson_events, read_input_spikes,
                                 select, simulate)
 
 __all__ = ["BrainError", "LIFParams", "SpikeRun", "SpikingBrain", "brain_from_checkpoint",
-           "load_brain", "poisson_events", "propagator", "read_input_spikes", "select",
+           "brain_from_connectorch", "load_brain", "poisson_events", "propagator", "read_input_spikes", "select",
            "simulate", "SpikingSimulation"]

@@ -16,6 +16,12 @@ the label indices) is read by :func:`brain_from_malecns`: its 166,700 MaleCNS ne
 ids, superclasses, cell types and named populations, and its raw signed weights as synapse
 counts (:func:`synapse_counts`) at MaleCNS's ``w_syn``.
 
+A ConnecTorch brain (``us/connectorch``'s ``.ct`` folder: ``metadata.json``, ``nodes.parquet``,
+``edges.parquet``; :mod:`flyviz.model.formats.connectorch`) runs too: its node ids are the root
+ids (text ids number the neurons by their index instead), each edge's signed synapse count is
+``synapse_count`` (else ``weight``, else 1) times ``sign`` (0 read as +1), and the node columns
+``cell_type``, ``superclass`` and ``side`` are its labels.
+
 Optional, from the FlyWire connectome's downloads (found in the folder or given by path):
 
 ``coordinates.csv[.gz]``
@@ -38,9 +44,9 @@ import numpy as np
 
 from flyviz.errors import InputError
 
-__all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "brain_from_malecns",
-           "brain_spec", "synapse_counts",
-           "load_authors_brain", "load_brain", "COMPLETENESS_NAMES", "CONNECTIVITY_NAMES",
+__all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "brain_from_connectorch",
+           "brain_from_malecns", "brain_spec", "synapse_counts", "load_authors_brain",
+           "load_brain", "load_connectorch_brain", "COMPLETENESS_NAMES", "CONNECTIVITY_NAMES",
            "FAFB_W_SYN", "MALECNS_W_SYN"]
 
 #: The authors' weight per synapse (mV), fitted on FlyWire (FAFB).
@@ -192,16 +198,24 @@ def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
                coordinates: str | Path | None = None,
                classification: str | Path | None = None) -> SpikingBrain:
     """A folder (or completeness CSV) in the authors' layout, or ``"demo"``, a
-    fly-connectome-malecns-166k folder or its hub id (:func:`brain_from_malecns`), or a
-    flyviz model spec (a checkpoint folder or hub id: its graph with MaleCNS's default
-    ``w_syn``).
-    ``coordinates`` and ``classification`` apply to the authors' layout and the 166k set."""
+    fly-connectome-malecns-166k folder or its hub id (:func:`brain_from_malecns`), a
+    ConnecTorch ``.ct`` brain (:func:`load_connectorch_brain`), or a flyviz model spec (a
+    checkpoint folder or hub id: its graph with MaleCNS's default ``w_syn``).
+    ``coordinates`` and ``classification`` apply to the authors' layout, the 166k set and a
+    ``.ct`` brain."""
     text = str(path)
     if text == "demo":
         from flyviz.spiking.demo import demo_brain
 
         return demo_brain()
     p = Path(text).expanduser()
+    from flyviz.model.formats.connectorch import is_connectorch_brain
+
+    if is_connectorch_brain(p):
+        if connectivity is not None:
+            raise BrainError(f"{p.name} is a ConnecTorch brain: its edges are its own "
+                             "edges.parquet; leave out --connectivity")
+        return load_connectorch_brain(p, coordinates=coordinates, classification=classification)
     if connectivity is None:
         from flyviz.model.formats.malecns import load_malecns
         from flyviz.model.resolve import malecns_folder
@@ -298,6 +312,66 @@ def load_authors_brain(path: str | Path, connectivity: str | Path | None = None,
         _find(folder, CLASSIFICATION_NAMES)
     if labels is not None:
         _read_classification(brain, labels)
+    return brain
+
+
+def load_connectorch_brain(path: str | Path, *, coordinates: str | Path | None = None,
+                           classification: str | Path | None = None) -> SpikingBrain:
+    """The ConnecTorch ``.ct`` brain at ``path``, read and checked
+    (:func:`flyviz.model.formats.connectorch.read_brain`: both digests recomputed), as a spiking
+    brain (:func:`brain_from_connectorch`); ``coordinates`` and ``classification`` as for the
+    authors' files (their root ids are the node ids)."""
+    from flyviz.model.formats.connectorch import read_brain
+
+    return _with_files(brain_from_connectorch(read_brain(Path(path).expanduser())),
+                       coordinates, classification)
+
+
+def _with_files(brain: SpikingBrain, coordinates: str | Path | None,
+                classification: str | Path | None) -> SpikingBrain:
+    """``brain`` with the soma positions and labels of the files given by path (by root id)."""
+    if coordinates is not None:
+        _read_coordinates(brain, Path(coordinates))
+    if classification is not None:
+        _read_classification(brain, Path(classification))
+    return brain
+
+
+def brain_from_connectorch(ct: Any) -> SpikingBrain:
+    """A :class:`~flyviz.model.formats.connectorch.ConnecTorchBrain` as a spiking brain.
+
+    The neurons are the nodes in index order; each edge's signed synapse count is
+    :func:`~flyviz.model.formats.connectorch.signed_weights`'s (``synapse_count``, else
+    ``weight``, else 1, times ``sign`` with 0 as +1); the root ids are the node ids, or the
+    indices where the ids are text; the node columns ``cell_type``, ``superclass`` and ``side``
+    (as ConnecTorch's MaleCNS loader names them) are the labels. ``w_syn`` is MaleCNS's
+    0.192 mV when the provenance's dataset is MaleCNS (``male-cns...``), else the authors'
+    0.275 mV.
+    """
+    from flyviz.model.formats.connectorch import signed_weights
+
+    n = ct.num_nodes
+    counts, _ = signed_weights(ct)
+    indptr, post, counts_sorted = _csr_by_pre(n, ct.source_index, ct.target_index, counts)
+    ids = np.arange(n, dtype=np.int64) if ct.string_ids else \
+        np.asarray(ct.node_ids, dtype=np.int64)
+    folder = ct.path
+    name = "connectorch" if folder is None else \
+        (folder.name[:-3] if folder.name.lower().endswith(".ct") else folder.name)
+    dataset = str(ct.provenance.get("dataset") or "").lower()
+    w_syn = MALECNS_W_SYN if dataset.startswith(("male-cns", "malecns")) else FAFB_W_SYN
+    brain = SpikingBrain(name=name, root_ids=ids, indptr=indptr, post=post,
+                         counts=counts_sorted, w_syn=w_syn, source=str(folder or name))
+
+    def labels(column: str) -> list[str] | None:
+        values = ct.node_columns.get(column)
+        if values is None:
+            return None
+        return ["" if value is None or value != value else str(value)
+                for value in values.tolist()]
+
+    brain.cell_type, brain.superclass, brain.side = \
+        labels("cell_type"), labels("superclass"), labels("side")
     return brain
 
 

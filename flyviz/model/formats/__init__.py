@@ -65,6 +65,12 @@ def detect_layout(folder: str | Path) -> str:
         return LAYOUT_RECITAL
     if any(folder.glob("*.safetensors")):
         return LAYOUT_WORDBRAIN
+    from flyviz.model.formats.connectorch import is_connectorch_brain
+
+    if is_connectorch_brain(folder):
+        raise CheckpointError(f"{folder} is a ConnecTorch brain (a graph, no language model): "
+                              "run it with flyviz simulate or flyviz screen, write its nulls "
+                              "with flyviz null")
     if (folder / "config.json").is_file():
         raise CheckpointError(f"{folder} has config.json but no model.safetensors; download "
                               "model.safetensors into it")

@@ -459,7 +459,32 @@ def write_bytes_atomically(path: str | Path, data: bytes) -> None:
         handle.write(data)
 
 
-__all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "name_max", "folder_member", "check_name_lengths", "check_not_input",
+@contextlib.contextmanager
+def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
+    """Write the new folder ``out`` through a temporary folder beside it (yielded), renamed
+    into place once the ``with`` block ends without an error: an error or an interruption
+    leaves nothing under ``out`` and no temporary folder. An :class:`OSError` becomes one
+    :class:`InputError` beginning with ``label`` (default: the path).
+    """
+    out = Path(out)
+    label = str(out) if label is None else label
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}-", suffix=".partial", dir=parent))
+    except OSError as exc:
+        raise InputError(f"{label}: cannot write in {parent} ({exc.strerror})") from None
+    try:
+        yield scratch
+        os.replace(scratch, out)
+    except OSError as exc:
+        raise InputError(f"{label}: writing failed ({exc.strerror or exc})") from None
+    finally:
+        import shutil
+
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+__all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max", "folder_member", "check_name_lengths", "check_not_input",
            "check_command_paths", "check_output_path",
            "check_regular", "is_disk_full", "open_regular", "os_error", "read_regular_bytes",
            "same_file", "short_path", "write_bytes_atomically", "write_text_atomically"]

@@ -647,19 +647,11 @@ def write_checkpoint_null(checkpoint: "Checkpoint", kind: str, seed: int, out: s
                               else checkpoint.source)
     if checkpoint.source is not None and Path(checkpoint.source).resolve() == out.resolve():
         raise InputError(f"--out {out} is the model's own folder; give a new folder")
+    from flyviz.fileio import new_folder
+
     null = make_null(checkpoint, kind, seed)
-    parent = out.parent if str(out.parent) else Path(".")
-    try:
-        scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}-", suffix=".partial", dir=parent))
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot write in {parent} ({exc.strerror})") from None
-    try:
+    with new_folder(out, f"--out {out}") as scratch:
         _write_checkpoint(null, scratch, _source_layout(checkpoint), golden)
-        os.replace(scratch, out)
-    except OSError as exc:
-        raise InputError(f"--out {out}: writing failed ({exc.strerror or exc})") from None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 

@@ -41,8 +41,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -322,21 +320,13 @@ def write_brain(brain: ConnecTorchBrain, path: str | Path) -> Path:
     if os.path.lexists(out):
         raise InputError(f"{out} exists; give a new folder (a brain is never written over "
                          "anything)")
-    parent = out.parent if str(out.parent) else Path(".")
-    try:
-        scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}-", suffix=".partial", dir=parent))
-    except OSError as exc:
-        raise InputError(f"cannot write {out} in {parent} ({exc.strerror})") from None
-    try:
+    from flyviz.fileio import new_folder
+
+    with new_folder(out) as scratch:
         pq.write_table(brain.node_table(), scratch / "nodes.parquet", compression="zstd")
         pq.write_table(brain.edge_table(), scratch / "edges.parquet", compression="zstd")
         (scratch / "metadata.json").write_text(
             json.dumps(_metadata(brain), indent=2, default=str), encoding="utf-8")
-        os.replace(scratch, out)
-    except OSError as exc:
-        raise InputError(f"writing {out} failed ({exc.strerror or exc})") from None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 

@@ -222,12 +222,8 @@ def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
 
         folder = malecns_folder(text)  # a local folder, or the hub's dataset
         if folder is not None:
-            brain = brain_from_malecns(load_malecns(folder))
-            if coordinates is not None:
-                _read_coordinates(brain, Path(coordinates))
-            if classification is not None:
-                _read_classification(brain, Path(classification))
-            return brain
+            return _with_files(brain_from_malecns(load_malecns(folder)), coordinates,
+                               classification)
     if p.is_dir() and _find(p, COMPLETENESS_NAMES) is None and connectivity is None:
         from flyviz.model.resolve import load_model
 

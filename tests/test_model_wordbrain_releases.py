@@ -237,6 +237,18 @@ def test_damaged_release_is_refused_in_one_line(release, capsys, change, expecte
     one_error_line(code, err, expected)
 
 
+def test_bf16_weights_are_upcast_exactly(release) -> None:
+    import ml_dtypes
+
+    folder, min_ce, _ = release
+    _rewrite_weights(folder, "min-ce.safetensors", lambda t: t.update(
+        {name: array.astype(ml_dtypes.bfloat16) for name, array in t.items()}))
+    loaded = load_model(str(folder))
+    rounded = np.asarray(min_ce.head_a).astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_array_equal(loaded.head_a, rounded)
+    assert not np.array_equal(loaded.head_a, min_ce.head_a)
+
+
 def test_verify_checks_every_selector_of_the_release(release) -> None:
     folder, _, _ = release
     report = verify_checkpoint(load_model(str(folder)), golden=False)

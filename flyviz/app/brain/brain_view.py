@@ -574,8 +574,6 @@ class BrainView(QWidget):
 
     def _place_overlays(self) -> None:
         w, h = self.width(), self.height()
-        self.note.adjustSize()
-        self.note.move(10, 10)
         self.view_label.move(10, max(10, h - self.view_label.height() - 10))
         cb_x = w - self.colorbar.width() - 16
         cb_y = max(40 + self.colorbar_caption.height(), (h - self.colorbar.height()) // 2)
@@ -585,8 +583,29 @@ class BrainView(QWidget):
         self.colorbar_caption.move(w - self.colorbar_caption.width() - 8,
                                    high_y - self.colorbar_caption.height())
         self.colorbar_low.move(w - self.colorbar_low.width() - 8, cb_y + self.colorbar.height() + 4)
+        self._place_note()
         for label in self._overlays:
             label.raise_()
+
+    def _place_note(self) -> None:
+        """The anatomy note at the top left, wrapped to the room left of the colour bar's
+        labels where they reach its height (a short view, as in the analysis layout, drew
+        the caption over the note's end)."""
+        note = self.note
+        note.setWordWrap(False)
+        note.adjustSize()
+        note.move(10, 10)
+        labels = [label for label in (self.colorbar_caption, self.colorbar_high) if label.text()]
+        beside = [label for label in labels
+                  if label.geometry().top() < note.geometry().bottom() + 4]
+        if not beside:
+            return
+        room = min(label.x() for label in beside) - 12 - note.x()
+        if note.width() <= room:
+            return
+        note.setWordWrap(True)
+        room = max(room, 80)
+        note.resize(room, note.heightForWidth(room))
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)

@@ -285,6 +285,11 @@ def test_a_spiking_brain_of_signed_synapse_counts(malecns, capsys):
     pre = np.repeat(np.arange(300), np.diff(brain.indptr))
     assert sorted(zip(pre.tolist(), brain.post.tolist(), brain.counts.tolist())) == expected
     assert np.all(brain.counts == np.rint(brain.counts))
+    # Grouped by presynaptic neuron, each one's targets in the dataset's row order.
+    order = np.argsort(source, kind="stable")
+    assert np.array_equal(brain.post, post[order])
+    assert np.array_equal(brain.indptr, np.concatenate([[0], np.cumsum(np.bincount(
+        source, minlength=300))]))
     # In the engine: count x w_syn, in volts.
     targets, volts, _ = brain.grouped_rows(MALECNS_W_SYN * 1e-3)
     assert np.allclose(np.sort(volts), np.sort(np.asarray([c for *_, c in expected])
@@ -365,6 +370,27 @@ def test_simulate_and_open_as_a_spiking_brain(malecns, tmp_path, capsys):
     recording = record_run(model, Stimulus(excite="population:sugar"), BinSettings(bins=3))
     assert recording.metadata["spiking"]["brain"] == str(malecns.resolve())
     assert recording.metadata["spiking"]["excited"] == 6
+
+
+def test_a_recorded_run_reopens_on_its_brain(malecns, tmp_path, capsys):
+    from flyviz.kinds.spiking import SPIKING
+    from flyviz.record.recording import Recording
+
+    path = tmp_path / "sugar.flyrec"
+    code, _, err = cli_run(capsys, "simulate", str(malecns), "--excite", "population:sugar",
+                           "--duration", "20ms", "--record", str(path))
+    assert code == 0, err
+    recording = Recording.load(path)
+    model, note = SPIKING.shown_model(recording)
+    assert note == "" and model.neurons == 300
+    assert np.array_equal(model.brain.root_ids, _raw(malecns, "neurons/body_id.i64"))
+    assert sorted(model.brain.populations) == ["descending", "lamina", "retina", "sugar"]
+    # Two 10 ms bins; the sugar neurons, driven at 150 Hz (3 Poisson events each expected),
+    # fire far above the rest.
+    sugar = _raw(malecns, "populations/sugar.i32")
+    rates = np.asarray(recording.states(), dtype=np.float64)
+    assert rates.shape == (2, 300) and (rates[:, sugar].sum(axis=0) > 0).sum() >= 3
+    assert rates[:, sugar].mean() > 5 * rates[:, np.setdiff1d(np.arange(300), sugar)].mean()
 
 
 # ------------------------------------------------------------------- the 49k subset

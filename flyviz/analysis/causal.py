@@ -158,8 +158,11 @@ def encode_prompts(tokenizer: Any, bos: int, clean: str, corrupt: str, answer: s
         # z[answer] - z[answer] is 0 in every cell: a heatmap of NaN, not a measurement.
         raise InputError(f"--versus {versus!r} is the answer itself, so the logit difference "
                          "is 0 in every cell; give another token, or leave --versus out")
-    a = (int(bos),) + tuple(int(i) for i in tokenizer.encode(clean, what="--clean"))
-    b = (int(bos),) + tuple(int(i) for i in tokenizer.encode(corrupt, what="--corrupt"))
+    from flyviz.model.tokenizer import start_ids
+
+    start = tuple(start_ids(tokenizer, bos))     # no BOS for a tokenizer without one (FlyGPT)
+    a = start + tuple(int(i) for i in tokenizer.encode(clean, what="--clean"))
+    b = start + tuple(int(i) for i in tokenizer.encode(corrupt, what="--corrupt"))
     if a == b:
         raise InputError("--clean and --corrupt are the same tokens, so restoring the clean "
                          "run changes nothing and every cell would be NaN; give a corrupted "
@@ -191,11 +194,11 @@ def parse_positions(text: str | tuple[int, int] | None, prompts: TracePrompts
     except ValueError:
         start = stop = -1
     if not colon or start < 0 or stop < 0:
-        raise InputError(f"--positions {text!r} must look like A:B (positions, 0 is BOS, "
-                         "half-open), e.g. --positions 5:13")
+        raise InputError(f"--positions {text!r} must look like A:B (positions, 0 is the "
+                         "first token read, BOS where the model reads one; half-open), e.g. --positions 5:13")
     if not lo <= start < stop <= hi:
         raise InputError(f"--positions {text!r}: the prompts have positions {lo}..{hi - 1} to "
-                         "patch (0 is BOS); keep A < B inside them")
+                         "patch (0 is the first token read); keep A < B inside them")
     return start, stop
 
 
@@ -515,7 +518,10 @@ def run_causal_trace(spec: str, ckpt: "Checkpoint", clean: str, corrupt: str, an
                             in_process=lambda task: trace_partial(ckpt, settings, prompts, task),
                             release=_release, workers=workers, scheduler=scheduler,
                             store=store, resume=resume, progress=progress)
-    labels = [display_token(tokenizer.token_text(i)) if p else "<s>"
+    from flyviz.model.tokenizer import start_ids
+
+    bos_first = bool(start_ids(tokenizer, ckpt.config.bos_token_id))
+    labels = ["<s>" if p == 0 and bos_first else display_token(tokenizer.token_text(i))
               for p, i in enumerate(prompts.corrupt)]
     rows = _rows(result.partial, groups, span, refs, labels, settings, prompts.covered[1])
     info = {

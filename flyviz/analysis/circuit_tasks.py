@@ -42,6 +42,7 @@ import numpy as np
 
 from flyviz.analysis.corpus import JSONL_SUFFIXES
 from flyviz.errors import InputError
+from flyviz.model.tokenizer import start_ids
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.tokenizer import FlyTokenizer
@@ -221,7 +222,7 @@ def parse_jsonl(text: str, tokenizer: "FlyTokenizer", vocabulary: int, bos: int,
         if versus is not None and versus == target:
             raise InputError(f"{where}: the versus is the target itself "
                              f"({tokenizer.token_text(target)!r}); the difference is 0")
-        ids = (int(bos), *(int(t) for t in tokenizer.encode(prompt)))
+        ids = (*start_ids(tokenizer, bos), *(int(t) for t in tokenizer.encode(prompt)))
         if len(ids) > MAX_PROMPT_TOKENS:
             raise InputError(f"{where}: the prompt is {len(ids):,} tokens; at most "
                              f"{MAX_PROMPT_TOKENS:,} (use a text task for long texts)")
@@ -259,7 +260,7 @@ def load_task(path: str | Path, tokenizer: "FlyTokenizer", vocabulary: int, bos:
 
     try:
         corpus = build_corpus([path], tokenizer, context=context, max_tokens=max_tokens,
-                              bos_token_id=bos)
+                              bos_token_id=bos if start_ids(tokenizer, bos) else None)
     except InputError as exc:
         raise InputError(f"{path.name}: {exc}") from None
     offsets = np.asarray(corpus.offsets)

@@ -235,7 +235,8 @@ class Corpus(_Windows):
     context
         Longest window, BOS included.
     bos_token_id
-        The BOS id at every window start.
+        The BOS id at every window start, ``None`` where the windows start with the text
+        (a model that reads no BOS).
     """
 
     tokens: np.ndarray
@@ -244,7 +245,7 @@ class Corpus(_Windows):
     document_source: np.ndarray
     sources: list[str] = field(default_factory=list)
     context: int = DEFAULT_CONTEXT
-    bos_token_id: int = 1
+    bos_token_id: int | None = 1
 
     @property
     def n_documents(self) -> int:
@@ -293,7 +294,7 @@ class Corpus(_Windows):
 
 def build_corpus(paths: Iterable[str | Path], tokenizer: "FlyTokenizer", *,
                  context: int = DEFAULT_CONTEXT, max_tokens: int | None = None,
-                 bos_token_id: int = 1) -> Corpus:
+                 bos_token_id: int | None = 1) -> Corpus:
     """Read, tokenize and window a corpus.
 
     Parameters
@@ -308,7 +309,8 @@ def build_corpus(paths: Iterable[str | Path], tokenizer: "FlyTokenizer", *,
         Stop once the windows hold this many tokens (BOS included); the last
         window is shortened. ``None``: the whole corpus.
     bos_token_id
-        The BOS id.
+        The BOS id each window starts with; ``None`` for a model that reads none
+        (FlyGPT): the windows are the text's tokens alone, up to ``context`` of them.
 
     Raises
     ------
@@ -321,7 +323,8 @@ def build_corpus(paths: Iterable[str | Path], tokenizer: "FlyTokenizer", *,
     if max_tokens is not None and max_tokens < 2:
         raise InputError(f"--max-tokens {max_tokens} must be at least 2")
     files = corpus_files(paths)
-    piece = context - 1
+    prefix = [] if bos_token_id is None else [bos_token_id]
+    piece = context - len(prefix)
     tokens: list[np.ndarray] = []
     lengths: list[int] = []
     window_document: list[int] = []
@@ -342,15 +345,15 @@ def build_corpus(paths: Iterable[str | Path], tokenizer: "FlyTokenizer", *,
             ids_array = np.asarray(ids, dtype=np.int32)
             for start in range(0, ids_array.size, piece):
                 window = ids_array[start:start + piece]
-                if max_tokens is not None and total + 1 + window.size > max_tokens:
-                    window = window[:max_tokens - total - 1]
+                if max_tokens is not None and total + len(prefix) + window.size > max_tokens:
+                    window = window[:max_tokens - total - len(prefix)]
                     full = True
                     if window.size == 0:
                         break
-                tokens.append(np.concatenate([[bos_token_id], window]).astype(np.int32))
-                lengths.append(window.size + 1)
+                tokens.append(np.concatenate([prefix, window]).astype(np.int32))
+                lengths.append(window.size + len(prefix))
                 window_document.append(document)
-                total += window.size + 1
+                total += window.size + len(prefix)
                 if full:
                     break
         batch.clear()
@@ -375,7 +378,7 @@ def build_corpus(paths: Iterable[str | Path], tokenizer: "FlyTokenizer", *,
                   window_document=np.asarray(window_document, dtype=np.int64),
                   document_source=np.asarray(document_source, dtype=np.int32),
                   sources=[str(f) for f in files], context=int(context),
-                  bos_token_id=int(bos_token_id))
+                  bos_token_id=None if bos_token_id is None else int(bos_token_id))
 
 
 class StreamSchedule:

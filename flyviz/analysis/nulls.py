@@ -647,6 +647,14 @@ def write_checkpoint_null(checkpoint: "Checkpoint", kind: str, seed: int, out: s
                               else checkpoint.source)
     if checkpoint.source is not None and Path(checkpoint.source).resolve() == out.resolve():
         raise InputError(f"--out {out} is the model's own folder; give a new folder")
+    extensions = checkpoint.operator_extensions()
+    if extensions:
+        # The layouts a null is written in carry the Fly LLM's operator only: a web export
+        # of a FlyGPT model would lose its per-neuron leak and microsteps, or fail halfway.
+        raise InputError(f"a null of {checkpoint.name!r} cannot be written yet: nulls are "
+                         "written in the Fly LLM's layouts, which cannot hold what its "
+                         f"operator adds ({', '.join(extensions)}); in memory, make_null "
+                         "makes one")
     from flyviz.fileio import new_folder
 
     null = make_null(checkpoint, kind, seed)

@@ -24,7 +24,8 @@ what it measures, per cell (position p, group g), at the corrupted prompt's last
   p_answer               p(answer) with g restored to its clean state at p (..p+W-1)
   logit_diff             logit(answer) - logit(--versus, else the corrupted run's top token)
   *_normalised           (m - m_corrupt) / (m_clean - m_corrupt): 0 corrupted, 1 clean
-Positions count from 0 (BOS) in the corrupted prompt; each cell equals
+Positions count from 0 (BOS; the first character for FlyGPT, which reads no BOS) in the
+corrupted prompt; each cell equals
   flyviz generate SPEC --prompt CORRUPT --patch 'QUERY@p:p+W' --source-prompt CLEAN
 
 RESULT is .csv or .parquet (one row per cell; the prompts, the references and the
@@ -65,7 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "named queries of FILE (one 'NAME: QUERY' per line)")
     parser.add_argument("--positions", default=None, metavar="A:B",
                         help="the corrupted positions to restore at, half-open, 0 is BOS "
-                             "(default: all), e.g. --positions 9:13")
+                             "(the first token where the model reads none; default: all), e.g. --positions 9:13")
     parser.add_argument("--window", type=int, default=d.window, metavar="N",
                         help="restore N positions from each cell's position on (default 1)")
     parser.add_argument("--align", choices=("start", "end"), default="start",

@@ -35,12 +35,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from psygnal import Signal, SignalGroup
 
 from flyviz.errors import FlyvizError, InputError
+from flyviz.kinds.request import RunRequest
 from flyviz.record.recording import Recording
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,42 +53,6 @@ __all__ = ["IDLE", "PAUSED", "RUNNING", "Run", "RunEngine", "RunEvents", "RunReq
 
 #: What an engine is doing, as it reports it (:meth:`Runs.worker_changed`).
 IDLE, RUNNING, PAUSED = "idle", "running", "paused"
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """What one run is given, for any kind of model.
-
-    Parameters
-    ----------
-    given
-        What the run reads: the prompt (the Fly LLM), a
-        :class:`~flyviz.kinds.spiking.Stimulus` (the spiking brain); ``None``: the
-        kind's default.
-    settings
-        The kind's settings of a run (:class:`~flyviz.record.run.GenerationSettings`,
-        :class:`~flyviz.kinds.spiking.BinSettings`); ``None``: the kind's default.
-    interventions
-        Interventions for this run (kinds that take them), in any form the kind accepts.
-    compare
-        Compare the run with the untouched one in this mode (``"forced"`` or ``"free"``;
-        the Fly LLM): one recording holds both, ``None`` runs once.
-    states_dtype
-        How the recording stores the states (``"float16"``, ``"float32"``; ``None``: the
-        kind's default).
-    start_paused
-        Prepare the run but wait for resume or step before the first frame.
-    note
-        What the interventions do, in words, for the messages (``"group T4 silenced"``).
-    """
-
-    given: Any = None
-    settings: Any = None
-    interventions: Any = ()
-    compare: str | None = None
-    states_dtype: str | None = None
-    start_paused: bool = False
-    note: str = ""
 
 
 class _Staging(Recording):

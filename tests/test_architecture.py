@@ -337,28 +337,21 @@ def run_time_import_circles(graph: dict[str, set[str]] | None = None) -> list[tu
 
 #: The import circles still to be cut, each listed with all its modules: the test asks for
 #: exactly these, so a circle that grows (a new upward arrow into it) fails as a new one does,
-#: and a circle that is cut must be taken off this list. The big one runs through the kinds
-#: (kinds -> runs -> viewer.state -> viewer.layers -> kinds), the recordings' converter
-#: (record.convert asks the kinds for a recording's time axis), the run helper
-#: (record.runner -> runs) and the demo model (model.resolve -> demo -> model.writers).
+#: and a circle that is cut must be taken off this list. One is left, inside the model: the
+#: engine resolves the interventions it is given (flyviz.model.interventions), resolving a
+#: patch whose source is a prompt runs that prompt on an untouched engine
+#: (flyviz.model.patching.source_states imports the engine when it is called). The recursion
+#: is the model's own (a patch is the states of another run), not a layer reaching up.
 KNOWN_IMPORT_CIRCLES: set[tuple[str, ...]] = {
-    ("flyviz.demo", "flyviz.demo.loader", "flyviz.kinds", "flyviz.kinds.language",
-     "flyviz.kinds.spiking", "flyviz.model.attribution", "flyviz.model.engine",
-     "flyviz.model.golden", "flyviz.model.interventions", "flyviz.model.patching",
-     "flyviz.model.resolve", "flyviz.model.writers", "flyviz.record.compare",
-     "flyviz.record.convert", "flyviz.record.flyrec_codec", "flyviz.record.recording",
-     "flyviz.record.run", "flyviz.record.runner", "flyviz.render.overlay", "flyviz.runs",
-     "flyviz.spiking", "flyviz.spiking.brain", "flyviz.spiking.demo", "flyviz.spiking.run",
-     "flyviz.viewer.feature_parts", "flyviz.viewer.layers", "flyviz.viewer.marks",
-     "flyviz.viewer.run_config", "flyviz.viewer.settings", "flyviz.viewer.state",
-     "flyviz.viewer.view_parts"),
+    ("flyviz.model.engine", "flyviz.model.interventions", "flyviz.model.patching"),
 }
 
-#: The arrows from the model and the recordings up to a layer above them still to be cut
-#: (the converter's NWB time axis and the replay and run helpers ask the kinds and the runs).
+#: The arrows from the model and the recordings up to a layer above them still to be cut:
+#: the Fly LLM's own model object and its replay start their runs through flyviz.runs.Run,
+#: the one place that steps a run (``Model.record``, ``replay_recording``; docs/runs.md).
+#: Neither closes a circle: flyviz.runs reaches the kinds and the viewer state, and neither
+#: of them imports the runner or the replay.
 KNOWN_UPWARD_IMPORTS = {
-    "flyviz.record.convert -> flyviz.kinds",
-    "flyviz.record.replay -> flyviz.kinds.language",
     "flyviz.record.replay -> flyviz.runs",
     "flyviz.record.runner -> flyviz.runs",
 }

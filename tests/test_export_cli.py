@@ -61,7 +61,8 @@ def test_export_runs_the_model_into_a_movie(model_dir, tmp_path, capsys):
 
 def test_export_renders_a_saved_recording(model_dir, tmp_path):
     from flyviz.model.resolve import load_model
-    from flyviz.record.run import GenerationSettings, record_prompt
+    from flyviz.record.run import GenerationSettings
+    from flyviz.record.runner import record_prompt
 
     ckpt = load_model(str(model_dir))
     rec = record_prompt(ckpt, "a dog", GenerationSettings(max_new_tokens=2), spec=str(model_dir))

@@ -185,7 +185,7 @@ def test_a_missing_optional_package_is_one_line(recording, monkeypatch, tmp_path
 def saved_run(tiny_checkpoint, tmp_path):
     """A recording of a model saved as a folder, which the recording names."""
     from flyviz.model.writers import write_connectome_dataset, write_recital_web
-    from flyviz.record.run import record_prompt
+    from flyviz.record.runner import record_prompt
 
     write_recital_web(tiny_checkpoint, tmp_path / "model")
     write_connectome_dataset(tiny_checkpoint, tmp_path / "dataset")

@@ -16,7 +16,8 @@ from safetensors.numpy import load_file, save_file
 from flyviz.cli import main
 from flyviz.model.errors import InputError, RecordingError
 from flyviz.record.recording import Recording, content_digest
-from flyviz.record.run import GenerationSettings, record_prompt
+from flyviz.record.run import GenerationSettings
+from flyviz.record.runner import record_prompt
 
 
 @pytest.fixture(scope="module")

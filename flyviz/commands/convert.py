@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"flyviz: note: {mismatch}", file=sys.stderr)
             labels, labelled_by = kind.neuron_labels(model), model.name
             model.close()
-    out = convert(recording, args.out, args.to, labels)
+    out = convert(recording, args.out, args.to, labels, timing=kind.frame_timing(recording))
     said = "without neuron labels" if labels is None else f"with the neurons of {labelled_by}"
     steps = kind.recording_axis(recording).names
     print(f"flyviz: wrote {out} ({len(recording)} {steps} x {recording.neurons:,} neurons, "

@@ -234,7 +234,7 @@ def load_demo(progress: Progress | None = None, asset_dir: str | Path | None = N
         Layout ``"recital-web"``, synthetic anatomy, ``metadata["description"]``
         = :data:`flyviz.demo.DEMO_DESCRIPTION`.
     """
-    from flyviz.demo import DEMO_DESCRIPTION, DEMO_NAME
+    from flyviz.demo.names import DEMO_DESCRIPTION, DEMO_NAME
     from flyviz.model.formats.recital import load_recital_web
 
     asset_dir = Path(asset_dir) if asset_dir is not None else demo_asset_dir()

@@ -33,7 +33,7 @@ from flyviz.export.encoders import EmitFrame, encode_movie
 from flyviz.export.options import ExportOptions, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError
-from flyviz.render.overlay import OverlayContent, display_token
+from flyviz.render.overlay_content import OverlayContent, display_token
 from flyviz.viewer.flow import flow_layer, flow_limit
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -60,15 +60,18 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Anatomy
     from flyviz.record.frame import Frame
+    from flyviz.record.convert import FrameTiming
     from flyviz.record.recording import Recording
-    from flyviz.render.overlay import OverlayContent
+    from flyviz.render.overlay_content import OverlayContent
     from flyviz.viewer.layers import LayerKind
-    from flyviz.runs import RunRequest
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["BUILT_IN_KINDS", "ENTRY_POINT_GROUP", "EVERY_KIND", "LANGUAGE", "ModelKind",
-           "SideChannel", "TimeAxis", "Wiring", "kind_named", "kind_of", "kind_of_recording",
-           "register_kind", "registered_kinds", "reload_kinds", "state_frame"]
+from flyviz.kinds.request import RunRequest
+
+__all__ = ["BUILT_IN_KINDS", "DEFAULT_KIND", "ENTRY_POINT_GROUP", "EVERY_KIND", "LANGUAGE",
+           "ModelKind", "RunRequest", "SideChannel", "TimeAxis", "Wiring", "default_kind",
+           "kind_named", "kind_of", "kind_of_recording", "register_kind", "registered_kinds",
+           "registry_generation", "reload_kinds", "state_frame"]
 
 #: What a dock that serves every kind of model declares.
 EVERY_KIND: tuple[str, ...] = ("*",)
@@ -332,8 +335,6 @@ class ModelKind:
         """The run the viewer ``state`` describes (its settings of this kind, see
         :meth:`new_run_settings`): what a host's Run button starts. Default: a run with
         the kind's defaults."""
-        from flyviz.runs import RunRequest
-
         return RunRequest()
 
     def speed_cap(self, state: Any) -> float:
@@ -390,7 +391,7 @@ class ModelKind:
                  stop: int | None = None) -> Iterator["OverlayContent"]:
         """What the movie overlays say over frames ``start:stop`` of ``recording``
         (default: the time axis's counter alone, no text and no bars)."""
-        from flyviz.render.overlay import OverlayContent
+        from flyviz.render.overlay_content import OverlayContent
 
         n = len(recording)
         stop = n if stop is None else min(int(stop), n)
@@ -409,6 +410,20 @@ class ModelKind:
         """``recording``'s time axis: :attr:`time_axis`, with the frame length the
         recording was made with where the kind lets a run choose it (a spiking run's bin)."""
         return self.time_axis
+
+    def frame_timing(self, recording: "Recording") -> "FrameTiming":
+        """How a converted file (NWB) times ``recording``'s frames
+        (:class:`~flyviz.record.convert.FrameTiming`): counted frames, one a second, for an
+        axis that counts them (tokens); else frames at their real length
+        (:meth:`recording_axis`), the states in the unit of :meth:`recorded_layer`."""
+        from flyviz.record.convert import FrameTiming
+
+        axis = self.recording_axis(recording)
+        layer = self.recorded_layer("signed", None)
+        return FrameTiming.of_axis(axis.name, axis.unit, axis.step, counted=axis.counted,
+                                   state_unit=str(getattr(layer, "units", "") or "1"),
+                                   state_label=str(getattr(layer, "label", "")
+                                                   or self.state_label))
 
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """A figure's title for frame ``index`` of ``recording`` (default: the time axis's)."""
@@ -461,9 +476,10 @@ def state_frame(index: int, state: np.ndarray) -> "Frame":
 
 def kind_of(model: Any) -> ModelKind:
     """The kind of ``model``: its ``kind`` attribute when it has one (a :class:`ModelKind`),
-    else the Fly LLM's (:data:`LANGUAGE`: every model flyviz loaded before kinds existed)."""
+    else the default kind (:func:`default_kind`, the Fly LLM's: every model flyviz loaded
+    before kinds existed)."""
     kind = getattr(model, "kind", None)
-    return kind if isinstance(kind, ModelKind) else LANGUAGE
+    return kind if isinstance(kind, ModelKind) else default_kind()
 
 
 #: The entry-point group kinds register in (``importlib.metadata``): each entry point names a
@@ -478,10 +494,17 @@ BUILT_IN_KINDS: dict[str, str] = {
     "spiking": "flyviz.kinds.spiking:SPIKING",
 }
 
+#: The key of the kind of every model and recording that names none: the Fly LLM's
+#: (:func:`default_kind`).
+DEFAULT_KIND = "language"
+
 #: The registered kinds by key, ``None`` until the entry points are read; replaced whole
 #: (under the lock), never filled in place, so a reader on another thread sees all or none.
 _REGISTRY: dict[str, ModelKind] | None = None
 _REGISTRY_LOCK = threading.RLock()
+#: How many times the registry changed (read again, or a kind registered): what a cache of
+#: the kinds' offerings (the colour layers, :data:`flyviz.viewer.layers.LAYERS`) compares.
+_GENERATION = 0
 
 
 def _as_kind(value: Any) -> ModelKind | None:
@@ -554,18 +577,17 @@ def reload_kinds() -> dict[str, ModelKind]:
     """Read the entry-point group again (a package that adds a kind was installed, or put on
     ``sys.path``, in this process) and return :func:`registered_kinds`; kinds
     :func:`register_kind` added are forgotten."""
-    global _REGISTRY
+    global _REGISTRY, _GENERATION
     with _REGISTRY_LOCK:
         _REGISTRY = None
-    from flyviz.viewer.layers import LAYERS
-
-    LAYERS.forget()
+        _GENERATION += 1
     return registered_kinds()
 
 
 def register_kind(kind: ModelKind, *, replace: bool = False) -> ModelKind:
     """Register ``kind`` in this process (a script's or a notebook's own kind, without a
-    package); its colour layers join :data:`flyviz.viewer.layers.LAYERS`.
+    package); its colour layers join :data:`flyviz.viewer.layers.LAYERS` (which reads the
+    kinds again when :func:`registry_generation` changed).
 
     Raises
     ------
@@ -578,7 +600,7 @@ def register_kind(kind: ModelKind, *, replace: bool = False) -> ModelKind:
         raise ValueError(f"register_kind takes a flyviz.kinds.ModelKind with a key, "
                          f"not {kind!r}")
     kind = made
-    global _REGISTRY
+    global _REGISTRY, _GENERATION
     with _REGISTRY_LOCK:
         kinds = registered_kinds()
         known = kinds.get(kind.key)
@@ -586,10 +608,20 @@ def register_kind(kind: ModelKind, *, replace: bool = False) -> ModelKind:
             raise ValueError(f"a model kind named {kind.key!r} is registered already "
                              f"({known!r})")
         _REGISTRY = {**kinds, kind.key: kind}
-    from flyviz.viewer.layers import LAYERS
-
-    LAYERS.forget()
+        _GENERATION += 1
     return kind
+
+
+def registry_generation() -> int:
+    """A number that changes each time the registered kinds do (:func:`reload_kinds`,
+    :func:`register_kind`): a cache of what the kinds offer compares it."""
+    return _GENERATION
+
+
+def default_kind() -> ModelKind:
+    """The kind of every model and recording that names none (:data:`DEFAULT_KIND`: the
+    Fly LLM's, :data:`LANGUAGE`), found through the registry like any other."""
+    return kind_named(DEFAULT_KIND)
 
 
 def kind_named(key: str) -> ModelKind:
@@ -610,7 +642,7 @@ def kind_of_recording(recording: "Recording") -> ModelKind:
     """
     key = recording.metadata.get("kind")
     if not isinstance(key, str) or not key:
-        return LANGUAGE
+        return default_kind()
     kinds = registered_kinds()
     return kinds[key] if key in kinds else _unregistered(key)
 
@@ -629,5 +661,10 @@ def _unregistered(key: str) -> ModelKind:
     return UnregisteredKind()
 
 
-# The first kind, defined over the base above (its module imports this one).
-from flyviz.kinds.language import LANGUAGE  # noqa: E402
+def __getattr__(name: str) -> ModelKind:
+    # flyviz.kinds.LANGUAGE, the Fly LLM's kind, is found through the registry (its entry
+    # point, flyviz.kinds.language:LANGUAGE) when first asked for: this module is the base
+    # every kind imports, and imports none of them.
+    if name == "LANGUAGE":
+        return default_kind()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,21 +16,22 @@ any kind says (:meth:`~flyviz.kinds.ModelKind.overlays`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from flyviz.analysis.causal_file import PATCHING_MEASURES
 from flyviz.kinds import ModelKind, SideChannel, TimeAxis, Wiring
-from flyviz.render.overlay import OverlayContent
+from flyviz.kinds.request import RunRequest
+from flyviz.record.run import EncodedPrompt
+from flyviz.render.overlay_content import OverlayContent
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Anatomy
     from flyviz.record.frame import Frame
     from flyviz.record.recording import Recording
     from flyviz.record.run import GenerationSettings
-    from flyviz.runs import RunRequest
     from flyviz.viewer.settings import RunSettings
 
 __all__ = ["EncodedPrompt", "LANGUAGE", "LANGUAGE_KEY", "LanguageModelKind", "NEXT_TOKEN_TITLE", "PATCHING_MEASURES", "TEXT",
@@ -53,28 +54,11 @@ DEFAULT_TOP_K = 10
 #: token dock can show at most).
 LIVE_TOP_K = 20
 
-#: What the activation patching heatmap shows: the answer's probability or the logit difference
-#: (the viewer state's ``docks.patching_measure``; the first is the default).
-PATCHING_MEASURES = ("logit_diff", "p_answer")
-
-
-@dataclass(frozen=True)
-class EncodedPrompt:
-    """A run's prompt with its token ids already chosen (BOS first): what a replay gives a
-    run, so that it reads the ids the recording read whatever the text encodes to now."""
-
-    text: str
-    ids: tuple[int, ...]
-
-
 def generation_settings(run: "RunSettings", top_k: int = DEFAULT_TOP_K) -> "GenerationSettings":
     """The settings of the next language-model run from the viewer's run settings, validated
-    (``top_k``: candidates recorded per token)."""
-    from flyviz.record.run import GenerationSettings
-
-    return GenerationSettings(
-        max_new_tokens=run.max_new_tokens, temperature=run.temperature, top_p=run.top_p,
-        seed=None if run.seed < 0 else run.seed, top_k=int(top_k)).validate()
+    (``top_k``: candidates recorded per token; :meth:`RunSettings.generation_settings
+    <flyviz.viewer.settings.RunSettings.generation_settings>`)."""
+    return run.generation_settings(int(top_k))
 
 
 class LanguageModelKind(ModelKind):
@@ -159,8 +143,6 @@ class LanguageModelKind(ModelKind):
         (``run``, :data:`LIVE_TOP_K` candidates a frame), interventions (else those set for
         the next run only, with their description) and, when ``comparing``, the comparison
         with the untouched run in ``compare_mode``."""
-        from flyviz.runs import RunRequest
-
         interventions, note = tuple(state.interventions or ()), ""
         if not interventions and state.next_interventions:
             interventions, note = tuple(state.next_interventions), state.next_description

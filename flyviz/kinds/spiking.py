@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.frame import Frame
     from flyviz.record.recording import Recording
     from flyviz.record.spikes import SpikeLog
-    from flyviz.render.overlay import OverlayContent
+    from flyviz.render.overlay_content import OverlayContent
     from flyviz.runs import RunRequest
     from flyviz.spiking.brain import SpikingBrain
     from flyviz.viewer.layers import LayerKind
@@ -510,7 +510,7 @@ class SpikingKind(ModelKind):
     def overlays(self, recording: "Recording", start: int = 0,
                  stop: int | None = None) -> Iterator["OverlayContent"]:
         """The bin counter with the bin's spike count; no text, no bars."""
-        from flyviz.render.overlay import OverlayContent
+        from flyviz.render.overlay_content import OverlayContent
 
         n = len(recording)
         stop = n if stop is None else min(int(stop), n)

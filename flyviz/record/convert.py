@@ -530,7 +530,7 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
 
 # ------------------------------------------------------------------ NWB
 def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
-           session_start_time: Any = None) -> Path:
+           session_start_time: Any = None, timing: FrameTiming | None = None) -> Path:
     """Write the recording as an NWB file (HDF5), for neuroscience tools.
 
     Layout:
@@ -562,6 +562,10 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
     ----------
     session_start_time
         The NWB session start (timezone-aware ``datetime``); default: now.
+    timing
+        How the frames are timed (:class:`FrameTiming`; its kind says:
+        ``kind_of_recording(recording).frame_timing(recording)``); default: a token each
+        second.
 
     Raises
     ------
@@ -587,7 +591,7 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
             # pynwb's advice on the file name (the temporary file's, not the user's) and
             # hdmf's notes would come before flyviz's own line on stderr.
             warnings.filterwarnings("ignore", module=r"(pynwb|hdmf)(\..*)?$")
-            nwbfile = _nwb_file(recording, anatomy, session_start_time)
+            nwbfile = _nwb_file(recording, anatomy, session_start_time, timing or FrameTiming())
             with NWBHDF5IO(str(tmp), "w") as io:
                 io.write(nwbfile)
 
@@ -620,7 +624,8 @@ def _check_free_space(path: Path, needed: int) -> None:
                           "some space and run again")
 
 
-def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> Any:
+def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any,
+              timing: FrameTiming) -> Any:
     import datetime
 
     from hdmf.common import VectorData, VectorIndex
@@ -678,7 +683,6 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any) -> An
     module.add(segmentation)
     region = neurons.create_roi_table_region(region=list(range(recording.neurons)),
                                              description="every neuron, in state order")
-    timing = _frame_timing(recording)
     states = RoiResponseSeries(
         name="states", rois=region, unit=timing.unit, rate=1.0 / timing.seconds,
         starting_time=0.0, description=timing.description,
@@ -718,44 +722,44 @@ def _token_intervals(recording: "Recording") -> Any:
 
 
 @dataclass(frozen=True)
-class _FrameTiming:
-    """How an NWB file times a recording's frames (see :func:`_frame_timing`)."""
+class FrameTiming:
+    """How an NWB file times a recording's frames: a token each second for a language
+    model's run (its position is its time; the default), a run's frames at their real
+    length for a model stepped in time (a spiking run's bins, its rates in Hz).
 
-    counted: bool          # frames are counted (tokens, one a second), not timed
-    seconds: float         # one frame's length in the file
-    name: str              # what a frame is called ("token", "bin")
-    unit: str              # the states' unit ("1", "Hz")
-    description: str       # the states series' description
+    The recording's kind says which (:meth:`flyviz.kinds.ModelKind.frame_timing`); a
+    recording does not know its kind, so a caller that converts a run stepped in time
+    passes it (``flyviz convert`` does).
+    """
+
+    counted: bool = True   # frames are counted (tokens, one a second), not timed
+    seconds: float = 1.0   # one frame's length in the file
+    name: str = "token"    # what a frame is called ("token", "bin")
+    unit: str = "1"        # the states' unit ("1", "Hz")
+    description: str = ("state x of every neuron after each token (time first; time = the "
+                        "token's position, one token per second)")
+
+    @classmethod
+    def of_axis(cls, name: str, unit: str, step: float, *, counted: bool,
+                state_unit: str = "1", state_label: str = "state") -> "FrameTiming":
+        """The timing of frames named ``name`` on an axis measured in ``unit`` (``"ms"``,
+        ``"s"``; or the frame itself: ``counted``), each ``step`` long, whose states are
+        ``state_label`` in ``state_unit``."""
+        per = _SECONDS_PER.get(unit)
+        if counted or per is None or not step > 0:
+            return cls(name=name)
+        seconds = float(step) * per
+        return cls(False, seconds, name, state_unit,
+                   f"{state_label} ({state_unit}) of every neuron in each {name} of "
+                   f"{step:g} {unit} (time first; {name} i spans "
+                   f"[i, i + 1) x {seconds:g} s from the run's start)")
 
 
 #: Seconds in each physical unit a kind's time axis may be measured in.
 _SECONDS_PER = {"ms": 1e-3, "s": 1.0}
 
 
-def _frame_timing(recording: "Recording") -> _FrameTiming:
-    """The recording's frames in an NWB file: a token each second for a language model's
-    run (its position is its time); a spiking run's bins at their real length, its states
-    in the unit its kind records them in (rates in Hz)."""
-    from flyviz.kinds import kind_of_recording
-
-    kind = kind_of_recording(recording)
-    axis = kind.recording_axis(recording)
-    per = _SECONDS_PER.get(axis.unit)
-    if axis.counted or per is None or not axis.step > 0:
-        return _FrameTiming(True, 1.0, axis.name, "1",
-                            "state x of every neuron after each token (time first; time = the "
-                            "token's position, one token per second)")
-    layer = kind.recorded_layer("signed", None)
-    unit = str(getattr(layer, "units", "") or "1")
-    label = str(getattr(layer, "label", "") or kind.state_label)
-    seconds = float(axis.step) * per
-    return _FrameTiming(False, seconds, axis.name, unit,
-                        f"{label} ({unit}) of every neuron in each {axis.name} of "
-                        f"{axis.step:g} {axis.unit} (time first; {axis.name} i spans "
-                        f"[i, i + 1) x {seconds:g} s from the run's start)")
-
-
-def _frame_intervals(recording: "Recording", timing: _FrameTiming) -> Any:
+def _frame_intervals(recording: "Recording", timing: FrameTiming) -> Any:
     """One interval per frame of a timed recording (a spiking run's bins), with its spike
     count where the run kept its spikes."""
     from pynwb.epoch import TimeIntervals
@@ -823,13 +827,16 @@ def _state_rows(recording: "Recording") -> Iterator[np.ndarray]:
 
 # ------------------------------------------------------------------ any
 def convert(recording: "Recording", path: str | Path, to: str | None = None,
-            model: Any = None) -> Path:
+            model: Any = None, *, timing: FrameTiming | None = None) -> Path:
     """Write ``recording`` as ``to`` (``"zarr"``, ``"nwb"`` or ``"npz"``; default: from
-    ``path``'s suffix). See :func:`to_zarr`, :func:`to_nwb`, :func:`to_npz`."""
+    ``path``'s suffix), NWB's frames timed by ``timing``. See :func:`to_zarr`,
+    :func:`to_nwb`, :func:`to_npz`."""
     path = Path(path)
     source = getattr(recording, "_source", None)  # the file a loaded recording maps
     if source is not None:
         to = check_output(source, path, to, feature="convert")
     to = output_format(path, to)
-    writers = {"zarr": to_zarr, "nwb": to_nwb, "npz": to_npz}
+    if to == "nwb":
+        return to_nwb(recording, path, model, timing=timing)
+    writers = {"zarr": to_zarr, "npz": to_npz}
     return writers[to](recording, path, model)

@@ -298,8 +298,8 @@ def _metadata_json(rec: "Recording", who: str = "") -> str:
 
 
 # ------------------------------------------------------------------- reading
-def read_recording(path: str | Path, *, verify: bool = True,
-                   cls: "type[Recording] | None" = None) -> "Recording":
+def read_recording(path: str | Path, *, cls: "type[Recording]",
+                   verify: bool = True) -> "Recording":
     """Open a recording written by :func:`write_recording` (or by flyviz 0.1).
 
     The states are memory-mapped, not read into memory. Everything else is
@@ -318,7 +318,8 @@ def read_recording(path: str | Path, *, verify: bool = True,
         raises :class:`RecordingError` when it is read.
     cls
         The :class:`~flyviz.record.recording.Recording` class (or subclass) to
-        make; ``Recording`` by default.
+        make (:meth:`Recording.load <flyviz.record.recording.Recording.load>` gives
+        its own: the codec sits under the class it fills).
 
     Raises
     ------
@@ -326,10 +327,6 @@ def read_recording(path: str | Path, *, verify: bool = True,
         If the file is missing, not a recording, from a newer major
         version, truncated, damaged or inconsistent: one line.
     """
-    if cls is None:
-        from flyviz.record.recording import Recording
-
-        cls = Recording
     path = Path(path)
     try:
         return _load(cls, path, verify)
@@ -427,7 +424,7 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
 def _from_run(cls: "type[Recording]", run: "_StoredRun", path: Path, neurons: int, verify: bool,
               damaged: Any) -> "Recording":
     """A recording of one run read by :func:`_read_run`: frames checked, states mapped."""
-    from flyviz.record.recording import CHUNK_FRAMES, FrameInfo
+    from flyviz.record.frame import CHUNK_FRAMES, FrameInfo
 
     arrays, texts, n = run.arrays, run.texts, len(run.texts)
     its, whose = run.its, run.whose

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -80,3 +81,51 @@ class Frame:
 #: it names it as a number tensor.
 STORED_FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(Frame) if f.name not in ("state", "text_so_far", "probabilities"))
+
+
+#: Frames per chunk of appended states, and between two frames whose whole text is kept
+#: (the text anchors; the frames between store what changed).
+CHUNK_FRAMES = 64
+
+
+@dataclass
+class FrameInfo:
+    """Everything in a frame but its state (the fields :data:`STORED_FIELDS` names), and its
+    text as what changed since the previous frame: ``text_keep`` characters of the previous
+    frame's ``text_so_far``, then ``text_tail``.
+
+    What a :class:`~flyviz.record.recording.Recording` holds per frame
+    (:attr:`Recording.frame_infos <flyviz.record.recording.Recording.frame_infos>`) and what the
+    ``.flyrec`` codec reads and writes beside the states.
+    """
+
+    position: int
+    phase: str
+    input_token_id: int
+    input_text: str
+    predicted_token_id: int
+    predicted_text: str
+    probability: float
+    top_k_ids: np.ndarray
+    top_k_probabilities: np.ndarray
+    top_k_text: tuple[str, ...]
+    mean_abs_state: float
+    text_keep: int          # characters kept from the previous frame's text_so_far
+    text_tail: str          # what follows them
+    generation_index: int | None
+
+    @classmethod
+    def of(cls, values: Any, keep: int, tail: str) -> "FrameInfo":
+        """The record of a frame's :data:`STORED_FIELDS` values (a mapping), normalised."""
+        generation = values["generation_index"]
+        return cls(
+            position=int(values["position"]), phase=str(values["phase"]),
+            input_token_id=int(values["input_token_id"]), input_text=str(values["input_text"]),
+            predicted_token_id=int(values["predicted_token_id"]),
+            predicted_text=str(values["predicted_text"]),
+            probability=float(values["probability"]),
+            top_k_ids=np.asarray(values["top_k_ids"], dtype=np.int32).copy(),
+            top_k_probabilities=np.asarray(values["top_k_probabilities"], dtype=np.float32).copy(),
+            top_k_text=tuple(values["top_k_text"]), mean_abs_state=float(values["mean_abs_state"]),
+            text_keep=int(keep), text_tail=str(tail),
+            generation_index=None if generation is None else int(generation))

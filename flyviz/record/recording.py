@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,59 +29,12 @@ from flyviz.record import flyrec_codec
 from flyviz.record.flyrec_codec import (BASELINE_PREFIX, CHECK_BLOCK_BYTES, COMPARISON_MODES,
                                         DAMAGE_REMEDY, FILE_SUFFIX, FORMAT_MAJOR, FORMAT_NAME,
                                         FORMAT_VERSION, content_digest, state_rows_problem)
-from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, Frame
+from flyviz.record.frame import (CHUNK_FRAMES, PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS,
+                                 Frame, FrameInfo)
 from flyviz.record.spikes import SpikeLog
 
 #: State dtypes a recording may store.
 STATE_DTYPES = ("float16", "float32")
-#: Frames per chunk of appended states, and between two frames whose whole text is kept
-#: (the text anchors; the frames between store what changed).
-CHUNK_FRAMES = 64
-
-
-@dataclass
-class FrameInfo:
-    """Everything in a frame but its state (the fields :data:`STORED_FIELDS` names), and its
-    text as what changed since the previous frame: ``text_keep`` characters of the previous
-    frame's ``text_so_far``, then ``text_tail``.
-
-    What a :class:`Recording` holds per frame (:attr:`Recording.frame_infos`) and what the
-    ``.flyrec`` codec reads and writes beside the states.
-    """
-
-    position: int
-    phase: str
-    input_token_id: int
-    input_text: str
-    predicted_token_id: int
-    predicted_text: str
-    probability: float
-    top_k_ids: np.ndarray
-    top_k_probabilities: np.ndarray
-    top_k_text: tuple[str, ...]
-    mean_abs_state: float
-    text_keep: int          # characters kept from the previous frame's text_so_far
-    text_tail: str          # what follows them
-    generation_index: int | None
-
-    @classmethod
-    def of(cls, values: Any, keep: int, tail: str) -> "FrameInfo":
-        """The record of a frame's :data:`STORED_FIELDS` values (a mapping), normalised."""
-        generation = values["generation_index"]
-        return cls(
-            position=int(values["position"]), phase=str(values["phase"]),
-            input_token_id=int(values["input_token_id"]), input_text=str(values["input_text"]),
-            predicted_token_id=int(values["predicted_token_id"]),
-            predicted_text=str(values["predicted_text"]),
-            probability=float(values["probability"]),
-            top_k_ids=np.asarray(values["top_k_ids"], dtype=np.int32).copy(),
-            top_k_probabilities=np.asarray(values["top_k_probabilities"], dtype=np.float32).copy(),
-            top_k_text=tuple(values["top_k_text"]), mean_abs_state=float(values["mean_abs_state"]),
-            text_keep=int(keep), text_tail=str(tail),
-            generation_index=None if generation is None else int(generation))
-
-
-
 class Recording:
     """An append-only list of frames for one model.
 
@@ -425,13 +377,15 @@ class Recording:
 
         return to_zarr(self, path, model)
 
-    def to_nwb(self, path: str | Path, model: Any = None) -> Path:
+    def to_nwb(self, path: str | Path, model: Any = None, *, timing: Any = None) -> Path:
         """Write the run as an NWB file: the states as a time-first response series over
         a table of the neurons, the tokens as intervals
-        (:func:`flyviz.record.convert.to_nwb`; needs ``flyviz[nwb]``)."""
+        (:func:`flyviz.record.convert.to_nwb`; needs ``flyviz[nwb]``). A run stepped in
+        time (a spiking run's bins) is timed by its kind's ``timing``
+        (``kind_of_recording(recording).frame_timing(recording)``)."""
         from flyviz.record.convert import to_nwb
 
-        return to_nwb(self, path, model)
+        return to_nwb(self, path, model, timing=timing)
 
     def to_npz(self, path: str | Path, model: Any = None) -> Path:
         """Write the run as one ``.npz`` of plain arrays, readable with

@@ -230,7 +230,7 @@ def _replay(recording: Recording, model: "Model", settings: GenerationSettings,
     recorded_probabilities = [recording[i].probability for i in recorded_frames]
     replayed: list[int] = []
     max_error = 0.0
-    from flyviz.kinds.language import EncodedPrompt
+    from flyviz.record.run import EncodedPrompt
     from flyviz.runs import Run, RunRequest
 
     given = EncodedPrompt(str(recording.metadata.get("prompt", "")), tuple(prompt_ids))

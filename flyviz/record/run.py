@@ -11,7 +11,7 @@ import dataclasses
 import secrets
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +22,6 @@ from flyviz.model.interventions import ResolvedInterventions
 from flyviz.model.sampler import Sampler
 from flyviz.model.tokenizer import FlyTokenizer, start_ids
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, Frame
-
-if TYPE_CHECKING:
-    from flyviz.record.recording import Recording
 
 #: Most new tokens one run may ask for.
 MAX_NEW_TOKENS_LIMIT = 100_000
@@ -85,6 +82,10 @@ class GenerationSettings:
         Sampler(self.temperature, self.top_p, self.seed)  # validates the sampler values
         return self if self.seed is not None else dataclasses.replace(self, seed=draw_seed())
 
+    def with_candidates(self, candidates: int) -> "GenerationSettings":
+        """A copy that records ``candidates`` next-token candidates per frame."""
+        return dataclasses.replace(self, top_k=int(candidates))
+
 
 class ContinuationText:
     """Decoded text of a growing list of token ids, in time linear in its length.
@@ -112,6 +113,15 @@ class ContinuationText:
         self._committed += tail
         self._pending.clear()
         return self._committed
+
+
+@dataclass(frozen=True)
+class EncodedPrompt:
+    """A run's prompt with its token ids already chosen (BOS first): what a replay gives a
+    run, so that it reads the ids the recording read whatever the text encodes to now."""
+
+    text: str
+    ids: tuple[int, ...]
 
 
 def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> list[int]:
@@ -313,21 +323,3 @@ def run_metadata(checkpoint: Checkpoint, prompt: str, settings: GenerationSettin
             **({"min_new_tokens": int(settings.min_new_tokens)} if settings.min_new_tokens else {}),
             "model_identity": identity,
             **({"interventions": interventions.to_json()} if interventions else {})}
-
-
-def record_prompt(checkpoint: Checkpoint, prompt: str, settings: GenerationSettings | None = None,
-                  *, spec: str | None = None, states_dtype: str = "float16",
-                  interventions: "ResolvedInterventions | Sequence[Any]" = ()) -> "Recording":
-    """Run ``prompt`` through ``checkpoint`` (with ``interventions``) on a fresh engine
-    into a :class:`Recording` with its metadata: :meth:`flyviz.record.runner.Model.record`
-    on a model made for this one run.
-
-    The settings are validated first, so a random seed is drawn here and
-    stored, as are the interventions: the run can be replayed
-    (:func:`flyviz.record.replay.replay_recording`).
-    """
-    from flyviz.record.runner import Model
-
-    with Model(checkpoint, spec=spec) as model:
-        return model.record(prompt, settings, interventions=interventions,
-                            states_dtype=states_dtype)

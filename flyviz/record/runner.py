@@ -369,6 +369,22 @@ class Model:
                 f"{self.checkpoint.n_edges:,} synapses, spec {self.spec!r}>")
 
 
+def record_prompt(checkpoint: Checkpoint, prompt: str, settings: GenerationSettings | None = None,
+                  *, spec: str | None = None, states_dtype: str = "float16",
+                  interventions: "ResolvedInterventions | Sequence[Any]" = ()) -> "Recording":
+    """Run ``prompt`` through ``checkpoint`` (with ``interventions``) on a fresh engine
+    into a :class:`Recording` with its metadata: :meth:`Model.record`
+    on a model made for this one run.
+
+    The settings are validated first, so a random seed is drawn here and
+    stored, as are the interventions: the run can be replayed
+    (:func:`flyviz.record.replay.replay_recording`).
+    """
+    with Model(checkpoint, spec=spec) as model:
+        return model.record(prompt, settings, interventions=interventions,
+                            states_dtype=states_dtype)
+
+
 def as_model(model: "Model | Checkpoint | str | Path", **options: Any) -> tuple[Model, bool]:
     """``(model, owned)``: a :class:`Model` for a model, a checkpoint or a spec, and
     whether it was made here (then the caller closes it)."""

@@ -32,7 +32,7 @@ from flyviz.render.cloud import NeuronCloud, crowding_gain
 from flyviz.render.gl_backend import (BACKENDS, current_renderer, egl_current,
                                       initialise_hidden_qt_canvas, is_software_renderer,
                                       offscreen_app)
-from flyviz.render.overlay import OverlayContent
+from flyviz.render.overlay_content import OverlayContent
 from flyviz.render.overlay_layout import OverlayLayout, colorbar_labels
 from flyviz.render.resample import AreaResampler
 from flyviz.render.shell import BrainShell

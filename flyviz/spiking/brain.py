@@ -47,7 +47,7 @@ from flyviz.errors import InputError
 __all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "brain_from_connectorch",
            "brain_from_malecns", "brain_spec", "synapse_counts", "load_authors_brain",
            "load_brain", "load_connectorch_brain", "COMPLETENESS_NAMES", "CONNECTIVITY_NAMES",
-           "FAFB_W_SYN", "MALECNS_W_SYN"]
+           "FAFB_W_SYN", "MALECNS_W_SYN", "DEMO_EXCITED", "demo_brain", "strongest_sensory"]
 
 #: The authors' weight per synapse (mV), fitted on FlyWire (FAFB).
 FAFB_W_SYN = 0.275
@@ -233,8 +233,6 @@ def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
     ``.ct`` brain."""
     text = str(path)
     if text == "demo":
-        from flyviz.spiking.demo import demo_brain
-
         return demo_brain()
     p = Path(text).expanduser()
     from flyviz.model.formats.connectorch import is_connectorch_brain
@@ -527,3 +525,37 @@ def brain_from_malecns(dataset: Any, w_syn: float = MALECNS_W_SYN) -> SpikingBra
                         populations={k: np.asarray(v, np.int64)
                                      for k, v in dataset.populations.items()},
                         weights=how, source=str(path) if path is not None else "")
+
+
+# ------------------------------------------------------------ the demo brain
+#: Neurons a demo run excites by default: the authors' 21 sugar-sensing GRNs, in number.
+DEMO_EXCITED = 21
+
+_demo_cache: list[SpikingBrain] = []
+
+
+def demo_brain() -> SpikingBrain:
+    """The demo spiking brain (built once per process)."""
+    if _demo_cache:
+        return _demo_cache[0]
+    from flyviz.model.resolve import load_model
+
+    brain = brain_from_checkpoint(load_model("demo"))
+    brain.name = "demo"
+    brain.default_excite = strongest_sensory(brain)
+    _demo_cache.append(brain)
+    return brain
+
+
+def strongest_sensory(brain: SpikingBrain, count: int = DEMO_EXCITED) -> np.ndarray:
+    """The ``count`` ``cb_sensory`` neurons (any neurons, on a brain without labels) with the
+    most outgoing excitatory synapses, sorted: what a run on a Fly LLM model's graph excites
+    when nothing is named."""
+    excitatory = np.where(brain.counts > 0, brain.counts, 0.0)
+    out = np.add.reduceat(excitatory, brain.indptr[:-1]) if brain.synapses else \
+        np.zeros(brain.neurons)
+    out[np.diff(brain.indptr) == 0] = 0.0
+    if brain.superclass is not None:
+        sensory = np.array([s == "cb_sensory" for s in brain.superclass])
+        out = np.where(sensory, out, -1.0)
+    return np.sort(np.argsort(-out, kind="stable")[:int(count)])

@@ -157,20 +157,23 @@ class LayerRegistry(Mapping[str, LayerKind]):
     def __init__(self, own: dict[str, LayerKind]) -> None:
         self._own = dict(own)
         self._all: dict[str, LayerKind] | None = None
+        self._generation = -1
 
     def _layers(self) -> dict[str, LayerKind]:
-        if self._all is None:
-            from flyviz.kinds import registered_kinds
+        from flyviz.kinds import registered_kinds, registry_generation
 
+        # The kinds' layers are read again when the registered kinds changed since.
+        generation = registry_generation()
+        if self._all is None or generation != self._generation:
             layers = dict(self._own)
             for kind in registered_kinds().values():
                 for layer in kind.colour_layers():
                     layers.setdefault(layer.key, layer)
-            self._all = layers
+            self._all, self._generation = layers, generation
         return self._all
 
     def forget(self) -> None:
-        """Read the kinds' layers again when next asked (a kind was registered)."""
+        """Read the kinds' layers again when next asked."""
         self._all = None
 
     def __getitem__(self, key: str) -> LayerKind:
@@ -370,9 +373,9 @@ def flash_state(recording: "Recording", index: int, tau_ms: float = FLASH_TAU_MS
     times the bin's length; ``None`` outside the recording."""
     if not 0 <= int(index) < len(recording):
         return None
-    from flyviz.kinds.spiking import SPIKING
+    from flyviz.kinds import kind_of_recording
 
-    bin_ms = float(SPIKING.recording_axis(recording).step)
+    bin_ms = float(kind_of_recording(recording).recording_axis(recording).step)
     decay = float(np.exp(-bin_ms / float(tau_ms)))
     reach = max(1, int(np.ceil(np.log(256.0) * float(tau_ms) / bin_ms)))
     index = int(index)

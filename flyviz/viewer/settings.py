@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from psygnal import SignalGroupDescriptor
 
+from flyviz.analysis.causal_file import PATCHING_MEASURES
 from flyviz.errors import InputError
 from flyviz.record.run import MAX_NEW_TOKENS_LIMIT, GenerationSettings
 from flyviz.render.colormaps import MODES
@@ -161,13 +162,18 @@ class RunSettings:
             return str(value)
         return value
 
-    def generation_settings(self, *args: Any, **options: Any) -> GenerationSettings:
-        """The settings of the next language-model run, validated: made by the language
-        model's kind (:func:`flyviz.kinds.language.generation_settings`, whose options
-        say how many candidates each frame records)."""
-        from flyviz.kinds.language import generation_settings
-
-        return generation_settings(self, *args, **options)
+    def generation_settings(self, candidates: int | None = None,
+                            **options: Any) -> GenerationSettings:
+        """The settings of the next language-model run, validated: these fields, with
+        ``candidates`` recorded per frame (default: :class:`GenerationSettings`') and any
+        other of its fields in ``options``. The language model's kind reads them
+        (:func:`flyviz.kinds.language.generation_settings`)."""
+        settings = GenerationSettings(
+            max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+            seed=None if self.seed < 0 else self.seed, **options)
+        if candidates is not None:
+            settings = settings.with_candidates(candidates)
+        return settings.validate()
 
 
 @dataclass
@@ -195,9 +201,7 @@ class MeshSettings:
 
 
 def _first_patching_measure() -> str:
-    """The patching heatmap's default measure, the first the language model's kind names."""
-    from flyviz.kinds.language import PATCHING_MEASURES
-
+    """The patching heatmap's default measure, the first of :data:`PATCHING_MEASURES`."""
     return PATCHING_MEASURES[0]
 
 
@@ -223,8 +227,7 @@ class DockSettings:
         traced token back).
     patching_measure
         What the patching heatmap shows, one of
-        :data:`flyviz.kinds.language.PATCHING_MEASURES` (default: the first; the language
-        model's kind names them, not the viewer).
+        :data:`flyviz.analysis.causal_file.PATCHING_MEASURES` (default: the first).
     population_view
         What the whole-brain raster shows of a comparison, one of :data:`COMPARE_VIEWS`
         (a single run is always shown as it is).
@@ -254,9 +257,6 @@ class DockSettings:
         if name == "why_lag":
             return _whole("lag", value, 0, 2**31 - 1)
         if name == "patching_measure":
-            # The measures are the language model's (its kind's module names them).
-            from flyviz.kinds.language import PATCHING_MEASURES
-
             if value not in PATCHING_MEASURES:
                 raise ViewerError(f"patching measure {value!r} must be one of "
                                   f"{', '.join(PATCHING_MEASURES)}")

@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 import numpy as np
 from psygnal import Signal, SignalGroup
 
-from flyviz.kinds import LANGUAGE, ModelKind, kind_of
+from flyviz.kinds import ModelKind, default_kind, kind_of
 from flyviz.model.checkpoint import Anatomy
 from flyviz.record.frame import Frame
 from flyviz.record.recording import Recording
@@ -168,14 +168,14 @@ class ViewerState:
         #: The docks' own choices (the prompt, log scale, lag, measure, view...).
         self.docks = DockSettings()
         self.model: Any = None
-        self._kind: ModelKind = LANGUAGE
+        self._kind: ModelKind = default_kind()
         self.anatomy: Anatomy | None = None
         self.model_name = ""
         self._neurons = 0
         self.background = BACKGROUND
         self._parts: dict[str, StatePart] = {}
         for part in (ShownPart(), CameraPart(), ColoursPart(), HighlightPart(), MarksPart(),
-                     MeshesPart(), RunConfigPart(), KindSettingsPart({LANGUAGE: self.run}),
+                     MeshesPart(), RunConfigPart(), KindSettingsPart({self._kind: self.run}),
                      ScreenPart(), AtlasPart(), WhyPart()):
             self.add_part(part)
         self.mesh.events.connect(lambda *_: self.events.meshes.emit())

@@ -200,3 +200,27 @@ def read_readout(st: Any, source: str) -> tuple[dict[str, np.ndarray], int | Non
         return {"head_a": head_a, "head_b": st.get("lm_head.1.weight")}, int(head_a.shape[0])
     raise CheckpointError(f"{source} has no readout (lm_head.weight or lm_head.0.weight + "
                           "lm_head.1.weight); it is not a Fly LLM checkpoint, or it is damaged")
+
+
+def min_max(array: np.ndarray, step: int = 1 << 22) -> tuple[int, int]:
+    """The smallest and largest value of a large integer ``array``, read ``step`` entries at a
+    time (a memory map stays unread past each block); ``(0, -1)`` when it is empty."""
+    low, high = 0, -1
+    for start in range(0, array.shape[0], step):
+        chunk = array[start:start + step]
+        if chunk.size:
+            lo, hi = int(chunk.min()), int(chunk.max())
+            low, high = (lo, hi) if high < low else (min(low, lo), max(high, hi))
+    return low, high
+
+
+def weight_stats(weights: np.ndarray, step: int = 1 << 22) -> tuple[bool, int, int]:
+    """Whether every weight is finite, and how many are negative and positive, read ``step``
+    entries at a time."""
+    finite, negative, positive = True, 0, 0
+    for start in range(0, weights.shape[0], step):
+        chunk = weights[start:start + step]
+        finite &= bool(np.isfinite(chunk).all())
+        negative += int(np.count_nonzero(chunk < 0))
+        positive += int(np.count_nonzero(chunk > 0))
+    return finite, negative, positive

@@ -29,8 +29,8 @@ from flyviz.model.checkpoint import Anatomy
 from flyviz.model.checks import FAIL, PASS, SKIP, CheckResult, Progress, raise_first_failure
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import (FROZEN_BUFFER_DTYPES, HASH_LIMIT_BYTES,
-                                          NODE_TYPE_INDEX, array_digest, read_json, read_raw,
-                                          sha256_file)
+                                          NODE_TYPE_INDEX, array_digest, min_max, read_json,
+                                          read_raw, sha256_file, weight_stats)
 
 #: Logical file names of the dataset manifest and where the files lie.
 DATASET_FILES = {
@@ -397,14 +397,14 @@ def _check_graph(files: DatasetFiles, checks: _Checks, quantised: bool,
                f"0 to {e:,}" if span_ok else f"graph/edges_offsets.i32 runs from {int(off[0])} "
                f"to {int(off[-1])}, not 0 to {e:,}; {_REDOWNLOAD}")
     # 5. Source range, in chunks (9M values).
-    low, high = _min_max(source)
+    low, high = min_max(source)
     source_ok = e == 0 or (low >= 0 and high < n)
     checks.add("sources in range", source_ok,
                f"all in 0..{n - 1}" if source_ok else
                f"{files.relative('edges_source')} holds neuron {high if high >= n else low}, "
                f"outside 0..{n - 1}; {_REDOWNLOAD}")
     # 6-7. Weights.
-    finite, negative, positive = _weight_stats(weights)
+    finite, negative, positive = weight_stats(weights)
     checks.add("weights finite", finite,
                "" if finite else f"graph/edges_weight.f32 holds NaN or inf; {_REDOWNLOAD}")
     block: dict[str, Any] = manifest.get("weights") or {}
@@ -437,26 +437,6 @@ def _check_graph(files: DatasetFiles, checks: _Checks, quantised: bool,
     # 13-14. The browser's int16 copy.
     if quantised:
         _check_quantised(files, checks, weights, block)
-
-
-def _min_max(array: np.ndarray, step: int = 1 << 22) -> tuple[int, int]:
-    low, high = 0, -1
-    for start in range(0, array.shape[0], step):
-        chunk = array[start:start + step]
-        if chunk.size:
-            lo, hi = int(chunk.min()), int(chunk.max())
-            low, high = (lo, hi) if high < low else (min(low, lo), max(high, hi))
-    return low, high
-
-
-def _weight_stats(weights: np.ndarray, step: int = 1 << 22) -> tuple[bool, int, int]:
-    finite, negative, positive = True, 0, 0
-    for start in range(0, weights.shape[0], step):
-        chunk = weights[start:start + step]
-        finite &= bool(np.isfinite(chunk).all())
-        negative += int(np.count_nonzero(chunk < 0))
-        positive += int(np.count_nonzero(chunk > 0))
-    return finite, negative, positive
 
 
 def _check_quantised(files: DatasetFiles, checks: _Checks, weights: np.ndarray,
@@ -509,7 +489,7 @@ def _check_anatomy(files: DatasetFiles, checks: _Checks) -> None:
         labels = read_json(files.path("type_labels"), "type_labels.json")
         index = files.array("type_index", n)
         count = len(labels) if isinstance(labels, list) else -1
-        lo, hi = _min_max(index)
+        lo, hi = min_max(index)
         ok = count > 0 and lo == 0 and hi == count - 1
         checks.add("type_index range", ok, f"0..{hi} over {count:,} labels" if ok else
                    f"neurons/type_index.i32 runs from {lo} to {hi} but type_labels.json has "

@@ -32,7 +32,7 @@ from flyviz.model.checkpoint import Anatomy
 from flyviz.model.checks import FAIL, MALECNS_CHECKS, MALECNS_GROUP, PASS, SKIP, CheckResult, Progress
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import HASH_LIMIT_BYTES, read_json, read_raw, sha256_file
-from flyviz.model.formats.dataset import _min_max, _weight_stats
+from flyviz.model.formats.common import min_max, weight_stats
 
 #: The dataset's name on the hub and in its manifest.
 MALECNS_NAME = "fly-connectome-malecns-166k"
@@ -280,7 +280,7 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
     if source is None or n is None:
         add(5, MALECNS_CHECKS[5], False, why_source or "the manifest gives no neuron count")
     else:
-        low, high = _min_max(source)
+        low, high = min_max(source)
         ok = source.size == 0 or (low >= 0 and high < n)
         add(5, MALECNS_CHECKS[5], ok,
             f"all in 0..{n - 1}" if ok else f"{package.relative('edges_source')} holds neuron "
@@ -293,7 +293,7 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
         add(7, MALECNS_CHECKS[7], False, why_weight)
     else:
         report("checking the weights", 0.7)
-        finite, negative, positive = _weight_stats(weight)
+        finite, negative, positive = weight_stats(weight)
         add(6, MALECNS_CHECKS[6], finite,
             "" if finite else f"{package.relative('edges_weight')} holds NaN or inf; "
                               f"{_REDOWNLOAD}")
@@ -313,7 +313,7 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
             add(number, MALECNS_CHECKS[number], False, why_labels or why_index)
             continue
         count = len(labels) if isinstance(labels, list) else -1
-        low, high = _min_max(index)
+        low, high = min_max(index)
         ok = n is not None and index.size == n and count > 0 and low >= 0 and high < count
         add(number, MALECNS_CHECKS[number], ok,
             f"{n:,} neurons over {count:,} labels" if ok else
@@ -341,7 +341,7 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
         if members is None:
             add(number, label, False, why)
             continue
-        low, high = _min_max(members)
+        low, high = min_max(members)
         ok = members.size == _as_int(count) and n is not None and \
             (members.size == 0 or (low >= 0 and high < n))
         add(number, label, ok, f"{members.size:,} neurons" if ok else
@@ -355,7 +355,7 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
         if hops is None:
             add(number, f"{name} covers every neuron", False, why)
             continue
-        low, high = _min_max(hops)
+        low, high = min_max(hops)
         ok = n is not None and hops.size == n and (hops.size == 0 or low >= -1)
         add(number, f"{name} covers every neuron", ok,
             f"{int(np.count_nonzero(np.asarray(hops) < 0)):,} unreachable (-1)" if ok else

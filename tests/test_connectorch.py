@@ -277,8 +277,21 @@ def test_a_damaged_brain_is_one_line_and_exit_2(int_ct: Path, capsys, damage: st
     assert not (int_ct.parent / "s.parquet").exists()
 
 
-def test_a_brain_is_not_a_language_model_and_says_where_it_runs(int_ct: Path, capsys) -> None:
-    code, _, err = cli_run(capsys, "info", str(int_ct))
+def test_info_describes_a_brain_and_the_model_commands_say_where_it_runs(int_ct: Path,
+                                                                         capsys) -> None:
+    meta = json.loads((int_ct / "metadata.json").read_text())
+    code, out, err = cli_run(capsys, "info", str(int_ct), "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert (info["nodes"], info["edges"], info["node_ids"]) == (5, 6, "int64")
+    assert info["edge_columns"] == ["synapse_count", "weight", "sign"]
+    assert (info["fingerprint"], info["content_hash"]) == (meta["fingerprint"],
+                                                           meta["content_hash"])
+    assert info["spiking"]["w_syn_mV"] == pytest.approx(0.192)
+    assert info["spiking"]["signed_count"] == "synapse_count x sign (0 read as +1)"
+    code, out, err = cli_run(capsys, "info", str(int_ct))
+    assert code == 0 and "(recomputed: matches)" in out and "male-cns:v1.0" in out, err
+    code, _, err = cli_run(capsys, "generate", str(int_ct), "--prompt", "a")
     one_error_line(code, err, "is a ConnecTorch brain", "flyviz simulate", "flyviz null")
 
 
@@ -402,6 +415,8 @@ def test_flyviz_null_of_a_ct_brain_writes_a_ct_brain_that_keeps_what_its_kind_pr
         if kind == "erdos":
             assert null.num_edges == real.num_edges and moved > 0.8
             assert (null.source_index != null.target_index).all()
+    code, text, err = cli_run(capsys, "info", str(tmp_path / "degree.ct"))
+    assert code == 0 and "degree null, seed 1, targets permuted" in text, err
     # The same seed writes the same brain.
     assert cli_run(capsys, "null", str(real_path), "--kind", "degree", "--seed", "1", "--out",
                    str(tmp_path / "again.ct"))[0] == 0

@@ -15,13 +15,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", metavar="SPEC",
                         help="model folder, hub repo id (ngxson/fly-llm-hf, "
                              "fernandofernandes/fly-wordbrain-rank64[@rev][/subfolder]), 'demo', "
-                             "or a fly-connectome-malecns-166k dataset folder")
+                             "a fly-connectome-malecns-166k dataset folder or a ConnecTorch "
+                             "brain (.ct folder)")
     add_dataset_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.epilog = ("examples:\n  flyviz info ./fly-llm-hf\n"
                      "  flyviz info fernandofernandes/fly-wordbrain-rank64 --json\n"
                      "  flyviz info ./web --dataset ./dataset\n"
-                     "  flyviz info ./malecns-166k")
+                     "  flyviz info ./malecns-166k\n"
+                     "  flyviz info ./brain.ct")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
@@ -183,10 +185,63 @@ def _malecns_text(info: dict[str, Any]) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in lines)
 
 
+def describe_connectorch(path: Any) -> dict[str, Any]:
+    """What ``flyviz info`` reports of a ConnecTorch ``.ct`` brain, read with both digests
+    recomputed: its tables, digests, provenance and how it runs as a spiking brain."""
+    from flyviz.model.formats.connectorch import read_brain, signed_weights
+    from flyviz.spiking.brain import brain_from_connectorch
+
+    ct = read_brain(path)
+    _, count = signed_weights(ct)
+    w_syn = brain_from_connectorch(ct).w_syn
+    meta = json.loads((ct.path / "metadata.json").read_text(encoding="utf-8")) \
+        if ct.path is not None else {}
+    history = [str(step.get("op")) for step in ct.provenance.get("history") or []
+               if isinstance(step, dict)]
+    return {"layout": "connectorch", "path": str(ct.path), "nodes": ct.num_nodes,
+            "edges": ct.num_edges, "node_ids": "text" if ct.string_ids else "int64",
+            "node_columns": list(ct.node_columns), "edge_columns": list(ct.edge_columns),
+            "fingerprint": meta.get("fingerprint"), "content_hash": meta.get("content_hash"),
+            "dataset": ct.provenance.get("dataset"), "history": history,
+            "null_model": ct.provenance.get("null_model"),
+            "spiking": {"signed_count": count, "w_syn_mV": w_syn,
+                        "millivolts": f"each synapse adds signed count x w_syn to its target's "
+                                      f"conductance g, as in Shiu et al.'s model: signed count "
+                                      f"= {count}; w_syn {w_syn:g} mV (--w-syn sets another)"}}
+
+
+def _connectorch_text(info: dict[str, Any]) -> str:
+    ids = "text: the neurons are numbered by index (id:N)" if info["node_ids"] == "text" \
+        else "int64 (the root ids)"
+    lines = [("brain", f"{info['path']} (ConnecTorch .ct)"),
+             ("nodes", f"{info['nodes']:,}, ids {ids}"),
+             ("edges", f"{info['edges']:,}"),
+             ("node columns", ", ".join(info["node_columns"]) or "none"),
+             ("edge columns", ", ".join(info["edge_columns"]) or "none"),
+             ("fingerprint", f"{info['fingerprint']} (recomputed: matches)"),
+             ("content hash", f"{info['content_hash']} (recomputed: matches)"),
+             ("dataset", str(info["dataset"] or "not recorded")),
+             ("history", ", ".join(info["history"]) or "none"),
+             ("as a brain", info["spiking"]["millivolts"])]
+    from flyviz.analysis.nulls import describe_record
+
+    null = describe_record(info["null_model"])
+    if null:
+        lines.insert(1, ("null model", null))
+    width = max(len(k) for k, _ in lines)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Load the model (or the 166k dataset) and print its description."""
+    """Load the model (or the 166k dataset, or a ConnecTorch brain) and print its
+    description."""
+    from flyviz.model.formats.connectorch import is_connectorch_brain
     from flyviz.model.resolve import malecns_folder
 
+    if is_connectorch_brain(args.spec):
+        data = describe_connectorch(args.spec)
+        print(json.dumps(data, indent=2) if args.json else _connectorch_text(data))
+        return 0
     folder = malecns_folder(args.spec)
     if folder is not None:
         data = describe_malecns(folder)

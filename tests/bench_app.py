@@ -8,6 +8,7 @@ Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
     python -m tests.bench_app --startup demo            # time to a usable window / to the model
     python -m tests.bench_app --compare [--repeat 3]    # comparison mode against a single run
     python -m tests.bench_app --brain-cost [--repeat 3] [--outline]  # CPU per brain redraw, 2 paths
+    python -m tests.bench_app --points [--repeat 3]    # 166,700 points beside 49,393
 
 It builds a synthetic model with the real sizes (49,393 neurons with somata,
 9,050,172 synapses, rank-64 readout), then in one process:
@@ -49,6 +50,14 @@ and it prints the median CPU time per redraw of each (``time.process_time``:
 every thread of the process, llvmpipe's rasteriser threads included; and the
 UI thread's alone), wall time, and their ratio. ``--outline`` draws the brain's
 outline behind the neurons in both.
+
+``--points`` instead puts the whole MaleCNS (166,700 neurons, fly-connectome-malecns-166k's
+size) in the brain view beside the 49,393 of the Fly LLM, in one process, the two taking
+turns ``--repeat`` rounds: the time to load the points into a new brain view up to its
+first frame drawn (wall), and the CPU per redraw on the path the app chooses here (as
+``--brain-cost`` times it), each with its ratio to the 49,393-neuron figure. Both brains
+are synthetic (somata at random in the real brain's box, a tenth missing, states
+``tanh`` of normal noise), so the two differ only in size.
 
 Nothing here is a test: figures depend on the machine, so they are reported,
 not asserted.
@@ -480,6 +489,74 @@ def brain_cost(args: argparse.Namespace) -> dict:
     return result
 
 
+#: The neuron counts ``--points`` compares: the Fly LLM's and the whole MaleCNS's.
+POINT_SIZES = (49_393, 166_700)
+
+
+def points_cost(args: argparse.Namespace) -> dict:
+    """Load time and CPU per redraw of the brain view at 49,393 and 166,700 neurons."""
+    import numpy as np
+
+    from flyviz.app.brain.brain_view import BrainView
+    from flyviz.model.synthetic import make_random_checkpoint
+
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    app = _app()
+    rng = np.random.default_rng(0)
+    models, states = {}, {}
+    for n in POINT_SIZES:
+        models[n] = make_random_checkpoint(n, 2 * n, d_embed=4, delay_k=2, vocabulary=16,
+                                           readout_rank=None, seed=1)
+        states[n] = [np.tanh(rng.standard_normal(n)).astype(np.float32) for _ in range(24)]
+
+    def load(n: int) -> tuple[float, object]:
+        """Wall ms from a new view to its first frame with the points, and the view."""
+        start = time.perf_counter()
+        view = BrainView()
+        view.setFixedSize(width, height)
+        view.show()
+        view.set_anatomy(models[n].anatomy, n)
+        view.set_target(states[n][0])
+        view.tick()
+        deadline = time.perf_counter() + 60.0
+        while not view.draw_times and time.perf_counter() < deadline:
+            app.processEvents()
+        return 1000.0 * (time.perf_counter() - start), view
+
+    loads: dict[int, list[float]] = {n: [] for n in POINT_SIZES}
+    redraws: dict[int, list[dict[str, float]]] = {n: [] for n in POINT_SIZES}
+    _ms, warm = load(POINT_SIZES[0])  # one-time costs (shaders, the CPU painter) apart
+    warm.close()
+    warm.deleteLater()
+    for _ in range(max(1, args.repeat)):
+        for n in POINT_SIZES:
+            ms, view = load(n)
+            loads[n].append(ms)
+            view.close()
+            view.deleteLater()
+            app.processEvents()
+    views = {n: _brain_view(models[n], width, height, None, states[n]) for n in POINT_SIZES}
+    _run_loop(app, 1.0)
+    for _ in range(max(1, args.repeat)):
+        for n in POINT_SIZES:
+            redraws[n].append(_timed_redraws(app, views[n], states[n], args.redraws))
+    small, large = POINT_SIZES
+    result: dict = {"canvas_px": [int(v) for v in views[small].canvas.physical_size],
+                    "renderer": views[small].renderer,
+                    "software_path": views[small].software_path,
+                    "repeats": args.repeat, "redraws": args.redraws}
+    for n in POINT_SIZES:
+        result[f"load_ms_{n}"] = round(statistics.median(loads[n]), 1)
+        for key in redraws[n][0]:
+            result[f"redraw_{key}_{n}"] = round(statistics.median(r[key] for r in redraws[n]), 2)
+    result["load_ratio"] = round(result[f"load_ms_{large}"] / result[f"load_ms_{small}"], 2)
+    result["redraw_cpu_ratio"] = round(result[f"redraw_cpu_ms_{large}"]
+                                       / max(result[f"redraw_cpu_ms_{small}"], 1e-9), 2)
+    for view in views.values():
+        view.close()
+    return result
+
+
 # ---------------------------------------------------------------- stalls
 class StallMonitor:
     """How late a fast heartbeat timer on the UI thread fires: the event loop's stalls.
@@ -656,6 +733,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="CPU per brain redraw: the GPU path against the path chosen here")
     parser.add_argument("--outline", action="store_true",
                         help="--brain-cost with the brain's outline drawn behind the neurons")
+    parser.add_argument("--points", action="store_true",
+                        help="load time and CPU per redraw at 166,700 neurons beside 49,393")
     parser.add_argument("--redraws", type=int, default=40,
                         help="redraws per path and round for --brain-cost (default 40)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -670,6 +749,8 @@ def main(argv: list[str] | None = None) -> int:
         result = compare_rates(args)
     elif args.brain_cost:
         result = brain_cost(args)
+    elif args.points:
+        result = points_cost(args)
     else:
         result = frame_rates(args)
     if args.json:

@@ -437,3 +437,53 @@ def test_a_null_a_ct_brain_cannot_have_is_one_line_and_writes_nothing(tmp_path: 
                            str(tmp_path / "n.ct"))
     one_error_line(code, err, "leave out --dataset")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["worm.ct"]
+
+
+# ------------------------------------------------------------------ in the app
+def _lit(image: np.ndarray) -> int:
+    """Pixels of the brain view that differ from its background."""
+    from flyviz.render.style import BACKGROUND
+
+    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
+    return int((np.abs(image[..., :3].astype(int) - background).max(axis=-1) > 40).sum())
+
+
+@pytest.mark.gui
+@pytest.mark.slow
+def test_the_app_opens_a_ct_folder_as_a_spiking_brain(qtbot, tmp_path: Path) -> None:
+    """File → Open model folder on a .ct brain shows it as a spiking brain (a damaged one is a
+    line in the status bar and changes nothing)."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING, SpikingModel
+
+    good = _random_brain(tmp_path)
+    bad = write_brain(_int_brain(), tmp_path / "bad.ct")
+    meta = json.loads((bad / "metadata.json").read_text())
+    meta["content_hash"] = "0123456789abcdef"
+    (bad / "metadata.json").write_text(json.dumps(meta))
+    win = make_window(qtbot, make_app_checkpoint(tmp_path / "model"), tmp_path)
+    try:
+        feature = win.features["spiking"]
+        before = _lit(win.brain.canvas.render())
+        win.files.open_model_folder(bad)
+        qtbot.waitUntil(lambda: "content hash differs" in win.statusBar().currentMessage(),
+                        timeout=30_000)
+        assert win.state.kind is not SPIKING and win.state.neurons == 400
+        win.files.open_model_folder(good)
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING and not feature.opening_busy,
+                        timeout=30_000)
+        model = win.state.model
+        assert isinstance(model, SpikingModel) and model.neurons == 30
+        assert Path(model.spec) == good.resolve()        # what a recording names to reopen it
+        assert model.brain.cell_type == [f"T{i % 4}" for i in range(30)]
+        assert not win.docks["stimulus"].isHidden()
+        win.refresh_panels()
+        image = win.brain.canvas.render()
+        # 30 neurons on a generic layout where 400 were: fewer lit pixels, but some.
+        assert 0 < _lit(image) < before
+    finally:
+        win.close()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, QObject, Qt
@@ -273,6 +274,21 @@ class SpikingFeature(QObject):
         self.opening.start(work)
         self.host.show_message(f"opening {name}…")
         return True
+
+    def open_brain_folder(self, folder: str | Path) -> None:
+        """Start showing the spiking brain in ``folder`` (a ConnecTorch ``.ct`` brain, read
+        and checked by :func:`flyviz.spiking.load_brain`), off the UI thread as
+        :meth:`open_loaded`; a brain that does not load is one line in the status bar."""
+        spec = str(folder)
+
+        def work(_stop: Any, _report: Any) -> Any:
+            from flyviz.spiking import load_brain
+
+            return load_brain(spec)   # ConnecTorchError: a damaged brain, one line
+
+        self._opening_from = self.host.models.checkpoint  # dropped if a model loads meanwhile
+        self.opening.start(work)
+        self.host.show_message(f"opening {Path(spec).name} as a spiking brain…")
 
     @property
     def opening_busy(self) -> bool:

@@ -487,3 +487,20 @@ def test_the_app_opens_a_ct_folder_as_a_spiking_brain(qtbot, tmp_path: Path) -> 
         assert 0 < _lit(image) < before
     finally:
         win.close()
+
+
+def test_connectorchs_bundled_sample_reads_with_its_published_digests() -> None:
+    """Where ConnecTorch is installed (a developer's machine), its bundled MaleCNS sample reads
+    with the digests its metadata.json publishes (fly-family-2026.md §4.1)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("connectorch")   # found, not imported (it imports torch)
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("connectorch is not installed")
+    sample = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / \
+        "malecns_sample.ct"
+    if not sample.is_dir():
+        pytest.skip("this connectorch has no bundled malecns_sample.ct")
+    brain = read_brain(sample)
+    assert (brain.num_nodes, brain.num_edges) == (100, 3630)
+    assert (fingerprint(brain), content_hash(brain)) == ("c5a303ffe2b8ff4b", "e315ebfef3ffe885")

@@ -51,7 +51,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from flyviz.commands._options import add_cluster_options, add_spiking_brain_options
 
     parser.add_argument("brain", metavar="BRAIN",
-                        help="authors' folder, completeness CSV, flyviz model or 'demo' (as "
+                        help="authors' folder, completeness CSV, ConnecTorch .ct brain, flyviz "
+                             "model or 'demo' (as "
                              "'flyviz simulate' takes it)")
     parser.add_argument("--battery", metavar="FILE", type=Path, required=True,
                         help="the checks, one a line (see below)")

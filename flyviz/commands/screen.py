@@ -68,7 +68,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from flyviz.commands._options import add_cluster_options, add_spiking_brain_options
 
     parser.add_argument("brain", metavar="BRAIN",
-                        help="authors' folder, completeness CSV, flyviz model or 'demo' (as "
+                        help="authors' folder, completeness CSV, ConnecTorch .ct brain, flyviz "
+                             "model or 'demo' (as "
                              "'flyviz simulate' takes it; every worker must be able to load it)")
     sets = parser.add_mutually_exclusive_group(required=True)
     sets.add_argument("--sets", metavar="FILE", type=Path, default=None,

@@ -12,7 +12,8 @@ from typing import Any
 
 EPILOG = """\
 BRAIN is a folder in the authors' layout (Completeness_783.csv + Connectivity_783.parquet, or
-the 630 names), their completeness CSV (with --connectivity), a flyviz model (its MaleCNS graph,
+the 630 names), their completeness CSV (with --connectivity), a ConnecTorch brain (a .ct
+folder: synapse_count x sign per edge, its digests checked), a flyviz model (its MaleCNS graph,
 w_syn 0.192 mV) or 'demo'. QUERY is flyviz's selection language (see 'flyviz select --help')
 where the brain has labels; body:ROOT,... (or id: with root ids) names neurons by root id.
 
@@ -52,7 +53,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz simulate``."""
     from flyviz.commands._options import add_spiking_brain_options
 
-    parser.add_argument("brain", metavar="BRAIN", help="authors' folder, model or 'demo'")
+    parser.add_argument("brain", metavar="BRAIN",
+                        help="authors' folder, ConnecTorch .ct brain, model or 'demo'")
     add_spiking_brain_options(parser)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--excite", metavar="QUERY", default=None,

@@ -432,9 +432,19 @@ def _type_codes(ckpt: "Checkpoint") -> np.ndarray:
     if types is None:
         raise InputError("a type-pairs null needs the neurons' cell types, and this model has "
                          "none (no anatomy with cell_type); choose another --kind, e.g. degree")
+    return _codes(types)
+
+
+def _codes(types: Any) -> np.ndarray:
+    """Each neuron's cell type as a whole number (int64); no type counts as the type ``""``."""
     _, codes = np.unique(np.asarray([str(t or "") for t in types], dtype=object).astype(str),
                          return_inverse=True)
     return codes.astype(np.int64).ravel()
+
+
+def _pair_classes(types: np.ndarray, source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Each edge's (presynaptic type, postsynaptic type) pair as one whole number."""
+    return types[source] * (int(types.max()) + 1) + types[target]
 
 
 def check_null_fits(ckpt: "Checkpoint", kind: str) -> None:
@@ -474,8 +484,7 @@ def null_graph(ckpt: "Checkpoint", kind: str, seed: int
         if kind == "degree-sign":
             classes = np.sign(weight).astype(np.int8)
         elif kind == "type-pairs":
-            types = _type_codes(ckpt)
-            classes = types[source] * (int(types.max()) + 1) + types[target]
+            classes = _pair_classes(_type_codes(ckpt), source, target)
         target, rewired = degree_rewire(n, source, target, rng, classes)
         within = {"degree-sign": " within each sign",
                   "type-pairs": " within each cell-type pair"}.get(kind, "")
@@ -787,10 +796,7 @@ def connectorch_null(brain: "ConnecTorchBrain", kind: str, seed: int) -> "Connec
                 raise InputError("a type-pairs null needs the nodes' cell types (a cell_type "
                                  "node column), and this brain has none; choose another "
                                  "--kind, e.g. degree")
-            _, codes = np.unique(np.asarray([str(t or "") for t in types.tolist()], dtype=str),
-                                 return_inverse=True)
-            codes = codes.astype(np.int64).ravel()
-            classes = codes[source] * (int(codes.max()) + 1) + codes[target]
+            classes = _pair_classes(_codes(types.tolist()), source, target)
         target, rewired = degree_rewire(n, source, target, rng, classes)
         within = {"degree-sign": " within each sign",
                   "type-pairs": " within each cell-type pair"}.get(kind, "")

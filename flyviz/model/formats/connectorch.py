@@ -478,8 +478,8 @@ def _check_edges(brain: ConnecTorchBrain, what: str, aggregated: bool) -> None:
     columns = brain.edge_columns
     if SIGN in columns:
         sign = columns[SIGN]
-        if sign.dtype.kind not in "iuf" or (~np.isin(sign, (-1, 0, 1))).any():
-            row = _first_bad(~np.isin(sign, (-1, 0, 1))) if sign.dtype.kind in "iuf" else 0
+        if sign.dtype.kind not in "biuf" or (~np.isin(sign, (-1, 0, 1))).any():
+            row = _first_bad(~np.isin(sign, (-1, 0, 1))) if sign.dtype.kind in "biuf" else 0
             raise ConnecTorchError(f"{what}: sign {_value(sign[row])!r} (row {row}) is not -1, 0 "
                                    "or 1")
     if SYNAPSE_COUNT in columns:

@@ -43,6 +43,11 @@ def test_a_long_message_is_elided_before_the_readouts_during_a_run(window, qtbot
         readouts = (win.status_state, win.status_rate, win.status_fps, win.status_model)
         for label in readouts:
             assert label.isVisible() and _whole_text_shown(label), (label.text(), label.width())
+        # A figure that grows between two ticks is whole at once, not after the bar's next
+        # layout pass (the readouts are as wide as their widest figure).
+        for label, wide in ((win.status_rate, "999.9 tok/s"), (win.status_fps, "99.9 fps")):
+            label.setText(wide)
+            assert _whole_text_shown(label), (wide, label.width())
         room = min(label.x() for label in readouts)
         # What a user reads: the message as its elided form, "…" and all, in the room left
         # of the readouts; the readouts' texts whole beside it.

@@ -46,7 +46,7 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
 from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app.atlas import atlas_panel
 from flyviz.app.circuit import circuit_panel
-from flyviz.app.window.status_bar import StatusBar, fit_label
+from flyviz.app.window.status_bar import Readout, StatusBar
 from flyviz.app.window.wheel import guard_dock_wheels
 from flyviz.app.dynamics import dynamics_panel
 from flyviz.app.runs import interventions_dock
@@ -298,8 +298,8 @@ class MainWindow(FeatureWindow):
         self.setStatusBar(status)
         self.status_model = QLabel("no model")
         self._rate_unit = "tok/s"
-        self.status_rate = QLabel("— tok/s")
-        self.status_fps = QLabel("— fps")
+        self.status_rate = Readout("— tok/s")
+        self.status_fps = Readout("— fps", ("— fps", f"{999.9:4.1f} fps"))
         self.status_state = QLabel("idle")
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(180)
@@ -308,15 +308,11 @@ class MainWindow(FeatureWindow):
         status.addPermanentWidget(self.progress)
         for label in (self.status_state, self.status_rate, self.status_fps, self.status_model):
             status.addPermanentWidget(label)
-        self._fit_status_labels()
+        self._fit_rate_readout()
 
-    def _fit_status_labels(self) -> None:
-        # The figures' widest texts: the rate and frame rate change several times a second.
-        for label in (self.status_state, self.status_rate, self.status_fps):
-            label.ensurePolished()
-        fit_label(self.status_rate, f"— {self._rate_unit}", f"{9999.9:5.1f} {self._rate_unit}")
-        fit_label(self.status_fps, "— fps", f"{999.9:4.1f} fps")
-        fit_label(self.status_state, "replaying")
+    def _fit_rate_readout(self) -> None:
+        # The rate's widest texts in the shown kind's unit.
+        self.status_rate.set_widest(f"— {self._rate_unit}", f"{9999.9:5.1f} {self._rate_unit}")
 
     def _build_actions(self) -> None:
         runs, files = self.runs, self.files
@@ -560,7 +556,7 @@ class MainWindow(FeatureWindow):
         self.controls.generation.setVisible(kind.reads_text)
         self._rate_unit = kind.rate_unit()
         self.status_rate.setText(f"— {self._rate_unit}")
-        self._fit_status_labels()
+        self._fit_rate_readout()
         anatomy = self.state.anatomy
         bundle = self.bundle
         if anatomy is not None and (bundle is None or self.state.model is not bundle.model):

@@ -3,14 +3,14 @@ tooltip) and the permanent readouts (state, rate, frame rate, model) keep their 
 
 Qt's own status bar draws a long temporary message cut at the first permanent widget,
 mid-word and without a sign that it goes on ("…Overshoo"). Here the message is elided to
-the room left of the permanent widgets, and the labels that show changing figures get a
-minimum width from their font for the widest figure they show, so a rate going from
-"— tok/s" to "123.4 tok/s" neither moves the others nor is squeezed.
+the room left of the permanent widgets, and the labels that show changing figures
+(:class:`Readout`) are as wide as the widest figure they show, so a rate going from
+"— tok/s" to "123.4 tok/s" neither moves the others nor is drawn cut.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRect, Qt
+from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QLabel, QSizeGrip, QStatusBar, QStyle, QStyleOption, QWidget
 
@@ -66,11 +66,28 @@ class StatusBar(QStatusBar):
         painter.end()
 
 
-def fit_label(label: QLabel, *widest: str) -> None:
-    """Give ``label`` the width of the widest of ``widest`` (and its own text), in its font,
-    with its stylesheet padding, as its minimum."""
-    metrics = label.fontMetrics()
-    text_width = max(metrics.horizontalAdvance(text) for text in (*widest, label.text()))
-    margins = label.contentsMargins()
-    padding = label.sizeHint().width() - metrics.horizontalAdvance(label.text())
-    label.setMinimumWidth(text_width + max(padding, margins.left() + margins.right()))
+class Readout(QLabel):
+    """A status-bar label as wide as the widest text it shows (``widest``), in whatever font
+    and style it has: its figure changes several times a second and never needs more room
+    than it was given, so it is never drawn cut while the bar waits to lay out again."""
+
+    def __init__(self, text: str, widest: tuple[str, ...] = ()) -> None:
+        super().__init__(text)
+        self.widest = widest
+
+    def set_widest(self, *texts: str) -> None:
+        """The widest texts the label will show."""
+        self.widest = texts
+        self.updateGeometry()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        """QLabel's hint for its text, widened to the widest of :attr:`widest`."""
+        hint = super().sizeHint()
+        metrics = self.fontMetrics()
+        extra = max((metrics.horizontalAdvance(t) for t in self.widest), default=0) \
+            - metrics.horizontalAdvance(self.text())
+        return QSize(hint.width() + max(0, extra), hint.height())
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        """As wide as :meth:`sizeHint`: the bar never squeezes a figure."""
+        return QSize(self.sizeHint().width(), super().minimumSizeHint().height())

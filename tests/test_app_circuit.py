@@ -158,6 +158,32 @@ def test_the_curve_and_the_slider_light_exactly_the_top_k_units(win, qtbot, plan
     np.testing.assert_array_equal(brightness(win.brain.render_image()), lit)
 
 
+def test_the_slider_and_its_judgement_are_whole_in_the_docked_column(win, qtbot, task_file):
+    """The Circuit dock in its place in the left column at 1280×800, at the whole model's
+    size: the slider is a slider (it was squeezed to a dot by its label beside it) and the
+    label's judgement is shown whole (it ran past the dock's edge)."""
+    from PySide6.QtCore import QSize
+
+    win.resize(1280, 800)
+    qtbot.waitUntil(lambda: win.size() == QSize(1280, 800), timeout=3000)
+    feature, result = _find(win, qtbot, task_file)
+    feature.dock.raise_()
+    feature.show_k(result.units.count)
+    panel = feature.panel
+    qtbot.waitUntil(lambda: panel.k_label.isVisible() and panel.k_label.text() != "",
+                    timeout=3000)
+    settle(qtbot, win)
+    label, slider = panel.k_label, panel.slider
+    assert label.text().startswith(f"k = {result.units.count:,} ")
+    assert slider.width() >= 100, slider.width()
+    viewport = feature.dock.widget()
+    right = label.mapTo(viewport, label.rect().topRight()).x()
+    assert right <= viewport.width(), (right, viewport.width())
+    lines = label.fontMetrics().boundingRect(0, 0, label.contentsRect().width(), 10_000,
+                                             Qt.TextFlag.TextWordWrap, label.text())
+    assert label.contentsRect().height() >= lines.height(), (label.height(), lines.height())
+
+
 def _metric_of_run(ck, recording, prompt) -> float:
     """The task metric of ``prompt`` from the recorded state at its last position."""
     engine = Engine(ck, 1, kernel="scipy")

@@ -356,10 +356,12 @@ class CircuitPanel(QWidget):
                                "the brain, its strongest synapses drawn")
         self.slider.valueChanged.connect(self.k_changed.emit)
         k_row.addWidget(self.slider, 1)
-        self.k_label = QLabel("")
-        self.k_label.setMinimumWidth(120)
-        k_row.addWidget(self.k_label)
         layout.addLayout(k_row)
+        # Under the slider, wrapped: beside it, its judgement ("k = 49,393 neurons (100.0%):
+        # f = 1.000, the whole model") squeezed the slider to a dot and ran past the dock.
+        self.k_label = QLabel("")
+        self.k_label.setWordWrap(True)
+        layout.addWidget(self.k_label)
         self.prompts = QTableWidget(0, 3)
         self.prompts.setHorizontalHeaderLabels(["prompt → target", "m(C)", "f"])
         self.prompts.verticalHeader().setVisible(False)

@@ -240,6 +240,7 @@ class SpikingFeature(QObject):
         self.opening.finished.connect(self._opened)
         self.opening.failed.connect(lambda message: self.host.show_message(message, True))
         self._opening_from: Any = None
+        self._opening_spec = ""
         host.widget().installEventFilter(self)
 
     @property
@@ -271,6 +272,7 @@ class SpikingFeature(QObject):
             return brain
 
         self._opening_from = checkpoint
+        self._opening_spec = ""
         self.opening.start(work)
         self.host.show_message(f"opening {name}…")
         return True
@@ -295,11 +297,26 @@ class SpikingFeature(QObject):
         """True while File → Open as spiking brain reads the model's graph."""
         return self.opening.busy
 
+    def open_brain(self, spec: str) -> None:
+        """Start showing the spiking brain a folder holds (:func:`names_a_brain`: the whole
+        MaleCNS, fly-connectome-malecns-166k, or a ConnecTorch ``.ct`` brain), read off the
+        UI thread as :meth:`open_loaded` reads a model's graph; a folder that does not read
+        is said in the status bar."""
+        def work(_stop: Any, _report: Any) -> Any:
+            from flyviz.spiking import load_brain
+
+            return load_brain(spec)
+
+        self._opening_from = self.host.models.checkpoint
+        self._opening_spec = spec
+        self.opening.start(work)
+        self.host.show_message(f"opening {spec} as a spiking brain…")
+
     def _opened(self, brain: Any) -> None:
         if self._opening_from is not self.host.models.checkpoint:
             return                          # another model was loaded meanwhile
         self._opening_from = None
-        self.open(SpikingModel(brain))
+        self.open(SpikingModel(brain, self._opening_spec))
         self.host.show_message(f"{brain.name} opened; press Run in the Stimulus dock")
 
     def open(self, model: SpikingModel, recording: "Recording | None" = None) -> None:
@@ -507,6 +524,19 @@ class _OpeningView:
     def set_busy(self, busy: bool) -> None:
         self.progress.setVisible(busy)
         self.feature.open_action.setEnabled(not busy)
+
+
+def names_a_brain(spec: str) -> bool:
+    """True when ``spec`` is a local folder holding a spiking brain and no language model:
+    fly-connectome-malecns-166k or a ConnecTorch ``.ct`` brain (what the window opens as a
+    spiking brain, not as a model)."""
+    from pathlib import Path
+
+    from flyviz.model.formats.connectorch import is_connectorch_brain
+    from flyviz.model.formats.malecns import is_malecns_dataset
+
+    folder = Path(spec).expanduser()
+    return folder.is_dir() and (is_malecns_dataset(folder) or is_connectorch_brain(folder))
 
 
 def install(host: "WindowHost") -> SpikingFeature:

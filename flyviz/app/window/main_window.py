@@ -486,10 +486,16 @@ class MainWindow(FeatureWindow):
 
     # ================================================================= model
     def load_model(self, spec: str) -> None:
-        """Load ``spec`` in the background; the window stays usable meanwhile."""
+        """Load ``spec`` in the background; the window stays usable meanwhile. A folder that
+        holds a spiking brain and no model (the whole MaleCNS, a ConnecTorch brain) opens as
+        that brain."""
         spec = spec.strip()
         if not spec:
             self.show_message("give a model folder, a hub id or 'demo'", error=True)
+            return
+        spiking = self.features.get("spiking")
+        if spiking is not None and spiking_panel.names_a_brain(spec):
+            spiking.open_brain(spec)  # a graph without a language model: its spiking brain
             return
         self.models.load(spec)
 

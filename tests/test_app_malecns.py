@@ -1,0 +1,80 @@
+"""The window opens a fly-connectome-malecns-166k folder as a spiking brain: its neurons on a
+generic ball (the set has no somata), its populations in the Stimulus dock's queries, a live
+run lighting the brain; a damaged folder is one line in the status bar."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.gui, pytest.mark.slow, pytest.mark.usefixtures("spiking_kernels")]
+
+
+def _lit(image: np.ndarray) -> int:
+    from flyviz.render.style import BACKGROUND
+
+    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
+    return int((np.abs(image[..., :3].astype(int) - background).max(axis=-1) > 40).sum())
+
+
+def test_the_window_opens_the_whole_malecns_as_a_spiking_brain(qtbot, tmp_path):
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+    from PySide6.QtWidgets import QApplication
+
+    from flyviz.kinds.spiking import SPIKING
+    from flyviz.model.synthetic import make_malecns_arrays
+    from flyviz.model.writers import write_malecns_dataset
+
+    arrays = make_malecns_arrays(neurons=300, edges=3000, seed=3)
+    root = write_malecns_dataset(tmp_path / "malecns-166k", **arrays)
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        feature = win.features["spiking"]
+        win.load_model(str(root))                 # File → Open folder, or `flyviz gui DIR`
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=30_000)
+        model = feature.model
+        assert model is not None and model.neurons == 300 and win.state.neurons == 300
+        assert model.spec == str(root.resolve())  # what its recordings name
+        assert np.array_equal(model.brain.root_ids, arrays["body_id"])
+        assert win.state.anatomy.kind == "layout" and win.state.anatomy.valid.all()
+        assert not win.docks["stimulus"].isHidden()
+        win.refresh_panels()
+        QApplication.processEvents()
+        dark = _lit(win.brain.canvas.render())
+        assert dark > 0                           # 300 points on the ball, at rest
+
+        panel = feature.panel
+        panel.excite.setText("population:sugar")
+        panel.rate.setValue(400.0)
+        panel.bins.setValue(6)
+        panel.speed.setValue(0.0)
+        panel.display.setCurrentIndex(1)          # spikes flash and fade
+        assert feature.run()
+        qtbot.waitUntil(lambda: feature.finished, timeout=30_000)
+        recording = feature.recording
+        sugar = arrays["populations"]["sugar"]
+        assert len(recording) == 6 and recording.metadata["spiking"]["excited"] == sugar.size
+        rates = recording.states()
+        assert rates[:, sugar].sum() > 0
+        win.state.index = 5
+        win.refresh_panels()
+        qtbot.waitUntil(lambda: _lit(win.brain.canvas.render()) > dark + 5, timeout=5000)
+        keep = os.environ.get("FLYVIZ_SCREENSHOTS")
+        if keep:
+            import imageio.v3 as iio
+
+            iio.imwrite(os.path.join(keep, "malecns-brain.png"), win.brain.canvas.render())
+
+        # A damaged folder: one line in the status bar; the brain shown stays.
+        broken = write_malecns_dataset(tmp_path / "broken", **arrays)
+        (broken / "populations" / "sugar.i32").unlink()
+        win.load_model(str(broken))
+        qtbot.waitUntil(lambda: "populations/sugar.i32 is missing"
+                        in win.statusBar().currentMessage(), timeout=30_000)
+        assert feature.model is model and win.state.kind is SPIKING
+    finally:
+        win.close()

@@ -504,3 +504,19 @@ def test_connectorchs_bundled_sample_reads_with_its_published_digests() -> None:
     brain = read_brain(sample)
     assert (brain.num_nodes, brain.num_edges) == (100, 3630)
     assert (fingerprint(brain), content_hash(brain)) == ("c5a303ffe2b8ff4b", "e315ebfef3ffe885")
+
+
+def test_a_model_folder_named_ct_is_still_a_model(tmp_path: Path, capsys) -> None:
+    from flyviz.model.formats.connectorch import is_connectorch_brain
+    from flyviz.model.synthetic import make_flygpt_tensors
+    from flyviz.model.writers import write_flygpt
+
+    folder = write_flygpt(make_flygpt_tensors(seed=3), tmp_path / "model.ct")
+    assert not is_connectorch_brain(folder)
+    code, out, err = cli_run(capsys, "info", str(folder), "--json")
+    assert code == 0 and json.loads(out)["layout"] == "flygpt", err
+    empty = tmp_path / "empty.ct"
+    empty.mkdir()
+    assert not is_connectorch_brain(empty)
+    (empty / "edges.parquet").write_bytes(b"")
+    assert is_connectorch_brain(empty)                  # read as one, and refused for its files

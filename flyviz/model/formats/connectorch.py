@@ -332,16 +332,17 @@ def write_brain(brain: ConnecTorchBrain, path: str | Path) -> Path:
 
 # ------------------------------------------------------------------ reading
 def is_connectorch_brain(path: str | Path) -> bool:
-    """True when ``path`` is a folder that is a ``.ct`` brain: named ``*.ct``, or holding
-    ``metadata.json`` beside ``nodes.parquet`` or ``edges.parquet`` (so that a brain missing a
-    table is still read as one, and refused for it)."""
+    """True when ``path`` is a folder that is a ``.ct`` brain: holding ``metadata.json``
+    beside ``nodes.parquet`` or ``edges.parquet``, or named ``*.ct`` and holding one of the
+    three (so that a brain missing a file is still read as one, and refused for it; a model
+    folder that happens to be named ``*.ct`` is not one)."""
     p = Path(path).expanduser()
     if not p.is_dir():
         return False
+    present = [os.path.lexists(p / name) for name in CT_FILES]
     if p.name.lower().endswith(".ct"):
-        return True
-    return (p / "metadata.json").is_file() and \
-        any(os.path.lexists(p / name) for name in CT_FILES[1:])
+        return any(present)
+    return present[0] and any(present[1:])
 
 
 def _read_metadata(folder: Path) -> dict[str, Any]:

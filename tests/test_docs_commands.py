@@ -20,9 +20,12 @@ which the rendered page does not show::
 Any other command, and any ``flyviz`` command in a block without a mark, runs, and must
 exit 0 (or the exit status its comment promises, ``# exit 1``). What is checked is that a
 command works as printed, not the minutes its full text would take: a ``--max-tokens N`` of a
-corpus command runs with at most :data:`MAX_TOKENS` tokens, and a command that would start a
+corpus command runs with at most :data:`MAX_TOKENS` tokens, a command that would start a
 local Dask cluster runs in this process instead (``--workers 0``: the same bits on any number of
-workers, which each analysis's own tests check).
+workers, which each analysis's own tests check), and a movie is drawn at most
+:data:`MOVIE_WIDTH` pixels wide (its aspect kept) with at most :data:`MOVIE_FRAMES_PER_TOKEN`
+frames a token: every frame is drawn in software here, and a movie's size and easing are
+checked by tests/test_export_movie.py.
 """
 
 from __future__ import annotations
@@ -53,13 +56,19 @@ _SHELL = ("bash", "sh", "shell", "console")
 MAX_TOKENS = 300
 
 
+#: The widest movie a documented ``export`` draws here (``--size``, default 1280x720).
+MOVIE_WIDTH = 320
+#: The most frames a token a documented ``export`` draws here (``--frames-per-token``).
+MOVIE_FRAMES_PER_TOKEN = 2
+
 #: The commands that take ``--workers`` (a local Dask cluster unless it is 0).
 DASK_COMMANDS = ("sweep", "importance", "atlas", "circuit", "patch", "screen", "dynamics", "check")
 
 
 def capped(words: list[str]) -> list[str]:
-    """``words`` with a ``--max-tokens`` above :data:`MAX_TOKENS` brought down to it, and
-    ``--workers 0`` where a command would start a cluster of its own."""
+    """``words`` with a ``--max-tokens`` above :data:`MAX_TOKENS` brought down to it,
+    ``--workers 0`` where a command would start a cluster of its own, and an ``export``'s
+    movie at most :data:`MOVIE_WIDTH` wide and :data:`MOVIE_FRAMES_PER_TOKEN` frames a token."""
     words = list(words)
     for i, word in enumerate(words[:-1]):
         if word == "--max-tokens" and words[i + 1].isdigit():
@@ -69,7 +78,36 @@ def capped(words: list[str]) -> list[str]:
     if words[:1] and words[0] in DASK_COMMANDS and "--scheduler" not in words \
             and "--workers" not in words:
         words += ["--workers", "0"]
+    if words[:1] == ["export"]:
+        words = _small_movie(words)
     return words
+
+
+def _small_movie(words: list[str]) -> list[str]:
+    """An ``export``'s words with its ``--size`` (default 1280x720) scaled down to
+    :data:`MOVIE_WIDTH` wide, its aspect kept (even sides, as encoders need), and its
+    ``--frames-per-token`` (default 6) at most :data:`MOVIE_FRAMES_PER_TOKEN`."""
+    options = {"--size": "1280x720", "--frames-per-token": "6"}
+    for i, word in enumerate(words[:-1]):
+        if word in options:
+            options[word] = words[i + 1]
+    found = re.fullmatch(r"(\d+)x(\d+)", options["--size"])
+    if found and int(found.group(1)) > MOVIE_WIDTH:
+        width, height = int(found.group(1)), int(found.group(2))
+        options["--size"] = f"{MOVIE_WIDTH}x{max(2, round(height * MOVIE_WIDTH / width / 2) * 2)}"
+    if options["--frames-per-token"].isdigit():
+        options["--frames-per-token"] = str(min(int(options["--frames-per-token"]),
+                                                MOVIE_FRAMES_PER_TOKEN))
+    kept = []
+    skip = False
+    for i, word in enumerate(words):
+        if skip:
+            skip = False
+        elif word in options and i + 1 < len(words):
+            skip = True
+        else:
+            kept.append(word)
+    return kept + [word for option, value in options.items() for word in (option, value)]
 
 
 @dataclass(frozen=True)
@@ -186,6 +224,15 @@ def test_a_corpus_command_is_capped_and_nothing_else_changes():
     assert capped(["atlas", "--max-tokens", "100", "--workers", "8"]) == [
         "atlas", "--max-tokens", "100", "--workers", "0"]
     assert capped(["generate", "demo", "--prompt", "x"]) == ["generate", "demo", "--prompt", "x"]
+    assert capped(["export", "demo", "--prompt", "x", "--out", "a.mp4"]) == [
+        "export", "demo", "--prompt", "x", "--out", "a.mp4", "--size", "320x180",
+        "--frames-per-token", "2"]
+    assert capped(["export", "--recording", "r.flyrec", "--size", "960x540", "--out", "a.webm",
+                   "--frames-per-token", "1", "--orbit", "10"]) == [
+        "export", "--recording", "r.flyrec", "--out", "a.webm", "--orbit", "10",
+        "--size", "320x180", "--frames-per-token", "1"]
+    assert capped(["export", "r.flyrec", "--size", "200x100", "--out", "a.gif"])[-4:] == [
+        "--size", "200x100", "--frames-per-token", "2"]
 
 
 def test_every_command_runs_or_its_block_says_why_not():

@@ -209,6 +209,17 @@ def _find(folder: Path, names: tuple[str, ...]) -> Path | None:
     return None
 
 
+def is_brain_folder(spec: str | Path) -> bool:
+    """True when ``spec`` is a local folder that holds a spiking brain and no language model
+    (a ConnecTorch ``.ct`` brain, or fly-connectome-malecns-166k): what the window opens as
+    a spiking brain rather than as a model."""
+    from flyviz.model.formats.connectorch import is_connectorch_brain
+    from flyviz.model.formats.malecns import is_malecns_dataset
+
+    folder = Path(str(spec)).expanduser()
+    return folder.is_dir() and (is_connectorch_brain(folder) or is_malecns_dataset(folder))
+
+
 def brain_spec(spec: str) -> str:
     """What a recording keeps to load ``spec``'s brain again: a folder or file that exists as
     its absolute, resolved path (read back from anywhere, it names that brain, not one of

@@ -278,8 +278,9 @@ class SpikingFeature(QObject):
         return True
 
     def open_brain_folder(self, folder: str | Path) -> None:
-        """Start showing the spiking brain in ``folder`` (a ConnecTorch ``.ct`` brain, read
-        and checked by :func:`flyviz.spiking.load_brain`), off the UI thread as
+        """Start showing the spiking brain in ``folder`` (a ConnecTorch ``.ct`` brain or the
+        whole MaleCNS, fly-connectome-malecns-166k: :func:`flyviz.spiking.brain.is_brain_folder`;
+        read and checked by :func:`flyviz.spiking.load_brain`), off the UI thread as
         :meth:`open_loaded`; a brain that does not load is one line in the status bar."""
         spec = str(folder)
 
@@ -289,6 +290,7 @@ class SpikingFeature(QObject):
             return load_brain(spec)   # ConnecTorchError: a damaged brain, one line
 
         self._opening_from = self.host.models.checkpoint  # dropped if a model loads meanwhile
+        self._opening_spec = spec                          # what its recordings name
         self.opening.start(work)
         self.host.show_message(f"opening {Path(spec).name} as a spiking brain…")
 
@@ -296,21 +298,6 @@ class SpikingFeature(QObject):
     def opening_busy(self) -> bool:
         """True while File → Open as spiking brain reads the model's graph."""
         return self.opening.busy
-
-    def open_brain(self, spec: str) -> None:
-        """Start showing the spiking brain a folder holds (:func:`names_a_brain`: the whole
-        MaleCNS, fly-connectome-malecns-166k, or a ConnecTorch ``.ct`` brain), read off the
-        UI thread as :meth:`open_loaded` reads a model's graph; a folder that does not read
-        is said in the status bar."""
-        def work(_stop: Any, _report: Any) -> Any:
-            from flyviz.spiking import load_brain
-
-            return load_brain(spec)
-
-        self._opening_from = self.host.models.checkpoint
-        self._opening_spec = spec
-        self.opening.start(work)
-        self.host.show_message(f"opening {spec} as a spiking brain…")
 
     def _opened(self, brain: Any) -> None:
         if self._opening_from is not self.host.models.checkpoint:
@@ -524,19 +511,6 @@ class _OpeningView:
     def set_busy(self, busy: bool) -> None:
         self.progress.setVisible(busy)
         self.feature.open_action.setEnabled(not busy)
-
-
-def names_a_brain(spec: str) -> bool:
-    """True when ``spec`` is a local folder holding a spiking brain and no language model:
-    fly-connectome-malecns-166k or a ConnecTorch ``.ct`` brain (what the window opens as a
-    spiking brain, not as a model)."""
-    from pathlib import Path
-
-    from flyviz.model.formats.connectorch import is_connectorch_brain
-    from flyviz.model.formats.malecns import is_malecns_dataset
-
-    folder = Path(spec).expanduser()
-    return folder.is_dir() and (is_malecns_dataset(folder) or is_connectorch_brain(folder))
 
 
 def install(host: "WindowHost") -> SpikingFeature:

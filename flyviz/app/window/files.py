@@ -329,15 +329,15 @@ class FileController:
 
     def open_model_folder(self, folder: str | Path) -> None:
         """Load the model in ``folder``; if it is a connectome dataset instead, load the
-        model that needed one with it, or say what to open; a ConnecTorch ``.ct`` brain opens
-        as a spiking brain."""
+        model that needed one with it, or say what to open; a ConnecTorch ``.ct`` brain or a
+        fly-connectome-malecns-166k folder opens as a spiking brain."""
         folder = str(folder)
-        from flyviz.model.formats.connectorch import is_connectorch_brain
+        from flyviz.spiking.brain import is_brain_folder
 
         opener = getattr(self.window.features.get("spiking"), "open_brain_folder", None)
-        if opener is not None and is_connectorch_brain(folder):
-            # A ConnecTorch brain is a graph without a language model: it opens as a
-            # spiking brain.
+        if opener is not None and is_brain_folder(folder):
+            # A ConnecTorch brain or the whole MaleCNS is a graph without a language model:
+            # it opens as a spiking brain.
             self._settings.setValue("paths/models", folder)
             opener(folder)
             return

@@ -493,9 +493,11 @@ class MainWindow(FeatureWindow):
         if not spec:
             self.show_message("give a model folder, a hub id or 'demo'", error=True)
             return
-        spiking = self.features.get("spiking")
-        if spiking is not None and spiking_panel.names_a_brain(spec):
-            spiking.open_brain(spec)  # a graph without a language model: its spiking brain
+        from flyviz.spiking.brain import is_brain_folder
+
+        opener = getattr(self.features.get("spiking"), "open_brain_folder", None)
+        if opener is not None and is_brain_folder(spec):
+            opener(spec)  # a graph without a language model: its spiking brain
             return
         self.models.load(spec)
 

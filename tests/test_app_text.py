@@ -134,3 +134,37 @@ def _highlighted(panel, position: int) -> bool:
     cursor = QTextCursor(panel.document())
     cursor.setPosition(position + 1)         # the format of the character before the cursor
     return cursor.charFormat().background().color() == QColor(theme.ACCENT)
+
+
+def test_the_shown_token_stays_in_sight_when_the_text_dock_gets_shorter(window, qtbot,
+                                                                        app_checkpoint):
+    """Following the end of a long text, the panel keeps the shown (last) piece in sight
+    when its dock is made shorter (Why? opening the Graph dock left it below the fold)."""
+    from PySide6.QtCore import Qt
+    from qt_barriers import settle
+
+    win = window
+    n = app_checkpoint.config.neurons
+    rec = Recording(n)
+    rec.append(make_frame(0, np.zeros(n), generated=False, token_text="<s>"))
+    for i in range(1, 120):
+        rec.append(make_frame(i, np.zeros(n), token_text=f"word{i} "))
+    win.session.replace(rec)
+    win.show_token(len(rec) - 1)
+    win.refresh_panels()
+    panel = win.text_panel
+    settle(qtbot, win)
+    bar = panel.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == bar.maximum()
+    tall = panel.viewport().height()
+    dock = win.docks["text"]
+    win.resizeDocks([dock], [dock.height() // 2], Qt.Orientation.Vertical)
+    qtbot.waitUntil(lambda: panel.viewport().height() < 0.75 * tall, timeout=3000)
+    settle(qtbot, win)
+    text = panel.toPlainText()
+    end = text.rindex("word119")
+    cursor = panel.textCursor()
+    cursor.setPosition(end)
+    shown = panel.cursorRect(cursor)
+    assert 0 <= shown.top() and shown.bottom() <= panel.viewport().height(), \
+        (shown, panel.viewport().height())

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPoint, Signal
-from PySide6.QtGui import (QAction, QColor, QContextMenuEvent, QFont, QMouseEvent, QTextBlockFormat,
-                           QTextCharFormat, QTextCursor)
+from PySide6.QtGui import (QAction, QColor, QContextMenuEvent, QFont, QMouseEvent, QResizeEvent,
+                           QTextBlockFormat, QTextCharFormat, QTextCursor)
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from flyviz.app.language.compare_views import comparison_html, visible_token_text
@@ -188,6 +188,16 @@ class TextPanel(QTextBrowser):
         self._last_index = -1
         self._reset(None)
         self.show_text_placeholder()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
+        """Keep following the end of the text when the panel gets shorter: the shown token
+        is the last piece, and a dock shrunk under it (Why? opening the Graph dock) left it
+        below the fold."""
+        bar = self.verticalScrollBar()
+        following = bar.value() >= bar.maximum()
+        super().resizeEvent(event)
+        if following:
+            bar.setValue(bar.maximum())
 
     # ------------------------------------------------------------ model of the text
     def set_decoder(self, decode: Callable[[list[int]], str] | None) -> None:

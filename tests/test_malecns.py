@@ -363,6 +363,10 @@ def test_simulate_and_open_as_a_spiking_brain(malecns, tmp_path, capsys):
     sugar = body[_raw(malecns, "populations/sugar.i32")]
     assert set(sugar) <= set(spikes["flywire_id"])  # driven at 150 Hz for 30 ms
     assert set(spikes["flywire_id"]) <= set(body)
+    # Unless told otherwise, a run excites the sugar population.
+    code, text, err = cli_run(capsys, "simulate", str(malecns), "--duration", "5ms", "--out",
+                              str(out))
+    assert code == 0 and "6 excited at 150 Hz" in text, err
     model = SpikingModel.load(str(malecns))
     anatomy = model.drawing_anatomy()
     assert anatomy.valid.all() and anatomy.kind == "layout"  # no somata: a generic ball

@@ -519,7 +519,8 @@ def brain_from_malecns(dataset: Any, w_syn: float = MALECNS_W_SYN) -> SpikingBra
     over the smallest weight magnitude (one synapse) when the weights are whole multiples of
     it (the published ones read as multiples of 0.275), else the weight itself (the
     manifest calls the weights signed synaptic counts). :attr:`SpikingBrain.weights` says
-    which, for ``flyviz info``.
+    which, for ``flyviz info``. A run excites the ``sugar`` population unless told
+    otherwise.
     """
     n = dataset.neurons
     counts, unit, whole = synapse_counts(dataset.weight)
@@ -528,14 +529,17 @@ def brain_from_malecns(dataset: Any, w_syn: float = MALECNS_W_SYN) -> SpikingBra
            if whole else "signed synapse count = the raw weight (the manifest's signed "
                          "synaptic count; the weights are not whole multiples of one value)")
     path = getattr(dataset, "path", None)
+    populations = {k: np.asarray(v, np.int64) for k, v in dataset.populations.items()}
     return SpikingBrain(name=str(dataset.manifest.get("name") or "malecns-166k"),
                         root_ids=np.asarray(dataset.body_id, dtype=np.int64), indptr=indptr,
                         post=post_sorted, counts=counts_sorted, w_syn=w_syn,
                         superclass=dataset.superclass_labels(),
                         cell_type=dataset.cell_type_labels(),
-                        populations={k: np.asarray(v, np.int64)
-                                     for k, v in dataset.populations.items()},
-                        weights=how, source=str(path) if path is not None else "")
+                        populations=populations, weights=how,
+                        source=str(path) if path is not None else "",
+                        # Unless told otherwise a run excites the sugar neurons, as the
+                        # authors' first experiment (the demo excites its 21 sugar GRNs).
+                        default_excite=populations.get("sugar"))
 
 
 # ------------------------------------------------------------ the demo brain

@@ -113,6 +113,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _apply_selector(args: argparse.Namespace) -> None:
+    """Turn ``--selector NAME`` into the SPEC of that selector's weights file.
+
+    :func:`main` runs it before the command, so every path that
+    loads ``args.spec`` (workers included) loads the same file.
+
+    Raises
+    ------
+    InputError, CheckpointError
+        No SPEC to pick in, or no such selector (one line listing the keys).
+    """
+    selector = getattr(args, "selector", None)
+    if selector is None:
+        return
+    from flyviz.errors import InputError
+    from flyviz.model.resolve import selector_spec
+
+    if getattr(args, "spec", None) is None:
+        raise InputError("--selector picks weights in a fly-wordbrain release: give the "
+                         "release folder or hub id as SPEC")
+    args.spec = selector_spec(str(args.spec), str(selector))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flyviz`` console script."""
     from flyviz.errors import FlyvizError
@@ -133,9 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         check_command_paths(args)  # names too long, an output over an input: before any work
         check_text_arguments(args)
-        from flyviz.commands._options import apply_selector
-
-        apply_selector(args)  # --selector NAME: the SPEC of that selector's weights file
+        _apply_selector(args)  # --selector NAME: the SPEC of that selector's weights file
         return int(importlib.import_module(module_name).run(args) or 0)
     except FlyvizError as exc:
         print(f"flyviz: error: {exc}", file=sys.stderr)

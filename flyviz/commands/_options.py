@@ -31,29 +31,6 @@ def add_dataset_option(parser: Any, *, selector: bool = True) -> None:
         parser.add_argument("--selector", metavar="NAME", default=None, help=SELECTOR_HELP)
 
 
-def apply_selector(args: argparse.Namespace) -> None:
-    """Turn ``--selector NAME`` into the SPEC of that selector's weights file.
-
-    :func:`flyviz.cli.main` runs it before the command, so every path that
-    loads ``args.spec`` (workers included) loads the same file.
-
-    Raises
-    ------
-    InputError, CheckpointError
-        No SPEC to pick in, or no such selector (one line listing the keys).
-    """
-    selector = getattr(args, "selector", None)
-    if selector is None:
-        return
-    from flyviz.errors import InputError
-    from flyviz.model.resolve import selector_spec
-
-    if getattr(args, "spec", None) is None:
-        raise InputError("--selector picks weights in a fly-wordbrain release: give the "
-                         "release folder or hub id as SPEC")
-    args.spec = selector_spec(str(args.spec), str(selector))
-
-
 def load_model_from_args(args: argparse.Namespace, spec: str | None = None,
                          progress: Any = None) -> Any:
     """Load ``spec`` (default ``args.spec``) with the dataset ``--dataset`` names."""

@@ -138,6 +138,27 @@ def test_the_variance_another_run_keeps_on_fixed_axes():
         trajectory.captured(other[:, :10])
 
 
+def test_a_run_with_fewer_dimensions_than_components_has_zero_axes_beyond_them():
+    """Three tokens on one line (a patched run that moved along one direction): the second
+    and third components have no variance, and their axes are zero, not rounding noise
+    divided by 1e-300 (axes of norm 1e280 whose squares overflowed in ``captured``)."""
+    import warnings
+
+    rng = np.random.default_rng(8)
+    start, step = rng.standard_normal(200), rng.standard_normal(200)
+    states = np.stack([start + k * step for k in range(3)]).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trajectory = principal_trajectory(states, components=3)
+        captured = trajectory.captured(rng.standard_normal((5, 200)))
+    norms = np.linalg.norm(trajectory.axes, axis=1)
+    np.testing.assert_allclose(norms[0], 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(norms[1:], 0.0)
+    np.testing.assert_allclose(trajectory.explained, [1.0, 0.0, 0.0], atol=1e-9)
+    assert np.isfinite(captured).all() and captured[1:].sum() == 0.0
+    np.testing.assert_allclose(trajectory.coordinates[:, 1:], 0.0)
+
+
 def test_thousands_of_groups_are_ordered_by_similarity_too():
     """Above the optimal-leaf limit the groups are sorted like neurons: the two families of
     time courses end up as two runs of rows."""

@@ -455,10 +455,14 @@ def principal_trajectory(states: np.ndarray, components: int = 3) -> Trajectory:
     top = np.argsort(eigenvalues)[::-1][:max(1, min(components, x.shape[0]))]
     values = np.clip(eigenvalues[top], 0.0, None)
     singular = np.sqrt(values)
-    axes = (vectors[:, top].T @ centred) / np.maximum(singular, 1e-300)[:, None]
+    # A component with no variance (a run of fewer dimensions than components asked for)
+    # has a zero axis: its eigenvalue is rounding error (about 1e-8 of the largest singular
+    # value, relatively), and dividing by it made axes of norm 1e280 of noise.
+    real = singular > 1e-6 * max(float(singular.max()), 1e-300)
+    axes = (vectors[:, top].T @ centred) / np.where(real, singular, np.inf)[:, None]
     flip = np.sign(axes[np.arange(axes.shape[0]), np.argmax(np.abs(axes), axis=1)])
     flip[flip == 0] = 1.0
     axes *= flip[:, None]
     total = float(np.clip(eigenvalues, 0.0, None).sum())
-    explained = values / total if total > 0 else np.zeros_like(values)
+    explained = np.where(real, values, 0.0) / total if total > 0 else np.zeros_like(values)
     return Trajectory(centred @ axes.T, explained, mean, axes)

@@ -246,6 +246,7 @@ def test_flyviz_verify_reports_each_check(malecns, tmp_path, capsys):
     ("truncated", "graph/edges_weight.f32 is"),
     ("failed check", "superclass_index.i32 holds"),
     ("out of range", "graph/edges_source.i32 holds neuron 300, outside 0..299"),
+    ("outside the folder", "the manifest puts body_id at '../body_id.i64', outside the dataset"),
 ])
 def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expected):
     root = _copy(malecns, tmp_path)
@@ -256,8 +257,11 @@ def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expecte
         path.write_bytes(path.read_bytes()[:-4])
     elif damage == "failed check":
         _corrupt(root, 8)
-    else:
+    elif damage == "out of range":
         _corrupt(root, 5)
+    else:
+        shutil.copy(root / "neurons/body_id.i64", tmp_path / "body_id.i64")
+        _edit_manifest(root, lambda m: m["files"]["body_id"].update(file="../body_id.i64"))
     before = sorted(p.name for p in tmp_path.rglob("*"))
     for argv in (["simulate", str(root), "--duration", "5ms", "--out",
                   str(tmp_path / "s.parquet")], ["info", str(root)]):

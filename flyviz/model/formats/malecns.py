@@ -113,9 +113,15 @@ class _Package:
         self._loaded: dict[str, Any] = {}
 
     def relative(self, name: str) -> str:
+        """Where logical file ``name`` lies inside the folder; a manifest that points outside
+        it (an absolute path, ``..``) is refused, never followed."""
         entry = self.entries.get(name, {})
         default = MALECNS_FILES.get(name, f"populations/{name.removeprefix('population_')}.i32")
-        return str(entry.get("file") or default)
+        relative = str(entry.get("file") or default)
+        if Path(relative).is_absolute() or ".." in Path(relative).parts:
+            raise CheckpointError(f"the manifest puts {name} at {relative[:80]!r}, outside the "
+                                  f"dataset folder; {_REDOWNLOAD}")
+        return relative
 
     def load(self, name: str) -> Any:
         """Logical file ``name``: a memory-mapped array of the manifest's shape, or parsed

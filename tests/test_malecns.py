@@ -512,6 +512,9 @@ def test_labels_and_populations_for_a_flygpt_model_by_body_id(malecns, tmp_path)
     assert ckpt.anatomy.superclass == [labels[r] for r in rows] + ["", ""]
     model_sugar = np.flatnonzero(np.isin(rows, sugar))
     assert np.array_equal(select(ckpt, "population:sugar"), model_sugar)
+    assert ckpt.metadata["body_ids"] == ("38 of 40 neurons labelled by MaleCNS body id from the "
+                                         "dataset, which has no soma positions, so the graph "
+                                         "is laid out")
 
 
 def test_the_hub_dataset_is_fetched_as_data_only(malecns, monkeypatch, capsys):

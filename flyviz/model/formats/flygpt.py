@@ -239,8 +239,12 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
     if dataset_dir is not None:
         anatomy = anatomy_by_body_id(arrays["graph.node_id"], dataset_dir)
         metadata["dataset"] = str(dataset_dir)
-        metadata["body_ids"] = (f"{anatomy.n_valid:,} of {n:,} neurons placed by MaleCNS body "
-                                "id from the dataset's neurons table")
+        labelled = sum(1 for label in (anatomy.superclass or ()) if label)
+        metadata["body_ids"] = (
+            f"{anatomy.n_valid:,} of {n:,} neurons placed by MaleCNS body id from the dataset's "
+            "neurons table" if anatomy.n_valid else
+            f"{labelled:,} of {n:,} neurons labelled by MaleCNS body id from the dataset, which "
+            "has no soma positions, so the graph is laid out")
     else:
         metadata["body_ids"] = ("MaleCNS body ids in graph.node_id; no coordinates table given "
                                 "(--dataset), so the graph is laid out instead")

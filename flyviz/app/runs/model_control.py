@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, Signal
 
@@ -28,6 +29,9 @@ from flyviz.model.engine import Engine
 from flyviz.model.errors import DatasetNotFoundError, FlyvizError
 from flyviz.model.tokenizer import FlyTokenizer, tokenizer_for
 from flyviz.record.runner import Model
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.viewer.state import ViewerState
 
 log = logging.getLogger(__name__)
 
@@ -222,11 +226,19 @@ class ModelLoader(QThread):
 class ModelController(QObject):
     """Loads models in the background; only the newest request is reported.
 
+    The loaded model has one owner, the viewer state (``state.model``): the controller keeps
+    no model of its own. What it loaded beside a model (its spec, tokenizer, anatomy and
+    graph lookups: a :class:`ModelBundle`) is offered while the state shows that model
+    (:attr:`bundle`); a language model the state was given otherwise (a script's) gets a
+    bundle made from it; another kind's model (a spiking brain) has none.
+
     Parameters
     ----------
     load
         ``load(spec, progress) -> Checkpoint``, run off the UI thread (see
         :data:`ModelLoadFunction`).
+    state
+        The viewer state whose model this is (:attr:`state`; a window gives its own).
 
     Signals
     -------
@@ -257,20 +269,58 @@ class ModelController(QObject):
     ready = Signal(str)
 
     def __init__(self, load: ModelLoadFunction = default_model_loader,
-                 parent: QObject | None = None) -> None:
+                 parent: QObject | None = None, state: "ViewerState | None" = None) -> None:
         super().__init__(parent)
         self._load = load
         self._loader: ModelLoader | None = None
         self._old_loaders: list[ModelLoader] = []
         self._helpers: list[threading.Thread] = []
         self._closed = False
-        #: The model the window shows, with its tokenizer, anatomy and connectivity, or None.
-        self.bundle: ModelBundle | None = None
+        if state is None:
+            from flyviz.viewer.state import ViewerState
+
+            state = ViewerState()
+        #: The viewer state, the one owner of the shown model.
+        self.state = state
+        # What was prepared beside the model this controller loaded, and beside the last
+        # language model the state was given otherwise: read only while the state shows it.
+        self._installed: ModelBundle | None = None
+        self._made: ModelBundle | None = None
+
+    def install(self, bundle: ModelBundle) -> None:
+        """Keep ``bundle``'s spec, tokenizer, anatomy and graph lookups for its model, which
+        the caller then gives the state (``state.set_model(bundle.model, ...)``)."""
+        self._installed, self._made = bundle, None
+
+    def loaded_here(self, model: object) -> bool:
+        """True when ``model`` is the one this controller loaded (:meth:`install`)."""
+        return self._installed is not None and model is self._installed.model
+
+    @property
+    def bundle(self) -> ModelBundle | None:
+        """The model the state shows, with its tokenizer, anatomy and connectivity: the one
+        this controller loaded while it is shown, one made from a language model the state
+        was given otherwise, else ``None`` (no model, or another kind's)."""
+        model = self.state.model
+        if model is None:
+            return None
+        for bundle in (self._installed, self._made):
+            if bundle is not None and bundle.model is model:
+                return bundle
+        if not isinstance(model, Model):
+            return None
+        anatomy = self.state.anatomy or model.checkpoint.anatomy or layout_for(model.checkpoint)
+        made = ModelBundle(model.spec or model.name, model.checkpoint, model, model.tokenizer,
+                           anatomy, Connectivity.of_checkpoint(model.checkpoint))
+        self._made = made
+        self.index_graph(made.connectivity)
+        return made
 
     @property
     def checkpoint(self) -> Checkpoint | None:
-        """The shown model's checkpoint, or None."""
-        return None if self.bundle is None else self.bundle.checkpoint
+        """The shown model's checkpoint (:attr:`bundle`'s), or None."""
+        bundle = self.bundle
+        return None if bundle is None else bundle.checkpoint
 
     @property
     def busy(self) -> bool:

@@ -53,9 +53,10 @@ class WindowHost(Protocol):
     colour_by: "ColourBy"
     #: The docks by key: ``add``, ``tabify`` (beside another) and ``show``.
     docks: "Docks"
-    #: The loaded model: ``bundle`` (with its tokenizer, anatomy and connectivity) and
-    #: ``checkpoint`` (None before one is loaded), and ``ready(name)`` (a Qt signal) once
-    #: every view shows a new one.
+    #: The shown model as the state holds it (``state.model``, its one owner): ``bundle``
+    #: (with its tokenizer, anatomy and connectivity) and ``checkpoint`` (None without a
+    #: language model shown), and ``ready(name)`` (a Qt signal) once every view shows a new
+    #: one the window loaded.
     models: "ModelController"
     #: Runs of the shown model, of any kind (:class:`flyviz.runs.Runs`): ``start()`` the run
     #: the state describes (the model's kind reads it), ``pause``, ``resume``, ``stop``, and

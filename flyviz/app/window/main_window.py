@@ -174,7 +174,7 @@ class MainWindow(FeatureWindow):
         except FileNotFoundError:  # an installation without the icon still works
             pass
 
-        self.models = ModelController(model_loader, self)
+        self.models = ModelController(model_loader, self, state=self.state)
         self.verifier = VerificationController(self.settings, self)
         self.runs = RunController(self, engine_niceness=ENGINE_NICENESS, state=self.state)
         #: The runs as features start them (:class:`flyviz.runs.Runs`, a WindowHost member).
@@ -566,12 +566,16 @@ class MainWindow(FeatureWindow):
         self.status_rate.setText(f"— {self._rate_unit}")
         self._fit_rate_readout()
         anatomy = self.state.anatomy
-        bundle = self.bundle
-        if anatomy is not None and (bundle is None or self.state.model is not bundle.model):
-            # a model the window did not load itself (another kind's): drawn here, with
-            # its neurons and its own synapses (a spiking brain's counts), not the LLM's
-            if anatomy is not self._drawn_anatomy:
-                self._draw_anatomy(anatomy, self.state.neurons)
+        if anatomy is not None and anatomy is not self._drawn_anatomy:
+            # the state's model is the one drawn, whoever gave it the state
+            self._draw_anatomy(anatomy, self.state.neurons)
+        if anatomy is not None and self.models.loaded_here(self.state.model):
+            bundle = self.models.bundle          # the model the window loaded, shown again
+            if bundle is not None:
+                self.inspector.set_model(anatomy, bundle.connectivity, bundle.checkpoint)
+        elif anatomy is not None:
+            # a model the window did not load itself (another kind's): its neurons and its
+            # own synapses (a spiking brain's counts), not the LLM's
             wiring = kind.wiring(self.state.model) if self.state.model is not None else None
             connectivity = None if wiring is None else Connectivity(wiring)
             self.inspector.set_model(anatomy, connectivity)
@@ -590,13 +594,14 @@ class MainWindow(FeatureWindow):
             bundle.close()
             return
         self.progress.setVisible(False)
-        self.models.bundle = bundle
+        self.models.install(bundle)
         checkpoint, anatomy = bundle.checkpoint, bundle.anatomy
         neurons = checkpoint.config.neurons
         self.state.set_model(bundle.model, anatomy, bundle.name, neurons=neurons)
         self.runs.set_model(bundle.model)
         self.verifier.set_model(checkpoint, bundle.name)
-        self._draw_anatomy(anatomy, neurons)
+        if anatomy is not self._drawn_anatomy:       # the state's model change drew it
+            self._draw_anatomy(anatomy, neurons)
         self._apply_meshes()
         self.text_panel.set_decoder(bundle.tokenizer.decode)
         self._apply_display_settings()

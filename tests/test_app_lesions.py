@@ -135,34 +135,32 @@ def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silenc
     assert mask is not None and np.array_equal(np.flatnonzero(mask), members)
     assert_only_lit(win, before, members)
 
-    # Compare with untouched, with no comparison wired in (a window without the Interventions
-    # dock: the lesion panel works on its own): the next run has the group silenced.
-    win.lesions.compare, wired = None, win.lesions.compare
+    # Compare with untouched: the lesion feature lends the group's silencing to the state's
+    # run configuration and starts the comparison the state describes itself (no channel to
+    # the Interventions dock, which shows what the state holds).
+    assert win.lesions.compare is None
     requests = []
     win.lesions.compare_requested.connect(lambda ivs, text: requests.append((ivs, text)))
+    win.state.run.max_new_tokens = 6                # short runs, at full speed
+    win.state.run.speed_cap = 0
+    win.state.docks.prompt = "Tom and his dog"
     assert panel.compare_button.isEnabled()
     qtbot.mouseClick(panel.compare_button, Qt.MouseButton.LeftButton)
     assert requests and requests[0][0] == (Silence(group.query),)
-    assert win.runs.next_interventions == (Silence(group.query),)
-    assert group.group in panel.next_label.text() and panel.next_label.isVisible()
-    win.state.run.max_new_tokens = 6                # short runs, at full speed
-    win.state.run.speed_cap = 0
-    assert win.run_prompt("Tom and his dog")
+    assert tuple(win.state.interventions) == (Silence(group.query),) and win.state.comparing
     assert win.runs.next_interventions == () and not panel.next_label.isVisible()
-    assert win.session.recording.metadata["interventions"] == [
-        {"kind": "silence", "neurons": group.query, "neurons_selected": group.neurons}]
     qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=20_000)
-    assert win.runs.end_reason == "done" and len(win.session.recording) > 0
-    # The silenced group's neurons stayed at zero through the run.
-    states = np.stack([win.session.recording.state(i) for i in range(len(win.session.recording))])
+    recording = win.session.recording
+    assert win.runs.end_reason == "done" and len(recording) > 0
+    assert recording.baseline is not None and len(recording.baseline) > 0
+    # The silenced group's neurons stayed at zero through the run; untouched, they did not.
+    states = np.stack([recording.state(i) for i in range(len(recording))])
     assert np.all(states[:, members] == 0) and np.any(states != 0)
-    # The next run is untouched again.
-    assert win.run_prompt("Tom and his dog")
-    assert "interventions" not in win.session.recording.metadata
-    qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=20_000)
-    states = np.stack([win.session.recording.state(i) for i in range(len(win.session.recording))])
-    assert np.any(states[:, members] != 0)
-    win.lesions.compare = wired
+    untouched = np.stack([recording.baseline.state(i) for i in range(len(recording.baseline))])
+    assert np.any(untouched[:, members] != 0)
+    # Reset ends the loan: the list and Compare are as they were before it.
+    win.reset_run()
+    assert tuple(win.state.interventions) == () and not win.state.comparing
 
 
 def test_a_lesion_map_of_another_model_is_refused_in_one_line(qtbot, tmp_path, lesion_map):
@@ -281,9 +279,9 @@ def test_another_model_closes_the_map_and_its_colours(window, qtbot, lesion_map,
 
 def test_compare_goes_to_the_interventions_dock_when_the_window_has_one(
         window, qtbot, app_checkpoint, lesion_map):
-    """With a comparison wired in (the window wires the Interventions dock's
-    ``compare_with`` into ``lesions.compare``), the group's lesion goes there and nothing is
-    left over for the next plain run."""
+    """With a host's own comparison (``lesions.compare``: an Interventions dock's
+    ``compare_with``), the group's lesion goes there and nothing is left over for the next
+    plain run."""
     win = window
     lesions = _open_lesions(win, qtbot, lesion_map)
     asked = []

@@ -17,11 +17,13 @@ agreement). In the app:
   lesioned as the map lesioned it (silenced, by default).
 
 *Compare with untouched* goes through :meth:`LesionFeature.compare_with_lesion`:
-it emits :attr:`LesionFeature.compare_requested` with the interventions, hands
-them to :attr:`LesionFeature.compare` when the window wired one in (the
-Interventions dock's: the prompt runs beside the untouched model), and
-otherwise sets them up for the window's next run
-(:meth:`~flyviz.viewer.state.ViewerState.set_next_interventions`).
+it emits :attr:`LesionFeature.compare_requested` with the interventions, lends
+them to the state's run configuration (the list and *Compare*, which the
+Interventions dock shows; Reset gives them back) and starts the run the state
+describes: the prompt beside the untouched model. No channel to another feature:
+the state is what they share. The line under the table shows interventions set
+for the next run only (:meth:`~flyviz.viewer.state.ViewerState.set_next_interventions`,
+a script's).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from flyviz.app.window.background import BackgroundJob, ModelFileController
 from flyviz.app.lesion.estimate_layer import (COMPUTE, ESTIMATE, EstimateController, EstimatedLesions,
                                        EstimateSection, compute_estimate, estimate_layer)
 from flyviz.model.checkpoint import Checkpoint
-from flyviz.model.errors import InputError
+from flyviz.model.errors import FlyvizError, InputError
 from flyviz.render.style import ColourLayer
 from flyviz.viewer.feature_parts import FeaturePart
 from flyviz.viewer.layers import ESTIMATE as ESTIMATE_LAYER
@@ -353,8 +355,9 @@ class LesionFeature(QObject):
     def __init__(self, host: "WindowHost") -> None:
         super().__init__(host.widget())
         self.host = host
-        #: ``compare(interventions) -> started``: runs *Compare with untouched* (the window
-        #: wires the Interventions dock's here); ``None``: set up the next run instead.
+        #: ``compare(interventions) -> started``: a host's own *Compare with untouched*
+        #: (tests); ``None`` (the window): the feature starts the comparison the state
+        #: describes itself.
         self.compare: Callable[[tuple[Any, ...]], bool] | None = None
         #: A group's lesion compared with the untouched model: lent to the state's list
         #: until Reset, a model or an opened recording (part ``"lesion_run"``).
@@ -599,22 +602,32 @@ class LesionFeature(QObject):
     def compare_with_lesion(self, interventions: tuple[Any, ...], description: str) -> None:
         """*Compare with untouched* with ``interventions`` applied.
 
-        Emits :attr:`compare_requested`. When the window wired a comparison
-        in (:attr:`compare`: the Interventions dock's, which puts them in its
-        list and runs the prompt beside the untouched model), it runs the
-        comparison; without one, the interventions are set up for the
-        window's next run, which the user starts with Run.
+        Emits :attr:`compare_requested`, lends the interventions to the state's run
+        configuration (its list, with *Compare* ticked, until Reset, a model or an opened
+        recording) and starts the run the state describes: the prompt beside the untouched
+        model (through :attr:`compare` instead when a host set one). Interventions the
+        model refuses are said in one line and lent to nothing.
         """
         interventions = tuple(interventions)
         self.compare_requested.emit(interventions, description)
-        if self.compare is not None:
-            self.loan.lend(interventions)
-            if self.compare(interventions):
-                self.host.show_message(f"comparing with the untouched model: {description}")
-            return
-        self.host.state.set_next_interventions(interventions, description)
-        self.host.show_message(f"the next run has the {description}; press Run "
-                                 "(untouched runs again after it)")
+        if self.compare is None:
+            from flyviz.model.interventions import resolve
+
+            checkpoint = self.host.models.checkpoint
+            if checkpoint is None:
+                self.host.show_message("load a language model first: the lesion is "
+                                       "compared on it", error=True)
+                return
+            try:
+                resolve(checkpoint, interventions)      # refused here, before the run
+            except FlyvizError as exc:
+                self.host.show_message(str(exc), error=True)
+                return
+        self.loan.lend(interventions)
+        started = self.compare(interventions) if self.compare is not None else \
+            self.host.runner.start() is not None
+        if started:
+            self.host.show_message(f"comparing with the untouched model: {description}")
 
     def _clear_next(self) -> None:
         self.host.state.set_next_interventions(())

@@ -136,13 +136,10 @@ class FeatureWindow(QMainWindow):
         return feature
 
     def _wire_features(self) -> None:
-        # Lesion maps compare "with untouched" through the Interventions dock when there is one.
-        lesions, interventions = self.features.get("lesions"), self.features.get("interventions")
-        if lesions is not None and interventions is not None:
-            lesions.compare = interventions.compare_with
-        # A heatmap cell's patch and "Run with only the circuit" lend their interventions
-        # to the state's list (their parts give them back at Reset): no channel here.
-        # The Trajectory dock follows the state's atlas part itself: no channel here.
+        """Connect features to one another: none are. A heatmap cell's patch, "Run with
+        only the circuit" and a lesion map's "Compare with untouched" lend their
+        interventions to the state's list (their parts give them back at Reset) and start
+        the run the state describes; the Trajectory dock follows the state's atlas part."""
 
     @property
     def atlas(self) -> "AtlasFeature":

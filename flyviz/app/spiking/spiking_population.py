@@ -105,6 +105,7 @@ class SpikingPopulationPanel(QWidget):
                                             "(empty: the largest superclasses)")
         self.groups_edit.editingFinished.connect(self._regroup)
         self.note = QLabel("")
+        self.note.setVisible(False)
         self.raster_caption = QLabel("")
         self.raster_caption.setWordWrap(True)
         self.rates_plot = population_plot()
@@ -123,6 +124,12 @@ class SpikingPopulationPanel(QWidget):
         # plots show the same span of time, the raster's first ms included.
         for plot in (self.rates_plot, self.raster_plot):
             plot.getAxis("left").setWidth(LEFT_AXIS_PX)
+            # Tall enough for the left axis's label, drawn along it ("rate (Hz)" was cut
+            # in a plot at pyqtgraph's smallest), under the time axis and its label.
+            label = plot.getAxis("left").label.boundingRect().width()
+            bottom = plot.getAxis("bottom")
+            plot.setMinimumHeight(int(label + bottom.height() + bottom.label.boundingRect().height()
+                                      + 16))
         # Time is framed here, not by pyqtgraph's auto range: two views linked in x turn
         # each other's off as they follow their own data, and the plot stopped partway
         # through a run. Both show the whole recording until the user zooms or pans.
@@ -194,6 +201,7 @@ class SpikingPopulationPanel(QWidget):
                 self.note.setText(str(exc))
             else:
                 self.note.setText("" if self.groups else "no neurons in these groups")
+        self.note.setVisible(bool(self.note.text()))     # an empty note takes no line
         for curve in self._curves.values():
             self.rates_plot.removeItem(curve)
         self._curves = {}

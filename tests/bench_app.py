@@ -54,8 +54,9 @@ outline behind the neurons in both.
 ``--points`` instead puts the whole MaleCNS (166,700 neurons, fly-connectome-malecns-166k's
 size) in the brain view beside the 49,393 of the Fly LLM, in one process, the two taking
 turns ``--repeat`` rounds: the time to load the points into a new brain view up to its
-first frame drawn (wall), and the CPU per redraw on the path the app chooses here (as
-``--brain-cost`` times it), each with its ratio to the 49,393-neuron figure. Both brains
+first frame drawn (wall), the CPU per redraw on the path the app chooses here (as
+``--brain-cost`` times it) and the time to pick the neuron under a click (median of 30
+neurons a round), each with its ratio to the 49,393-neuron figure. Both brains
 are synthetic (somata at random in the real brain's box, a tenth missing, states
 ``tanh`` of normal noise), so the two differ only in size.
 
@@ -537,9 +538,21 @@ def points_cost(args: argparse.Namespace) -> dict:
             app.processEvents()
     views = {n: _brain_view(models[n], width, height, None, states[n]) for n in POINT_SIZES}
     _run_loop(app, 1.0)
+    picks: dict[int, list[float]] = {n: [] for n in POINT_SIZES}
     for _ in range(max(1, args.repeat)):
         for n in POINT_SIZES:
             redraws[n].append(_timed_redraws(app, views[n], states[n], args.redraws))
+            # A click on a neuron: where it is drawn, back to the neuron (the nearest to the
+            # camera within 8 px), as the brain view answers a click.
+            view = views[n]
+            shown = np.flatnonzero(np.asarray(view.visible))
+            spent = []
+            for neuron in rng.choice(shown, 30, replace=False):
+                x, y = view.project(int(neuron))
+                start = time.perf_counter()
+                view.pick(x, y)
+                spent.append(1000.0 * (time.perf_counter() - start))
+            picks[n].append(statistics.median(spent))
     small, large = POINT_SIZES
     result: dict = {"canvas_px": [int(v) for v in views[small].canvas.physical_size],
                     "renderer": views[small].renderer,
@@ -547,9 +560,11 @@ def points_cost(args: argparse.Namespace) -> dict:
                     "repeats": args.repeat, "redraws": args.redraws}
     for n in POINT_SIZES:
         result[f"load_ms_{n}"] = round(statistics.median(loads[n]), 1)
+        result[f"pick_ms_{n}"] = round(statistics.median(picks[n]), 2)
         for key in redraws[n][0]:
             result[f"redraw_{key}_{n}"] = round(statistics.median(r[key] for r in redraws[n]), 2)
     result["load_ratio"] = round(result[f"load_ms_{large}"] / result[f"load_ms_{small}"], 2)
+    result["pick_ratio"] = round(result[f"pick_ms_{large}"] / result[f"pick_ms_{small}"], 2)
     result["redraw_cpu_ratio"] = round(result[f"redraw_cpu_ms_{large}"]
                                        / max(result[f"redraw_cpu_ms_{small}"], 1e-9), 2)
     for view in views.values():

@@ -588,3 +588,36 @@ def test_the_published_dataset(capsys):
     rows = join_central_brain(dataset, DatasetFiles.open(central))
     assert [r.status for r in rows] == ["pass"] * 4, rows
     assert rows[1].detail.startswith("9,050,172 of the 9,679,074 edges")
+
+
+def test_the_fly_llm_labelled_by_its_central_brain_subset(malecns, tmp_path, capsys):
+    """§2.5 put to use: ngxson's layout carries no body ids, and its neurons are the 166k
+    set's central-brain neurons in order, so the 166k set labels them."""
+    from flyviz.model.resolve import load_model
+    from flyviz.model.selection import select
+    from flyviz.model.synthetic import make_random_checkpoint
+    from flyviz.model.writers import write_fly_llm_hf
+
+    full = load_malecns(malecns)
+    labels = full.superclass_labels()
+    central = [i for i in range(full.neurons) if labels[i] in CENTRAL_BRAIN_SUPERCLASSES]
+    folder = write_fly_llm_hf(make_random_checkpoint(len(central), 600, d_embed=4, delay_k=2,
+                                                     vocabulary=16, with_anatomy=False),
+                              tmp_path / "fly-llm")
+    ckpt = load_model(str(folder), dataset_dir=malecns)
+    assert ckpt.anatomy is not None and ckpt.anatomy.n_valid == 0
+    assert list(ckpt.anatomy.body_id) == [int(full.body_id[i]) for i in central]
+    assert ckpt.anatomy.superclass == [labels[i] for i in central]
+    sugar = [k for k, i in enumerate(central) if i in set(full.populations["sugar"].tolist())]
+    assert sugar and select(ckpt, "population:sugar").tolist() == sugar
+    descending = [k for k, i in enumerate(central)
+                  if i in set(full.populations["descending"].tolist())]
+    assert descending and select(ckpt, "population:descending").tolist() == descending
+    code, out, _ = cli_run(capsys, "info", str(folder), "--dataset", str(malecns))
+    assert code == 0 and f"of the {len(central):,} central-brain neurons" in out
+    # A model of another size does not belong to it: one line, exit 2.
+    other = write_fly_llm_hf(make_random_checkpoint(len(central) + 1, 600, d_embed=4,
+                                                    delay_k=2, vocabulary=16,
+                                                    with_anatomy=False), tmp_path / "other")
+    code, _, err = cli_run(capsys, "info", str(other), "--dataset", str(malecns))
+    one_error_line(code, err, f"describes {len(central):,} neurons", "do not belong together")

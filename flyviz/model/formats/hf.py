@@ -96,7 +96,18 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
     if dataset_dir is not None:
         from flyviz.model.formats.dataset import load_dataset_anatomy
 
-        anatomy = load_dataset_anatomy(dataset_dir)
+        from flyviz.model.formats.malecns import is_malecns_dataset, load_malecns
+
+        if is_malecns_dataset(dataset_dir):
+            # The whole MaleCNS labels the Fly LLM's neurons through its central-brain subset
+            # (fly-family-2026.md §2.5: five superclasses, in body-id order); no positions.
+            anatomy = load_malecns(dataset_dir).central_brain_anatomy()
+            metadata["body_ids"] = (f"labels, body ids and populations of the "
+                                    f"{anatomy.positions.shape[0]:,} central-brain neurons of "
+                                    "fly-connectome-malecns-166k, in its body-id order; no "
+                                    "soma positions, so the graph is laid out")
+        else:
+            anatomy = load_dataset_anatomy(dataset_dir)
         if anatomy is not None and anatomy.positions.shape[0] != neurons:
             raise CheckpointError(f"the dataset {dataset_dir} describes "
                                   f"{anatomy.positions.shape[0]:,} neurons, the checkpoint "

@@ -483,6 +483,25 @@ class MaleCNSDataset:
                        populations={k: np.asarray(v, np.int64)
                                     for k, v in self.populations.items()})
 
+    def central_brain_anatomy(self) -> Anatomy:
+        """:meth:`anatomy` of the central-brain neurons only (:func:`central_brain_subset`:
+        fly-connectome-49k's neurons, in its order), the populations renumbered to them:
+        the labels of a Fly LLM's 49,393 neurons."""
+        keep = central_brain_subset(self)
+        whole = self.anatomy()
+        rank = np.full(self.neurons, -1, dtype=np.int64)
+        rank[keep] = np.arange(keep.size)
+        populations = {}
+        for name, members in (whole.populations or {}).items():
+            mapped = rank[np.asarray(members, np.int64)]
+            populations[name] = np.sort(mapped[mapped >= 0])
+        return Anatomy(positions=np.zeros((keep.size, 3), np.float32),
+                       valid=np.zeros(keep.size, bool), kind=whole.kind,
+                       body_id=np.asarray(self.body_id, np.int64)[keep],
+                       superclass=[(whole.superclass or [])[i] for i in keep.tolist()],
+                       cell_type=[(whole.cell_type or [])[i] for i in keep.tolist()],
+                       populations=populations)
+
     def describe(self) -> dict[str, Any]:
         """What ``flyviz info`` shows of the dataset, as plain JSON values."""
         manifest = self.manifest

@@ -272,10 +272,31 @@ def test_the_graph_of_a_late_token_is_framed_on_the_positions_that_hold_nodes(wi
     assert columns.max() - columns.min() >= 0.5 * plot.shape[1], \
         f"the nodes span {columns.max() - columns.min()} of {plot.shape[1]} px"
     # The position axis reads whole positions (not "41.6, 41.8").
-    painter = QPainter(QImage(10, 10, QImage.Format.Format_RGB32))
-    texts = [text for _, _, text in panel.plot.getAxis("bottom").generateDrawSpecs(painter)[2]]
-    painter.end()
+    texts = _tick_texts(panel.plot.getAxis("bottom"))
     assert texts and all(text.isdigit() for text in texts), texts
+
+
+def _tick_texts(axis) -> list[str]:
+    painter = QPainter(QImage(10, 10, QImage.Format.Format_RGB32))
+    texts = [text for _, _, text in axis.generateDrawSpecs(painter)[2]]
+    painter.end()
+    return texts
+
+
+def test_the_graph_emptied_by_a_new_run_reads_no_numbers(window, qtbot):
+    """A new run clears the graph: its plot is empty and its axes read nothing (they read
+    the last graph's range as "49.6, 49.8, 50.0" beside "Press W")."""
+    win = window
+    _run(win, qtbot)
+    _why(win, qtbot)
+    panel = win.features["why"].graph_panel
+    win.docks["graph"].raise_()
+    qtbot.waitUntil(lambda: panel.plot.isVisible(), timeout=3000)
+    assert _tick_texts(panel.plot.getAxis("bottom"))
+    _run(win, qtbot)
+    qtbot.waitUntil(lambda: len(panel.items) == 0, timeout=3000)
+    assert _tick_texts(panel.plot.getAxis("bottom")) == []
+    assert _tick_texts(panel.plot.getAxis("left")) == []
 
 
 def test_cancel_stops_a_trace(window, qtbot, monkeypatch):

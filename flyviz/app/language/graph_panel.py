@@ -160,8 +160,9 @@ class GraphPanel(QWidget):
         self.items = []
         if att is None or graph is None or not len(graph.neurons):
             self.rows, self.columns, self.row_names = np.zeros(0), np.zeros(0), []
-            self.plot.getAxis("left").setTicks(None)
-            self.plot.getAxis("bottom").setTicks(None)
+            # No numbers on an empty plot (the last graph's range read "49.6, 49.8, 50.0").
+            self.plot.getAxis("left").setTicks([[]])
+            self.plot.getAxis("bottom").setTicks([[]])
             # Without a trace (a new run, Reset) the caption says how to make one.
             self.status.setText("The pruned graph keeps no neuron node." if att is not None
                                 else NO_GRAPH)

@@ -18,8 +18,8 @@ from flyviz.app.language import patching_panel
 from flyviz.app.population import population_panel
 from flyviz.app._testing import make_app_lesion_map, make_frame
 from flyviz.record.recording import Recording
-from flyviz.kinds.language import PATCHING_MEASURES
-from flyviz.viewer.settings import COMPARE_VIEWS, DockSettings, ViewerError
+from flyviz.kinds.language import COMPARE_VIEWS, PATCHING_MEASURES, LanguageDockSettings
+from flyviz.viewer.settings import ViewerError
 
 pytestmark = pytest.mark.gui
 
@@ -36,12 +36,12 @@ def test_the_dock_settings_validate_and_match_the_docks_menus():
     """The state's lists of choices are the docks' (one list each), and bad values are refused."""
     assert PATCHING_MEASURES == tuple(key for key, _c, _t in patching_panel.MEASURES)
     assert COMPARE_VIEWS == tuple(key for key, _t in population_panel.COMPARE_VIEWS)
-    docks = DockSettings()
+    docks = LanguageDockSettings()
     for field, bad in (("patching_measure", "p"), ("population_view", "both"),
                        ("why_lag", -1), ("why_lag", 1.5), ("prompt", 3)):
         with pytest.raises(ViewerError):
             setattr(docks, field, bad)
-    assert docks == DockSettings()                  # nothing changed
+    assert docks == LanguageDockSettings()          # nothing changed
 
 
 def test_the_lesion_log_scale_is_the_states(window, qtbot, app_checkpoint, tmp_path):  # noqa: F811

@@ -199,3 +199,42 @@ def test_a_frozen_state_shows_another_model_and_recording(state):
     copy.set_recording(Rec(N))
     copy.atlas = None
     assert copy.recording is not state.recording and copy.model_name == "again"
+
+
+def test_the_language_models_docks_choices_are_its_kinds_part_of_the_state(state):
+    """The Fly LLM's docks' choices (the prompt, Why?'s lag...) are its kind's dock settings,
+    kept in the state's kind settings: the user's, through runs, Reset and another kind's
+    model, copied by ``frozen()``; another kind keeps its own there, or none."""
+    from dataclasses import dataclass
+
+    from flyviz.kinds import LANGUAGE, ModelKind
+    from flyviz.kinds.language import LanguageDockSettings
+    from flyviz.kinds.spiking import SPIKING
+
+    docks = state.kind_settings.docks_of(LANGUAGE)
+    assert isinstance(docks, LanguageDockSettings) and state.docks is docks
+    assert state.kind_settings.docks_of(SPIKING) is None
+    state.docks.why_lag, state.docks.prompt = 3, "Once upon a time"
+    for cause in (NEW_RUN, RESET):
+        state.set_recording(Recording(N), cause=cause)
+        assert state.docks is docks and (docks.why_lag, docks.prompt) == (3, "Once upon a time")
+    state.set_model(None, anatomy=ball_layout(N), name="another", kind=SPIKING)
+    assert state.docks is docks and docks.why_lag == 3
+    copy = state.frozen()
+    assert copy.docks == docks and copy.docks is not docks
+    docks.why_lag = 5
+    assert copy.docks.why_lag == 3
+
+    @dataclass
+    class Chosen:
+        view: str = "all"
+
+    class OwnKind(ModelKind):
+        key = "own-docks"
+
+        def new_dock_settings(self) -> Chosen:
+            return Chosen()
+
+    own = OwnKind()
+    chosen = state.kind_settings.docks_of(own)
+    assert chosen == Chosen() and state.kind_settings.docks_of(own) is chosen

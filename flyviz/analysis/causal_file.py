@@ -24,9 +24,6 @@ COLUMNS = ("position", "token", "group", "query", "neurons", "window", "p_answer
            "logit_diff", "p_normalised", "logit_diff_normalised")
 #: The measures a cell has (what ``--metric`` and the heatmap can show).
 METRICS = ("p_answer", "logit_diff", "p_normalised", "logit_diff_normalised")
-#: What the activation patching heatmap (the Fly LLM's Patching dock) shows of a patching
-#: run: the logit difference or the answer's probability (the first is the default).
-PATCHING_MEASURES = ("logit_diff", "p_answer")
 #: The measure a trace is read by unless asked otherwise: the window's default (the share of
 #: the clean-over-corrupted logit difference a cell restores), which p(answer) can invert when
 #: the corrupted prompt already favours the answer.
@@ -165,6 +162,5 @@ def open_causal_trace(path: str | Path) -> CausalTrace:
     return CausalTrace(path)
 
 
-__all__ = ["COLUMNS", "CausalTrace", "DEFAULT_METRIC", "METRICS", "PATCHING_MEASURES", "TraceCell",
-           "TraceError",
+__all__ = ["COLUMNS", "CausalTrace", "DEFAULT_METRIC", "METRICS", "TraceCell", "TraceError",
            "open_causal_trace", "write_trace"]

@@ -331,6 +331,13 @@ class ModelKind:
         ``None`` (the default) for a kind whose runs take no settings."""
         return None
 
+    def new_dock_settings(self) -> Any:
+        """A new object of this kind's docks' own choices (an evented dataclass, as
+        :meth:`new_run_settings`'): what its docks show and a script sets, kept by the
+        viewer state (``state.kind_settings.docks_of(kind)``); ``None`` (the default) for
+        a kind whose docks keep none there."""
+        return None
+
     def run_request(self, state: Any) -> "RunRequest":
         """The run the viewer ``state`` describes (its settings of this kind, see
         :meth:`new_run_settings`): what a host's Run button starts. Default: a run with

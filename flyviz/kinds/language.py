@@ -16,16 +16,18 @@ any kind says (:meth:`~flyviz.kinds.ModelKind.overlays`).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from psygnal import SignalGroupDescriptor
 
-from flyviz.analysis.causal_file import PATCHING_MEASURES
 from flyviz.kinds import ModelKind, SideChannel, TimeAxis, Wiring
 from flyviz.kinds.request import RunRequest
 from flyviz.record.run import EncodedPrompt
 from flyviz.render.overlay_content import OverlayContent
+from flyviz.viewer.settings import ViewerError, one_of, whole_number
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Anatomy
@@ -34,8 +36,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.record.run import GenerationSettings
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["EncodedPrompt", "LANGUAGE", "LANGUAGE_KEY", "LanguageModelKind", "NEXT_TOKEN_TITLE", "PATCHING_MEASURES", "TEXT",
-           "TOP_K", "generation_settings"]
+__all__ = ["COMPARE_VIEWS", "EncodedPrompt", "LANGUAGE", "LANGUAGE_KEY", "LanguageDockSettings",
+           "LanguageModelKind", "NEXT_TOKEN_TITLE", "PATCHING_MEASURES", "TEXT", "TOP_K",
+           "generation_settings"]
 
 #: The language model kind's key (what its docks declare).
 LANGUAGE_KEY = "language"
@@ -53,6 +56,81 @@ DEFAULT_TOP_K = 10
 #: Candidates each frame of a run a host starts from its state records (what the Next
 #: token dock can show at most).
 LIVE_TOP_K = 20
+
+#: What the activation patching heatmap shows: the logit difference or the answer's
+#: probability (:attr:`LanguageDockSettings.patching_measure`; the first is the default).
+PATCHING_MEASURES = ("logit_diff", "p_answer")
+
+#: What the whole-brain raster shows of a comparison: the intervened run, the untouched one, Δx
+#: (:attr:`LanguageDockSettings.population_view`).
+COMPARE_VIEWS = ("intervened", "untouched", "delta")
+
+
+def _first_patching_measure() -> str:
+    """The patching heatmap's default measure, the first of :data:`PATCHING_MEASURES`."""
+    return PATCHING_MEASURES[0]
+
+
+@dataclass
+class LanguageDockSettings:
+    """The language model's docks' own choices, so that a script reproduces what clicking
+    shows: the language kind's dock settings (:meth:`LanguageModelKind.new_dock_settings`),
+    a part of the viewer state (``state.kind_settings.docks_of(LANGUAGE)``, or
+    :attr:`state.docks <flyviz.viewer.state.ViewerState.docks>`).
+
+    Each dock is a view of its fields: it shows them and writes the user's
+    changes back (``state.docks.why_lag = 3`` moves the *Why?* dock's slider).
+
+    Parameters
+    ----------
+    prompt
+        The text in the prompt box: what *Run* starts on.
+    lesion_log_scale
+        The lesion map's *log scale*: colour by log10 ΔCE (groups and the estimate).
+    why_lag
+        *Why?*'s lag: steps back from the traced token (clipped to the trace's window).
+    why_synapses
+        *Why?* draws the strongest synapses into the shown step as lines.
+    why_first_step_first
+        *Why?*'s movie sweeps from the window's first step forward (else from the
+        traced token back).
+    patching_measure
+        What the patching heatmap shows, one of
+        :data:`PATCHING_MEASURES` (default: the first).
+    population_view
+        What the whole-brain raster shows of a comparison, one of :data:`COMPARE_VIEWS`
+        (a single run is always shown as it is).
+    """
+
+    events: ClassVar[SignalGroupDescriptor] = SignalGroupDescriptor()
+
+    prompt: str = ""
+    lesion_log_scale: bool = True
+    why_lag: int = 0
+    why_synapses: bool = True
+    why_first_step_first: bool = False
+    patching_measure: str = field(default_factory=_first_patching_measure)
+    population_view: str = COMPARE_VIEWS[0]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, self._checked(name, value))
+
+    @staticmethod
+    def _checked(name: str, value: Any) -> Any:
+        if name == "prompt":
+            if not isinstance(value, str):
+                raise ViewerError(f"the prompt must be text, got {value!r}")
+            return value
+        if name in ("lesion_log_scale", "why_synapses", "why_first_step_first"):
+            return bool(value)
+        if name == "why_lag":
+            return whole_number("lag", value, 0, 2**31 - 1)
+        if name == "patching_measure":
+            return one_of("patching measure", value, PATCHING_MEASURES)
+        if name == "population_view":
+            return one_of("population view", value, COMPARE_VIEWS)
+        return value
+
 
 def generation_settings(run: "RunSettings", top_k: int = DEFAULT_TOP_K) -> "GenerationSettings":
     """The settings of the next language-model run from the viewer's run settings, validated
@@ -137,6 +215,12 @@ class LanguageModelKind(ModelKind):
         from flyviz.viewer.settings import RunSettings
 
         return RunSettings()
+
+    def new_dock_settings(self) -> LanguageDockSettings:
+        """The language model's docks' own choices (the prompt, *Why?*'s lag, the
+        patching measure...: :class:`LanguageDockSettings`), a part of the viewer state
+        (``state.docks``)."""
+        return LanguageDockSettings()
 
     def run_request(self, state: Any) -> "RunRequest":
         """The run ``state`` describes: its prompt (``docks.prompt``), generation settings

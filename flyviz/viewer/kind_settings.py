@@ -12,8 +12,11 @@ to start the run a state describes
     runs.start()                      # the run those settings say
 
 The Fly LLM's are the state's :attr:`~flyviz.viewer.state.ViewerState.run` (the
-Settings dock's *Generation* group). Settings are the user's: kept through runs,
-Reset, models and opened recordings.
+Settings dock's *Generation* group). A kind's docks keep their own choices here too
+(:meth:`KindSettingsPart.docks_of`, made by :meth:`ModelKind.new_dock_settings
+<flyviz.kinds.ModelKind.new_dock_settings>`): the Fly LLM's prompt, *Why?*'s lag, the
+patching measure... (:attr:`ViewerState.docks <flyviz.viewer.state.ViewerState.docks>`).
+Settings are the user's: kept through runs, Reset, models and opened recordings.
 
 No Qt here.
 """
@@ -40,9 +43,11 @@ class KindSettingsPart(StatePart):
     name = "kind_settings"
     lifetime = ALWAYS
 
-    def __init__(self, given: dict[Any, Any] | None = None) -> None:
+    def __init__(self, given: dict[Any, Any] | None = None,
+                 docks: dict[Any, Any] | None = None) -> None:
         super().__init__()
         self._by_kind: dict[Any, Any] = dict(given or {})
+        self._docks_by_kind: dict[Any, Any] = dict(docks or {})
 
     def of(self, kind: Any) -> Any:
         """``kind``'s run settings (``None`` for a kind whose runs take none)."""
@@ -51,9 +56,18 @@ class KindSettingsPart(StatePart):
         except KeyError:
             return self._by_kind.setdefault(kind, kind.new_run_settings())
 
+    def docks_of(self, kind: Any) -> Any:
+        """``kind``'s docks' own choices (``None`` for a kind whose docks keep none)."""
+        try:
+            return self._docks_by_kind[kind]
+        except KeyError:
+            return self._docks_by_kind.setdefault(kind, kind.new_dock_settings())
+
     def frozen(self) -> StatePart:
         """A copy whose settings are copies of these."""
-        return KindSettingsPart({kind: _copied(value) for kind, value in self._by_kind.items()})
+        return KindSettingsPart({kind: _copied(value) for kind, value in self._by_kind.items()},
+                                {kind: _copied(value)
+                                 for kind, value in self._docks_by_kind.items()})
 
 
 def _copied(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The viewer state's settings groups: how the brain is drawn, how runs go, meshes, the docks.
+"""The viewer state's settings groups: how the brain is drawn, how runs go, meshes.
 
 Each group is an evented dataclass (psygnal): setting a field validates it
 (a bad value raises :class:`~flyviz.viewer.state.ViewerError` and changes
@@ -14,26 +14,21 @@ No Qt here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from psygnal import SignalGroupDescriptor
 
-from flyviz.analysis.causal_file import PATCHING_MEASURES
 from flyviz.errors import InputError
 from flyviz.record.run import MAX_NEW_TOKENS_LIMIT, GenerationSettings
 from flyviz.render.colormaps import MODES
 from flyviz.render.style import ColourLayer, ColourScale, activation_layer
 
-__all__ = ["COMPARE_VIEWS", "DockSettings", "DisplaySettings", "MAX_NEW_TOKENS_LIMIT",
-           "MeshSettings", "RunSettings", "STATES_DTYPES", "ViewerError"]
+__all__ = ["DisplaySettings", "MAX_NEW_TOKENS_LIMIT", "MeshSettings", "RunSettings",
+           "STATES_DTYPES", "ViewerError", "one_of", "whole_number"]
 
 #: How new recordings may store their states.
 STATES_DTYPES = ("float16", "float32")
-
-#: What the whole-brain raster shows of a comparison: the intervened run, the untouched one, Δx.
-COMPARE_VIEWS = ("intervened", "untouched", "delta")
-
 
 class ViewerError(InputError):
     """A value the viewer state cannot take (an out-of-range token, an unknown colour layer...)."""
@@ -49,7 +44,17 @@ def _number(name: str, value: Any, low: float, high: float) -> float:
     return number
 
 
-def _whole(name: str, value: Any, low: int, high: int) -> int:
+def one_of(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """``value`` when it is one of ``choices`` (a settings field's check);
+    :class:`ViewerError` naming ``name`` and the choices otherwise."""
+    if value not in choices:
+        raise ViewerError(f"{name} {value!r} must be one of {', '.join(choices)}")
+    return str(value)
+
+
+def whole_number(name: str, value: Any, low: int, high: int) -> int:
+    """``value`` as a whole number in ``low..high`` (a settings field's check);
+    :class:`ViewerError` naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
         raise ViewerError(f"{name} must be a whole number, got {value!r}")
     number = int(value)
@@ -96,9 +101,7 @@ class DisplaySettings:
     @staticmethod
     def _checked(name: str, value: Any) -> Any:
         if name == "mode":
-            if value not in MODES:
-                raise ViewerError(f"colour mode {value!r} must be one of {', '.join(MODES)}")
-            return str(value)
+            return one_of("colour mode", value, tuple(MODES))
         if name == "auto_scale":
             return bool(value)
         if name == "limit":
@@ -150,16 +153,13 @@ class RunSettings:
         if name == "top_p":
             return _number("top-p", value, 0.05, 1.0)
         if name == "max_new_tokens":
-            return _whole("max new tokens", value, 1, MAX_NEW_TOKENS_LIMIT)
+            return whole_number("max new tokens", value, 1, MAX_NEW_TOKENS_LIMIT)
         if name == "seed":
-            return _whole("seed", value, -1, 2**31 - 1)
+            return whole_number("seed", value, -1, 2**31 - 1)
         if name == "speed_cap":
             return _number("speed cap", value, 0.0, 1000.0)
         if name == "states_dtype":
-            if value not in STATES_DTYPES:
-                raise ViewerError(f"stored states {value!r} must be one of "
-                                  f"{', '.join(STATES_DTYPES)}")
-            return str(value)
+            return one_of("stored states", value, STATES_DTYPES)
         return value
 
     def generation_settings(self, candidates: int | None = None,
@@ -198,72 +198,3 @@ class MeshSettings:
         elif name == "mesh_opacity":
             value = _number("mesh opacity", value, 0.0, 1.0)
         super().__setattr__(name, value)
-
-
-def _first_patching_measure() -> str:
-    """The patching heatmap's default measure, the first of :data:`PATCHING_MEASURES`."""
-    return PATCHING_MEASURES[0]
-
-
-@dataclass
-class DockSettings:
-    """The docks' own choices, so that a script reproduces what clicking shows.
-
-    Each dock is a view of its fields: it shows them and writes the user's
-    changes back (``state.docks.why_lag = 3`` moves the *Why?* dock's slider).
-
-    Parameters
-    ----------
-    prompt
-        The text in the prompt box: what *Run* starts on.
-    lesion_log_scale
-        The lesion map's *log scale*: colour by log10 ΔCE (groups and the estimate).
-    why_lag
-        *Why?*'s lag: steps back from the traced token (clipped to the trace's window).
-    why_synapses
-        *Why?* draws the strongest synapses into the shown step as lines.
-    why_first_step_first
-        *Why?*'s movie sweeps from the window's first step forward (else from the
-        traced token back).
-    patching_measure
-        What the patching heatmap shows, one of
-        :data:`flyviz.analysis.causal_file.PATCHING_MEASURES` (default: the first).
-    population_view
-        What the whole-brain raster shows of a comparison, one of :data:`COMPARE_VIEWS`
-        (a single run is always shown as it is).
-    """
-
-    events: ClassVar[SignalGroupDescriptor] = SignalGroupDescriptor()
-
-    prompt: str = ""
-    lesion_log_scale: bool = True
-    why_lag: int = 0
-    why_synapses: bool = True
-    why_first_step_first: bool = False
-    patching_measure: str = field(default_factory=_first_patching_measure)
-    population_view: str = COMPARE_VIEWS[0]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        super().__setattr__(name, self._checked(name, value))
-
-    @staticmethod
-    def _checked(name: str, value: Any) -> Any:
-        if name == "prompt":
-            if not isinstance(value, str):
-                raise ViewerError(f"the prompt must be text, got {value!r}")
-            return value
-        if name in ("lesion_log_scale", "why_synapses", "why_first_step_first"):
-            return bool(value)
-        if name == "why_lag":
-            return _whole("lag", value, 0, 2**31 - 1)
-        if name == "patching_measure":
-            if value not in PATCHING_MEASURES:
-                raise ViewerError(f"patching measure {value!r} must be one of "
-                                  f"{', '.join(PATCHING_MEASURES)}")
-            return str(value)
-        if name == "population_view":
-            if value not in COMPARE_VIEWS:
-                raise ViewerError(f"population view {value!r} must be one of "
-                                  f"{', '.join(COMPARE_VIEWS)}")
-            return str(value)
-        return value

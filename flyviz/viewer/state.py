@@ -25,9 +25,10 @@ The state holds
   (:attr:`~ViewerState.colour_by`); :attr:`~ViewerState.layer` is the
   :class:`~flyviz.render.style.ColourLayer` drawn, :meth:`~ViewerState.value_range`
   its range at the shown token;
-* the display, run and mesh settings and the docks' own choices (the prompt, the
-  lesion map's log scale, *Why?*'s lag...: :class:`~flyviz.viewer.settings.DockSettings`,
-  :attr:`ViewerState.docks`), all in :mod:`flyviz.viewer.settings`;
+* the display, run and mesh settings (:mod:`flyviz.viewer.settings`), and each kind's
+  run settings and its docks' own choices (:attr:`ViewerState.kind_settings`: the Fly
+  LLM's prompt, the lesion map's log scale, *Why?*'s lag...,
+  :class:`~flyviz.kinds.language.LanguageDockSettings`, also :attr:`ViewerState.docks`);
 * the highlight (named emphasis masks, :class:`~flyviz.viewer.highlight.Highlights`,
   and the superclass / cell-type filter), the selected neuron, the picked neurons
   and the neurons the interventions touch (:attr:`~ViewerState.intervened`, ringed);
@@ -69,7 +70,7 @@ from flyviz.viewer.layers import (ATLAS_STATISTICS, DELTA, FLOW, LAYERS, SCREEN,
 from flyviz.viewer.marks import HighlightPart, MarksPart
 from flyviz.viewer.parts import LIFECYCLE_EVENTS, MODEL, NEW_RUN, RECORDING, RESET, StatePart
 from flyviz.viewer.run_config import COMPARE_MODES, RunConfigPart
-from flyviz.viewer.settings import (DisplaySettings, DockSettings, MeshSettings, RunSettings,
+from flyviz.viewer.settings import (DisplaySettings, MeshSettings, RunSettings,
                                     ViewerError)
 from flyviz.viewer.view_parts import (RANGE_SCOPES, CameraPart, ColourLayerEntry, ColoursPart,
                                       LayerBuilder, MeshesPart, ShownPart)
@@ -165,8 +166,6 @@ class ViewerState:
         self.display = display or DisplaySettings()
         self.run = run or RunSettings()
         self.mesh = mesh or MeshSettings()
-        #: The docks' own choices (the prompt, log scale, lag, measure, view...).
-        self.docks = DockSettings()
         self.model: Any = None
         self._kind: ModelKind = default_kind()
         self.anatomy: Anatomy | None = None
@@ -284,9 +283,19 @@ class ViewerState:
 
     @property
     def kind_settings(self) -> KindSettingsPart:
-        """Each kind's run settings (:mod:`flyviz.viewer.kind_settings`):
-        ``kind_settings.of(kind)``; the Fly LLM's are :attr:`run`."""
+        """Each kind's run settings and its docks' own choices
+        (:mod:`flyviz.viewer.kind_settings`): ``kind_settings.of(kind)``, the Fly LLM's
+        being :attr:`run`, and ``kind_settings.docks_of(kind)``."""
         return self._parts["kind_settings"]     # type: ignore[return-value]
+
+    @property
+    def docks(self) -> Any:
+        """The Fly LLM's docks' own choices (the prompt, the lesion map's log scale, *Why?*'s
+        lag, the patching measure, the population view: its kind's dock settings,
+        :class:`~flyviz.kinds.language.LanguageDockSettings`, a part of
+        :attr:`kind_settings`), whichever model is shown: a script sets
+        ``state.docks.prompt`` for the next language-model run."""
+        return self.kind_settings.docks_of(default_kind())
 
     @property
     def highlights(self) -> Highlights:
@@ -523,7 +532,6 @@ class ViewerState:
 
         copy = ViewerState(dataclasses.replace(self.display), dataclasses.replace(self.run),
                            dataclasses.replace(self.mesh))
-        copy.docks = dataclasses.replace(self.docks)
         copy.model, copy.anatomy, copy.model_name = self.model, self.anatomy, self.model_name
         copy._kind, copy._neurons, copy.background = self._kind, self._neurons, self.background
         copy._parts = {}

@@ -193,7 +193,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         win.state.index = 11
         win.refresh_panels()
         qtbot.waitUntil(lambda: _lit(win.brain.canvas.render()) > dark + 30, timeout=5000)
-        assert win.brain.colorbar_caption.text() == "spikes, fading (τ 15 ms) (spikes)"
+        assert win.brain.colorbar_caption.text() == "spikes, fading (τ 15 ms)"
         panel.display.setCurrentIndex(0)           # or each neuron's rate in the bin
         win.refresh_panels()
         assert win.state.colour_by == RATE

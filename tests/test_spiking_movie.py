@@ -60,3 +60,11 @@ def test_a_rate_scale_reads_in_whole_hertz():
     assert [t for t, _ in colorbar_labels("sequential", (0.0, 300.0))] == ["0", "150", "300"]
     assert [t for t, _ in colorbar_labels("sequential", (0.0, 600.0))] == ["0", "300", "600"]
     assert [t for t, _ in colorbar_labels("sequential", (0.0, 2.5))] == ["0", "1.2", "2.5"]
+
+
+def test_the_flash_scale_names_its_unit_once():
+    """The movie's and the window's colour scale caption of the flash layer (it read
+    "spikes, fading (τ 15 ms) (spikes)")."""
+    from flyviz.viewer.layers import flash_layer
+
+    assert flash_layer(15.0).caption == "spikes, fading (τ 15 ms)"

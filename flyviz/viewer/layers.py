@@ -404,8 +404,10 @@ def flash_layer(tau_ms: float = FLASH_TAU_MS) -> ColourLayer:
     def source(recording: "Recording", index: int) -> np.ndarray | None:
         return flash_state(recording, index, tau_ms)
 
+    # No unit after the label: it names them already (the caption read "spikes, fading
+    # (τ 15 ms) (spikes)").
     return ColourLayer(name=FLASH, colormap="sequential",
-                       label=f"spikes, fading (τ {float(tau_ms):g} ms)", units="spikes",
+                       label=f"spikes, fading (τ {float(tau_ms):g} ms)", units="",
                        scale=ColourScale.fixed(1.0), source=source)
 
 

@@ -53,7 +53,7 @@ _FENCE = re.compile(r"^(?P<mark><!-- docs-test: (?P<why>[a-z ]+) -->\n)?"
 _SHELL = ("bash", "sh", "shell", "console")
 
 #: The most corpus tokens a documented command reads here (``--max-tokens``).
-MAX_TOKENS = 300
+MAX_TOKENS = 100
 
 
 #: The widest movie a documented ``export`` draws here (``--size``, default 1280x720).
@@ -220,7 +220,7 @@ def test_the_reader_joins_lines_drops_prompts_and_reads_marks():
 
 def test_a_corpus_command_is_capped_and_nothing_else_changes():
     assert capped(["sweep", "demo", "--max-tokens", "2000", "--prompt", "2000"]) == [
-        "sweep", "demo", "--max-tokens", "300", "--prompt", "2000", "--workers", "0"]
+        "sweep", "demo", "--max-tokens", "100", "--prompt", "2000", "--workers", "0"]
     assert capped(["atlas", "--max-tokens", "100", "--workers", "8"]) == [
         "atlas", "--max-tokens", "100", "--workers", "0"]
     assert capped(["generate", "demo", "--prompt", "x"]) == ["generate", "demo", "--prompt", "x"]

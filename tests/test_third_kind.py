@@ -45,6 +45,25 @@ pytestmark = pytest.mark.slow
 STEPS = 12
 
 
+#: What runs the commands of :meth:`RatePackage.run` in their process: each as ``flyviz ARGS``
+#: does (``flyviz.cli.main``), its standard error and exit status written to a JSON file.
+_COMMANDS = """
+import contextlib, io, json, sys
+from flyviz.cli import main
+results = []
+for args in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 2
+    results.append({"returncode": code, "stderr": err.getvalue()})
+with open(sys.argv[2], "w", encoding="utf-8") as out:
+    json.dump(results, out)
+"""
+
+
 class RatePackage:
     """The distribution, its model folder and a recording of it."""
 
@@ -82,13 +101,22 @@ class RatePackage:
         self.module.ASKED.clear()
         return found
 
-    def run(self, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-        """``flyviz ARGS`` in a new process that finds the package through its metadata."""
+    def run(self, *commands: list[str], cwd: Path) -> list[subprocess.CompletedProcess]:
+        """Each of ``commands`` (``flyviz ARGS`` as a list of ARGS), in order, in one new process
+        that finds the package through its metadata; one result each, its exit status and its
+        standard error (one process for all: each start imports flyviz and loads the demo's
+        graph again, seconds of CPU a command)."""
         env = {**os.environ, "FLYVIZ_RATE_STRICT": "1",
                "PYTHONPATH": os.pathsep.join([str(Path(flyviz.__file__).parent.parent),
                                               str(self.root)])}
-        return subprocess.run([sys.executable, "-m", "flyviz", *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=300)
+        results = cwd / "commands.json"
+        done = subprocess.run([sys.executable, "-c", _COMMANDS, json.dumps(list(commands)),
+                               str(results)], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0 and results.is_file(), done.stderr
+        return [subprocess.CompletedProcess(["flyviz", *args], result["returncode"], "",
+                                            result["stderr"])
+                for args, result in zip(commands, json.loads(results.read_text("utf-8")))]
 
     def remove(self) -> None:
         while str(self.root) in sys.path:
@@ -167,18 +195,21 @@ def test_a_host_that_asks_which_kind_it_has_is_caught(rate, monkeypatch):
 def test_export_share_figure_and_convert_of_its_recording(rate, tmp_path):
     from PIL import Image
 
-    done = rate.run("export", str(rate.path), "--out", "frames", "--size", "320x240",
-                    "--frames-per-token", "1", "--hold", "0", "--tokens", f"{STEPS - 1}:{STEPS}",
-                    "--no-overlays", cwd=tmp_path)
-    if done.returncode and "OpenGL" in done.stderr:
-        pytest.skip(f"no offscreen OpenGL: {done.stderr.strip().splitlines()[-1]}")
-    assert done.returncode == 0, done.stderr
+    exported, shared, drawn, converted = rate.run(
+        ["export", str(rate.path), "--out", "frames", "--size", "320x240",
+         "--frames-per-token", "1", "--hold", "0", "--tokens", f"{STEPS - 1}:{STEPS}",
+         "--no-overlays"],
+        ["share", str(rate.path), "--out", "page.html"],
+        ["figure", str(rate.path), "--kind", "brain", "--out", "brain.png"],
+        ["convert", str(rate.path), "--to", "npz", "out.npz"], cwd=tmp_path)
+    if exported.returncode and "OpenGL" in exported.stderr:
+        pytest.skip(f"no offscreen OpenGL: {exported.stderr.strip().splitlines()[-1]}")
+    assert exported.returncode == 0, exported.stderr
     (frame,) = sorted((tmp_path / "frames").glob("*.png"))
     assert_lit_at_the_top(np.asarray(Image.open(frame)))
 
-    done = rate.run("share", str(rate.path), "--out", "page.html", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert f"{STEPS} steps" in done.stderr
+    assert shared.returncode == 0, shared.stderr
+    assert f"{STEPS} steps" in shared.stderr
     page = (tmp_path / "page.html").read_text(encoding="utf-8")
     header = json.loads(re.search(r'id="flyviz-data">(.*?)</script>', page, re.S).group(1))
     assert [step["text"] for step in header["tokens"]] == [f" step {i}" for i in
@@ -190,10 +221,8 @@ def test_export_share_figure_and_convert_of_its_recording(rate, tmp_path):
     driven = rate.driven[shown]
     assert last[driven].min() > 0.9 and np.abs(last[~driven]).mean() < 0.05
 
-    done = rate.run("figure", str(rate.path), "--kind", "brain", "--out", "brain.png",
-                    cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert f"{STEPS} steps" in done.stderr
+    assert drawn.returncode == 0, drawn.stderr
+    assert f"{STEPS} steps" in drawn.stderr
     figure = np.asarray(Image.open(tmp_path / "brain.png"))[..., :3]
     # The brain's axes: the rows and columns mostly of the figure's commonest colour (the
     # dark background the neurons glow on).
@@ -204,9 +233,8 @@ def test_export_share_figure_and_convert_of_its_recording(rate, tmp_path):
     columns = np.flatnonzero(inside.mean(axis=0) > 0.3)
     assert_lit_at_the_top(figure[rows[0]:rows[-1] + 1, columns[0]:columns[-1] + 1])
 
-    done = rate.run("convert", str(rate.path), "--to", "npz", "out.npz", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "12 steps" in done.stderr and "rate model (demo graph)" in done.stderr
+    assert converted.returncode == 0, converted.stderr
+    assert "12 steps" in converted.stderr and "rate model (demo graph)" in converted.stderr
     with np.load(tmp_path / "out.npz", allow_pickle=False) as data:
         np.testing.assert_array_equal(data["state"], rate.recording.states())
         assert list(data["cell_type"][:5]) == rate.anatomy.cell_type[:5]

@@ -107,3 +107,60 @@ def test_a_transform_that_is_not_linear_has_no_matrix():
     from flyviz.render.picking import transform_matrix
 
     assert transform_matrix(LogTransform(base=(10, 0, 0))) is None
+
+
+def _picked_through_one_matrix_product(positions, visible, matrix, click, radius):
+    """The pick as one ``(N, 4) @ (4, 4)`` product gives it (the projection before slicing)."""
+    homogeneous = np.concatenate([positions.astype(np.float64),
+                                  np.ones((len(positions), 1))], axis=1)
+    mapped = homogeneous @ matrix
+    w = mapped[:, 3]
+    ok = w > 0
+    safe_w = np.where(ok, w, 1.0)
+    xy = mapped[:, :2] / safe_w[:, None]
+    depth = mapped[:, 2] / safe_w
+    ok &= np.isfinite(xy).all(axis=1) & (depth >= -1.0) & (depth <= 1.0) & visible
+    d2 = np.sum((xy - np.asarray(click)) ** 2, axis=1)
+    hits = np.flatnonzero(ok & (d2 <= radius ** 2))
+    if hits.size == 0:
+        return None, xy, depth
+    return int(hits[np.lexsort((d2[hits], depth[hits]))[0]]), xy, depth
+
+
+def test_the_sliced_projection_picks_what_one_matrix_product_picks():
+    """Over several slices of points (one partial), in perspective with points behind the
+    camera, the sliced multiply-adds project and pick exactly as the matrix product did."""
+    from vispy.util.transforms import perspective, rotate, translate
+
+    from flyviz.render.picking import CHUNK_ROWS, project_points
+
+    rng = np.random.default_rng(11)
+    count = 2 * CHUNK_ROWS + 777
+    positions = rng.uniform(-100, 100, (count, 3)).astype(np.float32)
+    visible = rng.random(count) > 0.1
+    # Model-view-projection then NDC to 640x480 pixels (y down), in p @ M order.
+    to_pixels = np.diag([320.0, -240.0, 1.0, 1.0])
+    to_pixels[3, :2] = (320.0, 240.0)
+    matrix = (rotate(30, (0, 1, 0)) @ rotate(20, (1, 0, 0)) @ translate((0, 0, -150))
+              @ perspective(50.0, 640 / 480, 1.0, 400.0) @ to_pixels)
+    xy, depth, in_front = project_points(positions, matrix)
+    _, xy_product, depth_product = _picked_through_one_matrix_product(
+        positions, np.ones(count, bool), matrix, (0.0, 0.0), 1.0)
+    assert 0 < (~in_front).sum() < count          # some points are behind the camera
+    np.testing.assert_allclose(xy[in_front], xy_product[in_front], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(depth[in_front], depth_product[in_front], rtol=1e-12, atol=1e-12)
+    # Clicks near drawn neurons, exactly on some of the last (partial) slice's, between
+    # neurons and off the brain.
+    shown = np.flatnonzero(in_front & visible & (np.abs(xy) < 2000).all(axis=1))
+    clicks = [(tuple(xy[i] + rng.uniform(-3, 3, 2)), 6.0)
+              for i in rng.choice(shown, 40, replace=False)]
+    clicks += [(tuple(xy[i]), 0.5) for i in rng.choice(shown[shown >= 2 * CHUNK_ROWS], 10)]
+    clicks += [((-500.0, -500.0), 6.0), ((320.0, 240.0), 6.0)]
+    picked = []
+    for click, radius in clicks:
+        expected, _, _ = _picked_through_one_matrix_product(positions, visible, matrix, click,
+                                                            radius)
+        assert pick_neuron(positions, visible, matrix, click, radius_px=radius) == expected
+        picked.append(expected)
+    assert picked[-2] is None
+    assert {p // CHUNK_ROWS for p in picked if p is not None} == {0, 1, 2}

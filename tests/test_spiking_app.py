@@ -139,6 +139,9 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         brain = _two_sided_brain(n, anatomy.positions)
         feature.open(SpikingModel(brain))
         assert win.state.anatomy is anatomy and win.state.kind is SPIKING
+        # Open as spiking brain again: the brain shown is not a model, and the line says so.
+        assert not feature.open_loaded()
+        assert "is shown: open a model" in win.statusBar().currentMessage()
         # Drawn where the model's neurons are, but inspected by its own synapses.
         graph = win.inspector.connectivity
         assert graph is not None and graph.weight_name == "Synapses"

@@ -256,7 +256,13 @@ class SpikingFeature(QObject):
         False when no model is loaded."""
         checkpoint = self.host.models.checkpoint
         if checkpoint is None:
-            self.host.show_message("load a model first: its graph is the spiking brain", True)
+            if self.model is not None:   # the state shows a spiking brain, not a model
+                self.host.show_message(f"{self.model.name or 'a spiking brain'} is shown: open "
+                                       "a model (File → Open) to see its graph as a spiking "
+                                       "brain", True)
+            else:
+                self.host.show_message("load a model first: its graph is the spiking brain",
+                                       True)
             return False
         name = f"{getattr(checkpoint, 'name', '') or 'model'} (spiking)"
 

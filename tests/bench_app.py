@@ -56,7 +56,10 @@ size) in the brain view beside the 49,393 of the Fly LLM, in one process, the tw
 turns ``--repeat`` rounds: the time to load the points into a new brain view up to its
 first frame drawn (wall), the CPU per redraw on the path the app chooses here (as
 ``--brain-cost`` times it) and the time to pick the neuron under a click (median of 30
-neurons a round), each with its ratio to the 49,393-neuron figure. Both brains
+neurons a round); then the whole-brain raster (the CPU of drawing a run of 120 tokens, every
+token pooled, and of advancing one token) and a movie frame (the CPU, every thread, of one
+1280x720 frame rendered offscreen with its overlays, as ``flyviz export`` renders it), each
+with its ratio to the 49,393-neuron figure. Both brains
 are synthetic (somata at random in the real brain's box, a tenth missing, states
 ``tanh`` of normal noise), so the two differ only in size.
 
@@ -553,6 +556,11 @@ def points_cost(args: argparse.Namespace) -> dict:
                 view.pick(x, y)
                 spent.append(1000.0 * (time.perf_counter() - start))
             picks[n].append(statistics.median(spent))
+    for view in views.values():
+        view.close()
+    rasters = {n: _raster_cost(app, models[n], states[n], args.repeat) for n in POINT_SIZES}
+    movies = {n: _movie_frame_cost(models[n], states[n], (width, height), args.repeat)
+              for n in POINT_SIZES}
     small, large = POINT_SIZES
     result: dict = {"canvas_px": [int(v) for v in views[small].canvas.physical_size],
                     "renderer": views[small].renderer,
@@ -567,9 +575,74 @@ def points_cost(args: argparse.Namespace) -> dict:
     result["pick_ratio"] = round(result[f"pick_ms_{large}"] / result[f"pick_ms_{small}"], 2)
     result["redraw_cpu_ratio"] = round(result[f"redraw_cpu_ms_{large}"]
                                        / max(result[f"redraw_cpu_ms_{small}"], 1e-9), 2)
-    for view in views.values():
-        view.close()
+    for name, figures in (("raster", rasters), ("movie", movies)):
+        for key in figures[small]:
+            for n in POINT_SIZES:
+                result[f"{name}_{key}_{n}"] = round(figures[n][key], 2)
+            result[f"{name}_{key}_ratio"] = round(figures[large][key]
+                                                  / max(figures[small][key], 1e-9), 2)
     return result
+
+
+#: Tokens of the run the whole-brain raster and the movie of ``--points`` show.
+POINT_TOKENS = 120
+
+
+def _raster_cost(app, checkpoint, states, repeat: int) -> dict[str, float]:
+    """CPU ms of the whole-brain raster: drawing a run of :data:`POINT_TOKENS` tokens
+    (every token pooled) and advancing by one token (its column pooled and painted)."""
+    from flyviz.analysis.population import anatomy_order
+    from flyviz.app._testing import make_frame
+    from flyviz.app.population.population_panel import WholeBrainRaster
+    from flyviz.record.recording import Recording
+
+    anatomy, n = checkpoint.anatomy, checkpoint.config.neurons
+    raster = WholeBrainRaster()
+    raster.resize(1280, 320)
+    raster.show()
+    app.processEvents()
+    raster.set_order(anatomy_order(anatomy.superclass, anatomy.cell_type, n=n))
+    first, advance = [], []
+    for _ in range(max(1, repeat)):
+        recording = Recording(n)
+        for i in range(POINT_TOKENS):
+            recording.append(make_frame(i, states[i % len(states)]))
+        start = time.process_time()
+        raster.show_frame(recording, POINT_TOKENS - 1)
+        raster.plot.viewport().repaint()
+        first.append(1000.0 * (time.process_time() - start))
+        for i in range(POINT_TOKENS, POINT_TOKENS + 10):
+            recording.append(make_frame(i, states[i % len(states)]))
+            start = time.process_time()
+            raster.show_frame(recording, i)
+            raster.plot.viewport().repaint()
+            advance.append(1000.0 * (time.process_time() - start))
+    raster.close()
+    return {"first_draw_cpu_ms": statistics.median(first),
+            "token_cpu_ms": statistics.median(advance)}
+
+
+def _movie_frame_cost(checkpoint, states, size: tuple[int, int], repeat: int) -> dict[str, float]:
+    """CPU ms (every thread: OpenGL's too) of a movie frame rendered offscreen at ``size``,
+    with the overlays, as ``flyviz export`` renders it; and of building the renderer."""
+    import numpy as np
+
+    from flyviz.render.offscreen import FrameRenderer
+
+    anatomy = checkpoint.anatomy
+    start = time.process_time()
+    renderer = FrameRenderer(anatomy.positions_um(), anatomy.valid, size,
+                             activity_sample=np.stack(states[:8]))
+    setup = 1000.0 * (time.process_time() - start)
+    renderer.render_state(states[0])
+    frames = []
+    for _ in range(max(1, repeat)):
+        start = time.process_time()
+        for state in states[:10]:
+            renderer.render_state(state)
+        frames.append(100.0 * (time.process_time() - start))
+    renderer.close()
+    return {"frame_cpu_ms": statistics.median(frames), "renderer_setup_cpu_ms": setup}
 
 
 # ---------------------------------------------------------------- stalls

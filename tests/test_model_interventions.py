@@ -15,6 +15,7 @@ import pytest
 
 from flyviz.model import kernels
 from flyviz.model.engine import Engine
+from flyviz.model.engine_core import EngineCore
 from flyviz.model.errors import InputError
 from flyviz.model.interventions import (Clamp, Cut, GraphEdit, ResolvedInterventions, Scale,
                                         Silence, Stimulate, from_json, parse_intervention,
@@ -258,6 +259,24 @@ def test_interventions_set_after_the_first_step_equal_those_given_at_constructio
     engine.reset()
     for a, b in zip(_trace(engine, TOKENS), expected):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_engine_core_steps_resolved_interventions_as_the_engine_does():
+    # The core (below the interventions, where a patch's source prompt runs) takes only
+    # resolved interventions, and steps them to the engine's bits; written ones are refused
+    # with one line rather than ignored.
+    ck = make_random_checkpoint(neurons=389, edges=6007, d_embed=12, readout_rank=7, seed=2)
+    chosen = [Cut("superclass:cb_sensory", "all", 3), Silence("side:right", 5)]
+    expected = _trace(Engine(ck, threads=2, interventions=chosen), TOKENS)
+    core = EngineCore(ck, threads=2, interventions=resolve(ck, chosen))
+    for a, b in zip(_trace(core, TOKENS), expected):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(InputError, match="takes resolved interventions"):
+        core.set_interventions(chosen)
+    other = make_random_checkpoint(neurons=101, edges=900, seed=2)
+    with pytest.raises(InputError, match="resolved for another model"):
+        core.set_interventions(resolve(other, [Silence("input")]))
+    assert [iv.kind for iv in core.interventions.interventions] == ["cut", "silence"]
 
 
 def test_the_llvm_kernel_gives_the_same_bits_with_cuts_and_scales():

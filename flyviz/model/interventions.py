@@ -51,10 +51,12 @@ The objects, their command-line and text forms and their resolved form live in
 patching; this module re-exports every one of them (``from
 flyviz.model.interventions import Silence`` keeps working) and adds what needs a
 checkpoint or a patch: the JSON form with patches, and :func:`resolve`. At import
-time the order is one way: intervention types, then patching, then this module,
-then the engine. (Resolving a patch whose source is a prompt runs that prompt on
-an untouched engine: :func:`flyviz.model.patching.source_states` imports the
-engine when it is called, the one import made on use.)
+time and at run time the order is one way: intervention types and the engine's
+core, then patching, then this module, then the engine. (Resolving a patch whose
+source is a prompt runs that prompt on an untouched
+:class:`~flyviz.model.engine_core.EngineCore`, which resolves nothing;
+:class:`~flyviz.model.engine.Engine`, the core that takes written interventions,
+imports this module.)
 """
 
 from __future__ import annotations

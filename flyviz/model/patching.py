@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from flyviz.model.engine_core import EngineCore
 from flyviz.model.errors import InputError
 from flyviz.model.intervention_types import (InterventionBase, ResolvedInterventions,
                                              StatePatch, Target, as_interventions,
@@ -57,11 +58,13 @@ ALIGNS = ("start", "end")
 def source_states(checkpoint: "Checkpoint", prompt_ids: Sequence[int], *,
                   kernel: str | None = None, threads: int | None = None) -> np.ndarray:
     """The untouched model's states after each step of ``prompt_ids`` (BOS first):
-    ``(len(prompt_ids), neurons)`` float32, row ``p`` the state of position ``p``."""
-    from flyviz.model.engine import Engine
+    ``(len(prompt_ids), neurons)`` float32, row ``p`` the state of position ``p``.
 
+    It runs on the engine's core (:class:`~flyviz.model.engine_core.EngineCore`, no
+    interventions), which sits below this module: :class:`~flyviz.model.engine.Engine`
+    resolves patches through here, so importing it would close a circle."""
     ids = [int(i) for i in prompt_ids]
-    engine = Engine(checkpoint, threads, kernel=kernel, overlap=False)
+    engine = EngineCore(checkpoint, threads, kernel=kernel, overlap=False)
     try:
         out = np.empty((len(ids), checkpoint.config.neurons), dtype=np.float32)
         for p, token in enumerate(ids):

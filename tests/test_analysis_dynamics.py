@@ -13,12 +13,12 @@ import pytest
 
 from flyviz import cli
 from flyviz.analysis.dynamics import (NULL_PROPERTIES, DynamicsSettings, StepJacobians,
-                                      compare_with_nulls, leak_only_half_life, portrait,
-                                      portrait_of_checkpoint)
+                                      compare_with_nulls, eigenvalues_in_lockstep,
+                                      leak_only_half_life, portrait, portrait_of_checkpoint)
 from flyviz.errors import InputError
 from flyviz.model.attribution import BackwardEngine, record_tape
 from flyviz.model.engine import Engine
-from flyviz.model.interventions import Silence
+from flyviz.model.interventions import Scale, Silence
 
 IDS = [1, 40, 77, 123, 9, 200, 31, 64]
 
@@ -78,6 +78,57 @@ def test_the_spectral_radius_per_position_equals_a_dense_eigendecomposition(smal
             v = np.random.default_rng(t).standard_normal(dense.shape[0])
             assert np.allclose(jac.matvec(t, v), dense @ v, atol=1e-5)
             assert np.allclose(jac.rmatvec(t, v), dense.T @ v, atol=1e-5)
+
+
+#: A silence at every step and a scale from position 3 on: the rows of set neurons are
+#: zero, and positions 0-2 and 3- use different graphs (two groups of products).
+EDITED = [Silence("superclass:cb_intrinsic"), Scale(list(range(0, 60)), "all", 0.5, start=3)]
+
+
+def test_several_positions_products_at_once_equal_one_at_a_time(small_checkpoint):
+    tape = _tape(small_checkpoint, interventions=EDITED)
+    n = small_checkpoint.config.neurons
+    rng = np.random.default_rng(3)
+    with BackwardEngine(small_checkpoint, threads=2) as backward:
+        jac = StepJacobians(backward, tape)
+        positions = [5, 0, 3, 1, 7]  # both graphs, in no order
+        vectors = [rng.standard_normal(n) for _ in positions]
+        together = jac.matvecs(positions, vectors, columns=16)  # padded to 16 columns
+        assert jac.products == len(positions)
+        for t, v, found in zip(positions, vectors, together):
+            assert np.array_equal(found, jac.matvec(t, v))  # bit for bit
+        assert not np.array_equal(together[0], jac.matvec(0, vectors[0]))  # positions differ
+        x = np.stack([rng.standard_normal(n).astype(np.float32) for _ in range(8)], axis=1)
+        wx = backward.forward_products(tape.interventions, 4, x)
+        for j in range(8):
+            assert np.array_equal(wx[:, j], backward.forward_product(
+                tape.interventions, 4, np.ascontiguousarray(x[:, j])))
+        with pytest.raises(ValueError, match="multiple of 8"):
+            backward.forward_products(tape.interventions, 4, x[:, :5])
+        with pytest.raises(ValueError, match="at least 5 columns"):
+            jac.matvecs(positions, vectors, columns=4)
+
+
+@pytest.mark.parametrize("interventions", [None, EDITED])
+def test_positions_in_lockstep_give_the_eigenvalues_found_one_at_a_time(small_checkpoint,
+                                                                        interventions):
+    tape = _tape(small_checkpoint, interventions=interventions)
+    settings = DynamicsSettings(eigenvalues=5)
+    with BackwardEngine(small_checkpoint, threads=1) as backward:
+        alone = portrait(backward, tape, settings, at_once=1)
+        if eigenvalues_in_lockstep(StepJacobians(backward, tape), [0], 5, seed=0,
+                                   tolerance=1e-9) is None:
+            pytest.skip("this scipy's ARPACK runs cannot be interleaved (one at a time)")
+        done: list[tuple[int, int]] = []
+        together = portrait(backward, tape, settings, at_once=3,  # 3 runs at a time
+                            progress=lambda d, total: done.append((d, total)))
+    # Each ARPACK run saw the products it sees alone: the same values, the same count.
+    assert together.products == alone.products
+    for mine, theirs in zip(together.eigenvalues, alone.eigenvalues):
+        assert np.allclose(mine, theirs, rtol=0, atol=1e-12)
+    assert np.allclose(together.spectral_radius, alone.spectral_radius, rtol=0, atol=1e-12)
+    assert done[-1] == (tape.steps, tape.steps)
+    assert [d for d, _ in done] == sorted(d for d, _ in done)
 
 
 def test_the_half_life_equals_the_product_of_dense_jacobians_applied_to_the_perturbation(

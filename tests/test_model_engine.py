@@ -114,3 +114,36 @@ def test_bad_token_ids_are_input_errors():
         engine.step(-1)
     engine.step(6)  # still usable afterwards
     engine.close()
+
+
+def test_blas_loaded_after_the_first_step_runs_in_one_thread_too():
+    """scipy's own BLAS (ARPACK's, scipy.linalg's) often loads after an engine first steps."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import json
+from threadpoolctl import ThreadpoolController
+from flyviz.model.engine import SINGLE_THREADED_BLAS, Engine
+from flyviz.model.synthetic import make_random_checkpoint
+def listed():
+    return [lib.num_threads for lib in ThreadpoolController().select(user_api="blas").lib_controllers]
+engine = Engine(make_random_checkpoint(neurons=101, edges=900, seed=2), threads=1)
+engine.step(5)  # the first listing of the BLAS libraries
+before = len(listed())
+import scipy.linalg  # noqa: E402,F401
+with SINGLE_THREADED_BLAS:
+    inside = listed()
+print(json.dumps({"before": before, "inside": inside, "after": listed()}))
+"""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    if len(found["inside"]) == found["before"]:
+        pytest.skip("scipy.linalg brought no BLAS library of its own here")
+    assert found["inside"] == [1] * len(found["inside"])
+    assert 2 in found["after"]  # and the setting comes back

@@ -55,9 +55,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.attribution import BackwardEngine, Tape
     from flyviz.model.checkpoint import Checkpoint
 
-__all__ = ["DynamicsSettings", "NULL_PROPERTIES", "Portrait", "StepJacobians",
-           "compare_with_nulls", "leak_only_half_life", "null_property_values", "portrait",
-           "portrait_of_checkpoint"]
+__all__ = ["DynamicsSettings", "LOCKSTEP_POSITIONS", "NULL_PROPERTIES", "Portrait",
+           "StepJacobians", "compare_with_nulls", "eigenvalues_in_lockstep",
+           "leak_only_half_life", "null_property_values", "portrait", "portrait_of_checkpoint"]
 
 #: The properties compared with nulls: (key, what it is), in the printed order.
 NULL_PROPERTIES: tuple[tuple[str, str], ...] = (
@@ -158,6 +158,7 @@ class StepJacobians:
         self.steps = tape.steps
         self.keep = np.float32(backward.keep)
         self._scales: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._scales64: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.products = 0
 
     def scale(self, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -172,20 +173,72 @@ class StepJacobians:
                 mask, _ = b.set_at(self.tape.interventions, t)
             a[mask] = 0.0
             held = (a, mask)
-            if len(self._scales) > 4:
+            if len(self._scales) >= 64:  # lockstep positions (at most 64) stay held
                 self._scales.clear()
             self._scales[t] = held
         return held
 
     def matvec(self, t: int, v: np.ndarray) -> np.ndarray:
         """``J_t v`` (float64 in and out; the product itself runs in float32)."""
-        a, mask = self.scale(t)
         v32 = np.ascontiguousarray(v, dtype=np.float32)
         wv = self.backward.forward_product(self.tape.interventions, t, v32)
         self.products += 1
+        return self._step(t, v32, wv)
+
+    def _step(self, t: int, v32: np.ndarray, wv: np.ndarray) -> np.ndarray:
+        """``J_t v`` from ``v`` (float32) and ``W' v``: the one formula of every product."""
+        a64, mask = self._scale64(t)
         out = v32.astype(np.float64) * float(self.keep)
-        out += a.astype(np.float64) * wv
+        out += a64 * wv
         out[mask] = 0.0
+        return out
+
+    def _scale64(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`scale` with the row scale in float64 (what each product multiplies by)."""
+        held = self._scales64.get(t)
+        if held is None:
+            a, mask = self.scale(t)
+            held = (a.astype(np.float64), mask)
+            if len(self._scales64) >= 64:
+                self._scales64.clear()
+            self._scales64[t] = held
+        return held
+
+    def matvecs(self, positions: Sequence[int], vectors: Sequence[np.ndarray],
+                columns: int | None = None) -> list[np.ndarray]:
+        """``J_t v`` for ``t = positions[j]``, ``v = vectors[j]`` (float64 in and out), with
+        one multi-column product per graph
+        (:meth:`~flyviz.model.attribution.BackwardEngine.forward_products`) for the positions
+        that share it. Each result equals :meth:`matvec` of it bit for bit.
+
+        ``columns`` is the width of the products (padded with zero columns; a multiple of
+        :data:`~flyviz.model.kernels.MULTI_LANES`, at least ``len(positions)``; default the
+        smallest): keeping it fixed keeps one layout of the graph.
+        """
+        from flyviz.model.kernels import MULTI_LANES
+
+        interventions = self.tape.interventions
+        count = len(positions)
+        width = -(-count // MULTI_LANES) * MULTI_LANES if columns is None else int(columns)
+        if len(vectors) != count or width < count or width % MULTI_LANES:
+            raise ValueError(f"matvecs needs one vector per position and a width of at least "
+                             f"{count} columns, a multiple of {MULTI_LANES}")
+        groups: dict[Any, list[int]] = {}
+        for j, t in enumerate(positions):
+            key = interventions.graph_key(t) if interventions.graph_edits else ()
+            groups.setdefault(key, []).append(j)
+        out: list[np.ndarray] = [np.empty(0)] * count
+        x = np.zeros((self.neurons, width), dtype=np.float32)
+        for members in groups.values():
+            v32 = [np.ascontiguousarray(vectors[j], dtype=np.float32) for j in members]
+            for i, v in enumerate(v32):
+                x[:, i] = v
+            x[:, len(members):] = 0.0
+            wx = self.backward.forward_products(interventions, positions[members[0]], x)
+            rows = np.ascontiguousarray(wx.T[:len(members)])  # one column of W'X per row
+            for i, j in enumerate(members):
+                out[j] = self._step(positions[j], v32[i], rows[i])
+        self.products += count
         return out
 
     def rmatvec(self, t: int, y: np.ndarray) -> np.ndarray:
@@ -234,6 +287,11 @@ def _start_vector(n: int, seed: int, t: int) -> np.ndarray:
     return rng.standard_normal(n)
 
 
+def _arpack_ncv(n: int, k: int) -> int:
+    """ARPACK's basis size for ``k`` eigenvalues (at least ``2k + 1`` and 20)."""
+    return min(n, max(2 * k + 1, 20))
+
+
 def leading_eigen(op: Any, n: int, k: int, *, seed: int, t: int, tolerance: float,
                   vectors: bool = False, dense: Callable[[], np.ndarray] | None = None
                   ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -251,9 +309,9 @@ def leading_eigen(op: Any, n: int, k: int, *, seed: int, t: int, tolerance: floa
         else:
             values, vecs = np.linalg.eigvals(matrix), None
     else:
-        ncv = min(n, max(2 * k + 1, 20))
         try:
-            found = eigs(op, k=k, which="LM", tol=tolerance, ncv=ncv, maxiter=max(1000, 10 * n),
+            found = eigs(op, k=k, which="LM", tol=tolerance, ncv=_arpack_ncv(n, k),
+                         maxiter=max(1000, 10 * n),
                          v0=_start_vector(n, seed, t), return_eigenvectors=vectors)
         except ArpackNoConvergence as exc:  # keep what converged; say so in the count
             found = (exc.eigenvalues, exc.eigenvectors) if vectors else exc.eigenvalues
@@ -261,6 +319,115 @@ def leading_eigen(op: Any, n: int, k: int, *, seed: int, t: int, tolerance: floa
     order = np.argsort(-np.abs(values), kind="stable")[:k]
     values = np.asarray(values)[order]
     return values, (None if vecs is None else np.asarray(vecs)[:, order])
+
+
+#: The most positions whose ARPACK runs advance in lockstep, sharing each round's
+#: products (:func:`eigenvalues_in_lockstep`), and the most memory their Krylov bases
+#: may take together (each ``8 * neurons * ncv`` bytes: 16 MB at full size, K = 20).
+LOCKSTEP_POSITIONS = 16
+LOCKSTEP_BYTES = 256 * 2**20
+
+
+def _arpack_run(n: int, k: int, *, tolerance: float, v0: np.ndarray) -> Any | None:
+    """One run of ARPACK (``dnaupd``, largest modulus) that asks for its products instead of
+    computing them, as :func:`scipy.sparse.linalg.eigs` sets it up; ``None`` where this
+    scipy's ARPACK keeps its state in the process (the Fortran one before scipy 1.16, whose
+    runs cannot be interleaved) or its interface differs."""
+    try:
+        from scipy.sparse.linalg._eigen.arpack.arpack import _UnsymmetricArpackParams
+
+        run = _UnsymmetricArpackParams(n, k, "d", _no_product, mode=1, ncv=_arpack_ncv(n, k),
+                                       v0=v0, maxiter=max(1000, 10 * n), which="LM",
+                                       tol=tolerance)
+    except Exception:  # an older or newer scipy: the positions run one at a time
+        return None
+    needed = ("arpack_dict", "ipntr", "workd", "iterate", "extract", "converged", "OP")
+    return run if all(hasattr(run, name) for name in needed) else None
+
+
+def _no_product(v: np.ndarray) -> np.ndarray:  # pragma: no cover - replaced before use
+    raise RuntimeError("an ARPACK run in lockstep computed a product itself")
+
+
+def eigenvalues_in_lockstep(jac: StepJacobians, positions: Sequence[int], k: int, *,
+                            seed: int, tolerance: float, at_once: int = LOCKSTEP_POSITIONS,
+                            progress: Callable[[int], None] | None = None
+                            ) -> list[np.ndarray] | None:
+    """The ``k`` eigenvalues of largest modulus of ``J_t`` for every ``t`` in ``positions``
+    (largest first), the same as :func:`leading_eigen` gives position by position.
+
+    Up to ``at_once`` ARPACK runs (one per position, each with its own start vector) advance
+    in lockstep: each round, every run that asks for a product ``J_t v`` gets it from one
+    multi-column product with ``W'`` per graph (:meth:`StepJacobians.matvecs`), which reads
+    the graph once for all of them; a finished run's place goes to the next position. Each
+    run sees exactly the products it would see alone, so the eigenvalues are those of
+    :func:`leading_eigen` (bit for bit where the kernels' products are); a product costs
+    far less per position (docs/dynamics.md, "Accuracy and cost").
+
+    Returns ``None`` (nothing computed) where the runs cannot be interleaved (see
+    :func:`_arpack_run`) or ``k`` needs the dense path; ``progress(done)`` is told how
+    many positions are finished now and then (at least every 25 rounds).
+    """
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    from flyviz.model.kernels import MULTI_LANES
+
+    n = jac.neurons
+    if k >= n - 1 or not positions:
+        return None
+    at_once = max(1, min(int(at_once), LOCKSTEP_BYTES // (8 * n * _arpack_ncv(n, k))))
+    width = -(-at_once // MULTI_LANES) * MULTI_LANES  # fixed: one layout of each graph
+    waiting = list(positions)
+    runs: dict[int, Any] = {}
+    found: dict[int, np.ndarray] = {}
+    asked: dict[int, np.ndarray] = {}
+    placeholder = np.zeros(n)
+
+    def ask(t: int) -> Callable[[np.ndarray], np.ndarray]:
+        def product(v: np.ndarray) -> np.ndarray:
+            asked[t] = np.array(v, dtype=np.float64, copy=True)
+            return placeholder  # overwritten with the product before the run goes on
+        return product
+
+    rounds = 0
+    while waiting or runs:
+        while waiting and len(runs) < at_once:
+            t = waiting.pop(0)
+            run = _arpack_run(n, k, tolerance=tolerance, v0=_start_vector(n, seed, t))
+            if run is None:
+                return None
+            run.OP = ask(t)
+            runs[t] = run
+        asked.clear()
+        done_before = len(found)
+        for t in list(runs):
+            run = runs[t]
+            try:
+                run.iterate()
+            except ArpackNoConvergence as exc:  # keep what converged, as leading_eigen
+                found[t] = np.asarray(exc.eigenvalues)
+                del runs[t]
+                continue
+            if run.converged:
+                found[t] = np.asarray(run.extract(False))
+                del runs[t]
+        ready = [t for t in runs if t in asked]
+        if len(ready) > 2:
+            products = jac.matvecs(ready, [asked[t] for t in ready], width)
+        else:  # the last few: one-column products cost less than a padded batch
+            products = [jac.matvec(t, asked[t]) for t in ready]
+        for t, product in zip(ready, products):
+            start = int(runs[t].ipntr[1])  # where the run reads its product (y)
+            runs[t].workd[start:start + n] = product
+        rounds += 1
+        if progress is not None and (len(found) != done_before or rounds % 25 == 0):
+            progress(len(found))
+    result = []
+    for t in positions:
+        values = found[t]
+        order = np.argsort(-np.abs(values), kind="stable")[:k]
+        result.append(values[order])
+    return result
 
 
 # ---------------------------------------------------------------- the portrait
@@ -409,7 +576,8 @@ def _driving_summary(jac: StepJacobians, t: int, settings: DynamicsSettings,
 
 def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSettings, *,
              token_texts: Sequence[str] | None = None, cell_types: Sequence[str] | None = None,
-             progress: Callable[[int, int], None] | None = None) -> Portrait:
+             progress: Callable[[int, int], None] | None = None,
+             at_once: int = LOCKSTEP_POSITIONS) -> Portrait:
     """The dynamical portrait of one recorded run (see the module notes).
 
     Parameters
@@ -425,8 +593,14 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
     cell_types
         One label per neuron for the driving modes (default: none, no cell-type summary).
     progress
-        ``progress(done, total)`` after each position's eigenvalues.
+        ``progress(done, total)`` as positions' eigenvalues are found (also between, with
+        the same ``done``: a place to cancel).
+    at_once
+        Positions whose eigenvalues are found together (:func:`eigenvalues_in_lockstep`;
+        the same values, faster); 1: one at a time with :func:`scipy.sparse.linalg.eigs`.
     """
+    import scipy.sparse.linalg  # noqa: F401  (its BLAS loaded before the limit below)
+
     from flyviz.model.engine import SINGLE_THREADED_BLAS
 
     settings = settings.validate()
@@ -443,15 +617,22 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
     jac = StepJacobians(backward, tape)
     n = jac.neurons
     k = min(settings.eigenvalues, n)
-    eigenvalues: list[np.ndarray] = []
     with SINGLE_THREADED_BLAS:
-        for t in range(steps):
-            values, _ = leading_eigen(jac.operator(t), n, k, seed=settings.seed, t=t,
-                                      tolerance=settings.tolerance,
-                                      dense=functools.partial(jac.dense, t))
-            eigenvalues.append(values)
-            if progress is not None:
-                progress(t + 1, steps)
+        together = None if at_once <= 1 else eigenvalues_in_lockstep(
+            jac, range(steps), k, seed=settings.seed, tolerance=settings.tolerance,
+            at_once=at_once, progress=None if progress is None else
+            (lambda done: progress(done, steps)))
+        if together is not None:
+            eigenvalues = together
+        else:
+            eigenvalues = []
+            for t in range(steps):
+                values, _ = leading_eigen(jac.operator(t), n, k, seed=settings.seed, t=t,
+                                          tolerance=settings.tolerance,
+                                          dense=functools.partial(jac.dense, t))
+                eigenvalues.append(values)
+                if progress is not None:
+                    progress(t + 1, steps)
         radius = np.array([float(np.abs(v).max()) if v.size else 0.0 for v in eigenvalues])
 
         p = settings.perturb_at

@@ -178,24 +178,35 @@ def record_tape(engine: Engine, ids: Sequence[int], *, slopes: bool = False,
 
 # ---------------------------------------------------------------------- sparse products
 class _Product:
-    """``out = A @ x`` for a CSR matrix ``A`` split into row blocks (one thread each)."""
+    """``out = A @ x`` for a CSR matrix ``A`` split into row blocks (one thread each); with
+    ``columns`` (a multiple of :data:`~flyviz.model.kernels.MULTI_LANES`), ``A @ X`` for that
+    many columns of ``X`` at once with the multi-column kernel, each column equal to the
+    one-column product bit for bit (the kernels' promise)."""
 
     def __init__(self, offsets: np.ndarray, indices: np.ndarray, values: np.ndarray,
-                 neurons: int, kernel: str, parts: int, pool: ThreadPoolExecutor | None) -> None:
+                 neurons: int, kernel: str, parts: int, pool: ThreadPoolExecutor | None,
+                 columns: int | None = None) -> None:
         self._blocks = split_rows(offsets, indices, values, parts)
         for block in self._blocks:
             assert block.indices is not None and block.data is not None
-            block.layout = kernels.make_block(kernel, block.indptr, block.indices, block.data,
-                                              neurons)
+            block.layout = kernels.make_block(
+                kernel, block.indptr, block.indices, block.data, neurons) if columns is None \
+                else kernels.make_multi_block(  # type: ignore[assignment]
+                    kernel, block.indptr, block.indices, block.data, neurons, columns)
             block.indices = block.data = None
+        self.columns = columns
         self._pool = pool
 
     def _one(self, block: CsrRowBlock, x: np.ndarray, out: np.ndarray) -> None:
         assert block.layout is not None
-        block.layout.matvec(x, out[block.start:block.stop])
+        if self.columns is None:
+            block.layout.matvec(x, out[block.start:block.stop])
+        else:  # a multi-column layout (see __init__)
+            block.layout.matmul(x, out[block.start:block.stop])  # type: ignore[attr-defined]
 
     def matvec(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """``out[:] = A @ x`` (``x`` contiguous float32); returns ``out``."""
+        """``out[:] = A @ x`` (``x`` contiguous float32; ``(neurons, columns)`` with
+        ``columns``); returns ``out``."""
         if self._pool is None or len(self._blocks) == 1:
             for block in self._blocks:
                 self._one(block, x, out)
@@ -310,6 +321,7 @@ class BackwardEngine:
         self.keep = f32(1.0 - cfg.leak)
         self.threads = max(1, threads if threads is not None else default_threads())
         self.kernel = kernels.resolve(kernel)
+        self._kernel_request = kernel
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="flyviz-backward") \
             if self.threads > 1 else None
         start = time.perf_counter()
@@ -326,6 +338,7 @@ class BackwardEngine:
         self._t_edge = position.data.astype(np.int32) if nnz < 2**31 else position.data
         self.transpose_s = time.perf_counter() - start
         self._transposed: dict[tuple[Any, ...], _Product] = {}
+        self._multi: dict[tuple[Any, ...], _Product] = {}
         self._for: ResolvedInterventions | None = None
 
     def close(self) -> None:
@@ -354,6 +367,7 @@ class BackwardEngine:
         if interventions is not self._for:
             # Variants belong to one set of interventions: drop the previous set's.
             self._transposed = {k: v for k, v in self._transposed.items() if not k[1]}
+            self._multi = {k: v for k, v in self._multi.items() if not k[1]}
             self._for = interventions
         key = interventions.graph_key(position) if interventions.graph_edits else ()
         cache_key = ("abs" if absolute else "t", key)
@@ -403,6 +417,33 @@ class BackwardEngine:
         out = np.empty(self.neurons, dtype=np.float32) if out is None else out
         return self._forward(interventions, position).matvec(
             np.ascontiguousarray(x, dtype=np.float32), out)
+
+    def forward_products(self, interventions: ResolvedInterventions, position: int,
+                         x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``W' X`` for the graph of the step at ``position`` and several columns at once
+        (``x``: ``(neurons, columns)``, ``columns`` a multiple of
+        :data:`~flyviz.model.kernels.MULTI_LANES`). Each column equals
+        :meth:`forward_product` of it bit for bit, for a fraction of the cost per column:
+        the graph is read once for all of them (the multi-column kernel
+        :func:`~flyviz.model.kernels.resolve_multi` chooses)."""
+        n = self.neurons
+        columns = int(x.shape[1]) if x.ndim == 2 else 0
+        if x.ndim != 2 or x.shape[0] != n or columns <= 0 or columns % kernels.MULTI_LANES:
+            raise ValueError(f"forward_products needs a ({n}, columns) array with columns a "
+                             f"positive multiple of {kernels.MULTI_LANES}")
+        key = interventions.graph_key(position) if interventions.graph_edits else ()
+        cache_key = (columns, key)
+        if interventions is not self._for:
+            self._product(interventions, position)  # resets the variants for this set
+        product = self._multi.get(cache_key)
+        if product is None:
+            product = _Product(self.w_offsets, self.w_indices,
+                               self.weights(interventions, position), n,
+                               kernels.resolve_multi(self._kernel_request, columns),
+                               self.threads, self._pool, columns)
+            self._multi[cache_key] = product
+        out = np.empty((n, columns), dtype=np.float32) if out is None else out
+        return product.matvec(np.ascontiguousarray(x, dtype=np.float32), out)
 
     def abs_products(self, interventions: ResolvedInterventions, position: int,
                      x: np.ndarray | None = None, y: np.ndarray | None = None

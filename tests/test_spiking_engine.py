@@ -384,6 +384,28 @@ def test_poisson_input_is_the_same_however_its_ticks_are_asked_for() -> None:
     assert abs(pairs.size / (targets.size * (2 * POISSON_CHUNK + 7)) - 0.3) < 0.02
 
 
+def test_poisson_events_of_targets_in_order_are_sorted_by_one_key_as_by_two() -> None:
+    from flyviz.spiking.run import POISSON_CHUNK, PoissonStream
+
+    # targets in increasing order take the one-key sort; the same draws sorted by tick, then
+    # target, by the general two-key sort must be the same events in the same order
+    targets = np.array([3, 8, 9, 40, 41, 700, 138_638])
+    fast = PoissonStream(targets, 0.2, np.random.default_rng(5))
+    general = PoissonStream(targets, 0.2, np.random.default_rng(5))
+    general._ascending = False
+    assert fast._ascending
+    ticks = 2 * POISSON_CHUNK + 11
+    (tk, nr), (tk2, nr2) = fast.events(0, ticks), general.events(0, ticks)
+    assert tk.size > 1000 and tk.dtype == tk2.dtype == np.int64
+    assert np.array_equal(tk, tk2) and np.array_equal(nr, nr2)
+    assert np.all(np.diff(tk) >= 0) and np.all(np.diff(nr)[np.diff(tk) == 0] > 0)
+    # targets out of order (or repeated) take the general sort, ordered by target
+    shuffled = PoissonStream(targets[::-1], 0.2, np.random.default_rng(5))
+    assert not shuffled._ascending
+    tk3, nr3 = shuffled.events(0, ticks)
+    assert np.all(np.diff(tk3) >= 0) and np.all(np.diff(nr3)[np.diff(tk3) == 0] > 0)
+
+
 def test_each_trial_of_a_run_is_a_stepping_simulation_of_its_own() -> None:
     from flyviz.spiking import SpikingSimulation
 

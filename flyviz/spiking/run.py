@@ -154,6 +154,8 @@ class PoissonStream:
         self.rng = rng
         self._chunks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._drawn = 0  # chunks drawn
+        # targets in increasing order (as simulate gives them): their row order is their order
+        self._ascending = bool(np.all(self.targets[1:] > self.targets[:-1]))
 
     def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         while self._drawn <= c:
@@ -179,10 +181,18 @@ class PoissonStream:
             grown[short, at.shape[1]:] = more
             at = grown
         row, col = np.nonzero(at < size)
-        tk = at[row, col] + k0
+        tk = at[row, col]
+        if self._ascending:
+            # by tick, then target, as one sort of whole numbers rather than by two keys (5,000
+            # targets' second drawn in 0.06 instead of 0.09 CPU s): one event per target and
+            # tick, so each key is distinct
+            key = tk * t + row
+            key.sort()
+            tk, row = np.divmod(key, t)
+            return tk + k0, self.targets[row]
         nr = self.targets[row]
         order = np.lexsort((nr, tk))
-        return tk[order].astype(np.int64), nr[order]
+        return tk[order].astype(np.int64) + k0, nr[order]
 
     def events(self, k_start: int, k_stop: int) -> tuple[np.ndarray, np.ndarray]:
         """The events of ticks ``k_start .. k_stop``, sorted by tick, then target (chunks

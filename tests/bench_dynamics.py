@@ -10,6 +10,12 @@ target is 5 minutes on the development VM. The machine's other load changes the 
 run it alone, e.g.::
 
     flock /tmp/flyviz-heavy.lock .venv/bin/python tests/bench_dynamics.py --repeats 1
+
+``--products`` times one ``J v`` product's sparse part instead, in one run: ``W' v`` in
+float32 (scipy's and the compiled kernel, one and two threads) and in float64 (scipy), and
+the multi-column products the lockstep eigenvalues use (per column); then the eigenvalues
+of ``--compare`` positions one at a time (``at_once=1``) and in lockstep, in CPU seconds
+per product. Medians of interleaved rounds, with ratios to float32 scipy on one thread.
 """
 
 from __future__ import annotations
@@ -25,6 +31,11 @@ def main() -> int:
     parser.add_argument("--eigenvalues", type=int, default=20, help="eigenvalues per position")
     parser.add_argument("--repeats", type=int, default=1, help="runs to take the median of")
     parser.add_argument("--kernel", default=None, help="scipy or llvm (default: as flyviz)")
+    parser.add_argument("--products", action="store_true",
+                        help="time one product's ways instead of the portrait")
+    parser.add_argument("--compare", type=int, default=6, metavar="P",
+                        help="with --products: positions whose eigenvalues are found one at "
+                             "a time and in lockstep (0: skip)")
     args = parser.parse_args()
 
     from flyviz.analysis.dynamics import DynamicsSettings, portrait
@@ -47,6 +58,8 @@ def main() -> int:
     engine = Engine(checkpoint, kernel=args.kernel)
     tape = record_tape(engine, ids, slopes=True)
     engine.close()
+    if args.products:
+        return products(checkpoint, tape, args)
     settings = DynamicsSettings(eigenvalues=args.eigenvalues)
     totals, per_product = [], []
     with BackwardEngine(checkpoint, kernel=args.kernel) as backward:
@@ -74,6 +87,84 @@ def main() -> int:
     print(f"portrait median {median:.1f} s ({median / 60:.2f} min; target 5 min, ratio "
           f"{median / 300:.2f}); {statistics.median(per_product) * 1e3:.1f} ms per product "
           f"(all work included), kernel {backward.kernel}")
+    return 0
+
+
+def products(checkpoint, tape, args) -> int:
+    """Medians of the ways to compute ``W' v`` (ms per column), and the eigenvalues of a few
+    positions one at a time against in lockstep."""
+    import numpy as np
+    import scipy.sparse.linalg  # noqa: F401  (ARPACK's BLAS loaded before the limits below)
+    from scipy.sparse import csr_matrix
+    from threadpoolctl import threadpool_limits
+
+    from flyviz.analysis.dynamics import StepJacobians, eigenvalues_in_lockstep, leading_eigen
+    from flyviz.model import kernels
+    from flyviz.model.attribution import BackwardEngine
+
+    n = checkpoint.config.neurons
+    rng = np.random.default_rng(0)
+    v32 = rng.standard_normal(n).astype(np.float32)
+    blocks = rng.standard_normal((n, 16)).astype(np.float32)
+    w64 = csr_matrix((np.asarray(checkpoint.w_values, np.float64),
+                      np.asarray(checkpoint.w_indices), np.asarray(checkpoint.w_offsets)),
+                     shape=(n, n))
+    v64 = v32.astype(np.float64)
+    engines = {(kernel, threads): BackwardEngine(checkpoint, threads=threads, kernel=kernel)
+               for kernel in ("scipy", "llvm") for threads in (1, 2)}
+    ways = {}
+    for (_, threads), backward in engines.items():
+        ways[f"W'v float32, {backward.kernel}, {threads} thread(s)"] = (
+            1, lambda b=backward: b.forward_product(tape.interventions, 0, v32))
+    ways["W'v float64, scipy, 1 thread"] = (1, lambda: w64 @ v64)
+    for kernel in ("scipy", "llvm"):
+        for columns in (8, 16):
+            ways[f"W'V float32, {kernels.resolve_multi(kernel, columns)}, {columns} columns, "
+                 f"1 thread"] = (columns, lambda c=columns, b=engines[(kernel, 1)]:
+                                 b.forward_products(tape.interventions, 0,
+                                                    np.ascontiguousarray(blocks[:, :c])))
+    wall: dict[str, list[float]] = {name: [] for name in ways}
+    cpu: dict[str, list[float]] = {name: [] for name in ways}
+    with threadpool_limits(1):
+        for _, run in ways.values():
+            run()  # lay out, compile
+        for _ in range(max(5, 5 * args.repeats)):
+            for name, (columns, run) in ways.items():
+                started, clock = time.perf_counter(), time.process_time()
+                run()
+                wall[name].append((time.perf_counter() - started) / columns)
+                cpu[name].append((time.process_time() - clock) / columns)
+    base = statistics.median(cpu["W'v float32, scipy, 1 thread(s)"])
+    print(f"{'W v of one J v product, per column':<46} {'wall ms':>8} {'CPU ms':>8} {'CPU ratio':>9}")
+    for name in ways:
+        c = statistics.median(cpu[name])
+        print(f"{name:<46} {statistics.median(wall[name]) * 1e3:8.2f} {c * 1e3:8.2f} "
+              f"{c / base:9.2f}")
+    for backward in engines.values():
+        backward.close()
+    if args.compare:
+        from flyviz.model.engine import SINGLE_THREADED_BLAS
+
+        positions = list(range(min(args.compare, tape.steps)))
+        with BackwardEngine(checkpoint, kernel=args.kernel) as backward, SINGLE_THREADED_BLAS:
+            rows = []
+            for label in ("one at a time", "in lockstep"):
+                jac = StepJacobians(backward, tape)
+                started, clock = time.perf_counter(), time.process_time()
+                if label == "in lockstep":
+                    eigenvalues_in_lockstep(jac, positions, args.eigenvalues, seed=0,
+                                            tolerance=1e-9)
+                else:
+                    for t in positions:
+                        leading_eigen(jac.operator(t), n, args.eigenvalues, seed=0, t=t,
+                                      tolerance=1e-9)
+                rows.append((label, jac.products, time.perf_counter() - started,
+                             time.process_time() - clock))
+        print(f"\neigenvalues of {len(positions)} positions ({args.eigenvalues} each):")
+        for label, count, seconds, cpu_seconds in rows:
+            print(f"  {label:<14} {count} products, {seconds:.1f} s wall, {cpu_seconds:.1f} CPU s,"
+                  f" {cpu_seconds / count * 1e3:.2f} CPU ms per product"
+                  f" (ratio {cpu_seconds / rows[0][3]:.2f})")
     return 0
 
 

@@ -33,7 +33,7 @@ def app_checkpoint(tmp_path_factory):
 @pytest.fixture
 def dark_theme(qapp):
     """The app's own theme (as ``flyviz gui`` sets it), put back as it was afterwards."""
-    from flyviz.app.window.theme import dark_theme_applied
+    from flyviz.app.base.theme import dark_theme_applied
 
     with dark_theme_applied(qapp):
         yield

@@ -118,7 +118,7 @@ def _app():
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    from flyviz.app.window.theme import apply_dark_theme
+    from flyviz.app.base.theme import apply_dark_theme
 
     apply_dark_theme(app)
     return app

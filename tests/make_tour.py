@@ -86,7 +86,7 @@ def window_pictures(out: Path, settings_dir: Path) -> list[Path]:
     """The window after a demo run, in the app's theme, one picture per layout preset."""
     from PySide6.QtWidgets import QApplication
 
-    from flyviz.app.window.theme import dark_theme_applied
+    from flyviz.app.base.theme import dark_theme_applied
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)

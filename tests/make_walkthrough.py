@@ -67,7 +67,7 @@ def window_steps(out: Path, work: Path, circuit_prompts: int) -> list[Path]:
     from PySide6.QtWidgets import QApplication
 
     from flyviz.app.window.main_window import MainWindow
-    from flyviz.app.window.theme import apply_dark_theme
+    from flyviz.app.base.theme import apply_dark_theme
     from flyviz.kinds.spiking import SPIKING
 
     app = QApplication.instance() or QApplication(sys.argv[:1])

@@ -39,7 +39,7 @@ def settle(qtbot: Any, widget: QWidget, timeout: int = 5000) -> None:
 
 
 def background_delivered(calls: Any, timeout_s: float = 10.0) -> None:
-    """A barrier after which every outcome of :class:`flyviz.app.window.background.BackgroundCalls`
+    """A barrier after which every outcome of :class:`flyviz.app.base.background.BackgroundCalls`
     ``calls`` started so far has been handled on the UI thread (or dropped).
 
     Each helper thread ends right after it emits its outcome, so once all have ended every

@@ -11,7 +11,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtWidgets import QProgressBar  # noqa: E402
 from qt_barriers import background_delivered  # noqa: E402
 
-from flyviz.app.window.background import BackgroundCalls, BackgroundJob  # noqa: E402
+from flyviz.app.base.background import BackgroundCalls, BackgroundJob  # noqa: E402
 
 pytestmark = pytest.mark.gui
 

@@ -16,7 +16,7 @@ from qt_barriers import settle
 from test_analysis_circuit import planted_entries, planted_model
 
 from flyviz.analysis.circuit_export import neurons_at, only_circuit
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.app.circuit.circuit_panel import HIGHLIGHT
 from flyviz.app.brain.synapse_lines import synapse_lines
 from flyviz.model.engine import Engine

@@ -32,7 +32,7 @@ def _dialog_frame(win, qtbot, recording: Recording, index: int, size: tuple[int,
     """Frame ``index`` exported as File → Export movie does: the dialog opened on the window's
     display settings, left as they are, and its runner."""
     from flyviz.app.window.export_dialog import ExportDialog
-    from flyviz.app.window.export_jobs import ExportRunner
+    from flyviz.app.base.export_jobs import ExportRunner
 
     brain = win.brain
     dialog = ExportDialog(recording, win.anatomy, "agreement", win, style=brain.style,

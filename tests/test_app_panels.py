@@ -74,7 +74,7 @@ def test_the_traces_legend_keeps_off_the_curves(window, qtbot, app_checkpoint):
     from PySide6.QtCore import QPointF
     from PySide6.QtGui import QColor
 
-    from flyviz.app.window import theme
+    from flyviz.app.base import theme
     from flyviz.app._testing import make_frame
     from flyviz.record.recording import Recording
 

@@ -23,7 +23,7 @@ _PROBE = textwrap.dedent('''
     from PySide6.QtCore import QEventLoop, QRect, QSettings
     from PySide6.QtWidgets import QApplication
     from flyviz.app.window.main_window import MainWindow
-    from flyviz.app.window.theme import PANEL, apply_dark_theme
+    from flyviz.app.base.theme import PANEL, apply_dark_theme
 
     app = QApplication(sys.argv[:1])
     apply_dark_theme(app)

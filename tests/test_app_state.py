@@ -2,7 +2,7 @@
 
 Tests and scripts drive the app by setting ``window.state``; a user turning a
 spin box or dragging the camera changes the state; a feature is one
-registration against the :class:`~flyviz.app.window.host.WindowHost` protocol.
+registration against the :class:`~flyviz.app.base.host.WindowHost` protocol.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def test_a_long_text_shows_its_tail_and_follows_scrubbing(window, app_checkpoint
 def _highlighted(panel, position: int) -> bool:
     from PySide6.QtGui import QColor, QTextCursor
 
-    from flyviz.app.window import theme
+    from flyviz.app.base import theme
 
     cursor = QTextCursor(panel.document())
     cursor.setPosition(position + 1)         # the format of the character before the cursor

@@ -40,7 +40,7 @@ def test_only_the_engine_worker_steps_the_model(window, qtbot, monkeypatch):
 def test_a_shutdown_gives_up_on_a_stuck_thread_and_says_so(qtbot, caplog):
     from PySide6.QtCore import QThread
 
-    from flyviz.app.window import background
+    from flyviz.app.base import background
 
     release = threading.Event()
     stuck = threading.Thread(target=release.wait, name="flyviz-stuck", daemon=True)
@@ -53,7 +53,7 @@ def test_a_shutdown_gives_up_on_a_stuck_thread_and_says_so(qtbot, caplog):
     qstuck = Stuck()
     qstuck.start()
     try:
-        with caplog.at_level(logging.WARNING, logger="flyviz.app.window.background"):
+        with caplog.at_level(logging.WARNING, logger="flyviz.app.base.background"):
             assert not background.join_thread(stuck, "a stuck helper", timeout_s=0.05)
             assert not background.wait_qthread(qstuck, "a stuck loader", timeout_s=0.05)
         assert stuck in background.LEFT_RUNNING and qstuck in background.LEFT_RUNNING

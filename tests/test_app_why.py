@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtTest import QTest
 from qt_barriers import settle
 
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.app.language import why_panel
 from flyviz.render.style import BACKGROUND
 

@@ -13,7 +13,7 @@ What counts as *across modules* (checked on the AST of every file under ``flyviz
   ``flyviz/analysis/*``, ``flyviz/commands/_options.py`` for the commands,
   ``flyviz/_version.py`` for all of ``flyviz``; from anywhere else it is across modules;
 - a feature of the app (a module of ``flyviz/app`` with ``install(host)``) reaches the window
-  only through the members of :class:`~flyviz.app.window.host.WindowHost` (``host.x`` or
+  only through the members of :class:`~flyviz.app.base.host.WindowHost` (``host.x`` or
   ``self.host.x``), never with ``getattr``/``hasattr``/``setattr`` on the host or the window;
   the protocol has at most :data:`MOST_HOST_MEMBERS` members and none is one of flyviz's
   widgets (features talk to the state, background calls, actions, docks and messages);
@@ -364,7 +364,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 # --------------------------------------------------------------------- the window host
-#: The most members :class:`~flyviz.app.window.host.WindowHost` may have.
+#: The most members :class:`~flyviz.app.base.host.WindowHost` may have.
 MOST_HOST_MEMBERS = 10
 #: Parts of the window that are no widget but that features must not drive either: the
 #: playback (the state's shown token is the bus).
@@ -511,7 +511,7 @@ def test_the_window_host_has_ten_members_at_most_and_no_widget():
 
     from PySide6.QtWidgets import QWidget
 
-    tree = TREES["flyviz.app.window.host"]
+    tree = TREES["flyviz.app.base.host"]
     members = host_members(tree)
     assert "state" in members and len(members) <= MOST_HOST_MEMBERS, sorted(members)
     classes = host_annotation_classes(tree)
@@ -524,7 +524,7 @@ def test_the_window_host_has_ten_members_at_most_and_no_widget():
 
 def test_the_features_reach_the_window_only_through_the_host():
     assert len(feature_modules()) >= 9
-    assert host_reach_ins(set(host_members(TREES["flyviz.app.window.host"]))) == []
+    assert host_reach_ins(set(host_members(TREES["flyviz.app.base.host"]))) == []
 
 
 def test_the_checks_find_what_they_are_meant_to_find():
@@ -615,33 +615,66 @@ def test_the_app_is_grouped_into_packages_and_only_the_window_reaches_the_langua
             assert not reached, f"{path.relative_to(SOURCE)} imports {reached}"
 
 
-#: The window's shared base: what the features of the app may import of ``flyviz.app.window``
-#: (the theme, background calls and jobs, actions, the run session, the host protocol). The
-#: rest of ``flyviz.app.window`` is the composition root (the main window, its layout, files,
-#: the export dialog, docks and controls), which imports the features, never the other way.
-WINDOW_SHARED_BASE = {f"flyviz.app.window.{name}" for name in
-                      ("theme", "background", "export_jobs", "actions", "session", "host")}
+#: The app's two ends: ``flyviz.app.window`` is the composition root (the main window, its
+#: layout, files, the export dialog, docks and controls), which installs every feature;
+#: ``flyviz.app.base`` is what every feature builds on (the theme, background calls and jobs,
+#: actions, the wheel guard, docks, the run session, the host protocol). Arrows run one way:
+#: window -> features -> base.
+APP_ROOT = "flyviz.app.window"
+APP_BASE = "flyviz.app.base"
 
 
-def features_importing_the_window(graph: dict[str, set[str]]) -> list[str]:
-    """Every run-time arrow from a module of the app outside ``flyviz.app.window`` to a
-    module of the window's composition root."""
+def _is_feature(module: str) -> bool:
+    """A module of one of the app's feature packages (``flyviz.app.<feature>``)."""
+    return _inside(module, "flyviz.app") and module.count(".") >= 2 \
+        and not _inside(module, APP_ROOT) and not _inside(module, APP_BASE) \
+        and module != "flyviz.app._testing"
+
+
+def features_importing_the_window(trees: dict[str, ast.AST]) -> list[str]:
+    """Every import of the composition root (``flyviz.app.window`` or a module of it) by a
+    feature, read off the syntax trees: at the top, inside functions and for the type
+    checker alike (a feature that names the window, even for a type, is built for it)."""
+    return sorted(f"{module}:{line} imports {target}" for module, tree in trees.items()
+                  if _is_feature(module)
+                  for line, target, _name in _imports(module, tree)
+                  if _inside(target, APP_ROOT))
+
+
+def base_importing_above_it(graph: dict[str, set[str]]) -> list[str]:
+    """Every run-time arrow (lazy imports included) from the app's base to the window or
+    to a feature."""
     return sorted(f"{module} -> {target}" for module, targets in graph.items()
-                  if _inside(module, "flyviz.app") and module != "flyviz.app"
-                  and not _inside(module, "flyviz.app.window")
-                  for target in targets
-                  if _inside(target, "flyviz.app.window") and target != "flyviz.app.window"
-                  and target not in WINDOW_SHARED_BASE)
+                  if _inside(module, APP_BASE) for target in targets
+                  if _inside(target, APP_ROOT) or _is_feature(target))
 
 
-def test_the_features_import_only_the_windows_shared_base():
-    graph = run_time_import_graph()
-    assert features_importing_the_window(graph) == []
-    # The check reads: a feature that reaches for the main window (lazily) is caught.
-    graph["flyviz.app.atlas.atlas_panel"] = graph["flyviz.app.atlas.atlas_panel"] | {
-        "flyviz.app.window.main_window", "flyviz.app.window.theme"}
-    assert features_importing_the_window(graph) == [
-        "flyviz.app.atlas.atlas_panel -> flyviz.app.window.main_window"]
+def test_the_features_never_import_the_window_and_the_base_imports_neither():
+    assert features_importing_the_window({m: TREES[m] for m in MODULES}) == []
+    assert base_importing_above_it(run_time_import_graph()) == []
+
+
+def test_the_app_layer_checks_find_a_feature_reaching_for_the_window():
+    planted = {
+        # lazily, from a function: caught
+        "flyviz.app.atlas.fake_lazy": ast.parse("def f():\n"
+                                                "    from flyviz.app.window import files\n"),
+        # for the type checker only: caught as well
+        "flyviz.app.lesion.fake_typed": ast.parse(
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from flyviz.app.window.main_window import MainWindow\n"),
+        # the base, and the window itself importing its own modules: fine
+        "flyviz.app.brain.fake_base": ast.parse("from flyviz.app.base import theme\n"),
+        "flyviz.app.window.fake_root": ast.parse("from flyviz.app.window import files\n"),
+    }
+    assert features_importing_the_window(planted) == [
+        "flyviz.app.atlas.fake_lazy:2 imports flyviz.app.window.files",
+        "flyviz.app.lesion.fake_typed:3 imports flyviz.app.window.main_window"]
+    graph = {"flyviz.app.base.fake": {"flyviz.app.brain.brain_view", "flyviz.app.window",
+                                      "flyviz.app.base.theme", "flyviz.viewer.state"}}
+    assert base_importing_above_it(graph) == [
+        "flyviz.app.base.fake -> flyviz.app.brain.brain_view",
+        "flyviz.app.base.fake -> flyviz.app.window"]
 
 
 def test_the_spiking_kinds_views_name_no_tokenizer_logits_or_top_k():

@@ -9,7 +9,7 @@ pytest.importorskip("pytestqt")
 imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
 
 from flyviz.app.window.export_dialog import ExportDialog  # noqa: E402
-from flyviz.app.window.export_jobs import ExportRunner  # noqa: E402
+from flyviz.app.base.export_jobs import ExportRunner  # noqa: E402
 from flyviz.export import ExportCancelled, ExportOptions  # noqa: E402
 from flyviz.model.layout import ball_layout  # noqa: E402
 from flyviz.record.frame import PHASE_GENERATION, Frame  # noqa: E402
@@ -223,7 +223,7 @@ def test_an_export_bug_is_named_as_one_and_logged(qtbot, tmp_path, monkeypatch, 
     outcomes = iter([(None, ExportError("cannot write .xyz files")),
                      (None, ZeroDivisionError("division by zero"))])
     monkeypatch.setattr(export_dialog, "run_export", lambda *a, **k: next(outcomes))
-    with caplog.at_level(logging.ERROR, logger="flyviz.app.window.export_jobs"):
+    with caplog.at_level(logging.ERROR, logger="flyviz.app.base.export_jobs"):
         for _ in range(2):
             assert export_dialog.run_export_dialog(parent, recording(2), ball_layout(N), "x",
                                                   tell=parent.show_message) is None

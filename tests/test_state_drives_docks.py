@@ -457,7 +457,7 @@ def test_the_atlas_card_is_the_states(window, qtbot, app_checkpoint, tmp_path): 
 
 
 def test_the_window_is_a_host_of_no_widget_but_itself(window):
-    """The window has every member :class:`~flyviz.app.window.host.WindowHost` names (at most ten:
+    """The window has every member :class:`~flyviz.app.base.host.WindowHost` names (at most ten:
     tests/test_architecture.py), and none of them is one of its widgets: a feature gets
     the state, the services and the window only as the parent of its dialogs."""
     import ast
@@ -465,7 +465,7 @@ def test_the_window_is_a_host_of_no_widget_but_itself(window):
 
     from PySide6.QtWidgets import QWidget
 
-    from flyviz.app.window import host
+    from flyviz.app.base import host
 
     tree = ast.parse(inspect.getsource(host))
     protocol = next(node for node in tree.body

@@ -85,7 +85,7 @@ def test_the_committed_tour_matches_the_app(tmp_path):
 def _the_analysis_graph_is_drawn(path: Path) -> None:
     """The analysis picture's Graph panel shows the traced graph: nodes in both flow colours
     (it was an empty plot: nothing had been traced before the picture)."""
-    from flyviz.app.window.theme import NEGATIVE, POSITIVE
+    from flyviz.app.base.theme import NEGATIVE, POSITIVE
 
     x, y, w, h = make_tour.REGIONS[path.name]["graph"]
     plot = pixels(path)[y:y + h, x:x + w].astype(int)

@@ -152,12 +152,12 @@ def run(args: argparse.Namespace) -> int:
 
     import vispy
 
-    from flyviz.app.window.gc_policy import install_gc_policy
+    from flyviz.app.base.gc_policy import install_gc_policy
 
-    install_gc_policy(app)      # collect on the GUI thread only (see flyviz.app.window.gc_policy)
+    install_gc_policy(app)      # collect on the GUI thread only (see flyviz.app.base.gc_policy)
     vispy.use(app="pyside6")
     from flyviz.app.window.main_window import MainWindow, install_excepthook
-    from flyviz.app.window.theme import apply_dark_theme
+    from flyviz.app.base.theme import apply_dark_theme
 
     apply_dark_theme(app)
     window = MainWindow(model_spec=args.model, start_prompt=args.prompt,

@@ -25,10 +25,10 @@ Threading rules (the app's; the README's *Architecture* section repeats them)
    never the recording a run still appends to.
 4. **Every background shutdown has a timeout.** Joins of engine, loader,
    export and background threads wait at most
-   :data:`flyviz.app.window.background.JOIN_TIMEOUT_S` and log the thread left
+   :data:`flyviz.app.base.background.JOIN_TIMEOUT_S` and log the thread left
    running instead of hanging the window's close.
 5. **One garbage-collection policy**, set once at app entry by
-   :func:`flyviz.app.window.gc_policy.install_gc_policy`: Python's automatic
+   :func:`flyviz.app.base.gc_policy.install_gc_policy`: Python's automatic
    collection is off and the UI thread collects once a second, so no
    collection starts in a worker and frees a Qt object there.
 """

@@ -22,7 +22,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from flyviz.analysis.atlas import Atlas, Context, NeuronCard, TokenScore
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.app.population.plot_axes import paint_on_demand
 from flyviz.model.errors import FlyvizError
 

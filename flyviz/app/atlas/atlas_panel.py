@@ -33,14 +33,14 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QGroupBox, QHBoxLayout, Q
 
 from flyviz.analysis.atlas import Atlas, AtlasError
 from flyviz.app.atlas.atlas_card import atlas_name
-from flyviz.app.window.background import ModelFileController
+from flyviz.app.base.background import ModelFileController
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError, InputError
 from flyviz.render.style import ColourLayer
 from flyviz.viewer.layers import ATLAS_STATISTICS, atlas_layer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
 
 #: Most neurons listed after a search (all of them are highlighted).
 MAX_LISTED = 2000

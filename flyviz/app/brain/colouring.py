@@ -17,7 +17,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QActionGroup
 
-from flyviz.app.window.actions import ActionRegistry
+from flyviz.app.base.actions import ActionRegistry
 from flyviz.model.errors import FlyvizError
 from flyviz.viewer.state import STATE, LayerBuilder, ViewerState
 

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QFormLayout, QHeaderView, QLabel, QTableWidget,
                                QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.app.atlas.atlas_card import AtlasCard
 from flyviz.app.brain.connectivity import Connectivity, Partner
 from flyviz.app.population.plot_axes import paint_on_demand

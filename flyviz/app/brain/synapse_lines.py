@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flyviz.app.window.theme import NEGATIVE, POSITIVE
+from flyviz.app.base.theme import NEGATIVE, POSITIVE
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.brain.brain_view import BrainView

@@ -56,8 +56,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFi
                                QProgressBar, QPushButton, QSlider, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from flyviz.app.window import theme
-from flyviz.app.window.background import CancellableProgress, Cancelled, JobFeature
+from flyviz.app.base import theme
+from flyviz.app.base.background import CancellableProgress, Cancelled, JobFeature
 from flyviz.analysis.circuit import TOLERANCE
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.model.errors import FlyvizError
@@ -68,10 +68,10 @@ from flyviz.viewer.run_config import InterventionLoan
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.circuit import CircuitResult, CircuitSettings, CurvePoint
     from flyviz.analysis.circuit_tasks import CircuitTask
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.model.checkpoint import Checkpoint
 
-#: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a search.
+#: The :class:`~flyviz.app.base.background.BackgroundCalls` purpose of a search.
 PURPOSE = "circuit"
 
 #: The highlight source of the circuit at the slider's k, and its line overlay source.

@@ -33,19 +33,19 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from flyviz.app.window import theme
-from flyviz.app.window.background import Cancelled, JobFeature
+from flyviz.app.base import theme
+from flyviz.app.base.background import Cancelled, JobFeature
 from flyviz.model.errors import FlyvizError
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.dynamics import Portrait
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.model.checkpoint import Checkpoint
 
 __all__ = ["DynamicsFeature", "DynamicsPanel", "MemoryPlot", "PURPOSE", "RadiusPlot",
            "install", "summary_lines"]
 
-#: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a measurement.
+#: The :class:`~flyviz.app.base.background.BackgroundCalls` purpose of a measurement.
 PURPOSE = "dynamics"
 #: The radius curve's colour, the memory curve's, the nulls' band.
 RADIUS_COLOUR = theme.ACCENT

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.record.compare import parted_at
 from flyviz.record.frame import PHASE_GENERATION
 from flyviz.record.recording import Recording

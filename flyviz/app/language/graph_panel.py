@@ -17,7 +17,7 @@ from PySide6.QtCore import QPoint, QPointF, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from flyviz.app.population.plot_axes import next_step
-from flyviz.app.window.theme import NEGATIVE, POSITIVE
+from flyviz.app.base.theme import NEGATIVE, POSITIVE
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.explain import Attribution

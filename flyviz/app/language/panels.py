@@ -17,7 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.app.population.plot_axes import paint_on_demand, spaced_axes
 from flyviz.app.language.compare_views import visible_token_text
 from flyviz.app.language.text_panel import TextPanel, TextToken, text_tokens

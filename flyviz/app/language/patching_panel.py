@@ -45,7 +45,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
-from flyviz.app.window.background import CancellableProgress, Cancelled, JobFeature
+from flyviz.app.base.background import CancellableProgress, Cancelled, JobFeature
 from flyviz.app.language.patching_heatmap import Heatmap, heatmap_colours
 from flyviz.model.errors import FlyvizError, InputError
 from flyviz.viewer.run_config import InterventionLoan
@@ -53,11 +53,11 @@ from flyviz.viewer.run_config import InterventionLoan
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.causal import CausalTrace, TraceCell
     from flyviz.analysis.sweep import Group
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.model.checkpoint import Checkpoint
     from flyviz.model.patching import Patch
 
-#: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a trace.
+#: The :class:`~flyviz.app.base.background.BackgroundCalls` purpose of a trace.
 PURPOSE = "patching"
 
 #: The highlight source name of the clicked cell's group.

@@ -25,7 +25,7 @@ from PySide6.QtGui import (QAction, QColor, QContextMenuEvent, QFont, QMouseEven
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from flyviz.app.language.compare_views import comparison_html, visible_token_text
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.record.frame import PHASE_GENERATION
 from flyviz.record.recording import Recording
 

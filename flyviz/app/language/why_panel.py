@@ -43,7 +43,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
                                QSlider, QVBoxLayout, QWidget)
 
-from flyviz.app.window.background import JobFeature
+from flyviz.app.base.background import JobFeature
 from flyviz.app.language.graph_panel import GraphPanel, graph_rows
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.record.trace import trace
@@ -51,14 +51,14 @@ from flyviz.render.style import ColourLayer
 from flyviz.viewer.flow import FLOW, flow_layer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.export import ExportOptions
     from flyviz.model.explain import Attribution
     from flyviz.model.explain_graph import Graph
     from flyviz.record.runner import Model
     from flyviz.viewer.feature_parts import WhyPart
 
-#: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a trace.
+#: The :class:`~flyviz.app.base.background.BackgroundCalls` purpose of a trace.
 PURPOSE = "why"
 
 #: Steps back a trace sweeps (the lag slider's range); longer runs keep their last ones.
@@ -396,7 +396,7 @@ class WhyFeature(JobFeature):
             path = self._ask_movie_path()
             if path is None:
                 return None
-        from flyviz.app.window.export_jobs import report_export, run_flow_export
+        from flyviz.app.base.export_jobs import report_export, run_flow_export
         from flyviz.export import ExportOptions
 
         options = options or ExportOptions(size=(1280, 720), fps=4.0, hold_seconds=1.0,

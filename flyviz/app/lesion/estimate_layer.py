@@ -13,7 +13,7 @@ own ``ΔCE_est``. In the app:
   importance colours as the group map (:func:`importance_colours`: log10 or
   linear from 0 to the largest);
 * :func:`compute_estimate` computes the estimate over a text file (in the
-  background, as a :class:`~flyviz.app.window.background.BackgroundJob` of purpose
+  background, as a :class:`~flyviz.app.base.background.BackgroundJob` of purpose
   :data:`COMPUTE`: progress, Cancel), on the groups of the open map, and
   measures it against the map when the map was made on the same text;
 * :class:`EstimateSection` is the dock's part for it: what is open, the
@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QProgressBar, QPushButton, Q
                                QWidget)
 
 from flyviz.analysis.sweep import SweepError
-from flyviz.app.window.background import CancellableProgress, Cancelled, ModelFileController
+from flyviz.app.base.background import CancellableProgress, Cancelled, ModelFileController
 from flyviz.model.errors import InputError
 from flyviz.render.style import ColourLayer
 from flyviz.viewer.layers import ESTIMATE, importance_colours
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.sweep import LesionMap
     from flyviz.model.checkpoint import Checkpoint
 
-#: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a computed estimate.
+#: The :class:`~flyviz.app.base.background.BackgroundCalls` purpose of a computed estimate.
 COMPUTE = "estimate-compute"
 
 #: The extensions of the per-neuron table.
@@ -191,7 +191,7 @@ class EstimateController(ModelFileController):
     Signals
     -------
     opened(estimate), closed(note)
-        See :class:`~flyviz.app.window.background.ModelFileController`.
+        See :class:`~flyviz.app.base.background.ModelFileController`.
     failed(message)
         An estimate could not be opened (one line).
     """

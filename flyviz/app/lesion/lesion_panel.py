@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxL
                                QVBoxLayout, QWidget)
 
 from flyviz.analysis.sweep import GroupResult, LesionMap
-from flyviz.app.window.background import BackgroundJob, ModelFileController
+from flyviz.app.base.background import BackgroundJob, ModelFileController
 from flyviz.app.lesion.estimate_layer import (COMPUTE, ESTIMATE, EstimateController, EstimatedLesions,
                                        EstimateSection, compute_estimate, estimate_layer)
 from flyviz.model.checkpoint import Checkpoint
@@ -51,7 +51,7 @@ from flyviz.viewer.run_config import InterventionLoan
 from flyviz.viewer.layers import importance_layer as _importance_colours
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
 
 #: The highlight source name of the selected group (see :class:`~flyviz.viewer.highlight.Highlights`).
 HIGHLIGHT = "lesion"

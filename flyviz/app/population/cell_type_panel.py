@@ -19,7 +19,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from flyviz.analysis.population import group_time_courses
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.app.population.population_plots import colour_table, drawn_length, population_plot, shown_states
 from flyviz.record.recording import Recording
 

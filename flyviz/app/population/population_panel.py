@@ -33,13 +33,13 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from flyviz.analysis.population import (RasterPooler, RowOrder, anatomy_order,
                                         importance_order, similarity_order)
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.app.population.cell_type_panel import CellTypePanel
 from flyviz.app.population.population_plots import colour_table, drawn_length, population_plot, shown_states
 from flyviz.record.recording import Recording
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.viewer.state import ViewerState
 
 __all__ = ["CELL_TYPE_HIGHLIGHT", "CellTypePanel", "PopulationFeature", "REFRESH_HZ",
@@ -352,7 +352,7 @@ class WholeBrainRaster(QWidget):
 class PopulationFeature(QObject):
     """The two population docks wired to the window's viewer state."""
 
-    #: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of the similarity sort.
+    #: The :class:`~flyviz.app.base.background.BackgroundCalls` purpose of the similarity sort.
     SORT = "population-sort"
 
     def __init__(self, host: "WindowHost") -> None:

@@ -50,7 +50,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QToo
                                QVBoxLayout, QWidget)
 
 from flyviz.analysis.population import Trajectory, principal_trajectory
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 from flyviz.app.population.population_panel import Coalescer
 from flyviz.app.population.trajectory_view import MARKER_COLOUR, PathView, TrajectoryPath
 from flyviz.model.errors import FlyvizError
@@ -58,7 +58,7 @@ from flyviz.record.recording import Recording
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.atlas import Atlas
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.viewer.state import ViewerState
 
 __all__ = ["AXES_CHOICES", "MARKER_COLOUR", "MAX_FIT_TOKENS", "NO_ATLAS", "PATH_COLOURS",
@@ -303,7 +303,7 @@ class TrajectoryPanel(QWidget):
 class TrajectoryFeature(QObject):
     """The Trajectory dock wired to the window's viewer state (see the module's notes)."""
 
-    #: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a fit.
+    #: The :class:`~flyviz.app.base.background.BackgroundCalls` purpose of a fit.
     FIT = "trajectory-fit"
 
     def __init__(self, host: "WindowHost") -> None:

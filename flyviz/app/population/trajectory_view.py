@@ -20,7 +20,7 @@ from PySide6.QtGui import (QBrush, QColor, QMouseEvent, QPainter, QPaintEvent, Q
                            QWheelEvent)
 from PySide6.QtWidgets import QWidget
 
-from flyviz.app.window import theme
+from flyviz.app.base import theme
 
 __all__ = ["MARKER_COLOUR", "PICK_RADIUS_PX", "PathView", "TrajectoryPath"]
 

@@ -40,7 +40,7 @@ from flyviz.model.selection import neuron_index
 from flyviz.viewer.layers import DELTA
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
 
 #: Kinds that take a number, with its label, range and default.
 VALUES = {"clamp": ("value", -0.99, 0.99, 0.5), "stimulate": ("amount", -10.0, 10.0, 1.0),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from flyviz.app.window.background import join_thread, wait_qthread
+from flyviz.app.base.background import join_thread, wait_qthread
 from flyviz.app.brain.connectivity import Connectivity
 from flyviz.app.runs.worker import engine_threads
 from flyviz.model.checkpoint import Anatomy, Checkpoint

@@ -3,7 +3,7 @@
 :class:`RunController` is the window's :class:`flyviz.runs.Runs` (the one way
 every host starts a run of any kind of model, through the model's kind) over one engine
 thread (:class:`~flyviz.app.runs.worker.EngineThread`), with what the window adds: the
-:class:`~flyviz.app.window.session.Session` that says which frame is shown, the replay
+:class:`~flyviz.app.base.session.Session` that says which frame is shown, the replay
 timer that walks through a finished recording, and Qt signals. The window only forwards
 user actions to it and shows what it reports; tests drive it with no window at all.
 
@@ -32,7 +32,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from flyviz.app.runs.worker import PAUSED, RUNNING, EngineThread
-from flyviz.app.window.session import Session
+from flyviz.app.base.session import Session
 from flyviz.model.errors import FlyvizError
 from flyviz.model.interventions import ResolvedInterventions
 from flyviz.record.compare import MODES

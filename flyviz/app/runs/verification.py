@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from flyviz.app.window.background import wait_qthread
+from flyviz.app.base.background import wait_qthread
 from flyviz import __version__
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.checks import FAIL, PASS

@@ -350,7 +350,7 @@ class EngineThread(QObject):
         else:
             self.worker.shutdown()
         self.qthread.quit()
-        from flyviz.app.window.background import wait_qthread
+        from flyviz.app.base.background import wait_qthread
 
         return wait_qthread(self.qthread, f"the engine thread {self.qthread.objectName()!r}",
                             timeout_ms / 1000.0)

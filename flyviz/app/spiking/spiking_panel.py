@@ -37,14 +37,14 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayo
                                QLineEdit, QMainWindow, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from flyviz.app.window.background import BackgroundJob
+from flyviz.app.base.background import BackgroundJob
 
 from flyviz.kinds.spiking import SPIKING, SPIKING_KEY, SpikingModel, SpikingRunSettings, Stimulus
 from flyviz.runs import PAUSED, RUNNING
 from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.record.recording import Recording
     from flyviz.runs import Run
 

@@ -29,12 +29,12 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayo
                                QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from flyviz.app.window.background import BackgroundJob, CancellableProgress, Cancelled
+from flyviz.app.base.background import BackgroundJob, CancellableProgress, Cancelled
 from flyviz.kinds.spiking import SPIKING_KEY, SpikingModel
 from flyviz.viewer.layers import SCREEN, ScreenEffect
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.spiking.brain import SpikingBrain
     from flyviz.spiking.screen import NeuronSet, ScreenResult, ScreenSettings
 
@@ -46,7 +46,7 @@ SCREEN_KINDS = (SPIKING_KEY,)
 #: The two sources of a screen's sets.
 EACH_NEURON = "each neuron of"
 SETS_FILE = "sets file"
-#: The :class:`~flyviz.app.window.background.BackgroundCalls` purpose of a screen.
+#: The :class:`~flyviz.app.base.background.BackgroundCalls` purpose of a screen.
 PURPOSE = "spiking-screen"
 #: The most sets whose pairs the dock runs (50: 1,225 pairs).
 MAX_PAIRS_OF = 50

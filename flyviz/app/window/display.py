@@ -2,7 +2,7 @@
 
 Data flow, in one direction:
 
-* the run controller appends frames to the :class:`~flyviz.app.window.session.Session`
+* the run controller appends frames to the :class:`~flyviz.app.base.session.Session`
   and moves its shown index (cheap: no drawing happens there);
 * a display-rate timer (:class:`DisplayController`) notices that the shown
   frame changed and hands it to the brain view and to every registered view
@@ -29,7 +29,7 @@ from typing import Protocol
 import numpy as np
 from PySide6.QtCore import QObject, QTimer
 
-from flyviz.app.window.session import Session
+from flyviz.app.base.session import Session
 from flyviz.record.recording import Recording
 from flyviz.render.style import ColourLayer, recorded_state
 

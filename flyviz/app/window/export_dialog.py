@@ -1,7 +1,7 @@
 """File → Export movie: choose range, size, frame rate, quality, format and orbit, then export.
 
 The export itself runs in the background behind a cancellable progress dialog
-(:mod:`flyviz.app.window.export_jobs`, which features use too). The dialog is the window's
+(:mod:`flyviz.app.base.export_jobs`, which features use too). The dialog is the window's
 own (the composition root's): no feature imports it.
 """
 
@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QMessageBox, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from flyviz.app.window.export_jobs import report_export, run_export
+from flyviz.app.base.export_jobs import report_export, run_export
 from flyviz.export import ExportOptions
 from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy

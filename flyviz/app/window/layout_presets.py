@@ -22,7 +22,7 @@ from PySide6.QtCore import QByteArray, QObject, QSettings, Qt
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QTabWidget
 
-from flyviz.app.window.actions import ActionRegistry
+from flyviz.app.base.actions import ActionRegistry
 from flyviz.app.window.dock_kinds import DockKinds
 
 __all__ = ["KNOWN_DOCKS", "LAYOUT_VERSION", "PRESETS", "LayoutPresets", "prepare_window"]

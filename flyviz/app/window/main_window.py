@@ -7,7 +7,7 @@ The window assembles parts that each do one job and can be used without it:
   frames and says which one is shown (run, pause, step, replay, scrub);
 * :class:`~flyviz.app.window.display.DisplayController` keeps the brain and every
   panel on the shown frame at display rate;
-* :class:`~flyviz.app.window.actions.ActionRegistry` holds the commands, shortcuts and menus;
+* :class:`~flyviz.app.base.actions.ActionRegistry` holds the commands, shortcuts and menus;
 * :class:`~flyviz.app.window.files.FileController` reads and writes recordings,
   screenshots and movies.
 
@@ -22,7 +22,7 @@ action goes to which part. A new dock is :meth:`MainWindow.add_dock` plus
 :meth:`~flyviz.app.window.display.DisplayController.add_view` if it follows the shown frame.
 A new feature (a dock with its menus, colourings and highlights) is one entry
 in :data:`FEATURES`: ``install(host)`` gets the window as a
-:class:`~flyviz.app.window.host.WindowHost` and nothing more; :meth:`MainWindow._wire_features`
+:class:`~flyviz.app.base.host.WindowHost` and nothing more; :meth:`MainWindow._wire_features`
 connects features to each other.
 
 About 800 lines on purpose: it is the one place that says which dock,
@@ -47,7 +47,7 @@ from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app.atlas import atlas_panel
 from flyviz.app.circuit import circuit_panel
 from flyviz.app.window.status_bar import Readout, StatusBar
-from flyviz.app.window.wheel import guard_dock_wheels
+from flyviz.app.base.wheel import guard_dock_wheels
 from flyviz.app.dynamics import dynamics_panel
 from flyviz.app.runs import interventions_dock
 from flyviz.app.lesion import lesion_panel
@@ -55,8 +55,9 @@ from flyviz.app.language import patching_panel, why_panel
 from flyviz.app.population import population_panel, trajectory_panel
 from flyviz.app.spiking import spiking_panel, spiking_screen_panel
 from flyviz.app.window import window_layout
-from flyviz.app.window.actions import SHORTCUTS, ActionRegistry
-from flyviz.app.window.background import BackgroundCalls
+from flyviz.app.base.actions import SHORTCUTS, ActionRegistry
+from flyviz.app.base.background import BackgroundCalls
+from flyviz.app.base.docks import Docks
 from flyviz.app.brain.brain_view import BrainView
 from flyviz.app.brain.colouring import ColourBy
 from flyviz.app.brain.connectivity import Connectivity
@@ -76,7 +77,7 @@ from flyviz.app.population.state_panels import RasterPanel
 from flyviz.app.runs.run_control import RUNNING, RunController, events_per_second
 from flyviz.app.runs.verification import VerificationController
 from flyviz.app.brain.neuron_pick import BrainPicks
-from flyviz.app.window.window_features import Docks, FeatureWindow, follow_feature_fields
+from flyviz.app.window.window_features import FeatureWindow, follow_feature_fields
 from flyviz.kinds import LANGUAGE
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError
@@ -99,7 +100,7 @@ LM = LANGUAGE_KINDS
 #: The window's features, installed in this order: ``(name, install(host) -> feature,
 #: kinds)``, ``kinds`` the model kinds (:mod:`flyviz.kinds` keys) whose models its docks
 #: serve (a row of two: the Fly LLM's). Each reaches the window only through
-#: :class:`~flyviz.app.window.host.WindowHost`.
+#: :class:`~flyviz.app.base.host.WindowHost`.
 FEATURES = (("atlas", atlas_panel.install, LM), ("lesions", lesion_panel.install, LM),
             ("interventions", interventions_dock.install, LM),
             ("population", population_panel.install, LM), ("why", why_panel.install, LM),
@@ -424,7 +425,7 @@ class MainWindow(FeatureWindow):
     # ================================================================= state, for tests and tools
     @property
     def session(self):
-        """The :class:`~flyviz.app.window.session.Session` every view reads."""
+        """The :class:`~flyviz.app.base.session.Session` every view reads."""
         return self.runs.session
 
     @property
@@ -851,7 +852,7 @@ class MainWindow(FeatureWindow):
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
 
     def _a_main_window_is_a_host(window: MainWindow) -> WindowHost:
         """mypy checks here that the window has every member the feature protocol names."""

@@ -1,8 +1,8 @@
 """The window's side of the feature protocol: docks, services and the feature registry.
 
 :class:`FeatureWindow` is the part of :class:`~flyviz.app.window.main_window.MainWindow`
-that :class:`~flyviz.app.window.host.WindowHost` promises features beyond the shared
-objects: its docks (:class:`Docks`: adding one, putting it beside others, showing
+that :class:`~flyviz.app.base.host.WindowHost` promises features beyond the shared
+objects: its docks (:class:`~flyviz.app.base.docks.Docks`: adding one, putting it beside others, showing
 one), installing features (:meth:`FeatureWindow.register_feature`) and wiring them
 to each other (:meth:`FeatureWindow._wire_features`); and the window's widgets as
 views of what features write to the state (:func:`follow_feature_fields`).
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
+from flyviz.app.base.docks import Docks
 from flyviz.app.window.dock_kinds import DockKinds
 from flyviz.kinds.language import LANGUAGE_KEY
 
@@ -23,13 +24,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.atlas.atlas_panel import AtlasFeature
     from flyviz.app.brain.brain_view import BrainView
     from flyviz.app.brain.inspector import NeuronInspector
-    from flyviz.app.window.host import WindowHost
+    from flyviz.app.base.host import WindowHost
     from flyviz.app.runs.interventions_dock import InterventionsFeature
     from flyviz.app.lesion.lesion_panel import LesionFeature
     from flyviz.app.language.text_panel import TextPanel
     from flyviz.viewer.state import ViewerState
 
-__all__ = ["Docks", "FeatureWindow", "follow_feature_fields"]
+__all__ = ["FeatureWindow", "follow_feature_fields"]
 
 
 def follow_feature_fields(state: "ViewerState", brain: "BrainView", text_panel: "TextPanel",
@@ -56,44 +57,8 @@ def follow_feature_fields(state: "ViewerState", brain: "BrainView", text_panel: 
     events.atlas.connect(show_atlas)
 
 
-class Docks(dict[str, QDockWidget]):
-    """The window's docks by key, and what a feature does with docks: add one, put it in a
-    tab beside another, show it.
-
-    Parameters
-    ----------
-    window
-        The window the docks live in.
-    """
-
-    def __init__(self, window: "FeatureWindow") -> None:
-        super().__init__()
-        self._window = window
-
-    def add(self, key: str, title: str, widget: QWidget, area: Qt.DockWidgetArea,
-            scroll: bool = False) -> QDockWidget:
-        """A new dock ``key`` holding ``widget`` (listed in View)."""
-        return self._window.add_dock(key, title, widget, area, scroll)
-
-    def tabify(self, beside: str, dock: QDockWidget, keep_front: bool = True) -> None:
-        """Put ``dock`` in a tab beside the dock ``beside`` (which stays in front if
-        ``keep_front``)."""
-        self._window.tabifyDockWidget(self[beside], dock)
-        if keep_front:
-            self[beside].raise_()
-
-    def show(self, dock: QDockWidget, height_fraction: float | None = None) -> None:
-        """Show ``dock`` in front, as tall as ``height_fraction`` of the window if given."""
-        dock.show()
-        dock.raise_()
-        if height_fraction is not None:
-            window = self._window
-            window.resizeDocks([dock], [int(window.height() * height_fraction)],
-                               Qt.Orientation.Vertical)
-
-
 class FeatureWindow(QMainWindow):
-    """A main window that hosts features (see :class:`~flyviz.app.window.host.WindowHost`)."""
+    """A main window that hosts features (see :class:`~flyviz.app.base.host.WindowHost`)."""
 
     #: The window's docks by key, with what features do with them (filled by the window).
     docks: Docks
@@ -117,7 +82,7 @@ class FeatureWindow(QMainWindow):
     def register_feature(self, name: str, install: Callable[[WindowHost], Any],
                          kinds: tuple[str, ...] = (LANGUAGE_KEY,)) -> Any:
         """Install a feature: ``install(host)`` with this window as its
-        :class:`~flyviz.app.window.host.WindowHost`; it is then ``window.features[name]``.
+        :class:`~flyviz.app.base.host.WindowHost`; it is then ``window.features[name]``.
 
         ``kinds``: the model kinds its docks serve (:mod:`flyviz.kinds` keys, or
         :data:`~flyviz.kinds.EVERY_KIND`); by default the Fly LLM's, which every

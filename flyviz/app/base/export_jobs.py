@@ -23,7 +23,7 @@ import numpy as np
 from PySide6.QtCore import QEventLoop, QObject, Qt, QThread, Signal, Slot
 from PySide6.QtWidgets import QProgressDialog, QWidget
 
-from flyviz.app.window.background import wait_qthread
+from flyviz.app.base.background import wait_qthread
 from flyviz.export import ExportCancelled, ExportOptions, export_recording, export_state
 from flyviz.export.flow import make_flow_renderer
 from flyviz.export.movie import make_renderer, state_renderer

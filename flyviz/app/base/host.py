@@ -26,11 +26,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QWidget
 
-    from flyviz.app.window.actions import ActionRegistry
-    from flyviz.app.window.background import BackgroundCalls
+    from flyviz.app.base.actions import ActionRegistry
+    from flyviz.app.base.background import BackgroundCalls
+    from flyviz.app.base.docks import Docks
     from flyviz.app.brain.colouring import ColourBy
     from flyviz.app.runs.model_control import ModelController
-    from flyviz.app.window.window_features import Docks
     from flyviz.runs import Runs
     from flyviz.viewer.state import ViewerState
 
@@ -45,7 +45,7 @@ class WindowHost(Protocol):
     state: "ViewerState"
     #: Where features keep their folders and options between sessions.
     settings: "QSettings"
-    #: Slow calls off the UI thread (see :mod:`flyviz.app.window.background`).
+    #: Slow calls off the UI thread (see :mod:`flyviz.app.base.background`).
     background: "BackgroundCalls"
     #: Commands, shortcuts and menus.
     actions_registry: "ActionRegistry"

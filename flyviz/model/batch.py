@@ -31,7 +31,7 @@ Speed (``flyviz bench --batch 64``): the product reads each source row of ``X``
 On the development machine (2 cores), a full-size graph and 64 columns took
 ~103 ms with scipy's kernel and ~39 ms with the compiled one on one thread.
 The readout is a GEMM; BLAS stays in the stepping thread during a step (see
-:class:`~flyviz.model.engine._SingleThreadedBlas`), since the row blocks of
+:class:`~flyviz.model.engine_core._SingleThreadedBlas`), since the row blocks of
 the product have their own threads.
 """
 

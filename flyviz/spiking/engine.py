@@ -209,8 +209,14 @@ def _widest_vectors(typingctx: object) -> tuple[object, Callable[..., object]]:
     at a time instead of 8. The same operations in the same order, so the same rounding."""
     def codegen(context: object, builder: object, signature: object, args: object) -> object:
         # a string attribute that llvmlite's attribute set does not list: added as the
-        # set it is (written into the function's definition as it stands)
-        set.add(builder.function.attributes, '"prefer-vector-width"="512"')  # type: ignore[attr-defined]
+        # set it is (written into the function's definition as it stands). An llvmlite
+        # whose attribute set is something else keeps LLVM's default width: the same
+        # results, only the narrower vectors.
+        try:
+            set.add(builder.function.attributes,  # type: ignore[attr-defined]
+                    '"prefer-vector-width"="512"')
+        except (TypeError, AttributeError):
+            pass
         return context.get_dummy_value()  # type: ignore[attr-defined]
 
     return numba.types.void(), codegen

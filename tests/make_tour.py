@@ -74,6 +74,23 @@ def _settle(rounds: int = 30) -> None:
         time.sleep(0.01)
 
 
+def _background_done(win, timeout_s: float = 120.0) -> None:
+    """Wait until the window's background computations have ended and their results are
+    drawn (the Cell types panel's table and its sort, started by the layout's refresh): on a
+    loaded machine they end after the layout has settled, and a picture taken before shows
+    the panel half done."""
+    from qt_barriers import background_delivered
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        background_delivered(win.background, timeout_s)
+        _settle(5)                  # a delivered result may start the next computation
+        if not any(thread.is_alive() for thread in list(win.background._threads)):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("the tour timed out waiting for the window's background work")
+
+
 def region(win, widget) -> tuple[int, int, int, int]:
     """Where ``widget`` lies in a picture of ``win`` (``win.grab()``), in the picture's pixels."""
     top_left = widget.mapTo(win, widget.rect().topLeft())
@@ -121,7 +138,12 @@ def _window_pictures(app, out: Path, settings_dir: Path) -> list[Path]:
             _wait(lambda: win.size() == QSize(*WINDOW_SIZE), "the window's size")
             _settle()
             win.refresh_panels()
+            # The Cell types panel sorts its rows again whenever a live run has doubled since
+            # its last sort, so its order depends on how fast the run streamed in; sorted once
+            # more over the whole run, the picture does not.
+            win.features["population"].cell_types.redraw()
             _settle()
+            _background_done(win)
             path = out / f"window-{name}.png"
             win.grab().save(str(path))
             REGIONS[path.name] = {"graph": region(win, win.features["why"].graph_panel.plot)}

@@ -529,6 +529,7 @@ def test_the_hub_dataset_is_fetched_as_data_only(malecns, monkeypatch, capsys):
         return str(malecns)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)   # an online hub that says 404
     code, out, _ = cli_run(capsys, "info", "fernandofernandes/fly-connectome-malecns-166k@v1")
     assert code == 0 and "populations   retina 20" in out
     repo, options = calls[-1]

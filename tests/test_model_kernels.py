@@ -67,6 +67,24 @@ def test_the_compiled_kernel_matches_a_float64_product_on_awkward_rows():
         np.testing.assert_allclose(out["llvm"], exact, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("rows", [1, 8, 9, 16, 17, 24, 40])
+def test_the_compiled_kernel_pairs_slices_of_any_count(rows):
+    """Slices run in pairs, the first at least as wide as the second: an odd count of
+    slices, a partly filled last slice and pairs of unequal widths give scipy's bits."""
+    _llvm_or_skip()
+    rng = np.random.default_rng(rows)
+    lengths = rng.integers(0, 40, rows)
+    lengths[rng.integers(0, rows)] = 300  # one long row: its slice's partner is far shorter
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    indices = rng.integers(0, 500, indptr[-1]).astype(np.int32)
+    data = rng.standard_normal(indptr[-1]).astype(np.float32)
+    x = rng.standard_normal(500).astype(np.float32)
+    out = {k: np.full(rows, np.nan, dtype=np.float32) for k in kernels.KERNELS}
+    for kind in kernels.KERNELS:
+        kernels.make_block(kind, indptr, indices, data, 500).matvec(x, out[kind])
+    np.testing.assert_array_equal(out["llvm"].view(np.uint32), out["scipy"].view(np.uint32))
+
+
 def test_each_kernel_is_bit_identical_across_threads_and_blocks():
     ckpt = _checkpoint(9, np.uint16)
     for kernel in kernels.KERNELS:

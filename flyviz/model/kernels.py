@@ -17,7 +17,10 @@ Two kernels, bit-for-bit the same results:
     products in CSR order with separate multiply and add, exactly as scipy
     does, so the sums are identical; padding lanes are masked and add +0.
     Rows are sorted by length (longest first) before slicing, which keeps
-    the padding to a fraction of a percent. It is called through ctypes,
+    the padding to a fraction of a percent. Slices run two at a time, so
+    that two independent chains of adds are in flight (one slice's adds wait
+    on each other; measured ~10% faster than one slice at a time on the
+    full-size graph, same bits). It is called through ctypes,
     which releases the GIL, so the engine's threads and background overlap
     work as with scipy. Source indices are 16-bit when the graph has at most
     65,536 neurons (6 bytes per edge instead of 8). The layout is a copy of
@@ -92,54 +95,115 @@ class CsrBlock:
 
 
 # One function per source-index type, {w} lanes. Per slice s: one row per lane,
-# `slen` their lengths, edge e of a row at sptr[s] + {w} * e + lane. No fast-math
-# flags anywhere: the multiply and the add are rounded separately, as in scipy's loop.
+# `slen` their lengths, edge e of a row at sptr[s] + {w} * e + lane. Slices go in pairs
+# (2q, 2q + 1), the first at least as wide as the second (rows are sorted longest
+# first), so that two independent sums are in flight: one slice's additions wait on
+# each other (the add's latency), the other's fill that wait. The pair runs together
+# over the second slice's width, then the first runs on alone. `nslices` is even (the
+# layout pads with an empty slice). No fast-math flags anywhere: the multiply and the
+# add are rounded separately, as in scipy's loop, and each lane adds its row's products
+# in CSR order from +0.
 _IR_TEMPLATE = r"""
 define void @sell{w}_{ity}(i64 %nslices, ptr noalias %sptr, ptr noalias %slen,
                         ptr noalias %sidx, ptr noalias %sval, ptr noalias %x,
                         ptr noalias %out) nounwind {{
 entry:
-  %any = icmp sgt i64 %nslices, 0
-  br i1 %any, label %slice, label %done
-slice:
-  %s = phi i64 [0, %entry], [%s1, %store]
-  %plo = getelementptr i64, ptr %sptr, i64 %s
-  %lo = load i64, ptr %plo, align 8
-  %s1 = add i64 %s, 1
-  %pnext = getelementptr i64, ptr %sptr, i64 %s1
-  %hi = load i64, ptr %pnext, align 8
-  %ow = mul i64 %s, {w}
-  %pl = getelementptr i32, ptr %slen, i64 %ow
-  %lens = load <{w} x i32>, ptr %pl, align 4
-  %nonempty = icmp ult i64 %lo, %hi
-  br i1 %nonempty, label %edge, label %store
-edge:
-  %off = phi i64 [%lo, %slice], [%off1, %edge]
-  %e = phi i32 [0, %slice], [%e1, %edge]
-  %acc = phi <{w} x float> [zeroinitializer, %slice], [%acc1, %edge]
+  %npairs = lshr i64 %nslices, 1
+  %any = icmp ugt i64 %npairs, 0
+  br i1 %any, label %pair, label %done
+pair:
+  %q = phi i64 [0, %entry], [%q1, %store]
+  %sa = shl i64 %q, 1
+  %sb = add i64 %sa, 1
+  %sc = add i64 %sa, 2
+  %q1 = add i64 %q, 1
+  %ppa = getelementptr i64, ptr %sptr, i64 %sa
+  %loa = load i64, ptr %ppa, align 8
+  %ppb = getelementptr i64, ptr %sptr, i64 %sb
+  %lob = load i64, ptr %ppb, align 8
+  %ppc = getelementptr i64, ptr %sptr, i64 %sc
+  %hib = load i64, ptr %ppc, align 8
+  %owa = mul i64 %sa, {w}
+  %owb = add i64 %owa, {w}
+  %pla = getelementptr i32, ptr %slen, i64 %owa
+  %lensa = load <{w} x i32>, ptr %pla, align 4
+  %plb = getelementptr i32, ptr %slen, i64 %owb
+  %lensb = load <{w} x i32>, ptr %plb, align 4
+  %nb = sub i64 %hib, %lob
+  %jend = add i64 %loa, %nb
+  %joint = icmp ult i64 %loa, %jend
+  br i1 %joint, label %both, label %alone
+both:
+  %offa = phi i64 [%loa, %pair], [%offa1, %both]
+  %offb = phi i64 [%lob, %pair], [%offb1, %both]
+  %e = phi i32 [0, %pair], [%e1, %both]
+  %acca = phi <{w} x float> [zeroinitializer, %pair], [%acca1, %both]
+  %accb = phi <{w} x float> [zeroinitializer, %pair], [%accb1, %both]
   %ev0 = insertelement <{w} x i32> poison, i32 %e, i64 0
   %ev = shufflevector <{w} x i32> %ev0, <{w} x i32> poison, <{w} x i32> zeroinitializer
-  %live = icmp ult <{w} x i32> %ev, %lens
-  %pv = getelementptr float, ptr %sval, i64 %off
-  %v = load <{w} x float>, ptr %pv, align 4
-  %pi = getelementptr {ity}, ptr %sidx, i64 %off
-  %iv = load <{w} x {ity}>, ptr %pi, align {ialign}
-  %iz = zext <{w} x {ity}> %iv to <{w} x i64>
-  %ptrs = getelementptr float, ptr %x, <{w} x i64> %iz
-  %g = call <{w} x float> @llvm.masked.gather.v{w}f32.v{w}p0(
-           <{w} x ptr> %ptrs, i32 4, <{w} x i1> %live, <{w} x float> zeroinitializer)
-  %p = fmul <{w} x float> %v, %g
-  %acc1 = fadd <{w} x float> %acc, %p
-  %off1 = add i64 %off, {w}
+  %livea = icmp ult <{w} x i32> %ev, %lensa
+  %liveb = icmp ult <{w} x i32> %ev, %lensb
+  %pva = getelementptr float, ptr %sval, i64 %offa
+  %va = load <{w} x float>, ptr %pva, align 4
+  %pia = getelementptr {ity}, ptr %sidx, i64 %offa
+  %iva = load <{w} x {ity}>, ptr %pia, align {ialign}
+  %iza = zext <{w} x {ity}> %iva to <{w} x i64>
+  %ptrsa = getelementptr float, ptr %x, <{w} x i64> %iza
+  %ga = call <{w} x float> @llvm.masked.gather.v{w}f32.v{w}p0(
+           <{w} x ptr> %ptrsa, i32 4, <{w} x i1> %livea, <{w} x float> zeroinitializer)
+  %pa = fmul <{w} x float> %va, %ga
+  %acca1 = fadd <{w} x float> %acca, %pa
+  %pvb = getelementptr float, ptr %sval, i64 %offb
+  %vb = load <{w} x float>, ptr %pvb, align 4
+  %pib = getelementptr {ity}, ptr %sidx, i64 %offb
+  %ivb = load <{w} x {ity}>, ptr %pib, align {ialign}
+  %izb = zext <{w} x {ity}> %ivb to <{w} x i64>
+  %ptrsb = getelementptr float, ptr %x, <{w} x i64> %izb
+  %gb = call <{w} x float> @llvm.masked.gather.v{w}f32.v{w}p0(
+           <{w} x ptr> %ptrsb, i32 4, <{w} x i1> %liveb, <{w} x float> zeroinitializer)
+  %pb = fmul <{w} x float> %vb, %gb
+  %accb1 = fadd <{w} x float> %accb, %pb
+  %offa1 = add i64 %offa, {w}
+  %offb1 = add i64 %offb, {w}
   %e1 = add i32 %e, 1
-  %more = icmp ult i64 %off1, %hi
-  br i1 %more, label %edge, label %store
+  %more = icmp ult i64 %offa1, %jend
+  br i1 %more, label %both, label %alone
+alone:
+  %ta0 = phi i64 [%loa, %pair], [%offa1, %both]
+  %te0 = phi i32 [0, %pair], [%e1, %both]
+  %tacc0 = phi <{w} x float> [zeroinitializer, %pair], [%acca1, %both]
+  %resb = phi <{w} x float> [zeroinitializer, %pair], [%accb1, %both]
+  %tany = icmp ult i64 %ta0, %lob
+  br i1 %tany, label %tail, label %store
+tail:
+  %ta = phi i64 [%ta0, %alone], [%ta1, %tail]
+  %te = phi i32 [%te0, %alone], [%te1, %tail]
+  %tacc = phi <{w} x float> [%tacc0, %alone], [%tacc1, %tail]
+  %tev0 = insertelement <{w} x i32> poison, i32 %te, i64 0
+  %tev = shufflevector <{w} x i32> %tev0, <{w} x i32> poison, <{w} x i32> zeroinitializer
+  %tlive = icmp ult <{w} x i32> %tev, %lensa
+  %tpv = getelementptr float, ptr %sval, i64 %ta
+  %tv = load <{w} x float>, ptr %tpv, align 4
+  %tpi = getelementptr {ity}, ptr %sidx, i64 %ta
+  %tiv = load <{w} x {ity}>, ptr %tpi, align {ialign}
+  %tiz = zext <{w} x {ity}> %tiv to <{w} x i64>
+  %tptrs = getelementptr float, ptr %x, <{w} x i64> %tiz
+  %tg = call <{w} x float> @llvm.masked.gather.v{w}f32.v{w}p0(
+           <{w} x ptr> %tptrs, i32 4, <{w} x i1> %tlive, <{w} x float> zeroinitializer)
+  %tp = fmul <{w} x float> %tv, %tg
+  %tacc1 = fadd <{w} x float> %tacc, %tp
+  %ta1 = add i64 %ta, {w}
+  %te1 = add i32 %te, 1
+  %tmore = icmp ult i64 %ta1, %lob
+  br i1 %tmore, label %tail, label %store
 store:
-  %res = phi <{w} x float> [zeroinitializer, %slice], [%acc1, %edge]
-  %po = getelementptr float, ptr %out, i64 %ow
-  store <{w} x float> %res, ptr %po, align 4
-  %again = icmp ult i64 %s1, %nslices
-  br i1 %again, label %slice, label %done
+  %resa = phi <{w} x float> [%tacc0, %alone], [%tacc1, %tail]
+  %poa = getelementptr float, ptr %out, i64 %owa
+  store <{w} x float> %resa, ptr %poa, align 4
+  %pob = getelementptr float, ptr %out, i64 %owb
+  store <{w} x float> %resb, ptr %pob, align 4
+  %again = icmp ult i64 %q1, %npairs
+  br i1 %again, label %pair, label %done
 done:
   ret void
 }}
@@ -180,7 +244,8 @@ class SellBlock:
         lengths = np.diff(indptr.astype(np.int64))
         # Longest rows first, so that the 8 rows of a slice have nearly equal lengths.
         order = np.argsort(-lengths, kind="stable")
-        slices = -(-rows // LANES)
+        # An even number of slices: the kernel takes them in pairs (an empty one pads).
+        slices = -(-rows // (2 * LANES)) * 2
         slen = np.zeros(slices * LANES, dtype=np.int64)
         slen[:rows] = lengths[order]
         width = slen.reshape(slices, LANES).max(axis=1)

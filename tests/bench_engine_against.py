@@ -7,6 +7,12 @@ synthetic rank-64 model in one process, rounds alternating (the other revision's
 and checks that they give the same logits. It prints medians and their ratio::
 
     PYTHONPATH=$PWD python tests/bench_engine_against.py --revision 5e0a681 --steps 40
+
+With ``--kernel llvm`` both engines run the compiled sparse kernel, the revision's
+engine laid out by that revision's ``kernels.py``, so that a change to the kernel is
+timed against the kernel before it::
+
+    PYTHONPATH=$PWD python tests/bench_engine_against.py --revision 97ed0c8 --kernel llvm --no-batch
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 
 from flyviz.model import batch as batch_now
 from flyviz.model import engine as engine_now
+from flyviz.model import engine_core
 from flyviz.model.synthetic import FULL_EDGES, FULL_NEURONS, FULL_SLOT, make_random_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +70,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40, help="tokens per round")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--streams", type=int, default=16, help="columns of the batch engine")
+    parser.add_argument("--kernel", choices=("scipy", "llvm"), default=None,
+                        help="sparse kernel of both single-stream engines (default: the "
+                             "default one); llvm lays the revision's engine out with the "
+                             "revision's kernels.py")
+    parser.add_argument("--no-batch", action="store_true", help="skip the batch engines")
     args = parser.parse_args()
     ck = make_random_checkpoint(FULL_NEURONS, FULL_EDGES, d_embed=32, delay_k=8,
                                 neurons_per_slot=FULL_SLOT, vocabulary=1024, readout_rank=64,
@@ -72,13 +84,27 @@ def main() -> None:
         engine_then = module_at(args.revision, "flyviz/model/engine.py", Path(scratch))
         batch_then = module_at(args.revision, "flyviz/model/batch.py", Path(scratch))
         tokens = rng.integers(3, 1024, args.steps)
-        single = {"then": engine_then.Engine(ck, threads=2), "now": engine_now.Engine(ck, threads=2)}
+        single = {"then": engine_then.Engine(ck, threads=2, kernel=args.kernel),
+                  "now": engine_now.Engine(ck, threads=2, kernel=args.kernel)}
+        if args.kernel == "llvm":
+            kernels_then = module_at(args.revision, "flyviz/model/kernels.py", Path(scratch))
+            kernels_now = engine_core.kernels
+            engine_core.kernels = kernels_then  # type: ignore[assignment]
+            try:
+                single["then"].prepare()  # laid out by the revision's kernel
+            finally:
+                engine_core.kernels = kernels_now  # type: ignore[assignment]
+            single["now"].prepare()
+            print("kernels: " + ", ".join(f"{name} {type(e.row_blocks[0].layout).__module__}"
+                                          for name, e in single.items()))
         times = timed(single, tokens, args.rounds)
         for engine in single.values():
             engine.reset()
         same = all(np.array_equal(single["then"].step(int(t)).copy(), single["now"].step(int(t)))
                    for t in tokens)
         report("engine, ms/token", times, same)
+        if args.no_batch:
+            return
         columns = rng.integers(3, 1024, (max(1, args.steps // 2), args.streams))
         batches = {"then": batch_then.BatchEngine(ck, args.streams, threads=2),
                    "now": batch_now.BatchEngine(ck, args.streams, threads=2)}

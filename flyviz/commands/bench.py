@@ -30,6 +30,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="measure the batched engine with B streams against the "
                              "single-stream engine, interleaved in this run (tokens/s and "
                              "their ratio), instead of the floor comparison")
+    parser.add_argument("--engine-js", metavar="FILE", default=None,
+                        help="also time the reference engine (engine.js, under node) on the "
+                             "same rank-r model, in the same rounds, and report flyviz's "
+                             "speed-up over it, e.g. --engine-js ../shared/reference/engine.js")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the load-time measurement")
     parser.add_argument("--interventions", action="store_true", dest="measure_interventions",
@@ -47,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_intervention_options(parser)
     parser.epilog = ("examples:\n  flyviz bench\n  flyviz bench ./fly-llm-hf --steps 100 --json\n"
                      "  flyviz bench --kernel both --steps 200 --no-load\n"
+                     "  flyviz bench demo --engine-js ../shared/reference/engine.js\n"
                      "  flyviz bench --interventions --steps 300\n"
                      "  flyviz bench ./fly-llm-hf --interventions --silence 'id:0-9999'\n"
                      "  flyviz bench --batch 64 --steps 40\n"
@@ -74,6 +79,11 @@ def _table(results: dict[str, Any]) -> str:
         lines.append(f"llvm kernel: compiled in {1e3 * llvm['compile_s']:.0f} ms on first use")
     elif llvm.get("error"):
         lines.append(f"llvm kernel unavailable, scipy ran instead: {llvm['error']}")
+    for e in results["engines"]:
+        if "engine_js_ms" in e:
+            lines.append(f"{e['readout']} {e['kernel']}: engine.js {e['engine_js_ms']:.2f} ms/token "
+                         f"(p10 {e['engine_js_ms_p10']:.2f}, same rounds): flyviz "
+                         f"{e['engine_js_speedup']:.2f}x faster")
     for e in results["engines"]:
         lines.append(f"{e['readout']} {e['kernel']}: first-use preparation (kernel choice, "
                      f"graph layout) {e['prepare_s']:.2f} s")
@@ -119,6 +129,15 @@ def run(args: argparse.Namespace) -> int:
     if args.dataset is not None and args.spec is None:
         raise InputError("--dataset goes with a model SPEC; without one, bench measures "
                          "synthetic models")
+    if args.engine_js is not None and (args.batch is not None or args.trace is not None
+                                       or args.measure_interventions):
+        raise InputError("--engine-js goes with the plain engine measurement, not with "
+                         "--batch, --trace or --interventions")
+    if args.engine_js is not None:
+        from flyviz.model.bench_reference import check_engine_js
+
+        check_engine_js(args.engine_js)
+
     def log(line: str) -> None:
         print(f"flyviz bench: {line}", file=sys.stderr, flush=True)
 
@@ -140,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         results = run_bench(args.spec, steps=args.steps, threads=args.threads,
                             load=not args.no_load, log=log, kernels=kernels,
-                            dataset_dir=args.dataset)
+                            dataset_dir=args.dataset, engine_js=args.engine_js)
     table = _intervention_table if args.measure_interventions else _table
     print(json.dumps(results, indent=2) if args.json else table(results))
     return 0

@@ -127,7 +127,8 @@ def time_steps(engine: Engine, steps: int, seed: int = 0) -> np.ndarray:
 
 def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
                   rounds: int = 10,
-                  kernels: Sequence[str | None] = (None,)) -> list[dict[str, Any]]:
+                  kernels: Sequence[str | None] = (None,),
+                  reference: Any = None) -> list[dict[str, Any]]:
     """Median step times of engines with the given sparse kernels, and their memory floors.
 
     Steps and floor passes are measured in alternating rounds (a run of
@@ -141,6 +142,9 @@ def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
     kernels
         One engine per entry: ``"scipy"``, ``"llvm"`` or ``None`` (the
         engine's default choice). The kernel that actually ran is reported.
+    reference
+        A :class:`~flyviz.model.bench_reference.ReferenceEngine` (engine.js on
+        the same checkpoint) to time in the same rounds, or ``None``.
 
     Returns
     -------
@@ -150,7 +154,9 @@ def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
         (median), ``floor_bytes``, ``floor_gb_per_s``, ``ratio`` (median
         step / median floor), ``prepare_s`` (:meth:`Engine.prepare`: choosing
         the kernel, compiling it if this process had not yet, laying out the
-        graph for it).
+        graph for it). With ``reference``: ``engine_js_ms`` (its median
+        step), ``engine_js_ms_p10`` and ``engine_js_speedup`` (its median /
+        this engine's median).
     """
     threads = threads or default_threads()
     engines: list[Engine] = []
@@ -168,12 +174,17 @@ def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
         rounds = max(1, min(rounds, steps))
         times: list[list[np.ndarray]] = [[] for _ in engines]
         floor_times: list[list[float]] = [[] for _ in engines]
+        reference_times: list[np.ndarray] = []
+        if reference is not None:
+            reference.time_steps(3)  # warm-up: node compiles the step on first use
         for r in range(rounds):
             count = steps // rounds + (1 if r < steps % rounds else 0)
             for i, (engine, floor) in enumerate(zip(engines, floors)):
                 times[i].append(time_steps(engine, count, seed=r))
                 floor.run()  # warm: the first pass after the steps wakes the threads
                 floor_times[i].extend(floor.run() for _ in range(4))
+            if reference is not None:
+                reference_times.append(reference.time_steps(count))
     finally:
         for engine in engines:
             engine.close()
@@ -204,6 +215,13 @@ def bench_engines(ckpt: Checkpoint, steps: int = 60, threads: int | None = None,
             "ratio": median / floor_s,
             "prepare_s": seconds,
         })
+        if reference_times:
+            js = np.concatenate(reference_times)
+            results[-1].update({
+                "engine_js_ms": 1e3 * float(np.median(js)),
+                "engine_js_ms_p10": 1e3 * float(np.percentile(js, 10)),
+                "engine_js_speedup": float(np.median(js)) / median,
+            })
     return results
 
 
@@ -264,7 +282,8 @@ def full_size_checkpoint(readout_rank: int | None, seed: int = 0) -> Checkpoint:
 def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = None,
               load: bool = True, log: Log | None = None,
               kernels: Sequence[str | None] = (None,),
-              dataset_dir: str | Path | None = None) -> dict[str, Any]:
+              dataset_dir: str | Path | None = None,
+              engine_js: str | Path | None = None) -> dict[str, Any]:
     """Everything ``flyviz bench`` reports.
 
     Parameters
@@ -289,6 +308,10 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
     dataset_dir
         The connectome dataset to join ``spec`` to (see
         :func:`flyviz.model.resolve.load_model`).
+    engine_js
+        The reference engine's ``engine.js``: also time it under node on the
+        same model (``spec``, or the synthetic rank-64 one; it has no dense
+        readout), in the same rounds (see :func:`bench_engines`).
     """
     log = log or (lambda _line: None)
     results: dict[str, Any] = {"threads": threads or default_threads(), "engines": []}
@@ -301,7 +324,8 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
         results["model_load_s"] = time.perf_counter() - start
         results["model"] = ckpt.name
         log(f"measuring {ckpt.config.readout_kind} readout")
-        results["engines"].extend(bench_engines(ckpt, steps, threads, kernels=kernels))
+        results["engines"].extend(_bench_with_reference(ckpt, steps, threads, kernels,
+                                                        engine_js, log))
         results["llvm_kernel"] = kernel_status()
         return results
     for rank in (64, None):
@@ -311,7 +335,8 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
         ckpt = full_size_checkpoint(rank)
         results.setdefault("synthetic_build_s", {})[label] = time.perf_counter() - start
         log(f"measuring {label}: {steps} steps per engine")
-        results["engines"].extend(bench_engines(ckpt, steps, threads, kernels=kernels))
+        results["engines"].extend(_bench_with_reference(
+            ckpt, steps, threads, kernels, engine_js if rank is not None else None, log))
         if load:
             layouts = ("recital-web", "wordbrain") if rank is not None else ("fly-llm-hf",)
             for layout in layouts:
@@ -321,6 +346,22 @@ def run_bench(spec: str | None = None, steps: int = 60, threads: int | None = No
         del ckpt
     results["llvm_kernel"] = kernel_status()
     return results
+
+
+def _bench_with_reference(ckpt: Checkpoint, steps: int, threads: int | None,
+                          kernels: Sequence[str | None], engine_js: str | Path | None,
+                          log: Log) -> list[dict[str, Any]]:
+    """:func:`bench_engines`, with engine.js on the same model when ``engine_js`` is given."""
+    if engine_js is None:
+        return bench_engines(ckpt, steps, threads, kernels=kernels)
+    from flyviz.model.bench_reference import ReferenceEngine
+
+    log("writing the model for engine.js and starting node")
+    reference = ReferenceEngine(engine_js, ckpt)
+    try:
+        return bench_engines(ckpt, steps, threads, kernels=kernels, reference=reference)
+    finally:
+        reference.close()
 
 
 def default_bench_interventions() -> tuple[Any, ...]:

@@ -94,6 +94,23 @@ class CsrBlock:
         return CsrBlock(self.indptr, self.indices, data, self.neurons)
 
 
+def _gather_add(tag: str, offset: str, live: str, acc: str, out: str) -> str:
+    """IR of one step of a slice: load 8 weights and 8 source indices at ``%offset``,
+    gather the live lanes' ``x``, multiply, and add into ``%acc`` giving ``%out`` (names
+    of this step's values end in ``tag``)."""
+    return f"""  %pv{tag} = getelementptr float, ptr %sval, i64 %{offset}
+  %v{tag} = load <{{w}} x float>, ptr %pv{tag}, align 4
+  %pi{tag} = getelementptr {{ity}}, ptr %sidx, i64 %{offset}
+  %iv{tag} = load <{{w}} x {{ity}}>, ptr %pi{tag}, align {{ialign}}
+  %iz{tag} = zext <{{w}} x {{ity}}> %iv{tag} to <{{w}} x i64>
+  %ptrs{tag} = getelementptr float, ptr %x, <{{w}} x i64> %iz{tag}
+  %g{tag} = call <{{w}} x float> @llvm.masked.gather.v{{w}}f32.v{{w}}p0(
+           <{{w}} x ptr> %ptrs{tag}, i32 4, <{{w}} x i1> %{live}, <{{w}} x float> zeroinitializer)
+  %p{tag} = fmul <{{w}} x float> %v{tag}, %g{tag}
+  %{out} = fadd <{{w}} x float> %{acc}, %p{tag}
+"""
+
+
 # One function per source-index type, {w} lanes. Per slice s: one row per lane,
 # `slen` their lengths, edge e of a row at sptr[s] + {w} * e + lane. Slices go in pairs
 # (2q, 2q + 1), the first at least as wide as the second (rows are sorted longest
@@ -103,7 +120,7 @@ class CsrBlock:
 # layout pads with an empty slice). No fast-math flags anywhere: the multiply and the
 # add are rounded separately, as in scipy's loop, and each lane adds its row's products
 # in CSR order from +0.
-_IR_TEMPLATE = r"""
+_IR_TEMPLATE = (r"""
 define void @sell{w}_{ity}(i64 %nslices, ptr noalias %sptr, ptr noalias %slen,
                         ptr noalias %sidx, ptr noalias %sval, ptr noalias %x,
                         ptr noalias %out) nounwind {{
@@ -143,26 +160,8 @@ both:
   %ev = shufflevector <{w} x i32> %ev0, <{w} x i32> poison, <{w} x i32> zeroinitializer
   %livea = icmp ult <{w} x i32> %ev, %lensa
   %liveb = icmp ult <{w} x i32> %ev, %lensb
-  %pva = getelementptr float, ptr %sval, i64 %offa
-  %va = load <{w} x float>, ptr %pva, align 4
-  %pia = getelementptr {ity}, ptr %sidx, i64 %offa
-  %iva = load <{w} x {ity}>, ptr %pia, align {ialign}
-  %iza = zext <{w} x {ity}> %iva to <{w} x i64>
-  %ptrsa = getelementptr float, ptr %x, <{w} x i64> %iza
-  %ga = call <{w} x float> @llvm.masked.gather.v{w}f32.v{w}p0(
-           <{w} x ptr> %ptrsa, i32 4, <{w} x i1> %livea, <{w} x float> zeroinitializer)
-  %pa = fmul <{w} x float> %va, %ga
-  %acca1 = fadd <{w} x float> %acca, %pa
-  %pvb = getelementptr float, ptr %sval, i64 %offb
-  %vb = load <{w} x float>, ptr %pvb, align 4
-  %pib = getelementptr {ity}, ptr %sidx, i64 %offb
-  %ivb = load <{w} x {ity}>, ptr %pib, align {ialign}
-  %izb = zext <{w} x {ity}> %ivb to <{w} x i64>
-  %ptrsb = getelementptr float, ptr %x, <{w} x i64> %izb
-  %gb = call <{w} x float> @llvm.masked.gather.v{w}f32.v{w}p0(
-           <{w} x ptr> %ptrsb, i32 4, <{w} x i1> %liveb, <{w} x float> zeroinitializer)
-  %pb = fmul <{w} x float> %vb, %gb
-  %accb1 = fadd <{w} x float> %accb, %pb
+""" + _gather_add("a", "offa", "livea", "acca", "acca1")
+                + _gather_add("b", "offb", "liveb", "accb", "accb1") + r"""
   %offa1 = add i64 %offa, {w}
   %offb1 = add i64 %offb, {w}
   %e1 = add i32 %e, 1
@@ -182,17 +181,7 @@ tail:
   %tev0 = insertelement <{w} x i32> poison, i32 %te, i64 0
   %tev = shufflevector <{w} x i32> %tev0, <{w} x i32> poison, <{w} x i32> zeroinitializer
   %tlive = icmp ult <{w} x i32> %tev, %lensa
-  %tpv = getelementptr float, ptr %sval, i64 %ta
-  %tv = load <{w} x float>, ptr %tpv, align 4
-  %tpi = getelementptr {ity}, ptr %sidx, i64 %ta
-  %tiv = load <{w} x {ity}>, ptr %tpi, align {ialign}
-  %tiz = zext <{w} x {ity}> %tiv to <{w} x i64>
-  %tptrs = getelementptr float, ptr %x, <{w} x i64> %tiz
-  %tg = call <{w} x float> @llvm.masked.gather.v{w}f32.v{w}p0(
-           <{w} x ptr> %tptrs, i32 4, <{w} x i1> %tlive, <{w} x float> zeroinitializer)
-  %tp = fmul <{w} x float> %tv, %tg
-  %tacc1 = fadd <{w} x float> %tacc, %tp
-  %ta1 = add i64 %ta, {w}
+""" + _gather_add("t", "ta", "tlive", "tacc", "tacc1") + r"""  %ta1 = add i64 %ta, {w}
   %te1 = add i32 %te, 1
   %tmore = icmp ult i64 %ta1, %lob
   br i1 %tmore, label %tail, label %store
@@ -207,7 +196,7 @@ store:
 done:
   ret void
 }}
-"""
+""")
 
 
 def _ir(w: int) -> str:

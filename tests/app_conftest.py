@@ -164,6 +164,20 @@ def drawn(win, qtbot) -> np.ndarray:
     return win.brain.render_image()
 
 
+def settled_render(qtbot, win) -> np.ndarray:
+    """The brain view drawn once it has eased all the way to what it shows (each draw eases
+    by the time since the last, so a picture taken partway depends on how busy the machine
+    is)."""
+    images: list[np.ndarray] = []
+
+    def settled() -> bool:
+        images.append(win.brain.canvas.render())
+        return not win.brain.animating
+
+    qtbot.waitUntil(settled, timeout=10_000)
+    return images[-1]
+
+
 def expected_colour(colormap: str, value: float, low: float, high: float) -> np.ndarray:
     """The RGB (0-255) of a lone neuron's disc centre of ``value`` on ``colormap`` over
     ``[low, high]`` at gain 1: the table's colour at its display brightness, added to the

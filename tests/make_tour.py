@@ -138,10 +138,8 @@ def _window_pictures(app, out: Path, settings_dir: Path) -> list[Path]:
             _wait(lambda: win.size() == QSize(*WINDOW_SIZE), "the window's size")
             _settle()
             win.refresh_panels()
-            # The Cell types panel sorts its rows again whenever a live run has doubled since
-            # its last sort, so its order depends on how fast the run streamed in; sorted once
-            # more over the whole run, the picture does not.
-            win.features["population"].cell_types.redraw()
+            # The Cell types panel sorts its rows over the whole run when the run ends, off
+            # the UI thread: wait for it (and the other background work) before the picture.
             _settle()
             _background_done(win)
             path = out / f"window-{name}.png"

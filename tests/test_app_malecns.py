@@ -26,23 +26,10 @@ def _flashing(image: np.ndarray) -> int:
     return int(((rgb[..., 1] - rgb[..., 2]) > 60).sum())
 
 
-def _settled_render(qtbot, win) -> np.ndarray:
-    """The brain view drawn once it has eased all the way to what it shows (each draw eases
-    by the time since the last; a picture taken partway depends on how busy the machine is)."""
-    images: list[np.ndarray] = []
-
-    def settled() -> bool:
-        images.append(win.brain.canvas.render())
-        return not win.brain.animating
-
-    qtbot.waitUntil(settled, timeout=10_000)
-    return images[-1]
-
-
 def test_the_window_opens_the_whole_malecns_as_a_spiking_brain(qtbot, tmp_path):
     pytest.importorskip("pytestqt")
     pytest.importorskip("vispy")
-    from app_conftest import make_window
+    from app_conftest import make_window, settled_render
     from PySide6.QtWidgets import QApplication
 
     from flyviz.kinds.spiking import SPIKING
@@ -64,7 +51,7 @@ def test_the_window_opens_the_whole_malecns_as_a_spiking_brain(qtbot, tmp_path):
         assert not win.docks["stimulus"].isHidden()
         win.refresh_panels()
         QApplication.processEvents()
-        rest = _settled_render(qtbot, win)
+        rest = settled_render(qtbot, win)
         assert _lit(rest) > 0 and _flashing(rest) == 0   # 300 grey points on the ball, at rest
 
         panel = feature.panel
@@ -84,7 +71,7 @@ def test_the_window_opens_the_whole_malecns_as_a_spiking_brain(qtbot, tmp_path):
         win.refresh_panels()
         # The sugar neurons' spikes flash in the scale's yellow (the rest of the brain goes dark
         # in the flash layer, so fewer pixels are lit than at rest: colour, not count).
-        assert _flashing(_settled_render(qtbot, win)) > 5
+        assert _flashing(settled_render(qtbot, win)) > 5
         keep = os.environ.get("FLYVIZ_SCREENSHOTS")
         if keep:
             import imageio.v3 as iio

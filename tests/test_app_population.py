@@ -286,3 +286,31 @@ def test_another_model_starts_the_docks_afresh(window, qtbot, app_checkpoint, tm
     np.testing.assert_array_equal(
         feature.raster.image.image,
         _numpy_pooled(states, feature.raster.order.order, feature.raster.pooler.edges))
+
+
+def test_a_finished_run_leaves_its_cell_types_sorted_over_the_whole_run(
+        window, qtbot, app_checkpoint):
+    """Broken by: no sort when a run ends (the rows kept the order of the run's first half,
+    sorted again only when the run doubled, so a finished run's picture depended on how
+    fast its frames streamed in)."""
+    from flyviz.analysis.population import group_time_courses
+
+    n = app_checkpoint.config.neurons
+    rec, _ = _random_recording(n, 8)
+    feature = _shown(window, qtbot, rec)
+    panel = feature.cell_types
+    qtbot.waitUntil(lambda: panel.values.shape[1:] == (8,), timeout=5000)
+    types = [str(t) for t in window.state.anatomy.cell_type]
+    # Late frames that reorder the groups: one cell type lit far above the rest.
+    lit = np.asarray(types) == panel.names[-1]
+    for i in range(8, 12):
+        window.session.append(make_frame(i, np.where(lit, 4.0, -4.0).astype(np.float32)))
+    feature.refresh()
+    qtbot.waitUntil(lambda: panel.values.shape[1:] == (12,), timeout=5000)
+    states = window.session.recording.states()
+    whole = group_time_courses(states, types, None, quantity="mean").names
+    assert panel.names != whole, "the late frames must change the order for this test to hold"
+    window.runner.events.ended.emit("done", 12)
+    qtbot.waitUntil(lambda: panel.names == whole, timeout=5000)
+    np.testing.assert_array_equal(panel.image.image, panel.values)
+    assert panel.values.shape == (len(whole), 12)

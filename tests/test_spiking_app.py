@@ -114,7 +114,7 @@ def _near(image: np.ndarray, x: int | None, y: int | None, colour: str, *,
 def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
     pytest.importorskip("pytestqt")
     pytest.importorskip("vispy")
-    from app_conftest import make_window
+    from app_conftest import make_window, settled_render
     from PySide6.QtWidgets import QApplication
 
     from flyviz.app._testing import make_app_checkpoint
@@ -153,7 +153,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
             assert win.docks[key].isHidden(), key
             assert not win.dock_kinds.applies(key), key
         assert not dock.isHidden() and not win.docks["spiking_population"].isHidden()
-        dark = _lit(win.brain.canvas.render())
+        dark = _lit(settled_render(qtbot, win))      # the resting brain, fully eased
 
         # Excite neuron 0 by clicking it (selected on the brain) and the rest of the left half
         # by query; silence one by selection too.
@@ -262,7 +262,9 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         feature.stop()
         qtbot.waitUntil(lambda: feature.finished, timeout=5000)
         assert "(stopped)" in panel.status.text()
-        assert 0.05 < feature.realtime_factor < 0.6   # the cap, 0.2x, reached and kept to
+        # The cap, 0.2x, kept to: never faster (how close a run gets to it depends on how
+        # busy the machine is, so only the cap is asserted).
+        assert 0 < feature.realtime_factor < 0.6
 
         # Back to the Fly LLM: its docks return, the spiking ones and the flash colours go.
         win.set_checkpoint(checkpoint)

@@ -87,6 +87,8 @@ class CellTypePanel(QWidget):
         self._pending: Any = None
         self._recording: Recording | None = None
         self._sorted_at = 0
+        #: A finished run is owed one sort over all its frames (see :meth:`sort_whole_run`).
+        self._whole_run_owed = False
         self._index = -1
         self.grouping_box.currentIndexChanged.connect(lambda _i: self.redraw())
         self.quantity_box.currentIndexChanged.connect(lambda _i: self.redraw())
@@ -119,13 +121,16 @@ class CellTypePanel(QWidget):
         self._index = index
         if recording is not self._recording:
             self._recording = recording
+            self._whole_run_owed = False
             self.plot.getViewBox().enableAutoRange()
             self.redraw()
             return
         if self._pending is not None:
             return             # the groups are being averaged: their result catches up
         length = drawn_length(recording, self._view())
-        if length >= 2 * max(self._sorted_at, 1) or length < self.values.shape[1]:
+        stale = self._whole_run_owed and length > self._sorted_at
+        if stale or length >= 2 * max(self._sorted_at, 1) or length < self.values.shape[1]:
+            self._whole_run_owed = False
             self.redraw()
             return
         if length > self.values.shape[1] and self.names:
@@ -137,6 +142,17 @@ class CellTypePanel(QWidget):
                                 for row in new], axis=1).astype(np.float32)
             self.values = np.concatenate([self.values, columns], axis=1)
         self._show(rows_changed=False)
+
+    def sort_whole_run(self) -> None:
+        """Sort the rows once more over every frame the shown run holds (a run has ended).
+
+        During a run the rows are sorted again only when the run has doubled, so the order
+        a finished run is left with would depend on how fast its frames streamed in; sorted
+        over the whole run it does not.
+        """
+        self._whole_run_owed = True
+        if self._pending is None and self._recording is not None:
+            self.show_frame(self._recording, self._index)
 
     def _view(self) -> str:
         return "delta" if self.quantity == "delta" else "intervened"

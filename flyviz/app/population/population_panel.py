@@ -383,6 +383,8 @@ class PopulationFeature(QObject):
         docks.events.population_view.connect(self._on_view)
         self.raster.neuron_clicked.connect(self._on_neuron_clicked)
         self.cell_types.group_clicked.connect(self.highlight_group)
+        # The rows a finished run is left with are its whole run's order, not its streaming's.
+        host.runner.events.ended.connect(lambda *_: self.cell_types.sort_whole_run())
         # Thousands of cell types take seconds to sort: off the UI thread.
         self.cell_types.background = lambda work, done: host.background.run(
             "population-cell-types", work, done, lambda message: host.show_message(message, True))

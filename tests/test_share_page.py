@@ -279,3 +279,56 @@ def test_the_page_heads_a_long_prompt_at_a_word_and_counts_tokens_from_one(demo,
         assert browser.evaluate("document.getElementById('token-label').textContent") == \
             f"token 1 / {n}"
         assert browser.evaluate("document.title").endswith(f"token 1 / {n}")
+
+
+#: For each entry of the Colour by menu: its text's width in the menu's font, the width the
+#: menu needs to draw it whole (the menu sized to its content) and the width it is drawn at.
+MENU_WIDTHS = """(() => {
+  const select = document.getElementById('layer');
+  const pen = document.createElement('canvas').getContext('2d');
+  pen.font = getComputedStyle(select).font;
+  const probe = select.cloneNode(true);
+  probe.style.cssText = 'position: absolute; width: max-content; visibility: hidden';
+  document.body.appendChild(probe);
+  const needed = probe.getBoundingClientRect().width;
+  probe.remove();
+  const style = getComputedStyle(select);
+  const inner = select.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return {texts: [...select.options].map((o) => [o.textContent, pen.measureText(o.textContent).width]),
+          needed, drawn: select.getBoundingClientRect().width, inner};
+})()"""
+
+
+def test_the_colour_by_menu_draws_its_entries_whole(shared, tmp_path):
+    """At a 1280x800 window the Colour by menu is as wide as its widest entry needs, so the
+    chosen entry is drawn whole. It stood beside its label in the 260-pixel side panel, 165
+    pixels wide, and drew "Live state (activation h)" cut ("Live state (activatio"), the
+    comparison's "Δx: intervened − untouched" more so. A page whose menu holds flyviz's longest
+    layer title widens its side panel to it (the menu under its label is not wide enough)."""
+    _chromium_or_skip()
+    from flyviz.viewer.layers import LAYERS
+
+    _state, _attribution, out = shared
+    longest = max((kind.title.replace("&", "") for kind in LAYERS.values()), key=len)
+    page = out.read_text(encoding="utf-8")
+    assert '"title":"Δx: intervened − untouched"' in page
+    long_page = tmp_path / "long-layer.html"
+    long_page.write_text(page.replace('"title":"Δx: intervened − untouched"',
+                                      '"title":' + json.dumps(longest, ensure_ascii=False)),
+                         encoding="utf-8")
+    with Browser((1280, 800)) as browser:
+        for path in (out, long_page):
+            browser.open(path)
+            assert browser.evaluate("window.flyviz.error || ''") == ""
+            menu = browser.evaluate(MENU_WIDTHS)
+            texts = dict(menu["texts"])
+            assert len(texts) == 3, texts
+            # The menu is drawn at least as wide as it needs to draw its widest entry whole,
+            # and every entry's text fits inside its padding (with room for the arrow).
+            assert menu["drawn"] >= menu["needed"] - 0.5, menu
+            assert max(texts.values()) + 16 <= menu["inner"], menu
+            # The side panel stays in the window, beside a brain at least half its width.
+            side = browser.evaluate("document.getElementById('side').getBoundingClientRect()"
+                                    ".toJSON()")
+            assert side["right"] <= 1280 + 0.5 and side["left"] >= 640, side
+        assert longest in texts

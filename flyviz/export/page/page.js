@@ -609,6 +609,19 @@ void main() {
     return kept.replace(/[\s,;:.]+$/, "") + "…";
   }
 
+  function fitMenu(select) {
+    // A select draws its chosen entry cut where it is narrower than the entry: the side panel
+    // widens to the menu's widest entry when its own width is not enough.
+    const side = $("side"), stretched = select.getBoundingClientRect().width;
+    select.style.width = "max-content";
+    const needed = select.getBoundingClientRect().width;
+    select.style.width = "";
+    if (needed > stretched) {
+      const panel = side.getBoundingClientRect().width + Math.ceil(needed - stretched);
+      $("app").style.setProperty("--side", `${panel}px`);
+    }
+  }
+
   async function open() {
     const t0 = performance.now();
     const [pos, idBytes, cells, sups, emph, ...codes] = await Promise.all([
@@ -630,6 +643,7 @@ void main() {
       option.textContent = l.title;
       select.appendChild(option);
     });
+    fitMenu(select);
     page.layer = Math.max(0, layers.findIndex((l) => l.key === header.layer));
     readHash();
     $("token").max = String(Math.max(0, header.tokens.length - 1));

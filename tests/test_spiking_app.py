@@ -604,3 +604,56 @@ def test_the_timeline_counts_the_bins_of_a_run_as_they_arrive(qtbot, tmp_path, m
         assert counting(), win.timeline.counter.text()
     finally:
         win.close()
+
+
+def test_the_neuron_docks_partner_tables_show_their_titles_whole(qtbot, tmp_path, dark_theme):
+    """At a 1280x800 window under a spiking brain, the Neuron dock's Inputs and Outputs tables
+    draw every column title whole, before a neuron is picked and after, and the last column
+    reaches the table's edge. The leading columns kept Qt's default 100 pixels each, which left
+    "Superclass / type" 87 pixels in the app's theme, drawn cut ("uperclass / typ")."""
+    pytest.importorskip("pytestqt")
+    from app_conftest import make_window
+    from PySide6.QtCore import Qt
+    from qt_barriers import settle
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING, SpikingModel
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    try:
+        win.resize(1280, 800)
+        brain = _two_sided_brain(checkpoint.config.neurons, win.state.anatomy.positions)
+        win.features["spiking"].open(SpikingModel(brain))
+        assert win.state.kind is SPIKING
+        win.docks["inspector"].show()
+        win.docks["inspector"].raise_()
+        inspector = win.inspector
+
+        def check(tab: int, when: str) -> None:
+            inspector.tabs.setCurrentIndex(tab)
+            settle(qtbot, win)
+            table = inspector.tabs.widget(tab)
+            header = table.horizontalHeader()
+            assert table.isVisible() and header.count() == 3
+            titles = [str(table.model().headerData(i, Qt.Orientation.Horizontal))
+                      for i in range(header.count())]
+            assert titles == ["Neuron", "Synapses", "Superclass / type"]
+            metrics = header.fontMetrics()
+            for i, title in enumerate(titles):
+                size = header.sectionSize(i)
+                assert metrics.horizontalAdvance(title) <= size, (when, tab, title, size)
+                # ... with the padding the theme draws it with
+                assert size >= header.sectionSizeHint(i), (when, tab, title, size)
+            assert sum(header.sectionSize(i) for i in range(3)) == table.viewport().width(), \
+                (when, tab)
+
+        for tab in (0, 1):
+            check(tab, "no neuron")
+        win.state.selected = 3
+        win.refresh_panels()
+        qtbot.waitUntil(lambda: inspector.inputs_table.rowCount() > 0, timeout=10_000)
+        for tab in (0, 1):
+            check(tab, "neuron 3")
+    finally:
+        win.close()

@@ -119,8 +119,15 @@ class NeuronInspector(QWidget):
         table.verticalHeader().setVisible(False)
         table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        table.horizontalHeader().setSectionResizeMode(len(headers) - 1,
-                                                      QHeaderView.ResizeMode.Stretch)
+        # The leading columns as wide as their title or widest entry, the last one the rest:
+        # with Qt's default 100 pixels for each leading column, an empty table in a dock at a
+        # 1280x800 window left "Superclass / type" 87 pixels and drew it cut ("uperclass /
+        # typ"); and sizing the columns to their contents after each fill stopped the last
+        # one stretching to the table's edge.
+        header = table.horizontalHeader()
+        for column in range(len(headers) - 1):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(len(headers) - 1, QHeaderView.ResizeMode.Stretch)
         table.setToolTip("Click a partner to inspect it")
         table.cellClicked.connect(lambda row, _col, t=table: self._on_partner_clicked(t, row))
         return table
@@ -258,7 +265,6 @@ class NeuronInspector(QWidget):
             table.setItem(row, 0, who)
             table.setItem(row, 1, weight)
             table.setItem(row, 2, QTableWidgetItem(kind))
-        table.resizeColumnsToContents()
 
     def show_currents(self, recording: Recording | None, index: int) -> None:
         """The strongest currents into the neuron at frame ``index``: from the state one
@@ -296,7 +302,6 @@ class NeuronInspector(QWidget):
             cells[3].setForeground(pg.mkColor(theme.WARM if current > 0 else "#63b3ed"))
             for col, cell in enumerate(cells):
                 table.setItem(row, col, cell)
-        table.resizeColumnsToContents()
 
     def _on_partner_clicked(self, table: QTableWidget, row: int) -> None:
         item = table.item(row, 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QRect, QSize
+from PySide6.QtCore import QRect, QRectF, QSize
 from qt_barriers import settle
 
 from flyviz.app._testing import make_frame
@@ -47,7 +47,7 @@ def pg_point(x: float, y: float):
     return QPointF(x, y)
 
 
-@pytest.mark.parametrize("height", [150, 220, 420])
+@pytest.mark.parametrize("height", [150, 220, 420, 560])
 @pytest.mark.parametrize("paired", [False, True], ids=["single", "comparison"])
 def test_the_bars_are_legible_in_a_short_panel(qtbot, height, paired):
     panel = TopKPanel(k=10)
@@ -71,8 +71,53 @@ def test_the_bars_are_legible_in_a_short_panel(qtbot, height, paired):
     # Each bar is at least a line of text high (two half bars in a comparison).
     least = line * (0.5 if paired else 0.8)
     assert bar_heights_px(panel) >= least, (bar_heights_px(panel), line)
-    if height >= 420:
-        assert len(rects) == 10                                 # all fit: all are shown
+    # All fit, all are shown (a comparison's row is its label's line above two bars).
+    if height >= (560 if paired else 420):
+        assert len(rects) == 10
     elif len(rects) < 10:
         # Fewer than asked: the title says so.
         assert f"top {len(rects)} of 10" in panel.title.text()
+
+
+def _scene_rects(panel: TopKPanel) -> tuple[list[QRectF], list[QRectF]]:
+    """The shown labels' rectangles and the drawn bars' rectangles (both runs'), in scene
+    coordinates."""
+    labels = [label.textItem.mapToScene(label.textItem.boundingRect()).boundingRect()
+              for label in panel.labels if label.isVisible()]
+    box = panel.plot.getPlotItem().getViewBox()
+    bars = []
+    for item in (panel.untouched_bars, panel.bars):
+        opts = item.opts
+        heights = np.broadcast_to(np.asarray(opts["height"], float), np.shape(opts["y"]))
+        for x0, y, width, height in zip(opts["x0"], opts["y"], opts["width"], heights):
+            if width > 0:
+                rect = QRectF(float(x0), float(y) - height / 2, float(width), float(height))
+                bars.append(box.mapViewToScene(rect).boundingRect())
+    return labels, bars
+
+
+@pytest.mark.parametrize("height", [220, 420])
+def test_a_comparisons_labels_are_not_drawn_over_its_bars(qtbot, height):
+    """In a comparison (a run and its intervened twin, as Patching shows them) each
+    candidate's label stands on its own line above its two bars: no label's rectangle
+    meets a bar's. The label was drawn across the middle of both bars, over them."""
+    panel = TopKPanel(k=8)
+    qtbot.addWidget(panel)
+    panel.resize(QSize(320, height))
+    panel.show()
+    qtbot.waitExposed(panel)
+    rec = _recording(8)
+    rec.baseline = _recording(8)
+    panel.show_frame(rec, 0)
+    settle(qtbot, panel)
+    labels, bars = _scene_rects(panel)
+    assert labels and len(bars) == 2 * len(labels), (labels, bars)
+    for label in labels:
+        for bar in bars:
+            assert not label.intersects(bar), (label, bar)
+    # Each label is above its own bars, the untouched run's above the intervened run's.
+    for j, label in enumerate(labels):
+        untouched, intervened = bars[j], bars[len(labels) + j]
+        assert label.bottom() <= untouched.top() <= untouched.bottom() <= intervened.top()
+        if j + 1 < len(labels):
+            assert intervened.bottom() <= labels[j + 1].top()

@@ -28,12 +28,15 @@ __all__ = ["TextPanel", "TextToken", "TopKPanel", "TracePanel", "text_tokens"]
 
 # -------------------------------------------------------------- top-k panel
 class TopKPanel(QWidget):
-    """Horizontal bars of the next-token candidates with their text on the bars."""
+    """Horizontal bars of the next-token candidates with their text on the bars; in a
+    comparison, each candidate's text on a line of its own above its two bars."""
 
     k_changed = Signal(int)
 
     #: Most candidates a frame records (the worker asks for this many).
     MAX_K = LIVE_TOP_K
+    #: Pixels between a comparison's label and its bars, and between a row and the next.
+    PAIR_GAP_PX = 1.0
 
     def __init__(self, parent: QWidget | None = None, k: int = 8) -> None:
         super().__init__(parent)
@@ -72,13 +75,17 @@ class TopKPanel(QWidget):
             item.setZValue(10)
             self.plot.addItem(item)
             self.labels.append(item)
+        # A label's margin around its text: the default on the bars of one run, none on a
+        # comparison's line of its own above its bars (the margin would make each row taller).
+        self._label_margin = float(self.labels[0].textItem.document().documentMargin())
         # A comparison's untouched probabilities, beside the intervened ones.
         self.untouched_bars = pg.BarGraphItem(x0=[], y=[], height=0.36, width=[],
                                               brush=pg.mkBrush("#8f98aa"), pen=pg.mkPen(None))
         self.plot.addItem(self.untouched_bars)
-        self._last: tuple[int, int, int, int] | None = None
+        self._last: tuple[int, int, int, float] | None = None
         self._recording: Recording | None = None
         self._index = -1
+        self._paired = False                # the bars shown are a comparison's pairs
         self.k_box.valueChanged.connect(self._on_k_change)
         # A shorter panel (Why? opening the Graph panel below it) shows fewer bars.
         self.plot.getPlotItem().getViewBox().sigResized.connect(self._on_resized)
@@ -88,22 +95,43 @@ class TopKPanel(QWidget):
         """Number of bars shown."""
         return int(self.k_box.value())
 
-    def rows_that_fit(self) -> int:
+    def rows_that_fit(self, paired: bool | None = None) -> int:
         """How many candidates the plot shows legibly: each row at least as high as its
-        label (the bars of ten candidates in a short dock overlapped and could not be read)."""
+        label (the bars of ten candidates in a short dock overlapped and could not be read);
+        a comparison's row (``paired``, by default whether pairs are shown) its label above
+        two bars half a line of text high each.
+        """
         box = self.plot.getPlotItem().getViewBox()
-        row = self.labels[0].textItem.boundingRect().height() + 2
+        paired = self._paired if paired is None else paired
+        label = self._label_height_px(paired)
+        row = label + self.fontMetrics().height() + 2 * self.PAIR_GAP_PX if paired else label + 2
         # The y range is padded by 2 % (setYRange's padding).
         return max(1, int(box.height() / (1.04 * row)))
 
-    def _shown_count(self, k: int, available: int) -> tuple[int, str]:
+    def _label_height_px(self, paired: bool) -> float:
+        """A label's height on screen, its margin included (what it covers), with the margin
+        it has in a comparison (``paired``) or in one run's bars."""
+        document = self.labels[0].textItem.document()
+        text = self.labels[0].textItem.boundingRect().height() - 2 * document.documentMargin()
+        return float(text + (0.0 if paired else 2 * self._label_margin))
+
+    def _set_label_margin(self, paired: bool) -> None:
+        margin = 0.0 if paired else self._label_margin
+        for label in self.labels:
+            if label.textItem.document().documentMargin() != margin:
+                label.textItem.document().setDocumentMargin(margin)
+                label.updateTextPos()
+
+    def _shown_count(self, k: int, available: int, paired: bool = False) -> tuple[int, str]:
         """The number of bars to draw of ``available`` candidates (at most ``k``), and what
         the title adds when fewer than that fit."""
         wanted = min(k, available)
-        n = min(wanted, self.rows_that_fit())
+        n = min(wanted, self.rows_that_fit(paired))
         return n, ("" if n >= wanted else f" (top {n} of {wanted}: enlarge to see all)")
 
     def _on_resized(self) -> None:
+        # A comparison's rows are laid out in pixels: lay them out again at the new height.
+        self._last = None
         if self._recording is not None:
             self.show_frame(self._recording, self._index)
 
@@ -116,13 +144,15 @@ class TopKPanel(QWidget):
     def show_frame(self, recording: Recording, index: int) -> None:
         """Bars of frame ``index``'s candidates (empty when ``index < 0``)."""
         self._recording, self._index = recording, index
-        key = (id(recording), index, self.k, self.rows_that_fit())
+        key = (id(recording), index, self.k, self.plot.getPlotItem().getViewBox().height())
         if key == self._last:
             return
         self._last = key
         k = self.k
         if recording.baseline is not None and self._show_pairs(recording, index, k):
             return
+        self._paired = False
+        self._set_label_margin(False)
         self.untouched_bars.setOpts(x0=[], y=[], width=[])
         if index < 0:
             ids, probs = np.zeros(0, int), np.zeros(0)
@@ -160,28 +190,41 @@ class TopKPanel(QWidget):
 
     def _show_pairs(self, recording: Recording, index: int, k: int) -> bool:
         """Both runs' probabilities of the likeliest candidates, untouched (grey) above
-        intervened (accent); False when there is no pair at ``index``."""
+        intervened (accent), each candidate's label on a line above its two bars; False when
+        there is no pair at ``index``."""
         from flyviz.app.language.compare_views import PairedCandidates, paired_candidates
 
         pairs = paired_candidates(recording, index, k)
         if pairs is None:
             return False
-        k, fewer = self._shown_count(k, len(pairs.texts))
+        self._paired = True
+        self._set_label_margin(True)
+        k, fewer = self._shown_count(k, len(pairs.texts), paired=True)
         n = k
         pairs = PairedCandidates(pairs.texts[:n], pairs.untouched[:n], pairs.intervened[:n])
         y = -np.arange(n, dtype=float)
-        self.untouched_bars.setOpts(x0=np.zeros(n), y=y + 0.19, width=pairs.untouched,
-                                    height=0.36)
-        self.bars.setOpts(x0=np.zeros(n), y=y - 0.19, width=pairs.intervened, height=0.36,
-                          brushes=[pg.mkBrush(theme.ACCENT)] * n)
-        for j, label in enumerate(self.labels):
+        # Row j spans y[j] ± 0.5: its label at the top, the two bars below it. The label's
+        # height is in pixels, so the bars get what the row's pixels leave (the label drawn
+        # across both bars hid them and was hard to read on them).
+        box = self.plot.getPlotItem().getViewBox()
+        per_px = 1.04 * max(n, 1) / max(float(box.height()), 1.0)   # data units per pixel
+        label = self._label_height_px(True) * per_px
+        gap = self.PAIR_GAP_PX * per_px
+        bar = max((1.0 - label - 2 * gap) / 2, 0.05)
+        top = y + 0.5 - label - gap                                    # the bars' top
+        self.untouched_bars.setOpts(x0=np.zeros(n), y=top - bar / 2, width=pairs.untouched,
+                                    height=bar)
+        self.bars.setOpts(x0=np.zeros(n), y=top - 1.5 * bar, width=pairs.intervened,
+                          height=bar, brushes=[pg.mkBrush(theme.ACCENT)] * n)
+        for j, label_item in enumerate(self.labels):
             if j < n:
                 shown = visible_token_text(pairs.texts[j]).replace("\n", "⏎")
-                label.setText(f"{shown!r}  {pairs.untouched[j]:.1%} → {pairs.intervened[j]:.1%}")
-                label.setPos(0.01, y[j])
-                label.setVisible(True)
+                label_item.setText(f"{shown!r}  {pairs.untouched[j]:.1%} → "
+                                   f"{pairs.intervened[j]:.1%}")
+                label_item.setPos(0.01, y[j] + 0.5 - label / 2)
+                label_item.setVisible(True)
             else:
-                label.setVisible(False)
+                label_item.setVisible(False)
         self.title.setText(f"Next token after #{recording[index].position}: "
                            "untouched (grey) → intervened" + fewer)
         self.plot.setYRange(-max(k, 1) + 0.5, 0.5, padding=0.02)

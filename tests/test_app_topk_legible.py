@@ -47,19 +47,26 @@ def pg_point(x: float, y: float):
     return QPointF(x, y)
 
 
-@pytest.mark.parametrize("height", [150, 220, 420, 560])
-@pytest.mark.parametrize("paired", [False, True], ids=["single", "comparison"])
-def test_the_bars_are_legible_in_a_short_panel(qtbot, height, paired):
-    panel = TopKPanel(k=10)
+def _shown_panel(qtbot, k: int, height: int, paired: bool) -> TopKPanel:
+    """A Next token panel 320 pixels wide showing a frame of ``k`` candidates (of a
+    comparison with ``paired``)."""
+    panel = TopKPanel(k=k)
     qtbot.addWidget(panel)
     panel.resize(QSize(320, height))
     panel.show()
     qtbot.waitExposed(panel)
-    rec = _recording(10)
+    rec = _recording(k)
     if paired:
-        rec.baseline = _recording(10)
+        rec.baseline = _recording(k)
     panel.show_frame(rec, 0)
     settle(qtbot, panel)
+    return panel
+
+
+@pytest.mark.parametrize("height", [150, 220, 420, 560])
+@pytest.mark.parametrize("paired", [False, True], ids=["single", "comparison"])
+def test_the_bars_are_legible_in_a_short_panel(qtbot, height, paired):
+    panel = _shown_panel(qtbot, 10, height, paired)
     rects = label_rects(panel)
     assert rects, "no candidate is shown"
     viewport = panel.plot.viewport().rect()
@@ -101,15 +108,7 @@ def test_a_comparisons_labels_are_not_drawn_over_its_bars(qtbot, height):
     """In a comparison (a run and its intervened twin, as Patching shows them) each
     candidate's label stands on its own line above its two bars: no label's rectangle
     meets a bar's. The label was drawn across the middle of both bars, over them."""
-    panel = TopKPanel(k=8)
-    qtbot.addWidget(panel)
-    panel.resize(QSize(320, height))
-    panel.show()
-    qtbot.waitExposed(panel)
-    rec = _recording(8)
-    rec.baseline = _recording(8)
-    panel.show_frame(rec, 0)
-    settle(qtbot, panel)
+    panel = _shown_panel(qtbot, 8, height, paired=True)
     labels, bars = _scene_rects(panel)
     assert labels and len(bars) == 2 * len(labels), (labels, bars)
     for label in labels:

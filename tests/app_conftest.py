@@ -168,14 +168,51 @@ def settled_render(qtbot, win) -> np.ndarray:
     """The brain view drawn once it has eased all the way to what it shows (each draw eases
     by the time since the last, so a picture taken partway depends on how busy the machine
     is)."""
-    images: list[np.ndarray] = []
+    last: list[np.ndarray] = []
 
     def settled() -> bool:
-        images.append(win.brain.canvas.render())
+        last[:] = [win.brain.canvas.render()]       # only the latest frame is kept
         return not win.brain.animating
 
     qtbot.waitUntil(settled, timeout=10_000)
-    return images[-1]
+    return last[0]
+
+
+def shown_picture(win, qtbot, rec) -> np.ndarray:
+    """The brain view's RGB pixels (int64) of ``rec``'s first frame, shown again without a
+    lifecycle event (:meth:`Session.replace` with no cause)."""
+    win.session.replace(rec, cause=None)
+    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
+    return drawn(win, qtbot)[..., :3].astype(np.int64)
+
+
+def show_state(view, qtbot, state: np.ndarray, timeout: int = 5000) -> None:
+    """Hand a brain view a state and wait until a frame of it is on screen."""
+    before = len(view.draw_times)
+    view.set_target(state)
+    view.tick()
+    screen = view.raster_screen
+    # Drawn, eased all the way (no easing in these views: one frame) and, on the software
+    # path, the frame shown is the one drawn.
+    qtbot.waitUntil(lambda: len(view.draw_times) > before and not view.animating
+                    and (screen is None or not screen.stale), timeout=timeout)
+
+
+def qimage_rgb(image) -> np.ndarray:
+    """``(H, W, 3)`` uint8 RGB of a QImage."""
+    from PySide6.QtGui import QImage
+
+    image = image.convertToFormat(QImage.Format.Format_RGBA8888)
+    buffer = np.frombuffer(image.constBits(), np.uint8, image.sizeInBytes())
+    rows = buffer.reshape(image.height(), image.bytesPerLine() // 4, 4)
+    return rows[:, :image.width(), :3].copy()
+
+
+def colour_at(rgb: np.ndarray, xy: tuple[float, float], ratio: float) -> np.ndarray:
+    """The mean RGB of the 3x3 pixels at view point ``xy`` scaled by ``ratio`` (device pixels
+    per view pixel)."""
+    x, y = int(round(xy[0] * ratio)), int(round(xy[1] * ratio))
+    return rgb[y - 1:y + 2, x - 1:x + 2].reshape(-1, 3).astype(int).mean(axis=0)
 
 
 def expected_colour(colormap: str, value: float, low: float, high: float) -> np.ndarray:
@@ -232,6 +269,13 @@ def mixed_recording(n: int, seed: int, model_name: str):
 def lit_pixels(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
     """Pixels clearly off the background colour."""
     return np.abs(rgb[..., :3].astype(int) - background).max(axis=-1) > 40
+
+
+def lit_count(image: np.ndarray) -> int:
+    """How many of the brain view's pixels are clearly off its background colour."""
+    from flyviz.render.style import BACKGROUND
+
+    return int(lit_pixels(image, np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)).sum())
 
 
 def lit_iou(a: np.ndarray, b: np.ndarray, background: np.ndarray) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import brightness, make_window, plain_display
+from app_conftest import brightness, make_window, plain_display, shown_picture
 from PySide6.QtCore import Qt
 from test_analysis_circuit import planted_entries, planted_model
 
@@ -33,15 +33,6 @@ def _lit(neurons: int) -> Recording:
     rec = Recording(neurons)
     rec.append(make_frame(0, np.linspace(0.4, 1.0, neurons, dtype=np.float32)))
     return rec
-
-
-def _picture(win, qtbot, rec: Recording) -> np.ndarray:
-    """The brain view's pixels of ``rec``'s frame, shown again without a lifecycle event."""
-    win.session.replace(rec, cause=None)
-    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
-    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
-                    timeout=3000)
-    return win.brain.render_image()[..., :3].astype(np.int64)
 
 
 def _changed(a: np.ndarray, b: np.ndarray) -> float:
@@ -101,7 +92,7 @@ def test_the_circuits_dimming_and_lines_go_with_a_new_run_reset_an_export_and_a_
         _short_runs(win)
         n = checkpoint.config.neurons
         rec = _lit(n)
-        before = _picture(win, qtbot, rec)
+        before = shown_picture(win, qtbot, rec)
         size = (before.shape[1], before.shape[0])
         win.sync_camera()
         still_before = render_state_image(win.state, size).astype(np.int64)
@@ -114,7 +105,7 @@ def test_the_circuits_dimming_and_lines_go_with_a_new_run_reset_an_export_and_a_
         def circuit_shown() -> np.ndarray:
             feature.show_k(feature.k)
             assert part.emphasis is not None and part.lines is not None
-            picture = _picture(win, qtbot, rec)
+            picture = shown_picture(win, qtbot, rec)
             assert _light(picture) < 0.8 * _light(before)      # dimmed
             assert synapse_lines(win.brain).shown == "circuit"
             return picture
@@ -122,7 +113,7 @@ def test_the_circuits_dimming_and_lines_go_with_a_new_run_reset_an_export_and_a_
         circuit_shown()
         win.reset_run()
         assert part.emphasis is None and part.lines is None
-        after_reset = _picture(win, qtbot, rec)
+        after_reset = shown_picture(win, qtbot, rec)
         assert _same(after_reset, before) and synapse_lines(win.brain).shown is None
         # File → Export movie draws a frozen copy of the state: undimmed, no line, too.
         win.sync_camera()
@@ -132,7 +123,7 @@ def test_the_circuits_dimming_and_lines_go_with_a_new_run_reset_an_export_and_a_
         circuit_shown()
         _run(win, qtbot, "c0")
         assert part.emphasis is None and part.lines is None
-        assert _same(_picture(win, qtbot, rec), before)
+        assert _same(shown_picture(win, qtbot, rec), before)
 
         circuit_shown()
         win.features["spiking"].open(SpikingModel(demo_brain(), "demo"))
@@ -155,7 +146,7 @@ def test_a_patching_cell_lends_its_patch_until_reset_and_clear_unticks_compare(
     _short_runs(win)
     n = app_checkpoint.config.neurons
     rec = _lit(n)
-    before = _picture(win, qtbot, rec)
+    before = shown_picture(win, qtbot, rec)
     feature, trace = _trace(win, qtbot, by="superclass")
     part = win.state.parts["patching"]
     assert part.lifetime == UNTIL_RESET
@@ -168,7 +159,7 @@ def test_a_patching_cell_lends_its_patch_until_reset_and_clear_unticks_compare(
         assert win.state.comparing and dock.compare_box.isChecked()
         (patch,) = win.state.interventions
         assert win.state.intervened.size and part.emphasis is not None
-        picture = _picture(win, qtbot, rec)
+        picture = shown_picture(win, qtbot, rec)
         assert not _same(picture, before)            # the group lit and the rings drawn
         return patch
 
@@ -187,13 +178,13 @@ def test_a_patching_cell_lends_its_patch_until_reset_and_clear_unticks_compare(
     win.last_error = ""
     _run(win, qtbot)                                 # a plain run, not "nothing to compare"
     assert win.session.recording.baseline is None and "nothing" not in win.last_error
-    assert _same(_picture(win, qtbot, rec), before)
+    assert _same(shown_picture(win, qtbot, rec), before)
 
     click()
     win.reset_run()
     assert win.state.interventions == () and not win.state.comparing
     assert not dock.compare_box.isChecked() and win.state.intervened.size == 0
-    assert part.emphasis is None and _same(_picture(win, qtbot, rec), before)
+    assert part.emphasis is None and _same(shown_picture(win, qtbot, rec), before)
 
 
 # ------------------------------------------------------------ interventions and compare
@@ -203,23 +194,23 @@ def test_the_users_interventions_and_rings_stay_through_runs_and_reset_and_go_wi
     _short_runs(win)
     n = app_checkpoint.config.neurons
     rec = _lit(n)
-    before = _picture(win, qtbot, rec)
+    before = shown_picture(win, qtbot, rec)
     config = win.state.parts["run_config"]
     assert [getattr(config.lifetime, e) for e in (NEW_RUN, RESET, MODEL)] == [KEEP, KEEP, CLEAR]
     silence = Silence("superclass:cb_intrinsic")
     win.state.interventions = (silence,)
     assert win.state.intervened.size
-    ringed = _picture(win, qtbot, rec)
+    ringed = shown_picture(win, qtbot, rec)
     assert not _same(ringed, before)
     _run(win, qtbot)
     win.reset_run()
     assert win.state.interventions == (silence,) and win.interventions.panel.enabled() == [silence]
-    assert _same(_picture(win, qtbot, rec), ringed)
+    assert _same(shown_picture(win, qtbot, rec), ringed)
     win.state.set_comparing(True)
     win.set_checkpoint(app_checkpoint)               # another brain's neurons: emptied
     assert win.state.interventions == () and win.state.intervened.size == 0
     assert not win.state.comparing and not win.interventions.panel.compare_box.isChecked()
-    assert _same(_picture(win, qtbot, rec), before)
+    assert _same(shown_picture(win, qtbot, rec), before)
 
 
 def test_a_comparisons_header_goes_with_reset_and_the_users_compare_stays(
@@ -258,7 +249,7 @@ def test_whys_caption_shading_and_lines_go_with_a_new_run(window, qtbot, app_che
     feature = win.features["why"]
     win.docks.show(feature.dock)                     # the docks a trace opens, open already:
     win.docks.show(feature.graph_dock, 0.35)         # the brain view keeps its size
-    before = _picture(win, qtbot, rec)
+    before = shown_picture(win, qtbot, rec)
     _run(win, qtbot)
     part = win.state.parts["why"]
     assert part.lifetime == PER_RUN
@@ -270,7 +261,7 @@ def test_whys_caption_shading_and_lines_go_with_a_new_run(window, qtbot, app_che
     _run(win, qtbot)
     assert graph.status.text() == NO_GRAPH and len(graph.items) == 0
     assert win.state.token_flows is None and win.state.lines("why") is None
-    assert _same(_picture(win, qtbot, rec), before)
+    assert _same(shown_picture(win, qtbot, rec), before)
 
 
 # ------------------------------------------------------------ atlas, lesion map, estimate
@@ -289,7 +280,7 @@ def test_the_atlas_and_what_find_lit_stay_through_runs_and_go_with_a_model(
     win = window
     _short_runs(win)
     rec = _lit(app_checkpoint.config.neurons)
-    before = _picture(win, qtbot, rec)
+    before = shown_picture(win, qtbot, rec)
     win.last_error = ""
     win.atlas.open(app_atlas)
     qtbot.waitUntil(lambda: win.atlas.atlas is not None or bool(win.last_error), timeout=10_000)
@@ -297,14 +288,14 @@ def test_the_atlas_and_what_find_lit_stay_through_runs_and_go_with_a_model(
     panel = win.atlas.panel
     panel.search.setText("rain")
     qtbot.keyClick(panel.search, Qt.Key.Key_Return)
-    found = _picture(win, qtbot, rec)
+    found = shown_picture(win, qtbot, rec)
     assert win.brain.emphasis is not None and not _same(found, before)
     _run(win, qtbot)
     win.reset_run()
-    assert win.state.atlas is not None and _same(_picture(win, qtbot, rec), found)
+    assert win.state.atlas is not None and _same(shown_picture(win, qtbot, rec), found)
     win.set_checkpoint(app_checkpoint)
     assert win.state.atlas is None and win.brain.emphasis is None
-    assert _same(_picture(win, qtbot, rec), before)
+    assert _same(shown_picture(win, qtbot, rec), before)
 
 
 def test_a_lesion_rows_comparison_is_lent_until_reset_and_its_group_stays_until_a_model(
@@ -312,7 +303,7 @@ def test_a_lesion_rows_comparison_is_lent_until_reset_and_its_group_stays_until_
     win = window
     _short_runs(win)
     rec = _lit(app_checkpoint.config.neurons)
-    before = _picture(win, qtbot, rec)
+    before = shown_picture(win, qtbot, rec)
     win.last_error = ""
     win.lesions.open(lesion_map)
     qtbot.waitUntil(lambda: win.lesions.lesions is not None or bool(win.last_error),
@@ -321,7 +312,7 @@ def test_a_lesion_rows_comparison_is_lent_until_reset_and_its_group_stays_until_
     group = lesions.rows[0]
     win.state.docks.prompt = PROMPT                  # what the comparison runs
     assert win.lesions.select_group(group.group)
-    selected = _picture(win, qtbot, rec)
+    selected = shown_picture(win, qtbot, rec)
     assert not _same(selected, before)
     win.lesions.panel.compare_button.click()
     qtbot.waitUntil(lambda: win.runs.end_reason != "", timeout=30_000)
@@ -330,9 +321,9 @@ def test_a_lesion_rows_comparison_is_lent_until_reset_and_its_group_stays_until_
     win.reset_run()
     assert win.state.interventions == () and not win.state.comparing
     assert win.brain.emphasis is not None               # the group selected in the table
-    assert _same(_picture(win, qtbot, rec), selected)
+    assert _same(shown_picture(win, qtbot, rec), selected)
     win.set_checkpoint(app_checkpoint)
-    assert win.brain.emphasis is None and _same(_picture(win, qtbot, rec), before)
+    assert win.brain.emphasis is None and _same(shown_picture(win, qtbot, rec), before)
 
 
 @pytest.fixture(scope="module")
@@ -361,7 +352,7 @@ def test_an_estimates_colouring_stays_through_runs_and_goes_with_a_model(
     win = window
     _short_runs(win)
     rec = _lit(app_checkpoint.config.neurons)
-    before = _picture(win, qtbot, rec)
+    before = shown_picture(win, qtbot, rec)
     feature = win.lesions
     part = win.state.parts["lesion"]
     assert ESTIMATE in part.layers and part.lifetime.clears(MODEL)
@@ -371,14 +362,14 @@ def test_an_estimates_colouring_stays_through_runs_and_goes_with_a_model(
     qtbot.waitUntil(lambda: feature.estimate is not None or bool(win.last_error), timeout=10_000)
     assert feature.estimate is not None, win.last_error
     qtbot.waitUntil(lambda: win.state.colour_by == ESTIMATE, timeout=10_000)
-    coloured = _picture(win, qtbot, rec)
+    coloured = shown_picture(win, qtbot, rec)
     assert not _same(coloured, before)
     _run(win, qtbot)
     win.reset_run()
-    assert win.state.colour_by == ESTIMATE and _same(_picture(win, qtbot, rec), coloured)
+    assert win.state.colour_by == ESTIMATE and _same(shown_picture(win, qtbot, rec), coloured)
     win.set_checkpoint(app_checkpoint)
     assert win.state.colour_by == STATE and not win.state.colour_layers[ESTIMATE].available
-    assert _same(_picture(win, qtbot, rec), before)
+    assert _same(shown_picture(win, qtbot, rec), before)
 
 
 # ------------------------------------------------------------ screen
@@ -394,19 +385,19 @@ def test_a_screens_colouring_stays_through_runs_and_goes_with_a_model(qtbot, tmp
         win.features["spiking"].open(SpikingModel(brain, "demo"))
         n = win.state.neurons
         rec = _lit(n)
-        before = _picture(win, qtbot, rec)
+        before = shown_picture(win, qtbot, rec)
         values = np.where(np.arange(n) % 3 == 0, 8.0, -8.0)
         win.state.screen = ScreenEffect(values, target=0, target_name="t")
         win.state.colour_by = SCREEN
-        coloured = _picture(win, qtbot, rec)
+        coloured = shown_picture(win, qtbot, rec)
         assert not _same(coloured, before)
         assert win.state.parts["screen"].lifetime.clears(MODEL)
         for event in (NEW_RUN, RESET):          # a spiking run's recording, and Reset's
             win.state.set_recording(Recording(n), cause=event)
             assert win.state.screen is not None and win.state.colour_by == SCREEN
-            assert _same(_picture(win, qtbot, rec), coloured)
+            assert _same(shown_picture(win, qtbot, rec), coloured)
         win.features["spiking"].open(SpikingModel(brain, "demo"))     # the brain again
         assert win.state.screen is None and win.state.colour_by != SCREEN
-        assert _same(_picture(win, qtbot, rec), before)
+        assert _same(shown_picture(win, qtbot, rec), before)
     finally:
         win.close()

@@ -12,13 +12,6 @@ import pytest
 pytestmark = [pytest.mark.gui, pytest.mark.slow, pytest.mark.usefixtures("spiking_kernels")]
 
 
-def _lit(image: np.ndarray) -> int:
-    from flyviz.render.style import BACKGROUND
-
-    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
-    return int((np.abs(image[..., :3].astype(int) - background).max(axis=-1) > 40).sum())
-
-
 def _flashing(image: np.ndarray) -> int:
     """Pixels in the flash scale's bright (yellow) end: green well above blue, which the grey
     resting brain and the dark background never are."""
@@ -29,7 +22,7 @@ def _flashing(image: np.ndarray) -> int:
 def test_the_window_opens_the_whole_malecns_as_a_spiking_brain(qtbot, tmp_path):
     pytest.importorskip("pytestqt")
     pytest.importorskip("vispy")
-    from app_conftest import make_window, settled_render
+    from app_conftest import lit_count, make_window, settled_render
     from PySide6.QtWidgets import QApplication
 
     from flyviz.kinds.spiking import SPIKING
@@ -52,7 +45,7 @@ def test_the_window_opens_the_whole_malecns_as_a_spiking_brain(qtbot, tmp_path):
         win.refresh_panels()
         QApplication.processEvents()
         rest = settled_render(qtbot, win)
-        assert _lit(rest) > 0 and _flashing(rest) == 0   # 300 grey points on the ball, at rest
+        assert lit_count(rest) > 0 and _flashing(rest) == 0   # 300 grey points on the ball, at rest
 
         panel = feature.panel
         panel.excite.setText("population:sugar")

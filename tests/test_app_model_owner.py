@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from app_conftest import brightness, make_window, plain_display
+from app_conftest import brightness, make_window, plain_display, shown_picture
 
 from flyviz.app._testing import make_app_checkpoint
 from flyviz.record.runner import Model
@@ -20,11 +20,7 @@ def _lit_picture(win, qtbot, neurons: int) -> np.ndarray:
 
     rec = Recording(neurons)
     rec.append(make_frame(0, np.linspace(0.4, 1.0, neurons, dtype=np.float32)))
-    win.session.replace(rec, cause=None)
-    qtbot.waitUntil(lambda: win.display.showing(0), timeout=3000)
-    qtbot.waitUntil(lambda: win.display.brain_at is not None and not win.brain.animating,
-                    timeout=3000)
-    return win.brain.render_image()[..., :3].astype(np.int64)
+    return shown_picture(win, qtbot, rec)
 
 
 def _lit(picture: np.ndarray) -> int:

@@ -15,7 +15,8 @@ pytest.importorskip("vispy")
 
 from PySide6.QtCore import QPoint, Qt  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
-from PySide6.QtGui import QImage  # noqa: E402
+
+from app_conftest import colour_at, qimage_rgb, show_state  # noqa: E402
 
 from flyviz.app._testing import make_app_checkpoint  # noqa: E402
 from flyviz.render.gl_backend import is_software_renderer  # noqa: E402
@@ -23,14 +24,6 @@ from flyviz.render.gl_backend import is_software_renderer  # noqa: E402
 pytestmark = pytest.mark.gui
 
 SIZE = (360, 280)
-
-
-def _pixels(image: QImage) -> np.ndarray:
-    """``(H, W, 3)`` uint8 RGB of a QImage."""
-    image = image.convertToFormat(QImage.Format.Format_RGBA8888)
-    buffer = np.frombuffer(image.constBits(), np.uint8, image.sizeInBytes())
-    rows = buffer.reshape(image.height(), image.bytesPerLine() // 4, 4)
-    return rows[:, :image.width(), :3].copy()
 
 
 def assert_same_picture(a: np.ndarray, b: np.ndarray) -> None:
@@ -77,23 +70,6 @@ def _two_far_apart(view) -> tuple[int, int]:
     return inside[0][1], inside[-1][1]
 
 
-def _show(view, qtbot, state: np.ndarray) -> None:
-    """Hand the view a state and wait until a frame of it is on screen."""
-    before = len(view.draw_times)
-    view.set_target(state)
-    view.tick()
-    screen = view.raster_screen
-    # Drawn, eased all the way (no easing here: one frame) and, on the software path, the
-    # frame shown is the one drawn.
-    qtbot.waitUntil(lambda: len(view.draw_times) > before and not view.animating
-                    and (screen is None or not screen.stale), timeout=5000)
-
-
-def _colour_at(rgb: np.ndarray, xy: tuple[float, float], ratio: float) -> np.ndarray:
-    x, y = int(round(xy[0] * ratio)), int(round(xy[1] * ratio))
-    return rgb[y - 1:y + 2, x - 1:x + 2].reshape(-1, 3).astype(int).mean(axis=0)
-
-
 def test_software_gl_gets_the_software_path_and_shows_the_neurons_in_their_colours(qtbot, brain):
     view = _view(qtbot, brain)
     if not is_software_renderer(view.renderer):
@@ -109,12 +85,12 @@ def test_software_gl_gets_the_software_path_and_shows_the_neurons_in_their_colou
     state = np.zeros(len(view.visible), np.float32)
     state[warm], state[cool] = 1.0, -1.0
     frames = view.raster_screen.frames
-    _show(view, qtbot, state)
+    show_state(view, qtbot, state)
     assert view.raster_screen.frames > frames and not view.raster_screen.stale
     ratio = native.devicePixelRatioF()
-    shown = _pixels(view.raster_screen.grab().toImage())
-    hot = _colour_at(shown, view.project(warm), ratio)
-    cold = _colour_at(shown, view.project(cool), ratio)
+    shown = qimage_rgb(view.raster_screen.grab().toImage())
+    hot = colour_at(shown, view.project(warm), ratio)
+    cold = colour_at(shown, view.project(cool), ratio)
     assert hot[0] > hot[2] + 40 and hot.max() > 150       # orange: positive activation
     assert cold[2] > cold[0] + 40 and cold.max() > 150    # blue: negative activation
     # What is on screen is the scene as the canvas draws it (screenshots, movies).
@@ -128,7 +104,7 @@ def test_idle_ticks_do_not_redraw_and_clicks_reach_the_canvas(qtbot, brain):
     warm, cool = _two_far_apart(view)
     state = np.zeros(len(view.visible), np.float32)
     state[warm] = 1.0
-    _show(view, qtbot, state)
+    show_state(view, qtbot, state)
     draws = len(view.draw_times)
     frames = view.raster_screen.frames if view.raster_screen is not None else None
     # An idle tick asks for no frame: every frame is asked for through canvas.update(), so
@@ -166,8 +142,8 @@ def test_the_gpu_path_can_be_asked_for(qtbot, brain):
     warm, _ = _two_far_apart(view)
     state = np.zeros(len(view.visible), np.float32)
     state[warm] = 1.0
-    _show(view, qtbot, state)
-    hot = _colour_at(view.render_image()[..., :3], view.project(warm),
+    show_state(view, qtbot, state)
+    hot = colour_at(view.render_image()[..., :3], view.project(warm),
                      view.canvas.native.devicePixelRatioF())
     assert hot[0] > hot[2] + 40
 
@@ -185,17 +161,17 @@ def test_the_outline_is_drawn_once_while_the_camera_holds_still_and_looks_the_sa
     rng = np.random.default_rng(2)
     states = [rng.uniform(-1, 1, len(view.visible)).astype(np.float32) for _ in range(4)]
     for state in states:                     # tokens go by, the camera stays
-        _show(view, qtbot, state)
+        show_state(view, qtbot, state)
     assert screen.backdrops == 1
-    cached = _pixels(screen.grab().toImage())
+    cached = qimage_rgb(screen.grab().toImage())
     drawn = view.render_image()[..., :3]     # every visual drawn by OpenGL, the outline too
     assert_same_picture(cached, drawn)
     view.set_meshes([], 0.3)                 # without the outline the picture differs
-    _show(view, qtbot, states[-1])
-    assert np.abs(_pixels(screen.grab().toImage()).astype(int) - cached.astype(int)).max() > 10
+    show_state(view, qtbot, states[-1])
+    assert np.abs(qimage_rgb(screen.grab().toImage()).astype(int) - cached.astype(int)).max() > 10
 
     view.set_meshes(view.meshes or [soma_outline(anatomy.positions_um()[anatomy.valid])], 0.3)
     view.view.camera.azimuth += 30           # the camera moved: drawn again once it holds
     for state in states[:3]:
-        _show(view, qtbot, state)
+        show_state(view, qtbot, state)
     assert screen.backdrops >= 2

@@ -104,9 +104,8 @@ def test_bad_engine_js_requests_are_one_error_line(capsys, tmp_path):
         assert "Traceback" not in err
 
 
+@needs_node
 def test_the_reference_engine_runs_under_the_bench(capsys, tmp_path, shared_dir):
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed")
     _, model = _model(tmp_path)
     code, out, err = _bench(capsys, str(model), "--steps", "4", "--threads", "1", "--json",
                             "--engine-js", str(shared_dir / "reference" / "engine.js"))

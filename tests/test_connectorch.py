@@ -440,22 +440,12 @@ def test_a_null_a_ct_brain_cannot_have_is_one_line_and_writes_nothing(tmp_path: 
 
 
 # ------------------------------------------------------------------ in the app
-def _lit(image: np.ndarray) -> int:
-    """Pixels of the brain view that differ from its background."""
-    from flyviz.render.style import BACKGROUND
-
-    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
-    return int((np.abs(image[..., :3].astype(int) - background).max(axis=-1) > 40).sum())
-
-
-@pytest.mark.gui
-@pytest.mark.slow
 def test_the_app_opens_a_ct_folder_as_a_spiking_brain(qtbot, tmp_path: Path) -> None:
     """File → Open model folder on a .ct brain shows it as a spiking brain (a damaged one is a
     line in the status bar and changes nothing)."""
     pytest.importorskip("pytestqt")
     pytest.importorskip("vispy")
-    from app_conftest import make_window
+    from app_conftest import lit_count, make_window
 
     from flyviz.app._testing import make_app_checkpoint
     from flyviz.kinds.spiking import SPIKING, SpikingModel
@@ -468,7 +458,7 @@ def test_the_app_opens_a_ct_folder_as_a_spiking_brain(qtbot, tmp_path: Path) -> 
     win = make_window(qtbot, make_app_checkpoint(tmp_path / "model"), tmp_path)
     try:
         feature = win.features["spiking"]
-        before = _lit(win.brain.canvas.render())
+        before = lit_count(win.brain.canvas.render())
         win.files.open_model_folder(bad)
         qtbot.waitUntil(lambda: "content hash differs" in win.statusBar().currentMessage(),
                         timeout=30_000)
@@ -484,7 +474,7 @@ def test_the_app_opens_a_ct_folder_as_a_spiking_brain(qtbot, tmp_path: Path) -> 
         win.refresh_panels()
         image = win.brain.canvas.render()
         # 30 neurons on a generic layout where 400 were: fewer lit pixels, but some.
-        assert 0 < _lit(image) < before
+        assert 0 < lit_count(image) < before
     finally:
         win.close()
 

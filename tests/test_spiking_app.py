@@ -19,13 +19,6 @@ pytestmark = [pytest.mark.gui, pytest.mark.slow, pytest.mark.usefixtures("spikin
 LANGUAGE_DOCKS = ("text", "topk", "why", "patching", "population")
 
 
-def _lit(image: np.ndarray) -> int:
-    from flyviz.render.style import BACKGROUND
-
-    background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
-    return int((np.abs(image[..., :3].astype(int) - background).max(axis=-1) > 40).sum())
-
-
 def _two_sided_brain(n: int, positions: np.ndarray) -> "object":
     """A brain of ``n`` neurons at ``positions``: the left half sensory (``L``), the right
     half central (``R``), each left neuron driving the next one (so runs have a graph)."""
@@ -114,7 +107,7 @@ def _near(image: np.ndarray, x: int | None, y: int | None, colour: str, *,
 def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
     pytest.importorskip("pytestqt")
     pytest.importorskip("vispy")
-    from app_conftest import make_window, settled_render
+    from app_conftest import lit_count, make_window, settled_render
     from PySide6.QtWidgets import QApplication
 
     from flyviz.app._testing import make_app_checkpoint
@@ -153,7 +146,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
             assert win.docks[key].isHidden(), key
             assert not win.dock_kinds.applies(key), key
         assert not dock.isHidden() and not win.docks["spiking_population"].isHidden()
-        dark = _lit(settled_render(qtbot, win))      # the resting brain, fully eased
+        dark = lit_count(settled_render(qtbot, win))      # the resting brain, fully eased
 
         # Excite neuron 0 by clicking it (selected on the brain) and the rest of the left half
         # by query; silence one by selection too.
@@ -195,14 +188,14 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         # The lit brain: the flash of the bin shown.
         win.state.index = 11
         win.refresh_panels()
-        qtbot.waitUntil(lambda: _lit(win.brain.canvas.render()) > dark + 30, timeout=5000)
+        qtbot.waitUntil(lambda: lit_count(win.brain.canvas.render()) > dark + 30, timeout=5000)
         assert win.brain.colorbar_caption.text() == "spikes, fading (τ 15 ms)"
         panel.display.setCurrentIndex(0)           # or each neuron's rate in the bin
         win.refresh_panels()
         assert win.state.colour_by == RATE
         assert win.brain.colorbar_caption.text() == "firing rate in the bin (Hz)"
         # the brain eases to the new colours at display rate
-        qtbot.waitUntil(lambda: _lit(win.brain.canvas.render()) > dark + 30, timeout=5000)
+        qtbot.waitUntil(lambda: lit_count(win.brain.canvas.render()) > dark + 30, timeout=5000)
 
         # The populations dock: each group's rate per bin, and a raster of its cells.
         population = feature.population
@@ -367,7 +360,7 @@ def test_the_demo_brain_lit_live_in_the_window(qtbot, tmp_path, dark_theme):
     pytest.importorskip("pytestqt")
     pytest.importorskip("vispy")
     iio = pytest.importorskip("imageio.v3")
-    from app_conftest import make_window
+    from app_conftest import lit_count, make_window
     from qt_barriers import settle
 
     from flyviz.kinds.spiking import SPIKING
@@ -405,7 +398,7 @@ def test_the_demo_brain_lit_live_in_the_window(qtbot, tmp_path, dark_theme):
         ratio = image.shape[1] / win.width()
         x, y = int(top_left.x() * ratio), int(top_left.y() * ratio)
         region = image[y:y + int(brain.height() * ratio), x:x + int(brain.width() * ratio)]
-        assert _lit(region) > 200
+        assert lit_count(region) > 200
         print(f"\nspiking demo: {fired:,} neurons fired in 200 ms, "
               f"{sum(recording.metadata['spiking']['bin_spikes']):,} spikes; real-time factor "
               f"{feature.realtime_factor:.2f}x, engine {feature.engine_factor:.2f}x")

@@ -45,7 +45,7 @@ def _lone_neuron(xy: np.ndarray, shown: np.ndarray, size: tuple[int, int], gap: 
 
 
 def test_the_brain_view_draws_and_picks_a_neuron_among_166700(qtbot, anatomy):
-    from PySide6.QtGui import QImage
+    from app_conftest import colour_at, qimage_rgb, show_state
 
     from flyviz.app.brain.brain_view import BrainView
     from flyviz.render.picking import project_points
@@ -63,19 +63,10 @@ def test_the_brain_view_draws_and_picks_a_neuron_among_166700(qtbot, anatomy):
     shown = in_front & np.asarray(view.visible)
     lone = _lone_neuron(xy, shown, tuple(view.canvas.size), gap=1.5)
 
-    def shown_picture(state: np.ndarray) -> np.ndarray:
-        before = len(view.draw_times)
-        view.set_target(state)
-        view.tick()
-        screen = view.raster_screen
-        qtbot.waitUntil(lambda: len(view.draw_times) > before and not view.animating
-                        and (screen is None or not screen.stale), timeout=20_000)
-        image = view.grab_image().convertToFormat(QImage.Format.Format_RGBA8888)
-        rows = np.frombuffer(image.constBits(), np.uint8, image.sizeInBytes())
-        rows = rows.reshape(image.height(), image.bytesPerLine() // 4, 4)
-        ratio = image.height() / view.canvas.size[1]
-        x, y = (int(round(v * ratio)) for v in xy[lone])
-        return rows[y - 1:y + 2, x - 1:x + 2, :3].astype(int).sum(axis=-1).mean()
+    def shown_picture(state: np.ndarray) -> float:
+        show_state(view, qtbot, state, timeout=20_000)
+        rgb = qimage_rgb(view.grab_image())
+        return float(colour_at(rgb, xy[lone], rgb.shape[0] / view.canvas.size[1]).sum())
 
     quiet = np.zeros(WHOLE_MALECNS, np.float32)
     lit = quiet.copy()

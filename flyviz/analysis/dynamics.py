@@ -215,11 +215,11 @@ class StepJacobians:
         :data:`~flyviz.model.kernels.MULTI_LANES`, at least ``len(positions)``; default the
         smallest): keeping it fixed keeps one layout of the graph.
         """
-        from flyviz.model.kernels import MULTI_LANES
+        from flyviz.model.kernels import MULTI_LANES, padded_columns
 
         interventions = self.tape.interventions
         count = len(positions)
-        width = -(-count // MULTI_LANES) * MULTI_LANES if columns is None else int(columns)
+        width = padded_columns(count) if columns is None else int(columns)
         if len(vectors) != count or width < count or width % MULTI_LANES:
             raise ValueError(f"matvecs needs one vector per position and a width of at least "
                              f"{count} columns, a multiple of {MULTI_LANES}")
@@ -370,13 +370,13 @@ def eigenvalues_in_lockstep(jac: StepJacobians, positions: Sequence[int], k: int
     """
     from scipy.sparse.linalg import ArpackNoConvergence
 
-    from flyviz.model.kernels import MULTI_LANES
+    from flyviz.model.kernels import padded_columns
 
     n = jac.neurons
     if k >= n - 1 or not positions:
         return None
     at_once = max(1, min(int(at_once), LOCKSTEP_BYTES // (8 * n * _arpack_ncv(n, k))))
-    width = -(-at_once // MULTI_LANES) * MULTI_LANES  # fixed: one layout of each graph
+    width = padded_columns(at_once)  # fixed: one layout of each graph
     waiting = list(positions)
     runs: dict[int, Any] = {}
     found: dict[int, np.ndarray] = {}

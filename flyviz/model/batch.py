@@ -299,7 +299,7 @@ class BatchEngine:
         self.checkpoint = ck
         self.config = cfg
         self.streams = streams
-        self.columns = -(-streams // kernels.MULTI_LANES) * kernels.MULTI_LANES
+        self.columns = kernels.padded_columns(streams)
         self.hooks = hooks
         n, w = cfg.neurons, self.columns
         self.wte = as_f32(ck.wte)

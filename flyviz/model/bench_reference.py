@@ -117,7 +117,9 @@ class ReferenceEngine:
         self._folder = Path(tempfile.mkdtemp(prefix="flyviz-bench-js-"))
         self._process: subprocess.Popen[str] | None = None
         try:
-            write_recital_web(ckpt, self._folder / "web")
+            # The driver reads the manifest's config and files only: no golden traces (which
+            # would run every prompt greedily twice before anything is timed).
+            write_recital_web(ckpt, self._folder / "web", golden_prompts=())
             write_connectome_dataset(ckpt, self._folder / "dataset")
             driver = self._folder / "driver.mjs"
             driver.write_text(_DRIVER, encoding="utf-8")

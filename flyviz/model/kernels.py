@@ -419,6 +419,13 @@ MULTI_VECTOR = 16  # floats per accumulator vector where the group allows (one A
                    # register; two AVX2 registers elsewhere, legalised by LLVM)
 MULTI_GROUP_MAX = 64  # columns one pass over a row keeps in registers (8 accumulators)
 
+
+def padded_columns(count: int) -> int:
+    """``count`` rounded up to a multiple of :data:`MULTI_LANES` (the multi-column kernel's
+    width)."""
+    return -(-count // MULTI_LANES) * MULTI_LANES
+
+
 _MULTI_IR = r"""
 define void @csrmm_{ity}_g{group}(i64 %rows, i64 %ngroups, i64 %ld, ptr noalias %indptr,
                                ptr noalias %idx, ptr noalias %val, ptr noalias %x,

@@ -58,6 +58,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFi
 
 from flyviz.app.base import theme
 from flyviz.app.base.background import CancellableProgress, Cancelled, JobFeature
+from flyviz.app.base.comparing import compare_with_lent
 from flyviz.analysis.circuit import TOLERANCE
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.model.errors import FlyvizError
@@ -691,19 +692,10 @@ class CircuitFeature(JobFeature):
     def _compare(self, interventions: tuple[Any, ...], prompt: str) -> bool:
         if self.compare is not None:
             return self.compare(interventions, prompt)
-        from flyviz.model.interventions import resolve
-
-        checkpoint = self.host.models.checkpoint
-        if checkpoint is None:
-            return False
         try:
-            resolve(checkpoint, interventions)      # refused here, in words, before the run
+            started = compare_with_lent(self.host, self.loan, interventions, prompt)
         except FlyvizError as exc:
             return self._refuse(str(exc))
-        self.loan.lend(interventions)
-        if prompt is not None:
-            self.host.state.docks.prompt = prompt
-        started = self.host.runner.start() is not None
         if started and self.k:
             self.show_k(self.k)         # the run's brain shows the circuit it keeps
         return started

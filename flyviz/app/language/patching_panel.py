@@ -46,6 +46,7 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLin
                                QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
 from flyviz.app.base.background import CancellableProgress, Cancelled, JobFeature
+from flyviz.app.base.comparing import compare_with_lent
 from flyviz.app.language.patching_heatmap import Heatmap, heatmap_colours
 from flyviz.model.errors import FlyvizError, InputError
 from flyviz.viewer.run_config import InterventionLoan
@@ -455,20 +456,11 @@ class PatchingFeature(JobFeature):
     def _compare(self, interventions: tuple[Any, ...], prompt: str) -> bool:
         if self.compare is not None:
             return self.compare(interventions, prompt)
-        from flyviz.model.interventions import resolve
-
-        checkpoint = self.host.models.checkpoint
-        if checkpoint is None:
-            return False
         try:
-            resolve(checkpoint, interventions)      # refused here, in words, before the run
+            return compare_with_lent(self.host, self.loan, interventions, prompt)
         except FlyvizError as exc:
             self.host.show_message(str(exc), error=True)
             return False
-        self.loan.lend(interventions)
-        if prompt is not None:
-            self.host.state.docks.prompt = prompt
-        return self.host.runner.start() is not None
 
     def _forget(self, note: str) -> None:
         self.cancel()

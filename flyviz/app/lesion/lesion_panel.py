@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QFileDialog, QHBoxL
 
 from flyviz.analysis.sweep import GroupResult, LesionMap
 from flyviz.app.base.background import BackgroundJob, ModelFileController
+from flyviz.app.base.comparing import compare_with_lent
 from flyviz.app.lesion.estimate_layer import (COMPUTE, ESTIMATE, EstimateController, EstimatedLesions,
                                        EstimateSection, compute_estimate, estimate_layer)
 from flyviz.model.checkpoint import Checkpoint
@@ -610,22 +611,19 @@ class LesionFeature(QObject):
         """
         interventions = tuple(interventions)
         self.compare_requested.emit(interventions, description)
-        if self.compare is None:
-            from flyviz.model.interventions import resolve
-
-            checkpoint = self.host.models.checkpoint
-            if checkpoint is None:
-                self.host.show_message("load a language model first: the lesion is "
-                                       "compared on it", error=True)
-                return
+        if self.compare is not None:
+            self.loan.lend(interventions)
+            started = self.compare(interventions)
+        elif self.host.models.checkpoint is None:
+            self.host.show_message("load a language model first: the lesion is compared on it",
+                                   error=True)
+            return
+        else:
             try:
-                resolve(checkpoint, interventions)      # refused here, before the run
+                started = compare_with_lent(self.host, self.loan, interventions)
             except FlyvizError as exc:
                 self.host.show_message(str(exc), error=True)
                 return
-        self.loan.lend(interventions)
-        started = self.compare(interventions) if self.compare is not None else \
-            self.host.runner.start() is not None
         if started:
             self.host.show_message(f"comparing with the untouched model: {description}")
 

@@ -10,8 +10,9 @@ pytest.importorskip("pytestqt")
 pytest.importorskip("vispy")
 pytest.importorskip("numba")
 
-from test_app_software_gl import (_pixels, _show, _two_far_apart, _view,  # noqa: E402
-                                  assert_same_picture, brain)
+from app_conftest import qimage_rgb, show_state  # noqa: E402
+from test_app_software_gl import (_two_far_apart, _view, assert_same_picture,  # noqa: E402
+                                  brain)
 
 from flyviz.render import splat  # noqa: E402
 
@@ -48,11 +49,11 @@ def test_the_cloud_is_painted_on_the_cpu_as_opengl_draws_it(qtbot, brain, softwa
         reference.set_meshes(meshes, 0.3)
         for state in _states(view):
             before = screen.cpu_frames
-            _show(view, qtbot, state)
-            _show(reference, qtbot, state)
+            show_state(view, qtbot, state)
+            show_state(reference, qtbot, state)
             assert screen.cpu_frames > before
-            painted = _pixels(screen.grab().toImage())
-            drawn = _pixels(reference.raster_screen.grab().toImage())
+            painted = qimage_rgb(screen.grab().toImage())
+            drawn = qimage_rgb(reference.raster_screen.grab().toImage())
             assert (drawn.max(axis=-1) > 60).sum() > 200   # neurons, not an empty frame
             assert_same_picture(painted, drawn)
     assert reference.raster_screen.cpu_frames == 0
@@ -71,8 +72,8 @@ def test_another_visual_in_the_scene_is_drawn_by_opengl_with_the_cloud(qtbot, so
     warm, cool = _two_far_apart(view)
     state = np.zeros(len(view.visible), np.float32)
     state[warm], state[cool] = 1.0, -1.0
-    _show(view, qtbot, state)
-    painted = _pixels(screen.grab().toImage())
+    show_state(view, qtbot, state)
+    painted = qimage_rgb(screen.grab().toImage())
     cpu_frames = screen.cpu_frames
     # A line from a neuron (as the Why? view's synapses): that frame is OpenGL's, the line
     # in it.
@@ -82,9 +83,9 @@ def test_another_visual_in_the_scene_is_drawn_by_opengl_with_the_cloud(qtbot, so
     ring.set_data(pos=np.array([start, view.positions[cool]], np.float32),
                   color=(0.1, 1.0, 0.1, 1.0), width=1.5)
     frames = screen.frames
-    _show(view, qtbot, state)
+    show_state(view, qtbot, state)
     assert screen.frames > frames and screen.cpu_frames == cpu_frames
-    drawn = _pixels(screen.grab().toImage())
+    drawn = qimage_rgb(screen.grab().toImage())
     # The line is in the picture (green over the dark background), and was not before.
     on_line = green(drawn)
     assert on_line.sum() > 100
@@ -96,7 +97,7 @@ def test_another_visual_in_the_scene_is_drawn_by_opengl_with_the_cloud(qtbot, so
     changed = np.abs(diff).max(axis=-1) > 8
     assert changed.any() and (diff[..., 1][changed] > 8).all()
     ring.parent = None                                   # gone: the CPU paints again
-    _show(view, qtbot, state * 0.5)
+    show_state(view, qtbot, state * 0.5)
     assert screen.cpu_frames > cpu_frames
 
 
@@ -109,8 +110,8 @@ def test_without_the_kernel_opengl_draws_the_cloud(qtbot, brain, monkeypatch):
     state = np.zeros(len(view.visible), np.float32)
     state[warm] = 1.0
     frames = view.raster_screen.frames
-    _show(view, qtbot, state)
+    show_state(view, qtbot, state)
     assert view.raster_screen.frames > frames and view.raster_screen.cpu_frames == 0
-    shown = _pixels(view.raster_screen.grab().toImage()).astype(int)
+    shown = qimage_rgb(view.raster_screen.grab().toImage()).astype(int)
     x, y = (int(round(v)) for v in view.project(warm))
     assert shown[y - 1:y + 2, x - 1:x + 2, 0].mean() > 150          # the neuron, in orange

@@ -361,14 +361,18 @@ class BackwardEngine:
             return self.w_values
         return interventions.edited_values(self.w_values, key)
 
-    def _product(self, interventions: ResolvedInterventions, position: int,
-                 absolute: bool = False) -> _Product:
-        """``W'^T`` (or ``|W'|^T``, ``|W'|`` with ``absolute``) of one step, laid out once."""
+    def _use(self, interventions: ResolvedInterventions) -> None:
+        """Make ``interventions`` the set whose edited graphs are kept: the graphs laid out
+        for another set's edits go (those of the unedited graph stay)."""
         if interventions is not self._for:
-            # Variants belong to one set of interventions: drop the previous set's.
             self._transposed = {k: v for k, v in self._transposed.items() if not k[1]}
             self._multi = {k: v for k, v in self._multi.items() if not k[1]}
             self._for = interventions
+
+    def _product(self, interventions: ResolvedInterventions, position: int,
+                 absolute: bool = False) -> _Product:
+        """``W'^T`` (or ``|W'|^T``, ``|W'|`` with ``absolute``) of one step, laid out once."""
+        self._use(interventions)
         key = interventions.graph_key(position) if interventions.graph_edits else ()
         cache_key = ("abs" if absolute else "t", key)
         product = self._transposed.get(cache_key)
@@ -391,8 +395,7 @@ class BackwardEngine:
         """``W'`` (or ``|W'|``; CSR, forward orientation) of one step, laid out once."""
         key = interventions.graph_key(position) if interventions.graph_edits else ()
         cache_key = ("fabs" if absolute else "f", key)
-        if interventions is not self._for:
-            self._product(interventions, position)  # resets the variants for this set
+        self._use(interventions)
         product = self._transposed.get(cache_key)
         if product is None:
             values = self.weights(interventions, position)
@@ -433,8 +436,7 @@ class BackwardEngine:
                              f"positive multiple of {kernels.MULTI_LANES}")
         key = interventions.graph_key(position) if interventions.graph_edits else ()
         cache_key = (columns, key)
-        if interventions is not self._for:
-            self._product(interventions, position)  # resets the variants for this set
+        self._use(interventions)
         product = self._multi.get(cache_key)
         if product is None:
             product = _Product(self.w_offsets, self.w_indices,

@@ -404,11 +404,8 @@ class EngineCore:
             raise InputError(f"{type(self).__name__} takes resolved interventions; resolve "
                              "them first (flyviz.model.interventions.resolve), or use "
                              "flyviz.model.engine.Engine, which does")
-        elif interventions.interventions and \
-                interventions.neurons != self.config.neurons:
-            raise InputError("these interventions were resolved for another model")
         else:
-            resolved = interventions
+            resolved = interventions.checked_for(self.config.neurons)
         # A background product may be computing W @ x with the old graph.
         self.wait_background()
         self._ready = False

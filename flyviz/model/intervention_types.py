@@ -547,6 +547,18 @@ class ResolvedInterventions:
     def __len__(self) -> int:
         return len(self.interventions)
 
+    def checked_for(self, neurons: int) -> "ResolvedInterventions":
+        """These interventions, if they were resolved for a model of ``neurons`` neurons.
+
+        Raises
+        ------
+        InputError
+            When they were resolved for another model (an empty set fits any).
+        """
+        if self.interventions and self.neurons != neurons:
+            raise InputError("these interventions were resolved for another model")
+        return self
+
     def active_state_sets(self, position: int) -> list[StateSet]:
         """The silences and clamps acting after the step at ``position``."""
         return [op for op in self.post_state if _in_window(op, position)]

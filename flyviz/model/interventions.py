@@ -165,9 +165,7 @@ def resolve(checkpoint: Checkpoint, interventions: "Iterable[Intervention] | Res
         when a cut or scale touches no synapse.
     """
     if isinstance(interventions, ResolvedInterventions):
-        if interventions.interventions and interventions.neurons != checkpoint.config.neurons:
-            raise InputError("these interventions were resolved for another model")
-        return interventions
+        return interventions.checked_for(checkpoint.config.neurons)
     items = tuple(interventions)
     patch = Patch
     for item in items:

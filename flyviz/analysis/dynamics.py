@@ -157,13 +157,19 @@ class StepJacobians:
         self.neurons = backward.neurons
         self.steps = tape.steps
         self.keep = np.float32(backward.keep)
-        self._scales: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._scales64: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: by position: the row scale in float32 and float64, and the set neurons' mask
+        self._scales: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.products = 0
 
     def scale(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """``(lam sech^2(u_t) g r, mask)`` of the step at ``t``: the row scale of ``W'`` in
         ``J_t`` and the neurons a silence or clamp sets there (their rows are zero)."""
+        a, _, mask = self._held_scale(t)
+        return a, mask
+
+    def _held_scale(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The row scale of the step at ``t`` in float32 and in float64 (what each product
+        multiplies by), and the mask: computed once, held for the lockstep positions."""
         held = self._scales.get(t)
         if held is None:
             b = self.backward
@@ -172,7 +178,7 @@ class StepJacobians:
             if self.tape.interventions.post_state:
                 mask, _ = b.set_at(self.tape.interventions, t)
             a[mask] = 0.0
-            held = (a, mask)
+            held = (a, a.astype(np.float64), mask)
             if len(self._scales) >= 64:  # lockstep positions (at most 64) stay held
                 self._scales.clear()
             self._scales[t] = held
@@ -187,22 +193,11 @@ class StepJacobians:
 
     def _step(self, t: int, v32: np.ndarray, wv: np.ndarray) -> np.ndarray:
         """``J_t v`` from ``v`` (float32) and ``W' v``: the one formula of every product."""
-        a64, mask = self._scale64(t)
+        _, a64, mask = self._held_scale(t)
         out = v32.astype(np.float64) * float(self.keep)
         out += a64 * wv
         out[mask] = 0.0
         return out
-
-    def _scale64(self, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`scale` with the row scale in float64 (what each product multiplies by)."""
-        held = self._scales64.get(t)
-        if held is None:
-            a, mask = self.scale(t)
-            held = (a.astype(np.float64), mask)
-            if len(self._scales64) >= 64:
-                self._scales64.clear()
-            self._scales64[t] = held
-        return held
 
     def matvecs(self, positions: Sequence[int], vectors: Sequence[np.ndarray],
                 columns: int | None = None) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ any kind says (:meth:`~flyviz.kinds.ModelKind.overlays`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -66,11 +66,6 @@ PATCHING_MEASURES = ("logit_diff", "p_answer")
 COMPARE_VIEWS = ("intervened", "untouched", "delta")
 
 
-def _first_patching_measure() -> str:
-    """The patching heatmap's default measure, the first of :data:`PATCHING_MEASURES`."""
-    return PATCHING_MEASURES[0]
-
-
 @dataclass
 class LanguageDockSettings:
     """The language model's docks' own choices, so that a script reproduces what clicking
@@ -109,7 +104,7 @@ class LanguageDockSettings:
     why_lag: int = 0
     why_synapses: bool = True
     why_first_step_first: bool = False
-    patching_measure: str = field(default_factory=_first_patching_measure)
+    patching_measure: str = PATCHING_MEASURES[0]
     population_view: str = COMPARE_VIEWS[0]
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -51,23 +51,25 @@ class KindSettingsPart(StatePart):
 
     def of(self, kind: Any) -> Any:
         """``kind``'s run settings (``None`` for a kind whose runs take none)."""
-        try:
-            return self._by_kind[kind]
-        except KeyError:
-            return self._by_kind.setdefault(kind, kind.new_run_settings())
+        return _made(self._by_kind, kind, kind.new_run_settings)
 
     def docks_of(self, kind: Any) -> Any:
         """``kind``'s docks' own choices (``None`` for a kind whose docks keep none)."""
-        try:
-            return self._docks_by_kind[kind]
-        except KeyError:
-            return self._docks_by_kind.setdefault(kind, kind.new_dock_settings())
+        return _made(self._docks_by_kind, kind, kind.new_dock_settings)
 
     def frozen(self) -> StatePart:
         """A copy whose settings are copies of these."""
         return KindSettingsPart({kind: _copied(value) for kind, value in self._by_kind.items()},
                                 {kind: _copied(value)
                                  for kind, value in self._docks_by_kind.items()})
+
+
+def _made(held: dict[Any, Any], kind: Any, make: Any) -> Any:
+    """``held[kind]``, made by ``make()`` the first time ``kind`` asks."""
+    try:
+        return held[kind]
+    except KeyError:
+        return held.setdefault(kind, make())
 
 
 def _copied(value: Any) -> Any:

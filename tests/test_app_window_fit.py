@@ -285,8 +285,8 @@ def test_the_tick_steps_follow_the_one_two_five_series():
 def test_the_wheel_over_a_dock_scrolls_it_instead_of_changing_a_spin_box(window, qtbot):
     """Issue 40: scrolling the Stimulus dock with the wheel changed the spin box under the
     pointer. A box the user has not clicked into leaves the wheel to the dock's scrolling."""
-    from PySide6.QtCore import QPointF
-    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QEnterEvent, QWheelEvent
 
     win = window
     win.resize(1000, 420)                           # short enough that Settings scrolls
@@ -303,6 +303,14 @@ def test_the_wheel_over_a_dock_scrolls_it_instead_of_changing_a_spin_box(window,
     box.clearFocus()
     before, scrolled = box.value(), bar.value()
     centre = QPointF(box.rect().center())
+    # The pointer comes over the dock (Qt sends the dock an Enter event whichever of its
+    # children the pointer is over): only now does the guard filter the application's
+    # events (a filter of every event costs every repaint of the window).
+    guard = win._wheel_guard
+    assert not guard.app_wide
+    QApplication.sendEvent(dock, QEnterEvent(QPointF(5, 5), QPointF(5, 5),
+                                             QPointF(dock.mapToGlobal(QPoint(5, 5)))))
+    assert guard.app_wide
     wheel = QWheelEvent(centre, QPointF(box.mapToGlobal(centre.toPoint())), QPoint(0, 0),
                         QPoint(0, -120), Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
                         Qt.ScrollPhase.NoScrollPhase, False)
@@ -317,6 +325,9 @@ def test_the_wheel_over_a_dock_scrolls_it_instead_of_changing_a_spin_box(window,
         Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase,
         False))
     assert box.value() != before
+    # The pointer leaves the dock: the guard watches the docks alone again.
+    QApplication.sendEvent(dock, QEvent(QEvent.Type.Leave))
+    assert not guard.app_wide
 
 
 def cut_tab_titles(key: str, dock: QDockWidget) -> list[str]:

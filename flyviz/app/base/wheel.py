@@ -3,13 +3,22 @@
 Qt gives the wheel to the spin box, combo box or slider under the pointer, so scrolling a
 long dock (the Stimulus dock of the spiking brain) changed whatever value passed under the
 pointer. A box the user has clicked into (it has the keyboard focus) still takes the wheel.
+
+Only an application event filter sees a wheel event before the box under the pointer does,
+and such a filter is called (in Python) for every event of every widget: it made a window
+half again as slow to build and show, and every repaint of a running brain paid it. So the
+guard filters the whole application only while the pointer is over one of the window's docks
+(between the dock's Enter and Leave events, which Qt sends to a dock whatever child of it the
+pointer is over); elsewhere it watches the docks alone.
 """
 
 from __future__ import annotations
 
+import weakref
+
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import (QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox,
-                               QApplication, QComboBox, QScrollBar, QWidget)
+                               QApplication, QComboBox, QDockWidget, QScrollBar, QWidget)
 
 #: The value widgets the wheel changes.
 VALUE_WIDGETS = (QAbstractSpinBox, QComboBox, QAbstractSlider)
@@ -25,15 +34,53 @@ def _scroll_area_of(widget: QWidget, stop: QWidget) -> QAbstractScrollArea | Non
 
 
 class DockWheelGuard(QObject):
-    """An application event filter: a wheel turned over an unfocused value widget inside
-    ``window`` scrolls the scroll area around it instead (none around it: as Qt does)."""
+    """A wheel turned over an unfocused value widget inside ``window`` scrolls the scroll
+    area around it instead (none around it: as Qt does).
+
+    It watches the docks given to :meth:`watch` and filters the application's events only
+    while the pointer is over one of them (:attr:`app_wide`).
+    """
 
     def __init__(self, window: QWidget) -> None:
         super().__init__(window)
         self.window = window
+        self._docks: weakref.WeakSet[QWidget] = weakref.WeakSet()
+        self._under_pointer: weakref.WeakSet[QWidget] = weakref.WeakSet()
+        self._app_wide = False
+
+    @property
+    def app_wide(self) -> bool:
+        """Whether the guard is filtering every event of the application now (the pointer is
+        over a watched dock)."""
+        return self._app_wide
+
+    def watch(self, dock: QWidget) -> None:
+        """Guard the value widgets inside ``dock`` (whatever is added to it later too)."""
+        if dock not in self._docks:
+            self._docks.add(dock)
+            dock.installEventFilter(self)
+
+    def _set_app_wide(self, on: bool) -> None:
+        app = QApplication.instance()
+        if on == self._app_wide or app is None:
+            return
+        if on:
+            app.installEventFilter(self)
+        else:
+            app.removeEventFilter(self)
+        self._app_wide = on
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
-        if event.type() != QEvent.Type.Wheel or not isinstance(watched, VALUE_WIDGETS) \
+        kind = event.type()
+        if kind in (QEvent.Type.Enter, QEvent.Type.Leave, QEvent.Type.Hide):
+            if isinstance(watched, QDockWidget) and watched in self._docks:
+                if kind == QEvent.Type.Enter:
+                    self._under_pointer.add(watched)
+                else:
+                    self._under_pointer.discard(watched)
+                self._set_app_wide(len(self._under_pointer) > 0)
+            return False
+        if kind != QEvent.Type.Wheel or not isinstance(watched, VALUE_WIDGETS) \
                 or isinstance(watched, QScrollBar):
             return False
         if watched.hasFocus() or not self.window.isAncestorOf(watched):
@@ -44,11 +91,7 @@ class DockWheelGuard(QObject):
         QApplication.sendEvent(area.verticalScrollBar(), event)
         return True
 
-
-def guard_dock_wheels(window: QWidget) -> DockWheelGuard:
-    """Install a :class:`DockWheelGuard` for ``window`` (removed with the window)."""
-    guard = DockWheelGuard(window)
-    app = QApplication.instance()
-    if app is not None:
-        app.installEventFilter(guard)
-    return guard
+    def release(self) -> None:
+        """Stop filtering the application (the window is closing)."""
+        self._under_pointer.clear()
+        self._set_app_wide(False)

@@ -47,7 +47,7 @@ from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app.atlas import atlas_panel
 from flyviz.app.circuit import circuit_panel
 from flyviz.app.window.status_bar import Readout, StatusBar
-from flyviz.app.base.wheel import guard_dock_wheels
+from flyviz.app.base.wheel import DockWheelGuard
 from flyviz.app.dynamics import dynamics_panel
 from flyviz.app.runs import interventions_dock
 from flyviz.app.lesion import lesion_panel
@@ -185,6 +185,9 @@ class MainWindow(FeatureWindow):
         self.background = BackgroundCalls(self)
         self.docks = Docks(self)
         self.dock_kinds = DockKinds(self.docks)
+        # The wheel scrolls a dock rather than the value box passing under the pointer
+        # (add_dock gives it each dock).
+        self._wheel_guard = DockWheelGuard(self)
 
         self._build_central()
         self._build_docks()
@@ -205,8 +208,6 @@ class MainWindow(FeatureWindow):
         self.state.events.layer.connect(self.display.set_colour_layer)
         self.raster_panel.follow_scale(lambda: (self.brain.mode, self.brain.limit))
         self._connect()
-        # The wheel scrolls a dock rather than the value box passing under the pointer.
-        self._wheel_guard = guard_dock_wheels(self)
         window_layout.place_window(self, self.settings)
         self.layouts.restore()
         self._apply_display_settings()
@@ -287,6 +288,7 @@ class MainWindow(FeatureWindow):
         """Put ``widget`` in a new dock (listed in View once the menus exist); ``kinds``:
         the model kinds it serves (default: every kind; a feature's: its FEATURES row's)."""
         dock = window_layout.add_dock(self, self.docks, key, title, widget, area, scroll)
+        self._wheel_guard.watch(dock)
         if kinds is not None:
             self.dock_kinds.declare(key, kinds)
         if "View" in self.actions_registry.menus:
@@ -835,6 +837,7 @@ class MainWindow(FeatureWindow):
         self.setProperty("closing", True)   # for the exception dialog (no reach-in)
         self.display.stop()
         self.status_timer.stop()
+        self._wheel_guard.release()
         self.runs.shutdown()
         self.verifier.shutdown()
         self.models.shutdown()

@@ -603,13 +603,12 @@ class MainWindow(FeatureWindow):
         self.state.set_model(bundle.model, anatomy, bundle.name, neurons=neurons)
         self.runs.set_model(bundle.model)
         self.verifier.set_model(checkpoint, bundle.name)
-        if anatomy is not self._drawn_anatomy:       # the state's model change drew it
-            self._draw_anatomy(anatomy, neurons)
+        # (the state's model change, above, drew the anatomy and gave the inspector the
+        # model: _apply_kind)
         self._apply_meshes()
         self.text_panel.set_decoder(bundle.tokenizer.decode)
         self._apply_display_settings()
         self.controls.set_superclasses(sorted(set(anatomy.superclass)) if anatomy.superclass else [])
-        self.inspector.set_model(anatomy, bundle.connectivity, checkpoint)
         self.setWindowTitle(f"flyviz — {bundle.name}"
                             + (" — synthetic demo brain, not the fly connectome"
                                if bundle.is_demo else ""))

@@ -138,7 +138,7 @@ def _apply_selector(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flyviz`` console script."""
-    from flyviz.errors import FlyvizError
+    from flyviz.errors import FlyvizError, Interrupted
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -158,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_text_arguments(args)
         _apply_selector(args)  # --selector NAME: the SPEC of that selector's weights file
         return int(importlib.import_module(module_name).run(args) or 0)
+    except Interrupted as exc:  # stopped, not an error: as Ctrl+C ends any command
+        print(f"flyviz {args.command}: {exc}", file=sys.stderr)
+        return 130
     except FlyvizError as exc:
         print(f"flyviz: error: {exc}", file=sys.stderr)
         return 2

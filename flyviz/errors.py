@@ -30,7 +30,7 @@ Hierarchy::
 from __future__ import annotations
 
 __all__ = ["CheckpointError", "DatasetNotFoundError", "ExportCancelled", "ExportError",
-           "FileAccessError", "FlyvizError", "InputError", "MissingDependencyError", "ModelNotFoundError",
+           "FileAccessError", "FlyvizError", "InputError", "Interrupted", "MissingDependencyError", "ModelNotFoundError",
            "RecordingError", "SelectionError", "TokenizerError"]
 
 
@@ -40,6 +40,12 @@ class FlyvizError(Exception):
     def __init__(self, message: str) -> None:
         # Keep it to one line: the CLI prints str(error) as is.
         super().__init__(" ".join(str(message).split()))
+
+
+class Interrupted(FlyvizError):
+    """A long run was stopped (Ctrl+C, or SIGTERM from ``kill`` or a job manager); the
+    message says what is kept (finished chunks for ``--resume``, or nothing). The command
+    line ends with it as with Ctrl+C: exit status 130."""
 
 
 class CheckpointError(FlyvizError):

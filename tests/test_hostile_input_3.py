@@ -423,6 +423,32 @@ def test_an_interrupt_counts_the_chunks_that_are_saved(tmp_path, stop_at):
     assert result.partial["chunk"].tolist() == list(range(5))
 
 
+def test_an_interrupted_run_that_keeps_nothing_does_not_offer_resume():
+    """A run with nothing on disk (a circuit's null models score their runs so) says that
+    nothing is kept; "run the same command with --resume" would send the user to an option
+    that cannot continue it."""
+    chunks = [_Chunk(i) for i in range(5)]
+    with pytest.raises(cluster.Interrupted) as caught:
+        cluster.run_tree(lambda c: _partial(c, 2), (), chunks, _merge, workers=0)
+    assert str(caught.value) == "interrupted; nothing of this run is saved"
+
+
+def test_a_command_stopped_inside_a_long_run_exits_as_ctrl_c_does(capsys, monkeypatch):
+    """An interrupt that a run turns into its account of what is kept (cluster.Interrupted)
+    ends any command as Ctrl+C does, exit status 130, with that account: not "error", exit
+    2 (what SIGTERM gave ``circuit --nulls`` when it landed inside a null model's run)."""
+    import flyviz.commands.info as info
+
+    def stopped(args):
+        raise cluster.Interrupted("interrupted; nothing of this run is saved")
+
+    monkeypatch.setattr(info, "run", stopped)
+    code = cli.main(["info", "demo"])
+    err = capsys.readouterr().err
+    assert code == 130
+    assert err.strip().splitlines() == ["flyviz info: interrupted; nothing of this run is saved"]
+
+
 BAD_TEXT = "\udcff"
 TOKEN_OPTIONS = {
     "trace --target": (["trace", "{spec}", "--prompt", "the cat", "--target", BAD_TEXT],

@@ -42,6 +42,7 @@ from flyviz.analysis.parts import (Merge, MergeTree, Partial, PartialStore, chec
                                    open_store, parts_folder)
 from flyviz.analysis.quiet import (quiet_dask, raise_if_interrupted, restore_term,
                                    signals_ignored, term_as_interrupt)
+from flyviz.errors import Interrupted  # noqa: F401 (cluster.Interrupted, as callers name it)
 from flyviz.model.errors import FlyvizError, InputError
 
 PROGRESS_TOPIC = "flyviz-progress"
@@ -49,10 +50,6 @@ PROGRESS_TOPIC = "flyviz-progress"
 
 class ClusterError(FlyvizError):
     """The Dask scheduler cannot be reached, or the cluster failed."""
-
-
-class Interrupted(FlyvizError):
-    """The run was stopped (Ctrl+C); the finished chunks are kept for ``--resume``."""
 
 
 class Chunk(Protocol):
@@ -488,9 +485,11 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
             store.remove()  # nothing finished: nothing to resume, no OUT.parts left behind
             raise Interrupted("interrupted before any chunk was finished; nothing is saved"
                               ) from None
-        where = f" in {store.folder}" if store is not None else ""
-        raise Interrupted(f"interrupted: {saved} of {len(chunks)} chunks are saved{where}; "
-                          "run the same command with --resume to continue") from None
+        if store is None:  # nothing was kept on disk: nothing to resume
+            raise Interrupted("interrupted; nothing of this run is saved") from None
+        raise Interrupted(f"interrupted: {saved} of {len(chunks)} chunks are saved in "
+                          f"{store.folder}; run the same command with --resume to continue"
+                          ) from None
     except BaseException:
         if store is not None and not store.nodes():
             store.remove()  # nothing finished: nothing to resume

@@ -20,7 +20,8 @@ which the rendered page does not show::
 Any other command, and any ``flyviz`` command in a block without a mark, runs, and must
 exit 0 (or the exit status its comment promises, ``# exit 1``). What is checked is that a
 command works as printed, not the minutes its full text would take: a ``--max-tokens N`` of a
-corpus command runs with at most :data:`MAX_TOKENS` tokens, a command that would start a
+corpus command runs with at most :data:`MAX_TOKENS` tokens, a task with its first
+:data:`MAX_TASK_PROMPTS` prompts, a command that would start a
 local Dask cluster runs in this process instead (``--workers 0``: the same bits on any number of
 workers, which each analysis's own tests check), and a movie is drawn at most
 :data:`MOVIE_WIDTH` pixels wide (its aspect kept) with at most :data:`MOVIE_FRAMES_PER_TOKEN`
@@ -54,6 +55,8 @@ _SHELL = ("bash", "sh", "shell", "console")
 
 #: The most corpus tokens a documented command reads here (``--max-tokens``).
 MAX_TOKENS = 100
+#: The most prompts of a task file (``.jsonl``) a documented command reads here.
+MAX_TASK_PROMPTS = 5
 
 
 #: The widest movie a documented ``export`` draws here (``--size``, default 1280x720).
@@ -272,7 +275,12 @@ def _workspace(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
     for example in (ROOT / "examples").iterdir():
-        if example.is_file() and example.suffix in (".jsonl", ".txt", ".csv", ".json"):
+        if example.is_file() and example.suffix == ".jsonl":
+            # a task: its first prompts (each is a run, or a curve of runs, of the full-size
+            # demo brain; all 20 of names.jsonl made its circuit command 30 CPU s)
+            lines = example.read_text("utf-8").splitlines(keepends=True)
+            (work / example.name).write_text("".join(lines[:MAX_TASK_PROMPTS]), "utf-8")
+        elif example.is_file() and example.suffix in (".txt", ".csv", ".json"):
             shutil.copy(example, work / example.name)
     (work / "assets").symlink_to(ROOT / "assets", target_is_directory=True)
     (work / "docs" / "images").mkdir(parents=True)

@@ -332,14 +332,8 @@ class FileController:
         model that needed one with it, or say what to open; a ConnecTorch ``.ct`` brain or a
         fly-connectome-malecns-166k folder opens as a spiking brain."""
         folder = str(folder)
-        from flyviz.spiking.brain import is_brain_folder
-
-        opener = getattr(self.window.features.get("spiking"), "open_brain_folder", None)
-        if opener is not None and is_brain_folder(folder):
-            # A ConnecTorch brain or the whole MaleCNS is a graph without a language model:
-            # it opens as a spiking brain.
+        if self.window.open_if_brain(folder):
             self._settings.setValue("paths/models", folder)
-            opener(folder)
             return
         if is_dataset_folder(folder):
             self._settings.setValue("paths/datasets", folder)

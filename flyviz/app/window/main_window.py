@@ -496,13 +496,20 @@ class MainWindow(FeatureWindow):
         if not spec:
             self.show_message("give a model folder, a hub id or 'demo'", error=True)
             return
+        if not self.open_if_brain(spec):
+            self.models.load(spec)
+
+    def open_if_brain(self, spec: str) -> bool:
+        """Open ``spec`` as a spiking brain if it is a folder holding one and no model (the
+        whole MaleCNS, a ConnecTorch brain: a graph without a language model); whether it
+        was."""
         from flyviz.spiking.brain import is_brain_folder
 
         opener = getattr(self.features.get("spiking"), "open_brain_folder", None)
-        if opener is not None and is_brain_folder(spec):
-            opener(spec)  # a graph without a language model: its spiking brain
-            return
-        self.models.load(spec)
+        if opener is None or not is_brain_folder(spec):
+            return False
+        opener(spec)
+        return True
 
     def set_checkpoint(self, checkpoint: Checkpoint, spec: str | None = None) -> None:
         """Use an in-memory checkpoint at once (scripts and tests)."""

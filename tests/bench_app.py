@@ -6,6 +6,7 @@ Run under a display (a desktop, or ``xvfb-run -s "-screen 0 1920x1200x24"``)::
     python -m tests.bench_app --stalls [--tokens 300]   # worst event-loop stall under use
     python -m tests.bench_app --stalls --demo           # the same on the demo brain and its atlas
     python -m tests.bench_app --startup demo            # time to a usable window / to the model
+    python -m tests.bench_app --windows 8               # CPU to build, show and load a window
     python -m tests.bench_app --compare [--repeat 3]    # comparison mode against a single run
     python -m tests.bench_app --brain-cost [--repeat 3] [--outline]  # CPU per brain redraw, 2 paths
     python -m tests.bench_app --points [--repeat 3]    # 166,700 points beside 49,393
@@ -164,6 +165,41 @@ def startup(spec: str) -> dict[str, float | str]:
     app.exec()
     window.close()
     return times
+
+
+def window_cost(count: int) -> dict[str, float | str]:
+    """CPU seconds to build, show and load a model into each of ``count`` windows in turn, in
+    one process (each closed and deleted before the next, as a test's window is): the
+    median, the first and the last. A cost that grows from one window to the next is
+    something a closed window left behind."""
+    from PySide6.QtCore import QSettings
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.app.window.main_window import MainWindow
+
+    app = _app()
+    folder = Path(tempfile.mkdtemp(prefix="flyviz-bench-"))
+    checkpoint = make_app_checkpoint(folder)
+    costs: list[float] = []
+    for i in range(count + 1):                      # the first builds caches: not counted
+        start = time.process_time()
+        settings = QSettings(str(folder / f"settings{i}.ini"), QSettings.Format.IniFormat)
+        window = MainWindow(model_spec=None, settings=settings)
+        window.resize(1200, 800)
+        window.show()
+        for _ in range(5):
+            app.processEvents()
+        window.set_checkpoint(checkpoint)
+        for _ in range(5):
+            app.processEvents()
+        if i:
+            costs.append(time.process_time() - start)
+        window.close()
+        window.deleteLater()
+        app.processEvents()
+    return {"windows": count, "cpu_s_per_window_median": round(statistics.median(costs), 3),
+            "first_cpu_s": round(costs[0], 3), "last_cpu_s": round(costs[-1], 3),
+            "model": "the tests' 400-neuron app model (flyviz.app._testing)"}
 
 
 def _full_size_model(tokens: int):
@@ -828,9 +864,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--startup", metavar="SPEC",
                         help="only measure the time to an interactive window and to SPEC loaded")
+    parser.add_argument("--windows", type=int, metavar="N",
+                        help="only measure the CPU to build, show and load N windows in turn")
     args = parser.parse_args(argv)
     if args.startup:
         result = startup(args.startup)
+    elif args.windows:
+        result = window_cost(args.windows)
     elif args.stalls:
         result = stalls(args)
     elif args.compare:

@@ -30,8 +30,9 @@ Hierarchy::
 from __future__ import annotations
 
 __all__ = ["CheckpointError", "DatasetNotFoundError", "ExportCancelled", "ExportError",
-           "FileAccessError", "FlyvizError", "InputError", "Interrupted", "MissingDependencyError", "ModelNotFoundError",
-           "RecordingError", "SelectionError", "TokenizerError"]
+           "FileAccessError", "FlyvizError", "InputError", "Interrupted",
+           "MissingDependencyError", "ModelNotFoundError", "RecordingError", "SelectionError",
+           "TokenizerError"]
 
 
 class FlyvizError(Exception):

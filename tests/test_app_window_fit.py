@@ -307,6 +307,7 @@ def test_the_wheel_over_a_dock_scrolls_it_instead_of_changing_a_spin_box(window,
     # children the pointer is over): only now does the guard filter the application's
     # events (a filter of every event costs every repaint of the window).
     guard = win._wheel_guard
+    QApplication.sendEvent(dock, QEvent(QEvent.Type.Leave))   # wherever the real pointer is
     assert not guard.app_wide
     QApplication.sendEvent(dock, QEnterEvent(QPointF(5, 5), QPointF(5, 5),
                                              QPointF(dock.mapToGlobal(QPoint(5, 5)))))
@@ -328,6 +329,37 @@ def test_the_wheel_over_a_dock_scrolls_it_instead_of_changing_a_spin_box(window,
     # The pointer leaves the dock: the guard watches the docks alone again.
     QApplication.sendEvent(dock, QEvent(QEvent.Type.Leave))
     assert not guard.app_wide
+
+
+def test_the_wheel_over_a_floating_dock_scrolls_it_too(window, qtbot):
+    """A floating dock is a window of its own (the main window is no longer its ancestor):
+    the wheel over an unfocused box in it still scrolls the dock."""
+    from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QEnterEvent, QWheelEvent
+
+    win = window
+    dock = win.docks["controls"]
+    dock.setFloating(True)
+    dock.show()
+    dock.resize(320, 260)                           # short enough that Settings scrolls
+    settle(qtbot, dock)
+    area = dock.widget()
+    bar = area.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=3000)
+    box = win.controls.temperature
+    box.clearFocus()
+    before, scrolled = box.value(), bar.value()
+    QApplication.sendEvent(dock, QEnterEvent(QPointF(5, 5), QPointF(5, 5),
+                                             QPointF(dock.mapToGlobal(QPoint(5, 5)))))
+    assert win._wheel_guard.app_wide
+    centre = QPointF(box.rect().center())
+    QApplication.sendEvent(box, QWheelEvent(
+        centre, QPointF(box.mapToGlobal(centre.toPoint())), QPoint(0, 0), QPoint(0, -120),
+        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase,
+        False))
+    assert box.value() == before
+    assert bar.value() > scrolled
+    QApplication.sendEvent(dock, QEvent(QEvent.Type.Leave))
 
 
 def cut_tab_titles(key: str, dock: QDockWidget) -> list[str]:

@@ -34,8 +34,8 @@ def _scroll_area_of(widget: QWidget, stop: QWidget) -> QAbstractScrollArea | Non
 
 
 class DockWheelGuard(QObject):
-    """A wheel turned over an unfocused value widget inside ``window`` scrolls the scroll
-    area around it instead (none around it: as Qt does).
+    """A wheel turned over an unfocused value widget inside one of ``window``'s docks (floating
+    or not) scrolls the scroll area around it instead (none around it: as Qt does).
 
     It watches the docks given to :meth:`watch` and filters the application's events only
     while the pointer is over one of them (:attr:`app_wide`).
@@ -47,6 +47,7 @@ class DockWheelGuard(QObject):
         self._docks: weakref.WeakSet[QWidget] = weakref.WeakSet()
         self._under_pointer: weakref.WeakSet[QWidget] = weakref.WeakSet()
         self._app_wide = False
+        self._released = False
 
     @property
     def app_wide(self) -> bool:
@@ -62,6 +63,7 @@ class DockWheelGuard(QObject):
 
     def _set_app_wide(self, on: bool) -> None:
         app = QApplication.instance()
+        on = on and not self._released
         if on == self._app_wide or app is None:
             return
         if on:
@@ -83,15 +85,27 @@ class DockWheelGuard(QObject):
         if kind != QEvent.Type.Wheel or not isinstance(watched, VALUE_WIDGETS) \
                 or isinstance(watched, QScrollBar):
             return False
-        if watched.hasFocus() or not self.window.isAncestorOf(watched):
+        dock = None if watched.hasFocus() else self._dock_of(watched)
+        if dock is None:
             return False
-        area = _scroll_area_of(watched, self.window)
+        area = _scroll_area_of(watched, dock)
         if area is None:
             return False
         QApplication.sendEvent(area.verticalScrollBar(), event)
         return True
 
+    def _dock_of(self, widget: QWidget) -> QWidget | None:
+        """The watched dock ``widget`` is in, floating or not (a floating dock is a window of
+        its own: the main window is no longer its ancestor), or ``None``."""
+        parent = widget.parentWidget()
+        while parent is not None:
+            if isinstance(parent, QDockWidget) and parent in self._docks:
+                return parent
+            parent = parent.parentWidget()
+        return None
+
     def release(self) -> None:
-        """Stop filtering the application (the window is closing)."""
+        """Stop filtering the application for good (the window is closing)."""
+        self._released = True
         self._under_pointer.clear()
         self._set_app_wide(False)

@@ -421,6 +421,38 @@ def test_each_trial_of_a_run_is_a_stepping_simulation_of_its_own() -> None:
         assert np.array_equal(np.concatenate([neurons, more[1]]), run.neuron[mine])
 
 
+def test_ctrl_c_as_a_trial_thread_starts_leaves_no_thread_running(monkeypatch) -> None:
+    """A Ctrl+C can land just after the pool has started a trial's thread and before the pool
+    has listed it (under load the main thread may not run again for tens of ms): that thread
+    is then not among those the pool's exit waits for. The run still waits for it."""
+    import threading
+
+    from flyviz.spiking.run import poisson_events
+
+    brain = _random_brain(3)
+    n_steps = 200_000
+    events = poisson_events(np.arange(0, 40, 3), 300.0, n_steps, 1e-4,
+                            np.random.default_rng(1))
+    start = threading.Thread.start
+    tester = threading.current_thread()
+    interrupted: list[str] = []
+
+    def start_then_ctrl_c(thread: threading.Thread) -> None:
+        start(thread)
+        if not interrupted and threading.current_thread() is tester:  # the run's first thread
+            interrupted.append(thread.name)
+            raise KeyboardInterrupt  # as the signal's handler raises it, in the main thread
+
+    before = set(threading.enumerate())
+    monkeypatch.setattr(threading.Thread, "start", start_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        spiking.simulate(brain, input_events=events, rate=0.0, duration_s=n_steps * 1e-4,
+                         seed=None, threads=1)
+    monkeypatch.undo()
+    assert interrupted
+    assert set(threading.enumerate()) - before == set()
+
+
 def test_ctrl_c_during_a_long_trial_stops_it_as_an_interrupt() -> None:
     """A Ctrl+C while a compiled trial runs is a KeyboardInterrupt in the caller at once (not
     numba's SystemError, not after the whole trial), and no engine thread is left running."""

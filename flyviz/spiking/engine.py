@@ -51,6 +51,7 @@ rounds as Brian2's numpy code does.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import threading
@@ -103,6 +104,8 @@ MIN_CHUNK_TICKS = 100
 CHUNK_SECONDS = 0.5
 #: The clock chunks are timed by.
 _clock = time.perf_counter
+#: Numbers the thread pools of :func:`simulate_ticks` (their threads' names tell runs apart).
+_POOL_NUMBERS = itertools.count(1)
 
 _MV = 0.001  # Brian2's mV and ms are float 10**-3: quantities are built as value * 0.001
 _MS = 0.001
@@ -824,12 +827,22 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     # The compiled trial releases the GIL: trials run side by side on threads. One trial
     # runs on a thread too: the main thread only waits, so a Ctrl+C is raised there, in
     # Python, and never while a compiled call returns (numba then fails with SystemError).
-    with ThreadPoolExecutor(workers) as pool:
-        try:
-            return list(pool.map(one, range(len(events))))
-        except BaseException:
-            stop.set()  # the threads stop at their next chunk; the pool's exit waits that long
-            raise
+    prefix = f"flyviz-spiking-{next(_POOL_NUMBERS)}"
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix=prefix) as pool:
+            try:
+                return list(pool.map(one, range(len(events))))
+            except BaseException:
+                stop.set()  # the threads stop at their next chunk; the pool's exit waits
+                raise
+    except BaseException:
+        # A Ctrl+C landing while the pool starts a thread (Thread.start has returned, the
+        # pool has not yet listed the thread) leaves that thread out of what the pool's exit
+        # waits for: wait for this run's threads by name too (each stops at its next chunk).
+        for thread in threading.enumerate():
+            if thread.name.startswith(prefix + "_") and thread is not threading.current_thread():
+                thread.join()
+        raise
 
 
 def next_chunk(ticks: int, seconds: float) -> int:

@@ -42,7 +42,7 @@ from flyviz.analysis.parts import (Merge, MergeTree, Partial, PartialStore, chec
                                    open_store, parts_folder)
 from flyviz.analysis.quiet import (quiet_dask, raise_if_interrupted, restore_term,
                                    signals_ignored, term_as_interrupt)
-from flyviz.errors import Interrupted  # noqa: F401 (cluster.Interrupted, as callers name it)
+from flyviz.errors import Interrupted
 from flyviz.model.errors import FlyvizError, InputError
 
 PROGRESS_TOPIC = "flyviz-progress"

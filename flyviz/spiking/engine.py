@@ -840,7 +840,7 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
         # pool has not yet listed the thread) leaves that thread out of what the pool's exit
         # waits for: wait for this run's threads by name too (each stops at its next chunk).
         for thread in threading.enumerate():
-            if thread.name.startswith(prefix + "_") and thread is not threading.current_thread():
+            if thread.name.startswith(prefix + "_"):
                 thread.join()
         raise
 

@@ -42,8 +42,7 @@ class DockWheelGuard(QObject):
     """
 
     def __init__(self, window: QWidget) -> None:
-        super().__init__(window)
-        self.window = window
+        super().__init__(window)  # goes with the window
         self._docks: weakref.WeakSet[QWidget] = weakref.WeakSet()
         self._under_pointer: weakref.WeakSet[QWidget] = weakref.WeakSet()
         self._app_wide = False

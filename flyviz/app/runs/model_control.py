@@ -93,23 +93,6 @@ def is_demo_model(spec: str, checkpoint: Checkpoint) -> bool:
     return spec == "demo" or checkpoint.name == "demo" or bool(checkpoint.metadata.get("demo"))
 
 
-def layout_for(checkpoint: Checkpoint) -> Anatomy:
-    """Positions for a model without anatomy: a layout computed from its graph.
-
-    Without :mod:`flyviz.model.layout` every neuron is marked as having no
-    position (nothing is drawn rather than something invented).
-    """
-    import numpy as np
-
-    try:
-        from flyviz.model.layout import graph_layout
-    except ImportError:
-        n = checkpoint.config.neurons
-        return Anatomy(positions=np.zeros((n, 3), np.float32), valid=np.zeros(n, bool),
-                       kind="layout")
-    return graph_layout(checkpoint)
-
-
 def default_model_loader(spec: str, progress: Callable[[str, float], None], *,
                          dataset_dir: str | Path | None = None) -> Checkpoint:
     """Resolve ``spec`` (folder, hub id or ``"demo"``) with :mod:`flyviz.model.resolve`,
@@ -139,11 +122,12 @@ def prepare_bundle(spec: str, checkpoint: Checkpoint,
     report = progress or (lambda _label, _fraction: None)
     report("preparing the engine", 0.95)
     tokenizer = tokenizer_for(checkpoint)
-    anatomy = checkpoint.anatomy
-    if anatomy is None:
-        report("computing a layout from the graph (no anatomy)", 0.96)
-        anatomy = layout_for(checkpoint)
     model = Model(checkpoint, tokenizer=tokenizer, spec=spec, threads=engine_threads())
+    if checkpoint.anatomy is None or checkpoint.anatomy.n_valid == 0:
+        report("computing a layout from the graph (no soma positions)", 0.96)
+    # The library's choice (as export, napari and the notebook draw it): the anatomy where it
+    # places any neuron, else a layout of the graph carrying the anatomy's labels.
+    anatomy = model.drawing_anatomy()
     model.engine  # noqa: B018 - built here, off the UI thread, and reused by every run
     # Every recording stores the model's identity: digest the weights and graph once, now.
     model_identity(checkpoint)
@@ -309,7 +293,7 @@ class ModelController(QObject):
                 return bundle
         if not isinstance(model, Model):
             return None
-        anatomy = self.state.anatomy or model.checkpoint.anatomy or layout_for(model.checkpoint)
+        anatomy = self.state.anatomy or model.drawing_anatomy()
         made = ModelBundle(model.spec or model.name, model.checkpoint, model, model.tokenizer,
                            anatomy, Connectivity.of_checkpoint(model.checkpoint))
         self._made = made

@@ -261,3 +261,39 @@ def test_selections_interventions_and_comparisons_load_no_gui_code():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+@pytest.mark.parametrize("amount, changes", [(1e-6, False), (3.0, True)])
+def test_the_apps_forced_comparison_marks_where_the_top_choices_differ(tiny_checkpoint, amount,
+                                                                       changes):
+    """Teacher-forced, a word is marked where the intervened model's top-1 differs from the
+    untouched model's top-1, as ``flyviz compare`` counts: the untouched line shows the
+    tokens the run drew, and at a temperature those are often not its top-1 (an
+    intervention too small to change any choice once marked a fifth of the words)."""
+    pytest.importorskip("PySide6")
+    from flyviz.app.language.compare_views import comparison_html, compared_text
+    from flyviz.record.frame import PHASE_GENERATION
+
+    comparison = Comparison.for_checkpoint(
+        tiny_checkpoint, [Stimulate("superclass:cb_sensory", amount)], threads=1)
+    settings = GenerationSettings(max_new_tokens=24, temperature=1.0, top_p=1.0, seed=3)
+    recording = comparison.record(PROMPT, settings)
+    comparison.close()
+
+    def generated(rec: Recording) -> list:
+        return [i for i in rec.frame_infos if i.phase == PHASE_GENERATION]
+
+    untouched, intervened = generated(recording.baseline), generated(recording)
+    # What makes the case: the untouched run drew other tokens than its top-1 here and there.
+    assert any(i.predicted_token_id != int(i.top_k_ids[0]) for i in untouched)
+    expected = [int(a.top_k_ids[0]) != int(b.top_k_ids[0]) for a, b in zip(untouched, intervened)]
+    text = compared_text(recording, len(recording) - 1)
+    assert text.differs == expected
+    assert any(expected) is changes
+    page = comparison_html(recording, len(recording) - 1)
+    if changes:
+        first = expected.index(True)
+        assert text.parted == first
+        assert f"at generated token {first + 1}; {sum(expected)} of {len(expected)} differ" in page
+    else:
+        assert text.parted is None and "the same top choice" in page

@@ -8,7 +8,9 @@ ask :func:`is_comparison` and then show:
   Free-running, the two continuations, with everything from the first token
   where they part marked. Teacher-forced, the intervened model reads the
   untouched text, so its line is what it would have written next at each
-  position (its top-1), each token it would have written differently marked;
+  position (its top-1), marked where that differs from the untouched model's
+  own top-1 there (as ``flyviz compare`` counts them: the untouched line shows
+  the tokens the run drew, which a temperature can make other than its top-1);
 * the next-token panel: both distributions side by side (:func:`paired_candidates`);
 * the traces: the per-token KL(p_untouched ‖ p_intervened) (from
   :func:`~flyviz.record.compare.comparison_trace`).
@@ -23,7 +25,7 @@ import numpy as np
 
 from flyviz.app.base import theme
 from flyviz.record.compare import parted_at
-from flyviz.record.frame import PHASE_GENERATION
+from flyviz.record.frame import PHASE_GENERATION, FrameInfo
 from flyviz.record.recording import Recording
 
 #: Colour of what differs from the untouched run.
@@ -54,7 +56,9 @@ class ComparedText:
     untouched, intervened
         Token texts of each line, in order.
     differs
-        Per intervened token: True where it differs from the untouched run.
+        Per intervened token: True where it differs from the untouched run (forced:
+        the two models' top-1 at that position; free: everything from where the two
+        texts part).
     parted
         Index of the first differing token, or ``None``.
     """
@@ -65,6 +69,11 @@ class ComparedText:
     intervened: list[str]
     differs: list[bool]
     parted: int | None
+
+
+def _top1(info: FrameInfo) -> int:
+    """The most probable next token of a frame's record (-1 where it kept none)."""
+    return int(info.top_k_ids[0]) if len(info.top_k_ids) else -1
 
 
 def compared_text(recording: Recording, index: int) -> ComparedText:
@@ -79,8 +88,11 @@ def compared_text(recording: Recording, index: int) -> ComparedText:
     untouched = [i.predicted_text for i in theirs]
     if mode == "forced":
         intervened = [i.top_k_text[0] if len(i.top_k_text) else "" for i in mine]
-        ids = [int(i.top_k_ids[0]) if len(i.top_k_ids) else -1 for i in mine]
-        differs = [a != b.predicted_token_id for a, b in zip(ids, theirs)] + \
+        ids = [_top1(i) for i in mine]
+        # Top-1 against top-1: the token the untouched run drew is a sample (at the app's
+        # temperature often not its top-1), and marking those would say an intervention
+        # that changes nothing changed words.
+        differs = [a != _top1(b) for a, b in zip(ids, theirs)] + \
             [True] * max(0, len(ids) - len(theirs))
         parted = differs.index(True) if True in differs else None
     else:
@@ -119,12 +131,13 @@ def comparison_html(recording: Recording, index: int) -> str:
     else:
         second = "intervened (free-running)"
     if text.parted is None:
-        verdict = "no divergence yet"
+        verdict = ("no divergence yet" if text.mode == "free"
+                   else "the same top choice as the untouched model at every token so far")
     else:
         changed = sum(text.differs)
         verdict = (f"parts at generated token {text.parted + 1}" if text.mode == "free"
-                   else f"first differs at generated token {text.parted + 1}; "
-                        f"{changed} of {len(text.differs)} differ")
+                   else f"top choice first differs from the untouched model's at generated "
+                        f"token {text.parted + 1}; {changed} of {len(text.differs)} differ")
     head = f"color:{theme.MUTED}; font-size:10pt"
     return (f"<p style='{head}'>untouched</p>"
             f"<p><span style='color:{theme.PROMPT_TEXT}'>{prompt}</span>"

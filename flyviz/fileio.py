@@ -416,6 +416,32 @@ def check_text_arguments(args: Any) -> None:
                 raise InputError(f"{name} is not valid UTF-8 text{byte}")
 
 
+def temporary_file_beside(path: str | Path, suffix: str = ".part") -> Path:
+    """A new empty file beside ``path``, to write and then rename onto ``path``, with the
+    mode ``open()`` gives a new file (the umask's): :func:`tempfile.mkstemp` makes it 0600,
+    and a mode sticks to the finished file through the rename, so a recording or table
+    would be readable by its owner only. :class:`OSError` as raised."""
+    path = Path(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name[:80]}.", suffix=suffix,
+                                dir=path.parent if str(path.parent) else ".")
+    try:
+        os.chmod(name, 0o666 & ~_UMASK)
+    finally:
+        os.close(fd)
+    return Path(name)
+
+
+def temporary_folder_beside(path: str | Path, suffix: str = ".part") -> Path:
+    """A new empty folder beside ``path``, to fill and then rename onto ``path``, with the
+    mode ``mkdir`` gives a new folder (:func:`tempfile.mkdtemp` makes it 0700, which would
+    stick to the finished folder). :class:`OSError` as raised."""
+    path = Path(path)
+    name = tempfile.mkdtemp(prefix=f".{path.name[:80]}.", suffix=suffix,
+                            dir=path.parent if str(path.parent) else ".")
+    os.chmod(name, 0o777 & ~_UMASK)
+    return Path(name)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "wb", **kwargs: Any) -> Iterator[IO[Any]]:
     """Write ``path`` through a temporary file beside it, renamed into place once the
@@ -470,7 +496,7 @@ def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
     label = str(out) if label is None else label
     parent = out.parent if str(out.parent) else Path(".")
     try:
-        scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}-", suffix=".partial", dir=parent))
+        scratch = temporary_folder_beside(out, ".partial")
     except OSError as exc:
         raise InputError(f"{label}: cannot write in {parent} ({exc.strerror})") from None
     try:
@@ -487,4 +513,5 @@ def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
 __all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max", "folder_member", "check_name_lengths", "check_not_input",
            "check_command_paths", "check_output_path",
            "check_regular", "is_disk_full", "open_regular", "os_error", "read_regular_bytes",
-           "same_file", "short_path", "write_bytes_atomically", "write_text_atomically"]
+           "same_file", "short_path", "temporary_file_beside", "temporary_folder_beside",
+           "write_bytes_atomically", "write_text_atomically"]

@@ -244,3 +244,26 @@ def test_convert_bad_input_is_one_line_and_exit_2(saved_run, tmp_path, capsys):
     _one_line_error(main(["convert", str(tmp_path / "garbage.flyrec"), str(tmp_path / "a.npz")]),
                     capsys, "garbage.flyrec")
     assert not (tmp_path / "a.npz").exists() and not (tmp_path / "a.zarr").exists()
+
+
+def test_saved_files_and_folders_get_the_mode_a_new_file_gets(recording, model, tmp_path):
+    """A recording, a table or a store written through a temporary beside it is readable as
+    any new file of the user's is (the umask's mode), not by its owner only: the temporary
+    file's 0600 (and folder's 0700) used to stick through the rename, so a recording put on
+    a shared machine or a web host could not be read there."""
+    pytest.importorskip("zarr")
+    from flyviz import fileio
+    from flyviz.analysis.circuit_export import write_json
+
+    file_mode, folder_mode = 0o666 & ~fileio._UMASK, 0o777 & ~fileio._UMASK
+    assert file_mode & 0o044, "this test needs a umask that lets others read new files"
+    written = [recording.save(tmp_path / "run.flyrec"), recording.to_npz(tmp_path / "run.npz"),
+               write_json(tmp_path / "circuit.json", {"a": 1})]
+    for path in written:
+        assert oct(path.stat().st_mode & 0o777) == oct(file_mode), path.name
+    with fileio.new_folder(tmp_path / "nulls") as scratch:
+        (scratch / "x.txt").write_text("x", encoding="utf-8")
+    for path in (tmp_path / "nulls", recording.to_zarr(tmp_path / "run.zarr", model)):
+        assert oct(path.stat().st_mode & 0o777) == oct(folder_mode), path.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "circuit.json", "nulls", "run.flyrec", "run.npz", "run.zarr"]   # no temporaries left

@@ -31,13 +31,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from flyviz.errors import InputError
+from flyviz.fileio import temporary_file_beside
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.circuit import CircuitResult, CurvePoint
@@ -271,9 +271,9 @@ def write_json(path: str | Path, document: Any) -> Path:
     if not path.parent.is_dir():
         raise InputError(f"cannot write {path}: the folder {path.parent} does not exist")
     try:
-        handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        tmp = temporary_file_beside(path)
         try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
+            with open(tmp, "w", encoding="utf-8") as out:
                 json.dump(document, out, indent=1)
             os.replace(tmp, path)
         finally:

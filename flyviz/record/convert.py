@@ -66,6 +66,7 @@ import numpy as np
 
 from flyviz._version import __version__
 from flyviz.errors import ExportError, InputError, MissingDependencyError, RecordingError
+from flyviz.fileio import temporary_file_beside
 from flyviz.model.checkpoint import VOXEL_UM, Anatomy, Checkpoint
 from flyviz.record.frame import PHASE_GENERATION
 
@@ -480,12 +481,9 @@ def _write_file_atomically(path: Path, write: Callable[[Path], None]) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # The temporary name keeps the suffix: some writers check it.
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".part{path.suffix}",
-                                    dir=path.parent)
-        os.close(fd)
+        tmp = temporary_file_beside(path, f".part{path.suffix}")
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
-    tmp = Path(name)
     try:
         write(tmp)
         os.replace(tmp, path)

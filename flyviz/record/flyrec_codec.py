@@ -24,7 +24,6 @@ import json
 import math
 import os
 import re
-import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz._version import __version__
-from flyviz.fileio import not_a_file
+from flyviz.fileio import not_a_file, temporary_file_beside
 from flyviz.model.errors import FlyvizError, RecordingError
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, Frame
 
@@ -226,8 +225,7 @@ def write_recording(rec: "Recording", path: str | Path) -> Path:
         rec.states_dtype, (n, rec.neurons), rec.state_stream)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-        os.close(fd)
+        tmp = temporary_file_beside(path)
         try:
             save_safetensors(tmp, tensors, header)
             os.replace(tmp, path)

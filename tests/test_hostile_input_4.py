@@ -719,3 +719,33 @@ def test_the_library_simulate_checks_the_models_constants(brain, change):
     name = next(iter(change))
     with pytest.raises(InputError, match=f"LIFParams.{name} is"):
         spiking.simulate(loaded, excite=[0], duration_s=0.01, params=LIFParams(**change))
+
+
+def test_the_window_without_a_display_is_one_line_not_qts_abort():
+    """``flyviz`` on a server without a screen: Qt's window-system plugin aborted the process
+    (exit 134, a paragraph about xcb-cursor0); now one line says how to get a screen."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    for argv in ([], ["gui", "demo"]):
+        done = subprocess.run([sys.executable, "-m", "flyviz", *argv], env=env, timeout=120,
+                              capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "needs a display" in done.stderr and "xvfb-run" in done.stderr
+
+
+def test_a_display_or_a_platform_that_needs_none_lets_the_window_start():
+    from flyviz.commands.gui import check_display
+    from flyviz.errors import InputError
+
+    for environ in ({"DISPLAY": ":1"}, {"WAYLAND_DISPLAY": "wayland-0"},
+                    {"QT_QPA_PLATFORM": "offscreen"}, {"QT_QPA_PLATFORM": "vnc:size=800x600"}):
+        check_display(environ, "linux")
+    check_display({}, "darwin")                    # macOS and Windows always have a screen
+    for environ in ({}, {"DISPLAY": ""}, {"QT_QPA_PLATFORM": "xcb"}):
+        with pytest.raises(InputError, match="needs a display"):
+            check_display(environ, "linux")

@@ -17,6 +17,38 @@ from flyviz.model.errors import InputError
 GL_CHOICES = ("auto", "software")
 
 
+#: Qt platforms that need no window system (``QT_QPA_PLATFORM``).
+HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc", "eglfs", "linuxfb", "vkkhrdisplay")
+
+
+def check_display(environ: Any = None, platform: str = sys.platform) -> None:
+    """Refuse in one line, before Qt starts, to open the window where there is no screen.
+
+    On Linux without ``DISPLAY`` or ``WAYLAND_DISPLAY`` Qt's window-system plugin aborts
+    the process (exit 134, a paragraph about ``xcb-cursor0``), whatever is wrong; a
+    ``QT_QPA_PLATFORM`` that draws without one (``offscreen``...) is left to Qt.
+
+    Raises
+    ------
+    InputError
+        Saying how to get a screen (``xvfb-run``) or what works without one.
+    """
+    import os
+
+    environ = os.environ if environ is None else environ
+    if not platform.startswith("linux"):
+        return
+    chosen = environ.get("QT_QPA_PLATFORM", "").split(":")[0].strip().lower()
+    if chosen in HEADLESS_PLATFORMS:
+        return
+    if environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"):
+        return
+    raise InputError("the window needs a display and none is set (DISPLAY and WAYLAND_DISPLAY "
+                     "are empty): run it on a desktop, over ssh -X, or under a virtual screen "
+                     "(xvfb-run -a flyviz ...); the command-line commands (generate, export, "
+                     "share) need none")
+
+
 def use_gl(choice: str) -> None:
     """Choose the app's OpenGL before Qt starts (``--gl``).
 
@@ -135,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         meshes = [load_mesh(path) for path in args.mesh]
     if args.dataset is not None and not args.dataset.is_dir():
         raise InputError(f"--dataset {args.dataset} is not a folder")
+    check_display()
     from PySide6.QtCore import QCoreApplication, Qt
     from PySide6.QtWidgets import QApplication
 

@@ -119,10 +119,24 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path: Path, capsys, args: list[
     assert not out.exists()
 
 
-def test_unwritable_out_fails_before_the_brain_loads(tmp_path: Path, capsys) -> None:
-    out = tmp_path / "missing" / "x.parquet"
-    assert main(["simulate", str(tmp_path / "nothing-here"), "--out", str(out)]) == 2
-    assert "cannot write --out" in capsys.readouterr().err
+@pytest.mark.parametrize("option, name", [("--out", "x.parquet"), ("--record", "x.flyrec")])
+def test_unwritable_output_fails_before_the_brain_loads_naming_its_option(
+        tmp_path: Path, capsys, option: str, name: str) -> None:
+    # A file where a folder should be, and /proc (which os.access says root may write).
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    for out in (tmp_path / "file" / name, Path("/proc/flyviz-x") / name):
+        assert main(["simulate", str(tmp_path / "nothing-here"), option, str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"cannot write {option} {out}" in err, err
+
+
+def test_a_missing_output_folder_is_made_as_export_and_generate_make_it(
+        tmp_path: Path, capsys) -> None:
+    brain = _write_brain(tmp_path / "brain")
+    out, record = tmp_path / "new" / "x.parquet", tmp_path / "other" / "deeper" / "x.flyrec"
+    assert main(["simulate", str(brain), "--excite", "all", "--duration", "20ms",
+                 "--out", str(out), "--record", str(record)]) == 0, capsys.readouterr().err
+    assert pd.read_parquet(out).shape[0] > 0 and record.stat().st_size > 0
 
 
 def test_labels_and_positions_from_flywire_tables(tmp_path: Path) -> None:

@@ -96,15 +96,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
-def _check_out(path: Path) -> None:
+def _check_out(path: Path, option: str) -> None:
+    """``option``'s file can be written (its folder made if missing, as export and generate
+    --record do), or one line naming the option and why not."""
     from flyviz.errors import InputError
+    from flyviz.fileio import check_output_path, probe_writable
 
-    folder = path.expanduser().resolve().parent
-    if path.is_dir():
-        raise InputError(f"--out {path} is a folder")
-    if not folder.is_dir() or not os.access(folder, os.W_OK) or \
-            (path.exists() and not os.access(path, os.W_OK)):
-        raise InputError(f"cannot write --out {path}")
+    check_output_path(path, option)
+    existing = path.expanduser().absolute().parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    probe_writable(existing, option, path)  # os.access says yes to root everywhere, /proc too
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"cannot write {option} {path}: the file is not writable")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,9 +153,9 @@ def run(args: argparse.Namespace) -> int:
                              "time the run did not have")
         if args.record.suffix != ".flyrec":
             raise InputError(f"--record {args.record} must end in .flyrec")
-    for path in (args.out, args.record):
+    for path, option in ((args.out, "--out"), (args.record, "--record")):
         if path is not None:
-            _check_out(path)
+            _check_out(path, option)
     if args.excite is not None or args.silence is not None:
         from flyviz.model.selection import parse
 
@@ -200,9 +204,13 @@ def run(args: argparse.Namespace) -> int:
 
         after = sustained_activity(result, args.input_until)
     if args.out is not None:
-        from flyviz.fileio import atomic_write
+        from flyviz.fileio import atomic_write, os_error
 
         frame = result.to_frame(args.exp_name or args.out.stem)
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise os_error(exc, args.out, "write") from None
         # Through a temporary beside it: a full disk leaves no part of the table behind.
         with atomic_write(args.out, "wb") as handle:
             frame.to_parquet(handle, compression="brotli", index=False)

@@ -1,3 +1,3 @@
 """The single source of flyviz's version."""
 
-__version__ = "0.1.0"
+__version__ = "0.5.0"

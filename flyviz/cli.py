@@ -58,8 +58,11 @@ The Fly LLM's recurrent layer is the fruit-fly central brain (49,393 neurons,
 9,050,172 signed synapses), stepped once per text token. With no subcommand,
 flyviz opens the desktop app on the embedded demo brain.
 
-A model SPEC is a local folder, a Hugging Face repo id
-(ngxson/fly-llm-hf, fernandofernandes/fly-wordbrain-rank64) or "demo".
+A model SPEC is a local folder (a checkpoint or a Fly Recital web export), a
+Hugging Face repo id (ngxson/fly-llm-hf, fernandofernandes/fly-wordbrain-rank64,
+QuixiAI/FlyGPT or its /scrambled, /init, /full-cns) or "demo". The spiking whole
+brain (flyviz simulate) is a folder holding Shiu et al.'s Completeness_783.csv and
+Connectivity_783.parquet.
 """
 
 EPILOG = """\

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,6 +58,28 @@ def test_local_folder_and_file_specs(tiny_checkpoint, tmp_path):
         load_model(str(tmp_path / "missing"))
     with pytest.raises(ModelNotFoundError, match="no model given"):
         load_model("  ")
+
+
+def test_the_help_and_the_missing_folder_error_name_every_repo_the_readme_says_loads(tmp_path):
+    """README's "What loads" table, `flyviz --help` and the "no such folder" hint agree."""
+    from flyviz.cli import DESCRIPTION
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## What loads", 1)[1].split("\n## ", 1)[0]
+    repos = re.findall(r"`([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)`", table)
+    assert {"ngxson/fly-llm-hf", "fernandofernandes/fly-wordbrain-rank64",
+            "QuixiAI/FlyGPT"} <= set(repos)
+    with pytest.raises(ModelNotFoundError) as refused:
+        load_model(str(tmp_path / "missing"))
+    hint = str(refused.value)
+    assert "\n" not in hint
+    help_text = " ".join(DESCRIPTION.split())
+    for text in (hint, help_text):
+        for repo in repos:
+            assert repo in text, (repo, text)
+        for subfolder in ("/scrambled", "/init", "/full-cns"):
+            assert subfolder in text, (subfolder, text)
+        assert "web export" in text, text
 
 
 def test_hub_models_load_from_the_cache_offline(tiny_checkpoint, hub_cache):

@@ -14,7 +14,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz info``."""
     parser.add_argument("spec", metavar="SPEC",
                         help="model folder, hub repo id (ngxson/fly-llm-hf, "
-                             "fernandofernandes/fly-wordbrain-rank64[@rev][/subfolder]), 'demo', "
+                             "fernandofernandes/fly-wordbrain-rank64[@rev][/subfolder], "
+                             "QuixiAI/FlyGPT[/scrambled|/init|/full-cns]), 'demo', "
                              "a fly-connectome-malecns-166k dataset folder or a ConnecTorch "
                              "brain (.ct folder)")
     add_dataset_option(parser)

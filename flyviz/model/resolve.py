@@ -69,6 +69,10 @@ WORDBRAIN_FILES = ("manifest.json", "min-ce.safetensors", "tokenizer.json")
 FLYGPT_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                 "generation_config.json", "graph_metadata.json")
 
+#: What a model spec can be, as the "no model" and "no such folder" errors say it (one line).
+SPEC_KINDS = (f"a folder (a checkpoint or a Fly Recital web export), a hub repo id ({NGXSON_REPO}, "
+              f"{WORDBRAIN_REPO}, {FLYGPT_REPO} or its /scrambled, /init, /full-cns) or 'demo'")
+
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*(@[^/\s]+)?(/.*)?$")
 
 
@@ -372,13 +376,11 @@ def check_spec(spec: str) -> None:
     """
     text = str(spec).strip()
     if not text:
-        raise ModelNotFoundError("no model given: pass a folder, a hub repo id "
-                                 f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+        raise ModelNotFoundError(f"no model given: pass {SPEC_KINDS}")
     if text.lower() == DEMO_SPEC or Path(text).expanduser().exists():
         return
     if parse_hub_spec(text) is None:
-        raise ModelNotFoundError(f"no such folder: {text}; a model is a folder, a hub repo id "
-                                 f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+        raise ModelNotFoundError(f"no such folder: {text}; a model is {SPEC_KINDS}")
 
 
 def load_model(spec: str, progress: Progress | None = None, *,
@@ -416,8 +418,7 @@ def load_model(spec: str, progress: Progress | None = None, *,
     """
     spec = str(spec).strip()
     if not spec:
-        raise ModelNotFoundError("no model given: pass a folder, a hub repo id "
-                                 f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+        raise ModelNotFoundError(f"no model given: pass {SPEC_KINDS}")
     if selector is not None:
         spec = selector_spec(spec, selector)
     if dataset_dir is not None:
@@ -445,8 +446,7 @@ def load_model(spec: str, progress: Progress | None = None, *,
     else:
         hub = parse_hub_spec(spec)
         if hub is None:
-            raise ModelNotFoundError(f"no such folder: {spec}; a model is a folder, a hub repo id "
-                                     f"({NGXSON_REPO}, {WORDBRAIN_REPO}) or 'demo'")
+            raise ModelNotFoundError(f"no such folder: {spec}; a model is {SPEC_KINDS}")
         ckpt = load_hub_model(hub, progress, dataset_dir=dataset_dir)
         ckpt.metadata["spec"] = hub.display
     # Every loader behind load_folder ends with validate_checkpoint; a second

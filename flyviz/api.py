@@ -112,9 +112,14 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
     min_new_tokens
         Do not end at the end-of-text token before this many generated tokens (it
         is not chosen until then), to go on where the model would stop.
-    temperature, top_p, seed
-        Sampler settings: ``temperature=0`` is greedy; ``seed=None`` draws a
-        seed, which the recording stores so the run can be replayed.
+    temperature
+        Sampler temperature; ``0`` is greedy.
+    top_p
+        Nucleus sampling: draw from the smallest set of tokens whose probabilities
+        add up to ``top_p`` (``1.0`` keeps them all).
+    seed
+        The sampler's seed; ``None`` draws one, which the recording stores so the
+        run can be replayed.
     top_k
         How many next-token candidates each frame keeps.
     interventions

@@ -426,3 +426,26 @@ def test_the_demo_brains_estimate_runs_at_full_size(tmp_path):
     est = run_importance(None, model, corpus, groups, None, ImportanceSettings(), workers=0)
     assert est.estimate.shape == (49393,) and np.isfinite(est.estimate).all()
     assert est.baseline_cross_entropy == pytest.approx(exact.baseline_cross_entropy, abs=1e-5)
+
+
+def test_the_printed_table_of_an_estimate_has_no_columns_of_nan():
+    """``flyviz importance`` printed its rows with KL and top-1 columns of ``nan`` and ``nan%``
+    (an estimate gives the change of cross-entropy only), which read as a failure; an exact
+    lesion map keeps both columns."""
+    from flyviz.analysis.importance import estimate_rows
+    from flyviz.analysis.sweep.groups import Group
+    from flyviz.analysis.sweep.lesion_map import GroupResult
+    from flyviz.analysis.sweep.run import format_table
+
+    groups = [Group("cb_sensory", "superclass:cb_sensory", np.array([0, 2])),
+              Group("optic", "superclass:optic", np.array([1]))]
+    table = format_table(estimate_rows(np.array([0.5, 0.25, 0.125]), groups, 3.0, 100))
+    lines = table.splitlines()
+    assert "nan" not in table and "KL" not in lines[0] and "top-1" not in lines[0]
+    assert lines[1].split()[:4] == ["1", "cb_sensory", "2", "0.6250"]
+    assert "estimate gives dCE only" in lines[-1]
+    exact = [GroupResult(rank=1, group="optic", query="superclass:optic", neurons=1,
+                         delta_ce=0.25, kl=0.125, top1_agreement=0.875, cross_entropy=3.25,
+                         positions=100)]
+    shown = format_table(exact).splitlines()
+    assert "KL nats/tok" in shown[0] and shown[1].split()[-2:] == ["0.1250", "87.5%"]

@@ -6,6 +6,8 @@ See :mod:`flyviz.analysis.sweep` ("How it runs", "Result file").
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,17 +146,31 @@ _ARROW_TYPES = {"rank": "int32", "group": "string", "query": "string", "neurons"
 
 
 def format_table(rows: list[GroupResult], limit: int | None = 30) -> str:
-    """The rows as an aligned text table (the first ``limit``; ``None`` or 0 for all)."""
+    """The rows as an aligned text table (the first ``limit``; ``None`` or 0 for all).
+
+    The KL and top-1 columns are left out, with a line saying so, where no row has them
+    (an estimate, ``flyviz importance``, gives the change of cross-entropy only; its file
+    holds NaN there): a column of ``nan`` read as a failure.
+    """
     shown = rows if not limit else rows[:limit]
     width = min(32, max([5] + [len(r.group) for r in shown]))
-    lines = [f"{'rank':>5}  {'group':<{width}}  {'neurons':>8}  {'dCE nats/tok':>12}  "
-             f"{'KL nats/tok':>11}  {'top-1 same':>10}"]
+    measured = any(math.isfinite(r.kl) or math.isfinite(r.top1_agreement) for r in rows)
+    head = f"{'rank':>5}  {'group':<{width}}  {'neurons':>8}  {'dCE nats/tok':>12}"
+    lines = [head + (f"  {'KL nats/tok':>11}  {'top-1 same':>10}" if measured else "")]
     for r in shown:
         name = r.group if len(r.group) <= width else r.group[:width - 1] + "~"
-        lines.append(f"{r.rank:>5}  {name:<{width}}  {r.neurons:>8,}  {r.delta_ce:>12.4f}  "
-                     f"{r.kl:>11.4f}  {r.top1_agreement:>10.1%}")
+        line = f"{r.rank:>5}  {name:<{width}}  {r.neurons:>8,}  {r.delta_ce:>12.4f}"
+        if measured:
+            kl = f"{r.kl:>11.4f}" if math.isfinite(r.kl) else f"{'-':>11}"
+            top1 = f"{r.top1_agreement:>10.1%}" if math.isfinite(r.top1_agreement) \
+                else f"{'-':>10}"
+            line += f"  {kl}  {top1}"
+        lines.append(line)
     if len(shown) < len(rows):
         lines.append(f"  ... {len(rows) - len(shown):,} more groups")
+    if not measured and rows:
+        lines.append("  (an estimate gives dCE only; flyviz sweep measures the KL and the top-1 "
+                     "agreement of each lesion)")
     return "\n".join(lines)
 
 

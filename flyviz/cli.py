@@ -78,10 +78,11 @@ examples:
   flyviz export demo --prompt "Tom and his dog" --out run.mp4
   flyviz convert run.flyrec --to zarr run.zarr
   flyviz figure run.flyrec --kind raster --out raster.png
-  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --out lesions.csv
+  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --max-tokens 2000 \\
+      --out lesions.csv
   flyviz patch demo --clean "... girl named Lily." --corrupt "... boy named Tom." \\
       --answer " She" --versus " He" --by superclass --out trace.csv --figure trace.png
-  flyviz importance demo --text assets/demo/heldout.txt --out estimate.csv
+  flyviz importance demo --text assets/demo/heldout.txt --max-tokens 2000 --out estimate.csv
 
 Run 'flyviz COMMAND --help' for the options of one command.
 """

@@ -134,6 +134,10 @@ def test_shortcuts_dialog_lists_every_shortcut_and_about_credits(window, qtbot):
             if not action.shortcut().isEmpty()]
     assert len(set(keys)) == len(keys)                     # every action has its own keys
     assert all(win.actions_by_name[name].shortcut().toString() for name, _k, _d in SHORTCUTS)
+    # Every action reads without scrolling sideways (a fixed width cut the longest off).
+    qtbot.waitExposed(dialog)
+    assert not table.horizontalScrollBar().isVisible()
+    assert table.horizontalHeader().length() <= table.viewport().width()
     dialog.close()
 
     import html

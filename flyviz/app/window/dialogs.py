@@ -79,7 +79,13 @@ def shortcuts_dialog(parent: QWidget, rows: list[tuple[str, str]]) -> QDialog:
     buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
     buttons.rejected.connect(dialog.reject)
     layout.addWidget(buttons)
-    dialog.resize(520, 600)
+    # As wide as the table's columns (no sideways scrolling to read an action), at most the
+    # screen's width; a fixed 520 px cut the longest actions off.
+    wanted = (table.horizontalHeader().length() + table.verticalScrollBar().sizeHint().width()
+              + 2 * table.frameWidth() + layout.contentsMargins().left()
+              + layout.contentsMargins().right())
+    screen = parent.screen().availableGeometry().width() if parent.screen() else wanted
+    dialog.resize(min(max(520, wanted), int(screen * 0.9)), 600)
     dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.open()
     return dialog

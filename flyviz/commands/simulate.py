@@ -239,10 +239,11 @@ def run(args: argparse.Namespace) -> int:
              if args.out is not None or args.record is not None else ""))
     if after is not None:
         print(after.describe())
-    top = np.argsort(-rates, kind="stable")[:10]
+    top = [int(i) for i in np.argsort(-rates, kind="stable")[:10] if rates[i] > 0]
+    if top:
+        print(f"the {len(top)} neurons that fired most (mean rate over the trials):")
+        print(f"  {'neuron id':>20}  {'rate':>11}  cell type")
     for i in top:
-        if rates[i] <= 0:
-            break
         label = brain.cell_type[i] if brain.cell_type is not None and brain.cell_type[i] \
             else ""
         print(f"  {brain.root_ids[i]:>20}  {rates[i]:8.1f} Hz  {label}")

@@ -178,3 +178,13 @@ def test_model_loads_in_the_background_and_a_failure_is_a_message(qtbot, app_che
     assert "synthetic demo brain" in win.windowTitle()
     win.close()
     assert flyviz_threads(ignore=earlier) == []
+
+
+def test_the_title_says_a_demo_brain_is_synthetic_once():
+    from flyviz.app.window.main_window import window_title
+    from flyviz.demo.names import DEMO_NAME
+
+    for name in (DEMO_NAME, "test-brain"):
+        title = window_title(name, True)
+        assert title.lower().count("synthetic") == 1 and "not the fly connectome" in title
+    assert window_title("fly-llm-hf", False) == "flyviz — fly-llm-hf"

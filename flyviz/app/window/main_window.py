@@ -125,6 +125,16 @@ class TimelineFollower:
                                       self.runs.phase_label())
 
 
+def window_title(name: str, is_demo: bool) -> str:
+    """The window's title for the model ``name``: a demo brain says it is not the fly
+    connectome, once (the demo's own name already says "synthetic")."""
+    if not is_demo:
+        return f"flyviz — {name}"
+    if "synthetic" in name.lower():
+        return f"flyviz — {name}: not the fly connectome"
+    return f"flyviz — {name} — synthetic demo brain, not the fly connectome"
+
+
 class MainWindow(FeatureWindow):
     """The flyviz desktop app.
 
@@ -616,9 +626,7 @@ class MainWindow(FeatureWindow):
         self.text_panel.set_decoder(bundle.tokenizer.decode)
         self._apply_display_settings()
         self.controls.set_superclasses(sorted(set(anatomy.superclass)) if anatomy.superclass else [])
-        self.setWindowTitle(f"flyviz — {bundle.name}"
-                            + (" — synthetic demo brain, not the fly connectome"
-                               if bundle.is_demo else ""))
+        self.setWindowTitle(window_title(bundle.name, bundle.is_demo))
         self.status_model.setText(bundle.name + (" · demo" if bundle.is_demo else ""))
         self.model_panel.describe(bundle, self.brain.note.text())
         self.text_panel.show_text_placeholder("Type a prompt above and press Enter.")

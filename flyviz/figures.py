@@ -124,21 +124,61 @@ class _Run:
     label: str
     states: np.ndarray          # (T, N) float32
     colormap: str               # flyviz colormap name
+    caption: str = "activation h"   # its colour bar's
 
 
-def _runs(recording: Any) -> list[_Run]:
+@dataclass(frozen=True)
+class _Frames:
+    """What the recording's kind says its frames and its state are (:mod:`flyviz.kinds`):
+    the time axis, the state's colormap and colour bar caption."""
+
+    axis: Any                   # flyviz.kinds.TimeAxis
+    texts: bool                 # the frames carry text (a language model's tokens)
+    colormap: str
+    caption: str
+
+    @classmethod
+    def of(cls, recording: Any, model: Any = None) -> "_Frames":
+        kind = _kind(recording, model)
+        layer = kind.state_layer("signed", None)
+        return cls(kind.recording_axis(recording), kind.reads_text, layer.colormap,
+                   layer.caption)
+
+    def ticks(self, recording: Any, count: int) -> tuple[list[str], str]:
+        """The x axis's label of each of the first ``count`` frames, and the axis's title: a
+        language model's tokens, else each frame's end on the axis (``"30"``, ms)."""
+        if self.texts:
+            return [repr(t)[1:-1][:12] for t in list(recording.token_texts)[:count]], \
+                self.axis.name
+        if self.axis.counted:
+            return [str(i + 1) for i in range(count)], self.axis.name
+        return [f"{self.axis.time(i):g}" for i in range(count)], \
+            f"{self.axis.name} end ({self.axis.unit})"
+
+
+def _kind(recording: Any, model: Any = None) -> Any:
+    """The kind of model that made ``recording``: the one its metadata names, else
+    ``model``'s (:func:`flyviz.kinds.kind_of`), else the Fly LLM's."""
+    from flyviz.kinds import kind_of, kind_of_recording
+
+    named = isinstance(getattr(recording, "metadata", {}).get("kind"), str)
+    return kind_of_recording(recording) if named or model is None else kind_of(model)
+
+
+def _runs(recording: Any, model: Any = None) -> list[_Run]:
+    frames = _Frames.of(recording, model)
     states = np.asarray(recording.states(), dtype=np.float32)
     if states.shape[0] == 0:
-        raise InputError("the recording holds no tokens")
+        raise InputError(f"the recording holds no {frames.axis.names}")
     baseline = getattr(recording, "baseline", None)
     if baseline is None:
-        return [_Run("run", states, "signed")]
+        return [_Run("run", states, frames.colormap, frames.caption)]
     untouched = np.asarray(baseline.states(), dtype=np.float32)
     tokens = min(len(untouched), len(states))
-    return [_Run("untouched", untouched[:tokens], "signed"),
-            _Run("intervened", states[:tokens], "signed"),
+    return [_Run("untouched", untouched[:tokens], frames.colormap, frames.caption),
+            _Run("intervened", states[:tokens], frames.colormap, frames.caption),
             _Run("Δx (intervened − untouched)", states[:tokens] - untouched[:tokens],
-                 "difference")]
+                 "difference", "Δx")]
 
 
 def _limit(values: np.ndarray) -> float:
@@ -174,13 +214,14 @@ def _colourbar(figure: Any, axes: Any, colormap: str, limit: float, label: str) 
     bar.set_label(label)
 
 
-def _token_axis(axes: Any, texts: list[str]) -> None:
-    count = len(texts)
+def _token_axis(axes: Any, frames: _Frames, recording: Any, count: int) -> None:
+    """The x axis of ``count`` frames, as the recording's kind names them."""
+    labels, title = frames.ticks(recording, count)
     step = max(1, int(np.ceil(count / 40)))
     ticks = np.arange(0, count, step)
     axes.set_xticks(ticks)
-    axes.set_xticklabels([repr(texts[t])[1:-1][:12] for t in ticks], rotation=90, fontsize=7)
-    axes.set_xlabel("token")
+    axes.set_xticklabels([labels[t] for t in ticks], rotation=90, fontsize=7)
+    axes.set_xlabel(title)
 
 
 def _labels(model: Any, what: str, neurons: int) -> list[str] | None:
@@ -195,7 +236,7 @@ def _labels(model: Any, what: str, neurons: int) -> list[str] | None:
 def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> None:
     from flyviz.analysis.population import RasterPooler, anatomy_order, similarity_order
 
-    runs = _runs(recording)
+    runs = _runs(recording, model)
     neurons = runs[0].states.shape[1]
     superclass = _labels(model, "superclass", neurons)
     if options.sort == "anatomy":
@@ -207,7 +248,7 @@ def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> 
         order = similarity_order(runs[0].states)
     rows = max(50, int(options.size[1] * 0.8))
     pooler = RasterPooler(order, rows)
-    texts = list(recording.token_texts)
+    frames = _Frames.of(recording, model)
     grid = figure.subplots(1, len(runs), sharey=True, squeeze=False)[0]
     for axes, run in zip(grid, runs):
         image = pooler.pool(run.states)
@@ -215,9 +256,8 @@ def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> 
         axes.imshow(_colour(image, run.colormap, limit), aspect="auto", interpolation="nearest",
                     extent=(-0.5, image.shape[1] - 0.5, pooler.rows - 0.5, -0.5))
         axes.set_title(run.label, fontsize=10)
-        _token_axis(axes, texts[:image.shape[1]])
-        _colourbar(figure, axes, run.colormap, limit, "Δx" if run.colormap == "difference"
-                   else "activation x")
+        _token_axis(axes, frames, recording, image.shape[1])
+        _colourbar(figure, axes, run.colormap, limit, run.caption)
     first = grid[0]
     if order.bands and options.sort == "anatomy":
         edges = pooler.edges
@@ -235,15 +275,18 @@ def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> 
     else:
         first.set_ylabel(f"{neurons:,} neurons in similarity order")
         first.set_yticks([])
-    figure.suptitle(f"{neurons:,} neurons × {len(texts):,} tokens "
-                    f"({neurons / pooler.rows:.0f} neurons a pixel row, largest |x| kept)",
+    from flyviz.render.colormaps import is_diverging
+
+    kept = "largest |x| kept" if is_diverging(frames.colormap) else "largest value kept"
+    figure.suptitle(f"{neurons:,} neurons × {len(recording):,} {frames.axis.names} "
+                    f"({neurons / pooler.rows:.0f} neurons a pixel row, {kept})",
                     fontsize=11)
 
 
 def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) -> None:
     from flyviz.analysis.population import group_time_courses
 
-    runs = _runs(recording)
+    runs = _runs(recording, model)
     quantity = options.quantity or ("dx" if len(runs) > 1 else "mean")
     if quantity == "dx":
         if len(runs) == 1:
@@ -259,7 +302,9 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
                          "give the model with --model")
     courses = group_time_courses(run.states, labels, _labels(model, "superclass", neurons),
                                  quantity="abs" if quantity == "abs" else "mean")
-    colormap = "difference" if quantity == "dx" else ("abs" if quantity == "abs" else "signed")
+    frames = _Frames.of(recording, model)
+    colormap = "difference" if quantity == "dx" else ("abs" if quantity == "abs" else
+                                                      frames.colormap)
     limit = _limit(courses.values)
     grid = figure.add_gridspec(1, 2, width_ratios=(1, 40), wspace=0.01)
     strip, axes = figure.add_subplot(grid[0]), figure.add_subplot(grid[1])
@@ -278,20 +323,21 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
     strip.set_yticklabels([f"{courses.names[r]} ({courses.parents[r]})"
                            for r in range(0, rows, step)], fontsize=6)
     axes.set_yticks([])
-    _token_axis(axes, list(recording.token_texts)[:courses.values.shape[1]])
-    what = {"mean": "mean activation", "abs": "mean |x|", "dx": "mean Δx"}[quantity]
+    _token_axis(axes, frames, recording, courses.values.shape[1])
+    what = {"mean": f"mean {frames.caption}", "abs": "mean |x|", "dx": "mean Δx"}[quantity]
     _colourbar(figure, axes, colormap, limit, what)
-    axes.set_title(f"{what} of {rows} {options.by.replace('_', ' ')}s per token "
+    axes.set_title(f"{what} of {rows} {options.by.replace('_', ' ')}s per {frames.axis.name} "
                    "(rows by similarity; side strip: superclass)", fontsize=10)
 
 
 def _trajectory(figure: Any, recording: Any, model: Any, options: FigureOptions) -> None:
     from flyviz.analysis.population import principal_trajectory
 
-    runs = _runs(recording)
+    runs = _runs(recording, model)
     base = runs[0]
+    names = _Frames.of(recording, model).axis.names
     if base.states.shape[0] < 3:
-        raise InputError("a trajectory needs at least three tokens")
+        raise InputError(f"a trajectory needs at least three {names}")
     trajectory = principal_trajectory(base.states, components=3)
     axes = figure.add_subplot(projection="3d")
     paths = [(base.label, trajectory.coordinates)]
@@ -308,7 +354,7 @@ def _trajectory(figure: Any, recording: Any, model: Any, options: FigureOptions)
         if k < len(explained):
             setter(f"PC{k + 1} ({100 * explained[k]:.1f} %)")
     axes.legend(loc="upper left", fontsize=8)
-    axes.set_title(f"state trajectory over {base.states.shape[0]} tokens "
+    axes.set_title(f"state trajectory over {base.states.shape[0]} {names} "
                    f"(o first, x last; {100 * explained.sum():.1f} % of the variance shown)",
                    fontsize=10)
 
@@ -334,7 +380,9 @@ def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> N
     if not 0 <= token < tokens:
         raise InputError(f"--token {token} is outside the recording's 0..{tokens - 1}")
     state = ViewerState()
-    state.set_model(model, model.anatomy, getattr(model, "name", None))
+    # The kind says what the state is (its colour bar: activation h, rates in Hz).
+    state.set_model(model, model.anatomy, getattr(model, "name", None),
+                    kind=_kind(recording, model))
     state.set_recording(recording, index=token)
     state.mesh.outline_shown = options.outline
     image = brain_image(state, options.size)
@@ -343,7 +391,7 @@ def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> N
     axes.set_axis_off()
     layer = state.layer
     low, high = state.value_range(token)
-    _colourbar(figure, axes, layer.colormap, max(abs(low), abs(high)), layer.label)
+    _colourbar(figure, axes, layer.colormap, max(abs(low), abs(high)), layer.caption)
     # The caption is the model kind's: a language model's "token 12 of 40: ' cat'".
     axes.set_title(state.kind.frame_caption(recording, token), fontsize=11)
 

@@ -248,6 +248,12 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
         selected = int(np.searchsorted(shown, state.selected))
     display = state.display
     rate = float(state.run.speed_cap) or UNCAPPED_RATE
+    kind = state.kind
+    # What the page says of each frame is the kind's: its words, its counter ("bin 3 / 10 ·
+    # 30 ms · 412 spikes"), and whether a text line and bars apply (page_axis).
+    steps = kind.page_steps(recording)
+    for i, step in enumerate(steps):
+        step.setdefault("counter", kind.page_counter(recording, i))
     header: dict[str, Any] = {
         "format": "flyviz-share", "version": 1,
         "title": title or _title(state),
@@ -256,7 +262,8 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
         "bounds": [[float(c) - float(m) for c, m in zip(row, centre)] for row in bounds],
         "view": state.view, "views": {k: list(v) for k, v in VIEW_PRESETS.items()},
         "fov": DEFAULT_FOV, "margin": FRAMING_MARGIN, "camera": _camera(state),
-        "rate": rate, "index": max(0, state.index), "tokens": state.kind.page_steps(recording),
+        "rate": rate, "index": max(0, state.index), "tokens": steps,
+        "axis": kind.page_axis(recording),
         "layers": layer_headers, "layer": keys[0],
         "labels": {"cell_type": cell_names, "superclass": super_names},
         "has_emphasis": highlight is not None, "selected": selected,

@@ -217,6 +217,9 @@ class ModelKind:
     time_axis: ClassVar[TimeAxis] = TimeAxis("step", "step")
     #: What a neuron's recorded state is, as a plot's axis names it.
     state_label: ClassVar[str] = "state"
+    #: The *Colour by* title of the recorded state (:meth:`state_layer`), as the window's
+    #: menu and a shared page's name it (``&`` marks the menu's key).
+    state_title: ClassVar[str] = "&Live state (activation h)"
     #: The side channels its frames carry.
     side_channels: ClassVar[tuple[SideChannel, ...]] = ()
     #: True when a run is given text (a prompt box applies) and its frames carry it.
@@ -406,12 +409,20 @@ class ModelKind:
             yield OverlayContent(prompt="", generated="", newest="", newest_in_prompt=False,
                                  bars=(), counter=self.time_axis.of(i, n))
 
-    def recorded_layer(self, mode: str, scale: Any) -> Any:
-        """How a movie or still colours this kind's recorded state when nothing else is
-        chosen (``flyviz export``): the activation in colormap ``mode`` over ``scale``."""
+    def state_layer(self, mode: str, scale: Any) -> Any:
+        """What this kind's recorded state is, as a view colours it: its label, units,
+        colormap and ``scale`` (the window's *Live state*, a shared page's and a figure's
+        colour bar; a viewer state asks it, :meth:`ViewerState.layer
+        <flyviz.viewer.state.ViewerState.layer>`). Default: the activation in colormap
+        ``mode`` (``"signed"`` or ``"abs"``) over ``scale``."""
         from flyviz.render.style import activation_layer
 
         return activation_layer(mode, scale)
+
+    def recorded_layer(self, mode: str, scale: Any) -> Any:
+        """How a movie or still colours this kind's recorded state when nothing else is
+        chosen (``flyviz export``); default :meth:`state_layer`."""
+        return self.state_layer(mode, scale)
 
     def recording_axis(self, recording: "Recording") -> TimeAxis:
         """``recording``'s time axis: :attr:`time_axis`, with the frame length the
@@ -426,7 +437,7 @@ class ModelKind:
         from flyviz.record.convert import FrameTiming
 
         axis = self.recording_axis(recording)
-        layer = self.recorded_layer("signed", None)
+        layer = self.state_layer("signed", None)
         return FrameTiming.of_axis(axis.name, axis.unit, axis.step, counted=axis.counted,
                                    state_unit=str(getattr(layer, "units", "") or "1"),
                                    state_label=str(getattr(layer, "label", "")
@@ -448,6 +459,23 @@ class ModelKind:
         ``[label, value]`` bars. Default: the time axis's words and no bars."""
         return [{"text": f" {self.time_axis.at(i)}", "phase": 0, "position": i, "next": "",
                  "p": 0.0, "top": []} for i in range(len(recording))]
+
+    def page_counter(self, recording: "Recording", index: int) -> str:
+        """A shared page's counter at frame ``index`` of ``recording``, as the window's
+        timeline counts (:meth:`TimeAxis.counter` of :meth:`recording_axis`):
+        ``"token 12 / 40"``, ``"bin 12 / 40 · 120 ms"``."""
+        return self.recording_axis(recording).counter(index, len(recording))
+
+    def page_axis(self, recording: "Recording") -> dict[str, Any]:
+        """How a shared web page counts ``recording``'s frames and what it shows beside the
+        brain (:mod:`flyviz.export.share`): the time axis (:meth:`recording_axis`: ``name``,
+        ``names``, ``unit``, ``step``, ``counted``), ``text`` (the frames carry text for the
+        page's text line: :attr:`reads_text`) and ``bars`` (the title over a step's bars,
+        ``""`` for a kind whose frames carry none)."""
+        axis = self.recording_axis(recording)
+        return {"name": axis.name, "names": axis.names, "unit": axis.unit,
+                "step": float(axis.step), "counted": axis.counted,
+                "text": bool(self.reads_text), "bars": ""}
 
     # ------------------------------------------------------------ docks
     def shows(self, kinds: tuple[str, ...]) -> bool:

@@ -364,6 +364,10 @@ class LanguageModelKind(ModelKind):
                         "p": round(float(frame.probability), 5), "top": top})
         return out
 
+    def page_axis(self, recording: "Recording") -> dict[str, Any]:
+        """Tokens, the text line and the next-token bars."""
+        return {**super().page_axis(recording), "bars": NEXT_TOKEN_TITLE}
+
     def frame_line(self, recording: "Recording", index: int) -> str:
         """``'t=K "token"  |  text so far'``."""
         return f"t={index} {recording.token_texts[index]!r} | {recording.text_so_far(index)}"

@@ -264,6 +264,7 @@ class SpikingKind(ModelKind):
     title: ClassVar[str] = "spiking brain"
     time_axis: ClassVar[TimeAxis] = TimeAxis("bin", "ms", BIN_MS)
     state_label: ClassVar[str] = "rate (Hz)"
+    state_title: ClassVar[str] = "&Live state (firing rate, Hz)"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (SPIKES,)
 
     def colour_layers(self) -> "tuple[LayerKind, ...]":
@@ -284,10 +285,18 @@ class SpikingKind(ModelKind):
         (:func:`flyviz.viewer.layers.flash_layer`), where one spike lights its neuron fully:
         on rates, one spike in a 10 ms bin is 100 Hz, a sixth of an automatic 600 Hz scale,
         and the movie was nearly black."""
-        from flyviz.viewer.layers import flash_layer, rate_layer
+        from flyviz.viewer.layers import flash_layer
 
         if scale is not None and getattr(scale, "kind", "") == "auto":
             return flash_layer()
+        return self.state_layer(mode, scale)
+
+    def state_layer(self, mode: str, scale: Any) -> Any:
+        """Each neuron's firing rate in the bin, in Hz from 0
+        (:func:`flyviz.viewer.layers.rate_layer`) over ``scale``, whatever ``mode`` (a rate
+        has no sign)."""
+        from flyviz.viewer.layers import rate_layer
+
         return rate_layer(scale)
 
     def wiring(self, model: Any) -> Wiring | None:
@@ -521,6 +530,12 @@ class SpikingKind(ModelKind):
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """The bin counter with the bin's spike count."""
         return self.counter(recording, index)
+
+    def page_counter(self, recording: "Recording", index: int) -> str:
+        """``"bin 3 / 50 · 30 ms · 1,204 spikes"``."""
+        words = super().page_counter(recording, index)
+        spikes = self.bin_spikes(recording, index)
+        return words if spikes is None else f"{words} \u00b7 {spikes:,} spikes"
 
     def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
         """Each bin's words (``bin 3 · 30 ms``) and position; no bars."""

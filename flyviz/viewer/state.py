@@ -412,6 +412,16 @@ class ViewerState:
     def _offer_kind_layers(self, previous: ModelKind, kind: ModelKind) -> None:
         """Offer the colour layers of the kind shown (:meth:`ModelKind.colour_layers`) and
         withdraw those of the kind shown before."""
+        entry = self._colours.entries.get(STATE)
+        if entry is not None and entry.title != kind.state_title:
+            # The recorded state is what the kind says it is (its title, its layer:
+            # state_layer), for the menu and a shared page alike.
+            default = LAYERS[STATE]
+            tip = default.tip if kind.state_title == default.title else \
+                f"The recorded state at the shown {kind.time_axis.name} (the Settings' colours)"
+            self._colours.entries[STATE] = ColourLayerEntry(STATE, kind.state_title, entry.build,
+                                                            tip, entry.available)
+            self.events.colour_layers.emit(STATE)
         own = {layer.key: layer for layer in kind.colour_layers()}
         gone = [layer.key for layer in previous.colour_layers()
                 if layer.key not in own and layer.key in self.colour_layers]
@@ -420,6 +430,8 @@ class ViewerState:
         for key, layer in own.items():
             if layer.build is not None:
                 self.add_colour_layer(key, layer.title, layer.build, layer.tip, replace=True)
+        if kind != previous:
+            self.refresh_layer(STATE)       # a shown state is drawn as the new kind's
 
     # ------------------------------------------------------------ recording and token
     @property
@@ -600,13 +612,20 @@ class ViewerState:
         return self.add_colour_layer(key, kind.title, build, kind.tip, available,
                                      replace=key != STATE and key in self._colours.entries)
 
+    def state_layer(self) -> ColourLayer:
+        """The recorded state's colour layer: what the shown model's kind says its state is
+        (:meth:`ModelKind.state_layer <flyviz.kinds.ModelKind.state_layer>`: a language
+        model's activation h, a spiking brain's firing rate in Hz) in the display's colour
+        mode and scale."""
+        return self._kind.state_layer(self.display.mode, self.display.scale)
+
     def layer_of(self, key: str) -> ColourLayer:
         """Entry ``key``'s layer, built now whether or not it is the one shown (``STATE``:
-        the recorded state as the display says)."""
+        the recorded state as the display and the kind say, :meth:`state_layer`)."""
         if key == STATE:
-            return self.display.activation_layer()
+            return self.state_layer()
         layer = self._entry(key).build()
-        return self.display.activation_layer() if layer is None else layer
+        return self.state_layer() if layer is None else layer
 
     @property
     def colour_layers(self) -> dict[str, ColourLayerEntry]:
@@ -659,7 +678,7 @@ class ViewerState:
     @property
     def layer(self) -> ColourLayer:
         """The colour layer drawn: the chosen entry's, or the state's as the display says."""
-        return self._colours.override or self.display.activation_layer()
+        return self._colours.override or self.state_layer()
 
     def values(self, index: int | None = None, layer: ColourLayer | None = None
                ) -> np.ndarray | None:

@@ -580,6 +580,8 @@ class MainWindow(FeatureWindow):
         self.timeline.set_time_axis(kind.time_axis)
         self.raster_panel.set_time_axis(kind.time_axis)
         self.inspector.set_kind(kind)
+        display = self.state.display                        # the recorded state is the kind's
+        self.brain.apply_settings(self.state.state_layer(), display.point_size, display.glow)
         self._prompt_action.setVisible(kind.reads_text)     # a spiking brain reads no prompt
         self.controls.generation.setVisible(kind.reads_text)
         self._rate_unit = kind.rate_unit()
@@ -727,7 +729,7 @@ class MainWindow(FeatureWindow):
 
     def _apply_display_settings(self) -> None:
         d = self.state.display
-        self.brain.apply_settings(d.activation_layer(), d.point_size, d.glow)
+        self.brain.apply_settings(self.state.state_layer(), d.point_size, d.glow)
         self.brain.smoothing_s = d.smoothing_s
         self.brain.set_gain(d.gain)
         self.display.redraw_brain()

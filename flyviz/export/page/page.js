@@ -182,6 +182,9 @@ void main() {
   let gl, program, uniforms = {}, positions, labels, ids, layerBuffers = [], emphasisBuffer,
     layerCodes = [], view = null, dirty = true;
   const layers = header.layers;
+  // How the model's kind counts its frames and what the page shows beside the brain: a
+  // language model's tokens, text line and next-token bars; a spiking brain's bins alone.
+  const axis = header.axis || { name: "token", names: "tokens", text: true, bars: "next token" };
 
   function readHash() {
     const params = new URLSearchParams(location.hash.replace(/^#/, ""));
@@ -399,7 +402,7 @@ void main() {
       span.textContent = t.text;
       span.className = t.phase === "prompt" ? "prompt" : "generation";
       span.dataset.index = String(i);
-      span.title = `token ${i}`;
+      span.title = `${axis.name} ${i}`;
       span.addEventListener("click", () => setToken(i));
       text.appendChild(span);
     });
@@ -430,8 +433,10 @@ void main() {
     const slider = $("token");
     slider.value = String(page.token);
     const t = header.tokens[page.token];
-    // Counted from 1 over the run's length, as the window's timeline counts.
-    $("token-label").textContent = n ? `token ${page.token + 1} / ${n}` : "no tokens";
+    // Counted from 1 over the run's length, as the window's timeline counts (the kind's
+    // counter: "token 12 / 40", "bin 3 / 10 · 30 ms · 412 spikes").
+    $("token-label").textContent = !n ? `no ${axis.names}`
+      : t && t.counter ? t.counter : `${axis.name} ${page.token + 1} / ${n}`;
     const trace = header.trace, flows = layer.per === "lag" && trace;
     const step = flows ? trace.position - frame : -1;
     const shade = flows ? Math.max(1e-12, ...trace.token_flows.map(Math.abs)) : 1;
@@ -647,6 +652,11 @@ void main() {
     page.layer = Math.max(0, layers.findIndex((l) => l.key === header.layer));
     readHash();
     $("token").max = String(Math.max(0, header.tokens.length - 1));
+    $("token").setAttribute("aria-label", axis.name);
+    // A kind whose frames carry no text has no text line, one without bars no bars.
+    $("text").hidden = !axis.text;
+    $("bars-title").textContent = axis.bars || "";
+    $("bars-title").hidden = $("topk").hidden = !axis.bars;
     buildText();
     setupGL();
     bindControls();

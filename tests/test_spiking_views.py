@@ -1,0 +1,173 @@
+"""A spiking recording's views say what it holds: firing rates in Hz per bin of ms.
+
+``flyviz share`` and ``flyviz figure`` labelled a spiking run as a language model's (the
+page's "Live state (activation h)" on a ±300 blue-orange bar, a "Next token" heading,
+"token 10 / 10" and the bins' words run together; the raster's "10 tokens", "token" axis
+and "activation x"; the brain figure's "activation h"), and ``flyviz replay`` ran it on a
+language model and reported a token mismatch. The views now take the labels, units and
+colours from the recording's kind (``ModelKind.state_layer``, ``page_axis``,
+``page_counter``), and replay asks the kind whether it replays (``replay_refusal``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_spiking_kind import write_brain
+
+from flyviz.cli import main
+from flyviz.record.recording import Recording
+
+pytest.importorskip("pyarrow")
+
+# The engine's kernels compiled once for all the test workers (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
+BINS = 6
+
+
+@pytest.fixture(scope="module")
+def spiking(tmp_path_factory) -> tuple[Path, Path]:
+    """``(brain folder, recording)``: 60 ms of the two-sided test brain in 10 ms bins."""
+    root = tmp_path_factory.mktemp("spiking-views")
+    brain = write_brain(root / "brain")
+    rec = root / "sp.flyrec"
+    assert main(["simulate", str(brain), "--excite", "superclass:sensory", "--duration",
+                 f"{10 * BINS}ms", "--bin", "10", "--seed", "4", "--record", str(rec)]) == 0
+    return brain, rec
+
+
+def _header(page: Path) -> dict:
+    found = re.search(r'<script type="application/json" id="flyviz-data">(.*?)</script>',
+                      page.read_text(encoding="utf-8"), re.S)
+    assert found
+    return json.loads(found.group(1))
+
+
+def test_a_shared_spiking_page_reads_in_hertz_per_bin(spiking, tmp_path, capsys):
+    _brain, rec = spiking
+    out = tmp_path / "sp.html"
+    assert main(["share", str(rec), "--out", str(out)]) == 0
+    header = _header(out)
+    state = header["layers"][0]
+    assert state["key"] == "state"
+    assert state["title"] == "&Live state (firing rate, Hz)".replace("&", "")
+    assert state["caption"] == "firing rate in the bin (Hz)"
+    # Rates from 0 on sequential colours, not a diverging ±range of activations.
+    assert not state["diverging"] and state["colormap"] == "sequential"
+    assert all(low == 0.0 and high > 0.0 for low, high in state["ranges"])
+    # Bins of 10 ms, no text line and no next-token bars; each bin's counter is the kind's.
+    axis = header["axis"]
+    assert (axis["name"], axis["names"], axis["unit"], axis["step"]) == ("bin", "bins", "ms", 10.0)
+    assert axis["text"] is False and axis["bars"] == ""
+    spikes = Recording.load(rec).metadata["spiking"]["bin_spikes"]
+    assert [t["counter"] for t in header["tokens"]] == [
+        f"bin {i + 1} / {BINS} · {10 * (i + 1)} ms · {spikes[i]:,} spikes" for i in range(BINS)]
+    assert "token" not in json.dumps(header["axis"])
+
+
+@pytest.mark.slow
+def test_a_shared_spiking_page_in_a_browser_shows_bins_and_no_token_panels(spiking, tmp_path):
+    from test_share_page import _chromium_or_skip
+
+    _chromium_or_skip()
+    from _chromium import Browser
+
+    _brain, rec = spiking
+    out = tmp_path / "sp.html"
+    assert main(["share", str(rec), "--out", str(out)]) == 0
+    spikes = Recording.load(rec).metadata["spiking"]["bin_spikes"]
+    with Browser((1000, 700)) as browser:
+        browser.open(out)
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        label = browser.evaluate("document.getElementById('token-label').textContent")
+        assert label == f"bin {BINS} / {BINS} · {10 * BINS} ms · {spikes[-1]:,} spikes"
+        assert browser.evaluate("document.getElementById('bar-caption').textContent") == \
+            "firing rate in the bin (Hz)"
+        assert browser.evaluate("document.getElementById('bar-low').textContent") == "0"
+        # No "Next token" heading over nothing, no text line of the bins' words run together.
+        assert browser.evaluate("document.getElementById('bars-title').hidden")
+        assert browser.evaluate("document.getElementById('text').hidden")
+        assert browser.evaluate("document.getElementById('token').getAttribute('aria-label')") \
+            == "bin"
+
+
+def _texts(figure) -> list[str]:
+    from matplotlib.text import Text
+
+    return [t.get_text() for t in figure.findobj(Text) if t.get_text()]
+
+
+@pytest.mark.parametrize("kind", ["raster", "celltypes"])
+def test_a_spiking_figure_reads_in_hertz_over_bins(spiking, kind):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from flyviz.figures import _DRAW, FigureOptions
+    from flyviz.kinds.spiking import SpikingModel
+
+    brain, rec = spiking
+    recording = Recording.load(rec)
+    model = SpikingModel.load(str(brain))
+    figure = Figure(figsize=(16, 10), layout="constrained")
+    _DRAW[kind](figure, recording, model, FigureOptions(kind=kind).checked())
+    texts = _texts(figure)
+    words = " ".join(texts)
+    assert "firing rate in the bin (Hz)" in words, texts
+    # The x axis: each bin's end, in ms.
+    timed = [a for a in figure.axes if a.get_xlabel() == "bin end (ms)"]
+    assert timed, texts
+    assert [t.get_text() for t in timed[0].get_xticklabels()] == \
+        [f"{10 * (i + 1)}" for i in range(BINS)]
+    assert "token" not in words and "activation" not in words, texts
+    if kind == "raster":
+        assert f"× {BINS} bins" in words
+    else:
+        assert "per bin" in words
+
+
+def test_a_spiking_brain_figure_has_a_colour_bar_in_hertz(spiking, tmp_path):
+    pytest.importorskip("matplotlib")
+    from gl_skip import offscreen_gl_or_skip
+    from matplotlib.figure import Figure
+
+    from flyviz.figures import _DRAW, FigureOptions
+    from flyviz.kinds.spiking import SpikingModel
+
+    brain, rec = spiking
+    figure = Figure(figsize=(8, 5), layout="constrained")
+    with offscreen_gl_or_skip():
+        _DRAW["brain"](figure, Recording.load(rec), SpikingModel.load(str(brain)),
+                       FigureOptions(kind="brain", size=(800, 500)).checked())
+    texts = _texts(figure)
+    assert "firing rate in the bin (Hz)" in texts, texts
+    assert not any("activation" in t for t in texts), texts
+    assert any(t.startswith(f"bin {BINS} of {BINS} · {10 * BINS} ms") for t in texts), texts
+
+
+def test_a_spiking_state_is_coloured_as_rates_whatever_the_colour_mode(spiking):
+    from flyviz.kinds import kind_of_recording
+    from flyviz.viewer import ViewerState
+    from flyviz.viewer.layers import STATE
+
+    _brain, rec = spiking
+    recording = Recording.load(rec)
+    state = ViewerState()
+    state.set_model(None, None, "sp", neurons=recording.neurons,
+                    kind=kind_of_recording(recording))
+    state.set_recording(recording)
+    for mode in ("signed", "abs"):
+        state.display.mode = mode
+        layer = state.layer_of(STATE)
+        assert (layer.caption, layer.colormap) == ("firing rate in the bin (Hz)", "sequential")
+        assert state.value_range()[0] == 0.0
+        np.testing.assert_array_equal(state.values(), recording.state(len(recording) - 1))
+    assert state.colour_layers[STATE].title == "&Live state (firing rate, Hz)"
+    # Back on a language model, the state is its activation again.
+    state.set_model(None, None, "lm", neurons=recording.neurons)
+    assert state.layer_of(STATE).caption == "|activation h|"
+    assert state.colour_layers[STATE].title == "&Live state (activation h)"

@@ -149,6 +149,21 @@ def test_a_spiking_brain_figure_has_a_colour_bar_in_hertz(spiking, tmp_path):
     assert any(t.startswith(f"bin {BINS} of {BINS} · {10 * BINS} ms") for t in texts), texts
 
 
+@pytest.mark.parametrize("model", [[], ["--model", "demo"]])
+def test_replay_refuses_a_spiking_recording_naming_simulate_with_its_seed(spiking, capsys,
+                                                                          model):
+    brain, rec = spiking
+    capsys.readouterr()
+    assert main(["replay", str(rec), *model]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    line = err[0]
+    assert line.startswith(f"flyviz: error: {rec.name}: a spiking brain's run is not replayed")
+    assert f"flyviz simulate {brain} --duration {10 * BINS}ms --bin 10 --excite " \
+           "superclass:sensory --seed 4" in line, line
+    assert "MISMATCH" not in line and "--model" not in line
+
+
 def test_a_spiking_state_is_coloured_as_rates_whatever_the_colour_mode(spiking):
     from flyviz.kinds import kind_of_recording
     from flyviz.viewer import ViewerState

@@ -19,7 +19,8 @@ and the run generates as many tokens as the recording did.
 
 exit status: 0 every token matches, 1 a token differs (the first one is
 named), 2 bad input (a damaged recording, no model, a sampled run without a
-stored seed).
+stored seed, a recording of a spiking brain: run 'flyviz simulate' again with
+its seed instead, as the refusal says).
 
 examples:
   flyviz generate demo --prompt "Tom and his dog" --temperature 0.8 --record run.flyrec
@@ -50,10 +51,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the recording and its model, replay, compare and report."""
+    from flyviz.kinds import kind_of_recording
     from flyviz.record.recording import Recording
     from flyviz.record.replay import replay_recording, replay_settings
 
     recording = Recording.load(args.recording)
+    # A kind whose runs are not replayed (a spiking brain's) says what to do instead.
+    refusal = kind_of_recording(recording).replay_refusal(recording)
+    if refusal:
+        raise InputError(f"{args.recording.name}: {refusal}")
     replay_settings(recording)  # a recording that cannot be replayed fails before the model loads
     spec, args.dataset = recording_model(recording, args.model, args.dataset)
     if spec is None:

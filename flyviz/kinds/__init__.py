@@ -477,6 +477,13 @@ class ModelKind:
                 "step": float(axis.step), "counted": axis.counted,
                 "text": bool(self.reads_text), "bars": ""}
 
+    def replay_refusal(self, recording: "Recording") -> str | None:
+        """Why ``recording`` cannot be run again and checked frame by frame
+        (``flyviz replay``), and what to do instead, in one line; ``None`` when this kind
+        replays its recordings. Default: it does not."""
+        return (f"a {self.title or self.key} recording is not replayed: flyviz replay re-runs "
+                "a language model's prompt and checks its tokens")
+
     # ------------------------------------------------------------ docks
     def shows(self, kinds: tuple[str, ...]) -> bool:
         """True when a dock that serves ``kinds`` (kind keys, or :data:`EVERY_KIND`)

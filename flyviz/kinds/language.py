@@ -368,6 +368,10 @@ class LanguageModelKind(ModelKind):
         """Tokens, the text line and the next-token bars."""
         return {**super().page_axis(recording), "bars": NEXT_TOKEN_TITLE}
 
+    def replay_refusal(self, recording: "Recording") -> str | None:
+        """None: a run is replayed (:func:`flyviz.record.replay.replay_recording`)."""
+        return None
+
     def frame_line(self, recording: "Recording", index: int) -> str:
         """``'t=K "token"  |  text so far'``."""
         return f"t={index} {recording.token_texts[index]!r} | {recording.text_so_far(index)}"

@@ -498,6 +498,33 @@ class SpikingKind(ModelKind):
         model, note = self.shown_model(recording)
         return model.drawing_anatomy(), note
 
+    def replay_refusal(self, recording: "Recording") -> str | None:
+        """A spiking run is not replayed token by token: the ``flyviz simulate`` command that
+        runs it again with the recording's brain, stimulus, bins and seed (a run with the
+        same seed gives the same spikes) is said instead."""
+        import shlex
+
+        meta = self.run_metadata(recording)
+        words = ["flyviz", "simulate", str(meta.get("brain") or "BRAIN")]
+        ticks = meta.get("run_ticks")
+        bin_ms = float(meta.get("bin_ms", BIN_MS))
+        tick_ms = float(getattr(recording.spikes, "tick_ms", 0.1))    # the engine's 0.1 ms
+        duration = ticks * tick_ms if isinstance(ticks, int) and ticks > 0 else \
+            len(recording) * bin_ms
+        words += ["--duration", f"{duration:g}ms", "--bin", f"{bin_ms:g}"]
+        for option, key in (("--excite", "excite"), ("--silence", "silence")):
+            if isinstance(meta.get(key), str) and meta[key]:
+                words += [option, meta[key]]
+        rate, trials = meta.get("rate", 150.0), meta.get("trials", 1)
+        if isinstance(rate, (int, float)) and float(rate) != 150.0:
+            words += ["--rate", f"{float(rate):g}"]
+        if isinstance(trials, int) and trials > 1:
+            words += ["--trials", str(trials)]
+        words += ["--seed", str(meta.get("seed", 0)), "--record", "again.flyrec"]
+        return ("a spiking brain's run is not replayed (flyviz replay checks a language "
+                "model's tokens); run it again with its seed: "
+                f"{' '.join(shlex.quote(w) for w in words)}")
+
     def recording_axis(self, recording: "Recording") -> TimeAxis:
         """Bins of the ``bin_ms`` the run was recorded with (10 ms by default)."""
         return TimeAxis("bin", "ms", float(self.run_metadata(recording).get("bin_ms", BIN_MS)))

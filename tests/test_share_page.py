@@ -332,3 +332,26 @@ def test_the_colour_by_menu_draws_its_entries_whole(shared, tmp_path):
                                     ".toJSON()")
             assert side["right"] <= 1280 + 0.5 and side["left"] >= 640, side
         assert longest in texts
+
+
+def test_the_pages_prompt_is_the_movies_prompt(demo, tmp_path):
+    """The page drew the prompt's last word ("time" of "Once upon a time") as generated text,
+    from the phase of the step that reads it (the first generating one); the movie shows it
+    as prompt. Both now ask the kind's one rule (flyviz.kinds.language.read_text)."""
+    import flyviz
+    from flyviz.kinds import LANGUAGE
+    from flyviz.viewer import ViewerState
+
+    recording = flyviz.run(demo, "Once upon a time", max_new_tokens=3)
+    state = ViewerState()
+    state.set_model(demo)
+    state.set_recording(recording)
+    steps = _header(flyviz.share(state, tmp_path / "p.html").read_text(encoding="utf-8"))["tokens"]
+    first = next(i for i in range(len(recording)) if recording[i].generation_index == 0)
+    assert steps[first]["text"] == " time" and steps[first]["phase"] == "prompt"
+    assert [s["phase"] for s in steps[first + 1:]] == ["generation"] * (len(steps) - first - 1)
+    # The page's prompt words (BOS aside) are the movie's prompt, its other words generated.
+    movie = list(LANGUAGE.overlays(recording))[-1]
+    assert "".join(s["text"] for s in steps[1:] if s["phase"] == "prompt") == movie.prompt \
+        == "Once upon a time"
+

@@ -323,12 +323,12 @@ class LanguageModelKind(ModelKind):
         for i in range(0, stop):
             frame = recording[i]
             in_prompt = frame.phase == PHASE_PROMPT
-            read = "" if frame.position == 0 else frame.input_text
+            read, read_prompt = read_text(frame)
             if in_prompt:
                 newest, before, generated = read, prompt, ""
                 prompt += read
             else:
-                if read and frame.generation_index == 0:
+                if read and read_prompt:
                     prompt += read  # the last prompt token starts generation
                 before = prompt
                 newest = frame.predicted_text
@@ -354,12 +354,18 @@ class LanguageModelKind(ModelKind):
     def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
         """Each token's text, phase and position, the predicted token with its
         probability, and the top-k candidates as the page's bars."""
+        from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT
+
         out = []
         for i in range(len(recording)):
             frame = recording[i]
             top = [[str(t), round(float(p), 5)]
                    for t, p in zip(frame.top_k_text, frame.top_k_probabilities)]
-            out.append({"text": frame.input_text, "phase": frame.phase,
+            # The word a step reads is prompt or generated as the movie's text says
+            # (read_text): the first generating step reads the prompt's last word.
+            _read, read_prompt = read_text(frame)
+            out.append({"text": frame.input_text,
+                        "phase": PHASE_PROMPT if read_prompt else PHASE_GENERATION,
                         "position": int(frame.position), "next": frame.predicted_text,
                         "p": round(float(frame.probability), 5), "top": top})
         return out
@@ -380,6 +386,18 @@ class LanguageModelKind(ModelKind):
         """``"token 12 of 40: ' cat'"``: the token counter and the token read there."""
         text = list(recording.token_texts)[index]
         return f"{self.time_axis.of(index, len(recording))}: {text!r}"
+
+
+def read_text(frame: "Frame") -> tuple[str, bool]:
+    """The text ``frame`` reads as a movie's text line shows it (``""`` for BOS, at position
+    0), and whether that text is the prompt's: every prompt step's and the first generating
+    step's (it reads the prompt's last token); later steps read generated tokens. The movie's
+    overlays (:meth:`LanguageModelKind.overlays`) and a shared page's text
+    (:meth:`LanguageModelKind.page_steps`) both ask this."""
+    from flyviz.record.frame import PHASE_PROMPT
+
+    read = "" if frame.position == 0 else frame.input_text
+    return read, frame.phase == PHASE_PROMPT or frame.generation_index == 0
 
 
 #: The Fly LLM's kind.

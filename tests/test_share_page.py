@@ -95,23 +95,25 @@ def test_the_page_is_one_file_with_its_data_inside_and_nothing_to_fetch(shared):
         "http-equiv", "")
     assert "connect-src 'none'" in page            # the page may not fetch, by its own policy
     header = _header(page)
-    assert [layer["key"] for layer in header["layers"]] == ["state", "delta", "flow"]
+    # A page made with a trace opens on its flows (what it was made to show).
+    assert [layer["key"] for layer in header["layers"]] == ["flow", "state", "delta"]
+    assert header["layer"] == "flow"
     assert header["index"] == TOKEN and len(header["tokens"]) == len(state.recording)
     assert header["tokens"][TOKEN]["text"] == state.recording.token_texts[TOKEN]
     # The values are 8-bit per frame with a per-frame scale: token 5's state comes back
     # within half a step of its scale, for the neurons with a soma.
     shown = np.flatnonzero(state.anatomy.valid)
     assert header["shown"] == shown.size
-    codes = np.frombuffer(_blob(page, "layer-0"), np.uint8).reshape(len(state.recording), -1)
-    scale = header["layers"][0]["scales"][TOKEN]
+    codes = np.frombuffer(_blob(page, "layer-1"), np.uint8).reshape(len(state.recording), -1)
+    scale = header["layers"][1]["scales"][TOKEN]
     back = (codes[TOKEN].astype(np.float32) - 128.0) * scale
     assert np.abs(back - state.recording.state(TOKEN)[shown]).max() <= 0.5 * scale + 1e-6
-    assert header["layers"][0]["ranges"][TOKEN] == pytest.approx(state.value_range(TOKEN))
+    assert header["layers"][1]["ranges"][TOKEN] == pytest.approx(state.value_range(TOKEN))
     # Positions at float16, about the brain's centre; the flows one frame per lag.
     positions = np.frombuffer(_blob(page, "positions"), np.float16).reshape(-1, 3)
     truth = state.anatomy.positions_um()[shown] - np.asarray(header["centre"])
     assert np.abs(positions.astype(np.float64) - truth).max() < 0.5
-    assert header["layers"][2]["frames"] == len(attribution.positions)
+    assert header["layers"][0]["frames"] == len(attribution.positions)
     assert header["trace"]["position"] == 8
 
 
@@ -173,10 +175,10 @@ def test_the_page_in_a_browser(shared):
         xy, _, ok = project_points(cloud.positions[shown], cloud.get_transform("visual",
                                                                              "canvas"))
     with Browser((1000, 700)) as browser:
-        browser.open(out, f"token=2&size={SIZE[0]}x{SIZE[1]}")
+        browser.open(out, f"token=2&layer=state&size={SIZE[0]}x{SIZE[1]}")
         assert browser.evaluate("window.flyviz.error || ''") == ""
         # #token=K and a hash change show token K's picture and text.
-        browser.evaluate(f"location.hash = 'token={TOKEN}&size={SIZE[0]}x{SIZE[1]}'")
+        browser.evaluate(f"location.hash = 'token={TOKEN}&layer=state&size={SIZE[0]}x{SIZE[1]}'")
         browser.wait(f"window.flyviz.page.token === {TOKEN}")
         page = _image(browser.png("window.flyviz.snapshot()"))
         assert page.shape == still.shape
@@ -355,3 +357,31 @@ def test_the_pages_prompt_is_the_movies_prompt(demo, tmp_path):
     assert "".join(s["text"] for s in steps[1:] if s["phase"] == "prompt") == movie.prompt \
         == "Once upon a time"
 
+
+def test_a_page_made_with_a_trace_opens_on_its_flow_at_that_step(demo, tmp_path):
+    """``flyviz share --trace 7`` opened on the state layer at the last token; it opens on
+    what it was made to show: the flow layer at step 7 (``#layer=flow&token=7``)."""
+    from flyviz.cli import main
+
+    rec, out = tmp_path / "run.flyrec", tmp_path / "why.html"
+    assert main(["generate", "demo", "--prompt", PROMPT, "--max-new-tokens", "4", "--record",
+                 str(rec)]) == 0
+    assert main(["share", str(rec), "--out", str(out), "--trace", "7", "--window", "4"]) == 0
+    header = _header(out.read_text(encoding="utf-8"))
+    assert header["layer"] == "flow" and header["layers"][0]["key"] == "flow"
+    assert header["index"] == 7 and header["trace"]["position"] == 7
+    # --token still chooses where it opens.
+    assert main(["share", str(rec), "--out", str(tmp_path / "at3.html"), "--trace", "7",
+                 "--window", "4", "--token", "3"]) == 0
+    assert _header((tmp_path / "at3.html").read_text(encoding="utf-8"))["index"] == 3
+    _chromium_or_skip()
+    with Browser((1000, 700)) as browser:
+        browser.open(out)
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        assert browser.evaluate("window.flyviz.page.token") == 7
+        assert browser.evaluate("document.body.dataset.layer") == "flow"
+        params = browser.evaluate("location.hash")
+        assert "layer=flow" in params and "token=7" in params, params
+        assert browser.evaluate("document.getElementById('lag-label').textContent") == "step 7"
+        assert browser.evaluate("document.getElementById('layer').selectedOptions[0]"
+                                ".textContent") == "Flow (Why?)"

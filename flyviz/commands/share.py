@@ -19,7 +19,8 @@ candidates. The address's #token=K&layer=...&cam=... keeps the view: a link
 points at it. Layers (--layer, the first is shown on opening): state (the
 activation h), delta (a comparison's intervened - untouched) and flow (with
 --trace: the flows of the explained logit, a lag slider and the words shaded by
-their flow). Default: state, delta for a comparison, flow with --trace.
+their flow). Default: flow with --trace (the page opens on it at step P), state,
+delta for a comparison.
 
 The neurons' positions and labels come from the model the recording names
 (--model picks another); without it they are placed on a generic layout.
@@ -42,15 +43,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the web page to write, e.g. --out run.html")
     parser.add_argument("--layer", action="append", choices=LAYER_CHOICES, default=None,
                         help="a colour layer of the page, repeatable, the first shown on "
-                             "opening (default: state, delta for a comparison, flow with "
-                             "--trace)")
+                             "opening (default: flow with --trace, state, delta for a "
+                             "comparison)")
     parser.add_argument("--trace", type=int, default=None, metavar="P",
                         help="add the flow layer: why the token chosen at step P (0 is BOS) "
                              "was chosen (needs the recording's model)")
     parser.add_argument("--window", type=int, default=None, metavar="K",
                         help="with --trace: sweep back K steps (default: the whole run)")
     parser.add_argument("--token", type=int, default=None, metavar="K",
-                        help="the token shown on opening, from 0 (default: the last)")
+                        help="the token shown on opening, from 0 (default: the traced "
+                             "step with --trace, else the last)")
     parser.add_argument("--view", choices=("front", "top", "side"), default="front",
                         help="camera direction on opening (default front)")
     parser.add_argument("--mode", choices=("signed", "abs"), default="signed",
@@ -123,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
     state.set_model(model, placement.anatomy, name=str(recording.metadata.get("model_name", "")
                                                         or getattr(model, "name", "") or ""),
                     neurons=recording.neurons, kind=kind)
-    state.set_recording(recording, index=args.token)    # a comparison's Δ comes with it
+    # The page opens where it was asked to, else at the traced step, else at the last frame.
+    index = args.token if args.token is not None else args.trace
+    state.set_recording(recording, index=index)         # a comparison's Δ comes with it
     state.view = args.view
     attribution = None
     if args.trace is not None:

@@ -292,14 +292,16 @@ def _trace(attribution: "Attribution") -> dict[str, Any]:
 
 def _layer_keys(state: "ViewerState", attribution: "Attribution | None",
                 layers: Sequence[str] | None) -> list[str]:
-    """The layers of the page, the one shown first: the asked ones, else the state's shown
-    layer, the state, a comparison's Δ and a trace's flows."""
+    """The layers of the page, the one shown first: the asked ones, else a trace's flows,
+    the state's shown layer, the state and a comparison's Δ."""
     # A comparison's Δ is offered by the state itself while its recording is shown.
     offered = {key for key, entry in state.colour_layers.items() if entry.available}
     if attribution is not None:
         offered.add(FLOW)
     if layers is None:
-        wanted = [state.colour_by, STATE, DELTA, FLOW]
+        # A page made with a trace opens on its flows: what it was made to show.
+        wanted = [FLOW] if attribution is not None else []
+        wanted += [state.colour_by, STATE, DELTA, FLOW]
         keys = [k for k in wanted if k in offered and (k != STATE or len(state.recording))]
     else:
         keys = []
@@ -373,8 +375,9 @@ def share(state: "ViewerState", path: str | Path, *, attribution: "Attribution |
     layers
         The colour layers of the page, the first shown on opening: keys of the
         state's *Colour by* entries (``"state"``, ``"delta"``, ``"atlas:mean"``...)
-        or ``"flow"`` with an ``attribution``. Default: the state's shown layer,
-        then the state, a comparison's Δ and the flows.
+        or ``"flow"`` with an ``attribution``. Default: the flows (with an
+        ``attribution``), the state's shown layer, the state and a comparison's Δ.
+        The page opens at the state's shown frame (a trace's step: show it first).
     title
         The page's title (default: the model's name and the prompt).
 

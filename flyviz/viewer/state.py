@@ -430,8 +430,7 @@ class ViewerState:
         for key, layer in own.items():
             if layer.build is not None:
                 self.add_colour_layer(key, layer.title, layer.build, layer.tip, replace=True)
-        if kind != previous:
-            self.refresh_layer(STATE)       # a shown state is drawn as the new kind's
+        self.refresh_layer(STATE)           # a shown state is drawn as the new kind's
 
     # ------------------------------------------------------------ recording and token
     @property

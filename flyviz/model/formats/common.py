@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,38 @@ def read_json(path: Path, what: str) -> Any:
                               "download it again") from None
     except OSError as exc:
         raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path.name} is not UTF-8 text (byte {exc.start}); the file is "
+                              "damaged, download it again") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{path.name} is not valid JSON (line {exc.lineno}); the file is "
                               "damaged, download it again") from None
+    except RecursionError:
+        raise CheckpointError(f"{path.name} nests too deeply to be read; the file is damaged, "
+                              "download it again") from None
+
+
+def whole_number(value: Any, what: str) -> int:
+    """A JSON integer (or a float with no fraction, ``8.0``) as an ``int``; anything else
+    (text, ``null``, ``true``, a list, ``1.5``, ``NaN``, ``Infinity``) is one
+    :class:`CheckpointError` line naming ``what``, e.g. ``"config.json: n_neurons"``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise CheckpointError(f"{what} is {value!r:.60}, expected an integer; the file is damaged, "
+                          "download it again")
+
+
+def real_number(value: Any, what: str) -> float:
+    """A JSON number as a ``float``; anything else is one :class:`CheckpointError` line naming
+    ``what`` (NaN and infinities pass here: the checkpoint's own checks name their range)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise CheckpointError(f"{what} is {value!r:.60}, expected a number; the file is damaged, "
+                          "download it again")
 
 
 def hash_file(path: Path, digest: Any) -> str:
@@ -113,7 +141,10 @@ def read_raw(path: Path, dtype: str | np.dtype, shape: tuple[int, ...] | int) ->
     """Memory-map a headerless little-endian array after checking its byte size."""
     dt = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).itemsize > 1 else np.dtype(dtype)
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-    expected = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    if any(s < 0 for s in shape):
+        raise CheckpointError(f"{path.name}: shape {list(shape)} has a negative size; the "
+                              "manifest is damaged, download it again")
+    expected = math.prod(shape) * dt.itemsize  # Python ints: a damaged shape cannot overflow
     try:
         size = path.stat().st_size
     except FileNotFoundError:

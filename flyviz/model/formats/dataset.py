@@ -623,7 +623,11 @@ def _read_anatomy(files: DatasetFiles, n: int) -> Anatomy | None:
         if array is not None and array.shape != (n,):
             raise CheckpointError(f"neurons/{name} holds {array.shape[0]:,} values for {n:,} "
                                   "neurons; the dataset is damaged")
-    kind = str((files.manifest.get("anatomy") or {}).get("kind", "measured"))
+    block = files.manifest.get("anatomy") or {}
+    kind = block.get("kind", "measured") if isinstance(block, dict) else None
+    if not isinstance(kind, str):
+        raise CheckpointError(f"manifest.json: anatomy is {block!r:.80}, expected an object "
+                              'like {"kind": "measured"}; the manifest is damaged')
     return Anatomy(positions=positions, valid=valid, kind=kind, body_id=body_id,
                    superclass=_read_json_list(files.path("superclass"), n),
                    side=_read_json_list(files.path("side"), n), cell_type=cell_type)

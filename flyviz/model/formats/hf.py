@@ -15,7 +15,8 @@ from typing import Any
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats.common import find_tokenizer, read_json, read_readout
+from flyviz.model.formats.common import (find_tokenizer, read_json, read_readout,
+                                         real_number, whole_number)
 from flyviz.model.safetensors_io import SafetensorsFile
 
 _TENSORS = {"brain.wte.weight": "wte", "brain.in_proj": "in_proj", "brain.gain": "gain",
@@ -27,11 +28,11 @@ _REQUIRED_CONFIG = ("n_neurons", "delay_k", "d_embed", "vocab_size")
 
 
 def _int(config: dict[str, Any], key: str, default: int | None = None) -> int:
-    value = config.get(key, default)
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise CheckpointError(f"config.json: {key} is {value!r}, expected an integer") from None
+    return whole_number(config.get(key, default), f"config.json: {key}")
+
+
+def _float(config: dict[str, Any], key: str, default: float) -> float:
+    return real_number(config.get(key, default), f"config.json: {key}")
 
 
 def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None = None,
@@ -81,13 +82,13 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
     cfg = ModelConfig(
         neurons=neurons, delay_k=delay_k, neurons_per_slot=n_in_declared // delay_k,
         d_embed=_int(config, "d_embed"), vocabulary=_int(config, "vocab_size"),
-        readout_rank=rank, leak=float(config.get("leak", 0.9)),
-        layer_norm_eps=float(config.get("layer_norm_eps", 1e-5)),
+        readout_rank=rank, leak=_float(config, "leak", 0.9),
+        layer_norm_eps=_float(config, "layer_norm_eps", 1e-5),
         pad_token_id=_int(config, "pad_token_id", 0), bos_token_id=_int(config, "bos_token_id", 1),
         eos_token_id=_int(config, "eos_token_id", 2))
-    n_edges = config.get("n_edges")
-    if n_edges is not None and int(n_edges) != int(arrays["w_values"].shape[0]):
-        raise CheckpointError(f"config.json declares {int(n_edges):,} edges but model.safetensors "
+    n_edges = _int(config, "n_edges") if config.get("n_edges") is not None else None
+    if n_edges is not None and n_edges != int(arrays["w_values"].shape[0]):
+        raise CheckpointError(f"config.json declares {n_edges:,} edges but model.safetensors "
                               f"holds {int(arrays['w_values'].shape[0]):,}; the files do not "
                               "belong together")
     anatomy = None

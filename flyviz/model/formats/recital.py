@@ -16,7 +16,8 @@ from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import (check_sha256, compare_frozen_digests, find_tokenizer,
-                                          prefixed, read_json, read_raw)
+                                          prefixed, read_json, read_raw, real_number,
+                                          whole_number)
 from flyviz.model.formats.dataset import ConnectomeDataset, load_connectome_dataset
 
 _CONFIG_KEYS = ("neurons", "delay_k", "vocabulary", "d_embed", "neurons_per_slot")
@@ -31,20 +32,22 @@ def _config_from_manifest(manifest: dict[str, Any], source: Path) -> ModelConfig
     if missing:
         raise CheckpointError(f"{source}: manifest config lacks {', '.join(missing)}; the "
                               "manifest is incomplete, download it again")
-    try:
-        rank = cfg.get("readout_rank")
-        return ModelConfig(
-            neurons=int(cfg["neurons"]), delay_k=int(cfg["delay_k"]),
-            neurons_per_slot=int(cfg["neurons_per_slot"]), d_embed=int(cfg["d_embed"]),
-            vocabulary=int(cfg["vocabulary"]),
-            readout_rank=None if rank is None else int(rank),
-            leak=float(cfg.get("leak", 0.9)),
-            layer_norm_eps=float(cfg.get("layer_norm_eps", 1e-5)),
-            pad_token_id=int(cfg.get("pad_token_id", 0)),
-            bos_token_id=int(cfg.get("bos_token_id", 1)),
-            eos_token_id=int(cfg.get("eos_token_id", 2)))
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"{source}: manifest config has a bad value ({exc})") from None
+    where = f"{source / 'manifest.json'}: config"
+
+    def whole(key: str, default: int | None = None) -> int:
+        return whole_number(cfg.get(key, default), f"{where}.{key}")
+
+    def real(key: str, default: float) -> float:
+        return real_number(cfg.get(key, default), f"{where}.{key}")
+
+    return ModelConfig(
+        neurons=whole("neurons"), delay_k=whole("delay_k"),
+        neurons_per_slot=whole("neurons_per_slot"), d_embed=whole("d_embed"),
+        vocabulary=whole("vocabulary"),
+        readout_rank=None if cfg.get("readout_rank") is None else whole("readout_rank"),
+        leak=real("leak", 0.9), layer_norm_eps=real("layer_norm_eps", 1e-5),
+        pad_token_id=whole("pad_token_id", 0), bos_token_id=whole("bos_token_id", 1),
+        eos_token_id=whole("eos_token_id", 2))
 
 
 def checkpoint_from_parts(params: dict[str, np.ndarray], config: ModelConfig,
@@ -127,9 +130,13 @@ def load_recital_web(model_dir: str | Path, dataset_dir: str | Path,
     file_digests: dict[str, str] = {}
     for key, shape in shapes.items():
         entry = files.get(key) or {}
+        if not isinstance(entry, dict):
+            raise CheckpointError(f"{model_dir / 'manifest.json'}: files.{key} is "
+                                  f"{entry!r:.60}, expected an object with its file, shape and "
+                                  "digest; the manifest is damaged, download it again")
         path = model_dir / str(entry.get("file", f"{key}.f32"))
-        if "shape" in entry and tuple(int(s) for s in entry["shape"]) != shape:
-            raise CheckpointError(f"{path.name}: manifest shape {list(entry['shape'])} does not "
+        if "shape" in entry and entry["shape"] != list(shape):
+            raise CheckpointError(f"{path.name}: manifest shape {entry['shape']!r:.60} does not "
                                   f"match the config's {list(shape)}; the manifest is damaged")
         if str(entry.get("dtype", "float32")) != "float32":
             raise CheckpointError(f"{path.name}: dtype {entry['dtype']} is not float32; flyviz "

@@ -19,7 +19,7 @@ from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import (check_sha256, find_tokenizer, read_json,
-                                          read_readout)
+                                          read_readout, real_number, whole_number)
 from flyviz.model.formats.dataset import ConnectomeDataset, load_connectome_dataset
 from flyviz.model.formats.recital import checkpoint_from_parts
 from flyviz.model.safetensors_io import SafetensorsFile
@@ -276,9 +276,11 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
         neurons=int(params["gain"].shape[0]), delay_k=int(in_proj.shape[0]),
         neurons_per_slot=int(in_proj.shape[2]), d_embed=int(wte.shape[1]),
         vocabulary=int(wte.shape[0]), readout_rank=rank,
-        leak=float(pick("leak", 0.9)), layer_norm_eps=float(pick("layer_norm_eps", 1e-5)),
-        pad_token_id=int(pick("pad_token_id", 0)), bos_token_id=int(pick("bos_token_id", 1)),
-        eos_token_id=int(pick("eos_token_id", 2)))
+        leak=real_number(pick("leak", 0.9), "manifest.json: leak"),
+        layer_norm_eps=real_number(pick("layer_norm_eps", 1e-5), "manifest.json: layer_norm_eps"),
+        pad_token_id=whole_number(pick("pad_token_id", 0), "manifest.json: pad_token_id"),
+        bos_token_id=whole_number(pick("bos_token_id", 1), "manifest.json: bos_token_id"),
+        eos_token_id=whole_number(pick("eos_token_id", 2), "manifest.json: eos_token_id"))
 
     dataset = load_connectome_dataset(dataset_dir, verify=verify)
     graph_record = None

@@ -1,0 +1,160 @@
+"""Hostile input, part 5: damaged configs and manifests of each model layout, each one a
+mutant that used to end in a traceback or run without end. Every folder is written by
+flyviz's own writers and then damaged the way a bad download, a bad edit or a bad disk
+would: a byte that is not UTF-8, a number written as text, ``null`` or ``Infinity``, an
+entry that is a list, a shape too large to count. Each is one
+``flyviz: error:`` line and exit 2 that names the file and the key, on every command that
+reads it; the intact folders still load.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_checks import cli_run, one_error_line
+
+from flyviz.model.checkpoint import validate_checkpoint
+from flyviz.model.synthetic import make_flygpt_tensors, make_random_checkpoint
+from flyviz.model.tokenizer import FlyTokenizer
+from flyviz.model.writers import (write_connectome_dataset, write_fly_llm_hf, write_flygpt,
+                                  write_recital_web, write_wordbrain)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory, tokenizer_path) -> Path:
+    """One small model in each layout: ``hf`` (ngxson's), ``wb`` (fly-wordbrain), ``web``
+    (Fly Recital), ``flygpt`` and the connectome dataset ``ds`` the last two join to."""
+    root = tmp_path_factory.mktemp("layouts")
+    ckpt = validate_checkpoint(make_random_checkpoint(
+        neurons=120, edges=900, d_embed=16, vocabulary=FlyTokenizer(tokenizer_path).vocab_size,
+        readout_rank=6, seed=3, tokenizer_path=tokenizer_path, name="five"))
+    write_fly_llm_hf(ckpt, root / "hf")
+    write_wordbrain(ckpt, root / "wb", tokenizer_path=tokenizer_path)
+    write_recital_web(ckpt, root / "web")
+    write_connectome_dataset(ckpt, root / "ds")
+    write_flygpt(make_flygpt_tensors(seed=3), root / "flygpt")
+    return root
+
+
+@pytest.fixture
+def copy(folders, tmp_path):
+    """A fresh copy of the five folders to damage."""
+    shutil.copytree(folders, tmp_path / "m")
+    return tmp_path / "m"
+
+
+#: The file each layout is read from first, and the argv of the commands that read it.
+LAYOUTS = {
+    "hf": ("hf/config.json", ["{m}/hf"]),
+    "flygpt": ("flygpt/config.json", ["{m}/flygpt"]),
+    "web": ("web/manifest.json", ["{m}/web", "--dataset", "{m}/ds"]),
+    "wb": ("wb/manifest.json", ["{m}/wb", "--dataset", "{m}/ds"]),
+    "ds": ("ds/manifest.json", ["{m}/wb", "--dataset", "{m}/ds"]),
+}
+
+
+def _commands(model: list[str], m: Path) -> list[list[str]]:
+    spec = [a.format(m=m) for a in model]
+    return [["info", *spec], ["generate", *spec, "--prompt", "hi", "--max-new-tokens", "2"]]
+
+
+def _edit(path: Path, edit) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    edit(data)
+    path.write_text(json.dumps(data), encoding="utf-8")  # NaN/inf as JSON5's NaN/Infinity
+
+
+@pytest.mark.parametrize("how, expected", [
+    ("not utf-8", "is not UTF-8 text (byte 5)"),
+    ("nested", "nests too deeply"),
+])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_config_or_manifest_that_is_not_json_text_is_one_line(capsys, copy, layout, how,
+                                                                 expected):
+    """A byte flipped to one that is not UTF-8 (a bad disk or download) and a file of
+    100,000 ``[`` (Python's parser gives up: RecursionError) were tracebacks."""
+    member, model = LAYOUTS[layout]
+    path = copy / member
+    if how == "not utf-8":
+        raw = bytearray(path.read_bytes())
+        raw[5] = 0xFF
+        path.write_bytes(bytes(raw))
+    else:
+        path.write_text("[" * 100_000, encoding="utf-8")
+    for argv in _commands(model, copy):
+        code, _, err = cli_run(capsys, *argv)
+        one_error_line(code, err, Path(member).name, expected, "download it again")
+
+
+def _set(*keys, value):
+    def edit(data):
+        for key in keys[:-1]:
+            data = data[key]
+        data[keys[-1]] = value
+    return edit
+
+
+#: A damaged value in a config or manifest: (layout, edit, words the error must hold).
+BAD_VALUES = {
+    "hf n_edges as text": ("hf", _set("n_edges", value="abc"),
+                           ["config.json: n_edges is 'abc', expected an integer"]),
+    "hf n_edges NaN": ("hf", _set("n_edges", value=float("nan")),
+                       ["config.json: n_edges is nan, expected an integer"]),
+    "hf n_neurons Infinity": ("hf", _set("n_neurons", value=float("inf")),
+                              ["config.json: n_neurons is inf, expected an integer"]),
+    "hf delay_k a list": ("hf", _set("delay_k", value=[8]),
+                          ["config.json: delay_k is [8], expected an integer"]),
+    "hf leak null": ("hf", _set("leak", value=None),
+                     ["config.json: leak is None, expected a number"]),
+    "hf layer_norm_eps as text": ("hf", _set("layer_norm_eps", value="abc"),
+                                  ["config.json: layer_norm_eps is 'abc', expected a number"]),
+    "web leak an object": ("web", _set("config", "leak", value={"a": 1}),
+                           ["manifest.json: config.leak is {'a': 1}, expected a number"]),
+    "web neurons Infinity": ("web", _set("config", "neurons", value=float("inf")),
+                             ["manifest.json: config.neurons is inf, expected an integer"]),
+    "web vocabulary 1.5": ("web", _set("config", "vocabulary", value=1.5),
+                           ["manifest.json: config.vocabulary is 1.5, expected an integer"]),
+    "web files entry a list": ("web", _set("files", "wte", value=[1]),
+                               ["manifest.json: files.wte is [1], expected an object"]),
+    "web files shape a number": ("web", _set("files", "bias", "shape", value=3),
+                                 ["bias.f32: manifest shape 3 does not match the config's [120]"]),
+    "web files shape as text": ("web", _set("files", "in_proj", "shape", value=["a"]),
+                                ["in_proj.f32: manifest shape ['a'] does not match"]),
+    "wb pad_token_id as text": ("wb", _set("web_export", "config", "pad_token_id", value="abc"),
+                                ["manifest.json: pad_token_id is 'abc', expected an integer"]),
+    "wb leak an object": ("wb", _set("web_export", "config", "leak", value={"a": 1}),
+                          ["manifest.json: leak is {'a': 1}, expected a number"]),
+    "ds shape past any disk": ("ds", _set("files", "edges_source", "shape", value=[10**20]),
+                               ["edges_source.u16 is 1,800 bytes but [100000000000000000000] x "
+                                "uint16 needs"]),
+    "ds shape negative": ("ds", _set("files", "edges_source", "shape", value=[-3, -300]),
+                          ["edges_source.u16: shape [-3, -300] has a negative size"]),
+    "ds anatomy a list": ("ds", _set("anatomy", value=["synthetic"]),
+                          ["manifest.json: anatomy is ['synthetic'], expected an object"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_a_value_of_the_wrong_kind_is_one_line_naming_its_key(capsys, copy, case):
+    """Each was a traceback (ValueError, TypeError, OverflowError or AttributeError from
+    ``int()``, ``float()``, ``.get`` or ``np.prod`` on the value as read)."""
+    layout, edit, expected = BAD_VALUES[case]
+    member, model = LAYOUTS[layout]
+    _edit(copy / member, edit)
+    for argv in _commands(model, copy):
+        code, _, err = cli_run(capsys, *argv)
+        one_error_line(code, err, *expected)
+
+
+def test_values_written_as_whole_floats_still_load(capsys, copy):
+    """What the checks accept: ``8.0`` for 8, an integer leak of 1 (a number, in range)."""
+    _edit(copy / "hf/config.json", _set("delay_k", value=8.0))
+    _edit(copy / "web/manifest.json", _set("config", "leak", value=1))
+    for spec in (["hf"], ["web", "--dataset", "ds"]):
+        code, out, err = cli_run(capsys, "info", str(copy / spec[0]),
+                                 *[str(copy / a) if a == "ds" else a for a in spec[1:]])
+        assert code == 0 and not err, err
+        assert "neurons" in out

@@ -2,7 +2,7 @@
 mutant that used to end in a traceback or run without end. Every folder is written by
 flyviz's own writers and then damaged the way a bad download, a bad edit or a bad disk
 would: a byte that is not UTF-8, a number written as text, ``null`` or ``Infinity``, an
-entry that is a list, a shape too large to count. Each is one
+entry that is a list, a shape too large to count, a step count of 10**20. Each is one
 ``flyviz: error:`` line and exit 2 that names the file and the key, on every command that
 reads it; the intact folders still load.
 """
@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 from cli_checks import cli_run, one_error_line
 
-from flyviz.model.checkpoint import validate_checkpoint
+from flyviz.errors import FlyvizError
+from flyviz.model.checkpoint import MAX_MICROSTEPS, validate_checkpoint
+from flyviz.model.resolve import load_model
 from flyviz.model.synthetic import make_flygpt_tensors, make_random_checkpoint
 from flyviz.model.tokenizer import FlyTokenizer
 from flyviz.model.writers import (write_connectome_dataset, write_fly_llm_hf, write_flygpt,
@@ -158,3 +161,26 @@ def test_values_written_as_whole_floats_still_load(capsys, copy):
                                  *[str(copy / a) if a == "ds" else a for a in spec[1:]])
         assert code == 0 and not err, err
         assert "neurons" in out
+
+
+@pytest.mark.parametrize("microsteps", [10**20, MAX_MICROSTEPS + 1, 0])
+def test_flygpt_microsteps_out_of_range_are_refused_before_any_step(capsys, copy, microsteps):
+    """A damaged ``microsteps`` of 10**20 made ``generate`` loop for ever (each token runs
+    that many updates); the loader refuses it at once, and ``info`` says the same."""
+    _edit(copy / "flygpt/config.json", _set("microsteps", value=microsteps))
+    for argv in _commands(LAYOUTS["flygpt"][1], copy):
+        started = time.monotonic()
+        code, _, err = cli_run(capsys, *argv)
+        assert time.monotonic() - started < 10
+        one_error_line(code, err, f"microsteps {microsteps}" if microsteps else "microsteps",
+                       "positive integer" if microsteps == 0 else f"outside 1..{MAX_MICROSTEPS}")
+    with pytest.raises(FlyvizError):
+        load_model(str(copy / "flygpt"))
+
+
+def test_flygpt_at_the_microstep_limit_still_generates(capsys, copy):
+    _edit(copy / "flygpt/config.json", _set("microsteps", value=MAX_MICROSTEPS))
+    code, out, err = cli_run(capsys, "generate", str(copy / "flygpt"), "--prompt", "hi",
+                             "--max-new-tokens", "2")
+    assert code == 0 and not err, err
+    assert out.strip()

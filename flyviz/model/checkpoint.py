@@ -30,6 +30,11 @@ SUPERCLASSES = (
     "descending_neuron",
 )
 
+#: Most updates per token a checkpoint may ask for (every published FlyGPT takes 2): each
+#: one is a pass over every synapse, so a damaged ``microsteps`` of billions would make
+#: a single token run for hours.
+MAX_MICROSTEPS = 64
+
 #: Size of one MaleCNS voxel in micrometres (positions are stored in 8 nm voxels).
 VOXEL_UM = 0.008
 
@@ -273,8 +278,9 @@ def validate_checkpoint(ckpt: Checkpoint) -> Checkpoint:
         tok = getattr(cfg, tok_name)
         if not 0 <= tok < v:
             _fail("config", f"{tok_name} {tok} is outside the vocabulary 0..{v - 1}")
-    if cfg.microsteps < 1:
-        _fail("config", f"microsteps {cfg.microsteps} must be at least 1")
+    if not 1 <= cfg.microsteps <= MAX_MICROSTEPS:
+        _fail("config", f"microsteps {cfg.microsteps} is outside 1..{MAX_MICROSTEPS} (updates "
+                        "per token; published models take 1 or 2); the config is damaged")
     if cfg.n_inputs > n:
         _fail("config", f"{cfg.delay_k} slots x {cfg.neurons_per_slot} input neurons "
                         f"exceed the {n} neurons")

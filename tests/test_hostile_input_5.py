@@ -184,3 +184,75 @@ def test_flygpt_at_the_microstep_limit_still_generates(capsys, copy):
                              "--max-new-tokens", "2")
     assert code == 0 and not err, err
     assert out.strip()
+
+
+# ------------------------------------------------------------------ spike tables (CSV)
+
+
+@pytest.fixture
+def shiu(tmp_path):
+    """The four-neuron brain of part 4 in the authors' layout, and 20 ms of its spikes
+    (``--compare``'s input) as a CSV table."""
+    import pandas as pd
+    from test_hostile_input_4 import write_brain
+
+    brain = write_brain(tmp_path / "brain")
+    spikes = tmp_path / "spikes.parquet"
+    assert cli_run_quiet(["simulate", str(brain), "--excite", "all", "--rate", "400",
+                          "--duration", "20ms", "--trials", "2", "--out", str(spikes)]) == 0
+    table = pd.read_parquet(spikes)
+    assert len(table) > 10
+    return brain, table
+
+
+def cli_run_quiet(argv: list[str]) -> int:
+    from flyviz.cli import main
+
+    return main(argv)
+
+
+def _compare(capsys, brain: Path, table_file: Path) -> tuple[int, str, str]:
+    return cli_run(capsys, "simulate", str(brain), "--excite", "all", "--rate", "400",
+                   "--duration", "20ms", "--trials", "2", "--compare", str(table_file))
+
+
+pytest_spiking = pytest.mark.usefixtures("spiking_kernels")
+
+
+@pytest_spiking
+def test_a_spike_table_whose_rows_end_in_a_delimiter_is_read_as_written(capsys, tmp_path,
+                                                                         shiu):
+    """A comma at each row's end (some tools write one) made pandas take the first column
+    as an index and shift the others: ``t`` was read from ``trial``. It reads as written."""
+    brain, table = shiu
+    lines = table.to_csv(index=False).splitlines()
+    text = lines[0] + "\n" + "".join(line + ",\n" for line in lines[1:])
+    (tmp_path / "trailing.csv").write_text(text, encoding="utf-8")
+    code, out, err = _compare(capsys, brain, tmp_path / "trailing.csv")
+    assert code == 0 and not err, err
+    assert f"identical, {len(table)} spikes" in out
+
+
+@pytest_spiking
+@pytest.mark.parametrize("row, expected", [(1, "its first row holds more fields than the header "
+                                                "names"),
+                                           (3, "Expected 4 fields in line 4, saw")])
+@pytest.mark.parametrize("extra", [1, 100_000])
+def test_a_spike_table_row_longer_than_its_header_is_one_line_at_once(capsys, tmp_path, shiu,
+                                                                      extra, row, expected):
+    """A first row with fields the header does not name was read with its columns shifted
+    (one more: ``t`` from ``trial``) or took minutes (100,000 more: pandas built an index of
+    them all); a later one was refused already, and still is."""
+    brain, table = shiu
+    lines = table.to_csv(index=False).splitlines()
+    lines[row] += ",7" * extra
+    (tmp_path / "long.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    started = time.monotonic()
+    code, _, err = _compare(capsys, brain, tmp_path / "long.csv")
+    assert time.monotonic() - started < 10
+    one_error_line(code, err, "long.csv", expected)
+    code, _, err = cli_run(capsys, "simulate", str(brain), "--input-spikes",
+                           str(tmp_path / "long.csv"), "--duration", "20ms", "--out",
+                           str(tmp_path / "x.parquet"))
+    one_error_line(code, err, "the input spikes file", expected)
+    assert not (tmp_path / "x.parquet").exists()

@@ -75,6 +75,8 @@ def read_table(path: str | Path, what: str, *, strings: bool = False,
         # pandas warns (RuntimeWarning, DtypeWarning) on odd cells before the checks below
         # name them: one line, not warnings and then a line.
         warnings.simplefilter("ignore")
+        # A row longer than the header (index_col=False below) is an error, not a warning.
+        warnings.simplefilter("error", pd.errors.ParserWarning)
         try:
             if p.suffix.lower() in (".parquet", ".pq"):
                 from flyviz.extras import require
@@ -82,15 +84,59 @@ def read_table(path: str | Path, what: str, *, strings: bool = False,
                 require("parquet", f"reading {what} {p.name}")
                 return pd.read_parquet(handle)
             compression = "gzip" if p.suffix.lower() == ".gz" else None
+            # Without an index column, never let pandas make one of a row's extra leading
+            # fields: a row one field longer than the header would shift every column (t
+            # read from trial), and one of 100,000 fields would take minutes. A delimiter at
+            # a row's end is still read; more fields are refused (ParserWarning, below).
+            columns: int | bool = index_col if index_col is not None else False
+            if index_col is None:
+                _check_first_row(handle, compression == "gzip")
             if strings:
                 return pd.read_csv(handle, dtype=str, keep_default_na=False,
-                                   index_col=index_col, compression=compression)
-            return pd.read_csv(handle, index_col=index_col, compression=compression)
+                                   index_col=columns, compression=compression)
+            return pd.read_csv(handle, index_col=columns, compression=compression)
         except InputError:
             raise
+        except (pd.errors.ParserWarning, _LongFirstRow):
+            # (pandas says so of the first row only; a later one is its ParserError below)
+            raise error(f"cannot read {what} {short_path(p)}: its first row holds more "
+                        "fields than the header names; the file is damaged or not a table of "
+                        "this layout") from None
         except Exception as exc:  # pandas and pyarrow raise many types for a bad file
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise error(f"cannot read {what} {short_path(p)}: {first}") from None
+
+
+class _LongFirstRow(Exception):
+    """The first row of a CSV has non-empty fields past the header's."""
+
+
+#: Bytes of a CSV's header and first row that :func:`_check_first_row` reads, at most.
+_FIRST_ROW_BYTES = 1 << 20
+
+
+def _check_first_row(handle: Any, gzipped: bool) -> None:
+    """Raise :class:`_LongFirstRow` where a CSV's first row has non-empty fields past its
+    header's, before pandas reads it (it builds a column of each, which takes minutes for a
+    damaged row of 100,000); a delimiter at the row's end is no field. Puts ``handle`` back
+    at its start."""
+    import csv
+    import gzip
+    import io
+
+    try:
+        source = gzip.GzipFile(fileobj=handle, mode="rb") if gzipped else handle
+        lines = [source.readline(_FIRST_ROW_BYTES), source.readline(_FIRST_ROW_BYTES)]
+    except (OSError, EOFError):
+        lines = []  # not gzip, or cut short: pandas names it
+    finally:
+        handle.seek(0)
+    try:
+        rows = list(csv.reader(io.StringIO(b"".join(lines).decode("utf-8", "replace"))))
+    except csv.Error:  # a NUL, a field past csv's limit: pandas reads it or names it
+        return
+    if len(rows) == 2 and any(rows[1][len(rows[0]):]):
+        raise _LongFirstRow
 
 
 def _bad(file: str, column: str, row: int, value: Any, must: str,

@@ -256,3 +256,18 @@ def test_a_spike_table_row_longer_than_its_header_is_one_line_at_once(capsys, tm
                            str(tmp_path / "x.parquet"))
     one_error_line(code, err, "the input spikes file", expected)
     assert not (tmp_path / "x.parquet").exists()
+
+
+@pytest_spiking
+@pytest.mark.parametrize("t", [1e300, 2.0**70, 0.0205])
+def test_a_compared_spike_after_the_run_is_one_line_without_a_warning(capsys, tmp_path, shiu,
+                                                                      t):
+    """A time of 1e300 s was cast to an int64 tick (a RuntimeWarning on stderr, a garbage
+    tick below zero) and reported as a difference (exit 1); it is after the run's end."""
+    brain, table = shiu
+    table = table.copy()
+    table.loc[table.index[-1], "t"] = t
+    table.to_csv(tmp_path / "late.csv", index=False)
+    code, _, err = _compare(capsys, brain, tmp_path / "late.csv")
+    one_error_line(code, err, "late.csv holds a spike at", "after this run's 20 ms",
+                   "give a longer --duration")

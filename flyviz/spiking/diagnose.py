@@ -72,14 +72,15 @@ def read_spikes(path: str | Path, brain: SpikingBrain, dt_s: float, trials: int,
     trial = index_column(table, "trial", name, 2**62) if len(table) else \
         np.empty(0, np.int64)
     neuron = brain.indices_of(id_column(table, "flywire_id", name), f"{name}: flywire_id")
-    tick = np.rint(t / dt_s).astype(np.int64)
+    ticks = np.rint(t / dt_s)  # as floats until checked: 1e300 s is no int64 tick
     if trial.size and int(trial.max()) >= trials:
         raise InputError(f"{what} {name} holds trial {int(trial.max())}, and this run has "
                          f"{trials} trial(s) (0..{trials - 1}); give --trials "
                          f"{int(trial.max()) + 1}")
-    if tick.size and int(tick.max()) >= n_steps:
+    if ticks.size and float(ticks.max()) >= n_steps:
         raise InputError(f"{what} {name} holds a spike at {float(t.max()) * 1000:g} ms, after "
                          f"this run's {duration_s * 1000:g} ms; give a longer --duration")
+    tick = ticks.astype(np.int64)
     order = np.lexsort((neuron, tick, trial))
     trial, tick, neuron = trial[order], tick[order], neuron[order]
     key = _keys(trial, tick, neuron, n_steps, brain.neurons)

@@ -271,3 +271,26 @@ def test_a_compared_spike_after_the_run_is_one_line_without_a_warning(capsys, tm
     code, _, err = _compare(capsys, brain, tmp_path / "late.csv")
     one_error_line(code, err, "late.csv holds a spike at", "after this run's 20 ms",
                    "give a longer --duration")
+
+
+@pytest_spiking
+def test_an_excite_file_saved_with_a_byte_order_mark_reads_its_first_id(capsys, tmp_path,
+                                                                       shiu):
+    """Notepad's UTF-8 starts the file with a BOM: the first id was refused as "line 1 must
+    hold root ids". It excites the same neurons as the file without one."""
+    from test_hostile_input_4 import IDS
+
+    brain, _ = shiu
+    for name, prefix in (("plain.txt", b""), ("bom.txt", b"\xef\xbb\xbf")):
+        ids = tmp_path / name
+        ids.write_bytes(prefix + f"{IDS[0]}\n{IDS[2]}\n".encode())
+        code, out, err = cli_run(capsys, "simulate", str(brain), "--excite-file", str(ids),
+                                 "--rate", "400", "--duration", "20ms", "--out",
+                                 str(tmp_path / f"{name}.parquet"))
+        assert code == 0 and not err, err
+        assert "2 excited at 400 Hz" in out
+    import pandas as pd
+
+    plain, bom = (pd.read_parquet(tmp_path / f"{n}.parquet") for n in ("plain.txt", "bom.txt"))
+    assert len(plain) > 0
+    assert plain.drop(columns="exp_name").equals(bom.drop(columns="exp_name"))

@@ -270,7 +270,7 @@ def read_id_list(path: str | Path, option: str = "--excite-file") -> np.ndarray:
     except FileNotFoundError:
         raise TableError(f"{option} not found: {short_path(p)}") from None
     try:
-        lines = data.decode("utf-8").splitlines()
+        lines = data.decode("utf-8-sig").splitlines()  # a BOM (Windows' Notepad) is no id
     except UnicodeDecodeError:
         raise TableError(f"{p.name} is not UTF-8 text: it must hold root ids (whole numbers "
                          "of up to 19 digits), one a line") from None

@@ -152,6 +152,20 @@ def test_a_value_of_the_wrong_kind_is_one_line_naming_its_key(capsys, copy, case
         one_error_line(code, err, *expected)
 
 
+@pytest.mark.parametrize("size", ["abc", float("nan"), [28416], 1.5])
+def test_verify_reports_a_manifest_size_that_is_no_number_as_a_failed_check(capsys, copy,
+                                                                           size):
+    """``flyviz verify`` of a web export whose manifest gives a file's ``bytes`` as text,
+    NaN or a list ended in a traceback (``int()`` of it); it is a failed check (exit 1,
+    verify's status for a check that fails) naming the file, and the others still run."""
+    _edit(copy / "web/manifest.json", _set("files", "wte", "bytes", value=size))
+    code, out, err = cli_run(capsys, "verify", str(copy / "web"), "--dataset", str(copy / "ds"))
+    assert code == 1 and "Traceback" not in err, err
+    assert f"the manifest gives wte.f32 a size of {size!r}, not a whole number of bytes" in out
+    assert "NOT verified: 1 of" in out
+    assert "sha256 in_proj.f32" in out
+
+
 def test_values_written_as_whole_floats_still_load(capsys, copy):
     """What the checks accept: ``8.0`` for 8, an integer leak of 1 (a number, in range)."""
     _edit(copy / "hf/config.json", _set("delay_k", value=8.0))

@@ -241,6 +241,12 @@ def _check_file(run: _Run, path: Path, expected: str | None, size: int | None = 
         run.add("files", f"sha256 {name}", FAIL, f"{path} is missing; download it again")
         return
     actual_size = path.stat().st_size
+    if size is not None and (isinstance(size, bool) or not isinstance(size, (int, float))
+                             or not float(size).is_integer()):
+        run.add("files", f"sha256 {name}", FAIL, f"the manifest gives {name} a size of "
+                                                  f"{size!r:.40}, not a whole number of bytes; "
+                                                  "the manifest is damaged, download it again")
+        return
     if size is not None and actual_size != int(size):
         run.add("files", f"sha256 {name}", FAIL, f"{name} is {actual_size:,} bytes but the "
                                                   f"manifest says {int(size):,}; the file is "

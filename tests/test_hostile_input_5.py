@@ -166,6 +166,25 @@ def test_verify_reports_a_manifest_size_that_is_no_number_as_a_failed_check(caps
     assert "sha256 in_proj.f32" in out
 
 
+@pytest.mark.parametrize("where", [("steps", 0, "top1_probability"),
+                                   ("steps", 2, "mean_abs_state"),
+                                   ("final_state_mean_abs",)])
+@pytest.mark.parametrize("value", ["abc", [0.5], float("nan")])
+def test_verify_fails_a_golden_trace_whose_expected_numbers_are_no_numbers(capsys, copy,
+                                                                           where, value):
+    """Text or a list as a golden step's expected probability or mean |x| ended ``verify``
+    in a traceback mid-replay, and NaN passed every comparison (``nan > tolerance`` is
+    false): each is now that trace's failed check, named, and the other traces still run."""
+    _edit(copy / "web/manifest.json", _set("golden", 0, *where, value=value))
+    code, out, err = cli_run(capsys, "verify", str(copy / "web"), "--dataset", str(copy / "ds"))
+    assert code == 1 and "Traceback" not in err, err
+    what = f"step {where[1]}'s {where[2]}" if len(where) == 3 else where[0]
+    assert (f"the golden trace is malformed ({what} is {value!r}, not a finite number)"
+            in out), out
+    assert "NOT verified: 1 of" in out
+    assert out.count("60 tokens identical") == 3  # the other three traces
+
+
 def test_values_written_as_whole_floats_still_load(capsys, copy):
     """What the checks accept: ``8.0`` for 8, an integer leak of 1 (a number, in range)."""
     _edit(copy / "hf/config.json", _set("delay_k", value=8.0))

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -404,6 +405,14 @@ def golden_traces(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
+def _finite_or_none(value: Any, what: str) -> None:
+    """Raise ``ValueError`` naming ``what`` unless ``value`` is ``None`` or a finite number
+    (text or a list would fail mid-replay; NaN would pass every comparison)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value)):
+        raise ValueError(f"{what} is {value!r:.40}, not a finite number")
+
+
 def replay_golden(engine: Any, trace: dict[str, Any], tokenizer: Any = None,
                   eos_token_id: int | None = None) -> GoldenResult:
     """Replay one golden trace greedily and compare it step by step, then its final state.
@@ -441,7 +450,11 @@ def replay_golden(engine: Any, trace: dict[str, Any], tokenizer: Any = None,
             prompt_ids = start_ids(tokenizer, engine.config.bos_token_id) + tokenizer.encode(prompt)
         steps = trace.get("steps") or [{"token": t} for t in trace.get("tokens", [])]
         expected = [int(s["token"]) for s in steps]
-    except (KeyError, TypeError, ValueError) as exc:
+        for i, s in enumerate(steps):
+            for key in ("top1_probability", "mean_abs_state"):
+                _finite_or_none(s.get(key), f"step {i}'s {key}")
+        _finite_or_none(trace.get("final_state_mean_abs"), "final_state_mean_abs")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return GoldenResult(prompt, [], [], failure=f"the golden trace is malformed ({exc})")
     if not prompt_ids or any(not 0 <= t < engine.config.vocabulary for t in prompt_ids):
         return GoldenResult(prompt, expected, [], failure="the golden trace's prompt ids are "

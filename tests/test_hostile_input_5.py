@@ -185,6 +185,28 @@ def test_verify_fails_a_golden_trace_whose_expected_numbers_are_no_numbers(capsy
     assert out.count("60 tokens identical") == 3  # the other three traces
 
 
+@pytest.mark.parametrize("damage", ["truncated", "empty", "not utf-8"])
+def test_verify_fails_a_tokenizer_that_does_not_read(capsys, copy, damage):
+    """No digest is recorded for ngxson's tokenizer.json, so ``verify`` said "verified" of a
+    truncated one, and ``generate`` then stopped on it; reading it is now a check."""
+    tokenizer = copy / "hf/tokenizer.json"
+    whole = tokenizer.read_bytes()
+    tokenizer.write_bytes({"truncated": whole[:len(whole) // 2], "empty": b"",
+                           "not utf-8": b"\xff" + whole[1:]}[damage])
+    code, out, err = cli_run(capsys, "verify", str(copy / "hf"))
+    assert code == 1 and "Traceback" not in err, err
+    assert "NOT verified: 1 of" in out
+    assert "tokenizer.json reads: cannot read tokenizer" in out and "download it again" in out
+    code, _, err = cli_run(capsys, "generate", str(copy / "hf"), "--prompt", "hi")
+    one_error_line(code, err, "cannot read tokenizer")
+
+
+def test_verify_reads_an_intact_tokenizer(capsys, copy):
+    code, out, err = cli_run(capsys, "verify", str(copy / "hf"))
+    assert code == 0, out + err
+    assert "tokenizer.json reads" in out and "tokens, within the model's" in out
+
+
 def test_values_written_as_whole_floats_still_load(capsys, copy):
     """What the checks accept: ``8.0`` for 8, an integer leak of 1 (a number, in range)."""
     _edit(copy / "hf/config.json", _set("delay_k", value=8.0))

@@ -324,6 +324,17 @@ def _check_model_files(run: _Run, ckpt: Checkpoint) -> dict[str, Any]:
     tokenizer = ckpt.tokenizer_path
     if tokenizer is not None and Path(tokenizer).is_file():
         _check_file(run, Path(tokenizer), None, label="tokenizer.json")
+        # No digest is recorded for it: reading it is what says it is whole (a truncated one
+        # passed verify and then stopped generate).
+        from flyviz.model.tokenizer import TokenizerError, tokenizer_for
+
+        try:
+            vocab = tokenizer_for(ckpt).vocab_size
+        except TokenizerError as exc:
+            run.add("files", "tokenizer.json reads", FAIL, f"{exc}; download it again")
+        else:
+            run.add("files", "tokenizer.json reads", PASS,
+                    f"{vocab:,} tokens, within the model's {ckpt.config.vocabulary:,}")
     return manifest
 
 

@@ -57,10 +57,6 @@ SPIKING_KINDS = (SPIKING_KEY,)
 DISPLAY_MODES = (("Rate in the bin (Hz)", RATE), ("Spikes flash and fade", FLASH))
 
 
-#: The Stimulus dock's share of the window's height when a spiking brain opens.
-STIMULUS_HEIGHT = 0.45
-
-
 class StimulusPanel(QWidget):
     """Which neurons are excited, at what rate, which silenced; Run, Pause/Play, Stop, speed,
     and how the brain is coloured."""
@@ -331,9 +327,7 @@ class SpikingFeature(QObject):
                                   states_dtype="float32")
         self.recording = recording
         state.set_recording(recording, index=0 if len(recording) else None)
-        # Taller than its content asks at 1280×800: stacked under the Neuron dock at its
-        # default share it opened scrolled, the Rate row and what follows below the edge.
-        self.host.docks.show(self.dock, STIMULUS_HEIGHT)
+        self.host.docks.show(self.dock)
         self.population_dock.show()
         self.population.set_brain(model.brain)
         self._apply_display()

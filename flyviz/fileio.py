@@ -454,15 +454,11 @@ def atomic_write(path: str | Path, mode: str = "wb", **kwargs: Any) -> Iterator[
     try:
         if path.is_dir():
             raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        fd, name = tempfile.mkstemp(prefix=f".{path.name[:80]}.", suffix=f".part{path.suffix}",
-                                    dir=path.parent if str(path.parent) else ".")
+        tmp = temporary_file_beside(path, f".part{path.suffix}")
     except OSError as exc:
         raise os_error(exc, path, "write") from None
-    tmp = Path(name)
     try:
-        if os.chmod in os.supports_fd:
-            os.chmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, mode, **kwargs) as handle:
+        with open(tmp, mode, **kwargs) as handle:
             yield handle
             handle.flush()
         os.replace(tmp, path)

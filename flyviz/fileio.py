@@ -132,9 +132,11 @@ def check_name_lengths(path: str | Path, what: str = "", *, output: bool = False
         folder = folder / part
 
 
-def check_output_path(path: str | Path, what: str = "the output") -> Path:
+def check_output_path(path: str | Path, what: str = "the output", probe: bool = False) -> Path:
     """Check, before any long work, that ``path`` can be written: its name is not too long,
-    it is not a folder, and its folder exists (or can be made) and is writable.
+    it is not a folder, and its folder exists (or can be made) and is writable; with
+    ``probe``, by creating a file in the nearest folder that exists (:func:`probe_writable`:
+    ``os.access`` says yes to root everywhere, /proc included).
 
     Raises
     ------
@@ -156,6 +158,8 @@ def check_output_path(path: str | Path, what: str = "the output") -> Path:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise FileAccessError(f"cannot write {what} {short_path(path)}: the folder "
                               f"{short_path(existing)} is not writable")
+    if probe:
+        probe_writable(existing, what, path)
     return path
 
 

@@ -100,13 +100,9 @@ def _check_out(path: Path, option: str) -> None:
     """``option``'s file can be written (its folder made if missing, as export and generate
     --record do), or one line naming the option and why not."""
     from flyviz.errors import InputError
-    from flyviz.fileio import check_output_path, probe_writable
+    from flyviz.fileio import check_output_path
 
-    check_output_path(path, option)
-    existing = path.expanduser().absolute().parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    probe_writable(existing, option, path)  # os.access says yes to root everywhere, /proc too
+    check_output_path(path, option, probe=True)
     if path.exists() and not os.access(path, os.W_OK):
         raise InputError(f"cannot write {option} {path}: the file is not writable")
 

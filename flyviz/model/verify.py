@@ -61,7 +61,7 @@ from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.checks import (FAIL, PASS, SKIP, CheckResult, Progress, numbered,
                                  quantised_checks)
 from flyviz.model.errors import CheckpointError, FlyvizError
-from flyviz.model.formats.common import hash_file, sha256_file
+from flyviz.model.formats.common import hash_file, sha256_file, whole_number
 from flyviz.model.tokenizer import start_ids
 
 #: Golden-trace tolerances of ``space/test/parity.mjs`` (fly-formats.md section 4.3).
@@ -242,17 +242,20 @@ def _check_file(run: _Run, path: Path, expected: str | None, size: int | None = 
         run.add("files", f"sha256 {name}", FAIL, f"{path} is missing; download it again")
         return
     actual_size = path.stat().st_size
-    if size is not None and (isinstance(size, bool) or not isinstance(size, (int, float))
-                             or not float(size).is_integer()):
-        run.add("files", f"sha256 {name}", FAIL, f"the manifest gives {name} a size of "
-                                                  f"{size!r:.40}, not a whole number of bytes; "
-                                                  "the manifest is damaged, download it again")
-        return
-    if size is not None and actual_size != int(size):
-        run.add("files", f"sha256 {name}", FAIL, f"{name} is {actual_size:,} bytes but the "
-                                                  f"manifest says {int(size):,}; the file is "
-                                                  "truncated or damaged, download it again")
-        return
+    if size is not None:
+        try:
+            size = whole_number(size, name)
+        except CheckpointError:
+            run.add("files", f"sha256 {name}", FAIL, f"the manifest gives {name} a size of "
+                                                      f"{size!r:.40}, not a whole number of "
+                                                      "bytes; the manifest is damaged, download "
+                                                      "it again")
+            return
+        if actual_size != size:
+            run.add("files", f"sha256 {name}", FAIL, f"{name} is {actual_size:,} bytes but the "
+                                                      f"manifest says {size:,}; the file is "
+                                                      "truncated or damaged, download it again")
+            return
     source = "manifest"
     if not expected:
         expected = RELEASED_FILES.get((path.name, actual_size))

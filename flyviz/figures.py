@@ -165,8 +165,7 @@ def _kind(recording: Any, model: Any = None) -> Any:
     return kind_of_recording(recording) if named or model is None else kind_of(model)
 
 
-def _runs(recording: Any, model: Any = None) -> list[_Run]:
-    frames = _Frames.of(recording, model)
+def _runs(recording: Any, frames: _Frames) -> list[_Run]:
     states = np.asarray(recording.states(), dtype=np.float32)
     if states.shape[0] == 0:
         raise InputError(f"the recording holds no {frames.axis.names}")
@@ -236,7 +235,8 @@ def _labels(model: Any, what: str, neurons: int) -> list[str] | None:
 def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> None:
     from flyviz.analysis.population import RasterPooler, anatomy_order, similarity_order
 
-    runs = _runs(recording, model)
+    frames = _Frames.of(recording, model)
+    runs = _runs(recording, frames)
     neurons = runs[0].states.shape[1]
     superclass = _labels(model, "superclass", neurons)
     if options.sort == "anatomy":
@@ -248,7 +248,6 @@ def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> 
         order = similarity_order(runs[0].states)
     rows = max(50, int(options.size[1] * 0.8))
     pooler = RasterPooler(order, rows)
-    frames = _Frames.of(recording, model)
     grid = figure.subplots(1, len(runs), sharey=True, squeeze=False)[0]
     for axes, run in zip(grid, runs):
         image = pooler.pool(run.states)
@@ -286,7 +285,8 @@ def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> 
 def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) -> None:
     from flyviz.analysis.population import group_time_courses
 
-    runs = _runs(recording, model)
+    frames = _Frames.of(recording, model)
+    runs = _runs(recording, frames)
     quantity = options.quantity or ("dx" if len(runs) > 1 else "mean")
     if quantity == "dx":
         if len(runs) == 1:
@@ -302,7 +302,6 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
                          "give the model with --model")
     courses = group_time_courses(run.states, labels, _labels(model, "superclass", neurons),
                                  quantity="abs" if quantity == "abs" else "mean")
-    frames = _Frames.of(recording, model)
     colormap = "difference" if quantity == "dx" else ("abs" if quantity == "abs" else
                                                       frames.colormap)
     limit = _limit(courses.values)
@@ -333,9 +332,10 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
 def _trajectory(figure: Any, recording: Any, model: Any, options: FigureOptions) -> None:
     from flyviz.analysis.population import principal_trajectory
 
-    runs = _runs(recording, model)
+    frames = _Frames.of(recording, model)
+    runs = _runs(recording, frames)
     base = runs[0]
-    names = _Frames.of(recording, model).axis.names
+    names = frames.axis.names
     if base.states.shape[0] < 3:
         raise InputError(f"a trajectory needs at least three {names}")
     trajectory = principal_trajectory(base.states, components=3)

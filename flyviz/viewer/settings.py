@@ -22,7 +22,7 @@ from psygnal import SignalGroupDescriptor
 from flyviz.errors import InputError
 from flyviz.record.run import MAX_NEW_TOKENS_LIMIT, GenerationSettings
 from flyviz.render.colormaps import MODES
-from flyviz.render.style import ColourLayer, ColourScale, activation_layer
+from flyviz.render.style import ColourScale
 
 __all__ = ["DisplaySettings", "MAX_NEW_TOKENS_LIMIT", "MeshSettings", "RunSettings",
            "STATES_DTYPES", "ViewerError", "one_of", "whole_number"]
@@ -120,10 +120,6 @@ class DisplaySettings:
     def scale(self) -> ColourScale:
         """The state's colour scale policy: automatic, or fixed at :attr:`limit`."""
         return ColourScale.auto() if self.auto_scale else ColourScale.fixed(self.limit)
-
-    def activation_layer(self) -> ColourLayer:
-        """The recorded state's colour layer as these settings say."""
-        return activation_layer(self.mode, self.scale)
 
 
 @dataclass

@@ -536,11 +536,15 @@ class SpikingKind(ModelKind):
             return int(counts[index])
         return None
 
-    def counter(self, recording: "Recording", index: int) -> str:
-        """``"bin 3 of 50 · 30 ms · 1,204 spikes"``."""
-        words = self.recording_axis(recording).of(index, len(recording))
+    def _with_spikes(self, recording: "Recording", index: int, words: str) -> str:
+        """``words`` (a counter of bin ``index``) with the bin's spike count, when kept."""
         spikes = self.bin_spikes(recording, index)
         return words if spikes is None else f"{words} \u00b7 {spikes:,} spikes"
+
+    def counter(self, recording: "Recording", index: int) -> str:
+        """``"bin 3 of 50 · 30 ms · 1,204 spikes"``."""
+        return self._with_spikes(recording, index,
+                                 self.recording_axis(recording).of(index, len(recording)))
 
     # ------------------------------------------------------------ side channels
     def overlays(self, recording: "Recording", start: int = 0,
@@ -560,9 +564,7 @@ class SpikingKind(ModelKind):
 
     def page_counter(self, recording: "Recording", index: int) -> str:
         """``"bin 3 / 50 · 30 ms · 1,204 spikes"``."""
-        words = super().page_counter(recording, index)
-        spikes = self.bin_spikes(recording, index)
-        return words if spikes is None else f"{words} \u00b7 {spikes:,} spikes"
+        return self._with_spikes(recording, index, super().page_counter(recording, index))
 
     def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
         """Each bin's words (``bin 3 · 30 ms``) and position; no bars."""

@@ -137,6 +137,13 @@ BAD_VALUES = {
                           ["edges_source.u16: shape [-3, -300] has a negative size"]),
     "ds anatomy a list": ("ds", _set("anatomy", value=["synthetic"]),
                           ["manifest.json: anatomy is ['synthetic'], expected an object"]),
+    # Python reads the text "false" as true: the weights would be scaled that the file says not.
+    "flygpt degree_normalization as text": (
+        "flygpt", _set("degree_normalization", value="false"),
+        ["config.json: degree_normalization is 'false', expected true or false"]),
+    "flygpt degree_normalization 0": (
+        "flygpt", _set("degree_normalization", value=0),
+        ["config.json: degree_normalization is 0, expected true or false"]),
 }
 
 
@@ -231,6 +238,22 @@ def test_flygpt_microsteps_out_of_range_are_refused_before_any_step(capsys, copy
                        "positive integer" if microsteps == 0 else f"outside 1..{MAX_MICROSTEPS}")
     with pytest.raises(FlyvizError):
         load_model(str(copy / "flygpt"))
+
+
+def test_flygpt_degree_normalization_false_leaves_the_learned_weights_unscaled(copy):
+    """``false`` loads the edge values as stored; ``true`` (the default) divides each by
+    the square root of its target's in-degree, at least 1."""
+    import numpy as np
+
+    scaled = load_model(str(copy / "flygpt"))
+    _edit(copy / "flygpt/config.json", _set("degree_normalization", value=False))
+    plain = load_model(str(copy / "flygpt"))
+    assert plain.metadata["degree_normalization"] is False
+    assert np.array_equal(scaled.w_offsets, plain.w_offsets)
+    in_degree = np.diff(plain.w_offsets)
+    expected = plain.w_values / np.repeat(np.sqrt(np.maximum(in_degree, 1)), in_degree)
+    assert np.allclose(scaled.w_values, expected, rtol=1e-6)
+    assert not np.allclose(scaled.w_values, plain.w_values)
 
 
 def test_flygpt_at_the_microstep_limit_still_generates(capsys, copy):

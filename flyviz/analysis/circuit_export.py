@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from flyviz.errors import InputError
-from flyviz.fileio import temporary_file_beside
+from flyviz.fileio import atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.circuit import CircuitResult, CurvePoint
@@ -270,17 +269,9 @@ def write_json(path: str | Path, document: Any) -> Path:
     path = Path(path).expanduser()
     if not path.parent.is_dir():
         raise InputError(f"cannot write {path}: the folder {path.parent} does not exist")
-    try:
-        tmp = temporary_file_beside(path)
-        try:
-            with open(tmp, "w", encoding="utf-8") as out:
-                json.dump(document, out, indent=1)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    text = json.dumps(document, indent=1)
+    with atomic_write(path, "w", encoding="utf-8") as out:
+        out.write(text)
     return path
 
 

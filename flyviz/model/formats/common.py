@@ -61,6 +61,16 @@ def real_number(value: Any, what: str) -> float:
                           "download it again")
 
 
+def true_or_false(value: Any, what: str) -> bool:
+    """A JSON ``true`` or ``false`` as a ``bool``; anything else (the text ``"false"``, which
+    Python would take as true, ``0``, ``null``) is one :class:`CheckpointError` line naming
+    ``what``."""
+    if isinstance(value, bool):
+        return value
+    raise CheckpointError(f"{what} is {value!r:.60}, expected true or false; the file is "
+                          "damaged, download it again")
+
+
 def hash_file(path: Path, digest: Any) -> str:
     """Feed a file to a ``hashlib`` object in 4 MB chunks; return its hex digest."""
     with open(path, "rb") as handle:

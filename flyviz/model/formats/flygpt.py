@@ -26,7 +26,7 @@ import numpy as np
 from flyviz.model.checkpoint import Anatomy, Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats.common import find_tokenizer, read_json
+from flyviz.model.formats.common import find_tokenizer, read_json, true_or_false
 from flyviz.model.safetensors_io import SafetensorsFile
 
 #: ``config.json``'s ``model_type`` of a FlyGPT folder.
@@ -209,7 +209,8 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
     order = np.argsort(destination, kind="stable")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(destination, minlength=n), out=offsets[1:])
-    normalised = bool(config.get("degree_normalization", True))
+    normalised = true_or_false(config.get("degree_normalization", True),
+                               "config.json: degree_normalization")
     values = np.asarray(arrays["recurrent.edge_values"], dtype=np.float32)[order]
     if normalised:
         values *= degree_scale(destination, n)[destination[order]]

@@ -175,6 +175,52 @@ def test_simulate_compare_says_identical_or_the_first_difference(tmp_path, capsy
     assert "flyviz spikes, brian2.parquet does not" in line and "above threshold" in line
 
 
+@pytest.mark.parametrize("name", ["mine.csv", "mine.csv.gz"])
+def test_simulate_out_csv_writes_csv_that_compares_identical(tmp_path, capsys, name):
+    """``--out x.csv`` wrote Parquet bytes into a file named .csv, which pandas and
+    ``--compare`` then could not read; the suffix now says which is written, and the CSV
+    holds the same spikes as the Parquet table to the last bit of ``t``."""
+    folder = _write_brain(tmp_path / "brain")
+    args = ["simulate", str(folder), "--excite", "id:0,4", "--duration", "150ms",
+            "--trials", "2", "--seed", "5"]
+    code, _, err = cli_run(capsys, *args, "--out", str(tmp_path / "mine.parquet"),
+                           "--exp-name", "run")
+    assert code == 0, err
+    code, _, err = cli_run(capsys, *args, "--out", str(tmp_path / name), "--exp-name", "run")
+    assert code == 0, err
+    table = pd.read_csv(tmp_path / name)
+    assert len(table) > 10
+    pd.testing.assert_frame_equal(table, pd.read_parquet(tmp_path / "mine.parquet"))
+    code, text, err = cli_run(capsys, *args, "--compare", str(tmp_path / name))
+    assert code == 0, err
+    assert f"compared with {name}: identical, {len(table):,} spikes" in text
+
+
+@pytest.mark.parametrize("given, note", [("100", True), ("10", True), ("2.5", False),
+                                         ("100ms", False), ("100s", False)])
+def test_a_long_duration_without_a_unit_says_it_is_seconds(capsys, given, note):
+    """``--duration 100`` is 100 s of the fly's time (minutes of work on a large brain): a
+    user who meant milliseconds learns it before the run, not after."""
+    from flyviz.commands.simulate import duration_arg
+
+    seconds = duration_arg(given)
+    assert seconds == (0.1 if given == "100ms" else float(given.rstrip("s")))
+    err = capsys.readouterr().err
+    if note:
+        assert f"note: {given} is read as {float(given):g} s of the fly's time; write " \
+               f"{given}ms for milliseconds" in err
+    else:
+        assert not err
+
+
+def test_simulate_out_of_another_suffix_is_refused_before_the_run(tmp_path, capsys):
+    folder = _write_brain(tmp_path / "brain")
+    code, out, err = cli_run(capsys, "simulate", str(folder), "--out", str(tmp_path / "x.txt"))
+    one_error_line(code, err, "--out", "x.txt: give a .parquet file (the authors' layout) or "
+                   "a .csv")
+    assert not out and not (tmp_path / "x.txt").exists()
+
+
 @pytest.mark.parametrize("case, message", [
     ("layout", "lacks column(s) trial: spikes in the authors' layout have columns t, trial, "
                "flywire_id, exp_name"),

@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ neurons keep firing after it and for how long (self-sustained activity).
 """
 
 
+#: A duration given without a unit at or above this many seconds gets a note that it is seconds.
+UNITLESS_NOTE_S = 10.0
+
+
 def duration_arg(text: str) -> float:
     """``1s``, ``400ms`` or plain seconds, as seconds (NaN and negatives fail later, as one
     line)."""
@@ -46,6 +51,10 @@ def duration_arg(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 1s, 400ms)") \
             from None
+    if match.group(2) is None and value >= UNITLESS_NOTE_S:
+        # 100 typed for 100 ms would run the fly for 100 s (minutes of work): say so at once.
+        print(f"flyviz: note: {text.strip()} is read as {value:g} s of the fly's time; write "
+              f"{text.strip()}ms for milliseconds", file=sys.stderr)
     return value / 1000.0 if match.group(2) == "ms" else value
 
 
@@ -78,7 +87,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exp-name", metavar="NAME", default=None,
                         help="the exp_name column (default: the output file's stem)")
     parser.add_argument("--out", metavar="FILE", type=Path, default=None,
-                        help="spikes in the authors' layout (t, trial, flywire_id, exp_name)")
+                        help="spikes in the authors' layout (t, trial, flywire_id, exp_name): "
+                             "Parquet (.parquet) or CSV (.csv, .csv.gz), by the suffix")
     parser.add_argument("--record", metavar="FILE", type=Path, default=None,
                         help="also (or instead) save each neuron's rate per bin, and every "
                              "spike at its time, as a .flyrec recording, for 'flyviz export', "
@@ -94,6 +104,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="bin length of --record, ms (default 10)")
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _out_format(path: Path) -> str:
+    """``"parquet"`` (the authors' layout: ``.parquet``, ``.pq``) or ``"csv"`` (``.csv``,
+    ``.csv.gz``) by ``--out``'s suffix, which the readers of the spikes (``--compare``,
+    ``--input-spikes``, pandas) go by; any other is one line before any work."""
+    from flyviz.errors import InputError
+
+    name = path.name.lower()
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if name.endswith((".csv", ".csv.gz")):
+        return "csv"
+    raise InputError(f"--out {path}: give a .parquet file (the authors' layout) or a .csv "
+                     "(or .csv.gz); the suffix says which is written")
 
 
 def _check_out(path: Path, option: str) -> None:
@@ -121,7 +146,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give --out FILE (the spikes), --record FILE (rates per bin) and/or "
                          "--compare OTHER (another run's spikes)")
     if args.out is not None:
-        require("parquet", "flyviz simulate --out")  # before any work
+        kind = _out_format(args.out)
+        if kind == "parquet":
+            require("parquet", "flyviz simulate --out")  # before any work
     if not math.isfinite(args.rate) or args.rate < 0:
         raise InputError(f"--rate must be a non-negative number, not {args.rate}")
     if not math.isfinite(args.duration) or args.duration <= 0:
@@ -209,7 +236,11 @@ def run(args: argparse.Namespace) -> int:
             raise os_error(exc, args.out, "write") from None
         # Through a temporary beside it: a full disk leaves no part of the table behind.
         with atomic_write(args.out, "wb") as handle:
-            frame.to_parquet(handle, compression="brotli", index=False)
+            if _out_format(args.out) == "csv":
+                frame.to_csv(handle, index=False,
+                             compression="gzip" if args.out.suffix.lower() == ".gz" else None)
+            else:
+                frame.to_parquet(handle, compression="brotli", index=False)
     if args.record is not None:
         from flyviz.errors import FlyvizError
 

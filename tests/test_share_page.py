@@ -352,9 +352,11 @@ def test_the_pages_prompt_is_the_movies_prompt(demo, tmp_path):
     first = next(i for i in range(len(recording)) if recording[i].generation_index == 0)
     assert steps[first]["text"] == " time" and steps[first]["phase"] == "prompt"
     assert [s["phase"] for s in steps[first + 1:]] == ["generation"] * (len(steps) - first - 1)
-    # The page's prompt words (BOS aside) are the movie's prompt, its other words generated.
+    # The page's prompt words are the movie's prompt, its other words generated; BOS, which
+    # the page showed as "<s>", is no word of the text, as in the movie.
     movie = list(LANGUAGE.overlays(recording))[-1]
-    assert "".join(s["text"] for s in steps[1:] if s["phase"] == "prompt") == movie.prompt \
+    assert steps[0]["text"] == "" and recording[0].input_text == "<s>"
+    assert "".join(s["text"] for s in steps if s["phase"] == "prompt") == movie.prompt \
         == "Once upon a time"
 
 

@@ -68,6 +68,11 @@ def test_a_shared_spiking_page_reads_in_hertz_per_bin(spiking, tmp_path, capsys)
     assert [t["counter"] for t in header["tokens"]] == [
         f"bin {i + 1} / {BINS} · {10 * (i + 1)} ms · {spikes[i]:,} spikes" for i in range(BINS)]
     assert "token" not in json.dumps(header["axis"])
+    # The title says what was run (it was the brain's name alone: "brain").
+    meta = Recording.load(rec).metadata
+    excited = meta["spiking"]["excited"]
+    assert excited > 0
+    assert header["title"] == f"{meta['model_name']}: {excited} excited at 150 Hz, 0.06 s"
 
 
 @pytest.mark.slow
@@ -89,6 +94,9 @@ def test_a_shared_spiking_page_in_a_browser_shows_bins_and_no_token_panels(spiki
         assert browser.evaluate("document.getElementById('bar-caption').textContent") == \
             "firing rate in the bin (Hz)"
         assert browser.evaluate("document.getElementById('bar-low').textContent") == "0"
+        # Rates as a reader says them: "300", not "3.00e+2".
+        high = browser.evaluate("document.getElementById('bar-high').textContent")
+        assert re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?", high), high
         # No "Next token" heading over nothing, no text line of the bins' words run together.
         assert browser.evaluate("document.getElementById('bars-title').hidden")
         assert browser.evaluate("document.getElementById('text').hidden")

@@ -277,10 +277,10 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
 
 
 def _title(state: "ViewerState") -> str:
-    prompt = str(state.recording.metadata.get("prompt", "") or "").strip()
+    summary = state.kind.run_summary(state.recording)
     name = state.model_name or "flyviz"
     # Whole: the page shortens its heading at a word and keeps this in the tooltip.
-    return f"{name}: {prompt}" if prompt else name
+    return f"{name}: {summary}" if summary else name
 
 
 def _trace(attribution: "Attribution") -> dict[str, Any]:

@@ -460,6 +460,12 @@ class ModelKind:
         return [{"text": f" {self.time_axis.at(i)}", "phase": 0, "position": i, "next": "",
                  "p": 0.0, "top": []} for i in range(len(recording))]
 
+    def run_summary(self, recording: "Recording") -> str:
+        """What was run, in a few words, for a shared page's title after the model's name
+        (``"demo: 21 excited at 150 Hz, 0.5 s"``). Default: the recording's prompt, or
+        ``""``."""
+        return str(recording.metadata.get("prompt", "") or "").strip()
+
     def page_counter(self, recording: "Recording", index: int) -> str:
         """A shared page's counter at frame ``index`` of ``recording``, as the window's
         timeline counts (:meth:`TimeAxis.counter` of :meth:`recording_axis`):

@@ -363,8 +363,8 @@ class LanguageModelKind(ModelKind):
                    for t, p in zip(frame.top_k_text, frame.top_k_probabilities)]
             # The word a step reads is prompt or generated as the movie's text says
             # (read_text): the first generating step reads the prompt's last word.
-            _read, read_prompt = read_text(frame)
-            out.append({"text": frame.input_text,
+            read, read_prompt = read_text(frame)
+            out.append({"text": read,
                         "phase": PHASE_PROMPT if read_prompt else PHASE_GENERATION,
                         "position": int(frame.position), "next": frame.predicted_text,
                         "p": round(float(frame.probability), 5), "top": top})

@@ -506,12 +506,8 @@ class SpikingKind(ModelKind):
 
         meta = self.run_metadata(recording)
         words = ["flyviz", "simulate", str(meta.get("brain") or "BRAIN")]
-        ticks = meta.get("run_ticks")
         bin_ms = float(meta.get("bin_ms", BIN_MS))
-        tick_ms = float(getattr(recording.spikes, "tick_ms", 0.1))    # the engine's 0.1 ms
-        duration = ticks * tick_ms if isinstance(ticks, int) and ticks > 0 else \
-            len(recording) * bin_ms
-        words += ["--duration", f"{duration:g}ms", "--bin", f"{bin_ms:g}"]
+        words += ["--duration", f"{_run_ms(recording, meta):g}ms", "--bin", f"{bin_ms:g}"]
         for option, key in (("--excite", "excite"), ("--silence", "silence")):
             if isinstance(meta.get(key), str) and meta[key]:
                 words += [option, meta[key]]
@@ -566,11 +562,41 @@ class SpikingKind(ModelKind):
         """``"bin 3 / 50 · 30 ms · 1,204 spikes"``."""
         return self._with_spikes(recording, index, super().page_counter(recording, index))
 
+    def run_summary(self, recording: "Recording") -> str:
+        """``"21 excited at 150 Hz, 3 silenced, 0.5 s, 30 trials"``: the stimulus and the run's
+        length, as the recording's metadata gives them."""
+        meta = self.run_metadata(recording)
+        parts = []
+        excited, rate = meta.get("excited"), meta.get("rate")
+        if isinstance(excited, int) and not isinstance(excited, bool):
+            what = f"{excited:,} excited"
+            if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+                what += f" at {rate:g} Hz"
+            parts.append(what)
+        silenced = meta.get("silenced")
+        if isinstance(silenced, int) and not isinstance(silenced, bool) and silenced > 0:
+            parts.append(f"{silenced:,} silenced")
+        parts.append(f"{_run_ms(recording, meta) / 1000.0:g} s")
+        trials = int(meta.get("trials", 1))
+        if trials > 1:
+            parts.append(f"{trials:,} trials")
+        return ", ".join(parts)
+
     def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
         """Each bin's words (``bin 3 · 30 ms``) and position; no bars."""
         axis = self.recording_axis(recording)
         return [{"text": f" {axis.at(i)}", "phase": 0, "position": i, "next": "", "p": 0.0,
                  "top": []} for i in range(len(recording))]
+
+
+def _run_ms(recording: "Recording", meta: dict[str, Any]) -> float:
+    """The run's length in ms: its ticks where the metadata has them (a last bin may be
+    short), else its bins at ``bin_ms``."""
+    ticks = meta.get("run_ticks")
+    tick_ms = float(getattr(recording.spikes, "tick_ms", 0.1))    # the engine's 0.1 ms
+    if isinstance(ticks, int) and not isinstance(ticks, bool) and ticks > 0:
+        return ticks * tick_ms
+    return len(recording) * float(meta.get("bin_ms", BIN_MS))
 
 
 class LiveRun:

@@ -390,8 +390,13 @@ void main() {
 
   // ------------------------------------------------------------ the panels
   function fmt(v) {
+    // A colour bar's end as a reader says it: 300 and 12,400 (Hz), 0.25 and 1.5 (activations),
+    // powers of ten only where digits would run long.
     const a = Math.abs(v);
-    return a === 0 ? "0" : a >= 100 || a < 0.01 ? v.toExponential(2) : v.toFixed(3);
+    if (a === 0) return "0";
+    if (a >= 1e6 || a < 1e-3) return v.toExponential(1).replace("e+", "e");
+    if (a >= 100) return Math.round(v).toLocaleString("en-US");
+    return String(Number(v.toPrecision(3)));
   }
 
   function buildText() {
@@ -402,7 +407,8 @@ void main() {
       span.textContent = t.text;
       span.className = t.phase === "prompt" ? "prompt" : "generation";
       span.dataset.index = String(i);
-      span.title = `${axis.name} ${i}`;
+      // Counted as the label under the slider counts (from 1, or the kind's counter).
+      span.title = t.counter || `${axis.name} ${i + 1} / ${header.tokens.length}`;
       span.addEventListener("click", () => setToken(i));
       text.appendChild(span);
     });

@@ -37,7 +37,7 @@ import numpy as np
 
 from flyviz.errors import InputError, RecordingError
 from flyviz.render.colormaps import lut
-from flyviz.render.style import ColourLayer, activation_layer
+from flyviz.render.style import ColourLayer
 from flyviz.viewer.layers import ATLAS_STATISTICS, DELTA, atlas_key
 from flyviz.viewer.state import STATE, ViewerState
 
@@ -319,24 +319,35 @@ class BrainSource:
         return 0 if self.recording is None else len(self.recording)
 
     @property
+    def _state_quantities(self) -> tuple[str, ...]:
+        """The recorded state's colourings (the kind's: ``"signed"`` and ``"abs"``, or a
+        spiking brain's ``"spike_rate"``); none for an atlas alone."""
+        return tuple(self.state.kind.state_quantities) if self.recording is not None else ()
+
+    @property
     def quantities(self) -> tuple[str, ...]:
-        """The colour quantities this source can show, the default first: ``"signed"`` and
-        ``"abs"`` (the recorded state), then the state's offered colour layers."""
-        own = ACTIVATION_QUANTITIES if self.recording is not None else ()
-        return own + tuple(key for key, entry in self.state.colour_layers.items()
-                           if key != STATE and entry.available)
+        """The colour quantities this source can show, the default first: the recorded
+        state's (``"signed"`` and ``"abs"``; ``"spike_rate"`` for a spiking brain), then the
+        state's offered colour layers."""
+        return self._state_quantities + tuple(
+            key for key, entry in self.state.colour_layers.items()
+            if key != STATE and entry.available)
 
     @property
     def quantity(self) -> str:
         """The quantity the state shows now."""
         state = self.state
-        return state.display.mode if state.colour_by == STATE else state.colour_by
+        if state.colour_by != STATE:
+            return state.colour_by
+        own = self._state_quantities
+        return state.display.mode if state.display.mode in own or not own else own[0]
 
     def show(self, quantity: str) -> None:
         """Make the state show ``quantity`` (one of :attr:`quantities`)."""
         self.layer(quantity)
-        if quantity in ACTIVATION_QUANTITIES:
-            self.state.display.mode = quantity
+        if quantity in self._state_quantities:
+            if quantity in ACTIVATION_QUANTITIES:
+                self.state.display.mode = quantity
             self.state.colour_by = STATE
         else:
             self.state.colour_by = quantity
@@ -365,8 +376,11 @@ class BrainSource:
         found = self._layers.get(quantity)
         if found is not None:
             return found
-        if quantity in ACTIVATION_QUANTITIES and self.recording is not None:
-            found = activation_layer(quantity, self.state.display.scale)
+        if quantity in self._state_quantities:
+            # The kind's own colouring of its state: a spiking rate on sequential colours in
+            # Hz, not an activation's diverging ones.
+            mode = quantity if quantity in ACTIVATION_QUANTITIES else self.state.display.mode
+            found = self.state.kind.state_layer(mode, self.state.display.scale)
         elif quantity in self.quantities:
             found = self.state.layer_of(quantity)
         else:

@@ -112,7 +112,8 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
 
     from flyviz.app._testing import make_app_checkpoint
     from flyviz.kinds.spiking import SPIKING, BinSettings, SpikingModel, record_run
-    from flyviz.viewer.layers import FLASH, RATE
+    from flyviz.viewer.layers import FLASH
+    from flyviz.viewer.state import STATE
 
     checkpoint = make_app_checkpoint(tmp_path / "model")
     win = make_window(qtbot, checkpoint, tmp_path)
@@ -192,7 +193,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         assert win.brain.colorbar_caption.text() == "spikes, fading (τ 15 ms)"
         panel.display.setCurrentIndex(0)           # or each neuron's rate in the bin
         win.refresh_panels()
-        assert win.state.colour_by == RATE
+        assert win.state.colour_by == STATE        # the rate is the recorded state
         assert win.brain.colorbar_caption.text() == "firing rate in the bin (Hz)"
         # the brain eases to the new colours at display rate
         qtbot.waitUntil(lambda: lit_count(win.brain.canvas.render()) > dark + 30, timeout=5000)

@@ -49,6 +49,11 @@ def test_a_spiking_recording_opens_as_the_spiking_kind_with_its_brain(spiking_re
     assert state.anatomy.positions[:40, 0].max() < 0 < state.anatomy.positions[40:, 0].min()
     # spikes flash and fade: offered, lit where the excited neurons fired, dark elsewhere
     assert FLASH in source.quantities and "spike_rate" in source.quantities
+    # A rate has no sign: no "signed" and "abs" colourings of it (they drew the rates on an
+    # activation's diverging colours), and no second entry for the same rates.
+    assert source.quantities == ("spike_rate", FLASH) and source.quantity == "spike_rate"
+    rate = source.layer("spike_rate")
+    assert (rate.colormap, rate.units) == ("sequential", "Hz")
     np.testing.assert_array_equal(source.values("spike_rate", 3), state.recording.state(3))
     flash = source.values(FLASH, 4)
     assert flash[:40].max() > 0 and flash[40:].max() == 0

@@ -220,6 +220,11 @@ class ModelKind:
     #: The *Colour by* title of the recorded state (:meth:`state_layer`), as the window's
     #: menu and a shared page's name it (``&`` marks the menu's key).
     state_title: ClassVar[str] = "&Live state (activation h)"
+    #: The names an embedded host (napari, the notebook widget: :class:`BrainSource
+    #: <flyviz.brain_source.BrainSource>`) gives the recorded state's colourings, the
+    #: default first: the colour modes ``"signed"`` and ``"abs"`` of a state with a sign, one
+    #: name for a state without (a spiking brain's rate).
+    state_quantities: ClassVar[tuple[str, ...]] = ("signed", "abs")
     #: The side channels its frames carry.
     side_channels: ClassVar[tuple[SideChannel, ...]] = ()
     #: True when a run is given text (a prompt box applies) and its frames carry it.

@@ -265,18 +265,19 @@ class SpikingKind(ModelKind):
     time_axis: ClassVar[TimeAxis] = TimeAxis("bin", "ms", BIN_MS)
     state_label: ClassVar[str] = "rate (Hz)"
     state_title: ClassVar[str] = "&Live state (firing rate, Hz)"
+    #: A rate has no sign: one colouring of the state (``"spike_rate"``), not two modes.
+    state_quantities: ClassVar[tuple[str, ...]] = ("spike_rate",)
     side_channels: ClassVar[tuple[SideChannel, ...]] = (SPIKES,)
 
     def colour_layers(self) -> "tuple[LayerKind, ...]":
-        """The rates (:data:`~flyviz.viewer.layers.RATE`) and the spikes flashing and fading
-        (:data:`~flyviz.viewer.layers.FLASH`)."""
-        from flyviz.viewer.layers import FLASH, RATE, LayerKind, flash_layer, rate_layer
+        """The spikes flashing and fading (:data:`~flyviz.viewer.layers.FLASH`). The rates
+        are the recorded state itself (*Live state*, :meth:`state_layer`): offering them again
+        listed the same colouring twice."""
+        from flyviz.viewer.layers import FLASH, LayerKind, flash_layer
 
-        return (LayerKind(RATE, "Firing &rate (Hz)", "Each neuron's firing rate in the shown bin",
-                          rate_layer),
-                LayerKind(FLASH, "Spikes (&flash and fade)",
+        return (LayerKind(FLASH, "Spikes (&flash and fade)",
                           "Each spike lights its neuron at its bin, then fades (τ 15 ms)",
-                          flash_layer))
+                          flash_layer),)
 
     def recorded_layer(self, mode: str, scale: Any) -> Any:
         """Rates in Hz from 0 (:func:`flyviz.viewer.layers.rate_layer`) over a given

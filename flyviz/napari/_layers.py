@@ -34,7 +34,7 @@ METADATA_KEY = "flyviz"
 #: Disc diameter of a neuron, in micrometres.
 POINT_SIZE_UM = 4.0
 
-_LAYER_NAMES = {"signed": "state", "abs": "|state|", DELTA: "Δx"}
+_LAYER_NAMES = {"signed": "state", "abs": "|state|", DELTA: "Δx", "spike_rate": "rate"}
 
 
 def napari_coordinates(positions_um: np.ndarray) -> np.ndarray:

@@ -79,7 +79,8 @@ class BrainWidget(RemoteFrameBuffer):
         ``(width, height)`` of the frames, in pixels.
     quantity
         The colour quantity: ``"signed"``, ``"abs"``, or ``"delta"`` for a
-        comparison; default: ``"signed"`` (a given state's own colour layer).
+        comparison (a spiking recording's: ``"spike_rate"``, ``"spike_flash"``); default: the
+        recorded state's first (``"signed"``; a given state's own colour layer).
     gl
         The offscreen OpenGL (``"egl"``, ``"default"``, ``"osmesa"``; default: the first
         that works). Without any, one :class:`~flyviz.errors.ExportError` line says so.
@@ -113,7 +114,9 @@ class BrainWidget(RemoteFrameBuffer):
         #: The runs of a :meth:`live` widget (:class:`flyviz.runs.Runs`), else ``None``.
         self.runs: Any = None
         if quantity is not None or not given_state:
-            self.source.show(quantity or "signed")
+            # Default: the recorded state's first colouring (the kind's: "signed", or a
+            # spiking brain's "spike_rate").
+            self.source.show(quantity or (self.source.quantities or ("signed",))[0])
         if self.source.tokens and not given_state:
             self.state.index = self.source.tokens - 1
 

@@ -41,7 +41,8 @@ from flyviz.app.base.background import BackgroundJob
 
 from flyviz.kinds.spiking import SPIKING, SPIKING_KEY, SpikingModel, SpikingRunSettings, Stimulus
 from flyviz.runs import PAUSED, RUNNING
-from flyviz.viewer.layers import FLASH, RATE, flash_layer, rate_layer
+from flyviz.viewer.layers import FLASH, flash_layer
+from flyviz.viewer.state import STATE
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.base.host import WindowHost
@@ -54,7 +55,8 @@ __all__ = ["DISPLAY_MODES", "SPIKING_KINDS", "SpikingFeature", "StimulusPanel", 
 SPIKING_KINDS = (SPIKING_KEY,)
 
 #: The Stimulus dock's colourings: its title and the *Colour by* entry it shows.
-DISPLAY_MODES = (("Rate in the bin (Hz)", RATE), ("Spikes flash and fade", FLASH))
+# The rate in the bin is the recorded state itself (the kind's Live state, in Hz).
+DISPLAY_MODES = (("Rate in the bin (Hz)", STATE), ("Spikes flash and fade", FLASH))
 
 
 class StimulusPanel(QWidget):
@@ -195,7 +197,6 @@ class SpikingFeature(QObject):
         self.state = "idle"
         self.finished = True
         self._ended = ""
-        host.state.offer_layer(RATE, rate_layer, available=False)
         host.state.offer_layer(FLASH, flash_layer, available=False)
         self.panel.run_button.clicked.connect(lambda: self.run())
         self.panel.play_button.clicked.connect(self.toggle_play)
@@ -321,7 +322,7 @@ class SpikingFeature(QObject):
         same = state.anatomy is not None and state.neurons == model.neurons
         state.set_model(model, state.anatomy if same else model.drawing_anatomy())
         self.host.runner.set_model(model)      # runs start on it from now on
-        state.set_available([RATE, FLASH], True)
+        state.set_available([FLASH], True)
         if recording is None:
             recording = Recording(model.neurons, {"kind": SPIKING_KEY},
                                   states_dtype="float32")
@@ -351,7 +352,7 @@ class SpikingFeature(QObject):
         if not self.host.state.kind.shows(SPIKING_KINDS):
             self._run = None
             self.finished = True
-            self.host.state.set_available([RATE, FLASH], False)
+            self.host.state.set_available([FLASH], False)
 
     # ------------------------------------------------------------ the stimulus
     def _on_selected(self, neuron: int | None) -> None:

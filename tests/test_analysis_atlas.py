@@ -191,6 +191,31 @@ def test_schedule_keeps_streams_busy_and_covers_every_token(world):
     assert busy > 0.9
 
 
+def test_a_chunk_of_few_windows_steps_few_columns_and_keeps_the_atlas_bits(world,
+                                                                          monkeypatch):
+    """A chunk with fewer windows than ``--batch`` ran every idle column (a one-story atlas at
+    the default 64 streams did 8 times the work it needed); it now steps whole vectors of
+    columns for its windows, and its statistics equal the full width's, bit for bit."""
+    from dataclasses import replace
+
+    from flyviz.analysis import atlas_stats
+
+    ckpt = load_model(world["spec"])
+    chunk = world["corpus"].chunks(60)[1]
+    windows = chunk.offsets.size - 1
+    assert 1 < windows <= 8
+    wide = replace(SETTINGS, streams=64)
+    assert atlas_stats.streams_for(chunk, 64) == 8
+    assert atlas_stats.streams_for(chunk, 5) == 5            # never more than --batch
+    assert atlas_stats.streams_for(world["corpus"].chunks(600)[0], 16) == 16
+    narrow = atlas_stats.chunk_statistics(ckpt, wide, chunk)
+    monkeypatch.setattr(atlas_stats, "streams_for", lambda _chunk, streams: streams)
+    full = atlas_stats.chunk_statistics(ckpt, wide, chunk)
+    assert sorted(narrow) == sorted(full) and int(full["count"]) > 0
+    for name in full:
+        np.testing.assert_array_equal(narrow[name], full[name], err_msg=name)
+
+
 def test_reader_cards_search_statistics_and_model_check(world, in_process, tokenizer_path):
 
     atlas = Atlas(in_process)

@@ -436,6 +436,22 @@ def merge_partials(a: cluster.Partial, b: cluster.Partial) -> cluster.Partial:
     return out
 
 
+def streams_for(chunk: CorpusChunk, streams: int) -> int:
+    """The engine's columns for ``chunk``: ``streams`` (``--batch``), or fewer where the chunk
+    has fewer windows, rounded up to whole vectors of the compiled kernel
+    (:data:`~flyviz.model.kernels.MULTI_LANES`).
+
+    A chunk of 8 windows stepped 64 columns wide paid for 56 idle ones (a 2,000-token atlas
+    of one story took 8 times as long as it needed). With no more columns than windows
+    every window starts at step 0 on the column it had before, and each column's product
+    sums its edges in the same order whatever the width, so the atlas keeps its bits."""
+    from flyviz.model.kernels import MULTI_LANES
+
+    windows = int(np.asarray(chunk.offsets).size - 1)
+    needed = max(1, -(-windows // MULTI_LANES)) * MULTI_LANES
+    return min(int(streams), needed)
+
+
 def chunk_statistics(ckpt: "Checkpoint", settings: AtlasSettings,
                      chunk: CorpusChunk) -> cluster.Partial:
     """Run ``chunk`` through a batched engine and return its partial statistics."""
@@ -443,10 +459,11 @@ def chunk_statistics(ckpt: "Checkpoint", settings: AtlasSettings,
     from flyviz.model.engine import SINGLE_THREADED_BLAS
 
     cfg = ckpt.config
-    schedule = StreamSchedule(chunk, settings.streams, cfg.pad_token_id)
-    engine = BatchEngine(ckpt, settings.streams, threads=settings.threads, kernel=settings.kernel)
+    streams = streams_for(chunk, settings.streams)
+    schedule = StreamSchedule(chunk, streams, cfg.pad_token_id)
+    engine = BatchEngine(ckpt, streams, threads=settings.threads, kernel=settings.kernel)
     readout = None if ckpt.out_index_is_identity() else np.asarray(ckpt.out_index, dtype=np.intp)
-    stats = ChunkStatistics(cfg.neurons, cfg.vocabulary, settings.streams, settings,
+    stats = ChunkStatistics(cfg.neurons, cfg.vocabulary, streams, settings,
                             readout=readout, eps=cfg.layer_norm_eps,
                             compiled=engine.prepare() == "llvm")
     # BLAS (the statistics' matrix-vector products) stays in this thread, as in a step.

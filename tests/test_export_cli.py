@@ -130,6 +130,36 @@ def test_progress_line_reports_frames_and_time_left():
     assert "\r" not in log.getvalue() and log.getvalue().count("\n") == 2
 
 
+def test_the_time_left_is_counted_from_the_first_frame_not_the_set_up(monkeypatch):
+    """The first estimates divided the frames by a time that held the set-up (renderer,
+    encoder, the first frame's shaders): 20 s of set-up and 10 fps read "2:40 left" for 20
+    s of work. The rate is now counted from the first report."""
+    import io
+
+    from flyviz.commands import export as export_command
+
+    clock = [100.0]
+    monkeypatch.setattr(export_command.time, "perf_counter", lambda: clock[0])
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    line = export_command.ProgressLine("exporting", out)
+    clock[0] += 20.0                     # set-up, then the first frame
+    line(1, 201)
+    assert "1/201 frames, --:-- left" in out.getvalue()
+    clock[0] += 10.0                     # 100 frames in 10 s: 10 fps, 100 frames to go
+    line(101, 201)
+    text = out.getvalue().replace("\x1b[K", "").split("\r")[-1]
+    assert "101/201 frames, 10.0 fps, 0:10 left" in text
+    clock[0] += 10.0
+    line(201, 201)                       # the summary is over the whole time
+    assert out.getvalue().replace("\x1b[K", "").rstrip().endswith(
+        "201/201 frames in 40.0 s (5.0 fps)")
+
+
 def test_gl_option_chooses_the_offscreen_opengl_and_the_variable_still_works(
         model_dir, tmp_path, capsys, monkeypatch):
     """--gl names the OpenGL the export reports; FLYVIZ_OFFSCREEN_GL still chooses without it,

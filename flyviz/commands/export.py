@@ -128,6 +128,11 @@ class ProgressLine:
         self.last = 0.0
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.open_line = False
+        #: ``(time, frames done)`` at the first report: the rate that predicts the time left
+        #: is counted from there, not from the start, which paid for the set-up (the
+        #: renderer, the encoder, the first frame's shaders) and made the first estimates
+        #: several times too long.
+        self.baseline: tuple[float, int] | None = None
 
     def end_line(self) -> None:
         """Finish a live line left open (before an error message is printed)."""
@@ -139,19 +144,24 @@ class ProgressLine:
     def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter()
         final = done >= total
+        if self.baseline is None:
+            self.baseline = (now, done)
         # A terminal gets a live line; a log gets a line every 10 seconds.
         if not final and now - self.last < (0.25 if self.tty else 10.0):
             return
         self.last = now
         elapsed = max(now - self.start, 1e-9)
-        rate = done / elapsed
+        since, before = self.baseline
+        rate = (done - before) / (now - since) if now > since and done > before else 0.0
         left = (total - done) / rate if rate > 0 else math.inf
+        if final:
+            rate = done / elapsed
         width = 24
         filled = int(width * done / max(total, 1))
         bar = "#" * filled + "." * (width - filled)
         eta = "--:--" if not math.isfinite(left) else f"{int(left) // 60}:{int(left) % 60:02d}"
-        text = (f"{self.label} [{bar}] {done}/{total} frames, {rate:.1f} fps, "
-                f"{eta} left" if not final else
+        speed = f"{rate:.1f} fps, " if rate > 0 else ""
+        text = (f"{self.label} [{bar}] {done}/{total} frames, {speed}{eta} left" if not final else
                 f"{self.label} [{bar}] {done}/{total} frames in {elapsed:.1f} s ({rate:.1f} fps)")
         end = "\n" if final or not self.tty else ""
         self.stream.write(("\r" if self.tty else "") + text + "\x1b[K" * self.tty + end)

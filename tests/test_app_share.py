@@ -33,6 +33,8 @@ def test_share_as_web_page_writes_what_the_window_shows(window, qtbot, tmp_path,
     # The page opens on the window's token, in its colours, with its whole recording.
     assert header["index"] == 2 == win.state.index
     assert len(header["tokens"]) == len(win.session.recording)
-    assert [t["text"] for t in header["tokens"]] == win.session.recording.token_texts
+    # Each step's word, BOS (the run's first step) as no word, as the movie shows the text.
+    texts = win.session.recording.token_texts
+    assert texts[0] == "<s>" and [t["text"] for t in header["tokens"]] == ["", *texts[1:]]
     assert header["layers"][0]["colormap"] == "abs"
     assert header["look"]["point_size"] == win.state.display.point_size

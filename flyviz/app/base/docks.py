@@ -6,10 +6,28 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDockWidget, QWidget
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QDockWidget, QScrollArea, QWidget
 
-__all__ = ["DockWindow", "Docks"]
+__all__ = ["FIT_HEIGHT", "DockWindow", "Docks", "fit_height"]
+
+#: A dock's property (``dock.setProperty(FIT_HEIGHT, True)``): the layouts make it as tall as
+#: its content asks (:func:`fit_height`) when they arrange the window.
+FIT_HEIGHT = "flyvizFitHeight"
+
+#: The most of the window's height :func:`fit_height` gives a dock.
+FIT_MOST = 0.5
+
+
+class Resizing(Protocol):
+    """What :func:`fit_height` needs of a window: Qt's ``resizeDocks`` and ``height``."""
+
+    def resizeDocks(self, docks: list[QDockWidget], sizes: list[int],  # noqa: N802
+                    orientation: Qt.Orientation, /) -> None:
+        """Qt's: resize ``docks`` to ``sizes`` along ``orientation``."""
+
+    def height(self) -> int:
+        """Qt's: the window's height in pixels."""
 
 
 class DockWindow(Protocol):
@@ -65,3 +83,41 @@ class Docks(dict[str, QDockWidget]):
             window = self._window
             window.resizeDocks([dock], [int(window.height() * height_fraction)],
                                Qt.Orientation.Vertical)
+
+    def fit(self, dock: QDockWidget) -> None:
+        """Make ``dock`` as tall as its content asks, now and whenever a layout preset
+        arranges the window (:func:`fit_height`, :data:`FIT_HEIGHT`)."""
+        dock.setProperty(FIT_HEIGHT, True)
+        fit_height(self._window, dock)
+
+
+def fit_height(window: Resizing, dock: QDockWidget, most: float = FIT_MOST,
+               tries: int = 3) -> None:
+    """Resize ``dock`` to the height its content asks at its width (inside a scroll area too;
+    a wrapped label's lines counted), at most ``most`` of the window's: a form stacked under
+    a taller dock opened at the column's default share, its lower rows out of sight.
+
+    Qt applies ``resizeDocks`` in the window's next layout pass and gives the dock only part
+    of a change: so the dock is measured again after each pass and asked for what it still
+    lacks, ``tries`` times at most."""
+    widget = dock.widget()
+    if widget is None or not dock.isVisible() or dock.isFloating():
+        return
+    inner: QWidget = widget
+    shown = widget.height()
+    if isinstance(widget, QScrollArea) and widget.widget() is not None:
+        inner = widget.widget()  # type: ignore[assignment]  # not None: tested
+        shown = widget.viewport().height()
+    width = max(inner.width(), inner.minimumSizeHint().width())
+    needed = inner.heightForWidth(width) if inner.hasHeightForWidth() else -1
+    needed = max(needed, inner.sizeHint().height(), inner.minimumSizeHint().height())
+    most_px = int(window.height() * most)
+    lacking = needed - shown
+    if lacking <= 0 or dock.height() >= most_px:
+        return
+    # Qt shares a change in a column between its docks: about three quarters of what is
+    # asked reaches this one, so it is asked for half as much again.
+    window.resizeDocks([dock], [min(dock.height() + (3 * lacking + 1) // 2 + 2, most_px)],
+                       Qt.Orientation.Vertical)
+    if tries > 1:
+        QTimer.singleShot(0, lambda: fit_height(window, dock, most, tries - 1))

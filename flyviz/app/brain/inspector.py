@@ -83,7 +83,10 @@ class NeuronInspector(QWidget):
         self.trace.addItem(self.trace_cursor)
         self.trace.addItem(pg.InfiniteLine(angle=0, pos=0, pen=pg.mkPen(theme.BORDER)))
         paint_on_demand(self.trace)
-        layout.addWidget(self.trace, 1)
+        # Two fifths of the free height (the tables three): in a column shared with the
+        # spiking brain's Stimulus dock at 1280×800, a third left the trace too short for its
+        # axis's numbers.
+        layout.addWidget(self.trace, 2)
         self.tabs = QTabWidget()
         self.inputs_table = self._make_table()
         self.outputs_table = self._make_table()
@@ -101,7 +104,7 @@ class NeuronInspector(QWidget):
                                        "or scaled where it did). Click a row to inspect it")
         self.tabs.addTab(self.currents_table, "Currents now")
         self._currents_key: tuple[int, int, int] | None = None
-        layout.addWidget(self.tabs, 2)
+        layout.addWidget(self.tabs, 3)
 
         self.neuron: int | None = None
         self.anatomy: Anatomy | None = None

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
-                               QLineEdit, QMainWindow, QProgressBar, QPushButton, QSpinBox,
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel,
+                               QLineEdit, QMainWindow, QProgressBar, QPushButton, QSizePolicy,
+                               QSpinBox, QToolButton,
                                QVBoxLayout, QWidget)
 
 from flyviz.app.base.background import BackgroundJob
@@ -56,7 +57,7 @@ SPIKING_KINDS = (SPIKING_KEY,)
 
 #: The Stimulus dock's colourings: its title and the *Colour by* entry it shows.
 # The rate in the bin is the recorded state itself (the kind's Live state, in Hz).
-DISPLAY_MODES = (("Rate in the bin (Hz)", STATE), ("Spikes flash and fade", FLASH))
+DISPLAY_MODES = (("Show rates (Hz)", STATE), ("Show spikes", FLASH))
 
 
 class StimulusPanel(QWidget):
@@ -67,27 +68,37 @@ class StimulusPanel(QWidget):
         super().__init__(parent)
         self.excite = QLineEdit()
         self.excite.setPlaceholderText("the brain's own set (e.g. superclass:sensory)")
-        self.excite_selected = QPushButton("Excite selected")
-        self.excite_selected.setToolTip("Add the neuron selected on the brain to the excited")
+        # "+" beside each query: the column is a quarter of a laptop screen wide, and the
+        # words "Excite selected" beside the field widened it at the brain's expense.
+        self.excite_selected = QToolButton()
+        self.excite_selected.setText("+")
+        self.excite_selected.setToolTip("Excite the neuron selected on the brain too (adds "
+                                        "| id:N to the query)")
         self.rate = QDoubleSpinBox()
         self.rate.setRange(0.0, 10000.0)
+        self.rate.setDecimals(1)
         self.rate.setValue(150.0)
         self.rate.setSuffix(" Hz")
         self.silence = QLineEdit()
         self.silence.setPlaceholderText("none (e.g. type:MN9)")
-        self.silence_selected = QPushButton("Silence selected")
-        self.silence_selected.setToolTip("Add the neuron selected on the brain to the silenced")
+        self.silence_selected = QToolButton()
+        self.silence_selected.setText("+")
+        self.silence_selected.setToolTip("Silence the neuron selected on the brain too (adds "
+                                         "| id:N to the query)")
         self.bins = QSpinBox()
         self.bins.setRange(1, 1000000)
         self.bins.setValue(100)
-        self.bins.setSuffix(" bins of 10 ms")
+        self.bins.setPrefix("for ")
+        self.bins.setSuffix(" bins")
+        self.bins.setToolTip("The run's length, in bins of 10 ms")
         self.speed = QDoubleSpinBox()
         self.speed.setRange(0.0, 100.0)
         self.speed.setDecimals(2)
         self.speed.setValue(1.0)
-        self.speed.setSuffix("x real time")
-        self.speed.setSpecialValueText("as fast as it runs")
-        self.speed.setToolTip("Biological time per wall time, at most (0: no cap)")
+        self.speed.setSuffix("x")
+        self.speed.setSpecialValueText("no cap")
+        self.speed.setToolTip("Biological time per wall time, at most: 1x is real time; "
+                              "0 (no cap) runs as fast as it can")
         self.display = QComboBox()
         for title, key in DISPLAY_MODES:
             self.display.addItem(title, key)
@@ -98,24 +109,42 @@ class StimulusPanel(QWidget):
         self.stop_button.setEnabled(False)
         self.status = QLabel("not run yet")
         self.status.setWordWrap(True)
-        excite_row = QHBoxLayout()
-        excite_row.addWidget(self.excite, 1)
-        excite_row.addWidget(self.excite_selected)
-        silence_row = QHBoxLayout()
-        silence_row.addWidget(self.silence, 1)
-        silence_row.addWidget(self.silence_selected)
-        form = QFormLayout()
-        form.addRow("Excite", excite_row)
-        form.addRow("Rate", self.rate)
-        form.addRow("Silence", silence_row)
-        form.addRow("Length", self.bins)
-        form.addRow("Speed", self.speed)
-        form.addRow("Colour", self.display)
+        # Two lines held from the start (a run's status has two): the dock is fitted to its
+        # form when it opens, and a second line later pushed the last row below its edge.
+        self.status.setMinimumHeight(2 * self.status.fontMetrics().lineSpacing())
+        self.display.setToolTip("The brain's colours: each neuron's rate in the shown bin (the "
+                                "live state), or its spikes flashing and fading")
+        # Four rows (the length beside the rate, the colours beside the speed): the dock
+        # shares the left column with the Neuron dock, and at 1280×800 a row for each field
+        # put the last ones below its edge.
+        form = QGridLayout()
+        form.setVerticalSpacing(4)
+        form.setColumnStretch(1, 1)
+        form.setColumnStretch(2, 1)
+        for row, (label, field, button) in enumerate((
+                ("Excite", self.excite, self.excite_selected),
+                ("Silence", self.silence, self.silence_selected))):
+            query = QHBoxLayout()
+            query.setSpacing(2)
+            query.addWidget(field, 1)
+            query.addWidget(button)
+            form.addWidget(QLabel(label), row, 0)
+            form.addLayout(query, row, 1, 1, 2)
+        for box in (self.rate, self.bins, self.speed):
+            # As narrow as their usual values need, not their largest (10000.0 Hz).
+            box.setSizePolicy(QSizePolicy.Policy.Preferred, box.sizePolicy().verticalPolicy())
+        form.addWidget(QLabel("Rate"), 2, 0)
+        form.addWidget(self.rate, 2, 1)
+        form.addWidget(self.bins, 2, 2)             # "150 Hz  for 100 bins"
+        form.addWidget(QLabel("Speed"), 3, 0)
+        form.addWidget(self.speed, 3, 1)
+        form.addWidget(self.display, 3, 2)          # "1.00x  Show rates (Hz)"
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.play_button)
         buttons.addWidget(self.stop_button)
         layout = QVBoxLayout(self)
+        layout.setSpacing(4)
         # Run, Play and Stop first: in the default layout at 1280×800 the dock is about
         # 150 px high, and below the form they were out of sight until scrolled to.
         layout.addLayout(buttons)
@@ -329,6 +358,7 @@ class SpikingFeature(QObject):
         self.recording = recording
         state.set_recording(recording, index=0 if len(recording) else None)
         self.host.docks.show(self.dock)
+        self.host.docks.fit(self.dock)     # its whole form, under the taller Neuron dock
         self.population_dock.show()
         self.population.set_brain(model.brain)
         self._apply_display()
@@ -490,11 +520,11 @@ class SpikingFeature(QObject):
             len(recording) - 1
         words = SPIKING.counter(recording, index)
         speed = self.settings.speed
-        cap = f"{speed:g}x" if speed > 0 else "no cap"
+        cap = f"cap {speed:g}x" if speed > 0 else "uncapped"
         paused = " (paused)" if self.state == PAUSED and not self.finished else ""
         self.panel.status.setText(
-            f"{words}\nreal time factor: {self.realtime_factor:.3g}x (cap {cap}); engine: "
-            f"{self.engine_factor:.3g}x real time{paused}{self._ended if self.finished else ''}")
+            f"{words}\n{self.realtime_factor:.3g}x real time ({cap}), engine "
+            f"{self.engine_factor:.3g}x{paused}{self._ended if self.finished else ''}")
 
     # ------------------------------------------------------------ closing
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API

@@ -23,6 +23,7 @@ from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QTabWidget
 
 from flyviz.app.base.actions import ActionRegistry
+from flyviz.app.base.docks import FIT_HEIGHT, fit_height
 from flyviz.app.window.dock_kinds import DockKinds
 
 __all__ = ["KNOWN_DOCKS", "LAYOUT_VERSION", "PRESETS", "LayoutPresets", "prepare_window"]
@@ -161,6 +162,10 @@ class LayoutPresets(QObject):
         if self.kinds is not None:
             # Presentation keeps a kind's own docks to those it names; the others show them.
             self.kinds.rearranged(lambda key: name != "presentation" or key in PRESENTATION_DOCKS)
+        if name != "presentation":
+            for dock in self.docks.values():
+                if dock.property(FIT_HEIGHT) and dock.isVisible() and not dock.isFloating():
+                    fit_height(window, dock)
         self._hide_replaced_tab_bars()
         self._mark(name)
 

@@ -573,6 +573,10 @@ def test_the_neuron_trace_of_a_spiking_run_reads_bins_over_the_run(qtbot, tmp_pa
         assert -0.5 <= low <= 0.0 and bins - 1 <= high <= max(bins - 1, 1) + 0.5, (low, high)
         xs, _ys = win.inspector.trace_curve.getData()
         assert xs is not None and len(xs) == bins
+        # The value beside the trace is a rate in Hz (it read "Activation +100.0000").
+        field = win.inspector.fields["activation"]
+        assert win.inspector._form.labelForField(field).text() == "Rate"
+        assert re.fullmatch(r"[0-9.e+]+ Hz at bin .+", field.text()), field.text()
     finally:
         win.close()
 

@@ -217,6 +217,8 @@ class ModelKind:
     time_axis: ClassVar[TimeAxis] = TimeAxis("step", "step")
     #: What a neuron's recorded state is, as a plot's axis names it.
     state_label: ClassVar[str] = "state"
+    #: The recorded state's name beside one neuron's value (the Neuron dock's row).
+    state_name: ClassVar[str] = "State"
     #: The *Colour by* title of the recorded state (:meth:`state_layer`), as the window's
     #: menu and a shared page's name it (``&`` marks the menu's key).
     state_title: ClassVar[str] = "&Live state (activation h)"
@@ -464,6 +466,10 @@ class ModelKind:
         ``[label, value]`` bars. Default: the time axis's words and no bars."""
         return [{"text": f" {self.time_axis.at(i)}", "phase": 0, "position": i, "next": "",
                  "p": 0.0, "top": []} for i in range(len(recording))]
+
+    def state_text(self, value: float) -> str:
+        """One neuron's recorded state as the Neuron dock writes it (``"+0.4213"``)."""
+        return f"{value:+.4f}"
 
     def run_summary(self, recording: "Recording") -> str:
         """What was run, in a few words, for a shared page's title after the model's name

@@ -141,6 +141,7 @@ class LanguageModelKind(ModelKind):
     title: ClassVar[str] = "language model"
     time_axis: ClassVar[TimeAxis] = TimeAxis("token", "token")
     state_label: ClassVar[str] = "h"
+    state_name: ClassVar[str] = "Activation"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (TEXT, TOP_K)
     reads_text: ClassVar[bool] = True
     steps_its_wiring: ClassVar[bool] = True

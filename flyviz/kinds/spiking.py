@@ -264,6 +264,7 @@ class SpikingKind(ModelKind):
     title: ClassVar[str] = "spiking brain"
     time_axis: ClassVar[TimeAxis] = TimeAxis("bin", "ms", BIN_MS)
     state_label: ClassVar[str] = "rate (Hz)"
+    state_name: ClassVar[str] = "Rate"
     state_title: ClassVar[str] = "&Live state (firing rate, Hz)"
     #: A rate has no sign: one colouring of the state (``"spike_rate"``), not two modes.
     state_quantities: ClassVar[tuple[str, ...]] = ("spike_rate",)
@@ -562,6 +563,10 @@ class SpikingKind(ModelKind):
     def page_counter(self, recording: "Recording", index: int) -> str:
         """``"bin 3 / 50 · 30 ms · 1,204 spikes"``."""
         return self._with_spikes(recording, index, super().page_counter(recording, index))
+
+    def state_text(self, value: float) -> str:
+        """``"300 Hz"``: a rate in the bin (no sign, no false digits)."""
+        return f"{value:.4g} Hz"
 
     def run_summary(self, recording: "Recording") -> str:
         """``"21 excited at 150 Hz, 3 silenced, 0.5 s, 30 trials"``: the stimulus and the run's

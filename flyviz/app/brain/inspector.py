@@ -57,12 +57,13 @@ class NeuronInspector(QWidget):
         for key, title in (("index", "Neuron"), ("body_id", "Body id"),
                            ("superclass", "Superclass"), ("side", "Side"),
                            ("cell_type", "Cell type"), ("position", "Soma"),
-                           ("degree", "Synapses"), ("activation", "Activation")):
+                           ("degree", "Synapses"), ("activation", LANGUAGE.state_name)):
             label = QLabel("—")
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.fields[key] = label
             form.addRow(title, label)
         layout.addLayout(form)
+        self._form = form
         self.atlas_card = AtlasCard()       # shown while an atlas is open and a neuron picked
         layout.addWidget(self.atlas_card)
         self.trace = pg.PlotWidget()
@@ -72,6 +73,7 @@ class NeuronInspector(QWidget):
         self.trace.getAxis("bottom").setLabel("token")
         self.trace.getAxis("left").setLabel("h")
         self._axis = LANGUAGE.time_axis
+        self._kind: ModelKind = LANGUAGE
         self._currents_apply = True
         self.trace.getAxis("left").enableAutoSIPrefix(False)
         # Time reads in whole tokens or bins: a run of one has a span under one, which
@@ -138,6 +140,10 @@ class NeuronInspector(QWidget):
     def set_kind(self, kind: ModelKind) -> None:
         """Name the trace's axes as the shown model's kind does (token and h; bin and Hz)."""
         self._axis = kind.time_axis
+        self._kind = kind
+        label = self._form.labelForField(self.fields["activation"])
+        if isinstance(label, QLabel):
+            label.setText(kind.state_name)      # Activation; a spiking brain's Rate
         self.trace.getAxis("bottom").setLabel(kind.time_axis.name)
         self.trace.getAxis("left").setLabel(kind.state_label)
         # "Currents now" is a step of weight x the state one frame earlier (the language
@@ -328,6 +334,7 @@ class NeuronInspector(QWidget):
         self.show_currents(recording, index)
         if 0 <= index < n and self.neuron < recording.neurons:
             value = float(recording.state(index)[self.neuron])
-            self.fields["activation"].setText(f"{value:+.4f} at {self._axis.at(index)}")
+            self.fields["activation"].setText(
+                f"{self._kind.state_text(value)} at {self._axis.at(index)}")
         else:
             self.fields["activation"].setText("—")

@@ -38,6 +38,8 @@ EXTRAS: dict[str, Extra] = {
     "dask": Extra("atlas", ("dask", "distributed"), "Dask"),
     # Parquet corpora and Parquet lesion maps.
     "parquet": Extra("atlas", ("pyarrow",), "pyarrow"),
+    # CSV and Parquet tables of the spiking brain (the authors' folder, spike tables).
+    "tables": Extra("atlas", ("pandas",), "pandas"),
     # Recording.to_xarray / to_zarr / open_zarr, flyviz convert --to zarr.
     "xarray": Extra("data", ("xarray",), "xarray"),
     "zarr": Extra("data", ("xarray", "zarr"), "xarray and zarr"),

@@ -191,6 +191,10 @@ def test_simulate_out_csv_writes_csv_that_compares_identical(tmp_path, capsys, n
     table = pd.read_csv(tmp_path / name)
     assert len(table) > 10
     pd.testing.assert_frame_equal(table, pd.read_parquet(tmp_path / "mine.parquet"))
+    # The experiment's default name is the file's, without .csv or .csv.gz.
+    code, _, err = cli_run(capsys, *args, "--out", str(tmp_path / "other" / name))
+    assert code == 0, err
+    assert set(pd.read_csv(tmp_path / "other" / name)["exp_name"]) == {"mine"}
     code, text, err = cli_run(capsys, *args, "--compare", str(tmp_path / name))
     assert code == 0, err
     assert f"compared with {name}: identical, {len(table):,} spikes" in text
@@ -211,6 +215,26 @@ def test_a_long_duration_without_a_unit_says_it_is_seconds(capsys, given, note):
                f"{given}ms for milliseconds" in err
     else:
         assert not err
+
+
+def test_simulate_out_csv_needs_no_pandas(tmp_path, capsys, monkeypatch):
+    """CSV is written without pandas (the Parquet table needs it, and pyarrow: the atlas
+    extra); an install without them still saves a run's spikes."""
+    import sys
+
+    folder = _write_brain(tmp_path / "brain")
+    monkeypatch.setitem(sys.modules, "pandas", None)        # import pandas fails
+    code, _, err = cli_run(capsys, "simulate", "demo", "--duration", "30ms", "--out",
+                           str(tmp_path / "s.csv"))
+    assert code == 0, err
+    lines = (tmp_path / "s.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "t,trial,flywire_id,exp_name" and len(lines) > 2
+    t, trial, _root, name = lines[1].split(",")
+    assert 0 <= float(t) < 0.03 and trial == "0" and name == "s"
+    # The authors' folder is tables: without pandas, one line naming the extra, not a
+    # traceback from inside the reader.
+    code, out, err = cli_run(capsys, "simulate", str(folder), "--out", str(tmp_path / "x.csv"))
+    one_error_line(code, err, "pandas", "pip install 'flyviz[atlas]'")
 
 
 def test_simulate_out_of_another_suffix_is_refused_before_the_run(tmp_path, capsys):

@@ -229,7 +229,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         from flyviz.fileio import atomic_write, os_error
 
-        frame = result.to_frame(args.exp_name or args.out.stem)
+        name = args.out.name
+        for suffix in (".gz", ".csv", ".parquet", ".pq"):
+            name = name[:-len(suffix)] if name.lower().endswith(suffix) else name
+        exp_name = args.exp_name or name
         try:
             args.out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -237,10 +240,19 @@ def run(args: argparse.Namespace) -> int:
         # Through a temporary beside it: a full disk leaves no part of the table behind.
         with atomic_write(args.out, "wb") as handle:
             if _out_format(args.out) == "csv":
-                frame.to_csv(handle, index=False,
-                             compression="gzip" if args.out.suffix.lower() == ".gz" else None)
+                import gzip
+                import io
+
+                packed = gzip.GzipFile(fileobj=handle, mode="wb", mtime=0) \
+                    if args.out.name.lower().endswith(".gz") else None
+                text = io.TextIOWrapper(packed or handle, encoding="utf-8", newline="")
+                result.write_csv(text, exp_name)
+                text.flush()
+                text.detach()       # the file stays open for atomic_write to finish
+                if packed is not None:
+                    packed.close()
             else:
-                frame.to_parquet(handle, compression="brotli", index=False)
+                result.to_frame(exp_name).to_parquet(handle, compression="brotli", index=False)
     if args.record is not None:
         from flyviz.errors import FlyvizError
 

@@ -60,9 +60,12 @@ def read_table(path: str | Path, what: str, *, strings: bool = False,
     InputError
         One line naming the file.
     """
-    import pandas as pd
+    from flyviz.extras import require
 
     p = Path(path).expanduser()
+    require("tables", f"reading {what} {p.name}")
+    import pandas as pd
+
     try:
         # Opened here, of a regular file only, and handed to pandas as a file: a FIFO
         # would block, and pyarrow cannot open a name that is not UTF-8 (legal on Linux).

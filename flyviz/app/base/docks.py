@@ -120,4 +120,5 @@ def fit_height(window: Resizing, dock: QDockWidget, most: float = FIT_MOST,
     window.resizeDocks([dock], [min(dock.height() + (3 * lacking + 1) // 2 + 2, most_px)],
                        Qt.Orientation.Vertical)
     if tries > 1:
-        QTimer.singleShot(0, lambda: fit_height(window, dock, most, tries - 1))
+        # With the dock as context: a dock gone with its window by then is not touched.
+        QTimer.singleShot(0, dock, lambda: fit_height(window, dock, most, tries - 1))

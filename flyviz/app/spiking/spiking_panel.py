@@ -55,8 +55,8 @@ __all__ = ["DISPLAY_MODES", "SPIKING_KINDS", "SpikingFeature", "StimulusPanel", 
 #: What the Stimulus dock serves.
 SPIKING_KINDS = (SPIKING_KEY,)
 
-#: The Stimulus dock's colourings: its title and the *Colour by* entry it shows.
-# The rate in the bin is the recorded state itself (the kind's Live state, in Hz).
+#: The Stimulus dock's colourings: its title and the *Colour by* entry it shows (the rate in
+#: the bin is the recorded state itself, the kind's *Live state* in Hz).
 DISPLAY_MODES = (("Show rates (Hz)", STATE), ("Show spikes", FLASH))
 
 

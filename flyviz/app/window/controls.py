@@ -214,6 +214,7 @@ class SettingsPanel(QWidget):
         self.smoothing.setSpecialValueText("off")
         self.smoothing.setToolTip("Time constant of the easing between frames")
         form.addRow("Colours", self.mode)
+        self._display_form = form
         form.addRow("Scale", scale_row)
         form.addRow("Glow", self.glow)
         form.addRow("Point size", self.point_size)
@@ -243,6 +244,16 @@ class SettingsPanel(QWidget):
             signal.connect(lambda *_: self.display_changed.emit())
         self.superclass.currentIndexChanged.connect(lambda *_: self.filter_changed.emit())
         self.cell_type.textChanged.connect(lambda *_: self.filter_changed.emit())
+
+    def show_colour_modes(self, modes: tuple[str, ...]) -> None:
+        """Offer the *Colours* row (signed h or |h|) only for a kind whose state has those
+        modes (:attr:`ModelKind.state_quantities <flyviz.kinds.ModelKind.state_quantities>`):
+        a spiking brain's rate has no sign, and the row did nothing there."""
+        shown = "signed" in modes and "abs" in modes
+        self.mode.setVisible(shown)
+        label = self._display_form.labelForField(self.mode)
+        if label is not None:
+            label.setVisible(shown)
 
     # ------------------------------------------------------------ the state
     def bind(self, display: DisplaySettings, run: RunSettings) -> None:

@@ -526,6 +526,30 @@ def _demo_run(qtbot, tmp_path, bins: int):
     return win, feature
 
 
+def _small_run(qtbot, tmp_path, bins: int):
+    """A window showing the two-sided test brain (the test model's neurons and places) after
+    a live run of ``bins`` bins, as fast as it runs: what a view of any spiking run needs,
+    without the demo's 49,393 neurons to load and draw."""
+    from app_conftest import make_window
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SpikingModel
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    feature = win.features["spiking"]
+    feature.open(SpikingModel(_two_sided_brain(checkpoint.config.neurons,
+                                               win.state.anatomy.positions)))
+    feature.panel.excite.setText("side:left")
+    feature.panel.rate.setValue(400.0)
+    feature.panel.bins.setValue(bins)
+    feature.panel.speed.setValue(0.0)
+    assert feature.run(), win.statusBar().currentMessage()
+    qtbot.waitUntil(lambda: feature.finished, timeout=60_000)
+    assert len(feature.recording) == bins
+    return win, feature
+
+
 def test_the_populations_plot_follows_a_live_run_to_its_end(qtbot, tmp_path):
     """A live run of the demo's spiking brain: once it is done the populations dock's rates
     and raster are framed on the whole recording, every bin drawn (the plot had stopped at
@@ -559,7 +583,7 @@ def test_the_neuron_trace_of_a_spiking_run_reads_bins_over_the_run(qtbot, tmp_pa
     pytest.importorskip("pytestqt")
     from qt_barriers import settle
 
-    win, _feature = _demo_run(qtbot, tmp_path, bins)
+    win, _feature = _small_run(qtbot, tmp_path, bins)
     try:
         win.docks["inspector"].show()
         win.docks["inspector"].raise_()

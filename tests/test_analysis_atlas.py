@@ -374,37 +374,6 @@ def test_io_errors_are_one_line(tmp_path):
     assert err.getvalue().count("\n") == 1
 
 
-@pytest.mark.parametrize("case", ["plain", "ties", "empty", "nan", "signed zeros"])
-def test_select_top_of_candidates_equals_ranking_whole_rows(case):
-    """The top entries of wide rows are found from the entries at or above each row's k-th
-    largest value: the same entries in the same order as ranking every entry (value
-    descending, then index ascending), through ties, -inf, NaN and -0.0."""
-    from flyviz.analysis.atlas_stats import _select_top_by_keys, select_top
-
-    rng = np.random.default_rng(["plain", "ties", "empty", "nan", "signed zeros"].index(case))
-    for _ in range(40):
-        rows, width = int(rng.integers(1, 30)), int(rng.integers(8, 200))
-        k = int(rng.integers(1, width // 8 + 1))
-        values = rng.standard_normal((rows, width)).astype(np.float32)
-        if case == "ties":
-            values = np.round(values * 2).astype(np.float32)
-        elif case == "empty":
-            values[rng.random(values.shape) < 0.7] = -np.inf
-        elif case == "nan":
-            values[rng.random(values.shape) < 0.1] = np.nan
-        elif case == "signed zeros":
-            values = np.where(rng.random(values.shape) < 0.5, np.float32(-0.0),
-                              np.float32(0.0)).astype(np.float32)
-            values[rng.random(values.shape) < 0.02] = 1.0
-        index = rng.permutation(rows * width).reshape(rows, width).astype(np.int64) \
-            if rng.random() < 0.5 else np.broadcast_to(np.arange(width, dtype=np.int64),
-                                                        values.shape)
-        fast, whole = select_top(values, index, k), _select_top_by_keys(values, index, k)
-        np.testing.assert_array_equal(fast[1], whole[1])
-        assert np.array_equal(fast[0], whole[0], equal_nan=True)
-        assert np.array_equal(np.signbit(fast[0]), np.signbit(whole[0]))
-
-
 def test_compiled_and_numpy_statistics_give_the_same_partial():
     from flyviz.analysis import _kernels
     from flyviz.analysis.atlas_stats import ChunkStatistics

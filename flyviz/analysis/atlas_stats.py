@@ -195,43 +195,6 @@ def select_top(values: np.ndarray, index: np.ndarray, k: int) -> tuple[np.ndarra
 
     Empty entries have value ``-inf`` and index -1 and sort last.
     """
-    values = np.asarray(values)
-    if values.ndim == 2 and values.shape[1] >= 8 * k > 0 and values.dtype == np.float32:
-        found = _select_top_of_candidates(values, np.asarray(index), k)
-        if found is not None:
-            return found
-    return _select_top_by_keys(values, index, k)
-
-
-def _select_top_of_candidates(values: np.ndarray, index: np.ndarray, k: int
-                              ) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`select_top` of a wide ``values``: each row's k-th largest value found by a
-    partition of the floats, then only the entries at or above it ranked by their keys (a
-    row's ties at that value all stay in). The same entries in the same order as ranking
-    the whole rows (:func:`_select_top_by_keys`), several times faster where rows are much
-    longer than ``k`` (a neuron's effect on each of 8,000 tokens); ``None`` where a NaN
-    makes the partition's order differ from the keys'."""
-    rows, width = values.shape
-    if rows == 0:
-        return None
-    kth = np.partition(values, width - k, axis=1)[:, width - k]
-    if np.isnan(kth).any():
-        return None
-    row, col = np.nonzero(values >= kth[:, None])
-    per_row = np.bincount(row, minlength=rows)
-    if per_row.min() < k or np.isnan(values[row, col]).any():
-        return None
-    cand_index = np.broadcast_to(index, values.shape)[row, col]
-    keys = _rank_keys(values[row, col], cand_index)
-    order = np.lexsort((keys, row))          # by row, then rank (row is already ascending)
-    starts = np.concatenate([[0], np.cumsum(per_row)[:-1]])
-    take = order[starts[:, None] + np.arange(k)]
-    return values[row[take], col[take]], cand_index[take]
-
-
-def _select_top_by_keys(values: np.ndarray, index: np.ndarray, k: int
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`select_top` by ranking every entry's key."""
     keys = _rank_keys(values, index)
     if keys.shape[1] > k:
         part = np.argpartition(keys, k - 1, axis=1)[:, :k]

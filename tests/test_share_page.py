@@ -201,6 +201,13 @@ def test_the_page_in_a_browser(shared):
         anatomy = state.anatomy
         assert f"neuron {neuron} " in tip
         assert anatomy.cell_type[neuron] in tip and anatomy.superclass[neuron] in tip
+        # ... and its value, named as the colour bar names it, about as the page holds it
+        # (it read "state 0.123" by the layer's key).
+        found = re.search(r"· activation h ≈ (-?[0-9.]+(?:e-?[0-9]+)?)$", tip)
+        assert found, tip
+        held = float(state.recording.state(TOKEN)[neuron])
+        top = max(abs(v) for v in state.value_range(TOKEN, state.layer_of("state")))
+        assert abs(float(found.group(1)) - held) <= 0.02 * top + 0.05 * abs(held), (tip, held)
         keep = os.environ.get("FLYVIZ_SCREENSHOTS")
         if keep:
             browser.evaluate(f"location.hash = 'token={TOKEN}&size=720x450'")

@@ -237,6 +237,32 @@ def test_simulate_out_csv_needs_no_pandas(tmp_path, capsys, monkeypatch):
     one_error_line(code, err, "pandas", "pip install 'flyviz[atlas]'")
 
 
+@pytest.mark.parametrize("content", [b"", b"\x89PNG\r\n\x1a\n\x00\xff\xfe binary"])
+def test_a_compare_file_that_is_empty_or_no_text_says_so(tmp_path, capsys, content):
+    """An empty file read "No columns to parse from file" and a picture or a recording
+    "'utf-8' codec can't decode bytes in position ...": the decoder's words, not the user's."""
+    other = tmp_path / "other.csv"
+    other.write_bytes(content)
+    code, _, err = cli_run(capsys, "simulate", "demo", "--duration", "20ms", "--compare",
+                           str(other))
+    one_error_line(code, err, "other.csv: it is empty, or not a CSV table")
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf"])
+def test_a_synapse_weight_that_is_not_positive_is_refused(tmp_path, capsys, value):
+    """A negative --w-syn turned every synapse and the input drive around: the run went
+    silent and said "0 spikes", exit 0."""
+    from flyviz.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:       # argparse's refusal of the option
+        main(["simulate", "demo", "--duration", "20ms", "--w-syn", value, "--out",
+              str(tmp_path / "x.csv")])
+    one_error_line(int(exited.value.code), capsys.readouterr().err, "argument --w-syn",
+                   "must be a positive number of mV")
+    assert not (tmp_path / "x.csv").exists()
+
+
 def test_simulate_out_of_another_suffix_is_refused_before_the_run(tmp_path, capsys):
     folder = _write_brain(tmp_path / "brain")
     code, out, err = cli_run(capsys, "simulate", str(folder), "--out", str(tmp_path / "x.txt"))

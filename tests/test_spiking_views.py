@@ -104,6 +104,19 @@ def test_a_shared_spiking_page_in_a_browser_shows_bins_and_no_token_panels(spiki
             == "bin"
 
 
+def test_share_trace_of_a_spiking_recording_is_one_line(spiking, tmp_path, capsys):
+    """``--trace`` explains a language model's token: on a spiking run it was a traceback
+    ('SpikingModel' object has no attribute 'checkpoint')."""
+    from cli_checks import cli_run, one_error_line
+
+    _brain, rec = spiking
+    code, _, err = cli_run(capsys, "share", str(rec), "--out", str(tmp_path / "t.html"),
+                           "--trace", "3")
+    one_error_line(code, err, "--trace explains a language model's choice of a token",
+                   "sp.flyrec is a spiking brain recording")
+    assert not (tmp_path / "t.html").exists()
+
+
 def _texts(figure) -> list[str]:
     from matplotlib.text import Text
 

@@ -9,6 +9,7 @@ that run it), so the options mean the same everywhere.
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -105,9 +106,24 @@ def add_spiking_brain_options(parser: argparse.ArgumentParser) -> None:
                         help="soma positions (root_id, position \"[x y z]\")")
     parser.add_argument("--classification", metavar="FILE", type=Path, default=None,
                         help="labels (root_id, super_class, cell_type, side)")
-    parser.add_argument("--w-syn", metavar="MV", type=float, default=None,
+    parser.add_argument("--w-syn", metavar="MV", type=synapse_weight_arg, default=None,
                         help="weight of one synapse in mV (default 0.275 on FlyWire files, "
                              "0.192 on MaleCNS graphs)")
+
+
+def synapse_weight_arg(text: str) -> float:
+    """``--w-syn``: a positive number of millivolts. Zero silences every synapse and a negative
+    weight turns every excitatory synapse inhibitory (and the input drive negative): the
+    brain then stays silent, with no word why."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of mV: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text} mV: the weight of one synapse must be a positive number of mV "
+            "(0.275 on FlyWire, 0.192 on MaleCNS)")
+    return value
 
 
 def spiking_brain_from_args(args: argparse.Namespace) -> Any:

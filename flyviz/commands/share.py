@@ -111,6 +111,11 @@ def run(args: argparse.Namespace) -> int:
         raise RecordingError(f"{args.recording.name} has no frames: nothing to share")
     _check_layers(args, recording)
     kind = kind_of_recording(recording)
+    if args.trace is not None and not kind.reads_text:
+        # A trace explains the token a language model chose: a run without tokens has none.
+        raise InputError(f"--trace explains a language model's choice of a token; "
+                         f"{args.recording.name} is a {kind.title or kind.key} recording, which "
+                         "chooses no tokens")
     # The recording's kind loads the model it was made with (--model wins).
     model, why = kind.recording_model(recording, args.model, dataset=args.dataset,
                                       kernel=kernel_from_args(args))

@@ -51,7 +51,7 @@ def duration_arg(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 1s, 400ms)") \
             from None
-    if match.group(2) is None and value >= UNITLESS_NOTE_S:
+    if match.group(2) is None and math.isfinite(value) and value >= UNITLESS_NOTE_S:
         # 100 typed for 100 ms would run the fly for 100 s (minutes of work): say so at once.
         print(f"flyviz: note: {text.strip()} is read as {value:g} s of the fly's time; write "
               f"{text.strip()}ms for milliseconds", file=sys.stderr)
@@ -164,8 +164,6 @@ def run(args: argparse.Namespace) -> int:
         if not args.compare.exists():
             raise InputError(f"--compare file not found: {args.compare}")
         check_regular(args.compare, "--compare file")
-    if args.w_syn is not None and not math.isfinite(args.w_syn):
-        raise InputError(f"--w-syn must be a number, not {args.w_syn}")
     if args.record is not None:
         from flyviz.kinds.spiking import BinSettings
 

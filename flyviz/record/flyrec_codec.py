@@ -351,11 +351,10 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     def damaged(problem: str) -> RecordingError:
         return RecordingError(f"{name} is damaged ({problem}); {DAMAGE_REMEDY}")
 
-    try:
-        st = SafetensorsFile(path, error=RecordingError,
-                             remedy="it is not a flyviz recording or it is damaged")
-    except RecordingError as exc:
-        raise RecordingError(f"{exc} (not a flyviz recording, or a damaged one)") from None
+    # The reader's message already says what is wrong and that it is not a flyviz recording
+    # or a damaged one (the remedy), once.
+    st = SafetensorsFile(path, error=RecordingError,
+                         remedy="it is not a flyviz recording or it is damaged")
     meta = st.raw_metadata
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise RecordingError(f"{name} is not a flyviz recording")

@@ -105,6 +105,11 @@ def read_table(path: str | Path, what: str, *, strings: bool = False,
             raise error(f"cannot read {what} {short_path(p)}: its first row holds more "
                         "fields than the header names; the file is damaged or not a table of "
                         "this layout") from None
+        except (UnicodeDecodeError, pd.errors.EmptyDataError):
+            # Bytes that are no text, or nothing at all: a file of another kind (a recording,
+            # a picture) or an empty one, not a damaged table; the decoder's words say neither.
+            raise error(f"cannot read {what} {short_path(p)}: it is empty, or not a CSV table "
+                        "(text with a header row; Parquet files end in .parquet)") from None
         except Exception as exc:  # pandas and pyarrow raise many types for a bad file
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise error(f"cannot read {what} {short_path(p)}: {first}") from None

@@ -526,7 +526,10 @@ void main() {
     const value = (code - 128) * layer.scales[frame];
     const cell = header.labels.cell_type[labels.cell[best]] || "no cell type";
     const sup = header.labels.superclass[labels.sup[best]] || "no superclass";
-    tip.textContent = `neuron ${ids[best]} · ${cell} · ${sup} · ${layer.key} ${fmt(value)}`;
+    // The value as the page holds it (one of 255 levels over the frame's range, so about):
+    // named by the layer's caption, "firing rate in the bin (Hz) ≈ 200", not its key.
+    const about = Number(value.toPrecision(2));
+    tip.textContent = `neuron ${ids[best]} · ${cell} · ${sup} · ${layer.caption} ≈ ${fmt(about)}`;
     tip.dataset.neuron = String(ids[best]);
     tip.hidden = false;
     tip.style.left = Math.min(mx + 14, rect.width - tip.offsetWidth - 4) + "px";

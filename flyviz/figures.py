@@ -325,7 +325,7 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
     _token_axis(axes, frames, recording, courses.values.shape[1])
     what = {"mean": f"mean {frames.caption}", "abs": "mean |x|", "dx": "mean Δx"}[quantity]
     _colourbar(figure, axes, colormap, limit, what)
-    axes.set_title(f"{what} of {rows} {options.by.replace('_', ' ')}s per {frames.axis.name} "
+    axes.set_title(f"{what} of {rows:,} {options.by.replace('_', ' ')}s per {frames.axis.name} "
                    "(rows by similarity; side strip: superclass)", fontsize=10)
 
 
@@ -354,7 +354,7 @@ def _trajectory(figure: Any, recording: Any, model: Any, options: FigureOptions)
         if k < len(explained):
             setter(f"PC{k + 1} ({100 * explained[k]:.1f} %)")
     axes.legend(loc="upper left", fontsize=8)
-    axes.set_title(f"state trajectory over {base.states.shape[0]} {names} "
+    axes.set_title(f"state trajectory over {base.states.shape[0]:,} {names} "
                    f"(o first, x last; {100 * explained.sum():.1f} % of the variance shown)",
                    fontsize=10)
 

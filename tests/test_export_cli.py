@@ -130,6 +130,18 @@ def test_progress_line_reports_frames_and_time_left():
     assert "\r" not in log.getvalue() and log.getvalue().count("\n") == 2
 
 
+def test_a_recording_named_first_with_a_prompt_is_refused_as_a_recording(tmp_path, capsys):
+    """``flyviz export run.flyrec --prompt hi`` read run.flyrec as a model folder ("'.' holds
+    no Fly LLM checkpoint"); it is the recording the docs name first, refused beside
+    --prompt in the user's words."""
+    from cli_checks import cli_run, one_error_line
+
+    code, _, err = cli_run(capsys, "export", str(tmp_path / "run.flyrec"), "--out",
+                           str(tmp_path / "m.mp4"), "--prompt", "hi")
+    one_error_line(code, err, "give either --prompt (run the model) or a recording (run.flyrec)")
+    assert "Fly LLM checkpoint" not in err and "--recording" not in err
+
+
 def test_the_time_left_is_counted_from_the_first_frame_not_the_set_up(monkeypatch):
     """The first estimates divided the frames by a time that held the set-up (renderer,
     encoder, the first frame's shaders): 20 s of set-up and 10 fps read "2:40 left" for 20

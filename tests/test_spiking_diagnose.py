@@ -248,6 +248,17 @@ def test_a_compare_file_that_is_empty_or_no_text_says_so(tmp_path, capsys, conte
     one_error_line(code, err, "other.csv: it is empty, or not a CSV table")
 
 
+def test_an_input_end_shorter_than_a_tick_is_refused(tmp_path, capsys):
+    """--input-until 0.05ms rounded to no tick and ran with no input at all, while
+    --duration 0.05ms is refused as shorter than a tick."""
+    code, _, err = cli_run(capsys, "simulate", "demo", "--duration", "20ms", "--input-until",
+                           "0.05ms", "--out", str(tmp_path / "x.csv"))
+    one_error_line(code, err, "0.05 ms is shorter than one tick (0.1 ms)")
+    code, _, err = cli_run(capsys, "simulate", "demo", "--duration", "20ms", "--input-until",
+                           "0ms", "--out", str(tmp_path / "x.csv"))
+    assert code == 0, err                                   # 0: no input, as asked
+
+
 @pytest.mark.parametrize("value", ["-1", "0", "nan", "inf"])
 def test_a_synapse_weight_that_is_not_positive_is_refused(tmp_path, capsys, value):
     """A negative --w-syn turned every synapse and the input drive around: the run went

@@ -226,19 +226,21 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.kinds import LANGUAGE, ModelKind, kind_of_recording
 
     kind: ModelKind = LANGUAGE
-    if args.recording is None and args.spec and str(args.spec).endswith(".flyrec") \
-            and not args.prompt:
-        args.recording, args.spec = Path(args.spec), None  # flyviz export run.flyrec --out ...
+    if args.recording is None and args.spec and str(args.spec).endswith(".flyrec"):
+        # flyviz export run.flyrec --out ...: a recording, even beside options it refuses
+        # (with --prompt it was read as a model folder: "'.' holds no Fly LLM checkpoint").
+        args.recording, args.spec = Path(args.spec), None
     if args.recording is not None:
         from flyviz.record.recording import Recording
 
         if args.prompt:
-            raise InputError("give either --prompt (run the model) or --recording, not both")
+            raise InputError(f"give either --prompt (run the model) or a recording "
+                             f"({args.recording.name}), not both")
         if args.record is not None:
             raise InputError("--record saves a run of the model; with --recording there is none")
         if args.interventions:
-            raise InputError("interventions apply when the model runs: give SPEC and --prompt "
-                             "instead of --recording")
+            raise InputError(f"interventions apply when the model runs: give SPEC and --prompt "
+                             f"instead of a recording ({args.recording.name})")
         recording = Recording.load(args.recording)
         kind = kind_of_recording(recording)
         # The recording's kind loads the model it was made with (SPEC wins), for its anatomy.

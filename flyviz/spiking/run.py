@@ -379,7 +379,12 @@ def input_until_ticks(input_until_s: float | None, duration_s: float, dt_s: floa
     if until > duration_s + 1e-12:
         raise InputError(f"{name} {until * 1000:g} ms is after the run's end "
                          f"({duration_s * 1000:g} ms); give at most the duration")
-    return min(int(n_steps), int(round(until / dt_s)))
+    ticks = min(int(n_steps), int(round(until / dt_s)))
+    if until > 0 and ticks == 0:
+        # 0.05 ms rounds to no tick at all: the run would get no input, said as if asked.
+        raise InputError(f"{name} {until * 1000:g} ms is shorter than one tick "
+                         f"({dt_s * 1000:g} ms); give 0 for no input, or at least one tick")
+    return ticks
 
 
 def neuron_indices(brain: SpikingBrain, which: Any, name: str) -> np.ndarray:

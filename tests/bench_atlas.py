@@ -4,6 +4,7 @@
     python tests/bench_atlas.py memory [--sizes 100000,400000]
     python tests/bench_atlas.py demo
     python tests/bench_atlas.py cards [--rounds 20]
+    python tests/bench_atlas.py narrow [--tokens 2000] [--rounds 3]
 
 ``scaling``
     The demo brain's atlas over the first ``--tokens`` tokens of its story
@@ -20,6 +21,12 @@
     The shipped demo atlas opened, then the Inspector's card of ``--rounds``
     random neurons read from it: the first (cold) card's time and the median
     of the others (the app reads one per click; target well under 100 ms).
+``narrow``
+    One chunk of a corpus with fewer windows than ``--batch`` (the first
+    ``--tokens`` of the demo's held-out stories, windows of 512): its statistics
+    stepped on as many columns as it has windows (rounded up to whole vectors), as
+    the atlas does, and on the default 64; process CPU seconds of each, medians of
+    ``--rounds``, the two in turn in one process, and whether their bits agree.
 """
 
 from __future__ import annotations
@@ -169,19 +176,65 @@ def cards(args) -> dict:
             "median_card_ms": round(warm * 1e3, 2), "cards": args.rounds}
 
 
+def narrow(args) -> dict:
+    import os
+    import statistics
+
+    import numpy as np
+
+    from flyviz.analysis import atlas_stats
+    from flyviz.analysis.corpus import build_corpus
+    from flyviz.model.resolve import load_model
+    from flyviz.model.tokenizer import tokenizer_for
+
+    ckpt = load_model("demo")
+    settings = atlas_stats.AtlasSettings()
+    corpus = build_corpus([ASSET / "heldout.txt"], tokenizer_for(ckpt), context=settings.context,
+                          max_tokens=args.tokens, bos_token_id=ckpt.config.bos_token_id)
+    chunk = corpus.chunks(settings.chunk_tokens)[0]
+    fitted = atlas_stats.streams_for
+    ways = {"fitted": fitted, "64 columns": lambda _chunk, streams: streams}
+    cpu: dict[str, list[float]] = {name: [] for name in ways}
+    parts: dict[str, dict] = {}
+    try:
+        for r in range(args.rounds):
+            for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
+                atlas_stats.streams_for = ways[name]
+                started = time.process_time()
+                parts[name] = atlas_stats.chunk_statistics(ckpt, settings, chunk)
+                cpu[name].append(time.process_time() - started)
+    finally:
+        atlas_stats.streams_for = fitted
+    same = all(np.array_equal(parts["fitted"][k], parts["64 columns"][k], equal_nan=True)
+               for k in parts["fitted"])
+    medians = {name: round(statistics.median(v), 3) for name, v in cpu.items()}
+    print(f"{chunk.offsets.size - 1} windows, {chunk.n_tokens:,} tokens: "
+          f"{fitted(chunk, settings.streams)} columns {medians['fitted']} CPU s, 64 columns "
+          f"{medians['64 columns']} CPU s ({medians['64 columns'] / medians['fitted']:.2f}x); "
+          f"bits {'the same' if same else 'DIFFER'}; load {os.getloadavg()[0]:.1f}",
+          file=sys.stderr)
+    return {"windows": int(chunk.offsets.size - 1), "tokens": int(chunk.n_tokens),
+            "cpu_s": medians, "rounds": args.rounds, "same_bits": bool(same)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("scaling", "memory", "demo", "cards"))
+    parser.add_argument("what", choices=("scaling", "memory", "demo", "cards", "narrow"))
     parser.add_argument("--tokens", type=int, default=65_536)
     parser.add_argument("--chunk-tokens", type=int, default=None,
                         help="tokens per task (default: 16,384 for scaling, the atlas "
                              "default for memory)")
     parser.add_argument("--sizes", default="100000,400000")
-    parser.add_argument("--rounds", type=int, default=20, help="cards to read (cards)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="cards to read (cards, default 20); repeats (narrow, default 3)")
     args = parser.parse_args()
-    result = {"scaling": scaling, "memory": memory, "demo": demo,
-              "cards": cards}[args.what](args)
+    if args.rounds is None:
+        args.rounds = 3 if args.what == "narrow" else 20
+    if args.what == "narrow" and args.tokens == parser.get_default("tokens"):
+        args.tokens = 2000
+    result = {"scaling": scaling, "memory": memory, "demo": demo, "cards": cards,
+              "narrow": narrow}[args.what](args)
     print(json.dumps(result, indent=1))
     return 0
 

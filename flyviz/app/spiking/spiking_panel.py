@@ -8,8 +8,8 @@ the timeline counts 10 ms bins. A spiking recording opened with File → Open re
 so too, on the brain it names.
 
 The Stimulus dock (shown for the spiking kind alone) says which neurons are excited (a query;
-empty: the brain's own sensory set; *Excite selected* adds the neuron picked on the brain), at
-what rate, which are silenced (*Silence selected* likewise), for how many bins, how fast, and
+empty: the brain's own sensory set; the **+** beside it adds the neuron picked on the brain),
+at what rate, which are silenced (its **+** likewise), for how many bins, how fast, and
 how the brain is coloured: each neuron's rate in the bin, or its spikes flashing and fading
 (:func:`flyviz.viewer.layers.flash_layer`). Its fields are views of the spiking run settings
 the viewer state keeps (:class:`~flyviz.kinds.spiking.SpikingRunSettings`,
@@ -42,7 +42,7 @@ from flyviz.app.base.background import BackgroundJob
 
 from flyviz.kinds.spiking import SPIKING, SPIKING_KEY, SpikingModel, SpikingRunSettings, Stimulus
 from flyviz.runs import PAUSED, RUNNING
-from flyviz.viewer.layers import FLASH, flash_layer
+from flyviz.viewer.layers import FLASH
 from flyviz.viewer.state import STATE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -226,7 +226,6 @@ class SpikingFeature(QObject):
         self.state = "idle"
         self.finished = True
         self._ended = ""
-        host.state.offer_layer(FLASH, flash_layer, available=False)
         self.panel.run_button.clicked.connect(lambda: self.run())
         self.panel.play_button.clicked.connect(self.toggle_play)
         self.panel.stop_button.clicked.connect(self.stop)
@@ -351,7 +350,6 @@ class SpikingFeature(QObject):
         same = state.anatomy is not None and state.neurons == model.neurons
         state.set_model(model, state.anatomy if same else model.drawing_anatomy())
         self.host.runner.set_model(model)      # runs start on it from now on
-        state.set_available([FLASH], True)
         if recording is None:
             recording = Recording(model.neurons, {"kind": SPIKING_KEY},
                                   states_dtype="float32")
@@ -377,12 +375,12 @@ class SpikingFeature(QObject):
         return model
 
     def _on_model(self) -> None:
-        """Another model is shown: its colouring is no longer offered unless the new one is
-        spiking too (the runs stopped with the model)."""
+        """Another model is shown: unless it is spiking too, the runs stopped with the model
+        (its colourings come and go with the kind: :meth:`SpikingKind.colour_layers
+        <flyviz.kinds.spiking.SpikingKind.colour_layers>`)."""
         if not self.host.state.kind.shows(SPIKING_KINDS):
             self._run = None
             self.finished = True
-            self.host.state.set_available([FLASH], False)
 
     # ------------------------------------------------------------ the stimulus
     def _on_selected(self, neuron: int | None) -> None:

@@ -72,8 +72,7 @@ class NeuronInspector(QWidget):
         self.trace.hideButtons()
         self.trace.getAxis("bottom").setLabel("token")
         self.trace.getAxis("left").setLabel("h")
-        self._axis = LANGUAGE.time_axis
-        self._kind: ModelKind = LANGUAGE
+        self._kind: ModelKind = LANGUAGE     # its time axis names the trace's frames
         self._currents_apply = True
         self.trace.getAxis("left").enableAutoSIPrefix(False)
         # Time reads in whole tokens or bins: a run of one has a span under one, which
@@ -139,7 +138,6 @@ class NeuronInspector(QWidget):
 
     def set_kind(self, kind: ModelKind) -> None:
         """Name the trace's axes as the shown model's kind does (token and h; bin and Hz)."""
-        self._axis = kind.time_axis
         self._kind = kind
         label = self._form.labelForField(self.fields["activation"])
         if isinstance(label, QLabel):
@@ -335,6 +333,6 @@ class NeuronInspector(QWidget):
         if 0 <= index < n and self.neuron < recording.neurons:
             value = float(recording.state(index)[self.neuron])
             self.fields["activation"].setText(
-                f"{self._kind.state_text(value)} at {self._axis.at(index)}")
+                f"{self._kind.state_text(value)} at {self._kind.time_axis.at(index)}")
         else:
             self.fields["activation"].setText("—")

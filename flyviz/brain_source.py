@@ -379,8 +379,8 @@ class BrainSource:
         if quantity in self._state_quantities:
             # The kind's own colouring of its state: a spiking rate on sequential colours in
             # Hz, not an activation's diverging ones.
-            mode = quantity if quantity in ACTIVATION_QUANTITIES else self.state.display.mode
-            found = self.state.kind.state_layer(mode, self.state.display.scale)
+            found = self.state.state_layer(quantity if quantity in ACTIVATION_QUANTITIES
+                                           else None)
         elif quantity in self.quantities:
             found = self.state.layer_of(quantity)
         else:

@@ -611,12 +611,12 @@ class ViewerState:
         return self.add_colour_layer(key, kind.title, build, kind.tip, available,
                                      replace=key != STATE and key in self._colours.entries)
 
-    def state_layer(self) -> ColourLayer:
+    def state_layer(self, mode: str | None = None) -> ColourLayer:
         """The recorded state's colour layer: what the shown model's kind says its state is
         (:meth:`ModelKind.state_layer <flyviz.kinds.ModelKind.state_layer>`: a language
-        model's activation h, a spiking brain's firing rate in Hz) in the display's colour
-        mode and scale."""
-        return self._kind.state_layer(self.display.mode, self.display.scale)
+        model's activation h, a spiking brain's firing rate in Hz) in colour mode ``mode``
+        (default: the display's) and the display's scale."""
+        return self._kind.state_layer(mode or self.display.mode, self.display.scale)
 
     def layer_of(self, key: str) -> ColourLayer:
         """Entry ``key``'s layer, built now whether or not it is the one shown (``STATE``:

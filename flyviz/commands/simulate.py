@@ -106,17 +106,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
-def _out_format(path: Path) -> str:
-    """``"parquet"`` (the authors' layout: ``.parquet``, ``.pq``) or ``"csv"`` (``.csv``,
-    ``.csv.gz``) by ``--out``'s suffix, which the readers of the spikes (``--compare``,
+#: ``--out``'s suffixes and the table each writes.
+OUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".csv.gz": "csv"}
+
+
+def _out_format(path: Path) -> tuple[str, str]:
+    """``("parquet" or "csv", the name without its suffix)`` by ``--out``'s suffix
+    (:data:`OUT_FORMATS`), which the readers of the spikes (``--compare``,
     ``--input-spikes``, pandas) go by; any other is one line before any work."""
     from flyviz.errors import InputError
 
-    name = path.name.lower()
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if name.endswith((".csv", ".csv.gz")):
-        return "csv"
+    name = path.name
+    for suffix, table in OUT_FORMATS.items():
+        if name.lower().endswith(suffix):
+            return table, name[:-len(suffix)]
     raise InputError(f"--out {path}: give a .parquet file (the authors' layout) or a .csv "
                      "(or .csv.gz); the suffix says which is written")
 
@@ -145,10 +148,9 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None and args.record is None and args.compare is None:
         raise InputError("give --out FILE (the spikes), --record FILE (rates per bin) and/or "
                          "--compare OTHER (another run's spikes)")
-    if args.out is not None:
-        kind = _out_format(args.out)
-        if kind == "parquet":
-            require("parquet", "flyviz simulate --out")  # before any work
+    out_format, out_stem = _out_format(args.out) if args.out is not None else ("", "")
+    if out_format == "parquet":
+        require("parquet", "flyviz simulate --out")  # before any work
     if not math.isfinite(args.rate) or args.rate < 0:
         raise InputError(f"--rate must be a non-negative number, not {args.rate}")
     if not math.isfinite(args.duration) or args.duration <= 0:
@@ -227,17 +229,14 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         from flyviz.fileio import atomic_write, os_error
 
-        name = args.out.name
-        for suffix in (".gz", ".csv", ".parquet", ".pq"):
-            name = name[:-len(suffix)] if name.lower().endswith(suffix) else name
-        exp_name = args.exp_name or name
+        exp_name = args.exp_name or out_stem
         try:
             args.out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise os_error(exc, args.out, "write") from None
         # Through a temporary beside it: a full disk leaves no part of the table behind.
         with atomic_write(args.out, "wb") as handle:
-            if _out_format(args.out) == "csv":
+            if out_format == "csv":
                 import gzip
                 import io
 

@@ -82,8 +82,6 @@ def read_table(path: str | Path, what: str, *, strings: bool = False,
         warnings.simplefilter("error", pd.errors.ParserWarning)
         try:
             if p.suffix.lower() in (".parquet", ".pq"):
-                from flyviz.extras import require
-
                 require("parquet", f"reading {what} {p.name}")
                 return pd.read_parquet(handle)
             compression = "gzip" if p.suffix.lower() == ".gz" else None

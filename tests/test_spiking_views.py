@@ -117,6 +117,20 @@ def test_share_trace_of_a_spiking_recording_is_one_line(spiking, tmp_path, capsy
     assert not (tmp_path / "t.html").exists()
 
 
+@pytest.mark.parametrize("command", ["share", "export"])
+def test_a_colour_mode_for_a_spiking_recording_is_one_line(spiking, tmp_path, capsys, command):
+    """A rate has no sign: ``--mode abs`` on a spiking recording was accepted and did nothing."""
+    from cli_checks import cli_run, one_error_line
+
+    _brain, rec = spiking
+    out = tmp_path / ("m.html" if command == "share" else "m.gif")
+    args = [command, str(rec)] if command == "share" else [command, "--recording", str(rec)]
+    code, _, err = cli_run(capsys, *args, "--out", str(out), "--mode", "abs")
+    one_error_line(code, err, "--mode abs colours a language model's signed activation",
+                   "sp.flyrec is a spiking brain recording, coloured by its rate (Hz)")
+    assert not out.exists()
+
+
 def _texts(figure) -> list[str]:
     from matplotlib.text import Text
 

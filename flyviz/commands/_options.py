@@ -32,6 +32,34 @@ def add_dataset_option(parser: Any, *, selector: bool = True) -> None:
         parser.add_argument("--selector", metavar="NAME", default=None, help=SELECTOR_HELP)
 
 
+COLOUR_MODE_HELP = ("colour a language model's signed h (diverging) or |h| (sequential); "
+                    "default signed. A spiking brain's rates have no sign: they are coloured "
+                    "from 0 Hz, and --mode is refused there")
+
+
+def add_colour_mode_option(parser: Any) -> None:
+    """``--mode signed|abs``, left ``None`` when not given so that :func:`colour_mode_for`
+    can tell a request from the default."""
+    parser.add_argument("--mode", choices=("signed", "abs"), default=None, help=COLOUR_MODE_HELP)
+
+
+def colour_mode_for(mode: str | None, kind: Any, name: str) -> str:
+    """``--mode`` for a recording of ``kind`` named ``name``: the colour mode to use.
+
+    A kind whose state has no sign (a spiking brain's rate) has one colouring; a ``--mode``
+    given for it would be ignored without a word, so it is refused in one line instead.
+    """
+    if mode is None:
+        return "signed"
+    if mode not in kind.state_quantities:
+        from flyviz.errors import InputError
+
+        raise InputError(f"--mode {mode} colours a language model's signed activation; {name} "
+                         f"is a {kind.title or kind.key} recording, coloured by its "
+                         f"{kind.state_label} from 0: leave --mode out")
+    return mode
+
+
 def load_model_from_args(args: argparse.Namespace, spec: str | None = None,
                          progress: Any = None) -> Any:
     """Load ``spec`` (default ``args.spec``) with the dataset ``--dataset`` names."""

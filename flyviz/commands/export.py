@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import (add_dataset_option, add_generation_options,
-                                      add_intervention_options, add_kernel_option,
-                                      add_recording_options, generation_settings,
+from flyviz.commands._options import (add_colour_mode_option, add_dataset_option,
+                                      add_generation_options, add_intervention_options,
+                                      add_kernel_option, add_recording_options,
+                                      colour_mode_for, generation_settings,
                                       interventions_from_args, kernel_from_args, model_from_args,
                                       warn_idle_interventions)
 from flyviz.errors import InputError
@@ -77,8 +78,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="encoder CRF: lower is better and larger (MP4 default 20, WebM 34)")
     movie.add_argument("--orbit", type=float, default=0.0, metavar="DEG_PER_SECOND",
                        help="turn the brain this many degrees per second (default 0)")
-    movie.add_argument("--mode", choices=("signed", "abs"), default="signed",
-                       help="colour signed h (diverging) or |h| (sequential); default signed")
+    add_colour_mode_option(movie)
     movie.add_argument("--view", choices=("front", "top", "side"), default="front",
                        help="camera direction (default front)")
     movie.add_argument("--color-scale", type=float, default=None, metavar="H",
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
     start, stop = _token_range(args.tokens)
     options = ExportOptions(size=parse_size(args.size), fps=args.fps,
                             frames_per_token=args.frames_per_token, quality=args.quality,
-                            orbit=args.orbit, mode=args.mode, start=start, stop=stop,
+                            orbit=args.orbit, mode=args.mode or "signed", start=start, stop=stop,
                             overlays=not args.no_overlays, view=args.view, scale=args.color_scale,
                             hold_seconds=args.hold, speed=args.speed).validate()
     options.crf(movie_format(args.out))  # a bad --quality fails before any work
@@ -243,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
                              f"instead of a recording ({args.recording.name})")
         recording = Recording.load(args.recording)
         kind = kind_of_recording(recording)
+        options.mode = colour_mode_for(args.mode, kind, args.recording.name)
         # The recording's kind loads the model it was made with (SPEC wins), for its anatomy.
         model, why = kind.recording_model(recording, args.spec, dataset=args.dataset,
                                           progress=_load_progress,

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import add_dataset_option, kernel_from_args
+from flyviz.commands._options import (add_colour_mode_option, add_dataset_option,
+                                      colour_mode_for, kernel_from_args)
 from flyviz.errors import InputError
 
 EPILOG = """\
@@ -22,6 +23,10 @@ activation h), delta (a comparison's intervened - untouched) and flow (with
 their flow). Default: flow with --trace (the page opens on it at step P), state,
 delta for a comparison.
 
+A spiking brain's recording (flyviz simulate ... --record) is shared the same way: its
+state layer is each neuron's firing rate in Hz, coloured from 0, the slider runs over
+its bins, and there is no text, no top-k and no --trace.
+
 The neurons' positions and labels come from the model the recording names
 (--model picks another); without it they are placed on a generic layout.
 
@@ -30,6 +35,7 @@ examples:
   flyviz share compared.flyrec --out compared.html --layer delta --layer state
   flyviz share run.flyrec --out why.html --trace 7 --window 8
   flyviz share run.flyrec --out run.html --token 12 --view top --mode abs
+  flyviz share sugar.flyrec --out sugar.html
 """
 
 #: The layers ``--layer`` can name.
@@ -56,8 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "default: the traced step with --trace, else the last)")
     parser.add_argument("--view", choices=("front", "top", "side"), default="front",
                         help="camera direction on opening (default front)")
-    parser.add_argument("--mode", choices=("signed", "abs"), default="signed",
-                        help="colour signed h (diverging) or |h| (sequential); default signed")
+    add_colour_mode_option(parser)
     parser.add_argument("--title", default=None, help="the page's title (default: the model "
                                                       "and the prompt)")
     parser.add_argument("--model", metavar="SPEC", default=None,
@@ -111,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         raise RecordingError(f"{args.recording.name} has no frames: nothing to share")
     _check_layers(args, recording)
     kind = kind_of_recording(recording)
+    mode = colour_mode_for(args.mode, kind, args.recording.name)
     if args.trace is not None and not kind.reads_text:
         # A trace explains the token a language model chose: a run without tokens has none.
         raise InputError(f"--trace explains a language model's choice of a token; "
@@ -127,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     if placement.note is not None:
         print(f"flyviz: {placement.note}", file=sys.stderr)
     state = ViewerState()
-    state.display.mode = args.mode
+    state.display.mode = mode
     state.set_model(model, placement.anatomy, name=str(recording.metadata.get("model_name", "")
                                                         or getattr(model, "name", "") or ""),
                     neurons=recording.neurons, kind=kind)

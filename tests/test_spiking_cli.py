@@ -159,6 +159,7 @@ def test_labels_and_positions_from_flywire_tables(tmp_path: Path) -> None:
     (["--trials", "1000000000"], "--trials 1000000000 must be between 1 and 100000"),
     (["--duration", "1e12s"], "longer than a run may be (3600 s"),
     (["--exp-name", "caf\udcff"], "--exp-name is not valid UTF-8 text"),
+    (["--out", "{dir}/.csv"], "--out {dir}/.csv: the file has no name before .csv; give one"),
     (["--duration", "100ms", "--record", "{out}.flyrec", "--bin", "1000"],
      "--bin 1000 ms is longer than the run (100 ms)"),
 ])
@@ -167,11 +168,11 @@ def test_runs_that_cannot_be_or_would_never_end_are_refused(tmp_path: Path, caps
     """A seed numpy cannot take, a run of days, a bin longer than the run, text that is not
     UTF-8 (the shell's undecodable bytes): one line each, before the brain loads, no file."""
     out = tmp_path / "x"
-    argv = [a.replace("{out}", str(out)) for a in args]
+    argv = [a.replace("{out}", str(out)).replace("{dir}", str(tmp_path)) for a in args]
     assert main(["simulate", str(tmp_path / "no-brain-needed"), "--out", f"{out}.parquet",
                  *argv]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and message in err, err
+    assert err.count("\n") == 1 and message.replace("{dir}", str(tmp_path)) in err, err
     assert list(tmp_path.iterdir()) == []
 
 

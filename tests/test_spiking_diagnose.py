@@ -195,6 +195,11 @@ def test_simulate_out_csv_writes_csv_that_compares_identical(tmp_path, capsys, n
     code, _, err = cli_run(capsys, *args, "--out", str(tmp_path / "other" / name))
     assert code == 0, err
     assert set(pd.read_csv(tmp_path / "other" / name)["exp_name"]) == {"mine"}
+    # An empty name given is kept, not replaced by the file's.
+    code, _, err = cli_run(capsys, *args, "--out", str(tmp_path / "empty" / name),
+                           "--exp-name", "")
+    assert code == 0, err
+    assert pd.read_csv(tmp_path / "empty" / name, keep_default_na=False)["exp_name"].eq("").all()
     code, text, err = cli_run(capsys, *args, "--compare", str(tmp_path / name))
     assert code == 0, err
     assert f"compared with {name}: identical, {len(table):,} spikes" in text

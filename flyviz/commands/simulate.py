@@ -119,6 +119,10 @@ def _out_format(path: Path) -> tuple[str, str]:
     name = path.name
     for suffix, table in OUT_FORMATS.items():
         if name.lower().endswith(suffix):
+            if len(name) == len(suffix):
+                # "--out .csv" would write a hidden file named by its suffix alone.
+                raise InputError(f"--out {path}: the file has no name before {suffix}; give "
+                                 f"one, e.g. --out spikes{suffix}")
             return table, name[:-len(suffix)]
     raise InputError(f"--out {path}: give a .parquet file (the authors' layout) or a .csv "
                      "(or .csv.gz); the suffix says which is written")
@@ -229,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         from flyviz.fileio import atomic_write, os_error
 
-        exp_name = args.exp_name or out_stem
+        exp_name = args.exp_name if args.exp_name is not None else out_stem
         try:
             args.out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

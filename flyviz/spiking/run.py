@@ -86,7 +86,7 @@ class SpikeRun:
 
         writer = csv.writer(stream, lineterminator="\n")
         writer.writerow(["t", "trial", "flywire_id", "exp_name"])
-        name = exp_name or self.brain.name
+        name = self.brain.name if exp_name is None else exp_name
         ids = self.brain.root_ids[self.neuron]
         writer.writerows(zip(map(repr, self.t.tolist()), self.trial.tolist(), ids.tolist(),
                              itertools.repeat(name)))
@@ -97,7 +97,7 @@ class SpikeRun:
 
         return pd.DataFrame({"t": self.t, "trial": self.trial.astype(np.int64),
                              "flywire_id": self.brain.root_ids[self.neuron],
-                             "exp_name": exp_name or self.brain.name})
+                             "exp_name": self.brain.name if exp_name is None else exp_name})
 
 
 def _check_value(name: str, value: float, *, positive: bool = False) -> float:

@@ -221,3 +221,31 @@ def test_flyviz_kernel_is_the_default_and_a_bad_one_is_one_line(capsys, web_mode
     assert _run(capsys, "generate", str(web_model), "--prompt", "the cat", "--max-new-tokens",
                 "2", "--kernel", "scipy")[0] == 0
     assert engines_made.made[-1].kernel == "scipy"
+
+
+def test_info_says_how_the_models_graph_runs_as_a_spiking_brain(capsys, web_model,
+                                                                  tiny_checkpoint):
+    """``info`` told a 166k dataset's and a ``.ct`` brain's millivolts but not a model's,
+    though ``flyviz simulate SPEC`` runs any model whose weights count synapses."""
+    from flyviz.commands.info import describe
+    from flyviz.spiking.brain import MALECNS_W_SYN, brain_from_checkpoint
+
+    # The random test model's weights are not whole multiples of one synapse.
+    code, out, _ = _run(capsys, "info", str(web_model), "--json")
+    assert code == 0 and json.loads(out)["spiking"]["runs"] is False
+    code, text, _ = _run(capsys, "info", str(web_model))
+    line = next(t for t in text.splitlines() if t.startswith("as a brain"))
+    assert "no: its weights are not whole multiples of one synapse" in line
+    code, _, err = _run(capsys, "simulate", str(web_model), "--out", "never.parquet")
+    assert code == 2 and "not multiples of one synapse" in err
+    # Weights of whole synapses (3 x 0.0125 ...): the unit and counts it names are the brain's.
+    unit = 0.0125
+    w = np.asarray(tiny_checkpoint.w_values, dtype=np.float64)
+    counts = np.sign(w) * np.maximum(1.0, np.rint(np.abs(w) / np.abs(w).max() * 9))
+    counted = dataclasses.replace(tiny_checkpoint, w_values=(counts * unit).astype(np.float32))
+    spiking = describe(counted)["spiking"]
+    assert spiking["runs"] is True and spiking["w_syn_mV"] == MALECNS_W_SYN
+    assert spiking["synapse_unit"] == pytest.approx(unit, rel=1e-6)
+    assert "signed count = weight / 0.0125" in spiking["millivolts"]
+    brain = brain_from_checkpoint(counted)
+    assert np.abs(brain.counts).sum() == np.abs(counts).sum()

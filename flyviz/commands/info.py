@@ -78,6 +78,7 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
         "graph_provenance": ckpt.metadata.get("graph"),
         "training_state": ckpt.metadata.get("training_state"),
         "digests": dict(ckpt.digests),
+        "spiking": _as_a_brain(ckpt),
         "metadata": {k: v for k, v in ckpt.metadata.items() if isinstance(v, (str, int, float))},
     }
 
@@ -126,6 +127,7 @@ def _text(info: dict[str, Any]) -> str:
     body_ids = info["metadata"].get("body_ids")
     if body_ids:
         lines.append(("body ids", body_ids))
+    lines.append(("as a brain", info["spiking"]["millivolts"]))
     frozen = info["frozen_buffers_sha256"]
     if frozen["agree"] is not None:
         lines.append(("graph binding", "the model's frozen-buffer digests match the graph's "
@@ -145,6 +147,29 @@ def _text(info: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _millivolts(count: str, w_syn: float, default: str = "") -> str:
+    """How a graph's weight becomes millivolts when it runs as a spiking brain."""
+    return (f"each synapse adds signed count x w_syn to its target's conductance g, as in "
+            f"Shiu et al.'s model: signed count = {count}; w_syn {w_syn:g} mV ({default}"
+            f"--w-syn sets another)")
+
+
+def _as_a_brain(ckpt: Checkpoint) -> dict[str, Any]:
+    """How ``flyviz simulate SPEC`` runs a checkpoint's graph as a spiking brain
+    (:func:`flyviz.spiking.brain.brain_from_checkpoint`), or why it cannot."""
+    from flyviz.spiking.brain import MALECNS_W_SYN, synapse_counts
+
+    _counts, unit, whole = synapse_counts(ckpt.w_values)
+    if not whole:
+        return {"runs": False, "millivolts": "no: its weights are not whole multiples of one "
+                "synapse (learned weights), so they give no synapse counts"}
+    count = f"weight / {unit:.6g} (the smallest |weight|, one synapse)"
+    return {"runs": True, "w_syn_mV": MALECNS_W_SYN, "synapse_unit": unit,
+            "signed_count": count,
+            "millivolts": "flyviz simulate SPEC runs its graph; "
+            + _millivolts(count, MALECNS_W_SYN, "MaleCNS's default; ")}
+
+
 def describe_malecns(folder: Any) -> dict[str, Any]:
     """What ``flyviz info`` reports of a fly-connectome-malecns-166k folder: the dataset
     (counts, labels, populations, provenance) and how it runs as a spiking brain (how a
@@ -161,10 +186,8 @@ def describe_malecns(folder: Any) -> dict[str, Any]:
     info["spiking"] = {
         "w_syn_mV": MALECNS_W_SYN, "synapse_unit": unit if whole else None,
         "signed_count": count,
-        "millivolts": f"each synapse adds signed count x w_syn to its target's conductance "
-                      f"g, as in Shiu et al.'s model: signed count = {count}; w_syn "
-                      f"{MALECNS_W_SYN:g} mV (MaleCNS's default; --w-syn sets another), so a "
-                      f"weight w adds {MALECNS_W_SYN / (unit if whole else 1.0):.6g} x w mV"}
+        "millivolts": _millivolts(count, MALECNS_W_SYN, "MaleCNS's default; ")
+        + f", so a weight w adds {MALECNS_W_SYN / (unit if whole else 1.0):.6g} x w mV"}
     return info
 
 
@@ -206,9 +229,7 @@ def describe_connectorch(path: Any) -> dict[str, Any]:
             "dataset": ct.provenance.get("dataset"), "history": history,
             "null_model": ct.provenance.get("null_model"),
             "spiking": {"signed_count": count, "w_syn_mV": w_syn,
-                        "millivolts": f"each synapse adds signed count x w_syn to its target's "
-                                      f"conductance g, as in Shiu et al.'s model: signed count "
-                                      f"= {count}; w_syn {w_syn:g} mV (--w-syn sets another)"}}
+                        "millivolts": _millivolts(count, w_syn)}}
 
 
 def _connectorch_text(info: dict[str, Any]) -> str:

@@ -199,7 +199,14 @@ def test_the_page_in_a_browser(shared):
         browser.wait("!document.getElementById('tip').hidden")
         tip = browser.evaluate("document.getElementById('tip').textContent")
         anatomy = state.anatomy
-        assert f"neuron {neuron} " in tip
+        # By the connectome's id where the model has one (it gave the model's index alone).
+        body = anatomy.body_id
+        if body is not None:
+            assert f"neuron {int(body[neuron])} (#{neuron}) · " in tip, tip
+            assert browser.evaluate("document.getElementById('tip').dataset.bodyId") == \
+                str(int(body[neuron]))
+        else:
+            assert f"neuron {neuron} · " in tip, tip
         assert anatomy.cell_type[neuron] in tip and anatomy.superclass[neuron] in tip
         # ... and its value, named as the colour bar names it, about as the page holds it
         # (it read "state 0.123" by the layer's key).

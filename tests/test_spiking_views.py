@@ -75,6 +75,26 @@ def test_a_shared_spiking_page_reads_in_hertz_per_bin(spiking, tmp_path, capsys)
     assert header["title"] == f"{meta['model_name']}: {excited} excited at 150 Hz, 0.06 s"
 
 
+def test_a_shared_spiking_page_names_neurons_by_their_root_ids(spiking, tmp_path, capsys):
+    """The hover named a neuron by the model's index; it names the brain's root id, kept
+    exact as int64 (7.2e17 is past a JavaScript number's exact integers)."""
+    from test_share_page import _blob
+
+    from flyviz.spiking import load_brain
+
+    brain_folder, rec = spiking
+    out = tmp_path / "ids.html"
+    assert main(["share", str(rec), "--out", str(out)]) == 0
+    header = _header(out)
+    assert header["has_body_ids"] is True
+    page = out.read_text(encoding="utf-8")
+    shown = np.frombuffer(_blob(page, "ids"), np.uint32)
+    body = np.frombuffer(_blob(page, "body_ids"), np.int64)
+    root_ids = load_brain(brain_folder).root_ids
+    assert body.size == shown.size > 0 and body.min() > 2 ** 53
+    np.testing.assert_array_equal(body, root_ids[shown])
+
+
 @pytest.mark.slow
 def test_a_shared_spiking_page_in_a_browser_shows_bins_and_no_token_panels(spiking, tmp_path):
     from test_share_page import _chromium_or_skip

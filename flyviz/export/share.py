@@ -225,6 +225,14 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
         "positions": _pack((positions[shown] - centre).astype(np.float16)),
         "ids": _pack(shown.astype(np.uint32)),
     }
+    # The connectome's own ids (MaleCNS body ids, FlyWire root ids) for the hover, as int64:
+    # a root id (7.2e17) is past what a JavaScript number holds exactly.
+    body_ids = None if anatomy.body_id is None else np.asarray(anatomy.body_id, np.int64)
+    if body_ids is not None and body_ids.shape == (positions.shape[0],) and \
+            not np.array_equal(body_ids, np.arange(body_ids.size)):
+        blobs["body_ids"] = _pack(body_ids[shown])
+    else:
+        body_ids = None
     cell_names, cell_codes = _labels(anatomy.cell_type, shown)
     super_names, super_codes = _labels(anatomy.superclass, shown)
     blobs["cell_type"] = _pack(cell_codes)
@@ -266,7 +274,8 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
         "axis": kind.page_axis(recording),
         "layers": layer_headers, "layer": keys[0],
         "labels": {"cell_type": cell_names, "superclass": super_names},
-        "has_emphasis": highlight is not None, "selected": selected,
+        "has_emphasis": highlight is not None, "has_body_ids": body_ids is not None,
+        "selected": selected,
         "look": {"point_size": display.point_size, "glow": display.glow,
                  "gain": display.gain, "dim": DIM, "background": list(state.background[:3]),
                  "invisible": INVISIBLE_LEVEL, "quiet": QUIET_ALPHA,

@@ -179,8 +179,8 @@ void main() {
     layer: 0, lag: 0, camera: null, moved: false, size: null, playing: false,
     gainKey: "", gain: 1, ready: false, lost: false,
   };
-  let gl, program, uniforms = {}, positions, labels, ids, layerBuffers = [], emphasisBuffer,
-    layerCodes = [], view = null, dirty = true;
+  let gl, program, uniforms = {}, positions, labels, ids, bodyIds = null, layerBuffers = [],
+    emphasisBuffer, layerCodes = [], view = null, dirty = true;
   const layers = header.layers;
   // How the model's kind counts its frames and what the page shows beside the brain: a
   // language model's tokens, text line and next-token bars; a spiking brain's bins alone.
@@ -529,8 +529,11 @@ void main() {
     // The value as the page holds it (one of 255 levels over the frame's range, so about):
     // named by the layer's caption, "firing rate in the bin (Hz) ≈ 200", not its key.
     const about = Number(value.toPrecision(2));
-    tip.textContent = `neuron ${ids[best]} · ${cell} · ${sup} · ${layer.caption} ≈ ${fmt(about)}`;
+    // The connectome's id where the model has one, the model's index beside it.
+    const who = bodyIds ? `neuron ${bodyIds[best]} (#${ids[best]})` : `neuron ${ids[best]}`;
+    tip.textContent = `${who} · ${cell} · ${sup} · ${layer.caption} ≈ ${fmt(about)}`;
     tip.dataset.neuron = String(ids[best]);
+    tip.dataset.bodyId = bodyIds ? String(bodyIds[best]) : "";
     tip.hidden = false;
     tip.style.left = Math.min(mx + 14, rect.width - tip.offsetWidth - 4) + "px";
     tip.style.top = Math.max(0, my - 28) + "px";
@@ -638,12 +641,16 @@ void main() {
 
   async function open() {
     const t0 = performance.now();
-    const [pos, idBytes, cells, sups, emph, ...codes] = await Promise.all([
-      inflate("positions"), inflate("ids"), inflate("cell_type"), inflate("superclass"),
+    const [pos, idBytes, bodyBytes, cells, sups, emph, ...codes] = await Promise.all([
+      inflate("positions"), inflate("ids"),
+      header.has_body_ids ? inflate("body_ids") : Promise.resolve(null),
+      inflate("cell_type"), inflate("superclass"),
       header.has_emphasis ? inflate("emphasis") : Promise.resolve(null),
       ...layers.map((l) => inflate(l.blob))]);
     positions = halfToFloat(new Uint16Array(pos.buffer, pos.byteOffset, pos.byteLength / 2));
     ids = new Uint32Array(idBytes.buffer, idBytes.byteOffset, idBytes.byteLength / 4);
+    // Body or root ids as BigInts: a FlyWire root id is past a number's exact integers.
+    bodyIds = bodyBytes && new BigInt64Array(bodyBytes.slice().buffer);
     labels = { cell: new Uint16Array(cells.buffer, cells.byteOffset, cells.byteLength / 2),
       sup: new Uint16Array(sups.buffer, sups.byteOffset, sups.byteLength / 2) };
     emphasis = emph || new Uint8Array(header.shown).fill(1);

@@ -523,6 +523,9 @@ def test_a_short_last_bins_rate_is_over_its_own_length(capsys, tmp_path, brain, 
         assert np.allclose(rec.state(i), np.bincount(neuron, minlength=4) / (2 * length_s),
                            rtol=1e-6)
     assert rec.spikes.arrays(bins - 1, bins)[0].size > 0     # the short bin has spikes
+    # ... and the run says so, once, only when the last bin is short.
+    note = f"run.flyrec's last bin is {last_ms:g} ms"
+    assert err.count(note) == (last_ms != float(bin_ms)), err
 
 
 def test_a_brain_folder_whose_name_is_not_utf8_is_a_path(capsys, tmp_path):

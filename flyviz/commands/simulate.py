@@ -333,4 +333,11 @@ def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: A
         recording.append(state_frame(i, row / (ticks * result.params.dt_s * result.trials)))
     recording.spikes = result.spike_log(bin_ticks)
     recording.save(args.record)
+    short = result.n_steps - (counts.shape[0] - 1) * bin_ticks
+    if short < bin_ticks:
+        # One spike in a 1 ms bin is 1,000 Hz: a reader of the last frame should know why.
+        dt_ms = result.params.dt
+        print(f"flyviz: note: {args.record.name}'s last bin is {short * dt_ms:g} ms (the run's "
+              f"{result.n_steps * dt_ms:g} ms in bins of {bin_ticks * dt_ms:g} ms): its rates "
+              f"are over those {short * dt_ms:g} ms", file=sys.stderr)
 

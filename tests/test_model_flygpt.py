@@ -123,6 +123,23 @@ def test_flygpt_runs_and_reports_from_the_command_line(flygpt, capsys) -> None:
     assert not (folder / _REMOTE_CODE_SENTINEL).exists()
 
 
+def test_flygpt_counts_the_published_trainable_tensors(flygpt, capsys) -> None:
+    """The count is the published float tensors' sizes: the learned edge values in, the
+    gain, rec_gain and LayerNorm placeholders the loader fills out."""
+    folder, tensors = flygpt
+    trainable = sum(a.size for a in tensors.values() if a.dtype == ml_dtypes.bfloat16)
+    assert trainable == 3569  # embed 2080, input_proj 264, lm_head 845, 40 + 40 + 300
+    code, out, err = cli_run(capsys, "info", str(folder), "--json")
+    assert code == 0, err
+    assert json.loads(out)["parameters"] == trainable
+    code, out, err = cli_run(capsys, "verify", str(folder))
+    assert f"{trainable:,} parameters" in out
+    # A leak that was not learned holds its initial value: not a parameter.
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "learned_leak": False}))
+    assert load_folder(folder).parameter_count() == trainable - 40
+
+
 def _rewrite(folder: Path, tensors: dict[str, np.ndarray]) -> None:
     save_safetensors(folder / "model.safetensors", tensors, {"format": "pt"})
 

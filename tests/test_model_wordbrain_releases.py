@@ -237,6 +237,20 @@ def test_damaged_release_is_refused_in_one_line(release, capsys, change, expecte
     one_error_line(code, err, expected)
 
 
+def test_parameters_are_the_weights_files_tensors(release, capsys) -> None:
+    """The count is every tensor of the parameters-only file: the fixed arm's as written,
+    and a trainable-leak arm's brain.leak_delta on top."""
+    folder, min_ce, _ = release
+    manifest = json.loads((folder / "manifest.json").read_text())
+    published = manifest["selectors"][MIN_CE]["parameters"]
+    assert load_model(str(folder)).parameter_count() == min_ce.parameter_count() == published
+    _rewrite_weights(folder, "min-ce.safetensors", lambda t: t.update(
+        {"brain.leak_delta": np.zeros(NEURONS, np.float32)}))
+    code, out, err = cli_run(capsys, "info", str(folder), "--json")
+    assert code == 0, err
+    assert json.loads(out)["parameters"] == published + NEURONS
+
+
 def test_bf16_weights_are_upcast_exactly(release) -> None:
     import ml_dtypes
 

@@ -134,6 +134,12 @@ class Checkpoint:
         ``input_proj.bias``), or ``None``.
     head_bias
         ``(vocabulary,)`` bias of the readout (FlyGPT's ``lm_head.bias``), or ``None``.
+    trainable_tensors
+        ``{tensor name in the file: values}`` of the trainable tensors as published, when
+        the loader knows them (FlyGPT, fly-wordbrain), or ``None``. The arrays above are
+        not enough to count them: FlyGPT's gain, rec_gain and LayerNorm are placeholders
+        the loader fills, and its learned edge values sit in ``w_values``, which is the
+        frozen graph in every other family.
     """
 
     config: ModelConfig
@@ -162,6 +168,7 @@ class Checkpoint:
     leak_vector: np.ndarray | None = None
     in_bias: np.ndarray | None = None
     head_bias: np.ndarray | None = None
+    trainable_tensors: dict[str, int] | None = None
 
     @property
     def n_edges(self) -> int:
@@ -169,7 +176,13 @@ class Checkpoint:
         return int(self.w_values.shape[0])
 
     def parameter_count(self) -> int:
-        """Number of trainable parameters (the frozen graph excluded)."""
+        """Number of trainable parameters as published (the frozen graph excluded).
+
+        The sum of :attr:`trainable_tensors` when the loader recorded them, else of the
+        parameter arrays (the Fly LLM's: its graph is frozen and it has no placeholders).
+        """
+        if self.trainable_tensors is not None:
+            return int(sum(self.trainable_tensors.values()))
         arrays = [self.wte, self.in_proj, self.gain, self.rec_gain, self.bias,
                   self.ln_weight, self.ln_bias, self.head, self.head_a, self.head_b,
                   self.leak_vector, self.in_bias, self.head_bias]

@@ -59,6 +59,11 @@ TENSORS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "lm_head.bias": (_FLOAT_DTYPES, ("V",)),
 }
 
+#: The tensors training updates (every float tensor; ``recurrent.raw_leak`` only while
+#: ``learned_leak`` is true, else it holds its initial ``logit(leak_init)``, §3.4 (e)).
+TRAINABLE = ("embed.weight", "input_proj.weight", "input_proj.bias", "recurrent.edge_values",
+             "recurrent.bias", "recurrent.raw_leak", "lm_head.weight", "lm_head.bias")
+
 #: ``config.json`` keys giving the sizes (letters of :data:`TENSORS`).
 _SIZES = {"N": "num_neurons", "E": "num_edges", "I": "num_input_neurons",
           "O": "num_output_neurons", "D": "embedding_dim", "V": "vocab_size"}
@@ -252,6 +257,9 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
     if config.get("auto_map"):
         metadata["remote_code_ignored"] = ("config.json's auto_map names Python files; flyviz "
                                            "does not import them")
+    learned_leak = true_or_false(config.get("learned_leak", True), "config.json: learned_leak")
+    trainable = {t: int(np.prod(st.shape(t))) for t in TRAINABLE
+                 if learned_leak or t != "recurrent.raw_leak"}
     f32 = np.float32
     tok = Path(tokenizer_path) if tokenizer_path is not None else find_tokenizer(model_dir)
     ckpt = Checkpoint(
@@ -267,5 +275,6 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
         name=name or model_dir.name, layout="flygpt", tokenizer_path=tok, metadata=metadata,
         source=model_dir, leak_vector=leak, anatomy=anatomy,
         in_bias=np.ascontiguousarray(arrays["input_proj.bias"], dtype=f32),
-        head_bias=np.ascontiguousarray(arrays["lm_head.bias"], dtype=f32))
+        head_bias=np.ascontiguousarray(arrays["lm_head.bias"], dtype=f32),
+        trainable_tensors=trainable)
     return validate_checkpoint(ckpt)

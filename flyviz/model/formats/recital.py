@@ -74,11 +74,12 @@ def checkpoint_from_parts(params: dict[str, np.ndarray], config: ModelConfig,
     metadata["dataset"] = str(dataset.path)
     if dataset.n_in_declared is not None:
         metadata["n_in_declared"] = dataset.n_in_declared
+    arrays: dict[str, Any] = dict(params)  # parameter arrays by Checkpoint field
     ckpt = Checkpoint(config=config, w_offsets=dataset.offsets, w_indices=dataset.indices,
                       w_values=dataset.values, in_index=dataset.in_index,
                       out_index=dataset.out_index, name=name, layout=layout,
                       tokenizer_path=tokenizer_path, anatomy=dataset.anatomy, digests=digests,
-                      metadata=metadata, source=source, **params)
+                      metadata=metadata, source=source, **arrays)
     return validate_checkpoint(ckpt)
 
 

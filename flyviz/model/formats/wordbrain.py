@@ -306,4 +306,7 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
         model_digests=frozen if isinstance(frozen, dict) else None, metadata=metadata)
     if expected_sha256:
         ckpt.digests[f"file/{weights.name}"] = expected_sha256
+    # The release stores its named_parameters() only (fly-formats.md §2.2), so every tensor
+    # counts, the extra ones of the trainable-leak and type-pair arms included.
+    ckpt.trainable_tensors = {t: int(np.prod(st.shape(t))) for t in st.keys()}
     return ckpt

@@ -123,6 +123,26 @@ def test_flygpt_runs_and_reports_from_the_command_line(flygpt, capsys) -> None:
     assert not (folder / _REMOTE_CODE_SENTINEL).exists()
 
 
+def test_info_says_what_of_the_operator_applies_to_flygpt(flygpt, capsys) -> None:
+    """A leak per neuron, no LayerNorm, no delay slots: not the Fly LLM's 0.9, eps, slots."""
+    folder, tensors = flygpt
+    leak = 1.0 / (1.0 + np.exp(-tensors["recurrent.raw_leak"].astype(np.float64)))
+    code, out, err = cli_run(capsys, "info", str(folder))
+    assert code == 0, err
+    rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip() for line in out.splitlines()
+            if "  " in line}
+    assert rows["leak"].startswith(f"per neuron, {leak.min():.2f} to {leak.max():.2f}")
+    assert rows["layer norm"] == "none"
+    assert rows["input neurons"].startswith("8 (a biased linear map")
+    assert not {"delay slots", "neurons per slot", "leak / ln eps"} & set(rows)
+    code, out, err = cli_run(capsys, "info", str(folder), "--json")
+    info = json.loads(out)
+    assert (info["leak"], info["layer_norm_eps"], info["delay_slots"]) == (None, None, None)
+    assert info["leak_per_neuron"]["min"] == pytest.approx(leak.min(), rel=1e-6)
+    assert info["leak_per_neuron"]["max"] == pytest.approx(leak.max(), rel=1e-6)
+    assert info["input_neurons"] == 8
+
+
 def test_flygpt_counts_the_published_trainable_tensors(flygpt, capsys) -> None:
     """The count is the published float tensors' sizes: the learned edge values in, the
     gain, rec_gain and LayerNorm placeholders the loader fills out."""

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+import numpy as np
+
 from flyviz.commands._options import add_dataset_option, load_model_from_args
 from flyviz.model.checkpoint import Checkpoint
 
@@ -45,6 +47,14 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
         readout = {"kind": f"rank-{int(ckpt.head_a.shape[0])}", "rank": int(ckpt.head_a.shape[0]),
                    "shape": [[int(s) for s in ckpt.head_a.shape],
                              [int(s) for s in ckpt.head_b.shape]]}
+    # FlyGPT's input neurons take a biased linear map of the token's embedding: it has no
+    # delay slots (the loader stores it as one slot, which is no property of the model).
+    slotted = ckpt.in_bias is None
+    leak_per_neuron = None
+    if ckpt.leak_vector is not None:
+        lam = np.asarray(ckpt.leak_vector, dtype=np.float64)
+        leak_per_neuron = {"min": float(lam.min()), "max": float(lam.max()),
+                           "mean": float(lam.mean())} if lam.size else None
     return {
         "name": ckpt.name,
         "layout": ckpt.layout,
@@ -53,15 +63,18 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
         "edges": ckpt.n_edges,
         "vocabulary": cfg.vocabulary,
         "d_embed": cfg.d_embed,
-        "delay_slots": cfg.delay_k,
-        "neurons_per_slot": cfg.neurons_per_slot,
+        "delay_slots": cfg.delay_k if slotted else None,
+        "neurons_per_slot": cfg.neurons_per_slot if slotted else None,
         "input_neurons": cfg.n_inputs,
+        "input_map": ("embedding x in_proj, one slot per delay" if slotted else
+                      "a biased linear map of the token's embedding, no delay slots"),
         "n_in_declared": ckpt.metadata.get("n_in_declared"),
         "readout_rank": cfg.readout_rank,
         "readout": readout,
         "parameters": ckpt.parameter_count(),
-        "leak": cfg.leak,
-        "layer_norm_eps": cfg.layer_norm_eps,
+        "leak": cfg.leak if ckpt.leak_vector is None else None,
+        "leak_per_neuron": leak_per_neuron,
+        "layer_norm_eps": cfg.layer_norm_eps if cfg.layer_norm else None,
         "special_tokens": {"pad": cfg.pad_token_id, "bos": cfg.bos_token_id,
                            "eos": cfg.eos_token_id},
         "positions": None if anatomy is None else {
@@ -89,13 +102,16 @@ def _text(info: dict[str, Any]) -> str:
 
     lines = [("model", info["name"]), ("layout", info["layout"]), ("source", info["source"]),
              ("neurons", n(info["neurons"])), ("edges", n(info["edges"])),
-             ("vocabulary", n(info["vocabulary"])), ("d_embed", n(info["d_embed"])),
-             ("delay slots", n(info["delay_slots"])),
-             ("neurons per slot", f"{n(info['neurons_per_slot'])} "
-                                  f"({n(info['input_neurons'])} input neurons"
-                                  + (f", {n(info['n_in_declared'])} declared)"
-                                     if info["n_in_declared"] not in (None, info["input_neurons"])
-                                     else ")"))]
+             ("vocabulary", n(info["vocabulary"])), ("d_embed", n(info["d_embed"]))]
+    if info["delay_slots"] is None:
+        lines.append(("input neurons", f"{n(info['input_neurons'])} ({info['input_map']})"))
+    else:
+        lines.append(("delay slots", n(info["delay_slots"])))
+        lines.append(("neurons per slot", f"{n(info['neurons_per_slot'])} "
+                                          f"({n(info['input_neurons'])} input neurons"
+                      + (f", {n(info['n_in_declared'])} declared)"
+                         if info["n_in_declared"] not in (None, info["input_neurons"])
+                         else ")")))
     readout = info["readout"]
     if readout["rank"] is None:
         lines.append(("readout", f"dense {readout['shape'][0]:,} x {readout['shape'][1]:,}"))
@@ -103,7 +119,14 @@ def _text(info: dict[str, Any]) -> str:
         lines.append(("readout", f"rank {readout['rank']} (head_a {readout['shape'][0]}, "
                                  f"head_b {readout['shape'][1]})"))
     lines.append(("parameters", n(info["parameters"])))
-    lines.append(("leak / ln eps", f"{info['leak']} / {info['layer_norm_eps']:g}"))
+    per_neuron, eps = info["leak_per_neuron"], info["layer_norm_eps"]
+    if per_neuron is None and eps is not None:
+        lines.append(("leak / ln eps", f"{info['leak']} / {eps:g}"))
+    else:
+        lines.append(("leak", f"{info['leak']}" if per_neuron is None else
+                      f"per neuron, {per_neuron['min']:.2f} to {per_neuron['max']:.2f} "
+                      f"(mean {per_neuron['mean']:.2f})"))
+        lines.append(("layer norm", "none" if eps is None else f"eps {eps:g}"))
     pos = info["positions"]
     lines.append(("positions", "none" if pos is None else
                   f"{pos['with_position']:,} of {pos['neurons']:,} ({100 * pos['coverage']:.1f} %),"

@@ -251,6 +251,47 @@ def test_parameters_are_the_weights_files_tensors(release, capsys) -> None:
     assert json.loads(out)["parameters"] == published + NEURONS
 
 
+def _drop_manifest(folder: Path) -> None:
+    (folder / "manifest.json").unlink()
+
+
+def _keep_selector(folder: Path, key: str) -> None:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["selectors"] = {key: manifest["selectors"][key]}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _edit_release_manifest(folder: Path, edit) -> None:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("unbind, expected", [
+    (_drop_manifest, "has no manifest.json beside it"),
+    (lambda f: _edit_release_manifest(f, lambda m: m.pop("selectors")), "no selectors block"),
+    (lambda f: _keep_selector(f, MAX_ACC), "no entry for min-ce.safetensors"),
+    (lambda f: _edit_release_manifest(f, lambda m: m["selectors"][MIN_CE].pop(
+        "frozen_buffers_sha256")), "records no frozen_buffers_sha256"),
+])
+def test_weights_that_nothing_binds_to_a_graph_are_refused(release, tmp_path, capsys,
+                                                           tokenizer_path, unbind,
+                                                           expected) -> None:
+    """Parameters-only weights without their selector's frozen digests would run on any
+    graph of their size: refused by every command, verify included, on their own dataset
+    as on another graph of the same size."""
+    folder, _, _ = release
+    other = _measured(tokenizer_path, 32, seed=4)
+    write_connectome_dataset(other, tmp_path / "other")
+    unbind(folder)
+    for dataset in (tmp_path / "fly-connectome-49k", tmp_path / "other"):
+        for argv in (("info",), ("verify",), ("generate", "--prompt", "Once",
+                                               "--max-new-tokens", "2")):
+            code, _, err = cli_run(capsys, argv[0], str(folder), *argv[1:], "--dataset",
+                                   str(dataset))
+            one_error_line(code, err, expected, "download the whole release folder")
+
+
 def test_bf16_weights_are_upcast_exactly(release) -> None:
     import ml_dtypes
 
@@ -489,6 +530,16 @@ def test_bad_shuffled_release_is_refused_in_one_line(shuffled, capsys, edit, exp
     code, _, err = cli_run(capsys, "info", str(shuffled["folder"]), "--dataset",
                            str(shuffled["dataset"]))
     one_error_line(code, err, expected)
+
+
+def test_shuffled_release_without_its_manifest_says_the_manifest_is_missing(shuffled,
+                                                                         capsys) -> None:
+    (shuffled["folder"] / "manifest.json").unlink()
+    code, _, err = cli_run(capsys, "info", str(shuffled["folder"]), "--dataset",
+                           str(shuffled["dataset"]))
+    one_error_line(code, err, "randomised control graph", "no manifest.json beside it",
+                   "fly-wordbrain-shuffled-10k")
+    assert "graph_control block" not in err
 
 
 def test_shuffled_release_on_another_measured_graph_is_refused(shuffled, tmp_path, capsys,

@@ -187,6 +187,51 @@ def _control_dataset(dataset: ConnectomeDataset, control: Any, metadata: dict[st
     return dataclasses.replace(dataset, indices=rebuilt.indices, graph_digests=digests), record
 
 
+#: What to do when the weights cannot be bound to their graph.
+_WHOLE_RELEASE = ("download the whole release folder (manifest.json beside the weights), or "
+                  "load it by its hub id, e.g. fernandofernandes/fly-wordbrain-rank32")
+
+
+def _binding_entry(model_dir: Path, weights: Path,
+                   meta: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The release manifest and the selector entry of ``weights``, refused in one line
+    unless the entry records the frozen-buffer digests that bind the weights to a graph.
+
+    The safetensors holds parameters only: without those digests the weights would run
+    on any graph of the same size and give wrong answers without a word.
+    """
+    manifest_path = model_dir / "manifest.json"
+    if not manifest_path.is_file():
+        control = meta.get("graph_w_indices_sha256") or meta.get("graph")
+        trained = (f" was trained on a randomised control graph "
+                   f"({str(meta.get('graph_w_indices_sha256', ''))[:12]}...), not the measured "
+                   "connectome, and" if control else "")
+        raise CheckpointError(
+            f"{weights.name}{trained} has no manifest.json beside it in {model_dir}; the "
+            "manifest's selector digests bind the weights to the graph they were trained on, "
+            "and without them they would run on any graph of their size; "
+            + (_WHOLE_RELEASE.replace("rank32", "shuffled-10k") if control else _WHOLE_RELEASE))
+    manifest = read_json(manifest_path, "manifest.json")
+    if not isinstance(manifest, dict):
+        raise CheckpointError(f"{manifest_path} is not a JSON object; {_WHOLE_RELEASE}")
+    if not isinstance(manifest.get("selectors"), (dict, list)):
+        raise CheckpointError(
+            f"{manifest_path} has no selectors block, so nothing binds {weights.name} to a "
+            f"graph; {_WHOLE_RELEASE}")
+    entry = selector_entry(manifest, weights.name)
+    if not entry:
+        have = ", ".join(selector_names(manifest)) or "none"
+        raise CheckpointError(
+            f"{manifest_path}'s selectors have no entry for {weights.name} (they are {have}), "
+            f"so nothing binds it to a graph; {_WHOLE_RELEASE}")
+    frozen = entry.get("frozen_buffers_sha256")
+    if not isinstance(frozen, dict) or not frozen:
+        raise CheckpointError(
+            f"{manifest_path}: the selector entry of {weights.name} records no "
+            f"frozen_buffers_sha256, so nothing binds it to a graph; {_WHOLE_RELEASE}")
+    return manifest, entry
+
+
 def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
                    filename: str | None = None, tokenizer_path: str | Path | None = None,
                    name: str | None = None, verify: bool | None = None) -> Checkpoint:
@@ -229,15 +274,11 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     if not model_dir.is_dir():
         raise CheckpointError(f"model folder not found: {model_dir}")
     weights = pick_selector_file(model_dir, filename)
-    manifest_path = model_dir / "manifest.json"
-    manifest = read_json(manifest_path, "manifest.json") if manifest_path.is_file() else {}
-    if not isinstance(manifest, dict):
-        manifest = {}
-    entry = selector_entry(manifest, weights.name)
-    expected_sha256 = weights_digest(entry)
-    check_sha256(weights, expected_sha256, verify)
     st = SafetensorsFile(weights)
     meta = dict(st.metadata)
+    manifest, entry = _binding_entry(model_dir, weights, meta)
+    expected_sha256 = weights_digest(entry)
+    check_sha256(weights, expected_sha256, verify)
     control = manifest.get("graph_control")
     if control is None and any(meta.get(key) for key in CONTROL_METADATA):
         raise CheckpointError(
@@ -283,6 +324,12 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
         eos_token_id=whole_number(pick("eos_token_id", 2), "manifest.json: eos_token_id"))
 
     dataset = load_connectome_dataset(dataset_dir, verify=verify)
+    frozen = entry["frozen_buffers_sha256"]
+    if not set(frozen) & set(dataset.graph_digests):
+        raise CheckpointError(
+            f"{weights.name}: its selector's frozen_buffers_sha256 names none of the graph's "
+            f"buffers ({', '.join(sorted(dataset.graph_digests))}), so nothing binds these "
+            f"weights to {dataset.path}; {_WHOLE_RELEASE}")
     graph_record = None
     if control is not None:
         dataset, graph_record = _control_dataset(dataset, control, meta, entry, weights.name)
@@ -290,7 +337,6 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
         raise CheckpointError(f"the weights drive {config.neurons_per_slot} neurons per slot but the "
                               f"dataset's interface has {dataset.neurons_per_slot}; use the dataset "
                               "these weights were released with")
-    frozen = entry.get("frozen_buffers_sha256")
     metadata: dict[str, Any] = {k: meta[k] for k in ("experiment", "selector", "updates",
                                                      "source_checkpoint_sha256") if k in meta}
     metadata["weights_file"] = weights.name
@@ -303,7 +349,7 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     ckpt = checkpoint_from_parts(
         params, config, dataset, name=name or str(meta.get("experiment") or model_dir.name),
         layout="wordbrain", tokenizer_path=tok, source=model_dir,
-        model_digests=frozen if isinstance(frozen, dict) else None, metadata=metadata)
+        model_digests=frozen, metadata=metadata)
     if expected_sha256:
         ckpt.digests[f"file/{weights.name}"] = expected_sha256
     # The release stores its named_parameters() only (fly-formats.md §2.2), so every tensor

@@ -92,6 +92,29 @@ def test_a_config_or_manifest_that_is_not_json_text_is_one_line(capsys, copy, la
         one_error_line(code, err, Path(member).name, expected, "download it again")
 
 
+@pytest.mark.parametrize("which", ["166k", "49k"])
+def test_a_dataset_whose_manifest_is_not_json_says_so_on_every_command(capsys, copy, tmp_path,
+                                                                       which):
+    """A dataset folder with a broken manifest.json was called "a connectome dataset (the
+    graph only), not a model" by info, simulate and verify alike."""
+    from flyviz.model.synthetic import make_malecns_arrays
+    from flyviz.model.writers import write_malecns_dataset
+
+    if which == "166k":
+        folder = write_malecns_dataset(tmp_path / "malecns-166k",
+                                       **make_malecns_arrays(neurons=300, edges=3000, seed=3))
+    else:
+        folder = copy / "ds"
+    folder = Path(folder)
+    (folder / "manifest.json").write_text("{\n", encoding="utf-8")
+    for argv in (["info", str(folder)], ["verify", str(folder)],
+                 ["simulate", str(folder), "--out", str(tmp_path / "x.parquet")]):
+        code, _, err = cli_run(capsys, *argv)
+        one_error_line(code, err, f"{folder / 'manifest.json'} is not valid JSON (line 2, "
+                                  "column 1")
+        assert "not a model" not in err
+
+
 def _set(*keys, value):
     def edit(data):
         for key in keys[:-1]:

@@ -182,8 +182,11 @@ def _load_layout(folder: Path, layout: str, *, dataset_dir: str | Path | None,
         return load_flygpt(folder, tokenizer_path=tokenizer_path, name=name,
                            dataset_dir=dataset_dir)
     if layout == LAYOUT_DATASET:
+        from flyviz.model.formats.common import read_json
         from flyviz.model.formats.malecns import is_malecns_dataset
 
+        # A damaged manifest hides which dataset this is: say so, not "not a model".
+        read_json(folder / "manifest.json", "the dataset's manifest.json")
         if is_malecns_dataset(folder):
             raise CheckpointError(f"{folder} is the fly-connectome-malecns-166k dataset (a graph "
                                   "with labels, no language model): run it as a spiking brain "

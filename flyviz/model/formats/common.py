@@ -33,8 +33,9 @@ def read_json(path: Path, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path.name} is not valid JSON (line {exc.lineno}); the file is "
-                              "damaged, download it again") from None
+        raise CheckpointError(f"{path} is not valid JSON (line {exc.lineno}, column "
+                              f"{exc.colno}: {exc.msg}); the file is damaged, download it "
+                              "again") from None
     except RecursionError:
         raise CheckpointError(f"{path.name} nests too deeply to be read; the file is damaged, "
                               "download it again") from None

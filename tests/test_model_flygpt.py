@@ -143,6 +143,19 @@ def test_info_says_what_of_the_operator_applies_to_flygpt(flygpt, capsys) -> Non
     assert info["input_neurons"] == 8
 
 
+def test_flygpt_without_its_tokenizer_asks_for_flygpts(flygpt, capsys) -> None:
+    """Not ngxson/fly-llm-hf's byte-level BPE, which does not fit FlyGPT's 65 characters."""
+    folder, _ = flygpt
+    (folder / "tokenizer.json").unlink()
+    code, _, err = cli_run(capsys, "generate", str(folder), "--prompt", PROMPT)
+    one_error_line(code, err, "FlyGPT's tokenizer.json", "65-character", str(folder))
+    assert "fly-llm-hf" not in err
+    code, out, err = cli_run(capsys, "info", str(folder))
+    assert code == 0, err
+    line = next(row for row in out.splitlines() if row.startswith("tokenizer "))
+    assert "no tokenizer.json" in line and "FlyGPT's tokenizer.json" in line
+
+
 def test_flygpt_counts_the_published_trainable_tensors(flygpt, capsys) -> None:
     """The count is the published float tensors' sizes: the learned edge values in, the
     gain, rec_gain and LayerNorm placeholders the loader fills out."""

@@ -10,6 +10,7 @@ import numpy as np
 
 from flyviz.commands._options import add_dataset_option, load_model_from_args
 from flyviz.model.checkpoint import Checkpoint
+from flyviz.model.tokenizer import missing_tokenizer_advice
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +82,8 @@ def describe(ckpt: Checkpoint) -> dict[str, Any]:
             "kind": anatomy.kind, "with_position": anatomy.n_valid, "neurons": cfg.neurons,
             "coverage": anatomy.n_valid / cfg.neurons if cfg.neurons else 0.0},
         "tokenizer": str(ckpt.tokenizer_path) if ckpt.tokenizer_path else None,
+        "tokenizer_missing": None if ckpt.tokenizer_path else
+        "no tokenizer.json; " + missing_tokenizer_advice(ckpt),
         "frozen_buffers_sha256": {"model": model_frozen, "dataset": dataset_frozen,
                                   "recomputed": recomputed,
                                   "agree": all(model_frozen[k] == (recomputed or dataset_frozen)[k]
@@ -131,7 +134,7 @@ def _text(info: dict[str, Any]) -> str:
     lines.append(("positions", "none" if pos is None else
                   f"{pos['with_position']:,} of {pos['neurons']:,} ({100 * pos['coverage']:.1f} %),"
                   f" {pos['kind']}"))
-    lines.append(("tokenizer", info["tokenizer"] or "none (pass a folder with tokenizer.json)"))
+    lines.append(("tokenizer", info["tokenizer"] or f"none: {info['tokenizer_missing']}"))
     operator = info["operator"]
     if operator["extensions"]:  # beyond the Fly LLM's operator (FlyGPT): say what
         lines.append(("operator", "leaky tanh with " + ", ".join(operator["extensions"])

@@ -161,6 +161,20 @@ def character_tokenizer_json(characters: str) -> str:
     return tok.to_str()
 
 
+def missing_tokenizer_advice(checkpoint: "Checkpoint") -> str:
+    """Which ``tokenizer.json`` a model without one needs, and where to put it.
+
+    FlyGPT's is its own 65-character WordLevel table, not the Fly LLM's byte-level BPE:
+    pointing a FlyGPT user at ngxson/fly-llm-hf's would give a tokenizer that does not fit.
+    """
+    folder = f" ({checkpoint.source})" if checkpoint.source is not None else ""
+    if checkpoint.layout == "flygpt":
+        return ("put FlyGPT's tokenizer.json (its 65-character WordLevel table, in every "
+                f"folder of QuixiAI/FlyGPT) in the model's folder{folder}")
+    return ("put the model's tokenizer.json (ngxson/fly-llm-hf's for the released models) in "
+            f"its folder{folder}")
+
+
 def tokenizer_for(checkpoint: "Checkpoint") -> FlyTokenizer:
     """The checkpoint's tokenizer, checked against its vocabulary.
 
@@ -171,9 +185,8 @@ def tokenizer_for(checkpoint: "Checkpoint") -> FlyTokenizer:
         the model's vocabulary (they do not belong together).
     """
     if checkpoint.tokenizer_path is None:
-        raise TokenizerError(f"model {checkpoint.name!r} comes without a tokenizer.json; put the "
-                             "model's tokenizer.json (ngxson/fly-llm-hf's for the released "
-                             "models) in its folder")
+        raise TokenizerError(f"model {checkpoint.name!r} comes without a tokenizer.json; "
+                             + missing_tokenizer_advice(checkpoint))
     tokenizer = FlyTokenizer(checkpoint.tokenizer_path)
     if tokenizer.vocab_size > checkpoint.config.vocabulary:
         raise TokenizerError(f"the tokenizer has {tokenizer.vocab_size:,} tokens but the model only "

@@ -156,6 +156,23 @@ def test_flygpt_without_its_tokenizer_asks_for_flygpts(flygpt, capsys) -> None:
     assert "no tokenizer.json" in line and "FlyGPT's tokenizer.json" in line
 
 
+@pytest.mark.parametrize("model_type, expected", [
+    (None, "lacks model_type"), ("FlyGPT", "has model_type 'FlyGPT'")])
+def test_flygpt_config_without_its_model_type_says_so(flygpt, capsys, model_type,
+                                                      expected) -> None:
+    """Not "this is not a Fly LLM config": the tensors are FlyGPT's, the config says not."""
+    folder, _ = flygpt
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("model_type")
+    if model_type is not None:
+        config["model_type"] = model_type
+    (folder / "config.json").write_text(json.dumps(config))
+    for argv in (("info",), ("generate", "--prompt", PROMPT)):
+        code, _, err = cli_run(capsys, argv[0], str(folder), *argv[1:])
+        one_error_line(code, err, expected, "FlyGPT's tensors", '"model_type": "flygpt"')
+        assert "not a Fly LLM config" not in err
+
+
 def test_flygpt_counts_the_published_trainable_tensors(flygpt, capsys) -> None:
     """The count is the published float tensors' sizes: the learned edge values in, the
     gain, rec_gain and LayerNorm placeholders the loader fills out."""

@@ -35,6 +35,26 @@ def _float(config: dict[str, Any], key: str, default: float) -> float:
     return real_number(config.get(key, default), f"config.json: {key}")
 
 
+def _refuse_flygpt_without_model_type(model_dir: Path, config: dict[str, Any]) -> None:
+    """Say so when a folder that is not a Fly LLM holds FlyGPT's tensors: its config.json
+    lacks (or misspells) ``model_type``, which is what tells the two layouts apart."""
+    from flyviz.model.formats.flygpt import MODEL_TYPE, TENSORS
+
+    path = model_dir / "model.safetensors"
+    if not path.is_file():
+        return
+    try:
+        st = SafetensorsFile(path)
+    except CheckpointError:
+        return  # the file's own problem is reported once the layout is known
+    if all(tensor in st for tensor in TENSORS):
+        have = config.get("model_type")
+        what = "lacks model_type" if have is None else f"has model_type {have!r:.40}"
+        raise CheckpointError(f"{model_dir / 'config.json'} {what}, but model.safetensors holds "
+                              f"FlyGPT's tensors: a FlyGPT config says \"model_type\": "
+                              f"\"{MODEL_TYPE}\"; download config.json again (QuixiAI/FlyGPT)")
+
+
 def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None = None,
                     name: str | None = None, dataset_dir: str | Path | None = None) -> Checkpoint:
     """Load an ngxson/fly-llm-hf folder.
@@ -66,6 +86,7 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
         raise CheckpointError(f"{model_dir / 'config.json'} is not a JSON object")
     missing = [k for k in _REQUIRED_CONFIG if k not in config]
     if missing:
+        _refuse_flygpt_without_model_type(model_dir, config)
         raise CheckpointError(f"config.json lacks {', '.join(missing)}; this is not a Fly LLM "
                               "config, or it is damaged")
     st = SafetensorsFile(model_dir / "model.safetensors")

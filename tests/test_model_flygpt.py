@@ -201,6 +201,11 @@ def _rewrite(folder: Path, tensors: dict[str, np.ndarray]) -> None:
     (lambda t: t.__setitem__("recurrent.raw_leak", t["recurrent.raw_leak"][:-1]),
      "recurrent.raw_leak has shape"),
     (lambda t: t["graph.edge_index"].__setitem__((0, 4), 40), "source neuron 40"),
+    # The file's tensor and index, not the engine's reordered, renamed array.
+    (lambda t: t["recurrent.edge_values"].__setitem__(5, np.nan),
+     "model.safetensors: recurrent.edge_values holds a non-finite value (NaN or inf) at flat "
+     "index 5"),
+    (lambda t: t["embed.weight"].__setitem__((1, 2), np.inf), "embed.weight holds a non-finite"),
 ])
 def test_damaged_flygpt_is_refused_in_one_line(flygpt, capsys, damage, expected) -> None:
     folder, tensors = flygpt

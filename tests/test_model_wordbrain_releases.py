@@ -228,7 +228,10 @@ def _rewrite_weights(folder: Path, filename: str, change) -> None:
     (lambda t: t.pop("brain.gain"), "'brain.gain' is missing"),
     (lambda t: t.__setitem__("brain.gain", t["brain.gain"].astype(np.int32)),
      "brain.gain is I32, expected F32 or BF16"),
-    (lambda t: t.__setitem__("lm_head.1.weight", t["lm_head.1.weight"][:, :-1]), "head_b"),
+    (lambda t: t.__setitem__("lm_head.1.weight", t["lm_head.1.weight"][:, :-1]),
+     "min-ce.safetensors: lm_head.1.weight: has shape"),
+    (lambda t: t["brain.bias"].__setitem__(3, np.nan),
+     "min-ce.safetensors: brain.bias: contains a non-finite value"),
 ])
 def test_damaged_release_is_refused_in_one_line(release, capsys, change, expected) -> None:
     folder, _, _ = release

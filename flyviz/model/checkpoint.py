@@ -140,6 +140,11 @@ class Checkpoint:
         not enough to count them: FlyGPT's gain, rec_gain and LayerNorm are placeholders
         the loader fills, and its learned edge values sit in ``w_values``, which is the
         frozen graph in every other family.
+    tensor_names
+        ``{field: "file: tensor"}`` naming where a field was read from (FlyGPT's
+        ``w_values`` is ``model.safetensors: recurrent.edge_values``), so that a refusal
+        names what the user has on disk, not flyviz's field; fields not named are
+        shown by their own names.
     """
 
     config: ModelConfig
@@ -169,6 +174,7 @@ class Checkpoint:
     in_bias: np.ndarray | None = None
     head_bias: np.ndarray | None = None
     trainable_tensors: dict[str, int] | None = None
+    tensor_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def n_edges(self) -> int:
@@ -280,6 +286,11 @@ def validate_checkpoint(ckpt: Checkpoint) -> Checkpoint:
         With a one-line message naming the first problem found.
     """
     cfg = ckpt.config
+
+    def named(attr: str, shown: str | None = None) -> str:
+        """The file's name of a field when the loader recorded it."""
+        return ckpt.tensor_names.get(attr, shown or attr)
+
     n, v, d = cfg.neurons, cfg.vocabulary, cfg.d_embed
     if min(n, v, d, cfg.delay_k, cfg.neurons_per_slot) <= 0:
         _fail("config", "sizes must be positive")
@@ -299,65 +310,65 @@ def validate_checkpoint(ckpt: Checkpoint) -> Checkpoint:
                         f"exceed the {n} neurons")
 
     n_out = int(ckpt.out_index.shape[0]) if ckpt.out_index is not None else -1
-    _check_shape("wte", ckpt.wte, (v, d))
-    _check_shape("in_proj", ckpt.in_proj, (cfg.delay_k, d, cfg.neurons_per_slot))
+    _check_shape(named("wte"), ckpt.wte, (v, d))
+    _check_shape(named("in_proj"), ckpt.in_proj, (cfg.delay_k, d, cfg.neurons_per_slot))
     for name in ("gain", "rec_gain", "bias"):
-        _check_shape(name, getattr(ckpt, name), (n,))
-    _check_shape("in_index", ckpt.in_index, (cfg.n_inputs,))
+        _check_shape(named(name), getattr(ckpt, name), (n,))
+    _check_shape(named("in_index"), ckpt.in_index, (cfg.n_inputs,))
     if ckpt.out_index is None or ckpt.out_index.ndim != 1 or n_out <= 0:
-        _fail("out_index", "missing or not a vector")
-    _check_shape("ln_weight", ckpt.ln_weight, (n_out,))
-    _check_shape("ln_bias", ckpt.ln_bias, (n_out,))
+        _fail(named("out_index"), "missing or not a vector")
+    _check_shape(named("ln_weight"), ckpt.ln_weight, (n_out,))
+    _check_shape(named("ln_bias"), ckpt.ln_bias, (n_out,))
     if ckpt.head is not None:
         if ckpt.head_a is not None or ckpt.head_b is not None:
             _fail("readout", "has both a dense head and readout factors")
-        _check_shape("lm_head", ckpt.head, (v, n_out))
+        _check_shape(named("head", "lm_head"), ckpt.head, (v, n_out))
         if cfg.readout_rank is not None:
             _fail("config", "names a readout rank but the checkpoint has a dense head")
     else:
         if ckpt.head_a is None or ckpt.head_b is None:
             _fail("readout", "needs either lm_head or both readout factors")
         r = int(ckpt.head_a.shape[0])
-        _check_shape("head_a", ckpt.head_a, (r, n_out))
-        _check_shape("head_b", ckpt.head_b, (v, r))
+        _check_shape(named("head_a"), ckpt.head_a, (r, n_out))
+        _check_shape(named("head_b"), ckpt.head_b, (v, r))
         if cfg.readout_rank is not None and cfg.readout_rank != r:
             _fail("config", f"readout_rank {cfg.readout_rank} does not match head_a's {r} rows")
 
     # CSR graph.
     off, idx, val = ckpt.w_offsets, ckpt.w_indices, ckpt.w_values
     if off.ndim != 1 or off.shape[0] != n + 1:
-        _fail("w_offsets", f"has {off.shape[0] if off.ndim == 1 else off.shape} entries, "
+        _fail(named("w_offsets"), f"has {off.shape[0] if off.ndim == 1 else off.shape} entries, "
                            f"expected neurons + 1 = {n + 1}")
     if off.dtype.kind not in "iu":
-        _fail("w_offsets", f"has dtype {off.dtype}, expected an integer type")
+        _fail(named("w_offsets"), f"has dtype {off.dtype}, expected an integer type")
     if idx.ndim != 1 or val.ndim != 1 or idx.shape[0] != val.shape[0]:
         _fail("graph", f"{idx.shape[0]} presynaptic indices but {val.shape[0]} weights")
     nnz = int(val.shape[0])
     if int(off[0]) != 0 or int(off[-1]) != nnz:
-        _fail("w_offsets", f"must run from 0 to the edge count {nnz}, "
+        _fail(named("w_offsets"), f"must run from 0 to the edge count {nnz}, "
                            f"runs from {int(off[0])} to {int(off[-1])}")
     if np.any(np.diff(off.astype(np.int64)) < 0):
-        _fail("w_offsets", "is not monotone; the graph is corrupt")
-    _check_index("w_indices", idx, n)
-    _check_index("in_index", ckpt.in_index, n)
-    _check_index("out_index", ckpt.out_index, n)
+        _fail(named("w_offsets"), "is not monotone; the graph is corrupt")
+    _check_index(named("w_indices"), idx, n)
+    _check_index(named("in_index"), ckpt.in_index, n)
+    _check_index(named("out_index"), ckpt.out_index, n)
     if np.unique(ckpt.in_index).size != ckpt.in_index.size:
-        _fail("in_index", "holds repeated neurons; input neurons must be unique")
+        _fail(named("in_index"), "holds repeated neurons; input neurons must be unique")
 
     if ckpt.leak_vector is not None:
-        _check_shape("leak", ckpt.leak_vector, (n,))
+        _check_shape(named("leak_vector", "leak"), ckpt.leak_vector, (n,))
         lam = np.asarray(ckpt.leak_vector)
         if lam.size and not bool(((lam > 0) & (lam <= 1)).all()):
-            _fail("leak", "holds a value outside (0, 1]")
+            _fail(named("leak_vector", "leak"), "holds a value outside (0, 1]")
     if ckpt.in_bias is not None:
-        _check_shape("input bias", ckpt.in_bias, (cfg.n_inputs,))
+        _check_shape(named("in_bias", "input bias"), ckpt.in_bias, (cfg.n_inputs,))
     if ckpt.head_bias is not None:
-        _check_shape("readout bias", ckpt.head_bias, (v,))
+        _check_shape(named("head_bias", "readout bias"), ckpt.head_bias, (v,))
     for name in ("wte", "in_proj", "gain", "rec_gain", "bias", "ln_weight", "ln_bias",
                  "head", "head_a", "head_b", "w_values", "in_bias", "head_bias"):
         array = getattr(ckpt, name)
         if array is not None:
-            _check_finite(name, array)
+            _check_finite(named(name), array)
 
     if ckpt.anatomy is not None:
         anat = ckpt.anatomy

@@ -219,6 +219,11 @@ def prefixed(prefix: str, digests: dict[str, str] | None) -> dict[str, str]:
     return {f"{prefix}/{name}": str(value) for name, value in (digests or {}).items()}
 
 
+#: The file's tensor of each readout field (:func:`read_readout`).
+READOUT_TENSORS = {"head": "lm_head.weight", "head_a": "lm_head.0.weight",
+                   "head_b": "lm_head.1.weight"}
+
+
 def read_readout(st: Any, source: str) -> tuple[dict[str, np.ndarray], int | None]:
     """The readout of a safetensors checkpoint: a dense head or two factors.
 

@@ -199,6 +199,17 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
                                   "the files do not belong together")
         arrays[tensor] = st.get(tensor)
 
+    # Non-finite values are found here, in the file's own order and names: the engine's
+    # arrays are reordered (the CSR) and renamed (embed.weight is wte).
+    for tensor, (dtypes, _dims) in TENSORS.items():
+        if dtypes is _FLOAT_DTYPES:
+            flat = np.asarray(arrays[tensor], dtype=np.float32).reshape(-1)
+            nonfinite = np.flatnonzero(~np.isfinite(flat))
+            if nonfinite.size:
+                raise CheckpointError(f"model.safetensors: {tensor} holds a non-finite value "
+                                      f"(NaN or inf) at flat index {int(nonfinite[0])}; the file is "
+                                      "damaged, download it again")
+
     n, n_in, n_out = sizes["N"], sizes["I"], sizes["O"]
     edge_index = np.asarray(arrays["graph.edge_index"], dtype=np.int64)
     source, destination = edge_index[0], edge_index[1]
@@ -276,5 +287,12 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
         source=model_dir, leak_vector=leak, anatomy=anatomy,
         in_bias=np.ascontiguousarray(arrays["input_proj.bias"], dtype=f32),
         head_bias=np.ascontiguousarray(arrays["lm_head.bias"], dtype=f32),
-        trainable_tensors=trainable)
+        trainable_tensors=trainable, tensor_names={
+            attr: f"model.safetensors: {tensor}" for attr, tensor in (
+                ("wte", "embed.weight"), ("in_proj", "input_proj.weight"),
+                ("in_bias", "input_proj.bias"), ("bias", "recurrent.bias"),
+                ("w_values", "recurrent.edge_values"), ("w_indices", "graph.edge_index"),
+                ("leak_vector", "recurrent.raw_leak"), ("in_index", "graph.input_nodes"),
+                ("out_index", "graph.output_nodes"), ("head", "lm_head.weight"),
+                ("head_bias", "lm_head.bias"))})
     return validate_checkpoint(ckpt)

@@ -15,8 +15,8 @@ from typing import Any
 from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats.common import (find_tokenizer, read_json, read_readout,
-                                         real_number, whole_number)
+from flyviz.model.formats.common import (READOUT_TENSORS, find_tokenizer, read_json,
+                                         read_readout, real_number, whole_number)
 from flyviz.model.safetensors_io import SafetensorsFile
 
 _TENSORS = {"brain.wte.weight": "wte", "brain.in_proj": "in_proj", "brain.gain": "gain",
@@ -138,5 +138,8 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
     tok = Path(tokenizer_path) if tokenizer_path is not None else find_tokenizer(model_dir)
     ckpt = Checkpoint(config=cfg, name=name or model_dir.name, layout="fly-llm-hf",
                       tokenizer_path=tok, anatomy=anatomy, metadata=metadata, source=model_dir,
+                      tensor_names={attr: f"model.safetensors: {tensor}" for tensor, attr in
+                                    (*_TENSORS.items(),
+                                     *((t, a) for a, t in READOUT_TENSORS.items()))},
                       **arrays)
     return validate_checkpoint(ckpt)

@@ -54,13 +54,15 @@ def checkpoint_from_parts(params: dict[str, np.ndarray], config: ModelConfig,
                           dataset: ConnectomeDataset, *, name: str, layout: str,
                           tokenizer_path: Path | None, source: Path,
                           model_digests: dict[str, str] | None,
-                          metadata: dict[str, Any]) -> Checkpoint:
+                          metadata: dict[str, Any],
+                          tensor_names: dict[str, str] | None = None) -> Checkpoint:
     """Join parameters with a dataset's graph, refusing weights from another graph.
 
     The weights' frozen-buffer digests are compared with the digests
     recomputed from the dataset's arrays (which the dataset's own manifest
     digests were checked against on load), so a graph edited after its
-    manifest was written is refused too.
+    manifest was written is refused too. ``tensor_names`` names the file each parameter
+    was read from (:attr:`Checkpoint.tensor_names`), for the refusals.
     """
     compare_frozen_digests(model_digests, dataset.graph_digests)
     if dataset.neurons != config.neurons:
@@ -79,7 +81,8 @@ def checkpoint_from_parts(params: dict[str, np.ndarray], config: ModelConfig,
                       w_values=dataset.values, in_index=dataset.in_index,
                       out_index=dataset.out_index, name=name, layout=layout,
                       tokenizer_path=tokenizer_path, anatomy=dataset.anatomy, digests=digests,
-                      metadata=metadata, source=source, **arrays)
+                      metadata=metadata, source=source, tensor_names=dict(tensor_names or {}),
+                      **arrays)
     return validate_checkpoint(ckpt)
 
 
@@ -128,6 +131,7 @@ def load_recital_web(model_dir: str | Path, dataset_dir: str | Path,
         shapes["head_a"] = (config.readout_rank, n)
         shapes["head_b"] = (v, config.readout_rank)
     params: dict[str, np.ndarray] = {}
+    names: dict[str, str] = {}
     file_digests: dict[str, str] = {}
     for key, shape in shapes.items():
         entry = files.get(key) or {}
@@ -143,6 +147,7 @@ def load_recital_web(model_dir: str | Path, dataset_dir: str | Path,
             raise CheckpointError(f"{path.name}: dtype {entry['dtype']} is not float32; flyviz "
                                   "reads the float32 web export")
         params[key] = read_raw(path, "float32", shape)
+        names[key] = path.name
         check_sha256(path, entry.get("sha256"), verify)
         if entry.get("sha256"):
             file_digests[path.name] = str(entry["sha256"])
@@ -159,6 +164,6 @@ def load_recital_web(model_dir: str | Path, dataset_dir: str | Path,
         params, config, dataset, name=name or str(manifest.get("experiment") or model_dir.name),
         layout="recital-web", tokenizer_path=tok, source=model_dir,
         model_digests=model_frozen if isinstance(model_frozen, dict) else None,
-        metadata=metadata)
+        metadata=metadata, tensor_names=names)
     ckpt.digests.update(prefixed("file", file_digests))
     return ckpt

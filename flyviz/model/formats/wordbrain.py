@@ -18,8 +18,9 @@ import numpy as np
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats.common import (check_sha256, find_tokenizer, read_json,
-                                          read_readout, real_number, whole_number)
+from flyviz.model.formats.common import (READOUT_TENSORS, check_sha256, find_tokenizer,
+                                          read_json, read_readout, real_number,
+                                          whole_number)
 from flyviz.model.formats.dataset import ConnectomeDataset, load_connectome_dataset
 from flyviz.model.formats.recital import checkpoint_from_parts
 from flyviz.model.safetensors_io import SafetensorsFile
@@ -349,7 +350,9 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     ckpt = checkpoint_from_parts(
         params, config, dataset, name=name or str(meta.get("experiment") or model_dir.name),
         layout="wordbrain", tokenizer_path=tok, source=model_dir,
-        model_digests=frozen, metadata=metadata)
+        model_digests=frozen, metadata=metadata,
+        tensor_names={attr: f"{weights.name}: {tensor}" for tensor, attr in
+                      (*_PARAMETERS.items(), *((t, a) for a, t in READOUT_TENSORS.items()))})
     if expected_sha256:
         ckpt.digests[f"file/{weights.name}"] = expected_sha256
     # The release stores its named_parameters() only (fly-formats.md §2.2), so every tensor

@@ -327,9 +327,16 @@ def test_swapped_selector_files_fail_their_digest(release, capsys) -> None:
     (folder / "min-ce.safetensors").rename(folder / "swap")
     (folder / "max-accuracy.safetensors").rename(folder / "min-ce.safetensors")
     (folder / "swap").rename(folder / "max-accuracy.safetensors")
-    for extra in ((), ("--selector", MAX_ACC)):
+    for extra, other in (((), MAX_ACC), (("--selector", MAX_ACC), MIN_CE)):
         code, _, err = cli_run(capsys, "info", str(folder), *extra)
-        one_error_line(code, err, "SHA-256", "does not match the manifest's")
+        one_error_line(code, err, "SHA-256", f"the manifest records for selector {other!r}",
+                       "swapped or renamed")
+    # A file that is no selector's keeps the plain mismatch.
+    with open(folder / "min-ce.safetensors", "r+b") as handle:
+        handle.seek(-4, 2)
+        handle.write(b"\x00\x00\x80\x3f")
+    code, _, err = cli_run(capsys, "info", str(folder))
+    one_error_line(code, err, "SHA-256", "does not match the manifest's")
 
 
 # ------------------------------------------------------------- corpus-10k's web export

@@ -233,6 +233,25 @@ def _binding_entry(model_dir: Path, weights: Path,
     return manifest, entry
 
 
+def _refuse_a_renamed_selector(weights: Path, manifest: dict[str, Any],
+                               entry: dict[str, Any], failure: CheckpointError) -> None:
+    """Say so when a weights file whose digest failed is another selector's file (the
+    files were swapped or renamed); return to let ``failure`` stand otherwise."""
+    from flyviz.model.formats.common import sha256_file
+
+    actual = sha256_file(weights).lower()
+    selectors = manifest.get("selectors")
+    for key, other in (selectors.items() if isinstance(selectors, dict) else ()):
+        if isinstance(other, dict) and other is not entry \
+                and str(weights_digest(other) or "").lower() == actual:
+            named = Path(str(other.get("file") or f"{key}.safetensors")).name
+            raise CheckpointError(
+                f"{weights.name}: its SHA-256 {actual[:12]}... is the one the manifest records "
+                f"for selector {key!r} ({named}), not this file's; the selector files were "
+                "swapped or renamed: give each its own name again, or download them again"
+            ) from failure
+
+
 def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
                    filename: str | None = None, tokenizer_path: str | Path | None = None,
                    name: str | None = None, verify: bool | None = None) -> Checkpoint:
@@ -279,7 +298,11 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     meta = dict(st.metadata)
     manifest, entry = _binding_entry(model_dir, weights, meta)
     expected_sha256 = weights_digest(entry)
-    check_sha256(weights, expected_sha256, verify)
+    try:
+        check_sha256(weights, expected_sha256, verify)
+    except CheckpointError as exc:
+        _refuse_a_renamed_selector(weights, manifest, entry, exc)
+        raise
     control = manifest.get("graph_control")
     if control is None and any(meta.get(key) for key in CONTROL_METADATA):
         raise CheckpointError(

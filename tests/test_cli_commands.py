@@ -237,7 +237,7 @@ def test_info_says_how_the_models_graph_runs_as_a_spiking_brain(capsys, web_mode
     line = next(t for t in text.splitlines() if t.startswith("as a brain"))
     assert "no: its weights are not whole multiples of one synapse" in line
     code, _, err = _run(capsys, "simulate", str(web_model), "--out", "never.parquet")
-    assert code == 2 and "not multiples of one synapse" in err
+    assert code == 2 and "cannot run as a spiking brain: its weights are not whole multiples" in err
     # Weights of whole synapses (3 x 0.0125 ...): the unit and counts it names are the brain's.
     unit = 0.0125
     w = np.asarray(tiny_checkpoint.w_values, dtype=np.float64)

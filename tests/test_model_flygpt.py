@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -141,6 +142,11 @@ def test_info_says_what_of_the_operator_applies_to_flygpt(flygpt, capsys) -> Non
     assert info["leak_per_neuron"]["min"] == pytest.approx(leak.min(), rel=1e-6)
     assert info["leak_per_neuron"]["max"] == pytest.approx(leak.max(), rel=1e-6)
     assert info["input_neurons"] == 8
+    # It runs as no spiking brain, and the reason is FlyGPT's (not "not whole multiples").
+    assert info["spiking"]["runs"] is False
+    assert "graph.synapse_count" in rows["as a brain"] and "no sign" in rows["as a brain"]
+    code, _, err = cli_run(capsys, "simulate", str(folder), "--out", "never.parquet")
+    assert code == 2 and "never.parquet" not in os.listdir(".")
 
 
 def test_flygpt_without_its_tokenizer_asks_for_flygpts(flygpt, capsys) -> None:

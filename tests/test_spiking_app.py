@@ -126,7 +126,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         assert feature.open_loaded()               # opening starts off the UI thread
         qtbot.waitUntil(lambda: not feature.opening_busy, timeout=30_000)
         assert win.state.kind is not SPIKING
-        assert "not multiples of one synapse" in win.statusBar().currentMessage()
+        assert "not whole multiples of one synapse" in win.statusBar().currentMessage()
         assert not feature.opening_bar.isVisible() and feature.open_action.isEnabled()
         # A spiking brain of the same neurons is drawn where the model's are.
         n = checkpoint.config.neurons

@@ -183,12 +183,12 @@ def _millivolts(count: str, w_syn: float, default: str = "") -> str:
 def _as_a_brain(ckpt: Checkpoint) -> dict[str, Any]:
     """How ``flyviz simulate SPEC`` runs a checkpoint's graph as a spiking brain
     (:func:`flyviz.spiking.brain.brain_from_checkpoint`), or why it cannot."""
-    from flyviz.spiking.brain import MALECNS_W_SYN, synapse_counts
+    from flyviz.spiking.brain import MALECNS_W_SYN, synapse_counts, why_no_brain
 
     _counts, unit, whole = synapse_counts(ckpt.w_values)
-    if not whole:
-        return {"runs": False, "millivolts": "no: its weights are not whole multiples of one "
-                "synapse (learned weights), so they give no synapse counts"}
+    why = why_no_brain(ckpt, whole)
+    if why is not None:
+        return {"runs": False, "millivolts": f"no: {why}"}
     count = f"weight / {unit:.6g} (the smallest |weight|, one synapse)"
     return {"runs": True, "w_syn_mV": MALECNS_W_SYN, "synapse_unit": unit,
             "signed_count": count,

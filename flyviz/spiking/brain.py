@@ -485,6 +485,18 @@ def synapse_counts(values: Any) -> tuple[np.ndarray, float, bool]:
     return rounded, unit, True
 
 
+def why_no_brain(checkpoint: Any, whole: bool) -> str | None:
+    """Why a checkpoint's graph cannot run as a spiking brain (``whole``: whether its weights
+    are whole multiples of one synapse, :func:`synapse_counts`), or ``None`` when it can."""
+    if whole:
+        return None
+    if checkpoint.layout == "flygpt":
+        # graph.synapse_count is there, but unsigned: an LIF brain needs each synapse's sign.
+        return ("its recurrent weights are learned (recurrent.edge_values) and its graph's "
+                "synapse counts (graph.synapse_count) carry no sign, which a spiking brain needs")
+    return "its weights are not whole multiples of one synapse, so they give no counts"
+
+
 def brain_from_checkpoint(checkpoint: Any, w_syn: float = MALECNS_W_SYN) -> SpikingBrain:
     """The LIF model on a Fly LLM checkpoint's graph: its signed synapse counts (the weights
     over their smallest magnitude, which is one synapse), MaleCNS body ids, soma positions and
@@ -492,9 +504,9 @@ def brain_from_checkpoint(checkpoint: Any, w_syn: float = MALECNS_W_SYN) -> Spik
     ck = checkpoint
     n = int(ck.config.neurons)
     rounded, _unit, whole = synapse_counts(ck.w_values)
-    if not whole:
-        raise BrainError(f"{ck.name}'s weights are not multiples of one synapse; it cannot "
-                         "run as a spiking brain")
+    why = why_no_brain(ck, whole)
+    if why is not None:
+        raise BrainError(f"{ck.name} cannot run as a spiking brain: {why}")
     indptr, post_sorted, counts_sorted = _transpose(n, ck.w_offsets, ck.w_indices, rounded)
     anatomy = ck.anatomy
     ids = np.asarray(anatomy.body_id, dtype=np.int64) if anatomy is not None and \

@@ -69,7 +69,7 @@ def _other_weights(ck: Checkpoint, seed: int) -> Checkpoint:
 
 
 def _reference_float64(ck: Checkpoint, ids: list[int], new_tokens: int = 8,
-                       leak: float = 0.9, eps: float = 1e-5) -> tuple[np.ndarray, list[int]]:
+                       leak: float | np.ndarray = 0.9, eps: float = 1e-5) -> tuple[np.ndarray, list[int]]:
     """fly-formats.md §1.5 and §2.3 in float64: the logits after each prompt token, then
     the greedy continuation's tokens."""
     f = {name: np.asarray(getattr(ck, name), dtype=np.float64) for name in (
@@ -232,6 +232,14 @@ def _rewrite_weights(folder: Path, filename: str, change) -> None:
      "min-ce.safetensors: lm_head.1.weight: has shape"),
     (lambda t: t["brain.bias"].__setitem__(3, np.nan),
      "min-ce.safetensors: brain.bias: contains a non-finite value"),
+    # A tensor left out would run another model than the file's: a multitask arm's readout,
+    # half of the bounded arms' multipliers, a leak that is not one per neuron.
+    (lambda t: t.update({"unified.trunk.weight": np.zeros((4, NEURONS), np.float32)}),
+     "holds tensors that flyviz does not run: unified.trunk.weight (a multitask arm's"),
+    (lambda t: t.update({"brain.edge_theta_source": np.zeros(9, np.float32)}),
+     "holds brain.edge_theta_source but not brain.edge_theta_destination"),
+    (lambda t: t.update({"brain.leak_delta": np.zeros(NEURONS - 1, np.float32)}),
+     f"brain.leak_delta has shape [{NEURONS - 1}], expected [{NEURONS}]"),
 ])
 def test_damaged_release_is_refused_in_one_line(release, capsys, change, expected) -> None:
     folder, _, _ = release
@@ -252,6 +260,52 @@ def test_parameters_are_the_weights_files_tensors(release, capsys) -> None:
     code, out, err = cli_run(capsys, "info", str(folder), "--json")
     assert code == 0, err
     assert json.loads(out)["parameters"] == published + NEURONS
+
+
+def test_the_arms_leak_and_multipliers_run_as_their_formulas(release) -> None:
+    """fly-family-2026.md §1.7-1.8: brain.leak_delta gives each neuron the leak
+    sigmoid(ln 9 + δ) and brain.edge_theta_source/_destination scale each edge by
+    1 + 0.1 tanh(θ_src[type(src)] + θ_dst[type(dst)]); with zeros, the fixed arm's bits."""
+    folder, min_ce, _ = release
+    from flyviz.model.formats.dataset import DatasetFiles
+
+    types = np.asarray(DatasetFiles.open(folder.parent / "fly-connectome-49k")
+                       .array("type_index", NEURONS), dtype=np.int64)
+    n_types = int(types.max()) + 1
+    # (run before the file is rewritten in place: a loaded model maps its file)
+    fixed = {tuple(t): _engine_run(load_model(str(folder)), t)[0]
+             for t in (PROMPT_IDS, [1, 7, 7, 9])}
+    _rewrite_weights(folder, "min-ce.safetensors", lambda t: t.update({
+        "brain.leak_delta": np.zeros(NEURONS, np.float32),
+        "brain.edge_theta_source": np.zeros(n_types, np.float32),
+        "brain.edge_theta_destination": np.zeros(n_types, np.float32)}))
+    zero = load_model(str(folder))
+    for tokens in (PROMPT_IDS, [1, 7, 7, 9]):
+        assert np.array_equal(_engine_run(zero, tokens)[0], fixed[tuple(tokens)])
+    rng = np.random.default_rng(4)
+    delta = rng.normal(0, 1.5, NEURONS).astype(np.float32)
+    theta_src = rng.normal(0, 2, n_types).astype(np.float32)
+    theta_dst = rng.normal(0, 2, n_types).astype(np.float32)
+    _rewrite_weights(folder, "min-ce.safetensors", lambda t: t.update({
+        "brain.leak_delta": delta, "brain.edge_theta_source": theta_src,
+        "brain.edge_theta_destination": theta_dst}))
+    arm = load_model(str(folder))
+    assert "bounded type-pair multipliers" in " ".join(arm.operator_extensions())
+    # The formulas in float64, written here from the reference.
+    leak = 1.0 / (1.0 + np.exp(-(np.log(9.0) + delta.astype(np.float64))))
+    offsets = np.asarray(min_ce.w_offsets, dtype=np.int64)
+    dst = np.repeat(np.arange(NEURONS), np.diff(offsets))
+    src = np.asarray(min_ce.w_indices, dtype=np.int64)
+    multiplier = 1.0 + 0.1 * np.tanh(theta_src[types[src]].astype(np.float64)
+                                     + theta_dst[types[dst]].astype(np.float64))
+    assert 0.9 <= multiplier.min() and multiplier.max() <= 1.1 and multiplier.std() > 0.01
+    scaled = dataclasses.replace(min_ce, w_values=np.asarray(min_ce.w_values, np.float64)
+                                 * multiplier)
+    got_logits, got_tokens = _engine_run(arm, PROMPT_IDS)
+    logits, tokens = _reference_float64(scaled, PROMPT_IDS, leak=leak)
+    np.testing.assert_allclose(got_logits, logits, rtol=1e-5, atol=2e-5)
+    assert got_tokens == tokens
+    assert not np.allclose(got_logits, fixed[tuple(PROMPT_IDS)], atol=1e-3)
 
 
 def _drop_manifest(folder: Path) -> None:

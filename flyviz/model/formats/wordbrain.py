@@ -18,10 +18,11 @@ import numpy as np
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats.common import (READOUT_TENSORS, check_sha256, find_tokenizer,
-                                          read_json, read_readout, real_number,
+from flyviz.model.formats.common import (NODE_TYPE_INDEX, READOUT_TENSORS, check_sha256,
+                                          find_tokenizer, read_json, read_readout, real_number,
                                           whole_number)
-from flyviz.model.formats.dataset import ConnectomeDataset, load_connectome_dataset
+from flyviz.model.formats.dataset import (ConnectomeDataset, DatasetFiles,
+                                          load_connectome_dataset)
 from flyviz.model.formats.recital import checkpoint_from_parts
 from flyviz.model.safetensors_io import SafetensorsFile
 
@@ -31,6 +32,13 @@ DEFAULT_SELECTORS = ("min-ce.safetensors", "max-accuracy.safetensors")
 _PARAMETERS = {"brain.wte.weight": "wte", "brain.in_proj": "in_proj", "brain.gain": "gain",
                "brain.rec_gain": "rec_gain", "brain.bias": "bias", "ln.weight": "ln_weight",
                "ln.bias": "ln_bias"}
+
+
+#: The extra parameters of the arms that extend the operator (``fly-family-2026.md`` §1.7,
+#: §1.8): a trainable leak per neuron, and bounded type-pair multipliers of the edges.
+LEAK_DELTA = "brain.leak_delta"
+THETA_SOURCE, THETA_DESTINATION = "brain.edge_theta_source", "brain.edge_theta_destination"
+ARM_TENSORS = (LEAK_DELTA, THETA_SOURCE, THETA_DESTINATION)
 
 
 #: Stored dtypes a parameter may have (the releases are F32; BF16 is upcast exactly).
@@ -252,6 +260,67 @@ def _refuse_a_renamed_selector(weights: Path, manifest: dict[str, Any],
             ) from failure
 
 
+def _refuse_unknown_tensors(st: SafetensorsFile, name: str) -> None:
+    """One line for a file holding tensors this loader does not run: leaving one out would
+    run another model than the file's without a word (a multitask arm's ``unified.*``
+    readouts, a per-edge-group ``brain.edge_theta``)."""
+    known = {*_PARAMETERS, *ARM_TENSORS, *READOUT_TENSORS.values()}
+    unknown = sorted(set(st.keys()) - known)
+    if unknown:
+        shown = ", ".join(unknown[:4]) + (f" and {len(unknown) - 4} more" if len(unknown) > 4
+                                          else "")
+        what = (" (a multitask arm's: flyviz runs the language arms)"
+                if any(t.startswith("unified.") for t in unknown) else "")
+        raise CheckpointError(f"{name} holds tensors that flyviz does not run: {shown}{what}; "
+                              "without them it would be another model than the file's")
+
+
+def _apply_arm_parameters(ckpt: Checkpoint, st: SafetensorsFile, name: str,
+                          dataset: ConnectomeDataset) -> None:
+    """The trainable-leak arm's per-neuron leak and the bounded arms' edge multipliers into
+    the operator's parameters (:mod:`flyviz.model.operator`): ``leak_vector`` and the
+    effective ``w_values``. Zero parameters give the fixed arm bit for bit."""
+    from flyviz.model.checkpoint import validate_checkpoint
+    from flyviz.model.operator import bounded_edge_values, trainable_leak
+
+    n = ckpt.config.neurons
+    if LEAK_DELTA in st:
+        delta = st.get(LEAK_DELTA)
+        if delta.shape != (n,):
+            raise CheckpointError(f"{name}: {LEAK_DELTA} has shape {list(delta.shape)}, expected "
+                                  f"[{n}] (one per neuron)")
+        if not np.isfinite(delta).all():
+            raise CheckpointError(f"{name}: {LEAK_DELTA} holds a non-finite value")
+        ckpt.leak_vector = trainable_leak(delta)
+        validate_checkpoint(ckpt)   # a delta of -800 makes a leak of 0
+    present = [t for t in (THETA_SOURCE, THETA_DESTINATION) if t in st]
+    if not present:
+        return
+    if len(present) == 1:
+        missing = THETA_DESTINATION if present[0] == THETA_SOURCE else THETA_SOURCE
+        raise CheckpointError(f"{name} holds {present[0]} but not {missing}: the bounded arms "
+                              "store both")
+    files = DatasetFiles.open(dataset.path) if dataset.path is not None else None
+    if files is None or not files.present("type_index"):
+        raise CheckpointError(f"{name}'s edge multipliers are per cell type, and the dataset "
+                              f"{dataset.path} has no neurons/type_index.i32 to say each "
+                              "neuron's type")
+    # The type index the selector's brain.node_type_index digest binds the weights to.
+    types = np.asarray(files.buffer(NODE_TYPE_INDEX), dtype=np.int64)
+    theta_src, theta_dst = st.get(THETA_SOURCE), st.get(THETA_DESTINATION)
+    width = int(types.max(initial=-1)) + 1
+    for tensor, theta in ((THETA_SOURCE, theta_src), (THETA_DESTINATION, theta_dst)):
+        if theta.ndim != 1 or theta.shape[0] < width:
+            raise CheckpointError(f"{name}: {tensor} has shape {list(theta.shape)}; the "
+                                  f"dataset's neurons have {width:,} cell types")
+        if not np.isfinite(theta).all():
+            raise CheckpointError(f"{name}: {tensor} holds a non-finite value")
+    ckpt.w_values = bounded_edge_values(ckpt.w_values, ckpt.w_indices, ckpt.w_offsets, types,
+                                        theta_src, theta_dst)
+    ckpt.metadata["edge_multipliers"] = (f"bounded type-pair multipliers 1 + 0.1 tanh(θ_src + "
+                                         f"θ_dst) over {theta_src.shape[0]:,} cell types")
+
+
 def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
                    filename: str | None = None, tokenizer_path: str | Path | None = None,
                    name: str | None = None, verify: bool | None = None) -> Checkpoint:
@@ -310,7 +379,9 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
             f"({meta.get('graph_w_indices_sha256', '')[:12]}...), not the measured connectome, "
             "and the folder's manifest.json has no graph_control block to rebuild it from; "
             "download the release's manifest.json beside it")
-    for tensor in (*_PARAMETERS, "lm_head.weight", "lm_head.0.weight", "lm_head.1.weight"):
+    _refuse_unknown_tensors(st, weights.name)
+    for tensor in (*_PARAMETERS, *ARM_TENSORS, "lm_head.weight", "lm_head.0.weight",
+                   "lm_head.1.weight"):
         if tensor in st and st.dtype(tensor) not in PARAMETER_DTYPES:
             raise CheckpointError(f"{weights.name}: {tensor} is {st.dtype(tensor)}, expected "
                                   f"{' or '.join(PARAMETER_DTYPES)} (the releases store F32); "
@@ -376,6 +447,7 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
         model_digests=frozen, metadata=metadata,
         tensor_names={attr: f"{weights.name}: {tensor}" for tensor, attr in
                       (*_PARAMETERS.items(), *((t, a) for a, t in READOUT_TENSORS.items()))})
+    _apply_arm_parameters(ckpt, st, weights.name, dataset)
     if expected_sha256:
         ckpt.digests[f"file/{weights.name}"] = expected_sha256
     # The release stores its named_parameters() only (fly-formats.md §2.2), so every tensor

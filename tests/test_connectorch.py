@@ -292,7 +292,14 @@ def test_info_describes_a_brain_and_the_model_commands_say_where_it_runs(int_ct:
     code, out, err = cli_run(capsys, "info", str(int_ct))
     assert code == 0 and "(recomputed: matches)" in out and "male-cns:v1.0" in out, err
     code, _, err = cli_run(capsys, "generate", str(int_ct), "--prompt", "a")
-    one_error_line(code, err, "is a ConnecTorch brain", "flyviz simulate", "flyviz null")
+    one_error_line(code, err, "is a ConnecTorch brain", "flyviz simulate", "flyviz null",
+                   "flyviz info checks its digests")
+    code, _, err = cli_run(capsys, "verify", str(int_ct))
+    one_error_line(code, err, "is a ConnecTorch brain", "flyviz info checks its digests")
+    # A .ct that is not there: the brains simulate reads are named, .ct folders among them.
+    code, _, err = cli_run(capsys, "simulate", str(int_ct.parent / "other.ct"), "--out",
+                           str(int_ct.parent / "s.parquet"))
+    one_error_line(code, err, "no spiking brain at", "a ConnecTorch .ct folder")
 
 
 # ------------------------------------------------------------------ as a spiking brain

@@ -395,3 +395,22 @@ def test_an_excite_file_saved_with_a_byte_order_mark_reads_its_first_id(capsys, 
     plain, bom = (pd.read_parquet(tmp_path / f"{n}.parquet") for n in ("plain.txt", "bom.txt"))
     assert len(plain) > 0
     assert plain.drop(columns="exp_name").equals(bom.drop(columns="exp_name"))
+
+
+def test_a_file_or_an_unpublished_flygpt_model_is_named_as_given(capsys, monkeypatch,
+                                                                tmp_path) -> None:
+    """``info /etc/passwd`` said "/etc holds no Fly LLM checkpoint" (the folder of the file
+    given); ``QuixiAI/FlyGPT/bogus`` offline gave download advice for files that are not
+    published, without saying that the subfolder is none of FlyGPT's models."""
+    stray = tmp_path / "notes.txt"
+    stray.write_text("not a model\n")
+    code, _, err = cli_run(capsys, "info", str(stray))
+    one_error_line(code, err, f"{stray} is a file, not a model, and its folder {tmp_path} "
+                              "holds no checkpoint")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hub"))
+    code, _, err = cli_run(capsys, "info", "QuixiAI/FlyGPT/bogus")
+    one_error_line(code, err, "'bogus' is none of its published models (the root, scrambled/, "
+                              "init/, full-cns/)")
+    code, _, err = cli_run(capsys, "info", "QuixiAI/FlyGPT/scrambled")
+    assert code == 2 and "none of its published models" not in err, err

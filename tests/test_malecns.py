@@ -239,6 +239,15 @@ def test_flyviz_verify_reports_each_check(malecns, tmp_path, capsys):
     assert code == 1
     assert "FAIL" in next(line for line in out.splitlines() if "authors 9 " in line)
     assert out.splitlines()[-1] == "1 check(s) failed."
+    # Counts read as counts: "1,839", not "1839".
+    root = _copy(malecns, tmp_path / "signs")
+    _corrupt(root, 7)
+    code, out, _ = cli_run(capsys, "verify", str(root))
+    line = next(line for line in out.splitlines() if "authors 7 " in line)
+    manifest = json.loads((root / "manifest.json").read_text())
+    want = manifest["weights"]["negative_edges"], manifest["weights"]["positive_edges"]
+    assert code == 1 and max(want) >= 1000
+    assert f"the manifest says {want[0]:,} and {want[1]:,}" in line, line
 
 
 @pytest.mark.parametrize("damage, expected", [

@@ -70,6 +70,9 @@ FLYGPT_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer
                 "generation_config.json", "graph_metadata.json")
 
 #: What a model spec can be, as the "no model" and "no such folder" errors say it (one line).
+#: QuixiAI/FlyGPT's published models: the root and three subfolders (fly-family-2026.md).
+FLYGPT_SUBFOLDERS = ("", "scrambled", "init", "full-cns")
+
 SPEC_KINDS = (f"a folder (a checkpoint or a Fly Recital web export), a hub repo id ({NGXSON_REPO}, "
               f"{WORDBRAIN_REPO}, {FLYGPT_REPO} or its /scrambled, /init, /full-cns) or 'demo'")
 
@@ -180,8 +183,13 @@ def _manual_instructions(spec: HubSpec) -> str:
                 "folder (e.g. ~/fly-models/fly-llm-hf) and pass that folder instead")
     sub = f"{spec.subfolder}/" if spec.subfolder else ""
     if spec.repo_id == FLYGPT_REPO:
-        return (f"download {sub}config.json, {sub}model.safetensors and {sub}tokenizer.json from "
-                f"{url} into one folder (e.g. ~/fly-models/flygpt) and pass that folder instead")
+        # A subfolder of another name may be new, or mistyped: the published ones are named.
+        known = "" if spec.subfolder in FLYGPT_SUBFOLDERS else (
+            f"'{spec.subfolder}' is none of its published models (the root, "
+            f"{', '.join(s + '/' for s in FLYGPT_SUBFOLDERS if s)}); ")
+        return (f"{known}download {sub}config.json, {sub}model.safetensors and "
+                f"{sub}tokenizer.json from {url} into one folder (e.g. ~/fly-models/flygpt) "
+                "and pass that folder instead")
     return (f"download {sub}manifest.json and the {sub}*.f32 or {sub}*.safetensors files from "
             f"{url} into a folder (e.g. ~/fly-models/model), the dataset "
             f"https://huggingface.co/datasets/{DATASET_REPO} (manifest.json, graph/, interface/, "
@@ -439,7 +447,16 @@ def load_model(spec: str, progress: Progress | None = None, *,
         # have one weights file and ignore it).
         filename = local.name if local.is_file() and local.suffix == ".safetensors" else None
         _report(progress, f"loading {folder}", 0.1)
-        ckpt = load_folder(folder, name=folder.name, dataset_dir=dataset_dir, filename=filename)
+        try:
+            ckpt = load_folder(folder, name=folder.name, dataset_dir=dataset_dir,
+                               filename=filename)
+        except CheckpointError as exc:
+            if local.is_file() and str(exc).startswith(f"{folder} holds no Fly LLM checkpoint"):
+                # "/etc holds no Fly LLM checkpoint" named the folder of a file given.
+                raise ModelNotFoundError(f"{spec} is a file, not a model, and its folder "
+                                         f"{folder} holds no checkpoint; a model is "
+                                         f"{SPEC_KINDS}") from None
+            raise
         # Absolute, so that a recording can find the model (and its selector) again.
         ckpt.metadata["spec"] = str((local if filename and ckpt.layout == LAYOUT_WORDBRAIN
                                      else folder).resolve())

@@ -272,7 +272,8 @@ def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
             return brain_from_checkpoint(load_model(text))
         raise BrainError(f"no spiking brain at {text}: give a folder with "
                          f"{COMPLETENESS_NAMES[0]} and {CONNECTIVITY_NAMES[0]}, the two files, "
-                         "a flyviz model or 'demo'")
+                         "a ConnecTorch .ct folder, a fly-connectome-malecns-166k folder, a "
+                         "flyviz model or 'demo'")
     return load_authors_brain(p, connectivity, coordinates=coordinates,
                               classification=classification)
 

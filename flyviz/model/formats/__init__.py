@@ -70,7 +70,7 @@ def detect_layout(folder: str | Path) -> str:
     if is_connectorch_brain(folder):
         raise CheckpointError(f"{folder} is a ConnecTorch brain (a graph, no language model): "
                               "run it with flyviz simulate or flyviz screen, write its nulls "
-                              "with flyviz null")
+                              "with flyviz null; flyviz info checks its digests")
     if (folder / "config.json").is_file():
         raise CheckpointError(f"{folder} has config.json but no model.safetensors; download "
                               "model.safetensors into it")

@@ -91,6 +91,13 @@ def _block(manifest: dict[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _count(value: Any) -> str:
+    """A count as a message writes it: ``1,839``; anything else (``None``) as it is."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return f"{int(value):,}"
+    return str(value)
+
+
 def _as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
@@ -309,7 +316,8 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
         add(7, MALECNS_CHECKS[7], ok,
             f"{negative:,} negative, {positive:,} positive" if ok else
             f"{package.relative('edges_weight')} has {negative:,} negative and {positive:,} "
-            f"positive weights but the manifest says {want_neg} and {want_pos}; {_REDOWNLOAD}")
+            f"positive weights but the manifest says {_count(want_neg)} and {_count(want_pos)}; "
+            f"{_REDOWNLOAD}")
     # 8-9.
     report("checking the labels", 0.8)
     for number, what in ((8, "superclass"), (9, "cell_type")):
@@ -323,8 +331,8 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
         ok = n is not None and index.size == n and count > 0 and low >= 0 and high < count
         add(number, MALECNS_CHECKS[number], ok,
             f"{n:,} neurons over {count:,} labels" if ok else
-            f"{package.relative(f'{what}_index')} holds {index.size:,} values from {low} to "
-            f"{high} for {n} neurons, but {package.relative(f'{what}_labels')} has "
+            f"{package.relative(f'{what}_index')} holds {index.size:,} values from "
+            f"{_count(low)} to {_count(high)} for {_count(n)} neurons, but {package.relative(f'{what}_labels')} has "
             f"{max(count, 0):,} labels; {_REDOWNLOAD}")
     # 10.
     body, why_body = loaded("body_id")
@@ -334,7 +342,8 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
         ids = np.sort(np.asarray(body, dtype=np.int64))
         ok = n is not None and ids.size == n and not np.any(ids[1:] == ids[:-1])
         add(10, MALECNS_CHECKS[10], ok, f"{ids.size:,} distinct" if ok else
-            f"{package.relative('body_id')} holds {ids.size:,} body ids for {n} neurons, "
+            f"{package.relative('body_id')} holds {ids.size:,} body ids for {_count(n)} "
+            f"neurons, "
             f"or repeats one; {_REDOWNLOAD}")
     # 11-14.
     populations = _block(manifest, "populations")
@@ -352,7 +361,8 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
             (members.size == 0 or (low >= 0 and high < n))
         add(number, label, ok, f"{members.size:,} neurons" if ok else
             f"{package.relative(f'population_{name}')} holds {members.size:,} indices from "
-            f"{low} to {high}, but the manifest says {count} neurons of 0..{(n or 0) - 1}; "
+            f"{_count(low)} to {_count(high)}, but the manifest says {_count(count)} neurons "
+            f"of 0..{_count((n or 0) - 1)}; "
             f"{_REDOWNLOAD}")
     # 15-16.
     after = 11 + max(len(populations), 1)

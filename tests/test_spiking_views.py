@@ -149,6 +149,11 @@ def test_a_colour_mode_for_a_spiking_recording_is_one_line(spiking, tmp_path, ca
     one_error_line(code, err, "--mode abs colours a language model's signed activation",
                    "sp.flyrec is a spiking brain recording, coloured by its rate (Hz)")
     assert not out.exists()
+    # Without --mode it is made (a spiking export once stopped on its frozen options).
+    code, _, err = cli_run(capsys, *args, "--out", str(out),
+                           *(["--size", "160x96", "--frames-per-token", "1"]
+                             if command == "export" else []))
+    assert code == 0 and out.stat().st_size > 0, err
 
 
 def _texts(figure) -> list[str]:

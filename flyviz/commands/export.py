@@ -7,6 +7,7 @@ OSMesa). A progress line on stderr shows frames done and time left.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import signal
 import sys
@@ -243,7 +244,8 @@ def run(args: argparse.Namespace) -> int:
                              f"instead of a recording ({args.recording.name})")
         recording = Recording.load(args.recording)
         kind = kind_of_recording(recording)
-        options.mode = colour_mode_for(args.mode, kind, args.recording.name)
+        options = dataclasses.replace(options, mode=colour_mode_for(args.mode, kind,
+                                                                    args.recording.name))
         # The recording's kind loads the model it was made with (SPEC wins), for its anatomy.
         model, why = kind.recording_model(recording, args.spec, dataset=args.dataset,
                                           progress=_load_progress,

@@ -4,6 +4,8 @@ made with another model or damaged."""
 
 from __future__ import annotations
 
+import shutil
+
 from pathlib import Path
 
 import numpy as np
@@ -258,6 +260,15 @@ def test_open_model_takes_the_dataset_folder_of_the_model_that_needs_it(qtbot, r
         win.files.open_model_folder(dataset)   # File -> Open model, the dataset folder
         qtbot.waitUntil(lambda: win.bundle is not None, timeout=20_000)
         assert win.bundle.checkpoint.metadata["dataset"] == str(dataset)
+        # One whose manifest.json is damaged: that is said (it hides which dataset it is),
+        # and it is not remembered as the datasets' folder.
+        broken = tmp_path / "broken"
+        shutil.copytree(dataset, broken)
+        (broken / "manifest.json").write_text("{")
+        win.files.open_model_folder(broken)
+        assert "manifest.json is not valid JSON" in messages[-1]
+        assert "is a connectome dataset" not in messages[-1]
+        assert win.settings.value("paths/datasets") == str(dataset)
     finally:
         win.close()
 

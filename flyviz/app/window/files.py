@@ -61,6 +61,18 @@ def recording_model_mismatch(recording: Recording, checkpoint: Checkpoint,
                              Path(path).name)
 
 
+def _unreadable_manifest(folder: str | Path) -> str | None:
+    """Why a dataset folder's ``manifest.json`` cannot be read, or ``None`` when it can."""
+    from flyviz.errors import FlyvizError
+    from flyviz.model.formats.common import read_json
+
+    try:
+        read_json(Path(folder) / "manifest.json", "the dataset's manifest.json")
+    except FlyvizError as exc:
+        return str(exc)
+    return None
+
+
 def is_dataset_folder(folder: str | Path) -> bool:
     """True when ``folder`` holds a connectome dataset (a graph without weights)."""
     from flyviz.model.formats import LAYOUT_DATASET, detect_layout
@@ -336,6 +348,12 @@ class FileController:
             self._settings.setValue("paths/models", folder)
             return
         if is_dataset_folder(folder):
+            why = _unreadable_manifest(folder)
+            if why is not None:
+                # A damaged manifest hides which dataset this is (the whole MaleCNS opens as
+                # a brain): say what is wrong, not "not a model", and remember no folder.
+                self.window.show_message(why, error=True, dialog=True)
+                return
             self._settings.setValue("paths/datasets", folder)
             if self.model_needing_dataset is not None:
                 self.load_with_dataset(self.model_needing_dataset, folder)

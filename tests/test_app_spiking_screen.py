@@ -139,6 +139,10 @@ def test_the_dock_shows_single_effects_and_the_pair_matrix(qtbot, tmp_path):
         strongest = result.sets[result.top[0]].name
         assert strongest in p.effects.text().splitlines()[1]
         assert "Benjamini-Hochberg" in p.effects.text()
+        # the pairs' q-values are their own family's, counted on a line of their own
+        q = result.effects(target)[2]
+        found = int((q[len(excited):] <= 0.05).sum())
+        assert f"{found} of 3 pair(s) with q <= 0.05 (over the pairs alone" in p.effects.text()
 
         # Pixel facts of the matrix as the dock shows it.
         image = p.matrix.grab().toImage().convertToFormat(QImage.Format.Format_RGB888)

@@ -373,6 +373,45 @@ def test_a_pair_screens_single_effects_are_the_single_screens(brain, tmp_path):
     assert again.computed == 0 and np.array_equal(again.rates, paired.rates)
 
 
+def test_the_pairs_are_a_q_value_family_of_their_own(brain, authors, tmp_path, capsys):
+    """The pairs are chosen after the fact from the singles' largest effects: in the singles'
+    Benjamini-Hochberg family they would lower every single's q and swell the count."""
+    sets = sc.each_neuron(brain, "id:0-29")
+    settings = sc.ScreenSettings(mode="silence", duration_s=0.15, trials=8, seed=3)
+    target, n = 15, len(sets)
+    single = sc.run_screen(brain, sets, settings, target=target)
+    paired = sc.run_screen(brain, sets, settings, target=target, pairs=4, out=tmp_path / "p")
+    _, p, q = single.effects(target)
+    _, p_both, q_both = paired.effects(target)
+    assert np.array_equal(p_both[:n], p) and np.array_equal(q_both[:n], q)
+    pairs = np.arange(n, n + 6)
+    assert (p_both[pairs] < 1).all()
+    assert np.array_equal(q_both[pairs], sc.benjamini_hochberg(p_both[pairs]))
+    # one family of all would have given the singles other q-values (the test can tell)
+    moved = np.flatnonzero(p_both < 1)
+    pooled = sc.benjamini_hochberg(p_both[moved])
+    assert not np.array_equal(pooled[moved < n], q[moved[moved < n]])
+    info, rows = sc.read_summary(tmp_path / "p")
+    assert [float(r["q_value"]) for r in rows[1:]] == q_both.tolist()
+    assert info["q_families"] == "single sets; pairs"
+
+    # the command counts each family's discoveries apart
+    (tmp_path / "each.txt").write_text(
+        "".join(f"{s.name}: id:{s.members[0]}\n" for s in sets))
+    code, text, err = cli_run(
+        capsys, "screen", str(authors), "--sets", str(tmp_path / "each.txt"), "--mode",
+        "silence", "--excite", "id:0-2", "--duration", "150ms", "--trials", "8", "--seed",
+        "3", "--workers", "0", "--target", f"body:{IDS[target]}", "--pairs", "4", "--show", "0",
+        "--out",
+        str(tmp_path / "cli"))
+    assert code == 0, err
+    found, found_pairs = int((q <= sc.ALPHA).sum()), int((q_both[pairs] <= sc.ALPHA).sum())
+    assert found_pairs > 0
+    assert (f"{found} of {n} set(s) and {found_pairs} of 6 pair(s) with q <= 0.05 (the pairs "
+            "a family of their own") in text
+    assert "pairs (q over the pairs alone" in text
+
+
 def test_benjamini_hochberg_finds_planted_p_values_and_not_the_nulls():
     rng = np.random.default_rng(7)
     nulls = (np.arange(90) + 0.5) / 90          # uniform p-values, evenly spread

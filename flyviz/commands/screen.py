@@ -40,7 +40,10 @@ effects: each set's change of the --target's rate (or, without --target, of the 
 of every neuron), with a p-value over the trials (Wilcoxon signed-rank test of each
 trial's change: a trial of a set and of the baseline share their input) and a
 Benjamini-Hochberg q-value across the sets; '*' marks q <= 0.05. --pairs N then runs every
-pair of the N sets of largest effect (both sets together) and prints their matrix.
+pair of the N sets of largest effect (both sets together) and prints their matrix. The
+pairs are chosen from the sets' own effects, so their q-values are a family of their own
+(Benjamini-Hochberg over the pairs alone): the sets' q-values are those of the screen
+without --pairs, and the last line counts the discoveries of each family apart.
 
 files written (DIR):
   screen.json         the settings and the brain's digest (a rerun must match them)
@@ -49,7 +52,8 @@ files written (DIR):
   summary.csv         one row per set: neurons, fired, mean_rate_hz, changed (neurons whose
                       rate differs from the baseline), largest_change_hz and its root id,
                       kind (single or pair, and the pair's first and second set), answered
-                      (run, or baseline), effect_hz, p_value, q_value
+                      (run, or baseline), effect_hz, p_value, q_value (Benjamini-Hochberg
+                      within its kind: the single sets one family, the pairs another)
 Each is a checksummed table, written whole or not at all. Running the same command again
 skips the sets already in DIR (Ctrl+C keeps the finished ones, and a rerun always
 continues: there is no --resume); other settings in DIR are refused.
@@ -177,8 +181,12 @@ def run(args: argparse.Namespace) -> int:
     head = (f"  {'set':<{width}}  {'neurons':>8}  {'fired':>7}  {'mean Hz':>8}  {'changed':>8}"
             f"  {on + ' Δ Hz':>10}  {'p':>8}  {'q':>8}")
     print(head)
+    after_singles = True
     for i in shown:
         row = rows[i]
+        if row["kind"] == PAIR and after_singles:   # the pairs follow the singles (order)
+            after_singles = False
+            print("  pairs (q over the pairs alone: they were chosen from the sets' effects):")
         star = " *" if row["q_value"] <= ALPHA else ""
         note = "  (answered from the baseline)" if row["answered"] == "baseline" else ""
         print(f"  {row['set']:<{width}}  {row['neurons']:>8,}  {row['fired']:>7,}  "
@@ -192,8 +200,17 @@ def run(args: argparse.Namespace) -> int:
         label = max(len(n) for n in names)
         for name, line in zip(names, matrix):
             print(f"  {name:<{label}}  " + "  ".join(f"{v:>+9.3g}" for v in line))
-    discoveries = sum(1 for row in rows if row["q_value"] <= ALPHA)
-    print(f"{discoveries} of {len(rows)} set(s) with q <= {ALPHA:g}; "
+    # the pairs are their own Benjamini-Hochberg family (chosen after the fact from the
+    # singles' effects), so their discoveries are counted apart from the singles'
+    singles = [row for row in rows if row["kind"] != PAIR]
+    pairs = [row for row in rows if row["kind"] == PAIR]
+    discoveries = f"{sum(row['q_value'] <= ALPHA for row in singles)} of {len(singles)} set(s)"
+    if pairs:
+        discoveries += (f" and {sum(row['q_value'] <= ALPHA for row in pairs)} of {len(pairs)} "
+                        "pair(s)")
+    print(f"{discoveries} with q <= {ALPHA:g}"
+          + (" (the pairs a family of their own, chosen from the sets' effects)" if pairs
+             else "") + "; "
           f"{result.computed} run(s) now, {result.resumed} found done, {result.pruned} "
           f"answered from the baseline (none of their neurons fires in it); "
           f"{result.seconds:.1f} s ({result.workers} worker(s)) -> {args.out}")

@@ -30,7 +30,8 @@ mean rate of every neuron, with a p-value over the trials (each trial of a set a
 baseline share their input: a paired test, :func:`paired_p_value`) and a
 Benjamini–Hochberg q-value across the sets (:func:`benjamini_hochberg`). With ``pairs=N``
 every pair of the ``N`` sets of largest effect is then run as one set (redundancy is not
-predictable from the wiring).
+predictable from the wiring); the pairs, chosen from the single sets' effects, are a
+Benjamini–Hochberg family of their own (:meth:`ScreenResult.effects`).
 
 With ``out`` the results go to a folder (:class:`ScreenFolder`)::
 
@@ -42,7 +43,8 @@ With ``out`` the results go to a folder (:class:`ScreenFolder`)::
     OUT/sets/NAME-*.csv   the same per set run (a set answered from the baseline has none)
     OUT/summary.csv       one row per set: size, neurons fired, mean rate, neurons changed,
                           the largest change and its neuron; single or pair; run or answered
-                          from the baseline; effect, p-value, q-value
+                          from the baseline; effect, p-value, q-value (over the rows of
+                          its kind: the single sets one family, the pairs another)
 
 each a checksummed table (:mod:`flyviz.analysis.table_file`) written through a temporary
 file, so a run stopped at any point (Ctrl+C) leaves only whole files. Running the same
@@ -788,9 +790,15 @@ class ScreenResult:
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(effect_hz, p_value, q_value)``, each ``(sets,)``: the change of ``target``'s rate
         (``None``: of the mean rate of every neuron) in each set's run, its p-value over the
-        trials (:func:`paired_p_value`) and the Benjamini–Hochberg q-value across the sets
-        that change it in some trial (a set that changes it in none has p and q 1 and is
-        not counted in the family)."""
+        trials (:func:`paired_p_value`) and its Benjamini–Hochberg q-value.
+
+        The single sets are one family and the pairs another: a single set's q-value is the
+        one of the same screen without pairs. The pairs are chosen after the fact, from the
+        singles' largest effects, so their tests are not exchangeable with the singles'; in
+        one family they would raise the count of discoveries (a pair of two strong sets is
+        strong by construction, and each of them lowers every single's q). Within each
+        family only the sets that change the target in some trial count (a set that
+        changes it in none has p and q 1)."""
         if target is None:
             n = self.baseline.shape[0]
             seconds = self.settings.duration_s * max(1, self.trial_totals.shape[1])
@@ -808,8 +816,12 @@ class ScreenResult:
         # every effect (m in the q-values).
         moved = (np.asarray(per_trial) != np.asarray(base)[None, :]).any(axis=1) \
             if per_trial.size else np.zeros(len(p), bool)
-        q = benjamini_hochberg(np.where(moved, p, np.nan))
-        q[~moved] = 1.0
+        q = np.ones(len(p))
+        is_pair = np.array([pair is not None for pair in self.pair_of]
+                           + [False] * (len(p) - len(self.pair_of)), bool)
+        for family in (~is_pair, is_pair):
+            tested = family & moved
+            q[tested] = benjamini_hochberg(p[tested])
         return np.asarray(effect, np.float64), p, q
 
     def pair_matrix(self, target: int | None = None) -> tuple[list[str], np.ndarray]:
@@ -1177,7 +1189,8 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
         effect_on = "mean rate" if target is None else int(brain.root_ids[int(target)])
         outcome = {"sets": len(sets), "pairs": n_pairs, "pairs_of_top": pairs,
                    "runs": total_runs - held["pruned"],
-                   "answered_from_baseline": held["pruned"], "effect_on": effect_on}
+                   "answered_from_baseline": held["pruned"], "effect_on": effect_on,
+                   "q_families": "single sets; pairs" if pairs else "single sets"}
         write_table_file(folder.summary_path(), {c: [r[c] for r in rows] for c in SUMMARY_COLUMNS},
                          {**folder.key, **outcome}, "csv", csv_prefix=SUMMARY_PREFIX,
                          parquet_key=_PARQUET_KEY, what="screen")

@@ -395,7 +395,13 @@ class ScreenFeature:
                   + (" *" if q_value[i] <= ALPHA else "") for i in order]
         found = int((q_value[singles] <= ALPHA).sum())
         lines.append(f"{found} of {len(singles)} set(s) with q <= {ALPHA:g} (Benjamini-Hochberg "
-                     f"over {len(result.sets)})")
+                     f"over the sets)")
+        pairs = [i for i, pair in enumerate(result.pair_of) if pair is not None]
+        if pairs:
+            # the pairs were chosen from the sets' effects: q over the pairs alone
+            lines.append(f"{int((q_value[pairs] <= ALPHA).sum())} of {len(pairs)} pair(s) with "
+                         f"q <= {ALPHA:g} (over the pairs alone: chosen from the sets' "
+                         "effects)")
         p.effects.setText("\n".join(lines))
         if not result.top:
             p.matrix.clear()

@@ -489,25 +489,41 @@ def write_bytes_atomically(path: str | Path, data: bytes) -> None:
 def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
     """Write the new folder ``out`` through a temporary folder beside it (yielded), renamed
     into place once the ``with`` block ends without an error: an error or an interruption
-    leaves nothing under ``out`` and no temporary folder. An :class:`OSError` becomes one
-    :class:`InputError` beginning with ``label`` (default: the path).
+    leaves nothing under ``out`` and no temporary folder. A missing parent folder is made
+    (as every command makes its output's), and removed again if the write fails. An
+    :class:`OSError` becomes one :class:`InputError` beginning with ``label`` (default: the
+    path).
     """
     out = Path(out)
     label = str(out) if label is None else label
     parent = out.parent if str(out.parent) else Path(".")
+    made: list[Path] = []           # the folders made here, the outermost first
+    ancestor = parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        made.insert(0, ancestor)
+        ancestor = ancestor.parent
+    done = False
     try:
-        scratch = temporary_folder_beside(out, ".partial")
-    except OSError as exc:
-        raise InputError(f"{label}: cannot write in {parent} ({exc.strerror})") from None
-    try:
-        yield scratch
-        os.replace(scratch, out)
-    except OSError as exc:
-        raise InputError(f"{label}: writing failed ({exc.strerror or exc})") from None
-    finally:
-        import shutil
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            scratch = temporary_folder_beside(out, ".partial")
+        except OSError as exc:
+            raise InputError(f"{label}: cannot write in {parent} ({exc.strerror})") from None
+        try:
+            yield scratch
+            os.replace(scratch, out)
+            done = True
+        except OSError as exc:
+            raise InputError(f"{label}: writing failed ({exc.strerror or exc})") from None
+        finally:
+            import shutil
 
-        shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
+    finally:
+        if not done:
+            for folder in reversed(made):   # the innermost first; only while empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
 
 __all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max", "folder_member", "check_name_lengths", "check_not_input",

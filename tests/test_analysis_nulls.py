@@ -311,6 +311,30 @@ def _one_line_exit_2(capsys, argv: list[str], match: str) -> None:
     assert err.count("\n") == 1 and err.startswith("flyviz: error:") and match in err, err
 
 
+@pytest.mark.parametrize("layout", ["recital-web", "wordbrain", "fly-llm-hf"])
+def test_flyviz_null_makes_the_missing_folder_of_out(tiny_checkpoint, tmp_path, capsys,
+                                                    monkeypatch, layout):
+    """``--out nulls/degree-1`` with no ``nulls`` yet: made, as every command makes its
+    output's folder; a write that fails leaves no folder behind."""
+    source = _write_source(tiny_checkpoint, tmp_path, layout)
+    out = tmp_path / "nulls" / "deeper" / "degree-1"
+    assert cli.main(["null", str(source), "--kind", "degree", "--seed", "1", "--out",
+                     str(out)]) == 0, capsys.readouterr().err
+    assert flyviz.load(out).checkpoint.layout == layout
+    assert sorted(p.name for p in out.parent.iterdir()) == ["degree-1"]
+
+    import flyviz.analysis.nulls as nulls_module
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(nulls_module, "_write_checkpoint", full_disk)
+    _one_line_exit_2(capsys, ["null", str(source), "--kind", "degree", "--seed", "1", "--out",
+                              str(tmp_path / "other" / "deeper" / "degree-1")],
+                     "No space left on device")
+    assert not (tmp_path / "other").exists()
+
+
 def test_bad_input_to_flyviz_null_is_one_line_and_exit_2_and_writes_nothing(
         tiny_checkpoint, tmp_path, capsys):
     source = _write_source(tiny_checkpoint, tmp_path, "recital-web")
@@ -321,12 +345,12 @@ def test_bad_input_to_flyviz_null_is_one_line_and_exit_2_and_writes_nothing(
     _one_line_exit_2(capsys, ["null", str(source), "--seed", "-1", "--out", new], ">= 0")
     _one_line_exit_2(capsys, ["null", str(source), "--out", str(source)], "is the input of")
     _one_line_exit_2(capsys, ["null", str(source), "--out", str(tmp_path)], "exists")
-    _one_line_exit_2(capsys, ["null", str(source), "--out", str(tmp_path / "no" / "x")],
-                     "does not exist")
     a_file = tmp_path / "file.txt"
     a_file.write_text("x", encoding="utf-8")
     _one_line_exit_2(capsys, ["null", str(source), "--out", str(a_file / "x")],
-                     "does not exist")
+                     "file.txt is not a folder")
+    _one_line_exit_2(capsys, ["null", str(source), "--out", str(a_file / "no" / "x")],
+                     "file.txt is not a folder")
     _one_line_exit_2(capsys, ["null", str(tmp_path / "missing"), "--out", new], "no such")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["file.txt"])
     with pytest.raises(InputError, match="own folder"):

@@ -388,7 +388,7 @@ def test_flyviz_null_of_a_ct_brain_writes_a_ct_brain_that_keeps_what_its_kind_pr
     real_path = _random_brain(tmp_path)
     real = read_brain(real_path)
     for kind in ("degree", "degree-sign", "type-pairs", "weights", "sign", "erdos"):
-        out = tmp_path / f"{kind}.ct"
+        out = tmp_path / "nulls" / f"{kind}.ct"      # nulls/ is made by the first
         code, text, err = cli_run(capsys, "null", str(real_path), "--kind", kind, "--seed", "1",
                                   "--out", str(out))
         assert code == 0, err
@@ -422,13 +422,14 @@ def test_flyviz_null_of_a_ct_brain_writes_a_ct_brain_that_keeps_what_its_kind_pr
         if kind == "erdos":
             assert null.num_edges == real.num_edges and moved > 0.8
             assert (null.source_index != null.target_index).all()
-    code, text, err = cli_run(capsys, "info", str(tmp_path / "degree.ct"))
+    code, text, err = cli_run(capsys, "info", str(tmp_path / "nulls" / "degree.ct"))
     assert code == 0 and "degree null, seed 1, targets permuted" in text, err
     # The same seed writes the same brain.
     assert cli_run(capsys, "null", str(real_path), "--kind", "degree", "--seed", "1", "--out",
                    str(tmp_path / "again.ct"))[0] == 0
     assert (json.loads((tmp_path / "again.ct" / "metadata.json").read_text())["content_hash"] ==
-            json.loads((tmp_path / "degree.ct" / "metadata.json").read_text())["content_hash"])
+            json.loads((tmp_path / "nulls" / "degree.ct" / "metadata.json").read_text())
+            ["content_hash"])
 
 
 def test_a_null_a_ct_brain_cannot_have_is_one_line_and_writes_nothing(tmp_path: Path,

@@ -568,7 +568,11 @@ def describe_record(record: Any) -> str | None:
 
 # ------------------------------------------------------------------ writing
 def check_output_folder(out: str | Path, source: str | Path | None = None) -> Path:
-    """Refuse an ``--out`` folder that exists, cannot be made, or is the model's own."""
+    """Refuse an ``--out`` folder that exists, cannot be made, or is the model's own. A
+    missing parent folder is no reason: it is made when the null is written
+    (:func:`flyviz.fileio.new_folder`), as other commands make their output's."""
+    from flyviz.fileio import check_output_path
+
     out = Path(out).expanduser()
     if source is not None:
         local = Path(source).expanduser()
@@ -577,12 +581,8 @@ def check_output_folder(out: str | Path, source: str | Path | None = None) -> Pa
     if out.exists():
         raise InputError(f"--out {out} exists; give a new folder (a null is never written "
                          "over anything)")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"--out {out}: the folder {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"--out {out}: the folder {parent} is not writable")
-    return out
+    # the nearest folder that exists must be one and take files
+    return check_output_path(out, "--out")
 
 
 def _file_record(null: "Checkpoint") -> dict[str, Any]:

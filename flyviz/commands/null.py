@@ -24,8 +24,8 @@ EPILOG_TAIL = """\
 degree, degree-sign and type-pairs permute the synapses' targets (within each sign,
 within each cell-type pair) and repair the self-loops and duplicates this makes by
 double edge swaps a->b, c->d => a->d, c->b among synapses of the same class.
-The same seed writes the identical null. DIR must not exist; it holds the model in
-its layout with the graph in DIR/dataset. The null of a ConnecTorch brain (a .ct
+The same seed writes the identical null. DIR must not exist (its parent folder is made
+if missing); it holds the model in its layout with the graph in DIR/dataset. The null of a ConnecTorch brain (a .ct
 folder) is a .ct brain: the same nodes, the edges randomised, their columns kept. Analyses take nulls as --nulls KIND:N.
 
 examples:

@@ -80,6 +80,28 @@ def test_input_spikes_file_replays_events(tmp_path: Path) -> None:
     assert np.allclose(lead, [0.0101, 0.0201])  # each event drives a spike the next tick
 
 
+def test_input_spikes_in_milliseconds_are_one_line(tmp_path: Path, capsys) -> None:
+    """Times in milliseconds put every event past a 50 ms run, where the run drops them: it
+    said '0 spikes' and exited 0. Now one line says that t is in seconds; a table in seconds
+    with an event past the run still runs (the run takes those of its ticks)."""
+    brain = _write_brain(tmp_path / "brain")
+    events = tmp_path / "ms.csv"
+    pd.DataFrame({"t": [10.0, 20.0], "flywire_id": [IDS[0], IDS[0]]}).to_csv(events, index=False)
+    out = tmp_path / "r.parquet"
+    assert main(["simulate", str(brain), "--input-spikes", str(events), "--duration", "50ms",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("flyviz: error: --input-spikes ms.csv holds "
+                                                    "an input event at 20000 ms, after this "
+                                                    "run's 50 ms; its t looks like milliseconds")
+    assert "t must be in seconds (the authors' layout)" in err and not out.exists()
+    pd.DataFrame({"t": [0.01, 0.2], "flywire_id": [IDS[0], IDS[0]]}).to_csv(events, index=False)
+    assert main(["simulate", str(brain), "--input-spikes", str(events), "--duration", "50ms",
+                 "--out", str(out)]) == 0
+    lead = pd.read_parquet(out).query(f"flywire_id == {IDS[0]}")["t"].to_numpy()
+    assert np.allclose(lead, [0.0101])
+
+
 @pytest.mark.parametrize("change, message", [
     ({"Excitatory x Connectivity": None}, "lacks column(s) Excitatory x Connectivity"),
     ({"Postsynaptic_Index": [1, 2, 3, 4]}, "Postsynaptic_Index 4 (row 3) is outside 0..3"),

@@ -292,7 +292,11 @@ def test_simulate_out_of_another_suffix_is_refused_before_the_run(tmp_path, caps
                "flywire_id, exp_name"),
     ("experiments", "holds 2 experiments (exp_name a, b); give a file of one"),
     ("trials", "holds trial 5, and this run has 2 trial(s) (0..1); give --trials 6"),
-    ("late", "holds a spike at 300 ms, after this run's 150 ms"),
+    ("late", "holds a spike at 300 ms, after this run's 150 ms; give a longer --duration"),
+    # times in milliseconds (the last, 149.9, within 150 ms): say that t is in seconds
+    ("milliseconds", "holds a spike at 149900 ms, after this run's 150 ms; its t looks like "
+                     "milliseconds (149.9 ms is within the run): t must be in seconds (the "
+                     "authors' layout)"),
     ("unknown", "is not a neuron of"),
     ("until", "--input-until 200 ms is after the run's end (150 ms)"),
     ("negative", "--input-until must be a non-negative number of seconds"),
@@ -311,6 +315,8 @@ def test_bad_compare_files_and_input_ends_are_one_line(tmp_path, capsys, case, m
         table["trial"] = [0, 5]
     elif case == "late":
         table["t"] = [0.001, 0.3]
+    elif case == "milliseconds":
+        table["t"] = [1.0, 149.9]
     elif case == "unknown":
         table["flywire_id"] = [IDS[0], 720575940699999999]
     other = tmp_path / "other.parquet"

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     brain = spiking_brain_from_args(args)
     params = LIFParams(w_syn=brain.w_syn if args.w_syn is None else args.w_syn,
                        rate=args.rate)
-    events = read_input_spikes(args.input_spikes, brain, params.dt_s) \
+    events = read_input_spikes(args.input_spikes, brain, params.dt_s, args.duration) \
         if args.input_spikes is not None else None
     if excite_ids is not None:
         excite = brain.indices_of(excite_ids, f"{args.excite_file.name}: root id")

@@ -52,7 +52,8 @@ def read_spikes(path: str | Path, brain: SpikingBrain, dt_s: float, trials: int,
         ``n_steps`` ticks it is compared with, a root id not in the brain, or the same
         spike twice.
     """
-    from flyviz.spiking.tables import id_column, index_column, number_column, read_table
+    from flyviz.spiking.tables import (id_column, index_column, late_time, number_column,
+                                       read_table)
 
     p = Path(path)
     name = p.name
@@ -78,8 +79,7 @@ def read_spikes(path: str | Path, brain: SpikingBrain, dt_s: float, trials: int,
                          f"{trials} trial(s) (0..{trials - 1}); give --trials "
                          f"{int(trial.max()) + 1}")
     if ticks.size and float(ticks.max()) >= n_steps:
-        raise InputError(f"{what} {name} holds a spike at {float(t.max()) * 1000:g} ms, after "
-                         f"this run's {duration_s * 1000:g} ms; give a longer --duration")
+        raise InputError(late_time(what, name, "a spike", float(t.max()), duration_s, dt_s))
     tick = ticks.astype(np.int64)
     order = np.lexsort((neuron, tick, trial))
     trial, tick, neuron = trial[order], tick[order], neuron[order]

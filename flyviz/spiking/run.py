@@ -235,14 +235,18 @@ def trial_rngs(seed: int | None, trials: int) -> list[np.random.Generator]:
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(int(trials))]
 
 
-def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float,
+                      duration_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """An explicit input table (CSV or Parquet, columns ``t`` in seconds and ``flywire_id``)
     as ``(tick, neuron)`` events; ``t`` is rounded to the nearest tick. Raises InputError for a
     missing column, a time that is not a number of seconds within the longest run
     (:data:`MAX_DURATION_S`), an id that is not a root id or not in the brain
-    (:mod:`flyviz.spiking.tables`: the file, the column and the row)."""
-    from flyviz.spiking.tables import id_column, number_column, read_table
+    (:mod:`flyviz.spiking.tables`: the file, the column and the row), and, given the run's
+    ``duration_s``, for times that look like milliseconds (the last one past the run's end,
+    within it divided by 1000: :func:`flyviz.spiking.tables.late_time`). Events after the
+    run's end are otherwise kept (a run takes those of its ticks)."""
+    from flyviz.spiking.tables import (id_column, in_milliseconds, late_time, number_column,
+                                       read_table)
 
     p = Path(path)
     table = read_table(p, "the input spikes file", strings=True)
@@ -254,6 +258,13 @@ def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float
     neuron = brain.indices_of(id_column(table, "flywire_id", p.name),
                               f"{p.name}: flywire_id")
     tick = np.rint(t / dt_s).astype(np.int64)
+    if duration_s is not None and t.size:
+        # a table in milliseconds would drop every event past the run without a word
+        last = float(t.max())
+        if int(tick.max()) >= int(round(duration_s / dt_s)) and \
+                in_milliseconds(last, duration_s, dt_s):
+            raise InputError(late_time("--input-spikes", p.name, "an input event", last,
+                                       duration_s, dt_s))
     order = np.lexsort((neuron, tick))
     return tick[order], neuron[order]
 

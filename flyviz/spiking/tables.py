@@ -24,8 +24,8 @@ import numpy as np
 from flyviz.errors import InputError
 from flyviz.fileio import open_regular, short_path
 
-__all__ = ["MAX_ID", "TableError", "id_column", "index_column", "number_column",
-           "parse_ids", "read_id_list", "read_table"]
+__all__ = ["MAX_ID", "MS_FACTOR", "TableError", "id_column", "in_milliseconds", "index_column",
+           "late_time", "number_column", "parse_ids", "read_id_list", "read_table"]
 
 #: The largest root id a table may hold (the largest signed 64-bit integer: what NumPy,
 #: Parquet's int64 and the recordings keep).
@@ -257,6 +257,34 @@ def number_column(frame: Any, column: str, file: str, *, low: float | None = Non
         raise _bad(file, column, row, float(numbers[row]), f"is out of range{span}" if span else
                    "is not a finite number", error)
     return numbers
+
+
+#: A table's last time past the run's end by at least this factor, and within the run
+#: when divided by 1000, reads as milliseconds: a table in milliseconds whose last spike is
+#: after the run's first tenth is 100x to 1000x past it, one in seconds is that far past
+#: only where it is of a run 100 times as long.
+MS_FACTOR = 100.0
+
+
+def in_milliseconds(t_max_s: float, duration_s: float, dt_s: float) -> bool:
+    """Whether a table's last time ``t_max_s``, read as seconds, looks like milliseconds: at
+    least :data:`MS_FACTOR` times the run's ``duration_s``, and within the run (on the tick
+    grid of ``dt_s``) when divided by 1000."""
+    fits = np.rint(t_max_s / 1000.0 / dt_s) < np.rint(duration_s / dt_s)
+    return bool(fits and t_max_s >= MS_FACTOR * duration_s)
+
+
+def late_time(what: str, name: str, noun: str, t_max_s: float, duration_s: float,
+              dt_s: float) -> str:
+    """The one line for a table (``what`` ``name``) whose last time ``t_max_s`` is after the
+    run's ``duration_s``: where the times look like milliseconds (:func:`in_milliseconds`),
+    that ``t`` must be in seconds (the authors' layout); else that the run is too short."""
+    said = (f"{what} {name} holds {noun} at {t_max_s * 1000:g} ms, after this run's "
+            f"{duration_s * 1000:g} ms")
+    if in_milliseconds(t_max_s, duration_s, dt_s):
+        return (f"{said}; its t looks like milliseconds ({t_max_s:g} ms is within the run): "
+                "t must be in seconds (the authors' layout), so divide it by 1000")
+    return f"{said}; give a longer --duration"
 
 
 def read_id_list(path: str | Path, option: str = "--excite-file") -> np.ndarray:

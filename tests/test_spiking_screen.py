@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cli_checks import cli_run, one_error_line
-from flyviz import spiking
+from flyviz import cli, spiking
 from flyviz.analysis import cluster
 from flyviz.errors import FlyvizError, InputError
 from flyviz.spiking import screen as sc
@@ -239,6 +239,7 @@ def test_the_command_writes_the_folder_and_prints_the_targets_change(authors, tm
     assert "3 set(s) to silence" in text and f"target {IDS[30]}" in text
     assert "target Δ Hz" in text and "drivers" in text and "3 run(s) now" in text
     assert "1 answered from the baseline" in text
+    assert text.rstrip().endswith(f"(in this process) -> {out}")   # --workers 0: no worker
     # the numbers are the library's
     brain = spiking.load_brain(authors)
     result = sc.run_screen(brain, sc.resolve_sets(brain, SETS),
@@ -252,6 +253,30 @@ def test_the_command_writes_the_folder_and_prints_the_targets_change(authors, tm
     assert code == 0 and "0 run(s) now, 3 found done, 1 answered" in text
     code, _, err = cli_run(capsys, *args[:-2], "--rate", "90", "--out", str(out))
     one_error_line(code, err, "another rate (150.0 there, 90.0 now)")
+
+
+def test_the_help_says_what_the_files_hold_and_what_the_pairs_are_chosen_by(authors, tmp_path,
+                                                                          capsys):
+    """What the help says of the folder is what a screen writes: baseline.csv has a
+    trial_counts column beside root_id and rate_hz; --pairs works without --target too."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["screen", "--help"])
+    assert exited.value.code == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "baseline.csv the baseline's row per neuron: root_id, rate_hz (mean over the " \
+           "trials) and trial_counts" in flat
+    assert "largest effect: on the --target's rate, or without --target on the mean rate " \
+           "of every neuron" in flat
+    out = tmp_path / "o"
+    code, text, err = cli_run(capsys, "screen", str(authors), "--sets",
+                              str(authors.parent / "sets.txt"), "--mode", "silence", "--excite",
+                              "id:0-2", "--duration", "150ms", "--trials", "2", "--seed", "3",
+                              "--workers", "0", "--pairs", "2", "--out", str(out))
+    assert code == 0, err
+    assert "pairs of the top 2" in text
+    columns = (out / "baseline.csv").read_text().splitlines()[1]
+    assert columns == "root_id,rate_hz,trial_counts"
 
 
 @pytest.mark.parametrize("case, message", [

@@ -47,8 +47,10 @@ without --pairs, and the last line counts the discoveries of each family apart.
 
 files written (DIR):
   screen.json         the settings and the brain's digest (a rerun must match them)
-  baseline.csv        the baseline's rate of every neuron (root_id, rate_hz)
-  sets/NAME-*.csv     per set, every neuron's rate, Hz (mean over the trials)
+  baseline.csv        the baseline's row per neuron: root_id, rate_hz (mean over the
+                      trials) and trial_counts (its spikes in each trial, blank for a
+                      neuron that never fired)
+  sets/NAME-*.csv     the same per set run (none for a set answered from the baseline)
   summary.csv         one row per set: neurons, fired, mean_rate_hz, changed (neurons whose
                       rate differs from the baseline), largest_change_hz and its root id,
                       kind (single or pair, and the pair's first and second set), answered
@@ -99,8 +101,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", metavar="QUERY", default=None,
                         help="one neuron: print each set's change in its rate")
     parser.add_argument("--pairs", metavar="N", type=int, default=0,
-                        help="then run every pair of the N sets of largest effect on the "
-                             "--target (default 0: no pairs)")
+                        help="then run every pair of the N sets of largest effect: on the "
+                             "--target's rate, or without --target on the mean rate of "
+                             "every neuron (default 0: no pairs)")
     parser.add_argument("--show", metavar="N", type=int, default=20,
                         help="rows of the table to print (default 20; 0 prints all)")
     add_cluster_options(parser, "DIR", resume=False)
@@ -213,5 +216,7 @@ def run(args: argparse.Namespace) -> int:
              else "") + "; "
           f"{result.computed} run(s) now, {result.resumed} found done, {result.pruned} "
           f"answered from the baseline (none of their neurons fires in it); "
-          f"{result.seconds:.1f} s ({result.workers} worker(s)) -> {args.out}")
+          f"{result.seconds:.1f} s ("
+          + ("in this process" if args.workers == 0 and args.scheduler is None
+             else f"{result.workers} worker(s)") + f") -> {args.out}")
     return 0

@@ -35,3 +35,25 @@ def test_in_a_log_lines_are_whole_and_commands_name_themselves(capsys):
     assert log.getvalue().splitlines()[1] == "note" and len(log.getvalue().splitlines()) == 2
     command_log("sweep")("ready")
     assert capsys.readouterr().err == "flyviz sweep: ready\n"
+
+
+def test_in_a_log_a_line_is_written_only_when_the_count_changes():
+    """A screen wrote '20.0%  1/5 runs' twice (a batch's forced update, then the next); in a
+    log every line stays, so a repeat is noise. A terminal's one line may be redrawn."""
+    log = io.StringIO()
+    bar = ProgressBar(5, label="runs", stream=log, log_every=0.0)
+    bar.update(0, force=True)
+    bar.update(1, force=True)
+    bar.update(1, force=True)
+    bar.update(1)
+    bar.total = 6                                   # a new total is news
+    bar.update(1, force=True)
+    bar.update(6)
+    bar.close()
+    counts = [line.split()[2] for line in log.getvalue().splitlines()]
+    assert counts == ["0/5", "1/5", "1/6", "6/6"]
+    term = Terminal()
+    bar = ProgressBar(5, stream=term, log_every=0.0)
+    bar.update(1, force=True)
+    bar.update(1, force=True)
+    assert term.getvalue().count("\r") == 2

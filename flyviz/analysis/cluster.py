@@ -168,7 +168,9 @@ def _duration(seconds: float) -> str:
 class ProgressBar:
     """A self-overwriting progress line on stderr: tokens, tokens/s, time left.
 
-    In a log (no terminal) it prints one line every ``log_every`` seconds.
+    In a log (no terminal) it prints a line at most every ``log_every`` seconds, and only
+    where the count (or the total) has changed since the line before: a forced update (a
+    batch's end, :meth:`close`) of a count already written adds nothing.
     """
 
     def __init__(self, total: int, label: str = "tokens", stream=None,
@@ -181,6 +183,7 @@ class ProgressBar:
         self.started = time.perf_counter()
         self.initial: int | None = None
         self._last_print = 0.0
+        self._written: tuple[int, int] | None = None   # (done, total) of a log's last line
         self.done = 0
 
     def line(self, done: int) -> str:
@@ -203,11 +206,15 @@ class ProgressBar:
         self.done = done
         now = time.perf_counter()
         interval = 0.2 if self.tty else self.log_every
-        if not force and now - self._last_print < interval:
+        # a log keeps every line: one that says what the line before said is noise (a
+        # terminal redraws its one line, so there a repeat costs nothing)
+        repeat = not self.tty and self._written == (done, self.total)
+        if repeat or (not force and now - self._last_print < interval):
             if self.initial is None:
                 self.initial = done
             return
         self._last_print = now
+        self._written = (done, self.total)
         text = self.line(done)
         if self.tty:
             self.stream.write("\r" + text.ljust(100)[:120])

@@ -271,17 +271,21 @@ def test_app_commands_parse_and_name_a_model_that_loads():
 
 
 def _workspace(tmp_path: Path) -> Path:
-    """A scratch folder as a user's clone looks from its root: examples and the demo's files."""
+    """A scratch folder as a user's clone looks from its root: examples and the demo's files.
+    Each example is both at the root (where a page's bare ``names.jsonl`` finds it) and in
+    ``examples/`` (as ``examples/sets.txt`` names it from a clone's root)."""
     work = tmp_path / "work"
-    work.mkdir()
+    (work / "examples").mkdir(parents=True)
     for example in (ROOT / "examples").iterdir():
         if example.is_file() and example.suffix == ".jsonl":
             # a task: its first prompts (each is a run, or a curve of runs, of the full-size
             # demo brain; all 20 of names.jsonl made its circuit command 30 CPU s)
             lines = example.read_text("utf-8").splitlines(keepends=True)
-            (work / example.name).write_text("".join(lines[:MAX_TASK_PROMPTS]), "utf-8")
+            for folder in (work, work / "examples"):
+                (folder / example.name).write_text("".join(lines[:MAX_TASK_PROMPTS]), "utf-8")
         elif example.is_file() and example.suffix in (".txt", ".csv", ".json"):
-            shutil.copy(example, work / example.name)
+            for folder in (work, work / "examples"):
+                shutil.copy(example, folder / example.name)
     (work / "assets").symlink_to(ROOT / "assets", target_is_directory=True)
     (work / "docs" / "images").mkdir(parents=True)
     return work

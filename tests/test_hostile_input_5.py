@@ -414,3 +414,23 @@ def test_a_file_or_an_unpublished_flygpt_model_is_named_as_given(capsys, monkeyp
                               "init/, full-cns/)")
     code, _, err = cli_run(capsys, "info", "QuixiAI/FlyGPT/scrambled")
     assert code == 2 and "none of its published models" not in err, err
+
+
+@pytest.mark.parametrize("edit", ["no block", "empty", "other buffers"])
+def test_a_web_export_whose_manifest_binds_it_to_no_graph_is_refused(copy, capsys, edit) -> None:
+    """A web export holds parameters only: without graph.frozen_buffers_sha256 it ran on any
+    dataset of its size, as fly-wordbrain weights without their manifest did."""
+    path = copy / "web" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    if edit == "no block":
+        del manifest["graph"]["frozen_buffers_sha256"]
+    elif edit == "empty":
+        manifest["graph"]["frozen_buffers_sha256"] = {}
+    else:
+        manifest["graph"]["frozen_buffers_sha256"] = {"brain.other": "0" * 64}
+    path.write_text(json.dumps(manifest))
+    for command in (["info"], ["generate", "--prompt", "the", "--max-new-tokens", "2"]):
+        code, _, err = cli_run(capsys, command[0], str(copy / "web"), "--dataset",
+                               str(copy / "ds"), *command[1:])
+        one_error_line(code, err, "records no frozen-buffer digests of the graph",
+                       "nothing binds these weights to")

@@ -155,6 +155,13 @@ def load_recital_web(model_dir: str | Path, dataset_dir: str | Path,
     dataset = load_connectome_dataset(dataset_dir, verify=verify)
     graph = manifest.get("graph") or {}
     model_frozen = graph.get("frozen_buffers_sha256") if isinstance(graph, dict) else None
+    if not isinstance(model_frozen, dict) or not set(model_frozen) & set(dataset.graph_digests):
+        # The export holds parameters only: without these digests nothing says which graph
+        # they were trained on, and any graph of the same size would run them.
+        raise CheckpointError(f"{model_dir / 'manifest.json'} records no frozen-buffer digests "
+                              "of the graph (graph.frozen_buffers_sha256), so nothing binds "
+                              f"these weights to {dataset.path}; download the whole web export "
+                              "again, or load it by its hub id")
     tok = Path(tokenizer_path) if tokenizer_path is not None else find_tokenizer(
         model_dir, Path(dataset_dir))
     metadata = {key: manifest[key] for key in ("experiment", "selector", "updates",
@@ -163,7 +170,7 @@ def load_recital_web(model_dir: str | Path, dataset_dir: str | Path,
     ckpt = checkpoint_from_parts(
         params, config, dataset, name=name or str(manifest.get("experiment") or model_dir.name),
         layout="recital-web", tokenizer_path=tok, source=model_dir,
-        model_digests=model_frozen if isinstance(model_frozen, dict) else None,
+        model_digests=model_frozen,
         metadata=metadata, tensor_names=names)
     ckpt.digests.update(prefixed("file", file_digests))
     return ckpt

@@ -100,6 +100,9 @@ def test_input_spikes_in_milliseconds_are_one_line(tmp_path: Path, capsys) -> No
                  "--out", str(out)]) == 0
     lead = pd.read_parquet(out).query(f"flywire_id == {IDS[0]}")["t"].to_numpy()
     assert np.allclose(lead, [0.0101])
+    # ... and says that the event past its end was not used.
+    assert "note: 1 of the 2 input events in ms.csv come at or after the run's end (0.05 s) " \
+        "and are not used" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("change, message", [

@@ -201,6 +201,14 @@ def run(args: argparse.Namespace) -> int:
                        rate=args.rate)
     events = read_input_spikes(args.input_spikes, brain, params.dt_s, args.duration) \
         if args.input_spikes is not None else None
+    if events is not None:
+        from flyviz.spiking.engine import ticks as run_ticks
+
+        late = int((events[0] >= run_ticks(args.duration, params.dt_s)).sum())
+        if late:  # a run takes the events of its ticks: say what it leaves
+            print(f"flyviz: note: {late:,} of the {events[0].size:,} input events in "
+                  f"{args.input_spikes.name} come at or after the run's end "
+                  f"({args.duration:g} s) and are not used", file=sys.stderr)
     if excite_ids is not None:
         excite = brain.indices_of(excite_ids, f"{args.excite_file.name}: root id")
     elif args.excite is not None:

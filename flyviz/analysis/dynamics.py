@@ -18,10 +18,14 @@ What :func:`portrait` measures on one prompt:
 * per position, the ``K`` eigenvalues of ``J_t`` of largest modulus (ARPACK,
   :func:`scipy.sparse.linalg.eigs` on a :class:`~scipy.sparse.linalg.LinearOperator`) and
   the spectral radius;
-* the memory of the state: a seeded random unit perturbation of ``x_p`` carried forward
-  under the same input by the product of the following step Jacobians (the linear
-  response), its norm per token, and the tokens until it falls to half (log-linear between
-  tokens), beside the leak-only bound ``ln 0.5 / ln(1 - lam)`` (0.30 tokens at lam = 0.9);
+* the memory of the state: ``directions`` seeded random unit perturbations of ``x_p``
+  carried forward under the same input by the product of the following step Jacobians (the
+  linear response), their norms per token summarised by the geometric mean (with the
+  quartiles over directions beside it), and the tokens until that falls to half
+  (log-linear between tokens), beside the leak-only bound ``ln 0.5 / ln(1 - lam)`` (0.30
+  tokens at lam = 0.9). One direction is not enough: how much of it lies in the few slow
+  directions varies so much that its slow tail's half-life moves severalfold with the seed;
+  the mean log norm over 16 moves by a fraction;
 * how far sparse input spreads: a one-token drive (the linearised effect of a unit drive on
   the input neurons of slot 0 at step ``p``) carried ``k`` steps, and the fraction of neurons
   whose response is at least ``threshold`` times the largest one after each step;
@@ -90,7 +94,10 @@ class DynamicsSettings:
     modes_at
         The position whose driving modes are found (``None``: the last).
     seed
-        The seed of the perturbation's direction and of ARPACK's start vectors.
+        The seed of the perturbations' directions and of ARPACK's start vectors.
+    directions
+        Random perturbation directions whose memory curves are summarised (their
+        geometric mean per token, with the quartiles).
     tolerance
         ARPACK's relative accuracy of an eigenvalue (0: machine precision).
     """
@@ -103,6 +110,7 @@ class DynamicsSettings:
     modes_at: int | None = None
     seed: int = 0
     tolerance: float = 1e-9
+    directions: int = 16
 
     def validate(self) -> "DynamicsSettings":
         """Raise :class:`InputError` for a value out of range; return ``self``."""
@@ -113,6 +121,7 @@ class DynamicsSettings:
         whole_number("--spread-steps", self.spread_steps, 1, 1000)
         whole_number("--driving-modes", self.driving_modes, 1, 100)
         whole_number("--seed", self.seed, 0, 2**32 - 1)
+        whole_number("--directions", self.directions, 1, 1024)
         if self.modes_at is not None:
             whole_number("--modes-at", self.modes_at, 0, None)
         for name, value, lo, hi in (("--spread-threshold", self.spread_threshold, 0.0, 1.0),
@@ -441,7 +450,10 @@ class Portrait:
     perturb_at
         The position perturbed and driven.
     memory_norms
-        ``||J_{p+k} ... J_{p+1} d|| / ||d||`` for ``k = 0 ..`` (1 at ``k = 0``).
+        ``||J_{p+k} ... J_{p+1} d|| / ||d||`` for ``k = 0 ..`` (1 at ``k = 0``): the
+        geometric mean over the random directions ``d``.
+    memory_curves
+        ``(directions, tokens)`` the same norm of each direction.
     half_life_tokens
         Tokens until ``memory_norms`` first falls to 0.5 (log-linear between tokens), or
         ``None`` when it stays above for every following token.
@@ -473,18 +485,30 @@ class Portrait:
     products: int = 0
     seconds: float = 0.0
     nulls: dict[str, Any] = field(default_factory=dict)
+    memory_curves: np.ndarray | None = None
 
     @property
     def tail_half_life_tokens(self) -> float | None:
         """The half-life of the perturbation's slow tail: ``ln 0.5`` over its mean log decay
         per token in the second half of the tokens followed (``None``: no decay there, or
-        fewer than two tokens)."""
-        norms = self.memory_norms
-        half = norms.size // 2
-        if norms.size - half < 2 or norms[-1] <= 0:
-            return None
-        rate = (math.log(norms[-1]) - math.log(norms[half])) / (norms.size - 1 - half)
-        return math.log(0.5) / rate if rate < 0 else None
+        fewer than two tokens), on :attr:`memory_norms`."""
+        return _tail_half_life(self.memory_norms)
+
+    def memory_quartiles(self) -> dict[str, list[float | None]]:
+        """The first and third quartiles over the directions of each direction's half-life,
+        slow tail's half-life and remaining norm at the end (a half-life not reached or a
+        tail without decay counts as longer than any: ``None`` where a quartile is one)."""
+        curves = self.memory_curves if self.memory_curves is not None \
+            else self.memory_norms[None, :]
+
+        def quartiles(values: Sequence[float | None]) -> list[float | None]:
+            finite = np.array([math.inf if v is None else v for v in values], np.float64)
+            found = np.percentile(finite, [25, 75]) if finite.size else [math.nan] * 2
+            return [float(q) if math.isfinite(q) else None for q in found]
+
+        return {"half_life_tokens": quartiles([_half_life(c) for c in curves]),
+                "tail_half_life_tokens": quartiles([_tail_half_life(c) for c in curves]),
+                "remaining_at_end": quartiles([float(c[-1]) for c in curves])}
 
     def property_values(self) -> dict[str, float]:
         """The scalar properties :data:`NULL_PROPERTIES` names (a half-life that outlasts the
@@ -508,6 +532,7 @@ class Portrait:
                       "spectral_radius": float(self.spectral_radius[i]),
                       "eigenvalues": [[float(z.real), float(z.imag)] for z in values]}
                      for i, values in enumerate(self.eigenvalues)]
+        directions = 1 if self.memory_curves is None else int(self.memory_curves.shape[0])
         return {"positions": positions,
                 "memory": {"half_life_tokens": number(self.half_life_tokens),
                            "leak_only_half_life_tokens": number(self.leak_only_half_life_tokens),
@@ -517,13 +542,33 @@ class Portrait:
                            "tail_half_life_tokens": number(self.tail_half_life_tokens),
                            "remaining_at_end": float(self.memory_norms[-1]),
                            "leak_only_remaining_at_end":
-                               float((1.0 - self.leak) ** (self.memory_norms.size - 1))},
+                               float((1.0 - self.leak) ** (self.memory_norms.size - 1)),
+                           "directions": directions, "summary": "geometric mean",
+                           "quartiles": self.memory_quartiles()},
                 "spread": {"from": self.perturb_at, "threshold": self.spread_threshold,
                            "fraction": [float(v) for v in self.spread_fraction]},
                 "driving_modes": self.driving,
                 "settings": asdict(self.settings),
                 "products": self.products, "seconds": self.seconds,
                 "nulls": self.nulls}
+
+
+def _tail_half_life(norms: np.ndarray) -> float | None:
+    """``ln 0.5`` over the mean log decay per token of ``norms`` in its second half."""
+    half = norms.size // 2
+    if norms.size - half < 2 or norms[-1] <= 0 or norms[half] <= 0:
+        return None
+    rate = (math.log(norms[-1]) - math.log(norms[half])) / (norms.size - 1 - half)
+    return math.log(0.5) / rate if rate < 0 else None
+
+
+def _geometric_mean(curves: np.ndarray) -> np.ndarray:
+    """Per column, the geometric mean of ``curves`` (0 where any is 0): the typical
+    direction's norm, which a few directions that happen to lie in the slow modes do not
+    pull up as they pull up the arithmetic mean."""
+    with np.errstate(divide="ignore"):
+        logs = np.log(np.asarray(curves, np.float64))
+    return np.exp(logs.mean(axis=0))
 
 
 def _half_life(norms: np.ndarray) -> float | None:
@@ -632,13 +677,17 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
 
         p = settings.perturb_at
         rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 1]))
-        delta = rng.standard_normal(n)
-        delta /= np.linalg.norm(delta)
-        norms = [1.0]
+        count = settings.directions
+        deltas = list(rng.standard_normal((count, n)))  # the first is one direction's draw
+        deltas = [d / np.linalg.norm(d) for d in deltas]
+        norms = [np.ones(count)]
         for t in range(p + 1, steps):
-            delta = jac.matvec(t, delta)
-            norms.append(float(np.linalg.norm(delta)))
-        memory = np.array(norms)
+            # all directions in one multi-column product per step (one read of the graph)
+            deltas = jac.matvecs([t] * count, deltas) if count > 2 \
+                else [jac.matvec(t, d) for d in deltas]
+            norms.append(np.array([np.linalg.norm(d) for d in deltas]))
+        curves = np.array(norms).T
+        memory = _geometric_mean(curves)
 
         cfg = backward.config
         slot = backward.in_index[:cfg.neurons_per_slot]
@@ -655,6 +704,7 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
     texts = list(token_texts) if token_texts is not None else [str(i) for i in tape.tokens]
     return Portrait(tokens=list(tape.tokens), token_texts=texts, eigenvalues=eigenvalues,
                     spectral_radius=radius, perturb_at=p, memory_norms=memory,
+                    memory_curves=curves,
                     half_life_tokens=_half_life(memory),
                     leak_only_half_life_tokens=leak_only_half_life(cfg.leak),
                     spread_fraction=np.array(spread), spread_threshold=settings.spread_threshold,

@@ -25,9 +25,10 @@ The step that reads token t is x_t = (1 - lam) x_{t-1} + lam tanh(u_t); its Jaco
 J_t = (1 - lam) I + diag(lam sech^2(u_t) g r) W is applied, never formed (one sparse
 product per J.v), and ARPACK finds its eigenvalues of largest modulus. A spectral radius
 near or above 1 means slow or amplifying directions. The memory half-life is measured on
-the run itself: a random unit perturbation of the state at --perturb-at carried by the
-product of the following step Jacobians (the linear response under the same input), the
-tokens until its norm halves; the leak-only bound ln 0.5 / ln(1 - lam) ignores W.
+the run itself: --directions random unit perturbations of the state at --perturb-at
+carried by the product of the following step Jacobians (the linear response under the
+same input), the tokens until their norm (geometric mean over the directions; quartiles
+beside it) halves; the leak-only bound ln 0.5 / ln(1 - lam) ignores W.
 
 examples:
   flyviz dynamics demo --prompt "Once upon a time, there was a little girl named Lily"
@@ -58,7 +59,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes-at", type=int, default=None, metavar="P",
                         help="the position of the driving modes (default the last)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
-                        help="seed of the perturbation and of ARPACK's start (default 0)")
+                        help="seed of the perturbations and of ARPACK's start (default 0)")
+    parser.add_argument("--directions", type=int, default=16, metavar="K",
+                        help="random perturbation directions whose memory is measured; the "
+                             "geometric mean is reported with the quartiles (default 16)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: positions, memory, spread, driving modes, "
                              "nulls")
@@ -78,7 +82,7 @@ def _settings(args: argparse.Namespace) -> Any:
                             spread_steps=args.spread_steps,
                             spread_threshold=args.spread_threshold,
                             driving_modes=args.driving_modes, modes_at=args.modes_at,
-                            seed=args.seed).validate()
+                            seed=args.seed, directions=args.directions).validate()
 
 
 def _complex(values: Any, count: int = 3) -> str:
@@ -96,14 +100,28 @@ def summary(found: Any, model_name: str) -> str:
                      f"{_complex(values)}")
     half = found.half_life_tokens
     followed = found.memory_norms.size - 1
+    quartiles = found.memory_quartiles()
+    directions = 1 if found.memory_curves is None else found.memory_curves.shape[0]
+
+    def spread(key: str, unit: str = "", digits: str = ".2f") -> str:
+        if directions < 2:
+            return ""
+        low, high = (f"{q:{digits}}" if q is not None else "longer" for q in quartiles[key])
+        return f" (quartiles {low}-{high}{unit})"
+
     half_text = f"{half:.2f} tokens" if half is not None else \
         f"more than {followed} tokens (the prompt ends first)"
-    lines += ["", f"memory: a perturbation at position {found.perturb_at} halves in {half_text}; "
-              f"leak only: {found.leak_only_half_life_tokens:.2f} tokens",
-              f"  after {followed} tokens {found.memory_norms[-1]:.3g} of it remains (leak only: "
+    tail = found.tail_half_life_tokens
+    lines += ["", f"memory: a perturbation at position {found.perturb_at} halves in {half_text}"
+              f"{spread('half_life_tokens')}; leak only: "
+              f"{found.leak_only_half_life_tokens:.2f} tokens"
+              + (f"\n  (the geometric mean over {directions} random directions; in parentheses "
+                 "the quartiles over them)" if directions > 1 else ""),
+              f"  after {followed} tokens {found.memory_norms[-1]:.3g}"
+              f"{spread('remaining_at_end', digits='.3g')} of it remains (leak only: "
               f"{(1 - found.leak) ** followed:.3g}); its slow tail halves in "
-              + (f"{found.tail_half_life_tokens:.2f} tokens" if found.tail_half_life_tokens
-                 is not None else "(no decay)"),
+              + (f"{tail:.2f} tokens" if tail is not None else "(no decay)")
+              + spread("tail_half_life_tokens"),
               "  norm per token: " + " ".join(f"{v:.3g}" for v in found.memory_norms[:12])
               + (" ..." if found.memory_norms.size > 12 else ""),
               f"spread: a one-token drive at position {found.perturb_at} reaches (>= "

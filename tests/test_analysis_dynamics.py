@@ -246,6 +246,14 @@ def test_nulls_are_the_same_portrait_on_each_null_and_give_z_scores(small_checkp
     assert radius["n"] == 2 and radius["sd"] >= 0
     if radius["sd"]:
         assert radius["z"] == pytest.approx((radius["real"] - radius["mean"]) / radius["sd"])
+    # Two-sided: a value far below every null is as extreme as one far above (it read
+    # p = 1 when only nulls >= real counted).
+    for row in result["properties"].values():
+        assert row["two_sided"] is True
+        centre = np.mean(row["nulls"])
+        far = sum(abs(v - centre) >= abs(row["real"] - centre) * (1 - 1e-12)
+                  or v == row["real"] for v in row["nulls"])
+        assert row["p"] == pytest.approx((1 + far) / 3)
     again = compare_with_nulls(portrait_of_checkpoint(small_checkpoint, IDS, settings),
                                small_checkpoint, "degree", [3, 4])
     assert again["properties"] == result["properties"]

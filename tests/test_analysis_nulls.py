@@ -358,6 +358,17 @@ def test_bad_input_to_flyviz_null_is_one_line_and_exit_2_and_writes_nothing(
 
 
 # ------------------------------------------------------------------ real vs nulls
+def test_a_two_sided_comparison_counts_a_value_far_below_every_null_as_extreme():
+    nulls = [1.00, 1.01, 0.99, 1.00, 1.00, 1.02, 0.98, 1.01, 0.99, 1.00]
+    below = compare_to_nulls(0.90, nulls, two_sided=True)
+    assert below.z < -8 and below.p == pytest.approx(1 / 11)
+    assert compare_to_nulls(0.90, nulls).p == 1.0  # one-sided, higher is more
+    assert compare_to_nulls(1.10, nulls, two_sided=True).p == pytest.approx(1 / 11)
+    inside = compare_to_nulls(1.00, nulls, two_sided=True)
+    assert inside.p == pytest.approx(11 / 11)  # every null is at least as far from the mean
+    assert below.to_dict()["two_sided"] is True and "two-sided" in below.line()
+
+
 def test_compare_to_nulls_matches_numpy():
     rng = np.random.default_rng(0)
     nulls = rng.normal(1.0, 0.3, 9)

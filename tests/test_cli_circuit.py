@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -157,11 +158,11 @@ def test_nulls_compare_the_planted_circuit_with_the_same_search_on_degree_nulls(
     nulls = out["nulls"]
     assert nulls["kind"] == "degree" and nulls["seeds"] == [0, 1, 2, 3]
     assert set(nulls) == {"kind", "seeds", "cpr", "cmd", "circuit_size", "circuit_fraction",
-                          "faithfulness"}
+                          "faithful_circuit"}
     cpr, cmd, size = nulls["cpr"], nulls["cmd"], nulls["circuit_size"]
     assert cpr["real"] == out["cpr"] and cmd["real"] == out["cmd"]
     assert size["real"] == out["circuit"]["size"] == 4
-    assert all(c["n"] == 4 and len(c["nulls"]) == 4 for c in (cpr, cmd, size))
+    assert all(c["n"] == 4 and len(c["nulls"]) == 4 for c in (cpr, cmd))
     assert cpr["mean"] == pytest.approx(sum(cpr["nulls"]) / 4)
     # The chain carries the task; rewired, the task is spread over more neurons: the real
     # CPR is above the nulls' (z > 0), and no null's circuit is as small or its curve as
@@ -169,8 +170,14 @@ def test_nulls_compare_the_planted_circuit_with_the_same_search_on_degree_nulls(
     # overshoots 1 (CPR rewards that, CMD does not).
     assert cpr["real"] > cpr["mean"] and cpr["z"] > 0
     assert max(cmd["nulls"]) > min(cmd["nulls"]) > cmd["real"]
-    assert min(size["nulls"]) > size["real"]
-    assert cmd["p"] == size["p"] == pytest.approx(1 / 5)
+    assert cmd["p"] == pytest.approx(1 / 5)
+    # Two of the nulls find no faithful circuit (recorded as the whole model, 200 neurons):
+    # the sizes are compared among the other two only, both larger than the real one.
+    found = nulls["faithful_circuit"]
+    assert found["real"] == 1.0 and found["nulls"] == [0.0, 1.0, 1.0, 0.0]
+    assert size["n"] == 2 and min(size["nulls"]) > size["real"] and 200 not in size["nulls"]
+    assert size["p"] == pytest.approx(1 / 3)
+    assert size["note"] == "among the 2 of 4 nulls with a faithful circuit"
     assert size["higher_is_more"] is False and cpr["higher_is_more"] is True
     assert "null 4 of 4: degree, seed 3" in captured.err
 
@@ -179,10 +186,36 @@ def test_nulls_print_a_real_vs_null_row_for_each_headline_number(capsys, world):
     assert _run(world, "--nulls", "1", "--null-kind", "weights") == 0
     lines = capsys.readouterr().out.splitlines()
     start = lines.index("real vs 1 weights null(s) (seed 0), circuits of neurons at --tolerance 0.1:")
-    rows = [line.split("  real ")[0].strip() for line in lines[start + 1:]]
-    assert rows == ["CPR", "CMD", "circuit size", "circuit fraction", "faithfulness"]
+    rows = [re.split(r"\s{2,}", line.strip())[0] for line in lines[start + 1:]]
+    assert rows == ["CPR", "CMD", "circuit size", "circuit fraction", "faithful circuit"]
     cpr = next(line for line in lines if line.startswith("CPR "))
     assert f"real {float(cpr.split()[1]):.4g} |" in lines[start + 1]
+
+
+def test_a_search_without_a_circuit_is_not_compared_as_a_large_or_faithful_one():
+    """A search that finds nothing records f = 1 and the whole model as its size: read as
+    numbers, a real faithful circuit (f = 0.91) scored p = 1 against nulls without one, and
+    the sizes mixed 'no circuit' with circuits."""
+    from flyviz.commands.circuit import _comparisons
+
+    def search(faithful: bool, size: float, cpr: float = 1.0) -> dict:
+        return {"cpr": (cpr, True), "cmd": (0.1, False), "circuit_size": (size, False),
+                "circuit_fraction": (size / 1000, False),
+                "faithful_circuit": (1.0 if faithful else 0.0, True)}
+
+    none = [search(False, 1000.0) for _ in range(4)]
+    rows = _comparisons(search(True, 40.0), none)
+    assert rows["faithful_circuit"]["p"] == pytest.approx(1 / 5)  # no null finds one
+    assert rows["circuit_size"]["p"] is None and rows["circuit_size"]["real"] == 40.0
+    assert "no null's search found a faithful circuit (0 of 4)" in rows["circuit_size"]["note"]
+    mixed = [search(True, 30.0), search(True, 50.0), *none[:2]]
+    rows = _comparisons(search(True, 40.0), mixed)
+    assert rows["circuit_size"]["nulls"] == [30.0, 50.0] and rows["circuit_size"]["n"] == 2
+    assert rows["faithful_circuit"]["p"] == pytest.approx(3 / 5)
+    rows = _comparisons(search(False, 1000.0), mixed)
+    assert rows["circuit_size"]["real"] is None and rows["circuit_size"]["p"] is None
+    assert rows["circuit_size"]["note"] == "the real search found no faithful circuit"
+    assert rows["faithful_circuit"]["p"] == 1.0
 
 
 def test_bad_nulls_options_on_circuit_are_one_line_and_exit_2(capsys, world):
@@ -314,3 +347,4 @@ def test_a_figure_without_matplotlib_is_one_line_naming_the_extra(capsys, world,
     err = captured.err.strip()
     assert err.startswith("flyviz: error: ") and "\n" not in err
     assert "pip install 'flyviz[figures]'" in err and not path.exists()
+

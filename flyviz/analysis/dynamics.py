@@ -37,7 +37,7 @@ What :func:`portrait` measures on one prompt:
 :func:`compare_with_nulls` measures the same properties on null wirings
 (:mod:`flyviz.analysis.nulls`; in this process or on Dask through
 :func:`flyviz.analysis.cluster.run_each`) and reports each real value against them as
-``z = (real - mean) / sd`` with the nulls' spread and the empirical p.
+``z = (real - mean) / sd`` with the nulls' spread and the empirical two-sided p.
 
 Qt-free.
 """
@@ -841,7 +841,10 @@ def compare_with_nulls(real: Portrait, checkpoint: "Checkpoint", kind: str,
     values = real.property_values()
     properties = {}
     for column, (key, what) in enumerate(NULL_PROPERTIES):
-        comparison = compare_to_nulls(values[key], [found[i][column] for i in range(len(items))])
+        # two-sided: no property has a direction that is the hypothesis (a radius or a
+        # half-life far below every null's is as telling as one far above)
+        comparison = compare_to_nulls(values[key], [found[i][column] for i in range(len(items))],
+                                      two_sided=True)
         properties[key] = {"what": what, **comparison.to_dict()}
     result = {"kind": kind, "seeds": seeds, "properties": properties}
     real.nulls = result

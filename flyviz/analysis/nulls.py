@@ -990,12 +990,16 @@ class NullComparison:
     p
         The empirical p-value ``(1 + #nulls >= real) / (1 + n)`` (``<=`` when
         lower values are "more"): the chance that a null reaches the real value.
+        Two-sided: ``(1 + #{|null - mean| >= |real - mean|}) / (1 + n)``, the chance
+        that a null lies at least as far from the nulls' mean, either way.
     n
         The number of nulls.
     higher_is_more
-        Which way counts as "at least as extreme as the real one".
+        Which way counts as "at least as extreme as the real one" (one-sided).
     nulls
         The null values, in seed order.
+    two_sided
+        Whether ``p`` counts both ways (no direction is the hypothesis).
     """
 
     real: float
@@ -1006,12 +1010,14 @@ class NullComparison:
     n: int
     higher_is_more: bool = True
     nulls: tuple[float, ...] = ()
+    two_sided: bool = False
 
     def line(self) -> str:
         """The printed row: ``real R | nulls mean ± sd (n=N) | z Z | p P``."""
         z = _number(self.z) if not math.isfinite(self.z) else f"{self.z:+.2f}"
         return (f"real {_number(self.real)} | nulls {_number(self.mean)} ± {_number(self.sd)} "
-                f"(n={self.n}) | z {z} | p {self.p:.3g}")
+                f"(n={self.n}) | z {z} | p {self.p:.3g}"
+                + (" two-sided" if self.two_sided else ""))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (NaN and inf as ``None``)."""
@@ -1020,12 +1026,12 @@ class NullComparison:
 
         return {"real": clean(self.real), "mean": clean(self.mean), "sd": clean(self.sd),
                 "z": clean(self.z), "p": float(self.p), "n": self.n,
-                "higher_is_more": self.higher_is_more,
+                "higher_is_more": self.higher_is_more, "two_sided": self.two_sided,
                 "nulls": [clean(v) for v in self.nulls]}
 
 
 def compare_to_nulls(real: float, nulls: Sequence[float], *,
-                     higher_is_more: bool = True) -> NullComparison:
+                     higher_is_more: bool = True, two_sided: bool = False) -> NullComparison:
     """Compare a real value with the same measurement on nulls.
 
     Parameters
@@ -1037,6 +1043,11 @@ def compare_to_nulls(real: float, nulls: Sequence[float], *,
     higher_is_more
         True when a higher value is the more extreme one (the p-value counts
         nulls ``>= real``); False counts nulls ``<= real``.
+    two_sided
+        Count the nulls at least as far from their mean as the real value, either way
+        (``higher_is_more`` is then ignored): for a property where no direction is the
+        hypothesis, so that a real value far below every null is as extreme as one far
+        above.
 
     Returns
     -------
@@ -1061,10 +1072,16 @@ def compare_to_nulls(real: float, nulls: Sequence[float], *,
         z = (real - mean) / sd
     else:
         z = math.copysign(math.inf, real - mean)
-    reached = int(np.count_nonzero(values >= real if higher_is_more else values <= real))
+    if two_sided:
+        # a null equal to the real value counts, whatever rounding left in the distances
+        far = np.abs(values - mean) >= abs(real - mean) * (1 - 1e-12)
+        reached = int(np.count_nonzero(far | (values == real)))
+    else:
+        reached = int(np.count_nonzero(values >= real if higher_is_more else values <= real))
     p = (1 + reached) / (1 + values.size)
     return NullComparison(real=real, mean=mean, sd=sd, z=z, p=p, n=int(values.size),
-                          higher_is_more=higher_is_more, nulls=tuple(float(v) for v in values))
+                          higher_is_more=higher_is_more, nulls=tuple(float(v) for v in values),
+                          two_sided=two_sided)
 
 
 __all__ = ["FILE_RECORD_KEY", "KIND_KEEPS", "MAX_NULLS", "MAX_REPAIR_ROUNDS", "NULL_KINDS",

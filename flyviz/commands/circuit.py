@@ -15,8 +15,8 @@ from typing import Any
 
 from flyviz.commands._options import (add_dataset_option, add_kernel_option,
                                       add_null_options, kernel_from_args, load_model_from_args,
-                                      null_comparisons, null_seeds_from_args,
-                                      print_null_comparisons, run_nulls_from_args)
+                                      null_seeds_from_args,
+                                      run_nulls_from_args)
 from flyviz.errors import InputError
 
 EPILOG = """\
@@ -65,7 +65,13 @@ examples:
 HEADLINES = {"cpr": ("CPR", True), "cmd": ("CMD", False),
              "circuit_size": ("circuit size", False),
              "circuit_fraction": ("circuit fraction", False),
-             "faithfulness": ("faithfulness", True)}
+             "faithful_circuit": ("faithful circuit", True)}
+#: The rows compared only among the searches that found a faithful circuit: a search that
+#: found none records the whole model as its size, which is no circuit, not a large one.
+SIZE_ROWS = ("circuit_size", "circuit_fraction")
+#: What each row's p counts, printed beside it.
+ROW_NOTES = {"faithful_circuit": "1 = a faithful circuit below the whole model, 0 = none; "
+                                 "one-sided: p is the share of nulls that find one too"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -262,9 +268,8 @@ def run(args: argparse.Namespace) -> int:
     found: list[dict[str, tuple[float, bool]]] = []
     if seeds:
         found = _nulls(args, task, settings, ckpt, out, log)
-        comparisons = null_comparisons(_headlines(result), found)
         document["nulls"] = {"kind": args.null_kind, "seeds": seeds,
-                             **{name: c.to_dict() for name, c in comparisons.items()}}
+                             **_comparisons(_headlines(result), found)}
     if out is not None:
         write_circuit_folder(out, result, ckpt, document)
         log(f"wrote {out}/scores.csv, curve.csv and circuit.json")
@@ -278,19 +283,72 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(_table(result, ckpt, args.show))
     if seeds:
-        print_null_comparisons(_labelled(_headlines(result)), [_labelled(f) for f in found],
-                               args, unit=f"circuits of {result.units.kind} at --tolerance "
-                                          f"{settings.tolerance:g}")
+        _print_comparisons(document["nulls"], args,
+                           unit=f"circuits of {result.units.kind} at --tolerance "
+                                f"{settings.tolerance:g}")
     return 0
 
 
 def _headlines(result: Any) -> dict[str, tuple[float, bool]]:
-    """The headline numbers of a circuit search: name -> (value, higher_is_more)."""
-    return {name: (value, HEADLINES[name][1]) for name, value in result.headline().items()}
+    """The headline numbers of a circuit search compared with nulls: name -> (value,
+    higher_is_more). Faithfulness itself is not one (a search that finds nothing records
+    f = 1, as faithful as can be): whether a faithful circuit was found is."""
+    numbers = dict(result.headline())
+    numbers.pop("faithfulness", None)
+    numbers["faithful_circuit"] = 1.0 if result.faithful else 0.0
+    return {name: (value, HEADLINES[name][1]) for name, value in numbers.items()}
 
 
-def _labelled(headlines: dict[str, tuple[float, bool]]) -> dict[str, tuple[float, bool]]:
-    return {HEADLINES[name][0]: item for name, item in headlines.items()}
+def _comparisons(real: dict[str, tuple[float, bool]],
+                 nulls: list[dict[str, tuple[float, bool]]]) -> dict[str, Any]:
+    """Each headline row real vs the nulls (JSON values): the size rows only among the
+    nulls with a faithful circuit, and only when the real search found one (else
+    ``real`` and ``p`` are ``None`` and ``note`` says why)."""
+    from flyviz.analysis.nulls import compare_to_nulls
+
+    with_circuit = [n for n in nulls if n["faithful_circuit"][0] == 1.0]
+    rows: dict[str, Any] = {}
+    for name, (value, higher) in real.items():
+        pool, note = nulls, ROW_NOTES.get(name)
+        if name in SIZE_ROWS:
+            note = (f"among the {len(with_circuit)} of {len(nulls)} nulls with a faithful "
+                    "circuit")
+            if real["faithful_circuit"][0] != 1.0 or not with_circuit:
+                why = ("the real search found no faithful circuit"
+                       if real["faithful_circuit"][0] != 1.0
+                       else f"no null's search found a faithful circuit (0 of {len(nulls)})")
+                rows[name] = {"real": value if real["faithful_circuit"][0] == 1.0 else None,
+                              "p": None, "n": len(with_circuit), "higher_is_more": higher,
+                              "note": why,
+                              "nulls": [n[name][0] for n in with_circuit]}
+                continue
+            pool = with_circuit
+        comparison = compare_to_nulls(value, [n[name][0] for n in pool], higher_is_more=higher)
+        rows[name] = {**comparison.to_dict(), "note": note}
+    return rows
+
+
+def _print_comparisons(rows: dict[str, Any], args: argparse.Namespace, unit: str) -> None:
+    """One printed row per headline number, real vs nulls, with its note."""
+    from flyviz.analysis.nulls import NullComparison
+
+    seeds = rows["seeds"]
+    span = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+    print(f"\nreal vs {len(seeds)} {args.null_kind} null(s) ({span}), {unit}:")
+    width = max(len(label) for label, _ in HEADLINES.values())
+    for name, (label, _) in HEADLINES.items():
+        row = rows[name]
+        if row["p"] is None:
+            print(f"  {label:<{width}}  {row['note']}")
+            continue
+
+        def number(key: str, row: dict[str, Any] = row) -> float:
+            return float("nan") if row[key] is None else float(row[key])
+
+        line = NullComparison(real=number("real"), mean=number("mean"), sd=number("sd"),
+                              z=number("z"), p=float(row["p"]), n=int(row["n"]),
+                              higher_is_more=bool(row["higher_is_more"])).line()
+        print(f"  {label:<{width}}  {line}" + (f" ({row['note']})" if row["note"] else ""))
 
 
 def _nulls(args: argparse.Namespace, task: Any, settings: Any, ckpt: Any, out: Path | None,

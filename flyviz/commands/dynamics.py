@@ -148,7 +148,8 @@ def summary(found: Any, model_name: str) -> str:
 
             comparison = NullComparison(real=number("real"), mean=number("mean"),
                                         sd=number("sd"), z=number("z"), p=float(row["p"]),
-                                        n=int(row["n"]), higher_is_more=True)
+                                        n=int(row["n"]), higher_is_more=True,
+                                        two_sided=bool(row.get("two_sided", False)))
             lines.append(f"  {key:<{width}}  {comparison.line()}")
     return "\n".join(lines)
 

@@ -348,3 +348,20 @@ def test_nulls_on_dask_give_the_values_of_the_nulls_in_this_process(world, capsy
     code, there, err = _run(capsys, *argv, "--workers", "2")
     assert code == 0, err
     assert json.loads(there)["nulls"] == json.loads(here)["nulls"]
+
+
+@pytest.mark.parametrize("flag", [["--silence", "all"], ["--clamp", "all=0.5"]])
+def test_a_step_that_sets_every_neuron_has_radius_0_and_no_modes(world, capsys, flag):
+    """With every neuron set, J_t = 0 and ARPACK stopped at a zero start vector (a
+    traceback, exit 1)."""
+    code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
+                          "--prompt", "the cat saw", "--eigenvalues", "3", "--json", *flag)
+    assert code == 0, err
+    found = json.loads(out)
+    assert all(p["spectral_radius"] == 0.0 and p["eigenvalues"] == [] for p in found["positions"])
+    assert found["driving_modes"]["eigenvalues"] == []
+    assert found["memory"]["remaining_at_end"] == 0.0
+    code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
+                          "--prompt", "the cat saw", "--eigenvalues", "3", *flag)
+    assert code == 0, err
+    assert "none (every neuron is set there by a silence or clamp" in out

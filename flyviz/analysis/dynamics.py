@@ -193,6 +193,11 @@ class StepJacobians:
             self._scales[t] = held
         return held
 
+    def is_zero(self, t: int) -> bool:
+        """Whether ``J_t`` is zero: a silence or clamp sets every neuron at ``t`` (ARPACK
+        cannot start there, every vector it is given goes to zero; the radius is 0)."""
+        return bool(self._held_scale(t)[2].all())
+
     def matvec(self, t: int, v: np.ndarray) -> np.ndarray:
         """``J_t v`` (float64 in and out; the product itself runs in float32)."""
         v32 = np.ascontiguousarray(v, dtype=np.float32)
@@ -381,9 +386,11 @@ def eigenvalues_in_lockstep(jac: StepJacobians, positions: Sequence[int], k: int
         return None
     at_once = max(1, min(int(at_once), LOCKSTEP_BYTES // (8 * n * _arpack_ncv(n, k))))
     width = padded_columns(at_once)  # fixed: one layout of each graph
-    waiting = list(positions)
+    # a zero J_t has no modes to find (radius 0): ARPACK would stop at a zero vector
+    found: dict[int, np.ndarray] = {t: np.zeros(0, complex) for t in positions
+                                    if jac.is_zero(t)}
+    waiting = [t for t in positions if t not in found]
     runs: dict[int, Any] = {}
-    found: dict[int, np.ndarray] = {}
     asked: dict[int, np.ndarray] = {}
     placeholder = np.zeros(n)
 
@@ -589,6 +596,9 @@ def _driving_summary(jac: StepJacobians, t: int, settings: DynamicsSettings,
                      cell_types: Sequence[str] | None) -> dict[str, Any]:
     """The leading left eigenvectors of ``J_t`` summarised by cell type."""
     n = jac.neurons
+    if jac.is_zero(t):  # every neuron set there: J_t = 0 has no driving modes
+        return {"position": t, "eigenvalues": [], "participation": 0.0, "top_type_share": 0.0,
+                "cell_types": []}
     k = min(settings.driving_modes, max(1, n - 2))
     values, vectors = leading_eigen(jac.operator(t, transpose=True), n, k, seed=settings.seed,
                                     t=t + 10_000, tolerance=settings.tolerance, vectors=True,
@@ -667,9 +677,9 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
         else:
             eigenvalues = []
             for t in range(steps):
-                values, _ = leading_eigen(jac.operator(t), n, k, seed=settings.seed, t=t,
-                                          tolerance=settings.tolerance,
-                                          dense=functools.partial(jac.dense, t))
+                values, _ = (np.zeros(0, complex), None) if jac.is_zero(t) else leading_eigen(
+                    jac.operator(t), n, k, seed=settings.seed, t=t,
+                    tolerance=settings.tolerance, dense=functools.partial(jac.dense, t))
                 eigenvalues.append(values)
                 if progress is not None:
                     progress(t + 1, steps)

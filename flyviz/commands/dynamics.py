@@ -120,8 +120,10 @@ def summary(found: Any, model_name: str) -> str:
               f"  after {followed} tokens {found.memory_norms[-1]:.3g}"
               f"{spread('remaining_at_end', digits='.3g')} of it remains (leak only: "
               f"{(1 - found.leak) ** followed:.3g}); its slow tail halves in "
-              + (f"{tail:.2f} tokens" if tail is not None else "(no decay)")
-              + spread("tail_half_life_tokens"),
+              + ("(none left: every neuron is set by a silence or clamp)"
+                 if found.memory_norms[-1] == 0 else
+                 (f"{tail:.2f} tokens" if tail is not None else "(no decay)")
+                 + spread("tail_half_life_tokens")),
               "  norm per token: " + " ".join(f"{v:.3g}" for v in found.memory_norms[:12])
               + (" ..." if found.memory_norms.size > 12 else ""),
               f"spread: a one-token drive at position {found.perturb_at} reaches (>= "
@@ -129,9 +131,13 @@ def summary(found: Any, model_name: str) -> str:
               + ", ".join(f"{100 * v:.1f} %" for v in found.spread_fraction)
               + " of the neurons after 0.. steps"]
     driving = found.driving
-    lines.append(f"driving modes at position {driving['position']} "
-                 f"({_complex([complex(*z) for z in driving['eigenvalues']])}): participation "
-                 f"{100 * driving['participation']:.1f} % of the neurons")
+    if not driving["eigenvalues"]:
+        lines.append(f"driving modes at position {driving['position']}: none (every neuron is "
+                     "set there by a silence or clamp, so the step Jacobian is zero)")
+    else:
+        lines.append(f"driving modes at position {driving['position']} "
+                     f"({_complex([complex(*z) for z in driving['eigenvalues']])}): "
+                     f"participation {100 * driving['participation']:.1f} % of the neurons")
     for row in driving["cell_types"][:5]:
         lines.append(f"  {row['cell_type']:<20} {100 * row['share']:5.1f} % of the weight, "
                      f"{100 * row['neuron_share']:5.1f} % of the neurons "

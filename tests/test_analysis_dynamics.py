@@ -365,3 +365,16 @@ def test_a_step_that_sets_every_neuron_has_radius_0_and_no_modes(world, capsys, 
                           "--prompt", "the cat saw", "--eigenvalues", "3", *flag)
     assert code == 0, err
     assert "none (every neuron is set there by a silence or clamp" in out
+
+
+def test_progress_in_a_log_is_whole_lines_without_repeats(world, capsys):
+    """On a non-terminal stderr the progress was one run-on line of '\\r'-joined texts."""
+    code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
+                          "--prompt", "the cat saw a dog", "--eigenvalues", "3")
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if "positions" in line]
+    assert lines and "\r" not in err and err.endswith("\n")
+    assert len(lines) == len(set(lines))  # a line only when the count changes
+    assert re.search(r"\d+/\d+ positions", lines[-1])
+    done, total = re.search(r"(\d+)/(\d+) positions", lines[-1]).groups()
+    assert done == total

@@ -162,6 +162,7 @@ def summary(found: Any, model_name: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, measure, print."""
+    from flyviz.analysis.cluster import ProgressBar
     from flyviz.analysis.dynamics import compare_with_nulls, portrait
     from flyviz.model.attribution import record_tape
     from flyviz.record.run import encode_prompt
@@ -189,12 +190,17 @@ def run(args: argparse.Namespace) -> int:
             engine.set_interventions(None)
         texts = [model.tokenizer.token_text(t) for t in ids]
         anatomy = ckpt.anatomy
-        progress = None if args.json else _progress
-        found = portrait(model.backward, tape, settings, token_texts=texts,
-                         cell_types=None if anatomy is None else anatomy.cell_type,
-                         progress=progress)
-        if progress is not None:
-            print(file=sys.stderr)
+        # the shared progress line: redrawn on a terminal, whole lines (only when the count
+        # changes) in a log
+        bar = None if args.json else ProgressBar(tape.steps, label="positions")
+        try:
+            found = portrait(model.backward, tape, settings, token_texts=texts,
+                             cell_types=None if anatomy is None else anatomy.cell_type,
+                             progress=None if bar is None else
+                             (lambda done, total: bar.update(done)))
+        finally:
+            if bar is not None:
+                bar.close()
         if seeds:
             workers = args.workers if args.workers is not None or args.scheduler else None
             compare_with_nulls(found, ckpt, args.null_kind, seeds,
@@ -209,7 +215,3 @@ def run(args: argparse.Namespace) -> int:
         print(summary(found, ckpt.name))
     return 0
 
-
-def _progress(done: int, total: int) -> None:
-    print(f"\rflyviz: eigenvalues of position {done} of {total}", end="", file=sys.stderr,
-          flush=True)

@@ -198,9 +198,13 @@ def run(args: argparse.Namespace) -> int:
                              cell_types=None if anatomy is None else anatomy.cell_type,
                              progress=None if bar is None else
                              (lambda done, total: bar.update(done)))
-        finally:
-            if bar is not None:
-                bar.close()
+        except BaseException:
+            # bad input is one line: no progress written for it; a terminal's open line ends
+            if bar is not None and bar.tty and bar.initial is not None:
+                print(file=sys.stderr)
+            raise
+        if bar is not None:
+            bar.close()
         if seeds:
             workers = args.workers if args.workers is not None or args.scheduler else None
             compare_with_nulls(found, ckpt, args.null_kind, seeds,

@@ -152,6 +152,16 @@ def test_on_a_random_model_no_circuit_below_the_whole_brain_is_faithful(tokenize
     judged = {p.size: result.judge(p) for p in result.points if 0 < p.size < neurons}
     assert judged and "faithful" not in judged.values()
     assert set(judged.values()) <= {"overshoots", "undershoots", "prompts"}
+    # The one closest to faithful is named: within on the task, the most prompts within.
+    close = [p for p in result.points if 0 < p.size < neurons and result.judge(p) == "prompts"]
+    miss = result.near_miss
+    if close:
+        best = max(result.spread(p)["within"] for p in close)
+        assert miss in close and result.spread(miss)["within"] == best
+        assert result.to_json(ck)["circuit"]["near_miss"]["nodes"] == miss.size
+    else:
+        assert miss is None
+    assert len(result.measured_below_whole) == len(judged)
 
 
 def _one_at_a_time(ck, task, order, sizes, ablation, mu):

@@ -11,7 +11,7 @@ from PySide6.QtGui import QImage
 
 pytestmark = pytest.mark.gui
 
-LONG = ("circuit: No circuit below the whole brain is faithful: no measured circuit has "
+LONG = ("circuit: No circuit below the whole brain is faithful: none of the 11 measured sizes has "
         "|1 - f| <= 0.1 on the task and on 90% of its prompts. Overshoots: 210% at 220 "
         "neurons, not kept. CPR 1.194, CMD 0.195; m(M) +14.19, m(empty) +1.402 (mean ablation)")
 

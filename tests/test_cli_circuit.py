@@ -42,7 +42,10 @@ def test_json_holds_the_curve_the_circuit_and_the_settings(capsys, world):
     assert out["overshoot"] is None
     assert [p["nodes"] for p in out["curve"]][:2] == [0, 10] and len(out["curve"]) == 13
     assert out["curve"][-1] == {"nodes": 200, "faithfulness": 1.0,
-                                "metric": out["full_metric"]}
+                                "metric": out["full_metric"], "prompts_within": 1.0}
+    # Each point's share of prompts within the tolerance, as the text table shows it.
+    chosen = next(p for p in out["curve"] + out["refinement"] if p["nodes"] == 4)
+    assert chosen["prompts_within"] == spread["within"]
     assert out["settings"]["ablation"] == "mean" and out["settings"]["tolerance"] == 0.1
     assert out["settings"]["prompt_share"] == 0.9
     assert 0 < out["cpr"] and 0 <= out["cmd"]
@@ -72,8 +75,11 @@ def test_on_a_random_model_the_command_says_no_circuit_is_faithful_and_names_ove
             "--task", str(world["task"]), "--workers", "0"]
     assert cli.main(argv) == 0
     text = capsys.readouterr().out
-    assert ("no circuit below the whole brain is faithful: no measured circuit smaller than "
-            "all 200 neurons has |1 - f| <= 0.1 on the task and on 90% of its 8 prompts") in text
+    found = re.search(r"no circuit below the whole brain is faithful: none of the (\d+) "
+                      r"measured sizes smaller than all 200 neurons has \|1 - f\| <= 0\.1 on "
+                      r"the task and on 90% of its 8 prompts", text)
+    assert found, text
+    measured = int(found.group(1))
     assert "faithful circuit:" not in text and "its top neurons" not in text
     # The curve's overshoots are named as such, never as kept: f of 6.16 at 67 neurons.
     over = [line for line in text.splitlines() if line.startswith("overshoots: ")]
@@ -86,6 +92,13 @@ def test_on_a_random_model_the_command_says_no_circuit_is_faithful_and_names_ove
     assert cli.main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["circuit"]["faithful"] is False and out["circuit"]["size"] == 200
+    # The whole model's f = 1 is no finding: a failed search reports none, and says so.
+    circuit = out["circuit"]
+    assert circuit["faithfulness"] is None and circuit["prompt_faithfulness"] is None
+    assert circuit["verdict"] == "no circuit below the whole model is faithful"
+    assert circuit["measured_below_whole"] == measured == len(
+        {p["nodes"] for p in out["curve"] + out["refinement"] if 0 < p["nodes"] < 200})
+    assert all(0.0 <= p["prompts_within"] <= 1.0 for p in out["curve"][1:])
     assert out["overshoot"]["faithfulness"] == max(p["faithfulness"] for p in
                                                    out["curve"] + out["refinement"])
     assert f"{out['overshoot']['faithfulness']:.0%}" == percent

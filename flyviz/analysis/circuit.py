@@ -893,6 +893,28 @@ class CircuitResult:
                 "within": within_share(defined, float(self.settings.tolerance))}
 
     @property
+    def measured_below_whole(self) -> list[CurvePoint]:
+        """The measured circuits between nothing and the whole model, by size."""
+        return [p for p in self.points if 0 < p.size < self.units.count]
+
+    @property
+    def near_miss(self) -> CurvePoint | None:
+        """Where no circuit is faithful, the measured one closest to being so: within the
+        tolerance on the task but not on enough prompts (the most prompts within, then the
+        smallest); ``None`` when there is a circuit or no such point."""
+        if self.faithful:
+            return None
+        close = [p for p in self.measured_below_whole if self.judge(p) == "prompts"]
+        if not close:
+            return None
+
+        def rank(point: CurvePoint) -> tuple[float, int]:
+            within = self.spread(point)["within"]
+            return (within if math.isfinite(within) else -1.0, -point.size)
+
+        return max(close, key=rank)
+
+    @property
     def overshoot(self) -> CurvePoint | None:
         """The measured circuit with the highest ``f`` above ``1 + tolerance`` (a part of the
         brain that does more than the whole model), or ``None``."""
@@ -937,12 +959,15 @@ class CircuitResult:
         def clean(value: float) -> float | None:
             return float(value) if math.isfinite(value) else None
 
+        # A search without a circuit keeps the whole model, whose f is 1 by definition (and
+        # every prompt's too): those numbers are not a finding, so they are not reported.
         circuit: dict[str, Any] = {
             "faithful": self.faithful,
             "size": self.size, "units": self.units.kind,
             "fraction": self.size / self.units.count,
-            "faithfulness": self.faithfulness,
-            "prompt_faithfulness": {k: clean(v) for k, v in self.spread().items()},
+            "faithfulness": self.faithfulness if self.faithful else None,
+            "prompt_faithfulness": {k: clean(v) for k, v in self.spread().items()}
+            if self.faithful else None,
             "neurons": [int(i) for i in neurons],
             "types": [{"type": t, "neurons": c} for t, c in seen.items()]}
         overshoot = self.overshoot
@@ -954,11 +979,21 @@ class CircuitResult:
                                 for a, b, s in zip(pre, post, score)]
             circuit["edges_listed"] = int(pre.size)
         s = self.settings
+        if not self.faithful:
+            miss = self.near_miss
+            circuit["verdict"] = "no circuit below the whole model is faithful"
+            circuit["measured_below_whole"] = len(self.measured_below_whole)
+            circuit["near_miss"] = None if miss is None else {
+                "nodes": miss.size, "faithfulness": miss.faithfulness,
+                "prompts_within": clean(self.spread(miss)["within"])}
+
+        def row(p: CurvePoint) -> dict[str, Any]:
+            return {"nodes": p.size, "faithfulness": p.faithfulness, "metric": p.metric,
+                    "prompts_within": clean(self.spread(p)["within"])}
+
         return {
-            "curve": [{"nodes": p.size, "faithfulness": p.faithfulness, "metric": p.metric}
-                      for p in self.curve],
-            "refinement": [{"nodes": p.size, "faithfulness": p.faithfulness,
-                            "metric": p.metric} for p in self.refinement],
+            "curve": [row(p) for p in self.curve],
+            "refinement": [row(p) for p in self.refinement],
             "circuit": circuit, "cpr": self.cpr, "cmd": self.cmd,
             "overshoot": None if overshoot is None else {
                 "nodes": overshoot.size, "faithfulness": overshoot.faithfulness},

@@ -211,8 +211,14 @@ def verdict_lines(result: Any) -> list[str]:
                  f"{spread['q25']:.3f}, {spread['median']:.3f}, {spread['q75']:.3f}), "
                  f"{spread['within']:.0%} of the prompts within {s.tolerance:g}"]
     else:
-        lines = [f"no circuit below the whole brain is faithful: no measured circuit smaller "
-                 f"than all {count:,} {kind} has {band}{refined}"]
+        measured = len(result.measured_below_whole)
+        lines = [f"no circuit below the whole brain is faithful: none of the {measured:,} "
+                 f"measured sizes smaller than all {count:,} {kind} has {band}{refined}"]
+        miss = result.near_miss
+        if miss is not None:
+            lines.append(f"closest: {miss.size:,} {kind} with f = {miss.faithfulness:.4f} on "
+                         f"the task, but {result.spread(miss)['within']:.0%} of the prompts "
+                         f"within {s.tolerance:g}")
     over = result.overshoot
     if over is not None:
         lines.append(f"overshoots: {over.faithfulness:.0%} at {over.size:,} {kind} (more than "

@@ -122,9 +122,13 @@ def verdict(result: "CircuitResult") -> str:
                 f"{spread['min']:.2f} to {spread['max']:.2f}, median {spread['median']:.2f}, "
                 f"{spread['within']:.0%} of the prompts within")
     else:
-        line = (f"No circuit below the whole brain is faithful: no measured circuit has "
-                f"|1 − f| ≤ {s.tolerance:g} on the task and on {s.prompt_share:.0%} of its "
-                "prompts")
+        line = (f"No circuit below the whole brain is faithful: none of the "
+                f"{len(result.measured_below_whole):,} measured sizes has |1 − f| ≤ "
+                f"{s.tolerance:g} on the task and on {s.prompt_share:.0%} of its prompts")
+        miss = result.near_miss
+        if miss is not None:
+            line += (f"; closest: {miss.size:,} {kind}, f = {miss.faithfulness:.3f}, but "
+                     f"{result.spread(miss)['within']:.0%} of the prompts within")
     over = result.overshoot
     if over is not None:
         line += f". Overshoots: {over.faithfulness:.0%} at {over.size:,} {kind}, not kept"

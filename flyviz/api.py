@@ -226,9 +226,10 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
         What :func:`load` returned (its engines are reused), a checkpoint or a
         spec such as ``"demo"`` (loaded for this call only).
     prompt_or_recording
-        A prompt (text, BOS is added), a :class:`Recording` or the
+        A prompt (a ``str``, BOS is added), a :class:`Recording` or the
         :class:`pathlib.Path` of a saved one (traced teacher-forced on its own
-        tokens, with its interventions; it must come from this model).
+        tokens, with its interventions; it must come from this model). A
+        ``str`` that names an existing file is refused: pass its ``Path``.
     position
         The step explained (0 is BOS); default: the last prompt token, whose
         prediction is the first generated token.
@@ -275,6 +276,10 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
     from flyviz.record.runner import as_model
     from flyviz.record.trace import trace as trace_run
 
+    if isinstance(prompt_or_recording, str):
+        from flyviz.arguments import text_not_a_path
+
+        text_not_a_path("prompt_or_recording", prompt_or_recording, "to trace the saved recording")
     runner, owned = as_model(model)
     try:
         return trace_run(runner, prompt_or_recording, position=position, target=target,
@@ -307,13 +312,17 @@ def importance(model: "Model | Checkpoint | str | Path",
         What :func:`load` returned (its engines are reused in this process),
         a checkpoint or a spec such as ``"demo"``.
     text
-        The text itself (a ``str``), or a :class:`pathlib.Path` (or a list of
-        paths) of text, JSON Lines or Parquet files or folders.
+        The text itself (a ``str``; blank lines separate documents), or a
+        :class:`pathlib.Path` of a text, JSON Lines or Parquet file or a folder
+        of them, or a list of such texts and paths. A ``str`` is never read as
+        a file's name: one that names an existing file is refused (pass
+        ``Path("heldout.txt")`` to read it).
     by
         Groups to sum over: ``"superclass"``, ``"type"``, ``"side"``, a groups
         file (``NAME: QUERY`` lines), a ``{name: query}`` dict, or ``None``.
     max_tokens, context
-        Read at most this many tokens; the longest window (BOS included).
+        Read at most this many tokens, counting each window's BOS (as
+        ``--max-tokens`` does); the longest window (BOS included).
     out
         Also write the lesion-map file (``.csv``/``.parquet``), the per-neuron
         table and the Zarr array (see :mod:`flyviz.analysis.importance`).
@@ -327,10 +336,17 @@ def importance(model: "Model | Checkpoint | str | Path",
         ``.estimate`` (one float64 per neuron), ``.rows`` (the groups, largest
         first), ``.baseline_cross_entropy``, ``.positions``, ``.paths``.
 
+    Raises
+    ------
+    flyviz.errors.InputError
+        An empty text, a ``str`` that names an existing file, a missing file,
+        a bad setting.
+
     Examples
     --------
     >>> est = flyviz.importance(model, "Once upon a time, there was a girl.")   # doctest: +SKIP
     >>> est.rows[0].group, est.estimate.argmax()                                # doctest: +SKIP
+    >>> est = flyviz.importance(model, Path("heldout.txt"), max_tokens=2000)    # doctest: +SKIP
     """
     import tempfile
 
@@ -342,9 +358,9 @@ def importance(model: "Model | Checkpoint | str | Path",
     if out is not None:
         from flyviz.fileio import check_not_input
 
-        # a str is the text itself; a Path or a list names the files read
-        files = None if isinstance(text, str) else [text] if isinstance(text, Path) \
-            else [t for t in text if isinstance(t, (str, Path))]
+        # a str is the text itself; only the Paths name files read
+        files = [t for t in ([text] if isinstance(text, (str, Path)) else text)
+                 if isinstance(t, Path)]
         check_not_input(out, {"text": files, "by": by if isinstance(by, (str, Path)) else None},
                         "out")
     runner, owned = as_model(model)
@@ -352,13 +368,13 @@ def importance(model: "Model | Checkpoint | str | Path",
         ckpt = runner.checkpoint
         groups = importance_groups(ckpt, by)
         with tempfile.TemporaryDirectory(prefix="flyviz-importance-") as folder:
-            if isinstance(text, str):
-                paths: list[str | Path] = [Path(folder) / "text.txt"]
-                Path(paths[0]).write_text(text, encoding="utf-8")
-            elif isinstance(text, Path):
-                paths = [text]
-            else:
-                paths = list(text)
+            paths: list[str | Path] = []
+            for number, item in enumerate([text] if isinstance(text, (str, Path)) else text):
+                if isinstance(item, str):  # the text itself, read as a text file is read
+                    written = Path(folder) / f"text-{number:06d}.txt"
+                    written.write_text(item, encoding="utf-8")
+                    item = written
+                paths.append(item)
             corpus = build_corpus(paths, runner.tokenizer, context=settings.context,
                                   max_tokens=max_tokens, bos_token_id=ckpt.config.bos_token_id)
         in_process = workers == 0 and scheduler is None
@@ -377,18 +393,24 @@ def _importance_arguments(text: Any, max_tokens: Any, context: Any, workers: Any
     and ``workers`` (one :class:`InputError` naming the argument at fault)."""
     from flyviz.analysis.cluster import MAX_WORKERS
     from flyviz.analysis.importance import ImportanceSettings
-    from flyviz.arguments import shown, whole_number
+    from flyviz.arguments import shown, text_not_a_path, whole_number
     from flyviz.model.tokenizer import check_unicode
 
-    if isinstance(text, str):
-        if not text.strip():
-            raise InputError("the text is empty; give some text or a file's Path")
-        check_unicode(text, "the text")
-    elif not isinstance(text, Path) and not (
-            isinstance(text, (list, tuple)) and text
-            and all(isinstance(item, (str, Path)) for item in text)):
-        raise InputError(f"text must be the text itself (a str), a Path or a list of paths "
-                         f"of text, JSON Lines or Parquet files, not {shown(text)}")
+    if isinstance(text, (str, Path)):
+        items, names = [text], ["text"]
+    elif isinstance(text, (list, tuple)) and text \
+            and all(isinstance(item, (str, Path)) for item in text):
+        items, names = list(text), [f"text[{i}]" for i in range(len(text))]
+    else:
+        raise InputError(f"text must be the text itself (a str), a pathlib.Path of text, "
+                         f"JSON Lines or Parquet files, or a list of them, not {shown(text)}")
+    for item, name in zip(items, names):
+        if isinstance(item, str):
+            if not item.strip():
+                raise InputError(f"{'the text' if name == 'text' else name} is empty; give "
+                                 "some text or a file's pathlib.Path")
+            check_unicode(item, "the text")
+            text_not_a_path(name, item, "to read the file")
     settings = ImportanceSettings(context=whole_number("context", context, 2, 1 << 20))
     return (settings.validate(),
             None if max_tokens is None else whole_number("max_tokens", max_tokens, 1),

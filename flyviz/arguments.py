@@ -17,7 +17,10 @@ from typing import Any
 
 from flyviz.errors import InputError
 
-__all__ = ["choice", "shown", "span", "whole_number"]
+__all__ = ["choice", "shown", "span", "text_not_a_path", "whole_number"]
+
+#: A ``str`` with a line break, or longer than this, is text: never taken for a file's name.
+PATH_LIKE_LENGTH = 1024
 
 
 def shown(value: Any) -> str:
@@ -105,3 +108,42 @@ def span(name: str, value: Any, lo: int, hi: int) -> tuple[int, int]:
         why = "; they count from 0, not from the end" if min(start, stop) < 0 else ""
         raise InputError(f"{name} ({start}, {stop}) {rule}{why}")
     return start, stop
+
+
+def text_not_a_path(name: str, text: str, reads: str) -> str:
+    """``text``, refused when it looks like the name of a file or folder that exists.
+
+    Where a library call takes either text (a ``str``) or files (a :class:`pathlib.Path`),
+    a ``str`` is always the text. ``flyviz.importance(model, "heldout.txt")`` would then
+    analyse the eleven characters of the name, without a word; so a ``str`` that could be
+    a path (one line, at most :data:`PATH_LIKE_LENGTH` characters) and names something
+    that exists is refused, to be passed as a ``Path`` or as the text itself.
+
+    Parameters
+    ----------
+    name
+        How the caller wrote the argument (``"text"``, ``"text[1]"``).
+    text
+        The ``str`` given.
+    reads
+        What a ``Path`` of it would do: ``"to read the file"``.
+
+    Raises
+    ------
+    InputError
+        ``"text 'heldout.txt' is the name of an existing file, and a str is read as text:
+        pass pathlib.Path('heldout.txt') to read the file, or the text itself"``.
+    """
+    if "\n" in text or "\r" in text or not text.strip() or len(text) > PATH_LIKE_LENGTH:
+        return text
+    try:
+        path = os.path.expanduser(text)
+        what = "folder" if os.path.isdir(path) else "file" if os.path.exists(path) else None
+    except (OSError, ValueError):  # a name too long for the system, a NUL: not a path
+        what = None
+    if what is not None:
+        short = text if len(text) <= 80 else text[:77] + "..."
+        raise InputError(f"{name} {short!r} is the name of an existing {what}, and a str is "
+                         f"read as text: pass pathlib.Path({short!r}) {reads}, or the text "
+                         "itself")
+    return text

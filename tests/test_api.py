@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -250,3 +251,32 @@ def test_export_movie_writes_frames_drawn_where_the_model_puts_its_neurons(tmp_p
     assert len(np.unique(image.reshape(-1, 3), axis=0)) > 10
     assert len(list((out / "ball").glob("*.png"))) == 1
     assert not (out / "x.mp4").exists()
+
+
+def test_a_str_is_text_a_path_is_a_file_and_a_str_naming_a_file_is_refused(model, tmp_path,
+                                                                             monkeypatch):
+    story = "the cat and the dog sat on the mat.\n\nthe dog ran to the cat."
+    (tmp_path / "story.txt").write_text(story, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    as_text = flyviz.importance(model, story, by=None, context=16)
+    as_file = flyviz.importance(model, Path("story.txt"), by=None, context=16)
+    np.testing.assert_array_equal(as_text.estimate, as_file.estimate)
+    assert as_text.positions == as_file.positions > 10
+    # A list may mix texts and paths: each str is a text, each Path a file.
+    mixed = flyviz.importance(model, [story, Path("story.txt")], by=None, context=16)
+    assert mixed.positions == 2 * as_text.positions
+    # The name of an existing file, given as a str, is neither read nor analysed as text.
+    for given in ("story.txt", str(tmp_path / "story.txt"), [story, "story.txt"]):
+        with pytest.raises(InputError, match=r"'[^']*story\.txt' is the name of an existing "
+                                             r"file.*pass pathlib\.Path\("):
+            flyviz.importance(model, given, by=None, context=16)
+    with pytest.raises(InputError, match="existing folder"):
+        flyviz.importance(model, str(tmp_path), by=None, context=16)
+    flyviz.run(model, PROMPT, max_new_tokens=2).save(tmp_path / "run.flyrec")
+    with pytest.raises(InputError, match=r"'run\.flyrec' is the name of an existing file.*"
+                                         r"to trace the saved recording"):
+        flyviz.trace(model, "run.flyrec")
+    assert flyviz.trace(model, Path("run.flyrec")).position >= 0
+    with pytest.raises(InputError, match="to patch from the saved recording"):
+        flyviz.Patch("all", "run.flyrec")
+    assert flyviz.Patch("all", Path("run.flyrec")).source.label == "recording run.flyrec"

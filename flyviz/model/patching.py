@@ -161,14 +161,19 @@ class PatchSource:
     @classmethod
     def of(cls, value: Any) -> "PatchSource":
         """A source from what :class:`Patch` accepts: a :class:`PatchSource`, a prompt string,
-        a recording, or a ``(positions, neurons)`` array."""
+        a recording or its :class:`pathlib.Path`, or a ``(positions, neurons)`` array.
+
+        A string that names an existing file is refused rather than run as a prompt: the
+        recording is read from a ``Path``."""
+        from flyviz.arguments import text_not_a_path
         from flyviz.record.recording import Recording
 
         if isinstance(value, PatchSource):
             return value
         if isinstance(value, str):
-            return cls.from_prompt(value)
-        if isinstance(value, Recording):
+            return cls.from_prompt(text_not_a_path("a patch's source", value,
+                                                   "to patch from the saved recording"))
+        if isinstance(value, (Recording, Path)):
             return cls.from_recording(value)
         try:
             states = np.asarray(value, dtype=np.float32)
@@ -285,9 +290,10 @@ class Patch(InterventionBase):
     neurons
         Query string or neuron indices.
     source
-        A :class:`PatchSource`, a source prompt (aligned from the start), a
-        :class:`~flyviz.record.recording.Recording`, or a ``(positions,
-        neurons)`` array of states.
+        A :class:`PatchSource`, a source prompt (a ``str``, aligned from the
+        start), a :class:`~flyviz.record.recording.Recording` or the
+        :class:`pathlib.Path` of a saved one, or a ``(positions, neurons)``
+        array of states.
     start, stop
         Token window (positions, half-open); ``None`` for no bound.
 

@@ -106,7 +106,8 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
         What :func:`load` returned (its engine is reused), or a model spec
         such as ``"demo"`` (loaded for this call only).
     prompt
-        Text to continue (BOS is added).
+        Text to continue, a ``str`` (BOS is added); bytes or a number are
+        refused rather than run as the text of their ``repr``.
     max_new_tokens
         Stop after this many generated tokens (EOS stops earlier).
     min_new_tokens
@@ -143,7 +144,8 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
     Raises
     ------
     flyviz.errors.InputError
-        For an empty prompt, an out-of-range setting, a bad intervention.
+        For an empty prompt or one that is not a ``str``, an out-of-range or
+        mistyped setting, a bad intervention.
 
     Examples
     --------

@@ -280,3 +280,22 @@ def test_a_str_is_text_a_path_is_a_file_and_a_str_naming_a_file_is_refused(model
     with pytest.raises(InputError, match="to patch from the saved recording"):
         flyviz.Patch("all", "run.flyrec")
     assert flyviz.Patch("all", Path("run.flyrec")).source.label == "recording run.flyrec"
+
+
+@pytest.mark.parametrize("prompt", [b"the cat", 5, ["the cat"]], ids=["bytes", "int", "list"])
+def test_a_prompt_that_is_not_a_str_is_refused_everywhere(model, prompt):
+    kind = type(prompt).__name__
+    calls = {
+        "run": lambda: flyviz.run(model, prompt, max_new_tokens=2),
+        "compare": lambda: flyviz.compare(model, prompt, ["silence all"], max_new_tokens=2),
+        "frames": lambda: list(model.frames(prompt, GenerationSettings(max_new_tokens=2))),
+        "trace": lambda: flyviz.trace(model, prompt),
+        "patch source": lambda: flyviz.run(model, PROMPT, max_new_tokens=2, interventions=[
+            flyviz.Patch("all", flyviz.PatchSource.from_prompt(prompt))]),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InputError, match=rf"\b{kind}\b") as caught:
+            call()
+        assert "\n" not in str(caught.value), name
+    with pytest.raises(InputError, match=rf"the prompt must be text \(a str\), not .*\({kind}\)"):
+        flyviz.run(model, prompt, max_new_tokens=2)

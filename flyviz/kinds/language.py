@@ -254,7 +254,7 @@ class LanguageModelKind(ModelKind):
                 raise InputError(f"prompt ids must be a non-empty list of ids in "
                                  f"0..{vocabulary - 1}")
         else:
-            prompt = "" if given is None else str(given)
+            prompt = "" if given is None else given  # not str(): b"Once" is no prompt
             ids = encode_prompt(model.tokenizer, prompt, model.checkpoint.config.bos_token_id)
         # A patch's positions are aligned to this prompt (flyviz.model.patching).
         resolved = model.resolve_interventions(bind_patches(request.interventions or (),
@@ -286,7 +286,7 @@ class LanguageModelKind(ModelKind):
         the KL (:func:`~flyviz.record.compare.record_step`)."""
         mode = options.get("compare")
         ids = list(request.ids) if isinstance(request, EncodedPrompt) else None
-        prompt = request.text if isinstance(request, EncodedPrompt) else str(request)
+        prompt = request.text if isinstance(request, EncodedPrompt) else request
         if mode:
             return self._compared(model, prompt, settings, interventions, recording,
                                   str(mode), ids)

@@ -136,7 +136,10 @@ class PatchSource:
     @classmethod
     def from_prompt(cls, prompt: str, align: str = "start") -> "PatchSource":
         """A source prompt, run untouched on the patched model when the patch is resolved."""
-        if not isinstance(prompt, str) or not prompt.strip():
+        if not isinstance(prompt, str):
+            raise InputError(f"the source prompt of the patch must be text (a str), not "
+                             f"{type(prompt).__name__}")
+        if not prompt.strip():
             raise InputError("the source prompt of the patch is empty: give the text whose "
                              "states to patch in, e.g. --source-prompt 'Once upon a time'")
         return cls(prompt=prompt, align=align, label=f"prompt {prompt!r}")

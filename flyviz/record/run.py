@@ -126,8 +126,14 @@ class EncodedPrompt:
 
 def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> list[int]:
     """``[BOS] + encode(prompt)``, or ``encode(prompt)`` for a tokenizer with no BOS token
-    (FlyGPT's 65 characters: its model reads no BOS); an empty prompt is an error."""
-    if not prompt or not prompt.strip():
+    (FlyGPT's 65 characters: its model reads no BOS); an empty prompt, or one that is not
+    a ``str``, is an error (``b"Once"`` or ``5`` would otherwise run as the text of their
+    ``repr``)."""
+    if not isinstance(prompt, str):
+        from flyviz.arguments import shown
+
+        raise InputError(f"the prompt must be text (a str), not {shown(prompt)}")
+    if not prompt.strip():
         raise InputError("the prompt is empty: give some text for the model to continue")
     return start_ids(tokenizer, bos_token_id) + tokenizer.encode(prompt)
 

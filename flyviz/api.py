@@ -109,7 +109,9 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
         Text to continue, a ``str`` (BOS is added); bytes or a number are
         refused rather than run as the text of their ``repr``.
     max_new_tokens
-        Stop after this many generated tokens (EOS stops earlier).
+        Stop after this many generated tokens, a whole number of at least 1
+        (EOS stops earlier). There is no 0: the last prompt token's frame is
+        the one that picks the first new token.
     min_new_tokens
         Do not end at the end-of-text token before this many generated tokens (it
         is not chosen until then), to go on where the model would stop.
@@ -153,11 +155,15 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
     >>> recording.states().shape                                             # doctest: +SKIP
     (24, 49393)
     """
+    from flyviz.arguments import choice
+    from flyviz.record.recording import STATE_DTYPES
     from flyviz.record.run import GenerationSettings
     from flyviz.record.runner import as_model
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                                  temperature=temperature, top_p=top_p, seed=seed, top_k=top_k)
+                                  temperature=temperature, top_p=top_p, seed=seed,
+                                  top_k=top_k).validate()
+    choice("states_dtype", states_dtype, STATE_DTYPES)
     runner, owned = as_model(model)
     try:
         return runner.record(prompt, settings, interventions=interventions,
@@ -197,10 +203,11 @@ def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions
     from flyviz.record.runner import as_model
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature,
-                                  top_p=top_p, seed=seed)
+                                  top_p=top_p, seed=seed).validate()
+    chosen = as_interventions(interventions)  # both checked before a model is loaded
     runner, owned = as_model(model)
     try:
-        return compare_runs(runner.checkpoint, prompt, as_interventions(interventions), settings,
+        return compare_runs(runner.checkpoint, prompt, chosen, settings,
                             threads=runner.threads, kernel=runner.kernel_request)
     finally:
         if owned:

@@ -299,3 +299,44 @@ def test_a_prompt_that_is_not_a_str_is_refused_everywhere(model, prompt):
         assert "\n" not in str(caught.value), name
     with pytest.raises(InputError, match=rf"the prompt must be text \(a str\), not .*\({kind}\)"):
         flyviz.run(model, prompt, max_new_tokens=2)
+
+
+MISTYPED = {
+    "max_new_tokens='3'": (dict(max_new_tokens="3"), r"max new tokens must be a whole number"),
+    "max_new_tokens=2.5": (dict(max_new_tokens=2.5), r"max new tokens must be a whole number"),
+    "max_new_tokens=0": (dict(max_new_tokens=0), r"max new tokens 0 must be between 1 and"),
+    "min_new_tokens=1.5": (dict(min_new_tokens=1.5), r"min new tokens must be a whole number"),
+    "seed=1.5": (dict(seed=1.5), r"seed must be a whole number"),
+    "seed='7'": (dict(seed="7"), r"seed must be a whole number"),
+    "top_k='5'": (dict(top_k="5"), r"top-k must be a whole number"),
+    "temperature='hot'": (dict(temperature="hot"), r"temperature must be a number"),
+    "top_p=None": (dict(top_p=None), r"top-p must be a number"),
+    "states_dtype='int8'": (dict(states_dtype="int8"), r"states_dtype 'int8' .* is not one of "
+                                                       r"float16, float32"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISTYPED))
+def test_a_mistyped_run_setting_is_one_input_error_naming_it(model, case):
+    kwargs, expected = MISTYPED[case]
+    with pytest.raises(InputError, match=expected) as caught:
+        flyviz.run(model, PROMPT, **{"max_new_tokens": 2, **kwargs})
+    assert "\n" not in str(caught.value)
+    if "states_dtype" not in kwargs and "min_new_tokens" not in kwargs and "top_k" not in kwargs:
+        with pytest.raises(InputError, match=expected):
+            flyviz.compare(model, PROMPT, ["silence all"], **{"max_new_tokens": 2, **kwargs})
+
+
+def test_compare_and_neuron_trace_refuse_what_they_cannot_take(model):
+    with pytest.raises(InputError, match="interventions must be a list .* not int"):
+        flyviz.compare(model, PROMPT, 42, max_new_tokens=2)
+    recording = flyviz.run(model, PROMPT, max_new_tokens=2, states_dtype="float32")
+    last = model.neurons - 1
+    for neuron, expected in ((-1, rf"neuron -1 must be between 0 and {last}"),
+                             (model.neurons, rf"neuron {model.neurons} must be between 0 and"),
+                             ("5", r"neuron must be a whole number .* not '5' \(str\)"),
+                             (1.5, r"neuron must be a whole number")):
+        with pytest.raises(InputError, match=expected):
+            recording.neuron_trace(neuron)
+    np.testing.assert_array_equal(recording.neuron_trace(np.int64(last)),
+                                  recording.states()[:, last])

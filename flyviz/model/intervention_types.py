@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
@@ -402,6 +402,11 @@ def as_interventions(items: Any) -> "tuple[Intervention, ...] | ResolvedInterven
         return (items,)  # type: ignore[return-value]  # a Patch is an intervention too
     if isinstance(items, str):
         items = (items,)
+    if isinstance(items, (bytes, dict)) or not isinstance(items, Iterable):
+        # 42 would fail as "'int' object is not iterable", naming nothing the caller wrote
+        raise InputError(f"interventions must be a list of interventions (Silence, Clamp, "
+                         f"Stimulate, Cut or Scale objects, or their text), not "
+                         f"{type(items).__name__}")
     out: list[Intervention] = []
     for item in items:
         if isinstance(item, str):

@@ -251,9 +251,17 @@ class Recording:
         return self._row(self._index(index)).astype(np.float32)
 
     def neuron_trace(self, neuron: int) -> np.ndarray:
-        """Activation of one neuron over every frame, float32 ``(len(self),)``."""
-        if not 0 <= neuron < self.neurons:
-            raise IndexError(f"neuron {neuron} out of range 0..{self.neurons - 1}")
+        """Activation of one neuron over every frame, float32 ``(len(self),)``.
+
+        Raises
+        ------
+        InputError
+            For anything but a neuron index in ``0..neurons-1`` (a negative one is not
+            counted from the end: -1 is far more often a slip).
+        """
+        from flyviz.arguments import whole_number
+
+        neuron = whole_number("neuron", neuron, 0, self.neurons - 1)
         return self.states(np.array([neuron]))[:, 0]
 
     def states(self, neurons: np.ndarray | None = None, start: int = 0,

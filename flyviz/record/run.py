@@ -8,6 +8,7 @@ runner all step an engine through :func:`iter_frames`.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import secrets
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from flyviz.arguments import shown, whole_number
 from flyviz.errors import InputError
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.engine import Engine, softmax, top_k
@@ -41,7 +43,8 @@ class GenerationSettings:
     Parameters
     ----------
     max_new_tokens
-        Stop after this many generated tokens (EOS stops earlier).
+        Stop after this many generated tokens (EOS stops earlier): at least 1, since
+        the last prompt token's frame is the one that picks the first.
     min_new_tokens
         The end-of-text token is never chosen before this many generated tokens (it is
         masked out of the sampler's logits, as ``transformers``' ``min_new_tokens`` does),
@@ -69,16 +72,20 @@ class GenerationSettings:
         when the seed is set, else a copy with a seed drawn by
         :func:`draw_seed`.
         """
-        if not 1 <= int(self.max_new_tokens) <= MAX_NEW_TOKENS_LIMIT:
-            raise InputError(f"max new tokens {self.max_new_tokens} must be between 1 and "
-                             f"{MAX_NEW_TOKENS_LIMIT:,}")
-        if not 0 <= int(self.min_new_tokens) <= int(self.max_new_tokens):
-            raise InputError(f"min new tokens {self.min_new_tokens} must be between 0 and the "
-                             f"max new tokens ({self.max_new_tokens})")
-        if not 1 <= int(self.top_k) <= 100:
-            raise InputError(f"top-k {self.top_k} must be between 1 and 100")
-        if self.seed is not None and not 0 <= int(self.seed) < 2**63:
-            raise InputError(f"seed {self.seed} must be a whole number >= 0")
+        # whole_number refuses 2.5 and "3" (int() would round one and a comparison with
+        # the other raise a TypeError); at least 1 new token, because the last prompt
+        # token's frame is the one that picks it.
+        most = whole_number("max new tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
+        least = whole_number("min new tokens", self.min_new_tokens, 0)
+        if least > most:
+            raise InputError(f"min new tokens {least} must be between 0 and the "
+                             f"max new tokens ({most})")
+        whole_number("top-k", self.top_k, 1, 100)
+        if self.seed is not None and not 0 <= whole_number("seed", self.seed, 0) < 2**63:
+            raise InputError(f"seed {self.seed} must be a whole number below 2**63")
+        for name, value in (("temperature", self.temperature), ("top-p", self.top_p)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise InputError(f"{name} must be a number, not {shown(value)}")
         Sampler(self.temperature, self.top_p, self.seed)  # validates the sampler values
         return self if self.seed is not None else dataclasses.replace(self, seed=draw_seed())
 
@@ -130,8 +137,6 @@ def encode_prompt(tokenizer: FlyTokenizer, prompt: str, bos_token_id: int) -> li
     a ``str``, is an error (``b"Once"`` or ``5`` would otherwise run as the text of their
     ``repr``)."""
     if not isinstance(prompt, str):
-        from flyviz.arguments import shown
-
         raise InputError(f"the prompt must be text (a str), not {shown(prompt)}")
     if not prompt.strip():
         raise InputError("the prompt is empty: give some text for the model to continue")

@@ -223,6 +223,14 @@ def test_a_missing_or_bad_battery_and_an_empty_selection_are_one_line(brain_fold
                         "--shuffles", "1", "--random-sets", "0", "--duration", "50ms",
                         "--workers", "0")
     assert code == 2 and err.count("\n") == 1 and "check 'x'" in err
+    # An index one past the end is neither an index nor a root id: say both.
+    past = tmp_path / "past.txt"
+    past.write_text("x: excite id:240 ; read id:0-9 ; expect increase\n")
+    code, _, err = _run(capsys, "check", str(brain_folder), "--battery", str(past),
+                        "--shuffles", "1", "--random-sets", "0", "--duration", "50ms",
+                        "--workers", "0")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "id:240 is neither a neuron index (0 to 239) nor a root id of" in err
 
 
 @pytest.mark.slow

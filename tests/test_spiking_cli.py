@@ -128,7 +128,9 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path: Path, capsys, change: dict,
     (["--duration", "nan"], "--duration must be a positive number"),
     (["--duration", "0s"], "--duration must be a positive number"),
     (["--duration", "0.01ms"], "shorter than one tick"),
-    (["--excite", "id:99999999999999"], "is not a neuron of"),
+    (["--excite", "id:99999999999999"], "id:99999999999999 is neither a neuron index "
+                                         "(0 to 3) nor a root id of"),
+    (["--excite", "id:4"], "id:4 is neither a neuron index (0 to 3) nor a root id of"),
     (["--excite", "type:KC*"], "has no cell type labels"),
 ])
 def test_bad_options_are_one_line_and_exit_2(tmp_path: Path, capsys, args: list[str],

@@ -283,6 +283,14 @@ def select(brain: SpikingBrain, query: str) -> np.ndarray:
         if isinstance(node, sel.Term):
             if node.key == "id" and node.values and all(
                     v.isdigit() and int(v) >= brain.neurons for v in node.values):
+                # Too large for an index, so read as a root id; a value that is not one
+                # either (often an index one past the end) is both, not "no body id".
+                roots = set(np.asarray(brain.root_ids).tolist())
+                value = next((v for v in node.values if int(v) not in roots), None)
+                if value is not None:
+                    raise sel.SelectionError(
+                        f"id:{value} is neither a neuron index (0 to {brain.neurons - 1:,}) "
+                        f"nor a root id of {brain.name}")
                 return sel.Term("body", node.values)
             return node
         if isinstance(node, sel.Not):

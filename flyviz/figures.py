@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from flyviz.errors import InputError
+from flyviz.fileio import missing_folder
 
 #: What ``flyviz figure --kind`` draws.
 KINDS = ("raster", "celltypes", "trajectory", "brain")
@@ -107,7 +108,7 @@ def check_output(path: str | Path) -> Path:
                          "(from the name's suffix)")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise InputError(f"cannot write {path}: the folder {folder} does not exist")
+        raise InputError(f"cannot write {path}: {missing_folder(folder)}")
     if path.is_dir():
         raise InputError(f"cannot write {path}: it is a folder")
     try:

@@ -163,6 +163,20 @@ def check_output_path(path: str | Path, what: str = "the output", probe: bool = 
     return path
 
 
+def missing_folder(folder: str | Path) -> str:
+    """Why a file cannot be written into ``folder``, which is not a folder: ``"the folder
+    out does not exist"``, or ``"empty.txt is a file, not a folder"`` where ``folder`` (or
+    the nearest part of it that exists) is a file: "does not exist" would send the user
+    looking for something that is there."""
+    folder = Path(folder) if str(folder) else Path(".")
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        return f"{short_path(existing)} is a file, not a folder"
+    return f"the folder {short_path(folder)} does not exist"
+
+
 def probe_writable(folder: str | Path, what: str, path: str | Path) -> None:
     """Create and remove a file in ``folder``, where ``path`` (``what``) is to be written:
     only trying tells, before hours of work, whether a folder takes files (``os.access``

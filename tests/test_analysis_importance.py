@@ -371,7 +371,8 @@ def test_the_commands_print_tables_and_agreement(capsys, world, tmp_path):
     assert {r.group for r in estimate.rows} == {r.group for r in LesionMap(sweep_out).rows}
 
 
-@pytest.mark.parametrize("case", ["by", "suffix", "empty", "folder", "mode", "no-labels"])
+@pytest.mark.parametrize("case", ["by", "suffix", "empty", "folder", "file", "mode",
+                                  "no-labels"])
 def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
     spec, by, out, text = world["spec"], "superclass", tmp_path / "x.csv", world["text"]
     extra = ["--workers", "0", "--dataset", world["dataset"]]
@@ -385,6 +386,9 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
         text.write_text("\n\n  \n", encoding="utf-8")
     elif case == "folder":
         out = tmp_path / "missing" / "x.csv"
+    elif case == "file":  # a file where the folder should be is not "missing"
+        (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+        out = tmp_path / "empty.txt" / "x.csv"
     elif case == "mode":
         command, extra = "sweep", extra + ["--estimate", "--mode", "cut-out"]
     elif case == "no-labels":
@@ -396,7 +400,8 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
     assert code == 2, err
     assert err.startswith("flyviz: error: ") and err.count("\n") == 1, err
     expected = {"by": "neither superclass, type, side nor a file", "suffix": ".csv or .parquet",
-                "empty": "no text", "folder": "does not exist", "mode": "--mode cut-out",
+                "empty": "no text", "folder": "does not exist",
+                "file": "empty.txt is a file, not a folder", "mode": "--mode cut-out",
                 "no-labels": "no superclass labels"}[case]
     assert expected in err
     assert not out.exists() and not companion_paths(out)["neurons"].exists()

@@ -355,8 +355,8 @@ def test_sweep_command_prints_the_sorted_table_and_writes_parquet(capsys, world,
     assert [float(r["delta_ce"]) for r in rows] == [r.delta_ce for r in lesions.rows]
 
 
-@pytest.mark.parametrize("case", ["by", "nothing", "empty", "suffix", "folder", "scheduler",
-                                  "batch", "no-labels"])
+@pytest.mark.parametrize("case", ["by", "nothing", "empty", "suffix", "folder", "file",
+                                  "scheduler", "batch", "no-labels"])
 def test_bad_input_gives_one_line_and_exit_2(capsys, monkeypatch, world, tmp_path, case):
     text, by, out = world["text"], "superclass", tmp_path / "x.csv"
     extra: list[str] = ["--workers", "0", "--dataset", world["dataset"]]
@@ -374,6 +374,9 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, monkeypatch, world, tmp_pat
         out = tmp_path / "x.xlsx"
     elif case == "folder":
         out = tmp_path / "missing" / "x.csv"
+    elif case == "file":  # a file where the folder should be is not "missing"
+        (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+        out = tmp_path / "empty.txt" / "x.csv"
     elif case == "scheduler":
         extra = ["--scheduler", "tcp://127.0.0.1:9"]
         # Nothing listens there: the refusal is the same after 0.2 s as after the 5 s a
@@ -392,6 +395,7 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, monkeypatch, world, tmp_pat
     expected = {"by": "neither superclass, type, side nor a file",
                 "nothing": "g.txt, line 2 (none)", "empty": "no text",
                 "suffix": ".csv or .parquet", "folder": "does not exist",
+                "file": "empty.txt is a file, not a folder",
                 "scheduler": "scheduler", "batch": "--batch 1",
                 "no-labels": "no superclass labels"}[case]
     assert expected in err

@@ -35,6 +35,7 @@ from flyviz.analysis.atlas_basis import SKETCH_SEED, sketch_columns
 from flyviz.analysis.atlas_stats import (BANDS, HIST_BINS, HIST_EDGES, AtlasSettings,
                                          finish_statistics, merge_partials)
 from flyviz.analysis.corpus import Corpus, CorpusChunk
+from flyviz.fileio import missing_folder
 from flyviz.model.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,7 +94,7 @@ def check_output(out: Path) -> None:
                              "or empty folder")
     parent = out.parent
     if not parent.is_dir():
-        raise InputError(f"--out {out}: the folder {parent} does not exist")
+        raise InputError(f"--out {out}: {missing_folder(parent)}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"--out {out}: the folder {parent} is not writable")
 

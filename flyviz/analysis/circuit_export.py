@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.errors import InputError
-from flyviz.fileio import atomic_write
+from flyviz.fileio import atomic_write, missing_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.circuit import CircuitResult, CurvePoint
@@ -268,7 +268,7 @@ def write_json(path: str | Path, document: Any) -> Path:
     place); :class:`InputError` (one line) when it cannot be written."""
     path = Path(path).expanduser()
     if not path.parent.is_dir():
-        raise InputError(f"cannot write {path}: the folder {path.parent} does not exist")
+        raise InputError(f"cannot write {path}: {missing_folder(path.parent)}")
     text = json.dumps(document, indent=1)
     with atomic_write(path, "w", encoding="utf-8") as out:
         out.write(text)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flyviz.errors import InputError
+from flyviz.fileio import missing_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.circuit import CircuitResult
@@ -43,7 +44,7 @@ def check_figure_path(path: str | Path) -> Path:
                          f"{' or '.join(SUFFIXES)} (from the name's suffix)")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise InputError(f"cannot write {path}: the folder {folder} does not exist")
+        raise InputError(f"cannot write {path}: {missing_folder(folder)}")
     if path.is_dir():
         raise InputError(f"cannot write {path}: it is a folder")
     from flyviz.fileio import probe_writable

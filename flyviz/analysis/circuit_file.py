@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.errors import InputError
+from flyviz.fileio import missing_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.circuit import CircuitResult
@@ -49,10 +50,8 @@ def check_out_dir(out: str | Path) -> Path:
         if entries and not _is_circuit_folder(out):
             raise InputError(f"--out {out} exists and is not a circuit folder flyviz wrote; "
                              "remove it or choose another name")
-    elif not out.parent.exists():
-        raise InputError(f"--out {out}: the folder {out.parent} does not exist")
     elif not out.parent.is_dir():
-        raise InputError(f"--out {out}: {out.parent} is a file, not a folder")
+        raise InputError(f"--out {out}: {missing_folder(out.parent)}")
     from flyviz.fileio import probe_writable
 
     probe_writable(out if out.is_dir() else out.parent, "--out", out)

@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape
 import numpy as np
 
 from flyviz.errors import InputError
+from flyviz.fileio import missing_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.causal import CausalTrace
@@ -55,7 +56,7 @@ def check_figure(path: str | Path) -> Path:
         raise InputError(f"--figure {path}: give a file name ending in .png or .svg, e.g. "
                          "trace.png")
     if not path.parent.is_dir():
-        raise InputError(f"--figure {path}: the folder {path.parent} does not exist")
+        raise InputError(f"--figure {path}: {missing_folder(path.parent)}")
     if path.is_dir():
         raise InputError(f"--figure {path}: it is a folder; give a file name")
     from flyviz.fileio import probe_writable

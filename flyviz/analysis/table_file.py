@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flyviz.errors import InputError, MissingDependencyError
-from flyviz.fileio import open_regular, os_error
+from flyviz.fileio import missing_folder, open_regular, os_error
 
 #: The metadata key holding the table's CRC-32 (hex).
 CHECKSUM_KEY = "table_crc32"
@@ -57,7 +57,7 @@ def check_output(out: Path) -> str:
     if out.is_dir():
         raise InputError(f"--out {out} is a folder; give a file name ending in .{kind}")
     if not out.parent.is_dir():
-        raise InputError(f"--out {out}: the folder {out.parent} does not exist")
+        raise InputError(f"--out {out}: {missing_folder(out.parent)}")
     if not os.access(out.parent, os.W_OK):
         raise InputError(f"--out {out}: the folder {out.parent} is not writable")
     if kind == "parquet":

@@ -10,6 +10,7 @@ from typing import Any
 from flyviz.commands._options import (add_colour_mode_option, add_dataset_option,
                                       colour_mode_for, kernel_from_args)
 from flyviz.errors import InputError
+from flyviz.fileio import missing_folder
 
 EPILOG = """\
 The page is one HTML file with everything in it (no network, no server): the brain
@@ -79,7 +80,7 @@ def _check_output(out: Path) -> Path:
     if out.is_dir():
         raise InputError(f"--out {out} is a folder; give the page's file name, e.g. run.html")
     if not out.parent.is_dir():
-        raise InputError(f"--out {out}: the folder {out.parent} does not exist")
+        raise InputError(f"--out {out}: {missing_folder(out.parent)}")
     return out
 
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.errors import ExportError, InputError
+from flyviz.fileio import missing_folder
 from flyviz.render.camera import DEFAULT_FOV, FRAMING_MARGIN, VIEW_PRESETS, brain_bounds
 from flyviz.render.colormaps import QUIET_ALPHA, display_curve, is_diverging, magnitude
 from flyviz.render.style import ColourLayer
@@ -413,7 +414,7 @@ def share(state: "ViewerState", path: str | Path, *, attribution: "Attribution |
     if out.is_dir():
         raise ExportError(f"{out} is a folder; give the page's file name, e.g. run.html")
     if not out.parent.is_dir():
-        raise ExportError(f"cannot write {out}: the folder {out.parent} does not exist")
+        raise ExportError(f"cannot write {out}: {missing_folder(out.parent)}")
     header, blobs = page_data(state, attribution=attribution, layers=layers, title=title)
     text = render_page(header, blobs)
     partial = out.with_name(f".{out.name}.part")

@@ -264,6 +264,12 @@ def test_the_patch_command_writes_the_table_and_the_figure(capsys, world, tmp_pa
 
     assert MEASURES[0][1] == "logit_diff_normalised"
     assert "cells restoring the most logit_diff_normalised:" in captured.out
+    # Each column is named as the file's column (no two headers alike), and lined up.
+    lines = captured.out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["position"])
+    assert lines[at].split() == ["position", "token", "group", "p_answer", "p_normalised",
+                                 "logit_diff", "logit_diff_normalised"]
+    assert len(lines[at + 1]) == len(lines[at])
     trace = CausalTrace(out)
     assert trace.positions == [1, 2] and set(trace.groups) == {"left", "right", "center"} & set(
         trace.groups)

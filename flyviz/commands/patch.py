@@ -140,14 +140,15 @@ def run(args: argparse.Namespace) -> int:
           f"logit difference clean {refs['logit_diff_clean']:.4f}, corrupted "
           f"{refs['logit_diff_corrupt']:.4f}")
     if args.show:
-        # Sorted by --metric; both measures shown, each with its normalised value.
+        # Sorted by --metric; both measures shown, each with its normalised value, under
+        # the names of the file's columns (and of --metric), so no two headers are alike.
         print(f"cells restoring the most {args.metric}:")
-        print(f"{'position':>8}  {'token':<14} {'group':<28} {'p_answer':>9} {'norm.':>7} "
-              f"{'logit diff':>10} {'norm.':>7}")
+        print(f"{'position':>8}  {'token':<14} {'group':<28} {'p_answer':>9} "
+              f"{'p_normalised':>12} {'logit_diff':>10} {'logit_diff_normalised':>21}")
         for cell in trace.best(args.metric, args.show):
             print(f"{cell.position:>8}  {cell.token[:14]:<14} {cell.group[:28]:<28} "
-                  f"{cell.p_answer:>9.4f} {cell.p_normalised:>7.3f} {cell.logit_diff:>10.4f} "
-                  f"{cell.logit_diff_normalised:>7.3f}")
+                  f"{cell.p_answer:>9.4f} {cell.p_normalised:>12.3f} {cell.logit_diff:>10.4f} "
+                  f"{cell.logit_diff_normalised:>21.3f}")
     if figure is not None:
         write_heatmap(trace, figure, args.metric)
         print(f"heatmap written to {figure}")

@@ -429,3 +429,24 @@ def test_atlas_joins_a_model_to_its_dataset(world, tmp_path, tokenizer_path, cap
     assert code == 0, capsys.readouterr().err
     atlas = Atlas(tmp_path / "with.atlas")
     atlas.check_model(load_model(str(tmp_path / "model"), dataset_dir=dataset))
+
+
+def test_max_tokens_counts_each_windows_bos_as_help_and_docs_say(tokenizer_path, tmp_path,
+                                                                 capsys):
+    """``--max-tokens 2000`` scores 1,984 positions of the demo's stories: the 16 windows'
+    BOS tokens are counted. Every command's --help says so."""
+    from flyviz import cli
+
+    story = "Once upon a time there was a cat. The cat sat on the mat and the dog ran."
+    path = tmp_path / "t.txt"
+    path.write_text("\n\n".join([story] * 4), encoding="utf-8")
+    corpus = build_corpus([path], FlyTokenizer(tokenizer_path), context=8, max_tokens=30)
+    assert corpus.n_tokens == 30 and corpus.n_windows > 1
+    assert (corpus.tokens[corpus.offsets[:-1]] == corpus.bos_token_id).all()
+    assert corpus.counted_tokens == 30 - corpus.n_windows
+    for command in ("sweep", "importance", "atlas", "circuit"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        helped = " ".join(capsys.readouterr().out.split())
+        described = helped.partition("--max-tokens N read at most N tokens of")[2]
+        assert "BOS tokens included" in described[:40], (command, described[:40])

@@ -29,7 +29,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="ATLAS",
                         help="the atlas to write (a Zarr folder, e.g. stories.atlas)")
     parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
-                        help="read at most N tokens of the corpus (default: all of it)")
+                        help="read at most N tokens of the corpus, BOS tokens included (default: "
+                             "all of it)")
     parser.add_argument("--context", type=int, default=d.context, metavar="T",
                         help=f"longest window fed from the zero state, BOS included (default "
                              f"{d.context}); longer documents are cut into several windows")

@@ -121,7 +121,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", type=int, default=None, metavar="T",
                         help="a text task's longest window, BOS included (default 128)")
     parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
-                        help="read at most N tokens of a text task")
+                        help="read at most N tokens of a text task, BOS tokens included")
     add_dataset_option(parser)
     add_kernel_option(parser)
     add_null_options(parser)

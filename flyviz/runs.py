@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
@@ -467,9 +468,48 @@ def step_frames(frames: Iterator["Frame"]) -> "tuple[Frame | None, float, str]":
     return frame, time.perf_counter() - start, ""
 
 
+#: The :class:`ThreadEngine` s with a run, stopped when the interpreter begins to exit.
+_RUNNING_ENGINES: "weakref.WeakSet[ThreadEngine]" = weakref.WeakSet()
+_exit_hook_registered = False
+
+
+def _stop_engines_at_exit() -> None:
+    """Stop every thread engine's run while the interpreter is still whole.
+
+    A run still going when a script ends (``BrainWidget.live`` in a plain script) would
+    otherwise step on after the engines' thread pools were shut down, fail with "cannot
+    schedule new futures after shutdown" and print a traceback at exit: the interpreter
+    ending is a stop, not an error."""
+    for engine in list(_RUNNING_ENGINES):
+        engine.stop()
+
+
+def _register_exit_hook() -> None:
+    """Stop the runs at exit before :mod:`concurrent.futures` shuts its pools down.
+
+    Both use the hook :mod:`threading` runs first at exit, newest first; importing
+    :mod:`concurrent.futures.thread` here registers its hook before this one, so this
+    one runs before it. (``atexit`` would run after it, too late.)"""
+    global _exit_hook_registered
+    if _exit_hook_registered:
+        return
+    import atexit
+    import concurrent.futures.thread  # noqa: F401 - its exit hook first, see above
+
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise RuntimeError("no threading exit hook")
+        register(_stop_engines_at_exit)
+    except RuntimeError:  # none in this Python, or already shutting down
+        atexit.register(_stop_engines_at_exit)
+    _exit_hook_registered = True
+
+
 class ThreadEngine:
     """Steps a :class:`Runs`'s runs on a Python thread (no Qt: notebooks, napari,
-    scripts), one run at a time, with pause, step, stop and a speed cap.
+    scripts), one run at a time, with pause, step, stop and a speed cap. A run still
+    going when the interpreter exits is stopped, as :meth:`stop` stops it.
 
     Parameters
     ----------
@@ -508,6 +548,8 @@ class ThreadEngine:
         thread = threading.Thread(target=self._loop, args=(run_id, run, cancel),
                                   name="flyviz-run", daemon=True)
         self._thread = thread
+        _register_exit_hook()
+        _RUNNING_ENGINES.add(self)
         thread.start()
 
     def _loop(self, run_id: int, run: Run, cancel: threading.Event) -> None:

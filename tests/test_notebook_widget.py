@@ -263,3 +263,25 @@ def test_highlight_keeps_the_selected_neurons_lit(demo, halves):
     widget.quantity_control.value = "signed"
     assert lit(widget.snapshot()).sum() == full
     widget.close()
+
+
+def test_a_live_run_still_going_when_a_script_ends_ends_quietly(demo_cache):
+    """A plain script that starts ``BrainWidget.live`` and ends: the run is stopped at
+    exit, not failed ("the model stopped with an unexpected error" and a RuntimeError
+    from the shut-down thread pool), and the widgets' renderers leave no traceback."""
+    code = ("import flyviz\n"
+            "from flyviz.notebook import BrainWidget\n"
+            "model = flyviz.load('demo')\n"
+            "recording = flyviz.run(model, 'Once upon a time', max_new_tokens=2)\n"
+            f"widget = BrainWidget(recording, model, size={SIZE!r})\n"
+            "print(widget.snapshot().shape)\n"
+            "live = BrainWidget.live(model, 'there was a little girl', max_new_tokens=200,\n"
+            f"                       size={SIZE!r})\n"
+            "print('started', live._thread.is_alive())\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FLYVIZ_CACHE_DIR": str(demo_cache)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "started True" in out.stdout  # still running when the script ended
+    for noise in ("Traceback", "Exception ignored", "unexpected error", "Error"):
+        assert noise not in out.stderr, out.stderr

@@ -28,6 +28,7 @@ reads its quantities and text.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -368,10 +369,13 @@ class BrainWidget(RemoteFrameBuffer):
     def _close_renderer(self) -> None:
         if self._renderer is not None:
             renderer, self._renderer = self._renderer, None
+            if sys.is_finalizing():
+                return  # a widget's __del__ at exit: imports fail now; the OS frees the GL
             try:
                 renderer.close()
-            except RuntimeError:
-                # At interpreter exit (a widget's __del__) EGL may already be torn down.
+            except (RuntimeError, ImportError):
+                # At interpreter exit (a widget's __del__) EGL may already be torn down,
+                # and an import fail ("sys.meta_path is None").
                 pass
 
     def close(self, *args: Any, **kwargs: Any) -> None:

@@ -451,3 +451,17 @@ def test_the_demo_brains_numbers_equal_flyviz_compare_at_full_size(tmp_path, mon
                                                       for p in positions]), abs=1e-6)
         assert row.kl == pytest.approx(np.mean([p.kl for p in positions]), abs=1e-6)
         assert row.kl > 1e-4
+
+
+def test_the_lesion_map_page_says_what_an_intervention_prints():
+    """docs/lesion-map.md's comment is what printing ``lesions.intervention(...)`` shows
+    (it once showed a repr, ``Silence(neurons=...)``, that print does not)."""
+    from flyviz.model.interventions import Silence
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "lesion-map.md"
+    line = next(text for text in page.read_text(encoding="utf-8").splitlines()
+                if 'lesions.intervention("visual_projection")' in text)
+    code, comment = line.split("#", 1)
+    assert code.strip().startswith("print(lesions.intervention(")
+    # the map's group is the query superclass:visual_projection; silence is the default
+    assert comment.strip().startswith(f"{Silence('superclass:visual_projection')} (")

@@ -279,6 +279,7 @@ def test_atlas_command_runs_in_process(capsys, world, tmp_path):
                              "--top-k", "4")
     assert code == 0, err
     assert "atlas written" in stdout and "tokens/s" in err
+    assert "tokens/s, in this process)" in stdout and "worker(s)" not in stdout
     atlas = Atlas(out)
     assert not atlas.has_samples and atlas.info["corpus"]["tokens"] == 900
     held = atlas.principal_axes().explained.sum()

@@ -359,6 +359,8 @@ def test_the_commands_print_tables_and_agreement(capsys, world, tmp_path):
     assert code == 0, err
     assert "estimated lesions of" in stdout and all(p.exists()
                                                     for p in companion_paths(out).values())
+    # --workers 0: no Dask worker, and the summary does not suggest one
+    assert " s (in this process)\n" in stdout and "worker(s)" not in stdout
     sweep_out = tmp_path / "exact.csv"
     code, stdout, err = _cli(capsys, "sweep", world["spec"], "--dataset", world["dataset"],
                              "--text", str(world["text"]), "--out", str(sweep_out), "--by",
@@ -366,6 +368,7 @@ def test_the_commands_print_tables_and_agreement(capsys, world, tmp_path):
                              "--estimate")
     assert code == 0, err
     assert "Spearman rank correlation" in stdout and "same sign" in stdout
+    assert "group-tokens/s, in this process)" in stdout and "worker(s)" not in stdout
     estimate = LesionMap(tmp_path / "exact.estimate.csv")
     assert estimate.info["estimate"] and "agreement" in estimate.info
     assert {r.group for r in estimate.rows} == {r.group for r in LesionMap(sweep_out).rows}

@@ -258,6 +258,7 @@ def test_the_patch_command_writes_the_table_and_the_figure(capsys, world, tmp_pa
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "causal trace of " in captured.out and f"written to {out}" in captured.out
+    assert " s (in this process)\n" in captured.out and "worker(s)" not in captured.out
     # Without --metric the table is sorted by the window's default measure (its normalised
     # column), the normalised logit difference the docs quote, not p(answer).
     from flyviz.app.language.patching_panel import MEASURES

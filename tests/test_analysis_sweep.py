@@ -465,3 +465,11 @@ def test_the_lesion_map_page_says_what_an_intervention_prints():
     assert code.strip().startswith("print(lesions.intervention(")
     # the map's group is the query superclass:visual_projection; silence is the default
     assert comment.strip().startswith(f"{Silence('superclass:visual_projection')} (")
+
+
+def test_where_it_ran_says_in_this_process_for_no_workers():
+    from flyviz.analysis.cluster import where_it_ran
+
+    assert where_it_ran(1, 0) == "in this process"
+    assert where_it_ran(1, 0, "tcp://host:8786") == "1 worker(s)"   # a scheduler's worker
+    assert where_it_ran(2, None) == where_it_ran(2, 2) == "2 worker(s)"

@@ -56,6 +56,7 @@ def test_the_table_prints_the_curve_cpr_and_the_circuits_neurons(capsys, world):
     assert _run(world) == 0
     text = capsys.readouterr().out
     assert "CPR " in text and "CMD " in text
+    assert " s in this process\n" in text and "worker(s)" not in text   # --workers 0
     assert "faithful circuit: 4 neurons" in text and "100% of the prompts within 0.1" in text
     for i in world["chain"]:
         assert f"#{i} " in text

@@ -366,6 +366,26 @@ def scheduler_address(scheduler: str) -> str:
 MAX_WORKERS = 1024
 
 
+#: Where ``--workers 0`` (no scheduler) ran its tasks: a command's summary says this, not
+#: "1 worker(s)", which would suggest a Dask worker.
+IN_THIS_PROCESS = "in this process"
+
+
+def where_it_ran(workers_used: int, workers: int | None, scheduler: str | None = None) -> str:
+    """Where a command's tasks ran, for its summary line: :data:`IN_THIS_PROCESS` for
+    ``--workers 0`` without ``--scheduler``, else ``"N worker(s)"`` (``workers_used``, the
+    workers the run had).
+
+    Examples
+    --------
+    >>> where_it_ran(1, 0), where_it_ran(2, None), where_it_ran(3, None, "tcp://host:8786")
+    ('in this process', '2 worker(s)', '3 worker(s)')
+    """
+    if workers == 0 and not scheduler:
+        return IN_THIS_PROCESS
+    return f"{workers_used} worker(s)"
+
+
 def check_workers(workers: Any, name: str = "workers") -> None:
     """Raise :class:`~flyviz.errors.InputError` unless ``workers`` is ``None`` (the usable
     cores) or a whole number from 0 (in this process) to :data:`MAX_WORKERS`: a negative
@@ -660,9 +680,10 @@ def _run_quietly_on_dask(function, args, pending, deliver: Callable[[Any, Partia
             cluster.close()
 
 
-__all__ = ["Chunk", "ClusterError", "DEMO_FOLDER_PREFIX", "Interrupted", "Merge", "MergeTree",
+__all__ = ["Chunk", "ClusterError", "DEMO_FOLDER_PREFIX", "IN_THIS_PROCESS", "Interrupted",
+           "Merge", "MergeTree",
            "PROGRESS_TOPIC", "Partial", "PartialStore", "ProgressBar", "RunResult", "RunSettings",
            "check_parts", "check_scheduler", "command_log", "open_store", "parts_folder",
            "report_progress", "say",
            "require_dask", "run_each", "run_tree", "scheduler_address", "usable_cores", "WORKER_ENVIRONMENT",
-           "worker_model"]
+           "where_it_ran", "worker_model"]

@@ -62,7 +62,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the atlas."""
     from flyviz.analysis.atlas import AtlasSettings, build_atlas, check_output
-    from flyviz.analysis.cluster import check_parts, command_log, Interrupted, ProgressBar, require_dask
+    from flyviz.analysis.cluster import (check_parts, command_log, Interrupted, ProgressBar,
+                                         require_dask, where_it_ran)
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.commands._options import worker_spec
     from flyviz.model.resolve import load_model
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         if result.resumed_chunks else ""
     print(f"atlas written to {result.path}: {result.counted_tokens:,} positions counted, "
           f"{result.tokens:,} tokens in {result.seconds:.1f} s ({rate:,.0f} tokens/s, "
-          f"{result.workers} worker(s){resumed})")
+          f"{where_it_ran(result.workers, args.workers, args.scheduler)}{resumed})")
     from flyviz.analysis.atlas import Atlas
 
     atlas = Atlas(result.path, verify=False)     # the axes' chunks are checked as they are read

@@ -139,17 +139,20 @@ def settings_from_args(args: argparse.Namespace) -> Any:
                            ig_steps=args.ig_steps, kernel=kernel_from_args(args)).validate()
 
 
-def _table(result: Any, ckpt: Any, show: int) -> str:
+def _table(result: Any, ckpt: Any, show: int, workers: int | None = None) -> str:
     from flyviz.analysis.circuit import neuron_labels
+    from flyviz.analysis.cluster import IN_THIS_PROCESS, where_it_ran
 
     units, s, task = result.units, result.settings, result.task
+    where = where_it_ran(result.workers, workers)
+    where = where if where == IN_THIS_PROCESS else f"on {where}"
     kind = units.kind
     ablated = "synapse" if kind == "edges" else "neuron"
     lines = [f"circuit of {ckpt.name} for {task.source or 'the task'}: {len(task.prompts):,} "
              f"prompts, metric {task.metric_text()}",
              f"m(M) = {result.full_metric:+.4f} (whole model), m(∅) = {result.empty_metric:+.4f} "
              f"(every {ablated} {s.ablation}-ablated); scores: {s.score}, {units.count:,} "
-             f"{kind}, {result.seconds.get('scores', 0):.1f} s on {result.workers} worker(s)",
+             f"{kind}, {result.seconds.get('scores', 0):.1f} s {where}",
              "", f"{kind:>10}  {'fraction':>9}  {'metric':>10}  {'faithfulness':>12}  "
              f"{'prompts within':>14}  judged"]
     for p in result.curve:
@@ -287,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(document))
         return 0
-    print(_table(result, ckpt, args.show))
+    print(_table(result, ckpt, args.show, args.workers))
     if seeds:
         _print_comparisons(document["nulls"], args,
                            unit=f"circuits of {result.units.kind} at --tolerance "

@@ -81,7 +81,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, estimate, write and print."""
-    from flyviz.analysis.cluster import check_parts, command_log, Interrupted, ProgressBar, require_dask
+    from flyviz.analysis.cluster import (check_parts, command_log, Interrupted, ProgressBar,
+                                         require_dask, where_it_ran)
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.importance import (ImportanceSettings, require_xarray,
                                             run_importance)
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(result.rows, args.show or None))
     paths = ", ".join(str(p) for p in result.paths.values())
     print(f"written to {paths}: {ckpt.config.neurons:,} neurons, {len(result.rows):,} groups, "
-          f"{result.seconds:.1f} s ({result.workers} worker(s))")
+          f"{result.seconds:.1f} s ({where_it_ran(result.workers, args.workers, args.scheduler)})")
     if null_seeds:
         def work(null: Any) -> dict[str, tuple[float, bool]]:
             # The groups again on the null: a query such as sign:inhibitory reads the graph.

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, trace, write and print."""
     from flyviz.analysis.causal import TraceSettings, encode_prompts, parse_positions, \
         run_causal_trace
-    from flyviz.analysis.cluster import command_log, Interrupted, ProgressBar
+    from flyviz.analysis.cluster import command_log, Interrupted, ProgressBar, where_it_ran
     from flyviz.analysis.heatmap import check_figure, write_heatmap
     from flyviz.analysis.sweep import check_by, check_output, sweep_groups
     from flyviz.commands._options import worker_spec
@@ -155,5 +155,6 @@ def run(args: argparse.Namespace) -> int:
     resumed = f", {result.resumed_tasks} of {result.tasks} tasks resumed" \
         if result.resumed_tasks else ""
     print(f"written to {result.path}: {len(trace.rows):,} cells in {result.tasks:,} pass(es), "
-          f"{result.seconds:.1f} s ({result.workers} worker(s){resumed})")
+          f"{result.seconds:.1f} s "
+          f"({where_it_ran(result.workers, args.workers, args.scheduler)}{resumed})")
     return 0

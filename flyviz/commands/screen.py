@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     """Check everything, load the brain, run the screen, print the table."""
     import numpy as np
 
-    from flyviz.analysis.cluster import Interrupted, ProgressBar, require_dask
+    from flyviz.analysis.cluster import Interrupted, ProgressBar, require_dask, where_it_ran
     from flyviz.commands._options import (check_cluster_options, spiking_brain_from_args,
                                           spiking_brain_spec)
     from flyviz.errors import InputError
@@ -217,6 +217,5 @@ def run(args: argparse.Namespace) -> int:
           f"{result.computed} run(s) now, {result.resumed} found done, {result.pruned} "
           f"answered from the baseline (none of their neurons fires in it); "
           f"{result.seconds:.1f} s ("
-          + ("in this process" if args.workers == 0 and args.scheduler is None
-             else f"{result.workers} worker(s)") + f") -> {args.out}")
+          + where_it_ran(result.workers, args.workers, args.scheduler) + f") -> {args.out}")
     return 0

@@ -105,7 +105,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, sweep, write and print."""
-    from flyviz.analysis.cluster import check_parts, command_log, Interrupted, ProgressBar, require_dask
+    from flyviz.analysis.cluster import (check_parts, command_log, Interrupted, ProgressBar,
+                                         require_dask, where_it_ran)
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.sweep import (SweepSettings, check_by, check_output, format_table,
                                        run_sweep, sweep_groups)
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         if result.resumed_tasks else ""
     print(f"written to {result.path}: {len(result.rows):,} groups in {result.passes:,} pass(es), "
           f"{result.seconds:.1f} s ({result.group_tokens_per_second:,.0f} group-tokens/s, "
-          f"{result.workers} worker(s){resumed})")
+          f"{where_it_ran(result.workers, args.workers, args.scheduler)}{resumed})")
     if null_seeds:
         _nulls(args, ckpt, corpus, out, settings, result, log)
     if args.estimate:

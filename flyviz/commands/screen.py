@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"flyviz screen: {line}", file=sys.stderr, flush=True)
 
     print(f"{brain.name}: {brain.neurons:,} neurons, {brain.synapses:,} synapses; "
-          f"{len(sets)} set(s) to {settings.mode}, {settings.trials} trial(s) x "
+          f"{len(sets):,} set(s) to {settings.mode}, {settings.trials:,} trial(s) x "
           f"{settings.duration_s:g} s each"
           + (f"; then the pairs of the top {args.pairs}" if args.pairs else ""), flush=True)
     bar = ProgressBar(len(sets) + 1, label="runs")
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
               f"{row['mean_rate_hz']:>8.3f}  {row['changed']:>8,}  {row['effect_hz']:>+10.3f}"
               f"  {row['p_value']:>8.2g}  {row['q_value']:>8.2g}{star}{note}")
     if len(shown) < len(rows):
-        print(f"  ... {len(rows) - len(shown)} more in {args.out / 'summary.csv'}")
+        print(f"  ... {len(rows) - len(shown):,} more in {args.out / 'summary.csv'}")
     if result.top:
         names, matrix = result.pair_matrix(target)
         print(f"pairs of the top {len(names)} ({on} Δ Hz; the sets alone on the diagonal):")
@@ -207,14 +207,14 @@ def run(args: argparse.Namespace) -> int:
     # singles' effects), so their discoveries are counted apart from the singles'
     singles = [row for row in rows if row["kind"] != PAIR]
     pairs = [row for row in rows if row["kind"] == PAIR]
-    discoveries = f"{sum(row['q_value'] <= ALPHA for row in singles)} of {len(singles)} set(s)"
+    discoveries = f"{sum(row['q_value'] <= ALPHA for row in singles):,} of {len(singles):,} set(s)"
     if pairs:
-        discoveries += (f" and {sum(row['q_value'] <= ALPHA for row in pairs)} of {len(pairs)} "
+        discoveries += (f" and {sum(row['q_value'] <= ALPHA for row in pairs):,} of {len(pairs):,} "
                         "pair(s)")
     print(f"{discoveries} with q <= {ALPHA:g}"
           + (" (the pairs a family of their own, chosen from the sets' effects)" if pairs
              else "") + "; "
-          f"{result.computed} run(s) now, {result.resumed} found done, {result.pruned} "
+          f"{result.computed:,} run(s) now, {result.resumed:,} found done, {result.pruned:,} "
           f"answered from the baseline (none of their neurons fires in it); "
           f"{result.seconds:.1f} s ("
           + where_it_ran(result.workers, args.workers, args.scheduler) + f") -> {args.out}")

@@ -115,9 +115,11 @@ def text_not_a_path(name: str, text: str, reads: str) -> str:
 
     Where a library call takes either text (a ``str``) or files (a :class:`pathlib.Path`),
     a ``str`` is always the text. ``flyviz.importance(model, "heldout.txt")`` would then
-    analyse the eleven characters of the name, without a word; so a ``str`` that could be
-    a path (one line, at most :data:`PATH_LIKE_LENGTH` characters) and names something
-    that exists is refused, to be passed as a ``Path`` or as the text itself.
+    analyse the eleven characters of the name, without a word; so a ``str`` written as a
+    path (one line of at most :data:`PATH_LIKE_LENGTH` characters with a ``/``, a leading
+    ``~`` or a file suffix) that names something that exists is refused, to be passed as
+    a ``Path`` or as the text itself. A plain word is text even where a folder of that
+    name exists.
 
     Parameters
     ----------
@@ -135,6 +137,13 @@ def text_not_a_path(name: str, text: str, reads: str) -> str:
         pass pathlib.Path('heldout.txt') to read the file, or the text itself"``.
     """
     if "\n" in text or "\r" in text or not text.strip() or len(text) > PATH_LIKE_LENGTH:
+        return text
+    # Only what is written as a path: a separator, a home folder or a file suffix. A word
+    # that names a folder here ("docs", "demo") is text; refusing it would leave no way
+    # to give that text at all.
+    stem, suffix = os.path.splitext(text.strip())
+    if not ("/" in text or os.sep in text or text.startswith("~")
+            or (suffix[1:].isalnum() and stem and " " not in text)):
         return text
     try:
         path = os.path.expanduser(text)

@@ -272,6 +272,9 @@ def test_a_str_is_text_a_path_is_a_file_and_a_str_naming_a_file_is_refused(model
             flyviz.importance(model, given, by=None, context=16)
     with pytest.raises(InputError, match="existing folder"):
         flyviz.importance(model, str(tmp_path), by=None, context=16)
+    # A plain word is text, even where a folder of that name exists here.
+    (tmp_path / "cat").mkdir()
+    assert flyviz.importance(model, "cat", by=None, context=16).positions >= 1
     flyviz.run(model, PROMPT, max_new_tokens=2).save(tmp_path / "run.flyrec")
     with pytest.raises(InputError, match=r"'run\.flyrec' is the name of an existing file.*"
                                          r"to trace the saved recording"):

@@ -290,7 +290,10 @@ def test_the_arms_leak_and_multipliers_run_as_their_formulas(release) -> None:
         "brain.leak_delta": delta, "brain.edge_theta_source": theta_src,
         "brain.edge_theta_destination": theta_dst}))
     arm = load_model(str(folder))
-    assert "bounded type-pair multipliers" in " ".join(arm.operator_extensions())
+    # The multipliers leave the Fly LLM's step as it is (its analyses apply); the leak
+    # per neuron does not.
+    assert arm.operator_extensions() == ["a leak per neuron"]
+    assert "bounded type-pair multipliers" in arm.metadata["edge_multipliers"]
     # The formulas in float64, written here from the reference.
     leak = 1.0 / (1.0 + np.exp(-(np.log(9.0) + delta.astype(np.float64))))
     offsets = np.asarray(min_ce.w_offsets, dtype=np.int64)
@@ -306,6 +309,27 @@ def test_the_arms_leak_and_multipliers_run_as_their_formulas(release) -> None:
     np.testing.assert_allclose(got_logits, logits, rtol=1e-5, atol=2e-5)
     assert got_tokens == tokens
     assert not np.allclose(got_logits, fixed[tuple(PROMPT_IDS)], atol=1e-3)
+
+
+def test_a_bounded_arm_is_the_fly_llms_step_and_its_analyses_apply(release, capsys) -> None:
+    """Multipliers scale the weights and leave the step as it is: info says so, and an
+    analysis that follows the Fly LLM's operator only (trace) runs on the arm."""
+    from flyviz.model.formats.dataset import DatasetFiles
+
+    folder, _, _ = release
+    n_types = int(DatasetFiles.open(folder.parent / "fly-connectome-49k")
+                  .array("type_index", NEURONS).max()) + 1
+    rng = np.random.default_rng(9)
+    _rewrite_weights(folder, "min-ce.safetensors", lambda t: t.update({
+        "brain.edge_theta_source": rng.normal(0, 1, n_types).astype(np.float32),
+        "brain.edge_theta_destination": rng.normal(0, 1, n_types).astype(np.float32)}))
+    code, out, err = cli_run(capsys, "info", str(folder))
+    assert code == 0, err
+    line = next(row for row in out.splitlines() if row.startswith("edge weights"))
+    assert f"bounded type-pair multipliers 1 + 0.1 tanh(θ_src + θ_dst) over {n_types:,} " \
+        "cell types" in line
+    code, out, err = cli_run(capsys, "trace", str(folder), "--prompt", "the cat sat")
+    assert code == 0, err
 
 
 def _drop_manifest(folder: Path) -> None:

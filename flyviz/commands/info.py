@@ -139,6 +139,9 @@ def _text(info: dict[str, Any]) -> str:
     if operator["extensions"]:  # beyond the Fly LLM's operator (FlyGPT): say what
         lines.append(("operator", "leaky tanh with " + ", ".join(operator["extensions"])
                       + ("" if operator["bos"] else "; no BOS")))
+    multipliers = info["metadata"].get("edge_multipliers")
+    if multipliers:  # fly-wordbrain's bounded arms: the Fly LLM's step on scaled weights
+        lines.append(("edge weights", f"the graph's, times {multipliers}"))
     graph = info["graph_provenance"]
     if isinstance(graph, dict) and graph:
         lines.append(("graph", ", ".join(f"{k} {v}" for k, v in graph.items()

@@ -202,8 +202,6 @@ class Checkpoint:
         found = []
         if self.leak_vector is not None:
             found.append("a leak per neuron")
-        if self.metadata.get("edge_multipliers"):
-            found.append(str(self.metadata["edge_multipliers"]))
         if self.in_bias is not None:
             found.append("an input bias")
         if cfg.microsteps != 1:

@@ -151,7 +151,8 @@ def text_not_a_path(name: str, text: str, reads: str) -> str:
     except (OSError, ValueError):  # a name too long for the system, a NUL: not a path
         what = None
     if what is not None:
-        short = text if len(text) <= 80 else text[:77] + "..."
+        # the end of a long path names the file: keep it, not the start
+        short = text if len(text) <= 80 else "..." + text[-77:]
         raise InputError(f"{name} {short!r} is the name of an existing {what}, and a str is "
                          f"read as text: pass pathlib.Path({short!r}) {reads}, or the text "
                          "itself")

@@ -250,9 +250,13 @@ def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> 
     rows = max(50, int(options.size[1] * 0.8))
     pooler = RasterPooler(order, rows)
     grid = figure.subplots(1, len(runs), sharey=True, squeeze=False)[0]
-    for axes, run in zip(grid, runs):
-        image = pooler.pool(run.states)
-        limit = _limit(image)
+    images = [pooler.pool(run.states) for run in runs]
+    # The untouched and intervened panels are read side by side: one colour range for both
+    # (each its own made the same colour two values); Δx keeps its own.
+    shared = max((_limit(image) for run, image in zip(runs, images)
+                  if run.colormap != "difference"), default=1.0)
+    for axes, run, image in zip(grid, runs, images):
+        limit = _limit(image) if run.colormap == "difference" else shared
         axes.imshow(_colour(image, run.colormap, limit), aspect="auto", interpolation="nearest",
                     extent=(-0.5, image.shape[1] - 0.5, pooler.rows - 0.5, -0.5))
         axes.set_title(run.label, fontsize=10)

@@ -119,6 +119,15 @@ def test_a_comparison_raster_has_three_panels_and_celltypes_default_to_dx(saved,
     _raster(figure, compared, saved["model"], FigureOptions(kind="raster", size=(800, 500)))
     titles = [axes.get_title() for axes in figure.axes if axes.images]
     assert titles == ["untouched", "intervened", "Δx (intervened − untouched)"]
+    # The untouched and intervened panels share one colour range (their bars end alike);
+    # Δx has its own.
+    bars = [axes for axes in figure.axes if not axes.images and axes.get_ylabel()]
+    tops = [bar.get_ylim()[1] for bar in bars]
+    assert len(tops) == 3 and tops[0] == tops[1], tops
+    panels = [axes for axes in figure.axes if axes.images]
+    untouched = np.asarray(compared.baseline.states(), np.float32)
+    intervened = np.asarray(compared.states(), np.float32)[:len(untouched)]
+    assert not np.array_equal(untouched, intervened) and len(panels) == 3
     out = tmp_path / "dx.png"
     code, _, err = _cli(capsys, "figure", saved["compared_path"], "--kind", "celltypes", "--by",
                         "superclass", "--out", out)

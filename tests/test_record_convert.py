@@ -267,3 +267,109 @@ def test_saved_files_and_folders_get_the_mode_a_new_file_gets(recording, model, 
         assert oct(path.stat().st_mode & 0o777) == oct(folder_mode), path.name
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "circuit.json", "nulls", "run.flyrec", "run.npz", "run.zarr"]   # no temporaries left
+
+
+@pytest.fixture(params=["forced", "free"])
+def comparison(tiny_checkpoint, tmp_path, request):
+    from flyviz.model.interventions import as_interventions
+    from flyviz.record.compare import Comparison
+
+    runner = Comparison.for_checkpoint(tiny_checkpoint, as_interventions(["silence side:left@2:"]))
+    try:
+        recording = runner.record(PROMPT, GenerationSettings(max_new_tokens=6, temperature=0.9,
+                                                              seed=3), mode=request.param,
+                                  spec="tiny")
+    finally:
+        runner.close()
+    return Recording.load(recording.save(tmp_path / "comparison.flyrec"))
+
+
+def _every_array(recording):
+    """Every array a recording stores, by the name the converters give it."""
+    def run(rec, prefix):
+        ids, probabilities = rec.top_k_arrays()
+        texts = np.full(ids.shape, "", dtype=object)
+        for i, frame in enumerate(rec):
+            texts[i, :len(frame.top_k_text)] = frame.top_k_text
+        return {f"{prefix}state": rec.states(), f"{prefix}token_id": rec.token_ids,
+                f"{prefix}token_text": rec.token_texts, f"{prefix}position": rec.positions,
+                f"{prefix}phase": rec.phases, f"{prefix}predicted_id": rec.predicted_ids,
+                f"{prefix}predicted_text": rec.predicted_texts,
+                f"{prefix}probability": rec.probabilities,
+                f"{prefix}mean_abs_state": rec.mean_abs_states,
+                f"{prefix}top_k_id": ids, f"{prefix}top_k_probability": probabilities,
+                f"{prefix}top_k_text": texts.astype(str)}
+
+    arrays = run(recording, "")
+    arrays.update(run(recording.baseline, "baseline_"))
+    meta = recording.metadata["comparison"]
+    for name in ("kl", "mean_abs_delta"):
+        arrays[name] = [np.nan if v is None else v for v in meta[name]]
+    return arrays
+
+
+def _assert_same(got, want, name):
+    got, want = np.asarray(got), np.asarray(want)
+    if want.dtype.kind in "fc":
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-6,
+                                   err_msg=name)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_a_comparison_keeps_its_untouched_run_and_numbers_in_every_format(comparison,
+                                                                         tmp_path):
+    """Each format holds every array of a comparison recording (both runs' states, token
+    tables and top-k ids, probabilities and texts, and the per-frame KL and mean |dx|),
+    with the comparison's metadata and the untouched run's as attributes."""
+    import json
+
+    pytest.importorskip("zarr")
+    pynwb = pytest.importorskip("pynwb")
+    from flyviz.record.convert import open_zarr
+
+    want = _every_array(comparison)
+    assert comparison.baseline is not None and len(comparison.baseline)
+    top_texts = want["top_k_text"]
+    assert (top_texts != "").any() and (top_texts[0, :len(comparison[0].top_k_text)]
+                                        == list(comparison[0].top_k_text)).all()
+    for to in ("npz", "zarr"):
+        out = tmp_path / f"c.{to}"
+        assert main(["convert", str(tmp_path / "comparison.flyrec"), str(out),
+                     "--no-labels"]) == 0
+        if to == "npz":
+            data = np.load(out, allow_pickle=False)
+            attrs = json.loads(str(data["attributes"]))
+        else:
+            data = open_zarr(out).load()
+            attrs = data.attrs
+            assert data["baseline_state"].dims == ("baseline_token", "neuron")
+        for name, values in want.items():
+            _assert_same(data[name], values, f"{to}: {name}")
+        assert json.loads(attrs["comparison"]) == comparison.metadata["comparison"]
+        assert json.loads(attrs["baseline_metadata"]) == comparison.baseline.metadata
+        assert attrs["baseline_text"] == comparison.baseline.text
+    out = tmp_path / "c.nwb"
+    assert main(["convert", str(tmp_path / "comparison.flyrec"), str(out), "--no-labels"]) == 0
+    assert pynwb.validate(path=str(out)) == []
+    with pynwb.NWBHDF5IO(str(out), "r") as io:
+        nwb = io.read()
+        series = nwb.processing["flyviz"]["Fluorescence"]
+        for prefix, table in (("", nwb.intervals["tokens"]),
+                              ("baseline_", nwb.intervals["baseline_tokens"])):
+            _assert_same(series[f"{prefix}states"].data[:], want[f"{prefix}state"], prefix)
+            for name in ("token_id", "token_text", "position", "phase", "predicted_id",
+                         "predicted_text", "probability", "mean_abs_state"):
+                _assert_same(table[name][:], want[prefix + name], prefix + name)
+            rows = len(table)
+            ids, probabilities = want[f"{prefix}top_k_id"], want[f"{prefix}top_k_probability"]
+            texts = want[f"{prefix}top_k_text"]
+            for i in range(rows):
+                kept = ids[i] >= 0
+                _assert_same(table["top_k_id"][i], ids[i][kept], "top_k_id")
+                _assert_same(table["top_k_probability"][i], probabilities[i][kept], "top_k_p")
+                _assert_same(table["top_k_text"][i], texts[i][kept], "top_k_text")
+        for name in ("kl", "mean_abs_delta"):
+            _assert_same(nwb.intervals["tokens"][name][:], want[name], name)
+        assert json.loads(json.loads(nwb.notes)["comparison"]) == \
+            comparison.metadata["comparison"]

@@ -9,8 +9,9 @@ pieces (NWB):
     dtype (float16 or float32). Not copied: a loaded recording's states stay
     in its file, memory-mapped (dask-backed when dask is installed and the
     run is still in memory in several blocks).
-``top_k_id``, ``top_k_probability`` (token, rank)
-    The most likely next tokens at each step (``-1``/``0`` pad short rows).
+``top_k_id``, ``top_k_probability``, ``top_k_text`` (token, rank)
+    The most likely next tokens at each step, their probabilities and texts
+    (``-1``/``0``/``""`` pad short rows).
 token coordinates
     ``position`` (0 is BOS), ``token_id`` and ``token_text`` (the token
     consumed), ``phase`` (``"prompt"`` or ``"generation"``), ``predicted_id``,
@@ -29,6 +30,17 @@ spikes (spike), a spiking run's only
     ``spike_time_ms``, ``spike_neuron`` (model index) and ``spike_trial``;
     the attribute ``spike_tick_ms`` is a tick's length. NWB keeps them as
     its ``units`` table instead (see :func:`to_nwb`).
+a comparison's untouched run and numbers, a comparison's only
+    ``baseline_state`` (baseline_token, neuron): the untouched run's states, on
+    an axis of its own (a free-running comparison's runs may differ in length;
+    ``baseline_token`` i is the same position as ``token`` i); its token table
+    as ``baseline_``-prefixed coordinates on ``baseline_token``
+    (``baseline_token_id``, ...), ``baseline_top_k_id``,
+    ``baseline_top_k_probability``, ``baseline_top_k_text`` (baseline_token,
+    baseline_rank); ``kl`` and ``mean_abs_delta`` (token): the comparison's
+    per-frame numbers (NaN where the untouched run has no such frame); the
+    attributes ``comparison`` (the recording's ``comparison`` metadata, JSON),
+    ``baseline_metadata`` (JSON) and ``baseline_text``.
 attributes
     ``prompt``, ``text`` (the generated continuation), ``model``,
     ``model_name``, ``model_identity`` (JSON), the sampler settings
@@ -203,6 +215,51 @@ def token_table(recording: "Recording") -> dict[str, np.ndarray]:
     }
 
 
+def top_k_texts(recording: "Recording") -> np.ndarray:
+    """The texts of every frame's most likely next tokens, (frames, k) like
+    :meth:`Recording.top_k_arrays <flyviz.record.recording.Recording.top_k_arrays>`'s ids,
+    ``""`` padding shorter rows."""
+    ids, _ = recording.top_k_arrays()
+    rows = [[""] * ids.shape[1] for _ in range(len(recording))]
+    for row, info in zip(rows, recording.frame_infos):
+        row[:len(info.top_k_text)] = [str(t) for t in info.top_k_text]
+    return _texts([t for row in rows for t in row]).reshape(ids.shape)
+
+
+#: What each of a comparison's per-frame values is (:func:`comparison_table`).
+COMPARISON_DESCRIPTIONS = {
+    "kl": "KL(p_untouched || p_intervened) of the frame's next-token distributions, nats "
+          "(NaN: the untouched run has no such frame)",
+    "mean_abs_delta": "mean over all neurons of |x_intervened - x_untouched| at the frame "
+                      "(NaN: the untouched run has no such frame)",
+}
+
+
+def comparison_table(recording: "Recording") -> dict[str, np.ndarray]:
+    """A comparison's per-frame numbers (``kl``, ``mean_abs_delta``; float64, one per frame
+    of the intervened run, NaN where the stored value is ``null``), or nothing for a run
+    that is not a comparison."""
+    meta = recording.metadata.get("comparison")
+    if recording.baseline is None or not isinstance(meta, dict):
+        return {}
+    return {name: np.array([np.nan if v is None else float(v) for v in meta.get(name) or []],
+                           dtype=np.float64) for name in COMPARISON_DESCRIPTIONS}
+
+
+def baseline_table(recording: "Recording") -> dict[str, np.ndarray]:
+    """A comparison's untouched run as the arrays of a run, each name prefixed
+    ``baseline_``: its token table (:func:`token_table`), ``top_k_id``,
+    ``top_k_probability`` and ``top_k_text``; nothing for a run that is not a comparison.
+    Its states are not here (see :func:`to_xarray`)."""
+    base = recording.baseline
+    if base is None:
+        return {}
+    table = dict(token_table(base))
+    table["top_k_id"], table["top_k_probability"] = base.top_k_arrays()
+    table["top_k_text"] = top_k_texts(base)
+    return {f"baseline_{name}": values for name, values in table.items()}
+
+
 def neuron_table(anatomy: Anatomy | None, neurons: int) -> dict[str, np.ndarray]:
     """Per-neuron values: ``neuron`` (the index), and from ``anatomy`` where it has
     them ``body_id``, ``superclass``, ``side``, ``cell_type`` and ``x``, ``y``,
@@ -266,9 +323,13 @@ def run_attributes(recording: "Recording", anatomy: Anatomy | None) -> dict[str,
     for key in ("seed", "max_new_tokens", "top_k"):
         if isinstance(meta.get(key), int) and not isinstance(meta.get(key), bool):
             attrs[key] = int(meta[key])
-    for key in ("model_identity", "interventions"):
+    for key in ("model_identity", "interventions", "comparison"):
         if meta.get(key) is not None:
             attrs[key] = json.dumps(meta[key], sort_keys=True)
+    if recording.baseline is not None:
+        # The untouched run's own description: its settings, no interventions.
+        attrs["baseline_text"] = recording.baseline.text
+        attrs["baseline_metadata"] = json.dumps(recording.baseline.metadata, sort_keys=True)
     if anatomy is None:
         attrs["neuron_labels"] = ("none: the recording stores no anatomy; pass the model it was "
                                   "recorded with to add labels and positions")
@@ -327,8 +388,29 @@ def to_xarray(recording: "Recording", model: Any = None) -> Any:
          "top_k_id": (("token", "rank"), top_ids,
                       {"long_name": "most likely next tokens (-1 pads)"}),
          "top_k_probability": (("token", "rank"), top_probabilities,
-                               {"long_name": "their probabilities (0 pads)"})},
+                               {"long_name": "their probabilities (0 pads)"}),
+         "top_k_text": (("token", "rank"), top_k_texts(recording),
+                        {"long_name": "their texts (\"\" pads)"})},
         coords=coords, attrs=run_attributes(recording, anatomy))
+    base = recording.baseline
+    if base is not None:
+        # The untouched run has its own frame count (a free-running comparison's runs may
+        # end at different lengths), so its own token axis; frame i of both runs is the
+        # same position, so baseline_token i lines up with token i.
+        dataset = dataset.assign_coords(baseline_token=np.arange(len(base), dtype=np.int64))
+        dataset["baseline_state"] = (("baseline_token", "neuron"), _lazy_states(base),
+                                     {"long_name": "the untouched run's state x after the "
+                                                   "token", "units": "1"})
+        for name, values in baseline_table(recording).items():
+            dims = ("baseline_token",) if values.ndim == 1 else ("baseline_token",
+                                                                 "baseline_rank")
+            if values.ndim == 1:
+                dataset = dataset.assign_coords({name: (dims, values)})
+            else:
+                dataset[name] = (dims, values, {"long_name": "the untouched run's "
+                                                + name.removeprefix("baseline_")})
+        for name, values in comparison_table(recording).items():
+            dataset[name] = ("token", values, {"long_name": COMPARISON_DESCRIPTIONS[name]})
     for name, values in spike_table(recording).items():
         dataset[name] = ("spike", values, {"long_name": SPIKE_DESCRIPTIONS[name]})
     for name in "xyz":
@@ -373,6 +455,9 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None) -> Path
     encoded = encode_texts(dataset)
     chunk = max(1, min(ZARR_TOKENS_PER_CHUNK, len(recording)))
     encoding = {"state": {"chunks": (chunk, recording.neurons)}}
+    if recording.baseline is not None:
+        rows = max(1, min(ZARR_TOKENS_PER_CHUNK, len(recording.baseline)))
+        encoding["baseline_state"] = {"chunks": (rows, recording.neurons)}
     path = Path(path)
 
     def write(tmp: Path) -> None:
@@ -502,11 +587,13 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
     Arrays: ``state`` (tokens, neurons) in the recording's dtype, the token
     table (``position``, ``token_id``, ``token_text``, ``phase``,
     ``predicted_id``, ``predicted_text``, ``probability``, ``mean_abs_state``,
-    ``generation_index``), ``top_k_id``, ``top_k_probability``, the neuron
-    table (``neuron``, and with ``model`` its labels and ``x``/``y``/``z`` in
+    ``generation_index``), ``top_k_id``, ``top_k_probability``, ``top_k_text``, the
+    neuron table (``neuron``, and with ``model`` its labels and ``x``/``y``/``z`` in
     micrometres), a spiking run's spikes (``spike_frame``, ``spike_tick``,
-    ``spike_time_ms``, ``spike_neuron``, ``spike_trial``) when it kept them, and
-    ``attributes``: the run's description as JSON text.
+    ``spike_time_ms``, ``spike_neuron``, ``spike_trial``) when it kept them, a
+    comparison's untouched run (``baseline_state`` and the same token and top-k arrays
+    prefixed ``baseline_``) and per-frame ``kl`` and ``mean_abs_delta``, and
+    ``attributes``: the run's description as JSON text (:func:`run_attributes`).
     """
     anatomy = anatomy_of(model, recording.neurons)
     top_ids, top_probabilities = recording.top_k_arrays()
@@ -514,7 +601,12 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
     arrays.update(token_table(recording))
     arrays["top_k_id"], arrays["top_k_probability"] = top_ids, top_probabilities
     arrays.update(neuron_table(anatomy, recording.neurons))
+    arrays["top_k_text"] = top_k_texts(recording)
     arrays.update(spike_table(recording))
+    if recording.baseline is not None:
+        arrays["baseline_state"] = _lazy_states(recording.baseline)
+        arrays.update(baseline_table(recording))
+        arrays.update(comparison_table(recording))
     arrays["attributes"] = np.array(json.dumps(run_attributes(recording, anatomy)))
     path = Path(path)
 
@@ -544,8 +636,13 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
       voxel (8 nm voxels, weight 0 where unknown) as its ``voxel_mask``;
     - ``intervals/tokens``: one interval per token ``[t, t+1)`` with its
       ``position``, ``token_id``, ``token_text``, ``phase``, ``predicted_id``,
-      ``predicted_text`` and ``probability`` (a spiking run: ``intervals/bins``, one
-      per bin in seconds with its spike count);
+      ``predicted_text``, ``probability``, ``mean_abs_state``, ``generation_index``
+      and the ragged ``top_k_id``, ``top_k_probability``, ``top_k_text`` (a spiking
+      run: ``intervals/bins``, one per bin in seconds with its spike count);
+    - a comparison's only: ``processing/flyviz/Fluorescence/baseline_states``, the
+      untouched run's states over the same neurons and clock, ``intervals/baseline_tokens``
+      its token table, and the columns ``kl`` and ``mean_abs_delta`` of
+      ``intervals/tokens`` (NaN where the untouched run has no such frame);
     - ``units``, a spiking run's only: one row per neuron that spiked (its id the
       model index), its ``spike_times`` in seconds from the run's start and, per
       spike, its ``spike_trial``;
@@ -690,32 +787,64 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any,
                                buffer_size=_rows_per_block(recording)))
     fluorescence = Fluorescence(name="Fluorescence")
     fluorescence.add_roi_response_series(states)
+    base = recording.baseline
+    if base is not None and len(base):
+        # A comparison's untouched run: a second series over the same neurons, on the
+        # same clock (frame i of both runs is the same position).
+        fluorescence.add_roi_response_series(RoiResponseSeries(
+            name="baseline_states", rois=region, unit=timing.unit, rate=1.0 / timing.seconds,
+            starting_time=0.0, description="the untouched run of the comparison: "
+            + timing.description,
+            data=DataChunkIterator(data=_state_rows(base), maxshape=(len(base), base.neurons),
+                                   dtype=np.dtype(np.float32),
+                                   buffer_size=_rows_per_block(base))))
     module.add(fluorescence)
     nwbfile.add_time_intervals(_token_intervals(recording) if timing.counted
                                else _frame_intervals(recording, timing))
+    if base is not None and timing.counted:
+        nwbfile.add_time_intervals(_token_intervals(base, "baseline_tokens",
+                                                    "the untouched run's tokens: "))
     units = _nwb_units(recording)
     if units is not None:
         nwbfile.units = units
     return nwbfile
 
 
-def _token_intervals(recording: "Recording") -> Any:
-    """One interval per consumed token of a language model's run, with its token table."""
+def _token_intervals(recording: "Recording", name: str = "tokens", about: str = "") -> Any:
+    """One interval per consumed token of a language model's run, with its token table, its
+    top-k candidates (ragged columns: each row as many as the frame has) and, for a
+    comparison's intervened run, its per-frame ``kl`` and ``mean_abs_delta``."""
     from pynwb.epoch import TimeIntervals
 
-    tokens = TimeIntervals(name="tokens", description="one interval per consumed token: "
+    tokens = TimeIntervals(name=name, description=f"{about}one interval per consumed token: "
                            "[position, position + 1)")
     token_columns = token_table(recording)
     token_descriptions = {"position": "position in the sequence (0 is BOS)",
                           "token_id": "the token consumed", "token_text": "its text",
                           "phase": "prompt or generation",
                           "predicted_id": "the next token chosen from this state",
-                          "predicted_text": "its text", "probability": "its probability"}
-    for name, description in token_descriptions.items():
-        tokens.add_column(name, description)
+                          "predicted_text": "its text", "probability": "its probability",
+                          "mean_abs_state": "mean |x| over all neurons",
+                          "generation_index": "index among the generated tokens (-1: prompt)"}
+    for column, description in token_descriptions.items():
+        tokens.add_column(column, description)
+    ragged = {"top_k_id": "most likely next tokens, most likely first",
+              "top_k_probability": "their probabilities", "top_k_text": "their texts"}
+    for column, description in ragged.items():
+        tokens.add_column(column, description, index=True)
+    compared = comparison_table(recording) if name == "tokens" else {}
+    for column in compared:
+        tokens.add_column(column, COMPARISON_DESCRIPTIONS[column])
+    infos = recording.frame_infos
     for i in range(len(recording)):
-        tokens.add_row(start_time=float(i), stop_time=float(i + 1),
-                       **{name: token_columns[name][i].item() for name in token_descriptions})
+        info = infos[i]
+        row: dict[str, Any] = {column: token_columns[column][i].item()
+                               for column in token_descriptions}
+        row.update(top_k_id=[int(v) for v in info.top_k_ids],
+                   top_k_probability=[float(v) for v in info.top_k_probabilities],
+                   top_k_text=[str(t) for t in info.top_k_text])
+        row.update({column: float(values[i]) for column, values in compared.items()})
+        tokens.add_row(start_time=float(i), stop_time=float(i + 1), **row)
     return tokens
 
 

@@ -35,6 +35,7 @@ def test_to_xarray_labels_tokens_and_neurons(recording, model):
     assert ds["state"].dims == ("token", "neuron")
     assert ds["state"].shape == (len(recording), model.neurons)
     assert ds["state"].dtype == np.float16
+    assert dict(ds["state"].attrs) == {"long_name": "state x after the token", "units": "1"}
     np.testing.assert_array_equal(ds["state"].values.astype(np.float32), recording.states())
     np.testing.assert_array_equal(ds["token_id"], recording.token_ids)
     assert list(ds["token_text"].values) == recording.token_texts

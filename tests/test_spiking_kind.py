@@ -431,6 +431,38 @@ def test_converting_a_spiking_recording_keeps_every_spike(brain_folder, tmp_path
     np.testing.assert_allclose(states, counts / log.trials / bin_s, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("to", ["npz", "zarr"])
+def test_a_converted_spiking_recording_says_its_rates_are_hz_and_keeps_its_run(
+        brain_folder, tmp_path, to):
+    """A spiking run converted to .npz or Zarr names its states firing rates in Hz (not a
+    unitless state x) and keeps the run's kind, state_units and whole spiking block (brain,
+    rate, seed, bin, trials, per-bin spikes...) as attributes; so does to_xarray called
+    without the kind's timing."""
+    pytest.importorskip("xarray")
+    pytest.importorskip({"npz": "numpy", "zarr": "zarr"}[to])
+    rec = tmp_path / "run.flyrec"
+    assert main(["simulate", str(brain_folder), "--excite", "superclass:sensory", "--trials",
+                 "2", "--duration", "30ms", "--record", str(rec)]) == 0
+    recording = Recording.load(rec)
+    spiking_meta = recording.metadata["spiking"]
+    assert {"brain", "bin_ms", "trials", "bin_spikes", "run_ticks"} <= set(spiking_meta)
+    out = tmp_path / f"run.{to}"
+    assert main(["convert", str(rec), str(out), "--no-labels"]) == 0
+    if to == "npz":
+        with np.load(out, allow_pickle=False) as data:
+            attrs = json.loads(str(data["attributes"]))
+        state = {"long_name": attrs["state_long_name"], "units": attrs["state_units"]}
+    else:
+        from flyviz.record.convert import open_zarr
+
+        data = open_zarr(out)
+        attrs, state = dict(data.attrs), dict(data["state"].attrs)
+    assert state == {"long_name": "firing rate in the bin", "units": "Hz"}
+    assert attrs["kind"] == "spiking" and attrs["state_units"] == "Hz"
+    assert json.loads(attrs["spiking"]) == spiking_meta
+    assert dict(recording.to_xarray()["state"].attrs) == state
+
+
 def test_a_spiking_recording_converts_with_its_own_brains_labels(brain_folder, tmp_path,
                                                                  capsys):
     """Without --model, a spiking run's neurons are labelled by the brain it names (as its

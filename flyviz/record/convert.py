@@ -5,8 +5,10 @@ the file formats are written from it (Zarr, ``.npz``) or from the same
 pieces (NWB):
 
 ``state`` (token, neuron)
-    The model's state ``x`` after each consumed token, in the recording's
-    dtype (float16 or float32). Not copied: a loaded recording's states stay
+    The model's state ``x`` after each consumed token (a spiking run: each
+    neuron's firing rate in each bin), in the recording's dtype (float16 or
+    float32); its ``long_name`` and ``units`` say which (:func:`state_attributes`:
+    ``"1"``, or ``"Hz"`` for rates). Not copied: a loaded recording's states stay
     in its file, memory-mapped (dask-backed when dask is installed and the
     run is still in memory in several blocks).
 ``top_k_id``, ``top_k_probability``, ``top_k_text`` (token, rank)
@@ -46,8 +48,10 @@ attributes
     ``model_name``, ``model_identity`` (JSON), the sampler settings
     (``temperature``, ``top_p``, ``seed``, ``max_new_tokens``, ``top_k``),
     ``interventions`` (JSON, for an intervened run), ``states_dtype``,
-    ``anatomy`` (``"measured"``, ``"synthetic"`` or ``"none"``) and
-    ``flyviz_version``.
+    ``anatomy`` (``"measured"``, ``"synthetic"`` or ``"none"``),
+    ``flyviz_version``, and every other key of the run's metadata as it is
+    (a string or number) or as JSON (a spiking run's ``kind``, ``state_units``
+    and ``spiking``, ``layout``, ``neurons``...).
 
 A recording stores its model's identity but not its anatomy, so the neuron
 labels and positions come from a model passed in (``model=``); nothing is
@@ -326,6 +330,13 @@ def run_attributes(recording: "Recording", anatomy: Anatomy | None) -> dict[str,
     for key in ("model_identity", "interventions", "comparison"):
         if meta.get(key) is not None:
             attrs[key] = json.dumps(meta[key], sort_keys=True)
+    for key, value in meta.items():
+        # Every other key the run's kind wrote (a spiking run's kind, state_units and its
+        # spiking block...): kept as is where an attribute can hold it, else as JSON.
+        if key in attrs or not isinstance(key, str):
+            continue
+        plain = isinstance(value, (str, int, float)) and not isinstance(value, bool)
+        attrs[key] = value if plain else json.dumps(value, sort_keys=True)
     if recording.baseline is not None:
         # The untouched run's own description: its settings, no interventions.
         attrs["baseline_text"] = recording.baseline.text
@@ -339,6 +350,22 @@ def run_attributes(recording: "Recording", anatomy: Anatomy | None) -> dict[str,
     return attrs
 
 
+def state_attributes(recording: "Recording", timing: "FrameTiming | None" = None
+                     ) -> dict[str, str]:
+    """What a recording's state values are, as a variable's ``long_name`` and ``units``: from
+    ``timing`` (default: the recording's kind's, :meth:`flyviz.kinds.ModelKind.frame_timing`),
+    the units the run stored (metadata ``state_units``) winning: a spiking run's rates are
+    ``"firing rate in the bin"`` in ``"Hz"``, a language model's states ``"1"``."""
+    if timing is None:
+        from flyviz.kinds import kind_of_recording
+
+        timing = kind_of_recording(recording).frame_timing(recording)
+    units = recording.metadata.get("state_units")
+    if not isinstance(units, str) or not units:
+        units = timing.unit
+    return {"long_name": timing.label, "units": units}
+
+
 def _texts(values: Any) -> np.ndarray:
     """A fixed-width unicode array (``<U``, never an object array: no pickling anywhere)."""
     values = [str(v) for v in values]
@@ -347,7 +374,8 @@ def _texts(values: Any) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ xarray
-def to_xarray(recording: "Recording", model: Any = None) -> Any:
+def to_xarray(recording: "Recording", model: Any = None, *,
+              timing: "FrameTiming | None" = None) -> Any:
     """The recording as an :class:`xarray.Dataset` with dims ``token`` × ``neuron``.
 
     See the module documentation for its variables, coordinates and
@@ -365,6 +393,9 @@ def to_xarray(recording: "Recording", model: Any = None) -> Any:
         checkpoint, or an anatomy): adds the neuron labels and positions.
         Without it the neurons carry only their index (the recording does
         not store the anatomy), and the attribute ``neuron_labels`` says so.
+    timing
+        How the frames are timed (:class:`FrameTiming`), whose label and unit name the
+        states (:func:`state_attributes`); default: the recording's kind's.
 
     Raises
     ------
@@ -382,9 +413,9 @@ def to_xarray(recording: "Recording", model: Any = None) -> Any:
     coords.update({name: ("token", values) for name, values in tokens.items()})
     coords["neuron"] = neurons.pop("neuron")
     coords.update({name: ("neuron", values) for name, values in neurons.items()})
+    state_attrs = state_attributes(recording, timing)
     dataset = xr.Dataset(
-        {"state": (("token", "neuron"), _lazy_states(recording),
-                   {"long_name": "state x after the token", "units": "1"}),
+        {"state": (("token", "neuron"), _lazy_states(recording), state_attrs),
          "top_k_id": (("token", "rank"), top_ids,
                       {"long_name": "most likely next tokens (-1 pads)"}),
          "top_k_probability": (("token", "rank"), top_probabilities,
@@ -399,8 +430,8 @@ def to_xarray(recording: "Recording", model: Any = None) -> Any:
         # same position, so baseline_token i lines up with token i.
         dataset = dataset.assign_coords(baseline_token=np.arange(len(base), dtype=np.int64))
         dataset["baseline_state"] = (("baseline_token", "neuron"), _lazy_states(base),
-                                     {"long_name": "the untouched run's state x after the "
-                                                   "token", "units": "1"})
+                                     {**state_attrs, "long_name": "the untouched run's "
+                                      + state_attrs["long_name"]})
         for name, values in baseline_table(recording).items():
             dims = ("baseline_token",) if values.ndim == 1 else ("baseline_token",
                                                                  "baseline_rank")
@@ -434,7 +465,8 @@ def _lazy_states(recording: "Recording") -> Any:
 
 
 # ------------------------------------------------------------------ Zarr
-def to_zarr(recording: "Recording", path: str | Path, model: Any = None) -> Path:
+def to_zarr(recording: "Recording", path: str | Path, model: Any = None, *,
+            timing: "FrameTiming | None" = None) -> Path:
     """Write the recording as a Zarr store (chunked along tokens), readable lazily.
 
     The dataset is :func:`to_xarray`'s with every text coordinate stored as
@@ -451,7 +483,7 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None) -> Path
         When ``path`` cannot be written.
     """
     require_module("zarr", "Recording.to_zarr", "data")
-    dataset = to_xarray(recording, model)
+    dataset = to_xarray(recording, model, timing=timing)
     encoded = encode_texts(dataset)
     chunk = max(1, min(ZARR_TOKENS_PER_CHUNK, len(recording)))
     encoding = {"state": {"chunks": (chunk, recording.neurons)}}
@@ -580,7 +612,8 @@ def _write_file_atomically(path: Path, write: Callable[[Path], None]) -> Path:
 
 
 # ------------------------------------------------------------------ NumPy
-def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
+def to_npz(recording: "Recording", path: str | Path, model: Any = None, *,
+           timing: "FrameTiming | None" = None) -> Path:
     """Write the recording as one ``.npz`` of plain arrays (no pickles: ``np.load(path)``
     reads it with ``allow_pickle=False``).
 
@@ -593,7 +626,9 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
     ``spike_time_ms``, ``spike_neuron``, ``spike_trial``) when it kept them, a
     comparison's untouched run (``baseline_state`` and the same token and top-k arrays
     prefixed ``baseline_``) and per-frame ``kl`` and ``mean_abs_delta``, and
-    ``attributes``: the run's description as JSON text (:func:`run_attributes`).
+    ``attributes``: the run's description as JSON text (:func:`run_attributes`, with
+    ``state_long_name`` and ``state_units``: what the states are, from ``timing``, default
+    the recording's kind's, :func:`state_attributes`).
     """
     anatomy = anatomy_of(model, recording.neurons)
     top_ids, top_probabilities = recording.top_k_arrays()
@@ -607,7 +642,10 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None) -> Path:
         arrays["baseline_state"] = _lazy_states(recording.baseline)
         arrays.update(baseline_table(recording))
         arrays.update(comparison_table(recording))
-    arrays["attributes"] = np.array(json.dumps(run_attributes(recording, anatomy)))
+    attributes = run_attributes(recording, anatomy)
+    described = state_attributes(recording, timing)
+    attributes.update(state_long_name=described["long_name"], state_units=described["units"])
+    arrays["attributes"] = np.array(json.dumps(attributes))
     path = Path(path)
 
     def write(tmp: Path) -> None:
@@ -865,6 +903,7 @@ class FrameTiming:
     unit: str = "1"        # the states' unit ("1", "Hz")
     description: str = ("state x of every neuron after each token (time first; time = the "
                         "token's position, one token per second)")
+    label: str = "state x after the token"  # what a state value is (a variable's long name)
 
     @classmethod
     def of_axis(cls, name: str, unit: str, step: float, *, counted: bool,
@@ -879,7 +918,7 @@ class FrameTiming:
         return cls(False, seconds, name, state_unit,
                    f"{state_label} ({state_unit}) of every neuron in each {name} of "
                    f"{step:g} {unit} (time first; {name} i spans "
-                   f"[i, i + 1) x {seconds:g} s from the run's start)")
+                   f"[i, i + 1) x {seconds:g} s from the run's start)", state_label)
 
 
 #: Seconds in each physical unit a kind's time axis may be measured in.
@@ -956,7 +995,8 @@ def _state_rows(recording: "Recording") -> Iterator[np.ndarray]:
 def convert(recording: "Recording", path: str | Path, to: str | None = None,
             model: Any = None, *, timing: FrameTiming | None = None) -> Path:
     """Write ``recording`` as ``to`` (``"zarr"``, ``"nwb"`` or ``"npz"``; default: from
-    ``path``'s suffix), NWB's frames timed by ``timing``. See :func:`to_zarr`,
+    ``path``'s suffix), NWB's frames timed by ``timing`` (whose label and unit name the
+    states in every format; default: the recording's kind's). See :func:`to_zarr`,
     :func:`to_nwb`, :func:`to_npz`."""
     path = Path(path)
     source = getattr(recording, "_source", None)  # the file a loaded recording maps
@@ -966,4 +1006,4 @@ def convert(recording: "Recording", path: str | Path, to: str | None = None,
     if to == "nwb":
         return to_nwb(recording, path, model, timing=timing)
     writers = {"zarr": to_zarr, "npz": to_npz}
-    return writers[to](recording, path, model)
+    return writers[to](recording, path, model, timing=timing)

@@ -589,3 +589,76 @@ def test_identity_tells_models_apart_across_layouts(model_a, models, tmp_path):
     note = identity_mismatch(identity, load_folder(models / "b"))
     assert note and "weights differ" in note and "same graph" in note
     assert identity_mismatch(None, other) is None  # a recording from before identities
+
+
+# ------------------------------------------------------------------ the spec's words
+SPEC = Path(__file__).resolve().parent.parent / "docs" / "recording-format.md"
+
+
+def _section(title: str) -> str:
+    """The text of the spec's section ``## title`` (up to the next ``## ``)."""
+    text = SPEC.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end >= 0 else None]
+
+
+def test_the_seal_recomputed_from_the_specs_words_matches_a_saved_file(tiny_checkpoint,
+                                                                       tmp_path):
+    """The Integrity section's recipe, followed word for word with hashlib (not flyviz's
+    code), gives the file's content_sha256; its example of how a shape is written is
+    exactly the text that recipe hashes."""
+    import hashlib
+    import re
+
+    integrity = " ".join(_section("Integrity").split())
+    example = re.search(r"the shape as .*?\(`(\[[^`]*\])`", integrity)
+    assert example is not None, "the Integrity section shows how a shape is written"
+    assert "json.dumps(list(shape))" in integrity and "compact" not in integrity
+    assert example.group(1) == json.dumps([12, 49393])
+
+    rec = record_prompt(tiny_checkpoint, "a b", GenerationSettings(max_new_tokens=2, seed=1))
+    path = rec.save(tmp_path / "run.flyrec")
+    header, _ = parts(path)
+    metadata = header.pop("__metadata__")
+    arrays = load_file(str(path))
+
+    def field(data: bytes) -> bytes:
+        return struct.pack("<Q", len(data)) + data
+
+    digest = hashlib.sha256()
+    for key in sorted(k for k in metadata if k != "content_sha256"):
+        digest.update(field(key.encode()) + field(metadata[key].encode()))
+    for name in sorted(arrays):
+        array = arrays[name]
+        digest.update(field(name.encode()) + field(str(array.dtype).encode())
+                      + field(json.dumps(list(array.shape)).encode()))
+        if name != "states":
+            digest.update(field(array.astype(array.dtype.newbyteorder("<")).tobytes()))
+    assert digest.hexdigest() == metadata["content_sha256"]
+
+
+def test_the_spec_documents_every_key_of_a_spiking_recording(tmp_path):
+    """Every metadata key a spiking run writes (``kind``, ``state_units``, ``spiking`` and
+    each of its keys, ``after_input`` included) is in the spec's Run metadata, which says
+    its states are float32 and its frames' null generation_index is what a bin has."""
+    import re
+
+    from test_spiking_kind import write_brain
+
+    brain = write_brain(tmp_path / "brain")
+    rec = tmp_path / "run.flyrec"
+    assert main(["simulate", str(brain), "--excite", "superclass:sensory", "--duration", "25ms",
+                 "--input-until", "15ms", "--record", str(rec)]) == 0
+    recording = Recording.load(rec)
+    meta = recording.metadata
+    assert recording.states_dtype == np.float32
+    assert all(f.generation_index is None and f.phase == "generation" for f in recording)
+    documented = set(re.findall(r"^\| ([^|]*) \|", _section("Run metadata"), re.M))
+    names = {name for cell in documented for name in re.findall(r"`([^`]+)`", cell)}
+    keys = set(meta) | set(meta["spiking"])
+    assert "after_input" in keys and "run_ticks" in keys
+    assert keys <= names, f"undocumented: {sorted(keys - names)}"
+    text = " ".join(SPEC.read_text(encoding="utf-8").split())
+    assert "A spiking run's states (its rates in Hz" in text and "always float32" in text
+    assert "`null` for prompt frames and for frames that predict no token" in text

@@ -463,6 +463,20 @@ def test_a_converted_spiking_recording_says_its_rates_are_hz_and_keeps_its_run(
     assert dict(recording.to_xarray()["state"].attrs) == state
 
 
+def test_to_nwb_without_a_timing_times_a_spiking_run_by_its_bins(brain_folder, tmp_path):
+    """Recording.to_nwb() times the frames as the recording's kind says, as the other
+    formats do: a spiking run's bins at their length, in Hz (it timed them as tokens, one a
+    second, unit 1, unless the caller passed the kind's timing)."""
+    pynwb = pytest.importorskip("pynwb")
+    rec = tmp_path / "run.flyrec"
+    assert main(["simulate", str(brain_folder), "--excite", "superclass:sensory", "--duration",
+                 "30ms", "--bin", "10", "--record", str(rec)]) == 0
+    out = Recording.load(rec).to_nwb(tmp_path / "run.nwb")
+    with pynwb.NWBHDF5IO(str(out), "r") as io:
+        series = io.read().processing["flyviz"]["Fluorescence"]["states"]
+        assert series.unit == "Hz" and series.rate == pytest.approx(100.0)
+
+
 def test_a_spiking_recording_converts_with_its_own_brains_labels(brain_folder, tmp_path,
                                                                  capsys):
     """Without --model, a spiking run's neurons are labelled by the brain it names (as its

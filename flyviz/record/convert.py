@@ -696,9 +696,9 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
     session_start_time
         The NWB session start (timezone-aware ``datetime``); default: now.
     timing
-        How the frames are timed (:class:`FrameTiming`; its kind says:
-        ``kind_of_recording(recording).frame_timing(recording)``); default: a token each
-        second.
+        How the frames are timed (:class:`FrameTiming`); default: as the recording's kind
+        says (``kind_of_recording(recording).frame_timing(recording)``: a language run's
+        tokens one a second, a spiking run's bins at their length).
 
     Raises
     ------
@@ -713,6 +713,11 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
     if len(recording) == 0:
         raise ExportError("the recording has no frames; run a prompt first")
     _check_free_space(path, _nwb_size(recording))
+    if timing is None:  # as the other formats: the recording's kind times its frames
+        from flyviz.kinds import kind_of_recording
+
+        timing = kind_of_recording(recording).frame_timing(recording)
+    frame_timing: FrameTiming = timing  # (narrowed: the closure below sees it so)
 
     def write(tmp: Path) -> None:
         from pynwb import NWBHDF5IO
@@ -724,7 +729,7 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
             # pynwb's advice on the file name (the temporary file's, not the user's) and
             # hdmf's notes would come before flyviz's own line on stderr.
             warnings.filterwarnings("ignore", module=r"(pynwb|hdmf)(\..*)?$")
-            nwbfile = _nwb_file(recording, anatomy, session_start_time, timing or FrameTiming())
+            nwbfile = _nwb_file(recording, anatomy, session_start_time, frame_timing)
             with NWBHDF5IO(str(tmp), "w") as io:
                 io.write(nwbfile)
 

@@ -295,8 +295,9 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
     quantity = options.quantity or ("dx" if len(runs) > 1 else "mean")
     if quantity == "dx":
         if len(runs) == 1:
-            raise InputError("--quantity dx needs a comparison recording (flyviz compare "
-                             "--record, or Compare with untouched in the app)")
+            raise InputError("--quantity dx needs a comparison recording ('flyviz compare "
+                             "SPEC --prompt TEXT --silence QUERY --record FILE', or Compare "
+                             "with untouched in the app)")
         run = runs[-1]
     else:
         run = runs[-1] if len(runs) == 1 else runs[1]

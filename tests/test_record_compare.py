@@ -228,6 +228,42 @@ def test_generate_record_stores_the_interventions(capsys, web_model, tmp_path):
     assert code == 0 and json.loads(out)["matched"] is True
 
 
+def test_compare_record_saves_the_forced_comparison_that_share_shows_as_delta(capsys, web_model,
+                                                                             tmp_path):
+    """The errors of ``share --layer delta`` and ``figure --quantity dx`` on a single run
+    tell users to make a comparison with ``flyviz compare ... --record FILE``: that must
+    write one, holding both runs and what the report printed."""
+    single, compared = tmp_path / "single.flyrec", tmp_path / "compared.flyrec"
+    assert _run(capsys, "generate", str(web_model), "--prompt", PROMPT, "--max-new-tokens", "4",
+                "--record", str(single))[0] == 0
+    code, _, err = _run(capsys, "share", str(single), "--out", str(tmp_path / "s.html"),
+                        "--layer", "delta")
+    _one_line_error(code, err)
+    assert "flyviz compare SPEC --prompt TEXT --silence QUERY --record FILE" in err
+    code, out, err = _run(capsys, "compare", str(web_model), "--prompt", PROMPT,
+                          "--max-new-tokens", "5", "--seed", "3", "--silence", "sign:inhibitory",
+                          "--record", str(compared), "--json")
+    assert code == 0 and f"saved {compared}" in err
+    result = json.loads(out)
+    assert result["recording"] == str(compared)
+    loaded = Recording.load(compared)
+    assert loaded.baseline is not None
+    info = loaded.metadata["comparison"]
+    assert info["mode"] == "forced"
+    assert loaded.metadata["interventions"][0]["kind"] == "silence"
+    # The intervened run read the untouched tokens: the KL per generated token is the
+    # report's, at the same positions.
+    steps = result["forced"]["steps"]
+    prompt_length = len(result["baseline"]["prompt_ids"])
+    assert info["kl"][prompt_length - 1:] == pytest.approx([s["kl"] for s in steps])
+    generated = [int(t) for t in loaded.baseline.token_ids[prompt_length:]]
+    assert generated == result["baseline"]["tokens"][:len(generated)]
+    page = tmp_path / "delta.html"
+    code, _, err = _run(capsys, "share", str(compared), "--out", str(page), "--layer", "delta")
+    assert code == 0, err
+    assert '"delta"' in page.read_text(encoding="utf-8")
+
+
 def test_bench_measures_interventions_against_the_plain_step(capsys, web_model):
     code, out, _ = _run(capsys, "bench", str(web_model), "--interventions", "--steps", "4",
                         "--threads", "2", "--kernel", "scipy", "--silence", "input",

@@ -10,7 +10,7 @@ from typing import Any
 
 from flyviz.commands._options import (add_dataset_option, add_generation_options,
                                       add_intervention_options, add_kernel_option,
-                                      generation_settings, interventions_from_args,
+                                      add_recording_options, generation_settings, interventions_from_args,
                                       kernel_from_args, load_model_from_args,
                                       warn_idle_interventions)
 from flyviz.errors import InputError
@@ -29,13 +29,20 @@ what it runs:
 "parted_at", "forced": {"steps": [{"token", "kl", "baseline_top1",
 "intervened_top1", "mean_abs_delta"}]}}; baseline and intervened have exactly
 the fields of 'flyviz generate --json' (the same seed); parted_at is the index of the first
-generated token where the free-running texts differ (null if never).
+generated token where the free-running texts differ (null if never); with --record,
+"recording" is the file written.
+
+--record FILE saves the teacher-forced comparison as one recording: the intervened
+run with the untouched one inside it, so every token has both states. 'flyviz share
+FILE --layer delta', 'flyviz figure FILE --quantity dx' and the app show its dx.
 
 examples:
   flyviz compare demo --prompt "Once upon a time" --silence 'sign:inhibitory'
   flyviz compare demo --prompt "Tom and his dog" --cut 'superclass:cb_sensory->all' --json
   flyviz compare demo --prompt "Once upon a time" --stimulate 'input=0.5@5:10' \\
       --temperature 0.8 --seed 3
+  flyviz compare demo --prompt "Once upon a time" --silence 'sign:inhibitory' \\
+      --record cmp.flyrec && flyviz share cmp.flyrec --out cmp.html --layer delta
 """
 
 
@@ -46,6 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_dataset_option(parser)
     add_kernel_option(parser)
     add_generation_options(parser.add_argument_group("generation (both runs)"))
+    add_recording_options(parser.add_argument_group("recording (the teacher-forced comparison)"))
     parser.add_argument("--json", action="store_true", help="print one JSON object (see below)")
     add_intervention_options(parser)
     parser.epilog = EPILOG
@@ -112,10 +120,14 @@ def run(args: argparse.Namespace) -> int:
                          "--cut or --scale) to compare with the untouched run")
     kernel = kernel_from_args(args)
     ckpt = load_model_from_args(args)
-    result = compare(ckpt, args.prompt, interventions, settings, kernel=kernel)
+    result = compare(ckpt, args.prompt, interventions, settings, kernel=kernel,
+                     record=args.record, spec=args.spec, states_dtype=args.states)
     warn_idle_interventions(result["interventions"])
     if args.json:
         print(json.dumps(result))
     else:
         sys.stdout.write(format_comparison(result, tokenizer_for(ckpt)) + "\n")
+    if args.record is not None:
+        print(f"flyviz: saved {result['recording']} (the teacher-forced comparison, seed "
+              f"{result['baseline']['seed']})", file=sys.stderr)
     return 0

@@ -88,7 +88,8 @@ def _check_layers(args: argparse.Namespace, recording: Any) -> None:
     for key in args.layer or ():
         if key == "delta" and recording.baseline is None:
             raise InputError(f"--layer delta needs a comparison; {args.recording.name} is a "
-                             "single run (make one with 'flyviz compare ... --record')")
+                             "single run (make one with 'flyviz compare SPEC --prompt TEXT "
+                             "--silence QUERY --record FILE')")
         if key == "flow" and args.trace is None:
             raise InputError("--layer flow needs --trace P (the step whose choice to explain)")
     n = len(recording)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -411,12 +412,20 @@ def forced_step(step: ComparedStep) -> dict[str, Any] | None:
 
 def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
             settings: GenerationSettings | None = None, *,
-            threads: int | None = None, kernel: str | None = None) -> dict[str, Any]:
+            threads: int | None = None, kernel: str | None = None,
+            record: str | Path | None = None, spec: str | None = None,
+            states_dtype: str = "float16") -> dict[str, Any]:
     """What ``flyviz compare --json`` prints.
 
     Runs the untouched model and the intervened one teacher-forced on its
     tokens (in lockstep), then the intervened one free-running with the same
     settings.
+
+    With ``record`` (a path), the teacher-forced comparison is also saved
+    there as a comparison recording (:func:`new_comparison_recording`, mode
+    ``"forced"``: every position has both states, so its Δx is like with
+    like), naming the model ``spec``, with states stored as ``states_dtype``;
+    the result then has ``recording``, the path written.
 
     Returns
     -------
@@ -438,11 +447,18 @@ def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
     # A patch's positions are aligned to this prompt (flyviz.model.patching).
     bound = bind_patches(interventions, len(ids), checkpoint)
     comparison = Comparison.for_checkpoint(checkpoint, bound, threads=threads, kernel=kernel)
+    recording = None
     try:
         tokenizer = comparison.tokenizer
+        if record is not None:
+            recording = new_comparison_recording(checkpoint, prompt, settings,
+                                                 comparison.interventions, "forced", spec=spec,
+                                                 states_dtype=states_dtype)
         baseline = RunSummary(prompt, ids, tokenizer, settings.seed)
         forced = []
         for step in comparison.run(prompt, settings, mode="forced", prompt_ids=ids):
+            if recording is not None:
+                record_step(recording, step)
             if step.baseline is not None:
                 baseline.add(step.baseline)
             item = forced_step(step)
@@ -456,7 +472,10 @@ def compare(checkpoint: Checkpoint, prompt: str, interventions: Any,
     finally:
         comparison.close()
     base, other = baseline.to_json(), intervened.to_json()
-    return {"prompt": prompt, "interventions": other["interventions"],
-            "baseline": base, "intervened": other,
-            "parted_at": parted_at(base["tokens"], other["tokens"]),
-            "forced": {"steps": forced}}
+    result = {"prompt": prompt, "interventions": other["interventions"],
+              "baseline": base, "intervened": other,
+              "parted_at": parted_at(base["tokens"], other["tokens"]),
+              "forced": {"steps": forced}}
+    if recording is not None and record is not None:
+        result["recording"] = str(recording.save(record))
+    return result

@@ -752,3 +752,27 @@ def test_a_display_or_a_platform_that_needs_none_lets_the_window_start():
     for environ in ({}, {"DISPLAY": ""}, {"QT_QPA_PLATFORM": "xcb"}):
         with pytest.raises(InputError, match="needs a display"):
             check_display(environ, "linux")
+
+
+#: The commands that read a recording as a language model's tokens, with the arguments
+#: that make them read one (``{rec}``): a spiking brain's bins are no tokens.
+TOKEN_READERS = {
+    "trace": ["trace", "--recording", "{rec}", "--position", "1"],
+    "trace SPEC": ["trace", "demo", "--recording", "{rec}", "--position", "1"],
+    "share --trace": ["share", "{rec}", "--out", "{tmp}/p.html", "--trace", "1"],
+    "generate --source": ["generate", "demo", "--prompt", "Once upon", "--patch", "all@1:2",
+                          "--source", "{rec}"],
+}
+
+
+@pytest.mark.parametrize("reader", sorted(TOKEN_READERS))
+def test_a_spiking_recording_is_refused_where_tokens_are_read(capsys, tmp_path,
+                                                              spiking_recording, reader):
+    """``trace --recording`` on a spiking run said it 'names no model' (or, given one,
+    that the model does not reproduce its states), and a patch from one compared its one
+    'prompt' frame with the prompt: each now names what the recording is."""
+    argv = [a.format(rec=spiking_recording, tmp=tmp_path) for a in TOKEN_READERS[reader]]
+    before = digests(tmp_path)
+    code, _, err = cli_run(capsys, *argv)
+    one_error_line(code, err, "run.flyrec is a spiking brain recording, which chooses no tokens")
+    assert digests(tmp_path) == before

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the request, load the recording (and its model), build the state, write the page."""
     from flyviz.errors import RecordingError
     from flyviz.export.share import share
-    from flyviz.kinds import kind_of_recording
+    from flyviz.kinds import kind_of_recording, refuse_without_tokens
     from flyviz.record.recording import Recording
     from flyviz.viewer import ViewerState
     from flyviz.viewer.layers import drawing_anatomy
@@ -119,11 +119,9 @@ def run(args: argparse.Namespace) -> int:
     _check_layers(args, recording)
     kind = kind_of_recording(recording)
     mode = colour_mode_for(args.mode, kind, args.recording.name)
-    if args.trace is not None and not kind.reads_text:
-        # A trace explains the token a language model chose: a run without tokens has none.
-        raise InputError(f"--trace explains a language model's choice of a token; "
-                         f"{args.recording.name} is a {kind.title or kind.key} recording, which "
-                         "chooses no tokens")
+    if args.trace is not None:
+        refuse_without_tokens(recording, args.recording.name,
+                              "--trace explains a language model's choice of a token")
     # The recording's kind loads the model it was made with (--model wins).
     model, why = kind.recording_model(recording, args.model, dataset=args.dataset,
                                       kernel=kernel_from_args(args))

@@ -188,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     if args.recording is None:
         interventions = interventions_from_args(args)
     else:
+        from flyviz.kinds import refuse_without_tokens
         from flyviz.record.recording import Recording
 
         # A recording's own patches: --source/--source-prompt give back a source it does
@@ -195,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
         interventions = []
         patch_source = patch_source_from_args(args)
         source = Recording.load(args.recording)
+        refuse_without_tokens(source, args.recording.name,
+                              "trace explains a language model's choice of a token")
         spec, args.dataset = recording_model(source, args.spec, args.dataset)
         if spec is None:
             raise InputError(f"{args.recording.name} names no model; give one as SPEC")

@@ -70,7 +70,7 @@ from flyviz.kinds.request import RunRequest
 
 __all__ = ["BUILT_IN_KINDS", "DEFAULT_KIND", "ENTRY_POINT_GROUP", "EVERY_KIND", "LANGUAGE",
            "ModelKind", "RunRequest", "SideChannel", "TimeAxis", "Wiring", "default_kind",
-           "kind_named", "kind_of", "kind_of_recording", "register_kind", "registered_kinds",
+           "kind_named", "kind_of", "kind_of_recording", "refuse_without_tokens", "register_kind", "registered_kinds",
            "registry_generation", "reload_kinds", "state_frame"]
 
 #: What a dock that serves every kind of model declares.
@@ -704,6 +704,27 @@ def kind_of_recording(recording: "Recording") -> ModelKind:
         return default_kind()
     kinds = registered_kinds()
     return kinds[key] if key in kinds else _unregistered(key)
+
+
+def refuse_without_tokens(recording: "Recording", name: str, what: str) -> None:
+    """Refuse a recording whose kind reads no text for ``what`` (a clause saying what needs
+    tokens, e.g. ``"--trace explains a language model's choice of a token"``).
+
+    A spiking brain's recording holds time bins, not tokens: read as tokens, its one
+    "prompt" frame and foreign neuron count would give errors about lengths or models
+    that are not the problem.
+
+    Raises
+    ------
+    InputError
+        One line naming ``name`` (the file as the user gave it) and its kind.
+    """
+    from flyviz.errors import InputError
+
+    kind = kind_of_recording(recording)
+    if not kind.reads_text:
+        raise InputError(f"{what}; {name} is a {kind.title or kind.key} recording, which "
+                         "chooses no tokens")
 
 
 def _unregistered(key: str) -> ModelKind:

@@ -155,6 +155,10 @@ class PatchSource:
         if not isinstance(recording, Recording):
             name = f"recording {Path(recording).name}"
             recording = Recording.load(recording)
+        from flyviz.kinds import refuse_without_tokens
+
+        refuse_without_tokens(recording, name.removeprefix("recording "),
+                              "a patch copies a language model's states token by token")
         if len(recording) == 0:
             raise InputError(f"the {name} holds no frame to patch from")
         return cls(states=recording.states(), prompt_length=len(recording.prompt_ids),

@@ -114,13 +114,26 @@ def kernel_from_args(args: argparse.Namespace) -> str | None:
 
 
 def model_from_args(args: argparse.Namespace, spec: str | None = None,
-                    progress: Any = None) -> Any:
+                    progress: Any = None, *, recorded: str | None = None) -> Any:
     """A :class:`~flyviz.record.runner.Model` for ``spec`` (default ``args.spec``), with
-    the dataset ``--dataset`` and the kernel ``--kernel`` name."""
+    the dataset ``--dataset`` and the kernel ``--kernel`` name.
+
+    ``recorded``: ``spec`` is the model a recording names, not one the user typed, and
+    this is how they would give another (e.g. ``"--model SPEC"``): a model not found
+    then says so (:func:`~flyviz.kinds.recorded_model_not_found`).
+    """
+    from flyviz.errors import ModelNotFoundError
     from flyviz.record.runner import Model
 
     kernel = kernel_from_args(args)
-    checkpoint = load_model_from_args(args, spec, progress)
+    try:
+        checkpoint = load_model_from_args(args, spec, progress)
+    except ModelNotFoundError as exc:
+        if recorded is None or spec is None:
+            raise
+        from flyviz.kinds import recorded_model_not_found
+
+        raise recorded_model_not_found(str(spec), exc, recorded) from None
     return Model(checkpoint, spec=str(spec if spec is not None else args.spec), kernel=kernel)
 
 

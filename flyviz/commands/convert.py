@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_labels:
         # The recording's kind loads the model it was made with (--model wins).
         try:
-            model, why = kind.recording_model(recording, args.model, dataset=args.dataset)
+            model, why = kind.recording_model(recording, args.model, instead="--model SPEC",
+                                              dataset=args.dataset)
         except ModelNotFoundError as exc:
             raise ModelNotFoundError(f"{exc} (or convert with --no-labels, without neuron "
                                      "labels)") from None

@@ -247,8 +247,8 @@ def run(args: argparse.Namespace) -> int:
         options = dataclasses.replace(options, mode=colour_mode_for(args.mode, kind,
                                                                     args.recording.name))
         # The recording's kind loads the model it was made with (SPEC wins), for its anatomy.
-        model, why = kind.recording_model(recording, args.spec, dataset=args.dataset,
-                                          progress=_load_progress,
+        model, why = kind.recording_model(recording, args.spec, instead="SPEC",
+                                          dataset=args.dataset, progress=_load_progress,
                                           kernel=kernel_from_args(args))
         if model is not None:
             note = kind.recording_mismatch(recording, model, args.recording.name)

@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     # The recording's kind loads the model it was made with (--model wins): a Fly LLM's
     # Model, a spiking run's brain...
     kind = kind_of_recording(recording)
-    model, why = kind.recording_model(recording, args.model, dataset=args.dataset)
+    model, why = kind.recording_model(recording, args.model, instead="--model SPEC",
+                                      dataset=args.dataset)
     if model is None and needs_labels:
         raise InputError(f"{args.recording.name}: {why}; give its model with --model SPEC")
     try:

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     spec, args.dataset = recording_model(recording, args.model, args.dataset)
     if spec is None:
         raise InputError(f"{args.recording.name} names no model; give one with --model SPEC")
-    with model_from_args(args, spec) as model:
+    with model_from_args(args, spec,
+                         recorded=None if args.model else "--model SPEC") as model:
         result = replay_recording(recording, model, patch_source=patch_source_from_args(args))
     ckpt = model.checkpoint
     if result.identity_note:

@@ -123,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
         refuse_without_tokens(recording, args.recording.name,
                               "--trace explains a language model's choice of a token")
     # The recording's kind loads the model it was made with (--model wins).
-    model, why = kind.recording_model(recording, args.model, dataset=args.dataset,
-                                      kernel=kernel_from_args(args))
+    model, why = kind.recording_model(recording, args.model, instead="--model SPEC",
+                                      dataset=args.dataset, kernel=kernel_from_args(args))
     if model is None and args.trace is not None:
         raise InputError(f"--trace needs the recording's model; {args.recording.name}: {why}: "
                          "give it as --model SPEC")

@@ -209,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.graph, "--graph")
         check_not_input(args.graph, {"--recording": args.recording,
                                      "--source": getattr(args, "source", None)}, "--graph")
-    with model_from_args(args, spec) as model:
+    recorded = "SPEC" if args.recording is not None and not args.spec else None
+    with model_from_args(args, spec, recorded=recorded) as model:
         att = trace(model, source, position=args.position, target=args.target,
                     versus=args.versus, window=args.window, mode=args.mode,
                     interventions=interventions, patch_source=patch_source)

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.errors import ModelNotFoundError
     from flyviz.model.checkpoint import Anatomy
     from flyviz.record.frame import Frame
     from flyviz.record.convert import FrameTiming
@@ -70,7 +71,8 @@ from flyviz.kinds.request import RunRequest
 
 __all__ = ["BUILT_IN_KINDS", "DEFAULT_KIND", "ENTRY_POINT_GROUP", "EVERY_KIND", "LANGUAGE",
            "ModelKind", "RunRequest", "SideChannel", "TimeAxis", "Wiring", "default_kind",
-           "kind_named", "kind_of", "kind_of_recording", "refuse_without_tokens", "register_kind", "registered_kinds",
+           "kind_named", "kind_of", "kind_of_recording", "recorded_model_not_found",
+           "refuse_without_tokens", "register_kind", "registered_kinds",
            "registry_generation", "reload_kinds", "state_frame"]
 
 #: What a dock that serves every kind of model declares.
@@ -276,29 +278,41 @@ class ModelKind:
         spec = recording.metadata.get("model")
         return (spec if isinstance(spec, str) and spec else None), {}
 
-    def recording_model(self, recording: "Recording", spec: str | None = None,
-                        **options: Any) -> tuple[Any, str]:
+    def recording_model(self, recording: "Recording", spec: str | None = None, *,
+                        instead: str | None = None, **options: Any) -> tuple[Any, str]:
         """The model that made ``recording``: ``spec`` when given (the user's choice), else
         the one the recording names (:meth:`model_spec`), loaded with ``options`` over the
         recorded ones; ``(None, why)`` when there is none to load.
 
+        ``instead`` is how a command's user names another model (``"--model SPEC"``,
+        ``"SPEC"``): given, the error for a named model that is not found says that the
+        recording names it, and to use ``instead`` (:func:`recorded_model_not_found`).
+
         Raises
         ------
         FlyvizError
-            When the model does not load (:meth:`load`'s error), or has another number
-            of neurons than the recording (:class:`~flyviz.errors.RecordingError`).
+            When the model does not load (:meth:`load`'s error; with ``instead``, for
+            the one the recording names and is not found,
+            :func:`recorded_model_not_found`'s), or has another number of neurons than
+            the recording (:class:`~flyviz.errors.RecordingError`).
             A kind whose recordings are shown without their model overrides this to say
             why instead.
         """
-        from flyviz.errors import RecordingError
+        from flyviz.errors import ModelNotFoundError, RecordingError
 
         named, recorded = self.model_spec(recording)
+        chosen = spec is not None
         if spec is None:
             spec = named
             options = {**recorded, **{k: v for k, v in options.items() if v is not None}}
         if not spec:
             return None, "the recording names no model"
-        model = self.load(str(spec), **options)
+        try:
+            model = self.load(str(spec), **options)
+        except ModelNotFoundError as exc:
+            if chosen or instead is None:
+                raise
+            raise recorded_model_not_found(str(spec), exc, instead) from None
         if self.neurons(model) != recording.neurons:
             raise RecordingError(f"the recording has {recording.neurons:,} neurons but model "
                                  f"{spec} has {self.neurons(model):,}; give the model it was "
@@ -704,6 +718,24 @@ def kind_of_recording(recording: "Recording") -> ModelKind:
         return default_kind()
     kinds = registered_kinds()
     return kinds[key] if key in kinds else _unregistered(key)
+
+
+def recorded_model_not_found(named: str, error: Exception, instead: str
+                             ) -> "ModelNotFoundError":
+    """The error for a model that a recording names and that is not found here.
+
+    The loader's own error (``no such folder: PATH; a model is ...``) reads as if the
+    user had typed PATH, and lists every kind of spec; they gave a recording, so this
+    says that the recording names the model, why it is not found, and how to give
+    another (``instead``, e.g. ``"--model SPEC"``).
+    """
+    from flyviz.errors import ModelNotFoundError
+
+    reason = str(error).split("; ")[0]
+    if reason == f"no such folder: {named}":
+        reason = "no such folder"
+    return ModelNotFoundError(f"the recording names the model {named}, which is not found "
+                              f"({reason}); give another as {instead}")
 
 
 def refuse_without_tokens(recording: "Recording", name: str, what: str) -> None:

@@ -1,0 +1,63 @@
+"""What the commands that read a language recording say about its model and its runs:
+one line that names what the user gave and what to give instead."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli_checks import cli_run, one_error_line
+from flyviz.record.recording import Recording
+from test_cli_commands import web_model  # noqa: F401
+
+PROMPT = "the dog ran to the park"
+
+
+@pytest.fixture
+def recorded(capsys, web_model, tmp_path):  # noqa: F811
+    """A run of the tiny model, recorded."""
+    path = tmp_path / "run.flyrec"
+    code, _, err = cli_run(capsys, "generate", str(web_model), "--prompt", PROMPT,
+                           "--max-new-tokens", "4", "--seed", "1", "--record", str(path))
+    assert code == 0, err
+    return path
+
+
+@pytest.fixture
+def model_gone(recorded, tmp_path):
+    """The recording, naming a model folder that is not there."""
+    loaded = Recording.load(recorded)
+    missing = str(tmp_path / "moved-away")
+    loaded.metadata["model"] = missing
+    loaded.metadata["model_identity"]["spec"] = missing
+    return loaded.save(tmp_path / "gone.flyrec"), missing
+
+
+#: Every command that loads the model a recording names, and how its user names another.
+MODEL_READERS = {
+    "replay": (["replay", "{rec}"], "--model SPEC"),
+    "share": (["share", "{rec}", "--out", "{tmp}/p.html"], "--model SPEC"),
+    "figure": (["figure", "{rec}", "--kind", "raster", "--out", "{tmp}/f.png"], "--model SPEC"),
+    "export": (["export", "--recording", "{rec}", "--out", "{tmp}/m.gif"], "SPEC"),
+    "convert": (["convert", "{rec}", "{tmp}/x.npz"], "--model SPEC"),
+    "trace": (["trace", "--recording", "{rec}", "--position", "2"], "SPEC"),
+}
+
+
+@pytest.mark.parametrize("reader", sorted(MODEL_READERS))
+def test_a_recordings_missing_model_is_named_as_the_recordings(capsys, tmp_path, model_gone,
+                                                               reader):
+    """The loader's 'no such folder: PATH; a model is ...' read as if the user had typed
+    PATH; the error says the recording names it and how to give another."""
+    path, missing = model_gone
+    argv, instead = MODEL_READERS[reader]
+    code, _, err = cli_run(capsys, *[a.format(rec=path, tmp=tmp_path) for a in argv])
+    one_error_line(code, err, f"the recording names the model {missing}, which is not found "
+                   f"(no such folder); give another as {instead}")
+    assert "a model is a folder" not in err
+    assert not any(tmp_path.glob("[pfmx].*"))
+
+
+def test_a_missing_model_the_user_typed_keeps_the_loaders_error(capsys, tmp_path, recorded):
+    code, _, err = cli_run(capsys, "share", str(recorded), "--out", str(tmp_path / "p.html"),
+                           "--model", str(tmp_path / "typo"))
+    one_error_line(code, err, f"no such folder: {tmp_path / 'typo'}; a model is")

@@ -61,3 +61,41 @@ def test_a_missing_model_the_user_typed_keeps_the_loaders_error(capsys, tmp_path
     code, _, err = cli_run(capsys, "share", str(recorded), "--out", str(tmp_path / "p.html"),
                            "--model", str(tmp_path / "typo"))
     one_error_line(code, err, f"no such folder: {tmp_path / 'typo'}; a model is")
+
+
+@pytest.fixture
+def other_graph(tmp_path, tokenizer_path, tokenizer_vocabulary):
+    """A model of the recorded one's size on another graph (another seed)."""
+    from flyviz.model.checkpoint import validate_checkpoint
+    from flyviz.model.synthetic import make_random_checkpoint
+    from flyviz.model.writers import write_fly_llm_hf
+
+    other = validate_checkpoint(make_random_checkpoint(
+        neurons=523, edges=7001, d_embed=16, vocabulary=tokenizer_vocabulary, readout_rank=12,
+        seed=12, tokenizer_path=tokenizer_path, name="other"))
+    write_fly_llm_hf(other, tmp_path / "other")         # holds its graph: no dataset beside
+    return tmp_path / "other"
+
+
+#: Every command that shows a recording with another model (--model, or SPEC for export).
+MISMATCH_READERS = {
+    "convert": ["convert", "{rec}", "{tmp}/x.npz", "--model", "{other}"],
+    "export": ["export", "{other}", "--recording", "{rec}", "--out", "{tmp}/frames", "--size",
+               "64x48", "--frames-per-token", "1", "--hold", "0", "--tokens", "1:2"],
+    "share": ["share", "{rec}", "--out", "{tmp}/p.html", "--model", "{other}"],
+    "figure": ["figure", "{rec}", "--kind", "raster", "--out", "{tmp}/f.png", "--model",
+               "{other}"],
+}
+
+
+@pytest.mark.parametrize("reader", sorted(MISMATCH_READERS))
+def test_a_recording_shown_with_another_graph_says_so(capsys, tmp_path, recorded, other_graph,
+                                                      reader):
+    """share and figure drew a run on another model's graph without a word; every command
+    that does now writes the note convert and export write, and still writes its file."""
+    argv = [a.format(rec=recorded, tmp=tmp_path, other=other_graph)
+            for a in MISMATCH_READERS[reader]]
+    code, _, err = cli_run(capsys, *argv)
+    assert code == 0, err
+    assert "flyviz: note: run.flyrec was made with model on a different graph" in err, err
+    assert "in other" in err

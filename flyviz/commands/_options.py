@@ -9,6 +9,7 @@ that run it), so the options mean the same everywhere.
 from __future__ import annotations
 
 import argparse
+import sys
 import math
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -277,6 +278,16 @@ def recording_model(recording: Any, spec: str | None, dataset: Path | None) -> t
 
     named, recorded = LANGUAGE.model_spec(recording)
     return named, dataset if dataset is not None else recorded.get("dataset")
+
+
+def note_recording_mismatch(kind: Any, recording: Any, model: Any, name: str) -> None:
+    """Print ``flyviz: note:`` when ``model`` is not the one ``recording`` was made with
+    (:meth:`kind.recording_mismatch <flyviz.kinds.ModelKind.recording_mismatch>`): its
+    neurons' labels and places are then another graph's, which the output alone does
+    not show. Every command that reads a recording with a model says it the same way."""
+    note = kind.recording_mismatch(recording, model, name)
+    if note:
+        print(f"flyviz: note: {note}", file=sys.stderr)
 
 
 class _AppendIntervention(argparse.Action):

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flyviz.commands._options import add_dataset_option
+from flyviz.commands._options import add_dataset_option, note_recording_mismatch
 from flyviz.errors import ModelNotFoundError
 
 EPILOG = """\
@@ -82,9 +82,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{args.recording.name}: {why}; give its model with --model SPEC "
                              "or convert with --no-labels")
         else:
-            mismatch = kind.recording_mismatch(recording, model, args.recording.name)
-            if mismatch:
-                print(f"flyviz: note: {mismatch}", file=sys.stderr)
+            note_recording_mismatch(kind, recording, model, args.recording.name)
             labels, labelled_by = kind.neuron_labels(model), model.name
             model.close()
     out = convert(recording, args.out, args.to, labels, timing=kind.frame_timing(recording))

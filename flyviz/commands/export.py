@@ -21,7 +21,7 @@ from flyviz.commands._options import (add_colour_mode_option, add_dataset_option
                                       add_kernel_option, add_recording_options,
                                       colour_mode_for, generation_settings,
                                       interventions_from_args, kernel_from_args, model_from_args,
-                                      warn_idle_interventions)
+                                      note_recording_mismatch, warn_idle_interventions)
 from flyviz.errors import InputError
 from flyviz.render.gl_backend import BACKENDS, GL_HELP
 
@@ -251,9 +251,7 @@ def run(args: argparse.Namespace) -> int:
                                           dataset=args.dataset, progress=_load_progress,
                                           kernel=kernel_from_args(args))
         if model is not None:
-            note = kind.recording_mismatch(recording, model, args.recording.name)
-            if note:
-                print(f"flyviz: note: {note}", file=sys.stderr)
+            note_recording_mismatch(kind, recording, model, args.recording.name)
             anatomy = anatomy_for(model)
         else:
             from flyviz.viewer.layers import drawing_anatomy

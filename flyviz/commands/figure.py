@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flyviz.commands._options import add_dataset_option
+from flyviz.commands._options import add_dataset_option, note_recording_mismatch
 
 EPILOG = """\
 kinds:
@@ -97,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
                                       dataset=args.dataset)
     if model is None and needs_labels:
         raise InputError(f"{args.recording.name}: {why}; give its model with --model SPEC")
+    if model is not None:
+        note_recording_mismatch(kind, recording, model, args.recording.name)
     try:
         out = write_figure(recording, args.out, options, model=model)
     finally:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from flyviz.commands._options import (add_colour_mode_option, add_dataset_option,
-                                      colour_mode_for, kernel_from_args)
+                                      colour_mode_for, kernel_from_args,
+                                      note_recording_mismatch)
 from flyviz.errors import InputError
 from flyviz.fileio import missing_folder
 
@@ -128,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if model is None and args.trace is not None:
         raise InputError(f"--trace needs the recording's model; {args.recording.name}: {why}: "
                          "give it as --model SPEC")
+    if model is not None:
+        note_recording_mismatch(kind, recording, model, args.recording.name)
     placement = drawing_anatomy(model, recording.neurons, args.recording.name, missing=(
         f"{why} (give --model to use the model's anatomy)"))
     if placement.note is not None:

@@ -3,6 +3,8 @@ one line that names what the user gave and what to give instead."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from cli_checks import cli_run, one_error_line
@@ -99,3 +101,32 @@ def test_a_recording_shown_with_another_graph_says_so(capsys, tmp_path, recorded
     assert code == 0, err
     assert "flyviz: note: run.flyrec was made with model on a different graph" in err, err
     assert "in other" in err
+
+
+def test_replaying_a_comparison_says_which_of_its_runs_was_replayed(capsys, tmp_path,
+                                                                    web_model):  # noqa: F811
+    """'all 6 generated tokens match' read as both runs of a comparison; a teacher-forced
+    one replays its untouched run, a free-running one its intervened run."""
+    from flyviz.model.interventions import as_interventions
+    from flyviz.model.resolve import load_model
+    from flyviz.record.compare import Comparison
+    from flyviz.record.run import GenerationSettings
+
+    checkpoint = load_model(str(web_model))
+    for mode in ("forced", "free"):
+        comparison = Comparison.for_checkpoint(checkpoint, as_interventions(["silence input"]))
+        try:
+            comparison.record(PROMPT, GenerationSettings(max_new_tokens=4, seed=2), mode=mode,
+                              spec=str(web_model)).save(tmp_path / f"{mode}.flyrec")
+        finally:
+            comparison.close()
+    for mode, run in (("forced", "untouched"), ("free", "intervened")):
+        code, out, _ = cli_run(capsys, "replay", str(tmp_path / f"{mode}.flyrec"))
+        assert code == 0
+        assert out.startswith(f"{mode}.flyrec: all 4 generated tokens of its {run} run"), out
+        code, out, _ = cli_run(capsys, "replay", str(tmp_path / f"{mode}.flyrec"), "--json")
+        assert code == 0 and json.loads(out)["run"] == run
+    code, out, _ = cli_run(capsys, "generate", str(web_model), "--prompt", PROMPT,
+                           "--max-new-tokens", "2", "--record", str(tmp_path / "one.flyrec"))
+    code, out, _ = cli_run(capsys, "replay", str(tmp_path / "one.flyrec"), "--json")
+    assert code == 0 and json.loads(out)["run"] is None

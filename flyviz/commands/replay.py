@@ -49,6 +49,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
+#: The run of a comparison a replay re-ran (:attr:`ReplayResult.run
+#: <flyviz.record.replay.ReplayResult.run>`), as the report names it.
+RUNS = {"untouched": "untouched run (the intervened one read its tokens)",
+        "intervened": "intervened run (free-running)"}
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the recording and its model, replay, compare and report."""
     from flyviz.kinds import kind_of_recording
@@ -77,15 +83,18 @@ def run(args: argparse.Namespace) -> int:
         s = result.settings
         how = "greedy" if s.temperature <= 0 else \
             f"temperature {s.temperature:g}, top-p {s.top_p:g}, seed {s.seed}"
+        # A comparison holds two runs; say which one these tokens are.
+        which = "" if result.run is None else f" of its {RUNS[result.run]}"
         if result.matched:
-            print(f"{args.recording.name}: all {len(result.recorded)} generated tokens match on "
-                  f"{ckpt.name} ({how})")
+            print(f"{args.recording.name}: all {len(result.recorded)} generated tokens"
+                  f"{which} match on {ckpt.name} ({how})")
         else:
             i = result.first_mismatch
             assert i is not None
             recorded = result.recorded[i] if i < len(result.recorded) else "(end)"
             replayed = result.replayed[i] if i < len(result.replayed) else "(end)"
-            print(f"{args.recording.name}: MISMATCH at generated token {i} (frame {result.frame}):"
+            print(f"{args.recording.name}: MISMATCH at generated token {i}{which} (frame "
+                  f"{result.frame}):"
                   f" recorded {recorded}, replayed {replayed}; {i} of {len(result.recorded)} "
                   f"tokens matched before it on {ckpt.name} ({how})")
     return 0 if result.matched else 1

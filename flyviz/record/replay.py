@@ -44,6 +44,11 @@ class ReplayResult:
     max_probability_error
         Largest |difference| of the chosen tokens' probabilities over the
         matching tokens.
+    run
+        Of a comparison recording, which of its two runs was replayed:
+        ``"untouched"`` (a teacher-forced comparison: the intervened run only
+        read its tokens) or ``"intervened"`` (a free-running one); ``None``
+        for a single run.
     """
 
     recorded: list[int]
@@ -54,6 +59,7 @@ class ReplayResult:
     identity_note: str | None = None
     max_probability_error: float = 0.0
     texts: dict[str, str] = field(default_factory=dict)
+    run: str | None = None
 
     @property
     def matched(self) -> bool:
@@ -71,7 +77,7 @@ class ReplayResult:
                              "top_p": self.settings.top_p, "seed": self.settings.seed,
                              "max_new_tokens": self.settings.max_new_tokens},
                 "identity_note": self.identity_note,
-                "max_probability_error": self.max_probability_error}
+                "max_probability_error": self.max_probability_error, "run": self.run}
 
     def _at(self, tokens: list[int]) -> int | None:
         i = self.first_mismatch
@@ -200,19 +206,24 @@ def replay_recording(recording: Recording, checkpoint: "Checkpoint | Model", *,
     from flyviz.record.runner import as_model
 
     comparison = recording.metadata.get("comparison")
-    if recording.baseline is not None and isinstance(comparison, dict) \
-            and comparison.get("mode") == "forced":
-        # The intervened run read the untouched run's tokens: the untouched run is
-        # what generated them, and what a replay can check.
-        recording = recording.baseline
+    run = None
+    if recording.baseline is not None and isinstance(comparison, dict):
+        # Which run a match is about: "all 6 tokens match" alone reads as both.
+        run = "intervened"
+        if comparison.get("mode") == "forced":
+            # The intervened run read the untouched run's tokens: the untouched run is
+            # what generated them, and what a replay can check.
+            recording, run = recording.baseline, "untouched"
     settings = replay_settings(recording)
     model, owned = as_model(checkpoint)
     try:
-        return _replay(recording, model, settings, should_stop, identity_mismatch,
-                       patch_source)
+        result = _replay(recording, model, settings, should_stop, identity_mismatch,
+                         patch_source)
     finally:
         if owned:
             model.close()
+    result.run = run
+    return result
 
 
 def _replay(recording: Recording, model: "Model", settings: GenerationSettings,

@@ -130,3 +130,23 @@ def test_replaying_a_comparison_says_which_of_its_runs_was_replayed(capsys, tmp_
                            "--max-new-tokens", "2", "--record", str(tmp_path / "one.flyrec"))
     code, out, _ = cli_run(capsys, "replay", str(tmp_path / "one.flyrec"), "--json")
     assert code == 0 and json.loads(out)["run"] is None
+
+
+def test_a_recording_with_a_damaged_header_says_damaged_once(capsys, tmp_path, recorded):
+    """'the header is not valid JSON; the file is damaged, it is not a flyviz recording or
+    it is damaged' said it twice; a model file keeps its 'the file is damaged, download it
+    again'."""
+    from flyviz.errors import CheckpointError
+    from flyviz.model.safetensors_io import SafetensorsFile
+
+    data = bytearray(recorded.read_bytes())
+    data[8] = ord("#")                                  # the header's opening brace
+    bad = tmp_path / "bad.flyrec"
+    bad.write_bytes(bytes(data))
+    code, _, err = cli_run(capsys, "replay", str(bad))
+    one_error_line(code, err, "bad.flyrec: the header is not valid JSON; it is not a flyviz "
+                   "recording or it is damaged")
+    assert err.count("damaged") == 1
+    with pytest.raises(CheckpointError, match="not valid JSON; the file is damaged, download "
+                                              "it again"):
+        SafetensorsFile(bad, error=CheckpointError)

@@ -183,6 +183,9 @@ class SafetensorsFile:
         self.path = Path(path)
         name = self.path.name
         self._error = error
+        # Said before a remedy that does not say it already (a recording's remedy is "it is
+        # not a flyviz recording or it is damaged": the clause twice read as an echo).
+        damaged = "" if "damaged" in remedy else "the file is damaged, "
         try:
             size = os.path.getsize(self.path)
         except OSError:
@@ -199,8 +202,7 @@ class SafetensorsFile:
         try:
             header = json.loads(raw_header.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            raise error(f"{name}: the header is not valid JSON; the file is damaged, "
-                        f"{remedy}") from None
+            raise error(f"{name}: the header is not valid JSON; {damaged}{remedy}") from None
         if not isinstance(header, dict):
             raise error(f"{name}: the header is not a JSON object; {remedy}")
         meta = header.pop("__metadata__", None) or {}
@@ -229,10 +231,10 @@ class SafetensorsFile:
             expected = int(np.prod(shape, dtype=np.int64)) * _ITEMSIZE[dtype]
             if not 0 <= begin <= end:
                 raise error(f"{name}: tensor {tensor!r} has invalid byte range [{begin}, {end}]; "
-                            f"the file is damaged, {remedy}")
+                            f"{damaged}{remedy}")
             if end - begin != expected:
                 raise error(f"{name}: tensor {tensor!r} is {end - begin} bytes but shape "
-                            f"{list(shape)} of {dtype} needs {expected}; the file is damaged, "
+                            f"{list(shape)} of {dtype} needs {expected}; {damaged}"
                             f"{remedy}")
             if end > data_size:
                 raise error(f"{name}: tensor {tensor!r} ends at byte {end} but the file holds "

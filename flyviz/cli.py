@@ -113,7 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
             sp.set_defaults(_module=None)
             continue
         module.configure(sp)
-        sp.set_defaults(_module=module_name)
+        # How the command itself names each path it takes ("REC", "OUT", "--out"), for the
+        # refusals made before it runs (flyviz.fileio.check_command_paths).
+        sp.set_defaults(_module=module_name, _labels={
+            action.dest: action.option_strings[0] if action.option_strings else
+            str(action.metavar or action.dest.upper()) for action in sp._actions})
     return parser
 
 

@@ -305,7 +305,7 @@ def check_not_input(output: str | Path | None, inputs: Mapping[str, Any],
                                  f"of {name} {short_path(item)} is read from; writing it would "
                                  "destroy it: give a file name outside that folder")
             if same_file(output, item):
-                if name in ("--recording", "--source"):
+                if name in ("--recording", "--source", "REC"):
                     what = f"the recording itself ({name})"
                 else:
                     what = f"also {name}" if name in OUTPUT_OPTIONS.values() else \
@@ -391,21 +391,26 @@ def check_command_paths(args: Any) -> None:
     options = vars(args)
     outputs = {dest: options[dest] for dest in OUTPUT_OPTIONS if options.get(dest) is not None}
     inputs = {dest: options[dest] for dest in INPUT_OPTIONS if options.get(dest) is not None}
+    # The command's own names where it gives them (convert's REC and OUT), else the usual.
+    own = options.get("_labels") or {}
+
+    def named(dest: str) -> str:
+        return str(own.get(dest) or OUTPUT_OPTIONS.get(dest) or INPUT_OPTIONS[dest])
+
     for dest, value in {**inputs, **outputs}.items():
-        label = OUTPUT_OPTIONS.get(dest) or INPUT_OPTIONS[dest]
         for path in _paths(value):
-            check_name_lengths(path, label, output=dest in outputs)
+            check_name_lengths(path, named(dest), output=dest in outputs)
     for n, (dest, value) in enumerate(outputs.items()):
-        label = OUTPUT_OPTIONS[dest]
-        others = {INPUT_OPTIONS[d]: v for d, v in inputs.items()}
-        others.update({OUTPUT_OPTIONS[d]: v for d, v in list(outputs.items())[n + 1:]})
+        label = named(dest)
+        others = {named(d): v for d, v in inputs.items()}
+        others.update({named(d): v for d, v in list(outputs.items())[n + 1:]})
         for path in _paths(value):
             check_not_input(path, others, label)
             for later, other in list(outputs.items())[n + 1:]:
                 # Two outputs of one name, neither written yet: the second would replace
                 # the first (check_not_input compares existing files only).
                 if any(_absolute(path) == _absolute(o) for o in _paths(other)):
-                    raise InputError(f"{label} and {OUTPUT_OPTIONS[later]} are both "
+                    raise InputError(f"{label} and {named(later)} are both "
                                      f"{short_path(path)}: give each its own file name")
 
 

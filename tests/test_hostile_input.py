@@ -270,7 +270,10 @@ def test_convert_refuses_to_overwrite_its_input(capsys, world, tmp_path):
     os.link(rec, link)
     for out in (rec, link, tmp_path / "." / "run.flyrec"):
         code, _, err = cli_run(capsys, "convert", str(rec), "--to", "npz", str(out))
-        one_error_line(code, err, "is the recording itself")
+        # named as convert names its arguments (it said "--out ... (--recording)")
+        one_error_line(code, err, "OUT ", "is the recording itself (REC)")
+    code, _, err = cli_run(capsys, "share", str(rec), "--out", str(rec))
+    one_error_line(code, err, "--out ", "is the recording itself (REC)")
     with pytest.raises(InputError, match="recording itself"):
         convert(Recording.load(rec), link, "npz")
     assert rec.read_bytes() == before

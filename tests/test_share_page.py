@@ -97,6 +97,9 @@ def test_the_page_is_one_file_with_its_data_inside_and_nothing_to_fetch(shared):
     header = _header(page)
     # A page made with a trace opens on its flows (what it was made to show).
     assert [layer["key"] for layer in header["layers"]] == ["flow", "state", "delta"]
+    # The comparison's layer is named alike in its menu and on its bar (the bar said Δh).
+    delta = header["layers"][2]
+    assert delta["title"].startswith("Δx: ") and delta["caption"].startswith("Δx, "), delta
     assert header["layer"] == "flow"
     assert header["index"] == TOKEN and len(header["tokens"]) == len(state.recording)
     assert header["tokens"][TOKEN]["text"] == state.recording.token_texts[TOKEN]

@@ -26,7 +26,7 @@ Colour a window's brain by a layer with
 
     # Δx: intervened minus untouched state at the shown frame, symmetric auto scale.
     delta = ColourLayer(
-        name="delta", colormap="difference", label="Δh, intervened − untouched",
+        name="delta", colormap="difference", label="Δx, intervened − untouched",
         source=lambda recording, i: intervened.state(i) - untouched.state(i))
 
     # A per-neuron statistic, the same at every frame, over a given range.
@@ -191,7 +191,7 @@ class ColourLayer:
     colormap
         One of :data:`~flyviz.render.colormaps.COLORMAPS`.
     label
-        The colourbar's caption, e.g. ``"Δh, intervened − untouched"``.
+        The colourbar's caption, e.g. ``"Δx, intervened − untouched"``.
     units
         Shown after the label in brackets (``""``: none).
     scale

@@ -12,7 +12,7 @@ key                    rule
 ``state``              the recorded activation h, ``"signed"`` or ``"abs"``; the
                        display's scale (automatic 99th percentile of |h|, or a
                        fixed limit) — :func:`activation_layer`
-``delta``              Δh, intervened − untouched, of a comparison; diverging,
+``delta``              Δx, intervened − untouched, of a comparison; diverging,
                        symmetric automatic scale; nothing where the untouched run
                        has no frame — :func:`delta_layer`
 ``atlas:<statistic>``  an atlas statistic; the mean on the signed colours, the
@@ -205,12 +205,12 @@ def delta_state(recording: "Recording", index: int) -> np.ndarray | None:
 
 
 def delta_layer() -> ColourLayer:
-    """Δh: the intervened state minus the untouched one at the shown frame.
+    """Δx: the intervened state minus the untouched one at the shown frame.
 
     Diverging about 0 on a symmetric automatic scale (a difference has no fixed
     size); a frame the untouched run does not have shows nothing.
     """
-    return ColourLayer(name=DELTA, colormap="difference", label="Δh, intervened − untouched",
+    return ColourLayer(name=DELTA, colormap="difference", label="Δx, intervened − untouched",
                        scale=ColourScale.auto(), source=delta_state)
 
 

@@ -138,7 +138,7 @@ class DisplayController(QObject):
 
         ``None`` shows the recorded state again, as the display settings say.
         Example: ``display.set_colour_layer(ColourLayer(name="delta",
-        colormap="difference", label="Δh", source=lambda rec, i: ...))``.
+        colormap="difference", label="Δx", source=lambda rec, i: ...))``.
         """
         self.layer = layer
         self._brain_source = layer.values if layer is not None else recorded_state

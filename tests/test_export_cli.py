@@ -59,7 +59,7 @@ def test_export_runs_the_model_into_a_movie(model_dir, tmp_path, capsys):
     assert count_frames(out) == ((160, 90), tokens * 2 + 3)
 
 
-def test_export_renders_a_saved_recording(model_dir, tmp_path):
+def test_export_renders_a_saved_recording(model_dir, tmp_path, capsys):
     from flyviz.model.resolve import load_model
     from flyviz.record.run import GenerationSettings
     from flyviz.record.runner import record_prompt
@@ -74,6 +74,18 @@ def test_export_renders_a_saved_recording(model_dir, tmp_path):
     frames = sorted((tmp_path / "frames").glob("frame_*.png"))
     assert len(frames) == 2
     assert iio.imread(frames[0]).shape == (64, 96, 3)
+    # --tokens reads as a Python slice: the last two, or a stop past the end (the end);
+    # a range that holds no token names the recording's.
+    for given, count in (("-2:", 2), ("1:99", len(rec) - 1)):
+        out = tmp_path / f"frames{given.replace(':', '_')}"
+        assert main(["export", "--recording", str(tmp_path / "run.flyrec"), "--out", str(out),
+                     "--size", "96x64", "--frames-per-token", "1", "--hold", "0",
+                     f"--tokens={given}"]) == 0
+        assert len(list(out.glob("frame_*.png"))) == count
+    assert main(["export", "--recording", str(tmp_path / "run.flyrec"), "--out",
+                 str(tmp_path / "none"), "--tokens", "20:"]) == 2
+    assert f"holds none of the recording's {len(rec)} tokens (0 to {len(rec) - 1}" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args,message", [

@@ -85,7 +85,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     movie.add_argument("--color-scale", type=float, default=None, metavar="H",
                        help="activation at the end of the colour range (default: automatic)")
     movie.add_argument("--tokens", default=None, metavar="A:B",
-                       help="export only frames A to B-1 of the run (default all)")
+                       help="export only frames A to B-1 of the run, as a Python slice: "
+                            "a bound left out is the start or the end, a negative one counts "
+                            "from the end (write --tokens=-5: for the last five; default all)")
     movie.add_argument("--hold", type=float, default=1.0, metavar="SECONDS",
                        help="keep the last frame on screen this long (default 1)")
     movie.add_argument("--speed", default="veryfast", metavar="PRESET",

@@ -66,8 +66,8 @@ class ExportOptions:
     mode
         ``"signed"`` (diverging colours) or ``"abs"`` (|h|, sequential).
     start, stop
-        Range of recording frames (tokens) to export, ``stop`` exclusive;
-        ``None`` runs to the end.
+        Range of recording frames (tokens) to export, read as a Python slice: ``stop``
+        exclusive, ``None`` runs to the end, a negative bound counts from the end.
     overlays
         Draw the model name, token counter, colourbar, top-k bars and text.
     view
@@ -134,8 +134,9 @@ class ExportOptions:
             raise ExportError(f"point size {self.point_size} must be between 0.1 and 100 pixels")
         if not (math.isfinite(self.glow) and 0.0 <= self.glow <= 2.0):
             raise ExportError(f"glow {self.glow} must be between 0 and 2")
-        if self.start < 0 or (self.stop is not None and self.stop <= self.start):
-            raise ExportError(f"token range {self.start}:{self.stop} is empty or negative")
+        if self.stop is not None and (self.start < 0) == (self.stop < 0) and \
+                self.stop <= self.start:
+            raise ExportError(f"token range {self.start}:{self.stop} is empty")
         return self
 
     def cloud_style(self, kind: Any = None) -> Any:
@@ -155,14 +156,19 @@ class ExportOptions:
         return CloudStyle(layer=layer, point_size=self.point_size, glow=self.glow)
 
     def token_range(self, n_frames: int) -> tuple[int, int]:
-        """The ``(start, stop)`` frame range clipped to a recording of ``n_frames``."""
+        """The ``(start, stop)`` frame range of a recording of ``n_frames``, read as a Python
+        slice: a negative bound counts from the end (``-5:``, the last five), and a stop
+        past the end is the end. A range that holds no frame is an :class:`ExportError`
+        naming the recording's frames."""
         if n_frames <= 0:
             raise ExportError("the recording has no frames; run a prompt first")
-        stop = n_frames if self.stop is None else min(int(self.stop), n_frames)
-        if self.start >= stop:
-            raise ExportError(f"token range starts at {self.start} but the recording has only "
-                              f"{n_frames} tokens")
-        return int(self.start), stop
+        chosen = range(n_frames)[slice(self.start, self.stop)]
+        start, stop = chosen.start, chosen.stop
+        if start >= stop:
+            given = f"{self.start}:{'' if self.stop is None else self.stop}"
+            raise ExportError(f"token range {given} holds none of the recording's {n_frames:,} "
+                              f"tokens (0 to {n_frames - 1:,}; -5: is the last five)")
+        return int(start), int(stop)
 
     def hold_frames(self) -> int:
         """Number of hold frames at the end."""

@@ -374,3 +374,21 @@ def test_a_comparison_keeps_its_untouched_run_and_numbers_in_every_format(compar
             _assert_same(nwb.intervals["tokens"][name][:], want[name], name)
         assert json.loads(json.loads(nwb.notes)["comparison"]) == \
             comparison.metadata["comparison"]
+
+
+@pytest.mark.parametrize("suffix, what", [(".zarr", "a Zarr store"), (".npz", "a NumPy archive")])
+def test_a_converted_file_given_as_a_recording_says_what_it_is(recording, tmp_path, capsys,
+                                                               suffix, what):
+    """A Zarr store (a folder) read as a recording said 'it is a folder'; what convert
+    writes is for other tools and is not read back."""
+    from cli_checks import one_error_line
+
+    out = recording.to_zarr(tmp_path / "run.zarr") if suffix == ".zarr" else \
+        recording.to_npz(tmp_path / "run.npz")
+    for argv in (["replay", str(out)], ["share", str(out), "--out", str(tmp_path / "p.html")]):
+        code = main(argv)
+        one_error_line(code, capsys.readouterr().err,
+                       f"run{suffix} is {what}, which flyviz convert writes for other tools",
+                       "from .flyrec files only")
+    with pytest.raises(RecordingError, match="from .flyrec files only"):
+        Recording.load(out)

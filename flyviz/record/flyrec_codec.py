@@ -342,6 +342,12 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     from flyviz.model.safetensors_io import SafetensorsFile
 
     name = path.name
+    exported = {".zarr": "a Zarr store", ".nwb": "an NWB file", ".npz": "a NumPy archive"}.get(
+        path.suffix.lower())
+    if exported is not None and path.exists():
+        # What flyviz convert writes for other tools: it is not read back as a recording.
+        raise RecordingError(f"{name} is {exported}, which flyviz convert writes for other "
+                             "tools; flyviz reads recordings from .flyrec files only")
     reason = not_a_file(path)
     if reason:
         raise RecordingError(f"cannot read recording {path}: {reason}")

@@ -95,6 +95,19 @@ def test_a_shared_spiking_page_names_neurons_by_their_root_ids(spiking, tmp_path
     np.testing.assert_array_equal(body, root_ids[shown])
 
 
+def test_share_range_run_keeps_one_colour_range_for_every_bin(spiking, tmp_path, capsys):
+    """By default each bin's colours span its own range, as the app shows them; --range run
+    keeps one over the run, as a movie does, so a colour is one rate on every bin."""
+    _brain, rec = spiking
+    own, one = tmp_path / "own.html", tmp_path / "one.html"
+    assert main(["share", str(rec), "--out", str(own)]) == 0
+    assert main(["share", str(rec), "--out", str(one), "--range", "run"]) == 0
+    per_bin = [tuple(r) for r in _header(own)["layers"][0]["ranges"]]
+    whole = [tuple(r) for r in _header(one)["layers"][0]["ranges"]]
+    assert len(set(per_bin)) > 1 and len(set(whole)) == 1
+    assert whole[0][1] >= max(high for _low, high in per_bin) * 0.5 > 0
+
+
 @pytest.mark.slow
 def test_a_shared_spiking_page_in_a_browser_shows_bins_and_no_token_panels(spiking, tmp_path):
     from test_share_page import _chromium_or_skip

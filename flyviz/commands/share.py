@@ -37,7 +37,7 @@ examples:
   flyviz share compared.flyrec --out compared.html --layer delta --layer state
   flyviz share run.flyrec --out why.html --trace 7 --window 8
   flyviz share run.flyrec --out run.html --token 12 --view top --mode abs
-  flyviz share sugar.flyrec --out sugar.html
+  flyviz share sugar.flyrec --out sugar.html --range run
 """
 
 #: The layers ``--layer`` can name.
@@ -65,6 +65,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--view", choices=("front", "top", "side"), default="front",
                         help="camera direction on opening (default front)")
     add_colour_mode_option(parser)
+    parser.add_argument("--range", choices=("token", "run"), default="token", dest="range_scope",
+                        help="the colour range: each token's own, as the app shows it "
+                             "(token, the default), or one over the whole run, as a movie "
+                             "keeps it, so that a colour means one value on every token (run)")
     parser.add_argument("--title", default=None, help="the page's title (default: the model "
                                                       "and the prompt)")
     parser.add_argument("--model", metavar="SPEC", default=None,
@@ -137,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"flyviz: {placement.note}", file=sys.stderr)
     state = ViewerState()
     state.display.mode = mode
+    state.range_scope = "recording" if args.range_scope == "run" else "token"
     state.set_model(model, placement.anatomy, name=str(recording.metadata.get("model_name", "")
                                                         or getattr(model, "name", "") or ""),
                     neurons=recording.neurons, kind=kind)

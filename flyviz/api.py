@@ -19,6 +19,7 @@ offscreen renderer (vispy) when it is called.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -289,6 +290,20 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
         from flyviz.arguments import text_not_a_path
 
         text_not_a_path("prompt_or_recording", prompt_or_recording, "to trace the saved recording")
+    else:
+        from flyviz.record.recording import Recording
+
+        if isinstance(prompt_or_recording, (Recording, os.PathLike)):
+            from flyviz.kinds import refuse_without_tokens
+
+            # A spiking brain's recording holds bins, not tokens (checked here: the record
+            # layer below does not know the kinds).
+            given = prompt_or_recording
+            recording = given if isinstance(given, Recording) else Recording.load(given)
+            name = "the recording" if isinstance(given, Recording) else Path(given).name
+            refuse_without_tokens(recording, name,
+                                  "trace explains a language model's choice of a token")
+            prompt_or_recording = recording
     runner, owned = as_model(model)
     try:
         return trace_run(runner, prompt_or_recording, position=position, target=target,

@@ -363,7 +363,13 @@ def patch_source_from_args(args: argparse.Namespace) -> Any:
     if text is not None:
         return PatchSource.from_prompt(text, align)
     if path is not None:
-        return PatchSource.from_recording(Path(path).expanduser(), align)
+        from flyviz.kinds import refuse_without_tokens
+        from flyviz.record.recording import Recording
+
+        recording = Recording.load(Path(path).expanduser())
+        refuse_without_tokens(recording, Path(path).name,
+                              "a patch copies a language model's states token by token")
+        return PatchSource.from_recording(recording, align, name=Path(path).name)
     return None
 
 

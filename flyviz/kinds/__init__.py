@@ -759,6 +759,21 @@ def refuse_without_tokens(recording: "Recording", name: str, what: str) -> None:
                          "chooses no tokens")
 
 
+def _frame_timing_of(recording: "Recording") -> Any:
+    """The timing of ``recording``'s frames, as its kind gives it (for the record layer:
+    :mod:`flyviz.record_hooks`)."""
+    return kind_of_recording(recording).frame_timing(recording)
+
+
+def _hand_down_to_the_record_layer() -> None:
+    from flyviz import record_hooks
+
+    record_hooks.frame_timing = _frame_timing_of
+
+
+_hand_down_to_the_record_layer()
+
+
 def _unregistered(key: str) -> ModelKind:
     """A plain kind standing in for kind ``key``, whose package is not installed."""
 

@@ -145,20 +145,16 @@ class PatchSource:
         return cls(prompt=prompt, align=align, label=f"prompt {prompt!r}")
 
     @classmethod
-    def from_recording(cls, recording: "Recording | str | Path", align: str = "start"
-                       ) -> "PatchSource":
+    def from_recording(cls, recording: "Recording | str | Path", align: str = "start",
+                       name: str | None = None) -> "PatchSource":
         """A recording's stored states (a :class:`~flyviz.record.recording.Recording` or the
-        path of a ``.flyrec``)."""
+        path of a ``.flyrec``); ``name``, the file's name for a recording already loaded."""
         from flyviz.record.recording import Recording
 
-        name = "recording"
+        name = "recording" if name is None else f"recording {name}"
         if not isinstance(recording, Recording):
             name = f"recording {Path(recording).name}"
             recording = Recording.load(recording)
-        from flyviz.kinds import refuse_without_tokens
-
-        refuse_without_tokens(recording, name.removeprefix("recording "),
-                              "a patch copies a language model's states token by token")
         if len(recording) == 0:
             raise InputError(f"the {name} holds no frame to patch from")
         return cls(states=recording.states(), prompt_length=len(recording.prompt_ids),

@@ -350,16 +350,23 @@ def run_attributes(recording: "Recording", anatomy: Anatomy | None) -> dict[str,
     return attrs
 
 
+def default_timing(recording: "Recording") -> "FrameTiming":
+    """How ``recording``'s frames are timed when a caller gives no timing: as its kind says
+    (:meth:`flyviz.kinds.ModelKind.frame_timing`, through :mod:`flyviz.record_hooks`: this
+    layer imports no kind), else a token each."""
+    from flyviz import record_hooks
+
+    found = record_hooks.frame_timing(recording) if record_hooks.frame_timing else None
+    return found if isinstance(found, FrameTiming) else FrameTiming()
+
+
 def state_attributes(recording: "Recording", timing: "FrameTiming | None" = None
                      ) -> dict[str, str]:
     """What a recording's state values are, as a variable's ``long_name`` and ``units``: from
     ``timing`` (default: the recording's kind's, :meth:`flyviz.kinds.ModelKind.frame_timing`),
     the units the run stored (metadata ``state_units``) winning: a spiking run's rates are
     ``"firing rate in the bin"`` in ``"Hz"``, a language model's states ``"1"``."""
-    if timing is None:
-        from flyviz.kinds import kind_of_recording
-
-        timing = kind_of_recording(recording).frame_timing(recording)
+    timing = timing or default_timing(recording)
     units = recording.metadata.get("state_units")
     if not isinstance(units, str) or not units:
         units = timing.unit
@@ -713,11 +720,7 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
     if len(recording) == 0:
         raise ExportError("the recording has no frames; run a prompt first")
     _check_free_space(path, _nwb_size(recording))
-    if timing is None:  # as the other formats: the recording's kind times its frames
-        from flyviz.kinds import kind_of_recording
-
-        timing = kind_of_recording(recording).frame_timing(recording)
-    frame_timing: FrameTiming = timing  # (narrowed: the closure below sees it so)
+    frame_timing = timing or default_timing(recording)  # as the other formats
 
     def write(tmp: Path) -> None:
         from pynwb import NWBHDF5IO

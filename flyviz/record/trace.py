@@ -104,12 +104,9 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
         if interventions:
             raise InputError("a recording is traced with the interventions it was made with; "
                              "give no others")
-        from flyviz.kinds import refuse_without_tokens
         from flyviz.record.replay import recording_interventions
 
         recording = source
-        refuse_without_tokens(recording, "the recording",
-                              "trace explains a language model's choice of a token")
         ids = recording_ids(recording, model)
         prompt_last = len(recording.prompt_ids) - 1
         if position is None:

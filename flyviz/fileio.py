@@ -95,12 +95,19 @@ def is_disk_full(exc: BaseException) -> bool:
 TEMP_NAME_ROOM = 16
 
 
+def nearest_existing(path: str | Path) -> Path:
+    """``path`` itself where it exists, else its nearest parent that does (the root at
+    worst): where a check of a path still to be made can look."""
+    where = Path(path)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    return where
+
+
 def name_max(folder: str | Path) -> int:
     """The longest name (bytes) the file system of ``folder`` (or of its nearest existing
     parent) takes: the system's own ``PC_NAME_MAX``, else :data:`NAME_MAX`."""
-    where = Path(folder).expanduser()
-    while not where.exists() and where != where.parent:
-        where = where.parent
+    where = nearest_existing(Path(folder).expanduser())
     try:
         limit = os.pathconf(where, "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):
@@ -148,10 +155,7 @@ def check_output_path(path: str | Path, what: str = "the output", probe: bool = 
     if path.is_dir():
         raise FileAccessError(f"cannot write {what} {short_path(path)}: it is a folder; give a "
                               "file name")
-    parent = path.parent if str(path.parent) else Path(".")
-    existing = parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = nearest_existing(path.parent if str(path.parent) else Path("."))
     if not existing.is_dir():
         raise FileAccessError(f"cannot write {what} {short_path(path)}: "
                               f"{short_path(existing)} is not a folder")
@@ -169,9 +173,7 @@ def missing_folder(folder: str | Path) -> str:
     the nearest part of it that exists) is a file: "does not exist" would send the user
     looking for something that is there."""
     folder = Path(folder) if str(folder) else Path(".")
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = nearest_existing(folder)
     if existing.exists() and not existing.is_dir():
         return f"{short_path(existing)} is a file, not a folder"
     return f"the folder {short_path(folder)} does not exist"
@@ -516,11 +518,8 @@ def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
     out = Path(out)
     label = str(out) if label is None else label
     parent = out.parent if str(out.parent) else Path(".")
-    made: list[Path] = []           # the folders made here, the outermost first
-    ancestor = parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        made.insert(0, ancestor)
-        ancestor = ancestor.parent
+    chain = [parent, *parent.parents]
+    made = chain[:chain.index(nearest_existing(parent))][::-1]  # to be made, outermost first
     done = False
     try:
         try:
@@ -545,7 +544,8 @@ def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
                     folder.rmdir()
 
 
-__all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max", "folder_member", "check_name_lengths", "check_not_input",
+__all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max",
+           "nearest_existing", "folder_member", "check_name_lengths", "check_not_input",
            "check_command_paths", "check_output_path",
            "check_regular", "is_disk_full", "open_regular", "os_error", "read_regular_bytes",
            "same_file", "short_path", "temporary_file_beside", "temporary_folder_beside",

@@ -82,7 +82,7 @@ import numpy as np
 
 from flyviz._version import __version__
 from flyviz.errors import ExportError, InputError, MissingDependencyError, RecordingError
-from flyviz.fileio import temporary_file_beside
+from flyviz.fileio import nearest_existing, temporary_file_beside
 from flyviz.model.checkpoint import VOXEL_UM, Anatomy, Checkpoint
 from flyviz.record.frame import PHASE_GENERATION
 
@@ -752,9 +752,7 @@ def _check_free_space(path: Path, needed: int) -> None:
     full disk while it writes (a crash, not an error), so it is never handed one."""
     import errno
 
-    folder = path.parent if str(path.parent) else Path(".")
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = nearest_existing(path.parent if str(path.parent) else Path("."))
     try:
         free = shutil.disk_usage(folder).free
     except OSError:

@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     events = read_input_spikes(args.input_spikes, brain, params.dt_s, args.duration) \
         if args.input_spikes is not None else None
     if events is not None:
-        from flyviz.spiking.engine import ticks as run_ticks
+        from flyviz.spiking.run import run_ticks
 
         late = int((events[0] >= run_ticks(args.duration, params.dt_s)).sum())
         if late:  # a run takes the events of its ticks: say what it leaves

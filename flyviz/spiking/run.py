@@ -119,6 +119,12 @@ MAX_DURATION_S = 3600.0
 MAX_TRIALS = 100_000
 
 
+def run_ticks(duration_s: float, dt_s: float) -> int:
+    """The ticks a run of ``duration_s`` seconds steps (:func:`simulate`), which input
+    events at or after it do not reach."""
+    return int(round(duration_s / dt_s))
+
+
 def check_run_size(duration_s: float, trials: Any, seed: Any,
                    names: tuple[str, str, str] = ("the duration", "trials", "seed")) -> int:
     """Refuse a run no one can wait for, or a seed NumPy cannot take; return ``trials`` as an
@@ -261,7 +267,7 @@ def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float,
     if duration_s is not None and t.size:
         # a table in milliseconds would drop every event past the run without a word
         last = float(t.max())
-        if int(tick.max()) >= int(round(duration_s / dt_s)) and \
+        if int(tick.max()) >= run_ticks(duration_s, dt_s) and \
                 in_milliseconds(last, duration_s, dt_s):
             raise InputError(late_time("--input-spikes", p.name, "an input event", last,
                                        duration_s, dt_s))
@@ -359,7 +365,7 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
     duration_s = _check_value("the duration", duration_s, positive=True)
     trials = check_run_size(duration_s, trials, seed)
     p, excited, silenced, rfc = _prepare(brain, excite, silence, rate, params, input_events)
-    n_steps = int(round(duration_s / p.dt_s))
+    n_steps = run_ticks(duration_s, p.dt_s)
     if n_steps < 1:  # no tick at all: every rate would be 0 / 0
         raise InputError(f"the duration {duration_s * 1000:g} ms is shorter than one tick "
                          f"({p.dt_s * 1000:g} ms)")

@@ -249,17 +249,8 @@ def run(args: argparse.Namespace) -> int:
         # Through a temporary beside it: a full disk leaves no part of the table behind.
         with atomic_write(args.out, "wb") as handle:
             if out_format == "csv":
-                import gzip
-                import io
-
-                packed = gzip.GzipFile(fileobj=handle, mode="wb", mtime=0) \
-                    if args.out.name.lower().endswith(".gz") else None
-                text = io.TextIOWrapper(packed or handle, encoding="utf-8", newline="")
-                result.write_csv(text, exp_name)
-                text.flush()
-                text.detach()       # the file stays open for atomic_write to finish
-                if packed is not None:
-                    packed.close()
+                result.write_csv(handle, exp_name,
+                                 gzipped=args.out.name.lower().endswith(".gz"))
             else:
                 result.to_frame(exp_name).to_parquet(handle, compression="brotli", index=False)
     if args.record is not None:

@@ -79,17 +79,28 @@ class SpikeRun:
         return SpikeLog.from_arrays(self.tick[order], self.neuron[order], self.trial[order],
                                     ends, self.params.dt)
 
-    def write_csv(self, stream: Any, exp_name: str | None = None) -> None:
-        """The authors' table (:meth:`to_frame`) as CSV text on ``stream``, without pandas:
-        each ``t`` written as Python's shortest text that reads back to the same float."""
+    def write_csv(self, handle: Any, exp_name: str | None = None, *,
+                  gzipped: bool = False) -> None:
+        """The authors' table (:meth:`to_frame`) as UTF-8 CSV on the binary ``handle``
+        (gzip-compressed with ``gzipped``, without a timestamp: the same run, the same
+        bytes), without pandas: each ``t`` written as Python's shortest text that reads
+        back to the same float. ``handle`` stays open (an atomic write finishes it)."""
         import csv
+        import gzip
+        import io
 
-        writer = csv.writer(stream, lineterminator="\n")
+        packed = gzip.GzipFile(fileobj=handle, mode="wb", mtime=0) if gzipped else None
+        text = io.TextIOWrapper(packed or handle, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\n")
         writer.writerow(["t", "trial", "flywire_id", "exp_name"])
         name = self.brain.name if exp_name is None else exp_name
         ids = self.brain.root_ids[self.neuron]
         writer.writerows(zip(map(repr, self.t.tolist()), self.trial.tolist(), ids.tolist(),
                              itertools.repeat(name)))
+        text.flush()
+        text.detach()
+        if packed is not None:
+            packed.close()
 
     def to_frame(self, exp_name: str | None = None) -> Any:
         """The authors' table: ``t, trial, flywire_id, exp_name``, one row per spike."""

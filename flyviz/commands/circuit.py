@@ -316,17 +316,17 @@ def _comparisons(real: dict[str, tuple[float, bool]],
     from flyviz.analysis.nulls import compare_to_nulls
 
     with_circuit = [n for n in nulls if n["faithful_circuit"][0] == 1.0]
+    real_found = real["faithful_circuit"][0] == 1.0
     rows: dict[str, Any] = {}
     for name, (value, higher) in real.items():
         pool, note = nulls, ROW_NOTES.get(name)
         if name in SIZE_ROWS:
             note = (f"among the {len(with_circuit)} of {len(nulls)} nulls with a faithful "
                     "circuit")
-            if real["faithful_circuit"][0] != 1.0 or not with_circuit:
-                why = ("the real search found no faithful circuit"
-                       if real["faithful_circuit"][0] != 1.0
+            if not real_found or not with_circuit:
+                why = ("the real search found no faithful circuit" if not real_found
                        else f"no null's search found a faithful circuit (0 of {len(nulls)})")
-                rows[name] = {"real": value if real["faithful_circuit"][0] == 1.0 else None,
+                rows[name] = {"real": value if real_found else None,
                               "p": None, "n": len(with_circuit), "higher_is_more": higher,
                               "note": why,
                               "nulls": [n[name][0] for n in with_circuit]}

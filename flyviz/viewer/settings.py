@@ -55,7 +55,9 @@ def one_of(name: str, value: Any, choices: tuple[str, ...]) -> str:
 def whole_number(name: str, value: Any, low: int, high: int) -> int:
     """``value`` as a whole number in ``low..high`` (a settings field's check);
     :class:`ViewerError` naming ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+    # a float must be whole and finite: int() of NaN or infinity raises before any comparison
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not value.is_integer()):
         raise ViewerError(f"{name} must be a whole number, got {value!r}")
     number = int(value)
     if not low <= number <= high:

@@ -19,8 +19,12 @@ Hierarchy::
     ├── TokenizerError           the tokenizer file is missing or malformed
     ├── InputError               a value (prompt, option, index) is out of range
     │   ├── SelectionError       a neuron selection query is bad or selects nothing
-    │   └── FileAccessError      a path cannot be read or written (too long, no
-    │                            permission, a FIFO, a full disk: flyviz.fileio)
+    │   ├── FileAccessError      a path cannot be read or written (too long, no
+    │   │                        permission, a FIFO, a full disk: flyviz.fileio)
+    │   ├── IndexOutOfRange      an index past the end (a recording's frame); also an
+    │   │                        IndexError, as for any Python sequence
+    │   └── ModelKindError       a model kind unknown or not registrable (flyviz.kinds);
+    │                            also a ValueError, what those calls raised before
     ├── RecordingError           a saved recording is missing, damaged or mismatched
     ├── ExportError              a movie or data file could not be written
     │   └── ExportCancelled      the user cancelled an export
@@ -30,9 +34,9 @@ Hierarchy::
 from __future__ import annotations
 
 __all__ = ["CheckpointError", "DatasetNotFoundError", "ExportCancelled", "ExportError",
-           "FileAccessError", "FlyvizError", "InputError", "Interrupted",
-           "MissingDependencyError", "ModelNotFoundError", "RecordingError", "SelectionError",
-           "TokenizerError"]
+           "FileAccessError", "FlyvizError", "IndexOutOfRange", "InputError", "Interrupted",
+           "MissingDependencyError", "ModelKindError", "ModelNotFoundError", "RecordingError",
+           "SelectionError", "TokenizerError"]
 
 
 class FlyvizError(Exception):
@@ -80,6 +84,19 @@ class FileAccessError(InputError):
     """A path the user gave cannot be read or written: a name over the file system's
     limit, no permission, a read-only folder, a folder or a FIFO where a file was
     expected, a full disk (:func:`flyviz.fileio.os_error` words it)."""
+
+
+class IndexOutOfRange(InputError, IndexError):
+    """An index past the end of what there is (``recording.state(100)`` of a 20-frame run).
+
+    Also an :class:`IndexError`, so that code written for a Python sequence
+    (``try: recording[i] except IndexError``) keeps working."""
+
+
+class ModelKindError(InputError, ValueError):
+    """A model kind is unknown (:func:`flyviz.kinds.kind_named`) or cannot be registered
+    (:func:`flyviz.kinds.register_kind`). Also a :class:`ValueError`, what those calls
+    raised before, so that code catching it keeps working."""
 
 
 class RecordingError(FlyvizError):

@@ -160,3 +160,26 @@ def test_register_kind_adds_a_scripts_own_kind(on_path):
         register_kind(ScriptKind())
     with pytest.raises(ValueError, match="with a key"):
         register_kind(ModelKind())
+
+
+def test_the_kinds_api_refuses_in_one_input_error_line_that_is_still_a_value_error(on_path):
+    from flyviz.errors import InputError
+
+    cases = [(lambda: kind_named("nope"), "unknown model kind 'nope'; the kinds are language"),
+             (lambda: kind_named(None), "unknown model kind None"),
+             (lambda: register_kind(5), "with a key, not 5 \\(int\\)"),
+             (lambda: register_kind(ModelKind), "with a key, not <class"),
+             (lambda: register_kind(LANGUAGE.__class__()), "'language' is registered already")]
+    for call, said in cases:
+        with pytest.raises(InputError, match=said) as caught:
+            call()
+        assert isinstance(caught.value, ValueError)     # what these calls raised before
+        assert "\n" not in str(caught.value)
+
+
+def test_kind_of_recording_of_something_else_says_what_it_takes():
+    from flyviz.errors import InputError
+
+    for wrong in (None, "run.flyrec", 5):
+        with pytest.raises(InputError, match="kind_of_recording takes a flyviz Recording"):
+            kind_of_recording(wrong)

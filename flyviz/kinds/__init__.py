@@ -664,22 +664,25 @@ def register_kind(kind: ModelKind, *, replace: bool = False) -> ModelKind:
 
     Raises
     ------
-    ValueError
-        For something that is not a kind with a key, or a key registered already
-        (unless ``replace``).
+    flyviz.errors.ModelKindError
+        (an :class:`~flyviz.errors.InputError` and a ``ValueError``) For something that is
+        not a kind with a key, or a key registered already (unless ``replace``).
     """
+    from flyviz.arguments import shown
+    from flyviz.errors import ModelKindError
+
     made = _as_kind(kind)
     if made is None:
-        raise ValueError(f"register_kind takes a flyviz.kinds.ModelKind with a key, "
-                         f"not {kind!r}")
+        raise ModelKindError(f"register_kind takes a flyviz.kinds.ModelKind (or a subclass) "
+                             f"with a key, not {shown(kind)}")
     kind = made
     global _REGISTRY, _GENERATION
     with _REGISTRY_LOCK:
         kinds = registered_kinds()
         known = kinds.get(kind.key)
         if known is not None and known is not kind and not replace:
-            raise ValueError(f"a model kind named {kind.key!r} is registered already "
-                             f"({known!r})")
+            raise ModelKindError(f"a model kind named {kind.key!r} is registered already "
+                                 f"({known!r}); give another key, or replace=True")
         _REGISTRY = {**kinds, kind.key: kind}
         _GENERATION += 1
     return kind
@@ -698,11 +701,16 @@ def default_kind() -> ModelKind:
 
 
 def kind_named(key: str) -> ModelKind:
-    """The registered kind whose key is ``key`` (:func:`registered_kinds`); ``ValueError``
-    for another."""
+    """The registered kind whose key is ``key`` (:func:`registered_kinds`);
+    :class:`~flyviz.errors.ModelKindError` (an ``InputError`` and a ``ValueError``) for
+    another."""
+    from flyviz.arguments import shown
+    from flyviz.errors import ModelKindError
+
     kinds = registered_kinds()
-    if key not in kinds:
-        raise ValueError(f"unknown model kind {key!r}; the kinds are {', '.join(kinds)}")
+    if not isinstance(key, str) or key not in kinds:
+        said = repr(key) if isinstance(key, str) else shown(key)
+        raise ModelKindError(f"unknown model kind {said}; the kinds are {', '.join(kinds)}")
     return kinds[key]
 
 
@@ -712,8 +720,20 @@ def kind_of_recording(recording: "Recording") -> ModelKind:
 
     A kind that is not registered here (its package is not installed) is a plain
     :class:`ModelKind` of that key: its states are shown, its model is not loaded.
+
+    Raises
+    ------
+    InputError
+        For anything but a recording (``None``, a path: open it with ``Recording.load``).
     """
-    key = recording.metadata.get("kind")
+    metadata = getattr(recording, "metadata", None)
+    if not isinstance(metadata, dict):
+        from flyviz.arguments import shown
+        from flyviz.errors import InputError
+
+        raise InputError(f"kind_of_recording takes a flyviz Recording (Recording.load(path) "
+                         f"opens a file), not {shown(recording)}")
+    key = metadata.get("kind")
     if not isinstance(key, str) or not key:
         return default_kind()
     kinds = registered_kinds()

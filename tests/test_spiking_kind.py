@@ -496,3 +496,47 @@ def test_a_spiking_recording_converts_with_its_own_brains_labels(brain_folder, t
         labels = {name: data[name] for name in data.files}
     assert labels["superclass"].tolist() == ["sensory"] * HALF + ["central"] * HALF
     assert labels["body_id"].tolist() == IDS.tolist()
+
+
+def test_a_prompt_or_language_settings_given_a_spiking_run_are_refused_not_dropped(brain_folder):
+    from flyviz.errors import InputError
+    from flyviz.record.run import GenerationSettings
+    from flyviz.runs import Run, RunRequest
+
+    model = SpikingModel.load(str(brain_folder))
+    for request, said in [
+            (RunRequest("Once upon a time"), "not 'Once upon a time' \\(str\\): the spiking "
+                                             "brain reads no prompt"),
+            (RunRequest(Stimulus(), GenerationSettings(max_new_tokens=2)),
+             "settings are a flyviz.kinds.spiking.BinSettings \\(or None\\), not "
+             "GenerationSettings")]:
+        with pytest.raises(InputError, match=said):
+            Run(model, request)
+    with pytest.raises(InputError, match="reads no prompt"):
+        next(iter(SPIKING.frames(model, "Once upon a time", BinSettings(bins=1))))
+    # None is still the default (here: the default bins).
+    run = Run(model, RunRequest(Stimulus(excite="superclass:sensory")))
+    assert run.request.settings == BinSettings()
+
+
+def test_bin_settings_take_whole_numbers_and_the_recording_keeps_them(brain_folder):
+    from flyviz.errors import InputError
+    from flyviz.runs import Run, RunRequest
+
+    for wrong, said in [(dict(trials=2.5), "number of trials must be a whole number"),
+                        (dict(trials="2"), "not '2' \\(str\\)"),
+                        (dict(bins=2.5), "number of bins must be a whole number"),
+                        (dict(bins=True), "not True"),
+                        (dict(trials=0), "trials 0 must be 1 or more"),
+                        (dict(bin_ms="10"), "a bin's length must be a number of ms")]:
+        with pytest.raises(InputError, match=said):
+            BinSettings(**{"bins": 3, **wrong}).validate()
+    checked = BinSettings(bins=np.int64(3), bin_ms=10, trials=np.int32(2)).validate()
+    assert (checked.bins, checked.bin_ms, checked.trials) == (3, 10.0, 2)
+    assert type(checked.bins) is int and type(checked.trials) is int
+    model = SpikingModel.load(str(brain_folder))
+    run = Run(model, RunRequest(Stimulus(excite="superclass:sensory"),
+                                BinSettings(bins=np.int64(2), trials=np.int64(2))))
+    meta = run.recording.metadata["spiking"]
+    assert type(meta["bins"]) is int and type(meta["trials"]) is int
+    assert len(run.record()) == 2

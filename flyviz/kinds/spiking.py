@@ -115,13 +115,49 @@ class BinSettings:
     trials: int = 1
 
     def validate(self, dt_ms: float = 0.1) -> "BinSettings":
-        """Itself, or :class:`InputError` for a bin shorter than a tick, no bins or trials."""
-        if not np.isfinite(self.bin_ms) or self.bin_ms < dt_ms:
+        """These settings checked, their numbers in plain form (``bins`` and ``trials`` as
+        ``int``, ``bin_ms`` as ``float``: what a recording's metadata then says), or
+        :class:`InputError` for a bin shorter than a tick, no bins or trials, or a count
+        that is not a whole number (``trials=2.5`` or ``"2"`` would mean a guess)."""
+        from flyviz.arguments import shown, whole_number
+
+        bin_ms = self.bin_ms
+        if isinstance(bin_ms, bool) or not isinstance(bin_ms, (int, float, np.integer,
+                                                               np.floating)):
+            raise InputError(f"a bin's length must be a number of ms, not {shown(bin_ms)}")
+        if not np.isfinite(bin_ms) or bin_ms < dt_ms:
             raise InputError(f"a bin must be at least one tick ({dt_ms:g} ms), "
-                             f"not {self.bin_ms:g} ms")
-        if int(self.bins) < 1 or int(self.trials) < 1:
-            raise InputError("a spiking run needs at least one bin and one trial")
-        return self
+                             f"not {float(bin_ms):g} ms")
+        bins = whole_number("a spiking run's number of bins", self.bins, 1)
+        trials = whole_number("a spiking run's number of trials", self.trials, 1)
+        return BinSettings(bins=bins, bin_ms=float(bin_ms), trials=trials)
+
+
+def _stimulus(given: Any) -> "Stimulus":
+    """What a spiking run is given: a :class:`Stimulus` (``None``: the default one); else
+    one line, since the spiking brain reads no prompt and a prompt given it was run as the
+    default stimulus without a word."""
+    if given is None:
+        return Stimulus()
+    if not isinstance(given, Stimulus):
+        from flyviz.arguments import shown
+
+        raise InputError(f"a spiking run is given a flyviz.kinds.spiking.Stimulus (or None), "
+                         f"not {shown(given)}: the spiking brain reads no prompt")
+    return given
+
+
+def _bin_settings(settings: Any) -> "BinSettings":
+    """A spiking run's settings: :class:`BinSettings` (``None``: the default ones); else
+    one line (a Fly LLM's ``GenerationSettings`` was dropped without a word)."""
+    if settings is None:
+        return BinSettings()
+    if not isinstance(settings, BinSettings):
+        from flyviz.arguments import shown
+
+        raise InputError(f"a spiking run's settings are a flyviz.kinds.spiking.BinSettings "
+                         f"(or None), not {shown(settings)}")
+    return settings
 
 
 def _checked_number(name: str, value: Any, low: float, high: float, whole: bool = False) -> Any:
@@ -346,11 +382,9 @@ class SpikingKind(ModelKind):
                              "not from interventions")
         if request.compare:
             raise InputError("a spiking run cannot be compared with an untouched one")
-        stimulus = request.given if isinstance(request.given, Stimulus) else Stimulus()
-        settings = request.settings if isinstance(request.settings, BinSettings) \
-            else BinSettings()
+        stimulus = _stimulus(request.given)
         params = LIFParams(w_syn=model.brain.w_syn)
-        settings.validate(params.dt)
+        settings = _bin_settings(request.settings).validate(params.dt)
         excite, silence = stimulus.indices(model.brain)
         recording = Recording(model.neurons,
                               self.metadata(model, stimulus, settings, [], excite, silence),
@@ -376,8 +410,7 @@ class SpikingKind(ModelKind):
         if interventions:
             raise InputError("a spiking run takes its silencing from the stimulus, "
                              "not from interventions")
-        run = LiveRun(model, request if isinstance(request, Stimulus) else Stimulus(),
-                      settings if isinstance(settings, BinSettings) else BinSettings())
+        run = LiveRun(model, _stimulus(request), _bin_settings(settings))
         log = run.spike_log()
         if recording is not None:
             # A recording made by prepare_run has the run's metadata and spike log already
@@ -620,11 +653,11 @@ class LiveRun:
         from flyviz.spiking.engine import LIFParams
         from flyviz.spiking.run import SpikingSimulation
 
-        self.model, self.stimulus, self.settings = model, stimulus, settings
         brain = model.brain
-        self.excite, self.silence = stimulus.indices(brain)
         params = LIFParams(w_syn=brain.w_syn)
-        settings.validate(params.dt)
+        settings = settings.validate(params.dt)
+        self.model, self.stimulus, self.settings = model, stimulus, settings
+        self.excite, self.silence = stimulus.indices(brain)
         self.params = params
         #: Ticks in one bin.
         self.bin_ticks = max(1, int(round(settings.bin_ms / params.dt)))

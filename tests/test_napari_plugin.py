@@ -6,6 +6,7 @@ Runs on the demo brain (offline) under Xvfb with napari's ``make_napari_viewer``
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -198,6 +199,35 @@ def test_widget_runs_a_prompt_into_a_new_layer(make_napari_viewer, demo, qtbot):
     want = expected_rgba(source.recording.state(last)[source.shown], "abs",
                          ColourLayer(colormap="abs").recording_range(source.recording))
     np.testing.assert_allclose(points.face_color, want, atol=1e-6)
+
+
+def test_widget_refuses_a_bad_token_count_and_a_prompt_for_a_spiking_brain(
+        make_napari_viewer, demo, tmp_path):
+    from test_spiking_kind import write_brain
+
+    from flyviz.kinds.spiking import SpikingModel
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer()
+    widget = FlyvizWidget(viewer)
+    widget.set_model(demo)
+    # Only None means the New tokens box: 0, 2.5 and "3" are refused, not rounded or read.
+    for count, said in [(0, "max new tokens 0 is out of range"),
+                        (2.5, "max new tokens must be a whole number, got 2.5"),
+                        ("3", "max new tokens must be a whole number, got '3'")]:
+        assert widget.run_prompt("Once upon a time", max_new_tokens=count) is None
+        assert widget.status.text().startswith("flyviz: error: ")
+        assert re.search(said, widget.status.text()), widget.status.text()
+    # A spiking brain reads no prompt: one given is said, not run as the default stimulus.
+    widget.set_model(SpikingModel.load(str(write_brain(tmp_path / "brain"))))
+    assert not widget.prompt.isEnabled()
+    assert widget.run_prompt("Once upon a time") is None
+    assert "the spiking brain reads no prompt" in widget.status.text()
+    # The Run button gives it no prompt: its kind's own run (this brain has nothing to
+    # excite by default, which is what it says).
+    widget.run_button.click()
+    assert "nothing to excite" in widget.status.text()
+    assert not points_layers(viewer)
 
 
 def test_missing_napari_names_the_extra(monkeypatch):

@@ -100,7 +100,7 @@ class FlyvizWidget(QWidget):
         layout.addStretch(1)
 
         self.load_button.clicked.connect(lambda: self.load(self.model_spec.text()))
-        self.run_button.clicked.connect(lambda: self.run_prompt(self.prompt.text()))
+        self.run_button.clicked.connect(self._run_clicked)
         self.quantity.currentTextChanged.connect(self._quantity_chosen)
         bind(self.viewer)
         self.viewer.dims.events.current_step.connect(self._show_token)
@@ -112,9 +112,24 @@ class FlyvizWidget(QWidget):
 
     # ------------------------------------------------------------ model and runs
     def set_model(self, model: Any) -> None:
-        """Use an already loaded model (what :func:`flyviz.load` returned)."""
+        """Use an already loaded model (what :func:`flyviz.load` returned, or a
+        :class:`~flyviz.kinds.spiking.SpikingModel`: the prompt box is then off, its kind
+        reads no prompt)."""
+        from flyviz.kinds import kind_of
+
         self.model = model
+        reads_text = kind_of(model).reads_text
+        self.prompt.setEnabled(reads_text)
+        self.max_new_tokens.setEnabled(reads_text)
         self.status.setText(f"model {model.name}: {model.neurons:,} neurons")
+
+    def _run_clicked(self) -> None:
+        # The box's text is the prompt of a kind that reads one; a spiking brain runs its
+        # kind's default run (a prompt given it is refused, not dropped).
+        from flyviz.kinds import kind_of
+
+        reads_text = self.model is None or kind_of(self.model).reads_text
+        self.run_prompt(self.prompt.text() if reads_text else None)
 
     def load(self, spec: str) -> Any:
         """Load the model ``spec`` on a worker thread; returns the started worker."""
@@ -131,8 +146,11 @@ class FlyvizWidget(QWidget):
     def run_prompt(self, prompt: Any, max_new_tokens: int | None = None) -> Any:
         """Start the run of the loaded model that this widget describes, given ``prompt``
         (what the run reads; the model's kind makes the rest of the run: ``max_new_tokens``
-        where it reads it), on a worker thread, into a new brain layer when it ends; returns
-        its :class:`flyviz.runs.Runs` (``None`` when it cannot start, said in the status)."""
+        where it reads it; ``None``: the *New tokens* box's), on a worker thread, into a new
+        brain layer when it ends; returns its :class:`flyviz.runs.Runs` (``None`` when it
+        cannot start, said in the status: a prompt given a spiking brain, ``max_new_tokens``
+        that is not a whole number from 1, such as ``2.5`` or ``"3"``, which is refused, not
+        rounded)."""
         from flyviz.errors import FlyvizError
         from flyviz.runs import Run, Runs, ThreadEngine, request_for
         from flyviz.viewer.state import ViewerState
@@ -141,7 +159,8 @@ class FlyvizWidget(QWidget):
             self.status.setText("load a model first")
             return None
         model = self.model
-        count = int(max_new_tokens or self.max_new_tokens.value())
+        # Only None means the box: 0 or 2.5 is checked (and refused) as flyviz.run does.
+        count = self.max_new_tokens.value() if max_new_tokens is None else max_new_tokens
         try:
             run = Run(model, request_for(model, prompt, max_new_tokens=count))
         except FlyvizError as exc:

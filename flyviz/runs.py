@@ -42,7 +42,7 @@ from psygnal import Signal, SignalGroup
 
 from flyviz.errors import FlyvizError, InputError
 from flyviz.kinds.request import RunRequest
-from flyviz.record.recording import Recording
+from flyviz.record.recording import STATE_DTYPES, Recording
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.kinds import ModelKind
@@ -102,8 +102,17 @@ class Run:
     """
 
     def __init__(self, model: Any, request: RunRequest | None = None) -> None:
+        from flyviz.arguments import choice, shown
         from flyviz.kinds import kind_of
 
+        # docs/runs.md promises one InputError line for a bad request, before anything runs:
+        # a wrong dtype reached the recording as a ValueError, another object an AttributeError.
+        if request is not None and not isinstance(request, RunRequest):
+            raise InputError(f"a run's request is a flyviz.runs.RunRequest (or None), "
+                             f"not {shown(request)}")
+        if request is not None:
+            choice("the request's states_dtype", request.states_dtype, STATE_DTYPES,
+                   none="the kind's default")
         self.model = model
         self.kind: ModelKind = kind_of(model)
         #: The request as the kind checked it (its settings validated, a seed drawn).

@@ -44,6 +44,24 @@ def test_a_run_is_the_same_as_the_apis_and_a_bad_request_is_one_line(demo):
                              compare="sideways"))
 
 
+def test_a_request_of_the_wrong_settings_type_or_dtype_is_one_line(demo):
+    from flyviz.kinds.spiking import BinSettings
+
+    for request, said in [
+            (RunRequest("Once", BinSettings()), "a Fly LLM run's settings are a flyviz.record.run."
+                                                "GenerationSettings \\(or None\\), not "
+                                                "BinSettings"),
+            (RunRequest("Once", states_dtype="int8"), "states_dtype 'int8' \\(str\\) is not one of "
+                                                      "float16, float32"),
+            (RunRequest(None), "the prompt must be text \\(a str\\), not None"),
+            ("Once upon a time", "a run's request is a flyviz.runs.RunRequest \\(or None\\), "
+                                 "not 'Once upon a time'")]:
+        with pytest.raises(InputError, match=said):
+            Run(demo, request)
+    # None still means the kind's default (float16 states for the Fly LLM).
+    assert Run(demo, RunRequest("Once", states_dtype=None)).recording.states_dtype == "float16"
+
+
 def test_a_comparison_is_an_option_of_the_request(demo):
     request = RunRequest("Once upon a time", GenerationSettings(max_new_tokens=3, seed=1),
                          ["silence superclass:visual_projection"], compare="free")

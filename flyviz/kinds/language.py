@@ -245,7 +245,15 @@ class LanguageModelKind(ModelKind):
 
         from flyviz.model.patching import bind_patches
 
-        settings = (request.settings or GenerationSettings()).validate()
+        settings = request.settings
+        if settings is None:
+            settings = GenerationSettings()
+        elif not isinstance(settings, GenerationSettings):
+            from flyviz.arguments import shown
+
+            raise InputError(f"a Fly LLM run's settings are a flyviz.record.run."
+                             f"GenerationSettings (or None), not {shown(settings)}")
+        settings = settings.validate()
         given = request.given
         if isinstance(given, EncodedPrompt):
             prompt, ids = given.text, list(given.ids)
@@ -254,7 +262,10 @@ class LanguageModelKind(ModelKind):
                 raise InputError(f"prompt ids must be a non-empty list of ids in "
                                  f"0..{vocabulary - 1}")
         else:
-            prompt = "" if given is None else given  # not str(): b"Once" is no prompt
+            # As given, not str(): None, b"Once" or a Stimulus is no prompt, and
+            # encode_prompt says so ("must be text (a str), not None"); no run here
+            # takes None for the kind's default, there is no default prompt.
+            prompt = given
             ids = encode_prompt(model.tokenizer, prompt, model.checkpoint.config.bos_token_id)
         # A patch's positions are aligned to this prompt (flyviz.model.patching).
         resolved = model.resolve_interventions(bind_patches(request.interventions or (),

@@ -174,6 +174,23 @@ def test_a_new_run_ends_the_previous_one_between_two_tokens(model):
     np.testing.assert_array_equal(next(model.frames(PROMPT, settings)).state, reference[0])
 
 
+def test_a_spiking_brain_or_no_prompt_given_the_language_functions_is_said(model):
+    from flyviz.kinds.spiking import SpikingModel
+
+    brain = SpikingModel.load("demo")
+    for call in (lambda: flyviz.run(brain, PROMPT), lambda: flyviz.trace(brain, PROMPT),
+                 lambda: flyviz.compare(brain, PROMPT, ["silence sign:inhibitory"]),
+                 lambda: flyviz.importance(brain, PROMPT)):
+        with pytest.raises(InputError, match="SpikingModel is a model of another kind, not a Fly LLM: "
+                                             ".*flyviz.runs.Run.*BrainWidget.live"):
+            call()
+    for call in (lambda: flyviz.run(model, None, max_new_tokens=2),
+                 lambda: flyviz.compare(model, None, ["silence sign:inhibitory"],
+                                        max_new_tokens=2)):
+        with pytest.raises(InputError, match="the prompt must be text \\(a str\\), not None"):
+            call()
+
+
 def test_bad_input_is_checked_when_the_run_is_asked_for(model):
     with pytest.raises(InputError, match="prompt is empty"):
         model.frames("   ")

@@ -394,5 +394,12 @@ def as_model(model: "Model | Checkpoint | str | Path", **options: Any) -> tuple[
         return Model(model, **options), True
     if isinstance(model, (str, Path)):
         return Model.load(model, **options), True
+    if hasattr(model, "neurons") and hasattr(model, "drawing_anatomy"):
+        # A loaded model of another kind (a spiking brain): a model, just not a language
+        # model. Known by what it has: record/ neither imports nor asks the kinds.
+        raise InputError(f"{type(model).__name__} is a model of another kind, not a Fly LLM: "
+                         "this needs flyviz.load(...)'s result, a checkpoint or a spec such as "
+                         "'demo'; a spiking brain runs through flyviz.runs.Run(model, "
+                         "RunRequest(...)) or flyviz.notebook.BrainWidget.live(model)")
     raise InputError(f"{type(model).__name__} is not a model: give flyviz.load(...)'s result, "
                      "a checkpoint, or a model spec such as 'demo'")

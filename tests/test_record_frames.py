@@ -123,6 +123,43 @@ def test_recording_grows_in_chunks_without_copying():
                          ("",), np.zeros(3, np.float32)))
 
 
+def test_the_accessors_refuse_bad_indices_in_one_line():
+    from flyviz.errors import IndexOutOfRange
+    from flyviz.record.frame import Frame
+
+    rec = Recording(50)
+    state = np.arange(50, dtype=np.float32)
+    for _ in range(20):
+        rec.append(Frame(0, PHASE_PROMPT, 1, "<s>", 5, "a", 0.5, np.array([5]), np.array([0.5]),
+                         ("a",), state, 0.5))
+    # Past the end: one line, and still an IndexError as for any sequence.
+    for call in (lambda: rec.state(100), lambda: rec[20], lambda: rec.text_so_far(-21)):
+        with pytest.raises(IndexOutOfRange, match="frame (100|20|-21) is out of range: the "
+                                                  "recording has frames 0..19"):
+            call()
+    with pytest.raises(IndexError):
+        rec.state(20)
+    assert rec.state(-1)[7] == 7 and rec[np.int64(3)].state[9] == 9   # as before
+    wrong = [(lambda: rec.state(2.5), "a frame index must be a whole number, not 2.5"),
+             (lambda: rec.state("1"), "a frame index must be a whole number, not '1'"),
+             (lambda: rec.states(np.array([10**6])), "neuron 1000000 is outside 0..49"),
+             (lambda: rec.states(np.array([-1])), "neuron -1 is outside 0..49"),
+             (lambda: rec.states(np.array([0.5])), "1-D array of whole neuron indices"),
+             (lambda: rec.states(np.array([True] * 50)), "whole neuron indices"),
+             (lambda: rec.states(start=-5), "start -5 must be 0 or more: frames count from 0"),
+             (lambda: rec.states(stop=-2), "stop -2 must be 0 or more"),
+             (lambda: rec.states(start="a"), "start must be a whole number, not 'a'"),
+             (lambda: Recording.load(None), "Recording.load takes the path of a .flyrec file")]
+    for call, said in wrong:
+        with pytest.raises((InputError, RecordingError), match=said) as info:
+            call()
+        assert "\n" not in str(info.value)
+    # What was right still reads the same: a stop past the end is cut, an empty pick is empty.
+    assert rec.states(np.array([3, 1]), 2, 100).shape == (18, 2)
+    assert rec.states(np.array([], np.int64)).shape == (20, 0)
+    assert rec.states([4], np.int64(1), 3).tolist() == [[4.0], [4.0]]
+
+
 def test_loading_bad_recordings_fails_with_one_line(tmp_path):
     missing = tmp_path / "nope.flyrec"
     with pytest.raises(RecordingError, match="cannot read"):

@@ -35,6 +35,21 @@ from flyviz.record.spikes import SpikeLog
 
 #: State dtypes a recording may store.
 STATE_DTYPES = ("float16", "float32")
+def _frame_bound(name: str, value: Any) -> int:
+    """``start`` or ``stop`` of :meth:`Recording.states`: a whole number from 0 (a plain
+    ``int`` with one type test: the views call it per frame)."""
+    if type(value) is not int:
+        from flyviz.arguments import whole_number
+
+        value = whole_number(name, value)
+    if value < 0:
+        from flyviz.errors import InputError
+
+        raise InputError(f"{name} {value} must be 0 or more: frames count from 0, not from "
+                         "the end")
+    return value
+
+
 class Recording:
     """An append-only list of frames for one model.
 
@@ -153,8 +168,8 @@ class Recording:
             yield self[i]
 
     def __getitem__(self, index: int) -> Frame:
-        info = self._infos[index]  # IndexError for out-of-range, negatives allowed
-        index = index % len(self._infos)
+        index = self._index(index)  # IndexOutOfRange (an IndexError) past the end; -1 the last
+        info = self._infos[index]
         return Frame(**{name: getattr(info, name) for name in STORED_FIELDS},
                      state=self.state(index), text_so_far=self.text_so_far(index))
 
@@ -223,9 +238,19 @@ class Recording:
 
     # --------------------------------------------------------------- access
     def _index(self, index: int) -> int:
+        """``index`` as a frame's place (negative ones count from the end, as for any
+        sequence); one line for anything else. Called for every frame a view shows: a
+        plain ``int`` is checked with one type test."""
         n = len(self._infos)
+        if type(index) is not int:
+            from flyviz.arguments import whole_number
+
+            index = whole_number("a frame index", index)
         if not -n <= index < n:
-            raise IndexError(f"frame {index} out of range 0..{n - 1}")
+            from flyviz.errors import IndexOutOfRange
+
+            frames = f"frames 0..{n - 1}" if n else "no frames yet"
+            raise IndexOutOfRange(f"frame {index} is out of range: the recording has {frames}")
         return index % n
 
     def text_so_far(self, index: int) -> str:
@@ -266,11 +291,30 @@ class Recording:
 
     def states(self, neurons: np.ndarray | None = None, start: int = 0,
                stop: int | None = None) -> np.ndarray:
-        """States of frames ``start:stop`` (optionally a subset of neurons), float32."""
-        stop = len(self) if stop is None else min(stop, len(self))
-        start = max(0, start)
-        cols: slice | np.ndarray = slice(None) if neurons is None else np.asarray(neurons)
-        width = self.neurons if neurons is None else len(np.asarray(neurons))
+        """States of frames ``start:stop`` (optionally a subset of neurons), float32.
+
+        Parameters
+        ----------
+        neurons
+            Neuron indices in ``0..neurons-1`` (whole numbers, in the order wanted), or
+            ``None`` for all.
+        start, stop
+            Frames from ``start`` up to ``stop`` (``None``: the end; beyond it is cut to
+            it). Negative ones are refused, not counted from the end: ``start=-5`` read
+            every frame and ``stop=-2`` none, without a word.
+
+        Raises
+        ------
+        InputError
+            For indices that are not whole numbers or are out of range.
+        """
+        start = _frame_bound("start", start)
+        stop = len(self) if stop is None else min(_frame_bound("stop", stop), len(self))
+        cols: slice | np.ndarray = slice(None)
+        width = self.neurons
+        if neurons is not None:
+            cols = self._neuron_indices(neurons)
+            width = cols.size
         out = np.empty((max(0, stop - start), width), dtype=np.float32)
         split = min(max(start, self._stored_len), stop)
         if split > start:
@@ -280,6 +324,25 @@ class Recording:
         for i in range(split, stop):
             out[i - start] = self._row(i)[cols]
         return out
+
+    def _neuron_indices(self, neurons: Any) -> np.ndarray:
+        """``neurons`` as a 1-D array of neuron indices, checked with one min/max pass (the
+        views call :meth:`states` per frame); one line for anything else. A negative index
+        is refused as :meth:`neuron_trace` refuses it: -1 is far more often a slip."""
+        from flyviz.errors import InputError
+
+        cols = np.asarray(neurons)
+        if cols.ndim != 1 or (cols.size and (cols.dtype == bool
+                                             or not np.issubdtype(cols.dtype, np.integer))):
+            raise InputError(f"neurons must be a 1-D array of whole neuron indices in "
+                             f"0..{self.neurons - 1}, not {cols.ndim}-D {cols.dtype} values")
+        if cols.size:
+            low, high = int(cols.min()), int(cols.max())
+            if low < 0 or high >= self.neurons:
+                bad = low if low < 0 else high
+                raise InputError(f"neuron {bad} is outside 0..{self.neurons - 1} (negative "
+                                 "indices are not counted from the end)")
+        return cols.astype(np.intp, copy=False)
 
     def state_blocks(self) -> list[np.ndarray]:
         """The stored states as they are held, (frames, neurons) blocks in
@@ -502,8 +565,14 @@ class Recording:
         ------
         RecordingError
             If the file is missing, not a recording, from a newer major
-            version, truncated, damaged or inconsistent: one line.
+            version, truncated, damaged or inconsistent, or ``path`` is not a
+            path: one line.
         """
+        if not isinstance(path, (str, os.PathLike)):
+            from flyviz.arguments import shown
+
+            raise RecordingError(f"Recording.load takes the path of a .flyrec file (a str or "
+                                 f"a pathlib.Path), not {shown(path)}")
         return flyrec_codec.read_recording(path, verify=verify, cls=cls)
 
 

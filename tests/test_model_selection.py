@@ -205,3 +205,12 @@ def test_select_command_refuses_bad_queries_with_exit_2(capsys, labelled_folder,
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("flyviz: error:") and fragment in err
+
+
+def test_a_query_that_is_not_text_is_one_line(labelled):
+    ck, _ = labelled
+    for query in (5, None, ["input"]):
+        with pytest.raises(SelectionError, match="a query must be text \\(a str\\)"):
+            neuron_index(ck).select(query)
+    # A parsed tree is still taken as it is.
+    assert neuron_index(ck).count(parse("input")) == neuron_index(ck).count("input")

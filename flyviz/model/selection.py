@@ -280,7 +280,6 @@ _EXAMPLES = {"id": "3,17,100-199", "body": "720575940612345678", "superclass": "
              "type": "KC*", "side": "left", "sign": "inhibitory", "population": "sugar"}
 
 
-@functools.lru_cache(maxsize=512)
 def parse(query: str) -> Node:
     """Parse ``query`` into a tree of :class:`Term`, :class:`Not`, :class:`And`, :class:`Or`.
 
@@ -290,8 +289,18 @@ def parse(query: str) -> Node:
         With one line saying what is wrong and where. Names are checked
         against a model only when the tree is evaluated.
     """
+    # Checked before the cache, which would fail on a list in a TypeError of its own.
     if not isinstance(query, str):
-        raise SelectionError(f"a query is text, not {type(query).__name__}")
+        from flyviz.arguments import shown
+
+        raise SelectionError(f"a query must be text (a str) such as 'superclass:sensory', "
+                             f"not {shown(query)}")
+    return _parse(query)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(query: str) -> Node:
+    """:func:`parse` of a ``str``, cached."""
     return _Parser(query).parse()
 
 
@@ -416,7 +425,8 @@ class NeuronIndex:
         SelectionError
             For a query that does not parse or names an unknown label.
         """
-        node = parse(query) if isinstance(query, str) else query
+        # parse() refuses what is not text (5, None) in one line; a parsed tree is taken as is.
+        node = query if isinstance(query, (Term, Not, And, Or)) else parse(query)
         return self._evaluate(node)
 
     def select(self, query: "str | Node") -> np.ndarray:

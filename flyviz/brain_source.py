@@ -207,6 +207,8 @@ class BrainSource:
         self.note: str | None = None
         self._ranges: dict[str, tuple[float, float]] = {}
         self._layers: dict[str, ColourLayer] = {}
+        #: The quantities :meth:`add_quantity` added (another add replaces one of them).
+        self._added: set[str] = set()
         #: Indices of the neurons drawn (known soma), in the order of every per-point array.
         self.shown = np.flatnonzero(np.asarray(state.anatomy.valid, dtype=bool))
 
@@ -329,9 +331,11 @@ class BrainSource:
         """The colour quantities this source can show, the default first: the recorded
         state's (``"signed"`` and ``"abs"``; ``"spike_rate"`` for a spiking brain), then the
         state's offered colour layers."""
-        return self._state_quantities + tuple(
+        # dict.fromkeys: each name once, in order, whatever registers a layer of a
+        # state quantity's name.
+        return tuple(dict.fromkeys(self._state_quantities + tuple(
             key for key, entry in self.state.colour_layers.items()
-            if key != STATE and entry.available)
+            if key != STATE and entry.available)))
 
     @property
     def quantity(self) -> str:
@@ -357,16 +361,31 @@ class BrainSource:
         """Add a quantity with the same per-neuron ``values`` at every token (e.g. a trace's
         summed node flows, an importance) to the state; returns its name.
 
+        Adding a name again replaces the values added under it; the name of one of the
+        state's own quantities (``"signed"``, the Δx layer ``"delta"``, an atlas
+        statistic...) is refused: the values would not be shown under it, and the name
+        would be listed twice.
+
         Raises
         ------
         InputError
-            For values that are not one number per neuron, or an unknown colormap.
+            For values that are not one number per neuron, an unknown colormap, or a name
+            that is not text or is a built-in quantity's.
         """
+        from flyviz.arguments import shown
         from flyviz.viewer.layers import values_layer
 
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"a quantity's name must be text (a str), not {shown(name)}")
+        built_in = {*ACTIVATION_QUANTITIES, *self.state.kind.state_quantities, STATE,
+                    *(key for key in self.state.colour_layers if key not in self._added)}
+        if name in built_in:
+            raise InputError(f"{name!r} is one of the recording's own colour quantities; "
+                             "give the added values another name")
         layer = values_layer(name, values, self.anatomy.positions.shape[0], colormap=colormap,
                              label=label)
         self.state.add_colour_layer(name, label or name, lambda: layer, replace=True)
+        self._added.add(name)
         self._layers.pop(name, None)
         self._ranges.pop(name, None)
         return name

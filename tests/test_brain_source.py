@@ -84,3 +84,19 @@ def test_added_quantities_and_unknown_ones(demo, saved):
         source.add_quantity("bad", values[:5])
     with pytest.raises(InputError, match="unknown colour quantity 'nope'"):
         source.rgba("nope", 0)
+    # Added again under its name: replaced, listed once.
+    source.add_quantity("index", values[::-1].copy())
+    np.testing.assert_array_equal(source.values("index", 2), values[::-1][source.shown])
+    assert source.quantities.count("index") == 1
+    # A built-in quantity's name would show the built-in colouring and list it twice.
+    before = source.quantities
+    for name in ("signed", "abs", "state"):
+        with pytest.raises(InputError, match=f"'{name}' is one of the recording's own colour "
+                                             "quantities; give the added values another name"):
+            source.add_quantity(name, values)
+    assert source.quantities == before
+    # Values and names that are not what they must be: one line each.
+    with pytest.raises(InputError, match="index: values must be numbers, one per neuron"):
+        source.add_quantity("index", "abc")
+    with pytest.raises(InputError, match="a quantity's name must be text"):
+        source.add_quantity(None, values)

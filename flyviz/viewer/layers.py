@@ -421,7 +421,11 @@ def values_layer(name: str, values: np.ndarray, neurons: int, *, colormap: str =
     InputError
         For values that are not one number per neuron, or an unknown colormap.
     """
-    values = np.asarray(values, dtype=np.float32)
+    try:
+        values = np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError):     # "abc", a dict: numpy's own words name nothing here
+        raise InputError(f"{name}: values must be numbers, one per neuron ({int(neurons):,}), "
+                         f"not {type(values).__name__}") from None
     if values.shape != (int(neurons),):
         raise InputError(f"{name}: {values.shape} values given; colouring needs one per neuron "
                          f"({int(neurons):,})")

@@ -7,7 +7,8 @@ import pytest
 
 pytest.importorskip("vispy")
 
-from flyviz.render.offscreen import FrameRenderer, offscreen_app, parse_size  # noqa: E402
+from flyviz.render.offscreen import (FrameRenderer, check_size, offscreen_app,  # noqa: E402
+                                     parse_size)
 from flyviz.render.overlay import OverlayContent, display_token, overlay_contents  # noqa: E402
 from flyviz.model.errors import ExportError  # noqa: E402
 
@@ -149,6 +150,16 @@ def test_display_token_and_size_parsing():
     for bad in ("1920", "axb", "8x8", "100000x10"):
         with pytest.raises(ExportError):
             parse_size(bad)
+    # A str is a size written WxH (it was read character by character: "size 6x4").
+    assert check_size("640x400") == (640, 400) and check_size((640.0, np.int64(400))) == (640, 400)
+    for bad, said in [((float("nan"), 400), "two whole numbers"), ((640.5, 400), "whole"),
+                      (None, "must be \\(width, height\\) in pixels or 'WIDTHxHEIGHT'"),
+                      ((640,), "two whole numbers"), ((True, 400), "two whole numbers"),
+                      (("640", "400"), "two whole numbers"), ("640 by 400", "WIDTHxHEIGHT"),
+                      ((8, 400), "out of range")]:
+        with pytest.raises(ExportError, match=said) as info:
+            check_size(bad)
+        assert "\n" not in str(info.value)
 
 
 def test_colourbar_runs_from_cool_negative_to_warm_positive(renderer):

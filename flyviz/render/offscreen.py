@@ -59,9 +59,27 @@ def parse_size(text: str) -> tuple[int, int]:
     return check_size((w, h))
 
 
-def check_size(size: tuple[int, int]) -> tuple[int, int]:
-    """Validate a ``(width, height)`` pair."""
-    w, h = int(size[0]), int(size[1])
+def check_size(size: "tuple[int, int] | str") -> tuple[int, int]:
+    """A ``(width, height)`` pair, or a ``"1280x720"`` str (:func:`parse_size`), as two
+    ints of pixels; :class:`ExportError` in one line for anything else (a str was read
+    character by character, a NaN side failed in a bare ``ValueError``)."""
+    import math
+    import numbers
+
+    from flyviz.arguments import shown
+
+    if isinstance(size, str):
+        return parse_size(size)
+    rule = "must be (width, height) in pixels or 'WIDTHxHEIGHT', e.g. (1280, 720) or '1280x720'"
+    try:
+        sides = tuple(size)
+    except TypeError:
+        raise ExportError(f"size {shown(size)} {rule}") from None
+    if len(sides) != 2 or not all(
+            isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+            and float(v).is_integer() for v in sides):
+        raise ExportError(f"size {shown(size)} {rule}, two whole numbers")
+    w, h = int(sides[0]), int(sides[1])
     if not (16 <= w <= MAX_EDGE and 16 <= h <= MAX_EDGE):
         raise ExportError(f"size {w}x{h} is out of range: each side must be 16 to {MAX_EDGE} pixels")
     return w, h

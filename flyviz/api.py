@@ -496,9 +496,11 @@ def export_movie(recording: "Recording | ViewerState | str | Path", path: str | 
     """
     import dataclasses
 
+    from flyviz.arguments import loaded_model
     from flyviz.export import ExportOptions, export_recording, movie_format
     from flyviz.record.recording import Recording
 
+    loaded_model("model", model)    # "demo" failed in AttributeError: 'str' ... 'neurons'
     fields = {f.name for f in dataclasses.fields(ExportOptions)}
     unknown = sorted(set(options) - fields)
     if unknown:

@@ -17,7 +17,7 @@ from typing import Any
 
 from flyviz.errors import InputError
 
-__all__ = ["choice", "shown", "span", "text_not_a_path", "whole_number"]
+__all__ = ["choice", "loaded_model", "shown", "span", "text_not_a_path", "whole_number"]
 
 #: A ``str`` with a line break, or longer than this, is text: never taken for a file's name.
 PATH_LIKE_LENGTH = 1024
@@ -85,6 +85,30 @@ def choice(name: str, value: Any, choices: Collection[str], *, none: str | None 
         also = f" (or None: {none})" if none is not None else ""
         raise InputError(f"{name} {shown(value)} is not one of {', '.join(choices)}{also}")
     return value
+
+
+def loaded_model(name: str, value: Any, *, none: bool = True) -> Any:
+    """``value``, checked to be a loaded model of any kind: what ``flyviz.load`` or
+    ``SpikingModel.load`` returned (it has ``neurons`` and ``drawing_anatomy``), or ``None``
+    where ``none``. Where a call draws a model's neurons, a spec such as ``"demo"`` would
+    be a guess at its kind (both kinds have a demo), so it is refused with the line that
+    loads it.
+
+    Raises
+    ------
+    InputError
+        ``"model must be a loaded model (what flyviz.load returned), not 'demo' (str);
+        load it first: model=flyviz.load('demo')"``.
+    """
+    if value is None and none:
+        return None
+    if value is not None and hasattr(value, "neurons") and hasattr(value, "drawing_anatomy"):
+        return value
+    hint = f"; load it first: {name}=flyviz.load({os.fspath(value)!r})" \
+        if isinstance(value, (str, os.PathLike)) else ""
+    or_none = " (or None)" if none else ""
+    raise InputError(f"{name} must be a loaded model (what flyviz.load returned){or_none}, "
+                     f"not {shown(value)}{hint}")
 
 
 def span(name: str, value: Any, lo: int, hi: int) -> tuple[int, int]:

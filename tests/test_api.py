@@ -260,6 +260,12 @@ def test_export_movie_writes_frames_drawn_where_the_model_puts_its_neurons(tmp_p
         flyviz.export_movie(out / "missing.flyrec", out / "x.mp4")
     with pytest.raises(FlyvizError, match="OpenGL 'vulkan'.* auto, egl, default, osmesa"):
         flyviz.export_movie(recording, out / "x.mp4", gl="vulkan")
+    # A spec for the model: refused with the line that loads it, before anything renders.
+    with pytest.raises(InputError, match="model must be a loaded model .*, not 'demo' \\(str\\); "
+                                         "load it first: model=flyviz.load\\('demo'\\)"):
+        flyviz.export_movie(recording, out / "x.mp4", model="demo")
+    with pytest.raises(InputError, match="model must be a loaded model"):
+        flyviz.export_movie(recording, out / "x.mp4", model=checkpoint)
     pngs = sorted((out / "frames").glob("*.png"))
     assert len(pngs) == 2
     image = iio.imread(pngs[-1])

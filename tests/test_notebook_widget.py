@@ -113,6 +113,52 @@ def test_slider_and_quantity_change_the_frame_and_the_text(demo, halves):
     assert list(widget.quantity_control.options) == ["signed", "abs"]
     widget.quantity_control.value = "abs"
     assert widget.quantity == "abs" and widget.snapshot().shape == (SIZE[1], SIZE[0], 3)
+    # A token is a whole number (clipped to the recording); anything else is one line.
+    from flyviz.errors import InputError
+
+    widget.show_token(np.int64(1))
+    assert widget.token == widget.slider.value == 1
+    widget.show_token(99)
+    assert widget.token == len(halves) - 1
+    for wrong in (float("nan"), "1", None, 2.5):
+        with pytest.raises(InputError, match="token must be a whole number"):
+            widget.show_token(wrong)
+    assert widget.token == len(halves) - 1
+    widget.close()
+
+
+def test_wrong_arguments_are_one_line_and_a_half_built_widget_goes_quietly(demo, halves):
+    import gc
+
+    from flyviz.errors import FlyvizError, InputError
+    from flyviz.notebook import BrainWidget
+
+    unraisable: list = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        for args, said in [
+                ((None,), "BrainWidget shows a Recording, the path of a .flyrec or a "
+                          "ViewerState, not None"),
+                ((5,), "not 5 \\(int\\)"),
+                ((halves, "demo"), "model must be a loaded model .*; load it first: "
+                                   "model=flyviz.load\\('demo'\\)")]:
+            with pytest.raises(InputError, match=said):
+                BrainWidget(*args, size=SIZE)
+        for model in (None, "demo"):
+            with pytest.raises(InputError, match="model must be a loaded model"):
+                BrainWidget.live(model, "Once upon a time")
+        # Refused after the widget's own construction began, before its lock was made: its
+        # collection closed it and printed "Exception ignored ... no attribute '_lock'".
+        for size in ((float("nan"), 400), (640,)):
+            with pytest.raises(FlyvizError, match="must be \\(width, height\\) in pixels"):
+                BrainWidget(halves, demo, size=size)
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert not unraisable, [str(u.exc_value) for u in unraisable]
+    # A size written WxH, as export_movie takes it.
+    widget = BrainWidget(halves, demo, size="320x200")
+    assert widget.size == (320, 200) and widget.snapshot().shape == (200, 320, 3)
     widget.close()
 
 
@@ -194,6 +240,13 @@ def test_comparison_and_added_quantities_colour_the_widget(demo):
     assert 0 < few.sum() < lit(delta).sum()
     with pytest.raises(InputError, match="one per neuron"):
         widget.add_quantity("wrong", np.zeros(3))
+    with pytest.raises(InputError, match="must be numbers, one per neuron"):
+        widget.add_quantity("x", "abc")
+    # The built-in quantities' names are the recording's: refused, not listed twice.
+    for name in ("signed", "delta"):
+        with pytest.raises(InputError, match=f"'{name}' is one of the recording's own"):
+            widget.add_quantity(name, np.ones(rec.neurons))
+    assert len(set(widget.quantity_control.options)) == len(widget.quantity_control.options)
     widget.close()
 
 
@@ -259,6 +312,9 @@ def test_highlight_keeps_the_selected_neurons_lit(demo, halves):
     assert "flyviz: error:" in widget.text.value
     with pytest.raises(SelectionError):
         widget.highlight("superclass:no_such_thing")
+    for wrong in (5, 0):
+        with pytest.raises(SelectionError, match="a query must be text"):
+            widget.highlight(wrong)
     widget.highlight("")
     widget.quantity_control.value = "signed"
     assert lit(widget.snapshot()).sum() == full

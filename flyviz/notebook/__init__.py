@@ -28,9 +28,9 @@ reads its quantities and text.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -74,10 +74,17 @@ class BrainWidget(RemoteFrameBuffer):
         :class:`~flyviz.viewer.state.ViewerState` to show as it is (the window's, a
         script's: its token, colour layer, highlight, selection and camera).
     model
-        The model it was made with (its anatomy places the neurons); by default
+        The model it was made with, loaded (its anatomy places the neurons); by default
         the one the recording names, when it loads without a download.
+
+    Raises
+    ------
+    flyviz.errors.InputError
+        For a ``recording`` or ``model`` of another type (a spec such as ``"demo"``:
+        ``flyviz.load("demo")`` loads it), or a bad ``size``
+        (:class:`~flyviz.errors.ExportError`).
     size
-        ``(width, height)`` of the frames, in pixels.
+        ``(width, height)`` of the frames, in pixels, or ``"640x400"``.
     quantity
         The colour quantity: ``"signed"``, ``"abs"``, or ``"delta"`` for a
         comparison (a spiking recording's: ``"spike_rate"``, ``"spike_flash"``); default: the
@@ -87,19 +94,28 @@ class BrainWidget(RemoteFrameBuffer):
         that works). Without any, one :class:`~flyviz.errors.ExportError` line says so.
     """
 
-    def __init__(self, recording: Any, model: Any = None, *, size: tuple[int, int] = (640, 400),
+    def __init__(self, recording: Any, model: Any = None, *, size: tuple[int, int] | str = (640, 400),
                  quantity: str | None = None, gl: str | None = None, **kwargs: Any) -> None:
         require_notebook()
+        from flyviz.arguments import loaded_model, shown
         from flyviz.brain_source import BrainSource
+        from flyviz.errors import InputError
+        from flyviz.record.recording import Recording
         from flyviz.render.offscreen import check_size, offscreen_app
         from flyviz.viewer.state import ViewerState
 
+        # Checked first: None, 5 or a model spec failed later in a bare AttributeError.
+        if not isinstance(recording, (Recording, ViewerState, str, os.PathLike)):
+            raise InputError(f"BrainWidget shows a Recording, the path of a .flyrec or a "
+                             f"ViewerState, not {shown(recording)}")
+        loaded_model("model", model)
         super().__init__(**kwargs)
+        self._widget_made = True        # what close() may close from here on
         given_state = isinstance(recording, ViewerState)
-        if given_state:
+        if isinstance(recording, ViewerState):
             self.source = BrainSource.from_state(recording, recording.model_name or "run")
-        elif isinstance(recording, (str, Path)):
-            self.source = BrainSource.open(recording, model=model)
+        elif isinstance(recording, (str, os.PathLike)):
+            self.source = BrainSource.open(os.fspath(recording), model=model)
         else:
             self.source = BrainSource.of_recording(
                 recording, model, "run", missing="BrainWidget(recording, model) draws its anatomy")
@@ -162,8 +178,18 @@ class BrainWidget(RemoteFrameBuffer):
                 f"{html.escape(self.source.token_text(self.token))}</pre>{said}")
 
     def show_token(self, token: int) -> None:
-        """Show ``token`` (clipped to the recording)."""
-        token = int(np.clip(token, 0, max(self.source.tokens - 1, 0)))
+        """Show ``token`` (a whole number, clipped to the recording).
+
+        Raises
+        ------
+        flyviz.errors.InputError
+            For anything but a whole number (NaN, ``"3"`` or ``None`` failed inside NumPy,
+            ``2.5`` was rounded down).
+        """
+        from flyviz.arguments import whole_number
+
+        token = whole_number("token", token)
+        token = min(max(token, 0), max(self.source.tokens - 1, 0))
         if self.source.tokens:
             self.state.index = token
         if self.slider.value != token:
@@ -192,8 +218,14 @@ class BrainWidget(RemoteFrameBuffer):
         flyviz.errors.InputError
             Without the model (it knows the neurons' names).
         """
-        from flyviz.errors import InputError
+        from flyviz.errors import InputError, SelectionError
 
+        if query is not None and not isinstance(query, str):
+            from flyviz.arguments import shown
+
+            # 0 would have cleared the highlight, 5 failed inside the query's evaluation.
+            raise SelectionError(f"a query must be text (a str) such as "
+                                 f"'superclass:sensory', not {shown(query)}")
         if not query:
             picked = None
         else:
@@ -326,8 +358,10 @@ class BrainWidget(RemoteFrameBuffer):
         event loop) the widget follows on the loop, after each frame.
         """
         require_notebook()
+        from flyviz.arguments import loaded_model
         from flyviz.runs import Run, Runs, ThreadEngine, request_for
 
+        loaded_model("model", model, none=False)    # None or "demo": an AttributeError later
         if request is None:
             request = request_for(model, prompt, max_new_tokens=max_new_tokens)
         run = Run(model, request)                    # a bad request is said here, at once
@@ -380,6 +414,12 @@ class BrainWidget(RemoteFrameBuffer):
 
     def close(self, *args: Any, **kwargs: Any) -> None:
         """Release the renderer and close the widget."""
-        with self._lock:
-            self._close_renderer()
-        super().close(*args, **kwargs)
+        # A widget whose constructor raised is closed too when it is collected (ipywidgets'
+        # __del__): it may have no lock or renderer yet, and nothing of its own to release;
+        # refused before ipywidgets' own __init__ ran, even its close fails (no traits yet).
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            with lock:
+                self._close_renderer()
+        if getattr(self, "_widget_made", False):
+            super().close(*args, **kwargs)

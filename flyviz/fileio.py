@@ -377,8 +377,8 @@ def _paths(value: Any) -> list[Any]:
 
 def check_command_paths(args: Any) -> None:
     """The checks every command's paths get before it starts (:func:`flyviz.cli.main`
-    runs it): no name too long for the file system, and no output that is one of the
-    inputs or another output.
+    runs it): no output with an empty name, no name too long for the file system, and no
+    output that is one of the inputs or another output.
 
     Parameters
     ----------
@@ -399,6 +399,11 @@ def check_command_paths(args: Any) -> None:
     def named(dest: str) -> str:
         return str(own.get(dest) or OUTPUT_OPTIONS.get(dest) or INPUT_OPTIONS[dest])
 
+    for dest, value in outputs.items():
+        if any(isinstance(v, (str, os.PathLike)) and not os.fspath(v)
+               for v in (value if isinstance(value, (list, tuple)) else [value])):
+            # An empty name is the working folder to some writers and nothing to others.
+            raise InputError(f"{named(dest)} is empty: give a file name")
     for dest, value in {**inputs, **outputs}.items():
         for path in _paths(value):
             check_name_lengths(path, named(dest), output=dest in outputs)

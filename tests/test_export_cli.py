@@ -102,6 +102,16 @@ def test_bad_options_fail_with_one_line_and_status_2(model_dir, tmp_path, capsys
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_out_is_refused_before_the_model_runs(model_dir, tmp_path, capsys,
+                                                       monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("flyviz.model.resolve.load_model", lambda *a, **k: pytest.fail("ran"))
+    rc = main(["export", str(model_dir), "--prompt", "the cat", "--out", ""])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "--out is empty" in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unwritable_output_and_mismatched_recording(model_dir, tmp_path, capsys):
     (tmp_path / "file").write_text("not a folder")
     rc = main(["export", str(model_dir), "--prompt", "the cat", "--max-new-tokens", "1",

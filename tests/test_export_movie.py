@@ -205,6 +205,27 @@ def test_png_folder_is_replaced_whole_but_never_over_other_files(run, tmp_path):
     assert leftovers(tmp_path) == ["frames"]
 
 
+def test_png_frames_go_into_the_working_folder_given_as_dot(run, tmp_path, monkeypatch):
+    """``--out .``: Path(".").parent is "." itself, so the temporary folder was made inside
+    the target and then counted as one of the user's files, after the whole movie."""
+    rec, anatomy = run
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    out = export_recording(rec, anatomy, ".", ExportOptions(size=(64, 48), frames_per_token=1,
+                                                             stop=2))
+    assert str(out) == "."
+    assert sorted(p.name for p in here.iterdir()) == ["frame_000001.png", "frame_000002.png"]
+    assert Path.cwd() == here and here.is_dir()    # the folder itself kept its place
+    assert leftovers(tmp_path) == ["here"]
+    (here / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="other files"):
+        export_recording(rec, anatomy, ".", ExportOptions(size=(64, 48), frames_per_token=1))
+    assert leftovers(here) == ["frame_000001.png", "frame_000002.png", "notes.txt"]
+    with pytest.raises(ExportError, match="empty"):
+        export_recording(rec, anatomy, "", ExportOptions(size=(64, 48)))
+
+
 def test_encoder_dying_midway_is_an_export_error_and_leaves_nothing(run, tmp_path, monkeypatch):
     """Like a full disk: ffmpeg exits while frames are still coming."""
     from flyviz.export import encoders

@@ -291,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
 
     meshes = movie_meshes(args, anatomy)
     _, backend = offscreen_app(backend=args.gl)
-    progress = ProgressLine(f"exporting {Path(args.out).name}")
+    progress = ProgressLine(f"exporting {Path(args.out).name or args.out}")
     rss = _Memory() if args.bench else None
     previous = _exit_on_sigterm()
     try:

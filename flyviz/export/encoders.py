@@ -5,9 +5,10 @@ Frames go straight down a pipe to the ffmpeg that ships with imageio-ffmpeg
 and encoding runs in parallel with rendering. Frames are passed at their
 exact size: nothing pads 1080 to 1088.
 
-Output is written under a temporary name in the target's folder and renamed
-into place only once the encoder has finished without error; a cancel, an
-encoder failure or a full disk leaves nothing under the target name.
+Output is written under a temporary name in the target's folder (inside an
+existing folder of PNG frames) and moved into place only once the encoder has
+finished without error; a cancel, an encoder failure or a full disk leaves
+nothing under the target name.
 
 :func:`encode_movie` is that lifecycle around one export's frames (each
 movie kind says only which frames it draws).
@@ -72,7 +73,8 @@ def _codec_args(fmt: str, crf: int | None, fps: float, speed: str) -> list[str]:
 
 
 class AtomicTarget:
-    """A temporary file or folder next to ``out`` that replaces it only on commit.
+    """A temporary file or folder next to ``out`` (inside ``out``, an existing folder of
+    frames) that takes its place only on commit.
 
     Parameters
     ----------
@@ -85,16 +87,25 @@ class AtomicTarget:
     def __init__(self, out: Path, folder: bool) -> None:
         self.out = Path(out)
         self.folder = folder
-        parent = self.out.parent
+        if str(out) == "":
+            raise ExportError("the output name is empty; give a file name such as run.mp4, "
+                              "or a folder name for PNG frames")
         if folder and self.out.exists() and not self.out.is_dir():
             raise ExportError(f"{self.out} is a file; give a folder name for PNG frames")
         if not folder and self.out.is_dir():
             raise ExportError(f"{self.out} is a folder; give a file name for the movie")
-        if folder and self.out.is_dir():
+        #: An existing folder keeps its place (it may be the working folder, ``--out .``, or
+        #: one whose parent is not writable): the frames are written into a hidden folder
+        #: inside it and moved into it on commit. A new folder or a file is written beside
+        #: the target and renamed into place.
+        self.inside = folder and self.out.is_dir()
+        if self.inside:
             other = self._other_files()
             if other:
                 raise ExportError(f"{self.out} holds other files ({other[0]}); choose an empty "
                                   "folder or one with only earlier frames")
+        # Path(".").parent is "." itself: the names come from the absolute path.
+        parent = self.out if self.inside else Path(os.path.abspath(self.out)).parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
             self.tmp = self._create_temporary(parent)
@@ -106,7 +117,8 @@ class AtomicTarget:
         # Not tempfile.mkstemp: its 0600 mode would stick to the finished movie;
         # a plain create honours the user's umask like any other saved file.
         for _ in range(100):
-            tmp = parent / f".{self.out.name}.{secrets.token_hex(4)}.part{self.out.suffix}"
+            name = Path(os.path.abspath(self.out)).name
+            tmp = parent / f".{name}.{secrets.token_hex(4)}.part{self.out.suffix}"
             try:
                 if self.folder:
                     tmp.mkdir()
@@ -120,11 +132,9 @@ class AtomicTarget:
     def commit(self) -> Path:
         """Move the finished output into place."""
         try:
-            if self.folder and self.out.is_dir() and any(self.out.iterdir()):
-                self._replace_folder()
+            if self.inside:
+                self._fill_folder(self.tmp)
             else:
-                if self.folder and self.out.is_dir():
-                    self.out.rmdir()
                 os.replace(self.tmp, self.out)
         except OSError as exc:
             self.discard()
@@ -132,19 +142,30 @@ class AtomicTarget:
                               f"{exc.strerror or exc}") from None
         return self.out
 
-    def _replace_folder(self) -> None:
-        # Only a folder of earlier frames is replaced; anything else is the user's.
+    def _fill_folder(self, tmp: Path) -> None:
+        # Only a folder of earlier frames is refilled; anything else is the user's.
         others = self._other_files()
         if others:
             raise OSError(f"the folder holds other files ({others[0]}); choose an empty folder")
-        old = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", suffix=".old", dir=self.out.parent))
-        os.replace(self.out, old / "frames")
-        os.replace(self.tmp, self.out)
-        shutil.rmtree(old, ignore_errors=True)
+        new = sorted(p.name for p in tmp.iterdir())
+        for name in new:
+            os.replace(tmp / name, self.out / name)
+        keep = set(new)
+        for old in self._frame_files():
+            if old not in keep:     # earlier frames past the new movie's end
+                (self.out / old).unlink()
+        tmp.rmdir()
+
+    def _frame_files(self) -> list[str]:
+        return sorted(p.name for p in self.out.iterdir()
+                      if p.name.startswith("frame_") and p.suffix == ".png")
 
     def _other_files(self) -> list[str]:
+        # The export's own temporary folder, inside the target, is not the user's.
+        tmp = getattr(self, "tmp", None)     # none yet while __init__ checks the folder
+        own = tmp.name if tmp is not None else None
         return sorted(p.name for p in self.out.iterdir()
-                      if not (p.name.startswith("frame_") and p.suffix == ".png"))
+                      if p.name != own and not (p.name.startswith("frame_") and p.suffix == ".png"))
 
     def discard(self) -> None:
         """Remove the temporary output."""

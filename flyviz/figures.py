@@ -17,7 +17,8 @@ PDF canvas; the brain through flyviz's own offscreen renderer):
     explained variance in the axis labels; a comparison adds the intervened
     run on the untouched run's axes.
 ``brain``
-    The 3-D view of one token, as the app and movies draw it, with its colour bar.
+    The 3-D view of one token, as the app and movies draw it, with its colour bar; a
+    comparison draws the untouched run, the intervened run and Δx side by side.
 
 Colours are flyviz's own colormaps at their display brightness on black, as
 the app's raster and the brain view show them.
@@ -381,25 +382,73 @@ def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> N
     if model is None or getattr(model, "anatomy", None) is None:
         raise InputError("a brain figure needs the model that placed the neurons: give it "
                          "with --model")
-    tokens = len(recording)
+    baseline = getattr(recording, "baseline", None)
+    tokens = len(recording) if baseline is None else min(len(recording), len(baseline))
     token = tokens - 1 if options.token is None else options.token
     if not 0 <= token < tokens:
         raise InputError(f"--token {token} is outside the recording's 0..{tokens - 1}")
-    state = ViewerState()
-    # The kind says what the state is (its colour bar: activation h, rates in Hz).
-    state.set_model(model, model.anatomy, getattr(model, "name", None),
-                    kind=_kind(recording, model))
-    state.set_recording(recording, index=token)
-    state.mesh.outline_shown = options.outline
-    image = brain_image(state, options.size)
-    axes = figure.add_subplot()
-    axes.imshow(image)
-    axes.set_axis_off()
-    layer = state.layer
-    low, high = state.value_range(token)
-    _colourbar(figure, axes, layer.colormap, max(abs(low), abs(high)), layer.caption)
+    kind = _kind(recording, model)
+
+    def shown(run: Any) -> Any:
+        state = ViewerState()
+        # The kind says what the state is (its colour bar: activation h, rates in Hz).
+        state.set_model(model, model.anatomy, getattr(model, "name", None), kind=kind)
+        state.set_recording(run, index=token)
+        state.mesh.outline_shown = options.outline
+        return state
+
     # The caption is the model kind's: a language model's "token 12 of 40: ' cat'".
-    axes.set_title(state.kind.frame_caption(recording, token), fontsize=11)
+    caption = kind.frame_caption(recording, token)
+    if baseline is None:
+        state = shown(recording)
+        axes = figure.add_subplot()
+        axes.imshow(brain_image(state, options.size))
+        axes.set_axis_off()
+        low, high = state.value_range(token)
+        _colourbar(figure, axes, state.layer.colormap, max(abs(low), abs(high)),
+                   state.layer.caption)
+        axes.set_title(caption, fontsize=11)
+        return
+    _brain_comparison(figure, recording, baseline, token, shown, caption, options)
+
+
+def _brain_comparison(figure: Any, recording: Any, baseline: Any, token: int, shown: Any,
+                      caption: str, options: FigureOptions) -> None:
+    """A comparison's brain figure: the untouched run, the intervened run and Δx side by
+    side, as the raster draws them."""
+    import dataclasses
+
+    from flyviz.render.offscreen import render_state_image
+    from flyviz.render.style import ColourScale
+    from flyviz.viewer.layers import DELTA
+
+    untouched, intervened, delta = shown(baseline), shown(recording), shown(recording)
+    delta.colour_by = DELTA
+    # The untouched and intervened panels are read side by side: one colour range for both
+    # (each its own made the same colour two values); Δx keeps its own.
+    shared = max(max(abs(v) for v in state.value_range(token))
+                 for state in (untouched, intervened))
+    for state in (untouched, intervened):
+        layer = dataclasses.replace(state.state_layer(),
+                                    scale=ColourScale.fixed(max(shared, 1e-6)))
+        state.add_colour_layer("figure", "one range for both runs", lambda layer=layer: layer)
+        state.colour_by = "figure"
+    # A free-running comparison may have read another token in the untouched run.
+    own = untouched.kind.frame_caption(baseline, token)
+    first = "untouched" if own == caption else f"untouched ({own})"
+    width, height = options.size
+    # A panel a third of the width, about as wide as the brain is (no black bands above).
+    panel = (max(320, int(width / 3 * 0.85)), max(240, min(height - 120, int(width / 3 * 0.65))))
+    grid = figure.subplots(1, 3, squeeze=False)[0]
+    for axes, label, state in zip(grid, (first, "intervened", "Δx (intervened − untouched)"),
+                                  (untouched, intervened, delta)):
+        axes.imshow(render_state_image(state, panel))
+        axes.set_axis_off()
+        axes.set_title(label, fontsize=10)
+        low, high = state.value_range(token)
+        _colourbar(figure, axes, state.layer.colormap, max(abs(low), abs(high), 1e-6),
+                   state.layer.caption)
+    figure.suptitle(caption, fontsize=11)
 
 
 _DRAW = {"raster": _raster, "celltypes": _celltypes, "trajectory": _trajectory,

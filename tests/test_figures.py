@@ -151,6 +151,42 @@ def test_the_brain_figure_is_the_offscreen_view(saved, capsys, tmp_path):
     assert code == 2 and "outside the recording" in err
 
 
+def test_a_comparison_brain_draws_the_untouched_run_the_intervened_run_and_dx(saved, capsys,
+                                                                             tmp_path):
+    """The brain figure of a comparison drew only the intervened run, unlabelled."""
+    from matplotlib.figure import Figure
+
+    from flyviz.figures import _brain
+    from flyviz.record.recording import Recording
+
+    compared = Recording.load(saved["compared_path"])
+    figure = Figure(figsize=(12, 5), dpi=100, layout="constrained")
+    _brain(figure, compared, saved["model"], FigureOptions(kind="brain", size=(1200, 500),
+                                                           token=3))
+    panels = [axes for axes in figure.axes if axes.images]
+    assert [axes.get_title() for axes in panels] == [
+        "untouched", "intervened", "Δx (intervened − untouched)"]
+    assert figure.get_suptitle().startswith("token 4 of ")
+    untouched, intervened, delta = (np.asarray(axes.images[0].get_array(), int)
+                                    for axes in panels)
+    # Silencing cb_sensory changed the picture, and Δx is a picture of its own.
+    assert not np.array_equal(untouched, intervened)
+    assert not np.array_equal(delta, intervened) and not np.array_equal(delta, untouched)
+    # Δx lights the neurons the intervention changed, in the difference colours (the
+    # states' lit neurons are not all where Δx's are).
+    lit = [(image.sum(axis=2) > 60) for image in (untouched, intervened, delta)]
+    assert lit[2].any() and not np.array_equal(lit[2], lit[1])
+    # One colour range for the two runs (their bars end alike); Δx has its own caption.
+    bars = [axes for axes in figure.axes if not axes.images and axes.get_ylabel()]
+    assert [bar.get_ylabel() for bar in bars][2].startswith("Δx")
+    assert len(bars) == 3 and bars[0].get_ylim() == bars[1].get_ylim()
+    out = tmp_path / "compared-brain.png"
+    code, _, err = _cli(capsys, "figure", saved["compared_path"], "--kind", "brain", "--out",
+                        out, "--size", "1200x500")
+    assert code == 0, err
+    assert _png(out).shape[:2] == (500, 1200)
+
+
 def test_bad_requests_are_one_line_before_any_work(saved, capsys, tmp_path):
     rec = saved["run_path"]
     cases = [

@@ -19,6 +19,7 @@ kinds:
   trajectory  the states on their first three principal axes, as a 3-D path; a
               comparison adds the intervened run on the untouched run's axes
   brain       the 3-D view of one token (--token, default the last), as the app draws it;
+              a comparison draws the untouched run, the intervened run and Δx;
               --outline adds the brain's outline computed from the somas
 
 The neurons' labels and positions come from the model the recording names

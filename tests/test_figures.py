@@ -221,3 +221,11 @@ def test_options_are_checked():
         FigureOptions(kind="pie").checked()
     with pytest.raises(InputError, match="unknown sort"):
         FigureOptions(sort="random").checked()
+
+
+def test_the_token_options_counting_and_the_titles_are_both_told(capsys):
+    """``--token 11`` is titled "token 12 of N" (the app's and movies' counter): the help
+    says so, where it said only that the option counts from 0."""
+    code, out, _ = _cli(capsys, "figure", "--help")
+    assert code == 0
+    assert "--token 11 reads 'token 12 of N'" in " ".join(out.split())

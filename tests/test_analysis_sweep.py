@@ -473,3 +473,18 @@ def test_where_it_ran_says_in_this_process_for_no_workers():
     assert where_it_ran(1, 0) == "in this process"
     assert where_it_ran(1, 0, "tcp://host:8786") == "1 worker(s)"   # a scheduler's worker
     assert where_it_ran(2, None) == where_it_ran(2, 2) == "2 worker(s)"
+
+
+def test_the_lesion_map_pages_groups_file_selects_groups_of_the_demo_brain(tmp_path, demo):
+    """docs/lesion-map.md's ``groups.txt`` (a text block the docs test does not run) is the
+    reader's first ``--by FILE``: each of its queries must select neurons of the demo brain
+    (its ``type:KC*`` matched no cell type there)."""
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "lesion-map.md").read_text("utf-8")
+    block = re.search(r"```text\n(# groups\.txt\n.*?)```", page, re.S)
+    assert block is not None
+    path = tmp_path / "groups.txt"
+    path.write_text(block.group(1), encoding="utf-8")
+    groups = file_groups(demo.checkpoint, path)
+    assert len(groups) == 3 and all(g.size > 0 for g in groups)

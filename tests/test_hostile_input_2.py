@@ -274,6 +274,29 @@ def test_a_fifo_in_an_atlas_is_refused_not_waited_on(world2, tmp_path, member):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this system has no FIFOs (os.mkfifo)")
+def test_a_folder_that_is_no_atlas_is_said_so_before_its_tree_is_walked(capsys, tmp_path,
+                                                                        monkeypatch):
+    """``flyviz neuron / 3`` walked the whole tree, then called a pipe in /proc damage, under
+    an empty name; a file given for an atlas was called a missing folder."""
+    from flyviz.analysis import integrity
+
+    folder = tmp_path / "not-an-atlas"
+    (folder / "deep").mkdir(parents=True)
+    os.mkfifo(folder / "deep" / "pipe")
+    walked = []
+    monkeypatch.setattr(integrity, "check_regular_tree", lambda *a: walked.append(a))
+    for given in (folder, Path("/")):
+        code, _, err = cli_run(capsys, "neuron", str(given), "3")
+        one_error_line(code, err, f"{given} is not a flyviz atlas", "flyviz atlas")
+        assert "damaged" not in err
+    assert walked == []
+    recording = tmp_path / "run.flyrec"
+    recording.write_bytes(b"FLYREC")
+    code, _, err = cli_run(capsys, "neuron", str(recording), "3")
+    one_error_line(code, err, "run.flyrec is a file, not a folder", "made by 'flyviz atlas'")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="this system has no FIFOs (os.mkfifo)")
 def test_the_file_helpers_open_regular_files_only(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)

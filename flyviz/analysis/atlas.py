@@ -23,6 +23,7 @@ the settings (attribute ``flyviz_atlas``). :class:`Atlas` reads it.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -38,11 +39,17 @@ from flyviz.analysis.atlas_build import (FORMAT, FORMAT_VERSION, NEURON_CHUNK, A
 from flyviz.analysis.atlas_stats import (BANDS, HIST_BINS, HIST_EDGES, AtlasSettings,
                                          ChunkStatistics, chunk_statistics, histogram_bins,
                                          merge_partials)
+from flyviz.fileio import missing_folder, not_a_file, short_path
 from flyviz.model.errors import FlyvizError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.population import Trajectory
     from flyviz.model.checkpoint import Checkpoint
+
+
+#: The files at the top of a Zarr store that its reader opens first (version 2's
+#: consolidated metadata, group and attributes; version 3's one file).
+ROOT_METADATA = (".zmetadata", ".zgroup", ".zattrs", "zarr.json")
 
 
 class AtlasError(FlyvizError):
@@ -175,9 +182,20 @@ class Atlas:
         self.context_before = int(context_before)
         self.context_after = int(context_after)
         if not self.path.is_dir():
-            raise AtlasError(f"no atlas at {self.path}: the folder does not exist")
-        # A FIFO in place of a metadata file or a chunk would block Zarr's read forever.
-        integrity.check_regular_tree(self.path, self._damaged)
+            # A file (a recording given for an atlas) is said to be one, not "missing".
+            raise AtlasError(f"no atlas at {short_path(self.path)}: {missing_folder(self.path)}; "
+                             "an atlas is a folder made by 'flyviz atlas'")
+        # Whether it is an atlas at all is asked first, of its top metadata only: walking
+        # the whole tree of any folder given (/, /usr) took long and then called /proc's
+        # pipes damage. A FIFO in place of a metadata file would block Zarr's read forever.
+        present = [name for name in ROOT_METADATA if os.path.lexists(self.path / name)]
+        if not present:
+            raise AtlasError(f"{short_path(self.path)} is not a flyviz atlas (no Zarr metadata "
+                             "in the folder); make one with 'flyviz atlas'")
+        for name in present:
+            why = not_a_file(self.path / name)
+            if why and why != "no such file":     # a dangling link: Zarr reads it as missing
+                raise self._damaged(f"{name}: {why}")
         try:
             import zarr
 
@@ -193,6 +211,8 @@ class Atlas:
                              f"({type(exc).__name__}: {str(exc)[:100]})") from None
         if not isinstance(info, dict) or info.get("format") != FORMAT:
             raise AtlasError(f"{self.path} is not a flyviz atlas (no flyviz_atlas attributes)")
+        # A FIFO in place of a chunk would block Zarr's read forever.
+        integrity.check_regular_tree(self.path, self._damaged)
         self._verifier = integrity.StoreVerifier(self.path, attrs.get(integrity.ATTRIBUTE),
                                                  self._damaged)
         # Before any attribute is trusted: the metadata as sealed (dtypes, shapes,
@@ -226,7 +246,7 @@ class Atlas:
             self._verifier.check_all()
 
     def _damaged(self, why: str) -> AtlasError:
-        return AtlasError(f"{self.path.name} is damaged ({why}); build it again with "
+        return AtlasError(f"{short_path(self.path)} is damaged ({why}); build it again with "
                           "'flyviz atlas'")
 
     # ------------------------------------------------------------- identity

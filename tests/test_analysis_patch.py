@@ -14,7 +14,8 @@ import flyviz
 from flyviz import cli
 from flyviz.analysis.causal import (CausalTrace, TraceError, TraceSettings, merge_partials,
                                     run_causal_trace)
-from flyviz.analysis.heatmap import CELL_H, CELL_W, colours, heatmap_image, heatmap_svg
+from flyviz.analysis.heatmap import (CELL_H, CELL_W, bar_span, colours, heatmap_image,
+                                     heatmap_svg)
 from flyviz.analysis.sweep import sweep_groups
 from flyviz.model.batch import BatchEngine, PatchHooks
 from flyviz.model.patching import Patch, PatchSource, source_states
@@ -226,7 +227,9 @@ def test_the_heatmap_draws_each_cell_in_its_colour(by_superclass, tmp_path):
     trace = CausalTrace(reference)
     image = heatmap_image(trace, "p_answer")
     low, high = trace.span("p_answer")
-    want = colours(trace.grid("p_answer"), low, high)
+    # The bar spans the two runs' values and any cell beyond them.
+    span = bar_span((trace.grid("p_answer") - low) / (high - low))
+    want = colours(trace.grid("p_answer"), low, high, span)
     # Find the grid: the first cell's colour block, CELL_W x CELL_H, at each (row, column).
     svg = ET.fromstring(heatmap_svg(trace, "p_answer"))
     rects = [r for r in svg.iter("{http://www.w3.org/2000/svg}rect") if r.find(
@@ -238,15 +241,66 @@ def test_the_heatmap_draws_each_cell_in_its_colour(by_superclass, tmp_path):
             y, x = y0 + r * CELL_H + CELL_H // 2, x0 + c * CELL_W + CELL_W // 2
             assert tuple(image[y, x]) == tuple(want[r, c]), (r, c)
             assert rects[r * want.shape[1] + c].get("fill") == "#%02x%02x%02x" % tuple(want[r, c])
-    # The colour bar runs from the clean colour (top) to the corrupted one (bottom).
+    # The colour bar runs from its clean end (top) to its corrupted one (bottom).
     bar_h = want.shape[0] * CELL_H
-    ramp = colours(np.linspace(high, low, bar_h), low, high)
+    top, bottom = (low + f * (high - low) for f in (span[1], span[0]))
+    ramp = colours(np.linspace(top, bottom, bar_h), low, high, span)
     bar_x = x0 + want.shape[1] * CELL_W + 20 + 8
     assert tuple(image[y0 + 1, bar_x]) == tuple(ramp[1])
     assert tuple(image[y0 + bar_h - 2, bar_x]) == tuple(ramp[-2])
-    ends = colours(np.array([high, low]), low, high)
+    ends = colours(np.array([top, bottom]), low, high, span)
     assert np.abs(ramp[1].astype(int) - ends[0]).max() <= 8
     assert np.abs(ramp[-2].astype(int) - ends[1]).max() <= 8
+
+
+class _Trace:
+    """A causal trace's face as the heatmap reads it, with chosen values."""
+
+    def __init__(self, grid, corrupted, clean):
+        self._grid, self._span = np.asarray(grid, float), (corrupted, clean)
+        self.positions = list(range(self._grid.shape[0]))
+        self.groups = [f"group{c}" for c in range(self._grid.shape[1])]
+        self.info = {"answer": " She", "versus": " He", "settings": {"window": 1}}
+
+    def span(self, metric):
+        return self._span
+
+    def grid(self, metric):
+        return self._grid
+
+    def token_labels(self):
+        return [f"{r} tok{r}" for r in self.positions]
+
+
+def test_cells_beyond_the_runs_values_are_not_drawn_in_their_colours(tmp_path):
+    """A cell below the corrupted run's value was drawn in the corrupted colour, one past the
+    clean run's in the clean colour, with nothing said; nor which way was brighter when the
+    clean run's value is the lower (as p(answer) on the patching page's example)."""
+    corrupted, clean = 0.531, 0.4698
+    grid = [[0.5457, corrupted], [clean, 0.4676]]     # one cell beyond each run's value
+    trace = _Trace(grid, corrupted, clean)
+    image = heatmap_image(trace, "p_answer").astype(int)
+    svg = heatmap_svg(trace, "p_answer")
+    root = ET.fromstring(svg)
+    rects = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.find(
+        "{http://www.w3.org/2000/svg}title") is not None]
+    x0, y0 = int(rects[0].get("x")), int(rects[0].get("y"))
+
+    def cell(r, c):
+        return tuple(image[y0 + r * CELL_H + CELL_H // 2, x0 + c * CELL_W + CELL_W // 2])
+
+    fills = [r.get("fill") for r in rects]
+    assert len(set(fills)) == 4 and len({cell(0, 0), cell(0, 1), cell(1, 0), cell(1, 1)}) == 4
+    # The bar's ends are the cells beyond; the runs' values are labelled marks on it.
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "0.4676 (a cell beyond clean)" in texts and "clean 0.4698" in texts
+    assert "corrupted 0.531" in texts and "0.5457 (a cell beyond corrupted)" in texts
+    assert any("brighter: nearer the clean run's p(answer) (here the lower" in t for t in texts)
+    # Within the runs' values, the bar and colours are as before.
+    inside = _Trace([[corrupted, clean]], corrupted, clean)
+    assert bar_span((inside.grid("p_answer") - corrupted) / (clean - corrupted)) == (0.0, 1.0)
+    assert not any("reaches past" in t.text for t in ET.fromstring(heatmap_svg(
+        inside, "p_answer")).iter("{http://www.w3.org/2000/svg}text"))
 
 
 def test_the_patch_command_writes_the_table_and_the_figure(capsys, world, tmp_path):

@@ -13,6 +13,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 
 from flyviz.analysis.sweep import sweep_groups
+from flyviz.app.language.patching_heatmap import colour_index
 from flyviz.app.language.patching_panel import heatmap_colours
 from flyviz.model.patching import Patch, source_states
 from flyviz.model.tokenizer import tokenizer_for
@@ -82,10 +83,9 @@ def test_the_heatmap_colours_each_cell_from_corrupted_to_clean_and_a_click_compa
         if heatmap.first_row != shown_from:
             image, shown_from = heatmap.grab().toImage(), heatmap.first_row
         for column in range(n_groups):
-            value = np.nan_to_num(np.clip(grid[row, column], 0, 1))
-            want = colours[int(round(value * 255))].astype(np.float64)
+            want = colours[colour_index(grid[row, column], heatmap.span)].astype(np.float64)
             got = _image_pixel(image, heatmap, heatmap.cell_centre(row, column))
-            assert np.abs(got - want).max() <= TOLERANCE, (row, column, value, got, want)
+            assert np.abs(got - want).max() <= TOLERANCE, (row, column, grid[row, column], got, want)
             checked += 1
     assert checked == n_positions * n_groups
     assert np.nanmax(grid) > 0.2        # some cells bring much of the answer back
@@ -232,6 +232,21 @@ def _standalone_heatmap(qtbot, rows: int, height: int):
     heatmap.set_grid(values, [f"{r} tok{r}" for r in range(rows)], ["a", "b", "c"])
     QApplication.processEvents()
     return heatmap, values, holder
+
+
+def test_cells_beyond_the_runs_values_extend_the_bar_not_take_their_colours(qtbot):
+    """A cell below the corrupted run's value (-0.24) was drawn in the corrupted colour and
+    one past the clean run's (1.035) in the clean colour: the written figure's bar span
+    (flyviz.analysis.heatmap.bar_span) is the dock's too."""
+    heatmap, _, _ = _standalone_heatmap(qtbot, 2, 300)
+    values = np.array([[-0.24, 0.0], [1.0, 1.035]])
+    heatmap.set_grid(values, ["0 a", "1 b"], ["x", "y"])
+    assert heatmap.span == (-0.24, 1.035)
+    assert tuple(heatmap.bar.values) == (-0.24, 1.035)
+    index = colour_index(values, heatmap.span)
+    assert len(set(index.ravel().tolist())) == 4 and index[0, 0] == 0 and index[1, 1] == 255
+    heatmap.set_grid(np.array([[0.0, 1.0]]), ["0 a"], ["x", "y"])
+    assert heatmap.span == (0.0, 1.0) and tuple(heatmap.bar.values) == (0.0, 1.0)
 
 
 def _shown_row_labels(heatmap) -> list[str]:

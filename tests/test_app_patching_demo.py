@@ -22,6 +22,7 @@ from PySide6.QtTest import QTest
 from test_app_why_demo import SIZE, _region
 from qt_barriers import settle
 
+from flyviz.app.language.patching_heatmap import colour_index
 from flyviz.app.language.patching_panel import EXAMPLE, heatmap_colours
 from flyviz.model.patching import Patch
 
@@ -44,7 +45,8 @@ def test_patching_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):
         trace = traced.args[0]
         panel = feature.panel
         panel.measure.setCurrentIndex(panel.measure.findData("logit_diff"))
-        grid = np.nan_to_num(np.clip(trace.grid("logit_diff_normalised"), 0.0, 1.0))
+        raw = trace.grid("logit_diff_normalised")
+        grid = np.nan_to_num(np.clip(raw, 0.0, 1.0))
         best = np.unravel_index(int(np.argmax(grid[1:])), grid[1:].shape)
         row, column = int(best[0]) + 1, int(best[1])
         assert grid[row, column] > 0.5         # one group at one step brings most back
@@ -83,14 +85,14 @@ def test_patching_on_the_demo_brain_in_the_window(qtbot, tmp_path, dark_theme):
             point = heatmap.cell_centre(r, c)
             return cells[int(point.y() * ratio), int(point.x() * ratio)]
 
-        want = colours[int(round(grid[row, column] * 255))]
+        want = colours[colour_index(raw[row, column], heatmap.span)]
         assert np.abs(drawn(row, column) - want).max() <= 6, (drawn(row, column), want)
         # The quietest cell among the rows the dock shows now (not the BOS row).
         first = max(1, heatmap.first_row)
         shown = grid[first:heatmap.first_row + heatmap.shown_rows]
         quiet = np.unravel_index(int(np.argmin(shown)), shown.shape)
         q_row, q_column = int(quiet[0]) + first, int(quiet[1])
-        want = colours[int(round(grid[q_row, q_column] * 255))]
+        want = colours[colour_index(raw[q_row, q_column], heatmap.span)]
         assert np.abs(drawn(q_row, q_column) - want).max() <= 6
         # The brain: the clicked group stays lit, the others are dimmed.
         mask = win.brain.emphasis

@@ -2,9 +2,13 @@
 
 Positions are rows (labelled with their tokens), groups are columns (labelled
 with their names, written upwards), and the colour bar runs from the corrupted
-run's value (bottom) to the clean run's (top) in the project's ``"sequential"``
-colormap (:mod:`flyviz.render.colormaps`); values beyond either end take the
-end's colour, NaN cells are grey.
+run's value (bottom, dark) to the clean run's (top, bright) in the project's
+``"sequential"`` colormap (:mod:`flyviz.render.colormaps`). Where cells fall
+beyond either run's value (a group that restores more than all of the clean
+run, or pushes the answer further away than the corruption did) the bar is
+extended to them (:func:`bar_span`), its two runs' values kept as labelled marks
+on it, so that no cell takes a reference's colour it does not have; a line
+under the title says which way is brighter. NaN cells are grey.
 
 Why Pillow and hand-written SVG rather than matplotlib or vispy: Pillow is
 already installed with imageio (a core dependency) and draws text with a
@@ -66,19 +70,101 @@ def check_figure(path: str | Path) -> Path:
     return path
 
 
-def colours(values: np.ndarray, low: float, high: float) -> np.ndarray:
+def bar_span(fractions: np.ndarray) -> tuple[float, float]:
+    """The colour bar's ends as fractions of the way from the corrupted run's value (0) to
+    the clean run's (1): ``(0, 1)``, extended to the finite ``fractions`` beyond them.
+    The app's heatmap (:mod:`flyviz.app.language.patching_heatmap`) spans its bar the same
+    way."""
+    finite = np.asarray(fractions, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    return min(0.0, float(finite.min())), max(1.0, float(finite.max()))
+
+
+def _fractions(values: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``values`` as fractions of the way from ``low`` (0) to ``high`` (1)."""
+    v = np.asarray(values, dtype=np.float64)
+    span = high - low
+    if span == 0 or not math.isfinite(span):
+        return np.where(np.isfinite(v), 0.0, np.nan)
+    return (v - low) / span
+
+
+def colours(values: np.ndarray, low: float, high: float,
+            span: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
     """``(..., 3)`` uint8 RGB of ``values`` on the sequential colormap from ``low`` (the
-    corrupted end) to ``high`` (the clean end); NaN is grey."""
+    corrupted end) to ``high`` (the clean end); NaN is grey. ``span``: the colour bar's
+    ends as fractions of the way from ``low`` to ``high`` (:func:`bar_span`; default the
+    two runs' values), values beyond them taking the end's colour."""
     from flyviz.render.colormaps import lut
 
     table = np.round(lut("sequential")[:, :3] * 255).astype(np.uint8)
     v = np.asarray(values, dtype=np.float64)
-    span = high - low
-    t = np.zeros(v.shape) if span == 0 or not math.isfinite(span) else (v - low) / span
+    first, last = span
+    t = (_fractions(v, low, high) - first) / (last - first)
     index = np.round(np.clip(np.nan_to_num(t, nan=0.0), 0.0, 1.0) * 255).astype(np.intp)
     out = table[index]
     out[~np.isfinite(v)] = NAN_RGB
     return out
+
+
+@dataclass(frozen=True)
+class _Bar:
+    """The colour bar of a measure: the two runs' values, the bar's ends (fractions of the
+    way from corrupted to clean, :func:`bar_span`) and its labels with their heights."""
+
+    low: float                  # the corrupted run's value
+    high: float                 # the clean run's value
+    span: tuple[float, float]
+
+    @classmethod
+    def of(cls, trace: "CausalTrace", metric: str) -> "_Bar":
+        low, high = trace.span(metric)
+        return cls(low, high, bar_span(_fractions(trace.grid(metric), low, high)))
+
+    def value(self, fraction: float) -> float:
+        return self.low + fraction * (self.high - self.low)
+
+    def y(self, fraction: float, top: int, height: int) -> float:
+        """Where ``fraction`` is on a bar ``height`` pixels tall from ``top`` (the top end
+        is the bar's clean side)."""
+        first, last = self.span
+        return top + (last - fraction) / (last - first) * height
+
+    def labels(self, top: int, height: int) -> list[tuple[float, float, str]]:
+        """``(y of the mark, y of the label, text)``: the two runs' values, and the bar's
+        ends where it is extended beyond them; labels kept a line apart."""
+        first, last = self.span
+        marks = []
+        if last > 1:
+            marks.append((self.y(last, top, height),
+                          f"{self.value(last):.4g} (a cell beyond clean)"))
+        marks.append((self.y(1.0, top, height), f"clean {self.high:.4g}"))
+        marks.append((self.y(0.0, top, height), f"corrupted {self.low:.4g}"))
+        if first < 0:
+            marks.append((self.y(first, top, height),
+                          f"{self.value(first):.4g} (a cell beyond corrupted)"))
+        out: list[tuple[float, float, str]] = []
+        for y, text in marks:
+            # Top to bottom, each at least a line below the one before (a leader joins a
+            # label pushed down to its mark), and all within the bar's height.
+            label = max(y, out[-1][1] + LINE_H) if out else y
+            out.append((y, label, text))
+        overflow = out[-1][1] - (top + height)
+        if overflow > 0:
+            out = [(y, label - overflow, text) for y, label, text in out]
+        return out
+
+    def direction(self, name: str) -> str:
+        """Which way is brighter, in words (the clean run's value may be the lower one),
+        and whether the bar is extended."""
+        line = f"brighter: nearer the clean run's {name}"
+        if self.high < self.low:
+            line += f" (here the lower {name}: brighter is lower)"
+        if self.span != (0.0, 1.0):
+            line += "; the bar reaches past the runs' values to the cells beyond them"
+        return line
 
 
 def _font(size: int) -> Any:
@@ -104,7 +190,7 @@ class _Layout:
     width: int
     height: int
     bar_x: int
-    title: tuple[str, str]
+    title: tuple[str, ...]
     cell_w: int
 
 
@@ -121,17 +207,17 @@ def _layout(trace: "CausalTrace", metric: str, font: Any) -> _Layout:
     answer, versus = trace.info.get("answer", ""), trace.info.get("versus", "")
     window = int(trace.info.get("settings", {}).get("window", 1))
     where = "one position" if window == 1 else f"{window} positions"
+    bar = _Bar.of(trace, metric)
     title = (f"{_NAMES.get(metric, metric)}: answer {answer!r} vs {versus!r}",
-             f"the corrupted prompt with one group restored at {where}")
-    top = PAD + 2 * LINE_H + PAD + head_h
+             f"the corrupted prompt with one group restored at {where}",
+             bar.direction(_NAMES.get(metric, metric)))
+    top = PAD + len(title) * LINE_H + PAD + head_h
     left = PAD + label_w
     bar_x = left + cols * cell_w + 2 * PAD
-    ends = trace.span(metric)
-    bar_text = max(_text_width(font, f"clean {ends[1]:.4g}"),
-                   _text_width(font, f"corrupted {ends[0]:.4g}"))
+    bar_text = max(_text_width(font, text) for _, _, text in bar.labels(0, rows * CELL_H))
     width = max(bar_x + BAR_W + 6 + bar_text + PAD,
                 PAD + max(_text_width(font, line) for line in title) + PAD)
-    height = top + rows * CELL_H + PAD
+    height = top + rows * CELL_H + PAD + LINE_H // 2    # a bottom label's descenders
     return _Layout(left, top, width, height, bar_x, title, cell_w)
 
 
@@ -141,8 +227,9 @@ def heatmap_image(trace: "CausalTrace", metric: str = "p_answer") -> np.ndarray:
 
     font = _font(FONT_SIZE)
     lay = _layout(trace, metric, font)
-    low, high = trace.span(metric)
-    grid = colours(trace.grid(metric), low, high)
+    bar = _Bar.of(trace, metric)
+    low, high = bar.low, bar.high
+    grid = colours(trace.grid(metric), low, high, bar.span)
     image = Image.new("RGB", (lay.width, lay.height), "white")
     # The cells: one block per value, scaled up without smoothing.
     cell_w = lay.cell_w
@@ -164,23 +251,32 @@ def heatmap_image(trace: "CausalTrace", metric: str = "p_answer") -> np.ndarray:
         y = lay.top - PAD // 2 - strip.size[1]
         image.paste((0, 0, 0), (x, y, x + strip.size[0], y + strip.size[1]), strip)
     bar_h = len(trace.positions) * CELL_H
-    ramp = colours(np.linspace(high, low, bar_h)[:, None], low, high)
+    ramp = colours(_ramp(bar, bar_h)[:, None], low, high, bar.span)
     image.paste(Image.fromarray(np.repeat(ramp, BAR_W, axis=1), "RGB"), (lay.bar_x, lay.top))
     draw.rectangle((lay.bar_x, lay.top, lay.bar_x + BAR_W - 1, lay.top + bar_h - 1),
                    outline="black")
-    draw.text((lay.bar_x + BAR_W + 6, lay.top), f"clean {high:.4g}", fill="black", font=font,
-              anchor="lt")
-    draw.text((lay.bar_x + BAR_W + 6, lay.top + bar_h), f"corrupted {low:.4g}", fill="black",
-              font=font, anchor="lb")
+    right = lay.bar_x + BAR_W
+    for mark, at, text in bar.labels(lay.top, bar_h):
+        mark_y = min(round(mark), lay.top + bar_h - 1)
+        draw.line((lay.bar_x - 3, mark_y, right + 2, mark_y), fill="black")
+        draw.line((right + 2, mark_y, right + 5, round(at)), fill="black")
+        draw.text((right + 6, round(at)), text, fill="black", font=font, anchor="lm")
     return np.asarray(image)
+
+
+def _ramp(bar: _Bar, steps: int) -> np.ndarray:
+    """``steps`` values down the bar, from its top (clean) end to its bottom one."""
+    first, last = bar.span
+    return np.array([bar.value(f) for f in np.linspace(last, first, steps)])
 
 
 def heatmap_svg(trace: "CausalTrace", metric: str = "p_answer") -> str:
     """The heatmap as SVG text (the same layout as :func:`heatmap_image`)."""
     font = _font(FONT_SIZE)
     lay = _layout(trace, metric, font)
-    low, high = trace.span(metric)
-    grid = colours(trace.grid(metric), low, high)
+    bar = _Bar.of(trace, metric)
+    low, high = bar.low, bar.high
+    grid = colours(trace.grid(metric), low, high, bar.span)
     values = trace.grid(metric)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{lay.width}" height="{lay.height}" '
            f'font-family="sans-serif" font-size="{FONT_SIZE}">',
@@ -207,16 +303,19 @@ def heatmap_svg(trace: "CausalTrace", metric: str = "p_answer") -> str:
                        f'{value:.6g}</title></rect>')
     bar_h = len(trace.positions) * CELL_H
     steps = 64
-    ramp = colours(np.linspace(high, low, steps), low, high)
+    ramp = colours(_ramp(bar, steps), low, high, bar.span)
     for i, rgb in enumerate(ramp):
         y0 = lay.top + bar_h * i / steps
         out.append(f'<rect x="{lay.bar_x}" y="{y0:.2f}" width="{BAR_W}" '
                    f'height="{bar_h / steps + 0.5:.2f}" fill="#%02x%02x%02x"/>' % tuple(rgb))
     out.append(f'<rect x="{lay.bar_x}" y="{lay.top}" width="{BAR_W}" height="{bar_h}" '
                'fill="none" stroke="black"/>')
-    tx = lay.bar_x + BAR_W + 6
-    out.append(f'<text x="{tx}" y="{lay.top + FONT_SIZE}">clean {high:.4g}</text>')
-    out.append(f'<text x="{tx}" y="{lay.top + bar_h}">corrupted {low:.4g}</text>')
+    right = lay.bar_x + BAR_W
+    for mark, at, text in bar.labels(lay.top, bar_h):
+        out.append(f'<path d="M{lay.bar_x - 3},{mark:.1f} H{right + 2} L{right + 5},'
+                   f'{at:.1f}" fill="none" stroke="black"/>')
+        out.append(f'<text x="{right + 6}" y="{at:.1f}" dominant-baseline="middle">'
+                   f'{escape(text)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -241,5 +340,5 @@ def write_heatmap(trace: "CausalTrace", path: str | Path, metric: str = "p_answe
     return path
 
 
-__all__ = ["cell_width", "check_figure", "colours", "heatmap_image", "heatmap_svg",
+__all__ = ["bar_span", "cell_width", "check_figure", "colours", "heatmap_image", "heatmap_svg",
            "write_heatmap"]

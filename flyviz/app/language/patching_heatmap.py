@@ -18,9 +18,11 @@ from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QWheelEvent
 from PySide6.QtWidgets import QScrollBar, QWidget
 
+from flyviz.analysis.heatmap import bar_span
 from flyviz.render.colormaps import lut
 
-__all__ = ["MAX_HEIGHT", "MIN_HEIGHT", "ROW_PIXELS", "Heatmap", "heatmap_colours"]
+__all__ = ["MAX_HEIGHT", "MIN_HEIGHT", "ROW_PIXELS", "Heatmap", "colour_index",
+           "heatmap_colours"]
 
 #: Pixels per heatmap row the heatmap asks for, and the most it asks for in all.
 ROW_PIXELS = 20
@@ -37,6 +39,15 @@ def heatmap_colours() -> np.ndarray:
     ``round(255 v)``."""
     table = lut("sequential")
     return np.clip(255.0 * table[:, :3] * table[:, 3:4], 0, 255).astype(np.uint8)
+
+
+def colour_index(values: np.ndarray, span: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
+    """The entry of :func:`heatmap_colours` of each value (0 corrupted, 1 clean) on a bar
+    from ``span[0]`` to ``span[1]``; NaN is the bar's bottom."""
+    first, last = span
+    shown = np.nan_to_num((np.asarray(values, dtype=np.float64) - first) / (last - first),
+                          nan=0.0)
+    return np.round(np.clip(shown, 0.0, 1.0) * 255).astype(np.intp)
 
 
 class _CellImage(pg.ImageItem):
@@ -103,6 +114,10 @@ class Heatmap(pg.GraphicsLayoutWidget):
                                    interactive=False, width=12)
         self.addItem(self.bar, row=0, col=1)
         self.values: np.ndarray | None = None
+        #: The colour bar's ends, as fractions from the corrupted run's value (0) to the
+        #: clean run's (1): ``(0, 1)``, extended to cells beyond them
+        #: (:func:`flyviz.analysis.heatmap.bar_span`, as the written figure's).
+        self.span = (0.0, 1.0)
         #: The first row shown, and how many rows are shown.
         self.first_row = 0
         self.shown_rows = 0
@@ -116,21 +131,28 @@ class Heatmap(pg.GraphicsLayoutWidget):
 
     def set_grid(self, values: np.ndarray | None, rows: list[str] | None = None,
                  columns: list[str] | None = None) -> None:
-        """Show ``(rows, columns)`` values in ``[0, 1]`` (0 corrupted, 1 clean; NaN drawn
-        as 0), rows and columns labelled."""
+        """Show ``(rows, columns)`` values, 0 the corrupted run's and 1 the clean run's (NaN
+        drawn as 0), rows and columns labelled; the colours and the bar span ``[0, 1]`` and
+        any cell beyond (:attr:`span`), so that no cell takes a run's colour it does not
+        have."""
         self.values = None if values is None else np.asarray(values, dtype=np.float64)
+        self.span = (0.0, 1.0)
         if self.values is None or self.values.size == 0:
             self.values = None
+            self.bar.setLevels((0.0, 1.0))
             self.image.clear()
             self.plot.getAxis("left").setTicks([[]])
             self.plot.getAxis("bottom").setTicks([[]])
             self.setMinimumHeight(MIN_HEIGHT)
             self._fit_rows()
             return
-        shown = np.nan_to_num(np.clip(self.values, 0.0, 1.0), nan=0.0)
-        # The colours are looked up here (the colour of value v is entry round(255 v)), and
-        # ImageItem's first index is x: the columns (groups) across, the rows (positions) down.
-        rgb = self.colours[np.round(shown * 255).astype(np.intp)]
+        self.span = bar_span(self.values)
+        self.bar.setLevels(self.span)
+        # The colours are looked up here (the colour of value v is entry round(255 v) of the
+        # bar's span), and ImageItem's first index is x: the columns (groups) across, the
+        # rows (positions) down.
+        rgb = self.colours[colour_index(self.values, self.span)]
+        shown = self.values
         self.image.setImage(np.ascontiguousarray(rgb.transpose(1, 0, 2)), levels=(0, 255),
                             autoLevels=False)
         n_rows, n_columns = shown.shape

@@ -411,8 +411,12 @@ class PatchingFeature(JobFeature):
         groups = list(trace.groups)
         listed = (": " + ", ".join(f"{i} {name}" for i, name in enumerate(groups, start=1))
                   if len(groups) <= LISTED_GROUPS else " (hover names them)")
+        first, last = p.heatmap.span
+        beyond = ("" if (first, last) == (0.0, 1.0) else
+                  f" Some cells lie beyond them: the bar runs from {first:.3g} to "
+                  f"{last:.3g} (0 corrupted, 1 clean).")
         p.ends.setText(f"dark: the corrupted run's {title} {low:.3g}; bright: the clean "
-                       f"run's {high:.3g}. Rows: positions; columns: groups{listed}")
+                       f"run's {high:.3g}.{beyond} Rows: positions; columns: groups{listed}")
         if p.message.text() and not p.busy_shown:
             p.say(self._summary())
 

@@ -52,6 +52,42 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
     return {name: np.asarray(group[name][...]) for name in group.array_keys()}
 
 
+def test_a_quantile_sample_is_listed_under_one_band_and_fill_ins_are_marked(in_process):
+    """A neuron whose positions crowd into few bins: its bands share bins, and a band with
+    no sample of its own was filled from them, so one sample showed under several bands
+    and under bands its value is outside of, unmarked."""
+    from flyviz.analysis.atlas_stats import SLOTS_PER_BIN, band_samples
+
+    histogram = np.zeros((1, HIST_BINS), np.int64)
+    histogram[0, 25] = 1000                   # every value in [0, 0.04)
+    index = np.full((1, HIST_BINS * SLOTS_PER_BIN), -1, np.int64)
+    value = np.full(index.shape, np.nan, np.float32)
+    slots = slice(25 * SLOTS_PER_BIN, 26 * SLOTS_PER_BIN)
+    index[0, slots], value[0, slots] = [7, 11], [0.001, 0.039]
+    partial = {"histogram": histogram, "count": 1000, "sample_index": index,
+               "sample_value": value}
+    edges, chosen, values, _ = band_samples(partial, 5)
+    listed = chosen[chosen >= 0].tolist()
+    assert sorted(listed) == [7, 11]          # each kept sample once, none lost
+    # The cards say which samples lie outside their band's range, in every band.
+    atlas = Atlas(in_process)
+    for neuron in range(0, atlas.neurons, 37):
+        row = atlas._block(neuron)
+        seen = set()
+        for band, (_, found) in enumerate(atlas.card(neuron).quantile_samples):
+            lo, hi = row["band_edges"][band], row["band_edges"][band + 1]
+            for c in found:
+                assert (c.window, c.position) not in seen
+                seen.add((c.window, c.position))
+                assert c.outside == (not lo <= c.value <= hi)
+    from flyviz.commands.neuron import format_card
+
+    marked = [n for n in range(atlas.neurons) if any(
+        c.outside for _, found in atlas.card(n).quantile_samples for c in found)]
+    if marked:
+        assert "(outside the band)" in format_card(atlas.card(marked[0]))
+
+
 @pytest.fixture(scope="module")
 def in_process(world, tmp_path_factory):
     out = tmp_path_factory.mktemp("one") / "a.atlas"

@@ -83,6 +83,9 @@ class Context:
     token_id: int
     text: str
     span: tuple[int, int]
+    #: A quantile sample from outside its band's value range: a band the corpus kept too
+    #: few samples inside is filled from the histogram bins it touches.
+    outside: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON form."""
@@ -487,10 +490,14 @@ class Atlas:
                 zip(row["top_window"], row["top_position"], row["top_value"]) if w >= 0]
         samples: list[tuple[tuple[float, float], list[Context]]] = []
         if "sample_window" in row:
+            edges = np.asarray(row["band_edges"], dtype=np.float64)
             for band, (q_lo, q_hi) in enumerate(self.info.get("bands", BANDS)):
                 found = [self.context(w, p, v) for w, p, v in
                          zip(row["sample_window"][band], row["sample_position"][band],
                              row["sample_value"][band]) if w >= 0]
+                lo, hi = edges[band], edges[band + 1]
+                for c in found:
+                    c.outside = not lo <= c.value <= hi
                 samples.append(((float(q_lo), float(q_hi)), found))
         return NeuronCard(
             neuron=neuron, count=int(self.info.get("counted_tokens", 0)),

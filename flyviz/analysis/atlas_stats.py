@@ -531,18 +531,36 @@ def band_samples(partial: cluster.Partial, per_band: int) -> tuple[np.ndarray, n
     slot_bin = np.repeat(np.arange(HIST_BINS), SLOTS_PER_BIN)[None, :]
     out_index = np.full((n, len(BANDS), per_band), -1, dtype=np.int64)
     out_value = np.full((n, len(BANDS), per_band), np.nan, dtype=np.float32)
+    rows = np.arange(n)[:, None]
+    # Each kept sample is listed under one band at most: first every band takes the
+    # samples inside its value range (one on an edge goes to the lower band), then a band
+    # short of samples fills up from the bins it touches, with samples no band lists (a
+    # card marks those as outside the band's range: flyviz.analysis.atlas).
+    taken = np.zeros(index.shape, dtype=bool)
+    own: list[np.ndarray] = []
     masks = []
     for band in range(len(BANDS)):
         lo, hi = edges[:, band:band + 1], edges[:, band + 1:band + 2]
-        inside = (value >= lo) & (value <= hi) & (index >= 0)
+        inside = (value >= lo) & (value <= hi) & (index >= 0) & ~taken
+        rank = np.where(inside, keys >> np.uint64(1), _UINT64_MAX)
+        order = np.argsort(rank, axis=1, kind="stable")[:, :per_band]
+        chosen = np.zeros(index.shape, dtype=bool)
+        chosen[rows, order] = np.take_along_axis(rank, order, axis=1) != _UINT64_MAX
+        taken |= chosen
+        own.append(chosen)
+    for band in range(len(BANDS)):
+        lo, hi = edges[:, band:band + 1], edges[:, band + 1:band + 2]
         touches = (HIST_EDGES[slot_bin] <= hi) & (HIST_EDGES[slot_bin + 1] >= lo) & (index >= 0)
         masks.append(touches)
-        # Inside the band first, then the band's bins; smallest key first within each.
-        rank = np.where(inside, keys >> np.uint64(1),
-                        np.where(touches, (keys >> np.uint64(1)) | np.uint64(1 << 63),
+        # The band's own samples first, then fill-ins; smallest key first within each.
+        rank = np.where(own[band], keys >> np.uint64(1),
+                        np.where(touches & ~taken, (keys >> np.uint64(1)) | np.uint64(1 << 63),
                                  _UINT64_MAX))
         order = np.argsort(rank, axis=1, kind="stable")[:, :per_band]
         chosen = np.take_along_axis(rank, order, axis=1) != _UINT64_MAX
+        filled = np.zeros(index.shape, dtype=bool)
+        filled[rows, order] = chosen
+        taken |= filled
         out_index[:, band, :order.shape[1]] = np.where(chosen, np.take_along_axis(index, order, 1), -1)
         out_value[:, band, :order.shape[1]] = np.where(chosen, np.take_along_axis(value, order, 1),
                                                        np.nan)

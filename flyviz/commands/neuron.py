@@ -42,7 +42,9 @@ def format_card(card: Any) -> str:
     for (lo, hi), samples in card.quantile_samples:
         lines.append(f"  samples {lo:.1%}-{hi:.1%}:")
         for c in samples:
-            lines.append(f"    {c.value:+.4f}  {_highlight(c)}")
+            # A fill-in from a bin the band touches, beyond the band's own values.
+            mark = "  (outside the band)" if c.outside else ""
+            lines.append(f"    {c.value:+.4f}  {_highlight(c)}{mark}")
 
     def tokens(label: str, scores: list, fmt: str) -> None:
         shown = ", ".join(f"{s.text!r} {format(s.value, fmt)}" for s in scores) or "none"

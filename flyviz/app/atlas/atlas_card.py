@@ -49,8 +49,11 @@ def context_html(context: Context) -> str:
                            (text[:a], text[a:b], text[b:]))
     mark = (f'<span style="background-color:{TOKEN_HIGHLIGHT}; color:{TOKEN_HIGHLIGHT_TEXT};">'
             f"{here or '∅'}</span>")
+    # A quantile sample from beyond its band's values (a fill-in) says so.
+    outside = (f' <i style="color:{theme.MUTED};">(outside the band)</i>'
+               if context.outside else "")
     return (f'<tr><td style="color:{theme.WARM}; padding-right:6px;" align="right">'
-            f"{context.value:+.3f}</td><td>{before}{mark}{after}</td></tr>")
+            f"{context.value:+.3f}</td><td>{before}{mark}{after}{outside}</td></tr>")
 
 
 def token_label(text: str) -> str:

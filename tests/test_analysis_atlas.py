@@ -320,6 +320,14 @@ def test_atlas_command_runs_in_process(capsys, world, tmp_path):
     assert not atlas.has_samples and atlas.info["corpus"]["tokens"] == 900
     held = atlas.principal_axes().explained.sum()
     assert f"principal axes: PC1–3 hold {100 * held:.1f} % of the corpus's variance" in stdout
+    # The same command again does not silently replace the finished atlas.
+    created = atlas.info["created"]
+    code, stdout, err = _cli(capsys, "atlas", world["spec"], "--corpus", str(world["text"]),
+                             "--out", str(out), "--workers", "0", "--compact",
+                             "--max-tokens", "900")
+    assert code == 2 and err.count("\n") == 1 and stdout == ""
+    assert "is a finished atlas" in err and f"delete {out}" in err
+    assert Atlas(out).info["created"] == created
 
 
 @pytest.mark.parametrize("case", ["missing", "empty", "undecodable", "parquet", "jsonl",

@@ -81,9 +81,11 @@ def _store_key(identity: dict[str, Any], corpus: Corpus, settings: AtlasSettings
             "settings": settings.run_key(), "chunks": len(chunks), "basis": basis}
 
 
-def check_output(out: Path) -> None:
+def check_output(out: Path, *, replace: bool = True) -> None:
     """Refuse an output path that holds something other than an atlas, or that cannot be
-    written (checked before the model or the corpus is read)."""
+    written (checked before the model or the corpus is read). Without ``replace``, a
+    finished atlas there is refused too (``flyviz atlas``: it may hold hours of a cluster's
+    work); the library's :func:`build_atlas` replaces it."""
     import os
 
     if out.exists():
@@ -92,6 +94,9 @@ def check_output(out: Path) -> None:
         if any(out.iterdir()) and not _is_atlas(out):
             raise InputError(f"--out {out} holds files that are not a flyviz atlas; give a new "
                              "or empty folder")
+        if not replace and _is_atlas(out):
+            raise InputError(f"--out {out} is a finished atlas: give a new folder name, or "
+                             f"delete {out} to build it again")
     parent = out.parent
     if not parent.is_dir():
         raise InputError(f"--out {out}: {missing_folder(parent)}")

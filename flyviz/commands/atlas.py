@@ -75,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
                              chunk_tokens=args.chunk_tokens).validate()
     require_dask("flyviz atlas", args.workers, args.scheduler)  # before any work
     check_cluster_options(args)  # fail in one line before reading anything
-    check_output(args.out.expanduser())
+    # A finished atlas (hours of a cluster's work, perhaps) is not replaced silently: only
+    # by continuing, with --resume, an interrupted run that writes there.
+    check_output(args.out.expanduser(), replace=args.resume)
     check_parts(args.out.expanduser(), args.resume)
     corpus_files(args.corpus)  # missing files, and Parquet without pyarrow: before the model
 

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from flyviz._version import __version__
@@ -96,6 +97,14 @@ class _Parser(argparse.ArgumentParser):
                   if " " in self.prog else f"flyviz: error: {message} (see 'flyviz --help')\n")
 
 
+def _path_option(text: str) -> Path:
+    """A path option's value; an empty one is a usage error, because ``Path("")`` is the
+    working folder and a writer would act on that (``--record ""`` wrote into ``.``)."""
+    if not text:
+        raise argparse.ArgumentTypeError("the name is empty: give a file or folder name")
+    return Path(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand's options."""
     parser = _Parser(prog="flyviz", description=DESCRIPTION, epilog=EPILOG,
@@ -113,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
             sp.set_defaults(_module=None)
             continue
         module.configure(sp)
+        for action in sp._actions:
+            if action.type is Path:
+                action.type = _path_option
         # How the command itself names each path it takes ("REC", "OUT", "--out"), for the
         # refusals made before it runs (flyviz.fileio.check_command_paths).
         sp.set_defaults(_module=module_name, _labels={

@@ -108,6 +108,24 @@ def test_unparsable_option_values_are_usage_errors(capsys, web_model):
     assert "invalid int value" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("argv, option", [
+    (["generate", "demo", "--prompt", "a", "--record", ""], "--record"),
+    (["figure", "", "--out", "x.png"], "REC"),
+    (["convert", "", "--to", "npz", "out.npz"], "REC"),
+])
+def test_an_empty_path_is_a_usage_error_not_the_working_folder(capsys, tmp_path, monkeypatch,
+                                                                argv, option):
+    """``Path("")`` is ``.``: ``generate --record ""`` tried to write its recording over the
+    working folder. Every option that takes a path refuses an empty one before any work."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert f"argument {option}: the name is empty" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_damaged_checkpoints_exit_2_with_one_line(capsys, tmp_path, tiny_checkpoint):
     write_fly_llm_hf(tiny_checkpoint, tmp_path / "truncated")
     weights = tmp_path / "truncated" / "model.safetensors"

@@ -185,7 +185,12 @@ def test_the_memory_headline_barely_moves_with_the_seed_and_reports_its_spread(d
     ids = encode_prompt(demo.tokenizer, "Once upon a time, there was a little girl named Lily",
                         demo.checkpoint.config.bos_token_id)
     tape = record_tape(demo.engine, ids, slopes=True)
-    found = [portrait(demo.backward, tape, DynamicsSettings(eigenvalues=1, seed=seed))
+    # The memory curves do not read the eigenvalues or the driving modes that portrait()
+    # also finds (the seed draws the directions apart from ARPACK's start vectors): a loose
+    # ARPACK tolerance and one driving mode leave every value asserted here as it is and
+    # cut each portrait's cost about threefold on the 49,393-neuron demo brain.
+    found = [portrait(demo.backward, tape, DynamicsSettings(eigenvalues=1, driving_modes=1,
+                                                            tolerance=0.01, seed=seed))
              for seed in (0, 1)]
     tails = [f.tail_half_life_tokens for f in found]
     ends = [float(f.memory_norms[-1]) for f in found]

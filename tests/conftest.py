@@ -20,6 +20,9 @@ Other test modules rely on these names; keep them stable:
 ``small_world``
     Makes a small model in a folder, loaded, with a text and its corpus (the ``world``
     fixtures of the analysis and hostile-input tests).
+``dask_workers``, ``module_dask_workers``
+    A local Dask cluster that several runs of a test (or a module) share, scaled to the
+    worker processes each asks for (:class:`LocalDaskWorkers`).
 ``window``, ``app_checkpoint``
     The app tests' main window and model (tests/app_conftest.py, a plugin of this file).
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -497,3 +501,65 @@ def demo():
     model = flyviz.load("demo")
     yield model
     model.close()
+
+
+class LocalDaskWorkers:
+    """A local Dask cluster started as ``--workers N`` starts one
+    (:func:`flyviz.analysis.cluster._connect`: worker processes of one thread and one BLAS
+    thread each), that runs reach with ``scheduler=`` its address.
+
+    Several runs share it: a cluster costs seconds of CPU to start and to close, and each
+    new worker process imports flyviz and loads the model again at its first task. A run
+    on it spreads its tasks over its workers as one on its own cluster of that many does
+    (the count comes from the scheduler either way).
+    """
+
+    def __init__(self) -> None:
+        self.client: Any = None
+        self.cluster: Any = None
+
+    def workers(self) -> int:
+        """The workers the scheduler has now."""
+        return len(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def scaled_to(self, n: int, timeout: float = 120.0) -> str:
+        """Start the cluster with ``n`` workers, or scale it to ``n`` and wait until the
+        scheduler has exactly ``n``; return the scheduler's address."""
+        import time
+
+        from flyviz.analysis import cluster
+
+        if self.cluster is None:
+            self.client, self.cluster = cluster._connect(n, None)
+        elif self.workers() != n:
+            with cluster._single_threaded_workers():   # as _connect starts its nannies
+                self.cluster.scale(n)
+            deadline = time.monotonic() + timeout
+            while self.workers() != n:
+                assert time.monotonic() < deadline, f"{self.workers()} workers, not {n}"
+                time.sleep(0.05)
+        return self.cluster.scheduler_address
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.cluster.close()
+
+
+@pytest.fixture
+def dask_workers():
+    """``dask_workers.scaled_to(n)``: the address of a local cluster of ``n`` worker
+    processes (:class:`LocalDaskWorkers`) that the test's runs share, closed after it."""
+    pytest.importorskip("distributed")
+    workers = LocalDaskWorkers()
+    yield workers
+    workers.close()
+
+
+@pytest.fixture(scope="module")
+def module_dask_workers():
+    """:func:`dask_workers`, shared by a module's tests."""
+    pytest.importorskip("distributed")
+    workers = LocalDaskWorkers()
+    yield workers
+    workers.close()

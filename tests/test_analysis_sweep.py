@@ -99,24 +99,42 @@ def test_each_groups_numbers_equal_flyviz_compare_on_the_same_text(world, tmp_pa
                                                         reverse=True)
 
 
+#: What a user's Dask configuration may give the nannies: two BLAS threads per worker.
+MANY_BLAS_THREADS = {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+
+
+@pytest.fixture(scope="module")
+def two_workers(module_dask_workers):
+    """Two local worker processes started as ``--workers 2`` starts them, where the user's
+    Dask configuration gives the nannies :data:`MANY_BLAS_THREADS`; the tests below share
+    them (one cluster to start, close and warm up, not three)."""
+    dask = pytest.importorskip("dask")
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": MANY_BLAS_THREADS}):
+        module_dask_workers.scaled_to(2)
+    return module_dask_workers
+
+
 @pytest.mark.slow
-def test_one_and_two_worker_processes_give_identical_tables(world, by_type, tmp_path):
-    """A real dask.distributed LocalCluster with worker processes."""
+def test_one_and_two_worker_processes_give_identical_tables(world, by_type, tmp_path,
+                                                            two_workers):
+    """A real dask.distributed LocalCluster with worker processes: one that the run starts
+    and closes itself (``workers=1``), and the module's two (``--scheduler``; the run's
+    tasks are spread over the scheduler's workers as on a cluster of its own)."""
     reference, in_process = by_type
-    assert in_process.passes >= 3 and in_process.tasks >= 6
-    for workers in (2, 1):
+    assert in_process.passes >= 3 and in_process.tasks >= 6   # several tasks per worker
+    for workers, where in ((2, {"workers": None, "scheduler": two_workers.scaled_to(2)}),
+                           (1, {"workers": 1})):
         out = tmp_path / f"w{workers}.csv"
-        result = _sweep(world, out, by="type", workers=workers)
+        result = _sweep(world, out, by="type", **where)
         assert result.workers == workers
         assert _table(out) == _table(reference)  # every float, bit for bit
 
 
-def test_local_workers_run_blas_in_one_thread_whatever_the_dask_configuration():
+def test_local_workers_run_blas_in_one_thread_whatever_the_dask_configuration(two_workers):
     """N workers on N cores, each with N BLAS threads, would fight over the cores: the local
     workers get one BLAS/OpenMP thread each even where the user's Dask configuration gives
-    the nannies another environment."""
-    dask = pytest.importorskip("dask")
-    pytest.importorskip("distributed")
+    the nannies another environment (:func:`two_workers` started them under one)."""
     pytest.importorskip("threadpoolctl")
 
     def blas_threads() -> list[int]:
@@ -125,28 +143,18 @@ def test_local_workers_run_blas_in_one_thread_whatever_the_dask_configuration():
 
         return [pool["num_threads"] for pool in threadpool_info()]
 
-    many = {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": many}):
-        client, local = cluster._connect(1, None)
-    try:
-        found = client.run(blas_threads)
-    finally:
-        client.close()
-        local.close()
+    found = two_workers.client.run(blas_threads)
     pools = [n for threads in found.values() for n in threads]
-    assert pools and set(pools) == {1}
+    assert len(found) == 2 and pools and set(pools) == {1}
 
 
-def test_a_sweep_on_a_running_cluster_equals_the_one_in_process(world, by_type, tmp_path):
-    """--scheduler: the workers of a cluster started elsewhere (here a scheduler and one
-    worker process the test starts) load the model from the spec and give the same bits."""
-    distributed = pytest.importorskip("distributed")
+def test_a_sweep_on_a_running_cluster_equals_the_one_in_process(world, by_type, tmp_path,
+                                                                two_workers):
+    """--scheduler: the workers of a cluster started elsewhere (here the module's two worker
+    processes) load the model from the spec and give the same bits."""
     reference, in_process = by_type
     out = tmp_path / "s.csv"
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as running:
-        result = _sweep(world, out, by="type", workers=None,
-                        scheduler=running.scheduler_address)
+    result = _sweep(world, out, by="type", workers=None, scheduler=two_workers.scaled_to(2))
     assert result.tasks == in_process.tasks
     assert _table(out) == _table(reference)
 

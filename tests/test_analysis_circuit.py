@@ -335,7 +335,9 @@ def on_disk(planted, tmp_path_factory, tokenizer_path):
 
 
 @pytest.mark.slow
-def test_one_and_two_workers_give_the_same_scores(planted, on_disk):
+def test_one_and_two_workers_give_the_same_scores(planted, on_disk, dask_workers):
+    """On one local worker process, then the same cluster scaled to two (the first keeps
+    its model: one cluster to start and close, not two)."""
     from flyviz.model.resolve import load_model
 
     spec, dataset = on_disk
@@ -343,9 +345,11 @@ def test_one_and_two_workers_give_the_same_scores(planted, on_disk):
     _, _, task = planted
     settings = CircuitSettings(edges=False, score="flow", min_tasks=4)
     local = find_circuit(None, ck, task, settings, workers=0)
-    one = find_circuit(spec, ck, task, settings, dataset=dataset, workers=1)
-    two = find_circuit(spec, ck, task, settings, dataset=dataset, workers=2)
-    assert two.workers == 2
+    one = find_circuit(spec, ck, task, settings, dataset=dataset, workers=None,
+                       scheduler=dask_workers.scaled_to(1))
+    two = find_circuit(spec, ck, task, settings, dataset=dataset, workers=None,
+                       scheduler=dask_workers.scaled_to(2))
+    assert one.workers == 1 and two.workers == 2
     assert np.array_equal(one.scores, two.scores)
     assert np.array_equal(local.scores, one.scores)
     assert [p.metric for p in one.curve] == [p.metric for p in two.curve]

@@ -56,6 +56,7 @@ Qt-free.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -677,13 +678,23 @@ def paired_p_value(with_set: np.ndarray, baseline: np.ndarray) -> float:
     the per-trial differences ``with_set - baseline`` (each trial's run and the baseline's
     share its Poisson input, so the trials are pairs). Trials with no difference carry no
     sign and are left out; with none left the p-value is 1 (the runs are the same)."""
-    from scipy.stats import wilcoxon
-
     difference = np.asarray(with_set, np.float64) - np.asarray(baseline, np.float64)
     difference = difference[difference != 0]
     if difference.size == 0:
         return 1.0
-    return float(wilcoxon(difference, zero_method="wilcox").pvalue)
+    return _signed_rank_p_value(difference.tobytes())
+
+
+@functools.lru_cache(maxsize=4096)
+def _signed_rank_p_value(difference: bytes) -> float:
+    """The Wilcoxon signed-rank p-value of the float64 differences ``difference`` (their
+    bytes, in trial order), kept for the same differences: with ties SciPy enumerates every
+    sign flip (tenths of a second for ten trials), and a screen asks for the same one again
+    and again (its summary, :meth:`ScreenResult.effects`, the pairs' choice and matrix; sets
+    whose trials differ from the baseline's alike)."""
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(np.frombuffer(difference, np.float64), zero_method="wilcox").pvalue)
 
 
 def benjamini_hochberg(p_values: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -179,6 +179,16 @@ def test_labels_and_positions_from_flywire_tables(tmp_path: Path) -> None:
     assert brain.positions[1].tolist() == [4.0, 5.0, 6.0]
     assert spiking.select(brain, "type:G2N").tolist() == [1, 2]
     assert spiking.select(brain, "superclass:motor | type:GRN").tolist() == [0, 3]
+    # The index queries are answered from is kept with the brain, and made again when what
+    # it was made of is replaced: the labels, or the counts that give each neuron's sign.
+    from flyviz.spiking.run import brain_index
+
+    assert brain_index(brain) is brain_index(brain)
+    brain.cell_type = ["GRN", "GRN", "G2N", "MN9"]
+    assert spiking.select(brain, "type:G2N").tolist() == [2]
+    inhibitory = spiking.select(brain, "sign:inhibitory").tolist()
+    brain.counts = -brain.counts
+    assert spiking.select(brain, "sign:inhibitory").tolist() != inhibitory
 
 
 @pytest.mark.parametrize("args, message", [

@@ -280,6 +280,12 @@ def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expecte
 
 
 # ------------------------------------------------------------------- spiking brain
+#: The spiking engine's kernels, compiled once for all the test workers (tests/conftest.py):
+#: without it a worker that reaches these tests first compiles them a second time.
+needs_kernels = pytest.mark.usefixtures("spiking_kernels")
+
+
+@needs_kernels
 def test_a_spiking_brain_of_signed_synapse_counts(malecns, capsys):
     from flyviz.spiking import load_brain
     from flyviz.spiking.brain import MALECNS_W_SYN
@@ -362,6 +368,7 @@ def test_flyviz_select_on_the_dataset(malecns, capsys):
     one_error_line(code, err, "unknown population 'nectar'", "retina, lamina, descending, sugar")
 
 
+@needs_kernels
 def test_simulate_and_open_as_a_spiking_brain(malecns, tmp_path, capsys):
     import pandas as pd
 
@@ -389,6 +396,7 @@ def test_simulate_and_open_as_a_spiking_brain(malecns, tmp_path, capsys):
     assert recording.metadata["spiking"]["excited"] == 6
 
 
+@needs_kernels
 def test_a_recorded_run_reopens_on_its_brain(malecns, tmp_path, capsys):
     from flyviz.kinds.spiking import SPIKING
     from flyviz.record.recording import Recording

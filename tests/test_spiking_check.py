@@ -15,6 +15,10 @@ from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.check import (CheckError, CheckSettings, holm, parse_battery,
                                   random_set, run_battery, shuffled_brain, table_text)
 
+# The engine's kernels compiled once for all the test workers (tests/conftest.py): without
+# it a worker that reaches the runs here while another compiles them compiles them again.
+pytestmark = pytest.mark.usefixtures("spiking_kernels")
+
 #: A pathway A (0-5) -> B (100-105) -> C (150-155) of strong synapses in a weak random brain.
 A, B, C, D = (np.arange(0, 6), np.arange(100, 106), np.arange(150, 156), np.arange(200, 206))
 

@@ -508,17 +508,21 @@ def test_opening_a_spiking_brain_leaves_the_window_responsive(qtbot, tmp_path, m
 
 def _demo_run(qtbot, tmp_path, bins: int):
     """A window that opened the demo's spiking brain and ran ``bins`` bins live (paced at
-    real time) to the end."""
+    real time) to the end.
+
+    The brain is the process's :func:`~flyviz.spiking.brain.demo_brain` (the demo model's
+    graph, as File → Open as spiking brain reads it), opened at once: loading the demo model
+    in the window and reading its graph there, seconds a test, is
+    :func:`test_the_demo_brain_lit_live_in_the_window`'s to check."""
     from app_conftest import make_window
 
-    from flyviz.kinds.spiking import SPIKING
+    from flyviz.kinds.spiking import SPIKING, SpikingModel
+    from flyviz.spiking.brain import demo_brain
 
     win = make_window(qtbot, None, tmp_path)
-    with qtbot.waitSignal(win.model_ready, timeout=120_000):
-        win.load_model("demo")
     feature = win.features["spiking"]
-    assert feature.open_loaded()
-    qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=60_000)
+    feature.open(SpikingModel(demo_brain(), "demo"))
+    assert win.state.kind is SPIKING and win.state.neurons == 49_393
     feature.panel.bins.setValue(bins)
     assert feature.run()
     qtbot.waitUntil(lambda: feature.finished, timeout=60_000)

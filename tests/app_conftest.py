@@ -232,7 +232,9 @@ def centre_colour(image: np.ndarray, xy, radius: int = 2) -> np.ndarray:
     x, y = int(round(xy[0])), int(round(xy[1]))
     patch = image[max(0, y - radius):y + radius + 1, max(0, x - radius):x + radius + 1, :3]
     flat = patch.reshape(-1, 3).astype(np.float64)
-    return flat[flat.max(axis=1).argmax()]
+    # Brightest by the largest channel, then by the others: where that channel saturates
+    # (a full activation's red) over the whole disc, its centre is the one the rest agree on.
+    return flat[np.lexsort((flat.sum(axis=1), flat.max(axis=1)))[-1]]
 
 
 def assert_only_lit(win, before: np.ndarray, members: np.ndarray, count: int = 2) -> None:

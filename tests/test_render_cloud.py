@@ -185,6 +185,65 @@ def test_view_presets_look_along_the_named_axis(view, depth_axis):
     assert set(VIEW_PRESETS) == {"front", "top", "side"}
 
 
+def brain_box(extent=(520.0, 190.0, 210.0), n_side: int = 7) -> np.ndarray:
+    """Neurons filling a box of the fly brain's proportions (longest left-right), its
+    corners included: a view that fits the box fits every neuron."""
+    axes = [np.linspace(-e / 2, e / 2, n_side) for e in extent]
+    return np.stack([g.ravel() for g in np.meshgrid(*axes)], axis=1).astype(np.float32)
+
+
+def lit_box(img: np.ndarray) -> tuple[int, int, int, int]:
+    """``(left, top, right, bottom)`` of the pixels the neurons light."""
+    ys, xs = np.nonzero(img.sum(axis=2) > 60)
+    assert xs.size, "nothing drawn"
+    return int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max())
+
+
+def assert_framed(img: np.ndarray, size: tuple[int, int], what: str) -> None:
+    """The lit neurons stay inside the image with a margin and fill a fair share of it."""
+    w, h = size
+    left, top, right, bottom = lit_box(img)
+    edge = 0.02
+    assert left > edge * w and right < (1 - edge) * w, (what, left, right, w)
+    assert top > edge * h and bottom < (1 - edge) * h, (what, top, bottom, h)
+    share = max((right - left) / w, (bottom - top) / h)
+    assert share > 0.6, (what, share)
+
+
+@pytest.mark.parametrize("size", [(240, 150), (150, 240)], ids=["wide", "tall"])
+@pytest.mark.parametrize("view", sorted(VIEW_PRESETS))
+def test_every_view_fits_the_whole_brain_with_a_margin(view, size):
+    """Perspective draws the near face of the brain larger than its middle: the side view,
+    looking along the brain's longest axis, framed the middle alone and spilled the brain
+    off all four edges."""
+    pos = brain_box()
+    scene = Scene(pos, view=view, size=size)
+    scene.cloud.set_point_size(2.0)  # the neurons' centres, not their discs, are framed
+    try:
+        assert_framed(scene.render(np.ones(len(pos), np.float32)), size, view)
+    finally:
+        scene.close()
+
+
+@pytest.mark.parametrize("view", sorted(VIEW_PRESETS))
+def test_an_orbiting_view_fits_the_brain_at_every_azimuth(view):
+    pos = brain_box()
+    size = (240, 150)
+    scene = Scene(pos, view=view, size=size)
+    try:
+        apply_view(scene.view.camera, view, positions_bounds(pos), aspect=size[0] / size[1],
+                   orbit=True)
+        start = scene.view.camera.azimuth
+        for turn in (0.0, 30.0, 45.0, 90.0, 135.0):
+            scene.view.camera.azimuth = start + turn
+            img = scene.render(np.ones(len(pos), np.float32))
+            left, top, right, bottom = lit_box(img)
+            assert 0 < left and right < size[0] - 1 and 0 < top and bottom < size[1] - 1, \
+                (view, turn, left, top, right, bottom)
+    finally:
+        scene.close()
+
+
 def test_colormaps_and_colorbar():
     signed, absolute = lut("signed"), lut("abs")
     assert signed.shape == absolute.shape == (256, 4) and signed.dtype == np.float32

@@ -96,16 +96,48 @@ def apply_view(camera, name: str, bounds: np.ndarray, margin: float = 1.08,
     camera.center = tuple(float(c) for c in (lo + hi) / 2.0)
     across_axis, up_axis = _SCREEN_AXES[name]
     across, up = extent[across_axis], extent[up_axis]
+    depth = extent[3 - across_axis - up_axis]
     if orbit:
-        # Turning about the dorsal axis sweeps the x-z diagonal across the screen.
+        # Turning about the dorsal axis sweeps the x-z diagonal across the screen, and
+        # brings it towards the camera in the front and side views.
         across = float(np.hypot(extent[0], extent[2]))
         if name == "top":
             up = across
+        else:
+            depth = across
     # vispy fits scale_factor to the shorter side of the view.
     aspect = float(aspect) if aspect > 0 else 1.0
     fit = max(up, across / aspect) if aspect >= 1.0 else max(up * aspect, across)
-    camera.scale_factor = float(fit) * float(margin)
+    camera.scale_factor = float(fit) * float(margin) + \
+        perspective_room(float(depth), float(camera.fov), aspect)
+    # With no distance of its own the camera stands where scale_factor fills the view
+    # in the plane through the centre; the room above moves it back far enough that the
+    # box's near face, which perspective draws largest, fills the view with the margin.
     camera.distance = None
+
+
+def perspective_room(depth: float, fov: float, aspect: float = 1.0) -> float:
+    """What a perspective view adds to ``scale_factor`` so that a box ``depth`` deep along
+    the line of sight fits by its near face, not only by its middle.
+
+    The camera of a vispy ``TurntableCamera`` without a distance stands
+    ``fy / (2 tan(fov / 2))`` from the centre, ``fy`` being the view's height in scene
+    units (``scale_factor``, or ``scale_factor / aspect`` on a tall view). The near face
+    sits ``depth / 2`` closer, so the camera must stand that much further back for the
+    near face to show what the middle did: ``fy`` grows by ``depth · tan(fov / 2)``.
+
+    Parameters
+    ----------
+    depth
+        The box's extent along the line of sight.
+    fov
+        The vertical field of view in degrees (0: orthographic, no room needed).
+    aspect
+        Width / height of the view.
+    """
+    if fov <= 0:
+        return 0.0
+    return float(depth) * float(np.tan(np.radians(fov) / 2.0)) * min(float(aspect), 1.0)
 
 
 def brain_bounds(positions: np.ndarray, visible: np.ndarray | None = None) -> np.ndarray:

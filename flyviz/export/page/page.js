@@ -139,11 +139,14 @@ void main() {
     const [lo, hi] = header.bounds;
     const extent = [0, 1, 2].map((k) => Math.max(hi[k] - lo[k], 1e-6));
     const axes = { front: [0, 1], top: [0, 2], side: [2, 1] }[name];
-    const across = extent[axes[0]], up = extent[axes[1]];
+    const across = extent[axes[0]], up = extent[axes[1]], depth = extent[3 - axes[0] - axes[1]];
     const fit = aspect >= 1 ? Math.max(up, across / aspect) : Math.max(up * aspect, across);
+    // perspective_room: the camera steps back so the box's near face fits, not its middle.
+    const room = header.fov > 0
+      ? depth * Math.tan(header.fov * Math.PI / 360) * Math.min(aspect, 1) : 0;
     const [azimuth, elevation] = header.views[name];
     return { azimuth, elevation, center: [0, 1, 2].map((k) => header.centre[k] + (lo[k] + hi[k]) / 2),
-      scale_factor: fit * header.margin, fov: header.fov, distance: null };
+      scale_factor: fit * header.margin + room, fov: header.fov, distance: null };
   }
 
   function viewOf(cam, width, height) {

@@ -179,6 +179,15 @@ def missing_folder(folder: str | Path) -> str:
     return f"the folder {short_path(folder)} does not exist"
 
 
+def folder_refusal(exc: OSError, folder: str | Path) -> str:
+    """Why nothing could be written into ``folder``, from the error its making or a write
+    into it raised: :func:`missing_folder`'s words where a part of it is a file (mkdir's
+    "File exists" names neither the part nor why), else the system's reason."""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and not Path(folder).is_dir():
+        return missing_folder(folder)
+    return str(exc.strerror or exc)
+
+
 def probe_writable(folder: str | Path, what: str, path: str | Path) -> None:
     """Create and remove a file in ``folder``, where ``path`` (``what``) is to be written:
     only trying tells, before hours of work, whether a folder takes files (``os.access``
@@ -552,6 +561,7 @@ def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
 __all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max",
            "nearest_existing", "folder_member", "check_name_lengths", "check_not_input",
            "check_command_paths", "check_output_path",
-           "check_regular", "is_disk_full", "open_regular", "os_error", "read_regular_bytes",
+           "check_regular", "folder_refusal", "is_disk_full", "open_regular", "os_error",
+           "read_regular_bytes",
            "same_file", "short_path", "temporary_file_beside", "temporary_folder_beside",
            "write_bytes_atomically", "write_text_atomically"]

@@ -138,6 +138,13 @@ def test_errors_leave_nothing_behind(run, tmp_path):
     blocker.write_text("a file where a folder should be")
     with pytest.raises(ExportError, match="cannot write"):
         export_recording(rec, anatomy, blocker / "run.mp4", ExportOptions(size=(96, 64)))
+    # The message says which part is a file, not mkdir's bare "File exists", also from
+    # deeper inside it (where the system says "Not a directory").
+    for out in (blocker / "run.mp4", blocker / "deeper" / "run.mp4"):
+        with pytest.raises(ExportError) as err:
+            export_recording(rec, anatomy, out, ExportOptions(size=(96, 64)))
+        assert f"{blocker} is a file, not a folder" in str(err.value)
+        assert "File exists" not in str(err.value) and "Not a directory" not in str(err.value)
 
     class Failing:
         """A renderer that breaks after two frames, like a lost GPU context."""

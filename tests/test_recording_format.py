@@ -235,6 +235,19 @@ def test_a_comparison_is_sealed_as_a_1_2_reader_checks_it(saved):
     assert alone.baseline is None and len(alone) == len(Recording.load(path))
 
 
+def test_saving_into_a_file_says_that_it_is_a_file(tmp_path):
+    """Saving as bad.flyrec/run.flyrec where bad.flyrec is a file said "File exists"."""
+    from flyviz.model.errors import RecordingError
+
+    blocker = tmp_path / "bad.flyrec"
+    blocker.write_bytes(b"a recording, not a folder")
+    for out in (blocker / "run.flyrec", blocker / "deeper" / "run.flyrec"):
+        with pytest.raises(RecordingError) as err:
+            Recording(7).save(out)
+        assert str(err.value) == f"cannot write recording {out}: {blocker} is a file, not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.flyrec"]
+
+
 def test_version_rules(saved, tmp_path):
     path = saved["float16"]
     # A newer minor version adds what an older reader may ignore: it opens.

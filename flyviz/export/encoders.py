@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz.errors import ExportCancelled, ExportError
+from flyviz.fileio import folder_refusal
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.export.options import ExportOptions
@@ -110,7 +111,7 @@ class AtomicTarget:
             parent.mkdir(parents=True, exist_ok=True)
             self.tmp = self._create_temporary(parent)
         except OSError as exc:
-            raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}; "
+            raise ExportError(f"cannot write to {parent}: {folder_refusal(exc, parent)}; "
                               "choose another folder") from None
 
     def _create_temporary(self, parent: Path) -> Path:

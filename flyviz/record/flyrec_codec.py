@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz._version import __version__
-from flyviz.fileio import not_a_file, temporary_file_beside
+from flyviz.fileio import folder_refusal, not_a_file, temporary_file_beside
 from flyviz.model.errors import FlyvizError, RecordingError
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, Frame
 
@@ -233,7 +233,8 @@ def write_recording(rec: "Recording", path: str | Path) -> Path:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise RecordingError(f"cannot write recording {path}: {exc.strerror or exc}") from None
+        raise RecordingError(f"cannot write recording {path}: "
+                             f"{folder_refusal(exc, path.parent)}") from None
     return path
 
 

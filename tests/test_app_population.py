@@ -314,3 +314,39 @@ def test_a_finished_run_leaves_its_cell_types_sorted_over_the_whole_run(
     qtbot.waitUntil(lambda: panel.names == whole, timeout=5000)
     np.testing.assert_array_equal(panel.image.image, panel.values)
     assert panel.values.shape == (len(whole), 12)
+
+
+def test_after_reset_the_raster_says_what_it_waits_for_and_counts_tokens_from_0(
+        window, qtbot, app_checkpoint, tmp_path, dark_theme):
+    """Reset left an empty frame with the last run's superclass labels beside rows that were
+    not drawn, and tokens -8 to 7 under them; it says what a run will draw instead."""
+    n = app_checkpoint.config.neurons
+    rec, _ = _random_recording(n, 12)
+    feature = _shown(window, qtbot, rec)
+    raster = feature.raster
+    qtbot.waitUntil(lambda: raster.plot.isVisible(), timeout=3000)
+    left = raster.plot.getAxis("left")
+    assert raster.order.bands and any(label for _, label in left._tickLevels[0])
+    assert not raster.placeholder.isVisible()
+    window.reset_run()
+    qtbot.waitUntil(lambda: raster.columns == 0 and not feature.refresher.timer.isActive(),
+                    timeout=3000)
+    assert raster.placeholder.isVisible() and "Run a prompt" in raster.placeholder.text()
+    assert left._tickLevels == [[], []]
+    low, high = raster.plot.getViewBox().viewRange()[0]
+    assert low == pytest.approx(0.0, abs=0.01) and high > low
+    # Pixel facts: the words are drawn across the middle of the plot's empty area.
+    image = raster.plot.grab().toImage()
+    image.save(str(tmp_path / "reset.png"))
+    area = raster.plot.mapFromScene(raster.plot.getViewBox().sceneBoundingRect()).boundingRect()
+    assert raster.placeholder.geometry() == area
+    background = image.pixelColor(area.left() + 5, area.top() + 5).lightness()
+    lit = [x for x in range(area.left() + 3, area.right() - 3)     # not the axis lines
+           if any(abs(image.pixelColor(x, y).lightness() - background) > 60
+                  for y in range(area.top() + 2, area.bottom() - 2))]
+    assert len(lit) > 0.3 * area.width()
+    assert abs((lit[0] - area.left()) - (area.right() - lit[-1])) < 12      # centred
+    # A new run: the labels and the image come back, the words go.
+    feature = _shown(window, qtbot, rec)
+    assert not raster.placeholder.isVisible()
+    assert any(label for _, label in left._tickLevels[0])

@@ -56,6 +56,12 @@ COMPARE_VIEWS = (("intervened", "Intervened"), ("untouched", "Untouched"), ("del
 #: What the first choice says while there is no comparison: the one run there is.
 SINGLE_RUN_VIEW = "This run"
 
+#: What the raster says while there is no run to draw (as the Trajectory dock says it).
+EMPTY_RASTER = "Run a prompt: every neuron at every token is drawn here."
+
+#: Tokens the empty raster's x axis spans (from 0, where a run's first token will be).
+EMPTY_TOKENS = 10
+
 
 class Coalescer(QObject):
     """Runs ``refresh()`` soon after :meth:`poke`, at most ``hz`` times a second."""
@@ -135,6 +141,18 @@ class WholeBrainRaster(QWidget):
         self.token_line = pg.InfiniteLine(angle=90, movable=False,
                                       pen=pg.mkPen(theme.ACCENT, width=1))
         self.plot.addItem(self.token_line)
+        # Over the plot while there is no run: an empty frame alone says nothing.
+        self.placeholder = QLabel(EMPTY_RASTER, self.plot)
+        self.placeholder.setObjectName("hint")
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        # It covers the plot's data area, where the image will be.
+        self.plot.getViewBox().sigResized.connect(self._place_placeholder)
+        #: The left axis's band labels of the order (``None``: the axis's own numbers),
+        #: shown only beside a drawn run.
+        self._band_ticks: list[list[tuple[float, str]]] | None = None
+        self._ticks_drawn: Any = ()
 
         #: The row order shown, its pooler, and the pooled image (rows x capacity tokens).
         self.order: RowOrder | None = None
@@ -175,15 +193,14 @@ class WholeBrainRaster(QWidget):
         """Draw rows in ``order`` (``None``: nothing); the run is pooled again."""
         self.order = order
         self._set_window(0, 0 if order is None else order.order.size)
-        axis = self.plot.getAxis("left")
         if order is not None and order.bands and len(order.bands) <= 60:
             # Named where a band is a text line tall, so labels never overprint.
             per_row = self.pixel_rows() / order.order.size
-            axis.setTicks([[((b.start + b.stop) / 2, b.label) for b in order.bands
-                            if (b.stop - b.start) * per_row >= 12],
-                           [(b.start, "") for b in order.bands]])
+            self._band_ticks = [[((b.start + b.stop) / 2, b.label) for b in order.bands
+                                 if (b.stop - b.start) * per_row >= 12],
+                                [(b.start, "") for b in order.bands]]
         else:
-            axis.setTicks(None)
+            self._band_ticks = None
         self._fitted = False
         self.redraw()
 
@@ -289,12 +306,28 @@ class WholeBrainRaster(QWidget):
         else:
             self.image.setImage(image, autoLevels=False, levels=(-self.limit, self.limit))
             self.image.setRect(-0.5, first, image.shape[1], stop - first)
-        if not self._fitted and self.columns:
+        self._show_ticks()
+        self.placeholder.setVisible(not self.columns)
+        if not self.columns:
+            # Nothing to fit: the auto range centred an empty run on 0 (tokens -8 to 7).
+            box = self.plot.getViewBox()
+            box.disableAutoRange()
+            box.setXRange(0, EMPTY_TOKENS, padding=0)
+            self._fitted = False
+        elif not self._fitted:
             self.plot.getViewBox().enableAutoRange()
             self._fitted = True
         self.token_line.setValue(self._index)
         self.token_line.setVisible(self._index >= 0)
         self.plot.viewport().update()
+
+    def _show_ticks(self) -> None:
+        """The order's band labels beside a drawn run; none beside an empty raster (a
+        leftover superclass label named rows that were not there)."""
+        ticks = self._band_ticks if self.columns else [[], []]
+        if ticks != self._ticks_drawn:
+            self.plot.getAxis("left").setTicks(ticks)
+            self._ticks_drawn = ticks
 
     # ------------------------------------------------------------ pointing
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
@@ -337,6 +370,10 @@ class WholeBrainRaster(QWidget):
         cell = self.cell_at(event.scenePos())
         if cell is not None:
             self.neuron_clicked.emit(*cell)
+
+    def _place_placeholder(self, *_: Any) -> None:
+        area = self.plot.getViewBox().sceneBoundingRect()
+        self.placeholder.setGeometry(self.plot.mapFromScene(area).boundingRect())
 
     def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)

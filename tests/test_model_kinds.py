@@ -145,6 +145,22 @@ def binned_state(model: BinnedModel | None = None) -> ViewerState:
     return state
 
 
+def test_what_a_frame_is_is_said_by_its_kind():
+    """The timeline's words after the counter: prompt or generated for the Fly LLM; a kind
+    that reads no text said "bin 1 / 100 · 10 ms · generated" (and "generating")."""
+    from flyviz.app._testing import make_frame
+    from flyviz.kinds.spiking import SPIKING
+
+    prompt, generated = (make_frame(0, np.zeros(3), generated=g) for g in (False, True))
+    assert [LANGUAGE.frame_phase(f, streaming=False) for f in (prompt, generated)] == \
+        ["prompt", "generated"]
+    assert [LANGUAGE.frame_phase(f, streaming=True) for f in (prompt, generated)] == \
+        ["reading the prompt", "generating"]
+    for frame in (prompt, generated):
+        assert SPIKING.frame_phase(frame, streaming=False) == ""
+        assert SPIKING.frame_phase(frame, streaming=True) == "running"
+
+
 def test_the_fly_llm_is_the_kind_of_every_model_that_names_none():
     assert kind_of(None) is LANGUAGE and kind_of(object()) is LANGUAGE
     assert ViewerState().kind is LANGUAGE

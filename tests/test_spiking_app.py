@@ -187,7 +187,9 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         # Scrubbing afterwards: the timeline counts bins of ms.
         win.state.index = 4
         win.refresh_panels()
-        assert win.timeline.counter.text().startswith("bin 5 / 12 · 50 ms")
+        # A bin is neither prompt nor generated: the counter says "bin 5 / 12 · 50 ms" alone
+        # (it added the language model's "· generated").
+        assert win.timeline.counter.text() == "bin 5 / 12 · 50 ms"
         # The lit brain: the flash of the bin shown.
         win.state.index = 11
         win.refresh_panels()
@@ -628,7 +630,7 @@ def test_the_timeline_counts_the_bins_of_a_run_as_they_arrive(qtbot, tmp_path, m
 
         def counting() -> bool:
             words = win.timeline.counter.text().split()
-            return not feature.finished and "generating" in words and int(words[1]) >= 3 \
+            return not feature.finished and "running" in words and int(words[1]) >= 3 \
                 and words[3] == words[1]
         qtbot.waitUntil(lambda: counting() or feature.finished, timeout=60_000)
         assert counting(), win.timeline.counter.text()

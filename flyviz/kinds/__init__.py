@@ -468,6 +468,13 @@ class ModelKind:
         """A figure's title for frame ``index`` of ``recording`` (default: the time axis's)."""
         return self.time_axis.of(index, len(recording))
 
+    def frame_phase(self, frame: "Frame", streaming: bool) -> str:
+        """A few words on what ``frame`` is, after the timeline's counter: what the model
+        was doing at it (``streaming``: the newest frame of a run still going). Default:
+        ``"running"`` while streaming, else nothing (a kind that reads no text has no prompt
+        and no generated part; its frames are only times)."""
+        return "running" if streaming else ""
+
     def frame_line(self, recording: "Recording", index: int) -> str:
         """One line on frame ``index`` for a host's readout (the notebook widget's text,
         napari's status): default :meth:`frame_caption`."""

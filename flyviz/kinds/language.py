@@ -394,6 +394,13 @@ class LanguageModelKind(ModelKind):
         """``'t=K "token"  |  text so far'``."""
         return f"t={index} {recording.token_texts[index]!r} | {recording.text_so_far(index)}"
 
+    def frame_phase(self, frame: "Frame", streaming: bool) -> str:
+        """Whether the model reads the prompt or generates at ``frame``: ``"reading the
+        prompt"`` / ``"generating"`` while streaming, else ``"prompt"`` / ``"generated"``."""
+        if streaming:
+            return "generating" if frame.is_generation else "reading the prompt"
+        return "generated" if frame.is_generation else "prompt"
+
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """``"token 12 of 40: ' cat'"``: the token counter and the token read there."""
         text = list(recording.token_texts)[index]

@@ -183,7 +183,9 @@ class RunController(QObject):
 
         While a run streams in, what the model is doing ("reading the prompt",
         "generating", "paused"); once it ended, how it ended at the last frame
-        ("done", "stopped") and what the shown frame is elsewhere.
+        ("done", "stopped") and what the shown frame is elsewhere. The words on a
+        frame itself are its kind's (:meth:`~flyviz.kinds.ModelKind.frame_phase`): a
+        spiking brain's bins are neither prompt nor generated.
         """
         frame = self.session.current_frame() if frame is None else frame
         if frame is None:
@@ -191,13 +193,14 @@ class RunController(QObject):
         at_end = self.session.index == len(self.session) - 1
         if self.worker_state == PAUSED and at_end:
             return "paused"
+        kind = self.session.state.kind
         if self.worker_state == RUNNING and at_end:
-            return "generating" if frame.is_generation else "reading the prompt"
+            return kind.frame_phase(frame, streaming=True)
         if self.state == REPLAYING:
             return "replaying"
         if at_end and self.end_reason and not self.active:
             return self.end_reason
-        return "generated" if frame.is_generation else "prompt"
+        return kind.frame_phase(frame, streaming=False)
 
     def token_rate(self, now: float | None = None) -> float:
         """Frames per second arriving from the engine over the last two seconds."""

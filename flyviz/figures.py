@@ -153,7 +153,7 @@ class _Frames:
             return [repr(t)[1:-1][:12] for t in list(recording.token_texts)[:count]], \
                 self.axis.name
         if self.axis.counted:
-            return [str(i + 1) for i in range(count)], self.axis.name
+            return [str(i) for i in range(count)], self.axis.name
         return [f"{self.axis.time(i):g}" for i in range(count)], \
             f"{self.axis.name} end ({self.axis.unit})"
 

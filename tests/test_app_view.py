@@ -76,6 +76,12 @@ def test_scrubbing_shows_that_tokens_state_in_the_cloud(window, qtbot, app_check
     assert win.timeline.slider.value() == 1
     assert win.session.index == 1 and not win.session.live
     assert win.topk_panel.title.text().startswith("Next token after #1")
+    # Every panel counts the token from 0, as the plots' axes and the command line's --token
+    # do (the timeline and the Neuron dock said "token 2" where the rest said 1).
+    assert win.timeline.counter.text().startswith("token 1 / 3")
+    win.select_neuron(b)
+    win.refresh_panels()
+    assert win.inspector.fields["activation"].text().endswith("at token 1")
 
 
 def test_before_any_run_the_brain_rests_in_a_neutral_tone_and_a_run_keeps_its_colours(

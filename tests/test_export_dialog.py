@@ -37,8 +37,8 @@ def test_dialog_turns_settings_into_options(qtbot, tmp_path):
     dialog = ExportDialog(rec, ball_layout(N), "dialog-test")
     qtbot.addWidget(dialog)
     dialog.path_edit.setText(str(tmp_path / "clip.mp4"))
-    dialog.first_spin.setValue(3)
-    dialog.last_spin.setValue(7)
+    dialog.first_spin.setValue(2)                   # tokens 2 to 6, counted from 0
+    dialog.last_spin.setValue(6)
     dialog.size_combo.setEditText("640x360")
     dialog.k_spin.setValue(2)
     dialog.fps_spin.setValue(12)

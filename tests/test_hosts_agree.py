@@ -226,14 +226,14 @@ def test_file_export_movie_keeps_the_highlight_and_the_selection_ring(window, qt
     out = tmp_path / "frames"
 
     class Accepted(export_dialog.ExportDialog):
-        """The form as the user leaves it but for the frames: token 2 alone, as PNG."""
+        """The form as the user leaves it but for the frames: token 1 alone, as PNG."""
 
         def exec(self) -> int:
             self.format_combo.setCurrentIndex(self.format_combo.findData("png"))
             self.path_edit.setText(str(out) + "/")
             self.size_combo.setEditText(f"{size[0]}x{size[1]}")
-            self.first_spin.setValue(2)
-            self.last_spin.setValue(2)
+            self.first_spin.setValue(1)
+            self.last_spin.setValue(1)
             self.k_spin.setValue(1)
             self.hold_spin.setValue(0.0)
             self.overlays_check.setChecked(False)

@@ -138,7 +138,7 @@ def test_overlay_contents_follow_the_recording():
     assert last.prompt == "the cat"
     assert (last.generated + last.newest) in (rec[-1].text_so_far, rec[-1].text_so_far + last.newest)
     assert [t for t, _ in last.bars] == list(rec[-1].top_k_text)
-    assert last.bars_title == "next token" and last.counter.startswith(f"token {len(rec)} of ")
+    assert last.bars_title == "next token" and last.counter.startswith(f"token {len(rec) - 1} of ")
     assert overlay_contents(rec, 2, 4) == items[2:4]
 
 

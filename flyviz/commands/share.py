@@ -59,9 +59,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=int, default=None, metavar="K",
                         help="with --trace: sweep back K steps (default: the whole run)")
     parser.add_argument("--token", type=int, default=None, metavar="K",
-                        help="the token shown on opening, from 0 as #token=K counts (the "
-                             "page's label counts from 1: --token 0 reads 'token 1 / N'; "
-                             "default: the traced step with --trace, else the last)")
+                        help="the token shown on opening, from 0 as #token=K and the page's "
+                             "label count (--token 0 reads 'token 0 / N'; default: the traced "
+                             "step with --trace, else the last)")
     parser.add_argument("--view", choices=("front", "top", "side"), default="front",
                         help="camera direction on opening (default front)")
     add_colour_mode_option(parser)

@@ -95,12 +95,15 @@ class TimeAxis:
     plural
         ``name``'s plural (default: ``name + "s"``).
 
+    Frames are counted from 0 in words as everywhere else: the command line's
+    ``--token K``, ``#token=K`` of a shared page, the plots' token axes.
+
     Examples
     --------
     >>> TimeAxis("token", "token").of(11, 40)
-    'token 12 of 40'
+    'token 11 of 40'
     >>> TimeAxis("bin", "ms", 10.0).of(11, 40)
-    'bin 12 of 40 · 120 ms'
+    'bin 11 of 40 · 120 ms'
     """
 
     name: str
@@ -123,22 +126,22 @@ class TimeAxis:
         return (int(index) + 1) * float(self.step)
 
     def at(self, index: int) -> str:
-        """Frame ``index`` (0-based) in words: ``"token 12"``, ``"bin 12 · 120 ms"``."""
-        words = f"{self.name} {int(index) + 1:,}"
+        """Frame ``index`` (0-based) in words: ``"token 11"``, ``"bin 11 · 120 ms"``."""
+        words = f"{self.name} {int(index):,}"
         return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
 
     def of(self, index: int, total: int) -> str:
         """Frame ``index`` of ``total`` in words (movie and figure captions):
-        ``"token 12 of 40"``, ``"bin 12 of 40 · 120 ms"``."""
-        words = f"{self.name} {int(index) + 1} of {int(total)}"
+        ``"token 11 of 40"``, ``"bin 11 of 40 · 120 ms"``."""
+        words = f"{self.name} {int(index)} of {int(total)}"
         return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
 
     def counter(self, index: int, total: int) -> str:
-        """The timeline's counter: ``"token 12 / 40"``, ``"bin 12 / 40 · 120 ms"``;
+        """The timeline's counter: ``"token 11 / 40"``, ``"bin 11 / 40 · 120 ms"``;
         ``"no tokens yet"`` while there is no frame."""
         if total <= 0:
             return f"no {self.names} yet"
-        words = f"{self.name} {int(index) + 1:,} / {int(total):,}"
+        words = f"{self.name} {int(index):,} / {int(total):,}"
         return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
 
 
@@ -501,7 +504,7 @@ class ModelKind:
     def page_counter(self, recording: "Recording", index: int) -> str:
         """A shared page's counter at frame ``index`` of ``recording``, as the window's
         timeline counts (:meth:`TimeAxis.counter` of :meth:`recording_axis`):
-        ``"token 12 / 40"``, ``"bin 12 / 40 · 120 ms"``."""
+        ``"token 11 / 40"``, ``"bin 11 / 40 · 120 ms"``."""
         return self.recording_axis(recording).counter(index, len(recording))
 
     def page_axis(self, recording: "Recording") -> dict[str, Any]:

@@ -85,11 +85,12 @@ class ExportDialog(QDialog):
         self.format_combo.currentIndexChanged.connect(self._on_format_change)
         form.addRow("Format", self.format_combo)
 
+        # Tokens counted from 0, as the timeline and the command line's --tokens count them.
         self.first_spin, self.last_spin = QSpinBox(), QSpinBox()
         for spin in (self.first_spin, self.last_spin):
-            spin.setRange(1, max(1, n))
-        self.first_spin.setValue(1)
-        self.last_spin.setValue(max(1, n))
+            spin.setRange(0, max(0, n - 1))
+        self.first_spin.setValue(0)
+        self.last_spin.setValue(max(0, n - 1))
         tokens = QHBoxLayout()
         tokens.addWidget(self.first_spin)
         tokens.addWidget(QLabel("to"))
@@ -224,7 +225,7 @@ class ExportDialog(QDialog):
             frames_per_token=self.k_spin.value(),
             quality=self.quality_spin.value() if fmt in DEFAULT_QUALITY else None,
             orbit=self.orbit_spin.value(), mode=mode if mode in ("signed", "abs") else "signed",
-            start=self.first_spin.value() - 1, stop=self.last_spin.value(),
+            start=self.first_spin.value(), stop=self.last_spin.value() + 1,
             overlays=self.overlays_check.isChecked(), view=view if view != "window" else "front",
             scale=self.range_spin.value() or None, hold_seconds=self.hold_spin.value(),
             point_size=self.point_spin.value(), glow=self.glow_spin.value()).validate()

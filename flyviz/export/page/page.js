@@ -410,8 +410,8 @@ void main() {
       span.textContent = t.text;
       span.className = t.phase === "prompt" ? "prompt" : "generation";
       span.dataset.index = String(i);
-      // Counted as the label under the slider counts (from 1, or the kind's counter).
-      span.title = t.counter || `${axis.name} ${i + 1} / ${header.tokens.length}`;
+      // Counted as the label under the slider counts (from 0, or the kind's counter).
+      span.title = t.counter || `${axis.name} ${i} / ${header.tokens.length}`;
       span.addEventListener("click", () => setToken(i));
       text.appendChild(span);
     });
@@ -442,10 +442,10 @@ void main() {
     const slider = $("token");
     slider.value = String(page.token);
     const t = header.tokens[page.token];
-    // Counted from 1 over the run's length, as the window's timeline counts (the kind's
-    // counter: "token 12 / 40", "bin 3 / 10 · 30 ms · 412 spikes").
+    // Counted from 0 over the run's length, as the window's timeline and #token=K count (the
+    // kind's counter: "token 11 / 40", "bin 2 / 10 · 30 ms · 412 spikes").
     $("token-label").textContent = !n ? `no ${axis.names}`
-      : t && t.counter ? t.counter : `${axis.name} ${page.token + 1} / ${n}`;
+      : t && t.counter ? t.counter : `${axis.name} ${page.token} / ${n}`;
     const trace = header.trace, flows = layer.per === "lag" && trace;
     const step = flows ? trace.position - frame : -1;
     const shade = flows ? Math.max(1e-12, ...trace.token_flows.map(Math.abs)) : 1;

@@ -166,7 +166,7 @@ def test_a_comparison_brain_draws_the_untouched_run_the_intervened_run_and_dx(sa
     panels = [axes for axes in figure.axes if axes.images]
     assert [axes.get_title() for axes in panels] == [
         "untouched", "intervened", "Δx (intervened − untouched)"]
-    assert figure.get_suptitle().startswith("token 4 of ")
+    assert figure.get_suptitle().startswith("token 3 of ")
     untouched, intervened, delta = (np.asarray(axes.images[0].get_array(), int)
                                     for axes in panels)
     # Silencing cb_sensory changed the picture, and Δx is a picture of its own.
@@ -224,8 +224,8 @@ def test_options_are_checked():
 
 
 def test_the_token_options_counting_and_the_titles_are_both_told(capsys):
-    """``--token 11`` is titled "token 12 of N" (the app's and movies' counter): the help
-    says so, where it said only that the option counts from 0."""
+    """``--token 11`` is titled "token 11 of N" (counted from 0, as the app's timeline and
+    the movies count): the help says so."""
     code, out, _ = _cli(capsys, "figure", "--help")
     assert code == 0
-    assert "--token 11 reads 'token 12 of N'" in " ".join(out.split())
+    assert "--token 11 is titled 'token 11 of N'" in " ".join(out.split())

@@ -59,9 +59,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a celltypes figure's value: mean, abs (mean |x|) or dx (a "
                              "comparison's mean dx; its default)")
     parser.add_argument("--token", type=int, default=None,
-                        help="a brain figure's token, counted from 0 (the title counts from "
-                             "1, as the app and movies do: --token 11 reads 'token 12 of N'; "
-                             "default: the last)")
+                        help="a brain figure's token, counted from 0 as everywhere in flyviz "
+                             "(--token 11 is titled 'token 11 of N'; default: the last)")
     parser.add_argument("--size", type=_size, default=(1600, 1000), metavar="WxH",
                         help="figure size in pixels (default: 1600x1000)")
     parser.add_argument("--dpi", type=int, default=100, help="dots per inch (default: 100)")

@@ -26,7 +26,12 @@ local Dask cluster runs in this process instead (``--workers 0``: the same bits 
 workers, which each analysis's own tests check), and a movie is drawn at most
 :data:`MOVIE_WIDTH` pixels wide (its aspect kept) with at most :data:`MOVIE_FRAMES_PER_TOKEN`
 frames a token: every frame is drawn in software here, and a movie's size and easing are
-checked by tests/test_export_movie.py.
+checked by tests/test_export_movie.py; a ``trace --movie`` is as small (``--movie-size``).
+A circuit's faithfulness curve has at most :data:`MAX_CURVE_POINTS` sizes (``--points``,
+default 12; the search itself is checked by the circuit's own tests), a text is generated for
+at most :data:`MAX_NEW_TOKENS` tokens (``--max-new-tokens``, default 80), and the spiking
+brain runs for at most :data:`MAX_DURATION_MS` ms (``--duration``, default 1 s; a movie of
+the run draws frames for all of it).
 """
 
 from __future__ import annotations
@@ -53,10 +58,21 @@ _FENCE = re.compile(r"^(?P<mark><!-- docs-test: (?P<why>[a-z ]+) -->\n)?"
                     re.M | re.S)
 _SHELL = ("bash", "sh", "shell", "console")
 
-#: The most corpus tokens a documented command reads here (``--max-tokens``).
-MAX_TOKENS = 100
-#: The most prompts of a task file (``.jsonl``) a documented command reads here.
-MAX_TASK_PROMPTS = 5
+#: The most corpus tokens a documented command reads here (``--max-tokens``): each is a
+#: step of the whole brain (a sweep's and an importance run's, one per group or score), and
+#: 40 still fill one window of every corpus command, as the pages' thousands do several.
+MAX_TOKENS = 40
+#: The most prompts of a task file (``.jsonl``) a documented command reads here: each is a
+#: run of the whole brain at every size a circuit search measures.
+MAX_TASK_PROMPTS = 3
+#: The most circuit sizes on a documented ``circuit``'s faithfulness curve (``--points``):
+#: each is a batch of whole-brain runs, and 4 still leave sizes between the ends to search.
+MAX_CURVE_POINTS = 4
+#: The most tokens a documented command generates (``--max-new-tokens``); no page's later
+#: command reads a token past it (``--tokens 10:20``, ``--token 11``, ``--trace 7``).
+MAX_NEW_TOKENS = 20
+#: The longest a documented command runs the spiking brain, in ms (``--duration``).
+MAX_DURATION_MS = 100
 
 
 #: The widest movie a documented ``export`` draws here (``--size``, default 1280x720).
@@ -66,12 +82,19 @@ MOVIE_FRAMES_PER_TOKEN = 2
 
 #: The commands that take ``--workers`` (a local Dask cluster unless it is 0).
 DASK_COMMANDS = ("sweep", "importance", "atlas", "circuit", "patch", "screen", "dynamics", "check")
+#: The commands whose ``--max-new-tokens`` defaults to 80 (``export`` has it too, but a
+#: recording's export takes none, and every documented model export gives a small one).
+GENERATING_COMMANDS = ("generate", "compare")
+#: The commands that run the spiking brain for ``--duration`` (default 1 s).
+SPIKING_COMMANDS = ("simulate", "screen")
 
 
 def capped(words: list[str]) -> list[str]:
     """``words`` with a ``--max-tokens`` above :data:`MAX_TOKENS` brought down to it,
-    ``--workers 0`` where a command would start a cluster of its own, and an ``export``'s
-    movie at most :data:`MOVIE_WIDTH` wide and :data:`MOVIE_FRAMES_PER_TOKEN` frames a token."""
+    ``--workers 0`` where a command would start a cluster of its own, an ``export``'s
+    movie at most :data:`MOVIE_WIDTH` wide and :data:`MOVIE_FRAMES_PER_TOKEN` frames a token,
+    a ``circuit``'s curve at most :data:`MAX_CURVE_POINTS` sizes, a generation at most
+    :data:`MAX_NEW_TOKENS` tokens and a spiking run at most :data:`MAX_DURATION_MS` ms."""
     words = list(words)
     for i, word in enumerate(words[:-1]):
         if word == "--max-tokens" and words[i + 1].isdigit():
@@ -82,8 +105,64 @@ def capped(words: list[str]) -> list[str]:
             and "--workers" not in words:
         words += ["--workers", "0"]
     if words[:1] == ["export"]:
-        words = _small_movie(words)
+        words = _at_most(_small_movie(words), "--max-new-tokens", None, MAX_NEW_TOKENS)
+    if words[:1] == ["trace"] and "--movie" in words:
+        words = _small_trace_movie(words)
+    if words[:1] and words[0] in GENERATING_COMMANDS:
+        words = _at_most(words, "--max-new-tokens", 80, MAX_NEW_TOKENS)
+    if words[:1] == ["circuit"]:
+        words = _at_most(words, "--points", 12, MAX_CURVE_POINTS)
+    if words[:1] and words[0] in SPIKING_COMMANDS:
+        words = _shorter_run(words)
     return words
+
+
+def _at_most(words: list[str], option: str, default: int | None, most: int) -> list[str]:
+    """``words`` with ``option``'s number (``default`` where it is not given; None: leave it
+    out then) at most ``most``."""
+    words = list(words)
+    if option in words[:-1]:
+        at = words.index(option) + 1
+        if words[at].isdigit():
+            words[at] = str(min(int(words[at]), most))
+    elif default is not None and default > most:
+        words += [option, str(most)]
+    return words
+
+
+def _shorter_run(words: list[str]) -> list[str]:
+    """A spiking command's words with its ``--duration`` (default 1 s) at most
+    :data:`MAX_DURATION_MS` ms."""
+    from flyviz.commands.simulate import duration_arg
+
+    words = list(words)
+    if "--duration" not in words[:-1]:
+        return words + ["--duration", f"{MAX_DURATION_MS}ms"]
+    at = words.index("--duration") + 1
+    if duration_arg(words[at]) * 1000.0 > MAX_DURATION_MS:
+        words[at] = f"{MAX_DURATION_MS}ms"
+    return words
+
+
+def _smaller_frame(size: str) -> str:
+    """A movie's ``WxH`` scaled down to :data:`MOVIE_WIDTH` wide, its aspect kept (even
+    sides, as encoders need)."""
+    found = re.fullmatch(r"(\d+)x(\d+)", size)
+    if not found or int(found.group(1)) <= MOVIE_WIDTH:
+        return size
+    width, height = int(found.group(1)), int(found.group(2))
+    return f"{MOVIE_WIDTH}x{max(2, round(height * MOVIE_WIDTH / width / 2) * 2)}"
+
+
+def _small_trace_movie(words: list[str]) -> list[str]:
+    """A ``trace --movie``'s words with its ``--movie-size`` (default 1280x720) at most
+    :data:`MOVIE_WIDTH` wide."""
+    words = list(words)
+    if "--movie-size" in words[:-1]:
+        at = words.index("--movie-size") + 1
+        words[at] = _smaller_frame(words[at])
+        return words
+    return words + ["--movie-size", _smaller_frame("1280x720")]
 
 
 def _small_movie(words: list[str]) -> list[str]:
@@ -94,10 +173,7 @@ def _small_movie(words: list[str]) -> list[str]:
     for i, word in enumerate(words[:-1]):
         if word in options:
             options[word] = words[i + 1]
-    found = re.fullmatch(r"(\d+)x(\d+)", options["--size"])
-    if found and int(found.group(1)) > MOVIE_WIDTH:
-        width, height = int(found.group(1)), int(found.group(2))
-        options["--size"] = f"{MOVIE_WIDTH}x{max(2, round(height * MOVIE_WIDTH / width / 2) * 2)}"
+    options["--size"] = _smaller_frame(options["--size"])
     if options["--frames-per-token"].isdigit():
         options["--frames-per-token"] = str(min(int(options["--frames-per-token"]),
                                                 MOVIE_FRAMES_PER_TOKEN))
@@ -225,10 +301,10 @@ def test_the_reader_joins_lines_drops_prompts_and_reads_marks():
 
 def test_a_corpus_command_is_capped_and_nothing_else_changes():
     assert capped(["sweep", "demo", "--max-tokens", "2000", "--prompt", "2000"]) == [
-        "sweep", "demo", "--max-tokens", "100", "--prompt", "2000", "--workers", "0"]
-    assert capped(["atlas", "--max-tokens", "100", "--workers", "8"]) == [
-        "atlas", "--max-tokens", "100", "--workers", "0"]
-    assert capped(["generate", "demo", "--prompt", "x"]) == ["generate", "demo", "--prompt", "x"]
+        "sweep", "demo", "--max-tokens", "40", "--prompt", "2000", "--workers", "0"]
+    assert capped(["atlas", "--max-tokens", "30", "--workers", "8"]) == [
+        "atlas", "--max-tokens", "30", "--workers", "0"]
+    assert capped(["trace", "demo", "--prompt", "x"]) == ["trace", "demo", "--prompt", "x"]
     assert capped(["export", "demo", "--prompt", "x", "--out", "a.mp4"]) == [
         "export", "demo", "--prompt", "x", "--out", "a.mp4", "--size", "320x180",
         "--frames-per-token", "2"]
@@ -238,6 +314,38 @@ def test_a_corpus_command_is_capped_and_nothing_else_changes():
         "--size", "320x180", "--frames-per-token", "1"]
     assert capped(["export", "r.flyrec", "--size", "200x100", "--out", "a.gif"])[-4:] == [
         "--size", "200x100", "--frames-per-token", "2"]
+
+
+def test_a_circuit_a_generation_a_spiking_run_and_a_trace_movie_are_capped():
+    assert capped(["circuit", "demo", "--task", "t.jsonl"]) == [
+        "circuit", "demo", "--task", "t.jsonl", "--workers", "0", "--points", "4"]
+    assert capped(["circuit", "demo", "--task", "t.jsonl", "--points", "30", "--workers", "0"]
+                  )[-4:] == ["--points", "4", "--workers", "0"]
+    assert capped(["circuit", "demo", "--task", "t.jsonl", "--points", "3"])[4:6] == [
+        "--points", "3"]
+    assert capped(["compare", "demo", "--prompt", "x", "--silence", "sign:inhibitory"]) == [
+        "compare", "demo", "--prompt", "x", "--silence", "sign:inhibitory",
+        "--max-new-tokens", "20"]
+    assert capped(["generate", "demo", "--prompt", "x", "--max-new-tokens", "40"]) == [
+        "generate", "demo", "--prompt", "x", "--max-new-tokens", "20"]
+    assert capped(["generate", "demo", "--prompt", "x", "--max-new-tokens", "6"])[-1] == "6"
+    assert capped(["export", "demo", "--prompt", "x", "--max-new-tokens", "30", "--out",
+                   "a.mp4"])[:5] == ["export", "demo", "--prompt", "x", "--max-new-tokens"]
+    assert capped(["export", "demo", "--prompt", "x", "--max-new-tokens", "30", "--out",
+                   "a.mp4"])[5] == "20"
+    assert "--max-new-tokens" not in capped(["export", "r.flyrec", "--out", "a.mp4"])
+    assert capped(["simulate", "demo", "--out", "s.parquet"]) == [
+        "simulate", "demo", "--out", "s.parquet", "--duration", "100ms"]
+    assert capped(["simulate", "demo", "--duration", "0.5", "--record", "s.flyrec"]) == [
+        "simulate", "demo", "--duration", "100ms", "--record", "s.flyrec"]
+    assert capped(["simulate", "demo", "--duration", "40ms"]) == [
+        "simulate", "demo", "--duration", "40ms"]
+    assert capped(["screen", "demo", "--sets", "s.txt", "--duration", "1s"])[-4:] == [
+        "--duration", "100ms", "--workers", "0"]
+    assert capped(["trace", "demo", "--prompt", "x", "--movie", "w.mp4"]) == [
+        "trace", "demo", "--prompt", "x", "--movie", "w.mp4", "--movie-size", "320x180"]
+    assert capped(["trace", "demo", "--movie", "w.mp4", "--movie-size", "640x480"]) == [
+        "trace", "demo", "--movie", "w.mp4", "--movie-size", "320x240"]
 
 
 def test_every_command_runs_or_its_block_says_why_not():

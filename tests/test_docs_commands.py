@@ -31,7 +31,8 @@ A circuit's faithfulness curve has at most :data:`MAX_CURVE_POINTS` sizes (``--p
 default 12; the search itself is checked by the circuit's own tests), a text is generated for
 at most :data:`MAX_NEW_TOKENS` tokens (``--max-new-tokens``, default 80), and the spiking
 brain runs for at most :data:`MAX_DURATION_MS` ms (``--duration``, default 1 s; a movie of
-the run draws frames for all of it).
+the run draws frames for all of it). Each command of a page after its first gets the demo
+brain's arrays its first command loaded (:func:`_load_the_demo_once`).
 """
 
 from __future__ import annotations
@@ -399,10 +400,41 @@ def _workspace(tmp_path: Path) -> Path:
     return work
 
 
+def _load_the_demo_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Have ``load_model("demo")`` read the demo brain's files only the first time.
+
+    A user's process loads the demo for each command (its graph's digest checked, about
+    0.3 CPU s), which this process would do for every command of a page. The page's first
+    command loads it so; the later ones get the same read-only arrays (memory-mapped and
+    not writable: no command can change them for the next) with their own copies of what
+    is writable (metadata, digests, anatomy). Everything around the load (the spec's
+    checks, the validation) still runs each time.
+    """
+    import copy
+
+    from flyviz.model import resolve
+
+    real = resolve._load_demo
+    loaded = []
+
+    def load_demo_once(progress):
+        if not loaded:
+            loaded.append(real(progress))
+        ckpt = copy.copy(loaded[0])
+        ckpt.metadata = copy.deepcopy(ckpt.metadata)
+        ckpt.digests = dict(ckpt.digests)
+        ckpt.tensor_names = dict(ckpt.tensor_names)
+        ckpt.anatomy = copy.deepcopy(ckpt.anatomy)
+        return ckpt
+
+    monkeypatch.setattr(resolve, "_load_demo", load_demo_once)
+
+
 def run_the_pages_commands(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run every command of ``page`` in order in a scratch workspace; each must exit as said."""
     from flyviz.cli import main
 
+    _load_the_demo_once(monkeypatch)
     monkeypatch.chdir(_workspace(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("FLYVIZ_WORKERS", "0")

@@ -397,7 +397,7 @@ def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> N
         state.mesh.outline_shown = options.outline
         return state
 
-    # The caption is the model kind's: a language model's "token 12 of 40: ' cat'".
+    # The caption is the model kind's: a language model's "token 12 of 0–39: ' cat'".
     caption = kind.frame_caption(recording, token)
     if baseline is None:
         state = shown(recording)

@@ -43,7 +43,7 @@ def test_prompt_typed_and_enter_produces_the_librarys_frames_and_text(window, qt
                                                        if f.is_generation]
     # Live mode: the shown frame is the newest, and the timeline says so.
     assert win.session.index == len(rec) - 1
-    assert win.timeline.counter.text().startswith(f"token {len(rec) - 1:,} / {len(rec):,}")
+    assert win.timeline.counter.text().startswith(f"token {len(rec) - 1:,} / {len(rec) - 1:,}")
 
 
 def test_pause_step_resume_stop_and_reset(window, qtbot):

@@ -78,7 +78,7 @@ def test_scrubbing_shows_that_tokens_state_in_the_cloud(window, qtbot, app_check
     assert win.topk_panel.title.text().startswith("Next token after #1")
     # Every panel counts the token from 0, as the plots' axes and the command line's --token
     # do (the timeline and the Neuron dock said "token 2" where the rest said 1).
-    assert win.timeline.counter.text().startswith("token 1 / 3")
+    assert win.timeline.counter.text().startswith("token 1 / 2")
     win.select_neuron(b)
     win.refresh_panels()
     assert win.inspector.fields["activation"].text().endswith("at token 1")

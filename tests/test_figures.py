@@ -166,7 +166,7 @@ def test_a_comparison_brain_draws_the_untouched_run_the_intervened_run_and_dx(sa
     panels = [axes for axes in figure.axes if axes.images]
     assert [axes.get_title() for axes in panels] == [
         "untouched", "intervened", "Δx (intervened − untouched)"]
-    assert figure.get_suptitle().startswith("token 3 of ")
+    assert figure.get_suptitle().startswith("token 3 of 0–")
     untouched, intervened, delta = (np.asarray(axes.images[0].get_array(), int)
                                     for axes in panels)
     # Silencing cb_sensory changed the picture, and Δx is a picture of its own.

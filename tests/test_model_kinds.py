@@ -167,7 +167,7 @@ def test_the_fly_llm_is_the_kind_of_every_model_that_names_none():
     axis = LANGUAGE.time_axis
     assert (axis.name, axis.unit, axis.step, axis.counted) == ("token", "token", 1.0, True)
     assert {c.key for c in LANGUAGE.side_channels} == {"text", "top-k"}
-    assert axis.of(11, 40) == "token 11 of 40" and axis.counter(1, 2) == "token 1 / 2"
+    assert axis.of(11, 40) == "token 11 of 0–39" and axis.counter(1, 2) == "token 1 / 1"
     assert axis.counter(0, 0) == "no tokens yet"
     # The language model's run settings are the Settings dock's, as before.
     state = ViewerState()
@@ -175,6 +175,27 @@ def test_the_fly_llm_is_the_kind_of_every_model_that_names_none():
     settings = LANGUAGE.run_settings(state.run, top_k=4)
     assert (settings.max_new_tokens, settings.seed, settings.top_k) == (7, 3, 4)
     assert state.run.generation_settings(4) == settings
+
+
+def test_the_words_name_a_frame_beside_the_last_index_not_the_count():
+    """The last of 36 tokens read "token 35 / 36" and "token 35 of 36", which promised one
+    more: the counter and the captions name the last index, as napari's slider does."""
+    tokens, bins = TimeAxis("token", "token"), TimeAxis("bin", "ms", 10.0)
+    # The last frame of a run.
+    assert tokens.counter(35, 36) == "token 35 / 35"
+    assert tokens.of(35, 36) == "token 35 of 0\u201335"
+    assert bins.counter(39, 40) == "bin 39 / 39 \u00b7 400 ms"
+    assert bins.of(39, 40) == "bin 39 of 0\u201339 \u00b7 400 ms"
+    # Any frame: its index beside the last index.
+    assert bins.counter(11, 40) == "bin 11 / 39 \u00b7 120 ms"
+    assert bins.of(11, 40) == "bin 11 of 0\u201339 \u00b7 120 ms"
+    # A run of one frame: its only frame is both the first and the last.
+    assert tokens.counter(0, 1) == "token 0 / 0" and tokens.of(0, 1) == "token 0 of 0\u20130"
+    assert bins.counter(0, 1) == "bin 0 / 0 \u00b7 10 ms"
+    assert bins.of(0, 1) == "bin 0 of 0\u20130 \u00b7 10 ms"
+    # No frame yet; the counter's digits are grouped.
+    assert tokens.counter(-1, 0) == "no tokens yet" and bins.counter(0, 0) == "no bins yet"
+    assert tokens.counter(1234, 5000) == "token 1,234 / 4,999"
 
 
 def test_a_second_kind_loads_into_a_viewer_state():
@@ -189,8 +210,8 @@ def test_a_second_kind_loads_into_a_viewer_state():
         state.index = 5
     # Its overlays say its time axis and carry no text and no bars.
     contents = list(state.kind.overlays(state.recording))
-    assert [c.counter for c in contents] == ["bin 0 of 3 · 10 ms", "bin 1 of 3 · 20 ms",
-                                             "bin 2 of 3 · 30 ms"]
+    assert [c.counter for c in contents] == ["bin 0 of 0–2 · 10 ms", "bin 1 of 0–2 · 20 ms",
+                                             "bin 2 of 0–2 · 30 ms"]
     assert all(c.bars == () and c.prompt == c.generated == c.newest == "" for c in contents)
     # A kind given with the model wins over the model's own; a bad one is refused.
     state.set_model(model, kind=LANGUAGE)
@@ -268,8 +289,8 @@ def test_a_second_kind_exports_as_a_movie_with_its_time_axis_in_the_captions(tmp
     options = ExportOptions(size=(320, 200), fps=10, frames_per_token=1, overlays=True)
     captions = _Captions()
     export_state(state, tmp_path / "captions", options, renderer=captions)
-    assert captions.counters == ["bin 0 of 3 · 10 ms", "bin 1 of 3 · 20 ms",
-                                 "bin 2 of 3 · 30 ms"]
+    assert captions.counters == ["bin 0 of 0–2 · 10 ms", "bin 1 of 0–2 · 20 ms",
+                                 "bin 2 of 0–2 · 30 ms"]
 
     iio = pytest.importorskip("imageio.v3")
     try:
@@ -299,7 +320,7 @@ def test_a_second_kinds_figure_is_captioned_by_its_time_axis(tmp_path):
     except ExportError as exc:
         skip_if_no_offscreen_gl(str(exc))   # any other export error fails
         raise
-    assert [a.get_title() for a in figure.axes if a.get_title()] == ["bin 1 of 3 · 20 ms"]
+    assert [a.get_title() for a in figure.axes if a.get_title()] == ["bin 1 of 0–2 · 20 ms"]
 
 
 # ---------------------------------------------------------------- the window
@@ -347,7 +368,7 @@ def test_the_window_shows_only_the_docks_that_serve_the_kind(qtbot, tmp_path):
             assert not dock.toggleViewAction().isVisible(), key
         for key in every_kind:
             assert win.docks[key].isHidden() == (not shown_before[key]), key
-        assert win.timeline.counter.text().startswith("bin 2 / 3 · 30 ms")
+        assert win.timeline.counter.text().startswith("bin 2 / 2 · 30 ms")
         assert "bins" in win.timeline.slider.toolTip()
 
         # The Fly LLM again: its docks come back as they were.

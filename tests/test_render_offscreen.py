@@ -24,7 +24,7 @@ def grid(n_side: int = 6) -> np.ndarray:
 def content(top_k=(("cat", 0.8), (" dog", 0.2)), newest=" saw", generated="") -> OverlayContent:
     return OverlayContent(prompt="Once upon a time the", generated=generated, newest=newest,
                           newest_in_prompt=not generated, bars=tuple(top_k),
-                          counter="token 3 of 9 \u00b7 reading the prompt",
+                          counter="token 3 of 0\u20138 \u00b7 reading the prompt",
                           bars_title="next token")
 
 
@@ -138,7 +138,7 @@ def test_overlay_contents_follow_the_recording():
     assert last.prompt == "the cat"
     assert (last.generated + last.newest) in (rec[-1].text_so_far, rec[-1].text_so_far + last.newest)
     assert [t for t, _ in last.bars] == list(rec[-1].top_k_text)
-    assert last.bars_title == "next token" and last.counter.startswith(f"token {len(rec) - 1} of ")
+    assert last.bars_title == "next token" and last.counter.startswith(f"token {len(rec) - 1} of 0\u2013{len(rec) - 1} ")
     assert overlay_contents(rec, 2, 4) == items[2:4]
 
 

@@ -265,8 +265,9 @@ LONG_PROMPT = ("Once upon a time there was a little girl named Lily who liked to
 
 def test_the_page_heads_a_long_prompt_at_a_word_and_counts_tokens_from_zero(demo, tmp_path):
     """A title longer than the side panel is shortened at a word with the whole title in
-    its tooltip (it was cut at 60 characters, mid-word), and the counter reads "token K / N"
-    with K from 0, as #token=K, --token K and the window count, and N the run's length."""
+    its tooltip (it was cut at 60 characters, mid-word), and the counter reads "token K / L"
+    with K from 0, as #token=K, --token K and the window count, and L the run's last index
+    (the last token reads "token L / L", not "/ N", which promised one more)."""
     _chromium_or_skip()
     import flyviz
     from flyviz.viewer import ViewerState
@@ -291,12 +292,12 @@ def test_the_page_heads_a_long_prompt_at_a_word_and_counts_tokens_from_zero(demo
                                 " return h.scrollWidth <= h.clientWidth; })()")
         n = len(recording)
         assert browser.evaluate("document.getElementById('token-label').textContent") == \
-            f"token {n - 1} / {n}"
+            f"token {n - 1} / {n - 1}"
         browser.evaluate("location.hash = 'token=0'")
         browser.wait("window.flyviz.page.token === 0")
         assert browser.evaluate("document.getElementById('token-label').textContent") == \
-            f"token 0 / {n}"
-        assert browser.evaluate("document.title").endswith(f"token 0 / {n}")
+            f"token 0 / {n - 1}"
+        assert browser.evaluate("document.title").endswith(f"token 0 / {n - 1}")
 
 
 #: For each entry of the Colour by menu: its text's width in the menu's font, the width the

@@ -187,9 +187,9 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         # Scrubbing afterwards: the timeline counts bins of ms.
         win.state.index = 4
         win.refresh_panels()
-        # A bin is neither prompt nor generated: the counter says "bin 4 / 12 · 50 ms" alone
+        # A bin is neither prompt nor generated: the counter says "bin 4 / 11 · 50 ms" alone
         # (it added the language model's "· generated"); bins count from 0.
-        assert win.timeline.counter.text() == "bin 4 / 12 · 50 ms"
+        assert win.timeline.counter.text() == "bin 4 / 11 · 50 ms"
         # The lit brain: the flash of the bin shown.
         win.state.index = 11
         win.refresh_panels()
@@ -303,7 +303,7 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         assert not win.docks["stimulus"].isHidden()
         win.state.index = 1
         win.refresh_panels()
-        assert win.timeline.counter.text().startswith("bin 1 / 4 · 20 ms")
+        assert win.timeline.counter.text().startswith("bin 1 / 3 · 20 ms")
         # The window's shared views speak in bins too, and no prompt is asked for.
         assert win.raster_panel.plot.getAxis("bottom").labelText == "bin"
         assert "last 96 bins" in win.raster_panel.caption.text()
@@ -577,7 +577,7 @@ def test_the_populations_plot_follows_a_live_run_to_its_end(qtbot, tmp_path):
         for plot in (population.rates_plot, population.raster_plot):
             low, high = plot.getViewBox().viewRange()[0]
             assert low <= 0.0 + 1e-6 and end_ms - 1e-6 <= high <= end_ms * 1.05, (low, high)
-        assert win.timeline.counter.text().startswith(f"bin {bins - 1} / {bins} ")
+        assert win.timeline.counter.text().startswith(f"bin {bins - 1} / {bins - 1} ")
     finally:
         win.close()
 
@@ -617,13 +617,13 @@ def test_the_neuron_trace_of_a_spiking_run_reads_bins_over_the_run(qtbot, tmp_pa
 def test_the_timeline_counts_the_bins_of_a_run_as_they_arrive(qtbot, tmp_path, monkeypatch):
     """While a run streams in, the timeline's counter follows each display tick, not the 2-D
     panels' few refreshes a second: as the next run began it still said the previous one's
-    "bin 9 / 10 · done" (here the panels are held back the whole run to show it)."""
+    "bin 9 / 9 · done" (here the panels are held back the whole run to show it)."""
     pytest.importorskip("pytestqt")
     from flyviz.app.window import display
 
     win, feature = _demo_run(qtbot, tmp_path, 10)
     try:
-        assert win.timeline.counter.text().startswith("bin 9 / 10 ")
+        assert win.timeline.counter.text().startswith("bin 9 / 9 ")
         monkeypatch.setattr(display, "PANEL_HZ", 1e-6)     # no panel refresh while streaming
         feature.panel.bins.setValue(40)
         assert feature.run()
@@ -631,7 +631,7 @@ def test_the_timeline_counts_the_bins_of_a_run_as_they_arrive(qtbot, tmp_path, m
         def counting() -> bool:
             words = win.timeline.counter.text().split()
             return not feature.finished and "running" in words and int(words[1]) >= 3 \
-                and int(words[3]) == int(words[1]) + 1
+                and int(words[3]) == int(words[1])
         qtbot.waitUntil(lambda: counting() or feature.finished, timeout=60_000)
         assert counting(), win.timeline.counter.text()
     finally:

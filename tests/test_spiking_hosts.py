@@ -44,7 +44,7 @@ def test_a_spiking_recording_opens_as_the_spiking_kind_with_its_brain(spiking_re
     assert source.tokens == 5 and state.kind.time_axis.unit == "ms"
     # the words beside the brain are the bin and its time, not a token's text
     spikes = state.recording.metadata["spiking"]["bin_spikes"][2]
-    assert source.token_text(2) == f"bin 2 of 5 · 30 ms · {spikes:,} spikes"
+    assert source.token_text(2) == f"bin 2 of 0–4 · 30 ms · {spikes:,} spikes"
     # the brain it ran on places the neurons: the excited (left) half at negative x
     assert state.anatomy.positions[:40, 0].max() < 0 < state.anatomy.positions[40:, 0].min()
     # spikes flash and fade: offered, lit where the excited neurons fired, dark elsewhere
@@ -78,7 +78,7 @@ def test_a_spiking_recording_whose_brain_is_gone_is_drawn_on_a_ball(spiking_reco
     with pytest.warns(UserWarning, match="does not load"):
         source = BrainSource.open(moved)
     assert source.state.kind is SPIKING and "generic layout" in (source.note or "")
-    assert source.token_text(0).startswith("bin 0 of 5 · 10 ms")
+    assert source.token_text(0).startswith("bin 0 of 0–4 · 10 ms")
 
 
 def test_napari_layers_of_a_spiking_recording_step_through_bins_of_ms(spiking_recording):
@@ -110,7 +110,7 @@ def test_the_notebook_widget_shows_a_spiking_recording_by_bin(spiking_recording)
         assert widget.state.kind is SPIKING
         assert widget.slider.description == "bin" and widget.slider.max == 4
         widget.show_token(1)
-        assert "bin 1 of 5 · 20 ms" in widget.text.value
+        assert "bin 1 of 0–4 · 20 ms" in widget.text.value
         assert "spike_flash" in widget.quantity_control.options
     finally:
         widget.close()

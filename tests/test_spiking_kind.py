@@ -79,7 +79,7 @@ def test_binned_counts_sum_to_the_runs_spikes(brain_folder):
 def test_a_spiking_run_is_frames_of_rates_in_its_bins(brain_folder):
     model = SpikingModel.load(str(brain_folder))
     assert kind_of(model) is SPIKING and SPIKING != LANGUAGE
-    assert SPIKING.time_axis.of(2, 5) == "bin 2 of 5 · 30 ms"
+    assert SPIKING.time_axis.of(2, 5) == "bin 2 of 0–4 · 30 ms"
     assert [c.key for c in SPIKING.side_channels] == ["spikes"]
     recording = record_run(model, Stimulus(excite="superclass:sensory", rate=200.0, seed=2),
                            SPIKING.run_settings(bins=8, bin_ms=10.0))
@@ -92,7 +92,7 @@ def test_a_spiking_run_is_frames_of_rates_in_its_bins(brain_folder):
     assert meta["excited"] == HALF and meta["brain"] == str(brain_folder)
     # The counter says the bin, its time and its spikes.
     counters = [c.counter for c in SPIKING.overlays(recording)]
-    assert counters[2] == f"bin 2 of 8 · 30 ms · {meta['bin_spikes'][2]:,} spikes"
+    assert counters[2] == f"bin 2 of 0–7 · 30 ms · {meta['bin_spikes'][2]:,} spikes"
     with pytest.raises(flyviz_input_error()):
         BinSettings(bin_ms=0.01).validate()
     with pytest.raises(flyviz_input_error(), match="nothing to excite"):
@@ -185,7 +185,7 @@ def test_a_spiking_recordings_figure_is_drawn_on_its_brain_and_captioned_by_bin(
         raise
     spikes = recording.metadata["spiking"]["bin_spikes"][1]
     assert [a.get_title() for a in figure.axes if a.get_title()] == [
-        f"bin 1 of 3 · 20 ms · {spikes:,} spikes"]
+        f"bin 1 of 0–2 · 20 ms · {spikes:,} spikes"]
     # On the command line the recording's brain is found by itself (no --model).
     rec = tmp_path / "s.flyrec"
     recording.save(rec)

@@ -66,7 +66,7 @@ def test_a_shared_spiking_page_reads_in_hertz_per_bin(spiking, tmp_path, capsys)
     assert axis["text"] is False and axis["bars"] == ""
     spikes = Recording.load(rec).metadata["spiking"]["bin_spikes"]
     assert [t["counter"] for t in header["tokens"]] == [
-        f"bin {i} / {BINS} · {10 * (i + 1)} ms · {spikes[i]:,} spikes" for i in range(BINS)]
+        f"bin {i} / {BINS - 1} · {10 * (i + 1)} ms · {spikes[i]:,} spikes" for i in range(BINS)]
     assert "token" not in json.dumps(header["axis"])
     # The title says what was run (it was the brain's name alone: "brain").
     meta = Recording.load(rec).metadata
@@ -123,7 +123,7 @@ def test_a_shared_spiking_page_in_a_browser_shows_bins_and_no_token_panels(spiki
         browser.open(out)
         assert browser.evaluate("window.flyviz.error || ''") == ""
         label = browser.evaluate("document.getElementById('token-label').textContent")
-        assert label == f"bin {BINS - 1} / {BINS} · {10 * BINS} ms · {spikes[-1]:,} spikes"
+        assert label == f"bin {BINS - 1} / {BINS - 1} · {10 * BINS} ms · {spikes[-1]:,} spikes"
         assert browser.evaluate("document.getElementById('bar-caption').textContent") == \
             "firing rate in the bin (Hz)"
         assert browser.evaluate("document.getElementById('bar-low').textContent") == "0"
@@ -219,7 +219,7 @@ def test_a_spiking_brain_figure_has_a_colour_bar_in_hertz(spiking, tmp_path):
     texts = _texts(figure)
     assert "firing rate in the bin (Hz)" in texts, texts
     assert not any("activation" in t for t in texts), texts
-    assert any(t.startswith(f"bin {BINS - 1} of {BINS} · {10 * BINS} ms") for t in texts), texts
+    assert any(t.startswith(f"bin {BINS - 1} of 0\u2013{BINS - 1} · {10 * BINS} ms") for t in texts), texts
 
 
 @pytest.mark.parametrize("model", [[], ["--model", "demo"]])

@@ -258,7 +258,7 @@ def page_data(state: "ViewerState", *, attribution: "Attribution | None" = None,
     display = state.display
     rate = float(state.run.speed_cap) or UNCAPPED_RATE
     kind = state.kind
-    # What the page says of each frame is the kind's: its words, its counter ("bin 3 / 10 ·
+    # What the page says of each frame is the kind's: its words, its counter ("bin 2 / 9 ·
     # 30 ms · 412 spikes"), and whether a text line and bars apply (page_axis).
     steps = kind.page_steps(recording)
     for i, step in enumerate(steps):

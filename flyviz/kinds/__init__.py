@@ -96,14 +96,21 @@ class TimeAxis:
         ``name``'s plural (default: ``name + "s"``).
 
     Frames are counted from 0 in words as everywhere else: the command line's
-    ``--token K``, ``#token=K`` of a shared page, the plots' token axes.
+    ``--token K``, ``#token=K`` of a shared page, the plots' token axes. The words
+    name a frame's index beside the last index, not the count (as napari's slider
+    does): the last of 40 tokens reads ``"token 39 / 39"``, not "39 / 40", which
+    would promise one more.
 
     Examples
     --------
     >>> TimeAxis("token", "token").of(11, 40)
-    'token 11 of 40'
+    'token 11 of 0–39'
+    >>> TimeAxis("token", "token").counter(39, 40)
+    'token 39 / 39'
     >>> TimeAxis("bin", "ms", 10.0).of(11, 40)
-    'bin 11 of 40 · 120 ms'
+    'bin 11 of 0–39 · 120 ms'
+    >>> TimeAxis("token", "token").counter(0, 1), TimeAxis("token", "token").of(0, 1)
+    ('token 0 / 0', 'token 0 of 0–0')
     """
 
     name: str
@@ -131,17 +138,19 @@ class TimeAxis:
         return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
 
     def of(self, index: int, total: int) -> str:
-        """Frame ``index`` of ``total`` in words (movie and figure captions):
-        ``"token 11 of 40"``, ``"bin 11 of 40 · 120 ms"``."""
-        words = f"{self.name} {int(index)} of {int(total)}"
+        """Frame ``index`` of the ``total`` frames ``0`` to ``total - 1``, in words (movie
+        and figure captions): ``"token 11 of 0–39"``, ``"bin 11 of 0–39 · 120 ms"``
+        (an en dash); a one-frame run's ``"token 0 of 0–0"``."""
+        words = f"{self.name} {int(index)} of 0\u2013{max(int(total) - 1, 0)}"
         return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
 
     def counter(self, index: int, total: int) -> str:
-        """The timeline's counter: ``"token 11 / 40"``, ``"bin 11 / 40 · 120 ms"``;
-        ``"no tokens yet"`` while there is no frame."""
+        """The timeline's counter, the frame ``index`` beside the last index ``total - 1``:
+        ``"token 11 / 39"``, ``"bin 11 / 39 · 120 ms"`` (the last frame's
+        ``"token 39 / 39"``); ``"no tokens yet"`` while there is no frame."""
         if total <= 0:
             return f"no {self.names} yet"
-        words = f"{self.name} {int(index):,} / {int(total):,}"
+        words = f"{self.name} {int(index):,} / {int(total) - 1:,}"
         return words if self.counted else f"{words} \u00b7 {self.time(index):g} {self.unit}"
 
 
@@ -504,7 +513,7 @@ class ModelKind:
     def page_counter(self, recording: "Recording", index: int) -> str:
         """A shared page's counter at frame ``index`` of ``recording``, as the window's
         timeline counts (:meth:`TimeAxis.counter` of :meth:`recording_axis`):
-        ``"token 11 / 40"``, ``"bin 11 / 40 · 120 ms"``."""
+        ``"token 11 / 39"``, ``"bin 11 / 39 · 120 ms"`` (40 frames: the last index)."""
         return self.recording_axis(recording).counter(index, len(recording))
 
     def page_axis(self, recording: "Recording") -> dict[str, Any]:

@@ -402,7 +402,7 @@ class LanguageModelKind(ModelKind):
         return "generated" if frame.is_generation else "prompt"
 
     def frame_caption(self, recording: "Recording", index: int) -> str:
-        """``"token 11 of 40: ' cat'"``: the token counter and the token read there."""
+        """``"token 11 of 0–39: ' cat'"``: the token counter and the token read there."""
         text = list(recording.token_texts)[index]
         return f"{self.time_axis.of(index, len(recording))}: {text!r}"
 

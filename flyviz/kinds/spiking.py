@@ -573,7 +573,7 @@ class SpikingKind(ModelKind):
         return words if spikes is None else f"{words} \u00b7 {spikes:,} spikes"
 
     def counter(self, recording: "Recording", index: int) -> str:
-        """``"bin 2 of 50 · 30 ms · 1,204 spikes"``."""
+        """``"bin 2 of 0–49 · 30 ms · 1,204 spikes"``."""
         return self._with_spikes(recording, index,
                                  self.recording_axis(recording).of(index, len(recording)))
 
@@ -594,7 +594,7 @@ class SpikingKind(ModelKind):
         return self.counter(recording, index)
 
     def page_counter(self, recording: "Recording", index: int) -> str:
-        """``"bin 2 / 50 · 30 ms · 1,204 spikes"``."""
+        """``"bin 2 / 49 · 30 ms · 1,204 spikes"``."""
         return self._with_spikes(recording, index, super().page_counter(recording, index))
 
     def state_text(self, value: float) -> str:

@@ -36,7 +36,7 @@ class OverlayContent:
         ``(label, value in 0..1)`` rows of the right-hand panel, first the
         foremost (a language model's next-token candidates and probabilities).
     counter
-        A short progress line, e.g. ``"token 12 of 40 · generating"``.
+        A short progress line, e.g. ``"token 12 of 0–39 · generating"``.
     after
         Text after the newest piece (a flow movie's prompt goes on past the
         position it shows), drawn as the prompt is.

@@ -410,8 +410,9 @@ void main() {
       span.textContent = t.text;
       span.className = t.phase === "prompt" ? "prompt" : "generation";
       span.dataset.index = String(i);
-      // Counted as the label under the slider counts (from 0, or the kind's counter).
-      span.title = t.counter || `${axis.name} ${i} / ${header.tokens.length}`;
+      // Counted as the label under the slider counts (from 0 to the last index, or the
+      // kind's counter).
+      span.title = t.counter || `${axis.name} ${i} / ${header.tokens.length - 1}`;
       span.addEventListener("click", () => setToken(i));
       text.appendChild(span);
     });
@@ -442,10 +443,11 @@ void main() {
     const slider = $("token");
     slider.value = String(page.token);
     const t = header.tokens[page.token];
-    // Counted from 0 over the run's length, as the window's timeline and #token=K count (the
-    // kind's counter: "token 11 / 40", "bin 2 / 10 · 30 ms · 412 spikes").
+    // Counted from 0 to the last index, as the window's timeline and #token=K count (the
+    // kind's counter: "token 11 / 39", "bin 2 / 9 · 30 ms · 412 spikes"); the last frame
+    // reads "token 39 / 39", not "/ 40", which would promise one more.
     $("token-label").textContent = !n ? `no ${axis.names}`
-      : t && t.counter ? t.counter : `${axis.name} ${page.token} / ${n}`;
+      : t && t.counter ? t.counter : `${axis.name} ${page.token} / ${n - 1}`;
     const trace = header.trace, flows = layer.per === "lag" && trace;
     const step = flows ? trace.position - frame : -1;
     const shade = flows ? Math.max(1e-12, ...trace.token_flows.map(Math.abs)) : 1;

@@ -224,8 +224,9 @@ def test_options_are_checked():
 
 
 def test_the_token_options_counting_and_the_titles_are_both_told(capsys):
-    """``--token 11`` is titled "token 11 of N" (counted from 0, as the app's timeline and
-    the movies count): the help says so."""
+    """``--token 11`` of a 40-token run is titled "token 11 of 0–39" (counted from 0, as the
+    app's timeline and the movies count, beside the run's first and last indices): the help
+    says so."""
     code, out, _ = _cli(capsys, "figure", "--help")
     assert code == 0
-    assert "--token 11 is titled 'token 11 of N'" in " ".join(out.split())
+    assert "--token 11 of a run of 40 tokens is titled 'token 11 of 0–39'" in " ".join(out.split())

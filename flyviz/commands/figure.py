@@ -60,7 +60,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "comparison's mean dx; its default)")
     parser.add_argument("--token", type=int, default=None,
                         help="a brain figure's token, counted from 0 as everywhere in flyviz "
-                             "(--token 11 is titled 'token 11 of N'; default: the last)")
+                             "(--token 11 of a run of 40 tokens is titled 'token 11 of 0–39'; "
+                             "default: the last)")
     parser.add_argument("--size", type=_size, default=(1600, 1000), metavar="WxH",
                         help="figure size in pixels (default: 1600x1000)")
     parser.add_argument("--dpi", type=int, default=100, help="dots per inch (default: 100)")

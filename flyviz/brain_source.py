@@ -362,9 +362,10 @@ class BrainSource:
         summed node flows, an importance) to the state; returns its name.
 
         Adding a name again replaces the values added under it; the name of one of the
-        state's own quantities (``"signed"``, the Δx layer ``"delta"``, an atlas
-        statistic...) is refused: the values would not be shown under it, and the name
-        would be listed twice.
+        recording's own quantities (``"signed"``, ``"abs"``, the Δx layer ``"delta"``) is
+        refused: the values would not be shown under it, and the name would be listed
+        twice. A feature's layer of the name (``"flow"``, as the example notebook adds a
+        trace's flows) is replaced.
 
         Raises
         ------
@@ -377,8 +378,9 @@ class BrainSource:
 
         if not isinstance(name, str) or not name.strip():
             raise InputError(f"a quantity's name must be text (a str), not {shown(name)}")
-        built_in = {*ACTIVATION_QUANTITIES, *self.state.kind.state_quantities, STATE,
-                    *(key for key in self.state.colour_layers if key not in self._added)}
+        # The recording's own colourings win over added values of their name; a feature's
+        # layer ("flow", an atlas statistic) is replaced, as the notebook's Why? example does.
+        built_in = {*ACTIVATION_QUANTITIES, *self.state.kind.state_quantities, STATE, DELTA}
         if name in built_in:
             raise InputError(f"{name!r} is one of the recording's own colour quantities; "
                              "give the added values another name")

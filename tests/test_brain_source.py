@@ -90,11 +90,16 @@ def test_added_quantities_and_unknown_ones(demo, saved):
     assert source.quantities.count("index") == 1
     # A built-in quantity's name would show the built-in colouring and list it twice.
     before = source.quantities
-    for name in ("signed", "abs", "state"):
+    for name in ("signed", "abs", "state", "delta"):
         with pytest.raises(InputError, match=f"'{name}' is one of the recording's own colour "
                                              "quantities; give the added values another name"):
             source.add_quantity(name, values)
     assert source.quantities == before
+    # A feature's layer of the name is the added values (the notebook's Why? example adds
+    # a trace's summed flows as "flow"), listed once.
+    source.add_quantity("flow", values[::-1].copy(), colormap="difference")
+    np.testing.assert_array_equal(source.values("flow", 2), values[::-1][source.shown])
+    assert source.quantities.count("flow") == 1
     # Values and names that are not what they must be: one line each.
     with pytest.raises(InputError, match="index: values must be numbers, one per neuron"):
         source.add_quantity("index", "abc")

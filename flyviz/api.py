@@ -500,7 +500,6 @@ def export_movie(recording: "Recording | ViewerState | str | Path", path: str | 
     from flyviz.export import ExportOptions, export_recording, movie_format
     from flyviz.record.recording import Recording
 
-    loaded_model("model", model)    # "demo" failed in AttributeError: 'str' ... 'neurons'
     fields = {f.name for f in dataclasses.fields(ExportOptions)}
     unknown = sorted(set(options) - fields)
     if unknown:
@@ -527,6 +526,7 @@ def export_movie(recording: "Recording | ViewerState | str | Path", path: str | 
             if "view" not in options:
                 export_options = dataclasses.replace(export_options, view=recording.view)
             return export_state(recording, path, export_options, progress=progress, gl=gl)
+    loaded_model("model", model)    # "demo" failed in AttributeError: 'str' ... 'neurons'
     if not isinstance(recording, Recording):
         recording = Recording.load(recording)
     if model is not None and model.neurons != recording.neurons:

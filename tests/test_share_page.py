@@ -191,6 +191,12 @@ def test_the_page_in_a_browser(shared):
         marked = browser.evaluate("document.querySelector('#text span.current').textContent")
         assert marked == state.recording.token_texts[TOKEN]
         assert browser.evaluate("document.getElementById('token').value") == str(TOKEN)
+        # Tokens read as the app shows them, Python's repr (JSON showed '"' as "\"").
+        for text in (" She", '"', "'s", "a\nb", "\\", "it's \"x\"", "\x01", "</s>"):
+            assert browser.evaluate(f"window.flyviz.tokenText({json.dumps(text)})") == \
+                repr(text), text
+        listed = browser.evaluate("document.querySelector('#topk li .t').textContent")
+        assert listed == repr(str(state.recording[TOKEN].top_k_text[0]))
         # Hover names the neuron under the pointer: one with no other within 8 pixels.
         box = browser.evaluate("(() => { const r = document.getElementById('brain')"
                                ".getBoundingClientRect(); return [r.left, r.top]; })()")

@@ -475,7 +475,7 @@ void main() {
         if (text === t.next) li.className = "chosen";
         li.innerHTML = '<div class="bar"></div><span class="t"></span><span class="p"></span>';
         li.querySelector(".bar").style.width = (100 * p).toFixed(1) + "%";
-        li.querySelector(".t").textContent = JSON.stringify(text);
+        li.querySelector(".t").textContent = tokenText(text);
         li.querySelector(".p").textContent = (100 * p).toFixed(1) + "%";
         list.appendChild(li);
       }
@@ -488,7 +488,7 @@ void main() {
     }
     $("trace-info").hidden = !trace;
     if (trace) {
-      $("trace-info").textContent = `why ${JSON.stringify(trace.target)} at step ${trace.position}: ` +
+      $("trace-info").textContent = `why ${tokenText(trace.target)} at step ${trace.position}: ` +
         `L = ${trace.value.toFixed(4)}; the words are shaded by the flow they bring ` +
         "(red adds, blue takes).";
     }
@@ -691,11 +691,22 @@ void main() {
     requestAnimationFrame(loop);
   }
 
+  // A token as the app and the command line show it (Python's repr): ' She', '\n', "'s".
+  // JSON's quotes showed a quote token as "\"" and disagreed with the app beside it.
+  function tokenText(text) {
+    const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+    const escapes = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+    let body = text.replace(/[\\\n\r\t]/g, (c) => escapes[c])
+      .replace(/[\x00-\x1f\x7f]/g, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
+    if (quote === "'") body = body.replace(/'/g, "\\'");
+    return quote + body + quote;
+  }
+
   // What a test or an embedding page may ask of the page.
   window.flyviz = {
     page, header,
     get ready() { return page.ready; },
-    setToken, play, stop,
+    setToken, play, stop, tokenText,
     async snapshot() {
       // The picture as drawn now (after a lost context comes back, drawn again).
       while (page.lost || gl.isContextLost()) await new Promise((r) => setTimeout(r, 50));

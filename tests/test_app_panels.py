@@ -108,3 +108,19 @@ def test_the_traces_legend_keeps_off_the_curves(window, qtbot, app_checkpoint):
     legend = panel.legend
     assert legend.isVisible() and "top-1 probability" in legend.text
     assert not legend.sceneBoundingRect().intersects(vb.sceneBoundingRect())
+
+
+def test_an_empty_neuron_trace_reads_from_frame_0(qapp):
+    """The Neuron dock's trace before a neuron is picked numbered its frames -0.4 to 0.4."""
+    from flyviz.app.brain.inspector import NeuronInspector
+
+    inspector = NeuronInspector()
+    try:
+        inspector.resize(300, 600)
+        (x_low, x_high), _ = inspector.trace.getViewBox().viewRange()
+        assert -0.5 < x_low <= 0.0 and x_high >= 9.0
+        inspector.show_neuron(None, None, 0)
+        (x_low, x_high), _ = inspector.trace.getViewBox().viewRange()
+        assert -0.5 < x_low <= 0.0 and x_high >= 9.0
+    finally:
+        inspector.deleteLater()

@@ -83,6 +83,7 @@ class NeuronInspector(QWidget):
                                             pen=pg.mkPen(theme.MUTED, style=Qt.PenStyle.DashLine))
         self.trace.addItem(self.trace_cursor)
         self.trace.addItem(pg.InfiniteLine(angle=0, pos=0, pen=pg.mkPen(theme.BORDER)))
+        self._frame_empty_trace()
         paint_on_demand(self.trace)
         # Two fifths of the free height (the tables three): in a column shared with the
         # spiking brain's Stimulus dock at 1280×800, a third left the trace too short for its
@@ -205,6 +206,7 @@ class NeuronInspector(QWidget):
             self.currents_table.setRowCount(0)
             self._currents_key = None
             self.trace_curve.setData([], [])
+            self._frame_empty_trace()
             self.trace.viewport().update()
             return
         self.hint.setVisible(False)
@@ -314,6 +316,13 @@ class NeuronInspector(QWidget):
         item = table.item(row, 0)
         if item is not None:
             self.neuron_requested.emit(int(item.data(Qt.ItemDataRole.UserRole)))
+
+    def _frame_empty_trace(self) -> None:
+        """With no neuron picked, the trace's axis reads from frame 0: pyqtgraph centres an
+        empty plot on 0 and numbered it -0.4 to 0.4."""
+        self.trace.setXRange(0.0, 10.0, padding=0.02)
+        self.trace.setYRange(0.0, 1.0, padding=0.02)
+        self.trace.enableAutoRange(axis="y")
 
     def update_moment(self, recording: Recording | None, index: int) -> None:
         """Refresh the activation trace and the value at the shown frame."""

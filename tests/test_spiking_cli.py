@@ -105,6 +105,38 @@ def test_input_spikes_in_milliseconds_are_one_line(tmp_path: Path, capsys) -> No
         "and are not used" in capsys.readouterr().err
 
 
+def test_input_spikes_of_several_trials_or_twice_in_a_tick_are_one_line(tmp_path: Path,
+                                                                          capsys) -> None:
+    """A table with a trial column of two trials gave both trials' events to every trial,
+    and two events of one neuron in one tick added their kicks: a neuron the one event
+    leaves quiet fired, with '2 input events' and exit 0. Brian2's SpikeGeneratorGroup
+    refuses the second; both are one line now. A trial column of one trial (a run's
+    --out of one trial) is an input as it was."""
+    brain = _write_brain(tmp_path / "brain")
+    events = tmp_path / "two.csv"
+    pd.DataFrame({"t": [0.01, 0.01], "flywire_id": [IDS[0], IDS[0]],
+                  "trial": [0, 1]}).to_csv(events, index=False)
+    out = tmp_path / "r.parquet"
+    run = ["simulate", str(brain), "--input-spikes", str(events), "--duration", "20ms",
+           "--out", str(out)]
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    assert err == ("flyviz: error: two.csv holds the events of 2 trials (trial 0, 1), and a run "
+                   "gives one input to every trial: keep the rows of one trial (e.g. trial "
+                   "0)\n") and not out.exists()
+    pd.DataFrame({"t": [0.01, 0.01004], "flywire_id": [IDS[0], IDS[0]]}).to_csv(events,
+                                                                                index=False)
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"two input events of {IDS[0]} in one tick, at 10 ms" in err
+    assert "as in Brian2" in err and not out.exists()
+    pd.DataFrame({"t": [0.01, 0.02], "flywire_id": [IDS[0], IDS[0]],
+                  "trial": [3, 3]}).to_csv(events, index=False)
+    assert main(run) == 0
+    lead = pd.read_parquet(out).query(f"flywire_id == {IDS[0]}")["t"].to_numpy()
+    assert np.allclose(lead, [0.0101])    # the event at 20 ms is the run's end
+
+
 @pytest.mark.parametrize("change, message", [
     ({"Excitatory x Connectivity": None}, "lacks column(s) Excitatory x Connectivity"),
     ({"Postsynaptic_Index": [1, 2, 3, 4]}, "Postsynaptic_Index 4 (row 3) is outside 0..3"),

@@ -26,6 +26,7 @@ import numpy as np
 from flyviz.errors import InputError
 from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.run import SpikeRun, SpikingSimulation
+from flyviz.spiking.tables import spike_keys
 
 __all__ = ["AUTHORS_COLUMNS", "Divergence", "SustainedActivity", "first_divergence",
            "read_spikes", "sustained_activity", "threshold_margin"]
@@ -52,8 +53,8 @@ def read_spikes(path: str | Path, brain: SpikingBrain, dt_s: float, trials: int,
         ``n_steps`` ticks it is compared with, a root id not in the brain, or the same
         spike twice.
     """
-    from flyviz.spiking.tables import (id_column, index_column, late_time, number_column,
-                                       read_table)
+    from flyviz.spiking.tables import (first_repeat, id_column, index_column, late_time,
+                                       number_column, read_table)
 
     p = Path(path)
     name = p.name
@@ -83,20 +84,12 @@ def read_spikes(path: str | Path, brain: SpikingBrain, dt_s: float, trials: int,
     tick = ticks.astype(np.int64)
     order = np.lexsort((neuron, tick, trial))
     trial, tick, neuron = trial[order], tick[order], neuron[order]
-    key = _keys(trial, tick, neuron, n_steps, brain.neurons)
-    if key.size > 1 and (np.diff(key) == 0).any():
-        at = int(np.flatnonzero(np.diff(key) == 0)[0])
+    at = first_repeat(spike_keys(trial, tick, neuron, n_steps, brain.neurons))
+    if at is not None:
         raise InputError(f"{what} {name} holds the spike of {brain.root_ids[neuron[at]]} at "
                          f"trial {trial[at]}, {tick[at] * dt_s * 1000:g} ms twice; a neuron "
                          "spikes at most once a tick")
     return trial, tick, neuron
-
-
-def _keys(trial: np.ndarray, tick: np.ndarray, neuron: np.ndarray, n_steps: int,
-          neurons: int) -> np.ndarray:
-    """One int per spike, in the order (trial, tick, neuron)."""
-    return (np.asarray(trial, np.int64) * int(n_steps) + np.asarray(tick, np.int64)) \
-        * int(neurons) + np.asarray(neuron, np.int64)
 
 
 @dataclass(frozen=True)
@@ -160,8 +153,8 @@ def first_divergence(run: SpikeRun, other: tuple[np.ndarray, np.ndarray, np.ndar
         given, the divergence says flyviz's distance to the threshold there.
     """
     brain = run.brain
-    mine = np.sort(_keys(run.trial, run.tick, run.neuron, run.n_steps, brain.neurons))
-    theirs = np.sort(_keys(*other, run.n_steps, brain.neurons))
+    mine = np.sort(spike_keys(run.trial, run.tick, run.neuron, run.n_steps, brain.neurons))
+    theirs = np.sort(spike_keys(*other, run.n_steps, brain.neurons))
     if mine.size == theirs.size and np.array_equal(mine, theirs):
         return None
     only = np.setxor1d(mine, theirs, assume_unique=True)

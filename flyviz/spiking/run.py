@@ -257,21 +257,43 @@ def trial_rngs(seed: int | None, trials: int) -> list[np.random.Generator]:
 def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float,
                       duration_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """An explicit input table (CSV or Parquet, columns ``t`` in seconds and ``flywire_id``)
-    as ``(tick, neuron)`` events; ``t`` is rounded to the nearest tick. Raises InputError for a
-    missing column, a time that is not a number of seconds within the longest run
-    (:data:`MAX_DURATION_S`), an id that is not a root id or not in the brain
-    (:mod:`flyviz.spiking.tables`: the file, the column and the row), and, given the run's
-    ``duration_s``, for times that look like milliseconds (the last one past the run's end,
-    within it divided by 1000: :func:`flyviz.spiking.tables.late_time`). Events after the
-    run's end are otherwise kept (a run takes those of its ticks)."""
-    from flyviz.spiking.tables import (id_column, in_milliseconds, late_time, number_column,
-                                       read_table)
+    as ``(tick, neuron)`` events; ``t`` is rounded to the nearest tick. A run gives these
+    events to every one of its trials.
+
+    Raises
+    ------
+    InputError
+        One line: a missing column, a time that is not a number of seconds within the
+        longest run (:data:`MAX_DURATION_S`), an id that is not a root id or not in the brain
+        (:mod:`flyviz.spiking.tables`: the file, the column and the row); given the run's
+        ``duration_s``, times that look like milliseconds (the last one past the run's end,
+        within it divided by 1000: :func:`flyviz.spiking.tables.late_time`); a ``trial``
+        column holding more than one trial (a spike table of several trials read as one
+        input would give every trial all of their events); and two events of one neuron at
+        one tick. Brian2's ``SpikeGeneratorGroup``, which drives the authors' model with
+        such a table, refuses those too (``ValueError``: some neurons "spike more than once
+        during a time step"), where adding the two kicks would give a run the reference
+        cannot make.
+
+    Events after the run's end are kept (a run takes those of its ticks).
+    """
+    from flyviz.spiking.tables import (first_repeat, id_column, in_milliseconds, late_time,
+                                       number_column, read_table, spike_keys)
 
     p = Path(path)
     table = read_table(p, "the input spikes file", strings=True)
     missing = [c for c in ("t", "flywire_id") if c not in table.columns]
     if missing:
         raise InputError(f"{p.name} lacks column(s) {', '.join(missing)} (needs t, flywire_id)")
+    if "trial" in table.columns:
+        # flyviz simulate --out (the authors' layout) has one: a run's spikes of several
+        # trials are several inputs, and this run has one input for all of its trials.
+        trials = sorted({str(v) for v in table["trial"].unique().tolist()}, key=_by_number)
+        if len(trials) > 1:
+            shown = ", ".join(trials[:3]) + (", ..." if len(trials) > 3 else "")
+            raise InputError(f"{p.name} holds the events of {len(trials)} trials (trial "
+                             f"{shown}), and a run gives one input to every trial: keep the "
+                             f"rows of one trial (e.g. trial {trials[0]})")
     t = number_column(table, "t", p.name, low=0.0, high=MAX_DURATION_S,
                       what="seconds from the run's start")
     neuron = brain.indices_of(id_column(table, "flywire_id", p.name),
@@ -285,7 +307,22 @@ def read_input_spikes(path: str | Path, brain: SpikingBrain, dt_s: float,
             raise InputError(late_time("--input-spikes", p.name, "an input event", last,
                                        duration_s, dt_s))
     order = np.lexsort((neuron, tick))
-    return tick[order], neuron[order]
+    tick, neuron = tick[order], neuron[order]
+    at = first_repeat(spike_keys(0, tick, neuron, 0, brain.neurons))
+    if at is not None:
+        raise InputError(f"{p.name} holds two input events of {brain.root_ids[neuron[at]]} in "
+                         f"one tick, at {tick[at] * dt_s * 1000:g} ms (t is rounded to ticks of "
+                         f"{dt_s * 1000:g} ms); a neuron takes at most one a tick, as in "
+                         "Brian2: drop one")
+    return tick, neuron
+
+
+def _by_number(text: str) -> tuple[int, float, str]:
+    """How a table's cell sorts: numbers by value (trial 2 before trial 10), then text."""
+    try:
+        return 0, float(text), ""
+    except ValueError:
+        return 1, 0.0, text
 
 
 def select(brain: SpikingBrain, query: str) -> np.ndarray:

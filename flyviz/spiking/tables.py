@@ -24,8 +24,9 @@ import numpy as np
 from flyviz.errors import InputError
 from flyviz.fileio import open_regular, short_path
 
-__all__ = ["MAX_ID", "MS_FACTOR", "TableError", "id_column", "in_milliseconds", "index_column",
-           "late_time", "number_column", "parse_ids", "read_id_list", "read_table"]
+__all__ = ["MAX_ID", "MS_FACTOR", "TableError", "first_repeat", "id_column", "in_milliseconds",
+           "index_column", "late_time", "number_column", "parse_ids", "read_id_list",
+           "read_table", "spike_keys"]
 
 #: The largest root id a table may hold (the largest signed 64-bit integer: what NumPy,
 #: Parquet's int64 and the recordings keep).
@@ -285,6 +286,20 @@ def late_time(what: str, name: str, noun: str, t_max_s: float, duration_s: float
         return (f"{said}; its t looks like milliseconds ({t_max_s:g} ms is within the run): "
                 "t must be in seconds (the authors' layout), so divide it by 1000")
     return f"{said}; give a longer --duration"
+
+
+def spike_keys(trial: Any, tick: Any, neuron: Any, n_steps: int, neurons: int) -> np.ndarray:
+    """One whole number per spike (or input event), in the order (trial, tick, neuron):
+    sorting them sorts the spikes, and two equal keys are the same spike twice."""
+    return (np.asarray(trial, np.int64) * int(n_steps) + np.asarray(tick, np.int64)) \
+        * int(neurons) + np.asarray(neuron, np.int64)
+
+
+def first_repeat(keys: np.ndarray) -> int | None:
+    """The position of the first key of sorted ``keys`` (:func:`spike_keys`) that the next
+    one repeats, or ``None`` when each is there once."""
+    same = np.flatnonzero(np.diff(keys) == 0) if keys.size > 1 else np.empty(0, np.int64)
+    return int(same[0]) if same.size else None
 
 
 def read_id_list(path: str | Path, option: str = "--excite-file") -> np.ndarray:

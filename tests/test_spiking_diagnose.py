@@ -4,6 +4,7 @@ threshold; what keeps firing after the input stops; bad input as one line."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,8 @@ import pytest
 from cli_checks import cli_run, one_error_line
 from flyviz import spiking
 from flyviz.errors import InputError
-from flyviz.spiking.diagnose import (first_divergence, read_spikes, sustained_activity,
-                                     threshold_margin)
+from flyviz.spiking.diagnose import (check_trials, first_divergence, read_spikes,
+                                     sustained_activity, threshold_margin)
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("pyarrow")
@@ -173,6 +174,35 @@ def test_simulate_compare_says_identical_or_the_first_difference(tmp_path, capsy
     tick = int(round(moved / 0.0001))
     assert f"trial 0, tick {tick} ({tick * 0.1:g} ms), neuron {IDS[1]} (index 1)" in line
     assert "flyviz spikes, brian2.parquet does not" in line and "above threshold" in line
+
+
+def test_a_compare_file_of_fewer_trials_says_so_not_a_spike_difference(tmp_path, capsys):
+    """A one-trial file compared with a two-trial run said "first difference at trial 1"
+    (exit 1). Now one line names the trials (exit 2), before anything is written. A file
+    whose last trial has no rows may be of a run whose last trial was silent (the layout
+    has no row for it): where this run's trial is silent too, it is compared."""
+    folder = _write_brain(tmp_path / "brain")
+    one = tmp_path / "one.csv.gz"
+    args = ["simulate", str(folder), "--excite", "id:0,4", "--duration", "150ms", "--seed", "5"]
+    code, _, err = cli_run(capsys, *args, "--out", str(one))
+    assert code == 0, err
+    mine = tmp_path / "mine.parquet"
+    code, _, err = cli_run(capsys, *args, "--trials", "2", "--compare", str(one), "--out",
+                           str(mine))
+    one_error_line(code, err, "--compare one.csv.gz holds spikes of trial 0 only, and this run "
+                   "of 2 trials has spikes in trial 1 too: give --trials 1 (or a file of all 2 "
+                   "trials)")
+    assert not mine.exists()
+    run = spiking.simulate(_brain(), **RUN)
+    first = run.trial == 0
+    other = (run.trial[first], run.tick[first], run.neuron[first])
+    with pytest.raises(InputError, match="holds spikes of trial 0 only"):
+        check_trials(run, other, "one.csv")
+    quiet = dataclasses.replace(run, tick=run.tick[first], trial=run.trial[first],
+                                neuron=run.neuron[first])       # its trial 1 silent
+    check_trials(quiet, other, "one.csv")
+    assert first_divergence(quiet, other) is None
+    check_trials(run, (np.empty(0, np.int64),) * 3, "empty.csv")  # compared as it is
 
 
 @pytest.mark.parametrize("name", ["mine.csv", "mine.csv.gz"])

@@ -233,6 +233,10 @@ def run(args: argparse.Namespace) -> int:
                       trials=args.trials, seed=args.seed, input_events=events, params=params,
                       input_until_s=args.input_until)
     wall = time.perf_counter() - start
+    if other is not None:   # a file of fewer trials, before anything is written
+        from flyviz.spiking.diagnose import check_trials
+
+        check_trials(result, other, args.compare.name)
     after = None
     if args.input_until is not None:
         from flyviz.spiking.diagnose import sustained_activity

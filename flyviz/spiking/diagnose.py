@@ -28,8 +28,8 @@ from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.run import SpikeRun, SpikingSimulation
 from flyviz.spiking.tables import spike_keys
 
-__all__ = ["AUTHORS_COLUMNS", "Divergence", "SustainedActivity", "first_divergence",
-           "read_spikes", "sustained_activity", "threshold_margin"]
+__all__ = ["AUTHORS_COLUMNS", "Divergence", "SustainedActivity", "check_trials",
+           "first_divergence", "read_spikes", "sustained_activity", "threshold_margin"]
 
 #: The columns of the authors' spike tables, one row per spike.
 AUTHORS_COLUMNS = ("t", "trial", "flywire_id", "exp_name")
@@ -90,6 +90,37 @@ def read_spikes(path: str | Path, brain: SpikingBrain, dt_s: float, trials: int,
                          f"trial {trial[at]}, {tick[at] * dt_s * 1000:g} ms twice; a neuron "
                          "spikes at most once a tick")
     return trial, tick, neuron
+
+
+def check_trials(run: SpikeRun, other: tuple[np.ndarray, np.ndarray, np.ndarray], name: str,
+                 what: str = "--compare") -> None:
+    """Refuse ``other`` (:func:`read_spikes` of file ``name``) when it looks like a run of
+    fewer trials than ``run``: its spikes end at a trial before ``run``'s last, and ``run``
+    has spikes in a trial after it. A file of no spikes at all is compared as it is.
+
+    The authors' layout has a row per spike and none for a trial without spikes: a file
+    whose last trials were silent cannot be told from a file of fewer trials. So the file's
+    trial count alone is no reason to refuse it; where ``run``'s trials after the file's
+    last are silent too, the two may well be the same run, and :func:`first_divergence`
+    says so. Where they fire, the runs differ there whatever the cause, and the likely one
+    (a run of fewer trials) is said rather than the first spike of a trial the file lacks.
+
+    Raises
+    ------
+    InputError
+        One line naming the file's trials, ``run``'s and the ``--trials`` to give.
+    """
+    trial = other[0]
+    if trial.size == 0:
+        return
+    held = int(trial.max()) + 1
+    later = run.trial[run.trial >= held]
+    if held >= run.trials or later.size == 0:
+        return
+    trials = "trial 0" if held == 1 else f"trials 0..{held - 1}"
+    raise InputError(f"{what} {name} holds spikes of {trials} only, and this run of "
+                     f"{run.trials} trials has spikes in trial {int(later.min())} too: give "
+                     f"--trials {held} (or a file of all {run.trials} trials)")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from flyviz import spiking
 from flyviz.cli import main
+from flyviz.spiking.brain import load_authors_brain
 
 pytest.importorskip("pyarrow")
 
@@ -151,6 +153,34 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path: Path, capsys, change: dict,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("flyviz: error: ") and message in err
     assert not out.exists()
+
+
+def test_a_recording_or_a_spike_table_as_brain_says_what_it_is(tmp_path: Path, capsys) -> None:
+    """A .flyrec (even renamed) or a spikes table given as BRAIN was read as a completeness
+    CSV: "no connectivity table beside run.flyrec ...; give it with --connectivity". Now one
+    line says what the file is, and what a brain is."""
+    brain = _write_brain(tmp_path / "brain")
+    rec, spikes = tmp_path / "run.flyrec", tmp_path / "run.parquet"
+    assert main(["simulate", str(brain), "--excite", "all", "--duration", "20ms",
+                 "--record", str(rec), "--out", str(spikes)]) == 0
+    renamed = tmp_path / "run.bin"
+    renamed.write_bytes(rec.read_bytes())
+    csv = tmp_path / "run.csv.gz"
+    pd.read_parquet(spikes).to_csv(csv, index=False)
+    for given, what in ((rec, "a flyviz recording"), (renamed, "a flyviz recording"),
+                        (spikes, "a table of spikes (t, flywire_id)"),
+                        (csv, "a table of spikes (t, flywire_id)")):
+        capsys.readouterr()
+        assert main(["simulate", str(given), "--duration", "20ms", "--out",
+                     str(tmp_path / "o.parquet")]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"flyviz: error: {given.name} is {what}, not a brain (give the authors' "
+                       "folder, a .ct brain, a model or demo)\n"), err
+        with pytest.raises(spiking.BrainError, match=re.escape(f"{given.name} is {what}")):
+            load_authors_brain(given, brain / "Connectivity_783.parquet")
+    assert not (tmp_path / "o.parquet").exists()
+    # the brain's own completeness CSV, given as the file, still loads
+    assert spiking.load_brain(brain / "Completeness_783.csv").neurons == 4
 
 
 @pytest.mark.parametrize("args, message", [

@@ -46,6 +46,9 @@ FORMAT_NAME = "flyviz-recording"
 FORMAT_VERSION = "1.4"
 FORMAT_MAJOR = 1
 FILE_SUFFIX = ".flyrec"
+#: What ``flyviz convert`` writes of a recording for other tools, by suffix, as a message
+#: names it (flyviz reads none of them back as a recording).
+EXPORTED_KINDS = {".zarr": "a Zarr store", ".nwb": "an NWB file", ".npz": "a NumPy archive"}
 #: Name prefix of a comparison's untouched run: its tensors and header keys (format 1.3).
 BASELINE_PREFIX = "baseline."
 #: The comparison modes, the one list of them: ``"forced"`` (the intervened model reads the
@@ -339,12 +342,45 @@ def read_recording(path: str | Path, *, cls: "type[Recording]",
         raise RecordingError(f"cannot read recording {path}: {exc.strerror or exc}") from None
 
 
+def recording_file_kind(path: str | Path) -> str | None:
+    """What ``path`` is, as a message names it, when it is a recording or an export of one:
+    ``"a flyviz recording"`` (a ``.flyrec`` name, or a file of any name whose header says
+    it is one), ``"a Zarr store"``, ``"an NWB file"`` or ``"a NumPy archive"``
+    (:data:`EXPORTED_KINDS`, by suffix); ``None`` for anything else or nothing there.
+
+    For a command that takes another kind of file (a brain, a table) and should say what
+    it was given rather than fail on its content."""
+    from flyviz.model.safetensors_io import MAX_HEADER_BYTES
+
+    p = Path(path)
+    if not os.path.lexists(p):
+        return None
+    if p.suffix.lower() == FILE_SUFFIX:
+        return "a flyviz recording"
+    exported = EXPORTED_KINDS.get(p.suffix.lower())
+    if exported is not None:
+        return exported
+    if not_a_file(p):
+        return None     # a folder, or a FIFO that reading would block on
+    try:
+        with open(p, "rb") as handle:
+            head = handle.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else 0
+            if not 2 <= length <= MAX_HEADER_BYTES or handle.read(1) != b"{":
+                return None     # not a safetensors header: no JSON read for nothing
+            header = json.loads(b"{" + handle.read(length - 1))
+    except (OSError, ValueError, RecursionError):
+        return None
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    return "a flyviz recording" if isinstance(meta, dict) and \
+        meta.get("format") == FORMAT_NAME else None
+
+
 def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     from flyviz.model.safetensors_io import SafetensorsFile
 
     name = path.name
-    exported = {".zarr": "a Zarr store", ".nwb": "an NWB file", ".npz": "a NumPy archive"}.get(
-        path.suffix.lower())
+    exported = EXPORTED_KINDS.get(path.suffix.lower())
     if exported is not None and path.exists():
         # What flyviz convert writes for other tools: it is not read back as a recording.
         raise RecordingError(f"{name} is {exported}, which flyviz convert writes for other "
@@ -689,5 +725,6 @@ def _check_file_states(path: Path, begin: int, n: int, neurons: int, dtype: np.d
 
 
 __all__ = ["BASELINE_PREFIX", "CHECK_BLOCK_BYTES", "COMPARISON_MODES", "DAMAGE_REMEDY", "ENTRY_KEYS",
-           "FILE_SUFFIX", "FORMAT_MAJOR", "FORMAT_NAME", "FORMAT_VERSION", "content_digest",
-           "read_recording", "state_rows_problem", "write_recording"]
+           "EXPORTED_KINDS", "FILE_SUFFIX", "FORMAT_MAJOR", "FORMAT_NAME", "FORMAT_VERSION",
+           "content_digest", "read_recording", "recording_file_kind", "state_rows_problem",
+           "write_recording"]

@@ -44,8 +44,8 @@ import numpy as np
 
 from flyviz.errors import InputError
 
-__all__ = ["BrainError", "SpikingBrain", "brain_from_checkpoint", "brain_from_connectorch",
-           "brain_from_malecns", "brain_spec", "synapse_counts", "load_authors_brain",
+__all__ = ["SPIKE_COLUMNS", "BrainError", "SpikingBrain", "brain_from_checkpoint",
+           "brain_from_connectorch", "brain_from_malecns", "refuse_other_files", "brain_spec", "synapse_counts", "load_authors_brain",
            "load_brain", "load_connectorch_brain", "COMPLETENESS_NAMES", "CONNECTIVITY_NAMES",
            "FAFB_W_SYN", "MALECNS_W_SYN", "DEMO_EXCITED", "demo_brain", "strongest_sensory"]
 
@@ -233,6 +233,53 @@ def brain_spec(spec: str) -> str:
         return spec
 
 
+#: The columns that make a table one of spikes or input events (the authors' layout and
+#: ``--input-spikes``): a completeness table has root ids and ``Completed``.
+SPIKE_COLUMNS = ("t", "flywire_id")
+
+
+def refuse_other_files(path: Path) -> None:
+    """Raise :class:`BrainError` where ``path`` is a file flyviz knows and no brain: a
+    recording or an export of one
+    (:func:`~flyviz.record.flyrec_codec.recording_file_kind`), or a table of spikes
+    (:data:`SPIKE_COLUMNS`). Read as a completeness CSV, each failed with words about a
+    missing connectivity table or a bad root id."""
+    from flyviz.record.flyrec_codec import recording_file_kind
+
+    what = recording_file_kind(path)
+    if what is None and _table_columns(path).issuperset(SPIKE_COLUMNS):
+        what = f"a table of spikes ({', '.join(SPIKE_COLUMNS)})"
+    if what is not None:
+        raise BrainError(f"{path.name} is {what}, not a brain (give the authors' folder, a .ct "
+                         "brain, a model or demo)")
+
+
+def _table_columns(path: Path) -> set[str]:
+    """The column names of a CSV (``.csv``, ``.csv.gz``: its header row) or Parquet
+    (``.parquet``, ``.pq``: its schema) file, read without its rows; none for anything else
+    or a file that cannot be read (its reader names what is wrong)."""
+    from flyviz.fileio import not_a_file
+
+    name = path.name.lower()
+    if not name.endswith((".csv", ".csv.gz", ".parquet", ".pq")) or not_a_file(path):
+        return set()
+    try:
+        if name.endswith((".parquet", ".pq")):
+            import pyarrow.parquet as pq
+
+            return set(pq.read_schema(path).names)
+        import csv
+        import gzip
+        import io
+
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            first = handle.readline(1 << 20).decode("utf-8", "replace")
+        return set(next(csv.reader(io.StringIO(first)), []))
+    except Exception:  # noqa: BLE001 - not readable here: its reader says why, in one line
+        return set()
+
+
 def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
                coordinates: str | Path | None = None,
                classification: str | Path | None = None) -> SpikingBrain:
@@ -246,6 +293,7 @@ def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
     if text == "demo":
         return demo_brain()
     p = Path(text).expanduser()
+    refuse_other_files(p)
     from flyviz.model.formats.connectorch import is_connectorch_brain
 
     if is_connectorch_brain(p):
@@ -296,6 +344,8 @@ def load_authors_brain(path: str | Path, connectivity: str | Path | None = None,
 
     require("parquet", "reading the authors' Connectivity parquet")
     p = Path(path).expanduser()
+    if not p.is_dir():
+        refuse_other_files(p)   # before "no connectivity table beside" a recording
     folder = p if p.is_dir() else p.parent
     comp_path = _find(p, COMPLETENESS_NAMES) if p.is_dir() else p
     if comp_path is None:

@@ -11,6 +11,7 @@ import pytest
 
 from flyviz import spiking
 from flyviz.cli import main
+from flyviz.record.recording import Recording
 from flyviz.spiking.brain import load_authors_brain
 
 pytest.importorskip("pyarrow")
@@ -181,6 +182,72 @@ def test_a_recording_or_a_spike_table_as_brain_says_what_it_is(tmp_path: Path, c
     assert not (tmp_path / "o.parquet").exists()
     # the brain's own completeness CSV, given as the file, still loads
     assert spiking.load_brain(brain / "Completeness_783.csv").neurons == 4
+
+
+def _again(capsys, rec: Path) -> tuple[list[str], str]:
+    """The arguments of the ``flyviz simulate`` command ``flyviz replay rec`` says runs the
+    recording again (without ``--record``), and what it says after the command."""
+    import shlex
+
+    capsys.readouterr()
+    assert main(["replay", str(rec)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line, line
+    command, _, after = line.partition("run it again with its seed: ")[2].partition("; but ")
+    words = shlex.split(command)
+    assert words[:2] == ["flyviz", "simulate"] and words[-2:] == ["--record", "again.flyrec"]
+    return words[1:-2], after
+
+
+def test_a_recording_says_what_drove_the_run_and_replay_runs_it_again(tmp_path: Path, capsys,
+                                                                      monkeypatch) -> None:
+    """A --record recording of an --excite-file run said 'excite': None (the brain's own
+    set) and flyviz replay's command excited those; --input-spikes, --w-syn and
+    --input-until were neither recorded nor in the command. Now the recording names them,
+    and the command gives the same spikes."""
+    from flyviz.commands import simulate
+    from flyviz.model.formats.common import sha256_file
+
+    brain = _write_brain(tmp_path / "brain")
+    ids, events = tmp_path / "ids.txt", tmp_path / "in.csv"
+    ids.write_text(f"{IDS[0]}\n{IDS[3]}\n")
+    pd.DataFrame({"t": [0.005], "flywire_id": [IDS[2]]}).to_csv(events, index=False)
+    runs = {"excite file": ["--excite-file", str(ids), "--rate", "400"],
+            "input spikes": ["--input-spikes", str(events), "--w-syn", "0.5", "--silence",
+                             f"body:{IDS[2]}", "--trials", "2", "--excite-file", str(ids),
+                             "--input-until", "20ms", "--seed", "3"]}
+    for name, options in runs.items():
+        rec, out = tmp_path / f"{name}.flyrec", tmp_path / f"{name}.parquet"
+        assert main(["simulate", str(brain), "--duration", "40ms", *options, "--record",
+                     str(rec), "--out", str(out)]) == 0
+        meta = Recording.load(rec).metadata["spiking"]
+        assert meta["excite"] == f"body:{IDS[0]},{IDS[3]}" and meta["excited"] == 2
+        assert meta["excite_file"] == {"path": str(ids.resolve()), "sha256": sha256_file(ids)}
+        assert meta["w_syn"] == (0.5 if "--w-syn" in options else 0.275)
+        if name == "input spikes":
+            assert meta["input_spikes"] == {"path": str(events.resolve()),
+                                            "sha256": sha256_file(events)}
+            assert meta["input_until_s"] == 0.02 and meta["silence"] == f"body:{IDS[2]}"
+        again, after = _again(capsys, rec)
+        assert after == ""
+        assert main([*again, "--compare", str(out)]) == 0, again
+        said = capsys.readouterr().out
+        assert "identical" in said and len(pd.read_parquet(out)) > 10, said
+    # An --excite-file too long to keep as a query: its path, and a word where it changed.
+    monkeypatch.setattr(simulate, "EXCITE_IDS_RECORDED", 1)
+    rec, out = tmp_path / "long.flyrec", tmp_path / "long.parquet"
+    assert main(["simulate", str(brain), "--duration", "40ms", "--excite-file", str(ids),
+                 "--record", str(rec), "--out", str(out)]) == 0
+    assert Recording.load(rec).metadata["spiking"]["excite"] is None
+    again, after = _again(capsys, rec)
+    assert again[again.index("--excite-file") + 1] == str(ids.resolve()) and after == ""
+    assert main([*again, "--compare", str(out)]) == 0
+    ids.write_text(f"{IDS[0]}\n")
+    _, after = _again(capsys, rec)
+    assert after == ("ids.txt has changed since the run (its SHA-256 differs), so this command "
+                     "gives another run unless the run's file is put back")
+    ids.unlink()
+    assert _again(capsys, rec)[1].startswith("ids.txt is gone, so")
 
 
 @pytest.mark.parametrize("args, message", [

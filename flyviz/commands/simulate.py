@@ -221,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         excite = np.empty(0, np.int64)
     silence = select(brain, args.silence) if args.silence is not None else None
+    # What a recording says drove the run, read now: the files the run reads, as they are.
+    sources = _sources(args) if args.record is not None else {}
 
     other = None
     if args.compare is not None:   # before the run: a file in another layout fails at once
@@ -261,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
         from flyviz.errors import FlyvizError
 
         try:
-            _save_recording(args, brain, result, excite, silence, after)
+            _save_recording(args, brain, result, excite, silence, after, sources)
         except FlyvizError as exc:
             if args.out is None:
                 raise
@@ -305,12 +307,50 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: An ``--excite-file`` of at most this many neurons is recorded as the query of their root
+#: ids (``body:ID,...``), which runs it again without the file; a longer one by its path and
+#: SHA-256 (its ids would make the recording's header and the command to run it unwieldy).
+EXCITE_IDS_RECORDED = 100
+
+
+def _file_source(path: Path) -> dict[str, Any]:
+    """How a recording names a file its run read: its absolute path and SHA-256."""
+    from flyviz.model.formats.common import sha256_file
+    from flyviz.spiking.brain import brain_spec
+
+    return {"path": brain_spec(str(path)), "sha256": sha256_file(Path(path).expanduser())}
+
+
+def _sources(args: argparse.Namespace) -> dict[str, Any]:
+    """The files a run read besides the brain, as ``--record`` keeps them (``excite_file``,
+    ``input_spikes``: :func:`_file_source`; ``brain_files``: the brain's own files given
+    by option, by absolute path)."""
+    from flyviz.spiking.brain import brain_spec
+
+    sources: dict[str, Any] = {}
+    if args.excite_file is not None:
+        sources["excite_file"] = _file_source(args.excite_file)
+    if args.input_spikes is not None:
+        sources["input_spikes"] = _file_source(args.input_spikes)
+    files = {name: brain_spec(str(getattr(args, name)))
+             for name in ("connectivity", "coordinates", "classification")
+             if getattr(args, name) is not None}
+    if files:
+        sources["brain_files"] = files
+    return sources
+
+
 def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: Any,
-                    silence: Any, after: Any = None) -> None:
+                    silence: Any, after: Any = None,
+                    sources: dict[str, Any] | None = None) -> None:
     """Write ``--record``: each neuron's rate per ``--bin`` ms bin (Hz), as the spiking kind's
-    frames (:mod:`flyviz.kinds.spiking`), its metadata naming the kind and the brain, and
-    every spike at its tick beside them; with ``--input-until``, what keeps firing after the
-    input stops (``spiking.after_input``)."""
+    frames (:mod:`flyviz.kinds.spiking`), its metadata naming the kind, the brain and what
+    drove the run (the excited neurons' query, the files read: ``sources`` of
+    :func:`_sources`, the synapse weight, when the input stopped), and every spike at its
+    tick beside them; with ``--input-until``, what keeps firing after the input stops
+    (``spiking.after_input``)."""
+    import numpy as np
+
     from flyviz.kinds import state_frame
     from flyviz.kinds.spiking import SPIKING, BinSettings, SpikingModel, Stimulus
     from flyviz.record.recording import Recording
@@ -319,10 +359,19 @@ def _save_recording(args: argparse.Namespace, brain: Any, result: Any, excite: A
     counts = result.bin_counts(bin_ticks)
     bins = BinSettings(bins=counts.shape[0], bin_ms=bin_ticks * result.params.dt,
                        trials=result.trials)
-    stimulus = Stimulus(excite=args.excite, rate=args.rate, silence=args.silence,
-                        seed=args.seed)
+    query = args.excite
+    if args.excite_file is not None and excite.size <= EXCITE_IDS_RECORDED:
+        # The ids as a query every brain takes: the recording says which neurons, and the
+        # command that runs it again needs no file (a run sorts its excited neurons, so the
+        # query gives the same Poisson streams).
+        query = "body:" + ",".join(str(int(i)) for i in np.sort(brain.root_ids[excite]))
+    stimulus = Stimulus(excite=query, rate=args.rate, silence=args.silence, seed=args.seed)
     metadata = SPIKING.metadata(SpikingModel(brain, args.brain), stimulus, bins,
                                 counts.sum(axis=1).tolist(), excite, silence)
+    metadata["spiking"].update(sources or {})
+    metadata["spiking"]["w_syn"] = float(result.params.w_syn)
+    metadata["spiking"]["input_until_s"] = None if args.input_until is None else \
+        float(args.input_until)
     if after is not None:   # what fires after the input stops (--input-until)
         from dataclasses import asdict
 

@@ -432,11 +432,13 @@ class SpikingKind(ModelKind):
                  bin_spikes: "list[int]", excite: np.ndarray, silence: np.ndarray | None
                  ) -> dict[str, Any]:
         """What a recording of a spiking run says of it (``kind``, ``model_name``,
-        ``spiking``: brain, stimulus, bins, per-bin spike counts)."""
+        ``spiking``: brain, stimulus, the brain's synapse weight, bins, per-bin spike
+        counts)."""
         return {"kind": self.key, "model_name": model.name, "state_units": "Hz",
                 "spiking": {"brain": model.spec, **asdict(stimulus), **asdict(bins),
                             "excited": int(excite.size),
                             "silenced": 0 if silence is None else int(silence.size),
+                            "w_syn": float(model.brain.w_syn),
                             "bin_spikes": [int(c) for c in bin_spikes]}}
 
     # ------------------------------------------------------------ recordings
@@ -535,26 +537,50 @@ class SpikingKind(ModelKind):
 
     def replay_refusal(self, recording: "Recording") -> str | None:
         """A spiking run is not replayed token by token: the ``flyviz simulate`` command that
-        runs it again with the recording's brain, stimulus, bins and seed (a run with the
-        same seed gives the same spikes) is said instead."""
+        runs it again is said instead, with the recording's brain (and the brain's files
+        given by option), stimulus, input files, synapse weight, input end, bins and seed (a
+        run with the same seed gives the same spikes). A file the run read that is gone or
+        no longer the one it read (its SHA-256 differs) is named: the command would not give
+        the same run."""
         import shlex
 
         meta = self.run_metadata(recording)
         words = ["flyviz", "simulate", str(meta.get("brain") or "BRAIN")]
+        changed: list[str] = []
+        files = meta.get("brain_files")
+        for name, path in (files.items() if isinstance(files, dict) else ()):
+            if name in ("connectivity", "coordinates", "classification") and \
+                    isinstance(path, str) and path:
+                words += [f"--{name}", path]
         bin_ms = float(meta.get("bin_ms", BIN_MS))
         words += ["--duration", f"{_run_ms(recording, meta):g}ms", "--bin", f"{bin_ms:g}"]
-        for option, key in (("--excite", "excite"), ("--silence", "silence")):
-            if isinstance(meta.get(key), str) and meta[key]:
-                words += [option, meta[key]]
+        if isinstance(meta.get("excite"), str) and meta["excite"]:
+            words += ["--excite", meta["excite"]]
+        else:   # an --excite-file too long to keep as a query, or none
+            words += _file_option("--excite-file", meta.get("excite_file"), changed)
+        if isinstance(meta.get("silence"), str) and meta["silence"]:
+            words += ["--silence", meta["silence"]]
+        words += _file_option("--input-spikes", meta.get("input_spikes"), changed)
         rate, trials = meta.get("rate", 150.0), meta.get("trials", 1)
         if isinstance(rate, (int, float)) and float(rate) != 150.0:
             words += ["--rate", f"{float(rate):g}"]
         if isinstance(trials, int) and trials > 1:
             words += ["--trials", str(trials)]
-        words += ["--seed", str(meta.get("seed", 0)), "--record", "again.flyrec"]
-        return ("a spiking brain's run is not replayed (flyviz replay checks a language "
+        words += ["--seed", str(meta.get("seed", 0))]
+        w_syn, until = meta.get("w_syn"), meta.get("input_until_s")
+        if isinstance(w_syn, (int, float)) and not isinstance(w_syn, bool):
+            # Always, where recorded: the brain's default weight is not in the recording.
+            words += ["--w-syn", repr(float(w_syn))]
+        if isinstance(until, (int, float)) and not isinstance(until, bool):
+            words += ["--input-until", f"{float(until) * 1000.0:g}ms"]
+        words += ["--record", "again.flyrec"]
+        text = ("a spiking brain's run is not replayed (flyviz replay checks a language "
                 "model's tokens); run it again with its seed: "
                 f"{' '.join(shlex.quote(w) for w in words)}")
+        if changed:
+            text += (f"; but {' and '.join(changed)}, so this command gives another run "
+                     "unless the run's file is put back")
+        return text
 
     def recording_axis(self, recording: "Recording") -> TimeAxis:
         """Bins of the ``bin_ms`` the run was recorded with (10 ms by default)."""
@@ -626,6 +652,33 @@ class SpikingKind(ModelKind):
         axis = self.recording_axis(recording)
         return [{"text": f" {axis.at(i)}", "phase": 0, "position": i, "next": "", "p": 0.0,
                  "top": []} for i in range(len(recording))]
+
+
+def _file_option(option: str, source: Any, changed: list[str]) -> list[str]:
+    """``[option, path]`` of a file a run read (``{"path", "sha256"}`` in its recording), or
+    none where the recording names none; where the file is gone or its SHA-256 is not the
+    recorded one, ``changed`` is told so."""
+    if not isinstance(source, dict) or not isinstance(source.get("path"), str):
+        return []
+    from pathlib import Path
+
+    from flyviz.fileio import not_a_file
+    from flyviz.model.formats.common import sha256_file
+
+    path = source["path"]
+    name = Path(path).name
+    reason = not_a_file(path)
+    if reason:
+        changed.append(f"{name} is gone" if reason == "no such file" else
+                       f"{name} cannot be read ({reason})")
+    else:
+        try:
+            same = sha256_file(Path(path)) == source.get("sha256")
+        except OSError:
+            same = False
+        if not same:
+            changed.append(f"{name} has changed since the run (its SHA-256 differs)")
+    return [option, path]
 
 
 def _run_ms(recording: "Recording", meta: dict[str, Any]) -> float:

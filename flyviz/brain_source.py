@@ -11,7 +11,7 @@ placed by :func:`flyviz.viewer.layers.drawing_anatomy`) and
   a known soma only) and what they are (:meth:`BrainSource.features`:
   superclass, cell type, side, body id, and an atlas's statistics);
 * which colour quantities there are (:attr:`BrainSource.quantities`:
-  ``"signed"`` h, ``"abs"`` |h|, then the state's colour layers: ``"delta"``
+  ``"signed"`` x, ``"abs"`` |x|, then the state's colour layers: ``"delta"``
   of a comparison, ``"atlas:mean"``..., each built by
   :mod:`flyviz.viewer.layers`, the registry every view uses);
 * the colours of one token (:meth:`BrainSource.rgba`), in flyviz's

@@ -126,7 +126,7 @@ class _Run:
     label: str
     states: np.ndarray          # (T, N) float32
     colormap: str               # flyviz colormap name
-    caption: str = "activation h"   # its colour bar's
+    caption: str = "activation x"   # its colour bar's
 
 
 @dataclass(frozen=True)
@@ -391,7 +391,7 @@ def _brain(figure: Any, recording: Any, model: Any, options: FigureOptions) -> N
 
     def shown(run: Any) -> Any:
         state = ViewerState()
-        # The kind says what the state is (its colour bar: activation h, rates in Hz).
+        # The kind says what the state is (its colour bar: activation x, rates in Hz).
         state.set_model(model, model.anatomy, getattr(model, "name", None), kind=kind)
         state.set_recording(run, index=token)
         state.mesh.outline_shown = options.outline

@@ -130,7 +130,7 @@ def screen_positions(win) -> np.ndarray:
 
 
 def fixed_display(win) -> None:
-    """Colours on a fixed scale of 1 (|h|), no easing: what is drawn is the frame's state."""
+    """Colours on a fixed scale of 1 (|x|), no easing: what is drawn is the frame's state."""
     win.state.display.smoothing_s = 0.0
     win.state.display.auto_scale = False
     win.state.display.limit = 1.0

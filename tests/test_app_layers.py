@@ -79,7 +79,7 @@ def test_a_static_layer_replaces_the_state_with_its_colours_and_colourbar(window
     win.display.set_colour_layer(None)                          # back to the state
     img = _show(win, qtbot)
     assert _lum(_at(img, xy[a])).max() > 200 and win.brain.cloud.colormap == win.brain.mode
-    assert "activation h" in win.brain.colorbar_caption.text()
+    assert "activation x" in win.brain.colorbar_caption.text()
 
 
 def test_a_layer_of_each_frame_follows_scrubbing_and_shows_in_screenshots(window, qtbot,

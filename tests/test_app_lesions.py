@@ -100,7 +100,7 @@ def test_importance_colours_each_silenced_groups_neurons_by_its_delta_ce(
     # Live state again: the state's colours and colourbar.
     win.lesions.show_importance(False)
     assert win.colour_by.current == "state" and win.brain.colormap == win.brain.mode
-    assert "activation h" in win.brain.colorbar_caption.text()
+    assert "activation x" in win.brain.colorbar_caption.text()
 
 
 def test_the_groups_table_sorts_lights_the_selected_group_and_sets_up_its_silence(
@@ -233,7 +233,7 @@ def test_atlas_statistic_colouring_lights_the_neurons_the_statistic_says(
     assert win.colour_by.actions["atlas:selectivity"].isChecked()
     # Live state again, then closing the atlas withdraws its colourings.
     box.activated.emit(box.findData(""))
-    assert win.colour_by.current == "state" and "activation h" in win.brain.colorbar_caption.text()
+    assert win.colour_by.current == "state" and "activation x" in win.brain.colorbar_caption.text()
     assert win.colour_by.actions["state"].isChecked()
     win.atlas.colour_by("density")
     win.atlas.controller.close("closed for the test")
@@ -271,7 +271,7 @@ def test_another_model_closes_the_map_and_its_colours(window, qtbot, lesion_map,
     win.set_checkpoint(other)
     assert win.lesions.lesions is None and win.colour_by.current == "state"
     assert not win.colour_by.actions["importance"].isEnabled()
-    assert win.brain.emphasis is None and "activation h" in win.brain.colorbar_caption.text()
+    assert win.brain.emphasis is None and "activation x" in win.brain.colorbar_caption.text()
     assert "previous model" in win.lesions.panel.status.text()
     qtbot.waitUntil(lambda: win.display.brain_at is not None, timeout=3000)
     assert win.brain.render_image().shape[2] == 4

@@ -335,7 +335,7 @@ def test_the_window_shows_only_the_docks_that_serve_the_kind(qtbot, tmp_path):
     checkpoint = make_app_checkpoint(tmp_path / "model")
     win = make_window(qtbot, checkpoint, tmp_path)
     try:
-        # (Traces plots the top-1 probability and mean |h| per token: the Fly LLM's.)
+        # (Traces plots the top-1 probability and mean |x| per token: the Fly LLM's.)
         language_only = ("text", "topk", "why", "traces")
         every_kind = ("model", "controls", "inspector", "raster")
         shown_before = {key: not dock.isHidden() for key, dock in win.docks.items()}

@@ -4,7 +4,7 @@ The model is written in the Fly Recital web layout plus a connectome dataset,
 loaded by the node driver in tests/oracle/ (which imports the shared
 engine.js) and by flyviz, and both traces are compared with the reference's
 own tolerances: identical greedy tokens, top-1 probability within 2e-4, mean
-|h| within 2e-5 per step.
+|x| within 2e-5 per step.
 """
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ def test_widget_runs_a_prompt_into_a_new_layer(make_napari_viewer, demo, qtbot):
     assert source.tokens == len(reference) and viewer.dims.current_step[0] == last
     np.testing.assert_array_equal(source.recording.state(last), reference.state(last))
     assert repr(reference.token_texts[last]) in widget.token_label.text()
-    # Colour by |h|, chosen in the widget.
+    # Colour by |x|, chosen in the widget.
     viewer.layers.selection.active = points
     assert widget.quantity.count() >= 2
     widget.quantity.setCurrentText("abs")

@@ -90,7 +90,7 @@ def test_signed_mode_gives_positive_and_negative_neurons_different_hues(grid):
     neg_rgb = patch(img, grid.pixel_of(n - 1), 1).reshape(-1, 3).mean(axis=0)
     assert pos_rgb[0] > pos_rgb[2] + 30  # warm
     assert neg_rgb[2] > neg_rgb[0] + 30  # cool
-    # In |h| mode the two look alike: the sign no longer matters.
+    # In |x| mode the two look alike: the sign no longer matters.
     grid.cloud.set_mode("abs")
     img = grid.render(values)
     a = patch(img, grid.pixel_of(0), 1).reshape(-1, 3).mean(axis=0)
@@ -247,7 +247,7 @@ def test_an_orbiting_view_fits_the_brain_at_every_azimuth(view):
 def test_colormaps_and_colorbar():
     signed, absolute = lut("signed"), lut("abs")
     assert signed.shape == absolute.shape == (256, 4) and signed.dtype == np.float32
-    # Brightness grows with |h| in both directions from zero.
+    # Brightness grows with |x| in both directions from zero.
     assert signed[128, 3] < signed[200, 3] < signed[255, 3]
     assert signed[128, 3] < signed[55, 3] < signed[0, 3]
     assert np.all(np.diff(absolute[:, 3]) >= 0)
@@ -338,7 +338,7 @@ def test_difference_and_sequential_colormaps_are_told_apart_from_the_activation_
     # ...and at every strong value a hue clearly apart from the signed activation map's.
     for i in (0, 30, 60, 195, 225, 255):
         assert _hue_gap(diff[i, :3], signed[i, :3]) > 20, i
-    # Sequential: brightness grows with the value; its hues are not the magma-like |h| map's.
+    # Sequential: brightness grows with the value; its hues are not the magma-like |x| map's.
     assert np.all(np.diff(seq[:, 3]) >= 0) and seq[0, 3] < 0.1
     assert np.mean([_hue_gap(seq[i, :3], absolute[i, :3]) for i in range(40, 240, 20)]) > 45
     # Readable on the dark background: the ends are bright, not navy on black.

@@ -91,7 +91,7 @@ def test_styles_check_their_values_and_scale_points_with_the_canvas():
     style = CloudStyle(point_size=2.0)
     assert style.point_px(720) == 2.0 and style.point_px(1440) == 4.0
     assert style.with_layer(activation_layer("abs")).layer.colormap == "abs"
-    assert activation_layer("abs").caption == "|activation h|"
+    assert activation_layer("abs").caption == "|activation x|"
     for bad in (dict(point_size=0), dict(glow=3.0), dict(gain=-1.0)):
         with pytest.raises(ValueError):
             CloudStyle(**bad)

@@ -219,7 +219,7 @@ def test_the_page_in_a_browser(shared):
         assert anatomy.cell_type[neuron] in tip and anatomy.superclass[neuron] in tip
         # ... and its value, named as the colour bar names it, about as the page holds it
         # (it read "state 0.123" by the layer's key).
-        found = re.search(r"· activation h ≈ (-?[0-9.]+(?:e-?[0-9]+)?)$", tip)
+        found = re.search(r"· activation x ≈ (-?[0-9.]+(?:e-?[0-9]+)?)$", tip)
         assert found, tip
         held = float(state.recording.state(TOKEN)[neuron])
         top = max(abs(v) for v in state.value_range(TOKEN, state.layer_of("state")))
@@ -327,7 +327,7 @@ MENU_WIDTHS = """(() => {
 def test_the_colour_by_menu_draws_its_entries_whole(shared, tmp_path):
     """At a 1280x800 window the Colour by menu is as wide as its widest entry needs, so the
     chosen entry is drawn whole. It stood beside its label in the 260-pixel side panel, 165
-    pixels wide, and drew "Live state (activation h)" cut ("Live state (activatio"), the
+    pixels wide, and drew "Live state (activation x)" cut ("Live state (activatio"), the
     comparison's "Δx: intervened − untouched" more so. A page whose menu holds flyviz's longest
     layer title widens its side panel to it (the menu under its label is not wide enough)."""
     _chromium_or_skip()

@@ -121,7 +121,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         feature = win.features["spiking"]
         dock = win.docks["stimulus"]
         assert dock.isHidden()                     # the Fly LLM: no stimulus dock
-        assert not win.controls.mode.isHidden()    # and signed h or |h|
+        assert not win.controls.mode.isHidden()    # and signed x or |x|
         # The test model's weights are not synapse counts: it cannot be a spiking brain.
         assert feature.open_loaded()               # opening starts off the UI thread
         qtbot.waitUntil(lambda: not feature.opening_busy, timeout=30_000)
@@ -202,7 +202,7 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         # the brain eases to the new colours at display rate
         qtbot.waitUntil(lambda: lit_count(win.brain.canvas.render()) > dark + 30, timeout=5000)
 
-        # A rate has no sign: the Settings dock offers no "signed h / |h|" for it.
+        # A rate has no sign: the Settings dock offers no "signed x / |x|" for it.
         assert win.controls.mode.isHidden()
         # The populations dock: each group's rate per bin, and a raster of its cells.
         population = feature.population
@@ -441,7 +441,7 @@ def test_a_layout_preset_keeps_to_the_docks_of_the_kind_shown(qtbot, tmp_path):
         assert win.state.kind is SPIKING
         spiking = shown()
         assert {"stimulus", "spiking_population"} <= spiking and not spiking & set(LANGUAGE_DOCKS)
-        assert "traces" not in spiking           # top-1 probability and mean |h| per token
+        assert "traces" not in spiking           # top-1 probability and mean |x| per token
         for preset in ("presentation", "analysis", "default"):
             win.layouts.apply(preset)
             now = shown()

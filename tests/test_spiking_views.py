@@ -257,5 +257,5 @@ def test_a_spiking_state_is_coloured_as_rates_whatever_the_colour_mode(spiking):
     assert state.colour_layers[STATE].title == "&Live state (firing rate, Hz)"
     # Back on a language model, the state is its activation again.
     state.set_model(None, None, "lm", neurons=recording.neurons)
-    assert state.layer_of(STATE).caption == "|activation h|"
-    assert state.colour_layers[STATE].title == "&Live state (activation h)"
+    assert state.layer_of(STATE).caption == "|activation x|"
+    assert state.colour_layers[STATE].title == "&Live state (activation x)"

@@ -149,7 +149,7 @@ def test_display_settings_make_the_state_layer_and_the_style(state):
     assert style.point_size == 4.0 and style.gain is None
     assert state.value_range() == (0.0, 0.5)
     state.display.auto_scale = True
-    low, high = state.value_range()          # |h| up to 1 on the last frame
+    low, high = state.value_range()          # |x| up to 1 on the last frame
     assert low == 0.0 and 0.9 < high <= 1.0
     for field, bad in (("mode", "rainbow"), ("glow", 3.0), ("point_size", 0.0),
                        ("limit", float("nan"))):

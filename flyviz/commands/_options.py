@@ -33,7 +33,7 @@ def add_dataset_option(parser: Any, *, selector: bool = True) -> None:
         parser.add_argument("--selector", metavar="NAME", default=None, help=SELECTOR_HELP)
 
 
-COLOUR_MODE_HELP = ("colour a language model's signed h (diverging) or |h| (sequential); "
+COLOUR_MODE_HELP = ("colour a language model's signed x (diverging) or |x| (sequential); "
                     "default signed. A spiking brain's rates have no sign: they are coloured "
                     "from 0 Hz, and --mode is refused there")
 

@@ -20,7 +20,7 @@ pan, hover: a neuron's id, cell type, superclass and value), a token slider and
 play at the app's replay rate, the text with the shown token marked and the top-k
 candidates. The address's #token=K&layer=...&cam=... keeps the view: a link
 points at it. Layers (--layer, the first is shown on opening): state (the
-activation h), delta (a comparison's intervened - untouched) and flow (with
+activation x), delta (a comparison's intervened - untouched) and flow (with
 --trace: the flows of the explained logit, a lag slider and the words shaded by
 their flow). Default: flow with --trace (the page opens on it at step P), state,
 delta for a comparison.

@@ -12,7 +12,7 @@ the app (:func:`flyviz.demo.loader.load_demo`) and reports:
   words that occur in the corpus (bar: 90 %) and whether it collapses into a
   loop of one phrase;
 * three samples at temperature 0.7 (they must differ);
-* mean |h| per token (real dynamics: neither dead nor saturated);
+* mean |x| per token (real dynamics: neither dead nor saturated);
 * first-use preparation time (fresh cache) and warm load time, medians.
 """
 
@@ -192,7 +192,7 @@ def evaluate(asset_dir: str | Path | None = None, *, time_loading: bool = True,
     result["greedy"] = greedy
     log(f"greedy '{PROMPT}' ({len(ids)} tokens): {text!r}")
     log(f"  words in corpus {known:.1%}, loop period {period or 'none'}, distinct 4-grams "
-        f"{greedy['distinct_4gram_ratio']:.2f}, mean |h| per token "
+        f"{greedy['distinct_4gram_ratio']:.2f}, mean |x| per token "
         f"{greedy['mean_abs_state']['min']:.3f}..{greedy['mean_abs_state']['max']:.3f} "
         f"(median {greedy['mean_abs_state']['median']:.3f}) "
         f"[{'PASS' if greedy['pass'] else 'FAIL'}]")

@@ -270,7 +270,7 @@ def stream_cross_entropy(reservoir: StreamReservoir, sequences: list[np.ndarray]
                          head_a: np.ndarray, head_b: np.ndarray, ln_weight: np.ndarray,
                          ln_bias: np.ndarray, eps: float,
                          progress: Progress | None = None) -> tuple[float, float]:
-    """Cross-entropy (nats/token) of the full model on ``sequences``, and the mean |h|.
+    """Cross-entropy (nats/token) of the full model on ``sequences``, and the mean |x|.
 
     Uses the full readout (``head_a`` over all neurons), as the engine does.
     """

@@ -46,7 +46,7 @@ def sample_states(recording: Recording, start: int = 0, stop: int | None = None,
 
 def recording_scale(recording: Recording, start: int = 0, stop: int | None = None,
                     samples: int = 48, percentile: float = 99.0) -> float:
-    """A colour limit for a range of frames: a high percentile of |h| over up to ``samples`` frames."""
+    """A colour limit for a range of frames: a high percentile of |x| over up to ``samples`` frames."""
     from flyviz.render.style import percentile_limit
 
     values = sample_states(recording, start, stop, samples)

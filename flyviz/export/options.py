@@ -64,7 +64,7 @@ class ExportOptions:
     orbit
         Camera turn in degrees per second about the dorsal axis (0: still).
     mode
-        ``"signed"`` (diverging colours) or ``"abs"`` (|h|, sequential).
+        ``"signed"`` (diverging colours) or ``"abs"`` (|x|, sequential).
     start, stop
         Range of recording frames (tokens) to export, read as a Python slice: ``stop``
         exclusive, ``None`` runs to the end, a negative bound counts from the end.
@@ -74,7 +74,7 @@ class ExportOptions:
         Camera preset: ``"front"``, ``"top"`` or ``"side"``.
     scale
         Activation at the end of the colour range; ``None`` takes the 99th
-        percentile of |h| over the exported frames.
+        percentile of |x| over the exported frames.
     hold_seconds
         Extra frames at the end that keep showing the last token
         (``round(hold_seconds * fps)`` of them), so a movie does not stop
@@ -144,7 +144,7 @@ class ExportOptions:
 
         The recorded state in colormap ``mode``, over ``±scale`` (``[0,
         scale]`` for ``"abs"``) or, without a scale, the 99th percentile of
-        |h| over the exported frames; automatic brightness gain. ``kind`` (a
+        |x| over the exported frames; automatic brightness gain. ``kind`` (a
         :class:`~flyviz.kinds.ModelKind`) says how its recorded state is coloured
         (:meth:`~flyviz.kinds.ModelKind.recorded_layer`: a spiking brain's rates in Hz).
         """

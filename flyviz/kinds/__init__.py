@@ -235,7 +235,7 @@ class ModelKind:
     state_name: ClassVar[str] = "State"
     #: The *Colour by* title of the recorded state (:meth:`state_layer`), as the window's
     #: menu and a shared page's name it (``&`` marks the menu's key).
-    state_title: ClassVar[str] = "&Live state (activation h)"
+    state_title: ClassVar[str] = "&Live state (activation x)"
     #: The names an embedded host (napari, the notebook widget: :class:`BrainSource
     #: <flyviz.brain_source.BrainSource>`) gives the recorded state's colourings, the
     #: default first: the colour modes ``"signed"`` and ``"abs"`` of a state with a sign, one

@@ -140,7 +140,7 @@ class LanguageModelKind(ModelKind):
     key: ClassVar[str] = LANGUAGE_KEY
     title: ClassVar[str] = "language model"
     time_axis: ClassVar[TimeAxis] = TimeAxis("token", "token")
-    state_label: ClassVar[str] = "h"
+    state_label: ClassVar[str] = "x"
     state_name: ClassVar[str] = "Activation"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (TEXT, TOP_K)
     reads_text: ClassVar[bool] = True

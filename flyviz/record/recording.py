@@ -467,7 +467,7 @@ class Recording:
 
     @property
     def mean_abs_states(self) -> np.ndarray:
-        """Mean |h| of every frame."""
+        """Mean |x| of every frame."""
         return np.array([f.mean_abs_state for f in self._infos], dtype=np.float32)
 
     @property

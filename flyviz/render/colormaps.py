@@ -14,7 +14,7 @@ Four colormaps, two for the recorded activation and two for other values
     negative activations, warm oranges for positive ones, a neutral dim violet
     around zero.
 ``"abs"`` (sequential, of ``|value|``)
-    Entry ``i`` stands for ``|h| = i / 255 * limit``: a magma-like sequential
+    Entry ``i`` stands for ``|x| = i / 255 * limit``: a magma-like sequential
     ramp from dim violet through red and orange to pale yellow.
 ``"difference"`` (diverging)
     For differences such as Δx (intervened − untouched state): saturated blue
@@ -112,7 +112,7 @@ def _ramp(stops: tuple[tuple[float, float, float, float], ...], t: np.ndarray) -
 
 
 def display_curve(magnitude: np.ndarray) -> np.ndarray:
-    """Brightness of a neuron whose ``|h| / limit`` is ``magnitude`` (clipped to [0, 1])."""
+    """Brightness of a neuron whose ``|x| / limit`` is ``magnitude`` (clipped to [0, 1])."""
     m = np.clip(np.asarray(magnitude, dtype=np.float64), 0.0, 1.0)
     return QUIET_ALPHA + (1.0 - QUIET_ALPHA) * np.sqrt(m)
 

@@ -72,7 +72,7 @@ BACKGROUND = (11 / 255, 13 / 255, 18 / 255, 1.0)
 REFERENCE_HEIGHT = 720.0
 
 #: Default colourbar labels of the activation colormaps.
-_ACTIVATION_LABELS = {"signed": "activation h", "abs": "|activation h|"}
+_ACTIVATION_LABELS = {"signed": "activation x", "abs": "|activation x|"}
 
 
 def recorded_state(recording: "Recording", index: int) -> np.ndarray | None:
@@ -204,7 +204,7 @@ class ColourLayer:
 
     name: str = "state"
     colormap: str = "signed"
-    label: str = "activation h"
+    label: str = "activation x"
     units: str = ""
     scale: ColourScale = field(default_factory=ColourScale)
     source: ValueSource | None = field(default=None, compare=False)
@@ -277,7 +277,7 @@ class ColourLayer:
 
 
 def activation_layer(mode: str = "signed", scale: ColourScale | None = None) -> ColourLayer:
-    """The recorded state coloured as ``"signed"`` h or ``"abs"`` |h| (the app's default layer)."""
+    """The recorded state coloured as ``"signed"`` x or ``"abs"`` |x| (the app's default layer)."""
     if mode not in MODES:
         raise ValueError(f"activation mode {mode!r} must be one of {', '.join(MODES)}")
     return ColourLayer(name="state", colormap=mode, label=_ACTIVATION_LABELS[mode],

@@ -9,8 +9,8 @@ range, for NaN and for its caption, written once in its builder:
 =====================  ==========================================================
 key                    rule
 =====================  ==========================================================
-``state``              the recorded activation h, ``"signed"`` or ``"abs"``; the
-                       display's scale (automatic 99th percentile of |h|, or a
+``state``              the recorded activation x, ``"signed"`` or ``"abs"``; the
+                       display's scale (automatic 99th percentile of |x|, or a
                        fixed limit) — :func:`activation_layer`
 ``delta``              Δx, intervened − untouched, of a comparison; diverging,
                        symmetric automatic scale; nothing where the untouched run
@@ -101,7 +101,7 @@ ATLAS_STATISTICS: dict[str, tuple[str, str, str]] = {
     "mean": ("Atlas: &mean activation", "signed", "atlas mean h"),
     "std": ("Atlas: &standard deviation", "sequential", "atlas std of h"),
     "density": ("Atlas: &density", "sequential",
-                "atlas density (share of tokens |h| > {threshold})"),
+                "atlas density (share of tokens |x| > {threshold})"),
     "max": ("Atlas: ma&ximum", "sequential", "atlas largest h"),
     "selectivity": ("Atlas: s&electivity", "sequential",
                     "atlas selectivity ((top token mean − mean) / std)"),
@@ -127,7 +127,7 @@ def atlas_key(statistic: str) -> str:
 
 def _kinds() -> dict[str, LayerKind]:
     kinds = [
-        LayerKind(STATE, "&Live state (activation h)",
+        LayerKind(STATE, "&Live state (activation x)",
                   "The recorded activation at the shown token (the Settings' colours)"),
         LayerKind(DELTA, "&Δx: intervened − untouched",
                   "The comparison's difference at the shown token"),

@@ -72,9 +72,9 @@ class DisplaySettings:
     Parameters
     ----------
     mode
-        ``"signed"`` (diverging colours) or ``"abs"`` (|h|, sequential).
+        ``"signed"`` (diverging colours) or ``"abs"`` (|x|, sequential).
     auto_scale
-        Scale the colours to each frame's 99th percentile of |h|; else to ``limit``.
+        Scale the colours to each frame's 99th percentile of |x|; else to ``limit``.
     limit
         The activation at the end of the colour range when not automatic.
     point_size

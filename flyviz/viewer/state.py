@@ -614,7 +614,7 @@ class ViewerState:
     def state_layer(self, mode: str | None = None) -> ColourLayer:
         """The recorded state's colour layer: what the shown model's kind says its state is
         (:meth:`ModelKind.state_layer <flyviz.kinds.ModelKind.state_layer>`: a language
-        model's activation h, a spiking brain's firing rate in Hz) in colour mode ``mode``
+        model's activation x, a spiking brain's firing rate in Hz) in colour mode ``mode``
         (default: the display's) and the display's scale."""
         return self._kind.state_layer(mode or self.display.mode, self.display.scale)
 

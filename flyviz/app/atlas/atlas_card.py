@@ -126,7 +126,7 @@ class AtlasCard(QWidget):
         self.histogram.setMenuEnabled(False)
         self.histogram.hideButtons()
         self.histogram.setMouseEnabled(False, False)
-        self.histogram.getAxis("bottom").setLabel("h over the corpus")
+        self.histogram.getAxis("bottom").setLabel("x over the corpus")
         self.histogram.getAxis("left").setStyle(showValues=False)
         self.histogram.setXRange(-1.0, 1.0, padding=0.02)
         self.bars = pg.BarGraphItem(x=[0.0], height=[0.0], width=0.04,

@@ -432,7 +432,7 @@ class BrainView(QWidget):
         self._layer_changed()
 
     def set_mode(self, mode: str) -> None:
-        """The recorded state's colours: ``"signed"`` (diverging) or ``"abs"`` (|h|, sequential)."""
+        """The recorded state's colours: ``"signed"`` (diverging) or ``"abs"`` (|x|, sequential)."""
         self.activation = activation_layer(mode, self.activation.scale)
         self._layer_changed()
 

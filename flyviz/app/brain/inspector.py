@@ -71,7 +71,7 @@ class NeuronInspector(QWidget):
         self.trace.setMenuEnabled(False)
         self.trace.hideButtons()
         self.trace.getAxis("bottom").setLabel("token")
-        self.trace.getAxis("left").setLabel("h")
+        self.trace.getAxis("left").setLabel("x")
         self._kind: ModelKind = LANGUAGE     # its time axis names the trace's frames
         self._currents_apply = True
         self.trace.getAxis("left").enableAutoSIPrefix(False)

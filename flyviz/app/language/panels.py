@@ -241,7 +241,7 @@ def _legend_html(entries: tuple[tuple[str, str], ...]) -> str:
 
 
 class TracePanel(QWidget):
-    """Top-1 probability and mean |h| per token, with the shown token marked."""
+    """Top-1 probability and mean |x| per token, with the shown token marked."""
 
     #: Emitted when the user clicks a token on the traces.
     token_clicked = Signal(int)
@@ -259,7 +259,7 @@ class TracePanel(QWidget):
         # The legend is the plot's title row, above the data: a legend inside the plot
         # hid the curves where they run along the top (a confident model's probability).
         self.plot.setTitle(_legend_html((("top-1 probability", theme.VIOLET),
-                                         ("mean |h|", theme.WARM))), size="9pt")
+                                         ("mean |x|", theme.WARM))), size="9pt")
         self.legend = self.plot.getPlotItem().titleLabel
         self.plot.setYRange(0, 1, padding=0.03)
         self.probability = self.plot.plot([], [], pen=pg.mkPen(theme.VIOLET, width=2))
@@ -293,7 +293,7 @@ class TracePanel(QWidget):
         from flyviz.record.compare import comparison_trace
 
         trace = comparison_trace(recording)
-        entries = [("top-1 probability", theme.VIOLET), ("mean |h|", theme.WARM)]
+        entries = [("top-1 probability", theme.VIOLET), ("mean |x|", theme.WARM)]
         if trace is None:
             self.kl.setData([], [])
             self.plot.setYRange(0, 1, padding=0.03)

@@ -186,13 +186,13 @@ class SettingsPanel(QWidget):
         disp = QGroupBox("Display")
         form = QFormLayout(disp)
         self.mode = QComboBox()
-        self.mode.addItem("signed h", "signed")
-        self.mode.addItem("|h|", "abs")
+        self.mode.addItem("signed x", "signed")
+        self.mode.addItem("|x|", "abs")
         self.mode.setToolTip("Diverging colours for signed activation, or magnitude only (M)")
         scale_row = QHBoxLayout()
         self.auto_scale = QCheckBox("auto")
         self.auto_scale.setChecked(True)
-        self.auto_scale.setToolTip("Scale colours to each frame's 99th percentile of |h|")
+        self.auto_scale.setToolTip("Scale colours to each frame's 99th percentile of |x|")
         self.fixed_limit = QDoubleSpinBox()
         self.fixed_limit.setRange(0.01, 10.0)
         self.fixed_limit.setSingleStep(0.05)
@@ -246,7 +246,7 @@ class SettingsPanel(QWidget):
         self.cell_type.textChanged.connect(lambda *_: self.filter_changed.emit())
 
     def show_colour_modes(self, modes: tuple[str, ...]) -> None:
-        """Offer the *Colours* row (signed h or |h|) only for a kind whose state has those
+        """Offer the *Colours* row (signed x or |x|) only for a kind whose state has those
         modes (:attr:`ModelKind.state_quantities <flyviz.kinds.ModelKind.state_quantities>`):
         a spiking brain's rate has no sign, and the row did nothing there."""
         shown = "signed" in modes and "abs" in modes

@@ -128,8 +128,8 @@ class ExportDialog(QDialog):
         form.addRow("Orbit", self.orbit_spin)
 
         self.mode_combo = QComboBox()
-        self.mode_combo.addItem("signed h (blue − / orange +)", "signed")
-        self.mode_combo.addItem("|h| (magnitude)", "abs")
+        self.mode_combo.addItem("signed x (blue − / orange +)", "signed")
+        self.mode_combo.addItem("|x| (magnitude)", "abs")
         if not (layer.is_state and layer.colormap in ("signed", "abs")):
             # A colour layer (importance, a difference, ...) is shown: the movie can show it too.
             self.mode_combo.addItem(f"as shown: {layer.caption}", "layer")
@@ -144,7 +144,7 @@ class ExportDialog(QDialog):
         self.range_spin.setSingleStep(0.05)
         self.range_spin.setSpecialValueText("auto")
         self.range_spin.setToolTip("The activation at the end of the colour range (auto: the "
-                                   "99th percentile of |h| over the exported tokens)")
+                                   "99th percentile of |x| over the exported tokens)")
         scale = self.window_style.layer.scale if layer.is_state else ColourScale.auto()
         self.range_spin.setValue(scale.limit if scale.kind == "fixed" else 0.0)
         form.addRow("Colour range ±", self.range_spin)
@@ -233,7 +233,7 @@ class ExportDialog(QDialog):
     def cloud_style(self) -> CloudStyle:
         """How the movie draws the brain: the window's style with the form's changes.
 
-        The colours (the state as signed or |h| over the form's range, or the
+        The colours (the state as signed or |x| over the form's range, or the
         colour layer the window shows), point size and glow come from the
         form; the brightness gain and background stay the window's.
         """

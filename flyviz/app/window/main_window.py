@@ -282,7 +282,7 @@ class MainWindow(FeatureWindow):
         self.add_dock("controls", "Settings", self.controls, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("inspector", "Neuron", self.inspector, area.LeftDockWidgetArea, scroll=True)
         self.add_dock("raster", "State raster", self.raster_panel, area.BottomDockWidgetArea)
-        # Top-1 probability and mean |h| per token: the Fly LLM's (a spiking brain's rates
+        # Top-1 probability and mean |x| per token: the Fly LLM's (a spiking brain's rates
         # are in its Spiking populations dock).
         self.add_dock("traces", "Traces", self.trace_panel, area.BottomDockWidgetArea, kinds=LM)
         docks = self.docks
@@ -736,7 +736,7 @@ class MainWindow(FeatureWindow):
         self.display.redraw_brain()
 
     def toggle_colour_mode(self) -> None:
-        """Switch between signed h and |h|."""
+        """Switch between signed x and |x|."""
         display = self.state.display
         display.mode = "abs" if display.mode == "signed" else "signed"
 

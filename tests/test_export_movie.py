@@ -202,9 +202,11 @@ def test_png_folder_is_replaced_whole_but_never_over_other_files(run, tmp_path):
     rec, anatomy = run
     out = tmp_path / "frames"
     export_recording(rec, anatomy, out, ExportOptions(size=(64, 48), frames_per_token=2, stop=3))
-    assert len(list(out.glob("frame_*.png"))) == 6
+    # Numbered from 0, as every frame and token in flyviz is (ffmpeg's image2 starts at 1).
+    assert sorted(p.name for p in out.glob("frame_*.png")) == [f"frame_{i:06d}.png"
+                                                                for i in range(6)]
     export_recording(rec, anatomy, out, ExportOptions(size=(64, 48), frames_per_token=1, stop=2))
-    assert sorted(p.name for p in out.iterdir()) == ["frame_000001.png", "frame_000002.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["frame_000000.png", "frame_000001.png"]
     (out / "notes.txt").write_text("mine")
     with pytest.raises(ExportError, match="other files"):
         export_recording(rec, anatomy, out, ExportOptions(size=(64, 48), frames_per_token=1, stop=2))
@@ -222,13 +224,13 @@ def test_png_frames_go_into_the_working_folder_given_as_dot(run, tmp_path, monke
     out = export_recording(rec, anatomy, ".", ExportOptions(size=(64, 48), frames_per_token=1,
                                                              stop=2))
     assert str(out) == "."
-    assert sorted(p.name for p in here.iterdir()) == ["frame_000001.png", "frame_000002.png"]
+    assert sorted(p.name for p in here.iterdir()) == ["frame_000000.png", "frame_000001.png"]
     assert Path.cwd() == here and here.is_dir()    # the folder itself kept its place
     assert leftovers(tmp_path) == ["here"]
     (here / "notes.txt").write_text("mine")
     with pytest.raises(ExportError, match="other files"):
         export_recording(rec, anatomy, ".", ExportOptions(size=(64, 48), frames_per_token=1))
-    assert leftovers(here) == ["frame_000001.png", "frame_000002.png", "notes.txt"]
+    assert leftovers(here) == ["frame_000000.png", "frame_000001.png", "notes.txt"]
     with pytest.raises(ExportError, match="empty"):
         export_recording(rec, anatomy, "", ExportOptions(size=(64, 48)))
 

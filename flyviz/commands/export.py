@@ -30,7 +30,9 @@ output format (from --out):
   run.mp4     H.264 (yuv420p; --quality is the x264 CRF, default 20, lower is better)
   run.webm    VP9 (plays in web pages; --quality is the VP9 CRF, default 34)
   run.gif     animated GIF
-  frames/     a folder of PNG frames (any name without an extension)
+  frames/     a folder of PNG frames (any name without an extension):
+              frame_000000.png, frame_000001.png, ..., one a movie frame, numbered
+              from 0 as every frame and token in flyviz is
 
 frames: each token gets --frames-per-token frames easing from the previous state
 to the token's, plus round(--hold * --fps) hold frames at the end.
@@ -85,7 +87,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     movie.add_argument("--color-scale", type=float, default=None, metavar="H",
                        help="activation at the end of the colour range (default: automatic)")
     movie.add_argument("--tokens", default=None, metavar="A:B",
-                       help="export only frames A to B-1 of the run, as a Python slice: "
+                       help="export only tokens A to B-1 of the run (each gives --frames-per-token "
+                            "frames), as a Python slice: "
                             "a bound left out is the start or the end, a negative one counts "
                             "from the end (write --tokens=-5: for the last five; default all)")
     movie.add_argument("--hold", type=float, default=1.0, metavar="SECONDS",

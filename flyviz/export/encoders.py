@@ -37,8 +37,12 @@ if TYPE_CHECKING:  # pragma: no cover
 #: ``render_state``) and encode it.
 EmitFrame = Callable[..., None]
 
-#: File name pattern of PNG frames inside an output folder.
+#: File name pattern of PNG frames inside an output folder: ``frame_000000.png`` is movie
+#: frame 0 (a token gives ``frames_per_token`` of them), numbered from 0 as every frame and
+#: token in flyviz is (:data:`PNG_START`).
 PNG_PATTERN = "frame_%06d.png"
+#: The number of the first PNG frame; ffmpeg's image2 writer starts at 1 unless told.
+PNG_START = 0
 
 
 def ffmpeg_exe() -> str:
@@ -69,7 +73,7 @@ def _codec_args(fmt: str, crf: int | None, fps: float, speed: str) -> list[str]:
                 "[b][p]paletteuse=new=1:dither=bayer:bayer_scale=4",
                 "-loop", "0"]
     if fmt == "png":
-        return ["-c:v", "png", "-pix_fmt", "rgb24", "-start_number", "1"]
+        return ["-c:v", "png", "-pix_fmt", "rgb24", "-start_number", str(PNG_START)]
     raise ExportError(f"unknown format {fmt}")
 
 
@@ -240,7 +244,7 @@ class FrameEncoder:
         try:
             self._proc.stdin.write(np.ascontiguousarray(frame).data)
         except (BrokenPipeError, OSError):
-            raise self._failure(f"at frame {self.frames + 1}") from None
+            raise self._failure(f"at frame {self.frames}") from None     # counted from 0
         self.frames += 1
 
     def close(self) -> None:

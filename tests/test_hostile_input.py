@@ -72,6 +72,12 @@ EXTRA_CASES = {
                                 "'flyviz[atlas]'"),
     "sweep": (("distributed",), "flyviz sweep needs Dask; install it with pip install "
                                 "'flyviz[atlas]'"),
+    "patch": (("distributed",), "flyviz patch needs Dask; install it with pip install "
+                                "'flyviz[atlas]'"),
+    "dynamics": (("distributed",), "flyviz dynamics --nulls needs Dask; install it with pip "
+                                   "install 'flyviz[atlas]'"),
+    "build-demo": (("distributed",), "flyviz build-demo needs Dask; install it with pip "
+                                     "install 'flyviz[atlas]'"),
     "nwb": (("pynwb",), "flyviz convert --to nwb needs pynwb; install it with pip install "
                         "'flyviz[nwb]'"),
     "zarr": (("xarray",), "flyviz convert --to zarr needs xarray and zarr; install it with "
@@ -96,6 +102,12 @@ def test_a_missing_extra_is_one_line_before_any_work(capsys, monkeypatch, world,
                   str(out.with_suffix(".atlas")), "--workers", "2"],
         "sweep": ["sweep", world["spec"], "--by", str(world["groups"]), "--text",
                   str(world["text"]), "--out", str(out.with_suffix(".csv")), "--workers", "2"],
+        # patch, dynamics and build-demo did their work first and failed only on starting Dask
+        "patch": ["patch", world["spec"], "--clean", "the cat", "--corrupt", "the dog",
+                  "--answer", " the", "--by", str(world["groups"]), "--out",
+                  str(out.with_suffix(".csv")), "--workers", "2"],
+        "dynamics": ["dynamics", world["spec"], "--prompt", "the cat", "--nulls", "1"],
+        "build-demo": ["build-demo", "--out", str(out), "--scale", "tiny"],
         "nwb": ["convert", str(world["recording"]), "--to", "nwb", str(out.with_suffix(".nwb"))],
         "zarr": ["convert", str(world["recording"]), str(out.with_suffix(".zarr"))],
         "llvm": ["generate", world["spec"], "--prompt", "the", "--kernel", "llvm"],

@@ -86,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and any(out.iterdir()) and not (out / "demo.json").is_file():
         raise InputError(f"--out {out} holds files that are not a demo brain; "
                          "give an empty or new folder")
+    from flyviz.analysis.cluster import require_dask
+
+    # the atlas, built last on Dask, would fail only after the minutes of the build
+    require_dask("flyviz build-demo", args.workers)
     if args.atlas_only:
         from flyviz.demo.build import build_demo_atlas
 

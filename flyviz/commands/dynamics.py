@@ -162,7 +162,7 @@ def summary(found: Any, model_name: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, measure, print."""
-    from flyviz.analysis.cluster import ProgressBar
+    from flyviz.analysis.cluster import ProgressBar, require_dask
     from flyviz.analysis.dynamics import compare_with_nulls, portrait
     from flyviz.model.attribution import record_tape
     from flyviz.record.run import encode_prompt
@@ -171,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("the prompt is empty: give some text for the model to read")
     settings = _settings(args)
     seeds = null_seeds_from_args(args)
+    if seeds:   # only the nulls run on Dask, after the portrait: say so before it
+        require_dask("flyviz dynamics --nulls", args.workers, args.scheduler)
     check_cluster_options(args)
     interventions = interventions_from_args(args)
     if seeds and interventions:

@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, trace, write and print."""
     from flyviz.analysis.causal import TraceSettings, encode_prompts, parse_positions, \
         run_causal_trace
-    from flyviz.analysis.cluster import command_log, Interrupted, ProgressBar, where_it_ran
+    from flyviz.analysis.cluster import (command_log, Interrupted, ProgressBar, require_dask,
+                                         where_it_ran)
     from flyviz.analysis.heatmap import check_figure, write_heatmap
     from flyviz.analysis.sweep import check_by, check_output, sweep_groups
     from flyviz.commands._options import worker_spec
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out.expanduser()
     check_output(out)
     figure = None if args.figure is None else check_figure(args.figure)
+    require_dask("flyviz patch", args.workers, args.scheduler)  # before any work
     check_cluster_options(args)
 
     ckpt = load_model_from_args(args)

@@ -7,8 +7,10 @@ that test runs in CI (``CI=true``) and locally only with ``FLYVIZ_TEST_BUNDLE=1`
 
 from __future__ import annotations
 
+import argparse
 import configparser
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -80,6 +82,18 @@ def test_help_describes_every_subcommand(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--version"])
     assert capsys.readouterr().out.strip() == f"flyviz {flyviz.__version__}"
+
+
+def test_every_example_in_the_help_keeps_its_line_breaks():
+    """A bare backslash at a line's end inside an epilogue (not a raw string) swallows the
+    newline: sweep's last example once printed as one line with the next one's indent in it."""
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in [("flyviz", parser), *subcommands.choices.items()]:
+        for line in (sub.epilog or "").splitlines():
+            if line.lstrip().startswith("flyviz "):
+                command = line.split("  #")[0].rstrip()
+                assert not re.search(r"\S {3,}--", command), (name, line)
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ examples:
   flyviz sweep ./fly-llm-hf --by type --text wiki.jsonl --max-tokens 100000 \\
       --out types.parquet --scheduler tcp://10.0.0.5:8786
   flyviz sweep demo --by groups.txt --text story.txt --out mine.csv --resume
-  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --max-tokens 2000 \
+  flyviz sweep demo --by superclass --text assets/demo/heldout.txt --max-tokens 2000 \\
       --out superclass.csv --estimate     # and the first-order estimate beside it
 """
 

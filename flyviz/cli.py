@@ -67,7 +67,7 @@ Connectivity_783.parquet.
 """
 
 EPILOG = """\
-examples:
+examples (from a clone's root, where assets/ and examples/ are):
   flyviz                                    open the app on the demo brain
   flyviz gui --model ngxson/fly-llm-hf      open the app on a real checkpoint
   flyviz generate demo --prompt "Once upon a time"

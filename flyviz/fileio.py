@@ -208,6 +208,28 @@ def probe_writable(folder: str | Path, what: str, path: str | Path) -> None:
                               f"{exc.strerror or exc}") from None
 
 
+#: The example files the help and the guide name, by file name, with where a clone of the
+#: repository holds them (they are not in the wheel): a user who types the name from
+#: another folder is told where it is (:func:`shipped_example_hint`).
+SHIPPED_EXAMPLES = {
+    "names.jsonl": "examples/names.jsonl",
+    "checks-demo.txt": "examples/checks-demo.txt",
+    "sets.txt": "examples/sets.txt",
+    "heldout.txt": "assets/demo/heldout.txt",
+}
+
+
+def shipped_example_hint(path: str | Path) -> str:
+    """``"; the shipped names.jsonl is examples/names.jsonl in a clone (run from its root)"``
+    for a missing ``path`` named as one of :data:`SHIPPED_EXAMPLES`, else ``""``: the end of
+    a corpus's, a task's, a battery's or a sets file's not-found error."""
+    name = Path(path).name
+    where = SHIPPED_EXAMPLES.get(name)
+    if where is None:
+        return ""
+    return f"; the shipped {name} is {where} in a clone of flyviz (run from its root)"
+
+
 def not_a_file(path: str | Path) -> str:
     """Why ``path`` cannot be read as a file, in a few words: ``"no such file"``, ``"it is a
     folder"``, ``"it is a FIFO, not a regular file"``...; ``""`` for a regular file."""

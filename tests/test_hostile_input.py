@@ -125,6 +125,32 @@ def test_a_missing_extra_is_one_line_before_any_work(capsys, monkeypatch, world,
     assert list(tmp_path.iterdir()) == []  # no OUT.parts, no partial output
 
 
+SHIPPED_CASES = {
+    "names.jsonl": lambda w: ["circuit", w["spec"], "--task", "names.jsonl", "--workers", "0"],
+    "heldout.txt": lambda w: ["sweep", w["spec"], "--by", str(w["groups"]), "--text",
+                              "heldout.txt", "--out", "l.csv", "--workers", "0"],
+    "checks-demo.txt": lambda w: ["check", "demo", "--battery", "checks-demo.txt",
+                                  "--workers", "0"],
+    "sets.txt": lambda w: ["screen", "demo", "--sets", "sets.txt", "--mode", "silence",
+                           "--out", "screen", "--workers", "0"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_CASES))
+def test_a_missing_shipped_example_says_where_a_clone_holds_it(capsys, monkeypatch, world,
+                                                                tmp_path, name):
+    """The help's examples name files of a clone's root; typed elsewhere, the error says where."""
+    from flyviz.fileio import SHIPPED_EXAMPLES
+
+    where = SHIPPED_EXAMPLES[name]
+    assert (ROOT / where).is_file()
+    monkeypatch.chdir(tmp_path)
+    code, stdout, err = cli_run(capsys, *SHIPPED_CASES[name](world))
+    one_error_line(code, err, f"{name}", f"the shipped {name} is {where} in a clone of flyviz "
+                                         "(run from its root)")
+    assert stdout == "" and list(tmp_path.iterdir()) == []
+
+
 def test_library_calls_name_their_extra(monkeypatch, world, tmp_path):
     from flyviz.record.recording import Recording
 

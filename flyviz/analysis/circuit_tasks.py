@@ -42,6 +42,7 @@ import numpy as np
 
 from flyviz.analysis.corpus import JSONL_SUFFIXES
 from flyviz.errors import InputError
+from flyviz.fileio import shipped_example_hint
 from flyviz.model.tokenizer import start_ids
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -248,7 +249,8 @@ def load_task(path: str | Path, tokenizer: "FlyTokenizer", vocabulary: int, bos:
     """
     path = Path(path).expanduser()
     if not path.is_file():
-        raise InputError(f"the task file {path} does not exist" if not path.exists()
+        raise InputError(f"the task file {path} does not exist{shipped_example_hint(path)}"
+                         if not path.exists()
                          else f"the task {path} is not a file")
     if path.suffix.lower() in JSONL_SUFFIXES:
         try:

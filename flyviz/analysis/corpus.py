@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flyviz.fileio import not_a_file
+from flyviz.fileio import not_a_file, shipped_example_hint
 from flyviz.model.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -84,7 +84,7 @@ def corpus_files(paths: Iterable[str | Path]) -> list[Path]:
         elif path.exists():
             raise InputError(f"cannot read corpus {path}: {not_a_file(path)}")
         else:
-            raise InputError(f"corpus file not found: {path}")
+            raise InputError(f"corpus file not found: {path}{shipped_example_hint(path)}")
     if not files:
         raise InputError("no corpus given: pass --corpus with text, JSON Lines or Parquet "
                          "files or folders")

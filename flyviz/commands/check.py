@@ -38,7 +38,7 @@ Every run uses the same --seed input; the same seed gives the same table, in thi
 (--workers 0) or on Dask (each shuffle and each check's random sets a task; every worker
 loads BRAIN itself).
 
-examples:
+examples (from a clone's root, where assets/ and examples/ are):
   flyviz check demo --battery examples/checks-demo.txt --shuffles 9 --random-sets 9 \\
       --duration 100ms --workers 0 --out checks.csv --figure checks.png
   flyviz check ./shiu --battery sugar.txt --duration 1s --trials 5 --workers 8 --json

@@ -18,6 +18,7 @@ from flyviz.commands._options import (add_dataset_option, add_kernel_option,
                                       null_seeds_from_args,
                                       run_nulls_from_args)
 from flyviz.errors import InputError
+from flyviz.fileio import shipped_example_hint
 
 EPILOG = """\
 the task (--task FILE):
@@ -50,13 +51,13 @@ the circuit (faithful means close to the whole model, both ways):
 scores (--score): flow (exact node and edge flows of 'flyviz trace'),
 gradient (gradient x state), ig (the gradient averaged over scaled inputs).
 
-examples:
-  flyviz circuit demo --task names.jsonl
-  flyviz circuit demo --task names.jsonl --nodes types --ablation mean --json
-  flyviz circuit demo --task names.jsonl --edges --tolerance 0.05 --out names-circuit
-  flyviz circuit demo --task names.jsonl --nulls 3    (real vs 3 degree nulls)
-  flyviz circuit demo --task names.jsonl --nulls degree-sign:3
-  flyviz circuit demo --task names.jsonl --figure curve.png   (f against k, drawn)
+examples (from a clone's root, where assets/ and examples/ are):
+  flyviz circuit demo --task examples/names.jsonl
+  flyviz circuit demo --task examples/names.jsonl --nodes types --ablation mean --json
+  flyviz circuit demo --task examples/names.jsonl --edges --tolerance 0.05 --out names-circuit
+  flyviz circuit demo --task examples/names.jsonl --nulls 3    (real vs 3 degree nulls)
+  flyviz circuit demo --task examples/names.jsonl --nulls degree-sign:3
+  flyviz circuit demo --task examples/names.jsonl --figure curve.png   (f against k, drawn)
 """
 
 #: The headline numbers of :meth:`~flyviz.analysis.circuit.CircuitResult.headline`, as
@@ -258,7 +259,8 @@ def run(args: argparse.Namespace) -> int:
         require("figures", "flyviz circuit --figure")
     task_path = args.task.expanduser()
     if not task_path.is_file():
-        raise InputError(f"the task file {task_path} does not exist" if not task_path.exists()
+        raise InputError(f"the task file {task_path} does not exist{shipped_example_hint(task_path)}"
+                         if not task_path.exists()
                          else f"the task {task_path} is not a file")
     ckpt = load_model_from_args(args)
     task = load_task(task_path, tokenizer_for(ckpt), ckpt.config.vocabulary,

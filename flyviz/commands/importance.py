@@ -35,7 +35,7 @@ files written (RESULT is .csv or .parquet):
   RESULT.neurons.EXT  one row per neuron: its labels and delta_ce_est
   RESULT.zarr         delta_ce_est[neuron] as an xarray Dataset (flyviz.record.convert.open_zarr)
 
-examples:
+examples (from a clone's root, where assets/ and examples/ are):
   flyviz importance demo --text assets/demo/heldout.txt --max-tokens 2000 --out est.csv
   flyviz importance demo --text stories/ --by type --out types.parquet --workers 4
   flyviz importance demo --text story.txt --by groups.txt --out mine.csv --resume

@@ -28,7 +28,7 @@ The same seed writes the identical null. DIR must not exist (its parent folder i
 if missing); it holds the model in its layout with the graph in DIR/dataset. The null of a ConnecTorch brain (a .ct
 folder) is a .ct brain: the same nodes, the edges randomised, their columns kept. Analyses take nulls as --nulls KIND:N.
 
-examples:
+examples (from a clone's root, where assets/ and examples/ are):
   flyviz null demo --kind degree --seed 1 --out nulls/degree-1
   flyviz null demo --kind type-pairs --seed 1 --out nulls/type-pairs-1
   flyviz info nulls/degree-1

@@ -41,7 +41,7 @@ RESULT is .csv or .parquet; its settings and the model's digests are in the
 Parquet metadata (key flyviz_sweep), or in the CSV's first line
 ('# flyviz-sweep {...}'; pandas.read_csv(RESULT, skiprows=1) reads the table).
 
-examples:
+examples (from a clone's root, where assets/ and examples/ are):
   flyviz sweep demo --by superclass --text assets/demo/heldout.txt --max-tokens 2000 \\
       --out superclass.csv
   flyviz sweep demo --by type --text stories/ --mode cut-out --out types.parquet --workers 8

@@ -178,11 +178,11 @@ def parse_battery(text: str, source: str = "the battery") -> list[Check]:
 def read_battery(path: str | Path) -> list[Check]:
     """The checks of a battery file (see :func:`parse_battery`); one line when it cannot be
     read."""
-    from flyviz.fileio import open_regular, os_error
+    from flyviz.fileio import open_regular, os_error, shipped_example_hint
 
     p = Path(path).expanduser()
     if not p.exists():
-        raise CheckError(f"battery file not found: {p}")
+        raise CheckError(f"battery file not found: {p}{shipped_example_hint(p)}")
     try:
         with open_regular(p, "rb", "battery file") as handle:
             text = handle.read().decode("utf-8")

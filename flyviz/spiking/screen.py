@@ -178,11 +178,11 @@ def parse_sets(text: str, source: str = "the sets") -> list[tuple[str, str]]:
 
 def read_sets_file(path: str | Path) -> list[tuple[str, str]]:
     """The sets of a sets file (see :func:`parse_sets`); one line when it cannot be read."""
-    from flyviz.fileio import open_regular, os_error
+    from flyviz.fileio import open_regular, os_error, shipped_example_hint
 
     p = Path(path).expanduser()
     if not p.exists():
-        raise ScreenError(f"sets file not found: {p}")
+        raise ScreenError(f"sets file not found: {p}{shipped_example_hint(p)}")
     try:
         with open_regular(p, "rb", "sets file") as handle:
             text = handle.read().decode("utf-8")

@@ -5,7 +5,7 @@ overlap, and the note is shown whole (wrapped to the room it has)."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QSize
+from PySide6.QtCore import QSize, Qt
 from qt_barriers import settle
 from test_app_why import _run, _why
 
@@ -39,3 +39,25 @@ def test_the_note_and_the_colour_scale_labels_do_not_overlap_in_a_short_view(win
     else:
         assert note.width() >= note.fontMetrics().horizontalAdvance(DEMO_NOTE)
     assert note.geometry().right() < brain.width()
+
+
+def test_in_a_narrow_view_the_note_and_the_view_hint_wrap_instead_of_being_cut(window, qtbot):
+    """Side columns widened by hand left the view about 290 px wide, and its captions read
+    "...49,393 r" and "...shif", cut at its right edge."""
+    win = window
+    brain = win.brain
+    brain.note.setText(DEMO_NOTE)
+    win.resizeDocks([win.docks["controls"]], [420], Qt.Orientation.Horizontal)
+    win.resizeDocks([win.docks["text"]], [520], Qt.Orientation.Horizontal)
+    settle(qtbot, win)
+    assert brain.width() < 320, brain.width()
+    for label in (brain.note, brain.view_label):
+        assert label.text() and label.isVisible()
+        assert 0 <= label.geometry().left() and label.geometry().right() < brain.width(), \
+            (label.text(), label.geometry(), brain.width())
+        if label.wordWrap():
+            assert label.height() >= label.heightForWidth(label.width())
+        else:
+            assert label.width() >= label.fontMetrics().horizontalAdvance(label.text())
+    assert brain.note.wordWrap() and brain.view_label.wordWrap()     # each too long for a line
+    assert brain.view_label.geometry().bottom() < brain.height()

@@ -207,6 +207,52 @@ def test_the_chosen_layout_is_there_at_the_next_start(qtbot, app_checkpoint, tmp
         again.close()
 
 
+def _widest_part_is_the_brain(win) -> bool:
+    sides = [win.docks[key].width() for key in ("controls", "text")]
+    return all(win.brain.width() > side for side in sides)
+
+
+def test_a_layout_saved_at_another_window_size_takes_its_presets_sizes(qtbot, app_checkpoint,
+                                                                       tmp_path):
+    """A state saved with wide side columns (pixels) opened the brain view at its least,
+    cut its captions and squeezed the Traces legend: at another window size the docks keep
+    their places but take the preset's sizes; at the same size the user's widths stay."""
+    path = tmp_path / "wide.ini"
+    win = make_window(qtbot, app_checkpoint, tmp_path, "wide.ini")
+    settle(qtbot, win)
+    assert _widest_part_is_the_brain(win)                   # the first start's sizes
+    win.resizeDocks([win.docks["controls"]], [420], Qt.Orientation.Horizontal)
+    win.resizeDocks([win.docks["text"]], [520], Qt.Orientation.Horizontal)
+    settle(qtbot, win)
+    assert not _widest_part_is_the_brain(win)
+    wide = win.docks["controls"].width()
+    win.close()
+    wide_state = QSettings(str(path), QSettings.Format.IniFormat).value("window/state")
+    same = make_window(qtbot, app_checkpoint, tmp_path, "wide.ini")
+    try:
+        settle(qtbot, same)
+        assert same.layouts.restored and same.docks["controls"].width() == wide
+    finally:
+        same.close()
+    for saved in (QSize(936, 752), None):       # another size; a state of an older flyviz
+        settings = QSettings(str(path), QSettings.Format.IniFormat)
+        settings.setValue("window/state", wide_state)
+        if saved is None:
+            settings.remove("window/state_size")
+        else:
+            settings.setValue("window/state_size", saved)
+        settings.sync()
+        again = make_window(qtbot, app_checkpoint, tmp_path, "wide.ini")
+        try:
+            settle(qtbot, again)
+            assert again.layouts.restored and again.layouts.current == "default"
+            assert _widest_part_is_the_brain(again), (saved, again.brain.width(),
+                                                      again.docks["controls"].width(),
+                                                      again.docks["text"].width())
+        finally:
+            again.close()
+
+
 def test_a_layout_saved_by_an_older_flyviz_is_not_restored(qtbot, app_checkpoint, tmp_path):
     path = tmp_path / "old.ini"
     win = make_window(qtbot, app_checkpoint, tmp_path, "old.ini")

@@ -71,6 +71,12 @@ _PROBE = textwrap.dedent('''
             "status_bar_visible": bar.isVisible(),
             "status_pixel": status_pixel(win),
             "panel": PANEL,
+            "brain_width": win.brain.width(),
+            # the docks in front in the side columns, by key
+            "side_widths": {key: dock.width() for key, dock in win.docks.items()
+                            if win.dockWidgetArea(dock).name in ("LeftDockWidgetArea",
+                                                                 "RightDockWidgetArea")
+                            and not dock.isFloating() and not dock.visibleRegion().isEmpty()},
         })
         if step.get("resize"):
             win.setGeometry(*step["resize"])
@@ -128,4 +134,8 @@ def test_the_window_fits_the_screen_and_a_saved_size_only_if_it_still_fits(size,
         assert shown["status_bar_visible"] and _inside(shown["status_bar"], shown["available"])
         assert shown["status_pixel"] == shown["panel"]      # the status bar is on the screen
     assert first["frame"][2] >= min(1440, width - 100) and first["frame"][3] >= height - 100
+    # The brain view, the point of the window, is its widest part at first start (a window
+    # made 980 px wide by hand has no room for that beside the columns' least widths).
+    assert {"controls", "text"} <= set(first["side_widths"]), first["side_widths"]
+    assert all(first["brain_width"] > side for side in first["side_widths"].values()), first
     assert fitting_restored["frame"][2:] == [width - 300, height - 200]

@@ -574,6 +574,8 @@ class BrainView(QWidget):
 
     def _place_overlays(self) -> None:
         w, h = self.width(), self.height()
+        # A narrow view (side columns widened by hand) wraps the hint rather than cut it.
+        self._fit_width(self.view_label, w - 20)
         self.view_label.move(10, max(10, h - self.view_label.height() - 10))
         cb_x = w - self.colorbar.width() - 16
         cb_y = max(40 + self.colorbar_caption.height(), (h - self.colorbar.height()) // 2)
@@ -595,17 +597,25 @@ class BrainView(QWidget):
         note.setWordWrap(False)
         note.adjustSize()
         note.move(10, 10)
+        room = self.width() - 20         # a narrow view: the note's end was cut at its edge
         labels = [label for label in (self.colorbar_caption, self.colorbar_high) if label.text()]
         beside = [label for label in labels
                   if label.geometry().top() < note.geometry().bottom() + 4]
-        if not beside:
+        if beside:
+            room = min(room, min(label.x() for label in beside) - 12 - note.x())
+        self._fit_width(note, room)
+
+    @staticmethod
+    def _fit_width(label: QLabel, room: int) -> None:
+        """``label`` on one line when it fits in ``room`` pixels, else wrapped to that
+        width (at least 80) and as tall as its lines."""
+        label.setWordWrap(False)
+        label.adjustSize()
+        if label.width() <= room:
             return
-        room = min(label.x() for label in beside) - 12 - note.x()
-        if note.width() <= room:
-            return
-        note.setWordWrap(True)
+        label.setWordWrap(True)
         room = max(room, 80)
-        note.resize(room, note.heightForWidth(room))
+        label.resize(room, label.heightForWidth(room))
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
         super().resizeEvent(event)

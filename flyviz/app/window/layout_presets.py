@@ -11,14 +11,18 @@ screen as well as a large one.
 
 The arrangement the user leaves (a preset, then moved and resized docks) is
 saved with :meth:`QMainWindow.saveState` under ``window/state`` and restored at
-the next start; ``window/layout`` says which preset it started from.
+the next start; ``window/layout`` says which preset it started from, and
+``window/state_size`` the window's size then. A window that opens at another size
+(another screen, a saved size that no longer fits) keeps the arrangement but takes
+its preset's sizes for the new size: the saved columns are pixels, and a state saved
+with wide side columns left the brain view, the point of the window, the narrowest part.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, Qt
+from PySide6.QtCore import QByteArray, QObject, QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QTabWidget
 
@@ -108,6 +112,8 @@ class LayoutPresets(QObject):
         #: The preset the arrangement started from.
         self.current = "default"
         self.restored = False
+        #: The window's size when the restored arrangement was saved (``None``: not known).
+        self.restored_size: QSize | None = None
         self.actions: dict[str, QAction] = {}
         group = QActionGroup(self)
         group.setExclusive(True)
@@ -132,18 +138,34 @@ class LayoutPresets(QObject):
         if isinstance(saved, (bytes, bytearray, QByteArray)) \
                 and self.window.restoreState(saved, LAYOUT_VERSION):
             self.restored = True
+            size = self.settings.value("window/state_size")
+            self.restored_size = size if isinstance(size, QSize) else None
             self._hide_replaced_tab_bars()
             self._mark(name if name in PRESETS else "default")
         return self.restored
 
     def save(self) -> None:
-        """Remember the arrangement and its preset for the next session."""
+        """Remember the arrangement, its preset and the window's size for the next session."""
         self.settings.setValue("window/state", self.window.saveState(LAYOUT_VERSION))
         self.settings.setValue("window/layout", self.current)
+        self.settings.setValue("window/state_size", self.window.size())
 
     def first_shown(self) -> None:
-        """Once the window has its size: the default sizes, unless a layout was restored."""
+        """Once the window has its size: the default sizes, unless a layout was restored;
+        a restored one saved at another window size (or at one not recorded) takes its
+        preset's sizes for this one, the docks staying where they were."""
         if not self.restored:
+            self.default_sizes()
+        elif self.restored_size != self.window.size():
+            self.preset_sizes(self.current)
+
+    def preset_sizes(self, name: str) -> None:
+        """The column widths and row heights preset ``name`` gives for the window's size."""
+        if name == "analysis":
+            self._analysis_sizes()
+        elif name == "presentation":
+            self._presentation_sizes()
+        else:
             self.default_sizes()
 
     # ------------------------------------------------------------ presets
@@ -209,7 +231,7 @@ class LayoutPresets(QObject):
                 stacks.append([])
             stacks[-1].extend(unknown)
         stacks = [stack for stack in stacks if stack]
-        graph, text, topk = docks.get("graph"), docks.get("text"), docks.get("topk")
+        graph, topk = docks.get("graph"), docks.get("topk")
         for dock in [*(d for stack in stacks for d in stack), graph]:
             if dock is not None:
                 window.removeDockWidget(dock)
@@ -236,20 +258,24 @@ class LayoutPresets(QObject):
         for front in [*(stack[0] for stack in stacks), graph]:
             if front is not None:
                 front.raise_()
-        width, height = window.width(), window.height()
+        self._analysis_sizes([stack[0].objectName().removeprefix("dock_") for stack in stacks])
+
+    def _analysis_sizes(self, heads: Iterable[str] = ("population", "cell_types")) -> None:
+        """The analysis layout's columns and rows; ``heads`` are the docks in front of the
+        stacks under the brain."""
+        width, height = self.window.width(), self.window.height()
         self._resize(("controls", "model"), _clamp(0.24 * width, 300, 380), Qt.Orientation.Horizontal)
         self._resize(("text", "graph"), _clamp(0.3 * width, 360, 520), Qt.Orientation.Horizontal)
-        heads = self._present([stack[0].objectName().removeprefix("dock_") for stack in stacks])
-        if heads:
+        shown = self._present(heads)
+        if shown:
             # The brain keeps a fifth of the height (its least); the population views share
             # the rest (Qt grows a nested column only when all its docks are sized at once).
-            share = int(0.78 * height / len(heads))
-            self.window.resizeDocks(heads, [share] * len(heads), Qt.Orientation.Vertical)
-        if text is not None and graph is not None:
-            self._split_column(("text", "graph"), 0.3)
+            share = int(0.78 * height / len(shown))
+            self.window.resizeDocks(shown, [share] * len(shown), Qt.Orientation.Vertical)
+        self._split_column(("text", "graph"), 0.3)
 
     def _presentation(self) -> None:
-        window, docks = self.window, self.docks
+        docks = self.docks
         for key, dock in docks.items():
             if key not in PRESENTATION_DOCKS:
                 dock.hide()
@@ -257,8 +283,11 @@ class LayoutPresets(QObject):
             if key in docks:
                 docks[key].show()
                 docks[key].raise_()
+        self._presentation_sizes()
+
+    def _presentation_sizes(self) -> None:
         # The Fly LLM's text over its next token in the right column.
-        self._resize(("text", "topk"), _clamp(0.26 * window.width(), 320, 480),
+        self._resize(("text", "topk"), _clamp(0.26 * self.window.width(), 320, 480),
                      Qt.Orientation.Horizontal)
         self._split_column(("text", "topk"), 0.6)
 

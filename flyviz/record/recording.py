@@ -35,6 +35,8 @@ from flyviz.record.spikes import SpikeLog
 
 #: State dtypes a recording may store.
 STATE_DTYPES = ("float16", "float32")
+
+
 def _frame_bound(name: str, value: Any) -> int:
     """``start`` or ``stop`` of :meth:`Recording.states`: a whole number from 0 (a plain
     ``int`` with one type test: the views call it per frame)."""

@@ -17,7 +17,8 @@ from typing import Any
 
 from flyviz.errors import InputError
 
-__all__ = ["choice", "loaded_model", "shown", "span", "text_not_a_path", "whole_number"]
+__all__ = ["choice", "instance_or_default", "loaded_model", "shown", "span", "text_not_a_path",
+           "whole_number"]
 
 #: A ``str`` with a line break, or longer than this, is text: never taken for a file's name.
 PATH_LIKE_LENGTH = 1024
@@ -84,6 +85,26 @@ def choice(name: str, value: Any, choices: Collection[str], *, none: str | None 
     if not isinstance(value, str) or value not in choices:
         also = f" (or None: {none})" if none is not None else ""
         raise InputError(f"{name} {shown(value)} is not one of {', '.join(choices)}{also}")
+    return value
+
+
+def instance_or_default(what: str, value: Any, cls: type, why: str = "") -> Any:
+    """``value`` when it is a ``cls``, a default ``cls()`` for ``None``; anything else
+    (another kind's settings, a prompt where a stimulus is read) is one line rather than
+    dropped for the default without a word.
+
+    Raises
+    ------
+    InputError
+        ``"{what} a {module}.{class} (or None), not {shown(value)}{why}"``, e.g. ``"a
+        spiking run's settings are a flyviz.kinds.spiking.BinSettings (or None), not
+        GenerationSettings(...) (GenerationSettings)"``.
+    """
+    if value is None:
+        return cls()
+    if not isinstance(value, cls):
+        raise InputError(f"{what} a {cls.__module__}.{cls.__qualname__} (or None), "
+                         f"not {shown(value)}{why}")
     return value
 
 

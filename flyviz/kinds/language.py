@@ -245,15 +245,10 @@ class LanguageModelKind(ModelKind):
 
         from flyviz.model.patching import bind_patches
 
-        settings = request.settings
-        if settings is None:
-            settings = GenerationSettings()
-        elif not isinstance(settings, GenerationSettings):
-            from flyviz.arguments import shown
+        from flyviz.arguments import instance_or_default
 
-            raise InputError(f"a Fly LLM run's settings are a flyviz.record.run."
-                             f"GenerationSettings (or None), not {shown(settings)}")
-        settings = settings.validate()
+        settings = instance_or_default("a Fly LLM run's settings are", request.settings,
+                                       GenerationSettings).validate()
         given = request.given
         if isinstance(given, EncodedPrompt):
             prompt, ids = given.text, list(given.ids)

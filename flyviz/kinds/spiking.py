@@ -137,27 +137,18 @@ def _stimulus(given: Any) -> "Stimulus":
     """What a spiking run is given: a :class:`Stimulus` (``None``: the default one); else
     one line, since the spiking brain reads no prompt and a prompt given it was run as the
     default stimulus without a word."""
-    if given is None:
-        return Stimulus()
-    if not isinstance(given, Stimulus):
-        from flyviz.arguments import shown
+    from flyviz.arguments import instance_or_default
 
-        raise InputError(f"a spiking run is given a flyviz.kinds.spiking.Stimulus (or None), "
-                         f"not {shown(given)}: the spiking brain reads no prompt")
-    return given
+    return instance_or_default("a spiking run is given", given, Stimulus,
+                               ": the spiking brain reads no prompt")
 
 
 def _bin_settings(settings: Any) -> "BinSettings":
     """A spiking run's settings: :class:`BinSettings` (``None``: the default ones); else
     one line (a Fly LLM's ``GenerationSettings`` was dropped without a word)."""
-    if settings is None:
-        return BinSettings()
-    if not isinstance(settings, BinSettings):
-        from flyviz.arguments import shown
+    from flyviz.arguments import instance_or_default
 
-        raise InputError(f"a spiking run's settings are a flyviz.kinds.spiking.BinSettings "
-                         f"(or None), not {shown(settings)}")
-    return settings
+    return instance_or_default("a spiking run's settings are", settings, BinSettings)
 
 
 def _checked_number(name: str, value: Any, low: float, high: float, whole: bool = False) -> Any:

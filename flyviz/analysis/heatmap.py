@@ -192,6 +192,7 @@ class _Layout:
     bar_x: int
     title: tuple[str, ...]
     cell_w: int
+    bar: _Bar       # the colour bar's runs, span and labels
 
 
 def cell_width(groups: int) -> int:
@@ -218,7 +219,7 @@ def _layout(trace: "CausalTrace", metric: str, font: Any) -> _Layout:
     width = max(bar_x + BAR_W + 6 + bar_text + PAD,
                 PAD + max(_text_width(font, line) for line in title) + PAD)
     height = top + rows * CELL_H + PAD + LINE_H // 2    # a bottom label's descenders
-    return _Layout(left, top, width, height, bar_x, title, cell_w)
+    return _Layout(left, top, width, height, bar_x, title, cell_w, bar)
 
 
 def heatmap_image(trace: "CausalTrace", metric: str = "p_answer") -> np.ndarray:
@@ -227,7 +228,7 @@ def heatmap_image(trace: "CausalTrace", metric: str = "p_answer") -> np.ndarray:
 
     font = _font(FONT_SIZE)
     lay = _layout(trace, metric, font)
-    bar = _Bar.of(trace, metric)
+    bar = lay.bar
     low, high = bar.low, bar.high
     grid = colours(trace.grid(metric), low, high, bar.span)
     image = Image.new("RGB", (lay.width, lay.height), "white")
@@ -274,10 +275,10 @@ def heatmap_svg(trace: "CausalTrace", metric: str = "p_answer") -> str:
     """The heatmap as SVG text (the same layout as :func:`heatmap_image`)."""
     font = _font(FONT_SIZE)
     lay = _layout(trace, metric, font)
-    bar = _Bar.of(trace, metric)
+    bar = lay.bar
     low, high = bar.low, bar.high
-    grid = colours(trace.grid(metric), low, high, bar.span)
     values = trace.grid(metric)
+    grid = colours(values, low, high, bar.span)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{lay.width}" height="{lay.height}" '
            f'font-family="sans-serif" font-size="{FONT_SIZE}">',
            f'<rect width="{lay.width}" height="{lay.height}" fill="white"/>',

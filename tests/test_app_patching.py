@@ -13,7 +13,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QWidget
 
 from flyviz.analysis.sweep import sweep_groups
-from flyviz.app.language.patching_heatmap import colour_index
+from flyviz.analysis.heatmap import colour_index
 from flyviz.app.language.patching_panel import heatmap_colours
 from flyviz.model.patching import Patch, source_states
 from flyviz.model.tokenizer import tokenizer_for

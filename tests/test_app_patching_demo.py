@@ -22,7 +22,7 @@ from PySide6.QtTest import QTest
 from test_app_why_demo import SIZE, _region
 from qt_barriers import settle
 
-from flyviz.app.language.patching_heatmap import colour_index
+from flyviz.analysis.heatmap import colour_index
 from flyviz.app.language.patching_panel import EXAMPLE, heatmap_colours
 from flyviz.model.patching import Patch
 

@@ -91,6 +91,17 @@ def _fractions(values: np.ndarray, low: float, high: float) -> np.ndarray:
     return (v - low) / span
 
 
+def colour_index(fractions: np.ndarray, span: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
+    """The entry (0..255) of the sequential colormap for each of ``fractions`` (0 the
+    corrupted run's value, 1 the clean run's) on a bar from ``span[0]`` to ``span[1]``
+    (:func:`bar_span`); values beyond take the end's entry, NaN the bar's bottom. The written
+    figure (:func:`colours`) and the app's heatmap look their colours up with it."""
+    first, last = span
+    shown = np.nan_to_num((np.asarray(fractions, dtype=np.float64) - first) / (last - first),
+                          nan=0.0)
+    return np.round(np.clip(shown, 0.0, 1.0) * 255).astype(np.intp)
+
+
 def colours(values: np.ndarray, low: float, high: float,
             span: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
     """``(..., 3)`` uint8 RGB of ``values`` on the sequential colormap from ``low`` (the
@@ -101,10 +112,7 @@ def colours(values: np.ndarray, low: float, high: float,
 
     table = np.round(lut("sequential")[:, :3] * 255).astype(np.uint8)
     v = np.asarray(values, dtype=np.float64)
-    first, last = span
-    t = (_fractions(v, low, high) - first) / (last - first)
-    index = np.round(np.clip(np.nan_to_num(t, nan=0.0), 0.0, 1.0) * 255).astype(np.intp)
-    out = table[index]
+    out = table[colour_index(_fractions(v, low, high), span)]
     out[~np.isfinite(v)] = NAN_RGB
     return out
 
@@ -341,5 +349,5 @@ def write_heatmap(trace: "CausalTrace", path: str | Path, metric: str = "p_answe
     return path
 
 
-__all__ = ["bar_span", "cell_width", "check_figure", "colours", "heatmap_image", "heatmap_svg",
+__all__ = ["bar_span", "cell_width", "check_figure", "colour_index", "colours", "heatmap_image", "heatmap_svg",
            "write_heatmap"]

@@ -18,11 +18,10 @@ from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QFontMetrics, QWheelEvent
 from PySide6.QtWidgets import QScrollBar, QWidget
 
-from flyviz.analysis.heatmap import bar_span
+from flyviz.analysis.heatmap import bar_span, colour_index
 from flyviz.render.colormaps import lut
 
-__all__ = ["MAX_HEIGHT", "MIN_HEIGHT", "ROW_PIXELS", "Heatmap", "colour_index",
-           "heatmap_colours"]
+__all__ = ["MAX_HEIGHT", "MIN_HEIGHT", "ROW_PIXELS", "Heatmap", "heatmap_colours"]
 
 #: Pixels per heatmap row the heatmap asks for, and the most it asks for in all.
 ROW_PIXELS = 20
@@ -39,15 +38,6 @@ def heatmap_colours() -> np.ndarray:
     ``round(255 v)``."""
     table = lut("sequential")
     return np.clip(255.0 * table[:, :3] * table[:, 3:4], 0, 255).astype(np.uint8)
-
-
-def colour_index(values: np.ndarray, span: tuple[float, float] = (0.0, 1.0)) -> np.ndarray:
-    """The entry of :func:`heatmap_colours` of each value (0 corrupted, 1 clean) on a bar
-    from ``span[0]`` to ``span[1]``; NaN is the bar's bottom."""
-    first, last = span
-    shown = np.nan_to_num((np.asarray(values, dtype=np.float64) - first) / (last - first),
-                          nan=0.0)
-    return np.round(np.clip(shown, 0.0, 1.0) * 255).astype(np.intp)
 
 
 class _CellImage(pg.ImageItem):

@@ -76,13 +76,6 @@ class BrainWidget(RemoteFrameBuffer):
     model
         The model it was made with, loaded (its anatomy places the neurons); by default
         the one the recording names, when it loads without a download.
-
-    Raises
-    ------
-    flyviz.errors.InputError
-        For a ``recording`` or ``model`` of another type (a spec such as ``"demo"``:
-        ``flyviz.load("demo")`` loads it), or a bad ``size``
-        (:class:`~flyviz.errors.ExportError`).
     size
         ``(width, height)`` of the frames, in pixels, or ``"640x400"``.
     quantity
@@ -92,6 +85,13 @@ class BrainWidget(RemoteFrameBuffer):
     gl
         The offscreen OpenGL (``"egl"``, ``"default"``, ``"osmesa"``; default: the first
         that works). Without any, one :class:`~flyviz.errors.ExportError` line says so.
+
+    Raises
+    ------
+    flyviz.errors.InputError
+        For a ``recording`` or ``model`` of another type (a spec such as ``"demo"``:
+        ``flyviz.load("demo")`` loads it), or a bad ``size``
+        (:class:`~flyviz.errors.ExportError`).
     """
 
     def __init__(self, recording: Any, model: Any = None, *, size: tuple[int, int] | str = (640, 400),
@@ -112,7 +112,7 @@ class BrainWidget(RemoteFrameBuffer):
         super().__init__(**kwargs)
         self._widget_made = True        # what close() may close from here on
         given_state = isinstance(recording, ViewerState)
-        if isinstance(recording, ViewerState):
+        if given_state:
             self.source = BrainSource.from_state(recording, recording.model_name or "run")
         elif isinstance(recording, (str, os.PathLike)):
             self.source = BrainSource.open(os.fspath(recording), model=model)

@@ -207,8 +207,6 @@ class BrainSource:
         self.note: str | None = None
         self._ranges: dict[str, tuple[float, float]] = {}
         self._layers: dict[str, ColourLayer] = {}
-        #: The quantities :meth:`add_quantity` added (another add replaces one of them).
-        self._added: set[str] = set()
         #: Indices of the neurons drawn (known soma), in the order of every per-point array.
         self.shown = np.flatnonzero(np.asarray(state.anatomy.valid, dtype=bool))
 
@@ -387,7 +385,6 @@ class BrainSource:
         layer = values_layer(name, values, self.anatomy.positions.shape[0], colormap=colormap,
                              label=label)
         self.state.add_colour_layer(name, label or name, lambda: layer, replace=True)
-        self._added.add(name)
         self._layers.pop(name, None)
         self._ranges.pop(name, None)
         return name

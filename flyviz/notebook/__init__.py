@@ -112,7 +112,7 @@ class BrainWidget(RemoteFrameBuffer):
         super().__init__(**kwargs)
         self._widget_made = True        # what close() may close from here on
         given_state = isinstance(recording, ViewerState)
-        if given_state:
+        if isinstance(recording, ViewerState):     # (tested again: mypy narrows the type)
             self.source = BrainSource.from_state(recording, recording.model_name or "run")
         elif isinstance(recording, (str, os.PathLike)):
             self.source = BrainSource.open(os.fspath(recording), model=model)
@@ -218,21 +218,18 @@ class BrainWidget(RemoteFrameBuffer):
         flyviz.errors.InputError
             Without the model (it knows the neurons' names).
         """
-        from flyviz.errors import InputError, SelectionError
+        from flyviz.errors import InputError
 
-        if query is not None and not isinstance(query, str):
-            from flyviz.arguments import shown
-
-            # 0 would have cleared the highlight, 5 failed inside the query's evaluation.
-            raise SelectionError(f"a query must be text (a str) such as "
-                                 f"'superclass:sensory', not {shown(query)}")
-        if not query:
+        if query is None or query == "":
             picked = None
         else:
+            from flyviz.model.selection import parse, select
+
+            # The query's own check first (0 cleared the highlight, 5 failed inside the
+            # evaluation): parse refuses what is not text in one SelectionError line.
+            parse(query)
             if self.state.model is None:
                 raise InputError("highlighting needs the model: BrainWidget(recording, model)")
-            from flyviz.model.selection import select
-
             picked = select(self.state.model.checkpoint, query)
         with self._lock:
             self.state.highlights.set_neurons(HIGHLIGHT, picked)

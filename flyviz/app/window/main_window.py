@@ -32,8 +32,10 @@ features; each job behind them lives in its own module (the list above).
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import time
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +111,23 @@ FEATURES = (("atlas", atlas_panel.install, LM), ("lesions", lesion_panel.install
             ("dynamics", dynamics_panel.install, LM),
             ("spiking", spiking_panel.install, spiking_panel.SPIKING_KINDS),
             ("screen", spiking_screen_panel.install, spiking_screen_panel.SCREEN_KINDS))
+
+
+#: The windows not yet shut down (see :func:`_shut_down_open_windows`).
+_OPEN_WINDOWS: "weakref.WeakSet[MainWindow]" = weakref.WeakSet()
+
+
+@atexit.register
+def _shut_down_open_windows() -> None:
+    """Stop the threads of every window a script left open when Python exits.
+
+    A script (or a notebook kernel) that makes a window and ends without closing it would
+    otherwise have Qt destroy the engine thread while it runs, which aborts the process
+    ("QThread: Destroyed while thread ... is still running"): its exit status and any
+    output still buffered would be lost.
+    """
+    for window in list(_OPEN_WINDOWS):
+        window.shutdown()
 
 
 class TimelineFollower:
@@ -228,6 +247,7 @@ class MainWindow(FeatureWindow):
         self.status_timer.start()
         self.runs.apply_speed_cap()
         self._update_buttons()
+        _OPEN_WINDOWS.add(self)
         if model_spec:
             QTimer.singleShot(0, lambda: self.load_model(model_spec))
 
@@ -851,6 +871,7 @@ class MainWindow(FeatureWindow):
         if self.closing:
             return
         self.closing = True
+        _OPEN_WINDOWS.discard(self)
         self.setProperty("closing", True)   # for the exception dialog (no reach-in)
         self.display.stop()
         self.status_timer.stop()

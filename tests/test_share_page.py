@@ -410,3 +410,39 @@ def test_a_page_made_with_a_trace_opens_on_its_flow_at_that_step(demo, tmp_path)
         assert browser.evaluate("document.getElementById('lag-label').textContent") == "step 7"
         assert browser.evaluate("document.getElementById('layer').selectedOptions[0]"
                                 ".textContent") == "Flow (Why?)"
+
+
+def test_a_comment_mark_in_the_pages_text_leaves_it_whole(demo, tmp_path):
+    """A ``<!--`` in a title, a prompt or a token gave a page stuck on "opening…": the data
+    was written with ``<\\!--``, which is no JSON escape, so the page's data did not parse.
+    ``<``, ``>`` and ``&`` are now written as JSON's ``\\u003c``, ``\\u003e``, ``\\u0026``."""
+    import flyviz
+    from flyviz.export.share import render_page
+    from flyviz.viewer import ViewerState
+
+    marks = "Notes <!-- draft </script><script>x & y"
+    page = render_page({"title": marks, "tokens": [{"text": marks}]}, {})
+    data = re.search(r'id="flyviz-data">(.*?)</script>', page, re.S)
+    assert data and not re.search(r"[<>&]", data.group(1))
+    assert _header(page) == {"title": marks, "tokens": [{"text": marks}]}
+    recording = flyviz.run(demo, "a <!-- b", max_new_tokens=1)
+    state = ViewerState()
+    state.set_model(demo)
+    state.set_recording(recording)
+    out = flyviz.share(state, tmp_path / "marks.html", title=marks)
+    assert _header(out.read_text(encoding="utf-8"))["title"] == marks
+    # A page whose data does not parse says so on the page, not "opening…" for ever.
+    broken = tmp_path / "broken.html"
+    broken.write_text(re.sub(r'(id="flyviz-data">)\{', r"\1{,", out.read_text(encoding="utf-8"),
+                             count=1), encoding="utf-8")
+    _chromium_or_skip()
+    with Browser((1000, 700)) as browser:
+        browser.open(out)
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        assert browser.evaluate("document.getElementById('title').title") == marks
+        assert browser.evaluate("document.getElementById('status').textContent") == ""
+        assert "a <!-- b" in browser.evaluate("document.getElementById('text').textContent")
+        browser.open(broken)
+        status = browser.evaluate("document.getElementById('status').textContent")
+        assert status.startswith("this page could not open: its data cannot be read"), status
+        assert browser.evaluate("window.flyviz.error").startswith("its data cannot be read")

@@ -331,14 +331,24 @@ def _resource(name: str) -> str:
 
 
 def _script_text(text: str) -> str:
-    """Text safe inside a ``<script>`` element (no ``</script>`` or ``<!--`` in it)."""
+    """The page's script safe inside a ``<script>`` element (no ``</script>`` or ``<!--``
+    in it)."""
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as JSON safe inside a ``<script>`` element, that ``JSON.parse`` reads back
+    whole: every ``<``, ``>`` and ``&`` written as ``\\u003c``, ``\\u003e``, ``\\u0026``
+    (they are only ever inside JSON's strings), so no ``</script>``, ``<!--`` or
+    ``<script`` can end or change the element. ``<\\!--``, the script's own escape, is no
+    JSON escape: a title holding ``<!--`` made a page that never opened."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render_page(header: dict[str, Any], blobs: dict[str, str]) -> str:
     """The page's HTML: the template with its style, script, header and arrays in it."""
-    data = _script_text(json.dumps(header, ensure_ascii=False, allow_nan=False,
-                                   separators=(",", ":")))
+    data = _json_text(header)
     arrays = "\n".join(f'<script type="application/octet-stream" data-name="{name}">{text}'
                        "</script>" for name, text in blobs.items())
     values = {"{{title}}": html.escape(str(header["title"])),

@@ -8,8 +8,27 @@
 "use strict";
 
 (function () {
-  const header = JSON.parse(document.getElementById("flyviz-data").textContent);
   const $ = (id) => document.getElementById(id);
+
+  // What the page says where it cannot open, in place of "opening…" (and for a test).
+  function fail(error) {
+    const message = String((error && error.message) || error);
+    $("status").textContent = `this page could not open: ${message}`;
+    window.flyviz = Object.assign(window.flyviz || {}, { error: message });
+  }
+
+  // The data is read before anything else: a page whose data does not parse says so
+  // (it stayed on "opening…", the error only in the console).
+  let header;
+  try {
+    header = JSON.parse($("flyviz-data").textContent);
+    if (!header || !Array.isArray(header.layers) || !Array.isArray(header.tokens)) {
+      throw new Error("it holds no flyviz run");
+    }
+  } catch (error) {
+    fail(`its data cannot be read (${error.message})`);
+    return;
+  }
   const canvas = $("brain");
   const look = header.look;
 
@@ -735,8 +754,5 @@ void main() {
     },
   };
 
-  open().catch((error) => {
-    $("status").textContent = `this page could not open: ${error.message}`;
-    window.flyviz.error = String(error && error.message || error);
-  });
+  open().catch(fail);
 })();

@@ -174,6 +174,17 @@ class Browser:
         """A mouse event at CSS pixel ``(x, y)`` of the viewport."""
         self.call("Input.dispatchMouseEvent", session=True, type=kind, x=x, y=y, **extra)
 
+    #: Windows virtual key codes of the keys :meth:`key` presses.
+    KEY_CODES = {"ArrowLeft": 37, "ArrowRight": 39}
+
+    def key(self, key: str) -> None:
+        """Press and release ``key`` (``"ArrowLeft"``, ``"ArrowRight"``) as a keyboard does,
+        on whatever has the focus (the browser's own handling of it included)."""
+        vk = self.KEY_CODES[key]
+        for kind in ("keyDown", "keyUp"):
+            self.call("Input.dispatchKeyEvent", session=True, type=kind, key=key, code=key,
+                      windowsVirtualKeyCode=vk, nativeVirtualKeyCode=vk)
+
     def close(self) -> None:
         """Close the browser (and its profile)."""
         try:

@@ -446,3 +446,31 @@ def test_a_comment_mark_in_the_pages_text_leaves_it_whole(demo, tmp_path):
         status = browser.evaluate("document.getElementById('status').textContent")
         assert status.startswith("this page could not open: its data cannot be read"), status
         assert browser.evaluate("window.flyviz.error").startswith("its data cannot be read")
+
+
+def test_a_key_on_a_slider_moves_that_slider_once(shared):
+    """With the token slider focused one arrow press moved two tokens (the page's key
+    handler stepped, then the slider's own); with the lag slider focused, → moved the token
+    and the lag. A focused slider's arrows are its own; elsewhere they step the token."""
+    _chromium_or_skip()
+    _state, _attribution, out = shared
+    with Browser((1000, 700)) as browser:
+        browser.open(out, "token=3&layer=flow&lag=1")
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        page = "window.flyviz.page"
+        browser.evaluate("document.getElementById('token').focus()")
+        browser.key("ArrowRight")
+        browser.wait(f"{page}.token === 4")
+        browser.key("ArrowLeft")
+        browser.key("ArrowLeft")
+        browser.wait(f"{page}.token === 2")
+        assert browser.evaluate(f"[{page}.token, {page}.lag]") == [2, 1]
+        browser.evaluate("document.getElementById('lag').focus()")
+        browser.key("ArrowRight")
+        browser.wait(f"{page}.lag === 2")
+        assert browser.evaluate(f"[{page}.token, {page}.lag]") == [2, 2]
+        assert "token=2" in browser.evaluate("location.hash")
+        browser.evaluate("document.activeElement.blur()")
+        browser.key("ArrowRight")
+        browser.wait(f"{page}.token === 3")
+        assert browser.evaluate(f"[{page}.token, {page}.lag]") == [3, 2]

@@ -605,8 +605,13 @@ void main() {
     $("layer").addEventListener("change", (e) => { page.layer = parseInt(e.target.value, 10); changed(); });
     $("play").addEventListener("click", () => (page.playing ? stop() : play()));
     document.addEventListener("keydown", (e) => {
-      if (e.target.tagName === "SELECT") return;
+      // A menu's keys choose in it, and a focused slider's arrows move that slider (the
+      // token's by one, the lag's and not the token): stepped here as well, one press moved
+      // the token slider two tokens, and the lag slider's arrows moved the token too.
+      const tag = e.target.tagName;
+      if (tag === "SELECT") return;
       if (e.key === " ") { e.preventDefault(); page.playing ? stop() : play(); }
+      else if (tag === "INPUT") return;
       else if (e.key === "ArrowRight") { stop(); setToken(page.token + 1); }
       else if (e.key === "ArrowLeft") { stop(); setToken(page.token - 1); }
     });

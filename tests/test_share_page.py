@@ -202,6 +202,10 @@ def test_the_page_in_a_browser(shared):
                                ".getBoundingClientRect(); return [r.left, r.top]; })()")
         inside = ok & (xy[:, 0] > 20) & (xy[:, 0] < SIZE[0] - 20) & (xy[:, 1] > 20) \
             & (xy[:, 1] < SIZE[1] - 20)
+        # ... one whose value changes from token to token (for the tooltip to follow it).
+        states = np.stack([state.recording.state(k)[shown] for k in range(len(
+            state.recording))])
+        inside &= np.ptp(states, axis=0) > 0.25 * np.abs(states).max()
         pick = _isolated(xy[:, :2], inside)
         neuron = int(shown[pick])
         browser.mouse("mouseMoved", box[0] + float(xy[pick, 0]), box[1] + float(xy[pick, 1]))
@@ -224,6 +228,23 @@ def test_the_page_in_a_browser(shared):
         held = float(state.recording.state(TOKEN)[neuron])
         top = max(abs(v) for v in state.value_range(TOKEN, state.layer_of("state")))
         assert abs(float(found.group(1)) - held) <= 0.02 * top + 0.05 * abs(held), (tip, held)
+        # The tooltip follows the shown token and layer with the pointer still: it kept
+        # token 5's value after a step (hover ran only when the pointer moved).
+        far = int(np.argmax(np.abs(states[:, pick] - held)))
+        browser.evaluate(f"window.flyviz.setToken({far})")
+        tip = browser.evaluate("document.getElementById('tip').textContent")
+        found = re.search(r"· activation x ≈ (-?[0-9.]+(?:e-?[0-9]+)?)$", tip)
+        assert found, tip
+        top = max(abs(v) for v in state.value_range(far, state.layer_of("state")))
+        assert abs(float(found.group(1)) - states[far, pick]) <= 0.02 * top + 0.05 * abs(
+            states[far, pick]) < abs(float(found.group(1)) - held), (tip, held, states[far])
+        browser.evaluate(f"location.hash = 'token={far}&layer=delta&size={SIZE[0]}x{SIZE[1]}'")
+        browser.wait("document.body.dataset.layer === 'delta'")
+        tip = browser.evaluate("document.getElementById('tip').textContent")
+        assert " · Δx, " in tip and not browser.evaluate("document.getElementById('tip').hidden")
+        browser.evaluate(f"location.hash = 'token={TOKEN}&layer=state&size={SIZE[0]}x{SIZE[1]}'")
+        browser.wait(f"window.flyviz.page.token === {TOKEN} && document.body.dataset.layer "
+                     "=== 'state'")
         keep = os.environ.get("FLYVIZ_SCREENSHOTS")
         if keep:
             browser.evaluate(f"location.hash = 'token={TOKEN}&size=720x450'")

@@ -514,6 +514,7 @@ void main() {
     $("layer").value = String(page.layer);
     colourbar(layer, ...layer.ranges[frame]);
     document.title = `${heading(header.title)} · ${$("token-label").textContent}`;
+    refreshTip();
     document.body.dataset.token = String(page.token);
     document.body.dataset.layer = layer.key;
   }
@@ -544,7 +545,21 @@ void main() {
       const dx = xy[2 * i] - mx, dy = xy[2 * i + 1] - my, d = dx * dx + dy * dy;
       if (d < bestD) { bestD = d; best = i; }
     }
-    if (best < 0) { tip.hidden = true; tip.dataset.neuron = ""; return; }
+    if (best < 0) { tip.hidden = true; tip.dataset.neuron = ""; hovered = -1; return; }
+    hovered = best;
+    tip.textContent = tipText(best);
+    tip.dataset.neuron = String(ids[best]);
+    tip.dataset.bodyId = bodyIds ? String(bodyIds[best]) : "";
+    tip.hidden = false;
+    tip.style.left = Math.min(mx + 14, rect.width - tip.offsetWidth - 4) + "px";
+    tip.style.top = Math.max(0, my - 28) + "px";
+  }
+
+  // The shown neuron under the pointer (-1: none): its tooltip follows the shown frame and
+  // layer, as the pointer need not move for them to change (a step, play, the menu).
+  let hovered = -1;
+
+  function tipText(best) {
     const layer = layers[page.layer], frame = frameOf(layer);
     const code = layerCodes[page.layer][frame * header.shown + best];
     const value = (code - 128) * layer.scales[frame];
@@ -555,12 +570,12 @@ void main() {
     const about = Number(value.toPrecision(2));
     // The connectome's id where the model has one, the model's index beside it.
     const who = bodyIds ? `neuron ${bodyIds[best]} (#${ids[best]})` : `neuron ${ids[best]}`;
-    tip.textContent = `${who} · ${cell} · ${sup} · ${layer.caption} ≈ ${fmt(about)}`;
-    tip.dataset.neuron = String(ids[best]);
-    tip.dataset.bodyId = bodyIds ? String(bodyIds[best]) : "";
-    tip.hidden = false;
-    tip.style.left = Math.min(mx + 14, rect.width - tip.offsetWidth - 4) + "px";
-    tip.style.top = Math.max(0, my - 28) + "px";
+    return `${who} · ${cell} · ${sup} · ${layer.caption} ≈ ${fmt(about)}`;
+  }
+
+  function refreshTip() {
+    const tip = $("tip");
+    if (hovered >= 0 && !tip.hidden) tip.textContent = tipText(hovered);
   }
 
   // ------------------------------------------------------------ interaction
@@ -585,12 +600,15 @@ void main() {
         page.camera = { ...c, azimuth: c.azimuth - 0.5 * dx, elevation: clamp(c.elevation + 0.5 * dy, -90, 90) };
       }
       $("tip").hidden = true;
+      hovered = -1;
       dirty = true;
     });
     const end = () => { if (drag) { drag = null; canvas.classList.remove("dragging"); writeHash(); } };
     canvas.addEventListener("pointerup", end);
     canvas.addEventListener("pointercancel", end);
-    canvas.addEventListener("pointerleave", () => { if (!drag) $("tip").hidden = true; });
+    canvas.addEventListener("pointerleave", () => {
+      if (!drag) { $("tip").hidden = true; hovered = -1; }
+    });
     canvas.addEventListener("wheel", (e) => {
       e.preventDefault();
       const s = Math.pow(1.1, e.deltaY / 100);
@@ -731,6 +749,8 @@ void main() {
     page, header,
     get ready() { return page.ready; },
     setToken, play, stop, tokenText,
+    // What hovering shown neuron i (an index into the page's neurons) says now.
+    tipText,
     async snapshot() {
       // The picture as drawn now (after a lost context comes back, drawn again).
       while (page.lost || gl.isContextLost()) await new Promise((r) => setTimeout(r, 50));

@@ -420,8 +420,26 @@ def test_a_page_made_with_a_trace_opens_on_its_flow_at_that_step(demo, tmp_path)
     assert main(["share", str(rec), "--out", str(tmp_path / "at3.html"), "--trace", "7",
                  "--window", "4", "--token", "3"]) == 0
     assert _header((tmp_path / "at3.html").read_text(encoding="utf-8"))["index"] == 3
+    # --trace adds the flows to the layers named (with --layer state they were dropped, and
+    # the page said its words were shaded by flows it did not have).
+    named = tmp_path / "state-first.html"
+    assert main(["share", str(rec), "--out", str(named), "--trace", "7", "--window", "4",
+                 "--layer", "state"]) == 0
+    header = _header(named.read_text(encoding="utf-8"))
+    assert [layer["key"] for layer in header["layers"]] == ["state", "flow"]
+    assert header["layer"] == "state"
     _chromium_or_skip()
     with Browser((1000, 700)) as browser:
+        # The sentence on the flows' shading is there while the flows are shown, only.
+        browser.open(named)
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        assert browser.evaluate("document.body.dataset.layer") == "state"
+        assert browser.evaluate("document.getElementById('trace-info').hidden")
+        browser.evaluate("location.hash = 'token=7&layer=flow'")
+        browser.wait("document.body.dataset.layer === 'flow'")
+        assert not browser.evaluate("document.getElementById('trace-info').hidden")
+        assert "shaded by the flow" in browser.evaluate(
+            "document.getElementById('trace-info').textContent")
         browser.open(out)
         assert browser.evaluate("window.flyviz.error || ''") == ""
         assert browser.evaluate("window.flyviz.page.token") == 7

@@ -52,7 +52,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layer", action="append", choices=LAYER_CHOICES, default=None,
                         help="a colour layer of the page, repeatable, the first shown on "
                              "opening (default: flow with --trace, state, delta for a "
-                             "comparison)")
+                             "comparison; --trace adds flow after the layers named)")
     parser.add_argument("--trace", type=int, default=None, metavar="P",
                         help="add the flow layer: why the token chosen at step P (0 is BOS) "
                              "was chosen (needs the recording's model)")

@@ -302,8 +302,9 @@ def _trace(attribution: "Attribution") -> dict[str, Any]:
 
 def _layer_keys(state: "ViewerState", attribution: "Attribution | None",
                 layers: Sequence[str] | None) -> list[str]:
-    """The layers of the page, the one shown first: the asked ones, else a trace's flows,
-    the state's shown layer, the state and a comparison's Δ."""
+    """The layers of the page, the one shown first: the asked ones (a trace's flows after
+    them when not among them), else a trace's flows, the state's shown layer, the state and
+    a comparison's Δ."""
     # A comparison's Δ is offered by the state itself while its recording is shown.
     offered = {key for key, entry in state.colour_layers.items() if entry.available}
     if attribution is not None:
@@ -323,6 +324,10 @@ def _layer_keys(state: "ViewerState", attribution: "Attribution | None",
                                  f"{', '.join(sorted(offered))}")
             if key not in keys:
                 keys.append(key)
+        # A trace is given to be shown: its flows come after the layers named (a page whose
+        # trace had no flow layer said its words were shaded by flows it did not have).
+        if attribution is not None and FLOW not in keys:
+            keys.append(FLOW)
     return list(dict.fromkeys(keys)) or [STATE]
 
 
@@ -395,8 +400,9 @@ def share(state: "ViewerState", path: str | Path, *, attribution: "Attribution |
     layers
         The colour layers of the page, the first shown on opening: keys of the
         state's *Colour by* entries (``"state"``, ``"delta"``, ``"atlas:mean"``...)
-        or ``"flow"`` with an ``attribution``. Default: the flows (with an
-        ``attribution``), the state's shown layer, the state and a comparison's Δ.
+        or ``"flow"`` with an ``attribution`` (whose flows come after the layers named
+        when they are not among them). Default: the flows (with an ``attribution``), the
+        state's shown layer, the state and a comparison's Δ.
         The page opens at the state's shown frame (a trace's step: show it first).
     title
         The page's title (default: the model's name and the prompt).

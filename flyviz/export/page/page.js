@@ -505,8 +505,9 @@ void main() {
       $("lag").value = String(frame);
       $("lag-label").textContent = `step ${step}`;
     }
-    $("trace-info").hidden = !trace;
-    if (trace) {
+    // Said only while the flows are shown: the words are shaded by them only then.
+    $("trace-info").hidden = !flows;
+    if (flows) {
       $("trace-info").textContent = `why ${tokenText(trace.target)} at step ${trace.position}: ` +
         `L = ${trace.value.toFixed(4)}; the words are shaded by the flow they bring ` +
         "(red adds, blue takes).";

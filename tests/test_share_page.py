@@ -513,3 +513,69 @@ def test_a_key_on_a_slider_moves_that_slider_once(shared):
         browser.key("ArrowRight")
         browser.wait(f"{page}.token === 3")
         assert browser.evaluate(f"[{page}.token, {page}.lag]") == [3, 2]
+
+
+#: Sampled (temperature 1.2, seed 5): the demo's step 7 chooses " eyes", outside its top 10.
+SAMPLED = {"temperature": 1.2, "seed": 5, "max_new_tokens": 2}
+#: Sampled (temperature 1.0, seed 1): the demo's run ends at </s> after 3 tokens.
+ENDING = {"temperature": 1.0, "seed": 1, "max_new_tokens": 24}
+
+
+def test_the_text_ends_with_the_runs_last_choice_and_each_choice_is_named(demo, tmp_path):
+    """The text line was made of the tokens each step reads, so the token the last step
+    chose was left out ("…She liked" where generate printed "…She liked to"); it now ends
+    the line as that step's prediction ("[end]" for </s>, as the app shows it). A sampled
+    token outside the top k had no bar and was named nowhere: the chosen token and its
+    probability are named under the bars."""
+    import flyviz
+    from flyviz.viewer import ViewerState
+
+    def page_of(name: str, recording) -> Path:
+        state = ViewerState()
+        state.set_model(demo)
+        state.set_recording(recording)
+        return flyviz.share(state, tmp_path / name)
+
+    prompt = "Tom and his dog"
+    greedy = flyviz.run(demo, PROMPT, max_new_tokens=4)
+    sampled = flyviz.run(demo, prompt, **SAMPLED)
+    ending = flyviz.run(demo, prompt, **ENDING)
+    pages = {name: page_of(f"{name}.html", rec) for name, rec in
+             (("greedy", greedy), ("sampled", sampled), ("ending", ending))}
+    last = len(greedy) - 1
+    steps = _header(pages["greedy"].read_text(encoding="utf-8"))["tokens"]
+    chosen = greedy[last].predicted_text
+    assert steps[-1]["then"] == {"text": chosen, "end": False}
+    # The line with its last choice is what generate printed: the prompt and the text.
+    printed = PROMPT + greedy.text_so_far(last)
+    assert "".join(s["text"] for s in steps) + chosen == printed
+    assert all("then" not in s for s in steps[:-1])
+    ends = _header(pages["ending"].read_text(encoding="utf-8"))["tokens"]
+    assert ending[len(ending) - 1].predicted_text == "</s>"
+    assert ends[-1]["then"] == {"text": " [end]", "end": True}
+    picked = _header(pages["sampled"].read_text(encoding="utf-8"))["tokens"]
+    outside = [i for i, s in enumerate(picked) if s["generating"] and
+               s["next"] not in [t for t, _p in s["top"]]]
+    assert outside, "the sampled run chose no token outside its top k"
+    _chromium_or_skip()
+    with Browser((1000, 700)) as browser:
+        browser.open(pages["greedy"])
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        assert browser.evaluate("document.getElementById('text').textContent") == printed
+        span = "document.querySelector('#text span:last-child')"
+        assert browser.evaluate(f"{span}.className") == "generation prediction"
+        assert not browser.evaluate(f"{span}.classList.contains('later')")
+        assert browser.evaluate("document.getElementById('chosen').textContent") == \
+            f"chosen: {chosen!r} {steps[-1]['p']:.1%}"
+        browser.evaluate("window.flyviz.setToken(0)")
+        assert browser.evaluate(f"{span}.classList.contains('later')")
+        # A prompt step chooses nothing: no line.
+        assert browser.evaluate("document.getElementById('chosen').hidden")
+        browser.open(pages["ending"])
+        assert browser.evaluate(f"{span}.textContent") == " [end]"
+        assert browser.evaluate(f"{span}.classList.contains('end')")
+        browser.open(pages["sampled"], f"token={outside[0]}")
+        step = picked[outside[0]]
+        assert browser.evaluate("document.getElementById('chosen').textContent") == \
+            f"chosen: {step['next']!r} {step['p']:.1%} (not among the top {len(step['top'])})"
+        assert not browser.evaluate("document.querySelector('#topk li.chosen')")

@@ -496,7 +496,10 @@ class ModelKind:
         """What a shared web page shows beside the brain at each frame of ``recording``
         (:mod:`flyviz.export.share`): ``text`` (the step's word in the page's text line),
         ``phase``, ``position``, ``next`` with its probability ``p``, and ``top``, the
-        ``[label, value]`` bars. Default: the time axis's words and no bars."""
+        ``[label, value]`` bars; a kind that chooses tokens also says whether the step
+        ``generating`` chose its ``next``, and the last step may carry ``then``, the text its
+        choice adds after the text line (``{"text", "end"}``). Default: the time axis's words
+        and no bars."""
         return [{"text": f" {self.time_axis.at(i)}", "phase": 0, "position": i, "next": "",
                  "p": 0.0, "top": []} for i in range(len(recording))]
 

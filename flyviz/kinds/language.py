@@ -48,6 +48,10 @@ TEXT = SideChannel("text", "Text", "the prompt read and the text generated so fa
 #: The side channel of the most likely next tokens and their probabilities.
 TOP_K = SideChannel("top-k", "Next token", "the most likely next tokens and their probabilities")
 
+#: The end-of-sequence token's text, and how a text line shows it (as the app's text panel).
+EOS_TEXT = "</s>"
+EOS_SHOWN = " [end]"
+
 #: The heading of a movie's next-token bars.
 NEXT_TOKEN_TITLE = "next token"
 
@@ -359,11 +363,17 @@ class LanguageModelKind(ModelKind):
                                  bars_title=NEXT_TOKEN_TITLE)
 
     def page_steps(self, recording: "Recording") -> list[dict[str, Any]]:
-        """Each token's text, phase and position, the predicted token with its
-        probability, and the top-k candidates as the page's bars."""
+        """Each token's text, phase and position, whether it generates, the predicted token
+        with its probability, and the top-k candidates as the page's bars.
+
+        The text line is made of the tokens each step reads, so the token the last step
+        chose is read by none: the last step of a generating run also carries it as
+        ``then`` (``{"text", "end"}``: its text, or ``" [end]"`` with ``end`` true for
+        ``</s>``, as the app's text shows the end of a run), for the page to show it after
+        the text as that step's prediction (``flyviz generate`` printed it)."""
         from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT
 
-        out = []
+        out: list[dict[str, Any]] = []
         for i in range(len(recording)):
             frame = recording[i]
             top = [[str(t), round(float(p), 5)]
@@ -373,8 +383,13 @@ class LanguageModelKind(ModelKind):
             read, read_prompt = read_text(frame)
             out.append({"text": read,
                         "phase": PHASE_PROMPT if read_prompt else PHASE_GENERATION,
+                        "generating": bool(frame.is_generation),
                         "position": int(frame.position), "next": frame.predicted_text,
                         "p": round(float(frame.probability), 5), "top": top})
+        if out and out[-1]["generating"]:
+            chosen = str(out[-1]["next"])
+            end = chosen == EOS_TEXT
+            out[-1]["then"] = {"text": EOS_SHOWN if end else chosen, "end": end}
         return out
 
     def page_axis(self, recording: "Recording") -> dict[str, Any]:

@@ -435,6 +435,26 @@ void main() {
       span.addEventListener("click", () => setToken(i));
       text.appendChild(span);
     });
+    // The token the last step chose is read by no step: it follows the text as that step's
+    // prediction (the text ended a token short of what the run printed), "[end]" for the
+    // end of the text.
+    const last = header.tokens.length - 1, then = last >= 0 && header.tokens[last].then;
+    if (then) {
+      const span = document.createElement("span");
+      span.textContent = then.text;
+      span.className = "generation prediction" + (then.end ? " end" : "");
+      span.dataset.prediction = "true";
+      const t = header.tokens[last];
+      span.title = `chosen at ${t.counter || `${axis.name} ${last}`}: ${tokenText(t.next)} ` +
+        percent(t.p);
+      span.addEventListener("click", () => setToken(last));
+      text.appendChild(span);
+    }
+  }
+
+  // A probability as the app's bars write it: "43.2%" (and "<0.1%" for a sampled long shot).
+  function percent(p) {
+    return p > 0 && p < 0.0005 ? "<0.1%" : (100 * p).toFixed(1) + "%";
   }
 
   function colourbar(layer, low, high) {
@@ -471,6 +491,11 @@ void main() {
     const step = flows ? trace.position - frame : -1;
     const shade = flows ? Math.max(1e-12, ...trace.token_flows.map(Math.abs)) : 1;
     for (const span of $("text").children) {
+      if (span.dataset.prediction) {
+        // The last step's choice: shown as the text's end at that step, later before it.
+        span.classList.toggle("later", page.token < n - 1 && !flows);
+        continue;
+      }
       const i = parseInt(span.dataset.index, 10), pos = header.tokens[i].position;
       span.classList.toggle("current", i === page.token);
       span.classList.toggle("later", i > page.token && !flows);
@@ -495,9 +520,18 @@ void main() {
         li.innerHTML = '<div class="bar"></div><span class="t"></span><span class="p"></span>';
         li.querySelector(".bar").style.width = (100 * p).toFixed(1) + "%";
         li.querySelector(".t").textContent = tokenText(text);
-        li.querySelector(".p").textContent = (100 * p).toFixed(1) + "%";
+        li.querySelector(".p").textContent = percent(p);
         list.appendChild(li);
       }
+    }
+    // The token the step chose and its probability, named whether or not it is among the
+    // bars: a sampled token outside the top k had no bar and was named nowhere.
+    const chosen = $("chosen");
+    chosen.hidden = !(axis.bars && t && t.generating && t.next);
+    if (!chosen.hidden) {
+      const among = t.top.some(([text]) => text === t.next);
+      chosen.textContent = `chosen: ${tokenText(t.next)} ${percent(t.p)}` +
+        (among ? "" : ` (not among the top ${t.top.length})`);
     }
     $("lag-row").hidden = layer.per !== "lag";
     if (layer.per === "lag") {

@@ -579,3 +579,24 @@ def test_the_text_ends_with_the_runs_last_choice_and_each_choice_is_named(demo, 
         assert browser.evaluate("document.getElementById('chosen').textContent") == \
             f"chosen: {step['next']!r} {step['p']:.1%} (not among the top {len(step['top'])})"
         assert not browser.evaluate("document.querySelector('#topk li.chosen')")
+
+
+def test_window_without_trace_and_the_help_on_a_missing_model(demo, tmp_path, capsys):
+    """``--window K`` without ``--trace`` was accepted and did nothing; it is one line and
+    exit 2, as ``--layer flow`` without ``--trace`` is. The help said a recording without its
+    model is placed on a generic layout, but one naming a model that is not found is
+    refused: the help says which are refused and which are placed."""
+    from cli_checks import cli_run, one_error_line
+
+    import flyviz
+    from flyviz.commands.share import EPILOG
+
+    rec = tmp_path / "run.flyrec"
+    flyviz.run(demo, PROMPT, max_new_tokens=1).save(rec)
+    out = tmp_path / "w.html"
+    code, _, err = cli_run(capsys, "share", str(rec), "--out", str(out), "--window", "3")
+    one_error_line(code, err, "--window 3 needs --trace P")
+    assert not out.exists()
+    words = " ".join(EPILOG.split())
+    assert "whose model is not found is refused (give it with --model)" in words
+    assert "without it they are placed on a generic layout" not in words

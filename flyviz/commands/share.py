@@ -30,7 +30,10 @@ state layer is each neuron's firing rate in Hz, coloured from 0, the slider runs
 its bins, and there is no text, no top-k and no --trace.
 
 The neurons' positions and labels come from the model the recording names
-(--model picks another); without it they are placed on a generic layout.
+(--model picks another). A language model's recording whose model is not found
+is refused (give it with --model); a recording that names no model, a spiking
+run whose brain does not load and a recording of a kind not installed here are
+placed on a generic layout.
 
 examples:
   flyviz share run.flyrec --out run.html
@@ -97,6 +100,9 @@ def _check_layers(args: argparse.Namespace, recording: Any) -> None:
                              "--silence QUERY --record FILE')")
         if key == "flow" and args.trace is None:
             raise InputError("--layer flow needs --trace P (the step whose choice to explain)")
+    if args.window is not None and args.trace is None:
+        raise InputError(f"--window {args.window} needs --trace P (it sets how far back the "
+                         "trace of step P sweeps)")
     n = len(recording)
     if args.token is not None and not 0 <= args.token < n:
         raise InputError(f"--token {args.token} is out of range: the recording has {n:,} "

@@ -259,3 +259,37 @@ def test_a_spiking_state_is_coloured_as_rates_whatever_the_colour_mode(spiking):
     state.set_model(None, None, "lm", neurons=recording.neurons)
     assert state.layer_of(STATE).caption == "|activation x|"
     assert state.colour_layers[STATE].title == "&Live state (activation x)"
+
+
+@pytest.mark.slow
+def test_a_shared_spiking_pages_hover_reads_whole_spikes(spiking, tmp_path):
+    """A rate is a whole number of spikes over the bin (100 Hz a spike in a 10 ms bin), but
+    the page keeps it in 8 bits: one spike in a bin whose top was 300 Hz read "≈ 99". The
+    hover rounds to the spike's step, exactly where 8 bits are finer than one spike."""
+    from test_share_page import _chromium_or_skip
+
+    _brain, rec = spiking
+    out = tmp_path / "sp.html"
+    assert main(["share", str(rec), "--out", str(out)]) == 0
+    header = _header(out)
+    assert header["layers"][0]["steps"] == [100.0] * BINS       # 1 trial of 10 ms bins
+    _chromium_or_skip()
+    from _chromium import Browser
+
+    recording = Recording.load(rec)
+    with Browser((1000, 700)) as browser:
+        browser.open(out)
+        assert browser.evaluate("window.flyviz.error || ''") == ""
+        uneven = 0
+        for b in range(BINS):
+            tips = browser.evaluate(f"(window.flyviz.setToken({b}), Array.from({{length: "
+                                    "window.flyviz.header.shown}, (_, i) => "
+                                    "window.flyviz.tipText(i)))")
+            rates = recording.state(b)
+            for tip in tips:
+                neuron = int(re.search(r"\(#(\d+)\)", tip).group(1))
+                found = re.search(r" (=|≈) ([0-9,.]+)$", tip)
+                assert found and found.group(1) == "=", tip
+                assert float(found.group(2).replace(",", "")) == rates[neuron], (tip, b)
+                uneven += bool(rates[neuron] % (rates.max() / 127.0) > 1e-6)
+        assert uneven, "no rate the 8 bits held only approximately"

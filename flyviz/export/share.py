@@ -119,6 +119,9 @@ class _Layer:
         self.scales: list[float] = []
         self.ranges: list[tuple[float, float]] = []
         self.load = (0.4, 1.0)
+        #: Each frame's step of the values (a spike rate's one spike), or None: the page's
+        #: hover rounds an 8-bit value to it ("100", not "99", for one spike in 10 ms).
+        self.steps: list[float] | None = None
 
     def add(self, values: np.ndarray | None, shown: np.ndarray, n_shown: int,
             value_range: tuple[float, float]) -> None:
@@ -136,7 +139,7 @@ class _Layer:
                 "stops": _stops(colormap), "fold": colormap == "abs",
                 "diverging": is_diverging(colormap), "caption": self.layer.caption,
                 "per": self.per, "frames": len(self.codes), "scales": self.scales,
-                "ranges": self.ranges, "typical_alpha": self.load[0],
+                "ranges": self.ranges, "steps": self.steps, "typical_alpha": self.load[0],
                 "size_factor": self.load[1], "blob": blob}
 
 
@@ -167,6 +170,9 @@ def _state_layer(state: "ViewerState", key: str, title: str, shown: np.ndarray) 
     if sample is None and static:
         sample = np.asarray(layer.values(recording, 0), np.float32)[None]
     out.load = _load(sample, layer.colormap, gain_range)
+    if key == STATE and not static and n:
+        steps = [float(state.kind.state_step(recording, i)) for i in range(n)]
+        out.steps = steps if all(step > 0.0 for step in steps) else None
     return out
 
 

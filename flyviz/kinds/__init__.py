@@ -513,6 +513,13 @@ class ModelKind:
         ``""``."""
         return str(recording.metadata.get("prompt", "") or "").strip()
 
+    def state_step(self, recording: "Recording", index: int) -> float:
+        """The step a recorded state's values come in at frame ``index`` (every value a
+        whole multiple of it: a spiking brain's rate is a count of spikes over the bin and
+        the trials), for a view to show a value it holds only approximately at one of them;
+        ``0.0`` for a state of any value (the default)."""
+        return 0.0
+
     def page_counter(self, recording: "Recording", index: int) -> str:
         """A shared page's counter at frame ``index`` of ``recording``, as the window's
         timeline counts (:meth:`TimeAxis.counter` of :meth:`recording_axis`):

@@ -610,6 +610,18 @@ class SpikingKind(ModelKind):
         """The bin counter with the bin's spike count."""
         return self.counter(recording, index)
 
+    def state_step(self, recording: "Recording", index: int) -> float:
+        """The rate one spike makes in bin ``index`` (Hz): 1 over the bin's length and the
+        trials (the last bin of a run that is not a whole number of bins is short), as
+        :meth:`LiveRun.next_bin` counts a rate."""
+        meta = self.run_metadata(recording)
+        tick_ms = float(getattr(recording.spikes, "tick_ms", 0.1))    # the engine's 0.1 ms
+        bin_ticks = max(1, round(float(meta.get("bin_ms", BIN_MS)) / tick_ms))
+        ticks = meta.get("run_ticks")
+        if isinstance(ticks, int) and not isinstance(ticks, bool) and ticks > 0:
+            bin_ticks = max(1, min(bin_ticks, ticks - index * bin_ticks))
+        return 1000.0 / (bin_ticks * tick_ms * int(meta.get("trials", 1)))
+
     def page_counter(self, recording: "Recording", index: int) -> str:
         """``"bin 2 / 49 · 30 ms · 1,204 spikes"``."""
         return self._with_spikes(recording, index, super().page_counter(recording, index))

@@ -597,15 +597,25 @@ void main() {
   function tipText(best) {
     const layer = layers[page.layer], frame = frameOf(layer);
     const code = layerCodes[page.layer][frame * header.shown + best];
-    const value = (code - 128) * layer.scales[frame];
+    let value = (code - 128) * layer.scales[frame];
     const cell = header.labels.cell_type[labels.cell[best]] || "no cell type";
     const sup = header.labels.superclass[labels.sup[best]] || "no superclass";
     // The value as the page holds it (one of 255 levels over the frame's range, so about):
-    // named by the layer's caption, "firing rate in the bin (Hz) ≈ 200", not its key.
-    const about = Number(value.toPrecision(2));
+    // named by the layer's caption, "firing rate in the bin (Hz) ≈ 200", not its key. Values
+    // that come in steps (a spike rate: spikes over the bin and the trials) are rounded to
+    // their step (one spike in 10 ms read "≈ 99"): "=" where that is the value, as a level
+    // is finer than a step and the number is written whole.
+    let shown = fmt(Number(value.toPrecision(2))), sign = "≈";
+    const step = layer.steps ? layer.steps[frame] : 0;
+    if (step > 0) {
+      value = Math.round(value / step) * step;
+      shown = fmt(value);
+      const exact = Math.abs(Number(shown.replace(/,/g, "")) - value) <= 1e-9 * Math.abs(value);
+      if (layer.scales[frame] < step && exact) sign = "=";
+    }
     // The connectome's id where the model has one, the model's index beside it.
     const who = bodyIds ? `neuron ${bodyIds[best]} (#${ids[best]})` : `neuron ${ids[best]}`;
-    return `${who} · ${cell} · ${sup} · ${layer.caption} ≈ ${fmt(about)}`;
+    return `${who} · ${cell} · ${sup} · ${layer.caption} ${sign} ${shown}`;
   }
 
   function refreshTip() {

@@ -293,3 +293,19 @@ def test_a_shared_spiking_pages_hover_reads_whole_spikes(spiking, tmp_path):
                 assert float(found.group(2).replace(",", "")) == rates[neuron], (tip, b)
                 uneven += bool(rates[neuron] % (rates.max() / 127.0) > 1e-6)
         assert uneven, "no rate the 8 bits held only approximately"
+
+
+def test_share_delta_of_a_spiking_recording_says_how_spiking_runs_compare(spiking, tmp_path,
+                                                                          capsys):
+    """``--layer delta`` on a spiking run suggested ``flyviz compare SPEC --prompt …``, the
+    language model's command; it says how spiking runs are compared."""
+    from cli_checks import cli_run, one_error_line
+
+    _brain, rec = spiking
+    code, _, err = cli_run(capsys, "share", str(rec), "--out", str(tmp_path / "d.html"),
+                           "--layer", "delta")
+    one_error_line(code, err, "--layer delta needs a comparison; sp.flyrec is a single run",
+                   "flyviz simulate BRAIN --silence QUERY --record FILE",
+                   "flyviz simulate BRAIN --silence QUERY --compare SPIKES")
+    assert "flyviz compare" not in err and "--prompt" not in err
+    assert not (tmp_path / "d.html").exists()

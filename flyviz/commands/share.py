@@ -93,11 +93,15 @@ def _check_output(out: Path) -> Path:
 
 
 def _check_layers(args: argparse.Namespace, recording: Any) -> None:
+    from flyviz.kinds import kind_of_recording
+
     for key in args.layer or ():
         if key == "delta" and recording.baseline is None:
+            # How a comparison is made is the recording's kind's: a spiking run has no
+            # 'flyviz compare'.
+            hint = kind_of_recording(recording).comparison_hint
             raise InputError(f"--layer delta needs a comparison; {args.recording.name} is a "
-                             "single run (make one with 'flyviz compare SPEC --prompt TEXT "
-                             "--silence QUERY --record FILE')")
+                             f"single run" + (f" ({hint})" if hint else ""))
         if key == "flow" and args.trace is None:
             raise InputError("--layer flow needs --trace P (the step whose choice to explain)")
     if args.window is not None and args.trace is None:

@@ -248,6 +248,10 @@ class ModelKind:
     #: True when a neuron's input at a frame is its weights times the previous frame's
     #: states (what the Neuron dock's *Currents now* computes): the Fly LLM's step.
     steps_its_wiring: ClassVar[bool] = False
+    #: How to make a recording with an untouched run beside an intervened one (what a
+    #: comparison's Δ layer needs), as the end of an error's sentence; ``""`` when the
+    #: kind's runs are not compared.
+    comparison_hint: ClassVar[str] = ""
 
     # ------------------------------------------------------------ neurons and anatomy
     def neurons(self, model: Any) -> int:

@@ -149,6 +149,8 @@ class LanguageModelKind(ModelKind):
     side_channels: ClassVar[tuple[SideChannel, ...]] = (TEXT, TOP_K)
     reads_text: ClassVar[bool] = True
     steps_its_wiring: ClassVar[bool] = True
+    comparison_hint: ClassVar[str] = ("make one with 'flyviz compare SPEC --prompt TEXT "
+                                      "--silence QUERY --record FILE'")
 
     # ------------------------------------------------------------ models and recordings
     def load(self, spec: str, *, dataset: "str | Path | None" = None, progress: Any = None,

@@ -296,6 +296,12 @@ class SpikingKind(ModelKind):
     #: A rate has no sign: one colouring of the state (``"spike_rate"``), not two modes.
     state_quantities: ClassVar[tuple[str, ...]] = ("spike_rate",)
     side_channels: ClassVar[tuple[SideChannel, ...]] = (SPIKES,)
+    # A spiking run is recorded on its own (no untouched run beside it): what compares two.
+    comparison_hint: ClassVar[str] = (
+        "a spiking run is recorded alone: record the silenced run too ('flyviz simulate "
+        "BRAIN --silence QUERY --record FILE') and share each, or compare two runs' spikes "
+        "with 'flyviz simulate BRAIN --silence QUERY --compare SPIKES', SPIKES the other "
+        "run's --out")
 
     def colour_layers(self) -> "tuple[LayerKind, ...]":
         """The spikes flashing and fading (:data:`~flyviz.viewer.layers.FLASH`). The rates

@@ -120,3 +120,35 @@ def test_a_comparisons_labels_are_not_drawn_over_its_bars(qtbot, height):
         assert label.bottom() <= untouched.top() <= untouched.bottom() <= intervened.top()
         if j + 1 < len(labels):
             assert intervened.bottom() <= labels[j + 1].top()
+
+
+def test_a_chosen_token_without_a_bar_is_named_in_the_title(qtbot):
+    """A sampled token outside the candidates shown has no bar: the title names it and its
+    probability; a chosen token that has a bar (or a prompt frame) adds nothing."""
+    import dataclasses
+
+    panel = TopKPanel(k=3)
+    qtbot.addWidget(panel)
+    panel.resize(360, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    rec = Recording(4)
+    rec.append(make_frame(0, np.zeros(4), top_k=5))
+    outside = dataclasses.replace(make_frame(1, np.zeros(4), top_k=5), predicted_token_id=99,
+                                  predicted_text=" kit", probability=0.0016)
+    rec.append(outside)
+    rec.append(dataclasses.replace(make_frame(2, np.zeros(4), top_k=5), predicted_token_id=6,
+                                   predicted_text="t3", probability=0.2))
+    rec.append(dataclasses.replace(make_frame(3, np.zeros(4), top_k=5, generated=False),
+                                   predicted_token_id=99, predicted_text=" kit"))
+    panel.show_frame(rec, 0)
+    assert "chosen" not in panel.title.text()
+    panel.show_frame(rec, 1)
+    assert panel.title.text().endswith("; chosen ' kit' 0.2% (not among the top 3)")
+    # id 6 is the fourth candidate: among the recorded five but not the three shown.
+    panel.show_frame(rec, 2)
+    assert panel.title.text().endswith("; chosen 't3' 20.0% (not among the top 3)")
+    panel.k_box.setValue(4)
+    assert "chosen" not in panel.title.text()
+    panel.show_frame(rec, 3)
+    assert "chosen" not in panel.title.text()

@@ -169,7 +169,7 @@ class TopKPanel(QWidget):
             chosen = frame.predicted_token_id
             self.title.setText(f"Next token after #{frame.position}"
                                + ("" if frame.is_generation else " (reading the prompt)")
-                               + fewer)
+                               + fewer + _chosen_elsewhere(frame, ids))
         n = len(probs)
         y = -np.arange(n, dtype=float)
         brushes = [pg.mkBrush(theme.ACCENT if int(i) == chosen else "#2f6f8f") for i in ids] \
@@ -231,6 +231,17 @@ class TopKPanel(QWidget):
         self.plot.setXRange(0, 1, padding=0)
         self.plot.viewport().update()
         return True
+
+
+def _chosen_elsewhere(frame, shown_ids: np.ndarray) -> str:
+    """What the title adds when a generating frame's chosen token has no bar: a sampled
+    token outside the candidates shown was otherwise named nowhere (the shared page says
+    the same under its bars)."""
+    if not frame.is_generation or int(frame.predicted_token_id) in set(map(int, shown_ids)):
+        return ""
+    shown = visible_token_text(frame.predicted_text).replace("\n", "⏎")
+    return (f"; chosen {shown!r} {frame.probability:.1%} "
+            f"(not among the top {len(shown_ids)})")
 
 
 def _legend_html(entries: tuple[tuple[str, str], ...]) -> str:

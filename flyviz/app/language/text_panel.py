@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from flyviz.app.language.compare_views import comparison_html, visible_token_text
 from flyviz.app.base import theme
+from flyviz.kinds.language import EOS_SHOWN, EOS_TEXT
 from flyviz.record.frame import PHASE_GENERATION
 from flyviz.record.recording import Recording
 
@@ -34,7 +35,6 @@ MAX_TEXT_PIECES = 1500
 
 #: Tokens that make no text.
 SPECIAL_TOKENS = frozenset({"<s>", "<pad>", "</s>"})
-EOS_TEXT = "</s>"
 _REPLACEMENT = "\ufffd"
 
 
@@ -349,7 +349,8 @@ class TextPanel(QTextBrowser):
     def _piece_look(self, k: int, highlighted: bool) -> tuple[str, QTextCharFormat]:
         piece = self._pieces[k]
         if piece.generated and piece.text == EOS_TEXT:
-            text, fmt = "\u00a0[end]", QTextCharFormat(self._formats["end"])
+            # The shared page's text line shows the end the same way (EOS_SHOWN).
+            text, fmt = EOS_SHOWN.replace(" ", "\u00a0"), QTextCharFormat(self._formats["end"])
         else:
             text = visible_token_text(piece.text)
             fmt = QTextCharFormat(self._formats["generated" if piece.generated else "prompt"])

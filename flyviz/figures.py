@@ -296,9 +296,11 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
     quantity = options.quantity or ("dx" if len(runs) > 1 else "mean")
     if quantity == "dx":
         if len(runs) == 1:
-            raise InputError("--quantity dx needs a comparison recording ('flyviz compare "
-                             "SPEC --prompt TEXT --silence QUERY --record FILE', or Compare "
-                             "with untouched in the app)")
+            # How a comparison is made is the recording's kind's (a spiking run has no
+            # 'flyviz compare').
+            hint = _kind(recording, model).comparison_hint
+            raise InputError("--quantity dx needs a comparison recording"
+                             + (f" ({hint})" if hint else ""))
         run = runs[-1]
     else:
         run = runs[-1] if len(runs) == 1 else runs[1]

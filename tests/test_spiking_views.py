@@ -309,3 +309,19 @@ def test_share_delta_of_a_spiking_recording_says_how_spiking_runs_compare(spikin
                    "flyviz simulate BRAIN --silence QUERY --compare SPIKES")
     assert "flyviz compare" not in err and "--prompt" not in err
     assert not (tmp_path / "d.html").exists()
+
+
+def test_figure_dx_of_a_spiking_recording_says_how_spiking_runs_compare(spiking, tmp_path,
+                                                                        capsys):
+    """``figure --quantity dx`` on a single spiking run named the language model's
+    ``flyviz compare SPEC --prompt …``; it says how spiking runs are compared."""
+    from cli_checks import cli_run, one_error_line
+
+    brain, rec = spiking
+    out = tmp_path / "dx.png"
+    code, _, err = cli_run(capsys, "figure", str(rec), "--kind", "celltypes", "--quantity",
+                           "dx", "--model", str(brain), "--out", str(out))
+    one_error_line(code, err, "--quantity dx needs a comparison recording",
+                   "flyviz simulate BRAIN --silence QUERY --record FILE")
+    assert "flyviz compare" not in err and "--prompt" not in err
+    assert not out.exists()

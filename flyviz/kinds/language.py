@@ -150,7 +150,8 @@ class LanguageModelKind(ModelKind):
     reads_text: ClassVar[bool] = True
     steps_its_wiring: ClassVar[bool] = True
     comparison_hint: ClassVar[str] = ("make one with 'flyviz compare SPEC --prompt TEXT "
-                                      "--silence QUERY --record FILE'")
+                                      "--silence QUERY --record FILE', or Compare with "
+                                      "untouched in the app")
 
     # ------------------------------------------------------------ models and recordings
     def load(self, spec: str, *, dataset: "str | Path | None" = None, progress: Any = None,

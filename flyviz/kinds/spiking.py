@@ -299,7 +299,7 @@ class SpikingKind(ModelKind):
     # A spiking run is recorded on its own (no untouched run beside it): what compares two.
     comparison_hint: ClassVar[str] = (
         "a spiking run is recorded alone: record the silenced run too ('flyviz simulate "
-        "BRAIN --silence QUERY --record FILE') and share each, or compare two runs' spikes "
+        "BRAIN --silence QUERY --record FILE') and look at each, or compare two runs' spikes "
         "with 'flyviz simulate BRAIN --silence QUERY --compare SPIKES', SPIKES the other "
         "run's --out")
 

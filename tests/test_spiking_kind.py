@@ -540,3 +540,34 @@ def test_bin_settings_take_whole_numbers_and_the_recording_keeps_them(brain_fold
     meta = run.recording.metadata["spiking"]
     assert type(meta["bins"]) is int and type(meta["trials"]) is int
     assert len(run.record()) == 2
+
+
+def test_a_short_last_bin_ends_where_the_run_ends_in_captions_and_nwb(brain_folder,
+                                                                      tmp_path):
+    """A run of 30 ms in bins of 7 ms has four bins of 7 ms and one of 2 ms: its last bin
+    ends at 30 ms (run_ticks x 0.1 ms) in the counter, the page's steps, the figures' axis
+    and the NWB intervals and series description, not a whole bin later at 35 ms."""
+    rec_path = tmp_path / "sb.flyrec"
+    assert main(["simulate", str(brain_folder), "--excite", "superclass:sensory", "--bin", "7",
+                 "--duration", "30ms", "--record", str(rec_path)]) == 0
+    recording = Recording.load(rec_path)
+    assert len(recording) == 5 and recording.metadata["spiking"]["run_ticks"] == 300
+    axis = SPIKING.recording_axis(recording)
+    assert [round(axis.time(i), 9) for i in range(5)] == [7, 14, 21, 28, 30]
+    assert SPIKING.counter(recording, 4).startswith("bin 4 of 0–4 · 30 ms")
+    assert SPIKING.page_counter(recording, 4).startswith("bin 4 / 4 · 30 ms")
+    assert SPIKING.page_steps(recording)[-1]["text"] == " bin 4 · 30 ms"
+    # A run of whole bins ends where its last bin does, as before.
+    whole = record_run(SpikingModel.load(str(brain_folder)),
+                       Stimulus(excite="superclass:sensory"), BinSettings(bins=3))
+    assert SPIKING.counter(whole, 2).startswith("bin 2 of 0–2 · 30 ms")
+    pynwb = pytest.importorskip("pynwb")
+    out = tmp_path / "sb.nwb"
+    assert main(["convert", str(rec_path), str(out), "--no-labels"]) == 0
+    with pynwb.NWBHDF5IO(str(out), "r") as io:
+        nwb = io.read()
+        bins = nwb.intervals["bins"]
+        np.testing.assert_allclose(bins["start_time"][:], [0, 0.007, 0.014, 0.021, 0.028])
+        np.testing.assert_allclose(bins["stop_time"][:], [0.007, 0.014, 0.021, 0.028, 0.03])
+        description = nwb.processing["flyviz"]["Fluorescence"]["states"].description
+    assert "the last ending at the run's end, 0.03 s" in description, description

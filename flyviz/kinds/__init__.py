@@ -94,6 +94,11 @@ class TimeAxis:
         The length of one frame in ``unit`` (1 for a count).
     plural
         ``name``'s plural (default: ``name + "s"``).
+    end
+        Where the run ends on the axis, in ``unit`` (``None``: where its last frame's
+        ``step`` ends). A run whose length is not a whole number of frames (a spiking run of
+        30 ms in bins of 7 ms) has a short last frame, which ends here and not a whole
+        ``step`` after its start.
 
     Frames are counted from 0 in words as everywhere else: the command line's
     ``--token K``, ``#token=K`` of a shared page, the plots' token axes. The words
@@ -111,12 +116,15 @@ class TimeAxis:
     'bin 11 of 0–39 · 120 ms'
     >>> TimeAxis("token", "token").counter(0, 1), TimeAxis("token", "token").of(0, 1)
     ('token 0 / 0', 'token 0 of 0–0')
+    >>> TimeAxis("bin", "ms", 7.0, end=30.0).of(4, 5)
+    'bin 4 of 0–4 · 30 ms'
     """
 
     name: str
     unit: str
     step: float = 1.0
     plural: str = ""
+    end: float | None = None
 
     @property
     def counted(self) -> bool:
@@ -129,8 +137,10 @@ class TimeAxis:
         return self.plural or f"{self.name}s"
 
     def time(self, index: int) -> float:
-        """Where frame ``index`` (0-based) ends on the axis, in :attr:`unit`."""
-        return (int(index) + 1) * float(self.step)
+        """Where frame ``index`` (0-based) ends on the axis, in :attr:`unit`: a whole
+        :attr:`step` after its start, or at :attr:`end` for a short last frame."""
+        stop = (int(index) + 1) * float(self.step)
+        return stop if self.end is None else min(stop, float(self.end))
 
     def at(self, index: int) -> str:
         """Frame ``index`` (0-based) in words: ``"token 11"``, ``"bin 11 · 120 ms"``."""
@@ -478,7 +488,7 @@ class ModelKind:
         return FrameTiming.of_axis(axis.name, axis.unit, axis.step, counted=axis.counted,
                                    state_unit=str(getattr(layer, "units", "") or "1"),
                                    state_label=str(getattr(layer, "label", "")
-                                                   or self.state_label))
+                                                   or self.state_label), end=axis.end)
 
     def frame_caption(self, recording: "Recording", index: int) -> str:
         """A figure's title for frame ``index`` of ``recording`` (default: the time axis's)."""

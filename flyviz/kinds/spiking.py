@@ -580,8 +580,12 @@ class SpikingKind(ModelKind):
         return text
 
     def recording_axis(self, recording: "Recording") -> TimeAxis:
-        """Bins of the ``bin_ms`` the run was recorded with (10 ms by default)."""
-        return TimeAxis("bin", "ms", float(self.run_metadata(recording).get("bin_ms", BIN_MS)))
+        """Bins of the ``bin_ms`` the run was recorded with (10 ms by default), ending where
+        the run does (its ``run_ticks``: a run of 30 ms in bins of 7 ms ends its last bin at
+        30 ms, not 35)."""
+        meta = self.run_metadata(recording)
+        return TimeAxis("bin", "ms", float(meta.get("bin_ms", BIN_MS)),
+                        end=_run_ms(recording, meta))
 
     def bin_spikes(self, recording: "Recording", index: int) -> int | None:
         """The spike count of bin ``index`` of ``recording``, when it was kept."""

@@ -910,21 +910,35 @@ class FrameTiming:
     description: str = ("state x of every neuron after each token (time first; time = the "
                         "token's position, one token per second)")
     label: str = "state x after the token"  # what a state value is (a variable's long name)
+    #: Where the run ends, s from its start (``None``: a whole frame after the last one's
+    #: start); a run that is not a whole number of frames long has a short last frame.
+    end_seconds: float | None = None
 
     @classmethod
     def of_axis(cls, name: str, unit: str, step: float, *, counted: bool,
-                state_unit: str = "1", state_label: str = "state") -> "FrameTiming":
+                state_unit: str = "1", state_label: str = "state",
+                end: float | None = None) -> "FrameTiming":
         """The timing of frames named ``name`` on an axis measured in ``unit`` (``"ms"``,
-        ``"s"``; or the frame itself: ``counted``), each ``step`` long, whose states are
-        ``state_label`` in ``state_unit``."""
+        ``"s"``; or the frame itself: ``counted``), each ``step`` long, the run ending at
+        ``end`` (in ``unit``; ``None``: a whole ``step`` after its last frame's start),
+        whose states are ``state_label`` in ``state_unit``."""
         per = _SECONDS_PER.get(unit)
         if counted or per is None or not step > 0:
             return cls(name=name)
         seconds = float(step) * per
+        end_seconds = None if end is None or not end > 0 else float(end) * per
+        spans = f"{name} i spans [i, i + 1) x {seconds:g} s from the run's start"
+        if end_seconds is not None:
+            spans += f", the last ending at the run's end, {end_seconds:g} s"
         return cls(False, seconds, name, state_unit,
                    f"{state_label} ({state_unit}) of every neuron in each {name} of "
-                   f"{step:g} {unit} (time first; {name} i spans "
-                   f"[i, i + 1) x {seconds:g} s from the run's start)", state_label)
+                   f"{step:g} {unit} (time first; {spans})", state_label, end_seconds)
+
+    def stop(self, index: int) -> float:
+        """Where frame ``index`` ends, s from the run's start: a whole frame after its
+        start, or the run's end (:attr:`end_seconds`) for a short last frame."""
+        stop = (int(index) + 1) * self.seconds
+        return stop if self.end_seconds is None else min(stop, self.end_seconds)
 
 
 #: Seconds in each physical unit a kind's time axis may be measured in.
@@ -936,14 +950,15 @@ def _frame_intervals(recording: "Recording", timing: FrameTiming) -> Any:
     count where the run kept its spikes."""
     from pynwb.epoch import TimeIntervals
 
+    ending = "" if timing.end_seconds is None else \
+        f", the last ending at the run's end, {timing.end_seconds:g} s"
     table = TimeIntervals(name=f"{timing.name}s", description=f"one interval per "
-                          f"{timing.name}: [i, i + 1) x {timing.seconds:g} s")
+                          f"{timing.name}: [i, i + 1) x {timing.seconds:g} s{ending}")
     counts = None if recording.spikes is None else recording.spikes.frame_counts()
     if counts is not None:
         table.add_column("spikes", f"the spikes of the {timing.name}, every trial")
     for i in range(len(recording)):
-        row: dict[str, Any] = {"start_time": i * timing.seconds,
-                               "stop_time": (i + 1) * timing.seconds}
+        row: dict[str, Any] = {"start_time": i * timing.seconds, "stop_time": timing.stop(i)}
         if counts is not None:
             row["spikes"] = int(counts[i])
         table.add_row(**row)

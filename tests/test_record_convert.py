@@ -392,3 +392,28 @@ def test_a_converted_file_given_as_a_recording_says_what_it_is(recording, tmp_pa
                        "from .flyrec files only")
     with pytest.raises(RecordingError, match="from .flyrec files only"):
         Recording.load(out)
+
+
+def test_mean_abs_state_is_copied_exactly_by_every_format(recording, tmp_path):
+    """The recording stores each frame's mean |x| as float64; every format and to_xarray
+    copy those numbers bit for bit (they were read as float32 and widened again, ~1e-8
+    off)."""
+    pytest.importorskip("zarr")
+    pynwb = pytest.importorskip("pynwb")
+    from flyviz.model.safetensors_io import SafetensorsFile
+    from flyviz.record.convert import open_zarr
+
+    path = recording.save(tmp_path / "run.flyrec")
+    stored = np.array(SafetensorsFile(path).get("mean_abs_state"))
+    assert stored.dtype == np.float64
+    loaded = Recording.load(path)
+    assert loaded.mean_abs_states.dtype == np.float64
+    np.testing.assert_array_equal(loaded.mean_abs_states, stored)
+    np.testing.assert_array_equal(loaded.to_xarray()["mean_abs_state"].values, stored)
+    with np.load(loaded.to_npz(tmp_path / "run.npz"), allow_pickle=False) as data:
+        np.testing.assert_array_equal(data["mean_abs_state"], stored)
+    np.testing.assert_array_equal(
+        open_zarr(loaded.to_zarr(tmp_path / "run.zarr"))["mean_abs_state"].values, stored)
+    with pynwb.NWBHDF5IO(str(loaded.to_nwb(tmp_path / "run.nwb")), "r") as io:
+        column = np.asarray(io.read().intervals["tokens"]["mean_abs_state"][:])
+    np.testing.assert_array_equal(column, stored)

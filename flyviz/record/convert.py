@@ -214,7 +214,7 @@ def token_table(recording: "Recording") -> dict[str, np.ndarray]:
         "predicted_id": recording.predicted_ids,
         "predicted_text": _texts(recording.predicted_texts),
         "probability": recording.probabilities,
-        "mean_abs_state": recording.mean_abs_states.astype(np.float64),
+        "mean_abs_state": recording.mean_abs_states,
         "generation_index": np.where(generation, np.cumsum(generation) - 1, -1).astype(np.int64),
     }
 

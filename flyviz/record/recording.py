@@ -469,8 +469,9 @@ class Recording:
 
     @property
     def mean_abs_states(self) -> np.ndarray:
-        """Mean |x| of every frame."""
-        return np.array([f.mean_abs_state for f in self._infos], dtype=np.float32)
+        """Mean |x| of every frame (float64, as a recording stores it: a converted file
+        copies these exactly)."""
+        return self._column("mean_abs_state", np.float64)
 
     @property
     def top1_probabilities(self) -> np.ndarray:

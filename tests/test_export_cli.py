@@ -248,3 +248,39 @@ def test_outline_and_meshes_are_drawn_behind_the_movies_neurons(model_dir, tmp_p
     err = capsys.readouterr().err
     assert rc == 2 and "broken.ply" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "m.mp4").exists()
+
+
+@pytest.fixture(scope="module")
+def saved_recording(model_dir, tmp_path_factory):
+    """A short greedy run of the small model, saved."""
+    from flyviz.model.resolve import load_model
+    from flyviz.record.run import GenerationSettings
+    from flyviz.record.runner import record_prompt
+
+    rec = record_prompt(load_model(str(model_dir)), "a dog", GenerationSettings(max_new_tokens=2),
+                        spec=str(model_dir))
+    return rec.save(tmp_path_factory.mktemp("saved") / "run.flyrec")
+
+
+@pytest.mark.parametrize("given,named", [
+    (["--temperature", "0.5"], "--temperature shapes"),
+    (["--seed", "3"], "--seed shapes"),
+    (["--max-new-tokens", "4"], "--max-new-tokens shapes"),
+    (["--min-new-tokens", "1"], "--min-new-tokens shapes"),
+    (["--top-p", "0.9"], "--top-p shapes"),
+    (["--states", "float32"], "--states shapes"),
+    (["--kernel", "scipy"], "--kernel shapes"),
+    (["--seed", "1", "--top-p", "0.5"], "--top-p and --seed shape"),
+])
+def test_options_of_a_run_are_refused_beside_a_recording(saved_recording, tmp_path, capsys,
+                                                          given, named):
+    """With --recording there is no run: the sampler, --states and --kernel would be
+    ignored without a word (exit 0), so they are refused in one line, as --prompt is."""
+    from cli_checks import cli_run, one_error_line
+
+    out = tmp_path / "x.mp4"
+    code, _, err = cli_run(capsys, "export", "--recording", str(saved_recording), "--out",
+                           str(out), *given)
+    one_error_line(code, err, named)
+    assert "with --recording (run.flyrec) there is none" in err
+    assert not out.exists()

@@ -114,6 +114,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
+#: Options that shape a run of the model (SPEC and --prompt), by argparse dest: with
+#: --recording there is no run, and they would be ignored without a word.
+RUN_OPTIONS = ("max_new_tokens", "min_new_tokens", "temperature", "top_p", "seed", "states",
+               "kernel")
+
+
+def _run_options_given(args: argparse.Namespace) -> list[str]:
+    """The :data:`RUN_OPTIONS` the user gave (a value other than the option's default), as
+    they are typed (``--top-p``)."""
+    defaults = argparse.ArgumentParser(add_help=False)
+    configure(defaults)
+    return [f"--{dest.replace('_', '-')}" for dest in RUN_OPTIONS
+            if getattr(args, dest, None) != defaults.get_default(dest)]
+
+
 def _token_range(text: str | None) -> tuple[int, int | None]:
     if not text:
         return 0, None
@@ -247,6 +262,15 @@ def run(args: argparse.Namespace) -> int:
         if args.interventions:
             raise InputError(f"interventions apply when the model runs: give SPEC and --prompt "
                              f"instead of a recording ({args.recording.name})")
+        given = _run_options_given(args)
+        if given:
+            said = " and ".join(given) if len(given) <= 2 else \
+                f"{', '.join(given[:-1])} and {given[-1]}"
+            one = len(given) == 1
+            raise InputError(f"{said} {'shapes' if one else 'shape'} a run of the model; with "
+                             f"--recording ({args.recording.name}) there is none: leave "
+                             f"{'it' if one else 'them'} out, or give SPEC and --prompt "
+                             "instead")
         recording = Recording.load(args.recording)
         kind = kind_of_recording(recording)
         options = dataclasses.replace(options, mode=colour_mode_for(args.mode, kind,

@@ -284,3 +284,39 @@ def test_options_of_a_run_are_refused_beside_a_recording(saved_recording, tmp_pa
     one_error_line(code, err, named)
     assert "with --recording (run.flyrec) there is none" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fps", ["240", "60", "50.5"])
+def test_a_gif_faster_than_it_can_play_is_refused(saved_recording, tmp_path, capsys, fps):
+    """A GIF's delays are whole centiseconds and browsers play one under 20 ms as 100 ms:
+    --fps 240 wrote 10 ms delays (played ten times too slow) while saying 240 fps."""
+    from cli_checks import cli_run, one_error_line
+
+    out = tmp_path / "g.gif"
+    code, _, err = cli_run(capsys, "export", "--recording", str(saved_recording), "--out",
+                           str(out), "--fps", fps)
+    one_error_line(code, err, f"fps {float(fps):g} is faster than a GIF plays",
+                   "100/n plays exactly", ".mp4 or .webm")
+    assert not out.exists()
+
+
+def test_a_gif_plays_at_its_fps(saved_recording, tmp_path, capsys):
+    """50 fps (100/2) gives every frame 20 ms; 30 fps alternates 30 and 40 ms delays so that
+    the movie lasts as long as 30 fps says."""
+    from PIL import Image
+
+    def delays(fps):
+        out = tmp_path / f"g{fps}.gif"
+        assert main(["export", "--recording", str(saved_recording), "--out", str(out),
+                     "--fps", fps, "--size", "96x64", "--frames-per-token", "3",
+                     "--hold", "0"]) == 0, capsys.readouterr().err
+        found = []
+        with Image.open(out) as image:
+            for i in range(image.n_frames):
+                image.seek(i)
+                found.append(image.info["duration"])
+        return found
+
+    assert set(delays("50")) == {20}
+    thirty = delays("30")
+    assert set(thirty) <= {30, 40} and abs(sum(thirty) - len(thirty) * 1000 / 30) <= 10

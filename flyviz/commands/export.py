@@ -74,7 +74,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     movie.add_argument("--size", default="1280x720", metavar="WxH",
                        help="frame size in pixels (default 1280x720)")
     movie.add_argument("--fps", type=float, default=30.0, metavar="F",
-                       help="frames per second (default 30)")
+                       help="frames per second (default 30); a GIF plays at most 50, and "
+                            "exactly at 100/n (50, 25, 20...)")
     movie.add_argument("--frames-per-token", type=int, default=6, metavar="K",
                        help="frames per token, easing between states (default 6)")
     movie.add_argument("--quality", type=int, default=None, metavar="Q",

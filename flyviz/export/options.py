@@ -18,6 +18,10 @@ DEFAULT_QUALITY = {"mp4": 20, "webm": 34}
 #: Allowed quality (CRF) range per format.
 QUALITY_RANGE = {"mp4": (0, 51), "webm": (0, 63)}
 
+#: The fastest a GIF plays: its frame delays are whole hundredths of a second, and browsers
+#: play a delay under 2 (20 ms) as 10 (100 ms), so a faster movie would crawl.
+GIF_MAX_FPS = 50.0
+
 COLOR_MODES = ("signed", "abs")
 VIEWS = ("front", "top", "side")
 
@@ -178,8 +182,24 @@ class ExportOptions:
         """Frames written for ``n_tokens`` tokens."""
         return int(n_tokens) * int(self.frames_per_token) + self.hold_frames()
 
+    def check_fps(self, fmt: str) -> None:
+        """Refuse a frame rate ``fmt`` cannot play: a GIF above :data:`GIF_MAX_FPS`.
+
+        A GIF's delays are whole hundredths of a second: 100/n fps (50, 33.3, 25, 20...)
+        gives every frame the same delay; another rate up to 50 (the default 30) alternates
+        two delays (30 and 40 ms) so that the movie lasts as long as it should.
+        """
+        if fmt == "gif" and self.fps > GIF_MAX_FPS:
+            raise ExportError(f"fps {self.fps:g} is faster than a GIF plays (its frame delays "
+                              "are whole hundredths of a second, and browsers play one under "
+                              f"20 ms as 100 ms): give at most {GIF_MAX_FPS:g} (100/n plays "
+                              "exactly: 50, 33.3, 25, 20...), or write .mp4 or .webm")
+
     def crf(self, fmt: str) -> int | None:
-        """The quality value passed to the encoder of ``fmt`` (``None`` when unused)."""
+        """The quality value passed to the encoder of ``fmt`` (``None`` when unused), once
+        the options are checked against ``fmt`` (:meth:`check_fps`): every exporter asks
+        for it before any frame is drawn."""
+        self.check_fps(fmt)
         if fmt not in DEFAULT_QUALITY:
             return None
         q = DEFAULT_QUALITY[fmt] if self.quality is None else int(self.quality)

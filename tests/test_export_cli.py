@@ -93,6 +93,9 @@ def test_export_renders_a_saved_recording(model_dir, tmp_path, capsys):
     (["--fps", "0"], "fps"),
     (["--quality", "80"], "quality"),
     (["--tokens", "x:y"], "A:B"),
+    # One number was read as "3:" (token 3 to the end) without a word.
+    (["--tokens", "3"], "--tokens 3 names one bound; give a range A:B: 3:4 for token 3 alone"),
+    (["--tokens=-1"], "-1: for the last token"),
 ])
 def test_bad_options_fail_with_one_line_and_status_2(model_dir, tmp_path, capsys, args, message):
     rc = main(["export", str(model_dir), "--prompt", "the cat", "--out", str(tmp_path / "x.mp4"),

@@ -91,7 +91,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="export only tokens A to B-1 of the run (each gives --frames-per-token "
                             "frames), as a Python slice: "
                             "a bound left out is the start or the end, a negative one counts "
-                            "from the end (write --tokens=-5: for the last five; default all)")
+                            "from the end (write --tokens=-5: for the last five, 3:4 for token "
+                            "3 alone; default all)")
     movie.add_argument("--hold", type=float, default=1.0, metavar="SECONDS",
                        help="keep the last frame on screen this long (default 1)")
     movie.add_argument("--speed", default="veryfast", metavar="PRESET",
@@ -131,10 +132,23 @@ def _run_options_given(args: argparse.Namespace) -> list[str]:
 
 
 def _token_range(text: str | None) -> tuple[int, int | None]:
+    """``--tokens A:B`` as ``(start, stop)`` (``stop`` ``None``: to the end).
+
+    A single number is refused: it was read as ``A:`` (from token A to the end), where a
+    user may well mean token A alone; the message says how to write either.
+    """
     if not text:
         return 0, None
+    a, colon, b = text.partition(":")
+    if not colon:
+        try:
+            k = int(a)
+        except ValueError:
+            raise InputError(f"--tokens {text!r} must look like A:B, e.g. 10:40") from None
+        ways = "-1: for the last token" if k == -1 else \
+            f"{k}:{k + 1} for token {k} alone, {k}: from it to the end"
+        raise InputError(f"--tokens {text} names one bound; give a range A:B: {ways}")
     try:
-        a, _, b = text.partition(":")
         return (int(a) if a else 0), (int(b) if b else None)
     except ValueError:
         raise InputError(f"--tokens {text!r} must look like A:B, e.g. 10:40") from None

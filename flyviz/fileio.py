@@ -356,10 +356,17 @@ def _folder_read(option: str, path: Any) -> Any:
     return path
 
 
+#: The file suffix of a flyviz recording (``flyviz.record.flyrec_codec.FILE_SUFFIX``).
+RECORDING_SUFFIX = ".flyrec"
+
 #: The command-line options (argparse dests) that name files a command writes, and the
 #: ones that name files or folders it reads; ``--by``/``SPEC`` may be a word, not a path.
 OUTPUT_OPTIONS = {"out": "--out", "record": "--record", "graph": "--graph", "movie": "--movie",
                   "figure": "--figure"}
+#: The suffix an output option's file must have, where it writes one kind of file: every
+#: command's ``--record`` writes a recording (one saved as ``x.txt`` is not found again by
+#: the app's file dialog, nor read by the napari plugin).
+OUTPUT_SUFFIXES = {"record": RECORDING_SUFFIX}
 INPUT_OPTIONS = {"spec": "SPEC", "model": "--model", "dataset": "--dataset",
                  "recording": "--recording", "source": "--source", "text": "--text",
                  "corpus": "--corpus", "by": "--by", "atlas": "--atlas", "mesh": "--mesh",
@@ -408,8 +415,10 @@ def _paths(value: Any) -> list[Any]:
 
 def check_command_paths(args: Any) -> None:
     """The checks every command's paths get before it starts (:func:`flyviz.cli.main`
-    runs it): no output with an empty name, no name too long for the file system, and no
-    output that is one of the inputs or another output.
+    runs it): no output with an empty name or, where the option writes one kind of file,
+    another suffix (:data:`OUTPUT_SUFFIXES`: ``--record`` must end in ``.flyrec``), no name
+    too long for the file system, and no output that is one of the inputs or another
+    output.
 
     Parameters
     ----------
@@ -450,6 +459,13 @@ def check_command_paths(args: Any) -> None:
                 if any(_absolute(path) == _absolute(o) for o in _paths(other)):
                     raise InputError(f"{label} and {named(later)} are both "
                                      f"{short_path(path)}: give each its own file name")
+    # Last: an output over an input is the graver news, and says so first.
+    for dest, value in outputs.items():
+        suffix = OUTPUT_SUFFIXES.get(dest)
+        for path in _paths(value) if suffix else ():
+            if Path(path).suffix.lower() != suffix:
+                raise InputError(f"{named(dest)} {short_path(path)} must end in {suffix}, "
+                                 f"e.g. {named(dest)} {Path(path).stem or 'run'}{suffix}")
 
 
 def check_text_arguments(args: Any) -> None:

@@ -150,3 +150,20 @@ def test_a_recording_with_a_damaged_header_says_damaged_once(capsys, tmp_path, r
     with pytest.raises(CheckpointError, match="not valid JSON; the file is damaged, download "
                                               "it again"):
         SafetensorsFile(bad, error=CheckpointError)
+
+
+@pytest.mark.parametrize("argv", [
+    ["generate", "demo", "--prompt", "hi", "--max-new-tokens", "2"],
+    ["compare", "demo", "--prompt", "hi", "--silence", "all"],
+    ["export", "demo", "--prompt", "hi", "--out", "{tmp}/m.mp4"],
+    ["simulate", "demo", "--duration", "10ms"],
+], ids=lambda argv: argv[0])
+def test_every_record_option_wants_a_flyrec_name(capsys, tmp_path, argv):
+    """--record x.txt saved a recording named x.txt with generate (simulate refused it): one
+    check refuses it for every command, in the same words, before anything runs."""
+    given = tmp_path / "x.txt"
+    code, _, err = cli_run(capsys, *[a.format(tmp=tmp_path) for a in argv],
+                           "--record", str(given))
+    one_error_line(code, err, f"--record {given} must end in .flyrec",
+                   "e.g. --record x.flyrec")
+    assert list(tmp_path.iterdir()) == []

@@ -178,8 +178,6 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--bin {args.bin:g} ms is longer than the run "
                              f"({args.duration * 1000:g} ms): its one bin's rates would count "
                              "time the run did not have")
-        if args.record.suffix != ".flyrec":
-            raise InputError(f"--record {args.record} must end in .flyrec")
     for path, option in ((args.out, "--out"), (args.record, "--record")):
         if path is not None:
             _check_out(path, option)

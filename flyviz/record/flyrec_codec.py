@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flyviz._version import __version__
-from flyviz.fileio import folder_refusal, not_a_file, temporary_file_beside
+from flyviz.fileio import RECORDING_SUFFIX, folder_refusal, not_a_file, temporary_file_beside
 from flyviz.model.errors import FlyvizError, RecordingError
 from flyviz.record.frame import PHASE_GENERATION, PHASE_PROMPT, STORED_FIELDS, Frame
 
@@ -45,7 +45,7 @@ FORMAT_NAME = "flyviz-recording"
 #: only add what it may ignore) and refuses a newer major.
 FORMAT_VERSION = "1.4"
 FORMAT_MAJOR = 1
-FILE_SUFFIX = ".flyrec"
+FILE_SUFFIX = RECORDING_SUFFIX
 #: What ``flyviz convert`` writes of a recording for other tools, by suffix, as a message
 #: names it (flyviz reads none of them back as a recording).
 EXPORTED_KINDS = {".zarr": "a Zarr store", ".nwb": "an NWB file", ".npz": "a NumPy archive"}

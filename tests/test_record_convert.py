@@ -234,6 +234,11 @@ def test_convert_bad_input_is_one_line_and_exit_2(saved_run, tmp_path, capsys):
          "leave out --model"),
         (["convert", str(path), str(tmp_path / "run.flyrec" / "x.npz"), "--no-labels"],
          "cannot write"),
+        # A Zarr folder named x.npz was written: every tool then reads it as an archive.
+        (["convert", str(path), str(tmp_path / "a.npz"), "--to", "zarr", "--no-labels"],
+         "a.npz is named as a NumPy archive but --to zarr writes a Zarr store: name it a.zarr"),
+        (["convert", str(path), str(tmp_path / "a.zarr"), "--to", "nwb", "--no-labels"],
+         "a.zarr is named as a Zarr store but --to nwb writes an NWB file"),
     ]
     for argv, fragment in cases:
         try:

@@ -129,17 +129,26 @@ def output_format(path: str | Path, to: str | None = None) -> str:
     Raises
     ------
     InputError
-        When neither names one of :data:`FORMATS`.
+        When neither names one of :data:`FORMATS`, or ``path``'s suffix is another
+        format's than ``to`` (``x.npz`` written as a Zarr store would be read as an archive
+        by every tool, and fail).
     """
     path = Path(path)
+    named = next((name for name, suffix in FORMATS.items()
+                  if path.suffix.lower() == suffix), None)
     if to is None:
-        to = next((name for name, suffix in FORMATS.items()
-                   if path.suffix.lower() == suffix), None)
+        to = named
         if to is None:
             raise InputError(f"cannot tell the format from {path.name!r}; name it .zarr, .nwb "
                              "or .npz, or say which with --to")
     if to not in FORMATS:
         raise InputError(f"unknown format {to!r}; choose one of {', '.join(FORMATS)}")
+    if named is not None and named != to:
+        from flyviz.record.flyrec_codec import EXPORTED_KINDS
+
+        raise InputError(f"{path.name} is named as {EXPORTED_KINDS[FORMATS[named]]} but --to "
+                         f"{to} writes {EXPORTED_KINDS[FORMATS[to]]}: name it "
+                         f"{path.stem}{FORMATS[to]}, or leave out --to")
     return to
 
 

@@ -323,3 +323,22 @@ def test_a_gif_plays_at_its_fps(saved_recording, tmp_path, capsys):
     assert set(delays("50")) == {20}
     thirty = delays("30")
     assert set(thirty) <= {30, 40} and abs(sum(thirty) - len(thirty) * 1000 / 30) <= 10
+
+
+def test_a_folder_named_as_a_movie_is_refused_not_filled_with_frames(saved_recording, tmp_path,
+                                                                     capsys):
+    """--out d.mp4, where d.mp4 is a folder, wrote PNG frames into it: the movie's suffix
+    wins, and the folder is refused in one line; d.mp4/ (a trailing slash) asks for frames
+    in it and gets them."""
+    from cli_checks import cli_run, one_error_line
+
+    folder = tmp_path / "d.mp4"
+    folder.mkdir()
+    code, _, err = cli_run(capsys, "export", "--recording", str(saved_recording), "--out",
+                           str(folder), "--size", "96x64")
+    one_error_line(code, err, f"{folder} is a folder; give a file name for the MP4")
+    assert list(folder.iterdir()) == []
+    assert main(["export", "--recording", str(saved_recording), "--out", f"{folder}/",
+                 "--size", "96x64", "--frames-per-token", "1", "--hold", "0",
+                 "--tokens", "0:1"]) == 0
+    assert [p.name for p in folder.iterdir()] == ["frame_000000.png"]

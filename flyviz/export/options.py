@@ -29,19 +29,26 @@ VIEWS = ("front", "top", "side")
 def movie_format(out_path: str | Path) -> str:
     """``"mp4"``, ``"webm"``, ``"gif"`` or ``"png"`` (a folder of frames) for an output path.
 
-    A path ending in ``/``, naming an existing folder, or without an extension
-    means a folder of PNG frames.
+    A path ending in ``/``, without an extension, or naming an existing folder whose name
+    is not a movie's (``frames.v2``) means a folder of PNG frames. A movie's suffix wins
+    over a folder of that name, which is refused: writing frames into ``d.mp4/`` would
+    leave no movie where the name promises one.
 
     Raises
     ------
     ExportError
-        For an extension flyviz cannot write.
+        For an extension flyviz cannot write, or a movie's name that is a folder.
     """
     text = str(out_path)
     path = Path(text)
-    if text.endswith(("/", "\\")) or path.is_dir() or path.suffix == "":
+    if text.endswith(("/", "\\")) or path.suffix == "":
         return "png"
     fmt = MOVIE_EXTENSIONS.get(path.suffix.lower())
+    if path.is_dir():
+        if fmt is None:
+            return "png"
+        raise ExportError(f"{path} is a folder; give a file name for the {fmt.upper()}, or "
+                          f"write PNG frames into the folder as {path}/")
     if fmt is None:
         raise ExportError(f"cannot write {path.suffix} files; use .mp4, .webm, .gif, "
                           "or a folder name (no extension) for PNG frames")

@@ -204,8 +204,15 @@ def probe_writable(folder: str | Path, what: str, path: str | Path) -> None:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".flyviz-probe-"):
             pass
     except OSError as exc:
-        raise FileAccessError(f"cannot write {what} {short_path(path)}: "
-                              f"{exc.strerror or exc}") from None
+        label = f"{what} " if what else ""
+        if exc.errno == errno.ENOENT and Path(folder).is_dir():
+            # A folder that is there but says "no such file" of a new one: a system's
+            # pseudo-file system (/proc, /sys), where no file can be saved.
+            why = f"the folder {short_path(folder)} takes no new files (the system says: " \
+                  f"{(exc.strerror or str(exc)).lower()}); choose another folder"
+        else:
+            why = _WHY.get(exc.errno or 0) or str(exc.strerror or exc)
+        raise FileAccessError(f"cannot write {label}{short_path(path)}: {why}") from None
 
 
 #: The example files the help and the guide name, by file name, with where a clone of the

@@ -3,6 +3,7 @@ states are not copied, and ``flyviz convert`` fails on bad input with one line."
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -232,8 +233,11 @@ def test_convert_bad_input_is_one_line_and_exit_2(saved_run, tmp_path, capsys):
          "--no-labels"),
         (["convert", str(path), str(tmp_path / "a.npz"), "--no-labels", "--model", "demo"],
          "leave out --model"),
+        # It said "cannot write ...: File exists", naming neither the file nor the problem.
         (["convert", str(path), str(tmp_path / "run.flyrec" / "x.npz"), "--no-labels"],
-         "cannot write"),
+         f"cannot write {tmp_path / 'run.flyrec' / 'x.npz'}: {path} is a file, not a folder"),
+        (["convert", str(path), str(tmp_path / "run.flyrec" / "sub" / "x.zarr"),
+          "--no-labels"], f"{path} is a file, not a folder"),
         # A Zarr folder named x.npz was written: every tool then reads it as an archive.
         (["convert", str(path), str(tmp_path / "a.npz"), "--to", "zarr", "--no-labels"],
          "a.npz is named as a NumPy archive but --to zarr writes a Zarr store: name it a.zarr"),
@@ -422,3 +426,33 @@ def test_mean_abs_state_is_copied_exactly_by_every_format(recording, tmp_path):
     with pynwb.NWBHDF5IO(str(loaded.to_nwb(tmp_path / "run.nwb")), "r") as io:
         column = np.asarray(io.read().intervals["tokens"]["mean_abs_state"][:])
     np.testing.assert_array_equal(column, stored)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux's /proc")
+@pytest.mark.parametrize("name", ["x.nwb", "x.npz", "x.zarr"])
+def test_a_folder_that_takes_no_file_is_said_so_not_a_full_disk(recording, tmp_path, capsys,
+                                                                 name):
+    """/proc takes no new file and reports 0 bytes of 0 free: NWB said "no space left on
+    device (it needs about 16.1 MB, 0.0 MB are free)"; every format now says the folder
+    takes no new files, before anything is written."""
+    pytest.importorskip({"x.nwb": "pynwb", "x.zarr": "zarr", "x.npz": "numpy"}[name])
+    path = recording.save(tmp_path / "run.flyrec")
+    code = main(["convert", str(path), f"/proc/{name}", "--no-labels"])
+    _one_line_error(code, capsys, "the folder /proc takes no new files")
+    with pytest.raises(ExportError, match="takes no new files"):
+        {"x.nwb": recording.to_nwb, "x.npz": recording.to_npz,
+         "x.zarr": recording.to_zarr}[name](f"/proc/{name}")
+
+
+def test_a_file_system_that_reports_no_size_is_not_a_full_disk(recording, tmp_path,
+                                                               monkeypatch):
+    """A pseudo-file system reports 0 bytes of 0 free: where it takes files, NWB is written
+    (the free-space check is for disks that report a size)."""
+    pynwb = pytest.importorskip("pynwb")
+    from flyviz.record import convert as convert_module
+
+    real = convert_module.shutil.disk_usage
+    monkeypatch.setattr(convert_module.shutil, "disk_usage",
+                        lambda folder: real(folder)._replace(total=0, used=0, free=0))
+    out = recording.to_nwb(tmp_path / "run.nwb")
+    assert pynwb.validate(path=str(out)) == []

@@ -82,7 +82,8 @@ import numpy as np
 
 from flyviz._version import __version__
 from flyviz.errors import ExportError, InputError, MissingDependencyError, RecordingError
-from flyviz.fileio import nearest_existing, temporary_file_beside
+from flyviz.fileio import (folder_refusal, missing_folder, nearest_existing, probe_writable,
+                           temporary_file_beside)
 from flyviz.model.checkpoint import VOXEL_UM, Anatomy, Checkpoint
 from flyviz.record.frame import PHASE_GENERATION
 
@@ -155,9 +156,9 @@ def output_format(path: str | Path, to: str | None = None) -> str:
 def check_output(source: str | Path, path: str | Path, to: str | None = None,
                  feature: str = "flyviz convert") -> str:
     """Check, before anything is read, that ``source`` can be converted to ``path``: the
-    format is known, its extra is installed, and ``path`` is not ``source`` itself (the
-    same file, or a hard link to it: writing it would destroy the recording). Returns the
-    format.
+    format is known, its extra is installed, ``path`` is not ``source`` itself (the
+    same file, or a hard link to it: writing it would destroy the recording) and its folder
+    takes it (:func:`check_writable`). Returns the format.
 
     Raises
     ------
@@ -165,6 +166,8 @@ def check_output(source: str | Path, path: str | Path, to: str | None = None,
         For an unknown format or an output that is the input.
     MissingDependencyError
         When the format's optional extra is not installed.
+    ExportError
+        When ``path``'s folder cannot take it.
     """
     from flyviz.extras import require
 
@@ -176,7 +179,32 @@ def check_output(source: str | Path, path: str | Path, to: str | None = None,
     if same_file(path, source):  # the same name, a hard or a symbolic link
         raise InputError(f"the output {path} is the recording itself; writing it would destroy "
                          "the recording: give another file name")
+    check_writable(path)
     return to
+
+
+def check_writable(path: str | Path) -> None:
+    """Refuse now, in one line, an output whose folder cannot take it: a part of its path
+    that is a file (mkdir's "File exists" named neither), or a folder that takes no new
+    file, by creating one there (:func:`~flyviz.fileio.probe_writable`: a read-only folder,
+    or a pseudo-file system such as /proc, whose "0 bytes free" read as a full disk).
+
+    Raises
+    ------
+    ExportError
+        Naming ``path`` and why (what every writer here raises for a path it cannot write).
+    """
+    from flyviz.errors import FileAccessError
+
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    existing = nearest_existing(folder)
+    if not existing.is_dir():
+        raise ExportError(f"cannot write {path}: {missing_folder(folder)}")
+    try:
+        probe_writable(existing, "", path)
+    except FileAccessError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def anatomy_of(model: Any, neurons: int) -> Anatomy | None:
@@ -499,6 +527,7 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None, *,
         When ``path`` cannot be written.
     """
     require_module("zarr", "Recording.to_zarr", "data")
+    check_writable(path)
     dataset = to_xarray(recording, model, timing=timing)
     encoded = encode_texts(dataset)
     chunk = max(1, min(ZARR_TOKENS_PER_CHUNK, len(recording)))
@@ -596,7 +625,7 @@ def write_folder_atomically(path: Path, write: Callable[[Path], None],
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent))
     except OSError as exc:
-        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise ExportError(f"cannot write {path}: {folder_refusal(exc, path.parent)}") from None
     try:
         write(tmp / "store")
         if path.exists():
@@ -616,7 +645,7 @@ def _write_file_atomically(path: Path, write: Callable[[Path], None]) -> Path:
         # The temporary name keeps the suffix: some writers check it.
         tmp = temporary_file_beside(path, f".part{path.suffix}")
     except OSError as exc:
-        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise ExportError(f"cannot write {path}: {folder_refusal(exc, path.parent)}") from None
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -647,6 +676,7 @@ def to_npz(recording: "Recording", path: str | Path, model: Any = None, *,
     the recording's kind's, :func:`state_attributes`).
     """
     anatomy = anatomy_of(model, recording.neurons)
+    check_writable(path)
     top_ids, top_probabilities = recording.top_k_arrays()
     arrays: dict[str, np.ndarray] = {"state": _lazy_states(recording)}
     arrays.update(token_table(recording))
@@ -758,15 +788,19 @@ def _nwb_size(recording: "Recording") -> int:
 
 def _check_free_space(path: Path, needed: int) -> None:
     """Refuse now, in one line, a file the disk has no room for: HDF5 does not survive a
-    full disk while it writes (a crash, not an error), so it is never handed one."""
+    full disk while it writes (a crash, not an error), so it is never handed one. Whether
+    the folder takes a file at all is asked first (:func:`check_writable`): a pseudo-file
+    system (/proc) reports 0 bytes of 0 free, which is no full disk."""
     import errno
 
+    check_writable(path)
     folder = nearest_existing(path.parent if str(path.parent) else Path("."))
     try:
-        free = shutil.disk_usage(folder).free
+        usage = shutil.disk_usage(folder)
     except OSError:
         return
-    if free < needed:
+    free = usage.free
+    if usage.total > 0 and free < needed:
         raise ExportError(f"cannot write {path}: {os.strerror(errno.ENOSPC).lower()} (it needs "
                           f"about {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free); free "
                           "some space and run again")

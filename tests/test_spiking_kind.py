@@ -571,3 +571,27 @@ def test_a_short_last_bin_ends_where_the_run_ends_in_captions_and_nwb(brain_fold
         np.testing.assert_allclose(bins["stop_time"][:], [0.007, 0.014, 0.021, 0.028, 0.03])
         description = nwb.processing["flyviz"]["Fluorescence"]["states"].description
     assert "the last ending at the run's end, 0.03 s" in description, description
+
+
+@pytest.mark.parametrize("command", ["export", "share"])
+@pytest.mark.parametrize("mode, colours", [("signed", "signed x"), ("abs", "|x|")])
+def test_mode_is_refused_for_a_spiking_recording_as_the_help_says(brain_folder, tmp_path,
+                                                                   capsys, command, mode,
+                                                                   colours):
+    """export's and share's help say --mode is refused for a spiking brain's rates: both
+    modes are, in one line naming what the mode colours (--mode abs was said to colour "a
+    language model's signed activation")."""
+    from cli_checks import cli_run, one_error_line
+
+    from flyviz.commands._options import COLOUR_MODE_HELP
+
+    assert "--mode is refused there" in COLOUR_MODE_HELP
+    rec = tmp_path / "spk.flyrec"
+    record_run(SpikingModel.load(str(brain_folder)), Stimulus(excite="superclass:sensory"),
+               BinSettings(bins=2)).save(rec)
+    out = tmp_path / ("m.gif" if command == "export" else "p.html")
+    argv = ["--recording", str(rec)] if command == "export" else [str(rec)]
+    code, _, err = cli_run(capsys, command, *argv, "--out", str(out), "--mode", mode)
+    one_error_line(code, err, f"--mode {mode} colours a language model's {colours}; "
+                   "spk.flyrec is a spiking brain recording", "leave --mode out")
+    assert not out.exists()

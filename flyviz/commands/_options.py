@@ -55,7 +55,8 @@ def colour_mode_for(mode: str | None, kind: Any, name: str) -> str:
     if mode not in kind.state_quantities:
         from flyviz.errors import InputError
 
-        raise InputError(f"--mode {mode} colours a language model's signed activation; {name} "
+        what = {"signed": "signed x", "abs": "|x|"}.get(mode, "state")
+        raise InputError(f"--mode {mode} colours a language model's {what}; {name} "
                          f"is a {kind.title or kind.key} recording, coloured by its "
                          f"{kind.state_label} from 0: leave --mode out")
     return mode

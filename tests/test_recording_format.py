@@ -675,3 +675,32 @@ def test_the_spec_documents_every_key_of_a_spiking_recording(tmp_path):
     text = " ".join(SPEC.read_text(encoding="utf-8").split())
     assert "A spiking run's states (its rates in Hz" in text and "always float32" in text
     assert "`null` for prompt frames and for frames that predict no token" in text
+
+
+@pytest.mark.parametrize("which", ["float16", "float32", "v1.0", "comparison"])
+def test_bytes_not_covered_by_a_tensor_are_damage(saved, tmp_path, capsys, which):
+    """A safetensors file is its header and its tensors, every byte covered: a recording
+    with bytes appended (a copy that went on, a file written into twice) or between its
+    tensors opened and replayed as if intact."""
+    path = saved[which]
+    raw = path.read_bytes()
+    for extra in (b"\0", b"garbage", bytes(4096)):
+        appended = tmp_path / "appended.flyrec"
+        appended.write_bytes(raw + extra)
+        with pytest.raises(RecordingError, match=f"it holds {len(extra):,} bytes after its "
+                                                 "last tensor"):
+            Recording.load(appended)
+    assert main(["replay", str(appended)]) == 2
+    err = one_line(capsys)
+    assert "appended.flyrec is damaged (it holds 4,096 bytes after its last tensor)" in err
+    # Eight bytes slipped in after the first tensor, the others' offsets moved past them.
+    header, data = parts(path)
+    entries = sorted((k for k in header if k != "__metadata__"),
+                     key=lambda k: header[k]["data_offsets"][0])
+    first_end = header[entries[0]]["data_offsets"][1]
+    for name in entries[1:]:
+        header[name]["data_offsets"] = [o + 8 for o in header[name]["data_offsets"]]
+    holed = tmp_path / "holed.flyrec"
+    holed.write_bytes(join(header, data[:first_end] + bytes(8) + data[first_end:]))
+    with pytest.raises(RecordingError, match="it holds 8 bytes between its tensors"):
+        Recording.load(holed)

@@ -262,6 +262,11 @@ class SafetensorsFile:
         """The stored shape."""
         return self._entries[tensor][1]
 
+    @property
+    def data_start(self) -> int:
+        """Where the tensors' bytes begin in the file (after the length and the header)."""
+        return self._data_start
+
     def byte_range(self, tensor: str) -> tuple[int, int]:
         """``(begin, end)`` of the tensor's bytes in the file (absolute offsets)."""
         _, _, begin, end = self._entries[tensor]

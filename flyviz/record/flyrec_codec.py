@@ -401,6 +401,9 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     meta = st.raw_metadata
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise RecordingError(f"{name} is not a flyviz recording")
+    problem = _coverage_problem(st)
+    if problem:
+        raise damaged(problem)
     if not all(isinstance(v, str) for v in meta.values()):
         raise damaged("its header holds a value that is not a string")
     version = _VERSION_RE.match(meta.get("format_version", ""))
@@ -459,6 +462,21 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
         if problem:
             raise damaged(problem)
     return rec
+
+
+def _coverage_problem(st: Any) -> str | None:
+    """Where a recording's tensors do not cover its bytes exactly, or ``None``: the
+    safetensors format has every byte after the header belong to one tensor, and a file
+    with bytes between its tensors or after the last (appended to, or a copy that went
+    wrong) is not the file that was written."""
+    at = st.data_start
+    for begin, end in sorted(st.byte_range(t) for t in st.keys()):
+        if begin != at:     # overlaps are refused by the reader already
+            return f"it holds {begin - at:,} bytes between its tensors, at byte {at:,}"
+        at = end
+    if at != st.size:
+        return f"it holds {st.size - at:,} bytes after its last tensor"
+    return None
 
 
 def _from_run(cls: "type[Recording]", run: "_StoredRun", path: Path, neurons: int, verify: bool,

@@ -456,3 +456,17 @@ def test_a_file_system_that_reports_no_size_is_not_a_full_disk(recording, tmp_pa
                         lambda folder: real(folder)._replace(total=0, used=0, free=0))
     out = recording.to_nwb(tmp_path / "run.nwb")
     assert pynwb.validate(path=str(out)) == []
+
+
+def test_a_zarr_store_opens_with_a_plain_open_zarr_without_a_warning(recording, tmp_path):
+    """The store's metadata is consolidated: xr.open_zarr(path), with no options, opens it
+    without "Failed to open Zarr store with consolidated metadata", and writing it warns of
+    nothing either."""
+    import warnings
+
+    pytest.importorskip("zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = recording.to_zarr(tmp_path / "run.zarr")
+        plain = xr.open_zarr(out)
+    np.testing.assert_array_equal(plain["state"].values, recording.states())

@@ -515,7 +515,8 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None, *,
 
     The dataset is :func:`to_xarray`'s with every text coordinate stored as
     integer codes plus a table of the texts (attribute ``flyviz_labels``);
-    :func:`open_zarr` reads it back as :func:`to_xarray` made it. An existing
+    :func:`open_zarr` reads it back as :func:`to_xarray` made it; its metadata is
+    consolidated, so a plain ``xr.open_zarr(path)`` opens it too. An existing
     Zarr store at ``path`` is replaced once the new one is complete; any
     other existing file or folder is left alone and refused.
 
@@ -538,7 +539,12 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None, *,
     path = Path(path)
 
     def write(tmp: Path) -> None:
-        encoded.to_zarr(tmp, mode="w", encoding=encoding, consolidated=False)
+        with warnings.catch_warnings():
+            # Consolidated metadata (every variable's in the root's zarr.json) lets a plain
+            # xr.open_zarr(path) open the store in one read and without its warning; zarr 3
+            # notes that Zarr format 3 does not specify it yet (zarr-python reads it).
+            warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+            encoded.to_zarr(tmp, mode="w", encoding=encoding, consolidated=True)
 
     return write_folder_atomically(path, write, is_zarr_store)
 

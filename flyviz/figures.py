@@ -132,19 +132,24 @@ class _Run:
 @dataclass(frozen=True)
 class _Frames:
     """What the recording's kind says its frames and its state are (:mod:`flyviz.kinds`):
-    the time axis, the state's colormap and colour bar caption."""
+    the time axis, the state's colormap and colour bar caption, and those of its magnitude
+    (``abs_colormap``, ``abs_caption``: a language model's |x|; a spiking brain's rate, which
+    has no sign, is its own magnitude)."""
 
     axis: Any                   # flyviz.kinds.TimeAxis
     texts: bool                 # the frames carry text (a language model's tokens)
     colormap: str
     caption: str
+    abs_colormap: str = "abs"
+    abs_caption: str = "|activation x|"
 
     @classmethod
     def of(cls, recording: Any, model: Any = None) -> "_Frames":
         kind = _kind(recording, model)
         layer = kind.state_layer("signed", None)
+        magnitude = kind.state_layer("abs", None)
         return cls(kind.recording_axis(recording), kind.reads_text, layer.colormap,
-                   layer.caption)
+                   layer.caption, magnitude.colormap, magnitude.caption)
 
     def ticks(self, recording: Any, count: int) -> tuple[list[str], str]:
         """The x axis's label of each of the first ``count`` frames, and the axis's title: a
@@ -247,6 +252,10 @@ def _raster(figure: Any, recording: Any, model: Any, options: FigureOptions) -> 
                              "with --model, or use --sort similarity")
         order = anatomy_order(superclass, _labels(model, "cell_type", neurons))
     else:
+        if runs[0].states.shape[0] < 2:
+            # similarity_order's own words count tokens; a spiking run's frames are bins
+            raise InputError(f"a similarity order needs at least two {frames.axis.names} of "
+                             f"states; the recording holds one: use --sort anatomy")
         order = similarity_order(runs[0].states)
     rows = max(50, int(options.size[1] * 0.8))
     pooler = RasterPooler(order, rows)
@@ -311,8 +320,8 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
                          "give the model with --model")
     courses = group_time_courses(run.states, labels, _labels(model, "superclass", neurons),
                                  quantity="abs" if quantity == "abs" else "mean")
-    colormap = "difference" if quantity == "dx" else ("abs" if quantity == "abs" else
-                                                      frames.colormap)
+    colormap = "difference" if quantity == "dx" else (frames.abs_colormap if quantity == "abs"
+                                                      else frames.colormap)
     limit = _limit(courses.values)
     grid = figure.add_gridspec(1, 2, width_ratios=(1, 40), wspace=0.01)
     strip, axes = figure.add_subplot(grid[0]), figure.add_subplot(grid[1])
@@ -332,7 +341,10 @@ def _celltypes(figure: Any, recording: Any, model: Any, options: FigureOptions) 
                            for r in range(0, rows, step)], fontsize=6)
     axes.set_yticks([])
     _token_axis(axes, frames, recording, courses.values.shape[1])
-    what = {"mean": f"mean {frames.caption}", "abs": "mean |x|", "dx": "mean Δx"}[quantity]
+    # The kind's words and unit: a spiking run's "mean firing rate in the bin (Hz)", where
+    # "mean |x|" named a language model's state.
+    what = {"mean": f"mean {frames.caption}", "abs": f"mean {frames.abs_caption}",
+            "dx": "mean Δx"}[quantity]
     _colourbar(figure, axes, colormap, limit, what)
     axes.set_title(f"{what} of {rows:,} {options.by.replace('_', ' ')}s per {frames.axis.name} "
                    "(rows by similarity; side strip: superclass)", fontsize=10)

@@ -595,3 +595,31 @@ def test_mode_is_refused_for_a_spiking_recording_as_the_help_says(brain_folder, 
     one_error_line(code, err, f"--mode {mode} colours a language model's {colours}; "
                    "spk.flyrec is a spiking brain recording", "leave --mode out")
     assert not out.exists()
+
+
+def test_a_spiking_runs_figures_speak_of_bins_and_rates(brain_folder, tmp_path, capsys):
+    """A one-bin run sorted by similarity is refused in bins (it said "needs at least two
+    tokens"), and a cell-type figure of |rate| is labelled as rates in Hz on the rates'
+    colours (its colour bar said "mean |x|")."""
+    pytest.importorskip("matplotlib")
+    from cli_checks import cli_run, one_error_line
+    from matplotlib.figure import Figure
+
+    from flyviz import figures
+
+    model = SpikingModel.load(str(brain_folder))
+    one = tmp_path / "spk_1bin.flyrec"
+    record_run(model, Stimulus(excite="superclass:sensory"), BinSettings(bins=1)).save(one)
+    code, _, err = cli_run(capsys, "figure", str(one), "--kind", "raster", "--sort",
+                           "similarity", "--out", str(tmp_path / "r.png"))
+    one_error_line(code, err, "a similarity order needs at least two bins of states",
+                   "--sort anatomy")
+    assert "tokens" not in err
+    recording = record_run(model, Stimulus(excite="superclass:sensory"), BinSettings(bins=3))
+    for quantity in ("abs", "mean"):
+        figure = Figure(figsize=(6.4, 4.8), dpi=100)
+        figures._celltypes(figure, recording, model,
+                           figures.FigureOptions(kind="celltypes", size=(640, 480),
+                                                 quantity=quantity).checked())
+        labels = [a.get_ylabel() for a in figure.axes if a.get_ylabel()]
+        assert labels == ["mean firing rate in the bin (Hz)"], (quantity, labels)

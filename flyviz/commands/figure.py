@@ -56,7 +56,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--by", choices=("cell_type", "superclass"), default="cell_type",
                         help="a celltypes figure's groups (default: cell_type)")
     parser.add_argument("--quantity", choices=QUANTITIES, default=None,
-                        help="a celltypes figure's value: mean, abs (mean |x|) or dx (a "
+                        help="a celltypes figure's value: mean, abs (mean |x|; a spiking "
+                             "run's rates have no sign, so the same as mean) or dx (a "
                              "comparison's mean dx; its default)")
     parser.add_argument("--token", type=int, default=None,
                         help="a brain figure's token, counted from 0 as everywhere in flyviz "

@@ -159,7 +159,7 @@ def test_a_colour_mode_for_a_spiking_recording_is_one_line(spiking, tmp_path, ca
     out = tmp_path / ("m.html" if command == "share" else "m.gif")
     args = [command, str(rec)] if command == "share" else [command, "--recording", str(rec)]
     code, _, err = cli_run(capsys, *args, "--out", str(out), "--mode", "abs")
-    one_error_line(code, err, "--mode abs colours a language model's signed activation",
+    one_error_line(code, err, "--mode abs colours a language model's |x|",
                    "sp.flyrec is a spiking brain recording, coloured by its rate (Hz)")
     assert not out.exists()
     # Without --mode it is made (a spiking export once stopped on its frozen options).

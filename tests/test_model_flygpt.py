@@ -280,3 +280,49 @@ def test_flygpt_in_the_batch_engine_matches_one_stream_at_a_time(flygpt) -> None
             np.testing.assert_allclose(batch_logits[position][stream], engine.step(token),
                                        rtol=1e-6, atol=1e-6)
         engine.close()
+
+
+def _newline_favoured(folder: Path, tensors: dict[str, np.ndarray]) -> None:
+    """Rewrite the folder so that '\\n' (id 0) is the likeliest next character, whatever the
+    state: a run meets it at its first generated token."""
+    tensors = dict(tensors)
+    bias = tensors["lm_head.bias"].astype(np.float32)
+    bias[0] = 50.0
+    tensors["lm_head.bias"] = bias.astype(tensors["lm_head.bias"].dtype)
+    _rewrite(folder, tensors)
+
+
+def test_flygpt_has_no_end_of_text_and_generates_past_newlines(flygpt, capsys) -> None:
+    """FlyGPT has no special tokens (§3.1): '\\n' is id 0 and is text, not the end of it."""
+    folder, tensors = flygpt
+    _newline_favoured(folder, tensors)
+    code, out, err = cli_run(capsys, "generate", str(folder), "--prompt", PROMPT,
+                             "--max-new-tokens", "7", "--json")
+    assert code == 0, err
+    run = json.loads(out)
+    assert run["tokens"] == [0] * 7 and run["text"] == "\n" * 7
+    assert load_folder(folder).config.eos_token_id is None
+    code, out, err = cli_run(capsys, "info", str(folder), "--json")
+    assert code == 0, err
+    assert json.loads(out)["special_tokens"]["eos"] is None
+
+
+def test_min_new_tokens_changes_nothing_for_a_model_with_no_end_of_text(flygpt, capsys) -> None:
+    """Nothing is masked: the newline FlyGPT would write stays possible."""
+    folder, tensors = flygpt
+    _newline_favoured(folder, tensors)
+    runs = []
+    for least in ("0", "5"):
+        code, out, err = cli_run(capsys, "generate", str(folder), "--prompt", PROMPT,
+                                 "--max-new-tokens", "6", "--min-new-tokens", least, "--json")
+        assert code == 0, err
+        runs.append(json.loads(out)["tokens"])
+    assert runs[0] == runs[1] == [0] * 6
+
+
+def test_generate_help_says_bos_only_where_the_tokenizer_has_one(capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli_run(capsys, "generate", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(BOS is added once)" not in text
+    assert "BOS is added once where the model's tokenizer has one; FlyGPT's has none" in text

@@ -231,10 +231,12 @@ def add_generation_options(group: Any) -> None:
     """Add ``--max-new-tokens``, ``--min-new-tokens``, ``--temperature``, ``--top-p`` and
     ``--seed``."""
     group.add_argument("--max-new-tokens", type=int, default=80, metavar="N",
-                       help="stop after N generated tokens (default 80; EOS stops earlier)")
+                       help="stop after N generated tokens (default 80; EOS stops earlier "
+                            "where the model has one; FlyGPT has none)")
     group.add_argument("--min-new-tokens", type=int, default=0, metavar="N",
                        help="never end the text before N generated tokens: the end-of-text "
-                            "token is not chosen until then (default 0)")
+                            "token is not chosen until then (default 0; no effect on a model "
+                            "with no end-of-text token, such as FlyGPT)")
     group.add_argument("--temperature", type=float, default=0.0, metavar="T",
                        help="0 = greedy (default); otherwise sample at temperature T")
     group.add_argument("--top-p", type=float, default=1.0, metavar="P",

@@ -43,7 +43,9 @@ docs/dynamics.md describes every number.
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz dynamics``."""
     parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
-    parser.add_argument("--prompt", required=True, help="text to read (BOS is added once)")
+    parser.add_argument("--prompt", required=True,
+                        help="text to read (BOS is added once where the model's "
+                             "tokenizer has one; FlyGPT's has none)")
     parser.add_argument("--eigenvalues", type=int, default=20, metavar="K",
                         help="eigenvalues of largest modulus per position (default 20)")
     parser.add_argument("--perturb-at", type=int, default=1, metavar="P",

@@ -18,7 +18,9 @@ from flyviz.errors import InputError
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz generate``."""
     parser.add_argument("spec", metavar="SPEC", help="model folder, hub repo id or 'demo'")
-    parser.add_argument("--prompt", required=True, help="text to continue (BOS is added once)")
+    parser.add_argument("--prompt", required=True,
+                        help="text to continue (BOS is added once where the model's "
+                             "tokenizer has one; FlyGPT's has none)")
     add_dataset_option(parser)
     add_kernel_option(parser)
     add_generation_options(parser)

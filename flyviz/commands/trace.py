@@ -48,7 +48,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="model folder, hub repo id or 'demo' (with --recording: default "
                              "the model the recording names)")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompt", default=None, help="text to read (BOS is added once)")
+    source.add_argument("--prompt", default=None,
+                        help="text to read (BOS is added once where the model's "
+                             "tokenizer has one; FlyGPT's has none)")
     source.add_argument("--recording", metavar="REC", type=Path, default=None,
                         help="a saved run (.flyrec) to trace on its own tokens, with its "
                              "interventions")

@@ -20,9 +20,12 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def story_sequences(token_lists: Sequence[Sequence[int]], bos: int, eos: int) -> list[np.ndarray]:
-    """``[BOS] + tokens + [EOS]`` for every story, as int32 arrays."""
-    return [np.asarray([bos, *tokens, eos], dtype=np.int32) for tokens in token_lists]
+def story_sequences(token_lists: Sequence[Sequence[int]], bos: int,
+                    eos: int | None) -> list[np.ndarray]:
+    """``[BOS] + tokens + [EOS]`` for every story, as int32 arrays (no EOS for a model
+    that has none, ``eos=None``)."""
+    end = [] if eos is None else [eos]
+    return [np.asarray([bos, *tokens, *end], dtype=np.int32) for tokens in token_lists]
 
 
 class NGramModel:

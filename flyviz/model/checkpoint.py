@@ -300,6 +300,8 @@ def validate_checkpoint(ckpt: Checkpoint) -> Checkpoint:
         _fail("config", f"layer_norm_eps {cfg.layer_norm_eps} must be a positive number")
     for tok_name in ("pad_token_id", "bos_token_id", "eos_token_id"):
         tok = getattr(cfg, tok_name)
+        if tok is None and tok_name == "eos_token_id":
+            continue  # a model with no end-of-sequence token (FlyGPT)
         if not 0 <= tok < v:
             _fail("config", f"{tok_name} {tok} is outside the vocabulary 0..{v - 1}")
     if not 1 <= cfg.microsteps <= MAX_MICROSTEPS:

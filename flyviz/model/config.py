@@ -29,7 +29,9 @@ class ModelConfig:
     layer_norm_eps
         Epsilon of the final LayerNorm.
     pad_token_id, bos_token_id, eos_token_id
-        Special token ids (0, 1, 2).
+        Special token ids (0, 1, 2). ``eos_token_id`` is ``None`` for a model with no
+        end-of-sequence token (FlyGPT's 65 characters): its text never ends by itself,
+        only at the token limit.
     microsteps
         Updates of the state per token, each with the same drive (1 in the Fly
         LLM, 2 in FlyGPT).
@@ -57,7 +59,7 @@ class ModelConfig:
     layer_norm_eps: float = 1e-5
     pad_token_id: int = 0
     bos_token_id: int = 1
-    eos_token_id: int = 2
+    eos_token_id: int | None = 2
     microsteps: int = 1
     layer_norm: bool = True
     bos_prepended: bool = True

@@ -33,12 +33,13 @@ GOLDEN_MAX_NEW_TOKENS = 60
 
 
 def _greedy(engine: Any, prompt_ids: list[int], max_new_tokens: int,
-            eos: int) -> tuple[list[dict[str, Any]], np.ndarray]:
+            eos: int | None) -> tuple[list[dict[str, Any]], np.ndarray]:
     """Greedy steps ``{token, top1_probability, mean_abs_state}`` and the final state.
 
     As the authors' generator: each step records the state that produced its
     logits; a token other than EOS is fed, so after ``max_new_tokens`` the
-    final state is one step past the last entry's, and after EOS it is not.
+    final state is one step past the last entry's, and after EOS it is not. ``eos``
+    ``None`` (a model with no EOS) runs all ``max_new_tokens``.
     """
     from flyviz.model.engine import softmax
 
@@ -51,7 +52,7 @@ def _greedy(engine: Any, prompt_ids: list[int], max_new_tokens: int,
         token = int(np.argmax(logits))
         steps.append({"token": token, "top1_probability": float(softmax(logits)[token]),
                       "mean_abs_state": float(engine.mean_abs_state)})
-        if token == eos:
+        if eos is not None and token == eos:
             break
         logits = engine.step(token)
     return steps, np.array(engine.state, dtype="<f4")

@@ -441,7 +441,8 @@ def replay_golden(engine: Any, trace: dict[str, Any], tokenizer: Any = None,
     tokenizer
         Used only when the trace has no ``prompt_ids``.
     eos_token_id
-        Generation stops here (default: the engine's config).
+        Generation stops here (default: the engine's config, whose ``None`` means the
+        model has no EOS and the replay runs the trace's length).
 
     Returns
     -------
@@ -504,7 +505,7 @@ def replay_golden(engine: Any, trace: dict[str, Any], tokenizer: Any = None,
                 fail(i, f"mean |x| {engine.mean_abs_state:.7f}, expected "
                         f"{float(step['mean_abs_state']):.7f} (|diff| {error:.2g} > "
                         f"{MEAN_ABS_TOLERANCE:g})")
-        if token == eos:
+        if eos is not None and token == eos:
             break
         # As the generator: every token but EOS is fed, the last one too, so the final
         # state is one step past the last entry's when the trace stopped at its length.

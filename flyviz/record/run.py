@@ -43,13 +43,14 @@ class GenerationSettings:
     Parameters
     ----------
     max_new_tokens
-        Stop after this many generated tokens (EOS stops earlier): at least 1, since
-        the last prompt token's frame is the one that picks the first.
+        Stop after this many generated tokens (EOS, where the model has one, stops
+        earlier): at least 1, since the last prompt token's frame is the one that picks
+        the first.
     min_new_tokens
         The end-of-text token is never chosen before this many generated tokens (it is
         masked out of the sampler's logits, as ``transformers``' ``min_new_tokens`` does),
         so a run can go on past the place the model would end it. 0 (the default) leaves
-        the model free to stop.
+        the model free to stop. It changes nothing for a model with no EOS (FlyGPT).
     temperature, top_p, seed
         Sampler settings (greedy when ``temperature <= 0``). ``seed=None``
         means "random": :meth:`validate` draws one, so that the seed a run
@@ -176,7 +177,9 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
         One per consumed input token. The last generated token is not fed back
         (as in ``generate``), so a run with ``P`` prompt ids and ``G`` generated
         tokens yields ``P + G - 1`` frames. Generation ends at EOS (not before
-        ``min_new_tokens``) or after ``max_new_tokens``. Stop iterating at any time to cancel.
+        ``min_new_tokens``) or after ``max_new_tokens``; a model with no EOS
+        (``config.eos_token_id is None``, FlyGPT) runs to ``max_new_tokens``. Stop
+        iterating at any time to cancel.
     """
     settings = (settings or GenerationSettings()).validate()
     cfg = engine.config
@@ -205,9 +208,10 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
             predicted = int(k_ids[0])
         else:
             if forced_ids is None:
-                if len(generated) < settings.min_new_tokens:
+                if cfg.eos_token_id is not None and len(generated) < settings.min_new_tokens:
                     # Not yet: the model may not end the text here (its frame still
-                    # records the distribution it gave, EOS included).
+                    # records the distribution it gave, EOS included). A model with no
+                    # EOS (FlyGPT) has nothing to mask: every token stays possible.
                     logits = logits.copy()
                     logits[cfg.eos_token_id] = -np.inf
                 predicted = sampler.pick(logits)
@@ -240,7 +244,8 @@ def iter_frames(engine: Engine, tokenizer: FlyTokenizer, prompt: str,
         if in_prompt:
             token = ids[position]
             continue
-        if predicted == cfg.eos_token_id or len(generated) >= settings.max_new_tokens:
+        if (cfg.eos_token_id is not None and predicted == cfg.eos_token_id) \
+                or len(generated) >= settings.max_new_tokens:
             return
         token = predicted
 

@@ -240,7 +240,9 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
         and 0.0 < float(leak_init) <= 1.0 else 0.9
     cfg = ModelConfig(neurons=n, delay_k=1, neurons_per_slot=n_in, d_embed=sizes["D"],
                       vocabulary=sizes["V"], readout_rank=None, leak=scalar_leak,
-                      pad_token_id=0, bos_token_id=0, eos_token_id=0, microsteps=microsteps,
+                      # No special tokens (§3.1): id 0 is '\n', which must neither end the
+                      # text nor be masked by --min-new-tokens.
+                      pad_token_id=0, bos_token_id=0, eos_token_id=None, microsteps=microsteps,
                       layer_norm=False, bos_prepended=False)
     graph = config.get("graph") if isinstance(config.get("graph"), dict) else {}
     training = config.get("training_state") if isinstance(config.get("training_state"),

@@ -256,6 +256,8 @@ def test_flyviz_verify_reports_each_check(malecns, tmp_path, capsys):
     ("failed check", "superclass_index.i32 holds"),
     ("out of range", "graph/edges_source.i32 holds neuron 300, outside 0..299"),
     ("outside the folder", "the manifest puts body_id at '../body_id.i64', outside the dataset"),
+    # Not truncated to 300 neurons: a count that is not whole is a damaged manifest.
+    ("fractional count", "the manifest's neurons 300.7 is not a whole number"),
 ])
 def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expected):
     root = _copy(malecns, tmp_path)
@@ -268,6 +270,8 @@ def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expecte
         _corrupt(root, 8)
     elif damage == "out of range":
         _corrupt(root, 5)
+    elif damage == "fractional count":
+        _edit_manifest(root, lambda m: m.update(neurons=300.7))
     else:
         shutil.copy(root / "neurons/body_id.i64", tmp_path / "body_id.i64")
         _edit_manifest(root, lambda m: m["files"]["body_id"].update(file="../body_id.i64"))

@@ -506,6 +506,8 @@ def test_a_graph_that_cannot_be_made_simple_is_refused() -> None:
         control_indices(np.array([0, 1]), np.array([0]), "shuffle", SEED)
     with pytest.raises(CheckpointError, match="mode 'zero'"):
         control_indices(np.array([0, 1]), np.array([0]), "zero", SEED)
+    with pytest.raises(CheckpointError, match="seed -5 is not a whole number >= 0"):
+        control_indices(np.array([0, 1]), np.array([0]), "shuffle", -5)
 
 
 @pytest.fixture
@@ -609,6 +611,8 @@ def _edit_manifest(folder: Path, edit) -> None:
     (lambda m: m["graph_control"].__setitem__("seed", SEED + 1),
      f"rebuilt from seed {SEED + 1} has digest"),
     (lambda m: m["graph_control"].pop("seed"), "lacks its seed"),
+    # NumPy's generators take no negative seed: one line, not their ValueError.
+    (lambda m: m["graph_control"].__setitem__("seed", -1), "seed is -1, not a whole number >= 0"),
     (lambda m: m["graph_control"].__setitem__("control_graph_w_indices_sha256", "0" * 64),
      "the release is inconsistent"),
     (lambda m: m["graph_control"].__setitem__("mode", "zero"), "mode 'zero'"),

@@ -177,11 +177,15 @@ def control_indices(offsets: np.ndarray, source: np.ndarray, mode: str,
     Raises
     ------
     CheckpointError
-        For another mode, or a graph the repair cannot make simple.
+        For another mode, a seed that is not a whole number >= 0, or a graph the repair
+        cannot make simple.
     """
     if mode not in CONTROL_MODES:
         raise CheckpointError(f"graph control mode {mode!r} is not one flyviz rebuilds "
                               f"({', '.join(CONTROL_MODES)}); these weights cannot be run")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise CheckpointError(f"graph control seed {seed!r} is not a whole number >= 0; "
+                              "NumPy's generator takes no other")
     offsets = np.asarray(offsets, dtype=np.int64)
     neurons = int(offsets.shape[0]) - 1
     generator = np.random.default_rng(int(seed))

@@ -99,11 +99,15 @@ def _count(value: Any) -> str:
 
 
 def _as_int(value: Any) -> int | None:
+    """A whole number of the manifest as an int; ``None`` for anything else (a bool, a
+    fraction such as 300.7, which ``int`` would truncate to another count)."""
     if isinstance(value, bool):
+        return None
+    if isinstance(value, (float, np.floating)) and not float(value).is_integer():
         return None
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -263,7 +267,11 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
     # 2.
     if n is None or e is None:
         counts_ok = False
-        detail = f"the manifest gives no neurons/edges count; {_REDOWNLOAD}"
+        bad = [key if key not in manifest else f"{key} {manifest[key]!r:.40}"
+               for key, value in (("neurons", n), ("edges", e)) if value is None]
+        detail = (f"the manifest's {' and '.join(bad)} is not a whole number of neurons or "
+                  f"edges; {_REDOWNLOAD}" if all(k in manifest for k in ("neurons", "edges"))
+                  else f"the manifest gives no {' or '.join(bad)} count; {_REDOWNLOAD}")
     elif graph_problem:
         counts_ok, detail = False, graph_problem
     else:

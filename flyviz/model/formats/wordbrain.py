@@ -162,6 +162,12 @@ def _control_dataset(dataset: ConnectomeDataset, control: Any, metadata: dict[st
         raise CheckpointError(f"{where}: manifest.json's graph_control lacks its seed or the "
                               "control graph's digest, so the graph these weights were trained "
                               "on cannot be rebuilt; download the manifest again")
+    if seed < 0:
+        # NumPy's generators take no negative seed: refused here, not as its ValueError.
+        raise CheckpointError(f"{where}: manifest.json's graph_control seed is {seed}, not a "
+                              "whole number >= 0 (the trainer's --control-seed), so the graph "
+                              "these weights were trained on cannot be rebuilt; the manifest "
+                              "is damaged, download it again")
     recorded = str(recorded).lower()
     frozen = entry.get("frozen_buffers_sha256")
     for source, value in (("the safetensors metadata", metadata.get("graph_w_indices_sha256")),

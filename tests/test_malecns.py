@@ -238,7 +238,7 @@ def test_flyviz_verify_reports_each_check(malecns, tmp_path, capsys):
     code, out, _ = cli_run(capsys, "verify", str(root))
     assert code == 1
     assert "FAIL" in next(line for line in out.splitlines() if "authors 9 " in line)
-    assert out.splitlines()[-1] == "1 check(s) failed."
+    assert out.splitlines()[-1] == f"1 check(s) failed: authors 9 {MALECNS_CHECKS[9]}."
     # Counts read as counts: "1,839", not "1839".
     root = _copy(malecns, tmp_path / "signs")
     _corrupt(root, 7)
@@ -495,6 +495,7 @@ def test_the_49k_subset_derived_from_the_166k_set_joins_by_body_id(malecns, tmp_
     assert f"{len(post49):,} of the {induced:,} edges" in rows[1].detail
     code, out, _ = cli_run(capsys, "verify", str(malecns), "--dataset", str(central))
     assert code == 0 and "neurons joined by body id" in out
+    assert out.splitlines()[-1].endswith(f"The join to {central} passed (4 checks).")
 
 
 @pytest.mark.parametrize("damage, failing", [
@@ -510,6 +511,33 @@ def test_a_49k_set_that_is_not_the_subset_fails_the_join(malecns, tmp_path, caps
     assert [r.name for r in rows if r.status == "fail"][0].startswith(failing)
     code, out, _ = cli_run(capsys, "verify", str(malecns), "--dataset", str(central))
     assert code == 1
+    # The closing line is written after the join's rows and names what failed.
+    closing = out.splitlines()[-1]
+    assert closing.startswith(f"The join to {central} failed (") and failing in closing, closing
+    assert "though the authors' checks passed: All 17 checks passed" in closing
+    code, out, _ = cli_run(capsys, "verify", str(malecns), "--dataset", str(central), "--json")
+    report = json.loads(out)
+    assert code == 1 and report["passed"] is False
+    assert report["summary"].startswith("The join to") and failing in report["summary"]
+
+
+def test_a_join_skipped_for_a_failed_check_says_so(malecns, tmp_path, capsys):
+    """One of the 17 fails: the join is not run, a row says so and why, and the closing
+    line names the failed check and the skipped join."""
+    central = _derive_central_brain(malecns, tmp_path / "central")
+    root = _copy(malecns, tmp_path)
+    _corrupt(root, 9)
+    code, out, _ = cli_run(capsys, "verify", str(root), "--dataset", str(central))
+    assert code == 1
+    row = next(line for line in out.splitlines() if line.startswith("join "))
+    assert " skip " in row and "not run: 1 of the authors' checks failed" in row
+    assert MALECNS_CHECKS[9] in row
+    assert out.splitlines()[-1] == (f"1 check(s) failed: authors 9 {MALECNS_CHECKS[9]}; the "
+                                    f"join to {central} was skipped.")
+    code, out, _ = cli_run(capsys, "verify", str(root), "--dataset", str(central), "--json")
+    report = json.loads(out)
+    assert report["passed"] is False
+    assert report["checks"][-1]["group"] == "join" and report["checks"][-1]["status"] == "skip"
 
 
 def test_labels_and_populations_for_a_flygpt_model_by_body_id(malecns, tmp_path):

@@ -97,31 +97,64 @@ def table(report: Any) -> str:
     return "\n".join(lines)
 
 
+def _closing_line(authors_line: str, rows: list[Any], dataset: Path | None) -> str:
+    """The line that ends a 166k verification, written after every row (the join's too):
+    the authors' closing line when all passed, else what failed first, then that line."""
+    from flyviz.model.formats.malecns import GROUP
+
+    failed = [r for r in rows if r.failed]
+    authors_failed = [r for r in failed if r.group == GROUP]
+    join_failed = [r for r in failed if r.group != GROUP]
+    if authors_failed:
+        names = "; ".join(f"{r.origin} {r.name}" for r in authors_failed)
+        skipped = f"; the join to {dataset} was skipped" if dataset is not None else ""
+        return f"{authors_line.rstrip('.')}: {names}{skipped}."
+    if join_failed:
+        names = "; ".join(r.name for r in join_failed)
+        return (f"The join to {dataset} failed ({len(join_failed)} check(s): {names}), "
+                f"though the authors' checks passed: {authors_line}")
+    if dataset is not None:
+        joined = sum(1 for r in rows if r.group != GROUP)
+        return f"{authors_line} The join to {dataset} passed ({joined} checks)."
+    return authors_line
+
+
 def _verify_malecns(args: argparse.Namespace, folder: Path) -> int:
     """The 17 checks of a fly-connectome-malecns-166k folder, and with ``--dataset`` its
     join to fly-connectome-49k; 0 when all pass, 1 otherwise."""
+    from flyviz.model.checks import SKIP, CheckResult
     from flyviz.model.formats.dataset import DatasetFiles
     from flyviz.model.formats.malecns import (check_malecns, join_central_brain,
                                               load_malecns, summary_line)
 
     rows = check_malecns(folder)
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    closing = summary_line(rows, manifest)
+    authors_line = summary_line(rows, manifest)
+    dataset = Path(args.dataset) if args.dataset is not None else None
+    if dataset is not None:
+        failed = [r for r in rows if r.failed]
+        if failed:
+            # The join reads the arrays these checks vouch for: not run on a damaged set,
+            # and a row says so (else the report reads as if no join was asked for).
+            rows.append(CheckResult(
+                "join", "joined to the central-brain dataset", SKIP,
+                f"not run: {len(failed)} of the authors' checks failed (first: "
+                f"{failed[0].name}); the join needs a sound fly-connectome-malecns-166k"))
+        else:
+            # Hashed just now: the join reads the arrays without hashing them again.
+            rows += join_central_brain(load_malecns(folder, verify=False),
+                                       DatasetFiles.open(dataset))
     passed = not any(r.failed for r in rows)
-    if args.dataset is not None and passed:
-        # Hashed just now: the join reads the arrays without hashing them again.
-        rows += join_central_brain(load_malecns(folder, verify=False),
-                                   DatasetFiles.open(args.dataset))
-        passed = not any(r.failed for r in rows)
+    closing = _closing_line(authors_line, rows, dataset)
     if args.json:
         print(json.dumps({"dataset": str(folder), "layout": "malecns-166k",
-                          "central_brain": str(args.dataset) if args.dataset else None,
+                          "central_brain": str(dataset) if dataset is not None else None,
                           "passed": passed, "summary": closing,
                           "checks": [r.to_dict() for r in rows]}, indent=2))
     else:
         lines = [f"dataset  {folder} (fly-connectome-malecns-166k)"]
-        if args.dataset is not None:
-            lines.append(f"joined   {args.dataset} (fly-connectome-49k)")
+        if dataset is not None:
+            lines.append(f"joined   {dataset} (fly-connectome-49k)")
         print("\n".join(lines + [""] + _check_lines(rows) + ["", closing]))
     return 0 if passed else 1
 

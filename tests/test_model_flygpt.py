@@ -179,6 +179,17 @@ def test_flygpt_config_without_its_model_type_says_so(flygpt, capsys, model_type
         assert "not a Fly LLM config" not in err
 
 
+def test_flygpt_without_config_json_says_config_json_is_missing(flygpt, capsys) -> None:
+    """Not taken for fly-wordbrain weights, which would ask for a connectome dataset."""
+    folder, _ = flygpt
+    (folder / "config.json").unlink()
+    for argv in (("info",), ("generate", "--prompt", PROMPT)):
+        code, _, err = cli_run(capsys, argv[0], str(folder), *argv[1:])
+        one_error_line(code, err, "config.json is missing", "FlyGPT's tensors",
+                       '"model_type": "flygpt"', "QuixiAI/FlyGPT")
+        assert "dataset" not in err
+
+
 def test_flygpt_counts_the_published_trainable_tensors(flygpt, capsys) -> None:
     """The count is the published float tensors' sizes: the learned edge values in, the
     gain, rec_gain and LayerNorm placeholders the loader fills out."""

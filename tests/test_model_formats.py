@@ -298,3 +298,23 @@ def test_hf_positions_from_a_neurons_only_dataset(tiny_checkpoint, tmp_path):
     # Found by itself, a dataset that does not fit is passed over, not fatal.
     shutil.rmtree(tmp_path / "anatomy")
     assert load_folder(tmp_path / "hf").anatomy is None
+
+
+def test_hf_folder_without_config_json_says_config_json_is_missing(tiny_checkpoint, tmp_path,
+                                                                   capsys):
+    """Not taken for fly-wordbrain weights (which would ask for a connectome dataset): the
+    graph buffers in model.safetensors are ngxson's."""
+    from cli_checks import cli_run, one_error_line
+
+    folder = write_fly_llm_hf(tiny_checkpoint, tmp_path / "hf")
+    (folder / "config.json").unlink()
+    with pytest.raises(CheckpointError, match="config.json is missing.*ngxson/fly-llm-hf"):
+        detect_layout(folder)
+    for argv in (("info",), ("generate", "--prompt", "the dog", "--max-new-tokens", "2")):
+        code, _, err = cli_run(capsys, argv[0], str(folder), *argv[1:])
+        one_error_line(code, err, "config.json is missing", "ngxson/fly-llm-hf's tensors",
+                       "download config.json again")
+        assert "dataset" not in err
+    # fly-wordbrain's parameters-only weights are still a release.
+    write_wordbrain(tiny_checkpoint, tmp_path / "wordbrain", tokenizer_path=None)
+    assert detect_layout(tmp_path / "wordbrain") == "wordbrain"

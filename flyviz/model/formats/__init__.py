@@ -25,7 +25,7 @@ from flyviz.model.errors import CheckpointError, DatasetNotFoundError
 from flyviz.model.formats.dataset import (ConnectomeDataset, load_connectome_dataset,
                                           load_dataset_anatomy)
 from flyviz.model.formats.flygpt import is_flygpt_config, load_flygpt
-from flyviz.model.formats.hf import load_fly_llm_hf
+from flyviz.model.formats.hf import load_fly_llm_hf, refuse_model_without_its_config
 from flyviz.model.formats.recital import load_recital_web
 from flyviz.model.formats.wordbrain import load_wordbrain
 
@@ -63,6 +63,10 @@ def detect_layout(folder: str | Path) -> str:
         return LAYOUT_DATASET
     if (folder / "wte.f32").is_file() and (folder / "manifest.json").is_file():
         return LAYOUT_RECITAL
+    if not (folder / "config.json").is_file():
+        # FlyGPT's or ngxson's weights without their config.json are no fly-wordbrain
+        # release: say what is missing, not which dataset a release would need.
+        refuse_model_without_its_config(folder, None)
     if any(folder.glob("*.safetensors")):
         return LAYOUT_WORDBRAIN
     from flyviz.model.formats.connectorch import is_connectorch_brain

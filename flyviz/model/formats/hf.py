@@ -35,10 +35,19 @@ def _float(config: dict[str, Any], key: str, default: float) -> float:
     return real_number(config.get(key, default), f"config.json: {key}")
 
 
-def _refuse_flygpt_without_model_type(model_dir: Path, config: dict[str, Any]) -> None:
-    """Say so when a folder that is not a Fly LLM holds FlyGPT's tensors: its config.json
-    lacks (or misspells) ``model_type``, which is what tells the two layouts apart."""
-    from flyviz.model.formats.flygpt import MODEL_TYPE, TENSORS
+def refuse_model_without_its_config(model_dir: Path, config: dict[str, Any] | None) -> None:
+    """Say so when ``model_dir/model.safetensors`` holds FlyGPT's tensors (or, with no
+    ``config.json`` at all, ngxson/fly-llm-hf's) but its ``config.json`` is missing
+    (``config=None``) or lacks (or misspells) ``model_type``, which is what tells the
+    layouts apart; return when the tensors are neither.
+
+    Raises
+    ------
+    CheckpointError
+        One line: what is wrong with config.json, whose tensors the folder holds, and
+        where to download config.json again.
+    """
+    from flyviz.model.formats.flygpt import HUB_REPO, MODEL_TYPE, TENSORS
 
     path = model_dir / "model.safetensors"
     if not path.is_file():
@@ -47,12 +56,22 @@ def _refuse_flygpt_without_model_type(model_dir: Path, config: dict[str, Any]) -
         st = SafetensorsFile(path)
     except CheckpointError:
         return  # the file's own problem is reported once the layout is known
-    if all(tensor in st for tensor in TENSORS):
+    if config is None:
+        what = "is missing"
+    else:
         have = config.get("model_type")
         what = "lacks model_type" if have is None else f"has model_type {have!r:.40}"
+    if all(tensor in st for tensor in TENSORS):
         raise CheckpointError(f"{model_dir / 'config.json'} {what}, but model.safetensors holds "
                               f"FlyGPT's tensors: a FlyGPT config says \"model_type\": "
-                              f"\"{MODEL_TYPE}\"; download config.json again (QuixiAI/FlyGPT)")
+                              f"\"{MODEL_TYPE}\"; download config.json again ({HUB_REPO})")
+    # The graph buffers among them (brain.w_offsets ...) are ngxson's alone: fly-wordbrain's
+    # weights files hold parameters only.
+    if config is None and all(tensor in st for tensor in _TENSORS):
+        raise CheckpointError(f"{model_dir / 'config.json'} {what}, but model.safetensors holds "
+                              "ngxson/fly-llm-hf's tensors (the graph inside): its config.json "
+                              "gives the sizes and constants; download config.json again "
+                              "(ngxson/fly-llm-hf)")
 
 
 def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None = None,
@@ -86,7 +105,7 @@ def load_fly_llm_hf(model_dir: str | Path, *, tokenizer_path: str | Path | None 
         raise CheckpointError(f"{model_dir / 'config.json'} is not a JSON object")
     missing = [k for k in _REQUIRED_CONFIG if k not in config]
     if missing:
-        _refuse_flygpt_without_model_type(model_dir, config)
+        refuse_model_without_its_config(model_dir, config)
         raise CheckpointError(f"config.json lacks {', '.join(missing)}; this is not a Fly LLM "
                               "config, or it is damaged")
     st = SafetensorsFile(model_dir / "model.safetensors")

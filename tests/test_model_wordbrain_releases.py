@@ -373,6 +373,27 @@ def test_weights_that_nothing_binds_to_a_graph_are_refused(release, tmp_path, ca
             one_error_line(code, err, expected, "download the whole release folder")
 
 
+@pytest.mark.parametrize("drop", [
+    lambda entry: entry.pop("safetensors_sha256"),
+    lambda entry: entry.__setitem__("safetensors_sha256", None),
+], ids=["missing", "null"])
+def test_a_selector_without_its_digest_is_refused(release, capsys, drop) -> None:
+    """The packager always records safetensors_sha256: without it the file loaded would
+    not be checked against the release. Loading stops; verify fails the other selector."""
+    folder, _, _ = release
+    _edit_release_manifest(folder, lambda m: drop(m["selectors"][MIN_CE]))
+    for argv in (("info",), ("verify",), ("generate", "--prompt", "Once",
+                                           "--max-new-tokens", "2")):
+        code, _, err = cli_run(capsys, argv[0], str(folder), *argv[1:])
+        one_error_line(code, err, "min-ce.safetensors records no safetensors_sha256",
+                       "download it again")
+    # The loaded selector has its digest, the other not: verify reports it and fails.
+    code, out, err = cli_run(capsys, "verify", str(folder), "--selector", MAX_ACC)
+    assert code == 1, err
+    row = next(line for line in out.splitlines() if "sha256 min-ce.safetensors" in line)
+    assert "FAIL" in row and "records no safetensors_sha256" in row
+
+
 def test_bf16_weights_are_upcast_exactly(release) -> None:
     import ml_dtypes
 

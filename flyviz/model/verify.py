@@ -311,13 +311,20 @@ def _check_model_files(run: _Run, ckpt: Checkpoint) -> dict[str, Any]:
                                                     "weights' digest is unknown")
         # Every selector's file, the loaded one first: a release is checked whole.
         others = [f for f in dict.fromkeys(selector_names(manifest).values()) if f != weights]
-        _check_file(run, source / weights, weights_digest(selector_entry(manifest, weights)))
-        for other in others:
-            if not (source / other).is_file():
-                run.add("files", f"sha256 {other}", SKIP, "another selector's weights, not "
-                                                          "downloaded")
+        for name in (weights, *others):
+            if name != weights and not (source / name).is_file():
+                run.add("files", f"sha256 {name}", SKIP, "another selector's weights, not "
+                                                         "downloaded")
                 continue
-            _check_file(run, source / other, weights_digest(selector_entry(manifest, other)))
+            digest = weights_digest(selector_entry(manifest, name)) if manifest else None
+            if manifest and not digest:
+                # The authors' packagers always record it: a selector without one is a
+                # damaged manifest, not a file that cannot be checked.
+                run.add("files", f"sha256 {name}", FAIL,
+                        f"the manifest's selector entry of {name} records no "
+                        "safetensors_sha256; the manifest is damaged, download it again")
+                continue
+            _check_file(run, source / name, digest)
     elif ckpt.layout == "recital-web":
         files = manifest.get("files")
         for key, entry in (files.items() if isinstance(files, dict) else ()):

@@ -373,6 +373,13 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     meta = dict(st.metadata)
     manifest, entry = _binding_entry(model_dir, weights, meta)
     expected_sha256 = weights_digest(entry)
+    if not expected_sha256:
+        # The authors' packagers always record it: without it the file loaded is not the
+        # one the release vouches for, and nothing would say so.
+        raise CheckpointError(
+            f"{model_dir / 'manifest.json'}: the selector entry of {weights.name} records no "
+            "safetensors_sha256, so the weights cannot be checked against the release; the "
+            "manifest is damaged, download it again")
     try:
         check_sha256(weights, expected_sha256, verify)
     except CheckpointError as exc:
@@ -443,8 +450,7 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     metadata["weights_file"] = weights.name
     if graph_record is not None:
         metadata["graph"] = graph_record
-    if expected_sha256:
-        metadata["weights_sha256_manifest"] = expected_sha256
+    metadata["weights_sha256_manifest"] = expected_sha256
     tok = Path(tokenizer_path) if tokenizer_path is not None else find_tokenizer(
         model_dir, Path(dataset_dir))
     ckpt = checkpoint_from_parts(
@@ -454,8 +460,7 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
         tensor_names={attr: f"{weights.name}: {tensor}" for tensor, attr in
                       (*_PARAMETERS.items(), *((t, a) for a, t in READOUT_TENSORS.items()))})
     _apply_arm_parameters(ckpt, st, weights.name, dataset)
-    if expected_sha256:
-        ckpt.digests[f"file/{weights.name}"] = expected_sha256
+    ckpt.digests[f"file/{weights.name}"] = expected_sha256
     # The release stores its named_parameters() only (fly-formats.md §2.2), so every tensor
     # counts, the extra ones of the trainable-leak and type-pair arms included.
     ckpt.trainable_tensors = {t: int(np.prod(st.shape(t))) for t in st.keys()}

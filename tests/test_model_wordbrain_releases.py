@@ -208,6 +208,33 @@ def test_selector_option_and_file_spec_from_the_command_line(release, capsys) ->
     one_error_line(code, err, "one weights file already")
 
 
+def test_info_names_the_selector_and_weights_file_loaded(release, capsys) -> None:
+    folder, _, _ = release
+    for extra, shown in (((), f"min-ce.safetensors (selector {MIN_CE})"),
+                         (("--selector", MAX_ACC), f"max-accuracy.safetensors (selector {MAX_ACC})")):
+        code, out, err = cli_run(capsys, "info", str(folder), *extra)
+        assert code == 0, err
+        rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip()
+                for line in out.splitlines() if "  " in line and not line.startswith(" ")}
+        assert rows["weights"] == shown
+
+
+def test_a_missing_min_ce_file_is_not_replaced_by_the_other_selector(release, capsys) -> None:
+    """The default is the min-CE selector: without its file, loading stops and says which
+    file is missing and which --selector loads the other, rather than running max-accuracy."""
+    folder, _, max_acc = release
+    (folder / "min-ce.safetensors").unlink()
+    for argv in (("info",), ("generate", "--prompt", "Once", "--max-new-tokens", "2")):
+        code, _, err = cli_run(capsys, argv[0], str(folder), *argv[1:])
+        one_error_line(code, err, f"{folder / 'min-ce.safetensors'} is missing", MIN_CE,
+                       f"--selector {MAX_ACC} to load max-accuracy.safetensors")
+    with pytest.raises(CheckpointError, match="min-ce.safetensors is missing"):
+        load_model(str(folder))
+    # Asked for, the other selector loads.
+    loaded = load_model(str(folder), selector=MAX_ACC)
+    np.testing.assert_array_equal(loaded.gain, max_acc.gain)
+
+
 def _rewrite_weights(folder: Path, filename: str, change) -> None:
     """Damage one selector's tensors and record the new file's digest, as a release packaged
     from a bad checkpoint would have it (so that the damage, not the digest, is caught)."""

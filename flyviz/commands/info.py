@@ -121,6 +121,10 @@ def _text(info: dict[str, Any]) -> str:
     else:
         lines.append(("readout", f"rank {readout['rank']} (head_a {readout['shape'][0]}, "
                                  f"head_b {readout['shape'][1]})"))
+    weights_file = info["metadata"].get("weights_file")
+    if weights_file:  # a fly-wordbrain release: which of its selectors' files runs
+        key = info["metadata"].get("selector_key") or info["metadata"].get("selector")
+        lines.append(("weights", f"{weights_file}" + (f" (selector {key})" if key else "")))
     lines.append(("parameters", n(info["parameters"])))
     per_neuron, eps = info["leak_per_neuron"], info["layer_norm_eps"]
     if per_neuron is None and eps is not None:

@@ -116,15 +116,48 @@ def weights_digest(entry: dict[str, Any]) -> str | None:
     return str(value) if value else None
 
 
+def _refuse_a_missing_default(model_dir: Path) -> None:
+    """Refuse in one line when the folder's release manifest has a minimum-validation-CE
+    selector whose file is missing: loading the other selector instead would give another
+    model than the default the user asked for, without a word."""
+    try:
+        manifest = read_json(model_dir / "manifest.json", "manifest.json")
+    except CheckpointError:
+        return  # no (readable) manifest: the binding check says what is wrong
+    names = selector_names(manifest) if isinstance(manifest, dict) else {}
+    default_key = SELECTOR_NAMES[Path(DEFAULT_SELECTORS[0]).stem]
+    if default_key not in names and DEFAULT_SELECTORS[0] not in names.values():
+        return  # a release (or a null of one selector) without a min-CE selector
+    others = [f"--selector {key} to load {file}" for key, file in names.items()
+              if file != DEFAULT_SELECTORS[0] and (model_dir / file).is_file()]
+    raise CheckpointError(
+        f"{model_dir / DEFAULT_SELECTORS[0]} is missing: it holds the release's default "
+        f"selector, {default_key}; download it again"
+        + (f", or pass {' or '.join(others)}" if others else ""))
+
+
 def pick_selector_file(model_dir: Path, filename: str | None = None) -> Path:
-    """The safetensors file to load: ``filename``, else min-CE, else the only one."""
+    """The safetensors file to load: ``filename``, else min-CE, else the only one.
+
+    Raises
+    ------
+    CheckpointError
+        When ``filename`` is not in the folder; when, without it, the release's manifest
+        names a min-CE selector whose file is missing (the message says which selector
+        loads another file); when the folder holds no weights, or several and none is
+        min-CE.
+    """
     if filename is not None:
         path = model_dir / filename
         if not path.is_file():
             raise CheckpointError(f"{path} not found; the folder holds "
                                   f"{', '.join(p.name for p in model_dir.glob('*.safetensors')) or 'no safetensors'}")
         return path
-    for candidate in DEFAULT_SELECTORS:
+    default = model_dir / DEFAULT_SELECTORS[0]
+    if default.is_file():
+        return default
+    _refuse_a_missing_default(model_dir)
+    for candidate in DEFAULT_SELECTORS[1:]:
         if (model_dir / candidate).is_file():
             return model_dir / candidate
     found = sorted(model_dir.glob("*.safetensors"))
@@ -245,6 +278,16 @@ def _binding_entry(model_dir: Path, weights: Path,
             f"{manifest_path}: the selector entry of {weights.name} records no "
             f"frozen_buffers_sha256, so nothing binds it to a graph; {_WHOLE_RELEASE}")
     return manifest, entry
+
+
+def _selector_key(manifest: dict[str, Any], entry: dict[str, Any]) -> str | None:
+    """The key of the manifest's ``selectors`` that ``entry`` is (its ``selector`` field
+    for a list of entries), or ``None``."""
+    selectors = manifest.get("selectors")
+    if isinstance(selectors, dict):
+        return next((str(key) for key, value in selectors.items() if value is entry), None)
+    value = entry.get("selector")
+    return str(value) if value else None
 
 
 def _refuse_a_renamed_selector(weights: Path, manifest: dict[str, Any],
@@ -448,6 +491,7 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     metadata: dict[str, Any] = {k: meta[k] for k in ("experiment", "selector", "updates",
                                                      "source_checkpoint_sha256") if k in meta}
     metadata["weights_file"] = weights.name
+    metadata["selector_key"] = _selector_key(manifest, entry)
     if graph_record is not None:
         metadata["graph"] = graph_record
     metadata["weights_sha256_manifest"] = expected_sha256

@@ -302,6 +302,14 @@ def test_info_describes_a_brain_and_the_model_commands_say_where_it_runs(int_ct:
     one_error_line(code, err, "no spiking brain at", "a ConnecTorch .ct folder")
 
 
+def test_selector_on_a_ct_brain_says_it_applies_to_releases_only(int_ct: Path, capsys) -> None:
+    """Not "the release's manifest.json not found ... download it again"."""
+    code, _, err = cli_run(capsys, "info", str(int_ct), "--selector", "maximum_validation_accuracy")
+    one_error_line(code, err, "--selector applies only to fly-wordbrain releases",
+                   "is a ConnecTorch brain", "leave --selector out")
+    assert "not found" not in err and "download" not in err
+
+
 # ------------------------------------------------------------------ as a spiking brain
 @pytest.mark.usefixtures("spiking_kernels")
 def test_a_ct_brain_runs_as_a_spiking_brain_on_its_signed_synapse_counts(int_ct: Path,

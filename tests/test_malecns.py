@@ -283,6 +283,15 @@ def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expecte
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing left behind
 
 
+def test_selector_on_the_dataset_says_it_applies_to_releases_only(malecns, capsys):
+    """Not "has no selector 'foo'; its manifest's selectors are none"."""
+    for argv in (("info",), ("verify",)):
+        code, _, err = cli_run(capsys, argv[0], str(malecns), "--selector", "foo")
+        one_error_line(code, err, "--selector applies only to fly-wordbrain releases",
+                       "fly-connectome-malecns-166k dataset", "leave --selector out")
+        assert "no selector 'foo'" not in err
+
+
 # ------------------------------------------------------------------- spiking brain
 #: The spiking engine's kernels, compiled once for all the test workers (tests/conftest.py):
 #: without it a worker that reaches these tests first compiles them a second time.

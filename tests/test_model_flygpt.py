@@ -190,6 +190,17 @@ def test_flygpt_without_config_json_says_config_json_is_missing(flygpt, capsys) 
         assert "dataset" not in err
 
 
+def test_selector_on_flygpt_says_it_applies_to_releases_only(flygpt, capsys) -> None:
+    """Not "the release's manifest.json not found ... download it again": FlyGPT has one
+    weights file, and no selectors to pick from."""
+    folder, _ = flygpt
+    for spec in (str(folder), "QuixiAI/FlyGPT"):
+        code, _, err = cli_run(capsys, "info", spec, "--selector", "maximum_validation_accuracy")
+        one_error_line(code, err, "--selector applies only to fly-wordbrain releases", "FlyGPT",
+                       "leave --selector out")
+        assert "not found" not in err and "download" not in err
+
+
 def test_flygpt_counts_the_published_trainable_tensors(flygpt, capsys) -> None:
     """The count is the published float tensors' sizes: the learned edge values in, the
     gain, rec_gain and LayerNorm placeholders the loader fills out."""

@@ -43,6 +43,7 @@ from flyviz.model.checkpoint import Checkpoint, validate_checkpoint
 from flyviz.model.formats import (LAYOUT_FLYGPT, LAYOUT_HF, LAYOUT_WORDBRAIN, detect_layout,
                                   load_folder)
 from flyviz.model.formats.flygpt import HUB_REPO as FLYGPT_REPO
+from flyviz.model.formats.malecns import MALECNS_REPO
 from flyviz.model.formats.common import find_tokenizer, read_json
 from flyviz.model.formats.wordbrain import selector_file
 
@@ -282,6 +283,40 @@ def load_hub_model(spec: HubSpec, progress: Progress | None = None, *,
                        name=spec.display, filename=spec.file or None)
 
 
+#: How a refusal of ``--selector`` on anything else starts.
+_SELECTOR_ONLY = ("--selector applies only to fly-wordbrain releases (selector weights files "
+                  "beside their manifest.json)")
+
+
+#: Hub repositories that hold no selectors, and what they hold.
+_NOT_RELEASES = {NGXSON_REPO: "ngxson's Fly LLM (one model.safetensors)",
+                 FLYGPT_REPO: "FlyGPT (one model.safetensors per variant)",
+                 DATASET_REPO: "a connectome dataset (the graph, no weights)",
+                 MALECNS_REPO: "the fly-connectome-malecns-166k dataset (a graph, no weights)"}
+
+
+def _not_a_release(folder: Path) -> str | None:
+    """What a folder is when it is plainly no fly-wordbrain release (no selectors to pick
+    from), or ``None`` when it may be one (its manifest says whether)."""
+    from flyviz.model.formats.connectorch import is_connectorch_brain
+    from flyviz.model.formats.flygpt import is_flygpt_config
+    from flyviz.model.formats.malecns import is_malecns_dataset
+
+    if is_connectorch_brain(folder):
+        return "a ConnecTorch brain (.ct, a graph with no weights)"
+    if is_malecns_dataset(folder):
+        return "the fly-connectome-malecns-166k dataset (a graph, no weights)"
+    if (folder / "graph" / "edges_offsets.i32").is_file():
+        return "a connectome dataset (the graph, no weights)"
+    if is_flygpt_config(folder):
+        return "a FlyGPT folder (one model.safetensors)"
+    if (folder / "config.json").is_file():
+        return "an ngxson/fly-llm-hf folder (one model.safetensors)"
+    if (folder / "wte.f32").is_file():
+        return "a Fly Recital web export (one set of weights)"
+    return None
+
+
 def selector_spec(spec: str, selector: str) -> str:
     """The SPEC of one selector's weights in a fly-wordbrain release.
 
@@ -304,16 +339,24 @@ def selector_spec(spec: str, selector: str) -> str:
     Raises
     ------
     InputError
-        For a spec that is no release folder or hub id, or names a file already.
+        For a spec that is no release folder or hub id (a FlyGPT or ngxson model, a
+        dataset, a ConnecTorch brain: ``--selector`` applies only to fly-wordbrain
+        releases), or names a file already.
     CheckpointError
         When the manifest has no such selector (the message lists its keys).
     """
     text = str(spec).strip()
     local = Path(text).expanduser()
     if local.is_file():
+        if local.suffix != ".safetensors":
+            raise InputError(f"{_SELECTOR_ONLY}; {text} is a file, not a release folder: leave "
+                             "--selector out")
         raise InputError(f"{text} is one weights file already; give the release folder with "
                          "--selector, or the file alone")
     if local.is_dir():
+        other = _not_a_release(local)
+        if other is not None:
+            raise InputError(f"{_SELECTOR_ONLY}; {text} is {other}: leave --selector out")
         manifest = read_json(local / "manifest.json", "the release's manifest.json")
         where = str(local)
     else:
@@ -324,6 +367,9 @@ def selector_spec(spec: str, selector: str) -> str:
         if hub.file:
             raise InputError(f"{text} names one weights file already; give the release alone "
                              "with --selector, or the file alone")
+        if hub.repo_id in _NOT_RELEASES:
+            raise InputError(f"{_SELECTOR_ONLY}; {hub.repo_id} is "
+                             f"{_NOT_RELEASES[hub.repo_id]}: leave --selector out")
         hub = HubSpec(hub.repo_id, hub.revision, hub.subfolder if hub.explicit_subfolder else "",
                       True)
         prefix = f"{hub.subfolder}/" if hub.subfolder else ""

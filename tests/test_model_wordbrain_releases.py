@@ -275,6 +275,36 @@ def test_damaged_release_is_refused_in_one_line(release, capsys, change, expecte
     one_error_line(code, err, expected)
 
 
+@pytest.mark.parametrize("change, blamed, healthy", [
+    # The vocabulary is carried by the embedding and the readout: the manifest says which.
+    (lambda t: t.__setitem__("brain.wte.weight", t["brain.wte.weight"][:-1]),
+     "brain.wte.weight: has shape [1023, 8] but the model needs [1024, 8]", "lm_head.1.weight"),
+    (lambda t: t.__setitem__("lm_head.1.weight", t["lm_head.1.weight"][:-1]),
+     "lm_head.1.weight: has shape [1023, ", "brain.wte.weight"),
+    # The slot width is the graph's (its digests matched): the weights are damaged.
+    (lambda t: t.__setitem__("brain.in_proj", t["brain.in_proj"][:, :, :-1]),
+     "brain.in_proj: has shape [8, 8, 1] but the model needs [8, 8, 2]", "dataset"),
+    (lambda t: t.__setitem__("brain.in_proj", t["brain.in_proj"][:-1]),
+     "brain.in_proj: has shape [7, 8, 2] but the model needs [8, 8, 2]", "dataset"),
+    (lambda t: t.__setitem__("ln.weight", t["ln.weight"][:-1]),
+     f"ln.weight: has shape [{NEURONS - 1}] but the model needs [{NEURONS}]", "dataset"),
+    # The embedding width has no manifest value to side with: both tensors are named.
+    (lambda t: t.__setitem__("brain.wte.weight", t["brain.wte.weight"][:, :-1]),
+     "the embedding width differs between its tensors (brain.wte.weight 7 but brain.in_proj 8)",
+     "use the dataset"),
+])
+def test_a_damaged_tensor_is_named_not_a_healthy_one(release, capsys, change, blamed,
+                                                     healthy) -> None:
+    """Each shape is checked against the sizes the graph and the manifest fix, so the
+    refusal names the tensor that is wrong, not one a size was read from, nor the dataset
+    whose digests matched."""
+    folder, _, _ = release
+    _rewrite_weights(folder, "min-ce.safetensors", change)
+    code, _, err = cli_run(capsys, "info", str(folder))
+    one_error_line(code, err, f"min-ce.safetensors: {blamed}")
+    assert f"min-ce.safetensors: {healthy}" not in err and "released with" not in err
+
+
 def test_parameters_are_the_weights_files_tensors(release, capsys) -> None:
     """The count is every tensor of the parameters-only file: the fixed arm's as written,
     and a trainable-leak arm's brain.leak_delta on top."""

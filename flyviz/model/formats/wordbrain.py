@@ -19,8 +19,8 @@ from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import (NODE_TYPE_INDEX, READOUT_TENSORS, check_sha256,
-                                          find_tokenizer, read_json, read_readout, real_number,
-                                          whole_number)
+                                          compare_frozen_digests, find_tokenizer, read_json,
+                                          read_readout, real_number, whole_number)
 from flyviz.model.formats.dataset import (ConnectomeDataset, DatasetFiles,
                                           load_connectome_dataset)
 from flyviz.model.formats.recital import checkpoint_from_parts
@@ -370,6 +370,90 @@ def _apply_arm_parameters(ckpt: Checkpoint, st: SafetensorsFile, name: str,
                                          f"θ_dst) over {theta_src.shape[0]:,} cell types")
 
 
+#: Each parameter's shape by size: N neurons, O read-out neurons, K delay slots, P input
+#: neurons per slot, D embedding width, V vocabulary, R readout rank.
+_SHAPES = {"brain.wte.weight": ("V", "D"), "brain.in_proj": ("K", "D", "P"),
+           "brain.gain": ("N",), "brain.rec_gain": ("N",), "brain.bias": ("N",),
+           "ln.weight": ("O",), "ln.bias": ("O",), "lm_head.weight": ("V", "O"),
+           "lm_head.0.weight": ("R", "O"), "lm_head.1.weight": ("V", "R")}
+#: What each size is, as a refusal says it.
+_SIZE_NAMES = {"N": "neurons", "O": "read-out neurons", "K": "delay slots",
+               "P": "input neurons per slot", "D": "embedding width", "V": "vocabulary",
+               "R": "readout rank"}
+#: The manifest's key of each size the tensors alone may leave open.
+_MANIFEST_SIZES = {"V": "vocabulary", "D": "d_embed", "R": "readout_rank"}
+
+
+def _check_parameter_shapes(shapes: dict[str, tuple[int, ...]], name: str,
+                            dataset: ConnectomeDataset, hint: Any) -> None:
+    """Refuse the first parameter whose shape is not the one the other sizes fix, naming
+    that tensor (not a healthy one a size was read from).
+
+    The graph the frozen digests bound the weights to fixes the neurons, the read-out
+    neurons and the input neurons (with the dataset's interface, the slots and their
+    width). The vocabulary, the embedding width and the readout rank are each carried by
+    two tensors: when they disagree, the manifest's value (``hint(key)``) says which is
+    right, else both are named.
+
+    Parameters
+    ----------
+    shapes
+        ``{tensor: shape}`` of the parameters present in the weights file.
+    name
+        The weights file's name, for the messages.
+    dataset
+        The graph the weights run on (its digests already matched theirs).
+    hint
+        ``hint(key)``: the manifest's value of a size key, or ``None``.
+    """
+    sizes: dict[str, int] = {"N": dataset.neurons, "O": int(dataset.out_index.shape[0])}
+    inputs = int(dataset.in_index.shape[0])
+    if dataset.neurons_per_slot:
+        sizes["P"] = dataset.neurons_per_slot
+        sizes["K"] = dataset.delay_slots or inputs // dataset.neurons_per_slot
+    elif dataset.delay_slots:
+        sizes["K"] = dataset.delay_slots
+        sizes["P"] = inputs // dataset.delay_slots
+    where = {letter: [(tensor, axis) for tensor, dims in _SHAPES.items() if tensor in shapes
+                      for axis, d in enumerate(dims) if d == letter] for letter in _SIZE_NAMES}
+    for letter in ("K", "P", "D", "V", "R"):
+        if letter in sizes:
+            continue
+        seen = {tensor: shapes[tensor][axis] for tensor, axis in where[letter]
+                if axis < len(shapes[tensor])}
+        values = set(seen.values())
+        if len(values) <= 1:
+            if values:
+                sizes[letter] = values.pop()
+            continue
+        key = _MANIFEST_SIZES.get(letter)
+        manifest_value = hint(key) if key else None
+        if isinstance(manifest_value, int) and manifest_value in values:
+            sizes[letter] = manifest_value
+            continue
+        shown = " but ".join(f"{tensor} {size:,}" for tensor, size in seen.items())
+        raise CheckpointError(f"{name}: the {_SIZE_NAMES[letter]} differs between its "
+                              f"tensors ({shown}); one of them is damaged, download the file "
+                              "again")
+    if "K" in sizes and "P" in sizes and sizes["K"] * sizes["P"] != inputs:
+        raise CheckpointError(f"{name}: brain.in_proj drives {sizes['K']} slots x "
+                              f"{sizes['P']} neurons but the graph has {inputs:,} input "
+                              "neurons; the file is damaged, download it again")
+    for tensor, dims in _SHAPES.items():
+        if tensor not in shapes:
+            continue
+        expected = [sizes.get(d, -1) for d in dims]
+        got = list(shapes[tensor])
+        if len(got) == len(expected) and all(e in (-1, g) for e, g in zip(expected, got)):
+            continue
+        why = ", ".join(f"{sizes[d]:,} {_SIZE_NAMES[d]}" for d in dict.fromkeys(dims)
+                        if d in sizes)
+        raise CheckpointError(f"{name}: {tensor}: has shape {got} but the model needs "
+                              f"{[e if e >= 0 else '?' for e in expected]} ({why}); the file "
+                              "is damaged, download it again")
+
+
+
 def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
                    filename: str | None = None, tokenizer_path: str | Path | None = None,
                    name: str | None = None, verify: bool | None = None) -> Checkpoint:
@@ -484,10 +568,10 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     graph_record = None
     if control is not None:
         dataset, graph_record = _control_dataset(dataset, control, meta, entry, weights.name)
-    if dataset.neurons_per_slot is not None and dataset.neurons_per_slot != config.neurons_per_slot:
-        raise CheckpointError(f"the weights drive {config.neurons_per_slot} neurons per slot but the "
-                              f"dataset's interface has {dataset.neurons_per_slot}; use the dataset "
-                              "these weights were released with")
+    # Weights from another graph are that graph's problem: said before any shape is blamed.
+    compare_frozen_digests(frozen, dataset.graph_digests)
+    _check_parameter_shapes({t: tuple(st.shape(t)) for t in _SHAPES if t in st}, weights.name,
+                            dataset, lambda key: pick(key, None))
     metadata: dict[str, Any] = {k: meta[k] for k in ("experiment", "selector", "updates",
                                                      "source_checkpoint_sha256") if k in meta}
     metadata["weights_file"] = weights.name

@@ -283,6 +283,24 @@ def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expecte
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing left behind
 
 
+@pytest.mark.parametrize("files", [[], "x", None])
+def test_a_manifest_whose_files_are_not_an_object_is_said_to_be_damaged(malecns, tmp_path,
+                                                                       capsys, files):
+    """Not taken for a fly-connectome-49k graph ("is a connectome dataset ... not a model")."""
+    root = _copy(malecns, tmp_path)
+    _edit_manifest(root, lambda m: m.update(files=files))
+    for argv in (("info",), ("verify",), ("simulate", "--duration", "5ms", "--out",
+                                          str(tmp_path / "s.parquet"))):
+        code, _, err = cli_run(capsys, argv[0], str(root), *argv[1:])
+        one_error_line(code, err, "its files block is", "not an object",
+                       "the fly-connectome-malecns-166k manifest is damaged")
+        assert "connectome dataset (the graph only)" not in err
+    # Its name gone too, the label files only this dataset has still say which it is.
+    _edit_manifest(root, lambda m: m.pop("name"))
+    code, _, err = cli_run(capsys, "info", str(root))
+    one_error_line(code, err, "the fly-connectome-malecns-166k manifest is damaged")
+
+
 def test_selector_on_the_dataset_says_it_applies_to_releases_only(malecns, capsys):
     """Not "has no selector 'foo'; its manifest's selectors are none"."""
     for argv in (("info",), ("verify",)):

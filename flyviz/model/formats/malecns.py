@@ -72,7 +72,9 @@ _REDOWNLOAD = f"the dataset is damaged or was modified; download {MALECNS_REPO} 
 def is_malecns_dataset(folder: str | Path) -> bool:
     """True when ``folder``'s ``manifest.json`` is this dataset's: its ``files`` name the
     label indices and no frozen-buffer digests are recorded (the authors' verifier's own
-    test for the full-connectome branch)."""
+    test for the full-connectome branch). A manifest without frozen digests whose ``files``
+    block is damaged counts too when it carries this dataset's name or the folder holds
+    its label files, so that loading it says the manifest is damaged."""
     path = Path(folder) / "manifest.json"
     if not path.is_file():
         return False
@@ -80,9 +82,18 @@ def is_malecns_dataset(folder: str | Path) -> bool:
         manifest = read_json(path, "manifest.json")
     except CheckpointError:
         return False
-    files = manifest.get("files") if isinstance(manifest, dict) else None
-    return isinstance(files, dict) and "superclass_index" in files \
-        and "frozen_buffers_sha256" not in manifest
+    if not isinstance(manifest, dict) or "frozen_buffers_sha256" in manifest:
+        return False
+    files = manifest.get("files")
+    if isinstance(files, dict) and "superclass_index" in files:
+        return True
+    # A damaged files block hides it: its name, or the label files only this dataset has,
+    # still say which dataset it is (so that the refusal says its manifest is damaged,
+    # not that it is a fly-connectome-49k graph).
+    root = Path(folder)
+    return manifest.get("name") == MALECNS_NAME or all(
+        (root / MALECNS_FILES[name]).is_file() for name in ("superclass_index",
+                                                            "superclass_labels"))
 
 
 def _block(manifest: dict[str, Any], key: str) -> dict[str, Any]:
@@ -203,6 +214,11 @@ def _open(folder: str | Path) -> _Package:
     manifest = read_json(root / "manifest.json", "the dataset's manifest.json")
     if not isinstance(manifest, dict):
         raise CheckpointError(f"{root / 'manifest.json'} is not a JSON object; download it again")
+    if not isinstance(manifest.get("files"), dict):
+        raise CheckpointError(f"{root / 'manifest.json'}: its files block is "
+                              f"{type(manifest.get('files')).__name__}, not an object naming "
+                              f"each file; the {MALECNS_NAME} manifest is damaged, download it "
+                              "again")
     return _Package(root, manifest)
 
 
@@ -235,7 +251,8 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
     Raises
     ------
     CheckpointError
-        Only when the folder or its manifest cannot be read at all.
+        Only when the folder or its manifest cannot be read at all (its ``files`` block
+        included, which every check reads through).
     """
     package = _open(folder)
     report = progress or (lambda _label, _fraction: None)

@@ -302,6 +302,16 @@ def test_info_describes_a_brain_and_the_model_commands_say_where_it_runs(int_ct:
     one_error_line(code, err, "no spiking brain at", "a ConnecTorch .ct folder")
 
 
+def test_a_ct_path_that_is_a_file_is_said_to_need_the_folder(tmp_path: Path, capsys) -> None:
+    """Not "no connectivity table beside brain.ct": a .ct brain is a folder."""
+    path = tmp_path / "brain.ct"
+    path.write_bytes(b"not a folder")
+    code, _, err = cli_run(capsys, "simulate", str(path), "--duration", "5ms", "--out",
+                           str(tmp_path / "s.parquet"))
+    one_error_line(code, err, "is a file, but a ConnecTorch .ct brain is a folder")
+    assert "connectivity table" not in err and not (tmp_path / "s.parquet").exists()
+
+
 def test_selector_on_a_ct_brain_says_it_applies_to_releases_only(int_ct: Path, capsys) -> None:
     """Not "the release's manifest.json not found ... download it again"."""
     code, _, err = cli_run(capsys, "info", str(int_ct), "--selector", "maximum_validation_accuracy")

@@ -593,6 +593,32 @@ def test_labels_and_populations_for_a_flygpt_model_by_body_id(malecns, tmp_path)
                                          "is laid out")
 
 
+def test_info_of_a_flygpt_model_labelled_by_the_dataset_says_it_has_no_positions(
+        malecns, tmp_path, capsys):
+    """One story: no "0 of 40 (0.0 %), measured" positions beside "no soma positions"."""
+    from flyviz.model.synthetic import make_flygpt_tensors
+    from flyviz.model.writers import write_flygpt
+
+    tensors = make_flygpt_tensors(neurons=40, edges=300)
+    tensors["graph.node_id"] = np.asarray(load_malecns(malecns).body_id)[:40].astype(np.int64)
+    folder = write_flygpt(tensors, tmp_path / "flygpt")
+    code, out, err = cli_run(capsys, "info", str(folder), "--dataset", str(malecns))
+    assert code == 0, err
+    rows = {line.split("  ", 1)[0]: line.split("  ", 1)[1].strip()
+            for line in out.splitlines() if "  " in line}
+    assert rows["positions"] == "none of the 40 neurons has a soma position: the graph is laid out"
+    assert "no soma positions" in rows["body ids"]
+
+
+def test_info_and_verify_accept_the_datasets_manifest_path(malecns, capsys):
+    """The manifest names the dataset as its folder does (flyviz info DIR works)."""
+    code, out, err = cli_run(capsys, "info", str(malecns / "manifest.json"))
+    assert code == 0, err
+    assert "fly-connectome-malecns-166k" in out.splitlines()[0]
+    code, out, err = cli_run(capsys, "verify", str(malecns / "manifest.json"))
+    assert code == 0 and out.splitlines()[-1].startswith("All 17 checks passed"), err
+
+
 def test_the_hub_dataset_is_fetched_as_data_only(malecns, monkeypatch, capsys):
     import huggingface_hub
 

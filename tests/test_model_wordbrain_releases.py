@@ -219,6 +219,16 @@ def test_info_names_the_selector_and_weights_file_loaded(release, capsys) -> Non
         assert rows["weights"] == shown
 
 
+@pytest.mark.parametrize("file", ["manifest.json", "tokenizer.json"])
+def test_a_releases_other_files_name_no_weights(release, capsys, file) -> None:
+    """Not the folder's default selector loaded without a word: pass the folder or a
+    weights file."""
+    folder, _, _ = release
+    code, _, err = cli_run(capsys, "info", str(folder / file))
+    one_error_line(code, err, f"is the release's {file}, not its weights",
+                   "pass the release folder", "one of its .safetensors files")
+
+
 def test_a_missing_min_ce_file_is_not_replaced_by_the_other_selector(release, capsys) -> None:
     """The default is the min-CE selector: without its file, loading stops and says which
     file is missing and which --selector loads the other, rather than running max-accuracy."""

@@ -135,9 +135,14 @@ def _text(info: dict[str, Any]) -> str:
                       f"(mean {per_neuron['mean']:.2f})"))
         lines.append(("layer norm", "none" if eps is None else f"eps {eps:g}"))
     pos = info["positions"]
-    lines.append(("positions", "none" if pos is None else
-                  f"{pos['with_position']:,} of {pos['neurons']:,} ({100 * pos['coverage']:.1f} %),"
-                  f" {pos['kind']}"))
+    if pos is not None and pos["with_position"] == 0:
+        # Labels without somata (a dataset such as malecns-166k): no positions, measured or not.
+        lines.append(("positions", f"none of the {pos['neurons']:,} neurons has a soma "
+                                   "position: the graph is laid out"))
+    else:
+        lines.append(("positions", "none" if pos is None else
+                      f"{pos['with_position']:,} of {pos['neurons']:,} "
+                      f"({100 * pos['coverage']:.1f} %), {pos['kind']}"))
     lines.append(("tokenizer", info["tokenizer"] or f"none: {info['tokenizer_missing']}"))
     operator = info["operator"]
     if operator["extensions"]:  # beyond the Fly LLM's operator (FlyGPT): say what

@@ -385,9 +385,9 @@ def selector_spec(spec: str, selector: str) -> str:
 
 def malecns_folder(spec: str | Path) -> Path | None:
     """The fly-connectome-malecns-166k folder ``spec`` names, or ``None`` when it names none:
-    a local folder holding the dataset, or the hub's ``fernandofernandes/fly-connectome-
-    malecns-166k`` (``@revision`` pins one), fetched with ``huggingface_hub`` into its cache
-    (its data files only).
+    a local folder holding the dataset (or its ``manifest.json``), or the hub's
+    ``fernandofernandes/fly-connectome-malecns-166k`` (``@revision`` pins one), fetched with
+    ``huggingface_hub`` into its cache (its data files only).
 
     Raises
     ------
@@ -400,6 +400,8 @@ def malecns_folder(spec: str | Path) -> Path | None:
     local = Path(text).expanduser()
     if local.is_dir():
         return local if is_malecns_dataset(local) else None
+    if local.is_file() and local.name == "manifest.json" and is_malecns_dataset(local.parent):
+        return local.parent  # the dataset named by its manifest: the folder is meant
     repo, _, revision = text.partition("@")
     if repo.rstrip("/") != MALECNS_REPO or os.path.lexists(local):
         return None
@@ -435,6 +437,19 @@ def check_spec(spec: str) -> None:
         return
     if parse_hub_spec(text) is None:
         raise ModelNotFoundError(f"no such folder: {text}; a model is {SPEC_KINDS}")
+
+
+def _refuse_another_file_of_a_release(local: Path, spec: str) -> None:
+    """A fly-wordbrain release's manifest or tokenizer names no weights: loading its folder's
+    default selector for it would run weights the user did not name, without a word."""
+    try:
+        layout = detect_layout(local.parent)
+    except CheckpointError:
+        return  # its folder holds no model: load_model says so
+    if layout == LAYOUT_WORDBRAIN:
+        raise InputError(f"{spec} is the release's {local.name}, not its weights: pass the "
+                         f"release folder ({local.parent}, its minimum_validation_ce "
+                         "selector) or one of its .safetensors files")
 
 
 def load_model(spec: str, progress: Progress | None = None, *,
@@ -492,6 +507,8 @@ def load_model(spec: str, progress: Progress | None = None, *,
         # A .safetensors file names one selector of a wordbrain release (other layouts
         # have one weights file and ignore it).
         filename = local.name if local.is_file() and local.suffix == ".safetensors" else None
+        if local.is_file() and filename is None:
+            _refuse_another_file_of_a_release(local, spec)
         _report(progress, f"loading {folder}", 0.1)
         try:
             ckpt = load_folder(folder, name=folder.name, dataset_dir=dataset_dir,

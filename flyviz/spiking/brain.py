@@ -241,11 +241,16 @@ SPIKE_COLUMNS = ("t", "flywire_id")
 def refuse_other_files(path: Path) -> None:
     """Raise :class:`BrainError` where ``path`` is a file flyviz knows and no brain: a
     recording or an export of one
-    (:func:`~flyviz.record.flyrec_codec.recording_file_kind`), or a table of spikes
-    (:data:`SPIKE_COLUMNS`). Read as a completeness CSV, each failed with words about a
-    missing connectivity table or a bad root id."""
+    (:func:`~flyviz.record.flyrec_codec.recording_file_kind`), a table of spikes
+    (:data:`SPIKE_COLUMNS`), or a file named ``*.ct`` (a ConnecTorch brain is a folder).
+    Read as a completeness CSV, each failed with words about a missing connectivity table
+    or a bad root id."""
     from flyviz.record.flyrec_codec import recording_file_kind
 
+    if path.name.lower().endswith(".ct") and path.is_file():
+        # Not "no connectivity table beside brain.ct": ConnecTorch writes a brain as a folder.
+        raise BrainError(f"{path} is a file, but a ConnecTorch .ct brain is a folder "
+                         "(metadata.json, nodes.parquet, edges.parquet): give that folder")
     what = recording_file_kind(path)
     if what is None and _table_columns(path).issuperset(SPIKE_COLUMNS):
         what = f"a table of spikes ({', '.join(SPIKE_COLUMNS)})"

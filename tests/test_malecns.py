@@ -258,6 +258,7 @@ def test_flyviz_verify_reports_each_check(malecns, tmp_path, capsys):
     ("outside the folder", "the manifest puts body_id at '../body_id.i64', outside the dataset"),
     # Not truncated to 300 neurons: a count that is not whole is a damaged manifest.
     ("fractional count", "the manifest's neurons 300.7 is not a whole number"),
+    ("null count", "the manifest gives no edges count"),
 ])
 def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expected):
     root = _copy(malecns, tmp_path)
@@ -272,6 +273,8 @@ def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expecte
         _corrupt(root, 5)
     elif damage == "fractional count":
         _edit_manifest(root, lambda m: m.update(neurons=300.7))
+    elif damage == "null count":
+        _edit_manifest(root, lambda m: m.update(edges=None))
     else:
         shutil.copy(root / "neurons/body_id.i64", tmp_path / "body_id.i64")
         _edit_manifest(root, lambda m: m["files"]["body_id"].update(file="../body_id.i64"))

@@ -106,7 +106,8 @@ def _closing_line(authors_line: str, rows: list[Any], dataset: Path | None) -> s
     authors_failed = [r for r in failed if r.group == GROUP]
     join_failed = [r for r in failed if r.group != GROUP]
     if authors_failed:
-        names = "; ".join(f"{r.origin} {r.name}" for r in authors_failed)
+        names = "; ".join(f"{r.origin} {r.name}" for r in authors_failed[:3]) + (
+            f" and {len(authors_failed) - 3} more" if len(authors_failed) > 3 else "")
         skipped = f"; the join to {dataset} was skipped" if dataset is not None else ""
         return f"{authors_line.rstrip('.')}: {names}{skipped}."
     if join_failed:

@@ -284,11 +284,14 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
     # 2.
     if n is None or e is None:
         counts_ok = False
-        bad = [key if key not in manifest else f"{key} {manifest[key]!r:.40}"
-               for key, value in (("neurons", n), ("edges", e)) if value is None]
-        detail = (f"the manifest's {' and '.join(bad)} is not a whole number of neurons or "
-                  f"edges; {_REDOWNLOAD}" if all(k in manifest for k in ("neurons", "edges"))
-                  else f"the manifest gives no {' or '.join(bad)} count; {_REDOWNLOAD}")
+        missing = [key for key, value in (("neurons", n), ("edges", e))
+                   if value is None and manifest.get(key) is None]
+        fractional = [f"{key} {manifest[key]!r:.40}" for key, value in (("neurons", n),
+                                                                        ("edges", e))
+                      if value is None and manifest.get(key) is not None]
+        detail = (f"the manifest's {' and '.join(fractional)} is not a whole number; "
+                  f"{_REDOWNLOAD}" if fractional else
+                  f"the manifest gives no {' or '.join(missing)} count; {_REDOWNLOAD}")
     elif graph_problem:
         counts_ok, detail = False, graph_problem
     else:

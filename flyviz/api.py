@@ -107,15 +107,17 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
         What :func:`load` returned (its engine is reused), or a model spec
         such as ``"demo"`` (loaded for this call only).
     prompt
-        Text to continue, a ``str`` (BOS is added); bytes or a number are
-        refused rather than run as the text of their ``repr``.
+        Text to continue, a ``str`` (BOS is added where the model's tokenizer has
+        one; FlyGPT's has none); bytes or a number are refused rather than run as
+        the text of their ``repr``.
     max_new_tokens
         Stop after this many generated tokens, a whole number of at least 1
-        (EOS stops earlier). There is no 0: the last prompt token's frame is
-        the one that picks the first new token.
+        (EOS stops earlier where the model has one; FlyGPT has none). There is no
+        0: the last prompt token's frame is the one that picks the first new token.
     min_new_tokens
         Do not end at the end-of-text token before this many generated tokens (it
-        is not chosen until then), to go on where the model would stop.
+        is not chosen until then), to go on where the model would stop; no effect
+        on a model with no end-of-text token.
     temperature
         Sampler temperature; ``0`` is greedy.
     top_p

@@ -238,7 +238,7 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
         What :func:`load` returned (its engines are reused), a checkpoint or a
         spec such as ``"demo"`` (loaded for this call only).
     prompt_or_recording
-        A prompt (a ``str``, BOS is added), a :class:`Recording` or the
+        A prompt (a ``str``, BOS is added where the tokenizer has one), a :class:`Recording` or the
         :class:`pathlib.Path` of a saved one (traced teacher-forced on its own
         tokens, with its interventions; it must come from this model). A
         ``str`` that names an existing file is refused: pass its ``Path``.

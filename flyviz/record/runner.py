@@ -254,7 +254,7 @@ class Model:
         Parameters
         ----------
         prompt
-            Text to continue (BOS is added).
+            Text to continue (BOS is added where the tokenizer has one).
         settings
             Generation settings; default greedy, 80 new tokens. Validated here:
             a random seed is drawn now (see :meth:`GenerationSettings.validate`).

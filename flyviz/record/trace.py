@@ -67,8 +67,8 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
     model
         The loaded model.
     source
-        A prompt (text; BOS is added), a :class:`Recording`, or the path of a
-        saved one (a :class:`pathlib.Path`).
+        A prompt (text; BOS is added where the tokenizer has one), a
+        :class:`Recording`, or the path of a saved one (a :class:`pathlib.Path`).
     position
         The step explained (0 is BOS). Default: the last prompt token, whose
         prediction is the first generated token.

@@ -25,8 +25,9 @@ corpus command runs with at most :data:`MAX_TOKENS` tokens, a task with its firs
 local Dask cluster runs in this process instead (``--workers 0``: the same bits on any number of
 workers, which each analysis's own tests check), and a movie is drawn at most
 :data:`MOVIE_WIDTH` pixels wide (its aspect kept) with at most :data:`MOVIE_FRAMES_PER_TOKEN`
-frames a token: every frame is drawn in software here, and a movie's size and easing are
-checked by tests/test_export_movie.py; a ``trace --movie`` is as small (``--movie-size``).
+frames a token and its last frame held at most :data:`MOVIE_HOLD_S` s: every frame is drawn in
+software here, and a movie's size, easing and hold are checked by tests/test_export_movie.py;
+a ``trace --movie`` is as small (``--movie-size``).
 A circuit's faithfulness curve has at most :data:`MAX_CURVE_POINTS` sizes (``--points``,
 default 12; the search itself is checked by the circuit's own tests), a text is generated for
 at most :data:`MAX_NEW_TOKENS` tokens (``--max-new-tokens``, default 80), and the spiking
@@ -80,6 +81,10 @@ MAX_DURATION_MS = 100
 MOVIE_WIDTH = 320
 #: The most frames a token a documented ``export`` draws here (``--frames-per-token``).
 MOVIE_FRAMES_PER_TOKEN = 2
+#: The longest a documented ``export`` holds its last frame here, in seconds (``--hold``,
+#: default 1): each held frame is drawn again, and the default's 30 were as many frames as a
+#: page's tokens (the movies' page drew 124 frames for 48 tokens); 0.1 s still holds 3.
+MOVIE_HOLD_S = 0.1
 
 #: The commands that take ``--workers`` (a local Dask cluster unless it is 0).
 DASK_COMMANDS = ("sweep", "importance", "atlas", "circuit", "patch", "screen", "dynamics", "check")
@@ -93,7 +98,8 @@ SPIKING_COMMANDS = ("simulate", "screen")
 def capped(words: list[str]) -> list[str]:
     """``words`` with a ``--max-tokens`` above :data:`MAX_TOKENS` brought down to it,
     ``--workers 0`` where a command would start a cluster of its own, an ``export``'s
-    movie at most :data:`MOVIE_WIDTH` wide and :data:`MOVIE_FRAMES_PER_TOKEN` frames a token,
+    movie at most :data:`MOVIE_WIDTH` wide, :data:`MOVIE_FRAMES_PER_TOKEN` frames a token and
+    a hold of :data:`MOVIE_HOLD_S` s,
     a ``circuit``'s curve at most :data:`MAX_CURVE_POINTS` sizes, a generation at most
     :data:`MAX_NEW_TOKENS` tokens and a spiking run at most :data:`MAX_DURATION_MS` ms."""
     words = list(words)
@@ -168,9 +174,10 @@ def _small_trace_movie(words: list[str]) -> list[str]:
 
 def _small_movie(words: list[str]) -> list[str]:
     """An ``export``'s words with its ``--size`` (default 1280x720) scaled down to
-    :data:`MOVIE_WIDTH` wide, its aspect kept (even sides, as encoders need), and its
-    ``--frames-per-token`` (default 6) at most :data:`MOVIE_FRAMES_PER_TOKEN`."""
-    options = {"--size": "1280x720", "--frames-per-token": "6"}
+    :data:`MOVIE_WIDTH` wide, its aspect kept (even sides, as encoders need), its
+    ``--frames-per-token`` (default 6) at most :data:`MOVIE_FRAMES_PER_TOKEN` and its
+    ``--hold`` (default 1 s) at most :data:`MOVIE_HOLD_S`."""
+    options = {"--size": "1280x720", "--frames-per-token": "6", "--hold": "1"}
     for i, word in enumerate(words[:-1]):
         if word in options:
             options[word] = words[i + 1]
@@ -178,6 +185,9 @@ def _small_movie(words: list[str]) -> list[str]:
     if options["--frames-per-token"].isdigit():
         options["--frames-per-token"] = str(min(int(options["--frames-per-token"]),
                                                 MOVIE_FRAMES_PER_TOKEN))
+    with contextlib.suppress(ValueError):     # not a number: the command's own refusal
+        if float(options["--hold"]) > MOVIE_HOLD_S:
+            options["--hold"] = f"{MOVIE_HOLD_S:g}"
     kept = []
     skip = False
     for i, word in enumerate(words):
@@ -307,13 +317,15 @@ def test_a_corpus_command_is_capped_and_nothing_else_changes():
     assert capped(["trace", "demo", "--prompt", "x"]) == ["trace", "demo", "--prompt", "x"]
     assert capped(["export", "demo", "--prompt", "x", "--out", "a.mp4"]) == [
         "export", "demo", "--prompt", "x", "--out", "a.mp4", "--size", "320x180",
-        "--frames-per-token", "2"]
+        "--frames-per-token", "2", "--hold", "0.1"]
     assert capped(["export", "--recording", "r.flyrec", "--size", "960x540", "--out", "a.webm",
-                   "--frames-per-token", "1", "--orbit", "10"]) == [
+                   "--frames-per-token", "1", "--orbit", "10", "--hold", "2.5"]) == [
         "export", "--recording", "r.flyrec", "--out", "a.webm", "--orbit", "10",
-        "--size", "320x180", "--frames-per-token", "1"]
-    assert capped(["export", "r.flyrec", "--size", "200x100", "--out", "a.gif"])[-4:] == [
-        "--size", "200x100", "--frames-per-token", "2"]
+        "--size", "320x180", "--frames-per-token", "1", "--hold", "0.1"]
+    assert capped(["export", "r.flyrec", "--size", "200x100", "--out", "a.gif", "--hold", "0"]
+                  )[-6:] == ["--size", "200x100", "--frames-per-token", "2", "--hold", "0"]
+    assert capped(["export", "r.flyrec", "--out", "a.gif", "--hold", "soon"])[-2:] == [
+        "--hold", "soon"]
 
 
 def test_a_circuit_a_generation_a_spiking_run_and_a_trace_movie_are_capped():

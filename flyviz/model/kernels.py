@@ -595,7 +595,11 @@ class LlvmMultiBlock:
         panels = -(-neurons // span) if ascending else 1
         panel = (indices.astype(np.int64) // span) if panels > 1 else np.zeros(indices.size,
                                                                                 np.int64)
-        order = np.argsort(panel, kind="stable")  # by panel, then CSR order
+        # By panel, then CSR order. numpy sorts 8- and 16-bit keys stably by radix (a
+        # merge sort for wider ones): the same order in about half the time.
+        key = panel.astype(np.uint8 if panels <= 2**8 else np.uint16) if panels <= 2**16 \
+            else panel
+        order = np.argsort(key, kind="stable")
         counts = np.bincount(panel * rows + row_of, minlength=panels * rows).reshape(panels, rows)
         self.indptr = np.zeros((panels, rows + 1), dtype=np.int64)
         flat = np.concatenate([[0], np.cumsum(counts.reshape(-1))])

@@ -258,6 +258,10 @@ def test_flyviz_verify_reports_each_check(malecns, tmp_path, capsys):
     ("outside the folder", "the manifest puts body_id at '../body_id.i64', outside the dataset"),
     # Not truncated to 300 neurons: a count that is not whole is a damaged manifest.
     ("fractional count", "the manifest's neurons 300.7 is not a whole number"),
+    # Text is not a count, though Python's int() would read "300" as one.
+    ("text count", "the manifest's neurons '300' is not a whole number"),
+    ("text population", "the manifest's populations.sugar count '6' is not a whole number"),
+    ("text sign count", "the manifest says '862' (not a whole number) and 1,839"),
     ("null count", "the manifest gives no edges count"),
 ])
 def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expected):
@@ -273,6 +277,13 @@ def test_bad_input_is_one_line_exit_2(malecns, tmp_path, capsys, damage, expecte
         _corrupt(root, 5)
     elif damage == "fractional count":
         _edit_manifest(root, lambda m: m.update(neurons=300.7))
+    elif damage == "text count":
+        _edit_manifest(root, lambda m: m.update(neurons=str(m["neurons"])))
+    elif damage == "text population":
+        _edit_manifest(root, lambda m: m["populations"].update(sugar=str(m["populations"]["sugar"])))
+    elif damage == "text sign count":
+        _edit_manifest(root, lambda m: m["weights"].update(
+            negative_edges=str(m["weights"]["negative_edges"])))
     elif damage == "null count":
         _edit_manifest(root, lambda m: m.update(edges=None))
     else:

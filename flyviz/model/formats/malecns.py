@@ -110,15 +110,18 @@ def _count(value: Any) -> str:
 
 
 def _as_int(value: Any) -> int | None:
-    """A whole number of the manifest as an int; ``None`` for anything else (a bool, a
-    fraction such as 300.7, which ``int`` would truncate to another count)."""
-    if isinstance(value, bool):
+    """A whole number of the manifest as an int; ``None`` for anything else: a bool, text
+    (``"300"``, which ``int`` would read as a count the packager never writes), a fraction
+    such as 300.7 (which ``int`` would truncate to another count). A float with no
+    fraction (``300.0``) is read, as everywhere in flyviz
+    (:func:`~flyviz.model.formats.common.whole_number`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return None
     if isinstance(value, (float, np.floating)) and not float(value).is_integer():
         return None
     try:
         return int(value)
-    except (TypeError, ValueError, OverflowError):
+    except (ValueError, OverflowError):  # NaN, infinities
         return None
 
 
@@ -341,11 +344,14 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
         want_neg, want_pos = _as_int(block.get("negative_edges")), \
             _as_int(block.get("positive_edges"))
         ok = negative == want_neg and positive == want_pos
+        # A count that is not a whole number ("20", null) is shown as written, said so.
+        said = [_count(want) if want is not None else
+                f"{block.get(key)!r:.40} (not a whole number)"
+                for key, want in (("negative_edges", want_neg), ("positive_edges", want_pos))]
         add(7, MALECNS_CHECKS[7], ok,
             f"{negative:,} negative, {positive:,} positive" if ok else
             f"{package.relative('edges_weight')} has {negative:,} negative and {positive:,} "
-            f"positive weights but the manifest says {_count(want_neg)} and {_count(want_pos)}; "
-            f"{_REDOWNLOAD}")
+            f"positive weights but the manifest says {said[0]} and {said[1]}; {_REDOWNLOAD}")
     # 8-9.
     report("checking the labels", 0.8)
     for number, what in ((8, "superclass"), (9, "cell_type")):
@@ -383,6 +389,10 @@ def check_malecns(folder: str | Path, *, hash_limit: int | None = None,
         members, why = loaded(f"population_{name}")
         if members is None:
             add(number, label, False, why)
+            continue
+        if _as_int(count) is None:
+            add(number, label, False, f"the manifest's populations.{name} count {count!r:.40} "
+                                      f"is not a whole number; {_REDOWNLOAD}")
             continue
         low, high = min_max(members)
         ok = members.size == _as_int(count) and n is not None and \

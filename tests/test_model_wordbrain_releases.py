@@ -440,6 +440,38 @@ def test_weights_that_nothing_binds_to_a_graph_are_refused(release, tmp_path, ca
             one_error_line(code, err, expected, "download the whole release folder")
 
 
+@pytest.mark.parametrize("value, expected", [
+    ("x", "selector minimum_validation_ce is 'x', not an object naming its file"),
+    (["min-ce.safetensors"], "selector minimum_validation_ce is ['min-ce.safetensors'], not an"),
+    ({"file": "../../../etc/passwd"}, "names the file '../../../etc/passwd', not a file name in "
+                                      "the release folder"),
+    ({"file": "../min-ce.safetensors"}, "names the file '../min-ce.safetensors', not a file "
+                                        "name in the release folder"),
+    ({"file": 7}, "names the file 7, not a file name"),
+])
+def test_a_damaged_selector_entry_is_said_to_be_damaged(release, capsys, value,
+                                                        expected) -> None:
+    """Not "the selectors have no entry for min-ce.safetensors (they are
+    minimum_validation_ce, ...)", which names the very entry it says is not there."""
+    folder, _, _ = release
+
+    def damage(manifest: dict) -> None:
+        entry = manifest["selectors"][MIN_CE]
+        manifest["selectors"][MIN_CE] = {**entry, **value} if isinstance(value, dict) else value
+
+    _edit_release_manifest(folder, damage)
+    for argv in (("info",), ("verify",), ("info", "--selector", MIN_CE)):
+        code, _, err = cli_run(capsys, argv[0], str(folder), *argv[1:])
+        one_error_line(code, err, expected, "the manifest is damaged")
+        assert "no entry" not in err
+    # The other selector loads, and verify fails the release's damaged entry.
+    code, out, err = cli_run(capsys, "verify", str(folder), "--selector", MAX_ACC,
+                             "--no-golden")
+    assert code == 1, out + err
+    row = next(line for line in out.splitlines() if f"selector {MIN_CE}" in line)
+    assert "FAIL" in row and expected in row
+
+
 @pytest.mark.parametrize("drop", [
     lambda entry: entry.pop("safetensors_sha256"),
     lambda entry: entry.__setitem__("safetensors_sha256", None),

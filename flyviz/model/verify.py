@@ -303,14 +303,25 @@ def _check_model_files(run: _Run, ckpt: Checkpoint) -> dict[str, Any]:
         for name in ("config.json", "model.safetensors"):
             _check_file(run, source / name, None)
     elif ckpt.layout == "wordbrain":
-        from flyviz.model.formats.wordbrain import selector_entry, selector_names, weights_digest
+        from flyviz.model.formats.wordbrain import (selector_entry, selector_entry_problem,
+                                                   selector_names, weights_digest)
 
         weights = str(ckpt.metadata.get("weights_file", "min-ce.safetensors"))
         if not manifest:
             run.add("files", "manifest.json", SKIP, "the folder has no manifest.json, so the "
                                                     "weights' digest is unknown")
-        # Every selector's file, the loaded one first: a release is checked whole.
-        others = [f for f in dict.fromkeys(selector_names(manifest).values()) if f != weights]
+        selectors = manifest.get("selectors")
+        damaged: set[str | None] = set()
+        for key, entry in (selectors.items() if isinstance(selectors, dict) else ()):
+            # Another selector's damaged entry: the loaded one's stopped the load already.
+            problem = selector_entry_problem(str(key), entry)
+            if problem:
+                run.add("files", f"selector {key}", FAIL, problem)
+                damaged.add(selector_names(manifest).get(str(key)))
+        # Every selector's file, the loaded one first: a release is checked whole (a file
+        # whose entry is damaged has failed above, and has no digest to check against).
+        others = [f for f in dict.fromkeys(selector_names(manifest).values())
+                  if f != weights and f not in damaged]
         for name in (weights, *others):
             if name != weights and not (source / name).is_file():
                 run.add("files", f"sha256 {name}", SKIP, "another selector's weights, not "

@@ -49,6 +49,59 @@ SELECTOR_NAMES = {"min-ce": "minimum_validation_ce",
                   "max-accuracy": "maximum_validation_accuracy"}
 
 
+def selector_entry_problem(key: str, entry: Any) -> str | None:
+    """What is wrong with one entry of a release manifest's ``selectors``, or ``None``.
+
+    The authors' packagers write each entry as an object whose ``file`` is a bare file
+    name in the release folder (``min-ce.safetensors``). An entry that is not an object
+    binds nothing, and a ``file`` with a folder in it (``../min-ce.safetensors``) names a
+    file flyviz does not load: both are a damaged manifest. An entry without ``file`` is
+    read as its key's usual file (:func:`selector_names`).
+
+    Parameters
+    ----------
+    key
+        The entry's key in ``selectors`` (``""`` for a list of entries).
+    entry
+        The entry as read from the JSON.
+    """
+    name = f"selector {key}" if key else "selector entry"
+    if not isinstance(entry, dict):
+        return (f"manifest.json's {name} is {entry!r:.40}, not an object naming its file, "
+                "safetensors_sha256 and frozen_buffers_sha256; the manifest is damaged, "
+                "download it again")
+    file = entry.get("file")
+    if not file:
+        return None
+    if not isinstance(file, str) or Path(file).name != file or file in (".", "..") \
+            or "\\" in file:
+        return (f"manifest.json's {name} names the file {file!r:.60}, not a file name in the "
+                "release folder (the packagers write bare names such as min-ce.safetensors); "
+                "the manifest is damaged, download it again")
+    return None
+
+
+def _selector_problem(manifest: dict[str, Any], filename: str) -> str | None:
+    """The problem (:func:`selector_entry_problem`) of the damaged entry that stands for
+    ``filename``: its key is the file's selector name or stem, or its ``file`` ends in
+    ``filename``; ``None`` when there is none."""
+    selectors = manifest.get("selectors")
+    stem = Path(filename).stem
+    entries: list[tuple[str, Any]] = (list(selectors.items()) if isinstance(selectors, dict)
+                                      else [("", e) for e in selectors]
+                                      if isinstance(selectors, list) else [])
+    for key, entry in entries:
+        problem = selector_entry_problem(str(key), entry)
+        if problem is None:
+            continue
+        named = entry.get("selector") if isinstance(entry, dict) else None
+        file = entry.get("file") if isinstance(entry, dict) else None
+        if key in (stem, SELECTOR_NAMES.get(stem)) or named in (stem, SELECTOR_NAMES.get(stem)) \
+                or (isinstance(file, str) and Path(file.replace("\\", "/")).name == filename):
+            return problem
+    return None
+
+
 def selector_entry(manifest: dict[str, Any], filename: str) -> dict[str, Any]:
     """The ``selectors`` entry of a weights file (``{}`` when the manifest has none).
 
@@ -61,9 +114,9 @@ def selector_entry(manifest: dict[str, Any], filename: str) -> dict[str, Any]:
     entries: list[tuple[str, Any]] = (list(selectors.items()) if isinstance(selectors, dict)
                                       else [("", e) for e in selectors]
                                       if isinstance(selectors, list) else [])
-    for _key, entry in entries:  # the file an entry names decides
-        if isinstance(entry, dict) and entry.get("file") \
-                and Path(str(entry["file"])).name == filename:
+    for key, entry in entries:  # the file an entry names decides
+        if isinstance(entry, dict) and entry.get("file") == filename \
+                and selector_entry_problem(str(key), entry) is None:
             return entry
     for key, entry in entries:  # else an entry without a file, by name
         if isinstance(entry, dict) and not entry.get("file") \
@@ -101,6 +154,11 @@ def selector_file(manifest: dict[str, Any], selector: str, where: str) -> str:
     """
     names = selector_names(manifest)
     if selector in names:
+        selectors = manifest.get("selectors")
+        problem = selector_entry_problem(selector, selectors.get(selector)) \
+            if isinstance(selectors, dict) else None
+        if problem:
+            raise CheckpointError(f"{where}: {problem}")
         return names[selector]
     have = ", ".join(names) or "none"
     raise CheckpointError(f"{where} has no selector {selector!r}; its manifest's selectors are "
@@ -268,6 +326,10 @@ def _binding_entry(model_dir: Path, weights: Path,
             f"graph; {_WHOLE_RELEASE}")
     entry = selector_entry(manifest, weights.name)
     if not entry:
+        problem = _selector_problem(manifest, weights.name)
+        if problem:
+            # The entry is there but damaged: "no entry" would contradict the list of keys.
+            raise CheckpointError(f"{model_dir}: {problem}")
         have = ", ".join(selector_names(manifest)) or "none"
         raise CheckpointError(
             f"{manifest_path}'s selectors have no entry for {weights.name} (they are {have}), "

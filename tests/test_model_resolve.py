@@ -127,6 +127,11 @@ def test_offline_without_cache_says_what_to_download(hub_cache):
     message = str(info.value)
     assert "corpus-10k/web" in message and "fly-connectome-49k" in message
     assert "tokenizer.json" in message
+    # A graph-control release runs only with the trainer's receipt beside its weights.
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model("fernandofernandes/fly-wordbrain-shuffled-10k")
+    message = str(info.value)
+    assert "manifest.json (and graph-control.json where the release has one)" in message
 
 
 def test_a_hub_model_without_its_dataset_in_the_cache(tiny_checkpoint, hub_cache):

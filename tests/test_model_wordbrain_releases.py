@@ -727,18 +727,30 @@ def _edit_manifest(folder: Path, edit) -> None:
 @pytest.mark.parametrize("edit, expected", [
     # The weights on the measured graph: nothing to rebuild the control graph from.
     (lambda m: m.pop("graph_control"), "randomised control graph"),
-    # Another seed rebuilds another graph: the digest stops the load.
-    (lambda m: m["graph_control"].__setitem__("seed", SEED + 1),
-     f"rebuilt from seed {SEED + 1} has digest"),
     (lambda m: m["graph_control"].pop("seed"), "lacks its seed"),
     # NumPy's generators take no negative seed: one line, not their ValueError.
     (lambda m: m["graph_control"].__setitem__("seed", -1), "seed is -1, not a whole number >= 0"),
     (lambda m: m["graph_control"].__setitem__("control_graph_w_indices_sha256", "0" * 64),
      "the release is inconsistent"),
-    (lambda m: m["graph_control"].__setitem__("mode", "zero"), "mode 'zero'"),
 ])
 def test_bad_shuffled_release_is_refused_in_one_line(shuffled, capsys, edit, expected) -> None:
     _edit_manifest(shuffled["folder"], edit)
+    code, _, err = cli_run(capsys, "info", str(shuffled["folder"]), "--dataset",
+                           str(shuffled["dataset"]))
+    one_error_line(code, err, expected)
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    # Another seed rebuilds another graph: the digest stops the load.
+    ("seed", SEED + 1, f"rebuilt from seed {SEED + 1} has digest"),
+    ("mode", "zero", "mode 'zero'"),
+])
+def test_a_control_graph_flyviz_cannot_rebuild_is_refused(shuffled, capsys, key, value,
+                                                          expected) -> None:
+    """The manifest and the receipt agree (the release is consistent), but the graph they
+    name is not the one the weights were trained on, or not one flyviz rebuilds."""
+    _edit_manifest(shuffled["folder"], lambda m: m["graph_control"].__setitem__(key, value))
+    _edit_receipt(shuffled["folder"], lambda r: r.__setitem__(key, value))
     code, _, err = cli_run(capsys, "info", str(shuffled["folder"]), "--dataset",
                            str(shuffled["dataset"]))
     one_error_line(code, err, expected)
@@ -782,3 +794,96 @@ def test_published_control_graph_is_rebuilt_from_the_real_dataset(shared_dir) ->
     assert dataset.graph_digests["brain.w_indices"] == MEASURED_W_INDICES
     rebuilt = control_indices(dataset.offsets, dataset.indices, "shuffle", SEED)
     assert (rebuilt.repaired_slots, rebuilt.digest) == (59_116, CONTROL_W_INDICES)
+
+
+def _edit_receipt(folder: Path, edit) -> None:
+    receipt = json.loads((folder / "graph-control.json").read_text())
+    edit(receipt)
+    (folder / "graph-control.json").write_text(json.dumps(receipt))
+
+
+def _strip_metadata(*keys: str):
+    """Drop safetensors metadata keys of min-ce, its new digest recorded in the manifest."""
+    def change(folder: Path) -> None:
+        path = folder / "min-ce.safetensors"
+        st = SafetensorsFile(path)
+        tensors = {name: np.array(st.get(name)) for name in st.keys()}
+        save_safetensors(path, tensors, {k: v for k, v in st.metadata.items() if k not in keys})
+        _edit_manifest(folder, lambda m: m["selectors"][MIN_CE].__setitem__(
+            "safetensors_sha256", sha256_file(path)))
+    return change
+
+
+@pytest.mark.parametrize("damage, expected", [
+    # What the authors' packager writes into every graph-control release: refused when
+    # missing, as the weights would otherwise run on a graph nothing vouches for.
+    (lambda f: _edit_manifest(f, lambda m: m["graph_control"].pop(
+        "measured_graph_w_indices_sha256")), "records no measured_graph_w_indices_sha256"),
+    (lambda f: _edit_manifest(f, lambda m: m["graph_control"]["changed"].__setitem__(
+        "repaired_slots", 999)), "graph_control records 999; the release is inconsistent"),
+    # Both records agree on another count: the rebuild's own count stops it.
+    (lambda f: (_edit_manifest(f, lambda m: m["graph_control"]["changed"].__setitem__(
+        "repaired_slots", 999)), _edit_receipt(f, lambda r: r["changed"].__setitem__(
+            "repaired_slots", 999))), "has the recorded digest but took"),
+    (lambda f: _edit_manifest(f, lambda m: m["graph_control"]["changed"].pop(
+        "repaired_slots")), "records no repaired_slots"),
+    (lambda f: _edit_manifest(f, lambda m: m["graph_control"]["changed"].__setitem__(
+        "repaired_slots", "27")), "records no repaired_slots"),
+    (lambda f: (f / "graph-control.json").unlink(), "graph-control.json is missing"),
+    (lambda f: (f / "graph-control.json").write_text("[]"), "graph-control.json is not"),
+    (lambda f: _edit_receipt(f, lambda r: r["control_graph_sha256"].__setitem__(
+        "w_indices", "e" * 64)), "graph-control.json records the control graph eeeeeeeeeeee"),
+    (lambda f: _edit_receipt(f, lambda r: r["original_graph_sha256"].__setitem__(
+        "w_indices", "e" * 64)), "graph-control.json records the measured graph eeeeeeeeeeee"),
+    (lambda f: _edit_receipt(f, lambda r: r["control_graph_sha256"].__setitem__(
+        "w_values", "e" * 64)), "graph-control.json records the weights eeeeeeeeeeee"),
+    (lambda f: _edit_receipt(f, lambda r: r["frozen_buffers_sha256"].__setitem__(
+        "brain.in_index", "e" * 64)), "graph-control.json records brain.in_index eeeeeeeeeeee"),
+    (lambda f: _edit_receipt(f, lambda r: r["changed"].__setitem__("repaired_slots", 1)),
+     "graph-control.json records 1 repaired slots"),
+    (lambda f: _edit_receipt(f, lambda r: r.__setitem__("seed", SEED + 1)),
+     f"graph-control.json records seed {SEED + 1}"),
+    (_strip_metadata("graph"), "metadata has no graph"),
+    (_strip_metadata("graph", "graph_w_indices_sha256"),
+     "metadata has no graph or graph_w_indices_sha256"),
+])
+def test_a_damaged_control_release_is_refused_and_fails_verify(shuffled, capsys, damage,
+                                                               expected) -> None:
+    """Each damage still loaded and passed verify: loading stops in one line, and verify,
+    which cannot load the model, says the same line and exits 2."""
+    damage(shuffled["folder"])
+    for command in ("info", "verify"):
+        code, _, err = cli_run(capsys, command, str(shuffled["folder"]), "--dataset",
+                               str(shuffled["dataset"]))
+        one_error_line(code, err, expected)
+
+
+def test_the_control_receipt_may_lack_its_source_digest(shuffled, capsys) -> None:
+    """shuffled-10k's receipt has no control_source_sha256 (§1.6): not required."""
+    _edit_receipt(shuffled["folder"], lambda r: r.pop("control_source_sha256", None))
+    code, out, err = cli_run(capsys, "verify", str(shuffled["folder"]), "--dataset",
+                             str(shuffled["dataset"]), "--no-golden")
+    assert code == 0, out + err
+    row = next(line for line in out.splitlines() if "control graph" in line)
+    assert "graph-control.json agrees" in row and f"{shuffled['swaps']} repaired slots" in row
+
+
+def test_a_control_release_without_its_block_is_known_by_its_receipt(shuffled,
+                                                                    capsys) -> None:
+    """Without the graph_control block and the weights' metadata, the receipt binding the
+    selector's own w_indices digest still says these weights need the rewired graph."""
+    folder = shuffled["folder"]
+    _strip_metadata("graph", "graph_w_indices_sha256")(folder)
+    _edit_manifest(folder, lambda m: m.pop("graph_control"))
+    code, _, err = cli_run(capsys, "info", str(folder), "--dataset", str(shuffled["dataset"]))
+    one_error_line(code, err, "trained on a randomised control graph",
+                   "no graph_control block to rebuild it from")
+
+
+def test_a_stray_receipt_beside_a_measured_release_is_no_evidence(release, capsys) -> None:
+    """A receipt that binds other weights than the selector's says nothing about them."""
+    folder, _, _ = release
+    (folder / "graph-control.json").write_text(json.dumps(
+        {"control_graph_sha256": {"w_indices": "e" * 64}}))
+    code, _, err = cli_run(capsys, "info", str(folder))
+    assert code == 0, err

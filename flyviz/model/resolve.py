@@ -191,7 +191,8 @@ def _manual_instructions(spec: HubSpec) -> str:
         return (f"{known}download {sub}config.json, {sub}model.safetensors and "
                 f"{sub}tokenizer.json from {url} into one folder (e.g. ~/fly-models/flygpt) "
                 "and pass that folder instead")
-    return (f"download {sub}manifest.json and the {sub}*.f32 or {sub}*.safetensors files from "
+    return (f"download {sub}manifest.json (and {sub}graph-control.json where the release has "
+            f"one) and the {sub}*.f32 or {sub}*.safetensors files from "
             f"{url} into a folder (e.g. ~/fly-models/model), the dataset "
             f"https://huggingface.co/datasets/{DATASET_REPO} (manifest.json, graph/, interface/, "
             "neurons/) into a sibling folder (e.g. ~/fly-models/dataset), "

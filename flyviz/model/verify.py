@@ -402,9 +402,10 @@ def _check_binding(run: _Run, ckpt: Checkpoint, dataset_files: Any) -> None:
 
         graph = dict(graph)
         graph["brain.w_indices"] = array_digest(np.asarray(ckpt.w_indices), "int32")
+        receipt = f"; {control['receipt']}" if control.get("receipt") else ""
         run.add("binding", "control graph", PASS,
                 f"{control.get('control')}: rebuilt from the dataset, "
-                f"{control.get('repaired_slots')} repaired slots")
+                f"{control.get('repaired_slots')} repaired slots as recorded{receipt}")
     for name, digest in model.items():
         if name == EDGE_GROUP_INDEX:
             empty = str(digest).lower() in empty_index_digests()

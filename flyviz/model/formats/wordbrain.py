@@ -18,9 +18,9 @@ import numpy as np
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.config import ModelConfig
 from flyviz.model.errors import CheckpointError
-from flyviz.model.formats.common import (NODE_TYPE_INDEX, READOUT_TENSORS, check_sha256,
-                                          compare_frozen_digests, find_tokenizer, read_json,
-                                          read_readout, real_number, whole_number)
+from flyviz.model.formats.common import (NODE_TYPE_INDEX, READOUT_TENSORS, array_digest,
+                                          check_sha256, compare_frozen_digests, find_tokenizer,
+                                          read_json, read_readout, real_number, whole_number)
 from flyviz.model.formats.dataset import (ConnectomeDataset, DatasetFiles,
                                           load_connectome_dataset)
 from flyviz.model.formats.recital import checkpoint_from_parts
@@ -231,16 +231,109 @@ def pick_selector_file(model_dir: Path, filename: str | None = None) -> Path:
 #: Safetensors metadata keys only the graph-control packager writes.
 CONTROL_METADATA = ("graph", "graph_w_indices_sha256")
 
+#: The trainer's receipt of the control graph, which the graph-control packager copies
+#: beside the weights (``fly-family-2026.md`` §1.6).
+CONTROL_RECEIPT = "graph-control.json"
+
+#: What to do about a graph-control release whose files disagree.
+_INCONSISTENT = "the release is inconsistent, download it again"
+
+
+def _whole_count(value: Any) -> int | None:
+    """A JSON integer >= 0 as an ``int``; ``None`` for anything else (text, a bool, a
+    fraction): a count compared with the rebuild's must be one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    return int(value) if value >= 0 else None
+
+
+def _digest_at(block: Any, key: str) -> str | None:
+    """``block[key]`` lower-cased when ``block`` is an object recording it, else ``None``."""
+    value = block.get(key) if isinstance(block, dict) else None
+    return str(value).lower() if value else None
+
+
+def _control_receipt(model_dir: Path, where: str) -> dict[str, Any]:
+    """The release's ``graph-control.json``, refused in one line when missing or not an
+    object: the packager always copies it, and its digests are checked against the graph."""
+    path = model_dir / CONTROL_RECEIPT
+    if not path.is_file():
+        raise CheckpointError(f"{where}: {path} is missing; the graph-control packager copies "
+                              "the trainer's receipt of the control graph into every release, "
+                              "download the whole release folder again")
+    receipt = read_json(path, CONTROL_RECEIPT)
+    if not isinstance(receipt, dict):
+        raise CheckpointError(f"{where}: {path} is not a JSON object (the trainer's receipt of "
+                              "the control graph); download it again")
+    return receipt
+
+
+def _check_control_receipt(receipt: dict[str, Any], *, mode: Any, seed: int, measured: str,
+                           control: str, repairs: int, frozen: Any, where: str) -> None:
+    """The receipt against the manifest's ``graph_control`` block and the selector's
+    frozen digests, which the loader then holds to the rebuilt graph and the dataset.
+
+    The authors' packager requires and copies every field read here (it checks the
+    receipt's frozen digests against each selector's); ``control_source_sha256`` and
+    ``created_at_utc`` are not read (shuffled-10k's receipt lacks the first).
+    """
+    said = f"{where}: {CONTROL_RECEIPT} records"
+    for key, want in (("mode", mode), ("seed", seed)):
+        value = receipt.get(key)
+        if key not in receipt or isinstance(value, bool) or value != want:
+            raise CheckpointError(f"{said} {key} {value!r:.40} but manifest.json's "
+                                  f"graph_control records {want!r:.40}; {_INCONSISTENT}")
+    original, rewired = receipt.get("original_graph_sha256"), receipt.get("control_graph_sha256")
+    for block, what, want in ((rewired, "the control graph", control),
+                              (original, "the measured graph", measured)):
+        value = _digest_at(block, "w_indices")
+        if value != want:
+            raise CheckpointError(
+                f"{said} {what} {value[:12] + '...' if value else 'no digest'} but "
+                f"manifest.json's graph_control records {want[:12]}...; {_INCONSISTENT}")
+    frozen = frozen if isinstance(frozen, dict) else {}
+    weights = _digest_at(frozen, "brain.w_values")
+    for block in (original, rewired):
+        value = _digest_at(block, "w_values")
+        if weights and value and value != weights:
+            raise CheckpointError(
+                f"{said} the weights {value[:12]}... but the selector's frozen digests record "
+                f"brain.w_values {weights[:12]}... (a shuffle moves no weight); "
+                f"{_INCONSISTENT}")
+    buffers = receipt.get("frozen_buffers_sha256")
+    if not isinstance(buffers, dict) or not buffers:
+        raise CheckpointError(f"{said} no frozen_buffers_sha256, the digests the packager "
+                              f"checks each selector against; {_INCONSISTENT}")
+    for name, value in buffers.items():
+        # As the authors' packager: every buffer the receipt asserts, the selector must too.
+        have = _digest_at(frozen, str(name))
+        if have != str(value).lower():
+            raise CheckpointError(
+                f"{said} {name} {str(value)[:12]}... but the selector's frozen digests "
+                f"{'record ' + have[:12] + '...' if have else 'record none'}; {_INCONSISTENT}")
+    changed = receipt.get("changed")
+    count = _whole_count(changed.get("repaired_slots")) if isinstance(changed, dict) else None
+    if count != repairs:
+        raise CheckpointError(f"{said} {count if count is not None else 'no'} repaired slots "
+                              f"but manifest.json's graph_control records {repairs:,}; "
+                              f"{_INCONSISTENT}")
+
 
 def _control_dataset(dataset: ConnectomeDataset, control: Any, metadata: dict[str, str],
-                     entry: dict[str, Any], where: str) -> tuple[ConnectomeDataset, dict[str, Any]]:
-    """The dataset with the graph-control arm's rewired indices, after every digest agrees.
+                     entry: dict[str, Any], model_dir: Path,
+                     where: str) -> tuple[ConnectomeDataset, dict[str, Any]]:
+    """The dataset with the graph-control arm's rewired indices, after every record agrees.
 
     ``control`` is the manifest's ``graph_control`` block; the rebuilt graph
     (:func:`~flyviz.model.graph_control.control_indices`) must have the digest
-    it records, which the safetensors metadata and the selector's frozen
-    digests must repeat. Returns the dataset and the graph record
-    ``flyviz info`` shows.
+    and the repaired-slot count it records, and be rebuilt from the measured
+    graph it records. The safetensors metadata (``graph`` and
+    ``graph_w_indices_sha256``), the selector's frozen digests and the
+    trainer's receipt (``graph-control.json``) must repeat them: the
+    authors' packager writes each of them into every release. Returns the
+    dataset and the graph record ``flyviz info`` shows.
     """
     from flyviz.model.graph_control import control_indices
 
@@ -259,38 +352,92 @@ def _control_dataset(dataset: ConnectomeDataset, control: Any, metadata: dict[st
                               "whole number >= 0 (the trainer's --control-seed), so the graph "
                               "these weights were trained on cannot be rebuilt; the manifest "
                               "is damaged, download it again")
+    if not isinstance(mode, str) or not mode:
+        raise CheckpointError(f"{where}: manifest.json's graph_control records no mode (the "
+                              "trainer's --graph-control, shuffle for shuffled-10k), so the "
+                              "graph these weights were trained on cannot be rebuilt; the "
+                              "manifest is damaged, download it again")
     recorded = str(recorded).lower()
+    measured = _digest_at(control, "measured_graph_w_indices_sha256")
+    if not measured:
+        raise CheckpointError(f"{where}: manifest.json's graph_control records no "
+                              "measured_graph_w_indices_sha256, so nothing says which measured "
+                              "graph the control graph is rebuilt from; the manifest is "
+                              "damaged, download it again")
+    changed = control.get("changed")
+    repairs = _whole_count(changed.get("repaired_slots")) if isinstance(changed, dict) else None
+    if repairs is None:
+        raise CheckpointError(f"{where}: manifest.json's graph_control records no "
+                              "repaired_slots count (a whole number) in its changed block, so "
+                              "the rebuild cannot be checked against it; the manifest is "
+                              "damaged, download it again")
+    missing = [key for key in CONTROL_METADATA if not metadata.get(key)]
+    if missing:
+        raise CheckpointError(f"{where}: its safetensors metadata has no {' or '.join(missing)}, "
+                              "which the graph-control packager writes into each weights file "
+                              "of the release; the file is not the release's, download it "
+                              "again")
     frozen = entry.get("frozen_buffers_sha256")
-    for source, value in (("the safetensors metadata", metadata.get("graph_w_indices_sha256")),
-                          ("the selector's frozen-buffer digests",
+    for source, value in (("the safetensors metadata binds",
+                           metadata.get("graph_w_indices_sha256")),
+                          ("the selector's frozen-buffer digests bind",
                            frozen.get("brain.w_indices") if isinstance(frozen, dict) else None)):
         if value and str(value).lower() != recorded:
-            raise CheckpointError(f"{where}: {source} binds these weights to the graph "
+            raise CheckpointError(f"{where}: {source} these weights to the graph "
                                   f"{str(value)[:12]}... but graph_control records "
-                                  f"{recorded[:12]}...; the release is inconsistent, download "
-                                  "it again")
-    measured = control.get("measured_graph_w_indices_sha256")
-    have = dataset.graph_digests.get("brain.w_indices")
-    if measured and have and str(measured).lower() != have.lower():
+                                  f"{recorded[:12]}...; {_INCONSISTENT}")
+    _check_control_receipt(_control_receipt(model_dir, where), mode=mode, seed=seed,
+                           measured=measured, control=recorded, repairs=repairs, frozen=frozen,
+                           where=where)
+    # The trainer hashed the measured indices as int32, whatever dtype the dataset stores.
+    have = array_digest(np.asarray(dataset.indices), "int32")
+    if measured != have:
         raise CheckpointError(f"{where}: the control graph is rebuilt from the measured graph "
-                              f"{str(measured)[:12]}... but the dataset's presynaptic indices are "
+                              f"{measured[:12]}... but the dataset's presynaptic indices are "
                               f"{have[:12]}...; use fernandofernandes/fly-connectome-49k")
     rebuilt = control_indices(dataset.offsets, dataset.indices, str(mode), seed)
-    changed = control.get("changed")
-    repairs = changed.get("repaired_slots") if isinstance(changed, dict) else None
     if rebuilt.digest != recorded:
         raise CheckpointError(
             f"{where}: the control graph rebuilt from seed {seed} has digest "
             f"{rebuilt.digest[:12]}... ({rebuilt.repaired_slots:,} repaired slots), not the "
-            f"recorded {recorded[:12]}... ({repairs if repairs is not None else '?'} repaired); "
-            f"NumPy {np.__version__}'s random streams may differ from the ones the weights "
-            "were trained with, and the weights are valid on that graph only: not loaded")
+            f"recorded {recorded[:12]}... ({repairs:,} repaired); NumPy {np.__version__}'s "
+            "random streams may differ from the ones the weights were trained with, and the "
+            "weights are valid on that graph only: not loaded")
+    if rebuilt.repaired_slots != repairs:
+        raise CheckpointError(
+            f"{where}: the control graph rebuilt from seed {seed} has the recorded digest but "
+            f"took {rebuilt.repaired_slots:,} repaired slots, not the {repairs:,} repaired "
+            f"slots manifest.json's graph_control records; {_INCONSISTENT}")
     digests = dict(dataset.graph_digests)
     digests["brain.w_indices"] = rebuilt.digest
     record = {"control": f"randomised ({mode}, seed {seed}), NOT the measured connectome",
-              "rebuilt_from": f"{dataset.path} (w_indices {str(have or measured)[:12]}...)",
-              "repaired_slots": rebuilt.repaired_slots, "w_indices_sha256": rebuilt.digest}
+              "rebuilt_from": f"{dataset.path} (w_indices {measured[:12]}...)",
+              "repaired_slots": rebuilt.repaired_slots, "w_indices_sha256": rebuilt.digest,
+              "receipt": f"{CONTROL_RECEIPT} agrees (digests, seed, repaired slots)"}
     return dataclasses.replace(dataset, indices=rebuilt.indices, graph_digests=digests), record
+
+
+def _control_digest_without_block(model_dir: Path, meta: dict[str, str],
+                                  entry: dict[str, Any]) -> str | None:
+    """The control graph a release without a ``graph_control`` block was trained on, when
+    its weights' metadata or its receipt says so (``None`` otherwise).
+
+    The receipt counts only when it binds the selector's own frozen ``brain.w_indices``:
+    a stray ``graph-control.json`` beside a measured-graph release is no evidence.
+    """
+    if any(meta.get(key) for key in CONTROL_METADATA):
+        return str(meta.get("graph_w_indices_sha256") or "?")
+    path = model_dir / CONTROL_RECEIPT
+    if not path.is_file():
+        return None
+    try:
+        receipt = read_json(path, CONTROL_RECEIPT)
+    except CheckpointError:
+        return None
+    control = _digest_at(receipt.get("control_graph_sha256") if isinstance(receipt, dict)
+                         else None, "w_indices")
+    bound = _digest_at(entry.get("frozen_buffers_sha256"), "brain.w_indices")
+    return control if control and control == bound else None
 
 
 #: What to do when the weights cannot be bound to their graph.
@@ -551,8 +698,11 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
     release (a ``graph_control`` block in the manifest, shuffled-10k) runs on
     its rewired graph, rebuilt from the dataset and the recorded seed by
     :func:`~flyviz.model.graph_control.control_indices` and refused unless
-    its digest is the recorded one; weights whose safetensors metadata
-    binds them to a control graph are refused without that block.
+    its digest and repaired-slot count are the recorded ones and the
+    release agrees with itself (the weights' ``graph`` metadata, the
+    selector's frozen digests, the trainer's ``graph-control.json``);
+    weights whose safetensors metadata or receipt binds them to a control
+    graph are refused without that block.
     """
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
@@ -575,12 +725,14 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
         _refuse_a_renamed_selector(weights, manifest, entry, exc)
         raise
     control = manifest.get("graph_control")
-    if control is None and any(meta.get(key) for key in CONTROL_METADATA):
+    trained_on = _control_digest_without_block(model_dir, meta, entry) if control is None \
+        else None
+    if trained_on:
         raise CheckpointError(
             f"{weights.name} was trained on a randomised control graph "
-            f"({meta.get('graph_w_indices_sha256', '')[:12]}...), not the measured connectome, "
-            "and the folder's manifest.json has no graph_control block to rebuild it from; "
-            "download the release's manifest.json beside it")
+            f"({trained_on[:12]}...), not the measured connectome, and the folder's "
+            "manifest.json has no graph_control block to rebuild it from; download the "
+            "release's manifest.json beside it")
     _refuse_unknown_tensors(st, weights.name)
     for tensor in (*_PARAMETERS, *ARM_TENSORS, "lm_head.weight", "lm_head.0.weight",
                    "lm_head.1.weight"):
@@ -629,7 +781,8 @@ def load_wordbrain(model_dir: str | Path, dataset_dir: str | Path, *,
             f"weights to {dataset.path}; {_WHOLE_RELEASE}")
     graph_record = None
     if control is not None:
-        dataset, graph_record = _control_dataset(dataset, control, meta, entry, weights.name)
+        dataset, graph_record = _control_dataset(dataset, control, meta, entry, model_dir,
+                                                  weights.name)
     # Weights from another graph are that graph's problem: said before any shape is blamed.
     compare_frozen_digests(frozen, dataset.graph_digests)
     _check_parameter_shapes({t: tuple(st.shape(t)) for t in _SHAPES if t in st}, weights.name,

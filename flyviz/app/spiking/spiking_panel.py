@@ -47,6 +47,7 @@ from flyviz.viewer.state import STATE
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.base.host import WindowHost
+    from flyviz.model.checkpoint import Anatomy
     from flyviz.record.recording import Recording
     from flyviz.runs import Run
 
@@ -270,6 +271,9 @@ class SpikingFeature(QObject):
         self.opening.failed.connect(lambda message: self.host.show_message(message, True))
         self._opening_from: Any = None
         self._opening_spec = ""
+        #: Where the brain being opened is drawn: the loaded model's anatomy when the brain is
+        #: that model's own graph (File → Open as spiking brain), else ``None`` (its own).
+        self._opening_anatomy: Anatomy | None = None
         host.widget().installEventFilter(self)
 
     @property
@@ -308,6 +312,11 @@ class SpikingFeature(QObject):
 
         self._opening_from = checkpoint
         self._opening_spec = ""
+        # The brain is this model's graph: drawn where the model's neurons already are, with
+        # its labels (the same neurons, in the same order).
+        bundle = self.host.models.bundle
+        self._opening_anatomy = bundle.anatomy if bundle is not None and \
+            bundle.checkpoint is checkpoint else None
         self.opening.start(work)
         self.host.show_message(f"opening {name}…")
         return True
@@ -326,6 +335,7 @@ class SpikingFeature(QObject):
 
         self._opening_from = self.host.models.checkpoint  # dropped if a model loads meanwhile
         self._opening_spec = spec                          # what its recordings name
+        self._opening_anatomy = None                       # a brain of its own: its anatomy
         self.opening.start(work)
         self.host.show_message(f"opening {Path(spec).name} as a spiking brain…")
 
@@ -338,17 +348,27 @@ class SpikingFeature(QObject):
         if self._opening_from is not self.host.models.checkpoint:
             return                          # another model was loaded meanwhile
         self._opening_from = None
-        self.open(SpikingModel(brain, self._opening_spec))
+        anatomy, self._opening_anatomy = self._opening_anatomy, None
+        self.open(SpikingModel(brain, self._opening_spec), anatomy=anatomy)
         self.host.show_message(f"{brain.name} opened; press Run in the Stimulus dock")
 
-    def open(self, model: SpikingModel, recording: "Recording | None" = None) -> None:
-        """Show ``model``: the spiking kind's docks, and ``recording`` (default: empty)."""
+    def open(self, model: SpikingModel, recording: "Recording | None" = None, *,
+             anatomy: "Anatomy | None" = None) -> None:
+        """Show ``model``: the spiking kind's docks, and ``recording`` (default: empty).
+
+        ``anatomy`` is where its neurons are drawn when it is not the model's own: the loaded
+        model's, for that model's graph opened as a spiking brain. It is never guessed from
+        the number of neurons: two brains of the same size are not the same neurons.
+        """
+        from flyviz.errors import InputError
         from flyviz.record.recording import Recording
 
+        if anatomy is not None and len(anatomy.positions) != model.neurons:
+            raise InputError(f"the anatomy has {len(anatomy.positions):,} neurons, the brain "
+                             f"{model.neurons:,}")
         self.stop()
         state = self.host.state
-        same = state.anatomy is not None and state.neurons == model.neurons
-        state.set_model(model, state.anatomy if same else model.drawing_anatomy())
+        state.set_model(model, anatomy if anatomy is not None else model.drawing_anatomy())
         self.host.runner.set_model(model)      # runs start on it from now on
         if recording is None:
             recording = Recording(model.neurons, {"kind": SPIKING_KEY},

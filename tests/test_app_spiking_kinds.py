@@ -1,0 +1,79 @@
+"""The window describes the spiking brain it shows, and offers what applies to it: a brain
+opened from a folder is drawn and labelled as itself (not as the model loaded before it, of
+the same size); the title, status bar, Model dock and About name it; a brain that does not
+load says so as a model that does not load does; the language model's actions step aside."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.gui, pytest.mark.slow, pytest.mark.usefixtures("spiking_kernels")]
+
+
+def _malecns(folder, neurons: int):
+    """A small fly-connectome-malecns-166k folder of ``neurons`` neurons."""
+    from flyviz.model.synthetic import make_malecns_arrays
+    from flyviz.model.writers import write_malecns_dataset
+
+    arrays = make_malecns_arrays(neurons=neurons, edges=10 * neurons, seed=3)
+    return write_malecns_dataset(folder / "malecns-166k", **arrays), arrays
+
+
+def test_a_brain_folder_of_the_models_size_is_drawn_as_itself(qtbot, tmp_path):
+    """A MaleCNS folder of as many neurons as the loaded model is drawn on its own layout with
+    its own labels: it was drawn on the model's somata with the model's cell types."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING
+
+    checkpoint = make_app_checkpoint(tmp_path / "model", neurons=300, edges=3000)
+    win = make_window(qtbot, checkpoint, tmp_path)
+    try:
+        model_anatomy = win.state.anatomy
+        root, arrays = _malecns(tmp_path, 300)
+        win.load_model(str(root))
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=30_000)
+        anatomy = win.state.anatomy
+        assert anatomy is not model_anatomy
+        assert anatomy.kind == "layout"                 # the set has no somata: a ball
+        assert anatomy is win.features["spiking"].model.drawing_anatomy()
+        assert not np.array_equal(anatomy.positions, model_anatomy.positions)
+        # and a second brain of the same size after it is drawn as itself too
+        first = anatomy
+        other, _ = _malecns(tmp_path / "other", 300)
+        win.load_model(str(other))
+        qtbot.waitUntil(lambda: win.state.anatomy is not first, timeout=30_000)
+        assert win.state.anatomy is win.features["spiking"].model.drawing_anatomy()
+    finally:
+        win.close()
+
+
+def test_the_loaded_models_graph_as_a_spiking_brain_keeps_its_anatomy(qtbot, tmp_path,
+                                                                       monkeypatch):
+    """File → Open as spiking brain draws the model's graph where the model's neurons are."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+    from test_spiking_app import _two_sided_brain
+
+    import flyviz.spiking
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    brain = _two_sided_brain(checkpoint.config.neurons, win.state.anatomy.positions)
+    brain.default_excite = np.arange(4)
+    # the random test model's weights are not synapse counts: its graph, as counts
+    monkeypatch.setattr(flyviz.spiking, "brain_from_checkpoint", lambda _checkpoint: brain)
+    try:
+        model_anatomy = win.state.anatomy
+        assert win.features["spiking"].open_loaded()
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=10_000)
+        assert win.state.anatomy is model_anatomy
+    finally:
+        win.close()

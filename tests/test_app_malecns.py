@@ -1,6 +1,7 @@
 """The window opens a fly-connectome-malecns-166k folder as a spiking brain: its neurons on a
 generic ball (the set has no somata), its populations in the Stimulus dock's queries, a live
-run lighting the brain; a damaged folder is one line in the status bar."""
+run lighting the brain; a damaged folder is said as a model that does not load (its line
+in the status bar and a dialog) while the brain shown stays."""
 
 from __future__ import annotations
 

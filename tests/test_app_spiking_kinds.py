@@ -77,3 +77,68 @@ def test_the_loaded_models_graph_as_a_spiking_brain_keeps_its_anatomy(qtbot, tmp
         assert win.state.anatomy is model_anatomy
     finally:
         win.close()
+
+
+def test_the_window_names_the_spiking_brain_it_shows(qtbot, tmp_path):
+    """Title, status bar, Model dock and About name the brain (they said "flyviz", "no
+    model", "no model loaded" for a brain opened alone, and kept the previous model's name
+    after a model)."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING
+
+    root, _ = _malecns(tmp_path, 200)
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.load_model(str(root))
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=30_000)
+        name = win.features["spiking"].model.name
+        assert name and name in win.windowTitle()
+        assert win.status_model.text() == name
+        dock = win.model_panel.label.text()
+        assert name in dock and "200 neurons" in dock and "synapses" in dock
+        assert f"source: {root.resolve()}" in dock or str(root) in dock
+        about = win.about_text()
+        assert "No model loaded" not in about and name in about and "200 neurons" in about
+        assert "Shiu" in about
+    finally:
+        win.close()
+
+    checkpoint = make_app_checkpoint(tmp_path / "model", name="the-llm")
+    win = make_window(qtbot, checkpoint, tmp_path, name="second.ini")
+    try:
+        assert "the-llm" in win.windowTitle()
+        win.load_model(str(root))
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=30_000)
+        for text in (win.windowTitle(), win.status_model.text(), win.model_panel.label.text(),
+                     win.about_text()):
+            assert "the-llm" not in text and name in text, text
+    finally:
+        win.close()
+
+
+def test_a_damaged_spiking_brain_says_it_did_not_load(qtbot, tmp_path):
+    """A brain that does not load gets a dialog and the Model dock's "could not load" line,
+    as a model that does not load does (a status-bar line alone vanished after 20 s)."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    root, _ = _malecns(tmp_path, 200)
+    (root / "populations" / "sugar.i32").unlink()
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.load_model(str(root))
+        qtbot.waitUntil(lambda: "could not load" in win.model_panel.label.text(),
+                        timeout=30_000)
+        assert str(root) in win.model_panel.label.text()
+        boxes = [w for w in QApplication.topLevelWidgets()
+                 if isinstance(w, QMessageBox) and w.isVisible()]
+        assert any("sugar.i32" in box.text() for box in boxes), [b.text() for b in boxes]
+        assert win.state.model is None
+    finally:
+        win.close()

@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
 from flyviz.kinds.request import RunRequest
 
 __all__ = ["BUILT_IN_KINDS", "DEFAULT_KIND", "ENTRY_POINT_GROUP", "EVERY_KIND", "LANGUAGE",
-           "ModelKind", "RunRequest", "SideChannel", "TimeAxis", "Wiring", "default_kind",
+           "ModelDescription", "ModelKind", "RunRequest", "SideChannel", "TimeAxis", "Wiring", "default_kind",
            "kind_named", "kind_of", "kind_of_recording", "recorded_model_not_found",
            "refuse_without_tokens", "register_kind", "registered_kinds",
            "registry_generation", "reload_kinds", "state_frame"]
@@ -225,6 +225,28 @@ class Wiring:
             raise ValueError("partners and weights must both have offsets[-1] entries")
 
 
+@dataclass(frozen=True)
+class ModelDescription:
+    """What the window says of a shown model: its title, status bar, Model dock and About.
+
+    Attributes
+    ----------
+    name
+        The model's name (the window's title, the status bar).
+    facts
+        Short lines under the name (``"300 neurons · 3,000 synapses"``).
+    provenance
+        ``(what, value)`` pairs: where it came from (``("source", folder)``).
+    credit
+        Whose work it is, as About says it (``""``: nothing to say).
+    """
+
+    name: str
+    facts: tuple[str, ...] = ()
+    provenance: tuple[tuple[str, str], ...] = ()
+    credit: str = ""
+
+
 class ModelKind:
     """A kind of model: what its models give the viewer, the runs and the exporters.
 
@@ -264,6 +286,13 @@ class ModelKind:
     comparison_hint: ClassVar[str] = ""
 
     # ------------------------------------------------------------ neurons and anatomy
+    def describe(self, model: Any) -> ModelDescription:
+        """What the window says of ``model`` (:class:`ModelDescription`): by default its
+        ``name`` (else the kind's title) and its number of neurons."""
+        name = str(getattr(model, "name", "") or self.title or self.key)
+        return ModelDescription(name, (f"{self.neurons(model):,} neurons",),
+                                (("kind", self.title or self.key),))
+
     def neurons(self, model: Any) -> int:
         """How many neurons ``model`` has (the length of a state)."""
         return int(model.neurons)

@@ -37,7 +37,7 @@ import numpy as np
 from psygnal import SignalGroupDescriptor
 
 from flyviz.errors import InputError
-from flyviz.kinds import ModelKind, SideChannel, TimeAxis, Wiring, state_frame
+from flyviz.kinds import ModelDescription, ModelKind, SideChannel, TimeAxis, Wiring, state_frame
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.checkpoint import Anatomy
@@ -302,6 +302,24 @@ class SpikingKind(ModelKind):
         "BRAIN --silence QUERY --record FILE') and look at each, or compare two runs' spikes "
         "with 'flyviz simulate BRAIN --silence QUERY --compare SPIKES', SPIKES the other "
         "run's --out")
+
+    def describe(self, model: Any) -> ModelDescription:
+        """The brain's name, neurons and synapses (connected pairs), the model that runs it,
+        and where it came from (its folder, how its weights were read)."""
+        brain = model.brain
+        facts = (f"{brain.neurons:,} neurons \u00b7 {brain.synapses:,} synapses",
+                 f"spiking brain: Shiu et al.'s LIF model, bins of {BIN_MS:g} ms")
+        provenance = [("kind", self.title), ("source", str(brain.source or model.spec or
+                                                           brain.name))]
+        if brain.weights:
+            provenance.append(("weights", str(brain.weights)))
+        provenance.append(("synapse weight", f"{float(brain.w_syn):g} mV"))
+        credit = ("The spiking model is Shiu et al.'s leaky integrate-and-fire brain "
+                  "(Nature 2024), run on this brain's synapse counts.")
+        if brain.name == "demo":
+            credit += " The demo brain's wiring is synthetic: not the fly connectome."
+        return ModelDescription(str(model.name or brain.name), facts, tuple(provenance),
+                                credit)
 
     def colour_layers(self) -> "tuple[LayerKind, ...]":
         """The spikes flashing and fading (:data:`~flyviz.viewer.layers.FLASH`). The rates

@@ -326,6 +326,12 @@ class ModelController(QObject):
         self.loading.emit(spec)
         loader.start()
 
+    def report_failed(self, spec: str, message: str) -> None:
+        """Say that ``spec``, a model another part of the window opened (a spiking brain's
+        folder), did not load: as a load of this controller that fails (:attr:`failed`, the
+        window's dialog and Model dock line)."""
+        self.failed.emit(spec, message)
+
     def bundle_now(self, checkpoint: Checkpoint, spec: str | None = None) -> ModelBundle:
         """A bundle of an in-memory checkpoint, at once (scripts and tests).
 

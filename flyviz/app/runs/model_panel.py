@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from flyviz.app.runs.verification import VerificationStatus
+
+if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.kinds import ModelDescription
 
 
 class ModelPanel(QWidget):
@@ -74,6 +78,15 @@ class ModelPanel(QWidget):
     def show_failed(self, spec: str) -> None:
         """Say that ``spec`` could not be loaded (nothing else is loaded)."""
         self.label.setText(f"could not load <b>{html.escape(spec)}</b>")
+
+    def describe_model(self, description: "ModelDescription") -> None:
+        """Describe a model of another kind than the language model (a spiking brain), as
+        its kind says (:meth:`ModelKind.describe <flyviz.kinds.ModelKind.describe>`)."""
+        lines = [f"<b>{html.escape(description.name)}</b>",
+                 *(html.escape(line) for line in description.facts),
+                 *(f"{html.escape(what)}: {html.escape(value)}"
+                   for what, value in description.provenance)]
+        self.label.setText("<br>".join(lines))
 
     def describe(self, bundle, anatomy_note: str = "") -> None:
         """Describe the loaded :class:`~flyviz.app.runs.model_control.ModelBundle` (None: nothing)."""

@@ -268,7 +268,7 @@ class SpikingFeature(QObject):
         self.opening = BackgroundJob(host.background, "spiking-open", _OpeningView(self),
                                      self, window)
         self.opening.finished.connect(self._opened)
-        self.opening.failed.connect(lambda message: self.host.show_message(message, True))
+        self.opening.failed.connect(self._open_failed)
         self._opening_from: Any = None
         self._opening_spec = ""
         #: Where the brain being opened is drawn: the loaded model's anatomy when the brain is
@@ -351,6 +351,19 @@ class SpikingFeature(QObject):
         anatomy, self._opening_anatomy = self._opening_anatomy, None
         self.open(SpikingModel(brain, self._opening_spec), anatomy=anatomy)
         self.host.show_message(f"{brain.name} opened; press Run in the Stimulus dock")
+
+    def _open_failed(self, message: str) -> None:
+        """A brain that does not open is said as a model that does not load: a dialog, and
+        the Model dock's "could not load" line (a status-bar line alone vanished, leaving
+        the window as it was with nothing saying the load failed)."""
+        spec, self._opening_spec, self._opening_anatomy = self._opening_spec, "", None
+        if self._opening_from is not self.host.models.checkpoint:
+            return                          # another model was loaded meanwhile
+        self._opening_from = None
+        if spec:
+            self.host.models.report_failed(spec, message)
+        else:
+            self.host.show_message(message, True, dialog=True)
 
     def open(self, model: SpikingModel, recording: "Recording | None" = None, *,
              anatomy: "Anatomy | None" = None) -> None:

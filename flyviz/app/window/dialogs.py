@@ -91,15 +91,28 @@ def shortcuts_dialog(parent: QWidget, rows: list[tuple[str, str]]) -> QDialog:
     return dialog
 
 
-def about_text(bundle=None) -> str:
+def about_text(bundle=None, description=None) -> str:
     """The About box's text: version, the model's provenance and licences.
 
-    ``bundle`` is the loaded :class:`~flyviz.app.runs.model_control.ModelBundle` (or None).
+    ``bundle`` is the loaded :class:`~flyviz.app.runs.model_control.ModelBundle` (or None);
+    ``description`` what the kind of a model shown without one says of it (a spiking
+    brain: :meth:`ModelKind.describe <flyviz.kinds.ModelKind.describe>`).
     """
     parts = [f"<h3>flyviz {html.escape(__version__)}</h3>",
-             "<p>Watch a connectome language model think: the Fly LLM's recurrent layer is "
-             "the fruit-fly central brain, stepped once per text token.</p>"]
-    if bundle is None:
+             "<p>Watch a connectome think: a connectome language model (the Fly LLM, "
+             "fly-wordbrain, FlyGPT: the fruit-fly brain stepped once per text token) or a "
+             "spiking brain (Shiu et al.'s LIF model on a ConnecTorch <tt>.ct</tt> brain, "
+             "the whole MaleCNS or a Shiu et al. folder), lit neuron by neuron.</p>"]
+    if bundle is None and description is not None:
+        parts.append(f"<p><b>Model:</b> {html.escape(description.name)}<br>"
+                     + "<br>".join(html.escape(line) for line in description.facts) + "</p>")
+        if description.provenance:
+            parts.append("<p>" + "<br>".join(f"<b>{html.escape(what)}:</b> {html.escape(value)}"
+                                             for what, value in description.provenance)
+                         + "</p>")
+        if description.credit:
+            parts.append(f"<p>{html.escape(description.credit)}</p>")
+    elif bundle is None:
         parts.append("<p>No model loaded.</p>")
     else:
         ck = bundle.checkpoint

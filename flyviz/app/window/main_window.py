@@ -571,10 +571,12 @@ class MainWindow(FeatureWindow):
 
     def _show_load_ended(self, spec: str) -> None:
         self.progress.setVisible(False)
-        if self.bundle is None:
-            self.model_panel.show_failed(spec)
-        else:
+        if self.bundle is not None:
             self.model_panel.describe(self.bundle, self.brain.note.text())
+        elif self.state.model is not None:
+            self._describe_shown()              # a spiking brain shown stays, and is said
+        else:
+            self.model_panel.show_failed(spec)
 
     def _toggle_outline(self) -> None:
         self.state.mesh.outline_shown = self.actions_registry["toggle_outline"].isChecked()
@@ -624,6 +626,19 @@ class MainWindow(FeatureWindow):
             self.inspector.set_model(anatomy, connectivity)
             if connectivity is not None:
                 self.models.index_graph(connectivity)
+        self._describe_shown()
+
+    def _describe_shown(self) -> None:
+        """Name a model the window did not load itself (a spiking brain) in the title, the
+        status bar and the Model dock, as its kind describes it; the loaded language model
+        is described when it is installed (:meth:`_install_model`)."""
+        model = self.state.model
+        if model is None or self.bundle is not None:
+            return
+        description = self.state.kind.describe(model)
+        self.setWindowTitle(window_title(description.name, False))
+        self.status_model.setText(description.name)
+        self.model_panel.describe_model(description)
 
     def _draw_anatomy(self, anatomy: Anatomy, neurons: int) -> None:
         """Draw ``anatomy``'s neurons in the brain view and the state raster."""
@@ -852,6 +867,9 @@ class MainWindow(FeatureWindow):
 
     def about_text(self) -> str:
         """The About box's text: version, the model's provenance and licences."""
+        model = self.state.model
+        if self.bundle is None and model is not None:
+            return about_text(None, self.state.kind.describe(model))
         return about_text(self.bundle)
 
     # ================================================================= window

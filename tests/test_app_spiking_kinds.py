@@ -142,3 +142,36 @@ def test_a_damaged_spiking_brain_says_it_did_not_load(qtbot, tmp_path):
         assert win.state.model is None
     finally:
         win.close()
+
+
+def test_the_language_models_actions_step_aside_for_a_spiking_brain(qtbot, tmp_path):
+    """Run prompt, Go to prompt, Compare with untouched, Why this token?, Open atlas and the
+    lesion maps leave the menus for a spiking brain ("Compare with untouched" started a plain
+    spiking run), and come back with the language model."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+    from test_spiking_app import _two_sided_brain
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SpikingModel
+
+    names = ("run", "focus_prompt", "compare", "why", "open_atlas", "open_lesion_map",
+             "open_estimate")
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    try:
+        registry = win.actions_registry
+        assert all(registry[name].isVisible() for name in names)
+        feature = win.features["spiking"]
+        feature.open(SpikingModel(_two_sided_brain(checkpoint.config.neurons,
+                                                   win.state.anatomy.positions)))
+        assert not any(registry[name].isVisible() for name in names)
+        titles = {a.text() for menu in registry.menus.values() for a in menu.actions()
+                  if a.isVisible()}
+        assert not titles & {registry[name].text() for name in names}
+        assert feature.open_action.isVisible() and registry["quit"].isVisible()
+        win.set_checkpoint(checkpoint)
+        assert all(registry[name].isVisible() for name in names)
+    finally:
+        win.close()

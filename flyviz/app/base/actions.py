@@ -9,6 +9,7 @@ name (``registry.menu("View").addAction(...)``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -75,6 +76,23 @@ class ActionRegistry:
         self.window = window
         self.by_name: dict[str, QAction] = {}
         self.menus: dict[str, QMenu] = {}
+        #: The model kinds each action serves, by name (an action not named serves every
+        #: kind): :meth:`apply` shows only those of the kind shown.
+        self.kinds: dict[str, tuple[str, ...]] = {}
+
+    def declare(self, name: str, kinds: tuple[str, ...]) -> None:
+        """Action ``name`` serves the models of ``kinds`` (:mod:`flyviz.kinds` keys, or
+        :data:`~flyviz.kinds.EVERY_KIND`)."""
+        self.kinds[name] = tuple(kinds)
+
+    def apply(self, kind: Any) -> None:
+        """Show the actions that serve ``kind`` (a :class:`~flyviz.kinds.ModelKind`) and hide
+        the others: a hidden action leaves its menu and its shortcut does nothing (the
+        language model's *Compare with untouched* started a plain spiking run)."""
+        for name, kinds in self.kinds.items():
+            action = self.by_name.get(name)
+            if action is not None:
+                action.setVisible(bool(kind.shows(kinds)))
 
     def add(self, name: str, title: str, handler: Callable[[], object], keys: str = "",
             description: str = "") -> QAction:

@@ -387,6 +387,9 @@ class MainWindow(FeatureWindow):
             export.setToolTip("Movie export is not available in this installation yet; "
                               "use 'flyviz export' on the command line")
             export.setStatusTip(export.toolTip())
+        # The prompt's actions serve the language model alone (a spiking brain reads none).
+        for name in ("run", "focus_prompt"):
+            registry.declare(name, LM)
         registry.build_menus()
         view = registry.menu("View")
         view.addSeparator()
@@ -599,6 +602,7 @@ class MainWindow(FeatureWindow):
         """Show the docks and the time axis of the shown model's kind (:mod:`flyviz.kinds`)."""
         kind = self.state.kind
         self.dock_kinds.apply(kind)
+        self.actions_registry.apply(kind)
         self.timeline.set_time_axis(kind.time_axis)
         self.raster_panel.set_time_axis(kind.time_axis)
         self.inspector.set_kind(kind)

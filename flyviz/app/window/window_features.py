@@ -20,7 +20,8 @@ from flyviz.app.base.docks import Docks
 from flyviz.app.window.dock_kinds import DockKinds
 from flyviz.kinds.language import LANGUAGE_KEY
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:
+    from flyviz.app.base.actions import ActionRegistry  # pragma: no cover
     from flyviz.app.atlas.atlas_panel import AtlasFeature
     from flyviz.app.brain.brain_view import BrainView
     from flyviz.app.brain.inspector import NeuronInspector
@@ -68,6 +69,8 @@ class FeatureWindow(QMainWindow):
     feature_kinds: dict[str, tuple[str, ...]]
     #: The model kinds each dock serves (the window hides the others' docks).
     dock_kinds: DockKinds
+    #: The window's named actions (those a feature adds serve the feature's kinds).
+    actions_registry: ActionRegistry
 
     def widget(self) -> QWidget:
         """The window as a widget (the parent of features' dialogs)."""
@@ -91,6 +94,7 @@ class FeatureWindow(QMainWindow):
         if name in self.features:
             raise ValueError(f"a feature named {name!r} is installed already")
         before = set(self.docks)
+        actions_before = set(self.actions_registry.by_name)
         # The concrete window (MainWindow) has every member the protocol names.
         feature = install(cast("WindowHost", self))
         self.features[name] = feature
@@ -98,6 +102,10 @@ class FeatureWindow(QMainWindow):
         for key in self.docks:
             if key not in before:
                 self.dock_kinds.declare(key, kinds)
+        # its menu actions serve its kinds too (File → Open atlas serves the language model)
+        for name in self.actions_registry.by_name:
+            if name not in actions_before:
+                self.actions_registry.declare(name, kinds)
         return feature
 
     def _wire_features(self) -> None:

@@ -128,11 +128,12 @@ def test_the_window_runs_a_spiking_brain_live(qtbot, tmp_path):
         assert win.state.kind is not SPIKING
         assert "not whole multiples of one synapse" in win.statusBar().currentMessage()
         assert not feature.opening_bar.isVisible() and feature.open_action.isEnabled()
-        # A spiking brain of the same neurons is drawn where the model's are.
+        # A spiking brain of the model's own neurons (as Open as spiking brain makes one) is
+        # drawn where the model's are: the anatomy is handed over, never matched by size.
         n = checkpoint.config.neurons
         anatomy = win.state.anatomy
         brain = _two_sided_brain(n, anatomy.positions)
-        feature.open(SpikingModel(brain))
+        feature.open(SpikingModel(brain), anatomy=anatomy)
         assert win.state.anatomy is anatomy and win.state.kind is SPIKING
         # Open as spiking brain again: the brain shown is not a model, and the line says so.
         assert not feature.open_loaded()

@@ -57,3 +57,31 @@ def test_in_a_log_a_line_is_written_only_when_the_count_changes():
     bar.update(1, force=True)
     bar.update(1, force=True)
     assert term.getvalue().count("\r") == 2
+
+
+def test_a_rate_below_one_a_second_is_shown_as_seconds_each():
+    """7 positions in 15 s read '0 positions/s'."""
+    log = io.StringIO()
+    bar = ProgressBar(7, label="positions", stream=log, log_every=0.0)
+    bar.update(0, force=True)
+    assert "? positions/s" in log.getvalue()   # no rate yet, not a rate of 0
+    bar.started -= 15.0                         # as if 15 s had passed
+    bar.update(7, force=True)
+    last = log.getvalue().splitlines()[-1]
+    assert "2.1 s/position" in last and "0 positions/s" not in last, last
+    fast = ProgressBar(100, stream=io.StringIO())
+    fast.started -= 2.0
+    fast.initial = 0                            # counted from 0
+    assert "2.5 tokens/s" in fast.line(5) and "50 tokens/s" in fast.line(100)
+
+
+def test_a_note_beside_the_bar_is_news_in_a_log():
+    """A slow item's work (a null's products) writes a line now and then, though the count
+    of items has not moved."""
+    log = io.StringIO()
+    bar = ProgressBar(7, label="positions", stream=log, log_every=0.0)
+    for products in (100, 100, 250):
+        bar.note = f"{products:,} J.v products"
+        bar.update(0)
+    lines = log.getvalue().splitlines()
+    assert [line.split("  ")[-1] for line in lines] == ["100 J.v products", "250 J.v products"]

@@ -165,6 +165,20 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+def _rate(rate: float, label: str) -> str:
+    """``rate`` items a second as a progress line shows it: ``12 tokens/s``, ``2.5
+    tokens/s``, and below one a second the seconds per item (``2.1 s/position``), which a
+    rounded rate would show as 0. No rate yet (nothing done since the start): ``?``."""
+    if not math.isfinite(rate) or rate <= 0:
+        return f"? {label}/s"
+    if rate >= 10:
+        return f"{rate:,.0f} {label}/s"
+    if rate >= 1:
+        return f"{rate:.1f} {label}/s"
+    one = label[:-1] if label.endswith("s") and len(label) > 1 else label
+    return f"{1 / rate:,.1f} s/{one}"
+
+
 class ProgressBar:
     """A self-overwriting progress line on stderr: tokens, tokens/s, time left.
 
@@ -183,8 +197,11 @@ class ProgressBar:
         self.started = time.perf_counter()
         self.initial: int | None = None
         self._last_print = 0.0
-        self._written: tuple[int, int] | None = None   # (done, total) of a log's last line
+        self._written: tuple[int, int, str] | None = None  # (done, total, note): a log's last
         self.done = 0
+        #: Shown after the time left: work within a slow item (``5,230 J.v products``); in a
+        #: log a changed note is news too, so a long item still writes a line now and then.
+        self.note = ""
 
     def line(self, done: int) -> str:
         """The text shown for ``done`` tokens."""
@@ -199,7 +216,7 @@ class ProgressBar:
         bar = "#" * filled + "-" * (width - filled)
         eta = _duration(left) if math.isfinite(left) else "?"
         return (f"[{bar}] {done / self.total:6.1%}  {done:,}/{self.total:,} {self.label}  "
-                f"{rate:,.0f} {self.label}/s  {eta} left")
+                f"{_rate(rate, self.label)}  {eta} left" + (f"  {self.note}" if self.note else ""))
 
     def update(self, done: int, force: bool = False) -> None:
         """Show ``done`` tokens (at most every 0.2 s on a terminal)."""
@@ -208,13 +225,13 @@ class ProgressBar:
         interval = 0.2 if self.tty else self.log_every
         # a log keeps every line: one that says what the line before said is noise (a
         # terminal redraws its one line, so there a repeat costs nothing)
-        repeat = not self.tty and self._written == (done, self.total)
+        repeat = not self.tty and self._written == (done, self.total, self.note)
         if repeat or (not force and now - self._last_print < interval):
             if self.initial is None:
                 self.initial = done
             return
         self._last_print = now
-        self._written = (done, self.total)
+        self._written = (done, self.total, self.note)
         text = self.line(done)
         if self.tty:
             self.stream.write("\r" + text.ljust(100)[:120])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
@@ -388,6 +389,11 @@ def test_compare_to_nulls_matches_numpy():
     assert float(fields[5]) == pytest.approx(found.z, abs=0.006)
     assert float(fields[6]) == pytest.approx(found.p, rel=1e-3)
     assert compare_to_nulls(2.0, [1.0, 1.0]).z == np.inf
+    # z is left out where it is undefined (one null; every value the same): it read "z nan"
+    one = compare_to_nulls(1.0, [0.5])
+    assert math.isnan(one.z) and one.line() == "real 1 | nulls 0.5 ± nan (n=1) | p 0.5"
+    assert "z " not in compare_to_nulls(1.0, [1.0, 1.0]).line()
+    assert "| z inf |" in compare_to_nulls(2.0, [1.0, 1.0]).line()
     with pytest.raises(InputError):
         compare_to_nulls(1.0, [])
 

@@ -1013,11 +1013,12 @@ class NullComparison:
     two_sided: bool = False
 
     def line(self) -> str:
-        """The printed row: ``real R | nulls mean ± sd (n=N) | z Z | p P``."""
+        """The printed row: ``real R | nulls mean ± sd (n=N) | z Z | p P``; without the
+        ``z`` part where it is undefined (one null, or every value the same: NaN)."""
         z = _number(self.z) if not math.isfinite(self.z) else f"{self.z:+.2f}"
         return (f"real {_number(self.real)} | nulls {_number(self.mean)} ± {_number(self.sd)} "
-                f"(n={self.n}) | z {z} | p {self.p:.3g}"
-                + (" two-sided" if self.two_sided else ""))
+                f"(n={self.n}) | " + ("" if math.isnan(self.z) else f"z {z} | ")
+                + f"p {self.p:.3g}" + (" two-sided" if self.two_sided else ""))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (NaN and inf as ``None``)."""

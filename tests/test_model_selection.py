@@ -171,6 +171,36 @@ def test_models_without_labels_say_which_terms_work(labelled):
             index.select(query)
 
 
+def test_a_missing_label_names_the_terms_this_model_does_support(labelled):
+    """Without populations the demo brain said 'select by id:, sign:, input or all
+    instead', though its superclass:, type: and side: labels work."""
+    ck, _ = labelled
+    index = neuron_index(ck)
+    with pytest.raises(SelectionError) as info:
+        index.select("population:sugar")
+    assert str(info.value) == ("labelled has no population labels; select by id:, body:, "
+                               "superclass:, type:, side:, sign:, input or all instead")
+    for term in ("superclass:cb_sensory", "type:KC*", "side:left"):
+        assert index.count(term) > 0   # what it names works
+    bare = neuron_index(dataclasses.replace(ck, anatomy=None))
+    with pytest.raises(SelectionError, match="select by id:, sign:, input or all instead$"):
+        bare.select("type:KC*")
+
+
+@pytest.mark.parametrize("query, fragment", [
+    ("type:kc*", "cell types are case-sensitive: type:KC* matches"),
+    ("type:kcab", "cell types are case-sensitive: type:KCab matches 1 cell type"),
+])
+def test_a_type_that_matches_only_in_another_case_says_so(labelled, query, fragment):
+    """'type:sn26*' was answered with other names, not that 'SN26*' matches."""
+    ck, _ = labelled
+    with pytest.raises(SelectionError) as info:
+        neuron_index(ck).select(query)
+    assert "matches no cell type" in str(info.value) and fragment in str(info.value)
+    spelling = fragment.split("type:")[1].split()[0]
+    assert neuron_index(ck).count(f"type:{spelling}") > 0
+
+
 @pytest.fixture
 def labelled_folder(labelled, tmp_path):
     ck, _ = labelled

@@ -106,6 +106,14 @@ def test_compare_refuses_bad_interventions_with_one_line(capsys, web_model, argv
     assert fragment in err
 
 
+def test_compare_without_an_intervention_names_every_kind_patch_included(capsys, web_model):
+    """The list of interventions left out --patch, which compare takes."""
+    code, _, err = _run(capsys, "compare", str(web_model), "--prompt", "a")
+    _one_line_error(code, err)
+    for option in ("--silence", "--clamp", "--stimulate", "--cut", "--scale", "--patch"):
+        assert option in err, err
+
+
 def test_generate_json_lists_the_interventions_in_order(capsys, web_model, tiny_checkpoint):
     code, out, err = _run(capsys, "generate", str(web_model), "--prompt", PROMPT, "--max-new-tokens",
                           "5", "--clamp", "input=0.5", "--silence", "input@2:4",

@@ -119,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     interventions = interventions_from_args(args)
     if not interventions:
         raise InputError("give at least one intervention (--silence, --clamp, --stimulate, "
-                         "--cut or --scale) to compare with the untouched run")
+                         "--cut, --scale, or --patch with --source-prompt or --source) to "
+                         "compare with the untouched run")
     kernel = kernel_from_args(args)
     ckpt = load_model_from_args(args)
     result = compare(ckpt, args.prompt, interventions, settings, kernel=kernel,

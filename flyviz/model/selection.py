@@ -469,9 +469,19 @@ class NeuronIndex:
             combine(out, m, out=out)
         return out
 
+    def terms(self) -> list[str]:
+        """The query terms this model's labels support, in the help's order (``id:``,
+        ``sign:``, ``input`` and ``all`` always; the others where it has their labels)."""
+        have = {"body:": self.body_id is not None, "superclass:": self.superclass is not None,
+                "type:": self.cell_type is not None, "side:": self.side is not None,
+                "population:": bool(self.populations)}
+        return ["id:", *(term for term, there in have.items() if there), "sign:", "input",
+                "all"]
+
     def _missing(self, what: str) -> SelectionError:
+        terms = self.terms()
         return SelectionError(f"{self.model_name} has no {what} labels; select by "
-                              "id:, sign:, input or all instead")
+                              f"{', '.join(terms[:-1])} or {terms[-1]} instead")
 
     def _term(self, term: Term) -> np.ndarray:
         n = self.neurons
@@ -542,8 +552,9 @@ class NeuronIndex:
         if key == "type":
             matched = self._type_codes(value)
             if not matched:
-                closest = _closest(value.strip("*?"), labels.names, "types")
-                raise SelectionError(f"type {value!r} matches no cell type; {closest}")
+                raise SelectionError(f"type {value!r} matches no cell type; "
+                                     + (self._other_case(value, labels.names)
+                                        or _closest(value.strip("*?"), labels.names, "types")))
             return matched
         if key == "superclass":
             code = {name.lower(): c for c, name in enumerate(labels.names)}.get(value.lower())
@@ -555,6 +566,23 @@ class NeuronIndex:
         if side is None:
             raise SelectionError(f"unknown side {value!r}; valid sides: {', '.join(SIDES)}")
         return [labels.names.index(side)] if side in labels.names else []
+
+    def _other_case(self, pattern: str, names: "list[str]") -> str | None:
+        """Where ``pattern`` matches cell types only when case is ignored, what to say:
+        that types are case-sensitive, and the spelling that matches (the pattern in upper
+        or lower case, or the one type it names), else the types it would match."""
+        regex = re.compile(fnmatch.translate(pattern), re.IGNORECASE)
+        matches = [name for name in names if name and regex.match(name)]
+        if not matches:
+            return None
+        spellings = [pattern.upper(), pattern.lower()] + (matches if len(matches) == 1 else [])
+        spelling = next((s for s in spellings if self._type_codes(s)), None)
+        count = f"{len(matches):,} cell type{'s' if len(matches) != 1 else ''}"
+        if spelling is not None:
+            return (f"cell types are case-sensitive: type:{spelling} matches {count}")
+        listed = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        return (f"cell types are case-sensitive, and ignoring case it would match {count}: "
+                f"{listed}")
 
     def _type_codes(self, pattern: str) -> list[int]:
         """Codes of the cell types ``pattern`` matches (remembered: the app asks again

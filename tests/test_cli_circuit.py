@@ -92,9 +92,12 @@ def test_on_a_random_model_the_command_says_no_circuit_is_faithful_and_names_ove
     assert f"overshoots: {percent}" in rows[int(size.replace(",", ""))]
     assert cli.main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["circuit"]["faithful"] is False and out["circuit"]["size"] == 200
-    # The whole model's f = 1 is no finding: a failed search reports none, and says so.
+    # The whole brain is no circuit: a failed search names no size and no neurons (it
+    # listed all 200 as the circuit's).
     circuit = out["circuit"]
+    assert circuit["faithful"] is False and circuit["size"] is None
+    assert circuit["fraction"] is None and circuit["neurons"] == [] and circuit["types"] == []
+    # The whole model's f = 1 is no finding: a failed search reports none, and says so.
     assert circuit["faithfulness"] is None and circuit["prompt_faithfulness"] is None
     assert circuit["verdict"] == "no circuit below the whole model is faithful"
     assert circuit["measured_below_whole"] == measured == len(
@@ -103,6 +106,61 @@ def test_on_a_random_model_the_command_says_no_circuit_is_faithful_and_names_ove
     assert out["overshoot"]["faithfulness"] == max(p["faithfulness"] for p in
                                                    out["curve"] + out["refinement"])
     assert f"{out['overshoot']['faithfulness']:.0%}" == percent
+
+
+def test_a_search_without_a_circuit_writes_no_unit_as_in_the_circuit(
+        capsys, tmp_path, tokenizer_path, world):
+    """scores.csv had in_circuit = 1 on every row and circuit.json every neuron, types and
+    groups: the whole brain, written as the circuit."""
+    ck = random_model(tokenizer_path)
+    write_wordbrain(ck, tmp_path / "model", tokenizer_path=tokenizer_path)
+    write_connectome_dataset(ck, tmp_path / "connectome")
+    for nodes, header in (("neurons", "rank,neuron,"), ("types", "rank,group,")):
+        out = tmp_path / f"none-{nodes}"
+        assert cli.main(["circuit", str(tmp_path / "model"), "--dataset",
+                         str(tmp_path / "connectome"), "--task", str(world["task"]),
+                         "--workers", "0", "--nodes", nodes, "--out", str(out)]) == 0
+        capsys.readouterr()
+        rows = (out / "scores.csv").read_text("utf-8").splitlines()
+        assert rows[0].startswith(header) and len(rows) > 2
+        assert all(r.endswith(",0") for r in rows[1:])
+        circuit = json.loads((out / "circuit.json").read_text("utf-8"))["circuit"]
+        assert circuit["faithful"] is False and circuit["size"] is None
+        assert circuit["verdict"] == "no circuit below the whole model is faithful"
+        assert circuit["neurons"] == [] and circuit["types"] == []
+        assert circuit.get("groups", []) == []
+
+
+def test_show_0_prints_no_empty_unit_lists(capsys, world):
+    """--show 0 printed the headers 'its superclasses:' and 'its top neurons:' with
+    nothing under them."""
+    for extra in ([], ["--nodes", "types"], ["--edges"]):
+        assert _run(world, "--show", "0", *extra) == 0
+        text = capsys.readouterr().out
+        assert "faithful circuit:" in text
+        assert not re.search(r"^its [a-z ]+:$", text, re.M), text
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--max-tokens", "-5"], "--max-tokens -5 must be at least 2"),
+    (["--max-tokens", "1"], "--max-tokens 1 must be at least 2"),
+])
+def test_max_tokens_is_checked_with_a_json_lines_task_too(capsys, world, extra, message):
+    """It was checked only where a text task reads it: a JSON Lines task took -5."""
+    assert _run(world, *extra) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip() == f"flyviz: error: {message}"
+
+
+def test_resample_of_a_one_prompt_task_is_refused_before_any_progress(capsys, world, tmp_path):
+    """The refusal came after an empty progress line: two lines, the first noise."""
+    task = tmp_path / "one.jsonl"
+    task.write_text(json.dumps(planted_entries()[0]) + "\n", "utf-8")
+    assert cli.main(["circuit", world["spec"], "--dataset", world["dataset"], "--task",
+                     str(task), "--workers", "0", "--ablation", "resample"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("flyviz: error: --ablation resample holds each prompt")
 
 
 def test_out_writes_scores_curve_and_circuit_json(capsys, world):
@@ -204,6 +262,30 @@ def test_nulls_print_a_real_vs_null_row_for_each_headline_number(capsys, world):
     assert rows == ["CPR", "CMD", "circuit size", "circuit fraction", "faithful circuit"]
     cpr = next(line for line in lines if line.startswith("CPR "))
     assert f"real {float(cpr.split()[1]):.4g} |" in lines[start + 1]
+    # One null has no sd, so no z: the rows said "z nan".
+    assert not any("z nan" in line for line in lines[start + 1:])
+    found = lines[start + 5]
+    assert "p = (1 + #nulls that find one too) / (1 + N)" in found, found
+    assert "p is the share of nulls" not in found
+
+
+def test_the_faithful_circuit_row_says_how_its_p_is_counted():
+    """Its note read 'p is the share of nulls that find one too'; p is (1 + #found) /
+    (1 + N), and 1 whatever the nulls found where the real search found none."""
+    from flyviz.commands.circuit import _comparisons
+
+    def search(faithful: bool) -> dict:
+        return {"cpr": (1.0, True), "cmd": (0.1, False), "circuit_size": (5.0, False),
+                "circuit_fraction": (0.005, False),
+                "faithful_circuit": (1.0 if faithful else 0.0, True)}
+
+    nulls = [search(True), search(False), search(False), search(False)]
+    row = _comparisons(search(True), nulls)["faithful_circuit"]
+    assert row["p"] == pytest.approx((1 + 1) / (1 + 4))
+    assert "p = (1 + #nulls that find one too) / (1 + N)" in row["note"]
+    row = _comparisons(search(False), nulls)["faithful_circuit"]
+    assert row["p"] == 1.0 and "the real search found none" in row["note"]
+    assert "p = (1 + N) / (1 + N) = 1" in row["note"]
 
 
 def test_a_search_without_a_circuit_is_not_compared_as_a_large_or_faithful_one():
@@ -234,7 +316,13 @@ def test_a_search_without_a_circuit_is_not_compared_as_a_large_or_faithful_one()
 
 def test_bad_nulls_options_on_circuit_are_one_line_and_exit_2(capsys, world):
     for extra, message in ((["--nulls", "-1"], "--nulls"),
-                           (["--nulls", "1", "--null-seed", "-2"], ">= 0")):
+                           (["--nulls", "1", "--null-seed", "-2"], ">= 0"),
+                           # without --nulls they were accepted and nothing ran on nulls
+                           (["--null-kind", "sign"], "--null-kind sign applies only to the "
+                                                     "nulls --nulls N runs"),
+                           (["--null-seed", "5"], "--null-seed 5 applies only"),
+                           (["--nulls", "0", "--null-seed", "5", "--null-kind", "sign"],
+                            "--null-kind sign and --null-seed 5 apply only")):
         try:
             code = _run(world, *extra)
         except SystemExit as exc:  # a usage error, from argparse

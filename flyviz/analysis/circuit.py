@@ -950,8 +950,10 @@ class CircuitResult:
                 self.scores[kept])
 
     def to_json(self, ckpt: "Checkpoint") -> dict[str, Any]:
-        """The object ``flyviz circuit --json`` prints."""
-        neurons = self.circuit_neurons(ckpt)
+        """The object ``flyviz circuit --json`` prints. Where no circuit below the whole
+        model is faithful, the circuit is empty (no size, no neurons, types, groups or
+        edges: the whole brain is no circuit) and ``verdict`` says so."""
+        neurons = self.circuit_neurons(ckpt) if self.faithful else np.zeros(0, np.int64)
         types = neuron_labels(ckpt, "cell_type")
         seen: dict[str, int] = {}
         for i in neurons:
@@ -963,8 +965,8 @@ class CircuitResult:
         # every prompt's too): those numbers are not a finding, so they are not reported.
         circuit: dict[str, Any] = {
             "faithful": self.faithful,
-            "size": self.size, "units": self.units.kind,
-            "fraction": self.size / self.units.count,
+            "size": self.size if self.faithful else None, "units": self.units.kind,
+            "fraction": self.size / self.units.count if self.faithful else None,
             "faithfulness": self.faithfulness if self.faithful else None,
             "prompt_faithfulness": {k: clean(v) for k, v in self.spread().items()}
             if self.faithful else None,
@@ -972,9 +974,11 @@ class CircuitResult:
             "types": [{"type": t, "neurons": c} for t, c in seen.items()]}
         overshoot = self.overshoot
         if self.units.kind in ("types", "superclasses"):
-            circuit["groups"] = [self.units.names[int(g)] for g in self.kept_units]
+            circuit["groups"] = [self.units.names[int(g)] for g in self.kept_units] \
+                if self.faithful else []
         if self.units.kind == "edges":
-            pre, post, score = self.circuit_edges(ckpt)
+            pre, post, score = self.circuit_edges(ckpt, limit=MAX_LISTED_EDGES
+                                                  if self.faithful else 0)
             circuit["edges"] = [{"pre": int(a), "post": int(b), "score": float(s)}
                                 for a, b, s in zip(pre, post, score)]
             circuit["edges_listed"] = int(pre.size)

@@ -3,14 +3,16 @@
 ``DIR/scores.csv``
     One row per unit, strongest first: ``rank``, the unit (``neuron`` with its
     ``cell_type`` and ``superclass``; ``group`` and its ``neurons``; or
-    ``edge`` with its ``pre`` and ``post`` neurons), ``score`` and ``in_circuit``.
+    ``edge`` with its ``pre`` and ``post`` neurons), ``score`` and ``in_circuit``
+    (0 on every row where no circuit below the whole model is faithful).
 ``DIR/curve.csv``
     One row per measured circuit: ``kind`` (``curve`` or ``refinement``),
     ``nodes`` (its size ``k``), ``fraction`` (``k / N``), ``metric`` and
     ``faithfulness``.
 ``DIR/circuit.json``
     The object ``flyviz circuit --json`` prints, with ``"format":
-    "flyviz-circuit"``.
+    "flyviz-circuit"``; where no circuit is faithful its ``circuit`` has
+    ``"faithful": false``, a ``verdict`` that says so, no size and empty lists.
 
 The three are written into a temporary folder beside ``DIR`` and moved into
 place together; an existing ``DIR`` is replaced only when it is empty or a
@@ -72,7 +74,8 @@ def _write_scores(path: Path, result: "CircuitResult", ckpt: "Checkpoint") -> No
 
     units = result.units
     in_circuit = np.zeros(units.count, dtype=bool)
-    in_circuit[result.kept_units] = True
+    if result.faithful:   # a search that found none kept the whole brain, which is no circuit
+        in_circuit[result.kept_units] = True
     with open(path, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         if units.kind == "neurons":

@@ -419,6 +419,18 @@ weights, sign, erdos; what each keeps: 'flyviz null --help'); plain --nulls N ta
 system's without one), loaded like any model (by every worker) and removed after its run.
 """
 
+#: :data:`NULLS_HELP` for a command whose p-values are two-sided and whose nulls are made
+#: in memory from their seeds (``flyviz dynamics``).
+NULLS_HELP_TWO_SIDED = """\
+run the same work on N null models of the brain (the same parameters on a randomised
+graph, see 'flyviz null') and print each number real vs nulls: the nulls' mean ± sd,
+z = (real - mean) / sd and the empirical two-sided p = (1 + #nulls at least as far
+from the nulls' mean as the real value, either way) / (1 + N). --nulls KIND:N picks the
+kind (degree, degree-sign, type-pairs, weights, sign, erdos; what each keeps: 'flyviz
+null --help'); plain --nulls N takes --null-kind's. Each null is made in memory from
+its seed, in this process or on each worker (nothing is written).
+"""
+
 
 class NullsRequest(NamedTuple):
     """``--nulls [KIND:]N`` as parsed: the kind it names (``None``: ``--null-kind``'s) and N."""
@@ -441,13 +453,14 @@ def _nulls_option(text: str) -> NullsRequest:
     return NullsRequest(kind, count)
 
 
-def add_null_options(parser: argparse.ArgumentParser) -> None:
+def add_null_options(parser: argparse.ArgumentParser, description: str = NULLS_HELP) -> None:
     """Add ``--nulls [KIND:]N``, ``--null-kind KIND`` and ``--null-seed S`` (real vs null
     models); read them back with :func:`null_seeds_from_args` (which also settles
-    ``args.null_kind``)."""
+    ``args.null_kind``). ``description`` heads the group in the help: what the p-values
+    count and where the nulls live (:data:`NULLS_HELP`, :data:`NULLS_HELP_TWO_SIDED`)."""
     from flyviz.analysis.nulls import MAX_NULLS, NULL_KINDS
 
-    group = parser.add_argument_group("null models", NULLS_HELP)
+    group = parser.add_argument_group("null models", description)
     group.add_argument("--nulls", type=_nulls_option, default=NullsRequest(None, 0),
                        metavar="[KIND:]N",
                        help=f"also run on N seeded null models, at most {MAX_NULLS:,} (default "
@@ -455,7 +468,8 @@ def add_null_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--null-kind", choices=NULL_KINDS, default=None,
                        help="the nulls' kind for a plain --nulls N (default degree: every in- "
                             "and out-degree and the sign counts; see 'flyviz null --help')")
-    group.add_argument("--null-seed", type=int, default=0, metavar="S",
+    # default None, not 0: a --null-seed given without --nulls is refused, not ignored
+    group.add_argument("--null-seed", type=int, default=None, metavar="S",
                        help="the first null's seed; the others follow (default 0)")
 
 
@@ -464,7 +478,8 @@ def null_seeds_from_args(args: argparse.Namespace) -> list[int]:
 
     Also settles ``args.null_kind`` to the kind the nulls are of: the one
     ``--nulls KIND:N`` names, else ``--null-kind``'s, else ``degree``; the two
-    naming different kinds is an :class:`InputError`.
+    naming different kinds is an :class:`InputError`. ``--null-kind`` or ``--null-seed``
+    without nulls to apply to is an :class:`InputError` too (they would be ignored).
     """
     from flyviz.analysis.nulls import check_kind, null_seeds
     from flyviz.errors import InputError
@@ -472,11 +487,22 @@ def null_seeds_from_args(args: argparse.Namespace) -> list[int]:
     request = args.nulls if isinstance(args.nulls, NullsRequest) else NullsRequest(None,
                                                                                  args.nulls)
     named = getattr(args, "null_kind", None)
+    start = getattr(args, "null_seed", None)
+    if request.number == 0:
+        given = [f"{option} {value}" for option, value in (("--null-kind", named),
+                                                           ("--null-seed", start))
+                 if value is not None]
+        if given:
+            raise InputError(f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} "
+                             "only to the nulls --nulls N runs, and none run here; add --nulls "
+                             f"N (e.g. --nulls 3) or leave {'it' if len(given) == 1 else 'them'} "
+                             "out")
+        return []   # args.null_kind stays as given: nothing runs on nulls
     if request.kind is not None and named is not None and named != request.kind:
         raise InputError(f"--nulls {request.kind}:{request.number} and --null-kind {named} name "
                          "different kinds; give one")
     args.null_kind = check_kind(request.kind or named or "degree")
-    return null_seeds(request.number, args.null_seed)
+    return null_seeds(request.number, 0 if start is None else start)
 
 
 def lesion_headlines(rows: list[Any], baseline_cross_entropy: float

@@ -72,7 +72,12 @@ HEADLINES = {"cpr": ("CPR", True), "cmd": ("CMD", False),
 SIZE_ROWS = ("circuit_size", "circuit_fraction")
 #: What each row's p counts, printed beside it.
 ROW_NOTES = {"faithful_circuit": "1 = a faithful circuit below the whole model, 0 = none; "
-                                 "one-sided: p is the share of nulls that find one too"}
+                                 "one-sided: p = (1 + #nulls that find one too) / (1 + N)"}
+#: The ``faithful_circuit`` row's note where the real search found none: every null counts
+#: as at least as extreme as "none", so its p is 1 whatever the nulls found.
+NOTE_NONE_FOUND = ("1 = a faithful circuit below the whole model, 0 = none; one-sided: the "
+                   "real search found none, so every null counts and p = (1 + N) / (1 + N) "
+                   "= 1")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -164,7 +169,7 @@ def _table(result: Any, ckpt: Any, show: int, workers: int | None = None) -> str
     lines.append(f"CPR {result.cpr:.4f}   CMD {result.cmd:.4f}   (areas under f and |1 - f| "
                  "over the circuit fraction k/N)")
     lines.extend(verdict_lines(result))
-    if not result.faithful:
+    if not result.faithful or show <= 0:   # --show 0: no unit lists, not empty headers
         return "\n".join(lines)
     types, classes = neuron_labels(ckpt, "cell_type"), neuron_labels(ckpt, "superclass")
     kept = result.kept_units[:max(0, show)]
@@ -232,7 +237,7 @@ def verdict_lines(result: Any) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the task, find the circuit, print, write."""
-    from flyviz.analysis.circuit import find_circuit
+    from flyviz.analysis.circuit import check_resample, find_circuit
     from flyviz.analysis.circuit_file import check_out_dir, write_circuit_folder
     from flyviz.analysis.circuit_tasks import TEXT_CONTEXT, load_task
     from flyviz.analysis.cluster import command_log, ProgressBar, require_dask
@@ -247,6 +252,10 @@ def run(args: argparse.Namespace) -> int:
     context = TEXT_CONTEXT if args.context is None else args.context
     if context < 2:
         raise InputError(f"--context {context} must be at least 2 tokens")
+    # checked whatever the task is (a JSON Lines task does not read it, a text task would
+    # refuse it only after the model loads)
+    if args.max_tokens is not None and args.max_tokens < 2:
+        raise InputError(f"--max-tokens {args.max_tokens} must be at least 2")
     seeds = null_seeds_from_args(args)
     require_dask("flyviz circuit", args.workers)
     out = None if args.out is None else check_out_dir(args.out)
@@ -265,6 +274,8 @@ def run(args: argparse.Namespace) -> int:
     ckpt = load_model_from_args(args)
     task = load_task(task_path, tokenizer_for(ckpt), ckpt.config.vocabulary,
                      ckpt.config.bos_token_id, context=context, max_tokens=args.max_tokens)
+    if settings.ablation == "resample":   # before the progress line: the refusal is one line
+        check_resample(ckpt, task)
 
     log = command_log("circuit")
 
@@ -322,6 +333,8 @@ def _comparisons(real: dict[str, tuple[float, bool]],
     rows: dict[str, Any] = {}
     for name, (value, higher) in real.items():
         pool, note = nulls, ROW_NOTES.get(name)
+        if name == "faithful_circuit" and not real_found:
+            note = NOTE_NONE_FOUND
         if name in SIZE_ROWS:
             note = (f"among the {len(with_circuit)} of {len(nulls)} nulls with a faithful "
                     "circuit")

@@ -14,7 +14,8 @@ import pytest
 from flyviz import cli
 from flyviz.analysis.dynamics import (NULL_PROPERTIES, DynamicsSettings, StepJacobians,
                                       compare_with_nulls, eigenvalues_in_lockstep,
-                                      leak_only_half_life, portrait, portrait_of_checkpoint)
+                                      leak_only_half_life, null_property_values, portrait,
+                                      portrait_of_checkpoint)
 from flyviz.errors import InputError
 from flyviz.model.attribution import BackwardEngine, record_tape
 from flyviz.model.engine import Engine
@@ -264,6 +265,78 @@ def test_nulls_are_the_same_portrait_on_each_null_and_give_z_scores(small_checkp
     assert again["properties"] == result["properties"]
 
 
+def test_a_nulls_radius_is_its_leading_eigenvalue_alone_and_its_work_is_reported(
+        small_checkpoint):
+    """A null's K eigenvalues cost 25 times the real portrait on the demo brain (the ones
+    after the leading one lie on the edge of the spectrum's bulk, where ARPACK converges
+    slowly), and nothing said how far it had come: only its radius is compared, so only
+    that is found, and the products are reported as they are used."""
+    from flyviz.analysis.nulls import make_null
+
+    settings = DynamicsSettings(eigenvalues=6, driving_modes=2)
+    null = make_null(small_checkpoint, "degree", 3)
+    full = portrait_of_checkpoint(null, IDS, settings)
+    told: list[tuple[int, int, int]] = []
+    values = null_property_values(small_checkpoint, "degree", 3, IDS, settings,
+                                  progress=lambda *where: told.append(where))
+    # the same radius (the largest of 6, or found alone) and the same other properties
+    assert values["spectral_radius_mean"] == pytest.approx(full.spectral_radius.mean(),
+                                                           rel=1e-8)
+    assert values["spectral_radius_max"] == pytest.approx(full.spectral_radius.max(), rel=1e-8)
+    for key in ("half_life_tokens", "spread_fraction", "driving_participation"):
+        assert values[key] == pytest.approx(full.property_values()[key], rel=1e-6)
+    assert values["unconverged"] == 0
+    # the work is told as it goes: products after each, positions as they finish
+    products = [p for _, _, p in told]
+    assert products == sorted(products) and products[-1] > 0
+    assert told[-1][1] == len(IDS) and max(d for d, _, _ in told) == len(IDS)
+    assert products[-1] < full.products  # one eigenvalue a position costs less than six
+    seen: list = []
+    compare_with_nulls(full, small_checkpoint, "degree", [3, 4], progress=seen.append)
+    assert {(w.index, w.seed, w.count) for w in seen} == {(0, 3, 2), (1, 4, 2)}
+    assert all(w.total == len(IDS) and 0 <= w.done <= w.total for w in seen)
+
+
+def test_an_eigen_solve_that_does_not_converge_is_said_never_a_radius_of_0(
+        small_checkpoint, monkeypatch):
+    """Where ARPACK ran out of restarts, what had converged was kept without a word, and a
+    position where nothing had read radius 0 (as a Jacobian that is zero)."""
+    import scipy.sparse.linalg
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    from flyviz.commands.dynamics import summary
+
+    def stuck(op, k, **kwargs):
+        values = np.array([0.5 + 0j]) if kwargs.get("v0") is not None and k > 2 else \
+            np.zeros(0, complex)
+        raise ArpackNoConvergence("no convergence", values,
+                                  np.ones((op.shape[0], values.size), complex))
+
+    monkeypatch.setattr(scipy.sparse.linalg, "eigs", stuck)
+    tape = _tape(small_checkpoint)
+    with BackwardEngine(small_checkpoint, threads=1) as backward:
+        found = portrait(backward, tape, DynamicsSettings(eigenvalues=3, driving_modes=2),
+                         at_once=1)   # one at a time: through scipy's eigs
+    assert found.unconverged == list(range(tape.steps))
+    assert np.all(found.spectral_radius == 0.5)   # the largest that converged, flagged
+    assert found.driving["converged"] is False and found.driving["eigenvalues"] == []
+    document = json.loads(json.dumps(found.to_json(), allow_nan=False))   # valid JSON
+    assert document["unconverged_positions"] == list(range(tape.steps))
+    assert all(p["converged"] is False for p in document["positions"])
+    assert document["driving_modes"]["participation"] is None
+    text = summary(found, "small")
+    assert "ARPACK stopped before it converged on all 3 eigenvalues" in text
+    assert "none found (ARPACK stopped before it converged on any)" in text
+    with BackwardEngine(small_checkpoint, threads=1) as backward:
+        monkeypatch.setattr(scipy.sparse.linalg, "eigs", lambda op, k, **kw: (_ for _ in ()).throw(
+            ArpackNoConvergence("no convergence", np.zeros(0, complex),
+                                np.zeros((op.shape[0], 0), complex))))
+        nothing = portrait(backward, tape, DynamicsSettings(eigenvalues=3), at_once=1)
+    assert np.all(np.isnan(nothing.spectral_radius))   # not 0: that is a zero Jacobian
+    assert json.loads(json.dumps(nothing.to_json(), allow_nan=False))["positions"][0][
+        "spectral_radius"] is None
+
+
 def test_settings_out_of_range_are_refused_in_one_line(small_checkpoint):
     for bad in (dict(eigenvalues=0), dict(spread_threshold=0.0), dict(spread_threshold=1.5),
                 dict(perturb_at=-1), dict(eigenvalues=2.5)):
@@ -329,6 +402,9 @@ def test_flyviz_dynamics_prints_a_summary(world, capsys):
     (["--prompt", "the cat", "--directions", "0"], "--directions 0 must be between"),
     (["--prompt", "the cat", "--nulls", "2", "--silence", "all"], "--nulls compares"),
     (["--prompt", "the cat", "--silence", "type:nothing*"], "matches no cell type"),
+    # accepted without --nulls, and no null ran
+    (["--prompt", "the cat", "--null-kind", "sign"], "--null-kind sign applies only"),
+    (["--prompt", "the cat", "--null-seed", "5"], "--null-seed 5 applies only"),
 ])
 def test_bad_input_to_flyviz_dynamics_is_one_line_and_exit_2(world, capsys, extra, message):
     code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
@@ -370,6 +446,32 @@ def test_a_step_that_sets_every_neuron_has_radius_0_and_no_modes(world, capsys, 
                           "--prompt", "the cat saw", "--eigenvalues", "3", *flag)
     assert code == 0, err
     assert "none (every neuron is set there by a silence or clamp" in out
+
+
+def test_each_null_reports_its_positions_and_products_as_it_goes(world, capsys):
+    """stderr said 'null 1 of 2: degree, seed 0' and then nothing for minutes."""
+    code, out, err = _run(capsys, "dynamics", world["spec"], "--dataset", world["dataset"],
+                          "--prompt", "the cat saw a dog", "--eigenvalues", "3", "--nulls", "2",
+                          "--workers", "0")
+    assert code == 0, err
+    lines = err.splitlines()
+    second = lines.index("flyviz: null 2 of 2: degree, seed 1")
+    first = lines.index("flyviz: null 1 of 2: degree, seed 0")
+    for part in (lines[first + 1:second], lines[second + 1:]):
+        bars = [line for line in part if re.search(r"\d+/\d+ positions .* J\.v products",
+                                                   line)]
+        assert bars, err
+        assert re.search(r"(\d+)/\1 positions", bars[-1])   # each null's line ends done
+        assert int(re.search(r"([\d,]+) J\.v products", bars[-1])[1].replace(",", "")) > 0
+
+
+def test_the_help_gives_the_two_sided_p_the_command_computes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["dynamics", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "two-sided p = (1 + #nulls at least as far from the nulls' mean as the real " \
+           "value, either way) / (1 + N)" in text
+    assert "#nulls at least as extreme" not in text
 
 
 def test_progress_in_a_log_is_whole_lines_without_repeats(world, capsys):

@@ -100,3 +100,25 @@ def test_bad_input_is_one_line_in_the_dock(window, values, says):
     message = feature.panel.message.text()
     assert says in message and "\n" not in message
     assert not feature.busy
+
+
+def test_cancel_during_a_null_stops_it_there(app_checkpoint):
+    """Cancel was heard only between nulls, and one null of the demo brain took minutes."""
+    import threading
+
+    from flyviz.app.dynamics.dynamics_panel import measure
+
+    tokenizer = FlyTokenizer(app_checkpoint.tokenizer_path)
+    ids = encode_prompt(tokenizer, PROMPT, app_checkpoint.config.bos_token_id)
+    stop = threading.Event()
+    told: list[float] = []
+
+    def report(share: float) -> None:
+        told.append(share)
+        if share > 0.5:   # past the real portrait (half of the work with one null)
+            stop.set()
+
+    found = measure(app_checkpoint, ids, [str(i) for i in ids],
+                    DynamicsSettings(eigenvalues=2), 1, "degree", None, stop, report)
+    assert found is None and stop.is_set()
+    assert 0.5 < told[-1] < 1.0   # within the null, not after it

@@ -37,7 +37,9 @@ What :func:`portrait` measures on one prompt:
 :func:`compare_with_nulls` measures the same properties on null wirings
 (:mod:`flyviz.analysis.nulls`; in this process or on Dask through
 :func:`flyviz.analysis.cluster.run_each`) and reports each real value against them as
-``z = (real - mean) / sd`` with the nulls' spread and the empirical two-sided p.
+``z = (real - mean) / sd`` with the nulls' spread and the empirical two-sided p. Of a null
+only the spectral radius is found, not its other eigenvalues, which are not compared
+(:func:`null_settings`).
 
 Qt-free.
 """
@@ -59,9 +61,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.attribution import BackwardEngine, Tape
     from flyviz.model.checkpoint import Checkpoint
 
-__all__ = ["DynamicsSettings", "LOCKSTEP_POSITIONS", "NULL_PROPERTIES", "Portrait",
-           "StepJacobians", "compare_with_nulls", "eigenvalues_in_lockstep",
-           "leak_only_half_life", "null_property_values", "portrait", "portrait_of_checkpoint"]
+__all__ = ["DRIVING_BASIS", "DynamicsSettings", "LOCKSTEP_POSITIONS", "NULL_PROPERTIES",
+           "NullProgress", "Portrait", "StepJacobians", "compare_with_nulls",
+           "eigenvalues_in_lockstep", "leak_only_half_life", "null_property_values",
+           "null_settings", "portrait", "portrait_of_checkpoint"]
 
 #: The properties compared with nulls: (key, what it is), in the printed order.
 NULL_PROPERTIES: tuple[tuple[str, str], ...] = (
@@ -169,6 +172,14 @@ class StepJacobians:
         #: by position: the row scale in float32 and float64, and the set neurons' mask
         self._scales: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.products = 0
+        #: ``listener(products)`` after every product or batch of them: the work within a
+        #: slow eigen-solve, where a position may take thousands (a place to cancel too)
+        self.listener: Callable[[int], None] | None = None
+
+    def _count(self, products: int) -> None:
+        self.products += products
+        if self.listener is not None:
+            self.listener(self.products)
 
     def scale(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """``(lam sech^2(u_t) g r, mask)`` of the step at ``t``: the row scale of ``W'`` in
@@ -202,7 +213,7 @@ class StepJacobians:
         """``J_t v`` (float64 in and out; the product itself runs in float32)."""
         v32 = np.ascontiguousarray(v, dtype=np.float32)
         wv = self.backward.forward_product(self.tape.interventions, t, v32)
-        self.products += 1
+        self._count(1)
         return self._step(t, v32, wv)
 
     def _step(self, t: int, v32: np.ndarray, wv: np.ndarray) -> np.ndarray:
@@ -247,7 +258,7 @@ class StepJacobians:
             rows = np.ascontiguousarray(wx.T[:len(members)])  # one column of W'X per row
             for i, j in enumerate(members):
                 out[j] = self._step(positions[j], v32[i], rows[i])
-        self.products += count
+        self._count(count)
         return out
 
     def rmatvec(self, t: int, y: np.ndarray) -> np.ndarray:
@@ -257,7 +268,7 @@ class StepJacobians:
         m[mask] = 0.0
         scaled = (a.astype(np.float64) * m).astype(np.float32)
         wt = self.backward.transposed_product(self.tape.interventions, t, scaled)
-        self.products += 1
+        self._count(1)
         return m * float(self.keep) + wt
 
     def operator(self, t: int, transpose: bool = False) -> Any:
@@ -296,17 +307,27 @@ def _start_vector(n: int, seed: int, t: int) -> np.ndarray:
     return rng.standard_normal(n)
 
 
-def _arpack_ncv(n: int, k: int) -> int:
-    """ARPACK's basis size for ``k`` eigenvalues (at least ``2k + 1`` and 20)."""
-    return min(n, max(2 * k + 1, 20))
+def _arpack_ncv(n: int, k: int, least: int = 20) -> int:
+    """ARPACK's basis size for ``k`` eigenvalues (at least ``2k + 1`` and ``least``)."""
+    return min(n, max(2 * k + 1, least))
+
+
+#: The least basis of the driving modes' ARPACK run. Their few modes (3 by default) are the
+#: leading one and, on a null wiring, modes on the edge of the bulk of the spectrum, where
+#: many eigenvalues share nearly one modulus: on a degree null of the demo brain a basis of
+#: 20 took 7,281 products, one of 40 took 985 (60: 831); on the real model 86 and 113
+#: (docs/dynamics.md, "Accuracy and cost").
+DRIVING_BASIS = 40
 
 
 def leading_eigen(op: Any, n: int, k: int, *, seed: int, t: int, tolerance: float,
-                  vectors: bool = False, dense: Callable[[], np.ndarray] | None = None
-                  ) -> tuple[np.ndarray, np.ndarray | None]:
+                  vectors: bool = False, dense: Callable[[], np.ndarray] | None = None,
+                  basis: int = 20) -> tuple[np.ndarray, np.ndarray | None]:
     """The ``k`` eigenvalues of largest modulus of ``op`` (largest first), and with
-    ``vectors`` their eigenvectors as columns. ARPACK where ``k < n - 1``; a dense
-    decomposition of ``dense()`` otherwise (a model too small for ARPACK's ``k``)."""
+    ``vectors`` their eigenvectors as columns. ARPACK where ``k < n - 1`` (a basis of at
+    least ``basis`` vectors); a dense decomposition of ``dense()`` otherwise (a model too
+    small for ARPACK's ``k``). Where ARPACK stops before converging, fewer than ``k``
+    (those that converged) come back: the caller says so."""
     from scipy.sparse.linalg import ArpackNoConvergence, eigs
 
     if k >= n - 1:
@@ -319,7 +340,7 @@ def leading_eigen(op: Any, n: int, k: int, *, seed: int, t: int, tolerance: floa
             values, vecs = np.linalg.eigvals(matrix), None
     else:
         try:
-            found = eigs(op, k=k, which="LM", tol=tolerance, ncv=_arpack_ncv(n, k),
+            found = eigs(op, k=k, which="LM", tol=tolerance, ncv=_arpack_ncv(n, k, basis),
                          maxiter=max(1000, 10 * n),
                          v0=_start_vector(n, seed, t), return_eigenvectors=vectors)
         except ArpackNoConvergence as exc:  # keep what converged; say so in the count
@@ -474,6 +495,10 @@ class Portrait:
         The leading driving modes: position, eigenvalues, participation, cell types.
     products, seconds
         Jacobian-vector products used and wall time.
+    unconverged
+        The positions where ARPACK stopped before it converged on all ``K`` eigenvalues
+        (its restarts ran out): their eigenvalues are those that converged, their radius
+        the largest of them (NaN with none). Empty unless ARPACK's restarts ran out.
     """
 
     tokens: list[int]
@@ -493,6 +518,7 @@ class Portrait:
     seconds: float = 0.0
     nulls: dict[str, Any] = field(default_factory=dict)
     memory_curves: np.ndarray | None = None
+    unconverged: list[int] = field(default_factory=list)
 
     @property
     def tail_half_life_tokens(self) -> float | None:
@@ -523,6 +549,8 @@ class Portrait:
         half = self.half_life_tokens
         if half is None:
             half = float(self.memory_norms.size - 1)
+        # NaN where a position's eigen-solve converged on nothing (see unconverged): the
+        # comparison then refuses it rather than count a missing radius as 0
         return {"spectral_radius_mean": float(self.spectral_radius.mean()),
                 "spectral_radius_max": float(self.spectral_radius.max()),
                 "half_life_tokens": float(half),
@@ -536,7 +564,8 @@ class Portrait:
             return None if value is None or not math.isfinite(value) else float(value)
 
         positions = [{"index": i, "token": self.token_texts[i], "token_id": int(self.tokens[i]),
-                      "spectral_radius": float(self.spectral_radius[i]),
+                      "spectral_radius": number(float(self.spectral_radius[i])),
+                      "converged": i not in self.unconverged,
                       "eigenvalues": [[float(z.real), float(z.imag)] for z in values]}
                      for i, values in enumerate(self.eigenvalues)]
         directions = 1 if self.memory_curves is None else int(self.memory_curves.shape[0])
@@ -554,7 +583,9 @@ class Portrait:
                            "quartiles": self.memory_quartiles()},
                 "spread": {"from": self.perturb_at, "threshold": self.spread_threshold,
                            "fraction": [float(v) for v in self.spread_fraction]},
-                "driving_modes": self.driving,
+                "driving_modes": {key: number(value) if isinstance(value, float) else value
+                                  for key, value in self.driving.items()},
+                "unconverged_positions": list(self.unconverged),
                 "settings": asdict(self.settings),
                 "products": self.products, "seconds": self.seconds,
                 "nulls": self.nulls}
@@ -598,12 +629,15 @@ def _driving_summary(jac: StepJacobians, t: int, settings: DynamicsSettings,
     n = jac.neurons
     if jac.is_zero(t):  # every neuron set there: J_t = 0 has no driving modes
         return {"position": t, "eigenvalues": [], "participation": 0.0, "top_type_share": 0.0,
-                "cell_types": []}
+                "cell_types": [], "converged": True}
     k = min(settings.driving_modes, max(1, n - 2))
     values, vectors = leading_eigen(jac.operator(t, transpose=True), n, k, seed=settings.seed,
                                     t=t + 10_000, tolerance=settings.tolerance, vectors=True,
-                                    dense=lambda: jac.dense(t).T)
+                                    dense=lambda: jac.dense(t).T, basis=DRIVING_BASIS)
     assert vectors is not None
+    if values.size == 0:   # ARPACK converged on none of them: no modes to summarise
+        return {"position": t, "eigenvalues": [], "participation": math.nan,
+                "top_type_share": math.nan, "cell_types": [], "converged": False}
     weight = np.abs(vectors) ** 2
     weight /= np.maximum(weight.sum(axis=0, keepdims=True), 1e-300)
     total = weight.mean(axis=1)                       # each mode counts the same
@@ -621,13 +655,15 @@ def _driving_summary(jac: StepJacobians, t: int, settings: DynamicsSettings,
                   "enrichment": float(share[g] / (count[g] / n))} for g in order]
         top_share = float(share[order[0]]) if order.size else 0.0
     return {"position": t, "eigenvalues": [[float(z.real), float(z.imag)] for z in values],
-            "participation": participation, "top_type_share": top_share, "cell_types": types}
+            "participation": participation, "top_type_share": top_share, "cell_types": types,
+            "converged": bool(values.size >= k)}
 
 
 def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSettings, *,
              token_texts: Sequence[str] | None = None, cell_types: Sequence[str] | None = None,
              progress: Callable[[int, int], None] | None = None,
-             at_once: int = LOCKSTEP_POSITIONS) -> Portrait:
+             at_once: int = LOCKSTEP_POSITIONS,
+             products: Callable[[int], None] | None = None) -> Portrait:
     """The dynamical portrait of one recorded run (see the module notes).
 
     Parameters
@@ -648,6 +684,10 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
     at_once
         Positions whose eigenvalues are found together (:func:`eigenvalues_in_lockstep`;
         the same values, faster); 1: one at a time with :func:`scipy.sparse.linalg.eigs`.
+    products
+        ``products(count)`` with the ``J v`` products used so far, after each product or
+        batch of them: the work within one slow position (an exception it raises ends the
+        measurement there).
     """
     import scipy.sparse.linalg  # noqa: F401  (its BLAS loaded before the limit below)
 
@@ -665,6 +705,7 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
                          f"({steps - 1}, BOS is 0)")
     started = time.perf_counter()
     jac = StepJacobians(backward, tape)
+    jac.listener = products
     n = jac.neurons
     k = min(settings.eigenvalues, n)
     with SINGLE_THREADED_BLAS:
@@ -683,7 +724,14 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
                 eigenvalues.append(values)
                 if progress is not None:
                     progress(t + 1, steps)
-        radius = np.array([float(np.abs(v).max()) if v.size else 0.0 for v in eigenvalues])
+        # Where ARPACK stopped before converging (fewer than K came back) the radius is the
+        # largest modulus of those that did, NaN where none did; never a silent 0, which is
+        # what a zero Jacobian (every neuron set) has.
+        unconverged = [t for t, v in enumerate(eigenvalues)
+                       if v.size < k and not jac.is_zero(t)]
+        radius = np.array([float(np.abs(v).max()) if v.size else
+                           (0.0 if jac.is_zero(t) else math.nan)
+                           for t, v in enumerate(eigenvalues)])
 
         p = settings.perturb_at
         rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 1]))
@@ -719,7 +767,7 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
                     leak_only_half_life_tokens=leak_only_half_life(cfg.leak),
                     spread_fraction=np.array(spread), spread_threshold=settings.spread_threshold,
                     driving=driving, settings=settings, leak=float(cfg.leak), products=jac.products,
-                    seconds=time.perf_counter() - started)
+                    seconds=time.perf_counter() - started, unconverged=unconverged)
 
 
 def _reached(response: np.ndarray, threshold: float) -> float:
@@ -734,9 +782,10 @@ def _reached(response: np.ndarray, threshold: float) -> float:
 def portrait_of_checkpoint(checkpoint: "Checkpoint", ids: Sequence[int],
                            settings: DynamicsSettings, *, kernel: str | None = None,
                            token_texts: Sequence[str] | None = None,
-                           progress: Callable[[int, int], None] | None = None) -> Portrait:
+                           progress: Callable[[int, int], None] | None = None,
+                           products: Callable[[int], None] | None = None) -> Portrait:
     """Record ``ids`` on ``checkpoint`` and measure its portrait (engines made and closed
-    here: what a null's run needs)."""
+    here: what a null's run needs); ``progress`` and ``products`` as for :func:`portrait`."""
     from flyviz.model.attribution import BackwardEngine, record_tape
     from flyviz.model.engine import Engine
 
@@ -749,7 +798,7 @@ def portrait_of_checkpoint(checkpoint: "Checkpoint", ids: Sequence[int],
     with BackwardEngine(checkpoint, kernel=kernel) as backward:
         return portrait(backward, tape, settings, token_texts=token_texts,
                         cell_types=None if anatomy is None else anatomy.cell_type,
-                        progress=progress)
+                        progress=progress, products=products)
 
 
 # ---------------------------------------------------------------- real vs nulls
@@ -765,14 +814,56 @@ class _NullItem:
         return 1
 
 
+def null_settings(settings: DynamicsSettings) -> DynamicsSettings:
+    """What a null's portrait measures: ``settings`` with one eigenvalue per position.
+
+    Only the spectral radius of a null is compared, never its other eigenvalues, and
+    those are what made a null cost 25 times the real portrait: on a random wiring the
+    leading eigenvalue stands alone but the next ones lie on the edge of the bulk of the
+    spectrum, many with nearly one modulus, where ARPACK converges slowly (a degree null
+    of the demo brain, 7 positions: 221 products for the radius alone at the same
+    tolerance, about 8,800 with 3 eigenvalues; docs/dynamics.md).
+    """
+    from dataclasses import replace
+
+    return replace(settings, eigenvalues=1)
+
+
 def null_property_values(checkpoint: "Checkpoint", kind: str, seed: int, ids: Sequence[int],
-                         settings: DynamicsSettings, kernel: str | None = None
+                         settings: DynamicsSettings, kernel: str | None = None, *,
+                         progress: Callable[[int, int, int], None] | None = None
                          ) -> dict[str, float]:
-    """The properties :data:`NULL_PROPERTIES` names on one null of ``checkpoint``."""
+    """The properties :data:`NULL_PROPERTIES` names on one null of ``checkpoint`` (measured
+    with :func:`null_settings`), and ``"unconverged"``: the eigen-solves ARPACK stopped
+    before converging (positions, and 1 for the driving modes; 0 unless ARPACK's restarts
+    ran out).
+
+    ``progress(done, total, products)``: the positions whose radius is found, of all, and
+    the ``J v`` products used so far on this null (told after every product; an exception
+    it raises ends the work).
+    """
     from flyviz.analysis.nulls import make_null
 
     null = make_null(checkpoint, kind, seed)
-    return portrait_of_checkpoint(null, ids, settings, kernel=kernel).property_values()
+    state = {"done": 0, "total": len(ids), "products": 0}
+
+    def positions(finished: int, total: int) -> None:
+        state.update(done=finished, total=total)
+        if progress is not None:
+            progress(finished, total, state["products"])
+
+    def products(count: int) -> None:
+        state["products"] = count
+        if progress is not None:
+            progress(state["done"], state["total"], count)
+
+    found = portrait_of_checkpoint(null, ids, null_settings(settings), kernel=kernel,
+                                   progress=None if progress is None else positions,
+                                   products=None if progress is None else products)
+    values = found.property_values()
+    values["unconverged"] = float(len(found.unconverged)
+                                  + (not found.driving.get("converged", True)))
+    return values
 
 
 def dynamics_null_task(spec: str, dataset: str | None, digest: str, kind: str,
@@ -784,14 +875,41 @@ def dynamics_null_task(spec: str, dataset: str | None, digest: str, kind: str,
 
     checkpoint = worker_model(spec, dataset, digest)
     values = null_property_values(checkpoint, kind, item.seed, ids, DynamicsSettings(**settings))
-    return {"values": np.array([values[key] for key, _ in NULL_PROPERTIES], np.float64)}
+    return {"values": np.array([values[key] for key, _ in NULL_PROPERTIES], np.float64),
+            "unconverged": np.array([values["unconverged"]], np.float64)}
+
+
+@dataclass(frozen=True)
+class NullProgress:
+    """Where one null of :func:`compare_with_nulls` stands (in this process).
+
+    Attributes
+    ----------
+    index, count
+        The null (from 0) and how many there are.
+    seed
+        Its seed.
+    done, total
+        Positions whose spectral radius is found, and all of them.
+    products
+        ``J v`` products used on this null so far (the work within a slow position).
+    """
+
+    index: int
+    count: int
+    seed: int
+    done: int
+    total: int
+    products: int
 
 
 def compare_with_nulls(real: Portrait, checkpoint: "Checkpoint", kind: str,
                        seeds: Sequence[int], *, spec: str | None = None,
                        dataset: str | None = None, workers: int | None = 0,
                        scheduler: str | None = None, kernel: str | None = None,
-                       log: Callable[[str], None] | None = None) -> dict[str, Any]:
+                       log: Callable[[str], None] | None = None,
+                       progress: Callable[[NullProgress], None] | None = None
+                       ) -> dict[str, Any]:
     """Each property of ``real`` against the same property on the nulls ``kind`` and
     ``seeds`` name; the result is also kept as ``real.nulls``.
 
@@ -811,11 +929,17 @@ def compare_with_nulls(real: Portrait, checkpoint: "Checkpoint", kind: str,
         The sparse kernel of the runs in this process.
     log
         Told which null runs (in this process) and when the workers are ready.
+    progress
+        Told, for a null run in this process, its positions done and its ``J v`` products
+        so far, after every product (a null's eigen-solves may take minutes; an exception
+        it raises ends the comparison). Nulls on Dask workers report only when each ends.
 
     Returns
     -------
     dict
-        ``{"kind", "seeds", "properties": {key: NullComparison.to_dict() + "what"}}``.
+        ``{"kind", "seeds", "properties": {key: NullComparison.to_dict() + "what"}}``, and
+        ``"unconverged": {seed: count}`` for the nulls where ARPACK stopped before it
+        converged (their radius is the largest that converged; absent where none did).
     """
     from flyviz.analysis import cluster
     from flyviz.analysis.nulls import check_kind, check_seed, compare_to_nulls
@@ -828,17 +952,29 @@ def compare_with_nulls(real: Portrait, checkpoint: "Checkpoint", kind: str,
     settings = real.settings
     items = [_NullItem(i, s) for i, s in enumerate(seeds)]
     found: dict[int, np.ndarray] = {}
+    unconverged: dict[int, int] = {}
 
     def deliver(item: _NullItem, partial: dict[str, np.ndarray]) -> None:
         found[item.index] = np.asarray(partial["values"], np.float64)
+        stopped = int(np.asarray(partial.get("unconverged", [0]))[0])
+        if stopped:
+            unconverged[item.seed] = stopped
 
     local = workers == 0 and scheduler is None
     if local:
         def function(item: _NullItem) -> dict[str, np.ndarray]:
             if log is not None:
                 log(f"null {item.index + 1} of {len(items)}: {kind}, seed {item.seed}")
-            values = null_property_values(checkpoint, kind, item.seed, ids, settings, kernel)
-            return {"values": np.array([values[key] for key, _ in NULL_PROPERTIES])}
+
+            def tell(done: int, total: int, products: int) -> None:
+                assert progress is not None
+                progress(NullProgress(item.index, len(items), item.seed, done, total,
+                                      products))
+
+            values = null_property_values(checkpoint, kind, item.seed, ids, settings, kernel,
+                                          progress=None if progress is None else tell)
+            return {"values": np.array([values[key] for key, _ in NULL_PROPERTIES]),
+                    "unconverged": np.array([values["unconverged"]])}
         cluster.run_each(function, (), items, deliver, workers=0, log=log)
     else:
         if spec is None:
@@ -856,6 +992,8 @@ def compare_with_nulls(real: Portrait, checkpoint: "Checkpoint", kind: str,
         comparison = compare_to_nulls(values[key], [found[i][column] for i in range(len(items))],
                                       two_sided=True)
         properties[key] = {"what": what, **comparison.to_dict()}
-    result = {"kind": kind, "seeds": seeds, "properties": properties}
+    result: dict[str, Any] = {"kind": kind, "seeds": seeds, "properties": properties}
+    if unconverged:
+        result["unconverged"] = {str(seed): count for seed, count in sorted(unconverged.items())}
     real.nulls = result
     return result

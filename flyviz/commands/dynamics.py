@@ -16,6 +16,7 @@ from typing import Any
 from flyviz.commands._options import (add_cluster_options, add_dataset_option,
                                       add_intervention_options, add_kernel_option,
                                       add_null_options, check_cluster_options,
+                                      NULLS_HELP_TWO_SIDED,
                                       interventions_from_args, model_from_args,
                                       null_seeds_from_args, worker_spec)
 from flyviz.errors import InputError
@@ -71,7 +72,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_dataset_option(parser)
     add_kernel_option(parser)
     add_intervention_options(parser)
-    add_null_options(parser)
+    add_null_options(parser, NULLS_HELP_TWO_SIDED)
     add_cluster_options(parser, "", resume=False)
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -100,6 +101,12 @@ def summary(found: Any, model_name: str) -> str:
     for i, values in enumerate(found.eigenvalues):
         lines.append(f"{i:>4}  {found.token_texts[i]!r:<16} {found.spectral_radius[i]:8.4f}  "
                      f"{_complex(values)}")
+    if found.unconverged:
+        lines += ["", f"note: at position(s) {', '.join(map(str, found.unconverged))} ARPACK "
+                  f"stopped before it converged on all {found.settings.eigenvalues} eigenvalues "
+                  "(its restarts ran out): their eigenvalues are those that converged and the "
+                  "radius the largest of them (nan where none did), which may not be the "
+                  "largest there is"]
     half = found.half_life_tokens
     followed = found.memory_norms.size - 1
     quartiles = found.memory_quartiles()
@@ -133,13 +140,19 @@ def summary(found: Any, model_name: str) -> str:
               + ", ".join(f"{100 * v:.1f} %" for v in found.spread_fraction)
               + " of the neurons after 0.. steps"]
     driving = found.driving
-    if not driving["eigenvalues"]:
+    if not driving.get("converged", True) and not driving["eigenvalues"]:
+        lines.append(f"driving modes at position {driving['position']}: none found (ARPACK "
+                     "stopped before it converged on any)")
+    elif not driving["eigenvalues"]:
         lines.append(f"driving modes at position {driving['position']}: none (every neuron is "
                      "set there by a silence or clamp, so the step Jacobian is zero)")
     else:
         lines.append(f"driving modes at position {driving['position']} "
                      f"({_complex([complex(*z) for z in driving['eigenvalues']])}): "
-                     f"participation {100 * driving['participation']:.1f} % of the neurons")
+                     f"participation {100 * driving['participation']:.1f} % of the neurons"
+                     + ("" if driving.get("converged", True) else
+                        f" (only {len(driving['eigenvalues'])} of the "
+                        f"{found.settings.driving_modes} modes converged)"))
     for row in driving["cell_types"][:5]:
         lines.append(f"  {row['cell_type']:<20} {100 * row['share']:5.1f} % of the weight, "
                      f"{100 * row['neuron_share']:5.1f} % of the neurons "
@@ -159,12 +172,16 @@ def summary(found: Any, model_name: str) -> str:
                                         n=int(row["n"]), higher_is_more=True,
                                         two_sided=bool(row.get("two_sided", False)))
             lines.append(f"  {key:<{width}}  {comparison.line()}")
+        for seed, count in nulls.get("unconverged", {}).items():
+            lines.append(f"  note: on the null of seed {seed} ARPACK stopped before it "
+                         f"converged in {count} eigen-solve(s): its radius or driving modes "
+                         "are from the eigenvalues that converged")
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, measure, print."""
-    from flyviz.analysis.cluster import ProgressBar, require_dask
+    from flyviz.analysis.cluster import ProgressBar, require_dask, say
     from flyviz.analysis.dynamics import compare_with_nulls, portrait
     from flyviz.model.attribution import record_tape
     from flyviz.record.run import encode_prompt
@@ -211,12 +228,39 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         if seeds:
             workers = args.workers if args.workers is not None or args.scheduler else None
-            compare_with_nulls(found, ckpt, args.null_kind, seeds,
-                               spec=worker_spec(args.spec),
-                               dataset=None if args.dataset is None else str(args.dataset),
-                               workers=workers, scheduler=args.scheduler,
-                               kernel=model.kernel_request,
-                               log=lambda line: print(f"flyviz: {line}", file=sys.stderr))
+            bars: dict[int, Any] = {}
+
+            def close_bars() -> None:
+                for null_bar in bars.values():
+                    null_bar.close()
+                bars.clear()
+
+            def null_log(line: str) -> None:
+                close_bars()   # "null 2 of 2" ends null 1's line
+                say(f"flyviz: {line}")
+
+            def null_progress(where: Any) -> None:
+                # a line per null, as the real portrait's: its positions and, since one
+                # position may take thousands of products, the products so far
+                null_bar = bars.get(where.index)
+                if null_bar is None:
+                    close_bars()
+                    null_bar = bars[where.index] = ProgressBar(where.total, label="positions")
+                null_bar.note = f"{where.products:,} J.v products" + (
+                    " (then its memory, spread and driving modes)"
+                    if where.done == where.total else "")
+                null_bar.update(where.done)
+
+            try:
+                compare_with_nulls(found, ckpt, args.null_kind, seeds,
+                                   spec=worker_spec(args.spec),
+                                   dataset=None if args.dataset is None else str(args.dataset),
+                                   workers=workers, scheduler=args.scheduler,
+                                   kernel=model.kernel_request,
+                                   log=null_log,
+                                   progress=None if args.json else null_progress)
+            finally:
+                close_bars()
     if args.json:
         print(json.dumps(found.to_json()))
     else:

@@ -264,8 +264,15 @@ def measure(checkpoint: "Checkpoint", ids: list[int], texts: list[str], settings
                 report(share * (1 + count[0]))
                 count[0] += 1
 
+            def within(where: Any) -> None:
+                # told after every product: a null's eigen-solves may take minutes, and
+                # Cancel must not wait for them
+                if stop.is_set():
+                    raise Cancelled
+                report(share * (1 + where.index + where.done / max(1, where.total)))
+
             compare_with_nulls(found, checkpoint, kind, null_seeds(nulls, 0), workers=0,
-                               kernel=kernel, log=log)
+                               kernel=kernel, log=log, progress=within)
     except Cancelled:
         return None
     return found

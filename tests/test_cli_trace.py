@@ -170,3 +170,11 @@ def test_bad_movie_options_are_one_line_errors_before_the_trace(capsys, web_mode
         main(["trace", str(web_model), "--prompt", PROMPT, "--movie", "x.mp4",
               "--flow-scale", "loud"])
     _one_line_error(exit_info.value.code, capsys.readouterr().err, "--flow-scale")
+
+
+@pytest.mark.parametrize("target, words", [("id:-1", ("id -1", "outside the vocabulary")),
+                                           ("id:abc", ("'id:abc' is not a token id",)),
+                                           ("id:", ("is not a token id",))])
+def test_an_id_target_is_read_as_an_id(capsys, web_model, target, words):
+    code, _, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--target", target)
+    _one_line_error(code, err, *words)

@@ -518,3 +518,23 @@ def test_a_teacher_forced_loss_is_one_sweep_seeded_at_every_position(tiny_checkp
             numeric = (values[0] - values[1]) / (2 * eps)
             assert float(sweep.cotangent(t).astype(np.float64) @ direction) == pytest.approx(
                 numeric, rel=1e-3)
+
+
+@pytest.mark.parametrize("position", [True, False, 2.0, "3"])
+def test_a_position_that_is_not_a_whole_number_is_refused(tiny_checkpoint, tmp_path, position):
+    with _model(tiny_checkpoint) as model:
+        with pytest.raises(InputError, match="is not a whole number"):
+            flyviz.trace(model, PROMPT, position=position)
+        recording = flyviz.run(model, "the dog saw", max_new_tokens=2, states_dtype="float32")
+        with pytest.raises(InputError, match="is not a whole number"):
+            flyviz.trace(model, recording, position=position)
+
+
+@pytest.mark.parametrize("target, words", [("id:-1", "id -1 is outside the vocabulary"),
+                                           ("id:x", "'id:x' is not a token id"),
+                                           (-1, "id -1 is outside the vocabulary")])
+def test_an_id_target_is_an_id(tiny_checkpoint, target, words):
+    with _model(tiny_checkpoint) as model:
+        with pytest.raises(InputError, match=words):
+            flyviz.trace(model, PROMPT, target=target)
+        assert flyviz.trace(model, PROMPT, target="id:7").target == 7

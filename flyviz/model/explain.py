@@ -118,8 +118,13 @@ def explained_value(logits: np.ndarray, target: int, versus: int | None = None) 
 
 def token_id(tokenizer: "FlyTokenizer", vocabulary: int, value: int | str, what: str) -> int:
     """One token id from an id, ``"id:N"``, or a text that is exactly one token."""
-    if isinstance(value, str) and value.startswith("id:") and value[3:].strip().isdigit():
-        value = int(value[3:])
+    if isinstance(value, str) and value.startswith("id:"):
+        # "id:N" is always an id (a negative or a word after it is a bad id, not text).
+        try:
+            value = int(value[3:].strip())
+        except ValueError:
+            raise InputError(f"{what} {value!r} is not a token id: give id:N with N a whole "
+                             f"number 0..{vocabulary - 1}") from None
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         if not 0 <= int(value) < vocabulary:
             raise InputError(f"{what} token id {int(value)} is outside the vocabulary "
@@ -372,6 +377,15 @@ class Attribution:
                 f"{self.window_start}..{self.position}{error}>")
 
 
+def check_position_type(position: Any) -> int:
+    """``position`` as an int when it is a whole number of steps (not a bool: ``True``
+    would be read as step 1), else an :class:`InputError`."""
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+        raise InputError(f"position {position!r} is not a whole number: give the step to "
+                         "explain, 0 for BOS")
+    return int(position)
+
+
 def check_window(window: int | None, position: int) -> int:
     """The first position of a window of ``window`` steps ending at ``position``
     (``None``: the whole run; longer than the run: the whole run)."""
@@ -433,8 +447,8 @@ def explain(engine: Engine, backward: BackwardEngine, tokenizer: "FlyTokenizer",
     last = len(ids) - 1
     if position is None:
         position = last
-    if isinstance(position, bool) or not isinstance(position, (int, np.integer)) \
-            or not 0 <= int(position) <= last:
+    check_position_type(position)
+    if not 0 <= int(position) <= last:
         raise InputError(f"position {position} is outside the run: give one of 0..{last} "
                          "(0 is BOS)")
     position = int(position)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from flyviz.errors import InputError, RecordingError
-from flyviz.model.explain import Attribution, explain
+from flyviz.model.explain import Attribution, check_position_type, explain
 from flyviz.record.recording import Recording
 from flyviz.record.run import encode_prompt
 from flyviz.record.runner import Model
@@ -111,7 +111,7 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
         prompt_last = len(recording.prompt_ids) - 1
         if position is None:
             position = max(0, min(prompt_last, len(ids) - 1))
-        if not isinstance(position, (int, np.integer)) or not 0 <= int(position) < len(ids):
+        if not 0 <= check_position_type(position) < len(ids):
             raise InputError(f"position {position} is outside the recording: give one of "
                              f"0..{len(ids) - 1} (0 is BOS)")
         if target is None:

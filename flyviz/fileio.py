@@ -139,11 +139,18 @@ def check_name_lengths(path: str | Path, what: str = "", *, output: bool = False
         folder = folder / part
 
 
-def check_output_path(path: str | Path, what: str = "the output", probe: bool = False) -> Path:
+def check_output_path(path: str | Path, what: str = "the output", probe: bool = False,
+                      folder: bool = False) -> Path:
     """Check, before any long work, that ``path`` can be written: its name is not too long,
     it is not a folder, and its folder exists (or can be made) and is writable; with
     ``probe``, by creating a file in the nearest folder that exists (:func:`probe_writable`:
     ``os.access`` says yes to root everywhere, /proc included).
+
+    Parameters
+    ----------
+    folder
+        ``path`` is a folder to write into (PNG frames): a folder there is fine, a file
+        is not.
 
     Raises
     ------
@@ -152,10 +159,14 @@ def check_output_path(path: str | Path, what: str = "the output", probe: bool = 
     """
     path = Path(path).expanduser()
     check_name_lengths(path, what, output=True)
-    if path.is_dir():
+    if folder and path.exists() and not path.is_dir():
+        raise FileAccessError(f"cannot write {what} {short_path(path)}: it is a file; give a "
+                              "folder name")
+    if not folder and path.is_dir():
         raise FileAccessError(f"cannot write {what} {short_path(path)}: it is a folder; give a "
                               "file name")
-    existing = nearest_existing(path.parent if str(path.parent) else Path("."))
+    parent = path.parent if str(path.parent) else Path(".")
+    existing = nearest_existing(path if folder and path.is_dir() else parent)
     if not existing.is_dir():
         raise FileAccessError(f"cannot write {what} {short_path(path)}: "
                               f"{short_path(existing)} is not a folder")

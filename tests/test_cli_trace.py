@@ -178,3 +178,55 @@ def test_bad_movie_options_are_one_line_errors_before_the_trace(capsys, web_mode
 def test_an_id_target_is_read_as_an_id(capsys, web_model, target, words):
     code, _, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--target", target)
     _one_line_error(code, err, *words)
+
+
+@pytest.mark.parametrize("options", [("--movie-fps", "0"), ("--movie-size", "0x0"),
+                                     ("--movie-fps", "8"), ("--reverse",),
+                                     ("--flow-scale", "window"), ("--view", "top")])
+def test_movie_settings_without_a_movie_are_refused(capsys, web_model, options):
+    code, _, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, *options)
+    _one_line_error(code, err, options[0], "add --movie OUT")
+
+
+def _no_model(monkeypatch):
+    import flyviz.commands.trace as trace_command
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model loaded before the outputs were checked")
+
+    monkeypatch.setattr(trace_command, "model_from_args", no_model)
+
+
+@pytest.mark.parametrize("option, name", [("--movie", "m.gif"), ("--movie", "frames"),
+                                          ("--graph", "g.json")])
+def test_outputs_that_cannot_be_written_are_refused_before_the_model_loads(
+        capsys, web_model, tmp_path, monkeypatch, option, name):
+    from pathlib import Path
+
+    _no_model(monkeypatch)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    refused = [(a_file / name, "is not a folder")]
+    if Path("/proc/self").is_dir():      # /proc takes no file, though os.access says it does
+        refused.append((Path("/proc") / name, "the folder /proc takes no new file"))
+    if name == "frames":
+        refused.append((a_file, "it is a file; give a folder name"))
+    elif option == "--graph":         # (an existing folder named as a movie takes its frames)
+        (tmp_path / name).mkdir()
+        refused.append((tmp_path / name, "it is a folder; give a file name"))
+    for out, words in refused:
+        code, _, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, option, out)
+        _one_line_error(code, err, f"cannot write {option} {out}", words)
+    # A missing folder is no reason: it is made when the output is written.
+    with pytest.raises(AssertionError, match="the model loaded"):
+        main(["trace", str(web_model), "--prompt", PROMPT, option,
+              str(tmp_path / "new" / name)])
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_missing_folder_of_the_graph_is_made_as_export_makes_its_outs(capsys, web_model,
+                                                                        tmp_path):
+    graph = tmp_path / "new" / "deeper" / "g.json"
+    code, _, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--graph", graph)
+    assert code == 0, err
+    assert json.loads(graph.read_text())["metadata"]["prompt_tokens"][0] == "<s>"

@@ -38,7 +38,10 @@ explained position back (--reverse: from the window's first step forward), every
 neuron coloured by its flow at that step over +- the step's largest |flow| (as the
 app's Why? view; --flow-scale window: one range for all), the target, L, the step
 shown and the input tokens carrying most in the overlay. Formats as flyviz export
-(.mp4, .webm, .gif, or a folder for PNG frames).
+(.mp4, .webm, .gif, or a folder for PNG frames). --movie-size, --movie-fps,
+--reverse, --flow-scale, --view and --gl are its settings: without --movie they
+are refused. A missing folder of --movie or --graph is made, as export makes
+its --out's; one that cannot take the file is refused before the model loads.
 """
 
 
@@ -80,20 +83,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     movie.add_argument("--movie", metavar="OUT", default=None,
                        help="also write the lag sweep of the flow view as a movie: .mp4, "
                             ".webm, .gif, or a folder for PNG frames")
-    movie.add_argument("--movie-size", default="1280x720", metavar="WxH",
+    movie.add_argument("--movie-size", default=None, metavar="WxH",
                        help="the movie's frame size in pixels (default 1280x720)")
-    movie.add_argument("--movie-fps", type=float, default=4.0, metavar="F",
+    movie.add_argument("--movie-fps", type=float, default=None, metavar="F",
                        help="steps shown per second (default 4)")
     movie.add_argument("--reverse", action="store_true",
                        help="sweep from the window's first step forward to the explained one "
                             "(default: from the explained one back)")
     # flyviz.export.flow.FLOW_SCALES, spelled out: the parser does not load the exporter.
-    movie.add_argument("--flow-scale", choices=("step", "window"), default="step",
+    movie.add_argument("--flow-scale", choices=("step", "window"), default=None,
                        help="colour each step over its own largest |flow| (step, default, as "
                             "the app) or every step over the window's (window)")
-    movie.add_argument("--view", choices=("front", "top", "side"), default="front",
+    movie.add_argument("--view", choices=("front", "top", "side"), default=None,
                        help="camera direction of the movie (default front)")
-    movie.add_argument("--gl", choices=("auto",) + BACKENDS, default="auto", help=GL_HELP)
+    movie.add_argument("--gl", choices=("auto",) + BACKENDS, default=None, help=GL_HELP)
     add_dataset_option(parser)
     add_kernel_option(parser)
     add_intervention_options(parser)
@@ -120,7 +123,49 @@ def _check(args: argparse.Namespace) -> None:
     if args.spec is None and args.recording is None:
         raise InputError("give a model SPEC with --prompt, e.g. flyviz trace demo --prompt "
                          "'Tom and his dog'")
+    _movie_settings(args)
     args.movie_options = _movie_options(args) if args.movie is not None else None
+    _check_outputs(args)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """The graph's and the movie's paths can be written (a name too long, a folder or a
+    file in the way, a folder that takes no file): one line before the model loads. A
+    missing folder is made when they are written, as export makes its --out's."""
+    from flyviz.fileio import check_not_input, check_output_path
+
+    inputs = {"--recording": args.recording, "--source": getattr(args, "source", None)}
+    if args.graph is not None:
+        if args.graph.suffix.lower() != ".json":
+            raise InputError(f"--graph {args.graph} should end in .json")
+        check_output_path(args.graph, "--graph", probe=True)
+        check_not_input(args.graph, inputs, "--graph")
+    if args.movie is not None:
+        from flyviz.export import movie_format
+
+        frames = movie_format(args.movie) == "png"
+        check_output_path(args.movie, "--movie", probe=True, folder=frames)
+        check_not_input(args.movie, inputs, "--movie")
+
+
+#: The flow movie's settings and their defaults (the parser leaves them None, so that one
+#: given without --movie is seen: it would be ignored, a mistake such as --movie-fps 0 too).
+MOVIE_DEFAULTS = {"movie_size": "1280x720", "movie_fps": 4.0, "reverse": False,
+                  "flow_scale": "step", "view": "front", "gl": "auto"}
+
+
+def _movie_settings(args: argparse.Namespace) -> None:
+    """Refuse a movie setting without ``--movie``; fill in the defaults of the others."""
+    # "is", not "in": --movie-fps 0 equals False.
+    given = [name for name in MOVIE_DEFAULTS
+             if getattr(args, name, None) is not None and getattr(args, name) is not False]
+    if args.movie is None and given:
+        option = "--" + given[0].replace("_", "-")
+        raise InputError(f"{option} is a setting of the flow movie: add --movie OUT (.mp4, "
+                         f".webm, .gif or a folder), or leave {option} out")
+    for name, default in MOVIE_DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, default)
 
 
 def _movie_options(args: argparse.Namespace) -> Any:
@@ -203,14 +248,6 @@ def run(args: argparse.Namespace) -> int:
         spec, args.dataset = recording_model(source, args.spec, args.dataset)
         if spec is None:
             raise InputError(f"{args.recording.name} names no model; give one as SPEC")
-    if args.graph is not None:
-        from flyviz.fileio import check_not_input, check_output_path
-
-        if args.graph.suffix.lower() != ".json":
-            raise InputError(f"--graph {args.graph} should end in .json")
-        check_output_path(args.graph, "--graph")
-        check_not_input(args.graph, {"--recording": args.recording,
-                                     "--source": getattr(args, "source", None)}, "--graph")
     recorded = "SPEC" if args.recording is not None and not args.spec else None
     with model_from_args(args, spec, recorded=recorded) as model:
         att = trace(model, source, position=args.position, target=args.target,
@@ -220,7 +257,10 @@ def run(args: argparse.Namespace) -> int:
             graph = att.to_circuit_tracer_json(nodes=args.nodes)
             from flyviz.fileio import write_text_atomically
 
-            write_text_atomically(args.graph, json.dumps(graph))
+            # A missing folder is made, as export makes its --out's (checked before the
+            # model loaded: the nearest folder that exists takes files).
+            args.graph.expanduser().parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomically(args.graph.expanduser(), json.dumps(graph))
             print(f"flyviz: wrote the graph ({len(graph['nodes'])} nodes, "
                   f"{len(graph['links'])} links) to {args.graph}", file=sys.stderr)
         if args.json:

@@ -410,6 +410,38 @@ def test_bad_input_gives_one_line_and_exit_2(capsys, world, tmp_path, case):
     assert not out.exists() and not companion_paths(out)["neurons"].exists()
 
 
+@pytest.mark.parametrize("case", ["proc", "neurons", "zarr"])
+def test_outputs_that_cannot_be_put_in_place_are_refused_before_the_model_loads(
+        capsys, world, tmp_path, monkeypatch, case):
+    """/proc takes no file though os.access says root may write there; a folder where the
+    per-neuron table goes, a file where the Zarr store goes: named before any work (they
+    failed after it, /proc as "/proc/x.csv.parts"), the user's files left as they were."""
+    import flyviz.commands.importance as command
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model loaded before the outputs were checked")
+
+    monkeypatch.setattr(command, "load_model_from_args", no_model)
+    out = tmp_path / "x.csv"
+    if case == "proc":
+        if not Path("/proc/self").is_dir():
+            pytest.skip("no /proc here")
+        out = Path("/proc/x.csv")
+    elif case == "neurons":
+        (tmp_path / "x.neurons.csv").mkdir()
+    else:
+        (tmp_path / "x.zarr").write_text("mine", encoding="utf-8")
+    code, _, err = _cli(capsys, "importance", world["spec"], "--text", str(world["text"]),
+                        "--out", str(out), "--workers", "0", "--dataset", world["dataset"])
+    assert code == 2 and err.startswith("flyviz: error: ") and err.count("\n") == 1, err
+    expected = {"proc": "cannot write --out /proc/x.csv: the folder /proc takes no new file",
+                "neurons": "x.neurons.csv (the per-neuron table written beside it) is a folder",
+                "zarr": "x.zarr (the Zarr store written beside it) exists and is not a store"}
+    assert expected[case] in err and ".parts" not in err
+    if case == "zarr":
+        assert (tmp_path / "x.zarr").read_text(encoding="utf-8") == "mine"
+
+
 def test_the_library_refuses_an_empty_group_and_an_empty_text(world):
     from flyviz.errors import InputError, SelectionError
 

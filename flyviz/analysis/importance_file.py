@@ -37,6 +37,30 @@ def companion_paths(out: Path) -> dict[str, Path]:
             "zarr": out.with_name(f"{out.stem}.zarr")}
 
 
+def check_companions(out: Path) -> None:
+    """Refuse, before any work, a run whose per-neuron table or Zarr store beside ``out``
+    (:func:`companion_paths`) could not be put in place: a folder where the table goes, a
+    file where the store goes, or a folder there that is no store flyviz wrote (it would
+    be replaced).
+
+    Raises
+    ------
+    InputError
+        One line naming the path and what to do.
+    """
+    from flyviz.record.convert import is_zarr_store
+
+    paths = companion_paths(out)
+    if paths["neurons"].is_dir():
+        raise InputError(f"--out {out}: {paths['neurons']} (the per-neuron table written "
+                         "beside it) is a folder; remove it or choose another name")
+    store = paths["zarr"]
+    empty = store.is_dir() and not any(store.iterdir())
+    if store.exists() and not empty and not is_zarr_store(store):
+        raise InputError(f"--out {out}: {store} (the Zarr store written beside it) exists and "
+                         "is not a store flyviz wrote; remove it or choose another name")
+
+
 def require_xarray() -> None:
     """Check that xarray and zarr, which write the estimates, are installed (before any work).
 
@@ -183,6 +207,6 @@ def read_neuron_table(path: str | Path) -> tuple[dict[str, Any], dict[str, np.nd
     return info, columns
 
 
-__all__ = ["METHOD", "NEURONS_CSV_PREFIX", "NEURONS_PARQUET_KEY", "companion_paths",
-           "neuron_columns", "read_neuron_table", "require_xarray", "to_xarray",
+__all__ = ["METHOD", "NEURONS_CSV_PREFIX", "NEURONS_PARQUET_KEY", "check_companions",
+           "companion_paths", "neuron_columns", "read_neuron_table", "require_xarray", "to_xarray",
            "write_neuron_table", "write_outputs", "write_zarr"]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flyviz.errors import InputError, MissingDependencyError
-from flyviz.fileio import missing_folder, open_regular, os_error
+from flyviz.fileio import missing_folder, open_regular, os_error, probe_writable
 
 #: The metadata key holding the table's CRC-32 (hex).
 CHECKSUM_KEY = "table_crc32"
@@ -60,6 +60,8 @@ def check_output(out: Path) -> str:
         raise InputError(f"--out {out}: {missing_folder(out.parent)}")
     if not os.access(out.parent, os.W_OK):
         raise InputError(f"--out {out}: the folder {out.parent} is not writable")
+    # os.access says yes to root everywhere, /proc included: only a file made there tells.
+    probe_writable(out.parent, "--out", out)
     if kind == "parquet":
         _pyarrow("writing a Parquet lesion map")
     return kind

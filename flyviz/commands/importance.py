@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.importance import (ImportanceSettings, require_xarray,
                                             run_importance)
+    from flyviz.analysis.importance_file import check_companions
     from flyviz.analysis.sweep import check_by, check_output, format_table, sweep_groups
     from flyviz.commands._options import worker_spec
     from flyviz.model.tokenizer import tokenizer_for
@@ -99,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     require_dask("flyviz importance", args.workers, args.scheduler)  # before any work
     check_cluster_options(args)
     out = args.out.expanduser()
-    check_output(out)
+    check_output(out)          # RESULT and RESULT.parts: a folder that takes files
+    check_companions(out)      # RESULT.neurons.EXT and RESULT.zarr beside it
     require_xarray()
     check_parts(out, args.resume)
     corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model

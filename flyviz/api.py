@@ -219,7 +219,7 @@ def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions
 
 def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | Recording | Path",
           position: int | None = None, target: int | str | None = None,
-          versus: int | str | None = None, window: int | None = None,
+          versus: int | str | None = None, window: int | None = 128,
           mode: str = "decomposition", interventions: Any = (),
           patch_source: Any = None) -> "Attribution":
     """Why this token? Split one logit into what the earlier tokens, neurons and synapses
@@ -251,8 +251,12 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
     versus
         Explain ``logit[target] - logit[versus]``.
     window
-        Sweep back only this many steps (default: the whole run); what the
-        state before the window carries is :attr:`Attribution.earlier_flow`.
+        Sweep back only this many steps (default 128,
+        :data:`flyviz.model.explain.DEFAULT_WINDOW`; ``None``: the whole run);
+        what the state before the window carries is
+        :attr:`Attribution.earlier_flow`. Over longer windows the flows stop
+        adding up: the result's ``complete`` is then False, with an
+        :class:`~flyviz.model.explain.IncompleteAttributionWarning`.
     mode
         ``"decomposition"`` (exact flows that add up) or ``"gradient"``
         (``dL/dx_t`` with the true ``sech^2``: a sensitivity).
@@ -267,7 +271,8 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
     -------
     Attribution
         ``.value``, ``.token_flows``, ``.pad_flow``, ``.bias_flow``,
-        ``.constant``, ``.completeness_error``, ``.node_flows()`` (position ×
+        ``.constant``, ``.completeness_error``, ``.complete`` (False when the
+        flows do not add up), ``.holding_window()``, ``.node_flows()`` (position ×
         neuron), ``.group_flows(by="superclass"|"cell_type"|"side")``,
         ``.edge_flows(neuron)``, ``.graph(nodes=500)``, ``.to_json()``,
         ``.to_circuit_tracer_json()``, ``.to_xarray(model)``.

@@ -302,6 +302,33 @@ def test_the_graph_emptied_by_a_new_run_reads_no_numbers(window, qtbot):
     assert _tick_texts(panel.plot.getAxis("left")) == []
 
 
+def test_a_trace_whose_flows_do_not_add_up_is_not_shown_as_exact(window, qtbot, monkeypatch):
+    """The dock and the status bar say the flows do not add up (by how much, and over how
+    many steps they do) instead of presenting them as L's exact parts."""
+    import warnings
+
+    from flyviz.model import explain
+    from flyviz.model.explain import IncompleteAttributionWarning
+
+    win = window
+    _run(win, qtbot)
+    # Every completeness error counts as too large: the path of a long window's trace.
+    monkeypatch.setattr(explain, "COMPLETENESS_TOLERANCE", 1e-15)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IncompleteAttributionWarning)
+        att = _why(win, qtbot)
+    assert att.complete is False
+    status = win.features["why"].panel.status.text()
+    assert "NOT EXACT: the flows do not add up" in status
+    assert f"{att.completeness_error:+.2g}" in status
+    assert "NOT EXACT" in win.last_error          # the status bar's, as an error
+    win.state.docks.why_lag = 1                  # the lag redraws the status: still said
+    assert "NOT EXACT" in win.features["why"].panel.status.text()
+    monkeypatch.undo()
+    att = _why(win, qtbot)
+    assert att.complete is True and "NOT EXACT" not in win.features["why"].panel.status.text()
+
+
 def test_cancel_stops_a_trace(window, qtbot, monkeypatch):
     win = window
     _run(win, qtbot)

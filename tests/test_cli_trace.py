@@ -230,3 +230,61 @@ def test_a_missing_folder_of_the_graph_is_made_as_export_makes_its_outs(capsys, 
     code, _, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--graph", graph)
     assert code == 0, err
     assert json.loads(graph.read_text())["metadata"]["prompt_tokens"][0] == "<s>"
+
+
+#: A prompt long enough (195 steps) that the tiny model's frozen steps, multiplied over the
+#: default window, grow the flows until float32 rounding swamps L.
+LONG_PROMPT = PROMPT + " " + " ".join([PROMPT] * 23)
+
+
+def test_a_trace_whose_flows_do_not_add_up_is_marked_and_exits_1(capsys, web_model):
+    code, out, err = _run(capsys, "trace", web_model, "--prompt", LONG_PROMPT, "--json")
+    assert code == 1
+    data = json.loads(out)                           # the result is still printed, marked
+    assert data["window"][1] - data["window"][0] + 1 == 128     # the default window
+    assert data["complete"] is False
+    error, value = data["completeness_error"], data["target"]["value"]
+    assert abs(error) > data["completeness_tolerance"] == pytest.approx(1e-3 * max(1, abs(value)))
+    holding = data["holding_window"]
+    assert 1 <= holding < 128
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flyviz trace: the flows do not add up")
+    assert f"completeness error {error:+.3g}" in lines[0] and f"--window {holding}" in lines[0]
+    # The window it names adds up.
+    code, out, err = _run(capsys, "trace", web_model, "--prompt", LONG_PROMPT, "--json",
+                          "--window", holding)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["complete"] is True and data["holding_window"] == holding
+    assert abs(data["completeness_error"]) <= data["completeness_tolerance"]
+    # The text says it too, beside the error.
+    code, out, _ = _run(capsys, "trace", web_model, "--prompt", LONG_PROMPT)
+    assert code == 1 and "NOT EXACT" in out
+
+
+def test_the_windows_default_is_the_librarys(capsys, web_model):
+    import inspect
+
+    import flyviz
+    from flyviz.commands import trace as trace_command
+    from flyviz.model.explain import DEFAULT_WINDOW, explain
+    from flyviz.record.trace import trace
+
+    assert trace_command.DEFAULT_WINDOW == DEFAULT_WINDOW
+    for function in (flyviz.trace, trace, explain):
+        assert inspect.signature(function).parameters["window"].default == DEFAULT_WINDOW
+
+
+def test_a_shared_page_whose_flows_do_not_add_up_says_so(capsys, web_model, tmp_path):
+    rec = tmp_path / "long.flyrec"
+    code, _, err = _run(capsys, "generate", web_model, "--prompt", LONG_PROMPT,
+                        "--max-new-tokens", "1", "--record", rec, "--states", "float32")
+    assert code == 0, err
+    page = tmp_path / "why.html"
+    code, _, err = _run(capsys, "share", rec, "--out", page, "--trace", 190)
+    assert code == 1 and page.is_file()
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("flyviz share: the flows do not add up") and "--window " in last
+    holding = int(last.split("--window ")[1].split()[0])
+    code, _, err = _run(capsys, "share", rec, "--out", page, "--trace", 190, "--window", holding)
+    assert code == 0, err

@@ -520,6 +520,43 @@ def test_a_teacher_forced_loss_is_one_sweep_seeded_at_every_position(tiny_checkp
                 numeric, rel=1e-3)
 
 
+#: 195 steps: over the whole run (or the default window) the tiny model's frozen steps grow
+#: the flows until float32 rounding swamps L.
+LONG_PROMPT = PROMPT + " " + " ".join([PROMPT] * 23)
+
+
+def test_flows_that_do_not_add_up_are_flagged_with_a_warning(tiny_checkpoint):
+    from flyviz.model.explain import COMPLETENESS_TOLERANCE, IncompleteAttributionWarning
+
+    with _model(tiny_checkpoint) as model:
+        with pytest.warns(IncompleteAttributionWarning, match="do not add up") as caught:
+            whole = flyviz.trace(model, LONG_PROMPT, window=None)
+        assert whole.complete is False and whole.window_start == 0
+        assert whole.tolerance == COMPLETENESS_TOLERANCE * max(1.0, abs(whole.value))
+        assert not abs(whole.completeness_error) <= whole.tolerance
+        assert "not exact" in repr(whole) or "do not add up" in repr(whole)
+        holding = whole.holding_window()
+        assert 1 <= holding < len(whole.positions)
+        assert f"window={holding}" in str(caught[0].message)
+        # Each window's error, as this sweep predicts it, is that window's own trace's.
+        errors = whole.window_errors()
+        assert errors[0] == pytest.approx(whole.completeness_error, rel=1e-6)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", IncompleteAttributionWarning)
+            shorter = flyviz.trace(model, LONG_PROMPT, window=holding)
+        assert shorter.complete is True and shorter.holding_window() == holding
+        assert shorter.completeness_error == pytest.approx(errors[-holding],
+                                                           abs=1e-6 * max(1, abs(whole.value)))
+        with pytest.warns(IncompleteAttributionWarning):
+            longer = flyviz.trace(model, LONG_PROMPT, window=holding + 1)
+        assert longer.complete is False
+        # The gradient mode's flows never add up: nothing to flag.
+        gradient = flyviz.trace(model, PROMPT, mode="gradient")
+        assert gradient.complete is None and gradient.holding_window() is None
+
+
 @pytest.mark.parametrize("position", [True, False, 2.0, "3"])
 def test_a_position_that_is_not_a_whole_number_is_refused(tiny_checkpoint, tmp_path, position):
     with _model(tiny_checkpoint) as model:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="add the flow layer: why the token chosen at step P (0 is BOS) "
                              "was chosen (needs the recording's model)")
     parser.add_argument("--window", type=int, default=None, metavar="K",
-                        help="with --trace: sweep back K steps (default: the whole run)")
+                        help="with --trace: sweep back K steps (default 128, as flyviz trace; "
+                             "over longer windows the flows stop adding up, and exit status "
+                             "1 says so)")
     parser.add_argument("--token", type=int, default=None, metavar="K",
                         help="the token shown on opening, from 0 as #token=K and the page's "
                              "label count (--token 0 reads 'token 0 / N'; default: the traced "
@@ -164,7 +167,13 @@ def run(args: argparse.Namespace) -> int:
         assert model is not None
         from flyviz.record.trace import trace
 
-        attribution = trace(model, recording, position=args.trace, window=args.window)
+        from flyviz.model.explain import DEFAULT_WINDOW, IncompleteAttributionWarning
+
+        with warnings.catch_warnings():
+            # Said below in one line with the option that helps (and exit status 1).
+            warnings.simplefilter("ignore", IncompleteAttributionWarning)
+            attribution = trace(model, recording, position=args.trace,
+                                window=DEFAULT_WINDOW if args.window is None else args.window)
     try:
         page = share(state, out, attribution=attribution, layers=args.layer, title=args.title)
     finally:
@@ -174,4 +183,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {page} ({size / 1e6:.1f} MB, {len(recording):,} "
           f"{kind.recording_axis(recording).names}, "
           f"{state.anatomy.n_valid if state.anatomy else 0:,} neurons drawn)", file=sys.stderr)
+    note = None if attribution is None else attribution.incompleteness("--window ")
+    if note is not None:
+        print(f"flyviz share: {note}", file=sys.stderr)
+        return 1
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,10 @@ from flyviz.commands._options import (add_dataset_option, add_intervention_optio
 from flyviz.errors import InputError
 from flyviz.render.gl_backend import BACKENDS, GL_HELP
 
+#: Steps swept back by default: flyviz.model.explain.DEFAULT_WINDOW, spelled out (the parser
+#: does not load the model code); over longer windows the demo brain's flows stop adding up.
+DEFAULT_WINDOW = 128
+
 EPILOG = """\
 The explained value is L = logit[target] - mean(logits) at the position (or
 logit[target] - logit[versus] with --versus). Each neuron's tanh gain and the
@@ -22,6 +27,17 @@ LayerNorm scale are frozen at the run's values, which makes L an exact sum of
 what every input token, the padding and the biases brought, carried by neurons
 and synapses step by step; the completeness error says how exactly they add up.
 --mode gradient gives dL/dx instead (a sensitivity; flows do not add up).
+
+The sweep goes back --window K steps (default 128); what the state before them
+carries is one more source. Over long windows the frozen steps' product grows:
+the flows become huge terms that cancel, and float32 rounding swamps L (on the
+demo brain from about 300 steps back). When the completeness error exceeds
+1e-3 x max(1, |L|) the result is still printed, marked ("complete": false in
+--json), with one line on stderr naming the error and the longest --window
+that adds up.
+
+exit status: 0 the flows add up to L (or --mode gradient), 1 they do not (see
+above: trace again with the --window it names), 2 bad input (one line).
 
 examples:
   flyviz trace demo --prompt "there was a little girl named"
@@ -67,7 +83,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--versus", default=None, metavar="TOKEN",
                         help="explain logit[target] - logit[versus] instead of target - mean")
     parser.add_argument("--window", type=int, default=None, metavar="K",
-                        help="sweep back K steps (default: the whole run)")
+                        help=f"sweep back K steps (default {DEFAULT_WINDOW}; a K longer than "
+                             "the run sweeps all of it). Over longer windows the flows stop "
+                             "adding up to L (exit status 1 says so)")
     parser.add_argument("--nodes", type=int, default=500, metavar="N",
                         help="node cap of the pruned graph (default 500)")
     parser.add_argument("--mode", choices=("decomposition", "gradient"), default="decomposition",
@@ -110,7 +128,7 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError("the prompt is empty: give some text for the model to read")
     if args.window is not None and args.window < 1:
         raise InputError(f"--window {args.window} is empty: give at least 1 step back (or "
-                         "leave it out for the whole run)")
+                         f"leave it out for the default, {DEFAULT_WINDOW})")
     if args.position is not None and args.position < 0:
         raise InputError(f"--position {args.position} is negative; positions count from 0 "
                          "(BOS)")
@@ -221,6 +239,10 @@ def _summary(att: Any, top: int = 10) -> str:
     else:
         lines.append(f"completeness error: {att.completeness_error:+.2e} (L minus the sum of "
                      "all sources and the constant)")
+        if att.complete is False:
+            lines.append(f"NOT EXACT: that is more than {att.tolerance:.2g} (1e-3 x max(1, |L|)): "
+                         "over this window the flows are huge terms that cancel, not what "
+                         f"carried L; they add up over the last {att.holding_window()} steps")
     return "\n".join(lines)
 
 
@@ -249,10 +271,16 @@ def run(args: argparse.Namespace) -> int:
         if spec is None:
             raise InputError(f"{args.recording.name} names no model; give one as SPEC")
     recorded = "SPEC" if args.recording is not None and not args.spec else None
+    window = DEFAULT_WINDOW if args.window is None else args.window
     with model_from_args(args, spec, recorded=recorded) as model:
-        att = trace(model, source, position=args.position, target=args.target,
-                    versus=args.versus, window=args.window, mode=args.mode,
-                    interventions=interventions, patch_source=patch_source)
+        from flyviz.model.explain import IncompleteAttributionWarning
+
+        with warnings.catch_warnings():
+            # Said below in one line with the option that helps (and exit status 1).
+            warnings.simplefilter("ignore", IncompleteAttributionWarning)
+            att = trace(model, source, position=args.position, target=args.target,
+                        versus=args.versus, window=window, mode=args.mode,
+                        interventions=interventions, patch_source=patch_source)
         if args.graph is not None:
             graph = att.to_circuit_tracer_json(nodes=args.nodes)
             from flyviz.fileio import write_text_atomically
@@ -269,6 +297,10 @@ def run(args: argparse.Namespace) -> int:
             print(_summary(att))
         if args.movie_options is not None:
             _write_movie(args, att, model)
+    note = att.incompleteness("--window ")
+    if note is not None:
+        print(f"flyviz trace: {note}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -531,7 +531,10 @@ class BackwardEngine:
             raise InputError("a backward sweep needs at least one seed")
         # As in the engine's step: OpenBLAS's spinning threads would take the cores from
         # the sparse product's (a 49,393-value dot product took 15 ms beside them).
-        with SINGLE_THREADED_BLAS:
+        # Over a long window the cotangents may outgrow float32: inf and NaN then say so
+        # in the flows (an attribution's completeness check flags them), not in a warning
+        # per step.
+        with SINGLE_THREADED_BLAS, np.errstate(over="ignore", invalid="ignore"):
             return self._sweep(tape, seeds, mode, first, keep, on_step, should_stop)
 
     def _sweep(self, tape: Tape, seeds: Mapping[int, np.ndarray], mode: str, first: int,

@@ -18,6 +18,7 @@ graph and its JSON forms live in :mod:`flyviz.model.explain_graph`.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.tokenizer import FlyTokenizer
 
 GROUPINGS = ("superclass", "cell_type", "side")
+
+#: Steps a trace sweeps back by default. Freezing the tanh gains makes each step linear,
+#: and on the demo brain its product over many steps grows: the cotangents stay of the
+#: order of L for about 128 steps and then grow about 3 % a step, so the flows become huge
+#: terms that cancel and float32 rounding swamps L (measured on story and random text,
+#: positions 199..1999: completeness error at most 1.4e-5 within 128 steps, at most 4.5e-3
+#: within 256, up to 1.2e-2 x L at 384 and 2e23 x L at 2,000; docs/why.md).
+DEFAULT_WINDOW = 128
+
+#: The completeness error, as a share of ``max(1, |L|)``, above which a decomposition's
+#: flows are not presented as adding up to L (:attr:`Attribution.complete`).
+COMPLETENESS_TOLERANCE = 1e-3
+
+class IncompleteAttributionWarning(UserWarning):
+    """A decomposition whose flows do not add up to ``L`` within
+    :data:`COMPLETENESS_TOLERANCE` (see :attr:`Attribution.complete`)."""
 
 
 def readout_cotangent(checkpoint: Checkpoint, x: np.ndarray, target: int,
@@ -169,6 +186,14 @@ class Attribution:
     completeness_error
         ``L - (sum of all sources + constant)`` (decomposition; ``None`` in the
         gradient mode, where flows do not add up).
+    tolerance
+        The largest completeness error that still counts as adding up:
+        :data:`COMPLETENESS_TOLERANCE` × ``max(1, |L|)``.
+    complete
+        True when the flows add up to ``L`` within :attr:`tolerance`; False when
+        they do not (a long window: the sweep's cotangents grew until float32
+        rounding swamped ``L``; :meth:`holding_window` says how far back they
+        still add up); ``None`` in the gradient mode.
     """
 
     def __init__(self, *, checkpoint: Checkpoint, backward: BackwardEngine, tape: Tape,
@@ -207,14 +232,78 @@ class Attribution:
         self.stimulation_flow = float(sweep.stimulation_flow.sum())
         self.clamp_flow = float(sweep.clamp_flow.sum())
         self.earlier_flow = float(sweep.before)
-        total = (flows.sum() + self.pad_flow + self.bias_flow + self.stimulation_flow
-                 + self.clamp_flow + self.earlier_flow + self.constant)
+        with np.errstate(over="ignore", invalid="ignore"):     # an overflowed sweep: NaN
+            total = (flows.sum() + self.pad_flow + self.bias_flow + self.stimulation_flow
+                     + self.clamp_flow + self.earlier_flow + self.constant)
         self.completeness_error: float | None = (float(self.value - total)
                                                  if mode == DECOMPOSITION else None)
+        self.tolerance = COMPLETENESS_TOLERANCE * max(1.0, abs(self.value))
+        self.complete: bool | None = None if self.completeness_error is None else \
+            bool(abs(self.completeness_error) <= self.tolerance)   # NaN/inf: False
+        self._holding: int | None = None
         self._node_flows: np.ndarray | None = None
         self._masks: dict[int, np.ndarray] = {}
         self._factors: dict[int, np.ndarray] = {}
         self._graphs: dict[tuple[Any, ...], "Graph"] = {}
+
+    # ------------------------------------------------------------ exactness
+    def window_errors(self) -> np.ndarray:
+        """``(window,)`` float64: the completeness error the decomposition would have had
+        with a window starting at each of this window's positions (rows follow
+        :attr:`positions`; the last row is a window of 1 step, the first this one), from
+        this sweep's cotangents: ``L - const - (the sources of steps t..P) - v_{t-1} .
+        x_{t-1}``. A shorter window's sweep takes the same steps, so these are its errors."""
+        if self.mode != DECOMPOSITION:
+            raise ValueError("the gradient mode's flows do not add up: it has no "
+                             "completeness error")
+        sweep = self.sweep
+        assert sweep.cotangents is not None
+        per_step = (sweep.bias_flow + sweep.stimulation_flow + sweep.clamp_flow
+                    + sweep.slot_flow.sum(axis=1))
+        later = np.cumsum(per_step[::-1])[::-1]        # sources of steps t..P
+        before = np.empty(per_step.size)
+        before[0] = sweep.before
+        with np.errstate(over="ignore", invalid="ignore"):     # an overflowed sweep: NaN
+            for row in range(1, per_step.size):
+                t = self.window_start + row
+                before[row] = float(np.dot(sweep.cotangents[row - 1].astype(np.float64),
+                                           self.tape.x(t - 1).astype(np.float64)))
+            return self.value - self.constant - later - before
+
+    def holding_window(self) -> int | None:
+        """The longest window, in steps, up to this one, over which the flows add up: this
+        window's length when :attr:`complete`, else the longest shorter window that, with
+        every window shorter still, has a completeness error within :attr:`tolerance`
+        (:meth:`window_errors`); 0 when not even one step does. ``None`` in the gradient
+        mode."""
+        if self.complete is None:
+            return None
+        if self.complete:
+            return len(self.positions)
+        if self._holding is None:
+            errors = self.window_errors()[::-1]         # 1 step, 2 steps, ...
+            bad = ~(np.abs(errors) <= self.tolerance)
+            self._holding = int(np.argmax(bad)) if bad.any() else int(errors.size)
+        return self._holding
+
+    def incompleteness(self, window_option: str = "window=") -> str | None:
+        """One sentence saying that the flows do not add up, by how much and what window
+        does, naming it as ``window_option`` and the number (``--window `` on the command
+        line); ``None`` when they add up, and in the gradient mode."""
+        if self.complete is not False:
+            return None
+        steps = len(self.positions)
+        holding = self.holding_window()
+        advice = (f"trace again with {window_option}{holding} or fewer steps back (the "
+                  "longest window that adds up here)" if holding
+                  else "no window of this run adds up")
+        error = self.completeness_error
+        assert error is not None
+        size = (f"completeness error {error:+.3g}" if np.isfinite(error)
+                else "the sweep's cotangents overflowed float32")
+        return (f"the flows do not add up to L = {self.value:+.4g}: {size} over a window "
+                f"of {steps} steps (over long windows the sweep's cotangents grow until "
+                f"float32 rounding swamps L), so they are not exact; {advice}")
 
     # ------------------------------------------------------------ the window
     @property
@@ -371,7 +460,8 @@ class Attribution:
 
     def __repr__(self) -> str:
         error = "" if self.completeness_error is None else \
-            f", completeness error {self.completeness_error:.2e}"
+            f", completeness error {self.completeness_error:.2e}" + \
+            ("" if self.complete else " (the flows do not add up)")
         return (f"<flyviz.Attribution {self.mode}: L = {self.value:+.4f} for "
                 f"{self.target_text!r} at position {self.position}, window "
                 f"{self.window_start}..{self.position}{error}>")
@@ -402,8 +492,8 @@ def check_window(window: int | None, position: int) -> int:
 def explain(engine: Engine, backward: BackwardEngine, tokenizer: "FlyTokenizer",
             ids: Sequence[int], *, position: int | None = None,
             target: int | str | None = None, versus: int | str | None = None,
-            window: int | None = None, mode: str = DECOMPOSITION, interventions: Any = None,
-            tape: Tape | None = None, model_name: str = "",
+            window: int | None = DEFAULT_WINDOW, mode: str = DECOMPOSITION,
+            interventions: Any = None, tape: Tape | None = None, model_name: str = "",
             should_stop: Callable[[], bool] | None = None) -> Attribution:
     """Run ``ids`` (BOS first) up to ``position`` and explain the logit chosen there.
 
@@ -422,7 +512,8 @@ def explain(engine: Engine, backward: BackwardEngine, tokenizer: "FlyTokenizer",
     versus
         Explain ``logit[target] - logit[versus]`` instead of ``- mean(logits)``.
     window
-        Steps back to sweep (default: all of the run).
+        Steps back to sweep (default :data:`DEFAULT_WINDOW`; ``None``: all of the run).
+        Over long windows the flows stop adding up (see :attr:`Attribution.complete`).
     mode
         ``"decomposition"`` or ``"gradient"``.
     interventions
@@ -437,6 +528,12 @@ def explain(engine: Engine, backward: BackwardEngine, tokenizer: "FlyTokenizer",
     InputError
         For a position outside the run, a target that is not one token, an
         empty window, a mode that is not known.
+
+    Warns
+    -----
+    IncompleteAttributionWarning
+        When the decomposition's flows do not add up to ``L``
+        (:meth:`Attribution.incompleteness` says by how much and what window does).
     """
     check_mode(mode)
     ck = backward.checkpoint
@@ -467,10 +564,15 @@ def explain(engine: Engine, backward: BackwardEngine, tokenizer: "FlyTokenizer",
     c, const = readout_cotangent(ck, tape.x(position), target_id, versus_id, mode)
     sweep = backward.sweep(tape, {position: c}, mode=mode, first=first,
                            should_stop=should_stop)
-    return Attribution(checkpoint=ck, backward=backward, tape=tape, sweep=sweep, mode=mode,
-                       position=position, target=target_id, versus=versus_id,
-                       value=explained_value(logits, target_id, versus_id), constant=const,
-                       token_texts=[tokenizer.token_text(t) for t in ids[:position + 1]],
-                       target_text=tokenizer.token_text(target_id),
-                       versus_text=None if versus_id is None else tokenizer.token_text(versus_id),
-                       model_name=model_name)
+    attribution = Attribution(
+        checkpoint=ck, backward=backward, tape=tape, sweep=sweep, mode=mode,
+        position=position, target=target_id, versus=versus_id,
+        value=explained_value(logits, target_id, versus_id), constant=const,
+        token_texts=[tokenizer.token_text(t) for t in ids[:position + 1]],
+        target_text=tokenizer.token_text(target_id),
+        versus_text=None if versus_id is None else tokenizer.token_text(versus_id),
+        model_name=model_name)
+    note = attribution.incompleteness()
+    if note is not None:
+        warnings.warn(note, IncompleteAttributionWarning, stacklevel=2)
+    return attribution

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from flyviz.errors import InputError, RecordingError
-from flyviz.model.explain import Attribution, check_position_type, explain
+from flyviz.model.explain import DEFAULT_WINDOW, Attribution, check_position_type, explain
 from flyviz.record.recording import Recording
 from flyviz.record.run import encode_prompt
 from flyviz.record.runner import Model
@@ -57,7 +57,8 @@ def recording_ids(recording: Recording, model: Model, what: str = "the recording
 
 def trace(model: Model, source: "str | Recording | Path", *, position: int | None = None,
           target: int | str | None = None, versus: int | str | None = None,
-          window: int | None = None, mode: str = "decomposition", interventions: Any = (),
+          window: int | None = DEFAULT_WINDOW, mode: str = "decomposition",
+          interventions: Any = (),
           should_stop: Callable[[], bool] | None = None,
           patch_source: Any = None) -> Attribution:
     """Explain the logit of one position of a prompt's run or of a saved run.
@@ -76,7 +77,8 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
         Token id or one-token text. Default: the token chosen there (the
         most likely one for a prompt; the recorded one for a recording).
     versus, window, mode
-        See :func:`flyviz.model.explain.explain`.
+        See :func:`flyviz.model.explain.explain` (``window``: default
+        :data:`~flyviz.model.explain.DEFAULT_WINDOW` steps, ``None`` the whole run).
     interventions
         Applied to a prompt's run (the forms :func:`flyviz.run` accepts). A
         recording is traced with its own interventions.

@@ -74,6 +74,20 @@ SYNAPSE_LINES = 40
 LINES = "why"
 
 
+def not_exact(attribution: "Attribution") -> str:
+    """What the dock says of a trace whose flows do not add up to L (``complete`` False):
+    by how much, and over how many of the last steps they still do."""
+    error = attribution.completeness_error
+    size = (f"completeness error {error:+.2g}" if error is not None and np.isfinite(error)
+            else "the sweep overflowed")
+    holding = attribution.holding_window()
+    where = (f"they add up over the last {holding} steps only: read the earlier ones as "
+             "terms that cancel, not as what carried L" if holding
+             else "read them as terms that cancel, not as what carried L")
+    return (f"NOT EXACT: the flows do not add up to L = {attribution.value:+.4f} ({size}); "
+            f"{where}")
+
+
 def synapse_segments(attribution: "Attribution", position: int, positions: np.ndarray,
                      visible: np.ndarray, top: int = SYNAPSE_LINES
                      ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
@@ -341,10 +355,15 @@ class WhyFeature(JobFeature):
         self.host.docks.show(self.dock)
         self.host.docks.show(self.graph_dock, 0.35)     # rows need the height
         error = attribution.completeness_error
-        self.host.show_message(
-            f"why {attribution.target_text!r}: L = {attribution.value:+.4f}; the brain shows "
-            "each neuron's flow, the text each word's"
-            + ("" if error is None else f" (completeness error {error:.1e})"))
+        if attribution.complete is False:
+            # Never shown as exact: the flows are huge terms that cancel, not what carried L.
+            self.host.show_message(f"why {attribution.target_text!r}: "
+                                   f"{not_exact(attribution)}", error=True)
+        else:
+            self.host.show_message(
+                f"why {attribution.target_text!r}: L = {attribution.value:+.4f}; the brain "
+                "shows each neuron's flow, the text each word's"
+                + ("" if error is None else f" (completeness error {error:.1e})"))
         self.traced.emit(attribution)
 
     def flow_layer(self) -> ColourLayer:
@@ -452,7 +471,8 @@ class WhyFeature(JobFeature):
         listed = ", ".join(f"{n} {html.escape(labels[n])} {f[n]:+.3f}" for n in tops)
         self.panel.status.setText(
             f"{att.target_text!r} at position {att.position}: L = {att.value:+.4f} "
-            f"(logit − mean), window {att.window_start}..{att.position}")
+            f"(logit − mean), window {att.window_start}..{att.position}"
+            + ("" if att.complete is not False else f". {not_exact(att)}"))
         self.panel.tops.setText(f"<b>carry most at position {t}:</b> {listed}")
 
     def _forget(self, note: str) -> None:
@@ -488,4 +508,4 @@ def install(host: "WindowHost") -> WhyFeature:
 
 
 __all__ = ["FLOW", "GRAPH_NODES", "SYNAPSE_LINES", "GraphPanel", "WINDOW", "WhyFeature",
-           "WhyPanel", "flow_layer", "graph_rows", "install", "synapse_segments"]
+           "WhyPanel", "flow_layer", "graph_rows", "install", "not_exact", "synapse_segments"]

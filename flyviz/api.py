@@ -281,7 +281,8 @@ def trace(model: "Model | Checkpoint | str | Path", prompt_or_recording: "str | 
     ------
     flyviz.errors.InputError
         A position outside the run, a target that is not one token, an empty
-        window, an unknown mode.
+        window, an unknown mode, a window that would not fit in the memory
+        available.
     flyviz.errors.RecordingError
         A recording made with another model.
 

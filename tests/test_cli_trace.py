@@ -275,6 +275,21 @@ def test_the_windows_default_is_the_librarys(capsys, web_model):
         assert inspect.signature(function).parameters["window"].default == DEFAULT_WINDOW
 
 
+def test_a_trace_too_big_for_the_memory_is_refused_before_the_run(capsys, web_model,
+                                                                   monkeypatch):
+    import flyviz.model.explain as explain
+
+    def no_tape(*args, **kwargs):
+        raise AssertionError("the run was recorded before its memory was checked")
+
+    monkeypatch.setattr(explain, "record_tape", no_tape)
+    # Room for about 60 steps of the tiny model (523 neurons).
+    per_step = explain.trace_memory(523, 512, 1) // 2
+    monkeypatch.setattr(explain, "available_memory", lambda: 60 * per_step)
+    code, _, err = _run(capsys, "trace", web_model, "--prompt", LONG_PROMPT)
+    _one_line_error(code, err, "would need about", "MiB", "--window 47")
+
+
 def test_a_shared_page_whose_flows_do_not_add_up_says_so(capsys, web_model, tmp_path):
     rec = tmp_path / "long.flyrec"
     code, _, err = _run(capsys, "generate", web_model, "--prompt", LONG_PROMPT,

@@ -557,6 +557,35 @@ def test_flows_that_do_not_add_up_are_flagged_with_a_warning(tiny_checkpoint):
         assert gradient.complete is None and gradient.holding_window() is None
 
 
+def test_a_short_window_keeps_only_its_steps_on_the_tape(tiny_checkpoint):
+    with _model(tiny_checkpoint) as model:
+        short = flyviz.trace(model, PROMPT, window=3)
+        long = flyviz.trace(model, LONG_PROMPT, window=3)
+        with pytest.warns(flyviz.model.explain.IncompleteAttributionWarning):
+            whole = flyviz.trace(model, LONG_PROMPT, window=None)
+    assert long.tape.steps == len(long.prompt_ids) > 100
+    assert long.tape.keep_from == long.window_start - 1
+    assert long.tape.nbytes == short.tape.nbytes < whole.tape.nbytes / 40
+    with pytest.raises(IndexError, match="not kept"):
+        long.tape.x(long.window_start - 2)
+
+
+def test_a_trace_too_big_for_the_memory_is_refused(tiny_checkpoint, monkeypatch):
+    import flyviz.model.explain as explain
+
+    per_step = explain.trace_memory(523, tiny_checkpoint.config.vocabulary, 1) // 2
+    with pytest.raises(InputError, match=r"would need about .* MiB .*\(--window 39;"):
+        explain.check_trace_memory(523, tiny_checkpoint.config.vocabulary, 100,
+                                   available=50 * per_step)
+    explain.check_trace_memory(523, tiny_checkpoint.config.vocabulary, 49,
+                               available=50 * per_step)
+    monkeypatch.setattr(explain, "available_memory", lambda: 20 * per_step)
+    with _model(tiny_checkpoint) as model:
+        with pytest.raises(InputError, match="would need about"):
+            flyviz.trace(model, LONG_PROMPT, window=None)
+        assert flyviz.trace(model, LONG_PROMPT, window=10).complete
+
+
 @pytest.mark.parametrize("position", [True, False, 2.0, "3"])
 def test_a_position_that_is_not_a_whole_number_is_refused(tiny_checkpoint, tmp_path, position):
     with _model(tiny_checkpoint) as model:

@@ -37,7 +37,9 @@ demo brain from about 300 steps back). When the completeness error exceeds
 that adds up.
 
 exit status: 0 the flows add up to L (or --mode gradient), 1 they do not (see
-above: trace again with the --window it names), 2 bad input (one line).
+above: trace again with the --window it names), 2 bad input (one line), and
+a trace that would not fit in the memory available (it names a --window that
+does).
 
 examples:
   flyviz trace demo --prompt "there was a little girl named"

@@ -75,12 +75,21 @@ class Tape:
     slopes
         Also keep ``sech^2(u_t)`` (what the ``"gradient"`` mode reads): one
         more float32 vector per step.
+    keep_from
+        The first step whose vectors are kept (default 0: all): a sweep of a
+        window that starts at step ``f`` reads steps ``f - 1`` on, so a long
+        run traced over a short window keeps only that window in memory.
     """
 
-    def __init__(self, interventions: ResolvedInterventions, *, slopes: bool = False) -> None:
+    def __init__(self, interventions: ResolvedInterventions, *, slopes: bool = False,
+                 keep_from: int = 0) -> None:
         self.interventions = interventions
         self.keeps_slopes = bool(slopes)
+        self.keep_from = max(0, int(keep_from))
         self.tokens: list[int] = []
+        self._inputs = 0          # steps whose input was reported
+        self._states = 0          # steps whose state was reported
+        self._neurons = 0
         self._x: list[np.ndarray] = []
         self._s: list[np.ndarray] = []
         self._slope: list[np.ndarray] = []
@@ -89,9 +98,12 @@ class Tape:
     # What the engine calls.
     def record_input(self, position: int, u: np.ndarray) -> None:
         """The step at ``position`` computed ``u`` (the argument of its tanh)."""
-        if position != len(self._s):
-            raise RuntimeError(f"the tape holds {len(self._s)} steps; it cannot record step "
+        if position != self._inputs:
+            raise RuntimeError(f"the tape holds {self._inputs} steps; it cannot record step "
                                f"{position} (reset the engine before recording)")
+        self._inputs += 1
+        if position < self.keep_from:
+            return
         tanh = np.tanh(u)
         with np.errstate(divide="ignore", invalid="ignore"):
             s = np.divide(tanh, u, out=np.ones_like(u), where=u != 0)
@@ -101,43 +113,55 @@ class Tape:
 
     def record_state(self, position: int, x: np.ndarray, logits: np.ndarray) -> None:
         """The step at ``position`` ended in state ``x`` with ``logits``."""
+        self._states += 1
+        self._neurons = int(np.shape(x)[0])
+        if position < self.keep_from:
+            return
         self._x.append(np.array(x, dtype=np.float32, copy=True))
         self._logits.append(np.array(logits, dtype=np.float32, copy=True))
 
     # What the sweep reads.
     @property
     def steps(self) -> int:
-        """Steps recorded (positions ``0 .. steps-1``)."""
-        return len(self._x)
+        """Steps recorded (positions ``0 .. steps-1``; those before :attr:`keep_from` are
+        not kept)."""
+        return self._states
 
     @property
     def neurons(self) -> int:
         """Length of a state."""
-        return int(self._x[0].shape[0]) if self._x else 0
+        return self._neurons
+
+    def _kept(self, t: int) -> int:
+        """Where step ``t`` is in the kept lists."""
+        if t < self.keep_from:
+            raise IndexError(f"step {t} is not kept on this tape (it keeps steps "
+                             f"{self.keep_from}.. only)")
+        return t - self.keep_from
 
     def x(self, t: int) -> np.ndarray:
         """``x_t`` (zeros for ``t = -1``, the state before BOS)."""
         if t < 0:
             return np.zeros(self.neurons, dtype=np.float32)
-        return self._x[t]
+        return self._x[self._kept(t)]
 
     def s(self, t: int) -> np.ndarray:
         """``s_t = tanh(u_t) / u_t``."""
-        return self._s[t]
+        return self._s[self._kept(t)]
 
     def slope(self, t: int) -> np.ndarray:
         """``sech^2(u_t)`` (a tape recorded with ``slopes=True``)."""
         if not self.keeps_slopes:
             raise ValueError("this tape was recorded without slopes; record it with "
                              "slopes=True for the gradient mode")
-        return self._slope[t]
+        return self._slope[self._kept(t)]
 
     def logits(self, t: int) -> np.ndarray:
         """The logits after step ``t``."""
-        return self._logits[t]
+        return self._logits[self._kept(t)]
 
     def states(self) -> np.ndarray:
-        """All ``x_t`` as one (steps, neurons) array (a copy)."""
+        """The kept ``x_t`` as one (steps, neurons) array (a copy)."""
         return np.stack(self._x)
 
     @property
@@ -148,7 +172,7 @@ class Tape:
 
 
 def record_tape(engine: Engine, ids: Sequence[int], *, slopes: bool = False,
-                interventions: Any = None) -> Tape:
+                interventions: Any = None, keep_from: int = 0) -> Tape:
     """Reset ``engine``, feed ``ids`` (BOS first) and return the tape of that run.
 
     Parameters
@@ -161,11 +185,13 @@ def record_tape(engine: Engine, ids: Sequence[int], *, slopes: bool = False,
         Token ids to read, one step each.
     slopes
         Keep ``sech^2(u_t)`` as well (needed by the gradient mode).
+    keep_from
+        Keep the vectors of steps ``keep_from`` on only (see :class:`Tape`).
     """
     if interventions is not None:
         engine.set_interventions(interventions)
     engine.reset()
-    tape = Tape(engine.interventions, slopes=slopes)
+    tape = Tape(engine.interventions, slopes=slopes, keep_from=keep_from)
     engine.tape = tape
     try:
         for token in ids:
@@ -542,9 +568,11 @@ class BackwardEngine:
                should_stop: Callable[[], bool] | None) -> Sweep:
         n = self.neurons
         last = max(int(t) for t in seeds)
-        if not 0 <= first <= last < tape.steps:
-            raise InputError(f"the sweep's steps {first}..{last} must lie within the tape's "
-                             f"0..{tape.steps - 1}")
+        # The sweep reads x_{first-1} too: the tape must keep that step.
+        if not (0 <= first <= last < tape.steps and tape.keep_from <= max(0, first - 1)):
+            raise InputError(f"the sweep's steps {first}..{last} and the state before them "
+                             f"must lie within the tape's kept steps {tape.keep_from}.."
+                             f"{tape.steps - 1}")
         for t, seed in seeds.items():
             if not first <= int(t) <= last or np.shape(seed) != (n,):
                 raise InputError(f"seed at step {t} must be one value per neuron ({n}) at a "

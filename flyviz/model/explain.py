@@ -48,6 +48,13 @@ DEFAULT_WINDOW = 128
 #: flows are not presented as adding up to L (:attr:`Attribution.complete`).
 COMPLETENESS_TOLERANCE = 1e-3
 
+#: Bytes a trace holds per neuron and step of its window, at its peak (the tape's x and s,
+#: the cotangents, the node flows, and the pruned graph's influence and its sort; measured
+#: 46 on the demo brain over 2,000 steps), and the gradient mode's slopes on top.
+TRACE_BYTES_PER_NEURON_STEP = 48
+SLOPE_BYTES_PER_NEURON_STEP = 4
+
+
 class IncompleteAttributionWarning(UserWarning):
     """A decomposition whose flows do not add up to ``L`` within
     :data:`COMPLETENESS_TOLERANCE` (see :attr:`Attribution.complete`)."""
@@ -476,6 +483,62 @@ def check_position_type(position: Any) -> int:
     return int(position)
 
 
+def available_memory() -> int | None:
+    """Bytes of memory the system can give without swapping (``MemAvailable``), or ``None``
+    where that cannot be read."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - psutil is optional; the kernel's own figure next
+        pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def trace_memory(neurons: int, vocabulary: int, window: int, mode: str = DECOMPOSITION) -> int:
+    """Bytes a trace over ``window`` steps holds at its peak, besides the model
+    (:data:`TRACE_BYTES_PER_NEURON_STEP`; the tape keeps the window's steps only)."""
+    per_step = TRACE_BYTES_PER_NEURON_STEP + (SLOPE_BYTES_PER_NEURON_STEP
+                                              if mode == GRADIENT else 0)
+    return int(window + 1) * (int(neurons) * per_step + int(vocabulary) * 4)
+
+
+def check_trace_memory(neurons: int, vocabulary: int, window: int, mode: str = DECOMPOSITION,
+                       available: int | None = None) -> None:
+    """Refuse, before any work, a trace whose window would not fit in the memory
+    available (``available``: bytes, default :func:`available_memory`).
+
+    Raises
+    ------
+    InputError
+        Naming what it needs, what there is, and the longest window that fits.
+    """
+    free = available_memory() if available is None else int(available)
+    need = trace_memory(neurons, vocabulary, window, mode)
+    if free is None or need <= free:
+        return
+    per_step = max(1, trace_memory(neurons, vocabulary, 1, mode) // 2)
+    fits = max(0, int(0.8 * free) // per_step - 1)
+    advice = (f"give a window of at most {fits:,} steps back (--window {fits}; the flows add "
+              f"up over far fewer: the default is {DEFAULT_WINDOW})" if fits
+              else "close other programs")
+    raise InputError(f"this trace over {window:,} steps would need about {_size(need)} of "
+                     f"memory ({neurons:,} neurons a step) but {_size(free)} is available: "
+                     f"{advice}")
+
+
+def _size(count: int) -> str:
+    """``"3.1 GiB"``, ``"250 MiB"``: a memory size in words."""
+    return f"{count / 2**30:.1f} GiB" if count >= 2**30 else f"{count / 2**20:.0f} MiB"
+
+
 def check_window(window: int | None, position: int) -> int:
     """The first position of a window of ``window`` steps ending at ``position``
     (``None``: the whole run; longer than the run: the whole run)."""
@@ -527,7 +590,8 @@ def explain(engine: Engine, backward: BackwardEngine, tokenizer: "FlyTokenizer",
     ------
     InputError
         For a position outside the run, a target that is not one token, an
-        empty window, a mode that is not known.
+        empty window, a mode that is not known, a window that would not fit in
+        the memory available.
 
     Warns
     -----
@@ -552,9 +616,12 @@ def explain(engine: Engine, backward: BackwardEngine, tokenizer: "FlyTokenizer",
     first = check_window(window, position)
     versus_id = None if versus is None else token_id(tokenizer, vocabulary, versus, "versus")
     target_id = None if target is None else token_id(tokenizer, vocabulary, target, "target")
-    if tape is None or tape.steps <= position or (mode == GRADIENT and not tape.keeps_slopes):
+    check_trace_memory(ck.config.neurons, vocabulary, position - first + 1, mode)
+    keep_from = max(0, first - 1)                  # the sweep reads x_{first-1}
+    if tape is None or tape.steps <= position or tape.keep_from > keep_from \
+            or (mode == GRADIENT and not tape.keeps_slopes):
         tape = record_tape(engine, ids[:position + 1], slopes=mode == GRADIENT,
-                           interventions=interventions)
+                           interventions=interventions, keep_from=keep_from)
     logits = tape.logits(position)
     if target_id is None:
         target_id = int(np.argmax(logits))

@@ -31,7 +31,7 @@ and synapses step by step; the completeness error says how exactly they add up.
 The sweep goes back --window K steps (default 128); what the state before them
 carries is one more source. Over long windows the frozen steps' product grows:
 the flows become huge terms that cancel, and float32 rounding swamps L (on the
-demo brain from about 300 steps back). When the completeness error exceeds
+demo brain from 250-500 steps back). When the completeness error exceeds
 1e-3 x max(1, |L|) the result is still printed, marked ("complete": false in
 --json), with one line on stderr naming the error and the longest --window
 that adds up.

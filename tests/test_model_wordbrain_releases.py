@@ -887,3 +887,20 @@ def test_a_stray_receipt_beside_a_measured_release_is_no_evidence(release, capsy
         {"control_graph_sha256": {"w_indices": "e" * 64}}))
     code, _, err = cli_run(capsys, "info", str(folder))
     assert code == 0, err
+
+
+def test_a_damaged_other_dataset_beside_a_release_is_not_taken_for_its_dataset(
+        release, capsys) -> None:
+    """With no fly-connectome-49k beside a release, a sibling that only looks like a dataset
+    (a malecns-166k copy whose manifest.json is damaged) is not joined to the weights: info
+    says that the release's dataset is missing, in one line with exit status 2, rather than
+    blaming the other folder's manifest."""
+    folder, _, _ = release
+    shutil.rmtree(folder.parent / "fly-connectome-49k")
+    other = folder.parent / "malecns-166k"
+    (other / "graph").mkdir(parents=True)
+    (other / "graph" / "edges_offsets.i32").write_bytes(np.zeros(3, np.int32).tobytes())
+    (other / "manifest.json").write_text("{", encoding="utf-8")
+    code, _, err = cli_run(capsys, "info", str(folder))
+    one_error_line(code, err, "no connectome dataset was found next to it")
+    assert "malecns-166k" not in err

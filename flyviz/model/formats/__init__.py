@@ -107,18 +107,34 @@ def find_dataset(model_dir: str | Path, *, anatomy_only: bool = False) -> Path |
 
     model_dir = Path(model_dir).resolve()
     preferred = _declared_dataset(model_dir)
-    candidates: list[Path] = [model_dir / "dataset", model_dir / "connectome"]
+    # (folder, named): a folder the model names (its dataset/ or connectome/ subfolder, or
+    # the dataset its manifest declares) is taken even when its manifest is damaged, so
+    # that loading says so; any other sibling only when its manifest reads as one.
+    candidates: list[tuple[Path, bool]] = [(model_dir / "dataset", True),
+                                           (model_dir / "connectome", True)]
     for parent in (model_dir.parent, model_dir.parent.parent):
         if preferred:
-            candidates.append(parent / preferred)
+            candidates.append((parent / preferred, True))
         if parent.is_dir():
-            candidates.extend(sorted(p for p in parent.iterdir() if p.is_dir()))
+            candidates.extend((p, False) for p in sorted(parent.iterdir()) if p.is_dir())
     marker = ("neurons", "soma_position.i32") if anatomy_only else ("graph", "edges_offsets.i32")
-    for candidate in candidates:
+    for candidate, named in candidates:
         if candidate != model_dir and (candidate / "manifest.json").is_file() \
-                and candidate.joinpath(*marker).is_file() and not is_malecns_dataset(candidate):
+                and candidate.joinpath(*marker).is_file() and not is_malecns_dataset(candidate) \
+                and (named or _readable_manifest(candidate)):
             return candidate
     return None
+
+
+def _readable_manifest(folder: Path) -> bool:
+    """True when ``folder/manifest.json`` is a JSON object with a ``files`` block, as a
+    fly-connectome-49k dataset's is; a damaged one (another dataset's, say a broken
+    malecns-166k copy) is not taken for the model's dataset."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and isinstance(manifest.get("files"), dict)
 
 
 def load_folder(folder: str | Path, *, dataset_dir: str | Path | None = None,

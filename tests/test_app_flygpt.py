@@ -52,3 +52,29 @@ def test_a_flygpt_whose_dataset_has_no_positions_is_drawn_as_a_graph_layout(qtbo
     assert np.array_equal(anatomy.positions, library.positions)
     assert "layout computed from the graph" in win.brain.note.text()
     assert lit_count(settled_render(qtbot, win)) > 0
+
+
+def test_the_model_dock_says_flygpt_has_no_delay_slots(qtbot, tmp_path):
+    """FlyGPT's inputs are a linear map of the token's embedding: the Model dock says it has
+    no delay slots, as flyviz info does, not the loader's one slot; a slotted model still
+    gives its count."""
+    from types import SimpleNamespace
+
+    from flyviz.app.runs.model_panel import ModelPanel
+    from flyviz.commands.info import describe
+    from flyviz.model.formats import load_folder
+    from flyviz.model.synthetic import make_flygpt_tensors, make_random_checkpoint
+    from flyviz.model.writers import write_flygpt
+
+    panel = ModelPanel()
+    qtbot.addWidget(panel)
+    flygpt = load_folder(write_flygpt(make_flygpt_tensors(seed=11), tmp_path / "FlyGPT"))
+    assert describe(flygpt)["delay_slots"] is None
+    panel.describe(SimpleNamespace(checkpoint=flygpt, name="FlyGPT", is_demo=False))
+    text = panel.label.text()
+    assert "no delay slots" in text and "1 delay slots" not in text
+    assert f"{flygpt.config.n_inputs:,} input neurons" in text
+    slotted = make_random_checkpoint(neurons=60, edges=300, d_embed=4, delay_k=3,
+                                     vocabulary=16, seed=4)
+    panel.describe(SimpleNamespace(checkpoint=slotted, name="demo", is_demo=True))
+    assert "3 delay slots" in panel.label.text()

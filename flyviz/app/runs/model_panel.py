@@ -95,10 +95,13 @@ class ModelPanel(QWidget):
             return
         ck = bundle.checkpoint
         cfg = ck.config
+        # FlyGPT's input neurons take a biased linear map of the token's embedding: it has
+        # no delay slots, as flyviz info says (its loader's one slot is no property of it).
+        inputs = (f"{cfg.delay_k} delay slots" if ck.in_bias is None else
+                  f"{cfg.n_inputs:,} input neurons, no delay slots")
         lines = [f"<b>{html.escape(bundle.name)}</b>",
                  f"{cfg.neurons:,} neurons · {ck.n_edges:,} synapses",
-                 f"vocabulary {cfg.vocabulary:,} · {cfg.delay_k} delay slots · "
-                 f"{cfg.readout_kind} readout",
+                 f"vocabulary {cfg.vocabulary:,} · {inputs} · {cfg.readout_kind} readout",
                  f"layout: {html.escape(ck.layout)}"]
         dataset = ck.metadata.get("dataset")
         if dataset:

@@ -690,3 +690,41 @@ def test_the_neuron_docks_partner_tables_show_their_titles_whole(qtbot, tmp_path
             check(tab, "neuron 3")
     finally:
         win.close()
+
+
+def test_the_stimulus_dock_starts_clean_on_another_brain(qtbot, tmp_path):
+    """The Stimulus dock's queries name one brain's neurons: a different brain opened after a
+    run starts with empty Excite and Silence fields and a Run button (not Run again); the
+    same brain opened again (its recording, its run reset) keeps them."""
+    pytest.importorskip("pytestqt")
+    from app_conftest import make_window
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SpikingModel
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    try:
+        feature, panel = win.features["spiking"], win.features["spiking"].panel
+        n, positions = checkpoint.config.neurons, win.state.anatomy.positions
+        first = _two_sided_brain(n, positions)
+        feature.open(SpikingModel(first, "first-brain"))
+        panel.excite.setText("side:left")
+        panel.silence.setText("id:3")
+        panel.bins.setValue(4)
+        panel.speed.setValue(0.0)
+        assert feature.run(), win.statusBar().currentMessage()
+        qtbot.waitUntil(lambda: feature.finished, timeout=60_000)
+        assert panel.run_button.text() == "Run again"
+        # The same brain again (its run reset, its recording shown): the stimulus stays.
+        win.reset_run()
+        feature.open(SpikingModel(first, "first-brain"))
+        assert (panel.excite.text(), panel.silence.text()) == ("side:left", "id:3")
+        assert panel.run_button.text() == "Run again"
+        # Another brain: the old brain's queries are gone, from the settings too.
+        feature.open(SpikingModel(_two_sided_brain(n, positions), "second-brain"))
+        assert (panel.excite.text(), panel.silence.text()) == ("", "")
+        assert (feature.settings.excite, feature.settings.silence) == ("", "")
+        assert panel.run_button.text() == "Run"
+    finally:
+        win.close()

@@ -274,6 +274,9 @@ class SpikingFeature(QObject):
         #: Where the brain being opened is drawn: the loaded model's anatomy when the brain is
         #: that model's own graph (File → Open as spiking brain), else ``None`` (its own).
         self._opening_anatomy: Anatomy | None = None
+        #: What loads the brain the dock last showed (``None``: none yet): another brain
+        #: starts from a clean stimulus, the same one keeps it.
+        self._shown_spec: str | None = None
         host.widget().installEventFilter(self)
 
     @property
@@ -380,6 +383,7 @@ class SpikingFeature(QObject):
             raise InputError(f"the anatomy has {len(anatomy.positions):,} neurons, the brain "
                              f"{model.neurons:,}")
         self.stop()
+        self._forget_other_brains_stimulus(model)
         state = self.host.state
         state.set_model(model, anatomy if anatomy is not None else model.drawing_anatomy())
         self.host.runner.set_model(model)      # runs start on it from now on
@@ -397,6 +401,20 @@ class SpikingFeature(QObject):
             self.panel.status.setText(f"{model.name}: {len(recording):,} bins recorded")
         else:
             self.panel.status.setText(f"{model.name}: {model.neurons:,} neurons; press Run")
+
+    def _forget_other_brains_stimulus(self, model: SpikingModel) -> None:
+        """A brain other than the one shown last starts from its own stimulus: the old
+        brain's Excite and Silence queries (neuron ids, cell types of that brain) are
+        cleared, and Run reads Run, not Run again. The same brain opened again (its run
+        reset, its recording opened) keeps them; a script's queries set before the first
+        brain opens are kept too."""
+        if model.spec == self._shown_spec:
+            return
+        if self._shown_spec is not None:
+            self.settings.excite = ""
+            self.settings.silence = ""
+        self._shown_spec = model.spec
+        self.panel.run_button.setText("Run")
 
     def show_recording(self, recording: "Recording") -> SpikingModel:
         """Show a spiking recording (a ``.flyrec`` of ``flyviz simulate --record``) on the

@@ -165,3 +165,54 @@ def test_the_dock_shows_single_effects_and_the_pair_matrix(qtbot, tmp_path):
         p.grab().save(str(tmp_path / "screen-dock.png"))
     finally:
         win.close()
+
+
+def test_a_silencing_screen_without_a_stimulus_is_refused_before_it_starts(
+        qtbot, tmp_path, monkeypatch):
+    """On a brain with no stimulus of its own, a silencing screen with an empty Stimulus field
+    is refused before any job starts, in the dock's words (its Stimulus field, not the
+    command line's --excite); so is a Stimulus that selects nothing. A screen that fails
+    once started says "screen" once in the status bar."""
+    pytest.importorskip("pytestqt")
+    from app_conftest import make_window
+
+    from flyviz.app.spiking.spiking_screen_panel import EACH_NEURON
+    from flyviz.kinds.spiking import SpikingModel
+    from flyviz.spiking import screen as screen_module
+    from flyviz.spiking.demo import demo_brain
+    from flyviz.spiking.screen import ScreenError
+
+    brain = demo_brain()
+    brain.default_excite = None            # a brain without a stimulus of its own
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.features["spiking"].open(SpikingModel(brain, "demo"))
+        feature = win.features["screen"]
+        p = feature.panel
+        win.state.selected = 0
+        p.source.setCurrentText(EACH_NEURON)
+        p.sets.setText("id:1,2")
+        p.mode.setCurrentText("silence")
+        p.duration.setValue(20)
+        p.excite.setText("")
+        assert not feature.run()
+        assert not feature.job.busy                     # nothing started
+        said = p.status.text()
+        assert "Stimulus field" in said and "--excite" not in said
+        assert win.statusBar().currentMessage() == f"screen: {said}"
+        p.excite.setText("type:no-such-type")
+        assert not feature.run() and not feature.job.busy
+        assert "Stimulus" in p.status.text() and "--excite" not in p.status.text()
+        # An activation screen needs no stimulus.
+        p.mode.setCurrentText("activate")
+        p.excite.setText("")
+
+        def fails(*_args, **_kwargs):
+            raise ScreenError("the disk is full")
+        monkeypatch.setattr(screen_module, "run_screen", fails)
+        assert feature.run()
+        qtbot.waitUntil(lambda: not feature.job.busy, timeout=30_000)
+        qtbot.waitUntil(lambda: "failed" in p.status.text(), timeout=5_000)
+        assert win.statusBar().currentMessage() == "screen failed: the disk is full"
+    finally:
+        win.close()

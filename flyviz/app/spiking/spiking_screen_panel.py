@@ -233,6 +233,37 @@ def screen_sets(brain: "SpikingBrain", source: str, text: str) -> list["NeuronSe
     return each_neuron(brain, text)
 
 
+def check_stimulus(brain: "SpikingBrain", settings: "ScreenSettings") -> None:
+    """Refuse, before a screen starts, a silencing screen whose stimulus excites nothing, in
+    the dock's words (its Stimulus field; the command line's are ``--excite``'s).
+
+    Raises
+    ------
+    InputError
+        The Stimulus query is not one, selects no neuron, or is empty on a brain with no
+        stimulus of its own.
+    """
+    from flyviz.errors import InputError
+    from flyviz.spiking.run import select
+    from flyviz.spiking.screen import query_text
+
+    if settings.mode != "silence":
+        return                      # an activation screen excites only the set it tests
+    if not settings.excite:
+        if brain.default_excite is None:
+            raise InputError(f"a silencing screen needs a stimulus and {brain.name} has none "
+                             "of its own: type the neurons to excite in the Stimulus field "
+                             "(e.g. superclass:sensory), or choose Mode activate")
+        return
+    try:
+        excited = select(brain, query_text(settings.excite))
+    except InputError as exc:
+        raise InputError(f"the Stimulus field: {exc}") from None
+    if len(excited) == 0:
+        raise InputError(f"the Stimulus {settings.excite} selects no neuron of {brain.name}: "
+                         "type a query that does (e.g. superclass:sensory)")
+
+
 def run_job(brain: "SpikingBrain", sets: list["NeuronSet"], settings: "ScreenSettings",
             target: int, stop: threading.Event, report: Callable[[float], None],
             pairs: int = 0) -> Outcome | None:
@@ -329,6 +360,7 @@ class ScreenFeature:
         p = self.panel
         try:
             settings = p.settings()
+            check_stimulus(brain, settings)      # said here, not once the job has started
             sets = screen_sets(brain, p.source.currentText(), p.sets.text())
             pairs = check_pairs(p.pairs.value(), len(sets), brain.neurons)
         except FlyvizError as exc:
@@ -437,8 +469,9 @@ class ScreenFeature:
 
     def _say(self, message: str, error: bool = False) -> None:
         self.panel.status.setText(message)
-        if error:
-            self.host.show_message(f"screen: {message}", True)
+        if error:   # "screen failed: ..." names the screen already
+            self.host.show_message(message if message.startswith("screen")
+                                   else f"screen: {message}", True)
 
 
 def install(host: "WindowHost") -> ScreenFeature:

@@ -124,3 +124,26 @@ def test_an_empty_neuron_trace_reads_from_frame_0(qapp):
         assert -0.5 < x_low <= 0.0 and x_high >= 9.0
     finally:
         inspector.deleteLater()
+
+
+def test_the_state_raster_says_its_rows_are_a_sample_and_names_their_neurons(qapp):
+    """On a brain of more neurons than rows the raster shows an evenly spaced sample: the
+    caption says so ("256 of 300 neurons") and the row axis labels each row by its neuron's
+    index (row 250 is neuron 293, not 250); a brain that fits is labelled as it is."""
+    from flyviz.app.population.state_panels import RasterPanel
+
+    panel = RasterPanel(rows=256, window=96)
+    panel.set_neurons(np.arange(300))
+    caption = panel.caption.text()
+    assert "256 of 300 neurons, evenly spaced" in caption and "× last 96" in caption
+    expected = np.linspace(0, 299, 256).round().astype(int)
+    assert np.array_equal(panel.neurons, expected)
+    assert panel.row_axis.tickStrings([0.0, 250.0, 255.0, 0.5], 1.0, 1.0) == [
+        "0", str(expected[250]), "299", ""]
+    assert expected[250] == 293
+    # Rows beyond the ones shown name nothing (the axis's range has room around them).
+    assert panel.row_axis.tickStrings([-1.0, 256.0], 1.0, 1.0) == ["", ""]
+    # The neurons with positions, all shown: no sample, each row its own neuron.
+    panel.set_neurons(np.array([4, 9, 17]))
+    assert "3 neurons ×" in panel.caption.text() and " of " not in panel.caption.text()
+    assert panel.row_axis.tickStrings([0.0, 1.0, 2.0], 1.0, 1.0) == ["4", "9", "17"]

@@ -14,7 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from flyviz.app.population.plot_axes import paint_on_demand, spaced_axes
+from flyviz.app.population.plot_axes import SpacedAxis, paint_on_demand, spaced_axes
 from flyviz.kinds import LANGUAGE, TimeAxis
 from flyviz.record.recording import Recording
 
@@ -22,6 +22,26 @@ __all__ = ["RasterPanel"]
 
 
 # --------------------------------------------------------------- raster panel
+class NeuronRowAxis(SpacedAxis):
+    """A raster's row axis labelled by the neuron each row shows, not by the row's number:
+    on a brain of more neurons than rows, the rows are a sample and row 250 is not neuron
+    250."""
+
+    def __init__(self, orientation: str = "left") -> None:
+        super().__init__(orientation)
+        #: The neuron index of each row (row ``r`` spans ``r .. r + 1`` on the axis).
+        self.row_neurons = np.zeros(0, dtype=np.int64)
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph API
+        out = []
+        for value in values:
+            row = int(round(value))
+            # A tick between two rows (a short raster's half steps) names no neuron.
+            whole = abs(value - row) < 1e-6 and 0 <= row < self.row_neurons.size
+            out.append(str(int(self.row_neurons[row])) if whole else "")
+        return out
+
+
 class RasterPanel(QWidget):
     """A few hundred neurons' states over the last steps (tokens, bins) up to the shown frame."""
 
@@ -32,7 +52,9 @@ class RasterPanel(QWidget):
         self.caption = QLabel("State raster: rates, not spikes")
         self.caption.setObjectName("hint")
         layout.addWidget(self.caption)
-        self.plot = pg.PlotWidget(axisItems=spaced_axes())
+        self.row_axis = NeuronRowAxis("left")
+        self.row_axis.enableAutoSIPrefix(False)   # neuron 250, never 0.25 ×1000
+        self.plot = pg.PlotWidget(axisItems={**spaced_axes("bottom"), "left": self.row_axis})
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()
@@ -47,6 +69,7 @@ class RasterPanel(QWidget):
         self.window_tokens = window
         self.axis = LANGUAGE.time_axis
         self.neurons = np.zeros(0, dtype=np.int64)
+        self.of_neurons = 0
         self._mode = "signed"
         self._limit = 1.0
         self._lut_mode = ""
@@ -58,10 +81,15 @@ class RasterPanel(QWidget):
     def set_neurons(self, neurons: np.ndarray) -> None:
         """Choose which neurons are rows (an evenly spaced subset of the shown ones)."""
         neurons = np.asarray(neurons, dtype=np.int64)
+        #: How many neurons the rows were chosen from (more than the rows: a sample).
+        self.of_neurons = int(neurons.size)
         if neurons.size > self.rows:
             pick = np.linspace(0, neurons.size - 1, self.rows).round().astype(np.int64)
             neurons = neurons[pick]
         self.neurons = neurons
+        self.row_axis.row_neurons = neurons
+        self.row_axis.picture = None        # relabel the ticks now, not at the next resize
+        self.row_axis.update()
         self._buffer = np.zeros((max(1, neurons.size), self.window_tokens), dtype=np.float32)
         self._say_caption()
         self._last = None
@@ -73,7 +101,10 @@ class RasterPanel(QWidget):
         self._say_caption()
 
     def _say_caption(self) -> None:
-        self.caption.setText(f"State raster: {self.neurons.size} neurons × last {self.window_tokens} "
+        shown = self.neurons.size
+        rows = (f"{shown} of {self.of_neurons:,} neurons, evenly spaced"
+                if self.of_neurons > shown else f"{shown} neurons")
+        self.caption.setText(f"State raster: {rows} × last {self.window_tokens} "
                              f"{self.axis.names} (rates, not spikes)")
 
     def set_mode(self, mode: str, limit: float) -> None:

@@ -183,7 +183,9 @@ def test_a_silencing_screen_without_a_stimulus_is_refused_before_it_starts(
     from flyviz.spiking.screen import ScreenError
 
     brain = demo_brain()
-    brain.default_excite = None            # a brain without a stimulus of its own
+    # A brain without a stimulus of its own; the demo brain is built once per process, so
+    # its own stimulus is put back for the tests after this one.
+    monkeypatch.setattr(brain, "default_excite", None)
     win = make_window(qtbot, None, tmp_path)
     try:
         win.features["spiking"].open(SpikingModel(brain, "demo"))

@@ -374,7 +374,9 @@ class SpikingFeature(QObject):
 
         ``anatomy`` is where its neurons are drawn when it is not the model's own: the loaded
         model's, for that model's graph opened as a spiking brain. It is never guessed from
-        the number of neurons: two brains of the same size are not the same neurons.
+        the number of neurons: two brains of the same size are not the same neurons. The
+        brain shown opened again (the same spec: a recording of it, a reset) keeps the
+        anatomy and the view it is drawn with.
         """
         from flyviz.errors import InputError
         from flyviz.record.recording import Recording
@@ -383,8 +385,12 @@ class SpikingFeature(QObject):
             raise InputError(f"the anatomy has {len(anatomy.positions):,} neurons, the brain "
                              f"{model.neurons:,}")
         self.stop()
-        self._forget_other_brains_stimulus(model)
         state = self.host.state
+        if (anatomy is None and model.spec and model.spec == self._shown_spec
+                and state.kind is SPIKING and state.anatomy is not None
+                and state.neurons == model.neurons):
+            anatomy = state.anatomy             # the brain shown, opened again
+        self._forget_other_brains_stimulus(model)
         state.set_model(model, anatomy if anatomy is not None else model.drawing_anatomy())
         self.host.runner.set_model(model)      # runs start on it from now on
         if recording is None:

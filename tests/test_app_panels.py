@@ -147,3 +147,7 @@ def test_the_state_raster_says_its_rows_are_a_sample_and_names_their_neurons(qap
     panel.set_neurons(np.array([4, 9, 17]))
     assert "3 neurons ×" in panel.caption.text() and " of " not in panel.caption.text()
     assert panel.row_axis.tickStrings([0.0, 1.0, 2.0], 1.0, 1.0) == ["4", "9", "17"]
+    # A full-size brain's indices are shortened to the width of a row number, so the axis
+    # (and the docks beside the raster) keep their width.
+    panel.set_neurons(np.arange(49_393))
+    assert panel.row_axis.tickStrings([0.0, 128.0, 255.0], 1.0, 1.0) == ["0", "25k", "49k"]

@@ -38,8 +38,15 @@ class NeuronRowAxis(SpacedAxis):
             row = int(round(value))
             # A tick between two rows (a short raster's half steps) names no neuron.
             whole = abs(value - row) < 1e-6 and 0 <= row < self.row_neurons.size
-            out.append(str(int(self.row_neurons[row])) if whole else "")
+            out.append(_short_index(int(self.row_neurons[row])) if whole else "")
         return out
+
+
+def _short_index(neuron: int) -> str:
+    """A neuron index as a tick label at most as wide as a row number ("250"): "39k" for
+    neuron 39,042. A wider label widened the raster's axis, and with it the whole bottom row
+    of docks, squeezing the Traces dock beside it."""
+    return str(neuron) if neuron < 1000 else f"{neuron / 1000:.0f}k"
 
 
 class RasterPanel(QWidget):
@@ -51,6 +58,9 @@ class RasterPanel(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         self.caption = QLabel("State raster: rates, not spikes")
         self.caption.setObjectName("hint")
+        # Wrapped, not widened: a sample's longer caption ("256 of 49,393 neurons, evenly
+        # spaced ...") widened the bottom row's raster and squeezed the Traces dock beside it.
+        self.caption.setWordWrap(True)
         layout.addWidget(self.caption)
         self.row_axis = NeuronRowAxis("left")
         self.row_axis.enableAutoSIPrefix(False)   # neuron 250, never 0.25 ×1000

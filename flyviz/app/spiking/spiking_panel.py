@@ -387,7 +387,7 @@ class SpikingFeature(QObject):
         self.stop()
         state = self.host.state
         if (anatomy is None and model.spec and model.spec == self._shown_spec
-                and state.kind is SPIKING and state.anatomy is not None
+                and state.kind.shows(SPIKING_KINDS) and state.anatomy is not None
                 and state.neurons == model.neurons):
             anatomy = state.anatomy             # the brain shown, opened again
         self._forget_other_brains_stimulus(model)

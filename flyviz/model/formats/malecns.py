@@ -32,7 +32,7 @@ from flyviz.model.checkpoint import Anatomy
 from flyviz.model.checks import FAIL, MALECNS_CHECKS, MALECNS_GROUP, PASS, SKIP, CheckResult, Progress
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import HASH_LIMIT_BYTES, read_json, read_raw, sha256_file
-from flyviz.model.formats.common import min_max, weight_stats
+from flyviz.model.formats.common import min_max, weight_stats, whole_number
 
 #: The dataset's name on the hub and in its manifest.
 MALECNS_NAME = "fly-connectome-malecns-166k"
@@ -112,16 +112,14 @@ def _count(value: Any) -> str:
 def _as_int(value: Any) -> int | None:
     """A whole number of the manifest as an int; ``None`` for anything else: a bool, text
     (``"300"``, which ``int`` would read as a count the packager never writes), a fraction
-    such as 300.7 (which ``int`` would truncate to another count). A float with no
-    fraction (``300.0``) is read, as everywhere in flyviz
-    (:func:`~flyviz.model.formats.common.whole_number`)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        return None
-    if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-        return None
+    such as 300.7 (which ``int`` would truncate to another count). The rule is
+    :func:`~flyviz.model.formats.common.whole_number`'s (a float with no fraction, ``300.0``,
+    is read, as everywhere in flyviz); here a value it refuses fails its check instead."""
+    if isinstance(value, np.generic):       # a count read from an array, as from JSON
+        value = value.item()
     try:
-        return int(value)
-    except (ValueError, OverflowError):  # NaN, infinities
+        return whole_number(value, "a manifest count")
+    except CheckpointError:
         return None
 
 

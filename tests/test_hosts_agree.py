@@ -134,8 +134,15 @@ def test_napari_and_the_web_page_show_the_state(window, qtbot, tmp_path, app_che
     source = BrainSource.from_state(state, "hosts")
     assert source.quantity == AMOUNTS and AMOUNTS in source.quantities
 
+    from qt_barriers import settle
+
     viewer = napari.Viewer(show=True)     # a hidden canvas draws nothing to screenshot
     try:
+        # The canvas at its size before the view is framed: napari frames the brain for the
+        # canvas size it has been told of, and a resize still queued (a loaded machine) left
+        # the brain framed for a smaller canvas, a dot of 25 pixels.
+        viewer.window.resize(900, 640)
+        settle(qtbot, viewer.window._qt_window)
         for data, kwargs, kind in layer_data(state):
             viewer._add_layer_from_data(data, kwargs, kind)
         points = [layer for layer in viewer.layers if layer._type_string == "points"]
@@ -146,6 +153,7 @@ def test_napari_and_the_web_page_show_the_state(window, qtbot, tmp_path, app_che
         np.testing.assert_allclose(points[0].face_color, lut(state.layer.colormap)[index],
                                    atol=1.5 / 255)
         viewer.dims.ndisplay = 3            # the brain in 3D, as flyviz's reader shows it
+        settle(qtbot, viewer.window._qt_window)
         viewer.reset_view()
         shot = viewer.screenshot(canvas_only=True, flash=False)[..., :3]
         background = np.asarray(shot[0, 0], int)

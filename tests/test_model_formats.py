@@ -158,6 +158,68 @@ def test_dataset_anatomy_and_labels(tiny_checkpoint, tmp_path):
     assert load_connectome_dataset(tmp_path / "d").anatomy.cell_type == ref.cell_type
 
 
+def _edit_dataset_manifest(root, edit):
+    path = root / "manifest.json"
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("field, value", [
+    ("neurons", 523.7),          # int() would truncate it to the real 523 and load
+    ("neurons", "523"),          # int() would read text the packager never writes
+    ("neurons", True),
+    ("neurons", None),
+    ("neurons", float("nan")),
+    ("edges", float("inf")),     # int() raised OverflowError: a traceback
+    ("interface.delay_slots", "8"),
+    ("weights.negative_edges", 12.5),
+    ("soma.positioned", "40"),
+    ("files.edges_offsets.bytes", "2096"),
+])
+def test_dataset_counts_follow_the_one_whole_number_rule(tiny_checkpoint, tmp_path, capsys,
+                                                         field, value):
+    """A 49k dataset manifest's counts are read as formats.common.whole_number reads every
+    count: anything but a whole number is refused in one line naming the field and the
+    file, never truncated, read from text or skipped."""
+    from cli_checks import cli_run, one_error_line
+
+    root = _write_all(tiny_checkpoint, tmp_path)
+    *blocks, key = field.split(".")
+
+    def edit(manifest):
+        for block in blocks:
+            manifest = manifest[block]
+        manifest[key] = value
+
+    _edit_dataset_manifest(root / "dataset", edit)
+    manifest_path = str(root / "dataset" / "manifest.json")
+    with pytest.raises(CheckpointError, match="expected an integer") as caught:
+        load_connectome_dataset(root / "dataset")
+    assert f"{manifest_path}: {field} is " in str(caught.value)
+    code, _, err = cli_run(capsys, "info", str(root / "web"), "--dataset", str(root / "dataset"))
+    one_error_line(code, err, f"{manifest_path}: {field} is ")
+
+
+def test_dataset_whole_counts_still_load(tiny_checkpoint, tmp_path):
+    """Counts written as JSON integers (the release), as floats with no fraction, or handed
+    in as numpy integers are read; an absent count is still found from the arrays."""
+    from flyviz.model.formats.dataset import DatasetFiles
+
+    write_connectome_dataset(tiny_checkpoint, tmp_path / "d")
+    data = load_connectome_dataset(tmp_path / "d", verify=True)
+    assert (data.neurons, data.delay_slots) == (523, tiny_checkpoint.config.delay_k)
+    _edit_dataset_manifest(tmp_path / "d", lambda m: (m.update(neurons=523.0),
+                                                      m["interface"].update(delay_slots=8.0)))
+    data = load_connectome_dataset(tmp_path / "d")
+    assert data.neurons == 523 and data.delay_slots == 8 and type(data.delay_slots) is int
+    files = DatasetFiles.open(tmp_path / "d")
+    files.manifest.update(neurons=np.int64(523), edges=np.int32(7001))
+    assert (files.neurons, files.edges) == (523, 7001)
+    del files.manifest["neurons"], files.manifest["edges"]
+    assert (files.neurons, files.edges) == (523, 7001)
+
+
 def test_quantised_weights_are_within_the_documented_error(tiny_checkpoint, tmp_path):
     write_connectome_dataset(tiny_checkpoint, tmp_path / "d")
     manifest = json.loads((tmp_path / "d" / "manifest.json").read_text())

@@ -44,7 +44,10 @@ def read_json(path: Path, what: str) -> Any:
 def whole_number(value: Any, what: str) -> int:
     """A JSON integer (or a float with no fraction, ``8.0``) as an ``int``; anything else
     (text, ``null``, ``true``, a list, ``1.5``, ``NaN``, ``Infinity``) is one
-    :class:`CheckpointError` line naming ``what``, e.g. ``"config.json: n_neurons"``."""
+    :class:`CheckpointError` line naming ``what``, e.g. ``"config.json: n_neurons"``.
+    A numpy scalar (a count read from an array) is judged as the Python value it holds."""
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer():

@@ -30,7 +30,7 @@ from flyviz.model.checks import FAIL, PASS, SKIP, CheckResult, Progress, raise_f
 from flyviz.model.errors import CheckpointError
 from flyviz.model.formats.common import (FROZEN_BUFFER_DTYPES, HASH_LIMIT_BYTES,
                                           NODE_TYPE_INDEX, array_digest, min_max, read_json,
-                                          read_raw, sha256_file, weight_stats)
+                                          read_raw, sha256_file, weight_stats, whole_number)
 
 #: Logical file names of the dataset manifest and where the files lie.
 DATASET_FILES = {
@@ -73,11 +73,18 @@ _GRAPH_FILES = ("edges_offsets", "edges_source", "edges_weight_f32", "input_neur
 _REDOWNLOAD = "the dataset is damaged or was modified; download fernandofernandes/fly-connectome-49k again"
 
 
-def _as_int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+def _manifest_count(root: Path, block: Any, key: str, field: str | None = None) -> int | None:
+    """``block[key]`` of the manifest of the dataset at ``root`` as a count; ``None`` when
+    the block or the key is absent (the caller then counts the arrays or skips a check).
+
+    The rule is :func:`~flyviz.model.formats.common.whole_number`'s, the one every flyviz
+    reader follows: ``300`` and ``300.0`` are read; ``300.7`` (which ``int`` would truncate
+    to another count), the text ``"300"``, ``true``, ``null``, NaN and infinities are one
+    :class:`CheckpointError` line naming ``field`` (default ``key``) and the manifest file.
+    """
+    if not isinstance(block, dict) or key not in block:
         return None
+    return whole_number(block[key], f"{root / 'manifest.json'}: {field or key}")
 
 
 def _normalise_entries(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -164,7 +171,7 @@ class DatasetFiles:
     @property
     def neurons(self) -> int:
         """Neuron count: the manifest's ``neurons``, else the offsets' length - 1."""
-        n = _as_int(self.manifest.get("neurons"))
+        n = _manifest_count(self.root, self.manifest, "neurons")
         if n is not None:
             return n
         return max(0, self._count("edges_offsets") - 1)
@@ -172,7 +179,7 @@ class DatasetFiles:
     @property
     def edges(self) -> int:
         """Edge count: the manifest's ``edges``, else the float32 weights' length."""
-        e = _as_int(self.manifest.get("edges"))
+        e = _manifest_count(self.root, self.manifest, "edges")
         return e if e is not None else self._count("edges_weight_f32")
 
     def _count(self, name: str) -> int:
@@ -186,6 +193,11 @@ class DatasetFiles:
             raise CheckpointError(f"{self.relative(name)} is {size:,} bytes, not a whole number "
                                   f"of {itemsize}-byte values; the file is truncated")
         return size // itemsize
+
+    def recorded_bytes(self, name: str) -> int | None:
+        """The byte count the manifest records for logical file ``name`` (``None`` if none)."""
+        return _manifest_count(self.root, self.entries.get(name), "bytes",
+                               f"files.{name}.bytes")
 
     def dtype(self, name: str) -> str:
         """The array dtype, from the file extension (as the authors' verifier reads it)."""
@@ -209,14 +221,14 @@ class DatasetFiles:
         if not path.is_file():
             raise CheckpointError(f"{path} is missing; the dataset folder is incomplete, "
                                   "download it again")
-        if "bytes" in entry and _as_int(entry["bytes"]) is not None \
-                and path.stat().st_size != int(entry["bytes"]):
+        size = self.recorded_bytes(name)
+        if size is not None and path.stat().st_size != size:
             raise CheckpointError(f"{self.relative(name)} is {path.stat().st_size:,} bytes but "
-                                  f"the manifest says {int(entry['bytes']):,}; the file is "
+                                  f"the manifest says {size:,}; the file is "
                                   "truncated or damaged, download it again")
-        if isinstance(entry.get("shape"), list) and all(_as_int(s) is not None
-                                                        for s in entry["shape"]):
-            shape = tuple(int(s) for s in entry["shape"])
+        if isinstance(entry.get("shape"), list):
+            where = f"{self.root / 'manifest.json'}: files.{name}.shape"
+            shape = tuple(whole_number(s, where) for s in entry["shape"])
         elif shape is None:
             shape = self._count(name)
         array = read_raw(path, self.dtype(name), shape)
@@ -346,10 +358,10 @@ def check_dataset(files: DatasetFiles, *, hash_files: bool | None = None,
                                    or path.stat().st_size > HASH_LIMIT_BYTES):
             continue
         report(f"hashing {rel}", 0.5 * i / max(1, len(names)))
-        if "bytes" in entry and _as_int(entry["bytes"]) is not None \
-                and path.stat().st_size != int(entry["bytes"]):
+        size = files.recorded_bytes(name)
+        if size is not None and path.stat().st_size != size:
             checks.add(label, False, f"{rel} is {path.stat().st_size:,} bytes but the manifest "
-                                     f"says {int(entry['bytes']):,}; the file is truncated or "
+                                     f"says {size:,}; the file is truncated or "
                                      "damaged, download it again")
             continue
         actual = sha256_file(path)
@@ -409,7 +421,8 @@ def _check_graph(files: DatasetFiles, checks: _Checks, quantised: bool,
                "" if finite else f"graph/edges_weight.f32 holds NaN or inf; {_REDOWNLOAD}")
     block: dict[str, Any] = manifest.get("weights") or {}
     block = block if isinstance(block, dict) else {}
-    want_neg, want_pos = _as_int(block.get("negative_edges")), _as_int(block.get("positive_edges"))
+    want_neg = _manifest_count(files.root, block, "negative_edges", "weights.negative_edges")
+    want_pos = _manifest_count(files.root, block, "positive_edges", "weights.positive_edges")
     if want_neg is None or want_pos is None:
         checks.add("weight signs", None, "", "the manifest records no negative_edges/"
                                              "positive_edges")
@@ -501,7 +514,7 @@ def _check_anatomy(files: DatasetFiles, checks: _Checks) -> None:
     soma = soma if isinstance(soma, dict) else {}
     if files.present("soma_valid"):
         valid = np.asarray(files.array("soma_valid", n)) != 0
-        positioned = _as_int(soma.get("positioned"))
+        positioned = _manifest_count(files.root, soma, "positioned", "soma.positioned")
         if positioned is None:
             checks.add("somata positioned", None, "", "the manifest records no soma.positioned")
         else:
@@ -700,9 +713,11 @@ def load_connectome_dataset(dataset_dir: str | Path, *, verify: bool | None = No
         offsets=offsets, indices=files.array("edges_source"),
         values=files.array("edges_weight_f32"), in_index=in_index, out_index=out_index,
         anatomy=_read_anatomy(files, n) if with_anatomy else None,
-        n_in_declared=_as_int(interface.get("n_in_declared")),
-        delay_slots=_as_int(interface.get("delay_slots")),
-        neurons_per_slot=_as_int(interface.get("neurons_per_slot")),
+        n_in_declared=_manifest_count(files.root, interface, "n_in_declared",
+                                      "interface.n_in_declared"),
+        delay_slots=_manifest_count(files.root, interface, "delay_slots", "interface.delay_slots"),
+        neurons_per_slot=_manifest_count(files.root, interface, "neurons_per_slot",
+                                         "interface.neurons_per_slot"),
         frozen_digests={str(k): str(v) for k, v in recorded.items()}
         if isinstance(recorded, dict) else {},
         graph_digests=dict(files.graph_digests()), manifest=files.manifest, path=files.root)

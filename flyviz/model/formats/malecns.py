@@ -115,8 +115,6 @@ def _as_int(value: Any) -> int | None:
     such as 300.7 (which ``int`` would truncate to another count). The rule is
     :func:`~flyviz.model.formats.common.whole_number`'s (a float with no fraction, ``300.0``,
     is read, as everywhere in flyviz); here a value it refuses fails its check instead."""
-    if isinstance(value, np.generic):       # a count read from an array, as from JSON
-        value = value.item()
     try:
         return whole_number(value, "a manifest count")
     except CheckpointError:

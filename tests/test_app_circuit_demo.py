@@ -36,15 +36,21 @@ def _at(plot, x: float, f: float) -> QPointF:
 
 
 def test_the_docks_defaults_on_the_demo_name_a_faithful_circuit_or_say_there_is_none(
-        qtbot, tmp_path):
+        qtbot, tmp_path, monkeypatch):
+    # Read before the test moves into its own folder, which a relative one is not under.
+    folder = os.environ.get("FLYVIZ_SCREENSHOTS")
+    shots = Path(folder).resolve() if folder else None
     win = make_window(qtbot, None, tmp_path)
     try:
         with qtbot.waitSignal(win.model_ready, timeout=120_000):
             win.load_model("demo")
         # Two prompts, a girl's and a boy's (names_task interleaves them): the search ends as
         # it does with four (no faithful circuit, an overshoot at 220 neurons), and each
-        # prompt is a whole-brain run at every measured size.
-        task = tmp_path / "names.jsonl"
+        # prompt is a whole-brain run at every measured size. The task is named as a user in
+        # its folder types it, so the documentation's picture shows that, not pytest's
+        # temporary folder.
+        monkeypatch.chdir(tmp_path)
+        task = Path("names.jsonl")
         task.write_text("".join(json.dumps(e) + "\n" for e in names_task(2)), "utf-8")
         feature = win.features["circuit"]
         panel = feature.panel
@@ -101,8 +107,9 @@ def test_the_docks_defaults_on_the_demo_name_a_faithful_circuit_or_say_there_is_
             rgb = np.array([[c.red(), c.green(), c.blue()] for c in near], dtype=np.float64)
             assert np.abs(rgb - want).max(axis=1).min() <= 12, (p.size, p.faithfulness)
         assert plot.k_line.isVisible() == result.faithful
-        folder = os.environ.get("FLYVIZ_SCREENSHOTS")
-        if folder:  # the dock as a user sees it, for the documentation
-            panel.grab().save(str(Path(folder) / "circuit-dock-demo.png"))
+        # The dock as a user sees it: its Task field names the file, never pytest's folder.
+        assert panel.task.text() == "names.jsonl"
+        if shots is not None:  # for the documentation
+            panel.grab().save(str(shots / "circuit-dock-demo.png"))
     finally:
         win.close()

@@ -175,3 +175,65 @@ def test_the_language_models_actions_step_aside_for_a_spiking_brain(qtbot, tmp_p
         assert all(registry[name].isVisible() for name in names)
     finally:
         win.close()
+
+
+def test_ctrl_return_runs_what_the_shown_kind_runs(qtbot, tmp_path):
+    """Ctrl+Return runs the prompt for a Fly LLM and, for a spiking brain, starts the
+    simulation the Stimulus dock's Run starts (it did nothing there: the prompt's action steps
+    aside); the Run menu and Help → Keyboard shortcuts list both, each action for its kind."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QTableWidget
+    from test_spiking_app import _two_sided_brain
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SpikingModel
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        registry = win.actions_registry
+        # With nothing shown yet, one action holds the keys (two would be ambiguous to Qt,
+        # which then triggers neither).
+        held = [a for a in registry.by_name.values()
+                if a.shortcut().toString() == "Ctrl+Return" and a.isVisible()]
+        assert len(held) == 1
+        win.set_checkpoint(checkpoint)
+        feature, panel = win.features["spiking"], win.features["spiking"].panel
+        feature.open(SpikingModel(_two_sided_brain(checkpoint.config.neurons,
+                                                   win.state.anatomy.positions)))
+        panel.excite.setText("side:left")
+        panel.bins.setValue(3)
+        panel.speed.setValue(0.0)
+        assert panel.run_button.text() == "Run" and not len(feature.recording)
+        qtbot.keyClick(win, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        # Started ("Run again"), then ended: the run's bins are in the shown recording.
+        qtbot.waitUntil(lambda: panel.run_button.text() == "Run again" and feature.finished,
+                        timeout=10_000)
+        assert len(feature.recording) == 3 and win.state.recording is feature.recording
+        # The Run menu offers the simulation, and Help lists its keys with the prompt's.
+        run_menu = [a.text() for a in registry.menu("Run").actions() if a.isVisible()]
+        assert registry["run_spiking"].text() in run_menu
+        assert registry["run"].text() not in run_menu
+        rows = registry.shortcut_rows()
+        assert ("Ctrl+Return", registry["run"].statusTip()) in rows
+        assert ("Ctrl+Return", registry["run_spiking"].statusTip()) in rows
+        dialog = win.show_shortcuts()
+        table = dialog.findChild(QTableWidget, "shortcutTable")
+        assert registry["run_spiking"].statusTip() in {table.item(r, 1).text()
+                                                       for r in range(table.rowCount())}
+        dialog.close()
+        # The Fly LLM again: the keys run its prompt.
+        win.reset_run()
+        win.set_checkpoint(checkpoint)
+        win.state.run.max_new_tokens = 2
+        win.state.docks.prompt = "Tom"
+        win.activateWindow()
+        qtbot.waitUntil(win.isActiveWindow, timeout=3000)
+        with qtbot.waitSignal(win.run_ended, timeout=30_000):
+            qtbot.keyClick(win, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        assert win.session.recording is not None and len(win.session.recording) >= 2
+    finally:
+        win.close()

@@ -14,7 +14,8 @@ how the brain is coloured: each neuron's rate in the bin, or its spikes flashing
 (:func:`flyviz.viewer.layers.flash_layer`). Its fields are views of the spiking run settings
 the viewer state keeps (:class:`~flyviz.kinds.spiking.SpikingRunSettings`,
 ``state.kind_settings.of(SPIKING)``): a script that sets them starts the same run.
-*Run* starts the run the state describes through the window's runs (:class:`flyviz.runs.Runs`,
+*Run* (Ctrl+Return, Run → *Run simulation*, the keys that run a Fly LLM's prompt) starts the
+run the state describes through the window's runs (:class:`flyviz.runs.Runs`,
 the same controller and engine thread as the language model's runs; the kind steps
 it, one bin at a time): each bin's frame goes into the shown recording as it is simulated,
 so the brain, the timeline, the population dock and a movie export see it at once and
@@ -244,6 +245,16 @@ class SpikingFeature(QObject):
         runner.events.failed.connect(self._failed)
         runner.events.worker.connect(self._on_state)
         self._on_selected(host.state.selected)
+        # Ctrl+Return runs what the shown kind runs: the prompt's action serves the Fly LLM,
+        # this one (the Run button's) a spiking brain; the window's registry shows one of
+        # the two for the kind shown (ActionRegistry.apply), so the keys are never ambiguous.
+        registry = host.actions_registry
+        self.run_action = registry.add(
+            "run_spiking", "&Run simulation", lambda: self.run(), "Ctrl+Return",
+            "Run the spiking brain's simulation (the Stimulus dock's Run)")
+        run_menu = registry.menu("Run")
+        after = run_menu.actions().index(registry["run"]) + 1
+        run_menu.insertAction(run_menu.actions()[after], self.run_action)
         # Among the File menu's openers, above Quit (its last item).
         file_menu = host.actions_registry.menu("File")
         action = QAction("Open as spiking brain", file_menu)

@@ -225,6 +225,10 @@ class MainWindow(FeatureWindow):
         self.colour_by = ColourBy(self.state, self.actions_registry, self.show_message, self)
         for name, install, *kinds in FEATURES:
             self.register_feature(name, install, *kinds)
+        # The actions of the kind shown from the start (the Fly LLM's until a model is): a
+        # feature's action of another kind, on the same keys as one of these (Ctrl+Return),
+        # would otherwise make both keys ambiguous until a model is shown.
+        self.actions_registry.apply(self.state.kind)
         self._wire_features()
         #: View → Layout and the saved arrangement of the docks.
         self.layouts = LayoutPresets(self, self.docks, self.settings, self.actions_registry,

@@ -237,6 +237,19 @@ def test_a_stable_leak_only_model_forgets_at_the_leak_rate(small_checkpoint):
     assert found.half_life_tokens == pytest.approx(leak_only_half_life(0.9), abs=1e-4)
 
 
+def test_a_perturbation_that_vanishes_at_once_has_a_half_life_of_zero(small_checkpoint):
+    """With every neuron silenced, each step Jacobian is 0: the perturbation is gone after
+    one step (norms 1, 0, 0 ...). It halved within that step, at once on the log-linear
+    rule (its limit as the next norm falls to 0), as the leak-only bound of a full leak
+    says (0 tokens): a half-life of 0, not the 1.00 of a norm that held for a token."""
+    tape = _tape(small_checkpoint, interventions=[Silence("all")])
+    with BackwardEngine(small_checkpoint, threads=1) as backward:
+        found = portrait(backward, tape, DynamicsSettings(eigenvalues=3))
+    assert found.memory_norms[0] == 1.0 and not found.memory_norms[1:].any()
+    assert found.half_life_tokens == 0.0 == leak_only_half_life(1.0)
+    assert found.memory_quartiles()["half_life_tokens"] == [0.0, 0.0]
+
+
 def test_nulls_are_the_same_portrait_on_each_null_and_give_z_scores(small_checkpoint):
     from flyviz.analysis.nulls import make_null
 

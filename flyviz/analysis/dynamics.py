@@ -483,8 +483,9 @@ class Portrait:
     memory_curves
         ``(directions, tokens)`` the same norm of each direction.
     half_life_tokens
-        Tokens until ``memory_norms`` first falls to 0.5 (log-linear between tokens), or
-        ``None`` when it stays above for every following token.
+        Tokens until ``memory_norms`` first falls to 0.5 (log-linear between tokens; a norm
+        that falls to 0 halved as it left the token before: 0 for a perturbation gone after
+        one step), or ``None`` when it stays above for every following token.
     leak_only_half_life_tokens
         ``ln 0.5 / ln(1 - lam)``.
     leak
@@ -610,7 +611,12 @@ def _geometric_mean(curves: np.ndarray) -> np.ndarray:
 
 
 def _half_life(norms: np.ndarray) -> float | None:
-    """The first ``k`` (log-linear between tokens) where ``norms`` falls to 0.5."""
+    """The first ``k`` (log-linear between tokens) where ``norms`` falls to 0.5.
+
+    A norm that falls to 0 at token ``k`` halved as it left token ``k - 1``: the limit of
+    the log-linear rule as that norm goes to 0, so a perturbation gone after one step has
+    a half-life of 0, as :func:`leak_only_half_life` gives a full leak (not ``k``, which
+    would say it held for a token)."""
     below = np.flatnonzero(norms <= 0.5)
     if below.size == 0:
         return None
@@ -619,7 +625,7 @@ def _half_life(norms: np.ndarray) -> float | None:
         return 0.0
     hi, lo = float(norms[k - 1]), float(norms[k])
     if lo <= 0.0:
-        return float(k)
+        return float(k - 1)
     return (k - 1) + (math.log(hi) - math.log(0.5)) / (math.log(hi) - math.log(lo))
 
 

@@ -498,3 +498,25 @@ def test_progress_in_a_log_is_whole_lines_without_repeats(world, capsys):
     assert re.search(r"\d+/\d+ positions", lines[-1])
     done, total = re.search(r"(\d+)/(\d+) positions", lines[-1]).groups()
     assert done == total
+
+
+@pytest.mark.parametrize("values, expected", [
+    ([1.0, 2.0, 3.0, 4.0, None], [2.0, 4.0]),          # the 75th falls on 4, beside a None
+    ([1.0, 2.0, None, None, None], [2.0, None]),       # the 25th falls on 2
+    ([1.0, None], [None, None]),                       # between 1 and longer than any
+    ([1.0, 2.0, 3.0], [1.5, 2.5]),                     # numpy's linear rule, all finite
+    ([None, None], [None, None]),
+    ([], [None, None]),
+])
+def test_memory_quartiles_count_a_none_as_longer_than_any_value(values, expected, recwarn):
+    """A quartile that falls exactly on a finite value is that value even beside a half-life
+    never reached (None); one between a value and None is None. The break it catches:
+    np.percentile over infinities made NaN of 0 * inf and read the 75th of 1, 2, 3, 4, None
+    as "never", with a RuntimeWarning."""
+    from flyviz.analysis.dynamics import _quartiles
+
+    assert _quartiles(values) == expected
+    finite = [v for v in values if v is not None]
+    if len(finite) == len(values) and values:
+        assert _quartiles(values) == list(np.percentile(values, [25, 75]))
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

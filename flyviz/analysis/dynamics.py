@@ -535,14 +535,9 @@ class Portrait:
         curves = self.memory_curves if self.memory_curves is not None \
             else self.memory_norms[None, :]
 
-        def quartiles(values: Sequence[float | None]) -> list[float | None]:
-            finite = np.array([math.inf if v is None else v for v in values], np.float64)
-            found = np.percentile(finite, [25, 75]) if finite.size else [math.nan] * 2
-            return [float(q) if math.isfinite(q) else None for q in found]
-
-        return {"half_life_tokens": quartiles([_half_life(c) for c in curves]),
-                "tail_half_life_tokens": quartiles([_tail_half_life(c) for c in curves]),
-                "remaining_at_end": quartiles([float(c[-1]) for c in curves])}
+        return {"half_life_tokens": _quartiles([_half_life(c) for c in curves]),
+                "tail_half_life_tokens": _quartiles([_tail_half_life(c) for c in curves]),
+                "remaining_at_end": _quartiles([float(c[-1]) for c in curves])}
 
     def property_values(self) -> dict[str, float]:
         """The scalar properties :data:`NULL_PROPERTIES` names (a half-life that outlasts the
@@ -608,6 +603,33 @@ def _geometric_mean(curves: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
         logs = np.log(np.asarray(curves, np.float64))
     return np.exp(logs.mean(axis=0))
+
+
+def _quartiles(values: Sequence[float | None]) -> list[float | None]:
+    """The first and third quartiles (numpy's default, linear rule) of ``values``, where
+    ``None`` is longer than any value; ``None`` where a quartile is one.
+
+    Written out rather than ``np.percentile`` over infinities: that interpolates ``inf - inf``
+    and ``0 * inf`` into NaN, so a quartile that falls exactly on a finite value beside an
+    infinite one (the 75th of 1, 2, 3, 4, None is 4) came out as NaN, read as "longer than
+    any", with a RuntimeWarning on the way.
+    """
+    ordered = np.sort(np.array([math.inf if v is None else v for v in values], np.float64))
+    if ordered.size == 0:
+        return [None, None]
+    found: list[float | None] = []
+    for q in (0.25, 0.75):
+        position = q * (ordered.size - 1)
+        low = math.floor(position)
+        fraction = position - low
+        below = float(ordered[low])
+        if fraction == 0.0:
+            value = below
+        else:
+            above = float(ordered[low + 1])
+            value = math.inf if math.isinf(above) else below + (above - below) * fraction
+        found.append(value if math.isfinite(value) else None)
+    return found
 
 
 def _half_life(norms: np.ndarray) -> float | None:

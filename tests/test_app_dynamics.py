@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor
+from qt_barriers import settle
 
 from flyviz.analysis.dynamics import DynamicsSettings, portrait_of_checkpoint
 from flyviz.app.dynamics.dynamics_panel import MEMORY_COLOUR, RADIUS_COLOUR
@@ -57,7 +58,10 @@ def test_a_measurement_draws_the_librarys_radii_and_memory_and_says_its_numbers(
     feature.dock.raise_()
     qtbot.waitUntil(lambda: panel.radius.isVisible() and panel.radius.width() > 100,
                     timeout=5000)
-    qtbot.wait(50)  # let the plot lay out before the pixels are read
+    # The plot laid out before a point is mapped and the pixels are read: the width above is
+    # reached while the axes and the view box are still being placed (a point moved 9-15 px
+    # after it), and a fixed wait proves nothing on a loaded machine.
+    settle(qtbot, window)
     # Every position's radius is a teal point where the plot maps it; none at radius 0.
     for t, r in enumerate(found.spectral_radius):
         assert _near(_pixels_near(panel.radius, _at(panel.radius, t, r)), RADIUS_COLOUR)

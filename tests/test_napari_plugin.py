@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from qt_barriers import settle
 
 pytest.importorskip("napari")
 npe2 = pytest.importorskip("npe2")
@@ -257,12 +258,19 @@ def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, r
 
     viewer = make_napari_viewer(show=True)
     viewer.window.resize(1400, 760)
+    # The window at its size before the reader frames the brain: napari frames it for the
+    # canvas size it has been told of, and a resize still queued frames it for another.
+    settle(qtbot, viewer.window._qt_window)
     viewer.open(str(recording_path), plugin=None)
     widget = FlyvizWidget(viewer)
     viewer.window.add_dock_widget(widget, name="flyviz", area="right")
     set_token(viewer, 5)
     (points,) = points_layers(viewer)
     viewer.layers.selection.active = points
+    # The dock laid out before the canvas is photographed: until its layout runs the canvas
+    # is still as wide as without it (1063 px here, 749 px after), so the picture would be
+    # of whichever width the event loop had reached.
+    settle(qtbot, viewer.window._qt_window)
     canvas = np.asarray(viewer.screenshot(canvas_only=True, flash=False))
     h, w = canvas.shape[:2]
     bright = canvas[..., :3].max(axis=-1) > 40
@@ -272,9 +280,6 @@ def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, r
     assert bright[: h // 10, : w // 10].mean() < middle.mean() / 4
     assert "t=5" in widget.token_label.text()
     assert widget.quantity.count() == 2  # signed and abs, for the active layer
-    from qt_barriers import settle
-
-    settle(qtbot, viewer.window._qt_window)  # the dock widget's layout settles
     save_screenshot(np.asarray(viewer.screenshot(canvas_only=False, flash=False)), "napari.png")
 
 
@@ -295,12 +300,19 @@ def test_dock_widget_contribution_and_view(make_napari_viewer, recording_path, m
 
 
 def test_napari_animation_keyframes_over_the_token_slider_make_a_movie(make_napari_viewer,
-                                                                       recording_path, tmp_path):
+                                                                       recording_path, tmp_path,
+                                                                       qtbot):
     animation = pytest.importorskip("napari_animation")
     import imageio.v3 as iio
 
     viewer = make_napari_viewer(show=True)  # a hidden canvas renders black frames
+    # The shown window at its size before the reader frames the brain, and the layer
+    # controls the new layers bring laid out before the first keyframe: a resize landing
+    # between keyframes would change the frames for a reason other than the token or the
+    # camera (or their size, that the comparisons below need the same).
+    settle(qtbot, viewer.window._qt_window)
     viewer.open(str(recording_path), plugin=None)
+    settle(qtbot, viewer.window._qt_window)
     movie = animation.Animation(viewer)
     set_token(viewer, 0)
     movie.capture_keyframe()

@@ -66,3 +66,19 @@ def test_a_long_message_is_elided_before_the_readouts_during_a_run(window, qtbot
         assert bar.toolTip() == LONG          # the whole of a long one
     finally:
         win.runs.stop()
+
+
+def test_a_readout_is_as_wide_whatever_figure_it_shows(qapp):
+    """The rate readout was a pixel wider for some figures ("999.9 tok/s") than for others
+    ("12.3 tok/s"): its widening was measured by the text's advance, QLabel's own width by
+    its laid-out text, and the two differ by a pixel for some figures. Each tick that
+    changed that pixel moved the readouts beside it and laid the bar out again."""
+    from flyviz.app.window.status_bar import Readout
+
+    for unit, widest in (("tok/s", f"{9999.9:5.1f} tok/s"), ("fps", f"{999.9:4.1f} fps")):
+        label = Readout(f"— {unit}", (f"— {unit}", widest))
+        widths = {}
+        for figure in [f"— {unit}", widest] + [f"{v:.1f} {unit}" for v in np.linspace(0, 999.9, 97)]:
+            label.setText(figure)
+            widths.setdefault(label.sizeHint().width(), figure)
+        assert len(widths) == 1, f"{unit}: widths {widths} (width: first figure that had it)"

@@ -80,12 +80,22 @@ class Readout(QLabel):
         self.widest = texts
         self.updateGeometry()
 
+    def text_width(self, text: str) -> int:
+        """How wide QLabel lays ``text`` out (its text rectangle, as its size hint measures
+        it), in this label's font and alignment."""
+        flags = int(self.alignment().value) | int(Qt.TextFlag.TextExpandTabs.value)
+        return self.fontMetrics().boundingRect(0, 0, 2000, 2000, flags, text).width()
+
     def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
-        """QLabel's hint for its text, widened to the widest of :attr:`widest`."""
+        """QLabel's hint for its text, widened to the widest of :attr:`widest`.
+
+        The widening is measured as QLabel measures its text: a text's advance is a pixel
+        off its laid-out width for some figures, and the label grew or shrank by that pixel
+        as its figure changed, moving the readouts beside it.
+        """
         hint = super().sizeHint()
-        metrics = self.fontMetrics()
-        extra = max((metrics.horizontalAdvance(t) for t in self.widest), default=0) \
-            - metrics.horizontalAdvance(self.text())
+        extra = max((self.text_width(t) for t in self.widest), default=0) \
+            - self.text_width(self.text())
         return QSize(hint.width() + max(0, extra), hint.height())
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt's name)

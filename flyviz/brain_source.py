@@ -142,12 +142,24 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
 
 
 def _model_at_hand(kind: "ModelKind", neurons: int, model: Any, recording: "Recording | None",
-                   spec: str = "") -> tuple[Any, str]:
-    """``model`` when it has ``neurons`` neurons, else the one ``kind`` loads for
-    ``recording`` (or ``spec``) without a download; ``(None, why)`` when there is none."""
+                   spec: str = "", what: str = "the recording") -> tuple[Any, str]:
+    """``model`` when one is given (checked: it must be of ``kind`` and have ``neurons``
+    neurons), else the one ``kind`` loads for ``recording`` (or ``spec``) without a
+    download; ``(None, why)`` when there is none.
+
+    Raises
+    ------
+    RecordingError
+        For a given model of another kind or another number of neurons (one line): its
+        anatomy would place another brain's neurons, and dropping it for the recording's
+        own model said nothing of the model the user chose.
+    """
     from flyviz.errors import FlyvizError
 
-    if model is not None and int(model.neurons) == neurons:
+    if model is not None:
+        refusal = kind.model_refusal(model, neurons, what)
+        if refusal is not None:
+            raise RecordingError(refusal)
         return model, ""
     try:
         if recording is not None:
@@ -159,6 +171,12 @@ def _model_at_hand(kind: "ModelKind", neurons: int, model: Any, recording: "Reco
     if model is not None and int(model.neurons) != neurons:
         return None, f"its model has {int(model.neurons):,} neurons"
     return model, said
+
+
+def _notes(*lines: str | None) -> str | None:
+    """The lines that say something, as one note (``None``: nothing to say)."""
+    said = [line for line in lines if line]
+    return "; ".join(said) if said else None
 
 
 def open_state(path: str | Path, model: "Model | None" = None) -> ViewerState:
@@ -245,12 +263,16 @@ class BrainSource:
             The model it was made with (its anatomy places the neurons). By
             default the model the file names, when it can be loaded without a
             download (see :func:`resolve_model`); otherwise the neurons are
-            spread on a generic ball and a warning says so.
+            spread on a generic ball and a warning says so. A model given must be of the
+            recording's kind and size; one of that size that is not the model the recording
+            names (another graph, other weights, another brain) is used, and a warning says
+            how it differs.
 
         Raises
         ------
         RecordingError
-            A missing, damaged or mismatched recording (one line).
+            A missing, damaged or mismatched recording, or a model given of another kind
+            or number of neurons (one line).
         flyviz.analysis.atlas.AtlasError
             An atlas that cannot be read.
         """
@@ -277,12 +299,18 @@ class BrainSource:
             neurons = recording.neurons
             kind = kind_of_recording(recording)
             spec = kind.model_spec(recording)[0] or ""
-        model, said = _model_at_hand(kind, neurons, model, recording, spec)
+        given = model is not None
+        model, said = _model_at_hand(kind, neurons, model, recording, spec, what=p.name)
         placement = drawing_anatomy(model, neurons, p.name,
                                     missing=said or f"its model {spec or '(unnamed)'} could "
                                                     "not be loaded here")
-        if placement.note is not None:
-            warnings.warn(placement.note, stacklevel=2)
+        # A model given of the right size may still be another one (another graph places
+        # other neurons): said, as the window says it, not drawn without a word.
+        mismatch = (kind.recording_mismatch(recording, model, p.name)
+                    if given and recording is not None else None)
+        for line in (placement.note, mismatch):
+            if line is not None:
+                warnings.warn(line, stacklevel=2)
         if atlas is not None and model is not None and int(model.neurons) == neurons:
             note = atlas.mismatch(model.checkpoint)
             if note is not None:
@@ -290,7 +318,7 @@ class BrainSource:
         name = p.stem or p.name
         source = cls(state=state_for(placement.anatomy, recording, atlas, model=model, name=name,
                                      kind=kind), name=name)
-        source.note = placement.note
+        source.note = _notes(placement.note, mismatch)
         return source
 
     @classmethod
@@ -298,18 +326,22 @@ class BrainSource:
                      missing: str = "") -> "BrainSource":
         """A source for a recording in memory, placed by ``model``: by default the model its
         kind loads for it without a download; without one, the neurons lie on a generic
-        ball and :attr:`note` says why (``missing`` is added to it)."""
+        ball and :attr:`note` says why (``missing`` is added to it). A model given of
+        another kind or number of neurons is refused (:class:`RecordingError`, one line); one
+        of that size that is not the recording's own is used, and :attr:`note` says so."""
         from flyviz.kinds import kind_of_recording
         from flyviz.viewer.layers import drawing_anatomy
 
         kind = kind_of_recording(recording)
+        given = model is not None
         model, said = _model_at_hand(kind, recording.neurons, model, recording)
         why = said or "its model is not at hand"
         placement = drawing_anatomy(model, recording.neurons,
                                     missing=f"{why} ({missing})" if missing else why)
+        mismatch = kind.recording_mismatch(recording, model) if given else None
         source = cls(state=state_for(placement.anatomy, recording, model=model, name=name,
                                      kind=kind), name=name)
-        source.note = placement.note
+        source.note = _notes(placement.note, mismatch)
         return source
 
     # ------------------------------------------------------------ reading

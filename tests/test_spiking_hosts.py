@@ -142,3 +142,58 @@ def test_a_movie_of_a_spiking_state_shows_its_spikes_flashing(spiking_recording,
     lit[105:165, 230:] = False                   # the colour bar
     left, right = lit[:, :160].sum(), lit[:, 160:].sum()
     assert left >= 15 and right <= left // 5, (left, right)
+
+
+def test_a_model_of_another_kind_or_size_is_refused_not_swapped_for_another(
+        spiking_recording, demo, tmp_path):
+    """A model given that cannot be the recording's is one line, in both hosts' openings:
+    before, it was dropped without a word and the neurons were placed by the model the
+    recording names (or on a ball), whatever the user chose."""
+    from test_connectorch import _int_brain
+
+    from flyviz.brain_source import BrainSource
+    from flyviz.errors import RecordingError
+    from flyviz.kinds.spiking import SpikingModel
+    from flyviz.model.formats.connectorch import write_brain as write_ct
+    from flyviz.record.recording import Recording
+
+    five = SpikingModel.load(str(write_ct(_int_brain(), tmp_path / "five.ct")))
+    recording = Recording.load(spiking_recording)
+    with pytest.raises(RecordingError, match=r"^spikes\.flyrec has 80 neurons but five has 5; "
+                                             "give the model it was made with"):
+        BrainSource.open(spiking_recording, model=five)
+    with pytest.raises(RecordingError, match="^the recording has 80 neurons but five has 5"):
+        BrainSource.of_recording(recording, five)
+    # The Fly LLM's demo is no spiking brain (and has another size too): its kind is said.
+    with pytest.raises(RecordingError, match=r"^spikes\.flyrec is a spiking brain recording "
+                                             "but .* is a language model"):
+        BrainSource.open(spiking_recording, model=demo)
+
+
+def test_a_same_size_brain_that_is_not_the_recordings_is_said(spiking_recording, tmp_path):
+    """A brain of the recording's size that is not the one it ran on draws its own
+    positions (the user's choice), and says so: the other brain places the excited half
+    on the right."""
+    import pandas as pd
+    from test_spiking_kind import write_brain
+
+    from flyviz.brain_source import BrainSource
+    from flyviz.kinds.spiking import SpikingModel
+
+    other = write_brain(tmp_path / "mirrored")
+    table = pd.read_csv(other / "coordinates.csv")
+    table["position"] = [p.replace("[-", "[+").replace("[", "[-").replace("-+", "")
+                         for p in table["position"]]
+    table.to_csv(other / "coordinates.csv", index=False)
+    model = SpikingModel.load(str(other))
+    with pytest.warns(UserWarning, match=r"spikes\.flyrec ran on the brain .*brain, not "
+                                         ".*mirrored: its neurons are drawn where"):
+        source = BrainSource.open(spiking_recording, model=model)
+    assert "mirrored" in (source.note or "")
+    # the mirrored brain's positions: the excited (first) half on the right
+    assert source.state.anatomy.positions[:40, 0].min() > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # its own brain given: nothing to say
+        own = BrainSource.open(spiking_recording,
+                               model=SpikingModel.load(str(spiking_recording.parent / "brain")))
+    assert own.note is None

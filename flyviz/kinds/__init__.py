@@ -374,6 +374,23 @@ class ModelKind:
                                  "recorded with")
         return model, ""
 
+    def model_refusal(self, model: Any, neurons: int, what: str = "the recording"
+                      ) -> str | None:
+        """Why ``model``, given to show ``what`` (one of this kind's recordings, or an atlas,
+        of ``neurons`` neurons), cannot be the model it was made with: a model of another
+        kind or another number of neurons (one line); ``None`` when it may be."""
+        given = kind_of(model)
+        name = getattr(model, "name", "") or "the model given"
+        if given != self:
+            return (f"{what} is a {self.title or self.key} recording but {name} is a "
+                    f"{given.title or given.key}; give the model it was made with, or none "
+                    "to load the one it names")
+        if self.neurons(model) != int(neurons):
+            return (f"{what} has {int(neurons):,} neurons but {name} has "
+                    f"{self.neurons(model):,}; give the model it was made with, or none to "
+                    "load the one it names")
+        return None
+
     def recording_mismatch(self, recording: "Recording", model: Any, name: str = ""
                            ) -> str | None:
         """How ``model`` differs from the one ``recording`` says it was made with (a note),

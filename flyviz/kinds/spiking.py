@@ -525,6 +525,18 @@ class SpikingKind(ModelKind):
             return None, f"the brain {spec} has {model.neurons:,} neurons"
         return model, ""
 
+    def recording_mismatch(self, recording: "Recording", model: Any, name: str = ""
+                           ) -> str | None:
+        """A note when ``model`` is not the brain the recording ran on (``spiking.brain``):
+        its neurons would be drawn where another brain places them; ``None`` when it is
+        that brain, or either names none."""
+        recorded = self.model_spec(recording)[0]
+        spec = str(getattr(model, "spec", "") or "")
+        if not recorded or not spec or recorded == spec:
+            return None
+        return (f"{name or 'the recording'} ran on the brain {recorded}, not {spec}: its "
+                f"neurons are drawn where {spec} places them")
+
     def recording_brain(self, recording: "Recording") -> "tuple[SpikingModel | None, str]":
         """:meth:`recording_model` of the brain the recording names."""
         return self.recording_model(recording)

@@ -75,7 +75,9 @@ class BrainWidget(RemoteFrameBuffer):
         script's: its token, colour layer, highlight, selection and camera).
     model
         The model it was made with, loaded (its anatomy places the neurons); by default
-        the one the recording names, when it loads without a download.
+        the one the recording names, when it loads without a download. One of another kind
+        or number of neurons is refused; one of its size that is not the recording's own
+        is used, and the line under the widget says how it differs.
     size
         ``(width, height)`` of the frames, in pixels, or ``"640x400"``.
     quantity
@@ -92,6 +94,9 @@ class BrainWidget(RemoteFrameBuffer):
         For a ``recording`` or ``model`` of another type (a spec such as ``"demo"``:
         ``flyviz.load("demo")`` loads it), or a bad ``size``
         (:class:`~flyviz.errors.ExportError`).
+    flyviz.errors.RecordingError
+        For a damaged recording, or a ``model`` of another kind or number of neurons than
+        the recording's (one line).
     """
 
     def __init__(self, recording: Any, model: Any = None, *, size: tuple[int, int] | str = (640, 400),

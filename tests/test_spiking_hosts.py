@@ -197,3 +197,50 @@ def test_a_same_size_brain_that_is_not_the_recordings_is_said(spiking_recording,
         own = BrainSource.open(spiking_recording,
                                model=SpikingModel.load(str(spiking_recording.parent / "brain")))
     assert own.note is None
+
+
+def damaged_state_row(path: Path, row: int, target: Path) -> Path:
+    """``path`` with bytes of the state of frame ``row`` flipped (its checksum then fails):
+    a recording opened lazily reads it only when that frame is drawn."""
+    import json
+
+    raw = bytearray(path.read_bytes())
+    header_len = int.from_bytes(raw[:8], "little")
+    states = json.loads(raw[8:8 + header_len])["states"]
+    begin, end = states["data_offsets"]
+    row_bytes = (end - begin) // states["shape"][0]
+    at = 8 + header_len + begin + row * row_bytes + 4
+    raw[at:at + 8] = bytes(b ^ 0x5A for b in raw[at:at + 8])
+    target.write_bytes(bytes(raw))
+    return target
+
+
+def test_a_damaged_frame_is_said_under_the_notebook_widget_not_a_traceback(spiking_recording,
+                                                                          tmp_path):
+    """jupyter_rfb draws in the widget's output area (``get_frame``), where an exception is a
+    traceback: the widget says the recording's one line under it instead, over an empty
+    frame; a script's ``snapshot()`` raises that line."""
+    pytest.importorskip("jupyter_rfb")
+    from flyviz.errors import RecordingError
+    from flyviz.model.errors import ExportError
+    from flyviz.notebook import BrainWidget
+    from flyviz.render.style import BACKGROUND
+
+    damaged = damaged_state_row(spiking_recording, 3, tmp_path / "damaged.flyrec")
+    try:
+        widget = BrainWidget(damaged, size=(160, 120))
+    except ExportError as exc:
+        skip_if_no_offscreen_gl(str(exc))   # any other export error fails
+        raise
+    try:
+        widget.show_token(3)
+        frame = widget.get_frame()          # what jupyter_rfb calls
+        assert frame.shape == (120, 160, 3)
+        background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(np.uint8)
+        assert (frame == background).all()
+        assert "flyviz: error: damaged.flyrec is damaged (the state of frame 3 fails its " \
+               "checksum)" in widget.text.value
+        with pytest.raises(RecordingError, match="^damaged.flyrec is damaged"):
+            widget.snapshot()
+    finally:
+        widget.close()

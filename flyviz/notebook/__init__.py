@@ -296,17 +296,44 @@ class BrainWidget(RemoteFrameBuffer):
                 self._renderer = FrameRenderer.for_state(self.state, self.size, app=self._app)
             return self._renderer
 
-    def get_frame(self) -> np.ndarray:
-        """The frame at the shown token: ``(height, width, 3)`` uint8 RGB (jupyter_rfb calls it)."""
+    def _frame(self) -> np.ndarray:
+        """The frame at the shown token; a damaged recording raises its one line."""
         with self._lock:
             renderer = self._ensure_renderer()
             pose = self.state.camera
             return renderer.render_token(self.state, self.state.index,
                                          azimuth=None if pose is None else pose.azimuth)
 
+    def get_frame(self) -> np.ndarray:
+        """The frame at the shown token: ``(height, width, 3)`` uint8 RGB (jupyter_rfb calls it).
+
+        What cannot be drawn (a recording damaged in a frame that the opening did not read)
+        is said on the line under the widget, ``flyviz: error: ...``, over an empty frame:
+        jupyter_rfb draws in its output area, where an exception is a traceback.
+        """
+        from flyviz.errors import FlyvizError
+        from flyviz.render.style import BACKGROUND
+
+        try:
+            return self._frame()
+        except FlyvizError as exc:
+            import html
+
+            self.text.value = f"<pre>flyviz: error: {html.escape(str(exc))}</pre>"
+            width, height = self.size
+            empty = np.empty((height, width, 3), np.uint8)
+            empty[...] = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(np.uint8)
+            return empty
+
     def snapshot(self, pixel_ratio: float | None = None) -> np.ndarray:
-        """The current frame as an array, ``(height, width, 3)`` uint8 (what the cell shows)."""
-        return np.array(self.get_frame())
+        """The current frame as an array, ``(height, width, 3)`` uint8 (what the cell shows).
+
+        Raises
+        ------
+        flyviz.errors.RecordingError
+            For a recording damaged in a frame it reads (one line).
+        """
+        return np.array(self._frame())
 
     # ------------------------------------------------------------ the mouse
     def handle_event(self, event: dict[str, Any]) -> None:

@@ -244,3 +244,27 @@ def test_a_damaged_frame_is_said_under_the_notebook_widget_not_a_traceback(spiki
             widget.snapshot()
     finally:
         widget.close()
+
+
+def test_a_brain_without_somata_is_said_to_be_on_a_generic_layout(tmp_path):
+    """A ConnecTorch brain has no soma positions: its neurons lie on a generic ball, and the
+    hosts say so as they say it of a model's graph layout (they said nothing: the points
+    passed for the brain's anatomy)."""
+    from test_connectorch import _int_brain
+
+    from flyviz.brain_source import BrainSource
+    from flyviz.model.formats.connectorch import write_brain as write_ct
+    from flyviz.record.recording import Recording
+
+    brain = write_ct(_int_brain(), tmp_path / "five.ct")
+    out = tmp_path / "five.flyrec"
+    assert main(["simulate", str(brain), "--excite", "type:T11", "--rate", "300",
+                 "--duration", "30ms", "--record", str(out)]) == 0
+    said = "five.flyrec: five has no neuron positions; neurons are placed on a generic layout"
+    with pytest.warns(UserWarning, match=said):
+        source = BrainSource.open(out)
+    assert source.note == said and source.anatomy.kind == "layout"
+    # the brain's own labels still: it is that brain, only its places are made up
+    assert list(source.features()["cell_type"]) == ["T11", "T22", "T33", "T44", "T55"]
+    in_memory = BrainSource.of_recording(Recording.load(out))
+    assert "five has no neuron positions" in (in_memory.note or "")

@@ -477,6 +477,12 @@ def drawing_anatomy(model: Any, neurons: int, what: str = "", *,
     if model is not None and int(model.neurons) == int(neurons):
         placed = model.drawing_anatomy()
         if not hasattr(model, "checkpoint"):    # a model that places its neurons itself
+            # A spiking brain without somata (a ConnecTorch .ct brain, the 166k MaleCNS
+            # set) is placed on a generic ball: said as a checkpoint's graph layout is,
+            # not drawn as if the points were its anatomy.
+            if placed.kind == "layout":
+                return Placement(placed, f"{subject}{model.name} has no neuron positions; "
+                                         "neurons are placed on a generic layout")
             return Placement(placed)
         anatomy = model.checkpoint.anatomy
         if anatomy is None or anatomy.n_valid == 0:

@@ -268,3 +268,20 @@ def test_a_brain_without_somata_is_said_to_be_on_a_generic_layout(tmp_path):
     assert list(source.features()["cell_type"]) == ["T11", "T22", "T33", "T44", "T55"]
     in_memory = BrainSource.of_recording(Recording.load(out))
     assert "five has no neuron positions" in (in_memory.note or "")
+
+
+def test_napari_axis_is_the_bins_the_run_was_recorded_with(spiking_recording, tmp_path):
+    """`--bin 5` records bins of 5 ms: napari's slider says so (it said the kind's default,
+    "bin (10 ms)", under 5 ms bins), as the text at each bin does."""
+    pytest.importorskip("napari")
+    from flyviz.brain_source import BrainSource
+    from flyviz.napari._layers import layer_data
+
+    out = tmp_path / "fine.flyrec"
+    assert main(["simulate", str(spiking_recording.parent / "brain"), "--excite",
+                 "superclass:sensory", "--rate", "300", "--duration", "20ms", "--bin", "5",
+                 "--record", str(out)]) == 0
+    source = BrainSource.open(out)
+    axis_data, axis_kwargs, _ = layer_data(source)[0]
+    assert axis_data.shape[0] == 4 and axis_kwargs["axis_labels"][0] == "bin (5 ms)"
+    assert source.token_text(1).startswith("bin 1 of 0–3 · 10 ms")

@@ -55,7 +55,10 @@ def layer_data(source: "BrainSource | ViewerState", token: int = 0
     quantities: list[str | None]
     if source.tokens:
         centre = coords.mean(axis=0) if len(coords) else np.zeros(3, np.float32)
-        axis = source.state.kind.time_axis      # tokens, or bins of milliseconds
+        # Tokens, or bins of the milliseconds this run was recorded with (`--bin 5`: 5 ms
+        # bins, not the kind's default 10).
+        assert source.recording is not None
+        axis = source.state.kind.recording_axis(source.recording)
         label = axis.name if axis.counted else f"{axis.name} ({axis.step:g} {axis.unit})"
         out.append((np.zeros((source.tokens, 1, 1, 1), np.uint8),
                     {"name": f"{source.name} {axis.names}", "visible": False,

@@ -285,3 +285,32 @@ def test_napari_axis_is_the_bins_the_run_was_recorded_with(spiking_recording, tm
     axis_data, axis_kwargs, _ = layer_data(source)[0]
     assert axis_data.shape[0] == 4 and axis_kwargs["axis_labels"][0] == "bin (5 ms)"
     assert source.token_text(1).startswith("bin 1 of 0–3 · 10 ms")
+
+
+def test_the_notebook_highlight_selects_a_spiking_brains_neurons(spiking_recording):
+    """The highlight box under the widget reads the query over the spiking brain's labels,
+    as `flyviz simulate --excite` does (it failed in an AttributeError: a brain has no
+    checkpoint)."""
+    pytest.importorskip("jupyter_rfb")
+    from flyviz.errors import SelectionError
+    from flyviz.model.errors import ExportError
+    from flyviz.notebook import BrainWidget
+
+    try:
+        widget = BrainWidget(spiking_recording, size=(160, 120))
+    except ExportError as exc:
+        skip_if_no_offscreen_gl(str(exc))   # any other export error fails
+        raise
+    try:
+        picked = widget.highlight("superclass:sensory")
+        np.testing.assert_array_equal(picked, np.arange(40))
+        assert widget.state.highlight is not None
+        np.testing.assert_array_equal(np.flatnonzero(widget.state.highlight > 0.5), np.arange(40))
+        widget.highlight_control.value = "type:R"            # typed under the widget
+        assert "40 neurons highlighted" in widget.text.value
+        widget.highlight_control.value = "superclass:nope"
+        assert "flyviz: error: unknown superclass 'nope'" in widget.text.value
+        with pytest.raises(SelectionError, match="unknown superclass"):
+            widget.highlight("superclass:nope")
+    finally:
+        widget.close()

@@ -397,6 +397,26 @@ class ModelKind:
         or ``None`` (the default: a kind that keeps no model identity)."""
         return None
 
+    def select(self, model: Any, query: str) -> np.ndarray:
+        """Sorted indices of ``model``'s neurons that the selection ``query`` picks
+        (flyviz's selection language, ``flyviz select --help``). Default: the query over a
+        checkpoint's labels (a Fly LLM's, :func:`flyviz.model.selection.select`).
+
+        Raises
+        ------
+        flyviz.errors.SelectionError
+            For a bad query, one that selects nothing, or a model with no labels to select
+            by (one line).
+        """
+        from flyviz.errors import SelectionError
+        from flyviz.model.selection import select
+
+        checkpoint = getattr(model, "checkpoint", None)
+        if checkpoint is None:
+            raise SelectionError(f"a {self.title or self.key}'s neurons are not selected by "
+                                 "query here")
+        return select(checkpoint, query)
+
     def neuron_labels(self, model: Any) -> "Anatomy | None":
         """The anatomy whose labels a converted file gives ``model``'s neurons (default:
         :meth:`anatomy`)."""

@@ -525,6 +525,14 @@ class SpikingKind(ModelKind):
             return None, f"the brain {spec} has {model.neurons:,} neurons"
         return model, ""
 
+    def select(self, model: Any, query: str) -> np.ndarray:
+        """The brain's neurons ``query`` picks, as ``flyviz simulate --excite`` reads it
+        (:func:`flyviz.spiking.run.select`: labels where the brain has them, ``body:`` root
+        ids, ``id:``)."""
+        from flyviz.spiking.run import select
+
+        return select(model.brain, query)
+
     def recording_mismatch(self, recording: "Recording", model: Any, name: str = ""
                            ) -> str | None:
         """A note when ``model`` is not the brain the recording ran on (``spiking.brain``):

@@ -228,14 +228,16 @@ class BrainWidget(RemoteFrameBuffer):
         if query is None or query == "":
             picked = None
         else:
-            from flyviz.model.selection import parse, select
+            from flyviz.model.selection import parse
 
             # The query's own check first (0 cleared the highlight, 5 failed inside the
             # evaluation): parse refuses what is not text in one SelectionError line.
             parse(query)
             if self.state.model is None:
                 raise InputError("highlighting needs the model: BrainWidget(recording, model)")
-            picked = select(self.state.model.checkpoint, query)
+            # The kind reads the query over its model's labels: a spiking brain has no
+            # checkpoint (an AttributeError under the widget's highlight box).
+            picked = np.asarray(self.state.kind.select(self.state.model, query), np.int64)
         with self._lock:
             self.state.highlights.set_neurons(HIGHLIGHT, picked)
             if self._renderer is not None:

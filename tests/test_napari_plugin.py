@@ -202,6 +202,39 @@ def test_widget_runs_a_prompt_into_a_new_layer(make_napari_viewer, demo, qtbot):
     np.testing.assert_allclose(points.face_color, want, atol=1e-6)
 
 
+def test_the_words_at_the_slider_are_the_selected_recordings(make_napari_viewer, demo,
+                                                              recording_path, tmp_path):
+    """Two recordings of different lengths: the canvas's corner and the widget say the words
+    of the one selected (the one added last, as napari selects it), at the slider's token.
+    The first layer's were said whatever was selected: the slider at the longer run's last
+    token read the shorter one's last."""
+    from flyviz.napari._widget import FlyvizWidget
+    from flyviz.record.recording import Recording
+
+    short = Recording.load(recording_path)
+    longer = flyviz.run(demo, "There was a little girl", max_new_tokens=9)
+    assert len(longer) > len(short)
+    viewer = make_napari_viewer()
+    widget = FlyvizWidget(viewer)
+    viewer.open(str(recording_path), plugin=None)
+    viewer.open(str(longer.save(tmp_path / "longer.flyrec")), plugin=None)
+    first, second = points_layers(viewer)
+    assert viewer.layers.selection.active is second
+    last = len(longer) - 1
+    set_token(viewer, last)
+    said = repr(longer.token_texts[last])
+    assert said in viewer.canvas.overlays.text.text and said in widget.token_label.text()
+    # The shorter one selected: its words, at its last token (where its colours stay).
+    viewer.layers.selection.active = first
+    said = repr(short.token_texts[len(short) - 1])
+    assert said in viewer.canvas.overlays.text.text and said in widget.token_label.text()
+    # Hidden, it speaks no more: the shown one reaching the token does.
+    viewer.layers.selection.active = None
+    first.visible = False
+    set_token(viewer, 1)
+    assert repr(longer.token_texts[1]) in viewer.canvas.overlays.text.text
+
+
 def test_widget_refuses_a_bad_token_count_and_a_prompt_for_a_spiking_brain(
         make_napari_viewer, demo, tmp_path):
     from test_spiking_kind import write_brain

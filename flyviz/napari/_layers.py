@@ -104,10 +104,32 @@ def shown_token(viewer: Any) -> int:
     return int(dims.current_step[dims.ndim - 4])
 
 
-def recolour(viewer: Any, token: int | None = None) -> None:
-    """Colour every flyviz Points layer of ``viewer`` by its quantity at ``token`` (default: shown)."""
+def text_layer(viewer: Any, token: int | None = None) -> Any:
+    """The flyviz Points layer whose words at the slider's token are shown (the canvas's
+    corner, the dock widget's line), or ``None``: the selected layer when it is a shown
+    recording, else the first shown one whose recording reaches ``token`` (default: the
+    slider's), else the first shown one.
+
+    With recordings of different lengths open, the first layer's words were shown
+    whatever was selected: after a 100-bin run was added beside a 20-bin recording, the
+    slider at bin 99 read "bin 19 of 0–19" (the shorter one's last bin, where it stays).
+    """
     token = shown_token(viewer) if token is None else int(token)
-    text = ""
+    shown = [layer for layer in _flyviz_layers(viewer)
+             if layer.metadata[METADATA_KEY].get("role") == "points" and layer.visible
+             and layer.metadata[METADATA_KEY]["source"].tokens]
+    active = viewer.layers.selection.active
+    if active is not None and any(layer is active for layer in shown):
+        return active
+    reaching = [layer for layer in shown
+                if token < layer.metadata[METADATA_KEY]["source"].tokens]
+    return (reaching or shown or [None])[0]
+
+
+def recolour(viewer: Any, token: int | None = None) -> None:
+    """Colour every flyviz Points layer of ``viewer`` by its quantity at ``token`` (default:
+    shown), and write the words of :func:`text_layer` at it in the canvas's corner."""
+    token = shown_token(viewer) if token is None else int(token)
     for layer in _flyviz_layers(viewer):
         info = layer.metadata[METADATA_KEY]
         source: BrainSource = info["source"]
@@ -115,8 +137,8 @@ def recolour(viewer: Any, token: int | None = None) -> None:
             continue
         if info.get("quantity") is not None:
             layer.face_color = source.rgba(info["quantity"], min(token, max(source.tokens - 1, 0)))
-        if layer.visible and source.tokens and not text:
-            text = source.token_text(token)
+    speaking = text_layer(viewer, token)
+    text = "" if speaking is None else speaking.metadata[METADATA_KEY]["source"].token_text(token)
     overlay = viewer.canvas.overlays.text if hasattr(viewer, "canvas") else viewer.text_overlay
     overlay.text = text
     overlay.visible = bool(text)
@@ -223,6 +245,7 @@ def bind(viewer: Any) -> None:
     viewer.dims.events.current_step.connect(on_change)
     viewer.layers.events.inserted.connect(on_change)
     viewer.layers.events.removed.connect(on_change)
+    viewer.layers.selection.events.active.connect(on_change)    # whose words are shown
     viewer.layers.events.inserted.connect(_show_three_d(viewer))
     viewer.layers.events.inserted.connect(lambda event: follow(viewer, event.value))
     for layer in list(viewer.layers):

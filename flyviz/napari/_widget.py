@@ -17,7 +17,8 @@ from qtpy.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEd
                             QSpinBox, QVBoxLayout, QWidget)
 
 from flyviz.brain_source import BrainSource, state_for
-from flyviz.napari._layers import METADATA_KEY, bind, layer_data, recolour, set_quantity, shown_token
+from flyviz.napari._layers import (METADATA_KEY, bind, layer_data, recolour, set_quantity,
+                                   shown_token, text_layer)
 
 
 def add_source(viewer: Any, source: Any) -> list[Any]:
@@ -105,6 +106,7 @@ class FlyvizWidget(QWidget):
         bind(self.viewer)
         self.viewer.dims.events.current_step.connect(self._show_token)
         self.viewer.layers.selection.events.active.connect(self._active_changed)
+        self.viewer.layers.selection.events.active.connect(self._show_token)
         self.viewer.layers.events.inserted.connect(self._show_token)
         self.viewer.layers.events.inserted.connect(self._active_changed)
         self._active_changed()
@@ -222,10 +224,8 @@ class FlyvizWidget(QWidget):
         recolour(self.viewer)
 
     def _show_token(self, event: Any = None) -> None:
+        # The words of the layer the canvas's corner speaks for (the selected recording).
         token = shown_token(self.viewer)
-        for layer in self.viewer.layers:
-            info = layer.metadata.get(METADATA_KEY)
-            if isinstance(info, dict) and info.get("role") == "points" and info["source"].tokens:
-                self.token_label.setText(info["source"].token_text(token))
-                return
-        self.token_label.setText("")
+        layer = text_layer(self.viewer, token)
+        self.token_label.setText("" if layer is None
+                                 else layer.metadata[METADATA_KEY]["source"].token_text(token))

@@ -183,6 +183,33 @@ def test_live_fills_the_widget_as_the_model_runs(demo):
     widget.close()
 
 
+def test_a_live_run_ended_is_coloured_as_its_recording_is(demo, monkeypatch):
+    """Drawn while it ran, a live widget kept the colour range of its first frames; at its
+    end it is drawn over the whole run's, the frame the widget of its recording (and its
+    movie) shows."""
+    from flyviz.notebook import BrainWidget
+
+    show = BrainWidget.show_token
+    early = []
+
+    def drawn_as_it_runs(self, token):
+        show(self, token)
+        if not early:
+            early.append(self.snapshot())      # a notebook draws each frame as it comes
+
+    monkeypatch.setattr(BrainWidget, "show_token", drawn_as_it_runs)
+    widget = BrainWidget.live(demo, "Once upon a time", max_new_tokens=6, size=SIZE,
+                              background=False)
+    monkeypatch.setattr(BrainWidget, "show_token", show)
+    assert early and widget.runs.end_reason == "done"
+    recorded = BrainWidget(widget.source.recording, demo, size=SIZE)
+    try:
+        np.testing.assert_array_equal(widget.snapshot(), recorded.snapshot())
+    finally:
+        recorded.close()
+        widget.close()
+
+
 def test_without_the_extra_one_line_names_it(tmp_path):
     code = ("import sys; sys.modules['jupyter_rfb'] = None\n"
             "from flyviz.errors import MissingDependencyError\n"

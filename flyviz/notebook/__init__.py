@@ -135,6 +135,9 @@ class BrainWidget(RemoteFrameBuffer):
         self._thread: threading.Thread | None = None
         #: The runs of a :meth:`live` widget (:class:`flyviz.runs.Runs`), else ``None``.
         self.runs: Any = None
+        # Set when a live run ends: the renderer's colour range and gain came from the
+        # frames there were at its first draw, not the whole run's (a movie's).
+        self._range_stale = False
         if quantity is not None or not given_state:
             # Default: the recorded state's first colouring (the kind's: "signed", or a
             # spiking brain's "spike_rate").
@@ -301,6 +304,12 @@ class BrainWidget(RemoteFrameBuffer):
     def _frame(self) -> np.ndarray:
         """The frame at the shown token; a damaged recording raises its one line."""
         with self._lock:
+            if self._range_stale:
+                # Built again here, on the drawing thread (a run's end may be reported on
+                # its worker's), over the whole run.
+                self._range_stale = False
+                self._close_renderer()
+                self.source.forget_ranges()
             renderer = self._ensure_renderer()
             pose = self.state.camera
             return renderer.render_token(self.state, self.state.index,
@@ -418,7 +427,15 @@ class BrainWidget(RemoteFrameBuffer):
             widget.slider.max = max(count - 1, 0)
             widget.show_token(count - 1)
 
+        def ended(_reason: str, _frames: int) -> None:
+            # The run is whole: colour it over its own range, as its movie and the widget
+            # of its recording do (the range of its first frames stayed, saturating or
+            # dimming the later ones).
+            widget._range_stale = True
+            widget.request_draw()
+
         runs.events.frame.connect(grew)
+        runs.events.ended.connect(ended)
         widget.runs = runs
         runs.launch(run)
         widget._thread = runs.engine.thread

@@ -417,3 +417,35 @@ def test_napari_follows_the_states_token_selection_and_camera(make_napari_viewer
                                napari_direction((up - eye) / np.linalg.norm(up - eye)),
                                atol=1e-4)
     canvas.close()
+
+
+def test_widget_loads_a_spiking_brain_folder_and_runs_it_into_a_layer(make_napari_viewer,
+                                                                    qtbot, tmp_path):
+    """The 166k MaleCNS folder typed into the widget's Model box loads as a spiking brain,
+    as the window's model box opens it (it was refused as no language model); Run runs its
+    own stimulus into a layer of rates, and the status says its neurons are on a generic
+    layout (the set has no somata)."""
+    from flyviz.kinds.spiking import SpikingModel
+    from flyviz.model.synthetic import make_malecns_arrays
+    from flyviz.model.writers import write_malecns_dataset
+    from flyviz.napari._widget import FlyvizWidget
+
+    root = write_malecns_dataset(tmp_path / "malecns-166k",
+                                 **make_malecns_arrays(neurons=300, edges=3000, seed=3))
+    viewer = make_napari_viewer()
+    widget = FlyvizWidget(viewer)
+    widget.model_spec.setText(str(root))
+    widget.load_button.click()
+    qtbot.waitUntil(lambda: widget.model is not None or "error" in widget.status.text(),
+                    timeout=60_000)
+    assert isinstance(widget.model, SpikingModel), widget.status.text()
+    assert widget.model.neurons == 300 and not widget.prompt.isEnabled()
+    runs = widget.run_prompt(None)
+    assert runs is not None, widget.status.text()
+    qtbot.waitUntil(lambda: len(points_layers(viewer)) == 1, timeout=60_000)
+    (points,) = points_layers(viewer)
+    source = points.metadata["flyviz"]["source"]
+    assert points.name == "run rate" and source.quantities == ("spike_rate", "spike_flash")
+    assert viewer.dims.nsteps[0] == source.tokens > 0
+    assert "fly-connectome-malecns-166k has no neuron positions" in widget.status.text()
+    assert source.note is not None and "generic layout" in source.note

@@ -21,6 +21,21 @@ from flyviz.napari._layers import (METADATA_KEY, bind, layer_data, recolour, set
                                    shown_token, text_layer)
 
 
+def load_model(spec: str) -> Any:
+    """The model ``spec`` names: a spiking brain's folder (a ``.ct`` brain, the MaleCNS 166k
+    set) as that brain (:class:`~flyviz.kinds.spiking.SpikingModel`), else a Fly LLM
+    (:func:`flyviz.load`)."""
+    from flyviz.spiking.brain import is_brain_folder
+
+    if is_brain_folder(spec):
+        from flyviz.kinds.spiking import SpikingModel
+
+        return SpikingModel.load(spec)
+    import flyviz
+
+    return flyviz.load(spec)
+
+
 def add_source(viewer: Any, source: Any) -> list[Any]:
     """Add the layers of a viewer state (or its :class:`BrainSource`) to ``viewer``, bound to
     its token slider; returns the layers."""
@@ -134,11 +149,14 @@ class FlyvizWidget(QWidget):
         self.run_prompt(self.prompt.text() if reads_text else None)
 
     def load(self, spec: str) -> Any:
-        """Load the model ``spec`` on a worker thread; returns the started worker."""
-        import flyviz
+        """Load the model ``spec`` on a worker thread; returns the started worker.
 
+        A folder holding a spiking brain and no model (a ConnecTorch ``.ct`` brain, the
+        MaleCNS 166k set) loads as that brain, as the window's model box opens it (it was
+        refused as no language model); anything else is a Fly LLM (:func:`flyviz.load`).
+        """
         self.status.setText(f"loading {spec}…")
-        worker = thread_worker(flyviz.load, start_thread=False)(spec)
+        worker = thread_worker(load_model, start_thread=False)(spec.strip())
         worker.returned.connect(self.set_model)
         worker.errored.connect(self._failed)
         self.worker = worker
@@ -188,10 +206,18 @@ class FlyvizWidget(QWidget):
         return runs
 
     def _add_run(self, recording: Any, prompt: str) -> None:
+        from flyviz.viewer.layers import drawing_anatomy
+
         name = prompt.strip()[:24] or "run"
-        state = state_for(self.model.drawing_anatomy(), recording, model=self.model, name=name)
-        add_source(self.viewer, BrainSource.from_state(state, name))
-        self.status.setText(f"{name}: {len(recording)} {state.kind.time_axis.names}")
+        # Placed as every host places the model's neurons, with the line that says when
+        # they are a stand-in (a brain without somata on a ball, a model on a graph layout).
+        placement = drawing_anatomy(self.model, recording.neurons)
+        state = state_for(placement.anatomy, recording, model=self.model, name=name)
+        source = BrainSource.from_state(state, name)
+        source.note = placement.note
+        add_source(self.viewer, source)
+        said = f"{name}: {len(recording)} {state.kind.time_axis.names}"
+        self.status.setText(said if placement.note is None else f"{said}; {placement.note}")
 
     def _failed(self, exc: BaseException) -> None:
         # Errors a user can fix are one line; show it where the user looks.

@@ -235,6 +235,24 @@ def test_the_words_at_the_slider_are_the_selected_recordings(make_napari_viewer,
     assert repr(longer.token_texts[1]) in viewer.canvas.overlays.text.text
 
 
+def test_the_layer_is_named_for_the_colour_chosen(make_napari_viewer, recording_path):
+    """*Colour by* renames the layer for what its points now show (it kept the name of the
+    first colouring); a name the user gave it stays."""
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer()
+    widget = FlyvizWidget(viewer)
+    viewer.open(str(recording_path), plugin=None)
+    (points,) = points_layers(viewer)
+    viewer.layers.selection.active = points
+    assert points.name == "run state"
+    widget.quantity.setCurrentText("abs")
+    assert points.name == "run |state|"
+    points.name = "my run"
+    widget.quantity.setCurrentText("signed")
+    assert points.name == "my run" and points.metadata["flyviz"]["quantity"] == "signed"
+
+
 def test_widget_refuses_a_bad_token_count_and_a_prompt_for_a_spiking_brain(
         make_napari_viewer, demo, tmp_path):
     from test_spiking_kind import write_brain

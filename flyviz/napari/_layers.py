@@ -34,7 +34,13 @@ METADATA_KEY = "flyviz"
 #: Disc diameter of a neuron, in micrometres.
 POINT_SIZE_UM = 4.0
 
-_LAYER_NAMES = {"signed": "state", "abs": "|state|", DELTA: "Δx", "spike_rate": "rate"}
+_LAYER_NAMES = {"signed": "state", "abs": "|state|", DELTA: "Δx", "spike_rate": "rate",
+                "spike_flash": "spikes"}
+
+
+def layer_name(source: BrainSource, quantity: str | None) -> str:
+    """The name of ``source``'s Points layer coloured by ``quantity`` (``"run rate"``)."""
+    return f"{source.name} {_LAYER_NAMES.get(quantity or '', quantity or 'neurons')}"
 
 
 def napari_coordinates(positions_um: np.ndarray) -> np.ndarray:
@@ -75,9 +81,8 @@ def layer_data(source: "BrainSource | ViewerState", token: int = 0
     for quantity in quantities:
         face = (source.rgba(quantity, token) if quantity is not None
                 else np.full((len(coords), 4), 0.6, np.float32))
-        label = _LAYER_NAMES.get(quantity or "", quantity or "neurons")
         out.append((coords, {
-            "name": f"{source.name} {label}",
+            "name": layer_name(source, quantity),
             "features": features,
             "face_color": face,
             "border_width": 0.0,
@@ -149,6 +154,10 @@ def set_quantity(layer: Any, quantity: str) -> None:
     info = layer.metadata[METADATA_KEY]
     source: BrainSource = info["source"]
     source.layer(quantity)  # an unknown quantity fails here, with the ones there are
+    # The layer list says what the points show ("spk rate" stayed over spike flashes); a
+    # name the user gave the layer is kept.
+    if layer.name == layer_name(source, info.get("quantity")):
+        layer.name = layer_name(source, quantity)
     info["quantity"] = quantity
 
 

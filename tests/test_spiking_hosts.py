@@ -112,6 +112,9 @@ def test_the_notebook_widget_shows_a_spiking_recording_by_bin(spiking_recording)
         widget.show_token(1)
         assert "bin 1 of 0–4 · 20 ms" in widget.text.value
         assert "spike_flash" in widget.quantity_control.options
+        # Chosen by a script, the menu under the cell says it (it kept "spike_rate").
+        widget.set_quantity("spike_flash")
+        assert widget.quantity == widget.quantity_control.value == "spike_flash"
     finally:
         widget.close()
 

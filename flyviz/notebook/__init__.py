@@ -210,6 +210,10 @@ class BrainWidget(RemoteFrameBuffer):
         with self._lock:
             self.source.show(quantity)
             self._close_renderer()
+        if self.quantity_control.value != quantity:
+            # The menu under the cell says what it shows (it kept the old name when a script
+            # chose); its observer comes back here once, to what is shown already.
+            self.quantity_control.value = quantity
         self.request_draw()
 
     def highlight(self, query: str | None) -> np.ndarray | None:

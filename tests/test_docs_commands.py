@@ -18,7 +18,10 @@ which the rendered page does not show::
     <!-- docs-test: other package -->       needs a package that is not flyviz (a third kind)
 
 Any other command, and any ``flyviz`` command in a block without a mark, runs, and must
-exit 0 (or the exit status its comment promises, ``# exit 1``). What is checked is that a
+exit 0 (or the exit status its comment promises, ``# exit 1``). A session block (``$
+command`` then its output) shows what the command prints, and where the command runs here as
+printed the lines shown must be among what it printed, in order (``...`` skips lines; the
+seconds, the workers and the digits of an e-notation number may differ). What is checked is that a
 command works as printed, not the minutes its full text would take: a ``--max-tokens N`` of a
 corpus command runs with at most :data:`MAX_TOKENS` tokens, a task with its first
 :data:`MAX_TASK_PROMPTS` prompts, a command that would start a
@@ -44,7 +47,7 @@ import os
 import re
 import shlex
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -208,6 +211,9 @@ class Command:
     line: int
     text: str
     mark: str | None
+    #: The output a session block (``$ command`` then what it prints) shows under the
+    #: command, line by line; ``...`` stands for lines the page leaves out.
+    shown: tuple[str, ...] = ()
 
     @property
     def words(self) -> list[str]:
@@ -250,6 +256,9 @@ def shell_commands(text: str, page: str) -> list[Command]:
             if not pending:
                 start = first + offset
                 if session and not line.startswith("$ "):
+                    if commands and commands[-1].line >= first:   # this block's command
+                        last = commands[-1]
+                        commands[-1] = replace(last, shown=(*last.shown, raw.rstrip()))
                     continue
                 line = line.removeprefix("$ ")
             pending = f"{pending} {line}".strip() if pending else line
@@ -260,6 +269,39 @@ def shell_commands(text: str, page: str) -> list[Command]:
                 commands.append(Command(page, start, pending, block.group("why")))
             pending = ""
     return commands
+
+
+#: What may differ between a run and the output a page shows: the seconds it took, how
+#: many workers it had, and the digits of a number in e-notation (the float32 rounding
+#: of a completeness error, which another CPU's vector code may round otherwise; its
+#: order of magnitude is what it says).
+_VARYING = (
+    (re.compile(r"\d[\d,]*(\.\d+)? s\b"), "<seconds> s"),
+    (re.compile(r"\d+ worker\(s\)|in this process"), "<n> worker(s)"),
+    (re.compile(r"([+-]?)\d\.\d+e([+-]\d+)"), r"\1<digits>e\2"),
+)
+
+
+def _comparable(line: str) -> str:
+    for pattern, stand_in in _VARYING:
+        line = pattern.sub(stand_in, line)
+    return line.rstrip()
+
+
+def shown_but_not_printed(shown: tuple[str, ...], printed: str) -> list[str]:
+    """The lines of a page's ``shown`` output that the command did not print, in order
+    (``...`` skips any number of printed lines; timings, worker counts and the digits of
+    e-notation numbers are not compared)."""
+    lines = [_comparable(line) for line in printed.splitlines()]
+    missing, at = [], 0
+    for line in shown:
+        if line.strip() in ("", "..."):
+            continue
+        try:
+            at = lines.index(_comparable(line), at) + 1
+        except ValueError:
+            missing.append(line)
+    return missing
 
 
 def documented_commands() -> list[Command]:
@@ -307,6 +349,23 @@ def test_the_reader_joins_lines_drops_prompts_and_reads_marks():
         (21, ["flyviz", "select", "demo", "sign:inhibitory"], None, 0),
     ]
     assert found[3].argv == ["trace", "demo", "--json"] and found[3].stdout_file == "why.json"
+    assert [c.shown for c in found] == [(), (), (), (), ("sign:inhibitory selects",)]
+
+
+def test_a_session_blocks_output_is_compared_with_what_the_command_printed():
+    shown = ("L = +16.1380", "...", "error: +1.19e-06 (L minus the rest)",
+             "written: 70 cells, 9.5 s (1 worker(s))")
+    printed = ("L = +16.1380\nmore\nerror: +1.01e-06 (L minus the rest)\n"
+               "written: 70 cells, 12.0 s (2 worker(s))\n")
+    assert shown_but_not_printed(shown, printed) == []
+    assert shown_but_not_printed(("9.5 s (1 worker(s))",), "12.2 s (in this process)") == []
+    assert shown_but_not_printed(("L = +16.1380",), "L = +16.1381\n") == ["L = +16.1380"]
+    assert shown_but_not_printed(("error: +1.01e-03",), "error: +1.01e-06\n") == [
+        "error: +1.01e-03"]
+    assert shown_but_not_printed(("b", "a"), "a\nb\n") == ["a"]      # in the printed order
+    assert _as_printed(["trace", "demo", "--prompt", "x"])
+    assert _as_printed(["patch", "demo", "--clean", "a", "--corrupt", "b"])
+    assert not _as_printed(["sweep", "demo", "--max-tokens", "2000"])
 
 
 def test_a_corpus_command_is_capped_and_nothing_else_changes():
@@ -460,9 +519,28 @@ def run_the_pages_commands(page: str, tmp_path: Path, monkeypatch: pytest.Monkey
                 status = exc.code if isinstance(exc.code, int) else 2
         assert status == command.expected_exit, (
             f"{command}\nexit {status}\n{out.getvalue()[-2000:]}\n{err.getvalue()[-2000:]}")
+        # A session block shows what its command prints: a reader compares their screen
+        # with it. Only a command run as printed can print it (a capped one runs less).
+        if command.shown and _as_printed(command.argv):
+            missing = shown_but_not_printed(command.shown, out.getvalue() + err.getvalue())
+            assert not missing, (f"{command}\nthe page shows lines it did not print:\n"
+                                 + "\n".join(missing) + f"\nit printed:\n{out.getvalue()}")
         if command.stdout_file:
             Path(command.stdout_file).write_text(out.getvalue(), encoding="utf-8")
     assert os.listdir(".")  # the commands wrote what they say they write, here
+
+
+def _as_printed(argv: list[str]) -> bool:
+    """Whether ``argv`` runs here as printed: capped at most to ``--workers 0`` (the same
+    bits on any number of workers)."""
+    ran = capped(argv)
+    if ran[-2:] == ["--workers", "0"] and "--workers" not in argv:
+        ran = ran[:-2]
+    printed = list(argv)
+    for i, word in enumerate(printed[:-1]):
+        if word == "--workers":
+            printed[i + 1] = "0"
+    return ran == printed
 
 
 def test_every_page_with_commands_is_run_by_one_file():

@@ -43,7 +43,7 @@ from flyviz.viewer.state import STATE, ViewerState
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.analysis.atlas import Atlas
-    from flyviz.kinds import ModelKind
+    from flyviz.kinds import ModelKind, TimeAxis
     from flyviz.model.checkpoint import Anatomy
     from flyviz.record.recording import Recording
     from flyviz.record.runner import Model
@@ -349,6 +349,14 @@ class BrainSource:
     def tokens(self) -> int:
         """Number of tokens (frames) of the recording (0 for an atlas alone)."""
         return 0 if self.recording is None else len(self.recording)
+
+    @property
+    def time_axis(self) -> "TimeAxis":
+        """The frames' time axis: the recording's (a spiking run's bins of the milliseconds it
+        was recorded with, ``--bin 5``), else the kind's. Its :attr:`~flyviz.kinds.TimeAxis.label`
+        is what every host's slider says (``"bin (5 ms)"``)."""
+        rec = self.recording
+        return self.state.kind.time_axis if rec is None else self.state.kind.recording_axis(rec)
 
     @property
     def _state_quantities(self) -> tuple[str, ...]:

@@ -108,7 +108,7 @@ def test_the_notebook_widget_shows_a_spiking_recording_by_bin(spiking_recording)
         raise
     try:
         assert widget.state.kind is SPIKING
-        assert widget.slider.description == "bin" and widget.slider.max == 4
+        assert widget.slider.description == "bin (10 ms)" and widget.slider.max == 4
         widget.show_token(1)
         assert "bin 1 of 0–4 · 20 ms" in widget.text.value
         assert "spike_flash" in widget.quantity_control.options
@@ -273,21 +273,48 @@ def test_a_brain_without_somata_is_said_to_be_on_a_generic_layout(tmp_path):
     assert "five has no neuron positions" in (in_memory.note or "")
 
 
-def test_napari_axis_is_the_bins_the_run_was_recorded_with(spiking_recording, tmp_path):
+@pytest.fixture(scope="module")
+def fine_recording(spiking_recording) -> Path:
+    """A run of the same brain recorded in bins of 5 ms (`--bin 5`), four of them."""
+    out = spiking_recording.parent / "fine.flyrec"
+    assert main(["simulate", str(spiking_recording.parent / "brain"), "--excite",
+                 "superclass:sensory", "--rate", "300", "--duration", "20ms", "--bin", "5",
+                 "--record", str(out)]) == 0
+    return out
+
+
+def test_napari_axis_is_the_bins_the_run_was_recorded_with(fine_recording):
     """`--bin 5` records bins of 5 ms: napari's slider says so (it said the kind's default,
     "bin (10 ms)", under 5 ms bins), as the text at each bin does."""
     pytest.importorskip("napari")
     from flyviz.brain_source import BrainSource
     from flyviz.napari._layers import layer_data
 
-    out = tmp_path / "fine.flyrec"
-    assert main(["simulate", str(spiking_recording.parent / "brain"), "--excite",
-                 "superclass:sensory", "--rate", "300", "--duration", "20ms", "--bin", "5",
-                 "--record", str(out)]) == 0
-    source = BrainSource.open(out)
+    source = BrainSource.open(fine_recording)
     axis_data, axis_kwargs, _ = layer_data(source)[0]
     assert axis_data.shape[0] == 4 and axis_kwargs["axis_labels"][0] == "bin (5 ms)"
     assert source.token_text(1).startswith("bin 1 of 0–3 · 10 ms")
+
+
+def test_the_notebook_slider_says_the_bins_the_run_was_recorded_with(fine_recording,
+                                                                     spiking_recording):
+    """The slider under the notebook widget says what napari's does: "bin (5 ms)" for a run
+    recorded in 5 ms bins, "bin (10 ms)" for one in the default bins (it said "bin", of
+    whatever length)."""
+    pytest.importorskip("jupyter_rfb")
+    from flyviz.model.errors import ExportError
+    from flyviz.notebook import BrainWidget
+
+    for path, label in ((fine_recording, "bin (5 ms)"), (spiking_recording, "bin (10 ms)")):
+        try:
+            widget = BrainWidget(path, size=(160, 120))
+        except ExportError as exc:
+            skip_if_no_offscreen_gl(str(exc))   # any other export error fails
+            raise
+        try:
+            assert widget.slider.description == label
+        finally:
+            widget.close()
 
 
 def test_the_notebook_highlight_selects_a_spiking_brains_neurons(spiking_recording):

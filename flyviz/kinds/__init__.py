@@ -136,6 +136,19 @@ class TimeAxis:
         """The plural of :attr:`name` (``"tokens"``)."""
         return self.plural or f"{self.name}s"
 
+    @property
+    def label(self) -> str:
+        """What a slider over this axis is labelled: :attr:`name` for counted frames
+        (``"token"``), else with a frame's length (``"bin (5 ms)"``), so that a run recorded
+        in bins of 5 ms does not read as the kind's default bins.
+
+        Examples
+        --------
+        >>> TimeAxis("token", "token").label, TimeAxis("bin", "ms", 5.0).label
+        ('token', 'bin (5 ms)')
+        """
+        return self.name if self.counted else f"{self.name} ({self.step:g} {self.unit})"
+
     def time(self, index: int) -> float:
         """Where frame ``index`` (0-based) ends on the axis, in :attr:`unit`: a whole
         :attr:`step` after its start, or at :attr:`end` for a short last frame."""

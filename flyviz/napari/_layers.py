@@ -63,12 +63,10 @@ def layer_data(source: "BrainSource | ViewerState", token: int = 0
         centre = coords.mean(axis=0) if len(coords) else np.zeros(3, np.float32)
         # Tokens, or bins of the milliseconds this run was recorded with (`--bin 5`: 5 ms
         # bins, not the kind's default 10).
-        assert source.recording is not None
-        axis = source.state.kind.recording_axis(source.recording)
-        label = axis.name if axis.counted else f"{axis.name} ({axis.step:g} {axis.unit})"
+        axis = source.time_axis
         out.append((np.zeros((source.tokens, 1, 1, 1), np.uint8),
                     {"name": f"{source.name} {axis.names}", "visible": False,
-                     "axis_labels": (label, "z", "y", "x"),
+                     "axis_labels": (axis.label, "z", "y", "x"),
                      "translate": (0.0, *map(float, centre)),
                      "metadata": {METADATA_KEY: {"source": source, "state": source.state,
                                                  "role": "tokens"}}},

@@ -146,7 +146,9 @@ class BrainWidget(RemoteFrameBuffer):
             self.state.index = self.source.tokens - 1
 
         self.slider = ipywidgets.IntSlider(value=self.token, min=0, max=max(self.source.tokens - 1, 0),
-                                           description=self.state.kind.time_axis.name,
+                                           # napari's slider's words: "bin (5 ms)" for a
+                                           # run in 5 ms bins (it said "bin", of any length).
+                                           description=self.source.time_axis.label,
                                            continuous_update=True)
         self.quantity_control = ipywidgets.Dropdown(options=list(self.source.quantities),
                                                     value=self.quantity, description="colour")

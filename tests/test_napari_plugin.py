@@ -467,3 +467,46 @@ def test_widget_loads_a_spiking_brain_folder_and_runs_it_into_a_layer(make_napar
     assert viewer.dims.nsteps[0] == source.tokens > 0
     assert "fly-connectome-malecns-166k has no neuron positions" in widget.status.text()
     assert source.note is not None and "generic layout" in source.note
+
+
+def test_the_states_camera_zoom_and_angles_reach_napari(make_napari_viewer, demo, qtbot):
+    """The state's camera zooms napari's as it turns it: the pose's scale_factor (the scene's
+    size across the view's shorter side) spans the canvas's shorter side. The zoom was never
+    set (it read a canvas size napari 0.9 no longer keeps on the viewer): twice the
+    scale_factor drew the brain as large as before."""
+    from flyviz.brain_source import state_for
+    from flyviz.napari._layers import napari_direction
+    from flyviz.napari._widget import add_source
+    from flyviz.render.camera import CameraPose
+
+    viewer = make_napari_viewer(show=True)      # a hidden canvas renders black frames
+    viewer.window.resize(1000, 700)
+    settle(qtbot, viewer.window._qt_window)
+    rec = flyviz.run(demo, "Once upon a time", max_new_tokens=2)
+    anatomy = demo.drawing_anatomy()
+    state = state_for(anatomy, rec, model=demo)
+    add_source(viewer, state)
+    settle(qtbot, viewer.window._qt_window)
+    um = anatomy.positions_um()[anatomy.valid]
+    span = float(np.ptp(um, axis=0).max())
+    camera = viewer.scene.camera
+
+    def lit_columns(scale: float, azimuth: float) -> int:
+        """How many of the canvas's columns the brain lights at ``scale`` (orthographic)."""
+        pose = CameraPose(azimuth=azimuth, elevation=10.0, center=tuple(map(float, um.mean(0))),
+                          scale_factor=scale, fov=0.0)
+        state.camera = pose
+        # napari's camera is the pose's: its zoom and direction.
+        assert camera.zoom == pytest.approx(min(viewer.canvas.size) / scale, rel=1e-6)
+        view, _up = pose.directions()
+        np.testing.assert_allclose(camera.view_direction, napari_direction(view), atol=1e-4)
+        settle(qtbot, viewer.window._qt_window)
+        image = np.asarray(viewer.screenshot(canvas_only=True, flash=False))[..., :3]
+        h = image.shape[0]
+        lit = image[h // 8: 5 * h // 8].max(axis=-1) > 40    # above the words in the corner
+        columns = np.flatnonzero(lit.any(axis=0))
+        assert columns.size, "the brain must be drawn"
+        return int(columns[-1] - columns[0])
+
+    near, far = lit_columns(1.5 * span, 30.0), lit_columns(3.0 * span, 30.0)
+    assert far == pytest.approx(near / 2, rel=0.15), (near, far)

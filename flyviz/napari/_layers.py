@@ -186,14 +186,35 @@ def show_camera(viewer: Any, pose: Any) -> None:
     looks: the same point, direction, up and field of view; nothing for ``None``."""
     if pose is None:
         return
-    camera = viewer.camera
+    camera = viewer.scene.camera    # napari 0.9's (viewer.camera is its deprecated alias)
     view, up = pose.directions()
     camera.center = tuple(float(c) for c in napari_coordinates(np.array([pose.center]))[0])
     camera.perspective = float(pose.fov)
     camera.set_view_direction(tuple(napari_direction(view)), tuple(napari_direction(up)))
-    size = getattr(viewer, "_canvas_size", None)
-    if size is not None and pose.scale_factor > 0:
-        camera.zoom = float(min(size)) / float(pose.scale_factor)
+    if pose.scale_factor > 0:
+        # The pose's scale_factor is the scene's size across the view's shorter side (a vispy
+        # camera's); napari's zoom is canvas pixels per world unit, over the canvas's size
+        # (its public model, (height, width)): the same view. napari before 0.9 kept the size
+        # on the viewer (``_canvas_size``, gone since), so the zoom was silently never set.
+        camera.zoom = float(min(canvas_size(viewer))) / float(pose.scale_factor)
+
+
+def canvas_size(viewer: Any) -> tuple[int, int]:
+    """The canvas's size in pixels, ``(height, width)``: napari's ``viewer.canvas.size``.
+
+    Raises
+    ------
+    flyviz.errors.MissingDependencyError
+        For a napari without it (before 0.9): one line naming the napari flyviz needs,
+        not a camera left unzoomed without a word.
+    """
+    size = getattr(getattr(viewer, "canvas", None), "size", None)
+    if size is None or len(size) != 2:
+        from flyviz.errors import MissingDependencyError
+
+        raise MissingDependencyError.for_feature("the napari plugin's camera", "napari>=0.9",
+                                                 "napari")
+    return int(size[0]), int(size[1])
 
 
 def follow(viewer: Any, layer: Any) -> None:

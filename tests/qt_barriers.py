@@ -50,3 +50,13 @@ def background_delivered(calls: Any, timeout_s: float = 10.0) -> None:
         thread.join(timeout_s)
         assert not thread.is_alive(), f"{thread.name} did not end within {timeout_s} s"
     QApplication.sendPostedEvents()
+
+
+def deferred_deletes_delivered() -> None:
+    """A barrier after which every widget that asked to be deleted later (``deleteLater``:
+    napari's layer controls, when their layer is removed) is deleted: Qt delivers these only
+    to an explicit request or back in the event loop, and until then they hold what they showed.
+    """
+    from PySide6.QtCore import QEvent
+
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from qt_barriers import settle
+from qt_barriers import deferred_deletes_delivered, settle
 
 pytest.importorskip("napari")
 npe2 = pytest.importorskip("npe2")
@@ -510,3 +510,79 @@ def test_the_states_camera_zoom_and_angles_reach_napari(make_napari_viewer, demo
 
     near, far = lit_columns(1.5 * span, 30.0), lit_columns(3.0 * span, 30.0)
     assert far == pytest.approx(near / 2, rel=0.15), (near, far)
+
+
+def _demo_state(demo, tokens: int = 3):
+    from flyviz.brain_source import state_for
+
+    rec = flyviz.run(demo, "Once upon a time", max_new_tokens=tokens)
+    return state_for(demo.drawing_anatomy(), rec, model=demo)
+
+
+def test_a_removed_layer_is_not_kept_and_its_state_follows_a_new_one(make_napari_viewer, demo):
+    """A flyviz layer removed from napari is let go (flyviz kept every layer it had followed,
+    for good), and its viewer state, added again, is followed afresh in the new layer."""
+    import gc
+    import weakref
+
+    import flyviz.napari._layers as napari_layers
+    from flyviz.napari._widget import add_source
+
+    state = _demo_state(demo)
+    shown = np.flatnonzero(demo.drawing_anatomy().valid)
+    viewer = make_napari_viewer()
+    add_source(viewer, state)
+    (points,) = points_layers(viewer)
+    gone = weakref.ref(points)
+    viewer.layers.remove(points)
+    state.selected = int(shown[4])      # the state's events reach no removed layer
+    # Added again (napari keeps the removed layer as its "current" one until another is).
+    add_source(viewer, state)
+    del points
+    deferred_deletes_delivered()        # napari's controls of the removed layer, deleted
+    gc.collect()
+    assert gone() is None, "a removed layer must not be kept alive"
+    (again,) = points_layers(viewer)
+    viewer.layers.remove(again)
+    assert napari_layers.followed_layers(viewer) == []
+    viewer.layers.append(again)
+    assert napari_layers.followed_layers(viewer) == [again]
+    assert set(again.selected_data) == {4}
+    state.selected = int(shown[6])
+    assert set(again.selected_data) == {6}
+
+
+def test_a_viewer_collected_is_forgotten_and_a_new_one_is_bound(demo):
+    """A viewer without a window (napari's ViewerModel), once collected, is not kept alive by
+    the state it followed (the state's callbacks held it) nor remembered as bound by its
+    ``id()`` (a new viewer at that address was never hooked to recolour); a new viewer of the
+    same state is bound and recoloured at its slider."""
+    import gc
+    import weakref
+
+    from napari.components import ViewerModel
+
+    import flyviz.napari._layers as napari_layers
+    from flyviz.napari._widget import add_source
+
+    state = _demo_state(demo)       # a script's state, that outlives its viewers
+    viewer = ViewerModel()
+    add_source(viewer, state)
+    gone = weakref.ref(viewer)
+    del viewer
+    gc.collect()
+    assert gone() is None, "a viewer let go must not be kept alive by its state"
+    state.index = 1                 # the state's events reach no collected viewer
+    fresh = ViewerModel()
+    assert not napari_layers.is_bound(fresh)
+    add_source(fresh, state)
+    assert napari_layers.is_bound(fresh)
+    (points,) = points_layers(fresh)
+    source = points.metadata["flyviz"]["source"]
+    set_token(fresh, 2)
+    assert state.index == 2
+    np.testing.assert_allclose(points.face_color, source.rgba(source.quantity, 2), atol=1e-6)
+    state.index = 1
+    assert fresh.dims.current_step[0] == 1
+    np.testing.assert_allclose(points.face_color, source.rgba(source.quantity, 1), atol=1e-6)
+

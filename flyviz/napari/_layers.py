@@ -22,7 +22,8 @@ picked neurons, and the camera looks from where the state's camera does.
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -159,9 +160,65 @@ def set_quantity(layer: Any, quantity: str) -> None:
     info["quantity"] = quantity
 
 
-_bound: set[int] = set()
-#: Per (viewer, state) followed: the Points layers showing that state.
-_followed: dict[tuple[int, int], list[Any]] = {}
+V = TypeVar("V")
+
+
+class _ByIdentity(Generic[V]):
+    """A value per live object, by identity, that holds the object only weakly.
+
+    The entry goes when its object is collected (its weak reference's callback), so a closed
+    viewer or a removed layer is not kept alive by flyviz; and a later object that reuses a
+    collected one's ``id()`` is not taken for it. (napari's viewer models compare by their
+    fields, so a ``WeakKeyDictionary`` would take two viewers of the same settings for one.)
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], V]] = {}
+
+    def get(self, obj: Any) -> V | None:
+        """``obj``'s value, or ``None``."""
+        entry = self._entries.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+    def put(self, obj: Any, value: V) -> None:
+        """Keep ``value`` for ``obj`` while ``obj`` lives."""
+        key = id(obj)
+
+        def forget(ref: weakref.ref[Any]) -> None:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is ref:
+                del self._entries[key]
+
+        self._entries[key] = (weakref.ref(obj, forget), value)
+
+    def pop(self, obj: Any) -> V | None:
+        """Forget ``obj``; its value, or ``None``."""
+        value = self.get(obj)
+        if value is not None:
+            del self._entries[id(obj)]
+        return value
+
+    def values(self) -> list[V]:
+        """The values of the objects alive."""
+        return [value for ref, value in list(self._entries.values()) if ref() is not None]
+
+
+#: The viewers :func:`bind` hooked (to recolour their layers).
+_bound: _ByIdentity[bool] = _ByIdentity()
+#: Per viewer, per viewer state followed there: its :class:`_Following`.
+_followed: _ByIdentity[_ByIdentity["_Following"]] = _ByIdentity()
+
+
+def is_bound(viewer: Any) -> bool:
+    """Whether :func:`bind` hooked ``viewer`` (its layers recolour at its slider's token)."""
+    return _bound.get(viewer) is not None
+
+
+def followed_layers(viewer: Any) -> list[Any]:
+    """The flyviz Points layers of ``viewer`` that follow their viewer states (:func:`follow`)."""
+    states = _followed.get(viewer)
+    return [] if states is None else [layer for following in states.values()
+                                      for layer in following.layers()]
 
 
 def napari_direction(vector: np.ndarray) -> np.ndarray:
@@ -217,55 +274,136 @@ def canvas_size(viewer: Any) -> tuple[int, int]:
     return int(size[0]), int(size[1])
 
 
-def follow(viewer: Any, layer: Any) -> None:
-    """Make ``viewer`` show what the flyviz Points ``layer``'s viewer state shows: its token
-    (both ways: the slider moves the state's too), its selected and picked neurons (the
-    layer's selected points) and its camera. Once per viewer and state."""
-    info = layer.metadata.get(METADATA_KEY)
-    if not isinstance(info, dict) or info.get("role") != "points":
-        return
-    state: ViewerState = info["state"]
-    source: BrainSource = info["source"]
-    key = (id(viewer), id(state))
-    rows = np.full(state.neurons, -1, np.int64)
-    rows[source.shown] = np.arange(source.shown.size)
-    if key in _followed:            # another layer of a state already followed (Δx)
-        _followed[key].append(layer)
-        layer.selected_data = set(_followed[key][0].selected_data)
-        show_camera(viewer, state.camera)       # napari framed the new layer afresh
-        return
-    points = _followed[key] = [layer]
+class _Following:
+    """A viewer state followed in one viewer: what :func:`follow` set up, undone by
+    :meth:`close`.
 
-    def show_selection(*_args: Any) -> None:
+    It holds the viewer and its layers weakly; the state's and napari's events hold its
+    methods weakly (psygnal's and napari's bound-method connections); only the bookkeeping
+    (:data:`_followed`, per viewer, gone with it) holds it. So neither a closed viewer nor a
+    removed layer is kept alive by a state that outlives them (a script's, the window's).
+    """
+
+    def __init__(self, viewer: Any, state: ViewerState, source: BrainSource) -> None:
+        self._viewer = weakref.ref(viewer)
+        self.state = state
+        self._layers: list[weakref.ref[Any]] = []
+        self._rows = np.full(state.neurons, -1, np.int64)
+        self._rows[source.shown] = np.arange(source.shown.size)
+        state.events.index.connect(self.show_token)
+        state.events.selected.connect(self.show_selection)
+        state.events.picked.connect(self.show_selection)
+        state.events.camera.connect(self.show_camera)
+        viewer.dims.events.current_step.connect(self.from_dims)
+
+    def layers(self) -> list[Any]:
+        """The Points layers showing the state, in the order they were added."""
+        return [layer for layer in (ref() for ref in self._layers) if layer is not None]
+
+    def add(self, layer: Any) -> None:
+        """Follow the state in ``layer`` too."""
+        self._layers.append(weakref.ref(layer))
+
+    def remove(self, layer: Any) -> bool:
+        """Stop following in ``layer``; whether no layer shows the state any more."""
+        self._layers = [ref for ref in self._layers if ref() is not None and ref() is not layer]
+        return not self._layers
+
+    def close(self) -> None:
+        """Disconnect from the state's and the viewer's events."""
+        events = self.state.events
+        for signal, slot in ((events.index, self.show_token),
+                             (events.selected, self.show_selection),
+                             (events.picked, self.show_selection),
+                             (events.camera, self.show_camera)):
+            signal.disconnect(slot)
+        viewer = self._viewer()
+        if viewer is not None:
+            viewer.dims.events.current_step.disconnect(self.from_dims)
+
+    def show_token(self, index: int) -> None:
+        viewer = self._viewer()
+        if viewer is not None:
+            set_token(viewer, index)
+
+    def show_camera(self, pose: Any = None) -> None:
+        viewer = self._viewer()
+        if viewer is not None:
+            show_camera(viewer, self.state.camera)
+
+    def show_selection(self, *_args: Any) -> None:
+        state, rows = self.state, self._rows
         chosen = set(state.picked.tolist())
         if state.selected is not None:
             chosen.add(int(state.selected))
         wanted = {int(rows[n]) for n in chosen if 0 <= n < rows.size and rows[n] >= 0}
-        for shown in points:
+        for shown in self.layers():
             if set(shown.selected_data) != wanted:
                 shown.selected_data = wanted
 
-    def from_dims(event: Any = None) -> None:
+    def from_dims(self, event: Any = None) -> None:
+        viewer = self._viewer()
+        if viewer is None:
+            return
         token = shown_token(viewer)
-        n = len(state.recording)
-        if n and 0 <= token < n and token != state.index:
-            state.index = token
+        n = len(self.state.recording)
+        if n and 0 <= token < n and token != self.state.index:
+            self.state.index = token
 
-    state.events.index.connect(lambda index: set_token(viewer, index))
-    state.events.selected.connect(show_selection)
-    state.events.picked.connect(show_selection)
-    state.events.camera.connect(lambda pose: show_camera(viewer, pose))
-    viewer.dims.events.current_step.connect(from_dims)
+
+def _points_info(layer: Any) -> dict[str, Any] | None:
+    info = layer.metadata.get(METADATA_KEY)
+    return info if isinstance(info, dict) and info.get("role") == "points" else None
+
+
+def follow(viewer: Any, layer: Any) -> None:
+    """Make ``viewer`` show what the flyviz Points ``layer``'s viewer state shows: its token
+    (both ways: the slider moves the state's too), its selected and picked neurons (the
+    layer's selected points) and its camera. Once per viewer and state; :func:`unfollow`
+    (on the layer's removal) undoes it."""
+    info = _points_info(layer)
+    if info is None:
+        return
+    state: ViewerState = info["state"]
+    states = _followed.get(viewer)
+    if states is None:
+        states = _ByIdentity()
+        _followed.put(viewer, states)
+    following = states.get(state)
+    if following is not None:       # another layer of a state already followed (Δx)
+        shown = following.layers()
+        following.add(layer)
+        if shown:
+            layer.selected_data = set(shown[0].selected_data)
+        show_camera(viewer, state.camera)       # napari framed the new layer afresh
+        return
+    following = _Following(viewer, state, info["source"])
+    states.put(state, following)
+    following.add(layer)
     set_token(viewer, state.index)
-    show_selection()
+    following.show_selection()
     show_camera(viewer, state.camera)
 
 
-def bind(viewer: Any) -> None:
-    """Recolour ``viewer``'s flyviz layers whenever its dims move or a layer is added (once per viewer)."""
-    if id(viewer) in _bound:
+def unfollow(viewer: Any, layer: Any) -> None:
+    """Stop following ``layer``'s viewer state in it (it left ``viewer``); the state itself,
+    once no layer of ``viewer`` shows it."""
+    info = _points_info(layer)
+    states = _followed.get(viewer)
+    if info is None or states is None:
         return
-    _bound.add(id(viewer))
+    following = states.get(info["state"])
+    if following is not None and following.remove(layer):
+        following.close()
+        states.pop(info["state"])
+
+
+def bind(viewer: Any) -> None:
+    """Recolour ``viewer``'s flyviz layers whenever its dims move or a layer is added (once per
+    viewer: a viewer collected is forgotten, and a new one that reuses its ``id()`` is bound)."""
+    if is_bound(viewer):
+        return
+    _bound.put(viewer, True)
 
     def on_change(event: Any = None) -> None:
         recolour(viewer)
@@ -276,12 +414,9 @@ def bind(viewer: Any) -> None:
     viewer.layers.selection.events.active.connect(on_change)    # whose words are shown
     viewer.layers.events.inserted.connect(_show_three_d(viewer))
     viewer.layers.events.inserted.connect(lambda event: follow(viewer, event.value))
+    viewer.layers.events.removed.connect(lambda event: unfollow(viewer, event.value))
     for layer in list(viewer.layers):
         follow(viewer, layer)
-    try:
-        viewer.window._qt_window.destroyed.connect(lambda *_: _bound.discard(id(viewer)))
-    except (AttributeError, RuntimeError):  # a headless viewer model: no window
-        pass
 
 
 def _show_three_d(viewer: Any) -> Any:

@@ -287,6 +287,25 @@ def test_flygpt_neurons_are_placed_by_body_id_from_a_dataset(flygpt, tmp_path, c
     assert "20 of 40 neurons placed by MaleCNS body id" in out
 
 
+def test_flygpt_without_a_dataset_keeps_its_graphs_body_ids_on_the_layout(flygpt, capsys) -> None:
+    """Without --dataset nothing places or labels the neurons, but the graph names each by its
+    MaleCNS body id: the model keeps them, and the graph layout it is drawn on carries them
+    (they were dropped: every host showed no body id)."""
+    from flyviz.record.runner import Model
+
+    folder, tensors = flygpt
+    ck = load_folder(folder)
+    node_ids = np.asarray(tensors["graph.node_id"], np.int64)
+    assert ck.anatomy is not None and ck.anatomy.n_valid == 0
+    np.testing.assert_array_equal(ck.anatomy.body_id, node_ids)
+    drawn = Model(ck).drawing_anatomy()
+    assert drawn.kind == "layout" and drawn.valid.all()
+    np.testing.assert_array_equal(drawn.body_id, node_ids)
+    code, out, err = cli_run(capsys, "info", str(folder))
+    assert code == 0, err
+    assert "none of the 40 neurons has a soma position: the graph is laid out" in out
+
+
 def test_flygpt_in_the_batch_engine_matches_one_stream_at_a_time(flygpt) -> None:
     from flyviz.model.batch import BatchEngine
 

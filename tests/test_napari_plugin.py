@@ -586,3 +586,21 @@ def test_a_viewer_collected_is_forgotten_and_a_new_one_is_bound(demo):
     assert fresh.dims.current_step[0] == 1
     np.testing.assert_allclose(points.face_color, source.rgba(source.quantity, 1), atol=1e-6)
 
+
+def test_a_flygpt_without_its_dataset_shows_its_graphs_body_ids(tmp_path):
+    """A FlyGPT model loaded without its connectome dataset is drawn on a graph layout, and
+    its points' ``body_id`` feature is the MaleCNS body id its graph names each neuron by
+    (``graph.node_id``): it was -1 for every neuron, as if the model did not know them."""
+    from flyviz.brain_source import BrainSource
+    from flyviz.model.synthetic import make_flygpt_tensors
+    from flyviz.model.writers import write_flygpt
+    from flyviz.napari._layers import layer_data
+
+    tensors = make_flygpt_tensors(seed=11)
+    model = flyviz.load(str(write_flygpt(tensors, tmp_path / "FlyGPT")))
+    rec = flyviz.run(model, "ROMEO:", max_new_tokens=2)
+    source = BrainSource.of_recording(rec, model, "flygpt")
+    assert source.anatomy.kind == "layout" and source.shown.size == model.neurons
+    (_points, kwargs, kind), = [d for d in layer_data(source) if d[2] == "points"]
+    np.testing.assert_array_equal(kwargs["features"]["body_id"].astype(np.int64),
+                                  np.asarray(tensors["graph.node_id"], np.int64)[source.shown])

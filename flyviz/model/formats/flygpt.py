@@ -265,6 +265,11 @@ def load_flygpt(model_dir: str | Path, *, tokenizer_path: str | Path | None = No
             f"{labelled:,} of {n:,} neurons labelled by MaleCNS body id from the dataset, which "
             "has no soma positions, so the graph is laid out")
     else:
+        # No positions or labels, but the graph names every neuron by its MaleCNS body id:
+        # kept, so the layout drawn instead carries them (napari's body_id feature, the
+        # inspector, `body:` queries) rather than no ids at all.
+        anatomy = Anatomy(positions=np.zeros((n, 3), np.float32), valid=np.zeros(n, bool),
+                          body_id=np.asarray(arrays["graph.node_id"], dtype=np.int64))
         metadata["body_ids"] = ("MaleCNS body ids in graph.node_id; no coordinates table given "
                                 "(--dataset), so the graph is laid out instead")
     if config.get("auto_map"):

@@ -509,6 +509,21 @@ def test_pairs_beyond_the_screen_or_the_brain_are_one_line(brain, authors, tmp_p
     assert not (tmp_path / "o" / "summary.csv").exists()
 
 
+def test_a_pair_count_no_one_can_wait_for_is_refused_before_the_brain_loads(tmp_path, capsys):
+    """``--each 'id:0-49392' --pairs 49393`` on the demo brain started 1.2 billion pair
+    runs (and would have printed a 49,393-square matrix): it is one line, exit 2, before
+    the brain loads or the folder is made."""
+    with pytest.raises(sc.ScreenError, match=re.escape(f"give at most {sc.MAX_PAIRS}")):
+        sc.check_pairs(sc.MAX_PAIRS + 1, 10**6, 10**6)
+    assert sc.check_pairs(sc.MAX_PAIRS, 10**6, 10**6) == sc.MAX_PAIRS
+    out = tmp_path / "o"
+    code, _, err = cli_run(capsys, "screen", str(tmp_path / "no-brain-needed"), "--each", "all",
+                           "--mode", "activate", "--workers", "0", "--pairs", "49393",
+                           "--out", str(out))
+    one_error_line(code, err, "--pairs 49,393 would run 1,219,809,528 pairs; give at most 100")
+    assert not out.exists()
+
+
 def test_a_full_disk_leaves_no_folder_that_blocks_the_rerun(brain, tmp_path, monkeypatch):
     """``screen --out`` on a full disk left ``DIR/sets/`` without ``screen.json``, and the
     corrected rerun was refused ("holds other files and no screen")."""

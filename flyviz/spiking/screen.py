@@ -78,7 +78,8 @@ from flyviz.spiking.engine import LIFParams
 from flyviz.spiking.run import check_rate, check_run_size, select, simulate
 
 __all__ = ["BASELINE", "MODES", "NeuronSet", "ScreenError", "ScreenFolder", "ScreenResult",
-           "ScreenSettings", "SetTask", "benjamini_hochberg", "brain_digest", "check_pairs",
+           "MAX_PAIRS", "ScreenSettings", "SetTask", "benjamini_hochberg", "brain_digest",
+           "check_pairs",
            "each_neuron", "pair_sets", "paired_p_value", "parse_sets", "read_set_rates",
            "query_text", "read_set_run", "read_sets_file", "read_summary", "resolve_sets",
            "run_screen", "screen_task", "trial_counts", "worker_brain"]
@@ -914,9 +915,14 @@ def pair_sets(sets: Sequence[NeuronSet], top: Sequence[int]
     return out
 
 
+#: The most sets whose pairs one screen runs (``--pairs``): their pairs are
+#: ``N (N - 1) / 2`` runs, 4,950 at this bound.
+MAX_PAIRS = 100
+
+
 def check_pairs(pairs: Any, sets: int, neurons: int) -> int:
     """``--pairs N`` as an int: 0 (no pairs), or at least 2 and at most the screen's sets
-    (and the brain's neurons). Raises :class:`ScreenError` in one line."""
+    (and the brain's neurons, and :data:`MAX_PAIRS`). Raises :class:`ScreenError` in one line."""
     if isinstance(pairs, bool) or not isinstance(pairs, (int, np.integer)):
         raise ScreenError(f"--pairs must be a whole number, not {pairs!r}")
     pairs = int(pairs)
@@ -925,6 +931,12 @@ def check_pairs(pairs: Any, sets: int, neurons: int) -> int:
     if pairs < 2:
         raise ScreenError(f"--pairs {pairs} must be 0 (no pairs) or at least 2 (the sets "
                           "whose pairs are run)")
+    if pairs > MAX_PAIRS:
+        # N sets make N (N - 1) / 2 pair runs and an N x N matrix: --pairs 49393 asked for
+        # 1.2 billion runs, and started them.
+        raise ScreenError(f"--pairs {pairs:,} would run {pairs * (pairs - 1) // 2:,} pairs; "
+                          f"give at most {MAX_PAIRS} ({MAX_PAIRS * (MAX_PAIRS - 1) // 2:,} "
+                          "pairs)")
     if pairs > neurons:
         raise ScreenError(f"--pairs {pairs} is more than the brain's {neurons:,} neurons")
     if pairs > sets:

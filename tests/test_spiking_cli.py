@@ -324,6 +324,9 @@ def test_labels_and_positions_from_flywire_tables(tmp_path: Path) -> None:
     (["--seed", "-1"], "--seed -1 must be between 0 and"),
     (["--trials", "1000000000"], "--trials 1000000000 must be between 1 and 100000"),
     (["--duration", "1e12s"], "longer than a run may be (3600 s"),
+    # each within its bound, together 3.6e8 s of the fly's time: it started, for years
+    (["--duration", "3600s", "--trials", "100000"],
+     "--duration 3600 s x 100,000 --trials is 360,000,000 s of the fly's time"),
     (["--exp-name", "caf\udcff"], "--exp-name is not valid UTF-8 text"),
     (["--out", "{dir}/.csv"], "--out {dir}/.csv: the file has no name before .csv; give one"),
     (["--duration", "100ms", "--record", "{out}.flyrec", "--bin", "1000"],
@@ -340,6 +343,20 @@ def test_runs_that_cannot_be_or_would_never_end_are_refused(tmp_path: Path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message.replace("{dir}", str(tmp_path)) in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_input_too_large_to_hold_is_refused_before_the_run(tmp_path: Path, capsys) -> None:
+    """Every trial's Poisson input is drawn before the first tick: ``--excite all`` over
+    the demo for an hour asked for 2.7e10 events and filled the memory. One line, exit 2,
+    no file, before any input is drawn."""
+    brain = _write_brain(tmp_path / "brain")
+    out = tmp_path / "x.parquet"
+    # 4 neurons x 10 kHz x 3600 s x 10 trials: 1.44e9 events, within every other bound
+    assert main(["simulate", str(brain), "--excite", "all", "--rate", "10000", "--duration",
+                 "3600s", "--trials", "10", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the input would be about 1,440,000,000 events" in err, err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("content, message", [

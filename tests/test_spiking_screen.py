@@ -524,6 +524,17 @@ def test_a_pair_count_no_one_can_wait_for_is_refused_before_the_brain_loads(tmp_
     assert not out.exists()
 
 
+def test_a_screen_whose_input_cannot_be_held_is_refused_before_the_folder(brain, tmp_path):
+    """A silencing screen's base stimulus of every neuron for an hour of 10 trials: its
+    input cannot be held, and the folder is not made (it was, and the first run failed)."""
+    sets = sc.resolve_sets(brain, SETS)
+    settings = sc.ScreenSettings(mode="silence", excite="all", rate=10000.0,
+                                 duration_s=3600.0, trials=10)
+    with pytest.raises(sc.ScreenError, match="the input would be about"):
+        sc.run_screen(brain, sets, settings, out=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_full_disk_leaves_no_folder_that_blocks_the_rerun(brain, tmp_path, monkeypatch):
     """``screen --out`` on a full disk left ``DIR/sets/`` without ``screen.json``, and the
     corrected rerun was refused ("holds other files and no screen")."""

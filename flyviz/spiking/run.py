@@ -131,6 +131,15 @@ POISSON_CHUNK = 1000
 MAX_DURATION_S = 3600.0
 MAX_TRIALS = 100_000
 
+#: The most of the fly's time one call simulates, its trials together (ten hours: each
+#: bound alone let ``--duration 3600s --trials 100000`` start, 3.6e8 s of the fly's time).
+MAX_TOTAL_S = 36_000.0
+
+#: The most Poisson input events one call draws: every trial's are drawn before the first
+#: tick and held together (two int64 each, 4 GiB at this bound), so a larger request is
+#: refused before it fills the memory.
+MAX_INPUT_EVENTS = 2**28
+
 
 def run_ticks(duration_s: float, dt_s: float) -> int:
     """The ticks a run of ``duration_s`` seconds steps (:func:`simulate`), which input
@@ -155,7 +164,33 @@ def check_run_size(duration_s: float, trials: Any, seed: Any,
     count = whole_number(names[1], trials, 1, MAX_TRIALS)
     if seed is not None:
         whole_number(names[2], seed, 0, 2**63 - 1)
+    if duration_s * count > MAX_TOTAL_S:
+        raise InputError(f"{names[0]} {duration_s:g} s x {count:,} {names[1]} is "
+                         f"{duration_s * count:,.0f} s of the fly's time, more than one run may "
+                         f"simulate ({MAX_TOTAL_S:,.0f} s); give fewer {names[1]} or a shorter "
+                         f"{names[0]}")
     return count
+
+
+def check_input_size(targets: int, rate_hz: float, input_s: float, trials: int,
+                     replayed: int = 0) -> None:
+    """Refuse a run whose Poisson input (every trial's, drawn before the first tick) would
+    not fit in memory: about ``targets * rate_hz * input_s`` events a trial, and the
+    ``replayed`` events of an input table in each.
+
+    Raises
+    ------
+    InputError
+        Naming the expected count and the bound (:data:`MAX_INPUT_EVENTS`).
+    """
+    expected = (float(targets) * float(rate_hz) * float(input_s) + float(replayed)) \
+        * float(trials)
+    if expected > MAX_INPUT_EVENTS:
+        raise InputError(f"the input would be about {expected:,.0f} events ({targets:,} "
+                         f"neuron(s) at {rate_hz:g} Hz for {input_s:g} s, {trials:,} "
+                         f"trial(s)), more than one run may hold ({MAX_INPUT_EVENTS:,}); "
+                         "excite fewer neurons, or give a lower rate, a shorter duration or "
+                         "fewer trials")
 
 
 def check_rate(rate: float, dt_s: float, name: str = "a rate of") -> None:
@@ -447,6 +482,8 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
         raise InputError(f"the duration {duration_s * 1000:g} ms is shorter than one tick "
                          f"({p.dt_s * 1000:g} ms)")
     input_ticks = input_until_ticks(input_until_s, duration_s, p.dt_s, n_steps)
+    check_input_size(excited.size, p.rate, input_ticks * p.dt_s, trials,
+                     0 if input_events is None else int(np.asarray(input_events[0]).size))
     events = []
     for rng in trial_rngs(seed, trials):
         tk, nr = poisson_events(excited, p.rate, input_ticks, p.dt_s, rng)

@@ -75,7 +75,8 @@ from flyviz.analysis.table_file import read_table_file, write_table_file
 from flyviz.errors import InputError, SelectionError
 from flyviz.spiking.brain import SpikingBrain
 from flyviz.spiking.engine import LIFParams
-from flyviz.spiking.run import check_rate, check_run_size, select, simulate
+from flyviz.spiking.run import (check_input_size, check_rate, check_run_size, select,
+                                simulate)
 
 __all__ = ["BASELINE", "MODES", "NeuronSet", "ScreenError", "ScreenFolder", "ScreenResult",
            "MAX_PAIRS", "ScreenSettings", "SetTask", "benjamini_hochberg", "brain_digest",
@@ -1032,6 +1033,14 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
     started = time.perf_counter()
     base = base_stimulus(brain, settings)
     base.setflags(write=False)
+    # The most neurons one run excites (the base, or the largest set; a pair two sets):
+    # a run whose input cannot be held is refused before the folder is made.
+    largest = sorted((s.size for s in sets), reverse=True)[:2 if pairs else 1]
+    try:
+        check_input_size(base.size if settings.mode == "silence" else sum(largest),
+                         settings.rate, settings.duration_s, settings.trials)
+    except InputError as exc:
+        raise ScreenError(str(exc)) from None
     folder = ScreenFolder(out, screen_key(brain, settings, base)) if out is not None else None
     if folder is not None:
         folder.open()

@@ -332,6 +332,17 @@ def test_atlas_command_runs_in_process(capsys, world, tmp_path):
     assert Atlas(out).info["created"] == created
 
 
+def test_an_out_where_no_file_can_be_made_fails_before_the_model_loads(capsys, world,
+                                                                      tmp_path):
+    """``--out /proc/x.atlas`` as root (os.access says yes): it loaded the model and the
+    corpus, then failed with the system's bare "No such file or directory"."""
+    out = Path("/proc/flyviz-x.atlas")
+    code, stdout, err = _cli(capsys, "atlas", str(tmp_path / "no-model-needed"), "--corpus",
+                             str(world["text"]), "--out", str(out), "--workers", "0")
+    assert code == 2 and err.count("\n") == 1 and stdout == "", err
+    assert f"cannot write --out {out}: the folder /proc takes no new files" in err
+
+
 @pytest.mark.parametrize("case", ["missing", "empty", "undecodable", "parquet", "jsonl",
                                   "scheduler", "threshold"])
 def test_bad_input_gives_one_line_and_exit_2(capsys, monkeypatch, world, tmp_path, case):

@@ -535,6 +535,18 @@ def test_a_screen_whose_input_cannot_be_held_is_refused_before_the_folder(brain,
     assert not (tmp_path / "o").exists()
 
 
+def test_an_out_where_no_file_can_be_made_fails_before_the_brain_loads(tmp_path, capsys):
+    """``--out /proc/x`` as root (os.access says yes): it loaded the brain, printed its
+    plan, then failed with the system's bare "No such file or directory"."""
+    (tmp_path / "sets.txt").write_text("a: id:1\n")
+    code, out, err = cli_run(capsys, "screen", str(tmp_path / "no-brain-needed"), "--sets",
+                             str(tmp_path / "sets.txt"), "--mode", "activate", "--workers", "0",
+                             "--out", "/proc/flyviz-x")
+    one_error_line(code, err, "cannot write --out /proc/flyviz-x: the folder /proc takes no "
+                              "new files")
+    assert out == ""
+
+
 def test_a_full_disk_leaves_no_folder_that_blocks_the_rerun(brain, tmp_path, monkeypatch):
     """``screen --out`` on a full disk left ``DIR/sets/`` without ``screen.json``, and the
     corrected rerun was refused ("holds other files and no screen")."""

@@ -35,7 +35,7 @@ from flyviz.analysis.atlas_basis import SKETCH_SEED, sketch_columns
 from flyviz.analysis.atlas_stats import (BANDS, HIST_BINS, HIST_EDGES, AtlasSettings,
                                          finish_statistics, merge_partials)
 from flyviz.analysis.corpus import Corpus, CorpusChunk
-from flyviz.fileio import missing_folder
+from flyviz.fileio import missing_folder, probe_writable
 from flyviz.model.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,6 +102,9 @@ def check_output(out: Path, *, replace: bool = True) -> None:
         raise InputError(f"--out {out}: {missing_folder(parent)}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"--out {out}: the folder {parent} is not writable")
+    # os.access says yes to root everywhere, /proc included: only a file made there tells
+    # (the atlas and its parts folder are made beside each other, in ``parent``).
+    probe_writable(parent, "--out", out)
 
 
 def _is_atlas(path: Path) -> bool:

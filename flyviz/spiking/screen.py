@@ -452,7 +452,7 @@ class ScreenFolder:
     def check_writable(folder: str | Path) -> None:
         """Refuse, before any work, a folder that cannot be made or written, or a folder that
         holds other things and no screen."""
-        from flyviz.fileio import check_name_lengths
+        from flyviz.fileio import check_name_lengths, probe_writable
 
         p = Path(folder).expanduser()
         check_name_lengths(p, "--out")
@@ -466,12 +466,16 @@ class ScreenFolder:
             if not (p / "screen.json").is_file() and any(p.iterdir()):
                 raise ScreenError(f"--out {p} holds other files and no screen; give a new or "
                                   "empty folder")
+            probe_writable(p, "--out", p)
             return
         parent = p.parent
         import os
 
         if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
             raise ScreenError(f"cannot write --out {p}: {parent} is not a writable folder")
+        # os.access says yes to root everywhere, /proc included: only a file made there
+        # tells, before the brain loads.
+        probe_writable(parent, "--out", p)
 
     @staticmethod
     def check_settings(folder: str | Path, settings: ScreenSettings) -> None:

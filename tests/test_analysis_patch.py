@@ -184,6 +184,33 @@ def test_a_resumed_trace_equals_an_uninterrupted_one(world, by_superclass, tmp_p
         [r.to_dict() for r in CausalTrace(reference).rows]
 
 
+def test_a_trace_interrupted_without_versus_does_not_resume_with_another(world, by_superclass,
+                                                                       tmp_path,
+                                                                       interrupt_after):
+    """The saved cells hold each cell's logit difference against the run's --versus (else
+    the corrupted run's top token). Resuming with another --versus kept those cells and
+    measured the rest against the new token: one table, two measures, no word of it."""
+    from flyviz.analysis import causal as causal_module
+    from flyviz.analysis import cluster
+    from flyviz.errors import InputError
+
+    _, in_process = by_superclass
+    tokenizer = world["tokenizer"]
+    top = in_process.trace.info["versus"]     # what the run without --versus measured against
+    other = next(w for w in (" he", " the", " a", " and", " she", " it")
+                 if len(tokenizer.encode(w)) == 1 and w not in (world["answer"], top))
+    out = tmp_path / "v.csv"
+    restore = interrupt_after(causal_module, "trace_partial", 2)
+    with pytest.raises(cluster.Interrupted, match="2 of .* are saved"):
+        _trace(world, out)
+    restore()
+    with pytest.raises(InputError, match="cannot resume"):
+        _trace(world, out, resume=True, versus=other)
+    assert not out.exists() and (tmp_path / "v.csv.parts").is_dir()
+    # the same options still resume it
+    assert _trace(world, out, resume=True).resumed_tasks == 2
+
+
 def test_merge_is_the_same_in_any_order():
     rng = np.random.default_rng(0)
     parts = []

@@ -433,9 +433,12 @@ def _rows(partial: cluster.Partial, groups: list[Group], positions: tuple[int, i
 
 def _store_key(identity: dict[str, Any], prompts: TracePrompts, groups: list[Group],
                positions: tuple[int, int], settings: TraceSettings, tasks: int) -> dict[str, Any]:
+    # versus too: a saved cell holds its logit difference against it, so cells of another
+    # --versus cannot be resumed into this table.
     return {"format": FORMAT, "model": runs.model_key(identity),
             "prompts": {"clean": list(prompts.clean), "corrupt": list(prompts.corrupt),
-                        "answer": prompts.answer, "shift": prompts.shift},
+                        "answer": prompts.answer, "shift": prompts.shift,
+                        "versus": prompts.versus},
             "groups": groups_digest(groups), "positions": list(positions),
             "settings": settings.run_key(), "tasks": tasks}
 

@@ -110,9 +110,9 @@ class PartialStore:
                              "over") from None
         if key != self.key:
             changed = sorted(k for k in set(key) | set(self.key) if key.get(k) != self.key.get(k))
-            raise InputError(f"cannot resume: the interrupted run in {self.folder} used another "
-                             f"{', '.join(changed)}; run with the same options, or delete "
-                             f"{self.folder} to start over")
+            raise InputError(f"cannot resume: the interrupted run in {self.folder} was made "
+                             f"with other {', '.join(changed)}; run with the same options, or "
+                             f"delete {self.folder} to start over")
 
     def _path(self, node: tuple[int, int]) -> Path:
         return self.folder / f"node-{node[0]}-{node[1]}.npz"

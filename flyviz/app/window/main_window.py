@@ -59,6 +59,7 @@ from flyviz.app.spiking import spiking_panel, spiking_screen_panel
 from flyviz.app.window import window_layout
 from flyviz.app.base.actions import SHORTCUTS, ActionRegistry
 from flyviz.app.base.background import BackgroundCalls
+from flyviz.app.base.keys import KeyGuard
 from flyviz.app.base.docks import Docks
 from flyviz.app.brain.brain_view import BrainView
 from flyviz.app.brain.colouring import ColourBy
@@ -217,6 +218,9 @@ class MainWindow(FeatureWindow):
         # The wheel scrolls a dock rather than the value box passing under the pointer
         # (add_dock gives it each dock).
         self._wheel_guard = DockWheelGuard(self)
+        # The focused button, box, slider or list keeps Space, the arrows and letters (the
+        # one-key shortcuts would otherwise take them: no button could be pressed by key).
+        self._key_guard = KeyGuard(self)
 
         self._build_central()
         self._build_docks()
@@ -280,6 +284,9 @@ class MainWindow(FeatureWindow):
         self.reset_button = QPushButton("Reset")
         self.reset_button.setToolTip("Stop and clear the recording (Ctrl+R)")
         for button in (self.play_button, self.step_button, self.stop_button, self.reset_button):
+            # Tab reaches them, a click leaves the keyboard where it was: Space after
+            # clicking Reset plays (the shortcut) rather than pressing Reset again.
+            button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
             bar.addWidget(button)
         self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
 

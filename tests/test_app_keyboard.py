@@ -1,0 +1,74 @@
+"""The window from the keyboard alone: the keys reach the control that has the focus, every
+command has a key or a menu entry, menus open by their Alt letters, and the shortcut list
+is what works.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from app_conftest import make_window
+from qt_barriers import settle
+
+pytestmark = pytest.mark.gui
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QApplication, QCheckBox, QPushButton, QSlider  # noqa: E402
+
+
+def _counter(action) -> list[int]:
+    fired: list[int] = []
+    action.triggered.connect(lambda *_: fired.append(1))
+    return fired
+
+
+def _focus(qtbot, widget) -> None:
+    widget.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(widget.hasFocus)
+
+
+def test_the_focused_control_keeps_space_and_the_arrows(qtbot, app_checkpoint, tmp_path):
+    """Tabbed to, a dock's button is pressed by Space, a box ticked, a slider moved by →;
+    the window's one-key shortcuts (Space plays, → steps) do not take those keys from them,
+    and still act from the brain view."""
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        played = _counter(win.actions_by_name["play"])
+        stepped = _counter(win.actions_by_name["step_forward"])
+        win.docks["model"].raise_()
+        settle(qtbot, win)
+        load = next(b for b in win.model_panel.findChildren(QPushButton) if b.text() == "Load")
+        pressed: list[int] = []
+        load.clicked.connect(lambda *_: pressed.append(1))
+        _focus(qtbot, load)
+        qtbot.keyClick(load, Qt.Key.Key_Space)
+        qtbot.waitUntil(lambda: pressed == [1])
+        assert played == []
+
+        win.docks["controls"].raise_()
+        settle(qtbot, win)
+        box = next(b for b in win.controls.findChildren(QCheckBox) if b.isVisible())
+        ticked = box.isChecked()
+        _focus(qtbot, box)
+        qtbot.keyClick(box, Qt.Key.Key_Space)
+        qtbot.waitUntil(lambda: box.isChecked() != ticked)
+        assert played == []
+
+        slider = next(s for s in win.controls.findChildren(QSlider) if s.isVisible())
+        slider.setValue(slider.minimum())
+        _focus(qtbot, slider)
+        qtbot.keyClick(slider, Qt.Key.Key_Right)
+        qtbot.waitUntil(lambda: slider.value() == slider.minimum() + slider.singleStep())
+        assert stepped == []
+
+        # From the brain view the same keys are the window's shortcuts.
+        _focus(qtbot, win.brain)
+        qtbot.keyClick(win.brain, Qt.Key.Key_Right)
+        qtbot.waitUntil(lambda: stepped == [1])
+        qtbot.keyClick(win.brain, Qt.Key.Key_Space)
+        qtbot.waitUntil(lambda: played == [1])
+        win.runs.stop()
+    finally:
+        win.close()

@@ -72,3 +72,50 @@ def test_the_focused_control_keeps_space_and_the_arrows(qtbot, app_checkpoint, t
         win.runs.stop()
     finally:
         win.close()
+
+
+def test_a_neuron_is_picked_and_a_partner_followed_from_the_keyboard(qtbot, app_checkpoint,
+                                                                     tmp_path):
+    """Ctrl+K asks for a neuron's index: typed and Enter, it is selected and inspected, and
+    the keyboard is back where it was; Enter on a row of the inspector's inputs selects that
+    partner; Ctrl+D clears the selection."""
+    from PySide6.QtWidgets import QInputDialog
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        _focus(qtbot, win.brain)
+        qtbot.keyClick(win.brain, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(lambda: isinstance(QApplication.activeModalWidget(), QInputDialog))
+        dialog = QApplication.activeModalWidget()
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not None
+                        and QApplication.focusWidget().window() is dialog)
+        field = QApplication.focusWidget()
+        qtbot.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClicks(field, "7")
+        qtbot.keyClick(field, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: win.state.selected == 7)
+        qtbot.waitUntil(lambda: QApplication.activeModalWidget() is None)
+        assert win.inspector.neuron == 7
+        # The window's focus is where it was (the window manager makes it active again;
+        # the test's display has none, so the test does).
+        assert win.focusWidget() is win.brain
+        win.activateWindow()
+        qtbot.waitUntil(win.isActiveWindow)
+        assert QApplication.focusWidget() is win.brain
+
+        table = win.inspector.inputs_table
+        settle(qtbot, win)
+        win.inspector.tabs.setCurrentWidget(table)
+        qtbot.waitUntil(lambda: table.rowCount() > 0 and table.isVisible())
+        partner = int(table.item(0, 0).data(Qt.ItemDataRole.UserRole))
+        assert partner != 7
+        table.setCurrentCell(0, 0)
+        _focus(qtbot, table)
+        qtbot.keyClick(table, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: win.state.selected == partner)
+
+        qtbot.keyClick(table, Qt.Key.Key_D, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(lambda: win.state.selected is None)
+    finally:
+        win.close()

@@ -29,6 +29,7 @@ SHORTCUTS: tuple[tuple[str, str, str], ...] = (
     ("view_top", "2", "Top view"),
     ("view_side", "3", "Side view"),
     ("toggle_mode", "M", "Switch colours: signed x / |x|"),
+    ("pick_neuron", "Ctrl+K", "Pick a neuron by its index (inspect it, as a click does)"),
     ("clear_selection", "Ctrl+D", "Clear the selected neuron"),
     ("focus_prompt", "Ctrl+L", "Go to the prompt box"),
     ("open_model", "Ctrl+O", "Open a model folder (or the connectome dataset it asks for)"),
@@ -46,7 +47,7 @@ TITLES = {
     "step_forward": "Step &forward", "first": "&First token", "last": "&Newest token (live)",
     "stop": "&Stop", "reset": "R&eset", "view_front": "&Front view", "view_top": "&Top view",
     "view_side": "&Side view", "toggle_mode": "Toggle &colours (x / |x|)",
-    "clear_selection": "C&lear selected neuron", "focus_prompt": "&Go to prompt",
+    "pick_neuron": "&Pick neuron…", "clear_selection": "C&lear selected neuron", "focus_prompt": "&Go to prompt",
     "open_model": "Open &model folder…", "open_recording": "&Open recording…",
     "save_recording": "&Save recording…", "export_movie": "&Export movie…",
     "screenshot": "Save scree&nshot…", "shortcuts": "&Keyboard shortcuts", "quit": "&Quit",
@@ -58,7 +59,8 @@ MENUS: tuple[tuple[str, tuple[str, ...]], ...] = (
                "-", "export_movie", "share_page", "screenshot", "-", "quit")),
     ("&Run", ("run", "play", "step_back", "step_forward", "first", "last", "stop", "reset",
               "focus_prompt")),
-    ("&View", ("view_front", "view_top", "view_side", "toggle_mode", "clear_selection")),
+    ("&View", ("view_front", "view_top", "view_side", "toggle_mode", "pick_neuron",
+               "clear_selection")),
     ("&Help", ("shortcuts", "about")),
 )
 

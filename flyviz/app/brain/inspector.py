@@ -133,8 +133,10 @@ class NeuronInspector(QWidget):
         for column in range(len(headers) - 1):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(len(headers) - 1, QHeaderView.ResizeMode.Stretch)
-        table.setToolTip("Click a partner to inspect it")
+        table.setToolTip("Click a partner, or press Enter on it, to inspect it")
         table.cellClicked.connect(lambda row, _col, t=table: self._on_partner_clicked(t, row))
+        # Enter on a row (or a double click): the keyboard's way to a partner.
+        table.cellActivated.connect(lambda row, _col, t=table: self._on_partner_clicked(t, row))
         return table
 
     def set_kind(self, kind: ModelKind) -> None:

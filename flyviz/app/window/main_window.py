@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent, QIcon, QShowEvent
-from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QProgressBar,
-                               QPushButton, QToolBar, QWidget)
+from PySide6.QtWidgets import (QDockWidget, QInputDialog, QLabel, QMainWindow, QMessageBox,
+                               QProgressBar, QPushButton, QToolBar, QWidget)
 
 from flyviz import APP_NAME, ORGANIZATION
 from flyviz.app.atlas import atlas_panel
@@ -370,6 +370,7 @@ class MainWindow(FeatureWindow):
             "view_top": lambda: self.set_view("top"),
             "view_side": lambda: self.set_view("side"),
             "toggle_mode": self.toggle_colour_mode,
+            "pick_neuron": self.pick_neuron_dialog,
             "clear_selection": lambda: self.select_neuron(None),
             "focus_prompt": self.prompt_bar.focus_text,
             "open_model": files.open_model_dialog, "open_recording": files.open_recording_dialog,
@@ -820,6 +821,24 @@ class MainWindow(FeatureWindow):
         """Highlight neuron ``index`` and describe it in the inspector (None clears; the
         state's :meth:`~flyviz.viewer.state.ViewerState.select`)."""
         self.state.select(index)
+
+    def pick_neuron_dialog(self) -> QInputDialog | None:
+        """View → Pick neuron (Ctrl+K): ask for a neuron's index and select it, as a click
+        in the brain does (the keyboard's way to a neuron). ``None`` when no model is shown."""
+        count = self.state.neurons
+        if count <= 0:
+            self.show_message("no model is shown: open one to pick its neurons")
+            return None
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle("Pick neuron")
+        dialog.setInputMode(QInputDialog.InputMode.IntInput)
+        dialog.setLabelText(f"Neuron index (0 to {count - 1:,}):")
+        dialog.setIntRange(0, count - 1)
+        dialog.setIntValue(self.state.selected or 0)
+        dialog.intValueSelected.connect(self.select_neuron)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     def _on_selected(self, index: int | None) -> None:
         self.brain.set_selected(index)

@@ -119,3 +119,68 @@ def test_a_neuron_is_picked_and_a_partner_followed_from_the_keyboard(qtbot, app_
         qtbot.waitUntil(lambda: win.state.selected is None)
     finally:
         win.close()
+
+
+def _mnemonic(text: str) -> str | None:
+    """The letter after a single ``&`` of a menu text (Alt+letter, or the letter in an open
+    menu), lower-cased; ``None`` without one."""
+    found = re.search(r"&([^&])", text.replace("&&", ""))
+    return found.group(1).lower() if found else None
+
+
+def _menus(menu) -> list:
+    """``menu`` and every submenu in it."""
+    found = [menu]
+    for action in menu.actions():
+        if action.menu() is not None and action.isVisible():
+            found.extend(_menus(action.menu()))
+    return found
+
+
+def test_each_menu_opens_by_its_alt_letter_and_no_two_items_share_a_letter(qtbot,
+                                                                           app_checkpoint,
+                                                                           tmp_path):
+    """Alt+F, Alt+R, Alt+V, Alt+H open their menus; in each menu (and submenu) the items
+    shown have distinct letters (two on one letter only take turns being highlighted: the
+    letter no longer chooses); Alt+V then P opens Pick neuron."""
+    from PySide6.QtWidgets import QInputDialog, QMenu
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        bar = win.menuBar()
+        tops = [a for a in bar.actions() if a.isVisible()]
+        letters = [_mnemonic(a.text()) for a in tops]
+        assert None not in letters and len(set(letters)) == len(letters), letters
+        clashes = []
+        for top in tops:
+            for menu in _menus(top.menu()):
+                seen: dict[str, str] = {}
+                for action in menu.actions():
+                    if action.isSeparator() or not action.isVisible():
+                        continue
+                    letter = _mnemonic(action.text())
+                    if letter is not None and letter in seen:
+                        clashes.append((menu.title(), seen[letter], action.text()))
+                    if letter is not None:
+                        seen[letter] = action.text()
+        assert clashes == []
+
+        _focus(qtbot, win.brain)
+        for top, letter in zip(tops, letters):
+            qtbot.keyClick(win.brain, getattr(Qt.Key, f"Key_{letter.upper()}"),
+                           Qt.KeyboardModifier.AltModifier)
+            qtbot.waitUntil(lambda: isinstance(QApplication.activePopupWidget(), QMenu))
+            assert QApplication.activePopupWidget() is top.menu()
+            qtbot.keyClick(top.menu(), Qt.Key.Key_Escape)
+            qtbot.waitUntil(lambda: QApplication.activePopupWidget() is None)
+            qtbot.keyClick(bar, Qt.Key.Key_Escape)     # leave the menu bar
+            _focus(qtbot, win.brain)
+        view = win.actions_registry.menu("View")
+        qtbot.keyClick(win.brain, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
+        qtbot.waitUntil(lambda: QApplication.activePopupWidget() is view)
+        qtbot.keyClick(view, Qt.Key.Key_P)
+        qtbot.waitUntil(lambda: isinstance(QApplication.activeModalWidget(), QInputDialog))
+        QApplication.activeModalWidget().reject()
+    finally:
+        win.close()

@@ -136,7 +136,7 @@ def _kinds() -> dict[str, LayerKind]:
           for name, (title, _colormap, _caption) in ATLAS_STATISTICS.items()),
         LayerKind(IMPORTANCE, "Lesion &importance (ΔCE)",
                   "Colour every neuron by its group's ΔCE in the open lesion map"),
-        LayerKind(ESTIMATE, "&Estimated lesions (ΔCE_est, every neuron)",
+        LayerKind(ESTIMATE, "Es&timated lesions (ΔCE_est, every neuron)",
                   "Colour every neuron by its own estimated ΔCE of being silenced"),
         LayerKind(FLOW, "&Flow (Why?)",
                   "Colour every neuron by the part of the traced logit it carries"),

@@ -44,10 +44,11 @@ SHORTCUTS: tuple[tuple[str, str, str], ...] = (
 #: Menu titles of the actions above.
 TITLES = {
     "run": "&Run prompt", "play": "&Play / pause", "step_back": "Step &back",
-    "step_forward": "Step &forward", "first": "&First token", "last": "&Newest token (live)",
+    "step_forward": "Step &forward", "first": "F&irst token", "last": "&Newest token (live)",
     "stop": "&Stop", "reset": "R&eset", "view_front": "&Front view", "view_top": "&Top view",
     "view_side": "&Side view", "toggle_mode": "Toggle &colours (x / |x|)",
-    "pick_neuron": "&Pick neuron…", "clear_selection": "C&lear selected neuron", "focus_prompt": "&Go to prompt",
+    "pick_neuron": "&Pick neuron…", "clear_selection": "Clear selecte&d neuron",
+    "focus_prompt": "&Go to prompt",
     "open_model": "Open &model folder…", "open_recording": "&Open recording…",
     "save_recording": "&Save recording…", "export_movie": "&Export movie…",
     "screenshot": "Save scree&nshot…", "shortcuts": "&Keyboard shortcuts", "quit": "&Quit",

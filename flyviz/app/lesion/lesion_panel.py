@@ -460,7 +460,7 @@ class LesionFeature(QObject):
                                  host.widget())
         registry = host.actions_registry
         self.estimate_action = registry.add(
-            "open_estimate", "Open &estimated lesions…", self.open_estimate_dialog,
+            "open_estimate", "Open es&timated lesions…", self.open_estimate_dialog,
             description="Open the per-neuron estimate of 'flyviz importance' or "
                         "'flyviz sweep --estimate'")
         registry.menu("File").insertAction(registry["open_recording"], self.estimate_action)

@@ -257,7 +257,7 @@ class SpikingFeature(QObject):
         run_menu.insertAction(run_menu.actions()[after], self.run_action)
         # Among the File menu's openers, above Quit (its last item).
         file_menu = host.actions_registry.menu("File")
-        action = QAction("Open as spiking brain", file_menu)
+        action = QAction("Open as spi&king brain", file_menu)
         items = file_menu.actions()
         at = items.index(host.actions_registry["quit"])
         while at > 0 and items[at - 1].isSeparator():

@@ -380,7 +380,7 @@ class MainWindow(FeatureWindow):
         })
         registry.add("open_hub", "Open model from the &Hub…", files.open_hub_dialog)
         registry.add("open_demo", "Open the &demo brain", lambda: self.load_model("demo"))
-        registry.add("share_page", "S&hare as web page…", files.share_page, "",
+        registry.add("share_page", "Share as &web page…", files.share_page, "",
                      "Write what the window shows as one web page that plays the run, offline")
         registry.add("about", "&About flyviz", lambda: show_about(self, self.about_text()))
         outline = registry.add("toggle_outline", "Brain &outline", self._toggle_outline, "O",

@@ -184,3 +184,35 @@ def test_each_menu_opens_by_its_alt_letter_and_no_two_items_share_a_letter(qtbot
         QApplication.activeModalWidget().reject()
     finally:
         win.close()
+
+
+def test_the_shortcut_list_is_the_keys_that_work_now(qtbot, app_checkpoint, tmp_path):
+    """F1 lists each key once, each an action shown now; for a spiking brain
+    Ctrl+Return is its simulation's and the prompt's keys are gone."""
+    from PySide6.QtWidgets import QTableWidget
+
+    from flyviz.kinds.spiking import SPIKING
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        _focus(qtbot, win.brain)
+        qtbot.keyClick(win.brain, Qt.Key.Key_F1)
+        qtbot.waitUntil(lambda: win.findChild(QTableWidget, "shortcutTable") is not None)
+        table = win.findChild(QTableWidget, "shortcutTable")
+        rows = [(table.item(r, 0).text(), table.item(r, 1).text())
+                for r in range(table.rowCount())]
+        keys = [k for k, _ in rows]
+        assert len(set(keys)) == len(keys), keys
+        working = {a.statusTip() for a in win.actions_by_name.values()
+                   if a.isVisible() and not a.shortcut().isEmpty()}
+        assert {d for _, d in rows} == working
+        assert dict(rows)["Ctrl+Return"] == win.actions_by_name["run"].statusTip()
+        table.window().close()
+
+        win.actions_registry.apply(SPIKING)
+        listed = dict(win.actions_registry.shortcut_rows())
+        assert listed["Ctrl+Return"] == win.actions_by_name["run_spiking"].statusTip()
+        assert "Ctrl+L" not in listed          # Go to prompt: a spiking brain reads none
+    finally:
+        win.close()

@@ -139,8 +139,12 @@ class ActionRegistry:
         return self.menus[title]
 
     def shortcut_rows(self) -> list[tuple[str, str]]:
-        """(keys, description) of every action with a shortcut, in the order they were added."""
+        """(keys, description) of every action shown with a shortcut, in the order they were
+        added: a hidden one's keys do nothing (:meth:`apply` hides the actions of the other
+        model kinds), and listed it put a second Ctrl+Return, a spiking brain's, beside the
+        prompt's."""
         from PySide6.QtGui import QKeySequence as Keys
 
         return [(action.shortcut().toString(Keys.SequenceFormat.NativeText), action.statusTip())
-                for action in self.by_name.values() if not action.shortcut().isEmpty()]
+                for action in self.by_name.values()
+                if not action.shortcut().isEmpty() and action.isVisible()]

@@ -216,3 +216,29 @@ def test_the_shortcut_list_is_the_keys_that_work_now(qtbot, app_checkpoint, tmp_
         assert "Ctrl+L" not in listed          # Go to prompt: a spiking brain reads none
     finally:
         win.close()
+
+
+def test_tab_leaves_the_text_panel_and_the_brain_view(qtbot, app_checkpoint, tmp_path):
+    """After a run the Text panel's words are links (hover, Why?): Tab leaves the panel for
+    the next control instead of stepping from word to word (it took as many presses as the
+    text had words); from the brain view, where Enter leaves the keyboard, Tab goes on."""
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        win.state.run.max_new_tokens = 6
+        win.prompt_bar.focus_text()
+        qtbot.waitUntil(win.prompt_bar.line_edit.hasFocus)
+        qtbot.keyClicks(win.prompt_bar.line_edit, "Tom and his dog")
+        with qtbot.waitSignal(win.run_ended, timeout=30_000):
+            qtbot.keyClick(win.prompt_bar.line_edit, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: "dog" in win.text_panel.toPlainText())
+        qtbot.waitUntil(win.brain.hasFocus)
+        qtbot.keyClick(win.brain, Qt.Key.Key_Tab)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not win.brain)
+        panel = win.text_panel
+        _focus(qtbot, panel)
+        qtbot.keyClick(panel, Qt.Key.Key_Tab)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not panel)
+        assert QApplication.focusWidget().window() is win
+    finally:
+        win.close()

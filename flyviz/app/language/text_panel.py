@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QPoint, Signal
 from PySide6.QtGui import (QAction, QColor, QContextMenuEvent, QFont, QMouseEvent, QResizeEvent,
                            QTextBlockFormat, QTextCharFormat, QTextCursor)
-from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QTextBrowser, QToolTip, QWidget
 
 from flyviz.app.language.compare_views import comparison_html, visible_token_text
 from flyviz.app.base import theme
@@ -188,6 +188,12 @@ class TextPanel(QTextBrowser):
         self._last_index = -1
         self._reset(None)
         self.show_text_placeholder()
+
+    def focusNextPrevChild(self, next: bool) -> bool:  # noqa: N802, A002 (Qt's names)
+        """Tab goes on to the next control. A browser steps through its links on Tab, and
+        every word here is one (for its hover and its Why?), so the keyboard was held in
+        the panel word by word; the shown word's Why? is the W key."""
+        return QAbstractScrollArea.focusNextPrevChild(self, next)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt's name)
         """Keep following the end of the text when the panel gets shorter: the shown token

@@ -14,7 +14,8 @@ from qt_barriers import settle
 pytestmark = pytest.mark.gui
 
 from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QApplication, QCheckBox, QPushButton, QSlider  # noqa: E402
+from PySide6.QtWidgets import (QApplication, QCheckBox, QComboBox, QPushButton,  # noqa: E402
+                               QSlider)
 
 
 def _counter(action) -> list[int]:
@@ -240,5 +241,41 @@ def test_tab_leaves_the_text_panel_and_the_brain_view(qtbot, app_checkpoint, tmp
         qtbot.keyClick(panel, Qt.Key.Key_Tab)
         qtbot.waitUntil(lambda: QApplication.focusWidget() is not panel)
         assert QApplication.focusWidget().window() is win
+    finally:
+        win.close()
+
+
+def _pixels(widget):
+    """``widget`` drawn as it is now, as bytes."""
+    image = widget.grab().toImage()
+    return bytes(image.constBits())[:image.sizeInBytes()]
+
+
+def test_the_focused_control_is_marked(qtbot, app_checkpoint, tmp_path, dark_theme):
+    """In the app's theme a button, the Run button, a check box, a slider and a list box are
+    drawn otherwise when Tab has reached them than when it has not."""
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        win.docks["controls"].raise_()
+        settle(qtbot, win)
+        controls = win.controls
+        shown = [
+            win.prompt_bar.run_button,
+            next(b for b in win.model_panel.findChildren(QPushButton)),
+            next(b for b in controls.findChildren(QCheckBox) if b.isVisible()),
+            next(s for s in controls.findChildren(QSlider) if s.isVisible()),
+            next(c for c in controls.findChildren(QComboBox)
+                 if c.isVisible() and not c.isEditable()),
+        ]
+        unmarked = []
+        for widget in shown:
+            _focus(qtbot, win.brain)
+            settle(qtbot, win)
+            before = _pixels(widget)
+            _focus(qtbot, widget)
+            settle(qtbot, win)
+            if _pixels(widget) == before:
+                unmarked.append(type(widget).__name__)
+        assert unmarked == []
     finally:
         win.close()

@@ -20,6 +20,9 @@ WARM = "#f6ad55"       # amber: activity raster and traces
 VIOLET = "#b794f4"     # the top-1 probability trace
 PROMPT_TEXT = "#8f98aa"
 
+#: The style sheet. Its ``:focus`` rules mark the control that has the keyboard: the
+#: borders it sets replace the style's own focus frame, which left a keyboard user unable to
+#: see which button, box or slider Tab had reached.
 STYLE_SHEET = f"""
 QMainWindow, QDialog {{ background: {BACKGROUND}; }}
 QDockWidget {{ color: {TEXT}; font-weight: 600; }}
@@ -44,6 +47,11 @@ QLabel#hint {{ color: {MUTED}; }}
 QSlider::groove:horizontal {{ height: 4px; background: {BORDER}; border-radius: 2px; }}
 QSlider::sub-page:horizontal {{ background: {ACCENT}; border-radius: 2px; }}
 QSlider::handle:horizontal {{ background: {TEXT}; width: 12px; margin: -5px 0; border-radius: 6px; }}
+QPushButton:focus, QToolButton:focus, QLineEdit:focus, QComboBox:focus, QSpinBox:focus,
+QDoubleSpinBox:focus, QTableWidget:focus {{ border-color: {ACCENT}; }}
+QPushButton#runButton:focus {{ border-color: {TEXT}; }}
+QCheckBox:focus, QRadioButton:focus {{ color: {ACCENT}; }}
+QSlider::handle:horizontal:focus {{ background: {ACCENT}; }}
 QHeaderView::section {{ background: {PANEL}; color: {MUTED}; border: none; padding: 3px; }}
 QTableWidget {{ gridline-color: {BORDER}; }}
 QToolTip {{ background: {RAISED}; color: {TEXT}; border: 1px solid {BORDER}; }}

@@ -279,3 +279,26 @@ def test_the_focused_control_is_marked(qtbot, app_checkpoint, tmp_path, dark_the
         assert unmarked == []
     finally:
         win.close()
+
+
+def test_the_arrows_on_the_timeline_still_step_the_model(window, qtbot):
+    """The timeline's slider, clicked or tabbed to, leaves ← and → to the window: → at the
+    newest token of a paused run steps the model once (the slider alone stops there)."""
+    from flyviz.app.runs.run_control import PAUSED
+
+    win = window
+    win.state.run.max_new_tokens = 5000
+    win.state.run.speed_cap = 40
+    assert win.run_prompt("Once upon a time")
+    qtbot.waitUntil(lambda: len(win.session) >= 5, timeout=5000)
+    win.toggle_play()
+    qtbot.waitUntil(lambda: win.worker_state == PAUSED and not win.engine_thread.stepping())
+    QApplication.processEvents()
+    paused_at = len(win.session)
+    slider = win.timeline.slider
+    _focus(qtbot, slider)
+    qtbot.keyClick(slider, Qt.Key.Key_Right)
+    qtbot.waitUntil(lambda: len(win.session) == paused_at + 1)
+    qtbot.keyClick(slider, Qt.Key.Key_Left)
+    qtbot.waitUntil(lambda: win.session.index == paused_at - 1)
+    win.runs.stop()

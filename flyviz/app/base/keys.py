@@ -18,6 +18,9 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractSlid
 
 K = Qt.Key
 
+#: The property that leaves a control's keys to the window (:meth:`KeyGuard.leave`).
+WINDOW_KEYS = "flyvizWindowKeys"
+
 #: Keys that move within a control (a slider, a tab bar, a list).
 MOVING = frozenset({K.Key_Left, K.Key_Right, K.Key_Up, K.Key_Down, K.Key_Home, K.Key_End,
                     K.Key_PageUp, K.Key_PageDown})
@@ -31,7 +34,7 @@ def takes_key(widget: QWidget, event: QKeyEvent) -> bool:
     """
     extra = event.modifiers() & ~(Qt.KeyboardModifier.ShiftModifier
                                   | Qt.KeyboardModifier.KeypadModifier)
-    if extra or not widget.isEnabled():
+    if extra or not widget.isEnabled() or widget.property(WINDOW_KEYS):
         return False
     key = event.key()
     if isinstance(widget, QAbstractButton):
@@ -67,6 +70,13 @@ class KeyGuard(QObject):
         if isinstance(app, QApplication):
             app.focusChanged.connect(self._focus_changed)
             self._focus_changed(None, QApplication.focusWidget())
+
+    @staticmethod
+    def leave(widget: QWidget) -> None:
+        """Leave ``widget``'s keys to the window's shortcuts: a control whose keys mean what
+        the shortcuts do, and less (the timeline's slider: → there stops at the newest
+        token, the shortcut steps the model on)."""
+        widget.setProperty(WINDOW_KEYS, True)
 
     def _focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
         if self._watched is not None:

@@ -295,6 +295,9 @@ class MainWindow(FeatureWindow):
         timeline_bar.setMovable(False)
         self.timeline = Timeline()
         timeline_bar.addWidget(self.timeline)
+        # ←/→/Home/End on the focused timeline are the window's (→ at the newest token
+        # steps the model, End goes live), as when the brain view has the keyboard.
+        KeyGuard.leave(self.timeline.slider)
         self.addToolBar(Qt.ToolBarArea.BottomToolBarArea, timeline_bar)
 
     def _build_docks(self) -> None:

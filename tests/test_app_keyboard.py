@@ -302,3 +302,25 @@ def test_the_arrows_on_the_timeline_still_step_the_model(window, qtbot):
     qtbot.keyClick(slider, Qt.Key.Key_Left)
     qtbot.waitUntil(lambda: win.session.index == paused_at - 1)
     win.runs.stop()
+
+
+def test_the_arrows_switch_the_tabs_of_a_dock_column(qtbot, app_checkpoint, tmp_path):
+    """Tabbed to, the bar of a column of docks in tabs (Model, Settings, Neuron, ...) takes
+    → to show the next dock: the keyboard's one way between them (→ stepped the run)."""
+    from PySide6.QtWidgets import QTabBar
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        stepped = _counter(win.actions_by_name["step_forward"])
+        bars = [b for b in win.findChildren(QTabBar)
+                if b.parent() is win and b.isVisible() and b.count() > 1]
+        assert bars
+        bar = bars[0]
+        bar.setCurrentIndex(0)
+        _focus(qtbot, bar)
+        qtbot.keyClick(bar, Qt.Key.Key_Right)
+        qtbot.waitUntil(lambda: bar.currentIndex() == 1)
+        assert stepped == []
+    finally:
+        win.close()

@@ -324,3 +324,27 @@ def test_the_arrows_switch_the_tabs_of_a_dock_column(qtbot, app_checkpoint, tmp_
         assert stepped == []
     finally:
         win.close()
+
+
+def test_a_floating_docks_button_is_pressed_by_space(qtbot, app_checkpoint, tmp_path):
+    """A dock dragged out of the window is a window of its own, yet the main window's
+    shortcuts act in it: its focused button keeps Space there too."""
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        played = _counter(win.actions_by_name["play"])
+        dock = win.docks["model"]
+        dock.setFloating(True)
+        dock.show()
+        qtbot.waitExposed(dock)
+        dock.activateWindow()
+        qtbot.waitUntil(dock.isActiveWindow)
+        load = next(b for b in win.model_panel.findChildren(QPushButton) if b.text() == "Load")
+        pressed: list[int] = []
+        load.clicked.connect(lambda *_: pressed.append(1))
+        _focus(qtbot, load)
+        qtbot.keyClick(load, Qt.Key.Key_Space)
+        qtbot.waitUntil(lambda: pressed == [1])
+        assert played == []
+    finally:
+        win.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractSlider,
-                               QApplication, QComboBox, QTabBar, QWidget)
+                               QApplication, QComboBox, QDockWidget, QTabBar, QWidget)
 
 K = Qt.Key
 
@@ -85,9 +85,21 @@ class KeyGuard(QObject):
             except RuntimeError:            # the widget is already deleted
                 pass
             self._watched = None
-        if new is not None and new.window() is self.window:
+        if new is not None and self._inside(new):
             new.installEventFilter(self)
             self._watched = new
+
+    def _inside(self, widget: QWidget) -> bool:
+        """Whether ``widget`` is in the window or in one of its docks, floating ones too
+        (a floating dock is a window of its own, but the window's shortcuts act in it)."""
+        current: QWidget | None = widget
+        while current is not None:
+            if current is self.window:
+                return True
+            if current.isWindow() and not isinstance(current, QDockWidget):
+                return False            # a dialog: the window's shortcuts do not act there
+            current = current.parentWidget()
+        return False
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
         if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent) \

@@ -331,6 +331,9 @@ def test_labels_and_positions_from_flywire_tables(tmp_path: Path) -> None:
     (["--out", "{dir}/.csv"], "--out {dir}/.csv: the file has no name before .csv; give one"),
     (["--duration", "100ms", "--record", "{out}.flyrec", "--bin", "1000"],
      "--bin 1000 ms is longer than the run (100 ms)"),
+    # without --record too: replay's command carries --bin, but 0 or NaN is never a bin
+    (["--bin", "0"], "--bin 0: a bin must be at least one tick (0.1 ms), not 0 ms"),
+    (["--bin", "nan"], "--bin nan: a bin must be at least one tick"),
 ])
 def test_runs_that_cannot_be_or_would_never_end_are_refused(tmp_path: Path, capsys,
                                                              args: list[str], message: str):

@@ -284,6 +284,7 @@ def test_the_help_says_what_the_files_hold_and_what_the_pairs_are_chosen_by(auth
     ("empty", "the set 'b' is empty"),
     ("unknown", "is not a neuron of"),
     ("rate", "--rate must be a non-negative number"),
+    ("rate0", "--rate 0 Hz drives no neuron"),
     ("out", "cannot write --out"),
     ("target", "--target id:0-3 must select one neuron, not 4"),
     ("excite", "--excite is a silencing screen's base stimulus"),
@@ -298,6 +299,8 @@ def test_bad_input_is_one_line_and_exit_2(authors, tmp_path, capsys, case, messa
         args[3] = str(tmp_path / "nothing.txt")
     elif case == "rate":
         args += ["--rate", "-1"]
+    elif case == "rate0":
+        args += ["--rate", "0"]
     elif case == "out":
         args[-1] = str(tmp_path / "no" / "such" / "o")
     elif case == "target":

@@ -170,10 +170,15 @@ def run(args: argparse.Namespace) -> int:
         if not args.compare.exists():
             raise InputError(f"--compare file not found: {args.compare}")
         check_regular(args.compare, "--compare file")
-    if args.record is not None:
-        from flyviz.kinds.spiking import BinSettings
+    from flyviz.kinds.spiking import BinSettings
 
+    # --bin is judged with or without --record: replay's command carries it, and a run
+    # rerun without --record keeps it, but 0, NaN or a negative bin is never a bin
+    try:
         BinSettings(bin_ms=args.bin).validate()
+    except InputError as exc:
+        raise InputError(f"--bin {args.bin:g}: {exc}") from None
+    if args.record is not None:
         if args.bin > args.duration * 1000.0 + 1e-9:
             raise InputError(f"--bin {args.bin:g} ms is longer than the run "
                              f"({args.duration * 1000:g} ms): its one bin's rates would count "

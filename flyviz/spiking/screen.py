@@ -273,6 +273,11 @@ class ScreenSettings:
                 raise ScreenError(f"{name} must be a non-negative number, not {value}")
         if self.duration_s == 0:
             raise ScreenError("--duration must be longer than 0")
+        if self.rate == 0:
+            # no input: nothing fires in any run, so every set's effect would be a 0 that
+            # says nothing about the set
+            raise ScreenError("--rate 0 Hz drives no neuron, so every set's effect would be "
+                              "0; give the Poisson input's rate (default 150 Hz)")
         tick_s = LIFParams().dt_s
         if self.duration_s < tick_s:
             raise ScreenError(f"--duration {self.duration_s * 1000:g} ms is shorter than one "

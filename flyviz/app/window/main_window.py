@@ -25,7 +25,7 @@ in :data:`FEATURES`: ``install(host)`` gets the window as a
 :class:`~flyviz.app.base.host.WindowHost` and nothing more; :meth:`MainWindow._wire_features`
 connects features to each other.
 
-About 800 lines on purpose: it is the one place that says which dock,
+About 950 lines on purpose: it is the one place that says which dock,
 menu entry and shortcut goes where, and the members :class:`WindowHost` promises
 features; each job behind them lives in its own module (the list above).
 """

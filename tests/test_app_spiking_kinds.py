@@ -238,3 +238,87 @@ def test_ctrl_return_runs_what_the_shown_kind_runs(qtbot, tmp_path):
         assert win.session.recording is not None and len(win.session.recording) >= 2
     finally:
         win.close()
+
+
+#: The Fly LLM's menu entries (their titles as shown): each acts on a language model's
+#: checkpoint, tokens or runs, or shows what they made (a lesion map, an atlas, a trace).
+LANGUAGE_ENTRIES = ("Open atlas…", "Open lesion map…", "Open estimated lesions…",
+                    "Compare with untouched", "Why this token?", "Run prompt", "Go to prompt",
+                    "Δx: intervened − untouched", "Flow (Why?)", "Lesion importance (ΔCE)",
+                    "Estimated lesions (ΔCE_est, every neuron)", "Atlas: mean activation",
+                    "Atlas: standard deviation", "Atlas: density", "Atlas: maximum",
+                    "Atlas: selectivity")
+
+
+def _menu_entries(menu) -> dict[str, object]:
+    """Every entry shown in ``menu`` and its submenus, by its title without the ``&``."""
+    entries: dict[str, object] = {}
+    for action in menu.actions():
+        if action.isSeparator() or not action.isVisible():
+            continue
+        if action.menu() is not None:
+            entries.update(_menu_entries(action.menu()))
+        else:
+            entries[action.text().replace("&", "")] = action
+    return entries
+
+
+def _shown_entries(win) -> dict[str, object]:
+    entries: dict[str, object] = {}
+    for top in win.menuBar().actions():
+        if top.isVisible() and top.menu() is not None:
+            entries.update(_menu_entries(top.menu()))
+    return entries
+
+
+def _listed_shortcuts(qtbot, win) -> set[str]:
+    """The descriptions Help → Keyboard shortcuts lists."""
+    from PySide6.QtWidgets import QTableWidget
+
+    win.actions_registry["shortcuts"].trigger()
+    qtbot.waitUntil(lambda: win.findChild(QTableWidget, "shortcutTable") is not None)
+    table = win.findChild(QTableWidget, "shortcutTable")
+    listed = {table.item(row, 1).text() for row in range(table.rowCount())}
+    table.window().close()
+    table.setObjectName("closed")                # the next look finds the next table
+    return listed
+
+
+def test_a_spiking_brain_lists_none_of_the_language_models_entries(qtbot, tmp_path):
+    """With a spiking brain shown, the menus list none of the Fly LLM's entries (View →
+    Colour by listed its lesion importance, estimated lesions, Δx, flow and atlas
+    statistics, kept enabled by a map opened on the Fly LLM) and Help → Keyboard shortcuts
+    none of their keys; back on the Fly LLM they all are."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+    from test_spiking_app import _two_sided_brain
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING_KEY, SpikingModel
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    try:
+        language = _shown_entries(win)
+        assert set(LANGUAGE_ENTRIES) <= set(language), set(LANGUAGE_ENTRIES) - set(language)
+        tips = {language[title].statusTip() for title in LANGUAGE_ENTRIES
+                if not language[title].shortcut().isEmpty()}
+        assert tips and tips <= _listed_shortcuts(qtbot, win)
+        # a lesion importance the Fly LLM had on offer (an opened map) stays its own
+        win.colour_by.set_enabled(("importance",), True)
+
+        brain = _two_sided_brain(checkpoint.config.neurons, win.state.anatomy.positions)
+        win.features["spiking"].open(SpikingModel(brain))
+        assert win.state.kind.shows((SPIKING_KEY,))
+        spiking = _shown_entries(win)
+        assert "Spikes (flash and fade)" in spiking          # its own are there
+        assert set(spiking) & set(LANGUAGE_ENTRIES) == set()
+        assert not tips & _listed_shortcuts(qtbot, win)
+
+        win.set_checkpoint(checkpoint)
+        qtbot.waitUntil(lambda: not win.state.kind.shows((SPIKING_KEY,)), timeout=10_000)
+        assert set(LANGUAGE_ENTRIES) <= set(_shown_entries(win))
+        assert tips <= _listed_shortcuts(qtbot, win)
+    finally:
+        win.close()

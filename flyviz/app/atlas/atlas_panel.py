@@ -37,7 +37,7 @@ from flyviz.app.base.background import ModelFileController
 from flyviz.model.checkpoint import Anatomy, Checkpoint
 from flyviz.model.errors import FlyvizError, InputError
 from flyviz.render.style import ColourLayer
-from flyviz.viewer.layers import ATLAS_STATISTICS, atlas_layer
+from flyviz.viewer.layers import ATLAS_STATISTICS, atlas_key, atlas_layer
 
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.base.host import WindowHost
@@ -379,8 +379,10 @@ class AtlasFeature:
         self.panel.neuron_requested.connect(host.state.select)
         host.models.ready.connect(self._on_model_ready)
         # The View → Colour by entries of the atlas statistics are the state's, offered
-        # while its atlas part holds one (state.atlas).
+        # while its atlas part holds one (state.atlas); their menu entries are this
+        # feature's, for its model kinds (an atlas is of a Fly LLM's activations).
         colour_by = host.colour_by
+        colour_by.claim(atlas_key(statistic) for statistic in ATLAS_STATISTICS)
         colour_by.changed.connect(self.panel.show_colouring)
         self.panel.colour_requested.connect(self.colour_by)
 

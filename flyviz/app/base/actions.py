@@ -66,6 +66,15 @@ MENUS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+def with_letter(title: str, letter: str) -> str:
+    """``title`` as a menu item's text chosen by Alt+``letter``: an ``&`` before the first
+    ``letter`` in it (any case), an ``&`` of the title doubled so that it shows as itself;
+    ``title`` without a letter if it has no ``letter``."""
+    text = title.replace("&", "&&")
+    at = text.lower().find(letter.lower()) if letter and letter != "&" else -1
+    return text if at < 0 else f"{text[:at]}&{text[at:]}"
+
+
 class ActionRegistry:
     """Named window actions and the menus that hold them.
 
@@ -111,6 +120,15 @@ class ActionRegistry:
             action.setToolTip(description)
         action.triggered.connect(lambda _checked=False, f=handler: f())
         self.window.addAction(action)
+        self.by_name[name] = action
+        return action
+
+    def adopt(self, name: str, action: QAction) -> QAction:
+        """List ``action``, made elsewhere (a View → Colour by entry), as action ``name``:
+        :meth:`apply` shows it for the kinds declared for it, and a feature's adopted while
+        it installs serve the feature's kinds, as those it adds do."""
+        if self.by_name.get(name, action) is not action:
+            raise ValueError(f"an action named {name!r} already exists")
         self.by_name[name] = action
         return action
 

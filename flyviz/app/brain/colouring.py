@@ -12,7 +12,7 @@ also shows its colourbar. *Live state* goes back to the recorded activation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QActionGroup
@@ -53,6 +53,7 @@ class ColourBy(QObject):
         super().__init__(parent)
         self.state = state
         self._tell = tell
+        self._registry = registry
         view = registry.menu("View")
         self.menu = view.addMenu("Colour &by")
         self.menu.setToolTipsVisible(True)
@@ -76,13 +77,25 @@ class ColourBy(QObject):
             enabled: bool = True) -> QAction:
         """A new entry ``key`` whose layer ``build()`` makes when it is chosen."""
         self.state.add_colour_layer(key, title, build, tip, enabled)
+        self.claim((key,))
         return self.actions[key]
 
     def offer(self, key: str, build: LayerBuilder, enabled: bool = True) -> QAction:
         """The entry of the colour layer kind ``key`` (its title and tooltip from the
         registry, :data:`flyviz.viewer.layers.LAYERS`), whose layer ``build()`` makes."""
         self.state.offer_layer(key, build, enabled)
+        self.claim((key,))
         return self.actions[key]
+
+    def claim(self, keys: Iterable[str]) -> None:
+        """List the entries ``keys`` among the window's named actions (as ``colour_by_KEY``):
+        claimed by a feature as it installs (an entry it offers is claimed already), they
+        serve the feature's model kinds, and a model of another kind does not list them (a
+        spiking brain listed the Fly LLM's lesion importance and atlas statistics).
+
+        An entry no feature claims serves every kind."""
+        for key in keys:
+            self._registry.adopt(f"colour_by_{key}", self.actions[key])
 
     def set_enabled(self, keys: list[str] | tuple[str, ...], enabled: bool) -> None:
         """Offer ``keys`` or not; a withdrawn entry that is shown goes back to the live state."""

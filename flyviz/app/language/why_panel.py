@@ -240,6 +240,8 @@ class WhyFeature(JobFeature):
                                    "Trace the shown token back through the connectome: which "
                                    "words, neurons and synapses made it")
         registry.menu("Run").addAction(self.action)
+        # View → Colour by → Flow shows this feature's trace: its kinds' entry.
+        host.colour_by.claim((FLOW,))
         #: The trace shown, as the state's part ``"why"`` holds it: the *Flow* colouring,
         #: the text's shading and the synapse lines; every new run, Reset, model and
         #: opened recording clears it.

@@ -365,6 +365,8 @@ class InterventionsFeature(QObject):
         registry.add("compare", "&Compare with untouched", lambda: self.compare_with(None),
                      "Ctrl+Shift+C", "Run the prompt intervened and untouched side by side")
         registry.menu("Run").addAction(registry["compare"])
+        # View → Colour by → Δx compares the runs this feature starts: its kinds' entry.
+        host.colour_by.claim((DELTA,))
         # The state's interventions, comparison and picks show here when set elsewhere.
         self._syncing = False
         state = host.state

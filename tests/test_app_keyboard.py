@@ -138,17 +138,44 @@ def _menus(menu) -> list:
     return found
 
 
+def _dock_entries_without_a_letter_left(win) -> list[str]:
+    """The View menu's dock entries shown without an Alt letter though a letter of their
+    title is not taken by another item shown there (none, when each dock has a letter
+    where one fits)."""
+    shown = [a for a in win.actions_registry.menu("View").actions()
+             if not a.isSeparator() and a.isVisible()]
+    entries = {dock.toggleViewAction() for dock in win.docks.values()}
+    taken = {_mnemonic(a.text()) for a in shown} - {None}
+    return [a.text() for a in shown if a in entries and _mnemonic(a.text()) is None
+            and any(c.isalpha() and c not in taken for c in a.text().lower())]
+
+
 def test_each_menu_opens_by_its_alt_letter_and_no_two_items_share_a_letter(qtbot,
                                                                            app_checkpoint,
                                                                            tmp_path):
     """Alt+F, Alt+R, Alt+V, Alt+H open their menus; in each menu (and submenu) the items
     shown have distinct letters (two on one letter only take turns being highlighted: the
-    letter no longer chooses); Alt+V then P opens Pick neuron."""
+    letter no longer chooses); each dock's View entry has a letter where one is left (they
+    had none: only the arrow keys reached them), its title bar without an '&'; Alt+V then P
+    opens Pick neuron, Alt+V then X shows the Text dock."""
     from PySide6.QtWidgets import QInputDialog, QMenu
 
     win = make_window(qtbot, app_checkpoint, tmp_path)
     try:
         settle(qtbot, win)
+        titles = {key: dock.windowTitle() for key, dock in win.docks.items()}
+        assert _dock_entries_without_a_letter_left(win) == []
+        # the letter is the entry's: the title a dock shows (bar, tab) is the same
+        assert {key: dock.windowTitle() for key, dock in win.docks.items()} == titles
+        assert all("&" not in title for title in titles.values())
+        for key, dock in win.docks.items():
+            assert dock.toggleViewAction().text().replace("&", "") == titles[key]
+        # a dock retitled keeps its letter in the menu, and its title bar shows no '&'
+        text = win.docks["text"]
+        text.setWindowTitle("Text of the run")
+        assert text.windowTitle() == "Text of the run"
+        assert text.toggleViewAction().text() == "Te&xt of the run"
+        text.setWindowTitle(titles["text"])
         bar = win.menuBar()
         tops = [a for a in bar.actions() if a.isVisible()]
         letters = [_mnemonic(a.text()) for a in tops]
@@ -183,6 +210,13 @@ def test_each_menu_opens_by_its_alt_letter_and_no_two_items_share_a_letter(qtbot
         qtbot.keyClick(view, Qt.Key.Key_P)
         qtbot.waitUntil(lambda: isinstance(QApplication.activeModalWidget(), QInputDialog))
         QApplication.activeModalWidget().reject()
+        qtbot.waitUntil(lambda: QApplication.activeModalWidget() is None)
+        text.hide()
+        _focus(qtbot, win.brain)
+        qtbot.keyClick(win.brain, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
+        qtbot.waitUntil(lambda: QApplication.activePopupWidget() is view)
+        qtbot.keyClick(view, Qt.Key.Key_X)
+        qtbot.waitUntil(lambda: not text.isHidden())
     finally:
         win.close()
 

@@ -322,3 +322,31 @@ def test_a_spiking_brain_lists_none_of_the_language_models_entries(qtbot, tmp_pa
         assert tips <= _listed_shortcuts(qtbot, win)
     finally:
         win.close()
+
+
+def test_a_spiking_brains_view_menu_gives_each_dock_its_own_letter(qtbot, tmp_path):
+    """With a spiking brain shown, the View menu's entries (its docks' among them) have
+    distinct Alt letters, and each dock's entry one where a letter is left."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    from app_conftest import make_window
+    from test_app_keyboard import _dock_entries_without_a_letter_left, _mnemonic
+    from test_spiking_app import _two_sided_brain
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SPIKING_KEY, SpikingModel
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    try:
+        brain = _two_sided_brain(checkpoint.config.neurons, win.state.anatomy.positions)
+        win.features["spiking"].open(SpikingModel(brain))
+        assert win.state.kind.shows((SPIKING_KEY,))
+        shown = [a for a in win.actions_registry.menu("View").actions()
+                 if not a.isSeparator() and a.isVisible()]
+        assert win.docks["spiking_population"].toggleViewAction() in shown
+        letters = [_mnemonic(a.text()) for a in shown if _mnemonic(a.text()) is not None]
+        assert len(set(letters)) == len(letters), letters
+        assert _dock_entries_without_a_letter_left(win) == []
+    finally:
+        win.close()

@@ -57,7 +57,7 @@ from flyviz.app.language import patching_panel, why_panel
 from flyviz.app.population import population_panel, trajectory_panel
 from flyviz.app.spiking import spiking_panel, spiking_screen_panel
 from flyviz.app.window import window_layout
-from flyviz.app.base.actions import SHORTCUTS, ActionRegistry
+from flyviz.app.base.actions import SHORTCUTS, ActionRegistry, with_letter
 from flyviz.app.base.background import BackgroundCalls
 from flyviz.app.base.keys import KeyGuard
 from flyviz.app.base.docks import Docks
@@ -99,6 +99,16 @@ STATUS_HZ = 2
 
 #: What a dock of the Fly LLM alone serves: the language model kind (:mod:`flyviz.kinds`).
 LM = LANGUAGE_KINDS
+
+#: The Alt letter of each dock's View entry: none shared with another entry the View menu
+#: shows beside it (Front, Top, Side, Colours, Pick, Colour by, Clear, Outline, Mesh,
+#: Remove meshes, Layout; the Fly LLM's docks with the docks of every kind, a spiking
+#: brain's likewise). Model, Atlas, Patching, Circuit, Dynamics and Stimulus have no letter
+#: left; the arrow keys reach them.
+DOCK_LETTERS = {"text": "x", "topk": "k", "controls": "i", "inspector": "u", "raster": "a",
+                "traces": "r", "lesions": "n", "interventions": "v", "population": "h",
+                "cell_types": "y", "why": "w", "graph": "g", "trajectory": "j",
+                "spiking_population": "k", "screen": "r"}
 
 #: The window's features, installed in this order: ``(name, install(host) -> feature,
 #: kinds)``, ``kinds`` the model kinds (:mod:`flyviz.kinds` keys) whose models its docks
@@ -333,6 +343,18 @@ class MainWindow(FeatureWindow):
         the model kinds it serves (default: every kind; a feature's: its FEATURES row's)."""
         dock = window_layout.add_dock(self, self.docks, key, title, widget, area, scroll)
         self._wheel_guard.watch(dock)
+        letter = DOCK_LETTERS.get(key)
+        if letter:
+            # The entry's text only: Qt copies a dock's title to its entry on every change
+            # (which comes before windowTitleChanged), and an '&' in the title itself would
+            # show in its title bar and tab.
+            entry = dock.toggleViewAction()
+
+            def label(shown: str, entry=entry, letter=letter) -> None:
+                entry.setText(with_letter(shown, letter))
+
+            label(dock.windowTitle())
+            dock.windowTitleChanged.connect(label)
         if kinds is not None:
             self.dock_kinds.declare(key, kinds)
         if "View" in self.actions_registry.menus:

@@ -29,6 +29,16 @@ def _focus(qtbot, widget) -> None:
     qtbot.waitUntil(widget.hasFocus)
 
 
+def _space_presses_the_load_button(qtbot, win) -> None:
+    """Tab to the Model dock's Load button and press Space: the button is pressed."""
+    load = next(b for b in win.model_panel.findChildren(QPushButton) if b.text() == "Load")
+    pressed: list[int] = []
+    load.clicked.connect(lambda *_: pressed.append(1))
+    _focus(qtbot, load)
+    qtbot.keyClick(load, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: pressed == [1])
+
+
 def test_the_focused_control_keeps_space_and_the_arrows(qtbot, app_checkpoint, tmp_path):
     """Tabbed to, a dock's button is pressed by Space, a box ticked, a slider moved by →;
     the window's one-key shortcuts (Space plays, → steps) do not take those keys from them,
@@ -40,12 +50,7 @@ def test_the_focused_control_keeps_space_and_the_arrows(qtbot, app_checkpoint, t
         stepped = _counter(win.actions_by_name["step_forward"])
         win.docks["model"].raise_()
         settle(qtbot, win)
-        load = next(b for b in win.model_panel.findChildren(QPushButton) if b.text() == "Load")
-        pressed: list[int] = []
-        load.clicked.connect(lambda *_: pressed.append(1))
-        _focus(qtbot, load)
-        qtbot.keyClick(load, Qt.Key.Key_Space)
-        qtbot.waitUntil(lambda: pressed == [1])
+        _space_presses_the_load_button(qtbot, win)
         assert played == []
 
         win.docks["controls"].raise_()
@@ -373,12 +378,7 @@ def test_a_floating_docks_button_is_pressed_by_space(qtbot, app_checkpoint, tmp_
         qtbot.waitExposed(dock)
         dock.activateWindow()
         qtbot.waitUntil(dock.isActiveWindow)
-        load = next(b for b in win.model_panel.findChildren(QPushButton) if b.text() == "Load")
-        pressed: list[int] = []
-        load.clicked.connect(lambda *_: pressed.append(1))
-        _focus(qtbot, load)
-        qtbot.keyClick(load, Qt.Key.Key_Space)
-        qtbot.waitUntil(lambda: pressed == [1])
+        _space_presses_the_load_button(qtbot, win)
         assert played == []
     finally:
         win.close()

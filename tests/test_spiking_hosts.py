@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gl_skip import skip_if_no_offscreen_gl
+from gl_skip import offscreen_gl_or_skip
 
 from flyviz.cli import main
 
@@ -98,14 +98,10 @@ def test_the_notebook_widget_shows_a_spiking_recording_by_bin(spiking_recording)
     pytest.importorskip("jupyter_rfb")
     pytest.importorskip("ipywidgets")
     from flyviz.kinds.spiking import SPIKING
-    from flyviz.model.errors import ExportError
     from flyviz.notebook import BrainWidget
 
-    try:
+    with offscreen_gl_or_skip():   # any other export error fails
         widget = BrainWidget(spiking_recording, size=(160, 120))
-    except ExportError as exc:
-        skip_if_no_offscreen_gl(str(exc))   # any other export error fails
-        raise
     try:
         assert widget.state.kind is SPIKING
         assert widget.slider.description == "bin (10 ms)" and widget.slider.max == 4
@@ -124,19 +120,15 @@ def test_a_movie_of_a_spiking_state_shows_its_spikes_flashing(spiking_recording,
     from flyviz.brain_source import BrainSource
     from flyviz.export.movie import export_state
     from flyviz.export.options import ExportOptions
-    from flyviz.model.errors import ExportError
     from flyviz.render.style import BACKGROUND
     from flyviz.viewer.layers import FLASH
 
     state = BrainSource.open(spiking_recording).state
     state.colour_by = FLASH                      # what the window exports when it shows it
-    try:
+    with offscreen_gl_or_skip():   # any other export error fails
         export_state(state.frozen(), tmp_path / "frames/",
                      ExportOptions(size=(320, 200), frames_per_token=1, hold_seconds=0.0,
                                    view="front"))
-    except ExportError as exc:
-        skip_if_no_offscreen_gl(str(exc))   # any other export error fails
-        raise
     images = [iio.imread(p)[..., :3].astype(int) for p in sorted((tmp_path / "frames").glob("*.png"))]
     assert len(images) == 5
     background = np.round(np.asarray(BACKGROUND[:3]) * 255).astype(int)
@@ -225,16 +217,12 @@ def test_a_damaged_frame_is_said_under_the_notebook_widget_not_a_traceback(spiki
     frame; a script's ``snapshot()`` raises that line."""
     pytest.importorskip("jupyter_rfb")
     from flyviz.errors import RecordingError
-    from flyviz.model.errors import ExportError
     from flyviz.notebook import BrainWidget
     from flyviz.render.style import BACKGROUND
 
     damaged = damaged_state_row(spiking_recording, 3, tmp_path / "damaged.flyrec")
-    try:
+    with offscreen_gl_or_skip():   # any other export error fails
         widget = BrainWidget(damaged, size=(160, 120))
-    except ExportError as exc:
-        skip_if_no_offscreen_gl(str(exc))   # any other export error fails
-        raise
     try:
         widget.show_token(3)
         frame = widget.get_frame()          # what jupyter_rfb calls
@@ -302,15 +290,11 @@ def test_the_notebook_slider_says_the_bins_the_run_was_recorded_with(fine_record
     recorded in 5 ms bins, "bin (10 ms)" for one in the default bins (it said "bin", of
     whatever length)."""
     pytest.importorskip("jupyter_rfb")
-    from flyviz.model.errors import ExportError
     from flyviz.notebook import BrainWidget
 
     for path, label in ((fine_recording, "bin (5 ms)"), (spiking_recording, "bin (10 ms)")):
-        try:
+        with offscreen_gl_or_skip():   # any other export error fails
             widget = BrainWidget(path, size=(160, 120))
-        except ExportError as exc:
-            skip_if_no_offscreen_gl(str(exc))   # any other export error fails
-            raise
         try:
             assert widget.slider.description == label
         finally:
@@ -323,14 +307,10 @@ def test_the_notebook_highlight_selects_a_spiking_brains_neurons(spiking_recordi
     checkpoint)."""
     pytest.importorskip("jupyter_rfb")
     from flyviz.errors import SelectionError
-    from flyviz.model.errors import ExportError
     from flyviz.notebook import BrainWidget
 
-    try:
+    with offscreen_gl_or_skip():   # any other export error fails
         widget = BrainWidget(spiking_recording, size=(160, 120))
-    except ExportError as exc:
-        skip_if_no_offscreen_gl(str(exc))   # any other export error fails
-        raise
     try:
         picked = widget.highlight("superclass:sensory")
         np.testing.assert_array_equal(picked, np.arange(40))

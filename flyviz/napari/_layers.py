@@ -119,9 +119,9 @@ def text_layer(viewer: Any, token: int | None = None) -> Any:
     slider at bin 99 read "bin 19 of 0–19" (the shorter one's last bin, where it stays).
     """
     token = shown_token(viewer) if token is None else int(token)
-    shown = [layer for layer in _flyviz_layers(viewer)
-             if layer.metadata[METADATA_KEY].get("role") == "points" and layer.visible
-             and layer.metadata[METADATA_KEY]["source"].tokens]
+    shown = [layer for layer in viewer.layers
+             if (info := _points_info(layer)) is not None and layer.visible
+             and info["source"].tokens]
     active = viewer.layers.selection.active
     if active is not None and any(layer is active for layer in shown):
         return active

@@ -16,7 +16,7 @@ from qtpy.QtCore import QObject, Signal
 from qtpy.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                             QSpinBox, QVBoxLayout, QWidget)
 
-from flyviz.brain_source import BrainSource, state_for
+from flyviz.brain_source import BrainSource
 from flyviz.napari._layers import (METADATA_KEY, bind, layer_data, recolour, set_quantity,
                                    shown_token, text_layer)
 
@@ -206,18 +206,13 @@ class FlyvizWidget(QWidget):
         return runs
 
     def _add_run(self, recording: Any, prompt: str) -> None:
-        from flyviz.viewer.layers import drawing_anatomy
-
         name = prompt.strip()[:24] or "run"
-        # Placed as every host places the model's neurons, with the line that says when
+        # Placed as every host places a recording's neurons, with the line that says when
         # they are a stand-in (a brain without somata on a ball, a model on a graph layout).
-        placement = drawing_anatomy(self.model, recording.neurons)
-        state = state_for(placement.anatomy, recording, model=self.model, name=name)
-        source = BrainSource.from_state(state, name)
-        source.note = placement.note
+        source = BrainSource.of_recording(recording, self.model, name)
         add_source(self.viewer, source)
-        said = f"{name}: {len(recording)} {state.kind.time_axis.names}"
-        self.status.setText(said if placement.note is None else f"{said}; {placement.note}")
+        said = f"{name}: {len(recording)} {source.state.kind.time_axis.names}"
+        self.status.setText(said if source.note is None else f"{said}; {source.note}")
 
     def _failed(self, exc: BaseException) -> None:
         # Errors a user can fix are one line; show it where the user looks.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -162,18 +161,14 @@ def run(args: argparse.Namespace) -> int:
     index = args.token if args.token is not None else args.trace
     state.set_recording(recording, index=index)         # a comparison's Δ comes with it
     state.view = args.view
-    attribution = None
+    attribution, note = None, None
     if args.trace is not None:
         assert model is not None
-        from flyviz.record.trace import trace
+        from flyviz.record.trace import trace_for_command
 
-        from flyviz.model.explain import DEFAULT_WINDOW, IncompleteAttributionWarning
-
-        with warnings.catch_warnings():
-            # Said below in one line with the option that helps (and exit status 1).
-            warnings.simplefilter("ignore", IncompleteAttributionWarning)
-            attribution = trace(model, recording, position=args.trace,
-                                window=DEFAULT_WINDOW if args.window is None else args.window)
+        # An incomplete sum is said below in one line with the option that helps (exit 1).
+        attribution, note = trace_for_command(model, recording, window=args.window,
+                                              position=args.trace)
     try:
         page = share(state, out, attribution=attribution, layers=args.layer, title=args.title)
     finally:
@@ -183,7 +178,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {page} ({size / 1e6:.1f} MB, {len(recording):,} "
           f"{kind.recording_axis(recording).names}, "
           f"{state.anatomy.n_valid if state.anatomy else 0:,} neurons drawn)", file=sys.stderr)
-    note = None if attribution is None else attribution.incompleteness("--window ")
     if note is not None:
         print(f"flyviz share: {note}", file=sys.stderr)
         return 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -250,7 +249,7 @@ def _summary(att: Any, top: int = 10) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Load the model, trace, print (and write the graph)."""
-    from flyviz.record.trace import trace
+    from flyviz.record.trace import trace_for_command
 
     _check(args)
     source: Any = args.prompt
@@ -273,16 +272,12 @@ def run(args: argparse.Namespace) -> int:
         if spec is None:
             raise InputError(f"{args.recording.name} names no model; give one as SPEC")
     recorded = "SPEC" if args.recording is not None and not args.spec else None
-    window = DEFAULT_WINDOW if args.window is None else args.window
     with model_from_args(args, spec, recorded=recorded) as model:
-        from flyviz.model.explain import IncompleteAttributionWarning
-
-        with warnings.catch_warnings():
-            # Said below in one line with the option that helps (and exit status 1).
-            warnings.simplefilter("ignore", IncompleteAttributionWarning)
-            att = trace(model, source, position=args.position, target=args.target,
-                        versus=args.versus, window=window, mode=args.mode,
-                        interventions=interventions, patch_source=patch_source)
+        # An incomplete sum is said below in one line with the option that helps (exit 1).
+        att, note = trace_for_command(model, source, window=args.window,
+                                      position=args.position, target=args.target,
+                                      versus=args.versus, mode=args.mode,
+                                      interventions=interventions, patch_source=patch_source)
         if args.graph is not None:
             graph = att.to_circuit_tracer_json(nodes=args.nodes)
             from flyviz.fileio import write_text_atomically
@@ -299,7 +294,6 @@ def run(args: argparse.Namespace) -> int:
             print(_summary(att))
         if args.movie_options is not None:
             _write_movie(args, att, model)
-    note = att.incompleteness("--window ")
     if note is not None:
         print(f"flyviz trace: {note}", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ through the model's :class:`~flyviz.model.attribution.BackwardEngine`
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from flyviz.errors import InputError, RecordingError
-from flyviz.model.explain import DEFAULT_WINDOW, Attribution, check_position_type, explain
+from flyviz.model.explain import (DEFAULT_WINDOW, Attribution, IncompleteAttributionWarning,
+                                  check_position_type, explain)
 from flyviz.record.recording import Recording
 from flyviz.record.run import encode_prompt
 from flyviz.record.runner import Model
@@ -145,3 +147,19 @@ def trace(model: Model, source: "str | Recording | Path", *, position: int | Non
     return explain(model.engine, model.backward, model.tokenizer, ids, position=position,
                    target=target, versus=versus, window=window, mode=mode,
                    interventions=resolved, model_name=model.name, should_stop=should_stop)
+
+
+def trace_for_command(model: Model, source: "str | Recording | Path", *, window: int | None,
+                      **options: Any) -> tuple[Attribution, str | None]:
+    """:func:`trace` as the commands run it (``flyviz trace``, ``flyviz share --trace``).
+
+    ``window`` ``None`` is the option left out: :data:`~flyviz.model.explain.DEFAULT_WINDOW`
+    steps. :class:`~flyviz.model.explain.IncompleteAttributionWarning` is not raised: its
+    line comes back with the attribution (``None`` when the flows add up), for the command
+    to say once with the option that helps, and to exit with status 1.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IncompleteAttributionWarning)
+        attribution = trace(model, source,
+                            window=DEFAULT_WINDOW if window is None else window, **options)
+    return attribution, attribution.incompleteness("--window ")

@@ -166,7 +166,7 @@ def check_output_path(path: str | Path, what: str = "the output", probe: bool = 
         raise FileAccessError(f"cannot write {what} {short_path(path)}: it is a folder; give a "
                               "file name")
     parent = path.parent if str(path.parent) else Path(".")
-    existing = nearest_existing(path if folder and path.is_dir() else parent)
+    existing = nearest_existing(path if folder else parent)
     if not existing.is_dir():
         raise FileAccessError(f"cannot write {what} {short_path(path)}: "
                               f"{short_path(existing)} is not a folder")

@@ -903,6 +903,12 @@ def dynamics_null_task(spec: str, dataset: str | None, digest: str, kind: str,
 
     checkpoint = worker_model(spec, dataset, digest)
     values = null_property_values(checkpoint, kind, item.seed, ids, DynamicsSettings(**settings))
+    return _null_partial(values)
+
+
+def _null_partial(values: dict[str, float]) -> dict[str, np.ndarray]:
+    """One null's :func:`null_property_values` as the arrays a screen's deliver step takes
+    (in this process or from a Dask worker)."""
     return {"values": np.array([values[key] for key, _ in NULL_PROPERTIES], np.float64),
             "unconverged": np.array([values["unconverged"]], np.float64)}
 
@@ -1001,8 +1007,7 @@ def compare_with_nulls(real: Portrait, checkpoint: "Checkpoint", kind: str,
 
             values = null_property_values(checkpoint, kind, item.seed, ids, settings, kernel,
                                           progress=None if progress is None else tell)
-            return {"values": np.array([values[key] for key, _ in NULL_PROPERTIES]),
-                    "unconverged": np.array([values["unconverged"]])}
+            return _null_partial(values)
         cluster.run_each(function, (), items, deliver, workers=0, log=log)
     else:
         if spec is None:

@@ -172,13 +172,13 @@ def _table(result: Any, ckpt: Any, show: int, workers: int | None = None) -> str
     if not result.faithful or show <= 0:   # --show 0: no unit lists, not empty headers
         return "\n".join(lines)
     types, classes = neuron_labels(ckpt, "cell_type"), neuron_labels(ckpt, "superclass")
-    kept = result.kept_units[:max(0, show)]
+    kept = result.kept_units[:show]
     if kind == "neurons":
         lines.append("its top neurons:")
         lines.extend(f"  #{int(i):<7} {result.scores[i]:+12.4g}  {types[i]} / {classes[i]}"
                      for i in kept)
     elif kind == "edges":
-        pre, post, score = result.circuit_edges(ckpt, limit=max(0, show))
+        pre, post, score = result.circuit_edges(ckpt, limit=show)
         lines.append("its top synapses:")
         lines.extend(f"  #{int(a)} ({types[a]}) -> #{int(b)} ({types[b]})  {v:+12.4g}"
                      for a, b, v in zip(pre, post, score))
@@ -189,7 +189,7 @@ def _table(result: Any, ckpt: Any, show: int, workers: int | None = None) -> str
             lines.append(f"  {units.names[g]:<24} {result.scores[g]:+12.4g}  "
                          f"({int((units.members == g).sum()):,} neurons)")
         order = result.neuron_scores[result.circuit_neurons(ckpt)]
-        top = result.circuit_neurons(ckpt)[(-abs(order)).argsort(kind="stable")[:max(0, show)]]
+        top = result.circuit_neurons(ckpt)[(-abs(order)).argsort(kind="stable")[:show]]
         lines.append("its top neurons:")
         lines.extend(f"  #{int(i):<7} {result.neuron_scores[i]:+12.4g}  {types[i]} / "
                      f"{classes[i]}" for i in top)

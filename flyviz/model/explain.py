@@ -608,11 +608,10 @@ def explain(engine: Engine, backward: BackwardEngine, tokenizer: "FlyTokenizer",
     last = len(ids) - 1
     if position is None:
         position = last
-    check_position_type(position)
-    if not 0 <= int(position) <= last:
+    position = check_position_type(position)
+    if not 0 <= position <= last:
         raise InputError(f"position {position} is outside the run: give one of 0..{last} "
                          "(0 is BOS)")
-    position = int(position)
     first = check_window(window, position)
     versus_id = None if versus is None else token_id(tokenizer, vocabulary, versus, "versus")
     target_id = None if target is None else token_id(tokenizer, vocabulary, target, "target")

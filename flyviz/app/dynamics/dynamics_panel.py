@@ -256,13 +256,11 @@ def measure(checkpoint: "Checkpoint", ids: list[int], texts: list[str], settings
         found = portrait_of_checkpoint(checkpoint, ids, settings, kernel=kernel,
                                        token_texts=texts, progress=progress)
         if nulls:
-            count = [0]
-
             def log(_line: str) -> None:
+                # each null's start: Cancel is heard there (the bar already stands where
+                # the last null's products left it)
                 if stop.is_set():
                     raise Cancelled
-                report(share * (1 + count[0]))
-                count[0] += 1
 
             def within(where: Any) -> None:
                 # told after every product: a null's eigen-solves may take minutes, and

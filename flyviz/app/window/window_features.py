@@ -103,9 +103,8 @@ class FeatureWindow(QMainWindow):
             if key not in before:
                 self.dock_kinds.declare(key, kinds)
         # its menu actions serve its kinds too (File → Open atlas serves the language model)
-        for name in self.actions_registry.by_name:
-            if name not in actions_before:
-                self.actions_registry.declare(name, kinds)
+        for action in self.actions_registry.by_name.keys() - actions_before:
+            self.actions_registry.declare(action, kinds)
         return feature
 
     def _wire_features(self) -> None:

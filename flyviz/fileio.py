@@ -178,6 +178,56 @@ def check_output_path(path: str | Path, what: str = "the output", probe: bool = 
     return path
 
 
+#: What every command that writes a result (``flyviz atlas``, ``sweep``, ``patch``,
+#: ``importance``, ``circuit``, ``check``) does with one already at its ``--out``, as its
+#: ``--help`` says it (:func:`check_new_result` is the rule).
+KEPT_RESULT_HELP = ("a finished result already there is never replaced: give a new name, or "
+                    "delete the old one first")
+
+#: The same, for a command with ``--resume``: continuing its own interrupted run is the one
+#: way it writes over what is there.
+KEPT_RESUMABLE_RESULT_HELP = (KEPT_RESULT_HELP + "; --resume continues an interrupted run "
+                              "that writes there")
+
+
+def check_new_result(path: str | Path, what: str, option: str = "--out", *,
+                     continuing: bool = False) -> Path:
+    """Refuse, before any model is loaded, to write a result where a finished one is: a
+    file, or a folder that holds anything (a result may be hours of a cluster's work, and
+    the same command typed again must not throw it away without a word). An empty folder
+    holds nothing to lose.
+
+    Parameters
+    ----------
+    what
+        What the result is, for the refusal: ``"atlas"``, ``"lesion map"``.
+    continuing
+        The run continues an interrupted run that writes ``path`` (``--resume`` with its
+        parts kept): the one case that replaces what is there.
+
+    Raises
+    ------
+    InputError
+        One line naming ``path`` and what to do.
+    """
+    path = Path(path).expanduser()
+    if continuing:
+        return path
+    if path.is_file() or path.is_dir() and not _empty_folder(path):
+        raise InputError(f"{option} {short_path(path)} is a finished {what}: give a new name, "
+                         f"or delete {short_path(path)} to make it again")
+    return path
+
+
+def _empty_folder(path: Path) -> bool:
+    """True when the folder ``path`` holds nothing; one that cannot be listed may hold a
+    result, and is not taken for empty."""
+    try:
+        return not any(path.iterdir())
+    except OSError:
+        return False
+
+
 def missing_folder(folder: str | Path) -> str:
     """Why a file cannot be written into ``folder``, which is not a folder: ``"the folder
     out does not exist"``, or ``"empty.txt is a file, not a folder"`` where ``folder`` (or
@@ -616,7 +666,8 @@ def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
 
 __all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max",
            "nearest_existing", "folder_member", "check_name_lengths", "check_not_input",
-           "check_command_paths", "check_output_path",
+           "check_command_paths", "check_new_result", "check_output_path",
+           "KEPT_RESULT_HELP", "KEPT_RESUMABLE_RESULT_HELP",
            "check_regular", "folder_refusal", "is_disk_full", "open_regular", "os_error",
            "read_regular_bytes",
            "same_file", "short_path", "temporary_file_beside", "temporary_folder_beside",

@@ -175,8 +175,13 @@ def test_out_writes_scores_curve_and_circuit_json(capsys, world):
     rows = (out / "scores.csv").read_text("utf-8").splitlines()
     assert rows[0] == "rank,group,neurons,score,in_circuit"
     assert sum(r.endswith(",1") for r in rows[1:]) == document["circuit"]["size"]
-    # A folder flyviz wrote is replaced; any other folder is refused before any work.
-    assert _run(world, "--out", str(out)) == 0
+    # A finished circuit is not written over (as no command's result is), nor is any other
+    # folder: both refused before any work.
+    written = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert _run(world, "--out", str(out)) == 2
+    assert f"--out {out} is a finished circuit" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == written
     other = world["root"] / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me", "utf-8")

@@ -81,11 +81,11 @@ def _store_key(identity: dict[str, Any], corpus: Corpus, settings: AtlasSettings
             "settings": settings.run_key(), "chunks": len(chunks), "basis": basis}
 
 
-def check_output(out: Path, *, replace: bool = True) -> None:
+def check_output(out: Path) -> None:
     """Refuse an output path that holds something other than an atlas, or that cannot be
-    written (checked before the model or the corpus is read). Without ``replace``, a
-    finished atlas there is refused too (``flyviz atlas``: it may hold hours of a cluster's
-    work); the library's :func:`build_atlas` replaces it."""
+    written (checked before the model or the corpus is read). A finished atlas there is
+    the library's :func:`build_atlas` to replace; ``flyviz atlas`` refuses it
+    (:func:`flyviz.analysis.parts.check_new_run`)."""
     import os
 
     if out.exists():
@@ -94,9 +94,6 @@ def check_output(out: Path, *, replace: bool = True) -> None:
         if any(out.iterdir()) and not _is_atlas(out):
             raise InputError(f"--out {out} holds files that are not a flyviz atlas; give a new "
                              "or empty folder")
-        if not replace and _is_atlas(out):
-            raise InputError(f"--out {out} is a finished atlas: give a new folder name, or "
-                             f"delete {out} to build it again")
     parent = out.parent
     if not parent.is_dir():
         raise InputError(f"--out {out}: {missing_folder(parent)}")

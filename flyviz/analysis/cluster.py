@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
-from flyviz.analysis.parts import (Merge, MergeTree, Partial, PartialStore, check_parts,
-                                   open_store, parts_folder)
+from flyviz.analysis.parts import (Merge, MergeTree, Partial, PartialStore, check_new_run,
+                                   check_parts, open_store, parts_folder)
 from flyviz.analysis.quiet import (quiet_dask, raise_if_interrupted, restore_term,
                                    signals_ignored, term_as_interrupt)
 from flyviz.errors import Interrupted
@@ -700,7 +700,7 @@ def _run_quietly_on_dask(function, args, pending, deliver: Callable[[Any, Partia
 __all__ = ["Chunk", "ClusterError", "DEMO_FOLDER_PREFIX", "IN_THIS_PROCESS", "Interrupted",
            "Merge", "MergeTree",
            "PROGRESS_TOPIC", "Partial", "PartialStore", "ProgressBar", "RunResult", "RunSettings",
-           "check_parts", "check_scheduler", "command_log", "open_store", "parts_folder",
+           "check_new_run", "check_parts", "check_scheduler", "command_log", "open_store", "parts_folder",
            "report_progress", "say",
            "require_dask", "run_each", "run_tree", "scheduler_address", "usable_cores", "WORKER_ENVIRONMENT",
            "where_it_ran", "worker_model"]

@@ -183,6 +183,24 @@ def check_parts(out: Path, resume: bool) -> None:
                          f"continue it, or delete {store.folder} to start over")
 
 
+def check_new_run(out: Path, resume: bool, what: str) -> None:
+    """What a command with ``--resume`` checks of its ``--out`` before the model loads: a
+    finished result there is refused (:func:`flyviz.fileio.check_new_result`) unless
+    ``resume`` continues an interrupted run kept beside it, which writes there; then
+    :func:`check_parts`.
+
+    Raises
+    ------
+    InputError
+        One line naming the path and what to do.
+    """
+    from flyviz.fileio import check_new_result
+
+    continuing = resume and PartialStore(parts_folder(out), {}).exists()
+    check_new_result(out, what, continuing=continuing)
+    check_parts(out, resume)
+
+
 def open_store(out: Path, key: dict[str, Any], resume: bool) -> PartialStore:
     """The :class:`PartialStore` of a run that writes ``out``, checked (before any status
     line is printed) against ``resume``.

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from flyviz.commands._options import add_cluster_options, add_dataset_option, check_cluster_options
+from flyviz.fileio import KEPT_RESUMABLE_RESULT_HELP
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "a 'text' field, Parquet with a 'text' column, or folders of them")
     add_dataset_option(parser)
     parser.add_argument("--out", required=True, type=Path, metavar="ATLAS",
-                        help="the atlas to write (a Zarr folder, e.g. stories.atlas)")
+                        help="the atlas to write (a Zarr folder, e.g. stories.atlas); "
+                             + KEPT_RESUMABLE_RESULT_HELP)
     parser.add_argument("--max-tokens", type=int, default=None, metavar="N",
                         help="read at most N tokens of the corpus, BOS tokens included (default: "
                              "all of it)")
@@ -62,7 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the atlas."""
     from flyviz.analysis.atlas import AtlasSettings, build_atlas, check_output
-    from flyviz.analysis.cluster import (check_parts, command_log, Interrupted, ProgressBar,
+    from flyviz.analysis.cluster import (check_new_run, command_log, Interrupted, ProgressBar,
                                          require_dask, where_it_ran)
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.commands._options import worker_spec
@@ -75,10 +77,10 @@ def run(args: argparse.Namespace) -> int:
                              chunk_tokens=args.chunk_tokens).validate()
     require_dask("flyviz atlas", args.workers, args.scheduler)  # before any work
     check_cluster_options(args)  # fail in one line before reading anything
-    # A finished atlas (hours of a cluster's work, perhaps) is not replaced silently: only
-    # by continuing, with --resume, an interrupted run that writes there.
-    check_output(args.out.expanduser(), replace=args.resume)
-    check_parts(args.out.expanduser(), args.resume)
+    check_output(args.out.expanduser())   # a folder that is no atlas, one that takes no files
+    # A finished atlas (hours of a cluster's work, perhaps) is not replaced: only by
+    # continuing, with --resume, an interrupted run that writes there.
+    check_new_run(args.out.expanduser(), args.resume, "atlas")
     corpus_files(args.corpus)  # missing files, and Parquet without pyarrow: before the model
 
     log = command_log("atlas")

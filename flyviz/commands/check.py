@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from flyviz.commands.simulate import duration_arg
+from flyviz.fileio import KEPT_RESULT_HELP
 
 EPILOG = """\
 the battery: one check a line, 'NAME: FIELD VALUE ; FIELD VALUE ; ...' with the fields
@@ -77,7 +78,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a check passes at a Holm-adjusted p of at most A (default 0.05)")
     add_spiking_brain_options(parser)
     parser.add_argument("--out", metavar="FILE.csv", type=Path, default=None,
-                        help="also write the table as CSV")
+                        help="also write the table as CSV; " + KEPT_RESULT_HELP)
     parser.add_argument("--figure", metavar="FILE.png", type=Path, default=None,
                         help="also draw each check beside its controls (.png, .svg, .pdf)")
     parser.add_argument("--json", action="store_true",
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.commands._options import (check_cluster_options, spiking_brain_from_args,
                                           spiking_brain_spec)
     from flyviz.errors import InputError
-    from flyviz.fileio import check_not_input, check_output_path
+    from flyviz.fileio import check_new_result, check_not_input, check_output_path
     from flyviz.spiking.check import (CheckSettings, check_queries, printed_table, read_battery, run_battery,
                                       write_figure, write_table)
 
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--out {args.out} should end in .csv")
         check_output_path(args.out, "--out")
         check_not_input(args.out, {"--battery": args.battery}, "--out")
+        check_new_result(args.out, "check table")
     if args.figure is not None:
         from flyviz.figures import check_output
 

@@ -18,7 +18,7 @@ from flyviz.commands._options import (add_dataset_option, add_kernel_option,
                                       null_seeds_from_args,
                                       run_nulls_from_args)
 from flyviz.errors import InputError
-from flyviz.fileio import shipped_example_hint
+from flyviz.fileio import KEPT_RESULT_HELP, check_new_result, shipped_example_hint
 
 EPILOG = """\
 the task (--task FILE):
@@ -117,7 +117,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: curve, circuit, cpr, cmd, settings")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="write scores.csv, curve.csv and circuit.json into DIR")
+                        help="write scores.csv, curve.csv and circuit.json into DIR; "
+                             + KEPT_RESULT_HELP)
     parser.add_argument("--figure", type=Path, default=None, metavar="FILE",
                         help="draw the faithfulness curve (f against k, the tolerance band, "
                              "the overshoots, the circuit, CPR and CMD) into FILE (.png or .svg; needs "
@@ -258,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--max-tokens {args.max_tokens} must be at least 2")
     seeds = null_seeds_from_args(args)
     require_dask("flyviz circuit", args.workers)
-    out = None if args.out is None else check_out_dir(args.out)
+    out = None if args.out is None else check_new_result(check_out_dir(args.out), "circuit")
     figure = None
     if args.figure is not None:
         from flyviz.analysis.circuit_figure import check_figure_path

@@ -20,6 +20,7 @@ from flyviz.commands._options import (add_cluster_options, add_dataset_option,
                                       null_seeds_from_args, print_null_comparisons,
                                       run_nulls_from_args)
 from flyviz.errors import InputError
+from flyviz.fileio import KEPT_RESUMABLE_RESULT_HELP
 
 EPILOG = """\
 what it estimates (attribution patching, first order):
@@ -60,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="read at most N tokens of the text, BOS tokens included")
     parser.add_argument("--out", required=True, type=Path, metavar="RESULT",
                         help="the groups' result, .csv or .parquet; the per-neuron table and "
-                             "the Zarr array are written beside it")
+                             "the Zarr array are written beside it; " + KEPT_RESUMABLE_RESULT_HELP)
     add_dataset_option(parser)
     add_kernel_option(parser, "sparse kernel for W @ x and W^T v: auto (default: the "
                       "FLYVIZ_KERNEL environment variable, else llvm, the compiled kernel, "
@@ -81,7 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, estimate, write and print."""
-    from flyviz.analysis.cluster import (check_parts, command_log, Interrupted, ProgressBar,
+    from flyviz.analysis.cluster import (check_new_run, command_log, Interrupted, ProgressBar,
                                          require_dask, where_it_ran)
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.importance import (ImportanceSettings, require_xarray,
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     check_output(out)          # RESULT and RESULT.parts: a folder that takes files
     check_companions(out)      # RESULT.neurons.EXT and RESULT.zarr beside it
     require_xarray()
-    check_parts(out, args.resume)
+    check_new_run(out, args.resume, "importance estimate")
     corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
 
     log = command_log("importance")

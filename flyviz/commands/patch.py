@@ -18,6 +18,7 @@ from flyviz.commands._options import (BATCH_KERNEL_HELP, add_cluster_options,
                                       check_cluster_options, kernel_from_args,
                                       load_model_from_args)
 from flyviz.errors import InputError
+from flyviz.fileio import KEPT_RESUMABLE_RESULT_HELP
 
 EPILOG = """\
 what it measures, per cell (position p, group g), at the corrupted prompt's last position:
@@ -73,7 +74,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="line the prompts up from the start (default; the same length "
                              "in tokens is needed) or from the end")
     parser.add_argument("--out", required=True, type=Path, metavar="RESULT",
-                        help="the result, .csv or .parquet (by extension), e.g. trace.csv")
+                        help="the result, .csv or .parquet (by extension), e.g. trace.csv; "
+                             + KEPT_RESUMABLE_RESULT_HELP)
     parser.add_argument("--figure", type=Path, default=None, metavar="OUT",
                         help="also draw the heatmap, .png or .svg, e.g. --figure trace.png")
     parser.add_argument("--metric", choices=METRICS, default=DEFAULT_METRIC,
@@ -94,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
     """Check the options, load the model, trace, write and print."""
     from flyviz.analysis.causal import TraceSettings, encode_prompts, parse_positions, \
         run_causal_trace
-    from flyviz.analysis.cluster import (command_log, Interrupted, ProgressBar, require_dask,
-                                         where_it_ran)
+    from flyviz.analysis.cluster import (check_new_run, command_log, Interrupted, ProgressBar,
+                                         require_dask, where_it_ran)
     from flyviz.analysis.heatmap import check_figure, write_heatmap
     from flyviz.analysis.sweep import check_by, check_output, sweep_groups
     from flyviz.commands._options import worker_spec
@@ -108,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
     check_by(args.by)
     out = args.out.expanduser()
     check_output(out)
+    # A finished trace is not replaced, and --resume is checked, before the model loads.
+    check_new_run(out, args.resume, "causal trace")
     figure = None if args.figure is None else check_figure(args.figure)
     require_dask("flyviz patch", args.workers, args.scheduler)  # before any work
     check_cluster_options(args)

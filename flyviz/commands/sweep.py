@@ -21,6 +21,7 @@ from flyviz.commands._options import (BATCH_KERNEL_HELP, add_cluster_options,
                                       null_seeds_from_args, print_null_comparisons,
                                       run_nulls_from_args)
 from flyviz.errors import InputError
+from flyviz.fileio import KEPT_RESUMABLE_RESULT_HELP
 
 EPILOG = """\
 what it measures, per group (teacher-forced: every column reads the text's tokens):
@@ -76,7 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "cut-out (every synapse from the group removed) or cut-in (every "
                              "synapse onto it removed), e.g. --mode cut-out")
     parser.add_argument("--out", required=True, type=Path, metavar="RESULT",
-                        help="the result, .csv or .parquet (by extension), e.g. lesions.csv")
+                        help="the result, .csv or .parquet (by extension), e.g. lesions.csv; "
+                             + KEPT_RESUMABLE_RESULT_HELP)
     add_dataset_option(parser)
     add_kernel_option(parser, BATCH_KERNEL_HELP)
     add_cluster_options(parser, "RESULT.parts")
@@ -105,7 +107,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options, load the model and the text, sweep, write and print."""
-    from flyviz.analysis.cluster import (check_parts, command_log, Interrupted, ProgressBar,
+    from flyviz.analysis.cluster import (check_new_run, command_log, Interrupted, ProgressBar,
                                          require_dask, where_it_ran)
     from flyviz.analysis.corpus import build_corpus, corpus_files
     from flyviz.analysis.sweep import (SweepSettings, check_by, check_output, format_table,
@@ -124,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     check_cluster_options(args)  # fail in one line before reading anything
     out = args.out.expanduser()
     check_output(out)
-    check_parts(out, args.resume)
+    check_new_run(out, args.resume, "lesion map")
     corpus_files(args.text)  # missing files, and Parquet without pyarrow: before the model
     if args.estimate:
         from flyviz.analysis.importance import require_xarray

@@ -156,9 +156,10 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
             f"{corpus.n_documents:,} documents; {len(chunks)} chunks")
     task_args = (spec, None if dataset is None else str(dataset), identity["weights_sha256"],
                  asdict(settings))
-    result = cluster.run_tree(atlas_chunk, task_args, chunks, merge_partials,
-                              workers=workers, scheduler=scheduler, store=store, resume=resume,
-                              progress=progress, log=log)
+    with cluster.client_model(task_args[0], task_args[1], ckpt):
+        result = cluster.run_tree(atlas_chunk, task_args, chunks, merge_partials,
+                                  workers=workers, scheduler=scheduler, store=store,
+                                  resume=resume, progress=progress, log=log)
     write_atlas(out, result.partial, ckpt, corpus, settings, identity, compact=compact)
     store.remove()
     return AtlasRun(path=out, tokens=corpus.n_tokens, counted_tokens=corpus.counted_tokens,

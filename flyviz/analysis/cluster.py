@@ -26,6 +26,7 @@ are in flight, so client memory stays bounded.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import operator
@@ -33,7 +34,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -108,11 +109,32 @@ def worker_model(spec: str, dataset: str | None = None, weights_sha256: str | No
     client's model), a worker that loaded other weights refuses, in one line.
     """
     spec, dataset = str(spec), None if dataset is None else str(dataset)
+    held = _client_models.get((spec, dataset))
+    if held is not None:
+        return held   # the client's own model, in its own process: its weights are the client's
     ckpt = _cached_model(spec, dataset)
     if weights_sha256 is not None and _cached_digest(spec, dataset) != weights_sha256:
         raise InputError(f"a worker loaded another model from {spec!r} (its weights differ "
                          "from the client's); give every worker the same model files")
     return ckpt
+
+
+#: The models a client lends to the tasks it runs in its own process (:func:`client_model`).
+_client_models: dict[tuple[str, str | None], Any] = {}
+
+
+@contextlib.contextmanager
+def client_model(spec: str, dataset: str | None, ckpt: Any) -> Iterator[None]:
+    """While open, :func:`worker_model` of ``spec`` and ``dataset`` in this process is
+    ``ckpt``, the model the client has loaded already: a run in this process
+    (``--workers 0``) loads it once, not once for the client and again for its tasks.
+    Dask workers, in processes of their own, still load it from ``spec``."""
+    key = (str(spec), None if dataset is None else str(dataset))
+    _client_models[key] = ckpt
+    try:
+        yield
+    finally:
+        _client_models.pop(key, None)
 
 
 @functools.lru_cache(maxsize=2)
@@ -703,4 +725,4 @@ __all__ = ["Chunk", "ClusterError", "DEMO_FOLDER_PREFIX", "IN_THIS_PROCESS", "In
            "check_new_run", "check_parts", "check_scheduler", "command_log", "open_store", "parts_folder",
            "report_progress", "say",
            "require_dask", "run_each", "run_tree", "scheduler_address", "usable_cores", "WORKER_ENVIRONMENT",
-           "where_it_ran", "worker_model"]
+           "client_model", "where_it_ran", "worker_model"]

@@ -346,6 +346,37 @@ def test_dataset_lookup_next_to_a_model(tiny_checkpoint, tmp_path):
     assert find_dataset(tmp_path / "models" / "web") == (tmp_path / "models" / "web" / "dataset").resolve()
 
 
+def test_dataset_lookup_reads_each_candidates_manifest_once(tiny_checkpoint, tmp_path,
+                                                            monkeypatch):
+    """A sibling folder with a dataset's files was asked whether it is malecns-166k and
+    then whether its manifest has a files block, reading and parsing manifest.json for
+    each: a full dataset's manifest, twice per candidate folder, on every model load. It is
+    still found, and a damaged sibling's manifest still does not make it one."""
+    import pathlib
+
+    models = tmp_path / "shelf" / "models"
+    (models / "model").mkdir(parents=True)      # a model folder that names no dataset
+    write_connectome_dataset(tiny_checkpoint, models / "sibling")
+    damaged = models / "zz-damaged"
+    write_connectome_dataset(tiny_checkpoint, damaged)
+    (damaged / "manifest.json").write_text("[" * 100_000, encoding="utf-8")  # nests too deep
+    reads: dict[str, int] = {}
+    real = pathlib.Path.read_text
+
+    def counted(self, *args, **kwargs):
+        if self.name == "manifest.json" and self.parent.name != "model":   # candidates'
+            reads[self.parent.name] = reads.get(self.parent.name, 0) + 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "read_text", counted)
+    assert find_dataset(models / "model") == (models / "sibling").resolve()
+    assert reads == {"sibling": 1}
+    reads.clear()
+    shutil.rmtree(models / "sibling")
+    assert find_dataset(models / "model") is None
+    assert reads == {"zz-damaged": 1}
+
+
 def test_hf_positions_from_a_neurons_only_dataset(tiny_checkpoint, tmp_path):
     write_fly_llm_hf(tiny_checkpoint, tmp_path / "hf")
     write_connectome_dataset(tiny_checkpoint, tmp_path / "anatomy")

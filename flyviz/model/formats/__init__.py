@@ -103,7 +103,8 @@ def find_dataset(model_dir: str | Path, *, anatomy_only: bool = False) -> Path |
     the name the model's manifest gives. With ``anatomy_only``, a folder
     with ``neurons/soma_position.i32`` is enough.
     """
-    from flyviz.model.formats.malecns import is_malecns_dataset  # no Fly LLM's graph
+    from flyviz.model.formats.common import read_json
+    from flyviz.model.formats.malecns import is_malecns_manifest  # no Fly LLM's graph
 
     model_dir = Path(model_dir).resolve()
     preferred = _declared_dataset(model_dir)
@@ -119,21 +120,26 @@ def find_dataset(model_dir: str | Path, *, anatomy_only: bool = False) -> Path |
             candidates.extend((p, False) for p in sorted(parent.iterdir()) if p.is_dir())
     marker = ("neurons", "soma_position.i32") if anatomy_only else ("graph", "edges_offsets.i32")
     for candidate, named in candidates:
-        if candidate != model_dir and (candidate / "manifest.json").is_file() \
-                and candidate.joinpath(*marker).is_file() and not is_malecns_dataset(candidate) \
-                and (named or _readable_manifest(candidate)):
+        path = candidate / "manifest.json"
+        if candidate == model_dir or not path.is_file() \
+                or not candidate.joinpath(*marker).is_file():
+            continue
+        # Read once, for both questions below.
+        try:
+            manifest = read_json(path, "manifest.json")
+        except CheckpointError:
+            manifest = None     # damaged: a named folder is still taken, and its load says so
+        if manifest is not None and is_malecns_manifest(manifest, candidate):
+            continue
+        if named or _readable_manifest(manifest):
             return candidate
     return None
 
 
-def _readable_manifest(folder: Path) -> bool:
-    """True when ``folder/manifest.json`` is a JSON object with a ``files`` block, as a
+def _readable_manifest(manifest: object) -> bool:
+    """True when a parsed ``manifest.json`` is a JSON object with a ``files`` block, as a
     fly-connectome-49k dataset's is; a damaged one (another dataset's, say a broken
     malecns-166k copy) is not taken for the model's dataset."""
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
     return isinstance(manifest, dict) and isinstance(manifest.get("files"), dict)
 
 

@@ -82,6 +82,12 @@ def is_malecns_dataset(folder: str | Path) -> bool:
         manifest = read_json(path, "manifest.json")
     except CheckpointError:
         return False
+    return is_malecns_manifest(manifest, folder)
+
+
+def is_malecns_manifest(manifest: Any, folder: str | Path) -> bool:
+    """:func:`is_malecns_dataset` of ``folder`` whose ``manifest.json`` has been read already
+    (``manifest``, as parsed): a caller that reads it for more does not read it twice."""
     if not isinstance(manifest, dict) or "frozen_buffers_sha256" in manifest:
         return False
     files = manifest.get("files")

@@ -218,3 +218,41 @@ def test_a_silencing_screen_without_a_stimulus_is_refused_before_it_starts(
         assert win.statusBar().currentMessage() == "screen failed: the disk is full"
     finally:
         win.close()
+
+
+@pytest.mark.parametrize("own_stimulus", [True, False])
+def test_the_dock_checks_a_stimulus_as_the_command_does_in_its_own_words(monkeypatch,
+                                                                        own_stimulus):
+    """The dock's check before a screen starts and the screen's own base stimulus were two
+    copies of one rule (they disagreed on a blank query: the dock refused it, the screen
+    used the brain's own stimulus). One rule now: the dock refuses exactly what the command
+    refuses, in its Stimulus field's words, and accepts exactly what it accepts."""
+    from flyviz.app.spiking.spiking_screen_panel import stimulus_field_words
+    from flyviz.spiking.demo import demo_brain
+    from flyviz.spiking.screen import ScreenError, ScreenSettings, base_stimulus
+
+    brain = demo_brain()
+    if not own_stimulus:        # built once per process: put back by monkeypatch
+        monkeypatch.setattr(brain, "default_excite", None)
+
+    def outcome(settings, *words):
+        try:
+            return np.asarray(base_stimulus(brain, settings, *words)).tolist()
+        except ScreenError as exc:
+            return str(exc)
+
+    for mode, excite in [("activate", None), ("silence", None), ("silence", "   "),
+                         ("silence", "superclass:sensory"), ("silence", "id:1,2"),
+                         ("silence", "input & !input"), ("silence", "type:(((")]:
+        settings = ScreenSettings(mode=mode, excite=excite, duration_s=0.02).validate()
+        command, dock = outcome(settings), outcome(settings, stimulus_field_words())
+        assert isinstance(command, str) == isinstance(dock, str), (excite, command, dock)
+        if isinstance(command, str):
+            assert "--excite" in command and "--excite" not in dock and "Stimulus" in dock
+        else:
+            assert dock == command
+    # On the brain with no stimulus of its own, a silencing screen needs one typed.
+    refused = outcome(ScreenSettings(mode="silence").validate(), stimulus_field_words())
+    assert isinstance(refused, str) != own_stimulus
+    if not own_stimulus:
+        assert f"{brain.name} has none of its own" in refused and "Stimulus field" in refused

@@ -78,8 +78,9 @@ from flyviz.spiking.engine import LIFParams
 from flyviz.spiking.run import (check_input_size, check_rate, check_run_size, select,
                                 simulate)
 
-__all__ = ["BASELINE", "MODES", "NeuronSet", "ScreenError", "ScreenFolder", "ScreenResult",
-           "MAX_PAIRS", "ScreenSettings", "SetTask", "benjamini_hochberg", "brain_digest",
+__all__ = ["BASELINE", "EXCITE_OPTION", "MODES", "NeuronSet", "ScreenError", "ScreenFolder",
+           "ScreenResult", "MAX_PAIRS", "ScreenSettings", "SetTask", "StimulusWords",
+           "base_stimulus", "benjamini_hochberg", "brain_digest",
            "check_pairs",
            "each_neuron", "pair_sets", "paired_p_value", "parse_sets", "read_set_rates",
            "query_text", "read_set_run", "read_sets_file", "read_summary", "resolve_sets",
@@ -298,20 +299,58 @@ class ScreenSettings:
                          rate=float(self.rate))
 
 
-def base_stimulus(brain: SpikingBrain, settings: ScreenSettings) -> np.ndarray:
-    """The neurons excited in every run of a silencing screen (none in an activation one)."""
+@dataclass(frozen=True)
+class StimulusWords:
+    """How a refused stimulus names the place it was given in: the command line's
+    ``--excite`` (:data:`EXCITE_OPTION`), the Screen dock's Stimulus field. Each is a
+    :meth:`str.format` template.
+
+    Attributes
+    ----------
+    not_a_query
+        The query cannot be read; ``{why}`` says why.
+    selects_none
+        The query (``{query}``) selects no neuron of the brain (``{brain}``).
+    missing
+        No query, and the brain (``{brain}``) has no stimulus of its own.
+    """
+
+    not_a_query: str
+    selects_none: str
+    missing: str
+
+
+#: The command line's words (``flyviz screen --excite``).
+EXCITE_OPTION = StimulusWords(
+    not_a_query="--excite: {why}",
+    selects_none="--excite {query} selects no neuron of {brain}",
+    missing="a silencing screen needs a stimulus: give --excite QUERY")
+
+
+def base_stimulus(brain: SpikingBrain, settings: ScreenSettings,
+                  words: StimulusWords = EXCITE_OPTION) -> np.ndarray:
+    """The neurons excited in every run of a silencing screen (none in an activation one).
+    A front end checks a screen with it before it starts, in its own ``words``.
+
+    Raises
+    ------
+    ScreenError
+        The stimulus is not a query, selects no neuron, or is not given on a brain with
+        no stimulus of its own.
+    """
     if settings.mode == "activate":
         return np.empty(0, np.int64)
     if settings.excite is not None and settings.excite.strip():
         try:
             excite = select(brain, query_text(settings.excite))
         except InputError as exc:
-            raise ScreenError(f"--excite: {exc}") from None
+            raise ScreenError(words.not_a_query.format(why=exc)) from None
         if len(excite) == 0:
-            raise ScreenError(f"--excite {settings.excite} selects no neuron of {brain.name}")
+            raise ScreenError(words.selects_none.format(query=settings.excite,
+                                                        brain=brain.name))
         return np.unique(np.asarray(excite, np.int64))
     if brain.default_excite is None:
-        raise ScreenError("a silencing screen needs a stimulus: give --excite QUERY")
+        raise ScreenError(words.missing.format(brain=brain.name))
     return np.unique(np.asarray(brain.default_excite, np.int64))
 
 

@@ -36,10 +36,10 @@ from flyviz.viewer.layers import SCREEN, ScreenEffect
 if TYPE_CHECKING:  # pragma: no cover
     from flyviz.app.base.host import WindowHost
     from flyviz.spiking.brain import SpikingBrain
-    from flyviz.spiking.screen import NeuronSet, ScreenResult, ScreenSettings
+    from flyviz.spiking.screen import NeuronSet, ScreenResult, ScreenSettings, StimulusWords
 
 __all__ = ["EACH_NEURON", "SCREEN_KINDS", "SETS_FILE", "ScreenFeature", "ScreenPanel",
-           "effect_of", "install", "pair_matrix_image"]
+           "effect_of", "install", "pair_matrix_image", "stimulus_field_words"]
 
 #: What the Screen dock serves.
 SCREEN_KINDS = (SPIKING_KEY,)
@@ -233,35 +233,19 @@ def screen_sets(brain: "SpikingBrain", source: str, text: str) -> list["NeuronSe
     return each_neuron(brain, text)
 
 
-def check_stimulus(brain: "SpikingBrain", settings: "ScreenSettings") -> None:
-    """Refuse, before a screen starts, a silencing screen whose stimulus excites nothing, in
-    the dock's words (its Stimulus field; the command line's are ``--excite``'s).
+def stimulus_field_words() -> "StimulusWords":
+    """How the dock's refusals of a stimulus read (its Stimulus field, where the command
+    line says ``--excite``): :func:`~flyviz.spiking.screen.base_stimulus` checks a screen
+    for both."""
+    from flyviz.spiking.screen import StimulusWords
 
-    Raises
-    ------
-    InputError
-        The Stimulus query is not one, selects no neuron, or is empty on a brain with no
-        stimulus of its own.
-    """
-    from flyviz.errors import InputError
-    from flyviz.spiking.run import select
-    from flyviz.spiking.screen import query_text
-
-    if settings.mode != "silence":
-        return                      # an activation screen excites only the set it tests
-    if not settings.excite:
-        if brain.default_excite is None:
-            raise InputError(f"a silencing screen needs a stimulus and {brain.name} has none "
-                             "of its own: type the neurons to excite in the Stimulus field "
-                             "(e.g. superclass:sensory), or choose Mode activate")
-        return
-    try:
-        excited = select(brain, query_text(settings.excite))
-    except InputError as exc:
-        raise InputError(f"the Stimulus field: {exc}") from None
-    if len(excited) == 0:
-        raise InputError(f"the Stimulus {settings.excite} selects no neuron of {brain.name}: "
-                         "type a query that does (e.g. superclass:sensory)")
+    return StimulusWords(
+        not_a_query="the Stimulus field: {why}",
+        selects_none="the Stimulus {query} selects no neuron of {brain}: type a query that "
+                     "does (e.g. superclass:sensory)",
+        missing="a silencing screen needs a stimulus and {brain} has none of its own: type "
+                "the neurons to excite in the Stimulus field (e.g. superclass:sensory), or "
+                "choose Mode activate")
 
 
 def run_job(brain: "SpikingBrain", sets: list["NeuronSet"], settings: "ScreenSettings",
@@ -348,7 +332,7 @@ class ScreenFeature:
         """Run the screen the fields say for the selected neuron, in the background; False
         (and why, in the dock) when it cannot start."""
         from flyviz.errors import FlyvizError
-        from flyviz.spiking.screen import check_pairs
+        from flyviz.spiking.screen import base_stimulus, check_pairs
 
         brain, target = self.brain(), self.host.state.selected
         if brain is None:
@@ -360,7 +344,8 @@ class ScreenFeature:
         p = self.panel
         try:
             settings = p.settings()
-            check_stimulus(brain, settings)      # said here, not once the job has started
+            # said here, in the dock's words, not once the job has started
+            base_stimulus(brain, settings, stimulus_field_words())
             sets = screen_sets(brain, p.source.currentText(), p.sets.text())
             pairs = check_pairs(p.pairs.value(), len(sets), brain.neurons)
         except FlyvizError as exc:

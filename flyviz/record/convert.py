@@ -731,11 +731,14 @@ def to_nwb(recording: "Recording", path: str | Path, model: Any = None, *,
       run: ``intervals/bins``, one per bin in seconds with its spike count);
     - a comparison's only: ``processing/flyviz/Fluorescence/baseline_states``, the
       untouched run's states over the same neurons and clock, ``intervals/baseline_tokens``
-      its token table, and the columns ``kl`` and ``mean_abs_delta`` of
+      its token table (a spiking run's: ``intervals/baseline_bins``, its bins), and the
+      columns ``kl`` and ``mean_abs_delta`` of
       ``intervals/tokens`` (NaN where the untouched run has no such frame);
     - ``units``, a spiking run's only: one row per neuron that spiked (its id the
       model index), its ``spike_times`` in seconds from the run's start and, per
-      spike, its ``spike_trial``;
+      spike, its ``spike_trial``, and with ``model`` its identity in the connectome:
+      ``body_id`` (body id / root id), and ``cell_type``, ``superclass`` and ``side``
+      where the model has labels;
     - ``notes``: the run's description (:func:`run_attributes`) as JSON.
 
     The device, optical channel and imaging plane NWB requires around a
@@ -897,7 +900,12 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any,
     if base is not None and timing.counted:
         nwbfile.add_time_intervals(_token_intervals(base, "baseline_tokens",
                                                     "the untouched run's tokens: "))
-    units = _nwb_units(recording)
+    elif base is not None and len(base):
+        # A timed comparison's untouched run (a spiking run beside its baseline): its bins
+        # as the intervened run's are, in a table of their own.
+        nwbfile.add_time_intervals(_frame_intervals(base, _baseline_timing(base, timing),
+                                                    "baseline_", "the untouched run's "))
+    units = _nwb_units(recording, anatomy)
     if units is not None:
         nwbfile.units = units
     return nwbfile
@@ -994,15 +1002,17 @@ class FrameTiming:
 _SECONDS_PER = {"ms": 1e-3, "s": 1.0}
 
 
-def _frame_intervals(recording: "Recording", timing: FrameTiming) -> Any:
+def _frame_intervals(recording: "Recording", timing: FrameTiming, prefix: str = "",
+                     about: str = "") -> Any:
     """One interval per frame of a timed recording (a spiking run's bins), with its spike
-    count where the run kept its spikes."""
+    count where the run kept its spikes; the table is named ``prefix`` + the frames' name
+    (``bins``, ``baseline_bins``) and its description starts with ``about``."""
     from pynwb.epoch import TimeIntervals
 
     ending = "" if timing.end_seconds is None else \
         f", the last ending at the run's end, {timing.end_seconds:g} s"
-    table = TimeIntervals(name=f"{timing.name}s", description=f"one interval per "
-                          f"{timing.name}: [i, i + 1) x {timing.seconds:g} s{ending}")
+    table = TimeIntervals(name=f"{prefix}{timing.name}s", description=f"{about}one interval "
+                          f"per {timing.name}: [i, i + 1) x {timing.seconds:g} s{ending}")
     counts = None if recording.spikes is None else recording.spikes.frame_counts()
     if counts is not None:
         table.add_column("spikes", f"the spikes of the {timing.name}, every trial")
@@ -1014,9 +1024,35 @@ def _frame_intervals(recording: "Recording", timing: FrameTiming) -> Any:
     return table
 
 
-def _nwb_units(recording: "Recording") -> Any:
+def _baseline_timing(base: "Recording", timing: FrameTiming) -> FrameTiming:
+    """How a timed comparison's untouched run's frames are timed: as its own metadata says
+    where it is timed in frames of the same length (its run may end elsewhere), else with
+    the intervened run's frame length and no short last frame (the end ``timing`` gives is
+    the intervened run's, which would cut a longer untouched run's frames)."""
+    import dataclasses
+
+    own = default_timing(base)
+    if not own.counted and own.name == timing.name and \
+            np.isclose(own.seconds, timing.seconds, rtol=1e-9, atol=0.0):
+        return own
+    return dataclasses.replace(timing, end_seconds=None)
+
+
+#: What each identity column of NWB's ``units`` table holds (:func:`_nwb_units`).
+UNIT_IDENTITY_DESCRIPTIONS = {
+    "body_id": "the neuron's id in the connectome (body id / root id)",
+    "cell_type": "the neuron's cell type (\"\": none)",
+    "superclass": "the neuron's superclass (\"\": none)",
+    "side": "the neuron's hemisphere side (\"\": none)",
+}
+
+
+def _nwb_units(recording: "Recording", anatomy: Anatomy | None = None) -> Any:
     """A spiking run's spikes as NWB's ``units`` table (one row per neuron that spiked,
-    its spike times in seconds and each spike's trial), or ``None`` without spikes."""
+    its spike times in seconds and each spike's trial), or ``None`` without spikes; each
+    unit's identity in the connectome (``body_id``, ``cell_type``, ``superclass``, ``side``)
+    where ``anatomy`` has it: the unit's id is only the model's index, which means nothing
+    outside the model."""
     spikes = spike_table(recording)
     if not spikes:
         return None
@@ -1031,12 +1067,23 @@ def _nwb_units(recording: "Recording") -> Any:
                        description="the neuron's spike times, s from the run's start")
     trials = VectorData(name="spike_trial", data=spikes["spike_trial"][order],
                         description="the trial of each of the neuron's spikes")
-    return Units(name="units", id=ids.astype(np.int64).tolist(),
-                 columns=[times, VectorIndex(name="spike_times_index", target=times, data=ends),
+    columns: list[Any] = [times, VectorIndex(name="spike_times_index", target=times, data=ends),
                           trials, VectorIndex(name="spike_trial_index", target=trials,
-                                              data=ends)],
+                                              data=ends)]
+    table = neuron_table(anatomy, recording.neurons)
+    for name, description in UNIT_IDENTITY_DESCRIPTIONS.items():
+        if name in table:
+            values = table[name][ids]
+            columns.append(VectorData(name=name, description=description,
+                                      data=values.tolist() if values.dtype.kind == "U"
+                                      else values))
+    identity = ("; body_id, cell_type: its identity in the connectome"
+                if "body_id" in table else "; the model's neurons were not given, so the "
+                "units carry no connectome identity")
+    return Units(name="units", id=ids.astype(np.int64).tolist(), columns=columns,
                  description="the neurons that spiked in the run (id: the model's neuron "
-                             "index), computed by flyviz's spiking engine, not recorded")
+                             f"index{identity}), computed by flyviz's spiking engine, not "
+                             "recorded")
 
 
 def _soma_voxels(anatomy: Anatomy | None, neurons: int) -> list[tuple[int, int, int, float]]:

@@ -178,7 +178,8 @@ def run(model: "Model | Checkpoint | str | Path", prompt: str, *, max_new_tokens
 
 def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions: Any, *,
             max_new_tokens: int = 80, temperature: float = 0.0, top_p: float = 1.0,
-            seed: int | None = None) -> dict[str, Any]:
+            seed: int | None = None, record: str | Path | None = None,
+            states_dtype: str = "float16") -> dict[str, Any]:
     """Run the untouched and the intervened model on one prompt and compare them.
 
     Parameters
@@ -187,6 +188,13 @@ def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions
         As for :func:`run`; both runs use the same settings and seed.
     interventions
         At least one, in the forms :func:`run` accepts.
+    record
+        A path: the teacher-forced comparison is also saved there as a comparison
+        recording (a ``.flyrec`` holding both runs, as ``flyviz compare --record`` writes
+        it; ``flyviz.Recording.load(path).baseline`` is the untouched run), and the result
+        then has ``recording``, the path written. Checked before any work.
+    states_dtype
+        As for :func:`run`: the precision of the states ``record`` stores.
 
     Returns
     -------
@@ -197,21 +205,37 @@ def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions
         they differ, or ``None``), ``interventions`` (with what each
         selected) and ``forced``: per generated token of the untouched run,
         the KL divergence of the intervened model's next-token distribution
-        when it reads the same tokens, both top-1 tokens and the mean |Δx|.
+        when it reads the same tokens, both top-1 tokens and the mean |Δx|;
+        with ``record``, ``recording`` (the path written).
         See :mod:`flyviz.record.compare` for token-by-token comparisons.
+
+    Raises
+    ------
+    flyviz.errors.FileAccessError
+        A ``record`` path that cannot be written (before the model runs).
     """
+    from flyviz.arguments import choice
     from flyviz.model.interventions import as_interventions
     from flyviz.record.compare import compare as compare_runs
+    from flyviz.record.recording import STATE_DTYPES
     from flyviz.record.run import GenerationSettings
     from flyviz.record.runner import as_model
 
     settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed).validate()
+    choice("states_dtype", states_dtype, STATE_DTYPES)
     chosen = as_interventions(interventions)  # both checked before a model is loaded
+    if record is not None:
+        from flyviz.fileio import check_output_path
+
+        # A path that cannot be written fails now, not after both runs.
+        check_output_path(record, "record", probe=True)
     runner, owned = as_model(model)
     try:
         return compare_runs(runner.checkpoint, prompt, chosen, settings,
-                            threads=runner.threads, kernel=runner.kernel_request)
+                            threads=runner.threads, kernel=runner.kernel_request,
+                            record=record, spec=runner.spec if record is not None else None,
+                            states_dtype=states_dtype)
     finally:
         if owned:
             runner.close()

@@ -237,6 +237,38 @@ def test_a_stable_leak_only_model_forgets_at_the_leak_rate(small_checkpoint):
     assert found.half_life_tokens == pytest.approx(leak_only_half_life(0.9), abs=1e-4)
 
 
+@pytest.mark.parametrize("leak", [1.0, 0.9])
+def test_a_model_without_recurrent_weights_has_its_diagonal_for_its_spectrum(small_checkpoint,
+                                                                             leak):
+    """With all-zero recurrent weights J = (1 - lam) I: its eigenvalues are the diagonal,
+    found without ARPACK (a full leak made J = 0, and ARPACK stopped on "starting vector is
+    zero"); the driving modes single out no neuron."""
+    import dataclasses
+
+    quiet = dataclasses.replace(
+        small_checkpoint, w_values=np.zeros_like(small_checkpoint.w_values),
+        config=dataclasses.replace(small_checkpoint.config, leak=leak))
+    for at_once in (16, 1):   # positions in lockstep, and one at a time
+        tape = _tape(quiet)
+        with BackwardEngine(quiet, threads=1) as backward:
+            found = portrait(backward, tape, DynamicsSettings(eigenvalues=3), at_once=at_once)
+            assert StepJacobians(backward, tape).dense(2) == pytest.approx(
+                np.eye(quiet.config.neurons) * (1 - leak), abs=1e-7)
+        # only the memory's and the spread's products: none for an eigen-solve
+        settings = found.settings
+        followed = tape.steps - 1 - settings.perturb_at
+        assert found.products == settings.directions * followed + min(followed,
+                                                                      settings.spread_steps)
+        assert not found.unconverged
+        for values in found.eigenvalues:
+            np.testing.assert_allclose(values, [1 - leak] * 3, atol=1e-7)
+        np.testing.assert_allclose(found.spectral_radius, 1 - leak, atol=1e-7)
+        assert found.half_life_tokens == pytest.approx(leak_only_half_life(leak), abs=1e-4)
+        assert found.driving["diagonal"] and found.driving["cell_types"] == []
+        np.testing.assert_allclose(found.driving["eigenvalues"], [[1 - leak, 0.0]] * 3,
+                                   atol=1e-7)
+
+
 def test_a_perturbation_that_vanishes_at_once_has_a_half_life_of_zero(small_checkpoint):
     """With every neuron silenced, each step Jacobian is 0: the perturbation is gone after
     one step (norms 1, 0, 0 ...). It halved within that step, at once on the log-linear
@@ -459,6 +491,37 @@ def test_a_step_that_sets_every_neuron_has_radius_0_and_no_modes(world, capsys, 
                           "--prompt", "the cat saw", "--eigenvalues", "3", *flag)
     assert code == 0, err
     assert "none (every neuron is set there by a silence or clamp" in out
+
+
+def test_flyviz_dynamics_of_a_full_leak_without_weights_is_its_diagonal(tmp_path,
+                                                                        tokenizer_path, capsys):
+    """flyviz dynamics on a model with leak 1 and all-zero recurrent weights printed ARPACK's
+    "starting vector is zero" (exit 1): its step Jacobians are 0, so is every eigenvalue."""
+    import dataclasses
+
+    from flyviz.model.checkpoint import validate_checkpoint
+    from flyviz.model.synthetic import make_random_checkpoint
+    from flyviz.model.tokenizer import FlyTokenizer
+    from flyviz.model.writers import write_fly_llm_hf
+
+    ckpt = validate_checkpoint(make_random_checkpoint(
+        neurons=120, edges=900, d_embed=16, vocabulary=FlyTokenizer(tokenizer_path).vocab_size,
+        readout_rank=8, seed=2, tokenizer_path=tokenizer_path, name="still"))
+    ckpt = dataclasses.replace(ckpt, w_values=np.zeros_like(ckpt.w_values),
+                               config=dataclasses.replace(ckpt.config, leak=1.0))
+    write_fly_llm_hf(ckpt, tmp_path / "still")
+    argv = ["dynamics", str(tmp_path / "still"), "--prompt", "the cat saw", "--eigenvalues", "3"]
+    code, out, err = _run(capsys, *argv, "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert all(p["spectral_radius"] == 0.0 and p["eigenvalues"] == [[0.0, 0.0]] * 3
+               for p in found["positions"])
+    assert found["memory"]["half_life_tokens"] == 0.0
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    assert "ARPACK" not in out + err and "Traceback" not in err
+    assert "the step Jacobian is diagonal: no neuron drives another" in out
+    assert "(none left: the step Jacobians take it to zero)" in out
 
 
 def test_each_null_reports_its_positions_and_products_as_it_goes(world, capsys):

@@ -171,6 +171,9 @@ class StepJacobians:
         self.keep = np.float32(backward.keep)
         #: by position: the row scale in float32 and float64, and the set neurons' mask
         self._scales: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        #: by graph (its key): the rows of ``W'`` with a weight on another neuron, and each
+        #: row's weight on its own neuron (float64)
+        self._couplings: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
         self.products = 0
         #: ``listener(products)`` after every product or batch of them: the work within a
         #: slow eigen-solve, where a position may take thousands (a place to cancel too)
@@ -208,6 +211,45 @@ class StepJacobians:
         """Whether ``J_t`` is zero: a silence or clamp sets every neuron at ``t`` (ARPACK
         cannot start there, every vector it is given goes to zero; the radius is 0)."""
         return bool(self._held_scale(t)[2].all())
+
+    def _coupling(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of ``W'`` at ``t`` that weigh another neuron (a bool mask) and each row's
+        weight on its own neuron: read once per graph (a cut or scale makes another)."""
+        interventions = self.tape.interventions
+        key = interventions.graph_key(t) if interventions.graph_edits else ()
+        held = self._couplings.get(key)
+        if held is None:
+            ck = self.backward.checkpoint
+            weights = np.asarray(self.backward.weights(interventions, t), dtype=np.float64)
+            offsets = np.asarray(ck.w_offsets, dtype=np.int64)
+            rows = np.repeat(np.arange(self.neurons), np.diff(offsets))
+            own = rows == np.asarray(ck.w_indices, dtype=np.int64)
+            coupled = np.zeros(self.neurons, dtype=bool)
+            coupled[rows[~own & (weights != 0.0)]] = True
+            loops = np.bincount(rows[own], weights=weights[own], minlength=self.neurons)
+            held = (coupled, loops)
+            if len(self._couplings) >= 64:
+                self._couplings.clear()
+            self._couplings[key] = held
+        return held
+
+    def diagonal(self, t: int) -> np.ndarray | None:
+        """The diagonal of ``J_t`` (float64) where ``J_t`` is diagonal, else ``None``.
+
+        ``J_t`` is diagonal where no neuron's row reaches another neuron: no recurrent weight
+        acts at ``t`` (a model whose recurrent weights are all zero, or cut to zero) or the
+        neurons it would act on are set by a silence or clamp. Its eigenvalues are then its
+        diagonal, ``1 - lam`` (plus a self-synapse's part) and 0 where a neuron is set, and
+        ARPACK is not asked: its Krylov basis of a diagonal matrix collapses (a zero ``J_t``,
+        a full leak with no weights, hands it a zero vector: "starting vector is zero").
+        """
+        _, a64, mask = self._held_scale(t)
+        coupled, loops = self._coupling(t)
+        if np.any(a64[coupled] != 0.0):
+            return None
+        diagonal = np.full(self.neurons, float(self.keep)) + a64 * loops
+        diagonal[mask] = 0.0
+        return diagonal
 
     def matvec(self, t: int, v: np.ndarray) -> np.ndarray:
         """``J_t v`` (float64 in and out; the product itself runs in float32)."""
@@ -300,6 +342,23 @@ class StepJacobians:
         jac = np.eye(n) * float(self.keep) + a.astype(np.float64)[:, None] * w
         jac[mask] = 0.0
         return jac
+
+
+def diagonal_eigenvalues(diagonal: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` eigenvalues of largest modulus (largest first, complex) of a diagonal
+    matrix: its diagonal's entries of largest modulus (:meth:`StepJacobians.diagonal`)."""
+    order = np.argsort(-np.abs(diagonal), kind="stable")[:k]
+    return np.asarray(diagonal, dtype=np.float64)[order].astype(complex)
+
+
+def _known_spectrum(jac: "StepJacobians", t: int, k: int) -> np.ndarray | None:
+    """The ``k`` leading eigenvalues of ``J_t`` where they are known without ARPACK: none
+    (an empty array) where every neuron is set there (``J_t = 0`` has no modes to find), the
+    diagonal's where ``J_t`` is diagonal; ``None`` where ARPACK must find them."""
+    if jac.is_zero(t):
+        return np.zeros(0, complex)
+    diagonal = jac.diagonal(t)
+    return None if diagonal is None else diagonal_eigenvalues(diagonal, k)
 
 
 def _start_vector(n: int, seed: int, t: int) -> np.ndarray:
@@ -407,9 +466,13 @@ def eigenvalues_in_lockstep(jac: StepJacobians, positions: Sequence[int], k: int
         return None
     at_once = max(1, min(int(at_once), LOCKSTEP_BYTES // (8 * n * _arpack_ncv(n, k))))
     width = padded_columns(at_once)  # fixed: one layout of each graph
-    # a zero J_t has no modes to find (radius 0): ARPACK would stop at a zero vector
-    found: dict[int, np.ndarray] = {t: np.zeros(0, complex) for t in positions
-                                    if jac.is_zero(t)}
+    # a zero J_t has no modes to find (radius 0) and a diagonal one's are its diagonal:
+    # ARPACK would stop at a zero vector
+    found: dict[int, np.ndarray] = {}
+    for t in positions:
+        known = _known_spectrum(jac, t, k)
+        if known is not None:
+            found[t] = known
     waiting = [t for t in positions if t not in found]
     runs: dict[int, Any] = {}
     asked: dict[int, np.ndarray] = {}
@@ -493,7 +556,9 @@ class Portrait:
     spread_fraction
         Per step ``0 .. k``, the fraction of neurons a one-token drive reaches.
     driving
-        The leading driving modes: position, eigenvalues, participation, cell types.
+        The leading driving modes: position, eigenvalues, participation, cell types;
+        ``diagonal`` True where ``J`` is diagonal (no neuron drives another: its
+        eigenvalues are its diagonal, and no mode singles out neurons, participation NaN).
     products, seconds
         Jacobian-vector products used and wall time.
     unconverged
@@ -659,6 +724,14 @@ def _driving_summary(jac: StepJacobians, t: int, settings: DynamicsSettings,
         return {"position": t, "eigenvalues": [], "participation": 0.0, "top_type_share": 0.0,
                 "cell_types": [], "converged": True}
     k = min(settings.driving_modes, max(1, n - 2))
+    diagonal = jac.diagonal(t)
+    if diagonal is not None:
+        # No neuron drives another: each neuron is its own mode (all of them one mode where
+        # the diagonal is one number), so no mode singles out neurons or cell types.
+        values = diagonal_eigenvalues(diagonal, k)
+        return {"position": t, "eigenvalues": [[float(z.real), float(z.imag)] for z in values],
+                "participation": math.nan, "top_type_share": math.nan, "cell_types": [],
+                "converged": True, "diagonal": True}
     values, vectors = leading_eigen(jac.operator(t, transpose=True), n, k, seed=settings.seed,
                                     t=t + 10_000, tolerance=settings.tolerance, vectors=True,
                                     dense=lambda: jac.dense(t).T, basis=DRIVING_BASIS)
@@ -746,9 +819,10 @@ def portrait(backward: "BackwardEngine", tape: "Tape", settings: DynamicsSetting
         else:
             eigenvalues = []
             for t in range(steps):
-                values, _ = (np.zeros(0, complex), None) if jac.is_zero(t) else leading_eigen(
+                known = _known_spectrum(jac, t, k)
+                values = known if known is not None else leading_eigen(
                     jac.operator(t), n, k, seed=settings.seed, t=t,
-                    tolerance=settings.tolerance, dense=functools.partial(jac.dense, t))
+                    tolerance=settings.tolerance, dense=functools.partial(jac.dense, t))[0]
                 eigenvalues.append(values)
                 if progress is not None:
                     progress(t + 1, steps)

@@ -129,7 +129,7 @@ def summary(found: Any, model_name: str) -> str:
               f"  after {followed} tokens {found.memory_norms[-1]:.3g}"
               f"{spread('remaining_at_end', digits='.3g')} of it remains (leak only: "
               f"{(1 - found.leak) ** followed:.3g}); its slow tail halves in "
-              + ("(none left: every neuron is set by a silence or clamp)"
+              + ("(none left: the step Jacobians take it to zero)"
                  if found.memory_norms[-1] == 0 else
                  (f"{tail:.2f} tokens" if tail is not None else "(no decay)")
                  + spread("tail_half_life_tokens")),
@@ -146,6 +146,11 @@ def summary(found: Any, model_name: str) -> str:
     elif not driving["eigenvalues"]:
         lines.append(f"driving modes at position {driving['position']}: none (every neuron is "
                      "set there by a silence or clamp, so the step Jacobian is zero)")
+    elif driving.get("diagonal"):
+        lines.append(f"driving modes at position {driving['position']} "
+                     f"({_complex([complex(*z) for z in driving['eigenvalues']])}): none single "
+                     "out neurons (the step Jacobian is diagonal: no neuron drives another, so "
+                     "its eigenvalues are its diagonal)")
     else:
         lines.append(f"driving modes at position {driving['position']} "
                      f"({_complex([complex(*z) for z in driving['eigenvalues']])}): "

@@ -15,10 +15,11 @@ placed by :func:`flyviz.viewer.layers.drawing_anatomy`) and
   of a comparison, ``"atlas:mean"``..., each built by
   :mod:`flyviz.viewer.layers`, the registry every view uses);
 * the colours of one token (:meth:`BrainSource.rgba`), in flyviz's
-  colormaps (:mod:`flyviz.render.colormaps`) over one range per quantity for
-  the whole recording, the range a movie of it uses (the state's
-  :attr:`~flyviz.viewer.state.ViewerState.range_scope` is ``"recording"``),
-  so a colour means the same value at every token;
+  colormaps (:mod:`flyviz.render.colormaps`) over the range the state takes
+  (its :attr:`~flyviz.viewer.state.ViewerState.range_scope`, as the kind says:
+  a language model's one range over the whole recording, the range a movie of
+  it uses, so a colour means the same value at every token; a spiking brain's
+  each bin over its own rates, as the window shows them);
 * the text at a token (:meth:`BrainSource.token_text`).
 
 The recording stays memory-mapped: a colour is computed from one token's
@@ -101,8 +102,10 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
               kind: "ModelKind | None" = None) -> ViewerState:
     """A viewer state of ``recording`` (and an ``atlas``) as the embedded hosts show them.
 
-    The colour range is one over the whole recording (``range_scope="recording"``),
-    the look :data:`HOST_DISPLAY`; the kind's colour layers are offered (``kind``: by
+    The colour range is taken as the kind says (:attr:`ModelKind.host_range_scope
+    <flyviz.kinds.ModelKind.host_range_scope>`: one over the whole recording for a language
+    model, each bin's own for a spiking brain, as the window shows it), the look
+    :data:`HOST_DISPLAY`; the kind's colour layers are offered (``kind``: by
     default the model's, else the recording's), a comparison its Δ layer, an atlas its
     statistics (coloured by the mean when there is no recording).
 
@@ -122,7 +125,6 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
                              f"anatomy has {n:,}")
     state = ViewerState(DisplaySettings(point_size=HOST_DISPLAY["point_size"],
                                         glow=HOST_DISPLAY["glow"]))
-    state.range_scope = "recording"
     if model is not None and int(model.neurons) != n:
         model = None
     if kind is None:
@@ -130,6 +132,7 @@ def state_for(anatomy: "Anatomy", recording: "Recording | None" = None,
 
         kind = kind_of(model) if model is not None or recording is None \
             else kind_of_recording(recording)
+    state.range_scope = kind.host_range_scope
     state.set_model(model, anatomy, name=name or getattr(model, "name", "") or "", neurons=n,
                     kind=kind)
     if recording is not None:
@@ -223,7 +226,6 @@ class BrainSource:
         self.name = name
         #: Why the neurons are not at their soma positions (a stand-in layout), or ``None``.
         self.note: str | None = None
-        self._ranges: dict[str, tuple[float, float]] = {}
         self._layers: dict[str, ColourLayer] = {}
         #: Indices of the neurons drawn (known soma), in the order of every per-point array.
         self.shown = np.flatnonzero(np.asarray(state.anatomy.valid, dtype=bool))
@@ -426,7 +428,6 @@ class BrainSource:
                              label=label)
         self.state.add_colour_layer(name, label or name, lambda: layer, replace=True)
         self._layers.pop(name, None)
-        self._ranges.pop(name, None)
         return name
 
     def layer(self, quantity: str) -> ColourLayer:
@@ -484,26 +485,25 @@ class BrainSource:
             return np.zeros(self.shown.size, np.float32)
         return np.asarray(values, dtype=np.float32)[self.shown]
 
-    def value_range(self, quantity: str) -> tuple[float, float]:
-        """The quantity's colour range, one for the whole recording (as a movie of it has)."""
-        if quantity not in self._ranges:
-            self._ranges[quantity] = self.state.value_range(layer=self.layer(quantity))
-        return self._ranges[quantity]
-
-    def forget_ranges(self) -> None:
-        """Recompute the ranges on next use (the recording grew)."""
-        self._ranges.clear()
+    def value_range(self, quantity: str, token: int | None = None) -> tuple[float, float]:
+        """The quantity's colour range at ``token`` (default: the state's), as the state takes
+        it (:meth:`ViewerState.value_range <flyviz.viewer.state.ViewerState.value_range>`, the
+        path of every picture of it): one over the whole recording as it is now (a
+        language model's, as a movie of it has; a run that grows is ranged again), or the
+        token's own (a spiking brain's bins, as the window shows them)."""
+        return self.state.value_range(None if token is None else int(token),
+                                      self.layer(quantity))
 
     def rgba(self, quantity: str, token: int) -> np.ndarray:
         """``(shown, 4)`` float32 RGBA of the shown neurons at ``token``.
 
-        Each value is placed on the quantity's colormap over its range
-        (``|value|`` for ``"abs"``), as the cloud's shader does, and read from
-        the colormap's table: RGB is the hue, alpha the brightness of the
+        Each value is placed on the quantity's colormap over its range at ``token``
+        (:meth:`value_range`; ``|value|`` for ``"abs"``), as the cloud's shader does, and
+        read from the colormap's table: RGB is the hue, alpha the brightness of the
         display curve (neurons glow on black under additive blending).
         """
         return colours(self.values(quantity, token), self.layer(quantity).colormap,
-                       self.value_range(quantity))
+                       self.value_range(quantity, token))
 
     def token_text(self, token: int) -> str:
         """``'t=K "token"  |  text so far'`` at ``token`` ('' without a recording)."""

@@ -604,3 +604,70 @@ def test_a_flygpt_without_its_dataset_shows_its_graphs_body_ids(tmp_path):
     (_points, kwargs, kind), = [d for d in layer_data(source) if d[2] == "points"]
     np.testing.assert_array_equal(kwargs["features"]["body_id"].astype(np.int64),
                                   np.asarray(tensors["graph.node_id"], np.int64)[source.shown])
+
+
+@pytest.fixture(scope="module")
+def bursty_spiking_path(spiking_kernels, tmp_path_factory) -> Path:
+    """A spiking recording of the two-sided test brain whose bins 0-3 hold two of the left
+    neurons' single spikes (100 Hz in a 10 ms bin) and whose bin 4 is a burst of every left
+    neuron at 600 Hz: the sparse rates and bursts a real brain's run has."""
+    import dataclasses
+
+    from test_spiking_kind import write_brain
+
+    from flyviz.cli import main
+    from flyviz.record.recording import Recording
+
+    folder = tmp_path_factory.mktemp("napari_spiking")
+    brain = write_brain(folder / "brain")
+    ran = folder / "ran.flyrec"
+    assert main(["simulate", str(brain), "--excite", "superclass:sensory", "--rate", "300",
+                 "--duration", "50ms", "--record", str(ran)]) == 0
+    run = Recording.load(ran)
+    metadata = run.metadata
+    metadata["spiking"]["bin_spikes"] = [2, 2, 2, 2, 240]     # what the rates below say
+    bursty = Recording(run.neurons, metadata)
+    for index, frame in enumerate(run):
+        rates = np.zeros(run.neurons, np.float32)
+        if index < 4:
+            rates[[3, 7]] = 100.0
+        else:
+            rates[:40] = 600.0
+        bursty.append(dataclasses.replace(frame, state=rates))
+    return bursty.save(folder / "bursty.flyrec")
+
+
+def test_a_spiking_recording_is_as_bright_in_napari_as_in_the_window(
+        make_napari_viewer, bursty_spiking_path, qtbot):
+    """napari drew a spiking recording nearly black: its colours were ranged once over the
+    whole run (600 Hz, the burst's), so a bin's single spikes (100 Hz) sat at a sixth of the
+    colourbar, dim and dark blue. Each bin is ranged over its own rates, as the window's
+    brain view ranges the frame it shows: the spikes light their neurons fully."""
+    from flyviz.brain_source import colours
+
+    viewer = make_napari_viewer(show=True)
+    viewer.window.resize(900, 700)
+    settle(qtbot, viewer.window._qt_window)
+    viewer.open(str(bursty_spiking_path), plugin=None)
+    (points,) = points_layers(viewer)
+    source = points.metadata["flyviz"]["source"]
+    assert source.quantity == "spike_rate"
+    set_token(viewer, 1)
+    # The window's colours of that bin: the kind's layer of the recorded state (what its
+    # brain view shows) over the range it resolves for the drawn neurons' values.
+    layer = source.state.kind.state_layer("signed", None)
+    rates = source.state.recording.state(1)
+    window = colours(rates[source.shown], layer.colormap,
+                     layer.value_range(rates[source.state.anatomy.valid]))
+    np.testing.assert_allclose(points.face_color, window, atol=1e-6)
+    # This brain's 80 neurons spread over a millimetre: close up on one of the two that
+    # spiked, its disc some 20 pixels wide.
+    viewer.scene.camera.center = tuple(float(c) for c in points.data[3])
+    viewer.scene.camera.zoom = 5.0
+    settle(qtbot, viewer.window._qt_window)
+    canvas = np.asarray(viewer.screenshot(canvas_only=True, flash=False))[..., :3].astype(int)
+    # The two spiking neurons glow at the top of the sequential colours (pale yellow: red
+    # and green high, blue low), not a dim blue.
+    yellow = (canvas[..., 0] > 180) & (canvas[..., 1] > 160) & (canvas[..., 2] < 120)
+    assert yellow.sum() >= 10, (yellow.sum(), canvas.reshape(-1, 3).max(axis=0))
+

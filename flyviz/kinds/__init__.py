@@ -286,6 +286,14 @@ class ModelKind:
     #: default first: the colour modes ``"signed"`` and ``"abs"`` of a state with a sign, one
     #: name for a state without (a spiking brain's rate).
     state_quantities: ClassVar[tuple[str, ...]] = ("signed", "abs")
+    #: How an embedded host that shows a whole recording (napari, the notebook widget) takes
+    #: the colour range (:attr:`ViewerState.range_scope
+    #: <flyviz.viewer.state.ViewerState.range_scope>`): ``"recording"``, one range over the
+    #: run, so that a colour means the same value at every frame (a movie's); ``"token"``,
+    #: each frame over its own values, as the window's brain view ranges every frame it
+    #: shows (one path for both: :meth:`ViewerState.value_range
+    #: <flyviz.viewer.state.ViewerState.value_range>`).
+    host_range_scope: ClassVar[str] = "recording"
     #: The side channels its frames carry.
     side_channels: ClassVar[tuple[SideChannel, ...]] = ()
     #: True when a run is given text (a prompt box applies) and its frames carry it.

@@ -295,6 +295,10 @@ class SpikingKind(ModelKind):
     state_title: ClassVar[str] = "&Live state (firing rate, Hz)"
     #: A rate has no sign: one colouring of the state (``"spike_rate"``), not two modes.
     state_quantities: ClassVar[tuple[str, ...]] = ("spike_rate",)
+    #: Each bin over its own rates, as the window shows them: rates are sparse and come in
+    #: bursts, and one range over the run put a bin's single spikes (100 Hz in a 10 ms bin)
+    #: at a sixth of a burst's 600 Hz, where napari drew the brain nearly black.
+    host_range_scope: ClassVar[str] = "token"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (SPIKES,)
     # A spiking run is recorded on its own (no untouched run beside it): what compares two.
     comparison_hint: ClassVar[str] = (

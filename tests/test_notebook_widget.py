@@ -368,3 +368,37 @@ def test_a_live_run_still_going_when_a_script_ends_ends_quietly(demo_cache):
     assert "started True" in out.stdout  # still running when the script ended
     for noise in ("Traceback", "Exception ignored", "unexpected error", "Error"):
         assert noise not in out.stderr, out.stderr
+
+
+def test_a_live_widget_ranges_its_frames_as_the_run_grows(demo, halves):
+    """A live widget (frames arriving as the run makes them, as :meth:`BrainWidget.live`
+    shows them) kept the colour range of the frames it had at its first draw: a quiet first
+    frame set a small range, and the run's later, stronger frames were all saturated while
+    the first stayed at the top. Each frame drawn is ranged as the state takes it now (the
+    run so far), so the first frame, drawn again after a far stronger one, is dimmer."""
+    import dataclasses
+
+    from flyviz.notebook import BrainWidget
+    from flyviz.record.recording import Recording
+
+    quiet = dataclasses.replace(halves[1], state=halves.state(1) * (0.1 / 0.9))
+    strong = halves[2]                              # the other half, nine times as strong
+    widget = BrainWidget(Recording(halves.neurons, halves.metadata), demo, size=SIZE)
+    try:
+        drawn = []
+        for frame in (quiet, strong):               # what the run's frame events do
+            count = widget.state.append(frame) + 1
+            widget.slider.max = count - 1
+            widget.show_token(count - 1)
+            drawn.append(widget.snapshot())
+        widget.show_token(0)
+        again = widget.snapshot()
+        left = lit(drawn[0])
+        assert left.sum() > 500
+        # The quiet frame at its first draw was the top of its own range; beside the strong
+        # one it is a ninth of the range: dimmer where it is lit.
+        assert again[left].astype(int).sum() < 0.8 * drawn[0][left].astype(int).sum()
+        # The strong frame lights its half as the quiet one lit its own when it was alone.
+        assert lit(drawn[1]).sum() > 500
+    finally:
+        widget.close()

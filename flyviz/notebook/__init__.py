@@ -135,8 +135,8 @@ class BrainWidget(RemoteFrameBuffer):
         self._thread: threading.Thread | None = None
         #: The runs of a :meth:`live` widget (:class:`flyviz.runs.Runs`), else ``None``.
         self.runs: Any = None
-        # Set when a live run ends: the renderer's colour range and gain came from the
-        # frames there were at its first draw, not the whole run's (a movie's).
+        # Set when a live run ends: the renderer's brightness gain came from the frames
+        # there were at its first draw, not the whole run's (a movie's).
         self._range_stale = False
         if quantity is not None or not given_state:
             # Default: the recorded state's first colouring (the kind's: "signed", or a
@@ -312,14 +312,20 @@ class BrainWidget(RemoteFrameBuffer):
         with self._lock:
             if self._range_stale:
                 # Built again here, on the drawing thread (a run's end may be reported on
-                # its worker's), over the whole run.
+                # its worker's), its gain over the whole run.
                 self._range_stale = False
                 self._close_renderer()
-                self.source.forget_ranges()
             renderer = self._ensure_renderer()
             pose = self.state.camera
-            return renderer.render_token(self.state, self.state.index,
-                                         azimuth=None if pose is None else pose.azimuth)
+            index = self.state.index
+            # The range of each frame drawn, as the state takes it now (its kind's scope:
+            # the bin's own rates, as the window ranges the frame it shows; or the run so
+            # far, taken again as a live run grows): a live widget kept the range of the
+            # frames it had at its first draw, saturating or dimming the later ones.
+            return renderer.render_token(self.state, index,
+                                         azimuth=None if pose is None else pose.azimuth,
+                                         value_range=self.state.value_range(
+                                             index, renderer.style.layer))
 
     def get_frame(self) -> np.ndarray:
         """The frame at the shown token: ``(height, width, 3)`` uint8 RGB (jupyter_rfb calls it).
@@ -434,9 +440,8 @@ class BrainWidget(RemoteFrameBuffer):
             widget.show_token(count - 1)
 
         def ended(_reason: str, _frames: int) -> None:
-            # The run is whole: colour it over its own range, as its movie and the widget
-            # of its recording do (the range of its first frames stayed, saturating or
-            # dimming the later ones).
+            # The run is whole: its brightness gain over the whole run, as its movie and the
+            # widget of its recording have it (the colour range follows every frame).
             widget._range_stale = True
             widget.request_draw()
 

@@ -345,13 +345,16 @@ class FrameRenderer:
 
     def render_token(self, state: Any, index: int | None = None,
                      overlay: OverlayContent | None = None,
-                     azimuth: float | None = None) -> np.ndarray:
+                     azimuth: float | None = None,
+                     value_range: tuple[float, float] | None = None) -> np.ndarray:
         """Render the state's token ``index`` (default: the shown one) in this renderer's
-        colour layer; nothing to show (no frame, no untouched frame) draws the brain at rest."""
+        colour layer; nothing to show (no frame, no untouched frame) draws the brain at rest.
+        ``value_range``: the colour range of this frame and the next (see
+        :meth:`set_value_range`; default: as before)."""
         values = state.values(index, self.style.layer)
         values = np.zeros(state.neurons, np.float32) if values is None else \
             np.asarray(values, np.float32)
-        return self.render_state(values, overlay, azimuth)
+        return self.render_state(values, overlay, azimuth, value_range)
 
     def set_value_range(self, low: float, high: float) -> None:
         """Colour the next frames over ``low .. high`` (the colourbar's labels follow).

@@ -186,12 +186,16 @@ class Run:
         return words + (f", {request.note}" if request.note else "")
 
 
-def request_for(model: Any, given: Any = None, **run: Any) -> RunRequest:
+def request_for(model: Any, given: Any = None, *, kind_settings: Any = None,
+                **run: Any) -> RunRequest:
     """The run a fresh viewer state of ``model`` describes (its kind reads it:
     :meth:`~flyviz.kinds.ModelKind.run_request`), given ``given`` (what the run reads; ``None``:
     the kind's default), with the state's run settings ``run`` set first (``max_new_tokens=``,
     ``seed=``...: :class:`~flyviz.viewer.settings.RunSettings`' fields, which a kind reads
-    or not). ``InputError`` for a setting out of range."""
+    or not) and the kind's own run settings ``kind_settings`` (a mapping of their fields: a
+    spiking brain's ``excite`` and ``bins``, what the window's Stimulus dock sets:
+    :class:`~flyviz.kinds.spiking.SpikingRunSettings`). ``InputError`` for a setting out of
+    range, or one the kind's runs do not have."""
     import dataclasses
 
     from flyviz.viewer.state import ViewerState
@@ -201,6 +205,15 @@ def request_for(model: Any, given: Any = None, **run: Any) -> RunRequest:
     for name, value in run.items():
         if value is not None:
             setattr(described.run, name, value)
+    if kind_settings:
+        own = described.kind_settings.of(described.kind)
+        fields = {field.name for field in dataclasses.fields(own)} \
+            if dataclasses.is_dataclass(own) else set()
+        for name, value in dict(kind_settings).items():
+            if name not in fields:
+                raise InputError(f"a {described.kind.title}'s run has no setting {name!r}")
+            if value is not None:
+                setattr(own, name, value)
     request = described.kind.run_request(described)
     return request if given is None else dataclasses.replace(request, given=given)
 

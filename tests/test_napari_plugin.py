@@ -671,3 +671,47 @@ def test_a_spiking_recording_is_as_bright_in_napari_as_in_the_window(
     yellow = (canvas[..., 0] > 180) & (canvas[..., 1] > 160) & (canvas[..., 2] < 120)
     assert yellow.sum() >= 10, (yellow.sum(), canvas.reshape(-1, 3).max(axis=0))
 
+
+def test_widget_runs_a_spiking_brain_on_the_stimulus_it_is_given(make_napari_viewer, qtbot,
+                                                                 spiking_kernels, tmp_path):
+    """A spiking brain loaded, the widget offers what the window's Stimulus dock does in its
+    simplest form: which neurons to excite (a selection query) and for how long. Run runs
+    that stimulus (the run the dock's settings describe) into a layer of rates: only the
+    neurons excited, and the ones they drive, fire. Bad fields are one line in the status."""
+    from test_spiking_kind import write_brain
+
+    from flyviz.kinds.spiking import SpikingModel
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer()
+    widget = FlyvizWidget(viewer)
+    assert not widget.excite.isEnabled() and not widget.duration.isEnabled()
+    widget.set_model(SpikingModel.load(str(write_brain(tmp_path / "brain"))))
+    assert widget.excite.isEnabled() and widget.duration.isEnabled()
+    assert not widget.prompt.isEnabled()
+    for excite, duration, said in [("superclass:", 50.0, "flyviz: error: "),
+                                   ("superclass:nothing_here", 50.0, "flyviz: error: "),
+                                   ("superclass:central", 15.0,
+                                    "not a whole number of 10 ms bins"),
+                                   ("superclass:central", 0.0, "positive number")]:
+        widget.excite.setText(excite)
+        assert widget.run_stimulus(excite, duration) is None, excite
+        assert said in widget.status.text(), widget.status.text()
+    assert not points_layers(viewer)
+    # The right half ("central") is excited: it fires; the left half gets nothing.
+    widget.excite.setText("superclass:central")
+    widget.duration.setValue(50.0)
+    widget.run_button.click()
+    runs = widget.runs
+    assert runs is not None, widget.status.text()
+    qtbot.waitUntil(lambda: len(points_layers(viewer)) == 1, timeout=60_000)
+    (points,) = points_layers(viewer)
+    source = points.metadata["flyviz"]["source"]
+    assert points.name == "superclass:central rate"
+    assert source.tokens == 5 == viewer.dims.nsteps[0]
+    rates = source.recording.states()
+    assert rates[:, 40:].sum() > 0 and rates[:, :40].sum() == 0
+    assert source.recording.metadata["spiking"]["excite"] == "superclass:central"
+    # A language model has no stimulus: the fields are off again.
+    widget.set_model(flyviz.load("demo"))
+    assert not widget.excite.isEnabled() and widget.prompt.isEnabled()

@@ -1,10 +1,14 @@
-"""The napari dock widget (npe2 command ``flyviz.brain_widget``): load a model, run a prompt.
+"""The napari dock widget (npe2 command ``flyviz.brain_widget``): load a model, run it.
 
-The model loads and the prompt runs on a worker thread (napari's
-``thread_worker``), so the viewer stays responsive; the finished run becomes
-a new brain layer (:func:`flyviz.napari._layers.layer_data`) and the token
-slider moves to its last token. The widget also picks the colour quantity of
-the selected flyviz layer and shows the text at the slider's token.
+The model loads and the run runs on a worker thread (napari's ``thread_worker``,
+then :class:`flyviz.runs.Runs`), so the viewer stays responsive; the finished run
+becomes a new brain layer (:func:`flyviz.napari._layers.layer_data`) and the token
+slider moves to its last token. A Fly LLM runs a prompt for some new tokens; a
+spiking brain runs a stimulus, the window's Stimulus dock in its simplest form: the
+neurons to excite (a selection query; empty: the brain's own set) for a duration,
+the run the dock's settings describe (:func:`flyviz.runs.request_for`). The widget
+also picks the colour quantity of the selected flyviz layer and shows the text at
+the slider's token.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from typing import Any
 
 from napari.qt.threading import thread_worker
 from qtpy.QtCore import QObject, Signal
-from qtpy.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
-                            QSpinBox, QVBoxLayout, QWidget)
+from qtpy.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
+                            QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from flyviz.brain_source import BrainSource
+from flyviz.kinds.spiking import SPIKING_KEY
 from flyviz.napari._layers import (METADATA_KEY, bind, layer_data, recolour, set_quantity,
                                    shown_token, text_layer)
 
@@ -71,8 +76,13 @@ class _Delivery(QObject):
         callback(*args)
 
 
+#: The kinds whose runs the widget's stimulus fields describe (as the window's Stimulus dock).
+STIMULUS_KINDS = (SPIKING_KEY,)
+
+
 class FlyvizWidget(QWidget):
-    """Load a Fly LLM, run a prompt into a new layer, choose the colours, read the token.
+    """Load a Fly LLM (or a spiking brain), run a prompt (or a stimulus) into a new layer,
+    choose the colours, read the token.
 
     Parameters
     ----------
@@ -94,6 +104,19 @@ class FlyvizWidget(QWidget):
         self.max_new_tokens = QSpinBox()
         self.max_new_tokens.setRange(1, 4096)
         self.max_new_tokens.setValue(20)
+        # A spiking brain's run: the Stimulus dock's query of the neurons to excite, and
+        # its length (the dock's bins, here a duration as `flyviz simulate --duration`).
+        self.excite = QLineEdit()
+        self.excite.setPlaceholderText("the brain's own set (e.g. superclass:sensory)")
+        self.excite.setToolTip("The neurons given Poisson input, as a selection query "
+                               "(flyviz select --help)")
+        self.duration = QDoubleSpinBox()
+        self.duration.setDecimals(0)
+        self.duration.setRange(1.0, 10_000_000.0)
+        self.duration.setSingleStep(10.0)
+        self.duration.setValue(1000.0)
+        self.duration.setSuffix(" ms")
+        self.duration.setToolTip("The run's length, in milliseconds of the fly's time")
         self.run_button = QPushButton("Run")
         self.quantity = QComboBox()
         self.status = QLabel("no model loaded")
@@ -107,6 +130,8 @@ class FlyvizWidget(QWidget):
         form.addRow("Model", row)
         form.addRow("Prompt", self.prompt)
         form.addRow("New tokens", self.max_new_tokens)
+        form.addRow("Excite", self.excite)
+        form.addRow("Duration", self.duration)
         form.addRow("", self.run_button)
         form.addRow("Colour by", self.quantity)
         layout = QVBoxLayout(self)
@@ -118,6 +143,7 @@ class FlyvizWidget(QWidget):
         self.load_button.clicked.connect(lambda: self.load(self.model_spec.text()))
         self.run_button.clicked.connect(self._run_clicked)
         self.quantity.currentTextChanged.connect(self._quantity_chosen)
+        self._show_fields(reads_text=True, stimulus=False)
         bind(self.viewer)
         self.viewer.dims.events.current_step.connect(self._show_token)
         self.viewer.layers.selection.events.active.connect(self._active_changed)
@@ -131,21 +157,31 @@ class FlyvizWidget(QWidget):
     def set_model(self, model: Any) -> None:
         """Use an already loaded model (what :func:`flyviz.load` returned, or a
         :class:`~flyviz.kinds.spiking.SpikingModel`: the prompt box is then off, its kind
-        reads no prompt)."""
+        reads no prompt, and the stimulus fields are on)."""
         from flyviz.kinds import kind_of
 
         self.model = model
-        reads_text = kind_of(model).reads_text
-        self.prompt.setEnabled(reads_text)
-        self.max_new_tokens.setEnabled(reads_text)
+        kind = kind_of(model)
+        self._show_fields(kind.reads_text, kind.shows(STIMULUS_KINDS))
         self.status.setText(f"model {model.name}: {model.neurons:,} neurons")
 
+    def _show_fields(self, reads_text: bool, stimulus: bool) -> None:
+        # The fields the loaded model's runs read are on; the others are off.
+        self.prompt.setEnabled(reads_text)
+        self.max_new_tokens.setEnabled(reads_text)
+        self.excite.setEnabled(stimulus)
+        self.duration.setEnabled(stimulus)
+
     def _run_clicked(self) -> None:
-        # The box's text is the prompt of a kind that reads one; a spiking brain runs its
-        # kind's default run (a prompt given it is refused, not dropped).
+        # The box's text is the prompt of a kind that reads one; a spiking brain runs the
+        # stimulus its fields say; any other kind its default run.
         from flyviz.kinds import kind_of
 
-        reads_text = self.model is None or kind_of(self.model).reads_text
+        kind = None if self.model is None else kind_of(self.model)
+        if kind is not None and kind.shows(STIMULUS_KINDS):
+            self.run_stimulus()
+            return
+        reads_text = kind is None or kind.reads_text
         self.run_prompt(self.prompt.text() if reads_text else None)
 
     def load(self, spec: str) -> Any:
@@ -172,8 +208,7 @@ class FlyvizWidget(QWidget):
         that is not a whole number from 1, such as ``2.5`` or ``"3"``, which is refused, not
         rounded)."""
         from flyviz.errors import FlyvizError
-        from flyviz.runs import Run, Runs, ThreadEngine, request_for
-        from flyviz.viewer.state import ViewerState
+        from flyviz.runs import Run, request_for
 
         if self.model is None:
             self.status.setText("load a model first")
@@ -186,6 +221,62 @@ class FlyvizWidget(QWidget):
         except FlyvizError as exc:
             self._failed(exc)
             return None
+        return self._launch(run, str(prompt or "run"))
+
+    def run_stimulus(self, excite: str | None = None, duration_ms: Any = None) -> Any:
+        """Start a spiking brain's run: the neurons ``excite`` selects (a selection query,
+        ``"superclass:sensory"``; ``""``: the brain's own set; ``None``: the *Excite* box's)
+        given Poisson input for ``duration_ms`` milliseconds (``None``: the *Duration*
+        box's), in the brain's bins; the run the window's Stimulus dock starts of the same
+        settings (:class:`~flyviz.kinds.spiking.SpikingRunSettings`, through
+        :func:`flyviz.runs.request_for`), on a worker thread, into a new brain layer when it
+        ends. Returns its :class:`flyviz.runs.Runs`, or ``None`` when it cannot start, said
+        in the status: no spiking brain loaded, a bad query, a duration that is not a
+        positive whole number of bins (15 ms in 10 ms bins is refused, not rounded)."""
+        import math
+
+        from flyviz.errors import FlyvizError, InputError
+        from flyviz.kinds import kind_of
+        from flyviz.runs import Run, request_for
+
+        if self.model is None:
+            self.status.setText("load a model first")
+            return None
+        model = self.model
+        kind = kind_of(model)
+        given = self.excite.text() if excite is None else excite
+        ms = self.duration.value() if duration_ms is None else duration_ms
+        try:
+            if not kind.shows(STIMULUS_KINDS):
+                raise InputError(f"a {kind.title} runs no stimulus; give it a prompt")
+            if not isinstance(given, str):
+                raise InputError(f"the neurons to excite are a selection query (text), "
+                                 f"not {given!r}")
+            query = given.strip()
+            if isinstance(ms, bool) or not isinstance(ms, (int, float)) \
+                    or not math.isfinite(ms) or ms <= 0:
+                raise InputError(f"the duration must be a positive number of milliseconds, "
+                                 f"not {ms!r}")
+            # Whole bins, as the Stimulus dock counts them: 15 ms is refused, not rounded.
+            bin_ms = float(kind.new_run_settings().bin_ms)
+            bins = int(round(float(ms) / bin_ms))
+            if bins < 1 or abs(bins * bin_ms - float(ms)) > 1e-6 * bin_ms:
+                raise InputError(f"the duration {float(ms):g} ms is not a whole number of "
+                                 f"{bin_ms:g} ms bins")
+            run = Run(model, request_for(model, kind_settings={"excite": query,
+                                                               "bins": bins}))
+        except FlyvizError as exc:
+            self._failed(exc)
+            return None
+        return self._launch(run, query or "run")
+
+    def _launch(self, run: Any, name: str) -> Any:
+        """Run ``run`` through a :class:`flyviz.runs.Runs` of its own, into a layer named
+        ``name`` when it ends; returns the runs."""
+        from flyviz.runs import Runs, ThreadEngine
+        from flyviz.viewer.state import ViewerState
+
+        model = run.model
         state = ViewerState()
         state.set_model(model)
         runs = Runs(state)
@@ -197,7 +288,7 @@ class FlyvizWidget(QWidget):
         def ended(reason: str, _frames: int) -> None:
             self.run_button.setEnabled(True)
             if reason != "failed":
-                self._add_run(run.recording, str(prompt or "run"))
+                self._add_run(run.recording, name)
 
         runs.events.ended.connect(ended)
         self.run_button.setEnabled(False)
@@ -205,8 +296,8 @@ class FlyvizWidget(QWidget):
         runs.launch(run)
         return runs
 
-    def _add_run(self, recording: Any, prompt: str) -> None:
-        name = prompt.strip()[:24] or "run"
+    def _add_run(self, recording: Any, said: str) -> None:
+        name = said.strip()[:24] or "run"
         # Placed as every host places a recording's neurons, with the line that says when
         # they are a stand-in (a brain without somata on a ball, a model on a graph layout).
         source = BrainSource.of_recording(recording, self.model, name)

@@ -398,14 +398,15 @@ class BrainSource:
 
     def add_quantity(self, name: str, values: np.ndarray, *, colormap: str = "sequential",
                      label: str = "") -> str:
-        """Add a quantity with the same per-neuron ``values`` at every token (e.g. a trace's
-        summed node flows, an importance) to the state; returns its name.
+        """Add a quantity with the same per-neuron ``values`` at every frame (token or bin;
+        e.g. a trace's summed node flows, an importance) to the state; returns its name.
 
         Adding a name again replaces the values added under it; the name of one of the
-        recording's own quantities (``"signed"``, ``"abs"``, the Δx layer ``"delta"``) is
-        refused: the values would not be shown under it, and the name would be listed
-        twice. A feature's layer of the name (``"flow"``, as the example notebook adds a
-        trace's flows) is replaced.
+        recording's own quantities is refused (its kind's colourings of its state: a Fly
+        LLM's activation as ``"signed"`` and ``"abs"``, a spiking brain's rate as
+        ``"spike_rate"``; ``"state"``; the Δx layer ``"delta"``): the values would not be
+        shown under it, and the name would be listed twice. A feature's layer of the name
+        (``"flow"``, as the example notebook adds a trace's flows) is replaced.
 
         Raises
         ------
@@ -418,9 +419,10 @@ class BrainSource:
 
         if not isinstance(name, str) or not name.strip():
             raise InputError(f"a quantity's name must be text (a str), not {shown(name)}")
-        # The recording's own colourings win over added values of their name; a feature's
-        # layer ("flow", an atlas statistic) is replaced, as the notebook's Why? example does.
-        built_in = {*ACTIVATION_QUANTITIES, *self.state.kind.state_quantities, STATE, DELTA}
+        # The recording's own colourings win over added values of their name (its kind's:
+        # "abs" is no spiking recording's, and was refused as one); a feature's layer
+        # ("flow", an atlas statistic) is replaced, as the notebook's Why? example does.
+        built_in = {*self.state.kind.state_quantities, STATE, DELTA}
         if name in built_in:
             raise InputError(f"{name!r} is one of the recording's own colour quantities; "
                              "give the added values another name")

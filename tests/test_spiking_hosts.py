@@ -324,3 +324,23 @@ def test_the_notebook_highlight_selects_a_spiking_brains_neurons(spiking_recordi
             widget.highlight("superclass:nope")
     finally:
         widget.close()
+
+
+def test_added_quantities_are_refused_by_the_spiking_recordings_own_names(spiking_recording):
+    """A spiking recording's own colourings are its rate and its spikes: an added quantity
+    of its rate's name is refused, and ``"abs"`` or ``"signed"`` (a Fly LLM's activation,
+    no colouring of a rate) are names like any other, not "the recording's own"."""
+    from flyviz.brain_source import BrainSource
+    from flyviz.errors import InputError
+
+    source = BrainSource.open(spiking_recording)
+    values = np.arange(source.state.neurons, dtype=np.float32)
+    with pytest.raises(InputError, match="'spike_rate' is one of the recording's own colour "
+                                         "quantities"):
+        source.add_quantity("spike_rate", values)
+    for name in ("abs", "signed"):
+        assert source.add_quantity(name, values) == name
+        source.show(name)
+        assert source.quantity == name
+        np.testing.assert_array_equal(source.values(name, 2), values[source.shown])
+    assert source.quantities == ("spike_rate", "spike_flash", "abs", "signed")

@@ -81,9 +81,11 @@ class BrainWidget(RemoteFrameBuffer):
     size
         ``(width, height)`` of the frames, in pixels, or ``"640x400"``.
     quantity
-        The colour quantity: ``"signed"``, ``"abs"``, or ``"delta"`` for a
-        comparison (a spiking recording's: ``"spike_rate"``, ``"spike_flash"``); default: the
-        recorded state's first (``"signed"``; a given state's own colour layer).
+        The colour quantity, one of ``source.quantities``: the recorded state's colourings
+        as its kind names them (a Fly LLM's activation, ``"signed"`` x or ``"abs"`` |x|, and
+        ``"delta"`` for a comparison; a spiking brain's ``"spike_rate"`` in Hz or
+        ``"spike_flash"``); default: the recorded state's first (a given state's own
+        colour layer).
     gl
         The offscreen OpenGL (``"egl"``, ``"default"``, ``"osmesa"``; default: the first
         that works). Without any, one :class:`~flyviz.errors.ExportError` line says so.
@@ -275,11 +277,21 @@ class BrainWidget(RemoteFrameBuffer):
 
     def add_quantity(self, name: str, values: np.ndarray, *, colormap: str = "sequential",
                      label: str = "", show: bool = True) -> None:
-        """Offer per-neuron ``values`` (the same at every token) as a colour quantity.
+        """Offer per-neuron ``values`` (the same at every frame: token or bin) as a colour
+        quantity, named ``name`` (not one of the recording's own: its kind's colourings of
+        its state, a Fly LLM's ``"signed"`` and ``"abs"`` activation or a spiking brain's
+        ``"spike_rate"``), on ``colormap``, its colour bar captioned ``label`` (default:
+        ``name``).
 
         E.g. a trace's flows summed over positions,
         ``widget.add_quantity("flow", why.node_flows().sum(0), colormap="difference")``;
         ``show`` colours by it now.
+
+        Raises
+        ------
+        flyviz.errors.InputError
+            For values that are not one number per neuron, an unknown colormap, or one of
+            the recording's own quantities' names.
         """
         self.source.add_quantity(name, values, colormap=colormap, label=label)
         self.quantity_control.options = list(self.source.quantities)

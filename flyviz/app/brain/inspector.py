@@ -69,6 +69,7 @@ class NeuronInspector(QWidget):
         self.trace = pg.PlotWidget()
         self.trace.setMinimumHeight(70)
         self.trace.setMenuEnabled(False)
+        self.trace.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # takes no key: no Tab stop
         self.trace.hideButtons()
         self.trace.getAxis("bottom").setLabel("token")
         self.trace.getAxis("left").setLabel("x")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 
 from flyviz.record.recording import Recording
 
@@ -56,6 +57,9 @@ def population_plot() -> pg.PlotWidget:
 
     plot = pg.PlotWidget(axisItems=spaced_axes())
     plot.setMenuEnabled(False)
+    # Clicked to, never tabbed to: a plot takes no key (its arrows stepped the run) and
+    # showed no mark, a blank Tab stop between a dock's controls.
+    plot.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
     plot.hideButtons()
     plot.setMinimumHeight(80)
     plot.getAxis("bottom").setLabel("token")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from flyviz.app.population.plot_axes import SpacedAxis, paint_on_demand, spaced_axes
@@ -67,6 +68,7 @@ class RasterPanel(QWidget):
         self.plot = pg.PlotWidget(axisItems={**spaced_axes("bottom"), "left": self.row_axis})
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
+        self.plot.setFocusPolicy(Qt.FocusPolicy.ClickFocus)   # takes no key: no Tab stop
         self.plot.hideButtons()
         self.plot.setMinimumHeight(80)
         self.plot.getAxis("left").setLabel("neuron")

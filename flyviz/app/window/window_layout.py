@@ -56,6 +56,10 @@ class FittingScrollArea(QScrollArea):
     def __init__(self, widget: QWidget, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setFrameShape(QFrame.Shape.NoFrame)
+        # No Tab stop of its own: focused, it showed no mark and its arrow keys stepped the
+        # run (the window's shortcuts), one blank press per dock. Tab still scrolls it: the
+        # control Tab reaches inside is scrolled into sight (QScrollArea's own doing).
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.setWidgetResizable(False)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)

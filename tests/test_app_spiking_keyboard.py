@@ -1,0 +1,103 @@
+"""A spiking brain's docks from the keyboard alone: Tab stops only where a control is, every
+control has a name a screen reader says, Ctrl+Return runs, Space pauses and Esc stops a live
+run, Esc cancels a screen, and the shortcut list holds only keys that act on a spiking brain.
+"""
+
+from __future__ import annotations
+
+import pytest
+from app_conftest import make_window
+from qt_barriers import background_delivered, settle
+
+pytestmark = [pytest.mark.gui, pytest.mark.usefixtures("spiking_kernels")]
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import (QAbstractButton, QAbstractSpinBox, QApplication,  # noqa: E402
+                               QComboBox, QGraphicsView, QLabel, QLineEdit, QWidget)
+
+#: The docks a spiking brain shows that are its own.
+SPIKING_DOCKS = ("stimulus", "screen", "spiking_population")
+
+
+def _spiking_window(qtbot, tmp_path):
+    """A window showing the two-sided test brain (the test model's neurons and places)."""
+    from test_spiking_app import _two_sided_brain
+
+    from flyviz.app._testing import make_app_checkpoint
+    from flyviz.kinds.spiking import SpikingModel
+
+    checkpoint = make_app_checkpoint(tmp_path / "model")
+    win = make_window(qtbot, checkpoint, tmp_path)
+    win.features["spiking"].open(SpikingModel(
+        _two_sided_brain(checkpoint.config.neurons, win.state.anatomy.positions), "two-sided"))
+    settle(qtbot, win)
+    return win
+
+
+def _focus(qtbot, widget: QWidget) -> None:
+    widget.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(widget.hasFocus)
+
+
+def _type(qtbot, field: QWidget, text: str) -> None:
+    """Tab to ``field``, replace what it holds by ``text`` from the keyboard."""
+    _focus(qtbot, field)
+    qtbot.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(field, text)
+
+
+def _tab_cycle(qtbot, win) -> list[QWidget]:
+    """The widgets Tab reaches from the brain view, in order, once round (the brain view is
+    clicked to, not tabbed to: the round starts at the first stop after it)."""
+    _focus(qtbot, win.brain)
+    reached: list[QWidget] = []
+    for _ in range(300):
+        widget = QApplication.focusWidget()
+        qtbot.keyClick(widget, Qt.Key.Key_Tab)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not widget)
+        now = QApplication.focusWidget()
+        if reached and now is reached[0]:
+            return reached
+        reached.append(now)
+    raise AssertionError("Tab never came round")
+
+
+def test_tab_stops_only_at_controls_and_reads_the_stimulus_dock_in_order(qtbot, tmp_path):
+    """Tab round the window reaches the Stimulus dock's controls in the order they are shown
+    (Run, then the form row by row) and stops at no dock's scroll area nor plot: a stop there
+    showed no mark and did nothing (its arrows stepped the run), one more press each."""
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        reached = _tab_cycle(qtbot, win)
+        holders = [dock.widget() for dock in win.docks.values() if dock.isVisible()]
+        assert [type(w).__name__ for w in reached if any(w is h for h in holders)] == []
+        # nor at a plot: it takes no key and shows no mark
+        assert [type(w).__name__ for w in reached if isinstance(w, QGraphicsView)] == []
+        panel = win.features["spiking"].panel
+        order = [panel.run_button, panel.excite, panel.silence, panel.rate, panel.bins,
+                 panel.speed, panel.display]
+        at = [next(i for i, w in enumerate(reached) if w is control) for control in order]
+        assert at == sorted(at)
+    finally:
+        win.close()
+
+
+def _unnamed(dock) -> list[str]:
+    """The controls of ``dock`` Tab can reach that a screen reader could not name: no label
+    is their buddy, they have no accessible name, and (a button) their text is no word."""
+    buddies = {id(label.buddy()) for label in dock.findChildren(QLabel)
+               if label.buddy() is not None and label.isVisible()}
+    found = []
+    for widget in dock.findChildren(QWidget):
+        if not widget.isVisible() or not widget.focusPolicy() & Qt.FocusPolicy.TabFocus:
+            continue
+        if isinstance(widget.parentWidget(), (QAbstractSpinBox, QComboBox)):
+            continue                            # a spin box's own line edit: the box is named
+        if not isinstance(widget, (QAbstractButton, QLineEdit, QAbstractSpinBox, QComboBox)):
+            continue
+        worded = isinstance(widget, QAbstractButton) and any(c.isalpha() for c in widget.text())
+        if id(widget) in buddies or widget.accessibleName() or worded:
+            continue
+        text = getattr(widget, "placeholderText", lambda: "")() or widget.toolTip()
+        found.append(f"{type(widget).__name__} {text[:30]!r}")
+    return found

@@ -101,3 +101,20 @@ def _unnamed(dock) -> list[str]:
         text = getattr(widget, "placeholderText", lambda: "")() or widget.toolTip()
         found.append(f"{type(widget).__name__} {text[:30]!r}")
     return found
+
+
+def test_each_control_of_the_spiking_docks_has_a_name(qtbot, tmp_path):
+    """Every control of the Stimulus, Screen and Spiking populations docks is named by its
+    label (a buddy) or an accessible name: the Excite field, the rate, the '+' and '…'
+    buttons were announced as "edit" and "button" alone."""
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        win.select_neuron(3)                    # the '+' buttons are enabled with a neuron
+        for key in SPIKING_DOCKS:
+            win.docks[key].raise_()
+        win.features["screen"].panel.source.setCurrentIndex(1)   # the '…' button enabled
+        settle(qtbot, win)
+        assert {key: _unnamed(win.docks[key]) for key in SPIKING_DOCKS} == \
+            {key: [] for key in SPIKING_DOCKS}
+    finally:
+        win.close()

@@ -62,6 +62,13 @@ SPIKING_KINDS = (SPIKING_KEY,)
 DISPLAY_MODES = (("Show rates (Hz)", STATE), ("Show spikes", FLASH))
 
 
+def _label(text: str, field: QWidget) -> QLabel:
+    """A label naming ``field`` (its buddy: a screen reader says it with the field)."""
+    label = QLabel(text)
+    label.setBuddy(field)
+    return label
+
+
 class StimulusPanel(QWidget):
     """Which neurons are excited, at what rate, which silenced; Run, Pause/Play, Stop, speed,
     and how the brain is coloured."""
@@ -123,6 +130,9 @@ class StimulusPanel(QWidget):
         form.setVerticalSpacing(4)
         form.setColumnStretch(1, 1)
         form.setColumnStretch(2, 1)
+        # Each field is named for a screen reader: by its label (a buddy), or, beside
+        # another field in the label's row or a "+" button, by an accessible name (they
+        # were announced as "edit", "spin box" and "button" alone).
         for row, (label, field, button) in enumerate((
                 ("Excite", self.excite, self.excite_selected),
                 ("Silence", self.silence, self.silence_selected))):
@@ -130,15 +140,18 @@ class StimulusPanel(QWidget):
             query.setSpacing(2)
             query.addWidget(field, 1)
             query.addWidget(button)
-            form.addWidget(QLabel(label), row, 0)
+            form.addWidget(_label(label, field), row, 0)
             form.addLayout(query, row, 1, 1, 2)
+            button.setAccessibleName(f"{label} the selected neuron too")
+        self.bins.setAccessibleName("Length in bins")
+        self.display.setAccessibleName("Colour the brain by")
         for box in (self.rate, self.bins, self.speed):
             # As narrow as their usual values need, not their largest (10000.0 Hz).
             box.setSizePolicy(QSizePolicy.Policy.Preferred, box.sizePolicy().verticalPolicy())
-        form.addWidget(QLabel("Rate"), 2, 0)
+        form.addWidget(_label("Rate", self.rate), 2, 0)
         form.addWidget(self.rate, 2, 1)
         form.addWidget(self.bins, 2, 2)             # "150 Hz  for 100 bins"
-        form.addWidget(QLabel("Speed"), 3, 0)
+        form.addWidget(_label("Speed", self.speed), 3, 0)
         form.addWidget(self.speed, 3, 1)
         form.addWidget(self.display, 3, 2)          # "1.00x  Show rates (Hz)"
         buttons = QHBoxLayout()

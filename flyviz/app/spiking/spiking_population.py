@@ -104,6 +104,8 @@ class SpikingPopulationPanel(QWidget):
         self.groups_edit.setPlaceholderText("cell types or superclasses, comma-separated "
                                             "(empty: the largest superclasses)")
         self.groups_edit.editingFinished.connect(self._regroup)
+        # No label beside it (the placeholder goes once typed in): named for a screen reader.
+        self.groups_edit.setAccessibleName("Groups to plot")
         self.note = QLabel("")
         self.note.setVisible(False)
         self.raster_caption = QLabel("")

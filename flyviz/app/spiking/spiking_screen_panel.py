@@ -121,6 +121,12 @@ class ScreenPanel(QWidget):
         sets_row.addWidget(self.sets, 1)
         sets_row.addWidget(self.browse)
         form.addRow("Sets", sets_row)
+        # A row of three: its label names the first (a buddy), the others name themselves.
+        label = form.labelForField(sets_row)
+        if isinstance(label, QLabel):
+            label.setBuddy(self.source)
+        self.sets.setAccessibleName("Sets: the query or the sets file")
+        self.browse.setAccessibleName("Choose a sets file")
         form.addRow("Mode", self.mode)
         form.addRow("Stimulus", self.excite)
         form.addRow("Rate", self.rate)

@@ -118,3 +118,58 @@ def test_each_control_of_the_spiking_docks_has_a_name(qtbot, tmp_path):
             {key: [] for key in SPIKING_DOCKS}
     finally:
         win.close()
+
+
+def test_a_live_run_is_started_paused_and_stopped_from_the_keyboard(qtbot, tmp_path):
+    """Typed into the Stimulus dock, Ctrl+Return (from the field) starts the run, Space on
+    the brain view pauses it, Esc from the rate box stops it."""
+    from flyviz.runs import PAUSED
+
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        feature = win.features["spiking"]
+        panel = feature.panel
+        _type(qtbot, panel.bins, "100000")
+        _type(qtbot, panel.excite, "side:left")
+        qtbot.keyClick(panel.excite, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(lambda: not feature.finished and len(feature.recording) >= 2,
+                        timeout=30_000)
+        assert feature.settings.bins == 100000
+        _focus(qtbot, win.brain)
+        qtbot.keyClick(win.brain, Qt.Key.Key_Space)
+        qtbot.waitUntil(lambda: feature.state == PAUSED)
+        _focus(qtbot, panel.rate)
+        qtbot.keyClick(panel.rate, Qt.Key.Key_Escape)
+        qtbot.waitUntil(lambda: feature.finished)
+        assert "(stopped)" in panel.status.text()
+    finally:
+        win.close()
+
+
+def test_escape_cancels_a_running_screen(qtbot, tmp_path):
+    """A screen started from the keyboard (Space on Run screen) stops at Esc, as a live run
+    does: before, only Tab to its Cancel button did, Esc let a long screen run on."""
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        screen = win.features["screen"]
+        panel = screen.panel
+        win.docks["screen"].raise_()
+        settle(qtbot, win)
+        _focus(qtbot, win.brain)
+        win.select_neuron(3)
+        _type(qtbot, panel.sets, "side:left")
+        _type(qtbot, panel.excite, "side:left")
+        _type(qtbot, panel.duration, "20000")
+        _focus(qtbot, panel.run_button)
+        qtbot.keyClick(panel.run_button, Qt.Key.Key_Space)
+        qtbot.waitUntil(lambda: screen.job.busy)
+        widget = QApplication.focusWidget()
+        assert widget is not None and widget.window() is win
+        qtbot.keyClick(widget, Qt.Key.Key_Escape)
+        qtbot.waitUntil(lambda: not screen.job.busy)
+        assert panel.status.text() == "screen cancelled"
+        assert panel.run_button.isEnabled()
+        background_delivered(win.background)
+        assert screen.outcome is None            # the cancelled screen's result is dropped
+    finally:
+        win.close()

@@ -294,7 +294,11 @@ class ScreenFeature:
         self._runs = 0
         p = self.panel
         p.run_button.clicked.connect(lambda: self.run())
-        p.cancel_button.clicked.connect(lambda: self.job.cancel())
+        p.cancel_button.clicked.connect(lambda: self.cancel())
+        # Esc (Run → Stop) stops what runs, a screen as a live run: a screen of minutes let
+        # a keyboard user stop it only by tabbing to Cancel, and Esc looked as if it did.
+        host.actions_registry["stop"].triggered.connect(lambda *_: self.cancel())
+        p.cancel_button.setToolTip("Stop the screen (Esc); its result is dropped")
         p.colour_button.clicked.connect(lambda: self.colour())
         p.browse.clicked.connect(self._browse)
         state = host.state
@@ -363,6 +367,11 @@ class ScreenFeature:
         self.job.start(lambda stop, report: run_job(brain, sets, settings, int(target), stop,
                                                     report, pairs))
         return True
+
+    def cancel(self) -> None:
+        """Stop the running screen (Cancel, Esc); nothing when none runs."""
+        if self.job.busy:
+            self.job.cancel()
 
     def wait(self, timeout_s: float = 60.0) -> None:
         """Wait for the running screen to report (scripts), handling the window's events."""

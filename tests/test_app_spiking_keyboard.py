@@ -173,3 +173,20 @@ def test_escape_cancels_a_running_screen(qtbot, tmp_path):
         assert screen.outcome is None            # the cancelled screen's result is dropped
     finally:
         win.close()
+
+
+def test_the_shortcut_list_of_a_spiking_brain_holds_keys_that_act(qtbot, tmp_path):
+    """A spiking brain's rate has no sign: its Colours row is hidden, and M (signed x / |x|)
+    is neither listed by F1 nor changes the hidden setting behind the user's back."""
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        assert win.controls.mode.isHidden()
+        listed = dict(win.actions_registry.shortcut_rows())
+        assert "M" not in listed
+        mode = win.state.display.mode
+        _focus(qtbot, win.brain)
+        qtbot.keyClick(win.brain, Qt.Key.Key_M)
+        QApplication.processEvents()
+        assert win.state.display.mode == mode
+    finally:
+        win.close()

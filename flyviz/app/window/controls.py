@@ -245,15 +245,16 @@ class SettingsPanel(QWidget):
         self.superclass.currentIndexChanged.connect(lambda *_: self.filter_changed.emit())
         self.cell_type.textChanged.connect(lambda *_: self.filter_changed.emit())
 
-    def show_colour_modes(self, modes: tuple[str, ...]) -> None:
+    def show_colour_modes(self, modes: tuple[str, ...]) -> bool:
         """Offer the *Colours* row (signed x or |x|) only for a kind whose state has those
         modes (:attr:`ModelKind.state_quantities <flyviz.kinds.ModelKind.state_quantities>`):
-        a spiking brain's rate has no sign, and the row did nothing there."""
+        a spiking brain's rate has no sign, and the row did nothing there. True when shown."""
         shown = "signed" in modes and "abs" in modes
         self.mode.setVisible(shown)
         label = self._display_form.labelForField(self.mode)
         if label is not None:
             label.setVisible(shown)
+        return shown
 
     # ------------------------------------------------------------ the state
     def bind(self, display: DisplaySettings, run: RunSettings) -> None:

@@ -647,7 +647,10 @@ class MainWindow(FeatureWindow):
         self.brain.apply_settings(self.state.state_layer(), display.point_size, display.glow)
         self._prompt_action.setVisible(kind.reads_text)     # a spiking brain reads no prompt
         self.controls.generation.setVisible(kind.reads_text)
-        self.controls.show_colour_modes(tuple(kind.state_quantities))
+        # M switches the Colours row: with the row it goes from the menu, the shortcut list
+        # and the keys (for a spiking brain it listed a switch that changed nothing shown).
+        modes = self.controls.show_colour_modes(tuple(kind.state_quantities))
+        self.actions_registry["toggle_mode"].setVisible(modes)
         self._rate_unit = kind.rate_unit()
         self.status_rate.setText(f"— {self._rate_unit}")
         self._fit_rate_readout()

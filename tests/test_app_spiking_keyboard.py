@@ -190,3 +190,47 @@ def test_the_shortcut_list_of_a_spiking_brain_holds_keys_that_act(qtbot, tmp_pat
         assert win.state.display.mode == mode
     finally:
         win.close()
+
+
+def _pixels(widget: QWidget) -> bytes:
+    """``widget`` drawn as it is now, as bytes."""
+    image = widget.grab().toImage()
+    return bytes(image.constBits())[:image.sizeInBytes()]
+
+
+def test_a_screens_effects_are_reached_and_read_from_the_keyboard(qtbot, tmp_path, dark_theme):
+    """After a screen, Tab from Colour by it reaches the list of effects, scrolled into
+    sight and marked when it has the keyboard; Shift+↓ selects its header row, for Ctrl+C, and → moves in the
+    list rather than stepping the run: the list was text no key reached."""
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        screen = win.features["screen"]
+        panel = screen.panel
+        win.docks["screen"].raise_()
+        settle(qtbot, win)
+        win.select_neuron(3)
+        _type(qtbot, panel.sets, "side:left")
+        _type(qtbot, panel.excite, "side:left")
+        _focus(qtbot, panel.run_button)
+        qtbot.keyClick(panel.run_button, Qt.Key.Key_Space)
+        qtbot.waitUntil(lambda: screen.outcome is not None, timeout=60_000)
+        settle(qtbot, win)
+        effects = panel.effects
+        unfocused = _pixels(effects)
+        _focus(qtbot, panel.colour_button)
+        qtbot.keyClick(panel.colour_button, Qt.Key.Key_Tab)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not panel.colour_button)
+        assert QApplication.focusWidget() is effects
+        settle(qtbot, win)
+        # scrolled into the dock's sight (the dock's scroll area is no Tab stop, yet follows)
+        assert effects.visibleRegion().boundingRect().height() == effects.height()
+        assert _pixels(effects) != unfocused
+        stepped: list[int] = []
+        win.actions_by_name["step_forward"].triggered.connect(lambda *_: stepped.append(1))
+        qtbot.keyClick(effects, Qt.Key.Key_Home, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(effects, Qt.Key.Key_Down, Qt.KeyboardModifier.ShiftModifier)
+        assert effects.selectedText().split()[:2] == ["set", "Δ"]
+        qtbot.keyClick(effects, Qt.Key.Key_Right)
+        assert stepped == []
+    finally:
+        win.close()

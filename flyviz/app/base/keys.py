@@ -4,7 +4,8 @@ The window has shortcuts on bare keys (Space plays, ←/→ step, Home/End go to
 newest token, M, O, W, 1/2/3), so that they work wherever the keyboard is. Qt asks the
 focused widget first (a ``ShortcutOverride`` event) and only a text field says it wants
 the key: a button or check box given Space, a slider or tab bar given ← or →, a list
-given Home or a letter, all lost the key to the window's shortcut. Tabbing to a dock's
+given Home or a letter, a result's text selectable from the keyboard given an arrow, all
+lost the key to the window's shortcut. Tabbing to a dock's
 button and pressing Space played the run instead of pressing the button; a keyboard user
 could press no button and tick no box. :class:`KeyGuard` answers for those controls.
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (QAbstractButton, QAbstractItemView, QAbstractSlider,
-                               QApplication, QComboBox, QDockWidget, QTabBar, QWidget)
+                               QApplication, QComboBox, QDockWidget, QLabel, QTabBar,
+                               QWidget)
 
 K = Qt.Key
 
@@ -47,6 +49,9 @@ def takes_key(widget: QWidget, event: QKeyEvent) -> bool:
         return key in MOVING or printable
     if isinstance(widget, QComboBox) and not widget.isEditable():
         return key in MOVING or printable     # Space opens the list, letters pick an item
+    if isinstance(widget, QLabel) and \
+            widget.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByKeyboard:
+        return key in MOVING                  # move in a result's text, Shift selects
     return False
 
 

@@ -52,6 +52,8 @@ QDoubleSpinBox:focus, QTableWidget:focus {{ border-color: {ACCENT}; }}
 QPushButton#runButton:focus {{ border-color: {TEXT}; }}
 QCheckBox:focus, QRadioButton:focus {{ color: {ACCENT}; }}
 QSlider::handle:horizontal:focus {{ background: {ACCENT}; }}
+QLabel#result {{ border: 1px solid transparent; border-radius: 4px; }}
+QLabel#result:focus {{ border-color: {ACCENT}; }}
 QHeaderView::section {{ background: {PANEL}; color: {MUTED}; border: none; padding: 3px; }}
 QTableWidget {{ gridline-color: {BORDER}; }}
 QToolTip {{ background: {RAISED}; color: {TEXT}; border: 1px solid {BORDER}; }}

@@ -153,6 +153,15 @@ class ScreenPanel(QWidget):
         self.effects = QLabel("")
         self.effects.setTextFormat(Qt.TextFormat.PlainText)
         self.effects.setStyleSheet("font-family: monospace")
+        # Read from the keyboard too: Tab reaches it, the arrows move, Shift selects rows
+        # and Ctrl+C copies them (it was text no key reached). Hidden until a screen fills
+        # it: an empty list is no Tab stop.
+        self.effects.setObjectName("result")
+        self.effects.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                             | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self.effects.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # Qt leaves it at clicks
+        self.effects.setAccessibleName("The sets' effects on the target")
+        self.effects.setVisible(False)
         #: The pair matrix: each pair's effect, the single sets' on the diagonal.
         self.matrix = QLabel("")
         self.matrix.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
@@ -435,6 +444,7 @@ class ScreenFeature:
                          f"q <= {ALPHA:g} (over the pairs alone: chosen from the sets' "
                          "effects)")
         p.effects.setText("\n".join(lines))
+        p.effects.setVisible(True)
         if not result.top:
             p.matrix.clear()
             p.matrix.setFixedSize(0, 0)

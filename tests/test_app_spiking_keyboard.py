@@ -54,7 +54,7 @@ def _tab_cycle(qtbot, win) -> list[QWidget]:
     for _ in range(300):
         widget = QApplication.focusWidget()
         qtbot.keyClick(widget, Qt.Key.Key_Tab)
-        qtbot.waitUntil(lambda: QApplication.focusWidget() is not widget)
+        qtbot.waitUntil(lambda was=widget: QApplication.focusWidget() is not was)
         now = QApplication.focusWidget()
         if reached and now is reached[0]:
             return reached

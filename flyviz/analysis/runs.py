@@ -6,13 +6,16 @@ task is called as ``task(spec, dataset, weights_sha256, settings, *extra, item)`
 other weights, :func:`flyviz.analysis.cluster.worker_model`); with
 ``workers=0`` and no scheduler it runs in this process, on the client's own
 model where the run gives an ``in_process`` function, and the engines this
-process kept between tasks are closed afterwards. :func:`model_key` is the
+process kept between tasks are closed afterwards; without one, the tasks there are lent
+the client's ``model`` (:func:`flyviz.analysis.cluster.client_model`), so that
+the model is loaded once. :func:`model_key` is the
 model's part of a run's ``--resume`` key, :func:`model_info` and
 :func:`groups_info` the parts of a result's metadata the runs share.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -31,7 +34,8 @@ def run_tasks(task: Callable[..., cluster.Partial], items: Sequence[cluster.Chun
               merge: cluster.Merge, *, spec: str | None, dataset: str | Path | None,
               identity: dict[str, Any], settings: Any, extra: tuple = (),
               in_process: Callable[[Any], cluster.Partial] | None = None,
-              release: Callable[[], None] | None = None, workers: int | None = None,
+              release: Callable[[], None] | None = None, model: Any = None,
+              workers: int | None = None,
               scheduler: str | None = None, store: cluster.PartialStore | None = None,
               resume: bool = False, progress: cluster.ProgressBar | None = None,
               log: Callable[[str], None] | None = None) -> cluster.RunResult:
@@ -49,10 +53,14 @@ def run_tasks(task: Callable[..., cluster.Partial], items: Sequence[cluster.Chun
         (as a ``dict``) and any further small arguments.
     in_process
         ``in_process(item)`` computes an item in this process on the client's
-        model (``workers=0``); ``None``: ``task`` itself, loading from ``spec``.
+        model (``workers=0``); ``None``: ``task`` itself, on ``model``.
     release
         Closes the engines this process kept between tasks (after an
         in-process run, however it ends).
+    model
+        The model the client loaded from ``spec``: ``task`` run in this process
+        (``workers=0``, no ``in_process``) uses it instead of loading ``spec`` again.
+        ``None``: such tasks load ``spec`` themselves.
     workers, scheduler, store, resume, progress, log
         As for :func:`~flyviz.analysis.cluster.run_tree`.
     """
@@ -62,10 +70,15 @@ def run_tasks(task: Callable[..., cluster.Partial], items: Sequence[cluster.Chun
                              identity["weights_sha256"], asdict(settings), *extra)
     if local and in_process is not None:
         function, args = in_process, ()
+    lent: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if local and model is not None and spec is not None:
+        # The tasks run here: the model the client holds, not a second load of the spec.
+        lent = cluster.client_model(spec, None if dataset is None else str(dataset), model)
     try:
-        return cluster.run_tree(function, args, items, merge, workers=workers,
-                                scheduler=scheduler, store=store, resume=resume,
-                                progress=progress, log=log)
+        with lent:
+            return cluster.run_tree(function, args, items, merge, workers=workers,
+                                    scheduler=scheduler, store=store, resume=resume,
+                                    progress=progress, log=log)
     finally:
         if local and release is not None:
             release()

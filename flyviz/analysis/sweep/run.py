@@ -111,7 +111,7 @@ def run_sweep(spec: str, ckpt: "Checkpoint", corpus: Corpus, groups: list[Group]
             f"{len(tasks):,} tasks")
     result = runs.run_tasks(sweep_task, tasks, merge_partials, spec=spec, dataset=dataset,
                             identity=identity, settings=settings, release=release_engines,
-                            workers=workers, scheduler=scheduler, store=store, resume=resume,
+                            model=ckpt, workers=workers, scheduler=scheduler, store=store, resume=resume,
                             progress=progress, log=log)
     rows, baseline, positions = finish(result.partial, groups, chunks)
     info = {

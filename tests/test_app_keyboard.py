@@ -382,3 +382,44 @@ def test_a_floating_docks_button_is_pressed_by_space(qtbot, app_checkpoint, tmp_
         assert played == []
     finally:
         win.close()
+
+
+def _tabbable_plots(win) -> list[str]:
+    """The plots of any dock, shown or not, that Tab stops at (a stop with no mark whose
+    arrow keys stepped the run)."""
+    from PySide6.QtWidgets import QGraphicsView
+
+    return [f"{name}: {type(view).__name__}" for name, dock in win.docks.items()
+            for view in dock.findChildren(QGraphicsView)
+            if view.focusPolicy() & Qt.FocusPolicy.TabFocus]
+
+
+def test_no_plot_of_any_dock_is_a_tab_stop(qtbot, app_checkpoint, tmp_path):
+    """The Top-k, graph, atlas, circuit, dynamics and patching plots are clicked to, never
+    tabbed to, as the spiking docks' plots are; and Tab round the window stops at none."""
+    from PySide6.QtWidgets import QGraphicsView
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        docks_with_plots = {name for name, dock in win.docks.items()
+                            if dock.findChildren(QGraphicsView)}
+        assert {"topk", "graph", "inspector", "circuit", "dynamics"} <= docks_with_plots, sorted(docks_with_plots)
+        assert _tabbable_plots(win) == []
+        # Tab round the window from the brain view (clicked to, not tabbed to: the round
+        # starts at the first stop after it) until it comes back to that first stop.
+        _focus(qtbot, win.brain)
+        reached: list = []
+        for _ in range(300):
+            widget = QApplication.focusWidget()
+            qtbot.keyClick(widget, Qt.Key.Key_Tab)
+            qtbot.waitUntil(lambda left=widget: QApplication.focusWidget() is not left)
+            now = QApplication.focusWidget()
+            if reached and now is reached[0]:
+                break
+            reached.append(now)
+        else:
+            raise AssertionError("Tab never came round")
+        assert [type(w).__name__ for w in reached if isinstance(w, QGraphicsView)] == []
+    finally:
+        win.close()

@@ -836,3 +836,44 @@ def test_the_frames_check_finds_a_host_that_steps_a_model_itself():
     # A run's own iterators, and a local function named frames, are not a second stepper.
     assert frames_calls(ast.parse("run.stream(False)\nrun.staged_frames()\n"
                                   "def frames(emit): pass\nframes(print)\n")) == []
+
+
+#: pyqtgraph's views, which take the focus from Tab; the app builds its plots from
+#: flyviz.app.base.plots, whose own are clicked to, never tabbed to.
+PYQTGRAPH_VIEWS = ("PlotWidget", "GraphicsLayoutWidget", "GraphicsView", "ImageView")
+PLOTS_MODULE = "flyviz.app.base.plots"
+
+
+def pyqtgraph_views_built(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, code)`` of every pyqtgraph view ``tree`` makes (``pg.PlotWidget(...)``) or
+    subclasses (``class Plot(pg.PlotWidget)``), however pyqtgraph was imported."""
+    def view(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr in PYQTGRAPH_VIEWS
+                and isinstance(node.value, ast.Name) and node.value.id in ("pg", "pyqtgraph"))
+
+    found = [(n.lineno, ast.unparse(n)) for n in ast.walk(tree)
+             if isinstance(n, ast.Call) and view(n.func)]
+    found += [(n.lineno, f"class {n.name}({ast.unparse(b)})") for n in ast.walk(tree)
+              if isinstance(n, ast.ClassDef) for b in n.bases if view(b)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pyqtgraph"):
+            found += [(node.lineno, f"from {node.module} import {a.name}")
+                      for a in node.names if a.name in PYQTGRAPH_VIEWS]
+    return sorted(found)
+
+
+def test_every_plot_in_the_app_is_built_from_the_plots_that_take_no_tab():
+    """A dock's plot made from pyqtgraph's own view was a Tab stop with no mark whose arrow
+    keys stepped the run; flyviz.app.base.plots makes every plot clicked to only."""
+    found = [f"{m}:{line}: {code}" for m, tree in sorted(TREES.items())
+             if _inside(m, "flyviz.app") and m != PLOTS_MODULE
+             for line, code in pyqtgraph_views_built(tree)]
+    assert found == [], ("build plots from flyviz.app.base.plots (PlotWidget, "
+                         "GraphicsLayoutWidget), not pyqtgraph's own:\n" + "\n".join(found))
+
+
+def test_the_plot_check_finds_a_dock_that_makes_pyqtgraphs_own_plot():
+    planted = ast.parse("import pyqtgraph as pg\nfrom pyqtgraph import ImageView\n"
+                        "class Curve(pg.PlotWidget):\n    pass\n"
+                        "plot = pg.PlotWidget(axisItems={})\nbars = pg.BarGraphItem(x=[0])\n")
+    assert [line for line, _code in pyqtgraph_views_built(planted)] == [2, 3, 5]

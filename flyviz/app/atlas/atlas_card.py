@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from flyviz.analysis.atlas import Atlas, Context, NeuronCard, TokenScore
 from flyviz.app.base import theme
+from flyviz.app.base.plots import PlotWidget
 from flyviz.app.population.plot_axes import paint_on_demand
 from flyviz.model.errors import FlyvizError
 
@@ -121,7 +122,7 @@ class AtlasCard(QWidget):
         self.tokens.linkActivated.connect(self._on_link)
         self.tokens.setToolTip("Click a driving token to find every neuron it drives")
         layout.addWidget(self.tokens)
-        self.histogram = pg.PlotWidget()
+        self.histogram = PlotWidget()
         self.histogram.setFixedHeight(76)
         self.histogram.setMenuEnabled(False)
         self.histogram.hideButtons()

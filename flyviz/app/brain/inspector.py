@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QFormLayout, QHeaderView, QLabel, QTableWidget,
                                QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from flyviz.app.base import theme
+from flyviz.app.base.plots import PlotWidget
 from flyviz.app.atlas.atlas_card import AtlasCard
 from flyviz.app.brain.connectivity import Connectivity, Partner
 from flyviz.app.population.plot_axes import paint_on_demand
@@ -66,10 +67,9 @@ class NeuronInspector(QWidget):
         self._form = form
         self.atlas_card = AtlasCard()       # shown while an atlas is open and a neuron picked
         layout.addWidget(self.atlas_card)
-        self.trace = pg.PlotWidget()
+        self.trace = PlotWidget()
         self.trace.setMinimumHeight(70)
         self.trace.setMenuEnabled(False)
-        self.trace.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # takes no key: no Tab stop
         self.trace.hideButtons()
         self.trace.getAxis("bottom").setLabel("token")
         self.trace.getAxis("left").setLabel("x")

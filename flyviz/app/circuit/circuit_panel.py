@@ -57,6 +57,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QDoubleSpinBox, QFi
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from flyviz.app.base import theme
+from flyviz.app.base.plots import PlotWidget
 from flyviz.app.base.background import CancellableProgress, Cancelled, JobFeature
 from flyviz.app.base.comparing import compare_with_lent
 from flyviz.analysis.circuit import TOLERANCE
@@ -209,7 +210,7 @@ def log_ticks(count: int) -> list[list[tuple[float, str]]]:
     return [major, minor]
 
 
-class CurvePlot(pg.PlotWidget):
+class CurvePlot(PlotWidget):
     """The faithfulness curve: size ``k`` (x is ``log10 k``, labelled in ``k``) against
     faithfulness."""
 

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLin
                                QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from flyviz.app.base import theme
+from flyviz.app.base.plots import PlotWidget
 from flyviz.app.base.background import Cancelled, JobFeature
 from flyviz.model.errors import FlyvizError
 
@@ -54,7 +55,7 @@ NULL_BAND = (125, 133, 149, 70)
 POINT_SIZE = 7
 
 
-class RadiusPlot(pg.PlotWidget):
+class RadiusPlot(PlotWidget):
     """The spectral radius of each position's step Jacobian."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -99,7 +100,7 @@ class RadiusPlot(pg.PlotWidget):
         self.setRange(xRange=(-0.5, max(0.5, x[-1] + 0.5)), yRange=(0.0, top), padding=0)
 
 
-class MemoryPlot(pg.PlotWidget):
+class MemoryPlot(PlotWidget):
     """A perturbation's norm per token after it (log scale) beside the leak-only decay."""
 
     def __init__(self, parent: QWidget | None = None) -> None:

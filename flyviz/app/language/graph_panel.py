@@ -16,6 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from flyviz.app.base.plots import PlotWidget
 from flyviz.app.population.plot_axes import next_step
 from flyviz.app.base.theme import NEGATIVE, POSITIVE
 
@@ -87,7 +88,7 @@ class GraphPanel(QWidget):
         row.addWidget(self.supernodes)
         row.addStretch(1)
         layout.addLayout(row)
-        self.plot = pg.PlotWidget()
+        self.plot = PlotWidget()
         self.plot.setMenuEnabled(False)
         self.plot.setLabel("bottom", "position (token read)")
         self.plot.showGrid(x=True, y=False, alpha=0.2)

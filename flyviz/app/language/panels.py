@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from flyviz.app.base import theme
+from flyviz.app.base.plots import PlotWidget
 from flyviz.app.population.plot_axes import paint_on_demand, spaced_axes
 from flyviz.app.language.compare_views import visible_token_text
 from flyviz.app.language.text_panel import TextPanel, TextToken, text_tokens
@@ -56,7 +57,7 @@ class TopKPanel(QWidget):
         self.k_box.setToolTip("How many candidates to show")
         header.addWidget(self.k_box)
         layout.addLayout(header)
-        self.plot = pg.PlotWidget(axisItems=spaced_axes())
+        self.plot = PlotWidget(axisItems=spaced_axes())
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()
@@ -261,7 +262,7 @@ class TracePanel(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        self.plot = pg.PlotWidget(axisItems=spaced_axes())
+        self.plot = PlotWidget(axisItems=spaced_axes())
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(True, False)
         self.plot.hideButtons()

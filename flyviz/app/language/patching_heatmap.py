@@ -19,6 +19,7 @@ from PySide6.QtGui import QFontMetrics, QWheelEvent
 from PySide6.QtWidgets import QScrollBar, QWidget
 
 from flyviz.analysis.heatmap import bar_span, colour_index
+from flyviz.app.base.plots import GraphicsLayoutWidget
 from flyviz.render.colormaps import lut
 
 __all__ = ["MAX_HEIGHT", "MIN_HEIGHT", "ROW_PIXELS", "Heatmap", "heatmap_colours"]
@@ -69,7 +70,7 @@ class _CellImage(pg.ImageItem):
             self._clicked(*cell)
 
 
-class Heatmap(pg.GraphicsLayoutWidget):
+class Heatmap(GraphicsLayoutWidget):
     """Positions as rows (token labels), groups as columns, one colour per cell.
 
     Every row shown is at least a token label tall (:meth:`row_pixels`), so each

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
 
+from flyviz.app.base.plots import PlotWidget
 from flyviz.record.recording import Recording
 
 __all__ = ["colour_table", "drawn_length", "population_plot", "shown_states"]
@@ -55,11 +55,8 @@ def population_plot() -> pg.PlotWidget:
     from flyviz.app.population.plot_axes import paint_on_demand
     from flyviz.app.population.plot_axes import spaced_axes
 
-    plot = pg.PlotWidget(axisItems=spaced_axes())
+    plot = PlotWidget(axisItems=spaced_axes())
     plot.setMenuEnabled(False)
-    # Clicked to, never tabbed to: a plot takes no key (its arrows stepped the run) and
-    # showed no mark, a blank Tab stop between a dock's controls.
-    plot.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
     plot.hideButtons()
     plot.setMinimumHeight(80)
     plot.getAxis("bottom").setLabel("token")

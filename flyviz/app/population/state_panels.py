@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from flyviz.app.base.plots import PlotWidget
 from flyviz.app.population.plot_axes import SpacedAxis, paint_on_demand, spaced_axes
 from flyviz.kinds import LANGUAGE, TimeAxis
 from flyviz.record.recording import Recording
@@ -65,10 +65,9 @@ class RasterPanel(QWidget):
         layout.addWidget(self.caption)
         self.row_axis = NeuronRowAxis("left")
         self.row_axis.enableAutoSIPrefix(False)   # neuron 250, never 0.25 ×1000
-        self.plot = pg.PlotWidget(axisItems={**spaced_axes("bottom"), "left": self.row_axis})
+        self.plot = PlotWidget(axisItems={**spaced_axes("bottom"), "left": self.row_axis})
         self.plot.setMenuEnabled(False)
         self.plot.setMouseEnabled(False, False)
-        self.plot.setFocusPolicy(Qt.FocusPolicy.ClickFocus)   # takes no key: no Tab stop
         self.plot.hideButtons()
         self.plot.setMinimumHeight(80)
         self.plot.getAxis("left").setLabel("neuron")

@@ -423,3 +423,36 @@ def test_no_plot_of_any_dock_is_a_tab_stop(qtbot, app_checkpoint, tmp_path):
         assert [type(w).__name__ for w in reached if isinstance(w, QGraphicsView)] == []
     finally:
         win.close()
+
+
+#: The Fly LLM's docks whose computation runs in the background with a Cancel of its own.
+JOB_DOCKS = ("lesions", "circuit", "dynamics", "patching", "why")
+
+
+def test_escape_cancels_the_computation_running_in_any_dock(qtbot, app_checkpoint, tmp_path):
+    """Esc (Run → Stop) cancels whichever dock's computation runs, as it cancels a spiking
+    screen: before, an estimate, a circuit search, a dynamics measure or a patching run
+    stopped only at a Tab to its Cancel button, and Esc let it run on."""
+    import threading
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        settle(qtbot, win)
+        for name in JOB_DOCKS:
+            job = win.features[name].job
+            told_to_stop = threading.Event()
+
+            def work(stop, report, told=told_to_stop):
+                # Runs until stopped, as a long search does between its progress reports.
+                stop.wait(120)
+                told.set()
+
+            job.start(work)
+            assert job.busy, name
+            _focus(qtbot, win.brain)
+            qtbot.keyClick(win.brain, Qt.Key.Key_Escape)
+            qtbot.waitUntil(lambda job=job: not job.busy)
+            qtbot.waitUntil(told_to_stop.is_set)
+            assert "cancelled" in win.statusBar().currentMessage(), name
+    finally:
+        win.close()

@@ -23,7 +23,7 @@ SHORTCUTS: tuple[tuple[str, str, str], ...] = (
     ("step_forward", "Right", "One token forward (steps the model at the newest token)"),
     ("first", "Home", "First token"),
     ("last", "End", "Newest token (live)"),
-    ("stop", "Esc", "Stop the run (or the screen running)"),
+    ("stop", "Esc", "Stop the run and cancel what a dock computes"),
     ("reset", "Ctrl+R", "Reset: stop and clear the recording"),
     ("view_front", "1", "Front view"),
     ("view_top", "2", "Top view"),

@@ -10,7 +10,8 @@ dropped when it arrives, so the user always sees what they asked for last.
 A computation the user starts and may cancel (a trace, an estimate) is a
 :class:`BackgroundJob`: one purpose of those calls with a stop flag, a
 progress bar and Cancel in its dock, and one outcome reported. A feature whose
-dock runs one is a :class:`JobFeature`.
+dock runs one is a :class:`JobFeature`. Esc (Run → Stop) cancels every such job running,
+whichever dock started it: :meth:`BackgroundCalls.cancel_jobs`, the one place it is wired.
 
 Every background shutdown in the app waits through :func:`join_thread` or
 :func:`wait_qthread`: at most :data:`JOIN_TIMEOUT_S`, then the thread is
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -119,6 +121,8 @@ class BackgroundCalls(QObject):
         self._threads: list[threading.Thread] = []
         self._callbacks: dict[tuple[str, int], tuple[Callable, Callable]] = {}
         self._closed = False
+        #: The jobs the user may cancel (:class:`BackgroundJob`), which Esc cancels.
+        self._jobs: weakref.WeakSet[BackgroundJob] = weakref.WeakSet()
         self._finished.connect(self._deliver)
 
     def run(self, purpose: str, work: Callable[[], Any], done: Callable[[Any], None],
@@ -157,6 +161,19 @@ class BackgroundCalls(QObject):
     def busy(self, purpose: str) -> bool:
         """True while a call for ``purpose`` has not reported yet."""
         return (purpose, self._serial.get(purpose, 0)) in self._callbacks
+
+    def add_job(self, job: BackgroundJob) -> None:
+        """Let :meth:`cancel_jobs` cancel ``job`` (kept as long as its owner keeps it)."""
+        self._jobs.add(job)
+
+    def cancel_jobs(self) -> int:
+        """Cancel every job the user may cancel that is running, as its Cancel button does
+        (Esc, Run → Stop: a keyboard user stops a long computation without a Tab to its
+        dock's Cancel); how many were running."""
+        running = [job for job in list(self._jobs) if job.busy]
+        for job in running:
+            job.cancel()
+        return len(running)
 
     def shutdown(self) -> None:
         """Drop every pending outcome and wait for the helper threads; safe to call twice."""
@@ -206,6 +223,9 @@ class BackgroundJob(QObject):
         Owner (the feature).
     window
         The window whose close stops the job (``None``: none).
+    user_cancels
+        Esc (Run → Stop, :meth:`BackgroundCalls.cancel_jobs`) cancels it, as the Cancel of
+        its dock does; False for a job with no Cancel (opening a file).
 
     Signals
     -------
@@ -225,9 +245,12 @@ class BackgroundJob(QObject):
     failed = Signal(str)
 
     def __init__(self, calls: BackgroundCalls, purpose: str, view: BusyView,
-                 parent: QObject | None = None, window: QObject | None = None) -> None:
+                 parent: QObject | None = None, window: QObject | None = None,
+                 user_cancels: bool = True) -> None:
         super().__init__(parent)
         self._calls = calls
+        if user_cancels:
+            calls.add_job(self)
         self.purpose = purpose
         self.view = view
         self._stop: threading.Event | None = None

@@ -344,7 +344,7 @@ class CircuitPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the search")
+        self.cancel_button.setToolTip("Stop the search (Esc)")
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
         row.addWidget(self.find_button)
         row.addWidget(self.progress, 1)

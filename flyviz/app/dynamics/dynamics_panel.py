@@ -205,6 +205,7 @@ class DynamicsPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop measuring (Esc)")
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
         row.addWidget(self.measure_button)
         row.addWidget(self.progress, 1)

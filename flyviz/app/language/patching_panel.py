@@ -191,7 +191,7 @@ class PatchingPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the trace")
+        self.cancel_button.setToolTip("Stop the trace (Esc)")
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
         self.measure = QComboBox()
         for key, _column, title in MEASURES:

@@ -135,7 +135,7 @@ class WhyPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the trace")
+        self.cancel_button.setToolTip("Stop the trace (Esc)")
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
         row.addWidget(self.why_button)
         row.addWidget(self.progress, 1)

@@ -316,7 +316,7 @@ class EstimateSection(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop estimating")
+        self.cancel_button.setToolTip("Stop estimating (Esc)")
         self.cancel_button.clicked.connect(self.cancel_requested.emit)
         busy_row.addWidget(self.progress, 1)
         busy_row.addWidget(self.cancel_button)

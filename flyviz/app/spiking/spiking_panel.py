@@ -289,8 +289,9 @@ class SpikingFeature(QObject):
         window = host.widget()
         if isinstance(window, QMainWindow):
             window.statusBar().addPermanentWidget(self.opening_bar)
+        # No Cancel: Esc, which cancels the docks' computations, leaves an opening alone.
         self.opening = BackgroundJob(host.background, "spiking-open", _OpeningView(self),
-                                     self, window)
+                                     self, window, user_cancels=False)
         self.opening.finished.connect(self._opened)
         self.opening.failed.connect(self._open_failed)
         self._opening_from: Any = None

@@ -304,9 +304,8 @@ class ScreenFeature:
         p = self.panel
         p.run_button.clicked.connect(lambda: self.run())
         p.cancel_button.clicked.connect(lambda: self.cancel())
-        # Esc (Run → Stop) stops what runs, a screen as a live run: a screen of minutes let
-        # a keyboard user stop it only by tabbing to Cancel, and Esc looked as if it did.
-        host.actions_registry["stop"].triggered.connect(lambda *_: self.cancel())
+        # Esc (Run → Stop) cancels the screen as it cancels every dock's job
+        # (BackgroundCalls.cancel_jobs): a screen of minutes needs no Tab to Cancel.
         p.cancel_button.setToolTip("Stop the screen (Esc); its result is dropped")
         p.colour_button.clicked.connect(lambda: self.colour())
         p.browse.clicked.connect(self._browse)

@@ -390,7 +390,7 @@ class MainWindow(FeatureWindow):
             "run": lambda: self.run_prompt(),
             "play": self.toggle_play, "step_back": runs.step_back,
             "step_forward": runs.step_forward, "first": lambda: self.show_token(0),
-            "last": runs.go_live, "stop": runs.stop, "reset": self.reset_run,
+            "last": runs.go_live, "stop": self.stop_and_cancel, "reset": self.reset_run,
             "view_front": lambda: self.set_view("front"),
             "view_top": lambda: self.set_view("top"),
             "view_side": lambda: self.set_view("side"),
@@ -766,6 +766,12 @@ class MainWindow(FeatureWindow):
     def stop_run(self) -> None:
         """End the run; its frames stay for scrubbing and saving."""
         self.runs.stop()
+
+    def stop_and_cancel(self) -> None:
+        """Esc (Run → Stop): end the run and cancel whichever dock's computation runs (an
+        estimate, a circuit search, a screen...), each as its own Cancel would."""
+        self.runs.stop()
+        self.background.cancel_jobs()
 
     def reset_run(self) -> None:
         """Stop and start over with an empty recording."""

@@ -234,3 +234,42 @@ def test_a_screens_effects_are_reached_and_read_from_the_keyboard(qtbot, tmp_pat
         assert stepped == []
     finally:
         win.close()
+
+
+def _frame_words(win) -> str:
+    """Every line that names a frame: F1's list, the Run menu's titles, the toolbar's and
+    the timeline's tooltips."""
+    names = ("step_back", "step_forward", "first", "last")
+    registry = win.actions_registry
+    lines = [text for _keys, text in registry.shortcut_rows()]
+    lines += [registry[name].text() for name in names]
+    lines += [win.step_button.toolTip(), win.timeline.slider.toolTip(),
+              win.timeline.live.toolTip()]
+    return "\n".join(lines)
+
+
+def test_the_shortcuts_and_tooltips_name_the_shown_kinds_frames(qtbot, tmp_path):
+    """A spiking brain counts bins: F1's list, the Run menu and the toolbar's and timeline's
+    tooltips said "One token back", "Newest token"...; they name the kind's frame, and name
+    tokens again once the Fly LLM is back."""
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        words = _frame_words(win)
+        assert "token" not in words.lower(), words
+        listed = dict(win.actions_registry.shortcut_rows())
+        assert listed["Left"] == "One bin back" and listed["Home"] == "First bin"
+        assert listed["End"] == "Newest bin (live)"
+        assert win.actions_registry["first"].text().replace("&", "") == "First bin"
+        assert win.step_button.toolTip() == "One bin forward (→)"
+
+        from flyviz.app._testing import make_app_checkpoint
+
+        win.set_checkpoint(make_app_checkpoint(tmp_path / "fly-llm"))
+        qtbot.waitUntil(lambda: win.state.kind.reads_text, timeout=10_000)
+        words = _frame_words(win)
+        assert "bin" not in words, words
+        listed = dict(win.actions_registry.shortcut_rows())
+        assert listed["Left"] == "One token back" and listed["End"] == "Newest token (live)"
+        assert win.step_button.toolTip() == "One token forward (→)"
+    finally:
+        win.close()

@@ -15,14 +15,16 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu
 
-#: (action name, shortcut, description): the app's shortcuts, in the order the help lists them.
-SHORTCUTS: tuple[tuple[str, str, str], ...] = (
+#: The shortcuts' words for the frame they step through, ``{frame}`` where the shown kind's
+#: frame goes (:attr:`flyviz.kinds.TimeAxis.name`: a Fly LLM's token, a spiking brain's bin);
+#: :meth:`ActionRegistry.apply` says them as the kind shown calls its frames.
+SHORTCUT_WORDS: tuple[tuple[str, str, str], ...] = (
     ("run", "Ctrl+Return", "Run the prompt (Enter in the prompt box)"),
     ("play", "Space", "Play / pause (replays a finished recording)"),
-    ("step_back", "Left", "One token back"),
-    ("step_forward", "Right", "One token forward (steps the model at the newest token)"),
-    ("first", "Home", "First token"),
-    ("last", "End", "Newest token (live)"),
+    ("step_back", "Left", "One {frame} back"),
+    ("step_forward", "Right", "One {frame} forward (steps the model at the newest {frame})"),
+    ("first", "Home", "First {frame}"),
+    ("last", "End", "Newest {frame} (live)"),
     ("stop", "Esc", "Stop the run and cancel what a dock computes"),
     ("reset", "Ctrl+R", "Reset: stop and clear the recording"),
     ("view_front", "1", "Front view"),
@@ -41,10 +43,10 @@ SHORTCUTS: tuple[tuple[str, str, str], ...] = (
     ("quit", "Ctrl+Q", "Quit"),
 )
 
-#: Menu titles of the actions above.
-TITLES = {
+#: Menu titles of the actions above (``{frame}`` as in :data:`SHORTCUT_WORDS`).
+TITLE_WORDS = {
     "run": "&Run prompt", "play": "&Play / pause", "step_back": "Step &back",
-    "step_forward": "Step &forward", "first": "F&irst token", "last": "&Newest token (live)",
+    "step_forward": "Step &forward", "first": "F&irst {frame}", "last": "&Newest {frame} (live)",
     "stop": "&Stop", "reset": "R&eset", "view_front": "&Front view", "view_top": "&Top view",
     "view_side": "&Side view", "toggle_mode": "Toggle &colours (x / |x|)",
     "pick_neuron": "&Pick neuron…", "clear_selection": "Clear selecte&d neuron",
@@ -53,6 +55,17 @@ TITLES = {
     "save_recording": "&Save recording…", "export_movie": "&Export movie…",
     "screenshot": "Save scree&nshot…", "shortcuts": "&Keyboard shortcuts", "quit": "&Quit",
 }
+
+#: The frame the window names before a model is shown: the Fly LLM's.
+FIRST_FRAME_WORD = "token"
+
+#: (action name, shortcut, description): the app's shortcuts, in the order the help lists
+#: them, in the words of the Fly LLM (:data:`FIRST_FRAME_WORD`).
+SHORTCUTS: tuple[tuple[str, str, str], ...] = tuple(
+    (name, keys, words.format(frame=FIRST_FRAME_WORD)) for name, keys, words in SHORTCUT_WORDS)
+
+#: Menu titles of the actions above, in the Fly LLM's words.
+TITLES = {name: words.format(frame=FIRST_FRAME_WORD) for name, words in TITLE_WORDS.items()}
 
 #: The menus, left to right, and which actions they start with.
 MENUS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -91,6 +104,8 @@ class ActionRegistry:
         #: The model kinds each action serves, by name (an action not named serves every
         #: kind): :meth:`apply` shows only those of the kind shown.
         self.kinds: dict[str, tuple[str, ...]] = {}
+        #: The title and description of the actions that name a frame, ``{frame}`` in them.
+        self.frame_words: dict[str, tuple[str, str]] = {}
 
     def declare(self, name: str, kinds: tuple[str, ...]) -> None:
         """Action ``name`` serves the models of ``kinds`` (:mod:`flyviz.kinds` keys, or
@@ -105,6 +120,17 @@ class ActionRegistry:
             action = self.by_name.get(name)
             if action is not None:
                 action.setVisible(bool(kind.shows(kinds)))
+        self.name_frames(kind.time_axis.name)
+
+    def name_frames(self, frame: str) -> None:
+        """Say the frame the actions step through as ``frame`` (``"token"``, ``"bin"``): in
+        their menu titles, F1's list, tooltips and status tips (a spiking brain's bins read
+        "One token back")."""
+        for name, (title, description) in self.frame_words.items():
+            action = self.by_name[name]
+            action.setText(title.format(frame=frame))
+            action.setStatusTip(description.format(frame=frame))
+            action.setToolTip(description.format(frame=frame))
 
     def add(self, name: str, title: str, handler: Callable[[], object], keys: str = "",
             description: str = "") -> QAction:
@@ -134,8 +160,11 @@ class ActionRegistry:
 
     def add_shortcuts(self, handlers: dict[str, Callable[[], object]]) -> None:
         """Add every action of :data:`SHORTCUTS` with its handler from ``handlers``."""
-        for name, keys, description in SHORTCUTS:
-            self.add(name, TITLES[name], handlers[name], keys, description)
+        for name, keys, words in SHORTCUT_WORDS:
+            self.add(name, TITLES[name], handlers[name], keys,
+                     words.format(frame=FIRST_FRAME_WORD))
+            if "{frame}" in words + TITLE_WORDS[name]:
+                self.frame_words[name] = (TITLE_WORDS[name], words)
 
     def __getitem__(self, name: str) -> QAction:
         return self.by_name[name]

@@ -642,6 +642,7 @@ class MainWindow(FeatureWindow):
         self.actions_registry.apply(kind)
         self.timeline.set_time_axis(kind.time_axis)
         self.raster_panel.set_time_axis(kind.time_axis)
+        self.step_button.setToolTip(f"One {kind.time_axis.name} forward (→)")
         self.inspector.set_kind(kind)
         display = self.state.display                        # the recorded state is the kind's
         self.brain.apply_settings(self.state.state_layer(), display.point_size, display.glow)

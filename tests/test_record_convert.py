@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from flyviz.cli import main
-from flyviz.errors import ExportError, MissingDependencyError, RecordingError
+from flyviz.errors import ExportError, InputError, MissingDependencyError, RecordingError
+from flyviz.record.convert import convert
 from flyviz.record.recording import Recording
 from flyviz.record.run import GenerationSettings
 from flyviz.record.runner import Model
@@ -91,6 +92,19 @@ def test_a_saved_recording_is_exported_from_its_memory_map(recording, model, tmp
     damaged.write_bytes(bytes(raw))
     with pytest.raises(RecordingError, match="checksum"):
         Recording.load(damaged, verify=False).to_xarray()
+
+
+def test_a_loaded_recording_names_its_file_and_is_never_converted_onto_it(recording,
+                                                                         tmp_path):
+    # Recording.source is what convert() asks, rather than the recording's private field.
+    assert recording.source is None and recording.snapshot().source is None
+    path = recording.save(tmp_path / "run.flyrec")
+    loaded = Recording.load(path)
+    assert loaded.source == path and loaded.snapshot().source == path
+    before = path.read_bytes()
+    with pytest.raises(InputError, match="is the recording itself"):
+        convert(loaded.snapshot(), path, "npz")
+    assert path.read_bytes() == before
 
 
 def test_a_long_run_in_memory_spans_several_blocks(tiny_checkpoint):

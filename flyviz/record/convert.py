@@ -1116,9 +1116,8 @@ def convert(recording: "Recording", path: str | Path, to: str | None = None,
     states in every format; default: the recording's kind's). See :func:`to_zarr`,
     :func:`to_nwb`, :func:`to_npz`."""
     path = Path(path)
-    source = getattr(recording, "_source", None)  # the file a loaded recording maps
-    if source is not None:
-        to = check_output(source, path, to, feature="convert")
+    if recording.source is not None:    # the file a loaded recording maps
+        to = check_output(recording.source, path, to, feature="convert")
     to = output_format(path, to)
     if to == "nwb":
         return to_nwb(recording, path, model, timing=timing)

@@ -176,6 +176,12 @@ class Recording:
                      state=self.state(index), text_so_far=self.text_so_far(index))
 
     @property
+    def source(self) -> Path | None:
+        """The file this recording was loaded from (whose states it maps), or ``None`` for
+        one made in memory: what must not be overwritten while it is read."""
+        return self._source
+
+    @property
     def frame_infos(self) -> Sequence[FrameInfo]:
         """Every frame's :class:`FrameInfo` (its fields but the state), in order; read-only,
         not a copy."""

@@ -238,3 +238,21 @@ def test_the_language_models_docks_choices_are_its_kinds_part_of_the_state(state
     own = OwnKind()
     chosen = state.kind_settings.docks_of(own)
     assert chosen == Chosen() and state.kind_settings.docks_of(own) is chosen
+
+
+def test_highlights_hand_their_masks_to_a_new_view_in_order_and_unshown():
+    # What HighlightPart.attach does when the state meets a new view: the masks move over
+    # through Highlights' own masks/restore, the newest still the one shown.
+    from flyviz.viewer.highlight import Highlights
+
+    old = Highlights(lambda mask: None, lambda: 4)
+    old.set("find", np.array([True, False, False, False]))
+    old.set("lesions", np.array([False, True, False, False]))
+    taken = old.masks
+    taken.pop("find")                               # a new dict: the old keeps its own
+    assert old.mask("find") is not None
+    applied: list[object] = []
+    new = Highlights(applied.append, lambda: 4)
+    new.restore(old.masks)
+    assert applied == [] and list(new.masks) == ["find", "lesions"] and new.shown == "lesions"
+    np.testing.assert_array_equal(new.mask("lesions"), [False, True, False, False])

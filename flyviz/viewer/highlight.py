@@ -12,7 +12,7 @@ no Qt here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -78,6 +78,17 @@ class Highlights:
     def mask(self, source: str) -> np.ndarray | None:
         """The mask ``source`` set (``None`` if it has none)."""
         return self._masks.get(source)
+
+    @property
+    def masks(self) -> dict[str, np.ndarray]:
+        """Every source's mask, the oldest first (a new dict; the masks are not copied)."""
+        return dict(self._masks)
+
+    def restore(self, masks: Mapping[str, np.ndarray]) -> None:
+        """Take ``masks`` (another :class:`Highlights`' :attr:`masks`) after this one's own,
+        in their order, without showing them: a state that made this one anew for a new
+        view keeps its masks, and shows them when it next shows anything."""
+        self._masks.update(masks)
 
     @property
     def shown(self) -> str | None:

@@ -53,9 +53,9 @@ class HighlightPart(StatePart):
 
     def attach(self, state: ViewerState) -> None:
         super().attach(state)
-        masks = self._masks if self.highlights is None else self.highlights._masks
+        masks = self._masks if self.highlights is None else self.highlights.masks
         self.highlights = Highlights(state.events.highlight.emit, lambda: state.neurons)
-        self.highlights._masks.update(masks)
+        self.highlights.restore(masks)
 
     def clear(self) -> None:
         assert self.highlights is not None

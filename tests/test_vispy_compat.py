@@ -37,10 +37,20 @@ def test_the_private_names_it_uses_exist_in_this_vispy():
     font = vispy_compat.text_font(text)
     assert font is not None and float(font._lowres_size) > 0 and font.ratio > 0
     assert 0.2 < vispy_compat.glyph_advance(font, "m") < 2.0    # about an em wide
+    # A scene node hidden and shown again quietly says so, and asks for no frame.
+    from vispy.scene import Node
+
+    node = Node()
+    asked: list[object] = []
+    node.events.update.connect(asked.append)
+    vispy_compat.set_visible_quietly(node, False)
+    assert node.visible is False
+    vispy_compat.set_visible_quietly(node, True)
+    assert node.visible is True and asked == []
 
 
 @pytest.mark.parametrize("backend, names", [("_egl", ("_EGL_DISPLAY", "egl.eglMakeCurrent")),
-                                            ("_qt", ("QtCore",))])
+                                            ("_qt", ("QtCore", "_vispy_update"))])
 def test_the_backend_modules_still_define_what_it_reads(backend, names):
     spec = importlib.util.find_spec(f"vispy.app.backends.{backend}")
     assert spec is not None and spec.origin is not None

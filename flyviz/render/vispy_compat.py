@@ -1,6 +1,6 @@
 """Every use of vispy's private API, in one place, for the vispy versions it was written for.
 
-flyviz needs six things vispy does not offer publicly:
+flyviz needs eight things vispy does not offer publicly:
 
 * a view's clipping rectangle computed now (:func:`update_view_clipper`): vispy
   computes it when the view moves, not when a Qt canvas's framebuffer transform
@@ -13,6 +13,10 @@ flyviz needs six things vispy does not offer publicly:
   cloud painted on the CPU;
 * the Qt module vispy's Qt backend uses (:func:`vispy_qt_core`), to show a hidden
   canvas off screen with the same binding.
+* a node shown or hidden without asking for a frame (:func:`set_visible_quietly`), for
+  the frame the raster canvas is drawing (:mod:`flyviz.app.brain.raster_canvas`);
+* a Qt canvas's repaint requests sent elsewhere (:func:`redirect_repaint`), to the
+  canvas that draws its frames off screen.
 
 Each relies on names vispy may rename in any release. :data:`TESTED_VISPY`
 lists the versions these were written and checked against;
@@ -24,10 +28,12 @@ add its version.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["TESTED_VISPY", "glyph_advance", "is_tested_vispy", "release_egl_context",
-           "run_draw_handlers", "scene_clip_bounds", "update_view_clipper", "vispy_qt_core"]
+__all__ = ["TESTED_VISPY", "glyph_advance", "is_tested_vispy", "redirect_repaint",
+           "release_egl_context", "run_draw_handlers", "scene_clip_bounds",
+           "set_visible_quietly", "update_view_clipper", "vispy_qt_core"]
 
 #: The vispy ``major.minor`` versions whose private names are used here as they are.
 TESTED_VISPY = ("0.14", "0.15", "0.16", "0.17")
@@ -76,6 +82,18 @@ def run_draw_handlers(canvas: Any) -> None:
     with canvas.events.draw.blocker(canvas.on_draw):
         canvas.events.draw(region=None)
     canvas._update_pending = False
+
+
+def set_visible_quietly(node: Any, shown: bool) -> None:
+    """Show or hide a scene ``node`` without the redraw request its ``visible`` setter
+    makes: for a frame being drawn now, whose redraw that request would be."""
+    node._visible = bool(shown)
+
+
+def redirect_repaint(native: Any, request: Callable[[], None]) -> None:
+    """Call ``request()`` where vispy asks the Qt widget ``native`` of a canvas to repaint
+    (its Qt backend calls the widget's ``_vispy_update``)."""
+    native._vispy_update = request
 
 
 def text_font(text_visual: Any) -> Any:

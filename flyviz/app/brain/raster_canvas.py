@@ -36,7 +36,8 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from flyviz.render.vispy_compat import run_draw_handlers
+from flyviz.render.vispy_compat import (redirect_repaint, run_draw_handlers,
+                                         set_visible_quietly)
 
 
 #: ``glPixelStorei`` name of Mesa's GL_MESA_pack_invert: read the top row first.
@@ -146,7 +147,7 @@ class RasterScreen(QWidget):
         native.resize(max(1, self.width()), max(1, self.height()))
         native.show()
         # vispy asks its backend to repaint the native widget; repaint this one instead.
-        native._vispy_update = self.request_frame
+        redirect_repaint(native, self.request_frame)
 
     # ------------------------------------------------------------ frames
     def request_frame(self) -> None:
@@ -197,13 +198,13 @@ class RasterScreen(QWidget):
             swapped.append((self._backdrop, True))
         try:
             for visual, shown in swapped:
-                visual._visible = shown
+                set_visible_quietly(visual, shown)
             canvas.events.draw(region=None)
             canvas.context.flush_commands()
             top_down = _read_bgra(pixels)
         finally:
             for visual, shown in swapped:
-                visual._visible = not shown
+                set_visible_quietly(visual, not shown)
             canvas.pop_fbo()
         if not top_down:
             pixels = np.ascontiguousarray(pixels[::-1])
@@ -254,13 +255,13 @@ class RasterScreen(QWidget):
             under = self._under
             canvas.push_fbo(self._fbo, (0, 0), canvas.size)
             try:
-                visual._visible = False
+                set_visible_quietly(visual, False)
                 canvas.events.draw(region=None)
                 canvas.context.flush_commands()
                 if not _read_bgra(under):
                     under[:] = under[::-1].copy()
             finally:
-                visual._visible = True
+                set_visible_quietly(visual, True)
                 canvas.pop_fbo()
         else:
             under = self._backdrop_bgra if cached and self._backdrop_bgra is not None \
@@ -343,7 +344,7 @@ class RasterScreen(QWidget):
                                     parent=canvas.scene)
         image.set_gl_state(blend=False, depth_test=False, depth_mask=False)
         image.order = -1000
-        image._visible = False                # shown only in the frames drawn here
+        set_visible_quietly(image, False)   # shown only in the frames drawn here
         ratio = canvas.size[0] / max(1, w)
         image.transform = STTransform(scale=(ratio, ratio))
         self._backdrop = image

@@ -17,11 +17,22 @@ What counts as *across modules* (checked on the AST of every file under ``flyviz
   ``self.host.x``), never with ``getattr``/``hasattr``/``setattr`` on the host or the window;
   the protocol has at most :data:`MOST_HOST_MEMBERS` members and none is one of flyviz's
   widgets (features talk to the state, background calls, actions, docks and messages);
-- reading a private attribute of another module's objects (``recording._infos`` in the
-  codec) is across modules too. That one is found by a heuristic: an attribute ``_x`` read
-  off anything but ``self``, ``cls`` or ``super()`` in a module that defines no ``_x``
-  itself, where some other flyviz class defines ``_x``. :mod:`flyviz.render.vispy_compat`
-  is the one exception: every private attribute it reads is vispy's, on purpose.
+- reading (or writing) a private attribute of another module's objects (``recording._infos``
+  in the codec) is across modules too, with the dot or by name (``getattr(recording,
+  "_source")``, ``hasattr``, ``setattr``, ``delattr``). That one is found by a heuristic:
+  an attribute ``_x`` used off anything but ``self``, ``cls`` or ``super()``
+
+  - in a module that defines no ``_x`` itself (as a class's method or attribute, or
+    ``self._x = ...``), whoever defines it: another flyviz module, or another library
+    (``sys._getframe``);
+  - or off a name the module annotates with another flyviz module's class
+    (``self.highlights: Highlights``, ``rec: Recording``), even where the module has an
+    ``_x`` of its own.
+
+  Other libraries' privates that flyviz uses on purpose are listed one by one, each with
+  its reason, in :data:`FOREIGN_PRIVATES`; :mod:`flyviz.render.vispy_compat` is the one
+  module left out whole: every private attribute it reads is vispy's, on purpose, and the
+  rest of flyviz reaches vispy's privates through it.
 """
 
 from __future__ import annotations
@@ -171,9 +182,102 @@ def _private_attributes(tree: ast.AST) -> set[str]:
     return {name for name in names if _private(name)}
 
 
+#: The functions that read, write or test an attribute named by a string: ``getattr(rec,
+#: "_source", None)`` reads ``rec._source`` as surely as the dot does.
+ATTRIBUTE_FUNCTIONS = ("getattr", "hasattr", "setattr", "delattr")
+
+
+def _attribute_uses(tree: ast.AST) -> list[tuple[int, ast.AST, str, str]]:
+    """``(line, receiver, attribute, code)`` for every private attribute ``tree`` reads or
+    writes off an object: ``x._a`` and ``getattr(x, "_a")`` (``hasattr``, ``setattr``,
+    ``delattr`` too)."""
+    uses: list[tuple[int, ast.AST, str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            uses.append((node.lineno, node.value, node.attr, ast.unparse(node)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ATTRIBUTE_FUNCTIONS and len(node.args) >= 2 \
+                and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str) and _private(node.args[1].value):
+            uses.append((node.lineno, node.args[0], node.args[1].value, ast.unparse(node)))
+    return uses
+
+
+def _own_receiver(value: ast.AST) -> bool:
+    """``self``, ``cls`` or ``super()``: the object of the class being written."""
+    if isinstance(value, ast.Name):
+        return value.id in ("self", "cls")
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+        and value.func.id == "super"
+
+
+def _classes(tree: ast.AST) -> set[str]:
+    return {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+
+def _annotated_classes(module: str, tree: ast.AST) -> dict[str, set[tuple[str, str]]]:
+    """``receiver -> {(module, class)}``: the flyviz classes ``tree`` annotates a name with
+    (a parameter ``rec: Recording``, ``self.highlights: Highlights | None``, ``x: T = ...``),
+    each class found where the module imports it from or in the module itself."""
+    imported: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = _absolute(module, node)
+            for alias in node.names:
+                if target in MODULES and alias.name in _classes(TREES[target]):
+                    imported[alias.asname or alias.name] = (target, alias.name)
+    own = {name: (module, name) for name in _classes(tree)}
+
+    def named(annotation: ast.AST | None) -> set[tuple[str, str]]:
+        if annotation is None:
+            return set()
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval")
+            except SyntaxError:
+                return set()
+        found = set()
+        for node in ast.walk(annotation):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found |= named(node)
+            elif isinstance(node, ast.Name) and node.id in (imported.keys() | own.keys()):
+                found.add(imported.get(node.id) or own[node.id])
+        return found
+
+    out: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg):
+            out[node.arg] |= named(node.annotation)
+        elif isinstance(node, ast.AnnAssign):
+            out[ast.unparse(node.target)] |= named(node.annotation)
+    return out
+
+
+#: Private attributes of other libraries' objects that flyviz reads on purpose, each with
+#: why, by ``(module, attribute)``; anything else read off a foreign object is a finding.
+#: (:data:`READS_THIRD_PARTY_PRIVATES` names the vispy shim, whose every read is vispy's.)
+FOREIGN_PRIVATES: dict[tuple[str, str], str] = {
+    ("flyviz.resources", "_MEIPASS"):
+        "PyInstaller's documented path of an unpacked bundle (sys._MEIPASS)",
+    ("flyviz.runs", "_register_atexit"):
+        "CPython's threading exit hook, the one that runs before concurrent.futures' "
+        "(see flyviz.runs' docstring); it is looked up with getattr and its absence handled",
+    ("flyviz.cli", "_actions"):
+        "argparse offers no public list of a parser's actions (to type its Path options)",
+    ("flyviz.cli", "_module"):
+        "an argparse default flyviz.cli sets itself (set_defaults(_module=...)) and reads back",
+    ("flyviz.app.base.gc_policy", "_flyviz_gc"):
+        "flyviz's own collector, kept on the QApplication it collects for and read back "
+        "here only",
+    ("flyviz.app.population.plot_axes", "_repaint_on_input"):
+        "flyviz's own event filter, kept on the Qt plot it filters for so that it lives as "
+        "long as the plot; never read",
+}
+
+
 def cross_module_private_attributes() -> list[str]:
-    """Private attributes read off another flyviz module's objects (the heuristic of the
-    module docstring)."""
+    """Private attributes read (or written) off another module's objects (the heuristic of
+    the module docstring)."""
     defined = {module: _private_attributes(tree) for module, tree in TREES.items()}
     owners: dict[str, set[str]] = defaultdict(set)
     for module, names in defined.items():
@@ -183,19 +287,21 @@ def cross_module_private_attributes() -> list[str]:
     for module, tree in TREES.items():
         if module in READS_THIRD_PARTY_PRIVATES:
             continue
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+        where = MODULES[module].relative_to(SOURCE.parent)
+        annotated = _annotated_classes(module, tree)
+        for line, value, attr, code in _attribute_uses(tree):
+            if _own_receiver(value) or (module, attr) in FOREIGN_PRIVATES:
                 continue
-            value = node.value
-            if isinstance(value, ast.Name) and value.id in ("self", "cls"):
-                continue
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
-                    and value.func.id == "super":
-                continue
-            others = owners.get(node.attr, set()) - {module}
-            if others and node.attr not in defined[module]:
-                found.append(f"{MODULES[module].relative_to(SOURCE.parent)}:{node.lineno}: "
-                             f"{ast.unparse(node)} is private to {', '.join(sorted(others))}")
+            classes = annotated.get(ast.unparse(value), set())
+            elsewhere = sorted({m for m, _cls in classes if m != module})
+            if elsewhere and len(elsewhere) == len({m for m, _cls in classes}):
+                # The object is annotated with another module's class: its privates are
+                # that module's even where this module has a private of the same name.
+                found.append(f"{where}:{line}: {code} is private to {', '.join(elsewhere)}")
+            elif attr not in defined[module]:
+                others = sorted(owners.get(attr, set()) - {module})
+                owner = ", ".join(others) if others else "another library (see FOREIGN_PRIVATES)"
+                found.append(f"{where}:{line}: {code} is private to {owner}")
     return found
 
 
@@ -538,6 +644,20 @@ def test_the_checks_find_what_they_are_meant_to_find():
                                "x = engine._helper\n"
                                "def f(rec):\n    return rec._infos\n",
         "flyviz.model.fake_b": "from flyviz.model import fake_a\n",
+        # private attributes of other modules' objects, by getattr, through an annotated
+        # receiver whose class lives elsewhere, and off another library's object: caught
+        "flyviz.model.fake_c": "import sys\n"
+                               "from flyviz.record.recording import Recording\n"
+                               "from flyviz.viewer.highlight import Highlights\n"
+                               "class Part:\n"
+                               "    def __init__(self, highlights: Highlights) -> None:\n"
+                               "        self._masks = {}\n"
+                               "        self.highlights: Highlights = highlights\n"
+                               "    def merge(self, other: 'Part', rec: 'Recording | None'):\n"
+                               "        self._masks.update(self.highlights._masks)\n"
+                               "        other._masks.update(getattr(rec, '_source', None))\n"
+                               "        sys._getframe(0)\n"
+                               "        return hasattr(super(), '_masks')\n",
         "flyviz.app.fake_feature": "class F:\n    def __init__(self, host):\n"
                                    "        self.host = host\n"
                                    "        host.brain.pick_clicked.connect(print)\n"
@@ -562,6 +682,14 @@ def test_the_checks_find_what_they_are_meant_to_find():
         assert "fake_a.py:5: reads _helper of the module flyviz.model.engine" in imports
         attributes = "\n".join(cross_module_private_attributes())
         assert "fake_a.py:7: rec._infos is private to flyviz.record.recording" in attributes
+        fake_c = sorted(line for line in attributes.splitlines() if "fake_c.py" in line)
+        assert fake_c == [
+            "flyviz/model/fake_c.py:10: getattr(rec, '_source', None) is private to "
+            "flyviz.record.recording",
+            "flyviz/model/fake_c.py:11: sys._getframe is private to another library "
+            "(see FOREIGN_PRIVATES)",
+            "flyviz/model/fake_c.py:9: self.highlights._masks is private to "
+            "flyviz.viewer.highlight"], fake_c
         assert ["flyviz.model.fake_a", "flyviz.model.fake_b", "flyviz.model.fake_a"] in \
             import_cycles("flyviz.model")
         reach_ins = "\n".join(host_reach_ins({"state"}))

@@ -79,6 +79,31 @@ def test_the_loaded_models_graph_as_a_spiking_brain_keeps_its_anatomy(qtbot, tmp
         win.close()
 
 
+def test_the_model_box_opens_a_folder_in_the_authors_layout_as_a_spiking_brain(qtbot,
+                                                                                 tmp_path):
+    """The authors' two tables typed into the Model box open as a spiking brain, by the rule
+    napari's Model box follows too (flyviz.spiking.brain.is_brain_folder): the folder was
+    tried as a Fly LLM ("holds no Fly LLM checkpoint")."""
+    pytest.importorskip("pytestqt")
+    pytest.importorskip("vispy")
+    pytest.importorskip("pyarrow")
+    from app_conftest import make_window
+    from test_spiking_kind import HALF, write_brain
+
+    from flyviz.kinds.spiking import SPIKING
+
+    brain = write_brain(tmp_path / "brain")
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.load_model(str(brain))
+        qtbot.waitUntil(lambda: win.state.kind is SPIKING
+                        or "could not load" in win.model_panel.label.text(), timeout=30_000)
+        assert win.state.kind is SPIKING, win.model_panel.label.text()
+        assert win.state.neurons == 2 * HALF
+    finally:
+        win.close()
+
+
 def test_the_window_names_the_spiking_brain_it_shows(qtbot, tmp_path):
     """Title, status bar, Model dock and About name the brain (they said "flyviz", "no
     model", "no model loaded" for a brain opened alone, and kept the previous model's name

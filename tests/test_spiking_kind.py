@@ -61,6 +61,41 @@ def brain_folder(tmp_path_factory) -> Path:
     return write_brain(tmp_path_factory.mktemp("spiking") / "brain")
 
 
+def test_the_authors_folder_is_a_brain_folder_as_load_brain_reads_it(brain_folder, tmp_path):
+    """This file's brain (the authors' layout) is a brain folder: the window's and napari's
+    Model boxes ask is_brain_folder, which knew only .ct brains and the MaleCNS set, so
+    napari tried the folder load_brain reads as a Fly LLM and refused it."""
+    import shutil
+
+    from flyviz.spiking.brain import BrainError, is_brain_folder, load_brain
+
+    assert is_brain_folder(brain_folder) and is_brain_folder(str(brain_folder))
+    # A completeness table is what load_brain reads as the authors' layout: without its
+    # connectivity table the folder is still a brain, which says what it lacks.
+    half = tmp_path / "half"
+    half.mkdir()
+    shutil.copy(brain_folder / "Completeness_783.csv", half)
+    assert is_brain_folder(half)
+    with pytest.raises(BrainError, match="no connectivity table beside Completeness_783"):
+        load_brain(half)
+    # No brain: a connectivity table alone, an empty folder, a missing one, the table itself.
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(brain_folder / "Connectivity_783.parquet", lone)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for spec in (lone, empty, tmp_path / "missing", brain_folder / "Completeness_783.csv"):
+        assert not is_brain_folder(spec), spec
+
+
+def test_napari_model_box_loads_the_authors_folder_as_a_spiking_brain(brain_folder):
+    pytest.importorskip("napari")
+    from flyviz.napari._widget import load_model
+
+    model = load_model(str(brain_folder))
+    assert isinstance(model, SpikingModel) and model.neurons == 2 * HALF
+
+
 def test_binned_counts_sum_to_the_runs_spikes(brain_folder):
     from flyviz import spiking
 

@@ -27,9 +27,10 @@ from flyviz.napari._layers import (METADATA_KEY, bind, layer_data, recolour, set
 
 
 def load_model(spec: str) -> Any:
-    """The model ``spec`` names: a spiking brain's folder (a ``.ct`` brain, the MaleCNS 166k
-    set) as that brain (:class:`~flyviz.kinds.spiking.SpikingModel`), else a Fly LLM
-    (:func:`flyviz.load`)."""
+    """The model ``spec`` names: a spiking brain's folder (the authors' layout, a ``.ct``
+    brain, the MaleCNS 166k set: :func:`flyviz.spiking.brain.is_brain_folder`, the rule the
+    window's Model box follows too) as that brain
+    (:class:`~flyviz.kinds.spiking.SpikingModel`), else a Fly LLM (:func:`flyviz.load`)."""
     from flyviz.spiking.brain import is_brain_folder
 
     if is_brain_folder(spec):

@@ -209,15 +209,26 @@ def _find(folder: Path, names: tuple[str, ...]) -> Path | None:
     return None
 
 
+def _is_authors_folder(folder: Path) -> bool:
+    """True when ``folder`` is a folder in the authors' layout: it holds one of
+    :data:`COMPLETENESS_NAMES`. :func:`load_brain` reads such a folder as the authors'
+    brain (and says so in one line when its connectivity table is missing), never as a
+    model, so :func:`is_brain_folder` and :func:`load_brain` both ask this."""
+    return folder.is_dir() and _find(folder, COMPLETENESS_NAMES) is not None
+
+
 def is_brain_folder(spec: str | Path) -> bool:
     """True when ``spec`` is a local folder that holds a spiking brain and no language model
-    (a ConnecTorch ``.ct`` brain, or fly-connectome-malecns-166k): what the window opens as
-    a spiking brain rather than as a model."""
+    (the authors' layout, a ConnecTorch ``.ct`` brain, or fly-connectome-malecns-166k):
+    what every host's Model box (the window's, napari's) opens as a spiking brain with
+    :func:`load_brain` rather than as a model. Every folder :func:`load_brain` reads as a
+    brain of its own, not as a model's graph, is one."""
     from flyviz.model.formats.connectorch import is_connectorch_brain
     from flyviz.model.formats.malecns import is_malecns_dataset
 
     folder = Path(str(spec)).expanduser()
-    return folder.is_dir() and (is_connectorch_brain(folder) or is_malecns_dataset(folder))
+    return folder.is_dir() and (_is_authors_folder(folder) or is_connectorch_brain(folder)
+                                or is_malecns_dataset(folder))
 
 
 def brain_spec(spec: str) -> str:
@@ -314,7 +325,7 @@ def load_brain(path: str | Path, connectivity: str | Path | None = None, *,
         if folder is not None:
             return _with_files(brain_from_malecns(load_malecns(folder)), coordinates,
                                classification)
-    if p.is_dir() and _find(p, COMPLETENESS_NAMES) is None and connectivity is None:
+    if p.is_dir() and not _is_authors_folder(p) and connectivity is None:
         from flyviz.model.resolve import load_model
 
         return brain_from_checkpoint(load_model(text))

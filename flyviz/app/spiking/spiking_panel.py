@@ -350,8 +350,9 @@ class SpikingFeature(QObject):
         return True
 
     def open_brain_folder(self, folder: str | Path) -> None:
-        """Start showing the spiking brain in ``folder`` (a ConnecTorch ``.ct`` brain or the
-        whole MaleCNS, fly-connectome-malecns-166k: :func:`flyviz.spiking.brain.is_brain_folder`;
+        """Start showing the spiking brain in ``folder`` (the authors' layout, a ConnecTorch
+        ``.ct`` brain or the whole MaleCNS, fly-connectome-malecns-166k:
+        :func:`flyviz.spiking.brain.is_brain_folder`;
         read and checked by :func:`flyviz.spiking.load_brain`), off the UI thread as
         :meth:`open_loaded`; a brain that does not load is one line in the status bar."""
         spec = str(folder)

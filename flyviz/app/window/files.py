@@ -341,8 +341,9 @@ class FileController:
 
     def open_model_folder(self, folder: str | Path) -> None:
         """Load the model in ``folder``; if it is a connectome dataset instead, load the
-        model that needed one with it, or say what to open; a ConnecTorch ``.ct`` brain or a
-        fly-connectome-malecns-166k folder opens as a spiking brain."""
+        model that needed one with it, or say what to open; a spiking brain's folder (the
+        authors' layout, a ConnecTorch ``.ct`` brain, fly-connectome-malecns-166k:
+        :func:`flyviz.spiking.brain.is_brain_folder`) opens as a spiking brain."""
         folder = str(folder)
         if self.window.open_if_brain(folder):
             self._settings.setValue("paths/models", folder)

@@ -560,8 +560,8 @@ class MainWindow(FeatureWindow):
     # ================================================================= model
     def load_model(self, spec: str) -> None:
         """Load ``spec`` in the background; the window stays usable meanwhile. A folder that
-        holds a spiking brain and no model (the whole MaleCNS, a ConnecTorch brain) opens as
-        that brain."""
+        holds a spiking brain and no model (:func:`flyviz.spiking.brain.is_brain_folder`: the
+        authors' layout, the whole MaleCNS, a ConnecTorch brain) opens as that brain."""
         spec = spec.strip()
         if not spec:
             self.show_message("give a model folder, a hub id or 'demo'", error=True)
@@ -571,7 +571,8 @@ class MainWindow(FeatureWindow):
 
     def open_if_brain(self, spec: str) -> bool:
         """Open ``spec`` as a spiking brain if it is a folder holding one and no model (the
-        whole MaleCNS, a ConnecTorch brain: a graph without a language model); whether it
+        authors' layout, the whole MaleCNS, a ConnecTorch brain: a graph without a language
+        model; :func:`flyviz.spiking.brain.is_brain_folder`, napari's rule too); whether it
         was."""
         from flyviz.spiking.brain import is_brain_folder
 

@@ -169,7 +169,7 @@ def check_output_path(path: str | Path, what: str = "the output", probe: bool = 
     existing = nearest_existing(path if folder else parent)
     if not existing.is_dir():
         raise FileAccessError(f"cannot write {what} {short_path(path)}: "
-                              f"{short_path(existing)} is not a folder")
+                              f"{missing_folder(path if folder else parent)}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise FileAccessError(f"cannot write {what} {short_path(path)}: the folder "
                               f"{short_path(existing)} is not writable")
@@ -435,6 +435,9 @@ OUTPUT_OPTIONS = {"out": "--out", "record": "--record", "graph": "--graph", "mov
 #: command's ``--record`` writes a recording (one saved as ``x.txt`` is not found again by
 #: the app's file dialog, nor read by the napari plugin).
 OUTPUT_SUFFIXES = {"record": RECORDING_SUFFIX}
+#: The output options that always name one file (a recording, a graph, a figure), never a
+#: folder; ``--out`` and ``--movie`` name a folder in some commands (a null, PNG frames).
+FILE_OUTPUTS = ("record", "graph", "figure")
 INPUT_OPTIONS = {"spec": "SPEC", "model": "--model", "dataset": "--dataset",
                  "recording": "--recording", "source": "--source", "text": "--text",
                  "corpus": "--corpus", "by": "--by", "atlas": "--atlas", "mesh": "--mesh",
@@ -534,6 +537,39 @@ def check_command_paths(args: Any) -> None:
             if Path(path).suffix.lower() != suffix:
                 raise InputError(f"{named(dest)} {short_path(path)} must end in {suffix}, "
                                  f"e.g. {named(dest)} {Path(path).stem or 'run'}{suffix}")
+    for dest, value in outputs.items():
+        for path in _paths(value):
+            check_output_folder(path, named(dest), file=dest in FILE_OUTPUTS)
+
+
+def check_output_folder(path: str | Path, what: str, *, file: bool = False) -> None:
+    """Raise unless the folder ``path`` would be written in takes a new file: the nearest
+    part of it that exists is a folder, and a file can be made there (tried:
+    :func:`probe_writable`; ``os.access`` says yes to root everywhere, /proc included).
+    A missing folder is no reason (the commands make it). With ``file``, ``path`` itself
+    must not be a folder.
+
+    :func:`check_command_paths` runs it on every output of every command, before any
+    work: the writers that meet such a folder meet it only at the end, after the run
+    (``generate --record /proc/run.flyrec`` generated, then failed to save).
+
+    Raises
+    ------
+    FileAccessError
+        ``"cannot write --record notes.txt/run.flyrec: notes.txt is a file, not a folder"``.
+    """
+    path = Path(path).expanduser()
+    if file and path.is_dir():
+        raise FileAccessError(f"cannot write {what} {short_path(path)}: it is a folder; give a "
+                              "file name")
+    # An existing folder is written into (PNG frames, a circuit's tables); a file's folder
+    # is its parent.
+    where = path if path.is_dir() else nearest_existing(path.parent if str(path.parent)
+                                                        else Path("."))
+    if not where.is_dir():
+        raise FileAccessError(f"cannot write {what} {short_path(path)}: "
+                              f"{missing_folder(path.parent)}")
+    probe_writable(where, what, path)
 
 
 def check_text_arguments(args: Any) -> None:
@@ -666,7 +702,7 @@ def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
 
 __all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max",
            "nearest_existing", "folder_member", "check_name_lengths", "check_not_input",
-           "check_command_paths", "check_new_result", "check_output_path",
+           "check_command_paths", "check_new_result", "check_output_folder", "check_output_path",
            "KEPT_RESULT_HELP", "KEPT_RESUMABLE_RESULT_HELP",
            "check_regular", "folder_refusal", "is_disk_full", "open_regular", "os_error",
            "read_regular_bytes",

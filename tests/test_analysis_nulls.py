@@ -312,6 +312,24 @@ def _one_line_exit_2(capsys, argv: list[str], match: str) -> None:
     assert err.count("\n") == 1 and err.startswith("flyviz: error:") and match in err, err
 
 
+def test_flyviz_null_into_a_folder_that_takes_no_file_is_refused_before_the_model_loads(
+        capsys, monkeypatch):
+    """``--out /proc/null``: root passes ``os.access`` there, so the model was loaded and the
+    whole graph shuffled before the write failed. The folder is tried first."""
+    import os
+
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc here")
+    import flyviz.commands._options as options
+
+    def must_not_load(*_args, **_kwargs):
+        raise AssertionError("the model was loaded before --out was checked")
+
+    monkeypatch.setattr(options, "load_model_from_args", must_not_load)
+    _one_line_exit_2(capsys, ["null", "demo", "--out", "/proc/flyviz-null"],
+                     "cannot write --out /proc/flyviz-null: the folder /proc takes no new files")
+
+
 @pytest.mark.parametrize("layout", ["recital-web", "wordbrain", "fly-llm-hf"])
 def test_flyviz_null_makes_the_missing_folder_of_out(tiny_checkpoint, tmp_path, capsys,
                                                     monkeypatch, layout):
@@ -349,9 +367,9 @@ def test_bad_input_to_flyviz_null_is_one_line_and_exit_2_and_writes_nothing(
     a_file = tmp_path / "file.txt"
     a_file.write_text("x", encoding="utf-8")
     _one_line_exit_2(capsys, ["null", str(source), "--out", str(a_file / "x")],
-                     "file.txt is not a folder")
+                     "file.txt is a file, not a folder")
     _one_line_exit_2(capsys, ["null", str(source), "--out", str(a_file / "no" / "x")],
-                     "file.txt is not a folder")
+                     "file.txt is a file, not a folder")
     _one_line_exit_2(capsys, ["null", str(tmp_path / "missing"), "--out", new], "no such")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["file.txt"])
     with pytest.raises(InputError, match="own folder"):

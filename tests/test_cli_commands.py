@@ -126,6 +126,46 @@ def test_an_empty_path_is_a_usage_error_not_the_working_folder(capsys, tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
+def _writes_no_file(folder) -> bool:
+    """Whether ``folder`` refuses a new file even to root (/proc does; os.access says yes)."""
+    try:
+        with open(os.path.join(folder, ".flyviz-test-probe"), "wb"):
+            pass
+    except OSError:
+        return True
+    os.remove(os.path.join(folder, ".flyviz-test-probe"))
+    return False
+
+
+@pytest.mark.parametrize("where", ["proc", "file in the way", "a folder"])
+def test_generate_refuses_a_record_it_cannot_write_before_the_model_runs(
+        capsys, tmp_path, monkeypatch, web_model, where):
+    """``generate --record /proc/run.flyrec`` ran the whole generation (minutes on a real
+    model) and then failed to save it; a folder named as the recording, or a file where the
+    recording's folder should be, likewise. Each is one line before the model loads."""
+    if where == "proc" and not (os.path.isdir("/proc/self") and _writes_no_file("/proc")):
+        pytest.skip("no /proc here")
+    work = tmp_path / "work"
+    work.mkdir()
+    blocker = work / "notes.txt"
+    blocker.write_text("not a folder\n")
+    (work / "folder.flyrec").mkdir()
+    record = {"proc": "/proc/run.flyrec", "file in the way": str(blocker / "run.flyrec"),
+              "a folder": str(work / "folder.flyrec")}[where]
+
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before --record was checked")
+
+    import flyviz.commands.generate as generate_command
+
+    monkeypatch.setattr(generate_command, "model_from_args", must_not_load)
+    code, out, err = _run(capsys, "generate", str(web_model), "--prompt", "a", "--record",
+                          record)
+    _one_line_error(code, err)
+    assert "--record" in err and record in err and out == ""
+    assert sorted(p.name for p in work.iterdir()) == ["folder.flyrec", "notes.txt"]
+
+
 def test_damaged_checkpoints_exit_2_with_one_line(capsys, tmp_path, tiny_checkpoint):
     write_fly_llm_hf(tiny_checkpoint, tmp_path / "truncated")
     weights = tmp_path / "truncated" / "model.safetensors"

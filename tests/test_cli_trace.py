@@ -206,7 +206,7 @@ def test_outputs_that_cannot_be_written_are_refused_before_the_model_loads(
     _no_model(monkeypatch)
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
-    refused = [(a_file / name, "is not a folder")]
+    refused = [(a_file / name, "a-file is a file, not a folder")]
     if Path("/proc/self").is_dir():      # /proc takes no file, though os.access says it does
         refused.append((Path("/proc") / name, "the folder /proc takes no new file"))
     if name == "frames":

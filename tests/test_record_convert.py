@@ -249,7 +249,8 @@ def test_convert_bad_input_is_one_line_and_exit_2(saved_run, tmp_path, capsys):
          "leave out --model"),
         # It said "cannot write ...: File exists", naming neither the file nor the problem.
         (["convert", str(path), str(tmp_path / "run.flyrec" / "x.npz"), "--no-labels"],
-         f"cannot write {tmp_path / 'run.flyrec' / 'x.npz'}: {path} is a file, not a folder"),
+         f"cannot write OUT {tmp_path / 'run.flyrec' / 'x.npz'}: {path} is a file, not a "
+         "folder"),
         (["convert", str(path), str(tmp_path / "run.flyrec" / "sub" / "x.zarr"),
           "--no-labels"], f"{path} is a file, not a folder"),
         # A Zarr folder named x.npz was written: every tool then reads it as an archive.

@@ -148,6 +148,28 @@ def test_a_damaged_or_foreign_recording_is_one_line_and_exit_2(tmp_path):
         assert not out.exists()
 
 
+def test_a_page_into_a_folder_that_takes_no_file_is_refused_before_the_recording_loads(
+        capsys, monkeypatch, tmp_path):
+    """``--out /proc/run.html``: root passes ``os.access`` there, so the recording and its
+    model were loaded and the page built before the write failed. The folder is tried
+    first."""
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc here")
+    from flyviz.cli import main
+    from flyviz.record.recording import Recording
+
+    def must_not_load(*_args, **_kwargs):
+        raise AssertionError("the recording was loaded before --out was checked")
+
+    monkeypatch.setattr(Recording, "load", must_not_load)
+    recording = tmp_path / "run.flyrec"
+    recording.write_bytes(b"never read")
+    assert main(["share", str(recording), "--out", "/proc/run.html"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        "flyviz: error: cannot write --out /proc/run.html: the folder /proc takes no new files")
+
+
 # ---------------------------------------------------------------- in the browser
 def _image(png: bytes) -> np.ndarray:
     import imageio.v3 as iio

@@ -299,3 +299,26 @@ def test_build_ships_a_compact_atlas_that_atlas_only_reproduces(built, cache, tm
     for name in first.array_keys():
         np.testing.assert_array_equal(np.asarray(first[name][...]), np.asarray(again[name][...]),
                                       err_msg=name)
+
+
+@pytest.mark.parametrize("workers", ["-1", "5000"])
+def test_a_bad_workers_count_is_refused_before_the_build(tmp_path, capsys, monkeypatch,
+                                                         workers):
+    """``--workers -1`` went unchecked: the whole build ran (minutes at full scale) and
+    only its last step, the atlas on Dask, failed. It is one line before anything is
+    built, as in every other command with --workers."""
+    import flyviz.demo.build as build_module
+
+    def must_not_build(*_args, **_kwargs):
+        raise AssertionError("the build started before --workers was checked")
+
+    monkeypatch.setattr(build_module, "build_demo", must_not_build)
+    monkeypatch.setattr(build_module, "build_demo_atlas", must_not_build)
+    out = tmp_path / "demo"
+    for extra in ([], ["--atlas-only"]):
+        status = cli.main(["build-demo", "--scale", "tiny", "--out", str(out), "--workers",
+                           workers, *extra])
+        err = capsys.readouterr().err
+        assert status == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"flyviz: error: --workers {workers} must be between 0 and 1024")
+    assert not out.exists()

@@ -209,12 +209,13 @@ def add_cluster_options(parser: argparse.ArgumentParser, parts: str, resume: boo
 
 
 def check_cluster_options(args: argparse.Namespace) -> None:
-    """Check ``--workers``, and that ``--scheduler`` can be reached (before any work)."""
+    """Check ``--workers``, and that ``--scheduler`` can be reached (before any work); a
+    command with ``--workers`` only (build-demo) has no ``--scheduler``."""
     from flyviz.errors import InputError
 
     if args.workers is not None and not 0 <= args.workers <= 1024:
         raise InputError(f"--workers {args.workers} must be between 0 and 1024")
-    if args.scheduler:
+    if getattr(args, "scheduler", None):
         from flyviz.analysis.cluster import check_scheduler
 
         check_scheduler(args.scheduler)

@@ -77,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
     """Build the demo brain."""
     from flyviz.demo.build import DEFAULT_SEED, build_demo
 
+    from flyviz.commands._options import check_cluster_options
+
+    # the atlas, the build's last step, would refuse a bad count only after its minutes
+    check_cluster_options(args)
     out = args.out if args.out is not None else _default_out()
     if out is None:
         raise InputError("no source checkout to write assets/demo into; pass --out DIR")

@@ -303,3 +303,17 @@ def test_a_shared_page_whose_flows_do_not_add_up_says_so(capsys, web_model, tmp_
     holding = int(last.split("--window ")[1].split()[0])
     code, _, err = _run(capsys, "share", rec, "--out", page, "--trace", 190, "--window", holding)
     assert code == 0, err
+
+
+def test_a_frames_folder_holding_other_files_is_refused_before_the_model_loads(
+        capsys, web_model, tmp_path, monkeypatch):
+    """``--movie notes`` where notes is a folder of the user's files: the trace ran and was
+    printed, and only then was the movie refused (export refuses the same folder before
+    its run)."""
+    _no_model(monkeypatch)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "todo.txt").write_text("mine\n")
+    code, out, err = _run(capsys, "trace", web_model, "--prompt", PROMPT, "--movie", folder)
+    _one_line_error(code, err, f"{folder} holds other files (todo.txt)")
+    assert out == "" and sorted(p.name for p in folder.iterdir()) == ["todo.txt"]

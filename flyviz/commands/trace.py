@@ -164,6 +164,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
         frames = movie_format(args.movie) == "png"
         check_output_path(args.movie, "--movie", probe=True, folder=frames)
+        if frames:  # the user's files there: refused now, not after the trace
+            from flyviz.export.encoders import check_frames_folder
+
+            check_frames_folder(args.movie)
         check_not_input(args.movie, inputs, "--movie")
 
 

@@ -77,6 +77,26 @@ def _codec_args(fmt: str, crf: int | None, fps: float, speed: str) -> list[str]:
     raise ExportError(f"unknown format {fmt}")
 
 
+def check_frames_folder(out: str | Path) -> None:
+    """Refuse ``out``, an existing folder named for PNG frames, where it holds anything but
+    earlier frames: those are the user's, and the frames would be mixed in with them.
+
+    Raises
+    ------
+    ExportError
+        ``"notes holds other files (todo.txt); choose an empty folder or one with only
+        earlier frames"``.
+    """
+    out = Path(out)
+    if not out.is_dir():
+        return
+    other = sorted(p.name for p in out.iterdir()
+                   if not (p.name.startswith("frame_") and p.suffix == ".png"))
+    if other:
+        raise ExportError(f"{out} holds other files ({other[0]}); choose an empty "
+                          "folder or one with only earlier frames")
+
+
 class AtomicTarget:
     """A temporary file or folder next to ``out`` (inside ``out``, an existing folder of
     frames) that takes its place only on commit.
@@ -105,10 +125,7 @@ class AtomicTarget:
         #: the target and renamed into place.
         self.inside = folder and self.out.is_dir()
         if self.inside:
-            other = self._other_files()
-            if other:
-                raise ExportError(f"{self.out} holds other files ({other[0]}); choose an empty "
-                                  "folder or one with only earlier frames")
+            check_frames_folder(self.out)
         # Path(".").parent is "." itself: the names come from the absolute path.
         parent = self.out if self.inside else Path(os.path.abspath(self.out)).parent
         try:
@@ -167,7 +184,7 @@ class AtomicTarget:
 
     def _other_files(self) -> list[str]:
         # The export's own temporary folder, inside the target, is not the user's.
-        tmp = getattr(self, "tmp", None)     # none yet while __init__ checks the folder
+        tmp = getattr(self, "tmp", None)
         own = tmp.name if tmp is not None else None
         return sorted(p.name for p in self.out.iterdir()
                       if p.name != own and not (p.name.startswith("frame_") and p.suffix == ".png"))

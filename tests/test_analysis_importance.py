@@ -489,3 +489,44 @@ def test_the_printed_table_of_an_estimate_has_no_columns_of_nan():
                          positions=100)]
     shown = format_table(exact).splitlines()
     assert "KL nats/tok" in shown[0] and shown[1].split()[-2:] == ["0.1250", "87.5%"]
+
+
+def test_a_scheduler_address_where_something_else_listens_is_one_line_not_a_hang(tmp_path):
+    """``--scheduler tcp://host:8787``, the dashboard's port, or any service that does not
+    answer Dask's handshake: the Client waited for the handshake forever (its timeout covers
+    only the TCP connect), or read the first bytes of an HTTP reply as a frame length and
+    said "out of memory". Either is one line that names the address, before any work."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:        # takes connections and says nothing, as an HTTP server does
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat on the mat. " * 20, encoding="utf-8")
+    try:
+        done = subprocess.run([sys.executable, "-m", "flyviz", "importance", "demo", "--text",
+                               str(text), "--out", str(tmp_path / "out.csv"), "--scheduler",
+                               address], capture_output=True, text=True, timeout=120)
+    finally:
+        server.close()
+        for connection in accepted:
+            connection.close()
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"flyviz: error: {address} did not answer as a Dask scheduler"), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text.txt"]

@@ -314,12 +314,50 @@ class RunResult:
 SCHEDULER_CONNECT_TIMEOUT_S = 5.0
 
 
+def _check_handshake(address: str) -> None:
+    """Raise :class:`ClusterError` unless a Dask scheduler at ``address`` completes Dask's
+    handshake within :data:`SCHEDULER_CONNECT_TIMEOUT_S`.
+
+    A ``Client``'s timeout covers only the TCP connect: a service that accepts and then says
+    nothing (the dashboard's HTTP port, 8787 beside the scheduler's 8786) kept it waiting for
+    the handshake forever, and one that answers in another protocol had its first bytes read
+    as a frame length ("out of memory"). The probe runs on its own thread and event loop, so
+    a caller's running loop (a notebook's) is not in the way.
+    """
+    import asyncio
+    import concurrent.futures
+
+    from distributed.comm import connect
+
+    async def probe() -> None:
+        # connect()'s own timeout ends a refused or silent connect (an OSError, left to the
+        # Client's message); the longer deadline here ends only a handshake that never comes.
+        comm = await asyncio.wait_for(connect(address, timeout=SCHEDULER_CONNECT_TIMEOUT_S),
+                                      2 * SCHEDULER_CONNECT_TIMEOUT_S)
+        await comm.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            pool.submit(asyncio.run, probe()).result()
+        except (TimeoutError, MemoryError, ValueError, EOFError) as exc:
+            # Something listens there but does not speak Dask's protocol.
+            why = "no handshake within " \
+                f"{2 * SCHEDULER_CONNECT_TIMEOUT_S:g} s" if isinstance(exc, TimeoutError) else \
+                "it answered in another protocol"
+            raise ClusterError(f"{address} did not answer as a Dask scheduler ({why}); give "
+                               "the scheduler's address (tcp://HOST:8786 by default, not the "
+                               "dashboard's port), or leave out --scheduler") from None
+        except OSError:
+            return  # nothing listens there at all: the Client says so, as before
+
+
 def _connect(workers: int | None, scheduler: str | None):
     """A Client (and the LocalCluster it owns, if any)."""
     require_dask("running on Dask")
     from distributed import Client, LocalCluster
     if scheduler:
         address = scheduler_address(scheduler)
+        _check_handshake(address)
         try:
             client = Client(address, timeout=f"{SCHEDULER_CONNECT_TIMEOUT_S}s", set_as_default=False)
         except (OSError, TimeoutError) as exc:

@@ -715,3 +715,54 @@ def test_widget_runs_a_spiking_brain_on_the_stimulus_it_is_given(make_napari_vie
     # A language model has no stimulus: the fields are off again.
     widget.set_model(flyviz.load("demo"))
     assert not widget.excite.isEnabled() and widget.prompt.isEnabled()
+
+
+def test_widget_runs_the_stimulus_docks_rate_silence_and_trials(make_napari_viewer, qtbot,
+                                                                spiking_kernels, tmp_path):
+    """The widget's stimulus has the rest of the window's Stimulus dock: the rate, the
+    neurons silenced and the trials pooled, set as the dock sets them (the same settings,
+    checked by them). A silenced neuron drives nothing: the neuron it alone drives stays
+    dark, where the same run without the silence lights it; the trials are the recording's.
+    A rate the settings refuse (0 Hz drives nothing, a negative one means nothing) or trials
+    that are not a whole number are one line in the status, nothing run."""
+    from test_spiking_kind import IDS, write_brain
+
+    from flyviz.kinds.spiking import SpikingModel
+    from flyviz.napari._widget import FlyvizWidget
+
+    viewer = make_napari_viewer()
+    widget = FlyvizWidget(viewer)
+    fields = (widget.rate, widget.silence, widget.trials)
+    assert not any(field.isEnabled() for field in fields)
+    widget.set_model(SpikingModel.load(str(write_brain(tmp_path / "brain"))))
+    assert all(field.isEnabled() for field in fields)
+    first = f"id:{IDS[40]}"         # the right chain's first neuron, which drives the second
+    for rate, silence, trials in [(0.0, "", 1), (-5.0, "", 1), (0, "", 1),
+                                  (5000.0, "superclass:nothing_here", 1),
+                                  (5000.0, "", 2.5), (5000.0, "", 0)]:
+        assert widget.run_stimulus(first, 200.0, rate=rate, silence=silence,
+                                   trials=trials) is None, (rate, silence, trials)
+        said = widget.status.text()
+        assert said.startswith("flyviz: error: ") and "\n" not in said, said
+        assert ("above 0 Hz" in said) == (rate != 5000.0), said
+    assert not points_layers(viewer)
+    # The fields, as a user sets them: 5 kHz into the first neuron, two trials.
+    widget.excite.setText(first)
+    widget.rate.setValue(5000.0)
+    widget.duration.setValue(200.0)
+    widget.trials.setValue(2)
+    recordings = []
+    for layers, silence in enumerate(("", first), start=1):
+        widget.silence.setText(silence)
+        widget.run_button.click()
+        assert widget.runs is not None, widget.status.text()
+        qtbot.waitUntil(lambda n=layers: len(points_layers(viewer)) == n, timeout=60_000)
+        recordings.append(points_layers(viewer)[-1].metadata["flyviz"]["source"].recording)
+    for recording, silenced in zip(recordings, ("", first)):
+        meta = recording.metadata["spiking"]
+        assert (meta["rate"], meta["trials"], meta["silence"] or "") == (5000.0, 2, silenced)
+        assert len(recording) == 20
+    driven, silenced_run = (recording.states() for recording in recordings)
+    assert driven[:, 41].sum() > 0                  # the first neuron drives the second...
+    assert silenced_run[:, 41].sum() == 0           # ...until it is silenced
+    assert silenced_run[:, 40].sum() > 0            # (it still fires: its synapses are cut)

@@ -236,3 +236,10 @@ def test_the_stimulus_dock_is_a_view_of_the_states_settings(qtbot):
     panel.speed.setValue(0.5)
     assert (settings.silence, settings.speed) == ("type:MN9", 0.5)
     assert panel.stimulus() == settings.stimulus()
+    # 0 Hz drives nothing (the run would be a dark brain): the settings refuse it, for the
+    # dock and the napari widget alike, and the dock's box stops above it.
+    for rate in (0.0, -5.0):
+        with pytest.raises(InputError, match="above 0 Hz"):
+            settings.rate = rate
+    panel.rate.setValue(0.0)
+    assert settings.rate == panel.rate.value() > 0

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.viewer.layers import LayerKind
     from flyviz.viewer.settings import RunSettings
 
-__all__ = ["BIN_MS", "SPIKES", "SPIKING", "SPIKING_KEY", "BinSettings", "LiveRun", "SpikingKind",
+__all__ = ["BIN_MS", "MAX_RATE_HZ", "MAX_TRIALS", "SPIKES", "SPIKING", "SPIKING_KEY", "BinSettings", "LiveRun", "SpikingKind",
            "SpikingModel", "SpikingRunSettings", "Stimulus", "record_run"]
 
 #: The spiking kind's key (what its docks declare, what its recordings' metadata says).
@@ -59,6 +59,11 @@ SPIKING_KEY = "spiking"
 BIN_MS = 10.0
 #: The longest bin a recording may name: a whole run of the longest length (an hour).
 MAX_BIN_MS = 3_600_000.0
+#: The highest Poisson rate a run's settings take, Hz: one event per 0.1 ms tick (the model
+#: draws at most one a tick). Every host's rate field reaches this far and no further.
+MAX_RATE_HZ = 10_000.0
+#: The most trials a run's settings pool (every host's trials field reaches this far).
+MAX_TRIALS = 1000
 #: How far each recording's spike counts (``spiking.bin_spikes``) were checked by
 #: :meth:`SpikingKind.run_metadata`: the list and how many of its entries.
 _COUNTS_CHECKED: "weakref.WeakKeyDictionary[Recording, tuple[list[Any], int]]" = \
@@ -201,7 +206,14 @@ class SpikingRunSettings:
         if name in ("excite", "silence"):
             return "" if value is None else str(value).strip()
         if name == "rate":
-            return _checked_number("the rate", value, 0.0, 10_000.0)
+            # Above 0: at 0 Hz the excited neurons get no input, nothing in the brain fires,
+            # and the run would show a dark brain as if it were a result.
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                                 np.floating)) \
+                    or not math.isfinite(float(value)) or not 0 < float(value) <= MAX_RATE_HZ:
+                raise InputError(f"the rate must be above 0 Hz (at 0 Hz nothing is driven and "
+                                 f"nothing fires) and at most {MAX_RATE_HZ:g} Hz, not {value!r}")
+            return float(value)
         if name == "seed":
             return _checked_number("the seed", value, 0, 2**63 - 1, whole=True)
         if name == "bins":
@@ -209,7 +221,7 @@ class SpikingRunSettings:
         if name == "bin_ms":
             return _checked_number("the bin", value, 0.1, MAX_BIN_MS)
         if name == "trials":
-            return _checked_number("the number of trials", value, 1, 1000, whole=True)
+            return _checked_number("the number of trials", value, 1, MAX_TRIALS, whole=True)
         if name == "speed":
             return _checked_number("the speed", value, 0.0, 100.0)
         return value

@@ -4,9 +4,10 @@ The model loads and the run runs on a worker thread (napari's ``thread_worker``,
 then :class:`flyviz.runs.Runs`), so the viewer stays responsive; the finished run
 becomes a new brain layer (:func:`flyviz.napari._layers.layer_data`) and the token
 slider moves to its last token. A Fly LLM runs a prompt for some new tokens; a
-spiking brain runs a stimulus, the window's Stimulus dock in its simplest form: the
-neurons to excite (a selection query; empty: the brain's own set) for a duration,
-the run the dock's settings describe (:func:`flyviz.runs.request_for`). The widget
+spiking brain runs a stimulus, as the window's Stimulus dock says one: the neurons to
+excite (a selection query; empty: the brain's own set) at a rate, the neurons silenced
+(a query; empty: none), for a duration, over some trials pooled: the run the dock's
+settings describe (:func:`flyviz.runs.request_for`), checked by them. The widget
 also picks the colour quantity of the selected flyviz layer and shows the text at
 the slider's token.
 """
@@ -21,7 +22,7 @@ from qtpy.QtWidgets import (QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout,
                             QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from flyviz.brain_source import BrainSource
-from flyviz.kinds.spiking import SPIKING_KEY
+from flyviz.kinds.spiking import MAX_RATE_HZ, MAX_TRIALS, SPIKING_KEY, SpikingRunSettings
 from flyviz.napari._layers import (METADATA_KEY, bind, layer_data, recolour, set_quantity,
                                    shown_token, text_layer)
 
@@ -118,6 +119,23 @@ class FlyvizWidget(QWidget):
         self.duration.setValue(1000.0)
         self.duration.setSuffix(" ms")
         self.duration.setToolTip("The run's length, in milliseconds of the fly's time")
+        # The rest of the Stimulus dock's fields, at the same settings' defaults and bounds
+        # (SpikingRunSettings checks each value, here as in the dock).
+        defaults = SpikingRunSettings()
+        self.rate = QDoubleSpinBox()
+        self.rate.setDecimals(1)
+        self.rate.setRange(0.1, MAX_RATE_HZ)
+        self.rate.setValue(defaults.rate)
+        self.rate.setSuffix(" Hz")
+        self.rate.setToolTip("The Poisson rate of the excited neurons' input, Hz")
+        self.silence = QLineEdit(defaults.silence)
+        self.silence.setPlaceholderText("none (e.g. type:MN9)")
+        self.silence.setToolTip("The neurons whose outgoing synapses are zeroed, as a "
+                                "selection query (flyviz select --help)")
+        self.trials = QSpinBox()
+        self.trials.setRange(1, MAX_TRIALS)
+        self.trials.setValue(defaults.trials)
+        self.trials.setToolTip("Runs of the same stimulus pooled into each bin's rates")
         self.run_button = QPushButton("Run")
         self.quantity = QComboBox()
         self.status = QLabel("no model loaded")
@@ -132,7 +150,10 @@ class FlyvizWidget(QWidget):
         form.addRow("Prompt", self.prompt)
         form.addRow("New tokens", self.max_new_tokens)
         form.addRow("Excite", self.excite)
+        form.addRow("Rate", self.rate)
+        form.addRow("Silence", self.silence)
         form.addRow("Duration", self.duration)
+        form.addRow("Trials", self.trials)
         form.addRow("", self.run_button)
         form.addRow("Colour by", self.quantity)
         layout = QVBoxLayout(self)
@@ -170,8 +191,8 @@ class FlyvizWidget(QWidget):
         # The fields the loaded model's runs read are on; the others are off.
         self.prompt.setEnabled(reads_text)
         self.max_new_tokens.setEnabled(reads_text)
-        self.excite.setEnabled(stimulus)
-        self.duration.setEnabled(stimulus)
+        for field in (self.excite, self.rate, self.silence, self.duration, self.trials):
+            field.setEnabled(stimulus)
 
     def _run_clicked(self) -> None:
         # The box's text is the prompt of a kind that reads one; a spiking brain runs the
@@ -224,16 +245,21 @@ class FlyvizWidget(QWidget):
             return None
         return self._launch(run, str(prompt or "run"))
 
-    def run_stimulus(self, excite: str | None = None, duration_ms: Any = None) -> Any:
+    def run_stimulus(self, excite: str | None = None, duration_ms: Any = None, *,
+                     rate: Any = None, silence: str | None = None, trials: Any = None) -> Any:
         """Start a spiking brain's run: the neurons ``excite`` selects (a selection query,
         ``"superclass:sensory"``; ``""``: the brain's own set; ``None``: the *Excite* box's)
-        given Poisson input for ``duration_ms`` milliseconds (``None``: the *Duration*
-        box's), in the brain's bins; the run the window's Stimulus dock starts of the same
-        settings (:class:`~flyviz.kinds.spiking.SpikingRunSettings`, through
+        given Poisson input at ``rate`` Hz (``None``: the *Rate* box's) for ``duration_ms``
+        milliseconds (``None``: the *Duration* box's), in the brain's bins, the neurons
+        ``silence`` selects silenced (their outgoing synapses zeroed; ``""``: none;
+        ``None``: the *Silence* box's), ``trials`` runs pooled (``None``: the *Trials*
+        box's); the run the window's Stimulus dock starts of the same settings
+        (:class:`~flyviz.kinds.spiking.SpikingRunSettings`, through
         :func:`flyviz.runs.request_for`), on a worker thread, into a new brain layer when it
         ends. Returns its :class:`flyviz.runs.Runs`, or ``None`` when it cannot start, said
         in the status: no spiking brain loaded, a bad query, a duration that is not a
-        positive whole number of bins (15 ms in 10 ms bins is refused, not rounded)."""
+        positive whole number of bins (15 ms in 10 ms bins is refused, not rounded), a rate
+        or a number of trials the settings refuse (0 Hz, 2.5 trials)."""
         import math
 
         from flyviz.errors import FlyvizError, InputError
@@ -247,12 +273,16 @@ class FlyvizWidget(QWidget):
         kind = kind_of(model)
         given = self.excite.text() if excite is None else excite
         ms = self.duration.value() if duration_ms is None else duration_ms
+        hz = self.rate.value() if rate is None else rate
+        silenced = self.silence.text() if silence is None else silence
+        pooled = self.trials.value() if trials is None else trials
         try:
             if not kind.shows(STIMULUS_KINDS):
                 raise InputError(f"a {kind.title} runs no stimulus; give it a prompt")
-            if not isinstance(given, str):
-                raise InputError(f"the neurons to excite are a selection query (text), "
-                                 f"not {given!r}")
+            for what, text in (("to excite", given), ("to silence", silenced)):
+                if not isinstance(text, str):
+                    raise InputError(f"the neurons {what} are a selection query (text), "
+                                     f"not {text!r}")
             query = given.strip()
             if isinstance(ms, bool) or not isinstance(ms, (int, float)) \
                     or not math.isfinite(ms) or ms <= 0:
@@ -264,8 +294,11 @@ class FlyvizWidget(QWidget):
             if bins < 1 or abs(bins * bin_ms - float(ms)) > 1e-6 * bin_ms:
                 raise InputError(f"the duration {float(ms):g} ms is not a whole number of "
                                  f"{bin_ms:g} ms bins")
-            run = Run(model, request_for(model, kind_settings={"excite": query,
-                                                               "bins": bins}))
+            # The rate and the trials are checked where the dock's are: by the settings
+            # (request_for sets them there), one line for a value they refuse.
+            run = Run(model, request_for(model, kind_settings={
+                "excite": query, "rate": hz, "silence": silenced.strip(), "bins": bins,
+                "trials": pooled}))
         except FlyvizError as exc:
             self._failed(exc)
             return None

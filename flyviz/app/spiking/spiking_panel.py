@@ -41,7 +41,8 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QGridLayout, QHBoxLayo
 
 from flyviz.app.base.background import BackgroundJob
 
-from flyviz.kinds.spiking import SPIKING, SPIKING_KEY, SpikingModel, SpikingRunSettings, Stimulus
+from flyviz.kinds.spiking import (MAX_RATE_HZ, SPIKING, SPIKING_KEY, SpikingModel,
+                                  SpikingRunSettings, Stimulus)
 from flyviz.runs import PAUSED, RUNNING
 from flyviz.viewer.layers import FLASH
 from flyviz.viewer.state import STATE
@@ -84,7 +85,9 @@ class StimulusPanel(QWidget):
         self.excite_selected.setToolTip("Excite the neuron selected on the brain too (adds "
                                         "| id:N to the query)")
         self.rate = QDoubleSpinBox()
-        self.rate.setRange(0.0, 10000.0)
+        # The settings' bounds (0 Hz, which drives nothing, is refused there): the smallest
+        # rate one decimal shows, up to one event a tick.
+        self.rate.setRange(0.1, MAX_RATE_HZ)
         self.rate.setDecimals(1)
         self.rate.setValue(150.0)
         self.rate.setSuffix(" Hz")

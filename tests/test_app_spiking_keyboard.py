@@ -273,3 +273,48 @@ def test_the_shortcuts_and_tooltips_name_the_shown_kinds_frames(qtbot, tmp_path)
         assert win.step_button.toolTip() == "One token forward (→)"
     finally:
         win.close()
+
+
+def test_right_arrow_at_the_newest_bin_of_a_paused_run_simulates_one_more_bin(qtbot,
+                                                                              tmp_path):
+    """F1 says → "steps the model at the newest bin": on a paused spiking run, → at the
+    newest bin simulates exactly one bin more (the run stays paused and the view on the
+    newest bin), as it generates one token more for a Fly LLM; away from the newest bin it
+    only moves the view one bin on."""
+    from flyviz.runs import PAUSED
+
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        assert "steps the model at the newest bin" in \
+            dict(win.actions_registry.shortcut_rows())["Right"]
+        feature = win.features["spiking"]
+        panel = feature.panel
+        _type(qtbot, panel.bins, "100000")
+        _type(qtbot, panel.excite, "side:left")
+        qtbot.keyClick(panel.excite, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(lambda: not feature.finished and len(feature.recording) >= 2,
+                        timeout=30_000)
+        _focus(qtbot, win.brain)
+        qtbot.keyClick(win.brain, Qt.Key.Key_Space)
+        # Paused once the engine steps no more and its last bin has reached the window.
+        qtbot.waitUntil(lambda: feature.state == PAUSED and not feature.stepping())
+        settle(qtbot, win)
+        recording = feature.recording
+        qtbot.keyClick(win.brain, Qt.Key.Key_End)
+        bins = len(recording)
+        assert win.state.index == bins - 1
+        for more in (1, 2):
+            qtbot.keyClick(win.brain, Qt.Key.Key_Right)
+            qtbot.waitUntil(lambda n=bins + more: len(recording) == n, timeout=30_000)
+            qtbot.waitUntil(lambda: not feature.stepping())
+            settle(qtbot, win)
+            assert len(recording) == bins + more            # one bin, not a resumed run
+            assert win.state.index == bins + more - 1       # shown: the bin just simulated
+            assert feature.state == PAUSED and not feature.finished
+        # Away from the newest bin, → moves the view and simulates nothing.
+        qtbot.keyClick(win.brain, Qt.Key.Key_Home)
+        qtbot.keyClick(win.brain, Qt.Key.Key_Right)
+        settle(qtbot, win)
+        assert win.state.index == 1 and len(recording) == bins + 2
+    finally:
+        win.close()

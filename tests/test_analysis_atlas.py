@@ -332,29 +332,6 @@ def test_atlas_command_runs_in_process(capsys, world, tmp_path):
     assert Atlas(out).info["created"] == created
 
 
-def test_an_atlas_in_this_process_loads_the_model_once(capsys, small_world, tmp_path,
-                                                       monkeypatch):
-    """``flyviz atlas --workers 0`` loaded the model for itself, then again for its tasks
-    (run in the same process, from the spec)."""
-    from flyviz.model import resolve
-
-    # A model of its own: one loaded by another test is held by the worker's cache.
-    world = small_world("atlas-loads", neurons=97, edges=900, seed=11, anatomy=False,
-                        text="A cat sat.\n\nA dog ran far away.\n")
-    loads: list[str] = []
-    real = resolve.load_model
-
-    def counted(spec, *args, **kwargs):
-        loads.append(str(spec))
-        return real(spec, *args, **kwargs)
-
-    monkeypatch.setattr(resolve, "load_model", counted)
-    code, _, err = _cli(capsys, "atlas", world["spec"], "--corpus", str(world["text"]),
-                        "--out", str(tmp_path / "once.atlas"), "--workers", "0", "--compact",
-                        "--batch", "2", "--top-k", "2")
-    assert code == 0, err
-    assert len(loads) == 1, loads
-
 
 def test_an_out_where_no_file_can_be_made_fails_before_the_model_loads(capsys, world,
                                                                       tmp_path):

@@ -29,6 +29,10 @@ def _argv(command: str, world: dict) -> list[str]:
         return ["patch", *model, "--clean", "the cat saw a dog and", "--corrupt",
                 "the dog saw a cat and", "--answer", " the", "--by", "side", "--positions",
                 "1:3", "--window", "2", "--out", str(root / "p.csv"), "--workers", "0"]
+    if command == "atlas":
+        return ["atlas", *model, "--corpus", str(world["text"]), "--out",
+                str(root / "once.atlas"), "--workers", "0", "--compact", "--batch", "2",
+                "--top-k", "2"]
     if command == "circuit":
         from test_analysis_circuit import planted_entries
 
@@ -40,7 +44,8 @@ def _argv(command: str, world: dict) -> list[str]:
             "3", "--nulls", "degree-sign:1", "--workers", "0", "--json"]
 
 
-@pytest.mark.parametrize("command", ["sweep", "patch", "importance", "circuit", "dynamics"])
+@pytest.mark.parametrize("command", ["atlas", "sweep", "patch", "importance", "circuit",
+                                     "dynamics"])
 def test_a_run_in_this_process_loads_the_model_once(command, capsys, small_world,
                                                     monkeypatch):
     from flyviz.model import resolve

@@ -234,7 +234,7 @@ def compare(model: "Model | Checkpoint | str | Path", prompt: str, interventions
     try:
         return compare_runs(runner.checkpoint, prompt, chosen, settings,
                             threads=runner.threads, kernel=runner.kernel_request,
-                            record=record, spec=runner.spec if record is not None else None,
+                            record=record, spec=runner.spec,
                             states_dtype=states_dtype)
     finally:
         if owned:

@@ -120,24 +120,34 @@ def test_each_control_of_the_spiking_docks_has_a_name(qtbot, tmp_path):
         win.close()
 
 
+def _start_by_keys_and_pause(qtbot, win):
+    """Start a long run of the left side from the Stimulus dock by Ctrl+Return, then pause
+    it by Space on the brain view; returns the spiking feature once paused (the engine
+    stepping no more and its last bin in the window)."""
+    from flyviz.runs import PAUSED
+
+    feature = win.features["spiking"]
+    panel = feature.panel
+    _type(qtbot, panel.bins, "100000")
+    _type(qtbot, panel.excite, "side:left")
+    qtbot.keyClick(panel.excite, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not feature.finished and len(feature.recording) >= 2,
+                    timeout=30_000)
+    _focus(qtbot, win.brain)
+    qtbot.keyClick(win.brain, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: feature.state == PAUSED and not feature.stepping())
+    return feature
+
+
 def test_a_live_run_is_started_paused_and_stopped_from_the_keyboard(qtbot, tmp_path):
     """Typed into the Stimulus dock, Ctrl+Return (from the field) starts the run, Space on
     the brain view pauses it, Esc from the rate box stops it."""
-    from flyviz.runs import PAUSED
 
     win = _spiking_window(qtbot, tmp_path)
     try:
-        feature = win.features["spiking"]
+        feature = _start_by_keys_and_pause(qtbot, win)
         panel = feature.panel
-        _type(qtbot, panel.bins, "100000")
-        _type(qtbot, panel.excite, "side:left")
-        qtbot.keyClick(panel.excite, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
-        qtbot.waitUntil(lambda: not feature.finished and len(feature.recording) >= 2,
-                        timeout=30_000)
         assert feature.settings.bins == 100000
-        _focus(qtbot, win.brain)
-        qtbot.keyClick(win.brain, Qt.Key.Key_Space)
-        qtbot.waitUntil(lambda: feature.state == PAUSED)
         _focus(qtbot, panel.rate)
         qtbot.keyClick(panel.rate, Qt.Key.Key_Escape)
         qtbot.waitUntil(lambda: feature.finished)
@@ -287,17 +297,7 @@ def test_right_arrow_at_the_newest_bin_of_a_paused_run_simulates_one_more_bin(qt
     try:
         assert "steps the model at the newest bin" in \
             dict(win.actions_registry.shortcut_rows())["Right"]
-        feature = win.features["spiking"]
-        panel = feature.panel
-        _type(qtbot, panel.bins, "100000")
-        _type(qtbot, panel.excite, "side:left")
-        qtbot.keyClick(panel.excite, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
-        qtbot.waitUntil(lambda: not feature.finished and len(feature.recording) >= 2,
-                        timeout=30_000)
-        _focus(qtbot, win.brain)
-        qtbot.keyClick(win.brain, Qt.Key.Key_Space)
-        # Paused once the engine steps no more and its last bin has reached the window.
-        qtbot.waitUntil(lambda: feature.state == PAUSED and not feature.stepping())
+        feature = _start_by_keys_and_pause(qtbot, win)
         settle(qtbot, win)
         recording = feature.recording
         qtbot.keyClick(win.brain, Qt.Key.Key_End)

@@ -211,8 +211,20 @@ def _own_receiver(value: ast.AST) -> bool:
         and value.func.id == "super"
 
 
-def _classes(tree: ast.AST) -> set[str]:
-    return {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+def _classes(tree: ast.AST) -> frozenset[str]:
+    """The names of the classes ``tree`` defines, walked once per tree: every import of a
+    flyviz name asks for the classes of the module it comes from (thousands of walks of the
+    same trees took most of the private-attribute check's seconds)."""
+    found = _CLASSES.get(id(tree))
+    if found is None or found[0] is not tree:      # an id reused by a newer tree: walk it
+        names = frozenset(node.name for node in ast.walk(tree)
+                          if isinstance(node, ast.ClassDef))
+        found = _CLASSES[id(tree)] = (tree, names)
+    return found[1]
+
+
+#: ``id(tree) -> (tree, class names)``: the tree is kept so that its id is not reused.
+_CLASSES: dict[int, tuple[ast.AST, frozenset[str]]] = {}
 
 
 def _annotated_classes(module: str, tree: ast.AST) -> dict[str, set[tuple[str, str]]]:

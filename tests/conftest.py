@@ -159,6 +159,26 @@ def _patient_qt_waits() -> None:
         setattr(QtBot, name, patient)
 
 
+def _tokenizers_trained_once() -> None:
+    """Have :func:`flyviz.model.synthetic.make_tokenizer_json` train each ``(vocab_size,
+    seed)`` once a test process.
+
+    It trains a byte-level BPE on 3,000 generated lines (about 0.3 CPU s) and gives the same
+    JSON text every time; :func:`flyviz.app._testing.make_app_checkpoint` calls it for every
+    test model it writes, a module's or a test's, which made it a few CPU s of every
+    window test file. The text is a string, so no caller can change the next one's.
+    """
+    import functools
+
+    from flyviz.model import synthetic
+
+    if getattr(synthetic.make_tokenizer_json, "_trained_once", False):
+        return
+    trained = functools.lru_cache(maxsize=None)(synthetic.make_tokenizer_json)
+    trained._trained_once = True  # type: ignore[attr-defined]
+    synthetic.make_tokenizer_json = trained  # type: ignore[assignment]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Give the virtual screen pytest-xvfb started in this process (one per xdist worker) a
@@ -169,6 +189,7 @@ def pytest_configure(config: pytest.Config) -> None:
     import sys
 
     _patient_qt_waits()
+    _tokenizers_trained_once()
 
     try:
         import pytest_xvfb

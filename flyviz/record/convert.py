@@ -74,7 +74,7 @@ import tempfile
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -905,7 +905,7 @@ def _nwb_file(recording: "Recording", anatomy: Anatomy | None, start: Any,
         # as the intervened run's are, in a table of their own.
         nwbfile.add_time_intervals(_frame_intervals(base, _baseline_timing(base, timing),
                                                     "baseline_", "the untouched run's "))
-    units = _nwb_units(recording, anatomy)
+    units = _nwb_units(recording, table)
     if units is not None:
         nwbfile.units = units
     return nwbfile
@@ -1029,13 +1029,11 @@ def _baseline_timing(base: "Recording", timing: FrameTiming) -> FrameTiming:
     where it is timed in frames of the same length (its run may end elsewhere), else with
     the intervened run's frame length and no short last frame (the end ``timing`` gives is
     the intervened run's, which would cut a longer untouched run's frames)."""
-    import dataclasses
-
     own = default_timing(base)
     if not own.counted and own.name == timing.name and \
             np.isclose(own.seconds, timing.seconds, rtol=1e-9, atol=0.0):
         return own
-    return dataclasses.replace(timing, end_seconds=None)
+    return replace(timing, end_seconds=None)
 
 
 #: What each identity column of NWB's ``units`` table holds (:func:`_nwb_units`).
@@ -1047,12 +1045,12 @@ UNIT_IDENTITY_DESCRIPTIONS = {
 }
 
 
-def _nwb_units(recording: "Recording", anatomy: Anatomy | None = None) -> Any:
+def _nwb_units(recording: "Recording", table: dict[str, np.ndarray]) -> Any:
     """A spiking run's spikes as NWB's ``units`` table (one row per neuron that spiked,
     its spike times in seconds and each spike's trial), or ``None`` without spikes; each
     unit's identity in the connectome (``body_id``, ``cell_type``, ``superclass``, ``side``)
-    where ``anatomy`` has it: the unit's id is only the model's index, which means nothing
-    outside the model."""
+    where ``table`` (the run's :func:`neuron_table`) has it: the unit's id is only the
+    model's index, which means nothing outside the model."""
     spikes = spike_table(recording)
     if not spikes:
         return None
@@ -1070,7 +1068,6 @@ def _nwb_units(recording: "Recording", anatomy: Anatomy | None = None) -> Any:
     columns: list[Any] = [times, VectorIndex(name="spike_times_index", target=times, data=ends),
                           trials, VectorIndex(name="spike_trial_index", target=trials,
                                               data=ends)]
-    table = neuron_table(anatomy, recording.neurons)
     for name, description in UNIT_IDENTITY_DESCRIPTIONS.items():
         if name in table:
             values = table[name][ids]

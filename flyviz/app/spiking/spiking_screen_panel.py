@@ -120,11 +120,10 @@ class ScreenPanel(QWidget):
         sets_row.addWidget(self.source)
         sets_row.addWidget(self.sets, 1)
         sets_row.addWidget(self.browse)
-        form.addRow("Sets", sets_row)
         # A row of three: its label names the first (a buddy), the others name themselves.
-        label = form.labelForField(sets_row)
-        if isinstance(label, QLabel):
-            label.setBuddy(self.source)
+        sets_label = QLabel("Sets")
+        sets_label.setBuddy(self.source)
+        form.addRow(sets_label, sets_row)
         self.sets.setAccessibleName("Sets: the query or the sets file")
         self.browse.setAccessibleName("Choose a sets file")
         form.addRow("Mode", self.mode)
@@ -303,7 +302,7 @@ class ScreenFeature:
         self._runs = 0
         p = self.panel
         p.run_button.clicked.connect(lambda: self.run())
-        p.cancel_button.clicked.connect(lambda: self.cancel())
+        p.cancel_button.clicked.connect(lambda: self.job.cancel())
         # Esc (Run → Stop) cancels the screen as it cancels every dock's job
         # (BackgroundCalls.cancel_jobs): a screen of minutes needs no Tab to Cancel.
         p.cancel_button.setToolTip("Stop the screen (Esc); its result is dropped")
@@ -375,11 +374,6 @@ class ScreenFeature:
         self.job.start(lambda stop, report: run_job(brain, sets, settings, int(target), stop,
                                                     report, pairs))
         return True
-
-    def cancel(self) -> None:
-        """Stop the running screen (Cancel, Esc); nothing when none runs."""
-        if self.job.busy:
-            self.job.cancel()
 
     def wait(self, timeout_s: float = 60.0) -> None:
         """Wait for the running screen to report (scripts), handling the window's events."""

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flyviz.analysis import atlas_stats, cluster, integrity
+from flyviz.analysis import atlas_stats, cluster, integrity, runs
 from flyviz.analysis.atlas_basis import SKETCH_SEED, sketch_columns
 from flyviz.analysis.atlas_stats import (BANDS, HIST_BINS, HIST_EDGES, AtlasSettings,
                                          finish_statistics, merge_partials)
@@ -154,12 +154,10 @@ def build_atlas(spec: str, ckpt: "Checkpoint", corpus: Corpus, out: str | Path,
     if log is not None:
         log(f"{corpus.n_tokens:,} tokens in {corpus.n_windows:,} windows of "
             f"{corpus.n_documents:,} documents; {len(chunks)} chunks")
-    task_args = (spec, None if dataset is None else str(dataset), identity["weights_sha256"],
-                 asdict(settings))
-    with cluster.client_model(task_args[0], task_args[1], ckpt):
-        result = cluster.run_tree(atlas_chunk, task_args, chunks, merge_partials,
-                                  workers=workers, scheduler=scheduler, store=store,
-                                  resume=resume, progress=progress, log=log)
+    result = runs.run_tasks(atlas_chunk, chunks, merge_partials, spec=spec, dataset=dataset,
+                            identity=identity, settings=settings, model=ckpt, workers=workers,
+                            scheduler=scheduler, store=store, resume=resume,
+                            progress=progress, log=log)
     write_atlas(out, result.partial, ckpt, corpus, settings, identity, compact=compact)
     store.remove()
     return AtlasRun(path=out, tokens=corpus.n_tokens, counted_tokens=corpus.counted_tokens,

@@ -77,6 +77,12 @@ def _codec_args(fmt: str, crf: int | None, fps: float, speed: str) -> list[str]:
     raise ExportError(f"unknown format {fmt}")
 
 
+def _is_frame(path: Path) -> bool:
+    """True for a PNG frame an export writes (``frame_*.png``): a frames folder may hold
+    earlier ones, which a new export replaces."""
+    return path.name.startswith("frame_") and path.suffix == ".png"
+
+
 def check_frames_folder(out: str | Path) -> None:
     """Refuse ``out``, an existing folder named for PNG frames, where it holds anything but
     earlier frames: those are the user's, and the frames would be mixed in with them.
@@ -90,8 +96,7 @@ def check_frames_folder(out: str | Path) -> None:
     out = Path(out)
     if not out.is_dir():
         return
-    other = sorted(p.name for p in out.iterdir()
-                   if not (p.name.startswith("frame_") and p.suffix == ".png"))
+    other = sorted(p.name for p in out.iterdir() if not _is_frame(p))
     if other:
         raise ExportError(f"{out} holds other files ({other[0]}); choose an empty "
                           "folder or one with only earlier frames")
@@ -179,15 +184,12 @@ class AtomicTarget:
         tmp.rmdir()
 
     def _frame_files(self) -> list[str]:
-        return sorted(p.name for p in self.out.iterdir()
-                      if p.name.startswith("frame_") and p.suffix == ".png")
+        return sorted(p.name for p in self.out.iterdir() if _is_frame(p))
 
     def _other_files(self) -> list[str]:
         # The export's own temporary folder, inside the target, is not the user's.
-        tmp = getattr(self, "tmp", None)
-        own = tmp.name if tmp is not None else None
         return sorted(p.name for p in self.out.iterdir()
-                      if p.name != own and not (p.name.startswith("frame_") and p.suffix == ".png"))
+                      if p.name != self.tmp.name and not _is_frame(p))
 
     def discard(self) -> None:
         """Remove the temporary output."""

@@ -104,8 +104,6 @@ class ActionRegistry:
         #: The model kinds each action serves, by name (an action not named serves every
         #: kind): :meth:`apply` shows only those of the kind shown.
         self.kinds: dict[str, tuple[str, ...]] = {}
-        #: The title and description of the actions that name a frame, ``{frame}`` in them.
-        self.frame_words: dict[str, tuple[str, str]] = {}
 
     def declare(self, name: str, kinds: tuple[str, ...]) -> None:
         """Action ``name`` serves the models of ``kinds`` (:mod:`flyviz.kinds` keys, or
@@ -125,8 +123,11 @@ class ActionRegistry:
     def name_frames(self, frame: str) -> None:
         """Say the frame the actions step through as ``frame`` (``"token"``, ``"bin"``): in
         their menu titles, F1's list, tooltips and status tips (a spiking brain's bins read
-        "One token back")."""
-        for name, (title, description) in self.frame_words.items():
+        "One token back"). The actions are those :meth:`add_shortcuts` added."""
+        for name, _keys, description in SHORTCUT_WORDS:
+            title = TITLE_WORDS[name]
+            if "{frame}" not in description + title:
+                continue
             action = self.by_name[name]
             action.setText(title.format(frame=frame))
             action.setStatusTip(description.format(frame=frame))
@@ -160,11 +161,8 @@ class ActionRegistry:
 
     def add_shortcuts(self, handlers: dict[str, Callable[[], object]]) -> None:
         """Add every action of :data:`SHORTCUTS` with its handler from ``handlers``."""
-        for name, keys, words in SHORTCUT_WORDS:
-            self.add(name, TITLES[name], handlers[name], keys,
-                     words.format(frame=FIRST_FRAME_WORD))
-            if "{frame}" in words + TITLE_WORDS[name]:
-                self.frame_words[name] = (TITLE_WORDS[name], words)
+        for name, keys, description in SHORTCUTS:
+            self.add(name, TITLES[name], handlers[name], keys, description)
 
     def __getitem__(self, name: str) -> QAction:
         return self.by_name[name]

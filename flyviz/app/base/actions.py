@@ -122,8 +122,9 @@ class ActionRegistry:
 
     def name_frames(self, frame: str) -> None:
         """Say the frame the actions step through as ``frame`` (``"token"``, ``"bin"``): in
-        their menu titles, F1's list, tooltips and status tips (a spiking brain's bins read
-        "One token back"). The actions are those :meth:`add_shortcuts` added."""
+        their menu titles, F1's list, tooltips and status tips ("One bin back" for a spiking
+        brain, where the Fly LLM's words would say a token). The actions are those
+        :meth:`add_shortcuts` added."""
         for name, _keys, description in SHORTCUT_WORDS:
             title = TITLE_WORDS[name]
             if "{frame}" not in description + title:

@@ -97,6 +97,77 @@ class _Parser(argparse.ArgumentParser):
                   if " " in self.prog else f"flyviz: error: {message} (see 'flyviz --help')\n")
 
 
+class _StandardOutputError(Exception):
+    """Standard output is closed or cannot be written; the message says why. Not an
+    :class:`OSError`, so no command's own ``except OSError`` (which names the file it
+    writes) takes it for an error of its output file."""
+
+
+class _GuardedStandardOutput:
+    """``sys.stdout`` for the length of one command: writes go to the real stream, and a
+    stream that is closed (``>&-``: ``sys.stdout`` is ``None``, and :func:`print` would
+    drop the text without a word) or that fails (``>/dev/full``) raises
+    :class:`_StandardOutputError`, which :func:`main` reports as one line that names
+    standard output. A broken pipe (``| head``) stays a :class:`BrokenPipeError`."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _failed(self, exc: OSError) -> _StandardOutputError:
+        from flyviz.fileio import os_error
+
+        why = str(os_error(exc)).split(": ", 1)[-1]  # the reason only: no file to name
+        return _StandardOutputError(why)
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            raise _StandardOutputError("it is closed")
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return  # nothing was written: nothing to lose
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def isatty(self) -> bool:
+        return self._stream is not None and bool(self._stream.isatty())
+
+    def __getattr__(self, name: str) -> Any:
+        # encoding, fileno, buffer, ...: those of the real stream
+        if self._stream is None:
+            raise _StandardOutputError("it is closed")
+        return getattr(self._stream, name)
+
+
+def _drop_standard_output(stream: Any) -> None:
+    """Point a failed standard output's file descriptor at the null device, so that the
+    interpreter's own flush at exit does not fail again with "Exception ignored" after
+    the one line :func:`main` printed."""
+    import os
+
+    try:
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (AttributeError, OSError, ValueError):
+        pass  # not a real file (a test's capture): nothing is flushed at exit
+
+
 def _path_option(text: str) -> Path:
     """A path option's value; an empty one is a usage error, because ``Path("")`` is the
     working folder and a writer would act on that (``--record ""`` wrote into ``.``)."""
@@ -171,13 +242,24 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     restore = _terminate_as_interrupt() if getattr(args, "command", None) != "gui" else None
+    # The app writes nothing there (and runs with no standard output at all when started
+    # from a desktop launcher): only the other commands need it to work.
+    stdout = sys.stdout
+    if args.command != "gui":
+        sys.stdout = _GuardedStandardOutput(stdout)  # type: ignore[assignment]
     try:
         from flyviz.fileio import check_command_paths, check_text_arguments
 
         check_command_paths(args)  # names too long, an output over an input: before any work
         check_text_arguments(args)
         _apply_selector(args)  # --selector NAME: the SPEC of that selector's weights file
-        return int(importlib.import_module(module_name).run(args) or 0)
+        code = int(importlib.import_module(module_name).run(args) or 0)
+        sys.stdout.flush()  # a full device fails here, while main can still say so
+        return code
+    except _StandardOutputError as exc:
+        print(f"flyviz: error: cannot write to standard output: {exc}", file=sys.stderr)
+        _drop_standard_output(stdout)
+        return 2
     except Interrupted as exc:  # stopped, not an error: as Ctrl+C ends any command
         print(f"flyviz {args.command}: {exc}", file=sys.stderr)
         return 130
@@ -202,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"flyviz: error: {os_error(exc)}", file=sys.stderr)
         return 2
     finally:
+        if isinstance(sys.stdout, _GuardedStandardOutput):
+            sys.stdout = stdout
         if restore is not None:
             restore()
 

@@ -1,0 +1,65 @@
+"""Hostile input, part 6: a standard output that cannot be written, options that are
+blank or ignored, a recording header whose field is the wrong type, a negative value
+that looks like an option. Each is one ``flyviz: error:`` line and a non-zero exit,
+never a traceback and never a silent run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------ a standard output that fails
+def _flyviz_with_stdout(redirect: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``flyviz ARGV`` in a shell with standard output redirected by ``redirect``
+    (``>&-`` closes it, ``>/dev/full`` makes every write fail with a full device)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    script = f'exec "$@" {redirect}'
+    return subprocess.run(["sh", "-c", script, "sh", sys.executable, "-m", "flyviz", *argv],
+                          env=env, capture_output=False, stderr=subprocess.PIPE, text=True,
+                          timeout=120)
+
+
+def _one_stdout_line(done: subprocess.CompletedProcess[str], why: str) -> None:
+    assert done.returncode != 0, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, \
+        done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("flyviz: error: cannot write to standard output: "), lines[0]
+    assert why in lines[0], lines[0]
+
+
+needs_posix = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX shell's >&-")
+
+
+@needs_posix
+@pytest.mark.parametrize("argv", [("generate", "demo", "--prompt", "hi", "--max-new-tokens", "2"),
+                                  ("info", "demo")])
+def test_a_closed_standard_output_is_one_line_naming_it(argv):
+    done = _flyviz_with_stdout(">&-", *argv)
+    _one_stdout_line(done, "closed")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize("argv", [("generate", "demo", "--prompt", "hi", "--max-new-tokens", "2"),
+                                  ("info", "demo")])
+def test_a_full_standard_output_is_one_line_naming_it(argv):
+    done = _flyviz_with_stdout(">/dev/full", *argv)
+    _one_stdout_line(done, "no space left")
+
+
+@needs_posix
+def test_a_command_that_writes_to_standard_output_still_works(tmp_path):
+    # The guard must not get in the way of a standard output that works.
+    out = tmp_path / "out.txt"
+    done = _flyviz_with_stdout(f">'{out}'", "info", "demo")
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().strip()

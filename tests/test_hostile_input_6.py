@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_checks import cli_run, one_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,3 +64,22 @@ def test_a_command_that_writes_to_standard_output_still_works(tmp_path):
     done = _flyviz_with_stdout(f">'{out}'", "info", "demo")
     assert done.returncode == 0, done.stderr
     assert out.read_text().strip()
+
+
+# ------------------------------------------------------------------ a blank --scheduler
+@pytest.mark.parametrize("address", ["", "   "])
+@pytest.mark.parametrize("command", ["atlas", "sweep", "importance"])
+def test_a_blank_scheduler_address_is_refused_not_taken_as_a_local_cluster(capsys, tmp_path,
+                                                                          command, address):
+    # An empty --scheduler (an unset variable: --scheduler "$SCHED") used to run the work
+    # on a local cluster without a word.
+    text = tmp_path / "text.txt"
+    text.write_text("Once upon a time there was a little girl.\n")
+    out = tmp_path / "out"
+    argv = {"atlas": ["atlas", "demo", "--corpus", str(text), "--out", str(out)],
+            "sweep": ["sweep", "demo", "--by", "superclass", "--text", str(text),
+                      "--out", f"{out}.csv"],
+            "importance": ["importance", "demo", "--text", str(text), "--out", f"{out}.csv"]}
+    code, _, err = cli_run(capsys, *argv[command], "--scheduler", address)
+    one_error_line(code, err, "--scheduler", "empty")
+    assert not out.exists() and not Path(f"{out}.csv").exists()

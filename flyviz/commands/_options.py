@@ -209,13 +209,20 @@ def add_cluster_options(parser: argparse.ArgumentParser, parts: str, resume: boo
 
 
 def check_cluster_options(args: argparse.Namespace) -> None:
-    """Check ``--workers``, and that ``--scheduler`` can be reached (before any work); a
-    command with ``--workers`` only (build-demo) has no ``--scheduler``."""
+    """Check ``--workers``, and that ``--scheduler`` is not blank and can be reached (before
+    any work); a command with ``--workers`` only (build-demo) has no ``--scheduler``."""
     from flyviz.errors import InputError
 
     if args.workers is not None and not 0 <= args.workers <= 1024:
         raise InputError(f"--workers {args.workers} must be between 0 and 1024")
-    if getattr(args, "scheduler", None):
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler is not None and not scheduler.strip():
+        # An unset variable (--scheduler "$SCHEDULER") would otherwise run the work on a
+        # local cluster, not the one the user meant, without a word.
+        raise InputError("--scheduler is empty: give a Dask scheduler's address, e.g. "
+                         "tcp://10.0.0.5:8786, or leave --scheduler out to run on this "
+                         "machine")
+    if scheduler:
         from flyviz.analysis.cluster import check_scheduler
 
         check_scheduler(args.scheduler)

@@ -83,3 +83,22 @@ def test_a_blank_scheduler_address_is_refused_not_taken_as_a_local_cluster(capsy
     code, _, err = cli_run(capsys, *argv[command], "--scheduler", address)
     one_error_line(code, err, "--scheduler", "empty")
     assert not out.exists() and not Path(f"{out}.csv").exists()
+
+
+# ------------------------------------------------ export options the output would ignore
+@pytest.mark.parametrize("out, extra, named", [
+    ("run.gif", ["--quality", "10"], "--quality"),
+    ("frames/", ["--quality", "10"], "--quality"),
+    ("run.webm", ["--speed", "slow"], "--speed"),
+    ("run.gif", ["--speed", "slow"], "--speed"),
+    ("run.mp4", ["--mesh-scale", "0.008"], "--mesh-scale"),
+])
+def test_export_refuses_an_option_its_output_would_ignore(capsys, tmp_path, out, extra, named):
+    # --quality is an MP4/WebM encoder's CRF, --speed the x264 preset, --mesh-scale scales
+    # --mesh files: given where they do nothing, they were dropped without a word.
+    target = tmp_path / out
+    code, _, err = cli_run(capsys, "export", "demo", "--prompt", "hi", "--max-new-tokens", "2",
+                           "--out", str(target), *extra)
+    one_error_line(code, err, named)
+    assert not target.exists()
+    assert not any(tmp_path.iterdir())  # refused before any work: nothing written

@@ -25,6 +25,10 @@ from flyviz.commands._options import (add_colour_mode_option, add_dataset_option
 from flyviz.errors import InputError
 from flyviz.render.gl_backend import BACKENDS, GL_HELP
 
+#: ``--speed`` when not given: ExportOptions' own default (not imported from there, as
+#: building the parser must stay cheap); any other value is refused for all but MP4.
+SPEED_DEFAULT = "veryfast"
+
 EPILOG = """\
 output format (from --out):
   run.mp4     H.264 (yuv420p; --quality is the x264 CRF, default 20, lower is better)
@@ -95,8 +99,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                             "3 alone; default all)")
     movie.add_argument("--hold", type=float, default=1.0, metavar="SECONDS",
                        help="keep the last frame on screen this long (default 1)")
-    movie.add_argument("--speed", default="veryfast", metavar="PRESET",
-                       help="x264 preset for MP4 (default veryfast)")
+    movie.add_argument("--speed", default=SPEED_DEFAULT, metavar="PRESET",
+                       help=f"x264 preset for MP4 (default {SPEED_DEFAULT})")
     movie.add_argument("--gl", choices=("auto",) + BACKENDS, default="auto", help=GL_HELP)
     movie.add_argument("--no-overlays", action="store_true",
                        help="draw only the brain (no text, bars or colourbar)")
@@ -106,7 +110,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     movie.add_argument("--mesh", action="append", type=Path, metavar="FILE",
                        help="a mesh (.obj, .ply, .stl: a brain outline or neuropils) drawn "
                             "behind the neurons; repeatable; needs flyviz[meshes]")
-    movie.add_argument("--mesh-scale", type=float, default=1.0, metavar="S",
+    # default None, not 1: a --mesh-scale given without --mesh is refused, not ignored
+    movie.add_argument("--mesh-scale", type=float, default=None, metavar="S",
                        help="multiply --mesh coordinates by S to get micrometres (e.g. 0.008 "
                             "for 8 nm voxels; default 1)")
     parser.add_argument("--bench", action="store_true",
@@ -224,10 +229,33 @@ def anatomy_for(model: Any) -> Any:
 
 
 def check_meshes(args: argparse.Namespace) -> None:
-    """Mesh files that cannot be read fail in one line before the model runs."""
+    """Mesh files that cannot be read fail in one line before the model runs; so does a
+    ``--mesh-scale`` with no ``--mesh`` to scale (it would be ignored without a word)."""
     from flyviz.analysis.outline import load_mesh
 
-    args.loaded_meshes = [load_mesh(path, scale=args.mesh_scale) for path in args.mesh or ()]
+    if args.mesh_scale is not None and not args.mesh:
+        raise InputError(f"--mesh-scale {args.mesh_scale:g} scales the --mesh files and none "
+                         "was given: add --mesh FILE or leave --mesh-scale out")
+    scale = 1.0 if args.mesh_scale is None else args.mesh_scale
+    args.loaded_meshes = [load_mesh(path, scale=scale) for path in args.mesh or ()]
+
+
+#: What each output is, as a refusal names it.
+_OUTPUT_NAMES = {"mp4": "an MP4", "webm": "a WebM", "gif": "a GIF",
+                 "png": "a folder of PNG frames"}
+
+
+def check_encoder_options(args: argparse.Namespace, fmt: str, crf: int | None) -> None:
+    """Refuse the encoder options that output ``fmt`` would ignore without a word:
+    ``--quality`` where there is no CRF (``crf`` is ``None``: a GIF, PNG frames) and a
+    ``--speed`` other than the default where there is no x264 (all but MP4)."""
+    what = _OUTPUT_NAMES.get(fmt, fmt)
+    if args.quality is not None and crf is None:
+        raise InputError(f"--quality sets the CRF of an MP4 or WebM encoder; {what} has "
+                         "none: leave --quality out")
+    if fmt != "mp4" and args.speed != SPEED_DEFAULT:
+        raise InputError(f"--speed sets the x264 preset of an MP4; {what} has none: leave "
+                         "--speed out")
 
 
 def movie_meshes(args: argparse.Namespace, anatomy: Any) -> list[Any]:
@@ -256,7 +284,8 @@ def run(args: argparse.Namespace) -> int:
                             orbit=args.orbit, mode=args.mode or "signed", start=start, stop=stop,
                             overlays=not args.no_overlays, view=args.view, scale=args.color_scale,
                             hold_seconds=args.hold, speed=args.speed).validate()
-    options.crf(movie_format(args.out))  # a bad --quality fails before any work
+    fmt = movie_format(args.out)
+    check_encoder_options(args, fmt, options.crf(fmt))  # a bad --quality fails before any work
     check_meshes(args)
     t0 = time.perf_counter()
     from flyviz.kinds import LANGUAGE, ModelKind, kind_of_recording

@@ -297,6 +297,22 @@ def test_the_reported_edits_give_one_line_and_exit_2(saved, tmp_path, capsys, mo
     assert not (tmp_path / "x.mp4").exists()
 
 
+@pytest.mark.parametrize("value", ["many", "3.5", "", "1e3"])
+def test_a_neuron_count_that_is_not_a_whole_number_is_named_not_called_bad_json(
+        saved, tmp_path, capsys, value):
+    # The header is valid JSON; its neurons field is what is wrong, and the line says so.
+    bad = rewrite(saved["float16"], tmp_path / "bad.flyrec", meta={"neurons": value})
+    with pytest.raises(RecordingError) as info:
+        Recording.load(bad)
+    message = str(info.value)
+    assert "not valid JSON" not in message, message
+    assert f"neurons {value!r} is not a whole number" in message, message
+    rc = main(["convert", str(bad), "--to", "npz", str(tmp_path / "out.npz")])
+    err = one_line(capsys)
+    assert rc == 2 and "bad.flyrec" in err and f"neurons {value!r}" in err
+    assert not (tmp_path / "out.npz").exists()
+
+
 def _variants(path: Path, rng: np.random.Generator, tmp: Path) -> list[tuple[str, bytes]]:
     """Damaged copies of a recording: truncated, bit-flipped, header JSON edited, tensors
     of wrong shapes and dtypes (each edit with its old seal and with a fresh one)."""

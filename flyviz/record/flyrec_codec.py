@@ -428,7 +428,11 @@ def _load(cls: "type[Recording]", path: Path, verify: bool) -> "Recording":
     except KeyError as exc:
         raise damaged(f"its header lacks {exc}") from None
     except ValueError:
-        raise damaged("its header is not valid JSON") from None
+        # The header parsed; its neuron count is text that is no whole number. A long or
+        # odd value is cut short: the line names the field, not the whole of it.
+        value = meta["neurons"]
+        shown = repr(value if len(value) <= 40 else value[:40] + "...")
+        raise damaged(f"its header's neurons {shown} is not a whole number") from None
     if not 0 < neurons <= _MAX_NEURONS:
         raise damaged(f"it claims {neurons} neurons per state")
     runs = [_read_run(st, meta, "", neurons, sealed, damaged)]

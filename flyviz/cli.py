@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -89,12 +90,49 @@ Run 'flyviz COMMAND --help' for the options of one command.
 """
 
 
+#: A value argparse takes for an option because of its leading '-' ("-1s", "-5x5", "-5:"):
+#: a minus and then a digit, or a point and a digit. (A plain number, "-1", argparse
+#: already takes as a value.)
+_NEGATIVE_LOOKING = re.compile(r"^-\.?\d")
+#: argparse's message for an option given no value: ``argument -d/--duration: expected
+#: one argument`` (or "at least one" for a list).
+_NO_VALUE = re.compile(r"^argument (\S+): expected (?:at least )?one argument$")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with usage errors as one line and exit status 2."""
 
+    _argv: tuple[str, ...] = ()
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # Kept for error(): argparse tells it which option lacks a value, not what came
+        # next. A subcommand's parser is called here too, with its own arguments.
+        self._argv = tuple(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
+        message = self._negative_value_message(message) or message
         self.exit(2, f"flyviz: error: {message} (see 'flyviz {self.prog.split()[-1]} --help')\n"
                   if " " in self.prog else f"flyviz: error: {message} (see 'flyviz --help')\n")
+
+    def _negative_value_message(self, message: str) -> str | None:
+        """For "expected one argument" where the value was there but starts with '-' and
+        a digit (``--duration -1s``, which argparse reads as an option), how to write it
+        instead: ``--duration=-1s`` (the option's own check then says whether a negative
+        value makes sense); ``None`` for any other error."""
+        match = _NO_VALUE.match(message)
+        if match is None:
+            return None
+        names = match.group(1).split("/")
+        option = names[-1]
+        for typed, value in zip(self._argv, self._argv[1:]):
+            # as typed: the full name, or an abbreviation argparse accepted
+            if typed.startswith("-") and typed not in ("-", "--") \
+                    and any(name.startswith(typed) for name in names) \
+                    and _NEGATIVE_LOOKING.match(value):
+                return (f"{option} {value}: a value that starts with '-' reads as an "
+                        f"option; write {option}={value}")
+        return None
 
 
 class _StandardOutputError(Exception):
@@ -245,8 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The app writes nothing there (and runs with no standard output at all when started
     # from a desktop launcher): only the other commands need it to work.
     stdout = sys.stdout
-    if args.command != "gui":
-        sys.stdout = _GuardedStandardOutput(stdout)  # type: ignore[assignment]
+    if getattr(args, "command", None) != "gui":
+        sys.stdout = _GuardedStandardOutput(stdout)
     try:
         from flyviz.fileio import check_command_paths, check_text_arguments
 

@@ -102,3 +102,32 @@ def test_export_refuses_an_option_its_output_would_ignore(capsys, tmp_path, out,
     one_error_line(code, err, named)
     assert not target.exists()
     assert not any(tmp_path.iterdir())  # refused before any work: nothing written
+
+
+# -------------------------------------------- a negative value that reads as an option
+@pytest.mark.parametrize("argv, option, value", [
+    (["simulate", "demo", "--duration", "-1s", "--out", "x.parquet"], "--duration", "-1s"),
+    (["export", "demo", "--prompt", "hi", "--size", "-5x5", "--out", "x.mp4"], "--size",
+     "-5x5"),
+    (["export", "demo", "--prompt", "hi", "--tokens", "-5:", "--out", "x.mp4"], "--tokens",
+     "-5:"),
+    (["export", "demo", "--prompt", "hi", "--siz", "-5x5", "--out", "x.mp4"], "--size",
+     "-5x5"),  # an abbreviation, as argparse takes it
+])
+def test_a_value_with_a_leading_minus_says_how_to_write_it(capsys, tmp_path, monkeypatch,
+                                                            argv, option, value):
+    # argparse reads "-1s" as an option and said only "expected one argument".
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        cli_run(capsys, *argv)
+    err = capsys.readouterr().err
+    one_error_line(done.value.code, err, f"{option} {value}", f"write {option}={value}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_value_before_an_option_is_still_reported_as_missing(capsys):
+    with pytest.raises(SystemExit) as done:
+        cli_run(capsys, "simulate", "demo", "--duration", "--out", "x.parquet")
+    err = capsys.readouterr().err
+    one_error_line(done.value.code, err, "--duration: expected one argument")
+    assert "write" not in err

@@ -185,9 +185,11 @@ class _GuardedStandardOutput:
         return self._stream is not None and bool(self._stream.isatty())
 
     def __getattr__(self, name: str) -> Any:
-        # encoding, fileno, buffer, ...: those of the real stream
+        # encoding, fileno, buffer, ...: those of the real stream. With none, what None
+        # gave (AttributeError), so code that asks with hasattr or getattr(..., default)
+        # goes on as it did; only writing is the error.
         if self._stream is None:
-            raise _StandardOutputError("it is closed")
+            raise AttributeError(name)
         return getattr(self._stream, name)
 
 

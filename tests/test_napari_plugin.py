@@ -334,6 +334,32 @@ def test_screenshot_shows_the_lit_brain_and_the_token_text(make_napari_viewer, r
     save_screenshot(np.asarray(viewer.screenshot(canvas_only=False, flash=False)), "napari.png")
 
 
+def test_napari_frames_the_brain_not_the_ascending_somata_below_it(make_napari_viewer,
+                                                                   recording_path, qtbot):
+    """napari framed the box around every soma: some 300 ascending neurons' somata lie half a
+    millimetre below the demo brain (a faint cloud under it), so after opening a recording,
+    and after napari's home button, the brain filled only the top half of the canvas (its
+    lit pixels' middle row a third of the way down). It is framed as flyviz's window frames
+    it: the lit brain sits in the middle of the canvas."""
+    viewer = make_napari_viewer(show=True)
+    viewer.window.resize(1000, 760)
+    settle(qtbot, viewer.window._qt_window)
+    viewer.open(str(recording_path), plugin=None)
+    set_token(viewer, 2)
+    for framed in ("opened", "home"):
+        if framed == "home":
+            viewer.reset_view()
+        settle(qtbot, viewer.window._qt_window)
+        canvas = np.asarray(viewer.screenshot(canvas_only=True, flash=False))[..., :3]
+        h, w = canvas.shape[:2]
+        lit = canvas.max(axis=-1) > 40
+        lit[int(0.9 * h):, w // 3:] = False     # the token's words in the corner
+        rows, cols = np.nonzero(lit)
+        assert rows.size > 0.02 * h * w, framed
+        assert abs(np.median(rows) / h - 0.5) < 0.06, (framed, np.median(rows) / h)
+        assert abs(np.median(cols) / w - 0.5) < 0.06, (framed, np.median(cols) / w)
+
+
 def test_dock_widget_contribution_and_view(make_napari_viewer, recording_path, monkeypatch):
     import napari
 

@@ -17,7 +17,9 @@ token's state alone, on napari's dims event.
 
 napari follows the state (:func:`follow`): the slider shows the state's token (and
 moving it moves the state's), the Points layers select the state's selected and
-picked neurons, and the camera looks from where the state's camera does.
+picked neurons, and the camera looks from where the state's camera does. Without a camera
+of the state's, napari frames the brain as flyviz's own views do (:func:`frame_brain`), not
+by the box around every soma, which the ascending neurons' somata stretch far below it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from flyviz.brain_source import DELTA, BrainSource
+from flyviz.errors import MissingDependencyError
+from flyviz.render.camera import FRAMING_MARGIN, brain_bounds
 from flyviz.viewer.state import ViewerState
 
 #: Key of the layers' ``metadata`` entry that :func:`bind` looks for.
@@ -256,6 +260,54 @@ def show_camera(viewer: Any, pose: Any) -> None:
         camera.zoom = float(min(canvas_size(viewer))) / float(pose.scale_factor)
 
 
+def frame_brain(viewer: Any) -> bool:
+    """Centre and zoom napari's camera on the brain of the flyviz Points layers shown, as the
+    window and the movies frame it (:func:`flyviz.render.camera.brain_bounds`); whether it did.
+
+    napari frames the box around every point (its home button, ``reset_view``): in the
+    FlyWire brains some 300 ascending neurons' somata sit half a millimetre below the brain
+    (the faint cloud under it), so the brain filled only the top half of the canvas. Here the
+    few outlying somata are left out of the framing as flyviz's own views leave them out.
+
+    Nothing is done (``False``) where napari's framing is the one wanted: another shown layer
+    than flyviz's (its extent counts too), napari's grid of views, or no flyviz points shown.
+    The camera's direction is kept: the brain is fitted as it is seen from there.
+    """
+    shown = [layer for layer in viewer.layers if layer.visible]
+    brains = [layer for layer in shown if _points_info(layer) is not None]
+    # The token axis layer is one voxel at the brain's middle: it frames nothing.
+    others = [layer for layer in shown
+              if not isinstance(layer.metadata.get(METADATA_KEY), dict)]
+    dims = viewer.dims
+    if not brains or others or viewer.grid.enabled or dims.ndim < 3:
+        return False
+    data = np.concatenate([np.asarray(layer.data, dtype=np.float64) for layer in brains])
+    if not len(data):
+        return False
+    lo, hi = brain_bounds(data)
+    # The points are 3-D (z, y, x); a recording's token axis leads the world's dims.
+    axes = [axis - (dims.ndim - 3) for axis in dims.displayed]
+    if any(axis < 0 for axis in axes):
+        return False        # the token axis is on the canvas: napari's framing
+    lo, hi = lo[axes], hi[axes]
+    camera = viewer.scene.camera
+    if dims.ndisplay == 3:
+        # The box's corners seen from the camera's direction: its height and width on screen.
+        corners = np.array([[(lo, hi)[(i >> k) & 1][k] for k in range(3)] for i in range(8)])
+        up = np.asarray(camera.up_direction, dtype=np.float64)
+        across = np.cross(np.asarray(camera.view_direction, dtype=np.float64), up)
+        tall, wide = np.ptp(corners @ up), np.ptp(corners @ across)
+    else:
+        tall, wide = hi - lo
+    try:
+        height, width = canvas_size(viewer)
+    except MissingDependencyError:
+        return False        # a napari without its canvas's size: its own framing
+    camera.center = tuple(float(c) for c in (lo + hi) / 2.0)
+    camera.zoom = float(min(height / max(tall, 1e-6), width / max(wide, 1e-6)) / FRAMING_MARGIN)
+    return True
+
+
 def canvas_size(viewer: Any) -> tuple[int, int]:
     """The canvas's size in pixels, ``(height, width)``: napari's ``viewer.canvas.size``.
 
@@ -267,8 +319,6 @@ def canvas_size(viewer: Any) -> tuple[int, int]:
     """
     size = getattr(getattr(viewer, "canvas", None), "size", None)
     if size is None or len(size) != 2:
-        from flyviz.errors import MissingDependencyError
-
         raise MissingDependencyError.for_feature("the napari plugin's camera", "napari>=0.9",
                                                  "napari")
     return int(size[0]), int(size[1])
@@ -415,6 +465,8 @@ def bind(viewer: Any) -> None:
     viewer.layers.events.inserted.connect(_show_three_d(viewer))
     viewer.layers.events.inserted.connect(lambda event: follow(viewer, event.value))
     viewer.layers.events.removed.connect(lambda event: unfollow(viewer, event.value))
+    # napari's home button (and its reset_view) frames the brain as flyviz's views do.
+    viewer.events.reset_view.connect(lambda event: frame_brain(viewer))
     for layer in list(viewer.layers):
         follow(viewer, layer)
 

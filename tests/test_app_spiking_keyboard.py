@@ -74,8 +74,8 @@ def test_tab_stops_only_at_controls_and_reads_the_stimulus_dock_in_order(qtbot, 
         # nor at a plot: it takes no key and shows no mark
         assert [type(w).__name__ for w in reached if isinstance(w, QGraphicsView)] == []
         panel = win.features["spiking"].panel
-        order = [panel.run_button, panel.excite, panel.silence, panel.rate, panel.bins,
-                 panel.speed, panel.display]
+        order = [panel.run_button, panel.excite, panel.silence, panel.rate, panel.trials,
+                 panel.bins, panel.speed, panel.display]
         at = [next(i for i, w in enumerate(reached) if w is control) for control in order]
         assert at == sorted(at)
     finally:
@@ -116,6 +116,89 @@ def test_each_control_of_the_spiking_docks_has_a_name(qtbot, tmp_path):
         settle(qtbot, win)
         assert {key: _unnamed(win.docks[key]) for key in SPIKING_DOCKS} == \
             {key: [] for key in SPIKING_DOCKS}
+    finally:
+        win.close()
+
+
+def test_the_trials_box_is_named_and_reached_by_tab_from_the_rate(qtbot, tmp_path):
+    """The Stimulus dock's Trials box (the settings' trials, which only a script or the CLI
+    set before) is named by its label for a screen reader and is the next Tab stop after
+    the rate, as it is the next field under it."""
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        panel = win.features["spiking"].panel
+        named = [label.text() for label in panel.findChildren(QLabel)
+                 if label.buddy() is panel.trials]
+        assert named == ["Trials"]
+        _focus(qtbot, panel.rate)
+        qtbot.keyClick(panel.rate, Qt.Key.Key_Tab)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is not panel.rate)
+        assert QApplication.focusWidget() is panel.trials
+    finally:
+        win.close()
+
+
+def test_an_out_of_range_trial_count_cannot_be_typed(qtbot, tmp_path):
+    """The Trials box holds the settings' bounds, 1 to MAX_TRIALS: a digit past the most is
+    refused as it is typed, 0 is put back to the last count when the box is left, and the
+    settings never hold either."""
+    from flyviz.kinds.spiking import MAX_TRIALS
+
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        feature = win.features["spiking"]
+        panel = feature.panel
+        _type(qtbot, panel.trials, str(MAX_TRIALS))
+        assert (panel.trials.value(), feature.settings.trials) == (MAX_TRIALS, MAX_TRIALS)
+        typed = (MAX_TRIALS + 1) // 10                        # 1001: the last 1 is refused
+        _type(qtbot, panel.trials, str(MAX_TRIALS + 1))
+        assert (panel.trials.value(), feature.settings.trials) == (typed, typed)
+        _type(qtbot, panel.trials, "0")
+        _focus(qtbot, panel.bins)                             # leave the box
+        assert (panel.trials.value(), feature.settings.trials) == (typed, typed)
+        assert panel.trials.text() == f"{typed} trials"
+    finally:
+        win.close()
+
+
+def test_trials_typed_in_the_dock_run_that_many_and_the_status_says_what_is_shown(
+        qtbot, tmp_path):
+    """3 typed into Trials and Ctrl+Return record a run of 3 trials; the brain's colour of a
+    bin is the trials' mean rate (their spikes over 3 bins' lengths), which the status line
+    says, in a third line the dock is fitted to (the Speed row was pushed out of sight)."""
+    import numpy as np
+
+    from flyviz.kinds.spiking import SPIKING
+
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        feature = win.features["spiking"]
+        panel = feature.panel
+        _type(qtbot, panel.bins, "4")
+        _type(qtbot, panel.excite, "side:left")
+        _type(qtbot, panel.trials, "3")
+        qtbot.keyClick(panel.trials, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(lambda: feature.finished and len(feature.recording) == 4,
+                        timeout=60_000)
+        recording = feature.recording
+        assert SPIKING.run_metadata(recording)["trials"] == 3
+        tick, neuron, trial = recording.spikes.arrays()
+        assert set(np.unique(trial).tolist()) == {0, 1, 2}
+        # the colour of a bin: each neuron's spikes in all 3 trials over 3 bins' lengths
+        ends = recording.spikes.frame_ends()
+        bin_s = SPIKING.recording_axis(recording).step / 1000.0
+        for i in range(len(recording)):
+            first = ends[i - 1] if i else 0
+            spikes = np.bincount(neuron[first:ends[i]], minlength=recording.neurons)
+            np.testing.assert_allclose(win.state.values(i), spikes / (3 * bin_s), rtol=1e-5)
+        assert panel.status.text().splitlines()[-1] == \
+            "3 trials: the brain shows their mean rate"
+        settle(qtbot, win)
+        shown = panel.speed.visibleRegion().boundingRect()
+        assert (shown.height(), shown.width()) == (panel.speed.height(), panel.speed.width())
+        panel.display.setCurrentIndex(panel.display.findText("Show spikes"))
+        assert panel.status.text().splitlines()[-1] == \
+            "3 trials: the brain flashes their mean spikes"
     finally:
         win.close()
 

@@ -9,8 +9,9 @@ so too, on the brain it names.
 
 The Stimulus dock (shown for the spiking kind alone) says which neurons are excited (a query;
 empty: the brain's own sensory set; the **+** beside it adds the neuron picked on the brain),
-at what rate, which are silenced (its **+** likewise), for how many bins, how fast, and
-how the brain is coloured: each neuron's rate in the bin, or its spikes flashing and fading
+at what rate, over how many trials (pooled: the brain shows their mean rate, and the
+status line says so), which are silenced (its **+** likewise), for how many bins, how fast,
+and how the brain is coloured: each neuron's rate in the bin, or its spikes flashing and fading
 (:func:`flyviz.viewer.layers.flash_layer`). Its fields are views of the spiking run settings
 the viewer state keeps (:class:`~flyviz.kinds.spiking.SpikingRunSettings`,
 ``state.kind_settings.of(SPIKING)``): a script that sets them starts the same run.
@@ -41,8 +42,8 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QGridLayout, QHBoxLayo
 
 from flyviz.app.base.background import BackgroundJob
 
-from flyviz.kinds.spiking import (MAX_RATE_HZ, SPIKING, SPIKING_KEY, SpikingModel,
-                                  SpikingRunSettings, Stimulus)
+from flyviz.kinds.spiking import (MAX_RATE_HZ, MAX_TRIALS, SPIKING, SPIKING_KEY,
+                                  SpikingModel, SpikingRunSettings, Stimulus)
 from flyviz.runs import PAUSED, RUNNING
 from flyviz.viewer.layers import FLASH
 from flyviz.viewer.state import STATE
@@ -71,8 +72,8 @@ def _label(text: str, field: QWidget) -> QLabel:
 
 
 class StimulusPanel(QWidget):
-    """Which neurons are excited, at what rate, which silenced; Run, Pause/Play, Stop, speed,
-    and how the brain is coloured."""
+    """Which neurons are excited, at what rate, over how many trials, which silenced; Run,
+    Pause/Play, Stop, speed, and how the brain is coloured."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -91,6 +92,12 @@ class StimulusPanel(QWidget):
         self.rate.setDecimals(1)
         self.rate.setValue(150.0)
         self.rate.setSuffix(" Hz")
+        self.trials = QSpinBox()
+        self.trials.setRange(1, MAX_TRIALS)        # the settings' bounds, as napari's box
+        self.trials.setSuffix(" trials")
+        self.trials.setSpecialValueText("1 trial")  # the minimum, in words ("1 trials")
+        self.trials.setToolTip("Runs of the same stimulus pooled into each bin: the brain "
+                               "shows their mean rate")
         self.silence = QLineEdit()
         self.silence.setPlaceholderText("none (e.g. type:MN9)")
         self.silence_selected = QToolButton()
@@ -126,7 +133,7 @@ class StimulusPanel(QWidget):
         self.status.setMinimumHeight(2 * self.status.fontMetrics().lineSpacing())
         self.display.setToolTip("The brain's colours: each neuron's rate in the shown bin (the "
                                 "live state), or its spikes flashing and fading")
-        # Four rows (the length beside the rate, the colours beside the speed): the dock
+        # Five rows (the length beside the trials, the colours beside the speed): the dock
         # shares the left column with the Neuron dock, and at 1280×800 a row for each field
         # put the last ones below its edge.
         form = QGridLayout()
@@ -148,15 +155,20 @@ class StimulusPanel(QWidget):
             button.setAccessibleName(f"{label} the selected neuron too")
         self.bins.setAccessibleName("Length in bins")
         self.display.setAccessibleName("Colour the brain by")
-        for box in (self.rate, self.bins, self.speed):
+        for box in (self.rate, self.trials, self.bins, self.speed):
             # As narrow as their usual values need, not their largest (10000.0 Hz).
             box.setSizePolicy(QSizePolicy.Policy.Preferred, box.sizePolicy().verticalPolicy())
+        # The trials on a row of their own under the rate, the length beside them: a third
+        # box in the rate's row was cramped at the dock's default width (about 350 px), and
+        # Tab, which follows the rows, reaches Trials right after Rate.
         form.addWidget(_label("Rate", self.rate), 2, 0)
         form.addWidget(self.rate, 2, 1)
-        form.addWidget(self.bins, 2, 2)             # "150 Hz  for 100 bins"
-        form.addWidget(_label("Speed", self.speed), 3, 0)
-        form.addWidget(self.speed, 3, 1)
-        form.addWidget(self.display, 3, 2)          # "1.00x  Show rates (Hz)"
+        form.addWidget(_label("Trials", self.trials), 3, 0)
+        form.addWidget(self.trials, 3, 1)
+        form.addWidget(self.bins, 3, 2)             # "3 trials  for 100 bins"
+        form.addWidget(_label("Speed", self.speed), 4, 0)
+        form.addWidget(self.speed, 4, 1)
+        form.addWidget(self.display, 4, 2)          # "1.00x  Show rates (Hz)"
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.play_button)
@@ -178,6 +190,7 @@ class StimulusPanel(QWidget):
             ("excite", self.excite, self.excite.setText, self.excite.textChanged),
             ("silence", self.silence, self.silence.setText, self.silence.textChanged),
             ("rate", self.rate, self.rate.setValue, self.rate.valueChanged),
+            ("trials", self.trials, self.trials.setValue, self.trials.valueChanged),
             ("bins", self.bins, self.bins.setValue, self.bins.valueChanged),
             ("speed", self.speed, self.speed.setValue, self.speed.valueChanged)]
         for name, widget, show, changed in fields:
@@ -428,12 +441,14 @@ class SpikingFeature(QObject):
         self.recording = recording
         state.set_recording(recording, index=0 if len(recording) else None)
         self.host.docks.show(self.dock)
+        self._hold_status_lines(recording)
         self.host.docks.fit(self.dock)     # its whole form, under the taller Neuron dock
         self.population_dock.show()
         self.population.set_brain(model.brain)
         self._apply_display()
         if len(recording):
-            self.panel.status.setText(f"{model.name}: {len(recording):,} bins recorded")
+            self.panel.status.setText(f"{model.name}: {len(recording):,} bins recorded"
+                                      f"{self._trials_note(recording)}")
         else:
             self.panel.status.setText(f"{model.name}: {model.neurons:,} neurons; press Run")
 
@@ -488,6 +503,8 @@ class SpikingFeature(QObject):
         state = self.host.state
         if state.kind.shows(SPIKING_KINDS) and key in state.colour_layers:
             state.colour_by = key
+        if self._run is not None and self._run.recording is self.recording:
+            self._say()                     # a run's trials' line names the colouring
 
     # ------------------------------------------------------------ running
     def run(self) -> bool:
@@ -526,7 +543,9 @@ class SpikingFeature(QObject):
         self.panel.play_button.setEnabled(True)
         self.panel.stop_button.setEnabled(True)
         settings = run.request.settings
-        self.panel.status.setText(f"starting {settings.bins * settings.bin_ms:g} ms…")
+        self._hold_status_lines(run.recording)
+        self.panel.status.setText(f"starting {settings.bins * settings.bin_ms:g} ms…"
+                                  f"{self._trials_note(run.recording)}")
 
     def _set_speed(self, *_: Any) -> None:
         """The speed cap, for the shown spiking model's runs."""
@@ -608,7 +627,43 @@ class SpikingFeature(QObject):
         paused = " (paused)" if self.state == PAUSED and not self.finished else ""
         self.panel.status.setText(
             f"{words}\n{self.realtime_factor:.3g}x real time ({cap}), engine "
-            f"{self.engine_factor:.3g}x{paused}{self._ended if self.finished else ''}")
+            f"{self.engine_factor:.3g}x{paused}{self._ended if self.finished else ''}"
+            f"{self._trials_note(recording)}")
+
+    def _trials_note(self, recording: "Recording | None") -> str:
+        """A line saying what the brain shows of a run of several trials (``""`` for one):
+        each bin's state is the spikes of all trials over the bin's length and the trials
+        (:meth:`~flyviz.kinds.spiking.LiveRun.next_bin`), their mean rate, and the spikes
+        colouring flashes that rate times the bin (:func:`~flyviz.viewer.layers.flash_state`),
+        their mean spikes. (The bin's spike count, ``spiking.bin_spikes``, is all trials'
+        together.)"""
+        from flyviz.errors import RecordingError
+
+        if recording is None:
+            return ""
+        try:
+            trials = SPIKING.run_metadata(recording).get("trials", 1)
+        except RecordingError:
+            # A recording edited by hand: the views that read its metadata say what is
+            # wrong; opening it is no place to fail.
+            return ""
+        if not isinstance(trials, int) or trials < 2:
+            return ""
+        shown = "flashes their mean spikes" if self.panel.display.currentData() == FLASH \
+            else "shows their mean rate"
+        return f"\n{trials:,} trials: the brain {shown}"
+
+    def _hold_status_lines(self, recording: "Recording | None") -> None:
+        """Hold the status line's height for the lines ``recording``'s runs say (three with
+        the trials' line), and fit the dock to it: the dock is fitted to its form when it
+        opens, and the third line, added later, pushed the Speed row below its edge."""
+        status = self.panel.status
+        lines = 3 if self._trials_note(recording) else 2
+        height = lines * status.fontMetrics().lineSpacing()
+        if status.minimumHeight() != height:
+            status.setMinimumHeight(height)
+            if self.dock.isVisible():
+                self.host.docks.fit(self.dock)
 
     # ------------------------------------------------------------ closing
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API

@@ -69,15 +69,19 @@ class DockKinds:
     def apply(self, kind: ModelKind) -> None:
         """Show the docks that serve ``kind`` and hide the others (their View entries too)."""
         self.kind = kind
+        # The old kind's docks go first, then the new kind's come: shown while the old ones
+        # were still there, a dock (the Fly LLM's Traces) squeezed a row's docks to make
+        # room, and the one put away next (Spiking populations) kept its squeezed width
+        # for its return (~130 px narrower, its groups field and legend cut).
         for key, dock in self._docks.items():
-            if kind.shows(self.serves(key)):
-                if key in self._hidden:
-                    was_shown = self._hidden.pop(key)
-                    dock.toggleViewAction().setVisible(True)
-                    if was_shown:
-                        dock.show()
-            elif key not in self._hidden:
+            if not kind.shows(self.serves(key)) and key not in self._hidden:
                 self._put_away(key, dock)
+        for key, dock in self._docks.items():
+            if kind.shows(self.serves(key)) and key in self._hidden:
+                was_shown = self._hidden.pop(key)
+                dock.toggleViewAction().setVisible(True)
+                if was_shown:
+                    dock.show()
 
     def _put_away(self, key: str, dock: QDockWidget) -> None:
         """Hide ``dock`` and its View entry, remembering whether it was shown."""

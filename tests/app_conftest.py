@@ -16,12 +16,35 @@ import pytest
 pytest.importorskip("pytestqt")
 pytest.importorskip("vispy")
 
-from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from flyviz.app._testing import make_app_checkpoint  # noqa: E402
 from flyviz.model.engine import Engine  # noqa: E402
 from flyviz.model.tokenizer import FlyTokenizer  # noqa: E402
 from flyviz.record.run import GenerationSettings, iter_frames  # noqa: E402
+
+
+def focus_by_tab(qtbot, widget: QWidget) -> None:
+    """Give ``widget`` the keyboard as Tab would (its focus mark shown), once it has it."""
+    widget.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(widget.hasFocus)
+
+
+def tab_round(qtbot, win) -> list[QWidget]:
+    """The widgets Tab reaches from ``win``'s brain view, in order, once round (the brain
+    view is clicked to, not tabbed to: the round starts at the first stop after it)."""
+    focus_by_tab(qtbot, win.brain)
+    reached: list[QWidget] = []
+    for _ in range(300):
+        widget = QApplication.focusWidget()
+        qtbot.keyClick(widget, Qt.Key.Key_Tab)
+        qtbot.waitUntil(lambda was=widget: QApplication.focusWidget() is not was)
+        now = QApplication.focusWidget()
+        if reached and now is reached[0]:
+            return reached
+        reached.append(now)
+    raise AssertionError("Tab never came round")
 
 
 @pytest.fixture(scope="module")

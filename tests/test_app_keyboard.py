@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from app_conftest import make_window
+from app_conftest import focus_by_tab, make_window, tab_round
 from qt_barriers import settle
 
 pytestmark = pytest.mark.gui
@@ -24,17 +24,12 @@ def _counter(action) -> list[int]:
     return fired
 
 
-def _focus(qtbot, widget) -> None:
-    widget.setFocus(Qt.FocusReason.TabFocusReason)
-    qtbot.waitUntil(widget.hasFocus)
-
-
 def _space_presses_the_load_button(qtbot, win) -> None:
     """Tab to the Model dock's Load button and press Space: the button is pressed."""
     load = next(b for b in win.model_panel.findChildren(QPushButton) if b.text() == "Load")
     pressed: list[int] = []
     load.clicked.connect(lambda *_: pressed.append(1))
-    _focus(qtbot, load)
+    focus_by_tab(qtbot, load)
     qtbot.keyClick(load, Qt.Key.Key_Space)
     qtbot.waitUntil(lambda: pressed == [1])
 
@@ -57,20 +52,20 @@ def test_the_focused_control_keeps_space_and_the_arrows(qtbot, app_checkpoint, t
         settle(qtbot, win)
         box = next(b for b in win.controls.findChildren(QCheckBox) if b.isVisible())
         ticked = box.isChecked()
-        _focus(qtbot, box)
+        focus_by_tab(qtbot, box)
         qtbot.keyClick(box, Qt.Key.Key_Space)
         qtbot.waitUntil(lambda: box.isChecked() != ticked)
         assert played == []
 
         slider = next(s for s in win.controls.findChildren(QSlider) if s.isVisible())
         slider.setValue(slider.minimum())
-        _focus(qtbot, slider)
+        focus_by_tab(qtbot, slider)
         qtbot.keyClick(slider, Qt.Key.Key_Right)
         qtbot.waitUntil(lambda: slider.value() == slider.minimum() + slider.singleStep())
         assert stepped == []
 
         # From the brain view the same keys are the window's shortcuts.
-        _focus(qtbot, win.brain)
+        focus_by_tab(qtbot, win.brain)
         qtbot.keyClick(win.brain, Qt.Key.Key_Right)
         qtbot.waitUntil(lambda: stepped == [1])
         qtbot.keyClick(win.brain, Qt.Key.Key_Space)
@@ -90,7 +85,7 @@ def test_a_neuron_is_picked_and_a_partner_followed_from_the_keyboard(qtbot, app_
     win = make_window(qtbot, app_checkpoint, tmp_path)
     try:
         settle(qtbot, win)
-        _focus(qtbot, win.brain)
+        focus_by_tab(qtbot, win.brain)
         qtbot.keyClick(win.brain, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
         qtbot.waitUntil(lambda: isinstance(QApplication.activeModalWidget(), QInputDialog))
         dialog = QApplication.activeModalWidget()
@@ -117,7 +112,7 @@ def test_a_neuron_is_picked_and_a_partner_followed_from_the_keyboard(qtbot, app_
         partner = int(table.item(0, 0).data(Qt.ItemDataRole.UserRole))
         assert partner != 7
         table.setCurrentCell(0, 0)
-        _focus(qtbot, table)
+        focus_by_tab(qtbot, table)
         qtbot.keyClick(table, Qt.Key.Key_Return)
         qtbot.waitUntil(lambda: win.state.selected == partner)
 
@@ -199,7 +194,7 @@ def test_each_menu_opens_by_its_alt_letter_and_no_two_items_share_a_letter(qtbot
                         seen[letter] = action.text()
         assert clashes == []
 
-        _focus(qtbot, win.brain)
+        focus_by_tab(qtbot, win.brain)
         for top, letter in zip(tops, letters):
             qtbot.keyClick(win.brain, getattr(Qt.Key, f"Key_{letter.upper()}"),
                            Qt.KeyboardModifier.AltModifier)
@@ -208,7 +203,7 @@ def test_each_menu_opens_by_its_alt_letter_and_no_two_items_share_a_letter(qtbot
             qtbot.keyClick(top.menu(), Qt.Key.Key_Escape)
             qtbot.waitUntil(lambda: QApplication.activePopupWidget() is None)
             qtbot.keyClick(bar, Qt.Key.Key_Escape)     # leave the menu bar
-            _focus(qtbot, win.brain)
+            focus_by_tab(qtbot, win.brain)
         view = win.actions_registry.menu("View")
         qtbot.keyClick(win.brain, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
         qtbot.waitUntil(lambda: QApplication.activePopupWidget() is view)
@@ -217,7 +212,7 @@ def test_each_menu_opens_by_its_alt_letter_and_no_two_items_share_a_letter(qtbot
         QApplication.activeModalWidget().reject()
         qtbot.waitUntil(lambda: QApplication.activeModalWidget() is None)
         text.hide()
-        _focus(qtbot, win.brain)
+        focus_by_tab(qtbot, win.brain)
         qtbot.keyClick(win.brain, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
         qtbot.waitUntil(lambda: QApplication.activePopupWidget() is view)
         qtbot.keyClick(view, Qt.Key.Key_X)
@@ -236,7 +231,7 @@ def test_the_shortcut_list_is_the_keys_that_work_now(qtbot, app_checkpoint, tmp_
     win = make_window(qtbot, app_checkpoint, tmp_path)
     try:
         settle(qtbot, win)
-        _focus(qtbot, win.brain)
+        focus_by_tab(qtbot, win.brain)
         qtbot.keyClick(win.brain, Qt.Key.Key_F1)
         qtbot.waitUntil(lambda: win.findChild(QTableWidget, "shortcutTable") is not None)
         table = win.findChild(QTableWidget, "shortcutTable")
@@ -276,7 +271,7 @@ def test_tab_leaves_the_text_panel_and_the_brain_view(qtbot, app_checkpoint, tmp
         qtbot.keyClick(win.brain, Qt.Key.Key_Tab)
         qtbot.waitUntil(lambda: QApplication.focusWidget() is not win.brain)
         panel = win.text_panel
-        _focus(qtbot, panel)
+        focus_by_tab(qtbot, panel)
         qtbot.keyClick(panel, Qt.Key.Key_Tab)
         qtbot.waitUntil(lambda: QApplication.focusWidget() is not panel)
         assert QApplication.focusWidget().window() is win
@@ -308,10 +303,10 @@ def test_the_focused_control_is_marked(qtbot, app_checkpoint, tmp_path, dark_the
         ]
         unmarked = []
         for widget in shown:
-            _focus(qtbot, win.brain)
+            focus_by_tab(qtbot, win.brain)
             settle(qtbot, win)
             before = _pixels(widget)
-            _focus(qtbot, widget)
+            focus_by_tab(qtbot, widget)
             settle(qtbot, win)
             if _pixels(widget) == before:
                 unmarked.append(type(widget).__name__)
@@ -335,7 +330,7 @@ def test_the_arrows_on_the_timeline_still_step_the_model(window, qtbot):
     QApplication.processEvents()
     paused_at = len(win.session)
     slider = win.timeline.slider
-    _focus(qtbot, slider)
+    focus_by_tab(qtbot, slider)
     qtbot.keyClick(slider, Qt.Key.Key_Right)
     qtbot.waitUntil(lambda: len(win.session) == paused_at + 1)
     qtbot.keyClick(slider, Qt.Key.Key_Left)
@@ -357,7 +352,7 @@ def test_the_arrows_switch_the_tabs_of_a_dock_column(qtbot, app_checkpoint, tmp_
         assert bars
         bar = bars[0]
         bar.setCurrentIndex(0)
-        _focus(qtbot, bar)
+        focus_by_tab(qtbot, bar)
         qtbot.keyClick(bar, Qt.Key.Key_Right)
         qtbot.waitUntil(lambda: bar.currentIndex() == 1)
         assert stepped == []
@@ -406,20 +401,7 @@ def test_no_plot_of_any_dock_is_a_tab_stop(qtbot, app_checkpoint, tmp_path):
                             if dock.findChildren(QGraphicsView)}
         assert {"topk", "graph", "inspector", "circuit", "dynamics"} <= docks_with_plots, sorted(docks_with_plots)
         assert _tabbable_plots(win) == []
-        # Tab round the window from the brain view (clicked to, not tabbed to: the round
-        # starts at the first stop after it) until it comes back to that first stop.
-        _focus(qtbot, win.brain)
-        reached: list = []
-        for _ in range(300):
-            widget = QApplication.focusWidget()
-            qtbot.keyClick(widget, Qt.Key.Key_Tab)
-            qtbot.waitUntil(lambda left=widget: QApplication.focusWidget() is not left)
-            now = QApplication.focusWidget()
-            if reached and now is reached[0]:
-                break
-            reached.append(now)
-        else:
-            raise AssertionError("Tab never came round")
+        reached = tab_round(qtbot, win)
         assert [type(w).__name__ for w in reached if isinstance(w, QGraphicsView)] == []
     finally:
         win.close()
@@ -449,7 +431,7 @@ def test_escape_cancels_the_computation_running_in_any_dock(qtbot, app_checkpoin
 
             job.start(work)
             assert job.busy, name
-            _focus(qtbot, win.brain)
+            focus_by_tab(qtbot, win.brain)
             qtbot.keyClick(win.brain, Qt.Key.Key_Escape)
             qtbot.waitUntil(lambda job=job: not job.busy)
             qtbot.waitUntil(told_to_stop.is_set)

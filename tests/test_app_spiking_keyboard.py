@@ -6,7 +6,7 @@ run, Esc cancels a screen, and the shortcut list holds only keys that act on a s
 from __future__ import annotations
 
 import pytest
-from app_conftest import make_window
+from app_conftest import focus_by_tab, make_window, tab_round
 from qt_barriers import background_delivered, settle
 
 pytestmark = [pytest.mark.gui, pytest.mark.usefixtures("spiking_kernels")]
@@ -34,32 +34,11 @@ def _spiking_window(qtbot, tmp_path):
     return win
 
 
-def _focus(qtbot, widget: QWidget) -> None:
-    widget.setFocus(Qt.FocusReason.TabFocusReason)
-    qtbot.waitUntil(widget.hasFocus)
-
-
 def _type(qtbot, field: QWidget, text: str) -> None:
     """Tab to ``field``, replace what it holds by ``text`` from the keyboard."""
-    _focus(qtbot, field)
+    focus_by_tab(qtbot, field)
     qtbot.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
     qtbot.keyClicks(field, text)
-
-
-def _tab_cycle(qtbot, win) -> list[QWidget]:
-    """The widgets Tab reaches from the brain view, in order, once round (the brain view is
-    clicked to, not tabbed to: the round starts at the first stop after it)."""
-    _focus(qtbot, win.brain)
-    reached: list[QWidget] = []
-    for _ in range(300):
-        widget = QApplication.focusWidget()
-        qtbot.keyClick(widget, Qt.Key.Key_Tab)
-        qtbot.waitUntil(lambda was=widget: QApplication.focusWidget() is not was)
-        now = QApplication.focusWidget()
-        if reached and now is reached[0]:
-            return reached
-        reached.append(now)
-    raise AssertionError("Tab never came round")
 
 
 def test_tab_stops_only_at_controls_and_reads_the_stimulus_dock_in_order(qtbot, tmp_path):
@@ -68,7 +47,7 @@ def test_tab_stops_only_at_controls_and_reads_the_stimulus_dock_in_order(qtbot, 
     showed no mark and did nothing (its arrows stepped the run), one more press each."""
     win = _spiking_window(qtbot, tmp_path)
     try:
-        reached = _tab_cycle(qtbot, win)
+        reached = tab_round(qtbot, win)
         holders = [dock.widget() for dock in win.docks.values() if dock.isVisible()]
         assert [type(w).__name__ for w in reached if any(w is h for h in holders)] == []
         # nor at a plot: it takes no key and shows no mark
@@ -130,7 +109,7 @@ def test_the_trials_box_is_named_and_reached_by_tab_from_the_rate(qtbot, tmp_pat
         named = [label.text() for label in panel.findChildren(QLabel)
                  if label.buddy() is panel.trials]
         assert named == ["Trials"]
-        _focus(qtbot, panel.rate)
+        focus_by_tab(qtbot, panel.rate)
         qtbot.keyClick(panel.rate, Qt.Key.Key_Tab)
         qtbot.waitUntil(lambda: QApplication.focusWidget() is not panel.rate)
         assert QApplication.focusWidget() is panel.trials
@@ -154,7 +133,7 @@ def test_an_out_of_range_trial_count_cannot_be_typed(qtbot, tmp_path):
         _type(qtbot, panel.trials, str(MAX_TRIALS + 1))
         assert (panel.trials.value(), feature.settings.trials) == (typed, typed)
         _type(qtbot, panel.trials, "0")
-        _focus(qtbot, panel.bins)                             # leave the box
+        focus_by_tab(qtbot, panel.bins)                             # leave the box
         assert (panel.trials.value(), feature.settings.trials) == (typed, typed)
         assert panel.trials.text() == f"{typed} trials"
     finally:
@@ -216,7 +195,7 @@ def _start_by_keys_and_pause(qtbot, win):
     qtbot.keyClick(panel.excite, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(lambda: not feature.finished and len(feature.recording) >= 2,
                     timeout=30_000)
-    _focus(qtbot, win.brain)
+    focus_by_tab(qtbot, win.brain)
     qtbot.keyClick(win.brain, Qt.Key.Key_Space)
     qtbot.waitUntil(lambda: feature.state == PAUSED and not feature.stepping())
     return feature
@@ -231,7 +210,7 @@ def test_a_live_run_is_started_paused_and_stopped_from_the_keyboard(qtbot, tmp_p
         feature = _start_by_keys_and_pause(qtbot, win)
         panel = feature.panel
         assert feature.settings.bins == 100000
-        _focus(qtbot, panel.rate)
+        focus_by_tab(qtbot, panel.rate)
         qtbot.keyClick(panel.rate, Qt.Key.Key_Escape)
         qtbot.waitUntil(lambda: feature.finished)
         assert "(stopped)" in panel.status.text()
@@ -239,22 +218,32 @@ def test_a_live_run_is_started_paused_and_stopped_from_the_keyboard(qtbot, tmp_p
         win.close()
 
 
+def _start_left_side_screen(qtbot, win, duration: str | None = None):
+    """Typed into the Screen dock (neuron 3 picked, the left side as the sets and as the
+    excited neurons, ``duration`` if given), Space on Run screen starts it; returns the
+    screen feature."""
+    screen = win.features["screen"]
+    panel = screen.panel
+    win.docks["screen"].raise_()
+    settle(qtbot, win)
+    focus_by_tab(qtbot, win.brain)
+    win.select_neuron(3)
+    _type(qtbot, panel.sets, "side:left")
+    _type(qtbot, panel.excite, "side:left")
+    if duration is not None:
+        _type(qtbot, panel.duration, duration)
+    focus_by_tab(qtbot, panel.run_button)
+    qtbot.keyClick(panel.run_button, Qt.Key.Key_Space)
+    return screen
+
+
 def test_escape_cancels_a_running_screen(qtbot, tmp_path):
     """A screen started from the keyboard (Space on Run screen) stops at Esc, as a live run
     does: before, only Tab to its Cancel button did, Esc let a long screen run on."""
     win = _spiking_window(qtbot, tmp_path)
     try:
-        screen = win.features["screen"]
+        screen = _start_left_side_screen(qtbot, win, duration="20000")
         panel = screen.panel
-        win.docks["screen"].raise_()
-        settle(qtbot, win)
-        _focus(qtbot, win.brain)
-        win.select_neuron(3)
-        _type(qtbot, panel.sets, "side:left")
-        _type(qtbot, panel.excite, "side:left")
-        _type(qtbot, panel.duration, "20000")
-        _focus(qtbot, panel.run_button)
-        qtbot.keyClick(panel.run_button, Qt.Key.Key_Space)
         qtbot.waitUntil(lambda: screen.job.busy)
         widget = QApplication.focusWidget()
         assert widget is not None and widget.window() is win
@@ -277,7 +266,7 @@ def test_the_shortcut_list_of_a_spiking_brain_holds_keys_that_act(qtbot, tmp_pat
         listed = dict(win.actions_registry.shortcut_rows())
         assert "M" not in listed
         mode = win.state.display.mode
-        _focus(qtbot, win.brain)
+        focus_by_tab(qtbot, win.brain)
         qtbot.keyClick(win.brain, Qt.Key.Key_M)
         QApplication.processEvents()
         assert win.state.display.mode == mode
@@ -297,20 +286,13 @@ def test_a_screens_effects_are_reached_and_read_from_the_keyboard(qtbot, tmp_pat
     list rather than stepping the run: the list was text no key reached."""
     win = _spiking_window(qtbot, tmp_path)
     try:
-        screen = win.features["screen"]
+        screen = _start_left_side_screen(qtbot, win)
         panel = screen.panel
-        win.docks["screen"].raise_()
-        settle(qtbot, win)
-        win.select_neuron(3)
-        _type(qtbot, panel.sets, "side:left")
-        _type(qtbot, panel.excite, "side:left")
-        _focus(qtbot, panel.run_button)
-        qtbot.keyClick(panel.run_button, Qt.Key.Key_Space)
         qtbot.waitUntil(lambda: screen.outcome is not None, timeout=60_000)
         settle(qtbot, win)
         effects = panel.effects
         unfocused = _pixels(effects)
-        _focus(qtbot, panel.colour_button)
+        focus_by_tab(qtbot, panel.colour_button)
         qtbot.keyClick(panel.colour_button, Qt.Key.Key_Tab)
         qtbot.waitUntil(lambda: QApplication.focusWidget() is not panel.colour_button)
         assert QApplication.focusWidget() is effects

@@ -281,11 +281,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"flyviz: error: '{args.command}' is not available in this installation",
               file=sys.stderr)
         return 2
-    restore = _terminate_as_interrupt() if getattr(args, "command", None) != "gui" else None
+    gui = getattr(args, "command", None) == "gui"
+    restore = None if gui else _terminate_as_interrupt()
     # The app writes nothing there (and runs with no standard output at all when started
     # from a desktop launcher): only the other commands need it to work.
     stdout = sys.stdout
-    if getattr(args, "command", None) != "gui":
+    if not gui:
         sys.stdout = _GuardedStandardOutput(stdout)
     try:
         from flyviz.fileio import check_command_paths, check_text_arguments

@@ -225,7 +225,7 @@ def check_cluster_options(args: argparse.Namespace) -> None:
     if scheduler:
         from flyviz.analysis.cluster import check_scheduler
 
-        check_scheduler(args.scheduler)
+        check_scheduler(scheduler)
 
 
 def worker_spec(spec: str) -> str:

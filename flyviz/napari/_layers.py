@@ -276,8 +276,8 @@ def frame_brain(viewer: Any) -> bool:
     shown = [layer for layer in viewer.layers if layer.visible]
     brains = [layer for layer in shown if _points_info(layer) is not None]
     # The token axis layer is one voxel at the brain's middle: it frames nothing.
-    others = [layer for layer in shown
-              if not isinstance(layer.metadata.get(METADATA_KEY), dict)]
+    flyviz = _flyviz_layers(viewer)
+    others = [layer for layer in shown if layer not in flyviz]
     dims = viewer.dims
     if not brains or others or viewer.grid.enabled or dims.ndim < 3:
         return False

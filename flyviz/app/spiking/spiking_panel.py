@@ -647,7 +647,7 @@ class SpikingFeature(QObject):
             # A recording edited by hand: the views that read its metadata say what is
             # wrong; opening it is no place to fail.
             return ""
-        if not isinstance(trials, int) or trials < 2:
+        if trials < 2:  # run_metadata has judged it a whole number of 1 or more
             return ""
         shown = "flashes their mean spikes" if self.panel.display.currentData() == FLASH \
             else "shows their mean rate"

@@ -134,6 +134,23 @@ def test_a_spiking_run_is_frames_of_rates_in_its_bins(brain_folder):
         Stimulus().indices(model.brain)
 
 
+def test_the_counter_of_several_trials_says_a_bins_spikes_per_trial(brain_folder):
+    """A run of several trials is shown as their mean (rates, flashes): its counter (the
+    window's status line, a movie's and a still's caption, a shared page's) says a bin's
+    spikes per trial, their mean, counted here off the spike log; all trials' spikes
+    together read as so many times one trial's activity."""
+    model = SpikingModel.load(str(brain_folder))
+    recording = record_run(model, Stimulus(excite="superclass:sensory", rate=200.0, seed=2),
+                           BinSettings(bins=3, trials=4))
+    ends = recording.spikes.frame_ends()
+    for i in range(3):
+        spikes = int(ends[i] - (ends[i - 1] if i else 0))
+        assert spikes > 0
+        assert SPIKING.counter(recording, i) == \
+            f"bin {i} of 0–2 · {10 * (i + 1)} ms · {spikes / 4:,.1f} spikes per trial"
+        assert SPIKING.page_counter(recording, i).endswith(f" · {spikes / 4:,.1f} spikes per trial")
+
+
 def flyviz_input_error() -> type[Exception]:
     from flyviz.errors import InputError
 

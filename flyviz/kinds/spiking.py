@@ -649,12 +649,21 @@ class SpikingKind(ModelKind):
         return None
 
     def _with_spikes(self, recording: "Recording", index: int, words: str) -> str:
-        """``words`` (a counter of bin ``index``) with the bin's spike count, when kept."""
+        """``words`` (a counter of bin ``index``) with the bin's spike count, when kept: per
+        trial for a run of several (their mean, ``"· 401.3 spikes per trial"``), as the
+        brain shows the trials' mean rate; ``spiking.bin_spikes`` holds all trials' spikes
+        together, which read as so many times one trial's activity."""
         spikes = self.bin_spikes(recording, index)
-        return words if spikes is None else f"{words} \u00b7 {spikes:,} spikes"
+        if spikes is None:
+            return words
+        trials = int(self.run_metadata(recording).get("trials", 1))
+        if trials < 2:
+            return f"{words} \u00b7 {spikes:,} spikes"
+        return f"{words} \u00b7 {_per_trial(spikes / trials)} spikes per trial"
 
     def counter(self, recording: "Recording", index: int) -> str:
-        """``"bin 2 of 0–49 · 30 ms · 1,204 spikes"``."""
+        """``"bin 2 of 0–49 · 30 ms · 1,204 spikes"`` (``"· 401.3 spikes per trial"`` for a
+        run of several trials)."""
         return self._with_spikes(recording, index,
                                  self.recording_axis(recording).of(index, len(recording)))
 
@@ -687,7 +696,8 @@ class SpikingKind(ModelKind):
         return 1000.0 / (bin_ticks * tick_ms * int(meta.get("trials", 1)))
 
     def page_counter(self, recording: "Recording", index: int) -> str:
-        """``"bin 2 / 49 · 30 ms · 1,204 spikes"``."""
+        """``"bin 2 / 49 · 30 ms · 1,204 spikes"`` (per trial for several, as
+        :meth:`counter`)."""
         return self._with_spikes(recording, index, super().page_counter(recording, index))
 
     def state_text(self, value: float) -> str:
@@ -746,6 +756,12 @@ def _file_option(option: str, source: Any, changed: list[str]) -> list[str]:
         if not same:
             changed.append(f"{name} has changed since the run (its SHA-256 differs)")
     return [option, path]
+
+
+def _per_trial(mean: float) -> str:
+    """A bin's mean spikes per trial in words: one decimal (``"401.3"``), and a bin's few
+    spikes over many trials to one significant digit (``"0.003"``, not ``"0.0"``)."""
+    return f"{mean:,.1f}" if mean == 0 or mean >= 0.05 else f"{mean:.1g}"
 
 
 def _run_ms(recording: "Recording", meta: dict[str, Any]) -> float:

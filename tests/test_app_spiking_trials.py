@@ -1,8 +1,11 @@
 """A spiking run of several trials in the window: the Stimulus dock's status line counts a
-bin's spikes per trial (the brain shows the trials' mean)."""
+bin's spikes per trial (the brain shows the trials' mean), and the Spiking populations raster
+keeps each trial's spikes apart (each cell's row split into one lane a trial)."""
 
 from __future__ import annotations
 
+import numpy as np
+import pyqtgraph as pg
 import pytest
 from app_conftest import make_window
 from qt_barriers import settle
@@ -63,5 +66,55 @@ def test_the_status_line_counts_a_bins_spikes_per_trial(qtbot, tmp_path):
         # the trials' line beneath still says what the brain shows
         assert feature.panel.status.text().splitlines()[-1] == \
             f"{TRIALS} trials: the brain shows their mean rate"
+    finally:
+        win.close()
+
+
+def _lane(row: float, trial: int, trials: int) -> float:
+    """Where the raster draws a spike of trial ``trial`` of ``trials`` in the cell of
+    ``row``: lanes packed into 0.8 of the row (the rest a gap between cells), the first
+    trial lowest; one trial on the row itself."""
+    if trials == 1:
+        return row
+    return row - 0.4 + (trial + 0.5) * 0.8 / trials
+
+
+def test_the_raster_draws_each_trials_spikes_in_a_lane_of_its_cells_row(qtbot, tmp_path):
+    """Each spike of a 3-trial run is drawn in its cell's row, in the lane of its trial:
+    trials of one cell are apart (they were drawn on one row, mixed), cells stay apart, and
+    the marks are exactly the recording's spikes of the raster's cells."""
+    win, _model = _spiking_window(qtbot, tmp_path)
+    try:
+        feature = _run_three_trials(qtbot, win)
+        population = feature.population
+        population.redraw()
+        recording = feature.recording
+        tick, neuron, trial = recording.spikes.arrays(0, len(recording))
+        assert set(np.unique(trial).tolist()) == set(range(TRIALS))
+        expected = sorted((round(float(t) * recording.spikes.tick_ms, 6),
+                           round(_lane(float(r), int(k), TRIALS), 6))
+                          for t, nr, k in zip(tick, neuron, trial)
+                          for r in np.flatnonzero(population.raster_neurons == nr))
+        drawn = []
+        heights = set()
+        for item in population.raster_plot.getPlotItem().items:
+            if not isinstance(item, pg.PlotCurveItem):
+                continue
+            x, y = item.getData()
+            if x is None or not len(x):
+                continue
+            low, high = y[0::2], y[1::2]
+            drawn += zip(np.round(x[0::2], 6).tolist(), np.round((low + high) / 2, 6).tolist())
+            heights |= set(np.round(high - low, 6).tolist())
+        assert expected and sorted(drawn) == expected
+        # a tick is shorter than its lane: the trials' ticks do not touch
+        assert heights and max(heights) < 0.8 / TRIALS
+        # a cell that fired in several trials shows them on distinct lanes
+        cells = {}
+        for _t, nr, k in zip(tick, neuron, trial):
+            cells.setdefault(int(nr), set()).add(int(k))
+        assert any(len(k) > 1 for nr, k in cells.items() if nr in population.raster_neurons)
+        assert population.raster_trials.size == population.raster_marks[0].size
+        assert "3 trials" in population.raster_caption.text()
     finally:
         win.close()

@@ -9,7 +9,9 @@ superclass); empty: the brain's largest superclasses — and draws
   each bin);
 * the **raster**: a tick for every spike of the group's cells (up to :data:`RASTER_CELLS`
   cells a group, one row each, rows grouped by group) at its exact time (0.1 ms), up to the
-  end of the bin shown. The spikes are the recording's
+  end of the bin shown. A run of several trials splits each cell's row into a lane a trial
+  (the first lowest; :func:`lane_offsets`), so one cell's trials are seen apart and side
+  by side, and a gap wider than the lanes' keeps the cells apart. The spikes are the recording's
   (:attr:`~flyviz.record.recording.Recording.spikes`: kept by a live run as its bins
   arrive and by ``flyviz simulate --record``); a recording that kept none (written before
   flyviz kept them) falls back to a mark for every bin in which a cell fired, and the
@@ -33,15 +35,17 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from flyviz.app.population.population_plots import population_plot
-from flyviz.kinds.spiking import SPIKING_KEY
+from flyviz.kinds.spiking import SPIKING, SPIKING_KEY
 from flyviz.record.spikes import SpikeLog
 
 if TYPE_CHECKING:  # pragma: no cover
+    from flyviz.record.recording import Recording
     from flyviz.spiking.brain import SpikingBrain
     from flyviz.viewer.state import ViewerState
 
 __all__ = ["BIN_RASTER_CAPTION", "DEFAULT_GROUPS", "RASTER_CELLS", "REDRAW_MS",
-           "SPIKE_RASTER_CAPTION", "SpikingPopulationPanel", "resolve_groups"]
+           "SPIKE_RASTER_CAPTION", "SpikingPopulationPanel", "TRIALS_RASTER_CAPTION",
+           "lane_offsets", "resolve_groups"]
 
 #: Most cells of one group in the raster (the first by index).
 RASTER_CELLS = 40
@@ -58,11 +62,38 @@ SPIKE_RASTER_CAPTION = ("raster: each spike of the first {cells} cells of each g
                         "time ({tick:g} ms), up to the bin shown")
 BIN_RASTER_CAPTION = ("raster: a mark per bin in which a cell fired (this recording kept no "
                       "spike times)")
+#: Added to :data:`SPIKE_RASTER_CAPTION` for a run of several trials.
+TRIALS_RASTER_CAPTION = "; each cell's row holds its {trials:,} trials, the first lowest"
 
 #: A raster mark: a vertical tick this far below and above its row's centre.
 _TICK = np.array([-0.4, 0.4])
+#: How much of a cell's row its trials' lanes share, for several trials (the rest is the gap
+#: between cells, wider than the gap between two lanes: the cells are told apart).
+_LANES_BAND = 0.8
+
+
+def lane_offsets(trial: np.ndarray, trials: int) -> tuple[np.ndarray, float]:
+    """Where a spike of ``trial`` (of a run of ``trials``) is drawn in its cell's row: its
+    lane's centre above the row's, and the tick's half-height. One trial: on the row, its
+    tick 0.4 high each way (the raster of one trial as it always was); several: lanes
+    packed into 0.8 of the row, the first lowest, each tick 0.8 of its lane."""
+    trial = np.asarray(trial, np.float64)
+    if trials <= 1:
+        return np.zeros_like(trial), float(_TICK[1])
+    lane = _LANES_BAND / trials
+    return -_LANES_BAND / 2 + (trial + 0.5) * lane, float(_TICK[1]) * lane
 _PENS = ("#f28e2b", "#4e79a7", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
          "#ff9da7", "#9c755f", "#bab0ac")
+
+
+def _run_trials(recording: "Recording") -> int:
+    """The trials of ``recording``'s run (1 when its metadata does not say)."""
+    from flyviz.errors import RecordingError
+
+    try:
+        return int(SPIKING.run_metadata(recording).get("trials", 1))
+    except RecordingError:        # a file edited by hand: the raster is no place to fail
+        return 1
 
 
 def resolve_groups(brain: "SpikingBrain", text: str) -> list[tuple[str, np.ndarray]]:
@@ -161,12 +192,18 @@ class SpikingPopulationPanel(QWidget):
         #: The raster's marks as drawn: ``(times_ms, rows)``, and each row's neuron.
         self.raster_marks: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self.raster_neurons = np.zeros(0, np.int64)
+        #: Each mark's trial (0 for a raster of bins), and the trials the rows are split into.
+        self.raster_trials = np.zeros(0, np.int64)
+        self.raster_lanes = 1
         #: Whether the raster draws the recording's spikes (``False``: bins, or nothing).
         self.raster_exact = False
         # The spikes of the raster's cells picked out so far: marks by bin (``neuron`` is
         # the row), of which log of which recording.
         self._marks: SpikeLog | None = None
         self._marks_of: SpikeLog | None = None
+        # The trials the marks' rows are split into: the run's, read when its log is first
+        # picked from (more if its spikes name more).
+        self._lanes = 1
         self._group_starts = np.zeros(0, np.int64)
         self._row_lookup: list[np.ndarray] = []
         self._curves: dict[str, Any] = {}
@@ -293,42 +330,55 @@ class SpikingPopulationPanel(QWidget):
         self.raster_exact = bool(exact and self.raster_neurons.size)
         if not n:
             self.raster_caption.setText("")
-        elif exact:
-            assert log is not None
-            self.raster_caption.setText(SPIKE_RASTER_CAPTION.format(cells=RASTER_CELLS,
-                                                                    tick=log.tick_ms))
-        else:
-            self.raster_caption.setText(BIN_RASTER_CAPTION)
         shown = self._shown_bins(n)
         times: np.ndarray
         rows: np.ndarray
+        trials = np.zeros(0, np.int64)
+        lanes = 1
         if not (n and self.raster_neurons.size):
             times, rows = np.zeros(0), np.zeros(0, np.int64)
         elif exact:
             assert log is not None
-            marks = self._pick_marks(log, n)
-            tick, row, _trial = marks.arrays(0, shown)
-            times, rows = tick * marks.tick_ms, row.astype(np.int64)
+            marks = self._pick_marks(recording, log, n)
+            tick, row, trial = marks.arrays(0, shown)
+            times, rows, trials = tick * marks.tick_ms, row.astype(np.int64), \
+                trial.astype(np.int64)
+            lanes = self._lanes
         else:
             fired = recording.states(self.raster_neurons, 0, shown) > 0    # (bins, rows)
             bins, rows = np.nonzero(fired)
             times = (bins + 1) * self._bin_ms()
+        if not n:
+            self.raster_caption.setText("")
+        elif exact:
+            assert log is not None
+            self.raster_caption.setText(
+                SPIKE_RASTER_CAPTION.format(cells=RASTER_CELLS, tick=log.tick_ms)
+                + (TRIALS_RASTER_CAPTION.format(trials=lanes) if lanes > 1 else ""))
+        else:
+            self.raster_caption.setText(BIN_RASTER_CAPTION)
         self.raster_marks = (np.asarray(times, np.float64), rows.astype(np.float64))
+        self.raster_trials = trials if trials.size == rows.size else np.zeros(rows.size,
+                                                                              np.int64)
+        self.raster_lanes = lanes
+        offset, half = lane_offsets(self.raster_trials, lanes)
+        centre = self.raster_marks[1] + offset
         group = np.searchsorted(self._group_starts, rows, side="right") - 1
         for g, ticks in enumerate(self._ticks):
             mine = group == g
-            x, y = self.raster_marks[0][mine], self.raster_marks[1][mine]
-            ticks.setData(x=np.repeat(x, 2), y=(y[:, None] + _TICK).reshape(-1))
+            x, y = self.raster_marks[0][mine], centre[mine]
+            ticks.setData(x=np.repeat(x, 2), y=(y[:, None] + [-half, half]).reshape(-1))
 
-    def _pick_marks(self, log: SpikeLog, n: int) -> SpikeLog:
+    def _pick_marks(self, recording: "Recording", log: SpikeLog, n: int) -> SpikeLog:
         """The spikes of the raster's cells in the first ``n`` bins of ``log`` (the shown
-        recording's), each as a mark whose ``neuron`` is its row: those picked before,
+        ``recording``'s), each as a mark whose ``neuron`` is its row: those picked before,
         and those of the bins since."""
         marks = self._marks
         if marks is None or self._marks_of is not log or len(marks) > len(log) \
                 or marks.tick_ms != log.tick_ms:
             marks = self._marks = SpikeLog(log.tick_ms)
             self._marks_of = log
+            self._lanes = _run_trials(recording)
         done = len(marks)
         if done >= n:
             return marks
@@ -347,6 +397,8 @@ class SpikingPopulationPanel(QWidget):
         where, row = where[order], row[order]
         marks.append_frames(tick[where], row, trial[where],
                             np.searchsorted(where, ends, side="left"))
+        if where.size:        # a log naming more trials than its run's metadata says
+            self._lanes = max(self._lanes, int(trial[where].max()) + 1)
         return marks
 
     def _move_cursor(self, index: int) -> None:

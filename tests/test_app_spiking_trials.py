@@ -1,6 +1,7 @@
 """A spiking run of several trials in the window: the Stimulus dock's status line counts a
-bin's spikes per trial (the brain shows the trials' mean), and the Spiking populations raster
-keeps each trial's spikes apart (each cell's row split into one lane a trial)."""
+bin's spikes per trial (the brain shows the trials' mean), the Spiking populations raster
+keeps each trial's spikes apart (each cell's row split into one lane a trial), and the
+Stimulus dock is fitted once when a run of several trials is opened."""
 
 from __future__ import annotations
 
@@ -116,5 +117,33 @@ def test_the_raster_draws_each_trials_spikes_in_a_lane_of_its_cells_row(qtbot, t
         assert any(len(k) > 1 for nr, k in cells.items() if nr in population.raster_neurons)
         assert population.raster_trials.size == population.raster_marks[0].size
         assert "3 trials" in population.raster_caption.text()
+    finally:
+        win.close()
+
+
+def test_a_recording_of_several_trials_fits_the_stimulus_dock_once(qtbot, tmp_path,
+                                                                   monkeypatch):
+    """Opening a 3-trial recording holds the status line's third line and fits the Stimulus
+    dock to its form once (it was fitted twice, each fit asking Qt again over later layout
+    passes); the Speed row is in sight."""
+    from flyviz.kinds.spiking import BinSettings, Stimulus, record_run
+
+    win, model = _spiking_window(qtbot, tmp_path)
+    try:
+        feature = win.features["spiking"]
+        recording = record_run(model, Stimulus(excite="side:left", rate=150.0),
+                               BinSettings(bins=2, trials=TRIALS))
+        fitted = []
+        docks = feature.host.docks
+        real_fit = docks.fit
+        monkeypatch.setattr(docks, "fit", lambda dock: (fitted.append(dock), real_fit(dock)))
+        feature.open(model, recording)
+        assert [d is feature.dock for d in fitted] == [True]
+        settle(qtbot, win)
+        speed = feature.panel.speed
+        shown = speed.visibleRegion().boundingRect()
+        assert (shown.height(), shown.width()) == (speed.height(), speed.width())
+        assert feature.panel.status.text().splitlines()[-1] == \
+            f"{TRIALS} trials: the brain shows their mean rate"
     finally:
         win.close()

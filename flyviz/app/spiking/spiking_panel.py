@@ -248,6 +248,9 @@ class SpikingFeature(QObject):
         self.population_dock.hide()
         #: The live run's recording (the one the window shows while it runs).
         self.recording: Recording | None = None
+        #: Trials of :attr:`recording`'s run, read from its metadata once when it is shown
+        #: (the status line says them at every bin).
+        self.recorded_trials = 1
         #: The engine's speed over the run: biological time over compute time.
         self.engine_factor = 0.0
         #: The real-time factor reached: biological seconds per wall second, recently.
@@ -439,16 +442,19 @@ class SpikingFeature(QObject):
             recording = Recording(model.neurons, {"kind": SPIKING_KEY},
                                   states_dtype="float32")
         self.recording = recording
+        self.recorded_trials = self._trials_of(recording)
         state.set_recording(recording, index=0 if len(recording) else None)
         self.host.docks.show(self.dock)
-        self._hold_status_lines(recording)
-        self.host.docks.fit(self.dock)     # its whole form, under the taller Neuron dock
+        self._hold_status_lines()
+        # Fitted once, its status lines held first: its whole form, under the taller Neuron
+        # dock (holding them fitted it too, a second fit of the same dock).
+        self.host.docks.fit(self.dock)
         self.population_dock.show()
         self.population.set_brain(model.brain)
         self._apply_display()
         if len(recording):
             self.panel.status.setText(f"{model.name}: {len(recording):,} bins recorded"
-                                      f"{self._trials_note(recording)}")
+                                      f"{self._trials_note()}")
         else:
             self.panel.status.setText(f"{model.name}: {model.neurons:,} neurons; press Run")
 
@@ -534,6 +540,7 @@ class SpikingFeature(QObject):
         if not run.kind.shows(SPIKING_KINDS):
             return
         self._run, self.recording = run, run.recording
+        self.recorded_trials = self._trials_of(run.recording)
         self._apply_display()
         self._arrivals.clear()
         self.engine_factor = self.realtime_factor = 0.0
@@ -543,9 +550,10 @@ class SpikingFeature(QObject):
         self.panel.play_button.setEnabled(True)
         self.panel.stop_button.setEnabled(True)
         settings = run.request.settings
-        self._hold_status_lines(run.recording)
+        if self._hold_status_lines() and self.dock.isVisible():
+            self.host.docks.fit(self.dock)
         self.panel.status.setText(f"starting {settings.bins * settings.bin_ms:g} ms…"
-                                  f"{self._trials_note(run.recording)}")
+                                  f"{self._trials_note()}")
 
     def _set_speed(self, *_: Any) -> None:
         """The speed cap, for the shown spiking model's runs."""
@@ -628,42 +636,46 @@ class SpikingFeature(QObject):
         self.panel.status.setText(
             f"{words}\n{self.realtime_factor:.3g}x real time ({cap}), engine "
             f"{self.engine_factor:.3g}x{paused}{self._ended if self.finished else ''}"
-            f"{self._trials_note(recording)}")
+            f"{self._trials_note()}")
 
-    def _trials_note(self, recording: "Recording | None") -> str:
-        """A line saying what the brain shows of a run of several trials (``""`` for one):
-        each bin's state is the spikes of all trials over the bin's length and the trials
-        (:meth:`~flyviz.kinds.spiking.LiveRun.next_bin`), their mean rate, and the spikes
-        colouring flashes that rate times the bin (:func:`~flyviz.viewer.layers.flash_state`),
-        their mean spikes. (The bin's spike count, ``spiking.bin_spikes``, is all trials'
-        together.)"""
+    @staticmethod
+    def _trials_of(recording: "Recording") -> int:
+        """The trials of ``recording``'s run (1 when its metadata does not say)."""
         from flyviz.errors import RecordingError
 
-        if recording is None:
-            return ""
         try:
             trials = SPIKING.run_metadata(recording).get("trials", 1)
         except RecordingError:
             # A recording edited by hand: the views that read its metadata say what is
             # wrong; opening it is no place to fail.
-            return ""
-        if trials < 2:  # run_metadata has judged it a whole number of 1 or more
+            return 1
+        return int(trials)  # run_metadata has judged it a whole number of 1 or more
+
+    def _trials_note(self) -> str:
+        """A line saying what the brain shows of a run of several trials (``""`` for one):
+        each bin's state is the spikes of all trials over the bin's length and the trials
+        (:meth:`~flyviz.kinds.spiking.LiveRun.next_bin`), their mean rate, and the spikes
+        colouring flashes that rate times the bin (:func:`~flyviz.viewer.layers.flash_state`),
+        their mean spikes; the counter above it says the bin's spikes per trial. The trials
+        are :attr:`recorded_trials`, read once per recording, not at every bin."""
+        if self.recorded_trials < 2:
             return ""
         shown = "flashes their mean spikes" if self.panel.display.currentData() == FLASH \
             else "shows their mean rate"
-        return f"\n{trials:,} trials: the brain {shown}"
+        return f"\n{self.recorded_trials:,} trials: the brain {shown}"
 
-    def _hold_status_lines(self, recording: "Recording | None") -> None:
-        """Hold the status line's height for the lines ``recording``'s runs say (three with
-        the trials' line), and fit the dock to it: the dock is fitted to its form when it
-        opens, and the third line, added later, pushed the Speed row below its edge."""
+    def _hold_status_lines(self) -> bool:
+        """Hold the status line's height for the lines the shown recording's runs say (three
+        with the trials' line); True when it changed, and the dock, fitted to its form, is
+        to be fitted again (the third line, added after a fit, pushed the Speed row below
+        its edge)."""
         status = self.panel.status
-        lines = 3 if self._trials_note(recording) else 2
+        lines = 3 if self._trials_note() else 2
         height = lines * status.fontMetrics().lineSpacing()
-        if status.minimumHeight() != height:
-            status.setMinimumHeight(height)
-            if self.dock.isVisible():
-                self.host.docks.fit(self.dock)
+        if status.minimumHeight() == height:
+            return False
+        status.setMinimumHeight(height)
+        return True
 
     # ------------------------------------------------------------ closing
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API

@@ -14,8 +14,8 @@ analysis reports and reads in Hz on the colour bar, each bin stands alone (no
 hidden smoothing constant, scrubbing to a bin shows that bin's spikes and nothing
 of the bins before it), and a recording of rates sums back to the run's spike
 counts exactly. The side channel is the bin's **spike count** (:data:`SPIKES`),
-kept per bin in the recording's metadata (``spiking.bin_spikes``) and said in the
-captions. The spikes themselves, each at its tick (0.1 ms), are kept beside the
+kept per bin in the recording's metadata (``spiking.bin_spikes``, all trials together)
+and said in the captions (per trial, their mean, for a run of several). The spikes themselves, each at its tick (0.1 ms), are kept beside the
 frames (:attr:`Recording.spikes <flyviz.record.recording.Recording.spikes>`, a
 :class:`~flyviz.record.spikes.SpikeLog`) by a live run and by ``flyviz simulate
 --record``: what the Spiking populations dock's raster draws.

@@ -10,7 +10,7 @@ so too, on the brain it names.
 The Stimulus dock (shown for the spiking kind alone) says which neurons are excited (a query;
 empty: the brain's own sensory set; the **+** beside it adds the neuron picked on the brain),
 at what rate, over how many trials (pooled: the brain shows their mean rate, and the
-status line says so), which are silenced (its **+** likewise), for how many bins, how fast,
+status line says so and counts a bin's spikes per trial), which are silenced (its **+** likewise), for how many bins, how fast,
 and how the brain is coloured: each neuron's rate in the bin, or its spikes flashing and fading
 (:func:`flyviz.viewer.layers.flash_layer`). Its fields are views of the spiking run settings
 the viewer state keeps (:class:`~flyviz.kinds.spiking.SpikingRunSettings`,

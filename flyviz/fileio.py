@@ -190,6 +190,14 @@ KEPT_RESUMABLE_RESULT_HELP = (KEPT_RESULT_HELP + "; --resume continues an interr
                               "that writes there")
 
 
+#: What ``--record FILE`` does with a file already at FILE, as each command's ``--help``
+#: says it: a recording may be the only copy of a long run (or of a sampled one, whose
+#: seed alone does not bring back a run of another flyviz version), so the same command
+#: typed again must not throw it away (:func:`check_command_paths` refuses it).
+KEPT_RECORDING_HELP = ("a recording already there is never replaced: give a new name, or "
+                       "delete the old one first")
+
+
 def check_new_result(path: str | Path, what: str, option: str = "--out", *,
                      continuing: bool = False) -> Path:
     """Refuse, before any model is loaded, to write a result where a finished one is: a
@@ -438,6 +446,10 @@ OUTPUT_SUFFIXES = {"record": RECORDING_SUFFIX}
 #: The output options that always name one file (a recording, a graph, a figure), never a
 #: folder; ``--out`` and ``--movie`` name a folder in some commands (a null, PNG frames).
 FILE_OUTPUTS = ("record", "graph", "figure")
+#: The output options never written over (:data:`KEPT_RECORDING_HELP`), and what the
+#: refusal calls the file there; the others are renders or tables made again from their
+#: inputs.
+KEPT_OUTPUTS = {"record": "recording"}
 INPUT_OPTIONS = {"spec": "SPEC", "model": "--model", "dataset": "--dataset",
                  "recording": "--recording", "source": "--source", "text": "--text",
                  "corpus": "--corpus", "by": "--by", "atlas": "--atlas", "mesh": "--mesh",
@@ -488,8 +500,8 @@ def check_command_paths(args: Any) -> None:
     """The checks every command's paths get before it starts (:func:`flyviz.cli.main`
     runs it): no output with an empty name or, where the option writes one kind of file,
     another suffix (:data:`OUTPUT_SUFFIXES`: ``--record`` must end in ``.flyrec``), no name
-    too long for the file system, and no output that is one of the inputs or another
-    output.
+    too long for the file system, no output that is one of the inputs or another
+    output, and no output of :data:`KEPT_OUTPUTS` (``--record``) where a file already is.
 
     Parameters
     ----------
@@ -540,6 +552,11 @@ def check_command_paths(args: Any) -> None:
     for dest, value in outputs.items():
         for path in _paths(value):
             check_output_folder(path, named(dest), file=dest in FILE_OUTPUTS)
+            if dest in KEPT_OUTPUTS and Path(path).expanduser().is_file():
+                # Before the model loads: the run may take hours, then find it cannot save.
+                raise InputError(f"{named(dest)} {short_path(path)} already exists, and a "
+                                 f"{KEPT_OUTPUTS[dest]} is never written over: give a new "
+                                 f"name, or delete {short_path(path)} first")
 
 
 def check_output_folder(path: str | Path, what: str, *, file: bool = False) -> None:
@@ -703,7 +720,8 @@ def new_folder(out: str | Path, label: str | None = None) -> Iterator[Path]:
 __all__ = ["FOLDER_MEMBERS", "NAME_MAX", "TEMP_NAME_ROOM", "atomic_write", "new_folder", "name_max",
            "nearest_existing", "folder_member", "check_name_lengths", "check_not_input",
            "check_command_paths", "check_new_result", "check_output_folder", "check_output_path",
-           "KEPT_RESULT_HELP", "KEPT_RESUMABLE_RESULT_HELP",
+           "KEPT_OUTPUTS", "KEPT_RECORDING_HELP", "KEPT_RESULT_HELP",
+           "KEPT_RESUMABLE_RESULT_HELP",
            "check_regular", "folder_refusal", "is_disk_full", "open_regular", "os_error",
            "read_regular_bytes",
            "same_file", "short_path", "temporary_file_beside", "temporary_folder_beside",

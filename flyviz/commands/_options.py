@@ -14,6 +14,8 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from flyviz.fileio import KEPT_RECORDING_HELP
+
 DATASET_HELP = ("connectome dataset folder (fernandofernandes/fly-connectome-49k: manifest.json, "
                 "graph/, interface/, neurons/) to join fly-wordbrain weights or a web export "
                 "to; for ngxson's checkpoint it adds soma positions. Default: a dataset folder "
@@ -268,7 +270,7 @@ def add_recording_options(group: Any) -> None:
     group.add_argument("--record", metavar="FILE", type=Path, default=None,
                        help="also save the run as a recording (.flyrec), with its settings, "
                             "seed and model identity, e.g. --record run.flyrec; "
-                            "'flyviz replay run.flyrec' re-runs it")
+                            "'flyviz replay run.flyrec' re-runs it; " + KEPT_RECORDING_HELP)
     group.add_argument("--states", choices=("float16", "float32"), default="float16",
                        help="precision of the states stored in --record: float16 (default, "
                             "half the size, about 1e-3 relative error) or float32 (exact, "

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flyviz.fileio import KEPT_RECORDING_HELP
+
 EPILOG = """\
 BRAIN is a folder in the authors' layout (Completeness_783.csv + Connectivity_783.parquet, or
 the 630 names), their completeness CSV (with --connectivity), a ConnecTorch brain (a .ct
@@ -92,7 +94,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", metavar="FILE", type=Path, default=None,
                         help="also (or instead) save each neuron's rate per bin, and every "
                              "spike at its time, as a .flyrec recording, for 'flyviz export', "
-                             "'figure' and 'gui'")
+                             "'figure' and 'gui'; " + KEPT_RECORDING_HELP)
     parser.add_argument("--input-until", metavar="T", type=duration_arg, default=None,
                         help="the Poisson input stops at T (e.g. 500ms); the summary says what "
                              "keeps firing after it")

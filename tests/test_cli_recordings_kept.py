@@ -1,9 +1,12 @@
 """Nothing lost: ``--record FILE`` never writes over a file already at FILE (it may be the
-only copy of a long run), refusing in one line before the model loads."""
+only copy of a long run), refusing in one line before the model loads; the renders made
+again from their recording (``export``, ``figure``, ``share``) replace an earlier output of
+the same name, as savefig does, and their last line says so."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,69 @@ def test_every_recording_command_says_so_in_its_help(capsys, command):
         main([command, "--help"])
     said = " ".join(capsys.readouterr().out.split())
     assert KEPT_RECORDING_HELP in said
+
+
+# ------------------------------------------------------------ renders and conversions
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, demo_cache):
+    """A short run of the embedded demo brain and a comparison (its untouched run kept
+    beside the silenced one), saved."""
+    saved_cache = os.environ.get("FLYVIZ_CACHE_DIR")
+    os.environ["FLYVIZ_CACHE_DIR"] = str(demo_cache)
+    root = tmp_path_factory.mktemp("kept")
+    try:
+        assert main(["generate", "demo", "--prompt", "Once upon a time", "--max-new-tokens",
+                     "2", "--record", str(root / "short.flyrec")]) == 0
+        assert main(["compare", "demo", "--prompt", "Once upon a time", "--max-new-tokens",
+                     "3", "--silence", "sign:inhibitory",
+                     "--record", str(root / "compared.flyrec")]) == 0
+    finally:
+        if saved_cache is None:
+            os.environ.pop("FLYVIZ_CACHE_DIR", None)
+        else:
+            os.environ["FLYVIZ_CACHE_DIR"] = saved_cache
+    return root
+
+
+@pytest.fixture
+def rec(saved, demo_cache, monkeypatch):
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(demo_cache))
+    return saved / "short.flyrec"
+
+
+def _last_line(err: str) -> str:
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("name, argv", [
+    ("page.html", ["share", "{rec}", "--out", "{out}"]),
+    ("raster.png", ["figure", "{rec}", "--kind", "raster", "--sort", "similarity",
+                    "--out", "{out}"]),
+])
+def test_a_render_says_it_replaced_the_earlier_file(capsys, tmp_path, rec, name,
+                                                                  argv):
+    out = tmp_path / name
+    argv = [a.format(rec=rec, out=out) for a in argv]
+    code, _, err = _run(capsys, *argv)
+    assert code == 0 and "replaced the earlier" not in err, err
+    out.write_bytes(b"an earlier one")
+    code, _, err = _run(capsys, *argv)
+    assert code == 0, err
+    last = _last_line(err)
+    assert f"wrote {out} (" in last and last.endswith("; replaced the earlier file)"), last
+    assert out.read_bytes() != b"an earlier one"
+
+
+def test_an_export_says_it_replaced_the_earlier_movie_or_frames(capsys, tmp_path, rec):
+    pytest.importorskip("vispy")
+    pytest.importorskip("imageio_ffmpeg")
+    small = ["--size", "48x32", "--frames-per-token", "1", "--hold", "0"]
+    movie, frames = tmp_path / "run.gif", tmp_path / "frames"
+    movie.write_bytes(b"an earlier movie")
+    code, _, err = _run(capsys, "export", rec, "--out", movie, "--fps", "10", *small)
+    assert code == 0 and _last_line(err).startswith(f"wrote {movie} ("), err
+    assert _last_line(err).endswith("; replaced the earlier file)")
+    code, _, err = _run(capsys, "export", rec, "--out", frames, *small)
+    assert code == 0 and "replaced the earlier" not in err, err
+    code, _, err = _run(capsys, "export", rec, "--out", frames, *small)
+    assert code == 0 and _last_line(err).endswith("; replaced the earlier frames)"), err

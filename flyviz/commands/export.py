@@ -286,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
                             hold_seconds=args.hold, speed=args.speed).validate()
     fmt = movie_format(args.out)
     check_encoder_options(args, fmt, options.crf(fmt))  # a bad --quality fails before any work
+    replaced = earlier_output(args.out)
     check_meshes(args)
     t0 = time.perf_counter()
     from flyviz.kinds import LANGUAGE, ModelKind, kind_of_recording
@@ -377,12 +378,31 @@ def run(args: argparse.Namespace) -> int:
     a, b = options.token_range(len(recording))
     frames = options.frame_count(b - a)
     print(f"wrote {out} ({frames} frames, {options.size[0]}x{options.size[1]}, "
-          f"{options.fps:g} fps, OpenGL: {backend})", file=sys.stderr)
+          f"{options.fps:g} fps, OpenGL: {backend}"
+          f"{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
     if rss is not None:
         print(f"bench: prepare {t1 - t0:.1f} s; export {frames} frames in {t2 - t1:.1f} s = "
               f"{frames / (t2 - t1):.1f} frames/s end to end; RSS grew {rss.growth_mb():.1f} MB "
               f"from frame 10 to the end (peak {rss.peak_mb():.0f} MB)", file=sys.stderr)
     return 0
+
+
+def earlier_output(out: str | Path) -> str | None:
+    """What the export to ``out`` replaces, as its last line says it: ``"the earlier
+    file"`` (a movie), ``"the earlier frames"`` (a folder of PNG frames that holds some),
+    or ``None`` for nothing.
+
+    A movie is a render, made again from its run or recording in the time it takes: like
+    ``savefig``, the export replaces one of the same name rather than refuse it (unlike
+    ``--record``, whose run may be the only copy), and says so, so that a name typed again
+    by mistake is noticed.
+    """
+    path = Path(out)
+    if path.is_file():
+        return "the earlier file"
+    if path.is_dir() and any(path.glob("frame_*.png")):
+        return "the earlier frames"
+    return None
 
 
 def _exit_on_sigterm() -> Any:

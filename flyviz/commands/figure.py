@@ -88,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
                             quantity=args.quantity, token=args.token, dpi=args.dpi,
                             outline=args.outline).checked()
     check_output(args.out)
+    # A figure is a render, drawn again from its recording: like savefig, one of the same
+    # name is replaced (a recording is what is never written over: --record), and the
+    # last line says so.
+    replaced = args.out.is_file()
     require("figures", "flyviz figure")
     recording = Recording.load(args.recording)
     needs_labels = args.kind in ("celltypes", "brain") or (args.kind == "raster"
@@ -110,5 +114,6 @@ def run(args: argparse.Namespace) -> int:
             model.close()
     print(f"flyviz: wrote {out} ({args.kind}, {len(recording)} "
           f"{kind.recording_axis(recording).names} x "
-          f"{recording.neurons:,} neurons)", file=sys.stderr)
+          f"{recording.neurons:,} neurons"
+          f"{'; replaced the earlier file' if replaced else ''})", file=sys.stderr)
     return 0

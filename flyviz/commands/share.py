@@ -130,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.viewer.layers import drawing_anatomy
 
     out = _check_output(args.out)
+    # A page is a render, made again from its recording: like savefig, one of the same
+    # name is replaced (a recording is what is never written over: --record), and the
+    # last line says so.
+    replaced = out.is_file()
     recording = Recording.load(args.recording)
     if not len(recording):
         raise RecordingError(f"{args.recording.name} has no frames: nothing to share")
@@ -177,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     size = page.stat().st_size
     print(f"wrote {page} ({size / 1e6:.1f} MB, {len(recording):,} "
           f"{kind.recording_axis(recording).names}, "
-          f"{state.anatomy.n_valid if state.anatomy else 0:,} neurons drawn)", file=sys.stderr)
+          f"{state.anatomy.n_valid if state.anatomy else 0:,} neurons drawn"
+          f"{'; replaced the earlier file' if replaced else ''})", file=sys.stderr)
     if note is not None:
         print(f"flyviz share: {note}", file=sys.stderr)
         return 1

@@ -1,11 +1,14 @@
 """Nothing lost: ``--record FILE`` never writes over a file already at FILE (it may be the
-only copy of a long run), refusing in one line before the model loads; the renders made
-again from their recording (``export``, ``figure``, ``share``) replace an earlier output of
-the same name, as savefig does, and their last line says so."""
+only copy of a long run), refusing in one line before the model loads; the renders and
+conversions made again from their inputs (``export``, ``figure``, ``share``, ``convert``)
+replace an earlier output of the same name, as savefig does, and their last line says so;
+``convert`` never merges into, nor deletes with, an earlier Zarr store what is not the
+store's."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 from pathlib import Path
 
@@ -115,8 +118,9 @@ def _last_line(err: str) -> str:
     ("page.html", ["share", "{rec}", "--out", "{out}"]),
     ("raster.png", ["figure", "{rec}", "--kind", "raster", "--sort", "similarity",
                     "--out", "{out}"]),
+    ("run.npz", ["convert", "{rec}", "{out}", "--no-labels"]),
 ])
-def test_a_render_says_it_replaced_the_earlier_file(capsys, tmp_path, rec, name,
+def test_a_render_or_conversion_says_it_replaced_the_earlier_file(capsys, tmp_path, rec, name,
                                                                   argv):
     out = tmp_path / name
     argv = [a.format(rec=rec, out=out) for a in argv]
@@ -143,3 +147,87 @@ def test_an_export_says_it_replaced_the_earlier_movie_or_frames(capsys, tmp_path
     assert code == 0 and "replaced the earlier" not in err, err
     code, _, err = _run(capsys, "export", rec, "--out", frames, *small)
     assert code == 0 and _last_line(err).endswith("; replaced the earlier frames)"), err
+
+
+def test_a_zarr_store_is_replaced_whole_never_merged_into(capsys, tmp_path, saved, rec):
+    """A single run's store takes the place of a comparison's: nothing of the comparison
+    is left (its untouched run's arrays would make the store a comparison that never
+    was), and the last line says it replaced it."""
+    pytest.importorskip("zarr")
+    from flyviz.record.convert import open_zarr
+    from flyviz.record.recording import Recording
+
+    out = tmp_path / "run.zarr"
+    assert _run(capsys, "convert", saved / "compared.flyrec", out, "--no-labels")[0] == 0
+    assert "baseline_state" in open_zarr(out)
+    code, _, err = _run(capsys, "convert", rec, out, "--no-labels")
+    assert code == 0 and _last_line(err).endswith("; replaced the earlier store)"), err
+    store = open_zarr(out)
+    assert "baseline_state" not in store and not (out / "baseline_state").exists()
+    assert store.sizes["token"] == len(Recording.load(rec))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.zarr"]   # nothing left beside
+
+
+def _not_a_recording(tmp_path: Path) -> Path:
+    """A recording that does not load: a refusal said after loading it would say so."""
+    bad = tmp_path / "bad.flyrec"
+    bad.write_bytes(b"not a recording")
+    return bad
+
+
+def test_a_store_holding_other_files_is_refused_before_the_recording_loads(capsys, tmp_path):
+    """Replacing the store deleted the user's notes put in its folder, without a word."""
+    store = tmp_path / "run.zarr"
+    store.mkdir()
+    (store / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}', "utf-8")
+    (store / "notes.txt").write_text("what the run showed\n", "utf-8")
+    code, _, err = _run(capsys, "convert", _not_a_recording(tmp_path), store, "--no-labels")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{store} is a Zarr store that also holds notes.txt" in err
+    assert (store / "notes.txt").read_text("utf-8") == "what the run showed\n"
+
+
+@pytest.mark.parametrize("to, name, said", [
+    ("zarr", "model", "exists and is not a store flyviz wrote"),
+    ("npz", "run.npz", "it is a folder; give a file name"),
+])
+def test_a_folder_that_is_not_the_output_is_refused_before_the_recording_loads(
+        capsys, tmp_path, to, name, said):
+    """A model's folder (or a folder named as a file) given as OUT was refused only after
+    the recording and its model had loaded, or not before the write failed."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", "utf-8")
+    code, _, err = _run(capsys, "convert", _not_a_recording(tmp_path), "--to", to, folder,
+                        "--no-labels")
+    assert code == 2 and err.count("\n") == 1 and said in err, err
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json"]
+
+
+def test_a_store_that_fails_to_take_its_place_leaves_the_earlier_one(tmp_path, monkeypatch,
+                                                                     tiny_checkpoint):
+    """The earlier store was deleted before the new one was moved in: a failing move
+    left neither."""
+    pytest.importorskip("zarr")
+    from flyviz.errors import ExportError
+    from flyviz.record import convert
+    from flyviz.record.run import GenerationSettings
+    from flyviz.record.runner import record_prompt
+
+    recording = record_prompt(tiny_checkpoint, "the dog", GenerationSettings(max_new_tokens=2))
+    out = convert.to_zarr(recording, tmp_path / "run.zarr")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    replace = os.replace
+
+    def failing(src, dst):
+        if Path(dst) == out and Path(src).name == "store":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        replace(src, dst)
+
+    monkeypatch.setattr(convert.os, "replace", failing)
+    with pytest.raises(ExportError, match="cannot write"):
+        convert.to_zarr(recording, out)
+    monkeypatch.undo()
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert convert.open_zarr(out).sizes["token"] == len(recording)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.zarr"]

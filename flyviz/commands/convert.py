@@ -61,6 +61,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--no-labels loads no model; leave out --model and --dataset")
     # The format, its extra, and an output that is the recording itself: before any work.
     args.to = check_output(args.recording, args.out, args.to)
+    # A conversion is made again from its recording: an earlier one of the same format is
+    # replaced whole, as savefig replaces a figure (a store is never merged into: arrays
+    # of two recordings would be a silent defect; check_output refused a store that holds
+    # other files, or a folder that is not one), and the last line says so.
+    replaced = ("the earlier store" if args.out.is_dir() else
+                "the earlier file" if args.out.is_file() else None)
     recording = Recording.load(args.recording)
     from flyviz.kinds import kind_of_recording
 
@@ -89,5 +95,5 @@ def run(args: argparse.Namespace) -> int:
     said = "without neuron labels" if labels is None else f"with the neurons of {labelled_by}"
     steps = kind.recording_axis(recording).names
     print(f"flyviz: wrote {out} ({len(recording)} {steps} x {recording.neurons:,} neurons, "
-          f"{said})", file=sys.stderr)
+          f"{said}{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
     return 0

@@ -179,8 +179,40 @@ def check_output(source: str | Path, path: str | Path, to: str | None = None,
     if same_file(path, source):  # the same name, a hard or a symbolic link
         raise InputError(f"the output {path} is the recording itself; writing it would destroy "
                          "the recording: give another file name")
+    check_replaceable(path, to)
     check_writable(path)
     return to
+
+
+def check_replaceable(path: str | Path, to: str) -> None:
+    """Refuse now, before the recording and its model load, an output that the writer
+    would refuse at the end or whose replacing would take something else with it.
+
+    A conversion is made again from its recording, so an earlier file of the same format,
+    or a Zarr store that holds nothing but the store, is replaced whole (never merged
+    into: a store of two recordings' arrays would be a silent defect). Anything else there
+    is the user's: a folder for a file format, a folder that is not a Zarr store (a model's,
+    a dataset's), or a store that holds other files too (notes, plots: replacing the store
+    would delete them without a word).
+
+    Raises
+    ------
+    ExportError
+        One line naming ``path``, what is there and what to do.
+    """
+    path = Path(path)
+    if to != "zarr":
+        if path.is_dir():
+            raise ExportError(f"cannot write {path}: it is a folder; give a file name, e.g. "
+                              f"run{FORMATS[to]}")
+        return
+    if path.exists() and not is_zarr_store(path):
+        raise ExportError(f"{path} exists and is not a store flyviz wrote; remove it or choose "
+                          "another name")
+    others = store_strangers(path) if path.is_dir() else []
+    if others:
+        raise ExportError(f"{path} is a Zarr store that also holds {others[0]}, which "
+                          "replacing it would delete: move that out, or choose another name")
 
 
 def check_writable(path: str | Path) -> None:
@@ -518,7 +550,8 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None, *,
     :func:`open_zarr` reads it back as :func:`to_xarray` made it; its metadata is
     consolidated, so a plain ``xr.open_zarr(path)`` opens it too. An existing
     Zarr store at ``path`` is replaced once the new one is complete; any
-    other existing file or folder is left alone and refused.
+    other existing file or folder, or a store that holds other files too, is
+    left alone and refused (:func:`check_replaceable`).
 
     Raises
     ------
@@ -528,6 +561,7 @@ def to_zarr(recording: "Recording", path: str | Path, model: Any = None, *,
         When ``path`` cannot be written.
     """
     require_module("zarr", "Recording.to_zarr", "data")
+    check_replaceable(path, "zarr")
     check_writable(path)
     dataset = to_xarray(recording, model, timing=timing)
     encoded = encode_texts(dataset)
@@ -599,10 +633,30 @@ def _decode_texts(dataset: Any) -> Any:
     return out
 
 
+#: The metadata files of a Zarr group or array (version 2 or 3).
+ZARR_MARKERS = ("zarr.json", ".zgroup", ".zattrs")
+#: The files a Zarr store's own folder holds besides its arrays' and groups' folders.
+ZARR_FILES = ZARR_MARKERS + (".zmetadata", ".zarray")
+
+
 def is_zarr_store(path: Path) -> bool:
     """True when ``path`` is a folder holding a Zarr group or array (version 2 or 3)."""
-    return path.is_dir() and any((path / marker).is_file()
-                                 for marker in ("zarr.json", ".zgroup", ".zattrs"))
+    return path.is_dir() and any((path / marker).is_file() for marker in ZARR_MARKERS)
+
+
+def store_strangers(path: Path) -> list[str]:
+    """The names, sorted, of what the Zarr store ``path`` holds that is not part of the
+    store: a file other than its metadata, or a folder that is not an array or a group
+    (what :func:`check_replaceable` keeps from being deleted with the store). A store that
+    cannot be listed is taken for holding something."""
+    try:
+        entries = sorted(path.iterdir())
+    except OSError as exc:
+        return [f"what cannot be listed ({exc.strerror or exc})"]
+    return [entry.name for entry in entries
+            if not (entry.name in ZARR_FILES and entry.is_file()
+                    or entry.is_dir() and any((entry / marker).is_file()
+                                              for marker in ZARR_MARKERS + (".zarray",)))]
 
 
 def write_folder_atomically(path: Path, write: Callable[[Path], None],
@@ -634,9 +688,17 @@ def write_folder_atomically(path: Path, write: Callable[[Path], None],
         raise ExportError(f"cannot write {path}: {folder_refusal(exc, path.parent)}") from None
     try:
         write(tmp / "store")
+        # The earlier store is moved aside, not deleted first: should the new one fail to
+        # take its place, the old one is put back, and one of the two is always there.
+        earlier = tmp / "earlier"
         if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp / "store", path)
+            os.replace(path, earlier)
+        try:
+            os.replace(tmp / "store", path)
+        except OSError:
+            if earlier.exists():
+                os.replace(earlier, path)
+            raise
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:

@@ -171,6 +171,40 @@ def test_export_action_is_wired_or_explains_why_not(window):
     assert "nothing to export" in window.last_error
 
 
+def test_saving_as_a_name_without_its_suffix_asks_before_replacing_that_recording(
+        window, qtbot, tmp_path, monkeypatch):
+    """The dialog's overwrite question is about the name typed ("run"); the recording is
+    written to run.flyrec, which was replaced without a question: the window asks it."""
+    win = window
+    win.state.run.max_new_tokens = 2
+    win.state.run.speed_cap = 0
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        win.run_prompt("Tom")
+    kept = tmp_path / "run.flyrec"
+    kept.write_bytes(b"the only copy of a long run")
+    asked: list[str] = []
+    answer = QMessageBox.StandardButton.No
+
+    def question(parent, title, text, *args):
+        asked.append(text)
+        return answer
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda *a, **k: (str(tmp_path / "run"), ""))
+    win.save_recording_dialog()
+    assert len(asked) == 1 and asked[0].startswith("run.flyrec already exists")
+    assert kept.read_bytes() == b"the only copy of a long run"
+    answer = QMessageBox.StandardButton.Yes
+    win.save_recording_dialog()
+    assert len(asked) == 2 and kept.read_bytes() != b"the only copy of a long run"
+    assert str(kept) in win.statusBar().currentMessage()
+    # The name typed with its suffix: the dialog asked already, the window does not again.
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(kept), ""))
+    win.save_recording_dialog()
+    assert len(asked) == 2
+
+
 def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtbot, tmp_path,
                                                                       monkeypatch):
     import flyviz.app.window.export_dialog as export_dialog  # part of every installation: no skip

@@ -208,8 +208,24 @@ class FileController:
         start = str(Path(str(self._settings.value("paths/recordings", ""))) / f"run{FILE_SUFFIX}")
         path, _ = QFileDialog.getSaveFileName(self.window, "Save recording", start,
                                               f"flyviz recordings (*{FILE_SUFFIX})")
-        if path:
-            self._write(lambda: self.save_recording(path), "paths/recordings")
+        if not path:
+            return
+        target = recording_path(path)
+        # The dialog's own overwrite question (left on) asked about the name typed; the
+        # suffix added here names another file, maybe a recording that would be replaced
+        # without a word (the only copy of a run): ask the same question about it.
+        if target != Path(path) and target.exists() and not self._replace_asked(target):
+            return
+        self._write(lambda: self.save_recording(target), "paths/recordings")
+
+    def _replace_asked(self, path: Path) -> bool:
+        """Ask, as the save dialog does, whether to replace ``path``; True for yes."""
+        answer = QMessageBox.question(
+            self.window, "Save recording",
+            f"{path.name} already exists.\nDo you want to replace it?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
 
     def open_recording_dialog(self) -> None:
         """Ask for a recording and open it."""

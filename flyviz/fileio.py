@@ -191,9 +191,8 @@ KEPT_RESUMABLE_RESULT_HELP = (KEPT_RESULT_HELP + "; --resume continues an interr
 
 
 #: What ``--record FILE`` does with a file already at FILE, as each command's ``--help``
-#: says it: a recording may be the only copy of a long run (or of a sampled one, whose
-#: seed alone does not bring back a run of another flyviz version), so the same command
-#: typed again must not throw it away (:func:`check_command_paths` refuses it).
+#: says it: a recording may be the only copy of a long run, so the same command typed
+#: again must not throw it away (:func:`check_command_paths` refuses it).
 KEPT_RECORDING_HELP = ("a recording already there is never replaced: give a new name, or "
                        "delete the old one first")
 
@@ -553,7 +552,8 @@ def check_command_paths(args: Any) -> None:
         for path in _paths(value):
             check_output_folder(path, named(dest), file=dest in FILE_OUTPUTS)
             if dest in KEPT_OUTPUTS and Path(path).expanduser().is_file():
-                # Before the model loads: the run may take hours, then find it cannot save.
+                # Here, before any work: refused only when saving, the new run (maybe
+                # hours of it) would be thrown away instead.
                 raise InputError(f"{named(dest)} {short_path(path)} already exists, and a "
                                  f"{KEPT_OUTPUTS[dest]} is never written over: give a new "
                                  f"name, or delete {short_path(path)} first")

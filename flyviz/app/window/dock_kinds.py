@@ -11,14 +11,25 @@ nothing changes.
 A layout preset arranges every dock as for the Fly LLM (its docks are the ones
 the presets place); :meth:`DockKinds.rearranged` then hides again the docks the
 shown kind has no use for and shows that kind's own.
+
+A dock put away while shown comes back at the size it had, whoever shows it again. Qt
+keeps a hidden dock's size within a session, but not across one: a saved layout restored
+with a dock hidden squeezes it (``restoreState`` fits it into its row as if it were shown),
+and the window saves its layout as it closes with every dock it has, the Fly LLM's swapped
+back in and not yet placed. So each session closed with a spiking brain shown opened its
+Spiking populations dock narrower, and the Fly LLM's Traces too. The sizes still to be given
+back go with the saved layout (:meth:`DockKinds.sizes_to_give_back`,
+:meth:`DockKinds.remember_sizes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from PySide6.QtWidgets import QDockWidget
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtWidgets import QDockWidget, QMainWindow
 
+from flyviz.app.base.docks import FIT_HEIGHT
 from flyviz.kinds import EVERY_KIND, LANGUAGE, ModelKind
 from flyviz.kinds.language import LANGUAGE_KEY
 
@@ -37,15 +48,25 @@ class DockKinds:
         The window's docks by key (the window's own dict: docks added later count).
     presets_kind
         The kind the layout presets arrange the docks for (the Fly LLM's).
+    window
+        The window the docks are in: a dock that comes back is given the size it had
+        when put away (without a window, Qt's own size for it).
     """
 
-    def __init__(self, docks: dict[str, QDockWidget], presets_kind: ModelKind = LANGUAGE
-                 ) -> None:
+    def __init__(self, docks: dict[str, QDockWidget], presets_kind: ModelKind = LANGUAGE,
+                 window: QMainWindow | None = None) -> None:
         self._docks = docks
         self.presets_kind = presets_kind
+        self._window = window
         self._serves: dict[str, tuple[str, ...]] = {}
         #: Docks hidden because they do not serve the kind shown: whether each was shown.
         self._hidden: dict[str, bool] = {}
+        #: The size each dock put away while shown had then, for its return.
+        self._sizes: dict[str, QSize] = {}
+        self._watched: set[str] = set()
+        #: Docks shown again whose sizes are to be given back (once the window placed them).
+        self._due: list[str] = []
+        self._give_back_queued = False
         self.kind: ModelKind = LANGUAGE
 
     def declare(self, key: str, kinds: tuple[str, ...]) -> None:
@@ -83,11 +104,141 @@ class DockKinds:
                 if was_shown:
                     dock.show()
 
-    def _put_away(self, key: str, dock: QDockWidget) -> None:
-        """Hide ``dock`` and its View entry, remembering whether it was shown."""
+    def _put_away(self, key: str, dock: QDockWidget, remember: bool = True) -> None:
+        """Hide ``dock`` and its View entry, remembering whether it was shown and (where
+        ``remember`` says and it was on screen in its place) its size."""
         self._hidden[key] = not dock.isHidden()
+        if key in self._due:
+            # Shown and put away again before it was given its size: that size still stands.
+            self._due.remove(key)
+            if not remember:
+                self._sizes.pop(key, None)
+        elif remember and dock.isVisible() and not dock.isFloating():
+            self._sizes[key] = dock.size()
+            self._watch(key, dock)
+        else:
+            # Not laid out (the window not shown yet, a tab behind another): Qt's size stands.
+            self._sizes.pop(key, None)
         dock.hide()
         dock.toggleViewAction().setVisible(False)
+
+    def _watch(self, key: str, dock: QDockWidget) -> None:
+        """Give ``dock`` its size back when it is shown again, by whoever: :meth:`apply`, or
+        a feature that shows its docks itself (the spiking brain's, as it opens)."""
+        if key in self._watched or self._window is None:
+            return
+        self._watched.add(key)
+
+        def shown(visible: bool) -> None:
+            if not visible or key in self._hidden or key not in self._sizes \
+                    or key in self._due:
+                return
+            self._due.append(key)
+            if not self._give_back_queued and self._window is not None:
+                # Once the window has placed the docks shown now (its layout request comes
+                # first): resized at once, a dock shown into the old row took the size it was
+                # left. All in one go: one at a time, each took from the one before.
+                self._give_back_queued = True
+                QTimer.singleShot(0, self._window, self._give_back_sizes)
+
+        dock.visibilityChanged.connect(shown)
+
+    def _give_back_sizes(self) -> None:
+        """The docks shown again at the sizes they had when put away."""
+        window, keys = self._window, self._due
+        self._due, self._give_back_queued = [], False
+        if window is None:
+            return
+        # Each along its dock area (a row's widths, a column's heights), where the docks of
+        # an area share the room; the area's depth is the shown docks' of every kind (a side
+        # column's width takes its tab bar too, and the presets size it for the window).
+        lines: dict[tuple[Qt.Orientation, int, int], dict[QDockWidget, int]] = {}
+        for key in keys:
+            size, dock = self._sizes.pop(key, None), self._docks[key]
+            if size is None or not self._placed(dock):
+                continue
+            area = window.dockWidgetArea(dock)
+            if area == Qt.DockWidgetArea.NoDockWidgetArea:
+                continue
+            across = area in (Qt.DockWidgetArea.TopDockWidgetArea,
+                              Qt.DockWidgetArea.BottomDockWidgetArea)
+            if not across and dock.property(FIT_HEIGHT):
+                continue    # as tall as its form asks (its feature fits it as it shows it)
+            orientation = Qt.Orientation.Horizontal if across else Qt.Orientation.Vertical
+            geometry = dock.geometry()
+            span = (geometry.top(), geometry.bottom()) if across \
+                else (geometry.left(), geometry.right())
+            lines.setdefault((orientation, *span), {})[dock] = \
+                size.width() if across else size.height()
+        for (orientation, first, last), given in lines.items():
+            self._resize_line(orientation, (first, last), given)
+
+    def _placed(self, dock: QDockWidget) -> bool:
+        """True when ``dock`` is shown in its dock area (not floating, not a tab behind)."""
+        window = self._window
+        return window is not None and dock.isVisible() and not dock.isFloating() \
+            and window.rect().contains(dock.geometry())
+
+    def _resize_line(self, orientation: Qt.Orientation, span: tuple[int, int],
+                     given: dict[QDockWidget, int]) -> None:
+        """Give the docks of ``given`` their lengths along their row (or column) ``span``,
+        the row's other docks sharing the rest as they share it now.
+
+        Qt takes the lengths it is given as the docks' wishes and scales the whole row to
+        fit: given the returning dock's length alone, the row's other docks (which took its
+        room while it was squeezed) kept theirs, and the row scaled it down with them.
+        """
+        window = self._window
+        if window is None:
+            return
+        horizontal = orientation == Qt.Orientation.Horizontal
+        area = window.dockWidgetArea(next(iter(given)))
+
+        def length(dock: QDockWidget) -> int:
+            return dock.width() if horizontal else dock.height()
+
+        def along(dock: QDockWidget) -> tuple[int, int]:
+            geometry = dock.geometry()
+            return (geometry.top(), geometry.bottom()) if horizontal \
+                else (geometry.left(), geometry.right())
+
+        if all(abs(length(dock) - wanted) <= 1 for dock, wanted in given.items()):
+            return          # as it was (resized anyway, a column's docks moved a little)
+        line = [dock for dock in self._docks.values()
+                if self._placed(dock) and window.dockWidgetArea(dock) == area
+                and along(dock) == span]
+        others = [dock for dock in line if dock not in given]
+        total = sum(length(dock) for dock in line)
+        rest = total - sum(given.values())
+        had = sum(length(dock) for dock in others)
+        lengths = dict(given)
+        if others and rest > 0 and had > 0:
+            for dock in others:
+                lengths[dock] = length(dock) * rest // had
+            lengths[others[-1]] += rest - sum(lengths[dock] for dock in others)
+        docks = [dock for dock in line if dock in lengths]
+        window.resizeDocks(docks, [lengths[dock] for dock in docks], orientation)
+
+    def sizes_to_give_back(self) -> dict[str, QSize]:
+        """The sizes still to be given back (for the saved layout): of the docks put away,
+        and of those shown again and not yet placed (the Fly LLM's, swapped in as the window
+        closes: the layout is saved before the window places them)."""
+        return {key: QSize(size) for key, size in self._sizes.items()}
+
+    def remember_sizes(self, sizes: Mapping[str, QSize]) -> None:
+        """Sizes an earlier session saved with its layout (:meth:`sizes_to_give_back`): Qt
+        restores a dock the layout holds hidden squeezed, and the docks the window swapped in
+        as it closed where they were not yet placed; each dock is given its size as it is
+        shown (as the window opens, or as its kind's model does)."""
+        for key, size in sizes.items():
+            if key in self._docks and size.width() > 0 and size.height() > 0:
+                self._sizes[key] = QSize(size)
+                self._watch(key, self._docks[key])
+
+    def forget_sizes(self) -> None:
+        """The docks shown again keep the sizes Qt gives them (a preset's, say)."""
+        self._sizes.clear()
+        self._due.clear()
 
     def rearranged(self, shows_own: Callable[[str], bool] = lambda _key: True) -> None:
         """A layout was just applied to every dock (View → Layout): hide again the docks that
@@ -97,7 +248,9 @@ class DockKinds:
         presets' arrangement, made for the Fly LLM, hides those docks."""
         for key, dock in self._docks.items():
             if not self.applies(key):
-                self._put_away(key, dock)   # as the layout left it, for its kind's return
+                # As the layout left it, for its kind's return (its size is the layout's:
+                # one remembered from before the layout would undo it).
+                self._put_away(key, dock, remember=False)
             elif self.serves(key) != EVERY_KIND and not self.applies(key, self.presets_kind) \
                     and shows_own(key):
                 dock.show()

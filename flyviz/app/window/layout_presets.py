@@ -11,8 +11,10 @@ screen as well as a large one.
 
 The arrangement the user leaves (a preset, then moved and resized docks) is
 saved with :meth:`QMainWindow.saveState` under ``window/state`` and restored at
-the next start; ``window/layout`` says which preset it started from, and
-``window/state_size`` the window's size then. A window that opens at another size
+the next start; ``window/layout`` says which preset it started from,
+``window/state_size`` the window's size then, and ``window/dock_sizes`` the sizes the
+docks swapped between model kinds are to be given back as they are shown (Qt restores a
+hidden dock squeezed; see :mod:`~flyviz.app.window.dock_kinds`). A window that opens at another size
 (another screen, a saved size that no longer fits) keeps the arrangement but takes
 its preset's sizes for the new size: the saved columns are pixels, and a state saved
 with wide side columns left the brain view, the point of the window, the narrowest part.
@@ -36,6 +38,9 @@ __all__ = ["KNOWN_DOCKS", "LAYOUT_VERSION", "PRESETS", "LayoutPresets", "prepare
 #: dock above the tabs, a short Traces plot) is not restored; the window starts from
 #: the default layout instead.
 LAYOUT_VERSION = 2
+
+#: The settings group of the sizes docks swapped between model kinds are given back.
+DOCK_SIZES = "window/dock_sizes"
 
 #: The presets: name → (menu title, what it is for).
 PRESETS: dict[str, tuple[str, str]] = {
@@ -142,13 +147,28 @@ class LayoutPresets(QObject):
             self.restored_size = size if isinstance(size, QSize) else None
             self._hide_replaced_tab_bars()
             self._mark(name if name in PRESETS else "default")
+            if self.kinds is not None:
+                self.kinds.remember_sizes(self._saved_dock_sizes())
         return self.restored
+
+    def _saved_dock_sizes(self) -> dict[str, QSize]:
+        """The sizes ``window/dock_sizes`` holds (what is not a size is passed over)."""
+        self.settings.beginGroup(DOCK_SIZES)
+        try:
+            sizes = {key: self.settings.value(key) for key in self.settings.childKeys()}
+        finally:
+            self.settings.endGroup()
+        return {key: size for key, size in sizes.items() if isinstance(size, QSize)}
 
     def save(self) -> None:
         """Remember the arrangement, its preset and the window's size for the next session."""
         self.settings.setValue("window/state", self.window.saveState(LAYOUT_VERSION))
         self.settings.setValue("window/layout", self.current)
         self.settings.setValue("window/state_size", self.window.size())
+        self.settings.remove(DOCK_SIZES)
+        if self.kinds is not None:
+            for key, size in self.kinds.sizes_to_give_back().items():
+                self.settings.setValue(f"{DOCK_SIZES}/{key}", size)
 
     def first_shown(self) -> None:
         """Once the window has its size: the default sizes, unless a layout was restored;
@@ -158,6 +178,9 @@ class LayoutPresets(QObject):
             self.default_sizes()
         elif self.restored_size != self.window.size():
             self.preset_sizes(self.current)
+            if self.kinds is not None:
+                # The sizes to give back were for the other size too.
+                self.kinds.forget_sizes()
 
     def preset_sizes(self, name: str) -> None:
         """The column widths and row heights preset ``name`` gives for the window's size."""

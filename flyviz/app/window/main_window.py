@@ -224,7 +224,7 @@ class MainWindow(FeatureWindow):
         self.actions_registry = ActionRegistry(self)
         self.background = BackgroundCalls(self)
         self.docks = Docks(self)
-        self.dock_kinds = DockKinds(self.docks)
+        self.dock_kinds = DockKinds(self.docks, window=self)
         # The wheel scrolls a dock rather than the value box passing under the pointer
         # (add_dock gives it each dock).
         self._wheel_guard = DockWheelGuard(self)

@@ -179,8 +179,10 @@ def check_output_path(path: str | Path, what: str = "the output", probe: bool = 
 
 
 #: What every command that writes a result (``flyviz atlas``, ``sweep``, ``patch``,
-#: ``importance``, ``circuit``, ``check``) does with one already at its ``--out``, as its
-#: ``--help`` says it (:func:`check_new_result` is the rule).
+#: ``importance``, ``circuit``, ``check``, and ``simulate``'s spike table) does with one
+#: already at its ``--out``, as its ``--help`` says it (:func:`check_new_result` is the
+#: rule). ``screen`` continues into its folder instead (a rerun skips the sets done there and
+#: refuses other settings), and ``null`` refuses any ``--out`` that exists.
 KEPT_RESULT_HELP = ("a finished result already there is never replaced: give a new name, or "
                     "delete the old one first")
 

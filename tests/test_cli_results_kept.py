@@ -1,5 +1,6 @@
 """Nothing lost: every command that writes a result refuses, before any model is loaded, to
-write over a finished one at its ``--out``; ``--resume`` continuing an interrupted run is
+write over a finished one at its ``--out`` (``simulate``'s: the spike table of a run that may
+have taken hours); ``--resume`` continuing an interrupted run is
 the one way a result is written over; each command's ``--help`` says so."""
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def _argv(command: str, tmp_path: Path, out: Path) -> list:
                     "--out", out],
         "check": ["check", NO_MODEL, "--battery", ROOT / "examples" / "checks-demo.txt",
                   "--workers", "0", "--out", out],
+        "simulate": ["simulate", NO_MODEL, "--duration", "10ms", "--out", out],
     }[command]
 
 
@@ -49,7 +51,9 @@ RESULTS = [("atlas", "stories.atlas", True, "atlas"),
            ("importance", "estimate.csv", False, "importance estimate"),
            ("patch", "trace.csv", False, "causal trace"),
            ("circuit", "found", True, "circuit"),
-           ("check", "checks.csv", False, "check table")]
+           ("check", "checks.csv", False, "check table"),
+           ("simulate", "spikes.parquet", False, "spike table"),
+           ("simulate", "spikes.csv.gz", False, "spike table")]
 
 
 def _finished(out: Path, folder: bool) -> Path:
@@ -82,6 +86,10 @@ def test_a_finished_result_is_not_written_over(capsys, tmp_path, command, name, 
     assert code == 2 and stdout == "" and err.count("\n") == 1, err
     assert f"--out {out} is a finished {what}: give a new name, or delete {out}" in err
     assert kept.read_bytes() == before
+    # A new name is not refused: the command goes on (to its model, which is not there, or
+    # to circuit's task file, read first and not there either).
+    code, _, err = _run(capsys, *_argv(command, tmp_path, tmp_path / f"new-{name}"))
+    assert code == 2 and "is a finished" not in err, err
 
 
 @pytest.mark.parametrize("command", ["atlas", "sweep", "importance", "patch"])
@@ -101,7 +109,7 @@ def test_resume_continues_into_a_result_only_with_a_kept_run(capsys, tmp_path, c
     assert code != 0 and "is a finished" not in err and NO_MODEL in err, err
 
 
-@pytest.mark.parametrize("command", [c for c, *_ in RESULTS])
+@pytest.mark.parametrize("command", sorted({c for c, *_ in RESULTS}))
 def test_every_result_command_says_so_in_its_help(capsys, command):
     with pytest.raises(SystemExit):
         main([command, "--help"])

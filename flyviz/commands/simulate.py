@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from flyviz.fileio import KEPT_RECORDING_HELP
+from flyviz.fileio import KEPT_RECORDING_HELP, KEPT_RESULT_HELP
 
 EPILOG = """\
 BRAIN is a folder in the authors' layout (Completeness_783.csv + Connectivity_783.parquet, or
@@ -90,7 +89,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the exp_name column (default: the output file's stem)")
     parser.add_argument("--out", metavar="FILE", type=Path, default=None,
                         help="spikes in the authors' layout (t, trial, flywire_id, exp_name): "
-                             "Parquet (.parquet) or CSV (.csv, .csv.gz), by the suffix")
+                             "Parquet (.parquet) or CSV (.csv, .csv.gz), by the suffix; "
+                             + KEPT_RESULT_HELP)
     parser.add_argument("--record", metavar="FILE", type=Path, default=None,
                         help="also (or instead) save each neuron's rate per bin, and every "
                              "spike at its time, as a .flyrec recording, for 'flyviz export', "
@@ -132,13 +132,15 @@ def _out_format(path: Path) -> tuple[str, str]:
 
 def _check_out(path: Path, option: str) -> None:
     """``option``'s file can be written (its folder made if missing, as export and generate
-    --record do), or one line naming the option and why not."""
-    from flyviz.errors import InputError
-    from flyviz.fileio import check_output_path
+    --record do), or one line naming the option and why not. A spike table already at
+    ``--out`` is refused (:func:`flyviz.fileio.check_new_result`), as a recording at
+    ``--record`` is (:func:`flyviz.fileio.check_command_paths`): either may be the only
+    copy of a long run, and the same command typed again must not throw it away."""
+    from flyviz.fileio import check_new_result, check_output_path
 
     check_output_path(path, option, probe=True)
-    if path.exists() and not os.access(path, os.W_OK):
-        raise InputError(f"cannot write {option} {path}: the file is not writable")
+    if option == "--out":
+        check_new_result(path, "spike table")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -253,3 +253,162 @@ def test_a_new_dock_and_action_take_a_few_lines_and_appear_in_the_menus(window, 
     assert calls == [1]
     rows = win.actions_registry.shortcut_rows()
     assert ("Ctrl+Shift+X", "Do the extra thing") in rows
+
+
+def _record_a_run(win, qtbot) -> None:
+    win.state.run.max_new_tokens = 2
+    win.state.run.speed_cap = 0
+    with qtbot.waitSignal(win.run_ended, timeout=10_000):
+        win.run_prompt("Tom")
+
+
+def _small_movie(dialog) -> None:
+    """A movie of a few tiny frames: quick to write, still a movie."""
+    dialog.size_combo.setEditText("96x64")
+    dialog.k_spin.setValue(1)
+    dialog.hold_spin.setValue(0.0)
+
+
+def _export_movie_by_browsing(win, monkeypatch) -> None:
+    """File → Export movie: Browse…, then Export where Browse gave a file (Cancel where the
+    user said no to replacing, and the field kept its earlier name)."""
+    from PySide6.QtWidgets import QDialog, QPushButton
+
+    from flyviz.app.window import export_dialog
+
+    def exec_(dialog):
+        before = dialog.output_path()
+        _small_movie(dialog)
+        browse = next(b for b in dialog.findChildren(QPushButton) if b.text() == "Browse…")
+        browse.click()
+        if dialog.output_path() == before:
+            return QDialog.DialogCode.Rejected
+        dialog.export_button.click()
+        return dialog.result()
+
+    monkeypatch.setattr(export_dialog.ExportDialog, "exec", exec_)
+    win.export_movie()
+
+
+def _screenshot(win, monkeypatch) -> None:
+    from PySide6.QtWidgets import QDialog
+
+    from flyviz.app.window.dialogs import ScreenshotDialog
+
+    monkeypatch.setattr(ScreenshotDialog, "exec", lambda self: QDialog.DialogCode.Accepted)
+    win.actions_by_name["screenshot"].trigger()
+
+
+def _share(win, monkeypatch) -> None:
+    from qt_barriers import background_delivered
+
+    win.actions_by_name["share_page"].trigger()
+    background_delivered(win.background, 60.0)
+
+
+#: Each File menu dialog that saves a file, the suffix it adds to a name typed without one,
+#: and how the user saves through it.
+SAVE_DIALOGS = {
+    "recording": (".flyrec", lambda win, mp: win.save_recording_dialog()),
+    "web page": (".html", _share),
+    "screenshot": (".png", _screenshot),
+    "movie": (".mp4", _export_movie_by_browsing),
+}
+
+
+@pytest.mark.parametrize("dialog", list(SAVE_DIALOGS))
+def test_every_save_dialog_asks_before_replacing_the_file_it_writes(
+        window, qtbot, tmp_path, monkeypatch, dialog):
+    """A name typed without its suffix ("run"): the save dialog's own overwrite question was
+    about "run", and the file written, run.html, run.png or run.mp4, was replaced without
+    one. Each dialog asks about the file it writes: No keeps it as it was, Yes replaces it;
+    a name typed with its suffix (the save dialog asked already) is asked about no more."""
+    suffix, save = SAVE_DIALOGS[dialog]
+    win = window
+    _record_a_run(win, qtbot)
+    kept = tmp_path / f"run{suffix}"
+    kept.write_bytes(b"an earlier file of the user's")
+    asked: list[str] = []
+    answer = QMessageBox.StandardButton.No
+
+    def question(parent, title, text, *args):
+        asked.append(text)
+        return answer
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda *a, **k: (str(tmp_path / "run"), ""))
+    save(win, monkeypatch)
+    assert len(asked) == 1 and asked[0].startswith(f"run{suffix} already exists"), asked
+    assert kept.read_bytes() == b"an earlier file of the user's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [kept.name]  # nothing else written
+
+    answer = QMessageBox.StandardButton.Yes
+    save(win, monkeypatch)
+    assert len(asked) == 2
+    assert kept.read_bytes() != b"an earlier file of the user's" and kept.stat().st_size > 0
+    assert f"saved {kept}" in win.statusBar().currentMessage()
+
+    # The name typed with its suffix: the save dialog asked already; nothing asks again.
+    kept.write_bytes(b"an earlier file of the user's")
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(kept), ""))
+    save(win, monkeypatch)
+    assert len(asked) == 2
+    assert kept.read_bytes() != b"an earlier file of the user's"
+
+
+def test_a_movie_name_typed_into_the_export_form_is_asked_about_before_it_is_replaced(
+        window, qtbot, tmp_path, monkeypatch):
+    """Export movie's "Save to" field takes a name typed with no file dialog at all, which
+    asked nothing: an existing movie there (or a folder's earlier PNG frames) was replaced
+    without a word. Export now asks first: No keeps the form open and the file as it was."""
+    from PySide6.QtWidgets import QDialog
+
+    from flyviz.app.window import export_dialog
+
+    win = window
+    _record_a_run(win, qtbot)
+    asked: list[str] = []
+    answer = QMessageBox.StandardButton.No
+
+    def question(parent, title, text, *args):
+        asked.append(text)
+        return answer
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    typed = {"text": str(tmp_path / "clip.mp4"), "format": 0}
+    still_open: list[bool] = []
+
+    def exec_(dialog):
+        dialog.format_combo.setCurrentIndex(typed["format"])
+        dialog.path_edit.setText(typed["text"])
+        _small_movie(dialog)
+        dialog.export_button.click()
+        still_open.append(dialog.result() != QDialog.DialogCode.Accepted)
+        return dialog.result()
+
+    monkeypatch.setattr(export_dialog.ExportDialog, "exec", exec_)
+    movie = tmp_path / "clip.mp4"
+    movie.write_bytes(b"last week's movie")
+    win.export_movie()
+    assert len(asked) == 1 and asked[0].startswith("clip.mp4 already exists"), asked
+    assert still_open == [True] and movie.read_bytes() == b"last week's movie"
+    answer = QMessageBox.StandardButton.Yes
+    win.export_movie()
+    assert len(asked) == 2 and still_open[-1] is False
+    assert movie.read_bytes() != b"last week's movie"
+
+    # A new name is asked about by no one.
+    typed["text"] = str(tmp_path / "new.mp4")
+    win.export_movie()
+    assert len(asked) == 2 and (tmp_path / "new.mp4").stat().st_size > 0
+
+    # A folder of earlier PNG frames: its frames would be replaced; the form asks too.
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    (frames / "frame_00001.png").write_bytes(b"an earlier frame")
+    typed.update(text=f"{frames}/", format=3)
+    answer = QMessageBox.StandardButton.No
+    win.export_movie()
+    assert len(asked) == 3 and "frames" in asked[2] and "earlier frames" in asked[2], asked
+    assert (frames / "frame_00001.png").read_bytes() == b"an earlier frame"

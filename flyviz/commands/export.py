@@ -273,6 +273,7 @@ def movie_meshes(args: argparse.Namespace, anatomy: Any) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     """Check the options, get a recording (run the model or load one) and export it."""
     from flyviz.export import ExportOptions, export_recording, movie_format
+    from flyviz.export.encoders import earlier_output
     from flyviz.render.offscreen import parse_size
 
     from flyviz.render.gl_backend import requested_backend
@@ -385,24 +386,6 @@ def run(args: argparse.Namespace) -> int:
               f"{frames / (t2 - t1):.1f} frames/s end to end; RSS grew {rss.growth_mb():.1f} MB "
               f"from frame 10 to the end (peak {rss.peak_mb():.0f} MB)", file=sys.stderr)
     return 0
-
-
-def earlier_output(out: str | Path) -> str | None:
-    """What the export to ``out`` replaces, as its last line says it: ``"the earlier
-    file"`` (a movie), ``"the earlier frames"`` (a folder of PNG frames that holds some),
-    or ``None`` for nothing.
-
-    A movie is a render, made again from its run or recording in the time it takes: like
-    ``savefig``, the export replaces one of the same name rather than refuse it (unlike
-    ``--record``, whose run may be the only copy), and says so, so that a name typed again
-    by mistake is noticed.
-    """
-    path = Path(out)
-    if path.is_file():
-        return "the earlier file"
-    if path.is_dir() and any(path.glob("frame_*.png")):
-        return "the earlier frames"
-    return None
 
 
 def _exit_on_sigterm() -> Any:

@@ -83,6 +83,25 @@ def _is_frame(path: Path) -> bool:
     return path.name.startswith("frame_") and path.suffix == ".png"
 
 
+def earlier_output(out: str | Path) -> str | None:
+    """What the export to ``out`` replaces, as its last line says it: ``"the earlier
+    file"`` (a movie), ``"the earlier frames"`` (a folder of PNG frames that holds some),
+    or ``None`` for nothing.
+
+    A movie is a render, made again from its run or recording in the time it takes: like
+    ``savefig``, the export replaces one of the same name rather than refuse it (unlike
+    ``--record``, whose run may be the only copy), and says so, so that a name typed again
+    by mistake is noticed (``flyviz export``'s last line; the app's Export movie asks
+    first).
+    """
+    path = Path(out)
+    if path.is_file():
+        return "the earlier file"
+    if path.is_dir() and any(path.glob("frame_*.png")):
+        return "the earlier frames"
+    return None
+
+
 def check_frames_folder(out: str | Path) -> None:
     """Refuse ``out``, an existing folder named for PNG frames, where it holds anything but
     earlier frames: those are the user's, and the frames would be mixed in with them.

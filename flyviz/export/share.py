@@ -54,7 +54,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.model.explain import Attribution
     from flyviz.viewer.state import ViewerState
 
-__all__ = ["PAGE_FILES", "SHARE_SUFFIX", "page_data", "render_page", "share"]
+__all__ = ["PAGE_FILES", "SHARE_SUFFIX", "page_data", "page_path", "render_page",
+           "share"]
 
 #: The page's own files, in ``flyviz/export/page/``.
 PAGE_FILES = ("page.html", "page.js", "page.css")
@@ -388,6 +389,15 @@ def fill_template(template: str, values: dict[str, str]) -> str:
     return pattern.sub(lambda match: values[match.group(0)], template)
 
 
+def page_path(path: str | Path) -> Path:
+    """The page :func:`share` writes for ``path``: itself where it ends in ``.html`` or
+    ``.htm`` (in any case), else ``path`` with ``.html`` added (the app's save dialog asks
+    before replacing that file)."""
+    out = Path(path)
+    return out if out.suffix.lower() in (SHARE_SUFFIX, ".htm") else \
+        out.with_name(out.name + SHARE_SUFFIX)
+
+
 def share(state: "ViewerState", path: str | Path, *, attribution: "Attribution | None" = None,
           layers: Sequence[str] | None = None, title: str | None = None) -> Path:
     """Write what ``state`` shows as one self-contained web page.
@@ -430,9 +440,7 @@ def share(state: "ViewerState", path: str | Path, *, attribution: "Attribution |
     >>> state = flyviz.brain_source.open_state("run.flyrec")   # doctest: +SKIP
     >>> flyviz.share(state, "run.html")                         # doctest: +SKIP
     """
-    out = Path(path)
-    if out.suffix.lower() not in (SHARE_SUFFIX, ".htm"):
-        out = out.with_name(out.name + SHARE_SUFFIX)
+    out = page_path(path)
     if out.is_dir():
         raise ExportError(f"{out} is a folder; give the page's file name, e.g. run.html")
     if not out.parent.is_dir():

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QMessageBox, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from flyviz.app.base.export_jobs import report_export, run_export
+from flyviz.app.base.save_dialog import add_suffix, ask_save_path, ask_to_replace
 from flyviz.export import ExportOptions
 from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy
@@ -72,6 +73,8 @@ class ExportDialog(QDialog):
         form = QFormLayout()
 
         self.path_edit = QLineEdit(self._default_path())
+        #: The movie Browse… chose, its replacing asked about there (Export asks no more).
+        self._chosen: Path | None = None
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
         row = QHBoxLayout()
@@ -287,10 +290,11 @@ class ExportDialog(QDialog):
                 self.path_edit.setText(str(Path(folder) / "flyviz-frames") + "/")
             return
         label, _, ext = next(f for f in FORMATS if f[1] == fmt)
-        path, _ = QFileDialog.getSaveFileName(self, "Export movie", str(self.output_path()),
-                                              f"{label} (*{ext})")
-        if path:
-            self.path_edit.setText(path if path.lower().endswith(ext) else path + ext)
+        path = ask_save_path(self, "Export movie", self.output_path(), f"{label} (*{ext})",
+                             lambda chosen: add_suffix(chosen, ext))
+        if path is not None:
+            self.path_edit.setText(str(path))
+            self._chosen = path
 
     def _accept_if_valid(self) -> None:
         try:
@@ -301,7 +305,23 @@ class ExportDialog(QDialog):
         except FlyvizError as exc:
             QMessageBox.warning(self, "Export movie", str(exc))
             return
+        if not self._replacing_allowed():
+            return      # the form stays open for another name
         self.accept()
+
+    def _replacing_allowed(self) -> bool:
+        """True unless the export would replace a movie or a folder's earlier frames that
+        no one was asked about (a name typed into "Save to", which no file dialog saw) and
+        the user says no. A render may be replaced, but not without a question."""
+        from flyviz.export.encoders import earlier_output
+
+        out = self.output_path()
+        replaced = earlier_output(out)
+        if replaced is None or out == self._chosen:
+            return True
+        question = None if replaced == "the earlier file" else \
+            f"{out.name} already holds {replaced} (frame_*.png).\nDo you want to replace them?"
+        return ask_to_replace(self, "Export movie", out, question)
 
 
 def run_export_dialog(parent: QWidget | None, recording: Recording, anatomy: Anatomy | None,

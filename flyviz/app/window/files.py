@@ -16,6 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
 
+from flyviz.app.base.save_dialog import add_suffix, ask_save_path
 from flyviz.app.window.dialogs import ScreenshotDialog
 from flyviz.app.window.dock_kinds import LANGUAGE_KINDS
 from flyviz.kinds import EVERY_KIND, ModelKind, kind_of_recording
@@ -83,12 +84,15 @@ def is_dataset_folder(folder: str | Path) -> bool:
         return False
 
 
+def screenshot_path(path: str | Path) -> Path:
+    """The file :func:`save_screenshot` writes for ``path``: ``.png`` added when missing."""
+    return add_suffix(path, ".png")
+
+
 def save_screenshot(window: "MainWindow", path: str | Path, target: str = "brain",
                     scale: float = 1.0) -> Path:
     """Save the brain view (re-rendered at ``scale``) or the whole window as PNG."""
-    path = Path(path)
-    if path.suffix.lower() != ".png":
-        path = path.with_name(path.name + ".png")
+    path = screenshot_path(path)
     if target == "brain":
         image: QImage = window.brain.grab_image(scale)
     else:
@@ -206,26 +210,12 @@ class FileController:
             self.window.show_message("nothing to save yet: run a prompt first", error=True)
             return
         start = str(Path(str(self._settings.value("paths/recordings", ""))) / f"run{FILE_SUFFIX}")
-        path, _ = QFileDialog.getSaveFileName(self.window, "Save recording", start,
-                                              f"flyviz recordings (*{FILE_SUFFIX})")
-        if not path:
-            return
-        target = recording_path(path)
-        # The dialog's own overwrite question (left on) asked about the name typed; the
-        # suffix added here names another file, maybe a recording that would be replaced
-        # without a word (the only copy of a run): ask the same question about it.
-        if target != Path(path) and target.exists() and not self._replace_asked(target):
-            return
-        self._write(lambda: self.save_recording(target), "paths/recordings")
-
-    def _replace_asked(self, path: Path) -> bool:
-        """Ask, as the save dialog does, whether to replace ``path``; True for yes."""
-        answer = QMessageBox.question(
-            self.window, "Save recording",
-            f"{path.name} already exists.\nDo you want to replace it?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No)
-        return answer == QMessageBox.StandardButton.Yes
+        # Asked about run.flyrec, the file written, where "run" was typed: a recording
+        # replaced without a word may be the only copy of a run.
+        target = ask_save_path(self.window, "Save recording", start,
+                               f"flyviz recordings (*{FILE_SUFFIX})", recording_path)
+        if target is not None:
+            self._write(lambda: self.save_recording(target), "paths/recordings")
 
     def open_recording_dialog(self) -> None:
         """Ask for a recording and open it."""
@@ -284,13 +274,14 @@ class FileController:
         if not len(window.runs.session) or window.anatomy is None:
             window.show_message("nothing to share yet: run a prompt first", error=True)
             return
+        from flyviz.export.share import page_path, share
+
         if path is None:
             start = str(Path(str(self._settings.value("paths/pages", ""))) / "run.html")
-            path, _ = QFileDialog.getSaveFileName(window, "Share as web page", start,
-                                                  "Web pages (*.html)")
-            if not path:
+            path = ask_save_path(window, "Share as web page", start, "Web pages (*.html)",
+                                 page_path)
+            if path is None:
                 return
-        from flyviz.export.share import share
 
         window.runs.pause()   # the page shows the recording as it is now
         window.sync_camera()
@@ -315,9 +306,9 @@ class FileController:
             return
         target, scale = dialog.target.currentData(), float(dialog.scale.currentData())
         start = str(Path(str(self._settings.value("paths/screenshots", ""))) / "flyviz.png")
-        path, _ = QFileDialog.getSaveFileName(self.window, "Save screenshot", start,
-                                              "PNG images (*.png)")
-        if path:
+        path = ask_save_path(self.window, "Save screenshot", start, "PNG images (*.png)",
+                             screenshot_path)
+        if path is not None:
             self._write(lambda: save_screenshot(self.window, path, target, scale),
                         "paths/screenshots")
 

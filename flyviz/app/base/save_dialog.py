@@ -1,0 +1,77 @@
+"""Asking where to save, and asking before a file is replaced: the one rule of every save
+dialog of the app (File → Save recording, Share as web page, Save screenshot, Export movie).
+
+Qt's save dialog asks whether to replace a file, but about the name the user typed: ``run``.
+Each writer then adds its suffix and writes ``run.flyrec``, ``run.html``, ``run.png`` or
+``run.mp4``, another file, which it would replace without a word (a recording may be the only
+copy of a run). :func:`ask_save_path` asks the same question about the file actually
+written; :func:`ask_to_replace` is the question itself, for a name typed into a form with no
+file dialog at all (Export movie's "Save to").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
+
+
+def add_suffix(path: str | Path, suffix: str) -> Path:
+    """``path`` with ``suffix`` added when its name does not end in it (in any case):
+    ``run`` → ``run.png``, ``run.PNG`` stays, ``run.v2`` → ``run.v2.png``."""
+    path = Path(path)
+    return path if path.name.lower().endswith(suffix.lower()) else \
+        path.with_name(path.name + suffix)
+
+
+def ask_to_replace(parent: QWidget | None, title: str, path: str | Path,
+                   question: str | None = None) -> bool:
+    """Ask whether to replace ``path``, in the words of Qt's own save dialog; True for yes.
+    No is the default: Enter pressed by habit keeps the file.
+
+    Parameters
+    ----------
+    question
+        Other words than "NAME already exists. Do you want to replace it?" (a folder's
+        earlier frames).
+    """
+    text = question or f"{Path(path).name} already exists.\nDo you want to replace it?"
+    answer = QMessageBox.question(
+        parent, title, text,
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+        QMessageBox.StandardButton.No)
+    return answer == QMessageBox.StandardButton.Yes
+
+
+def ask_save_path(parent: QWidget | None, title: str, start: str | Path, filters: str,
+                  written: Callable[[Path], Path]) -> Path | None:
+    """Ask where to save (Qt's save dialog), and return the file that will be written.
+
+    Parameters
+    ----------
+    parent, title, start, filters
+        As :meth:`QFileDialog.getSaveFileName` takes them.
+    written
+        The file the writer writes for a name chosen: the very function it applies (it
+        adds its suffix), so that the question is about that file.
+
+    Returns
+    -------
+    pathlib.Path or None
+        ``written(chosen)``; ``None`` when the dialog is cancelled, or when that file is
+        not the name chosen (its suffix was added), exists, and the user does not want it
+        replaced. The dialog itself asked about the name chosen; nothing asks twice.
+    """
+    chosen, _ = QFileDialog.getSaveFileName(parent, title, str(start), filters)
+    if not chosen:
+        return None
+    target = written(Path(chosen))
+    # A folder of that name is no file to replace: the writer refuses it, in its own words.
+    if target != Path(chosen) and target.exists() and not target.is_dir() \
+            and not ask_to_replace(parent, title, target):
+        return None
+    return target
+
+
+__all__ = ["add_suffix", "ask_save_path", "ask_to_replace"]

@@ -1,16 +1,19 @@
 """Asking where to save, and asking before a file is replaced: the one rule of every save
-dialog of the app (File → Save recording, Share as web page, Save screenshot, Export movie).
+dialog of the app (File → Save recording, Share as web page, Save screenshot, Export movie;
+the Why? dock's Export movie, the Circuit dock's Export graph and Export interventions).
 
 Qt's save dialog asks whether to replace a file, but about the name the user typed: ``run``.
 Each writer then adds its suffix and writes ``run.flyrec``, ``run.html``, ``run.png`` or
 ``run.mp4``, another file, which it would replace without a word (a recording may be the only
 copy of a run). :func:`ask_save_path` asks the same question about the file actually
 written; :func:`ask_to_replace` is the question itself, for a name typed into a form with no
-file dialog at all (Export movie's "Save to").
+file dialog at all (Export movie's "Save to"). A dialog offering several formats (the Why?
+dock's movie) gives the name the suffix of the filter chosen: :func:`ask_save_path_as`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +47,14 @@ def ask_to_replace(parent: QWidget | None, title: str, path: str | Path,
     return answer == QMessageBox.StandardButton.Yes
 
 
+def filter_suffix(selected: str) -> str | None:
+    """The suffix a save dialog's filter names first: ``".webm"`` for ``"WebM (*.webm)"``;
+    ``None`` for a filter naming none (``"All files (*)"``, or ``""`` where no filter came
+    back)."""
+    match = re.search(r"\*(\.[^\s;()*]+)", selected)
+    return match.group(1) if match else None
+
+
 def ask_save_path(parent: QWidget | None, title: str, start: str | Path, filters: str,
                   written: Callable[[Path], Path]) -> Path | None:
     """Ask where to save (Qt's save dialog), and return the file that will be written.
@@ -63,10 +74,31 @@ def ask_save_path(parent: QWidget | None, title: str, start: str | Path, filters
         not the name chosen (its suffix was added), exists, and the user does not want it
         replaced. The dialog itself asked about the name chosen; nothing asks twice.
     """
-    chosen, _ = QFileDialog.getSaveFileName(parent, title, str(start), filters)
+    return ask_save_path_as(parent, title, start, filters,
+                            lambda chosen, _selected: written(chosen))
+
+
+def ask_save_path_as(parent: QWidget | None, title: str, start: str | Path, filters: str,
+                     written: Callable[[Path, str], Path]) -> Path | None:
+    """:func:`ask_save_path` for a dialog whose filters are formats to choose from: the file
+    written depends on the filter chosen too.
+
+    Parameters
+    ----------
+    written
+        ``written(chosen, selected_filter)``: the file written for the name chosen with
+        that filter selected (``"GIF (*.gif)"``; ``""`` where the dialog says none); see
+        :func:`filter_suffix`.
+
+    Returns
+    -------
+    pathlib.Path or None
+        As :func:`ask_save_path` returns.
+    """
+    chosen, selected = QFileDialog.getSaveFileName(parent, title, str(start), filters)
     if not chosen:
         return None
-    target = written(Path(chosen))
+    target = written(Path(chosen), selected or "")
     # A folder of that name is no file to replace: the writer refuses it, in its own words.
     if target != Path(chosen) and target.exists() and not target.is_dir() \
             and not ask_to_replace(parent, title, target):
@@ -74,4 +106,5 @@ def ask_save_path(parent: QWidget | None, title: str, start: str | Path, filters
     return target
 
 
-__all__ = ["add_suffix", "ask_save_path", "ask_to_replace"]
+__all__ = ["add_suffix", "ask_save_path", "ask_save_path_as", "ask_to_replace",
+           "filter_suffix"]

@@ -60,6 +60,7 @@ from flyviz.app.base import theme
 from flyviz.app.base.plots import PlotWidget
 from flyviz.app.base.background import CancellableProgress, Cancelled, JobFeature
 from flyviz.app.base.comparing import compare_with_lent
+from flyviz.app.base.save_dialog import add_suffix, ask_save_path
 from flyviz.analysis.circuit import TOLERANCE
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.model.errors import FlyvizError
@@ -747,9 +748,12 @@ class CircuitFeature(JobFeature):
         return written
 
     def _ask_path(self, title: str, name: str) -> Path | None:
-        chosen, _ = QFileDialog.getSaveFileName(self.host.widget(), title,
-                                                str(Path.home() / name), "JSON (*.json)")
-        return Path(chosen) if chosen else None
+        """Where to save a JSON export (``None``: cancelled or not to replace). A name typed
+        without ``.json`` gets it, as every save dialog of the app adds its suffix (a file
+        with none is one the JSON filters of other tools' dialogs hide); the file written
+        is then asked about, since Qt's question was about the name typed."""
+        return ask_save_path(self.host.widget(), title, Path.home() / name, "JSON (*.json)",
+                             lambda chosen: add_suffix(chosen, ".json"))
 
     def _forget(self, note: str) -> None:
         self.cancel()

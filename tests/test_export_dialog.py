@@ -231,3 +231,155 @@ def test_an_export_bug_is_named_as_one_and_logged(qtbot, tmp_path, monkeypatch, 
     assert setting == "cannot write .xyz files"
     assert "unexpected error" in bug and "ZeroDivisionError: division by zero" in bug
     assert [r.exc_info[0] for r in caplog.records] == [ZeroDivisionError]
+
+
+#: The first bytes of each movie format: an MP4's ``ftyp`` box (at byte 4), WebM's EBML
+#: header, a GIF's signature.
+MOVIE_HEADER = {"mp4": (4, b"ftyp"), "webm": (0, b"\x1a\x45\xdf\xa3"), "gif": (0, b"GIF8")}
+
+#: A name the user gives with MP4 selected, the format the form then shows, and the file
+#: the export writes: a name ending in another movie's suffix says that format.
+NAMED = [("x.webm", "webm", "x.webm"), ("X.GIF", "gif", "X.GIF"), ("x.m4v", "mp4", "x.m4v"),
+         ("x", "mp4", "x.mp4")]
+
+
+def _export_named(qtbot, monkeypatch, give) -> tuple:
+    """File → Export movie with MP4 selected (the form's start), the name given by
+    ``give(dialog)``, then Export: the form's format and quality as Export left them, and
+    the path written."""
+    from PySide6.QtWidgets import QWidget
+
+    from flyviz.app.window import export_dialog
+
+    seen: dict = {}
+
+    def exec_(dialog):
+        assert dialog.current_format() == "mp4"
+        dialog.size_combo.setEditText("96x64")
+        dialog.k_spin.setValue(1)
+        dialog.hold_spin.setValue(0.0)
+        give(dialog)
+        dialog.export_button.click()
+        seen.update(format=dialog.current_format(), quality=dialog.quality_spin.isEnabled()
+                    and dialog.quality_spin.value(), text=dialog.path_edit.text())
+        return dialog.result()
+
+    monkeypatch.setattr(export_dialog.ExportDialog, "exec", exec_)
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    messages: list = []
+    path = export_dialog.run_export_dialog(parent, recording(2), ball_layout(N), "dialog-test",
+                                           tell=lambda text, error=False: messages.append(text))
+    assert path is not None, messages
+    return seen, path
+
+
+def _assert_movie(path, fmt: str) -> None:
+    at, magic = MOVIE_HEADER[fmt]
+    assert path.read_bytes()[at:at + len(magic)] == magic
+
+
+@pytest.mark.parametrize(("name", "fmt", "written"), NAMED)
+def test_a_name_browsed_with_another_movies_suffix_is_that_movie(qtbot, tmp_path, monkeypatch,
+                                                                 name, fmt, written):
+    """Browse… offered the selected format's filter alone and added its suffix to any other:
+    x.webm chosen with MP4 selected was written as x.webm.mp4. A movie's suffix says its
+    format: the form switches to it (its quality with it) and keeps the name; a name with
+    none gets the selected format's suffix."""
+    from PySide6.QtWidgets import QFileDialog, QPushButton
+
+    offered: list[str] = []
+
+    def save_file_name(parent, title, start, filters, *args):
+        offered.append(filters)
+        return str(tmp_path / name), ""
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", save_file_name)
+
+    def browse(dialog):
+        next(b for b in dialog.findChildren(QPushButton) if b.text() == "Browse…").click()
+
+    seen, path = _export_named(qtbot, monkeypatch, browse)
+    assert path == tmp_path / written and seen["text"] == str(path)
+    assert seen["format"] == fmt and seen["quality"] == {"mp4": 20, "webm": 34, "gif": False}[fmt]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [written]    # no x.webm.mp4
+    _assert_movie(path, fmt)
+    # Every movie format is offered, the selected one first (Qt selects it).
+    assert offered[0].startswith("MP4") and "*.webm" in offered[0] and "*.gif" in offered[0]
+
+
+@pytest.mark.parametrize(("name", "fmt", "written"), NAMED)
+def test_a_name_typed_with_another_movies_suffix_is_that_movie(qtbot, tmp_path, monkeypatch,
+                                                               name, fmt, written):
+    """The same rule for a name typed into "Save to": x.webm typed with MP4 selected is a
+    WebM, encoded as one (before, with MP4's quality); a name without a movie's suffix gets
+    the selected format's (before, ``x`` was a folder of PNG frames with MP4 selected)."""
+    seen, path = _export_named(qtbot, monkeypatch,
+                               lambda dialog: dialog.path_edit.setText(str(tmp_path / name)))
+    assert path == tmp_path / written and seen["text"] == str(path)
+    assert seen["format"] == fmt and seen["quality"] == {"mp4": 20, "webm": 34, "gif": False}[fmt]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [written]
+    _assert_movie(path, fmt)
+
+
+def test_browsing_with_another_movies_filter_asks_about_that_movie(qtbot, tmp_path, monkeypatch):
+    """A name chosen without a suffix under the WebM filter is x.webm, a WebM; an existing
+    x.webm, which Qt's own question (about "x") did not name, is asked about first."""
+    from PySide6.QtWidgets import QFileDialog, QMessageBox, QPushButton
+
+    from flyviz.app.window.export_dialog import ExportDialog
+
+    kept = tmp_path / "x.webm"
+    kept.write_bytes(b"last week's movie")
+    asked: list[str] = []
+    answer = QMessageBox.StandardButton.No
+
+    def question(parent, title, text, *args):
+        asked.append(text)
+        return answer
+
+    monkeypatch.setattr(QMessageBox, "question", question)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        lambda *a, **k: (str(tmp_path / "x"), "WebM (VP9, smallest) (*.webm)"))
+    dialog = ExportDialog(recording(2), ball_layout(N), "dialog-test")
+    qtbot.addWidget(dialog)
+    before = dialog.path_edit.text()
+    browse = next(b for b in dialog.findChildren(QPushButton) if b.text() == "Browse…")
+    browse.click()
+    assert asked == ["x.webm already exists.\nDo you want to replace it?"]
+    assert dialog.path_edit.text() == before and dialog.current_format() == "mp4"
+    answer = QMessageBox.StandardButton.Yes
+    browse.click()
+    assert dialog.path_edit.text() == str(kept) and dialog.current_format() == "webm"
+    assert len(asked) == 2
+
+
+@pytest.mark.parametrize(("typed", "selected", "fmt", "meant"),
+                         [("x.webm", "mp4", "webm", "x.webm"), ("x", "mp4", "mp4", "x.mp4"),
+                          ("x.GIF", "png", "gif", "x.GIF"), ("frames/", "webm", "png", "frames")])
+def test_export_asks_about_the_file_a_typed_name_means(qtbot, tmp_path, monkeypatch, typed,
+                                                       selected, fmt, meant):
+    """A name typed into "Save to" is asked about as the file the export writes: ``x`` with
+    MP4 selected is x.mp4 (before, a folder x of PNG frames, and x.mp4 was not asked about);
+    ``frames/`` is a folder of frames whatever is selected. No keeps the form open on that
+    name and format, the file as it was."""
+    from PySide6.QtWidgets import QDialog, QMessageBox
+
+    existing = tmp_path / meant
+    if fmt == "png":
+        existing.mkdir()
+        (existing / "frame_000000.png").write_bytes(b"an earlier frame")
+    else:
+        existing.write_bytes(b"last week's movie")
+    asked: list[str] = []
+    monkeypatch.setattr(QMessageBox, "question", lambda parent, title, text, *a:
+                        asked.append(text) or QMessageBox.StandardButton.No)
+    dialog = ExportDialog(recording(2), ball_layout(N), "dialog-test")
+    qtbot.addWidget(dialog)
+    dialog.format_combo.setCurrentIndex(dialog.format_combo.findData(selected))
+    dialog.path_edit.setText(f"{tmp_path}/{typed}")        # a Path would drop the slash
+    dialog.export_button.click()
+    assert len(asked) == 1 and asked[0].startswith(meant), asked
+    assert dialog.result() != QDialog.DialogCode.Accepted
+    assert dialog.current_format() == fmt and dialog.output_path() == existing
+    assert sorted(p.name for p in tmp_path.iterdir()) == [meant]

@@ -8,7 +8,8 @@ Each writer then adds its suffix and writes ``run.flyrec``, ``run.html``, ``run.
 copy of a run). :func:`ask_save_path` asks the same question about the file actually
 written; :func:`ask_to_replace` is the question itself, for a name typed into a form with no
 file dialog at all (Export movie's "Save to"). A dialog offering several formats (the Why?
-dock's movie) gives the name the suffix of the filter chosen: :func:`ask_save_path_as`.
+dock's movie, Export movie's Browse…) gives the name the suffix of the filter chosen, unless
+it names a format of its own: :func:`ask_save_path_as`.
 """
 
 from __future__ import annotations

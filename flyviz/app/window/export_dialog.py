@@ -19,9 +19,10 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QMessageBox, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from flyviz.app.base.export_jobs import report_export, run_export
-from flyviz.app.base.save_dialog import add_suffix, ask_save_path, ask_to_replace
+from flyviz.app.base.save_dialog import (add_suffix, ask_save_path_as, ask_to_replace,
+                                         filter_suffix)
 from flyviz.export import ExportOptions
-from flyviz.export.options import DEFAULT_QUALITY, QUALITY_RANGE, movie_format
+from flyviz.export.options import DEFAULT_QUALITY, MOVIE_EXTENSIONS, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy
 from flyviz.model.errors import ExportError, FlyvizError
 from flyviz.record.recording import Recording
@@ -33,6 +34,58 @@ log = logging.getLogger(__name__)
 #: (label, format, extension) in the format menu.
 FORMATS = (("MP4 (H.264)", "mp4", ".mp4"), ("WebM (VP9, smallest)", "webm", ".webm"),
            ("GIF", "gif", ".gif"), ("PNG frames (a folder)", "png", ""))
+
+#: The format of a folder of PNG frames (a name ending in a slash is one).
+FRAMES = "png"
+
+
+def named_format(text: str) -> str | None:
+    """The format a name says by itself: a movie's suffix in any case (``x.webm`` and
+    ``X.WEBM`` → ``"webm"``, ``x.m4v`` → ``"mp4"``), ``"png"`` for a name ending in a slash
+    (a folder of frames); ``None`` for a name that says none (``x``, ``x.v2``)."""
+    if text.endswith(("/", "\\")):
+        return FRAMES
+    return MOVIE_EXTENSIONS.get(Path(text).suffix.lower())
+
+
+def export_target(text: str, selected: str) -> tuple[str, str]:
+    """The format and the name an export writes for a name given with format ``selected``
+    chosen in the form.
+
+    A name says what the user means: one ending in a movie's suffix is that movie whatever
+    is selected (``x.webm`` with MP4 selected is a WebM, not ``x.webm.mp4``), one ending in a
+    slash a folder of frames. Any other gets the selected format's suffix (``x`` → ``x.mp4``),
+    or a slash where PNG frames are selected (``x.v2`` → ``x.v2/``).
+
+    Returns
+    -------
+    (str, str)
+        The format (``"mp4"``, ``"webm"``, ``"gif"`` or ``"png"``) and the name.
+    """
+    named = named_format(text)
+    if named is not None:
+        return named, text
+    if selected == FRAMES:
+        return FRAMES, text + "/"
+    return selected, str(add_suffix(text, _suffix(selected)))
+
+
+def _suffix(fmt: str) -> str:
+    """The suffix the form gives a name of format ``fmt`` (``""`` for PNG frames)."""
+    return next(ext for _, f, ext in FORMATS if f == fmt)
+
+
+def movie_filters(selected: str) -> str:
+    """The save dialog's filters: every movie format, ``selected`` first (the one Qt
+    selects), each with all its suffixes (``MP4 (H.264) (*.mp4 *.m4v)``)."""
+    movies = sorted((f for f in FORMATS if f[1] != FRAMES), key=lambda f: f[1] != selected)
+    filters = []
+    for label, fmt, ext in movies:
+        # The form's own suffix first: it is the one a name chosen without one gets.
+        others = [s for s, f in MOVIE_EXTENSIONS.items() if f == fmt and s != ext]
+        filters.append(f"{label} ({' '.join('*' + s for s in [ext, *others])})")
+    return ";;".join(filters)
+
 
 #: Frame sizes offered (any WIDTHxHEIGHT can be typed).
 SIZES = ("1280x720", "1920x1080", "3840x2160", "1080x1080", "1080x1920", "854x480", "640x360")
@@ -261,7 +314,7 @@ class ExportDialog(QDialog):
 
     def _on_format_change(self) -> None:
         fmt = self.current_format()
-        ext = dict((f, e) for _, f, e in FORMATS)[fmt]
+        ext = _suffix(fmt)
         path = self.output_path()
         stem = path.with_suffix("") if path.suffix else path
         self.path_edit.setText(str(stem.with_name(stem.name + ext)) + ("/" if fmt == "png" else ""))
@@ -281,27 +334,43 @@ class ExportDialog(QDialog):
                              f"{int(seconds) // 60}:{seconds % 60:04.1f} at {fps} fps")
         self.export_button.setEnabled(tokens > 0)
 
+    def _use(self, fmt: str, text: str) -> None:
+        """Select ``fmt``, the form's other options following it as when the user picks it,
+        and keep ``text`` as the name (picking a format renames ``x.m4v`` to ``x.mp4``)."""
+        if fmt != self.current_format():
+            self.format_combo.setCurrentIndex(self.format_combo.findData(fmt))
+        self.path_edit.setText(text)
+
     def _browse(self) -> None:
         fmt = self.current_format()
-        if fmt == "png":
+        if fmt == FRAMES:
             folder = QFileDialog.getExistingDirectory(self, "Folder for PNG frames",
                                                       str(self.output_path().parent))
             if folder:
                 self.path_edit.setText(str(Path(folder) / "flyviz-frames") + "/")
             return
-        label, _, ext = next(f for f in FORMATS if f[1] == fmt)
-        path = ask_save_path(self, "Export movie", self.output_path(), f"{label} (*{ext})",
-                             lambda chosen: add_suffix(chosen, ext))
+
+        def written(chosen: Path, selected_filter: str) -> Path:
+            # A name chosen without a movie's suffix gets the filter's (the selected
+            # format's where the dialog names none); the dialog offers no folder.
+            offered = MOVIE_EXTENSIONS.get((filter_suffix(selected_filter) or "").lower(), fmt)
+            return Path(export_target(str(chosen), offered)[1])
+
+        path = ask_save_path_as(self, "Export movie", self.output_path(), movie_filters(fmt),
+                                written)
         if path is not None:
-            self.path_edit.setText(str(path))
+            self._use(MOVIE_EXTENSIONS[path.suffix.lower()], str(path))
             self._chosen = path
 
     def _accept_if_valid(self) -> None:
         try:
-            self.options().crf(self.current_format())
-            fmt = movie_format(self.output_path()) if self.path_edit.text().strip() else None
-            if fmt is None:
+            text = self.path_edit.text().strip()
+            if not text:
                 raise ExportError("choose where to save the movie")
+            # A name typed into "Save to" follows Browse's rule: its suffix says the format.
+            self._use(*export_target(text, self.current_format()))
+            self.options().crf(self.current_format())
+            movie_format(self.output_path())        # a movie's name that is a folder
         except FlyvizError as exc:
             QMessageBox.warning(self, "Export movie", str(exc))
             return

@@ -6,6 +6,7 @@ legend cut, the State raster beside it taking the width."""
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 from qt_barriers import settle
 from test_app_spiking_keyboard import _spiking_window
@@ -116,3 +117,139 @@ def test_the_fly_llms_docks_keep_their_sizes_from_session_to_session(qtbot, tmp_
 
     seen = _sessions(qtbot, tmp_path, app_checkpoint, shown, _open_demo_brain, rounds=4)
     _assert_same_sizes(seen[1:], {"raster", "traces", "text", "topk", "controls"})
+
+
+# ------------------------------------------------------------ docks the user closed
+def _close_from_title_bar(qtbot, win, key: str) -> None:
+    """The user closes dock ``key`` with the close button of its title bar."""
+    from PySide6.QtWidgets import QAbstractButton
+
+    dock = win.docks[key]
+    button = dock.findChild(QAbstractButton, "qt_dockwidget_closebutton")
+    assert button is not None and button.isVisible(), key
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: dock.isHidden(), timeout=3000)
+
+
+def _reopen(qtbot, win, key: str) -> None:
+    """The user opens dock ``key`` from View: it is shown in its place in the window (in
+    front once its tab is chosen: Qt opens a dock of a tab group behind the others)."""
+    dock = win.docks[key]
+    _entry(win, key).trigger()
+    assert not dock.isHidden()
+    dock.raise_()
+    qtbot.waitUntil(lambda: dock.isVisible() and win.rect().contains(dock.geometry()),
+                    timeout=3000)
+
+
+def _entry(win, key: str):
+    """Dock ``key``'s entry in the View menu (shown, and checked while the dock is)."""
+    entry = win.docks[key].toggleViewAction()
+    assert entry in win.actions_registry.menu("View").actions(), key
+    return entry
+
+
+@pytest.mark.parametrize("key", ["spiking_population", "screen", "stimulus"])
+def test_a_spiking_dock_the_user_closed_stays_closed_until_opened_from_the_view_menu(
+        qtbot, tmp_path, key):
+    """The spiking brain showed its docks as it opened: one the user closed came back when the
+    brain was opened again (its run reset, a recording of it opened), and in the next session
+    (the layout saved it hidden with the Fly LLM's docks swapped in, and nothing said the user
+    had closed it). It stays closed, session after session, until the user opens it from
+    View; then it stays open."""
+    from app_conftest import make_window
+
+    win = make_window(qtbot, None, tmp_path, "sessions.ini")
+    try:
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        _close_from_title_bar(qtbot, win, key)
+        _open_demo_brain(qtbot, win)                # the same brain, opened again
+        settle(qtbot, win)
+        assert win.docks[key].isHidden()
+    finally:
+        win.close()
+
+    win = make_window(qtbot, None, tmp_path, "sessions.ini")
+    try:
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        dock, entry = win.docks[key], _entry(win, key)
+        assert dock.isHidden() and entry.isVisible() and not entry.isChecked()
+        assert not win.docks["spiking_population" if key != "spiking_population"
+                             else "stimulus"].isHidden()    # the others show as ever
+        _reopen(qtbot, win, key)                    # View → the dock
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        assert not dock.isHidden() and entry.isChecked()
+    finally:
+        win.close()
+
+    win = make_window(qtbot, None, tmp_path, "sessions.ini")
+    try:
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        assert not win.docks[key].isHidden()
+    finally:
+        win.close()
+
+
+def test_a_layout_preset_shows_again_a_spiking_dock_the_user_closed(qtbot, tmp_path):
+    """View → Layout arranges every dock of the shown kind, one the user closed too (as
+    before); the brain opened again then leaves it shown."""
+    from app_conftest import make_window
+
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        _close_from_title_bar(qtbot, win, "spiking_population")
+        win.actions_by_name["layout_default"].trigger()
+        settle(qtbot, win)
+        assert not win.docks["spiking_population"].isHidden()
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        assert not win.docks["spiking_population"].isHidden()
+    finally:
+        win.close()
+
+
+@pytest.mark.parametrize("key", ["traces", "raster"])
+def test_a_fly_llm_dock_the_user_closed_stays_closed_across_a_session_closed_with_the_brain(
+        qtbot, tmp_path, app_checkpoint, key):
+    """Traces (the Fly LLM's) or the State raster (every kind's) closed under the Fly LLM, the
+    spiking brain shown and the window closed with it: the next session showed the dock again
+    (Qt restores a dock closed with its close button, not one hidden, shown again, where the
+    window is restored before it is shown). It stays closed, after a spiking brain too, until
+    View opens it, in its place."""
+    from app_conftest import make_window
+
+    from flyviz.kinds import LANGUAGE
+
+    win = make_window(qtbot, app_checkpoint, tmp_path, "sessions.ini")
+    try:
+        qtbot.waitUntil(lambda: win.state.kind is LANGUAGE and win.state.model is not None,
+                        timeout=10_000)
+        settle(qtbot, win)
+        _close_from_title_bar(qtbot, win, key)
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+    finally:
+        win.close()
+
+    win = make_window(qtbot, app_checkpoint, tmp_path, "sessions.ini")
+    try:
+        qtbot.waitUntil(lambda: win.state.kind is LANGUAGE and win.state.model is not None,
+                        timeout=10_000)
+        settle(qtbot, win)
+        dock, entry = win.docks[key], _entry(win, key)
+        assert dock.isHidden() and entry.isVisible() and not entry.isChecked()
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        win.set_checkpoint(app_checkpoint)
+        qtbot.waitUntil(lambda: win.state.kind is LANGUAGE, timeout=10_000)
+        settle(qtbot, win)
+        assert dock.isHidden() and not entry.isChecked()
+        _reopen(qtbot, win, key)
+    finally:
+        win.close()

@@ -48,10 +48,14 @@ class DockWindow(Protocol):
     def height(self) -> int:
         """Qt's: the window's height in pixels."""
 
+    def closed_by_user(self, key: str) -> bool:
+        """True when the user closed dock ``key`` (and has not opened it again)."""
+
 
 class Docks(dict[str, QDockWidget]):
     """The window's docks by key, and what a feature does with docks: add one, put it in a
-    tab beside another, show it.
+    tab beside another, show it (or show its model's docks as the model opens, unless the
+    user closed them).
 
     Parameters
     ----------
@@ -83,6 +87,18 @@ class Docks(dict[str, QDockWidget]):
             window = self._window
             window.resizeDocks([dock], [int(window.height() * height_fraction)],
                                Qt.Orientation.Vertical)
+
+    def show_unless_closed(self, dock: QDockWidget, front: bool = True) -> bool:
+        """Show ``dock`` (in front where ``front``), as a feature shows its docks when its
+        model opens, unless the user closed it: a dock the user closed stays closed until
+        they open it (View), whatever opens. True when it is shown."""
+        key = next((key for key, known in self.items() if known is dock), None)
+        if key is not None and self._window.closed_by_user(key):
+            return False
+        dock.show()
+        if front:
+            dock.raise_()
+        return True
 
     def fit(self, dock: QDockWidget) -> None:
         """Make ``dock`` as tall as its content asks, now and whenever a layout preset

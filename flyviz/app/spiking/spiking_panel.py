@@ -444,12 +444,15 @@ class SpikingFeature(QObject):
         self.recording = recording
         self.recorded_trials = self._trials_of(recording)
         state.set_recording(recording, index=0 if len(recording) else None)
-        self.host.docks.show(self.dock)
+        # The brain's docks, but one the user closed (they open it from View): the Stimulus
+        # dock too, the brain's controls: Run and Stop stay in the Run menu and on their keys.
+        docks = self.host.docks
+        docks.show_unless_closed(self.dock)
         self._hold_status_lines()
         # Fitted once, its status lines held first: its whole form, under the taller Neuron
         # dock (holding them fitted it too, a second fit of the same dock).
-        self.host.docks.fit(self.dock)
-        self.population_dock.show()
+        docks.fit(self.dock)
+        docks.show_unless_closed(self.population_dock, front=False)
         self.population.set_brain(model.brain)
         self._apply_display()
         if len(recording):

@@ -324,7 +324,8 @@ class ScreenFeature:
     def _on_model(self) -> None:
         self.job.cancel(quiet=True)
         if self.brain() is not None:
-            self.dock.show()
+            # Behind the Stimulus dock, as ever; not where the user closed it.
+            self.host.docks.show_unless_closed(self.dock, front=False)
             self.panel.status.setText("select the target neuron, choose the sets, press Run")
         self._show_target()
 

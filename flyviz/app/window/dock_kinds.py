@@ -20,13 +20,23 @@ back in and not yet placed. So each session closed with a spiking brain shown op
 Spiking populations dock narrower, and the Fly LLM's Traces too. The sizes still to be given
 back go with the saved layout (:meth:`DockKinds.sizes_to_give_back`,
 :meth:`DockKinds.remember_sizes`).
+
+A dock the user closed (its title bar's close button, its View entry) stays closed until
+the user opens it again (its View entry, a layout preset): neither its kind coming back
+shows it, nor a feature showing its docks as its model opens (the spiking brain's:
+:meth:`~flyviz.app.base.docks.Docks.show_unless_closed`). Which docks the user closed goes
+with the saved layout (:meth:`DockKinds.closed_keys`, :meth:`DockKinds.remember_closed`):
+the saved layout alone did not keep them closed. Qt restores a dock closed with its close
+button (not one hidden) shown again, in a window restored before it is shown; and a dock of
+a kind not shown is hidden whether or not the user had closed it, so its feature, opening
+its model, showed it again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from flyviz.app.base.docks import FIT_HEIGHT
@@ -37,6 +47,26 @@ __all__ = ["DockKinds", "LANGUAGE_KINDS"]
 
 #: What a dock of the Fly LLM alone serves: the language model kind (its key alone).
 LANGUAGE_KINDS = (LANGUAGE_KEY,)
+
+
+class _ClosingWatch(QObject):
+    """Tells :class:`DockKinds` of a dock the user closes (its close button and its View
+    entry both close it: a Close event; the code hides docks, which sends none) and of a
+    dock shown again, by whoever."""
+
+    def __init__(self, closed: Callable[[QDockWidget], None],
+                 shown: Callable[[QDockWidget], None], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._closed, self._shown = closed, shown
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if isinstance(watched, QDockWidget):
+            if event.type() == QEvent.Type.Close \
+                    and watched.features() & QDockWidget.DockWidgetFeature.DockWidgetClosable:
+                self._closed(watched)
+            elif event.type() == QEvent.Type.Show:
+                self._shown(watched)
+        return False
 
 
 class DockKinds:
@@ -67,7 +97,46 @@ class DockKinds:
         #: Docks shown again whose sizes are to be given back (once the window placed them).
         self._due: list[str] = []
         self._give_back_queued = False
+        #: Docks the user closed and nobody has shown since, by key.
+        self._closed: set[str] = set()
+        self._closing = _ClosingWatch(self._user_closed, self._shown_again, window)
         self.kind: ModelKind = LANGUAGE
+
+    def watch(self, key: str) -> None:
+        """Follow whether the user closes dock ``key`` (every dock, as the window adds it)."""
+        self._docks[key].installEventFilter(self._closing)
+
+    def _key(self, dock: QDockWidget) -> str | None:
+        return next((key for key, known in self._docks.items() if known is dock), None)
+
+    def _user_closed(self, dock: QDockWidget) -> None:
+        key = self._key(dock)
+        if key is not None:
+            self._closed.add(key)
+
+    def _shown_again(self, dock: QDockWidget) -> None:
+        key = self._key(dock)
+        if key is not None:
+            self._closed.discard(key)
+
+    def closed_by_user(self, key: str) -> bool:
+        """True when the user closed dock ``key`` and nobody has shown it since."""
+        dock = self._docks.get(key)
+        return key in self._closed and dock is not None and dock.isHidden()
+
+    def closed_keys(self) -> list[str]:
+        """The docks the user closed (for the saved layout), in the window's order."""
+        return [key for key in self._docks if self.closed_by_user(key)]
+
+    def remember_closed(self, keys: Iterable[str]) -> None:
+        """Docks an earlier session's user closed (:meth:`closed_keys`), its layout just
+        restored: hidden (Qt restores a dock closed with its close button shown again), and
+        kept closed as their kind returns or their feature shows them."""
+        for key in keys:
+            dock = self._docks.get(key)
+            if dock is not None:
+                dock.hide()
+                self._closed.add(key)
 
     def declare(self, key: str, kinds: tuple[str, ...]) -> None:
         """Dock ``key`` serves ``kinds`` (kind keys, or :data:`~flyviz.kinds.EVERY_KIND`)."""
@@ -101,7 +170,7 @@ class DockKinds:
             if kind.shows(self.serves(key)) and key in self._hidden:
                 was_shown = self._hidden.pop(key)
                 dock.toggleViewAction().setVisible(True)
-                if was_shown:
+                if was_shown and not self.closed_by_user(key):
                     dock.show()
 
     def _put_away(self, key: str, dock: QDockWidget, remember: bool = True) -> None:
@@ -245,7 +314,10 @@ class DockKinds:
         do not serve the shown kind (remembering whether the layout showed them, for when
         their kind is shown again) and show the docks that serve it and not
         :attr:`presets_kind` (a spiking brain's Stimulus) where ``shows_own`` says so: the
-        presets' arrangement, made for the Fly LLM, hides those docks."""
+        presets' arrangement, made for the Fly LLM, hides those docks. Which docks the user
+        had closed is forgotten: the layout says which are shown (every dock of the shown
+        kind, but where Presentation hides it)."""
+        self._closed.clear()
         for key, dock in self._docks.items():
             if not self.applies(key):
                 # As the layout left it, for its kind's return (its size is the layout's:

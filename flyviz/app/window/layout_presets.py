@@ -14,7 +14,9 @@ saved with :meth:`QMainWindow.saveState` under ``window/state`` and restored at
 the next start; ``window/layout`` says which preset it started from,
 ``window/state_size`` the window's size then, and ``window/dock_sizes`` the sizes the
 docks swapped between model kinds are to be given back as they are shown (Qt restores a
-hidden dock squeezed; see :mod:`~flyviz.app.window.dock_kinds`). A window that opens at another size
+hidden dock squeezed; see :mod:`~flyviz.app.window.dock_kinds`), and ``window/closed_docks``
+the docks the user closed, which stay closed (whatever kind of model opens) until the
+user opens them from View or applies a preset. A window that opens at another size
 (another screen, a saved size that no longer fits) keeps the arrangement but takes
 its preset's sizes for the new size: the saved columns are pixels, and a state saved
 with wide side columns left the brain view, the point of the window, the narrowest part.
@@ -41,6 +43,9 @@ LAYOUT_VERSION = 2
 
 #: The settings group of the sizes docks swapped between model kinds are given back.
 DOCK_SIZES = "window/dock_sizes"
+
+#: The settings group of the docks the user closed (each key: true).
+CLOSED_DOCKS = "window/closed_docks"
 
 #: The presets: name → (menu title, what it is for).
 PRESETS: dict[str, tuple[str, str]] = {
@@ -149,7 +154,16 @@ class LayoutPresets(QObject):
             self._mark(name if name in PRESETS else "default")
             if self.kinds is not None:
                 self.kinds.remember_sizes(self._saved_dock_sizes())
+                self.kinds.remember_closed(self._saved_closed_docks())
         return self.restored
+
+    def _saved_closed_docks(self) -> list[str]:
+        """The docks ``window/closed_docks`` names."""
+        self.settings.beginGroup(CLOSED_DOCKS)
+        try:
+            return list(self.settings.childKeys())
+        finally:
+            self.settings.endGroup()
 
     def _saved_dock_sizes(self) -> dict[str, QSize]:
         """The sizes ``window/dock_sizes`` holds (what is not a size is passed over)."""
@@ -161,14 +175,18 @@ class LayoutPresets(QObject):
         return {key: size for key, size in sizes.items() if isinstance(size, QSize)}
 
     def save(self) -> None:
-        """Remember the arrangement, its preset and the window's size for the next session."""
+        """Remember the arrangement, its preset, the window's size, the sizes still to give
+        back and the docks the user closed, for the next session."""
         self.settings.setValue("window/state", self.window.saveState(LAYOUT_VERSION))
         self.settings.setValue("window/layout", self.current)
         self.settings.setValue("window/state_size", self.window.size())
         self.settings.remove(DOCK_SIZES)
+        self.settings.remove(CLOSED_DOCKS)
         if self.kinds is not None:
             for key, size in self.kinds.sizes_to_give_back().items():
                 self.settings.setValue(f"{DOCK_SIZES}/{key}", size)
+            for key in self.kinds.closed_keys():
+                self.settings.setValue(f"{CLOSED_DOCKS}/{key}", True)
 
     def first_shown(self) -> None:
         """Once the window has its size: the default sizes, unless a layout was restored;

@@ -343,6 +343,7 @@ class MainWindow(FeatureWindow):
         the model kinds it serves (default: every kind; a feature's: its FEATURES row's)."""
         dock = window_layout.add_dock(self, self.docks, key, title, widget, area, scroll)
         self._wheel_guard.watch(dock)
+        self.dock_kinds.watch(key)      # a dock the user closes stays closed
         letter = DOCK_LETTERS.get(key)
         if letter:
             # The entry's text only: Qt copies a dock's title to its entry on every change

@@ -82,6 +82,11 @@ class FeatureWindow(QMainWindow):
         :meth:`MainWindow.add_dock <flyviz.app.window.main_window.MainWindow.add_dock>`)."""
         raise NotImplementedError
 
+    def closed_by_user(self, key: str) -> bool:
+        """True when the user closed dock ``key`` (and has not opened it again): see
+        :meth:`DockKinds.closed_by_user <flyviz.app.window.dock_kinds.DockKinds.closed_by_user>`."""
+        return self.dock_kinds.closed_by_user(key)
+
     def register_feature(self, name: str, install: Callable[[WindowHost], Any],
                          kinds: tuple[str, ...] = (LANGUAGE_KEY,)) -> Any:
         """Install a feature: ``install(host)`` with this window as its

@@ -1,7 +1,8 @@
 """A spiking brain's bottom row keeps its widths when the window swaps its docks for the Fly
 LLM's and back (opening a Fly LLM, then the spiking brain again; the window swaps so as it
 closes too): the Spiking populations dock came back ~130 px narrower, its groups field and
-legend cut, the State raster beside it taking the width."""
+legend cut, the State raster beside it taking the width. And a dock the user closed stays
+closed, the brain opened again and session after session, until View opens it."""
 
 from __future__ import annotations
 

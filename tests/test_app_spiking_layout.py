@@ -254,3 +254,39 @@ def test_a_fly_llm_dock_the_user_closed_stays_closed_across_a_session_closed_wit
         _reopen(qtbot, win, key)
     finally:
         win.close()
+
+
+@pytest.mark.parametrize("key", ["stimulus", "screen"])
+def test_a_dock_opened_from_the_view_menu_comes_in_front_of_its_tabs_at_its_forms_height(
+        qtbot, tmp_path, key):
+    """Stimulus and Screen share a tab group: one the user closed, opened again from View the
+    next session, came back behind the other's tab (Qt's place for a dock shown into a tab
+    group), to be looked for, and Stimulus as tall as Qt left it, its Speed row out of sight
+    (it is fitted to its form as the brain opens, and it was closed then). View brings it in
+    front, the Stimulus dock fitted to its form."""
+    from app_conftest import make_window
+
+    win = make_window(qtbot, None, tmp_path, "sessions.ini")
+    try:
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        _close_from_title_bar(qtbot, win, key)
+    finally:
+        win.close()
+
+    win = make_window(qtbot, None, tmp_path, "sessions.ini")
+    try:
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        dock = win.docks[key]
+        assert dock.isHidden()
+        _entry(win, key).trigger()
+        settle(qtbot, win)
+        assert win.rect().contains(dock.geometry()), dock.geometry()
+        assert not dock.visibleRegion().isEmpty()
+        speed = win.features["spiking"].panel.speed
+        shown = speed.visibleRegion().boundingRect()
+        in_sight = (shown.height(), shown.width()) == (speed.height(), speed.width())
+        assert in_sight == (key == "stimulus")    # the Screen dock in front hides it
+    finally:
+        win.close()

@@ -60,7 +60,7 @@ from flyviz.app.window import window_layout
 from flyviz.app.base.actions import SHORTCUTS, ActionRegistry, with_letter
 from flyviz.app.base.background import BackgroundCalls
 from flyviz.app.base.keys import KeyGuard
-from flyviz.app.base.docks import Docks
+from flyviz.app.base.docks import FIT_HEIGHT, Docks, fit_height
 from flyviz.app.brain.brain_view import BrainView
 from flyviz.app.brain.colouring import ColourBy
 from flyviz.app.brain.connectivity import Connectivity
@@ -344,6 +344,8 @@ class MainWindow(FeatureWindow):
         dock = window_layout.add_dock(self, self.docks, key, title, widget, area, scroll)
         self._wheel_guard.watch(dock)
         self.dock_kinds.watch(key)      # a dock the user closes stays closed
+        dock.toggleViewAction().triggered.connect(
+            lambda checked, dock=dock: self._opened_from_view(dock) if checked else None)
         letter = DOCK_LETTERS.get(key)
         if letter:
             # The entry's text only: Qt copies a dock's title to its entry on every change
@@ -362,6 +364,14 @@ class MainWindow(FeatureWindow):
             self.actions_registry.menu("View").insertAction(self._dock_menu_end,
                                                             dock.toggleViewAction())
         return dock
+
+    def _opened_from_view(self, dock: QDockWidget) -> None:
+        """A dock the user opens from View comes in front of its tab group (Qt shows it
+        behind the tab in front, to be looked for), as tall as its form where it is fitted
+        to one (its height was the group's, its last rows out of sight)."""
+        dock.raise_()
+        if dock.property(FIT_HEIGHT):
+            fit_height(self, dock)
 
     def _build_status_bar(self) -> None:
         status = StatusBar(self)

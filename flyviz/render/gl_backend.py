@@ -54,6 +54,33 @@ SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swrast", "swiftshader", "software
 
 _apps: dict[str, Any] = {}
 
+#: The screen DPI vispy reported, per X display (``$DISPLAY``): see :func:`screen_dpi`.
+_screen_dpis: dict[str | None, float] = {}
+
+
+def screen_dpi() -> float:
+    """The screen's DPI as vispy gives it to a canvas made without one, asked once per
+    display (``$DISPLAY``) in a process.
+
+    vispy asks for it at every canvas it makes by running ``xdpyinfo`` (or ``xrandr``) as a
+    child process: each brain view of each window, each probe, started a program and
+    waited for it (tens of ms, more from a process holding a large brain, which the fork
+    copies the page tables of). The X server's resolution does not change while it runs, so
+    the first answer serves every later canvas on the same display. A DPI set in vispy's
+    configuration (``vispy.config["dpi"]``) is taken as vispy would take it.
+    """
+    from vispy import config
+
+    if config["dpi"] is not None:       # the user's vispy configuration names it
+        return float(config["dpi"])
+    display = os.environ.get("DISPLAY")
+    dpi = _screen_dpis.get(display)
+    if dpi is None:
+        from vispy.util.dpi import get_dpi
+
+        dpi = _screen_dpis[display] = float(get_dpi(raise_error=False))
+    return dpi
+
 
 def current_renderer() -> str:
     """The ``GL_RENDERER`` string of the OpenGL context current now (``""`` if none)."""
@@ -190,7 +217,7 @@ def _probe(app: Any) -> None:
     from vispy import scene
 
     with egl_current(app):
-        canvas = scene.SceneCanvas(size=(8, 8), show=False, app=app)
+        canvas = scene.SceneCanvas(size=(8, 8), show=False, app=app, dpi=screen_dpi())
         try:
             image = canvas.render(alpha=False)
             if image.shape[:2] != (8, 8):

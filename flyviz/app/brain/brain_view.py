@@ -50,7 +50,7 @@ from flyviz.render.camera import DEFAULT_FOV, CameraPose, frame_brain, positions
 from flyviz.render.cloud import NeuronCloud, crowding_gain
 from flyviz.render.colormaps import colorbar_image, is_diverging
 from flyviz.render.gl_backend import (SOFTWARE_RENDERERS, current_renderer,  # noqa: F401
-                                      is_software_renderer)
+                                      is_software_renderer, screen_dpi)
 from flyviz.render.picking import pick_neuron
 from flyviz.app.brain.raster_canvas import RasterScreen
 from flyviz.render.shell import BrainShell
@@ -153,7 +153,8 @@ class BrainView(QWidget):
         # through OpenGL for good, which the software path exists to avoid; the GPU path
         # puts it in the layout below.
         self.canvas = scene.SceneCanvas(keys=None, bgcolor=CloudStyle().background, show=False,
-                                        parent=None, size=(800, 600), autoswap=False)
+                                        parent=None, size=(800, 600), autoswap=False,
+                                        dpi=screen_dpi())
         # vispy made its context current on an offscreen surface: ask who renders.
         self.renderer = current_renderer()
         self.software_gl = is_software_renderer(self.renderer)

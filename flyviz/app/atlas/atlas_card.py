@@ -122,9 +122,8 @@ class AtlasCard(QWidget):
         self.tokens.linkActivated.connect(self._on_link)
         self.tokens.setToolTip("Click a driving token to find every neuron it drives")
         layout.addWidget(self.tokens)
-        self.histogram = PlotWidget()
+        self.histogram = PlotWidget(enableMenu=False)   # no menu, none built
         self.histogram.setFixedHeight(76)
-        self.histogram.setMenuEnabled(False)
         self.histogram.hideButtons()
         self.histogram.setMouseEnabled(False, False)
         self.histogram.getAxis("bottom").setLabel("x over the corpus")

@@ -67,9 +67,8 @@ class NeuronInspector(QWidget):
         self._form = form
         self.atlas_card = AtlasCard()       # shown while an atlas is open and a neuron picked
         layout.addWidget(self.atlas_card)
-        self.trace = PlotWidget()
+        self.trace = PlotWidget(enableMenu=False)   # no menu, none built
         self.trace.setMinimumHeight(70)
-        self.trace.setMenuEnabled(False)
         self.trace.hideButtons()
         self.trace.getAxis("bottom").setLabel("token")
         self.trace.getAxis("left").setLabel("x")

@@ -218,8 +218,7 @@ class CurvePlot(PlotWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         from flyviz.app.population.plot_axes import spaced_axes
 
-        super().__init__(parent, axisItems=spaced_axes())
-        self.setMenuEnabled(False)
+        super().__init__(parent, axisItems=spaced_axes(), enableMenu=False)   # none built
         self.hideButtons()
         self.setMinimumHeight(160)
         self.setMouseEnabled(x=False, y=False)

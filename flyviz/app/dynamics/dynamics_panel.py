@@ -59,8 +59,7 @@ class RadiusPlot(PlotWidget):
     """The spectral radius of each position's step Jacobian."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setMenuEnabled(False)
+        super().__init__(parent, enableMenu=False)   # no menu, none built
         self.hideButtons()
         self.setMinimumHeight(150)
         self.setMouseEnabled(x=False, y=False)
@@ -104,8 +103,7 @@ class MemoryPlot(PlotWidget):
     """A perturbation's norm per token after it (log scale) beside the leak-only decay."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setMenuEnabled(False)
+        super().__init__(parent, enableMenu=False)   # no menu, none built
         self.hideButtons()
         self.setMinimumHeight(120)
         self.setMouseEnabled(x=False, y=False)

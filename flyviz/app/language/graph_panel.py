@@ -88,8 +88,7 @@ class GraphPanel(QWidget):
         row.addWidget(self.supernodes)
         row.addStretch(1)
         layout.addLayout(row)
-        self.plot = PlotWidget()
-        self.plot.setMenuEnabled(False)
+        self.plot = PlotWidget(enableMenu=False)   # no menu, none built
         self.plot.setLabel("bottom", "position (token read)")
         self.plot.showGrid(x=True, y=False, alpha=0.2)
         self.scatter = pg.ScatterPlotItem(hoverable=True, tip=self._tip, pxMode=True,

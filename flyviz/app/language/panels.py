@@ -57,8 +57,7 @@ class TopKPanel(QWidget):
         self.k_box.setToolTip("How many candidates to show")
         header.addWidget(self.k_box)
         layout.addLayout(header)
-        self.plot = PlotWidget(axisItems=spaced_axes())
-        self.plot.setMenuEnabled(False)
+        self.plot = PlotWidget(axisItems=spaced_axes(), enableMenu=False)   # none built
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()
         self.plot.getAxis("left").setStyle(showValues=False)
@@ -262,8 +261,7 @@ class TracePanel(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        self.plot = PlotWidget(axisItems=spaced_axes())
-        self.plot.setMenuEnabled(False)
+        self.plot = PlotWidget(axisItems=spaced_axes(), enableMenu=False)   # none built
         self.plot.setMouseEnabled(True, False)
         self.plot.hideButtons()
         self.plot.getAxis("bottom").setLabel("token")

@@ -89,8 +89,7 @@ class Heatmap(GraphicsLayoutWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setMinimumHeight(MIN_HEIGHT)
-        self.plot = self.addPlot()
-        self.plot.setMenuEnabled(False)
+        self.plot = self.addPlot(enableMenu=False)   # no menu, none built
         self.plot.hideButtons()
         self.plot.invertY(True)                 # the first position at the top
         self.plot.getViewBox().setMouseEnabled(x=False, y=False)

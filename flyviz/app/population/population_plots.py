@@ -55,8 +55,7 @@ def population_plot() -> pg.PlotWidget:
     from flyviz.app.population.plot_axes import paint_on_demand
     from flyviz.app.population.plot_axes import spaced_axes
 
-    plot = PlotWidget(axisItems=spaced_axes())
-    plot.setMenuEnabled(False)
+    plot = PlotWidget(axisItems=spaced_axes(), enableMenu=False)   # no menu, none built
     plot.hideButtons()
     plot.setMinimumHeight(80)
     plot.getAxis("bottom").setLabel("token")

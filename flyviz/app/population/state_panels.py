@@ -65,8 +65,8 @@ class RasterPanel(QWidget):
         layout.addWidget(self.caption)
         self.row_axis = NeuronRowAxis("left")
         self.row_axis.enableAutoSIPrefix(False)   # neuron 250, never 0.25 ×1000
-        self.plot = PlotWidget(axisItems={**spaced_axes("bottom"), "left": self.row_axis})
-        self.plot.setMenuEnabled(False)
+        self.plot = PlotWidget(axisItems={**spaced_axes("bottom"), "left": self.row_axis},
+                               enableMenu=False)   # no menu, none built
         self.plot.setMouseEnabled(False, False)
         self.plot.hideButtons()
         self.plot.setMinimumHeight(80)

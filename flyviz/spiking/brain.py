@@ -540,15 +540,18 @@ def synapse_counts(values: Any) -> tuple[np.ndarray, float, bool]:
         float64 counts, the weight of one synapse (1.0 when not ``whole``) and whether the
         weights were whole multiples of it.
     """
-    weights = np.asarray(values, dtype=np.float64)
-    magnitude = np.abs(weights)
-    unit = float(magnitude.min(initial=np.inf, where=magnitude > 0))
+    # Two float64 arrays of the edges' size at most besides the result (a whole brain has
+    # tens of millions of synapses): each step writes into one of them, not a new one.
+    weights = np.array(values, dtype=np.float64)        # a copy: returned when not whole
+    scratch = np.abs(weights)
+    unit = float(scratch.min(initial=np.inf, where=scratch > 0))
     if not np.isfinite(unit):
-        return weights.copy(), 1.0, True
-    counts = weights / unit
+        return weights, 1.0, True
+    counts = np.divide(weights, unit, out=scratch)
     rounded = np.rint(counts)
-    if float(np.abs(counts - rounded).max(initial=0.0)) > 0.01:
-        return weights.copy(), 1.0, False
+    residual = np.abs(np.subtract(counts, rounded, out=scratch), out=scratch)
+    if float(residual.max(initial=0.0)) > 0.01:
+        return weights, 1.0, False
     return rounded, unit, True
 
 

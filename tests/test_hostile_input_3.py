@@ -490,3 +490,28 @@ def test_a_fifo_given_as_a_file_is_named_as_one_not_waited_on(capsys, tmp_path, 
     os.mkfifo(fifo)
     code, _, err = cli_run(capsys, *[a.format(fifo=fifo, tmp=tmp_path) for a in argv])
     one_error_line(code, err, f"cannot read {what}", "it is a FIFO, not a regular file")
+
+
+@pytest.mark.parametrize("run", [cluster.run_tree, cluster.run_each])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_blank_scheduler_address_is_refused_by_the_library_too(monkeypatch, run, workers):
+    """``scheduler=""`` (a notebook's unset variable) is no address: the command line refused
+    it, the library started a local cluster (of no workers, with workers=0) instead of the
+    one meant. One ClusterError, before any cluster or task."""
+    import distributed
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a local cluster was started for a blank scheduler address")
+
+    monkeypatch.setattr(distributed, "LocalCluster", no_cluster)
+    ran: list[int] = []
+
+    def task(chunk):
+        ran.append(chunk.index)
+        return _partial(chunk)
+
+    merge = _merge if run is cluster.run_tree else (lambda chunk, partial: None)
+    for blank in ("", "  "):
+        with pytest.raises(cluster.ClusterError, match="scheduler address is empty"):
+            run(task, (), [_Chunk(0), _Chunk(1)], merge, workers=workers, scheduler=blank)
+    assert ran == []

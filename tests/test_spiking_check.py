@@ -247,3 +247,13 @@ def test_the_battery_on_dask_gives_the_table_of_this_process(brain_folder, capsy
     assert code == 0, err
     here_rows, there_rows = json.loads(here)["checks"], json.loads(there)["checks"]
     assert here_rows == there_rows
+
+
+def test_a_blank_scheduler_address_is_refused_before_the_battery_starts():
+    """``scheduler=""`` said "a battery on Dask needs the brain's spec": the address is
+    blank, and that is what is said."""
+    from flyviz.analysis.cluster import ClusterError
+
+    with pytest.raises(ClusterError, match="scheduler address is empty"):
+        run_battery(planted_brain(), parse_battery(BATTERY), CheckSettings(), workers=0,
+                    scheduler=" ")

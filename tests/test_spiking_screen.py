@@ -574,3 +574,13 @@ def test_a_full_disk_leaves_no_folder_that_blocks_the_rerun(brain, tmp_path, mon
     assert out.is_dir() and list(out.iterdir()) == []
     done = sc.run_screen(brain, sets, settings, out=out)
     assert (out / "screen.json").is_file() and done.computed == 3
+
+
+def test_a_blank_scheduler_address_is_refused_before_the_screen_starts(brain):
+    """``scheduler=""`` said "a screen on Dask needs the brain's spec", as if Dask were
+    asked for: the address is blank, and that is what is said."""
+    from flyviz.analysis.cluster import ClusterError
+
+    sets = sc.resolve_sets(brain, SETS)
+    with pytest.raises(ClusterError, match="scheduler address is empty"):
+        sc.run_screen(brain, sets, sc.ScreenSettings(**SHORT), workers=0, scheduler="")

@@ -480,10 +480,20 @@ def check_workers(workers: Any, name: str = "workers") -> None:
                          f"process) to {MAX_WORKERS}, or None (the usable cores)")
 
 
-def _check_not_blank(scheduler: str | None) -> None:
-    """Refuse a blank scheduler address (``""``: a notebook's unset variable): it is no
-    address, and read as "no scheduler" it ran the work on a local cluster, not the one
-    meant (of no workers, with ``workers=0``). ``None`` is the way to say none."""
+def check_where(workers: Any, scheduler: str | None) -> None:
+    """Check where a run is to compute: :func:`check_workers`, and a scheduler address that
+    is not blank (``""``: a notebook's unset variable). A blank one is no address, and read
+    as "no scheduler" it ran the work on a local cluster, not the one meant (of no workers,
+    with ``workers=0``); ``None`` is the way to say none.
+
+    Raises
+    ------
+    InputError
+        For ``workers`` (:func:`check_workers`).
+    ClusterError
+        For a blank ``scheduler``.
+    """
+    check_workers(workers)
     if scheduler is not None and not str(scheduler).strip():
         raise ClusterError("the scheduler address is empty: give a Dask scheduler's address, "
                            "e.g. tcp://10.0.0.5:8786, or scheduler=None to run on this machine")
@@ -544,8 +554,7 @@ def run_tree(function: Callable[..., Partial], args: tuple, chunks: Sequence[Chu
     MissingDependencyError
         Before anything is written, when Dask is needed and not installed.
     """
-    check_workers(workers)
-    _check_not_blank(scheduler)
+    check_where(workers, scheduler)
     require_dask("running on Dask", workers, scheduler)
     tree = MergeTree(len(chunks), merge, store)
     covered: set[int] = set()
@@ -648,8 +657,7 @@ def run_each(function: Callable[..., Partial], args: tuple, items: Sequence[Chun
     ClusterError, MissingDependencyError
         As for :func:`run_tree`.
     """
-    check_workers(workers)
-    _check_not_blank(scheduler)
+    check_where(workers, scheduler)
     require_dask("running on Dask", workers, scheduler)
     done_tokens = {item.index: 0 for item in items}
 

@@ -557,7 +557,7 @@ def run_battery(brain: SpikingBrain, checks: Sequence[Check], settings: CheckSet
     def deliver(task: _Task, partial: dict[str, np.ndarray]) -> None:
         found[task.index] = np.asarray(partial["values"], np.float64)
 
-    cluster.check_workers(workers)
+    cluster.check_where(workers, scheduler)
     if workers == 0 and scheduler is None:
         def function(task: _Task) -> dict[str, np.ndarray]:
             return _task_values(brain, checks, settings, task)

@@ -1074,7 +1074,7 @@ def run_screen(brain: SpikingBrain, sets: Sequence[NeuronSet], settings: ScreenS
             columns = np.append(columns, int(target))
     if columns.size and (columns.min() < 0 or columns.max() >= brain.neurons):
         raise ScreenError(f"columns must be neurons of {brain.name}")
-    cluster.check_workers(workers)
+    cluster.check_where(workers, scheduler)
     local = workers == 0 and scheduler is None
     if not local and spec is None:
         raise ScreenError("a screen on Dask needs the brain's spec (how the workers load it)")

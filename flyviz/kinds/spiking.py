@@ -641,9 +641,13 @@ class SpikingKind(ModelKind):
         return TimeAxis("bin", "ms", float(meta.get("bin_ms", BIN_MS)),
                         end=_run_ms(recording, meta))
 
-    def bin_spikes(self, recording: "Recording", index: int) -> int | None:
-        """The spike count of bin ``index`` of ``recording``, when it was kept."""
-        counts = self.run_metadata(recording).get("bin_spikes")
+    def bin_spikes(self, recording: "Recording", index: int,
+                   meta: dict[str, Any] | None = None) -> int | None:
+        """The spike count of bin ``index`` of ``recording``, when it was kept; ``meta`` is
+        its :meth:`run_metadata` when the caller has read it already (read here if not)."""
+        if meta is None:
+            meta = self.run_metadata(recording)
+        counts = meta.get("bin_spikes")
         if isinstance(counts, list) and 0 <= index < len(counts):
             return int(counts[index])
         return None
@@ -653,10 +657,11 @@ class SpikingKind(ModelKind):
         trial for a run of several (their mean, ``"· 401.3 spikes per trial"``), as the
         brain shows the trials' mean rate; ``spiking.bin_spikes`` holds all trials' spikes
         together, which read as so many times one trial's activity."""
-        spikes = self.bin_spikes(recording, index)
+        meta = self.run_metadata(recording)     # once a frame: both values come from it
+        spikes = self.bin_spikes(recording, index, meta)
         if spikes is None:
             return words
-        trials = int(self.run_metadata(recording).get("trials", 1))
+        trials = int(meta.get("trials", 1))
         if trials < 2:
             return f"{words} \u00b7 {spikes:,} spikes"
         return f"{words} \u00b7 {_per_trial(spikes / trials)} spikes per trial"

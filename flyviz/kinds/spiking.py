@@ -516,6 +516,18 @@ class SpikingKind(ModelKind):
             _COUNTS_CHECKED[recording] = (counts, len(counts))
         return meta
 
+    def run_trials(self, recording: "Recording") -> int:
+        """The trials of ``recording``'s run: 1 when its metadata does not say, and 1 when
+        its metadata is not to be read (a file edited by hand: the views that read it say
+        what is wrong; a panel opening it is no place to fail)."""
+        from flyviz.errors import RecordingError
+
+        try:
+            # run_metadata has judged it a whole number of 1 or more
+            return int(self.run_metadata(recording).get("trials", 1))
+        except RecordingError:
+            return 1
+
     def load(self, spec: str, **options: Any) -> "SpikingModel":
         """The spiking brain ``spec`` names (:meth:`SpikingModel.load`)."""
         return SpikingModel.load(spec)

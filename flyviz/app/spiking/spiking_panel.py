@@ -442,7 +442,7 @@ class SpikingFeature(QObject):
             recording = Recording(model.neurons, {"kind": SPIKING_KEY},
                                   states_dtype="float32")
         self.recording = recording
-        self.recorded_trials = self._trials_of(recording)
+        self.recorded_trials = SPIKING.run_trials(recording)
         state.set_recording(recording, index=0 if len(recording) else None)
         # The brain's docks, but one the user closed (they open it from View): the Stimulus
         # dock too, the brain's controls: Run and Stop stay in the Run menu and on their keys.
@@ -543,7 +543,7 @@ class SpikingFeature(QObject):
         if not run.kind.shows(SPIKING_KINDS):
             return
         self._run, self.recording = run, run.recording
-        self.recorded_trials = self._trials_of(run.recording)
+        self.recorded_trials = SPIKING.run_trials(run.recording)
         self._apply_display()
         self._arrivals.clear()
         self.engine_factor = self.realtime_factor = 0.0
@@ -640,19 +640,6 @@ class SpikingFeature(QObject):
             f"{words}\n{self.realtime_factor:.3g}x real time ({cap}), engine "
             f"{self.engine_factor:.3g}x{paused}{self._ended if self.finished else ''}"
             f"{self._trials_note()}")
-
-    @staticmethod
-    def _trials_of(recording: "Recording") -> int:
-        """The trials of ``recording``'s run (1 when its metadata does not say)."""
-        from flyviz.errors import RecordingError
-
-        try:
-            trials = SPIKING.run_metadata(recording).get("trials", 1)
-        except RecordingError:
-            # A recording edited by hand: the views that read its metadata say what is
-            # wrong; opening it is no place to fail.
-            return 1
-        return int(trials)  # run_metadata has judged it a whole number of 1 or more
 
     def _trials_note(self) -> str:
         """A line saying what the brain shows of a run of several trials (``""`` for one):

@@ -86,16 +86,6 @@ _PENS = ("#f28e2b", "#4e79a7", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc
          "#ff9da7", "#9c755f", "#bab0ac")
 
 
-def _run_trials(recording: "Recording") -> int:
-    """The trials of ``recording``'s run (1 when its metadata does not say)."""
-    from flyviz.errors import RecordingError
-
-    try:
-        return int(SPIKING.run_metadata(recording).get("trials", 1))
-    except RecordingError:        # a file edited by hand: the raster is no place to fail
-        return 1
-
-
 def resolve_groups(brain: "SpikingBrain", text: str) -> list[tuple[str, np.ndarray]]:
     """``(name, model indices)`` of each group ``text`` names (see the module notes); a
     query that selects nothing is left out, one that does not parse raises
@@ -378,7 +368,7 @@ class SpikingPopulationPanel(QWidget):
                 or marks.tick_ms != log.tick_ms:
             marks = self._marks = SpikeLog(log.tick_ms)
             self._marks_of = log
-            self._lanes = _run_trials(recording)
+            self._lanes = SPIKING.run_trials(recording)
         done = len(marks)
         if done >= n:
             return marks

@@ -660,7 +660,7 @@ class SpikingFeature(QObject):
         to be fitted again (the third line, added after a fit, pushed the Speed row below
         its edge)."""
         status = self.panel.status
-        lines = 3 if self._trials_note() else 2
+        lines = 3 if self.recorded_trials > 1 else 2     # _trials_note says a line then
         height = lines * status.fontMetrics().lineSpacing()
         if status.minimumHeight() == height:
             return False

@@ -318,8 +318,6 @@ class SpikingPopulationPanel(QWidget):
         log = recording.spikes if n else None
         exact = log is not None and len(log) >= n
         self.raster_exact = bool(exact and self.raster_neurons.size)
-        if not n:
-            self.raster_caption.setText("")
         shown = self._shown_bins(n)
         times: np.ndarray
         rows: np.ndarray
@@ -338,6 +336,7 @@ class SpikingPopulationPanel(QWidget):
             fired = recording.states(self.raster_neurons, 0, shown) > 0    # (bins, rows)
             bins, rows = np.nonzero(fired)
             times = (bins + 1) * self._bin_ms()
+            trials = np.zeros(rows.size, np.int64)     # bins keep no trials: one lane
         if not n:
             self.raster_caption.setText("")
         elif exact:
@@ -348,8 +347,7 @@ class SpikingPopulationPanel(QWidget):
         else:
             self.raster_caption.setText(BIN_RASTER_CAPTION)
         self.raster_marks = (np.asarray(times, np.float64), rows.astype(np.float64))
-        self.raster_trials = trials if trials.size == rows.size else np.zeros(rows.size,
-                                                                              np.int64)
+        self.raster_trials = trials
         self.raster_lanes = lanes
         offset, half = lane_offsets(self.raster_trials, lanes)
         centre = self.raster_marks[1] + offset

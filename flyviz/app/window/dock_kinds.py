@@ -69,6 +69,14 @@ class _ClosingWatch(QObject):
         return False
 
 
+def _span(dock: QDockWidget, horizontal: bool) -> tuple[int, int]:
+    """Where ``dock`` lies across its row (``horizontal``: its top and bottom) or its
+    column (its left and right): the docks of one row (column) share it."""
+    geometry = dock.geometry()
+    return (geometry.top(), geometry.bottom()) if horizontal \
+        else (geometry.left(), geometry.right())
+
+
 class DockKinds:
     """The kinds each dock of a window serves, and the docks shown for a kind.
 
@@ -234,10 +242,7 @@ class DockKinds:
             if not across and dock.property(FIT_HEIGHT):
                 continue    # as tall as its form asks (its feature fits it as it shows it)
             orientation = Qt.Orientation.Horizontal if across else Qt.Orientation.Vertical
-            geometry = dock.geometry()
-            span = (geometry.top(), geometry.bottom()) if across \
-                else (geometry.left(), geometry.right())
-            lines.setdefault((orientation, *span), {})[dock] = \
+            lines.setdefault((orientation, *_span(dock, across)), {})[dock] = \
                 size.width() if across else size.height()
         for (orientation, first, last), given in lines.items():
             self._resize_line(orientation, (first, last), given)
@@ -266,16 +271,11 @@ class DockKinds:
         def length(dock: QDockWidget) -> int:
             return dock.width() if horizontal else dock.height()
 
-        def along(dock: QDockWidget) -> tuple[int, int]:
-            geometry = dock.geometry()
-            return (geometry.top(), geometry.bottom()) if horizontal \
-                else (geometry.left(), geometry.right())
-
         if all(abs(length(dock) - wanted) <= 1 for dock, wanted in given.items()):
             return          # as it was (resized anyway, a column's docks moved a little)
         line = [dock for dock in self._docks.values()
                 if self._placed(dock) and window.dockWidgetArea(dock) == area
-                and along(dock) == span]
+                and _span(dock, horizontal) == span]
         others = [dock for dock in line if dock not in given]
         total = sum(length(dock) for dock in line)
         rest = total - sum(given.values())

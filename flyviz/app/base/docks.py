@@ -88,13 +88,13 @@ class Docks(dict[str, QDockWidget]):
             window.resizeDocks([dock], [int(window.height() * height_fraction)],
                                Qt.Orientation.Vertical)
 
-    def show_unless_closed(self, dock: QDockWidget, front: bool = True) -> bool:
-        """Show ``dock`` (in front where ``front``), as a feature shows its docks when its
-        model opens, unless the user closed it: a dock the user closed stays closed until
+    def show_unless_closed(self, key: str, front: bool = True) -> bool:
+        """Show dock ``key`` (in front where ``front``), as a feature shows its docks when
+        its model opens, unless the user closed it: a dock the user closed stays closed until
         they open it (View), whatever opens. True when it is shown."""
-        key = next((key for key, known in self.items() if known is dock), None)
-        if key is not None and self._window.closed_by_user(key):
+        if self._window.closed_by_user(key):
             return False
+        dock = self[key]
         dock.show()
         if front:
             dock.raise_()

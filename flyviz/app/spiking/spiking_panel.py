@@ -447,12 +447,12 @@ class SpikingFeature(QObject):
         # The brain's docks, but one the user closed (they open it from View): the Stimulus
         # dock too, the brain's controls: Run and Stop stay in the Run menu and on their keys.
         docks = self.host.docks
-        docks.show_unless_closed(self.dock)
+        docks.show_unless_closed("stimulus")
         self._hold_status_lines()
         # Fitted once, its status lines held first: its whole form, under the taller Neuron
         # dock (holding them fitted it too, a second fit of the same dock).
         docks.fit(self.dock)
-        docks.show_unless_closed(self.population_dock, front=False)
+        docks.show_unless_closed("spiking_population", front=False)
         self.population.set_brain(model.brain)
         self._apply_display()
         if len(recording):

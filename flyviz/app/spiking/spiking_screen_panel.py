@@ -325,7 +325,7 @@ class ScreenFeature:
         self.job.cancel(quiet=True)
         if self.brain() is not None:
             # Behind the Stimulus dock, as ever; not where the user closed it.
-            self.host.docks.show_unless_closed(self.dock, front=False)
+            self.host.docks.show_unless_closed("screen", front=False)
             self.panel.status.setText("select the target neuron, choose the sets, press Run")
         self._show_target()
 

@@ -25,6 +25,7 @@ with wide side columns left the brain view, the point of the window, the narrowe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup
@@ -153,26 +154,20 @@ class LayoutPresets(QObject):
             self._hide_replaced_tab_bars()
             self._mark(name if name in PRESETS else "default")
             if self.kinds is not None:
-                self.kinds.remember_sizes(self._saved_dock_sizes())
-                self.kinds.remember_closed(self._saved_closed_docks())
+                # What is not a size is passed over; a closed dock is its key alone.
+                sizes = self._saved_group(DOCK_SIZES)
+                self.kinds.remember_sizes({key: size for key, size in sizes.items()
+                                           if isinstance(size, QSize)})
+                self.kinds.remember_closed(list(self._saved_group(CLOSED_DOCKS)))
         return self.restored
 
-    def _saved_closed_docks(self) -> list[str]:
-        """The docks ``window/closed_docks`` names."""
-        self.settings.beginGroup(CLOSED_DOCKS)
+    def _saved_group(self, group: str) -> dict[str, Any]:
+        """The entries the settings group ``group`` holds, by key, in the settings' order."""
+        self.settings.beginGroup(group)
         try:
-            return list(self.settings.childKeys())
+            return {key: self.settings.value(key) for key in self.settings.childKeys()}
         finally:
             self.settings.endGroup()
-
-    def _saved_dock_sizes(self) -> dict[str, QSize]:
-        """The sizes ``window/dock_sizes`` holds (what is not a size is passed over)."""
-        self.settings.beginGroup(DOCK_SIZES)
-        try:
-            sizes = {key: self.settings.value(key) for key in self.settings.childKeys()}
-        finally:
-            self.settings.endGroup()
-        return {key: size for key, size in sizes.items() if isinstance(size, QSize)}
 
     def save(self) -> None:
         """Remember the arrangement, its preset, the window's size, the sizes still to give

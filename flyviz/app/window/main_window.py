@@ -60,7 +60,7 @@ from flyviz.app.window import window_layout
 from flyviz.app.base.actions import SHORTCUTS, ActionRegistry, with_letter
 from flyviz.app.base.background import BackgroundCalls
 from flyviz.app.base.keys import KeyGuard
-from flyviz.app.base.docks import FIT_HEIGHT, Docks, fit_height
+from flyviz.app.base.docks import FIT_HEIGHT, Docks
 from flyviz.app.brain.brain_view import BrainView
 from flyviz.app.brain.colouring import ColourBy
 from flyviz.app.brain.connectivity import Connectivity
@@ -371,7 +371,7 @@ class MainWindow(FeatureWindow):
         to one (its height was the group's, its last rows out of sight)."""
         dock.raise_()
         if dock.property(FIT_HEIGHT):
-            fit_height(self, dock)
+            self.docks.fit(dock)
 
     def _build_status_bar(self) -> None:
         status = StatusBar(self)

@@ -107,5 +107,21 @@ def ask_save_path_as(parent: QWidget | None, title: str, start: str | Path, filt
     return target
 
 
+def movie_file(chosen: Path, selected_filter: str = "", default: str = ".mp4") -> Path:
+    """The movie a dialog offering movies writes for a name chosen in it (the ``written`` of
+    :func:`ask_save_path_as`): the name as it is when it ends in a movie's suffix
+    (``why.webm``, ``why.M4V``), else with the movie suffix the chosen filter names first,
+    ``default`` where it names none: ``why`` → ``why.mp4``, never the folder of PNG frames
+    the export makes of a name without one (the dialogs offer movies only)."""
+    from flyviz.export.options import MOVIE_EXTENSIONS    # the export loads when it is used
+
+    if chosen.suffix.lower() in MOVIE_EXTENSIONS:
+        return chosen
+    offered = filter_suffix(selected_filter)
+    if offered is None or offered.lower() not in MOVIE_EXTENSIONS:
+        offered = default
+    return add_suffix(chosen, offered)
+
+
 __all__ = ["add_suffix", "ask_save_path", "ask_save_path_as", "ask_to_replace",
-           "filter_suffix"]
+           "filter_suffix", "movie_file"]

@@ -44,7 +44,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QProgressBar, QPu
                                QSlider, QVBoxLayout, QWidget)
 
 from flyviz.app.base.background import JobFeature
-from flyviz.app.base.save_dialog import add_suffix, ask_save_path_as, filter_suffix
+from flyviz.app.base.save_dialog import ask_save_path_as, movie_file
 from flyviz.app.language.graph_panel import GraphPanel, graph_rows
 from flyviz.app.brain.synapse_lines import line_segments
 from flyviz.record.trace import trace
@@ -80,19 +80,6 @@ MOVIE_FILTERS = "MP4 (*.mp4);;WebM (*.webm);;GIF (*.gif)"
 #: The suffix a movie's name gets when neither it nor the filter chosen names one: MP4, as
 #: File → Export movie starts.
 MOVIE_SUFFIX = ".mp4"
-
-
-def movie_file(chosen: Path, selected_filter: str = "") -> Path:
-    """The movie the dock's Export movie… writes for a name chosen in its dialog: the name
-    as it is when it ends in a movie's suffix (``why.webm``, ``why.M4V``), else with the
-    suffix of the filter chosen (MP4 where none is): ``why`` → ``why.mp4``, never the
-    folder of PNG frames the export makes of a name without one (the dialog offers movies
-    only)."""
-    from flyviz.export.options import MOVIE_EXTENSIONS    # the export loads when it is used
-
-    if chosen.suffix.lower() in MOVIE_EXTENSIONS:
-        return chosen
-    return add_suffix(chosen, filter_suffix(selected_filter) or MOVIE_SUFFIX)
 
 
 def not_exact(attribution: "Attribution") -> str:
@@ -463,7 +450,8 @@ class WhyFeature(JobFeature):
         folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.MoviesLocation)
         start = Path(folder or Path.home()) / f"flyviz-why{MOVIE_SUFFIX}"
         return ask_save_path_as(self.host.widget(), "Export the Why? movie", start,
-                                MOVIE_FILTERS, movie_file)
+                                MOVIE_FILTERS, lambda chosen, selected:
+                                movie_file(chosen, selected, MOVIE_SUFFIX))
 
     def _draw_synapses(self) -> None:
         """The strongest synapses into the shown step as lines in the brain view (the
@@ -531,4 +519,4 @@ def install(host: "WindowHost") -> WhyFeature:
 
 __all__ = ["FLOW", "GRAPH_NODES", "MOVIE_FILTERS", "MOVIE_SUFFIX", "SYNAPSE_LINES",
            "GraphPanel", "WINDOW", "WhyFeature", "WhyPanel", "flow_layer", "graph_rows",
-           "install", "movie_file", "not_exact", "synapse_segments"]
+           "install", "not_exact", "synapse_segments"]

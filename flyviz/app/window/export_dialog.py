@@ -19,8 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QMessageBox, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from flyviz.app.base.export_jobs import report_export, run_export
-from flyviz.app.base.save_dialog import (add_suffix, ask_save_path_as, ask_to_replace,
-                                         filter_suffix)
+from flyviz.app.base.save_dialog import add_suffix, ask_save_path_as, ask_to_replace, movie_file
 from flyviz.export import ExportOptions
 from flyviz.export.options import DEFAULT_QUALITY, MOVIE_EXTENSIONS, QUALITY_RANGE, movie_format
 from flyviz.model.checkpoint import Anatomy
@@ -350,14 +349,11 @@ class ExportDialog(QDialog):
                 self.path_edit.setText(str(Path(folder) / "flyviz-frames") + "/")
             return
 
-        def written(chosen: Path, selected_filter: str) -> Path:
-            # A name chosen without a movie's suffix gets the filter's (the selected
-            # format's where the dialog names none); the dialog offers no folder.
-            offered = MOVIE_EXTENSIONS.get((filter_suffix(selected_filter) or "").lower(), fmt)
-            return Path(export_target(str(chosen), offered)[1])
-
+        # A name chosen without a movie's suffix gets the filter's (the selected format's
+        # where the dialog names none); the dialog offers no folder.
         path = ask_save_path_as(self, "Export movie", self.output_path(), movie_filters(fmt),
-                                written)
+                                lambda chosen, selected:
+                                movie_file(chosen, selected, _suffix(fmt)))
         if path is not None:
             self._use(MOVIE_EXTENSIONS[path.suffix.lower()], str(path))
             self._chosen = path

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flyviz.fileio import KEPT_RECORDING_HELP, KEPT_RESULT_HELP
+from flyviz.fileio import (KEPT_RECORDING_HELP, KEPT_RESULT_HELP, check_new_result,
+                           check_output_path)
 
 EPILOG = """\
 BRAIN is a folder in the authors' layout (Completeness_783.csv + Connectivity_783.parquet, or
@@ -130,19 +131,6 @@ def _out_format(path: Path) -> tuple[str, str]:
                      "(or .csv.gz); the suffix says which is written")
 
 
-def _check_out(path: Path, option: str) -> None:
-    """``option``'s file can be written (its folder made if missing, as export and generate
-    --record do), or one line naming the option and why not. A spike table already at
-    ``--out`` is refused (:func:`flyviz.fileio.check_new_result`), as a recording at
-    ``--record`` is (:func:`flyviz.fileio.check_command_paths`): either may be the only
-    copy of a long run, and the same command typed again must not throw it away."""
-    from flyviz.fileio import check_new_result, check_output_path
-
-    check_output_path(path, option, probe=True)
-    if option == "--out":
-        check_new_result(path, "spike table")
-
-
 def run(args: argparse.Namespace) -> int:
     """Check everything, load the brain, run and write."""
     import numpy as np
@@ -187,9 +175,15 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--bin {args.bin:g} ms is longer than the run "
                              f"({args.duration * 1000:g} ms): its one bin's rates would count "
                              "time the run did not have")
-    for path, option in ((args.out, "--out"), (args.record, "--record")):
-        if path is not None:
-            _check_out(path, option)
+    # Each file can be written (its folder made if missing, as export and generate --record
+    # do), or one line naming the option and why not. A spike table already at --out is
+    # refused, as a recording at --record is (check_command_paths): either may be the only
+    # copy of a long run, and the same command typed again must not throw it away.
+    if args.out is not None:
+        check_output_path(args.out, "--out", probe=True)
+        check_new_result(args.out, "spike table")
+    if args.record is not None:
+        check_output_path(args.record, "--record", probe=True)
     if args.excite is not None or args.silence is not None:
         from flyviz.model.selection import parse
 

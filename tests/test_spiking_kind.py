@@ -151,6 +151,23 @@ def test_the_counter_of_several_trials_says_a_bins_spikes_per_trial(brain_folder
         assert SPIKING.page_counter(recording, i).endswith(f" · {spikes / 4:,.1f} spikes per trial")
 
 
+@pytest.mark.parametrize("spiking_meta, trials", [
+    ({"trials": 30}, 30),
+    ({}, 1),                                   # a run of one says none
+    ({"trials": 0}, 1),                        # edited by hand: the views say what is wrong
+    ("a string", 1),
+    ({"bin_ms": "abc", "trials": 4}, 1),
+])
+def test_the_panels_read_a_runs_trials_and_one_where_its_table_is_broken(spiking_meta,
+                                                                           trials):
+    """The Stimulus and population docks size their status lines and raster lanes by the
+    run's trials (:meth:`SpikingKind.run_trials`); a recording edited by hand opens with one
+    trial, not a failure in the panel (its figures and movies name the broken entry)."""
+    recording = Recording(4, {"kind": "spiking", "spiking": spiking_meta},
+                          states_dtype="float32")
+    assert SPIKING.run_trials(recording) == trials
+
+
 def flyviz_input_error() -> type[Exception]:
     from flyviz.errors import InputError
 

@@ -147,3 +147,22 @@ def test_a_recording_of_several_trials_fits_the_stimulus_dock_once(qtbot, tmp_pa
             f"{TRIALS} trials: the brain shows their mean rate"
     finally:
         win.close()
+
+
+def test_the_status_line_follows_the_bin_scrubbed_to_after_the_run(qtbot, tmp_path):
+    """Scrubbed to an earlier bin once the run was over, the Stimulus dock's status line
+    still counted the last bin's spikes beside the timeline's earlier bin: it says the bin
+    shown, and the run's speed and end as before."""
+    win, _model = _spiking_window(qtbot, tmp_path)
+    try:
+        feature = _run_three_trials(qtbot, win)
+        recording = feature.recording
+        for index in (1, 0, 3):
+            win.state.index = index
+            first, second = feature.panel.status.text().splitlines()[:2]
+            spikes = _bin_spikes(recording, index) / TRIALS
+            assert first.startswith(f"bin {index} of 0–3"), first
+            assert first.endswith(f"· {spikes:,.1f} spikes per trial"), first
+            assert second.endswith("(done)"), second
+    finally:
+        win.close()

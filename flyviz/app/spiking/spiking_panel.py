@@ -269,6 +269,7 @@ class SpikingFeature(QObject):
         self.panel.excite_selected.clicked.connect(lambda: self.add_selected("excite"))
         self.panel.silence_selected.clicked.connect(lambda: self.add_selected("silence"))
         host.state.events.selected.connect(self._on_selected)
+        host.state.events.index.connect(self._on_index)
         host.state.events.model.connect(self._on_model)
         runner = host.runner
         runner.events.started.connect(self._on_started)
@@ -576,6 +577,14 @@ class SpikingFeature(QObject):
             self.realtime_factor = (len(self._arrivals) - 1) * bin_s / (
                 self._arrivals[-1] - self._arrivals[0])
         self._say()
+
+    def _on_index(self, _index: int) -> None:
+        """The status line's counter follows the bin shown: scrubbed back once the run was
+        paused or over, it still said the last bin beside the timeline's. (A live bin is
+        said as it arrives, by :meth:`_on_bin`.)"""
+        if self._run is not None and self._run.recording is self.recording \
+                and not (self.playing and self.host.state.live):
+            self._say()
 
     def _on_ended(self, reason: str, _frames: int) -> None:
         if not self._mine():

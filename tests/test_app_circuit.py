@@ -377,21 +377,13 @@ def test_exporting_as_a_name_without_json_writes_name_json_and_asks_before_repla
     written as circuit.json, as the app's other save dialogs add their suffix, and since
     Qt's own question was about "circuit", an existing circuit.json is asked about: No
     keeps it byte for byte."""
-    from PySide6.QtWidgets import QFileDialog, QMessageBox
+    from dialog_answers import DialogAnswers
 
     out = tmp_path / "saved"          # the window keeps its settings in tmp_path
     out.mkdir()
     feature, _ = _find(win, qtbot, task_file)
-    asked: list[str] = []
-    answer = QMessageBox.StandardButton.No
-
-    def question(parent, title, text, *args):
-        asked.append(text)
-        return answer
-
-    monkeypatch.setattr(QMessageBox, "question", question)
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        lambda *a, **k: (str(out / "circuit"), "JSON (*.json)"))
+    user = DialogAnswers(monkeypatch, out / "circuit", "JSON (*.json)")
+    asked = user.asked
     kept = out / "circuit.json"
     for export in (feature.export_interventions, feature.export_graph):
         kept.write_bytes(b"the user's own notes")
@@ -399,11 +391,11 @@ def test_exporting_as_a_name_without_json_writes_name_json_and_asks_before_repla
         assert asked[-1].startswith("circuit.json already exists"), asked
         assert kept.read_bytes() == b"the user's own notes"
         assert sorted(p.name for p in out.iterdir()) == [kept.name]
-    answer = QMessageBox.StandardButton.Yes
+    user.replace = True
     assert feature.export_interventions() == kept and len(asked) == 3
     assert list(from_json(json.loads(kept.read_text("utf-8")))) == feature.only_circuit()
     assert feature.export_graph() == kept and len(asked) == 4
     assert "nodes" in json.loads(kept.read_text("utf-8"))
     # The name typed with its suffix: Qt's dialog asked already; nothing asks again.
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(kept), ""))
+    user.chosen, user.selected_filter = kept, ""
     assert feature.export_interventions() == kept and len(asked) == 4

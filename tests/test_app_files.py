@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 from app_conftest import make_window
+from dialog_answers import DialogAnswers
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox, QTableWidget
 
 from flyviz.app._testing import one_hot_recording
@@ -171,40 +172,6 @@ def test_export_action_is_wired_or_explains_why_not(window):
     assert "nothing to export" in window.last_error
 
 
-def test_saving_as_a_name_without_its_suffix_asks_before_replacing_that_recording(
-        window, qtbot, tmp_path, monkeypatch):
-    """The dialog's overwrite question is about the name typed ("run"); the recording is
-    written to run.flyrec, which was replaced without a question: the window asks it."""
-    win = window
-    win.state.run.max_new_tokens = 2
-    win.state.run.speed_cap = 0
-    with qtbot.waitSignal(win.run_ended, timeout=10_000):
-        win.run_prompt("Tom")
-    kept = tmp_path / "run.flyrec"
-    kept.write_bytes(b"the only copy of a long run")
-    asked: list[str] = []
-    answer = QMessageBox.StandardButton.No
-
-    def question(parent, title, text, *args):
-        asked.append(text)
-        return answer
-
-    monkeypatch.setattr(QMessageBox, "question", question)
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        lambda *a, **k: (str(tmp_path / "run"), ""))
-    win.save_recording_dialog()
-    assert len(asked) == 1 and asked[0].startswith("run.flyrec already exists")
-    assert kept.read_bytes() == b"the only copy of a long run"
-    answer = QMessageBox.StandardButton.Yes
-    win.save_recording_dialog()
-    assert len(asked) == 2 and kept.read_bytes() != b"the only copy of a long run"
-    assert str(kept) in win.statusBar().currentMessage()
-    # The name typed with its suffix: the dialog asked already, the window does not again.
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(kept), ""))
-    win.save_recording_dialog()
-    assert len(asked) == 2
-
-
 def test_file_menu_dialogs_save_a_recording_and_export_the_shown_run(window, qtbot, tmp_path,
                                                                       monkeypatch):
     import flyviz.app.window.export_dialog as export_dialog  # part of every installation: no skip
@@ -328,22 +295,14 @@ def test_every_save_dialog_asks_before_replacing_the_file_it_writes(
     _record_a_run(win, qtbot)
     kept = tmp_path / f"run{suffix}"
     kept.write_bytes(b"an earlier file of the user's")
-    asked: list[str] = []
-    answer = QMessageBox.StandardButton.No
-
-    def question(parent, title, text, *args):
-        asked.append(text)
-        return answer
-
-    monkeypatch.setattr(QMessageBox, "question", question)
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        lambda *a, **k: (str(tmp_path / "run"), ""))
+    user = DialogAnswers(monkeypatch, tmp_path / "run")
+    asked = user.asked
     save(win, monkeypatch)
     assert len(asked) == 1 and asked[0].startswith(f"run{suffix} already exists"), asked
     assert kept.read_bytes() == b"an earlier file of the user's"
     assert sorted(p.name for p in tmp_path.iterdir()) == [kept.name]  # nothing else written
 
-    answer = QMessageBox.StandardButton.Yes
+    user.replace = True
     save(win, monkeypatch)
     assert len(asked) == 2
     assert kept.read_bytes() != b"an earlier file of the user's" and kept.stat().st_size > 0
@@ -351,7 +310,7 @@ def test_every_save_dialog_asks_before_replacing_the_file_it_writes(
 
     # The name typed with its suffix: the save dialog asked already; nothing asks again.
     kept.write_bytes(b"an earlier file of the user's")
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(kept), ""))
+    user.chosen = kept
     save(win, monkeypatch)
     assert len(asked) == 2
     assert kept.read_bytes() != b"an earlier file of the user's"
@@ -368,14 +327,8 @@ def test_a_movie_name_typed_into_the_export_form_is_asked_about_before_it_is_rep
 
     win = window
     _record_a_run(win, qtbot)
-    asked: list[str] = []
-    answer = QMessageBox.StandardButton.No
-
-    def question(parent, title, text, *args):
-        asked.append(text)
-        return answer
-
-    monkeypatch.setattr(QMessageBox, "question", question)
+    user = DialogAnswers(monkeypatch)
+    asked = user.asked
     typed = {"text": str(tmp_path / "clip.mp4"), "format": 0}
     still_open: list[bool] = []
 
@@ -393,7 +346,7 @@ def test_a_movie_name_typed_into_the_export_form_is_asked_about_before_it_is_rep
     win.export_movie()
     assert len(asked) == 1 and asked[0].startswith("clip.mp4 already exists"), asked
     assert still_open == [True] and movie.read_bytes() == b"last week's movie"
-    answer = QMessageBox.StandardButton.Yes
+    user.replace = True
     win.export_movie()
     assert len(asked) == 2 and still_open[-1] is False
     assert movie.read_bytes() != b"last week's movie"
@@ -408,7 +361,7 @@ def test_a_movie_name_typed_into_the_export_form_is_asked_about_before_it_is_rep
     frames.mkdir()
     (frames / "frame_00001.png").write_bytes(b"an earlier frame")
     typed.update(text=f"{frames}/", format=3)
-    answer = QMessageBox.StandardButton.No
+    user.replace = False
     win.export_movie()
     assert len(asked) == 3 and "frames" in asked[2] and "earlier frames" in asked[2], asked
     assert (frames / "frame_00001.png").read_bytes() == b"an earlier frame"

@@ -548,7 +548,7 @@ def test_the_why_movie_dialog_adds_the_movie_suffix_and_asks_before_replacing_it
     then wrote was another file than the one the dialog asked about. The name gets the
     suffix of the format chosen (MP4 unless another is), and the file written is asked
     about: No keeps it byte for byte, Yes replaces it with the movie."""
-    from PySide6.QtWidgets import QFileDialog, QMessageBox
+    from dialog_answers import DialogAnswers
 
     from flyviz.export import ExportOptions
 
@@ -561,36 +561,27 @@ def test_the_why_movie_dialog_adds_the_movie_suffix_and_asks_before_replacing_it
     options = ExportOptions(size=(96, 64), fps=4.0, overlays=False)
     kept = out / "why.mp4"
     kept.write_bytes(b"an earlier movie of the user's")
-    asked: list[str] = []
-    answer = QMessageBox.StandardButton.No
-
-    def question(parent, title, text, *args):
-        asked.append(text)
-        return answer
-
-    chosen = {"name": "why", "filter": "MP4 (*.mp4)"}
-    monkeypatch.setattr(QMessageBox, "question", question)
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        lambda *a, **k: (str(out / chosen["name"]), chosen["filter"]))
+    user = DialogAnswers(monkeypatch, out / "why", "MP4 (*.mp4)")
+    asked = user.asked
     assert feature.export_movie(options=options) is None
     assert len(asked) == 1 and asked[0].startswith("why.mp4 already exists"), asked
     assert kept.read_bytes() == b"an earlier movie of the user's"
     assert sorted(p.name for p in out.iterdir()) == [kept.name]    # no frames folder
 
-    answer = QMessageBox.StandardButton.Yes
+    user.replace = True
     assert feature.export_movie(options=options) == kept
     assert len(asked) == 2
     assert kept.read_bytes()[4:8] == b"ftyp"                            # an MP4 now
     assert sorted(p.name for p in out.iterdir()) == [kept.name]
 
     # The name typed with its suffix: Qt's dialog asked already; nothing asks again.
-    chosen["name"] = "why.mp4"
+    user.chosen = out / "why.mp4"
     assert feature.export_movie(options=options) == kept and len(asked) == 2
 
     # Another format chosen in the dialog: its suffix; a movie's own suffix is kept.
-    chosen.update(name="sweep", filter="GIF (*.gif)")
+    user.chosen, user.selected_filter = out / "sweep", "GIF (*.gif)"
     gif = feature.export_movie(options=options)
     assert gif == out / "sweep.gif" and gif.read_bytes()[:3] == b"GIF"
-    chosen.update(name="sweep.webm", filter="MP4 (*.mp4)")
+    user.chosen, user.selected_filter = out / "sweep.webm", "MP4 (*.mp4)"
     assert feature.export_movie(options=options) == out / "sweep.webm"
     assert len(asked) == 2 and not any(p.is_dir() for p in out.iterdir())

@@ -325,22 +325,15 @@ def test_a_name_typed_with_another_movies_suffix_is_that_movie(qtbot, tmp_path, 
 def test_browsing_with_another_movies_filter_asks_about_that_movie(qtbot, tmp_path, monkeypatch):
     """A name chosen without a suffix under the WebM filter is x.webm, a WebM; an existing
     x.webm, which Qt's own question (about "x") did not name, is asked about first."""
-    from PySide6.QtWidgets import QFileDialog, QMessageBox, QPushButton
+    from dialog_answers import DialogAnswers
+    from PySide6.QtWidgets import QPushButton
 
     from flyviz.app.window.export_dialog import ExportDialog
 
     kept = tmp_path / "x.webm"
     kept.write_bytes(b"last week's movie")
-    asked: list[str] = []
-    answer = QMessageBox.StandardButton.No
-
-    def question(parent, title, text, *args):
-        asked.append(text)
-        return answer
-
-    monkeypatch.setattr(QMessageBox, "question", question)
-    monkeypatch.setattr(QFileDialog, "getSaveFileName",
-                        lambda *a, **k: (str(tmp_path / "x"), "WebM (VP9, smallest) (*.webm)"))
+    user = DialogAnswers(monkeypatch, tmp_path / "x", "WebM (VP9, smallest) (*.webm)")
+    asked = user.asked
     dialog = ExportDialog(recording(2), ball_layout(N), "dialog-test")
     qtbot.addWidget(dialog)
     before = dialog.path_edit.text()
@@ -348,7 +341,7 @@ def test_browsing_with_another_movies_filter_asks_about_that_movie(qtbot, tmp_pa
     browse.click()
     assert asked == ["x.webm already exists.\nDo you want to replace it?"]
     assert dialog.path_edit.text() == before and dialog.current_format() == "mp4"
-    answer = QMessageBox.StandardButton.Yes
+    user.replace = True
     browse.click()
     assert dialog.path_edit.text() == str(kept) and dialog.current_format() == "webm"
     assert len(asked) == 2
@@ -363,7 +356,8 @@ def test_export_asks_about_the_file_a_typed_name_means(qtbot, tmp_path, monkeypa
     MP4 selected is x.mp4 (before, a folder x of PNG frames, and x.mp4 was not asked about);
     ``frames/`` is a folder of frames whatever is selected. No keeps the form open on that
     name and format, the file as it was."""
-    from PySide6.QtWidgets import QDialog, QMessageBox
+    from dialog_answers import DialogAnswers
+    from PySide6.QtWidgets import QDialog
 
     existing = tmp_path / meant
     if fmt == "png":
@@ -371,9 +365,7 @@ def test_export_asks_about_the_file_a_typed_name_means(qtbot, tmp_path, monkeypa
         (existing / "frame_000000.png").write_bytes(b"an earlier frame")
     else:
         existing.write_bytes(b"last week's movie")
-    asked: list[str] = []
-    monkeypatch.setattr(QMessageBox, "question", lambda parent, title, text, *a:
-                        asked.append(text) or QMessageBox.StandardButton.No)
+    asked = DialogAnswers(monkeypatch).asked
     dialog = ExportDialog(recording(2), ball_layout(N), "dialog-test")
     qtbot.addWidget(dialog)
     dialog.format_combo.setCurrentIndex(dialog.format_combo.findData(selected))

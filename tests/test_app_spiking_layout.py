@@ -6,6 +6,8 @@ closed, the brain opened again and session after session, until View opens it.""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
@@ -41,6 +43,54 @@ def test_the_populations_dock_keeps_its_width_when_the_docks_are_swapped_and_bac
         after = _widths(win)
         for key in ("raster", "spiking_population"):
             assert abs(after[key] - before[key]) <= 3, (key, before, after)
+    finally:
+        win.close()
+
+
+def _pump_until(condition, timeout_s: float = 60.0) -> None:
+    """Handle events as a loop that pumps them itself does (a progress loop, a screenshot
+    script) until ``condition()`` holds."""
+    end = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        QApplication.processEvents()
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1440, 900)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_no_tab_bar_of_the_fly_llms_docks_is_left_over_the_spiking_brains(qtbot, tmp_path, size):
+    """Opening the demo's spiking brain where its Fly LLM was shown puts the Fly LLM's tab
+    groups away with their bars, also while something pumps events itself (a progress loop,
+    a screenshot): the "Traces | Trajectory" bar stayed drawn over the top of the Spiking
+    populations dock at 1280×800, and "Text | Lesion map" under the brain view, until the
+    user resized the window. And back: no bar of the spiking brain's is left over the Fly
+    LLM's docks."""
+    from PySide6.QtCore import QSettings
+    from test_app_layout_presets import misplaced_tab_bars, pump_until_settled
+
+    from flyviz.app.window.main_window import MainWindow
+    from flyviz.kinds import LANGUAGE
+
+    win = MainWindow(model_spec=None, settings=QSettings(
+        str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(win)
+    win.resize(*size)
+    win.show()
+    try:
+        ready: list[str] = []
+        win.model_ready.connect(ready.append)
+        win.load_model("demo")
+        _pump_until(lambda: bool(ready))
+        feature = win.features["spiking"]
+        assert feature.open_loaded()        # the demo's graph, opened off the UI thread
+        _pump_until(lambda: feature.model is not None and feature.dock.isVisible())
+        spiking = win.state.kind
+        for kind in (spiking, LANGUAGE, spiking):
+            win.dock_kinds.apply(kind)
+            pump_until_settled(win)
+            stray = [[bar.tabText(i) for i in range(bar.count())]
+                     for bar in misplaced_tab_bars(win)]
+            assert not stray, (kind.key, stray)
     finally:
         win.close()
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QScrollArea, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QTabBar, QWidget
 
-__all__ = ["FIT_HEIGHT", "DockWindow", "Docks", "fit_height"]
+__all__ = ["FIT_HEIGHT", "DockWindow", "Docks", "fit_height", "hide_stale_tab_bars"]
 
 #: A dock's property (``dock.setProperty(FIT_HEIGHT, True)``): the layouts make it as tall as
 #: its content asks (:func:`fit_height`) when they arrange the window.
@@ -138,3 +138,20 @@ def fit_height(window: Resizing, dock: QDockWidget, most: float = FIT_MOST,
     if tries > 1:
         # With the dock as context: a dock gone with its window by then is not touched.
         QTimer.singleShot(0, dock, lambda: fit_height(window, dock, most, tries - 1))
+
+
+def hide_stale_tab_bars(window: QMainWindow) -> None:
+    """Hide every dock tab bar of ``window`` and ask for a layout pass, which shows again
+    the bars of the tab groups it arranges, each in its place.
+
+    Qt leaves the tab bar of a tab group drawn where it was when the group goes (its docks
+    hidden for another kind of model, or an arrangement replaced by ``restoreState``) while
+    something pumps events itself, as a progress loop or a screenshot does: a "Traces |
+    Trajectory" bar stayed over the top of the docks shown in its place until the user
+    resized the window.
+    """
+    for bar in window.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly):
+        bar.hide()
+    layout = window.layout()
+    if layout is not None:
+        layout.invalidate()

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
-from flyviz.app.base.docks import FIT_HEIGHT
+from flyviz.app.base.docks import FIT_HEIGHT, hide_stale_tab_bars
 from flyviz.kinds import EVERY_KIND, LANGUAGE, ModelKind
 from flyviz.kinds.language import LANGUAGE_KEY
 
@@ -180,6 +180,8 @@ class DockKinds:
                 dock.toggleViewAction().setVisible(True)
                 if was_shown and not self.closed_by_user(key):
                     dock.show()
+        if self._window is not None:
+            hide_stale_tab_bars(self._window)   # those of the kind's tab groups put away
 
     def _put_away(self, key: str, dock: QDockWidget, remember: bool = True) -> None:
         """Hide ``dock`` and its View entry, remembering whether it was shown and (where

@@ -29,10 +29,10 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QObject, QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QTabWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget
 
 from flyviz.app.base.actions import ActionRegistry
-from flyviz.app.base.docks import FIT_HEIGHT, fit_height
+from flyviz.app.base.docks import FIT_HEIGHT, fit_height, hide_stale_tab_bars
 from flyviz.app.window.dock_kinds import DockKinds
 
 __all__ = ["KNOWN_DOCKS", "LAYOUT_VERSION", "PRESETS", "LayoutPresets", "prepare_window"]
@@ -151,7 +151,7 @@ class LayoutPresets(QObject):
             self.restored = True
             size = self.settings.value("window/state_size")
             self.restored_size = size if isinstance(size, QSize) else None
-            self._hide_replaced_tab_bars()
+            hide_stale_tab_bars(self.window)    # those of the arrangement replaced
             self._mark(name if name in PRESETS else "default")
             if self.kinds is not None:
                 # What is not a size is passed over; a closed dock is its key alone.
@@ -224,21 +224,8 @@ class LayoutPresets(QObject):
             for dock in self.docks.values():
                 if dock.property(FIT_HEIGHT) and dock.isVisible() and not dock.isFloating():
                     fit_height(window, dock)
-        self._hide_replaced_tab_bars()
+        hide_stale_tab_bars(window)     # those of the arrangement replaced
         self._mark(name)
-
-    def _hide_replaced_tab_bars(self) -> None:
-        """Hide the dock tab bars of the arrangement a restored state replaced.
-
-        ``restoreState`` builds new tab bars for the restored tab groups and only schedules
-        the old ones for deletion: until the event loop deletes them (never, while something
-        pumps events itself, as a progress loop or a screenshot does) they stay drawn where
-        the old arrangement had them, over the docks now there. Every dock tab bar is hidden
-        here; the window's next layout pass, which the new arrangement has requested, shows
-        again the bars of its tab groups in their places.
-        """
-        for bar in self.window.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly):
-            bar.hide()
 
     def default_sizes(self) -> None:
         """Column widths and row heights of the default layout for the window's size."""

@@ -12,6 +12,8 @@ needs.
 - :func:`atomic_write` writes into a temporary file beside the output and
   renames it into place, so that a full disk or an error leaves the old file
   (or none), never a half-written one.
+- :func:`earlier_output` says what writing a render or a conversion replaces, for
+  the line that says it was written (``...; replaced the earlier file)``).
 
 Standard library only (no Qt, no numpy): the model and record layers use it.
 """
@@ -226,6 +228,42 @@ def check_new_result(path: str | Path, what: str, option: str = "--out", *,
         raise InputError(f"{option} {short_path(path)} is a finished {what}: give a new name, "
                          f"or delete {short_path(path)} to make it again")
     return path
+
+
+def earlier_output(out: str | Path, folder: str = "files", holding: str = "*") -> str | None:
+    """What writing ``out`` replaces, as the last line of the command that writes it says
+    it (``...; replaced the earlier file)``): ``"the earlier file"`` where ``out`` is a
+    file, ``f"the earlier {folder}"`` where it is a folder that holds what ``holding``
+    matches, or ``None`` for nothing. Asked before writing: afterwards ``out`` is always
+    there.
+
+    The rule every render and conversion follows (a movie and its PNG frames, a figure, a
+    page, a trace's graph, a conversion, the demo brain): made again from its inputs in the
+    time it takes, it replaces one of the same name as ``savefig`` does, rather than refuse
+    it (a recording, which may be the only copy of a run, is never written over:
+    :data:`KEPT_RECORDING_HELP`; a finished result neither: :func:`check_new_result`), and
+    says so, so that a name typed again by mistake is noticed.
+
+    Parameters
+    ----------
+    out
+        The output about to be written.
+    folder
+        What a folder at ``out`` holds, for the message: ``"frames"``, ``"store"``.
+    holding
+        The glob of the names that make a folder at ``out`` an earlier output
+        (``"frame_*.png"``); a folder without any is not one (an empty folder to write
+        PNG frames into replaces nothing).
+    """
+    path = Path(out).expanduser()
+    if path.is_file():
+        return "the earlier file"
+    try:
+        if path.is_dir() and any(path.glob(holding)):
+            return f"the earlier {folder}"
+    except OSError:     # a folder that cannot be listed: the write will say why
+        return None
+    return None
 
 
 def _empty_folder(path: Path) -> bool:

@@ -54,6 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the recording (and its model, for the labels) and write it."""
     from flyviz.errors import InputError
+    from flyviz.fileio import earlier_output
     from flyviz.record.convert import check_output, convert
     from flyviz.record.recording import Recording
 
@@ -65,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
     # replaced whole, as savefig replaces a figure (a store is never merged into: arrays
     # of two recordings would be a silent defect; check_output refused a store that holds
     # other files, or a folder that is not one), and the last line says so.
-    replaced = ("the earlier store" if args.out.is_dir() else
-                "the earlier file" if args.out.is_file() else None)
+    replaced = earlier_output(args.out, folder="store")
     recording = Recording.load(args.recording)
     from flyviz.kinds import kind_of_recording
 

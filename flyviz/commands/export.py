@@ -273,7 +273,8 @@ def movie_meshes(args: argparse.Namespace, anatomy: Any) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     """Check the options, get a recording (run the model or load one) and export it."""
     from flyviz.export import ExportOptions, export_recording, movie_format
-    from flyviz.export.encoders import earlier_output
+    from flyviz.export.encoders import FRAME_FILES
+    from flyviz.fileio import earlier_output
     from flyviz.render.offscreen import parse_size
 
     from flyviz.render.gl_backend import requested_backend
@@ -287,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
                             hold_seconds=args.hold, speed=args.speed).validate()
     fmt = movie_format(args.out)
     check_encoder_options(args, fmt, options.crf(fmt))  # a bad --quality fails before any work
-    replaced = earlier_output(args.out)
+    replaced = earlier_output(args.out, folder="frames", holding=FRAME_FILES)
     check_meshes(args)
     t0 = time.perf_counter()
     from flyviz.kinds import LANGUAGE, ModelKind, kind_of_recording

@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the request and the output, load the recording and its model, draw."""
     from flyviz.errors import InputError
     from flyviz.extras import require
+    from flyviz.fileio import earlier_output
     from flyviz.figures import FigureOptions, check_output, write_figure
     from flyviz.record.recording import Recording
 
@@ -89,9 +90,8 @@ def run(args: argparse.Namespace) -> int:
                             outline=args.outline).checked()
     check_output(args.out)
     # A figure is a render, drawn again from its recording: like savefig, one of the same
-    # name is replaced (a recording is what is never written over: --record), and the
-    # last line says so.
-    replaced = args.out.is_file()
+    # name is replaced, and the last line says so (earlier_output is the rule).
+    replaced = earlier_output(args.out)
     require("figures", "flyviz figure")
     recording = Recording.load(args.recording)
     needs_labels = args.kind in ("celltypes", "brain") or (args.kind == "raster"
@@ -115,5 +115,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"flyviz: wrote {out} ({args.kind}, {len(recording)} "
           f"{kind.recording_axis(recording).names} x "
           f"{recording.neurons:,} neurons"
-          f"{'; replaced the earlier file' if replaced else ''})", file=sys.stderr)
+          f"{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
     return 0

@@ -11,7 +11,7 @@ from flyviz.commands._options import (add_colour_mode_option, add_dataset_option
                                       colour_mode_for, kernel_from_args,
                                       note_recording_mismatch)
 from flyviz.errors import InputError
-from flyviz.fileio import missing_folder
+from flyviz.fileio import earlier_output, missing_folder
 
 EPILOG = """\
 The page is one HTML file with everything in it (no network, no server): the brain
@@ -131,9 +131,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = _check_output(args.out)
     # A page is a render, made again from its recording: like savefig, one of the same
-    # name is replaced (a recording is what is never written over: --record), and the
-    # last line says so.
-    replaced = out.is_file()
+    # name is replaced, and the last line says so (earlier_output is the rule).
+    replaced = earlier_output(out)
     recording = Recording.load(args.recording)
     if not len(recording):
         raise RecordingError(f"{args.recording.name} has no frames: nothing to share")
@@ -182,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {page} ({size / 1e6:.1f} MB, {len(recording):,} "
           f"{kind.recording_axis(recording).names}, "
           f"{state.anatomy.n_valid if state.anatomy else 0:,} neurons drawn"
-          f"{'; replaced the earlier file' if replaced else ''})", file=sys.stderr)
+          f"{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
     if note is not None:
         print(f"flyviz share: {note}", file=sys.stderr)
         return 1

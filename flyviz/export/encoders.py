@@ -77,29 +77,15 @@ def _codec_args(fmt: str, crf: int | None, fps: float, speed: str) -> list[str]:
     raise ExportError(f"unknown format {fmt}")
 
 
+#: The names of the PNG frames an export writes (:data:`PNG_PATTERN`), as a glob: a frames
+#: folder may hold earlier ones, which a new export replaces (what
+#: :func:`~flyviz.fileio.earlier_output` looks for, as ``holding``).
+FRAME_FILES = "frame_*.png"
+
+
 def _is_frame(path: Path) -> bool:
-    """True for a PNG frame an export writes (``frame_*.png``): a frames folder may hold
-    earlier ones, which a new export replaces."""
-    return path.name.startswith("frame_") and path.suffix == ".png"
-
-
-def earlier_output(out: str | Path) -> str | None:
-    """What the export to ``out`` replaces, as its last line says it: ``"the earlier
-    file"`` (a movie), ``"the earlier frames"`` (a folder of PNG frames that holds some),
-    or ``None`` for nothing.
-
-    A movie is a render, made again from its run or recording in the time it takes: like
-    ``savefig``, the export replaces one of the same name rather than refuse it (unlike
-    ``--record``, whose run may be the only copy), and says so, so that a name typed again
-    by mistake is noticed (``flyviz export``'s last line; the app's Export movie asks
-    first).
-    """
-    path = Path(out)
-    if path.is_file():
-        return "the earlier file"
-    if path.is_dir() and any(path.glob("frame_*.png")):
-        return "the earlier frames"
-    return None
+    """True for a PNG frame an export writes (:data:`FRAME_FILES`)."""
+    return path.match(FRAME_FILES)
 
 
 def check_frames_folder(out: str | Path) -> None:

@@ -378,14 +378,15 @@ class ExportDialog(QDialog):
         """True unless the export would replace a movie or a folder's earlier frames that
         no one was asked about (a name typed into "Save to", which no file dialog saw) and
         the user says no. A render may be replaced, but not without a question."""
-        from flyviz.export.encoders import earlier_output
+        from flyviz.export.encoders import FRAME_FILES
+        from flyviz.fileio import earlier_output
 
         out = self.output_path()
-        replaced = earlier_output(out)
+        replaced = earlier_output(out, folder="frames", holding=FRAME_FILES)
         if replaced is None or out == self._chosen:
             return True
         question = None if replaced == "the earlier file" else \
-            f"{out.name} already holds {replaced} (frame_*.png).\nDo you want to replace them?"
+            f"{out.name} already holds {replaced} ({FRAME_FILES}).\nDo you want to replace them?"
         return ask_to_replace(self, "Export movie", out, question)
 
 

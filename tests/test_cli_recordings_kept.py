@@ -1,9 +1,11 @@
 """Nothing lost: ``--record FILE`` never writes over a file already at FILE (it may be the
 only copy of a long run), refusing in one line before the model loads; the renders and
-conversions made again from their inputs (``export``, ``figure``, ``share``, ``convert``)
-replace an earlier output of the same name, as savefig does, and their last line says so;
-``convert`` never merges into, nor deletes with, an earlier Zarr store what is not the
-store's."""
+conversions made again from their inputs (``export``, ``figure``, ``share``, ``convert``,
+``trace --graph``/``--movie``, the ``--figure`` of ``patch``, ``circuit`` and ``check``,
+``build-demo``) replace an earlier output of the same name, as savefig does, and the line
+saying each was written says so; ``convert`` never merges into, nor deletes with, an
+earlier Zarr store what is not the store's, nor ``build-demo`` with an earlier demo brain
+what it did not write."""
 
 from __future__ import annotations
 
@@ -231,3 +233,193 @@ def test_a_store_that_fails_to_take_its_place_leaves_the_earlier_one(tmp_path, m
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     assert convert.open_zarr(out).sizes["token"] == len(recording)
     assert [p.name for p in tmp_path.iterdir()] == ["run.zarr"]
+
+
+# ------------------------------------------------- the other renders: graphs, figures, movies
+ORACLE_BRAIN = Path(__file__).resolve().parent / "oracle" / "spiking" / "small"
+
+
+@pytest.fixture(scope="module")
+def world(small_world):
+    """A small model with anatomy (patch's --by side) and two prompts of one length."""
+    world = small_world("replaced", neurons=211, edges=4001, seed=4, anatomy=True,
+                        text="the girl went home and the boy saw a cat.\n" * 3, context=8)
+    tokenizer = world["tokenizer"]
+    pairs = [("the girl went home and", "the boy went home and"),
+             ("the cat saw a dog and", "the dog saw a cat and")]
+    clean, corrupt = next(((a, b) for a, b in pairs
+                           if len(tokenizer.encode(a)) == len(tokenizer.encode(b))), pairs[0])
+    answer = next(w for w in (" she", " the", " a", " he", " and")
+                  if len(tokenizer.encode(w)) == 1)
+    return {**world, "clean": clean, "corrupt": corrupt, "answer": answer}
+
+
+def _places(world, tmp_path: Path) -> dict:
+    battery = tmp_path / "battery.txt"
+    battery.write_text("a: excite id:0,1,2 ; read id:3,4 ; expect increase\n", "utf-8")
+    return {"spec": world["spec"], "dataset": world["dataset"], "text": world["text"],
+            "clean": world["clean"], "corrupt": world["corrupt"], "answer": world["answer"],
+            "brain": ORACLE_BRAIN, "battery": battery, "tmp": tmp_path}
+
+
+#: (output, its name, argv ({out} is it; {n} the run, 1 or 2), the start of the line that
+#: says it was written, the extras it needs). ``trace`` runs on the demo brain.
+OTHER_RENDERS = [
+    ("trace --graph", "graph.json",
+     ["trace", "demo", "--prompt", "Once upon a time", "--window", "2", "--graph", "{out}"],
+     "flyviz: wrote the graph (", ()),
+    ("trace --movie", "why.gif",
+     ["trace", "demo", "--prompt", "Once upon a time", "--window", "2", "--movie", "{out}",
+      "--movie-size", "48x32", "--movie-fps", "10"],
+     "flyviz: wrote {out} (", ("vispy", "imageio_ffmpeg")),
+    ("patch --figure", "trace.png",
+     ["patch", "{spec}", "--dataset", "{dataset}", "--clean", "{clean}", "--corrupt",
+      "{corrupt}", "--answer", "{answer}", "--by", "side", "--positions", "1:2", "--window",
+      "2", "--workers", "0", "--batch", "4", "--out", "{tmp}/trace-{n}.csv",
+      "--figure", "{out}"],
+     "heatmap written to {out}", ("matplotlib",)),
+    ("circuit --figure", "curve.png",
+     ["circuit", "{spec}", "--dataset", "{dataset}", "--task", "{text}", "--points", "3",
+      "--workers", "0", "--figure", "{out}"],
+     "flyviz circuit: wrote {out}", ("matplotlib",)),
+    ("check --figure", "checks.png",
+     ["check", "{brain}", "--battery", "{battery}", "--shuffles", "1", "--random-sets", "0",
+      "--duration", "10ms", "--workers", "0", "--figure", "{out}"],
+     "flyviz: wrote the figure to {out}", ("matplotlib", "pandas", "pyarrow")),
+]
+
+
+def _line_about(printed: str, start: str) -> str:
+    """The last line printed (stdout and stderr) that begins with ``start``."""
+    lines = [line for line in printed.splitlines() if line.startswith(start)]
+    assert lines, (start, printed)
+    return lines[-1]
+
+
+@pytest.mark.parametrize("output, name, argv, said, needs", OTHER_RENDERS,
+                         ids=[row[0] for row in OTHER_RENDERS])
+def test_every_other_render_says_it_replaced_the_earlier_file(capsys, tmp_path, monkeypatch,
+                                                               demo_cache, world, output, name,
+                                                               argv, said, needs):
+    """``trace --graph``/``--movie`` and the ``--figure`` of ``patch``, ``circuit`` and
+    ``check`` replaced a file of the same name without a word: the same command typed
+    again lost the earlier render unnoticed. Their line saying it was written says so, as
+    export's, figure's and share's do; the first run's does not."""
+    for module in needs:
+        pytest.importorskip(module)
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(demo_cache))
+    out = tmp_path / name
+    places = {**_places(world, tmp_path), "out": out}
+    start = said.format(out=out)
+    for n in (1, 2):
+        code, stdout, err = _run(capsys, *[a.format(n=n, **places) for a in argv])
+        assert code == 0, err
+        line = _line_about(stdout + err, start)
+        if n == 1:
+            assert "replaced" not in line and "replaced the earlier" not in err, line
+            # A stand-in for the earlier render, to tell that the second run replaced it.
+            out.write_bytes(b"an earlier one")
+    assert line.endswith("replaced the earlier file)"), line
+    assert out.read_bytes() != b"an earlier one"
+
+
+def test_a_trace_movie_says_it_replaced_the_earlier_frames(capsys, tmp_path, monkeypatch,
+                                                           demo_cache):
+    pytest.importorskip("vispy")
+    pytest.importorskip("imageio_ffmpeg")
+    monkeypatch.setenv("FLYVIZ_CACHE_DIR", str(demo_cache))
+    frames = tmp_path / "frames"
+    argv = ["trace", "demo", "--prompt", "Once upon a time", "--window", "2", "--movie",
+            frames, "--movie-size", "48x32"]
+    code, _, err = _run(capsys, *argv)
+    assert code == 0 and "replaced the earlier" not in err, err
+    assert _line_about(err, f"flyviz: wrote {frames}")
+    code, _, err = _run(capsys, *argv)
+    assert code == 0, err
+    assert _line_about(err, f"flyviz: wrote {frames}").endswith(
+        "; replaced the earlier frames)"), err
+
+
+# ------------------------------------------------------------------ the demo brain's folder
+def _stand_in_build(out, *, atlas_only: bool = False):
+    """What ``build_demo`` (or ``build_demo_atlas``) leaves in ``out``, in no time: the
+    command's own lines are what these tests read."""
+    import json
+    import shutil
+
+    out = Path(out)
+    if atlas_only:
+        (out / "atlas").mkdir(exist_ok=True)
+        (out / "atlas" / "zarr.json").write_text("{}", "utf-8")
+        return out / "atlas"
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "model").mkdir(parents=True)
+    (out / "demo.json").write_text(json.dumps({"seed": 1}), "utf-8")
+    return {"build_seconds": 0.0, "neurons": 10, "edges": 20,
+            "quality": {"cross_entropy_model": 1.0, "cross_entropy_unigram": 2.0,
+                        "cross_entropy_bigram": 1.5}}
+
+
+@pytest.fixture
+def quick_build(monkeypatch):
+    """``flyviz build-demo`` with its build and atlas stood in for (minutes at full scale;
+    tests/test_demo_build.py builds the tiny one for real)."""
+    import flyviz.demo.build as build_module
+
+    monkeypatch.setattr(build_module, "build_demo", lambda out, **_: _stand_in_build(out))
+    monkeypatch.setattr(build_module, "build_demo_atlas",
+                        lambda out, **_: _stand_in_build(out, atlas_only=True))
+
+
+def test_build_demo_says_it_replaced_the_earlier_demo_brain(capsys, tmp_path, quick_build):
+    """Building the demo brain again into its folder replaced it without a word."""
+    out = tmp_path / "demo"
+    argv = ["build-demo", "--scale", "tiny", "--out", out, "--workers", "0"]
+    for n in (1, 2):
+        code, stdout, err = _run(capsys, *argv)
+        assert code == 0, err
+        line = _line_about(stdout, f"demo brain written to {out} ")
+        assert ("replaced" in line) == (n == 2), line
+    assert line.endswith("; replaced the earlier demo brain)"), line
+    for n in (1, 2):
+        code, stdout, err = _run(capsys, *argv, "--atlas-only")
+        assert code == 0, err
+        line = _line_about(stdout, f"demo atlas written to {out / 'atlas'} ")
+        assert ("replaced" in line) == (n == 2), line
+    assert line.endswith("(replaced the earlier atlas)"), line
+
+
+@pytest.mark.parametrize("stranger", ["notes.txt", "plots"])
+def test_build_demo_never_deletes_what_it_did_not_write(capsys, tmp_path, quick_build,
+                                                       stranger):
+    """A demo brain's folder that also held the user's notes (or a folder of plots) was
+    deleted whole, notes and all, by building again: refused in one line before the build,
+    as convert refuses a Zarr store that holds other files."""
+    out = tmp_path / "demo"
+    _stand_in_build(out)
+    kept = out / stranger
+    if stranger == "plots":
+        kept.mkdir()
+        kept = kept / "a.png"
+    kept.write_bytes(b"the user's")
+    code, stdout, err = _run(capsys, "build-demo", "--scale", "tiny", "--out", out,
+                             "--workers", "0")
+    assert code == 2 and stdout == "" and err.count("\n") == 1, err
+    assert (f"--out {out} is a demo brain that also holds {stranger}, which building it "
+            "again would delete: move that out, or choose another folder") in err
+    assert kept.read_bytes() == b"the user's"
+
+
+def test_the_demo_build_itself_refuses_a_folder_holding_other_files(tmp_path):
+    """The library's build_demo deletes its folder too: it refuses the same folder, before
+    any of its minutes of work."""
+    from flyviz.demo.build import build_demo
+    from flyviz.errors import InputError
+
+    out = tmp_path / "demo"
+    _stand_in_build(out)
+    (out / "notes.txt").write_text("mine", "utf-8")
+    with pytest.raises(InputError, match="also holds notes.txt"):
+        build_demo(out, scale="tiny", progress=lambda *_: pytest.fail("the build started"))
+    assert (out / "notes.txt").read_text("utf-8") == "mine"

@@ -31,7 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``flyviz build-demo``."""
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="asset folder to write (default: assets/demo of this checkout); "
-                             "its contents are replaced")
+                             "an earlier demo brain there is replaced, a folder holding "
+                             "anything else refused")
     parser.add_argument("--scale", choices=("full", "tiny"), default="full",
                         help="full: the real sizes (49,393 neurons, 9,050,172 synapses; "
                              "minutes); tiny: a few thousand neurons (seconds)")
@@ -75,7 +76,8 @@ class _ProgressLine:
 
 def run(args: argparse.Namespace) -> int:
     """Build the demo brain."""
-    from flyviz.demo.build import DEFAULT_SEED, build_demo
+    from flyviz.demo.build import DEFAULT_SEED, build_demo, check_demo_folder
+    from flyviz.fileio import earlier_output
 
     from flyviz.commands._options import check_cluster_options
 
@@ -85,11 +87,14 @@ def run(args: argparse.Namespace) -> int:
     if out is None:
         raise InputError("no source checkout to write assets/demo into; pass --out DIR")
     out = Path(out).expanduser()
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; give a folder")
-    if out.exists() and any(out.iterdir()) and not (out / "demo.json").is_file():
-        raise InputError(f"--out {out} holds files that are not a demo brain; "
-                         "give an empty or new folder")
+    if args.atlas_only:
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out} is a file; give a folder")
+    else:
+        # A new or empty folder, or an earlier demo brain holding nothing else: the build
+        # replaces it whole, and would take the user's notes put in it along (--atlas-only
+        # replaces only its atlas).
+        check_demo_folder(out, f"--out {out}")
     from flyviz.analysis.cluster import require_dask
 
     # the atlas, built last on Dask, would fail only after the minutes of the build
@@ -101,16 +106,22 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--atlas-only needs a built demo brain in {out}; run "
                              "'flyviz build-demo' first")
         started = time.perf_counter()
+        # The atlas is computed again from the brain: an earlier one is replaced, and the
+        # last line says so.
+        replaced = earlier_output(out / "atlas", folder="atlas")
         bar = _ProgressLine()
         try:
             atlas = build_demo_atlas(out, workers=args.workers, progress=bar)
         finally:
             bar.close()
-        print(f"demo atlas written to {atlas} in {time.perf_counter() - started:.0f} s")
+        print(f"demo atlas written to {atlas} in {time.perf_counter() - started:.0f} s"
+              f"{f' (replaced {replaced})' if replaced else ''}")
         return 0
     seed = DEFAULT_SEED if args.seed is None else int(args.seed)
     if seed < 0:
         raise InputError(f"--seed {seed} must be >= 0")
+    # Built again from its seed: an earlier demo brain is replaced, and the line says so.
+    replaced = earlier_output(out, folder="demo brain", holding="demo.json")
     bar = _ProgressLine()
     try:
         info = build_demo(out, scale=args.scale, seed=seed, progress=bar,
@@ -119,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     q = info["quality"]
     print(f"demo brain written to {out} in {info['build_seconds']:.0f} s "
-          f"({info['neurons']:,} neurons, {info['edges']:,} synapses, seed {seed})")
+          f"({info['neurons']:,} neurons, {info['edges']:,} synapses, seed {seed}"
+          f"{f'; replaced {replaced}' if replaced else ''})")
     print(f"held-out cross-entropy: model {q['cross_entropy_model']:.3f}, unigram "
           f"{q['cross_entropy_unigram']:.3f}, bigram {q['cross_entropy_bigram']:.3f} nats/token")
     if args.evaluate:

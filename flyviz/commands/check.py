@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.commands._options import (check_cluster_options, spiking_brain_from_args,
                                           spiking_brain_spec)
     from flyviz.errors import InputError
-    from flyviz.fileio import check_new_result, check_not_input, check_output_path
+    from flyviz.fileio import (check_new_result, check_not_input, check_output_path,
+                               earlier_output)
     from flyviz.spiking.check import (CheckSettings, check_queries, printed_table, read_battery, run_battery,
                                       write_figure, write_table)
 
@@ -130,8 +131,12 @@ def run(args: argparse.Namespace) -> int:
         write_table(result, args.out)
         print(f"flyviz: wrote the table to {args.out}", file=sys.stderr)
     if args.figure is not None:
+        # A figure is drawn again from its table: like savefig, one of the same name is
+        # replaced (unlike --out, a finished result), and the line says so.
+        replaced = earlier_output(args.figure)
         write_figure(result, args.figure)
-        print(f"flyviz: wrote the figure to {args.figure}", file=sys.stderr)
+        print(f"flyviz: wrote the figure to {args.figure}"
+              f"{f' (replaced {replaced})' if replaced else ''}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_json()))
     else:

@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.heatmap import check_figure, write_heatmap
     from flyviz.analysis.sweep import check_by, check_output, sweep_groups
     from flyviz.commands._options import worker_spec
+    from flyviz.fileio import earlier_output
     from flyviz.model.tokenizer import tokenizer_for
 
     if args.show < 0:
@@ -156,8 +157,11 @@ def run(args: argparse.Namespace) -> int:
                   f"{cell.p_answer:>9.4f} {cell.p_normalised:>12.3f} {cell.logit_diff:>10.4f} "
                   f"{cell.logit_diff_normalised:>21.3f}")
     if figure is not None:
+        # A figure is drawn again from its table: like savefig, one of the same name is
+        # replaced (unlike the table, a finished result), and the line says so.
+        replaced = earlier_output(figure)
         write_heatmap(trace, figure, args.metric)
-        print(f"heatmap written to {figure}")
+        print(f"heatmap written to {figure}{f' (replaced {replaced})' if replaced else ''}")
     resumed = f", {result.resumed_tasks} of {result.tasks} tasks resumed" \
         if result.resumed_tasks else ""
     print(f"written to {result.path}: {len(trace.rows):,} cells in {result.tasks:,} pass(es), "

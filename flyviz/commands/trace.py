@@ -59,6 +59,9 @@ shown and the input tokens carrying most in the overlay. Formats as flyviz expor
 --reverse, --flow-scale, --view and --gl are its settings: without --movie they
 are refused. A missing folder of --movie or --graph is made, as export makes
 its --out's; one that cannot take the file is refused before the model loads.
+An earlier --movie or --graph of the same name (or a folder's earlier frames) is
+replaced, as export replaces its --out, and the line that says it was written
+says so.
 """
 
 
@@ -284,14 +287,17 @@ def run(args: argparse.Namespace) -> int:
                                       interventions=interventions, patch_source=patch_source)
         if args.graph is not None:
             graph = att.to_circuit_tracer_json(nodes=args.nodes)
-            from flyviz.fileio import write_text_atomically
+            from flyviz.fileio import earlier_output, write_text_atomically
 
             # A missing folder is made, as export makes its --out's (checked before the
-            # model loaded: the nearest folder that exists takes files).
+            # model loaded: the nearest folder that exists takes files). A graph is made
+            # again from its trace: one of the same name is replaced, and the line says so.
             args.graph.expanduser().parent.mkdir(parents=True, exist_ok=True)
+            replaced = earlier_output(args.graph)
             write_text_atomically(args.graph.expanduser(), json.dumps(graph))
             print(f"flyviz: wrote the graph ({len(graph['nodes'])} nodes, "
-                  f"{len(graph['links'])} links) to {args.graph}", file=sys.stderr)
+                  f"{len(graph['links'])} links) to {args.graph}"
+                  f"{f' (replaced {replaced})' if replaced else ''}", file=sys.stderr)
         if args.json:
             print(json.dumps(att.to_json(nodes=args.nodes)))
         else:
@@ -307,13 +313,18 @@ def run(args: argparse.Namespace) -> int:
 def _write_movie(args: argparse.Namespace, att: Any, model: Any) -> None:
     """The lag sweep of the flow view, with a progress line on stderr."""
     from flyviz.commands.export import ProgressLine, anatomy_for
+    from flyviz.export.encoders import FRAME_FILES
     from flyviz.export.flow import export_flow, flow_frame_count
+    from flyviz.fileio import earlier_output
     from flyviz.render.offscreen import offscreen_app
 
     options = args.movie_options
     anatomy = anatomy_for(model)
     _, backend = offscreen_app(backend=args.gl)
     progress = ProgressLine(f"exporting {Path(args.movie).name}")
+    # A movie is made again from its trace: as export's, an earlier one (or a folder's
+    # earlier frames) is replaced, and the last line says so.
+    replaced = earlier_output(args.movie, folder="frames", holding=FRAME_FILES)
     try:
         out = export_flow(att, anatomy, args.movie, options, progress=progress,
                           reverse=args.reverse, scale=args.flow_scale, gl=args.gl)
@@ -321,4 +332,5 @@ def _write_movie(args: argparse.Namespace, att: Any, model: Any) -> None:
         progress.end_line()
     print(f"flyviz: wrote {out} ({flow_frame_count(att, options)} frames: one per step of "
           f"the window {att.window_start}..{att.position}, {options.size[0]}x"
-          f"{options.size[1]}, {options.fps:g} fps, OpenGL: {backend})", file=sys.stderr)
+          f"{options.size[1]}, {options.fps:g} fps, OpenGL: {backend}"
+          f"{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)

@@ -24,6 +24,8 @@ from flyviz.demo.fit import (choose_parameters, collect_features, feature_neuron
 from flyviz.demo.loader import graph_checkpoint, write_demo_dataset
 from flyviz.demo.ngram import NGramModel, story_sequences
 from flyviz.demo.reservoir import StreamReservoir
+from flyviz.errors import InputError
+from flyviz.fileio import os_error
 from flyviz.model.checkpoint import Checkpoint
 from flyviz.model.config import ModelConfig
 
@@ -33,6 +35,49 @@ Progress = Callable[[str, float], None]
 DEFAULT_SEED = 2026
 #: Format of ``demo.json``.
 FORMAT_VERSION = 1
+
+#: What a build writes in its asset folder, and so all that building again may delete there
+#: (:func:`check_demo_folder`): the model, the graph, the held-out stories, ``demo.json``
+#: and the atlas.
+DEMO_FILES = ("model", "connectome.npz", "heldout.txt", "demo.json", "atlas")
+
+
+def check_demo_folder(out: str | Path, name: str | None = None) -> Path:
+    """``out`` if the demo brain may be built there, else one line: a new or empty folder,
+    or an earlier demo brain that holds nothing but :data:`DEMO_FILES` (building again
+    deletes it whole; the user's notes or plots put in it would go with it without a
+    word, as ``flyviz convert`` refuses a Zarr store that holds other files).
+
+    Parameters
+    ----------
+    name
+        How the refusal names ``out`` (``"--out assets/demo"``; default: the path).
+
+    Raises
+    ------
+    InputError
+        ``"--out demo is a demo brain that also holds notes.txt, which building it again
+        would delete: move that out, or choose another folder"``.
+    """
+    out = Path(out).expanduser()
+    said = str(out) if name is None else name
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{said} is a file; give a folder")
+    if not out.is_dir():
+        return out
+    try:
+        held = sorted(entry.name for entry in out.iterdir())
+    except OSError as exc:
+        raise os_error(exc, out, "read") from None
+    if held and "demo.json" not in held:
+        raise InputError(f"{said} holds files that are not a demo brain; give an empty or "
+                         "new folder")
+    others = [entry for entry in held if entry not in DEMO_FILES]
+    if others:
+        raise InputError(f"{said} is a demo brain that also holds {others[0]}, which "
+                         "building it again would delete: move that out, or choose another "
+                         "folder")
+    return out
 
 
 @dataclass(frozen=True)
@@ -165,7 +210,8 @@ def build_demo_atlas(out_dir: str | Path, *, workers: int | None = None,
 def build_demo(out_dir: str | Path, scale: str | DemoScale = "full", seed: int = DEFAULT_SEED,
                progress: Progress | None = None, atlas_workers: int | None = None
                ) -> dict[str, Any]:
-    """Build the demo brain into ``out_dir`` (replacing what is there).
+    """Build the demo brain into ``out_dir`` (replacing an earlier one there; a folder that
+    holds anything else is refused, before the build: :func:`check_demo_folder`).
 
     Parameters
     ----------
@@ -191,7 +237,7 @@ def build_demo(out_dir: str | Path, scale: str | DemoScale = "full", seed: int =
     from flyviz.model.writers import write_recital_web
 
     sc = SCALES[scale] if isinstance(scale, str) else scale
-    out = Path(out_dir)
+    out = check_demo_folder(out_dir)
     started = time.perf_counter()
     timings: dict[str, float] = {}
     stages = _Stages(progress, {"corpus": 1, "graph": 4, "parameters": 1, "reservoir": 30,
@@ -288,6 +334,8 @@ def build_demo(out_dir: str | Path, scale: str | DemoScale = "full", seed: int =
                           anatomy=graph_checkpoint(conn, cfg).anatomy,
                           metadata={"experiment": "flyviz-demo", "selector": "echo-state-fit"})
         if out.exists():
+            # Asked again: files may have been put there during the minutes of the build.
+            check_demo_folder(out)
             shutil.rmtree(out)
         out.mkdir(parents=True)
         write_recital_web(ckpt, out / "model", extra_manifest={

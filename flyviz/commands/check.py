@@ -80,7 +80,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="FILE.csv", type=Path, default=None,
                         help="also write the table as CSV; " + KEPT_RESULT_HELP)
     parser.add_argument("--figure", metavar="FILE.png", type=Path, default=None,
-                        help="also draw each check beside its controls (.png, .svg, .pdf)")
+                        help="also draw each check beside its controls (.png, .svg, .pdf; an "
+                             "earlier one of the name is replaced, and the line says so)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (the table and every control's value)")
     add_cluster_options(parser, "", resume=False)

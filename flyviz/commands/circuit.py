@@ -122,7 +122,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--figure", type=Path, default=None, metavar="FILE",
                         help="draw the faithfulness curve (f against k, the tolerance band, "
                              "the overshoots, the circuit, CPR and CMD) into FILE (.png or .svg; needs "
-                             "flyviz[figures])")
+                             "flyviz[figures]; an earlier FILE is replaced, and the line says so)")
     parser.add_argument("--show", type=int, default=10, metavar="N",
                         help="circuit units to print (default 10)")
     parser.add_argument("--context", type=int, default=None, metavar="T",

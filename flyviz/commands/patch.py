@@ -77,7 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the result, .csv or .parquet (by extension), e.g. trace.csv; "
                              + KEPT_RESUMABLE_RESULT_HELP)
     parser.add_argument("--figure", type=Path, default=None, metavar="OUT",
-                        help="also draw the heatmap, .png or .svg, e.g. --figure trace.png")
+                        help="also draw the heatmap, .png or .svg, e.g. --figure trace.png (an "
+                             "earlier one of the name is replaced, and the line says so)")
     parser.add_argument("--metric", choices=METRICS, default=DEFAULT_METRIC,
                         help="what the heatmap shows and the table is sorted by (default "
                              f"{DEFAULT_METRIC}, as in the window)")

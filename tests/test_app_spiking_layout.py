@@ -340,3 +340,65 @@ def test_a_dock_opened_from_the_view_menu_comes_in_front_of_its_tabs_at_its_form
         assert in_sight == (key == "stimulus")    # the Screen dock in front hides it
     finally:
         win.close()
+
+
+# ------------------------------------------------------------ the brain's plots in view
+#: The least height each of the Spiking populations plots shows at a laptop size: its time
+#: axis and its label take about 45 px, so under 90 px the rates of five groups or the rows
+#: of their cells are a few pixels each.
+PLOT_PX = 90
+
+
+def _fully_shown(widget) -> bool:
+    """True when ``widget`` is painted whole: nothing of it cut by its dock's edge or
+    scrolled out of its scroll area's view."""
+    from PySide6.QtWidgets import QAbstractScrollArea
+
+    # A plot paints in its viewport, which covers the widget itself.
+    surface = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
+    shown = surface.visibleRegion().boundingRect()
+    return (shown.width(), shown.height()) == (surface.width(), surface.height())
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (1440, 900)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_demo_brains_plots_and_stimulus_form_show_without_scrolling_after_a_run(
+        qtbot, tmp_path, size):
+    """The demo spiking brain opened in the default layout at a laptop size and run: the
+    Spiking populations dock showed its groups field, a two-line caption and the legend,
+    its rates plot cut and its raster below the fold of a 208 px dock; and the Stimulus
+    dock, fitted to its form, scrolled (its Speed row cut) once its status's second line
+    wrapped ("0.213x real time (uncapped), engine 0.151x (done)"). Both plots are shown
+    whole, each at least :data:`PLOT_PX` high, and the whole Stimulus form with them."""
+    from app_conftest import make_window
+
+    win = make_window(qtbot, None, tmp_path)
+    try:
+        win.resize(*size)
+        qtbot.waitUntil(lambda: (win.width(), win.height()) == size, timeout=3000)
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        feature = win.features["spiking"]
+        panel = feature.panel
+        panel.bins.setValue(2)
+        panel.speed.setValue(0.0)
+        assert feature.run()
+        qtbot.waitUntil(lambda: feature.finished and len(feature.recording) == 2,
+                        timeout=60_000)
+        # Figures a run says (a faster machine's are shorter, and fit a line), wider than
+        # the status line at the dock's width.
+        first = panel.status.text().splitlines()[0]
+        line = "0.0213x real time (cap 0.25x), engine 0.0151x (stopped)"
+        assert panel.status.fontMetrics().horizontalAdvance(line) > panel.status.width()
+        panel.status.setText(f"{first}\n{line}")
+        settle(qtbot, win)
+        population = feature.population
+        for plot in (population.rates_plot, population.raster_plot):
+            assert _fully_shown(plot) and plot.height() >= PLOT_PX, \
+                (plot.viewport().visibleRegion().boundingRect(), plot.size(),
+                 feature.population_dock.size())
+        for control in (panel.run_button, panel.status, panel.excite, panel.rate,
+                        panel.trials, panel.speed, panel.display):
+            assert _fully_shown(control), (control, control.visibleRegion().boundingRect(),
+                                           control.size(), feature.dock.size())
+    finally:
+        win.close()

@@ -100,6 +100,25 @@ class Docks(dict[str, QDockWidget]):
             dock.raise_()
         return True
 
+    def widen(self, dock: QDockWidget, share: float) -> None:
+        """Make ``dock`` at least ``share`` of the width of its row of docks (those shown
+        beside it, across the same span); the others share the rest as they share it now.
+        A wider dock is left as it is: the user made it so."""
+        row = [other for other in self.values() if other.isVisible() and not other.isFloating()
+               and (other.geometry().top(), other.geometry().bottom())
+               == (dock.geometry().top(), dock.geometry().bottom())]
+        if dock not in row or len(row) < 2:
+            return
+        total = sum(other.width() for other in row)
+        wanted = int(total * share)
+        if dock.width() >= wanted - 1:
+            return
+        others = [other for other in row if other is not dock]
+        had = sum(other.width() for other in others)
+        widths = [wanted if other is dock else other.width() * (total - wanted) // max(had, 1)
+                  for other in row]
+        self._window.resizeDocks(row, widths, Qt.Orientation.Horizontal)
+
     def fit(self, dock: QDockWidget) -> None:
         """Make ``dock`` as tall as its content asks, now and whenever a layout preset
         arranges the window (:func:`fit_height`, :data:`FIT_HEIGHT`)."""
@@ -132,9 +151,13 @@ def fit_height(window: Resizing, dock: QDockWidget, most: float = FIT_MOST,
     if lacking <= 0 or dock.height() >= most_px:
         return
     # Qt shares a change in a column between its docks: about three quarters of what is
-    # asked reaches this one, so it is asked for half as much again.
-    window.resizeDocks([dock], [min(dock.height() + (3 * lacking + 1) // 2 + 2, most_px)],
-                       Qt.Orientation.Vertical)
+    # asked reaches this one, so it is asked for half as much again. A dock in the top or
+    # bottom row sets the row's height, all of the change its own (asked for more, the
+    # Spiking populations dock took the most, half the window).
+    in_row = isinstance(window, QMainWindow) and window.dockWidgetArea(dock) in (
+        Qt.DockWidgetArea.TopDockWidgetArea, Qt.DockWidgetArea.BottomDockWidgetArea)
+    asked = lacking if in_row else (3 * lacking + 1) // 2 + 2
+    window.resizeDocks([dock], [min(dock.height() + asked, most_px)], Qt.Orientation.Vertical)
     if tries > 1:
         # With the dock as context: a dock gone with its window by then is not touched.
         QTimer.singleShot(0, dock, lambda: fit_height(window, dock, most, tries - 1))

@@ -33,13 +33,14 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel,
                                QLineEdit, QMainWindow, QProgressBar, QPushButton, QSizePolicy,
                                QSpinBox, QToolButton,
                                QVBoxLayout, QWidget)
 
+from flyviz.app.base.labels import ElidedLines
 from flyviz.app.base.background import BackgroundJob
 
 from flyviz.kinds.spiking import (MAX_RATE_HZ, MAX_TRIALS, SPIKING, SPIKING_KEY,
@@ -58,6 +59,9 @@ __all__ = ["DISPLAY_MODES", "SPIKING_KINDS", "SpikingFeature", "StimulusPanel", 
 
 #: What the Stimulus dock serves.
 SPIKING_KINDS = (SPIKING_KEY,)
+
+#: The least share of its row's width the Spiking populations dock takes as a brain opens.
+POPULATION_SHARE = 0.6
 
 #: The Stimulus dock's colourings: its title and the *Colour by* entry it shows (the rate in
 #: the bin is the recorded state itself, the kind's *Live state* in Hz).
@@ -126,11 +130,12 @@ class StimulusPanel(QWidget):
         self.play_button.setEnabled(False)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setEnabled(False)
-        self.status = QLabel("not run yet")
-        self.status.setWordWrap(True)
         # Two lines held from the start (a run's status has two): the dock is fitted to its
-        # form when it opens, and a second line later pushed the last row below its edge.
-        self.status.setMinimumHeight(2 * self.status.fontMetrics().lineSpacing())
+        # form when it opens, and a second line later pushed the last row below its edge. A
+        # line wider than the dock is elided, not wrapped (the whole of it in the tooltip):
+        # wrapped, "0.213x real time (uncapped), engine 0.151x (done)" took a third line
+        # after a run, and the form scrolled, its Speed row cut.
+        self.status = ElidedLines("not run yet", lines=2)
         self.display.setToolTip("The brain's colours: each neuron's rate in the shown bin (the "
                                 "live state), or its spikes flashing and fading")
         # Five rows (the length beside the trials, the colours beside the speed): the dock
@@ -453,7 +458,13 @@ class SpikingFeature(QObject):
         # Fitted once, its status lines held first: its whole form, under the taller Neuron
         # dock (holding them fitted it too, a second fit of the same dock).
         docks.fit(self.dock)
-        docks.show_unless_closed("spiking_population", front=False)
+        if docks.show_unless_closed("spiking_population", front=False):
+            # Its header and both plots in view, once the window has placed it beside the
+            # State raster: at the bottom row's share (208 px at 1280×800, a third of the
+            # row's width) its raster was below the fold. The row grows to the panel's least
+            # height and the dock takes the larger part of its width (the State raster's
+            # sample of a few hundred neurons' rates says less of a spiking brain).
+            QTimer.singleShot(0, self.population_dock, self._place_population)
         self.population.set_brain(model.brain)
         self._apply_display()
         if len(recording):
@@ -461,6 +472,16 @@ class SpikingFeature(QObject):
                                       f"{self._trials_note()}")
         else:
             self.panel.status.setText(f"{model.name}: {model.neurons:,} neurons; press Run")
+
+    def _place_population(self) -> None:
+        """The Spiking populations dock wide and tall enough for its plots (see
+        :meth:`open`); a user's wider or taller dock stays so."""
+        docks = self.host.docks
+        if self.population_dock.isVisible() and not self.population_dock.isFloating():
+            docks.widen(self.population_dock, POPULATION_SHARE)
+            # Fitted at its new width, once the window has laid it out (at its old width its
+            # legend took more lines, and the row stayed as tall).
+            QTimer.singleShot(0, self.population_dock, lambda: docks.fit(self.population_dock))
 
     def _forget_other_brains_stimulus(self, model: SpikingModel) -> None:
         """A brain other than the one shown last starts from its own stimulus: the old
@@ -670,10 +691,9 @@ class SpikingFeature(QObject):
         its edge)."""
         status = self.panel.status
         lines = 3 if self.recorded_trials > 1 else 2     # _trials_note says a line then
-        height = lines * status.fontMetrics().lineSpacing()
-        if status.minimumHeight() == height:
+        if status.lines == lines:
             return False
-        status.setMinimumHeight(height)
+        status.set_lines(lines)
         return True
 
     # ------------------------------------------------------------ closing

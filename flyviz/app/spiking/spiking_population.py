@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtWidgets import QLabel, QLineEdit, QVBoxLayout, QWidget
 
+from flyviz.app.base.labels import ElidedLines
 from flyviz.app.population.population_plots import population_plot
 from flyviz.kinds.spiking import SPIKING, SPIKING_KEY
 from flyviz.record.spikes import SpikeLog
@@ -43,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from flyviz.spiking.brain import SpikingBrain
     from flyviz.viewer.state import ViewerState
 
-__all__ = ["BIN_RASTER_CAPTION", "DEFAULT_GROUPS", "RASTER_CELLS", "REDRAW_MS",
+__all__ = ["BIN_RASTER_CAPTION", "DEFAULT_GROUPS", "PLOT_PX", "RASTER_CELLS", "REDRAW_MS",
            "SPIKE_RASTER_CAPTION", "SpikingPopulationPanel", "TRIALS_RASTER_CAPTION",
            "lane_offsets", "resolve_groups"]
 
@@ -55,6 +56,10 @@ POPULATION_KINDS = (SPIKING_KEY,)
 DEFAULT_GROUPS = 5
 #: Width of both plots' left axes (their time axes line up only when these are equal).
 LEFT_AXIS_PX = 64
+#: The least height of each plot: its time axis takes about 20 px (and the raster's label as
+#: many again), so a plot shorter than this shows the rates of five groups, or the rows of
+#: their cells, a few pixels each.
+PLOT_PX = 90
 #: Bins that arrive within this many ms of each other are drawn in one go.
 REDRAW_MS = 100
 #: The raster's caption when it draws the recording's spikes, and when it falls back to bins.
@@ -129,11 +134,14 @@ class SpikingPopulationPanel(QWidget):
         self.groups_edit.setAccessibleName("Groups to plot")
         self.note = QLabel("")
         self.note.setVisible(False)
-        self.raster_caption = QLabel("")
-        self.raster_caption.setWordWrap(True)
+        # One line, elided where the dock is narrow (the whole caption in its tooltip): two
+        # wrapped lines over the plots pushed the raster below the fold of the dock.
+        self.raster_caption = ElidedLines("", lines=1)
         self.rates_plot = population_plot()
-        self.rates_plot.getAxis("bottom").setLabel("time (ms)")
+        # The time axis's label once, under the raster below (the two share their time): the
+        # rates plot's own label took the height of a line of its traces.
         self.rates_plot.getAxis("left").setLabel("rate (Hz)")
+        self.rates_plot.getAxis("bottom").showLabel(False)
         # The groups' names and colours on a line of their own: a legend inside a plot this
         # short covers its traces.
         self.key = QLabel("")
@@ -151,8 +159,8 @@ class SpikingPopulationPanel(QWidget):
             # in a plot at pyqtgraph's smallest), under the time axis and its label.
             label = plot.getAxis("left").label.boundingRect().width()
             bottom = plot.getAxis("bottom")
-            plot.setMinimumHeight(int(label + bottom.height() + bottom.label.boundingRect().height()
-                                      + 16))
+            named = bottom.label.boundingRect().height() if bottom.label.isVisible() else 0
+            plot.setMinimumHeight(max(PLOT_PX, int(label + bottom.height() + named + 16)))
         # Time is framed here, not by pyqtgraph's auto range: two views linked in x turn
         # each other's off as they follow their own data, and the plot stopped partway
         # through a run. Both show the whole recording until the user zooms or pans.
@@ -167,7 +175,7 @@ class SpikingPopulationPanel(QWidget):
                          for _ in range(2)]
         self.rates_plot.addItem(self._cursors[0])
         self.raster_plot.addItem(self._cursors[1])
-        layout = QVBoxLayout(self)
+        layout = self._layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.groups_edit)
         layout.addWidget(self.note)
@@ -209,6 +217,28 @@ class SpikingPopulationPanel(QWidget):
         events.index.connect(self._on_index)
 
     # ------------------------------------------------------------ groups
+    # The dock is fitted to the least height that shows the header and both plots whole
+    # (flyviz.app.base.docks.fit_height asks the panel): the plots' own size hints (480 px
+    # each) made it half the window, the brain's view the smaller part.
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt API
+        """The least height that shows the header (its legend wrapped at ``width``) and
+        both plots at their least, :data:`PLOT_PX` or more."""
+        layout = self._layout
+        margins = layout.contentsMargins()
+        inner = width - margins.left() - margins.right()
+        shown = [w for w in (self.groups_edit, self.note, self.raster_caption, self.key,
+                             self.rates_plot, self.raster_plot) if not w.isHidden()]
+        heights = [w.heightForWidth(inner) if w.hasHeightForWidth()
+                   else max(w.minimumHeight(), w.minimumSizeHint().height()) for w in shown]
+        return (sum(heights) + layout.spacing() * (len(shown) - 1) + margins.top()
+                + margins.bottom())
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt API
+        return True
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt API
+        return QSize(super().sizeHint().width(), self.heightForWidth(max(self.width(), 1)))
+
     def set_brain(self, brain: "SpikingBrain | None") -> None:
         """Draw groups of ``brain``'s cells (its labels name them)."""
         self.brain = brain

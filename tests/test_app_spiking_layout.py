@@ -391,6 +391,7 @@ def test_the_demo_brains_plots_and_stimulus_form_show_without_scrolling_after_a_
         assert panel.status.fontMetrics().horizontalAdvance(line) > panel.status.width()
         panel.status.setText(f"{first}\n{line}")
         settle(qtbot, win)
+        assert panel.status.toolTip() == panel.status.text()    # all of it, where cut
         population = feature.population
         for plot in (population.rates_plot, population.raster_plot):
             assert _fully_shown(plot) and plot.height() >= PLOT_PX, \

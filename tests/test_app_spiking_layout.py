@@ -403,3 +403,33 @@ def test_the_demo_brains_plots_and_stimulus_form_show_without_scrolling_after_a_
                                            control.size(), feature.dock.size())
     finally:
         win.close()
+
+
+def test_the_populations_dock_keeps_the_width_the_user_gave_it_as_the_brain_opens_again(
+        qtbot, tmp_path):
+    """As it appears, the Spiking populations dock takes the larger part of its row; one the
+    user made narrower, shown already, stays so as the brain is opened again (its run reset,
+    its recording opened): it was widened back each time."""
+    from test_app_spiking_keyboard import _spiking_window
+
+    win = _spiking_window(qtbot, tmp_path)
+    try:
+        win.resize(1280, 800)
+        qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 800), timeout=3000)
+        settle(qtbot, win)
+        feature = win.features["spiking"]
+        dock = feature.population_dock
+        row = [d for d in _widths(win) if win.docks[d].geometry().top() == dock.geometry().top()]
+        total = sum(win.docks[d].width() for d in row)
+        assert dock.width() >= 0.6 * total - 3       # as it appeared: the larger part
+        others = [win.docks[d] for d in row if win.docks[d] is not dock]
+        win.resizeDocks([*others, dock], [*(int(0.65 * total) // len(others) for _ in others),
+                                          int(0.35 * total)], Qt.Orientation.Horizontal)
+        settle(qtbot, win)
+        narrowed = dock.width()
+        assert narrowed < 0.45 * total
+        feature.open(feature.model)                  # the same brain, opened again
+        settle(qtbot, win)
+        assert abs(dock.width() - narrowed) <= 3, (narrowed, dock.width())
+    finally:
+        win.close()

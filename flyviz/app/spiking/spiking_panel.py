@@ -458,12 +458,14 @@ class SpikingFeature(QObject):
         # Fitted once, its status lines held first: its whole form, under the taller Neuron
         # dock (holding them fitted it too, a second fit of the same dock).
         docks.fit(self.dock)
-        if docks.show_unless_closed("spiking_population", front=False):
+        appears = self.population_dock.isHidden()
+        if docks.show_unless_closed("spiking_population", front=False) and appears:
             # Its header and both plots in view, once the window has placed it beside the
             # State raster: at the bottom row's share (208 px at 1280×800, a third of the
             # row's width) its raster was below the fold. The row grows to the panel's least
             # height and the dock takes the larger part of its width (the State raster's
-            # sample of a few hundred neurons' rates says less of a spiking brain).
+            # sample of a few hundred neurons' rates says less of a spiking brain). A dock
+            # shown already (the brain opened again) keeps the size the user gave it.
             QTimer.singleShot(0, self.population_dock, self._place_population)
         self.population.set_brain(model.brain)
         self._apply_display()

@@ -12,8 +12,9 @@ needs.
 - :func:`atomic_write` writes into a temporary file beside the output and
   renames it into place, so that a full disk or an error leaves the old file
   (or none), never a half-written one.
-- :func:`earlier_output` says what writing a render or a conversion replaces, for
-  the line that says it was written (``...; replaced the earlier file)``).
+- :func:`earlier_output` says what writing a render or a conversion replaces, and
+  :func:`replaced_note` how the line that says it was written says so
+  (``...; replaced the earlier file)``).
 
 Standard library only (no Qt, no numpy): the model and record layers use it.
 """
@@ -262,8 +263,17 @@ def earlier_output(out: str | Path, folder: str = "files", holding: str = "*") -
         if path.is_dir() and any(path.glob(holding)):
             return f"the earlier {folder}"
     except OSError:     # a folder that cannot be listed: the write will say why
-        return None
+        pass
     return None
+
+
+def replaced_note(replaced: str | None, inside: bool = False) -> str:
+    """What the line that says an output was written adds about :func:`earlier_output`'s
+    ``replaced``: ``" (replaced the earlier file)"``, or inside the line's own parentheses
+    (``inside``) ``"; replaced the earlier file"``; nothing where nothing was replaced."""
+    if not replaced:
+        return ""
+    return f"; replaced {replaced}" if inside else f" (replaced {replaced})"
 
 
 def _empty_folder(path: Path) -> bool:

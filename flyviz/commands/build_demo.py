@@ -77,7 +77,7 @@ class _ProgressLine:
 def run(args: argparse.Namespace) -> int:
     """Build the demo brain."""
     from flyviz.demo.build import DEFAULT_SEED, build_demo, check_demo_folder
-    from flyviz.fileio import earlier_output
+    from flyviz.fileio import earlier_output, replaced_note
 
     from flyviz.commands._options import check_cluster_options
 
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bar.close()
         print(f"demo atlas written to {atlas} in {time.perf_counter() - started:.0f} s"
-              f"{f' (replaced {replaced})' if replaced else ''}")
+              f"{replaced_note(replaced)}")
         return 0
     seed = DEFAULT_SEED if args.seed is None else int(args.seed)
     if seed < 0:
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     q = info["quality"]
     print(f"demo brain written to {out} in {info['build_seconds']:.0f} s "
           f"({info['neurons']:,} neurons, {info['edges']:,} synapses, seed {seed}"
-          f"{f'; replaced {replaced}' if replaced else ''})")
+          f"{replaced_note(replaced, inside=True)})")
     print(f"held-out cross-entropy: model {q['cross_entropy_model']:.3f}, unigram "
           f"{q['cross_entropy_unigram']:.3f}, bigram {q['cross_entropy_bigram']:.3f} nats/token")
     if args.evaluate:

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                                           spiking_brain_spec)
     from flyviz.errors import InputError
     from flyviz.fileio import (check_new_result, check_not_input, check_output_path,
-                               earlier_output)
+                               earlier_output, replaced_note)
     from flyviz.spiking.check import (CheckSettings, check_queries, printed_table, read_battery, run_battery,
                                       write_figure, write_table)
 
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         replaced = earlier_output(args.figure)
         write_figure(result, args.figure)
         print(f"flyviz: wrote the figure to {args.figure}"
-              f"{f' (replaced {replaced})' if replaced else ''}", file=sys.stderr)
+              f"{replaced_note(replaced)}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_json()))
     else:

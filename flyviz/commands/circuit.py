@@ -298,13 +298,13 @@ def run(args: argparse.Namespace) -> int:
         log(f"wrote {out}/scores.csv, curve.csv and circuit.json")
     if figure is not None:
         from flyviz.analysis.circuit_figure import circuit_curve_figure
-        from flyviz.fileio import earlier_output
+        from flyviz.fileio import earlier_output, replaced_note
 
         # A figure is drawn again from its curve: like savefig, one of the same name is
         # replaced (unlike --out, a finished result), and the line says so.
         replaced = earlier_output(figure)
         circuit_curve_figure(result, figure)
-        log(f"wrote {figure}{f' (replaced {replaced})' if replaced else ''}")
+        log(f"wrote {figure}{replaced_note(replaced)}")
     if args.json:
         print(json.dumps(document))
         return 0

@@ -54,7 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load the recording (and its model, for the labels) and write it."""
     from flyviz.errors import InputError
-    from flyviz.fileio import earlier_output
+    from flyviz.fileio import earlier_output, replaced_note
     from flyviz.record.convert import check_output, convert
     from flyviz.record.recording import Recording
 
@@ -95,5 +95,5 @@ def run(args: argparse.Namespace) -> int:
     said = "without neuron labels" if labels is None else f"with the neurons of {labelled_by}"
     steps = kind.recording_axis(recording).names
     print(f"flyviz: wrote {out} ({len(recording)} {steps} x {recording.neurons:,} neurons, "
-          f"{said}{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
+          f"{said}{replaced_note(replaced, inside=True)})", file=sys.stderr)
     return 0

@@ -274,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the options, get a recording (run the model or load one) and export it."""
     from flyviz.export import ExportOptions, export_recording, movie_format
     from flyviz.export.encoders import FRAME_FILES
-    from flyviz.fileio import earlier_output
+    from flyviz.fileio import earlier_output, replaced_note
     from flyviz.render.offscreen import parse_size
 
     from flyviz.render.gl_backend import requested_backend
@@ -381,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
     frames = options.frame_count(b - a)
     print(f"wrote {out} ({frames} frames, {options.size[0]}x{options.size[1]}, "
           f"{options.fps:g} fps, OpenGL: {backend}"
-          f"{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
+          f"{replaced_note(replaced, inside=True)})", file=sys.stderr)
     if rss is not None:
         print(f"bench: prepare {t1 - t0:.1f} s; export {frames} frames in {t2 - t1:.1f} s = "
               f"{frames / (t2 - t1):.1f} frames/s end to end; RSS grew {rss.growth_mb():.1f} MB "

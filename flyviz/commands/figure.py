@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the request and the output, load the recording and its model, draw."""
     from flyviz.errors import InputError
     from flyviz.extras import require
-    from flyviz.fileio import earlier_output
+    from flyviz.fileio import earlier_output, replaced_note
     from flyviz.figures import FigureOptions, check_output, write_figure
     from flyviz.record.recording import Recording
 
@@ -115,5 +115,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"flyviz: wrote {out} ({args.kind}, {len(recording)} "
           f"{kind.recording_axis(recording).names} x "
           f"{recording.neurons:,} neurons"
-          f"{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
+          f"{replaced_note(replaced, inside=True)})", file=sys.stderr)
     return 0

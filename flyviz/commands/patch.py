@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from flyviz.analysis.heatmap import check_figure, write_heatmap
     from flyviz.analysis.sweep import check_by, check_output, sweep_groups
     from flyviz.commands._options import worker_spec
-    from flyviz.fileio import earlier_output
+    from flyviz.fileio import earlier_output, replaced_note
     from flyviz.model.tokenizer import tokenizer_for
 
     if args.show < 0:
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         # replaced (unlike the table, a finished result), and the line says so.
         replaced = earlier_output(figure)
         write_heatmap(trace, figure, args.metric)
-        print(f"heatmap written to {figure}{f' (replaced {replaced})' if replaced else ''}")
+        print(f"heatmap written to {figure}{replaced_note(replaced)}")
     resumed = f", {result.resumed_tasks} of {result.tasks} tasks resumed" \
         if result.resumed_tasks else ""
     print(f"written to {result.path}: {len(trace.rows):,} cells in {result.tasks:,} pass(es), "

@@ -11,7 +11,7 @@ from flyviz.commands._options import (add_colour_mode_option, add_dataset_option
                                       colour_mode_for, kernel_from_args,
                                       note_recording_mismatch)
 from flyviz.errors import InputError
-from flyviz.fileio import earlier_output, missing_folder
+from flyviz.fileio import earlier_output, missing_folder, replaced_note
 
 EPILOG = """\
 The page is one HTML file with everything in it (no network, no server): the brain
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {page} ({size / 1e6:.1f} MB, {len(recording):,} "
           f"{kind.recording_axis(recording).names}, "
           f"{state.anatomy.n_valid if state.anatomy else 0:,} neurons drawn"
-          f"{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
+          f"{replaced_note(replaced, inside=True)})", file=sys.stderr)
     if note is not None:
         print(f"flyviz share: {note}", file=sys.stderr)
         return 1

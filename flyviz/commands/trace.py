@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
                                       interventions=interventions, patch_source=patch_source)
         if args.graph is not None:
             graph = att.to_circuit_tracer_json(nodes=args.nodes)
-            from flyviz.fileio import earlier_output, write_text_atomically
+            from flyviz.fileio import earlier_output, replaced_note, write_text_atomically
 
             # A missing folder is made, as export makes its --out's (checked before the
             # model loaded: the nearest folder that exists takes files). A graph is made
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
             write_text_atomically(args.graph.expanduser(), json.dumps(graph))
             print(f"flyviz: wrote the graph ({len(graph['nodes'])} nodes, "
                   f"{len(graph['links'])} links) to {args.graph}"
-                  f"{f' (replaced {replaced})' if replaced else ''}", file=sys.stderr)
+                  f"{replaced_note(replaced)}", file=sys.stderr)
         if args.json:
             print(json.dumps(att.to_json(nodes=args.nodes)))
         else:
@@ -315,7 +315,7 @@ def _write_movie(args: argparse.Namespace, att: Any, model: Any) -> None:
     from flyviz.commands.export import ProgressLine, anatomy_for
     from flyviz.export.encoders import FRAME_FILES
     from flyviz.export.flow import export_flow, flow_frame_count
-    from flyviz.fileio import earlier_output
+    from flyviz.fileio import earlier_output, replaced_note
     from flyviz.render.offscreen import offscreen_app
 
     options = args.movie_options
@@ -333,4 +333,4 @@ def _write_movie(args: argparse.Namespace, att: Any, model: Any) -> None:
     print(f"flyviz: wrote {out} ({flow_frame_count(att, options)} frames: one per step of "
           f"the window {att.window_start}..{att.position}, {options.size[0]}x"
           f"{options.size[1]}, {options.fps:g} fps, OpenGL: {backend}"
-          f"{f'; replaced {replaced}' if replaced else ''})", file=sys.stderr)
+          f"{replaced_note(replaced, inside=True)})", file=sys.stderr)

@@ -6,7 +6,9 @@ closed, the brain opened again and session after session, until View opens it.""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 import pytest
 from PySide6.QtCore import Qt
@@ -112,6 +114,22 @@ def _open_demo_brain(qtbot, win) -> None:
     qtbot.waitUntil(lambda: win.state.kind is SPIKING, timeout=10_000)
 
 
+@contextlib.contextmanager
+def _brain_session(qtbot, tmp_path, settings: str = "sessions.ini") -> Iterator:
+    """A session of the window on the demo spiking brain: a window with settings in
+    ``settings`` (the same file for each session of a test), the brain opened and the
+    window settled; closed at the end, which saves the layout the next session restores."""
+    from app_conftest import make_window
+
+    win = make_window(qtbot, None, tmp_path, settings)
+    try:
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        yield win
+    finally:
+        win.close()
+
+
 def _sessions(qtbot, tmp_path, checkpoint, open_model, before_close=None, rounds: int = 3
               ) -> list[dict[str, tuple[int, int]]]:
     """The docks' sizes in ``rounds`` sessions of one settings file: each session opens a
@@ -208,23 +226,13 @@ def test_a_spiking_dock_the_user_closed_stays_closed_until_opened_from_the_view_
     (the layout saved it hidden with the Fly LLM's docks swapped in, and nothing said the user
     had closed it). It stays closed, session after session, until the user opens it from
     View; then it stays open."""
-    from app_conftest import make_window
-
-    win = make_window(qtbot, None, tmp_path, "sessions.ini")
-    try:
-        _open_demo_brain(qtbot, win)
-        settle(qtbot, win)
+    with _brain_session(qtbot, tmp_path) as win:
         _close_from_title_bar(qtbot, win, key)
         _open_demo_brain(qtbot, win)                # the same brain, opened again
         settle(qtbot, win)
         assert win.docks[key].isHidden()
-    finally:
-        win.close()
 
-    win = make_window(qtbot, None, tmp_path, "sessions.ini")
-    try:
-        _open_demo_brain(qtbot, win)
-        settle(qtbot, win)
+    with _brain_session(qtbot, tmp_path) as win:
         dock, entry = win.docks[key], _entry(win, key)
         assert dock.isHidden() and entry.isVisible() and not entry.isChecked()
         assert not win.docks["spiking_population" if key != "spiking_population"
@@ -233,27 +241,15 @@ def test_a_spiking_dock_the_user_closed_stays_closed_until_opened_from_the_view_
         _open_demo_brain(qtbot, win)
         settle(qtbot, win)
         assert not dock.isHidden() and entry.isChecked()
-    finally:
-        win.close()
 
-    win = make_window(qtbot, None, tmp_path, "sessions.ini")
-    try:
-        _open_demo_brain(qtbot, win)
-        settle(qtbot, win)
+    with _brain_session(qtbot, tmp_path) as win:
         assert not win.docks[key].isHidden()
-    finally:
-        win.close()
 
 
 def test_a_layout_preset_shows_again_a_spiking_dock_the_user_closed(qtbot, tmp_path):
     """View → Layout arranges every dock of the shown kind, one the user closed too (as
     before); the brain opened again then leaves it shown."""
-    from app_conftest import make_window
-
-    win = make_window(qtbot, None, tmp_path)
-    try:
-        _open_demo_brain(qtbot, win)
-        settle(qtbot, win)
+    with _brain_session(qtbot, tmp_path, "settings.ini") as win:
         _close_from_title_bar(qtbot, win, "spiking_population")
         win.actions_by_name["layout_default"].trigger()
         settle(qtbot, win)
@@ -261,8 +257,6 @@ def test_a_layout_preset_shows_again_a_spiking_dock_the_user_closed(qtbot, tmp_p
         _open_demo_brain(qtbot, win)
         settle(qtbot, win)
         assert not win.docks["spiking_population"].isHidden()
-    finally:
-        win.close()
 
 
 @pytest.mark.parametrize("key", ["traces", "raster"])
@@ -314,20 +308,10 @@ def test_a_dock_opened_from_the_view_menu_comes_in_front_of_its_tabs_at_its_form
     group), to be looked for, and Stimulus as tall as Qt left it, its Speed row out of sight
     (it is fitted to its form as the brain opens, and it was closed then). View brings it in
     front, the Stimulus dock fitted to its form."""
-    from app_conftest import make_window
-
-    win = make_window(qtbot, None, tmp_path, "sessions.ini")
-    try:
-        _open_demo_brain(qtbot, win)
-        settle(qtbot, win)
+    with _brain_session(qtbot, tmp_path) as win:
         _close_from_title_bar(qtbot, win, key)
-    finally:
-        win.close()
 
-    win = make_window(qtbot, None, tmp_path, "sessions.ini")
-    try:
-        _open_demo_brain(qtbot, win)
-        settle(qtbot, win)
+    with _brain_session(qtbot, tmp_path) as win:
         dock = win.docks[key]
         assert dock.isHidden()
         _entry(win, key).trigger()
@@ -338,8 +322,6 @@ def test_a_dock_opened_from_the_view_menu_comes_in_front_of_its_tabs_at_its_form
         shown = speed.visibleRegion().boundingRect()
         in_sight = (shown.height(), shown.width()) == (speed.height(), speed.width())
         assert in_sight == (key == "stimulus")    # the Screen dock in front hides it
-    finally:
-        win.close()
 
 
 # ------------------------------------------------------------ the brain's plots in view

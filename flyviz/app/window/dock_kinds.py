@@ -171,17 +171,21 @@ class DockKinds:
         # were still there, a dock (the Fly LLM's Traces) squeezed a row's docks to make
         # room, and the one put away next (Spiking populations) kept its squeezed width
         # for its return (~130 px narrower, its groups field and legend cut).
+        put_away_shown = False
         for key, dock in self._docks.items():
             if not kind.shows(self.serves(key)) and key not in self._hidden:
                 self._put_away(key, dock)
+                put_away_shown = put_away_shown or self._hidden[key]
         for key, dock in self._docks.items():
             if kind.shows(self.serves(key)) and key in self._hidden:
                 was_shown = self._hidden.pop(key)
                 dock.toggleViewAction().setVisible(True)
                 if was_shown and not self.closed_by_user(key):
                     dock.show()
-        if self._window is not None:
-            hide_stale_tab_bars(self._window)   # those of the kind's tab groups put away
+        if put_away_shown and self._window is not None:
+            # The tab bars of the groups put away (a kind's docks swapped out, not the
+            # window's start, where the other kind's docks are declared before any shows).
+            hide_stale_tab_bars(self._window)
 
     def _put_away(self, key: str, dock: QDockWidget, remember: bool = True) -> None:
         """Hide ``dock`` and its View entry, remembering whether it was shown and (where

@@ -267,10 +267,44 @@ def _apply_selector(args: argparse.Namespace) -> None:
     args.spec = selector_spec(str(args.spec), str(selector))
 
 
+def hold_standard_descriptors() -> list[int]:
+    """Open the null device on each of file descriptors 0, 1 and 2 that is closed; returns
+    those it opened.
+
+    A command started with its standard output or error closed (``flyviz ... >&-``, or
+    the app from a launcher that gives it none) would otherwise open its first file, a
+    recording or a movie, as descriptor 1 or 2, and what writes there (a warning from Qt
+    or OpenGL, a child process such as ffmpeg) would land inside that file. Python's own
+    ``sys.stdout`` stays ``None`` for a standard output closed at start, so writing a
+    result there is still refused in one line (:class:`_GuardedStandardOutput`).
+
+    A ``sys.stderr`` that Python set to ``None`` becomes a stream on the null device:
+    ``print(..., file=None)`` writes to standard output, so every error line would have
+    gone into the command's output (``flyviz sweep ... > table.csv 2>&-``), or, with that
+    closed too, have ended the command in a traceback nobody sees.
+    """
+    import os
+
+    held = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:  # the lower ones are open, so the lowest free is fd itself
+                os.dup2(null, fd)
+                os.close(null)
+            held.append(fd)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+    return held
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flyviz`` console script."""
     from flyviz.errors import FlyvizError, Interrupted
 
+    hold_standard_descriptors()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):

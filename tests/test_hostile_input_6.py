@@ -131,3 +131,70 @@ def test_a_missing_value_before_an_option_is_still_reported_as_missing(capsys):
     err = capsys.readouterr().err
     one_error_line(done.value.code, err, "--duration: expected one argument")
     assert "write" not in err
+
+
+# ------------------------------------------------- standard descriptors closed at start
+#: Runs ``flyviz ARGV`` in-process with descriptors 1 and 2 closed first (as
+#: ``flyviz ... >&- 2>&-`` or a launcher that gives the app none starts it), noting the
+#: descriptor of every file the command opens; the notes go to the descriptor in argv[1].
+_WITH_STANDARD_DESCRIPTORS_CLOSED = """
+import builtins, io, json, os, sys
+report = os.fdopen(int(sys.argv[1]), "w")
+os.close(1)
+os.close(2)
+sys.stdout = sys.stderr = None          # what Python sets for a descriptor closed at start
+opened = []
+real_open = io.open
+
+def noting_open(file, mode="r", *args, **kwargs):
+    handle = real_open(file, mode, *args, **kwargs)
+    if isinstance(file, (str, os.PathLike)) and any(m in mode for m in "wax+"):
+        opened.append([os.fspath(file), handle.fileno()])
+    return handle
+
+builtins.open = io.open = noting_open
+from flyviz import cli
+code = cli.main(sys.argv[2:])
+null = os.stat(os.devnull).st_rdev
+json.dump({"code": code, "opened": opened,
+           "null": [os.fstat(fd).st_rdev == null for fd in (1, 2)]}, report)
+report.close()
+"""
+
+
+@needs_posix
+def test_no_file_a_command_writes_takes_a_closed_standard_descriptors_place(tmp_path):
+    # An output opened as descriptor 1 or 2 would take in what C code or a child process
+    # (Qt's and OpenGL's warnings, ffmpeg) writes to standard output or error.
+    import json
+
+    record = tmp_path / "run.flyrec"
+    read, write = os.pipe()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with subprocess.Popen([sys.executable, "-c", _WITH_STANDARD_DESCRIPTORS_CLOSED, str(write),
+                           "generate", "demo", "--prompt", "hi", "--max-new-tokens", "2",
+                           "--record", str(record)], env=env, pass_fds=(write,)) as child:
+        os.close(write)
+        with os.fdopen(read) as notes:
+            found = json.loads(notes.read() or "{}")
+        assert child.wait(timeout=120) == 0
+    assert found["code"] == 2          # its summary line could not be written: said so
+    assert found["null"] == [True, True]
+    written = [fd for name, fd in found["opened"] if "run.flyrec" in Path(name).name]
+    assert written and min(written) > 2, found["opened"]
+
+    from flyviz.record.recording import Recording
+
+    assert len(Recording.load(record)) > 0
+
+
+@needs_posix
+def test_an_error_with_standard_error_closed_does_not_go_into_standard_output(tmp_path):
+    # print(file=sys.stderr) with sys.stderr None writes to standard output: the error
+    # line went into what the user kept of the command's output.
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-m", "flyviz",
+                           "info", str(tmp_path / "no-such-model")],
+                          env=env, stdout=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""

@@ -352,6 +352,9 @@ def test_the_window_shows_only_the_docks_that_serve_the_kind(qtbot, tmp_path):
         assert not win.controls.generation.isHidden()
         assert win.inspector.tabs.tabText(2) == "Currents now" and win.inspector.tabs.isTabVisible(2)
         assert win.raster_panel.plot.getAxis("bottom").labelText == "token"
+        # A Fly LLM's states are signed activations, not rates: that is a spiking brain's.
+        caption = win.raster_panel.caption.text()
+        assert "(activations x)" in caption and "rate" not in caption, caption
 
         neurons = checkpoint.config.neurons
         model = BinnedModel(neurons)

@@ -307,7 +307,7 @@ def test_a_spiking_recording_opened_in_the_window_is_shown_by_bin(qtbot, tmp_pat
         assert win.timeline.counter.text().startswith("bin 1 / 3 · 20 ms")
         # The window's shared views speak in bins too, and no prompt is asked for.
         assert win.raster_panel.plot.getAxis("bottom").labelText == "bin"
-        assert "last 96 bins" in win.raster_panel.caption.text()
+        assert "last 96 bins (rates, not spikes)" in win.raster_panel.caption.text()
         assert win.inspector.trace.getAxis("left").labelText == "rate (Hz)"
         assert not win.inspector.tabs.isTabVisible(2)   # no "Currents now" of LLM weights
         assert not win._prompt_action.isVisible() and "bins/s" in win.status_rate.text()

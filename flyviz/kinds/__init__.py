@@ -278,6 +278,9 @@ class ModelKind:
     state_label: ClassVar[str] = "state"
     #: The recorded state's name beside one neuron's value (the Neuron dock's row).
     state_name: ClassVar[str] = "State"
+    #: What the State raster's rows show, in its caption (``"activations x"``; a spiking
+    #: brain's ``"rates, not spikes"``, whose spikes are in its own dock).
+    state_rows: ClassVar[str] = "states"
     #: The *Colour by* title of the recorded state (:meth:`state_layer`), as the window's
     #: menu and a shared page's name it (``&`` marks the menu's key).
     state_title: ClassVar[str] = "&Live state (activation x)"

@@ -146,6 +146,7 @@ class LanguageModelKind(ModelKind):
     time_axis: ClassVar[TimeAxis] = TimeAxis("token", "token")
     state_label: ClassVar[str] = "x"
     state_name: ClassVar[str] = "Activation"
+    state_rows: ClassVar[str] = "activations x"
     side_channels: ClassVar[tuple[SideChannel, ...]] = (TEXT, TOP_K)
     reads_text: ClassVar[bool] = True
     steps_its_wiring: ClassVar[bool] = True

@@ -304,6 +304,7 @@ class SpikingKind(ModelKind):
     time_axis: ClassVar[TimeAxis] = TimeAxis("bin", "ms", BIN_MS)
     state_label: ClassVar[str] = "rate (Hz)"
     state_name: ClassVar[str] = "Rate"
+    state_rows: ClassVar[str] = "rates, not spikes"
     state_title: ClassVar[str] = "&Live state (firing rate, Hz)"
     #: A rate has no sign: one colouring of the state (``"spike_rate"``), not two modes.
     state_quantities: ClassVar[tuple[str, ...]] = ("spike_rate",)

@@ -1,5 +1,5 @@
 """The State raster dock's panel: a few hundred neurons' states over the last steps, for
-every kind of model (rates, not spikes).
+every kind of model (a spiking brain's rates, not its spikes).
 
 It shows one moment of a :class:`~flyviz.record.recording.Recording` through
 ``show_frame(recording, index)``; the window calls it from its display-rate timer only
@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from flyviz.app.base.plots import PlotWidget
 from flyviz.app.population.plot_axes import SpacedAxis, paint_on_demand, spaced_axes
-from flyviz.kinds import LANGUAGE, TimeAxis
+from flyviz.kinds import LANGUAGE, ModelKind
 from flyviz.record.recording import Recording
 
 __all__ = ["RasterPanel"]
@@ -57,7 +57,7 @@ class RasterPanel(QWidget):
         super().__init__(parent)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        self.caption = QLabel("State raster: rates, not spikes")
+        self.caption = QLabel("State raster")
         self.caption.setObjectName("hint")
         # Wrapped, not widened: a sample's longer caption ("256 of 49,393 neurons, evenly
         # spaced ...") widened the bottom row's raster and squeezed the Traces dock beside it.
@@ -79,6 +79,7 @@ class RasterPanel(QWidget):
         self.rows = rows
         self.window_tokens = window
         self.axis = LANGUAGE.time_axis
+        self.states = LANGUAGE.state_rows
         self.neurons = np.zeros(0, dtype=np.int64)
         self.of_neurons = 0
         self._mode = "signed"
@@ -105,10 +106,11 @@ class RasterPanel(QWidget):
         self._say_caption()
         self._last = None
 
-    def set_time_axis(self, axis: TimeAxis) -> None:
-        """Name the columns as the shown model's kind calls its steps (tokens, 10 ms bins)."""
-        self.axis = axis
-        self.plot.getAxis("bottom").setLabel(axis.name)
+    def set_kind(self, kind: ModelKind) -> None:
+        """Name the columns as the shown model's kind calls its steps (tokens, 10 ms bins),
+        and the rows' values as it calls its states (activations, rates)."""
+        self.axis, self.states = kind.time_axis, kind.state_rows
+        self.plot.getAxis("bottom").setLabel(self.axis.name)
         self._say_caption()
 
     def _say_caption(self) -> None:
@@ -116,7 +118,7 @@ class RasterPanel(QWidget):
         rows = (f"{shown} of {self.of_neurons:,} neurons, evenly spaced"
                 if self.of_neurons > shown else f"{shown} neurons")
         self.caption.setText(f"State raster: {rows} × last {self.window_tokens} "
-                             f"{self.axis.names} (rates, not spikes)")
+                             f"{self.axis.names} ({self.states})")
 
     def set_mode(self, mode: str, limit: float) -> None:
         """Colour like the cloud: ``"signed"`` or ``"abs"`` with fixed levels."""

@@ -653,7 +653,7 @@ class MainWindow(FeatureWindow):
         self.dock_kinds.apply(kind)
         self.actions_registry.apply(kind)
         self.timeline.set_time_axis(kind.time_axis)
-        self.raster_panel.set_time_axis(kind.time_axis)
+        self.raster_panel.set_kind(kind)
         self.step_button.setToolTip(f"One {kind.time_axis.name} forward (→)")
         self.inspector.set_kind(kind)
         display = self.state.display                        # the recorded state is the kind's

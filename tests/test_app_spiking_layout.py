@@ -415,3 +415,39 @@ def test_the_populations_dock_keeps_the_width_the_user_gave_it_as_the_brain_open
         assert abs(dock.width() - narrowed) <= 3, (narrowed, dock.width())
     finally:
         win.close()
+
+
+def test_the_populations_dock_keeps_the_width_the_user_gave_it_past_the_fly_llm_and_sessions(
+        qtbot, tmp_path, app_checkpoint):
+    """The Spiking populations dock takes the larger part of its row the first time it
+    appears only: one the user made narrower stays so when the brain is opened again after
+    the Fly LLM was shown (its docks put away and back), and in the next session; it was
+    widened back to 0.6 of the row each time it appeared."""
+    from flyviz.kinds import LANGUAGE
+
+    def row_total(win, dock) -> int:
+        return sum(win.docks[d].width() for d in _widths(win)
+                   if win.docks[d].geometry().top() == dock.geometry().top())
+
+    with _brain_session(qtbot, tmp_path) as win:
+        dock = win.docks["spiking_population"]
+        total = row_total(win, dock)
+        assert dock.width() >= 0.6 * total - 3            # as it first appeared
+        others = [win.docks[d] for d in _widths(win) if win.docks[d] is not dock
+                  and win.docks[d].geometry().top() == dock.geometry().top()]
+        win.resizeDocks([*others, dock], [*(int(0.65 * total) // len(others) for _ in others),
+                                          int(0.35 * total)], Qt.Orientation.Horizontal)
+        settle(qtbot, win)
+        narrowed = dock.width()
+        assert narrowed < 0.45 * total
+        win.set_checkpoint(app_checkpoint)                 # the Fly LLM shown
+        qtbot.waitUntil(lambda: win.state.kind is LANGUAGE, timeout=10_000)
+        settle(qtbot, win)
+        assert dock.isHidden()
+        _open_demo_brain(qtbot, win)                       # and the brain again
+        settle(qtbot, win)
+        assert abs(dock.width() - narrowed) <= 3, (narrowed, dock.width())
+
+    with _brain_session(qtbot, tmp_path) as win:
+        dock = win.docks["spiking_population"]
+        assert abs(dock.width() - narrowed) <= 3, (narrowed, dock.width())

@@ -51,6 +51,10 @@ class DockWindow(Protocol):
     def closed_by_user(self, key: str) -> bool:
         """True when the user closed dock ``key`` (and has not opened it again)."""
 
+    def gives_size_back(self, key: str) -> bool:
+        """True when dock ``key``, shown again, is given back the size it had when it was
+        put away (in this session or the last)."""
+
 
 class Docks(dict[str, QDockWidget]):
     """The window's docks by key, and what a feature does with docks: add one, put it in a
@@ -99,6 +103,13 @@ class Docks(dict[str, QDockWidget]):
         if front:
             dock.raise_()
         return True
+
+    def has_a_size_of_its_own(self, key: str) -> bool:
+        """True when dock ``key`` had a place in the window before, which it gets back as it
+        is shown again (its kind's docks were put away, in this session or the last): a
+        feature that sizes its dock as it first appears (:meth:`widen`) leaves that one
+        alone, since the user may have made it so."""
+        return self._window.gives_size_back(key)
 
     def widen(self, dock: QDockWidget, share: float) -> None:
         """Make ``dock`` at least ``share`` of the width of its row of docks (those shown

@@ -459,14 +459,18 @@ class SpikingFeature(QObject):
         # dock (holding them fitted it too, a second fit of the same dock).
         docks.fit(self.dock)
         appears = self.population_dock.isHidden()
+        # Its width of before, put away with the Fly LLM shown or saved with the last
+        # session's layout, comes back with it (the user may have made it so).
+        widen = not docks.has_a_size_of_its_own("spiking_population")
         if docks.show_unless_closed("spiking_population", front=False) and appears:
             # Its header and both plots in view, once the window has placed it beside the
             # State raster: at the bottom row's share (208 px at 1280×800, a third of the
             # row's width) its raster was below the fold. The row grows to the panel's least
-            # height and the dock takes the larger part of its width (the State raster's
-            # sample of a few hundred neurons' rates says less of a spiking brain). A dock
-            # shown already (the brain opened again) keeps the size the user gave it.
-            QTimer.singleShot(0, self.population_dock, self._place_population)
+            # height and, the first time, the dock takes the larger part of its width (the
+            # State raster's sample of a few hundred neurons' rates says less of a spiking
+            # brain). A dock shown already (the brain opened again) keeps the size the user
+            # gave it.
+            QTimer.singleShot(0, self.population_dock, lambda: self._place_population(widen))
         self.population.set_brain(model.brain)
         self._apply_display()
         if len(recording):
@@ -475,12 +479,13 @@ class SpikingFeature(QObject):
         else:
             self.panel.status.setText(f"{model.name}: {model.neurons:,} neurons; press Run")
 
-    def _place_population(self) -> None:
-        """The Spiking populations dock wide and tall enough for its plots (see
-        :meth:`open`); a user's wider or taller dock stays so."""
+    def _place_population(self, widen: bool = True) -> None:
+        """The Spiking populations dock tall enough for its plots and, where ``widen``, wide
+        enough (see :meth:`open`); a user's wider or taller dock stays so."""
         docks = self.host.docks
         if self.population_dock.isVisible() and not self.population_dock.isFloating():
-            docks.widen(self.population_dock, POPULATION_SHARE)
+            if widen:
+                docks.widen(self.population_dock, POPULATION_SHARE)
             # Fitted at its new width, once the window has laid it out (at its old width its
             # legend took more lines, and the row stayed as tall).
             QTimer.singleShot(0, self.population_dock, lambda: docks.fit(self.population_dock))

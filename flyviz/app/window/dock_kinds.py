@@ -132,6 +132,11 @@ class DockKinds:
         dock = self._docks.get(key)
         return key in self._closed and dock is not None and dock.isHidden()
 
+    def gives_size_back(self, key: str) -> bool:
+        """True when dock ``key`` has a size to be given back as it is shown again (see
+        :meth:`sizes_to_give_back`)."""
+        return key in self._sizes
+
     def closed_keys(self) -> list[str]:
         """The docks the user closed (for the saved layout), in the window's order."""
         return [key for key in self._docks if self.closed_by_user(key)]

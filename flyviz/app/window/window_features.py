@@ -87,6 +87,11 @@ class FeatureWindow(QMainWindow):
         :meth:`DockKinds.closed_by_user <flyviz.app.window.dock_kinds.DockKinds.closed_by_user>`."""
         return self.dock_kinds.closed_by_user(key)
 
+    def gives_size_back(self, key: str) -> bool:
+        """True when dock ``key`` is given back its size as it is shown again: see
+        :meth:`DockKinds.gives_size_back <flyviz.app.window.dock_kinds.DockKinds.gives_size_back>`."""
+        return self.dock_kinds.gives_size_back(key)
+
     def register_feature(self, name: str, install: Callable[[WindowHost], Any],
                          kinds: tuple[str, ...] = (LANGUAGE_KEY,)) -> Any:
         """Install a feature: ``install(host)`` with this window as its

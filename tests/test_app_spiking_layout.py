@@ -451,3 +451,44 @@ def test_the_populations_dock_keeps_the_width_the_user_gave_it_past_the_fly_llm_
     with _brain_session(qtbot, tmp_path) as win:
         dock = win.docks["spiking_population"]
         assert abs(dock.width() - narrowed) <= 3, (narrowed, dock.width())
+
+
+def test_the_fly_llms_bottom_row_is_as_deep_as_before_after_a_spiking_brain(
+        qtbot, tmp_path, app_checkpoint):
+    """The spiking brain deepens the bottom row for its plots; shown again, the Fly LLM's row
+    is as deep as it was and the brain view as tall: the row stayed 100 px deeper (182 →
+    282 px at 1280×800), taken from the brain view and the Text dock (208 → 147 px). The
+    spiking brain's row, shown again, is as deep as the brain's plots had it."""
+    from app_conftest import make_window
+
+    from flyviz.kinds import LANGUAGE
+
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        win.resize(1280, 800)
+        qtbot.waitUntil(lambda: (win.width(), win.height()) == (1280, 800), timeout=3000)
+        settle(qtbot, win)
+
+        def depths() -> dict[str, int]:
+            QApplication.processEvents()
+            return {"brain": win.brain.height(), "raster": win.docks["raster"].height(),
+                    "traces": win.docks["traces"].height(), "text": win.docks["text"].height()}
+
+        before = depths()
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        populations = win.docks["spiking_population"].height()
+        assert win.docks["raster"].height() > before["raster"] + 50   # deepened for its plots
+        win.set_checkpoint(app_checkpoint)
+        qtbot.waitUntil(lambda: win.state.kind is LANGUAGE, timeout=10_000)
+        settle(qtbot, win)
+        after = depths()
+        for key in ("brain", "raster", "traces", "text"):
+            assert abs(after[key] - before[key]) <= 3, (key, before, after)
+        # And the spiking brain's row as deep again as the brain opens again.
+        _open_demo_brain(qtbot, win)
+        settle(qtbot, win)
+        assert abs(win.docks["spiking_population"].height() - populations) <= 3, \
+            (populations, win.docks["spiking_population"].height())
+    finally:
+        win.close()

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QMainWindow
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar
 
 from flyviz.app.base.docks import FIT_HEIGHT, hide_stale_tab_bars
 from flyviz.kinds import EVERY_KIND, LANGUAGE, ModelKind
@@ -67,6 +67,17 @@ class _ClosingWatch(QObject):
             elif event.type() == QEvent.Type.Show:
                 self._shown(watched)
         return False
+
+
+def _tab_bar_under(window: QMainWindow, dock: QDockWidget) -> int:
+    """The height of the tab bar under ``dock`` where it is in a tab group with a dock
+    shown, else 0 (the bars' own heights: one may be hidden until the next layout pass)."""
+    if not any(not other.isHidden() for other in window.tabifiedDockWidgets(dock)):
+        return 0
+    across = (QTabBar.Shape.RoundedNorth, QTabBar.Shape.RoundedSouth,
+              QTabBar.Shape.TriangularNorth, QTabBar.Shape.TriangularSouth)
+    bars = window.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly)
+    return max((bar.sizeHint().height() for bar in bars if bar.shape() in across), default=0)
 
 
 def _span(dock: QDockWidget, horizontal: bool) -> tuple[int, int]:
@@ -241,6 +252,7 @@ class DockKinds:
         # an area share the room; the area's depth is the shown docks' of every kind (a side
         # column's width takes its tab bar too, and the presets size it for the window).
         lines: dict[tuple[Qt.Orientation, int, int], dict[QDockWidget, int]] = {}
+        depths: dict[QDockWidget, int] = {}
         for key in keys:
             size, dock = self._sizes.pop(key, None), self._docks[key]
             if size is None or not self._placed(dock):
@@ -255,8 +267,57 @@ class DockKinds:
             orientation = Qt.Orientation.Horizontal if across else Qt.Orientation.Vertical
             lines.setdefault((orientation, *_span(dock, across)), {})[dock] = \
                 size.width() if across else size.height()
-        for (orientation, first, last), given in lines.items():
-            self._resize_line(orientation, (first, last), given)
+            if across:
+                depths[dock] = size.height()
+        columns = {span: given for span, given in lines.items()
+                   if span[0] == Qt.Orientation.Vertical}
+        for span, given in lines.items():
+            if span not in columns:
+                self._resize_line(span[0], (span[1], span[2]), given)
+        if not depths:
+            for span, given in columns.items():
+                self._resize_line(span[0], (span[1], span[2]), given)
+            return
+        # A row's depth moves the columns beside it (the Text dock's, 61 px shorter after
+        # the spiking brain's deeper row without it): their lengths are given once the
+        # window has laid the row out (given in the same pass, a column shared the row's
+        # change in its own way, the Text dock 15 px shorter each session).
+        self._give_back_depths(depths)
+
+        def give_back_columns() -> None:
+            for span, given in columns.items():
+                if all(self._placed(dock) for dock in given):
+                    self._resize_line(span[0], (span[1], span[2]), given)
+
+        QTimer.singleShot(0, window, give_back_columns)
+
+    def _give_back_depths(self, depths: dict[QDockWidget, int],
+                          asked: dict[QDockWidget, int] | None = None, tries: int = 3) -> None:
+        """The top and bottom rows of docks shown again as deep as they were when put away
+        (see :meth:`_give_back_sizes`): a row deepened for the other kind's docks (the
+        spiking brain's plots) stayed so after the swap back, the brain view ~100 px
+        shorter.
+
+        Qt sizes a tab group with its tab bar: a dock in one is asked for its depth and its
+        bar's, then measured after the layout pass and asked again for what it still lacks
+        or has too much, ``tries`` times at most."""
+        window = self._window
+        if window is None:
+            return
+        placed = {dock: depth for dock, depth in depths.items() if self._placed(dock)}
+        off = {dock: depth - dock.height() for dock, depth in placed.items()
+               if abs(depth - dock.height()) > 1}
+        if not off:
+            return
+        if asked is None:
+            asked = {dock: placed[dock] + _tab_bar_under(window, dock) for dock in off}
+        else:
+            asked = {dock: asked.get(dock, placed[dock]) + off[dock] for dock in off}
+        docks = list(asked)
+        window.resizeDocks(docks, [asked[dock] for dock in docks], Qt.Orientation.Vertical)
+        if tries > 1:
+            QTimer.singleShot(0, window,
+                              lambda: self._give_back_depths(placed, asked, tries - 1))
 
     def _placed(self, dock: QDockWidget) -> bool:
         """True when ``dock`` is shown in its dock area (not floating, not a tab behind)."""
@@ -297,6 +358,10 @@ class DockKinds:
                 lengths[dock] = length(dock) * rest // had
             lengths[others[-1]] += rest - sum(lengths[dock] for dock in others)
         docks = [dock for dock in line if dock in lengths]
+        if not horizontal:
+            # Qt sizes a tab group in a column with its tab bar under it.
+            for dock in docks:
+                lengths[dock] += _tab_bar_under(window, dock)
         window.resizeDocks(docks, [lengths[dock] for dock in docks], orientation)
 
     def sizes_to_give_back(self) -> dict[str, QSize]:

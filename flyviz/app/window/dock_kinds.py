@@ -269,27 +269,12 @@ class DockKinds:
                 size.width() if across else size.height()
             if across:
                 depths[dock] = size.height()
-        columns = {span: given for span, given in lines.items()
-                   if span[0] == Qt.Orientation.Vertical}
-        for span, given in lines.items():
-            if span not in columns:
-                self._resize_line(span[0], (span[1], span[2]), given)
-        if not depths:
-            for span, given in columns.items():
-                self._resize_line(span[0], (span[1], span[2]), given)
-            return
-        # A row's depth moves the columns beside it (the Text dock's, 61 px shorter after
-        # the spiking brain's deeper row without it): their lengths are given once the
-        # window has laid the row out (given in the same pass, a column shared the row's
-        # change in its own way, the Text dock 15 px shorter each session).
-        self._give_back_depths(depths)
-
-        def give_back_columns() -> None:
-            for span, given in columns.items():
-                if all(self._placed(dock) for dock in given):
-                    self._resize_line(span[0], (span[1], span[2]), given)
-
-        QTimer.singleShot(0, window, give_back_columns)
+        if depths:
+            # First: a row's depth moves the columns beside it (the Text dock's, 61 px
+            # shorter after the spiking brain's deeper row without it).
+            self._give_back_depths(depths)
+        for (orientation, first, last), given in lines.items():
+            self._resize_line(orientation, (first, last), given)
 
     def _give_back_depths(self, depths: dict[QDockWidget, int],
                           asked: dict[QDockWidget, int] | None = None, tries: int = 3) -> None:

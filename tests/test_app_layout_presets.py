@@ -8,7 +8,8 @@ import pytest
 from app_conftest import make_window
 from PySide6.QtCore import QPoint, QSettings, QSize, Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QApplication, QDockWidget, QLabel, QMainWindow, QTabBar
+from PySide6.QtWidgets import (QAbstractButton, QApplication, QDockWidget, QLabel, QMainWindow,
+                               QTabBar)
 
 from test_app_window_fit import clipped_controls, wait_in_front
 from qt_barriers import _geometry, settle
@@ -343,3 +344,35 @@ def test_no_tab_bar_of_a_replaced_arrangement_is_drawn_over_a_dock(qtbot, tmp_pa
     own = widget_pixels(plot)
     differs = np.abs(drawn.astype(int) - own.astype(int)).max(axis=-1) > 40
     assert differs.mean() < 0.005, float(differs.mean())
+
+
+def test_the_left_columns_tab_titles_are_whole_on_a_laptop_screen(qtbot, app_checkpoint,
+                                                                   tmp_path, dark_theme):
+    """In a window 700 px tall (a 1366×768 laptop screen less its panel) the left column's
+    nine tabs did not fit and Qt abridged every title ("Mo…", "At…", "W…"): each is drawn
+    whole now, the bar scrolling to the ones below (its arrows shown), and every dock's tab
+    can still be reached."""
+    win = make_window(qtbot, app_checkpoint, tmp_path)
+    try:
+        win.resize(1264, 700)
+        qtbot.waitUntil(lambda: (win.width(), win.height()) == (1264, 700), timeout=3000)
+        settle(qtbot, win)
+        bars = [bar for bar in win.findChildren(QTabBar) if bar.isVisible()
+                and "Settings" in [bar.tabText(i) for i in range(bar.count())]]
+        assert len(bars) == 1
+        bar = bars[0]
+        titles = [bar.tabText(i) for i in range(bar.count())]
+        assert {"Model", "Settings", "Why?", "Dynamics"} <= set(titles), titles
+        wanted = sum(bar.tabSizeHint(i).height() for i in range(bar.count()))
+        assert wanted > bar.height()          # they do not all fit: the case this is about
+        for i, title in enumerate(titles):
+            assert bar.tabRect(i).height() >= bar.tabSizeHint(i).height(), title
+        arrows = [button for button in bar.findChildren(QAbstractButton) if button.isVisible()]
+        assert len(arrows) == 2
+        # The last tab is reached: chosen, it is scrolled into the bar and its dock shown.
+        last = bar.count() - 1
+        bar.setCurrentIndex(last)
+        settle(qtbot, win)
+        assert bar.rect().contains(bar.tabRect(last)), (bar.rect(), bar.tabRect(last))
+    finally:
+        win.close()

@@ -38,6 +38,7 @@ QComboBox#promptBox {{ font-size: 14px; padding: 5px 8px; }}
 QPushButton, QToolButton {{ background: {RAISED}; color: {TEXT}; border: 1px solid {BORDER};
     border-radius: 4px; padding: 4px 10px; }}
 QPushButton:hover, QToolButton:hover {{ border-color: {ACCENT}; }}
+QTabBar QToolButton {{ padding: 0px; }}
 QPushButton:checked, QToolButton:checked {{ background: #1f4d49; border-color: {ACCENT}; }}
 QPushButton:disabled, QToolButton:disabled {{ color: #4a5060; }}
 QPushButton#runButton {{ background: #1f4d49; border-color: {ACCENT}; font-weight: 600; }}

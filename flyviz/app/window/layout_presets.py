@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QObject, QSettings, QSize, Qt
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar, QTabWidget
 
 from flyviz.app.base.actions import ActionRegistry
 from flyviz.app.base.docks import FIT_HEIGHT, fit_height, hide_stale_tab_bars
@@ -82,13 +82,45 @@ def prepare_window(window: QMainWindow) -> None:
 
     The left column reaches down to the timeline (the bottom row starts right of it)
     so its tabs have the height for their forms, and its tabs run down its side so
-    six titles fit unabridged in a column a quarter of a laptop screen wide.
+    their titles fit in a column a quarter of a laptop screen wide (whole, the bar
+    scrolling where the window is too short for all nine: :class:`WholeTabTitles`).
     """
     window.setCorner(Qt.Corner.BottomLeftCorner, Area.LeftDockWidgetArea)
     window.setTabPosition(Area.LeftDockWidgetArea, QTabWidget.TabPosition.West)
+    WholeTabTitles(window)
     # The user may arrange docks as the presets do: in tabs, and side by side within an area.
     window.setDockOptions(window.dockOptions() | QMainWindow.DockOption.AllowTabbedDocks
                           | QMainWindow.DockOption.AllowNestedDocks)
+
+
+class WholeTabTitles(QObject):
+    """Every dock tab bar of ``window`` shows its titles whole, with arrows to scroll when
+    they do not all fit, never abridged.
+
+    Qt abridges every title of a bar a little when they do not fit: in a window 720 px tall
+    (a 1366×768 laptop screen) the left column's nine read "Mo…", "Setti…", "At…",
+    "W…", whose names the user had to find by pointing at each. Qt makes a window's tab
+    bars as it first needs each one, and sets a new one to abridge once it is made: so each
+    is set once it is polished (before it is first shown).
+    """
+
+    def __init__(self, window: QMainWindow) -> None:
+        super().__init__(window)
+        for bar in window.findChildren(QTabBar, options=Qt.FindChildOption.FindDirectChildrenOnly):
+            _whole_titles(bar)
+        window.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt API
+        if event.type() == QEvent.Type.ChildPolished:
+            child = event.child()  # type: ignore[attr-defined]
+            if isinstance(child, QTabBar):
+                _whole_titles(child)
+        return False
+
+
+def _whole_titles(bar: QTabBar) -> None:
+    bar.setElideMode(Qt.TextElideMode.ElideNone)
+    bar.setUsesScrollButtons(True)
 
 
 def _clamp(value: float, low: int, high: int) -> int:

@@ -226,6 +226,10 @@ class LayoutPresets(QObject):
             if self.kinds is not None:
                 # The sizes to give back were for the other size too.
                 self.kinds.forget_sizes()
+        # The bars of the tab groups as the window first arranged them (the docks of every
+        # kind declared, the other kinds' put away) are left drawn where they were while
+        # something pumps events itself, as a script loading a model does.
+        hide_stale_tab_bars(self.window)
 
     def preset_sizes(self, name: str) -> None:
         """The column widths and row heights preset ``name`` gives for the window's size."""

@@ -183,7 +183,6 @@ class LayoutPresets(QObject):
             self.restored = True
             size = self.settings.value("window/state_size")
             self.restored_size = size if isinstance(size, QSize) else None
-            hide_stale_tab_bars(self.window)    # those of the arrangement replaced
             self._mark(name if name in PRESETS else "default")
             if self.kinds is not None:
                 # What is not a size is passed over; a closed dock is its key alone.
@@ -191,6 +190,10 @@ class LayoutPresets(QObject):
                 self.kinds.remember_sizes({key: size for key, size in sizes.items()
                                            if isinstance(size, QSize)})
                 self.kinds.remember_closed(list(self._saved_group(CLOSED_DOCKS)))
+        # The tab bars of the arrangement replaced, or of the one the window was built in
+        # (every kind's docks declared, the other kinds' put away), are left drawn where
+        # they were while something pumps events itself, as a script loading a model does.
+        hide_stale_tab_bars(self.window)
         return self.restored
 
     def _saved_group(self, group: str) -> dict[str, Any]:
@@ -226,10 +229,6 @@ class LayoutPresets(QObject):
             if self.kinds is not None:
                 # The sizes to give back were for the other size too.
                 self.kinds.forget_sizes()
-        # The bars of the tab groups as the window first arranged them (the docks of every
-        # kind declared, the other kinds' put away) are left drawn where they were while
-        # something pumps events itself, as a script loading a model does.
-        hide_stale_tab_bars(self.window)
 
     def preset_sizes(self, name: str) -> None:
         """The column widths and row heights preset ``name`` gives for the window's size."""

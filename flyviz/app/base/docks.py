@@ -104,7 +104,7 @@ class Docks(dict[str, QDockWidget]):
             dock.raise_()
         return True
 
-    def has_a_size_of_its_own(self, key: str) -> bool:
+    def gives_size_back(self, key: str) -> bool:
         """True when dock ``key`` had a place in the window before, which it gets back as it
         is shown again (its kind's docks were put away, in this session or the last): a
         feature that sizes its dock as it first appears (:meth:`widen`) leaves that one

@@ -461,7 +461,7 @@ class SpikingFeature(QObject):
         appears = self.population_dock.isHidden()
         # Its width of before, put away with the Fly LLM shown or saved with the last
         # session's layout, comes back with it (the user may have made it so).
-        widen = not docks.has_a_size_of_its_own("spiking_population")
+        widen = not docks.gives_size_back("spiking_population")
         if docks.show_unless_closed("spiking_population", front=False) and appears:
             # Its header and both plots in view, once the window has placed it beside the
             # State raster: at the bottom row's share (208 px at 1280×800, a third of the

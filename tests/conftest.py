@@ -37,8 +37,8 @@ import numpy as np
 import pytest
 
 # The app tests' Qt fixtures (``app_checkpoint``, ``window``) for every module; their helper
-# functions are imported from ``app_conftest`` by name.
-pytest_plugins = ["app_conftest"]
+# functions are imported from ``app_conftest`` by name. ``cpu_report``: ``--cpu-report``.
+pytest_plugins = ["app_conftest", "cpu_report"]
 
 #: The shared reference folder next to the repository (absent in a user's clone).
 SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"

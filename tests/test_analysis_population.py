@@ -75,6 +75,34 @@ def test_the_anatomical_order_bands_superclasses_and_sorts_cell_types_within():
         anatomy_order(["a"], ["t1", "t2"], n=2)
 
 
+@pytest.mark.parametrize("labelled", ["both", "superclass only", "cell type only", "neither"])
+def test_the_anatomy_order_is_superclass_then_cell_type_then_index(labelled):
+    """The order and bands equal sorting the neurons by (superclass, cell type, index) and
+    cutting at each new superclass, on labels that compare awkwardly (a prefix of another,
+    case, accents, empty or missing for "unlabelled", repeated across superclasses)."""
+    rng = np.random.default_rng(4)
+    pool = ["a", "ab", "A", "b", "", None, "\u00e9t\u00e9", "unlabelled", "Z9", "z"]
+    n = 3000
+    sup = [pool[i] for i in rng.integers(0, len(pool), n)]
+    typ = [pool[i] for i in rng.integers(0, len(pool), n)]
+    given_sup = sup if labelled in ("both", "superclass only") else None
+    given_typ = typ if labelled in ("both", "cell type only") else None
+    found = anatomy_order(given_sup, given_typ, n=n)
+
+    def label(values, i):
+        return "unlabelled" if values is None or not values[i] else str(values[i])
+
+    expected = sorted(range(n), key=lambda i: (label(given_sup, i), label(given_typ, i), i))
+    assert found.order.dtype == np.int64 and found.order.tolist() == expected
+    bands = []
+    for row, i in enumerate(expected):
+        if not bands or bands[-1][0] != label(given_sup, i):
+            bands.append([label(given_sup, i), row, row])
+        bands[-1][2] = row + 1
+    assert [(b.label, b.start, b.stop) for b in found.bands] == [tuple(b) for b in bands]
+    assert anatomy_order([], [], n=0).order.size == 0 and anatomy_order([], []).bands == ()
+
+
 def test_group_time_courses_are_the_groupby_means():
     rng = np.random.default_rng(2)
     states = rng.standard_normal((9, 60)).astype(np.float32)

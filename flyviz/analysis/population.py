@@ -78,21 +78,29 @@ def _labels(values: Sequence[str] | None, n: int, what: str) -> list[str]:
     return [str(v) if v else "unlabelled" for v in values]
 
 
+def _ranks(labels: list[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct ``labels`` in order, and each label's place among them."""
+    names = sorted(set(labels))
+    place = {name: i for i, name in enumerate(names)}
+    return names, np.fromiter(map(place.__getitem__, labels), np.int64, len(labels))
+
+
 def anatomy_order(superclass: Sequence[str] | None, cell_type: Sequence[str] | None = None,
                   n: int | None = None) -> RowOrder:
     """Neurons by superclass, then cell type, then index; one band per superclass."""
     if n is None:
         n = len(superclass) if superclass is not None else len(cell_type or ())
-    sup = _labels(superclass, n, "superclass")
-    typ = _labels(cell_type, n, "cell type")
-    order = np.array(sorted(range(n), key=lambda i: (sup[i], typ[i], i)), dtype=np.int64)
-    bands: list[Band] = []
-    start = 0
-    for r in range(1, n + 1):
-        if r == n or sup[order[r]] != sup[order[start]]:
-            bands.append(Band(sup[order[start]], start, r))
-            start = r
-    return RowOrder(order, "anatomy", tuple(bands))
+    superclasses, sup = _ranks(_labels(superclass, n, "superclass"))
+    _, typ = _ranks(_labels(cell_type, n, "cell type"))
+    # Sorting the few distinct labels and then the neurons by their places (a stable sort,
+    # so index breaks ties) orders them as comparing the labels themselves does, at a
+    # fraction of the cost: the window does it for every model it opens.
+    order = np.lexsort((typ, sup)).astype(np.int64)
+    ranked = sup[order]
+    starts = np.flatnonzero(np.diff(ranked, prepend=-1))
+    stops = np.append(starts[1:], n)
+    return RowOrder(order, "anatomy", tuple(Band(superclasses[ranked[start]], int(start), int(stop))
+                                            for start, stop in zip(starts, stops)))
 
 
 def importance_order(score: np.ndarray) -> RowOrder:

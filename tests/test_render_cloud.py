@@ -362,6 +362,30 @@ def test_gain_falls_as_the_view_gets_crowded_or_busy():
         density_gain(crowded, 3.0, *quiet[:1], size_factor=quiet[1])
 
 
+@pytest.mark.parametrize("spread", [120.0, 3e6], ids=["on screen", "zoomed far in"])
+def test_the_gain_counts_the_neurons_sharing_each_screen_cell(spread):
+    """The gain is the clipped inverse of the 75th percentile of how many neurons share
+    each neuron's 8-pixel cell (times the disc's area over the cell's and the typical
+    brightness), counted here cell by cell, for a view on screen and one zoomed so far in
+    that the cells lie millions of pixels apart; NaNs are left out."""
+    from collections import Counter
+
+    from flyviz.render.cloud import density_gain
+
+    rng = np.random.default_rng(5)
+    xy = rng.normal(0.0, spread / 6, (6000, 2))
+    xy[:40] = np.nan
+    finite = xy[40:]
+    cells = [tuple(c) for c in np.floor(finite / 8.0).astype(np.int64)]
+    shared = Counter(cells)
+    crowd = np.array([shared[c] for c in cells])
+    disc = np.pi * (0.5 * 2.5 * 1.3) ** 2
+    coverage = float(np.percentile(crowd, 75)) * disc / 8.0 ** 2
+    expected = float(np.clip(1.0 / max(coverage * 0.4, 1e-6), 0.05, 1.0))
+    assert density_gain(xy, 2.5, 0.4, cell_px=8.0, size_factor=1.3) == expected
+    assert expected < 1.0 or spread > 1e5        # the view on screen is crowded
+
+
 def test_lower_detail_draws_a_fixed_subset_of_the_shown_neurons():
     pos = grid_positions(n_side=8)
     visible = np.ones(len(pos), bool)

@@ -573,8 +573,11 @@ def density_gain(xy: np.ndarray, point_size_px: float, typical_alpha: float = 0.
         return 1.0
     cells = np.floor(pts / float(cell_px)).astype(np.int64)
     key = (cells[:, 0] - cells[:, 0].min()) * (int(np.ptp(cells[:, 1])) + 1) + (cells[:, 1] - cells[:, 1].min())
-    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
-    crowd = counts[inverse]
+    if int(key.max()) <= 8 * key.size + 4096:
+        crowd = np.bincount(key)[key]           # the usual view: counted in one pass
+    else:                                       # zoomed far in: cells far apart
+        _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+        crowd = counts[inverse]
     disc_area = np.pi * (0.5 * float(point_size_px) * float(size_factor)) ** 2
     coverage = float(np.percentile(crowd, 75)) * disc_area / float(cell_px) ** 2
     return float(np.clip(1.0 / max(coverage * typical_alpha, 1e-6), 0.05, 1.0))

@@ -48,3 +48,27 @@ def test_the_plots_axis_labels_are_whole_at_the_docks_smallest(qtbot):
         label = axis.label.boundingRect().width()          # drawn turned a quarter
         assert label <= axis.geometry().height(), \
             f"{text!r} needs {label:.0f} px, the axis is {axis.geometry().height():.0f} px"
+
+
+def test_with_no_groups_named_the_largest_superclasses_are_plotted_ties_by_name():
+    """An empty groups field plots the brain's five largest superclasses, largest first and
+    equal ones by name, never the unlabelled neurons (an empty superclass)."""
+    from flyviz.app.spiking.spiking_population import DEFAULT_GROUPS, resolve_groups
+    from flyviz.spiking import SpikingBrain
+
+    sizes = {"b_mid": 4, "a_mid": 4, "": 9, "huge": 7, "z_small": 1, "c_mid": 4, "tiny": 1,
+             "d_small": 2}
+    superclass = [name for name, size in sizes.items() for _ in range(size)]
+    np.random.default_rng(1).shuffle(superclass)
+    n = len(superclass)
+    brain = SpikingBrain(name="groups", root_ids=np.arange(n, dtype=np.int64),
+                         indptr=np.zeros(n + 1, np.int64), post=np.zeros(0, np.int32),
+                         counts=np.zeros(0), superclass=superclass, cell_type=superclass)
+    groups = resolve_groups(brain, "  ")
+    assert DEFAULT_GROUPS == 5
+    assert [name for name, _ in groups] == ["superclass:huge", "superclass:a_mid",
+                                            "superclass:b_mid", "superclass:c_mid",
+                                            "superclass:d_small"]
+    for name, members in groups:
+        label = name.split(":", 1)[1]
+        assert members.tolist() == [i for i, s in enumerate(superclass) if s == label]

@@ -27,6 +27,7 @@ drawn as one path of ticks (``tests/bench_spiking_raster.py`` measures a long ru
 from __future__ import annotations
 
 import html
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,10 +103,9 @@ def resolve_groups(brain: "SpikingBrain", text: str) -> list[tuple[str, np.ndarr
     if not words:
         if brain.superclass is None:
             return [("all neurons", np.arange(brain.neurons, dtype=np.int64))]
-        names, counts = np.unique(np.asarray(brain.superclass, dtype=object).astype(str),
-                                  return_counts=True)
-        order = np.argsort(-counts, kind="stable")
-        words = [f"superclass:{names[i]}" for i in order if names[i]][:DEFAULT_GROUPS]
+        counts = Counter(map(str, brain.superclass))
+        largest = sorted(counts, key=lambda name: (-counts[name], name))  # ties by name
+        words = [f"superclass:{name}" for name in largest if name][:DEFAULT_GROUPS]
     for word in words:
         if ":" in word or "|" in word or "&" in word:
             found = select(brain, word)

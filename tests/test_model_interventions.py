@@ -396,6 +396,29 @@ def test_bad_interventions_fail_when_resolved_or_made():
     assert [iv.kind for iv in engine.interventions.interventions] == ["silence"]
 
 
+def test_a_resolve_error_names_the_intervention_and_the_end_of_the_cut_it_is_about():
+    """Each refusal of resolve() begins with the intervention as the command line writes it
+    (its kind and option value), and for a cut which side of '->' is wrong."""
+    ck = make_random_checkpoint(neurons=101, edges=900, seed=2)
+    offsets = np.asarray(ck.w_offsets)
+    source = int(ck.w_indices[0])
+    unconnected = [r for r in range(101) if source not in
+                   np.asarray(ck.w_indices[offsets[r]:offsets[r + 1]]).tolist()]
+    cases = [
+        (Silence([3, 9, 10, 11, 101]), "", "neuron index 101 is outside 0..100"),
+        (Clamp("input & !input", 0.5, 2, 5), "", "selects no neurons"),
+        (Cut("input", [4, 200]), " (after '->')", "neuron index 200 is outside"),
+        (Scale([500], "all", 0.5), " (before '->')", "neuron index 500 is outside"),
+        (Cut([source], unconnected), "", "no synapse runs from the 1 selected neurons"),
+    ]
+    for item, end, reason in cases:
+        with pytest.raises(InputError) as caught:
+            resolve(ck, [Silence("input"), item])
+        assert str(caught.value).startswith(f"{item}{end}: "), str(caught.value)
+        assert reason in str(caught.value)
+    assert str(cases[0][0]) == "silence id:3,9-11,101"
+
+
 def test_json_form_round_trips_and_counts():
     chosen = (Silence("sign:inhibitory", 10, 20), Clamp([5, 6, 7, 9], -0.5),
               Stimulate("input", 0.8, None, 5), Cut("superclass:cb_sensory", "all", 4),

@@ -121,18 +121,26 @@ def describe_applied(item: dict[str, Any]) -> str:
     return f"{intervention}" + (f" ({', '.join(parts)})" if parts else "")
 
 
-def _selection(index: NeuronIndex, target: Target, what: str) -> np.ndarray:
-    """Sorted unique intp indices of a target (a query, or checked explicit indices)."""
+def _selection(index: NeuronIndex, target: Target, item: Any, end: str = "") -> np.ndarray:
+    """Sorted unique intp indices of a target (a query, or checked explicit indices) of
+    intervention ``item`` (its ``end`` of a cut, for the error message)."""
     if isinstance(target, str):
         try:
             return index.select(target).astype(np.intp)
         except SelectionError as exc:
-            raise SelectionError(f"{what}: {exc}") from None
+            raise SelectionError(f"{_label(item)}{end}: {exc}") from None
     ids = np.unique(np.asarray(target, dtype=np.intp))
     if ids[-1] >= index.neurons:
-        raise InputError(f"{what}: neuron index {int(ids[-1])} is outside "
+        raise InputError(f"{_label(item)}{end}: neuron index {int(ids[-1])} is outside "
                          f"0..{index.neurons - 1}")
     return ids
+
+
+def _label(item: Any) -> str:
+    """How an error names intervention ``item``: its kind and option value. Written only for
+    an error: a list of thousands of indices is long to write, and a circuit's "run alone"
+    resolves hundreds of interventions each time the list changes."""
+    return f"{item.kind} {item.cli_value()}"
 
 
 def synapses_between(checkpoint: Checkpoint, pre: np.ndarray, post: np.ndarray) -> np.ndarray:
@@ -182,19 +190,18 @@ def resolve(checkpoint: Checkpoint, interventions: "Iterable[Intervention] | Res
     applied: list[Any] = []
     for item in items:
         applied.append(item)
-        label = f"{item.kind} {item.cli_value()}"
         if isinstance(item, patch):
             # A patch is a clamp to the source's values: it acts among the silences and
             # clamps, in list order (flyviz.model.patching).
             patched: Any = item
-            ids = _selection(index, patched.neurons, label)
+            ids = _selection(index, patched.neurons, item)
             ids.setflags(write=False)
             applied[-1], op = resolve_patch(checkpoint, patched, ids)
             post_state.append(op)
             selected.append(int(ids.size))
             continue
         if isinstance(item, (Silence, Clamp, Stimulate)):
-            ids = _selection(index, item.neurons, label)
+            ids = _selection(index, item.neurons, item)
             ids.setflags(write=False)
             selected.append(int(ids.size))
             if isinstance(item, Stimulate):
@@ -203,11 +210,11 @@ def resolve(checkpoint: Checkpoint, interventions: "Iterable[Intervention] | Res
                 value = item.value if isinstance(item, Clamp) else 0.0
                 post_state.append(StateSet(ids, value, item.start, item.stop))
             continue
-        pre = _selection(index, item.pre, f"{label} (before '->')")
-        post = _selection(index, item.post, f"{label} (after '->')")
+        pre = _selection(index, item.pre, item, " (before '->')")
+        post = _selection(index, item.post, item, " (after '->')")
         edges = synapses_between(checkpoint, pre, post)
         if edges.size == 0:
-            raise InputError(f"{label}: no synapse runs from the {pre.size:,} selected neurons "
+            raise InputError(f"{_label(item)}: no synapse runs from the {pre.size:,} selected neurons "
                              f"onto the {post.size:,} others; nothing to {item.kind}")
         for array in (pre, post, edges):
             array.setflags(write=False)

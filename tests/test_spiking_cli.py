@@ -438,3 +438,23 @@ def test_a_resealed_recording_with_a_broken_run_table_is_one_line(tmp_path: Path
         assert err.strip().splitlines()[-1].startswith("flyviz: error: ") and message in err, err
         assert "Traceback" not in err and err.count("\n") == 1, err
     assert not (tmp_path / "r.png").exists() and not (tmp_path / "m.gif").exists()
+
+
+def test_a_sign_query_reads_each_neurons_summed_outgoing_counts() -> None:
+    """``sign:`` selects a spiking brain's neurons by the sign of the sum of their rows'
+    signed counts (their outgoing synapses): a neuron with no synapse, or whose counts
+    cancel, is neither; the labels' queries answer without it."""
+    from flyviz.spiking import SpikingBrain
+
+    rows = {0: [(1, 3.0), (2, -1.0)], 1: [], 2: [(0, -2.0), (3, -5.0)], 3: [(0, 4.0), (1, -4.0)],
+            4: [(2, 1.0)]}
+    indptr = np.cumsum([0] + [len(rows[i]) for i in range(5)]).astype(np.int64)
+    post = np.array([t for i in range(5) for t, _ in rows[i]], np.int32)
+    counts = np.array([c for i in range(5) for _, c in rows[i]])
+    brain = SpikingBrain(name="signs", root_ids=np.arange(10, 15, dtype=np.int64),
+                         indptr=indptr, post=post, counts=counts,
+                         superclass=["a", "b", "a", "b", "a"], cell_type=["t"] * 5)
+    assert spiking.select(brain, "superclass:a").tolist() == [0, 2, 4]
+    assert spiking.select(brain, "sign:excitatory").tolist() == [0, 4]
+    assert spiking.select(brain, "sign:inhibitory").tolist() == [2]
+    assert spiking.select(brain, "!sign:excitatory & !sign:inhibitory").tolist() == [1, 3]

@@ -355,16 +355,29 @@ class _Labels:
     """One categorical label per neuron: ``codes[i]`` indexes ``names``."""
 
     def __init__(self, labels: "list[str]") -> None:
-        lookup: dict[str, int] = {}
-        self.codes = np.fromiter((lookup.setdefault(v, len(lookup)) for v in labels),
-                                 dtype=np.int32, count=len(labels))
-        self.names = list(lookup)
+        self.names = list(dict.fromkeys(labels))            # in order of first appearance
+        code = {name: i for i, name in enumerate(self.names)}
+        self.codes = np.fromiter(map(code.__getitem__, labels), dtype=np.int32,
+                                 count=len(labels))
         self.counts = np.bincount(self.codes, minlength=len(self.names))
 
     def mask_of(self, codes: "list[int]") -> np.ndarray:
         table = np.zeros(len(self.names), dtype=bool)
         table[codes] = True
         return table[self.codes]
+
+
+def net_outgoing_weight(sources: np.ndarray, weights: np.ndarray, neurons: int) -> np.ndarray:
+    """``(neurons,)`` float64: the summed weight of each neuron's outgoing synapses, given
+    each synapse's source and weight; in pieces, so that a full-size graph (9M synapses)
+    needs no large temporary."""
+    net = np.zeros(neurons, dtype=np.float64)
+    piece = 1 << 21
+    for start in range(0, int(weights.shape[0]), piece):
+        net += np.bincount(np.asarray(sources[start:start + piece], dtype=np.intp),
+                           weights=np.asarray(weights[start:start + piece], dtype=np.float64),
+                           minlength=neurons)
+    return net
 
 
 class NeuronIndex:
@@ -405,16 +418,17 @@ class NeuronIndex:
             self._body_order = np.argsort(self.body_id, kind="stable")
         self.input = np.zeros(n, dtype=bool)
         self.input[np.asarray(ck.in_index, dtype=np.intp)] = True
-        # Sign of each neuron's outgoing synapses: their summed weight, in pieces so that a
-        # full-size graph (9M edges) needs no large temporary.
-        net = np.zeros(n, dtype=np.float64)
-        indices, values = ck.w_indices, ck.w_values
-        piece = 1 << 21
-        for start in range(0, int(values.shape[0]), piece):
-            net += np.bincount(np.asarray(indices[start:start + piece], dtype=np.intp),
-                               weights=np.asarray(values[start:start + piece], dtype=np.float64),
-                               minlength=n)
-        self.sign = np.sign(net).astype(np.int8)
+        # The signs read every synapse (70 ms for the full-size graph), and most sessions ask
+        # no sign: query: worked out at the first (:attr:`sign`). A model may sum its
+        # neurons' outgoing weights itself (``outgoing_weight()``: a spiking brain's view).
+        outgoing = getattr(ck, "outgoing_weight", None)
+        self._outgoing_weight: Callable[[], np.ndarray] = outgoing if outgoing is not None \
+            else functools.partial(net_outgoing_weight, ck.w_indices, ck.w_values, n)
+
+    @functools.cached_property
+    def sign(self) -> np.ndarray:
+        """``(neurons,)`` int8: the sign of each neuron's outgoing synapses' summed weight."""
+        return np.sign(self._outgoing_weight()).astype(np.int8)
 
     # ------------------------------------------------------------ evaluate
     def mask(self, query: "str | Node") -> np.ndarray:

@@ -429,7 +429,7 @@ def brain_index(brain: SpikingBrain) -> Any:
 
 class _QueryView:
     """What :class:`flyviz.model.selection.NeuronIndex` reads of a model, for a spiking
-    brain: sizes, labels, root ids as body ids, and the signed counts as the graph."""
+    brain: sizes, labels, root ids as body ids, and the signed counts' sums for ``sign:``."""
 
     def __init__(self, brain: SpikingBrain) -> None:
         from types import SimpleNamespace
@@ -440,9 +440,16 @@ class _QueryView:
                                        side=brain.side, body_id=brain.root_ids,
                                        populations=brain.populations)
         self.in_index = np.empty(0, dtype=np.int64)
-        self.w_indices = np.repeat(np.arange(brain.neurons, dtype=np.int32),
-                                   np.diff(brain.indptr))
-        self.w_values = brain.counts
+        self._indptr, self._counts = brain.indptr, brain.counts
+
+    def outgoing_weight(self) -> np.ndarray:
+        """Each neuron's summed signed count (its rows are its outgoing synapses): what a
+        ``sign:`` query reads, worked out at the first one."""
+        from flyviz.model.selection import net_outgoing_weight
+
+        neurons = int(self.config.neurons)
+        sources = np.repeat(np.arange(neurons, dtype=np.int32), np.diff(self._indptr))
+        return net_outgoing_weight(sources, self._counts, neurons)
 
 
 def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,

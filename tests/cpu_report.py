@@ -47,6 +47,15 @@ def _reporting(config: pytest.Config) -> bool:
     return config.getoption("cpu_report", None) is not None
 
 
+def _charge(files: dict[str, list[float]], name: str, own: float, children: float,
+            tests: int) -> None:
+    """Add to file ``name``'s row: CPU seconds in-process and in children, and tests."""
+    row = files.setdefault(name, [0.0, 0.0, 0])
+    row[0] += own
+    row[1] += children
+    row[2] += tests
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -62,11 +71,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
-        row = config.stash.setdefault(_per_file, {}).setdefault(item.nodeid.split("::", 1)[0],
-                                                                 [0.0, 0.0, 0])
-        row[0] += time.process_time() - own
-        row[1] += _children_cpu() - children
-        row[2] += 1
+        _charge(config.stash.setdefault(_per_file, {}), item.nodeid.split("::", 1)[0],
+                time.process_time() - own, _children_cpu() - children, 1)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -87,10 +93,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         return
     merged = config.stash.setdefault(_per_file, {})
     for name, (own, children, tests) in report["files"].items():
-        row = merged.setdefault(name, [0.0, 0.0, 0])
-        row[0] += own
-        row[1] += children
-        row[2] += tests
+        _charge(merged, name, own, children, tests)
     config.stash.setdefault(_worker_totals, []).append(report["total"])
 
 

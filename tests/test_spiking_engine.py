@@ -239,6 +239,15 @@ def test_engine_equals_a_plain_tick_by_tick_stepping_on_random_brains(case: int)
     _check_against_plain_stepping(case)
 
 
+@pytest.mark.parametrize("v_rst", [-58.0, -47.5])
+def test_engine_equals_a_plain_stepping_with_a_reset_away_from_rest(v_rst: float) -> None:
+    # with the authors' constants the reset is the rest state, which the update leaves
+    # unchanged: a refractory neuron updated by mistake would still sit at v_rst. Reset
+    # below rest and between rest and threshold, a neuron left to update while refractory
+    # drifts towards v_0, and its next spike, v and g come out different.
+    _check_against_plain_stepping(0, v_rst=v_rst)
+
+
 def test_engine_equals_a_plain_stepping_in_wide_words_and_a_growing_stage(monkeypatch) -> None:
     from functools import partial
 
@@ -286,7 +295,7 @@ def test_packed_synapses_give_back_every_target_and_weight_bit_for_bit() -> None
         pack_synapses(post, many.copy(), word=np.uint32)
 
 
-def _check_against_plain_stepping(case: int) -> None:
+def _check_against_plain_stepping(case: int, v_rst: float | None = None) -> None:
     from flyviz.spiking.engine import simulate_ticks
 
     rng = np.random.default_rng(40 + case)
@@ -300,6 +309,8 @@ def _check_against_plain_stepping(case: int) -> None:
     weight = np.repeat(sign, degree) * rng.zipf(1.8, post.size).clip(max=80) * 0.00035
     params = LIFParams(t_dly=(1.8, 0.7, 0.1, 2.5, 1.8, 0.0)[case],
                        t_rfc=(2.2, 2.2, 0.5, 3.1, 0.0, 2.2)[case])
+    if v_rst is not None:
+        params = params.with_(v_rst=v_rst)
     driven = rng.choice(n, 12, replace=False)
     rfc = np.full(n, params.refractory_ticks, dtype=np.int64)
     rfc[driven] = 0

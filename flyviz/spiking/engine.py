@@ -302,13 +302,11 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
     (:func:`pack_synapses`: target and the index of the weight in ``weights``). Input events
     of window tick ``t`` are
     ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by neuron; ``ev_at`` is their cursor). ``fired``
-    is scratch of one block's width. Writes the window's spikes, block by block, to
-    ``win_tick`` (offset in the window) and ``win_neuron`` and returns their number.
+    is scratch of one flag per 64 neurons of a block. Writes the window's spikes, block by
+    block, to ``win_tick`` (offset in the window) and ``win_neuron`` and returns their number.
     """
     _widest_vectors()  # type: ignore[call-arg]  # numba supplies the typing context
     width = 1 << BLOCK_SHIFT
-    # the spike flags of a block read eight at a time: a block's spikes are found in 64 reads
-    fired_words = fired.view(np.uint64)
     n_win = 0
     n_blocks = quiet.shape[0]
     chunk_mask = (1 << chunk_shift) - 1
@@ -332,26 +330,31 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
         until_b = until[lo:hi]
         for t in range(span):
             k = k0 + t
-            # 1-2: state update and threshold over the block, branch-free
-            over = False
-            for i in range(width):
-                gi = g_b[i]
-                vi = v_b[i]
-                free = k >= until_b[i]
-                g_new = gg * gi
-                v_new = c0 + ((gv * gi) + (vv * vi))
-                g_new = g_new if free else gi
-                v_new = v_new if free else vi
-                spike = free & (v_new > v_th)
-                fired[i] = spike
-                over |= spike
-                v_b[i] = v_new
-                g_b[i] = g_new
-            if over:  # the spiking neurons, in index order
-                for w in range(fired_words.shape[0]):
-                    if fired_words[w] != 0:
-                        for i in range(w << 3, (w + 1) << 3):
-                            if fired[i]:
+            # 1-2: state update and threshold over the block, branch-free, in groups of 64
+            # neurons, each group's "one may have crossed" kept in `fired`. A refractory
+            # neuron's state is (v_rst, +0) all through its refractory period: the reset
+            # wrote it and every input to it is dropped (3). So its update need not read
+            # it: `gg * 0` is +0 (`gg`, an exponential, is not negative) and `v` is written
+            # v_rst, the frozen state, without a second select of `g` and of the `v` read
+            # (on CPUs with AVX2 alone that select and the spike flags were a third of the
+            # loop's instructions).
+            over = 0
+            for w in range(width >> 6):
+                crossed = 0
+                for i in range(w << 6, (w + 1) << 6):
+                    gi = g_b[i]
+                    v_new = c0 + ((gv * gi) + (vv * v_b[i]))
+                    v_new = v_new if k >= until_b[i] else v_rst
+                    crossed |= np.int64(v_new > v_th)
+                    v_b[i] = v_new
+                    g_b[i] = gg * gi
+                fired[w] = crossed
+                over |= crossed
+            if over != 0:  # the spiking neurons, in index order
+                for w in range(width >> 6):
+                    if fired[w] != 0:
+                        for i in range(w << 6, (w + 1) << 6):
+                            if v_b[i] > v_th and k >= until_b[i]:
                                 win_tick[n_win] = t
                                 win_neuron[n_win] = lo + i
                                 n_win += 1
@@ -556,7 +559,7 @@ class EngineTrial:
         # block's spike flags (_window)
         self._buckets = (np.zeros(n_blocks, dtype=np.int64), np.zeros(n_blocks, dtype=np.int64),
                          np.zeros(n_blocks * (self.window + 1), dtype=np.int64),
-                         np.zeros(width, dtype=np.uint8))
+                         np.zeros(width >> 6, dtype=np.uint8))
         self._link = np.empty(STAGE_START, dtype=np.int64)
         self._stage = np.empty(STAGE_START, dtype=codes.dtype)
         self._scratch = (np.zeros(self.window + 1, dtype=np.int64),

@@ -25,20 +25,32 @@ Then, at the first level, it times ``--trials`` trials on every core, one trial 
 bins as the window runs it live (``SpikingSimulation.advance(100)``, checking it fires as many
 spikes as the whole run) and what the parts of a trial cost (``--trials 0`` skips them);
 ``--brain demo`` times the demo's spiking brain (its 21 sensory neurons) instead.
+
+With ``--base TREE`` it times the engine alone instead (``EngineTrial.advance`` over
+``--duration``, the same input) of this tree and of another flyviz tree (e.g. an export of an
+earlier commit), in turn, the order alternating, medians of ``--repeats`` after an untimed
+round that compiles both, and checks that both give the same spikes, ``v`` and ``g`` (exit 1
+if not)::
+
+    git archive 3751b07 flyviz | tar -x -C /tmp/flyviz-base
+    PYTHONPATH=$PWD python tests/bench_spiking.py --base /tmp/flyviz-base --repeats 7
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
@@ -352,6 +364,60 @@ def print_levels(results: list[tuple[int, dict[str, Any]]], targets: list[str]) 
                   f"{b['built_wall']:.1f} wall s{extra}")
 
 
+def engine_of(tree: Path) -> ModuleType:
+    """``tree``'s ``flyviz/spiking/engine.py``, imported beside this tree's under a name of
+    its own (its kernels compiled and cached apart)."""
+    path = tree / "flyviz" / "spiking" / "engine.py"
+    spec = importlib.util.spec_from_file_location("flyviz.spiking._base_engine", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def engines_side_by_side(brain: spiking.SpikingBrain, sets: list[np.ndarray], base: Path,
+                         duration: float, repeats: int) -> bool:
+    """The engine alone of ``base`` and of this tree at each level, in turn; True if both
+    gave the same spikes, ``v`` and ``g`` at every level."""
+    engines = {"base": engine_of(base), "this tree": engine}
+    p = engine.LIFParams(w_syn=brain.w_syn)
+    post, weight, _ = brain.grouped_rows(p.w_syn * 0.001)
+    n_steps = engine.ticks(duration, p.dt_s)
+    silenced = np.zeros(brain.neurons, dtype=bool)
+    print("the engine alone (EngineTrial.advance), CPU s per biological second, "
+          f"medians of {repeats} [range]")
+    all_same = True
+    for excite in sets:
+        tk, nr = spiking.poisson_events(excite, p.rate, n_steps, p.dt_s,
+                                        np.random.default_rng(0))
+        rfc = np.full(brain.neurons, p.refractory_ticks, dtype=np.int64)
+        rfc[excite] = 0
+        times: dict[str, list[float]] = {name: [] for name in engines}
+        state: dict[str, tuple[np.ndarray, ...]] = {}
+        for round_ in range(repeats + 1):  # round 0 compiles or loads the kernels
+            order = list(engines) if round_ % 2 == 0 else list(reversed(engines))
+            for name in order:
+                module = engines[name]
+                trial = module.EngineTrial(brain.indptr, post, weight, rfc, silenced, p,
+                                           module.G_FLUSH)
+                c = time.process_time()
+                ticks_out, neurons = trial.advance(n_steps, tk, nr)
+                c = time.process_time() - c
+                if round_:
+                    times[name].append(c / duration)
+                state[name] = (ticks_out, neurons, trial.v, trial.g)
+        same = all(np.array_equal(a, b) for a, b in zip(state["base"], state["this tree"]))
+        all_same &= same
+        med = {name: statistics.median(t) for name, t in times.items()}
+        print(f"{excite.size:,} excited, {state['this tree'][1].size:,} spikes: " + "; ".join(
+            f"{name} {med[name]:.3f} [{min(t):.3f}-{max(t):.3f}]" for name, t in times.items())
+            + f"; base / this tree {med['base'] / med['this tree']:.2f}; spikes, v and g "
+            + ("identical" if same else "DIFFERENT") + f" (load average {os.getloadavg()[0]:.1f})",
+            flush=True)
+    return all_same
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -367,10 +433,14 @@ def main() -> None:
                         help="biological seconds of each Brian2 run (default: a whole one)")
     parser.add_argument("--brian2-targets", default="cython,standalone",
                         help="comma-separated: cython, standalone, numpy")
+    parser.add_argument("--base", type=Path, metavar="TREE",
+                        help="time the engine alone against another flyviz tree's instead")
     parser.add_argument("--brain", choices=("synthetic", "demo"), default="synthetic",
                         help="the synthetic full-size brain, or the demo's (what `flyviz gui "
                              "demo` opens as a spiking brain: its own excited set)")
     args = parser.parse_args()
+    if args.base is not None and not (args.base / "flyviz" / "spiking" / "engine.py").is_file():
+        parser.error(f"--base {args.base}: no flyviz/spiking/engine.py there; give a flyviz tree")
     t0 = time.perf_counter()
     if args.brain == "demo":
         from flyviz.spiking.demo import demo_brain
@@ -388,6 +458,9 @@ def main() -> None:
     else:
         sets = [np.sort(np.random.default_rng(1).choice(brain.neurons, int(k), replace=False))
                 for k in args.levels.split(",")]
+    if args.base is not None:
+        same = engines_side_by_side(brain, sets, args.base, args.duration, args.repeats)
+        raise SystemExit(0 if same else 1)
     c0 = time.process_time()
     spiking.simulate(brain, excite=sets[0], duration_s=0.01, threads=1)  # compile, group rows
     print(f"flyviz once per brain (grouping the synapses, compiling or loading the kernels): "

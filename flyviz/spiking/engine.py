@@ -556,7 +556,7 @@ class EngineTrial:
         most = int(((self.window + self._hold[:n] - 1) // self._hold[:n]).sum())
         self._buffers = (np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int32))
         # the window's chains of synaptic events by target block and tick (_stage), and one
-        # block's spike flags (_window)
+        # block's flags of its groups of 64 neurons that may have spiked (_window)
         self._buckets = (np.zeros(n_blocks, dtype=np.int64), np.zeros(n_blocks, dtype=np.int64),
                          np.zeros(n_blocks * (self.window + 1), dtype=np.int64),
                          np.zeros(width >> 6, dtype=np.uint8))

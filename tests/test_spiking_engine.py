@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from flyviz import spiking
-from flyviz.spiking.engine import LIFParams, propagator
+from flyviz.spiking.engine import LIFParams, _refractory_state_is_fixed, propagator
 
 pytest.importorskip("pyarrow")
 
@@ -244,8 +244,33 @@ def test_engine_equals_a_plain_stepping_with_a_reset_away_from_rest(v_rst: float
     # with the authors' constants the reset is the rest state, which the update leaves
     # unchanged: a refractory neuron updated by mistake would still sit at v_rst. Reset
     # below rest and between rest and threshold, a neuron left to update while refractory
-    # drifts towards v_0, and its next spike, v and g come out different.
+    # drifts towards v_0, and its next spike, v and g come out different. These resets take
+    # the update with the refractory test; the authors' (every other case here, and the
+    # stored Brian2 outputs) the update without it.
+    params = LIFParams().with_(v_rst=v_rst)
+    prop = propagator(params)
+    assert not _refractory_state_is_fixed(prop.gv, prop.vv, prop.c0, params.v_rst * 0.001)
     _check_against_plain_stepping(0, v_rst=v_rst)
+
+
+def test_the_update_skips_the_refractory_test_only_where_the_reset_is_its_fixed_point() -> None:
+    # a refractory neuron sits at (v_rst, +0); updated as if free it stays there only where
+    # v_rst is the update's fixed point for g = 0: the rest state, as with the authors' constants
+    params = LIFParams()
+    prop = propagator(params)
+    assert params.v_rst == params.v_0 and prop.v_rest == params.v_0 * 0.001
+    assert _refractory_state_is_fixed(prop.gv, prop.vv, prop.c0, params.v_rst * 0.001)
+    assert _refractory_state_is_fixed(prop.gv, prop.vv, prop.c0, prop.v_rest)
+    # what counts is the rounded arithmetic, not equality with rest: a few ulps from rest the
+    # update rounds back to the same value (a fixed point too), a mV away it moves
+    near = np.nextafter(np.nextafter(prop.v_rest, 0.0), 0.0)
+    assert prop.c0 + ((prop.gv * 0.0) + (prop.vv * near)) == near
+    assert _refractory_state_is_fixed(prop.gv, prop.vv, prop.c0, near)
+    assert not _refractory_state_is_fixed(prop.gv, prop.vv, prop.c0, prop.v_rest - 0.001)
+    # with another leak the rest moves, and the authors' reset is no longer it
+    leaky = propagator(params.with_(v_0=-60.0))
+    assert not _refractory_state_is_fixed(leaky.gv, leaky.vv, leaky.c0, params.v_rst * 0.001)
+    assert _refractory_state_is_fixed(leaky.gv, leaky.vv, leaky.c0, leaky.v_rest)
 
 
 def test_engine_equals_a_plain_stepping_in_wide_words_and_a_growing_stage(monkeypatch) -> None:

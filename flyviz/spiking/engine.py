@@ -285,6 +285,50 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
 
 
 @numba.njit(cache=True, nogil=True)
+def _refractory_state_is_fixed(gv: float, vv: float, c0: float, v_rst: float) -> bool:
+    """Whether the update leaves a refractory neuron's state ``(v_rst, +0)`` as it is.
+
+    A refractory neuron sits at ``(v_rst, +0)`` all through its refractory period: the reset
+    writes it and every input to it is dropped. Its update would write ``gg * 0``, which is
+    +0 (``gg``, an exponential, is not negative), and ``c0 + ((gv * 0) + (vv * v_rst))``. Where
+    that is ``v_rst`` itself, bit for bit (with the authors' constants the reset is the rest
+    state, the update's fixed point), updating a refractory neuron as if it were free changes
+    nothing, and the update need not test the refractory clock. ``v_rst = 0`` is left out:
+    a sum of zeros could give -0 where ``v`` is +0.
+    """
+    v_new = c0 + ((gv * 0.0) + (vv * v_rst))
+    return v_new == v_rst and v_rst != 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _update_group(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, first: int, k: int,
+                  gg: float, gv: float, vv: float, c0: float, v_th: float, v_rst: float,
+                  test_refractory: bool) -> np.int64:
+    """Tick ``k``'s update and threshold of the 64 neurons ``first ..`` of a block; non-zero
+    if one may have crossed (the caller finds which, testing the refractory clock).
+
+    Branch-free, so that LLVM compiles it to vector code (it is inlined into :func:`_window`,
+    once with ``test_refractory`` and once without, each a constant there). A refractory
+    neuron's state is ``(v_rst, +0)`` (:func:`_refractory_state_is_fixed`), so its update need
+    not read it: ``gg * 0`` is +0 and ``v`` is written ``v_rst``, without a select of the ``g``
+    and ``v`` read (on CPUs with AVX2 alone those selects and the spike flags were a third of
+    the loop's instructions). Without the test (where the update leaves that state as it is)
+    the loop does not read the refractory clock at all: on a CPU with AVX-512 the compare and
+    select were a quarter of its vector operations.
+    """
+    crossed = np.int64(0)
+    for i in range(first, first + 64):
+        gi = g_b[i]
+        v_new = c0 + ((gv * gi) + (vv * v_b[i]))
+        if test_refractory:
+            v_new = v_new if k >= until_b[i] else v_rst
+        crossed |= np.int64(v_new > v_th)
+        v_b[i] = v_new
+        g_b[i] = gg * gi
+    return crossed
+
+
+@numba.njit(cache=True, nogil=True)
 def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             hold: np.ndarray, quiet: np.ndarray, gg: float, gv: float, vv: float, c0: float,
             v_rest: float, v_th: float, v_rst: float, g_flush: float, head: np.ndarray,
@@ -307,6 +351,7 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
     """
     _widest_vectors()  # type: ignore[call-arg]  # numba supplies the typing context
     width = 1 << BLOCK_SHIFT
+    reset_is_fixed = _refractory_state_is_fixed(gv, vv, c0, v_rst)
     n_win = 0
     n_blocks = quiet.shape[0]
     chunk_mask = (1 << chunk_shift) - 1
@@ -331,23 +376,17 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
         for t in range(span):
             k = k0 + t
             # 1-2: state update and threshold over the block, branch-free, in groups of 64
-            # neurons, each group's "one may have crossed" kept in `fired`. A refractory
-            # neuron's state is (v_rst, +0) all through its refractory period: the reset
-            # wrote it and every input to it is dropped (3). So its update need not read
-            # it: `gg * 0` is +0 (`gg`, an exponential, is not negative) and `v` is written
-            # v_rst, the frozen state, without a second select of `g` and of the `v` read
-            # (on CPUs with AVX2 alone that select and the spike flags were a third of the
-            # loop's instructions).
+            # neurons, each group's "one may have crossed" kept in `fired`
+            # (:func:`_update_group`; with the refractory test only where the reset is not
+            # the update's fixed point)
             over = 0
             for w in range(width >> 6):
-                crossed = 0
-                for i in range(w << 6, (w + 1) << 6):
-                    gi = g_b[i]
-                    v_new = c0 + ((gv * gi) + (vv * v_b[i]))
-                    v_new = v_new if k >= until_b[i] else v_rst
-                    crossed |= np.int64(v_new > v_th)
-                    v_b[i] = v_new
-                    g_b[i] = gg * gi
+                if reset_is_fixed:
+                    crossed = _update_group(v_b, g_b, until_b, w << 6, k, gg, gv, vv, c0,
+                                            v_th, v_rst, False)
+                else:
+                    crossed = _update_group(v_b, g_b, until_b, w << 6, k, gg, gv, vv, c0,
+                                            v_th, v_rst, True)
                 fired[w] = crossed
                 over |= crossed
             if over != 0:  # the spiking neurons, in index order

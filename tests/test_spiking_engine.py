@@ -273,6 +273,53 @@ def test_the_update_skips_the_refractory_test_only_where_the_reset_is_its_fixed_
     assert _refractory_state_is_fixed(leaky.gv, leaky.vv, leaky.c0, leaky.v_rest)
 
 
+@pytest.mark.parametrize("case", [0, 3, 5])
+@pytest.mark.parametrize("sparse_most", [-1, 512])
+def test_engine_equals_a_plain_stepping_with_blocks_updated_whole_or_one_by_one(
+        monkeypatch, case: int, sparse_most: int) -> None:
+    # a block with few neurons away from rest updates only those, listing each neuron input
+    # reaches (the default, SPARSE_MOST, switches between the two as activity moves). Never
+    # (-1: not even a block at rest) and always (512: every block, however busy, neuron by
+    # neuron from its list) give the same spikes, v and g as the plain stepping: so a neuron
+    # left off the list, or one updated twice, would show. Case 5 has no delay (windows of
+    # one tick, and spikes reach their targets outside them: each block is listed again from
+    # its whole state).
+    from flyviz.spiking import engine
+
+    monkeypatch.setattr(engine, "SPARSE_MOST", sparse_most)
+    _check_against_plain_stepping(case)
+    _check_against_plain_stepping(case, v_rst=-47.5)
+
+
+def test_each_block_counts_its_neurons_away_from_rest_and_lists_them_where_few() -> None:
+    from flyviz.spiking import engine
+
+    # 4 blocks; block 0 takes a steady drive, blocks 1-3 a few inputs
+    n = 4 << engine.BLOCK_SHIFT
+    rng = np.random.default_rng(3)
+    degree = np.zeros(n, dtype=np.int64)
+    degree[:20] = 200  # the driven neurons onto block 0
+    degree[20:40] = 1  # and 20 of block 0's others onto one of blocks 1-3 each
+    indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    post = rng.integers(0, 512, int(indptr[-1])).astype(np.int32)
+    post[indptr[20]:] = rng.integers(512, n, int(indptr[-1] - indptr[20]))
+    weight = np.full(post.size, 0.5e-3)
+    params = LIFParams()
+    trial = engine.EngineTrial(indptr, post, weight, np.full(n, params.refractory_ticks),
+                               np.zeros(n, dtype=bool), params, engine.G_FLUSH)
+    ev_tick = np.repeat(np.arange(0, 400, 2), 20)
+    ev_neuron = np.tile(np.arange(20), 200)
+    trial.advance(400, ev_tick, ev_neuron)
+    busy = (trial.v != propagator(params).v_rest) | (trial.g != 0)
+    counts = busy.reshape(4, -1).sum(axis=1)
+    # the engine's own count of each block, and its list of the quiet ones, are the state's
+    assert counts[0] > engine.SPARSE_MOST >= counts[1:].max() > 0, counts
+    assert trial._busy_n.tolist() == counts.tolist()
+    for b in range(1, 4):
+        listed = np.sort(trial._busy[b, :counts[b]])
+        assert listed.tolist() == np.flatnonzero(busy.reshape(4, -1)[b]).tolist()
+
+
 def test_engine_equals_a_plain_stepping_in_wide_words_and_a_growing_stage(monkeypatch) -> None:
     from functools import partial
 

@@ -40,10 +40,13 @@ vectorised with the CPU's widest registers (:func:`_widest_vectors`: 8 neurons a
 with AVX-512).
 A synapse is one word of 4 bytes (:func:`pack_synapses`: target and the index of its weight
 among the distinct weights), a third of the bytes of a target and a float64 weight: at high
-activity delivery is bound by the memory that rows are read from. A block at rest that nothing reaches
-in a window is skipped: rest is the propagator's fixed point ``(v_rest, 0)`` (``v_rest`` is
-``v_0`` unless rounding moves it), which the update leaves exactly unchanged. ``g`` decays
-forever without reaching 0; once ``v`` is at rest and ``|g|`` is below :data:`G_FLUSH` (far
+activity delivery is bound by the memory that rows are read from. Rest is the propagator's
+fixed point ``(v_rest, 0)`` (``v_rest`` is ``v_0`` unless rounding moves it), which the
+update leaves exactly unchanged: so a block at rest that nothing reaches in a window is
+skipped, and a block with few neurons away from rest (:data:`SPARSE_MOST`) updates only
+those, one by one, listing each neuron that input reaches. Where the reset is that fixed
+point too (the authors' constants), a refractory neuron needs no test of its clock either.
+``g`` decays forever without reaching 0; once ``v`` is at rest and ``|g|`` is below :data:`G_FLUSH` (far
 below half an ulp of any weight and of ``v``), ``g`` is set to 0: every later sum and product
 then rounds to what Brian2 gets with the tiny ``g`` it keeps. No ``fastmath``: each operation
 rounds as Brian2's numpy code does.
@@ -71,6 +74,15 @@ __all__ = ["EngineTrial", "LIFParams", "Propagator", "flush_threshold", "group_r
 #: Neurons per block of the update (a power of two): a block's state stays in the L1 cache
 #: while it is stepped through a window of ticks.
 BLOCK_SHIFT = 9
+
+#: A block with at most this many neurons away from rest updates only those, one by one,
+#: until input has reached more; others are updated whole, in vector code (:func:`_window`).
+#: Under weak input most neurons sit exactly at rest (about 20 of a block's 512 with 21
+#: neurons excited). The two ways cost about the same near 30 (measured side by side against
+#: 24, 48 and 64 with 21, 60, 150 and 500 neurons excited).
+SPARSE_MOST = 32
+#: A block's count of neurons away from rest when they are not listed (updated whole).
+BUSY_UNKNOWN = (1 << BLOCK_SHIFT) + 1
 
 #: Most ticks in one window (the synaptic delay sets it: 18 at 1.8 ms).
 MAX_WINDOW = 32
@@ -329,12 +341,64 @@ def _update_group(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, first: 
 
 
 @numba.njit(cache=True, nogil=True)
+def _update_block(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, k: int, gg: float,
+                  gv: float, vv: float, c0: float, v_th: float, v_rst: float,
+                  reset_is_fixed: bool, fired: np.ndarray) -> bool:
+    """Tick ``k``'s update and threshold of a whole block, in vector code: in groups of 64
+    neurons (:func:`_update_group`, with the refractory test only where the reset is not the
+    update's fixed point), each group's "one may have crossed" kept in ``fired``; True if
+    one may have. (A function of its own: inside :func:`_window` LLVM ran short of vector
+    registers for it and it took three times as long.)"""
+    _widest_vectors()  # type: ignore[call-arg]  # numba supplies the typing context
+    over = 0
+    for w in range((1 << BLOCK_SHIFT) >> 6):
+        if reset_is_fixed:
+            crossed = _update_group(v_b, g_b, until_b, w << 6, k, gg, gv, vv, c0, v_th, v_rst,
+                                    False)
+        else:
+            crossed = _update_group(v_b, g_b, until_b, w << 6, k, gg, gv, vv, c0, v_th, v_rst,
+                                    True)
+        fired[w] = crossed
+        over |= crossed
+    return over != 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _update_listed(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, busy_b: np.ndarray,
+                   n_busy: int, k: int, gg: float, gv: float, vv: float, c0: float, v_th: float,
+                   v_rst: float, reset_is_fixed: bool, crossing: np.ndarray) -> int:
+    """Tick ``k``'s update and threshold of a block's listed neurons ``busy_b[:n_busy]``, one
+    by one (the same operations as :func:`_update_group`, so the same rounding); writes
+    the neurons that cross to ``crossing``, in index order, and returns their number."""
+    n_crossing = 0
+    for x in range(n_busy):
+        i = busy_b[x]
+        gi = g_b[i]
+        v_new = c0 + ((gv * gi) + (vv * v_b[i]))
+        if not reset_is_fixed and k < until_b[i]:
+            v_new = v_rst
+        v_b[i] = v_new
+        g_b[i] = gg * gi
+        if v_new > v_th and k >= until_b[i]:
+            # in index order (the list is in the order its neurons were listed)
+            y = n_crossing
+            while y > 0 and crossing[y - 1] > i:
+                crossing[y] = crossing[y - 1]
+                y -= 1
+            crossing[y] = i
+            n_crossing += 1
+    return n_crossing
+
+
+@numba.njit(cache=True, nogil=True)
 def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
-            hold: np.ndarray, quiet: np.ndarray, gg: float, gv: float, vv: float, c0: float,
+            hold: np.ndarray, busy_n: np.ndarray, busy: np.ndarray, sparse_most: int,
+            gg: float, gv: float, vv: float, c0: float,
             v_rest: float, v_th: float, v_rst: float, g_flush: float, head: np.ndarray,
             marks: np.ndarray, link: np.ndarray, chunk_shift: int, pad: int, stage: np.ndarray,
             target_mask: int, weight_shift: int, weights: np.ndarray, ev_at: np.ndarray,
             ev_stop: np.ndarray, ev_neuron: np.ndarray, ev_weight: float, fired: np.ndarray,
+            listed: np.ndarray, crossing: np.ndarray,
             win_tick: np.ndarray, win_neuron: np.ndarray) -> int:
     """Ticks ``k0 .. k0 + span`` of every block of neurons, one block at a time.
 
@@ -345,15 +409,24 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
     tick's (:func:`_stage`, which also says where ``pad`` puts them): packed synapses
     (:func:`pack_synapses`: target and the index of the weight in ``weights``). Input events
     of window tick ``t`` are
-    ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by neuron; ``ev_at`` is their cursor). ``fired``
-    is scratch of one flag per 64 neurons of a block. Writes the window's spikes, block by
-    block, to ``win_tick`` (offset in the window) and ``win_neuron`` and returns their number.
+    ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by neuron; ``ev_at`` is their cursor).
+
+    ``busy_n[b]`` is the number of block ``b``'s neurons away from rest, ``busy[b, :busy_n[b]]``
+    their offsets in the block (0: the block is at rest; :data:`BUSY_UNKNOWN`: not listed).
+    Rest is the update's fixed point, so a neuron at rest needs no update until input reaches
+    it: a block with at most ``sparse_most`` such neurons updates only those, one by one,
+    listing each neuron that input reaches (:data:`SPARSE_MOST`); any other block is updated
+    whole, in vector code. Either way the block's list is made again at the window's end.
+    ``fired`` (a flag per 64 neurons), ``listed`` (a flag per neuron, all 0 between blocks)
+    and ``crossing`` (a block's spiking neurons of one tick) are scratch. Writes the window's
+    spikes, block by block, to ``win_tick`` (offset in the window) and ``win_neuron`` and
+    returns their number.
     """
     _widest_vectors()  # type: ignore[call-arg]  # numba supplies the typing context
     width = 1 << BLOCK_SHIFT
     reset_is_fixed = _refractory_state_is_fixed(gv, vv, c0, v_rst)
     n_win = 0
-    n_blocks = quiet.shape[0]
+    n_blocks = busy_n.shape[0]
     chunk_mask = (1 << chunk_shift) - 1
     # the delivery indexes with unsigned integers (as _stage does, and why)
     u_mask, u_weight_shift = np.uint64(target_mask), np.uint64(weight_shift)
@@ -361,7 +434,8 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
         lo = b << BLOCK_SHIFT
         hi = lo + width
         u_lo = np.uint64(lo)
-        if quiet[b]:  # at rest: the update leaves it unchanged unless input arrives
+        n_busy = busy_n[b]
+        if n_busy == 0:  # at rest: the update leaves it unchanged unless input arrives
             reached = head[b] >= 0
             for t in range(span):
                 if ev_at[t] < ev_stop[t] and ev_neuron[ev_at[t]] < hi:
@@ -373,23 +447,33 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
         v_b = v[lo:hi]
         g_b = g[lo:hi]
         until_b = until[lo:hi]
+        busy_b = busy[b]
+        sparse = n_busy <= sparse_most
+        flagged = sparse  # whether `listed` holds flags to clear at the window's end
+        if sparse:
+            for x in range(n_busy):
+                listed[busy_b[x]] = 1
         for t in range(span):
             k = k0 + t
-            # 1-2: state update and threshold over the block, branch-free, in groups of 64
-            # neurons, each group's "one may have crossed" kept in `fired`
-            # (:func:`_update_group`; with the refractory test only where the reset is not
-            # the update's fixed point)
-            over = 0
-            for w in range(width >> 6):
-                if reset_is_fixed:
-                    crossed = _update_group(v_b, g_b, until_b, w << 6, k, gg, gv, vv, c0,
-                                            v_th, v_rst, False)
-                else:
-                    crossed = _update_group(v_b, g_b, until_b, w << 6, k, gg, gv, vv, c0,
-                                            v_th, v_rst, True)
-                fired[w] = crossed
-                over |= crossed
-            if over != 0:  # the spiking neurons, in index order
+            if sparse and n_busy > sparse_most:
+                # input has reached too many for one by one: the whole block from now on (the
+                # flags of those listed are cleared at the window's end)
+                sparse = False
+            # 1-2: state update and threshold; 4: the spiking neurons' reset, in index order
+            # (nothing in 3 reads it: its writes are dropped)
+            if sparse:
+                n_crossing = _update_listed(v_b, g_b, until_b, busy_b, n_busy, k, gg, gv, vv,
+                                            c0, v_th, v_rst, reset_is_fixed, crossing)
+                for y in range(n_crossing):
+                    i = crossing[y]
+                    win_tick[n_win] = t
+                    win_neuron[n_win] = lo + i
+                    n_win += 1
+                    until_b[i] = k + hold[lo + i]
+                    v_b[i] = v_rst
+                    g_b[i] = 0.0
+            elif _update_block(v_b, g_b, until_b, k, gg, gv, vv, c0, v_th, v_rst,
+                               reset_is_fixed, fired):
                 for w in range(width >> 6):
                     if fired[w] != 0:
                         for i in range(w << 6, (w + 1) << 6):
@@ -398,7 +482,6 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
                                 win_neuron[n_win] = lo + i
                                 n_win += 1
                                 until_b[i] = k + hold[lo + i]
-                                # 4: reset (nothing in 3 reads it: its writes are dropped)
                                 v_b[i] = v_rst
                                 g_b[i] = 0.0
             # 3: synaptic input onto g, then events onto v, dropped where refractory (Brian2's
@@ -419,42 +502,69 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
                     chunk = e >> chunk_shift
                     stop = end if chunk == last else (chunk + 1) << chunk_shift
                     skip = np.uint64(chunk * pad)  # the padding of the chunks before
-                    for x in range(np.uint64(e) + skip, np.uint64(stop) + skip):
-                        code = np.uint64(stage[x])
-                        j = (code & u_mask) - u_lo
-                        if k >= until_b[j]:
-                            g_b[j] += weights[code >> u_weight_shift]
+                    if sparse:  # and each neuron reached listed: away from rest from now on
+                        for x in range(np.uint64(e) + skip, np.uint64(stop) + skip):
+                            code = np.uint64(stage[x])
+                            j = (code & u_mask) - u_lo
+                            if k >= until_b[j]:
+                                g_b[j] += weights[code >> u_weight_shift]
+                                if listed[j] == 0:
+                                    listed[j] = 1
+                                    busy_b[n_busy] = j
+                                    n_busy += 1
+                    else:
+                        for x in range(np.uint64(e) + skip, np.uint64(stop) + skip):
+                            code = np.uint64(stage[x])
+                            j = (code & u_mask) - u_lo
+                            if k >= until_b[j]:
+                                g_b[j] += weights[code >> u_weight_shift]
                     if chunk == last:
                         break
                     e = link[chunk] << chunk_shift
             x = ev_at[t]
             while x < ev_stop[t] and ev_neuron[x] < hi:
-                j = ev_neuron[x]
-                if k >= until[j]:
-                    v[j] += ev_weight
+                j = ev_neuron[x] - lo
+                if k >= until_b[j]:
+                    v_b[j] += ev_weight
+                    if sparse and listed[j] == 0:
+                        listed[j] = 1
+                        busy_b[n_busy] = j
+                        n_busy += 1
                 x += 1
             ev_at[t] = x
-        busy = False
+        if flagged:
+            for x in range(n_busy):
+                listed[busy_b[x]] = 0
+        # the block's neurons away from rest, for the next window: counted, then listed if
+        # they are few enough to be updated one by one
+        n_busy = 0
         for i in range(width):
             gi = g_b[i]
             at_rest = v_b[i] == v_rest
             if at_rest and gi < g_flush and gi > -g_flush:
                 g_b[i] = 0.0
                 gi = 0.0
-            busy |= (not at_rest) | (gi != 0.0)
-        quiet[b] = 0 if busy else 1
+            n_busy += (not at_rest) | (gi != 0.0)
+        if 0 < n_busy <= sparse_most:
+            n_busy = 0
+            for i in range(width):
+                if v_b[i] != v_rest or g_b[i] != 0.0:
+                    busy_b[n_busy] = i
+                    n_busy += 1
+        busy_n[b] = n_busy
     return n_win
 
 
 @numba.njit(cache=True, nogil=True)
 def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np.ndarray,
              weight_shift: int, weights: np.ndarray, silenced: np.ndarray, v: np.ndarray, g: np.ndarray,
-             until: np.ndarray, hold: np.ndarray, quiet: np.ndarray, gg: float, gv: float,
+             until: np.ndarray, hold: np.ndarray, busy_n: np.ndarray, busy: np.ndarray,
+             sparse_most: int, gg: float, gv: float,
              vv: float, c0: float, v_rest: float, v_th: float, v_rst: float, g_flush: float,
              delay: int, window: int, ev_tick: np.ndarray, ev_neuron: np.ndarray,
              ev_weight: float, win_tick: np.ndarray, win_neuron: np.ndarray,
              head: np.ndarray, fill: np.ndarray, marks: np.ndarray, fired: np.ndarray,
-             link: np.ndarray,
+             listed: np.ndarray, crossing: np.ndarray, link: np.ndarray,
              stage: np.ndarray,
              arrive_at: np.ndarray, ev_at: np.ndarray, ev_stop: np.ndarray,
              per_tick: np.ndarray, tick_start: np.ndarray, spikes: np.ndarray, count: int
@@ -470,7 +580,7 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
     arrays are never reassigned: where a loop reads an array that its function reallocates,
     numba counts references on every iteration.)
     """
-    n_blocks = quiet.shape[0]
+    n_blocks = busy_n.shape[0]
     target_mask = (1 << weight_shift) - 1
     ev = 0
     n_ev = ev_tick.shape[0]
@@ -504,10 +614,10 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
             while ev < n_ev and ev_tick[ev] == k0 + t:
                 ev += 1
             ev_stop[t] = ev
-        n_win = _window(k0, span, v, g, until, hold, quiet, gg, gv, vv, c0, v_rest, v_th,
-                        v_rst, g_flush, head, marks, link, chunk_shift, pad, stage, target_mask,
-                        weight_shift, weights,
-                        ev_at, ev_stop, ev_neuron, ev_weight, fired, win_tick, win_neuron)
+        n_win = _window(k0, span, v, g, until, hold, busy_n, busy, sparse_most, gg, gv, vv,
+                        c0, v_rest, v_th, v_rst, g_flush, head, marks, link, chunk_shift, pad,
+                        stage, target_mask, weight_shift, weights, ev_at, ev_stop, ev_neuron,
+                        ev_weight, fired, listed, crossing, win_tick, win_neuron)
         # the window's spikes (block by block) into Brian2's order: by tick, then index
         if count + n_win > spikes.shape[0]:
             grown = np.empty(max(2 * spikes.shape[0], count + n_win), dtype=np.int32)
@@ -535,7 +645,7 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
                     j = code & target_mask
                     if k0 >= until[j]:
                         g[j] += weights[code >> weight_shift]
-                        quiet[j >> BLOCK_SHIFT] = 0
+                        busy_n[j >> BLOCK_SHIFT] = BUSY_UNKNOWN
     return spikes, link, stage, count
 
 
@@ -588,17 +698,23 @@ class EngineTrial:
         self._until = np.zeros(padded, dtype=np.int64)
         self._hold = np.ones(padded, dtype=np.int64)
         self._hold[:n] = np.maximum(rfc, 1)
-        self._quiet = np.full(n_blocks, 1 if v_start == prop.v_rest else 0, dtype=np.uint8)
+        # each block's neurons away from rest (_window): none, or not yet listed
+        self._busy_n = np.full(n_blocks, 0 if v_start == prop.v_rest else BUSY_UNKNOWN,
+                               dtype=np.int64)
+        self._busy = np.zeros((n_blocks, width), dtype=np.uint16)
+        self.sparse_most = SPARSE_MOST
         # a window of ticks in which no spike reaches a synapse (see _window)
         self.window = min(self.delay, MAX_WINDOW) if self.delay > 0 else 1
         # the most spikes a window can hold: neuron i fires once per hold[i] ticks
         most = int(((self.window + self._hold[:n] - 1) // self._hold[:n]).sum())
         self._buffers = (np.empty(most, dtype=np.int64), np.empty(most, dtype=np.int32))
         # the window's chains of synaptic events by target block and tick (_stage), and one
-        # block's flags of its groups of 64 neurons that may have spiked (_window)
+        # block's flags of its groups of 64 neurons that may have spiked, of its listed
+        # neurons, and its spiking neurons of a tick (_window)
         self._buckets = (np.zeros(n_blocks, dtype=np.int64), np.zeros(n_blocks, dtype=np.int64),
                          np.zeros(n_blocks * (self.window + 1), dtype=np.int64),
-                         np.zeros(width >> 6, dtype=np.uint8))
+                         np.zeros(width >> 6, dtype=np.uint8), np.zeros(width, dtype=np.uint8),
+                         np.zeros(width, dtype=np.int64))
         self._link = np.empty(STAGE_START, dtype=np.int64)
         self._stage = np.empty(STAGE_START, dtype=codes.dtype)
         self._scratch = (np.zeros(self.window + 1, dtype=np.int64),
@@ -660,15 +776,16 @@ class EngineTrial:
         indptr, codes, weight_shift, weights, silenced = self._graph
         gg, gv, vv, c0, v_rest, v_th, v_rst, g_flush = self._constants
         win_tick, win_neuron = self._buffers
-        head, fill, marks, fired = self._buckets
+        head, fill, marks, fired, listed, crossing = self._buckets
         arrive_at, ev_at, ev_stop, per_tick = self._scratch
         room, self._link, self._stage, count = _advance(
             k_start, k_stop, keep_from, indptr, codes, weight_shift, weights, silenced,
             self._v, self._g,
-            self._until, self._hold, self._quiet, gg, gv, vv, c0, v_rest, v_th, v_rst,
+            self._until, self._hold, self._busy_n, self._busy,
+            min(int(self.sparse_most), 1 << BLOCK_SHIFT), gg, gv, vv, c0, v_rest, v_th, v_rst,
             g_flush, self.delay, self.window, ev_tick, ev_neuron, self.ev_weight, win_tick,
-            win_neuron, head, fill, marks, fired, self._link, self._stage, arrive_at, ev_at, ev_stop, per_tick,
-            tick_start, room, count)
+            win_neuron, head, fill, marks, fired, listed, crossing, self._link, self._stage,
+            arrive_at, ev_at, ev_stop, per_tick, tick_start, room, count)
         first = int(tick_start[k_start - keep_from])
         neurons = room[first:count].astype(np.int64)
         ticks_out = np.repeat(np.arange(k_start, k_stop, dtype=np.int64),

@@ -291,6 +291,31 @@ def test_engine_equals_a_plain_stepping_with_blocks_updated_whole_or_one_by_one(
     _check_against_plain_stepping(case, v_rst=-47.5)
 
 
+def test_a_threshold_below_rest_fires_every_neuron_as_the_plain_stepping_does() -> None:
+    # rest is then no quiet state: a block at rest must not be skipped, nor its neurons at
+    # rest left out of a one-by-one update; every free neuron fires
+    from flyviz.spiking.engine import simulate_ticks
+
+    rng = np.random.default_rng(7)
+    n = 1100
+    degree = rng.integers(0, 20, n)
+    indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    post = rng.integers(0, n, int(indptr[-1])).astype(np.int32)
+    weight = rng.choice([-1.0, 1.0], post.size) * 0.0004
+    params = LIFParams(v_th=-52.5)
+    rfc = np.full(n, params.refractory_ticks, dtype=np.int64)
+    silenced = np.zeros(n, dtype=bool)
+    ev_tick, ev_neuron = np.arange(0, 200, 10), np.arange(20)
+    (ticks, neurons, v, g), = simulate_ticks(indptr, post, weight, rfc, silenced, params, 200,
+                                             [(ev_tick, ev_neuron)], threads=1,
+                                             with_state=True)
+    expected, v_ref, g_ref = _reference_stepping(indptr, post, weight, rfc, silenced, params,
+                                                 200, ev_tick, ev_neuron)
+    assert np.count_nonzero(ticks == 0) == n  # every neuron at its first tick
+    assert list(zip(ticks.tolist(), neurons.tolist())) == expected
+    assert np.array_equal(v, v_ref) and np.array_equal(g, g_ref)
+
+
 def test_each_block_counts_its_neurons_away_from_rest_and_lists_them_where_few() -> None:
     from flyviz.spiking import engine
 

@@ -481,6 +481,9 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
                     g_b[i] = 0.0
             elif _update_block(v_b, g_b, until_b, k, gg, gv, vv, c0, v_th, v_rst,
                                reset_is_fixed, fired):
+                # the same handling, written out: collecting them into `crossing` first, as
+                # the one-by-one path does, measured 0.400 CPU s per biological second at 500
+                # excited against 0.361 (0.970 against 0.943 at 5,000)
                 for w in range(width >> 6):
                     if fired[w] != 0:
                         for i in range(w << 6, (w + 1) << 6):

@@ -322,11 +322,10 @@ def _update_group(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, first: 
 
     Branch-free, so that LLVM compiles it to vector code (it is inlined into
     :func:`_update_block`, once with ``test_refractory`` and once without, each a constant
-    there). A refractory
-    neuron's state is ``(v_rst, +0)`` (:func:`_refractory_state_is_fixed`), so its update need
-    not read it: ``gg * 0`` is +0 and ``v`` is written ``v_rst``, without a select of the ``g``
-    and ``v`` read (on CPUs with AVX2 alone those selects and the spike flags were a third of
-    the loop's instructions). Without the test (where the update leaves that state as it is)
+    there). A refractory neuron's state is ``(v_rst, +0)`` (:func:`_refractory_state_is_fixed`),
+    so its update need not read it: ``gg * 0`` is +0 and ``v`` is written ``v_rst``, without a
+    select of the ``g`` and ``v`` read (on CPUs with AVX2 alone those selects and the spike
+    flags were a third of the loop's instructions). Without the test (where the update leaves that state as it is)
     the loop does not read the refractory clock at all: on a CPU with AVX-512 the compare and
     select were a quarter of its vector operations.
     """
@@ -391,6 +390,30 @@ def _update_listed(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, busy_b
             crossing[y] = i
             n_crossing += 1
     return n_crossing
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _spike(i: int, lo: int, t: int, k: int, hold: np.ndarray, until_b: np.ndarray,
+           v_b: np.ndarray, g_b: np.ndarray, v_rst: float, win_tick: np.ndarray,
+           win_neuron: np.ndarray, n_win: int) -> int:
+    """Neuron ``lo + i`` spikes at tick ``k`` (window tick ``t``): recorded as the window's
+    spike ``n_win``, refractory for its hold, and reset (4: nothing in 3 reads it, its writes
+    are dropped); returns the window's new number of spikes."""
+    win_tick[n_win] = t
+    win_neuron[n_win] = lo + i
+    until_b[i] = k + hold[lo + i]
+    v_b[i] = v_rst
+    g_b[i] = 0.0
+    return n_win + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _list_neuron(j: int, listed: np.ndarray, busy_b: np.ndarray, n_busy: int) -> int:
+    """Add neuron ``j`` of a block, which input has just moved from rest, to the block's list
+    ``busy_b[:n_busy]`` (flagged in ``listed``); returns the list's new length."""
+    listed[j] = 1
+    busy_b[n_busy] = j
+    return n_busy + 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -472,28 +495,19 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
                 n_crossing = _update_listed(v_b, g_b, until_b, busy_b, n_busy, k, gg, gv, vv,
                                             c0, v_th, v_rst, reset_is_fixed, crossing)
                 for y in range(n_crossing):
-                    i = crossing[y]
-                    win_tick[n_win] = t
-                    win_neuron[n_win] = lo + i
-                    n_win += 1
-                    until_b[i] = k + hold[lo + i]
-                    v_b[i] = v_rst
-                    g_b[i] = 0.0
+                    n_win = _spike(crossing[y], lo, t, k, hold, until_b, v_b, g_b, v_rst,
+                                   win_tick, win_neuron, n_win)
             elif _update_block(v_b, g_b, until_b, k, gg, gv, vv, c0, v_th, v_rst,
                                reset_is_fixed, fired):
-                # the same handling, written out: collecting them into `crossing` first, as
-                # the one-by-one path does, measured 0.400 CPU s per biological second at 500
-                # excited against 0.361 (0.970 against 0.943 at 5,000)
+                # handled as found (collecting them into `crossing` first, as the one-by-one
+                # path does, measured 0.400 CPU s per biological second at 500 excited against
+                # 0.361, 0.970 against 0.943 at 5,000)
                 for w in range(width >> 6):
                     if fired[w] != 0:
                         for i in range(w << 6, (w + 1) << 6):
                             if v_b[i] > v_th and k >= until_b[i]:
-                                win_tick[n_win] = t
-                                win_neuron[n_win] = lo + i
-                                n_win += 1
-                                until_b[i] = k + hold[lo + i]
-                                v_b[i] = v_rst
-                                g_b[i] = 0.0
+                                n_win = _spike(i, lo, t, k, hold, until_b, v_b, g_b, v_rst,
+                                               win_tick, win_neuron, n_win)
             # 3: synaptic input onto g, then events onto v, dropped where refractory (Brian2's
             # conditional write on an "unless refractory" variable). A target gets its inputs
             # in Brian2's order: spikes by index, each spike's synapses in table order.
@@ -512,22 +526,13 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
                     chunk = e >> chunk_shift
                     stop = end if chunk == last else (chunk + 1) << chunk_shift
                     skip = np.uint64(chunk * pad)  # the padding of the chunks before
-                    if sparse:  # and each neuron reached listed: away from rest from now on
-                        for x in range(np.uint64(e) + skip, np.uint64(stop) + skip):
-                            code = np.uint64(stage[x])
-                            j = (code & u_mask) - u_lo
-                            if k >= until_b[j]:
-                                g_b[j] += weights[code >> u_weight_shift]
-                                if listed[j] == 0:
-                                    listed[j] = 1
-                                    busy_b[n_busy] = j
-                                    n_busy += 1
-                    else:
-                        for x in range(np.uint64(e) + skip, np.uint64(stop) + skip):
-                            code = np.uint64(stage[x])
-                            j = (code & u_mask) - u_lo
-                            if k >= until_b[j]:
-                                g_b[j] += weights[code >> u_weight_shift]
+                    for x in range(np.uint64(e) + skip, np.uint64(stop) + skip):
+                        code = np.uint64(stage[x])
+                        j = (code & u_mask) - u_lo
+                        if k >= until_b[j]:
+                            g_b[j] += weights[code >> u_weight_shift]
+                            if sparse and listed[j] == 0:
+                                n_busy = _list_neuron(j, listed, busy_b, n_busy)
                     if chunk == last:
                         break
                     e = link[chunk] << chunk_shift
@@ -537,9 +542,7 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
                 if k >= until_b[j]:
                     v_b[j] += ev_weight
                     if sparse and listed[j] == 0:
-                        listed[j] = 1
-                        busy_b[n_busy] = j
-                        n_busy += 1
+                        n_busy = _list_neuron(j, listed, busy_b, n_busy)
                 x += 1
             ev_at[t] = x
         if flagged:

@@ -717,7 +717,6 @@ class EngineTrial:
         self._busy_n = np.full(n_blocks, 0 if v_start == prop.v_rest else BUSY_UNKNOWN,
                                dtype=np.int64)
         self._busy = np.zeros((n_blocks, width), dtype=np.uint16)
-        self.sparse_most = SPARSE_MOST
         # a window of ticks in which no spike reaches a synapse (see _window)
         self.window = min(self.delay, MAX_WINDOW) if self.delay > 0 else 1
         # the most spikes a window can hold: neuron i fires once per hold[i] ticks
@@ -797,7 +796,7 @@ class EngineTrial:
             k_start, k_stop, keep_from, indptr, codes, weight_shift, weights, silenced,
             self._v, self._g,
             self._until, self._hold, self._busy_n, self._busy,
-            min(int(self.sparse_most), 1 << BLOCK_SHIFT), gg, gv, vv, c0, v_rest, v_th, v_rst,
+            min(SPARSE_MOST, 1 << BLOCK_SHIFT), gg, gv, vv, c0, v_rest, v_th, v_rst,
             g_flush, self.delay, self.window, ev_tick, ev_neuron, self.ev_weight, win_tick,
             win_neuron, head, fill, marks, fired, listed, crossing, self._link, self._stage,
             arrive_at, ev_at, ev_stop, per_tick, tick_start, room, count)

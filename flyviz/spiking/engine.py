@@ -244,6 +244,37 @@ def _widest_vectors(typingctx: object) -> tuple[object, Callable[..., object]]:
     return numba.types.void(), codegen
 
 
+@intrinsic
+def _prefetch(typingctx: object, array: object, index: object
+              ) -> tuple[object, Callable[..., object]]:
+    """Ask the CPU to bring ``array[index]``'s cache line in, without waiting for it (LLVM's
+    ``llvm.prefetch``: a read, kept in every level of cache). Changes nothing but timing;
+    ``index`` is not checked, and a line past the array's end is never fetched for a read."""
+    def codegen(context: object, builder: object, signature: object, args: object) -> object:
+        from llvmlite import ir
+        from numba.core import cgutils
+
+        data = context.make_array(signature.args[0])(  # type: ignore[attr-defined]
+            context, builder, args[0]).data  # type: ignore[index]
+        byte = ir.IntType(8).as_pointer()
+        word = ir.IntType(32)
+        fetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte, word, word, word]),  # type: ignore[attr-defined]
+            "llvm.prefetch.p0i8")
+        line = builder.bitcast(builder.gep(data, [args[1]]), byte)  # type: ignore[attr-defined,index]
+        # read (0), keep in all caches (3), data (1)
+        builder.call(fetch, [line, word(0), word(3), word(1)])  # type: ignore[attr-defined]
+        return context.get_dummy_value()  # type: ignore[attr-defined]
+
+    return numba.types.void(array, numba.types.int64), codegen
+
+
+#: The sort fetches the row of the spike this many spikes ahead (and its row's place twice as
+#: far ahead) while it sorts one (:func:`_stage`), and at most this many cache lines of it.
+PREFETCH_AHEAD = 16
+PREFETCH_LINES = 8
+
+
 @numba.njit(cache=True, nogil=True)
 def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
            indptr: np.ndarray, codes: np.ndarray, target_mask: int, silenced: np.ndarray,
@@ -275,9 +306,26 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
     u_mask, u_chunk_mask = np.uint64(target_mask), np.uint64(chunk_mask)
     u_chunk_shift, u_block_shift = np.uint64(chunk_shift), np.uint64(BLOCK_SHIFT)
     u_pad = np.uint64(pad)
+    n_spikes = arrive_at[span]
+    per_line = 64 // codes.itemsize
     for t in range(span):
         marks[t * n_blocks:(t + 1) * n_blocks] = fill[:n_blocks]
         for x in range(arrive_at[t], arrive_at[t + 1]):
+            # the first line of a row is a miss in every cache (rows are read in the order
+            # their neurons fired, all over the table); while this spike's events are sorted,
+            # the CPU brings in the lines of a spike's row further on, and the place of a row
+            # further on still
+            if x + PREFETCH_AHEAD < n_spikes:
+                ahead = spikes[first + x + PREFETCH_AHEAD]
+                row_end = indptr[ahead + 1]
+                at_line = indptr[ahead]
+                for _ in range(PREFETCH_LINES):
+                    if at_line >= row_end:
+                        break
+                    _prefetch(codes, at_line)
+                    at_line += per_line
+                if x + 2 * PREFETCH_AHEAD < n_spikes:
+                    _prefetch(indptr, np.int64(spikes[first + x + 2 * PREFETCH_AHEAD]))
             pre = spikes[first + x]
             if not silenced[pre]:
                 for e in range(np.uint64(indptr[pre]), np.uint64(indptr[pre + 1])):

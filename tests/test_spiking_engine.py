@@ -492,6 +492,31 @@ def test_poisson_input_is_the_same_however_its_ticks_are_asked_for() -> None:
     assert abs(pairs.size / (targets.size * (2 * POISSON_CHUNK + 7)) - 0.3) < 0.02
 
 
+@pytest.mark.parametrize("p", [1e-25, 1e-6, 0.015, 0.2999, 0.3, 0.5, 1.0])
+def test_geometric_gaps_are_numpys_geometric_draws_of_the_same_stream(p: float) -> None:
+    from flyviz.spiking.run import geometric_gaps
+
+    # the same numbers, and the stream left where numpy's own draws leave it
+    mine, numpys = np.random.default_rng(11), np.random.default_rng(11)
+    assert np.array_equal(geometric_gaps(mine, p, (30, 70)), numpys.geometric(p, (30, 70)))
+    assert mine.integers(1 << 62) == numpys.integers(1 << 62)
+
+
+def test_poisson_events_of_a_seed_are_those_of_numpys_geometric_draws(monkeypatch) -> None:
+    from flyviz.spiking import run as spiking_run
+
+    # a seed's input events are what they were with numpy's geometric draws: runs made
+    # with a seed are made again
+    targets = np.arange(0, 5000, 7)
+    args = (targets, 150.0, 3 * spiking_run.POISSON_CHUNK, 1e-4)
+    fast = spiking_run.poisson_events(*args, np.random.default_rng(3))
+    monkeypatch.setattr(spiking_run, "geometric_gaps",
+                        lambda rng, p, shape: rng.geometric(p, shape))
+    plain = spiking_run.poisson_events(*args, np.random.default_rng(3))
+    assert fast[0].size > 1000
+    assert np.array_equal(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])
+
+
 def test_poisson_events_of_targets_in_order_are_sorted_by_one_key_as_by_two() -> None:
     from flyviz.spiking.run import POISSON_CHUNK, PoissonStream
 

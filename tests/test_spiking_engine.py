@@ -291,6 +291,72 @@ def test_engine_equals_a_plain_stepping_with_blocks_updated_whole_or_one_by_one(
     _check_against_plain_stepping(case, v_rst=-47.5)
 
 
+@pytest.mark.parametrize("case", [0, 3, 5])
+@pytest.mark.parametrize("chunk, refill", [(16, 4), (64, 16), (200, 150)])
+def test_engine_equals_a_plain_stepping_with_its_events_in_small_chunks(
+        monkeypatch, case: int, chunk: int, refill: int) -> None:
+    # each window's synaptic events are sorted into chains of chunks, one chain per block;
+    # with chunks of a few events, rows (up to 60 events here) take the event-by-event sort
+    # (16), both ways (64), or replace chunks at most checks (200, replaced below 150 left),
+    # and a tick's events onto a block run on over two or more chunks
+    from flyviz.spiking import engine
+
+    monkeypatch.setattr(engine, "STAGE_CHUNK", chunk)
+    monkeypatch.setattr(engine, "STAGE_REFILL", refill)
+    _check_against_plain_stepping(case)
+
+
+@pytest.mark.parametrize("chunk, refill", [(16, 4), (64, 16), (200, 150), (1 << 13, 2048)])
+def test_the_sort_chains_each_blocks_events_in_arrival_order_in_chunks_it_never_overfills(
+        chunk: int, refill: int) -> None:
+    from flyviz.spiking.engine import BLOCK_SHIFT, STAGE_SKEW, _stage, pack_synapses
+
+    rng = np.random.default_rng(9)
+    n = 5 << BLOCK_SHIFT
+    degree = rng.integers(0, 300, n)
+    degree[7] = 5000  # a row longer than any chunk
+    indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    post = rng.integers(0, n, int(indptr[-1])).astype(np.int32)
+    post[indptr[7]:indptr[8]] = rng.integers(0, 1 << BLOCK_SHIFT, degree[7])  # onto block 0
+    codes, shift, _ = pack_synapses(post, rng.choice([0.25, -0.5, 1.0], post.size))
+    silenced = np.zeros(n, dtype=bool)
+    silenced[rng.choice(n, 50, replace=False)] = True
+    silenced[7] = False
+    span, n_blocks, stride = 6, 5, chunk + STAGE_SKEW
+    spikes = np.sort(rng.choice(n, 300, replace=False)).astype(np.int32)
+    spikes[150] = 7
+    arrive_at = np.array([0, 40, 40, 120, 200, 260, 300], dtype=np.int64)
+    # each tick's spikes in index order, as the engine keeps them
+    for t in range(span):
+        spikes[arrive_at[t]:arrive_at[t + 1]].sort()
+    fill = np.zeros(2 * n_blocks, dtype=np.int64)
+    marks = np.zeros(n_blocks * (span + 1), dtype=np.int64)
+    link = np.full(2 * 4000, -7, dtype=np.int64)
+    stage = np.zeros(4000 * stride, dtype=codes.dtype)
+    used = _stage(0, span, arrive_at, spikes, indptr, codes, (1 << shift) - 1, silenced,
+                  n_blocks, fill, marks, link, stage, chunk, refill, stride)
+    staged = sum(int(degree[s]) for s in spikes if not silenced[s])
+    assert used <= n_blocks + staged // (chunk - refill) + 1  # the stage's room, as sized
+    assert used > n_blocks or chunk > staged  # chunks were replaced
+    for b in range(n_blocks):
+        # each tick's events onto block b, walked from mark to mark as the delivery walks them
+        c = b
+        for t in range(span):
+            mark, end, got = marks[t * n_blocks + b], marks[(t + 1) * n_blocks + b], []
+            while mark != end:
+                stop = min(end, link[2 * c + 1])
+                assert c * stride <= mark <= stop <= c * stride + chunk  # inside its chunk
+                got.extend(stage[mark:stop].tolist())
+                if stop == end:
+                    break
+                c = int(link[2 * c])
+                mark = c * stride
+            want = [int(code) for s in spikes[arrive_at[t]:arrive_at[t + 1]] if not silenced[s]
+                    for code in codes[indptr[s]:indptr[s + 1]]
+                    if (int(code) & ((1 << shift) - 1)) >> BLOCK_SHIFT == b]
+            assert got == want, (b, t)
+
+
 def test_a_threshold_below_rest_fires_every_neuron_as_the_plain_stepping_does() -> None:
     # rest is then no quiet state: a block at rest must not be skipped, nor its neurons at
     # rest left out of a one-by-one update; every free neuron fires

@@ -90,14 +90,16 @@ MAX_WINDOW = 32
 
 #: Synaptic events a trial's stage holds at first (it grows to the most a window delivers).
 STAGE_START = 1 << 16
-#: The fewest and most events in one chunk of the stage, as powers of two (:func:`_stage`).
-STAGE_CHUNK_SHIFTS = (2, 10)
-#: From this chunk size on (a power of two) each chunk is followed by one cache line of padding.
-#: Chunks of 4 KB would all begin at the same offset modulo 4 KB, and the chains' ends, filled
-#: at about the same pace, would share a few sets of the L1 cache (whose sets repeat every
-#: 4 KB); the padding spreads them (about 5 % faster at 5,000 excited neurons). Smaller chunks
-#: share lines anyway, and a line after each would multiply the stage's size.
-STAGE_PAD_SHIFT = 8
+#: Events in one chunk of the stage (:func:`_stage`).
+STAGE_CHUNK = 1 << 13
+#: A chain's chunk is replaced at a check when it has room for fewer events than this.
+STAGE_REFILL = 2048
+#: Chunk ``c`` begins at stage position ``c * (STAGE_CHUNK + STAGE_SKEW)``: chunks are 41
+#: cache lines of 16 words apart. Were they a power of two apart, their first lines (a
+#: window's events onto a block are often fewer than a chunk holds) would all fall in a few
+#: sets of the caches (which index lines by the low bits of their addresses), and the
+#: window's events would not stay in the L2 cache between the sort and the delivery.
+STAGE_SKEW = 41 * 16
 
 #: Below this ``|g|`` (volts) a neuron at rest has ``g`` set to 0 (see the module notes).
 G_FLUSH = 1e-30
@@ -266,7 +268,7 @@ def _prefetch(typingctx: object, array: object, index: object
         builder.call(fetch, [line, word(0), word(3), word(1)])  # type: ignore[attr-defined]
         return context.get_dummy_value()  # type: ignore[attr-defined]
 
-    return numba.types.void(array, numba.types.int64), codegen
+    return numba.types.void(array, numba.types.int64), codegen  # type: ignore[call-overload]
 
 
 #: The sort fetches the row of the spike this many spikes ahead (and its row's place twice as
@@ -278,34 +280,39 @@ PREFETCH_LINES = 8
 @numba.njit(cache=True, nogil=True)
 def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
            indptr: np.ndarray, codes: np.ndarray, target_mask: int, silenced: np.ndarray,
-           n_blocks: int, chunk_shift: int, head: np.ndarray, fill: np.ndarray,
-           marks: np.ndarray, link: np.ndarray, stage: np.ndarray, pad: int) -> None:
+           n_blocks: int, fill: np.ndarray, marks: np.ndarray, link: np.ndarray,
+           stage: np.ndarray, chunk_size: int, refill: int, stride: int) -> int:
     """Sort the window's synaptic events by target block, in arrival order, in one pass.
 
     Spike ``first + x`` arrives at window tick ``t`` for ``arrive_at[t] <= x <
     arrive_at[t + 1]``. The events onto block ``b`` go to a chain of chunks of the stage
-    (``2 ** chunk_shift`` events each): ``head[b]`` is the first (-1: none), ``link`` the
-    next, and ``fill[b]`` one past the last event written (0: none yet).
+    (chunk ``c`` is ``stage[c * stride:][:chunk_size]``), beginning with chunk ``b``:
+    ``fill[b]`` is the stage position after the chain's last event and ``fill[n_blocks + b]``
+    its last chunk; ``link[2 * c]`` is the chunk after chunk ``c``, ``link[2 * c + 1]`` the
+    position after its last event (a later chunk of a chain lies further on in the stage).
     ``marks[t * n_blocks + b]`` is ``fill[b]`` as window tick ``t`` begins (for ``t`` up to
-    ``span``): the events of tick ``t`` are those between two marks (:func:`_window` reads them).
-    Spikes are taken in arrival order (by tick, then index), each row in table order, and
-    each event goes to the end of its chain: so a target still receives its inputs in
+    ``span``): the events of tick ``t`` are those between two marks (:func:`_window` reads
+    them). Spikes are taken in arrival order (by tick, then index), each row in table order,
+    and each event goes to the end of its chain: so a target still receives its inputs in
     Brian2's order. Each spike's row is read once, whatever the number of blocks it reaches,
-    and the chains being written are one per block (their ends stay in the L1 cache). A
-    chain's position ``s`` (as ``fill`` and ``marks`` count) is ``stage[s + (s >> chunk_shift)
-    * pad]``: each chunk is followed by ``pad`` words of padding (:data:`STAGE_PAD_SHIFT`).
-    The stage holds at least the window's events over the chunk size plus one chunk per
-    block, each with its padding.
+    and the chains being written are one per block (their ends stay in the L1 cache).
+
+    A row is sorted without a test of room at each event while every chain's chunk has
+    room for the whole row (``room``, a lower bound kept as rows are sorted): when one may
+    not, the chunks with room for fewer than ``refill`` events are replaced (their unused
+    ends left), and a row longer than that is sorted event by event. Returns the number of
+    chunks used: at most ``n_blocks`` and one for each ``chunk_size - refill`` of the
+    window's events, all of which the stage must hold (:data:`STAGE_CHUNK`,
+    :data:`STAGE_REFILL`, :data:`STAGE_SKEW`).
     """
-    head[:n_blocks] = -1
-    fill[:n_blocks] = 0
-    used = 0
-    chunk_mask = (1 << chunk_shift) - 1
+    for b in range(n_blocks):
+        fill[b] = b * stride
+        fill[n_blocks + b] = b
+    used = n_blocks
+    room = chunk_size
     # the loop over the events indexes with unsigned integers: a signed index costs numba's
     # test for a negative one (counted from the end) at every array read and write
-    u_mask, u_chunk_mask = np.uint64(target_mask), np.uint64(chunk_mask)
-    u_chunk_shift, u_block_shift = np.uint64(chunk_shift), np.uint64(BLOCK_SHIFT)
-    u_pad = np.uint64(pad)
+    u_mask, u_block_shift = np.uint64(target_mask), np.uint64(BLOCK_SHIFT)
     n_spikes = arrive_at[span]
     per_line = 64 // codes.itemsize
     for t in range(span):
@@ -322,27 +329,73 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
                 for _ in range(PREFETCH_LINES):
                     if at_line >= row_end:
                         break
-                    _prefetch(codes, at_line)
+                    _prefetch(codes, at_line)  # type: ignore[call-arg]
                     at_line += per_line
                 if x + 2 * PREFETCH_AHEAD < n_spikes:
-                    _prefetch(indptr, np.int64(spikes[first + x + 2 * PREFETCH_AHEAD]))
+                    _prefetch(indptr,  # type: ignore[call-arg]
+                              np.int64(spikes[first + x + 2 * PREFETCH_AHEAD]))
             pre = spikes[first + x]
-            if not silenced[pre]:
-                for e in range(np.uint64(indptr[pre]), np.uint64(indptr[pre + 1])):
+            if silenced[pre]:
+                continue
+            row_start, row_stop = indptr[pre], indptr[pre + 1]
+            n_row = row_stop - row_start
+            if n_row > room:
+                # replace the chunks with little room left; the least room of any is the bound
+                room = chunk_size
+                for b in range(n_blocks):
+                    chunk = fill[n_blocks + b]
+                    left = chunk * stride + chunk_size - fill[b]
+                    if left < refill:
+                        link[2 * chunk] = used
+                        link[2 * chunk + 1] = fill[b]
+                        fill[b] = used * stride
+                        fill[n_blocks + b] = used
+                        used += 1
+                        left = chunk_size
+                    room = min(room, left)
+            if n_row <= room:
+                # two events at a time, both chain ends read before either is written: where
+                # both go to one block (a row is grouped by block: 38 % of events follow one
+                # onto the same block), the second's place is the first's plus one, not read
+                # back from the first's store
+                pos, u_row_stop = np.uint64(row_start), np.uint64(row_stop)
+                while pos + np.uint64(1) < u_row_stop:
+                    code, code_2 = codes[pos], codes[pos + np.uint64(1)]
+                    at = (np.uint64(code) & u_mask) >> u_block_shift
+                    at_2 = (np.uint64(code_2) & u_mask) >> u_block_shift
+                    p = np.uint64(fill[at])
+                    p_2 = np.uint64(fill[at_2]) + np.uint64(at == at_2)
+                    stage[p] = code
+                    stage[p_2] = code_2
+                    fill[at] = p + np.uint64(1)
+                    fill[at_2] = p_2 + np.uint64(1)
+                    pos += np.uint64(2)
+                if pos < u_row_stop:
+                    code = codes[pos]
+                    at = (np.uint64(code) & u_mask) >> u_block_shift
+                    p = np.uint64(fill[at])
+                    stage[p] = code
+                    fill[at] = p + np.uint64(1)
+                room -= n_row
+            else:  # a row longer than the room of every chunk: event by event
+                for e in range(np.uint64(row_start), np.uint64(row_stop)):
                     code = codes[e]
                     at = (np.uint64(code) & u_mask) >> u_block_shift
-                    slot = np.uint64(fill[at])
-                    if (slot & u_chunk_mask) == 0:  # the chain's chunk is full, or none
-                        if slot == 0:
-                            head[at] = used
-                        else:
-                            link[(slot >> u_chunk_shift) - np.uint64(1)] = used
-                        link[used] = -1
-                        slot = np.uint64(used) << u_chunk_shift
+                    end = fill[at]
+                    chunk = fill[n_blocks + at]
+                    if end == chunk * stride + chunk_size:  # full: the next chunk
+                        link[2 * chunk] = used
+                        link[2 * chunk + 1] = end
+                        end = used * stride
+                        fill[n_blocks + at] = used
                         used += 1
-                    stage[slot + (slot >> u_chunk_shift) * u_pad] = code
-                    fill[at] = slot + np.uint64(1)
+                    stage[np.uint64(end)] = code
+                    fill[at] = end + 1
+                room = 0
     marks[span * n_blocks:(span + 1) * n_blocks] = fill[:n_blocks]
+    for b in range(n_blocks):
+        link[2 * fill[n_blocks + b] + 1] = fill[b]
+    return used
 
 
 @numba.njit(cache=True, nogil=True)
@@ -468,8 +521,8 @@ def _list_neuron(j: int, listed: np.ndarray, busy_b: np.ndarray, n_busy: int) ->
 def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             hold: np.ndarray, busy_n: np.ndarray, busy: np.ndarray, sparse_most: int,
             gg: float, gv: float, vv: float, c0: float,
-            v_rest: float, v_th: float, v_rst: float, g_flush: float, head: np.ndarray,
-            marks: np.ndarray, link: np.ndarray, chunk_shift: int, pad: int, stage: np.ndarray,
+            v_rest: float, v_th: float, v_rst: float, g_flush: float,
+            marks: np.ndarray, link: np.ndarray, stage: np.ndarray, stride: int,
             target_mask: int, weight_shift: int, weights: np.ndarray, ev_at: np.ndarray,
             ev_stop: np.ndarray, ev_neuron: np.ndarray, ev_weight: float, fired: np.ndarray,
             listed: np.ndarray, crossing: np.ndarray,
@@ -478,9 +531,9 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
 
     No spike of the window reaches a synapse inside it (``span`` is at most the delay), so each
     block is stepped through the whole window while its state sits in the L1 cache. The
-    synaptic events onto block ``b`` are the chain of stage chunks from ``head[b]``, those
+    synaptic events onto block ``b`` are the chain of stage chunks from chunk ``b``, those
     of window tick ``t`` from the chain's position ``marks[t * n_blocks + b]`` to the next
-    tick's (:func:`_stage`, which also says where ``pad`` puts them): packed synapses
+    tick's, chunk after chunk as ``link`` says (:func:`_stage`): packed synapses
     (:func:`pack_synapses`: target and the index of the weight in ``weights``). Input events
     of window tick ``t`` are
     ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by neuron; ``ev_at`` is their cursor).
@@ -504,7 +557,6 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
     rest_is_quiet = not v_rest > v_th
     n_win = 0
     n_blocks = busy_n.shape[0]
-    chunk_mask = (1 << chunk_shift) - 1
     # the delivery indexes with unsigned integers (as _stage does, and why)
     u_mask, u_weight_shift = np.uint64(target_mask), np.uint64(weight_shift)
     for b in range(n_blocks):
@@ -514,7 +566,7 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
         n_busy = busy_n[b]
         if n_busy == 0 and rest_is_quiet:
             # at rest: the update leaves it unchanged unless input arrives
-            reached = head[b] >= 0
+            reached = marks[b] != marks[span * n_blocks + b]
             for t in range(span):
                 if ev_at[t] < ev_stop[t] and ev_neuron[ev_at[t]] < hi:
                     reached = True
@@ -531,6 +583,7 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
         if sparse:
             for x in range(n_busy):
                 listed[busy_b[x]] = 1
+        chunk = b  # the first of the block's chain of synaptic events
         for t in range(span):
             k = k0 + t
             if sparse and n_busy > sparse_most:
@@ -561,29 +614,21 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             # in Brian2's order: spikes by index, each spike's synapses in table order.
             mark = marks[t * n_blocks + b]
             end = marks[(t + 1) * n_blocks + b]
-            if mark != end:
-                # the chain's events from one mark to the next, chunk by chunk
-                if mark == 0:
-                    e = head[b] << chunk_shift
-                elif (mark & chunk_mask) == 0:  # at a full chunk's end: the next one
-                    e = link[(mark >> chunk_shift) - 1] << chunk_shift
-                else:
-                    e = mark
-                last = (end - 1) >> chunk_shift
-                while True:
-                    chunk = e >> chunk_shift
-                    stop = end if chunk == last else (chunk + 1) << chunk_shift
-                    skip = np.uint64(chunk * pad)  # the padding of the chunks before
-                    for x in range(np.uint64(e) + skip, np.uint64(stop) + skip):
-                        code = np.uint64(stage[x])
-                        j = (code & u_mask) - u_lo
-                        if k >= until_b[j]:
-                            g_b[j] += weights[code >> u_weight_shift]
-                            if sparse and listed[j] == 0:
-                                n_busy = _list_neuron(j, listed, busy_b, n_busy)
-                    if chunk == last:
-                        break
-                    e = link[chunk] << chunk_shift
+            # the chain's events from one mark to the next, chunk by chunk (a later chunk's
+            # positions are further on: `chunk` is the one the last tick's events ended in)
+            while mark != end:
+                stop = min(end, link[2 * chunk + 1])
+                for x in range(np.uint64(mark), np.uint64(stop)):
+                    code = np.uint64(stage[x])
+                    j = (code & u_mask) - u_lo
+                    if k >= until_b[j]:
+                        g_b[j] += weights[code >> u_weight_shift]
+                        if sparse and listed[j] == 0:
+                            n_busy = _list_neuron(j, listed, busy_b, n_busy)
+                if stop == end:
+                    break
+                chunk = link[2 * chunk]
+                mark = chunk * stride
             x = ev_at[t]
             while x < ev_stop[t] and ev_neuron[x] < hi:
                 j = ev_neuron[x] - lo
@@ -624,9 +669,9 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
              vv: float, c0: float, v_rest: float, v_th: float, v_rst: float, g_flush: float,
              delay: int, window: int, ev_tick: np.ndarray, ev_neuron: np.ndarray,
              ev_weight: float, win_tick: np.ndarray, win_neuron: np.ndarray,
-             head: np.ndarray, fill: np.ndarray, marks: np.ndarray, fired: np.ndarray,
+             fill: np.ndarray, marks: np.ndarray, fired: np.ndarray,
              listed: np.ndarray, crossing: np.ndarray, link: np.ndarray,
-             stage: np.ndarray,
+             stage: np.ndarray, chunk_size: int, refill: int, stride: int,
              arrive_at: np.ndarray, ev_at: np.ndarray, ev_stop: np.ndarray,
              per_tick: np.ndarray, tick_start: np.ndarray, spikes: np.ndarray, count: int
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -657,28 +702,23 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
             pre = spikes[first + x]
             if not silenced[pre]:
                 staged += indptr[pre + 1] - indptr[pre]
-        # chunks about as long as a chain's events on average, within 4 .. 1024
-        chunk_shift = STAGE_CHUNK_SHIFTS[0]
-        while chunk_shift < STAGE_CHUNK_SHIFTS[1] and staged > n_blocks << chunk_shift:
-            chunk_shift += 1
-        chunks = (staged >> chunk_shift) + min(staged, n_blocks) + 1
-        if chunks > link.shape[0]:
-            link = np.empty(max(chunks, 2 * link.shape[0]), dtype=np.int64)
-        pad = 64 // stage.itemsize if chunk_shift >= STAGE_PAD_SHIFT else 0
-        room = (chunks << chunk_shift) + chunks * pad
+        # the chunks the window's events can use (see _stage)
+        chunks = n_blocks + staged // (chunk_size - refill) + 1
+        if 2 * chunks > link.shape[0]:
+            link = np.empty(max(2 * chunks, 2 * link.shape[0]), dtype=np.int64)
+        room = chunks * stride
         if room > stage.shape[0]:
             stage = np.empty(max(room, 2 * stage.shape[0]), dtype=stage.dtype)
         _stage(first, span, arrive_at, spikes, indptr, codes, target_mask, silenced, n_blocks,
-               chunk_shift, head, fill, marks, link, stage, pad)
+               fill, marks, link, stage, chunk_size, refill, stride)
         for t in range(span):
             ev_at[t] = ev
             while ev < n_ev and ev_tick[ev] == k0 + t:
                 ev += 1
             ev_stop[t] = ev
         n_win = _window(k0, span, v, g, until, hold, busy_n, busy, sparse_most, gg, gv, vv,
-                        c0, v_rest, v_th, v_rst, g_flush, head, marks, link, chunk_shift, pad,
-                        stage, target_mask, weight_shift, weights, ev_at, ev_stop, ev_neuron,
-                        ev_weight, fired, listed, crossing, win_tick, win_neuron)
+                        c0, v_rest, v_th, v_rst, g_flush, marks, link, stage, stride,
+                        target_mask, weight_shift, weights, ev_at, ev_stop, ev_neuron, ev_weight, fired, listed, crossing, win_tick, win_neuron)
         # the window's spikes (block by block) into Brian2's order: by tick, then index
         if count + n_win > spikes.shape[0]:
             grown = np.empty(max(2 * spikes.shape[0], count + n_win), dtype=np.int32)
@@ -773,7 +813,7 @@ class EngineTrial:
         # the window's chains of synaptic events by target block and tick (_stage), and one
         # block's flags of its groups of 64 neurons that may have spiked, of its listed
         # neurons, and its spiking neurons of a tick (_window)
-        self._buckets = (np.zeros(n_blocks, dtype=np.int64), np.zeros(n_blocks, dtype=np.int64),
+        self._buckets = (np.zeros(2 * n_blocks, dtype=np.int64),
                          np.zeros(n_blocks * (self.window + 1), dtype=np.int64),
                          np.zeros(width >> 6, dtype=np.uint8), np.zeros(width, dtype=np.uint8),
                          np.zeros(width, dtype=np.int64))
@@ -838,7 +878,7 @@ class EngineTrial:
         indptr, codes, weight_shift, weights, silenced = self._graph
         gg, gv, vv, c0, v_rest, v_th, v_rst, g_flush = self._constants
         win_tick, win_neuron = self._buffers
-        head, fill, marks, fired, listed, crossing = self._buckets
+        fill, marks, fired, listed, crossing = self._buckets
         arrive_at, ev_at, ev_stop, per_tick = self._scratch
         room, self._link, self._stage, count = _advance(
             k_start, k_stop, keep_from, indptr, codes, weight_shift, weights, silenced,
@@ -846,7 +886,8 @@ class EngineTrial:
             self._until, self._hold, self._busy_n, self._busy,
             min(SPARSE_MOST, 1 << BLOCK_SHIFT), gg, gv, vv, c0, v_rest, v_th, v_rst,
             g_flush, self.delay, self.window, ev_tick, ev_neuron, self.ev_weight, win_tick,
-            win_neuron, head, fill, marks, fired, listed, crossing, self._link, self._stage,
+            win_neuron, fill, marks, fired, listed, crossing, self._link, self._stage,
+            STAGE_CHUNK, max(1, min(STAGE_REFILL, STAGE_CHUNK - 1)), STAGE_CHUNK + STAGE_SKEW,
             arrive_at, ev_at, ev_stop, per_tick, tick_start, room, count)
         first = int(tick_start[k_start - keep_from])
         neurons = room[first:count].astype(np.int64)

@@ -271,6 +271,36 @@ def _prefetch(typingctx: object, array: object, index: object
     return numba.types.void(array, numba.types.int64), codegen  # type: ignore[call-overload]
 
 
+@intrinsic
+def _trailing_zeros(typingctx: object, word: object) -> tuple[object, Callable[..., object]]:
+    """The number of 0 bits below the lowest 1 bit of a 64-bit ``word`` (not 0): LLVM's
+    ``llvm.cttz``, one instruction."""
+    def codegen(context: object, builder: object, signature: object, args: object) -> object:
+        from llvmlite import ir
+        from numba.core import cgutils
+
+        word_type = ir.IntType(64)
+        count = cgutils.get_or_insert_function(
+            builder.module,  # type: ignore[attr-defined]
+            ir.FunctionType(word_type, [word_type, ir.IntType(1)]), "llvm.cttz.i64")
+        # 0 is never asked: "poison at 0" (1) lets LLVM use the plain instruction
+        return builder.call(count, [args[0], ir.IntType(1)(1)])  # type: ignore[attr-defined,index]
+
+    return numba.types.int64(numba.types.uint64), codegen
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _over_threshold(v_b: np.ndarray, first: int, v_th: float) -> np.uint64:
+    """Which of the 64 neurons ``first ..`` of a block have ``v`` over the threshold: bit ``i``
+    for neuron ``first + i`` (compiled to vector compares; as a fixed-length view, so that
+    LLVM reads the neurons as one run)."""
+    group = v_b[first:first + 64]
+    over = np.uint64(0)
+    for i in range(64):
+        over |= np.uint64(group[i] > v_th) << np.uint64(i)
+    return over
+
+
 #: The sort fetches the row of the spike this many spikes ahead (and its row's place twice as
 #: far ahead) while it sorts one (:func:`_stage`), and at most this many cache lines of it.
 PREFETCH_AHEAD = 16
@@ -605,10 +635,15 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
                 # 0.361, 0.970 against 0.943 at 5,000)
                 for w in range(width >> 6):
                     if fired[w] != 0:
-                        for i in range(w << 6, (w + 1) << 6):
-                            if v_b[i] > v_th and k >= until_b[i]:
+                        # the group's neurons over the threshold as the bits of one word (in
+                        # vector code), taken lowest first: in index order
+                        over = _over_threshold(v_b, w << 6, v_th)
+                        while over != 0:
+                            i = (w << 6) + _trailing_zeros(over)
+                            if k >= until_b[i]:
                                 n_win = _spike(i, lo, t, k, hold, until_b, v_b, g_b, v_rst,
                                                win_tick, win_neuron, n_win)
+                            over &= over - np.uint64(1)
             # 3: synaptic input onto g, then events onto v, dropped where refractory (Brian2's
             # conditional write on an "unless refractory" variable). A target gets its inputs
             # in Brian2's order: spikes by index, each spike's synapses in table order.

@@ -547,6 +547,39 @@ def _list_neuron(j: int, listed: np.ndarray, busy_b: np.ndarray, n_busy: int) ->
     return n_busy + 1
 
 
+@intrinsic
+def _out_of_line(typingctx: object) -> tuple[object, Callable[..., object]]:
+    """Keep the calling function a function of its own: LLVM does not inline it into its
+    callers, whose registers it would then share."""
+    def codegen(context: object, builder: object, signature: object, args: object) -> object:
+        try:
+            builder.function.attributes.add("noinline")  # type: ignore[attr-defined]
+        except (TypeError, AttributeError, ValueError):  # an llvmlite without it: inlined
+            pass
+        return context.get_dummy_value()  # type: ignore[attr-defined]
+
+    return numba.types.void(), codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def _deliver(stage: np.ndarray, mark: int, stop: int, target_mask: int, lo: int,
+             weight_shift: int, weights: np.ndarray, k: int, until_b: np.ndarray,
+             g_b: np.ndarray) -> None:
+    """3: the synaptic events ``stage[mark:stop]`` of tick ``k`` onto the block of neurons
+    ``lo ..`` (``until_b``, ``g_b``), in their order, each dropped where its target is
+    refractory (:func:`pack_synapses`: target and weight). Out of line: inlined into
+    :func:`_window`, its loop kept three of its values on the stack, reloaded at every event
+    (about 0.02 CPU s per biological second at 5,000 neurons excited)."""
+    _out_of_line()  # type: ignore[call-arg]  # numba supplies the typing context
+    u_mask, u_weight_shift = np.uint64(target_mask), np.uint64(weight_shift)
+    u_lo = np.uint64(lo)
+    for x in range(np.uint64(mark), np.uint64(stop)):
+        code = np.uint64(stage[x])
+        j = (code & u_mask) - u_lo
+        if k >= until_b[j]:
+            g_b[j] += weights[code >> u_weight_shift]
+
+
 @numba.njit(cache=True, nogil=True)
 def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             hold: np.ndarray, busy_n: np.ndarray, busy: np.ndarray, sparse_most: int,
@@ -653,13 +686,17 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             # positions are further on: `chunk` is the one the last tick's events ended in)
             while mark != end:
                 stop = min(end, link[2 * chunk + 1])
-                for x in range(np.uint64(mark), np.uint64(stop)):
-                    code = np.uint64(stage[x])
-                    j = (code & u_mask) - u_lo
-                    if k >= until_b[j]:
-                        g_b[j] += weights[code >> u_weight_shift]
-                        if sparse and listed[j] == 0:
-                            n_busy = _list_neuron(j, listed, busy_b, n_busy)
+                if sparse:
+                    for x in range(np.uint64(mark), np.uint64(stop)):
+                        code = np.uint64(stage[x])
+                        j = (code & u_mask) - u_lo
+                        if k >= until_b[j]:
+                            g_b[j] += weights[code >> u_weight_shift]
+                            if listed[j] == 0:
+                                n_busy = _list_neuron(j, listed, busy_b, n_busy)
+                else:
+                    _deliver(stage, mark, stop, target_mask, lo, weight_shift, weights, k,
+                             until_b, g_b)
                 if stop == end:
                     break
                 chunk = link[2 * chunk]

@@ -34,7 +34,8 @@ def _spike_set(frame: pd.DataFrame) -> set[tuple[int, int, int]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("label", BRAINS)
 @pytest.mark.parametrize("experiment", ("replay", "replay_silenced"))
-def test_replayed_input_gives_brian2s_spikes_spike_for_spike(label: str, experiment: str) -> None:
+def test_replayed_input_gives_brian2s_spikes_spike_for_spike(label: str, experiment: str,
+                                                            block_shift: int) -> None:
     folder = ORACLE / label
     brain = spiking.load_brain(folder)
     events = spiking.read_input_spikes(folder / "input_spikes.csv", brain, 1e-4)
@@ -234,8 +235,32 @@ def _reference_stepping(indptr: np.ndarray, post: np.ndarray, weight: np.ndarray
     return out, v, g
 
 
+@pytest.fixture(params=[9, 10], ids=["blocks of 512", "blocks of 1024"])
+def block_shift(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The engine's blocks of the update, both sizes whatever this CPU's L1 cache."""
+    from flyviz.spiking import engine
+
+    monkeypatch.setattr(engine, "block_shift_here", lambda: request.param)
+    return int(request.param)
+
+
+def test_the_block_follows_the_l1_data_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flyviz.spiking import engine
+
+    for l1, shift in [(32 << 10, 9), (48 << 10, 10), (128 << 10, 10), (None, 9)]:
+        monkeypatch.setattr(engine, "l1_data_cache_bytes", lambda l1=l1: l1)
+        engine.block_shift_here.cache_clear()
+        assert engine.block_shift_here() == shift
+    engine.block_shift_here.cache_clear()
+    with pytest.raises(ValueError, match="not one of"):
+        engine.EngineTrial(np.zeros(2, np.int64), np.zeros(0, np.int32), np.zeros(0),
+                           np.zeros(1, np.int64), np.zeros(1, bool), LIFParams(), 1e-30,
+                           block_shift=8)
+
+
 @pytest.mark.parametrize("case", range(6))
-def test_engine_equals_a_plain_tick_by_tick_stepping_on_random_brains(case: int) -> None:
+def test_engine_equals_a_plain_tick_by_tick_stepping_on_random_brains(
+        case: int, block_shift: int) -> None:
     _check_against_plain_stepping(case)
 
 
@@ -276,14 +301,14 @@ def test_the_update_skips_the_refractory_test_only_where_the_reset_is_its_fixed_
 @pytest.mark.parametrize("case", [0, 3, 5])
 @pytest.mark.parametrize("sparse_most", [-1, 512])
 def test_engine_equals_a_plain_stepping_with_blocks_updated_whole_or_one_by_one(
-        monkeypatch, case: int, sparse_most: int) -> None:
+        monkeypatch, case: int, sparse_most: int, block_shift: int) -> None:
     # a block with few neurons away from rest updates only those, listing each neuron input
     # reaches (the default, SPARSE_MOST, switches between the two as activity moves). Never
-    # (-1: not even a block at rest) and always (512: every block, however busy, neuron by
-    # neuron from its list) give the same spikes, v and g as the plain stepping: so a neuron
-    # left off the list, or one updated twice, would show. Case 5 has no delay (windows of
-    # one tick, and spikes reach their targets outside them: each block is listed again from
-    # its whole state).
+    # (-1: not even a block at rest) and always (512 of each 512 neurons: every block, however
+    # busy, neuron by neuron from its list) give the same spikes, v and g as the plain
+    # stepping, in blocks of either size: so a neuron left off the list, or one updated
+    # twice, would show. Case 5 has no delay (windows of one tick, and spikes reach their
+    # targets outside them: each block is listed again from its whole state).
     from flyviz.spiking import engine
 
     monkeypatch.setattr(engine, "SPARSE_MOST", sparse_most)
@@ -308,8 +333,10 @@ def test_engine_equals_a_plain_stepping_with_its_events_in_small_chunks(
 
 @pytest.mark.parametrize("chunk, refill", [(16, 4), (64, 16), (200, 150), (1 << 13, 2048)])
 def test_the_sort_chains_each_blocks_events_in_arrival_order_in_chunks_it_never_overfills(
-        chunk: int, refill: int) -> None:
-    from flyviz.spiking.engine import BLOCK_SHIFT, STAGE_SKEW, _stage, pack_synapses
+        chunk: int, refill: int, block_shift: int) -> None:
+    from flyviz.spiking.engine import STAGE_SKEW, _stage, pack_synapses
+
+    BLOCK_SHIFT = block_shift  # noqa: N806
 
     rng = np.random.default_rng(9)
     n = 5 << BLOCK_SHIFT
@@ -334,7 +361,7 @@ def test_the_sort_chains_each_blocks_events_in_arrival_order_in_chunks_it_never_
     link = np.full(2 * 4000, -7, dtype=np.int64)
     stage = np.zeros(4000 * stride, dtype=codes.dtype)
     used = _stage(0, span, arrive_at, spikes, indptr, codes, (1 << shift) - 1, silenced,
-                  n_blocks, fill, marks, link, stage, chunk, refill, stride)
+                  n_blocks, fill, marks, link, stage, chunk, refill, stride, block_shift)
     staged = sum(int(degree[s]) for s in spikes if not silenced[s])
     assert used <= n_blocks + staged // (chunk - refill) + 1  # the stage's room, as sized
     assert used > n_blocks or chunk > staged  # chunks were replaced
@@ -357,7 +384,8 @@ def test_the_sort_chains_each_blocks_events_in_arrival_order_in_chunks_it_never_
             assert got == want, (b, t)
 
 
-def test_a_threshold_below_rest_fires_every_neuron_as_the_plain_stepping_does() -> None:
+def test_a_threshold_below_rest_fires_every_neuron_as_the_plain_stepping_does(
+        block_shift: int) -> None:
     # rest is then no quiet state: a block at rest must not be skipped, nor its neurons at
     # rest left out of a one-by-one update; every free neuron fires
     from flyviz.spiking.engine import simulate_ticks
@@ -382,18 +410,20 @@ def test_a_threshold_below_rest_fires_every_neuron_as_the_plain_stepping_does() 
     assert np.array_equal(v, v_ref) and np.array_equal(g, g_ref)
 
 
-def test_each_block_counts_its_neurons_away_from_rest_and_lists_them_where_few() -> None:
+def test_each_block_counts_its_neurons_away_from_rest_and_lists_them_where_few(
+        block_shift: int) -> None:
     from flyviz.spiking import engine
 
     # 4 blocks; block 0 takes a steady drive, blocks 1-3 a few inputs
-    n = 4 << engine.BLOCK_SHIFT
+    width = 1 << block_shift
+    n = 4 * width
     rng = np.random.default_rng(3)
     degree = np.zeros(n, dtype=np.int64)
     degree[:20] = 200  # the driven neurons onto block 0
     degree[20:40] = 1  # and 20 of block 0's others onto one of blocks 1-3 each
     indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
-    post = rng.integers(0, 512, int(indptr[-1])).astype(np.int32)
-    post[indptr[20]:] = rng.integers(512, n, int(indptr[-1] - indptr[20]))
+    post = rng.integers(0, 512, int(indptr[-1])).astype(np.int32)  # block 0, either size
+    post[indptr[20]:] = rng.integers(width, n, int(indptr[-1] - indptr[20]))
     weight = np.full(post.size, 0.5e-3)
     params = LIFParams()
     trial = engine.EngineTrial(indptr, post, weight, np.full(n, params.refractory_ticks),
@@ -404,7 +434,8 @@ def test_each_block_counts_its_neurons_away_from_rest_and_lists_them_where_few()
     busy = (trial.v != propagator(params).v_rest) | (trial.g != 0)
     counts = busy.reshape(4, -1).sum(axis=1)
     # the engine's own count of each block, and its list of the quiet ones, are the state's
-    assert counts[0] > engine.SPARSE_MOST >= counts[1:].max() > 0, counts
+    assert trial.block_shift == block_shift
+    assert counts[0] > engine.SPARSE_MOST * width // 512 >= counts[1:].max() > 0, counts
     assert trial._busy_n.tolist() == counts.tolist()
     for b in range(1, 4):
         listed = np.sort(trial._busy[b, :counts[b]])

@@ -55,9 +55,11 @@ whole, every tick.) No ``fastmath``: each operation rounds as Brian2's numpy cod
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
+import sys
 import threading
 import time
 import weakref
@@ -73,17 +75,22 @@ __all__ = ["EngineTrial", "LIFParams", "Propagator", "flush_threshold", "group_r
            "next_chunk", "pack_synapses", "propagator", "simulate_ticks", "ticks"]
 
 #: Neurons per block of the update (a power of two): a block's state stays in the L1 cache
-#: while it is stepped through a window of ticks.
+#: while it is stepped through a window of ticks. The narrowest block; rows are grouped by
+#: it (:func:`group_rows`), which groups them by any wider block too.
 BLOCK_SHIFT = 9
+#: Blocks of twice as many neurons where the CPU's L1 data cache holds at least
+#: :data:`WIDE_BLOCK_L1` bytes (a block's state is 24 bytes a neuron): half the blocks, so
+#: half the chains the sort writes to and half the work that each block-tick costs, whatever
+#: its neurons (:func:`block_shift_here`).
+WIDE_BLOCK_SHIFT = 10
+WIDE_BLOCK_L1 = 48 * 1024
 
-#: A block with at most this many neurons away from rest updates only those, one by one,
-#: until input has reached more; others are updated whole, in vector code (:func:`_window`).
-#: Under weak input most neurons sit exactly at rest (about 20 of a block's 512 with 21
-#: neurons excited). The two ways cost about the same near 30 (measured side by side against
-#: 24, 48 and 64 with 21, 60, 150 and 500 neurons excited).
+#: A block with at most this many neurons away from rest for each 512 of its neurons updates
+#: only those, one by one, until input has reached more; others are updated whole, in vector
+#: code (:func:`_window`). Under weak input most neurons sit exactly at rest (about 20 of each
+#: 512 with 21 neurons excited). The two ways cost about the same near 30 (measured side by
+#: side against 24, 48 and 64 with 21, 60, 150 and 500 neurons excited, in blocks of 512).
 SPARSE_MOST = 32
-#: A block's count of neurons away from rest when they are not listed (updated whole).
-BUSY_UNKNOWN = (1 << BLOCK_SHIFT) + 1
 
 #: Most ticks in one window (the synaptic delay sets it: 18 at 1.8 ms).
 MAX_WINDOW = 32
@@ -311,11 +318,13 @@ PREFETCH_LINES = 8
 def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
            indptr: np.ndarray, codes: np.ndarray, target_mask: int, silenced: np.ndarray,
            n_blocks: int, fill: np.ndarray, marks: np.ndarray, link: np.ndarray,
-           stage: np.ndarray, chunk_size: int, refill: int, stride: int) -> int:
+           stage: np.ndarray, chunk_size: int, refill: int, stride: int,
+           block_shift: int) -> int:
     """Sort the window's synaptic events by target block, in arrival order, in one pass.
 
     Spike ``first + x`` arrives at window tick ``t`` for ``arrive_at[t] <= x <
-    arrive_at[t + 1]``. The events onto block ``b`` go to a chain of chunks of the stage
+    arrive_at[t + 1]``. The events onto block ``b`` (of ``2 ** block_shift`` neurons) go to a
+    chain of chunks of the stage
     (chunk ``c`` is ``stage[c * stride:][:chunk_size]``), beginning with chunk ``b``:
     ``fill[b]`` is the stage position after the chain's last event and ``fill[n_blocks + b]``
     its last chunk; ``link[2 * c]`` is the chunk after chunk ``c``, ``link[2 * c + 1]`` the
@@ -342,7 +351,7 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
     room = chunk_size
     # the loop over the events indexes with unsigned integers: a signed index costs numba's
     # test for a negative one (counted from the end) at every array read and write
-    u_mask, u_block_shift = np.uint64(target_mask), np.uint64(BLOCK_SHIFT)
+    u_mask, u_block_shift = np.uint64(target_mask), np.uint64(block_shift)
     n_spikes = arrive_at[span]
     per_line = 64 // codes.itemsize
     for t in range(span):
@@ -484,7 +493,7 @@ def _update_block(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, k: int,
     CPU s per biological second at 500 neurons excited instead of 0.41.)"""
     _widest_vectors()  # type: ignore[call-arg]  # numba supplies the typing context
     over = 0
-    for w in range((1 << BLOCK_SHIFT) >> 6):
+    for w in range(v_b.shape[0] >> 6):
         if reset_is_fixed:
             crossed = _update_group(v_b, g_b, until_b, w << 6, k, gg, gv, vv, c0, v_th, v_rst,
                                     False)
@@ -589,7 +598,7 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             target_mask: int, weight_shift: int, weights: np.ndarray, ev_at: np.ndarray,
             ev_stop: np.ndarray, ev_neuron: np.ndarray, ev_weight: float, fired: np.ndarray,
             listed: np.ndarray, crossing: np.ndarray,
-            win_tick: np.ndarray, win_neuron: np.ndarray) -> int:
+            win_tick: np.ndarray, win_neuron: np.ndarray, block_shift: int) -> int:
     """Ticks ``k0 .. k0 + span`` of every block of neurons, one block at a time.
 
     No spike of the window reaches a synapse inside it (``span`` is at most the delay), so each
@@ -602,7 +611,8 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
     ``ev_neuron[ev_at[t] .. ev_stop[t]]`` (by neuron; ``ev_at`` is their cursor).
 
     ``busy_n[b]`` is the number of block ``b``'s neurons away from rest, ``busy[b, :busy_n[b]]``
-    their offsets in the block (0: the block is at rest; :data:`BUSY_UNKNOWN`: not listed).
+    their offsets in the block (0: the block is at rest; more than the block's neurons: not
+    listed).
     Rest is the update's fixed point, so a neuron at rest needs no update until input reaches
     it: a block with at most ``sparse_most`` such neurons updates only those, one by one,
     listing each neuron that input reaches (:data:`SPARSE_MOST`); any other block is updated
@@ -613,7 +623,7 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
     returns their number.
     """
     _widest_vectors()  # type: ignore[call-arg]  # numba supplies the typing context
-    width = 1 << BLOCK_SHIFT
+    width = 1 << block_shift
     reset_is_fixed = _refractory_state_is_fixed(gv, vv, c0, v_rst)
     # a neuron at rest cannot cross the threshold (else, a threshold below rest, every block
     # is updated whole, every tick)
@@ -623,7 +633,7 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
     # the delivery indexes with unsigned integers (as _stage does, and why)
     u_mask, u_weight_shift = np.uint64(target_mask), np.uint64(weight_shift)
     for b in range(n_blocks):
-        lo = b << BLOCK_SHIFT
+        lo = b << block_shift
         hi = lo + width
         u_lo = np.uint64(lo)
         n_busy = busy_n[b]
@@ -743,7 +753,7 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
              ev_weight: float, win_tick: np.ndarray, win_neuron: np.ndarray,
              fill: np.ndarray, marks: np.ndarray, fired: np.ndarray,
              listed: np.ndarray, crossing: np.ndarray, link: np.ndarray,
-             stage: np.ndarray, chunk_size: int, refill: int, stride: int,
+             stage: np.ndarray, chunk_size: int, refill: int, stride: int, block_shift: int,
              arrive_at: np.ndarray, ev_at: np.ndarray, ev_stop: np.ndarray,
              per_tick: np.ndarray, tick_start: np.ndarray, spikes: np.ndarray, count: int
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -782,7 +792,7 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
         if room > stage.shape[0]:
             stage = np.empty(max(room, 2 * stage.shape[0]), dtype=stage.dtype)
         _stage(first, span, arrive_at, spikes, indptr, codes, target_mask, silenced, n_blocks,
-               fill, marks, link, stage, chunk_size, refill, stride)
+               fill, marks, link, stage, chunk_size, refill, stride, block_shift)
         for t in range(span):
             ev_at[t] = ev
             while ev < n_ev and ev_tick[ev] == k0 + t:
@@ -790,7 +800,8 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
             ev_stop[t] = ev
         n_win = _window(k0, span, v, g, until, hold, busy_n, busy, sparse_most, gg, gv, vv,
                         c0, v_rest, v_th, v_rst, g_flush, marks, link, stage, stride,
-                        target_mask, weight_shift, weights, ev_at, ev_stop, ev_neuron, ev_weight, fired, listed, crossing, win_tick, win_neuron)
+                        target_mask, weight_shift, weights, ev_at, ev_stop, ev_neuron,
+                        ev_weight, fired, listed, crossing, win_tick, win_neuron, block_shift)
         # the window's spikes (block by block) into Brian2's order: by tick, then index
         if count + n_win > spikes.shape[0]:
             grown = np.empty(max(2 * spikes.shape[0], count + n_win), dtype=np.int32)
@@ -818,8 +829,43 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
                     j = code & target_mask
                     if k0 >= until[j]:
                         g[j] += weights[code >> weight_shift]
-                        busy_n[j >> BLOCK_SHIFT] = BUSY_UNKNOWN
+                        busy_n[j >> block_shift] = (1 << block_shift) + 1  # not listed
     return spikes, link, stage, count
+
+
+def l1_data_cache_bytes() -> int | None:
+    """The L1 data cache of one core of this CPU, in bytes, where the system says (Linux and
+    others with ``sysconf``, then Linux's ``/sys``, then macOS's ``sysctl``); else None."""
+    try:
+        found = os.sysconf("SC_LEVEL1_DCACHE_SIZE")
+        if found > 0:
+            return int(found)
+    except (AttributeError, ValueError, OSError):
+        pass
+    try:
+        text = open("/sys/devices/system/cpu/cpu0/cache/index0/size").read().strip()
+        if text[-1:] in "KM" and text[:-1].isdigit():
+            return int(text[:-1]) << (10 if text[-1] == "K" else 20)
+    except (OSError, IndexError):
+        pass
+    if sys.platform == "darwin":
+        import subprocess
+        try:
+            out = subprocess.run(["sysctl", "-n", "hw.l1dcachesize"], capture_output=True,
+                                 text=True, timeout=5).stdout.strip()
+            return int(out) if out.isdigit() and int(out) > 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return None
+
+
+@functools.cache
+def block_shift_here() -> int:
+    """The block of the update for this CPU: :data:`WIDE_BLOCK_SHIFT` where its L1 data cache
+    holds :data:`WIDE_BLOCK_L1` bytes or more, else :data:`BLOCK_SHIFT` (and where it is not
+    known)."""
+    l1 = l1_data_cache_bytes()
+    return WIDE_BLOCK_SHIFT if l1 is not None and l1 >= WIDE_BLOCK_L1 else BLOCK_SHIFT
 
 
 class EngineTrial:
@@ -840,11 +886,16 @@ class EngineTrial:
     v_start
         Every neuron's ``v`` at the start, volts (default: ``v_0``, Brian2's initial value;
         the benchmark starts every neuron away from rest to time the dense update).
+    block_shift
+        Neurons per block of the update, as a power of two: :data:`BLOCK_SHIFT` or
+        :data:`WIDE_BLOCK_SHIFT` (default: :func:`block_shift_here`). The same results either
+        way.
     """
 
     def __init__(self, indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
                  rfc_ticks: np.ndarray, silenced: np.ndarray, params: LIFParams,
-                 g_flush: float, v_start: float | None = None) -> None:
+                 g_flush: float, v_start: float | None = None,
+                 block_shift: int | None = None) -> None:
         prop = propagator(params)
         codes, weight_shift, weights = pack_synapses(post, weight_v)
         self._graph = (np.ascontiguousarray(indptr, dtype=np.int64), codes, weight_shift,
@@ -856,8 +907,11 @@ class EngineTrial:
         rfc = np.asarray(rfc_ticks, dtype=np.int64)
         n = int(rfc.shape[0])
         self.n = n
-        width = 1 << BLOCK_SHIFT
-        n_blocks = (n + width - 1) >> BLOCK_SHIFT
+        self.block_shift = block_shift_here() if block_shift is None else int(block_shift)
+        if self.block_shift not in (BLOCK_SHIFT, WIDE_BLOCK_SHIFT):
+            raise ValueError(f"blocks of 2**{self.block_shift} neurons: not one of the engine's")
+        width = 1 << self.block_shift
+        n_blocks = (n + width - 1) >> self.block_shift
         # padded to whole blocks with neurons at rest that nothing reaches, so that the inner
         # loop has a fixed length
         padded = n_blocks * width
@@ -874,7 +928,7 @@ class EngineTrial:
         self._hold = np.ones(padded, dtype=np.int64)
         self._hold[:n] = np.maximum(rfc, 1)
         # each block's neurons away from rest (_window): none, or not yet listed
-        self._busy_n = np.full(n_blocks, 0 if v_start == prop.v_rest else BUSY_UNKNOWN,
+        self._busy_n = np.full(n_blocks, 0 if v_start == prop.v_rest else width + 1,
                                dtype=np.int64)
         self._busy = np.zeros((n_blocks, width), dtype=np.uint16)
         # a window of ticks in which no spike reaches a synapse (see _window)
@@ -956,10 +1010,12 @@ class EngineTrial:
             k_start, k_stop, keep_from, indptr, codes, weight_shift, weights, silenced,
             self._v, self._g,
             self._until, self._hold, self._busy_n, self._busy,
-            min(SPARSE_MOST, 1 << BLOCK_SHIFT), gg, gv, vv, c0, v_rest, v_th, v_rst,
+            min(SPARSE_MOST << (self.block_shift - BLOCK_SHIFT), 1 << self.block_shift),
+            gg, gv, vv, c0, v_rest, v_th, v_rst,
             g_flush, self.delay, self.window, ev_tick, ev_neuron, self.ev_weight, win_tick,
             win_neuron, fill, marks, fired, listed, crossing, self._link, self._stage,
             STAGE_CHUNK, max(1, min(STAGE_REFILL, STAGE_CHUNK - 1)), STAGE_CHUNK + STAGE_SKEW,
+            self.block_shift,
             arrive_at, ev_at, ev_stop, per_tick, tick_start, room, count)
         first = int(tick_start[k_start - keep_from])
         neurons = room[first:count].astype(np.int64)

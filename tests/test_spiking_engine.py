@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -612,6 +613,43 @@ def test_poisson_events_of_a_seed_are_those_of_numpys_geometric_draws(monkeypatc
     plain = spiking_run.poisson_events(*args, np.random.default_rng(3))
     assert fast[0].size > 1000
     assert np.array_equal(fast[0], plain[0]) and np.array_equal(fast[1], plain[1])
+
+
+@pytest.mark.parametrize("rate", [1e-21, 150.0, 2900.0, 5000.0])
+@pytest.mark.parametrize("ascending", [True, False])
+def test_poisson_events_of_a_seed_are_those_of_the_gaps_summed_in_numpy(
+        monkeypatch, rate: float, ascending: bool) -> None:
+    from flyviz.spiking import run as spiking_run
+
+    # the events drawn as the stream gives them, whichever way they are summed and sorted:
+    # the compiled pass over the exponential draws (targets in order, p below 0.3), and
+    # numpy's sums of geometric gaps; a rate so low that its gaps pass 2**63 has no events
+    # and ends (the sums of its gaps would wrap around)
+    targets = np.arange(0, 900, 3) if ascending else np.arange(900, 0, -3)
+    args = (targets, rate, 2 * spiking_run.POISSON_CHUNK + 5, 1e-4)
+    mine = spiking_run.poisson_events(*args, np.random.default_rng(8))
+    monkeypatch.setattr(spiking_run, "_exponentials_give_geometric", lambda: False)
+    numpys = spiking_run.poisson_events(*args, np.random.default_rng(8))
+    assert np.array_equal(mine[0], numpys[0]) and np.array_equal(mine[1], numpys[1])
+    assert (mine[0].size == 0) == (rate < 1)
+    if rate >= 1:
+        expected = rate * 1e-4 * targets.size * (2 * spiking_run.POISSON_CHUNK + 5)
+        assert abs(mine[0].size - expected) < 6 * math.sqrt(expected)
+
+
+def test_events_of_exponential_draws_say_when_a_row_needs_more() -> None:
+    from flyviz.spiking.run import _events_of_exponentials
+
+    exponential = np.random.default_rng(4).standard_exponential((40, 30))
+    scale = -math.log1p(-0.2)
+    tick, row, complete = _events_of_exponentials(exponential, scale, 50)
+    assert complete
+    at = np.cumsum(np.ceil(exponential / scale).astype(np.int64), axis=1) - 1
+    r, c = np.nonzero(at < 50)
+    order = np.lexsort((r, at[r, c]))
+    assert np.array_equal(tick, at[r, c][order]) and np.array_equal(row, r[order])
+    # 30 draws of mean gap 5 do not reach tick 400: the caller must draw more
+    assert not _events_of_exponentials(exponential, scale, 400)[2]
 
 
 def test_poisson_events_of_targets_in_order_are_sorted_by_one_key_as_by_two() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+import numba
 import numpy as np
 
 from flyviz.arguments import whole_number
@@ -241,6 +242,48 @@ def _exponentials_give_geometric() -> bool:
     return True
 
 
+@numba.njit(cache=True, nogil=True)
+def _events_of_exponentials(exponential: np.ndarray, scale: float, size: int
+                            ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The events of one chunk of ``size`` ticks from each row's standard exponential draws:
+    row ``r``'s gaps are ``ceil(exponential[r] / scale)`` (numpy's geometric inversion, the
+    same operations), its events at ticks ``gap_1 - 1``, ``gap_1 + gap_2 - 1``, ... below
+    ``size``. Returns ``(tick, row)`` by tick, then row, and False (with no events) where a
+    row's draws end before the chunk does (the caller then draws more for it)."""
+    rows, draws = exponential.shape
+    per_tick = np.zeros(size + 1, dtype=np.int64)
+    for r in range(rows):
+        at = -1
+        for c in range(draws):
+            gap = np.ceil(exponential[r, c] / scale)  # a float: it may be 2**63 or more
+            if gap >= size + 1:  # past the chunk's end
+                at = size
+                break
+            at += int(gap)
+            if at >= size:
+                break
+            per_tick[at + 1] += 1
+        if at < size:
+            return np.empty(0, np.int64), np.empty(0, np.int64), False
+    for k in range(size):
+        per_tick[k + 1] += per_tick[k]
+    tick = np.empty(per_tick[size], dtype=np.int64)
+    row = np.empty(per_tick[size], dtype=np.int64)
+    for r in range(rows):
+        at = -1
+        for c in range(draws):
+            gap = np.ceil(exponential[r, c] / scale)
+            if gap >= size + 1:
+                break
+            at += int(gap)
+            if at >= size:
+                break
+            tick[per_tick[at]] = at
+            row[per_tick[at]] = r
+            per_tick[at] += 1
+    return tick, row, True
+
+
 def geometric_gaps(rng: np.random.Generator, p: float, shape: tuple[int, ...]) -> np.ndarray:
     """``rng.geometric(p, shape)``: the same numbers from the same stream, faster where numpy
     draws them by inverting exponentials (:data:`_INVERSION_BELOW`)."""
@@ -279,13 +322,26 @@ class PoissonStream:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         expected = p * size
         m = int(expected + 8 * math.sqrt(expected) + 16)
-        at = np.cumsum(geometric_gaps(self.rng, min(p, 1.0), (t, m)), axis=1) - 1
+        if self._ascending and p < _INVERSION_BELOW and _exponentials_give_geometric():
+            # the same draws as below, turned into events in one compiled pass (by tick,
+            # then target, as the targets are in order): 5,000 targets' second of input in
+            # 0.03 instead of 0.06 CPU s
+            exponential = self.rng.standard_exponential((t, m))
+            tick, row, complete = _events_of_exponentials(exponential, -math.log1p(-p), size)
+            if complete:
+                return tick + k0, self.targets[row]
+            gaps = _invert(exponential, p)  # a row needs more draws (rare): as below
+        else:
+            gaps = geometric_gaps(self.rng, min(p, 1.0), (t, m))
+        # a gap past the chunk's end ends the row's events there (and its sum cannot wrap)
+        at = np.cumsum(np.minimum(gaps, size + 1, out=gaps), axis=1) - 1
         while True:  # rows that have not reached the chunk's end draw more (rare)
             short = np.flatnonzero(at[:, -1] < size)
             if short.size == 0:
                 break
-            more = at[short, -1:] + np.cumsum(geometric_gaps(self.rng, min(p, 1.0),
-                                                             (short.size, m)), axis=1)
+            more_gaps = geometric_gaps(self.rng, min(p, 1.0), (short.size, m))
+            more = at[short, -1:] + np.cumsum(np.minimum(more_gaps, size + 1, out=more_gaps),
+                                              axis=1)
             grown = np.full((t, at.shape[1] + m), size, dtype=at.dtype)
             grown[:, :at.shape[1]] = at
             grown[short, at.shape[1]:] = more

@@ -25,19 +25,19 @@ prints it), and what this engine does in the same order:
 4. ``resets``: ``v = v_rst; g = 0`` for the neurons that spiked at 2. (Done at 2 here: nothing
    in 3 reads a spiking neuron's state, and its writes to it are dropped.)
 
-Speed (one core): the state is updated densely, in blocks of 512 neurons (``BLOCK_SHIFT``) with
-branch-free vector code; after any input a neuron takes thousands of ticks to return exactly to
-rest, so under sustained input nearly every neuron is away from it. No spike reaches a synapse
-sooner than ``D`` ticks, so time runs in windows of ``D`` ticks and each block is stepped
-through a whole window while its state sits in the L1 cache, taking the input that reaches it at
-each tick. Before a window, the synaptic events of its arriving spikes are sorted once by
-target block, in arrival order, each tick's place in each block's chain marked (:func:`_stage`,
-chains of chunks, one pass): each spike's row is read once, as a stream the memory
-prefetches, whatever the number of blocks it reaches, and each block then reads only its own
-events, tick by tick, in chunks. The sort is stable (spikes by tick, then index, each row in
-table order), so each target still sums its inputs in Brian2's order. The dense update is
-vectorised with the CPU's widest registers (:func:`_widest_vectors`: 8 neurons at a time
-with AVX-512).
+Speed (one core): the state is updated densely, in blocks of 512 or 1,024 neurons (by the
+CPU's L1 data cache: :func:`block_shift_here`) with branch-free vector code; after any input a
+neuron takes thousands of ticks to return exactly to rest, so under sustained input nearly
+every neuron is away from it. No spike reaches a synapse sooner than ``D`` ticks, so time runs
+in windows of ``D`` ticks and each block is stepped through a whole window while its state
+sits in the L1 cache, taking the input that reaches it at each tick. Before a window, the
+synaptic events of its arriving spikes are sorted once by target block, in arrival order, each
+tick's place in each block's chain marked (:func:`_stage`, chains of chunks, one pass, rows
+prefetched a few spikes ahead): each spike's row is read once, whatever the number of blocks
+it reaches, and each block then reads only its own events, tick by tick. The sort is stable
+(spikes by tick, then index, each row in table order), so each target still sums its inputs
+in Brian2's order. The dense update is vectorised with the CPU's widest registers
+(:func:`_widest_vectors`: 8 neurons at a time with AVX-512).
 A synapse is one word of 4 bytes (:func:`pack_synapses`: target and the index of its weight
 among the distinct weights), a third of the bytes of a target and a float64 weight: at high
 activity delivery is bound by the memory that rows are read from. Rest is the propagator's

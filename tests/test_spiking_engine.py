@@ -259,6 +259,24 @@ def test_the_block_follows_the_l1_data_cache(monkeypatch: pytest.MonkeyPatch) ->
                            block_shift=8)
 
 
+@pytest.mark.parametrize("text, size", [("48K\n", 48 << 10), ("32K", 32 << 10),
+                                         ("1M", 1 << 20), ("lots", None), ("", None)])
+def test_the_l1_data_cache_is_read_from_sys_where_sysconf_does_not_say(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str, size: int | None) -> None:
+    from flyviz.spiking import engine
+
+    def no_sysconf(name: str) -> int:
+        raise ValueError(name)
+
+    monkeypatch.setattr(engine.os, "sysconf", no_sysconf)
+    monkeypatch.setattr(engine.sys, "platform", "linux")
+    (tmp_path / "size").write_text(text)
+    monkeypatch.setattr(engine, "_L1_SIZE_FILE", str(tmp_path / "size"))
+    assert engine.l1_data_cache_bytes() == size
+    monkeypatch.setattr(engine, "_L1_SIZE_FILE", str(tmp_path / "missing"))
+    assert engine.l1_data_cache_bytes() is None
+
+
 @pytest.mark.parametrize("case", range(6))
 def test_engine_equals_a_plain_tick_by_tick_stepping_on_random_brains(
         case: int, block_shift: int) -> None:

@@ -66,6 +66,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -258,7 +259,7 @@ def _prefetch(typingctx: object, array: object, index: object
               ) -> tuple[object, Callable[..., object]]:
     """Ask the CPU to bring ``array[index]``'s cache line in, without waiting for it (LLVM's
     ``llvm.prefetch``: a read, kept in every level of cache). Changes nothing but timing;
-    ``index`` is not checked, and a line past the array's end is never fetched for a read."""
+    ``index`` is not checked (a prefetch never faults: the callers keep it inside the array)."""
     def codegen(context: object, builder: object, signature: object, args: object) -> object:
         from llvmlite import ir
         from numba.core import cgutils
@@ -833,6 +834,10 @@ def _advance(k_start: int, k_stop: int, base: int, indptr: np.ndarray, codes: np
     return spikes, link, stage, count
 
 
+#: Where Linux says the size of the first CPU's first cache (its L1 data cache), as "48K".
+_L1_SIZE_FILE = "/sys/devices/system/cpu/cpu0/cache/index0/size"
+
+
 def l1_data_cache_bytes() -> int | None:
     """The L1 data cache of one core of this CPU, in bytes, where the system says (Linux and
     others with ``sysconf``, then Linux's ``/sys``, then macOS's ``sysctl``); else None."""
@@ -843,7 +848,7 @@ def l1_data_cache_bytes() -> int | None:
     except (AttributeError, ValueError, OSError):
         pass
     try:
-        text = open("/sys/devices/system/cpu/cpu0/cache/index0/size").read().strip()
+        text = Path(_L1_SIZE_FILE).read_text().strip()
         if text[-1:] in "KM" and text[:-1].isdigit():
             return int(text[:-1]) << (10 if text[-1] == "K" else 20)
     except (OSError, IndexError):

@@ -309,6 +309,19 @@ def _over_threshold(v_b: np.ndarray, first: int, v_th: float) -> np.uint64:
     return over
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _next_chunk(b: int, n_blocks: int, fill: np.ndarray, link: np.ndarray, used: int,
+                stride: int) -> int:
+    """Block ``b``'s chain goes on in a new chunk, number ``used``: its last chunk's end is
+    recorded where the chain is walked from (:func:`_stage`); returns the chunks now used."""
+    chunk = fill[n_blocks + b]
+    link[2 * chunk] = used
+    link[2 * chunk + 1] = fill[b]
+    fill[b] = used * stride
+    fill[n_blocks + b] = used
+    return used + 1
+
+
 #: The sort fetches the row of the spike this many spikes ahead (and its row's place twice as
 #: far ahead) while it sorts one (:func:`_stage`), and at most this many cache lines of it.
 PREFETCH_AHEAD = 16
@@ -383,14 +396,9 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
                 # replace the chunks with little room left; the least room of any is the bound
                 room = chunk_size
                 for b in range(n_blocks):
-                    chunk = fill[n_blocks + b]
-                    left = chunk * stride + chunk_size - fill[b]
+                    left = fill[n_blocks + b] * stride + chunk_size - fill[b]
                     if left < refill:
-                        link[2 * chunk] = used
-                        link[2 * chunk + 1] = fill[b]
-                        fill[b] = used * stride
-                        fill[n_blocks + b] = used
-                        used += 1
+                        used = _next_chunk(b, n_blocks, fill, link, used, stride)
                         left = chunk_size
                     room = min(room, left)
             if n_row <= room:
@@ -420,17 +428,11 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
             else:  # a row longer than the room of every chunk: event by event
                 for e in range(np.uint64(row_start), np.uint64(row_stop)):
                     code = codes[e]
-                    at = (np.uint64(code) & u_mask) >> u_block_shift
-                    end = fill[at]
-                    chunk = fill[n_blocks + at]
-                    if end == chunk * stride + chunk_size:  # full: the next chunk
-                        link[2 * chunk] = used
-                        link[2 * chunk + 1] = end
-                        end = used * stride
-                        fill[n_blocks + at] = used
-                        used += 1
-                    stage[np.uint64(end)] = code
-                    fill[at] = end + 1
+                    block = int((np.uint64(code) & u_mask) >> u_block_shift)
+                    if fill[block] == fill[n_blocks + block] * stride + chunk_size:  # full
+                        used = _next_chunk(block, n_blocks, fill, link, used, stride)
+                    stage[np.uint64(fill[block])] = code
+                    fill[block] += 1
                 room = 0
     marks[span * n_blocks:(span + 1) * n_blocks] = fill[:n_blocks]
     for b in range(n_blocks):

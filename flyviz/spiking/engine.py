@@ -576,13 +576,17 @@ def _out_of_line(typingctx: object) -> tuple[object, Callable[..., object]]:
 @numba.njit(cache=True, nogil=True)
 def _deliver(stage: np.ndarray, mark: int, stop: int, target_mask: int, lo: int,
              weight_shift: int, weights: np.ndarray, k: int, until_b: np.ndarray,
-             g_b: np.ndarray) -> None:
+             g_b: np.ndarray, sparse: bool, listed: np.ndarray, busy_b: np.ndarray,
+             n_busy: int) -> int:
     """3: the synaptic events ``stage[mark:stop]`` of tick ``k`` onto the block of neurons
     ``lo ..`` (``until_b``, ``g_b``), in their order, each dropped where its target is
-    refractory (:func:`pack_synapses`: target and weight). Out of line: inlined into
-    :func:`_window`, its loop kept three of its values on the stack, reloaded at every event
-    (about 0.02 CPU s per biological second at 5,000 neurons excited)."""
+    refractory (:func:`pack_synapses`: target and weight); where the block is updated one by
+    one (``sparse``), each target not yet listed is listed (:func:`_list_neuron`). Returns
+    the list's length. Out of line: inlined into :func:`_window`, its loop kept three of its
+    values on the stack, reloaded at every event (about 0.02 CPU s per biological second at
+    5,000 neurons excited)."""
     _out_of_line()  # type: ignore[call-arg]  # numba supplies the typing context
+    # unsigned indices, as in _stage (and why)
     u_mask, u_weight_shift = np.uint64(target_mask), np.uint64(weight_shift)
     u_lo = np.uint64(lo)
     for x in range(np.uint64(mark), np.uint64(stop)):
@@ -590,6 +594,9 @@ def _deliver(stage: np.ndarray, mark: int, stop: int, target_mask: int, lo: int,
         j = (code & u_mask) - u_lo
         if k >= until_b[j]:
             g_b[j] += weights[code >> u_weight_shift]
+            if sparse and listed[j] == 0:
+                n_busy = _list_neuron(j, listed, busy_b, n_busy)
+    return n_busy
 
 
 @numba.njit(cache=True, nogil=True)
@@ -633,12 +640,9 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
     rest_is_quiet = not v_rest > v_th
     n_win = 0
     n_blocks = busy_n.shape[0]
-    # the delivery indexes with unsigned integers (as _stage does, and why)
-    u_mask, u_weight_shift = np.uint64(target_mask), np.uint64(weight_shift)
     for b in range(n_blocks):
         lo = b << block_shift
         hi = lo + width
-        u_lo = np.uint64(lo)
         n_busy = busy_n[b]
         if n_busy == 0 and rest_is_quiet:
             # at rest: the update leaves it unchanged unless input arrives
@@ -699,17 +703,8 @@ def _window(k0: int, span: int, v: np.ndarray, g: np.ndarray, until: np.ndarray,
             # positions are further on: `chunk` is the one the last tick's events ended in)
             while mark != end:
                 stop = min(end, link[2 * chunk + 1])
-                if sparse:
-                    for x in range(np.uint64(mark), np.uint64(stop)):
-                        code = np.uint64(stage[x])
-                        j = (code & u_mask) - u_lo
-                        if k >= until_b[j]:
-                            g_b[j] += weights[code >> u_weight_shift]
-                            if listed[j] == 0:
-                                n_busy = _list_neuron(j, listed, busy_b, n_busy)
-                else:
-                    _deliver(stage, mark, stop, target_mask, lo, weight_shift, weights, k,
-                             until_b, g_b)
+                n_busy = _deliver(stage, mark, stop, target_mask, lo, weight_shift, weights, k,
+                                  until_b, g_b, sparse, listed, busy_b, n_busy)
                 if stop == end:
                     break
                 chunk = link[2 * chunk]

@@ -440,6 +440,14 @@ def _stage(first: int, span: int, arrive_at: np.ndarray, spikes: np.ndarray,
     return used
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _v_next(g: float, v: float, gv: float, vv: float, c0: float) -> float:
+    """A free neuron's ``v`` after one tick, in Brian2's operations and order (its 'linear'
+    propagator, :func:`propagator`): every update of ``v`` computes it here, so all round
+    alike."""
+    return c0 + ((gv * g) + (vv * v))
+
+
 @numba.njit(cache=True, nogil=True)
 def _refractory_state_is_fixed(gv: float, vv: float, c0: float, v_rst: float) -> bool:
     """Whether the update leaves a refractory neuron's state ``(v_rst, +0)`` as it is.
@@ -452,8 +460,7 @@ def _refractory_state_is_fixed(gv: float, vv: float, c0: float, v_rst: float) ->
     nothing, and the update need not test the refractory clock. ``v_rst = 0`` is left out:
     a sum of zeros could give -0 where ``v`` is +0.
     """
-    v_new = c0 + ((gv * 0.0) + (vv * v_rst))
-    return v_new == v_rst and v_rst != 0.0
+    return _v_next(0.0, v_rst, gv, vv, c0) == v_rst and v_rst != 0.0
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -475,7 +482,7 @@ def _update_group(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, first: 
     crossed = np.int64(0)
     for i in range(first, first + 64):
         gi = g_b[i]
-        v_new = c0 + ((gv * gi) + (vv * v_b[i]))
+        v_new = _v_next(gi, v_b[i], gv, vv, c0)
         if test_refractory:
             v_new = v_new if k >= until_b[i] else v_rst
         crossed |= np.int64(v_new > v_th)
@@ -519,7 +526,7 @@ def _update_listed(v_b: np.ndarray, g_b: np.ndarray, until_b: np.ndarray, busy_b
     for x in range(n_busy):
         i = busy_b[x]
         gi = g_b[i]
-        v_new = c0 + ((gv * gi) + (vv * v_b[i]))
+        v_new = _v_next(gi, v_b[i], gv, vv, c0)
         if not reset_is_fixed and k < until_b[i]:
             v_new = v_rst
         v_b[i] = v_new

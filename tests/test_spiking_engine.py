@@ -355,15 +355,13 @@ def test_the_sort_chains_each_blocks_events_in_arrival_order_in_chunks_it_never_
         chunk: int, refill: int, block_shift: int) -> None:
     from flyviz.spiking.engine import STAGE_SKEW, _stage, pack_synapses
 
-    BLOCK_SHIFT = block_shift  # noqa: N806
-
     rng = np.random.default_rng(9)
-    n = 5 << BLOCK_SHIFT
+    n = 5 << block_shift
     degree = rng.integers(0, 300, n)
     degree[7] = 5000  # a row longer than any chunk
     indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
     post = rng.integers(0, n, int(indptr[-1])).astype(np.int32)
-    post[indptr[7]:indptr[8]] = rng.integers(0, 1 << BLOCK_SHIFT, degree[7])  # onto block 0
+    post[indptr[7]:indptr[8]] = rng.integers(0, 1 << block_shift, degree[7])  # onto block 0
     codes, shift, _ = pack_synapses(post, rng.choice([0.25, -0.5, 1.0], post.size))
     silenced = np.zeros(n, dtype=bool)
     silenced[rng.choice(n, 50, replace=False)] = True
@@ -399,7 +397,7 @@ def test_the_sort_chains_each_blocks_events_in_arrival_order_in_chunks_it_never_
                 mark = c * stride
             want = [int(code) for s in spikes[arrive_at[t]:arrive_at[t + 1]] if not silenced[s]
                     for code in codes[indptr[s]:indptr[s + 1]]
-                    if (int(code) & ((1 << shift) - 1)) >> BLOCK_SHIFT == b]
+                    if (int(code) & ((1 << shift) - 1)) >> block_shift == b]
             assert got == want, (b, t)
 
 

@@ -259,6 +259,28 @@ def test_the_block_follows_the_l1_data_cache(monkeypatch: pytest.MonkeyPatch) ->
                            block_shift=8)
 
 
+def test_the_state_the_vector_update_reads_begins_on_a_cache_line() -> None:
+    from flyviz.spiking import engine
+
+    # numpy aligns to 16 bytes: of 40 arrays of odd sizes, some would begin off a line
+    for size in range(1, 41):
+        for dtype, fill in [(np.float64, -0.052), (np.int64, 7)]:
+            array = engine.line_aligned(size * 3, dtype, fill)
+            assert array.ctypes.data % engine.CACHE_LINE == 0
+            assert array.dtype == dtype and array.shape == (size * 3,)
+            assert np.all(array == fill)
+    rfc = np.array([0, 3, 5], np.int64)
+    trial = engine.EngineTrial(np.zeros(4, np.int64), np.zeros(0, np.int32), np.zeros(0), rfc,
+                               np.zeros(3, bool), LIFParams(), 1e-30, v_start=-0.05)
+    for name in ("_v", "_g", "_until", "_hold"):
+        assert getattr(trial, name).ctypes.data % engine.CACHE_LINE == 0, name
+    width = 1 << trial.block_shift
+    assert trial._v.shape == (width,) and np.all(trial._v[:3] == -0.05)
+    assert np.all(trial._v[3:] == propagator(LIFParams()).v_rest)
+    assert np.all(trial._g == 0) and list(trial._hold[:3]) == [1, 3, 5]
+    assert np.all(trial._until[3:] == np.iinfo(np.int64).max)
+
+
 @pytest.mark.parametrize("text, size", [("48K\n", 48 << 10), ("32K", 32 << 10),
                                          ("1M", 1 << 20), ("lots", None), ("", None)])
 def test_the_l1_data_cache_is_read_from_sys_where_sysconf_does_not_say(

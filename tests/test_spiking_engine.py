@@ -618,8 +618,11 @@ def test_poisson_input_is_the_same_however_its_ticks_are_asked_for() -> None:
     targets = np.arange(5, 25)
     whole = PoissonStream(targets, 0.3, np.random.default_rng(2)).events(0, 2 * POISSON_CHUNK + 7)
     stream = PoissonStream(targets, 0.3, np.random.default_rng(2))
-    cuts = [0, 3, POISSON_CHUNK - 1, POISSON_CHUNK + 1, 2 * POISSON_CHUNK + 7]
+    cuts = [0, 3, POISSON_CHUNK - 1, POISSON_CHUNK, POISSON_CHUNK + 1, 2 * POISSON_CHUNK,
+            2 * POISSON_CHUNK + 7]
     parts = [stream.events(a, b) for a, b in zip(cuts, cuts[1:])]
+    for (a, b), (tk, _) in zip(zip(cuts, cuts[1:]), parts):
+        assert tk.size and tk.min() >= a and tk.max() < b
     assert np.array_equal(np.concatenate([p[0] for p in parts]), whole[0])
     assert np.array_equal(np.concatenate([p[1] for p in parts]), whole[1])
     # one Bernoulli(p) draw per target and tick: never two in one tick, about p of them

@@ -37,7 +37,8 @@ prefetched a few spikes ahead): each spike's row is read once, whatever the numb
 it reaches, and each block then reads only its own events, tick by tick. The sort is stable
 (spikes by tick, then index, each row in table order), so each target still sums its inputs
 in Brian2's order. The dense update is vectorised with the CPU's widest registers
-(:func:`_widest_vectors`: 8 neurons at a time with AVX-512).
+(:func:`_widest_vectors`: 8 neurons at a time with AVX-512), on state that begins on a cache
+line (:func:`line_aligned`).
 A synapse is one word of 4 bytes (:func:`pack_synapses`: target and the index of its weight
 among the distinct weights), a third of the bytes of a target and a float64 weight: at high
 activity delivery is bound by the memory that rows are read from. Rest is the propagator's

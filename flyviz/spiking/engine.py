@@ -880,7 +880,7 @@ def line_aligned(size: int, dtype: type, fill: float | int) -> np.ndarray:
     numpy aligns an array's data to 16 bytes only. The block update reads and writes ``v`` and
     ``g`` in vectors as wide as a cache line on a CPU with AVX-512; where they do not begin on
     a line, every vector load and store spans two lines, and a run with 5,000 neurons excited
-    took 5-10 % longer, by where the allocator happened to put them.
+    took 5-15 % longer, by where the allocator happened to put them.
     """
     itemsize = np.dtype(dtype).itemsize
     raw = np.empty(size * itemsize + CACHE_LINE, dtype=np.uint8)

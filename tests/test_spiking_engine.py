@@ -449,6 +449,36 @@ def test_a_threshold_below_rest_fires_every_neuron_as_the_plain_stepping_does(
     assert np.array_equal(v, v_ref) and np.array_equal(g, g_ref)
 
 
+def test_input_events_outside_the_run_are_left_out_whatever_their_order() -> None:
+    from flyviz.spiking.engine import simulate_ticks
+
+    rng = np.random.default_rng(11)
+    n = 300
+    degree = rng.integers(0, 30, n)
+    indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    post = rng.integers(0, n, int(indptr[-1])).astype(np.int32)
+    weight = rng.choice([-1.0, 1.0], post.size) * 0.0004
+    params, n_steps = LIFParams(), 150
+    rfc = np.full(n, params.refractory_ticks, dtype=np.int64)
+    silenced = np.zeros(n, dtype=bool)
+    inside_tick = rng.integers(0, n_steps, 3000)
+    inside_neuron = rng.integers(0, 40, 3000)
+    inside = np.unique(inside_tick * n + inside_neuron)
+    inside_tick, inside_neuron = inside // n, inside % n
+    # events before the run and at or after its end, shuffled among those inside it
+    tick = np.concatenate([inside_tick, [-5, -1, n_steps, n_steps + 3, 10 ** 6]])
+    neuron = np.concatenate([inside_neuron, [1, 2, 3, 4, 5]])
+    order = rng.permutation(tick.size)
+    (ticks, neurons), (ticks_in, neurons_in) = simulate_ticks(
+        indptr, post, weight, rfc, silenced, params, n_steps,
+        [(tick[order], neuron[order]), (inside_tick, inside_neuron)], threads=1)
+    assert ticks_in.size > 0
+    assert np.array_equal(ticks, ticks_in) and np.array_equal(neurons, neurons_in)
+    expected, _, _ = _reference_stepping(indptr, post, weight, rfc, silenced, params, n_steps,
+                                         inside_tick, inside_neuron)
+    assert list(zip(ticks_in.tolist(), neurons_in.tolist())) == expected
+
+
 def test_each_block_counts_its_neurons_away_from_rest_and_lists_them_where_few(
         block_shift: int) -> None:
     from flyviz.spiking import engine

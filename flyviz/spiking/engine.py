@@ -985,6 +985,7 @@ class EngineTrial:
         self._tick_start = np.zeros(1, dtype=np.int64)
         self._spikes = np.empty(1024, dtype=np.int32)
         self._count = 0
+        self._fired = 0  # spikes so far
 
     @property
     def v(self) -> np.ndarray:
@@ -1026,7 +1027,11 @@ class EngineTrial:
         tick_start[:kept.shape[0]] = kept
         spikes = self._spikes[cut:self._count]
         count = int(spikes.shape[0])
-        room = np.empty(max(1024, 2 * count), dtype=np.int32)
+        # room for this call's spikes at the pace of those before it (growing it as it fills,
+        # by doubling, copied and faulted in a fresh array each time)
+        pace = self._fired / self.tick if self.tick else 0.0
+        room = np.empty(max(1024, 2 * count, count + int(1.25 * pace * n_ticks)),
+                        dtype=np.int32)
         room[:count] = spikes
         if ev_tick is None or ev_neuron is None:
             ev_tick, ev_neuron = np.empty(0, np.int64), np.empty(0, np.int32)
@@ -1052,6 +1057,7 @@ class EngineTrial:
         neurons = room[first:count].astype(np.int64)
         ticks_out = np.repeat(np.arange(k_start, k_stop, dtype=np.int64),
                               np.diff(tick_start[k_start - keep_from:]))
+        self._fired += count - int(tick_start[k_start - keep_from])
         self._spikes, self._count = room, count
         self._tick_start, self._base, self.tick = tick_start, keep_from, k_stop
         return ticks_out, neurons

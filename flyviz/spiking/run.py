@@ -612,7 +612,9 @@ def simulate(brain: SpikingBrain, *, excite: Any = None, silence: Any = None,
     runs = simulate_ticks(brain.indptr, post, weight, rfc, silenced, p, n_steps, events,
                           threads, rows_grouped=True, smallest_weight=smallest,
                           progress=progress)
-    trial = np.concatenate([np.full(r[0].shape, t, dtype=np.int64) for t, r in enumerate(runs)])
+    trial = np.repeat(np.arange(len(runs), dtype=np.int64), [r[0].size for r in runs])
+    if len(runs) == 1:  # one trial's arrays as they are (a copy of each would be its size)
+        return SpikeRun(brain, p, n_steps, trials, runs[0][0], trial, runs[0][1])
     return SpikeRun(brain, p, n_steps, trials, np.concatenate([r[0] for r in runs]), trial,
                     np.concatenate([r[1] for r in runs]))
 

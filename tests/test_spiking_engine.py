@@ -453,11 +453,9 @@ def test_input_events_outside_the_run_are_left_out_whatever_their_order() -> Non
     from flyviz.spiking.engine import simulate_ticks
 
     rng = np.random.default_rng(11)
-    n = 300
-    degree = rng.integers(0, 30, n)
-    indptr = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
-    post = rng.integers(0, n, int(indptr[-1])).astype(np.int32)
-    weight = rng.choice([-1.0, 1.0], post.size) * 0.0004
+    brain = _random_brain(11, n=300)
+    n, indptr, post = brain.neurons, brain.indptr, brain.post
+    weight = brain.counts * brain.w_syn * 0.001
     params, n_steps = LIFParams(), 150
     rfc = np.full(n, params.refractory_ticks, dtype=np.int64)
     silenced = np.zeros(n, dtype=bool)

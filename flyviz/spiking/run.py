@@ -262,32 +262,41 @@ def _events_of_exponentials(exponential: np.ndarray, scale: float, size: int
                             ) -> tuple[np.ndarray, np.ndarray, bool]:
     """The events of one chunk of ``size`` ticks from each row's standard exponential draws:
     row ``r``'s gaps are ``ceil(exponential[r] / scale)`` (:func:`_next_event`), its events at
-    ticks ``gap_1 - 1``, ``gap_1 + gap_2 - 1``, ... below ``size``. Returns ``(tick, row)`` by tick, then row, and False (with no events) where a
-    row's draws end before the chunk does (the caller then draws more for it)."""
+    ticks ``gap_1 - 1``, ``gap_1 + gap_2 - 1``, ... below ``size``. Returns ``(tick, row)`` by
+    tick, then row, and False (with no events) where a row's draws end before the chunk does
+    (the caller then draws more for it).
+
+    Each row's ticks are found once, in row order, and counted by tick; a stable counting
+    sort then places them by tick (rows in order within a tick)."""
     rows, draws = exponential.shape
+    found = np.empty(rows * draws, dtype=np.int64)  # the rows' ticks, row after row
+    row_end = np.empty(rows, dtype=np.int64)
     per_tick = np.zeros(size + 1, dtype=np.int64)
+    n = 0
     for r in range(rows):
         at = -1
         for c in range(draws):
             at = _next_event(at, exponential[r, c], scale, size)
             if at == size:
                 break
+            found[n] = at
+            n += 1
             per_tick[at + 1] += 1
         if at < size:
             return np.empty(0, np.int64), np.empty(0, np.int64), False
+        row_end[r] = n
     for k in range(size):
         per_tick[k + 1] += per_tick[k]
-    tick = np.empty(per_tick[size], dtype=np.int64)
-    row = np.empty(per_tick[size], dtype=np.int64)
+    tick = np.empty(n, dtype=np.int64)
+    row = np.empty(n, dtype=np.int64)
+    e = 0
     for r in range(rows):
-        at = -1
-        for c in range(draws):
-            at = _next_event(at, exponential[r, c], scale, size)
-            if at == size:
-                break
+        while e < row_end[r]:
+            at = found[e]
             tick[per_tick[at]] = at
             row[per_tick[at]] = r
             per_tick[at] += 1
+            e += 1
     return tick, row, True
 
 

@@ -124,13 +124,20 @@ def clipped_controls(key: str, dock: QDockWidget) -> list[str]:
 
 
 def wait_in_front(win, qtbot, key: str, dock: QDockWidget) -> None:
-    """Wait until the raised ``dock`` is painted; fail saying where it is if it never is."""
+    """Wait until the raised ``dock`` is painted and its layout has settled; fail saying
+    where it is if it never is painted.
+
+    A dock behind a tab is not laid out while the window changes size: its children keep
+    their old geometry until it is shown, and the layout it then asks for is a posted event
+    that may come after the first paint (a button 385 wide seen in a dock of 313).
+    """
     try:
         qtbot.waitUntil(lambda: not dock.visibleRegion().isEmpty(), timeout=3000)
     except qtbot.TimeoutError:
         behind = [d.objectName() for d in win.tabifiedDockWidgets(dock)]
         pytest.fail(f"the {key} dock is not painted after raise_(): visible={dock.isVisible()} "
                     f"geometry={dock.geometry()} tabbed with {behind}")
+    settle(qtbot, dock)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

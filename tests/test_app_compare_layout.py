@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtWidgets import QApplication
-from test_app_window_fit import clipped_controls
+from test_app_window_fit import clipped_controls, wait_in_front
 from qt_barriers import settle
 
 from flyviz.model.interventions import Silence
@@ -41,6 +41,6 @@ def test_the_brain_view_keeps_its_width_when_a_comparison_starts(window, qtbot, 
     assert after["brain"] == before["brain"], (before, after)
     assert {k: after.get(k) for k in before} == before
     win.docks["traces"].raise_()
-    QApplication.processEvents()
+    wait_in_front(win, qtbot, "traces", win.docks["traces"])   # painted and laid out
     assert "KL" in win.trace_panel.legend.text
     assert clipped_controls("traces", win.docks["traces"]) == []

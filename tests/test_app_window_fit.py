@@ -244,7 +244,7 @@ def test_the_traces_tick_labels_do_not_overlap(window, qtbot, app_checkpoint, si
     win.docks["traces"].raise_()
     win.session.replace(traces_recording(app_checkpoint.config.neurons))
     win.refresh_panels()
-    QApplication.processEvents()
+    wait_in_front(win, qtbot, "traces", win.docks["traces"])   # painted and laid out
     plot = win.trace_panel.plot
     # Tall enough to be read: the data area is several label heights tall.
     assert plot.getPlotItem().vb.height() >= 4 * plot.fontMetrics().height()
@@ -263,7 +263,7 @@ def test_a_short_plot_drops_ticks_rather_than_overlap_its_labels(qtbot, height):
     plot.setXRange(0, 900, padding=0)
     plot.show()
     qtbot.waitExposed(plot)
-    QApplication.processEvents()
+    settle(qtbot, plot)                 # the axes placed, their ticks for that height
     for name in ("left", "bottom"):
         rects = label_rects(plot.getAxis(name))
         assert len(rects) >= 2, (name, height)
@@ -276,7 +276,7 @@ def test_a_short_plot_drops_ticks_rather_than_overlap_its_labels(qtbot, height):
         plain.setYRange(0, 1, padding=0)
         plain.show()
         qtbot.waitExposed(plain)
-        QApplication.processEvents()
+        settle(qtbot, plain)
         assert overlapping(label_rects(plain.getAxis("left")))
 
 

@@ -1226,11 +1226,9 @@ def simulate_ticks(indptr: np.ndarray, post: np.ndarray, weight_v: np.ndarray,
     def one(trial: int) -> tuple[np.ndarray, ...]:
         state = EngineTrial(indptr, post, weight_v, rfc_ticks, silenced, params, g_flush)
         tk, nr = events[trial]
-        # by tick: the run's ticks are a slice (a mask would copy every event)
-        lo, hi = np.searchsorted(tk, (0, n_steps))
-        tk, nr = tk[lo:hi], nr[lo:hi]
         # In chunks (cut anywhere, a trial's spikes are the same): a stopped run's trials
-        # end at the next chunk.
+        # end at the next chunk. Each chunk's events are a slice of the trial's, which are by
+        # tick: events before the run or at or after its end are in no chunk's slice.
         ticks_out, neurons_out = [], []
         start, chunk = 0, FIRST_CHUNK_TICKS
         while start < n_steps:

@@ -186,8 +186,7 @@ def test_the_left_column_does_not_scroll_and_shows_the_interventions_list(window
     assert {"model", "controls", "interventions"} <= set(left)
     for key, dock in left.items():
         dock.raise_()
-        wait_in_front(win, qtbot, key, dock)
-        settle(qtbot, dock)                 # its scroll range follows the layout
+        wait_in_front(win, qtbot, key, dock)  # laid out: its scroll range follows the layout
         area = dock.widget()
         if isinstance(area, QScrollArea):
             assert area.verticalScrollBar().maximum() == 0, \
@@ -300,10 +299,9 @@ def test_the_wheel_over_a_dock_scrolls_it_instead_of_changing_a_spin_box(window,
     settle(qtbot, win)                              # (the window may keep a minimum height)
     dock = win.docks["controls"]
     dock.raise_()
-    wait_in_front(win, qtbot, "controls", dock)
+    wait_in_front(win, qtbot, "controls", dock)   # laid out: the scroll range is final
     area = dock.widget()
     assert isinstance(area, QScrollArea)
-    settle(qtbot, dock)
     bar = area.verticalScrollBar()
     assert bar.maximum() > 0, "the Settings dock does not scroll at this size"
     box = win.controls.temperature

@@ -522,8 +522,8 @@ def test_engine_equals_a_plain_stepping_in_wide_words_and_a_growing_stage(monkey
     real_trial = engine.EngineTrial
 
     class Watched(real_trial):  # type: ignore[misc, valid-type]
-        def advance(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-            out = super().advance(*args, **kwargs)
+        def advance_counted(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            out = super().advance_counted(*args, **kwargs)
             words.append((self._graph[1].dtype, self._stage.shape[0]))
             return out
 
@@ -638,6 +638,48 @@ def test_a_run_stepped_in_pieces_gives_the_spikes_of_one_whole_run(cuts: tuple[i
     assert np.array_equal(once.v, sim.v)
     other = SpikingSimulation(brain, excite=excite, silence=silence, rate=300.0, seed=12)
     assert not np.array_equal(other.advance(sum(cuts))[1], whole.neuron)
+
+
+def test_each_calls_counted_spikes_stay_as_returned_through_the_calls_after_it() -> None:
+    """simulate_ticks keeps each call's spikes as the view advance_counted returns and copies
+    them once, at the run's end: no later call may write where an earlier one's view reads,
+    whether its buffer had room left or had to grow."""
+    from flyviz.spiking import engine
+    from flyviz.spiking.run import poisson_events
+
+    brain = _random_brain(7)
+    params = spiking.LIFParams()
+    post, weight, smallest = brain.grouped_rows(params.w_syn * 0.001)
+    rfc = np.full(brain.neurons, params.refractory_ticks)
+    silenced = np.zeros(brain.neurons, bool)
+    n_steps = 2_000
+    tk, nr = poisson_events(np.arange(0, 40, 3), 300.0, n_steps, params.dt_s,
+                            np.random.default_rng(11))
+    trial = engine.EngineTrial(brain.indptr, post, weight, rfc, silenced, params,
+                               engine.flush_threshold(smallest))
+    # calls of a few ticks (room left over) and of many (the buffer grows within the call)
+    cuts = [3, 1, 40, 700, 2, 18, 1, 1_235]
+    views, copies = [], []
+    at = 0
+    for n in cuts:
+        a, b = np.searchsorted(tk, (at, at + n))
+        per_tick, neurons = trial.advance_counted(n, tk[a:b], nr[a:b])
+        assert per_tick.shape == (n,) and per_tick.sum() == neurons.size
+        views.append((per_tick, neurons))
+        copies.append((per_tick.copy(), neurons.copy()))
+        at += n
+    for (per_tick, neurons), (per_tick_then, neurons_then) in zip(views, copies):
+        assert np.array_equal(per_tick, per_tick_then)
+        assert np.array_equal(neurons, neurons_then)
+    # and they are the run's spikes: advance's, and a whole run's of simulate_ticks
+    ticks = np.repeat(np.arange(n_steps), np.concatenate([c[0] for c in copies]))
+    neurons = np.concatenate([c[1] for c in copies])
+    assert neurons.size > 300
+    (whole_ticks, whole_neurons), = engine.simulate_ticks(
+        brain.indptr, post, weight, rfc, silenced, params, n_steps, [(tk, nr)], threads=1,
+        rows_grouped=True, smallest_weight=smallest)
+    assert np.array_equal(ticks, whole_ticks) and np.array_equal(neurons, whole_neurons)
+    assert whole_ticks.dtype == whole_neurons.dtype == np.int64
 
 
 def test_poisson_input_is_the_same_however_its_ticks_are_asked_for() -> None:
@@ -853,13 +895,13 @@ def test_a_trial_whose_ticks_are_slow_returns_in_chunks_of_about_half_a_second(m
                              seed=None, threads=1)
     # Each tick "takes" 2 ms: the clock the engine reads advances by that much per tick.
     clock = [0.0]
-    real_advance = engine.EngineTrial.advance
+    real_advance = engine.EngineTrial.advance_counted
 
     def slow_advance(self, n, *args):
         clock[0] += 0.002 * n
         return real_advance(self, n, *args)
 
-    monkeypatch.setattr(engine.EngineTrial, "advance", slow_advance)
+    monkeypatch.setattr(engine.EngineTrial, "advance_counted", slow_advance)
     monkeypatch.setattr(engine, "_clock", lambda: clock[0])
     done: list[int] = []
     cut = spiking.simulate(brain, input_events=events, rate=0.0, duration_s=n_steps * 1e-4,

@@ -79,6 +79,26 @@ def test_each_sets_rates_are_a_single_simulate_run(brain, mode):
         assert values[5] == result.change_of(target)[1]
 
 
+@pytest.mark.parametrize("spikes", [0, 7, 5_000])
+def test_each_trials_counts_are_the_same_by_a_table_or_by_sorting_the_spikes(spikes):
+    """trial_counts counts by one table of every neuron in every trial where that table is
+    small next to the spikes, else by sorting the spikes by neuron: the same answer."""
+    rng = np.random.default_rng(spikes)
+    trials, n = 4, 3_000
+    trial = np.sort(rng.integers(0, trials, spikes))
+    neuron = rng.integers(0, 600, spikes) * 5  # a fifth of the neurons can fire at most
+    expected = {}
+    for t, i in zip(trial.tolist(), neuron.tolist()):
+        expected[i] = expected.get(i, [0] * trials)
+        expected[i][t] += 1
+    for neurons in (n, None, 10**9):  # the brain's size, unknown, or too many for a table
+        fired, counts = sc.trial_counts(trial, neuron, trials, neurons)
+        assert fired.dtype == counts.dtype == np.int64
+        assert fired.tolist() == sorted(expected)
+        assert counts.shape == (trials, fired.size)
+        assert counts.T.tolist() == [expected[i] for i in sorted(expected)]
+
+
 def _files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes()
             for p in sorted(folder.rglob("*")) if p.is_file()}

@@ -403,18 +403,30 @@ def run_set(brain: SpikingBrain, settings: ScreenSettings, base: np.ndarray,
     run = simulate(brain, excite=excite, silence=silence, duration_s=settings.duration_s,
                    trials=settings.trials, seed=settings.seed, params=settings.params(brain),
                    threads=threads)
-    fired, counts = trial_counts(run.trial, run.neuron, run.trials)
+    fired, counts = trial_counts(run.trial, run.neuron, run.trials, brain.neurons)
     return {"rates": np.asarray(run.rates(), np.float64), "fired": fired, "counts": counts}
 
 
-def trial_counts(trial: np.ndarray, neuron: np.ndarray, trials: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def trial_counts(trial: np.ndarray, neuron: np.ndarray, trials: int,
+                 neurons: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(fired, counts)``: the neurons that spiked (sorted) and ``(trials, fired)`` their
-    spikes in each trial."""
-    fired, column = np.unique(np.asarray(neuron, np.int64), return_inverse=True)
+    spikes in each trial. ``neurons``: the brain's size, where known (else the largest
+    neuron index plus one)."""
+    trials = int(trials)
+    neuron = np.asarray(neuron, np.int64)
+    n = int(neurons) if neurons is not None else int(neuron.max(initial=-1)) + 1
+    if trials * n <= 4 * neuron.size + (1 << 20):
+        # every neuron's spikes in each trial in one counting pass, where that table is not
+        # much larger than the spikes: a set of 3 trials at 5,000 excited (3.7 M spikes) in
+        # 0.014 CPU s instead of the 0.29 that sorting the spikes by neuron took
+        table = np.bincount(np.asarray(trial, np.int64) * n + neuron,
+                            minlength=trials * n).reshape(trials, n)
+        fired = np.flatnonzero(table.any(axis=0))
+        return fired, table[:, fired].astype(np.int64)
+    fired, column = np.unique(neuron, return_inverse=True)
     flat = np.asarray(trial, np.int64) * fired.size + column.reshape(-1)
-    counts = np.bincount(flat, minlength=int(trials) * fired.size)
-    return fired, counts.astype(np.int64).reshape(int(trials), fired.size)
+    counts = np.bincount(flat, minlength=trials * fired.size)
+    return fired, counts.astype(np.int64).reshape(trials, fired.size)
 
 
 @dataclass(frozen=True)

@@ -39,3 +39,32 @@ def test_a_table_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path)
         write_table_file(out, COLUMNS, {}, "csv", csv_prefix="# test ", parquet_key=b"test",
                          what="test table")
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_csv_tables_text_is_each_row_as_the_csv_writer_writes_it(tmp_path):
+    """The CSV is written column by column (a screen writes every neuron of every set), and its
+    text is still each row as csv.writer writes it with every float as its repr: tables
+    written before read back, and folders written by either stay byte for byte the same."""
+    import csv
+    import io
+
+    columns = {
+        "floats": np.array([0.0, -0.0, 1 / 3, 1e-300, np.inf, np.nan, 2.5e17]),
+        "float32": np.array([0.1, 1.5, -2.0, 3.25, 0.0, 7.0, 1e-8], dtype=np.float32),
+        "ints": np.array([0, -1, 2**40, 3, 4, 5, 6], dtype=np.int64),
+        "flags": np.array([True, False, True, False, False, True, True]),
+        "mixed": [1, 0.5, None, "x,y", 'say "hi"', "", "line\nbreak"],
+        "words": np.array(["a", "b", "c,d", "", "e", "f", "g"]),
+    }
+    out = tmp_path / "t.csv"
+    write_table_file(out, columns, {}, "csv", csv_prefix="# test ", parquet_key=b"test",
+                     what="test table")
+    body = io.StringIO()
+    writer = csv.writer(body, lineterminator="\n")
+    writer.writerow(list(columns))
+    values = [v.tolist() if hasattr(v, "tolist") else v for v in columns.values()]
+    for row in zip(*values):
+        writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
+    text = out.read_text(encoding="utf-8")
+    assert text.split("\n", 1)[1] == body.getvalue()
+    assert "0.3333333333333333" in text and "0.10000000149011612" in text  # the float32's

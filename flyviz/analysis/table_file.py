@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from flyviz.errors import InputError, MissingDependencyError
 from flyviz.fileio import missing_folder, open_regular, os_error, probe_writable
 
@@ -204,6 +206,17 @@ def open_result_table(path: Path, *, noun: str, command: str, fmt: str, csv_pref
     return info, records
 
 
+def _csv_cells(values: Any) -> list[Any]:
+    """A column's cells as the CSV writer takes them: each float as its ``repr``, every other
+    value as it is."""
+    if isinstance(values, np.ndarray) and values.dtype.kind == "f":
+        return list(map(repr, values.tolist()))
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biu":
+        return values.tolist()
+    listed = values.tolist() if hasattr(values, "tolist") else values
+    return [repr(v) if isinstance(v, float) else v for v in listed]
+
+
 def write_table_file(out: Path, columns: Mapping[str, Any], info: dict[str, Any], kind: str, *,
                      csv_prefix: str, parquet_key: bytes, what: str,
                      types: Mapping[str, str] | None = None, default_type: str = "float64"
@@ -238,10 +251,10 @@ def write_table_file(out: Path, columns: Mapping[str, Any], info: dict[str, Any]
             body = io.StringIO()
             writer = csv.writer(body, lineterminator="\n")
             writer.writerow(list(columns))
-            values = [v.tolist() if hasattr(v, "tolist") else v for v in columns.values()]
-            for row in zip(*values):
-                # repr: the shortest text that reads back as the same float.
-                writer.writerow([repr(v) if isinstance(v, float) else v for v in row])
+            # repr: the shortest text that reads back as the same float. Column by column, then
+            # the rows in one call: a screen writes a row for every neuron of every set (49,393
+            # rows a set on the MaleCNS brain), which row by row took longer than its runs.
+            writer.writerows(zip(*(_csv_cells(v) for v in columns.values())))
             text = body.getvalue()
             info[CHECKSUM_KEY] = table_checksum(info, text.encode("utf-8"))
             meta = json.dumps(info, sort_keys=True, separators=(",", ":"))

@@ -422,7 +422,7 @@ def trial_counts(trial: np.ndarray, neuron: np.ndarray, trials: int,
         table = np.bincount(np.asarray(trial, np.int64) * n + neuron,
                             minlength=trials * n).reshape(trials, n)
         fired = np.flatnonzero(table.any(axis=0))
-        return fired, table[:, fired].astype(np.int64)
+        return fired.astype(np.int64, copy=False), table[:, fired].astype(np.int64, copy=False)
     fired, column = np.unique(neuron, return_inverse=True)
     flat = np.asarray(trial, np.int64) * fired.size + column.reshape(-1)
     counts = np.bincount(flat, minlength=trials * fired.size)

@@ -14,8 +14,9 @@ fired, the synaptic events per second and flyviz's process CPU seconds per biolo
 same brain with the same input distribution in the same run, each over ``--brian2-duration``
 (a whole biological second), timed in turn with flyviz, the order rotating: its Cython runtime
 target (process CPU of ``Network.run``) and its C++ standalone binary (process CPU of the
-simulation loop), as ratios; building (code generation, compiling, and the standalone binary's
-set-up of 15 M synapses) is reported apart.
+simulation loop), as ratios of the medians, each with the range of its repeats' own ratios;
+building (code generation, compiling, and the standalone binary's set-up of 15 M synapses) is
+reported apart.
 
     PYTHONPATH=$PWD python tests/bench_spiking.py [--levels 21,500,5000] [--repeats 3]
         [--brian2 /tmp/brian2-venv/bin/python [--brian2-targets cython,standalone]]
@@ -333,6 +334,12 @@ def level(brain: spiking.SpikingBrain, excite: np.ndarray, args: argparse.Namesp
                   for key in got[0] if key not in ("fired", "spikes_file")}
            for name, got in runs.items()}
     out["flyviz"]["fired"] = statistics.median(x["fired"] for x in runs["flyviz"])
+    # each repeat's ratio, of runs timed one after the other: how far the ratio moves
+    # within the run (the medians' ratio is what the table gives)
+    for name in built:
+        ratios = [(theirs["cpu"] / d_b2) / (ours["cpu"] / d)
+                  for theirs, ours in zip(runs[name], runs["flyviz"])]
+        out[name]["ratio_min"], out[name]["ratio_max"] = min(ratios), max(ratios)
     out["built"] = built
     return out
 
@@ -349,11 +356,14 @@ def print_levels(results: list[tuple[int, dict[str, Any]]], targets: list[str]) 
                f"{ours['events'] / 1e6:.2f} M", f"{ours['cpu']:.3f}"]
         for t in targets:
             theirs = got[t]
-            row.append(f"{theirs['cpu']:.2f} ({theirs['cpu'] / ours['cpu']:.1f}x; "
+            row.append(f"{theirs['cpu']:.2f} ({theirs['cpu'] / ours['cpu']:.1f}x, repeats "
+                       f"{theirs['ratio_min']:.1f}-{theirs['ratio_max']:.1f}x; "
                        f"{theirs['spikes']:,.0f} spikes/s)")
         print("| " + " | ".join(row) + " |")
     print("\nCPU s per biological second (process CPU, one trial, one thread, medians); "
-          "(Nx): Brian2's CPU time over flyviz's; Brian2's own spikes/s beside it.")
+          "(Nx): Brian2's CPU time over flyviz's, the medians' and (repeats) the least and "
+          "most of each repeat's, the simulators timed one after the other; Brian2's own "
+          "spikes/s beside it.")
     for excited, got in results:
         for t, b in got["built"].items():
             extra = ""
